@@ -1,0 +1,29 @@
+#pragma once
+// Reading JSON inputs with one-line errors, and writing outputs atomically.
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace meshplan {
+
+/// Parses a JSON file. Throws InputError: "<path>: cannot read file" or
+/// "<path>: malformed JSON: <parser message>".
+nlohmann::json read_json_file(const std::string& path);
+
+/// Writes `content` to a temporary file beside `path`, flushes it to disk and renames it over
+/// `path`, so a reader never sees a partial file. Throws RuntimeError naming the path.
+void write_file_atomic(const std::string& path, const std::string& content);
+
+/// Typed field access for loaders: throws InputError "<source>: <field>: missing" or
+/// "<source>: <field>: expected <type> (<value>)".
+int64_t require_int(const nlohmann::json& object, const std::string& field,
+                    const std::string& source);
+double require_number(const nlohmann::json& object, const std::string& field,
+                      const std::string& source);
+std::string require_string(const nlohmann::json& object, const std::string& field,
+                           const std::string& source);
+bool require_bool(const nlohmann::json& object, const std::string& field,
+                  const std::string& source);
+
+}  // namespace meshplan

@@ -1,0 +1,117 @@
+#pragma once
+// Transformer and cluster descriptions: what meshplan plans for, and on what.
+// Units: bytes, seconds, FLOPs (counts), FLOP/s, bytes/s. Sizes are element counts.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "meshplan/errors.h"
+
+namespace meshplan::models {
+
+enum class Activation { kGelu, kSwiglu };
+enum class Norm { kLayerNorm, kRmsNorm };
+enum class Positions { kLearned, kRope, kAlibi };
+
+/// A dense decoder-only transformer. Shape letters used across meshplan:
+/// l layers, h hidden, a attention heads, g kv heads, d head dim, f ffn hidden, V vocab, s sequence.
+struct TransformerConfig {
+  std::string name;                     // preset name or config.json path
+  int64_t num_layers = 0;               // l, e.g. 96 for GPT-3 175B
+  int64_t hidden_size = 0;              // h, e.g. 12288
+  int64_t num_attention_heads = 0;      // a, e.g. 96
+  int64_t num_kv_heads = 0;             // g: a for MHA, 1 for MQA, 8 for Llama-3 70B
+  int64_t head_dim = 0;                 // d: h / a unless the config gives head_dim
+  int64_t ffn_hidden_size = 0;          // f: 4h for GPT, 11008 for Llama-2 7B
+  int64_t vocab_size = 0;               // V: 50257 GPT-2, 32000 Llama-2, 128256 Llama-3
+  int64_t seq_length = 0;               // s: training sequence length
+  int64_t max_position_embeddings = 0;  // rows of the learned position table (learned only)
+  Activation activation = Activation::kGelu;
+  Norm norm = Norm::kLayerNorm;
+  Positions positions = Positions::kLearned;
+  bool tied_embeddings = true;          // output head shares the token embedding
+  bool qkv_bias = false;                // bias on the Q, K, V projections (GPT-2, Qwen2)
+  bool attention_output_bias = false;   // bias on the attention output projection
+  bool mlp_bias = false;                // biases on the MLP projections
+};
+
+/// Exact parameter counts of a TransformerConfig, by place.
+struct ParameterCounts {
+  int64_t token_embedding = 0;     // V h
+  int64_t position_embedding = 0;  // max_position_embeddings h for learned positions, else 0
+  int64_t per_layer = 0;           // one transformer block, norms and biases included
+  int64_t final_norm = 0;          // h (RMSNorm) or 2h (LayerNorm)
+  int64_t lm_head = 0;             // V h when untied, else 0
+  int64_t total = 0;
+};
+
+/// Exact count, biases and norms included (matches a checkpoint's config.json count).
+ParameterCounts count_parameters(const TransformerConfig& model);
+
+/// Throws InputError naming the first bad field (zero, negative, absurd, inconsistent).
+void validate_model(const TransformerConfig& model, const std::string& source);
+
+/// A preset name (`gpt3-175b`, `llama3-8b`, `tiny`, ...), a meshplan model JSON file, or a
+/// Hugging Face config.json (detected by its `architectures` field). Throws InputError.
+TransformerConfig load_model(const std::string& name_or_path);
+TransformerConfig model_from_json(const nlohmann::json& json, const std::string& source);
+nlohmann::json model_to_json(const TransformerConfig& model);
+std::vector<std::string> model_preset_names();
+
+std::string to_string(Activation activation);
+std::string to_string(Norm norm);
+std::string to_string(Positions positions);
+
+/// Numeric precision of training. bf16 mixed precision keeps fp32 master weights and Adam
+/// moments (Micikevicius et al. 2018); fp32 keeps everything in fp32 (the CPU executor).
+enum class Precision { kBf16Mixed, kFp32 };
+std::string to_string(Precision precision);
+/// Bytes of one element of weights, activations and communicated tensors: 2 (bf16) or 4 (fp32).
+int64_t compute_element_bytes(Precision precision);
+
+/// One accelerator's datasheet figures.
+struct GpuSpec {
+  std::string name;                          // "A100-SXM4-80GB"
+  double peak_bf16_flops_per_second = 0;     // dense tensor-core peak, e.g. 312e12 (A100)
+  double peak_fp32_flops_per_second = 0;     // dense fp32 peak (non tensor core), e.g. 19.5e12
+  int64_t hbm_bytes = 0;                     // e.g. 80e9
+  double hbm_bytes_per_second = 0;           // e.g. 2.039e12
+};
+
+/// Achieved-over-peak parameters of the compute model, one set per GPU type (never per run).
+/// The planner's cost model documents how each is used (planner/compute_cost.cpp).
+struct ComputeEfficiency {
+  double gemm_peak_efficiency = 0;      // large GEMM throughput / datasheet peak
+  double gemm_half_efficiency_dim = 0;  // GEMM size (min of m, n, k) at which it halves
+  double attention_efficiency = 0;      // fused (flash) attention throughput / peak
+  double hbm_efficiency = 0;            // achieved / datasheet HBM bandwidth, memory-bound ops
+  double collective_efficiency = 0;     // achieved NCCL bus bandwidth / link line rate
+};
+
+/// A homogeneous GPU cluster.
+struct ClusterConfig {
+  std::string name;                              // "dgx-a100-80gb"
+  GpuSpec gpu;
+  int64_t gpus_per_node = 0;                     // 8 on a DGX
+  double intra_node_bytes_per_second = 0;        // per GPU, one direction (NVLink)
+  double intra_node_latency_seconds = 0;         // per hop
+  double inter_node_bytes_per_second_per_gpu = 0;  // NIC line rate per GPU, one direction
+  double inter_node_latency_seconds = 0;
+  int64_t reserved_bytes_per_gpu = 0;            // CUDA context, NCCL buffers, fragmentation
+  double price_per_gpu_hour = 0;                 // USD
+  Precision precision = Precision::kBf16Mixed;   // what training runs in on this cluster
+  ComputeEfficiency efficiency;
+  std::string source;                            // datasheets the numbers come from
+};
+
+/// A preset name (`dgx-a100-80gb`, `dgx-h100`, `dgx-h200`, `local-cpu`) or a cluster JSON file.
+ClusterConfig load_cluster(const std::string& name_or_path);
+ClusterConfig cluster_from_json(const nlohmann::json& json, const std::string& source);
+nlohmann::json cluster_to_json(const ClusterConfig& cluster);
+std::vector<std::string> cluster_preset_names();
+void validate_cluster(const ClusterConfig& cluster, const std::string& source);
+
+}  // namespace meshplan::models

@@ -1,0 +1,115 @@
+#include "meshplan/json_io.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "meshplan/errors.h"
+
+namespace meshplan {
+
+nlohmann::json read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    throw InputError(fmt::format("{}: cannot read file", path));
+  }
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  try {
+    return nlohmann::json::parse(buffer.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
+    std::string message = e.what();
+    const auto pos = message.find("] ");
+    if (pos != std::string::npos) {
+      message = message.substr(pos + 2);
+    }
+    throw InputError(fmt::format("{}: malformed JSON: {}", path, message));
+  }
+}
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+  const std::string temporary = fmt::format("{}.tmp.{}", path, ::getpid());
+  std::FILE* file = std::fopen(temporary.c_str(), "wb");
+  if (file == nullptr) {
+    throw RuntimeError(fmt::format("{}: cannot write file", path));
+  }
+  const bool written = std::fwrite(content.data(), 1, content.size(), file) == content.size();
+  const bool flushed = std::fflush(file) == 0 && ::fsync(::fileno(file)) == 0;
+  const bool closed = std::fclose(file) == 0;
+  if (!written || !flushed || !closed || std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    throw RuntimeError(fmt::format("{}: cannot write file", path));
+  }
+}
+
+namespace {
+
+const nlohmann::json& require_field(const nlohmann::json& object, const std::string& field,
+                                    const std::string& source) {
+  if (!object.is_object()) {
+    throw InputError(fmt::format("{}: expected a JSON object ({})", source, object.dump()));
+  }
+  const auto it = object.find(field);
+  if (it == object.end() || it->is_null()) {
+    throw InputError(fmt::format("{}: {}: missing", source, field));
+  }
+  return *it;
+}
+
+std::string shorten(const nlohmann::json& value) {
+  std::string text = value.dump();
+  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
+}
+
+}  // namespace
+
+int64_t require_int(const nlohmann::json& object, const std::string& field,
+                    const std::string& source) {
+  const auto& value = require_field(object, field, source);
+  if (value.is_number_integer()) {
+    return value.get<int64_t>();
+  }
+  if (value.is_number_float()) {
+    const double number = value.get<double>();
+    if (number == static_cast<double>(static_cast<int64_t>(number)) && number < 9.2e18 &&
+        number > -9.2e18) {
+      return static_cast<int64_t>(number);
+    }
+  }
+  throw InputError(
+      fmt::format("{}: {}: expected an integer ({})", source, field, shorten(value)));
+}
+
+double require_number(const nlohmann::json& object, const std::string& field,
+                      const std::string& source) {
+  const auto& value = require_field(object, field, source);
+  if (!value.is_number()) {
+    throw InputError(fmt::format("{}: {}: expected a number ({})", source, field, shorten(value)));
+  }
+  return value.get<double>();
+}
+
+std::string require_string(const nlohmann::json& object, const std::string& field,
+                           const std::string& source) {
+  const auto& value = require_field(object, field, source);
+  if (!value.is_string()) {
+    throw InputError(fmt::format("{}: {}: expected a string ({})", source, field, shorten(value)));
+  }
+  return value.get<std::string>();
+}
+
+bool require_bool(const nlohmann::json& object, const std::string& field,
+                  const std::string& source) {
+  const auto& value = require_field(object, field, source);
+  if (!value.is_boolean()) {
+    throw InputError(
+        fmt::format("{}: {}: expected true or false ({})", source, field, shorten(value)));
+  }
+  return value.get<bool>();
+}
+
+}  // namespace meshplan

@@ -1,0 +1,151 @@
+#pragma once
+// The analytical cost model: memory, compute and communication of one training step of one
+// layout. Every formula lives here (planner/*.cpp); the simulator and executor call these
+// functions and never restate them. Units: bytes, seconds, FLOPs.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "meshplan/layout.h"
+#include "meshplan/models.h"
+#include "meshplan/schedule.h"
+
+namespace meshplan::planner {
+
+/// Knobs of the training run that are not part of the layout.
+struct PlanOptions {
+  bool flash_attention = true;  // fused attention: no s^2 score tensors stored or moved
+  // Data-parallel gradient reduction overlaps with the backward of the last micro-batch
+  // (Megatron-LM --overlap-grad-reduce, PyTorch DDP buckets). Off: it runs after the backward.
+  bool overlap_grad_reduce = true;
+  // Tensor-parallel communication overlaps with GEMMs (Megatron-Core --tp-comm-overlap).
+  bool overlap_tp_comm = false;
+};
+
+enum class CollectiveKind { kAllReduce, kAllGather, kReduceScatter, kSendRecv };
+enum class CommGroup { kTp, kPp, kDp, kEmbedding };
+std::string to_string(CollectiveKind kind);
+std::string to_string(CommGroup group);
+
+/// One kind of collective a rank issues during a step. `message_bytes` is nccl-tests' "size":
+/// the full (unsharded) buffer of an all-reduce, the gathered output of an all-gather, the
+/// input of a reduce-scatter, the payload of a send. Bytes on the wire per rank follow from the
+/// ring algorithm: 2(n-1)/n, (n-1)/n, (n-1)/n and 1 times message_bytes (nccl-tests
+/// doc/PERFORMANCE.md).
+struct CollectiveTraffic {
+  std::string what;             // "tp: attention output all-reduce (forward)"
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  CommGroup group = CommGroup::kTp;
+  int64_t group_size = 1;
+  int64_t stage = 0;            // pipeline rank that issues it
+  int64_t message_bytes = 0;
+  int64_t calls_per_step = 0;
+  double seconds_per_call = 0;  // alpha-beta ring time, tiered by placement
+  int64_t total_message_bytes() const { return message_bytes * calls_per_step; }
+};
+
+/// Per-rank memory of one pipeline stage, bytes. Model states per ZeRO (Rajbhandari et al.
+/// 2020, Fig. 1); activations per Korthikanti et al. 2022 (Sec. 4, eqs. 1-6) times the peak
+/// in-flight count from the schedule's op list.
+struct MemoryBreakdown {
+  int64_t weights_bytes = 0;
+  int64_t gradients_bytes = 0;
+  int64_t optimizer_bytes = 0;
+  int64_t activations_bytes = 0;
+  int64_t reserved_bytes = 0;
+  int64_t total_bytes() const {
+    return weights_bytes + gradients_bytes + optimizer_bytes + activations_bytes + reserved_bytes;
+  }
+};
+
+/// One micro-batch through one model chunk on one rank. Compute and exposed tensor-parallel
+/// communication are kept apart so the simulator can put them on different streams.
+struct ChunkCost {
+  int64_t num_layers = 0;
+  bool has_embedding = false;
+  bool has_lm_head = false;                 // final norm, LM head, loss
+  double forward_compute_seconds = 0;
+  double forward_tp_comm_seconds = 0;       // exposed
+  double backward_input_compute_seconds = 0;   // B (includes recompute forward, if any)
+  double backward_weight_compute_seconds = 0;  // W
+  double backward_tp_comm_seconds = 0;      // exposed, recompute's included
+  int64_t forward_flops = 0;                // matmul FLOPs executed, per rank
+  int64_t backward_flops = 0;               // recompute included
+  double forward_seconds() const { return forward_compute_seconds + forward_tp_comm_seconds; }
+  double backward_seconds() const {
+    return backward_input_compute_seconds + backward_weight_compute_seconds +
+           backward_tp_comm_seconds;
+  }
+};
+
+struct StageEstimate {
+  int64_t stage = 0;
+  std::vector<ChunkCost> chunks;            // [vpp]
+  int64_t peak_in_flight_micro_batches = 0;
+  MemoryBreakdown memory;
+  int64_t num_parameters = 0;               // per rank of this stage (tp-sharded)
+  double optimizer_step_seconds = 0;
+  double dp_grad_sync_seconds = 0;          // full duration of the gradient collectives
+};
+
+/// Where one step's time goes, on the critical stage.
+struct StepBreakdown {
+  double pipeline_compute_seconds = 0;    // busy time of the critical stage's F and B
+  double tp_comm_exposed_seconds = 0;     // part of the above spent in tp collectives
+  double bubble_seconds = 0;              // pipeline fill and drain
+  double pp_transfer_seconds = 0;         // exposed stage-to-stage transfers
+  double dp_comm_exposed_seconds = 0;     // gradient sync not hidden behind backward
+  double optimizer_seconds = 0;
+};
+
+struct PlanEstimate {
+  Layout layout;
+  bool feasible = false;
+  std::string rejection_code;     // "memory", "tp_heads", ... (empty when feasible)
+  std::string rejection_reason;   // one line, with values
+  double step_time_s = 0;
+  StepBreakdown breakdown;
+  double model_flops_per_step = 0;     // Megatron-LM count, no recompute
+  double hardware_flops_per_step = 0;  // executed, recompute included
+  double mfu = 0;
+  double hfu = 0;
+  double model_tflops_per_gpu = 0;
+  double tokens_per_s = 0;
+  int64_t peak_memory_bytes = 0;       // max over stages
+  std::vector<StageEstimate> stages;   // [pp]
+  std::vector<CollectiveTraffic> collectives;
+};
+
+/// Checks the layout's validity rules (returns a non-empty code and reason on the first
+/// violation; memory is not checked here). Codes: "gpus", "tp_heads", "tp_kv_heads",
+/// "tp_node", "pp_layers", "batch", "interleaved_micro_batches", "sequence_parallel",
+/// "zero", "vpp_schedule".
+struct Validity {
+  std::string code;
+  std::string reason;
+  bool ok() const { return code.empty(); }
+};
+Validity check_layout(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
+                      int64_t num_gpus, const Layout& layout, bool allow_tp_across_nodes = false);
+
+/// Full estimate of one layout (valid or not: an invalid one comes back infeasible, with its
+/// reason). Throws nothing for infeasible layouts.
+PlanEstimate estimate_plan(const models::TransformerConfig& model,
+                           const models::ClusterConfig& cluster, const Layout& layout,
+                           const PlanOptions& options = {});
+
+/// Layers per model chunk for (stage, chunk): the l / (pp * vpp) split; precondition divisible.
+int64_t layers_per_chunk(const models::TransformerConfig& model, const Layout& layout);
+
+/// Ring collective time on a group of `group_size` ranks placed `stride` ranks apart in the
+/// global numbering (tp: 1, dp: tp, ...). Groups inside one node use NVLink; groups that span
+/// nodes are costed hierarchically (intra-node tier, then inter-node tier).
+double collective_seconds(const models::ClusterConfig& cluster, CollectiveKind kind,
+                          int64_t message_bytes, int64_t group_size, int64_t stride);
+
+/// Megatron-LM model FLOPs of one step (no recompute), generalised to GQA and SwiGLU:
+/// 6 * tokens * (matmul parameters per token) + attention scores term, see flops.cpp.
+double model_flops_per_step(const models::TransformerConfig& model, int64_t global_batch);
+
+}  // namespace meshplan::planner

@@ -1,0 +1,41 @@
+#pragma once
+// The versioned plan file: what `plan --save-plan` writes and `explain`, `simulate` and
+// `execute` read. Schema: docs/plan-format.md.
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "meshplan/cost_model.h"
+#include "meshplan/layout.h"
+#include "meshplan/models.h"
+
+namespace meshplan::planner {
+
+inline constexpr const char* kPlanFormat = "meshplan plan";
+inline constexpr int kPlanFormatVersion = 1;
+
+struct Plan {
+  models::TransformerConfig model;   // seq_length is the training sequence length
+  models::ClusterConfig cluster;
+  int64_t num_gpus = 0;
+  Layout layout;
+  PlanOptions options;
+};
+
+nlohmann::json plan_to_json(const Plan& plan, const PlanEstimate& estimate);
+/// Throws InputError naming the field: missing or wrong-typed fields, a newer version,
+/// tp*pp*dp != num_gpus, unknown schedule, an invalid layout.
+Plan plan_from_json(const nlohmann::json& json, const std::string& source);
+
+/// Writes atomically (temporary file, then rename). Throws RuntimeError if it cannot.
+void write_plan_file(const std::string& path, const Plan& plan, const PlanEstimate& estimate);
+Plan read_plan_file(const std::string& path);
+
+/// Layout <-> JSON object {tp, pp, dp, vpp, micro_batch, global_batch, recompute,
+/// sequence_parallel, zero, schedule, placement}.
+nlohmann::json layout_to_json(const Layout& layout);
+Layout layout_from_json(const nlohmann::json& json, const std::string& source);
+
+}  // namespace meshplan::planner

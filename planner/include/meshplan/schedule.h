@@ -1,0 +1,67 @@
+#pragma once
+// The one pipeline schedule generator. The planner counts in-flight micro-batches and the
+// bubble from these op lists, the simulator builds its task graph from them and the executor
+// runs them. Nothing else decides the order of pipeline work.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "meshplan/layout.h"
+
+namespace meshplan::planner {
+
+/// kBackward is the whole backward of a chunk (input and weight gradients). Zero-bubble
+/// schedules split it into kBackwardInput (B: gradient w.r.t. the chunk's input, sent upstream)
+/// and kBackwardWeight (W: gradient w.r.t. the chunk's weights), Qi et al. 2023, Sec. 2.
+enum class OpKind {
+  kForward,
+  kBackward,
+  kBackwardInput,
+  kBackwardWeight,
+  kSendActivation,  // to peer_stage, after a kForward of (micro_batch, chunk)
+  kRecvActivation,  // from peer_stage, before a kForward of (micro_batch, chunk)
+  kSendGradient,    // to peer_stage, after the backward (B) of (micro_batch, chunk)
+  kRecvGradient,    // from peer_stage, before the backward (B) of (micro_batch, chunk)
+};
+
+/// One step of one pipeline rank's work. `chunk` is the model chunk on this rank (0..vpp-1);
+/// chunk c on stage s holds virtual stage c * pp + s (Megatron-LM's interleaved assignment).
+/// For transfers, (micro_batch, chunk) names the local chunk whose tensor is sent or received.
+struct PipelineOp {
+  OpKind kind = OpKind::kForward;
+  int64_t micro_batch = 0;
+  int64_t chunk = 0;
+  int64_t peer_stage = -1;  // the other pipeline rank, for transfers only
+};
+
+/// Ordered op lists, one per pipeline rank (stage). Semantics the lists are valid under:
+/// sends are buffered (they never block), a receive blocks until its matching send was issued.
+struct PipelineSchedule {
+  ScheduleKind kind = ScheduleKind::kOneFOneB;
+  int64_t pp = 1;
+  int64_t vpp = 1;
+  int64_t num_micro_batches = 1;
+  std::vector<std::vector<PipelineOp>> stages;  // [pp][ops]
+};
+
+/// Builds the op lists. Throws InputError (naming the field: "pp", "vpp", "micro_batches") when
+/// the combination is invalid, e.g. interleaved with num_micro_batches % pp != 0, or vpp > 1 with
+/// a schedule other than interleaved. Never substitutes another schedule.
+PipelineSchedule generate_schedule(ScheduleKind kind, int64_t pp, int64_t vpp,
+                                   int64_t num_micro_batches);
+
+/// Largest number of micro-batches (chunk-micro-batches for vpp > 1, counted in units of one
+/// chunk's activations) whose forward activations `stage` holds at once: a forward adds one,
+/// the op that releases them (kBackward, or kBackwardWeight for split schedules) removes one.
+int64_t peak_in_flight_micro_batches(const PipelineSchedule& schedule, int64_t stage);
+
+/// Replays the lists with unit-free durations: every forward takes forward_time, every backward
+/// (or B) backward_time, every W weight_time, transfers take no time. Returns the makespan.
+/// Throws RuntimeError if the lists deadlock under the semantics above.
+double replay_makespan(const PipelineSchedule& schedule, double forward_time,
+                       double backward_time, double weight_time);
+
+std::string to_string(OpKind kind);
+
+}  // namespace meshplan::planner

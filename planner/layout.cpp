@@ -1,0 +1,98 @@
+#include "meshplan/layout.h"
+
+#include <fmt/format.h>
+
+#include "meshplan/errors.h"
+
+namespace meshplan::planner {
+
+RankCoords rank_coords(const Layout& layout, int64_t rank) {
+  RankCoords coords;
+  coords.tp_rank = rank % layout.tp;
+  const int64_t rest = rank / layout.tp;
+  if (layout.placement == Placement::kTpDpPp) {
+    coords.dp_rank = rest % layout.dp;
+    coords.pp_rank = rest / layout.dp;
+  } else {
+    coords.pp_rank = rest % layout.pp;
+    coords.dp_rank = rest / layout.pp;
+  }
+  return coords;
+}
+
+int64_t global_rank(const Layout& layout, const RankCoords& coords) {
+  if (layout.placement == Placement::kTpDpPp) {
+    return coords.tp_rank + layout.tp * (coords.dp_rank + layout.dp * coords.pp_rank);
+  }
+  return coords.tp_rank + layout.tp * (coords.pp_rank + layout.pp * coords.dp_rank);
+}
+
+std::string to_string(Recompute recompute) {
+  switch (recompute) {
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
+  }
+  return "?";
+}
+
+std::string to_string(ScheduleKind schedule) {
+  switch (schedule) {
+    case ScheduleKind::kGpipe:
+      return "gpipe";
+    case ScheduleKind::kOneFOneB:
+      return "1f1b";
+    case ScheduleKind::kInterleaved:
+      return "interleaved";
+    case ScheduleKind::kZbH1:
+      return "zb-h1";
+  }
+  return "?";
+}
+
+std::string to_string(Placement placement) {
+  return placement == Placement::kTpDpPp ? "tp-dp-pp" : "tp-pp-dp";
+}
+
+Recompute parse_recompute(const std::string& text, const std::string& field) {
+  for (Recompute value : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    if (text == to_string(value)) {
+      return value;
+    }
+  }
+  throw InputError(
+      fmt::format("{}: unknown recompute, expected none, selective or full ({})", field, text));
+}
+
+ScheduleKind parse_schedule(const std::string& text, const std::string& field) {
+  for (ScheduleKind value : {ScheduleKind::kGpipe, ScheduleKind::kOneFOneB,
+                             ScheduleKind::kInterleaved, ScheduleKind::kZbH1}) {
+    if (text == to_string(value)) {
+      return value;
+    }
+  }
+  throw InputError(fmt::format(
+      "{}: unknown schedule, expected gpipe, 1f1b, interleaved or zb-h1 ({})", field, text));
+}
+
+Placement parse_placement(const std::string& text, const std::string& field) {
+  for (Placement value : {Placement::kTpDpPp, Placement::kTpPpDp}) {
+    if (text == to_string(value)) {
+      return value;
+    }
+  }
+  throw InputError(
+      fmt::format("{}: unknown placement, expected tp-dp-pp or tp-pp-dp ({})", field, text));
+}
+
+std::string describe(const Layout& layout) {
+  return fmt::format("tp={} pp={} dp={} vpp={} mb={} recompute={} sp={} zero={} schedule={}",
+                     layout.tp, layout.pp, layout.dp, layout.vpp, layout.micro_batch,
+                     to_string(layout.recompute), layout.sequence_parallel ? "on" : "off",
+                     layout.zero, to_string(layout.schedule));
+}
+
+}  // namespace meshplan::planner
