@@ -135,6 +135,17 @@ PlanEstimate estimate_plan(const models::TransformerConfig& model,
                            const models::ClusterConfig& cluster, const Layout& layout,
                            const PlanOptions& options = {});
 
+/// Vocabulary padded as Megatron-LM pads it (--make-vocab-size-divisible-by 128, times tp), so
+/// the vocab-parallel embedding splits evenly: ceil(V / (128 tp)) * 128 tp. Models whose V is
+/// already divisible by tp and smaller than 128 tp (the executor's tiny model) keep V.
+int64_t padded_vocab_size(const models::TransformerConfig& model, int64_t tp);
+
+/// Parameters one rank of pipeline stage `stage` holds (tp-sharded matrices, replicated norms
+/// and row-parallel biases, padded vocab-parallel embedding on the first stage, untied or
+/// pipeline-tied LM head on the last). The executor allocates exactly this many.
+int64_t stage_parameter_count(const models::TransformerConfig& model, const Layout& layout,
+                              int64_t stage);
+
 /// Layers per model chunk for (stage, chunk): the l / (pp * vpp) split; precondition divisible.
 int64_t layers_per_chunk(const models::TransformerConfig& model, const Layout& layout);
 
