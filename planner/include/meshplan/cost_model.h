@@ -135,9 +135,9 @@ PlanEstimate estimate_plan(const models::TransformerConfig& model,
                            const models::ClusterConfig& cluster, const Layout& layout,
                            const PlanOptions& options = {});
 
-/// Vocabulary padded as Megatron-LM pads it (--make-vocab-size-divisible-by 128, times tp), so
-/// the vocab-parallel embedding splits evenly: ceil(V / (128 tp)) * 128 tp. Models whose V is
-/// already divisible by tp and smaller than 128 tp (the executor's tiny model) keep V.
+/// Vocabulary padded to the smallest multiple of tp, ceil(V / tp) * tp, so the vocab-parallel
+/// embedding splits evenly (Megatron-LM pads further, to 128 tp, for GEMM alignment; that
+/// differs by under 0.1% of the parameters of any preset).
 int64_t padded_vocab_size(const models::TransformerConfig& model, int64_t tp);
 
 /// Parameters one rank of pipeline stage `stage` holds (tp-sharded matrices, replicated norms
