@@ -1,0 +1,318 @@
+// The pipeline schedule generator: per pipeline rank, the order of compute ops (F, B or B/W),
+// then the point-to-point transfers around them. The compute order of each schedule is
+// written as one small function; the transfers are added by one function for all of them.
+//
+// Virtual stages (Narayanan et al. 2021, Sec. 2.2.2; Megatron-LM's interleaved assignment):
+// chunk c of rank s holds virtual stage v = c * pp + s, so the forward successor of (pp-1, c)
+// is (0, c + 1). Virtual stage 0 reads the data, virtual stage pp * vpp - 1 computes the loss.
+
+#include "meshplan/schedule.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "meshplan/errors.h"
+
+namespace meshplan::planner {
+namespace {
+
+using OpList = std::vector<PipelineOp>;
+
+PipelineOp compute_op(OpKind kind, int64_t micro_batch, int64_t chunk) {
+  PipelineOp op;
+  op.kind = kind;
+  op.micro_batch = micro_batch;
+  op.chunk = chunk;
+  return op;
+}
+
+// GPipe (Huang et al. 2019, Fig. 2c): all forwards, micro-batch 0..m-1, then all backwards in
+// reverse micro-batch order m-1..0, as in the figure (and as autograd runs the backward of one
+// concatenated batch): the last stage starts the backward of the micro-batch it just finished.
+OpList gpipe_compute(int64_t num_micro_batches) {
+  OpList ops;
+  for (int64_t mb = 0; mb < num_micro_batches; ++mb) {
+    ops.push_back(compute_op(OpKind::kForward, mb, 0));
+  }
+  for (int64_t mb = num_micro_batches - 1; mb >= 0; --mb) {
+    ops.push_back(compute_op(OpKind::kBackward, mb, 0));
+  }
+  return ops;
+}
+
+// 1F1B / PipeDream-Flush (Narayanan et al. 2021, Sec. 2.2.1, Fig. 4 top; Megatron-LM
+// forward_backward_pipelining_without_interleaving): stage s runs min(pp - s - 1, m) warm-up
+// forwards, then pairs (forward of micro-batch warmup + i, backward of micro-batch i), then the
+// remaining backwards (cool-down).
+OpList one_f_one_b_compute(int64_t pp, int64_t stage, int64_t num_micro_batches) {
+  const int64_t num_warmup = std::min(pp - stage - 1, num_micro_batches);
+  const int64_t num_steady = num_micro_batches - num_warmup;
+  OpList ops;
+  for (int64_t mb = 0; mb < num_warmup; ++mb) {
+    ops.push_back(compute_op(OpKind::kForward, mb, 0));
+  }
+  for (int64_t i = 0; i < num_steady; ++i) {
+    ops.push_back(compute_op(OpKind::kForward, num_warmup + i, 0));
+    ops.push_back(compute_op(OpKind::kBackward, i, 0));
+  }
+  for (int64_t mb = num_steady; mb < num_micro_batches; ++mb) {
+    ops.push_back(compute_op(OpKind::kBackward, mb, 0));
+  }
+  return ops;
+}
+
+// Interleaved 1F1B (Narayanan et al. 2021, Sec. 2.2.2, Fig. 4 bottom), in the order of
+// Megatron-LM's forward_backward_pipelining_with_interleaving (megatron/core/pipeline_parallel/
+// schedules.py: get_schedule_table, get_pp_rank_microbatches, default
+// microbatch_group_size_per_vp_stage = pp). The k-th forward of a rank (k = 0..m*vpp-1) runs
+// chunk (k / pp) % vpp on micro-batch (k / (pp * vpp)) * pp + k % pp: micro-batches go through
+// the chunks in groups of pp. The k-th backward runs the same micro-batch on chunk
+// vpp - 1 - (k / pp) % vpp. Warm-up: (pp - s - 1) * 2 + (vpp - 1) * pp forwards, capped at
+// m * vpp; then (forward warmup + i, backward i) pairs; then the remaining backwards.
+OpList interleaved_compute(int64_t pp, int64_t vpp, int64_t stage, int64_t num_micro_batches) {
+  const int64_t num_total = num_micro_batches * vpp;
+  const int64_t num_warmup = std::min((pp - stage - 1) * 2 + (vpp - 1) * pp, num_total);
+  const int64_t num_steady = num_total - num_warmup;
+  auto micro_batch = [&](int64_t k) { return (k / (pp * vpp)) * pp + k % pp; };
+  auto forward = [&](int64_t k) {
+    return compute_op(OpKind::kForward, micro_batch(k), (k / pp) % vpp);
+  };
+  auto backward = [&](int64_t k) {
+    return compute_op(OpKind::kBackward, micro_batch(k), vpp - 1 - (k / pp) % vpp);
+  };
+  OpList ops;
+  for (int64_t k = 0; k < num_warmup; ++k) {
+    ops.push_back(forward(k));
+  }
+  for (int64_t i = 0; i < num_steady; ++i) {
+    ops.push_back(forward(num_warmup + i));
+    ops.push_back(backward(i));
+  }
+  for (int64_t k = num_steady; k < num_total; ++k) {
+    ops.push_back(backward(k));
+  }
+  return ops;
+}
+
+bool is_input_backward(OpKind kind) {
+  return kind == OpKind::kBackward || kind == OpKind::kBackwardInput;
+}
+
+// Wraps one rank's compute order with its transfers: a receive right before the compute op
+// that consumes it (the latest point, so no rank waits earlier than the data dependency
+// forces), a send right after the compute op that produces it.
+OpList add_transfers(const OpList& compute, int64_t pp, int64_t vpp, int64_t stage) {
+  const int64_t num_virtual_stages = pp * vpp;
+  const int64_t prev_stage = (stage + pp - 1) % pp;
+  const int64_t next_stage = (stage + 1) % pp;
+  OpList ops;
+  for (const PipelineOp& op : compute) {
+    const int64_t virtual_stage = op.chunk * pp + stage;
+    const bool first = virtual_stage == 0;
+    const bool last = virtual_stage == num_virtual_stages - 1;
+    PipelineOp transfer = op;
+    if (op.kind == OpKind::kForward && !first) {
+      transfer.kind = OpKind::kRecvActivation;
+      transfer.peer_stage = prev_stage;
+      ops.push_back(transfer);
+    }
+    if (is_input_backward(op.kind) && !last) {
+      transfer.kind = OpKind::kRecvGradient;
+      transfer.peer_stage = next_stage;
+      ops.push_back(transfer);
+    }
+    ops.push_back(op);
+    if (op.kind == OpKind::kForward && !last) {
+      transfer.kind = OpKind::kSendActivation;
+      transfer.peer_stage = next_stage;
+      ops.push_back(transfer);
+    }
+    if (is_input_backward(op.kind) && !first) {
+      transfer.kind = OpKind::kSendGradient;
+      transfer.peer_stage = prev_stage;
+      ops.push_back(transfer);
+    }
+  }
+  return ops;
+}
+
+void validate(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batches) {
+  if (pp < 1) {
+    throw InputError(fmt::format("pp: must be at least 1 ({})", pp));
+  }
+  if (vpp < 1) {
+    throw InputError(fmt::format("vpp: must be at least 1 ({})", vpp));
+  }
+  if (num_micro_batches < 1) {
+    throw InputError(fmt::format("micro_batches: must be at least 1 ({})", num_micro_batches));
+  }
+  if (kind != ScheduleKind::kInterleaved && vpp > 1) {
+    throw InputError(fmt::format("vpp: only the interleaved schedule has model chunks, not {} ({})",
+                                 to_string(kind), vpp));
+  }
+  if (kind == ScheduleKind::kInterleaved) {
+    // Megatron-LM rejects both as well (arguments.py; the divisibility assert of
+    // forward_backward_pipelining_with_interleaving).
+    if (vpp < 2) {
+      throw InputError(fmt::format(
+          "vpp: interleaved schedule needs at least 2 model chunks per stage ({})", vpp));
+    }
+    if (pp < 2) {
+      throw InputError(fmt::format("pp: interleaved schedule needs at least 2 stages ({})", pp));
+    }
+    if (num_micro_batches % pp != 0) {
+      throw InputError(fmt::format(
+          "micro_batches: interleaved schedule needs the number of micro-batches divisible by pp "
+          "({} % {})",
+          num_micro_batches, pp));
+    }
+  }
+}
+
+}  // namespace
+
+PipelineSchedule generate_schedule(ScheduleKind kind, int64_t pp, int64_t vpp,
+                                   int64_t num_micro_batches) {
+  validate(kind, pp, vpp, num_micro_batches);
+  PipelineSchedule schedule;
+  schedule.kind = kind;
+  schedule.pp = pp;
+  schedule.vpp = vpp;
+  schedule.num_micro_batches = num_micro_batches;
+  for (int64_t stage = 0; stage < pp; ++stage) {
+    OpList compute;
+    switch (kind) {
+      case ScheduleKind::kGpipe:
+        compute = gpipe_compute(num_micro_batches);
+        break;
+      case ScheduleKind::kOneFOneB:
+        compute = one_f_one_b_compute(pp, stage, num_micro_batches);
+        break;
+      case ScheduleKind::kInterleaved:
+        compute = interleaved_compute(pp, vpp, stage, num_micro_batches);
+        break;
+      case ScheduleKind::kZbH1:
+        throw InputError(fmt::format("schedule: not implemented yet ({})", to_string(kind)));
+    }
+    schedule.stages.push_back(add_transfers(compute, pp, vpp, stage));
+  }
+  return schedule;
+}
+
+int64_t peak_in_flight_micro_batches(const PipelineSchedule& schedule, int64_t stage) {
+  if (stage < 0 || stage >= static_cast<int64_t>(schedule.stages.size())) {
+    throw InputError(fmt::format("stage: not a pipeline rank of this schedule, pp = {} ({})",
+                                 schedule.stages.size(), stage));
+  }
+  int64_t in_flight = 0;
+  int64_t peak = 0;
+  for (const PipelineOp& op : schedule.stages[stage]) {
+    if (op.kind == OpKind::kForward) {
+      peak = std::max(peak, ++in_flight);
+    } else if (is_input_backward(op.kind)) {
+      --in_flight;
+    }
+  }
+  return peak;
+}
+
+namespace {
+
+// A transfer is matched by (activation or gradient, micro-batch, boundary), where boundary b
+// is the edge between virtual stages b and b + 1.
+using TransferKey = std::tuple<bool, int64_t, int64_t>;
+
+TransferKey transfer_key(const PipelineOp& op, int64_t pp, int64_t stage) {
+  const int64_t virtual_stage = op.chunk * pp + stage;
+  switch (op.kind) {
+    case OpKind::kSendActivation:
+      return {true, op.micro_batch, virtual_stage};
+    case OpKind::kRecvActivation:
+      return {true, op.micro_batch, virtual_stage - 1};
+    case OpKind::kSendGradient:
+      return {false, op.micro_batch, virtual_stage - 1};
+    default:  // kRecvGradient
+      return {false, op.micro_batch, virtual_stage};
+  }
+}
+
+}  // namespace
+
+double replay_makespan(const PipelineSchedule& schedule, double forward_time, double backward_time,
+                       double weight_time) {
+  const int64_t pp = static_cast<int64_t>(schedule.stages.size());
+  std::vector<size_t> next(pp, 0);
+  std::vector<double> clock(pp, 0.0);
+  std::map<TransferKey, double> sent;  // issue time of each send not yet received
+  size_t remaining = 0;
+  for (const OpList& ops : schedule.stages) {
+    remaining += ops.size();
+  }
+  while (remaining > 0) {
+    bool progress = false;
+    for (int64_t stage = 0; stage < pp; ++stage) {
+      const OpList& ops = schedule.stages[stage];
+      for (; next[stage] < ops.size(); ++next[stage], --remaining, progress = true) {
+        const PipelineOp& op = ops[next[stage]];
+        if (op.kind == OpKind::kRecvActivation || op.kind == OpKind::kRecvGradient) {
+          auto it = sent.find(transfer_key(op, schedule.pp, stage));
+          if (it == sent.end()) {
+            break;
+          }
+          clock[stage] = std::max(clock[stage], it->second);
+          sent.erase(it);
+        } else if (op.kind == OpKind::kSendActivation || op.kind == OpKind::kSendGradient) {
+          if (!sent.emplace(transfer_key(op, schedule.pp, stage), clock[stage]).second) {
+            throw RuntimeError(
+                fmt::format("schedule: stage {}: {} of micro-batch {} chunk {} sent twice", stage,
+                            to_string(op.kind), op.micro_batch, op.chunk));
+          }
+        } else if (op.kind == OpKind::kForward) {
+          clock[stage] += forward_time;
+        } else if (op.kind == OpKind::kBackwardWeight) {
+          clock[stage] += weight_time;
+        } else {  // kBackward (whole backward: weight_time is not added) or kBackwardInput
+          clock[stage] += backward_time;
+        }
+      }
+    }
+    if (!progress) {
+      for (int64_t stage = 0; stage < pp; ++stage) {
+        if (next[stage] < schedule.stages[stage].size()) {
+          const PipelineOp& op = schedule.stages[stage][next[stage]];
+          throw RuntimeError(fmt::format(
+              "schedule deadlock: stage {} waits for {} of micro-batch {} chunk {} from stage {}",
+              stage, to_string(op.kind), op.micro_batch, op.chunk, op.peer_stage));
+        }
+      }
+    }
+  }
+  return *std::max_element(clock.begin(), clock.end());
+}
+
+std::string to_string(OpKind kind) {
+  switch (kind) {
+    case OpKind::kForward:
+      return "forward";
+    case OpKind::kBackward:
+      return "backward";
+    case OpKind::kBackwardInput:
+      return "backward-input";
+    case OpKind::kBackwardWeight:
+      return "backward-weight";
+    case OpKind::kSendActivation:
+      return "send-activation";
+    case OpKind::kRecvActivation:
+      return "recv-activation";
+    case OpKind::kSendGradient:
+      return "send-gradient";
+    case OpKind::kRecvGradient:
+      return "recv-gradient";
+  }
+  return "?";
+}
+
+}  // namespace meshplan::planner

@@ -1,0 +1,300 @@
+// Tests of the pipeline schedule generator (planner/schedule.cpp). Expected values come from
+// the papers' closed forms (Narayanan et al. 2021 eqs. 1-2; Qi et al. 2023 Sec. 3; Korthikanti
+// et al. 2022 Sec. 4.2.3), from hand-traced small cases, and from structural rules checked op by
+// op (every micro-batch's work exactly once, on the right rank, in dependency order, every send
+// matched by one receive on the right peer).
+
+#include "meshplan/schedule.h"
+
+#include <doctest/doctest.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "meshplan/errors.h"
+
+namespace meshplan::planner {
+namespace {
+
+bool is_split(ScheduleKind kind) {
+  return kind == ScheduleKind::kZbH1;
+}
+
+// One line per stage, e.g. "s0: F0 >a F1 >a <g B0 ...", for failure messages only; prints
+// nothing itself. F/B/b/W = forward, backward, backward-input, backward-weight of micro-batch N
+// (".c" suffix for chunk c when vpp > 1); >a/<a/>g/<g = send/recv activation/gradient.
+std::string render(const PipelineSchedule& schedule) {
+  std::string text;
+  for (size_t stage = 0; stage < schedule.stages.size(); ++stage) {
+    text += "s" + std::to_string(stage) + ":";
+    for (const PipelineOp& op : schedule.stages[stage]) {
+      static const std::map<OpKind, std::string> kNames = {
+          {OpKind::kForward, "F"},         {OpKind::kBackward, "B"},
+          {OpKind::kBackwardInput, "b"},   {OpKind::kBackwardWeight, "W"},
+          {OpKind::kSendActivation, ">a"}, {OpKind::kRecvActivation, "<a"},
+          {OpKind::kSendGradient, ">g"},   {OpKind::kRecvGradient, "<g"}};
+      text += " " + kNames.at(op.kind);
+      if (op.kind == OpKind::kForward || op.kind == OpKind::kBackward ||
+          op.kind == OpKind::kBackwardInput || op.kind == OpKind::kBackwardWeight) {
+        text += std::to_string(op.micro_batch);
+        if (schedule.vpp > 1) {
+          text += "." + std::to_string(op.chunk);
+        }
+      }
+    }
+    text += "\n";
+  }
+  return text;
+}
+
+// Checks the structural rules of the brief and returns the first violation ("" if none).
+// The rules are restated here from the definition, not taken from the generator:
+// virtual stage v = chunk * pp + stage; activations flow v -> v + 1, gradients v + 1 -> v; a
+// boundary b is the edge between virtual stages b and b + 1, on ranks b % pp and (b + 1) % pp.
+std::string check_schedule(const PipelineSchedule& schedule) {
+  const int64_t pp = schedule.pp;
+  const int64_t vpp = schedule.vpp;
+  const int64_t m = schedule.num_micro_batches;
+  const int64_t num_virtual = pp * vpp;
+  const bool split = is_split(schedule.kind);
+  if (static_cast<int64_t>(schedule.stages.size()) != pp) {
+    return "wrong number of stages";
+  }
+  // (kind, is_send, micro_batch, boundary) -> (stage, peer) of each transfer seen.
+  std::map<std::tuple<bool, bool, int64_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>>
+      transfers;
+  for (int64_t stage = 0; stage < pp; ++stage) {
+    const auto& ops = schedule.stages[stage];
+    // (micro_batch, chunk) -> position of F, B (or b), W on this stage; -1 = not seen.
+    std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> compute;
+    auto slot = [&](const PipelineOp& op, int index) -> int64_t& {
+      auto& positions = compute[{op.micro_batch, op.chunk}];
+      positions.resize(3, -1);
+      return positions[index];
+    };
+    for (int64_t i = 0; i < static_cast<int64_t>(ops.size()); ++i) {
+      const PipelineOp& op = ops[i];
+      const std::string where = "stage " + std::to_string(stage) + " op " + std::to_string(i);
+      if (op.micro_batch < 0 || op.micro_batch >= m || op.chunk < 0 || op.chunk >= vpp) {
+        return where + ": micro-batch or chunk out of range";
+      }
+      const int64_t v = op.chunk * pp + stage;
+      int index = -1;
+      switch (op.kind) {
+        case OpKind::kForward:
+          index = 0;
+          break;
+        case OpKind::kBackward:
+          index = split ? -2 : 1;
+          break;
+        case OpKind::kBackwardInput:
+          index = split ? 1 : -2;
+          break;
+        case OpKind::kBackwardWeight:
+          index = split ? 2 : -2;
+          break;
+        default:
+          break;
+      }
+      if (index == -2) {
+        return where + ": backward kind does not fit the schedule";
+      }
+      if (index >= 0) {
+        int64_t& position = slot(op, index);
+        if (position != -1) {
+          return where + ": compute op repeated";
+        }
+        position = i;
+        continue;
+      }
+      if (pp == 1) {
+        return where + ": transfer with pp == 1";
+      }
+      const bool activation =
+          op.kind == OpKind::kSendActivation || op.kind == OpKind::kRecvActivation;
+      const bool send = op.kind == OpKind::kSendActivation || op.kind == OpKind::kSendGradient;
+      // Activation send at v crosses boundary v, its receive (at v + 1) boundary v; gradient
+      // send at v crosses boundary v - 1, its receive (at v) boundary v.
+      const int64_t boundary = (activation == send) ? v : v - 1;
+      if (boundary < 0 || boundary >= num_virtual - 1) {
+        return where + ": transfer beyond the first or last virtual stage";
+      }
+      const int64_t expected_peer = (boundary % pp == stage) ? (boundary + 1) % pp : boundary % pp;
+      if (op.peer_stage != expected_peer) {
+        return where + ": wrong peer stage";
+      }
+      // Order against the local compute op it belongs to: a forward's receive comes before it
+      // and its send after; a backward's receive before it and its send after.
+      const int64_t producer = slot(op, activation ? 0 : 1);
+      if (send && producer == -1) {
+        return where + ": send before the compute op that produces it";
+      }
+      if (!send && producer != -1) {
+        return where + ": receive after the compute op that consumes it";
+      }
+      transfers[{activation, send, op.micro_batch, boundary}].push_back({stage, op.peer_stage});
+    }
+    // Every (micro-batch, chunk) has exactly one F, one B (and one W), in that order.
+    if (static_cast<int64_t>(compute.size()) != m * vpp) {
+      return "stage " + std::to_string(stage) + ": not every (micro-batch, chunk) computed";
+    }
+    for (const auto& [key, positions] : compute) {
+      const std::string what = "stage " + std::to_string(stage) + " micro-batch " +
+                               std::to_string(key.first) + " chunk " + std::to_string(key.second);
+      if (positions[0] == -1 || positions[1] == -1 || (split && positions[2] == -1)) {
+        return what + ": missing F, B or W";
+      }
+      if (!(positions[0] < positions[1]) || (split && !(positions[1] < positions[2]))) {
+        return what + ": F, B, W out of order";
+      }
+    }
+  }
+  // Each boundary of each micro-batch carries one activation and one gradient: one send and one
+  // receive each, on the two ranks either side of the boundary.
+  const size_t expected = static_cast<size_t>(4 * m * (num_virtual - 1));
+  if (transfers.size() != expected) {
+    return "wrong number of distinct transfers";
+  }
+  for (const auto& [key, seen] : transfers) {
+    if (seen.size() != 1) {
+      return "transfer seen more than once";
+    }
+    const auto& [activation, send, micro_batch, boundary] = key;
+    const int64_t sender = activation ? boundary % pp : (boundary + 1) % pp;
+    if (seen[0].first != (send ? sender : (activation ? (boundary + 1) % pp : boundary % pp))) {
+      return "transfer on the wrong rank";
+    }
+  }
+  return "";
+}
+
+// Runs the checks on one combination and replays it; returns the makespan.
+double check_and_replay(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t m, double f, double b,
+                        double w) {
+  const PipelineSchedule schedule = generate_schedule(kind, pp, vpp, m);
+  INFO(to_string(kind), " pp=", pp, " vpp=", vpp, " m=", m, "\n", render(schedule));
+  CHECK(check_schedule(schedule) == "");
+  double makespan = -1;
+  CHECK_NOTHROW(makespan = replay_makespan(schedule, f, b, w));
+  return makespan;
+}
+
+}  // namespace
+
+TEST_CASE("schedule: 1f1b hand-traced replay, pp=2 m=2 f=1 b=2") {
+  // Stage 0: F0 [0,1], F1 [1,2], B0 waits for stage 1's B0; stage 1: F0 [1,2], B0 [2,4],
+  // F1 [4,5], B1 [5,7]; stage 0: B0 [4,6], B1 [7,9]. Makespan 9 = (m + p - 1)(f + b) = 3 * 3.
+  const PipelineSchedule schedule = generate_schedule(ScheduleKind::kOneFOneB, 2, 1, 2);
+  INFO(render(schedule));
+  CHECK(render(schedule) ==
+        "s0: F0 >a F1 >a <g B0 <g B1\n"
+        "s1: <a F0 B0 >g <a F1 B1 >g\n");
+  CHECK(replay_makespan(schedule, 1, 2, 0) == 9);
+}
+
+TEST_CASE("schedule: gpipe and 1f1b are valid and have the bubble of Narayanan et al. eq. 1") {
+  // Narayanan et al. 2021 eq. 1: bubble time (p - 1)(t_f + t_b), so the makespan is
+  // (m + p - 1)(t_f + t_b) for both GPipe and 1F1B; w is ignored by non-split schedules.
+  for (ScheduleKind kind : {ScheduleKind::kGpipe, ScheduleKind::kOneFOneB}) {
+    for (int64_t pp : {1, 2, 4, 8}) {
+      for (int64_t m = 1; m <= 16; ++m) {
+        CAPTURE(pp);
+        CAPTURE(m);
+        CHECK(check_and_replay(kind, pp, 1, m, 1, 1, 0) == 2 * (m + pp - 1));
+        CHECK(check_and_replay(kind, pp, 1, m, 1, 2, 5) == 3 * (m + pp - 1));
+      }
+    }
+  }
+}
+
+TEST_CASE("schedule: peak in-flight micro-batches of gpipe and 1f1b") {
+  for (int64_t pp : {1, 2, 4, 8}) {
+    for (int64_t m = 1; m <= 16; ++m) {
+      CAPTURE(pp);
+      CAPTURE(m);
+      const PipelineSchedule gpipe = generate_schedule(ScheduleKind::kGpipe, pp, 1, m);
+      const PipelineSchedule one_f_one_b = generate_schedule(ScheduleKind::kOneFOneB, pp, 1, m);
+      for (int64_t s = 0; s < pp; ++s) {
+        // GPipe: all m forwards run before the first backward (Huang et al. 2019, Sec. 2.3).
+        CHECK(peak_in_flight_micro_batches(gpipe, s) == m);
+        // 1F1B: stage s keeps at most p - s micro-batches in flight (Narayanan et al. 2021,
+        // Sec. 2.2.1: "at most p"; stage s has p - s - 1 warm-up forwards plus the steady one).
+        CHECK(peak_in_flight_micro_batches(one_f_one_b, s) == std::min(pp - s, m));
+      }
+    }
+  }
+}
+
+TEST_CASE("schedule: rejects invalid combinations with the field named") {
+  auto message = [](ScheduleKind kind, int64_t pp, int64_t vpp, int64_t m) -> std::string {
+    try {
+      generate_schedule(kind, pp, vpp, m);
+    } catch (const InputError& error) {
+      return error.what();
+    }
+    return "no error";
+  };
+  CHECK(message(ScheduleKind::kOneFOneB, 0, 1, 4) == "pp: must be at least 1 (0)");
+  CHECK(message(ScheduleKind::kOneFOneB, 2, 0, 4) == "vpp: must be at least 1 (0)");
+  CHECK(message(ScheduleKind::kOneFOneB, 2, 1, 0) == "micro_batches: must be at least 1 (0)");
+  CHECK(message(ScheduleKind::kOneFOneB, 2, 2, 4) ==
+        "vpp: only the interleaved schedule has model chunks, not 1f1b (2)");
+  CHECK(message(ScheduleKind::kGpipe, 2, 3, 4) ==
+        "vpp: only the interleaved schedule has model chunks, not gpipe (3)");
+  CHECK(message(ScheduleKind::kZbH1, 2, 2, 4) ==
+        "vpp: only the interleaved schedule has model chunks, not zb-h1 (2)");
+  CHECK(message(ScheduleKind::kInterleaved, 4, 1, 8) ==
+        "vpp: interleaved schedule needs at least 2 model chunks per stage (1)");
+  CHECK(message(ScheduleKind::kInterleaved, 1, 2, 8) ==
+        "pp: interleaved schedule needs at least 2 stages (1)");
+  CHECK(message(ScheduleKind::kInterleaved, 4, 2, 6) ==
+        "micro_batches: interleaved schedule needs the number of micro-batches divisible by pp "
+        "(6 % 4)");
+  // m < pp is legal for 1f1b and zb-h1 (fewer warm-ups), not for interleaved (6 % 8 != 0).
+  CHECK(message(ScheduleKind::kOneFOneB, 8, 1, 3) == "no error");
+  CHECK(message(ScheduleKind::kInterleaved, 8, 2, 6) ==
+        "micro_batches: interleaved schedule needs the number of micro-batches divisible by pp "
+        "(6 % 8)");
+}
+
+TEST_CASE("schedule: replay detects a deadlock and names the waiting stage") {
+  // Stage 0 waits for a gradient before its first forward; stage 1 waits for that forward's
+  // activation: neither can move.
+  PipelineSchedule schedule;
+  schedule.pp = 2;
+  schedule.num_micro_batches = 1;
+  auto op = [](OpKind kind, int64_t peer) {
+    PipelineOp result;
+    result.kind = kind;
+    result.peer_stage = peer;
+    return result;
+  };
+  schedule.stages = {{op(OpKind::kRecvGradient, 1), op(OpKind::kForward, -1),
+                      op(OpKind::kSendActivation, 1), op(OpKind::kBackward, -1)},
+                     {op(OpKind::kRecvActivation, 0), op(OpKind::kForward, -1),
+                      op(OpKind::kBackward, -1), op(OpKind::kSendGradient, 0)}};
+  std::string message = "no error";
+  try {
+    replay_makespan(schedule, 1, 1, 0);
+  } catch (const RuntimeError& error) {
+    message = error.what();
+  }
+  CHECK(message ==
+        "schedule deadlock: stage 0 waits for recv-gradient of micro-batch 0 chunk 0 from stage 1");
+}
+
+TEST_CASE("schedule: to_string of every op kind") {
+  CHECK(to_string(OpKind::kForward) == "forward");
+  CHECK(to_string(OpKind::kBackward) == "backward");
+  CHECK(to_string(OpKind::kBackwardInput) == "backward-input");
+  CHECK(to_string(OpKind::kBackwardWeight) == "backward-weight");
+  CHECK(to_string(OpKind::kSendActivation) == "send-activation");
+  CHECK(to_string(OpKind::kRecvActivation) == "recv-activation");
+  CHECK(to_string(OpKind::kSendGradient) == "send-gradient");
+  CHECK(to_string(OpKind::kRecvGradient) == "recv-gradient");
+}
+
+}  // namespace meshplan::planner
