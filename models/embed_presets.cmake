@@ -13,7 +13,7 @@ foreach(kind model cluster)
   string(APPEND content "const std::vector<EmbeddedPreset>& embedded_${kind}_presets() {\n")
   string(APPEND content "  static const std::vector<EmbeddedPreset> presets = {\n")
   foreach(file ${files})
-    get_filename_component(name ${file} NAME_WE)
+    get_filename_component(name ${file} NAME_WLE)  # "gpt3-1.3b.json" -> "gpt3-1.3b"
     file(READ ${file} text)
     string(APPEND content "    {\"${name}\", R\"meshplan_json(${text})meshplan_json\"},\n")
   endforeach()

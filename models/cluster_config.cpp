@@ -1,0 +1,232 @@
+// Cluster descriptions (models/presets/clusters/*.json), their validation and load_cluster.
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string_view>
+
+#include "meshplan/json_io.h"
+#include "meshplan/models.h"
+#include "preset_source.h"
+
+namespace meshplan::models {
+
+namespace {
+
+constexpr std::array<std::string_view, 12> kClusterFields = {"name",
+                                                             "gpu",
+                                                             "gpus_per_node",
+                                                             "intra_node_bytes_per_second",
+                                                             "intra_node_latency_seconds",
+                                                             "inter_node_bytes_per_second_per_gpu",
+                                                             "inter_node_latency_seconds",
+                                                             "reserved_bytes_per_gpu",
+                                                             "price_per_gpu_hour",
+                                                             "precision",
+                                                             "efficiency",
+                                                             "source"};
+constexpr std::array<std::string_view, 5> kGpuFields = {"name", "peak_bf16_flops_per_second",
+                                                        "peak_fp32_flops_per_second", "hbm_bytes",
+                                                        "hbm_bytes_per_second"};
+constexpr std::array<std::string_view, 5> kEfficiencyFields = {
+    "gemm_peak_efficiency", "gemm_half_efficiency_dim", "attention_efficiency", "hbm_efficiency",
+    "collective_efficiency"};
+
+template <size_t N>
+void reject_unknown_fields(const nlohmann::json& object, const std::string& prefix,
+                           const std::array<std::string_view, N>& fields,
+                           const std::string& source) {
+  for (const auto& [key, value] : object.items()) {
+    bool known = false;
+    for (const auto field : fields) {
+      known = known || key == field;
+    }
+    if (!known) {
+      throw InputError(
+          fmt::format("{}: {}{}: unknown field ({})", source, prefix, key, value.dump()));
+    }
+  }
+}
+
+// A nested object such as "gpu", checked for type and unknown keys. Its fields are read through
+// flatten() so that json_io's errors name the full path ("gpu.hbm_bytes: missing").
+const nlohmann::json& require_object(const nlohmann::json& json, const std::string& field,
+                                     const std::string& source) {
+  if (!json.contains(field) || json[field].is_null()) {
+    throw InputError(fmt::format("{}: {}: missing", source, field));
+  }
+  if (!json[field].is_object()) {
+    throw InputError(
+        fmt::format("{}: {}: expected an object ({})", source, field, json[field].dump()));
+  }
+  return json[field];
+}
+
+nlohmann::json flatten(const nlohmann::json& object, const std::string& prefix) {
+  nlohmann::json flat = nlohmann::json::object();
+  for (const auto& [key, value] : object.items()) {
+    flat[prefix + key] = value;
+  }
+  return flat;
+}
+
+void check_positive(double value, const char* field, const std::string& source) {
+  if (!std::isfinite(value) || value <= 0) {
+    throw InputError(fmt::format("{}: {}: must be positive and finite ({})", source, field, value));
+  }
+}
+
+void check_fraction(double value, const char* field, const std::string& source) {
+  if (!std::isfinite(value) || value <= 0 || value > 1) {
+    throw InputError(fmt::format("{}: {}: must be in (0, 1] ({})", source, field, value));
+  }
+}
+
+}  // namespace
+
+std::string to_string(Precision precision) {
+  return precision == Precision::kBf16Mixed ? "bf16" : "fp32";
+}
+
+int64_t compute_element_bytes(Precision precision) {
+  return precision == Precision::kBf16Mixed ? 2 : 4;  // bfloat16 is 16 bits, IEEE fp32 32 bits
+}
+
+void validate_cluster(const ClusterConfig& cluster, const std::string& source) {
+  if (cluster.name.empty()) {
+    throw InputError(fmt::format("{}: name: must not be empty (\"\")", source));
+  }
+  if (cluster.gpu.name.empty()) {
+    throw InputError(fmt::format("{}: gpu.name: must not be empty (\"\")", source));
+  }
+  const GpuSpec& gpu = cluster.gpu;
+  check_positive(gpu.peak_bf16_flops_per_second, "gpu.peak_bf16_flops_per_second", source);
+  check_positive(gpu.peak_fp32_flops_per_second, "gpu.peak_fp32_flops_per_second", source);
+  if (gpu.hbm_bytes <= 0) {
+    throw InputError(
+        fmt::format("{}: gpu.hbm_bytes: must be positive ({})", source, gpu.hbm_bytes));
+  }
+  check_positive(gpu.hbm_bytes_per_second, "gpu.hbm_bytes_per_second", source);
+  if (cluster.gpus_per_node < 1) {
+    throw InputError(
+        fmt::format("{}: gpus_per_node: must be at least 1 ({})", source, cluster.gpus_per_node));
+  }
+  check_positive(cluster.intra_node_bytes_per_second, "intra_node_bytes_per_second", source);
+  check_positive(cluster.intra_node_latency_seconds, "intra_node_latency_seconds", source);
+  check_positive(cluster.inter_node_bytes_per_second_per_gpu, "inter_node_bytes_per_second_per_gpu",
+                 source);
+  check_positive(cluster.inter_node_latency_seconds, "inter_node_latency_seconds", source);
+  if (cluster.reserved_bytes_per_gpu < 0 || cluster.reserved_bytes_per_gpu >= gpu.hbm_bytes) {
+    throw InputError(fmt::format("{}: reserved_bytes_per_gpu: must be in [0, gpu.hbm_bytes) ({})",
+                                 source, cluster.reserved_bytes_per_gpu));
+  }
+  if (!std::isfinite(cluster.price_per_gpu_hour) || cluster.price_per_gpu_hour < 0) {
+    throw InputError(fmt::format("{}: price_per_gpu_hour: must be zero or positive and finite ({})",
+                                 source, cluster.price_per_gpu_hour));
+  }
+  const ComputeEfficiency& e = cluster.efficiency;
+  check_fraction(e.gemm_peak_efficiency, "efficiency.gemm_peak_efficiency", source);
+  check_positive(e.gemm_half_efficiency_dim, "efficiency.gemm_half_efficiency_dim", source);
+  check_fraction(e.attention_efficiency, "efficiency.attention_efficiency", source);
+  check_fraction(e.hbm_efficiency, "efficiency.hbm_efficiency", source);
+  check_fraction(e.collective_efficiency, "efficiency.collective_efficiency", source);
+}
+
+ClusterConfig cluster_from_json(const nlohmann::json& json, const std::string& source) {
+  if (!json.is_object()) {
+    throw InputError(fmt::format("{}: expected a JSON object ({})", source, json.dump()));
+  }
+  reject_unknown_fields(json, "", kClusterFields, source);
+  ClusterConfig cluster;
+  cluster.name = require_string(json, "name", source);
+
+  const nlohmann::json& gpu_object = require_object(json, "gpu", source);
+  reject_unknown_fields(gpu_object, "gpu.", kGpuFields, source);
+  const nlohmann::json gpu = flatten(gpu_object, "gpu.");
+  cluster.gpu.name = require_string(gpu, "gpu.name", source);
+  cluster.gpu.peak_bf16_flops_per_second =
+      require_number(gpu, "gpu.peak_bf16_flops_per_second", source);
+  cluster.gpu.peak_fp32_flops_per_second =
+      require_number(gpu, "gpu.peak_fp32_flops_per_second", source);
+  cluster.gpu.hbm_bytes = require_int(gpu, "gpu.hbm_bytes", source);
+  cluster.gpu.hbm_bytes_per_second = require_number(gpu, "gpu.hbm_bytes_per_second", source);
+
+  cluster.gpus_per_node = require_int(json, "gpus_per_node", source);
+  cluster.intra_node_bytes_per_second = require_number(json, "intra_node_bytes_per_second", source);
+  cluster.intra_node_latency_seconds = require_number(json, "intra_node_latency_seconds", source);
+  cluster.inter_node_bytes_per_second_per_gpu =
+      require_number(json, "inter_node_bytes_per_second_per_gpu", source);
+  cluster.inter_node_latency_seconds = require_number(json, "inter_node_latency_seconds", source);
+  cluster.reserved_bytes_per_gpu = require_int(json, "reserved_bytes_per_gpu", source);
+  cluster.price_per_gpu_hour = require_number(json, "price_per_gpu_hour", source);
+
+  const std::string precision = require_string(json, "precision", source);
+  if (precision == "bf16") {
+    cluster.precision = Precision::kBf16Mixed;
+  } else if (precision == "fp32") {
+    cluster.precision = Precision::kFp32;
+  } else {
+    throw InputError(fmt::format("{}: precision: unsupported precision ({}); supported: bf16, fp32",
+                                 source, precision));
+  }
+
+  const nlohmann::json& efficiency_object = require_object(json, "efficiency", source);
+  reject_unknown_fields(efficiency_object, "efficiency.", kEfficiencyFields, source);
+  const nlohmann::json efficiency = flatten(efficiency_object, "efficiency.");
+  ComputeEfficiency& e = cluster.efficiency;
+  e.gemm_peak_efficiency = require_number(efficiency, "efficiency.gemm_peak_efficiency", source);
+  e.gemm_half_efficiency_dim =
+      require_number(efficiency, "efficiency.gemm_half_efficiency_dim", source);
+  e.attention_efficiency = require_number(efficiency, "efficiency.attention_efficiency", source);
+  e.hbm_efficiency = require_number(efficiency, "efficiency.hbm_efficiency", source);
+  e.collective_efficiency = require_number(efficiency, "efficiency.collective_efficiency", source);
+
+  if (json.contains("source")) {
+    cluster.source = require_string(json, "source", source);
+  }
+  validate_cluster(cluster, source);
+  return cluster;
+}
+
+nlohmann::json cluster_to_json(const ClusterConfig& cluster) {
+  const GpuSpec& gpu = cluster.gpu;
+  const ComputeEfficiency& e = cluster.efficiency;
+  return nlohmann::json{
+      {"name", cluster.name},
+      {"gpu",
+       {{"name", gpu.name},
+        {"peak_bf16_flops_per_second", gpu.peak_bf16_flops_per_second},
+        {"peak_fp32_flops_per_second", gpu.peak_fp32_flops_per_second},
+        {"hbm_bytes", gpu.hbm_bytes},
+        {"hbm_bytes_per_second", gpu.hbm_bytes_per_second}}},
+      {"gpus_per_node", cluster.gpus_per_node},
+      {"intra_node_bytes_per_second", cluster.intra_node_bytes_per_second},
+      {"intra_node_latency_seconds", cluster.intra_node_latency_seconds},
+      {"inter_node_bytes_per_second_per_gpu", cluster.inter_node_bytes_per_second_per_gpu},
+      {"inter_node_latency_seconds", cluster.inter_node_latency_seconds},
+      {"reserved_bytes_per_gpu", cluster.reserved_bytes_per_gpu},
+      {"price_per_gpu_hour", cluster.price_per_gpu_hour},
+      {"precision", to_string(cluster.precision)},
+      {"efficiency",
+       {{"gemm_peak_efficiency", e.gemm_peak_efficiency},
+        {"gemm_half_efficiency_dim", e.gemm_half_efficiency_dim},
+        {"attention_efficiency", e.attention_efficiency},
+        {"hbm_efficiency", e.hbm_efficiency},
+        {"collective_efficiency", e.collective_efficiency}}},
+      {"source", cluster.source},
+  };
+}
+
+ClusterConfig load_cluster(const std::string& name_or_path) {
+  const ResolvedJson resolved =
+      resolve_preset_or_file(name_or_path, "cluster", embedded_cluster_presets());
+  return cluster_from_json(resolved.json, resolved.source);
+}
+
+std::vector<std::string> cluster_preset_names() {
+  return preset_names(embedded_cluster_presets());
+}
+
+}  // namespace meshplan::models

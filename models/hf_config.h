@@ -1,0 +1,31 @@
+#pragma once
+// Hugging Face config.json -> TransformerConfig, and checks shared by both model formats.
+// Private to models/.
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "meshplan/models.h"
+
+namespace meshplan::models {
+
+/// True when `json` is a Hugging Face config: an object with an `architectures` field.
+bool is_hf_config(const nlohmann::json& json);
+
+/// Maps a config.json whose first `architectures` entry is LlamaForCausalLM,
+/// MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel or GPTNeoXForCausalLM. The name is
+/// `source`. Does not validate sizes (model_from_json does). Throws InputError
+/// "<source>: architectures: unsupported architecture (X); supported: ..." for any other.
+TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::string& source);
+
+/// Throws InputError "<source>: <field>: mixture-of-experts models are not supported yet
+/// (<value>)" when `json` (either format) has num_local_experts > 1, num_experts > 1,
+/// n_routed_experts >= 1, or a moe_* field that is set (not null, false or 0).
+void reject_mixture_of_experts(const nlohmann::json& json, const std::string& source);
+
+/// h / a. Throws InputError when h or a is not positive or a does not divide h.
+int64_t default_head_dim(int64_t hidden_size, int64_t num_attention_heads,
+                         const std::string& source);
+
+}  // namespace meshplan::models

@@ -1,0 +1,231 @@
+// meshplan's own model format (models/presets/models/*.json), model validation and load_model.
+
+#include <fmt/format.h>
+
+#include <array>
+#include <nlohmann/json.hpp>
+#include <string_view>
+
+#include "hf_config.h"
+#include "meshplan/json_io.h"
+#include "meshplan/models.h"
+#include "preset_source.h"
+
+namespace meshplan::models {
+
+namespace {
+
+// Upper bounds that catch unit mistakes and typos (a hidden size in bytes, a vocab in tokens of
+// a corpus). They are far above any published model: GPT-3 175B has l = 96, h = 12288;
+// Llama-3 405B has l = 126, h = 16384, f = 53248, V = 128256. With these bounds every term of
+// count_parameters stays below 2^63: l * 3hf <= 1e5 * 3e13 = 3e18.
+constexpr int64_t kMaxLayers = 100'000;
+constexpr int64_t kMaxHidden = 1'000'000;
+constexpr int64_t kMaxHeads = 100'000;
+constexpr int64_t kMaxHeadDim = 100'000;
+constexpr int64_t kMaxAttentionWidth = 1'000'000;  // a * d, like the hidden size
+constexpr int64_t kMaxFfnHidden = 10'000'000;
+constexpr int64_t kMaxVocab = 100'000'000;
+constexpr int64_t kMaxSequence = 100'000'000;
+
+// Every key of the format; anything else is rejected so a typo is not silently ignored.
+constexpr std::array<std::string_view, 18> kModelFields = {"name",
+                                                           "num_layers",
+                                                           "hidden_size",
+                                                           "num_attention_heads",
+                                                           "num_kv_heads",
+                                                           "head_dim",
+                                                           "ffn_hidden_size",
+                                                           "vocab_size",
+                                                           "seq_length",
+                                                           "max_position_embeddings",
+                                                           "activation",
+                                                           "norm",
+                                                           "positions",
+                                                           "tied_embeddings",
+                                                           "qkv_bias",
+                                                           "attention_output_bias",
+                                                           "mlp_bias",
+                                                           "source"};
+
+void check_size(int64_t value, int64_t max, const char* field, const std::string& source) {
+  if (value <= 0) {
+    throw InputError(fmt::format("{}: {}: must be positive ({})", source, field, value));
+  }
+  if (value > max) {
+    throw InputError(
+        fmt::format("{}: {}: absurdly large, more than {} ({})", source, field, max, value));
+  }
+}
+
+template <typename Enum, size_t N>
+Enum parse_enum(const nlohmann::json& json, const char* field, const std::string& source,
+                const std::array<std::pair<std::string_view, Enum>, N>& choices) {
+  const std::string text = require_string(json, field, source);
+  std::string supported;
+  for (const auto& [name, value] : choices) {
+    if (text == name) {
+      return value;
+    }
+    supported += supported.empty() ? "" : ", ";
+    supported += name;
+  }
+  throw InputError(fmt::format("{}: {}: unsupported {} ({}); supported: {}", source, field, field,
+                               text, supported));
+}
+
+constexpr std::array<std::pair<std::string_view, Activation>, 2> kActivations = {
+    {{"gelu", Activation::kGelu}, {"swiglu", Activation::kSwiglu}}};
+constexpr std::array<std::pair<std::string_view, Norm>, 2> kNorms = {
+    {{"layernorm", Norm::kLayerNorm}, {"rmsnorm", Norm::kRmsNorm}}};
+constexpr std::array<std::pair<std::string_view, Positions>, 3> kPositions = {
+    {{"learned", Positions::kLearned}, {"rope", Positions::kRope}, {"alibi", Positions::kAlibi}}};
+
+TransformerConfig model_from_meshplan_json(const nlohmann::json& json, const std::string& source) {
+  if (!json.is_object()) {
+    throw InputError(fmt::format("{}: expected a JSON object ({})", source, json.dump()));
+  }
+  for (const auto& [key, value] : json.items()) {
+    bool known = false;
+    for (const auto field : kModelFields) {
+      known = known || key == field;
+    }
+    if (!known) {
+      throw InputError(fmt::format("{}: {}: unknown field ({})", source, key, value.dump()));
+    }
+  }
+  TransformerConfig model;
+  model.name = require_string(json, "name", source);
+  model.num_layers = require_int(json, "num_layers", source);
+  model.hidden_size = require_int(json, "hidden_size", source);
+  model.num_attention_heads = require_int(json, "num_attention_heads", source);
+  model.num_kv_heads = require_int(json, "num_kv_heads", source);
+  if (json.contains("head_dim") && !json["head_dim"].is_null()) {
+    model.head_dim = require_int(json, "head_dim", source);
+  } else {
+    model.head_dim = default_head_dim(model.hidden_size, model.num_attention_heads, source);
+  }
+  model.ffn_hidden_size = require_int(json, "ffn_hidden_size", source);
+  model.vocab_size = require_int(json, "vocab_size", source);
+  model.seq_length = require_int(json, "seq_length", source);
+  model.max_position_embeddings =
+      json.contains("max_position_embeddings") && !json["max_position_embeddings"].is_null()
+          ? require_int(json, "max_position_embeddings", source)
+          : model.seq_length;
+  model.activation = parse_enum(json, "activation", source, kActivations);
+  model.norm = parse_enum(json, "norm", source, kNorms);
+  model.positions = parse_enum(json, "positions", source, kPositions);
+  model.tied_embeddings = require_bool(json, "tied_embeddings", source);
+  model.qkv_bias = require_bool(json, "qkv_bias", source);
+  model.attention_output_bias = require_bool(json, "attention_output_bias", source);
+  model.mlp_bias = require_bool(json, "mlp_bias", source);
+  if (json.contains("source")) {
+    require_string(json, "source", source);  // documentation only, but it must be a string
+  }
+  return model;
+}
+
+}  // namespace
+
+int64_t default_head_dim(int64_t hidden_size, int64_t num_attention_heads,
+                         const std::string& source) {
+  check_size(hidden_size, kMaxHidden, "hidden_size", source);
+  check_size(num_attention_heads, kMaxHeads, "num_attention_heads", source);
+  if (hidden_size % num_attention_heads != 0) {
+    throw InputError(fmt::format(
+        "{}: num_attention_heads: does not divide hidden_size and no head_dim is given ({} % {})",
+        source, hidden_size, num_attention_heads));
+  }
+  return hidden_size / num_attention_heads;
+}
+
+std::string to_string(Activation activation) {
+  return activation == Activation::kGelu ? "gelu" : "swiglu";
+}
+
+std::string to_string(Norm norm) {
+  return norm == Norm::kLayerNorm ? "layernorm" : "rmsnorm";
+}
+
+std::string to_string(Positions positions) {
+  switch (positions) {
+    case Positions::kLearned:
+      return "learned";
+    case Positions::kRope:
+      return "rope";
+    case Positions::kAlibi:
+      return "alibi";
+  }
+  return "unknown";
+}
+
+void validate_model(const TransformerConfig& model, const std::string& source) {
+  check_size(model.num_layers, kMaxLayers, "num_layers", source);
+  check_size(model.hidden_size, kMaxHidden, "hidden_size", source);
+  check_size(model.num_attention_heads, kMaxHeads, "num_attention_heads", source);
+  check_size(model.num_kv_heads, kMaxHeads, "num_kv_heads", source);
+  check_size(model.head_dim, kMaxHeadDim, "head_dim", source);
+  check_size(model.ffn_hidden_size, kMaxFfnHidden, "ffn_hidden_size", source);
+  check_size(model.vocab_size, kMaxVocab, "vocab_size", source);
+  check_size(model.seq_length, kMaxSequence, "seq_length", source);
+  check_size(model.max_position_embeddings, kMaxSequence, "max_position_embeddings", source);
+  if (model.num_attention_heads * model.head_dim > kMaxAttentionWidth) {
+    throw InputError(fmt::format(
+        "{}: head_dim: num_attention_heads * head_dim absurdly large, more than {} ({} * {})",
+        source, kMaxAttentionWidth, model.num_attention_heads, model.head_dim));
+  }
+  // Grouped-query attention (Ainslie et al. 2023): each kv head serves a / g query heads.
+  if (model.num_attention_heads % model.num_kv_heads != 0) {
+    throw InputError(fmt::format("{}: num_kv_heads: does not divide num_attention_heads ({} % {})",
+                                 source, model.num_attention_heads, model.num_kv_heads));
+  }
+  // A learned position table has one row per position: it cannot embed a longer sequence.
+  if (model.positions == Positions::kLearned && model.seq_length > model.max_position_embeddings) {
+    throw InputError(fmt::format(
+        "{}: seq_length: longer than the learned position table, max_position_embeddings ({} > "
+        "{})",
+        source, model.seq_length, model.max_position_embeddings));
+  }
+}
+
+TransformerConfig model_from_json(const nlohmann::json& json, const std::string& source) {
+  reject_mixture_of_experts(json, source);
+  TransformerConfig model = is_hf_config(json) ? model_from_hf_config(json, source)
+                                               : model_from_meshplan_json(json, source);
+  validate_model(model, source);
+  return model;
+}
+
+nlohmann::json model_to_json(const TransformerConfig& model) {
+  return nlohmann::json{
+      {"name", model.name},
+      {"num_layers", model.num_layers},
+      {"hidden_size", model.hidden_size},
+      {"num_attention_heads", model.num_attention_heads},
+      {"num_kv_heads", model.num_kv_heads},
+      {"head_dim", model.head_dim},
+      {"ffn_hidden_size", model.ffn_hidden_size},
+      {"vocab_size", model.vocab_size},
+      {"seq_length", model.seq_length},
+      {"max_position_embeddings", model.max_position_embeddings},
+      {"activation", to_string(model.activation)},
+      {"norm", to_string(model.norm)},
+      {"positions", to_string(model.positions)},
+      {"tied_embeddings", model.tied_embeddings},
+      {"qkv_bias", model.qkv_bias},
+      {"attention_output_bias", model.attention_output_bias},
+      {"mlp_bias", model.mlp_bias},
+  };
+}
+
+TransformerConfig load_model(const std::string& name_or_path) {
+  const ResolvedJson resolved =
+      resolve_preset_or_file(name_or_path, "model", embedded_model_presets());
+  return model_from_json(resolved.json, resolved.source);
+}
+
+std::vector<std::string> model_preset_names() {
+  return preset_names(embedded_model_presets());
+}
+
+}  // namespace meshplan::models
