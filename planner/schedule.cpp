@@ -97,6 +97,39 @@ OpList interleaved_compute(int64_t pp, int64_t vpp, int64_t stage, int64_t num_m
   return ops;
 }
 
+// ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism", Sec. 2.1, Fig. 3 top): the 1F1B
+// order of forwards and input-gradient passes B, with min(pp - s - 1, m) warm-up forwards on stage
+// s, and the weight-gradient pass W of micro-batch j - s placed right after the B of micro-batch
+// j; the s W's left over run after the last B. The W's start s micro-batches late so that every
+// stage holds p micro-batches between F and W ("all workers maintain the same number of
+// in-flight microbatches"), and they fill the cool-down bubble. Figure 3, stage 1 of 4 (0-based):
+// F1 F2 F3 B1 F4 B2 W1 F5 B3 W2 ... F8 B6 W5 B7 W6 B8 W7 W8.
+OpList zb_h1_compute(int64_t pp, int64_t stage, int64_t num_micro_batches) {
+  const int64_t num_warmup = std::min(pp - stage - 1, num_micro_batches);
+  const int64_t num_steady = num_micro_batches - num_warmup;
+  OpList ops;
+  auto backward_then_weight = [&](int64_t mb) {
+    ops.push_back(compute_op(OpKind::kBackwardInput, mb, 0));
+    if (mb - stage >= 0) {
+      ops.push_back(compute_op(OpKind::kBackwardWeight, mb - stage, 0));
+    }
+  };
+  for (int64_t mb = 0; mb < num_warmup; ++mb) {
+    ops.push_back(compute_op(OpKind::kForward, mb, 0));
+  }
+  for (int64_t i = 0; i < num_steady; ++i) {
+    ops.push_back(compute_op(OpKind::kForward, num_warmup + i, 0));
+    backward_then_weight(i);
+  }
+  for (int64_t mb = num_steady; mb < num_micro_batches; ++mb) {
+    backward_then_weight(mb);
+  }
+  for (int64_t mb = std::max<int64_t>(0, num_micro_batches - stage); mb < num_micro_batches; ++mb) {
+    ops.push_back(compute_op(OpKind::kBackwardWeight, mb, 0));
+  }
+  return ops;
+}
+
 bool is_input_backward(OpKind kind) {
   return kind == OpKind::kBackward || kind == OpKind::kBackwardInput;
 }
@@ -195,13 +228,19 @@ PipelineSchedule generate_schedule(ScheduleKind kind, int64_t pp, int64_t vpp,
         compute = interleaved_compute(pp, vpp, stage, num_micro_batches);
         break;
       case ScheduleKind::kZbH1:
-        throw InputError(fmt::format("schedule: not implemented yet ({})", to_string(kind)));
+        compute = zb_h1_compute(pp, stage, num_micro_batches);
+        break;
     }
     schedule.stages.push_back(add_transfers(compute, pp, vpp, stage));
   }
   return schedule;
 }
 
+// A forward adds one chunk's activations; the backward that frees them removes one: kBackward,
+// or for split schedules kBackwardInput (B). B frees the activations; W keeps only the linear
+// layers' inputs and output gradients, which Qi et al. 2023 count separately as M_W < M_B
+// (Table 1: M_B = sb(34h + 5as), M_W = 32sbh per layer) and whose peak for ZB-H1 they give as
+// (p - i + 1) M_B + (i - 1) M_W on worker i (1-based), so B is the release point of M_B.
 int64_t peak_in_flight_micro_batches(const PipelineSchedule& schedule, int64_t stage) {
   if (stage < 0 || stage >= static_cast<int64_t>(schedule.stages.size())) {
     throw InputError(fmt::format("stage: not a pipeline rank of this schedule, pp = {} ({})",

@@ -7,6 +7,7 @@
 #include "meshplan/schedule.h"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <map>
 #include <set>
@@ -29,23 +30,39 @@ bool is_split(ScheduleKind kind) {
 std::string render(const PipelineSchedule& schedule) {
   std::string text;
   for (size_t stage = 0; stage < schedule.stages.size(); ++stage) {
-    text += "s" + std::to_string(stage) + ":";
+    text += fmt::format("s{}:", stage);
     for (const PipelineOp& op : schedule.stages[stage]) {
       static const std::map<OpKind, std::string> kNames = {
           {OpKind::kForward, "F"},         {OpKind::kBackward, "B"},
           {OpKind::kBackwardInput, "b"},   {OpKind::kBackwardWeight, "W"},
           {OpKind::kSendActivation, ">a"}, {OpKind::kRecvActivation, "<a"},
           {OpKind::kSendGradient, ">g"},   {OpKind::kRecvGradient, "<g"}};
-      text += " " + kNames.at(op.kind);
+      text += fmt::format(" {}", kNames.at(op.kind));
       if (op.kind == OpKind::kForward || op.kind == OpKind::kBackward ||
           op.kind == OpKind::kBackwardInput || op.kind == OpKind::kBackwardWeight) {
         text += std::to_string(op.micro_batch);
         if (schedule.vpp > 1) {
-          text += "." + std::to_string(op.chunk);
+          text += fmt::format(".{}", op.chunk);
         }
       }
     }
     text += "\n";
+  }
+  return text;
+}
+
+// Only the compute ops of one stage, e.g. "F0 F1 b0 W0": to compare with published figures.
+std::string compute_order(const PipelineSchedule& schedule, int64_t stage) {
+  std::string text;
+  for (const PipelineOp& op : schedule.stages[stage]) {
+    const char* name = op.kind == OpKind::kForward          ? "F"
+                       : op.kind == OpKind::kBackward       ? "B"
+                       : op.kind == OpKind::kBackwardInput  ? "b"
+                       : op.kind == OpKind::kBackwardWeight ? "W"
+                                                            : nullptr;
+    if (name != nullptr) {
+      text += fmt::format("{}{}{}", text.empty() ? "" : " ", name, op.micro_batch);
+    }
   }
   return text;
 }
@@ -77,7 +94,7 @@ std::string check_schedule(const PipelineSchedule& schedule) {
     };
     for (int64_t i = 0; i < static_cast<int64_t>(ops.size()); ++i) {
       const PipelineOp& op = ops[i];
-      const std::string where = "stage " + std::to_string(stage) + " op " + std::to_string(i);
+      const std::string where = fmt::format("stage {} op {}", stage, i);
       if (op.micro_batch < 0 || op.micro_batch >= m || op.chunk < 0 || op.chunk >= vpp) {
         return where + ": micro-batch or chunk out of range";
       }
@@ -139,11 +156,11 @@ std::string check_schedule(const PipelineSchedule& schedule) {
     }
     // Every (micro-batch, chunk) has exactly one F, one B (and one W), in that order.
     if (static_cast<int64_t>(compute.size()) != m * vpp) {
-      return "stage " + std::to_string(stage) + ": not every (micro-batch, chunk) computed";
+      return fmt::format("stage {}: not every (micro-batch, chunk) computed", stage);
     }
     for (const auto& [key, positions] : compute) {
-      const std::string what = "stage " + std::to_string(stage) + " micro-batch " +
-                               std::to_string(key.first) + " chunk " + std::to_string(key.second);
+      const std::string what =
+          fmt::format("stage {} micro-batch {} chunk {}", stage, key.first, key.second);
       if (positions[0] == -1 || positions[1] == -1 || (split && positions[2] == -1)) {
         return what + ": missing F, B or W";
       }
@@ -223,6 +240,141 @@ TEST_CASE("schedule: peak in-flight micro-batches of gpipe and 1f1b") {
         // 1F1B: stage s keeps at most p - s micro-batches in flight (Narayanan et al. 2021,
         // Sec. 2.2.1: "at most p"; stage s has p - s - 1 warm-up forwards plus the steady one).
         CHECK(peak_in_flight_micro_batches(one_f_one_b, s) == std::min(pp - s, m));
+      }
+    }
+  }
+}
+
+TEST_CASE("schedule: interleaved is valid and has the bubble of Narayanan et al. eq. 2") {
+  // Narayanan et al. 2021 Sec. 2.2.2: with v chunks per stage a chunk's forward and backward take
+  // t_f / v and t_b / v, and the bubble shrinks to (p - 1)(t_f + t_b) / v (eq. 2). With chunk
+  // times 1 and 1 (t_f = t_b = v) the makespan is m (t_f + t_b) + (p - 1)(t_f + t_b) / v =
+  // 2 m v + 2 (p - 1); with chunk times 1 and 2 (t_f = v, t_b = 2v) it is 3 m v + 3 (p - 1).
+  for (int64_t pp : {2, 4, 8}) {
+    for (int64_t vpp : {2, 3}) {
+      for (int64_t m = pp; m <= 32; m += pp) {
+        CAPTURE(pp);
+        CAPTURE(vpp);
+        CAPTURE(m);
+        CHECK(check_and_replay(ScheduleKind::kInterleaved, pp, vpp, m, 1, 1, 0) ==
+              2 * m * vpp + 2 * (pp - 1));
+        CHECK(check_and_replay(ScheduleKind::kInterleaved, pp, vpp, m, 1, 2, 0) ==
+              3 * m * vpp + 3 * (pp - 1));
+      }
+    }
+  }
+}
+
+TEST_CASE("schedule: interleaved forward order follows Megatron-LM's schedule table") {
+  // Megatron-LM get_schedule_table with microbatch_group_size_per_vp_stage = pp = 2, m = 4,
+  // vpp = 2: micro-batches 0 1 | 0 1 | 2 3 | 2 3 on chunks 0 0 | 1 1 | 0 0 | 1 1. Stage 0 has
+  // (2 - 0 - 1) * 2 + (2 - 1) * 2 = 4 warm-up forwards, stage 1 has 2; backwards run chunk 1
+  // first (vpp - 1 - chunk) in the same micro-batch order.
+  const PipelineSchedule schedule = generate_schedule(ScheduleKind::kInterleaved, 2, 2, 4);
+  std::vector<std::pair<int64_t, int64_t>> forwards;
+  std::vector<std::pair<int64_t, int64_t>> backwards;
+  for (const PipelineOp& op : schedule.stages[0]) {
+    if (op.kind == OpKind::kForward) {
+      forwards.push_back({op.micro_batch, op.chunk});
+    } else if (op.kind == OpKind::kBackward) {
+      backwards.push_back({op.micro_batch, op.chunk});
+    }
+  }
+  const std::vector<std::pair<int64_t, int64_t>> expected_forwards = {
+      {0, 0}, {1, 0}, {0, 1}, {1, 1}, {2, 0}, {3, 0}, {2, 1}, {3, 1}};
+  const std::vector<std::pair<int64_t, int64_t>> expected_backwards = {
+      {0, 1}, {1, 1}, {0, 0}, {1, 0}, {2, 1}, {3, 1}, {2, 0}, {3, 0}};
+  CHECK(forwards == expected_forwards);
+  CHECK(backwards == expected_backwards);
+  // Stage 0 order: 4 warm-up forwards, then (F, B) pairs, then the cool-down backwards.
+  CHECK(compute_order(schedule, 0) == "F0 F1 F0 F1 F2 B0 F3 B1 F2 B0 F3 B1 B2 B3 B2 B3");
+}
+
+TEST_CASE("schedule: peak in-flight chunk-micro-batches of interleaved") {
+  // Korthikanti et al. 2022 Sec. 4.2.3: with interleaving, the first stage stores activations of
+  // L (1 + (p - 1) / (p v)) layers for one micro-batch each. One chunk holds L / (p v) layers, so
+  // in chunk units that is p v (1 + (p - 1) / (p v)) = p v + p - 1 (when m v is at least that;
+  // otherwise all m v chunk-micro-batches are held). Any stage s: Megatron-LM runs
+  // (p - s - 1) * 2 + (v - 1) p warm-up forwards, all held before the first backward, and each
+  // steady (F, B) pair adds one before releasing one: min(warm-up + 1, m v). For s = 0 this is
+  // 2 (p - 1) + (v - 1) p + 1 = p v + p - 1, the Korthikanti figure above.
+  for (int64_t pp : {2, 4, 8}) {
+    for (int64_t vpp : {2, 3}) {
+      for (int64_t m = pp; m <= 32; m += pp) {
+        CAPTURE(pp);
+        CAPTURE(vpp);
+        CAPTURE(m);
+        const PipelineSchedule schedule = generate_schedule(ScheduleKind::kInterleaved, pp, vpp, m);
+        CHECK(peak_in_flight_micro_batches(schedule, 0) == std::min(pp * vpp + pp - 1, m * vpp));
+        for (int64_t s = 0; s < pp; ++s) {
+          CHECK(peak_in_flight_micro_batches(schedule, s) ==
+                std::min((pp - s - 1) * 2 + (vpp - 1) * pp + 1, m * vpp));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("schedule: zb-h1 matches Qi et al. 2023 Fig. 3 (top), p = 4, m = 8") {
+  // The figure's rows, 0-based micro-batches, "b" = B pass, "W" = W pass. Device 1: F1..F4,
+  // then B1 W1 F5 B2 W2 ...; device 2: F1 F2 F3, B1 F4 B2 W1 F5 ...; device 4: F1 B1 ... B4 W1.
+  const PipelineSchedule schedule = generate_schedule(ScheduleKind::kZbH1, 4, 1, 8);
+  INFO(render(schedule));
+  CHECK(compute_order(schedule, 0) ==
+        "F0 F1 F2 F3 b0 W0 F4 b1 W1 F5 b2 W2 F6 b3 W3 F7 b4 W4 b5 W5 b6 W6 b7 W7");
+  CHECK(compute_order(schedule, 1) ==
+        "F0 F1 F2 b0 F3 b1 W0 F4 b2 W1 F5 b3 W2 F6 b4 W3 F7 b5 W4 b6 W5 b7 W6 W7");
+  CHECK(compute_order(schedule, 2) ==
+        "F0 F1 b0 F2 b1 F3 b2 W0 F4 b3 W1 F5 b4 W2 F6 b5 W3 F7 b6 W4 b7 W5 W6 W7");
+  CHECK(compute_order(schedule, 3) ==
+        "F0 b0 F1 b1 F2 b2 F3 b3 W0 F4 b4 W1 F5 b5 W2 F6 b6 W3 F7 b7 W4 W5 W6 W7");
+  // The figure spans 27 unit slots on device 1: 4 F, 3 idle, then 4 F + 8 B + 8 W.
+  CHECK(replay_makespan(schedule, 1, 1, 1) == 27);
+}
+
+TEST_CASE("schedule: zb-h1 bubble is Qi et al. 2023 Table 2's (p - 1)(T_F + T_B - T_W)") {
+  // Table 2: 1F1B's bubble is (p - 1)(T_F + T_B + T_W), ZB-H1's (p - 1)(T_F + T_B - T_W); with
+  // T_F = T_B = T_W = 1 that is (p - 1), a third of 1F1B's 3 (p - 1), and the makespan is
+  // 3 m + (p - 1). The table assumes enough micro-batches to reach the steady 1F-1B-1W phase
+  // (m >= p); for m < p only validity is asserted.
+  for (int64_t pp : {1, 2, 4, 8}) {
+    for (int64_t m = 1; m <= 16; ++m) {
+      CAPTURE(pp);
+      CAPTURE(m);
+      const double makespan = check_and_replay(ScheduleKind::kZbH1, pp, 1, m, 1, 1, 1);
+      if (m >= pp) {
+        CHECK(makespan == 3 * m + (pp - 1));
+        // 1F1B with the same work (its backward = B + W = 2) has bubble 3 (p - 1).
+        const double one_f_one_b = check_and_replay(ScheduleKind::kOneFOneB, pp, 1, m, 1, 2, 0);
+        CHECK(3 * (makespan - 3 * m) == one_f_one_b - 3 * m);
+      }
+    }
+  }
+}
+
+TEST_CASE("schedule: zb-h1 in-flight counts") {
+  for (int64_t pp : {1, 2, 4, 8}) {
+    for (int64_t m = 1; m <= 16; ++m) {
+      CAPTURE(pp);
+      CAPTURE(m);
+      const PipelineSchedule schedule = generate_schedule(ScheduleKind::kZbH1, pp, 1, m);
+      for (int64_t s = 0; s < pp; ++s) {
+        // Activations (released at B): the same as 1F1B, min(p - s, m) (Qi et al. 2023 Table 2:
+        // peak activations memory p M_B, as 1F1B).
+        CHECK(peak_in_flight_micro_batches(schedule, s) == std::min(pp - s, m));
+        // Counted from F to W instead, every stage holds the same number, min(p, m): "all
+        // workers maintain the same number of in-flight microbatches" (Sec. 2.1), i.e.
+        // (p - s) M_B + s M_W on stage s (Sec. 2.3, 0-based).
+        int64_t held = 0;
+        int64_t peak = 0;
+        for (const PipelineOp& op : schedule.stages[s]) {
+          if (op.kind == OpKind::kForward) {
+            peak = std::max(peak, ++held);
+          } else if (op.kind == OpKind::kBackwardWeight) {
+            --held;
+          }
+        }
+        CHECK(peak == std::min(pp, m));
       }
     }
   }

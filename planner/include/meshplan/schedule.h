@@ -53,7 +53,9 @@ PipelineSchedule generate_schedule(ScheduleKind kind, int64_t pp, int64_t vpp,
 
 /// Largest number of micro-batches (chunk-micro-batches for vpp > 1, counted in units of one
 /// chunk's activations) whose forward activations `stage` holds at once: a forward adds one,
-/// the op that releases them (kBackward, or kBackwardWeight for split schedules) removes one.
+/// the op that releases them (kBackward, or kBackwardInput for split schedules) removes one.
+/// For split schedules W still holds the linear layers' inputs, which Qi et al. 2023 (Table 1)
+/// count separately as M_W < M_B; a ZB-H1 stage s holds up to s such W-pending micro-batches.
 int64_t peak_in_flight_micro_batches(const PipelineSchedule& schedule, int64_t stage);
 
 /// Replays the lists with unit-free durations: every forward takes forward_time, every backward
