@@ -1,0 +1,225 @@
+// Hugging Face config.json files (tests/data/hf/, copies of the public configs) against their
+// published parameter counts, and the loader's errors.
+
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "meshplan/json_io.h"
+#include "meshplan/models.h"
+#include "model_test_util.h"
+
+using meshplan::models::Activation;
+using meshplan::models::count_parameters;
+using meshplan::models::load_model;
+using meshplan::models::model_from_json;
+using meshplan::models::Norm;
+using meshplan::models::Positions;
+using meshplan::models::TransformerConfig;
+using meshplan::models::test::hf_fixture;
+using meshplan::models::test::input_error;
+
+namespace {
+
+// A Llama-2 style config small enough to edit per test: h 64, a 4, g 2, f 176, V 256.
+nlohmann::json small_llama() {
+  return nlohmann::json::parse(R"({
+    "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 176,
+    "vocab_size": 256, "max_position_embeddings": 32})");
+}
+
+}  // namespace
+
+TEST_CASE("meta-llama/Llama-2-7b-hf: 6,738,415,616 parameters") {
+  const std::string path = hf_fixture("Llama-2-7b-hf.json");
+  const TransformerConfig model = load_model(path);
+  CHECK(model.name == path);
+  CHECK(model.num_layers == 32);
+  CHECK(model.hidden_size == 4096);
+  CHECK(model.num_attention_heads == 32);
+  CHECK(model.num_kv_heads == 32);
+  CHECK(model.head_dim == 128);  // 4096 / 32
+  CHECK(model.ffn_hidden_size == 11008);
+  CHECK(model.vocab_size == 32000);
+  CHECK(model.seq_length == 4096);  // max_position_embeddings
+  CHECK(model.activation == Activation::kSwiglu);
+  CHECK(model.norm == Norm::kRmsNorm);
+  CHECK(model.positions == Positions::kRope);
+  CHECK_FALSE(model.tied_embeddings);
+  CHECK_FALSE(model.qkv_bias);
+  CHECK_FALSE(model.attention_output_bias);
+  CHECK_FALSE(model.mlp_bias);
+  // Published count (model card, safetensors index); derivation in parameter_count_test.cpp.
+  CHECK(count_parameters(model).total == 6'738'415'616);
+}
+
+TEST_CASE("meta-llama/Meta-Llama-3-8B: 8,030,261,248 parameters") {
+  const TransformerConfig model = load_model(hf_fixture("Meta-Llama-3-8B.json"));
+  CHECK(model.num_kv_heads == 8);
+  CHECK(model.seq_length == 8192);
+  CHECK(count_parameters(model).total == 8'030'261'248);  // model card
+}
+
+TEST_CASE("openai-community/gpt2: 124,439,808 parameters") {
+  const TransformerConfig model = load_model(hf_fixture("gpt2.json"));
+  CHECK(model.ffn_hidden_size == 3072);  // n_inner absent (null): 4 * n_embd = 4 * 768
+  CHECK(model.positions == Positions::kLearned);
+  CHECK(model.max_position_embeddings == 1024);  // n_positions
+  CHECK(model.norm == Norm::kLayerNorm);
+  CHECK(model.activation == Activation::kGelu);
+  CHECK(model.tied_embeddings);
+  const auto counts = count_parameters(model);
+  CHECK(counts.token_embedding == 38'597'376);  // wte: 50257 * 768
+  CHECK(counts.position_embedding == 786'432);  // wpe: 1024 * 768
+  CHECK(counts.per_layer == 7'087'872);         // c_attn 768 * 2304 + 2304,
+                                                // attn c_proj 768 * 768 + 768,
+                                                // c_fc 768 * 3072 + 3072, mlp c_proj 3072 * 768
+                                                // + 768, ln_1 and ln_2 2 * 2 * 768
+  CHECK(counts.final_norm == 1'536);            // ln_f: 2 * 768
+  CHECK(counts.lm_head == 0);                   // tied to wte
+  CHECK(counts.total == 124'439'808);           // the figure transformers reports for "gpt2"
+}
+
+TEST_CASE("EleutherAI/pythia-160m (GPTNeoX): 162,322,944 parameters") {
+  const TransformerConfig model = load_model(hf_fixture("pythia-160m.json"));
+  CHECK(model.positions == Positions::kRope);
+  CHECK(model.norm == Norm::kLayerNorm);
+  CHECK_FALSE(model.tied_embeddings);
+  CHECK(model.qkv_bias);
+  CHECK(model.attention_output_bias);
+  CHECK(model.mlp_bias);
+  // embed_in and embed_out 2 * 50304 * 768 = 77,266,944; 12 layers of the GPT-2 block
+  // 12 * 7,087,872 = 85,054,464; final_layer_norm 1,536. Published: Pythia model card, 162,322,944.
+  CHECK(count_parameters(model).total == 162'322'944);
+}
+
+TEST_CASE("Qwen/Qwen2-0.5B: 494,032,768 parameters, tied, bias on q/k/v only") {
+  const TransformerConfig model = load_model(hf_fixture("Qwen2-0.5B.json"));
+  CHECK(model.head_dim == 64);  // 896 / 14
+  CHECK(model.qkv_bias);
+  CHECK_FALSE(model.attention_output_bias);
+  CHECK_FALSE(model.mlp_bias);
+  CHECK(model.tied_embeddings);
+  const auto counts = count_parameters(model);
+  CHECK(counts.per_layer == 14'912'384);  // q 896 * 896 + 896; k, v 2 * (128 * 896 + 128);
+                                          // o 896 * 896; MLP 3 * 896 * 4864; norms 2 * 896
+  CHECK(counts.total == 494'032'768);     // 24 * 14,912,384 + 151936 * 896 + 896 (model card)
+}
+
+TEST_CASE("mistralai/Mistral-7B-v0.1: 7,241,732,096 parameters") {
+  const TransformerConfig model = load_model(hf_fixture("Mistral-7B-v0.1.json"));
+  CHECK(model.seq_length == 32768);  // config.json: max_position_embeddings (the preset uses 8192)
+  CHECK(count_parameters(model).total == 7'241'732'096);
+}
+
+TEST_CASE("Llama: head_dim, attention_bias and mlp_bias are honoured") {
+  nlohmann::json config = small_llama();
+  config["head_dim"] = 32;  // a d = 128 != h = 64, as in Mistral-Nemo
+  config["attention_bias"] = true;
+  config["mlp_bias"] = true;
+  const TransformerConfig model = model_from_json(config, "llama.json");
+  CHECK(model.head_dim == 32);
+  CHECK(model.qkv_bias);
+  CHECK(model.attention_output_bias);
+  CHECK(model.mlp_bias);
+  // Q, O 2 * (4 * 32) * 64 = 16384; K, V 2 * (2 * 32) * 64 = 8192; q/k/v biases (4 + 2*2) * 32 =
+  // 256; o bias 64; MLP 3 * 64 * 176 = 33792 + biases 2 * 176 + 64 = 416; norms 2 * 64 = 128.
+  CHECK(count_parameters(model).per_layer == 59'232);
+}
+
+TEST_CASE("defaults: num_key_value_heads = a, n_inner null = 4h, tie_word_embeddings per class") {
+  nlohmann::json llama = small_llama();
+  llama.erase("num_key_value_heads");
+  CHECK(model_from_json(llama, "llama.json").num_kv_heads == 4);
+  CHECK_FALSE(model_from_json(llama, "llama.json").tied_embeddings);  // LlamaConfig default
+
+  nlohmann::json gpt2 = meshplan::read_json_file(hf_fixture("gpt2.json"));
+  gpt2["n_inner"] = nullptr;
+  CHECK(model_from_json(gpt2, "gpt2.json").ffn_hidden_size == 3072);  // 4 * 768
+  gpt2["n_inner"] = 1000;
+  CHECK(model_from_json(gpt2, "gpt2.json").ffn_hidden_size == 1000);
+
+  nlohmann::json dense = small_llama();
+  dense["num_local_experts"] = 1;  // one expert is a dense model
+  dense["num_experts"] = 0;
+  dense["moe_intermediate_size"] = nullptr;
+  CHECK(model_from_json(dense, "llama.json").num_layers == 2);
+}
+
+TEST_CASE("mixture-of-experts configs are rejected, in either format") {
+  CHECK(input_error([] { load_model(hf_fixture("Mixtral-8x7B-v0.1.json")); }) ==
+        hf_fixture("Mixtral-8x7B-v0.1.json") +
+            ": num_local_experts: mixture-of-experts models are not supported yet (8)");
+
+  nlohmann::json qwen_moe = small_llama();
+  qwen_moe["num_experts"] = 60;
+  CHECK(input_error([&] { model_from_json(qwen_moe, "qwen.json"); }) ==
+        "qwen.json: num_experts: mixture-of-experts models are not supported yet (60)");
+
+  nlohmann::json deepseek = small_llama();
+  deepseek["n_routed_experts"] = 160;
+  CHECK(input_error([&] { model_from_json(deepseek, "ds.json"); }) ==
+        "ds.json: n_routed_experts: mixture-of-experts models are not supported yet (160)");
+
+  nlohmann::json moe_field = small_llama();
+  moe_field["moe_intermediate_size"] = 1408;
+  CHECK(input_error([&] { model_from_json(moe_field, "m.json"); }) ==
+        "m.json: moe_intermediate_size: mixture-of-experts models are not supported yet (1408)");
+
+  // meshplan's own format: rejected before the unknown-field check, with the same message.
+  nlohmann::json own = meshplan::models::model_to_json(load_model("tiny"));
+  own["num_local_experts"] = 8;
+  CHECK(input_error([&] { model_from_json(own, "tiny.json"); }) ==
+        "tiny.json: num_local_experts: mixture-of-experts models are not supported yet (8)");
+}
+
+TEST_CASE("unsupported architectures and malformed `architectures`") {
+  nlohmann::json falcon = small_llama();
+  falcon["architectures"] = {"FalconForCausalLM"};
+  CHECK(input_error([&] { model_from_json(falcon, "falcon.json"); }) ==
+        "falcon.json: architectures: unsupported architecture (FalconForCausalLM); supported: "
+        "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel, "
+        "GPTNeoXForCausalLM");
+
+  nlohmann::json not_a_list = small_llama();
+  not_a_list["architectures"] = "LlamaForCausalLM";
+  CHECK(input_error([&] { model_from_json(not_a_list, "c.json"); }) ==
+        "c.json: architectures: expected a non-empty list of strings (\"LlamaForCausalLM\")");
+
+  nlohmann::json empty = small_llama();
+  empty["architectures"] = nlohmann::json::array();
+  CHECK(input_error([&] { model_from_json(empty, "c.json"); }) ==
+        "c.json: architectures: expected a non-empty list of strings ([])");
+}
+
+TEST_CASE("HF configs: missing fields, wrong types and bad sizes") {
+  nlohmann::json missing = small_llama();
+  missing.erase("hidden_size");
+  CHECK(input_error([&] { model_from_json(missing, "c.json"); }) == "c.json: hidden_size: missing");
+
+  nlohmann::json wrong_type = small_llama();
+  wrong_type["hidden_size"] = "4096";
+  CHECK(input_error([&] { model_from_json(wrong_type, "c.json"); }) ==
+        "c.json: hidden_size: expected an integer (\"4096\")");
+
+  nlohmann::json bool_type = small_llama();
+  bool_type["tie_word_embeddings"] = "false";
+  CHECK(input_error([&] { model_from_json(bool_type, "c.json"); }) ==
+        "c.json: tie_word_embeddings: expected true or false (\"false\")");
+
+  nlohmann::json gpt2 = meshplan::read_json_file(hf_fixture("gpt2.json"));
+  gpt2.erase("n_embd");
+  CHECK(input_error([&] { model_from_json(gpt2, "gpt2.json"); }) == "gpt2.json: n_embd: missing");
+
+  nlohmann::json indivisible = small_llama();
+  indivisible["hidden_size"] = 66;  // 66 % 4 = 2 and no head_dim
+  CHECK(input_error([&] { model_from_json(indivisible, "c.json"); }) ==
+        "c.json: num_attention_heads: does not divide hidden_size and no head_dim is given "
+        "(66 % 4)");
+
+  nlohmann::json zero_layers = small_llama();
+  zero_layers["num_hidden_layers"] = 0;  // validate_model uses meshplan's field names
+  CHECK(input_error([&] { model_from_json(zero_layers, "c.json"); }) ==
+        "c.json: num_layers: must be positive (0)");
+}

@@ -1,0 +1,47 @@
+#pragma once
+// Helpers shared by the models tests: fixture paths, temporary files, and the exact text of a
+// thrown InputError.
+
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "meshplan/errors.h"
+
+namespace meshplan::models::test {
+
+/// tests/data/hf/<file>, from the source tree.
+inline std::string hf_fixture(const std::string& file) {
+  return std::string(MESHPLAN_SOURCE_DIR) + "/tests/data/hf/" + file;
+}
+
+/// Writes `content` to a fresh file under the temp directory and returns its path.
+inline std::string write_temp_file(const std::string& name, const std::string& content) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("meshplan_models_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto path = dir / name;
+  std::ofstream(path) << content;
+  return path.string();
+}
+
+/// The message of the InputError `call` throws; fails the test and returns "" if it throws
+/// nothing or something else.
+template <typename Call>
+std::string input_error(Call&& call) {
+  try {
+    call();
+  } catch (const InputError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    FAIL("expected InputError, got another exception: " << e.what());
+    return "";
+  }
+  FAIL("expected InputError, nothing was thrown");
+  return "";
+}
+
+}  // namespace meshplan::models::test
