@@ -142,6 +142,7 @@ OpList add_transfers(const OpList& compute, int64_t pp, int64_t vpp, int64_t sta
   const int64_t prev_stage = (stage + pp - 1) % pp;
   const int64_t next_stage = (stage + 1) % pp;
   OpList ops;
+  ops.reserve(3 * compute.size());  // a receive before and a send after each compute op
   for (const PipelineOp& op : compute) {
     const int64_t virtual_stage = op.chunk * pp + stage;
     const bool first = virtual_stage == 0;
@@ -283,6 +284,10 @@ TransferKey transfer_key(const PipelineOp& op, int64_t pp, int64_t stage) {
 double replay_makespan(const PipelineSchedule& schedule, double forward_time, double backward_time,
                        double weight_time) {
   const int64_t pp = static_cast<int64_t>(schedule.stages.size());
+  if (pp != schedule.pp) {
+    throw RuntimeError(
+        fmt::format("schedule: {} op lists for pp = {}", schedule.stages.size(), schedule.pp));
+  }
   std::vector<size_t> next(pp, 0);
   std::vector<double> clock(pp, 0.0);
   std::map<TransferKey, double> sent;  // issue time of each send not yet received
@@ -329,7 +334,14 @@ double replay_makespan(const PipelineSchedule& schedule, double forward_time, do
       }
     }
   }
-  return *std::max_element(clock.begin(), clock.end());
+  if (!sent.empty()) {
+    const auto& [activation, micro_batch, boundary] = sent.begin()->first;
+    throw RuntimeError(fmt::format(
+        "schedule: stage {}: {} of micro-batch {} across virtual stages {}-{} is never received",
+        activation ? boundary % schedule.pp : (boundary + 1) % schedule.pp,
+        activation ? "send-activation" : "send-gradient", micro_batch, boundary, boundary + 1));
+  }
+  return pp == 0 ? 0.0 : *std::max_element(clock.begin(), clock.end());
 }
 
 std::string to_string(OpKind kind) {

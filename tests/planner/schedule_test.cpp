@@ -438,6 +438,31 @@ TEST_CASE("schedule: replay detects a deadlock and names the waiting stage") {
         "schedule deadlock: stage 0 waits for recv-gradient of micro-batch 0 chunk 0 from stage 1");
 }
 
+TEST_CASE("schedule: replay rejects a send that is never received or sent twice") {
+  // 1F1B, pp = 2, m = 1: stage 0 = F0 >a <g B0, stage 1 = <a F0 B0 >g. Dropping stage 1's
+  // receive leaves stage 0's activation send (boundary 0-1) unmatched; doubling stage 0's send
+  // issues the same transfer twice.
+  PipelineSchedule dropped = generate_schedule(ScheduleKind::kOneFOneB, 2, 1, 1);
+  PipelineSchedule doubled = dropped;
+  REQUIRE(dropped.stages[1][0].kind == OpKind::kRecvActivation);
+  dropped.stages[1].erase(dropped.stages[1].begin());
+  REQUIRE(doubled.stages[0][1].kind == OpKind::kSendActivation);
+  doubled.stages[0].insert(doubled.stages[0].begin() + 1, doubled.stages[0][1]);
+  auto message = [](const PipelineSchedule& schedule) -> std::string {
+    try {
+      replay_makespan(schedule, 1, 1, 0);
+    } catch (const RuntimeError& error) {
+      return error.what();
+    }
+    return "no error";
+  };
+  CHECK(message(dropped) ==
+        "schedule: stage 0: send-activation of micro-batch 0 across virtual stages 0-1 is never "
+        "received");
+  CHECK(message(doubled) ==
+        "schedule: stage 0: send-activation of micro-batch 0 chunk 0 sent twice");
+}
+
 TEST_CASE("schedule: to_string of every op kind") {
   CHECK(to_string(OpKind::kForward) == "forward");
   CHECK(to_string(OpKind::kBackward) == "backward");
