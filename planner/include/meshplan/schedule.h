@@ -61,8 +61,8 @@ int64_t peak_in_flight_micro_batches(const PipelineSchedule& schedule, int64_t s
 /// Replays the lists with unit-free durations: every forward takes forward_time, every backward
 /// (or B) backward_time, every W weight_time, transfers take no time. Returns the makespan.
 /// Throws RuntimeError if the lists deadlock under the semantics above.
-double replay_makespan(const PipelineSchedule& schedule, double forward_time,
-                       double backward_time, double weight_time);
+double replay_makespan(const PipelineSchedule& schedule, double forward_time, double backward_time,
+                       double weight_time);
 
 std::string to_string(OpKind kind);
 
