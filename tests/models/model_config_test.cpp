@@ -1,0 +1,290 @@
+// meshplan's model format: presets, round trip, validation and every error message.
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "meshplan/models.h"
+#include "model_test_util.h"
+#include "presets.h"
+
+using meshplan::models::Activation;
+using meshplan::models::count_parameters;
+using meshplan::models::load_model;
+using meshplan::models::model_from_json;
+using meshplan::models::model_preset_names;
+using meshplan::models::model_to_json;
+using meshplan::models::Norm;
+using meshplan::models::Positions;
+using meshplan::models::TransformerConfig;
+using meshplan::models::validate_model;
+using meshplan::models::test::hf_fixture;
+using meshplan::models::test::input_error;
+using meshplan::models::test::write_temp_file;
+
+namespace {
+
+// The brief's preset list, sorted by std::sort's byte order.
+const std::vector<std::string> kExpectedPresets = {"gpt3-1.3b",
+                                                   "gpt3-13b",
+                                                   "gpt3-175b",
+                                                   "gpt3-2.7b",
+                                                   "gpt3-6.7b",
+                                                   "llama2-13b",
+                                                   "llama2-70b",
+                                                   "llama2-7b",
+                                                   "llama3-405b",
+                                                   "llama3-70b",
+                                                   "llama3-8b",
+                                                   "megatron-1.7b",
+                                                   "megatron-145.6b",
+                                                   "megatron-18.4b",
+                                                   "megatron-1t",
+                                                   "megatron-3.6b",
+                                                   "megatron-310.1b",
+                                                   "megatron-39.1b",
+                                                   "megatron-529.6b",
+                                                   "megatron-7.5b",
+                                                   "megatron-76.1b",
+                                                   "mistral-7b",
+                                                   "tiny"};
+
+void check_same(const TransformerConfig& a, const TransformerConfig& b) {
+  CHECK(a.name == b.name);
+  CHECK(a.num_layers == b.num_layers);
+  CHECK(a.hidden_size == b.hidden_size);
+  CHECK(a.num_attention_heads == b.num_attention_heads);
+  CHECK(a.num_kv_heads == b.num_kv_heads);
+  CHECK(a.head_dim == b.head_dim);
+  CHECK(a.ffn_hidden_size == b.ffn_hidden_size);
+  CHECK(a.vocab_size == b.vocab_size);
+  CHECK(a.seq_length == b.seq_length);
+  CHECK(a.max_position_embeddings == b.max_position_embeddings);
+  CHECK(a.activation == b.activation);
+  CHECK(a.norm == b.norm);
+  CHECK(a.positions == b.positions);
+  CHECK(a.tied_embeddings == b.tied_embeddings);
+  CHECK(a.qkv_bias == b.qkv_bias);
+  CHECK(a.attention_output_bias == b.attention_output_bias);
+  CHECK(a.mlp_bias == b.mlp_bias);
+}
+
+// tiny in meshplan's format, edited per test.
+nlohmann::json tiny_json() {
+  return nlohmann::json::parse(R"({
+    "name": "tiny", "num_layers": 4, "hidden_size": 64, "num_attention_heads": 4,
+    "num_kv_heads": 2, "ffn_hidden_size": 176, "vocab_size": 256, "seq_length": 32,
+    "activation": "swiglu", "norm": "rmsnorm", "positions": "rope", "tied_embeddings": false,
+    "qkv_bias": false, "attention_output_bias": false, "mlp_bias": false})");
+}
+
+std::string error_for(const nlohmann::json& json) {
+  return input_error([&] { model_from_json(json, "m.json"); });
+}
+
+}  // namespace
+
+TEST_CASE("model presets: the full list, sorted") {
+  CHECK(model_preset_names() == kExpectedPresets);
+}
+
+TEST_CASE("every model preset loads, validates, names itself and cites a source") {
+  for (const auto& preset : meshplan::models::embedded_model_presets()) {
+    const std::string name = preset.name;
+    CAPTURE(name);
+    const nlohmann::json json = nlohmann::json::parse(preset.json);
+    CHECK(json.at("name") == name);
+    REQUIRE(json.contains("source"));
+    CHECK(json.at("source").get<std::string>().size() > 20);  // a real citation, not "x"
+    const TransformerConfig model = load_model(name);
+    CHECK(model.name == name);
+    validate_model(model, name);
+    CHECK(count_parameters(model).total > 0);
+  }
+}
+
+TEST_CASE("presets: the architecture families") {
+  const TransformerConfig gpt3 = load_model("gpt3-175b");
+  CHECK(gpt3.head_dim == 128);           // Brown et al. Table 2.1: d_head 128 = 12288 / 96
+  CHECK(gpt3.ffn_hidden_size == 49152);  // 4h
+  CHECK(gpt3.vocab_size == 50257);
+  CHECK(gpt3.max_position_embeddings == 2048);  // defaults to seq_length
+  CHECK(gpt3.positions == Positions::kLearned);
+  CHECK(gpt3.tied_embeddings);
+  CHECK(gpt3.qkv_bias);
+
+  CHECK(load_model("gpt3-1.3b").num_attention_heads == 16);  // 2048 / d_head 128
+  CHECK(load_model("gpt3-2.7b").head_dim == 80);             // Table 2.1: d_head 80
+  CHECK(load_model("gpt3-13b").hidden_size == 5120);         // 40 heads * 128, not 5140
+
+  const TransformerConfig llama = load_model("llama2-70b");
+  CHECK(llama.num_kv_heads == 8);
+  CHECK(llama.activation == Activation::kSwiglu);
+  CHECK(llama.norm == Norm::kRmsNorm);
+  CHECK_FALSE(llama.tied_embeddings);
+
+  const TransformerConfig tiny = load_model("tiny");
+  CHECK(tiny.head_dim == 16);  // 64 / 4
+  for (int tp : {2, 4, 8}) {
+    CHECK(tiny.ffn_hidden_size % tp == 0);  // the CPU executor shards the MLP by tp
+  }
+  CHECK(load_model("mistral-7b").seq_length == 8192);  // Jiang et al. Table 1 context_len
+}
+
+TEST_CASE("round trip: model_to_json -> model_from_json gives the same model") {
+  for (const auto& name : model_preset_names()) {
+    CAPTURE(name);
+    const TransformerConfig model = load_model(name);
+    check_same(model_from_json(model_to_json(model), "round-trip"), model);
+  }
+  // HF-loaded models, whose head_dim and max_position_embeddings come from other fields.
+  for (const char* file : {"gpt2.json", "Qwen2-0.5B.json", "pythia-160m.json"}) {
+    const TransformerConfig model = load_model(hf_fixture(file));
+    check_same(model_from_json(model_to_json(model), "round-trip"), model);
+  }
+  // head_dim given with a d != h, and alibi positions.
+  nlohmann::json json = tiny_json();
+  json["head_dim"] = 32;
+  json["positions"] = "alibi";
+  const TransformerConfig model = model_from_json(json, "m.json");
+  CHECK(model.head_dim == 32);
+  check_same(model_from_json(model_to_json(model), "round-trip"), model);
+}
+
+TEST_CASE("load_model reads a meshplan model file by path") {
+  nlohmann::json json = tiny_json();
+  json["name"] = "my-tiny";
+  const std::string path = write_temp_file("my-tiny.json", json.dump());
+  const TransformerConfig model = load_model(path);
+  CHECK(model.name == "my-tiny");
+  CHECK(count_parameters(model).total == 217'664);  // same as the tiny preset (see parameter_count)
+}
+
+TEST_CASE("unknown preset names the presets") {
+  const std::string expected =
+      fmt::format("unknown model preset 'gpt5' (not a file either); presets: {}",
+                  fmt::join(kExpectedPresets, ", "));
+  CHECK(input_error([] { load_model("gpt5"); }) == expected);
+}
+
+TEST_CASE("malformed JSON file") {
+  const std::string path = write_temp_file("broken.json", "{\"name\": \"x\",\n");
+  const std::string message = input_error([&] { load_model(path); });
+  // nlohmann's parser: the input ends on line 2, column 1, where a key was expected.
+  CHECK(message.rfind(path + ": malformed JSON: parse error at line 2, column 1: ", 0) == 0);
+  CHECK(message.find("unexpected end of input") != std::string::npos);
+}
+
+TEST_CASE("missing fields, wrong types, unknown fields and values") {
+  nlohmann::json json = tiny_json();
+  json.erase("hidden_size");
+  CHECK(error_for(json) == "m.json: hidden_size: missing");
+
+  json = tiny_json();
+  json.erase("num_kv_heads");  // required in meshplan's format (no silent MHA default)
+  CHECK(error_for(json) == "m.json: num_kv_heads: missing");
+
+  json = tiny_json();
+  json["hidden_size"] = "64";
+  CHECK(error_for(json) == "m.json: hidden_size: expected an integer (\"64\")");
+
+  json = tiny_json();
+  json["num_layers"] = 4.5;
+  CHECK(error_for(json) == "m.json: num_layers: expected an integer (4.5)");
+
+  json = tiny_json();
+  json["tied_embeddings"] = 1;
+  CHECK(error_for(json) == "m.json: tied_embeddings: expected true or false (1)");
+
+  json = tiny_json();
+  json["activation"] = "relu";
+  CHECK(error_for(json) ==
+        "m.json: activation: unsupported activation (relu); supported: gelu, "
+        "swiglu");
+
+  json = tiny_json();
+  json["norm"] = "batchnorm";
+  CHECK(error_for(json) ==
+        "m.json: norm: unsupported norm (batchnorm); supported: layernorm, rmsnorm");
+
+  json = tiny_json();
+  json["positions"] = "sinusoidal";
+  CHECK(error_for(json) ==
+        "m.json: positions: unsupported positions (sinusoidal); supported: learned, rope, alibi");
+
+  json = tiny_json();
+  json["num_layer"] = 4;  // typo of num_layers: rejected, not ignored
+  CHECK(error_for(json) == "m.json: num_layer: unknown field (4)");
+
+  json = tiny_json();
+  json["source"] = 3;
+  CHECK(error_for(json) == "m.json: source: expected a string (3)");
+
+  CHECK(input_error([] { model_from_json(nlohmann::json::array(), "m.json"); }) ==
+        "m.json: expected a JSON object ([])");
+}
+
+TEST_CASE("zero, negative, absurd and inconsistent sizes") {
+  const auto with = [](const char* field, nlohmann::json value) {
+    nlohmann::json json = tiny_json();
+    json["head_dim"] = 16;  // keeps h / a out of the way for hidden_size and heads
+    json[field] = value;
+    return error_for(json);
+  };
+  CHECK(with("num_layers", 0) == "m.json: num_layers: must be positive (0)");
+  CHECK(with("vocab_size", -1) == "m.json: vocab_size: must be positive (-1)");
+  CHECK(with("ffn_hidden_size", 0) == "m.json: ffn_hidden_size: must be positive (0)");
+  CHECK(with("head_dim", 0) == "m.json: head_dim: must be positive (0)");
+  CHECK(with("num_layers", 200000) ==
+        "m.json: num_layers: absurdly large, more than 100000 (200000)");
+  CHECK(with("hidden_size", 2000000) ==
+        "m.json: hidden_size: absurdly large, more than 1000000 (2000000)");
+  CHECK(with("vocab_size", 200000000) ==
+        "m.json: vocab_size: absurdly large, more than 100000000 (200000000)");
+  CHECK(with("seq_length", 200000000) ==
+        "m.json: seq_length: absurdly large, more than 100000000 (200000000)");
+  CHECK(with("num_kv_heads", 3) ==
+        "m.json: num_kv_heads: does not divide num_attention_heads "
+        "(4 % 3)");
+
+  nlohmann::json wide = tiny_json();
+  wide["num_attention_heads"] = 16;
+  wide["head_dim"] = 100000;  // each within its bound, but a d = 1.6e6 > 1e6
+  CHECK(error_for(wide) ==
+        "m.json: head_dim: num_attention_heads * head_dim absurdly large, more than 1000000 "
+        "(16 * 100000)");
+
+  nlohmann::json indivisible = tiny_json();
+  indivisible["num_attention_heads"] = 3;  // 64 % 3 = 1 and no head_dim
+  indivisible["num_kv_heads"] = 3;
+  CHECK(error_for(indivisible) ==
+        "m.json: num_attention_heads: does not divide hidden_size and no head_dim is given "
+        "(64 % 3)");
+
+  nlohmann::json learned = tiny_json();
+  learned["positions"] = "learned";
+  learned["max_position_embeddings"] = 16;  // table of 16 rows, sequence of 32
+  CHECK(error_for(learned) ==
+        "m.json: seq_length: longer than the learned position table, max_position_embeddings "
+        "(32 > 16)");
+
+  TransformerConfig model = load_model("tiny");
+  model.num_kv_heads = -2;
+  CHECK(input_error([&] { validate_model(model, "tiny"); }) ==
+        "tiny: num_kv_heads: must be positive (-2)");
+}
+
+TEST_CASE("to_string of the enums matches the JSON vocabulary") {
+  using meshplan::models::to_string;
+  CHECK(to_string(Activation::kGelu) == "gelu");
+  CHECK(to_string(Activation::kSwiglu) == "swiglu");
+  CHECK(to_string(Norm::kLayerNorm) == "layernorm");
+  CHECK(to_string(Norm::kRmsNorm) == "rmsnorm");
+  CHECK(to_string(Positions::kLearned) == "learned");
+  CHECK(to_string(Positions::kRope) == "rope");
+  CHECK(to_string(Positions::kAlibi) == "alibi");
+}
