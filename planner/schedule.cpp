@@ -102,7 +102,8 @@ OpList interleaved_compute(int64_t pp, int64_t vpp, int64_t stage, int64_t num_m
 // s, and the weight-gradient pass W of micro-batch j - s placed right after the B of micro-batch
 // j; the s W's left over run after the last B. The W's start s micro-batches late so that every
 // stage holds p micro-batches between F and W ("all workers maintain the same number of
-// in-flight microbatches"), and they fill the cool-down bubble. Figure 3, stage 1 of 4 (0-based):
+// in-flight microbatches"), and they fill the cool-down bubble. Figure 3, p = 4, second stage
+// (s = 1), micro-batches numbered from 1 as in the figure:
 // F1 F2 F3 B1 F4 B2 W1 F5 B3 W2 ... F8 B6 W5 B7 W6 B8 W7 W8.
 OpList zb_h1_compute(int64_t pp, int64_t stage, int64_t num_micro_batches) {
   const int64_t num_warmup = std::min(pp - stage - 1, num_micro_batches);
