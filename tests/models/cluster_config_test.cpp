@@ -1,0 +1,245 @@
+// Cluster presets against their datasheets, round trip, and validation messages.
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "meshplan/models.h"
+#include "model_test_util.h"
+
+using meshplan::models::cluster_from_json;
+using meshplan::models::cluster_preset_names;
+using meshplan::models::cluster_to_json;
+using meshplan::models::ClusterConfig;
+using meshplan::models::compute_element_bytes;
+using meshplan::models::load_cluster;
+using meshplan::models::Precision;
+using meshplan::models::validate_cluster;
+using meshplan::models::test::input_error;
+using meshplan::models::test::write_temp_file;
+
+namespace {
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+void check_same(const ClusterConfig& a, const ClusterConfig& b) {
+  CHECK(a.name == b.name);
+  CHECK(a.gpu.name == b.gpu.name);
+  CHECK(a.gpu.peak_bf16_flops_per_second == b.gpu.peak_bf16_flops_per_second);
+  CHECK(a.gpu.peak_fp32_flops_per_second == b.gpu.peak_fp32_flops_per_second);
+  CHECK(a.gpu.hbm_bytes == b.gpu.hbm_bytes);
+  CHECK(a.gpu.hbm_bytes_per_second == b.gpu.hbm_bytes_per_second);
+  CHECK(a.gpus_per_node == b.gpus_per_node);
+  CHECK(a.intra_node_bytes_per_second == b.intra_node_bytes_per_second);
+  CHECK(a.intra_node_latency_seconds == b.intra_node_latency_seconds);
+  CHECK(a.inter_node_bytes_per_second_per_gpu == b.inter_node_bytes_per_second_per_gpu);
+  CHECK(a.inter_node_latency_seconds == b.inter_node_latency_seconds);
+  CHECK(a.reserved_bytes_per_gpu == b.reserved_bytes_per_gpu);
+  CHECK(a.price_per_gpu_hour == b.price_per_gpu_hour);
+  CHECK(a.precision == b.precision);
+  CHECK(a.efficiency.gemm_peak_efficiency == b.efficiency.gemm_peak_efficiency);
+  CHECK(a.efficiency.gemm_half_efficiency_dim == b.efficiency.gemm_half_efficiency_dim);
+  CHECK(a.efficiency.attention_efficiency == b.efficiency.attention_efficiency);
+  CHECK(a.efficiency.hbm_efficiency == b.efficiency.hbm_efficiency);
+  CHECK(a.efficiency.collective_efficiency == b.efficiency.collective_efficiency);
+  CHECK(a.source == b.source);
+}
+
+std::string error_for(const nlohmann::json& json) {
+  return input_error([&] { cluster_from_json(json, "mycluster.json"); });
+}
+
+}  // namespace
+
+TEST_CASE("cluster presets: the list, sorted, and every one loads and cites a source") {
+  const std::vector<std::string> expected = {"dgx-a100-80gb", "dgx-h100", "dgx-h200", "local-cpu"};
+  CHECK(cluster_preset_names() == expected);
+  for (const auto& name : expected) {
+    CAPTURE(name);
+    const ClusterConfig cluster = load_cluster(name);
+    CHECK(cluster.name == name);
+    CHECK(cluster.source.size() > 20);  // a real citation
+    validate_cluster(cluster, name);
+  }
+}
+
+TEST_CASE("dgx-a100-80gb: A100 SXM4 80GB and DGX A100 datasheet figures") {
+  const ClusterConfig c = load_cluster("dgx-a100-80gb");
+  CHECK(c.gpu.peak_bf16_flops_per_second == 312e12);  // 312 TFLOPS dense BF16
+  CHECK(c.gpu.peak_fp32_flops_per_second == 19.5e12);
+  CHECK(c.gpu.hbm_bytes == 80 * kGiB);  // nvidia-smi: 81920 MiB = 80 GiB
+  CHECK(c.gpu.hbm_bytes == 81920LL * (1 << 20));
+  CHECK(c.gpu.hbm_bytes_per_second == 2.039e12);  // 2,039 GB/s
+  CHECK(c.gpus_per_node == 8);
+  CHECK(c.intra_node_bytes_per_second == 600e9 / 2);          // NVLink 3: 600 GB/s bidirectional
+  CHECK(c.inter_node_bytes_per_second_per_gpu == 200e9 / 8);  // HDR 200 Gb/s per GPU
+  CHECK(c.intra_node_latency_seconds == 2e-6);
+  CHECK(c.inter_node_latency_seconds == 5e-6);
+  CHECK(c.reserved_bytes_per_gpu == 3 * kGiB);
+  CHECK(c.price_per_gpu_hour == 40.96 / 8);  // p4de.24xlarge on-demand / 8 GPUs
+  CHECK(c.precision == Precision::kBf16Mixed);
+  CHECK(c.efficiency.gemm_peak_efficiency == 0.80);  // placeholders from the brief
+  CHECK(c.efficiency.gemm_half_efficiency_dim == 96);
+  CHECK(c.efficiency.attention_efficiency == 0.55);
+  CHECK(c.efficiency.hbm_efficiency == 0.80);
+  CHECK(c.efficiency.collective_efficiency == 0.75);
+}
+
+TEST_CASE("dgx-h100 and dgx-h200: H100/H200 SXM and DGX H100 datasheet figures") {
+  const ClusterConfig h100 = load_cluster("dgx-h100");
+  // H100 whitepaper (2022), SXM5 BF16 tensor: 989.4 TFLOPS dense, 1,978.9 with sparsity; the
+  // datasheet prints the latter rounded, 1,979: 2 * peak must round to it.
+  CHECK(h100.gpu.peak_bf16_flops_per_second == 989.4e12);
+  CHECK(std::abs(2 * h100.gpu.peak_bf16_flops_per_second - 1979e12) <= 0.5e12);
+  CHECK(h100.gpu.peak_fp32_flops_per_second == 66.9e12);
+  CHECK(h100.gpu.hbm_bytes == 80 * kGiB);
+  CHECK(h100.gpu.hbm_bytes_per_second == 3.35e12);
+  CHECK(h100.intra_node_bytes_per_second == 900e9 / 2);          // NVLink 4 bidirectional / 2
+  CHECK(h100.inter_node_bytes_per_second_per_gpu == 400e9 / 8);  // NDR 400 Gb/s
+  CHECK(h100.price_per_gpu_hour == 98.32 / 8);                   // p5.48xlarge / 8 GPUs
+  CHECK(h100.efficiency.gemm_peak_efficiency == 0.70);
+  CHECK(h100.efficiency.gemm_half_efficiency_dim == 128);
+  CHECK(h100.efficiency.attention_efficiency == 0.50);
+
+  const ClusterConfig h200 = load_cluster("dgx-h200");
+  CHECK(h200.gpu.hbm_bytes == 141'000'000'000);  // 141 GB (decimal, as the datasheet)
+  CHECK(h200.gpu.hbm_bytes_per_second == 4.8e12);
+  CHECK(h200.gpu.peak_bf16_flops_per_second == h100.gpu.peak_bf16_flops_per_second);
+  CHECK(h200.intra_node_bytes_per_second == h100.intra_node_bytes_per_second);
+  CHECK(h200.inter_node_bytes_per_second_per_gpu == h100.inter_node_bytes_per_second_per_gpu);
+  CHECK(h200.efficiency.gemm_peak_efficiency == h100.efficiency.gemm_peak_efficiency);
+}
+
+TEST_CASE("local-cpu: fp32 CPU ranks with stated assumptions") {
+  const ClusterConfig c = load_cluster("local-cpu");
+  CHECK(c.precision == Precision::kFp32);
+  CHECK(compute_element_bytes(c.precision) == 4);  // IEEE single
+  CHECK(compute_element_bytes(Precision::kBf16Mixed) == 2);
+  CHECK(c.gpus_per_node == 8);
+  CHECK(c.gpu.peak_fp32_flops_per_second == 5e10);
+  CHECK(c.gpu.peak_bf16_flops_per_second == c.gpu.peak_fp32_flops_per_second);
+  CHECK(c.gpu.hbm_bytes == 3 * kGiB);
+  CHECK(c.reserved_bytes_per_gpu == kGiB / 10);  // 0.1 GiB rounded down to whole bytes
+  CHECK(c.price_per_gpu_hour == 0);
+  CHECK(c.efficiency.gemm_half_efficiency_dim == 32);
+  CHECK(meshplan::models::to_string(c.precision) == "fp32");
+  CHECK(meshplan::models::to_string(Precision::kBf16Mixed) == "bf16");
+}
+
+TEST_CASE("round trip: cluster_to_json -> cluster_from_json gives the same cluster") {
+  for (const auto& name : cluster_preset_names()) {
+    CAPTURE(name);
+    const ClusterConfig cluster = load_cluster(name);
+    check_same(cluster_from_json(cluster_to_json(cluster), "round-trip"), cluster);
+  }
+}
+
+TEST_CASE("load_cluster reads a file by path; unknown names list the presets") {
+  nlohmann::json json = cluster_to_json(load_cluster("dgx-h100"));
+  json["name"] = "my-h100";
+  json["gpus_per_node"] = 4;
+  const ClusterConfig cluster = load_cluster(write_temp_file("my-h100.json", json.dump()));
+  CHECK(cluster.name == "my-h100");
+  CHECK(cluster.gpus_per_node == 4);
+
+  CHECK(input_error([] { load_cluster("dgx-b200"); }) ==
+        "unknown cluster preset 'dgx-b200' (not a file either); presets: dgx-a100-80gb, "
+        "dgx-h100, dgx-h200, local-cpu");
+
+  const std::string broken = write_temp_file("broken-cluster.json", "{\"name\": }");
+  const std::string message = input_error([&] { load_cluster(broken); });
+  // nlohmann's parser stops at the '}' in column 10 of line 1, where a value was expected.
+  CHECK(message.rfind(broken + ": malformed JSON: parse error at line 1, column 10: ", 0) == 0);
+}
+
+TEST_CASE("cluster errors name the field path and the value") {
+  const nlohmann::json good = cluster_to_json(load_cluster("dgx-a100-80gb"));
+
+  nlohmann::json json = good;
+  json["efficiency"]["gemm_peak_efficiency"] = 1.5;
+  CHECK(error_for(json) ==
+        "mycluster.json: efficiency.gemm_peak_efficiency: must be in (0, 1] "
+        "(1.5)");
+
+  json = good;
+  json["efficiency"]["collective_efficiency"] = 0;
+  CHECK(error_for(json) ==
+        "mycluster.json: efficiency.collective_efficiency: must be in (0, 1] (0)");
+
+  json = good;
+  json["gpu"].erase("hbm_bytes");
+  CHECK(error_for(json) == "mycluster.json: gpu.hbm_bytes: missing");
+
+  json = good;
+  json["gpu"]["peak_bf16_flops_per_second"] = "312e12";
+  CHECK(error_for(json) ==
+        "mycluster.json: gpu.peak_bf16_flops_per_second: expected a number (\"312e12\")");
+
+  json = good;
+  json["gpu"]["peak_fp32_flops_per_second"] = -1;
+  CHECK(error_for(json) ==
+        "mycluster.json: gpu.peak_fp32_flops_per_second: must be positive and finite (-1)");
+
+  json = good;
+  json.erase("gpu");
+  CHECK(error_for(json) == "mycluster.json: gpu: missing");
+
+  json = good;
+  json["gpu"] = "A100";
+  CHECK(error_for(json) == "mycluster.json: gpu: expected an object (\"A100\")");
+
+  json = good;
+  json["gpus_per_node"] = "8";
+  CHECK(error_for(json) == "mycluster.json: gpus_per_node: expected an integer (\"8\")");
+
+  json = good;
+  json["gpus_per_node"] = 0;
+  CHECK(error_for(json) == "mycluster.json: gpus_per_node: must be at least 1 (0)");
+
+  json = good;
+  json["intra_node_bytes_per_second"] = 0;
+  CHECK(error_for(json) ==
+        "mycluster.json: intra_node_bytes_per_second: must be positive and finite (0)");
+
+  json = good;
+  json["inter_node_latency_seconds"] = -5e-6;
+  CHECK(error_for(json) ==
+        "mycluster.json: inter_node_latency_seconds: must be positive and finite (-5e-06)");
+
+  json = good;
+  json["reserved_bytes_per_gpu"] = 80 * kGiB;  // all of HBM
+  CHECK(error_for(json) ==
+        "mycluster.json: reserved_bytes_per_gpu: must be in [0, gpu.hbm_bytes) "
+        "(85899345920)");
+
+  json = good;
+  json["price_per_gpu_hour"] = -1;
+  CHECK(error_for(json) ==
+        "mycluster.json: price_per_gpu_hour: must be zero or positive and finite (-1)");
+
+  json = good;
+  json["precision"] = "fp16";
+  CHECK(error_for(json) ==
+        "mycluster.json: precision: unsupported precision (fp16); supported: bf16, fp32");
+
+  json = good;
+  json["nics_per_node"] = 8;
+  CHECK(error_for(json) == "mycluster.json: nics_per_node: unknown field (8)");
+
+  json = good;
+  json["efficiency"]["matmul_efficiency"] = 0.5;
+  CHECK(error_for(json) == "mycluster.json: efficiency.matmul_efficiency: unknown field (0.5)");
+
+  json = good;
+  json["gpu"]["name"] = "";
+  CHECK(error_for(json) == "mycluster.json: gpu.name: must not be empty (\"\")");
+
+  ClusterConfig cluster = load_cluster("dgx-h100");
+  cluster.gpu.hbm_bytes_per_second = INFINITY;  // JSON cannot spell it; a caller can
+  CHECK(input_error([&] { validate_cluster(cluster, "h100"); }) ==
+        "h100: gpu.hbm_bytes_per_second: must be positive and finite (inf)");
+}
