@@ -1,0 +1,204 @@
+#include "ops/attention.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "ops/eigen_maps.h"
+
+namespace meshplan::executor {
+
+namespace {
+
+// Start of head `head` of sequence b in a sequence-first buffer whose rows are `row` wide.
+inline int64_t head_offset(int b, int head, int row, int HS) {
+  return static_cast<int64_t>(b) * row + static_cast<int64_t>(head) * HS;
+}
+
+template <typename Real>
+void causal_softmax_rows(Real* scores, int T) {
+  for (int t = 0; t < T; t++) {
+    Real* row = scores + static_cast<int64_t>(t) * T;
+    Real maximum = row[0];
+    for (int j = 1; j <= t; j++) {
+      maximum = std::max(maximum, row[j]);
+    }
+    Real sum = 0;
+    for (int j = 0; j <= t; j++) {
+      row[j] = std::exp(row[j] - maximum);
+      sum += row[j];
+    }
+    const Real inverse = Real(1) / sum;
+    for (int j = 0; j <= t; j++) {
+      row[j] *= inverse;
+    }
+    std::fill(row + t + 1, row + T, Real(0));
+  }
+}
+
+}  // namespace
+
+template <typename Real>
+void attention_probs_forward(Real* att, const Real* qkv, int T, int B, int NH, int KVH, int HS) {
+  assert(NH % KVH == 0);
+  const int row = (NH + 2 * KVH) * HS;
+  const Real scale = Real(1) / std::sqrt(static_cast<Real>(HS));
+  const Eigen::OuterStride<> stride(static_cast<int64_t>(B) * row);
+  for (int b = 0; b < B; b++) {
+    for (int h = 0; h < NH; h++) {
+      const int kv = h / (NH / KVH);
+      ConstStridedMap<Real> q(qkv + head_offset(b, h, row, HS), T, HS, stride);
+      ConstStridedMap<Real> k(qkv + head_offset(b, NH + kv, row, HS), T, HS, stride);
+      Real* scores = att + (static_cast<int64_t>(b) * NH + h) * T * T;
+      MatrixMap<Real>(scores, T, T).noalias() = (q * k.transpose()) * scale;
+      causal_softmax_rows(scores, T);
+    }
+  }
+}
+
+template <typename Real>
+void attention_forward(Real* out, Real* att, const Real* qkv, int T, int B, int NH, int KVH,
+                       int HS) {
+  attention_probs_forward(att, qkv, T, B, NH, KVH, HS);
+  const int row = (NH + 2 * KVH) * HS;
+  const Eigen::OuterStride<> in_stride(static_cast<int64_t>(B) * row);
+  const Eigen::OuterStride<> out_stride(static_cast<int64_t>(B) * NH * HS);
+  for (int b = 0; b < B; b++) {
+    for (int h = 0; h < NH; h++) {
+      const int kv = h / (NH / KVH);
+      ConstStridedMap<Real> v(qkv + head_offset(b, NH + KVH + kv, row, HS), T, HS, in_stride);
+      ConstMatrixMap<Real> p(att + (static_cast<int64_t>(b) * NH + h) * T * T, T, T);
+      StridedMap<Real>(out + head_offset(b, h, NH * HS, HS), T, HS, out_stride).noalias() = p * v;
+    }
+  }
+}
+
+template <typename Real>
+void attention_backward(Real* dqkv, Real* scratch, const Real* dout, const Real* att,
+                        const Real* qkv, int T, int B, int NH, int KVH, int HS) {
+  const int row = (NH + 2 * KVH) * HS;
+  const Real scale = Real(1) / std::sqrt(static_cast<Real>(HS));
+  const Eigen::OuterStride<> in_stride(static_cast<int64_t>(B) * row);
+  const Eigen::OuterStride<> out_stride(static_cast<int64_t>(B) * NH * HS);
+  MatrixMap<Real> dp(scratch, T, T);
+  for (int b = 0; b < B; b++) {
+    for (int h = 0; h < NH; h++) {
+      const int kv = h / (NH / KVH);
+      ConstStridedMap<Real> q(qkv + head_offset(b, h, row, HS), T, HS, in_stride);
+      ConstStridedMap<Real> k(qkv + head_offset(b, NH + kv, row, HS), T, HS, in_stride);
+      ConstStridedMap<Real> v(qkv + head_offset(b, NH + KVH + kv, row, HS), T, HS, in_stride);
+      StridedMap<Real> dq(dqkv + head_offset(b, h, row, HS), T, HS, in_stride);
+      StridedMap<Real> dk(dqkv + head_offset(b, NH + kv, row, HS), T, HS, in_stride);
+      StridedMap<Real> dv(dqkv + head_offset(b, NH + KVH + kv, row, HS), T, HS, in_stride);
+      ConstStridedMap<Real> dy(dout + head_offset(b, h, NH * HS, HS), T, HS, out_stride);
+      ConstMatrixMap<Real> p(att + (static_cast<int64_t>(b) * NH + h) * T * T, T, T);
+      // out = P V: dV += P^T dout, dP = dout V^T.
+      dv.noalias() += p.transpose() * dy;
+      dp.noalias() = dy * v.transpose();
+      // Softmax: dS = P o (dP - rowsum(P o dP)); P is zero above the diagonal, so is dS.
+      for (int t = 0; t < T; t++) {
+        Real dot = 0;
+        for (int j = 0; j <= t; j++) {
+          dot += p(t, j) * dp(t, j);
+        }
+        for (int j = 0; j < T; j++) {
+          dp(t, j) = j <= t ? p(t, j) * (dp(t, j) - dot) * scale : Real(0);
+        }
+      }
+      // S = scale Q K^T: dQ += scale dS K, dK += scale dS^T Q (scale folded into dp above).
+      dq.noalias() += dp * k;
+      dk.noalias() += dp.transpose() * q;
+    }
+  }
+}
+
+void attention_forward_reference(float* out, float* att, const float* qkv, int T, int B, int NH,
+                                 int KVH, int HS) {
+  const int row = (NH + 2 * KVH) * HS;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+  for (int b = 0; b < B; b++) {
+    for (int h = 0; h < NH; h++) {
+      const int kv = h / (NH / KVH);
+      float* p = att + (static_cast<int64_t>(b) * NH + h) * T * T;
+      for (int t = 0; t < T; t++) {
+        const float* q = qkv + (static_cast<int64_t>(t) * B + b) * row + h * HS;
+        float maximum = -INFINITY;
+        for (int j = 0; j <= t; j++) {
+          const float* k = qkv + (static_cast<int64_t>(j) * B + b) * row + (NH + kv) * HS;
+          float score = 0;
+          for (int i = 0; i < HS; i++) {
+            score += q[i] * k[i];
+          }
+          p[t * T + j] = score * scale;
+          maximum = std::max(maximum, p[t * T + j]);
+        }
+        float sum = 0;
+        for (int j = 0; j <= t; j++) {
+          p[t * T + j] = std::exp(p[t * T + j] - maximum);
+          sum += p[t * T + j];
+        }
+        for (int j = 0; j < T; j++) {
+          p[t * T + j] = j <= t ? p[t * T + j] / sum : 0.0f;
+        }
+        float* y = out + (static_cast<int64_t>(t) * B + b) * NH * HS + h * HS;
+        for (int i = 0; i < HS; i++) {
+          y[i] = 0;
+        }
+        for (int j = 0; j <= t; j++) {
+          const float* v = qkv + (static_cast<int64_t>(j) * B + b) * row + (NH + KVH + kv) * HS;
+          for (int i = 0; i < HS; i++) {
+            y[i] += p[t * T + j] * v[i];
+          }
+        }
+      }
+    }
+  }
+}
+
+void attention_backward_reference(float* dqkv, const float* dout, const float* att,
+                                  const float* qkv, int T, int B, int NH, int KVH, int HS) {
+  const int row = (NH + 2 * KVH) * HS;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+  std::vector<float> dp(static_cast<size_t>(T));
+  for (int b = 0; b < B; b++) {
+    for (int h = 0; h < NH; h++) {
+      const int kv = h / (NH / KVH);
+      const float* p = att + (static_cast<int64_t>(b) * NH + h) * T * T;
+      for (int t = 0; t < T; t++) {
+        const float* dy = dout + (static_cast<int64_t>(t) * B + b) * NH * HS + h * HS;
+        const int64_t q_at = (static_cast<int64_t>(t) * B + b) * row + h * HS;
+        float dot = 0;
+        for (int j = 0; j <= t; j++) {
+          const int64_t v_at = (static_cast<int64_t>(j) * B + b) * row + (NH + KVH + kv) * HS;
+          dp[j] = 0;
+          for (int i = 0; i < HS; i++) {
+            dp[j] += dy[i] * qkv[v_at + i];
+            dqkv[v_at + i] += p[t * T + j] * dy[i];
+          }
+          dot += p[t * T + j] * dp[j];
+        }
+        for (int j = 0; j <= t; j++) {
+          const float ds = p[t * T + j] * (dp[j] - dot) * scale;
+          const int64_t k_at = (static_cast<int64_t>(j) * B + b) * row + (NH + kv) * HS;
+          for (int i = 0; i < HS; i++) {
+            dqkv[q_at + i] += ds * qkv[k_at + i];
+            dqkv[k_at + i] += ds * qkv[q_at + i];
+          }
+        }
+      }
+    }
+  }
+}
+
+template void attention_probs_forward<float>(float*, const float*, int, int, int, int, int);
+template void attention_forward<float>(float*, float*, const float*, int, int, int, int, int);
+template void attention_backward<float>(float*, float*, const float*, const float*, const float*,
+                                        int, int, int, int, int);
+template void attention_probs_forward<double>(double*, const double*, int, int, int, int, int);
+template void attention_forward<double>(double*, double*, const double*, int, int, int, int, int);
+template void attention_backward<double>(double*, double*, const double*, const double*,
+                                         const double*, int, int, int, int, int);
+
+}  // namespace meshplan::executor

@@ -1,0 +1,34 @@
+#pragma once
+// Causal grouped-query self-attention core (Vaswani et al. 2017, eq. 1; GQA: Ainslie et al.
+// 2023): per query head, P = softmax(causal(Q K^T / sqrt(HS))), out = P V, where query head h
+// reads kv head h / (NH / KVH). The forward saves the probabilities P; selective recompute
+// (Korthikanti et al. 2022, Sec. 5) drops them and calls attention_probs_forward again in the
+// backward. The backward adds (+=) into dqkv.
+//
+// Shape letters: T sequence positions, B sequences, NH query heads and KVH kv heads on this rank,
+// HS head size. Rows are sequence-first (row t*B + b). A fused qkv row holds
+// [NH query heads | KVH key heads | KVH value heads], each HS wide.
+
+namespace meshplan::executor {
+
+/// att (B, NH, T, T) = causal softmax of the scaled scores (zero above the diagonal);
+/// qkv (T, B, (NH + 2 KVH) HS).
+template <typename Real>
+void attention_probs_forward(Real* att, const Real* qkv, int T, int B, int NH, int KVH, int HS);
+/// out (T, B, NH HS) = P V per head; saves att (B, NH, T, T); qkv as above.
+template <typename Real>
+void attention_forward(Real* out, Real* att, const Real* qkv, int T, int B, int NH, int KVH,
+                       int HS);
+/// dqkv (T, B, (NH + 2 KVH) HS) +=; scratch (T, T) is overwritten; dout (T, B, NH HS); att and
+/// qkv as saved (or recomputed) by the forward.
+template <typename Real>
+void attention_backward(Real* dqkv, Real* scratch, const Real* dout, const Real* att,
+                        const Real* qkv, int T, int B, int NH, int KVH, int HS);
+
+/// Plain-loop references (llm.c's attention_forward / attention_backward, generalised to GQA).
+void attention_forward_reference(float* out, float* att, const float* qkv, int T, int B, int NH,
+                                 int KVH, int HS);
+void attention_backward_reference(float* dqkv, const float* dout, const float* att,
+                                  const float* qkv, int T, int B, int NH, int KVH, int HS);
+
+}  // namespace meshplan::executor

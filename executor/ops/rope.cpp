@@ -1,0 +1,58 @@
+#include "ops/rope.h"
+
+#include <cassert>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace meshplan::executor {
+
+namespace {
+
+// Rotates each (x[i], x[i + HS/2]) pair by `sign` * angle(t, i).
+template <typename Real>
+void rotate(Real* qk, int T, int B, int num_heads, int row_stride, int HS, double sign) {
+  assert(HS % 2 == 0);
+  const int half = HS / 2;
+  std::vector<Real> cosines(static_cast<size_t>(half));
+  std::vector<Real> sines(static_cast<size_t>(half));
+  for (int t = 0; t < T; t++) {
+    for (int i = 0; i < half; i++) {
+      const double angle = t * std::pow(kRopeBase, -2.0 * i / HS);
+      cosines[i] = static_cast<Real>(std::cos(angle));
+      sines[i] = static_cast<Real>(sign * std::sin(angle));
+    }
+    for (int b = 0; b < B; b++) {
+      Real* row = qk + (static_cast<int64_t>(t) * B + b) * row_stride;
+      for (int head = 0; head < num_heads; head++) {
+        Real* x = row + static_cast<int64_t>(head) * HS;
+        for (int i = 0; i < half; i++) {
+          const Real x1 = x[i];
+          const Real x2 = x[i + half];
+          x[i] = x1 * cosines[i] - x2 * sines[i];
+          x[i + half] = x1 * sines[i] + x2 * cosines[i];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+template <typename Real>
+void rope_forward(Real* qk, int T, int B, int num_heads, int row_stride, int HS) {
+  rotate(qk, T, B, num_heads, row_stride, HS, 1.0);
+}
+
+template <typename Real>
+void rope_backward(Real* dqk, int T, int B, int num_heads, int row_stride, int HS) {
+  // The rotation is orthogonal: its transpose is the rotation by the opposite angle.
+  rotate(dqk, T, B, num_heads, row_stride, HS, -1.0);
+}
+
+template void rope_forward<float>(float*, int, int, int, int, int);
+template void rope_backward<float>(float*, int, int, int, int, int);
+template void rope_forward<double>(double*, int, int, int, int, int);
+template void rope_backward<double>(double*, int, int, int, int, int);
+
+}  // namespace meshplan::executor

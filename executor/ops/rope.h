@@ -1,0 +1,24 @@
+#pragma once
+// Rotary position embedding (Su et al. 2021, "RoFormer", eq. 34) in the half-split pairing of
+// GPT-NeoX and Llama: channel i pairs with i + HS/2 and turns by angle pos * base^(-2i/HS).
+// The rotation is applied in place: its backward is the inverse rotation of the gradient and
+// needs nothing saved.
+//
+// Shape letters: T sequence positions, B sequences, HS head size; rows are sequence-first
+// (row t*B + b has position t), each `row_stride` elements long, and the first `num_heads`
+// heads of a row (the query and key heads of a fused QKV row) are rotated.
+
+namespace meshplan::executor {
+
+/// Base of the rotary frequencies, 10000 (Su et al. 2021, Sec. 3.2.2; Llama-2 uses the same).
+inline constexpr double kRopeBase = 10000.0;
+
+/// qk (T, B, row_stride): heads 0 .. num_heads-1 of each row rotated in place.
+template <typename Real>
+void rope_forward(Real* qk, int T, int B, int num_heads, int row_stride, int HS);
+/// dqk (T, B, row_stride): gradients of the rotated heads turned back in place (the transpose
+/// of the forward rotation), the rest of the row left as it is.
+template <typename Real>
+void rope_backward(Real* dqk, int T, int B, int num_heads, int row_stride, int HS);
+
+}  // namespace meshplan::executor

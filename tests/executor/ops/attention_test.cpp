@@ -1,0 +1,88 @@
+#include "ops/attention.h"
+
+#include <doctest/doctest.h>
+
+#include "ops/gradient_check.h"
+
+namespace meshplan::executor {
+namespace {
+
+using testing::dot;
+using testing::gradient_error;
+using testing::max_relative_difference;
+using testing::random_vector;
+using testing::to_float;
+
+TEST_CASE("attention at the first position returns that position's value") {
+  // Causal: position 0 attends only to itself, so its output is its own value vector.
+  const int T = 3, B = 1, NH = 2, KVH = 1, HS = 2, row = (NH + 2 * KVH) * HS;
+  const std::vector<double> qkv = random_vector(T * B * row, 1);
+  std::vector<double> out(T * B * NH * HS), att(B * NH * T * T);
+  attention_forward(out.data(), att.data(), qkv.data(), T, B, NH, KVH, HS);
+  for (int h = 0; h < NH; h++) {  // both query heads share kv head 0: value at offset 3 * HS
+    CHECK(out[h * HS + 0] == doctest::Approx(qkv[3 * HS + 0]).epsilon(1e-12));  // rounding only
+    CHECK(out[h * HS + 1] == doctest::Approx(qkv[3 * HS + 1]).epsilon(1e-12));
+  }
+  CHECK(att[1] == 0.0);  // row 0 of head 0: nothing above the diagonal
+}
+
+TEST_CASE("attention with equal keys averages the visible values") {
+  // All keys zero: every visible score is 0, so row t averages values 0..t.
+  const int T = 3, NH = 1, KVH = 1, HS = 1, row = 3;
+  std::vector<double> qkv = {0.5, 0, 3, 0.5, 0, 6, 0.5, 0, 9};  // rows {q, k, v}
+  std::vector<double> out(T), att(T * T);
+  attention_forward(out.data(), att.data(), qkv.data(), T, 1, NH, KVH, HS);
+  CHECK(out[0] == doctest::Approx(3.0).epsilon(1e-12));  // 3
+  CHECK(out[1] == doctest::Approx(4.5).epsilon(1e-12));  // (3 + 6) / 2
+  CHECK(out[2] == doctest::Approx(6.0).epsilon(1e-12));  // (3 + 6 + 9) / 3
+  (void)row;
+}
+
+TEST_CASE("attention_backward matches finite differences (grouped-query, B = 2)") {
+  const int T = 4, B = 2, NH = 4, KVH = 2, HS = 3, row = (NH + 2 * KVH) * HS;
+  const std::vector<double> qkv0 = random_vector(T * B * row, 2),
+                            dy = random_vector(T * B * NH * HS, 3);
+  auto loss = [&](const std::vector<double>& qkv) {
+    std::vector<double> out(T * B * NH * HS), att(B * NH * T * T);
+    attention_forward(out.data(), att.data(), qkv.data(), T, B, NH, KVH, HS);
+    return dot(out, dy);
+  };
+  std::vector<double> out(T * B * NH * HS), att(B * NH * T * T), scratch(T * T);
+  attention_forward(out.data(), att.data(), qkv0.data(), T, B, NH, KVH, HS);
+  std::vector<double> dqkv(T * B * row, 0.0);
+  attention_backward(dqkv.data(), scratch.data(), dy.data(), att.data(), qkv0.data(), T, B, NH, KVH,
+                     HS);
+  // Tolerance 1e-7: see gradient_check.h.
+  CHECK(gradient_error(loss, qkv0, dqkv) < 1e-7);
+}
+
+TEST_CASE("recomputed probabilities equal the saved ones (selective recompute)") {
+  const int T = 5, B = 2, NH = 2, KVH = 1, HS = 4, row = (NH + 2 * KVH) * HS;
+  const auto qkv = to_float(random_vector(T * B * row, 4));
+  std::vector<float> out(T * B * NH * HS), saved(B * NH * T * T), again(B * NH * T * T);
+  attention_forward(out.data(), saved.data(), qkv.data(), T, B, NH, KVH, HS);
+  attention_probs_forward(again.data(), qkv.data(), T, B, NH, KVH, HS);
+  CHECK(saved == again);  // the same code on the same inputs: bitwise equal
+}
+
+TEST_CASE("attention Eigen path equals the plain-loop reference in float") {
+  const int T = 7, B = 3, NH = 4, KVH = 2, HS = 5, row = (NH + 2 * KVH) * HS;
+  const auto qkv = to_float(random_vector(T * B * row, 5));
+  const auto dy = to_float(random_vector(T * B * NH * HS, 6));
+  std::vector<float> out(T * B * NH * HS), out_ref(T * B * NH * HS);
+  std::vector<float> att(B * NH * T * T), att_ref(B * NH * T * T), scratch(T * T);
+  attention_forward(out.data(), att.data(), qkv.data(), T, B, NH, KVH, HS);
+  attention_forward_reference(out_ref.data(), att_ref.data(), qkv.data(), T, B, NH, KVH, HS);
+  // 1e-5: float sums of at most 7 terms in a different order (a few ulp, ~1e-7), with margin.
+  CHECK(max_relative_difference(att, att_ref) < 1e-5);
+  CHECK(max_relative_difference(out, out_ref) < 1e-5);
+  std::vector<float> dqkv(T * B * row, 0.0f), dqkv_ref(T * B * row, 0.0f);
+  attention_backward(dqkv.data(), scratch.data(), dy.data(), att.data(), qkv.data(), T, B, NH, KVH,
+                     HS);
+  attention_backward_reference(dqkv_ref.data(), dy.data(), att.data(), qkv.data(), T, B, NH, KVH,
+                               HS);
+  CHECK(max_relative_difference(dqkv, dqkv_ref) < 1e-5);  // as above
+}
+
+}  // namespace
+}  // namespace meshplan::executor

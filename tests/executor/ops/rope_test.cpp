@@ -1,0 +1,53 @@
+#include "ops/rope.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "ops/gradient_check.h"
+
+namespace meshplan::executor {
+namespace {
+
+using testing::dot;
+using testing::gradient_error;
+using testing::random_vector;
+
+TEST_CASE("rope turns position t by t radians in the first pair") {
+  // T = 2, B = 1, one head of HS = 2: pair (x0, x1) turns by t * 10000^0 = t radians.
+  std::vector<double> qk = {1, 0, 1, 0};
+  rope_forward(qk.data(), 2, 1, 1, 2, 2);
+  CHECK(qk[0] == 1.0);  // position 0: cos 0 = 1
+  CHECK(qk[1] == 0.0);  // sin 0 = 0
+  CHECK(qk[2] == doctest::Approx(std::cos(1.0)));
+  CHECK(qk[3] == doctest::Approx(std::sin(1.0)));
+}
+
+TEST_CASE("rope leaves heads past num_heads (the values) untouched") {
+  // Row of 2 rotated heads + 1 value head, HS = 4, T = 3.
+  const std::vector<double> before = random_vector(3 * 12, 1);
+  std::vector<double> qk = before;
+  rope_forward(qk.data(), 3, 1, 2, 12, 4);
+  for (int t = 0; t < 3; t++) {
+    for (int i = 8; i < 12; i++) {
+      CHECK(qk[t * 12 + i] == before[t * 12 + i]);
+    }
+  }
+}
+
+TEST_CASE("rope_backward matches finite differences") {
+  const int T = 4, B = 2, heads = 3, HS = 6, row = 4 * HS;
+  const std::vector<double> w = random_vector(T * B * row, 2);
+  auto loss = [&](const std::vector<double>& x) {
+    std::vector<double> out = x;
+    rope_forward(out.data(), T, B, heads, row, HS);
+    return dot(out, w);
+  };
+  std::vector<double> grad = w;
+  rope_backward(grad.data(), T, B, heads, row, HS);
+  // Tolerance 1e-7: see gradient_check.h.
+  CHECK(gradient_error(loss, random_vector(T * B * row, 3), grad) < 1e-7);
+}
+
+}  // namespace
+}  // namespace meshplan::executor
