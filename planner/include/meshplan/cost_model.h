@@ -21,6 +21,11 @@ struct PlanOptions {
   bool overlap_grad_reduce = true;
   // Tensor-parallel communication overlaps with GEMMs (Megatron-Core --tp-comm-overlap).
   bool overlap_tp_comm = false;
+  // ZeRO-1/2 parameter all-gather overlaps with the next step's forward (Megatron-LM
+  // --overlap-param-gather). Off: it runs after the optimizer step.
+  bool overlap_param_gather = true;
+  // Tensor-parallel groups may span nodes (normally rejected: tp belongs on NVLink).
+  bool allow_tp_across_nodes = false;
 };
 
 enum class CollectiveKind { kAllReduce, kAllGather, kReduceScatter, kSendRecv };

@@ -33,6 +33,10 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source);
 void write_plan_file(const std::string& path, const Plan& plan, const PlanEstimate& estimate);
 Plan read_plan_file(const std::string& path);
 
+/// One estimate as JSON: layout, step_time_s, mfu, model_tflops_per_gpu, tokens_per_s,
+/// peak_memory_bytes, and the step, per-stage memory and per-collective breakdowns.
+nlohmann::json estimate_to_json(const PlanEstimate& estimate);
+
 /// Layout <-> JSON object {tp, pp, dp, vpp, micro_batch, global_batch, recompute,
 /// sequence_parallel, zero, schedule, placement}.
 nlohmann::json layout_to_json(const Layout& layout);

@@ -1,0 +1,209 @@
+// meshplan plan | explain | validate.
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "commands.h"
+#include "meshplan/errors.h"
+#include "meshplan/json_io.h"
+#include "meshplan/plan_file.h"
+#include "meshplan/plan_report.h"
+#include "meshplan/search.h"
+#include "meshplan/validation.h"
+
+namespace meshplan::cli {
+
+namespace {
+
+struct PlanArguments {
+  std::string model;
+  std::string cluster;
+  int64_t gpus = 0;
+  std::optional<int64_t> global_batch, seq_len, tp, pp, dp, vpp, micro_batch;
+  std::optional<std::string> recompute, sequence_parallel, schedule;
+  std::optional<int> zero;
+  std::string objective = "time";
+  std::string placement = "tp-dp-pp";
+  std::string flash_attention = "on";
+  std::string overlap_grad_reduce = "on";
+  std::string overlap_param_gather = "on";
+  std::string overlap_tp_comm = "off";
+  bool allow_tp_across_nodes = false;
+  int64_t top = 10;
+  std::string json_path, save_plan_path;
+  bool explain_rejections = false;
+};
+
+bool parse_on_off(const std::string& text, const std::string& flag) {
+  if (text == "on") {
+    return true;
+  }
+  if (text == "off") {
+    return false;
+  }
+  throw InputError(fmt::format("{}: expected on or off ({})", flag, text));
+}
+
+void require_positive(const std::optional<int64_t>& value, const std::string& flag) {
+  if (value && *value < 1) {
+    throw InputError(fmt::format("{}: must be positive ({})", flag, *value));
+  }
+}
+
+void run_plan(const PlanArguments& args) {
+  models::TransformerConfig model = models::load_model(args.model);
+  require_positive(args.seq_len, "--seq-len");
+  if (args.seq_len) {
+    model.seq_length = *args.seq_len;
+    models::validate_model(model, "--seq-len");
+  }
+  const models::ClusterConfig cluster = models::load_cluster(args.cluster);
+  if (args.gpus < 1 || args.gpus > 10'000'000) {
+    throw InputError(fmt::format("--gpus: must be between 1 and 10000000 ({})", args.gpus));
+  }
+  for (const auto& [value, flag] :
+       {std::pair{args.global_batch, "--global-batch"}, {args.tp, "--tp"}, {args.pp, "--pp"},
+        {args.dp, "--dp"}, {args.vpp, "--vpp"}, {args.micro_batch, "--micro-batch"}}) {
+    require_positive(value, flag);
+  }
+  if (args.top < 1) {
+    throw InputError(fmt::format("--top: must be positive ({})", args.top));
+  }
+  planner::SearchSpace space;
+  space.num_gpus = args.gpus;
+  // Default: two sequences per GPU (documented in the README).
+  space.global_batch = args.global_batch.value_or(2 * args.gpus);
+  space.tp = args.tp;
+  space.pp = args.pp;
+  space.dp = args.dp;
+  space.vpp = args.vpp;
+  space.micro_batch = args.micro_batch;
+  if (args.recompute) {
+    space.recompute = planner::parse_recompute(*args.recompute, "--recompute");
+  }
+  if (args.sequence_parallel) {
+    space.sequence_parallel = parse_on_off(*args.sequence_parallel, "--sequence-parallel");
+  }
+  if (args.zero) {
+    if (*args.zero < 0 || *args.zero > 3) {
+      throw InputError(fmt::format("--zero: expected 0, 1, 2 or 3 ({})", *args.zero));
+    }
+    space.zero = *args.zero;
+  }
+  if (args.schedule) {
+    space.schedule = planner::parse_schedule(*args.schedule, "--schedule");
+  }
+  space.placement = planner::parse_placement(args.placement, "--placement");
+  if (args.objective != "time" && args.objective != "memory") {
+    throw InputError(fmt::format("--objective: expected time or memory ({})", args.objective));
+  }
+  planner::PlanOptions options;
+  options.flash_attention = parse_on_off(args.flash_attention, "--flash-attention");
+  options.overlap_grad_reduce = parse_on_off(args.overlap_grad_reduce, "--overlap-grad-reduce");
+  options.overlap_param_gather = parse_on_off(args.overlap_param_gather, "--overlap-param-gather");
+  options.overlap_tp_comm = parse_on_off(args.overlap_tp_comm, "--overlap-tp-comm");
+  options.allow_tp_across_nodes = args.allow_tp_across_nodes;
+
+  const auto start = std::chrono::steady_clock::now();
+  const planner::SearchResult result = planner::search_layouts(
+      model, cluster, space, options,
+      args.objective == "time" ? planner::Objective::kTime : planner::Objective::kMemory,
+      args.top);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  fmt::print("{}", reports::format_plan_header(model, cluster, args.gpus, space.global_batch));
+  fmt::print("# searched {} layouts in {:.3f} s\n#\n", result.num_evaluated, seconds);
+  if (args.explain_rejections || result.best.empty()) {
+    fmt::print("{}#\n", reports::format_rejections(result));
+  }
+  if (result.best.empty()) {
+    std::string reasons;
+    for (const auto& [code, count] : result.rejections) {
+      reasons += fmt::format("{}{} x{} ({})", reasons.empty() ? "" : "; ", code, count,
+                             result.example_reason.at(code));
+    }
+    throw InputError(fmt::format("no feasible layout for {} on {} x {}: {}", model.name,
+                                 args.gpus, cluster.name, reasons));
+  }
+  fmt::print("{}", reports::format_plan_table(result));
+  if (!args.json_path.empty()) {
+    write_file_atomic(args.json_path,
+                      reports::plan_report_json(model, cluster, args.gpus, result).dump(2) + "\n");
+  }
+  if (!args.save_plan_path.empty()) {
+    planner::Plan plan{model, cluster, args.gpus, result.best.front().layout, options};
+    planner::write_plan_file(args.save_plan_path, plan, result.best.front());
+    fmt::print("# plan written to {}\n", args.save_plan_path);
+  }
+}
+
+}  // namespace
+
+void register_plan_commands(CLI::App& app) {
+  auto args = std::make_shared<PlanArguments>();
+  CLI::App* plan = app.add_subcommand("plan", "Search every dp x tp x pp layout and rank them");
+  plan->add_option("--model", args->model, "Model preset or config.json path")->required();
+  plan->add_option("--cluster", args->cluster, "Cluster preset or cluster JSON path")->required();
+  plan->add_option("--gpus", args->gpus, "Number of GPUs")->required();
+  plan->add_option("--global-batch", args->global_batch, "Sequences per step (default 2 x GPUs)");
+  plan->add_option("--seq-len", args->seq_len, "Training sequence length (default: the model's)");
+  plan->add_option("--top", args->top, "How many layouts to print")->capture_default_str();
+  plan->add_option("--objective", args->objective, "time | memory")->capture_default_str();
+  plan->add_option("--tp", args->tp, "Fix tensor model parallel size");
+  plan->add_option("--pp", args->pp, "Fix pipeline model parallel size");
+  plan->add_option("--dp", args->dp, "Fix data parallel size");
+  plan->add_option("--vpp", args->vpp, "Fix virtual pipeline stages per rank");
+  plan->add_option("--micro-batch", args->micro_batch, "Fix the micro-batch size");
+  plan->add_option("--recompute", args->recompute, "Fix recompute: none | selective | full");
+  plan->add_option("--sequence-parallel", args->sequence_parallel, "Fix sequence parallel: on | off");
+  plan->add_option("--zero", args->zero, "Fix the ZeRO stage: 0 | 1 | 2 | 3");
+  plan->add_option("--schedule", args->schedule, "Fix the schedule: gpipe | 1f1b | interleaved | zb-h1");
+  plan->add_option("--placement", args->placement, "Rank order: tp-dp-pp | tp-pp-dp")
+      ->capture_default_str();
+  plan->add_option("--flash-attention", args->flash_attention, "on | off")->capture_default_str();
+  plan->add_option("--overlap-grad-reduce", args->overlap_grad_reduce, "on | off")
+      ->capture_default_str();
+  plan->add_option("--overlap-param-gather", args->overlap_param_gather, "on | off")
+      ->capture_default_str();
+  plan->add_option("--overlap-tp-comm", args->overlap_tp_comm, "on | off")->capture_default_str();
+  plan->add_flag("--allow-tp-across-nodes", args->allow_tp_across_nodes,
+                 "Let tensor-parallel groups span nodes");
+  plan->add_option("--json", args->json_path, "Write the ranked plans as JSON");
+  plan->add_option("--save-plan", args->save_plan_path, "Write the best plan as a plan file");
+  plan->add_flag("--explain-rejections", args->explain_rejections,
+                 "Print how many layouts each validity rule rejected");
+  plan->callback([args] { run_plan(*args); });
+
+  auto plan_path = std::make_shared<std::string>();
+  CLI::App* explain = app.add_subcommand("explain", "Explain a plan file: memory, times, bytes");
+  explain->add_option("PLAN.json", *plan_path, "Plan file")->required();
+  explain->callback([plan_path] {
+    const planner::Plan plan = planner::read_plan_file(*plan_path);
+    const planner::PlanEstimate estimate =
+        planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
+    fmt::print("{}", reports::format_explain(plan, estimate));
+    if (!estimate.feasible) {
+      fmt::print("# infeasible: {}\n", estimate.rejection_reason);
+    }
+  });
+
+  auto runs_path = std::make_shared<std::string>();
+  auto validate_json = std::make_shared<std::string>();
+  CLI::App* validate = app.add_subcommand("validate", "Predict published training runs");
+  validate->add_option("RUNS.json", *runs_path, "Published runs file")->required();
+  validate->add_option("--json", *validate_json, "Write the predictions as JSON");
+  validate->callback([runs_path, validate_json] {
+    const planner::ValidationReport report =
+        planner::validate_runs(read_json_file(*runs_path), *runs_path);
+    fmt::print("{}", reports::format_validation_table(report));
+    if (!validate_json->empty()) {
+      write_file_atomic(*validate_json, planner::validation_to_json(report).dump(2) + "\n");
+    }
+  });
+}
+
+}  // namespace meshplan::cli

@@ -1,0 +1,157 @@
+// Every collective a rank of each pipeline stage issues in one step, with exact message sizes.
+// This is Megatron-LM's communication (Shoeybi et al. 2019; Korthikanti et al. 2022;
+// Narayanan et al. 2021); the executor issues exactly this list and checks its byte counts.
+
+#include <fmt/format.h>
+
+#include "estimate_internal.h"
+#include "model_shape.h"
+
+namespace meshplan::planner {
+
+namespace {
+
+class Inventory {
+ public:
+  Inventory(const models::ClusterConfig& cluster, const Layout& layout)
+      : cluster_(cluster), layout_(layout) {}
+
+  void add(int64_t stage, std::string what, CollectiveKind kind, CommGroup group,
+           int64_t group_size, int64_t message_bytes, int64_t calls_per_step) {
+    if (calls_per_step == 0 || message_bytes == 0) {
+      return;
+    }
+    CollectiveTraffic traffic;
+    traffic.what = std::move(what);
+    traffic.kind = kind;
+    traffic.group = group;
+    traffic.group_size = group_size;
+    traffic.stage = stage;
+    traffic.message_bytes = message_bytes;
+    traffic.calls_per_step = calls_per_step;
+    traffic.seconds_per_call = collective_seconds(cluster_, kind, message_bytes, group_size,
+                                                  group_stride(layout_, group));
+    list_.push_back(std::move(traffic));
+  }
+  std::vector<CollectiveTraffic> take() { return std::move(list_); }
+
+ private:
+  const models::ClusterConfig& cluster_;
+  const Layout& layout_;
+  std::vector<CollectiveTraffic> list_;
+};
+
+void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& model,
+                         const models::ClusterConfig& cluster, const Layout& layout,
+                         int64_t stage) {
+  const int64_t t = layout.tp;
+  if (t <= 1) {
+    return;
+  }
+  const int64_t m = layout.num_micro_batches();
+  const int64_t tokens = layout.micro_batch * model.seq_length;
+  const int64_t hidden_bytes = tokens * model.hidden_size * element_bytes(cluster);
+  const int64_t layers = layers_per_chunk(model, layout) * layout.vpp;
+  const bool full = layout.recompute == Recompute::kFull;
+  const auto kAR = CollectiveKind::kAllReduce;
+  const auto kAG = CollectiveKind::kAllGather;
+  const auto kRS = CollectiveKind::kReduceScatter;
+  const auto kTp = CommGroup::kTp;
+  const bool first = stage == 0;
+  const bool last = stage == layout.pp - 1;
+  if (!layout.sequence_parallel) {
+    // Shoeybi et al. 2019, Fig. 3-4: g (all-reduce) after each row-parallel layer forward,
+    // f (all-reduce) before each column-parallel layer backward.
+    inventory.add(stage, "tp: layer forward all-reduces (attention out, MLP out)", kAR, kTp, t,
+                  hidden_bytes, 2 * layers * m);
+    inventory.add(stage, "tp: layer backward all-reduces (QKV in, MLP in)", kAR, kTp, t,
+                  hidden_bytes, 2 * layers * m);
+    if (full) {
+      inventory.add(stage, "tp: recomputed forward all-reduces", kAR, kTp, t, hidden_bytes,
+                    2 * layers * m);
+    }
+    if (first) {
+      inventory.add(stage, "tp: vocab-parallel embedding all-reduce", kAR, kTp, t, hidden_bytes, m);
+    }
+    if (last) {
+      inventory.add(stage, "tp: LM head input-gradient all-reduce", kAR, kTp, t, hidden_bytes, m);
+    }
+  } else {
+    // Korthikanti et al. 2022, Sec. 4.2.2: g becomes reduce-scatter, f all-gather; backward
+    // swaps them and re-gathers the sequence-sharded inputs of the column-parallel layers.
+    inventory.add(stage, "tp: layer forward all-gathers (QKV in, MLP in)", kAG, kTp, t,
+                  hidden_bytes, 2 * layers * m * (full ? 2 : 1));
+    inventory.add(stage, "tp: layer forward reduce-scatters (attention out, MLP out)", kRS, kTp,
+                  t, hidden_bytes, 2 * layers * m * (full ? 2 : 1));
+    inventory.add(stage, "tp: layer backward all-gathers (output grads, input re-gather)", kAG,
+                  kTp, t, hidden_bytes, 4 * layers * m);
+    inventory.add(stage, "tp: layer backward reduce-scatters (QKV in, MLP in)", kRS, kTp, t,
+                  hidden_bytes, 2 * layers * m);
+    if (first) {
+      inventory.add(stage, "tp: vocab-parallel embedding reduce-scatter", kRS, kTp, t,
+                    hidden_bytes, m);
+    }
+    if (last) {
+      inventory.add(stage, "tp: LM head input all-gathers (forward, backward re-gather)", kAG, kTp,
+                    t, hidden_bytes, 2 * m);
+      inventory.add(stage, "tp: LM head input-gradient reduce-scatter", kRS, kTp, t, hidden_bytes,
+                    m);
+    }
+    // Parameters replicated over tp get partial gradients under sequence parallelism.
+    const StageParameters parameters = stage_parameters(model, layout, stage);
+    inventory.add(stage, "tp: replicated-parameter gradient all-reduce (sequence parallel)", kAR,
+                  kTp, t, parameters.replicated * element_bytes(cluster), 1);
+  }
+  if (last) {
+    // Vocab-parallel cross-entropy: max logit, target logit, sum of exp, fp32.
+    inventory.add(stage, "tp: vocab-parallel cross-entropy all-reduces", kAR, kTp, t, tokens * 4,
+                  3 * m);
+  }
+}
+
+}  // namespace
+
+std::vector<CollectiveTraffic> collective_inventory(const models::TransformerConfig& model,
+                                                    const models::ClusterConfig& cluster,
+                                                    const Layout& layout) {
+  Inventory inventory(cluster, layout);
+  const int64_t m = layout.num_micro_batches();
+  const int64_t e = element_bytes(cluster);
+  PipelineSchedule schedule;
+  if (layout.pp > 1) {
+    schedule = generate_schedule(layout.schedule, layout.pp, layout.vpp, m);
+  }
+  for (int64_t stage = 0; stage < layout.pp; ++stage) {
+    add_tensor_parallel(inventory, model, cluster, layout, stage);
+    if (layout.pp > 1) {
+      int64_t sends = 0;
+      for (const PipelineOp& op : schedule.stages[static_cast<size_t>(stage)]) {
+        sends += op.kind == OpKind::kSendActivation || op.kind == OpKind::kSendGradient;
+      }
+      inventory.add(stage, "pp: activation and gradient sends", CollectiveKind::kSendRecv,
+                    CommGroup::kPp, 2, pipeline_message_bytes(model, cluster, layout), sends);
+      if (model.tied_embeddings && (stage == 0 || stage == layout.pp - 1)) {
+        inventory.add(stage, "embedding: tied word-embedding gradient all-reduce",
+                      CollectiveKind::kAllReduce, CommGroup::kEmbedding, 2,
+                      padded_vocab_size(model, layout.tp) / layout.tp * model.hidden_size * e, 1);
+      }
+    }
+    if (layout.dp > 1) {
+      const int64_t parameters = stage_parameter_count(model, layout, stage);
+      const int64_t padded = (parameters + layout.dp - 1) / layout.dp * layout.dp;
+      if (layout.zero == 0) {
+        inventory.add(stage, "dp: gradient all-reduce", CollectiveKind::kAllReduce, CommGroup::kDp,
+                      layout.dp, parameters * e, 1);
+      } else {
+        const int64_t rounds = layout.zero == 3 ? m : 1;
+        inventory.add(stage, "dp: gradient reduce-scatter (ZeRO)", CollectiveKind::kReduceScatter,
+                      CommGroup::kDp, layout.dp, padded * e, rounds);
+        inventory.add(stage, "dp: parameter all-gather (ZeRO)", CollectiveKind::kAllGather,
+                      CommGroup::kDp, layout.dp, padded * e, layout.zero == 3 ? 2 * m : 1);
+      }
+    }
+  }
+  return inventory.take();
+}
+
+}  // namespace meshplan::planner

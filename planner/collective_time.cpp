@@ -1,0 +1,111 @@
+// Alpha-beta time of ring collectives, tiered by where the group's ranks sit.
+
+#include <algorithm>
+
+#include "meshplan/cost_model.h"
+
+namespace meshplan::planner {
+
+namespace {
+
+struct Link {
+  double bytes_per_second;
+  double latency_seconds;
+};
+
+// Ring algorithms (Patarasuk & Yuan 2009; nccl-tests doc/PERFORMANCE.md): each rank sends
+// 2(n-1)/n of the buffer for an all-reduce, (n-1)/n for an all-gather or reduce-scatter,
+// in 2(n-1) or (n-1) latency-bound steps.
+double ring_seconds(CollectiveKind kind, double message_bytes, double n, const Link& link) {
+  if (n <= 1) {
+    return 0.0;
+  }
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      return 2.0 * (n - 1.0) / n * message_bytes / link.bytes_per_second +
+             2.0 * (n - 1.0) * link.latency_seconds;
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+      return (n - 1.0) / n * message_bytes / link.bytes_per_second +
+             (n - 1.0) * link.latency_seconds;
+    case CollectiveKind::kSendRecv:
+      return message_bytes / link.bytes_per_second + link.latency_seconds;
+  }
+  return 0.0;
+}
+
+}  // namespace
+
+double collective_seconds(const models::ClusterConfig& cluster, CollectiveKind kind,
+                          int64_t message_bytes, int64_t group_size, int64_t stride) {
+  if (message_bytes <= 0 || (group_size <= 1 && kind != CollectiveKind::kSendRecv)) {
+    return 0.0;
+  }
+  const double efficiency = cluster.efficiency.collective_efficiency;
+  const Link intra{cluster.intra_node_bytes_per_second * efficiency,
+                   cluster.intra_node_latency_seconds};
+  const Link inter{cluster.inter_node_bytes_per_second_per_gpu * efficiency,
+                   cluster.inter_node_latency_seconds};
+  const double bytes = static_cast<double>(message_bytes);
+  const int64_t gpus_per_node = cluster.gpus_per_node;
+  if (kind == CollectiveKind::kSendRecv) {
+    // Point-to-point between ranks `stride` apart: same node only if stride < gpus_per_node.
+    return ring_seconds(kind, bytes, 2, stride < gpus_per_node ? intra : inter);
+  }
+  // Members of the group on one node: the group's ranks are stride apart.
+  const int64_t members_per_node =
+      stride >= gpus_per_node ? 1 : std::min(group_size, gpus_per_node / stride);
+  const double local = static_cast<double>(members_per_node);
+  const double nodes = static_cast<double>(group_size) / local;
+  if (nodes <= 1.0) {
+    return ring_seconds(kind, bytes, local, intra);
+  }
+  if (members_per_node == 1) {
+    return ring_seconds(kind, bytes, nodes, inter);
+  }
+  // Hierarchical (two-tier) collective: the intra-node tier works on the whole buffer, the
+  // inter-node tier on 1/local of it, with `local` NICs in parallel (one per GPU).
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      return ring_seconds(CollectiveKind::kReduceScatter, bytes, local, intra) +
+             ring_seconds(CollectiveKind::kAllReduce, bytes / local, nodes, inter) +
+             ring_seconds(CollectiveKind::kAllGather, bytes, local, intra);
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+      return ring_seconds(kind, bytes / local, nodes, inter) +
+             ring_seconds(kind, bytes, local, intra);
+    case CollectiveKind::kSendRecv:
+      break;
+  }
+  return 0.0;
+}
+
+std::string to_string(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      return "all_reduce";
+    case CollectiveKind::kAllGather:
+      return "all_gather";
+    case CollectiveKind::kReduceScatter:
+      return "reduce_scatter";
+    case CollectiveKind::kSendRecv:
+      return "send_recv";
+  }
+  return "?";
+}
+
+std::string to_string(CommGroup group) {
+  switch (group) {
+    case CommGroup::kTp:
+      return "tp";
+    case CommGroup::kPp:
+      return "pp";
+    case CommGroup::kDp:
+      return "dp";
+    case CommGroup::kEmbedding:
+      return "embedding";
+  }
+  return "?";
+}
+
+}  // namespace meshplan::planner

@@ -1,0 +1,199 @@
+// Time of one micro-batch through one model chunk on one rank: GEMMs at a shape-dependent
+// fraction of peak, memory-bound ops at a fraction of HBM bandwidth, and the exposed part of
+// the tensor-parallel collectives.
+
+#include <algorithm>
+
+#include "compute_cost.h"
+#include "model_shape.h"
+
+namespace meshplan::planner {
+
+namespace {
+
+// GEMM throughput falls off for small matrices (tile quantisation and wave effects; NVIDIA
+// "Matrix Multiplication Background User's Guide", 2023). We model it with one saturating
+// curve in the smallest dimension x: efficiency = e_max * x / (x + x_half), where e_max and
+// x_half are per-GPU parameters of the cluster description.
+double gemm_seconds(const models::ClusterConfig& cluster, double m, double n, double k) {
+  const double smallest = std::min({m, n, k});
+  const double efficiency = cluster.efficiency.gemm_peak_efficiency * smallest /
+                            (smallest + cluster.efficiency.gemm_half_efficiency_dim);
+  return 2.0 * m * n * k / (peak_flops_per_second(cluster) * efficiency);
+}
+
+double memory_seconds(const models::ClusterConfig& cluster, double bytes) {
+  return bytes / (cluster.gpu.hbm_bytes_per_second * cluster.efficiency.hbm_efficiency);
+}
+
+struct LayerTime {
+  double linear_forward = 0;     // QKV, output, MLP GEMMs
+  double attention_forward = 0;  // scores, softmax, attention-times-values
+  double memory_forward = 0;     // norms, residual adds, activation, rope
+  double tp_comm_forward = 0;    // all-reduce equivalents of the forward
+  double tp_comm_backward = 0;
+};
+
+LayerTime layer_time(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
+                     const Layout& layout, const PlanOptions& options) {
+  const double t = static_cast<double>(layout.tp);
+  const double tokens = static_cast<double>(layout.micro_batch * model.seq_length);
+  const double h = static_cast<double>(model.hidden_size);
+  const double d = static_cast<double>(model.head_dim);
+  const double a = static_cast<double>(model.num_attention_heads);
+  const double g = static_cast<double>(model.num_kv_heads);
+  const double f = static_cast<double>(model.ffn_hidden_size);
+  const double s = static_cast<double>(model.seq_length);
+  const double e = static_cast<double>(element_bytes(cluster));
+  const double fc1_columns = model.activation == models::Activation::kSwiglu ? 2.0 * f : f;
+  LayerTime time;
+  time.linear_forward = gemm_seconds(cluster, tokens, (a + 2.0 * g) * d / t, h) +
+                        gemm_seconds(cluster, tokens, h, a * d / t) +
+                        gemm_seconds(cluster, tokens, fc1_columns / t, h) +
+                        gemm_seconds(cluster, tokens, h, f / t);
+  const double attention_flops = layer_forward_flops(model, tokens).attention / t;
+  if (options.flash_attention) {
+    // FlashAttention (Dao 2022) keeps scores on chip: one fused kernel at its own efficiency.
+    time.attention_forward = attention_flops / (peak_flops_per_second(cluster) *
+                                                cluster.efficiency.attention_efficiency);
+  } else {
+    // Batched s x s x d GEMMs per head, plus the fused scale-mask-softmax that reads and
+    // writes the a s^2 b scores (Korthikanti et al. 2022, Sec. 4.1).
+    const double heads = layout.micro_batch * a / t;
+    time.attention_forward = 2.0 * heads * gemm_seconds(cluster, s, s, d) +
+                             memory_seconds(cluster, 2.0 * heads * s * s * e);
+  }
+  // Memory-bound element-wise work, bytes read plus written: two norms (read, write), two
+  // residual adds (read two, write one), the activation (gelu: read f, write f; swiglu: read
+  // 2f, write f), rotary embedding of q and k (read, write).
+  const double norm_tokens = layout.sequence_parallel ? tokens / t : tokens;
+  double bytes = 2.0 * 2.0 * norm_tokens * h * e + 2.0 * 3.0 * norm_tokens * h * e;
+  bytes += (model.activation == models::Activation::kSwiglu ? 3.0 : 2.0) * tokens * f / t * e;
+  if (model.positions == models::Positions::kRope) {
+    bytes += 2.0 * tokens * (a + g) * d / t * e;
+  }
+  time.memory_forward = memory_seconds(cluster, bytes);
+  if (layout.tp > 1) {
+    // Two all-reduces forward and two backward per layer (Shoeybi et al. 2019, Fig. 4); with
+    // sequence parallelism each is an all-gather plus a reduce-scatter of the same total
+    // volume (Korthikanti et al. 2022, Sec. 4.2.2). The extra backward all-gather that
+    // re-gathers the saved inputs overlaps with the input-gradient GEMM there, so it is not
+    // exposed.
+    const double all_reduce = collective_seconds(
+        cluster, CollectiveKind::kAllReduce, static_cast<int64_t>(tokens * h * e), layout.tp, 1);
+    time.tp_comm_forward = 2.0 * all_reduce;
+    time.tp_comm_backward = 2.0 * all_reduce;
+    if (options.overlap_tp_comm) {
+      // Megatron-Core --tp-comm-overlap pipelines the collectives with the GEMMs they feed
+      // (Wang et al. 2023, "Overlap communication with dependent computation"): only what the
+      // GEMMs cannot cover is exposed.
+      time.tp_comm_forward = std::max(0.0, time.tp_comm_forward - time.linear_forward);
+      time.tp_comm_backward = std::max(0.0, time.tp_comm_backward - 2.0 * time.linear_forward);
+    }
+  }
+  return time;
+}
+
+}  // namespace
+
+double peak_flops_per_second(const models::ClusterConfig& cluster) {
+  return cluster.precision == models::Precision::kFp32 ? cluster.gpu.peak_fp32_flops_per_second
+                                                       : cluster.gpu.peak_bf16_flops_per_second;
+}
+
+ChunkCost chunk_cost(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
+                     const Layout& layout, const PlanOptions& options, int64_t stage,
+                     int64_t chunk) {
+  ChunkCost cost;
+  const int64_t virtual_stage = chunk * layout.pp + stage;
+  cost.num_layers = layers_per_chunk(model, layout);
+  cost.has_embedding = virtual_stage == 0;
+  cost.has_lm_head = virtual_stage == layout.pp * layout.vpp - 1;
+  const double layers = static_cast<double>(cost.num_layers);
+  const double t = static_cast<double>(layout.tp);
+  const double tokens = static_cast<double>(layout.micro_batch * model.seq_length);
+  const double h = static_cast<double>(model.hidden_size);
+  const double e = static_cast<double>(element_bytes(cluster));
+
+  const LayerTime layer = layer_time(model, cluster, layout, options);
+  const double layer_forward = layer.linear_forward + layer.attention_forward +
+                               layer.memory_forward;
+  // Backward = 2 x forward (Narayanan et al. 2021, Sec. 5.1): for each linear one GEMM for
+  // the input gradient (B) and one for the weight gradient (W); attention core and
+  // element-wise work twice their forward, all in B.
+  double input_backward = layer.linear_forward + 2.0 * layer.attention_forward +
+                          2.0 * layer.memory_forward;
+  double weight_backward = layer.linear_forward;
+  double tp_backward = layer.tp_comm_backward;
+  if (layout.recompute == Recompute::kFull) {
+    input_backward += layer_forward;  // the layer's forward runs again (Chen et al. 2016)
+    tp_backward += layer.tp_comm_forward;
+  } else if (layout.recompute == Recompute::kSelective && !options.flash_attention) {
+    // Selective recompute re-runs the attention core only (Korthikanti et al. 2022, Sec. 5).
+    // With flash attention its backward already recomputes the scores: nothing is added.
+    input_backward += layer.attention_forward;
+  }
+  const LayerFlops flops = layer_forward_flops(model, tokens);
+  double forward_flops = flops.total() / t * layers;
+  double recompute_flops = 0;
+  if (layout.recompute == Recompute::kFull) {
+    recompute_flops = forward_flops;
+  } else if (layout.recompute == Recompute::kSelective) {
+    recompute_flops = flops.attention / t * layers;
+  }
+
+  cost.forward_compute_seconds = layer_forward * layers;
+  cost.forward_tp_comm_seconds = layer.tp_comm_forward * layers;
+  cost.backward_input_compute_seconds = input_backward * layers;
+  cost.backward_weight_compute_seconds = weight_backward * layers;
+  cost.backward_tp_comm_seconds = tp_backward * layers;
+
+  const double all_reduce_hidden =
+      layout.tp > 1 ? collective_seconds(cluster, CollectiveKind::kAllReduce,
+                                         static_cast<int64_t>(tokens * h * e), layout.tp, 1)
+                    : 0.0;
+  if (cost.has_embedding) {
+    // Lookup writes T h; learned positions add read two, write one. Vocab-parallel lookup
+    // then all-reduces (or, with sequence parallelism, reduce-scatters: half the volume).
+    const double bytes = tokens * h * e * (model.positions == models::Positions::kLearned ? 4 : 1);
+    cost.forward_compute_seconds += memory_seconds(cluster, bytes);
+    cost.backward_weight_compute_seconds += memory_seconds(cluster, 2.0 * tokens * h * e);
+    cost.forward_tp_comm_seconds +=
+        layout.sequence_parallel ? 0.5 * all_reduce_hidden : all_reduce_hidden;
+  }
+  if (cost.has_lm_head) {
+    const double vocab = static_cast<double>(padded_vocab_size(model, layout.tp)) / t;
+    const double norm_tokens = layout.sequence_parallel ? tokens / t : tokens;
+    const double head_gemm = gemm_seconds(cluster, tokens, vocab, h);
+    // Final norm (read, write); cross-entropy over fp32 logits: write, then read twice
+    // (max and sum of exp) forward; backward reads them and writes the gradient.
+    const double logits_bytes = tokens * vocab * 4.0;
+    cost.forward_compute_seconds += head_gemm + memory_seconds(cluster, 2.0 * norm_tokens * h * e +
+                                                                            3.0 * logits_bytes);
+    cost.backward_input_compute_seconds +=
+        head_gemm + memory_seconds(cluster, 4.0 * norm_tokens * h * e + 2.0 * logits_bytes);
+    cost.backward_weight_compute_seconds += head_gemm;
+    if (layout.tp > 1) {
+      const double loss_all_reduce = collective_seconds(
+          cluster, CollectiveKind::kAllReduce, static_cast<int64_t>(tokens * 4.0), layout.tp, 1);
+      cost.forward_tp_comm_seconds +=
+          3.0 * loss_all_reduce + (layout.sequence_parallel ? 0.5 * all_reduce_hidden : 0.0);
+      cost.backward_tp_comm_seconds += all_reduce_hidden;
+    }
+    forward_flops += lm_head_forward_flops(model, tokens) *
+                     (static_cast<double>(padded_vocab_size(model, layout.tp)) /
+                      static_cast<double>(model.vocab_size)) / t;
+  }
+  cost.forward_flops = static_cast<int64_t>(forward_flops);
+  cost.backward_flops = static_cast<int64_t>(2.0 * forward_flops + recompute_flops);
+  return cost;
+}
+
+double optimizer_step_seconds(const models::ClusterConfig& cluster, int64_t parameters_updated) {
+  // Adam reads the gradient and reads and writes fp32 master weights, m and v, then writes the
+  // compute-precision weights: 2 + 8 + 8 + 8 + 2 = 28 bytes per parameter in bf16 mixed
+  // precision, 4 + 8 + 8 + 8 = 28 in fp32. Memory-bound (Kingma & Ba 2015, Alg. 1).
+  return memory_seconds(cluster, 28.0 * static_cast<double>(parameters_updated));
+}
+
+}  // namespace meshplan::planner

@@ -1,0 +1,21 @@
+#pragma once
+// Private: compute-time functions of the cost model.
+
+#include <cstdint>
+
+#include "meshplan/cost_model.h"
+
+namespace meshplan::planner {
+
+/// Datasheet peak for the cluster's training precision, FLOP/s.
+double peak_flops_per_second(const models::ClusterConfig& cluster);
+
+/// One micro-batch through chunk `chunk` of pipeline stage `stage`.
+ChunkCost chunk_cost(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
+                     const Layout& layout, const PlanOptions& options, int64_t stage,
+                     int64_t chunk);
+
+/// Optimizer step over `parameters_updated` parameters on one rank.
+double optimizer_step_seconds(const models::ClusterConfig& cluster, int64_t parameters_updated);
+
+}  // namespace meshplan::planner

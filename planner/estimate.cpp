@@ -1,0 +1,230 @@
+// One layout's estimate: per-stage costs and memory, then the step time of its schedule.
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "compute_cost.h"
+#include "estimate_internal.h"
+#include "memory.h"
+#include "model_shape.h"
+
+namespace meshplan::planner {
+
+int64_t group_stride(const Layout& layout, CommGroup group) {
+  const bool dp_before_pp = layout.placement == Placement::kTpDpPp;
+  switch (group) {
+    case CommGroup::kTp:
+      return 1;
+    case CommGroup::kDp:
+      return dp_before_pp ? layout.tp : layout.tp * layout.pp;
+    case CommGroup::kPp:
+    case CommGroup::kEmbedding:
+      return dp_before_pp ? layout.tp * layout.dp : layout.tp;
+  }
+  return 1;
+}
+
+int64_t pipeline_message_bytes(const models::TransformerConfig& model,
+                               const models::ClusterConfig& cluster, const Layout& layout) {
+  const int64_t bytes = layout.micro_batch * model.seq_length * model.hidden_size *
+                        element_bytes(cluster);
+  return layout.sequence_parallel ? bytes / layout.tp : bytes;
+}
+
+namespace {
+
+// Gradient reduction of one stage over dp: all-reduce (ZeRO 0), reduce-scatter plus
+// all-gather of the parameters (ZeRO 1, 2: Rajbhandari et al. 2020, Sec. 7.2.1), and for
+// ZeRO 3 the per-micro-batch parameter all-gathers of forward and backward (ibid. Sec. 7.2.2).
+struct DpTimes {
+  double gradient_seconds = 0;        // reduction that may overlap the last backward
+  double parameter_gather_seconds = 0;  // all-gather after the optimizer step
+};
+
+DpTimes dp_times(const models::ClusterConfig& cluster, const Layout& layout, int64_t parameters) {
+  DpTimes times;
+  if (layout.dp <= 1) {
+    return times;
+  }
+  const int64_t stride = group_stride(layout, CommGroup::kDp);
+  const int64_t padded = (parameters + layout.dp - 1) / layout.dp * layout.dp;
+  const int64_t bytes = padded * element_bytes(cluster);
+  if (layout.zero == 0) {
+    times.gradient_seconds =
+        collective_seconds(cluster, CollectiveKind::kAllReduce, bytes, layout.dp, stride);
+  } else {
+    times.gradient_seconds =
+        collective_seconds(cluster, CollectiveKind::kReduceScatter, bytes, layout.dp, stride);
+    times.parameter_gather_seconds =
+        collective_seconds(cluster, CollectiveKind::kAllGather, bytes, layout.dp, stride);
+  }
+  if (layout.zero == 3) {
+    // Forward and backward each gather the weights again for every micro-batch.
+    times.gradient_seconds *= static_cast<double>(layout.num_micro_batches());
+    times.parameter_gather_seconds *= 2.0 * static_cast<double>(layout.num_micro_batches());
+  }
+  return times;
+}
+
+}  // namespace
+
+PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
+                                    const models::ClusterConfig& cluster, const Layout& layout,
+                                    const PlanOptions& options, bool with_collectives) {
+  PlanEstimate estimate;
+  estimate.layout = layout;
+  const Validity validity =
+      check_layout(model, cluster, layout.num_gpus(), layout, options.allow_tp_across_nodes);
+  if (!validity.ok()) {
+    estimate.rejection_code = validity.code;
+    estimate.rejection_reason = validity.reason;
+    return estimate;
+  }
+  const int64_t m = layout.num_micro_batches();
+  const double micro_batches = static_cast<double>(m);
+  const double pp = static_cast<double>(layout.pp);
+  const double vpp = static_cast<double>(layout.vpp);
+
+  double sum_stage = 0, max_stage = 0, max_forward_backward_minus_weight = 0, max_tp = 0;
+  double hardware_flops_per_rank_max = 0, hardware_flops_total = 0;
+  estimate.stages.resize(static_cast<size_t>(layout.pp));
+  for (int64_t s = 0; s < layout.pp; ++s) {
+    StageEstimate& stage = estimate.stages[static_cast<size_t>(s)];
+    stage.stage = s;
+    double forward = 0, backward = 0, weight = 0, tp = 0, flops = 0;
+    for (int64_t c = 0; c < layout.vpp; ++c) {
+      stage.chunks.push_back(chunk_cost(model, cluster, layout, options, s, c));
+      const ChunkCost& chunk = stage.chunks.back();
+      forward += chunk.forward_seconds();
+      backward += chunk.backward_seconds();
+      weight += chunk.backward_weight_compute_seconds;
+      tp += chunk.forward_tp_comm_seconds + chunk.backward_tp_comm_seconds;
+      flops += static_cast<double>(chunk.forward_flops + chunk.backward_flops);
+    }
+    sum_stage += forward + backward;
+    if (forward + backward > max_stage) {
+      max_stage = forward + backward;
+      max_tp = tp;
+    }
+    max_forward_backward_minus_weight =
+        std::max(max_forward_backward_minus_weight, forward + backward - 2.0 * weight);
+    hardware_flops_per_rank_max = std::max(hardware_flops_per_rank_max, flops);
+    hardware_flops_total += flops * micro_batches;
+    stage.peak_in_flight_micro_batches = peak_in_flight(layout.schedule, layout.pp, layout.vpp, m, s);
+    stage.memory = stage_memory(model, cluster, layout, options, s,
+                                stage.peak_in_flight_micro_batches);
+    stage.num_parameters = stage_parameter_count(model, layout, s);
+    const int64_t updated = layout.zero >= 1 ? (stage.num_parameters + layout.dp - 1) / layout.dp
+                                             : stage.num_parameters;
+    stage.optimizer_step_seconds = optimizer_step_seconds(cluster, updated);
+    const DpTimes dp = dp_times(cluster, layout, stage.num_parameters);
+    stage.dp_grad_sync_seconds = dp.gradient_seconds + dp.parameter_gather_seconds;
+  }
+
+  // Pipeline makespan of the schedule (f_s + b_s: one micro-batch through all of stage s).
+  double pipeline = 0;
+  switch (layout.schedule) {
+    case ScheduleKind::kGpipe:
+    case ScheduleKind::kOneFOneB:
+      // Flow shop of identical jobs: fill and drain through every stage, then the slowest
+      // stage paces the other m - 1; (m + p - 1)(f + b) for equal stages, so the bubble is
+      // (p - 1)/(m + p - 1) (Narayanan et al. 2021, Sec. 2.2.1).
+      pipeline = sum_stage + (micro_batches - 1.0) * max_stage;
+      break;
+    case ScheduleKind::kInterleaved:
+      // Bubble shrinks by v: (m v + p - 1) chunk times (ibid. Sec. 2.2.2).
+      pipeline = (micro_batches * vpp + pp - 1.0) * max_stage / vpp;
+      break;
+    case ScheduleKind::kZbH1:
+      // ZB-H1 fills the drain with deferred weight-gradient work: bubble (p - 1)(F + B - W)
+      // instead of (p - 1)(F + B + W) (Qi et al. 2023, Sec. 3.1).
+      pipeline = micro_batches * max_stage + (pp - 1.0) * max_forward_backward_minus_weight;
+      break;
+  }
+  StepBreakdown& breakdown = estimate.breakdown;
+  breakdown.pipeline_compute_seconds = micro_batches * max_stage;
+  breakdown.tp_comm_exposed_seconds = micro_batches * max_tp;
+  breakdown.bubble_seconds = pipeline - breakdown.pipeline_compute_seconds;
+  if (layout.pp > 1) {
+    // Stage-to-stage sends on the critical path: one activation and one gradient per slot of
+    // the schedule, (m v + p - 1) slots. Without sequence parallelism Megatron-LM sends 1/t of
+    // the tensor and all-gathers it over NVLink (Narayanan et al. 2021, Sec. 4.1).
+    const int64_t message = pipeline_message_bytes(model, cluster, layout);
+    double transfer = collective_seconds(cluster, CollectiveKind::kSendRecv, message / layout.tp,
+                                         2, group_stride(layout, CommGroup::kPp));
+    if (!layout.sequence_parallel && layout.tp > 1) {
+      transfer += collective_seconds(cluster, CollectiveKind::kAllGather, message, layout.tp, 1);
+    }
+    breakdown.pp_transfer_seconds = 2.0 * (micro_batches * vpp + pp - 1.0) * transfer;
+  }
+  // Data-parallel reduction of stage s starts after its last backward. Stage s finishes its
+  // last backward sum_{j<s} b_j before stage 0 does (the drain runs back to stage 0), and with
+  // overlap_grad_reduce it also hides behind its own last micro-batch's backward (bucketed
+  // reduction, Li et al. 2020, PyTorch DDP, Sec. 3.2.3).
+  double slack = 0;
+  for (const StageEstimate& stage : estimate.stages) {
+    const DpTimes dp = dp_times(cluster, layout, stage.num_parameters);
+    double backward = 0;
+    for (const ChunkCost& chunk : stage.chunks) {
+      backward += chunk.backward_seconds();
+    }
+    const double hidden = slack + (options.overlap_grad_reduce ? backward : 0.0);
+    const double gather = options.overlap_param_gather ? 0.0 : dp.parameter_gather_seconds;
+    breakdown.dp_comm_exposed_seconds =
+        std::max(breakdown.dp_comm_exposed_seconds,
+                 std::max(0.0, dp.gradient_seconds - hidden) + gather);
+    breakdown.optimizer_seconds = std::max(breakdown.optimizer_seconds, stage.optimizer_step_seconds);
+    slack += backward;
+  }
+  if (model.tied_embeddings && layout.pp > 1) {
+    // Megatron-LM all-reduces the tied embedding's gradient between first and last stage.
+    const int64_t bytes =
+        padded_vocab_size(model, layout.tp) / layout.tp * model.hidden_size * element_bytes(cluster);
+    breakdown.dp_comm_exposed_seconds += collective_seconds(
+        cluster, CollectiveKind::kAllReduce, bytes, 2, group_stride(layout, CommGroup::kEmbedding));
+  }
+  estimate.step_time_s = pipeline + breakdown.pp_transfer_seconds +
+                         breakdown.dp_comm_exposed_seconds + breakdown.optimizer_seconds;
+
+  const double gpus = static_cast<double>(layout.num_gpus());
+  estimate.model_flops_per_step = model_flops_per_step(model, layout.global_batch);
+  estimate.hardware_flops_per_step = hardware_flops_total * static_cast<double>(layout.tp) *
+                                     static_cast<double>(layout.dp);
+  const double peak = peak_flops_per_second(cluster);
+  estimate.mfu = estimate.model_flops_per_step / (estimate.step_time_s * gpus * peak);
+  estimate.hfu = estimate.hardware_flops_per_step / (estimate.step_time_s * gpus * peak);
+  estimate.model_tflops_per_gpu = estimate.model_flops_per_step / (estimate.step_time_s * gpus) / 1e12;
+  estimate.tokens_per_s =
+      static_cast<double>(layout.global_batch * model.seq_length) / estimate.step_time_s;
+
+  int64_t worst_stage = 0;
+  for (const StageEstimate& stage : estimate.stages) {
+    if (stage.memory.total_bytes() > estimate.peak_memory_bytes) {
+      estimate.peak_memory_bytes = stage.memory.total_bytes();
+      worst_stage = stage.stage;
+    }
+  }
+  if (with_collectives) {
+    estimate.collectives = collective_inventory(model, cluster, layout);
+  }
+  if (estimate.peak_memory_bytes > cluster.gpu.hbm_bytes) {
+    estimate.rejection_code = "memory";
+    estimate.rejection_reason =
+        fmt::format("peak memory {:.1f} GiB on stage {} exceeds {:.1f} GiB of GPU memory",
+                    static_cast<double>(estimate.peak_memory_bytes) / (1024.0 * 1024.0 * 1024.0),
+                    worst_stage,
+                    static_cast<double>(cluster.gpu.hbm_bytes) / (1024.0 * 1024.0 * 1024.0));
+    return estimate;
+  }
+  estimate.feasible = true;
+  return estimate;
+}
+
+PlanEstimate estimate_plan(const models::TransformerConfig& model,
+                           const models::ClusterConfig& cluster, const Layout& layout,
+                           const PlanOptions& options) {
+  return estimate_plan_internal(model, cluster, layout, options, true);
+}
+
+}  // namespace meshplan::planner

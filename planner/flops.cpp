@@ -1,0 +1,46 @@
+// FLOP counts of the transformer's matrix multiplications.
+
+#include "meshplan/cost_model.h"
+#include "model_shape.h"
+
+namespace meshplan::planner {
+
+LayerFlops layer_forward_flops(const models::TransformerConfig& model, double tokens) {
+  // A (m x k) by (k x n) product costs 2 m n k FLOPs (Narayanan et al. 2021, Sec. 5.1).
+  const double h = static_cast<double>(model.hidden_size);
+  const double d = static_cast<double>(model.head_dim);
+  const double a = static_cast<double>(model.num_attention_heads);
+  const double g = static_cast<double>(model.num_kv_heads);
+  const double f = static_cast<double>(model.ffn_hidden_size);
+  const double s = static_cast<double>(model.seq_length);
+  const double mlp_matrices = model.activation == models::Activation::kSwiglu ? 3.0 : 2.0;
+  LayerFlops flops;
+  flops.qkv = 2.0 * tokens * h * (a + 2.0 * g) * d;
+  // Q K^T and softmax(.) V over the full s x s square, as Megatron-LM counts them.
+  flops.attention = 2.0 * 2.0 * tokens * s * a * d;
+  flops.output = 2.0 * tokens * a * d * h;
+  flops.mlp = 2.0 * tokens * h * f * mlp_matrices;
+  return flops;
+}
+
+double lm_head_forward_flops(const models::TransformerConfig& model, double tokens) {
+  return 2.0 * tokens * static_cast<double>(model.hidden_size) *
+         static_cast<double>(model.vocab_size);
+}
+
+double model_flops_per_step(const models::TransformerConfig& model, int64_t global_batch) {
+  // Model FLOPs as Megatron-LM counts them (shared/validation/README.md): forward plus a
+  // backward of twice the forward, no recompute. For ffn = 4h and a = g this is
+  // 72 B s l h^2 (1 + s/(6h)) + 6 B s h V (Narayanan et al. 2021, eq. 3 without recompute).
+  const double tokens = static_cast<double>(global_batch) * static_cast<double>(model.seq_length);
+  const double forward = layer_forward_flops(model, tokens).total() *
+                             static_cast<double>(model.num_layers) +
+                         lm_head_forward_flops(model, tokens);
+  return 3.0 * forward;
+}
+
+int64_t element_bytes(const models::ClusterConfig& cluster) {
+  return models::compute_element_bytes(cluster.precision);
+}
+
+}  // namespace meshplan::planner

@@ -1,0 +1,44 @@
+#pragma once
+// Exhaustive search over the valid layout space, ranked by step time or peak memory.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "meshplan/cost_model.h"
+
+namespace meshplan::planner {
+
+enum class Objective { kTime, kMemory };
+
+/// What the search may vary. A set field fixes that dimension; an unset one is searched.
+struct SearchSpace {
+  int64_t num_gpus = 0;
+  int64_t global_batch = 0;
+  std::optional<int64_t> tp, pp, dp, vpp, micro_batch;
+  std::optional<Recompute> recompute;
+  std::optional<bool> sequence_parallel;
+  std::optional<int> zero;
+  std::optional<ScheduleKind> schedule;
+  Placement placement = Placement::kTpDpPp;
+};
+
+struct SearchResult {
+  std::vector<PlanEstimate> best;                  // feasible, best first, at most top_k
+  int64_t num_evaluated = 0;                       // layouts costed
+  int64_t num_feasible = 0;
+  std::map<std::string, int64_t> rejections;       // code -> count
+  std::map<std::string, std::string> example_reason;  // code -> one reason, for messages
+};
+
+/// Enumerates every layout in `space`, costs each with estimate_plan and keeps the best
+/// `top_k` feasible ones (ties on the objective broken by the other measure). The returned
+/// estimates carry their collective inventories. Throws InputError on an empty space made
+/// impossible by the fixed fields (e.g. num_gpus not divisible by the fixed tp).
+SearchResult search_layouts(const models::TransformerConfig& model,
+                            const models::ClusterConfig& cluster, const SearchSpace& space,
+                            const PlanOptions& options, Objective objective, int64_t top_k);
+
+}  // namespace meshplan::planner

@@ -1,0 +1,130 @@
+// Memory per rank of one pipeline stage: model states per ZeRO stage, activations per
+// Korthikanti et al. 2022, and the per-GPU reserve.
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "memory.h"
+#include "model_shape.h"
+
+namespace meshplan::planner {
+
+double activation_bytes_per_layer(const models::TransformerConfig& model,
+                                  const models::ClusterConfig& cluster, const Layout& layout,
+                                  const PlanOptions& options) {
+  // Korthikanti et al. 2022, Sec. 4.1, eq. 1: one layer stores s b h (34 + 5 a s / h) bytes in
+  // 16-bit precision; the tp-split terms are divided by t (eq. 2) and with sequence
+  // parallelism the rest too (eq. 3). Generalised tensor by tensor to any element size e,
+  // grouped-query K and V (g d instead of h) and SwiGLU (2f stored before the activation):
+  //   split by t always: Q, K, V (T (a + 2g) d e), output-projection input (T a d e),
+  //     activation input (T f e, 2 T f e for SwiGLU), second-projection input (T f e);
+  //   split by t only with sequence parallelism: two norm inputs, QKV and MLP inputs
+  //     (4 T h e) and two dropout masks (2 T h bytes);
+  //   attention scores: softmax output, its dropout mask and output (a s T (2e + 1)) / t,
+  //     which selective recompute and flash attention do not store (ibid. Sec. 5).
+  const double t = static_cast<double>(layout.tp);
+  const double tokens = static_cast<double>(layout.micro_batch * model.seq_length);
+  const double h = static_cast<double>(model.hidden_size);
+  const double d = static_cast<double>(model.head_dim);
+  const double a = static_cast<double>(model.num_attention_heads);
+  const double g = static_cast<double>(model.num_kv_heads);
+  const double f = static_cast<double>(model.ffn_hidden_size);
+  const double s = static_cast<double>(model.seq_length);
+  const double e = static_cast<double>(element_bytes(cluster));
+  const double sequence_split = layout.sequence_parallel ? t : 1.0;
+  if (layout.recompute == Recompute::kFull) {
+    // Only the layer input is kept: 2 s b h bytes (ibid. Sec. 4.3), / t with sequence parallel.
+    return tokens * h * e / sequence_split;
+  }
+  const double activation_input =
+      (model.activation == models::Activation::kSwiglu ? 2.0 : 1.0) * tokens * f * e;
+  const double split = (tokens * (a + 2.0 * g) * d * e + tokens * a * d * e + activation_input +
+                        tokens * f * e) /
+                       t;
+  const double replicated = (4.0 * tokens * h * e + 2.0 * tokens * h) / sequence_split;
+  double scores = 0;
+  if (layout.recompute == Recompute::kNone && !options.flash_attention) {
+    scores = a * s * tokens * (2.0 * e + 1.0) / t;
+  } else if (options.flash_attention) {
+    scores = 4.0 * tokens * a / t;  // fp32 log-sum-exp per query row (Dao 2022, Alg. 1)
+  }
+  return split + replicated + scores;
+}
+
+int64_t peak_in_flight(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batches,
+                       int64_t stage) {
+  // Counted from the schedule's own op list; memoised because the search asks for the same
+  // (schedule, pp, vpp, m) many times.
+  using Key = std::tuple<int, int64_t, int64_t, int64_t>;
+  static std::map<Key, std::vector<int64_t>> cache;
+  const Key key{static_cast<int>(kind), pp, vpp, num_micro_batches};
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    const PipelineSchedule schedule = generate_schedule(kind, pp, vpp, num_micro_batches);
+    std::vector<int64_t> peaks(static_cast<size_t>(pp));
+    for (int64_t s = 0; s < pp; ++s) {
+      peaks[static_cast<size_t>(s)] = peak_in_flight_micro_batches(schedule, s);
+    }
+    it = cache.emplace(key, std::move(peaks)).first;
+  }
+  return it->second[static_cast<size_t>(stage)];
+}
+
+MemoryBreakdown stage_memory(const models::TransformerConfig& model,
+                             const models::ClusterConfig& cluster, const Layout& layout,
+                             const PlanOptions& options, int64_t stage, int64_t in_flight) {
+  MemoryBreakdown memory;
+  const StageParameters parameters = stage_parameters(model, layout, stage);
+  const double n = static_cast<double>(parameters.sharded + parameters.replicated);
+  const double dp = static_cast<double>(layout.dp);
+  // ZeRO (Rajbhandari et al. 2020), Fig. 1: model states = (2 + 2 + K) psi bytes with K = 12
+  // for mixed-precision Adam (fp32 master weights, m, v); stage 1 shards the K psi optimizer
+  // states over dp, stage 2 also the gradients, stage 3 also the weights. In fp32 there is no
+  // master copy: (4 + 4 + 8) psi.
+  const bool fp32 = cluster.precision == models::Precision::kFp32;
+  const double weight_bytes = fp32 ? 4.0 : 2.0;
+  const double gradient_bytes = fp32 ? 4.0 : 2.0;
+  const double optimizer_bytes = fp32 ? 8.0 : 12.0;
+  memory.weights_bytes = static_cast<int64_t>(weight_bytes * n / (layout.zero >= 3 ? dp : 1.0));
+  memory.gradients_bytes =
+      static_cast<int64_t>(gradient_bytes * n / (layout.zero >= 2 ? dp : 1.0));
+  memory.optimizer_bytes =
+      static_cast<int64_t>(optimizer_bytes * n / (layout.zero >= 1 ? dp : 1.0));
+  if (layout.zero >= 3) {
+    // ZeRO-3 gathers one layer's weights at a time (ibid. Sec. 5.3): the working set.
+    const LayerParameters layer = layer_parameters(model, layout.tp);
+    memory.weights_bytes +=
+        static_cast<int64_t>(2.0 * weight_bytes * static_cast<double>(layer.sharded));
+  }
+
+  const double tokens = static_cast<double>(layout.micro_batch * model.seq_length);
+  const double h = static_cast<double>(model.hidden_size);
+  const double e = static_cast<double>(element_bytes(cluster));
+  const double t = static_cast<double>(layout.tp);
+  const double sequence_split = layout.sequence_parallel ? t : 1.0;
+  const double layers_per_micro_batch_unit = static_cast<double>(layers_per_chunk(model, layout));
+  double activations = activation_bytes_per_layer(model, cluster, layout, options) *
+                       layers_per_micro_batch_unit * static_cast<double>(in_flight);
+  if (layout.recompute == Recompute::kFull) {
+    // The backward of one layer rebuilds that layer's full activations (ibid. Sec. 4.3).
+    Layout stored = layout;
+    stored.recompute = Recompute::kNone;
+    activations += activation_bytes_per_layer(model, cluster, stored, options);
+  }
+  if (stage == 0) {
+    // Embedding output dropout mask per micro-batch in flight (ibid. Sec. 4.4, eq. 4).
+    activations += tokens * h / sequence_split * static_cast<double>(in_flight);
+  }
+  if (stage == layout.pp - 1) {
+    // Final norm and LM-head inputs, and the fp32 logits of the micro-batch being finished
+    // (ibid. Sec. 4.4: 4 s b v / t).
+    const double vocab = static_cast<double>(padded_vocab_size(model, layout.tp)) / t;
+    activations += 2.0 * tokens * h * e / sequence_split + 4.0 * tokens * vocab;
+  }
+  memory.activations_bytes = static_cast<int64_t>(activations);
+  memory.reserved_bytes = cluster.reserved_bytes_per_gpu;
+  return memory;
+}
+
+}  // namespace meshplan::planner

@@ -1,0 +1,197 @@
+// The versioned plan file (docs/plan-format.md).
+
+#include "meshplan/plan_file.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "meshplan/errors.h"
+#include "meshplan/json_io.h"
+
+namespace meshplan::planner {
+
+nlohmann::json layout_to_json(const Layout& layout) {
+  return {{"tp", layout.tp},
+          {"pp", layout.pp},
+          {"dp", layout.dp},
+          {"vpp", layout.vpp},
+          {"micro_batch", layout.micro_batch},
+          {"global_batch", layout.global_batch},
+          {"recompute", to_string(layout.recompute)},
+          {"sequence_parallel", layout.sequence_parallel},
+          {"zero", layout.zero},
+          {"schedule", to_string(layout.schedule)},
+          {"placement", to_string(layout.placement)}};
+}
+
+Layout layout_from_json(const nlohmann::json& json, const std::string& source) {
+  Layout layout;
+  layout.tp = require_int(json, "tp", source + ": layout");
+  layout.pp = require_int(json, "pp", source + ": layout");
+  layout.dp = require_int(json, "dp", source + ": layout");
+  layout.vpp = require_int(json, "vpp", source + ": layout");
+  layout.micro_batch = require_int(json, "micro_batch", source + ": layout");
+  layout.global_batch = require_int(json, "global_batch", source + ": layout");
+  layout.recompute = parse_recompute(require_string(json, "recompute", source + ": layout"),
+                                     source + ": layout: recompute");
+  layout.sequence_parallel = require_bool(json, "sequence_parallel", source + ": layout");
+  layout.zero = static_cast<int>(require_int(json, "zero", source + ": layout"));
+  layout.schedule = parse_schedule(require_string(json, "schedule", source + ": layout"),
+                                   source + ": layout: schedule");
+  if (json.contains("placement")) {
+    layout.placement = parse_placement(require_string(json, "placement", source + ": layout"),
+                                       source + ": layout: placement");
+  }
+  return layout;
+}
+
+namespace {
+
+nlohmann::json options_to_json(const PlanOptions& options) {
+  return {{"flash_attention", options.flash_attention},
+          {"overlap_grad_reduce", options.overlap_grad_reduce},
+          {"overlap_param_gather", options.overlap_param_gather},
+          {"overlap_tp_comm", options.overlap_tp_comm},
+          {"allow_tp_across_nodes", options.allow_tp_across_nodes}};
+}
+
+PlanOptions options_from_json(const nlohmann::json& json, const std::string& source) {
+  PlanOptions options;
+  const std::string where = source + ": options";
+  options.flash_attention = require_bool(json, "flash_attention", where);
+  options.overlap_grad_reduce = require_bool(json, "overlap_grad_reduce", where);
+  options.overlap_param_gather = require_bool(json, "overlap_param_gather", where);
+  options.overlap_tp_comm = require_bool(json, "overlap_tp_comm", where);
+  options.allow_tp_across_nodes = require_bool(json, "allow_tp_across_nodes", where);
+  return options;
+}
+
+nlohmann::json memory_to_json(const MemoryBreakdown& memory) {
+  return {{"weights_bytes", memory.weights_bytes},
+          {"gradients_bytes", memory.gradients_bytes},
+          {"optimizer_bytes", memory.optimizer_bytes},
+          {"activations_bytes", memory.activations_bytes},
+          {"reserved_bytes", memory.reserved_bytes},
+          {"total_bytes", memory.total_bytes()}};
+}
+
+}  // namespace
+
+nlohmann::json estimate_to_json(const PlanEstimate& estimate) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (const StageEstimate& stage : estimate.stages) {
+    double forward = 0, backward = 0;
+    for (const ChunkCost& chunk : stage.chunks) {
+      forward += chunk.forward_seconds();
+      backward += chunk.backward_seconds();
+    }
+    stages.push_back({{"stage", stage.stage},
+                      {"num_parameters", stage.num_parameters},
+                      {"peak_in_flight_micro_batches", stage.peak_in_flight_micro_batches},
+                      {"forward_seconds_per_micro_batch", forward},
+                      {"backward_seconds_per_micro_batch", backward},
+                      {"optimizer_step_seconds", stage.optimizer_step_seconds},
+                      {"dp_grad_sync_seconds", stage.dp_grad_sync_seconds},
+                      {"memory", memory_to_json(stage.memory)}});
+  }
+  nlohmann::json collectives = nlohmann::json::array();
+  for (const CollectiveTraffic& traffic : estimate.collectives) {
+    collectives.push_back({{"stage", traffic.stage},
+                           {"what", traffic.what},
+                           {"kind", to_string(traffic.kind)},
+                           {"group", to_string(traffic.group)},
+                           {"group_size", traffic.group_size},
+                           {"message_bytes", traffic.message_bytes},
+                           {"calls_per_step", traffic.calls_per_step},
+                           {"total_message_bytes", traffic.total_message_bytes()},
+                           {"seconds_per_call", traffic.seconds_per_call}});
+  }
+  const StepBreakdown& b = estimate.breakdown;
+  return {{"layout", layout_to_json(estimate.layout)},
+          {"feasible", estimate.feasible},
+          {"step_time_s", estimate.step_time_s},
+          {"mfu", estimate.mfu},
+          {"hfu", estimate.hfu},
+          {"model_tflops_per_gpu", estimate.model_tflops_per_gpu},
+          {"tokens_per_s", estimate.tokens_per_s},
+          {"peak_memory_bytes", estimate.peak_memory_bytes},
+          {"model_flops_per_step", estimate.model_flops_per_step},
+          {"hardware_flops_per_step", estimate.hardware_flops_per_step},
+          {"step_breakdown",
+           {{"pipeline_compute_seconds", b.pipeline_compute_seconds},
+            {"tp_comm_exposed_seconds", b.tp_comm_exposed_seconds},
+            {"bubble_seconds", b.bubble_seconds},
+            {"pp_transfer_seconds", b.pp_transfer_seconds},
+            {"dp_comm_exposed_seconds", b.dp_comm_exposed_seconds},
+            {"optimizer_seconds", b.optimizer_seconds}}},
+          {"stages", stages},
+          {"collectives", collectives}};
+}
+
+nlohmann::json plan_to_json(const Plan& plan, const PlanEstimate& estimate) {
+  return {{"format", kPlanFormat},
+          {"version", kPlanFormatVersion},
+          {"model", models::model_to_json(plan.model)},
+          {"cluster", models::cluster_to_json(plan.cluster)},
+          {"num_gpus", plan.num_gpus},
+          {"layout", layout_to_json(plan.layout)},
+          {"options", options_to_json(plan.options)},
+          {"prediction", estimate_to_json(estimate)}};
+}
+
+Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
+  if (!json.is_object()) {
+    throw InputError(fmt::format("{}: expected a JSON object", source));
+  }
+  const std::string format = require_string(json, "format", source);
+  if (format != kPlanFormat) {
+    throw InputError(
+        fmt::format("{}: format: not a meshplan plan file (\"{}\")", source, format));
+  }
+  const int64_t version = require_int(json, "version", source);
+  if (version > kPlanFormatVersion) {
+    throw InputError(fmt::format(
+        "{}: version: plan format version {} is newer than this meshplan reads ({})", source,
+        version, kPlanFormatVersion));
+  }
+  if (version < 1) {
+    throw InputError(fmt::format("{}: version: must be at least 1 ({})", source, version));
+  }
+  for (const char* field : {"model", "cluster", "layout", "options"}) {
+    if (!json.contains(field) || !json.at(field).is_object()) {
+      throw InputError(fmt::format("{}: {}: missing or not an object", source, field));
+    }
+  }
+  Plan plan;
+  plan.model = models::model_from_json(json.at("model"), source + ": model");
+  models::validate_model(plan.model, source + ": model");
+  plan.cluster = models::cluster_from_json(json.at("cluster"), source + ": cluster");
+  models::validate_cluster(plan.cluster, source + ": cluster");
+  plan.num_gpus = require_int(json, "num_gpus", source);
+  if (plan.num_gpus < 1) {
+    throw InputError(fmt::format("{}: num_gpus: must be positive ({})", source, plan.num_gpus));
+  }
+  plan.layout = layout_from_json(json.at("layout"), source);
+  plan.options = options_from_json(json.at("options"), source);
+  if (plan.layout.num_gpus() != plan.num_gpus) {
+    throw InputError(fmt::format("{}: layout: tp*pp*dp = {} differs from num_gpus ({})", source,
+                                 plan.layout.num_gpus(), plan.num_gpus));
+  }
+  const Validity validity = check_layout(plan.model, plan.cluster, plan.num_gpus, plan.layout,
+                                         plan.options.allow_tp_across_nodes);
+  if (!validity.ok()) {
+    throw InputError(fmt::format("{}: layout: {}", source, validity.reason));
+  }
+  return plan;
+}
+
+void write_plan_file(const std::string& path, const Plan& plan, const PlanEstimate& estimate) {
+  write_file_atomic(path, plan_to_json(plan, estimate).dump(2) + "\n");
+}
+
+Plan read_plan_file(const std::string& path) {
+  return plan_from_json(read_json_file(path), path);
+}
+
+}  // namespace meshplan::planner

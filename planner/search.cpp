@@ -1,0 +1,156 @@
+// Exhaustive layout search. Nothing is pruned: every layout in the space is costed.
+
+#include "meshplan/search.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "estimate_internal.h"
+#include "meshplan/errors.h"
+
+namespace meshplan::planner {
+
+namespace {
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> result;
+  for (int64_t d = 1; d * d <= n; ++d) {
+    if (n % d == 0) {
+      result.push_back(d);
+      if (d != n / d) {
+        result.push_back(n / d);
+      }
+    }
+  }
+  std::sort(result.begin(), result.end());
+  return result;
+}
+
+template <typename T>
+std::vector<T> choices(const std::optional<T>& fixed, std::vector<T> all) {
+  if (fixed) {
+    return {*fixed};
+  }
+  return all;
+}
+
+bool better(const PlanEstimate& a, const PlanEstimate& b, Objective objective) {
+  if (objective == Objective::kTime) {
+    if (a.step_time_s != b.step_time_s) {
+      return a.step_time_s < b.step_time_s;
+    }
+    return a.peak_memory_bytes < b.peak_memory_bytes;
+  }
+  if (a.peak_memory_bytes != b.peak_memory_bytes) {
+    return a.peak_memory_bytes < b.peak_memory_bytes;
+  }
+  return a.step_time_s < b.step_time_s;
+}
+
+}  // namespace
+
+SearchResult search_layouts(const models::TransformerConfig& model,
+                            const models::ClusterConfig& cluster, const SearchSpace& space,
+                            const PlanOptions& options, Objective objective, int64_t top_k) {
+  if (space.num_gpus < 1) {
+    throw InputError(fmt::format("--gpus: must be positive ({})", space.num_gpus));
+  }
+  if (space.global_batch < 1) {
+    throw InputError(fmt::format("--global-batch: must be positive ({})", space.global_batch));
+  }
+  SearchResult result;
+  const auto reject = [&](const PlanEstimate& estimate) {
+    ++result.rejections[estimate.rejection_code];
+    result.example_reason.emplace(estimate.rejection_code, estimate.rejection_reason);
+  };
+  const auto keep = [&](PlanEstimate estimate) {
+    ++result.num_feasible;
+    auto& best = result.best;
+    if (static_cast<int64_t>(best.size()) == top_k &&
+        !better(estimate, best.back(), objective)) {
+      return;
+    }
+    const auto position = std::upper_bound(
+        best.begin(), best.end(), estimate,
+        [&](const PlanEstimate& a, const PlanEstimate& b) { return better(a, b, objective); });
+    best.insert(position, std::move(estimate));
+    if (static_cast<int64_t>(best.size()) > top_k) {
+      best.pop_back();
+    }
+  };
+
+  const std::vector<int64_t> gpu_divisors = divisors(space.num_gpus);
+  for (int64_t tp : choices(space.tp, gpu_divisors)) {
+    for (int64_t pp : choices(space.pp, gpu_divisors)) {
+      if (space.num_gpus % (tp * pp) != 0) {
+        continue;
+      }
+      const int64_t dp = space.num_gpus / (tp * pp);
+      if (space.dp && *space.dp != dp) {
+        continue;
+      }
+      const int64_t batch_per_replica = space.global_batch % dp == 0 ? space.global_batch / dp : 1;
+      for (int64_t micro_batch : choices(space.micro_batch, divisors(batch_per_replica))) {
+        std::vector<std::pair<ScheduleKind, int64_t>> schedules;  // (schedule, vpp)
+        const std::vector<ScheduleKind> kinds =
+            pp == 1 ? std::vector<ScheduleKind>{ScheduleKind::kOneFOneB}
+                    : std::vector<ScheduleKind>{ScheduleKind::kGpipe, ScheduleKind::kOneFOneB,
+                                                ScheduleKind::kInterleaved, ScheduleKind::kZbH1};
+        for (ScheduleKind kind : choices(space.schedule, kinds)) {
+          if (kind != ScheduleKind::kInterleaved) {
+            schedules.emplace_back(kind, space.vpp.value_or(1));
+            continue;
+          }
+          const int64_t layers_per_stage = model.num_layers % pp == 0 ? model.num_layers / pp : 0;
+          const std::vector<int64_t> vpps =
+              space.vpp ? std::vector<int64_t>{*space.vpp} : divisors(std::max<int64_t>(layers_per_stage, 1));
+          for (int64_t vpp : vpps) {
+            if (vpp >= 2 || space.vpp) {
+              schedules.emplace_back(kind, vpp);
+            }
+          }
+        }
+        for (const auto& [schedule, vpp] : schedules) {
+          for (Recompute recompute : choices(space.recompute, {Recompute::kNone,
+                                                               Recompute::kSelective,
+                                                               Recompute::kFull})) {
+            for (bool sp : choices(space.sequence_parallel,
+                                   tp > 1 ? std::vector<bool>{false, true}
+                                          : std::vector<bool>{false})) {
+              for (int zero : choices(space.zero, dp > 1 ? std::vector<int>{0, 1, 2, 3}
+                                                         : std::vector<int>{0})) {
+                Layout layout;
+                layout.tp = tp;
+                layout.pp = pp;
+                layout.dp = dp;
+                layout.vpp = vpp;
+                layout.micro_batch = micro_batch;
+                layout.global_batch = space.global_batch;
+                layout.recompute = recompute;
+                layout.sequence_parallel = sp;
+                layout.zero = zero;
+                layout.schedule = schedule;
+                layout.placement = space.placement;
+                ++result.num_evaluated;
+                PlanEstimate estimate =
+                    estimate_plan_internal(model, cluster, layout, options, false);
+                if (estimate.feasible) {
+                  keep(std::move(estimate));
+                } else {
+                  reject(estimate);
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  for (PlanEstimate& estimate : result.best) {
+    estimate.collectives = collective_inventory(model, cluster, estimate.layout);
+  }
+  return result;
+}
+
+}  // namespace meshplan::planner

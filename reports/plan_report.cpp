@@ -1,0 +1,164 @@
+#include "meshplan/plan_report.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+namespace meshplan::reports {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string on_off(bool value) { return value ? "on" : "off"; }
+
+}  // namespace
+
+std::string format_plan_header(const models::TransformerConfig& model,
+                               const models::ClusterConfig& cluster, int64_t num_gpus,
+                               int64_t global_batch) {
+  const models::ParameterCounts counts = models::count_parameters(model);
+  return fmt::format(
+      "# model {}: {} parameters ({:.2f}B), {} layers, hidden {}, {} heads ({} kv), ffn {}, "
+      "vocab {}, seq {}\n"
+      "# cluster {}: {} GPUs ({} per node, {}), global batch {} sequences ({} tokens)\n",
+      model.name, counts.total, static_cast<double>(counts.total) / 1e9, model.num_layers,
+      model.hidden_size, model.num_attention_heads, model.num_kv_heads, model.ffn_hidden_size,
+      model.vocab_size, model.seq_length, cluster.name, num_gpus, cluster.gpus_per_node,
+      cluster.gpu.name, global_batch, global_batch * model.seq_length);
+}
+
+std::string format_plan_table(const planner::SearchResult& result) {
+  std::string out;
+  out += fmt::format("#{:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8} "
+                     "{:>9} {:>6} {:>12}\n",
+                     "rank", "tp", "pp", "dp", "vpp", "mb", "recompute", "sp", "zero", "schedule",
+                     "memory", "step", "mfu", "tokens/s");
+  out += fmt::format("#{:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8} "
+                     "{:>9} {:>6} {:>12}\n",
+                     "", "", "", "", "", "", "", "", "", "", "(GiB)", "(s)", "(%)", "(tok/s)");
+  int rank = 1;
+  for (const planner::PlanEstimate& e : result.best) {
+    const planner::Layout& l = e.layout;
+    out += fmt::format(" {:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8.1f} "
+                       "{:>9.4f} {:>6.1f} {:>12.0f}\n",
+                       rank++, l.tp, l.pp, l.dp, l.vpp, l.micro_batch, to_string(l.recompute),
+                       on_off(l.sequence_parallel), l.zero, to_string(l.schedule),
+                       static_cast<double>(e.peak_memory_bytes) / kGiB, e.step_time_s,
+                       100.0 * e.mfu, e.tokens_per_s);
+  }
+  out += fmt::format("# evaluated {} layouts, {} feasible", result.num_evaluated,
+                     result.num_feasible);
+  if (!result.best.empty()) {
+    const planner::PlanEstimate& best = result.best.front();
+    out += fmt::format("; best: {:.4f} s/step, MFU {:.1f}%, {:.1f} model TFLOP/s per GPU",
+                       best.step_time_s, 100.0 * best.mfu, best.model_tflops_per_gpu);
+  }
+  out += "\n";
+  return out;
+}
+
+std::string format_rejections(const planner::SearchResult& result) {
+  std::string out = fmt::format("#{:>26} {:>10}  {}\n", "rejected because", "layouts", "example");
+  for (const auto& [code, count] : result.rejections) {
+    out += fmt::format("#{:>26} {:>10}  {}\n", code, count, result.example_reason.at(code));
+  }
+  return out;
+}
+
+nlohmann::json plan_report_json(const models::TransformerConfig& model,
+                                const models::ClusterConfig& cluster, int64_t num_gpus,
+                                const planner::SearchResult& result) {
+  nlohmann::json model_json = models::model_to_json(model);
+  model_json["num_parameters"] = models::count_parameters(model).total;
+  nlohmann::json plans = nlohmann::json::array();
+  for (const planner::PlanEstimate& estimate : result.best) {
+    plans.push_back(planner::estimate_to_json(estimate));
+  }
+  nlohmann::json rejections = nlohmann::json::object();
+  for (const auto& [code, count] : result.rejections) {
+    rejections[code] = count;
+  }
+  return {{"model", model_json},
+          {"cluster", cluster.name},
+          {"num_gpus", num_gpus},
+          {"num_evaluated", result.num_evaluated},
+          {"num_feasible", result.num_feasible},
+          {"rejections", rejections},
+          {"plans", plans}};
+}
+
+std::string format_explain(const planner::Plan& plan, const planner::PlanEstimate& e) {
+  std::string out = format_plan_header(plan.model, plan.cluster, plan.num_gpus,
+                                       plan.layout.global_batch);
+  out += fmt::format("# layout: {}\n", planner::describe(plan.layout));
+  out += fmt::format("# step {:.4f} s, MFU {:.1f}%, HFU {:.1f}%, {:.1f} model TFLOP/s per GPU, "
+                     "{:.0f} tokens/s\n#\n",
+                     e.step_time_s, 100.0 * e.mfu, 100.0 * e.hfu, e.model_tflops_per_gpu,
+                     e.tokens_per_s);
+  out += "# memory per GPU, by pipeline stage\n";
+  out += fmt::format("#{:>5} {:>9} {:>9} {:>9} {:>11} {:>9} {:>9} {:>9}\n", "stage", "weights",
+                     "grads", "optimizer", "activations", "reserved", "total", "in-flight");
+  out += fmt::format("#{:>5} {:>9} {:>9} {:>9} {:>11} {:>9} {:>9} {:>9}\n", "", "(GiB)", "(GiB)",
+                     "(GiB)", "(GiB)", "(GiB)", "(GiB)", "(mb)");
+  for (const planner::StageEstimate& s : e.stages) {
+    const planner::MemoryBreakdown& m = s.memory;
+    out += fmt::format(" {:>5} {:>9.2f} {:>9.2f} {:>9.2f} {:>11.2f} {:>9.2f} {:>9.2f} {:>9}\n",
+                       s.stage, m.weights_bytes / kGiB, m.gradients_bytes / kGiB,
+                       m.optimizer_bytes / kGiB, m.activations_bytes / kGiB,
+                       m.reserved_bytes / kGiB, m.total_bytes() / kGiB,
+                       s.peak_in_flight_micro_batches);
+  }
+  out += "#\n# time per micro-batch, by pipeline stage and model chunk\n";
+  out += fmt::format("#{:>5} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "stage", "chunk",
+                     "layers", "fwd", "fwd-tp", "bwd-input", "bwd-weight", "bwd-tp");
+  out += fmt::format("#{:>5} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "", "", "", "(ms)",
+                     "(ms)", "(ms)", "(ms)", "(ms)");
+  for (const planner::StageEstimate& s : e.stages) {
+    for (size_t c = 0; c < s.chunks.size(); ++c) {
+      const planner::ChunkCost& k = s.chunks[c];
+      out += fmt::format(" {:>5} {:>5} {:>6} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f}\n",
+                         s.stage, c, k.num_layers, 1e3 * k.forward_compute_seconds,
+                         1e3 * k.forward_tp_comm_seconds, 1e3 * k.backward_input_compute_seconds,
+                         1e3 * k.backward_weight_compute_seconds, 1e3 * k.backward_tp_comm_seconds);
+    }
+  }
+  const planner::StepBreakdown& b = e.breakdown;
+  out += fmt::format(
+      "#\n# step: pipeline compute {:.4f} s (tp comm {:.4f}), bubble {:.4f}, pp transfers {:.4f}, "
+      "dp exposed {:.4f}, optimizer {:.4f}\n#\n",
+      b.pipeline_compute_seconds, b.tp_comm_exposed_seconds, b.bubble_seconds,
+      b.pp_transfer_seconds, b.dp_comm_exposed_seconds, b.optimizer_seconds);
+  out += "# collectives per step, per rank of each stage (size as nccl-tests: full buffer)\n";
+  out += fmt::format("#{:>5} {:>14} {:>9} {:>5} {:>14} {:>7} {:>14} {:>10}  {}\n", "stage", "kind",
+                     "group", "ranks", "size", "calls", "total", "time", "what");
+  out += fmt::format("#{:>5} {:>14} {:>9} {:>5} {:>14} {:>7} {:>14} {:>10}\n", "", "", "", "",
+                     "(B)", "", "(B)", "(us/call)");
+  for (const planner::CollectiveTraffic& c : e.collectives) {
+    out += fmt::format(" {:>5} {:>14} {:>9} {:>5} {:>14} {:>7} {:>14} {:>10.1f}  {}\n", c.stage,
+                       to_string(c.kind), to_string(c.group), c.group_size, c.message_bytes,
+                       c.calls_per_step, c.total_message_bytes(), 1e6 * c.seconds_per_call,
+                       c.what);
+  }
+  return out;
+}
+
+std::string format_validation_table(const planner::ValidationReport& report) {
+  std::string out = fmt::format("#{:>36} {:>10} {:>10} {:>8}  {}\n", "run", "predicted",
+                                "published", "error", "layout (searched fields in brackets)");
+  out += fmt::format("#{:>36} {:>10} {:>10} {:>8}\n", "", "(s)", "(s)", "(%)");
+  for (const planner::ValidationRun& run : report.runs) {
+    std::string searched;
+    for (const std::string& field : run.searched) {
+      searched += (searched.empty() ? "" : ",") + field;
+    }
+    out += fmt::format(" {:>36} {:>10.3f} {:>10.3f} {:>+8.1f}  {} [{}]\n", run.id,
+                       run.predicted.step_time_s, run.published_step_time_s, run.error_pct(),
+                       planner::describe(run.predicted.layout), searched);
+  }
+  out += fmt::format("# {} runs: mean |error| {:.1f}%, max |error| {:.1f}%\n", report.runs.size(),
+                     report.mean_abs_error_pct, report.max_abs_error_pct);
+  return out;
+}
+
+}  // namespace meshplan::reports
