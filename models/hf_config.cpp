@@ -23,9 +23,19 @@ bool is_set(const nlohmann::json& json, const char* field) {
   return json.contains(field) && !json[field].is_null();
 }
 
-int64_t optional_int(const nlohmann::json& json, const char* field, int64_t fallback,
-                     const std::string& source) {
-  return is_set(json, field) ? require_int(json, field, source) : fallback;
+// A size read under the config's own field name, so that "num_hidden_layers: must be positive"
+// names what the user wrote; validate_model then checks bounds and consistency.
+int64_t require_size(const nlohmann::json& json, const char* field, const std::string& source) {
+  const int64_t value = require_int(json, field, source);
+  if (value <= 0) {
+    throw InputError(fmt::format("{}: {}: must be positive ({})", source, field, value));
+  }
+  return value;
+}
+
+int64_t optional_size(const nlohmann::json& json, const char* field, int64_t fallback,
+                      const std::string& source) {
+  return is_set(json, field) ? require_size(json, field, source) : fallback;
 }
 
 bool optional_bool(const nlohmann::json& json, const char* field, bool fallback,
@@ -39,17 +49,18 @@ bool optional_bool(const nlohmann::json& json, const char* field, bool fallback,
 TransformerConfig llama_family(const nlohmann::json& json, const std::string& source) {
   TransformerConfig model;
   model.name = source;
-  model.num_layers = require_int(json, "num_hidden_layers", source);
-  model.hidden_size = require_int(json, "hidden_size", source);
-  model.num_attention_heads = require_int(json, "num_attention_heads", source);
-  model.num_kv_heads = optional_int(json, "num_key_value_heads", model.num_attention_heads, source);
+  model.num_layers = require_size(json, "num_hidden_layers", source);
+  model.hidden_size = require_size(json, "hidden_size", source);
+  model.num_attention_heads = require_size(json, "num_attention_heads", source);
+  model.num_kv_heads =
+      optional_size(json, "num_key_value_heads", model.num_attention_heads, source);
   model.head_dim = is_set(json, "head_dim")
-                       ? require_int(json, "head_dim", source)
+                       ? require_size(json, "head_dim", source)
                        : default_head_dim(model.hidden_size, model.num_attention_heads, source);
-  model.ffn_hidden_size = require_int(json, "intermediate_size", source);
-  model.vocab_size = require_int(json, "vocab_size", source);
-  model.max_position_embeddings = require_int(json, "max_position_embeddings", source);
-  model.seq_length = optional_int(json, "seq_length", model.max_position_embeddings, source);
+  model.ffn_hidden_size = require_size(json, "intermediate_size", source);
+  model.vocab_size = require_size(json, "vocab_size", source);
+  model.max_position_embeddings = require_size(json, "max_position_embeddings", source);
+  model.seq_length = optional_size(json, "seq_length", model.max_position_embeddings, source);
   model.activation = Activation::kSwiglu;
   model.norm = Norm::kRmsNorm;
   model.positions = Positions::kRope;
@@ -63,14 +74,14 @@ TransformerConfig llama_family(const nlohmann::json& json, const std::string& so
 TransformerConfig gpt2(const nlohmann::json& json, const std::string& source) {
   TransformerConfig model;
   model.name = source;
-  model.num_layers = require_int(json, "n_layer", source);
-  model.hidden_size = require_int(json, "n_embd", source);
-  model.num_attention_heads = require_int(json, "n_head", source);
+  model.num_layers = require_size(json, "n_layer", source);
+  model.hidden_size = require_size(json, "n_embd", source);
+  model.num_attention_heads = require_size(json, "n_head", source);
   model.num_kv_heads = model.num_attention_heads;
   model.head_dim = default_head_dim(model.hidden_size, model.num_attention_heads, source);
-  model.ffn_hidden_size = optional_int(json, "n_inner", 4 * model.hidden_size, source);
-  model.vocab_size = require_int(json, "vocab_size", source);
-  model.max_position_embeddings = require_int(json, "n_positions", source);
+  model.ffn_hidden_size = optional_size(json, "n_inner", 4 * model.hidden_size, source);
+  model.vocab_size = require_size(json, "vocab_size", source);
+  model.max_position_embeddings = require_size(json, "n_positions", source);
   model.seq_length = model.max_position_embeddings;
   model.activation = Activation::kGelu;
   model.norm = Norm::kLayerNorm;
@@ -89,14 +100,14 @@ TransformerConfig gpt2(const nlohmann::json& json, const std::string& source) {
 TransformerConfig gpt_neox(const nlohmann::json& json, const std::string& source) {
   TransformerConfig model;
   model.name = source;
-  model.num_layers = require_int(json, "num_hidden_layers", source);
-  model.hidden_size = require_int(json, "hidden_size", source);
-  model.num_attention_heads = require_int(json, "num_attention_heads", source);
+  model.num_layers = require_size(json, "num_hidden_layers", source);
+  model.hidden_size = require_size(json, "hidden_size", source);
+  model.num_attention_heads = require_size(json, "num_attention_heads", source);
   model.num_kv_heads = model.num_attention_heads;
   model.head_dim = default_head_dim(model.hidden_size, model.num_attention_heads, source);
-  model.ffn_hidden_size = require_int(json, "intermediate_size", source);
-  model.vocab_size = require_int(json, "vocab_size", source);
-  model.max_position_embeddings = require_int(json, "max_position_embeddings", source);
+  model.ffn_hidden_size = require_size(json, "intermediate_size", source);
+  model.vocab_size = require_size(json, "vocab_size", source);
+  model.max_position_embeddings = require_size(json, "max_position_embeddings", source);
   model.seq_length = model.max_position_embeddings;
   model.activation = Activation::kGelu;
   model.norm = Norm::kLayerNorm;

@@ -219,7 +219,17 @@ TEST_CASE("HF configs: missing fields, wrong types and bad sizes") {
         "(66 % 4)");
 
   nlohmann::json zero_layers = small_llama();
-  zero_layers["num_hidden_layers"] = 0;  // validate_model uses meshplan's field names
+  zero_layers["num_hidden_layers"] = 0;  // named as the config spells it
   CHECK(input_error([&] { model_from_json(zero_layers, "c.json"); }) ==
-        "c.json: num_layers: must be positive (0)");
+        "c.json: num_hidden_layers: must be positive (0)");
+
+  nlohmann::json negative_kv = small_llama();
+  negative_kv["num_key_value_heads"] = -8;
+  CHECK(input_error([&] { model_from_json(negative_kv, "c.json"); }) ==
+        "c.json: num_key_value_heads: must be positive (-8)");
+
+  nlohmann::json huge = small_llama();
+  huge["num_hidden_layers"] = 1000000;  // bounds are checked by validate_model, meshplan's names
+  CHECK(input_error([&] { model_from_json(huge, "c.json"); }) ==
+        "c.json: num_layers: absurdly large, more than 100000 (1000000)");
 }
