@@ -272,6 +272,10 @@ TEST_CASE("zero, negative, absurd and inconsistent sizes") {
         "m.json: seq_length: longer than the learned position table, max_position_embeddings "
         "(32 > 16)");
 
+  nlohmann::json unnamed = tiny_json();
+  unnamed["name"] = "";
+  CHECK(error_for(unnamed) == "m.json: name: must not be empty (\"\")");
+
   TransformerConfig model = load_model("tiny");
   model.num_kv_heads = -2;
   CHECK(input_error([&] { validate_model(model, "tiny"); }) ==
