@@ -1,0 +1,158 @@
+#pragma once
+// meshplan simulate: a discrete-event replay of one training step over a task graph.
+// Durations come only from the planner's cost model (cost_model.h), the order of pipeline work
+// only from its schedule generator (schedule.h). Units: seconds, bytes.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "meshplan/cost_model.h"
+#include "meshplan/layout.h"
+#include "meshplan/plan_file.h"
+#include "meshplan/schedule.h"
+
+namespace meshplan::simulator {
+
+struct SimulationOptions {
+  bool all_ranks = false;           // every rank; default: one representative per stage
+  bool zero_communication = false;  // every collective and transfer takes no time
+  // Gradient bucket, as PyTorch DDP's bucket_cap_mb = 25, which DDP multiplies by 1024 * 1024.
+  int64_t bucket_bytes = 25 * 1024 * 1024;
+};
+
+enum class TaskKind : uint8_t {
+  kForward,         // F compute of (micro-batch, chunk)
+  kBackward,        // whole backward compute (input and weight gradients)
+  kBackwardInput,   // B of split (zero-bubble) schedules
+  kBackwardWeight,  // W of split schedules
+  kOptimizerStep,
+  kTpComm,          // exposed tensor-parallel communication of the preceding F or B
+  kPpTransfer,      // activation or its gradient to the neighbouring stage (sender's channel)
+  kRecvWait,        // the receiver blocks until the transfer has arrived (zero length)
+  kGradReduce,      // one data-parallel bucket: all-reduce, or reduce-scatter under ZeRO
+  kEmbeddingSync,   // tied word-embedding gradient all-reduce, first and last stage
+  kParamGather,     // ZeRO: one bucket of the parameter all-gather
+  kJoin,            // zero-length synchronisation (collective start, grad-norm barrier)
+};
+
+/// Per rank: one compute stream and the communication channels. Each runs its tasks in the
+/// order they were issued, one at a time, like a CUDA stream.
+enum class StreamKind : uint8_t {
+  kCompute,
+  kTpComm,         // used only with overlap_tp_comm; otherwise tp comm runs on kCompute
+  kPpForward,      // sends to the next stage
+  kPpBackward,     // sends to the previous stage
+  kDpComm,         // gradient buckets, embedding sync, parameter gather
+  kNone,           // joins
+};
+inline constexpr int kNumStreamKinds = 5;  // streams that exist per rank (kNone excluded)
+
+std::string to_string(TaskKind kind);
+std::string to_string(StreamKind kind);
+bool is_compute(TaskKind kind);        // F, B, W, optimizer
+bool is_communication(TaskKind kind);  // tp comm, transfers, DP collectives
+
+struct Bucket {
+  int64_t bytes = 0;
+  double seconds = 0;  // the collective on this bucket alone
+};
+
+/// One pipeline stage's durations, each as if it ran alone.
+struct StageCosts {
+  std::vector<planner::ChunkCost> chunks;  // [vpp]
+  double transfer_seconds = 0;             // one micro-batch's activation (or gradient) send
+  std::vector<Bucket> grad_buckets;        // in the order the backward fills them
+  std::vector<Bucket> param_buckets;       // ZeRO parameter all-gather, in forward order
+  double embedding_sync_seconds = 0;       // first and last stage; 0 when embeddings are untied
+  bool has_embedding_sync = false;
+  double optimizer_step_seconds = 0;
+};
+
+/// Everything the replay needs; hand-built in tests, from a plan in simulate_plan.
+struct SimulationInput {
+  planner::PipelineSchedule schedule;
+  planner::Layout layout;        // tp, pp, dp and placement name the ranks
+  int64_t gpus_per_node = 8;     // ranks r with equal r / gpus_per_node share a node's NIC
+  bool overlap_tp_comm = false;
+  bool overlap_grad_reduce = true;
+  bool overlap_param_gather = true;  // gather at the step's start, before each forward needs it
+  bool all_ranks = false;
+  std::vector<StageCosts> stages;  // [pp]
+};
+
+struct TaskRecord {
+  TaskKind kind = TaskKind::kJoin;
+  StreamKind stream = StreamKind::kNone;
+  int32_t rank = -1;         // index into SimulationResult::ranks; -1 for joins
+  int32_t op_index = -1;     // position in the stage's op list (pieces of one op share it)
+  int32_t micro_batch = -1;
+  int32_t chunk = -1;
+  int32_t bucket = -1;
+  int32_t peer = -1;         // transfer <-> its kRecvWait
+  double alone_seconds = 0;  // duration without contention
+  double start_seconds = 0;
+  double end_seconds = 0;
+};
+
+struct SimulatedRank {
+  int64_t global_rank = 0;
+  planner::RankCoords coords;
+  int64_t node = 0;
+  int64_t nic_weight = 1;  // ranks on its node this one stands for (1 with all_ranks)
+};
+
+/// Time of one stage's ranks (mean over them), summing to the step time.
+struct StageBreakdown {
+  int64_t stage = 0;
+  int64_t num_ranks = 0;
+  double compute_seconds = 0;       // F, B, W, optimizer running
+  double exposed_comm_seconds = 0;  // own or incoming communication running, no compute
+  double bubble_seconds = 0;        // neither, before the pipeline's last F/B/W ends
+  double idle_seconds = 0;          // neither, after it (waiting for other stages, DP, ...)
+};
+
+/// Consecutive critical-path tasks of one rank and category ("compute", "tp comm", ...).
+struct CriticalSegment {
+  int32_t rank = 0;
+  std::string category;
+  int64_t num_ops = 0;
+  double start_seconds = 0;
+  double end_seconds = 0;
+};
+
+struct SimulationResult {
+  std::string model_name;
+  std::string cluster_name;
+  planner::Layout layout;
+  SimulationOptions options;
+  double step_time_s = 0;
+  double analytic_step_time_s = 0;  // the planner's closed form for the same plan
+  double pipeline_end_seconds = 0;  // last F/B/W of any rank
+  int64_t num_events = 0;
+  std::vector<SimulatedRank> ranks;
+  std::vector<TaskRecord> tasks;
+  std::vector<StageBreakdown> stages;
+  std::vector<CriticalSegment> critical_path;  // in time order
+};
+
+/// Replays `input`. Throws InputError when the costs do not fit the schedule, RuntimeError if
+/// the schedule deadlocks. analytic_step_time_s is left 0.
+SimulationResult simulate(const SimulationInput& input);
+
+/// Durations of `plan` from the planner: chunk costs of `estimate`, transfers and buckets
+/// through planner::collective_seconds. Throws InputError naming an unsupported option.
+SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanEstimate& estimate,
+                                 const SimulationOptions& options);
+
+/// estimate_plan, simulation_input and simulate; `source` names the plan in errors.
+SimulationResult simulate_plan(const planner::Plan& plan, const SimulationOptions& options,
+                               const std::string& source);
+
+/// The terminal report (nccl-tests layout) and the --json record, from the same values.
+std::string simulation_table(const SimulationResult& result);
+nlohmann::json simulation_json(const SimulationResult& result);
+
+}  // namespace meshplan::simulator

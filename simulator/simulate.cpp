@@ -1,0 +1,94 @@
+// simulate(): build the task graph, replay it, and account for where the time went.
+
+#include <algorithm>
+
+#include "breakdown.h"
+#include "graph_builder.h"
+#include "meshplan/simulator.h"
+#include "replay.h"
+
+namespace meshplan::simulator {
+
+std::string to_string(TaskKind kind) {
+  switch (kind) {
+    case TaskKind::kForward:
+      return "forward";
+    case TaskKind::kBackward:
+      return "backward";
+    case TaskKind::kBackwardInput:
+      return "backward-input";
+    case TaskKind::kBackwardWeight:
+      return "backward-weight";
+    case TaskKind::kOptimizerStep:
+      return "optimizer-step";
+    case TaskKind::kTpComm:
+      return "tp-comm";
+    case TaskKind::kPpTransfer:
+      return "pp-transfer";
+    case TaskKind::kRecvWait:
+      return "recv-wait";
+    case TaskKind::kGradReduce:
+      return "grad-reduce";
+    case TaskKind::kEmbeddingSync:
+      return "embedding-sync";
+    case TaskKind::kParamGather:
+      return "param-gather";
+    case TaskKind::kJoin:
+      return "join";
+  }
+  return "?";
+}
+
+std::string to_string(StreamKind kind) {
+  switch (kind) {
+    case StreamKind::kCompute:
+      return "compute";
+    case StreamKind::kTpComm:
+      return "tp-comm";
+    case StreamKind::kPpForward:
+      return "pp-send-next";
+    case StreamKind::kPpBackward:
+      return "pp-send-prev";
+    case StreamKind::kDpComm:
+      return "dp-comm";
+    case StreamKind::kNone:
+      return "none";
+  }
+  return "?";
+}
+
+bool is_compute(TaskKind kind) {
+  return kind == TaskKind::kForward || kind == TaskKind::kBackward ||
+         kind == TaskKind::kBackwardInput || kind == TaskKind::kBackwardWeight ||
+         kind == TaskKind::kOptimizerStep;
+}
+
+bool is_communication(TaskKind kind) {
+  return kind == TaskKind::kTpComm || kind == TaskKind::kPpTransfer ||
+         kind == TaskKind::kGradReduce || kind == TaskKind::kEmbeddingSync ||
+         kind == TaskKind::kParamGather;
+}
+
+SimulationResult simulate(const SimulationInput& input) {
+  BuiltGraph built = build_task_graph(input);
+  const ReplayStats stats = replay(built.graph);
+  SimulationResult result;
+  result.layout = input.layout;
+  result.options.all_ranks = input.all_ranks;
+  result.num_events = stats.num_events;
+  result.ranks = std::move(built.ranks);
+  result.tasks = std::move(built.graph.tasks());
+  for (const TaskRecord& task : result.tasks) {
+    result.step_time_s = std::max(result.step_time_s, task.end_seconds);
+    if (task.kind == TaskKind::kForward || task.kind == TaskKind::kBackward ||
+        task.kind == TaskKind::kBackwardInput || task.kind == TaskKind::kBackwardWeight) {
+      result.pipeline_end_seconds = std::max(result.pipeline_end_seconds, task.end_seconds);
+    }
+  }
+  result.stages = stage_breakdown(result.ranks, result.tasks, input.layout.pp,
+                                  result.pipeline_end_seconds, result.step_time_s);
+  result.critical_path = critical_path(result.tasks, stats.released_by);
+  return result;
+}
+
+}  // namespace meshplan::simulator
