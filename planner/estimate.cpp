@@ -150,11 +150,14 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
     // Stage-to-stage sends on the critical path: one activation and one gradient per slot of
     // the schedule, (m v + p - 1) slots. Without sequence parallelism Megatron-LM sends 1/t of
     // the tensor and all-gathers it over NVLink (Narayanan et al. 2021, Sec. 4.1).
-    const int64_t message = pipeline_message_bytes(model, cluster, layout);
-    double transfer = collective_seconds(cluster, CollectiveKind::kSendRecv, message / layout.tp,
-                                         2, group_stride(layout, CommGroup::kPp));
+    const int64_t full_bytes =
+        layout.micro_batch * model.seq_length * model.hidden_size * element_bytes(cluster);
+    double transfer = collective_seconds(cluster, CollectiveKind::kSendRecv,
+                                         full_bytes / layout.tp, 2,
+                                         group_stride(layout, CommGroup::kPp));
     if (!layout.sequence_parallel && layout.tp > 1) {
-      transfer += collective_seconds(cluster, CollectiveKind::kAllGather, message, layout.tp, 1);
+      transfer +=
+          collective_seconds(cluster, CollectiveKind::kAllGather, full_bytes, layout.tp, 1);
     }
     breakdown.pp_transfer_seconds = 2.0 * (micro_batches * vpp + pp - 1.0) * transfer;
   }
