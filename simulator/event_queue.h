@@ -14,7 +14,7 @@ struct Event {
   double time_seconds = 0;
   uint64_t sequence = 0;  // order of schedule() calls, breaks ties
   int32_t task = -1;
-  uint32_t version = 0;   // lets the replay ignore a completion that was rescheduled
+  uint32_t version = 0;  // lets the replay ignore a completion that was rescheduled
 };
 
 class EventQueue {

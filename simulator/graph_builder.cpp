@@ -16,8 +16,8 @@ using planner::PipelineOp;
 using planner::RankCoords;
 
 bool is_compute_op(OpKind kind) {
-  return kind == OpKind::kForward || kind == OpKind::kBackward ||
-         kind == OpKind::kBackwardInput || kind == OpKind::kBackwardWeight;
+  return kind == OpKind::kForward || kind == OpKind::kBackward || kind == OpKind::kBackwardInput ||
+         kind == OpKind::kBackwardWeight;
 }
 
 TaskKind task_kind(OpKind kind) {
@@ -61,12 +61,12 @@ double tp_seconds(const planner::ChunkCost& cost, OpKind kind) {
 }
 
 struct RankState {
-  int32_t last = -1;                              // last task in program order
-  std::vector<int32_t> grad_ready;                // [bucket] task after which it is complete
-  std::vector<std::vector<int32_t>> param_users;  // [bucket] tasks that need it
-  std::vector<int32_t> transfer_to;               // [receive key] transfer arriving here
+  int32_t last = -1;                                  // last task in program order
+  std::vector<int32_t> grad_ready;                    // [bucket] task after which it is complete
+  std::vector<std::vector<int32_t>> param_users;      // [bucket] tasks that need it
+  std::vector<int32_t> transfer_to;                   // [receive key] transfer arriving here
   std::vector<std::pair<int32_t, int32_t>> receives;  // (kRecvWait task, receive key)
-  int32_t grads_done = -1;  // last DP gradient task (or embedding sync)
+  int32_t grads_done = -1;                            // last DP gradient task (or embedding sync)
   int32_t optimizer = -1;
 };
 
@@ -76,14 +76,13 @@ class Builder {
       : input_(input),
         layout_(input.layout),
         num_micro_batches_(input.schedule.num_micro_batches),
-        vpp_(input.layout.vpp),
-        graph_(0, 1) {}
+        vpp_(input.layout.vpp) {}
 
   BuiltGraph build() {
     validate();
     place_ranks();
-    graph_ = TaskGraph(static_cast<int32_t>(ranks_.size()),
-                       static_cast<double>(input_.gpus_per_node));
+    graph_ = std::make_unique<TaskGraph>(static_cast<int32_t>(ranks_.size()),
+                                         static_cast<double>(input_.gpus_per_node));
     states_.resize(ranks_.size());
     for (RankState& state : states_) {
       state.transfer_to.assign(static_cast<size_t>(2 * num_micro_batches_ * vpp_), -1);
@@ -108,8 +107,8 @@ class Builder {
                                    input_.schedule.vpp, vpp_));
     }
     if (static_cast<int64_t>(input_.stages.size()) != pp) {
-      throw InputError(fmt::format("simulate: stages: expected one per pipeline stage, {} ({})",
-                                   pp, input_.stages.size()));
+      throw InputError(fmt::format("simulate: stages: expected one per pipeline stage, {} ({})", pp,
+                                   input_.stages.size()));
     }
     for (int64_t s = 0; s < pp; ++s) {
       if (static_cast<int64_t>(input_.stages[s].chunks.size()) != vpp_) {
@@ -142,7 +141,8 @@ class Builder {
         const RankCoords coords{0, 0, s};
         const int64_t r = planner::global_rank(layout_, coords);
         const int64_t node = r / per_node;
-        int64_t same_stage = 0;  // ranks of stage s on this node: what the representative stands for
+        int64_t same_stage =
+            0;  // ranks of stage s on this node: what the representative stands for
         for (int64_t q = node * per_node; q < std::min(num_gpus, (node + 1) * per_node); ++q) {
           same_stage += planner::rank_coords(layout_, q).pp_rank == s;
         }
@@ -172,13 +172,13 @@ class Builder {
     task.stream = stream;
     task.rank = rank;
     task.alone_seconds = seconds;
-    return graph_.add_task(task);
+    return graph_->add_task(task);
   }
 
   // Appends `task` to the rank's program order.
   void chain(RankState& state, int32_t task) {
     if (state.last >= 0) {
-      graph_.add_edge(state.last, task);
+      graph_->add_edge(state.last, task);
     }
     state.last = task;
   }
@@ -240,21 +240,22 @@ class Builder {
             ? carriers(ops, costs, split ? OpKind::kBackwardWeight : OpKind::kBackward, true,
                        costs.grad_buckets, BucketEdge::kReadyAtEnd)
             : std::map<int32_t, std::vector<Piece>>{};
-    const auto param_carriers =
-        input_.overlap_param_gather
-            ? carriers(ops, costs, OpKind::kForward, false, costs.param_buckets,
-                       BucketEdge::kNeededAtStart)
-            : std::map<int32_t, std::vector<Piece>>{};
-    const StreamKind tp_stream = input_.overlap_tp_comm ? StreamKind::kTpComm : StreamKind::kCompute;
+    const auto param_carriers = input_.overlap_param_gather
+                                    ? carriers(ops, costs, OpKind::kForward, false,
+                                               costs.param_buckets, BucketEdge::kNeededAtStart)
+                                    : std::map<int32_t, std::vector<Piece>>{};
+    const StreamKind tp_stream =
+        input_.overlap_tp_comm ? StreamKind::kTpComm : StreamKind::kCompute;
     for (int32_t index = 0; index < static_cast<int32_t>(ops.size()); ++index) {
       const PipelineOp& op = ops[index];
       if (op.chunk < 0 || op.chunk >= vpp_ || op.micro_batch < 0 ||
           op.micro_batch >= num_micro_batches_) {
-        throw RuntimeError(fmt::format("simulate: schedule: stage {} op {}: micro-batch {} chunk {}",
-                                       stage, index, op.micro_batch, op.chunk));
+        throw RuntimeError(
+            fmt::format("simulate: schedule: stage {} op {}: micro-batch {} chunk {}", stage, index,
+                        op.micro_batch, op.chunk));
       }
       auto describe = [&](int32_t task) {
-        TaskRecord& record = graph_.task(task);
+        TaskRecord& record = graph_->task(task);
         record.op_index = index;
         record.micro_batch = static_cast<int32_t>(op.micro_batch);
         record.chunk = static_cast<int32_t>(op.chunk);
@@ -271,7 +272,8 @@ class Builder {
           pieces = &it2->second;
         }
         for (const Piece& piece : *pieces) {
-          const int32_t task = add_task(task_kind(op.kind), StreamKind::kCompute, rank, piece.seconds);
+          const int32_t task =
+              add_task(task_kind(op.kind), StreamKind::kCompute, rank, piece.seconds);
           describe(task);
           chain(state, task);
           for (int32_t k : piece.buckets) {
@@ -318,25 +320,24 @@ class Builder {
     const int32_t peer = rank_index(peer_coords);
     const StageCosts& costs = input_.stages[coords.pp_rank];
     const int32_t task =
-        add_task(TaskKind::kPpTransfer,
-                 gradient ? StreamKind::kPpBackward : StreamKind::kPpForward, rank,
-                 costs.transfer_seconds);
-    TaskRecord& record = graph_.task(task);
+        add_task(TaskKind::kPpTransfer, gradient ? StreamKind::kPpBackward : StreamKind::kPpForward,
+                 rank, costs.transfer_seconds);
+    TaskRecord& record = graph_->task(task);
     record.op_index = index;
     record.micro_batch = static_cast<int32_t>(op.micro_batch);
     record.chunk = static_cast<int32_t>(op.chunk);
     if (states_[rank].last >= 0) {
-      graph_.add_edge(states_[rank].last, task);  // sends are buffered: program order goes on
+      graph_->add_edge(states_[rank].last, task);  // sends are buffered: program order goes on
     }
     if (ranks_[peer].node != ranks_[rank].node) {
-      graph_.set_nic_use(task, egress(ranks_[rank].node), ingress(ranks_[peer].node),
-                         static_cast<double>(ranks_[rank].nic_weight));
+      graph_->set_nic_use(task, egress(ranks_[rank].node), ingress(ranks_[peer].node),
+                          static_cast<double>(ranks_[rank].nic_weight));
     }
-    int32_t& slot =
-        states_[peer].transfer_to[receive_key(gradient, op.micro_batch, target / pp)];
+    int32_t& slot = states_[peer].transfer_to[receive_key(gradient, op.micro_batch, target / pp)];
     if (slot >= 0) {
-      throw RuntimeError(fmt::format("simulate: schedule: stage {} sends {} of micro-batch {} twice",
-                                     coords.pp_rank, planner::to_string(op.kind), op.micro_batch));
+      throw RuntimeError(
+          fmt::format("simulate: schedule: stage {} sends {} of micro-batch {} twice",
+                      coords.pp_rank, planner::to_string(op.kind), op.micro_batch));
     }
     slot = task;
   }
@@ -346,14 +347,14 @@ class Builder {
       for (const auto& [wait, key] : states_[rank].receives) {
         const int32_t transfer = states_[rank].transfer_to[key];
         if (transfer < 0) {
-          const TaskRecord& record = graph_.task(wait);
+          const TaskRecord& record = graph_->task(wait);
           throw RuntimeError(fmt::format(
               "simulate: schedule: stage {} receives micro-batch {} chunk {} that is never sent",
               ranks_[rank].coords.pp_rank, record.micro_batch, record.chunk));
         }
-        graph_.add_edge(transfer, wait);
-        graph_.task(transfer).peer = wait;
-        graph_.task(wait).peer = transfer;
+        graph_->add_edge(transfer, wait);
+        graph_->task(transfer).peer = wait;
+        graph_->task(wait).peer = transfer;
       }
     }
   }
@@ -361,15 +362,14 @@ class Builder {
   // One collective over `members` (rank indices of one group): a task per member on its DP
   // channel. With several members they start together, after a join of all their `ready` tasks.
   std::vector<int32_t> add_collective(const std::vector<int32_t>& members,
-                                      const std::vector<std::vector<int32_t>>& ready,
-                                      TaskKind kind, double seconds, int32_t bucket,
-                                      bool spans_nodes) {
+                                      const std::vector<std::vector<int32_t>>& ready, TaskKind kind,
+                                      double seconds, int32_t bucket, bool spans_nodes) {
     int32_t join = -1;
     if (members.size() > 1) {
       join = add_task(TaskKind::kJoin, StreamKind::kNone, -1, 0.0);
       for (const auto& tasks : ready) {
         for (int32_t task : tasks) {
-          graph_.add_edge(task, join);
+          graph_->add_edge(task, join);
         }
       }
     }
@@ -377,18 +377,18 @@ class Builder {
     for (size_t i = 0; i < members.size(); ++i) {
       const int32_t rank = members[i];
       const int32_t task = add_task(kind, StreamKind::kDpComm, rank, seconds);
-      graph_.task(task).bucket = bucket;
+      graph_->task(task).bucket = bucket;
       if (join >= 0) {
-        graph_.add_edge(join, task);
+        graph_->add_edge(join, task);
       } else {
         for (int32_t dependency : ready[i]) {
-          graph_.add_edge(dependency, task);
+          graph_->add_edge(dependency, task);
         }
       }
       if (spans_nodes) {
         const int64_t node = ranks_[rank].node;
-        graph_.set_nic_use(task, egress(node), ingress(node),
-                           static_cast<double>(ranks_[rank].nic_weight));
+        graph_->set_nic_use(task, egress(node), ingress(node),
+                            static_cast<double>(ranks_[rank].nic_weight));
       }
       created.push_back(task);
     }
@@ -418,12 +418,12 @@ class Builder {
           ready[i].push_back(states_[members[i]].optimizer);
         }
       }
-      const auto tasks = add_collective(members, ready, TaskKind::kParamGather,
-                                        costs.param_buckets[k].seconds, k,
-                                        dp_spans_nodes_[members[0]]);
+      const auto tasks =
+          add_collective(members, ready, TaskKind::kParamGather, costs.param_buckets[k].seconds, k,
+                         dp_spans_nodes_[members[0]]);
       for (size_t i = 0; i < members.size(); ++i) {
         for (int32_t user : states_[members[i]].param_users[k]) {
-          graph_.add_edge(tasks[i], user);
+          graph_->add_edge(tasks[i], user);
         }
       }
     }
@@ -443,9 +443,9 @@ class Builder {
         for (int32_t rank : members) {
           ready.push_back({states_[rank].grad_ready[k]});
         }
-        const auto tasks = add_collective(members, ready, TaskKind::kGradReduce,
-                                          costs.grad_buckets[k].seconds, k,
-                                          dp_spans_nodes_[members[0]]);
+        const auto tasks =
+            add_collective(members, ready, TaskKind::kGradReduce, costs.grad_buckets[k].seconds, k,
+                           dp_spans_nodes_[members[0]]);
         for (size_t i = 0; i < members.size(); ++i) {
           states_[members[i]].grads_done = tasks[i];
         }
@@ -459,7 +459,7 @@ class Builder {
     for (const RankState& state : states_) {
       for (int32_t task : {state.last, state.grads_done}) {
         if (task >= 0) {
-          graph_.add_edge(task, barrier);
+          graph_->add_edge(task, barrier);
         }
       }
     }
@@ -468,7 +468,7 @@ class Builder {
       RankState& state = states_[rank];
       state.optimizer = add_task(TaskKind::kOptimizerStep, StreamKind::kCompute,
                                  static_cast<int32_t>(rank), costs.optimizer_step_seconds);
-      graph_.add_edge(barrier, state.optimizer);
+      graph_->add_edge(barrier, state.optimizer);
     }
     if (!input_.overlap_param_gather) {
       for (const auto& members : groups) {
@@ -518,7 +518,7 @@ class Builder {
   const planner::Layout& layout_;
   const int64_t num_micro_batches_;
   const int64_t vpp_;
-  TaskGraph graph_;
+  std::unique_ptr<TaskGraph> graph_;  // made by build() once the ranks are known
   std::vector<SimulatedRank> ranks_;
   std::vector<RankState> states_;
   std::map<int64_t, int32_t> nic_of_node_;

@@ -4,6 +4,7 @@
 // pipeline transfers between neighbouring stages, the data-parallel bucket collectives that
 // overlap the last backward, the embedding sync, a gradient-norm barrier and the optimizer step.
 
+#include <memory>
 #include <vector>
 
 #include "meshplan/simulator.h"
@@ -12,7 +13,7 @@
 namespace meshplan::simulator {
 
 struct BuiltGraph {
-  TaskGraph graph;
+  std::unique_ptr<TaskGraph> graph;  // held by pointer: Boost graphs copy on assignment
   std::vector<SimulatedRank> ranks;
 };
 

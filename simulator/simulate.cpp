@@ -71,17 +71,16 @@ bool is_communication(TaskKind kind) {
 
 SimulationResult simulate(const SimulationInput& input) {
   BuiltGraph built = build_task_graph(input);
-  const ReplayStats stats = replay(built.graph);
+  const ReplayStats stats = replay(*built.graph);
   SimulationResult result;
   result.layout = input.layout;
   result.options.all_ranks = input.all_ranks;
   result.num_events = stats.num_events;
   result.ranks = std::move(built.ranks);
-  result.tasks = std::move(built.graph.tasks());
+  result.tasks = std::move(built.graph->tasks());
   for (const TaskRecord& task : result.tasks) {
     result.step_time_s = std::max(result.step_time_s, task.end_seconds);
-    if (task.kind == TaskKind::kForward || task.kind == TaskKind::kBackward ||
-        task.kind == TaskKind::kBackwardInput || task.kind == TaskKind::kBackwardWeight) {
+    if (task.op_index >= 0) {  // from an op list: compute, its tp comm, transfers
       result.pipeline_end_seconds = std::max(result.pipeline_end_seconds, task.end_seconds);
     }
   }

@@ -4,10 +4,9 @@
 // only from its schedule generator (schedule.h). Units: seconds, bytes.
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "meshplan/cost_model.h"
 #include "meshplan/layout.h"
@@ -29,24 +28,24 @@ enum class TaskKind : uint8_t {
   kBackwardInput,   // B of split (zero-bubble) schedules
   kBackwardWeight,  // W of split schedules
   kOptimizerStep,
-  kTpComm,          // exposed tensor-parallel communication of the preceding F or B
-  kPpTransfer,      // activation or its gradient to the neighbouring stage (sender's channel)
-  kRecvWait,        // the receiver blocks until the transfer has arrived (zero length)
-  kGradReduce,      // one data-parallel bucket: all-reduce, or reduce-scatter under ZeRO
-  kEmbeddingSync,   // tied word-embedding gradient all-reduce, first and last stage
-  kParamGather,     // ZeRO: one bucket of the parameter all-gather
-  kJoin,            // zero-length synchronisation (collective start, grad-norm barrier)
+  kTpComm,         // exposed tensor-parallel communication of the preceding F or B
+  kPpTransfer,     // activation or its gradient to the neighbouring stage (sender's channel)
+  kRecvWait,       // the receiver blocks until the transfer has arrived (zero length)
+  kGradReduce,     // one data-parallel bucket: all-reduce, or reduce-scatter under ZeRO
+  kEmbeddingSync,  // tied word-embedding gradient all-reduce, first and last stage
+  kParamGather,    // ZeRO: one bucket of the parameter all-gather
+  kJoin,           // zero-length synchronisation (collective start, grad-norm barrier)
 };
 
 /// Per rank: one compute stream and the communication channels. Each runs its tasks in the
 /// order they were issued, one at a time, like a CUDA stream.
 enum class StreamKind : uint8_t {
   kCompute,
-  kTpComm,         // used only with overlap_tp_comm; otherwise tp comm runs on kCompute
-  kPpForward,      // sends to the next stage
-  kPpBackward,     // sends to the previous stage
-  kDpComm,         // gradient buckets, embedding sync, parameter gather
-  kNone,           // joins
+  kTpComm,      // used only with overlap_tp_comm; otherwise tp comm runs on kCompute
+  kPpForward,   // sends to the next stage
+  kPpBackward,  // sends to the previous stage
+  kDpComm,      // gradient buckets, embedding sync, parameter gather
+  kNone,        // joins
 };
 inline constexpr int kNumStreamKinds = 5;  // streams that exist per rank (kNone excluded)
 
@@ -74,8 +73,8 @@ struct StageCosts {
 /// Everything the replay needs; hand-built in tests, from a plan in simulate_plan.
 struct SimulationInput {
   planner::PipelineSchedule schedule;
-  planner::Layout layout;        // tp, pp, dp and placement name the ranks
-  int64_t gpus_per_node = 8;     // ranks r with equal r / gpus_per_node share a node's NIC
+  planner::Layout layout;     // tp, pp, dp and placement name the ranks
+  int64_t gpus_per_node = 8;  // ranks r with equal r / gpus_per_node share a node's NIC
   bool overlap_tp_comm = false;
   bool overlap_grad_reduce = true;
   bool overlap_param_gather = true;  // gather at the step's start, before each forward needs it
@@ -86,8 +85,8 @@ struct SimulationInput {
 struct TaskRecord {
   TaskKind kind = TaskKind::kJoin;
   StreamKind stream = StreamKind::kNone;
-  int32_t rank = -1;         // index into SimulationResult::ranks; -1 for joins
-  int32_t op_index = -1;     // position in the stage's op list (pieces of one op share it)
+  int32_t rank = -1;      // index into SimulationResult::ranks; -1 for joins
+  int32_t op_index = -1;  // position in the stage's op list (pieces of one op share it)
   int32_t micro_batch = -1;
   int32_t chunk = -1;
   int32_t bucket = -1;
@@ -110,7 +109,7 @@ struct StageBreakdown {
   int64_t num_ranks = 0;
   double compute_seconds = 0;       // F, B, W, optimizer running
   double exposed_comm_seconds = 0;  // own or incoming communication running, no compute
-  double bubble_seconds = 0;        // neither, before the pipeline's last F/B/W ends
+  double bubble_seconds = 0;        // neither, before the last op-list task of any rank ends
   double idle_seconds = 0;          // neither, after it (waiting for other stages, DP, ...)
 };
 
@@ -130,7 +129,7 @@ struct SimulationResult {
   SimulationOptions options;
   double step_time_s = 0;
   double analytic_step_time_s = 0;  // the planner's closed form for the same plan
-  double pipeline_end_seconds = 0;  // last F/B/W of any rank
+  double pipeline_end_seconds = 0;  // last task of any rank's op list ends
   int64_t num_events = 0;
   std::vector<SimulatedRank> ranks;
   std::vector<TaskRecord> tasks;

@@ -1,0 +1,216 @@
+// Whole-step replays of the generator's op lists with hand-built durations. Expected values
+// are the papers' closed forms (Narayanan et al. 2021, Sec. 2.2: bubble (p-1)/(m+p-1), and
+// (p-1)/v chunk slots for interleaved) and sums worked out by hand in the comments.
+
+#include <doctest/doctest.h>
+
+#include "hand_built.h"
+#include "meshplan/errors.h"
+#include "meshplan/simulator.h"
+
+namespace meshplan::simulator {
+
+using planner::ScheduleKind;
+using testing::uniform_input;
+
+TEST_CASE("pipeline: gpipe and 1f1b bubble is (p-1)/(m+p-1) on every stage") {
+  // p = 4, m = 8, f = 1, b = 2: makespan (m + p - 1)(f + b) = 11 * 3 = 33 s; every stage is
+  // busy m (f + b) = 24 s and waits (p - 1)(f + b) = 9 s: 9 / 33 = 3 / 11 = (p-1)/(m+p-1).
+  for (ScheduleKind kind : {ScheduleKind::kGpipe, ScheduleKind::kOneFOneB}) {
+    CAPTURE(planner::to_string(kind));
+    const SimulationResult result = simulate(uniform_input(kind, 4, 1, 8, 1.0, 2.0));
+    CHECK(result.step_time_s == 33.0);
+    CHECK(result.pipeline_end_seconds == 33.0);
+    REQUIRE(result.stages.size() == 4);
+    for (const StageBreakdown& stage : result.stages) {
+      CAPTURE(stage.stage);
+      CHECK(stage.compute_seconds == 24.0);
+      CHECK(stage.bubble_seconds == 9.0);
+      CHECK(stage.bubble_seconds / result.step_time_s == doctest::Approx(3.0 / 11.0));
+      CHECK(stage.exposed_comm_seconds == 0.0);
+      CHECK(stage.idle_seconds == 0.0);
+    }
+  }
+}
+
+TEST_CASE("pipeline: interleaved bubble is (p-1)/v stage times") {
+  // p = 4, v = 2, m = 8; a chunk takes f = 0.5, b = 1 (c = 1.5), so a stage's micro-batch takes
+  // f + b = 3. Makespan (m v + p - 1) c = 19 * 1.5 = 28.5 s; busy m v c = 24 s; bubble
+  // (p - 1) c = 4.5 s = (p - 1)(f + b) / v, the 1F1B bubble 9 s divided by v = 2.
+  const SimulationResult result =
+      simulate(uniform_input(ScheduleKind::kInterleaved, 4, 2, 8, 0.5, 1.0));
+  CHECK(result.step_time_s == 28.5);
+  for (const StageBreakdown& stage : result.stages) {
+    CAPTURE(stage.stage);
+    CHECK(stage.compute_seconds == 24.0);
+    CHECK(stage.bubble_seconds == 4.5);
+    CHECK(stage.bubble_seconds / result.step_time_s == doctest::Approx(3.0 / 19.0));
+  }
+}
+
+TEST_CASE("pipeline: exposed tp communication and the optimizer step add up") {
+  // 1F1B, p = 2, m = 3: f = 1 + 0.25 tp, b = 2 + 0.5 tp per micro-batch, so F + B = 3.75 and
+  // the pipeline takes (m + p - 1)(F + B) = 4 * 3.75 = 15 s; then the barrier and a 0.5 s
+  // optimizer step on each stage: 15.5 s. Per stage: compute 3 * 3 + 0.5 = 9.5, exposed tp
+  // 3 * 0.75 = 2.25, bubble (p - 1)(F + B) = 3.75; sum 15.5.
+  SimulationInput input = uniform_input(ScheduleKind::kOneFOneB, 2, 1, 3, 1.0, 2.0);
+  for (StageCosts& stage : input.stages) {
+    stage.chunks[0].forward_tp_comm_seconds = 0.25;
+    stage.chunks[0].backward_tp_comm_seconds = 0.5;
+    stage.optimizer_step_seconds = 0.5;
+  }
+  for (bool overlap : {false, true}) {
+    CAPTURE(overlap);
+    input.overlap_tp_comm = overlap;  // exposed seconds are exposed on either stream
+    const SimulationResult result = simulate(input);
+    CHECK(result.step_time_s == 15.5);
+    CHECK(result.pipeline_end_seconds == 15.0);
+    for (const StageBreakdown& stage : result.stages) {
+      CHECK(stage.compute_seconds == 9.5);
+      CHECK(stage.exposed_comm_seconds == 2.25);
+      CHECK(stage.bubble_seconds == 3.75);
+      CHECK(stage.idle_seconds == 0.0);
+    }
+  }
+}
+
+TEST_CASE("pipeline: transfers between stages delay the receiver") {
+  // 1F1B, p = 2, m = 1, f = 1, b = 2, each send 0.25 s: F0 on stage 0 [0, 1], activation
+  // [1, 1.25], F0 and B0 on stage 1 [1.25, 4.25], gradient [4.25, 4.5], B0 on stage 0
+  // [4.5, 6.5]. Stage 0: compute 3, its own sends and the incoming gradient 0.25 + 0.25 =
+  // 0.5 exposed, bubble 6.5 - 3.5 = 3.
+  SimulationInput input = uniform_input(ScheduleKind::kOneFOneB, 2, 1, 1, 1.0, 2.0);
+  for (StageCosts& stage : input.stages) {
+    stage.transfer_seconds = 0.25;
+  }
+  const SimulationResult result = simulate(input);
+  CHECK(result.step_time_s == 6.5);
+  CHECK(result.stages[0].compute_seconds == 3.0);
+  CHECK(result.stages[0].exposed_comm_seconds == 0.5);
+  CHECK(result.stages[0].bubble_seconds == 3.0);
+  // Stage 1 receives the activation [1, 1.25] and sends the gradient [4.25, 4.5]; it waits
+  // [0, 1] and [4.5, 6.5]: bubble 3.
+  CHECK(result.stages[1].exposed_comm_seconds == 0.5);
+  CHECK(result.stages[1].bubble_seconds == 3.0);
+  // Critical path: stage 0 F, transfer, stage 1 F+B, transfer, stage 0 B.
+  REQUIRE(result.critical_path.size() == 5);
+  CHECK(result.critical_path[0].category == "compute");
+  CHECK(result.critical_path[1].category == "pp transfer");
+  CHECK(result.critical_path[2].rank == 1);
+  CHECK(result.critical_path[2].num_ops == 2);
+  CHECK(result.critical_path[2].end_seconds == 4.25);
+  CHECK(result.critical_path[4].end_seconds == 6.5);
+}
+
+TEST_CASE("pipeline: gradient buckets overlap the rest of the last backward") {
+  // pp = 1, dp = 2 on one node (no NIC), m = 1: F [0, 1], B [1, 3]. Two equal buckets of
+  // 0.5 s: the first is complete halfway through B (2.0) and reduces [2, 2.5]; the second at
+  // 3.0 and reduces [3, 3.5]; optimizer 0.25: step 3.75, exposed comm 0.5 (3.0 .. 3.5).
+  // Without overlap both run after B: 3 + 0.5 + 0.5 + 0.25 = 4.25, exposed 1.0.
+  SimulationInput input = uniform_input(ScheduleKind::kOneFOneB, 1, 1, 1, 1.0, 2.0);
+  input.layout.dp = 2;
+  input.stages[0].grad_buckets = {Bucket{100, 0.5}, Bucket{100, 0.5}};
+  input.stages[0].optimizer_step_seconds = 0.25;
+  SUBCASE("overlapped") {
+    const SimulationResult result = simulate(input);
+    CHECK(result.step_time_s == 3.75);
+    CHECK(result.stages[0].exposed_comm_seconds == 0.5);
+    CHECK(result.stages[0].compute_seconds == 3.25);
+  }
+  SUBCASE("after the backward") {
+    input.overlap_grad_reduce = false;
+    const SimulationResult result = simulate(input);
+    CHECK(result.step_time_s == 4.25);
+    CHECK(result.stages[0].exposed_comm_seconds == 1.0);
+  }
+  SUBCASE("all ranks: both dp replicas, joined per bucket") {
+    input.all_ranks = true;
+    const SimulationResult result = simulate(input);
+    CHECK(result.ranks.size() == 2);
+    CHECK(result.step_time_s == 3.75);
+    CHECK(result.stages[0].num_ranks == 2);
+  }
+}
+
+TEST_CASE("pipeline: ZeRO parameter gather before the first forward needs it") {
+  // pp = 1, dp = 2, m = 1, f = 1, b = 2; two equal parameter buckets of 0.25 s gathered at the
+  // step's start: bucket 0 [0, 0.25] gates the first half of F, which runs [0.25, 0.75];
+  // bucket 1 [0.25, 0.5] is ready before the second half [0.75, 1.25]; B [1.25, 3.25].
+  // Without overlap the gather runs after the optimizer (0.25): 3 + 0.25 + 0.5 = 3.75.
+  SimulationInput input = uniform_input(ScheduleKind::kOneFOneB, 1, 1, 1, 1.0, 2.0);
+  input.layout.dp = 2;
+  input.stages[0].param_buckets = {Bucket{100, 0.25}, Bucket{100, 0.25}};
+  input.stages[0].optimizer_step_seconds = 0.25;
+  SUBCASE("overlapped with the forward") {
+    const SimulationResult result = simulate(input);
+    CHECK(result.step_time_s == 3.5);  // 3.25 + optimizer 0.25
+    CHECK(result.stages[0].exposed_comm_seconds == 0.25);
+  }
+  SUBCASE("after the optimizer") {
+    input.overlap_param_gather = false;
+    const SimulationResult result = simulate(input);
+    CHECK(result.step_time_s == 3.75);
+  }
+}
+
+TEST_CASE("pipeline: a DP bucket and a pipeline send through one NIC share it") {
+  // tp = 1, pp = 2, dp = 2, one GPU per node (tp-dp-pp ranks 0, 1 | 2, 3 on nodes 0..3),
+  // 1F1B, m = 1, f = 1, b = 2, sends 1 s, one gradient bucket of 1 s on each stage. Stage 1
+  // ends B at 1 + 1 + 1 + 2 = 5; then its gradient send to stage 0 and its bucket all-reduce
+  // leave node 2 together: 2 * 1 s = 2 s each, until 7. Stage 0 runs B [7, 9], reduces alone
+  // [9, 10]; optimizer 1: 11. Without sharing it would be 10.
+  SimulationInput input = uniform_input(ScheduleKind::kOneFOneB, 2, 1, 1, 1.0, 2.0);
+  input.layout.dp = 2;
+  input.gpus_per_node = 1;
+  for (StageCosts& stage : input.stages) {
+    stage.transfer_seconds = 1.0;
+    stage.grad_buckets = {Bucket{100, 1.0}};
+    stage.optimizer_step_seconds = 1.0;
+  }
+  for (bool all_ranks : {false, true}) {
+    CAPTURE(all_ranks);
+    input.all_ranks = all_ranks;
+    const SimulationResult result = simulate(input);
+    CHECK(result.step_time_s == 11.0);
+  }
+}
+
+TEST_CASE("pipeline: same input, same result") {
+  SimulationInput input = uniform_input(ScheduleKind::kInterleaved, 4, 2, 8, 0.3, 0.7);
+  for (StageCosts& stage : input.stages) {
+    stage.transfer_seconds = 0.01;
+  }
+  const SimulationResult a = simulate(input);
+  const SimulationResult b = simulate(input);
+  REQUIRE(a.tasks.size() == b.tasks.size());
+  for (size_t i = 0; i < a.tasks.size(); ++i) {
+    CHECK(a.tasks[i].start_seconds == b.tasks[i].start_seconds);
+    CHECK(a.tasks[i].end_seconds == b.tasks[i].end_seconds);
+  }
+  CHECK(a.num_events == b.num_events);
+}
+
+TEST_CASE("pipeline: inconsistent inputs are rejected with the field") {
+  SimulationInput input = uniform_input(ScheduleKind::kOneFOneB, 2, 1, 2, 1.0, 2.0);
+  input.stages.pop_back();
+  CHECK_THROWS_WITH_AS(simulate(input), "simulate: stages: expected one per pipeline stage, 2 (1)",
+                       InputError);
+  input = uniform_input(ScheduleKind::kOneFOneB, 2, 1, 2, 1.0, 2.0);
+  input.layout.pp = 4;
+  CHECK_THROWS_WITH_AS(simulate(input),
+                       "simulate: schedule: built for pp = 2, layout has pp = 4 (2)", InputError);
+  input = uniform_input(ScheduleKind::kOneFOneB, 2, 1, 2, 1.0, 2.0);
+  auto& ops = input.schedule.stages[0];
+  for (auto it = ops.begin(); it != ops.end(); ++it) {
+    if (it->kind == planner::OpKind::kSendActivation) {
+      ops.erase(it);  // the first activation of stage 0 never leaves
+      break;
+    }
+  }
+  CHECK_THROWS_WITH_AS(
+      simulate(input),
+      "simulate: schedule: stage 1 receives micro-batch 0 chunk 0 that is never sent",
+      RuntimeError);
+}
+
+}  // namespace meshplan::simulator
