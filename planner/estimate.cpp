@@ -164,19 +164,32 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
   // Data-parallel reduction of stage s starts after its last backward. Stage s finishes its
   // last backward sum_{j<s} b_j before stage 0 does (the drain runs back to stage 0), and with
   // overlap_grad_reduce it also hides behind its own last micro-batch's backward (bucketed
-  // reduction, Li et al. 2020, PyTorch DDP, Sec. 3.2.3).
+  // reduction, Li et al. 2020, PyTorch DDP, Sec. 3.2.3). The ZeRO-1/2 parameter all-gather
+  // hides behind the next step's first forward with overlap_param_gather. ZeRO-3 gathers and
+  // reduces every micro-batch; prefetching hides them behind that micro-batch's compute at
+  // best (Rajbhandari et al. 2020, Sec. 7.2.2), so only the excess is exposed.
   double slack = 0;
   for (const StageEstimate& stage : estimate.stages) {
     const DpTimes dp = dp_times(cluster, layout, stage.num_parameters);
-    double backward = 0;
+    double forward = 0, backward = 0;
     for (const ChunkCost& chunk : stage.chunks) {
+      forward += chunk.forward_seconds();
       backward += chunk.backward_seconds();
     }
-    const double hidden = slack + (options.overlap_grad_reduce ? backward : 0.0);
-    const double gather = options.overlap_param_gather ? 0.0 : dp.parameter_gather_seconds;
-    breakdown.dp_comm_exposed_seconds =
-        std::max(breakdown.dp_comm_exposed_seconds,
-                 std::max(0.0, dp.gradient_seconds - hidden) + gather);
+    double exposed = 0;
+    if (layout.zero == 3) {
+      const double per_micro_batch = (dp.gradient_seconds + dp.parameter_gather_seconds) /
+                                     micro_batches;
+      const double hidden = options.overlap_grad_reduce ? forward + backward : 0.0;
+      exposed = micro_batches * std::max(0.0, per_micro_batch - hidden);
+    } else {
+      const double hidden = slack + (options.overlap_grad_reduce ? backward : 0.0);
+      const double gather = options.overlap_param_gather
+                                ? std::max(0.0, dp.parameter_gather_seconds - forward)
+                                : dp.parameter_gather_seconds;
+      exposed = std::max(0.0, dp.gradient_seconds - hidden) + gather;
+    }
+    breakdown.dp_comm_exposed_seconds = std::max(breakdown.dp_comm_exposed_seconds, exposed);
     breakdown.optimizer_seconds = std::max(breakdown.optimizer_seconds, stage.optimizer_step_seconds);
     slack += backward;
   }
