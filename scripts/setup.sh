@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs meshplan's dependencies (Debian 12 packages) and builds it into build/.
+# Idempotent: packages already present are not installed again; the build is incremental.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(g++ make cmake libboost-graph-dev libeigen3-dev libcli11-dev nlohmann-json3-dev
+          doctest-dev libfmt-dev libopenmpi-dev openmpi-bin)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
+    || missing+=("$package")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+fi
+
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$jobs"
+echo "setup: built build/cli/meshplan"
