@@ -1,0 +1,122 @@
+// From a plan to a SimulationInput: every duration is the planner's. Chunk costs, the
+// optimizer step and the per-call time of each send come from estimate_plan and its collective
+// inventory; DP buckets are costed by planner::collective_seconds on each bucket's bytes.
+
+#include <fmt/format.h>
+
+#include <limits>
+
+#include "meshplan/errors.h"
+#include "meshplan/simulator.h"
+
+namespace meshplan::simulator {
+namespace {
+
+using planner::CollectiveKind;
+using planner::CommGroup;
+
+// Buckets of at most `bucket_bytes`, the last one holding the remainder, as DDP fills them.
+std::vector<Bucket> buckets(const models::ClusterConfig& cluster, CollectiveKind kind,
+                            int64_t total_bytes, int64_t bucket_bytes, int64_t group_size,
+                            int64_t stride) {
+  std::vector<Bucket> out;
+  for (int64_t offset = 0; offset < total_bytes; offset += bucket_bytes) {
+    const int64_t bytes = std::min(bucket_bytes, total_bytes - offset);
+    out.push_back(
+        Bucket{bytes, planner::collective_seconds(cluster, kind, bytes, group_size, stride)});
+  }
+  return out;
+}
+
+// A cluster whose links are infinitely fast with no latency: every collective_seconds is 0.
+models::ClusterConfig without_communication(models::ClusterConfig cluster) {
+  const double infinite = std::numeric_limits<double>::infinity();
+  cluster.intra_node_bytes_per_second = infinite;
+  cluster.inter_node_bytes_per_second_per_gpu = infinite;
+  cluster.intra_node_latency_seconds = 0;
+  cluster.inter_node_latency_seconds = 0;
+  return cluster;
+}
+
+}  // namespace
+
+SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanEstimate& estimate,
+                                 const SimulationOptions& options) {
+  const planner::Layout& layout = plan.layout;
+  if (options.bucket_bytes <= 0) {
+    throw InputError(
+        fmt::format("simulate: bucket_bytes: must be positive ({})", options.bucket_bytes));
+  }
+  if (static_cast<int64_t>(estimate.stages.size()) != layout.pp) {
+    throw InputError(fmt::format("simulate: layout: the planner has no stage costs ({})",
+                                 estimate.rejection_reason));
+  }
+  SimulationInput input;
+  input.layout = layout;
+  input.schedule = planner::generate_schedule(layout.schedule, layout.pp, layout.vpp,
+                                              layout.num_micro_batches());
+  input.gpus_per_node = plan.cluster.gpus_per_node;
+  input.overlap_tp_comm = plan.options.overlap_tp_comm;
+  input.overlap_grad_reduce = plan.options.overlap_grad_reduce;
+  input.overlap_param_gather = plan.options.overlap_param_gather;
+  input.all_ranks = options.all_ranks;
+  const int64_t dp_stride = planner::global_rank(layout, planner::RankCoords{0, 1, 0}) -
+                            planner::global_rank(layout, planner::RankCoords{0, 0, 0});
+  for (const planner::StageEstimate& stage : estimate.stages) {
+    StageCosts costs;
+    costs.chunks = stage.chunks;
+    costs.optimizer_step_seconds = stage.optimizer_step_seconds;
+    input.stages.push_back(costs);
+  }
+  for (const planner::CollectiveTraffic& traffic : estimate.collectives) {
+    StageCosts& costs = input.stages.at(static_cast<size_t>(traffic.stage));
+    switch (traffic.group) {
+      case CommGroup::kTp:
+        break;  // inside the chunk costs: their exposed part is ChunkCost's tp_comm seconds
+      case CommGroup::kPp:
+        costs.transfer_seconds = traffic.seconds_per_call;
+        break;
+      case CommGroup::kEmbedding:
+        costs.has_embedding_sync = true;
+        costs.embedding_sync_seconds = traffic.seconds_per_call * traffic.calls_per_step;
+        break;
+      case CommGroup::kDp: {
+        auto& list =
+            traffic.kind == CollectiveKind::kAllGather ? costs.param_buckets : costs.grad_buckets;
+        list = buckets(plan.cluster, traffic.kind, traffic.total_message_bytes(),
+                       options.bucket_bytes, traffic.group_size, dp_stride);
+        break;
+      }
+    }
+  }
+  return input;
+}
+
+SimulationResult simulate_plan(const planner::Plan& plan, const SimulationOptions& options,
+                               const std::string& source) {
+  if (plan.layout.zero == 3) {
+    // ZeRO-3 gathers each layer's weights inside every forward and backward; the task graph
+    // has no per-layer tasks to hang them on.
+    throw InputError(fmt::format(
+        "{}: layout.zero: simulate replays ZeRO 0, 1 and 2, not 3's per-layer gathers ({})", source,
+        plan.layout.zero));
+  }
+  planner::Plan simulated = plan;
+  if (options.zero_communication) {
+    simulated.cluster = without_communication(plan.cluster);
+  }
+  const planner::PlanEstimate estimate = planner::estimate_plan(
+      simulated.model, simulated.cluster, simulated.layout, simulated.options);
+  if (static_cast<int64_t>(estimate.stages.size()) != plan.layout.pp) {
+    throw InputError(fmt::format("{}: layout: {} ({})", source, estimate.rejection_reason,
+                                 estimate.rejection_code));
+  }
+  SimulationResult result = simulate(simulation_input(simulated, estimate, options));
+  result.model_name = plan.model.name;
+  result.cluster_name = plan.cluster.name;
+  result.options = options;
+  result.analytic_step_time_s = estimate.step_time_s;
+  return result;
+}
+
+}  // namespace meshplan::simulator
