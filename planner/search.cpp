@@ -112,9 +112,15 @@ SearchResult search_layouts(const models::TransformerConfig& model,
           }
         }
         for (const auto& [schedule, vpp] : schedules) {
-          for (Recompute recompute : choices(space.recompute, {Recompute::kNone,
-                                                               Recompute::kSelective,
-                                                               Recompute::kFull})) {
+          // With flash attention, selective recompute stores and recomputes exactly what no
+          // recompute does (the fused kernel keeps no scores), so searching it would only
+          // duplicate every plan; a fixed --recompute selective is still costed.
+          const std::vector<Recompute> recomputes =
+              options.flash_attention
+                  ? std::vector<Recompute>{Recompute::kNone, Recompute::kFull}
+                  : std::vector<Recompute>{Recompute::kNone, Recompute::kSelective,
+                                           Recompute::kFull};
+          for (Recompute recompute : choices(space.recompute, recomputes)) {
             for (bool sp : choices(space.sequence_parallel,
                                    tp > 1 ? std::vector<bool>{false, true}
                                           : std::vector<bool>{false})) {
