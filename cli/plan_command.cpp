@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -12,6 +13,7 @@
 #include "meshplan/plan_file.h"
 #include "meshplan/plan_report.h"
 #include "meshplan/search.h"
+#include "meshplan/simulator.h"
 #include "meshplan/validation.h"
 
 namespace meshplan::cli {
@@ -33,6 +35,7 @@ struct PlanArguments {
   std::string overlap_tp_comm = "off";
   bool allow_tp_across_nodes = false;
   int64_t top = 10;
+  int64_t refine = 0;
   std::string json_path, save_plan_path;
   bool explain_rejections = false;
 };
@@ -53,6 +56,36 @@ void require_positive(const std::optional<int64_t>& value, const std::string& fl
   }
 }
 
+// Re-ranks the best `count` analytic plans by simulated step time (meshplan simulate's
+// discrete-event replay) and prints both times; the plan list is reordered in place.
+void refine_by_simulation(const models::TransformerConfig& model,
+                          const models::ClusterConfig& cluster, int64_t num_gpus,
+                          const planner::PlanOptions& options, int64_t count,
+                          planner::SearchResult& result) {
+  const size_t refined = std::min<size_t>(result.best.size(), static_cast<size_t>(count));
+  std::vector<std::pair<double, size_t>> order;  // (simulated step time, analytic rank)
+  for (size_t i = 0; i < refined; ++i) {
+    const planner::Plan plan{model, cluster, num_gpus, result.best[i].layout, options};
+    const simulator::SimulationResult simulated =
+        simulator::simulate_plan(plan, simulator::SimulationOptions{}, "--refine");
+    order.emplace_back(simulated.step_time_s, i);
+  }
+  std::stable_sort(order.begin(), order.end());
+  fmt::print("# refined by simulation: the best {} analytic plans, re-ranked\n", refined);
+  fmt::print("#{:>4} {:>8} {:>11} {:>11}  {}\n", "rank", "analytic", "simulated", "analytic",
+             "layout");
+  fmt::print("#{:>4} {:>8} {:>11} {:>11}\n", "", "(rank)", "(s)", "(s)");
+  std::vector<planner::PlanEstimate> reordered;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const planner::PlanEstimate& estimate = result.best[order[i].second];
+    fmt::print(" {:>4} {:>8} {:>11.4f} {:>11.4f}  {}\n", i + 1, order[i].second + 1,
+               order[i].first, estimate.step_time_s, planner::describe(estimate.layout));
+    reordered.push_back(estimate);
+  }
+  fmt::print("#\n");
+  std::copy(reordered.begin(), reordered.end(), result.best.begin());
+}
+
 void run_plan(const PlanArguments& args) {
   models::TransformerConfig model = models::load_model(args.model);
   require_positive(args.seq_len, "--seq-len");
@@ -71,6 +104,9 @@ void run_plan(const PlanArguments& args) {
   }
   if (args.top < 1) {
     throw InputError(fmt::format("--top: must be positive ({})", args.top));
+  }
+  if (args.refine < 0) {
+    throw InputError(fmt::format("--refine: must not be negative ({})", args.refine));
   }
   planner::SearchSpace space;
   space.num_gpus = args.gpus;
@@ -108,10 +144,10 @@ void run_plan(const PlanArguments& args) {
   options.allow_tp_across_nodes = args.allow_tp_across_nodes;
 
   const auto start = std::chrono::steady_clock::now();
-  const planner::SearchResult result = planner::search_layouts(
+  planner::SearchResult result = planner::search_layouts(
       model, cluster, space, options,
       args.objective == "time" ? planner::Objective::kTime : planner::Objective::kMemory,
-      args.top);
+      std::max(args.top, args.refine));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
@@ -129,6 +165,10 @@ void run_plan(const PlanArguments& args) {
     throw InputError(fmt::format("no feasible layout for {} on {} x {}: {}", model.name,
                                  args.gpus, cluster.name, reasons));
   }
+  if (args.refine > 0) {
+    refine_by_simulation(model, cluster, args.gpus, options, args.refine, result);
+  }
+  result.best.resize(std::min<size_t>(result.best.size(), static_cast<size_t>(args.top)));
   fmt::print("{}", reports::format_plan_table(result));
   if (!args.json_path.empty()) {
     write_file_atomic(args.json_path,
@@ -172,6 +212,8 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--overlap-tp-comm", args->overlap_tp_comm, "on | off")->capture_default_str();
   plan->add_flag("--allow-tp-across-nodes", args->allow_tp_across_nodes,
                  "Let tensor-parallel groups span nodes");
+  plan->add_option("--refine", args->refine,
+                   "Re-rank the best K analytic plans by simulated step time");
   plan->add_option("--json", args->json_path, "Write the ranked plans as JSON");
   plan->add_option("--save-plan", args->save_plan_path, "Write the best plan as a plan file");
   plan->add_flag("--explain-rejections", args->explain_rejections,
