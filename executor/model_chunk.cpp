@@ -1,0 +1,191 @@
+#include "model_chunk.h"
+
+#include <algorithm>
+
+#include "ops/crossentropy.h"
+#include "ops/embedding.h"
+#include "ops/linear.h"
+#include "ops/norm.h"
+
+namespace meshplan::executor {
+
+ModelChunk::ModelChunk(const ChunkPlacement& placement, const ChunkWeights& weights,
+                       ChunkWeights& grads, planner::Recompute recompute, bool flash_attention,
+                       float loss_scale)
+    : placement_(placement),
+      w_(weights),
+      g_(grads),
+      recompute_(recompute),
+      // Flash attention (Dao et al. 2022) never stores the s x s probabilities and recomputes
+      // them in the backward, as selective recompute does.
+      save_probabilities_(!flash_attention && recompute == planner::Recompute::kNone),
+      loss_scale_(loss_scale) {}
+
+void ModelChunk::forward(ChunkState* state, Tensor input, const RankContext& ctx) const {
+  const ShardDims& d = ctx.dims;
+  const int L = placement_.num_layers;
+  state->residuals.resize(static_cast<size_t>(L) + 1);
+  state->layers.resize(static_cast<size_t>(L));
+  if (placement_.has_embedding) {
+    embedding_forward_(state, ctx);
+  } else {
+    state->residuals[0] = std::move(input);
+  }
+  const bool full = recompute_ == planner::Recompute::kFull;
+  for (int l = 0; l < L; l++) {
+    state->residuals[l + 1] = ctx.tensor(static_cast<int64_t>(d.N_local) * d.C);
+    layer_forward(state->residuals[l + 1].data(), &state->layers[l], state->residuals[l].data(),
+                  w_.layers[l], save_probabilities_ && !full, ctx);
+    if (full) {
+      state->layers[l] = LayerActivations{};  // keep only the block's input
+    }
+  }
+  if (placement_.has_head) {
+    head_forward_(state, ctx);
+  }
+}
+
+void ModelChunk::backward_input(ChunkState* state, const float* d_output, bool with_weight,
+                                const RankContext& ctx) const {
+  const ShardDims& d = ctx.dims;
+  const int64_t rows = static_cast<int64_t>(d.N_local) * d.C;
+  Tensor d_current;
+  if (placement_.has_head) {
+    d_current = head_backward_input_(state, ctx);
+    if (with_weight) {
+      head_weight_(state, ctx);
+    }
+  } else {
+    d_current = copy_rows(ctx, d_output, d.N_local, d.C);
+  }
+  const bool full = recompute_ == planner::Recompute::kFull;
+  for (int l = placement_.num_layers - 1; l >= 0; l--) {
+    if (full) {
+      // Run the block's forward again from its saved input (its tp collectives included).
+      Tensor discarded = ctx.tensor(rows);
+      layer_forward(discarded.data(), &state->layers[l], state->residuals[l].data(), w_.layers[l],
+                    save_probabilities_, ctx);
+    }
+    Tensor d_previous = ctx.tensor(rows);
+    layer_backward_input(d_previous.data(), g_.layers[l], &state->layers[l], d_current.data(),
+                         state->residuals[l].data(), w_.layers[l], ctx);
+    if (with_weight) {
+      layer_backward_weight(g_.layers[l], &state->layers[l], ctx);
+    }
+    state->residuals[l + 1].reset();
+    d_current = std::move(d_previous);
+  }
+  state->residuals[0].reset();
+  state->d_input = std::move(d_current);
+  if (with_weight && placement_.has_embedding) {
+    embedding_weight_(state, ctx);
+  }
+}
+
+void ModelChunk::backward_weight(ChunkState* state, const RankContext& ctx) const {
+  if (placement_.has_head) {
+    head_weight_(state, ctx);
+  }
+  for (int l = placement_.num_layers - 1; l >= 0; l--) {
+    layer_backward_weight(g_.layers[l], &state->layers[l], ctx);
+  }
+  if (placement_.has_embedding) {
+    embedding_weight_(state, ctx);
+  }
+}
+
+void ModelChunk::embedding_forward_(ChunkState* state, const RankContext& ctx) const {
+  const ShardDims& d = ctx.dims;
+  // Vocab-parallel lookup: each rank fills the rows of its own tokens, the sum over tp (an
+  // all-reduce, or a reduce-scatter onto the sequence shard) is the full embedding.
+  Tensor embedded = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
+  embedding_forward(embedded.data(), state->tokens.data(), w_.wte, d.N, d.C, d.vocab_start, d.V);
+  state->residuals[0] = reduce_partial_sums(ctx, std::move(embedded), d.C);
+  if (w_.wpe != nullptr) {
+    position_forward(state->residuals[0].data(), w_.wpe, d.T_local, d.B, d.C, d.t0);
+  }
+}
+
+void ModelChunk::embedding_weight_(ChunkState* state, const RankContext& ctx) const {
+  const ShardDims& d = ctx.dims;
+  if (g_.wpe != nullptr) {
+    position_backward(g_.wpe, state->d_input.data(), d.T_local, d.B, d.C, d.t0);
+  }
+  // The lookup's rows are spread over the whole sequence: under sequence parallelism the
+  // gradient is gathered first (the backward of the forward's reduce-scatter).
+  Tensor gathered;
+  const float* d_embedded = gather_sequence(ctx, state->d_input.data(), &gathered, d.C);
+  embedding_backward(g_.wte, d_embedded, state->tokens.data(), d.N, d.C, d.vocab_start, d.V);
+  state->d_input.reset();
+  state->tokens.reset();
+}
+
+void ModelChunk::head_forward_(ChunkState* state, const RankContext& ctx) const {
+  const ShardDims& d = ctx.dims;
+  HeadActivations& h = state->head;
+  const Tensor& x = state->residuals.back();
+  h.lnf_out = ctx.tensor(static_cast<int64_t>(d.N_local) * d.C);
+  h.lnf_rstd = ctx.tensor(d.N_local);
+  if (d.model.norm == models::Norm::kLayerNorm) {
+    h.lnf_mean = ctx.tensor(d.N_local);
+  }
+  norm_forward(d.model.norm, h.lnf_out.data(), h.lnf_mean.data(), h.lnf_rstd.data(), x.data(),
+               w_.lnf_w, w_.lnf_b, d.N_local, d.C);
+  Tensor gathered;
+  const float* full = gather_sequence(ctx, h.lnf_out.data(), &gathered, d.C);
+  // Column-parallel LM head: logits of this rank's vocabulary shard, never gathered.
+  h.logits = ctx.tensor(static_cast<int64_t>(d.N) * d.V);
+  linear_forward<float>(h.logits.data(), full, w_.lm_head, nullptr, d.N, d.C, d.V);
+  gathered.reset();
+  h.maxes = ctx.tensor(d.N);
+  h.sumexp = ctx.tensor(d.N);
+  Tensor target_logits = ctx.tensor(d.N);
+  Tensor losses = ctx.tensor(d.N);
+  crossentropy_local_max(h.maxes.data(), h.logits.data(), d.N, d.V);
+  ctx.groups.all_reduce_max(CommGroup::kTp, h.maxes.data(), d.N);
+  crossentropy_local_target_sumexp(target_logits.data(), h.sumexp.data(), h.logits.data(),
+                                   h.maxes.data(), state->targets.data(), d.N, d.V, d.vocab_start);
+  ctx.groups.all_reduce_sum(CommGroup::kTp, target_logits.data(), d.N);
+  ctx.groups.all_reduce_sum(CommGroup::kTp, h.sumexp.data(), d.N);
+  crossentropy_forward(losses.data(), h.maxes.data(), target_logits.data(), h.sumexp.data(), d.N);
+  double sum = 0;
+  for (int n = 0; n < d.N; n++) {
+    sum += losses[n];
+  }
+  state->loss_sum = sum;
+}
+
+Tensor ModelChunk::head_backward_input_(ChunkState* state, const RankContext& ctx) const {
+  const ShardDims& d = ctx.dims;
+  HeadActivations& h = state->head;
+  Tensor d_losses = ctx.tensor(d.N);
+  std::fill(d_losses.data(), d_losses.data() + d.N, loss_scale_);
+  h.d_logits = ctx.tensor(static_cast<int64_t>(d.N) * d.V);
+  crossentropy_backward(h.d_logits.data(), d_losses.data(), h.logits.data(), h.maxes.data(),
+                        h.sumexp.data(), state->targets.data(), d.N, d.V, d.vocab_start);
+  h.logits.reset();
+  h.maxes.reset();
+  h.sumexp.reset();
+  state->targets.reset();
+  Tensor d_x = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
+  linear_backward_input(d_x.data(), h.d_logits.data(), w_.lm_head, d.N, d.C, d.V);
+  d_x = reduce_partial_sums(ctx, std::move(d_x), d.C);
+  Tensor d_output = ctx.tensor(static_cast<int64_t>(d.N_local) * d.C);
+  norm_backward(d.model.norm, d_output.data(), g_.lnf_w, g_.lnf_b, d_x.data(),
+                state->residuals.back().data(), w_.lnf_w, h.lnf_mean.data(), h.lnf_rstd.data(),
+                d.N_local, d.C);
+  h.lnf_mean.reset();
+  h.lnf_rstd.reset();
+  return d_output;
+}
+
+void ModelChunk::head_weight_(ChunkState* state, const RankContext& ctx) const {
+  const ShardDims& d = ctx.dims;
+  HeadActivations& h = state->head;
+  Tensor gathered;
+  const float* full = gather_sequence(ctx, h.lnf_out.data(), &gathered, d.C);
+  linear_backward_weight<float>(g_.lm_head, nullptr, h.d_logits.data(), full, d.N, d.C, d.V);
+  h = HeadActivations{};
+}
+
+}  // namespace meshplan::executor

@@ -1,0 +1,310 @@
+#include "parameters.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace meshplan::executor {
+
+namespace {
+
+// splitmix64 (Steele et al. 2014, "Fast splittable pseudorandom number generators"): a
+// counter-based generator, so any element of a tensor can be drawn without drawing the others.
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+double to_unit_open(uint64_t bits) {
+  // 53 random bits into (0, 1): never 0, so log() below is finite.
+  return (static_cast<double>(bits >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+// GPT-2 initialisation (Radford et al. 2019, Sec. 2.3; llm.c): normal(0, 0.02) weights, the
+// residual projections scaled by 1/sqrt(2 l), norms 1, biases 0.
+constexpr double kInitStd = 0.02;
+
+class SpecBuilder {
+ public:
+  SpecBuilder(const ShardDims& d, std::vector<ParameterSpec>* specs, std::vector<int>* chunk_of,
+              int chunk)
+      : d_(d), specs_(specs), chunk_of_(chunk_of), chunk_(chunk) {}
+
+  // A tensor whose local rows are `rows` of a full tensor with `full_cols` columns, all columns.
+  ParameterSpec& rows(std::string name, Slot slot, int layer, std::vector<RowSegment> segments,
+                      int64_t full_cols) {
+    ParameterSpec spec;
+    spec.name = std::move(name);
+    spec.slot = slot;
+    spec.local_layer = layer;
+    spec.full_cols = full_cols;
+    spec.local_cols = full_cols;
+    int64_t local_rows = 0;
+    for (const RowSegment& segment : segments) {
+      local_rows += segment.count;
+    }
+    spec.rows = std::move(segments);
+    spec.size = local_rows * full_cols;
+    return push(std::move(spec));
+  }
+  // A (full_rows, full_cols) tensor whose local part is the column range [begin, begin + cols).
+  ParameterSpec& columns(std::string name, Slot slot, int layer, int64_t full_rows,
+                         int64_t full_cols, int64_t begin, int64_t cols) {
+    ParameterSpec spec;
+    spec.name = std::move(name);
+    spec.slot = slot;
+    spec.local_layer = layer;
+    spec.rows = {{0, full_rows}};
+    spec.full_cols = full_cols;
+    spec.col_begin = begin;
+    spec.local_cols = cols;
+    spec.size = full_rows * cols;
+    return push(std::move(spec));
+  }
+  // A vector (or table) that every tp rank holds whole.
+  ParameterSpec& replicated(std::string name, Slot slot, int layer, int64_t full_rows,
+                            int64_t full_cols) {
+    ParameterSpec& spec = rows(std::move(name), slot, layer, {{0, full_rows}}, full_cols);
+    spec.tp_replicated = true;
+    return spec;
+  }
+
+ private:
+  ParameterSpec& push(ParameterSpec spec) {
+    specs_->push_back(std::move(spec));
+    chunk_of_->push_back(chunk_);
+    return specs_->back();
+  }
+  const ShardDims& d_;
+  std::vector<ParameterSpec>* specs_;
+  std::vector<int>* chunk_of_;
+  int chunk_;
+};
+
+ParameterSpec& normal(ParameterSpec& spec, double std) {
+  spec.init_std = std;
+  return spec;
+}
+ParameterSpec& constant(ParameterSpec& spec, float value) {
+  spec.init_value = value;
+  return spec;
+}
+
+void add_norm(SpecBuilder& b, const ShardDims& d, const std::string& prefix, Slot weight_slot,
+              Slot bias_slot, int layer) {
+  constant(b.replicated(prefix + ".weight", weight_slot, layer, d.C, 1), 1.0f);
+  if (d.model.norm == models::Norm::kLayerNorm) {
+    constant(b.replicated(prefix + ".bias", bias_slot, layer, d.C, 1), 0.0f);
+  }
+}
+
+void add_layer(SpecBuilder& b, const ShardDims& d, int global_layer, int local_layer) {
+  const models::TransformerConfig& m = d.model;
+  const std::string p = fmt::format("layers.{}", global_layer);
+  const int64_t r = d.tp_rank;
+  const double residual_std = kInitStd / std::sqrt(2.0 * static_cast<double>(m.num_layers));
+  add_norm(b, d, p + ".ln1", Slot::kLn1W, Slot::kLn1B, local_layer);
+  // Column-parallel QKV: this rank's query heads, then its key and value heads.
+  const int64_t q_rows = m.num_attention_heads * m.head_dim;
+  const int64_t kv_rows = m.num_kv_heads * m.head_dim;
+  const std::vector<RowSegment> qkv_rows = {{r * d.NH * d.HS, d.NH * d.HS},
+                                            {q_rows + r * d.KVH * d.HS, d.KVH * d.HS},
+                                            {q_rows + kv_rows + r * d.KVH * d.HS, d.KVH * d.HS}};
+  normal(b.rows(p + ".qkv.weight", Slot::kQkvW, local_layer, qkv_rows, d.C), kInitStd);
+  if (m.qkv_bias) {
+    constant(b.rows(p + ".qkv.bias", Slot::kQkvB, local_layer, qkv_rows, 1), 0.0f);
+  }
+  // Row-parallel attention output projection (C, a d): this rank's columns.
+  normal(b.columns(p + ".proj.weight", Slot::kProjW, local_layer, d.C, q_rows, r * d.NH * d.HS,
+                   d.NH * d.HS),
+         residual_std);
+  if (m.attention_output_bias) {
+    constant(b.replicated(p + ".proj.bias", Slot::kProjB, local_layer, d.C, 1), 0.0f);
+  }
+  add_norm(b, d, p + ".ln2", Slot::kLn2W, Slot::kLn2B, local_layer);
+  // Column-parallel first MLP projection: [gate | up] rows for SwiGLU.
+  std::vector<RowSegment> fc1_rows = {{r * d.F, d.F}};
+  if (m.activation == models::Activation::kSwiglu) {
+    fc1_rows.push_back({m.ffn_hidden_size + r * d.F, d.F});
+  }
+  normal(b.rows(p + ".fc1.weight", Slot::kFc1W, local_layer, fc1_rows, d.C), kInitStd);
+  if (m.mlp_bias) {
+    constant(b.rows(p + ".fc1.bias", Slot::kFc1B, local_layer, fc1_rows, 1), 0.0f);
+  }
+  normal(
+      b.columns(p + ".fc2.weight", Slot::kFc2W, local_layer, d.C, m.ffn_hidden_size, r * d.F, d.F),
+      residual_std);
+  if (m.mlp_bias) {
+    constant(b.replicated(p + ".fc2.bias", Slot::kFc2B, local_layer, d.C, 1), 0.0f);
+  }
+}
+
+}  // namespace
+
+int64_t ParameterSpec::full_index(int64_t i) const {
+  int64_t local_row = i / local_cols;
+  const int64_t col = col_begin + i % local_cols;
+  for (const RowSegment& segment : rows) {
+    if (local_row < segment.count) {
+      return (segment.full_begin + local_row) * full_cols + col;
+    }
+    local_row -= segment.count;
+  }
+  return -1;  // unreachable for i < size
+}
+
+ChunkPlacement chunk_placement(const planner::Plan& plan, int stage, int chunk) {
+  const int pp = static_cast<int>(plan.layout.pp);
+  const int vpp = static_cast<int>(plan.layout.vpp);
+  const int per_chunk = static_cast<int>(planner::layers_per_chunk(plan.model, plan.layout));
+  ChunkPlacement c;
+  c.virtual_stage = chunk * pp + stage;
+  c.first_layer = c.virtual_stage * per_chunk;
+  c.num_layers = per_chunk;
+  c.has_embedding = c.virtual_stage == 0;
+  c.has_head = c.virtual_stage == pp * vpp - 1;
+  return c;
+}
+
+std::vector<ParameterSpec> stage_parameter_specs(const ShardDims& d, const planner::Plan& plan,
+                                                 int stage, std::vector<int>* chunk_of_spec) {
+  std::vector<ParameterSpec> specs;
+  chunk_of_spec->clear();
+  const models::TransformerConfig& m = d.model;
+  const std::vector<RowSegment> vocab_rows = {{d.vocab_start, d.V}};
+  bool holds_wte = false;
+  for (int chunk = 0; chunk < plan.layout.vpp; chunk++) {
+    const ChunkPlacement placement = chunk_placement(plan, stage, chunk);
+    SpecBuilder b(d, &specs, chunk_of_spec, chunk);
+    if (placement.has_embedding) {
+      normal(b.rows("wte.weight", Slot::kWte, -1, vocab_rows, d.C), kInitStd);
+      holds_wte = true;
+      if (m.positions == models::Positions::kLearned) {
+        normal(b.replicated("wpe.weight", Slot::kWpe, -1, m.max_position_embeddings, d.C),
+               kInitStd);
+      }
+    }
+    for (int l = 0; l < placement.num_layers; l++) {
+      add_layer(b, d, placement.first_layer + l, l);
+    }
+    if (placement.has_head) {
+      add_norm(b, d, "lnf", Slot::kLnfW, Slot::kLnfB, -1);
+      if (!m.tied_embeddings) {
+        normal(b.rows("lm_head.weight", Slot::kLmHead, -1, vocab_rows, d.C), kInitStd);
+      } else if (!holds_wte) {
+        // Tied across pipeline stages: the last stage's copy of the word embedding, under the
+        // embedding's name, so it starts equal and compares equal.
+        normal(b.rows("wte.weight", Slot::kLmHead, -1, vocab_rows, d.C), kInitStd);
+      }
+    }
+  }
+  int64_t offset = 0;
+  for (ParameterSpec& spec : specs) {
+    spec.offset = offset;
+    offset += spec.size;
+  }
+  return specs;
+}
+
+void bind_weights(std::vector<ChunkWeights>* weights, float* flat,
+                  const std::vector<ParameterSpec>& specs, const std::vector<int>& chunk_of_spec) {
+  for (size_t i = 0; i < specs.size(); i++) {
+    const ParameterSpec& spec = specs[i];
+    ChunkWeights& w = (*weights)[static_cast<size_t>(chunk_of_spec[i])];
+    float* p = flat + spec.offset;
+    LayerWeights* layer = spec.local_layer >= 0 ? &w.layers[spec.local_layer] : nullptr;
+    switch (spec.slot) {
+      case Slot::kWte:
+        w.wte = p;
+        break;
+      case Slot::kWpe:
+        w.wpe = p;
+        break;
+      case Slot::kLn1W:
+        layer->ln1_w = p;
+        break;
+      case Slot::kLn1B:
+        layer->ln1_b = p;
+        break;
+      case Slot::kQkvW:
+        layer->qkv_w = p;
+        break;
+      case Slot::kQkvB:
+        layer->qkv_b = p;
+        break;
+      case Slot::kProjW:
+        layer->proj_w = p;
+        break;
+      case Slot::kProjB:
+        layer->proj_b = p;
+        break;
+      case Slot::kLn2W:
+        layer->ln2_w = p;
+        break;
+      case Slot::kLn2B:
+        layer->ln2_b = p;
+        break;
+      case Slot::kFc1W:
+        layer->fc1_w = p;
+        break;
+      case Slot::kFc1B:
+        layer->fc1_b = p;
+        break;
+      case Slot::kFc2W:
+        layer->fc2_w = p;
+        break;
+      case Slot::kFc2B:
+        layer->fc2_b = p;
+        break;
+      case Slot::kLnfW:
+        w.lnf_w = p;
+        break;
+      case Slot::kLnfB:
+        w.lnf_b = p;
+        break;
+      case Slot::kLmHead:
+        w.lm_head = p;
+        break;
+    }
+  }
+  // Tied on one rank: the head reads (and its gradient adds into) the embedding itself.
+  for (ChunkWeights& w : *weights) {
+    if (w.lnf_w != nullptr && w.lm_head == nullptr) {
+      w.lm_head = (*weights)[0].wte;
+    }
+  }
+}
+
+uint64_t tensor_key(const std::string& name, uint64_t seed) {
+  uint64_t hash = 1469598103934665603ULL;  // FNV-1a 64-bit offset basis
+  for (const char c : name) {
+    hash = (hash ^ static_cast<uint8_t>(c)) * 1099511628211ULL;  // FNV-1a 64-bit prime
+  }
+  return splitmix64(hash ^ splitmix64(seed));
+}
+
+double counter_normal(uint64_t key, uint64_t index) {
+  // Box-Muller (Box and Muller 1958) on two uniforms drawn at counters 2i and 2i + 1.
+  const double u1 = to_unit_open(splitmix64(key + 2 * index));
+  const double u2 = to_unit_open(splitmix64(key + 2 * index + 1));
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+void initialize_parameters(float* flat, const std::vector<ParameterSpec>& specs, uint64_t seed) {
+  for (const ParameterSpec& spec : specs) {
+    float* p = flat + spec.offset;
+    if (spec.init_std == 0) {
+      std::fill(p, p + spec.size, spec.init_value);
+      continue;
+    }
+    const uint64_t key = tensor_key(spec.name, seed);
+    for (int64_t i = 0; i < spec.size; i++) {
+      p[i] = static_cast<float>(spec.init_std *
+                                counter_normal(key, static_cast<uint64_t>(spec.full_index(i))));
+    }
+  }
+}
+
+}  // namespace meshplan::executor

@@ -1,0 +1,121 @@
+#pragma once
+// The parameters one rank holds: every tensor of every model chunk of its pipeline stage, laid
+// out in one flat buffer (llm.c's ParameterTensors), so the data-parallel reduction and the
+// optimizer see one contiguous array. Gradients use the same layout in a second buffer.
+//
+// Each tensor knows where its elements sit in the full (unsharded) tensor. Initialisation draws
+// element (i) of the full tensor from a counter-based generator keyed by the tensor's name, so a
+// shard holds exactly the values the single-rank model holds there: every layout starts from the
+// same weights, whatever tp, pp and vpp are.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shard_dims.h"
+
+namespace meshplan::executor {
+
+/// Seed of the initial weights (fixed: every run of a plan starts from the same model).
+inline constexpr uint64_t kInitSeed = 20240601;
+
+enum class Slot {
+  kWte,
+  kWpe,
+  kLn1W,
+  kLn1B,
+  kQkvW,
+  kQkvB,
+  kProjW,
+  kProjB,
+  kLn2W,
+  kLn2B,
+  kFc1W,
+  kFc1B,
+  kFc2W,
+  kFc2B,
+  kLnfW,
+  kLnfB,
+  kLmHead
+};
+
+/// Rows [full_begin, full_begin + count) of the full tensor, placed next in the local shard.
+struct RowSegment {
+  int64_t full_begin = 0;
+  int64_t count = 0;
+};
+
+struct ParameterSpec {
+  std::string name;  // full-model name, e.g. "layers.3.qkv.weight" (global layer index)
+  Slot slot = Slot::kWte;
+  int local_layer = -1;          // layer within the chunk, -1 outside the blocks
+  int64_t offset = 0;            // first element in the rank's flat buffer
+  int64_t size = 0;              // elements on this rank
+  int64_t full_cols = 1;         // columns of the full tensor (1 for vectors)
+  std::vector<RowSegment> rows;  // the local rows, in order
+  int64_t col_begin = 0;  // local columns are [col_begin, col_begin + local_cols) of the full
+  int64_t local_cols = 1;
+  double init_std = 0;  // > 0: normal(0, init_std); 0: the constant init_value
+  float init_value = 0;
+  bool tp_replicated = false;  // the same on every tp rank (norms, row-parallel biases, wpe)
+
+  /// Index in the full tensor (row-major) of local element `i`.
+  int64_t full_index(int64_t i) const;
+};
+
+/// One block's weights (pointers into the flat buffer; nullptr where the model has none).
+struct LayerWeights {
+  float* ln1_w = nullptr;   // (C)
+  float* ln1_b = nullptr;   // (C), LayerNorm only
+  float* qkv_w = nullptr;   // (QKV, C): rows [NH query heads | KVH key heads | KVH value heads]
+  float* qkv_b = nullptr;   // (QKV)
+  float* proj_w = nullptr;  // (C, NH HS), row-parallel
+  float* proj_b = nullptr;  // (C)
+  float* ln2_w = nullptr;   // (C)
+  float* ln2_b = nullptr;   // (C)
+  float* fc1_w = nullptr;   // (FC1, C): rows [gate | up] for SwiGLU
+  float* fc1_b = nullptr;   // (FC1)
+  float* fc2_w = nullptr;   // (C, F), row-parallel
+  float* fc2_b = nullptr;   // (C)
+};
+
+/// One model chunk's weights or gradients.
+struct ChunkWeights {
+  float* wte = nullptr;  // (V, C), first virtual stage
+  float* wpe = nullptr;  // (max positions, C), first virtual stage, learned positions
+  std::vector<LayerWeights> layers;
+  float* lnf_w = nullptr;    // (C), last virtual stage
+  float* lnf_b = nullptr;    // (C)
+  float* lm_head = nullptr;  // (V, C), last virtual stage; the wte itself when tied on one rank
+};
+
+/// What one model chunk holds: virtual stage v = chunk * pp + stage, layers
+/// [v L, (v + 1) L) with L = num_layers / (pp vpp).
+struct ChunkPlacement {
+  int virtual_stage = 0;
+  int first_layer = 0;  // global index
+  int num_layers = 0;
+  bool has_embedding = false;  // first virtual stage
+  bool has_head = false;       // last virtual stage: final norm, LM head, loss
+};
+
+ChunkPlacement chunk_placement(const planner::Plan& plan, int stage, int chunk);
+
+/// All tensors of this rank's chunks, in flat-buffer order (chunk 0 first). Tied embeddings
+/// share one tensor when the first and last virtual stage are on this rank, and keep a copy on
+/// the last stage otherwise (Megatron-LM's embedding group), initialised to the same values.
+std::vector<ParameterSpec> stage_parameter_specs(const ShardDims& dims, const planner::Plan& plan,
+                                                 int stage, std::vector<int>* chunk_of_spec);
+
+/// Points `weights` (one per chunk) into `flat` following `specs`.
+void bind_weights(std::vector<ChunkWeights>* weights, float* flat,
+                  const std::vector<ParameterSpec>& specs, const std::vector<int>& chunk_of_spec);
+
+/// Fills `flat` with the initial values of every spec (layout-independent, see above).
+void initialize_parameters(float* flat, const std::vector<ParameterSpec>& specs, uint64_t seed);
+
+/// The standard normal value the generator gives element `index` of the tensor keyed `key`.
+double counter_normal(uint64_t key, uint64_t index);
+uint64_t tensor_key(const std::string& name, uint64_t seed);
+
+}  // namespace meshplan::executor

@@ -1,0 +1,167 @@
+#include "process_groups.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "meshplan/errors.h"
+#include "mpi_check.h"
+
+namespace meshplan::executor {
+
+namespace {
+
+constexpr int64_t kFloatBytes = 4;  // fp32
+
+int to_int_count(int64_t count) {
+  if (count > INT_MAX) {
+    throw RuntimeError(fmt::format("rank {}: message of {} elements exceeds MPI's int count",
+                                   world_rank(), count));
+  }
+  return static_cast<int>(count);
+}
+
+MPI_Comm split(MPI_Comm world, int color, int key) {
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_CHECK(MPI_Comm_split(world, color, key, &comm));
+  if (comm != MPI_COMM_NULL) {
+    set_errors_return(comm);
+  }
+  return comm;
+}
+
+}  // namespace
+
+ProcessGroups::ProcessGroups(const planner::Layout& layout, bool tied_embeddings, MPI_Comm world)
+    : world_(world) {
+  MPI_CHECK(MPI_Comm_rank(world, &rank_));
+  coords_ = planner::rank_coords(layout, rank_);
+  const int tp = static_cast<int>(coords_.tp_rank);
+  const int dp = static_cast<int>(coords_.dp_rank);
+  const int pp = static_cast<int>(coords_.pp_rank);
+  const int num_dp = static_cast<int>(layout.dp);
+  const int num_tp = static_cast<int>(layout.tp);
+  // Same color = same group; the key orders ranks by their coordinate in that group.
+  tp_ = split(world, pp * num_dp + dp, tp);
+  dp_ = split(world, pp * num_tp + tp, dp);
+  pp_ = split(world, dp * num_tp + tp, pp);
+  const bool embedding_member =
+      tied_embeddings && layout.pp > 1 && (pp == 0 || pp == layout.pp - 1);
+  embedding_ = split(world, embedding_member ? dp * num_tp + tp : MPI_UNDEFINED, pp);
+}
+
+ProcessGroups::~ProcessGroups() {
+  for (MPI_Comm* comm : {&tp_, &dp_, &pp_, &embedding_}) {
+    if (*comm != MPI_COMM_NULL) {
+      MPI_Comm_free(comm);
+    }
+  }
+}
+
+MPI_Comm ProcessGroups::comm(CommGroup group) const {
+  switch (group) {
+    case CommGroup::kTp:
+      return tp_;
+    case CommGroup::kPp:
+      return pp_;
+    case CommGroup::kDp:
+      return dp_;
+    case CommGroup::kEmbedding:
+      return embedding_;
+  }
+  return MPI_COMM_NULL;
+}
+
+int ProcessGroups::size(CommGroup group) const {
+  const MPI_Comm c = comm(group);
+  if (c == MPI_COMM_NULL) {
+    return 0;
+  }
+  int n = 0;
+  MPI_CHECK(MPI_Comm_size(c, &n));
+  return n;
+}
+
+void ProcessGroups::count(CollectiveKind kind, CommGroup group, int64_t bytes) {
+  traffic_[{kind, group}] += bytes;
+}
+
+void ProcessGroups::all_reduce_sum(CommGroup group, float* buffer, int64_t count) {
+  if (size(group) <= 1) {
+    return;
+  }
+  MPI_CHECK(
+      MPI_Allreduce(MPI_IN_PLACE, buffer, to_int_count(count), MPI_FLOAT, MPI_SUM, comm(group)));
+  this->count(CollectiveKind::kAllReduce, group, count * kFloatBytes);
+}
+
+void ProcessGroups::all_reduce_max(CommGroup group, float* buffer, int64_t count) {
+  if (size(group) <= 1) {
+    return;
+  }
+  MPI_CHECK(
+      MPI_Allreduce(MPI_IN_PLACE, buffer, to_int_count(count), MPI_FLOAT, MPI_MAX, comm(group)));
+  this->count(CollectiveKind::kAllReduce, group, count * kFloatBytes);
+}
+
+void ProcessGroups::all_gather(CommGroup group, float* out, const float* in, int64_t count) {
+  const int n = size(group);
+  if (n <= 1) {
+    std::copy(in, in + count, out);
+    return;
+  }
+  MPI_CHECK(MPI_Allgather(in, to_int_count(count), MPI_FLOAT, out, to_int_count(count), MPI_FLOAT,
+                          comm(group)));
+  this->count(CollectiveKind::kAllGather, group, n * count * kFloatBytes);
+}
+
+void ProcessGroups::reduce_scatter(CommGroup group, float* out, const float* in, int64_t count) {
+  const int n = size(group);
+  if (n <= 1) {
+    std::copy(in, in + count, out);
+    return;
+  }
+  MPI_CHECK(
+      MPI_Reduce_scatter_block(in, out, to_int_count(count), MPI_FLOAT, MPI_SUM, comm(group)));
+  this->count(CollectiveKind::kReduceScatter, group, n * count * kFloatBytes);
+}
+
+MPI_Request ProcessGroups::iall_reduce_sum(CommGroup group, float* buffer, int64_t count) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (size(group) <= 1) {
+    return request;
+  }
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer, to_int_count(count), MPI_FLOAT, MPI_SUM,
+                           comm(group), &request));
+  this->count(CollectiveKind::kAllReduce, group, count * kFloatBytes);
+  return request;
+}
+
+MPI_Request ProcessGroups::ireduce_scatter(CommGroup group, float* out, const float* in,
+                                           int64_t count) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  const int n = size(group);
+  if (n <= 1) {
+    std::copy(in, in + count, out);
+    return request;
+  }
+  MPI_CHECK(MPI_Ireduce_scatter_block(in, out, to_int_count(count), MPI_FLOAT, MPI_SUM, comm(group),
+                                      &request));
+  this->count(CollectiveKind::kReduceScatter, group, n * count * kFloatBytes);
+  return request;
+}
+
+MPI_Request ProcessGroups::isend(const float* buffer, int64_t count, int peer_stage, int tag) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Isend(buffer, to_int_count(count), MPI_FLOAT, peer_stage, tag, pp_, &request));
+  this->count(CollectiveKind::kSendRecv, CommGroup::kPp, count * kFloatBytes);
+  return request;
+}
+
+void ProcessGroups::recv(float* buffer, int64_t count, int peer_stage, int tag) {
+  MPI_CHECK(
+      MPI_Recv(buffer, to_int_count(count), MPI_FLOAT, peer_stage, tag, pp_, MPI_STATUS_IGNORE));
+}
+
+}  // namespace meshplan::executor

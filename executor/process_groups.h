@@ -1,0 +1,72 @@
+#pragma once
+// This rank's MPI process groups, built from the plan's rank placement with MPI_Comm_split
+// (tp, pp, dp, and Megatron-LM's 2-rank embedding group of the first and last pipeline stage),
+// and the collectives the executor issues on them. Every collective counts its message bytes
+// by (kind, group) in nccl-tests' sense of "size": the whole buffer of an all-reduce, the
+// gathered output of an all-gather, the whole input of a reduce-scatter, the payload of a send.
+// Groups of one rank issue nothing and count nothing.
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <map>
+#include <utility>
+
+#include "meshplan/cost_model.h"
+#include "meshplan/layout.h"
+
+namespace meshplan::executor {
+
+using planner::CollectiveKind;
+using planner::CommGroup;
+
+/// Message bytes per (kind, group) issued by this rank.
+using TrafficCounts = std::map<std::pair<CollectiveKind, CommGroup>, int64_t>;
+
+class ProcessGroups {
+ public:
+  /// Collective over `world`, whose size must be layout.num_gpus().
+  ProcessGroups(const planner::Layout& layout, bool tied_embeddings, MPI_Comm world);
+  ~ProcessGroups();
+  ProcessGroups(const ProcessGroups&) = delete;
+  ProcessGroups& operator=(const ProcessGroups&) = delete;
+
+  int rank() const { return rank_; }
+  const planner::RankCoords& coords() const { return coords_; }
+  MPI_Comm world() const { return world_; }
+  /// Size of `group` as seen from this rank (the embedding group is 0 off the first/last stage).
+  int size(CommGroup group) const;
+  MPI_Comm comm(CommGroup group) const;
+
+  void all_reduce_sum(CommGroup group, float* buffer, int64_t count);
+  void all_reduce_max(CommGroup group, float* buffer, int64_t count);
+  /// out (size * count) = every rank's in (count), in rank order.
+  void all_gather(CommGroup group, float* out, const float* in, int64_t count);
+  /// out (count) = this rank's block of the sum of every rank's in (size * count).
+  void reduce_scatter(CommGroup group, float* out, const float* in, int64_t count);
+  /// Non-blocking forms, for the data-parallel reduction that overlaps the backward.
+  MPI_Request iall_reduce_sum(CommGroup group, float* buffer, int64_t count);
+  MPI_Request ireduce_scatter(CommGroup group, float* out, const float* in, int64_t count);
+
+  /// Point-to-point on the pp group: sends never block (the request completes later),
+  /// receives block. `peer_stage` is the other pipeline rank.
+  MPI_Request isend(const float* buffer, int64_t count, int peer_stage, int tag);
+  void recv(float* buffer, int64_t count, int peer_stage, int tag);
+
+  const TrafficCounts& traffic() const { return traffic_; }
+  void reset_traffic() { traffic_.clear(); }
+
+ private:
+  void count(CollectiveKind kind, CommGroup group, int64_t bytes);
+
+  MPI_Comm world_;
+  int rank_ = 0;
+  planner::RankCoords coords_;
+  MPI_Comm tp_ = MPI_COMM_NULL;
+  MPI_Comm pp_ = MPI_COMM_NULL;
+  MPI_Comm dp_ = MPI_COMM_NULL;
+  MPI_Comm embedding_ = MPI_COMM_NULL;
+  TrafficCounts traffic_;
+};
+
+}  // namespace meshplan::executor

@@ -1,0 +1,100 @@
+#include "shard_dims.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "meshplan/errors.h"
+
+namespace meshplan::executor {
+
+ShardDims make_shard_dims(const planner::Plan& plan, int tp_rank) {
+  const models::TransformerConfig& model = plan.model;
+  const planner::Layout& layout = plan.layout;
+  ShardDims d;
+  d.model = model;
+  d.tp = static_cast<int>(layout.tp);
+  d.tp_rank = tp_rank;
+  d.sequence_parallel = layout.sequence_parallel;
+  d.T = static_cast<int>(model.seq_length);
+  d.B = static_cast<int>(layout.micro_batch);
+  d.C = static_cast<int>(model.hidden_size);
+  d.NH = static_cast<int>(model.num_attention_heads / layout.tp);
+  d.KVH = static_cast<int>(model.num_kv_heads / layout.tp);
+  d.HS = static_cast<int>(model.head_dim);
+  d.QKV = (d.NH + 2 * d.KVH) * d.HS;
+  d.F = static_cast<int>(model.ffn_hidden_size / layout.tp);
+  d.FC1 = model.activation == models::Activation::kSwiglu ? 2 * d.F : d.F;
+  d.V = static_cast<int>(model.vocab_size / layout.tp);
+  d.vocab_start = tp_rank * d.V;
+  d.N = d.T * d.B;
+  d.T_local = d.sequence_parallel ? d.T / d.tp : d.T;
+  d.N_local = d.T_local * d.B;
+  d.t0 = d.sequence_parallel ? tp_rank * d.T_local : 0;
+  return d;
+}
+
+void validate_plan_for_executor(const planner::Plan& plan, const std::string& source) {
+  const models::TransformerConfig& model = plan.model;
+  const planner::Layout& layout = plan.layout;
+  if (plan.cluster.precision != models::Precision::kFp32) {
+    throw InputError(
+        fmt::format("{}: cluster.precision: the CPU executor runs fp32 only ({}); "
+                    "plan with --cluster local-cpu",
+                    source, models::to_string(plan.cluster.precision)));
+  }
+  if (model.positions == models::Positions::kAlibi) {
+    throw InputError(fmt::format(
+        "{}: model.positions: the CPU executor implements learned and rope positions ({})", source,
+        models::to_string(model.positions)));
+  }
+  if (layout.zero != 0 && layout.zero != 1) {
+    throw InputError(fmt::format(
+        "{}: layout.zero: the CPU executor implements ZeRO 0 and 1 (distributed optimizer) ({})",
+        source, layout.zero));
+  }
+  if (plan.options.overlap_tp_comm) {
+    throw InputError(
+        fmt::format("{}: options.overlap_tp_comm: the CPU executor does not overlap "
+                    "tensor-parallel communication with GEMMs (true)",
+                    source));
+  }
+  const planner::Validity validity =
+      planner::check_layout(model, plan.cluster, plan.num_gpus, layout,
+                            /*allow_tp_across_nodes=*/true);
+  if (!validity.ok()) {
+    throw InputError(fmt::format("{}: layout: {}", source, validity.reason));
+  }
+  if (model.vocab_size % layout.tp != 0) {
+    throw InputError(
+        fmt::format("{}: model.vocab_size: not divisible by tp; the CPU executor "
+                    "does not pad the vocabulary ({} % {})",
+                    source, model.vocab_size, layout.tp));
+  }
+  if (model.positions == models::Positions::kRope && model.head_dim % 2 != 0) {
+    throw InputError(fmt::format("{}: model.head_dim: RoPE needs an even head dim ({})", source,
+                                 model.head_dim));
+  }
+  if (model.positions == models::Positions::kLearned &&
+      model.seq_length > model.max_position_embeddings) {
+    throw InputError(
+        fmt::format("{}: model.seq_length: longer than the learned position table "
+                    "({} > {})",
+                    source, model.seq_length, model.max_position_embeddings));
+  }
+  // The kernels index with int (llm.c's convention): every tensor of a micro-batch must fit.
+  const int64_t widest = std::max(
+      {model.hidden_size, (model.num_attention_heads + 2 * model.num_kv_heads) * model.head_dim,
+       model.ffn_hidden_size * 2, model.vocab_size, model.seq_length});
+  const int64_t elements = layout.micro_batch * model.seq_length * widest;
+  if (elements > std::numeric_limits<int>::max() ||
+      model.vocab_size * model.hidden_size > std::numeric_limits<int>::max()) {
+    throw InputError(
+        fmt::format("{}: model: too large for the CPU executor, a micro-batch tensor "
+                    "has {} elements",
+                    source, elements));
+  }
+}
+
+}  // namespace meshplan::executor

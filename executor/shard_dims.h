@@ -1,0 +1,41 @@
+#pragma once
+// The sizes one rank works with: the plan's model shape after tensor-parallel sharding, in llm.c's
+// shape letters. Sizes are computed here and nowhere else in the executor.
+
+#include <string>
+
+#include "meshplan/plan_file.h"
+
+namespace meshplan::executor {
+
+struct ShardDims {
+  int T = 0;            // sequence length s, e.g. 32 (tiny)
+  int B = 0;            // sequences per micro-batch
+  int C = 0;            // hidden size h, e.g. 64
+  int NH = 0;           // query heads on this rank: a / tp
+  int KVH = 0;          // kv heads on this rank: g / tp
+  int HS = 0;           // head dim d
+  int QKV = 0;          // fused QKV columns on this rank: (NH + 2 KVH) HS
+  int F = 0;            // ffn channels on this rank: f / tp
+  int FC1 = 0;          // first MLP projection columns on this rank: F (gelu), 2F (swiglu)
+  int V = 0;            // vocabulary rows on this rank: V / tp
+  int vocab_start = 0;  // first token of this rank's vocabulary shard
+  int N = 0;            // rows of a full micro-batch, T B (sequence-first: row t B + b)
+  int N_local = 0;      // rows of the residual stream here: N / tp with sequence parallel, else N
+  int T_local = 0;      // positions of the residual stream here: T / tp or T
+  int t0 = 0;           // first position of this rank's residual rows
+  int tp = 1;
+  int tp_rank = 0;
+  bool sequence_parallel = false;
+  models::TransformerConfig model;
+};
+
+ShardDims make_shard_dims(const planner::Plan& plan, int tp_rank);
+
+/// Everything the CPU executor cannot run, as InputError naming the plan file and field:
+/// a precision other than fp32, alibi positions, ZeRO 2 and 3, tensor-parallel communication
+/// overlap, a vocabulary not divisible by tp, odd head dims with RoPE, sequences longer than
+/// the position table, sizes past the kernels' int range, and any layout check_layout rejects.
+void validate_plan_for_executor(const planner::Plan& plan, const std::string& source);
+
+}  // namespace meshplan::executor

@@ -1,0 +1,221 @@
+#include "trainer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "meshplan/errors.h"
+#include "mpi_check.h"
+#include "pipeline_runner.h"
+
+namespace meshplan::executor {
+
+namespace {
+
+bool zero1_sharded(const planner::Plan& plan) {
+  return plan.layout.zero == 1 && plan.layout.dp > 1;
+}
+
+}  // namespace
+
+Trainer::Trainer(const planner::Plan& plan, std::shared_ptr<const TokenSource> data,
+                 const AdamWConfig& adamw, MPI_Comm world)
+    : plan_(plan),
+      groups_(plan.layout, plan.model.tied_embeddings, world),
+      dims_(make_shard_dims(plan, static_cast<int>(groups_.coords().tp_rank))),
+      ctx_{dims_, groups_, memory_},
+      data_(std::move(data)),
+      adamw_(adamw) {
+  const int stage = this->stage();
+  const int vpp = static_cast<int>(plan.layout.vpp);
+  specs_ = stage_parameter_specs(dims_, plan_, stage, &chunk_of_spec_);
+  for (const ParameterSpec& spec : specs_) {
+    num_parameters_ += spec.size;
+  }
+  const int64_t dp = plan.layout.dp;
+  padded_size_ = zero1_sharded(plan) ? (num_parameters_ + dp - 1) / dp * dp : num_parameters_;
+  params_ = Tensor(&memory_, padded_size_);
+  grads_ = Tensor(&memory_, padded_size_);
+  const int64_t state_size = zero1_sharded(plan) ? padded_size_ / dp : num_parameters_;
+  adam_m_ = Tensor(&memory_, state_size);
+  adam_v_ = Tensor(&memory_, state_size);
+  initialize_parameters(params_.data(), specs_, kInitSeed);
+
+  weights_.resize(static_cast<size_t>(vpp));
+  grad_views_.resize(static_cast<size_t>(vpp));
+  for (int c = 0; c < vpp; c++) {
+    const ChunkPlacement placement = chunk_placement(plan_, stage, c);
+    weights_[static_cast<size_t>(c)].layers.resize(static_cast<size_t>(placement.num_layers));
+    grad_views_[static_cast<size_t>(c)].layers.resize(static_cast<size_t>(placement.num_layers));
+  }
+  bind_weights(&weights_, params_.data(), specs_, chunk_of_spec_);
+  bind_weights(&grad_views_, grads_.data(), specs_, chunk_of_spec_);
+  const float loss_scale =
+      1.0f / static_cast<float>(plan.layout.global_batch * plan.model.seq_length);
+  for (int c = 0; c < vpp; c++) {
+    chunks_.emplace_back(chunk_placement(plan_, stage, c), weights_[static_cast<size_t>(c)],
+                         grad_views_[static_cast<size_t>(c)], plan.layout.recompute,
+                         plan.options.flash_attention, loss_scale);
+  }
+  schedule_ = planner::generate_schedule(plan.layout.schedule, plan.layout.pp, plan.layout.vpp,
+                                         plan.layout.num_micro_batches());
+  check_tag_range(schedule_);
+  sync_ = std::make_unique<GradientSync>(specs_, chunk_of_spec_, vpp, grads_.data(), padded_size_,
+                                         plan_, groups_, memory_);
+}
+
+double Trainer::compute_gradients() {
+  groups_.reset_traffic();
+  std::fill(grads_.data(), grads_.data() + grads_.size(), 0.0f);
+  const planner::Layout& layout = plan_.layout;
+  const int64_t samples_per_dp_rank = layout.global_batch / layout.dp;
+  PipelineStep step{
+      schedule_,
+      chunks_,
+      *data_,
+      *sync_,
+      ctx_,
+      stage(),
+      steps_done_ * layout.global_batch + groups_.coords().dp_rank * samples_per_dp_rank};
+  const double loss_sum = run_pipeline_step(step);
+  sync_->finish();
+  // Monitoring, not model traffic (so not counted): the loss sums of the last stage's tp rank 0
+  // of every dp rank.
+  const double local = groups_.coords().tp_rank == 0 ? loss_sum : 0.0;
+  double total = 0;
+  MPI_CHECK(MPI_Allreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, groups_.world()));
+  return total / static_cast<double>(layout.global_batch * plan_.model.seq_length);
+}
+
+StepOutcome Trainer::train_step() {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  StepOutcome outcome;
+  outcome.loss = compute_gradients();
+  optimizer_step_();
+  steps_done_++;
+  outcome.step = steps_done_;
+  outcome.traffic = groups_.traffic();
+  // The slowest rank's time (monitoring, not counted).
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  MPI_CHECK(MPI_Allreduce(&elapsed, &outcome.step_time_s, 1, MPI_DOUBLE, MPI_MAX, groups_.world()));
+  return outcome;
+}
+
+void Trainer::optimizer_step_() {
+  const int64_t t = steps_done_ + 1;
+  if (!zero1_sharded(plan_)) {
+    adamw_update(params_.data(), adam_m_.data(), adam_v_.data(), grads_.data(), num_parameters_, t,
+                 adamw_);
+    return;
+  }
+  // ZeRO 1: update this rank's shard with its reduced gradients, then gather the parameters
+  // (Rajbhandari et al. 2020, Sec. 5.1).
+  const int64_t shard = padded_size_ / plan_.layout.dp;
+  float* mine = params_.data() + groups_.coords().dp_rank * shard;
+  adamw_update(mine, adam_m_.data(), adam_v_.data(), sync_->shard_gradients(), shard, t, adamw_);
+  Tensor updated(&memory_, shard);
+  std::copy_n(mine, shard, updated.data());
+  groups_.all_gather(CommGroup::kDp, params_.data(), updated.data(), shard);
+}
+
+std::map<std::string, std::vector<float>> Trainer::gather_full_parameters(int root) const {
+  // Each rank sends (name, full index, value) triples of everything it holds.
+  std::string payload;
+  auto append = [&payload](const void* data, size_t size) {
+    payload.append(static_cast<const char*>(data), size);
+  };
+  for (const ParameterSpec& spec : specs_) {
+    const uint32_t name_size = static_cast<uint32_t>(spec.name.size());
+    const int64_t count = spec.size;
+    append(&name_size, sizeof(name_size));
+    append(spec.name.data(), spec.name.size());
+    append(&count, sizeof(count));
+    for (int64_t i = 0; i < count; i++) {
+      const int64_t index = spec.full_index(i);
+      append(&index, sizeof(index));
+      append(params_.data() + spec.offset + i, sizeof(float));
+    }
+  }
+  MPI_Comm world = groups_.world();
+  int size = 0;
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_size(world, &size));
+  MPI_CHECK(MPI_Comm_rank(world, &rank));
+  const int length = static_cast<int>(payload.size());
+  std::vector<int> lengths(static_cast<size_t>(size));
+  MPI_CHECK(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, root, world));
+  std::vector<int> displacements(static_cast<size_t>(size), 0);
+  for (int r = 1; r < size; r++) {
+    displacements[r] = displacements[r - 1] + lengths[r - 1];
+  }
+  std::string all(rank == root ? static_cast<size_t>(displacements.back() + lengths.back()) : 0,
+                  '\0');
+  MPI_CHECK(MPI_Gatherv(payload.data(), length, MPI_CHAR, all.data(), lengths.data(),
+                        displacements.data(), MPI_CHAR, root, world));
+  std::map<std::string, std::vector<float>> full;
+  size_t at = 0;
+  auto read = [&all, &at](void* out, size_t bytes) {
+    std::memcpy(out, all.data() + at, bytes);
+    at += bytes;
+  };
+  while (at < all.size()) {
+    uint32_t name_size = 0;
+    read(&name_size, sizeof(name_size));
+    std::string name = all.substr(at, name_size);
+    at += name_size;
+    int64_t count = 0;
+    read(&count, sizeof(count));
+    std::vector<float>& tensor = full[name];
+    for (int64_t i = 0; i < count; i++) {
+      int64_t index = 0;
+      float value = 0;
+      read(&index, sizeof(index));
+      read(&value, sizeof(value));
+      if (static_cast<int64_t>(tensor.size()) <= index) {
+        tensor.resize(static_cast<size_t>(index) + 1, 0.0f);
+      }
+      tensor[static_cast<size_t>(index)] = value;
+    }
+  }
+  return full;
+}
+
+std::string Trainer::shard_bytes() const {
+  std::string bytes;
+  auto append = [&bytes](const void* data, size_t size) {
+    bytes.append(static_cast<const char*>(data), size);
+  };
+  const int64_t header[3] = {steps_done_, num_parameters_, adam_m_.size()};
+  append(header, sizeof(header));
+  append(params_.data(), static_cast<size_t>(num_parameters_) * sizeof(float));
+  append(adam_m_.data(), static_cast<size_t>(adam_m_.bytes()));
+  append(adam_v_.data(), static_cast<size_t>(adam_v_.bytes()));
+  return bytes;
+}
+
+void Trainer::load_shard_bytes(const std::string& bytes, const std::string& source) {
+  int64_t header[3] = {0, 0, 0};
+  const size_t expected = sizeof(header) + static_cast<size_t>(num_parameters_) * sizeof(float) +
+                          2 * static_cast<size_t>(adam_m_.bytes());
+  if (bytes.size() >= sizeof(header)) {
+    std::memcpy(header, bytes.data(), sizeof(header));
+  }
+  if (bytes.size() != expected || header[1] != num_parameters_ || header[2] != adam_m_.size()) {
+    throw InputError(
+        fmt::format("{}: checkpoint shard does not match this rank's parameters "
+                    "({} bytes, expected {})",
+                    source, bytes.size(), expected));
+  }
+  const char* at = bytes.data() + sizeof(header);
+  std::memcpy(params_.data(), at, static_cast<size_t>(num_parameters_) * sizeof(float));
+  at += static_cast<size_t>(num_parameters_) * sizeof(float);
+  std::memcpy(adam_m_.data(), at, static_cast<size_t>(adam_m_.bytes()));
+  at += adam_m_.bytes();
+  std::memcpy(adam_v_.data(), at, static_cast<size_t>(adam_v_.bytes()));
+  steps_done_ = header[0];
+}
+
+}  // namespace meshplan::executor

@@ -1,0 +1,89 @@
+#pragma once
+// One rank's share of training a plan: its parameters (flat buffer), gradients, AdamW state
+// (whole, or its ZeRO-1 shard), its model chunks, the schedule's op list for its stage, and the
+// gradient reductions. train_step() is collective over the world communicator.
+
+#include <mpi.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data_source.h"
+#include "gradient_sync.h"
+#include "meshplan/plan_file.h"
+#include "meshplan/schedule.h"
+#include "model_chunk.h"
+#include "ops/adamw.h"
+#include "process_groups.h"
+
+namespace meshplan::executor {
+
+struct StepOutcome {
+  int64_t step = 0;        // counted from 1
+  double loss = 0;         // mean token loss of the global batch, on every rank
+  double step_time_s = 0;  // slowest rank's wall time for the step
+  TrafficCounts traffic;   // this rank's collective message bytes during the step
+};
+
+class Trainer {
+ public:
+  /// Collective over `world` (size plan.num_gpus). The plan must have passed
+  /// validate_plan_for_executor.
+  Trainer(const planner::Plan& plan, std::shared_ptr<const TokenSource> data,
+          const AdamWConfig& adamw, MPI_Comm world);
+
+  StepOutcome train_step();
+  /// The forward and backward of one step and the gradient reductions, without the optimizer:
+  /// returns the global batch's mean token loss (on every rank); gradients() then holds the
+  /// reduced gradients (of this rank's shard only, under ZeRO 1 with dp > 1).
+  double compute_gradients();
+
+  int64_t steps_done() const { return steps_done_; }
+  int stage() const { return static_cast<int>(groups_.coords().pp_rank); }
+  const ProcessGroups& groups() const { return groups_; }
+  const MemoryTracker& memory() const { return memory_; }
+  /// Parameters this rank allocates (without the ZeRO padding).
+  int64_t num_parameters() const { return num_parameters_; }
+  const std::vector<ParameterSpec>& specs() const { return specs_; }
+  const float* parameters() const { return params_.data(); }
+  float* mutable_parameters() { return params_.data(); }
+  const float* gradients() const { return grads_.data(); }
+
+  /// Collective: the full model on `root` (name -> full tensor, row-major), assembled from every
+  /// rank's shards; empty elsewhere.
+  std::map<std::string, std::vector<float>> gather_full_parameters(int root) const;
+
+  /// This rank's checkpoint shard (parameters, AdamW moments, step) as bytes, and back. Loading
+  /// throws InputError naming `source` when the shard does not fit this rank.
+  std::string shard_bytes() const;
+  void load_shard_bytes(const std::string& bytes, const std::string& source);
+
+ private:
+  void optimizer_step_();
+
+  planner::Plan plan_;
+  MemoryTracker memory_;
+  ProcessGroups groups_;
+  ShardDims dims_;
+  RankContext ctx_;
+  std::shared_ptr<const TokenSource> data_;
+  AdamWConfig adamw_;
+  std::vector<ParameterSpec> specs_;
+  std::vector<int> chunk_of_spec_;
+  int64_t num_parameters_ = 0;
+  int64_t padded_size_ = 0;  // a multiple of dp under ZeRO 1
+  Tensor params_;
+  Tensor grads_;
+  Tensor adam_m_;
+  Tensor adam_v_;
+  std::vector<ChunkWeights> weights_;
+  std::vector<ChunkWeights> grad_views_;
+  std::vector<ModelChunk> chunks_;
+  planner::PipelineSchedule schedule_;
+  std::unique_ptr<GradientSync> sync_;
+  int64_t steps_done_ = 0;
+};
+
+}  // namespace meshplan::executor

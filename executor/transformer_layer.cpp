@@ -1,0 +1,190 @@
+#include "transformer_layer.h"
+
+#include "ops/attention.h"
+#include "ops/eigen_maps.h"
+#include "ops/gelu.h"
+#include "ops/linear.h"
+#include "ops/norm.h"
+#include "ops/residual.h"
+#include "ops/rope.h"
+#include "ops/swiglu.h"
+
+namespace meshplan::executor {
+
+namespace {
+
+// A row-parallel layer's bias is added once, after the reduction, to the residual rows here.
+void add_bias_rows(float* x, const float* bias, int rows, int C) {
+  if (bias != nullptr) {
+    MatrixMap<float>(x, rows, C).rowwise() += ConstVectorMap<float>(bias, C).transpose();
+  }
+}
+
+// ... and its gradient is the column sum of those rows (partial under sequence parallelism).
+void bias_rows_backward(float* dbias, const float* dout, int rows, int C) {
+  if (dbias != nullptr) {
+    VectorMap<float>(dbias, C) += ConstMatrixMap<float>(dout, rows, C).colwise().sum().transpose();
+  }
+}
+
+void activation_forward(const ShardDims& d, float* out, const float* inp) {
+  if (d.model.activation == models::Activation::kSwiglu) {
+    swiglu_forward(out, inp, d.N, d.F);
+  } else {
+    gelu_forward(out, inp, d.N * d.F);
+  }
+}
+
+void activation_backward(const ShardDims& d, float* dinp, const float* inp, const float* dout) {
+  if (d.model.activation == models::Activation::kSwiglu) {
+    swiglu_backward(dinp, inp, dout, d.N, d.F);
+  } else {
+    gelu_backward(dinp, inp, dout, d.N * d.F);
+  }
+}
+
+void norm_activations(const RankContext& ctx, Tensor* out, Tensor* mean, Tensor* rstd) {
+  const ShardDims& d = ctx.dims;
+  *out = ctx.tensor(static_cast<int64_t>(d.N_local) * d.C);
+  *rstd = ctx.tensor(d.N_local);
+  if (d.model.norm == models::Norm::kLayerNorm) {
+    *mean = ctx.tensor(d.N_local);
+  }
+}
+
+}  // namespace
+
+void layer_forward(float* out, LayerActivations* acts, const float* inp, const LayerWeights& w,
+                   bool save_probabilities, const RankContext& ctx) {
+  const ShardDims& d = ctx.dims;
+  const models::Norm norm = d.model.norm;
+  // Attention block.
+  norm_activations(ctx, &acts->ln1_out, &acts->ln1_mean, &acts->ln1_rstd);
+  norm_forward(norm, acts->ln1_out.data(), acts->ln1_mean.data(), acts->ln1_rstd.data(), inp,
+               w.ln1_w, w.ln1_b, d.N_local, d.C);
+  Tensor gathered;
+  const float* x1 = gather_sequence(ctx, acts->ln1_out.data(), &gathered, d.C);
+  acts->qkv = ctx.tensor(static_cast<int64_t>(d.N) * d.QKV);
+  linear_forward(acts->qkv.data(), x1, w.qkv_w, w.qkv_b, d.N, d.C, d.QKV);
+  gathered.reset();
+  if (d.model.positions == models::Positions::kRope) {
+    rope_forward(acts->qkv.data(), d.T, d.B, d.NH + d.KVH, d.QKV, d.HS);
+  }
+  acts->att_out = ctx.tensor(static_cast<int64_t>(d.N) * d.NH * d.HS);
+  Tensor att = ctx.tensor(static_cast<int64_t>(d.B) * d.NH * d.T * d.T);
+  attention_forward(acts->att_out.data(), att.data(), acts->qkv.data(), d.T, d.B, d.NH, d.KVH,
+                    d.HS);
+  if (save_probabilities) {
+    acts->att = std::move(att);
+  }
+  att.reset();
+  Tensor proj = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
+  linear_forward<float>(proj.data(), acts->att_out.data(), w.proj_w, nullptr, d.N, d.NH * d.HS,
+                        d.C);
+  proj = reduce_partial_sums(ctx, std::move(proj), d.C);
+  add_bias_rows(proj.data(), w.proj_b, d.N_local, d.C);
+  acts->residual2 = ctx.tensor(static_cast<int64_t>(d.N_local) * d.C);
+  residual_forward(acts->residual2.data(), inp, proj.data(), d.N_local * d.C);
+  proj.reset();
+  // MLP block.
+  norm_activations(ctx, &acts->ln2_out, &acts->ln2_mean, &acts->ln2_rstd);
+  norm_forward(norm, acts->ln2_out.data(), acts->ln2_mean.data(), acts->ln2_rstd.data(),
+               acts->residual2.data(), w.ln2_w, w.ln2_b, d.N_local, d.C);
+  const float* x2 = gather_sequence(ctx, acts->ln2_out.data(), &gathered, d.C);
+  acts->fc1_out = ctx.tensor(static_cast<int64_t>(d.N) * d.FC1);
+  linear_forward(acts->fc1_out.data(), x2, w.fc1_w, w.fc1_b, d.N, d.C, d.FC1);
+  gathered.reset();
+  acts->act_out = ctx.tensor(static_cast<int64_t>(d.N) * d.F);
+  activation_forward(d, acts->act_out.data(), acts->fc1_out.data());
+  Tensor fc2 = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
+  linear_forward<float>(fc2.data(), acts->act_out.data(), w.fc2_w, nullptr, d.N, d.F, d.C);
+  fc2 = reduce_partial_sums(ctx, std::move(fc2), d.C);
+  add_bias_rows(fc2.data(), w.fc2_b, d.N_local, d.C);
+  residual_forward(out, acts->residual2.data(), fc2.data(), d.N_local * d.C);
+}
+
+void layer_backward_input(float* dinp, LayerWeights& grads, LayerActivations* acts,
+                          const float* dout, const float* inp, const LayerWeights& w,
+                          const RankContext& ctx) {
+  const ShardDims& d = ctx.dims;
+  const models::Norm norm = d.model.norm;
+  Tensor scratch;
+  // MLP block: out = residual2 + fc2(...) + fc2_b.
+  Tensor d_residual2 = copy_rows(ctx, dout, d.N_local, d.C);
+  bias_rows_backward(grads.fc2_b, dout, d.N_local, d.C);
+  const float* d_fc2 = gather_sequence(ctx, dout, &scratch, d.C);
+  acts->d_fc2 = scratch.empty() ? copy_rows(ctx, d_fc2, d.N, d.C) : std::move(scratch);
+  Tensor d_act = ctx.tensor(static_cast<int64_t>(d.N) * d.F);
+  linear_backward_input(d_act.data(), acts->d_fc2.data(), w.fc2_w, d.N, d.F, d.C);
+  acts->d_fc1 = ctx.tensor(static_cast<int64_t>(d.N) * d.FC1);
+  activation_backward(d, acts->d_fc1.data(), acts->fc1_out.data(), d_act.data());
+  d_act.reset();
+  Tensor d_x2 = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
+  linear_backward_input(d_x2.data(), acts->d_fc1.data(), w.fc1_w, d.N, d.C, d.FC1);
+  d_x2 = reduce_partial_sums(ctx, std::move(d_x2), d.C);
+  norm_backward(norm, d_residual2.data(), grads.ln2_w, grads.ln2_b, d_x2.data(),
+                acts->residual2.data(), w.ln2_w, acts->ln2_mean.data(), acts->ln2_rstd.data(),
+                d.N_local, d.C);
+  d_x2.reset();
+  // Attention block: residual2 = inp + proj(...) + proj_b.
+  // The skip path: dinp += d_residual2; the projection path reads d_residual2 as it is.
+  VectorMap<float>(dinp, d_residual2.size()) +=
+      ConstVectorMap<float>(d_residual2.data(), d_residual2.size());
+  bias_rows_backward(grads.proj_b, d_residual2.data(), d.N_local, d.C);
+  const float* d_proj = gather_sequence(ctx, d_residual2.data(), &scratch, d.C);
+  acts->d_proj = scratch.empty() ? copy_rows(ctx, d_proj, d.N, d.C) : std::move(scratch);
+  d_residual2.reset();
+  Tensor d_att_out = ctx.tensor(static_cast<int64_t>(d.N) * d.NH * d.HS);
+  linear_backward_input(d_att_out.data(), acts->d_proj.data(), w.proj_w, d.N, d.NH * d.HS, d.C);
+  Tensor probabilities;
+  const float* att = acts->att.data();
+  if (acts->att.empty()) {
+    probabilities = ctx.tensor(static_cast<int64_t>(d.B) * d.NH * d.T * d.T);
+    attention_probs_forward(probabilities.data(), acts->qkv.data(), d.T, d.B, d.NH, d.KVH, d.HS);
+    att = probabilities.data();
+  }
+  Tensor att_scratch = ctx.tensor(static_cast<int64_t>(d.T) * d.T);
+  acts->d_qkv = ctx.tensor(static_cast<int64_t>(d.N) * d.QKV);
+  attention_backward(acts->d_qkv.data(), att_scratch.data(), d_att_out.data(), att,
+                     acts->qkv.data(), d.T, d.B, d.NH, d.KVH, d.HS);
+  probabilities.reset();
+  att_scratch.reset();
+  d_att_out.reset();
+  if (d.model.positions == models::Positions::kRope) {
+    rope_backward(acts->d_qkv.data(), d.T, d.B, d.NH + d.KVH, d.QKV, d.HS);
+  }
+  Tensor d_x1 = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
+  linear_backward_input(d_x1.data(), acts->d_qkv.data(), w.qkv_w, d.N, d.C, d.QKV);
+  d_x1 = reduce_partial_sums(ctx, std::move(d_x1), d.C);
+  norm_backward(norm, dinp, grads.ln1_w, grads.ln1_b, d_x1.data(), inp, w.ln1_w,
+                acts->ln1_mean.data(), acts->ln1_rstd.data(), d.N_local, d.C);
+  // What W does not need goes now.
+  acts->att.reset();
+  acts->residual2.reset();
+  acts->ln1_mean.reset();
+  acts->ln1_rstd.reset();
+  acts->ln2_mean.reset();
+  acts->ln2_rstd.reset();
+  acts->fc1_out.reset();
+  acts->qkv.reset();
+}
+
+void layer_backward_weight(LayerWeights& grads, LayerActivations* acts, const RankContext& ctx) {
+  const ShardDims& d = ctx.dims;
+  Tensor gathered;
+  // Under sequence parallelism the column-parallel inputs were saved sharded: gather them again
+  // (Korthikanti et al. 2022, Sec. 4.2.2).
+  const float* x1 = gather_sequence(ctx, acts->ln1_out.data(), &gathered, d.C);
+  linear_backward_weight(grads.qkv_w, grads.qkv_b, acts->d_qkv.data(), x1, d.N, d.C, d.QKV);
+  gathered.reset();
+  linear_backward_weight<float>(grads.proj_w, nullptr, acts->d_proj.data(), acts->att_out.data(),
+                                d.N, d.NH * d.HS, d.C);
+  const float* x2 = gather_sequence(ctx, acts->ln2_out.data(), &gathered, d.C);
+  linear_backward_weight(grads.fc1_w, grads.fc1_b, acts->d_fc1.data(), x2, d.N, d.C, d.FC1);
+  gathered.reset();
+  linear_backward_weight<float>(grads.fc2_w, nullptr, acts->d_fc2.data(), acts->act_out.data(), d.N,
+                                d.F, d.C);
+  *acts = LayerActivations{};
+}
+
+}  // namespace meshplan::executor

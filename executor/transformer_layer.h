@@ -1,0 +1,51 @@
+#pragma once
+// One pre-norm transformer block on one rank, tensor-parallel as in Megatron-LM (Shoeybi et al.
+// 2019, Sec. 3): column-parallel QKV and first MLP projection, row-parallel attention output and
+// second MLP projection, with sequence parallelism (Korthikanti et al. 2022, Sec. 4.2.2) when
+// the plan asks for it:
+//   x -> norm1 -> [AG] -> QKV -> RoPE -> causal attention -> proj -> [AR | RS] -> +x = r
+//   r -> norm2 -> [AG] -> fc1 -> GELU | SwiGLU -> fc2 -> [AR | RS] -> +r = out
+// The backward is split as zero-bubble schedules need (Qi et al. 2023, Sec. 2): B computes the
+// input gradient (and the cheap norm and row-parallel bias gradients from the local rows), W the
+// four projections' weight gradients. Gradients add (+=) into their buffers.
+//
+// Shape letters: N = T B rows, N_local residual rows on this rank, C channels, NH, KVH, HS, QKV,
+// F, FC1 as in shard_dims.h.
+
+#include "memory_tracker.h"
+#include "parameters.h"
+#include "tensor_parallel.h"
+
+namespace meshplan::executor {
+
+struct LayerActivations {
+  Tensor ln1_out, ln1_mean, ln1_rstd;  // (N_local, C), (N_local), (N_local)
+  Tensor qkv;                          // (N, QKV), after RoPE
+  Tensor att;                          // (B, NH, T, T) probabilities; empty when recomputed
+  Tensor att_out;                      // (N, NH HS)
+  Tensor residual2;                    // (N_local, C)
+  Tensor ln2_out, ln2_mean, ln2_rstd;  // (N_local, C), (N_local), (N_local)
+  Tensor fc1_out;                      // (N, FC1)
+  Tensor act_out;                      // (N, F)
+  // Output gradients of the four projections, kept by B for W.
+  Tensor d_qkv;   // (N, QKV), before RoPE
+  Tensor d_proj;  // (N, C)
+  Tensor d_fc1;   // (N, FC1)
+  Tensor d_fc2;   // (N, C)
+};
+
+/// out (N_local, C); saves acts; inp (N_local, C). `save_probabilities` false drops the
+/// attention probabilities (selective recompute, or the flash-attention memory plan).
+void layer_forward(float* out, LayerActivations* acts, const float* inp, const LayerWeights& w,
+                   bool save_probabilities, const RankContext& ctx);
+
+/// dinp (N_local, C) +=; norm and row-parallel bias gradients += into `grads`; keeps the
+/// projections' output gradients in acts for layer_backward_weight. dout (N_local, C).
+void layer_backward_input(float* dinp, LayerWeights& grads, LayerActivations* acts,
+                          const float* dout, const float* inp, const LayerWeights& w,
+                          const RankContext& ctx);
+
+/// grads' projection weights (and column-parallel biases) += from what B kept; frees acts.
+void layer_backward_weight(LayerWeights& grads, LayerActivations* acts, const RankContext& ctx);
+
+}  // namespace meshplan::executor

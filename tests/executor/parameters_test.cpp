@@ -1,0 +1,121 @@
+#include "parameters.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "meshplan/cost_model.h"
+#include "tiny_plan.h"
+
+namespace meshplan::executor {
+namespace {
+
+using testing::make_layout;
+using testing::make_plan;
+using testing::small_gpt2_model;
+
+int64_t allocated(const planner::Plan& plan, int stage, int tp_rank) {
+  std::vector<int> chunk_of;
+  int64_t total = 0;
+  for (const ParameterSpec& spec :
+       stage_parameter_specs(make_shard_dims(plan, tp_rank), plan, stage, &chunk_of)) {
+    total += spec.size;
+  }
+  return total;
+}
+
+TEST_CASE("each stage allocates planner::stage_parameter_count parameters") {
+  const models::TransformerConfig tiny = models::load_model("tiny");
+  models::TransformerConfig tied_gpt = small_gpt2_model();
+  tied_gpt.num_layers = 4;
+  for (const auto& model : {tiny, tied_gpt}) {
+    for (int64_t tp : {1, 2}) {
+      for (int64_t pp : {1, 2, 4}) {
+        for (int64_t vpp : {1, 2}) {
+          if (pp * vpp > model.num_layers || (vpp > 1 && pp < 2)) {
+            continue;
+          }
+          planner::Layout layout = make_layout(tp, pp, 1);
+          layout.vpp = vpp;
+          const planner::Plan plan = make_plan(model, layout);
+          for (int stage = 0; stage < pp; stage++) {
+            CAPTURE(model.name);
+            CAPTURE(planner::describe(layout));
+            CAPTURE(stage);
+            // The planner's count is independent of ours (planner/parameters.cpp).
+            CHECK(allocated(plan, stage, 0) ==
+                  planner::stage_parameter_count(model, layout, stage));
+            CHECK(allocated(plan, stage, static_cast<int>(tp) - 1) ==
+                  planner::stage_parameter_count(model, layout, stage));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("the single-rank tiny model has the preset's published parameter count") {
+  // models::count_parameters counts the full model independently of the executor.
+  const models::TransformerConfig tiny = models::load_model("tiny");
+  CHECK(allocated(make_plan(tiny, make_layout(1, 1, 1)), 0, 0) ==
+        models::count_parameters(tiny).total);
+}
+
+// The full tensors rebuilt from every tp rank's initialised shards, by name.
+std::map<std::string, std::vector<float>> assembled_init(const planner::Plan& plan, int stage) {
+  std::map<std::string, std::vector<float>> full;
+  for (int r = 0; r < plan.layout.tp; r++) {
+    std::vector<int> chunk_of;
+    const auto specs = stage_parameter_specs(make_shard_dims(plan, r), plan, stage, &chunk_of);
+    int64_t size = 0;
+    for (const auto& spec : specs) {
+      size += spec.size;
+    }
+    std::vector<float> flat(static_cast<size_t>(size));
+    initialize_parameters(flat.data(), specs, kInitSeed);
+    for (const auto& spec : specs) {
+      std::vector<float>& tensor = full[spec.name];
+      for (int64_t i = 0; i < spec.size; i++) {
+        const auto index = static_cast<size_t>(spec.full_index(i));
+        tensor.resize(std::max(tensor.size(), index + 1));
+        tensor[index] = flat[static_cast<size_t>(spec.offset + i)];
+      }
+    }
+  }
+  return full;
+}
+
+TEST_CASE("initial weights do not depend on the layout") {
+  // tp 2 x pp 2 shards, put back together, equal the single-rank model bit for bit.
+  const models::TransformerConfig tiny = models::load_model("tiny");
+  const auto reference = assembled_init(make_plan(tiny, make_layout(1, 1, 1)), 0);
+  const planner::Plan sharded = make_plan(tiny, make_layout(2, 2, 1));
+  std::map<std::string, std::vector<float>> rebuilt = assembled_init(sharded, 0);
+  for (auto& [name, tensor] : assembled_init(sharded, 1)) {
+    rebuilt[name] = tensor;
+  }
+  CHECK(rebuilt.size() == reference.size());
+  for (const auto& [name, tensor] : reference) {
+    CAPTURE(name);
+    CHECK(rebuilt.at(name) == tensor);
+  }
+}
+
+TEST_CASE("full_index places qkv shards as [query | key | value] heads of the full tensor") {
+  // tiny: a = 4 heads, g = 2 kv heads, d = 16, h = 64; tp = 2, rank 1 holds query heads 2-3
+  // (full rows 32..63), key head 1 (rows 64 + 16 = 80..95) and value head 1 (rows 112..127).
+  const planner::Plan plan = make_plan(models::load_model("tiny"), make_layout(2, 1, 1));
+  std::vector<int> chunk_of;
+  const auto specs = stage_parameter_specs(make_shard_dims(plan, 1), plan, 0, &chunk_of);
+  const auto qkv = std::find_if(specs.begin(), specs.end(),
+                                [](const auto& s) { return s.name == "layers.0.qkv.weight"; });
+  REQUIRE(qkv != specs.end());
+  const int64_t h = 64;
+  CHECK(qkv->full_index(0) == 32 * h);                // local row 0 -> full row 32
+  CHECK(qkv->full_index(32 * h) == 80 * h);           // local row 32 (first key row) -> 80
+  CHECK(qkv->full_index(48 * h + 5) == 112 * h + 5);  // local row 48 (first value row) -> 112
+}
+
+}  // namespace
+}  // namespace meshplan::executor
