@@ -1,0 +1,245 @@
+// Memory per rank (planner/memory.cpp), read through estimate_plan's per-stage breakdown:
+// model states against the ZeRO paper's worked example, activations against Korthikanti et
+// al. 2022's closed forms, and the in-flight multiplier against the schedule's op list.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "meshplan/cost_model.h"
+#include "meshplan/models.h"
+#include "meshplan/schedule.h"
+#include "planner_test_util.h"
+
+namespace meshplan::planner {
+namespace {
+
+using test::make_layout;
+
+// ---------------------------------------------------------------------------------------------
+// Model states: Rajbhandari et al. 2020 (ZeRO), Sec. 1 and Fig. 1. A 7.5B-parameter model on
+// 64 GPUs with mixed-precision Adam (K = 12) needs per GPU (2 + 2 + K) psi = 120 GB without
+// ZeRO, 2 psi + 2 psi + K psi / 64 = 31.4 GB with stage 1 (P_os), 2 psi + (2 + K) psi / 64 =
+// 16.6 GB with stage 2 (P_os+g) and (2 + 2 + K) psi / 64 = 1.9 GB with stage 3 (P_os+g+p).
+// ---------------------------------------------------------------------------------------------
+
+// Model-state bytes per parameter, scaled to the paper's psi = 7.5e9, in GB (1e9 bytes) and
+// rounded the way Fig. 1 prints them (whole GB at 120, one decimal below).
+double paper_gigabytes(double bytes, double psi, int decimals) {
+  const double scale = std::pow(10.0, decimals);
+  return std::round(bytes / psi * 7.5 * scale) / scale;
+}
+
+TEST_CASE("ZeRO Fig. 1: 7.5B parameters on 64 GPUs, stages 0-3") {
+  // Narayanan et al. 2021's 7.5B GPT (36 layers, h 4096, V 51200), whole on each rank (tp 1,
+  // pp 1), dp 64. Its exact count: 36 (12 h^2 + 13 h) = 7,249,674,240 layer parameters, V h =
+  // 209,715,200 tied embedding, 2048 h = 8,388,608 positions, 2h = 8,192 final LayerNorm:
+  // psi = 7,467,786,240 (the paper's "7.5B").
+  const models::TransformerConfig model = models::load_model("megatron-7.5b");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  const int64_t psi = 7'467'786'240;
+  Layout layout = make_layout(1, 1, 64, 1, 64);
+  REQUIRE(stage_parameter_count(model, layout, 0) == psi);
+
+  struct Expected {
+    int zero;
+    int64_t weights, gradients, optimizer;  // bytes
+    double paper_gb;
+    int decimals;
+  };
+  // psi / 64 = 116,684,160 exactly, so every term below is an exact integer.
+  const Expected cases[] = {
+      {0, 2 * psi, 2 * psi, 12 * psi, 120.0, 0},             // 16 psi = 119.48e9 B -> 120 GB
+      {1, 2 * psi, 2 * psi, 1'400'209'920, 31.4, 1},         // 12 psi / 64; 4 + 12/64 -> 31.4
+      {2, 2 * psi, 233'368'320, 1'400'209'920, 16.6, 1},     // 2 psi / 64; 2 + 14/64 -> 16.6
+      {3, 233'368'320, 233'368'320, 1'400'209'920, 1.9, 1},  // 16 psi / 64 -> 1.875 -> 1.9
+  };
+  for (const Expected& expected : cases) {
+    CAPTURE(expected.zero);
+    layout.zero = expected.zero;
+    const PlanEstimate estimate = estimate_plan(model, cluster, layout);
+    REQUIRE(estimate.stages.size() == 1);
+    const MemoryBreakdown& memory = estimate.stages[0].memory;
+    int64_t weights = memory.weights_bytes;
+    if (expected.zero == 3) {
+      // memory.cpp adds ZeRO-3's working set: two layers' gathered weights (the one computing
+      // and the one prefetched; Rajbhandari et al. 2020, Sec. 5.3), which Fig. 1 leaves out.
+      // One layer's tp-sharded parameters at tp 1: 12 h^2 + 7 h (matrices, QKV and first MLP
+      // biases; the 6h of norms and row-parallel biases are replicated) = 201,355,264, in bf16
+      // (2 bytes), two layers: 4 * 201,355,264 = 805,421,056 bytes.
+      CHECK(weights - expected.weights == 805'421'056);
+      weights -= 805'421'056;
+    }
+    CHECK(weights == expected.weights);
+    CHECK(memory.gradients_bytes == expected.gradients);
+    CHECK(memory.optimizer_bytes == expected.optimizer);
+    const double states =
+        static_cast<double>(weights + memory.gradients_bytes + memory.optimizer_bytes);
+    CHECK(paper_gigabytes(states, static_cast<double>(psi), expected.decimals) ==
+          expected.paper_gb);
+    // The per-GPU reserve is the cluster's, whatever the layout: 3 GiB for dgx-a100-80gb.
+    CHECK(memory.reserved_bytes == 3'221'225'472);
+  }
+}
+
+TEST_CASE("fp32 training keeps no master copy: (4 + 4 + 8) psi") {
+  // local-cpu trains in fp32: weights 4 psi, gradients 4 psi, Adam m and v 8 psi (Kingma & Ba
+  // 2015); the tiny preset whole on one rank.
+  const models::TransformerConfig model = models::load_model("tiny");
+  const models::ClusterConfig cluster = models::load_cluster("local-cpu");
+  const Layout layout = make_layout(1, 1, 1, 1, 1);
+  // tiny: per layer Q, O 2 * 64 * 64 = 8,192, K, V 2 * 2 * 16 * 64 = 4,096, MLP 3 * 64 * 176 =
+  // 33,792, two RMSNorms 128: 46,208; 4 layers 184,832; embedding and untied head 2 * 256 * 64 =
+  // 32,768; final norm 64: psi = 217,664.
+  const int64_t psi = 217'664;
+  REQUIRE(stage_parameter_count(model, layout, 0) == psi);
+  const MemoryBreakdown memory = estimate_plan(model, cluster, layout).stages.at(0).memory;
+  CHECK(memory.weights_bytes == 4 * psi);
+  CHECK(memory.gradients_bytes == 4 * psi);
+  CHECK(memory.optimizer_bytes == 8 * psi);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Activations: Korthikanti et al. 2022, Sec. 4. Per layer, 16-bit activations, b sequences of s
+// tokens, h hidden, a heads, t tensor-parallel ranks (their eqs. for GPT: gelu, ffn 4h, a kv
+// heads, no flash attention):
+//   no parallelism            s b h (34 + 5 a s / h)
+//   tensor parallel           s b h (10 + 24 / t + 5 a s / (h t))
+//   tensor + sequence par.    s b h (34 / t + 5 a s / (h t))
+//   selective recompute       the same without the 5 a s / h term (Sec. 5)
+//   full recompute            2 s b h (the layer input), / t with sequence parallelism
+// The case: h 1024, a 16, s 2048, b 1, t 4, so s b h = 2,097,152 and 5 a s / h = 160.
+// The per-layer figure is read from estimate_plan as the difference between a 2-layer and a
+// 1-layer model on one pipeline stage: everything outside the layers (embedding dropout mask,
+// LM-head inputs, logits, full recompute's one rebuilt layer) is the same in both and cancels.
+// A second case checks those non-layer parts in absolute terms.
+// ---------------------------------------------------------------------------------------------
+
+constexpr int64_t kSbh = 2048 * 1 * 1024;  // s b h = 2,097,152
+
+models::TransformerConfig korthikanti_gpt(int64_t num_layers) {
+  models::TransformerConfig model;
+  model.name = "korthikanti-case";
+  model.num_layers = num_layers;
+  model.hidden_size = 1024;
+  model.num_attention_heads = 16;
+  model.num_kv_heads = 16;
+  model.head_dim = 64;
+  model.ffn_hidden_size = 4096;
+  model.vocab_size = 51200;
+  model.seq_length = 2048;
+  model.max_position_embeddings = 2048;
+  model.activation = models::Activation::kGelu;
+  model.norm = models::Norm::kLayerNorm;
+  model.positions = models::Positions::kLearned;
+  model.tied_embeddings = true;
+  model.qkv_bias = model.attention_output_bias = model.mlp_bias = true;
+  return model;
+}
+
+int64_t stage0_activations(int64_t num_layers, int64_t tp, bool sequence_parallel,
+                           Recompute recompute, bool flash_attention) {
+  Layout layout = make_layout(tp, 1, 1, 1, 1);
+  layout.sequence_parallel = sequence_parallel;
+  layout.recompute = recompute;
+  PlanOptions options;
+  options.flash_attention = flash_attention;
+  const PlanEstimate estimate = estimate_plan(
+      korthikanti_gpt(num_layers), models::load_cluster("dgx-a100-80gb"), layout, options);
+  REQUIRE(estimate.stages.size() == 1);
+  // pp 1: 1F1B on one stage holds one micro-batch at a time.
+  REQUIRE(estimate.stages[0].peak_in_flight_micro_batches == 1);
+  return estimate.stages[0].memory.activations_bytes;
+}
+
+int64_t per_layer(int64_t tp, bool sequence_parallel, Recompute recompute,
+                  bool flash_attention = false) {
+  return stage0_activations(2, tp, sequence_parallel, recompute, flash_attention) -
+         stage0_activations(1, tp, sequence_parallel, recompute, flash_attention);
+}
+
+TEST_CASE("Korthikanti et al. 2022 eqs.: activations per layer, no recompute") {
+  CHECK(per_layer(1, false, Recompute::kNone) == 194 * kSbh);    // 34 + 160 = 194
+  CHECK(per_layer(4, false, Recompute::kNone) == 56 * kSbh);     // 10 + 24/4 + 160/4 = 56
+  CHECK(2 * per_layer(4, true, Recompute::kNone) == 97 * kSbh);  // 34/4 + 160/4 = 48.5
+}
+
+TEST_CASE("Korthikanti et al. 2022 Sec. 5: selective recompute drops the 5as/h term") {
+  CHECK(per_layer(1, false, Recompute::kSelective) == 34 * kSbh);     // 34
+  CHECK(per_layer(4, false, Recompute::kSelective) == 16 * kSbh);     // 10 + 24/4 = 16
+  CHECK(2 * per_layer(4, true, Recompute::kSelective) == 17 * kSbh);  // 34/4 = 8.5
+}
+
+TEST_CASE("Korthikanti et al. 2022 Sec. 4.3: full recompute keeps 2sbh, /t with SP") {
+  CHECK(per_layer(1, false, Recompute::kFull) == 2 * kSbh);  // the layer input, 2 bytes
+  CHECK(per_layer(4, false, Recompute::kFull) == 2 * kSbh);  // replicated over tp without SP
+  CHECK(2 * per_layer(4, true, Recompute::kFull) == kSbh);   // 2 s b h / 4
+}
+
+TEST_CASE("flash attention: no s^2 scores, an fp32 log-sum-exp per query row and head") {
+  // Dao 2022, Alg. 1: the forward keeps the softmax statistics (4 bytes per row of each head's
+  // s x s scores) instead of the scores: 34 s b h + 4 s b a / t.
+  CHECK(per_layer(1, false, Recompute::kNone, true) == 34 * kSbh + 4 * 2048 * 16);  // 71,434,240
+  CHECK(per_layer(4, false, Recompute::kNone, true) == 16 * kSbh + 4 * 2048 * 16 / 4);
+}
+
+TEST_CASE("activations outside the layers, one stage, in absolute terms") {
+  // Korthikanti et al. 2022, Sec. 4.4 (first and last pipeline stage): the embedding dropout
+  // mask s b h (1 byte, / t only with SP), the final-norm and LM-head inputs 2 * 2 s b h (/ t
+  // only with SP) and the fp32 logits 4 s b V / t = 4 * 2048 * 51200 / 4 = 104,857,600.
+  // tp 4, no SP, no recompute, two layers: 2 * 56 sbh + sbh + 4 sbh + logits =
+  // 117 * 2,097,152 + 104,857,600 = 350,224,384.
+  CHECK(stage0_activations(2, 4, false, Recompute::kNone, false) == 350'224'384);
+  // tp 4, SP, full recompute, two layers: inputs 2 * 2 sbh / 4 = 2,097,152; the one layer the
+  // backward rebuilds, stored in full (48.5 sbh = 101,711,872); mask sbh / 4 = 524,288; LM-head
+  // inputs 4 sbh / 4 = 2,097,152; logits 104,857,600: 211,288,064.
+  CHECK(stage0_activations(2, 4, true, Recompute::kFull, false) == 211'288'064);
+}
+
+// ---------------------------------------------------------------------------------------------
+// In-flight micro-batches: the activation memory of a stage is its per-micro-batch activations
+// times the peak in-flight count of that stage in the schedule's op list. 1F1B (Narayanan et
+// al. 2021, Sec. 2.2.1) holds at most p - s micro-batches on stage s (its warm-up forwards plus
+// one), GPipe all m.
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("peak in-flight: 1F1B stage s holds min(p - s, m), GPipe m; memory follows") {
+  const models::TransformerConfig model = korthikanti_gpt(8);  // 2 layers per stage at pp 4
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  PlanOptions options;
+  options.flash_attention = false;
+  const int64_t layer = 194 * kSbh;  // no recompute, t 1: 406,847,488 (case above)
+
+  Layout layout = make_layout(1, 4, 1, 1, 8);  // m = 8 / (1 * 1) = 8
+  layout.schedule = ScheduleKind::kOneFOneB;
+  const PlanEstimate one_f_one_b = estimate_plan(model, cluster, layout, options);
+  layout.schedule = ScheduleKind::kGpipe;
+  const PlanEstimate gpipe = estimate_plan(model, cluster, layout, options);
+  REQUIRE(one_f_one_b.stages.size() == 4);
+  REQUIRE(gpipe.stages.size() == 4);
+
+  for (int64_t s = 0; s < 4; ++s) {
+    CAPTURE(s);
+    CHECK(one_f_one_b.stages[s].peak_in_flight_micro_batches == 4 - s);  // p - s
+    CHECK(gpipe.stages[s].peak_in_flight_micro_batches == 8);            // m
+    // The same count as the op list itself.
+    CHECK(one_f_one_b.stages[s].peak_in_flight_micro_batches ==
+          peak_in_flight_micro_batches(generate_schedule(ScheduleKind::kOneFOneB, 4, 1, 8), s));
+  }
+  // Middle stages hold only layer activations: 2 layers * in-flight * 194 sbh.
+  CHECK(one_f_one_b.stages[1].memory.activations_bytes == 3 * 2 * layer);  // 2,441,084,928
+  CHECK(one_f_one_b.stages[2].memory.activations_bytes == 2 * 2 * layer);
+  CHECK(gpipe.stages[1].memory.activations_bytes == 8 * 2 * layer);  // 6,509,559,808
+  // Stage 0 also keeps one embedding dropout mask (s b h bytes) per micro-batch in flight.
+  CHECK(one_f_one_b.stages[0].memory.activations_bytes == 4 * 2 * layer + 4 * kSbh);
+  CHECK(gpipe.stages[0].memory.activations_bytes == 8 * 2 * layer + 8 * kSbh);
+
+  // Fewer micro-batches than stages: 1F1B stage 0 holds only m = 2.
+  layout = make_layout(1, 4, 1, 1, 2);
+  const PlanEstimate short_pipeline = estimate_plan(model, cluster, layout, options);
+  CHECK(short_pipeline.stages.at(0).peak_in_flight_micro_batches == 2);
+  CHECK(short_pipeline.stages.at(0).memory.activations_bytes == 2 * 2 * layer + 2 * kSbh);
+}
+
+}  // namespace
+}  // namespace meshplan::planner

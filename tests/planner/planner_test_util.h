@@ -1,0 +1,75 @@
+#pragma once
+// Helpers shared by the planner tests: layouts in one line, temporary files, fixture paths and
+// the exact text of a thrown InputError.
+
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "meshplan/errors.h"
+#include "meshplan/layout.h"
+
+namespace meshplan::planner::test {
+
+/// A layout from its sizes; the other fields keep Layout's defaults (no recompute, no sequence
+/// parallelism, ZeRO 0, 1F1B, tp-dp-pp placement).
+inline Layout make_layout(int64_t tp, int64_t pp, int64_t dp, int64_t micro_batch,
+                          int64_t global_batch) {
+  Layout layout;
+  layout.tp = tp;
+  layout.pp = pp;
+  layout.dp = dp;
+  layout.micro_batch = micro_batch;
+  layout.global_batch = global_batch;
+  return layout;
+}
+
+/// tests/data/planner/<file>, from the source tree.
+inline std::string planner_fixture(const std::string& file) {
+  return std::string(MESHPLAN_SOURCE_DIR) + "/tests/data/planner/" + file;
+}
+
+/// A per-process directory under the temp directory, removed when the test binary exits.
+struct TempDir {
+  std::filesystem::path path = std::filesystem::temp_directory_path() /
+                               ("meshplan_planner_test_" + std::to_string(::getpid()));
+  TempDir() { std::filesystem::create_directories(path); }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+};
+
+/// A path under the per-process temp directory (the file is not created).
+inline std::string temp_path(const std::string& name) {
+  static const TempDir dir;
+  return (dir.path / name).string();
+}
+
+/// Writes `content` to a fresh file under the temp directory and returns its path.
+inline std::string write_temp_file(const std::string& name, const std::string& content) {
+  const std::string path = temp_path(name);
+  std::ofstream(path) << content;
+  return path;
+}
+
+/// The message of the InputError `call` throws; fails the test and returns "" if it throws
+/// nothing or something else.
+template <typename Call>
+std::string input_error(Call&& call) {
+  try {
+    call();
+  } catch (const InputError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    FAIL("expected InputError, got another exception: " << e.what());
+    return "";
+  }
+  FAIL("expected InputError, nothing was thrown");
+  return "";
+}
+
+}  // namespace meshplan::planner::test
