@@ -1,0 +1,110 @@
+// Model and hardware FLOPs (planner/flops.cpp, summed by estimate_plan) against the published
+// closed forms: Megatron-LM's model FLOPs (shared/validation/README.md), Narayanan et al. 2021
+// eq. 3 (with full recompute) and PaLM's 6N + 12 L H Q T (Chowdhery et al. 2022, App. B).
+
+#include <doctest/doctest.h>
+
+#include "meshplan/cost_model.h"
+#include "meshplan/models.h"
+#include "planner_test_util.h"
+
+namespace meshplan::planner {
+namespace {
+
+using test::make_layout;
+
+// Every expected value below is a sum of products of exact integers below 2^63; the code adds
+// the same FLOPs per matrix in doubles in another order, so they agree to a few ulps. 1e-12
+// relative leaves room for that rounding and nothing else.
+constexpr double kRoundingTolerance = 1e-12;
+
+TEST_CASE("model FLOPs, GPT-3 175B, B 1536: 72 B s l h^2 (1 + s/(6h)) + 6 B s h V") {
+  // B 1536, s 2048, l 96, h 12288, V 50257 (the README's Megatron-LM count, ffn 4h, MHA):
+  // 72 * 1536 * 2048 * 96 * 12288^2 * (1 + 2048 / 73728) + 6 * 1536 * 2048 * 12288 * 50257
+  // = 3,385,978,038,062,678,016 (computed in exact rationals).
+  const models::TransformerConfig model = models::load_model("gpt3-175b");
+  const double expected = 3'385'978'038'062'678'016.0;
+  CHECK(model_flops_per_step(model, 1536) == doctest::Approx(expected).epsilon(kRoundingTolerance));
+  // Linear in the batch: half the batch, half the FLOPs.
+  CHECK(model_flops_per_step(model, 768) ==
+        doctest::Approx(expected / 2).epsilon(kRoundingTolerance));
+}
+
+TEST_CASE("model FLOPs, Llama-3 8B (GQA, SwiGLU): PaLM's 6N + 12 L H Q T per token") {
+  // Chowdhery et al. 2022, App. B: per token 6 N + 12 L H Q T with N the matmul parameters
+  // (embedding lookup excluded, LM head included), L layers, H heads, Q head dim, T sequence.
+  // Llama-3 8B: h 4096, a 32, g 8, d 128, f 14336, V 128256, s 8192.
+  // Per layer: Q and O 2 * 4096^2 = 33,554,432; K and V 2 * 8 * 128 * 4096 = 8,388,608;
+  // MLP 3 * 4096 * 14336 = 176,160,768; sum 218,103,808. N = 32 * 218,103,808 + V h
+  // 525,336,576 = 7,504,658,432; 6 N = 45,027,950,592.
+  // 12 L H Q T = 12 * 32 * 32 * 128 * 8192 = 12,884,901,888.
+  // Per token 57,912,852,480; one sequence of 8192 tokens: 474,422,087,516,160.
+  const models::TransformerConfig model = models::load_model("llama3-8b");
+  CHECK(model_flops_per_step(model, 1) ==
+        doctest::Approx(474'422'087'516'160.0).epsilon(kRoundingTolerance));
+}
+
+struct Flops {
+  double model = 0;
+  double hardware = 0;
+};
+
+Flops estimate_flops(Recompute recompute) {
+  // megatron-7.5b (V 51200, divisible by tp 2: no padded rows), tp 2, pp 2, dp 2, micro-batch 1,
+  // global batch 16 (8 micro-batches per pipeline).
+  const models::TransformerConfig model = models::load_model("megatron-7.5b");
+  Layout layout = make_layout(2, 2, 2, 1, 16);
+  layout.recompute = recompute;
+  const PlanEstimate estimate = estimate_plan(model, models::load_cluster("dgx-a100-80gb"), layout);
+  REQUIRE(estimate.rejection_code != "sizes");
+  return {estimate.model_flops_per_step, estimate.hardware_flops_per_step};
+}
+
+// megatron-7.5b, B 16, s 2048, l 36, h 4096, V 51200.
+// Model FLOPs 72 B s l h^2 (1 + s/(6h)) + 6 B s h V = 1,584,946,011,439,104.
+constexpr double kModelFlops7b = 1'584'946'011'439'104.0;
+
+TEST_CASE("hardware FLOPs: no recompute equals model FLOPs") {
+  const Flops flops = estimate_flops(Recompute::kNone);
+  CHECK(flops.model == doctest::Approx(kModelFlops7b).epsilon(kRoundingTolerance));
+  CHECK(flops.hardware == doctest::Approx(kModelFlops7b).epsilon(kRoundingTolerance));
+}
+
+TEST_CASE("hardware FLOPs: full recompute is Narayanan et al. 2021 eq. 3") {
+  // 96 B s l h^2 (1 + s/(6h) + V/(16 l h)): one more forward of every layer (the LM head is not
+  // recomputed) = 2,099,517,453,238,272.
+  const Flops flops = estimate_flops(Recompute::kFull);
+  CHECK(flops.model == doctest::Approx(kModelFlops7b).epsilon(kRoundingTolerance));
+  CHECK(flops.hardware == doctest::Approx(2'099'517'453'238'272.0).epsilon(kRoundingTolerance));
+}
+
+TEST_CASE("hardware FLOPs: selective recompute re-runs the attention core") {
+  // Korthikanti et al. 2022, Sec. 5: Q K^T and softmax(.) V again, 2 * 2 B s^2 a d = 4 B s^2 h
+  // per layer: 4 * 16 * 2048^2 * 4096 * 36 = 39,582,418,599,936 on top of the model FLOPs:
+  // 1,624,528,430,039,040.
+  const Flops flops = estimate_flops(Recompute::kSelective);
+  CHECK(flops.hardware == doctest::Approx(1'624'528'430'039'040.0).epsilon(kRoundingTolerance));
+}
+
+TEST_CASE("MFU, HFU, model TFLOP/s per GPU and tokens/s from the step time") {
+  // MFU = model FLOPs / (step time * GPUs * peak) with the A100's dense bf16 peak 312e12 FLOP/s
+  // (NVIDIA A100 datasheet); HFU the same with the executed FLOPs.
+  const models::TransformerConfig model = models::load_model("megatron-7.5b");
+  Layout layout = make_layout(2, 2, 2, 1, 16);
+  layout.recompute = Recompute::kFull;
+  const PlanEstimate e = estimate_plan(model, models::load_cluster("dgx-a100-80gb"), layout);
+  REQUIRE(e.step_time_s > 0);
+  const double gpus = 8;  // tp 2 * pp 2 * dp 2
+  CHECK(
+      e.mfu ==
+      doctest::Approx(kModelFlops7b / (e.step_time_s * gpus * 312e12)).epsilon(kRoundingTolerance));
+  CHECK(e.hfu == doctest::Approx(2'099'517'453'238'272.0 / (e.step_time_s * gpus * 312e12))
+                     .epsilon(kRoundingTolerance));
+  CHECK(e.model_tflops_per_gpu ==
+        doctest::Approx(kModelFlops7b / (e.step_time_s * gpus) / 1e12).epsilon(kRoundingTolerance));
+  CHECK(e.tokens_per_s ==
+        doctest::Approx(16.0 * 2048.0 / e.step_time_s).epsilon(kRoundingTolerance));  // B s / t
+}
+
+}  // namespace
+}  // namespace meshplan::planner
