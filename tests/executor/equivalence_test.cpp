@@ -1,0 +1,209 @@
+// The central test: every layout trains exactly like the single process. Runs under real mpirun
+// (test suites mpi2, mpi4, mpi8 need that many ranks; see CMakeLists.txt). World rank 0 also
+// trains the single-process reference on MPI_COMM_SELF; all assertions are on rank 0, after the
+// collective parts, so a failed check never leaves another rank waiting.
+#include <doctest/doctest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <map>
+
+#include "meshplan/cost_model.h"
+#include "shard_dims.h"
+#include "tiny_plan.h"
+#include "trainer.h"
+
+namespace meshplan::executor {
+namespace {
+
+using planner::CollectiveKind;
+using planner::CommGroup;
+using planner::Recompute;
+using planner::ScheduleKind;
+using testing::make_layout;
+
+constexpr int kSteps = 5;  // the issue asks for at least 5 optimizer steps
+
+struct RunResult {
+  std::vector<double> losses;
+  std::map<std::string, std::vector<float>> parameters;  // on world rank 0
+};
+
+int world_rank_of(MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  return rank;
+}
+
+RunResult train(const planner::Plan& plan, MPI_Comm comm) {
+  validate_plan_for_executor(plan, plan.model.name);
+  AdamWConfig adamw;
+  // eps 1e-6 instead of 1e-8: Adam normalises every gradient to a step of about lr, so an
+  // element whose gradient cancels to ~1e-9 moves in a direction set by fp32 summation order.
+  // Measured on tp2 (lr 1e-3, 5 steps): largest parameter difference 1.1e-5 with eps 1e-8,
+  // 5.0e-7 with eps 1e-6; a real bug moves parameters by ~lr = 1e-3 either way.
+  adamw.epsilon = 1e-6;
+  Trainer trainer(plan, make_synthetic_source(plan.model.vocab_size), adamw, comm);
+  RunResult result;
+  for (int step = 0; step < kSteps; step++) {
+    result.losses.push_back(trainer.train_step().loss);
+  }
+  result.parameters = trainer.gather_full_parameters(0);
+  return result;
+}
+
+// The single-process run of `model`, once per model and micro-batch size.
+const RunResult& reference(const models::TransformerConfig& model, int64_t micro_batch) {
+  static std::map<std::pair<std::string, int64_t>, RunResult> cache;
+  const auto key = std::make_pair(model.name, micro_batch);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    it = cache
+             .emplace(key, train(testing::make_plan(model, make_layout(1, 1, 1, micro_batch)),
+                                 MPI_COMM_SELF))
+             .first;
+  }
+  return it->second;
+}
+
+void check_equivalent(const models::TransformerConfig& model, const planner::Layout& layout) {
+  int world_size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  REQUIRE(world_size == layout.num_gpus());
+  const bool root = world_rank_of(MPI_COMM_WORLD) == 0;
+  const RunResult* expected = root ? &reference(model, layout.micro_batch) : nullptr;
+  const RunResult actual = train(testing::make_plan(model, layout), MPI_COMM_WORLD);
+  if (!root) {
+    return;
+  }
+  CAPTURE(planner::describe(layout));
+  for (int step = 0; step < kSteps; step++) {
+    CAPTURE(step + 1);
+    // 1e-5 relative (the issue's bound): sharded sums differ from the single process only in
+    // fp32 summation order, ~1e-7 relative per reduction.
+    CHECK(actual.losses[step] == doctest::Approx(expected->losses[step]).epsilon(1e-5));
+  }
+  REQUIRE(actual.parameters.size() == expected->parameters.size());
+  double worst = 0;
+  std::string worst_name;
+  for (const auto& [name, tensor] : expected->parameters) {
+    const std::vector<float>& got = actual.parameters.at(name);
+    REQUIRE(got.size() == tensor.size());
+    for (size_t i = 0; i < tensor.size(); i++) {
+      const double difference = std::abs(static_cast<double>(got[i]) - tensor[i]) /
+                                std::max(1.0, std::abs(static_cast<double>(tensor[i])));
+      if (difference > worst) {
+        worst = difference;
+        worst_name = name;
+      }
+    }
+  }
+  CAPTURE(worst_name);
+  // 1e-5 (the issue's bound), relative for parameters above 1 in magnitude, else absolute.
+  MESSAGE("largest parameter difference " << worst << " (" << worst_name << ")");
+  CHECK(worst <= 1e-5);
+}
+
+planner::Layout with(planner::Layout layout, ScheduleKind schedule, int64_t vpp = 1) {
+  layout.schedule = schedule;
+  layout.vpp = vpp;
+  return layout;
+}
+
+const models::TransformerConfig& tiny() {
+  static const models::TransformerConfig model = models::load_model("tiny");
+  return model;
+}
+
+// A GPT-2-style variant of tiny: GELU, LayerNorm, learned positions, tied embeddings, biases;
+// exercises the embedding group, the replicated biases and the position table.
+const models::TransformerConfig& tiny_gpt2() {
+  static const models::TransformerConfig model = [] {
+    models::TransformerConfig m = models::load_model("tiny");
+    m.name = "tiny-gpt2";
+    m.num_kv_heads = 4;
+    m.ffn_hidden_size = 256;
+    m.max_position_embeddings = 32;
+    m.activation = models::Activation::kGelu;
+    m.norm = models::Norm::kLayerNorm;
+    m.positions = models::Positions::kLearned;
+    m.tied_embeddings = true;
+    m.qkv_bias = true;
+    m.attention_output_bias = true;
+    m.mlp_bias = true;
+    return m;
+  }();
+  return model;
+}
+
+TEST_SUITE("mpi2") {
+  TEST_CASE("tp2 equals one process") {
+    check_equivalent(tiny(), make_layout(2, 1, 1));
+  }
+  TEST_CASE("tp2 with sequence parallel equals one process") {
+    planner::Layout layout = make_layout(2, 1, 1);
+    layout.sequence_parallel = true;
+    check_equivalent(tiny(), layout);
+  }
+  TEST_CASE("pp2 gpipe equals one process") {
+    check_equivalent(tiny(), with(make_layout(1, 2, 1), ScheduleKind::kGpipe));
+  }
+  TEST_CASE("pp2 1f1b equals one process") {
+    check_equivalent(tiny(), with(make_layout(1, 2, 1), ScheduleKind::kOneFOneB));
+  }
+  TEST_CASE("pp2 zb-h1 equals one process") {
+    check_equivalent(tiny(), with(make_layout(1, 2, 1), ScheduleKind::kZbH1));
+  }
+  TEST_CASE("pp2 interleaved vpp2 equals one process") {
+    check_equivalent(tiny(), with(make_layout(1, 2, 1), ScheduleKind::kInterleaved, 2));
+  }
+  TEST_CASE("dp2 equals one process") {
+    check_equivalent(tiny(), make_layout(1, 1, 2));
+  }
+  TEST_CASE("dp2 with ZeRO-1 equals one process") {
+    planner::Layout layout = make_layout(1, 1, 2);
+    layout.zero = 1;
+    check_equivalent(tiny(), layout);
+  }
+  TEST_CASE("tp2 with full recompute equals one process") {
+    planner::Layout layout = make_layout(2, 1, 1);
+    layout.recompute = Recompute::kFull;
+    check_equivalent(tiny(), layout);
+  }
+  TEST_CASE("pp2 with selective recompute equals one process") {
+    planner::Layout layout = make_layout(1, 2, 1);
+    layout.recompute = Recompute::kSelective;
+    check_equivalent(tiny(), layout);
+  }
+  TEST_CASE("GPT-2 style, tied across pp2 (embedding group) equals one process") {
+    check_equivalent(tiny_gpt2(), make_layout(1, 2, 1));
+  }
+  TEST_CASE("GPT-2 style, tp2 with sequence parallel and full recompute equals one process") {
+    planner::Layout layout = make_layout(2, 1, 1);
+    layout.sequence_parallel = true;
+    layout.recompute = Recompute::kFull;
+    check_equivalent(tiny_gpt2(), layout);
+  }
+}
+
+TEST_SUITE("mpi4") {
+  TEST_CASE("tp2 x pp2 interleaved with sequence parallel equals one process") {
+    planner::Layout layout = with(make_layout(2, 2, 1), ScheduleKind::kInterleaved, 2);
+    layout.sequence_parallel = true;
+    check_equivalent(tiny(), layout);
+  }
+  TEST_CASE("GPT-2 style, pp2 zb-h1 x dp2 with ZeRO-1 equals one process") {
+    planner::Layout layout = with(make_layout(1, 2, 2), ScheduleKind::kZbH1);
+    layout.zero = 1;
+    check_equivalent(tiny_gpt2(), layout);
+  }
+}
+
+TEST_SUITE("mpi8") {
+  TEST_CASE("tp2 x pp2 x dp2 equals one process") {
+    check_equivalent(tiny(), make_layout(2, 2, 2));
+  }
+}
+
+}  // namespace
+}  // namespace meshplan::executor
