@@ -116,6 +116,7 @@ SimulationResult simulate_plan(const planner::Plan& plan, const SimulationOption
   result.cluster_name = plan.cluster.name;
   result.options = options;
   result.analytic_step_time_s = estimate.step_time_s;
+  result.planner_rejection = estimate.rejection_reason;
   return result;
 }
 

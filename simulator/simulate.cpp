@@ -69,6 +69,31 @@ bool is_communication(TaskKind kind) {
          kind == TaskKind::kParamGather;
 }
 
+std::vector<TaskSpan> task_spans(const SimulationResult& result) {
+  std::vector<TaskSpan> spans;
+  const auto& tasks = result.tasks;
+  for (int32_t i = 0; i < static_cast<int32_t>(tasks.size()); ++i) {
+    const TaskRecord& task = tasks[i];
+    if (task.kind == TaskKind::kJoin ||
+        (task.kind == TaskKind::kRecvWait && task.end_seconds <= task.start_seconds)) {
+      continue;
+    }
+    // Pieces of one op are issued one after another on the compute stream.
+    if (!spans.empty() && task.op_index >= 0) {
+      TaskSpan& last = spans.back();
+      const TaskRecord& previous = tasks[last.last_task];
+      if (last.last_task == i - 1 && previous.rank == task.rank &&
+          previous.op_index == task.op_index && previous.kind == task.kind) {
+        last.last_task = i;
+        last.end_seconds = task.end_seconds;
+        continue;
+      }
+    }
+    spans.push_back(TaskSpan{i, i, task.start_seconds, task.end_seconds});
+  }
+  return spans;
+}
+
 SimulationResult simulate(const SimulationInput& input) {
   BuiltGraph built = build_task_graph(input);
   const ReplayStats stats = replay(*built.graph);

@@ -129,6 +129,7 @@ struct SimulationResult {
   SimulationOptions options;
   double step_time_s = 0;
   double analytic_step_time_s = 0;  // the planner's closed form for the same plan
+  std::string planner_rejection;    // why the planner rejects the plan (memory), or empty
   double pipeline_end_seconds = 0;  // last task of any rank's op list ends
   int64_t num_events = 0;
   std::vector<SimulatedRank> ranks;
@@ -149,6 +150,16 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
 /// estimate_plan, simulation_input and simulate; `source` names the plan in errors.
 SimulationResult simulate_plan(const planner::Plan& plan, const SimulationOptions& options,
                                const std::string& source);
+
+/// A task as traces and pictures show it: the pieces of one op (cut at bucket boundaries)
+/// merged back into one span. Joins and zero-length waits are left out.
+struct TaskSpan {
+  int32_t first_task = 0;  // index into SimulationResult::tasks; describes the span
+  int32_t last_task = 0;
+  double start_seconds = 0;
+  double end_seconds = 0;
+};
+std::vector<TaskSpan> task_spans(const SimulationResult& result);
 
 /// The terminal report (nccl-tests layout) and the --json record, from the same values.
 std::string simulation_table(const SimulationResult& result);

@@ -1,0 +1,87 @@
+// meshplan simulate PLAN.json: a discrete-event replay of one training step.
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "meshplan/errors.h"
+#include "meshplan/json_io.h"
+#include "meshplan/plan_file.h"
+#include "meshplan/reports.h"
+#include "meshplan/simulator.h"
+
+namespace meshplan::cli {
+namespace {
+
+struct SimulateArguments {
+  std::string plan_path;
+  std::string trace_path, svg_path, json_path;
+  bool all_ranks = false;
+  bool zero_communication = false;
+  double bucket_mb = 25;  // PyTorch DDP's bucket_cap_mb default
+};
+
+void run_simulate(const SimulateArguments& args) {
+  if (!(args.bucket_mb > 0) || !std::isfinite(args.bucket_mb)) {
+    throw InputError(fmt::format("--bucket-mb: must be positive ({})", args.bucket_mb));
+  }
+  const planner::Plan plan = planner::read_plan_file(args.plan_path);
+  simulator::SimulationOptions options;
+  options.all_ranks = args.all_ranks;
+  options.zero_communication = args.zero_communication;
+  // MiB, as DDP's bucket_cap_mb (bucket_cap_mb * 1024 * 1024 bytes).
+  options.bucket_bytes = std::llround(args.bucket_mb * 1024.0 * 1024.0);
+  if (options.bucket_bytes < 1) {
+    throw InputError(fmt::format("--bucket-mb: smaller than one byte ({})", args.bucket_mb));
+  }
+  const simulator::SimulationResult result =
+      simulator::simulate_plan(plan, options, args.plan_path);
+  // Every output is made before any is written, and each is written atomically, so an error
+  // leaves no partial file.
+  struct Output {
+    const std::string& path;
+    std::string content;
+  };
+  std::vector<Output> outputs;
+  if (!args.trace_path.empty()) {
+    outputs.push_back({args.trace_path, reports::chrome_trace_json(result)});
+  }
+  if (!args.svg_path.empty()) {
+    outputs.push_back({args.svg_path, reports::pipeline_svg(result)});
+  }
+  if (!args.json_path.empty()) {
+    outputs.push_back({args.json_path, simulator::simulation_json(result).dump(2) + "\n"});
+  }
+  for (const Output& output : outputs) {
+    write_file_atomic(output.path, output.content);
+  }
+  std::fputs(simulator::simulation_table(result).c_str(), stdout);
+}
+
+}  // namespace
+
+void register_simulate_command(CLI::App& app) {
+  auto args = std::make_shared<SimulateArguments>();
+  CLI::App* simulate = app.add_subcommand(
+      "simulate", "Replay one training step of a plan as a discrete-event simulation");
+  simulate->add_option("PLAN.json", args->plan_path, "Plan file (meshplan plan --save-plan)")
+      ->required();
+  simulate->add_option("--trace", args->trace_path, "Write a Chrome trace (Perfetto) here");
+  simulate->add_option("--svg", args->svg_path, "Write the pipeline schedule as SVG here");
+  simulate->add_option("--json", args->json_path, "Write the report as JSON here");
+  simulate->add_flag("--all-ranks", args->all_ranks,
+                     "Simulate every rank (default: one per pipeline stage)");
+  simulate
+      ->add_option("--bucket-mb", args->bucket_mb,
+                   "Data-parallel gradient bucket, MiB (PyTorch DDP's bucket_cap_mb)")
+      ->capture_default_str();
+  simulate->add_flag("--zero-communication", args->zero_communication,
+                     "Every collective and transfer takes no time (checks the closed form)");
+  simulate->callback([args] { run_simulate(*args); });
+}
+
+}  // namespace meshplan::cli

@@ -1,0 +1,25 @@
+#pragma once
+// Reports on a simulated step: a Chrome trace and a picture of the pipeline schedule. Each
+// returns the whole file's text (the caller writes it with write_file_atomic); the same
+// result gives the same bytes.
+
+#include <string>
+
+#include "meshplan/simulator.h"
+
+namespace meshplan::reports {
+
+/// Chrome trace event JSON, for Perfetto (ui.perfetto.dev) and chrome://tracing: one process
+/// per simulated rank (pid = global rank), one thread per stream that has work, an 'X' slice
+/// per task (pieces of one op merged), and a flow arrow ('s' on the sender's transfer, 'f' on
+/// the receiver's op that consumes it) for every pipeline transfer. Times in microseconds.
+std::string chrome_trace_json(const simulator::SimulationResult& result);
+
+/// SVG of the schedule in the style of the Megatron-LM (Narayanan et al. 2021, Fig. 4) and
+/// Zero Bubble (Qi et al. 2023, Fig. 3) figures: one row per pipeline stage (its rank with
+/// tp = dp = 0), F / B / W blocks numbered by micro-batch from 1 as in the papers, lighter
+/// shades for later model chunks, the optimizer step, and the rank's communication in a thin
+/// lane under each row; time on the x axis.
+std::string pipeline_svg(const simulator::SimulationResult& result);
+
+}  // namespace meshplan::reports

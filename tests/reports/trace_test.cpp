@@ -1,0 +1,72 @@
+// The Chrome trace: one process per rank, one thread per stream, a slice per op, a flow arrow
+// per pipeline transfer; the same result gives the same bytes.
+
+#include <doctest/doctest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "../simulator/hand_built.h"
+#include "meshplan/reports.h"
+
+namespace meshplan::reports {
+namespace {
+
+using simulator::testing::uniform_input;
+
+// tp = 2, pp = 2, dp = 1, 1F1B with m = 3, every rank simulated: ranks 0, 1 (stage 0) and
+// 2, 3 (stage 1) in tp-dp-pp order. f = 1 s, b = 2 s, sends 0.25 s.
+simulator::SimulationResult small_result() {
+  simulator::SimulationInput input =
+      uniform_input(planner::ScheduleKind::kOneFOneB, 2, 1, 3, 1.0, 2.0);
+  input.layout.tp = 2;
+  input.all_ranks = true;
+  for (auto& stage : input.stages) {
+    stage.transfer_seconds = 0.25;
+  }
+  return simulator::simulate(input);
+}
+
+}  // namespace
+
+TEST_CASE("trace: one process per rank, named threads, slices and flows") {
+  const nlohmann::json trace = nlohmann::json::parse(chrome_trace_json(small_result()));
+  std::set<int64_t> processes;
+  std::map<int64_t, std::set<std::string>> threads;  // pid -> thread names
+  std::map<int64_t, int> forwards;                   // pid -> "F ..." slices
+  int starts = 0, finishes = 0;
+  for (const auto& event : trace.at("traceEvents")) {
+    const std::string ph = event.at("ph");
+    if (ph == "M" && event.at("name") == "process_name") {
+      CHECK(processes.insert(event.at("pid").get<int64_t>()).second);  // once per rank
+    } else if (ph == "M" && event.at("name") == "thread_name") {
+      threads[event.at("pid")].insert(event.at("args").at("name").get<std::string>());
+    } else if (ph == "X" && event.at("name").get<std::string>().rfind("F ", 0) == 0) {
+      ++forwards[event.at("pid")];
+      CHECK(event.at("dur").get<double>() == 1e6);  // f = 1 s, in microseconds
+    } else if (ph == "s") {
+      ++starts;
+    } else if (ph == "f") {
+      ++finishes;
+      CHECK(event.at("bp") == "e");
+    }
+  }
+  CHECK(processes == std::set<int64_t>{0, 1, 2, 3});
+  // Stage 0 sends activations (pp-send-next), stage 1 gradients (pp-send-prev); both compute.
+  CHECK(threads[0] == std::set<std::string>{"compute", "pp-send-next"});
+  CHECK(threads[3] == std::set<std::string>{"compute", "pp-send-prev"});
+  for (int64_t pid : {0, 1, 2, 3}) {
+    CHECK(forwards[pid] == 3);  // m = 3 forwards per rank
+  }
+  // Each of the tp = 2 pipelines sends m = 3 activations and 3 gradients: 12 arrows.
+  CHECK(starts == 12);
+  CHECK(finishes == 12);
+}
+
+TEST_CASE("trace: the same result gives the same bytes") {
+  CHECK(chrome_trace_json(small_result()) == chrome_trace_json(small_result()));
+}
+
+}  // namespace meshplan::reports
