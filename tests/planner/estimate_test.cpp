@@ -1,0 +1,203 @@
+// estimate_plan (planner/estimate.cpp): the pipeline bubble against (p-1)/(m+p-1) and the op
+// list, the step-time breakdown, pipeline transfers, data-parallel exposure and rejections.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "meshplan/cost_model.h"
+#include "meshplan/models.h"
+#include "meshplan/schedule.h"
+#include "planner_test_util.h"
+
+namespace meshplan::planner {
+namespace {
+
+using test::make_layout;
+
+// Closed forms below are a few products and quotients of exact values; the code evaluates the
+// same quantities in another order. 1e-12 relative covers double rounding only.
+constexpr double kRoundingTolerance = 1e-12;
+
+// A model whose pipeline stages are near-identical: 32 layers of h 4096 (8 per stage at pp 4)
+// and a 64-token vocabulary, so the embedding on the first stage and the LM head on the last
+// add almost nothing to those stages' time (checked below, not assumed).
+models::TransformerConfig uniform_model() {
+  models::TransformerConfig model;
+  model.name = "uniform-stages";
+  model.num_layers = 32;
+  model.hidden_size = 4096;
+  model.num_attention_heads = 32;
+  model.num_kv_heads = 32;
+  model.head_dim = 128;
+  model.ffn_hidden_size = 16384;
+  model.vocab_size = 64;
+  model.seq_length = 2048;
+  model.max_position_embeddings = 2048;
+  model.activation = models::Activation::kGelu;
+  model.norm = models::Norm::kLayerNorm;
+  model.positions = models::Positions::kRope;
+  model.tied_embeddings = false;
+  return model;
+}
+
+double stage_seconds(const StageEstimate& stage) {
+  double seconds = 0;
+  for (const ChunkCost& chunk : stage.chunks) {
+    seconds += chunk.forward_seconds() + chunk.backward_seconds();
+  }
+  return seconds;
+}
+
+// (max - min) / max of the per-micro-batch stage times.
+double non_uniformity(const PlanEstimate& estimate) {
+  double low = stage_seconds(estimate.stages.front()), high = low;
+  for (const StageEstimate& stage : estimate.stages) {
+    low = std::min(low, stage_seconds(stage));
+    high = std::max(high, stage_seconds(stage));
+  }
+  return (high - low) / high;
+}
+
+double bubble_fraction(const PlanEstimate& estimate) {
+  const StepBreakdown& b = estimate.breakdown;
+  return b.bubble_seconds / (b.pipeline_compute_seconds + b.bubble_seconds);
+}
+
+TEST_CASE("op list: GPipe and 1F1B take (m + p - 1)(f + b), bubble (p - 1)/(m + p - 1)") {
+  // Narayanan et al. 2021, Sec. 2.2.1, counted by replaying the schedule's own op lists with
+  // f = 1, b = 2: p 4, m 8 -> 11 slots of 3 = 33, of which m (f + b) = 24 busy: 9/33 = 3/11.
+  for (ScheduleKind kind : {ScheduleKind::kGpipe, ScheduleKind::kOneFOneB}) {
+    CAPTURE(to_string(kind));
+    const double makespan = replay_makespan(generate_schedule(kind, 4, 1, 8), 1.0, 2.0, 0.0);
+    CHECK(makespan == 33.0);
+    CHECK((makespan - 24.0) / makespan == doctest::Approx(3.0 / 11.0));
+  }
+}
+
+TEST_CASE("estimate: GPipe and 1F1B bubble fraction (p - 1)/(m + p - 1) on uniform stages") {
+  // The closed form holds for identical stages. Here the stages differ by a measured fraction
+  // delta (embedding, LM head); with stage times in [(1 - delta) X, X] the bubble fraction lies
+  // within a relative delta / (1 - delta) of (p - 1)/(m + p - 1) (bubble between (p-1)(1-delta)X
+  // and (p-1)X, makespan between (m + (p-1)(1-delta))X and (m+p-1)X). We require delta < 0.5%,
+  // which bounds that error below 0.51%: the tolerance is 0.0051.
+  const models::TransformerConfig model = uniform_model();
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  for (ScheduleKind kind : {ScheduleKind::kGpipe, ScheduleKind::kOneFOneB}) {
+    for (const auto& [p, m] : {std::pair<int64_t, int64_t>{4, 8}, {4, 1}, {2, 16}, {8, 8}}) {
+      CAPTURE(to_string(kind));
+      CAPTURE(p);
+      CAPTURE(m);
+      Layout layout = make_layout(1, p, 1, 1, m);
+      layout.schedule = kind;
+      const PlanEstimate estimate = estimate_plan(model, cluster, layout);
+      REQUIRE(estimate.stages.size() == static_cast<size_t>(p));
+      REQUIRE(non_uniformity(estimate) < 0.005);
+      const double closed_form = static_cast<double>(p - 1) / static_cast<double>(m + p - 1);
+      CHECK(bubble_fraction(estimate) == doctest::Approx(closed_form).epsilon(0.0051));
+    }
+  }
+}
+
+TEST_CASE("op list: interleaved takes (m v + p - 1) chunk slots") {
+  // Narayanan et al. 2021, Sec. 2.2.2: with v chunks per rank, each taking (f + b) / v per
+  // micro-batch, the makespan is (m v + p - 1) chunk slots: p 4, v 2, m 8, chunk f = 1, b = 2
+  // -> 19 * 3 = 57, of which m v * 3 = 48 busy: bubble 9/57 = 3/19.
+  const double makespan =
+      replay_makespan(generate_schedule(ScheduleKind::kInterleaved, 4, 2, 8), 1.0, 2.0, 0.0);
+  CHECK(makespan == 57.0);
+}
+
+TEST_CASE("estimate: interleaved bubble (p - 1)/(m v + p - 1)") {
+  // Narayanan et al. 2021, Sec. 2.2.2: v model chunks per rank shrink the bubble by v; as a
+  // fraction of the pipeline's makespan, (p - 1)/(m v + p - 1): p 4, v 2, m 8 -> 3/19.
+  const models::TransformerConfig model = uniform_model();
+  Layout layout = make_layout(1, 4, 1, 1, 8);
+  layout.schedule = ScheduleKind::kInterleaved;
+  layout.vpp = 2;
+  const PlanEstimate estimate = estimate_plan(model, models::load_cluster("dgx-a100-80gb"), layout);
+  REQUIRE(estimate.stages.size() == 4);
+  REQUIRE(non_uniformity(estimate) < 0.005);  // same bound and tolerance as above
+  CHECK(bubble_fraction(estimate) == doctest::Approx(3.0 / 19.0).epsilon(0.0051));
+}
+
+TEST_CASE("estimate: the step is the sum of its breakdown; tokens/s from it") {
+  const models::TransformerConfig model = models::load_model("megatron-7.5b");
+  Layout layout = make_layout(2, 2, 2, 1, 16);
+  layout.zero = 1;
+  const PlanEstimate e = estimate_plan(model, models::load_cluster("dgx-a100-80gb"), layout);
+  const StepBreakdown& b = e.breakdown;
+  CHECK(e.step_time_s ==
+        doctest::Approx(b.pipeline_compute_seconds + b.bubble_seconds + b.pp_transfer_seconds +
+                        b.dp_comm_exposed_seconds + b.optimizer_seconds)
+            .epsilon(kRoundingTolerance));
+  CHECK(b.tp_comm_exposed_seconds <= b.pipeline_compute_seconds);
+  // The peak memory is the largest stage's total.
+  int64_t peak = 0;
+  for (const StageEstimate& stage : e.stages) {
+    peak = std::max(peak, stage.memory.total_bytes());
+  }
+  CHECK(e.peak_memory_bytes == peak);
+}
+
+TEST_CASE("estimate: pipeline transfers, 2 (m v + p - 1) sends on the critical path") {
+  // uniform_model, tp 1, pp 4, dp 1, m 8: neighbouring stages are tp * dp = 1 rank apart, in one
+  // node: one activation s b h e = 2048 * 4096 * 2 = 16,777,216 bytes over NVLink at
+  // 300e9 * 0.75 B/s plus 2 us. Forward and backward: 2 (8 + 4 - 1) = 22 transfers.
+  Layout layout = make_layout(1, 4, 1, 1, 8);
+  const PlanEstimate e =
+      estimate_plan(uniform_model(), models::load_cluster("dgx-a100-80gb"), layout);
+  const double transfer = 16'777'216.0 / 225e9 + 2e-6;
+  CHECK(e.breakdown.pp_transfer_seconds ==
+        doctest::Approx(22.0 * transfer).epsilon(kRoundingTolerance));
+  // pp 1: nothing to transfer.
+  const PlanEstimate single = estimate_plan(uniform_model(), models::load_cluster("dgx-a100-80gb"),
+                                            make_layout(1, 1, 8, 1, 8));
+  CHECK(single.breakdown.pp_transfer_seconds == 0.0);
+}
+
+TEST_CASE("estimate: gradient all-reduce fully exposed without overlap; optimizer step") {
+  // tiny on 8 GPUs, dp 8, ZeRO 0, --overlap-grad-reduce off: the whole ring all-reduce of the
+  // gradients follows the backward. psi = 217,664 (memory_test), 435,328 bf16 bytes, 8 ranks in
+  // one node: 2 * 7/8 * 435,328 / 225e9 + 14 * 2 us.
+  const models::TransformerConfig model = models::load_model("tiny");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  PlanOptions options;
+  options.overlap_grad_reduce = false;
+  const PlanEstimate e = estimate_plan(model, cluster, make_layout(1, 1, 8, 1, 8), options);
+  CHECK(e.breakdown.dp_comm_exposed_seconds ==
+        doctest::Approx(1.75 * 435'328.0 / 225e9 + 14 * 2e-6).epsilon(kRoundingTolerance));
+  // Adam, memory-bound: 28 bytes per parameter (bf16 gradient 2, fp32 master, m and v read and
+  // written 3 * 8, bf16 weights written 2) at 2.039e12 * 0.8 B/s.
+  CHECK(e.breakdown.optimizer_seconds ==
+        doctest::Approx(28.0 * 217'664.0 / (2.039e12 * 0.8)).epsilon(kRoundingTolerance));
+  // With overlap the exposed part can only shrink.
+  const PlanEstimate overlapped = estimate_plan(model, cluster, make_layout(1, 1, 8, 1, 8));
+  CHECK(overlapped.breakdown.dp_comm_exposed_seconds <= e.breakdown.dp_comm_exposed_seconds);
+}
+
+TEST_CASE("estimate: an invalid layout comes back infeasible with its reason") {
+  const PlanEstimate e =
+      estimate_plan(models::load_model("gpt3-175b"), models::load_cluster("dgx-a100-80gb"),
+                    make_layout(5, 1, 1, 1, 1));
+  CHECK_FALSE(e.feasible);
+  CHECK(e.rejection_code == "tp_heads");
+  CHECK(e.rejection_reason == "num_attention_heads not divisible by tp (96 % 5)");
+}
+
+TEST_CASE("estimate: a layout that does not fit is rejected for memory") {
+  // GPT-3 175B on 8 GPUs: even the model states alone, 16 bytes * 174.6e9 / 8 ranks = 349 GB
+  // per GPU, exceed the 80 GiB = 85,899,345,920 bytes of an A100 80GB.
+  const PlanEstimate e =
+      estimate_plan(models::load_model("gpt3-175b"), models::load_cluster("dgx-a100-80gb"),
+                    make_layout(8, 1, 1, 1, 1));
+  CHECK_FALSE(e.feasible);
+  CHECK(e.rejection_code == "memory");
+  CHECK(e.peak_memory_bytes > 16 * 174'604'259'328LL / 8);
+  const std::string suffix = "exceeds 80.0 GiB of GPU memory";
+  CHECK(e.rejection_reason.rfind("peak memory ", 0) == 0);
+  CHECK(e.rejection_reason.substr(e.rejection_reason.size() - suffix.size()) == suffix);
+}
+
+}  // namespace
+}  // namespace meshplan::planner
