@@ -46,6 +46,18 @@ TEST_CASE("svg: m * vpp forward and backward blocks per stage") {
   }
 }
 
+TEST_CASE("svg: zb-h1 has F, B and W blocks, m of each per stage") {
+  const std::string svg = pipeline_svg(simulator::simulate(
+      simulator::testing::uniform_input(planner::ScheduleKind::kZbH1, 4, 1, 6, 1.0, 1.0, 1.0)));
+  for (int64_t s = 0; s < 4; ++s) {
+    const std::string stage = "data-stage=\"" + std::to_string(s) + "\"";
+    CHECK(count(svg, "class=\"F\" " + stage) == 6);
+    CHECK(count(svg, "class=\"B\" " + stage) == 6);
+    CHECK(count(svg, "class=\"W\" " + stage) == 6);
+  }
+  CHECK(svg.find("W weight gradient") != std::string::npos);  // in the legend
+}
+
 TEST_CASE("svg: pieces of a backward cut at bucket boundaries are one block") {
   // dp = 2 with 3 buckets: the last backward is cut in 3 pieces, drawn as one B block.
   simulator::SimulationInput input =

@@ -48,6 +48,26 @@ TEST_CASE("pipeline: interleaved bubble is (p-1)/v stage times") {
   }
 }
 
+TEST_CASE("pipeline: zb-h1 bubble is (p-1)(F+B-W), a third of 1F1B's with equal F, B, W") {
+  // Qi et al. 2023, Sec. 3.1: ZB-H1's bubble is (p - 1)(T_F + T_B - T_W) against 1F1B's
+  // (p - 1)(T_F + T_B + T_W). p = 4, m = 8, F = B = W = 1: makespan m (F + B + W) +
+  // (p - 1)(F + B - W) = 24 + 3 = 27 s, stage 0 waits 3 s; 1F1B (backward B + W = 2 s):
+  // 24 + 3 * 3 = 33 s, bubble 9 s = 3 times ZB-H1's.
+  const SimulationResult zb = simulate(uniform_input(ScheduleKind::kZbH1, 4, 1, 8, 1.0, 1.0, 1.0));
+  const SimulationResult one_f_one_b =
+      simulate(uniform_input(ScheduleKind::kOneFOneB, 4, 1, 8, 1.0, 2.0));
+  CHECK(zb.step_time_s == 27.0);
+  CHECK(one_f_one_b.step_time_s == 33.0);
+  for (int64_t s = 0; s < 4; ++s) {
+    CAPTURE(s);
+    CHECK(zb.stages[s].compute_seconds == 24.0);
+    CHECK(zb.stages[s].bubble_seconds == 3.0);
+    CHECK(zb.stages[s].bubble_seconds * 3.0 == one_f_one_b.stages[s].bubble_seconds);
+  }
+  // Unequal: F = 1, B = 1.5, W = 0.5: 8 * 3 + 3 * (1 + 1.5 - 0.5) = 30 s.
+  CHECK(simulate(uniform_input(ScheduleKind::kZbH1, 4, 1, 8, 1.0, 1.5, 0.5)).step_time_s == 30.0);
+}
+
 TEST_CASE("pipeline: exposed tp communication and the optimizer step add up") {
   // 1F1B, p = 2, m = 3: f = 1 + 0.25 tp, b = 2 + 0.5 tp per micro-batch, so F + B = 3.75 and
   // the pipeline takes (m + p - 1)(F + B) = 4 * 3.75 = 15 s; then the barrier and a 0.5 s
