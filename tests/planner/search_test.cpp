@@ -1,0 +1,266 @@
+// search_layouts (planner/search.cpp): the size of the space counted by hand, exhaustiveness
+// against an independent enumeration, ranking by time and by memory, ties, fixed fields, errors.
+//
+// The space, as search.h documents it: every (tp, pp, dp) with tp pp dp = GPUs; every
+// micro-batch dividing global_batch / dp; the schedule 1F1B alone when pp = 1, otherwise GPipe,
+// 1F1B and ZB-H1 at vpp 1 and interleaved at each vpp >= 2 dividing l / pp; recompute none and
+// full, and selective too without flash attention (with it, selective stores and recomputes what
+// none does: search.cpp skips the duplicate); sequence parallel off, and on when tp > 1; ZeRO 0-3
+// when dp > 1, 0 otherwise.
+// Invalid layouts are costed too (and rejected with their reason): nothing is pruned.
+
+#include "meshplan/search.h"
+
+#include <doctest/doctest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "meshplan/cost_model.h"
+#include "meshplan/models.h"
+#include "planner_test_util.h"
+
+namespace meshplan::planner {
+namespace {
+
+// tiny: 4 layers, 4 heads, 2 kv heads, seq 32; 8 GPUs, 16 sequences per step.
+SearchSpace tiny_space() {
+  SearchSpace space;
+  space.num_gpus = 8;
+  space.global_batch = 16;
+  return space;
+}
+
+SearchResult search_tiny(const SearchSpace& space, Objective objective, int64_t top_k,
+                         bool flash_attention = true) {
+  PlanOptions options;
+  options.flash_attention = flash_attention;
+  return search_layouts(models::load_model("tiny"), models::load_cluster("dgx-a100-80gb"), space,
+                        options, objective, top_k);
+}
+
+// The space above, enumerated here independently of the search (tiny: l = 4, GPUs 8, B 16).
+std::vector<Layout> enumerate_tiny_space(bool flash_attention) {
+  std::vector<Layout> layouts;
+  for (int64_t tp : {1, 2, 4, 8}) {
+    for (int64_t pp : {1, 2, 4, 8}) {
+      if (8 % (tp * pp) != 0) {
+        continue;
+      }
+      const int64_t dp = 8 / (tp * pp);
+      for (int64_t micro_batch = 1; micro_batch <= 16 / dp; ++micro_batch) {
+        if ((16 / dp) % micro_batch != 0) {
+          continue;
+        }
+        std::vector<std::pair<ScheduleKind, int64_t>> schedules;
+        if (pp == 1) {
+          schedules = {{ScheduleKind::kOneFOneB, 1}};
+        } else {
+          schedules = {
+              {ScheduleKind::kGpipe, 1}, {ScheduleKind::kOneFOneB, 1}, {ScheduleKind::kZbH1, 1}};
+          for (int64_t vpp = 2; 4 % pp == 0 && vpp <= 4 / pp; ++vpp) {
+            if ((4 / pp) % vpp == 0) {
+              schedules.emplace_back(ScheduleKind::kInterleaved, vpp);
+            }
+          }
+        }
+        for (const auto& [schedule, vpp] : schedules) {
+          for (Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+            if (flash_attention && recompute == Recompute::kSelective) {
+              continue;
+            }
+            for (bool sp : {false, true}) {
+              if (sp && tp == 1) {
+                continue;
+              }
+              for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+                Layout layout = test::make_layout(tp, pp, dp, micro_batch, 16);
+                layout.vpp = vpp;
+                layout.schedule = schedule;
+                layout.recompute = recompute;
+                layout.sequence_parallel = sp;
+                layout.zero = zero;
+                layouts.push_back(layout);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return layouts;
+}
+
+TEST_CASE("exhaustive: tiny on 8 GPUs, global batch 16, counted by hand") {
+  // Per (tp, pp, dp) and recompute choice: micro-batches (divisors of 16 / dp) x schedules x SP
+  // x ZeRO.
+  //   tp pp dp   mb  sched  sp zero
+  //    1  1  8    2    1     1   4    =   8
+  //    1  2  4    3    4     1   4    =  48   (gpipe, 1f1b, zb-h1, interleaved vpp 2)
+  //    1  4  2    4    3     1   4    =  48   (l / pp = 1: no interleaving)
+  //    1  8  1    5    3     1   1    =  15
+  //    2  1  4    3    1     2   4    =  24
+  //    2  2  2    4    4     2   4    = 128
+  //    2  4  1    5    3     2   1    =  30
+  //    4  1  2    4    1     2   4    =  32
+  //    4  2  1    5    4     2   1    =  40
+  //    8  1  1    5    1     2   1    =  10
+  // Total 383 per recompute choice: 1,149 without flash attention (3 choices), 766 with (2).
+  // Rejections per recompute choice: tp 8 splits 4 heads unevenly: 10; tp 4 splits 2 kv heads
+  // unevenly: 32 + 40 = 72; pp 8 splits 4 layers unevenly (tp 1 only): 15; interleaved with a
+  // single micro-batch (not divisible by pp 2): mb 4 at tp 1, dp 4 (4 ZeRO) and mb 8 at tp 2,
+  // dp 2 (2 SP x 4 ZeRO): 12. 109 in all. The tiny model fits everywhere: no memory rejection.
+  for (const auto& [flash, recomputes] : {std::pair<bool, int64_t>{false, 3}, {true, 2}}) {
+    CAPTURE(flash);
+    const SearchResult result = search_tiny(tiny_space(), Objective::kTime, 10'000, flash);
+    CHECK(result.num_evaluated == 383 * recomputes);
+    CHECK(static_cast<int64_t>(enumerate_tiny_space(flash).size()) == 383 * recomputes);
+    const std::map<std::string, int64_t> rejections = {
+        {"tp_heads", 10 * recomputes},
+        {"tp_kv_heads", 72 * recomputes},
+        {"pp_layers", 15 * recomputes},
+        {"interleaved_micro_batches", 12 * recomputes}};
+    CHECK(result.rejections == rejections);
+    CHECK(result.num_feasible == (383 - 109) * recomputes);  // 822 or 548
+    // top_k above the feasible count: all of them come back.
+    CHECK(static_cast<int64_t>(result.best.size()) == (383 - 109) * recomputes);
+    for (const auto& [code, count] : result.rejections) {
+      CHECK(result.example_reason.count(code) == 1);
+    }
+  }
+}
+
+TEST_CASE("exhaustive: the best plan is the fastest of an independent enumeration") {
+  const models::TransformerConfig model = models::load_model("tiny");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  for (bool flash : {false, true}) {
+    CAPTURE(flash);
+    PlanOptions options;
+    options.flash_attention = flash;
+    double fastest = 0;
+    int64_t feasible = 0;
+    for (const Layout& layout : enumerate_tiny_space(flash)) {
+      const PlanEstimate estimate = estimate_plan(model, cluster, layout, options);
+      if (estimate.feasible) {
+        ++feasible;
+        if (fastest == 0 || estimate.step_time_s < fastest) {
+          fastest = estimate.step_time_s;
+        }
+      }
+    }
+    const SearchResult result = search_tiny(tiny_space(), Objective::kTime, 3, flash);
+    CHECK(result.num_feasible == feasible);
+    REQUIRE(result.best.size() == 3);
+    CHECK(result.best.front().step_time_s == fastest);
+    // The returned estimates carry their collective inventories (8 GPUs: some group has more
+    // than one rank).
+    CHECK_FALSE(result.best.front().collectives.empty());
+  }
+}
+
+TEST_CASE("ranking: best first by time, ties by lower peak memory") {
+  const SearchResult result = search_tiny(tiny_space(), Objective::kTime, 10'000);
+  REQUIRE(result.best.size() > 1);
+  for (size_t i = 0; i + 1 < result.best.size(); ++i) {
+    const PlanEstimate& a = result.best[i];
+    const PlanEstimate& b = result.best[i + 1];
+    CAPTURE(describe(a.layout));
+    CAPTURE(describe(b.layout));
+    CHECK(a.feasible);
+    CHECK((a.step_time_s < b.step_time_s ||
+           (a.step_time_s == b.step_time_s && a.peak_memory_bytes <= b.peak_memory_bytes)));
+  }
+}
+
+TEST_CASE("ranking: --objective memory, best first by peak memory, ties by time") {
+  const SearchResult result = search_tiny(tiny_space(), Objective::kMemory, 10'000);
+  REQUIRE(result.best.size() == 548);  // every feasible layout (previous test)
+  for (size_t i = 0; i + 1 < result.best.size(); ++i) {
+    const PlanEstimate& a = result.best[i];
+    const PlanEstimate& b = result.best[i + 1];
+    CAPTURE(describe(a.layout));
+    CAPTURE(describe(b.layout));
+    CHECK((a.peak_memory_bytes < b.peak_memory_bytes ||
+           (a.peak_memory_bytes == b.peak_memory_bytes && a.step_time_s <= b.step_time_s)));
+  }
+}
+
+TEST_CASE("ties on time are broken by memory: ZeRO 2 before ZeRO 1") {
+  // ZeRO 1 and 2 communicate the same (reduce-scatter the gradients, all-gather the parameters)
+  // and update the same shard, so their step times are equal; ZeRO 2 also shards the gradients
+  // over dp (Rajbhandari et al. 2020, Fig. 1) and needs less memory. Everything else fixed.
+  SearchSpace space = tiny_space();
+  space.tp = 1;
+  space.pp = 1;
+  space.micro_batch = 1;
+  space.recompute = Recompute::kNone;
+  const SearchResult result = search_tiny(space, Objective::kTime, 10);
+  CHECK(result.num_evaluated == 4);  // ZeRO 0-3, dp 8
+  REQUIRE(result.best.size() == 4);
+  size_t zero1 = 0, zero2 = 0;
+  for (size_t i = 0; i < result.best.size(); ++i) {
+    zero1 = result.best[i].layout.zero == 1 ? i : zero1;
+    zero2 = result.best[i].layout.zero == 2 ? i : zero2;
+  }
+  REQUIRE(result.best[zero1].step_time_s == result.best[zero2].step_time_s);
+  REQUIRE(result.best[zero2].peak_memory_bytes < result.best[zero1].peak_memory_bytes);
+  CHECK(zero2 == zero1 - 1);
+}
+
+TEST_CASE("fixed fields are respected and shrink the space") {
+  SearchSpace space = tiny_space();
+  space.tp = 2;
+  space.recompute = Recompute::kFull;
+  space.zero = 1;
+  const SearchResult result = search_tiny(space, Objective::kTime, 10'000);
+  // tp 2 rows of the table above with one recompute and one ZeRO choice:
+  // (pp 1, dp 4) 3 mb x 1 sched x 2 SP = 6; (pp 2, dp 2) 4 x 4 x 2 = 32; (pp 4, dp 1)
+  // 5 x 3 x 2 = 30 (a fixed ZeRO stage is kept even at dp 1): 68.
+  CHECK(result.num_evaluated == 68);
+  REQUIRE_FALSE(result.best.empty());
+  for (const PlanEstimate& estimate : result.best) {
+    CHECK(estimate.layout.tp == 2);
+    CHECK(estimate.layout.recompute == Recompute::kFull);
+    CHECK(estimate.layout.zero == 1);
+    CHECK(estimate.layout.global_batch == 16);
+  }
+
+  SearchSpace by_dp = tiny_space();
+  by_dp.dp = 4;
+  by_dp.schedule = ScheduleKind::kOneFOneB;
+  // dp 4 leaves tp pp = 2: (tp 1, pp 2) 3 mb x 2 recompute (flash attention) x 4 ZeRO = 24
+  // and (tp 2, pp 1) 3 x 2 x 2 SP x 4 = 48: 72.
+  const SearchResult dp_result = search_tiny(by_dp, Objective::kTime, 10'000);
+  CHECK(dp_result.num_evaluated == 72);
+  for (const PlanEstimate& estimate : dp_result.best) {
+    CHECK(estimate.layout.dp == 4);
+    CHECK(estimate.layout.schedule == ScheduleKind::kOneFOneB);
+  }
+}
+
+TEST_CASE("search errors: GPU count and global batch must be positive") {
+  SearchSpace space = tiny_space();
+  space.num_gpus = 0;
+  CHECK(test::input_error([&] { search_tiny(space, Objective::kTime, 1); }) ==
+        "--gpus: must be positive (0)");
+  space = tiny_space();
+  space.global_batch = -3;
+  CHECK(test::input_error([&] { search_tiny(space, Objective::kTime, 1); }) ==
+        "--global-batch: must be positive (-3)");
+}
+
+// BUG: search.h promises an InputError "on an empty space made impossible by the fixed fields
+// (e.g. num_gpus not divisible by the fixed tp)", but search_layouts returns an empty result
+// (num_evaluated 0, no rejection reasons), so `meshplan plan --tp 3 --gpus 8` ends with
+// "no feasible layout ...: " and no reason at all.
+TEST_CASE("search errors: fixed tp that does not divide the GPU count" * doctest::skip()) {
+  SearchSpace space = tiny_space();
+  space.tp = 3;  // 8 % 3 = 2
+  const std::string message = test::input_error([&] { search_tiny(space, Objective::kTime, 1); });
+  CHECK(message.find("tp") != std::string::npos);
+  CHECK(message.find("3") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace meshplan::planner
