@@ -106,3 +106,32 @@ TEST_CASE("agreement: with communication, simulated within 10% of analytic on pr
 }
 
 }  // namespace meshplan::simulator
+
+namespace meshplan::simulator {
+
+TEST_CASE("agreement: one rank per stage equals every rank on symmetric plans") {
+  // The ranks of a stage run identical op lists with identical durations, and a
+  // representative's NIC weight (ranks of its stage on its node) puts the same load on each
+  // NIC as the expanded ranks do, so both modes give the same step time to the bit.
+  using planner::ScheduleKind;
+  planner::Plan tp_pp_dp =
+      preset_plan("llama2-7b", "dgx-a100-80gb", 2, 4, 8, 1, 64, ScheduleKind::kOneFOneB);
+  tp_pp_dp.layout.placement = planner::Placement::kTpPpDp;
+  const planner::Plan plans[] = {
+      preset_plan("llama3-70b", "dgx-h100", 8, 4, 8, 1, 128, ScheduleKind::kOneFOneB),
+      preset_plan("gpt3-175b", "dgx-a100-80gb", 8, 8, 4, 2, 64, ScheduleKind::kInterleaved),
+      preset_plan("llama2-7b", "dgx-a100-80gb", 2, 4, 8, 1, 64, ScheduleKind::kZbH1),
+      tp_pp_dp,
+  };
+  for (const planner::Plan& plan : plans) {
+    CAPTURE(planner::describe(plan.layout));
+    SimulationOptions options;
+    const SimulationResult representative = simulate_plan(plan, options, "test");
+    options.all_ranks = true;
+    const SimulationResult every = simulate_plan(plan, options, "test");
+    CHECK(every.ranks.size() == static_cast<size_t>(plan.layout.num_gpus()));
+    CHECK(every.step_time_s == representative.step_time_s);
+  }
+}
+
+}  // namespace meshplan::simulator
