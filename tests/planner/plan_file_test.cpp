@@ -1,0 +1,244 @@
+// The versioned plan file (planner/plan_file.cpp, docs/plan-format.md): a round trip through a
+// real file, and every kind of bad plan file with its exact one-line error.
+
+#include "meshplan/plan_file.h"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "meshplan/cost_model.h"
+#include "meshplan/json_io.h"
+#include "meshplan/models.h"
+#include "planner_test_util.h"
+
+namespace meshplan::planner {
+namespace {
+
+using test::input_error;
+
+// A plan where every field differs from its default, so a field that is not written or not
+// read back shows up: tiny on dgx-h100, 8 GPUs as tp 2, pp 2, dp 2, interleaved with 2 chunks,
+// micro-batch 2 of a global batch of 16 (4 micro-batches, divisible by pp), selective
+// recompute, sequence parallel, ZeRO 1, tp-pp-dp placement; every option flipped.
+Plan example_plan() {
+  Plan plan;
+  plan.model = models::load_model("tiny");
+  plan.model.seq_length = 16;  // not the preset's 32: the training length is the plan's
+  plan.cluster = models::load_cluster("dgx-h100");
+  plan.num_gpus = 8;
+  Layout& layout = plan.layout;
+  layout.tp = 2;
+  layout.pp = 2;
+  layout.dp = 2;
+  layout.vpp = 2;
+  layout.micro_batch = 2;
+  layout.global_batch = 16;
+  layout.recompute = Recompute::kSelective;
+  layout.sequence_parallel = true;
+  layout.zero = 1;
+  layout.schedule = ScheduleKind::kInterleaved;
+  layout.placement = Placement::kTpPpDp;
+  plan.options.flash_attention = false;
+  plan.options.overlap_grad_reduce = false;
+  plan.options.overlap_param_gather = false;
+  plan.options.overlap_tp_comm = true;
+  plan.options.allow_tp_across_nodes = true;
+  return plan;
+}
+
+nlohmann::json example_json() {
+  const Plan plan = example_plan();
+  return plan_to_json(plan, estimate_plan(plan.model, plan.cluster, plan.layout, plan.options));
+}
+
+void check_same_model(const models::TransformerConfig& a, const models::TransformerConfig& b) {
+  CHECK(a.name == b.name);
+  CHECK(a.num_layers == b.num_layers);
+  CHECK(a.hidden_size == b.hidden_size);
+  CHECK(a.num_attention_heads == b.num_attention_heads);
+  CHECK(a.num_kv_heads == b.num_kv_heads);
+  CHECK(a.head_dim == b.head_dim);
+  CHECK(a.ffn_hidden_size == b.ffn_hidden_size);
+  CHECK(a.vocab_size == b.vocab_size);
+  CHECK(a.seq_length == b.seq_length);
+  CHECK(a.max_position_embeddings == b.max_position_embeddings);
+  CHECK(a.activation == b.activation);
+  CHECK(a.norm == b.norm);
+  CHECK(a.positions == b.positions);
+  CHECK(a.tied_embeddings == b.tied_embeddings);
+  CHECK(a.qkv_bias == b.qkv_bias);
+  CHECK(a.attention_output_bias == b.attention_output_bias);
+  CHECK(a.mlp_bias == b.mlp_bias);
+}
+
+void check_same_cluster(const models::ClusterConfig& a, const models::ClusterConfig& b) {
+  CHECK(a.name == b.name);
+  CHECK(a.gpu.name == b.gpu.name);
+  CHECK(a.gpu.peak_bf16_flops_per_second == b.gpu.peak_bf16_flops_per_second);
+  CHECK(a.gpu.peak_fp32_flops_per_second == b.gpu.peak_fp32_flops_per_second);
+  CHECK(a.gpu.hbm_bytes == b.gpu.hbm_bytes);
+  CHECK(a.gpu.hbm_bytes_per_second == b.gpu.hbm_bytes_per_second);
+  CHECK(a.gpus_per_node == b.gpus_per_node);
+  CHECK(a.intra_node_bytes_per_second == b.intra_node_bytes_per_second);
+  CHECK(a.intra_node_latency_seconds == b.intra_node_latency_seconds);
+  CHECK(a.inter_node_bytes_per_second_per_gpu == b.inter_node_bytes_per_second_per_gpu);
+  CHECK(a.inter_node_latency_seconds == b.inter_node_latency_seconds);
+  CHECK(a.reserved_bytes_per_gpu == b.reserved_bytes_per_gpu);
+  CHECK(a.price_per_gpu_hour == b.price_per_gpu_hour);
+  CHECK(a.precision == b.precision);
+  CHECK(a.efficiency.gemm_peak_efficiency == b.efficiency.gemm_peak_efficiency);
+  CHECK(a.efficiency.gemm_half_efficiency_dim == b.efficiency.gemm_half_efficiency_dim);
+  CHECK(a.efficiency.attention_efficiency == b.efficiency.attention_efficiency);
+  CHECK(a.efficiency.hbm_efficiency == b.efficiency.hbm_efficiency);
+  CHECK(a.efficiency.collective_efficiency == b.efficiency.collective_efficiency);
+  CHECK(a.source == b.source);
+}
+
+TEST_CASE("round trip: write_plan_file then read_plan_file gives the same plan") {
+  const Plan plan = example_plan();
+  const PlanEstimate estimate = estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
+  REQUIRE_MESSAGE(estimate.feasible, estimate.rejection_reason);
+  const std::string path = test::temp_path("round_trip.json");
+  write_plan_file(path, plan, estimate);
+  const Plan back = read_plan_file(path);
+
+  check_same_model(back.model, plan.model);
+  check_same_cluster(back.cluster, plan.cluster);
+  CHECK(back.num_gpus == 8);
+  CHECK(back.layout.tp == 2);
+  CHECK(back.layout.pp == 2);
+  CHECK(back.layout.dp == 2);
+  CHECK(back.layout.vpp == 2);
+  CHECK(back.layout.micro_batch == 2);
+  CHECK(back.layout.global_batch == 16);
+  CHECK(back.layout.recompute == Recompute::kSelective);
+  CHECK(back.layout.sequence_parallel);
+  CHECK(back.layout.zero == 1);
+  CHECK(back.layout.schedule == ScheduleKind::kInterleaved);
+  CHECK(back.layout.placement == Placement::kTpPpDp);
+  CHECK_FALSE(back.options.flash_attention);
+  CHECK_FALSE(back.options.overlap_grad_reduce);
+  CHECK_FALSE(back.options.overlap_param_gather);
+  CHECK(back.options.overlap_tp_comm);
+  CHECK(back.options.allow_tp_across_nodes);
+
+  // The file is what docs/plan-format.md describes, with the prediction beside it, and re-reading
+  // the plan predicts the same step.
+  const nlohmann::json json = read_json_file(path);
+  CHECK(json.at("format") == "meshplan plan");
+  CHECK(json.at("version") == 1);
+  CHECK(json.at("prediction").at("step_time_s").get<double>() == estimate.step_time_s);
+  CHECK(estimate_plan(back.model, back.cluster, back.layout, back.options).step_time_s ==
+        estimate.step_time_s);
+  // Nothing but the plan file is left beside it (the temporary file was renamed).
+  int64_t files = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::filesystem::path(path).parent_path())) {
+    files += entry.path().filename().string().rfind("round_trip.json", 0) == 0;
+  }
+  CHECK(files == 1);
+}
+
+TEST_CASE("layout JSON round trip, placement optional (tp-dp-pp by default)") {
+  const Layout layout = example_plan().layout;
+  const Layout back = layout_from_json(layout_to_json(layout), "l.json");
+  CHECK(describe(back) == describe(layout));
+  CHECK(back.placement == Placement::kTpPpDp);
+  nlohmann::json without = layout_to_json(layout);
+  without.erase("placement");
+  CHECK(layout_from_json(without, "l.json").placement == Placement::kTpDpPp);
+}
+
+// Applies `change` to a good plan's JSON and returns the error plan_from_json gives for it.
+template <typename Change>
+std::string error_after(Change&& change) {
+  nlohmann::json json = example_json();
+  change(json);
+  return input_error([&] { plan_from_json(json, "p.json"); });
+}
+
+TEST_CASE("bad plan files: header") {
+  CHECK(input_error([] { plan_from_json(nlohmann::json::array(), "p.json"); }) ==
+        "p.json: expected a JSON object");
+  CHECK(error_after([](nlohmann::json& j) { j.erase("format"); }) == "p.json: format: missing");
+  CHECK(error_after([](nlohmann::json& j) { j["format"] = "meshplan published runs"; }) ==
+        "p.json: format: not a meshplan plan file (\"meshplan published runs\")");
+  CHECK(error_after([](nlohmann::json& j) { j["version"] = 2; }) ==
+        "p.json: version: plan format version 2 is newer than this meshplan reads (1)");
+  CHECK(error_after([](nlohmann::json& j) { j["version"] = 0; }) ==
+        "p.json: version: must be at least 1 (0)");
+  CHECK(error_after([](nlohmann::json& j) { j["version"] = "1"; }) ==
+        "p.json: version: expected an integer (\"1\")");
+}
+
+TEST_CASE("bad plan files: missing sections and wrong types") {
+  CHECK(error_after([](nlohmann::json& j) { j.erase("options"); }) ==
+        "p.json: options: missing or not an object");
+  CHECK(error_after([](nlohmann::json& j) { j["layout"] = "tp=8"; }) ==
+        "p.json: layout: missing or not an object");
+  CHECK(error_after([](nlohmann::json& j) { j.erase("num_gpus"); }) == "p.json: num_gpus: missing");
+  CHECK(error_after([](nlohmann::json& j) { j["num_gpus"] = 0; }) ==
+        "p.json: num_gpus: must be positive (0)");
+  CHECK(error_after([](nlohmann::json& j) { j["layout"].erase("tp"); }) ==
+        "p.json: layout: tp: missing");
+  CHECK(error_after([](nlohmann::json& j) { j["layout"]["tp"] = "two"; }) ==
+        "p.json: layout: tp: expected an integer (\"two\")");
+  CHECK(error_after([](nlohmann::json& j) { j["layout"]["tp"] = 2.5; }) ==
+        "p.json: layout: tp: expected an integer (2.5)");
+  CHECK(error_after([](nlohmann::json& j) { j["layout"]["sequence_parallel"] = 1; }) ==
+        "p.json: layout: sequence_parallel: expected true or false (1)");
+  CHECK(error_after([](nlohmann::json& j) { j["options"].erase("flash_attention"); }) ==
+        "p.json: options: flash_attention: missing");
+  CHECK(error_after([](nlohmann::json& j) { j["model"]["num_layers"] = 0; }) ==
+        "p.json: model: num_layers: must be positive (0)");
+  CHECK(error_after([](nlohmann::json& j) { j["model"]["experts"] = 8; }) ==
+        "p.json: model: experts: unknown field (8)");
+  CHECK(error_after([](nlohmann::json& j) { j["model"]["num_local_experts"] = 8; }) ==
+        "p.json: model: num_local_experts: mixture-of-experts models are not supported yet (8)");
+}
+
+TEST_CASE("bad plan files: layout values") {
+  CHECK(error_after([](nlohmann::json& j) { j["num_gpus"] = 16; }) ==
+        "p.json: layout: tp*pp*dp = 8 differs from num_gpus (16)");
+  CHECK(error_after([](nlohmann::json& j) { j["layout"]["schedule"] = "foo"; }) ==
+        "p.json: layout: schedule: unknown schedule, expected gpipe, 1f1b, interleaved or zb-h1 "
+        "(foo)");
+  CHECK(error_after([](nlohmann::json& j) { j["layout"]["recompute"] = "some"; }) ==
+        "p.json: layout: recompute: unknown recompute, expected none, selective or full (some)");
+  CHECK(error_after([](nlohmann::json& j) { j["layout"]["placement"] = "pp-tp-dp"; }) ==
+        "p.json: layout: placement: unknown placement, expected tp-dp-pp or tp-pp-dp (pp-tp-dp)");
+  // The layout's validity rules, with the rule's reason.
+  CHECK(error_after([](nlohmann::json& j) { j["layout"]["zero"] = 7; }) ==
+        "p.json: layout: ZeRO stage must be 0-3 (7)");
+  CHECK(error_after([](nlohmann::json& j) {
+          j["layout"]["tp"] = 1;
+          j["layout"]["dp"] = 4;
+        }) == "p.json: layout: sequence parallel needs tp > 1");
+  CHECK(error_after([](nlohmann::json& j) { j["layout"]["global_batch"] = 12; }) ==
+        "p.json: layout: interleaved schedule needs micro-batches divisible by pp (3 % 2)");
+}
+
+TEST_CASE("bad plan files on disk: unreadable and malformed") {
+  const std::string missing = test::temp_path("no_such_plan.json");
+  CHECK(input_error([&] { read_plan_file(missing); }) == missing + ": cannot read file");
+  const std::string malformed = test::write_temp_file("malformed_plan.json", "{\"format\": ");
+  const std::string message = input_error([&] { read_plan_file(malformed); });
+  CHECK(message.rfind(malformed + ": malformed JSON: ", 0) == 0);
+  CHECK(message.find('\n') == std::string::npos);  // one line
+}
+
+TEST_CASE("write_plan_file: an unwritable path is a RuntimeError and leaves nothing behind") {
+  const Plan plan = example_plan();
+  const PlanEstimate estimate = estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
+  const std::string path = test::temp_path("no_such_dir/plan.json");
+  CHECK_THROWS_WITH_AS(write_plan_file(path, plan, estimate),
+                       (path + ": cannot write file").c_str(), RuntimeError);
+  CHECK_FALSE(std::filesystem::exists(path));
+}
+
+}  // namespace
+}  // namespace meshplan::planner
