@@ -59,6 +59,20 @@ SearchResult search_layouts(const models::TransformerConfig& model,
   if (space.global_batch < 1) {
     throw InputError(fmt::format("--global-batch: must be positive ({})", space.global_batch));
   }
+  // Fixed sizes that cannot multiply to the GPU count leave nothing to search: say which.
+  for (const auto& [fixed, field] : {std::pair{space.tp, "tp"}, {space.pp, "pp"},
+                                     {space.dp, "dp"}}) {
+    if (fixed && (*fixed < 1 || space.num_gpus % *fixed != 0)) {
+      throw InputError(fmt::format("{}: does not divide the GPU count ({} % {})", field,
+                                   space.num_gpus, *fixed));
+    }
+  }
+  const int64_t fixed_product = space.tp.value_or(1) * space.pp.value_or(1) * space.dp.value_or(1);
+  if (space.num_gpus % fixed_product != 0 || (space.tp && space.pp && space.dp &&
+                                              fixed_product != space.num_gpus)) {
+    throw InputError(fmt::format("tp*pp*dp: fixed sizes multiply to {}, which does not fit {} GPUs",
+                                 fixed_product, space.num_gpus));
+  }
   SearchResult result;
   const auto reject = [&](const PlanEstimate& estimate) {
     ++result.rejections[estimate.rejection_code];

@@ -99,11 +99,20 @@ ValidationReport validate_runs(const nlohmann::json& runs_file, const std::strin
     const models::TransformerConfig model = run_model(run_json.at("model"), run_where + ": model");
     const nlohmann::json& hardware = run_json.at("hardware");
     const std::string hardware_where = run_where + ": hardware";
-    models::ClusterConfig cluster =
-        models::load_cluster(require_string(hardware, "cluster", hardware_where));
+    models::ClusterConfig cluster;
+    const std::string cluster_name = require_string(hardware, "cluster", hardware_where);
+    try {
+      cluster = models::load_cluster(cluster_name);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: cluster: {}", hardware_where, e.what()));
+    }
     cluster.gpus_per_node = require_int(hardware, "gpus_per_node", hardware_where);
-    cluster.inter_node_bytes_per_second_per_gpu =
-        require_number(hardware, "inter_node_gbps_per_gpu", hardware_where) * 1e9 / 8.0;
+    const double gbps = require_number(hardware, "inter_node_gbps_per_gpu", hardware_where);
+    if (!(gbps > 0) || !std::isfinite(gbps)) {
+      throw InputError(
+          fmt::format("{}: inter_node_gbps_per_gpu: must be positive ({})", hardware_where, gbps));
+    }
+    cluster.inter_node_bytes_per_second_per_gpu = gbps * 1e9 / 8.0;  // Gbit/s -> bytes/s
     models::validate_cluster(cluster, hardware_where);
 
     const nlohmann::json& layout = run_json.at("layout");
@@ -131,7 +140,12 @@ ValidationReport validate_runs(const nlohmann::json& runs_file, const std::strin
       return parse_schedule(require_string(layout, f, layout_where), layout_where + ": " + f);
     });
     const PlanOptions options = software_options(run.source);
-    const SearchResult result = search_layouts(model, cluster, space, options, Objective::kTime, 1);
+    SearchResult result;
+    try {
+      result = search_layouts(model, cluster, space, options, Objective::kTime, 1);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: {}", layout_where, e.what()));
+    }
     if (result.best.empty()) {
       std::string reasons;
       for (const auto& [code, count] : result.rejections) {

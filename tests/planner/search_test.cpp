@@ -250,11 +250,11 @@ TEST_CASE("search errors: GPU count and global batch must be positive") {
         "--global-batch: must be positive (-3)");
 }
 
-// BUG: search.h promises an InputError "on an empty space made impossible by the fixed fields
+// Fixed bug, kept as a regression test: search.h promises an InputError "on an empty space made impossible by the fixed fields
 // (e.g. num_gpus not divisible by the fixed tp)", but search_layouts returns an empty result
 // (num_evaluated 0, no rejection reasons), so `meshplan plan --tp 3 --gpus 8` ends with
 // "no feasible layout ...: " and no reason at all.
-TEST_CASE("search errors: fixed tp that does not divide the GPU count" * doctest::skip()) {
+TEST_CASE("search errors: fixed tp that does not divide the GPU count") {
   SearchSpace space = tiny_space();
   space.tp = 3;  // 8 % 3 = 2
   const std::string message = test::input_error([&] { search_tiny(space, Objective::kTime, 1); });
