@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "meshplan 0.1.0");
   meshplan::cli::register_info_commands(app);
   meshplan::cli::register_plan_commands(app);
+  meshplan::cli::register_execute_command(app);
   meshplan::cli::register_simulate_command(app);
   try {
     app.parse(argc, argv);

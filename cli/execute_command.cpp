@@ -1,0 +1,125 @@
+// meshplan execute PLAN.json: trains the plan's model under mpirun, one process per rank, and
+// prints (rank 0) the step table and the measured-versus-predicted tables.
+//
+// MPI lives here: initialised when the command runs, finalised on the way out, so this command
+// prints its own errors and exits (main.cpp's handler would print on every rank). Input errors
+// are raised consistently on every rank (the executor shares the plan and agrees on errors): rank
+// 0 prints the one line and every rank exits 2. A run-time failure on one rank prints one line
+// naming it and aborts the whole job (exit 1).
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "meshplan/errors.h"
+#include "meshplan/executor.h"
+#include "meshplan/json_io.h"
+
+namespace meshplan::cli {
+
+namespace {
+
+struct ExecuteArguments {
+  std::string plan_path;
+  std::string json_path;
+  executor::ExecuteOptions options;
+};
+
+// MESHPLAN_FAULT_KILL="RANK:STEP": world rank RANK kills itself (SIGKILL) as step STEP begins.
+// A test hook for the lost-rank path; documented in the README.
+void read_fault_injection(executor::ExecuteOptions* options) {
+  const char* text = std::getenv("MESHPLAN_FAULT_KILL");
+  if (text == nullptr) {
+    return;
+  }
+  int rank = -1;
+  long long step = 0;
+  char tail = 0;
+  if (std::sscanf(text, "%d:%lld%c", &rank, &step, &tail) != 2 || rank < 0 || step < 1) {
+    throw InputError(fmt::format("MESHPLAN_FAULT_KILL: expected RANK:STEP, e.g. 1:2 ({})", text));
+  }
+  options->kill_rank = rank;
+  options->kill_step = step;
+}
+
+void run_execute(const ExecuteArguments& args) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized == 0) {
+    MPI_Init(nullptr, nullptr);
+  }
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  try {
+    executor::ExecuteOptions options = args.options;
+    read_fault_injection(&options);
+    const planner::Plan plan = executor::load_plan(args.plan_path, MPI_COMM_WORLD);
+    if (rank == 0) {
+      std::fputs(executor::format_step_header(plan, args.plan_path).c_str(), stdout);
+      std::fflush(stdout);
+    }
+    const executor::ExecuteReport report = executor::execute_plan(
+        plan, options, MPI_COMM_WORLD, [rank](const executor::StepRecord& step) {
+          if (rank == 0) {
+            std::fputs(executor::format_step_row(step).c_str(), stdout);
+            std::fflush(stdout);
+          }
+        });
+    if (rank == 0) {
+      std::fputs(executor::format_summary(report).c_str(), stdout);
+      std::fflush(stdout);
+      if (!args.json_path.empty()) {
+        write_file_atomic(args.json_path, executor::report_to_json(report).dump(2) + "\n");
+      }
+    }
+  } catch (const InputError& e) {
+    // Every rank holds the same error: rank 0 prints the one line, and only then (the barrier)
+    // do the ranks exit 2, so mpirun cannot stop rank 0 before it has spoken.
+    if (rank == 0) {
+      std::fprintf(stderr, "meshplan: error: %s\n", e.what());
+      std::fflush(stderr);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Finalize();
+    std::exit(2);
+  } catch (const std::exception& e) {
+    // One rank failed while the others may be waiting on it: name it and stop the whole job.
+    std::fprintf(stderr, "meshplan: error: %s\n", e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+}
+
+}  // namespace
+
+void register_execute_command(CLI::App& app) {
+  auto args = std::make_shared<ExecuteArguments>();
+  CLI::App* execute = app.add_subcommand(
+      "execute", "Train the plan's model for real under mpirun (CPU, fp32): one process per rank");
+  execute->add_option("PLAN.json", args->plan_path, "Plan file (meshplan plan --save-plan)")
+      ->required();
+  execute->add_option("--steps", args->options.steps, "Optimizer steps to run")
+      ->capture_default_str();
+  execute
+      ->add_option("--data", args->options.data,
+                   "synthetic, or a text file trained on byte by byte")
+      ->capture_default_str();
+  execute->add_option("--json", args->json_path, "Write the measured report as JSON");
+  execute->add_option("--checkpoint-dir", args->options.checkpoint_dir,
+                      "Directory for checkpoints (one shard per rank and a manifest)");
+  execute->add_option("--checkpoint-every", args->options.checkpoint_every,
+                      "Write a checkpoint every K steps");
+  execute->add_flag("--resume", args->options.resume,
+                    "Continue bit-exactly from --checkpoint-dir's latest checkpoint");
+  execute->add_option("--lr", args->options.learning_rate, "AdamW learning rate (constant)")
+      ->capture_default_str();
+  execute->callback([args] { run_execute(*args); });
+}
+
+}  // namespace meshplan::cli

@@ -1,0 +1,82 @@
+#pragma once
+// meshplan execute: trains a real GPT exactly as a plan file says, one MPI process per rank, on
+// CPUs in fp32 (Eigen + MPI), and measures step time, memory and collective traffic beside the
+// planner's prediction for the same plan.
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "meshplan/cost_model.h"
+#include "meshplan/plan_file.h"
+
+namespace meshplan::executor {
+
+struct ExecuteOptions {
+  int64_t steps = 10;              // optimizer steps this run (a resumed run adds these)
+  std::string data = "synthetic";  // "synthetic", or a text file trained on byte by byte
+  std::string checkpoint_dir;      // empty: no checkpoints
+  int64_t checkpoint_every = 0;    // with checkpoint_dir: write every K steps (K >= 1)
+  bool resume = false;             // continue from checkpoint_dir's manifest, bit-exactly
+  double learning_rate = 1e-3;     // AdamW, constant
+  int kill_rank = -1;              // fault injection: this world rank SIGKILLs itself ...
+  int64_t kill_step = 0;           // ... as step kill_step begins
+};
+
+struct StepRecord {
+  int64_t step = 0;         // from 1; a resumed run continues the numbering
+  double loss = 0;          // mean token loss of the global batch
+  double step_time_s = 0;   // slowest rank
+  double tokens_per_s = 0;  // global_batch * seq_length / step_time_s
+};
+
+struct StageMemory {
+  int64_t stage = 0;
+  int64_t measured_bytes = 0;   // peak bytes of live tensors (executor allocator), max over ranks
+  int64_t peak_rss_bytes = 0;   // process peak resident set (VmHWM), max over the stage's ranks
+  int64_t predicted_bytes = 0;  // planner: estimate.stages[stage].memory.total_bytes()
+};
+
+struct CollectiveRecord {
+  int64_t stage = 0;
+  planner::CollectiveKind kind = planner::CollectiveKind::kAllReduce;
+  planner::CommGroup group = planner::CommGroup::kTp;
+  int64_t measured_bytes = 0;   // message bytes of one step (the last), per rank of the stage
+  int64_t predicted_bytes = 0;  // sum of message_bytes * calls_per_step in the planner's list
+};
+
+/// The measured report; complete on world rank 0 (other ranks get the steps only).
+struct ExecuteReport {
+  std::vector<StepRecord> steps;
+  std::vector<StageMemory> memory;
+  std::vector<CollectiveRecord> collectives;
+};
+
+/// Reads and validates the plan on world rank 0 and shares it, so every rank gets the same plan
+/// or the same InputError: malformed file, world size != num_gpus, anything the CPU executor
+/// cannot run (precision other than fp32, alibi, ZeRO 2/3, ...).
+planner::Plan load_plan(const std::string& path, MPI_Comm world);
+
+/// Trains the plan (collective over `world`). `on_step` runs on every rank after each step.
+/// Throws InputError (consistently on every rank) for bad options, data or checkpoints, and
+/// RuntimeError naming the rank for failures while running.
+ExecuteReport execute_plan(const planner::Plan& plan, const ExecuteOptions& options, MPI_Comm world,
+                           const std::function<void(const StepRecord&)>& on_step);
+
+/// nccl-tests style text: the step table's two header lines, one row per step, and the
+/// closing tables (memory and collectives beside the prediction). Every non-data line
+/// starts with '#'.
+std::string format_step_header(const planner::Plan& plan, const std::string& plan_source);
+std::string format_step_row(const StepRecord& step);
+std::string format_summary(const ExecuteReport& report);
+
+/// {"steps": [{"step", "loss", "step_time_s", "tokens_per_s"}], "peak_memory_bytes": [{"stage",
+/// "measured", "predicted", "peak_rss_bytes"}], "collectives": [{"stage", "kind", "group",
+/// "measured_bytes", "predicted_bytes"}]}
+nlohmann::json report_to_json(const ExecuteReport& report);
+
+}  // namespace meshplan::executor

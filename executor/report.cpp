@@ -1,0 +1,119 @@
+// execute's output: the per-step table and the closing tables in nccl-tests' layout (a names
+// line, a units line, '#' before every line that is not data, fixed-width right-aligned
+// columns), and the --json record, written from the same ExecuteReport.
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "meshplan/executor.h"
+
+namespace meshplan::executor {
+
+namespace {
+
+std::string percent_difference(int64_t measured, int64_t predicted) {
+  if (predicted == 0) {
+    return measured == 0 ? "0.00" : "n/a";
+  }
+  return fmt::format(
+      "{:.2f}", 100.0 * static_cast<double>(measured - predicted) / static_cast<double>(predicted));
+}
+
+}  // namespace
+
+std::string format_step_header(const planner::Plan& plan, const std::string& plan_source) {
+  const models::TransformerConfig& m = plan.model;
+  std::string out;
+  out += fmt::format("# meshplan execute {}\n", plan_source);
+  out +=
+      fmt::format("# model {} (l={} h={} a={} g={} f={} V={} s={}), cluster {}, {} ranks, fp32\n",
+                  m.name, m.num_layers, m.hidden_size, m.num_attention_heads, m.num_kv_heads,
+                  m.ffn_hidden_size, m.vocab_size, m.seq_length, plan.cluster.name, plan.num_gpus);
+  out += fmt::format("# layout {}, global batch {}\n#\n", planner::describe(plan.layout),
+                     plan.layout.global_batch);
+  out += fmt::format("#{:>9} {:>13} {:>13} {:>13}\n", "step", "loss", "step_time", "tokens/s");
+  out += fmt::format("#{:>9} {:>13} {:>13} {:>13}\n", "", "(nats)", "(s)", "(tokens/s)");
+  return out;
+}
+
+std::string format_step_row(const StepRecord& step) {
+  return fmt::format("{:>10} {:>13.6f} {:>13.6f} {:>13.1f}\n", step.step, step.loss,
+                     step.step_time_s, step.tokens_per_s);
+}
+
+std::string format_summary(const ExecuteReport& report) {
+  std::string out = "#\n";
+  out +=
+      "# Peak memory per stage: measured = peak bytes of live tensors in the executor's "
+      "allocator (max over the stage's ranks), predicted = the planner's total\n";
+  out += fmt::format("#{:>9} {:>15} {:>15} {:>9} {:>15}\n", "stage", "measured", "predicted",
+                     "diff", "peak_rss");
+  out += fmt::format("#{:>9} {:>15} {:>15} {:>9} {:>15}\n", "", "(B)", "(B)", "(%)", "(B)");
+  for (const StageMemory& m : report.memory) {
+    out += fmt::format("{:>10} {:>15} {:>15} {:>9} {:>15}\n", m.stage, m.measured_bytes,
+                       m.predicted_bytes, percent_difference(m.measured_bytes, m.predicted_bytes),
+                       m.peak_rss_bytes);
+  }
+  out +=
+      "#\n# Collective message bytes of one step per rank of each stage (nccl-tests size: "
+      "all-reduce buffer, all-gather output, reduce-scatter input, send payload)\n";
+  out += fmt::format("#{:>9} {:>15} {:>10} {:>15} {:>15} {:>9}\n", "stage", "kind", "group",
+                     "measured", "predicted", "diff");
+  out += fmt::format("#{:>9} {:>15} {:>10} {:>15} {:>15} {:>9}\n", "", "", "", "(B)", "(B)", "(%)");
+  int64_t mismatches = 0;
+  for (const CollectiveRecord& c : report.collectives) {
+    mismatches += c.measured_bytes != c.predicted_bytes;
+    out += fmt::format("{:>10} {:>15} {:>10} {:>15} {:>15} {:>9}\n", c.stage,
+                       planner::to_string(c.kind), planner::to_string(c.group), c.measured_bytes,
+                       c.predicted_bytes, percent_difference(c.measured_bytes, c.predicted_bytes));
+  }
+  if (!report.steps.empty()) {
+    // The first step pays for allocation and warm-up; the average leaves it out when it can.
+    const size_t first = report.steps.size() > 1 ? 1 : 0;
+    double seconds = 0;
+    for (size_t i = first; i < report.steps.size(); i++) {
+      seconds += report.steps[i].step_time_s;
+    }
+    seconds /= static_cast<double>(report.steps.size() - first);
+    out +=
+        fmt::format("#\n# loss: step {} {:.6f}, step {} {:.6f}\n", report.steps.front().step,
+                    report.steps.front().loss, report.steps.back().step, report.steps.back().loss);
+    out += fmt::format("# avg step time (steps {}-{}): {:.6f} s\n", report.steps[first].step,
+                       report.steps.back().step, seconds);
+  }
+  out += fmt::format(
+      "# collective bytes: {} of {} (stage, kind, group) entries match the planner "
+      "({})\n",
+      report.collectives.size() - static_cast<size_t>(mismatches), report.collectives.size(),
+      mismatches == 0 ? "OK" : "MISMATCH");
+  return out;
+}
+
+nlohmann::json report_to_json(const ExecuteReport& report) {
+  nlohmann::json steps = nlohmann::json::array();
+  for (const StepRecord& s : report.steps) {
+    steps.push_back({{"step", s.step},
+                     {"loss", s.loss},
+                     {"step_time_s", s.step_time_s},
+                     {"tokens_per_s", s.tokens_per_s}});
+  }
+  nlohmann::json memory = nlohmann::json::array();
+  for (const StageMemory& m : report.memory) {
+    memory.push_back({{"stage", m.stage},
+                      {"measured", m.measured_bytes},
+                      {"predicted", m.predicted_bytes},
+                      {"peak_rss_bytes", m.peak_rss_bytes}});
+  }
+  nlohmann::json collectives = nlohmann::json::array();
+  for (const CollectiveRecord& c : report.collectives) {
+    collectives.push_back({{"stage", c.stage},
+                           {"kind", planner::to_string(c.kind)},
+                           {"group", planner::to_string(c.group)},
+                           {"measured_bytes", c.measured_bytes},
+                           {"predicted_bytes", c.predicted_bytes}});
+  }
+  return {{"steps", steps}, {"peak_memory_bytes", memory}, {"collectives", collectives}};
+}
+
+}  // namespace meshplan::executor
