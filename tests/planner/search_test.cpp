@@ -14,6 +14,7 @@
 #include <doctest/doctest.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -250,16 +251,24 @@ TEST_CASE("search errors: GPU count and global batch must be positive") {
         "--global-batch: must be positive (-3)");
 }
 
-// Fixed bug, kept as a regression test: search.h promises an InputError "on an empty space made impossible by the fixed fields
-// (e.g. num_gpus not divisible by the fixed tp)", but search_layouts returns an empty result
-// (num_evaluated 0, no rejection reasons), so `meshplan plan --tp 3 --gpus 8` ends with
-// "no feasible layout ...: " and no reason at all.
-TEST_CASE("search errors: fixed tp that does not divide the GPU count") {
+// Regression (bug found by this suite, fixed in 4c3d542): search.h promises an InputError on a
+// space the fixed fields make empty; search_layouts used to return an empty result with no
+// reason, so `meshplan plan --tp 3 --gpus 1024` ended with "no feasible layout ...: " alone.
+TEST_CASE("search errors: fixed sizes that cannot fit the GPU count") {
   SearchSpace space = tiny_space();
-  space.tp = 3;  // 8 % 3 = 2
-  const std::string message = test::input_error([&] { search_tiny(space, Objective::kTime, 1); });
-  CHECK(message.find("tp") != std::string::npos);
-  CHECK(message.find("3") != std::string::npos);
+  space.tp = 3;  // 8 = 3 * 2 + 2
+  CHECK(test::input_error([&] { search_tiny(space, Objective::kTime, 1); }) ==
+        "tp: does not divide the GPU count (8 % 3)");
+  space = tiny_space();
+  space.tp = 2;
+  space.pp = 2;
+  space.dp = 4;  // 2 * 2 * 4 = 16 GPUs laid out, 8 given
+  CHECK(test::input_error([&] { search_tiny(space, Objective::kTime, 1); }) ==
+        "tp*pp*dp: fixed sizes multiply to 16, which does not fit 8 GPUs");
+  space.dp = std::nullopt;
+  space.pp = 8;  // 2 * 8 = 16 does not divide 8
+  CHECK(test::input_error([&] { search_tiny(space, Objective::kTime, 1); }) ==
+        "tp*pp*dp: fixed sizes multiply to 16, which does not fit 8 GPUs");
 }
 
 }  // namespace

@@ -238,33 +238,31 @@ TEST_CASE("malformed runs: missing, wrong-typed and impossible fields") {
         run + "layout: no feasible layout: zero x1 (ZeRO stage must be 0-3 (7));");
 }
 
-// Fixed bug, kept as a regression test: fixed layout fields whose product is not num_gpus (tp 16, pp 1, dp 8 on 16 GPUs) leave
-// the search nothing to cost, and the error lists no reason at all:
-// "r.json: runs[fixture-fixed-layout]: layout: no feasible layout:" (same root cause as the
-// skipped search_test case: search_layouts does not throw on an empty space).
+// Regressions (bugs found by this suite, fixed in 4c3d542). Fixed layout fields whose product
+// is not num_gpus used to leave the search nothing to cost and the error no reason ("layout: no
+// feasible layout:"); an unknown cluster preset gave load_cluster's bare message, without the
+// run or field; a bad inter_node_gbps_per_gpu was reported as the cluster's internal
+// inter_node_bytes_per_second_per_gpu, converted to bytes/s (-1.25e+10).
 TEST_CASE("malformed runs: fixed tp * pp * dp != num_gpus names the fields") {
-  const std::string message = error_after([](nlohmann::json& r) { r["layout"]["tp"] = 16; });
-  CHECK(message.find("tp") != std::string::npos);
-  CHECK(message.find("16") != std::string::npos);
+  // tp 16, pp 1, dp 8 on 16 GPUs.
+  CHECK(error_after([](nlohmann::json& r) { r["layout"]["tp"] = 16; }) ==
+        "r.json: runs[fixture-fixed-layout]: layout: tp*pp*dp: fixed sizes multiply to 128, which "
+        "does not fit 16 GPUs");
 }
 
-// Fixed bug, kept as a regression test: validation.h promises errors "naming the run and field", but an unknown cluster preset
-// in a run gives load_cluster's bare "unknown cluster preset 'dgx-z9' (not a file either); ..."
-// with neither the run nor hardware.cluster in it.
 TEST_CASE("malformed runs: an unknown cluster names the run and field") {
   const std::string message =
       error_after([](nlohmann::json& r) { r["hardware"]["cluster"] = "dgx-z9"; });
-  CHECK(message.rfind("r.json: runs[fixture-fixed-layout]: hardware: cluster: ", 0) == 0);
+  CHECK(message.rfind("r.json: runs[fixture-fixed-layout]: hardware: cluster: unknown cluster "
+                      "preset 'dgx-z9'",
+                      0) == 0);
+  CHECK(message.find('\n') == std::string::npos);
 }
 
-// Fixed bug, kept as a regression test: a bad inter_node_gbps_per_gpu is reported under the cluster's internal name
-// ("hardware: inter_node_bytes_per_second_per_gpu: must be positive and finite (-1.25e+10)"),
-// a field the runs file does not have, with the value converted to bytes/s.
 TEST_CASE("malformed runs: negative inter-node bandwidth names the file's field") {
-  const std::string message =
-      error_after([](nlohmann::json& r) { r["hardware"]["inter_node_gbps_per_gpu"] = -100; });
-  CHECK(message.find("inter_node_gbps_per_gpu") != std::string::npos);
-  CHECK(message.find("(-100)") != std::string::npos);
+  CHECK(error_after([](nlohmann::json& r) { r["hardware"]["inter_node_gbps_per_gpu"] = -100; }) ==
+        "r.json: runs[fixture-fixed-layout]: hardware: inter_node_gbps_per_gpu: must be positive "
+        "(-100)");
 }
 
 }  // namespace
