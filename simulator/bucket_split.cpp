@@ -1,5 +1,6 @@
 #include "bucket_split.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <numeric>
 
@@ -89,6 +90,74 @@ std::vector<std::vector<Piece>> split_carriers(const std::vector<double>& carrie
   // Rounding can leave the last gradient boundary a hair past the timeline's end.
   for (; k < num_buckets; ++k) {
     pieces.back().back().buckets.push_back(k);
+  }
+  return pieces;
+}
+
+}  // namespace meshplan::simulator
+
+namespace meshplan::simulator {
+namespace {
+
+// Where each bucket attaches on [0, seconds]: before (needed) or after (ready) its bytes.
+std::vector<double> positions(double seconds, const std::vector<int64_t>& bytes, bool after) {
+  const double total = static_cast<double>(std::accumulate(bytes.begin(), bytes.end(), int64_t{0}));
+  std::vector<double> out;
+  int64_t cumulative = 0;
+  for (int64_t b : bytes) {
+    if (after) {
+      cumulative += b;
+    }
+    out.push_back(static_cast<double>(cumulative) / total * seconds);
+    if (!after) {
+      cumulative += b;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<OpPiece> split_op(double seconds, const std::vector<int64_t>& need_bytes,
+                              const std::vector<int64_t>& ready_bytes) {
+  if (!(seconds > 0)) {
+    OpPiece piece{seconds, {}, {}};
+    for (int32_t k = 0; k < static_cast<int32_t>(need_bytes.size()); ++k) {
+      piece.needs.push_back(k);
+    }
+    for (int32_t k = 0; k < static_cast<int32_t>(ready_bytes.size()); ++k) {
+      piece.ready.push_back(k);
+    }
+    return {piece};
+  }
+  const std::vector<double> needs = positions(seconds, need_bytes, false);
+  const std::vector<double> ready = positions(seconds, ready_bytes, true);
+  std::vector<double> bounds{0.0, seconds};
+  for (const auto* list : {&needs, &ready}) {
+    for (double p : *list) {
+      if (p > 0 && p < seconds) {
+        bounds.push_back(p);
+      }
+    }
+  }
+  std::sort(bounds.begin(), bounds.end());
+  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+  const auto num_pieces = static_cast<int64_t>(bounds.size()) - 1;
+  std::vector<OpPiece> pieces(static_cast<size_t>(num_pieces));
+  for (int64_t i = 0; i < num_pieces; ++i) {
+    pieces[i].seconds = bounds[i + 1] - bounds[i];
+  }
+  auto clamp = [&](int64_t i) { return std::clamp<int64_t>(i, 0, num_pieces - 1); };
+  for (int32_t k = 0; k < static_cast<int32_t>(needs.size()); ++k) {
+    // The piece that starts at (or contains) the point.
+    const auto at = std::upper_bound(bounds.begin(), bounds.end(), needs[k]) - bounds.begin() - 1;
+    pieces[clamp(at)].needs.push_back(k);
+  }
+  for (int32_t k = 0; k < static_cast<int32_t>(ready.size()); ++k) {
+    // The piece that ends at (or contains) the point.
+    const auto at =
+        std::lower_bound(bounds.begin() + 1, bounds.end(), ready[k]) - bounds.begin() - 1;
+    pieces[clamp(at)].ready.push_back(k);
   }
   return pieces;
 }

@@ -30,3 +30,20 @@ std::vector<std::vector<Piece>> split_carriers(const std::vector<double>& carrie
                                                BucketEdge edge);
 
 }  // namespace meshplan::simulator
+
+namespace meshplan::simulator {
+
+struct OpPiece {
+  double seconds = 0;
+  std::vector<int32_t> needs;  // buckets needed before the piece starts
+  std::vector<int32_t> ready;  // buckets complete when it ends
+};
+
+/// One op cut for ZeRO-3: bucket k of `need_bytes` is needed once the fraction (bytes of
+/// buckets 0..k-1) / (all) of the op has run, bucket k of `ready_bytes` is complete once
+/// (bytes of 0..k) / (all) has run (uniform rates, as split_carriers). Either list may be
+/// empty. Pieces are cut at every such point inside the op.
+std::vector<OpPiece> split_op(double seconds, const std::vector<int64_t>& need_bytes,
+                              const std::vector<int64_t>& ready_bytes);
+
+}  // namespace meshplan::simulator

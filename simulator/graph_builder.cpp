@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <map>
 
-#include "bucket_split.h"
+#include "builder.h"
 #include "meshplan/errors.h"
 
 namespace meshplan::simulator {
@@ -60,472 +60,337 @@ double tp_seconds(const planner::ChunkCost& cost, OpKind kind) {
   }
 }
 
-struct RankState {
-  int32_t last = -1;                                  // last task in program order
-  std::vector<int32_t> grad_ready;                    // [bucket] task after which it is complete
-  std::vector<std::vector<int32_t>> param_users;      // [bucket] tasks that need it
-  std::vector<int32_t> transfer_to;                   // [receive key] transfer arriving here
-  std::vector<std::pair<int32_t, int32_t>> receives;  // (kRecvWait task, receive key)
-  int32_t grads_done = -1;                            // last DP gradient task (or embedding sync)
-  int32_t optimizer = -1;
-};
+}  // namespace
 
-class Builder {
- public:
-  explicit Builder(const SimulationInput& input)
-      : input_(input),
-        layout_(input.layout),
-        num_micro_batches_(input.schedule.num_micro_batches),
-        vpp_(input.layout.vpp) {}
+Builder::Builder(const SimulationInput& input)
+    : input_(input),
+      layout_(input.layout),
+      num_micro_batches_(input.schedule.num_micro_batches),
+      vpp_(input.layout.vpp) {}
 
-  BuiltGraph build() {
-    validate();
-    place_ranks();
-    graph_ = std::make_unique<TaskGraph>(static_cast<int32_t>(ranks_.size()),
-                                         static_cast<double>(input_.gpus_per_node));
-    states_.resize(ranks_.size());
-    for (RankState& state : states_) {
-      state.transfer_to.assign(static_cast<size_t>(2 * num_micro_batches_ * vpp_), -1);
-    }
-    for (size_t rank = 0; rank < ranks_.size(); ++rank) {
-      build_op_list(static_cast<int32_t>(rank));
-    }
-    connect_receives();
-    add_step_end();
-    return BuiltGraph{std::move(graph_), std::move(ranks_)};
+BuiltGraph Builder::build() {
+  validate();
+  place_ranks();
+  graph_ = std::make_unique<TaskGraph>(static_cast<int32_t>(ranks_.size()),
+                                       static_cast<double>(input_.gpus_per_node));
+  states_.resize(ranks_.size());
+  for (RankState& state : states_) {
+    state.transfer_to.assign(static_cast<size_t>(2 * num_micro_batches_ * vpp_), -1);
   }
+  for (size_t rank = 0; rank < ranks_.size(); ++rank) {
+    build_op_list(static_cast<int32_t>(rank));
+  }
+  connect_receives();
+  add_step_end();
+  return BuiltGraph{std::move(graph_), std::move(ranks_)};
+}
 
- private:
-  void validate() const {
-    const int64_t pp = layout_.pp;
-    if (input_.schedule.pp != pp || static_cast<int64_t>(input_.schedule.stages.size()) != pp) {
-      throw InputError(fmt::format("simulate: schedule: built for pp = {}, layout has pp = {} ({})",
-                                   input_.schedule.pp, pp, input_.schedule.stages.size()));
-    }
-    if (input_.schedule.vpp != vpp_) {
-      throw InputError(fmt::format("simulate: schedule: built for vpp = {}, layout has vpp = {}",
-                                   input_.schedule.vpp, vpp_));
-    }
-    if (static_cast<int64_t>(input_.stages.size()) != pp) {
-      throw InputError(fmt::format("simulate: stages: expected one per pipeline stage, {} ({})", pp,
-                                   input_.stages.size()));
-    }
-    for (int64_t s = 0; s < pp; ++s) {
-      if (static_cast<int64_t>(input_.stages[s].chunks.size()) != vpp_) {
-        throw InputError(fmt::format("simulate: stages[{}].chunks: expected vpp = {} chunks ({})",
-                                     s, vpp_, input_.stages[s].chunks.size()));
-      }
-    }
-    if (input_.gpus_per_node < 1) {
-      throw InputError(
-          fmt::format("simulate: gpus_per_node: must be at least 1 ({})", input_.gpus_per_node));
+void Builder::validate() const {
+  const int64_t pp = layout_.pp;
+  if (input_.schedule.pp != pp || static_cast<int64_t>(input_.schedule.stages.size()) != pp) {
+    throw InputError(fmt::format("simulate: schedule: built for pp = {}, layout has pp = {} ({})",
+                                 input_.schedule.pp, pp, input_.schedule.stages.size()));
+  }
+  if (input_.schedule.vpp != vpp_) {
+    throw InputError(fmt::format("simulate: schedule: built for vpp = {}, layout has vpp = {}",
+                                 input_.schedule.vpp, vpp_));
+  }
+  if (static_cast<int64_t>(input_.stages.size()) != pp) {
+    throw InputError(fmt::format("simulate: stages: expected one per pipeline stage, {} ({})", pp,
+                                 input_.stages.size()));
+  }
+  for (int64_t s = 0; s < pp; ++s) {
+    if (static_cast<int64_t>(input_.stages[s].chunks.size()) != vpp_) {
+      throw InputError(fmt::format("simulate: stages[{}].chunks: expected vpp = {} chunks ({})", s,
+                                   vpp_, input_.stages[s].chunks.size()));
     }
   }
-
-  int32_t rank_index(const RankCoords& coords) const {
-    if (input_.all_ranks) {
-      return static_cast<int32_t>(planner::global_rank(layout_, coords));
+  for (int64_t s = 0; s < pp; ++s) {
+    const StageCosts& costs = input_.stages[s];
+    const bool per_step = !costs.grad_buckets.empty() || !costs.param_buckets.empty();
+    const bool per_op = !costs.chunk_grad_buckets.empty() || !costs.chunk_param_buckets.empty();
+    if (per_step && per_op) {
+      throw InputError(fmt::format(
+          "simulate: stages[{}]: both once-per-step (ZeRO 0-2) and per-op (ZeRO-3) buckets", s));
     }
-    return static_cast<int32_t>(coords.pp_rank);
   }
+  if (input_.gpus_per_node < 1) {
+    throw InputError(
+        fmt::format("simulate: gpus_per_node: must be at least 1 ({})", input_.gpus_per_node));
+  }
+}
 
-  void place_ranks() {
-    const int64_t num_gpus = layout_.num_gpus();
-    const int64_t per_node = input_.gpus_per_node;
-    if (input_.all_ranks) {
-      for (int64_t r = 0; r < num_gpus; ++r) {
-        ranks_.push_back(SimulatedRank{r, planner::rank_coords(layout_, r), r / per_node, 1});
-      }
-    } else {
-      for (int64_t s = 0; s < layout_.pp; ++s) {
-        const RankCoords coords{0, 0, s};
-        const int64_t r = planner::global_rank(layout_, coords);
-        const int64_t node = r / per_node;
-        int64_t same_stage =
-            0;  // ranks of stage s on this node: what the representative stands for
-        for (int64_t q = node * per_node; q < std::min(num_gpus, (node + 1) * per_node); ++q) {
-          same_stage += planner::rank_coords(layout_, q).pp_rank == s;
-        }
-        ranks_.push_back(SimulatedRank{r, coords, node, same_stage});
-      }
+int32_t Builder::rank_index(const RankCoords& coords) const {
+  if (input_.all_ranks) {
+    return static_cast<int32_t>(planner::global_rank(layout_, coords));
+  }
+  return static_cast<int32_t>(coords.pp_rank);
+}
+
+void Builder::place_ranks() {
+  const int64_t num_gpus = layout_.num_gpus();
+  const int64_t per_node = input_.gpus_per_node;
+  if (input_.all_ranks) {
+    for (int64_t r = 0; r < num_gpus; ++r) {
+      ranks_.push_back(SimulatedRank{r, planner::rank_coords(layout_, r), r / per_node, 1});
     }
-    for (const SimulatedRank& rank : ranks_) {
-      nic_of_node_.emplace(rank.node, static_cast<int32_t>(nic_of_node_.size()));
+  } else {
+    for (int64_t s = 0; s < layout_.pp; ++s) {
+      const RankCoords coords{0, 0, s};
+      const int64_t r = planner::global_rank(layout_, coords);
+      const int64_t node = r / per_node;
+      int64_t same_stage = 0;  // ranks of stage s on this node: what the representative stands for
+      for (int64_t q = node * per_node; q < std::min(num_gpus, (node + 1) * per_node); ++q) {
+        same_stage += planner::rank_coords(layout_, q).pp_rank == s;
+      }
+      ranks_.push_back(SimulatedRank{r, coords, node, same_stage});
     }
-    dp_spans_nodes_.resize(ranks_.size());
-    for (size_t i = 0; i < ranks_.size(); ++i) {
-      RankCoords member = ranks_[i].coords;
-      for (member.dp_rank = 0; member.dp_rank < layout_.dp; ++member.dp_rank) {
-        if (planner::global_rank(layout_, member) / per_node != ranks_[i].node) {
-          dp_spans_nodes_[i] = true;
-        }
+  }
+  for (const SimulatedRank& rank : ranks_) {
+    nic_of_node_.emplace(rank.node, static_cast<int32_t>(nic_of_node_.size()));
+  }
+  dp_spans_nodes_.resize(ranks_.size());
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    RankCoords member = ranks_[i].coords;
+    for (member.dp_rank = 0; member.dp_rank < layout_.dp; ++member.dp_rank) {
+      if (planner::global_rank(layout_, member) / per_node != ranks_[i].node) {
+        dp_spans_nodes_[i] = true;
       }
     }
   }
+}
 
-  int32_t egress(int64_t node) const { return 2 * nic_of_node_.at(node); }
-  int32_t ingress(int64_t node) const { return 2 * nic_of_node_.at(node) + 1; }
+int32_t Builder::add_task(TaskKind kind, StreamKind stream, int32_t rank, double seconds) {
+  TaskRecord task;
+  task.kind = kind;
+  task.stream = stream;
+  task.rank = rank;
+  task.alone_seconds = seconds;
+  return graph_->add_task(task);
+}
 
-  int32_t add_task(TaskKind kind, StreamKind stream, int32_t rank, double seconds) {
-    TaskRecord task;
-    task.kind = kind;
-    task.stream = stream;
-    task.rank = rank;
-    task.alone_seconds = seconds;
-    return graph_->add_task(task);
+// Appends `task` to the rank's program order.
+void Builder::chain(RankState& state, int32_t task) {
+  if (state.last >= 0) {
+    graph_->add_edge(state.last, task);
   }
+  state.last = task;
+}
 
-  // Appends `task` to the rank's program order.
-  void chain(RankState& state, int32_t task) {
-    if (state.last >= 0) {
-      graph_->add_edge(state.last, task);
-    }
-    state.last = task;
-  }
+int32_t Builder::receive_key(bool gradient, int64_t micro_batch, int64_t chunk) const {
+  return static_cast<int32_t>(((gradient ? 1 : 0) * num_micro_batches_ + micro_batch) * vpp_ +
+                              chunk);
+}
 
-  int32_t receive_key(bool gradient, int64_t micro_batch, int64_t chunk) const {
-    return static_cast<int32_t>(((gradient ? 1 : 0) * num_micro_batches_ + micro_batch) * vpp_ +
-                                chunk);
-  }
-
-  // Pieces of the ops that carry bucket boundaries, by op index.
-  std::map<int32_t, std::vector<Piece>> carriers(const std::vector<PipelineOp>& ops,
-                                                 const StageCosts& costs, OpKind carrier_kind,
-                                                 bool last_of_chunk,
-                                                 const std::vector<Bucket>& buckets,
-                                                 BucketEdge edge) const {
-    std::map<int32_t, std::vector<Piece>> result;
-    if (buckets.empty()) {
-      return result;
-    }
-    std::vector<int32_t> chosen(static_cast<size_t>(vpp_), -1);
-    for (int32_t i = 0; i < static_cast<int32_t>(ops.size()); ++i) {
-      if (ops[i].kind == carrier_kind && (last_of_chunk || chosen[ops[i].chunk] < 0)) {
-        chosen[ops[i].chunk] = i;
-      }
-    }
-    std::sort(chosen.begin(), chosen.end());
-    std::vector<double> seconds;
-    std::vector<int64_t> bytes;
-    for (int32_t i : chosen) {
-      if (i < 0) {
-        throw RuntimeError(fmt::format("simulate: schedule: a chunk has no {} op",
-                                       planner::to_string(carrier_kind)));
-      }
-      seconds.push_back(compute_seconds(costs.chunks[ops[i].chunk], carrier_kind));
-    }
-    for (const Bucket& bucket : buckets) {
-      bytes.push_back(bucket.bytes);
-    }
-    auto pieces = split_carriers(seconds, bytes, edge);
-    for (size_t j = 0; j < chosen.size(); ++j) {
-      result.emplace(chosen[j], std::move(pieces[j]));
-    }
+// Pieces of the ops that carry bucket boundaries, by op index.
+std::map<int32_t, std::vector<Piece>> Builder::carriers(const std::vector<PipelineOp>& ops,
+                                                        const StageCosts& costs,
+                                                        OpKind carrier_kind, bool last_of_chunk,
+                                                        const std::vector<Bucket>& buckets,
+                                                        BucketEdge edge) const {
+  std::map<int32_t, std::vector<Piece>> result;
+  if (buckets.empty()) {
     return result;
   }
+  std::vector<int32_t> chosen(static_cast<size_t>(vpp_), -1);
+  for (int32_t i = 0; i < static_cast<int32_t>(ops.size()); ++i) {
+    if (ops[i].kind == carrier_kind && (last_of_chunk || chosen[ops[i].chunk] < 0)) {
+      chosen[ops[i].chunk] = i;
+    }
+  }
+  std::sort(chosen.begin(), chosen.end());
+  std::vector<double> seconds;
+  std::vector<int64_t> bytes;
+  for (int32_t i : chosen) {
+    if (i < 0) {
+      throw RuntimeError(fmt::format("simulate: schedule: a chunk has no {} op",
+                                     planner::to_string(carrier_kind)));
+    }
+    seconds.push_back(compute_seconds(costs.chunks[ops[i].chunk], carrier_kind));
+  }
+  for (const Bucket& bucket : buckets) {
+    bytes.push_back(bucket.bytes);
+  }
+  auto pieces = split_carriers(seconds, bytes, edge);
+  for (size_t j = 0; j < chosen.size(); ++j) {
+    result.emplace(chosen[j], std::move(pieces[j]));
+  }
+  return result;
+}
 
-  void build_op_list(int32_t rank) {
-    const RankCoords& coords = ranks_[rank].coords;
-    const int64_t stage = coords.pp_rank;
-    const std::vector<PipelineOp>& ops = input_.schedule.stages[stage];
-    const StageCosts& costs = input_.stages[stage];
-    RankState& state = states_[rank];
-    state.grad_ready.assign(costs.grad_buckets.size(), -1);
-    state.param_users.assign(costs.param_buckets.size(), {});
-    const bool split = std::any_of(ops.begin(), ops.end(), [](const PipelineOp& op) {
-      return op.kind == OpKind::kBackwardWeight;
-    });
-    const auto grad_carriers =
-        input_.overlap_grad_reduce
-            ? carriers(ops, costs, split ? OpKind::kBackwardWeight : OpKind::kBackward, true,
-                       costs.grad_buckets, BucketEdge::kReadyAtEnd)
-            : std::map<int32_t, std::vector<Piece>>{};
-    const auto param_carriers = input_.overlap_param_gather
-                                    ? carriers(ops, costs, OpKind::kForward, false,
-                                               costs.param_buckets, BucketEdge::kNeededAtStart)
-                                    : std::map<int32_t, std::vector<Piece>>{};
-    const StreamKind tp_stream =
-        input_.overlap_tp_comm ? StreamKind::kTpComm : StreamKind::kCompute;
-    for (int32_t index = 0; index < static_cast<int32_t>(ops.size()); ++index) {
-      const PipelineOp& op = ops[index];
-      if (op.chunk < 0 || op.chunk >= vpp_ || op.micro_batch < 0 ||
-          op.micro_batch >= num_micro_batches_) {
-        throw RuntimeError(
-            fmt::format("simulate: schedule: stage {} op {}: micro-batch {} chunk {}", stage, index,
-                        op.micro_batch, op.chunk));
-      }
-      auto describe = [&](int32_t task) {
-        TaskRecord& record = graph_->task(task);
-        record.op_index = index;
-        record.micro_batch = static_cast<int32_t>(op.micro_batch);
-        record.chunk = static_cast<int32_t>(op.chunk);
-      };
-      if (is_compute_op(op.kind)) {
-        const planner::ChunkCost& cost = costs.chunks[op.chunk];
-        std::vector<Piece> single{Piece{compute_seconds(cost, op.kind), {}}};
-        const std::vector<Piece>* pieces = &single;
-        bool gradient_pieces = false;
-        if (auto it = grad_carriers.find(index); it != grad_carriers.end()) {
-          pieces = &it->second;
-          gradient_pieces = true;
-        } else if (auto it2 = param_carriers.find(index); it2 != param_carriers.end()) {
-          pieces = &it2->second;
+void Builder::build_op_list(int32_t rank) {
+  const RankCoords& coords = ranks_[rank].coords;
+  const int64_t stage = coords.pp_rank;
+  const std::vector<PipelineOp>& ops = input_.schedule.stages[stage];
+  const StageCosts& costs = input_.stages[stage];
+  RankState& state = states_[rank];
+  state.grad_ready.assign(costs.grad_buckets.size(), -1);
+  state.param_users.assign(costs.param_buckets.size(), {});
+  const bool split = std::any_of(ops.begin(), ops.end(), [](const PipelineOp& op) {
+    return op.kind == OpKind::kBackwardWeight;
+  });
+  const auto grad_carriers =
+      input_.overlap_grad_reduce
+          ? carriers(ops, costs, split ? OpKind::kBackwardWeight : OpKind::kBackward, true,
+                     costs.grad_buckets, BucketEdge::kReadyAtEnd)
+          : std::map<int32_t, std::vector<Piece>>{};
+  const auto param_carriers = input_.overlap_param_gather
+                                  ? carriers(ops, costs, OpKind::kForward, false,
+                                             costs.param_buckets, BucketEdge::kNeededAtStart)
+                                  : std::map<int32_t, std::vector<Piece>>{};
+  // ZeRO-3: per-layer gathers before every F and B (B needs the weights for the input
+  // gradient; W does not), per-layer reduce-scatters after every gradient-producing op.
+  const OpKind gradient_kind = split ? OpKind::kBackwardWeight : OpKind::kBackward;
+  std::vector<int64_t> chunk_param_bytes, chunk_grad_bytes;
+  for (const Bucket& bucket : costs.chunk_param_buckets) {
+    chunk_param_bytes.push_back(bucket.bytes);
+  }
+  for (const Bucket& bucket : costs.chunk_grad_buckets) {
+    chunk_grad_bytes.push_back(bucket.bytes);
+  }
+  std::vector<int32_t> op_ends;  // last task of each compute op so far
+  const StreamKind tp_stream = input_.overlap_tp_comm ? StreamKind::kTpComm : StreamKind::kCompute;
+  for (int32_t index = 0; index < static_cast<int32_t>(ops.size()); ++index) {
+    const PipelineOp& op = ops[index];
+    if (op.chunk < 0 || op.chunk >= vpp_ || op.micro_batch < 0 ||
+        op.micro_batch >= num_micro_batches_) {
+      throw RuntimeError(fmt::format("simulate: schedule: stage {} op {}: micro-batch {} chunk {}",
+                                     stage, index, op.micro_batch, op.chunk));
+    }
+    auto describe = [&](int32_t task) {
+      TaskRecord& record = graph_->task(task);
+      record.op_index = index;
+      record.micro_batch = static_cast<int32_t>(op.micro_batch);
+      record.chunk = static_cast<int32_t>(op.chunk);
+    };
+    if (is_compute_op(op.kind)) {
+      const planner::ChunkCost& cost = costs.chunks[op.chunk];
+      const double seconds = compute_seconds(cost, op.kind);
+      // needs: buckets to gather before the piece; ready: buckets complete after it.
+      std::vector<OpPiece> pieces;
+      std::vector<int32_t>* need_users = nullptr;  // [bucket] -> piece task
+      std::vector<int32_t>* ready_tasks = nullptr;
+      const bool gathers = !chunk_param_bytes.empty() && op.kind != OpKind::kBackwardWeight;
+      const bool reduces = !chunk_grad_bytes.empty() && op.kind == gradient_kind;
+      if (gathers || reduces) {
+        pieces = split_op(
+            seconds, gathers ? chunk_param_bytes : std::vector<int64_t>{},
+            reduces && input_.overlap_grad_reduce ? chunk_grad_bytes : std::vector<int64_t>{});
+        if (gathers) {
+          // Prefetch one op ahead: gathers may start once the op before the previous one ends.
+          state.gather_gates.push_back(op_ends.size() >= 2 ? op_ends[op_ends.size() - 2] : -1);
+          need_users = &state.gather_users.emplace_back(chunk_param_bytes.size(), -1);
         }
-        for (const Piece& piece : *pieces) {
-          const int32_t task =
-              add_task(task_kind(op.kind), StreamKind::kCompute, rank, piece.seconds);
-          describe(task);
-          chain(state, task);
-          for (int32_t k : piece.buckets) {
-            if (gradient_pieces) {
-              state.grad_ready[k] = task;
-            } else {
-              state.param_users[k].push_back(task);
+        if (reduces) {
+          ready_tasks = &state.reduce_ready.emplace_back(chunk_grad_bytes.size(), -1);
+          if (!input_.overlap_grad_reduce) {
+            for (int32_t k = 0; k < static_cast<int32_t>(chunk_grad_bytes.size()); ++k) {
+              pieces.back().ready.push_back(k);  // all after the op
             }
           }
         }
-        if (const double seconds = tp_seconds(cost, op.kind); seconds > 0) {
-          const int32_t task = add_task(TaskKind::kTpComm, tp_stream, rank, seconds);
-          describe(task);
-          chain(state, task);
+      } else if (auto it = grad_carriers.find(index); it != grad_carriers.end()) {
+        for (const Piece& piece : it->second) {
+          pieces.push_back(OpPiece{piece.seconds, {}, piece.buckets});
         }
-      } else if (op.kind == OpKind::kSendActivation || op.kind == OpKind::kSendGradient) {
-        add_send(rank, index, op);
+        ready_tasks = &state.grad_ready;
+      } else if (auto it2 = param_carriers.find(index); it2 != param_carriers.end()) {
+        for (const Piece& piece : it2->second) {
+          pieces.push_back(OpPiece{piece.seconds, piece.buckets, {}});
+        }
       } else {
-        const int32_t task = add_task(TaskKind::kRecvWait, StreamKind::kCompute, rank, 0.0);
+        pieces.push_back(OpPiece{seconds, {}, {}});
+      }
+      for (const OpPiece& piece : pieces) {
+        const int32_t task =
+            add_task(task_kind(op.kind), StreamKind::kCompute, rank, piece.seconds);
         describe(task);
         chain(state, task);
-        state.receives.emplace_back(
-            task, receive_key(op.kind == OpKind::kRecvGradient, op.micro_batch, op.chunk));
+        for (int32_t k : piece.needs) {
+          if (need_users != nullptr) {
+            (*need_users)[k] = task;
+          } else {
+            state.param_users[k].push_back(task);
+          }
+        }
+        for (int32_t k : piece.ready) {
+          (*ready_tasks)[k] = task;
+        }
       }
-    }
-    if (!input_.overlap_grad_reduce) {
-      std::fill(state.grad_ready.begin(), state.grad_ready.end(), state.last);
+      if (const double tp = tp_seconds(cost, op.kind); tp > 0) {
+        const int32_t task = add_task(TaskKind::kTpComm, tp_stream, rank, tp);
+        describe(task);
+        chain(state, task);
+      }
+      op_ends.push_back(state.last);
+    } else if (op.kind == OpKind::kSendActivation || op.kind == OpKind::kSendGradient) {
+      add_send(rank, index, op);
+    } else {
+      const int32_t task = add_task(TaskKind::kRecvWait, StreamKind::kCompute, rank, 0.0);
+      describe(task);
+      chain(state, task);
+      state.receives.emplace_back(
+          task, receive_key(op.kind == OpKind::kRecvGradient, op.micro_batch, op.chunk));
     }
   }
-
-  void add_send(int32_t rank, int32_t index, const PipelineOp& op) {
-    const RankCoords& coords = ranks_[rank].coords;
-    const bool gradient = op.kind == OpKind::kSendGradient;
-    // Virtual stage v = chunk * pp + stage; activations go to v + 1, gradients to v - 1.
-    const int64_t pp = layout_.pp;
-    const int64_t target = op.chunk * pp + coords.pp_rank + (gradient ? -1 : 1);
-    if (target < 0 || target >= pp * vpp_ || target % pp != op.peer_stage) {
-      throw RuntimeError(fmt::format(
-          "simulate: schedule: stage {} op {}: {} to stage {} does not reach virtual stage {}",
-          coords.pp_rank, index, planner::to_string(op.kind), op.peer_stage, target));
-    }
-    RankCoords peer_coords = coords;
-    peer_coords.pp_rank = target % pp;
-    const int32_t peer = rank_index(peer_coords);
-    const StageCosts& costs = input_.stages[coords.pp_rank];
-    const int32_t task =
-        add_task(TaskKind::kPpTransfer, gradient ? StreamKind::kPpBackward : StreamKind::kPpForward,
-                 rank, costs.transfer_seconds);
-    TaskRecord& record = graph_->task(task);
-    record.op_index = index;
-    record.micro_batch = static_cast<int32_t>(op.micro_batch);
-    record.chunk = static_cast<int32_t>(op.chunk);
-    if (states_[rank].last >= 0) {
-      graph_->add_edge(states_[rank].last, task);  // sends are buffered: program order goes on
-    }
-    if (ranks_[peer].node != ranks_[rank].node) {
-      graph_->set_nic_use(task, egress(ranks_[rank].node), ingress(ranks_[peer].node),
-                          static_cast<double>(ranks_[rank].nic_weight));
-    }
-    int32_t& slot = states_[peer].transfer_to[receive_key(gradient, op.micro_batch, target / pp)];
-    if (slot >= 0) {
-      throw RuntimeError(
-          fmt::format("simulate: schedule: stage {} sends {} of micro-batch {} twice",
-                      coords.pp_rank, planner::to_string(op.kind), op.micro_batch));
-    }
-    slot = task;
+  if (!input_.overlap_grad_reduce) {
+    std::fill(state.grad_ready.begin(), state.grad_ready.end(), state.last);
   }
+}
 
-  void connect_receives() {
-    for (size_t rank = 0; rank < ranks_.size(); ++rank) {
-      for (const auto& [wait, key] : states_[rank].receives) {
-        const int32_t transfer = states_[rank].transfer_to[key];
-        if (transfer < 0) {
-          const TaskRecord& record = graph_->task(wait);
-          throw RuntimeError(fmt::format(
-              "simulate: schedule: stage {} receives micro-batch {} chunk {} that is never sent",
-              ranks_[rank].coords.pp_rank, record.micro_batch, record.chunk));
-        }
-        graph_->add_edge(transfer, wait);
-        graph_->task(transfer).peer = wait;
-        graph_->task(wait).peer = transfer;
-      }
-    }
+void Builder::add_send(int32_t rank, int32_t index, const PipelineOp& op) {
+  const RankCoords& coords = ranks_[rank].coords;
+  const bool gradient = op.kind == OpKind::kSendGradient;
+  // Virtual stage v = chunk * pp + stage; activations go to v + 1, gradients to v - 1.
+  const int64_t pp = layout_.pp;
+  const int64_t target = op.chunk * pp + coords.pp_rank + (gradient ? -1 : 1);
+  if (target < 0 || target >= pp * vpp_ || target % pp != op.peer_stage) {
+    throw RuntimeError(fmt::format(
+        "simulate: schedule: stage {} op {}: {} to stage {} does not reach virtual stage {}",
+        coords.pp_rank, index, planner::to_string(op.kind), op.peer_stage, target));
   }
-
-  // One collective over `members` (rank indices of one group): a task per member on its DP
-  // channel. With several members they start together, after a join of all their `ready` tasks.
-  std::vector<int32_t> add_collective(const std::vector<int32_t>& members,
-                                      const std::vector<std::vector<int32_t>>& ready, TaskKind kind,
-                                      double seconds, int32_t bucket, bool spans_nodes) {
-    int32_t join = -1;
-    if (members.size() > 1) {
-      join = add_task(TaskKind::kJoin, StreamKind::kNone, -1, 0.0);
-      for (const auto& tasks : ready) {
-        for (int32_t task : tasks) {
-          graph_->add_edge(task, join);
-        }
-      }
-    }
-    std::vector<int32_t> created;
-    for (size_t i = 0; i < members.size(); ++i) {
-      const int32_t rank = members[i];
-      const int32_t task = add_task(kind, StreamKind::kDpComm, rank, seconds);
-      graph_->task(task).bucket = bucket;
-      if (join >= 0) {
-        graph_->add_edge(join, task);
-      } else {
-        for (int32_t dependency : ready[i]) {
-          graph_->add_edge(dependency, task);
-        }
-      }
-      if (spans_nodes) {
-        const int64_t node = ranks_[rank].node;
-        graph_->set_nic_use(task, egress(node), ingress(node),
-                            static_cast<double>(ranks_[rank].nic_weight));
-      }
-      created.push_back(task);
-    }
-    return created;
+  RankCoords peer_coords = coords;
+  peer_coords.pp_rank = target % pp;
+  const int32_t peer = rank_index(peer_coords);
+  const StageCosts& costs = input_.stages[coords.pp_rank];
+  const int32_t task =
+      add_task(TaskKind::kPpTransfer, gradient ? StreamKind::kPpBackward : StreamKind::kPpForward,
+               rank, costs.transfer_seconds);
+  TaskRecord& record = graph_->task(task);
+  record.op_index = index;
+  record.micro_batch = static_cast<int32_t>(op.micro_batch);
+  record.chunk = static_cast<int32_t>(op.chunk);
+  if (states_[rank].last >= 0) {
+    graph_->add_edge(states_[rank].last, task);  // sends are buffered: program order goes on
   }
-
-  // Data-parallel groups among the simulated ranks: same (tp, pp), all dp ranks.
-  std::vector<std::vector<int32_t>> dp_groups() const {
-    std::map<std::pair<int64_t, int64_t>, std::vector<int32_t>> groups;
-    for (size_t i = 0; i < ranks_.size(); ++i) {
-      groups[{ranks_[i].coords.pp_rank, ranks_[i].coords.tp_rank}].push_back(
-          static_cast<int32_t>(i));
-    }
-    std::vector<std::vector<int32_t>> result;
-    for (auto& [key, members] : groups) {
-      result.push_back(std::move(members));
-    }
-    return result;
+  if (ranks_[peer].node != ranks_[rank].node) {
+    graph_->set_nic_use(task, egress(ranks_[rank].node), ingress(ranks_[peer].node),
+                        static_cast<double>(ranks_[rank].nic_weight));
   }
+  int32_t& slot = states_[peer].transfer_to[receive_key(gradient, op.micro_batch, target / pp)];
+  if (slot >= 0) {
+    throw RuntimeError(fmt::format("simulate: schedule: stage {} sends {} of micro-batch {} twice",
+                                   coords.pp_rank, planner::to_string(op.kind), op.micro_batch));
+  }
+  slot = task;
+}
 
-  void add_param_gathers(const std::vector<int32_t>& members, bool after_optimizer) {
-    const StageCosts& costs = input_.stages[ranks_[members[0]].coords.pp_rank];
-    for (int32_t k = 0; k < static_cast<int32_t>(costs.param_buckets.size()); ++k) {
-      std::vector<std::vector<int32_t>> ready(members.size());
-      for (size_t i = 0; i < members.size(); ++i) {
-        if (after_optimizer) {
-          ready[i].push_back(states_[members[i]].optimizer);
-        }
+void Builder::connect_receives() {
+  for (size_t rank = 0; rank < ranks_.size(); ++rank) {
+    for (const auto& [wait, key] : states_[rank].receives) {
+      const int32_t transfer = states_[rank].transfer_to[key];
+      if (transfer < 0) {
+        const TaskRecord& record = graph_->task(wait);
+        throw RuntimeError(fmt::format(
+            "simulate: schedule: stage {} receives micro-batch {} chunk {} that is never sent",
+            ranks_[rank].coords.pp_rank, record.micro_batch, record.chunk));
       }
-      const auto tasks =
-          add_collective(members, ready, TaskKind::kParamGather, costs.param_buckets[k].seconds, k,
-                         dp_spans_nodes_[members[0]]);
-      for (size_t i = 0; i < members.size(); ++i) {
-        for (int32_t user : states_[members[i]].param_users[k]) {
-          graph_->add_edge(tasks[i], user);
-        }
-      }
+      graph_->add_edge(transfer, wait);
+      graph_->task(transfer).peer = wait;
+      graph_->task(wait).peer = transfer;
     }
   }
-
-  void add_step_end() {
-    const auto groups = dp_groups();
-    if (input_.overlap_param_gather) {
-      for (const auto& members : groups) {
-        add_param_gathers(members, false);
-      }
-    }
-    for (const auto& members : groups) {
-      const StageCosts& costs = input_.stages[ranks_[members[0]].coords.pp_rank];
-      for (int32_t k = 0; k < static_cast<int32_t>(costs.grad_buckets.size()); ++k) {
-        std::vector<std::vector<int32_t>> ready;
-        for (int32_t rank : members) {
-          ready.push_back({states_[rank].grad_ready[k]});
-        }
-        const auto tasks =
-            add_collective(members, ready, TaskKind::kGradReduce, costs.grad_buckets[k].seconds, k,
-                           dp_spans_nodes_[members[0]]);
-        for (size_t i = 0; i < members.size(); ++i) {
-          states_[members[i]].grads_done = tasks[i];
-        }
-      }
-    }
-    add_embedding_sync();
-    // Gradient-norm barrier: Megatron-LM clips by the global gradient norm (clip_grad = 1.0),
-    // one all-reduce of a scalar over all ranks before any optimizer step; the planner does not
-    // cost that latency-only all-reduce, so the barrier takes no time.
-    const int32_t barrier = add_task(TaskKind::kJoin, StreamKind::kNone, -1, 0.0);
-    for (const RankState& state : states_) {
-      for (int32_t task : {state.last, state.grads_done}) {
-        if (task >= 0) {
-          graph_->add_edge(task, barrier);
-        }
-      }
-    }
-    for (size_t rank = 0; rank < ranks_.size(); ++rank) {
-      const StageCosts& costs = input_.stages[ranks_[rank].coords.pp_rank];
-      RankState& state = states_[rank];
-      state.optimizer = add_task(TaskKind::kOptimizerStep, StreamKind::kCompute,
-                                 static_cast<int32_t>(rank), costs.optimizer_step_seconds);
-      graph_->add_edge(barrier, state.optimizer);
-    }
-    if (!input_.overlap_param_gather) {
-      for (const auto& members : groups) {
-        add_param_gathers(members, true);
-      }
-    }
-  }
-
-  // Tied embeddings with pp > 1: the first and last stage all-reduce the word-embedding
-  // gradient once their own gradients are reduced.
-  void add_embedding_sync() {
-    const int64_t pp = layout_.pp;
-    const StageCosts& first = input_.stages.front();
-    const StageCosts& last = input_.stages.back();
-    if (first.has_embedding_sync != last.has_embedding_sync) {
-      throw InputError(
-          "simulate: stages: has_embedding_sync: first and last stage disagree (tied embeddings)");
-    }
-    if (pp < 2 || !first.has_embedding_sync) {
-      return;
-    }
-    for (size_t rank = 0; rank < ranks_.size(); ++rank) {
-      if (ranks_[rank].coords.pp_rank != 0) {
-        continue;
-      }
-      RankCoords partner_coords = ranks_[rank].coords;
-      partner_coords.pp_rank = pp - 1;
-      const std::vector<int32_t> pair{static_cast<int32_t>(rank), rank_index(partner_coords)};
-      std::vector<std::vector<int32_t>> ready;
-      for (int32_t member : pair) {
-        const RankState& state = states_[member];
-        ready.push_back({state.last});
-        if (state.grads_done >= 0) {
-          ready.back().push_back(state.grads_done);
-        }
-      }
-      const bool spans = ranks_[pair[0]].node != ranks_[pair[1]].node;
-      const auto tasks = add_collective(pair, ready, TaskKind::kEmbeddingSync,
-                                        first.embedding_sync_seconds, -1, spans);
-      for (size_t i = 0; i < pair.size(); ++i) {
-        states_[pair[i]].grads_done = tasks[i];
-      }
-    }
-  }
-
-  const SimulationInput& input_;
-  const planner::Layout& layout_;
-  const int64_t num_micro_batches_;
-  const int64_t vpp_;
-  std::unique_ptr<TaskGraph> graph_;  // made by build() once the ranks are known
-  std::vector<SimulatedRank> ranks_;
-  std::vector<RankState> states_;
-  std::map<int64_t, int32_t> nic_of_node_;
-  std::vector<bool> dp_spans_nodes_;
-};
-
-}  // namespace
+}
 
 BuiltGraph build_task_graph(const SimulationInput& input) {
   return Builder(input).build();

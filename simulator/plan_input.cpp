@@ -1,9 +1,13 @@
 // From a plan to a SimulationInput: every duration is the planner's. Chunk costs, the
 // optimizer step and the per-call time of each send come from estimate_plan and its collective
 // inventory; DP buckets are costed by planner::collective_seconds on each bucket's bytes.
+// ZeRO-3's inventory lists the whole stage gathered 2m times and reduce-scattered m times per
+// step; the replay does it per op, a chunk's share (1/vpp) before each F and B and after each
+// gradient-producing op: the same 2m and m stage volumes.
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "meshplan/errors.h"
@@ -81,10 +85,21 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
         costs.embedding_sync_seconds = traffic.seconds_per_call * traffic.calls_per_step;
         break;
       case CommGroup::kDp: {
-        auto& list =
-            traffic.kind == CollectiveKind::kAllGather ? costs.param_buckets : costs.grad_buckets;
-        list = buckets(plan.cluster, traffic.kind, traffic.total_message_bytes(),
-                       options.bucket_bytes, traffic.group_size, dp_stride);
+        const bool gather = traffic.kind == CollectiveKind::kAllGather;
+        if (layout.zero == 3) {
+          // Per call the whole stage's parameters (gradients); per op one chunk's share, in
+          // one bucket per layer: ZeRO-3 gathers and reduces module by module (Rajbhandari et
+          // al. 2020, Sec. 7.2.2; FSDP wraps each transformer block), not in DDP's buckets.
+          const int64_t chunk_bytes = traffic.message_bytes / layout.vpp;
+          const int64_t layers = std::max<int64_t>(1, costs.chunks.front().num_layers);
+          auto& list = gather ? costs.chunk_param_buckets : costs.chunk_grad_buckets;
+          list = buckets(plan.cluster, traffic.kind, chunk_bytes,
+                         (chunk_bytes + layers - 1) / layers, traffic.group_size, dp_stride);
+        } else {
+          auto& list = gather ? costs.param_buckets : costs.grad_buckets;
+          list = buckets(plan.cluster, traffic.kind, traffic.total_message_bytes(),
+                         options.bucket_bytes, traffic.group_size, dp_stride);
+        }
         break;
       }
     }
@@ -94,13 +109,6 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
 
 SimulationResult simulate_plan(const planner::Plan& plan, const SimulationOptions& options,
                                const std::string& source) {
-  if (plan.layout.zero == 3) {
-    // ZeRO-3 gathers each layer's weights inside every forward and backward; the task graph
-    // has no per-layer tasks to hang them on.
-    throw InputError(fmt::format(
-        "{}: layout.zero: simulate replays ZeRO 0, 1 and 2, not 3's per-layer gathers ({})", source,
-        plan.layout.zero));
-  }
   planner::Plan simulated = plan;
   if (options.zero_communication) {
     simulated.cluster = without_communication(plan.cluster);

@@ -51,6 +51,8 @@ std::string to_string(StreamKind kind) {
       return "pp-send-prev";
     case StreamKind::kDpComm:
       return "dp-comm";
+    case StreamKind::kDpGather:
+      return "dp-gather";
     case StreamKind::kNone:
       return "none";
   }

@@ -173,6 +173,41 @@ TEST_CASE("pipeline: ZeRO parameter gather before the first forward needs it") {
   }
 }
 
+TEST_CASE("pipeline: ZeRO-3 gathers each layer before F and B, reduces after B") {
+  // pp = 1, dp = 2 on one node, m = 1, F = 1, B = 2; a chunk of two equal layers: gathers of
+  // 0.25 s and reduce-scatters of 0.5 s per layer. Gather stream: F's layers [0, 0.25],
+  // [0.25, 0.5], then B's [0.5, 0.75], [0.75, 1.0]. F: layer 0 waits for its gather,
+  // [0.25, 0.75], layer 1 [0.75, 1.25]. B: [1.25, 2.25] (its reduce [2.25, 2.75]), [2.25, 3.25]
+  // (reduce [3.25, 3.75]). Step 3.75 s; exposed: [0, 0.25] and [3.25, 3.75] = 0.75 s.
+  SimulationInput input = uniform_input(ScheduleKind::kOneFOneB, 1, 1, 1, 1.0, 2.0);
+  input.layout.dp = 2;
+  input.layout.zero = 3;
+  input.stages[0].chunk_param_buckets = {Bucket{100, 0.25}, Bucket{100, 0.25}};
+  input.stages[0].chunk_grad_buckets = {Bucket{100, 0.5}, Bucket{100, 0.5}};
+  SUBCASE("one representative") {
+    const SimulationResult result = simulate(input);
+    CHECK(result.step_time_s == 3.75);
+    CHECK(result.stages[0].compute_seconds == 3.0);
+    CHECK(result.stages[0].exposed_comm_seconds == 0.75);
+  }
+  SUBCASE("all ranks") {
+    input.all_ranks = true;
+    CHECK(simulate(input).step_time_s == 3.75);
+  }
+  SUBCASE("reduce after the whole backward") {
+    // Both reduce-scatters after B ends at 3.25: [3.25, 3.75], [3.75, 4.25].
+    input.overlap_grad_reduce = false;
+    CHECK(simulate(input).step_time_s == 4.25);
+  }
+  SUBCASE("once-per-step and per-op buckets together are rejected") {
+    input.stages[0].grad_buckets = {Bucket{100, 0.5}};
+    CHECK_THROWS_WITH_AS(
+        simulate(input),
+        "simulate: stages[0]: both once-per-step (ZeRO 0-2) and per-op (ZeRO-3) buckets",
+        InputError);
+  }
+}
+
 TEST_CASE("pipeline: a DP bucket and a pipeline send through one NIC share it") {
   // tp = 1, pp = 2, dp = 2, one GPU per node (tp-dp-pp ranks 0, 1 | 2, 3 on nodes 0..3),
   // 1F1B, m = 1, f = 1, b = 2, sends 1 s, one gradient bucket of 1 s on each stage. Stage 1

@@ -44,10 +44,11 @@ enum class StreamKind : uint8_t {
   kTpComm,      // used only with overlap_tp_comm; otherwise tp comm runs on kCompute
   kPpForward,   // sends to the next stage
   kPpBackward,  // sends to the previous stage
-  kDpComm,      // gradient buckets, embedding sync, parameter gather
+  kDpComm,      // gradient reductions, embedding sync
+  kDpGather,    // ZeRO parameter all-gathers
   kNone,        // joins
 };
-inline constexpr int kNumStreamKinds = 5;  // streams that exist per rank (kNone excluded)
+inline constexpr int kNumStreamKinds = 6;  // streams that exist per rank (kNone excluded)
 
 std::string to_string(TaskKind kind);
 std::string to_string(StreamKind kind);
@@ -64,8 +65,12 @@ struct StageCosts {
   std::vector<planner::ChunkCost> chunks;  // [vpp]
   double transfer_seconds = 0;             // one micro-batch's activation (or gradient) send
   std::vector<Bucket> grad_buckets;        // in the order the backward fills them
-  std::vector<Bucket> param_buckets;       // ZeRO parameter all-gather, in forward order
-  double embedding_sync_seconds = 0;       // first and last stage; 0 when embeddings are untied
+  std::vector<Bucket> param_buckets;       // ZeRO-1/2 parameter all-gather, in forward order
+  // ZeRO-3 (Rajbhandari et al. 2020, Sec. 7.2.2): one chunk's parameters, gathered before each
+  // of its F and B, and its gradients, reduce-scattered after each of its backward (W) ops.
+  std::vector<Bucket> chunk_param_buckets;
+  std::vector<Bucket> chunk_grad_buckets;
+  double embedding_sync_seconds = 0;  // first and last stage; 0 when embeddings are untied
   bool has_embedding_sync = false;
   double optimizer_step_seconds = 0;
 };

@@ -1,0 +1,78 @@
+#pragma once
+// Private: the state of build_task_graph, shared by graph_builder.cpp (ranks, op lists,
+// transfers) and step_end.cpp (data-parallel collectives, embedding sync, barrier, optimizer).
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "bucket_split.h"
+#include "graph_builder.h"
+
+namespace meshplan::simulator {
+
+struct RankState {
+  int32_t last = -1;                                  // last task in program order
+  std::vector<int32_t> grad_ready;                    // [bucket] task after which it is complete
+  std::vector<std::vector<int32_t>> param_users;      // [bucket] tasks that need it
+  std::vector<int32_t> transfer_to;                   // [receive key] transfer arriving here
+  std::vector<std::pair<int32_t, int32_t>> receives;  // (kRecvWait task, receive key)
+  // ZeRO-3, in op order: per op that needs the chunk's parameters, the task after which its
+  // gathers may start (-1: at once) and per bucket the piece that needs it; per op that
+  // produces gradients, per bucket the piece after which it is complete.
+  std::vector<int32_t> gather_gates;
+  std::vector<std::vector<int32_t>> gather_users;
+  std::vector<std::vector<int32_t>> reduce_ready;
+  int32_t grads_done = -1;  // last data-parallel gradient task (or embedding sync)
+  int32_t optimizer = -1;
+};
+
+class Builder {
+ public:
+  explicit Builder(const SimulationInput& input);
+  BuiltGraph build();
+
+ private:
+  // graph_builder.cpp
+  void validate() const;
+  void place_ranks();
+  int32_t rank_index(const planner::RankCoords& coords) const;
+  int32_t egress(int64_t node) const { return 2 * nic_of_node_.at(node); }
+  int32_t ingress(int64_t node) const { return 2 * nic_of_node_.at(node) + 1; }
+  int32_t add_task(TaskKind kind, StreamKind stream, int32_t rank, double seconds);
+  void chain(RankState& state, int32_t task);
+  int32_t receive_key(bool gradient, int64_t micro_batch, int64_t chunk) const;
+  std::map<int32_t, std::vector<Piece>> carriers(const std::vector<planner::PipelineOp>& ops,
+                                                 const StageCosts& costs,
+                                                 planner::OpKind carrier_kind, bool last_of_chunk,
+                                                 const std::vector<Bucket>& buckets,
+                                                 BucketEdge edge) const;
+  void build_op_list(int32_t rank);
+  void add_send(int32_t rank, int32_t index, const planner::PipelineOp& op);
+  void connect_receives();
+
+  // step_end.cpp
+  std::vector<int32_t> add_collective(const std::vector<int32_t>& members,
+                                      const std::vector<std::vector<int32_t>>& ready, TaskKind kind,
+                                      StreamKind stream, double seconds, int32_t bucket,
+                                      bool spans_nodes);
+  std::vector<std::vector<int32_t>> dp_groups() const;
+  void add_zero3_collectives(const std::vector<int32_t>& members);
+  void add_param_gathers(const std::vector<int32_t>& members, bool after_optimizer);
+  void add_embedding_sync();
+  void add_step_end();
+
+  const SimulationInput& input_;
+  const planner::Layout& layout_;
+  const int64_t num_micro_batches_;
+  const int64_t vpp_;
+  std::unique_ptr<TaskGraph> graph_;  // made by build() once the ranks are known
+  std::vector<SimulatedRank> ranks_;
+  std::vector<RankState> states_;
+  std::map<int64_t, int32_t> nic_of_node_;
+  std::vector<bool> dp_spans_nodes_;
+};
+
+}  // namespace meshplan::simulator
