@@ -202,7 +202,7 @@ ExecuteReport execute_plan(const planner::Plan& plan, const ExecuteOptions& opti
     }
     const StepOutcome outcome = trainer.train_step();
     StepRecord record{outcome.step, outcome.loss, outcome.step_time_s,
-                      tokens_per_step / outcome.step_time_s};
+                      tokens_per_step / outcome.step_time_s, outcome.gemm_time_s};
     steps.push_back(record);
     last_traffic = outcome.traffic;
     if (on_step) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/eigen_maps.h"
+#include "ops/gemm_clock.h"
 
 namespace meshplan::executor {
 
@@ -52,7 +53,10 @@ void attention_probs_forward(Real* att, const Real* qkv, int T, int B, int NH, i
       ConstStridedMap<Real> q(qkv + head_offset(b, h, row, HS), T, HS, stride);
       ConstStridedMap<Real> k(qkv + head_offset(b, NH + kv, row, HS), T, HS, stride);
       Real* scores = att + (static_cast<int64_t>(b) * NH + h) * T * T;
-      MatrixMap<Real>(scores, T, T).noalias() = (q * k.transpose()) * scale;
+      {
+        const GemmClock clock;
+        MatrixMap<Real>(scores, T, T).noalias() = (q * k.transpose()) * scale;
+      }
       causal_softmax_rows(scores, T);
     }
   }
@@ -70,6 +74,7 @@ void attention_forward(Real* out, Real* att, const Real* qkv, int T, int B, int 
       const int kv = h / (NH / KVH);
       ConstStridedMap<Real> v(qkv + head_offset(b, NH + KVH + kv, row, HS), T, HS, in_stride);
       ConstMatrixMap<Real> p(att + (static_cast<int64_t>(b) * NH + h) * T * T, T, T);
+      const GemmClock clock;
       StridedMap<Real>(out + head_offset(b, h, NH * HS, HS), T, HS, out_stride).noalias() = p * v;
     }
   }
@@ -95,8 +100,11 @@ void attention_backward(Real* dqkv, Real* scratch, const Real* dout, const Real*
       ConstStridedMap<Real> dy(dout + head_offset(b, h, NH * HS, HS), T, HS, out_stride);
       ConstMatrixMap<Real> p(att + (static_cast<int64_t>(b) * NH + h) * T * T, T, T);
       // out = P V: dV += P^T dout, dP = dout V^T.
-      dv.noalias() += p.transpose() * dy;
-      dp.noalias() = dy * v.transpose();
+      {
+        const GemmClock clock;
+        dv.noalias() += p.transpose() * dy;
+        dp.noalias() = dy * v.transpose();
+      }
       // Softmax: dS = P o (dP - rowsum(P o dP)); P is zero above the diagonal, so is dS.
       for (int t = 0; t < T; t++) {
         Real dot = 0;
@@ -108,6 +116,7 @@ void attention_backward(Real* dqkv, Real* scratch, const Real* dout, const Real*
         }
       }
       // S = scale Q K^T: dQ += scale dS K, dK += scale dS^T Q (scale folded into dp above).
+      const GemmClock clock;
       dq.noalias() += dp * k;
       dk.noalias() += dp.transpose() * q;
     }

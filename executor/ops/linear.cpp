@@ -3,12 +3,14 @@
 #include <cstdint>
 
 #include "ops/eigen_maps.h"
+#include "ops/gemm_clock.h"
 
 namespace meshplan::executor {
 
 template <typename Real>
 void linear_forward(Real* out, const Real* inp, const Real* weight, const Real* bias, int N, int C,
                     int OC) {
+  const GemmClock clock;
   MatrixMap<Real> y(out, N, OC);
   y.noalias() = ConstMatrixMap<Real>(inp, N, C) * ConstMatrixMap<Real>(weight, OC, C).transpose();
   if (bias != nullptr) {
@@ -18,6 +20,7 @@ void linear_forward(Real* out, const Real* inp, const Real* weight, const Real* 
 
 template <typename Real>
 void linear_backward_input(Real* dinp, const Real* dout, const Real* weight, int N, int C, int OC) {
+  const GemmClock clock;
   MatrixMap<Real>(dinp, N, C).noalias() +=
       ConstMatrixMap<Real>(dout, N, OC) * ConstMatrixMap<Real>(weight, OC, C);
 }
@@ -25,6 +28,7 @@ void linear_backward_input(Real* dinp, const Real* dout, const Real* weight, int
 template <typename Real>
 void linear_backward_weight(Real* dweight, Real* dbias, const Real* dout, const Real* inp, int N,
                             int C, int OC) {
+  const GemmClock clock;
   ConstMatrixMap<Real> dy(dout, N, OC);
   MatrixMap<Real>(dweight, OC, C).noalias() += dy.transpose() * ConstMatrixMap<Real>(inp, N, C);
   if (dbias != nullptr) {

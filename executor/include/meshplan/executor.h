@@ -32,6 +32,7 @@ struct StepRecord {
   double loss = 0;          // mean token loss of the global batch
   double step_time_s = 0;   // slowest rank
   double tokens_per_s = 0;  // global_batch * seq_length / step_time_s
+  double gemm_time_s = 0;   // largest time a rank spent in GEMMs (Eigen products) this step
 };
 
 struct StageMemory {
