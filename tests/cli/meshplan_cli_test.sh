@@ -275,9 +275,29 @@ expect "--tp 5 on gpt3-175b names the rule's reason (existing --json untouched)"
 # 96 heads and the 49152 ffn do split over 3; the 8-GPU node does not: tp_node.
 expect "--tp 3 on gpt3-175b, 1536 GPUs: no feasible layout, tp_node" \
   plan_error "tp_node x" --model gpt3-175b --cluster dgx-a100-80gb --gpus 1536 --tp 3
-# 1024 GPUs do not split by tp 3 at all: the search costs nothing and the error gives no reason.
-known_bug "--tp 3 on 1024 GPUs names --tp (error has an empty reason list)" \
-  plan_error "--tp" --model gpt3-175b --cluster dgx-a100-80gb --gpus 1024 --tp 3
+# 1024 GPUs do not split by tp 3 at all: nothing to search, and the error says why (before
+# 4c3d542 it listed no reason).
+expect "--tp 3 on gpt3-175b, 1024 GPUs: tp does not divide the GPU count" \
+  plan_error "tp: does not divide the GPU count (1024 % 3)" \
+  --model gpt3-175b --cluster dgx-a100-80gb --gpus 1024 --tp 3
+expect "--tp 2 --pp 2 --dp 4 on 8 GPUs: fixed sizes that do not multiply to the GPU count" \
+  plan_error "tp*pp*dp: fixed sizes multiply to 16, which does not fit 8 GPUs" \
+  --model tiny --cluster dgx-a100-80gb --gpus 8 --tp 2 --pp 2 --dp 4
+expect "--tp 0" \
+  plan_error "--tp: must be positive (0)" --model tiny --cluster dgx-a100-80gb --gpus 8 --tp 0
+expect "--micro-batch -1" \
+  plan_error "--micro-batch: must be positive (-1)" \
+  --model tiny --cluster dgx-a100-80gb --gpus 8 --micro-batch -1
+expect "--seq-len 0" \
+  plan_error "--seq-len: must be positive (0)" --model tiny --cluster dgx-a100-80gb --gpus 8 --seq-len 0
+expect "--top 0" \
+  plan_error "--top: must be positive (0)" --model tiny --cluster dgx-a100-80gb --gpus 8 --top 0
+expect "--objective fast" \
+  plan_error "--objective: expected time or memory (fast)" \
+  --model tiny --cluster dgx-a100-80gb --gpus 8 --objective fast
+expect "--placement foo" \
+  plan_error "--placement: unknown placement, expected tp-dp-pp or tp-pp-dp (foo)" \
+  --model tiny --cluster dgx-a100-80gb --gpus 8 --placement foo
 expect "--zero 7" \
   plan_error "--zero: expected 0, 1, 2 or 3 (7)" \
   --model gpt3-175b --cluster dgx-a100-80gb --gpus 1024 --zero 7
