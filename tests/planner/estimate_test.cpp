@@ -225,5 +225,25 @@ TEST_CASE("pipeline transfer time matches the inventory's sends" * doctest::skip
         doctest::Approx(10.0 * send_seconds).epsilon(kRoundingTolerance));
 }
 
+// BUG: collective_seconds places a group by (size, stride) alone, as if it started at a node
+// boundary. When tp * dp does not divide gpus_per_node a dp group can straddle two nodes and is
+// still costed on NVLink. tiny on 24 GPUs, tp 2, pp 4, dp 3 (tp-dp-pp placement): stage 1 holds
+// ranks 6-11, its dp groups {6, 8, 10} and {7, 9, 11} span nodes 0 (ranks 0-7) and 1 (8-15).
+// A ring over them crosses the NIC twice, so it takes at least the inter-node ring time on the
+// stage's gradients: 23,168 parameters per rank (one layer: 23,040 tp-sharded + 128 RMSNorm),
+// padded to 23,169 (a multiple of dp 3), 46,338 bf16 bytes: 2 * 2/3 * 46,338 / (25e9 * 0.75) s
+// + 4 * 5 us = 23.3 us. The estimate charges the NVLink ring, about 8.3 us.
+TEST_CASE("a dp group that straddles two nodes is costed on the NICs" * doctest::skip()) {
+  PlanOptions options;
+  options.overlap_grad_reduce = false;
+  const PlanEstimate e =
+      estimate_plan(models::load_model("tiny"), models::load_cluster("dgx-a100-80gb"),
+                    make_layout(2, 4, 3, 1, 24), options);
+  REQUIRE(e.stages.size() == 4);
+  REQUIRE(e.stages[1].num_parameters == 23'168);
+  const double lower_bound = 2.0 * 2.0 / 3.0 * 46'338.0 / (25e9 * 0.75) + 4 * 5e-6;
+  CHECK(e.breakdown.dp_comm_exposed_seconds >= lower_bound);
+}
+
 }  // namespace
 }  // namespace meshplan::planner
