@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <tuple>
 
 namespace meshplan::simulator {
 
@@ -133,7 +134,9 @@ std::vector<CriticalSegment> critical_path(const std::vector<TaskRecord>& tasks,
   }
   std::reverse(path.begin(), path.end());
   std::vector<CriticalSegment> segments;
-  std::set<int32_t> ops;  // op indices in the open segment (pieces of one op count once)
+  // (rank, op index, kind) of ops already counted: an op cut into pieces (bucket boundaries) counts
+  // once, in the first segment it appears in.
+  std::set<std::tuple<int32_t, int32_t, TaskKind>> counted;
   for (int32_t id : path) {
     const TaskRecord& task = tasks[id];
     const char* category = critical_category(task.kind);
@@ -144,11 +147,10 @@ std::vector<CriticalSegment> critical_path(const std::vector<TaskRecord>& tasks,
                         segments.back().category == category;
     if (!extend) {
       segments.push_back(CriticalSegment{task.rank, category, 0, task.start_seconds, 0});
-      ops.clear();
     }
     CriticalSegment& segment = segments.back();
     segment.end_seconds = task.end_seconds;
-    if (task.op_index < 0 || ops.insert(task.op_index).second) {
+    if (task.op_index < 0 || counted.emplace(task.rank, task.op_index, task.kind).second) {
       ++segment.num_ops;
     }
   }

@@ -78,7 +78,8 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
       case CommGroup::kTp:
         break;  // inside the chunk costs: their exposed part is ChunkCost's tp_comm seconds
       case CommGroup::kPp:
-        costs.transfer_seconds = traffic.seconds_per_call;
+        costs.transfer_seconds = planner::pipeline_transfer_seconds(
+            plan.model, plan.cluster, layout, plan.options, traffic.stage);
         break;
       case CommGroup::kEmbedding:
         costs.has_embedding_sync = true;

@@ -122,7 +122,7 @@ struct StageBreakdown {
 struct CriticalSegment {
   int32_t rank = 0;
   std::string category;
-  int64_t num_ops = 0;
+  int64_t num_ops = 0;  // ops first met on the path here (a cut op counts once)
   double start_seconds = 0;
   double end_seconds = 0;
 };
