@@ -33,6 +33,7 @@ struct PlanArguments {
   std::string overlap_grad_reduce = "on";
   std::string overlap_param_gather = "on";
   std::string overlap_tp_comm = "off";
+  std::string scatter_gather_pipeline = "off";
   bool allow_tp_across_nodes = false;
   int64_t top = 10;
   int64_t refine = 0;
@@ -141,6 +142,8 @@ void run_plan(const PlanArguments& args) {
   options.overlap_grad_reduce = parse_on_off(args.overlap_grad_reduce, "--overlap-grad-reduce");
   options.overlap_param_gather = parse_on_off(args.overlap_param_gather, "--overlap-param-gather");
   options.overlap_tp_comm = parse_on_off(args.overlap_tp_comm, "--overlap-tp-comm");
+  options.scatter_gather_pipeline =
+      parse_on_off(args.scatter_gather_pipeline, "--scatter-gather-pipeline");
   options.allow_tp_across_nodes = args.allow_tp_across_nodes;
 
   const auto start = std::chrono::steady_clock::now();
@@ -210,6 +213,9 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--overlap-param-gather", args->overlap_param_gather, "on | off")
       ->capture_default_str();
   plan->add_option("--overlap-tp-comm", args->overlap_tp_comm, "on | off")->capture_default_str();
+  plan->add_option("--scatter-gather-pipeline", args->scatter_gather_pipeline,
+                   "Send 1/tp of each pipeline tensor and all-gather it (Megatron-LM 2021)")
+      ->capture_default_str();
   plan->add_flag("--allow-tp-across-nodes", args->allow_tp_across_nodes,
                  "Let tensor-parallel groups span nodes");
   plan->add_option("--refine", args->refine,

@@ -29,8 +29,8 @@ class Inventory {
     traffic.stage = stage;
     traffic.message_bytes = message_bytes;
     traffic.calls_per_step = calls_per_step;
-    traffic.seconds_per_call = collective_seconds(cluster_, kind, message_bytes, group_size,
-                                                  group_stride(layout_, group));
+    traffic.seconds_per_call =
+        stage_collective_seconds(cluster_, layout_, kind, group, stage, message_bytes);
     list_.push_back(std::move(traffic));
   }
   std::vector<CollectiveTraffic> take() { return std::move(list_); }
@@ -113,7 +113,8 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
 
 std::vector<CollectiveTraffic> collective_inventory(const models::TransformerConfig& model,
                                                     const models::ClusterConfig& cluster,
-                                                    const Layout& layout) {
+                                                    const Layout& layout,
+                                                    const PlanOptions& options) {
   Inventory inventory(cluster, layout);
   const int64_t m = layout.num_micro_batches();
   const int64_t e = element_bytes(cluster);
@@ -124,12 +125,19 @@ std::vector<CollectiveTraffic> collective_inventory(const models::TransformerCon
   for (int64_t stage = 0; stage < layout.pp; ++stage) {
     add_tensor_parallel(inventory, model, cluster, layout, stage);
     if (layout.pp > 1) {
-      int64_t sends = 0;
+      int64_t sends = 0, receives = 0;
       for (const PipelineOp& op : schedule.stages[static_cast<size_t>(stage)]) {
         sends += op.kind == OpKind::kSendActivation || op.kind == OpKind::kSendGradient;
+        receives += op.kind == OpKind::kRecvActivation || op.kind == OpKind::kRecvGradient;
       }
+      const int64_t message = pipeline_message_bytes(model, cluster, layout, options);
       inventory.add(stage, "pp: activation and gradient sends", CollectiveKind::kSendRecv,
-                    CommGroup::kPp, 2, pipeline_message_bytes(model, cluster, layout), sends);
+                    CommGroup::kPp, 2, message, sends);
+      if (pipeline_scatter_gather(layout, options)) {
+        inventory.add(stage, "tp: all-gather of each received pipeline tensor (scatter/gather)",
+                      CollectiveKind::kAllGather, CommGroup::kTp, layout.tp, message * layout.tp,
+                      receives);
+      }
       if (model.tied_embeddings && (stage == 0 || stage == layout.pp - 1)) {
         inventory.add(stage, "embedding: tied word-embedding gradient all-reduce",
                       CollectiveKind::kAllReduce, CommGroup::kEmbedding, 2,

@@ -37,7 +37,8 @@ double ring_seconds(CollectiveKind kind, double message_bytes, double n, const L
 }  // namespace
 
 double collective_seconds(const models::ClusterConfig& cluster, CollectiveKind kind,
-                          int64_t message_bytes, int64_t group_size, int64_t stride) {
+                          int64_t message_bytes, int64_t group_size, int64_t stride,
+                          int64_t first_rank) {
   if (message_bytes <= 0 || (group_size <= 1 && kind != CollectiveKind::kSendRecv)) {
     return 0.0;
   }
@@ -48,23 +49,25 @@ double collective_seconds(const models::ClusterConfig& cluster, CollectiveKind k
                    cluster.inter_node_latency_seconds};
   const double bytes = static_cast<double>(message_bytes);
   const int64_t gpus_per_node = cluster.gpus_per_node;
+  const int64_t first_node = first_rank / gpus_per_node;
   if (kind == CollectiveKind::kSendRecv) {
-    // Point-to-point between ranks `stride` apart: same node only if stride < gpus_per_node.
-    return ring_seconds(kind, bytes, 2, stride < gpus_per_node ? intra : inter);
+    const bool same_node = (first_rank + stride) / gpus_per_node == first_node;
+    return ring_seconds(kind, bytes, 2, same_node ? intra : inter);
   }
-  // Members of the group on one node: the group's ranks are stride apart.
-  const int64_t members_per_node =
-      stride >= gpus_per_node ? 1 : std::min(group_size, gpus_per_node / stride);
-  const double local = static_cast<double>(members_per_node);
-  const double nodes = static_cast<double>(group_size) / local;
-  if (nodes <= 1.0) {
-    return ring_seconds(kind, bytes, local, intra);
+  // Nodes the group touches: its members are first_rank + k stride, k < group_size.
+  const int64_t last_node = (first_rank + stride * (group_size - 1)) / gpus_per_node;
+  const double n = static_cast<double>(group_size);
+  if (last_node == first_node) {
+    return ring_seconds(kind, bytes, n, intra);
   }
-  if (members_per_node == 1) {
-    return ring_seconds(kind, bytes, nodes, inter);
+  if (stride >= gpus_per_node) {
+    return ring_seconds(kind, bytes, n, inter);  // one member per node
   }
   // Hierarchical (two-tier) collective: the intra-node tier works on the whole buffer, the
-  // inter-node tier on 1/local of it, with `local` NICs in parallel (one per GPU).
+  // inter-node tier on 1/local of it, with `local` NICs in parallel (one per GPU). A group that
+  // straddles node boundaries has `local` members per node on average.
+  const double nodes = static_cast<double>(last_node - first_node + 1);
+  const double local = n / nodes;
   switch (kind) {
     case CollectiveKind::kAllReduce:
       return ring_seconds(CollectiveKind::kReduceScatter, bytes, local, intra) +

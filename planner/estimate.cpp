@@ -19,17 +19,75 @@ int64_t group_stride(const Layout& layout, CommGroup group) {
     case CommGroup::kDp:
       return dp_before_pp ? layout.tp : layout.tp * layout.pp;
     case CommGroup::kPp:
-    case CommGroup::kEmbedding:
       return dp_before_pp ? layout.tp * layout.dp : layout.tp;
+    case CommGroup::kEmbedding:  // first and last stage
+      return (dp_before_pp ? layout.tp * layout.dp : layout.tp) * std::max<int64_t>(layout.pp - 1, 1);
   }
   return 1;
 }
 
+int64_t group_first_rank(const Layout& layout, CommGroup group, int64_t stage, int64_t tp_rank) {
+  RankCoords coords;
+  coords.tp_rank = group == CommGroup::kTp ? 0 : tp_rank;
+  coords.pp_rank = group == CommGroup::kEmbedding ? 0 : stage;
+  coords.dp_rank = 0;
+  return global_rank(layout, coords);
+}
+
+double stage_collective_seconds(const models::ClusterConfig& cluster, const Layout& layout,
+                                CollectiveKind kind, CommGroup group, int64_t stage,
+                                int64_t message_bytes) {
+  const int64_t group_size = group == CommGroup::kTp   ? layout.tp
+                             : group == CommGroup::kDp ? layout.dp
+                                                       : 2;
+  const int64_t stride = group_stride(layout, group);
+  double seconds = 0;
+  for (int64_t tp_rank : {int64_t{0}, layout.tp - 1}) {
+    if (group != CommGroup::kPp) {
+      seconds = std::max(seconds,
+                         collective_seconds(cluster, kind, message_bytes, group_size, stride,
+                                            group_first_rank(layout, group, stage, tp_rank)));
+      continue;
+    }
+    // A stage sends activations over boundary (s, s + 1) and gradients over (s - 1, s).
+    for (int64_t boundary : {stage - 1, stage}) {
+      if (boundary >= 0 && boundary + 1 < layout.pp) {
+        seconds = std::max(seconds,
+                           collective_seconds(cluster, kind, message_bytes, group_size, stride,
+                                              group_first_rank(layout, group, boundary, tp_rank)));
+      }
+    }
+  }
+  return seconds;
+}
+
+bool pipeline_scatter_gather(const Layout& layout, const PlanOptions& options) {
+  return options.scatter_gather_pipeline && layout.tp > 1 && !layout.sequence_parallel;
+}
+
 int64_t pipeline_message_bytes(const models::TransformerConfig& model,
-                               const models::ClusterConfig& cluster, const Layout& layout) {
+                               const models::ClusterConfig& cluster, const Layout& layout,
+                               const PlanOptions& options) {
   const int64_t bytes = layout.micro_batch * model.seq_length * model.hidden_size *
                         element_bytes(cluster);
-  return layout.sequence_parallel ? bytes / layout.tp : bytes;
+  const bool split = layout.sequence_parallel || pipeline_scatter_gather(layout, options);
+  return split ? bytes / layout.tp : bytes;
+}
+
+double pipeline_transfer_seconds(const models::TransformerConfig& model,
+                                 const models::ClusterConfig& cluster, const Layout& layout,
+                                 const PlanOptions& options, int64_t stage) {
+  if (layout.pp <= 1) {
+    return 0.0;
+  }
+  const int64_t message = pipeline_message_bytes(model, cluster, layout, options);
+  double seconds = stage_collective_seconds(cluster, layout, CollectiveKind::kSendRecv,
+                                            CommGroup::kPp, stage, message);
+  if (pipeline_scatter_gather(layout, options)) {
+    seconds += collective_seconds(cluster, CollectiveKind::kAllGather, message * layout.tp,
+                                  layout.tp, 1);
+  }
+  return seconds;
 }
 
 namespace {
@@ -42,22 +100,22 @@ struct DpTimes {
   double parameter_gather_seconds = 0;  // all-gather after the optimizer step
 };
 
-DpTimes dp_times(const models::ClusterConfig& cluster, const Layout& layout, int64_t parameters) {
+DpTimes dp_times(const models::ClusterConfig& cluster, const Layout& layout, int64_t stage,
+                 int64_t parameters) {
   DpTimes times;
   if (layout.dp <= 1) {
     return times;
   }
-  const int64_t stride = group_stride(layout, CommGroup::kDp);
   const int64_t padded = (parameters + layout.dp - 1) / layout.dp * layout.dp;
   const int64_t bytes = padded * element_bytes(cluster);
   if (layout.zero == 0) {
-    times.gradient_seconds =
-        collective_seconds(cluster, CollectiveKind::kAllReduce, bytes, layout.dp, stride);
+    times.gradient_seconds = stage_collective_seconds(cluster, layout, CollectiveKind::kAllReduce,
+                                                      CommGroup::kDp, stage, bytes);
   } else {
-    times.gradient_seconds =
-        collective_seconds(cluster, CollectiveKind::kReduceScatter, bytes, layout.dp, stride);
-    times.parameter_gather_seconds =
-        collective_seconds(cluster, CollectiveKind::kAllGather, bytes, layout.dp, stride);
+    times.gradient_seconds = stage_collective_seconds(
+        cluster, layout, CollectiveKind::kReduceScatter, CommGroup::kDp, stage, bytes);
+    times.parameter_gather_seconds = stage_collective_seconds(
+        cluster, layout, CollectiveKind::kAllGather, CommGroup::kDp, stage, bytes);
   }
   if (layout.zero == 3) {
     // Forward and backward each gather the weights again for every micro-batch.
@@ -111,14 +169,14 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
         std::max(max_forward_backward_minus_weight, forward + backward - 2.0 * weight);
     hardware_flops_per_rank_max = std::max(hardware_flops_per_rank_max, flops);
     hardware_flops_total += flops * micro_batches;
-    stage.peak_in_flight_micro_batches = peak_in_flight(layout.schedule, layout.pp, layout.vpp, m, s);
-    stage.memory = stage_memory(model, cluster, layout, options, s,
-                                stage.peak_in_flight_micro_batches);
+    const InFlight in_flight = peak_in_flight(layout.schedule, layout.pp, layout.vpp, m, s);
+    stage.peak_in_flight_micro_batches = in_flight.all_chunks;
+    stage.memory = stage_memory(model, cluster, layout, options, s, in_flight);
     stage.num_parameters = stage_parameter_count(model, layout, s);
     const int64_t updated = layout.zero >= 1 ? (stage.num_parameters + layout.dp - 1) / layout.dp
                                              : stage.num_parameters;
     stage.optimizer_step_seconds = optimizer_step_seconds(cluster, updated);
-    const DpTimes dp = dp_times(cluster, layout, stage.num_parameters);
+    const DpTimes dp = dp_times(cluster, layout, stage.stage, stage.num_parameters);
     stage.dp_grad_sync_seconds = dp.gradient_seconds + dp.parameter_gather_seconds;
   }
 
@@ -148,16 +206,13 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
   breakdown.bubble_seconds = pipeline - breakdown.pipeline_compute_seconds;
   if (layout.pp > 1) {
     // Stage-to-stage sends on the critical path: one activation and one gradient per slot of
-    // the schedule, (m v + p - 1) slots. Without sequence parallelism Megatron-LM sends 1/t of
-    // the tensor and all-gathers it over NVLink (Narayanan et al. 2021, Sec. 4.1).
-    const int64_t full_bytes =
-        layout.micro_batch * model.seq_length * model.hidden_size * element_bytes(cluster);
-    double transfer = collective_seconds(cluster, CollectiveKind::kSendRecv,
-                                         full_bytes / layout.tp, 2,
-                                         group_stride(layout, CommGroup::kPp));
-    if (!layout.sequence_parallel && layout.tp > 1) {
-      transfer +=
-          collective_seconds(cluster, CollectiveKind::kAllGather, full_bytes, layout.tp, 1);
+    // the schedule, (m v + p - 1) slots, each the collective inventory's send (s b h e, / t with
+    // sequence parallelism or scatter/gather, the latter plus the receiver's tp all-gather),
+    // over the slowest stage boundary.
+    double transfer = 0;
+    for (int64_t stage = 0; stage < layout.pp; ++stage) {
+      transfer =
+          std::max(transfer, pipeline_transfer_seconds(model, cluster, layout, options, stage));
     }
     breakdown.pp_transfer_seconds = 2.0 * (micro_batches * vpp + pp - 1.0) * transfer;
   }
@@ -170,7 +225,7 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
   // best (Rajbhandari et al. 2020, Sec. 7.2.2), so only the excess is exposed.
   double slack = 0;
   for (const StageEstimate& stage : estimate.stages) {
-    const DpTimes dp = dp_times(cluster, layout, stage.num_parameters);
+    const DpTimes dp = dp_times(cluster, layout, stage.stage, stage.num_parameters);
     double forward = 0, backward = 0;
     for (const ChunkCost& chunk : stage.chunks) {
       forward += chunk.forward_seconds();
@@ -197,8 +252,8 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
     // Megatron-LM all-reduces the tied embedding's gradient between first and last stage.
     const int64_t bytes =
         padded_vocab_size(model, layout.tp) / layout.tp * model.hidden_size * element_bytes(cluster);
-    breakdown.dp_comm_exposed_seconds += collective_seconds(
-        cluster, CollectiveKind::kAllReduce, bytes, 2, group_stride(layout, CommGroup::kEmbedding));
+    breakdown.dp_comm_exposed_seconds += stage_collective_seconds(
+        cluster, layout, CollectiveKind::kAllReduce, CommGroup::kEmbedding, 0, bytes);
   }
   estimate.step_time_s = pipeline + breakdown.pp_transfer_seconds +
                          breakdown.dp_comm_exposed_seconds + breakdown.optimizer_seconds;
@@ -222,7 +277,7 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
     }
   }
   if (with_collectives) {
-    estimate.collectives = collective_inventory(model, cluster, layout);
+    estimate.collectives = collective_inventory(model, cluster, layout, options);
   }
   if (estimate.peak_memory_bytes > cluster.gpu.hbm_bytes) {
     estimate.rejection_code = "memory";

@@ -11,10 +11,24 @@ namespace meshplan::planner {
 /// Distance in global ranks between neighbours of a group under the layout's placement.
 int64_t group_stride(const Layout& layout, CommGroup group);
 
+/// First global rank of the group of `group` that pipeline stage `stage` and tensor-parallel
+/// rank `tp_rank` belong to (for kPp: the sender of the stage -> stage + 1 transfer; for
+/// kEmbedding: the first stage's rank).
+int64_t group_first_rank(const Layout& layout, CommGroup group, int64_t stage, int64_t tp_rank);
+
+/// Time of one collective of `group` issued by stage `stage`: the slowest over the stage's
+/// groups (tp ranks 0 and tp - 1 bound how groups straddle node boundaries).
+double stage_collective_seconds(const models::ClusterConfig& cluster, const Layout& layout,
+                                CollectiveKind kind, CommGroup group, int64_t stage,
+                                int64_t message_bytes);
+
 /// Bytes of one stage-to-stage activation (or gradient) send: T h e, / t with sequence
-/// parallelism.
+/// parallelism or with the scatter/gather option (whose receiver then all-gathers T h e).
 int64_t pipeline_message_bytes(const models::TransformerConfig& model,
-                               const models::ClusterConfig& cluster, const Layout& layout);
+                               const models::ClusterConfig& cluster, const Layout& layout,
+                               const PlanOptions& options);
+/// Whether pipeline receives are followed by a tp all-gather (scatter/gather in effect).
+bool pipeline_scatter_gather(const Layout& layout, const PlanOptions& options);
 
 /// estimate_plan; the search skips the per-collective inventory (with_collectives = false).
 PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
@@ -24,6 +38,7 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
 /// Every collective each stage's ranks issue in one step (the list in cost_model.h).
 std::vector<CollectiveTraffic> collective_inventory(const models::TransformerConfig& model,
                                                     const models::ClusterConfig& cluster,
-                                                    const Layout& layout);
+                                                    const Layout& layout,
+                                                    const PlanOptions& options);
 
 }  // namespace meshplan::planner

@@ -52,19 +52,23 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
   return split + replicated + scores;
 }
 
-int64_t peak_in_flight(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batches,
-                       int64_t stage) {
+InFlight peak_in_flight(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batches,
+                        int64_t stage) {
   // Counted from the schedule's own op list; memoised because the search asks for the same
   // (schedule, pp, vpp, m) many times.
   using Key = std::tuple<int, int64_t, int64_t, int64_t>;
-  static std::map<Key, std::vector<int64_t>> cache;
+  static std::map<Key, std::vector<InFlight>> cache;
   const Key key{static_cast<int>(kind), pp, vpp, num_micro_batches};
   auto it = cache.find(key);
   if (it == cache.end()) {
     const PipelineSchedule schedule = generate_schedule(kind, pp, vpp, num_micro_batches);
-    std::vector<int64_t> peaks(static_cast<size_t>(pp));
+    std::vector<InFlight> peaks(static_cast<size_t>(pp));
     for (int64_t s = 0; s < pp; ++s) {
-      peaks[static_cast<size_t>(s)] = peak_in_flight_micro_batches(schedule, s);
+      InFlight& peak = peaks[static_cast<size_t>(s)];
+      peak.all_chunks = peak_in_flight_micro_batches(schedule, s);
+      peak.first_chunk = vpp == 1 ? peak.all_chunks : peak_in_flight_micro_batches(schedule, s, 0);
+      peak.last_chunk =
+          vpp == 1 ? peak.all_chunks : peak_in_flight_micro_batches(schedule, s, vpp - 1);
     }
     it = cache.emplace(key, std::move(peaks)).first;
   }
@@ -73,7 +77,7 @@ int64_t peak_in_flight(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_m
 
 MemoryBreakdown stage_memory(const models::TransformerConfig& model,
                              const models::ClusterConfig& cluster, const Layout& layout,
-                             const PlanOptions& options, int64_t stage, int64_t in_flight) {
+                             const PlanOptions& options, int64_t stage, const InFlight& in_flight) {
   MemoryBreakdown memory;
   const StageParameters parameters = stage_parameters(model, layout, stage);
   const double n = static_cast<double>(parameters.sharded + parameters.replicated);
@@ -105,7 +109,7 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   const double sequence_split = layout.sequence_parallel ? t : 1.0;
   const double layers_per_micro_batch_unit = static_cast<double>(layers_per_chunk(model, layout));
   double activations = activation_bytes_per_layer(model, cluster, layout, options) *
-                       layers_per_micro_batch_unit * static_cast<double>(in_flight);
+                       layers_per_micro_batch_unit * static_cast<double>(in_flight.all_chunks);
   if (layout.recompute == Recompute::kFull) {
     // The backward of one layer rebuilds that layer's full activations (ibid. Sec. 4.3).
     Layout stored = layout;
@@ -113,14 +117,17 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
     activations += activation_bytes_per_layer(model, cluster, stored, options);
   }
   if (stage == 0) {
-    // Embedding output dropout mask per micro-batch in flight (ibid. Sec. 4.4, eq. 4).
-    activations += tokens * h / sequence_split * static_cast<double>(in_flight);
+    // Embedding output dropout mask per first-chunk micro-batch in flight (ibid. Sec. 4.4,
+    // eq. 4).
+    activations += tokens * h / sequence_split * static_cast<double>(in_flight.first_chunk);
   }
   if (stage == layout.pp - 1) {
-    // Final norm and LM-head inputs, and the fp32 logits of the micro-batch being finished
-    // (ibid. Sec. 4.4: 4 s b v / t).
+    // Final norm and LM-head inputs and the fp32 logits (ibid. Sec. 4.4: 4 s b v / t) of every
+    // last-chunk micro-batch in flight: one under 1F1B, all m under GPipe, whose losses are
+    // computed in the forward and whose cross-entropy backward needs the softmax.
     const double vocab = static_cast<double>(padded_vocab_size(model, layout.tp)) / t;
-    activations += 2.0 * tokens * h * e / sequence_split + 4.0 * tokens * vocab;
+    activations += (2.0 * tokens * h * e / sequence_split + 4.0 * tokens * vocab) *
+                   static_cast<double>(in_flight.last_chunk);
   }
   memory.activations_bytes = static_cast<int64_t>(activations);
   memory.reserved_bytes = cluster.reserved_bytes_per_gpu;

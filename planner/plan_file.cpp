@@ -53,6 +53,7 @@ nlohmann::json options_to_json(const PlanOptions& options) {
           {"overlap_grad_reduce", options.overlap_grad_reduce},
           {"overlap_param_gather", options.overlap_param_gather},
           {"overlap_tp_comm", options.overlap_tp_comm},
+          {"scatter_gather_pipeline", options.scatter_gather_pipeline},
           {"allow_tp_across_nodes", options.allow_tp_across_nodes}};
 }
 
@@ -63,6 +64,7 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
   options.overlap_grad_reduce = require_bool(json, "overlap_grad_reduce", where);
   options.overlap_param_gather = require_bool(json, "overlap_param_gather", where);
   options.overlap_tp_comm = require_bool(json, "overlap_tp_comm", where);
+  options.scatter_gather_pipeline = require_bool(json, "scatter_gather_pipeline", where);
   options.allow_tp_across_nodes = require_bool(json, "allow_tp_across_nodes", where);
   return options;
 }

@@ -243,7 +243,8 @@ PipelineSchedule generate_schedule(ScheduleKind kind, int64_t pp, int64_t vpp,
 // layers' inputs and output gradients, which Qi et al. 2023 count separately as M_W < M_B
 // (Table 1: M_B = sb(34h + 5as), M_W = 32sbh per layer) and whose peak for ZB-H1 they give as
 // (p - i + 1) M_B + (i - 1) M_W on worker i (1-based), so B is the release point of M_B.
-int64_t peak_in_flight_micro_batches(const PipelineSchedule& schedule, int64_t stage) {
+int64_t peak_in_flight_micro_batches(const PipelineSchedule& schedule, int64_t stage,
+                                     int64_t chunk) {
   if (stage < 0 || stage >= static_cast<int64_t>(schedule.stages.size())) {
     throw InputError(fmt::format("stage: not a pipeline rank of this schedule, pp = {} ({})",
                                  schedule.stages.size(), stage));
@@ -251,6 +252,9 @@ int64_t peak_in_flight_micro_batches(const PipelineSchedule& schedule, int64_t s
   int64_t in_flight = 0;
   int64_t peak = 0;
   for (const PipelineOp& op : schedule.stages[stage]) {
+    if (chunk >= 0 && op.chunk != chunk) {
+      continue;
+    }
     if (op.kind == OpKind::kForward) {
       peak = std::max(peak, ++in_flight);
     } else if (is_input_backward(op.kind)) {

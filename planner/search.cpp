@@ -168,7 +168,7 @@ SearchResult search_layouts(const models::TransformerConfig& model,
     }
   }
   for (PlanEstimate& estimate : result.best) {
-    estimate.collectives = collective_inventory(model, cluster, estimate.layout);
+    estimate.collectives = collective_inventory(model, cluster, estimate.layout, options);
   }
   return result;
 }

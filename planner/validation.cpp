@@ -21,6 +21,10 @@ PlanOptions software_options(const std::string& source) {
   options.overlap_grad_reduce = megatron_core;
   options.overlap_param_gather = megatron_core;
   options.overlap_tp_comm = megatron_core;
+  // Megatron-LM of 2021-22 split pipeline sends by default (its
+  // --no-scatter-gather-tensors-in-pipeline turned it off); Megatron-Core runs use sequence
+  // parallelism, which shards the sends anyway.
+  options.scatter_gather_pipeline = !megatron_core;
   return options;
 }
 

@@ -199,7 +199,7 @@ TEST_CASE("estimate: a layout that does not fit is rejected for memory") {
   CHECK(e.rejection_reason.substr(e.rejection_reason.size() - suffix.size()) == suffix);
 }
 
-// BUG: the step time and the collective inventory disagree on pipeline sends without
+// Fixed bug, kept as a regression test: the step time and the collective inventory disagree on pipeline sends without
 // sequence parallelism. estimate.cpp charges Megatron-LM's scatter-gather transfer (Narayanan
 // et al. 2021, Sec. 4.1): s b h e / t per send plus a tp all-gather of s b h e, while the
 // inventory (which the executor's real traffic is checked against, and which the executor
@@ -208,7 +208,7 @@ TEST_CASE("estimate: a layout that does not fit is rejected for memory") {
 // bytes on the wire plus an all-gather. Whichever side changes, the time per transfer must be
 // what the inventory's send costs (this test assumes the inventory's; if the scatter-gather is
 // kept instead, list its all-gather in the inventory and update this test).
-TEST_CASE("pipeline transfer time matches the inventory's sends" * doctest::skip()) {
+TEST_CASE("pipeline transfer time matches the inventory's sends") {
   const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
   const PlanEstimate e =
       estimate_plan(models::load_model("tiny"), cluster, make_layout(2, 2, 2, 1, 8));
@@ -225,7 +225,7 @@ TEST_CASE("pipeline transfer time matches the inventory's sends" * doctest::skip
         doctest::Approx(10.0 * send_seconds).epsilon(kRoundingTolerance));
 }
 
-// BUG: collective_seconds places a group by (size, stride) alone, as if it started at a node
+// Fixed bug, kept as a regression test: collective_seconds places a group by (size, stride) alone, as if it started at a node
 // boundary. When tp * dp does not divide gpus_per_node a dp group can straddle two nodes and is
 // still costed on NVLink. tiny on 24 GPUs, tp 2, pp 4, dp 3 (tp-dp-pp placement): stage 1 holds
 // ranks 6-11, its dp groups {6, 8, 10} and {7, 9, 11} span nodes 0 (ranks 0-7) and 1 (8-15).
@@ -233,7 +233,7 @@ TEST_CASE("pipeline transfer time matches the inventory's sends" * doctest::skip
 // stage's gradients: 23,168 parameters per rank (one layer: 23,040 tp-sharded + 128 RMSNorm),
 // padded to 23,169 (a multiple of dp 3), 46,338 bf16 bytes: 2 * 2/3 * 46,338 / (25e9 * 0.75) s
 // + 4 * 5 us = 23.3 us. The estimate charges the NVLink ring, about 8.3 us.
-TEST_CASE("a dp group that straddles two nodes is costed on the NICs" * doctest::skip()) {
+TEST_CASE("a dp group that straddles two nodes is costed on the NICs") {
   PlanOptions options;
   options.overlap_grad_reduce = false;
   const PlanEstimate e =
@@ -242,7 +242,8 @@ TEST_CASE("a dp group that straddles two nodes is costed on the NICs" * doctest:
   REQUIRE(e.stages.size() == 4);
   REQUIRE(e.stages[1].num_parameters == 23'168);
   const double lower_bound = 2.0 * 2.0 / 3.0 * 46'338.0 / (25e9 * 0.75) + 4 * 5e-6;
-  CHECK(e.breakdown.dp_comm_exposed_seconds >= lower_bound);
+  // The stage's own reduction time (the step's exposed part may hide behind stage 0's drain).
+  CHECK(e.stages[1].dp_grad_sync_seconds >= lower_bound);
 }
 
 }  // namespace

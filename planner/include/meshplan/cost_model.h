@@ -24,6 +24,10 @@ struct PlanOptions {
   // ZeRO-1/2 parameter all-gather overlaps with the next step's forward (Megatron-LM
   // --overlap-param-gather). Off: it runs after the optimizer step.
   bool overlap_param_gather = true;
+  // Megatron-LM's scatter/gather of pipeline sends without sequence parallelism (Narayanan et
+  // al. 2021, Sec. 4.1; its --no-scatter-gather-tensors-in-pipeline turns it off): each tp rank
+  // sends 1/t of the activation and the receiver all-gathers it over NVLink.
+  bool scatter_gather_pipeline = false;
   // Tensor-parallel groups may span nodes (normally rejected: tp belongs on NVLink).
   bool allow_tp_across_nodes = false;
 };
@@ -155,10 +159,20 @@ int64_t stage_parameter_count(const models::TransformerConfig& model, const Layo
 int64_t layers_per_chunk(const models::TransformerConfig& model, const Layout& layout);
 
 /// Ring collective time on a group of `group_size` ranks placed `stride` ranks apart in the
-/// global numbering (tp: 1, dp: tp, ...). Groups inside one node use NVLink; groups that span
-/// nodes are costed hierarchically (intra-node tier, then inter-node tier).
+/// global numbering (tp: 1, dp: tp, ...), starting at global rank `first_rank` (a send goes
+/// from first_rank to first_rank + stride). Groups inside one node use NVLink; groups that span
+/// nodes are costed hierarchically (intra-node tier, then inter-node tier) over the nodes they
+/// actually touch.
 double collective_seconds(const models::ClusterConfig& cluster, CollectiveKind kind,
-                          int64_t message_bytes, int64_t group_size, int64_t stride);
+                          int64_t message_bytes, int64_t group_size, int64_t stride,
+                          int64_t first_rank = 0);
+
+/// One stage-to-stage activation (or gradient) transfer leaving `stage`: the collective
+/// inventory's send over the slower of the stage's two boundaries, plus the receiver's tp
+/// all-gather when scatter/gather is in effect.
+double pipeline_transfer_seconds(const models::TransformerConfig& model,
+                                 const models::ClusterConfig& cluster, const Layout& layout,
+                                 const PlanOptions& options, int64_t stage);
 
 /// Megatron-LM model FLOPs of one step (no recompute), generalised to GQA and SwiGLU:
 /// 6 * tokens * (matmul parameters per token) + attention scores term, see flops.cpp.

@@ -56,7 +56,9 @@ PipelineSchedule generate_schedule(ScheduleKind kind, int64_t pp, int64_t vpp,
 /// the op that releases them (kBackward, or kBackwardInput for split schedules) removes one.
 /// For split schedules W still holds the linear layers' inputs, which Qi et al. 2023 (Table 1)
 /// count separately as M_W < M_B; a ZB-H1 stage s holds up to s such W-pending micro-batches.
-int64_t peak_in_flight_micro_batches(const PipelineSchedule& schedule, int64_t stage);
+/// With `chunk` >= 0 only that model chunk's micro-batches are counted.
+int64_t peak_in_flight_micro_batches(const PipelineSchedule& schedule, int64_t stage,
+                                     int64_t chunk = -1);
 
 /// Replays the lists with unit-free durations: every forward takes forward_time, every backward
 /// (or B) backward_time, every W weight_time, transfers take no time. Returns the makespan.

@@ -30,7 +30,8 @@ struct ValidationReport {
 /// The software a source ran decides options the runs file does not state: Megatron-Core
 /// (2024) runs use flash attention and overlap gradient reduction, parameter gathering and
 /// tensor-parallel communication (as the Megatron-LM README states); the 2021-2022 papers'
-/// Megatron-LM had no flash attention and reduced gradients after the backward.
+/// Megatron-LM had no flash attention, reduced gradients after the backward and
+/// scattered/gathered pipeline sends over the tp ranks.
 PlanOptions software_options(const std::string& source);
 
 /// Predicts every run with its own model, cluster preset (gpus_per_node and inter-node
