@@ -60,14 +60,19 @@ double collective_seconds(const models::ClusterConfig& cluster, CollectiveKind k
   if (last_node == first_node) {
     return ring_seconds(kind, bytes, n, intra);
   }
-  if (stride >= gpus_per_node) {
-    return ring_seconds(kind, bytes, n, inter);  // one member per node
+  const int64_t members_per_full_node = gpus_per_node / stride;
+  const bool fills_whole_nodes = stride < gpus_per_node && first_rank % gpus_per_node < stride &&
+                                 group_size % members_per_full_node == 0;
+  if (!fills_whole_nodes) {
+    // One member per node, or a group that straddles node boundaries unevenly: a flat ring
+    // whose slowest links are the NICs.
+    return ring_seconds(kind, bytes, n, inter);
   }
-  // Hierarchical (two-tier) collective: the intra-node tier works on the whole buffer, the
-  // inter-node tier on 1/local of it, with `local` NICs in parallel (one per GPU). A group that
-  // straddles node boundaries has `local` members per node on average.
-  const double nodes = static_cast<double>(last_node - first_node + 1);
-  const double local = n / nodes;
+  // Hierarchical (two-tier) collective over whole nodes: the intra-node tier works on the
+  // whole buffer, the inter-node tier on 1/local of it, with `local` NICs in parallel (one per
+  // GPU).
+  const double local = static_cast<double>(members_per_full_node);
+  const double nodes = n / local;
   switch (kind) {
     case CollectiveKind::kAllReduce:
       return ring_seconds(CollectiveKind::kReduceScatter, bytes, local, intra) +
