@@ -39,7 +39,7 @@ nlohmann::json identity(const planner::Plan& plan, const ExecuteOptions& options
 
 }  // namespace
 
-void write_checkpoint(const std::string& dir, const Trainer& trainer, const planner::Plan& plan,
+void write_checkpoint(const std::string& dir, Trainer& trainer, const planner::Plan& plan,
                       const ExecuteOptions& options, MPI_Comm world) {
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(world, &rank));

@@ -16,7 +16,7 @@
 namespace meshplan::executor {
 
 /// Collective. Throws RuntimeError naming the rank and path when a file cannot be written.
-void write_checkpoint(const std::string& dir, const Trainer& trainer, const planner::Plan& plan,
+void write_checkpoint(const std::string& dir, Trainer& trainer, const planner::Plan& plan,
                       const ExecuteOptions& options, MPI_Comm world);
 
 /// Collective. Throws InputError (on every rank) when the manifest or a shard is missing,

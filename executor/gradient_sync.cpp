@@ -6,6 +6,14 @@
 
 namespace meshplan::executor {
 
+namespace {
+
+bool is_tied_embedding(const ParameterSpec& spec) {
+  return spec.slot == Slot::kWte || (spec.slot == Slot::kLmHead && spec.name == "wte.weight");
+}
+
+}  // namespace
+
 GradientSync::GradientSync(const std::vector<ParameterSpec>& specs,
                            const std::vector<int>& chunk_of_spec, int num_chunks, float* grads,
                            int64_t padded_size, const planner::Plan& plan, ProcessGroups& groups,
@@ -13,36 +21,45 @@ GradientSync::GradientSync(const std::vector<ParameterSpec>& specs,
     : specs_(specs),
       chunk_of_spec_(chunk_of_spec),
       grads_(grads),
-      padded_size_(padded_size),
-      chunk_ranges_(static_cast<size_t>(num_chunks), {0, 0}),
       sequence_parallel_(plan.layout.sequence_parallel),
       overlap_(plan.options.overlap_grad_reduce),
-      zero_(plan.layout.zero),
+      sharded_(plan.layout.zero == 1 && plan.layout.dp > 1),
       dp_(static_cast<int>(plan.layout.dp)),
       groups_(groups),
       memory_(memory),
       chunk_done_(static_cast<size_t>(num_chunks), false) {
-  for (int c = 0; c < num_chunks; c++) {
-    int64_t begin = -1;
-    int64_t end = -1;
-    for (size_t i = 0; i < specs.size(); i++) {
-      if (chunk_of_spec[i] == c) {
-        begin = begin < 0 ? specs[i].offset : begin;
-        end = specs[i].offset + specs[i].size;
-      }
+  std::vector<std::pair<int64_t, int64_t>> ranges(static_cast<size_t>(num_chunks), {0, 0});
+  for (size_t i = 0; i < specs.size(); i++) {
+    auto& range = ranges[static_cast<size_t>(chunk_of_spec[i])];
+    range.second = specs[i].offset + specs[i].size;
+  }
+  for (size_t c = 1; c < ranges.size(); c++) {
+    ranges[c].first = ranges[c - 1].second;
+    ranges[c].second = std::max(ranges[c].second, ranges[c].first);
+  }
+  buckets_ = make_dp_buckets(ranges, padded_size, sharded_ ? dp_ : 1);
+  const bool embedding_group = groups_.size(CommGroup::kEmbedding) > 1;
+  for (const DpBucket& bucket : buckets_) {
+    bool tied = false;
+    for (const ParameterSpec& spec : specs_) {
+      tied = tied || (embedding_group && is_tied_embedding(spec) && spec.offset < bucket.end &&
+                      spec.offset + spec.size > bucket.begin);
     }
-    chunk_ranges_[static_cast<size_t>(c)] = {std::max<int64_t>(begin, 0),
-                                             std::max<int64_t>(end, 0)};
+    holds_tied_embedding_.push_back(tied);
+  }
+  bucket_started_.assign(buckets_.size(), false);
+  if (sharded_) {
+    shard_ = Tensor(&memory_, padded_size / dp_);
   }
 }
 
 void GradientSync::chunk_final(int chunk) {
-  if (!overlap_ || zero_ != 0) {
+  if (!overlap_) {
     return;  // everything runs in finish()
   }
   reduce_replicated_(chunk);
-  start_data_parallel_(chunk);
   chunk_done_[static_cast<size_t>(chunk)] = true;
+  start_ready_buckets_(false);
 }
 
 void GradientSync::reduce_replicated_(int chunk) {
@@ -77,14 +94,28 @@ void GradientSync::reduce_replicated_(int chunk) {
   }
 }
 
-void GradientSync::start_data_parallel_(int chunk) {
-  if (dp_ <= 1 || zero_ != 0) {
+void GradientSync::start_ready_buckets_(bool all) {
+  if (dp_ <= 1) {
     return;
   }
-  const auto [begin, end] = chunk_ranges_[static_cast<size_t>(chunk)];
-  for (int64_t at = begin; at < end; at += kDpBucketElements) {
-    const int64_t count = std::min(kDpBucketElements, end - at);
-    pending_.push_back(groups_.iall_reduce_sum(CommGroup::kDp, grads_ + at, count));
+  for (size_t b = 0; b < buckets_.size(); b++) {
+    const DpBucket& bucket = buckets_[b];
+    bool ready = all || !holds_tied_embedding_[b];
+    for (int c = bucket.first_chunk; c <= bucket.last_chunk && ready; c++) {
+      ready = chunk_done_[static_cast<size_t>(c)];
+    }
+    if (bucket_started_[b] || !ready) {
+      continue;
+    }
+    bucket_started_[b] = true;
+    if (sharded_) {
+      pending_.push_back(groups_.ireduce_scatter(CommGroup::kDp,
+                                                 shard_.data() + bucket.shard_offset,
+                                                 grads_ + bucket.begin, bucket.block() / dp_));
+    } else {
+      pending_.push_back(
+          groups_.iall_reduce_sum(CommGroup::kDp, grads_ + bucket.begin, bucket.block()));
+    }
   }
 }
 
@@ -92,28 +123,23 @@ void GradientSync::finish() {
   for (size_t c = 0; c < chunk_done_.size(); c++) {
     if (!chunk_done_[c]) {
       reduce_replicated_(static_cast<int>(c));
-      start_data_parallel_(static_cast<int>(c));
+      chunk_done_[c] = true;
     }
   }
+  if (groups_.size(CommGroup::kEmbedding) > 1) {
+    for (const ParameterSpec& spec : specs_) {
+      if (is_tied_embedding(spec)) {
+        groups_.all_reduce_sum(CommGroup::kEmbedding, grads_ + spec.offset, spec.size);
+      }
+    }
+  }
+  start_ready_buckets_(true);
   if (!pending_.empty()) {
     MPI_CHECK(MPI_Waitall(static_cast<int>(pending_.size()), pending_.data(), MPI_STATUSES_IGNORE));
     pending_.clear();
   }
   std::fill(chunk_done_.begin(), chunk_done_.end(), false);
-  if (groups_.size(CommGroup::kEmbedding) > 1) {
-    for (const ParameterSpec& spec : specs_) {
-      if (spec.slot == Slot::kWte || (spec.slot == Slot::kLmHead && spec.name == "wte.weight")) {
-        groups_.all_reduce_sum(CommGroup::kEmbedding, grads_ + spec.offset, spec.size);
-      }
-    }
-  }
-  if (dp_ > 1 && zero_ == 1) {
-    const int64_t shard = padded_size_ / dp_;
-    if (shard_.empty()) {
-      shard_ = Tensor(&memory_, shard);
-    }
-    groups_.reduce_scatter(CommGroup::kDp, shard_.data(), grads_, shard);
-  }
+  std::fill(bucket_started_.begin(), bucket_started_.end(), false);
 }
 
 }  // namespace meshplan::executor

@@ -96,6 +96,9 @@ double run_pipeline_step(const PipelineStep& step) {
           fill_micro_batch(step.data, first, d.T, d.B, f.state.tokens.data(),
                            f.state.targets.data());
         }
+        if (step.before_forward) {
+          step.before_forward(static_cast<int>(op.chunk));
+        }
         chunk.forward(&f.state, std::move(f.received), ctx);
         loss_sum += f.state.loss_sum;
         break;

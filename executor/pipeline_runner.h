@@ -5,6 +5,7 @@
 // Nothing here decides the order of work: it is the list's.
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "data_source.h"
@@ -22,6 +23,7 @@ struct PipelineStep {
   const RankContext& ctx;
   int stage = 0;
   int64_t first_sample = 0;  // global index of this data-parallel rank's first sample this step
+  std::function<void(int chunk)> before_forward;  // runs before each forward of `chunk`
 };
 
 /// Runs the op list of `step.stage`; returns the sum of the token losses of the micro-batches

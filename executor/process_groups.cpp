@@ -152,6 +152,20 @@ MPI_Request ProcessGroups::ireduce_scatter(CommGroup group, float* out, const fl
   return request;
 }
 
+MPI_Request ProcessGroups::iall_gather(CommGroup group, float* out, const float* in,
+                                       int64_t count) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  const int n = size(group);
+  if (n <= 1) {
+    std::copy(in, in + count, out);
+    return request;
+  }
+  MPI_CHECK(MPI_Iallgather(in, to_int_count(count), MPI_FLOAT, out, to_int_count(count), MPI_FLOAT,
+                           comm(group), &request));
+  this->count(CollectiveKind::kAllGather, group, n * count * kFloatBytes);
+  return request;
+}
+
 MPI_Request ProcessGroups::isend(const float* buffer, int64_t count, int peer_stage, int tag) {
   MPI_Request request = MPI_REQUEST_NULL;
   MPI_CHECK(MPI_Isend(buffer, to_int_count(count), MPI_FLOAT, peer_stage, tag, pp_, &request));

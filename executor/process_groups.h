@@ -44,9 +44,11 @@ class ProcessGroups {
   void all_gather(CommGroup group, float* out, const float* in, int64_t count);
   /// out (count) = this rank's block of the sum of every rank's in (size * count).
   void reduce_scatter(CommGroup group, float* out, const float* in, int64_t count);
-  /// Non-blocking forms, for the data-parallel reduction that overlaps the backward.
+  /// Non-blocking forms, for the data-parallel reduction that overlaps the backward and the
+  /// ZeRO-1 parameter gather that overlaps the next forward.
   MPI_Request iall_reduce_sum(CommGroup group, float* buffer, int64_t count);
   MPI_Request ireduce_scatter(CommGroup group, float* out, const float* in, int64_t count);
+  MPI_Request iall_gather(CommGroup group, float* out, const float* in, int64_t count);
 
   /// Point-to-point on the pp group: sends never block (the request completes later),
   /// receives block. `peer_stage` is the other pipeline rank.

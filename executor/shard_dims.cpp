@@ -60,23 +60,6 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
                     "tensor-parallel communication with GEMMs (true)",
                     source));
   }
-  // ZeRO 1 reduce-scatters the whole padded gradient buffer after the stage's last backward and
-  // all-gathers the parameters right after the update: neither overlaps, so a plan that assumes
-  // they do is rejected rather than measured against the wrong prediction.
-  if (layout.zero == 1 && layout.dp > 1 && plan.options.overlap_grad_reduce) {
-    throw InputError(
-        fmt::format("{}: options.overlap_grad_reduce: the CPU executor's ZeRO-1 "
-                    "reduce-scatter does not overlap the backward (true); plan with "
-                    "--overlap-grad-reduce off",
-                    source));
-  }
-  if (layout.zero == 1 && layout.dp > 1 && plan.options.overlap_param_gather) {
-    throw InputError(
-        fmt::format("{}: options.overlap_param_gather: the CPU executor gathers "
-                    "ZeRO-1 parameters after the optimizer step (true); plan with "
-                    "--overlap-param-gather off",
-                    source));
-  }
   const planner::Validity validity =
       planner::check_layout(model, plan.cluster, plan.num_gpus, layout,
                             /*allow_tp_across_nodes=*/true);

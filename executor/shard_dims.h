@@ -34,7 +34,7 @@ ShardDims make_shard_dims(const planner::Plan& plan, int tp_rank);
 
 /// Everything the CPU executor cannot run, as InputError naming the plan file and field:
 /// a precision other than fp32, alibi positions, ZeRO 2 and 3, tensor-parallel communication
-/// overlap, ZeRO 1 with gradient-reduce or parameter-gather overlap, a vocabulary not divisible by
+/// overlap, a vocabulary not divisible by
 /// tp, odd head dims with RoPE, sequences longer than the position table, sizes past the kernels'
 /// int range, and any layout check_layout rejects.
 void validate_plan_for_executor(const planner::Plan& plan, const std::string& source);

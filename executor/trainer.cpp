@@ -39,9 +39,6 @@ Trainer::Trainer(const planner::Plan& plan, std::shared_ptr<const TokenSource> d
   padded_size_ = zero1_sharded(plan) ? (num_parameters_ + dp - 1) / dp * dp : num_parameters_;
   params_ = Tensor(&memory_, padded_size_);
   grads_ = Tensor(&memory_, padded_size_);
-  const int64_t state_size = zero1_sharded(plan) ? padded_size_ / dp : num_parameters_;
-  adam_m_ = Tensor(&memory_, state_size);
-  adam_v_ = Tensor(&memory_, state_size);
   initialize_parameters(params_.data(), specs_, kInitSeed);
 
   weights_.resize(static_cast<size_t>(vpp));
@@ -65,6 +62,8 @@ Trainer::Trainer(const planner::Plan& plan, std::shared_ptr<const TokenSource> d
   check_tag_range(schedule_);
   sync_ = std::make_unique<GradientSync>(specs_, chunk_of_spec_, vpp, grads_.data(), padded_size_,
                                          plan_, groups_, memory_);
+  optimizer_ = std::make_unique<DistributedOptimizer>(
+      params_.data(), grads_.data(), num_parameters_, *sync_, plan_, groups_, memory_, adamw_);
 }
 
 double Trainer::compute_gradients() {
@@ -79,7 +78,8 @@ double Trainer::compute_gradients() {
       *sync_,
       ctx_,
       stage(),
-      steps_done_ * layout.global_batch + groups_.coords().dp_rank * samples_per_dp_rank};
+      steps_done_ * layout.global_batch + groups_.coords().dp_rank * samples_per_dp_rank,
+      [this](int chunk) { optimizer_->wait_parameters(chunk); }};
   const double loss_sum = run_pipeline_step(step);
   sync_->finish();
   // Monitoring, not model traffic (so not counted): the loss sums of the last stage's tp rank 0
@@ -96,7 +96,7 @@ StepOutcome Trainer::train_step() {
   const double gemm_start = gemm_seconds();
   StepOutcome outcome;
   outcome.loss = compute_gradients();
-  optimizer_step_();
+  optimizer_->step(steps_done_ + 1);
   steps_done_++;
   outcome.step = steps_done_;
   outcome.traffic = groups_.traffic();
@@ -110,24 +110,13 @@ StepOutcome Trainer::train_step() {
   return outcome;
 }
 
-void Trainer::optimizer_step_() {
-  const int64_t t = steps_done_ + 1;
-  if (!zero1_sharded(plan_)) {
-    adamw_update(params_.data(), adam_m_.data(), adam_v_.data(), grads_.data(), num_parameters_, t,
-                 adamw_);
-    return;
-  }
-  // ZeRO 1: update this rank's shard with its reduced gradients, then gather the parameters
-  // (Rajbhandari et al. 2020, Sec. 5.1).
-  const int64_t shard = padded_size_ / plan_.layout.dp;
-  float* mine = params_.data() + groups_.coords().dp_rank * shard;
-  adamw_update(mine, adam_m_.data(), adam_v_.data(), sync_->shard_gradients(), shard, t, adamw_);
-  Tensor updated(&memory_, shard);
-  std::copy_n(mine, shard, updated.data());
-  groups_.all_gather(CommGroup::kDp, params_.data(), updated.data(), shard);
+float* Trainer::mutable_parameters() {
+  optimizer_->wait_all();
+  return params_.data();
 }
 
-std::map<std::string, std::vector<float>> Trainer::gather_full_parameters(int root) const {
+std::map<std::string, std::vector<float>> Trainer::gather_full_parameters(int root) {
+  optimizer_->wait_all();
   // Each rank sends (name, full index, value) triples of everything it holds.
   std::string payload;
   auto append = [&payload](const void* data, size_t size) {
@@ -189,27 +178,33 @@ std::map<std::string, std::vector<float>> Trainer::gather_full_parameters(int ro
   return full;
 }
 
-std::string Trainer::shard_bytes() const {
+std::string Trainer::shard_bytes() {
+  optimizer_->wait_all();
+  const Tensor& adam_m = optimizer_->first_moment();
+  const Tensor& adam_v = optimizer_->second_moment();
   std::string bytes;
   auto append = [&bytes](const void* data, size_t size) {
     bytes.append(static_cast<const char*>(data), size);
   };
-  const int64_t header[3] = {steps_done_, num_parameters_, adam_m_.size()};
+  const int64_t header[3] = {steps_done_, num_parameters_, adam_m.size()};
   append(header, sizeof(header));
   append(params_.data(), static_cast<size_t>(num_parameters_) * sizeof(float));
-  append(adam_m_.data(), static_cast<size_t>(adam_m_.bytes()));
-  append(adam_v_.data(), static_cast<size_t>(adam_v_.bytes()));
+  append(adam_m.data(), static_cast<size_t>(adam_m.bytes()));
+  append(adam_v.data(), static_cast<size_t>(adam_v.bytes()));
   return bytes;
 }
 
 void Trainer::load_shard_bytes(const std::string& bytes, const std::string& source) {
+  optimizer_->wait_all();
+  Tensor& adam_m = optimizer_->first_moment();
+  Tensor& adam_v = optimizer_->second_moment();
   int64_t header[3] = {0, 0, 0};
   const size_t expected = sizeof(header) + static_cast<size_t>(num_parameters_) * sizeof(float) +
-                          2 * static_cast<size_t>(adam_m_.bytes());
+                          2 * static_cast<size_t>(adam_m.bytes());
   if (bytes.size() >= sizeof(header)) {
     std::memcpy(header, bytes.data(), sizeof(header));
   }
-  if (bytes.size() != expected || header[1] != num_parameters_ || header[2] != adam_m_.size()) {
+  if (bytes.size() != expected || header[1] != num_parameters_ || header[2] != adam_m.size()) {
     throw InputError(
         fmt::format("{}: checkpoint shard does not match this rank's parameters "
                     "({} bytes, expected {})",
@@ -218,9 +213,9 @@ void Trainer::load_shard_bytes(const std::string& bytes, const std::string& sour
   const char* at = bytes.data() + sizeof(header);
   std::memcpy(params_.data(), at, static_cast<size_t>(num_parameters_) * sizeof(float));
   at += static_cast<size_t>(num_parameters_) * sizeof(float);
-  std::memcpy(adam_m_.data(), at, static_cast<size_t>(adam_m_.bytes()));
-  at += adam_m_.bytes();
-  std::memcpy(adam_v_.data(), at, static_cast<size_t>(adam_v_.bytes()));
+  std::memcpy(adam_m.data(), at, static_cast<size_t>(adam_m.bytes()));
+  at += adam_m.bytes();
+  std::memcpy(adam_v.data(), at, static_cast<size_t>(adam_v.bytes()));
   steps_done_ = header[0];
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "data_source.h"
+#include "distributed_optimizer.h"
 #include "gradient_sync.h"
 #include "meshplan/plan_file.h"
 #include "meshplan/schedule.h"
@@ -48,22 +49,20 @@ class Trainer {
   /// Parameters this rank allocates (without the ZeRO padding).
   int64_t num_parameters() const { return num_parameters_; }
   const std::vector<ParameterSpec>& specs() const { return specs_; }
-  const float* parameters() const { return params_.data(); }
-  float* mutable_parameters() { return params_.data(); }
+  /// The parameters (every pending ZeRO-1 gather completed first).
+  float* mutable_parameters();
   const float* gradients() const { return grads_.data(); }
 
   /// Collective: the full model on `root` (name -> full tensor, row-major), assembled from every
   /// rank's shards; empty elsewhere.
-  std::map<std::string, std::vector<float>> gather_full_parameters(int root) const;
+  std::map<std::string, std::vector<float>> gather_full_parameters(int root);
 
   /// This rank's checkpoint shard (parameters, AdamW moments, step) as bytes, and back. Loading
   /// throws InputError naming `source` when the shard does not fit this rank.
-  std::string shard_bytes() const;
+  std::string shard_bytes();
   void load_shard_bytes(const std::string& bytes, const std::string& source);
 
  private:
-  void optimizer_step_();
-
   planner::Plan plan_;
   MemoryTracker memory_;
   ProcessGroups groups_;
@@ -77,13 +76,12 @@ class Trainer {
   int64_t padded_size_ = 0;  // a multiple of dp under ZeRO 1
   Tensor params_;
   Tensor grads_;
-  Tensor adam_m_;
-  Tensor adam_v_;
   std::vector<ChunkWeights> weights_;
   std::vector<ChunkWeights> grad_views_;
   std::vector<ModelChunk> chunks_;
   planner::PipelineSchedule schedule_;
   std::unique_ptr<GradientSync> sync_;
+  std::unique_ptr<DistributedOptimizer> optimizer_;
   int64_t steps_done_ = 0;
 };
 

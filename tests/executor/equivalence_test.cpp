@@ -66,13 +66,16 @@ const RunResult& reference(const models::TransformerConfig& model, int64_t micro
   return it->second;
 }
 
-void check_equivalent(const models::TransformerConfig& model, const planner::Layout& layout) {
+void check_equivalent(const models::TransformerConfig& model, const planner::Layout& layout,
+                      const planner::PlanOptions& options = {}) {
   int world_size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   REQUIRE(world_size == layout.num_gpus());
   const bool root = world_rank_of(MPI_COMM_WORLD) == 0;
   const RunResult* expected = root ? &reference(model, layout.micro_batch) : nullptr;
-  const RunResult actual = train(testing::make_plan(model, layout), MPI_COMM_WORLD);
+  planner::Plan plan = testing::make_plan(model, layout);
+  plan.options = options;
+  const RunResult actual = train(plan, MPI_COMM_WORLD);
   if (!root) {
     return;
   }
@@ -160,10 +163,18 @@ TEST_SUITE("mpi2") {
   TEST_CASE("dp2 equals one process") {
     check_equivalent(tiny(), make_layout(1, 1, 2));
   }
-  TEST_CASE("dp2 with ZeRO-1 equals one process") {
+  TEST_CASE("dp2 with ZeRO-1 (overlapped reduce-scatter and gather) equals one process") {
     planner::Layout layout = make_layout(1, 1, 2);
     layout.zero = 1;
     check_equivalent(tiny(), layout);
+  }
+  TEST_CASE("dp2 with ZeRO-1, nothing overlapped, equals one process") {
+    planner::Layout layout = make_layout(1, 1, 2);
+    layout.zero = 1;
+    planner::PlanOptions options;
+    options.overlap_grad_reduce = false;
+    options.overlap_param_gather = false;
+    check_equivalent(tiny(), layout, options);
   }
   TEST_CASE("tp2 with full recompute equals one process") {
     planner::Layout layout = make_layout(2, 1, 1);
@@ -196,6 +207,19 @@ TEST_SUITE("mpi4") {
     planner::Layout layout = with(make_layout(1, 2, 2), ScheduleKind::kZbH1);
     layout.zero = 1;
     check_equivalent(tiny_gpt2(), layout);
+  }
+}
+
+TEST_SUITE("mpi4") {
+  TEST_CASE("pp2 interleaved x dp2 with ZeRO-1 equals one process") {
+    planner::Layout layout = with(make_layout(1, 2, 2), ScheduleKind::kInterleaved, 2);
+    layout.zero = 1;
+    check_equivalent(tiny(), layout);
+  }
+  TEST_CASE("pp2 x dp2 with placement tp-pp-dp equals one process") {
+    planner::Layout layout = make_layout(1, 2, 2);
+    layout.placement = planner::Placement::kTpPpDp;
+    check_equivalent(tiny(), layout);
   }
 }
 

@@ -27,12 +27,6 @@ inline planner::Plan make_plan(const models::TransformerConfig& model,
   plan.cluster = models::load_cluster("local-cpu");
   plan.layout = layout;
   plan.num_gpus = layout.num_gpus();
-  // The CPU executor's ZeRO-1 reduce-scatter and parameter gather do not overlap (see
-  // validate_plan_for_executor): its plans say so.
-  if (layout.zero == 1) {
-    plan.options.overlap_grad_reduce = false;
-    plan.options.overlap_param_gather = false;
-  }
   return plan;
 }
 

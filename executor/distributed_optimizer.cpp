@@ -1,0 +1,75 @@
+#include "distributed_optimizer.h"
+
+#include <algorithm>
+
+#include "mpi_check.h"
+
+namespace meshplan::executor {
+
+DistributedOptimizer::DistributedOptimizer(float* params, const float* grads,
+                                           int64_t num_parameters, const GradientSync& sync,
+                                           const planner::Plan& plan, ProcessGroups& groups,
+                                           MemoryTracker& memory, const AdamWConfig& config)
+    : params_(params),
+      grads_(grads),
+      num_parameters_(num_parameters),
+      sync_(sync),
+      overlap_gather_(plan.options.overlap_param_gather),
+      dp_(static_cast<int>(plan.layout.dp)),
+      dp_rank_(static_cast<int>(groups.coords().dp_rank)),
+      groups_(groups),
+      config_(config),
+      gathers_(sync.buckets().size(), MPI_REQUEST_NULL) {
+  int64_t state = num_parameters;
+  if (sync_.sharded()) {
+    state = 0;
+    for (const DpBucket& bucket : sync_.buckets()) {
+      state += bucket.block() / dp_;
+    }
+    staging_ = Tensor(&memory, state);
+  }
+  m_ = Tensor(&memory, state);
+  v_ = Tensor(&memory, state);
+}
+
+void DistributedOptimizer::step(int64_t t) {
+  if (!sync_.sharded()) {
+    adamw_update(params_, m_.data(), v_.data(), grads_, num_parameters_, t, config_);
+    return;
+  }
+  const std::vector<DpBucket>& buckets = sync_.buckets();
+  for (const DpBucket& bucket : buckets) {
+    const int64_t block = bucket.block() / dp_;
+    float* mine = params_ + bucket.begin + dp_rank_ * block;
+    adamw_update(mine, m_.data() + bucket.shard_offset, v_.data() + bucket.shard_offset,
+                 sync_.shard_gradients() + bucket.shard_offset, block, t, config_);
+    std::copy_n(mine, block, staging_.data() + bucket.shard_offset);
+  }
+  for (size_t b = 0; b < buckets.size(); b++) {
+    const DpBucket& bucket = buckets[b];
+    const int64_t block = bucket.block() / dp_;
+    if (overlap_gather_) {
+      gathers_[b] = groups_.iall_gather(CommGroup::kDp, params_ + bucket.begin,
+                                        staging_.data() + bucket.shard_offset, block);
+    } else {
+      groups_.all_gather(CommGroup::kDp, params_ + bucket.begin,
+                         staging_.data() + bucket.shard_offset, block);
+    }
+  }
+}
+
+void DistributedOptimizer::wait_parameters(int chunk) {
+  const std::vector<DpBucket>& buckets = sync_.buckets();
+  for (size_t b = 0; b < buckets.size(); b++) {
+    if (gathers_[b] != MPI_REQUEST_NULL && buckets[b].first_chunk <= chunk &&
+        chunk <= buckets[b].last_chunk) {
+      MPI_CHECK(MPI_Wait(&gathers_[b], MPI_STATUS_IGNORE));
+    }
+  }
+}
+
+void DistributedOptimizer::wait_all() {
+  MPI_CHECK(MPI_Waitall(static_cast<int>(gathers_.size()), gathers_.data(), MPI_STATUSES_IGNORE));
+}
+
+}  // namespace meshplan::executor
