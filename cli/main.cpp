@@ -20,8 +20,16 @@ int main(int argc, char** argv) {
   meshplan::cli::register_simulate_command(app);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    // Command-line syntax errors are bad input: one line, exit 2.
+    std::fprintf(stderr, "meshplan: error: %s\n", e.what());
+    return 2;
   } catch (const meshplan::InputError& e) {
     std::fprintf(stderr, "meshplan: error: %s\n", e.what());
     return 2;

@@ -336,10 +336,10 @@ expect "validate: a malformed run names the run and the field" \
   input_error "runs_malformed.json: runs[fixture-bad-gpus]: hardware: num_gpus: expected an integer (\"sixteen\")" \
   validate "$data/runs_malformed.json" --json new_out.json
 
-# Command-line syntax errors come from CLI11, which prints two lines.
-known_bug "--gpus abc: one line on stderr (CLI11 adds 'Run with --help for more information.')" \
+# Command-line syntax errors (CLI11's) are bad input too: one line, exit 2.
+expect "--gpus abc: one line on stderr" \
   plan_error "--gpus" --model tiny --cluster dgx-a100-80gb --gpus abc
-known_bug "missing --gpus: one line on stderr" \
+expect "missing --gpus: one line on stderr" \
   plan_error "--gpus" --model tiny --cluster dgx-a100-80gb
 
 echo "# meshplan cli: $num_checks checks, $num_failed failed; $num_known known bugs not counted"
