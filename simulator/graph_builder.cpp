@@ -74,6 +74,16 @@ BuiltGraph Builder::build() {
   graph_ = std::make_unique<TaskGraph>(static_cast<int32_t>(ranks_.size()),
                                        static_cast<double>(input_.gpus_per_node));
   states_.resize(ranks_.size());
+  // About two tasks per op (compute and its tp comm), a few per bucket collective (member task,
+  // share of a join, pieces where buckets cut ops); edges about twice that.
+  size_t estimate = 0;
+  for (const SimulatedRank& rank : ranks_) {
+    const StageCosts& costs = input_.stages[rank.coords.pp_rank];
+    const size_t ops = input_.schedule.stages[rank.coords.pp_rank].size();
+    estimate += 2 * ops + 8 + 3 * (costs.grad_buckets.size() + costs.param_buckets.size()) +
+                ops * (costs.chunk_param_buckets.size() + costs.chunk_grad_buckets.size());
+  }
+  graph_->reserve(estimate, 2 * estimate);
   for (RankState& state : states_) {
     state.transfer_to.assign(static_cast<size_t>(2 * num_micro_batches_ * vpp_), -1);
   }

@@ -207,6 +207,7 @@ class Replay {
 }  // namespace
 
 ReplayStats replay(TaskGraph& graph) {
+  graph.finalize();
   return Replay(graph).run();
 }
 

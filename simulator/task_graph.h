@@ -5,6 +5,8 @@
 
 #include <boost/graph/adjacency_list.hpp>
 #include <cstdint>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "meshplan/simulator.h"
@@ -28,9 +30,14 @@ class TaskGraph {
   /// GPUs, each with its own line rate).
   TaskGraph(int32_t num_ranks, double nic_capacity);
 
+  /// Room for `num_tasks` tasks and `num_edges` edges (an estimate; the graph still grows).
+  void reserve(size_t num_tasks, size_t num_edges);
   /// Appends the task to the end of its stream (unless kNone). Returns its id.
   int32_t add_task(const TaskRecord& task);
   void add_edge(int32_t from, int32_t to);
+  /// Builds the Boost graph from the edges added so far (in their order, so out-edges keep
+  /// insertion order); later calls do nothing. No add_task / add_edge after it.
+  void finalize();
   /// Marks `task` as a flow through `nic_a` (and `nic_b` unless -1).
   void set_nic_use(int32_t task, int32_t nic_a, int32_t nic_b, double weight);
 
@@ -47,13 +54,14 @@ class TaskGraph {
   TaskRecord& task(int32_t id) { return tasks_[id]; }
   const TaskRecord& task(int32_t id) const { return tasks_[id]; }
   std::vector<TaskRecord>& tasks() { return tasks_; }
-  const Graph& graph() const { return graph_; }
+  const Graph& graph() const { return *graph_; }  // after finalize()
 
  private:
   std::vector<TaskRecord> tasks_;
-  Graph graph_;
-  std::vector<std::vector<int32_t>> streams_;  // [rank * kNumStreamKinds + stream kind]
-  std::vector<int32_t> nic_use_index_;         // [task]
+  std::vector<std::pair<size_t, size_t>> edges_;  // until finalize()
+  std::unique_ptr<Graph> graph_;                  // by pointer: Boost graphs copy on assignment
+  std::vector<std::vector<int32_t>> streams_;     // [rank * kNumStreamKinds + stream kind]
+  std::vector<int32_t> nic_use_index_;            // [task]
   std::vector<NicUse> nic_uses_;
   int32_t num_nics_ = 0;
   double nic_capacity_ = 1;
