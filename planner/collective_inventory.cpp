@@ -88,7 +88,11 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
     inventory.add(stage, "tp: layer backward reduce-scatters (QKV in, MLP in)", kRS, kTp, t,
                   hidden_bytes, 2 * layers * m);
     if (first) {
+      // Forward: partial lookups reduce-scattered along the sequence. Backward: the weight
+      // gradient of each vocabulary shard needs the whole sequence's output gradient.
       inventory.add(stage, "tp: vocab-parallel embedding reduce-scatter", kRS, kTp, t,
+                    hidden_bytes, m);
+      inventory.add(stage, "tp: embedding output-gradient all-gather (backward)", kAG, kTp, t,
                     hidden_bytes, m);
     }
     if (last) {

@@ -160,6 +160,10 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     cost.backward_weight_compute_seconds += memory_seconds(cluster, 2.0 * tokens * h * e);
     cost.forward_tp_comm_seconds +=
         layout.sequence_parallel ? 0.5 * all_reduce_hidden : all_reduce_hidden;
+    if (layout.sequence_parallel) {
+      // The backward all-gathers the sequence-sharded output gradient for the weight gradient.
+      cost.backward_tp_comm_seconds += 0.5 * all_reduce_hidden;
+    }
   }
   if (cost.has_lm_head) {
     const double vocab = static_cast<double>(padded_vocab_size(model, layout.tp)) / t;

@@ -8,7 +8,8 @@
 //   tensor parallel with SP (Korthikanti et al. 2022, Sec. 4.2.2): each forward all-reduce
 //     becomes an all-gather (before QKV / MLP-in) plus a reduce-scatter (after attention-out /
 //     MLP-out); backward re-gathers the saved inputs (two more all-gathers per layer); the
-//     embedding reduce-scatters; the LM head gathers its input forward and backward and
+//     embedding reduce-scatters forward and all-gathers its output gradient backward (each
+//     vocabulary shard's weight gradient needs every token); the LM head gathers its input forward and backward and
 //     reduce-scatters its input gradient; norms' partial gradients are all-reduced once a step;
 //   pipeline: one send per forward (activation) and per backward (gradient) across a stage
 //     boundary, counted from the schedule's op list: with 1F1B stage 0 sends m activations and
@@ -118,7 +119,8 @@ TEST_CASE("inventory, tp 2 pp 2 dp 2, sequence parallel, ZeRO 1, 1F1B") {
       // Per layer and micro-batch: forward 2 all-gathers + 2 reduce-scatters, backward
       // 2 + 2 re-gather all-gathers and 2 reduce-scatters, each of the full 4,096-byte tensor
       // (nccl-tests size): all-gathers 6 * 2 * 4 = 48, reduce-scatters 4 * 2 * 4 = 32.
-      {{0, kAG, kTp}, {48, 48 * 4'096}},
+      // + the embedding's output-gradient all-gather per micro-batch: 52.
+      {{0, kAG, kTp}, {52, 52 * 4'096}},
       // + the embedding's reduce-scatter per micro-batch: 36.
       {{0, kRS, kTp}, {36, 36 * 4'096}},
       // Replicated RMSNorm gains of two layers, 2 * 128 = 256 parameters, 512 bytes, once.
