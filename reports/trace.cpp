@@ -144,7 +144,9 @@ std::string chrome_trace_json(const SimulationResult& result) {
         micros(span.end_seconds - span.start_seconds), args));
   }
   // Flow arrows: from the transfer on the sender's channel to the first op after the receive
-  // on the receiver's compute stream ('f' binds to the slice enclosing it: "bp":"e").
+  // on the receiver's compute stream. Both ends sit at the middle of their slice, so that each
+  // binds to the slice enclosing it ('s' always does, 'f' with "bp":"e") whatever order a
+  // viewer gives events of equal time.
   const std::vector<int32_t> next = next_on_stream(result.tasks);
   for (int32_t i = 0; i < static_cast<int32_t>(result.tasks.size()); ++i) {
     const TaskRecord& transfer = result.tasks[i];
@@ -164,12 +166,12 @@ std::string chrome_trace_json(const SimulationResult& result) {
         "{{\"name\":\"{}\",\"cat\":\"transfer\",\"ph\":\"s\",\"id\":{},\"pid\":{},\"tid\":{},"
         "\"ts\":{}}}",
         name, i, result.ranks[transfer.rank].global_rank, thread_id(transfer.stream),
-        micros(transfer.start_seconds)));
+        micros(0.5 * (transfer.start_seconds + transfer.end_seconds))));
     event(fmt::format(
         "{{\"name\":\"{}\",\"cat\":\"transfer\",\"ph\":\"f\",\"bp\":\"e\",\"id\":{},\"pid\":{},"
         "\"tid\":{},\"ts\":{}}}",
         name, i, result.ranks[target.rank].global_rank, thread_id(target.stream),
-        micros(target.start_seconds)));
+        micros(0.5 * (target.start_seconds + target.end_seconds))));
   }
   out += "\n]}\n";
   return out;

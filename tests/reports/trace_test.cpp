@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "../simulator/hand_built.h"
 #include "meshplan/reports.h"
@@ -63,6 +65,35 @@ TEST_CASE("trace: one process per rank, named threads, slices and flows") {
   // Each of the tp = 2 pipelines sends m = 3 activations and 3 gradients: 12 arrows.
   CHECK(starts == 12);
   CHECK(finishes == 12);
+}
+
+TEST_CASE("trace: every flow end lies inside a slice of its thread") {
+  // Viewers bind 's' and 'f' ("bp":"e") to the slice enclosing them; a flow end outside every
+  // slice would draw no arrow.
+  const nlohmann::json trace = nlohmann::json::parse(chrome_trace_json(small_result()));
+  std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<double, double>>> slices;
+  for (const auto& event : trace.at("traceEvents")) {
+    if (event.at("ph") == "X") {
+      const double ts = event.at("ts");
+      slices[{event.at("pid"), event.at("tid")}].emplace_back(ts,
+                                                              ts + event.at("dur").get<double>());
+    }
+  }
+  int flows = 0;
+  for (const auto& event : trace.at("traceEvents")) {
+    const std::string ph = event.at("ph");
+    if (ph != "s" && ph != "f") {
+      continue;
+    }
+    const double ts = event.at("ts");
+    bool inside = false;
+    for (const auto& [begin, end] : slices[{event.at("pid"), event.at("tid")}]) {
+      inside = inside || (begin < ts && ts < end);
+    }
+    CHECK(inside);
+    ++flows;
+  }
+  CHECK(flows == 24);  // 12 arrows, two ends each
 }
 
 TEST_CASE("trace: the same result gives the same bytes") {
