@@ -155,7 +155,8 @@ std::vector<CollectiveTraffic> collective_inventory(const models::TransformerCon
         inventory.add(stage, "dp: gradient all-reduce", CollectiveKind::kAllReduce, CommGroup::kDp,
                       layout.dp, parameters * e, 1);
       } else {
-        const int64_t rounds = layout.zero == 3 ? m : 1;
+        // ZeRO-2/3 reduce-scatter every micro-batch's gradients into the owned partition.
+        const int64_t rounds = layout.zero >= 2 ? m : 1;
         inventory.add(stage, "dp: gradient reduce-scatter (ZeRO)", CollectiveKind::kReduceScatter,
                       CommGroup::kDp, layout.dp, padded * e, rounds);
         inventory.add(stage, "dp: parameter all-gather (ZeRO)", CollectiveKind::kAllGather,

@@ -117,9 +117,13 @@ DpTimes dp_times(const models::ClusterConfig& cluster, const Layout& layout, int
     times.parameter_gather_seconds = stage_collective_seconds(
         cluster, layout, CollectiveKind::kAllGather, CommGroup::kDp, stage, bytes);
   }
+  if (layout.zero >= 2) {
+    // ZeRO-2 and 3 keep only their gradient partition, so every micro-batch's gradients are
+    // reduce-scattered as its backward produces them (ibid. Sec. 5.2).
+    times.gradient_seconds *= static_cast<double>(layout.num_micro_batches());
+  }
   if (layout.zero == 3) {
     // Forward and backward each gather the weights again for every micro-batch.
-    times.gradient_seconds *= static_cast<double>(layout.num_micro_batches());
     times.parameter_gather_seconds *= 2.0 * static_cast<double>(layout.num_micro_batches());
   }
   return times;
@@ -237,6 +241,14 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
                                      micro_batches;
       const double hidden = options.overlap_grad_reduce ? forward + backward : 0.0;
       exposed = micro_batches * std::max(0.0, per_micro_batch - hidden);
+    } else if (layout.zero == 2) {
+      // Each micro-batch's reduce-scatter hides behind that micro-batch's backward.
+      const double per_micro_batch = dp.gradient_seconds / micro_batches;
+      const double hidden = options.overlap_grad_reduce ? backward : 0.0;
+      const double gather = options.overlap_param_gather
+                                ? std::max(0.0, dp.parameter_gather_seconds - forward)
+                                : dp.parameter_gather_seconds;
+      exposed = micro_batches * std::max(0.0, per_micro_batch - hidden) + gather;
     } else {
       const double hidden = slack + (options.overlap_grad_reduce ? backward : 0.0);
       const double gather = options.overlap_param_gather

@@ -117,11 +117,15 @@ void Builder::validate() const {
   }
   for (int64_t s = 0; s < pp; ++s) {
     const StageCosts& costs = input_.stages[s];
-    const bool per_step = !costs.grad_buckets.empty() || !costs.param_buckets.empty();
-    const bool per_op = !costs.chunk_grad_buckets.empty() || !costs.chunk_param_buckets.empty();
-    if (per_step && per_op) {
+    // Gradients are reduced once a step (ZeRO 0-1) or per op (ZeRO 2-3), parameters gathered
+    // once a step (ZeRO 1-2) or per op (ZeRO-3): never both ways.
+    if (!costs.grad_buckets.empty() && !costs.chunk_grad_buckets.empty()) {
       throw InputError(fmt::format(
-          "simulate: stages[{}]: both once-per-step (ZeRO 0-2) and per-op (ZeRO-3) buckets", s));
+          "simulate: stages[{}]: gradients reduced both once per step and per op", s));
+    }
+    if (!costs.param_buckets.empty() && !costs.chunk_param_buckets.empty()) {
+      throw InputError(fmt::format(
+          "simulate: stages[{}]: parameters gathered both once per step and per op", s));
     }
   }
   if (input_.gpus_per_node < 1) {

@@ -87,7 +87,8 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
         break;
       case CommGroup::kDp: {
         const bool gather = traffic.kind == CollectiveKind::kAllGather;
-        if (layout.zero == 3) {
+        // ZeRO-2 reduce-scatters per op like ZeRO-3 but gathers once a step like ZeRO-1.
+        if (layout.zero == 3 || (layout.zero == 2 && !gather)) {
           // Per call the whole stage's parameters (gradients); per op one chunk's share, in
           // one bucket per layer: ZeRO-3 gathers and reduces module by module (Rajbhandari et
           // al. 2020, Sec. 7.2.2; FSDP wraps each transformer block), not in DDP's buckets.

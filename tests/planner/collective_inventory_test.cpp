@@ -14,8 +14,9 @@
 //   pipeline: one send per forward (activation) and per backward (gradient) across a stage
 //     boundary, counted from the schedule's op list: with 1F1B stage 0 sends m activations and
 //     the last stage m gradients; tied embeddings all-reduce their gradient first <-> last stage;
-//   data parallel: ZeRO 0 all-reduces the stage's gradients once a step; ZeRO 1-2 reduce-scatter
-//     them and all-gather the updated parameters (Rajbhandari et al. 2020, Sec. 7.2.1).
+//   data parallel: ZeRO 0 all-reduces the stage's gradients once a step; ZeRO 1 reduce-scatters
+//     them and all-gathers the updated parameters (Rajbhandari et al. 2020, Sec. 7.2.1); ZeRO 2
+//     reduce-scatters every micro-batch's gradients (it keeps only its partition, Sec. 5.2).
 //
 // The case: the tiny preset (4 layers, h 64, a 4, g 2, d 16, f 176 SwiGLU, V 256, s 32, RMSNorm,
 // untied) on 8 GPUs, tp 2, pp 2, dp 2, micro-batch 1, global batch 8: m = 8 / (2 * 1) = 4

@@ -188,10 +188,13 @@ TEST_CASE("ranking: --objective memory, best first by peak memory, ties by time"
 }
 
 TEST_CASE("ties on time are broken by memory: ZeRO 2 before ZeRO 1") {
-  // ZeRO 1 and 2 communicate the same (reduce-scatter the gradients, all-gather the parameters)
+  // With one micro-batch per step ZeRO 1 and 2 communicate the same (one reduce-scatter of the
+  // gradients, one all-gather of the parameters; ZeRO 2 reduce-scatters once per micro-batch)
   // and update the same shard, so their step times are equal; ZeRO 2 also shards the gradients
-  // over dp (Rajbhandari et al. 2020, Fig. 1) and needs less memory. Everything else fixed.
+  // over dp (Rajbhandari et al. 2020, Fig. 1) and needs less memory. Everything else fixed:
+  // global batch 8 on dp 8 with micro-batch 1 is m = 1.
   SearchSpace space = tiny_space();
+  space.global_batch = 8;
   space.tp = 1;
   space.pp = 1;
   space.micro_batch = 1;

@@ -199,12 +199,17 @@ TEST_CASE("pipeline: ZeRO-3 gathers each layer before F and B, reduces after B")
     input.overlap_grad_reduce = false;
     CHECK(simulate(input).step_time_s == 4.25);
   }
-  SUBCASE("once-per-step and per-op buckets together are rejected") {
+  SUBCASE("gradients reduced both once per step and per op are rejected") {
     input.stages[0].grad_buckets = {Bucket{100, 0.5}};
-    CHECK_THROWS_WITH_AS(
-        simulate(input),
-        "simulate: stages[0]: both once-per-step (ZeRO 0-2) and per-op (ZeRO-3) buckets",
-        InputError);
+    CHECK_THROWS_WITH_AS(simulate(input),
+                         "simulate: stages[0]: gradients reduced both once per step and per op",
+                         InputError);
+  }
+  SUBCASE("parameters gathered both once per step and per op are rejected") {
+    input.stages[0].param_buckets = {Bucket{100, 0.5}};
+    CHECK_THROWS_WITH_AS(simulate(input),
+                         "simulate: stages[0]: parameters gathered both once per step and per op",
+                         InputError);
   }
 }
 
