@@ -147,12 +147,16 @@ struct SimulationResult {
 /// the schedule deadlocks. analytic_step_time_s is left 0.
 SimulationResult simulate(const SimulationInput& input);
 
-/// Durations of `plan` from the planner: chunk costs of `estimate`, transfers and buckets
-/// through planner::collective_seconds. Throws InputError naming an unsupported option.
+/// Durations of `plan` from the planner: chunk costs and optimizer steps of `estimate`, sends
+/// and the embedding sync from its collective inventory, data-parallel buckets (ZeRO 0-2:
+/// options.bucket_bytes; ZeRO-3: one per layer) through planner::collective_seconds. Throws
+/// InputError when bucket_bytes is not positive or `estimate` has no stage costs.
 SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanEstimate& estimate,
                                  const SimulationOptions& options);
 
-/// estimate_plan, simulation_input and simulate; `source` names the plan in errors.
+/// estimate_plan, simulation_input and simulate; `source` names the plan in errors. With
+/// options.zero_communication both the estimate and the replay use links of infinite
+/// bandwidth and no latency.
 SimulationResult simulate_plan(const planner::Plan& plan, const SimulationOptions& options,
                                const std::string& source);
 
