@@ -120,8 +120,8 @@ void Builder::validate() const {
     // Gradients are reduced once a step (ZeRO 0-1) or per op (ZeRO 2-3), parameters gathered
     // once a step (ZeRO 1-2) or per op (ZeRO-3): never both ways.
     if (!costs.grad_buckets.empty() && !costs.chunk_grad_buckets.empty()) {
-      throw InputError(fmt::format(
-          "simulate: stages[{}]: gradients reduced both once per step and per op", s));
+      throw InputError(
+          fmt::format("simulate: stages[{}]: gradients reduced both once per step and per op", s));
     }
     if (!costs.param_buckets.empty() && !costs.chunk_param_buckets.empty()) {
       throw InputError(fmt::format(
