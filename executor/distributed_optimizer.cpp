@@ -26,7 +26,6 @@ DistributedOptimizer::DistributedOptimizer(float* params, const float* grads,
     for (const DpBucket& bucket : sync_.buckets()) {
       state += bucket.block() / dp_;
     }
-    staging_ = Tensor(&memory, state);
   }
   m_ = Tensor(&memory, state);
   v_ = Tensor(&memory, state);
@@ -38,22 +37,15 @@ void DistributedOptimizer::step(int64_t t) {
     return;
   }
   const std::vector<DpBucket>& buckets = sync_.buckets();
-  for (const DpBucket& bucket : buckets) {
-    const int64_t block = bucket.block() / dp_;
-    float* mine = params_ + bucket.begin + dp_rank_ * block;
-    adamw_update(mine, m_.data() + bucket.shard_offset, v_.data() + bucket.shard_offset,
-                 sync_.shard_gradients() + bucket.shard_offset, block, t, config_);
-    std::copy_n(mine, block, staging_.data() + bucket.shard_offset);
-  }
   for (size_t b = 0; b < buckets.size(); b++) {
     const DpBucket& bucket = buckets[b];
     const int64_t block = bucket.block() / dp_;
-    if (overlap_gather_) {
-      gathers_[b] = groups_.iall_gather(CommGroup::kDp, params_ + bucket.begin,
-                                        staging_.data() + bucket.shard_offset, block);
-    } else {
-      groups_.all_gather(CommGroup::kDp, params_ + bucket.begin,
-                         staging_.data() + bucket.shard_offset, block);
+    // The reduce-scatter left this rank's summed block at the bucket's start.
+    adamw_update(params_ + bucket.begin + dp_rank_ * block, m_.data() + bucket.shard_offset,
+                 v_.data() + bucket.shard_offset, grads_ + bucket.begin, block, t, config_);
+    gathers_[b] = groups_.iall_gather_in_place(CommGroup::kDp, params_ + bucket.begin, block);
+    if (!overlap_gather_) {
+      MPI_CHECK(MPI_Wait(&gathers_[b], MPI_STATUS_IGNORE));
     }
   }
 }

@@ -43,7 +43,6 @@ class DistributedOptimizer {
   AdamWConfig config_;
   Tensor m_;
   Tensor v_;
-  Tensor staging_;                    // this rank's updated blocks, the gathers' send buffer
   std::vector<MPI_Request> gathers_;  // [bucket], MPI_REQUEST_NULL when complete
 };
 

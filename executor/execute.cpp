@@ -122,7 +122,9 @@ ExecuteReport gather_measurements(const planner::Plan& plan, const Trainer& trai
   for (int s = 0; s < pp; s++) {
     report.memory[s].stage = s;
     if (s < static_cast<int>(estimate.stages.size())) {
-      report.memory[s].predicted_bytes = estimate.stages[s].memory.total_bytes();
+      const planner::MemoryBreakdown& predicted = estimate.stages[s].memory;
+      report.memory[s].predicted_bytes = predicted.total_bytes();
+      report.memory[s].predicted_tensor_bytes = predicted.total_bytes() - predicted.reserved_bytes;
     }
   }
   for (int r = 0; r < size; r++) {

@@ -48,9 +48,6 @@ GradientSync::GradientSync(const std::vector<ParameterSpec>& specs,
     holds_tied_embedding_.push_back(tied);
   }
   bucket_started_.assign(buckets_.size(), false);
-  if (sharded_) {
-    shard_ = Tensor(&memory_, padded_size / dp_);
-  }
 }
 
 void GradientSync::chunk_final(int chunk) {
@@ -109,9 +106,8 @@ void GradientSync::start_ready_buckets_(bool all) {
     }
     bucket_started_[b] = true;
     if (sharded_) {
-      pending_.push_back(groups_.ireduce_scatter(CommGroup::kDp,
-                                                 shard_.data() + bucket.shard_offset,
-                                                 grads_ + bucket.begin, bucket.block() / dp_));
+      pending_.push_back(groups_.ireduce_scatter_in_place(CommGroup::kDp, grads_ + bucket.begin,
+                                                          bucket.block() / dp_));
     } else {
       pending_.push_back(
           groups_.iall_reduce_sum(CommGroup::kDp, grads_ + bucket.begin, bucket.block()));

@@ -33,12 +33,12 @@ class GradientSync {
   /// The last micro-batch's weight gradients of `chunk` are done.
   void chunk_final(int chunk);
   /// After the op list: the remaining reductions, all complete on return. Under ZeRO 1 (dp > 1)
-  /// the summed gradients of this rank's blocks are in shard_gradients().
+  /// the summed gradient of this rank's block of each bucket is at the bucket's start in the
+  /// gradient buffer (the in-place reduce-scatter puts it there).
   void finish();
 
   bool sharded() const { return sharded_; }
   const std::vector<DpBucket>& buckets() const { return buckets_; }
-  const float* shard_gradients() const { return shard_.data(); }
 
  private:
   void reduce_replicated_(int chunk);
@@ -58,7 +58,6 @@ class GradientSync {
   std::vector<bool> chunk_done_;
   std::vector<bool> bucket_started_;
   std::vector<MPI_Request> pending_;
-  Tensor shard_;
 };
 
 }  // namespace meshplan::executor

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 
 #include "meshplan/errors.h"
@@ -70,17 +71,53 @@ double run_pipeline_step(const PipelineStep& step) {
     }
   };
 
+  // Megatron-LM's scatter/gather (Narayanan et al. 2021, Sec. 4.1): without sequence
+  // parallelism every tp rank holds the same tensor, so each sends only its 1/tp block and the
+  // receiving stage all-gathers the blocks over tp.
+  const int64_t block = step.scatter_gather ? rows / d.tp : rows;
+  auto send_tensor = [&](Tensor tensor, int peer, int tag) {
+    PendingSend send;
+    if (step.scatter_gather) {
+      send.payload = ctx.tensor(block);
+      std::copy_n(tensor.data() + d.tp_rank * block, block, send.payload.data());
+    } else {
+      send.payload = std::move(tensor);
+    }
+    send.request = ctx.groups.isend(send.payload.data(), block, peer, tag);
+    sends.push_back(std::move(send));
+  };
+  auto receive_tensor = [&](int peer, int tag) {
+    Tensor full = ctx.tensor(rows);
+    if (!step.scatter_gather) {
+      ctx.groups.recv(full.data(), rows, peer, tag);
+      return full;
+    }
+    Tensor part = ctx.tensor(block);
+    ctx.groups.recv(part.data(), block, peer, tag);
+    ctx.groups.all_gather(CommGroup::kTp, full.data(), part.data(), block);
+    return full;
+  };
+
+  // Frees the payloads of the sends that have completed (the buffers count as live until then).
+  auto release_completed_sends = [&sends]() {
+    for (auto it = sends.begin(); it != sends.end();) {
+      int done = 0;
+      MPI_CHECK(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE));
+      it = done != 0 ? sends.erase(it) : it + 1;
+    }
+  };
+
   for (const planner::PipelineOp& op : step.schedule.stages[static_cast<size_t>(step.stage)]) {
+    release_completed_sends();
     const auto key = std::make_pair(op.micro_batch, op.chunk);
     const ModelChunk& chunk = step.chunks[static_cast<size_t>(op.chunk)];
     const ChunkPlacement& placement = chunk.placement();
     const int v = placement.virtual_stage;
     switch (op.kind) {
       case OpKind::kRecvActivation: {
-        InFlight& f = in_flight[key];
-        f.received = ctx.tensor(rows);
-        ctx.groups.recv(f.received.data(), rows, static_cast<int>(op.peer_stage),
-                        transfer_tag(op.micro_batch, v, false, num_virtual_stages));
+        in_flight[key].received =
+            receive_tensor(static_cast<int>(op.peer_stage),
+                           transfer_tag(op.micro_batch, v, false, num_virtual_stages));
         break;
       }
       case OpKind::kForward: {
@@ -105,20 +142,15 @@ double run_pipeline_step(const PipelineStep& step) {
       }
       case OpKind::kSendActivation: {
         // The output is not needed by this rank's backward: it leaves with the send.
-        InFlight& f = in_flight.at(key);
-        PendingSend send;
-        send.payload = std::move(f.state.residuals.back());
-        send.request =
-            ctx.groups.isend(send.payload.data(), rows, static_cast<int>(op.peer_stage),
-                             transfer_tag(op.micro_batch, v + 1, false, num_virtual_stages));
-        sends.push_back(std::move(send));
+        send_tensor(std::move(in_flight.at(key).state.residuals.back()),
+                    static_cast<int>(op.peer_stage),
+                    transfer_tag(op.micro_batch, v + 1, false, num_virtual_stages));
         break;
       }
       case OpKind::kRecvGradient: {
-        InFlight& f = in_flight.at(key);
-        f.d_output = ctx.tensor(rows);
-        ctx.groups.recv(f.d_output.data(), rows, static_cast<int>(op.peer_stage),
-                        transfer_tag(op.micro_batch, v, true, num_virtual_stages));
+        in_flight.at(key).d_output =
+            receive_tensor(static_cast<int>(op.peer_stage),
+                           transfer_tag(op.micro_batch, v, true, num_virtual_stages));
         break;
       }
       case OpKind::kBackward:
@@ -150,12 +182,8 @@ double run_pipeline_step(const PipelineStep& step) {
       }
       case OpKind::kSendGradient: {
         InFlight& f = in_flight.at(key);
-        PendingSend send;
-        send.payload = std::move(f.state.d_input);
-        send.request =
-            ctx.groups.isend(send.payload.data(), rows, static_cast<int>(op.peer_stage),
-                             transfer_tag(op.micro_batch, v - 1, true, num_virtual_stages));
-        sends.push_back(std::move(send));
+        send_tensor(std::move(f.state.d_input), static_cast<int>(op.peer_stage),
+                    transfer_tag(op.micro_batch, v - 1, true, num_virtual_stages));
         f.input_gradient_consumed = true;
         release_if_done(key);
         break;

@@ -24,6 +24,7 @@ struct PipelineStep {
   int stage = 0;
   int64_t first_sample = 0;  // global index of this data-parallel rank's first sample this step
   std::function<void(int chunk)> before_forward;  // runs before each forward of `chunk`
+  bool scatter_gather = false;  // options.scatter_gather_pipeline with tp > 1, no sequence parallel
 };
 
 /// Runs the op list of `step.stage`; returns the sum of the token losses of the micro-batches

@@ -138,30 +138,26 @@ MPI_Request ProcessGroups::iall_reduce_sum(CommGroup group, float* buffer, int64
   return request;
 }
 
-MPI_Request ProcessGroups::ireduce_scatter(CommGroup group, float* out, const float* in,
-                                           int64_t count) {
+MPI_Request ProcessGroups::ireduce_scatter_in_place(CommGroup group, float* buffer, int64_t count) {
   MPI_Request request = MPI_REQUEST_NULL;
   const int n = size(group);
   if (n <= 1) {
-    std::copy(in, in + count, out);
     return request;
   }
-  MPI_CHECK(MPI_Ireduce_scatter_block(in, out, to_int_count(count), MPI_FLOAT, MPI_SUM, comm(group),
-                                      &request));
+  MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, buffer, to_int_count(count), MPI_FLOAT, MPI_SUM,
+                                      comm(group), &request));
   this->count(CollectiveKind::kReduceScatter, group, n * count * kFloatBytes);
   return request;
 }
 
-MPI_Request ProcessGroups::iall_gather(CommGroup group, float* out, const float* in,
-                                       int64_t count) {
+MPI_Request ProcessGroups::iall_gather_in_place(CommGroup group, float* buffer, int64_t count) {
   MPI_Request request = MPI_REQUEST_NULL;
   const int n = size(group);
   if (n <= 1) {
-    std::copy(in, in + count, out);
     return request;
   }
-  MPI_CHECK(MPI_Iallgather(in, to_int_count(count), MPI_FLOAT, out, to_int_count(count), MPI_FLOAT,
-                           comm(group), &request));
+  MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, to_int_count(count),
+                           MPI_FLOAT, comm(group), &request));
   this->count(CollectiveKind::kAllGather, group, n * count * kFloatBytes);
   return request;
 }

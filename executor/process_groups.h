@@ -47,8 +47,11 @@ class ProcessGroups {
   /// Non-blocking forms, for the data-parallel reduction that overlaps the backward and the
   /// ZeRO-1 parameter gather that overlaps the next forward.
   MPI_Request iall_reduce_sum(CommGroup group, float* buffer, int64_t count);
-  MPI_Request ireduce_scatter(CommGroup group, float* out, const float* in, int64_t count);
-  MPI_Request iall_gather(CommGroup group, float* out, const float* in, int64_t count);
+  /// In place, for the ZeRO-1 buckets: `buffer` holds size * count elements; the reduce-scatter
+  /// leaves this rank's block of the sum in buffer[0, count), the all-gather sends this rank's
+  /// block from buffer[rank * count, (rank + 1) * count) and fills the rest.
+  MPI_Request ireduce_scatter_in_place(CommGroup group, float* buffer, int64_t count);
+  MPI_Request iall_gather_in_place(CommGroup group, float* buffer, int64_t count);
 
   /// Point-to-point on the pp group: sends never block (the request completes later),
   /// receives block. `peer_stage` is the other pipeline rank.

@@ -45,15 +45,18 @@ std::string format_step_row(const StepRecord& step) {
 std::string format_summary(const ExecuteReport& report) {
   std::string out = "#\n";
   out +=
-      "# Peak memory per stage: measured = peak bytes of live tensors in the executor's "
-      "allocator (max over the stage's ranks), predicted = the planner's total\n";
-  out += fmt::format("#{:>9} {:>15} {:>15} {:>9} {:>15}\n", "stage", "measured", "predicted",
-                     "diff", "peak_rss");
-  out += fmt::format("#{:>9} {:>15} {:>15} {:>9} {:>15}\n", "", "(B)", "(B)", "(%)", "(B)");
+      "# Peak memory per stage, max over the stage's ranks: measured = peak bytes of live "
+      "tensors in the executor's allocator; predicted = the planner's weights + gradients + "
+      "optimizer + activations (pred_total adds its reserved bytes)\n";
+  out += fmt::format("#{:>9} {:>15} {:>15} {:>9} {:>15} {:>15}\n", "stage", "measured", "predicted",
+                     "diff", "pred_total", "peak_rss");
+  out += fmt::format("#{:>9} {:>15} {:>15} {:>9} {:>15} {:>15}\n", "", "(B)", "(B)", "(%)", "(B)",
+                     "(B)");
   for (const StageMemory& m : report.memory) {
-    out += fmt::format("{:>10} {:>15} {:>15} {:>9} {:>15}\n", m.stage, m.measured_bytes,
-                       m.predicted_bytes, percent_difference(m.measured_bytes, m.predicted_bytes),
-                       m.peak_rss_bytes);
+    out += fmt::format("{:>10} {:>15} {:>15} {:>9} {:>15} {:>15}\n", m.stage, m.measured_bytes,
+                       m.predicted_tensor_bytes,
+                       percent_difference(m.measured_bytes, m.predicted_tensor_bytes),
+                       m.predicted_bytes, m.peak_rss_bytes);
   }
   out +=
       "#\n# Collective message bytes of one step per rank of each stage (nccl-tests size: "
@@ -103,6 +106,7 @@ nlohmann::json report_to_json(const ExecuteReport& report) {
     memory.push_back({{"stage", m.stage},
                       {"measured", m.measured_bytes},
                       {"predicted", m.predicted_bytes},
+                      {"predicted_tensor_bytes", m.predicted_tensor_bytes},
                       {"peak_rss_bytes", m.peak_rss_bytes}});
   }
   nlohmann::json collectives = nlohmann::json::array();

@@ -60,6 +60,13 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
                     "tensor-parallel communication with GEMMs (true)",
                     source));
   }
+  if (plan.options.scatter_gather_pipeline &&
+      layout.micro_batch * model.seq_length * model.hidden_size % layout.tp != 0) {
+    throw InputError(
+        fmt::format("{}: options.scatter_gather_pipeline: a pipeline tensor does not "
+                    "split into tp equal blocks ({} % {})",
+                    source, layout.micro_batch * model.seq_length * model.hidden_size, layout.tp));
+  }
   const planner::Validity validity =
       planner::check_layout(model, plan.cluster, plan.num_gpus, layout,
                             /*allow_tp_across_nodes=*/true);

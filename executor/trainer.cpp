@@ -79,7 +79,8 @@ double Trainer::compute_gradients() {
       ctx_,
       stage(),
       steps_done_ * layout.global_batch + groups_.coords().dp_rank * samples_per_dp_rank,
-      [this](int chunk) { optimizer_->wait_parameters(chunk); }};
+      [this](int chunk) { optimizer_->wait_parameters(chunk); },
+      plan_.options.scatter_gather_pipeline && layout.tp > 1 && !layout.sequence_parallel};
   const double loss_sum = run_pipeline_step(step);
   sync_->finish();
   // Monitoring, not model traffic (so not counted): the loss sums of the last stage's tp rank 0

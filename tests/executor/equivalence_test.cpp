@@ -216,6 +216,11 @@ TEST_SUITE("mpi4") {
     layout.zero = 1;
     check_equivalent(tiny(), layout);
   }
+  TEST_CASE("tp2 x pp2 with pipeline scatter/gather equals one process") {
+    planner::PlanOptions options;
+    options.scatter_gather_pipeline = true;
+    check_equivalent(tiny(), make_layout(2, 2, 1), options);
+  }
   TEST_CASE("pp2 x dp2 with placement tp-pp-dp equals one process") {
     planner::Layout layout = make_layout(1, 2, 2);
     layout.placement = planner::Placement::kTpPpDp;

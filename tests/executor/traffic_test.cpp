@@ -32,35 +32,19 @@ TrafficCounts predicted_traffic(const planner::Plan& plan, int stage) {
   return totals;
 }
 
-// The executor issues one collective the planner's inventory does not list: under sequence
-// parallelism the vocab-parallel embedding's backward all-gathers the sequence-sharded gradient
-// (the backward of the forward's reduce-scatter, as Megatron-LM's
-// reduce_scatter_to_sequence_parallel_region does): T h e bytes per micro-batch on stage 0.
-// Reported to the planner's owner; counted here explicitly so any other difference fails.
-TrafficCounts known_planner_omissions(const planner::Plan& plan, int stage) {
-  TrafficCounts extra;
-  if (plan.layout.sequence_parallel && stage == 0) {
-    extra[{CollectiveKind::kAllGather, CommGroup::kTp}] =
-        plan.layout.num_micro_batches() * plan.layout.micro_batch * plan.model.seq_length *
-        plan.model.hidden_size * 4;
-  }
-  return extra;
-}
-
-void check_traffic(const models::TransformerConfig& model, const planner::Layout& layout) {
+void check_traffic(const models::TransformerConfig& model, const planner::Layout& layout,
+                   const planner::PlanOptions& options = {}) {
   int world_size = 0;
   int rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   REQUIRE(world_size == layout.num_gpus());
-  const planner::Plan plan = testing::make_plan(model, layout);
+  planner::Plan plan = testing::make_plan(model, layout);
+  plan.options = options;
   validate_plan_for_executor(plan, model.name);
   Trainer trainer(plan, make_synthetic_source(model.vocab_size), AdamWConfig{}, MPI_COMM_WORLD);
   const StepOutcome outcome = trainer.train_step();
-  TrafficCounts expected = predicted_traffic(plan, trainer.stage());
-  for (const auto& [key, bytes] : known_planner_omissions(plan, trainer.stage())) {
-    expected[key] += bytes;
-  }
+  const TrafficCounts expected = predicted_traffic(plan, trainer.stage());
   std::string verdict;
   std::map<std::pair<CollectiveKind, CommGroup>, std::pair<int64_t, int64_t>> both;
   for (const auto& [key, bytes] : outcome.traffic) {
@@ -129,6 +113,14 @@ TEST_SUITE("mpi2") {
     planner::Layout layout = make_layout(1, 1, 2);
     layout.zero = 1;
     check_traffic(models::load_model("tiny"), layout);
+  }
+}
+
+TEST_SUITE("mpi4") {
+  TEST_CASE("collective bytes match the planner: tp2 x pp2 with pipeline scatter/gather") {
+    planner::PlanOptions options;
+    options.scatter_gather_pipeline = true;
+    check_traffic(models::load_model("tiny"), make_layout(2, 2, 1), options);
   }
 }
 

@@ -40,6 +40,7 @@ struct StageMemory {
   int64_t measured_bytes = 0;   // peak bytes of live tensors (executor allocator), max over ranks
   int64_t peak_rss_bytes = 0;   // process peak resident set (VmHWM), max over the stage's ranks
   int64_t predicted_bytes = 0;  // planner: estimate.stages[stage].memory.total_bytes()
+  int64_t predicted_tensor_bytes = 0;  // the same less reserved_bytes: what the allocator sees
 };
 
 struct CollectiveRecord {
@@ -76,8 +77,8 @@ std::string format_step_row(const StepRecord& step);
 std::string format_summary(const ExecuteReport& report);
 
 /// {"steps": [{"step", "loss", "step_time_s", "tokens_per_s"}], "peak_memory_bytes": [{"stage",
-/// "measured", "predicted", "peak_rss_bytes"}], "collectives": [{"stage", "kind", "group",
-/// "measured_bytes", "predicted_bytes"}]}
+/// "measured", "predicted", "predicted_tensor_bytes", "peak_rss_bytes"}], "collectives":
+/// [{"stage", "kind", "group", "measured_bytes", "predicted_bytes"}]}
 nlohmann::json report_to_json(const ExecuteReport& report);
 
 }  // namespace meshplan::executor
