@@ -1,0 +1,77 @@
+#include "shard_dims.h"
+
+#include <doctest/doctest.h>
+
+#include "meshplan/errors.h"
+#include "tiny_plan.h"
+
+namespace meshplan::executor {
+namespace {
+
+using testing::make_layout;
+using testing::tiny_plan;
+
+std::string rejection(const planner::Plan& plan) {
+  try {
+    validate_plan_for_executor(plan, "p.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_CASE("the executor rejects what it cannot run, naming the field") {
+  planner::Plan plan = tiny_plan(make_layout(2, 1, 1));
+  CHECK(rejection(plan) == "");
+
+  planner::Plan bf16 = plan;
+  bf16.cluster = models::load_cluster("dgx-a100-80gb");
+  CHECK(rejection(bf16) ==
+        "p.json: cluster.precision: the CPU executor runs fp32 only (bf16); plan with --cluster "
+        "local-cpu");
+
+  planner::Plan alibi = plan;
+  alibi.model.positions = models::Positions::kAlibi;
+  CHECK(rejection(alibi) ==
+        "p.json: model.positions: the CPU executor implements learned and rope positions (alibi)");
+
+  planner::Plan zero2 = tiny_plan(make_layout(1, 1, 2));
+  zero2.layout.zero = 2;
+  CHECK(rejection(zero2) ==
+        "p.json: layout.zero: the CPU executor implements ZeRO 0 and 1 "
+        "(distributed optimizer) (2)");
+
+  planner::Plan overlap = plan;
+  overlap.options.overlap_tp_comm = true;
+  CHECK(rejection(overlap) ==
+        "p.json: options.overlap_tp_comm: the CPU executor does not "
+        "overlap tensor-parallel communication with GEMMs (true)");
+
+  planner::Plan odd_vocab = plan;
+  odd_vocab.model.vocab_size = 255;
+  CHECK(rejection(odd_vocab) ==
+        "p.json: model.vocab_size: not divisible by tp; the CPU executor "
+        "does not pad the vocabulary (255 % 2)");
+
+  planner::Plan heads = tiny_plan(make_layout(8, 1, 1));  // 4 heads over 8 ranks
+  CHECK(rejection(heads) == "p.json: layout: num_attention_heads not divisible by tp (4 % 8)");
+}
+
+TEST_CASE("shard dims of tiny on tp 2 with sequence parallel, rank 1") {
+  planner::Layout layout = make_layout(2, 1, 1, 2, 16);
+  layout.sequence_parallel = true;
+  const ShardDims d = make_shard_dims(tiny_plan(layout), 1);
+  CHECK(d.NH == 2);                  // 4 heads / 2
+  CHECK(d.KVH == 1);                 // 2 kv heads / 2
+  CHECK(d.QKV == (2 + 2 * 1) * 16);  // (NH + 2 KVH) HS
+  CHECK(d.F == 88);                  // 176 / 2
+  CHECK(d.FC1 == 176);               // SwiGLU: gate and up
+  CHECK(d.V == 128);                 // 256 / 2
+  CHECK(d.vocab_start == 128);       // rank 1's shard
+  CHECK(d.N == 64);                  // 32 positions x 2 sequences
+  CHECK(d.N_local == 32);            // half the sequence
+  CHECK(d.t0 == 16);                 // rank 1 holds positions 16..31
+}
+
+}  // namespace
+}  // namespace meshplan::executor
