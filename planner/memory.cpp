@@ -52,6 +52,62 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
   return split + replicated + scores;
 }
 
+double weight_gradient_bytes_per_layer(const models::TransformerConfig& model,
+                                       const models::ClusterConfig& cluster, const Layout& layout) {
+  // W of a linear Y = X A needs X and dY (dA = X^T dY). Inputs: QKV and first MLP projection
+  // take the (sequence-sharded under SP) normed hidden states, the output projection the
+  // attention output (T a d / t), the second MLP projection the activation (T f / t). Output
+  // gradients: QKV (T (a + 2g) d / t), attention output and second MLP projection (T h, / t
+  // under SP), first MLP projection (T f or 2 T f for SwiGLU, / t).
+  const double t = static_cast<double>(layout.tp);
+  const double tokens = static_cast<double>(layout.micro_batch * model.seq_length);
+  const double h = static_cast<double>(model.hidden_size);
+  const double d = static_cast<double>(model.head_dim);
+  const double a = static_cast<double>(model.num_attention_heads);
+  const double g = static_cast<double>(model.num_kv_heads);
+  const double f = static_cast<double>(model.ffn_hidden_size);
+  const double e = static_cast<double>(element_bytes(cluster));
+  const double sequence_split = layout.sequence_parallel ? t : 1.0;
+  const double fc1_columns = model.activation == models::Activation::kSwiglu ? 2.0 * f : f;
+  const double inputs = 2.0 * tokens * h / sequence_split + tokens * a * d / t + tokens * f / t;
+  const double output_gradients =
+      tokens * (a + 2.0 * g) * d / t + 2.0 * tokens * h / sequence_split + tokens * fc1_columns / t;
+  return (inputs + output_gradients) * e;
+}
+
+namespace {
+
+// (held, waiting-for-W) counts after every op of `stage`, keeping the Pareto-maximal ones.
+std::vector<std::pair<int64_t, int64_t>> held_and_waiting(const PipelineSchedule& schedule,
+                                                           int64_t stage) {
+  std::vector<std::pair<int64_t, int64_t>> points;
+  int64_t held = 0, waiting = 0;
+  for (const PipelineOp& op : schedule.stages[static_cast<size_t>(stage)]) {
+    if (op.kind == OpKind::kForward) {
+      ++held;
+    } else if (op.kind == OpKind::kBackward) {
+      --held;
+    } else if (op.kind == OpKind::kBackwardInput) {
+      --held;
+      ++waiting;
+    } else if (op.kind == OpKind::kBackwardWeight) {
+      --waiting;
+    } else {
+      continue;
+    }
+    const bool dominated = std::any_of(points.begin(), points.end(), [&](const auto& p) {
+      return p.first >= held && p.second >= waiting;
+    });
+    if (!dominated) {
+      std::erase_if(points, [&](const auto& p) { return p.first <= held && p.second <= waiting; });
+      points.emplace_back(held, waiting);
+    }
+  }
+  return points;
+}
+
+}  // namespace
+
 InFlight peak_in_flight(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batches,
                         int64_t stage) {
   // Counted from the schedule's own op list; memoised because the search asks for the same
@@ -69,6 +125,7 @@ InFlight peak_in_flight(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_
       peak.first_chunk = vpp == 1 ? peak.all_chunks : peak_in_flight_micro_batches(schedule, s, 0);
       peak.last_chunk =
           vpp == 1 ? peak.all_chunks : peak_in_flight_micro_batches(schedule, s, vpp - 1);
+      peak.held_and_waiting = held_and_waiting(schedule, s);
     }
     it = cache.emplace(key, std::move(peaks)).first;
   }
@@ -108,8 +165,16 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   const double t = static_cast<double>(layout.tp);
   const double sequence_split = layout.sequence_parallel ? t : 1.0;
   const double layers_per_micro_batch_unit = static_cast<double>(layers_per_chunk(model, layout));
-  double activations = activation_bytes_per_layer(model, cluster, layout, options) *
-                       layers_per_micro_batch_unit * static_cast<double>(in_flight.all_chunks);
+  // Peak over the op list of held micro-batches' activations plus, for split schedules, the
+  // B-to-W tensors of those waiting for their W.
+  const double held_bytes = activation_bytes_per_layer(model, cluster, layout, options);
+  const double waiting_bytes = weight_gradient_bytes_per_layer(model, cluster, layout);
+  double peak_layer_bytes = 0;
+  for (const auto& [held, waiting] : in_flight.held_and_waiting) {
+    peak_layer_bytes = std::max(peak_layer_bytes, static_cast<double>(held) * held_bytes +
+                                                      static_cast<double>(waiting) * waiting_bytes);
+  }
+  double activations = peak_layer_bytes * layers_per_micro_batch_unit;
   if (layout.recompute == Recompute::kFull) {
     // The backward of one layer rebuilds that layer's full activations (ibid. Sec. 4.3).
     Layout stored = layout;

@@ -275,3 +275,38 @@ TEST_CASE("GPipe last stage holds every micro-batch's LM-head inputs and logits"
 
 }  // namespace
 }  // namespace meshplan::planner
+
+namespace meshplan::planner {
+namespace {
+
+TEST_CASE("ZB-H1 keeps B-to-W tensors of micro-batches waiting for their W") {
+  // tiny (l 4, h 64, a 4, g 2, d 16, f 176 SwiGLU) on dgx-a100-80gb (bf16, e = 2), tp 1, pp 2,
+  // dp 1, micro-batch 1, global batch 4: m = 4, T = 32 tokens, flash attention on (default).
+  // Per layer and micro-batch, held activations (memory.cpp, Korthikanti et al. 2022 terms):
+  //   Q, K, V 32 * 128 * 2 = 8,192; output-projection input 32 * 64 * 2 = 4,096; SwiGLU input
+  //   2 * 32 * 176 * 2 = 22,528; second-projection input 32 * 176 * 2 = 11,264;
+  //   4 T h e + 2 T h = 16,384 + 4,096 = 20,480; flash log-sum-exp 4 * 32 * 4 = 512:
+  //   H = 67,072 bytes.
+  // Waiting for W: linear inputs 2 T h + T a d + T f = 4,096 + 2,048 + 5,632 = 11,776 and
+  //   output gradients T (a + 2g) d + 2 T h + 2 T f = 4,096 + 4,096 + 11,264 = 19,456 elements:
+  //   W = 31,232 * 2 = 62,464 bytes.
+  // The ZB-H1 op lists (pp 2, m 4), walked by hand as (held, waiting) after each op:
+  //   stage 0: F0 F1 B0 W0 F2 B1 W1 F3 B2 W2 B3 W3 -> peaks (2, 0) and (1, 1): max(2H, H + W) =
+  //     2H, as 1F1B's stage 0 (holds p = 2): no difference.
+  //   stage 1: F0 B0 F1 B1 W0 F2 B2 W1 F3 B3 W2 W3 -> peaks (1, 1) and (0, 2):
+  //     max(H + W, 2W) = H + W, against 1F1B's H: W more per layer, 2 layers: 124,928 bytes.
+  const models::TransformerConfig model = models::load_model("tiny");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  Layout one_f_one_b = make_layout(1, 2, 1, 1, 4);
+  Layout zero_bubble = one_f_one_b;
+  zero_bubble.schedule = ScheduleKind::kZbH1;
+  const PlanEstimate a = estimate_plan(model, cluster, one_f_one_b);
+  const PlanEstimate b = estimate_plan(model, cluster, zero_bubble);
+  REQUIRE(a.stages.size() == 2);
+  REQUIRE(b.stages.size() == 2);
+  CHECK(b.stages[0].memory.activations_bytes - a.stages[0].memory.activations_bytes == 0);
+  CHECK(b.stages[1].memory.activations_bytes - a.stages[1].memory.activations_bytes == 124'928);
+}
+
+}  // namespace
+}  // namespace meshplan::planner
