@@ -39,8 +39,14 @@ class Builder {
   void validate() const;
   void place_ranks();
   int32_t rank_index(const planner::RankCoords& coords) const;
-  int32_t egress(int64_t node) const { return 2 * nic_of_node_.at(node); }
-  int32_t ingress(int64_t node) const { return 2 * nic_of_node_.at(node) + 1; }
+  void add_links();
+  int32_t nic_out(int64_t node) const { return nic_of_node_.at(node); }
+  int32_t nic_in(int64_t node) const { return nic_of_node_.at(node) + 1; }
+  int32_t nvlink_out(int32_t rank) const { return nvlink_of_rank_[rank]; }
+  int32_t nvlink_in(int32_t rank) const { return nvlink_of_rank_[rank] + 1; }
+  /// A collective's member task: over its GPU's NVLink when the group has other members on its
+  /// node, over its node's NIC when the group spans nodes.
+  void set_collective_flow(int32_t task, int32_t rank, bool nvlink, bool nic);
   int32_t add_task(TaskKind kind, StreamKind stream, int32_t rank, double seconds);
   void chain(RankState& state, int32_t task);
   int32_t receive_key(bool gradient, int64_t micro_batch, int64_t chunk) const;
@@ -54,10 +60,13 @@ class Builder {
   void connect_receives();
 
   // step_end.cpp
+  // Which links a collective's members use: their data-parallel group's, or (the embedding
+  // sync of the first and last stage) the pair's.
+  enum class Group { kDataParallel, kEmbeddingPair };
   std::vector<int32_t> add_collective(const std::vector<int32_t>& members,
                                       const std::vector<std::vector<int32_t>>& ready, TaskKind kind,
                                       StreamKind stream, double seconds, int32_t bucket,
-                                      bool spans_nodes);
+                                      Group group);
   std::vector<std::vector<int32_t>> dp_groups() const;
   void add_zero3_collectives(const std::vector<int32_t>& members);
   void add_param_gathers(const std::vector<int32_t>& members, bool after_optimizer);
@@ -71,8 +80,10 @@ class Builder {
   std::unique_ptr<TaskGraph> graph_;  // made by build() once the ranks are known
   std::vector<SimulatedRank> ranks_;
   std::vector<RankState> states_;
-  std::map<int64_t, int32_t> nic_of_node_;
-  std::vector<bool> dp_spans_nodes_;
+  std::map<int64_t, int32_t> nic_of_node_;  // node -> its NIC's egress link (ingress + 1)
+  std::vector<int32_t> nvlink_of_rank_;     // rank -> its NVLink egress link (ingress + 1)
+  std::vector<bool> dp_spans_nodes_;        // [rank] its data-parallel group spans nodes
+  std::vector<bool> dp_shares_node_;        // [rank] its group has other members on its node
 };
 
 }  // namespace meshplan::simulator

@@ -71,8 +71,8 @@ Builder::Builder(const SimulationInput& input)
 BuiltGraph Builder::build() {
   validate();
   place_ranks();
-  graph_ = std::make_unique<TaskGraph>(static_cast<int32_t>(ranks_.size()),
-                                       static_cast<double>(input_.gpus_per_node));
+  graph_ = std::make_unique<TaskGraph>(static_cast<int32_t>(ranks_.size()));
+  add_links();
   states_.resize(ranks_.size());
   // About two tasks per op (compute and its tp comm), a few per bucket collective (member task,
   // share of a join, pieces where buckets cut ops); edges about twice that.
@@ -160,17 +160,47 @@ void Builder::place_ranks() {
       ranks_.push_back(SimulatedRank{r, coords, node, same_stage});
     }
   }
-  for (const SimulatedRank& rank : ranks_) {
-    nic_of_node_.emplace(rank.node, static_cast<int32_t>(nic_of_node_.size()));
-  }
   dp_spans_nodes_.resize(ranks_.size());
+  dp_shares_node_.resize(ranks_.size());
   for (size_t i = 0; i < ranks_.size(); ++i) {
     RankCoords member = ranks_[i].coords;
     for (member.dp_rank = 0; member.dp_rank < layout_.dp; ++member.dp_rank) {
-      if (planner::global_rank(layout_, member) / per_node != ranks_[i].node) {
-        dp_spans_nodes_[i] = true;
-      }
+      const bool same_node = planner::global_rank(layout_, member) / per_node == ranks_[i].node;
+      dp_spans_nodes_[i] = dp_spans_nodes_[i] || !same_node;
+      dp_shares_node_[i] =
+          dp_shares_node_[i] || (same_node && member.dp_rank != ranks_[i].coords.dp_rank);
     }
+  }
+}
+
+// Links that concurrent transfers share: per node a NIC (egress and ingress), carrying
+// gpus_per_node line rates, one rail per GPU; per GPU its NVLink ports (egress and ingress).
+void Builder::add_links() {
+  const auto per_node = static_cast<double>(input_.gpus_per_node);
+  for (const SimulatedRank& rank : ranks_) {
+    if (nic_of_node_.find(rank.node) == nic_of_node_.end()) {
+      nic_of_node_[rank.node] = graph_->add_link(per_node);
+      graph_->add_link(per_node);
+    }
+    nvlink_of_rank_.push_back(graph_->add_link(1.0));
+    graph_->add_link(1.0);
+  }
+}
+
+void Builder::set_collective_flow(int32_t task, int32_t rank, bool nvlink, bool nic) {
+  std::vector<std::pair<int32_t, double>> links;
+  if (nvlink) {
+    links.emplace_back(nvlink_out(rank), 1.0);
+    links.emplace_back(nvlink_in(rank), 1.0);
+  }
+  if (nic) {
+    const int64_t node = ranks_[rank].node;
+    const auto weight = static_cast<double>(ranks_[rank].nic_weight);
+    links.emplace_back(nic_out(node), weight);
+    links.emplace_back(nic_in(node), weight);
+  }
+  if (!links.empty()) {
+    graph_->set_flow(task, links);
   }
 }
 
@@ -378,8 +408,11 @@ void Builder::add_send(int32_t rank, int32_t index, const PipelineOp& op) {
     graph_->add_edge(states_[rank].last, task);  // sends are buffered: program order goes on
   }
   if (ranks_[peer].node != ranks_[rank].node) {
-    graph_->set_nic_use(task, egress(ranks_[rank].node), ingress(ranks_[peer].node),
-                        static_cast<double>(ranks_[rank].nic_weight));
+    const auto weight = static_cast<double>(ranks_[rank].nic_weight);
+    graph_->set_flow(task,
+                     {{nic_out(ranks_[rank].node), weight}, {nic_in(ranks_[peer].node), weight}});
+  } else {
+    graph_->set_flow(task, {{nvlink_out(rank), 1.0}, {nvlink_in(peer), 1.0}});
   }
   int32_t& slot = states_[peer].transfer_to[receive_key(gradient, op.micro_batch, target / pp)];
   if (slot >= 0) {

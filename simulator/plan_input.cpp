@@ -1,6 +1,7 @@
-// From a plan to a SimulationInput: every duration is the planner's. Chunk costs, the
-// optimizer step and the per-call time of each send come from estimate_plan and its collective
-// inventory; DP buckets are costed by planner::collective_seconds on each bucket's bytes.
+// From a plan to a SimulationInput: every duration is the planner's. Chunk costs and the
+// optimizer step come from estimate_plan, each send from planner::pipeline_transfer_seconds,
+// the embedding sync from the collective inventory; DP buckets are costed by
+// planner::collective_seconds on each bucket's bytes, over the nodes the stage's groups touch.
 // ZeRO-3's inventory lists the whole stage gathered 2m times and reduce-scattered m times per
 // step; the replay does it per op, a chunk's share (1/vpp) before each F and B and after each
 // gradient-producing op: the same 2m and m stage volumes.
@@ -19,15 +20,33 @@ namespace {
 using planner::CollectiveKind;
 using planner::CommGroup;
 
+// The ranks whose data-parallel groups a stage's cost is taken from: like the planner's
+// per-stage collective times, the slower of the groups of its first and last tp rank (they sit
+// at different offsets in a node, so one may cross a node boundary the other does not).
+struct DpGroups {
+  const models::ClusterConfig& cluster;
+  const planner::Layout& layout;
+  int64_t stage;
+  double seconds(CollectiveKind kind, int64_t bytes) const {
+    const int64_t stride = planner::global_rank(layout, planner::RankCoords{0, 1, stage}) -
+                           planner::global_rank(layout, planner::RankCoords{0, 0, stage});
+    double slowest = 0;
+    for (int64_t tp_rank : {int64_t{0}, layout.tp - 1}) {
+      const int64_t first = planner::global_rank(layout, planner::RankCoords{tp_rank, 0, stage});
+      slowest = std::max(
+          slowest, planner::collective_seconds(cluster, kind, bytes, layout.dp, stride, first));
+    }
+    return slowest;
+  }
+};
+
 // Buckets of at most `bucket_bytes`, the last one holding the remainder, as DDP fills them.
-std::vector<Bucket> buckets(const models::ClusterConfig& cluster, CollectiveKind kind,
-                            int64_t total_bytes, int64_t bucket_bytes, int64_t group_size,
-                            int64_t stride) {
+std::vector<Bucket> buckets(const DpGroups& groups, CollectiveKind kind, int64_t total_bytes,
+                            int64_t bucket_bytes) {
   std::vector<Bucket> out;
   for (int64_t offset = 0; offset < total_bytes; offset += bucket_bytes) {
     const int64_t bytes = std::min(bucket_bytes, total_bytes - offset);
-    out.push_back(
-        Bucket{bytes, planner::collective_seconds(cluster, kind, bytes, group_size, stride)});
+    out.push_back(Bucket{bytes, groups.seconds(kind, bytes)});
   }
   return out;
 }
@@ -64,8 +83,6 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
   input.overlap_grad_reduce = plan.options.overlap_grad_reduce;
   input.overlap_param_gather = plan.options.overlap_param_gather;
   input.all_ranks = options.all_ranks;
-  const int64_t dp_stride = planner::global_rank(layout, planner::RankCoords{0, 1, 0}) -
-                            planner::global_rank(layout, planner::RankCoords{0, 0, 0});
   for (const planner::StageEstimate& stage : estimate.stages) {
     StageCosts costs;
     costs.chunks = stage.chunks;
@@ -87,6 +104,7 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
         break;
       case CommGroup::kDp: {
         const bool gather = traffic.kind == CollectiveKind::kAllGather;
+        const DpGroups groups{plan.cluster, layout, traffic.stage};
         // ZeRO-2 reduce-scatters per op like ZeRO-3 but gathers once a step like ZeRO-1.
         if (layout.zero == 3 || (layout.zero == 2 && !gather)) {
           // Per call the whole stage's parameters (gradients); per op one chunk's share, in
@@ -95,12 +113,10 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
           const int64_t chunk_bytes = traffic.message_bytes / layout.vpp;
           const int64_t layers = std::max<int64_t>(1, costs.chunks.front().num_layers);
           auto& list = gather ? costs.chunk_param_buckets : costs.chunk_grad_buckets;
-          list = buckets(plan.cluster, traffic.kind, chunk_bytes,
-                         (chunk_bytes + layers - 1) / layers, traffic.group_size, dp_stride);
+          list = buckets(groups, traffic.kind, chunk_bytes, (chunk_bytes + layers - 1) / layers);
         } else {
           auto& list = gather ? costs.param_buckets : costs.grad_buckets;
-          list = buckets(plan.cluster, traffic.kind, traffic.total_message_bytes(),
-                         options.bucket_bytes, traffic.group_size, dp_stride);
+          list = buckets(groups, traffic.kind, traffic.total_message_bytes(), options.bucket_bytes);
         }
         break;
       }

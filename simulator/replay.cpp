@@ -25,9 +25,9 @@ class Replay {
         pending_(static_cast<size_t>(graph.num_tasks()), 0),
         stream_head_(static_cast<size_t>(graph.num_streams()), 0),
         stream_busy_(static_cast<size_t>(graph.num_streams()), 0),
-        flows_(graph.nic_uses().size()),
-        nic_load_(static_cast<size_t>(graph.num_nics()), 0.0),
-        nic_active_(static_cast<size_t>(graph.num_nics())) {
+        flows_(graph.flows().size()),
+        link_load_(static_cast<size_t>(graph.num_links()), 0.0),
+        link_active_(static_cast<size_t>(graph.num_links())) {
     stats_.released_by.assign(static_cast<size_t>(graph.num_tasks()), -1);
   }
 
@@ -49,7 +49,7 @@ class Replay {
     while (!queue_.finished()) {
       const Event event = queue_.proceed();
       ++stats_.num_events;
-      const int32_t use = graph_.nic_use_of(event.task);
+      const int32_t use = graph_.flow_of(event.task);
       if (use >= 0 && event.version != flows_[use].version) {
         continue;  // rescheduled since: its rate changed
       }
@@ -66,7 +66,7 @@ class Replay {
     TaskRecord& record = graph_.task(task);
     record.start_seconds = queue_.current_time();
     stats_.released_by[task] = released_by;
-    const int32_t use = graph_.nic_use_of(task);
+    const int32_t use = graph_.flow_of(task);
     if (use >= 0 && record.alone_seconds > 0) {
       start_flow(task, use);
     } else {
@@ -77,7 +77,7 @@ class Replay {
   void finish(int32_t task) {
     graph_.task(task).end_seconds = queue_.current_time();
     ++num_finished_;
-    const int32_t use = graph_.nic_use_of(task);
+    const int32_t use = graph_.flow_of(task);
     if (use >= 0 && flows_[use].active) {
       end_flow(task, use);
     }
@@ -121,44 +121,44 @@ class Replay {
     flow.last_update_seconds = queue_.current_time();
     flow.slowdown = 0;
     flow.active = true;
-    const NicUse& nic_use = graph_.nic_uses()[use];
-    for (int32_t nic : nic_use.nics) {
-      if (nic >= 0) {
-        nic_load_[nic] += nic_use.weight;
-        nic_active_[nic].push_back(task);
+    const FlowUse& links = graph_.flows()[use];
+    for (int i = 0; i < FlowUse::kMaxLinks; ++i) {
+      if (links.links[i] >= 0) {
+        link_load_[links.links[i]] += links.weights[i];
+        link_active_[links.links[i]].push_back(task);
       }
     }
-    refresh(nic_use);
+    refresh(links);
   }
 
   void end_flow(int32_t task, int32_t use) {
     flows_[use].active = false;
-    const NicUse& nic_use = graph_.nic_uses()[use];
-    for (int32_t nic : nic_use.nics) {
-      if (nic >= 0) {
-        nic_load_[nic] -= nic_use.weight;
-        auto& active = nic_active_[nic];
+    const FlowUse& links = graph_.flows()[use];
+    for (int i = 0; i < FlowUse::kMaxLinks; ++i) {
+      if (links.links[i] >= 0) {
+        link_load_[links.links[i]] -= links.weights[i];
+        auto& active = link_active_[links.links[i]];
         active.erase(std::find(active.begin(), active.end(), task));
       }
     }
-    refresh(nic_use);
+    refresh(links);
   }
 
-  // Brings every flow through the NIC directions of `changed` up to now and reschedules those
-  // whose rate changed.
-  void refresh(const NicUse& changed) {
-    for (int32_t nic : changed.nics) {
-      if (nic < 0) {
+  // Brings every flow over the links of `changed` up to now and reschedules those whose rate
+  // changed.
+  void refresh(const FlowUse& changed) {
+    for (int32_t link : changed.links) {
+      if (link < 0) {
         continue;
       }
-      for (int32_t task : nic_active_[nic]) {
+      for (int32_t task : link_active_[link]) {
         update_flow(task);
       }
     }
   }
 
   void update_flow(int32_t task) {
-    const int32_t use = graph_.nic_use_of(task);
+    const int32_t use = graph_.flow_of(task);
     FlowState& flow = flows_[use];
     const double now = queue_.current_time();
     if (flow.slowdown > 0) {
@@ -167,9 +167,9 @@ class Replay {
     }
     flow.last_update_seconds = now;
     double slowdown = 1.0;
-    for (int32_t nic : graph_.nic_uses()[use].nics) {
-      if (nic >= 0) {
-        slowdown = std::max(slowdown, nic_load_[nic] / graph_.nic_capacity());
+    for (int32_t link : graph_.flows()[use].links) {
+      if (link >= 0) {
+        slowdown = std::max(slowdown, link_load_[link] / graph_.link_capacity(link));
       }
     }
     if (slowdown != flow.slowdown) {
@@ -198,8 +198,8 @@ class Replay {
   std::vector<size_t> stream_head_;
   std::vector<char> stream_busy_;
   std::vector<FlowState> flows_;
-  std::vector<double> nic_load_;
-  std::vector<std::vector<int32_t>> nic_active_;
+  std::vector<double> link_load_;                  // [link] summed weight of active flows
+  std::vector<std::vector<int32_t>> link_active_;  // [link] active flows, in start order
   ReplayStats stats_;
   int32_t num_finished_ = 0;
 };

@@ -2,11 +2,11 @@
 // The discrete-event replay of a task graph.
 //
 // A task starts when every predecessor has ended, it is at the head of its stream and the
-// stream is idle; it then runs for its alone_seconds. A task that is a NIC flow instead
-// progresses at rate 1 / max over its NIC directions of max(1, load / capacity), where load is
-// the summed weight of the flows active there: concurrent flows share a NIC direction's
-// bandwidth equally once they exceed its line rate (processor sharing). Rates change only when
-// a flow starts or ends; the flows affected then get a new completion event.
+// stream is idle; it then runs for its alone_seconds. A task that is a flow instead progresses
+// at rate 1 / max over its links of max(1, load / capacity), where load is the summed weight
+// of the flows active on the link: concurrent flows share a link's bandwidth equally once they
+// exceed it (processor sharing). Rates change only when a flow starts or ends; the flows
+// affected then get a new completion event.
 
 #include <cstdint>
 #include <vector>

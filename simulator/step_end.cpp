@@ -15,7 +15,7 @@ using planner::RankCoords;
 std::vector<int32_t> Builder::add_collective(const std::vector<int32_t>& members,
                                              const std::vector<std::vector<int32_t>>& ready,
                                              TaskKind kind, StreamKind stream, double seconds,
-                                             int32_t bucket, bool spans_nodes) {
+                                             int32_t bucket, Group group) {
   int32_t join = -1;
   if (members.size() > 1) {
     join = add_task(TaskKind::kJoin, StreamKind::kNone, -1, 0.0);
@@ -37,10 +37,11 @@ std::vector<int32_t> Builder::add_collective(const std::vector<int32_t>& members
         graph_->add_edge(dependency, task);
       }
     }
-    if (spans_nodes) {
-      const int64_t node = ranks_[rank].node;
-      graph_->set_nic_use(task, egress(node), ingress(node),
-                          static_cast<double>(ranks_[rank].nic_weight));
+    if (group == Group::kDataParallel) {
+      set_collective_flow(task, rank, dp_shares_node_[rank], dp_spans_nodes_[rank]);
+    } else {
+      const bool apart = ranks_[members.front()].node != ranks_[members.back()].node;
+      set_collective_flow(task, rank, !apart, apart);
     }
     created.push_back(task);
   }
@@ -69,9 +70,8 @@ void Builder::add_param_gathers(const std::vector<int32_t>& members, bool after_
         ready[i].push_back(states_[members[i]].optimizer);
       }
     }
-    const auto tasks =
-        add_collective(members, ready, TaskKind::kParamGather, StreamKind::kDpGather,
-                       costs.param_buckets[k].seconds, k, dp_spans_nodes_[members[0]]);
+    const auto tasks = add_collective(members, ready, TaskKind::kParamGather, StreamKind::kDpGather,
+                                      costs.param_buckets[k].seconds, k, Group::kDataParallel);
     for (size_t i = 0; i < members.size(); ++i) {
       for (int32_t user : states_[members[i]].param_users[k]) {
         graph_->add_edge(tasks[i], user);
@@ -84,7 +84,6 @@ void Builder::add_param_gathers(const std::vector<int32_t>& members, bool after_
 // stream issues them in program order.
 void Builder::add_zero3_collectives(const std::vector<int32_t>& members) {
   const StageCosts& costs = input_.stages[ranks_[members[0]].coords.pp_rank];
-  const bool spans = dp_spans_nodes_[members[0]];
   const size_t num_gathers = states_[members[0]].gather_users.size();
   for (size_t op = 0; op < num_gathers; ++op) {
     for (int32_t k = 0; k < static_cast<int32_t>(costs.chunk_param_buckets.size()); ++k) {
@@ -97,7 +96,7 @@ void Builder::add_zero3_collectives(const std::vector<int32_t>& members) {
       }
       const auto tasks =
           add_collective(members, ready, TaskKind::kParamGather, StreamKind::kDpGather,
-                         costs.chunk_param_buckets[k].seconds, k, spans);
+                         costs.chunk_param_buckets[k].seconds, k, Group::kDataParallel);
       for (size_t i = 0; i < members.size(); ++i) {
         graph_->add_edge(tasks[i], states_[members[i]].gather_users[op][k]);
       }
@@ -110,8 +109,9 @@ void Builder::add_zero3_collectives(const std::vector<int32_t>& members) {
       for (int32_t rank : members) {
         ready.push_back({states_[rank].reduce_ready[op][k]});
       }
-      const auto tasks = add_collective(members, ready, TaskKind::kGradReduce, StreamKind::kDpComm,
-                                        costs.chunk_grad_buckets[k].seconds, k, spans);
+      const auto tasks =
+          add_collective(members, ready, TaskKind::kGradReduce, StreamKind::kDpComm,
+                         costs.chunk_grad_buckets[k].seconds, k, Group::kDataParallel);
       for (size_t i = 0; i < members.size(); ++i) {
         states_[members[i]].grads_done = tasks[i];
       }
@@ -136,9 +136,8 @@ void Builder::add_step_end() {
       for (int32_t rank : members) {
         ready.push_back({states_[rank].grad_ready[k]});
       }
-      const auto tasks =
-          add_collective(members, ready, TaskKind::kGradReduce, StreamKind::kDpComm,
-                         costs.grad_buckets[k].seconds, k, dp_spans_nodes_[members[0]]);
+      const auto tasks = add_collective(members, ready, TaskKind::kGradReduce, StreamKind::kDpComm,
+                                        costs.grad_buckets[k].seconds, k, Group::kDataParallel);
       for (size_t i = 0; i < members.size(); ++i) {
         states_[members[i]].grads_done = tasks[i];
       }
@@ -198,9 +197,8 @@ void Builder::add_embedding_sync() {
         ready.back().push_back(state.grads_done);
       }
     }
-    const bool spans = ranks_[pair[0]].node != ranks_[pair[1]].node;
     const auto tasks = add_collective(pair, ready, TaskKind::kEmbeddingSync, StreamKind::kDpComm,
-                                      first.embedding_sync_seconds, -1, spans);
+                                      first.embedding_sync_seconds, -1, Group::kEmbeddingPair);
     for (size_t i = 0; i < pair.size(); ++i) {
       states_[pair[i]].grads_done = tasks[i];
     }

@@ -6,12 +6,17 @@
 
 namespace meshplan::simulator {
 
-TaskGraph::TaskGraph(int32_t num_ranks, double nic_capacity)
-    : streams_(static_cast<size_t>(num_ranks) * kNumStreamKinds), nic_capacity_(nic_capacity) {}
+TaskGraph::TaskGraph(int32_t num_ranks)
+    : streams_(static_cast<size_t>(num_ranks) * kNumStreamKinds) {}
+
+int32_t TaskGraph::add_link(double capacity) {
+  link_capacity_.push_back(capacity);
+  return static_cast<int32_t>(link_capacity_.size()) - 1;
+}
 
 void TaskGraph::reserve(size_t num_tasks, size_t num_edges) {
   tasks_.reserve(num_tasks);
-  nic_use_index_.reserve(num_tasks);
+  flow_index_.reserve(num_tasks);
   edges_.reserve(num_edges);
 }
 
@@ -24,7 +29,7 @@ int32_t TaskGraph::add_task(const TaskRecord& task) {
   }
   const auto id = static_cast<int32_t>(tasks_.size());
   tasks_.push_back(task);
-  nic_use_index_.push_back(-1);
+  flow_index_.push_back(-1);
   const int32_t stream = stream_of(id);
   if (stream >= 0) {
     streams_[static_cast<size_t>(stream)].push_back(id);
@@ -49,14 +54,17 @@ void TaskGraph::finalize() {
   edges_.shrink_to_fit();
 }
 
-void TaskGraph::set_nic_use(int32_t task, int32_t nic_a, int32_t nic_b, double weight) {
-  NicUse use;
-  use.nics[0] = nic_a;
-  use.nics[1] = nic_b;
-  use.weight = weight;
-  num_nics_ = std::max({num_nics_, nic_a + 1, nic_b + 1});
-  nic_use_index_[task] = static_cast<int32_t>(nic_uses_.size());
-  nic_uses_.push_back(use);
+void TaskGraph::set_flow(int32_t task, const std::vector<std::pair<int32_t, double>>& links) {
+  if (links.size() > static_cast<size_t>(FlowUse::kMaxLinks)) {
+    throw std::logic_error("task graph: a flow over more than FlowUse::kMaxLinks links");
+  }
+  FlowUse flow;
+  for (size_t i = 0; i < links.size(); ++i) {
+    flow.links[i] = links[i].first;
+    flow.weights[i] = links[i].second;
+  }
+  flow_index_[task] = static_cast<int32_t>(flows_.size());
+  flows_.push_back(flow);
 }
 
 int32_t TaskGraph::stream_of(int32_t task) const {

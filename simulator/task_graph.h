@@ -1,7 +1,7 @@
 #pragma once
 // The task graph of one step: tasks are the vertices of a Boost.Graph adjacency_list, an edge
 // u -> v says v starts after u ends. Each task also sits on one stream of its rank (run one at
-// a time, in issue order) and may be a network flow through one or two NIC directions.
+// a time, in issue order) and may be a flow through shared links (NIC or NVLink directions).
 
 #include <boost/graph/adjacency_list.hpp>
 #include <cstdint>
@@ -13,22 +13,25 @@
 
 namespace meshplan::simulator {
 
-/// A task whose bytes cross nodes: it shares the NIC directions it passes (egress of the
-/// sender's node, ingress of the receiver's) with the other flows there. `weight` is the number
-/// of real ranks it stands for on that node (the representative of a stage stands for all
-/// ranks of that stage on its node).
-struct NicUse {
-  int32_t nics[2] = {-1, -1};
-  double weight = 1;
+/// A task that moves bytes over shared links (a node's NIC directions, a GPU's NVLink
+/// directions): up to four links, each with the weight the flow puts on it, in the link's
+/// capacity units (a stage's representative stands for all ranks of its stage on its node, so
+/// it weighs that many on the node's NIC).
+struct FlowUse {
+  static constexpr int kMaxLinks = 4;
+  int32_t links[kMaxLinks] = {-1, -1, -1, -1};
+  double weights[kMaxLinks] = {0, 0, 0, 0};
 };
 
 class TaskGraph {
  public:
   using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
 
-  /// `nic_capacity`: flows one NIC direction carries at full speed (in rank units: the node's
-  /// GPUs, each with its own line rate).
-  TaskGraph(int32_t num_ranks, double nic_capacity);
+  explicit TaskGraph(int32_t num_ranks);
+
+  /// A shared link that carries `capacity` unit-weight flows at full speed (a node's NIC
+  /// direction: its GPUs, a line rate each; a GPU's NVLink direction: 1). Returns its id.
+  int32_t add_link(double capacity);
 
   /// Room for `num_tasks` tasks and `num_edges` edges (an estimate; the graph still grows).
   void reserve(size_t num_tasks, size_t num_edges);
@@ -38,18 +41,18 @@ class TaskGraph {
   /// Builds the Boost graph from the edges added so far (in their order, so out-edges keep
   /// insertion order); later calls do nothing. No add_task / add_edge after it.
   void finalize();
-  /// Marks `task` as a flow through `nic_a` (and `nic_b` unless -1).
-  void set_nic_use(int32_t task, int32_t nic_a, int32_t nic_b, double weight);
+  /// Marks `task` as a flow over (link, weight) pairs (at most FlowUse::kMaxLinks).
+  void set_flow(int32_t task, const std::vector<std::pair<int32_t, double>>& links);
 
   int32_t num_tasks() const { return static_cast<int32_t>(tasks_.size()); }
   int32_t num_streams() const { return static_cast<int32_t>(streams_.size()); }
-  int32_t num_nics() const { return num_nics_; }
-  double nic_capacity() const { return nic_capacity_; }
+  int32_t num_links() const { return static_cast<int32_t>(link_capacity_.size()); }
+  double link_capacity(int32_t link) const { return link_capacity_[link]; }
   int32_t stream_of(int32_t task) const;  // -1 for kNone
   const std::vector<int32_t>& stream_tasks(int32_t stream) const { return streams_[stream]; }
-  /// -1 when the task uses no NIC, else an index into nic_uses().
-  int32_t nic_use_of(int32_t task) const { return nic_use_index_[task]; }
-  const std::vector<NicUse>& nic_uses() const { return nic_uses_; }
+  /// -1 when the task is no flow, else an index into flows().
+  int32_t flow_of(int32_t task) const { return flow_index_[task]; }
+  const std::vector<FlowUse>& flows() const { return flows_; }
 
   TaskRecord& task(int32_t id) { return tasks_[id]; }
   const TaskRecord& task(int32_t id) const { return tasks_[id]; }
@@ -61,10 +64,9 @@ class TaskGraph {
   std::vector<std::pair<size_t, size_t>> edges_;  // until finalize()
   std::unique_ptr<Graph> graph_;                  // by pointer: Boost graphs copy on assignment
   std::vector<std::vector<int32_t>> streams_;     // [rank * kNumStreamKinds + stream kind]
-  std::vector<int32_t> nic_use_index_;            // [task]
-  std::vector<NicUse> nic_uses_;
-  int32_t num_nics_ = 0;
-  double nic_capacity_ = 1;
+  std::vector<int32_t> flow_index_;               // [task]
+  std::vector<FlowUse> flows_;
+  std::vector<double> link_capacity_;  // [link]
 };
 
 }  // namespace meshplan::simulator

@@ -213,6 +213,24 @@ TEST_CASE("pipeline: ZeRO-3 gathers each layer before F and B, reduces after B")
   }
 }
 
+TEST_CASE("pipeline: a gather and a reduce-scatter on one GPU share its NVLink") {
+  // pp = 1, dp = 2 on one node, 1F1B, m = 2, F = 0.5, B = 2; ZeRO-3 with one bucket: gather
+  // 0.5 s before each F and B (prefetched one op ahead), reduce-scatter 1 s after each B.
+  // G(F0) [0, 0.5], F0 [0.5, 1], G(B0) [0.5, 1], B0 [1, 3], G(F1) [1, 1.5], F1 [3, 3.5].
+  // At 3 both RS(B0) and G(B1) start on the GPU's NVLink: half rate each, G(B1) ends at
+  // 3 + 2 * 0.5 = 4, RS(B0) at 4.5. B1 [4, 6], RS(B1) [6, 7]: 7 s (6.5 s if they did not share).
+  SimulationInput input = uniform_input(ScheduleKind::kOneFOneB, 1, 1, 2, 0.5, 2.0);
+  input.layout.dp = 2;
+  input.layout.zero = 3;
+  input.stages[0].chunk_param_buckets = {Bucket{100, 0.5}};
+  input.stages[0].chunk_grad_buckets = {Bucket{100, 1.0}};
+  for (bool all_ranks : {false, true}) {
+    CAPTURE(all_ranks);
+    input.all_ranks = all_ranks;
+    CHECK(simulate(input).step_time_s == 7.0);
+  }
+}
+
 TEST_CASE("pipeline: a DP bucket and a pipeline send through one NIC share it") {
   // tp = 1, pp = 2, dp = 2, one GPU per node (tp-dp-pp ranks 0, 1 | 2, 3 on nodes 0..3),
   // 1F1B, m = 1, f = 1, b = 2, sends 1 s, one gradient bucket of 1 s on each stage. Stage 1

@@ -23,7 +23,7 @@ int32_t add(TaskGraph& graph, int32_t rank, StreamKind stream, double seconds,
 }  // namespace
 
 TEST_CASE("replay: a stream runs its tasks one at a time, in issue order") {
-  TaskGraph graph(2, 1.0);
+  TaskGraph graph(2);
   const int32_t a = add(graph, 0, StreamKind::kCompute, 1.0);
   const int32_t b = add(graph, 0, StreamKind::kCompute, 0.5);
   const int32_t c = add(graph, 0, StreamKind::kDpComm, 0.25);  // another stream: concurrent
@@ -38,7 +38,7 @@ TEST_CASE("replay: a stream runs its tasks one at a time, in issue order") {
 }
 
 TEST_CASE("replay: a dependency on another rank delays the head of a stream") {
-  TaskGraph graph(2, 1.0);
+  TaskGraph graph(2);
   const int32_t producer = add(graph, 0, StreamKind::kCompute, 2.0);
   const int32_t consumer = add(graph, 1, StreamKind::kCompute, 1.0);
   const int32_t behind = add(graph, 1, StreamKind::kCompute, 0.25);  // waits behind consumer
@@ -53,11 +53,14 @@ TEST_CASE("replay: a dependency on another rank delays the head of a stream") {
 TEST_CASE("replay: two transfers through one NIC take twice as long") {
   // One NIC direction of capacity 1 (a node with one GPU): two flows of 0.75 s alone, started
   // together, share it equally and both end at 2 * 0.75 = 1.5 s.
-  TaskGraph graph(2, 1.0);
+  TaskGraph graph(2);
+  const int32_t egress = graph.add_link(1.0);     // node 0
+  const int32_t ingress_1 = graph.add_link(1.0);  // node 1
+  const int32_t ingress_2 = graph.add_link(1.0);  // node 2
   const int32_t first = add(graph, 0, StreamKind::kPpForward, 0.75, TaskKind::kPpTransfer);
   const int32_t second = add(graph, 1, StreamKind::kPpForward, 0.75, TaskKind::kPpTransfer);
-  graph.set_nic_use(first, 0, 3, 1.0);   // egress of node 0, ingress of node 1
-  graph.set_nic_use(second, 0, 5, 1.0);  // egress of node 0, ingress of node 2
+  graph.set_flow(first, {{egress, 1.0}, {ingress_1, 1.0}});
+  graph.set_flow(second, {{egress, 1.0}, {ingress_2, 1.0}});
   replay(graph);
   CHECK(graph.task(first).end_seconds == 1.5);
   CHECK(graph.task(second).end_seconds == 1.5);
@@ -65,13 +68,17 @@ TEST_CASE("replay: two transfers through one NIC take twice as long") {
 
 TEST_CASE("replay: flows within a NIC's capacity or on other NICs run at full speed") {
   // Capacity 2 (two GPUs, a line rate each): two flows of weight 1 fit.
-  TaskGraph graph(2, 2.0);
+  TaskGraph graph(2);
+  const int32_t out = graph.add_link(2.0);
+  const int32_t in = graph.add_link(2.0);
+  const int32_t other_out = graph.add_link(2.0);  // another node
+  const int32_t other_in = graph.add_link(2.0);
   const int32_t first = add(graph, 0, StreamKind::kPpForward, 0.75, TaskKind::kPpTransfer);
   const int32_t second = add(graph, 1, StreamKind::kPpForward, 0.75, TaskKind::kPpTransfer);
   const int32_t third = add(graph, 1, StreamKind::kDpComm, 0.75, TaskKind::kGradReduce);
-  graph.set_nic_use(first, 0, 1, 1.0);
-  graph.set_nic_use(second, 0, 1, 1.0);
-  graph.set_nic_use(third, 2, 3, 2.0);  // another node, exactly at capacity
+  graph.set_flow(first, {{out, 1.0}, {in, 1.0}});
+  graph.set_flow(second, {{out, 1.0}, {in, 1.0}});
+  graph.set_flow(third, {{other_out, 2.0}, {other_in, 2.0}});  // exactly at capacity
   replay(graph);
   CHECK(graph.task(first).end_seconds == 0.75);
   CHECK(graph.task(second).end_seconds == 0.75);
@@ -82,13 +89,14 @@ TEST_CASE("replay: a flow that joins later slows the running one from then on") 
   // A (1 s alone) starts at 0; B (1 s alone) starts at 0.5 behind a 0.5 s compute task.
   // 0..0.5: A alone, 0.5 s of its work done. 0.5..1.5: both at half rate; A finishes its last
   // 0.5 s of work at 1.5, B has done 0.5 s of work. 1.5..2.0: B alone, done at 2.0.
-  TaskGraph graph(2, 1.0);
+  TaskGraph graph(2);
+  const int32_t link = graph.add_link(1.0);
   const int32_t a = add(graph, 0, StreamKind::kPpForward, 1.0, TaskKind::kPpTransfer);
   const int32_t before_b = add(graph, 1, StreamKind::kCompute, 0.5);
   const int32_t b = add(graph, 1, StreamKind::kPpForward, 1.0, TaskKind::kPpTransfer);
   graph.add_edge(before_b, b);
-  graph.set_nic_use(a, 0, -1, 1.0);
-  graph.set_nic_use(b, 0, -1, 1.0);
+  graph.set_flow(a, {{link, 1.0}});
+  graph.set_flow(b, {{link, 1.0}});
   const ReplayStats stats = replay(graph);
   CHECK(graph.task(a).end_seconds == 1.5);
   CHECK(graph.task(b).start_seconds == 0.5);
@@ -101,18 +109,36 @@ TEST_CASE("replay: a flow that joins later slows the running one from then on") 
 TEST_CASE("replay: a weighted flow stands for several ranks of its node") {
   // Representative of 4 ranks (weight 4) on a node with 4 GPUs: load 4 of capacity 4, full
   // speed; a second weight-4 flow doubles the load, so both take 2 * 0.5 = 1.0 s.
-  TaskGraph graph(1, 4.0);
+  TaskGraph graph(1);
+  const int32_t out = graph.add_link(4.0);
+  const int32_t in = graph.add_link(4.0);
+  const int32_t peer_in = graph.add_link(4.0);
   const int32_t pp = add(graph, 0, StreamKind::kPpForward, 0.5, TaskKind::kPpTransfer);
   const int32_t dp = add(graph, 0, StreamKind::kDpComm, 0.5, TaskKind::kGradReduce);
-  graph.set_nic_use(pp, 0, 3, 4.0);
-  graph.set_nic_use(dp, 0, 1, 4.0);
+  graph.set_flow(pp, {{out, 4.0}, {peer_in, 4.0}});
+  graph.set_flow(dp, {{out, 4.0}, {in, 4.0}});
   replay(graph);
   CHECK(graph.task(pp).end_seconds == 1.0);
   CHECK(graph.task(dp).end_seconds == 1.0);
 }
 
+TEST_CASE("replay: a flow is as slow as its most loaded link") {
+  // A NIC direction of capacity 8 with weight 4 on it (half full) and an NVLink port of
+  // capacity 1 shared with another flow: the NVLink port halves both, 2 * 0.5 = 1.0 s.
+  TaskGraph graph(2);
+  const int32_t nic = graph.add_link(8.0);
+  const int32_t nvlink = graph.add_link(1.0);
+  const int32_t both = add(graph, 0, StreamKind::kDpComm, 0.5, TaskKind::kGradReduce);
+  const int32_t local = add(graph, 0, StreamKind::kDpGather, 0.5, TaskKind::kParamGather);
+  graph.set_flow(both, {{nic, 4.0}, {nvlink, 1.0}});
+  graph.set_flow(local, {{nvlink, 1.0}});
+  replay(graph);
+  CHECK(graph.task(both).end_seconds == 1.0);
+  CHECK(graph.task(local).end_seconds == 1.0);
+}
+
 TEST_CASE("replay: a task that can never start is reported as a deadlock") {
-  TaskGraph graph(1, 1.0);
+  TaskGraph graph(1);
   const int32_t first = add(graph, 0, StreamKind::kCompute, 1.0);
   const int32_t second = add(graph, 0, StreamKind::kCompute, 1.0, TaskKind::kBackward);
   graph.add_edge(second, first);  // first waits for second, which waits behind first
