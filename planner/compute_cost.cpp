@@ -36,16 +36,8 @@ struct LayerTime {
 
 LayerTime layer_time(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                      const Layout& layout, const PlanOptions& options) {
-  const double t = static_cast<double>(layout.tp);
-  const double tokens = static_cast<double>(layout.micro_batch * model.seq_length);
-  const double h = static_cast<double>(model.hidden_size);
-  const double d = static_cast<double>(model.head_dim);
-  const double a = static_cast<double>(model.num_attention_heads);
-  const double g = static_cast<double>(model.num_kv_heads);
-  const double f = static_cast<double>(model.ffn_hidden_size);
-  const double s = static_cast<double>(model.seq_length);
-  const double e = static_cast<double>(element_bytes(cluster));
-  const double fc1_columns = model.activation == models::Activation::kSwiglu ? 2.0 * f : f;
+  const Shape x = shape_of(model, cluster, layout);
+  const auto [t, tokens, h, d, a, g, f, s, e, sequence_split, fc1_columns] = x;
   LayerTime time;
   time.linear_forward = gemm_seconds(cluster, tokens, (a + 2.0 * g) * d / t, h) +
                         gemm_seconds(cluster, tokens, h, a * d / t) +

@@ -39,6 +39,23 @@ double model_flops_per_step(const models::TransformerConfig& model, int64_t glob
   return 3.0 * forward;
 }
 
+Shape shape_of(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
+               const Layout& layout) {
+  Shape x;
+  x.t = static_cast<double>(layout.tp);
+  x.tokens = static_cast<double>(layout.micro_batch * model.seq_length);
+  x.h = static_cast<double>(model.hidden_size);
+  x.d = static_cast<double>(model.head_dim);
+  x.a = static_cast<double>(model.num_attention_heads);
+  x.g = static_cast<double>(model.num_kv_heads);
+  x.f = static_cast<double>(model.ffn_hidden_size);
+  x.s = static_cast<double>(model.seq_length);
+  x.e = static_cast<double>(element_bytes(cluster));
+  x.sp = layout.sequence_parallel ? x.t : 1.0;
+  x.fc1 = model.activation == models::Activation::kSwiglu ? 2.0 * x.f : x.f;
+  return x;
+}
+
 int64_t element_bytes(const models::ClusterConfig& cluster) {
   return models::compute_element_bytes(cluster.precision);
 }

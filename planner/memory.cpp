@@ -23,16 +23,8 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
   //     (4 T h e) and two dropout masks (2 T h bytes);
   //   attention scores: softmax output, its dropout mask and output (a s T (2e + 1)) / t,
   //     which selective recompute and flash attention do not store (ibid. Sec. 5).
-  const double t = static_cast<double>(layout.tp);
-  const double tokens = static_cast<double>(layout.micro_batch * model.seq_length);
-  const double h = static_cast<double>(model.hidden_size);
-  const double d = static_cast<double>(model.head_dim);
-  const double a = static_cast<double>(model.num_attention_heads);
-  const double g = static_cast<double>(model.num_kv_heads);
-  const double f = static_cast<double>(model.ffn_hidden_size);
-  const double s = static_cast<double>(model.seq_length);
-  const double e = static_cast<double>(element_bytes(cluster));
-  const double sequence_split = layout.sequence_parallel ? t : 1.0;
+  const Shape x = shape_of(model, cluster, layout);
+  const auto [t, tokens, h, d, a, g, f, s, e, sequence_split, fc1_columns] = x;
   if (layout.recompute == Recompute::kFull) {
     // Only the layer input is kept: 2 s b h bytes (ibid. Sec. 4.3), / t with sequence parallel.
     return tokens * h * e / sequence_split;
@@ -59,16 +51,8 @@ double weight_gradient_bytes_per_layer(const models::TransformerConfig& model,
   // attention output (T a d / t), the second MLP projection the activation (T f / t). Output
   // gradients: QKV (T (a + 2g) d / t), attention output and second MLP projection (T h, / t
   // under SP), first MLP projection (T f or 2 T f for SwiGLU, / t).
-  const double t = static_cast<double>(layout.tp);
-  const double tokens = static_cast<double>(layout.micro_batch * model.seq_length);
-  const double h = static_cast<double>(model.hidden_size);
-  const double d = static_cast<double>(model.head_dim);
-  const double a = static_cast<double>(model.num_attention_heads);
-  const double g = static_cast<double>(model.num_kv_heads);
-  const double f = static_cast<double>(model.ffn_hidden_size);
-  const double e = static_cast<double>(element_bytes(cluster));
-  const double sequence_split = layout.sequence_parallel ? t : 1.0;
-  const double fc1_columns = model.activation == models::Activation::kSwiglu ? 2.0 * f : f;
+  const Shape x = shape_of(model, cluster, layout);
+  const auto [t, tokens, h, d, a, g, f, s, e, sequence_split, fc1_columns] = x;
   const double inputs = 2.0 * tokens * h / sequence_split + tokens * a * d / t + tokens * f / t;
   const double output_gradients =
       tokens * (a + 2.0 * g) * d / t + 2.0 * tokens * h / sequence_split + tokens * fc1_columns / t;

@@ -18,6 +18,15 @@ LayerParameters layer_parameters(const models::TransformerConfig& model, int64_t
 StageParameters stage_parameters(const models::TransformerConfig& model, const Layout& layout,
                                  int64_t stage);
 
+/// The shape letters of one micro-batch on one rank, as doubles for cost formulas:
+/// t tp, T tokens (micro_batch * s), h, d, a, g, f, s, e element bytes, sp the sequence split
+/// (t with sequence parallelism, else 1), fc1 the first MLP projection's columns (f, 2f SwiGLU).
+struct Shape {
+  double t, tokens, h, d, a, g, f, s, e, sp, fc1;
+};
+Shape shape_of(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
+               const Layout& layout);
+
 /// Forward matmul FLOPs of one layer for `tokens` tokens, whole (not divided by tp).
 struct LayerFlops {
   double qkv = 0;        // 2 T h (a + 2g) d
