@@ -25,6 +25,9 @@ struct RankState {
   std::vector<int32_t> gather_gates;
   std::vector<std::vector<int32_t>> gather_users;
   std::vector<std::vector<int32_t>> reduce_ready;
+  // Without overlap_grad_reduce: per op that produces gradients, the first task of the next
+  // compute op, which waits for its reduce-scatter (-1: none follows).
+  std::vector<int32_t> reduce_blocks;
   int32_t grads_done = -1;  // last data-parallel gradient task (or embedding sync)
   int32_t optimizer = -1;
 };

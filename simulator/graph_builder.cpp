@@ -314,6 +314,11 @@ void Builder::build_op_list(int32_t rank) {
       std::vector<OpPiece> pieces;
       std::vector<int32_t>* need_users = nullptr;  // [bucket] -> piece task
       std::vector<int32_t>* ready_tasks = nullptr;
+      // Without overlap the op waits for the previous gradient op's reduce-scatter.
+      const int32_t blocked_by = !input_.overlap_grad_reduce && !state.reduce_blocks.empty() &&
+                                         state.reduce_blocks.back() < 0
+                                     ? static_cast<int32_t>(state.reduce_blocks.size()) - 1
+                                     : -1;
       const bool gathers = !chunk_param_bytes.empty() && op.kind != OpKind::kBackwardWeight;
       const bool reduces = !chunk_grad_bytes.empty() && op.kind == gradient_kind;
       if (gathers || reduces) {
@@ -321,12 +326,16 @@ void Builder::build_op_list(int32_t rank) {
             seconds, gathers ? chunk_param_bytes : std::vector<int64_t>{},
             reduces && input_.overlap_grad_reduce ? chunk_grad_bytes : std::vector<int64_t>{});
         if (gathers) {
-          // Prefetch one op ahead: gathers may start once the op before the previous one ends.
-          state.gather_gates.push_back(op_ends.size() >= 2 ? op_ends[op_ends.size() - 2] : -1);
+          // Prefetch one op ahead: gathers may start once the op before the previous one ends;
+          // without overlap, once the previous op ends (the planner then exposes them all).
+          const size_t back = input_.overlap_grad_reduce ? 2 : 1;
+          state.gather_gates.push_back(op_ends.size() >= back ? op_ends[op_ends.size() - back]
+                                                              : -1);
           need_users = &state.gather_users.emplace_back(chunk_param_bytes.size(), -1);
         }
         if (reduces) {
           ready_tasks = &state.reduce_ready.emplace_back(chunk_grad_bytes.size(), -1);
+          state.reduce_blocks.push_back(-1);
           if (!input_.overlap_grad_reduce) {
             for (int32_t k = 0; k < static_cast<int32_t>(chunk_grad_bytes.size()); ++k) {
               pieces.back().ready.push_back(k);  // all after the op
@@ -350,6 +359,9 @@ void Builder::build_op_list(int32_t rank) {
             add_task(task_kind(op.kind), StreamKind::kCompute, rank, piece.seconds);
         describe(task);
         chain(state, task);
+        if (blocked_by >= 0 && &piece == &pieces.front()) {
+          state.reduce_blocks[blocked_by] = task;
+        }
         for (int32_t k : piece.needs) {
           if (need_users != nullptr) {
             (*need_users)[k] = task;

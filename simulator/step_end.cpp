@@ -114,6 +114,10 @@ void Builder::add_zero3_collectives(const std::vector<int32_t>& members) {
                          costs.chunk_grad_buckets[k].seconds, k, Group::kDataParallel);
       for (size_t i = 0; i < members.size(); ++i) {
         states_[members[i]].grads_done = tasks[i];
+        const int32_t blocked = states_[members[i]].reduce_blocks[op];
+        if (blocked >= 0 && k + 1 == static_cast<int32_t>(costs.chunk_grad_buckets.size())) {
+          graph_->add_edge(tasks[i], blocked);  // a blocking reduce-scatter (no overlap)
+        }
       }
     }
   }

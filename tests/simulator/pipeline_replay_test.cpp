@@ -194,10 +194,11 @@ TEST_CASE("pipeline: ZeRO-3 gathers each layer before F and B, reduces after B")
     input.all_ranks = true;
     CHECK(simulate(input).step_time_s == 3.75);
   }
-  SUBCASE("reduce after the whole backward") {
-    // Both reduce-scatters after B ends at 3.25: [3.25, 3.75], [3.75, 4.25].
+  SUBCASE("without overlap: no prefetch, reduce after the whole backward") {
+    // B's gathers wait for F to end: [1.25, 1.5], [1.5, 1.75]; B's layers [1.5, 2.5],
+    // [2.5, 3.5]; both reduce-scatters after B: [3.5, 4], [4, 4.5].
     input.overlap_grad_reduce = false;
-    CHECK(simulate(input).step_time_s == 4.25);
+    CHECK(simulate(input).step_time_s == 4.5);
   }
   SUBCASE("gradients reduced both once per step and per op are rejected") {
     input.stages[0].grad_buckets = {Bucket{100, 0.5}};
@@ -229,6 +230,12 @@ TEST_CASE("pipeline: a gather and a reduce-scatter on one GPU share its NVLink")
     input.all_ranks = all_ranks;
     CHECK(simulate(input).step_time_s == 7.0);
   }
+  // Without overlap gathers wait for the previous op and the next op for the reduce-scatter:
+  // G(F0) [0, 0.5], F0 [0.5, 1], G(B0) [1, 1.5], B0 [1.5, 3.5]; RS(B0) and G(F1) from 3.5
+  // share the NVLink: G(F1) ends 4.5, RS(B0) 5; F1 [5, 5.5], G(B1) [5.5, 6], B1 [6, 8],
+  // RS(B1) [8, 9].
+  input.overlap_grad_reduce = false;
+  CHECK(simulate(input).step_time_s == 9.0);
 }
 
 TEST_CASE("pipeline: a DP bucket and a pipeline send through one NIC share it") {
