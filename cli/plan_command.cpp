@@ -34,6 +34,7 @@ struct PlanArguments {
   std::string overlap_param_gather = "on";
   std::string overlap_tp_comm = "off";
   std::string scatter_gather_pipeline = "off";
+  double bucket_mb = 25;
   bool allow_tp_across_nodes = false;
   int64_t top = 10;
   int64_t refine = 0;
@@ -67,8 +68,10 @@ void refine_by_simulation(const models::TransformerConfig& model,
   std::vector<std::pair<double, size_t>> order;  // (simulated step time, analytic rank)
   for (size_t i = 0; i < refined; ++i) {
     const planner::Plan plan{model, cluster, num_gpus, result.best[i].layout, options};
+    simulator::SimulationOptions simulation;
+    simulation.bucket_bytes = options.bucket_bytes;
     const simulator::SimulationResult simulated =
-        simulator::simulate_plan(plan, simulator::SimulationOptions{}, "--refine");
+        simulator::simulate_plan(plan, simulation, "--refine");
     order.emplace_back(simulated.step_time_s, i);
   }
   std::stable_sort(order.begin(), order.end());
@@ -145,6 +148,10 @@ void run_plan(const PlanArguments& args) {
   options.scatter_gather_pipeline =
       parse_on_off(args.scatter_gather_pipeline, "--scatter-gather-pipeline");
   options.allow_tp_across_nodes = args.allow_tp_across_nodes;
+  if (!(args.bucket_mb > 0) || args.bucket_mb > 1e6) {
+    throw InputError(fmt::format("--bucket-mb: must be in (0, 1e6] ({})", args.bucket_mb));
+  }
+  options.bucket_bytes = static_cast<int64_t>(args.bucket_mb * 1024 * 1024);
 
   const auto start = std::chrono::steady_clock::now();
   planner::SearchResult result = planner::search_layouts(
@@ -215,6 +222,9 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--overlap-tp-comm", args->overlap_tp_comm, "on | off")->capture_default_str();
   plan->add_option("--scatter-gather-pipeline", args->scatter_gather_pipeline,
                    "Send 1/tp of each pipeline tensor and all-gather it (Megatron-LM 2021)")
+      ->capture_default_str();
+  plan->add_option("--bucket-mb", args->bucket_mb,
+                   "Data-parallel bucket size in MiB (PyTorch DDP's bucket_cap_mb)")
       ->capture_default_str();
   plan->add_flag("--allow-tp-across-nodes", args->allow_tp_across_nodes,
                  "Let tensor-parallel groups span nodes");

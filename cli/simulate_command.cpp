@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -22,21 +23,24 @@ struct SimulateArguments {
   std::string trace_path, svg_path, json_path;
   bool all_ranks = false;
   bool zero_communication = false;
-  double bucket_mb = 25;  // PyTorch DDP's bucket_cap_mb default
+  std::optional<double> bucket_mb;  // default: the plan's bucket (PyTorch DDP's 25 MiB)
 };
 
 void run_simulate(const SimulateArguments& args) {
-  if (!(args.bucket_mb > 0) || !std::isfinite(args.bucket_mb)) {
-    throw InputError(fmt::format("--bucket-mb: must be positive ({})", args.bucket_mb));
+  if (args.bucket_mb && (!(*args.bucket_mb > 0) || !std::isfinite(*args.bucket_mb))) {
+    throw InputError(fmt::format("--bucket-mb: must be positive ({})", *args.bucket_mb));
   }
   const planner::Plan plan = planner::read_plan_file(args.plan_path);
   simulator::SimulationOptions options;
   options.all_ranks = args.all_ranks;
   options.zero_communication = args.zero_communication;
-  // MiB, as DDP's bucket_cap_mb (bucket_cap_mb * 1024 * 1024 bytes).
-  options.bucket_bytes = std::llround(args.bucket_mb * 1024.0 * 1024.0);
-  if (options.bucket_bytes < 1) {
-    throw InputError(fmt::format("--bucket-mb: smaller than one byte ({})", args.bucket_mb));
+  options.bucket_bytes = plan.options.bucket_bytes;
+  if (args.bucket_mb) {
+    // MiB, as DDP's bucket_cap_mb (bucket_cap_mb * 1024 * 1024 bytes).
+    options.bucket_bytes = std::llround(*args.bucket_mb * 1024.0 * 1024.0);
+    if (options.bucket_bytes < 1) {
+      throw InputError(fmt::format("--bucket-mb: smaller than one byte ({})", *args.bucket_mb));
+    }
   }
   const simulator::SimulationResult result =
       simulator::simulate_plan(plan, options, args.plan_path);
@@ -77,8 +81,7 @@ void register_simulate_command(CLI::App& app) {
                      "Simulate every rank (default: one per pipeline stage)");
   simulate
       ->add_option("--bucket-mb", args->bucket_mb,
-                   "Data-parallel gradient bucket, MiB (PyTorch DDP's bucket_cap_mb)")
-      ->capture_default_str();
+                   "Data-parallel gradient bucket, MiB (default: the plan's, PyTorch DDP's 25)");
   simulate->add_flag("--zero-communication", args->zero_communication,
                      "Every collective and transfer takes no time (checks the closed form)");
   simulate->callback([args] { run_simulate(*args); });

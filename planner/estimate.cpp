@@ -100,31 +100,63 @@ struct DpTimes {
   double parameter_gather_seconds = 0;  // all-gather after the optimizer step
 };
 
-DpTimes dp_times(const models::ClusterConfig& cluster, const Layout& layout, int64_t stage,
-                 int64_t parameters) {
+// Bucketed collective: full buckets and the remainder, each a call of its own.
+double bucketed_seconds(const models::ClusterConfig& cluster, const Layout& layout,
+                        CollectiveKind kind, int64_t stage, int64_t total_bytes,
+                        int64_t bucket_bytes) {
+  const int64_t full = total_bytes / bucket_bytes;
+  const int64_t remainder = total_bytes % bucket_bytes;
+  double seconds = 0;
+  if (full > 0) {
+    seconds += static_cast<double>(full) *
+               stage_collective_seconds(cluster, layout, kind, CommGroup::kDp, stage, bucket_bytes);
+  }
+  if (remainder > 0) {
+    seconds += stage_collective_seconds(cluster, layout, kind, CommGroup::kDp, stage, remainder);
+  }
+  return seconds;
+}
+
+DpTimes dp_times(const models::ClusterConfig& cluster, const Layout& layout,
+                 const PlanOptions& options, int64_t stage, int64_t parameters,
+                 int64_t layers_in_stage) {
   DpTimes times;
   if (layout.dp <= 1) {
     return times;
   }
   const int64_t padded = (parameters + layout.dp - 1) / layout.dp * layout.dp;
   const int64_t bytes = padded * element_bytes(cluster);
-  if (layout.zero == 0) {
-    times.gradient_seconds = stage_collective_seconds(cluster, layout, CollectiveKind::kAllReduce,
-                                                      CommGroup::kDp, stage, bytes);
-  } else {
-    times.gradient_seconds = stage_collective_seconds(
-        cluster, layout, CollectiveKind::kReduceScatter, CommGroup::kDp, stage, bytes);
-    times.parameter_gather_seconds = stage_collective_seconds(
-        cluster, layout, CollectiveKind::kAllGather, CommGroup::kDp, stage, bytes);
+  if (layout.zero == 3) {
+    // ZeRO-3 gathers and reduce-scatters module by module (ibid. Sec. 7.2.2; FSDP wraps each
+    // transformer block): per micro-batch, one call per layer of 1/layers of the stage, each
+    // paying the collective's latency. Forward and backward each gather the weights again.
+    const int64_t layers = std::max<int64_t>(1, layers_in_stage);
+    const int64_t layer_bytes = (bytes + layers - 1) / layers;
+    const double per_micro_batch = static_cast<double>(layers);
+    const double m = static_cast<double>(layout.num_micro_batches());
+    times.gradient_seconds = m * per_micro_batch *
+                             stage_collective_seconds(cluster, layout, CollectiveKind::kReduceScatter,
+                                                      CommGroup::kDp, stage, layer_bytes);
+    times.parameter_gather_seconds =
+        2.0 * m * per_micro_batch *
+        stage_collective_seconds(cluster, layout, CollectiveKind::kAllGather, CommGroup::kDp,
+                                 stage, layer_bytes);
+    return times;
   }
-  if (layout.zero >= 2) {
-    // ZeRO-2 and 3 keep only their gradient partition, so every micro-batch's gradients are
+  const int64_t bucket = std::max<int64_t>(1, options.bucket_bytes);
+  if (layout.zero == 0) {
+    times.gradient_seconds =
+        bucketed_seconds(cluster, layout, CollectiveKind::kAllReduce, stage, bytes, bucket);
+  } else {
+    times.gradient_seconds =
+        bucketed_seconds(cluster, layout, CollectiveKind::kReduceScatter, stage, bytes, bucket);
+    times.parameter_gather_seconds =
+        bucketed_seconds(cluster, layout, CollectiveKind::kAllGather, stage, bytes, bucket);
+  }
+  if (layout.zero == 2) {
+    // ZeRO-2 keeps only its gradient partition, so every micro-batch's gradients are
     // reduce-scattered as its backward produces them (ibid. Sec. 5.2).
     times.gradient_seconds *= static_cast<double>(layout.num_micro_batches());
-  }
-  if (layout.zero == 3) {
-    // Forward and backward each gather the weights again for every micro-batch.
-    times.parameter_gather_seconds *= 2.0 * static_cast<double>(layout.num_micro_batches());
   }
   return times;
 }
@@ -149,6 +181,7 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
   const double vpp = static_cast<double>(layout.vpp);
 
   double sum_stage = 0, max_stage = 0, max_forward_backward_minus_weight = 0, max_tp = 0;
+  double max_forward_backward_input = 0, max_weight = 0;  // F + B and W of split schedules
   double hardware_flops_per_rank_max = 0, hardware_flops_total = 0;
   estimate.stages.resize(static_cast<size_t>(layout.pp));
   for (int64_t s = 0; s < layout.pp; ++s) {
@@ -171,6 +204,8 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
     }
     max_forward_backward_minus_weight =
         std::max(max_forward_backward_minus_weight, forward + backward - 2.0 * weight);
+    max_forward_backward_input = std::max(max_forward_backward_input, forward + backward - weight);
+    max_weight = std::max(max_weight, weight);
     hardware_flops_per_rank_max = std::max(hardware_flops_per_rank_max, flops);
     hardware_flops_total += flops * micro_batches;
     const InFlight in_flight = peak_in_flight(layout.schedule, layout.pp, layout.vpp, m, s);
@@ -180,7 +215,8 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
     const int64_t updated = layout.zero >= 1 ? (stage.num_parameters + layout.dp - 1) / layout.dp
                                              : stage.num_parameters;
     stage.optimizer_step_seconds = optimizer_step_seconds(cluster, updated);
-    const DpTimes dp = dp_times(cluster, layout, stage.stage, stage.num_parameters);
+    const DpTimes dp = dp_times(cluster, layout, options, stage.stage, stage.num_parameters,
+                                layers_per_chunk(model, layout) * layout.vpp);
     stage.dp_grad_sync_seconds = dp.gradient_seconds + dp.parameter_gather_seconds;
   }
 
@@ -201,7 +237,11 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
     case ScheduleKind::kZbH1:
       // ZB-H1 fills the drain with deferred weight-gradient work: bubble (p - 1)(F + B - W)
       // instead of (p - 1)(F + B + W) (Qi et al. 2023, Sec. 3.1).
-      pipeline = micro_batches * max_stage + (pp - 1.0) * max_forward_backward_minus_weight;
+      // With m < p there is no steady state: F and B run through the pipeline and back, then
+      // the last W, (m + p - 1)(F + B) + W; the larger of the two holds for every m.
+      pipeline = std::max(
+          micro_batches * max_stage + (pp - 1.0) * max_forward_backward_minus_weight,
+          (micro_batches + pp - 1.0) * max_forward_backward_input + max_weight);
       break;
   }
   StepBreakdown& breakdown = estimate.breakdown;
@@ -229,7 +269,8 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
   // best (Rajbhandari et al. 2020, Sec. 7.2.2), so only the excess is exposed.
   double slack = 0;
   for (const StageEstimate& stage : estimate.stages) {
-    const DpTimes dp = dp_times(cluster, layout, stage.stage, stage.num_parameters);
+    const DpTimes dp = dp_times(cluster, layout, options, stage.stage, stage.num_parameters,
+                                layers_per_chunk(model, layout) * layout.vpp);
     double forward = 0, backward = 0;
     for (const ChunkCost& chunk : stage.chunks) {
       forward += chunk.forward_seconds();

@@ -54,6 +54,7 @@ nlohmann::json options_to_json(const PlanOptions& options) {
           {"overlap_param_gather", options.overlap_param_gather},
           {"overlap_tp_comm", options.overlap_tp_comm},
           {"scatter_gather_pipeline", options.scatter_gather_pipeline},
+          {"bucket_bytes", options.bucket_bytes},
           {"allow_tp_across_nodes", options.allow_tp_across_nodes}};
 }
 
@@ -65,6 +66,11 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
   options.overlap_param_gather = require_bool(json, "overlap_param_gather", where);
   options.overlap_tp_comm = require_bool(json, "overlap_tp_comm", where);
   options.scatter_gather_pipeline = require_bool(json, "scatter_gather_pipeline", where);
+  options.bucket_bytes = require_int(json, "bucket_bytes", where);
+  if (options.bucket_bytes < 1) {
+    throw InputError(fmt::format("{}: bucket_bytes: must be positive ({})", where,
+                                 options.bucket_bytes));
+  }
   options.allow_tp_across_nodes = require_bool(json, "allow_tp_across_nodes", where);
   return options;
 }

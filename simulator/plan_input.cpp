@@ -110,10 +110,14 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
           // Per call the whole stage's parameters (gradients); per op one chunk's share, in
           // one bucket per layer: ZeRO-3 gathers and reduces module by module (Rajbhandari et
           // al. 2020, Sec. 7.2.2; FSDP wraps each transformer block), not in DDP's buckets.
+          // ZeRO-2 instead reduces each op's gradients in DDP-sized buckets (DeepSpeed's
+          // reduce_bucket_size), as the planner costs one reduce-scatter per micro-batch.
           const int64_t chunk_bytes = traffic.message_bytes / layout.vpp;
           const int64_t layers = std::max<int64_t>(1, costs.chunks.front().num_layers);
+          const int64_t bucket = layout.zero == 3 ? (chunk_bytes + layers - 1) / layers
+                                                  : options.bucket_bytes;
           auto& list = gather ? costs.chunk_param_buckets : costs.chunk_grad_buckets;
-          list = buckets(groups, traffic.kind, chunk_bytes, (chunk_bytes + layers - 1) / layers);
+          list = buckets(groups, traffic.kind, chunk_bytes, bucket);
         } else {
           auto& list = gather ? costs.param_buckets : costs.grad_buckets;
           list = buckets(groups, traffic.kind, traffic.total_message_bytes(), options.bucket_bytes);
@@ -128,6 +132,8 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
 SimulationResult simulate_plan(const planner::Plan& plan, const SimulationOptions& options,
                                const std::string& source) {
   planner::Plan simulated = plan;
+  // The closed form and the replay bucket the same way.
+  simulated.options.bucket_bytes = options.bucket_bytes;
   if (options.zero_communication) {
     simulated.cluster = without_communication(plan.cluster);
   }

@@ -28,6 +28,9 @@ struct PlanOptions {
   // al. 2021, Sec. 4.1; its --no-scatter-gather-tensors-in-pipeline turns it off): each tp rank
   // sends 1/t of the activation and the receiver all-gathers it over NVLink.
   bool scatter_gather_pipeline = false;
+  // Data-parallel gradients and ZeRO-1/2 parameters move in buckets of this many bytes, each a
+  // collective paying its latency (PyTorch DDP bucket_cap_mb = 25, i.e. 25 MiB).
+  int64_t bucket_bytes = 25 * 1024 * 1024;
   // Tensor-parallel groups may span nodes (normally rejected: tp belongs on NVLink).
   bool allow_tp_across_nodes = false;
 };
