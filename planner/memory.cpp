@@ -101,7 +101,8 @@ InFlight peak_in_flight(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_
   const Key key{static_cast<int>(kind), pp, vpp, num_micro_batches};
   auto it = cache.find(key);
   if (it == cache.end()) {
-    const PipelineSchedule schedule = generate_schedule(kind, pp, vpp, num_micro_batches);
+    const PipelineSchedule schedule =
+        generate_schedule(kind, pp, vpp, num_micro_batches, /*with_transfers=*/false);
     std::vector<InFlight> peaks(static_cast<size_t>(pp));
     for (int64_t s = 0; s < pp; ++s) {
       InFlight& peak = peaks[static_cast<size_t>(s)];

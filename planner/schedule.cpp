@@ -210,7 +210,7 @@ void validate(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batc
 }  // namespace
 
 PipelineSchedule generate_schedule(ScheduleKind kind, int64_t pp, int64_t vpp,
-                                   int64_t num_micro_batches) {
+                                   int64_t num_micro_batches, bool with_transfers) {
   validate(kind, pp, vpp, num_micro_batches);
   PipelineSchedule schedule;
   schedule.kind = kind;
@@ -233,7 +233,8 @@ PipelineSchedule generate_schedule(ScheduleKind kind, int64_t pp, int64_t vpp,
         compute = zb_h1_compute(pp, stage, num_micro_batches);
         break;
     }
-    schedule.stages.push_back(add_transfers(compute, pp, vpp, stage));
+    schedule.stages.push_back(with_transfers ? add_transfers(compute, pp, vpp, stage)
+                                             : std::move(compute));
   }
   return schedule;
 }

@@ -475,3 +475,38 @@ TEST_CASE("schedule: to_string of every op kind") {
 }
 
 }  // namespace meshplan::planner
+
+namespace meshplan::planner {
+namespace {
+
+TEST_CASE("without transfers: the same compute ops in the same order") {
+  // The compute-only lists (used to count in-flight memory) are the full lists with every
+  // send and receive removed, for every schedule.
+  const auto is_transfer = [](const PipelineOp& op) {
+    return op.kind == OpKind::kSendActivation || op.kind == OpKind::kRecvActivation ||
+           op.kind == OpKind::kSendGradient || op.kind == OpKind::kRecvGradient;
+  };
+  for (const auto& [kind, vpp] : {std::pair{ScheduleKind::kGpipe, 1}, {ScheduleKind::kOneFOneB, 1},
+                                  {ScheduleKind::kInterleaved, 2}, {ScheduleKind::kZbH1, 1}}) {
+    const PipelineSchedule full = generate_schedule(kind, 4, vpp, 8);
+    const PipelineSchedule compute = generate_schedule(kind, 4, vpp, 8, false);
+    REQUIRE(compute.stages.size() == full.stages.size());
+    for (size_t s = 0; s < full.stages.size(); ++s) {
+      std::vector<PipelineOp> expected;
+      for (const PipelineOp& op : full.stages[s]) {
+        if (!is_transfer(op)) {
+          expected.push_back(op);
+        }
+      }
+      REQUIRE(compute.stages[s].size() == expected.size());
+      for (size_t i = 0; i < expected.size(); ++i) {
+        CHECK(compute.stages[s][i].kind == expected[i].kind);
+        CHECK(compute.stages[s][i].micro_batch == expected[i].micro_batch);
+        CHECK(compute.stages[s][i].chunk == expected[i].chunk);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace meshplan::planner

@@ -47,9 +47,10 @@ struct PipelineSchedule {
 
 /// Builds the op lists. Throws InputError (naming the field: "pp", "vpp", "micro_batches") when
 /// the combination is invalid, e.g. interleaved with num_micro_batches % pp != 0, or vpp > 1 with
-/// a schedule other than interleaved. Never substitutes another schedule.
+/// a schedule other than interleaved. Never substitutes another schedule. Without transfers
+/// the lists hold the compute ops alone, in the same order (for counting in-flight memory).
 PipelineSchedule generate_schedule(ScheduleKind kind, int64_t pp, int64_t vpp,
-                                   int64_t num_micro_batches);
+                                   int64_t num_micro_batches, bool with_transfers = true);
 
 /// Largest number of micro-batches (chunk-micro-batches for vpp > 1, counted in units of one
 /// chunk's activations) whose forward activations `stage` holds at once: a forward adds one,
