@@ -40,9 +40,8 @@ void DistributedOptimizer::step(int64_t t) {
   for (size_t b = 0; b < buckets.size(); b++) {
     const DpBucket& bucket = buckets[b];
     const int64_t block = bucket.block() / dp_;
-    // The reduce-scatter left this rank's summed block at the bucket's start.
     adamw_update(params_ + bucket.begin + dp_rank_ * block, m_.data() + bucket.shard_offset,
-                 v_.data() + bucket.shard_offset, grads_ + bucket.begin, block, t, config_);
+                 v_.data() + bucket.shard_offset, sync_.shard_gradients(bucket), block, t, config_);
     gathers_[b] = groups_.iall_gather_in_place(CommGroup::kDp, params_ + bucket.begin, block);
     if (!overlap_gather_) {
       MPI_CHECK(MPI_Wait(&gathers_[b], MPI_STATUS_IGNORE));

@@ -1,8 +1,9 @@
 #pragma once
 // The optimizer step of one rank: AdamW (ops/adamw.h) on all of the stage's parameters, or under
-// ZeRO 1 (Megatron's distributed optimizer; Rajbhandari et al. 2020, Sec. 5.1) on this rank's
-// block of every data-parallel bucket only, with AdamW state for those blocks alone, followed by
-// an all-gather of each bucket's updated parameters. With overlap_param_gather the gathers are
+// ZeRO 1 and 2 (Megatron's distributed optimizer; Rajbhandari et al. 2020, Sec. 5.1-5.2) on this
+// rank's block of every data-parallel bucket only, with AdamW state for those blocks alone and
+// their summed gradients from GradientSync::shard_gradients, followed by an all-gather of each
+// bucket's updated parameters. With overlap_param_gather the gathers are
 // non-blocking and the next step waits for a chunk's buckets just before that chunk's first
 // forward (Megatron-LM --overlap-param-gather).
 
@@ -27,7 +28,7 @@ class DistributedOptimizer {
   void wait_parameters(int chunk);
   void wait_all();
 
-  /// AdamW moments (whole, or this rank's ZeRO-1 blocks back to back).
+  /// AdamW moments (whole, or this rank's ZeRO blocks back to back).
   Tensor& first_moment() { return m_; }
   Tensor& second_moment() { return v_; }
 

@@ -214,6 +214,7 @@ ExecuteReport execute_plan(const planner::Plan& plan, const ExecuteOptions& opti
       write_checkpoint(options.checkpoint_dir, trainer, plan, options, world);
     }
   }
+  trainer.wait_pending();
   ExecuteReport report = gather_measurements(plan, trainer, last_traffic, world);
   report.steps = std::move(steps);
   return report;

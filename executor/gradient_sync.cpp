@@ -23,10 +23,13 @@ GradientSync::GradientSync(const std::vector<ParameterSpec>& specs,
       grads_(grads),
       sequence_parallel_(plan.layout.sequence_parallel),
       overlap_(plan.options.overlap_grad_reduce),
-      sharded_(plan.layout.zero == 1 && plan.layout.dp > 1),
+      sharded_(plan.layout.zero >= 1 && plan.layout.dp > 1),
+      per_micro_batch_(plan.layout.zero >= 2 && plan.layout.dp > 1),
       dp_(static_cast<int>(plan.layout.dp)),
+      num_micro_batches_(plan.layout.num_micro_batches()),
       groups_(groups),
       memory_(memory),
+      micro_batches_done_(static_cast<size_t>(num_chunks), 0),
       chunk_done_(static_cast<size_t>(num_chunks), false) {
   std::vector<std::pair<int64_t, int64_t>> ranges(static_cast<size_t>(num_chunks), {0, 0});
   for (size_t i = 0; i < specs.size(); i++) {
@@ -48,15 +51,72 @@ GradientSync::GradientSync(const std::vector<ParameterSpec>& specs,
     holds_tied_embedding_.push_back(tied);
   }
   bucket_started_.assign(buckets_.size(), false);
+  if (!per_micro_batch_) {
+    return;
+  }
+  accumulator_ = Tensor(&memory_, padded_size / dp_);
+  rounds_.assign(buckets_.size(), 0);
+  in_flight_.assign(buckets_.size(), MPI_REQUEST_NULL);
+  const bool replicated_partial = sequence_parallel_ && groups_.size(CommGroup::kTp) > 1;
+  int64_t side_size = 0;
+  for (size_t i = 0; i < specs_.size(); i++) {
+    const bool tied = embedding_group && is_tied_embedding(specs_[i]);
+    if (tied || (replicated_partial && specs_[i].tp_replicated)) {
+      deferred_.push_back({specs_[i].offset, specs_[i].size, side_size, chunk_of_spec_[i], tied});
+      side_size += specs_[i].size;
+    }
+  }
+  side_ = Tensor(&memory_, side_size);
 }
 
-void GradientSync::chunk_final(int chunk) {
-  if (!overlap_) {
+void GradientSync::begin_step() {
+  std::fill(micro_batches_done_.begin(), micro_batches_done_.end(), 0);
+  std::fill(chunk_done_.begin(), chunk_done_.end(), false);
+  std::fill(bucket_started_.begin(), bucket_started_.end(), false);
+  if (per_micro_batch_) {
+    std::fill(accumulator_.data(), accumulator_.data() + accumulator_.size(), 0.0f);
+    std::fill(side_.data(), side_.data() + side_.size(), 0.0f);
+    std::fill(rounds_.begin(), rounds_.end(), 0);
+    for (Deferred& d : deferred_) {
+      d.restored = false;
+    }
+  }
+}
+
+void GradientSync::before_gradient_write(int chunk) {
+  if (!per_micro_batch_) {
+    return;
+  }
+  for (size_t b = 0; b < buckets_.size(); b++) {
+    if (buckets_[b].first_chunk <= chunk && chunk <= buckets_[b].last_chunk) {
+      complete_round_(b);
+    }
+  }
+}
+
+void GradientSync::micro_batch_done(int chunk) {
+  if (++micro_batches_done_[static_cast<size_t>(chunk)] == num_micro_batches_) {
+    chunk_final_(chunk);
+  }
+  if (per_micro_batch_) {
+    start_rounds_(false);
+  }
+}
+
+void GradientSync::chunk_final_(int chunk) {
+  if (per_micro_batch_) {
+    // The chunk's replicated gradients come back whole and are reduced over tp before their
+    // last round.
+    before_gradient_write(chunk);
+    restore_(false, chunk);
+  } else if (!overlap_) {
     return;  // everything runs in finish()
   }
   reduce_replicated_(chunk);
   chunk_done_[static_cast<size_t>(chunk)] = true;
-  start_ready_buckets_(false);
+  if (!per_micro_batch_) {
+    start_ready_buckets_(false);
+  }
 }
 
 void GradientSync::reduce_replicated_(int chunk) {
@@ -91,6 +151,17 @@ void GradientSync::reduce_replicated_(int chunk) {
   }
 }
 
+void GradientSync::reduce_tied_embeddings_() {
+  if (groups_.size(CommGroup::kEmbedding) <= 1) {
+    return;
+  }
+  for (const ParameterSpec& spec : specs_) {
+    if (is_tied_embedding(spec)) {
+      groups_.all_reduce_sum(CommGroup::kEmbedding, grads_ + spec.offset, spec.size);
+    }
+  }
+}
+
 void GradientSync::start_ready_buckets_(bool all) {
   if (dp_ <= 1) {
     return;
@@ -115,27 +186,101 @@ void GradientSync::start_ready_buckets_(bool all) {
   }
 }
 
+void GradientSync::start_rounds_(bool at_finish) {
+  for (size_t b = 0; b < buckets_.size(); b++) {
+    const DpBucket& bucket = buckets_[b];
+    int64_t available = num_micro_batches_;
+    for (int c = bucket.first_chunk; c <= bucket.last_chunk; c++) {
+      available = std::min(available, micro_batches_done_[static_cast<size_t>(c)]);
+    }
+    while (rounds_[b] < available) {
+      const bool last = rounds_[b] + 1 == num_micro_batches_;
+      if (last && holds_tied_embedding_[b] && !at_finish) {
+        break;  // after the embedding all-reduce, in finish()
+      }
+      complete_round_(b);
+      if (!last) {
+        // Deferred gradients not yet reduced wait in the side buffer.
+        for (Deferred& d : deferred_) {
+          const int64_t begin = std::max(d.begin, bucket.begin);
+          const int64_t end = std::min(d.begin + d.size, bucket.end);
+          if (d.restored || begin >= end) {
+            continue;
+          }
+          float* side = side_.data() + d.side_offset + (begin - d.begin);
+          for (int64_t i = begin; i < end; i++) {
+            *side++ += grads_[i];
+            grads_[i] = 0.0f;
+          }
+        }
+      }
+      in_flight_[b] = groups_.ireduce_scatter_in_place(CommGroup::kDp, grads_ + bucket.begin,
+                                                       bucket.block() / dp_);
+      rounds_[b]++;
+      if (!overlap_) {
+        complete_round_(b);
+      }
+    }
+  }
+}
+
+void GradientSync::complete_round_(size_t b) {
+  if (in_flight_[b] == MPI_REQUEST_NULL) {
+    return;
+  }
+  MPI_CHECK(MPI_Wait(&in_flight_[b], MPI_STATUS_IGNORE));
+  // The in-place reduce-scatter left this rank's summed block at the bucket's start.
+  const DpBucket& bucket = buckets_[b];
+  const int64_t block = bucket.block() / dp_;
+  float* sum = accumulator_.data() + bucket.shard_offset;
+  for (int64_t i = 0; i < block; i++) {
+    sum[i] += grads_[bucket.begin + i];
+  }
+  std::fill(grads_ + bucket.begin, grads_ + bucket.end, 0.0f);
+}
+
+void GradientSync::restore_(bool tied, int chunk) {
+  for (Deferred& d : deferred_) {
+    if (d.tied != tied || d.restored || (!tied && d.chunk != chunk)) {
+      continue;
+    }
+    const float* side = side_.data() + d.side_offset;
+    for (int64_t i = 0; i < d.size; i++) {
+      grads_[d.begin + i] += side[i];
+    }
+    d.restored = true;
+  }
+}
+
 void GradientSync::finish() {
+  if (per_micro_batch_) {
+    for (size_t b = 0; b < buckets_.size(); b++) {
+      complete_round_(b);
+    }
+    restore_(true, 0);
+    reduce_tied_embeddings_();
+    start_rounds_(true);
+    for (size_t b = 0; b < buckets_.size(); b++) {
+      complete_round_(b);
+    }
+    return;
+  }
   for (size_t c = 0; c < chunk_done_.size(); c++) {
     if (!chunk_done_[c]) {
       reduce_replicated_(static_cast<int>(c));
       chunk_done_[c] = true;
     }
   }
-  if (groups_.size(CommGroup::kEmbedding) > 1) {
-    for (const ParameterSpec& spec : specs_) {
-      if (is_tied_embedding(spec)) {
-        groups_.all_reduce_sum(CommGroup::kEmbedding, grads_ + spec.offset, spec.size);
-      }
-    }
-  }
+  reduce_tied_embeddings_();
   start_ready_buckets_(true);
   if (!pending_.empty()) {
     MPI_CHECK(MPI_Waitall(static_cast<int>(pending_.size()), pending_.data(), MPI_STATUSES_IGNORE));
     pending_.clear();
   }
-  std::fill(chunk_done_.begin(), chunk_done_.end(), false);
-  std::fill(bucket_started_.begin(), bucket_started_.end(), false);
+}
+
+const float* GradientSync::shard_gradients(const DpBucket& bucket) const {
+  return per_micro_batch_ ? accumulator_.data() + bucket.shard_offset : grads_ + bucket.begin;
 }
 
 }  // namespace meshplan::executor

@@ -1,18 +1,38 @@
 #pragma once
-// Gradient reductions after the pipeline's backward work, in this order per buffer:
+// Gradient reductions of one rank's stage, bucket by bucket (dp_buckets.h).
+//
+// ZeRO 0 and 1, after the pipeline's backward work, in this order per buffer:
 //  1. sequence parallel: one all-reduce over tp of the gradients of the tp-replicated
 //     parameters of each model chunk (norms, row-parallel biases, learned positions), which are
 //     partial because each rank saw only its sequence shard (Korthikanti et al. 2022, Sec. 4.2.2);
 //  2. tied embeddings with pp > 1: one all-reduce of the word-embedding gradient over the
 //     embedding group (first and last stage), as Megatron-LM does;
-//  3. data parallel, bucket by bucket (dp_buckets.h): ZeRO 0 all-reduces the gradients; ZeRO 1
-//     (Megatron's distributed optimizer, Rajbhandari et al. 2020, Sec. 5.1) reduce-scatters
-//     them, so each rank gets the summed gradients of its blocks.
+//  3. data parallel: ZeRO 0 all-reduces the gradients; ZeRO 1 (Megatron's distributed
+//     optimizer, Rajbhandari et al. 2020, Sec. 5.1) reduce-scatters them, so each rank gets the
+//     summed gradients of its blocks.
 // With overlap_grad_reduce, steps 1 and 3 start as soon as the last micro-batch's weight
 // gradients of the chunks a bucket holds are done, non-blocking, while later backward work
 // runs. The embedding all-reduce, and the buckets holding a tied embedding, wait until the
 // stage's op list has been issued in full: started earlier, the 2-rank all-reduce could block a
 // stage that still owes its peer a pipeline send.
+//
+// ZeRO 2 and 3 (Rajbhandari et al. 2020, Sec. 5.2) keep only this rank's gradient partition:
+// every micro-batch's gradients are reduce-scattered over dp, bucket by bucket, into an fp32
+// accumulator that holds this rank's blocks alone (padded / dp elements), and the full-size
+// buffer is zeroed and reused by the next micro-batch. A bucket's k-th reduce-scatter (k = 1..m)
+// starts once every chunk it holds has completed the weight gradients of k micro-batches (after
+// kBackward, or kBackwardWeight under zb-h1), so each bucket is reduce-scattered exactly m times
+// a step and the message bytes are m ceil(N / dp) dp elements, as the planner counts them. The
+// sum is linear, so a contribution may ride in any one of those rounds; what matters is that
+// each enters exactly one, which before_gradient_write() guarantees by completing a chunk's
+// pending rounds before anything writes into its gradients again.
+// Steps 1 and 2 need this rank's whole gradient of a tensor, summed over the micro-batches, so
+// those tensors (tp-replicated ones under sequence parallelism, the tied embedding of the
+// embedding group) are deferred: before each of a bucket's first m - 1 rounds their gradients
+// move into a side buffer of their own size (the rounds carry zeros there), and they come back
+// for the last round after their one all-reduce: at the chunk's last weight gradient (step 1)
+// or once the op list is done (step 2), so steps 1 and 2 issue the same messages as under ZeRO
+// 0 and 1. Without overlap_grad_reduce every round completes before the next op.
 
 #include <vector>
 
@@ -25,39 +45,72 @@ namespace meshplan::executor {
 
 class GradientSync {
  public:
-  /// `grads` is the flat gradient buffer, padded_size elements (a multiple of dp under ZeRO 1).
+  /// `grads` is the flat gradient buffer, padded_size elements (a multiple of dp under ZeRO 1-3).
   GradientSync(const std::vector<ParameterSpec>& specs, const std::vector<int>& chunk_of_spec,
                int num_chunks, float* grads, int64_t padded_size, const planner::Plan& plan,
                ProcessGroups& groups, MemoryTracker& memory);
 
-  /// The last micro-batch's weight gradients of `chunk` are done.
-  void chunk_final(int chunk);
-  /// After the op list: the remaining reductions, all complete on return. Under ZeRO 1 (dp > 1)
-  /// the summed gradient of this rank's block of each bucket is at the bucket's start in the
-  /// gradient buffer (the in-place reduce-scatter puts it there).
+  /// Before a step's op list (clears the ZeRO 2/3 accumulator and the counts).
+  void begin_step();
+  /// Before an op that adds into `chunk`'s gradients (B, W, or both): under ZeRO 2/3 completes
+  /// the reduce-scatters still reading the buckets that hold the chunk.
+  void before_gradient_write(int chunk);
+  /// One more micro-batch's weight gradients of `chunk` are done.
+  void micro_batch_done(int chunk);
+  /// After the op list: the remaining reductions, all complete on return.
   void finish();
 
+  /// ZeRO 1-3 with dp > 1: the optimizer updates this rank's block of every bucket.
   bool sharded() const { return sharded_; }
   const std::vector<DpBucket>& buckets() const { return buckets_; }
+  /// After finish(), sharded: the summed gradient of this rank's block of `bucket` (block() / dp
+  /// elements): at the bucket's start in the gradient buffer under ZeRO 1 (the in-place
+  /// reduce-scatter puts it there), in the accumulator under ZeRO 2/3.
+  const float* shard_gradients(const DpBucket& bucket) const;
 
  private:
+  // A tensor whose gradient waits for a tp or embedding-group all-reduce (ZeRO 2/3).
+  struct Deferred {
+    int64_t begin = 0;  // in the flat buffer
+    int64_t size = 0;
+    int64_t side_offset = 0;  // in side_
+    int chunk = 0;
+    bool tied = false;  // restored at finish() (embedding group), else at the chunk's end
+    bool restored = false;
+  };
+
   void reduce_replicated_(int chunk);
+  void reduce_tied_embeddings_();
   void start_ready_buckets_(bool all);
+  void chunk_final_(int chunk);
+  // ZeRO 2/3.
+  void start_rounds_(bool at_finish);
+  void complete_round_(size_t bucket);
+  void restore_(bool tied, int chunk);
 
   const std::vector<ParameterSpec>& specs_;
   const std::vector<int>& chunk_of_spec_;
   float* grads_;
   bool sequence_parallel_;
   bool overlap_;
-  bool sharded_;  // ZeRO 1 with dp > 1
+  bool sharded_;          // ZeRO 1-3 with dp > 1
+  bool per_micro_batch_;  // ZeRO 2/3 with dp > 1
   int dp_;
+  int64_t num_micro_batches_;
   ProcessGroups& groups_;
   MemoryTracker& memory_;
   std::vector<DpBucket> buckets_;
-  std::vector<bool> holds_tied_embedding_;  // [bucket]
-  std::vector<bool> chunk_done_;
+  std::vector<bool> holds_tied_embedding_;   // [bucket]
+  std::vector<int64_t> micro_batches_done_;  // [chunk]
+  std::vector<bool> chunk_done_;             // [chunk] replicated gradients reduced
   std::vector<bool> bucket_started_;
   std::vector<MPI_Request> pending_;
+  // ZeRO 2/3.
+  Tensor accumulator_;                  // padded / dp: this rank's block of every bucket
+  std::vector<int64_t> rounds_;         // [bucket] reduce-scatters started this step
+  std::vector<MPI_Request> in_flight_;  // [bucket]
+  std::vector<Deferred> deferred_;
+  Tensor side_;
 };
 
 }  // namespace meshplan::executor

@@ -53,17 +53,9 @@ double run_pipeline_step(const PipelineStep& step) {
   const ShardDims& d = ctx.dims;
   const int num_virtual_stages = static_cast<int>(step.schedule.pp * step.schedule.vpp);
   const int64_t rows = static_cast<int64_t>(d.N_local) * d.C;
-  const int64_t m = step.schedule.num_micro_batches;
   std::map<std::pair<int64_t, int64_t>, InFlight> in_flight;
   std::vector<PendingSend> sends;
-  std::vector<int64_t> weights_done(step.chunks.size(), 0);
   double loss_sum = 0;
-
-  auto finish_weights = [&](int64_t chunk) {
-    if (++weights_done[static_cast<size_t>(chunk)] == m) {
-      step.sync.chunk_final(static_cast<int>(chunk));
-    }
-  };
   auto release_if_done = [&](const std::pair<int64_t, int64_t>& key) {
     const InFlight& f = in_flight.at(key);
     if (f.weights_done && f.input_gradient_consumed) {
@@ -133,10 +125,13 @@ double run_pipeline_step(const PipelineStep& step) {
           fill_micro_batch(step.data, first, d.T, d.B, f.state.tokens.data(),
                            f.state.targets.data());
         }
-        if (step.before_forward) {
-          step.before_forward(static_cast<int>(op.chunk));
+        if (step.acquire_weights) {
+          step.acquire_weights(static_cast<int>(op.chunk));
         }
         chunk.forward(&f.state, std::move(f.received), ctx);
+        if (step.release_weights) {
+          step.release_weights(static_cast<int>(op.chunk));
+        }
         loss_sum += f.state.loss_sum;
         break;
       }
@@ -157,12 +152,19 @@ double run_pipeline_step(const PipelineStep& step) {
       case OpKind::kBackwardInput: {
         InFlight& f = in_flight.at(key);
         const bool with_weight = op.kind == OpKind::kBackward;
+        step.sync.before_gradient_write(static_cast<int>(op.chunk));
+        if (step.acquire_weights) {
+          step.acquire_weights(static_cast<int>(op.chunk));
+        }
         chunk.backward_input(&f.state, placement.has_head ? nullptr : f.d_output.data(),
                              with_weight, ctx);
+        if (step.release_weights) {
+          step.release_weights(static_cast<int>(op.chunk));
+        }
         f.d_output.reset();
         if (with_weight) {
           f.weights_done = true;
-          finish_weights(op.chunk);
+          step.sync.micro_batch_done(static_cast<int>(op.chunk));
         }
         // The first virtual stage's input gradient feeds its own embedding's W.
         f.input_gradient_consumed = placement.has_embedding ? f.weights_done : false;
@@ -171,12 +173,13 @@ double run_pipeline_step(const PipelineStep& step) {
       }
       case OpKind::kBackwardWeight: {
         InFlight& f = in_flight.at(key);
-        chunk.backward_weight(&f.state, ctx);
+        step.sync.before_gradient_write(static_cast<int>(op.chunk));
+        chunk.backward_weight(&f.state, ctx);  // reads no weights
         f.weights_done = true;
         if (placement.has_embedding) {
           f.input_gradient_consumed = true;
         }
-        finish_weights(op.chunk);
+        step.sync.micro_batch_done(static_cast<int>(op.chunk));
         release_if_done(key);
         break;
       }

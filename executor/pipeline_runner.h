@@ -23,7 +23,10 @@ struct PipelineStep {
   const RankContext& ctx;
   int stage = 0;
   int64_t first_sample = 0;  // global index of this data-parallel rank's first sample this step
-  std::function<void(int chunk)> before_forward;  // runs before each forward of `chunk`
+  // Around each op that reads `chunk`'s weights (F, B): ZeRO 1 waits for the chunk's parameter
+  // gathers before it; ZeRO 3 gathers the chunk's parameters before it and frees them after.
+  std::function<void(int chunk)> acquire_weights;
+  std::function<void(int chunk)> release_weights;
   bool scatter_gather = false;  // options.scatter_gather_pipeline with tp > 1, no sequence parallel
 };
 

@@ -49,9 +49,10 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
         "{}: model.positions: the CPU executor implements learned and rope positions ({})", source,
         models::to_string(model.positions)));
   }
-  if (layout.zero != 0 && layout.zero != 1) {
+  if (layout.zero < 0 || layout.zero > 2) {
     throw InputError(fmt::format(
-        "{}: layout.zero: the CPU executor implements ZeRO 0 and 1 (distributed optimizer) ({})",
+        "{}: layout.zero: the CPU executor implements ZeRO 0, 1 and 2 (sharded optimizer state "
+        "and gradients), not parameter sharding ({})",
         source, layout.zero));
   }
   if (plan.options.overlap_tp_comm) {

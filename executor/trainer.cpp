@@ -15,8 +15,9 @@ namespace meshplan::executor {
 
 namespace {
 
-bool zero1_sharded(const planner::Plan& plan) {
-  return plan.layout.zero == 1 && plan.layout.dp > 1;
+// ZeRO 1-3 split the padded buffer into dp equal blocks.
+bool zero_sharded(const planner::Plan& plan) {
+  return plan.layout.zero >= 1 && plan.layout.dp > 1;
 }
 
 }  // namespace
@@ -36,7 +37,7 @@ Trainer::Trainer(const planner::Plan& plan, std::shared_ptr<const TokenSource> d
     num_parameters_ += spec.size;
   }
   const int64_t dp = plan.layout.dp;
-  padded_size_ = zero1_sharded(plan) ? (num_parameters_ + dp - 1) / dp * dp : num_parameters_;
+  padded_size_ = zero_sharded(plan) ? (num_parameters_ + dp - 1) / dp * dp : num_parameters_;
   params_ = Tensor(&memory_, padded_size_);
   grads_ = Tensor(&memory_, padded_size_);
   initialize_parameters(params_.data(), specs_, kInitSeed);
@@ -69,6 +70,7 @@ Trainer::Trainer(const planner::Plan& plan, std::shared_ptr<const TokenSource> d
 double Trainer::compute_gradients() {
   groups_.reset_traffic();
   std::fill(grads_.data(), grads_.data() + grads_.size(), 0.0f);
+  sync_->begin_step();
   const planner::Layout& layout = plan_.layout;
   const int64_t samples_per_dp_rank = layout.global_batch / layout.dp;
   PipelineStep step{
@@ -80,6 +82,7 @@ double Trainer::compute_gradients() {
       stage(),
       steps_done_ * layout.global_batch + groups_.coords().dp_rank * samples_per_dp_rank,
       [this](int chunk) { optimizer_->wait_parameters(chunk); },
+      nullptr,
       plan_.options.scatter_gather_pipeline && layout.tp > 1 && !layout.sequence_parallel};
   const double loss_sum = run_pipeline_step(step);
   sync_->finish();
@@ -109,6 +112,10 @@ StepOutcome Trainer::train_step() {
   outcome.step_time_s = slowest[0];
   outcome.gemm_time_s = slowest[1];
   return outcome;
+}
+
+void Trainer::wait_pending() {
+  optimizer_->wait_all();
 }
 
 float* Trainer::mutable_parameters() {

@@ -1,6 +1,6 @@
 #pragma once
 // One rank's share of training a plan: its parameters (flat buffer), gradients, AdamW state
-// (whole, or its ZeRO-1 shard), its model chunks, the schedule's op list for its stage, and the
+// (whole, or its ZeRO shard), its model chunks, the schedule's op list for its stage, and the
 // gradient reductions. train_step() is collective over the world communicator.
 
 #include <mpi.h>
@@ -39,7 +39,8 @@ class Trainer {
   StepOutcome train_step();
   /// The forward and backward of one step and the gradient reductions, without the optimizer:
   /// returns the global batch's mean token loss (on every rank); gradients() then holds the
-  /// reduced gradients (of this rank's shard only, under ZeRO 1 with dp > 1).
+  /// reduced gradients (with dp > 1: under ZeRO 1 only this rank's block of each bucket, at the
+  /// bucket's start; under ZeRO 2 none, the blocks are in GradientSync's accumulator).
   double compute_gradients();
 
   int64_t steps_done() const { return steps_done_; }
@@ -49,7 +50,10 @@ class Trainer {
   /// Parameters this rank allocates (without the ZeRO padding).
   int64_t num_parameters() const { return num_parameters_; }
   const std::vector<ParameterSpec>& specs() const { return specs_; }
-  /// The parameters (every pending ZeRO-1 gather completed first).
+  /// Completes the parameter gathers a step left running (overlap_param_gather): call before
+  /// the trainer goes away, or MPI would still write into its freed buffers.
+  void wait_pending();
+  /// The parameters (every pending ZeRO gather completed first).
   float* mutable_parameters();
   const float* gradients() const { return grads_.data(); }
 
@@ -73,7 +77,7 @@ class Trainer {
   std::vector<ParameterSpec> specs_;
   std::vector<int> chunk_of_spec_;
   int64_t num_parameters_ = 0;
-  int64_t padded_size_ = 0;  // a multiple of dp under ZeRO 1
+  int64_t padded_size_ = 0;  // a multiple of dp under ZeRO 1 and 2
   Tensor params_;
   Tensor grads_;
   std::vector<ChunkWeights> weights_;

@@ -176,6 +176,19 @@ TEST_SUITE("mpi2") {
     options.overlap_param_gather = false;
     check_equivalent(tiny(), layout, options);
   }
+  TEST_CASE("dp2 with ZeRO-2 (overlapped reduce-scatter every micro-batch) equals one process") {
+    planner::Layout layout = make_layout(1, 1, 2);
+    layout.zero = 2;
+    check_equivalent(tiny(), layout);
+  }
+  TEST_CASE("dp2 with ZeRO-2, nothing overlapped, equals one process") {
+    planner::Layout layout = make_layout(1, 1, 2);
+    layout.zero = 2;
+    planner::PlanOptions options;
+    options.overlap_grad_reduce = false;
+    options.overlap_param_gather = false;
+    check_equivalent(tiny(), layout, options);
+  }
   TEST_CASE("tp2 with full recompute equals one process") {
     planner::Layout layout = make_layout(2, 1, 1);
     layout.recompute = Recompute::kFull;
@@ -216,6 +229,17 @@ TEST_SUITE("mpi4") {
     layout.zero = 1;
     check_equivalent(tiny(), layout);
   }
+  TEST_CASE(
+      "GPT-2 style, pp2 zb-h1 x dp2 with ZeRO-2 (tied embedding deferred) equals one process") {
+    planner::Layout layout = with(make_layout(1, 2, 2), ScheduleKind::kZbH1);
+    layout.zero = 2;
+    check_equivalent(tiny_gpt2(), layout);
+  }
+  TEST_CASE("pp2 interleaved x dp2 with ZeRO-2 (a bucket spans both chunks) equals one process") {
+    planner::Layout layout = with(make_layout(1, 2, 2), ScheduleKind::kInterleaved, 2);
+    layout.zero = 2;
+    check_equivalent(tiny(), layout);
+  }
   TEST_CASE("tp2 x pp2 with pipeline scatter/gather equals one process") {
     planner::PlanOptions options;
     options.scatter_gather_pipeline = true;
@@ -231,6 +255,18 @@ TEST_SUITE("mpi4") {
 TEST_SUITE("mpi8") {
   TEST_CASE("tp2 x pp2 x dp2 equals one process") {
     check_equivalent(tiny(), make_layout(2, 2, 2));
+  }
+  // The layout `meshplan plan --model tiny --cluster local-cpu --gpus 8 --tp 2 --pp 2` picks.
+  TEST_CASE("tp2 x pp2 x dp2, zb-h1, sequence parallel, ZeRO-2 equals one process") {
+    planner::Layout layout = with(make_layout(2, 2, 2), ScheduleKind::kZbH1);
+    layout.sequence_parallel = true;
+    layout.zero = 2;
+    check_equivalent(tiny(), layout);
+  }
+  TEST_CASE("tp2 x pp2 x dp2, 1f1b, ZeRO-2 equals one process") {
+    planner::Layout layout = with(make_layout(2, 2, 2), ScheduleKind::kOneFOneB);
+    layout.zero = 2;
+    check_equivalent(tiny(), layout);
   }
 }
 

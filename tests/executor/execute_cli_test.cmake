@@ -1,7 +1,7 @@
 # CLI tests of `meshplan execute` under real mpirun, run by ctest as
 #   cmake -DMODE=<mode> -DMESHPLAN=<binary> -DMPIEXEC=<mpirun> -DMPIRUN_FLAGS=<;-list>
 #         -DWORK_DIR=<scratch> -DSOURCE_DIR=<repo> -P execute_cli_test.cmake
-# Modes: run, resume, world_size, malformed, kill_rank. Each fails with a message on the first
+# Modes: headline, run, resume, world_size, malformed, kill_rank. Each fails with a message on the first
 # unmet expectation.
 
 file(REMOVE_RECURSE ${WORK_DIR})
@@ -52,8 +52,33 @@ function(json_losses file out_var)
   set(${out_var} "${losses}" PARENT_SCOPE)
 endfunction()
 
-if(MODE STREQUAL "run")
-  # The issue's command: plan for 8 ranks with tp 2 x pp 2, then execute it.
+if(MODE STREQUAL "headline")
+  # Exactly the issue's headline pair, the layout left to the planner (it picks tp 2 x pp 2 x
+  # dp 2, sequence parallel, ZeRO-2, zb-h1 at the time of writing): every (stage, kind, group)
+  # byte count of the run must equal the planner's, and every rank must exit cleanly (a
+  # collective left running into MPI_Finalize would crash there).
+  execute_process(COMMAND ${MESHPLAN} plan --model tiny --cluster local-cpu --gpus 8 --tp 2
+                          --pp 2 --save-plan p.json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  WORKING_DIRECTORY ${WORK_DIR})
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "meshplan plan failed (${rc}): ${err}")
+  endif()
+  execute(headline 8 p.json --steps 3)
+  expect_success(headline)
+  if(NOT headline_out MATCHES
+     "# collective bytes: ([0-9]+) of ([0-9]+) \\(stage, kind, group\\) entries match the planner \\(OK\\)")
+    message(FATAL_ERROR "headline: collective bytes do not all match:\n${headline_out}")
+  endif()
+  set(matched ${CMAKE_MATCH_1})
+  set(entries ${CMAKE_MATCH_2})
+  if(NOT matched EQUAL entries OR matched EQUAL 0)
+    message(FATAL_ERROR "headline: ${matched} of ${entries} entries match:\n${headline_out}")
+  endif()
+  string(REGEX MATCH "# layout [^\n]*" layout "${headline_out}")
+  message(STATUS "headline: ${layout}: ${matched} of ${entries} entries match")
+elseif(MODE STREQUAL "run")
+  # The issue's command with ZeRO 0 and --json: plan for 8 ranks with tp 2 x pp 2, execute it.
   make_plan(${WORK_DIR}/plan.json --gpus 8 --tp 2 --pp 2 --zero 0)
   execute(run 8 plan.json --steps 3 --json measured.json)
   expect_success(run)

@@ -32,8 +32,9 @@ TrafficCounts predicted_traffic(const planner::Plan& plan, int stage) {
   return totals;
 }
 
-void check_traffic(const models::TransformerConfig& model, const planner::Layout& layout,
-                   const planner::PlanOptions& options = {}) {
+// Returns this rank's measured counts of the step.
+TrafficCounts check_traffic(const models::TransformerConfig& model, const planner::Layout& layout,
+                            const planner::PlanOptions& options = {}) {
   int world_size = 0;
   int rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
@@ -44,6 +45,7 @@ void check_traffic(const models::TransformerConfig& model, const planner::Layout
   validate_plan_for_executor(plan, model.name);
   Trainer trainer(plan, make_synthetic_source(model.vocab_size), AdamWConfig{}, MPI_COMM_WORLD);
   const StepOutcome outcome = trainer.train_step();
+  trainer.wait_pending();  // the overlapped parameter gathers write into the trainer's buffers
   const TrafficCounts expected = predicted_traffic(plan, trainer.stage());
   std::string verdict;
   std::map<std::pair<CollectiveKind, CommGroup>, std::pair<int64_t, int64_t>> both;
@@ -75,6 +77,7 @@ void check_traffic(const models::TransformerConfig& model, const planner::Layout
     CAPTURE(planner::describe(layout));
     CHECK(all == "");
   }
+  return outcome.traffic;
 }
 
 planner::Layout sp(planner::Layout layout) {
@@ -116,7 +119,31 @@ TEST_SUITE("mpi2") {
   }
 }
 
+TEST_SUITE("mpi2") {
+  TEST_CASE("ZeRO-2 reduce-scatters the padded gradients once per micro-batch") {
+    planner::Layout layout = make_layout(1, 1, 2);  // micro-batch 2, global batch 16
+    layout.zero = 2;
+    const models::TransformerConfig tiny = models::load_model("tiny");
+    const TrafficCounts traffic = check_traffic(tiny, layout);
+    // Independently of the planner's inventory: m = 16 / (2 x 2) = 4 micro-batches per rank,
+    // each reduce-scattering the whole buffer of N = count_parameters(tiny) elements, padded to
+    // ceil(N / 2) x 2, 4 bytes each; the updated parameters are all-gathered once.
+    const int64_t n = models::count_parameters(tiny).total;
+    const int64_t padded_bytes = (n + 1) / 2 * 2 * 4;
+    CHECK(traffic.at({CollectiveKind::kReduceScatter, CommGroup::kDp}) == 4 * padded_bytes);
+    CHECK(traffic.at({CollectiveKind::kAllGather, CommGroup::kDp}) == padded_bytes);
+    CHECK(traffic.count({CollectiveKind::kAllReduce, CommGroup::kDp}) == 0);
+  }
+}
+
 TEST_SUITE("mpi4") {
+  TEST_CASE("collective bytes match the planner: pp2 interleaved x dp2, ZeRO-2") {
+    planner::Layout layout = make_layout(1, 2, 2);
+    layout.schedule = planner::ScheduleKind::kInterleaved;
+    layout.vpp = 2;
+    layout.zero = 2;
+    check_traffic(models::load_model("tiny"), layout);
+  }
   TEST_CASE("collective bytes match the planner: tp2 x pp2 with pipeline scatter/gather") {
     planner::PlanOptions options;
     options.scatter_gather_pipeline = true;
@@ -131,6 +158,17 @@ TEST_SUITE("mpi8") {
     layout.vpp = 2;
     layout.zero = 1;
     check_traffic(tiny_tied_learned(), layout);
+  }
+  TEST_CASE("collective bytes match the planner: tp2 x pp2 x dp2, zb-h1, SP, ZeRO-2, tied") {
+    planner::Layout layout = sp(make_layout(2, 2, 2));
+    layout.schedule = planner::ScheduleKind::kZbH1;
+    layout.zero = 2;
+    check_traffic(tiny_tied_learned(), layout);
+  }
+  TEST_CASE("collective bytes match the planner: tp2 x pp2 x dp2, 1f1b, ZeRO-2") {
+    planner::Layout layout = make_layout(2, 2, 2);
+    layout.zero = 2;
+    check_traffic(models::load_model("tiny"), layout);
   }
   TEST_CASE("collective bytes match the planner: tp2 x pp2 x dp2, 1f1b, selective recompute") {
     planner::Layout layout = make_layout(2, 2, 2);
