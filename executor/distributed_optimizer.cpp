@@ -15,6 +15,7 @@ DistributedOptimizer::DistributedOptimizer(float* params, const float* grads,
       num_parameters_(num_parameters),
       sync_(sync),
       overlap_gather_(plan.options.overlap_param_gather),
+      parameters_sharded_(plan.layout.zero == 3 && plan.layout.dp > 1),
       dp_(static_cast<int>(plan.layout.dp)),
       dp_rank_(static_cast<int>(groups.coords().dp_rank)),
       groups_(groups),
@@ -40,6 +41,13 @@ void DistributedOptimizer::step(int64_t t) {
   for (size_t b = 0; b < buckets.size(); b++) {
     const DpBucket& bucket = buckets[b];
     const int64_t block = bucket.block() / dp_;
+    if (parameters_sharded_) {
+      // ZeRO 3: the shard is the only copy; the next op that reads weights gathers it.
+      adamw_update(params_ + bucket.shard_offset, m_.data() + bucket.shard_offset,
+                   v_.data() + bucket.shard_offset, sync_.shard_gradients(bucket), block, t,
+                   config_);
+      continue;
+    }
     adamw_update(params_ + bucket.begin + dp_rank_ * block, m_.data() + bucket.shard_offset,
                  v_.data() + bucket.shard_offset, sync_.shard_gradients(bucket), block, t, config_);
     gathers_[b] = groups_.iall_gather_in_place(CommGroup::kDp, params_ + bucket.begin, block);

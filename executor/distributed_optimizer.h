@@ -1,11 +1,12 @@
 #pragma once
 // The optimizer step of one rank: AdamW (ops/adamw.h) on all of the stage's parameters, or under
-// ZeRO 1 and 2 (Megatron's distributed optimizer; Rajbhandari et al. 2020, Sec. 5.1-5.2) on this
+// ZeRO 1-3 (Megatron's distributed optimizer; Rajbhandari et al. 2020, Sec. 5.1-5.3) on this
 // rank's block of every data-parallel bucket only, with AdamW state for those blocks alone and
-// their summed gradients from GradientSync::shard_gradients, followed by an all-gather of each
-// bucket's updated parameters. With overlap_param_gather the gathers are
-// non-blocking and the next step waits for a chunk's buckets just before that chunk's first
-// forward (Megatron-LM --overlap-param-gather).
+// their summed gradients from GradientSync::shard_gradients. ZeRO 1 and 2 then all-gather each
+// bucket's updated parameters; with overlap_param_gather the gathers are non-blocking and the
+// next step waits for a chunk's buckets just before that chunk's first forward (Megatron-LM
+// --overlap-param-gather). Under ZeRO 3 `params` is this rank's shard (its blocks back to back)
+// and nothing is gathered here: parameter_gather.h gathers before each op that reads weights.
 
 #include <vector>
 
@@ -38,6 +39,7 @@ class DistributedOptimizer {
   int64_t num_parameters_;
   const GradientSync& sync_;
   bool overlap_gather_;
+  bool parameters_sharded_;  // ZeRO 3 with dp > 1
   int dp_;
   int dp_rank_;
   ProcessGroups& groups_;

@@ -49,11 +49,11 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
         "{}: model.positions: the CPU executor implements learned and rope positions ({})", source,
         models::to_string(model.positions)));
   }
-  if (layout.zero < 0 || layout.zero > 2) {
-    throw InputError(fmt::format(
-        "{}: layout.zero: the CPU executor implements ZeRO 0, 1 and 2 (sharded optimizer state "
-        "and gradients), not parameter sharding ({})",
-        source, layout.zero));
+  if (layout.zero == 3 && layout.dp > 1 && layout.vpp > 1) {
+    throw InputError(
+        fmt::format("{}: layout.vpp: the CPU executor's ZeRO 3 gathers a stage's parameters "
+                    "whole, not per interleaved chunk ({})",
+                    source, layout.vpp));
   }
   if (plan.options.overlap_tp_comm) {
     throw InputError(

@@ -38,10 +38,7 @@ Trainer::Trainer(const planner::Plan& plan, std::shared_ptr<const TokenSource> d
   }
   const int64_t dp = plan.layout.dp;
   padded_size_ = zero_sharded(plan) ? (num_parameters_ + dp - 1) / dp * dp : num_parameters_;
-  params_ = Tensor(&memory_, padded_size_);
   grads_ = Tensor(&memory_, padded_size_);
-  initialize_parameters(params_.data(), specs_, kInitSeed);
-
   weights_.resize(static_cast<size_t>(vpp));
   grad_views_.resize(static_cast<size_t>(vpp));
   for (int c = 0; c < vpp; c++) {
@@ -49,8 +46,38 @@ Trainer::Trainer(const planner::Plan& plan, std::shared_ptr<const TokenSource> d
     weights_[static_cast<size_t>(c)].layers.resize(static_cast<size_t>(placement.num_layers));
     grad_views_[static_cast<size_t>(c)].layers.resize(static_cast<size_t>(placement.num_layers));
   }
-  bind_weights(&weights_, params_.data(), specs_, chunk_of_spec_);
   bind_weights(&grad_views_, grads_.data(), specs_, chunk_of_spec_);
+  sync_ = std::make_unique<GradientSync>(specs_, chunk_of_spec_, vpp, grads_.data(), padded_size_,
+                                         plan_, groups_, memory_);
+  schedule_ = planner::generate_schedule(plan.layout.schedule, plan.layout.pp, plan.layout.vpp,
+                                         plan.layout.num_micro_batches());
+  check_tag_range(schedule_);
+  if (plan.layout.zero == 3 && dp > 1) {
+    // ZeRO 3: only this rank's block of every bucket stays; the full initial values are drawn
+    // once, in a temporary buffer.
+    params_ = Tensor(&memory_, padded_size_ / dp);
+    Tensor full(&memory_, padded_size_);
+    initialize_parameters(full.data(), specs_, kInitSeed);
+    const int64_t dp_rank = groups_.coords().dp_rank;
+    for (const DpBucket& bucket : sync_->buckets()) {
+      const int64_t block = bucket.block() / dp;
+      std::copy_n(full.data() + bucket.begin + dp_rank * block, block,
+                  params_.data() + bucket.shard_offset);
+    }
+    int64_t ops_reading_weights = 0;
+    for (const planner::PipelineOp& op : schedule_.stages[static_cast<size_t>(stage)]) {
+      ops_reading_weights += op.kind == planner::OpKind::kForward ||
+                             op.kind == planner::OpKind::kBackward ||
+                             op.kind == planner::OpKind::kBackwardInput;
+    }
+    gather_ = std::make_unique<ParameterGather>(
+        params_.data(), sync_->buckets(), padded_size_, &weights_, specs_, chunk_of_spec_,
+        ops_reading_weights, plan.options.overlap_param_gather, groups_, memory_);
+  } else {
+    params_ = Tensor(&memory_, padded_size_);
+    initialize_parameters(params_.data(), specs_, kInitSeed);
+    bind_weights(&weights_, params_.data(), specs_, chunk_of_spec_);
+  }
   const float loss_scale =
       1.0f / static_cast<float>(plan.layout.global_batch * plan.model.seq_length);
   for (int c = 0; c < vpp; c++) {
@@ -58,11 +85,6 @@ Trainer::Trainer(const planner::Plan& plan, std::shared_ptr<const TokenSource> d
                          grad_views_[static_cast<size_t>(c)], plan.layout.recompute,
                          plan.options.flash_attention, loss_scale);
   }
-  schedule_ = planner::generate_schedule(plan.layout.schedule, plan.layout.pp, plan.layout.vpp,
-                                         plan.layout.num_micro_batches());
-  check_tag_range(schedule_);
-  sync_ = std::make_unique<GradientSync>(specs_, chunk_of_spec_, vpp, grads_.data(), padded_size_,
-                                         plan_, groups_, memory_);
   optimizer_ = std::make_unique<DistributedOptimizer>(
       params_.data(), grads_.data(), num_parameters_, *sync_, plan_, groups_, memory_, adamw_);
 }
@@ -71,6 +93,9 @@ double Trainer::compute_gradients() {
   groups_.reset_traffic();
   std::fill(grads_.data(), grads_.data() + grads_.size(), 0.0f);
   sync_->begin_step();
+  if (gather_) {
+    gather_->begin_step();
+  }
   const planner::Layout& layout = plan_.layout;
   const int64_t samples_per_dp_rank = layout.global_batch / layout.dp;
   PipelineStep step{
@@ -81,8 +106,18 @@ double Trainer::compute_gradients() {
       ctx_,
       stage(),
       steps_done_ * layout.global_batch + groups_.coords().dp_rank * samples_per_dp_rank,
-      [this](int chunk) { optimizer_->wait_parameters(chunk); },
-      nullptr,
+      [this](int chunk) {
+        if (gather_) {
+          gather_->acquire();
+        } else {
+          optimizer_->wait_parameters(chunk);
+        }
+      },
+      [this](int) {
+        if (gather_) {
+          gather_->release();
+        }
+      },
       plan_.options.scatter_gather_pipeline && layout.tp > 1 && !layout.sequence_parallel};
   const double loss_sum = run_pipeline_step(step);
   sync_->finish();
@@ -114,6 +149,10 @@ StepOutcome Trainer::train_step() {
   return outcome;
 }
 
+int64_t Trainer::stored_parameters_() const {
+  return gather_ ? params_.size() : num_parameters_;
+}
+
 void Trainer::wait_pending() {
   optimizer_->wait_all();
 }
@@ -125,6 +164,13 @@ float* Trainer::mutable_parameters() {
 
 std::map<std::string, std::vector<float>> Trainer::gather_full_parameters(int root) {
   optimizer_->wait_all();
+  Tensor gathered;
+  const float* values = params_.data();
+  if (gather_) {
+    gathered = Tensor(&memory_, padded_size_);
+    gather_->gather_into(gathered.data());
+    values = gathered.data();
+  }
   // Each rank sends (name, full index, value) triples of everything it holds.
   std::string payload;
   auto append = [&payload](const void* data, size_t size) {
@@ -139,7 +185,7 @@ std::map<std::string, std::vector<float>> Trainer::gather_full_parameters(int ro
     for (int64_t i = 0; i < count; i++) {
       const int64_t index = spec.full_index(i);
       append(&index, sizeof(index));
-      append(params_.data() + spec.offset + i, sizeof(float));
+      append(values + spec.offset + i, sizeof(float));
     }
   }
   MPI_Comm world = groups_.world();
@@ -194,9 +240,10 @@ std::string Trainer::shard_bytes() {
   auto append = [&bytes](const void* data, size_t size) {
     bytes.append(static_cast<const char*>(data), size);
   };
-  const int64_t header[3] = {steps_done_, num_parameters_, adam_m.size()};
+  const int64_t stored = stored_parameters_();
+  const int64_t header[3] = {steps_done_, stored, adam_m.size()};
   append(header, sizeof(header));
-  append(params_.data(), static_cast<size_t>(num_parameters_) * sizeof(float));
+  append(params_.data(), static_cast<size_t>(stored) * sizeof(float));
   append(adam_m.data(), static_cast<size_t>(adam_m.bytes()));
   append(adam_v.data(), static_cast<size_t>(adam_v.bytes()));
   return bytes;
@@ -206,21 +253,22 @@ void Trainer::load_shard_bytes(const std::string& bytes, const std::string& sour
   optimizer_->wait_all();
   Tensor& adam_m = optimizer_->first_moment();
   Tensor& adam_v = optimizer_->second_moment();
+  const int64_t stored = stored_parameters_();
   int64_t header[3] = {0, 0, 0};
-  const size_t expected = sizeof(header) + static_cast<size_t>(num_parameters_) * sizeof(float) +
+  const size_t expected = sizeof(header) + static_cast<size_t>(stored) * sizeof(float) +
                           2 * static_cast<size_t>(adam_m.bytes());
   if (bytes.size() >= sizeof(header)) {
     std::memcpy(header, bytes.data(), sizeof(header));
   }
-  if (bytes.size() != expected || header[1] != num_parameters_ || header[2] != adam_m.size()) {
+  if (bytes.size() != expected || header[1] != stored || header[2] != adam_m.size()) {
     throw InputError(
         fmt::format("{}: checkpoint shard does not match this rank's parameters "
                     "({} bytes, expected {})",
                     source, bytes.size(), expected));
   }
   const char* at = bytes.data() + sizeof(header);
-  std::memcpy(params_.data(), at, static_cast<size_t>(num_parameters_) * sizeof(float));
-  at += static_cast<size_t>(num_parameters_) * sizeof(float);
+  std::memcpy(params_.data(), at, static_cast<size_t>(stored) * sizeof(float));
+  at += static_cast<size_t>(stored) * sizeof(float);
   std::memcpy(adam_m.data(), at, static_cast<size_t>(adam_m.bytes()));
   at += adam_m.bytes();
   std::memcpy(adam_v.data(), at, static_cast<size_t>(adam_v.bytes()));

@@ -17,6 +17,7 @@
 #include "meshplan/schedule.h"
 #include "model_chunk.h"
 #include "ops/adamw.h"
+#include "parameter_gather.h"
 #include "process_groups.h"
 
 namespace meshplan::executor {
@@ -40,7 +41,7 @@ class Trainer {
   /// The forward and backward of one step and the gradient reductions, without the optimizer:
   /// returns the global batch's mean token loss (on every rank); gradients() then holds the
   /// reduced gradients (with dp > 1: under ZeRO 1 only this rank's block of each bucket, at the
-  /// bucket's start; under ZeRO 2 none, the blocks are in GradientSync's accumulator).
+  /// bucket's start; under ZeRO 2 and 3 none, the blocks are in GradientSync's accumulator).
   double compute_gradients();
 
   int64_t steps_done() const { return steps_done_; }
@@ -53,7 +54,8 @@ class Trainer {
   /// Completes the parameter gathers a step left running (overlap_param_gather): call before
   /// the trainer goes away, or MPI would still write into its freed buffers.
   void wait_pending();
-  /// The parameters (every pending ZeRO gather completed first).
+  /// The parameters this rank stores (every pending ZeRO gather completed first): all of them,
+  /// in the flat layout, or under ZeRO 3 with dp > 1 its blocks back to back.
   float* mutable_parameters();
   const float* gradients() const { return grads_.data(); }
 
@@ -67,6 +69,8 @@ class Trainer {
   void load_shard_bytes(const std::string& bytes, const std::string& source);
 
  private:
+  int64_t stored_parameters_() const;  // in params_ and in a checkpoint shard
+
   planner::Plan plan_;
   MemoryTracker memory_;
   ProcessGroups groups_;
@@ -77,8 +81,8 @@ class Trainer {
   std::vector<ParameterSpec> specs_;
   std::vector<int> chunk_of_spec_;
   int64_t num_parameters_ = 0;
-  int64_t padded_size_ = 0;  // a multiple of dp under ZeRO 1 and 2
-  Tensor params_;
+  int64_t padded_size_ = 0;  // a multiple of dp under ZeRO 1-3
+  Tensor params_;            // padded_size_ elements, or this rank's padded_size_ / dp under ZeRO 3
   Tensor grads_;
   std::vector<ChunkWeights> weights_;
   std::vector<ChunkWeights> grad_views_;
@@ -86,6 +90,7 @@ class Trainer {
   planner::PipelineSchedule schedule_;
   std::unique_ptr<GradientSync> sync_;
   std::unique_ptr<DistributedOptimizer> optimizer_;
+  std::unique_ptr<ParameterGather> gather_;  // ZeRO 3 with dp > 1
   int64_t steps_done_ = 0;
 };
 

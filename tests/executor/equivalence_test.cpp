@@ -189,6 +189,20 @@ TEST_SUITE("mpi2") {
     options.overlap_param_gather = false;
     check_equivalent(tiny(), layout, options);
   }
+  TEST_CASE("dp2 with ZeRO-3 (prefetched gathers before every F and B) equals one process") {
+    planner::Layout layout = make_layout(1, 1, 2);
+    layout.zero = 3;
+    check_equivalent(tiny(), layout);
+  }
+  TEST_CASE("dp2 with ZeRO-3 and full recompute, nothing overlapped, equals one process") {
+    planner::Layout layout = make_layout(1, 1, 2);
+    layout.zero = 3;
+    layout.recompute = Recompute::kFull;
+    planner::PlanOptions options;
+    options.overlap_grad_reduce = false;
+    options.overlap_param_gather = false;
+    check_equivalent(tiny(), layout, options);
+  }
   TEST_CASE("tp2 with full recompute equals one process") {
     planner::Layout layout = make_layout(2, 1, 1);
     layout.recompute = Recompute::kFull;
@@ -235,6 +249,11 @@ TEST_SUITE("mpi4") {
     layout.zero = 2;
     check_equivalent(tiny_gpt2(), layout);
   }
+  TEST_CASE("GPT-2 style, pp2 zb-h1 x dp2 with ZeRO-3 equals one process") {
+    planner::Layout layout = with(make_layout(1, 2, 2), ScheduleKind::kZbH1);
+    layout.zero = 3;
+    check_equivalent(tiny_gpt2(), layout);
+  }
   TEST_CASE("pp2 interleaved x dp2 with ZeRO-2 (a bucket spans both chunks) equals one process") {
     planner::Layout layout = with(make_layout(1, 2, 2), ScheduleKind::kInterleaved, 2);
     layout.zero = 2;
@@ -261,6 +280,12 @@ TEST_SUITE("mpi8") {
     planner::Layout layout = with(make_layout(2, 2, 2), ScheduleKind::kZbH1);
     layout.sequence_parallel = true;
     layout.zero = 2;
+    check_equivalent(tiny(), layout);
+  }
+  TEST_CASE("tp2 x pp2 x dp2, zb-h1, sequence parallel, ZeRO-3 equals one process") {
+    planner::Layout layout = with(make_layout(2, 2, 2), ScheduleKind::kZbH1);
+    layout.sequence_parallel = true;
+    layout.zero = 3;
     check_equivalent(tiny(), layout);
   }
   TEST_CASE("tp2 x pp2 x dp2, 1f1b, ZeRO-2 equals one process") {

@@ -1,7 +1,7 @@
 # CLI tests of `meshplan execute` under real mpirun, run by ctest as
 #   cmake -DMODE=<mode> -DMESHPLAN=<binary> -DMPIEXEC=<mpirun> -DMPIRUN_FLAGS=<;-list>
 #         -DWORK_DIR=<scratch> -DSOURCE_DIR=<repo> -P execute_cli_test.cmake
-# Modes: headline, run, resume, world_size, malformed, kill_rank. Each fails with a message on the first
+# Modes: headline, run, resume, resume_zero3, world_size, malformed, kill_rank. Each fails with a message on the first
 # unmet expectation.
 
 file(REMOVE_RECURSE ${WORK_DIR})
@@ -102,12 +102,16 @@ elseif(MODE STREQUAL "run")
   make_plan(${WORK_DIR}/text.json --gpus 2 --tp 2 --zero 0 --global-batch 16 --micro-batch 4)
   execute(text 2 text.json --steps 2 --data ${SOURCE_DIR}/data/public_domain.txt --lr 3e-3)
   expect_success(text)
-elseif(MODE STREQUAL "resume")
+elseif(MODE STREQUAL "resume" OR MODE STREQUAL "resume_zero3")
   # 6 steps straight equal 3 steps, a stop, and 3 resumed steps: losses and checkpoints
   # (parameters and AdamW moments of every shard) bit for bit. dp 2 with ZeRO-1 shards the
-  # optimizer state.
-  make_plan(${WORK_DIR}/plan.json --gpus 2 --dp 2 --zero 1 --micro-batch 2 --global-batch 8
-            --overlap-grad-reduce off --overlap-param-gather off)
+  # optimizer state; ZeRO-3 (overlapped) the parameters too, so each rank stores its blocks only.
+  if(MODE STREQUAL "resume")
+    set(sharding --zero 1 --overlap-grad-reduce off --overlap-param-gather off)
+  else()
+    set(sharding --zero 3)
+  endif()
+  make_plan(${WORK_DIR}/plan.json --gpus 2 --dp 2 ${sharding} --micro-batch 2 --global-batch 8)
   execute(straight 2 plan.json --steps 6 --json straight.json --checkpoint-dir straight
           --checkpoint-every 6)
   expect_success(straight)

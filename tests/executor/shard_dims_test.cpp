@@ -38,11 +38,14 @@ TEST_CASE("the executor rejects what it cannot run, naming the field") {
   planner::Plan zero2 = tiny_plan(make_layout(1, 1, 2));
   zero2.layout.zero = 2;
   CHECK(rejection(zero2) == "");
-  planner::Plan zero3 = zero2;
+  planner::Plan zero3 = tiny_plan(make_layout(1, 2, 2));
   zero3.layout.zero = 3;
+  CHECK(rejection(zero3) == "");
+  zero3.layout.schedule = planner::ScheduleKind::kInterleaved;
+  zero3.layout.vpp = 2;
   CHECK(rejection(zero3) ==
-        "p.json: layout.zero: the CPU executor implements ZeRO 0, 1 and 2 (sharded optimizer "
-        "state and gradients), not parameter sharding (3)");
+        "p.json: layout.vpp: the CPU executor's ZeRO 3 gathers a stage's parameters whole, not "
+        "per interleaved chunk (2)");
 
   planner::Plan overlap = plan;
   overlap.options.overlap_tp_comm = true;

@@ -134,6 +134,18 @@ TEST_SUITE("mpi2") {
     CHECK(traffic.at({CollectiveKind::kAllGather, CommGroup::kDp}) == padded_bytes);
     CHECK(traffic.count({CollectiveKind::kAllReduce, CommGroup::kDp}) == 0);
   }
+  TEST_CASE("ZeRO-3 gathers the padded parameters before every forward and backward") {
+    planner::Layout layout = make_layout(1, 1, 2);
+    layout.zero = 3;
+    const models::TransformerConfig tiny = models::load_model("tiny");
+    const TrafficCounts traffic = check_traffic(tiny, layout);
+    // As for ZeRO-2, m = 4 reduce-scatters of the padded buffer; the parameters are gathered
+    // before each of the 4 forwards and 4 backwards, and not after the optimizer step.
+    const int64_t n = models::count_parameters(tiny).total;
+    const int64_t padded_bytes = (n + 1) / 2 * 2 * 4;
+    CHECK(traffic.at({CollectiveKind::kReduceScatter, CommGroup::kDp}) == 4 * padded_bytes);
+    CHECK(traffic.at({CollectiveKind::kAllGather, CommGroup::kDp}) == 8 * padded_bytes);
+  }
 }
 
 TEST_SUITE("mpi4") {
@@ -163,6 +175,12 @@ TEST_SUITE("mpi8") {
     planner::Layout layout = sp(make_layout(2, 2, 2));
     layout.schedule = planner::ScheduleKind::kZbH1;
     layout.zero = 2;
+    check_traffic(tiny_tied_learned(), layout);
+  }
+  TEST_CASE("collective bytes match the planner: tp2 x pp2 x dp2, zb-h1, SP, ZeRO-3, tied") {
+    planner::Layout layout = sp(make_layout(2, 2, 2));
+    layout.schedule = planner::ScheduleKind::kZbH1;
+    layout.zero = 3;
     check_traffic(tiny_tied_learned(), layout);
   }
   TEST_CASE("collective bytes match the planner: tp2 x pp2 x dp2, 1f1b, ZeRO-2") {
