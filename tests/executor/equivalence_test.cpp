@@ -80,12 +80,15 @@ void check_equivalent(const models::TransformerConfig& model, const planner::Lay
     return;
   }
   CAPTURE(planner::describe(layout));
+  double worst_loss = 0;
   for (int step = 0; step < kSteps; step++) {
     CAPTURE(step + 1);
+    worst_loss = std::max(worst_loss, std::abs(actual.losses[step] / expected->losses[step] - 1));
     // 1e-5 relative (the bound): sharded sums differ from the single process only in
     // fp32 summation order, ~1e-7 relative per reduction.
     CHECK(actual.losses[step] == doctest::Approx(expected->losses[step]).epsilon(1e-5));
   }
+  MESSAGE("largest relative loss difference " << worst_loss);
   REQUIRE(actual.parameters.size() == expected->parameters.size());
   double worst = 0;
   std::string worst_name;
