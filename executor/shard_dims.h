@@ -33,10 +33,10 @@ struct ShardDims {
 ShardDims make_shard_dims(const planner::Plan& plan, int tp_rank);
 
 /// Everything the CPU executor cannot run, as InputError naming the plan file and field:
-/// a precision other than fp32, alibi positions, ZeRO 2 and 3, tensor-parallel communication
-/// overlap, a vocabulary not divisible by
-/// tp, odd head dims with RoPE, sequences longer than the position table, sizes past the kernels'
-/// int range, and any layout check_layout rejects.
+/// a precision other than fp32, alibi positions, ZeRO 3 with interleaved chunks (vpp > 1),
+/// tensor-parallel communication overlap, a vocabulary not divisible by tp, odd head dims with
+/// RoPE, sequences longer than the position table, sizes past the kernels' int range, and any
+/// layout check_layout rejects.
 void validate_plan_for_executor(const planner::Plan& plan, const std::string& source);
 
 }  // namespace meshplan::executor

@@ -60,7 +60,7 @@ struct ExecuteReport {
 
 /// Reads and validates the plan on world rank 0 and shares it, so every rank gets the same plan
 /// or the same InputError: malformed file, world size != num_gpus, anything the CPU executor
-/// cannot run (precision other than fp32, alibi, ZeRO 2/3, ...).
+/// cannot run (precision other than fp32, alibi, ZeRO 3 with vpp > 1, ...).
 planner::Plan load_plan(const std::string& path, MPI_Comm world);
 
 /// Trains the plan (collective over `world`). `on_step` runs on every rank after each step.
