@@ -32,16 +32,18 @@ void bench(const char* model_name, const char* cluster_name, int64_t gpus, int64
       cold_seconds = seconds;
     }
   }
-  fmt::print(" {:>12} {:>14} {:>6} {:>6} {:>10} {:>9} {:>12.0f} {:>9.3f} {:>9.3f} {:>9.2f}\n", model_name,
-             cluster_name, gpus, global_batch, result.num_evaluated, result.num_feasible,
-             static_cast<double>(result.num_evaluated) / best_seconds, cold_seconds, best_seconds,
+  fmt::print(" {:>12} {:>14} {:>6} {:>6} {:>10} {:>9} {:>12.0f} {:>9.3f} {:>9.3f} {:>9.2f}\n",
+             model_name, cluster_name, gpus, global_batch, result.num_evaluated,
+             result.num_feasible, static_cast<double>(result.num_evaluated) / best_seconds,
+             cold_seconds, best_seconds,
              1e6 * best_seconds / static_cast<double>(result.num_evaluated));
 }
 
 }  // namespace
 
 int main() {
-  fmt::print("# meshplan layout search, single thread: first run in the process (cold) and best of 3\n");
+  fmt::print(
+      "# meshplan layout search, single thread: first run in the process (cold) and best of 3\n");
   fmt::print("#{:>12} {:>14} {:>6} {:>6} {:>10} {:>9} {:>12} {:>9} {:>9} {:>9}\n", "model",
              "cluster", "gpus", "batch", "layouts", "feasible", "layouts/s", "cold", "warm", "per");
   fmt::print("#{:>12} {:>14} {:>6} {:>6} {:>10} {:>9} {:>12} {:>9} {:>9} {:>9}\n", "", "", "",

@@ -16,9 +16,9 @@ void register_info_commands(CLI::App& app) {
                "", "", "(B)");
     for (const std::string& name : models::model_preset_names()) {
       const models::TransformerConfig m = models::load_model(name);
-      fmt::print(" {:>15} {:>6} {:>7} {:>6} {:>4} {:>7} {:>8} {:>6} {:>8.3f}\n", name,
-                 m.num_layers, m.hidden_size, m.num_attention_heads, m.num_kv_heads,
-                 m.ffn_hidden_size, m.vocab_size, m.seq_length,
+      fmt::print(" {:>15} {:>6} {:>7} {:>6} {:>4} {:>7} {:>8} {:>6} {:>8.3f}\n", name, m.num_layers,
+                 m.hidden_size, m.num_attention_heads, m.num_kv_heads, m.ffn_hidden_size,
+                 m.vocab_size, m.seq_length,
                  static_cast<double>(models::count_parameters(m).total) / 1e9);
     }
   });
@@ -26,8 +26,8 @@ void register_info_commands(CLI::App& app) {
   clusters_command->callback([] {
     fmt::print("#{:>14} {:>16} {:>9} {:>7} {:>9} {:>9} {:>9} {:>8}\n", "cluster", "gpu", "peak",
                "memory", "hbm", "intra", "inter", "price");
-    fmt::print("#{:>14} {:>16} {:>9} {:>7} {:>9} {:>9} {:>9} {:>8}\n", "", "", "(TFLOP/s)",
-               "(GiB)", "(GB/s)", "(GB/s)", "(GB/s)", "($/h)");
+    fmt::print("#{:>14} {:>16} {:>9} {:>7} {:>9} {:>9} {:>9} {:>8}\n", "", "", "(TFLOP/s)", "(GiB)",
+               "(GB/s)", "(GB/s)", "(GB/s)", "($/h)");
     for (const std::string& name : models::cluster_preset_names()) {
       const models::ClusterConfig c = models::load_cluster(name);
       const double peak = c.precision == models::Precision::kFp32

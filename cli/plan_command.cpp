@@ -82,8 +82,8 @@ void refine_by_simulation(const models::TransformerConfig& model,
   std::vector<planner::PlanEstimate> reordered;
   for (size_t i = 0; i < order.size(); ++i) {
     const planner::PlanEstimate& estimate = result.best[order[i].second];
-    fmt::print(" {:>4} {:>8} {:>11.4f} {:>11.4f}  {}\n", i + 1, order[i].second + 1,
-               order[i].first, estimate.step_time_s, planner::describe(estimate.layout));
+    fmt::print(" {:>4} {:>8} {:>11.4f} {:>11.4f}  {}\n", i + 1, order[i].second + 1, order[i].first,
+               estimate.step_time_s, planner::describe(estimate.layout));
     reordered.push_back(estimate);
   }
   fmt::print("#\n");
@@ -101,9 +101,12 @@ void run_plan(const PlanArguments& args) {
   if (args.gpus < 1 || args.gpus > 10'000'000) {
     throw InputError(fmt::format("--gpus: must be between 1 and 10000000 ({})", args.gpus));
   }
-  for (const auto& [value, flag] :
-       {std::pair{args.global_batch, "--global-batch"}, {args.tp, "--tp"}, {args.pp, "--pp"},
-        {args.dp, "--dp"}, {args.vpp, "--vpp"}, {args.micro_batch, "--micro-batch"}}) {
+  for (const auto& [value, flag] : {std::pair{args.global_batch, "--global-batch"},
+                                    {args.tp, "--tp"},
+                                    {args.pp, "--pp"},
+                                    {args.dp, "--dp"},
+                                    {args.vpp, "--vpp"},
+                                    {args.micro_batch, "--micro-batch"}}) {
     require_positive(value, flag);
   }
   if (args.top < 1) {
@@ -172,8 +175,8 @@ void run_plan(const PlanArguments& args) {
       reasons += fmt::format("{}{} x{} ({})", reasons.empty() ? "" : "; ", code, count,
                              result.example_reason.at(code));
     }
-    throw InputError(fmt::format("no feasible layout for {} on {} x {}: {}", model.name,
-                                 args.gpus, cluster.name, reasons));
+    throw InputError(fmt::format("no feasible layout for {} on {} x {}: {}", model.name, args.gpus,
+                                 cluster.name, reasons));
   }
   if (args.refine > 0) {
     refine_by_simulation(model, cluster, args.gpus, options, args.refine, result);
@@ -209,9 +212,11 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--vpp", args->vpp, "Fix virtual pipeline stages per rank");
   plan->add_option("--micro-batch", args->micro_batch, "Fix the micro-batch size");
   plan->add_option("--recompute", args->recompute, "Fix recompute: none | selective | full");
-  plan->add_option("--sequence-parallel", args->sequence_parallel, "Fix sequence parallel: on | off");
+  plan->add_option("--sequence-parallel", args->sequence_parallel,
+                   "Fix sequence parallel: on | off");
   plan->add_option("--zero", args->zero, "Fix the ZeRO stage: 0 | 1 | 2 | 3");
-  plan->add_option("--schedule", args->schedule, "Fix the schedule: gpipe | 1f1b | interleaved | zb-h1");
+  plan->add_option("--schedule", args->schedule,
+                   "Fix the schedule: gpipe | 1f1b | interleaved | zb-h1");
   plan->add_option("--placement", args->placement, "Rank order: tp-dp-pp | tp-pp-dp")
       ->capture_default_str();
   plan->add_option("--flash-attention", args->flash_attention, "on | off")->capture_default_str();

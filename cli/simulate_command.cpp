@@ -3,10 +3,10 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <optional>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "commands.h"
 #include "meshplan/errors.h"
@@ -79,9 +79,9 @@ void register_simulate_command(CLI::App& app) {
   simulate->add_option("--json", args->json_path, "Write the report as JSON here");
   simulate->add_flag("--all-ranks", args->all_ranks,
                      "Simulate every rank (default: one per pipeline stage)");
-  simulate
-      ->add_option("--bucket-mb", args->bucket_mb,
-                   "Data-parallel gradient bucket, MiB (default: the plan's, PyTorch DDP's 25)");
+  simulate->add_option(
+      "--bucket-mb", args->bucket_mb,
+      "Data-parallel gradient bucket, MiB (default: the plan's, PyTorch DDP's 25)");
   simulate->add_flag("--zero-communication", args->zero_communication,
                      "Every collective and transfer takes no time (checks the closed form)");
   simulate->callback([args] { run_simulate(*args); });

@@ -80,8 +80,7 @@ int64_t require_int(const nlohmann::json& object, const std::string& field,
       return static_cast<int64_t>(number);
     }
   }
-  throw InputError(
-      fmt::format("{}: {}: expected an integer ({})", source, field, shorten(value)));
+  throw InputError(fmt::format("{}: {}: expected an integer ({})", source, field, shorten(value)));
 }
 
 double require_number(const nlohmann::json& object, const std::string& field,

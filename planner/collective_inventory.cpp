@@ -81,17 +81,17 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
     // swaps them and re-gathers the sequence-sharded inputs of the column-parallel layers.
     inventory.add(stage, "tp: layer forward all-gathers (QKV in, MLP in)", kAG, kTp, t,
                   hidden_bytes, 2 * layers * m * (full ? 2 : 1));
-    inventory.add(stage, "tp: layer forward reduce-scatters (attention out, MLP out)", kRS, kTp,
-                  t, hidden_bytes, 2 * layers * m * (full ? 2 : 1));
-    inventory.add(stage, "tp: layer backward all-gathers (output grads, input re-gather)", kAG,
-                  kTp, t, hidden_bytes, 4 * layers * m);
+    inventory.add(stage, "tp: layer forward reduce-scatters (attention out, MLP out)", kRS, kTp, t,
+                  hidden_bytes, 2 * layers * m * (full ? 2 : 1));
+    inventory.add(stage, "tp: layer backward all-gathers (output grads, input re-gather)", kAG, kTp,
+                  t, hidden_bytes, 4 * layers * m);
     inventory.add(stage, "tp: layer backward reduce-scatters (QKV in, MLP in)", kRS, kTp, t,
                   hidden_bytes, 2 * layers * m);
     if (first) {
       // Forward: partial lookups reduce-scattered along the sequence. Backward: the weight
       // gradient of each vocabulary shard needs the whole sequence's output gradient.
-      inventory.add(stage, "tp: vocab-parallel embedding reduce-scatter", kRS, kTp, t,
-                    hidden_bytes, m);
+      inventory.add(stage, "tp: vocab-parallel embedding reduce-scatter", kRS, kTp, t, hidden_bytes,
+                    m);
       inventory.add(stage, "tp: embedding output-gradient all-gather (backward)", kAG, kTp, t,
                     hidden_bytes, m);
     }

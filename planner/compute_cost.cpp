@@ -2,9 +2,10 @@
 // fraction of peak, memory-bound ops at a fraction of HBM bandwidth, and the exposed part of
 // the tensor-parallel collectives.
 
+#include "compute_cost.h"
+
 #include <algorithm>
 
-#include "compute_cost.h"
 #include "model_shape.h"
 
 namespace meshplan::planner {
@@ -108,13 +109,13 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
   const double e = static_cast<double>(element_bytes(cluster));
 
   const LayerTime layer = layer_time(model, cluster, layout, options);
-  const double layer_forward = layer.linear_forward + layer.attention_forward +
-                               layer.memory_forward;
+  const double layer_forward =
+      layer.linear_forward + layer.attention_forward + layer.memory_forward;
   // Backward = 2 x forward (Narayanan et al. 2021, Sec. 5.1): for each linear one GEMM for
   // the input gradient (B) and one for the weight gradient (W); attention core and
   // element-wise work twice their forward, all in B.
-  double input_backward = layer.linear_forward + 2.0 * layer.attention_forward +
-                          2.0 * layer.memory_forward;
+  double input_backward =
+      layer.linear_forward + 2.0 * layer.attention_forward + 2.0 * layer.memory_forward;
   double weight_backward = layer.linear_forward;
   double tp_backward = layer.tp_comm_backward;
   if (layout.recompute == Recompute::kFull) {
@@ -164,8 +165,8 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     // Final norm (read, write); cross-entropy over fp32 logits: write, then read twice
     // (max and sum of exp) forward; backward reads them and writes the gradient.
     const double logits_bytes = tokens * vocab * 4.0;
-    cost.forward_compute_seconds += head_gemm + memory_seconds(cluster, 2.0 * norm_tokens * h * e +
-                                                                            3.0 * logits_bytes);
+    cost.forward_compute_seconds +=
+        head_gemm + memory_seconds(cluster, 2.0 * norm_tokens * h * e + 3.0 * logits_bytes);
     cost.backward_input_compute_seconds +=
         head_gemm + memory_seconds(cluster, 4.0 * norm_tokens * h * e + 2.0 * logits_bytes);
     cost.backward_weight_compute_seconds += head_gemm;
@@ -178,7 +179,8 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     }
     forward_flops += lm_head_forward_flops(model, tokens) *
                      (static_cast<double>(padded_vocab_size(model, layout.tp)) /
-                      static_cast<double>(model.vocab_size)) / t;
+                      static_cast<double>(model.vocab_size)) /
+                     t;
   }
   cost.forward_flops = static_cast<int64_t>(forward_flops);
   cost.backward_flops = static_cast<int64_t>(2.0 * forward_flops + recompute_flops);

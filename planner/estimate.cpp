@@ -21,7 +21,8 @@ int64_t group_stride(const Layout& layout, CommGroup group) {
     case CommGroup::kPp:
       return dp_before_pp ? layout.tp * layout.dp : layout.tp;
     case CommGroup::kEmbedding:  // first and last stage
-      return (dp_before_pp ? layout.tp * layout.dp : layout.tp) * std::max<int64_t>(layout.pp - 1, 1);
+      return (dp_before_pp ? layout.tp * layout.dp : layout.tp) *
+             std::max<int64_t>(layout.pp - 1, 1);
   }
   return 1;
 }
@@ -44,9 +45,9 @@ double stage_collective_seconds(const models::ClusterConfig& cluster, const Layo
   double seconds = 0;
   for (int64_t tp_rank : {int64_t{0}, layout.tp - 1}) {
     if (group != CommGroup::kPp) {
-      seconds = std::max(seconds,
-                         collective_seconds(cluster, kind, message_bytes, group_size, stride,
-                                            group_first_rank(layout, group, stage, tp_rank)));
+      seconds =
+          std::max(seconds, collective_seconds(cluster, kind, message_bytes, group_size, stride,
+                                               group_first_rank(layout, group, stage, tp_rank)));
       continue;
     }
     // A stage sends activations over boundary (s, s + 1) and gradients over (s - 1, s).
@@ -68,8 +69,8 @@ bool pipeline_scatter_gather(const Layout& layout, const PlanOptions& options) {
 int64_t pipeline_message_bytes(const models::TransformerConfig& model,
                                const models::ClusterConfig& cluster, const Layout& layout,
                                const PlanOptions& options) {
-  const int64_t bytes = layout.micro_batch * model.seq_length * model.hidden_size *
-                        element_bytes(cluster);
+  const int64_t bytes =
+      layout.micro_batch * model.seq_length * model.hidden_size * element_bytes(cluster);
   const bool split = layout.sequence_parallel || pipeline_scatter_gather(layout, options);
   return split ? bytes / layout.tp : bytes;
 }
@@ -84,8 +85,8 @@ double pipeline_transfer_seconds(const models::TransformerConfig& model,
   double seconds = stage_collective_seconds(cluster, layout, CollectiveKind::kSendRecv,
                                             CommGroup::kPp, stage, message);
   if (pipeline_scatter_gather(layout, options)) {
-    seconds += collective_seconds(cluster, CollectiveKind::kAllGather, message * layout.tp,
-                                  layout.tp, 1);
+    seconds +=
+        collective_seconds(cluster, CollectiveKind::kAllGather, message * layout.tp, layout.tp, 1);
   }
   return seconds;
 }
@@ -96,7 +97,7 @@ namespace {
 // all-gather of the parameters (ZeRO 1, 2: Rajbhandari et al. 2020, Sec. 7.2.1), and for
 // ZeRO 3 the per-micro-batch parameter all-gathers of forward and backward (ibid. Sec. 7.2.2).
 struct DpTimes {
-  double gradient_seconds = 0;        // reduction that may overlap the last backward
+  double gradient_seconds = 0;          // reduction that may overlap the last backward
   double parameter_gather_seconds = 0;  // all-gather after the optimizer step
 };
 
@@ -134,13 +135,14 @@ DpTimes dp_times(const models::ClusterConfig& cluster, const Layout& layout,
     const int64_t layer_bytes = (bytes + layers - 1) / layers;
     const double per_micro_batch = static_cast<double>(layers);
     const double m = static_cast<double>(layout.num_micro_batches());
-    times.gradient_seconds = m * per_micro_batch *
-                             stage_collective_seconds(cluster, layout, CollectiveKind::kReduceScatter,
-                                                      CommGroup::kDp, stage, layer_bytes);
+    times.gradient_seconds =
+        m * per_micro_batch *
+        stage_collective_seconds(cluster, layout, CollectiveKind::kReduceScatter, CommGroup::kDp,
+                                 stage, layer_bytes);
     times.parameter_gather_seconds =
         2.0 * m * per_micro_batch *
-        stage_collective_seconds(cluster, layout, CollectiveKind::kAllGather, CommGroup::kDp,
-                                 stage, layer_bytes);
+        stage_collective_seconds(cluster, layout, CollectiveKind::kAllGather, CommGroup::kDp, stage,
+                                 layer_bytes);
     return times;
   }
   const int64_t bucket = std::max<int64_t>(1, options.bucket_bytes);
@@ -239,9 +241,9 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
       // instead of (p - 1)(F + B + W) (Qi et al. 2023, Sec. 3.1).
       // With m < p there is no steady state: F and B run through the pipeline and back, then
       // the last W, (m + p - 1)(F + B) + W; the larger of the two holds for every m.
-      pipeline = std::max(
-          micro_batches * max_stage + (pp - 1.0) * max_forward_backward_minus_weight,
-          (micro_batches + pp - 1.0) * max_forward_backward_input + max_weight);
+      pipeline =
+          std::max(micro_batches * max_stage + (pp - 1.0) * max_forward_backward_minus_weight,
+                   (micro_batches + pp - 1.0) * max_forward_backward_input + max_weight);
       break;
   }
   StepBreakdown& breakdown = estimate.breakdown;
@@ -278,8 +280,8 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
     }
     double exposed = 0;
     if (layout.zero == 3) {
-      const double per_micro_batch = (dp.gradient_seconds + dp.parameter_gather_seconds) /
-                                     micro_batches;
+      const double per_micro_batch =
+          (dp.gradient_seconds + dp.parameter_gather_seconds) / micro_batches;
       const double hidden = options.overlap_grad_reduce ? forward + backward : 0.0;
       exposed = micro_batches * std::max(0.0, per_micro_batch - hidden);
     } else if (layout.zero == 2) {
@@ -298,13 +300,14 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
       exposed = std::max(0.0, dp.gradient_seconds - hidden) + gather;
     }
     breakdown.dp_comm_exposed_seconds = std::max(breakdown.dp_comm_exposed_seconds, exposed);
-    breakdown.optimizer_seconds = std::max(breakdown.optimizer_seconds, stage.optimizer_step_seconds);
+    breakdown.optimizer_seconds =
+        std::max(breakdown.optimizer_seconds, stage.optimizer_step_seconds);
     slack += backward;
   }
   if (model.tied_embeddings && layout.pp > 1) {
     // Megatron-LM all-reduces the tied embedding's gradient between first and last stage.
-    const int64_t bytes =
-        padded_vocab_size(model, layout.tp) / layout.tp * model.hidden_size * element_bytes(cluster);
+    const int64_t bytes = padded_vocab_size(model, layout.tp) / layout.tp * model.hidden_size *
+                          element_bytes(cluster);
     breakdown.dp_comm_exposed_seconds += stage_collective_seconds(
         cluster, layout, CollectiveKind::kAllReduce, CommGroup::kEmbedding, 0, bytes);
   }
@@ -313,12 +316,13 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
 
   const double gpus = static_cast<double>(layout.num_gpus());
   estimate.model_flops_per_step = model_flops_per_step(model, layout.global_batch);
-  estimate.hardware_flops_per_step = hardware_flops_total * static_cast<double>(layout.tp) *
-                                     static_cast<double>(layout.dp);
+  estimate.hardware_flops_per_step =
+      hardware_flops_total * static_cast<double>(layout.tp) * static_cast<double>(layout.dp);
   const double peak = peak_flops_per_second(cluster);
   estimate.mfu = estimate.model_flops_per_step / (estimate.step_time_s * gpus * peak);
   estimate.hfu = estimate.hardware_flops_per_step / (estimate.step_time_s * gpus * peak);
-  estimate.model_tflops_per_gpu = estimate.model_flops_per_step / (estimate.step_time_s * gpus) / 1e12;
+  estimate.model_tflops_per_gpu =
+      estimate.model_flops_per_step / (estimate.step_time_s * gpus) / 1e12;
   estimate.tokens_per_s =
       static_cast<double>(layout.global_batch * model.seq_length) / estimate.step_time_s;
 
@@ -334,11 +338,10 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
   }
   if (estimate.peak_memory_bytes > cluster.gpu.hbm_bytes) {
     estimate.rejection_code = "memory";
-    estimate.rejection_reason =
-        fmt::format("peak memory {:.1f} GiB on stage {} exceeds {:.1f} GiB of GPU memory",
-                    static_cast<double>(estimate.peak_memory_bytes) / (1024.0 * 1024.0 * 1024.0),
-                    worst_stage,
-                    static_cast<double>(cluster.gpu.hbm_bytes) / (1024.0 * 1024.0 * 1024.0));
+    estimate.rejection_reason = fmt::format(
+        "peak memory {:.1f} GiB on stage {} exceeds {:.1f} GiB of GPU memory",
+        static_cast<double>(estimate.peak_memory_bytes) / (1024.0 * 1024.0 * 1024.0), worst_stage,
+        static_cast<double>(cluster.gpu.hbm_bytes) / (1024.0 * 1024.0 * 1024.0));
     return estimate;
   }
   estimate.feasible = true;

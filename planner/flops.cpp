@@ -33,9 +33,9 @@ double model_flops_per_step(const models::TransformerConfig& model, int64_t glob
   // backward of twice the forward, no recompute. For ffn = 4h and a = g this is
   // 72 B s l h^2 (1 + s/(6h)) + 6 B s h V (Narayanan et al. 2021, eq. 3 without recompute).
   const double tokens = static_cast<double>(global_batch) * static_cast<double>(model.seq_length);
-  const double forward = layer_forward_flops(model, tokens).total() *
-                             static_cast<double>(model.num_layers) +
-                         lm_head_forward_flops(model, tokens);
+  const double forward =
+      layer_forward_flops(model, tokens).total() * static_cast<double>(model.num_layers) +
+      lm_head_forward_flops(model, tokens);
   return 3.0 * forward;
 }
 

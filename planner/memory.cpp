@@ -1,11 +1,12 @@
 // Memory per rank of one pipeline stage: model states per ZeRO stage, activations per
 // Korthikanti et al. 2022, and the per-GPU reserve.
 
+#include "memory.h"
+
 #include <algorithm>
 #include <map>
 #include <tuple>
 
-#include "memory.h"
 #include "model_shape.h"
 
 namespace meshplan::planner {
@@ -31,9 +32,8 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
   }
   const double activation_input =
       (model.activation == models::Activation::kSwiglu ? 2.0 : 1.0) * tokens * f * e;
-  const double split = (tokens * (a + 2.0 * g) * d * e + tokens * a * d * e + activation_input +
-                        tokens * f * e) /
-                       t;
+  const double split =
+      (tokens * (a + 2.0 * g) * d * e + tokens * a * d * e + activation_input + tokens * f * e) / t;
   const double replicated = (4.0 * tokens * h * e + 2.0 * tokens * h) / sequence_split;
   double scores = 0;
   if (layout.recompute == Recompute::kNone && !options.flash_attention) {
@@ -63,7 +63,7 @@ namespace {
 
 // (held, waiting-for-W) counts after every op of `stage`, keeping the Pareto-maximal ones.
 std::vector<std::pair<int64_t, int64_t>> held_and_waiting(const PipelineSchedule& schedule,
-                                                           int64_t stage) {
+                                                          int64_t stage) {
   std::vector<std::pair<int64_t, int64_t>> points;
   int64_t held = 0, waiting = 0;
   for (const PipelineOp& op : schedule.stages[static_cast<size_t>(stage)]) {
@@ -133,8 +133,7 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   const double gradient_bytes = fp32 ? 4.0 : 2.0;
   const double optimizer_bytes = fp32 ? 8.0 : 12.0;
   memory.weights_bytes = static_cast<int64_t>(weight_bytes * n / (layout.zero >= 3 ? dp : 1.0));
-  memory.gradients_bytes =
-      static_cast<int64_t>(gradient_bytes * n / (layout.zero >= 2 ? dp : 1.0));
+  memory.gradients_bytes = static_cast<int64_t>(gradient_bytes * n / (layout.zero >= 2 ? dp : 1.0));
   memory.optimizer_bytes =
       static_cast<int64_t>(optimizer_bytes * n / (layout.zero >= 1 ? dp : 1.0));
   if (layout.zero >= 3) {

@@ -29,8 +29,8 @@ LayerParameters layer_parameters(const models::TransformerConfig& model, int64_t
   const int64_t qkv_columns = (model.num_attention_heads + 2 * model.num_kv_heads) * d;
   const int64_t fc1_columns = model.activation == models::Activation::kSwiglu ? 2 * f : f;
   LayerParameters p;
-  p.sharded = h * qkv_columns / tp + model.num_attention_heads * d * h / tp +
-              h * fc1_columns / tp + f * h / tp;
+  p.sharded = h * qkv_columns / tp + model.num_attention_heads * d * h / tp + h * fc1_columns / tp +
+              f * h / tp;
   if (model.qkv_bias) {
     p.sharded += qkv_columns / tp;
   }

@@ -68,20 +68,18 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
   options.scatter_gather_pipeline = require_bool(json, "scatter_gather_pipeline", where);
   options.bucket_bytes = require_int(json, "bucket_bytes", where);
   if (options.bucket_bytes < 1) {
-    throw InputError(fmt::format("{}: bucket_bytes: must be positive ({})", where,
-                                 options.bucket_bytes));
+    throw InputError(
+        fmt::format("{}: bucket_bytes: must be positive ({})", where, options.bucket_bytes));
   }
   options.allow_tp_across_nodes = require_bool(json, "allow_tp_across_nodes", where);
   return options;
 }
 
 nlohmann::json memory_to_json(const MemoryBreakdown& memory) {
-  return {{"weights_bytes", memory.weights_bytes},
-          {"gradients_bytes", memory.gradients_bytes},
-          {"optimizer_bytes", memory.optimizer_bytes},
-          {"activations_bytes", memory.activations_bytes},
-          {"reserved_bytes", memory.reserved_bytes},
-          {"total_bytes", memory.total_bytes()}};
+  return {
+      {"weights_bytes", memory.weights_bytes},     {"gradients_bytes", memory.gradients_bytes},
+      {"optimizer_bytes", memory.optimizer_bytes}, {"activations_bytes", memory.activations_bytes},
+      {"reserved_bytes", memory.reserved_bytes},   {"total_bytes", memory.total_bytes()}};
 }
 
 }  // namespace
@@ -154,14 +152,13 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
   }
   const std::string format = require_string(json, "format", source);
   if (format != kPlanFormat) {
-    throw InputError(
-        fmt::format("{}: format: not a meshplan plan file (\"{}\")", source, format));
+    throw InputError(fmt::format("{}: format: not a meshplan plan file (\"{}\")", source, format));
   }
   const int64_t version = require_int(json, "version", source);
   if (version > kPlanFormatVersion) {
-    throw InputError(fmt::format(
-        "{}: version: plan format version {} is newer than this meshplan reads ({})", source,
-        version, kPlanFormatVersion));
+    throw InputError(
+        fmt::format("{}: version: plan format version {} is newer than this meshplan reads ({})",
+                    source, version, kPlanFormatVersion));
   }
   if (version < 1) {
     throw InputError(fmt::format("{}: version: must be at least 1 ({})", source, version));

@@ -60,16 +60,16 @@ SearchResult search_layouts(const models::TransformerConfig& model,
     throw InputError(fmt::format("--global-batch: must be positive ({})", space.global_batch));
   }
   // Fixed sizes that cannot multiply to the GPU count leave nothing to search: say which.
-  for (const auto& [fixed, field] : {std::pair{space.tp, "tp"}, {space.pp, "pp"},
-                                     {space.dp, "dp"}}) {
+  for (const auto& [fixed, field] :
+       {std::pair{space.tp, "tp"}, {space.pp, "pp"}, {space.dp, "dp"}}) {
     if (fixed && (*fixed < 1 || space.num_gpus % *fixed != 0)) {
       throw InputError(fmt::format("{}: does not divide the GPU count ({} % {})", field,
                                    space.num_gpus, *fixed));
     }
   }
   const int64_t fixed_product = space.tp.value_or(1) * space.pp.value_or(1) * space.dp.value_or(1);
-  if (space.num_gpus % fixed_product != 0 || (space.tp && space.pp && space.dp &&
-                                              fixed_product != space.num_gpus)) {
+  if (space.num_gpus % fixed_product != 0 ||
+      (space.tp && space.pp && space.dp && fixed_product != space.num_gpus)) {
     throw InputError(fmt::format("tp*pp*dp: fixed sizes multiply to {}, which does not fit {} GPUs",
                                  fixed_product, space.num_gpus));
   }
@@ -81,8 +81,7 @@ SearchResult search_layouts(const models::TransformerConfig& model,
   const auto keep = [&](PlanEstimate estimate) {
     ++result.num_feasible;
     auto& best = result.best;
-    if (static_cast<int64_t>(best.size()) == top_k &&
-        !better(estimate, best.back(), objective)) {
+    if (static_cast<int64_t>(best.size()) == top_k && !better(estimate, best.back(), objective)) {
       return;
     }
     const auto position = std::upper_bound(
@@ -117,8 +116,9 @@ SearchResult search_layouts(const models::TransformerConfig& model,
             continue;
           }
           const int64_t layers_per_stage = model.num_layers % pp == 0 ? model.num_layers / pp : 0;
-          const std::vector<int64_t> vpps =
-              space.vpp ? std::vector<int64_t>{*space.vpp} : divisors(std::max<int64_t>(layers_per_stage, 1));
+          const std::vector<int64_t> vpps = space.vpp
+                                                ? std::vector<int64_t>{*space.vpp}
+                                                : divisors(std::max<int64_t>(layers_per_stage, 1));
           for (int64_t vpp : vpps) {
             if (vpp >= 2 || space.vpp) {
               schedules.emplace_back(kind, vpp);
@@ -135,11 +135,10 @@ SearchResult search_layouts(const models::TransformerConfig& model,
                   : std::vector<Recompute>{Recompute::kNone, Recompute::kSelective,
                                            Recompute::kFull};
           for (Recompute recompute : choices(space.recompute, recomputes)) {
-            for (bool sp : choices(space.sequence_parallel,
-                                   tp > 1 ? std::vector<bool>{false, true}
-                                          : std::vector<bool>{false})) {
-              for (int zero : choices(space.zero, dp > 1 ? std::vector<int>{0, 1, 2, 3}
-                                                         : std::vector<int>{0})) {
+            for (bool sp : choices(space.sequence_parallel, tp > 1 ? std::vector<bool>{false, true}
+                                                                   : std::vector<bool>{false})) {
+              for (int zero : choices(
+                       space.zero, dp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0})) {
                 Layout layout;
                 layout.tp = tp;
                 layout.pp = pp;

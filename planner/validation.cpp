@@ -48,7 +48,8 @@ models::TransformerConfig run_model(const nlohmann::json& json, const std::strin
   const std::string norm = require_string(json, "norm", where);
   const std::string positions = require_string(json, "positions", where);
   if (activation != "gelu" && activation != "swiglu") {
-    throw InputError(fmt::format("{}: activation: expected gelu or swiglu ({})", where, activation));
+    throw InputError(
+        fmt::format("{}: activation: expected gelu or swiglu ({})", where, activation));
   }
   if (norm != "layernorm" && norm != "rmsnorm") {
     throw InputError(fmt::format("{}: norm: expected layernorm or rmsnorm ({})", where, norm));

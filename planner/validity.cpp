@@ -16,8 +16,8 @@ Validity reject(std::string code, std::string reason) {
 
 Validity check_layout(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                       int64_t num_gpus, const Layout& layout, bool allow_tp_across_nodes) {
-  if (layout.tp < 1 || layout.pp < 1 || layout.dp < 1 || layout.vpp < 1 ||
-      layout.micro_batch < 1 || layout.global_batch < 1) {
+  if (layout.tp < 1 || layout.pp < 1 || layout.dp < 1 || layout.vpp < 1 || layout.micro_batch < 1 ||
+      layout.global_batch < 1) {
     return reject("sizes", fmt::format("tp, pp, dp, vpp, micro_batch and global_batch must be "
                                        "positive ({})",
                                        describe(layout)));
@@ -59,9 +59,10 @@ Validity check_layout(const models::TransformerConfig& model, const models::Clus
                                                 layout.pp, layout.vpp));
     }
     if (layout.num_micro_batches() % layout.pp != 0) {
-      return reject("interleaved_micro_batches",
-                    fmt::format("interleaved schedule needs micro-batches divisible by pp ({} % {})",
-                                layout.num_micro_batches(), layout.pp));
+      return reject(
+          "interleaved_micro_batches",
+          fmt::format("interleaved schedule needs micro-batches divisible by pp ({} % {})",
+                      layout.num_micro_batches(), layout.pp));
     }
   } else if (layout.vpp != 1) {
     return reject("vpp_schedule", fmt::format("vpp > 1 needs the interleaved schedule (vpp {}, {})",

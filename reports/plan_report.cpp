@@ -10,7 +10,9 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-std::string on_off(bool value) { return value ? "on" : "off"; }
+std::string on_off(bool value) {
+  return value ? "on" : "off";
+}
 
 }  // namespace
 
@@ -30,25 +32,28 @@ std::string format_plan_header(const models::TransformerConfig& model,
 
 std::string format_plan_table(const planner::SearchResult& result) {
   std::string out;
-  out += fmt::format("#{:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8} "
-                     "{:>9} {:>6} {:>12}\n",
-                     "rank", "tp", "pp", "dp", "vpp", "mb", "recompute", "sp", "zero", "schedule",
-                     "memory", "step", "mfu", "tokens/s");
-  out += fmt::format("#{:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8} "
-                     "{:>9} {:>6} {:>12}\n",
-                     "", "", "", "", "", "", "", "", "", "", "(GiB)", "(s)", "(%)", "(tok/s)");
+  out += fmt::format(
+      "#{:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8} "
+      "{:>9} {:>6} {:>12}\n",
+      "rank", "tp", "pp", "dp", "vpp", "mb", "recompute", "sp", "zero", "schedule", "memory",
+      "step", "mfu", "tokens/s");
+  out += fmt::format(
+      "#{:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8} "
+      "{:>9} {:>6} {:>12}\n",
+      "", "", "", "", "", "", "", "", "", "", "(GiB)", "(s)", "(%)", "(tok/s)");
   int rank = 1;
   for (const planner::PlanEstimate& e : result.best) {
     const planner::Layout& l = e.layout;
-    out += fmt::format(" {:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8.1f} "
-                       "{:>9.4f} {:>6.1f} {:>12.0f}\n",
-                       rank++, l.tp, l.pp, l.dp, l.vpp, l.micro_batch, to_string(l.recompute),
-                       on_off(l.sequence_parallel), l.zero, to_string(l.schedule),
-                       static_cast<double>(e.peak_memory_bytes) / kGiB, e.step_time_s,
-                       100.0 * e.mfu, e.tokens_per_s);
+    out += fmt::format(
+        " {:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8.1f} "
+        "{:>9.4f} {:>6.1f} {:>12.0f}\n",
+        rank++, l.tp, l.pp, l.dp, l.vpp, l.micro_batch, to_string(l.recompute),
+        on_off(l.sequence_parallel), l.zero, to_string(l.schedule),
+        static_cast<double>(e.peak_memory_bytes) / kGiB, e.step_time_s, 100.0 * e.mfu,
+        e.tokens_per_s);
   }
-  out += fmt::format("# evaluated {} layouts, {} feasible", result.num_evaluated,
-                     result.num_feasible);
+  out +=
+      fmt::format("# evaluated {} layouts, {} feasible", result.num_evaluated, result.num_feasible);
   if (!result.best.empty()) {
     const planner::PlanEstimate& best = result.best.front();
     out += fmt::format("; best: {:.4f} s/step, MFU {:.1f}%, {:.1f} model TFLOP/s per GPU",
@@ -89,13 +94,13 @@ nlohmann::json plan_report_json(const models::TransformerConfig& model,
 }
 
 std::string format_explain(const planner::Plan& plan, const planner::PlanEstimate& e) {
-  std::string out = format_plan_header(plan.model, plan.cluster, plan.num_gpus,
-                                       plan.layout.global_batch);
+  std::string out =
+      format_plan_header(plan.model, plan.cluster, plan.num_gpus, plan.layout.global_batch);
   out += fmt::format("# layout: {}\n", planner::describe(plan.layout));
-  out += fmt::format("# step {:.4f} s, MFU {:.1f}%, HFU {:.1f}%, {:.1f} model TFLOP/s per GPU, "
-                     "{:.0f} tokens/s\n#\n",
-                     e.step_time_s, 100.0 * e.mfu, 100.0 * e.hfu, e.model_tflops_per_gpu,
-                     e.tokens_per_s);
+  out += fmt::format(
+      "# step {:.4f} s, MFU {:.1f}%, HFU {:.1f}%, {:.1f} model TFLOP/s per GPU, "
+      "{:.0f} tokens/s\n#\n",
+      e.step_time_s, 100.0 * e.mfu, 100.0 * e.hfu, e.model_tflops_per_gpu, e.tokens_per_s);
   out += "# memory per GPU, by pipeline stage\n";
   out += fmt::format("#{:>5} {:>9} {:>9} {:>9} {:>11} {:>9} {:>9} {:>9}\n", "stage", "weights",
                      "grads", "optimizer", "activations", "reserved", "total", "in-flight");
@@ -103,11 +108,11 @@ std::string format_explain(const planner::Plan& plan, const planner::PlanEstimat
                      "(GiB)", "(GiB)", "(GiB)", "(GiB)", "(mb)");
   for (const planner::StageEstimate& s : e.stages) {
     const planner::MemoryBreakdown& m = s.memory;
-    out += fmt::format(" {:>5} {:>9.2f} {:>9.2f} {:>9.2f} {:>11.2f} {:>9.2f} {:>9.2f} {:>9}\n",
-                       s.stage, m.weights_bytes / kGiB, m.gradients_bytes / kGiB,
-                       m.optimizer_bytes / kGiB, m.activations_bytes / kGiB,
-                       m.reserved_bytes / kGiB, m.total_bytes() / kGiB,
-                       s.peak_in_flight_micro_batches);
+    out +=
+        fmt::format(" {:>5} {:>9.2f} {:>9.2f} {:>9.2f} {:>11.2f} {:>9.2f} {:>9.2f} {:>9}\n",
+                    s.stage, m.weights_bytes / kGiB, m.gradients_bytes / kGiB,
+                    m.optimizer_bytes / kGiB, m.activations_bytes / kGiB, m.reserved_bytes / kGiB,
+                    m.total_bytes() / kGiB, s.peak_in_flight_micro_batches);
   }
   out += "#\n# time per micro-batch, by pipeline stage and model chunk\n";
   out += fmt::format("#{:>5} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "stage", "chunk",
@@ -137,8 +142,7 @@ std::string format_explain(const planner::Plan& plan, const planner::PlanEstimat
   for (const planner::CollectiveTraffic& c : e.collectives) {
     out += fmt::format(" {:>5} {:>14} {:>9} {:>5} {:>14} {:>7} {:>14} {:>10.1f}  {}\n", c.stage,
                        to_string(c.kind), to_string(c.group), c.group_size, c.message_bytes,
-                       c.calls_per_step, c.total_message_bytes(), 1e6 * c.seconds_per_call,
-                       c.what);
+                       c.calls_per_step, c.total_message_bytes(), 1e6 * c.seconds_per_call, c.what);
   }
   return out;
 }

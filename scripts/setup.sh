@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(g++ make cmake libboost-graph-dev libeigen3-dev libcli11-dev nlohmann-json3-dev
+packages=(g++ make cmake git clang-format libboost-graph-dev libeigen3-dev libcli11-dev nlohmann-json3-dev
           doctest-dev libfmt-dev libopenmpi-dev openmpi-bin)
 missing=()
 for package in "${packages[@]}"; do

@@ -114,8 +114,8 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
           // reduce_bucket_size), as the planner costs one reduce-scatter per micro-batch.
           const int64_t chunk_bytes = traffic.message_bytes / layout.vpp;
           const int64_t layers = std::max<int64_t>(1, costs.chunks.front().num_layers);
-          const int64_t bucket = layout.zero == 3 ? (chunk_bytes + layers - 1) / layers
-                                                  : options.bucket_bytes;
+          const int64_t bucket =
+              layout.zero == 3 ? (chunk_bytes + layers - 1) / layers : options.bucket_bytes;
           auto& list = gather ? costs.chunk_param_buckets : costs.chunk_grad_buckets;
           list = buckets(groups, traffic.kind, chunk_bytes, bucket);
         } else {

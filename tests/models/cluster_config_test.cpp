@@ -110,7 +110,7 @@ TEST_CASE("dgx-h100 and dgx-h200: H100/H200 SXM and DGX H100 datasheet figures")
   CHECK(h100.efficiency.gemm_peak_efficiency * h100.gpu.peak_bf16_flops_per_second / 1e12 ==
         doctest::Approx(544.17));  // 0.55 * 989.4
   CHECK(h100.efficiency.attention_efficiency * h100.gpu.peak_bf16_flops_per_second / 1e12 ==
-        doctest::Approx(395.76));  // 0.40 * 989.4
+        doctest::Approx(395.76));                         // 0.40 * 989.4
   CHECK(h100.efficiency.gemm_half_efficiency_dim > 192);  // larger tiles than A100's 192
 
   const ClusterConfig h200 = load_cluster("dgx-h200");

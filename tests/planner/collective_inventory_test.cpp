@@ -9,8 +9,9 @@
 //     becomes an all-gather (before QKV / MLP-in) plus a reduce-scatter (after attention-out /
 //     MLP-out); backward re-gathers the saved inputs (two more all-gathers per layer); the
 //     embedding reduce-scatters forward and all-gathers its output gradient backward (each
-//     vocabulary shard's weight gradient needs every token); the LM head gathers its input forward and backward and
-//     reduce-scatters its input gradient; norms' partial gradients are all-reduced once a step;
+//     vocabulary shard's weight gradient needs every token); the LM head gathers its input forward
+//     and backward and reduce-scatters its input gradient; norms' partial gradients are all-reduced
+//     once a step;
 //   pipeline: one send per forward (activation) and per backward (gradient) across a stage
 //     boundary, counted from the schedule's op list: with 1F1B stage 0 sends m activations and
 //     the last stage m gradients; tied embeddings all-reduce their gradient first <-> last stage;

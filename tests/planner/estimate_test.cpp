@@ -199,10 +199,10 @@ TEST_CASE("estimate: a layout that does not fit is rejected for memory") {
   CHECK(e.rejection_reason.substr(e.rejection_reason.size() - suffix.size()) == suffix);
 }
 
-// Fixed bug, kept as a regression test: the step time and the collective inventory disagree on pipeline sends without
-// sequence parallelism. estimate.cpp charges Megatron-LM's scatter-gather transfer (Narayanan
-// et al. 2021, Sec. 4.1): s b h e / t per send plus a tp all-gather of s b h e, while the
-// inventory (which the executor's real traffic is checked against, and which the executor
+// Fixed bug, kept as a regression test: the step time and the collective inventory disagree on
+// pipeline sends without sequence parallelism. estimate.cpp charges Megatron-LM's scatter-gather
+// transfer (Narayanan et al. 2021, Sec. 4.1): s b h e / t per send plus a tp all-gather of s b h e,
+// while the inventory (which the executor's real traffic is checked against, and which the executor
 // matches: it sends the whole s b h tensor) lists each send as s b h e and no all-gather. Here
 // (tiny, tp 2, pp 2, dp 2, m 4): the inventory's send is 4,096 bytes; the time charges 2,048
 // bytes on the wire plus an all-gather. Whichever side changes, the time per transfer must be
@@ -225,13 +225,14 @@ TEST_CASE("pipeline transfer time matches the inventory's sends") {
         doctest::Approx(10.0 * send_seconds).epsilon(kRoundingTolerance));
 }
 
-// Fixed bug, kept as a regression test: collective_seconds places a group by (size, stride) alone, as if it started at a node
-// boundary. When tp * dp does not divide gpus_per_node a dp group can straddle two nodes and is
-// still costed on NVLink. tiny on 24 GPUs, tp 2, pp 4, dp 3 (tp-dp-pp placement): stage 1 holds
-// ranks 6-11, its dp groups {6, 8, 10} and {7, 9, 11} span nodes 0 (ranks 0-7) and 1 (8-15).
-// A ring over them crosses the NIC twice, so it takes at least the inter-node ring time on the
-// stage's gradients: 23,168 parameters per rank (one layer: 23,040 tp-sharded + 128 RMSNorm),
-// padded to 23,169 (a multiple of dp 3), 46,338 bf16 bytes: 2 * 2/3 * 46,338 / (25e9 * 0.75) s
+// Fixed bug, kept as a regression test: collective_seconds places a group by (size, stride) alone,
+// as if it started at a node boundary. When tp * dp does not divide gpus_per_node a dp group can
+// straddle two nodes and is still costed on NVLink. tiny on 24 GPUs, tp 2, pp 4, dp 3 (tp-dp-pp
+// placement): stage 1 holds ranks 6-11, its dp groups {6, 8, 10} and {7, 9, 11} span nodes 0 (ranks
+// 0-7) and 1 (8-15). A ring over them crosses the NIC twice, so it takes at least the inter-node
+// ring time on the stage's gradients: 23,168 parameters per rank (one layer: 23,040 tp-sharded +
+// 128 RMSNorm), padded to 23,169 (a multiple of dp 3), 46,338 bf16 bytes: 2 * 2/3 * 46,338 / (25e9
+// * 0.75) s
 // + 4 * 5 us = 23.3 us. The estimate charges the NVLink ring, about 8.3 us.
 TEST_CASE("a dp group that straddles two nodes is costed on the NICs") {
   PlanOptions options;

@@ -255,12 +255,13 @@ TEST_CASE("last stage under 1F1B: one micro-batch's LM-head inputs and logits") 
   CHECK(estimate.stages[3].memory.activations_bytes == 1'241'513'984);
 }
 
-// Fixed bug, kept as a regression test: memory.cpp adds the last stage's final-norm and LM-head inputs and fp32 logits once,
-// as Korthikanti et al. 2022 Sec. 4.4 does for 1F1B, where the last stage holds one micro-batch.
-// Under GPipe the last stage holds all m: every micro-batch's loss is computed in its forward
-// and the cross-entropy backward needs its (fp32, s b V / t) softmax, so these are held m
-// times. Here: 8 * (2 * 194 sbh + 4 sbh + 4 s b V) = 8 * 1,241,513,984 = 9,932,111,872 bytes;
-// the code gives 8 * 2 * 194 sbh + 4 sbh + 4 s b V = 6,937,378,816 (3.0 GB, 30% short).
+// Fixed bug, kept as a regression test: memory.cpp adds the last stage's final-norm and LM-head
+// inputs and fp32 logits once, as Korthikanti et al. 2022 Sec. 4.4 does for 1F1B, where the last
+// stage holds one micro-batch. Under GPipe the last stage holds all m: every micro-batch's loss is
+// computed in its forward and the cross-entropy backward needs its (fp32, s b V / t) softmax, so
+// these are held m times. Here: 8 * (2 * 194 sbh + 4 sbh + 4 s b V) = 8 * 1,241,513,984 =
+// 9,932,111,872 bytes; the code gives 8 * 2 * 194 sbh + 4 sbh + 4 s b V = 6,937,378,816 (3.0 GB,
+// 30% short).
 TEST_CASE("GPipe last stage holds every micro-batch's LM-head inputs and logits") {
   PlanOptions options;
   options.flash_attention = false;

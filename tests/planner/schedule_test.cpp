@@ -486,8 +486,10 @@ TEST_CASE("without transfers: the same compute ops in the same order") {
     return op.kind == OpKind::kSendActivation || op.kind == OpKind::kRecvActivation ||
            op.kind == OpKind::kSendGradient || op.kind == OpKind::kRecvGradient;
   };
-  for (const auto& [kind, vpp] : {std::pair{ScheduleKind::kGpipe, 1}, {ScheduleKind::kOneFOneB, 1},
-                                  {ScheduleKind::kInterleaved, 2}, {ScheduleKind::kZbH1, 1}}) {
+  for (const auto& [kind, vpp] : {std::pair{ScheduleKind::kGpipe, 1},
+                                  {ScheduleKind::kOneFOneB, 1},
+                                  {ScheduleKind::kInterleaved, 2},
+                                  {ScheduleKind::kZbH1, 1}}) {
     const PipelineSchedule full = generate_schedule(kind, 4, vpp, 8);
     const PipelineSchedule compute = generate_schedule(kind, 4, vpp, 8, false);
     REQUIRE(compute.stages.size() == full.stages.size());

@@ -1,9 +1,8 @@
 #pragma once
 // Reading JSON inputs with one-line errors, and writing outputs atomically.
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace meshplan {
 

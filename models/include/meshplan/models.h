@@ -3,10 +3,9 @@
 // Units: bytes, seconds, FLOPs (counts), FLOP/s, bytes/s. Sizes are element counts.
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "meshplan/errors.h"
 
@@ -17,7 +16,8 @@ enum class Norm { kLayerNorm, kRmsNorm };
 enum class Positions { kLearned, kRope, kAlibi };
 
 /// A dense decoder-only transformer. Shape letters used across meshplan:
-/// l layers, h hidden, a attention heads, g kv heads, d head dim, f ffn hidden, V vocab, s sequence.
+/// l layers, h hidden, a attention heads, g kv heads, d head dim, f ffn hidden, V vocab, s
+/// sequence.
 struct TransformerConfig {
   std::string name;                     // preset name or config.json path
   int64_t num_layers = 0;               // l, e.g. 96 for GPT-3 175B
@@ -32,10 +32,10 @@ struct TransformerConfig {
   Activation activation = Activation::kGelu;
   Norm norm = Norm::kLayerNorm;
   Positions positions = Positions::kLearned;
-  bool tied_embeddings = true;          // output head shares the token embedding
-  bool qkv_bias = false;                // bias on the Q, K, V projections (GPT-2, Qwen2)
-  bool attention_output_bias = false;   // bias on the attention output projection
-  bool mlp_bias = false;                // biases on the MLP projections
+  bool tied_embeddings = true;         // output head shares the token embedding
+  bool qkv_bias = false;               // bias on the Q, K, V projections (GPT-2, Qwen2)
+  bool attention_output_bias = false;  // bias on the attention output projection
+  bool mlp_bias = false;               // biases on the MLP projections
 };
 
 /// Exact parameter counts of a TransformerConfig, by place.
@@ -74,11 +74,11 @@ int64_t compute_element_bytes(Precision precision);
 
 /// One accelerator's datasheet figures.
 struct GpuSpec {
-  std::string name;                          // "A100-SXM4-80GB"
-  double peak_bf16_flops_per_second = 0;     // dense tensor-core peak, e.g. 312e12 (A100)
-  double peak_fp32_flops_per_second = 0;     // dense fp32 peak (non tensor core), e.g. 19.5e12
-  int64_t hbm_bytes = 0;                     // e.g. 80e9
-  double hbm_bytes_per_second = 0;           // e.g. 2.039e12
+  std::string name;                       // "A100-SXM4-80GB"
+  double peak_bf16_flops_per_second = 0;  // dense tensor-core peak, e.g. 312e12 (A100)
+  double peak_fp32_flops_per_second = 0;  // dense fp32 peak (non tensor core), e.g. 19.5e12
+  int64_t hbm_bytes = 0;                  // e.g. 80e9
+  double hbm_bytes_per_second = 0;        // e.g. 2.039e12
 };
 
 /// Achieved-over-peak parameters of the compute model, one set per GPU type (never per run).
@@ -93,18 +93,18 @@ struct ComputeEfficiency {
 
 /// A homogeneous GPU cluster.
 struct ClusterConfig {
-  std::string name;                              // "dgx-a100-80gb"
+  std::string name;  // "dgx-a100-80gb"
   GpuSpec gpu;
-  int64_t gpus_per_node = 0;                     // 8 on a DGX
-  double intra_node_bytes_per_second = 0;        // per GPU, one direction (NVLink)
-  double intra_node_latency_seconds = 0;         // per hop
+  int64_t gpus_per_node = 0;                       // 8 on a DGX
+  double intra_node_bytes_per_second = 0;          // per GPU, one direction (NVLink)
+  double intra_node_latency_seconds = 0;           // per hop
   double inter_node_bytes_per_second_per_gpu = 0;  // NIC line rate per GPU, one direction
   double inter_node_latency_seconds = 0;
-  int64_t reserved_bytes_per_gpu = 0;            // CUDA context, NCCL buffers, fragmentation
-  double price_per_gpu_hour = 0;                 // USD
-  Precision precision = Precision::kBf16Mixed;   // what training runs in on this cluster
+  int64_t reserved_bytes_per_gpu = 0;           // CUDA context, NCCL buffers, fragmentation
+  double price_per_gpu_hour = 0;                // USD
+  Precision precision = Precision::kBf16Mixed;  // what training runs in on this cluster
   ComputeEfficiency efficiency;
-  std::string source;                            // datasheets the numbers come from
+  std::string source;  // datasheets the numbers come from
 };
 
 /// A preset name (`dgx-a100-80gb`, `dgx-h100`, `dgx-h200`, `local-cpu`) or a cluster JSON file.

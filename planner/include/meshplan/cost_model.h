@@ -46,11 +46,11 @@ std::string to_string(CommGroup group);
 /// ring algorithm: 2(n-1)/n, (n-1)/n, (n-1)/n and 1 times message_bytes (nccl-tests
 /// doc/PERFORMANCE.md).
 struct CollectiveTraffic {
-  std::string what;             // "tp: attention output all-reduce (forward)"
+  std::string what;  // "tp: attention output all-reduce (forward)"
   CollectiveKind kind = CollectiveKind::kAllReduce;
   CommGroup group = CommGroup::kTp;
   int64_t group_size = 1;
-  int64_t stage = 0;            // pipeline rank that issues it
+  int64_t stage = 0;  // pipeline rank that issues it
   int64_t message_bytes = 0;
   int64_t calls_per_step = 0;
   double seconds_per_call = 0;  // alpha-beta ring time, tiered by placement
@@ -76,14 +76,14 @@ struct MemoryBreakdown {
 struct ChunkCost {
   int64_t num_layers = 0;
   bool has_embedding = false;
-  bool has_lm_head = false;                 // final norm, LM head, loss
+  bool has_lm_head = false;  // final norm, LM head, loss
   double forward_compute_seconds = 0;
-  double forward_tp_comm_seconds = 0;       // exposed
+  double forward_tp_comm_seconds = 0;          // exposed
   double backward_input_compute_seconds = 0;   // B (includes recompute forward, if any)
   double backward_weight_compute_seconds = 0;  // W
-  double backward_tp_comm_seconds = 0;      // exposed, recompute's included
-  int64_t forward_flops = 0;                // matmul FLOPs executed, per rank
-  int64_t backward_flops = 0;               // recompute included
+  double backward_tp_comm_seconds = 0;         // exposed, recompute's included
+  int64_t forward_flops = 0;                   // matmul FLOPs executed, per rank
+  int64_t backward_flops = 0;                  // recompute included
   double forward_seconds() const { return forward_compute_seconds + forward_tp_comm_seconds; }
   double backward_seconds() const {
     return backward_input_compute_seconds + backward_weight_compute_seconds +
@@ -93,29 +93,29 @@ struct ChunkCost {
 
 struct StageEstimate {
   int64_t stage = 0;
-  std::vector<ChunkCost> chunks;            // [vpp]
+  std::vector<ChunkCost> chunks;  // [vpp]
   int64_t peak_in_flight_micro_batches = 0;
   MemoryBreakdown memory;
-  int64_t num_parameters = 0;               // per rank of this stage (tp-sharded)
+  int64_t num_parameters = 0;  // per rank of this stage (tp-sharded)
   double optimizer_step_seconds = 0;
-  double dp_grad_sync_seconds = 0;          // full duration of the gradient collectives
+  double dp_grad_sync_seconds = 0;  // full duration of the gradient collectives
 };
 
 /// Where one step's time goes, on the critical stage.
 struct StepBreakdown {
-  double pipeline_compute_seconds = 0;    // busy time of the critical stage's F and B
-  double tp_comm_exposed_seconds = 0;     // part of the above spent in tp collectives
-  double bubble_seconds = 0;              // pipeline fill and drain
-  double pp_transfer_seconds = 0;         // exposed stage-to-stage transfers
-  double dp_comm_exposed_seconds = 0;     // gradient sync not hidden behind backward
+  double pipeline_compute_seconds = 0;  // busy time of the critical stage's F and B
+  double tp_comm_exposed_seconds = 0;   // part of the above spent in tp collectives
+  double bubble_seconds = 0;            // pipeline fill and drain
+  double pp_transfer_seconds = 0;       // exposed stage-to-stage transfers
+  double dp_comm_exposed_seconds = 0;   // gradient sync not hidden behind backward
   double optimizer_seconds = 0;
 };
 
 struct PlanEstimate {
   Layout layout;
   bool feasible = false;
-  std::string rejection_code;     // "memory", "tp_heads", ... (empty when feasible)
-  std::string rejection_reason;   // one line, with values
+  std::string rejection_code;    // "memory", "tp_heads", ... (empty when feasible)
+  std::string rejection_reason;  // one line, with values
   double step_time_s = 0;
   StepBreakdown breakdown;
   double model_flops_per_step = 0;     // Megatron-LM count, no recompute
@@ -124,8 +124,8 @@ struct PlanEstimate {
   double hfu = 0;
   double model_tflops_per_gpu = 0;
   double tokens_per_s = 0;
-  int64_t peak_memory_bytes = 0;       // max over stages
-  std::vector<StageEstimate> stages;   // [pp]
+  int64_t peak_memory_bytes = 0;      // max over stages
+  std::vector<StageEstimate> stages;  // [pp]
   std::vector<CollectiveTraffic> collectives;
 };
 

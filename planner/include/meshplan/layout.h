@@ -26,7 +26,7 @@ struct Layout {
   int64_t global_batch = 1;  // sequences per optimizer step
   Recompute recompute = Recompute::kNone;
   bool sequence_parallel = false;
-  int zero = 0;              // 0-3; 1 is Megatron's distributed optimizer
+  int zero = 0;  // 0-3; 1 is Megatron's distributed optimizer
   ScheduleKind schedule = ScheduleKind::kOneFOneB;
   Placement placement = Placement::kTpDpPp;
 

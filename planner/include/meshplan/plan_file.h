@@ -3,9 +3,8 @@
 // `execute` read. Schema: docs/plan-format.md.
 
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json_fwd.hpp>
+#include <string>
 
 #include "meshplan/cost_model.h"
 #include "meshplan/layout.h"
@@ -17,7 +16,7 @@ inline constexpr const char* kPlanFormat = "meshplan plan";
 inline constexpr int kPlanFormatVersion = 1;
 
 struct Plan {
-  models::TransformerConfig model;   // seq_length is the training sequence length
+  models::TransformerConfig model;  // seq_length is the training sequence length
   models::ClusterConfig cluster;
   int64_t num_gpus = 0;
   Layout layout;

@@ -26,10 +26,10 @@ struct SearchSpace {
 };
 
 struct SearchResult {
-  std::vector<PlanEstimate> best;                  // feasible, best first, at most top_k
-  int64_t num_evaluated = 0;                       // layouts costed
+  std::vector<PlanEstimate> best;  // feasible, best first, at most top_k
+  int64_t num_evaluated = 0;       // layouts costed
   int64_t num_feasible = 0;
-  std::map<std::string, int64_t> rejections;       // code -> count
+  std::map<std::string, int64_t> rejections;          // code -> count
   std::map<std::string, std::string> example_reason;  // code -> one reason, for messages
 };
 

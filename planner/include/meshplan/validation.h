@@ -1,10 +1,9 @@
 #pragma once
 // Predicting published training runs (shared/validation/README.md defines the format).
 
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "meshplan/cost_model.h"
 
@@ -13,9 +12,9 @@ namespace meshplan::planner {
 struct ValidationRun {
   std::string id;
   std::string source;
-  PlanEstimate predicted;              // layout has the searched dimensions filled in
+  PlanEstimate predicted;  // layout has the searched dimensions filled in
   double published_step_time_s = 0;
-  std::vector<std::string> searched;   // layout fields the source left null
+  std::vector<std::string> searched;  // layout fields the source left null
   double error_pct() const {
     return 100.0 * (predicted.step_time_s - published_step_time_s) / published_step_time_s;
   }

@@ -3,9 +3,8 @@
 // nccl-tests: a names line and a units line, '#' before every line that is not data,
 // fixed-width right-aligned numbers, a summary footer.
 
-#include <string>
-
 #include <nlohmann/json_fwd.hpp>
+#include <string>
 
 #include "meshplan/plan_file.h"
 #include "meshplan/search.h"
