@@ -11,6 +11,8 @@
 
 namespace meshplan::planner {
 
+constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;  // GiB = 2^30 bytes, in messages
+
 int64_t group_stride(const Layout& layout, CommGroup group) {
   const bool dp_before_pp = layout.placement == Placement::kTpDpPp;
   switch (group) {
@@ -338,10 +340,10 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
   }
   if (estimate.peak_memory_bytes > cluster.gpu.hbm_bytes) {
     estimate.rejection_code = "memory";
-    estimate.rejection_reason = fmt::format(
-        "peak memory {:.1f} GiB on stage {} exceeds {:.1f} GiB of GPU memory",
-        static_cast<double>(estimate.peak_memory_bytes) / (1024.0 * 1024.0 * 1024.0), worst_stage,
-        static_cast<double>(cluster.gpu.hbm_bytes) / (1024.0 * 1024.0 * 1024.0));
+    estimate.rejection_reason =
+        fmt::format("peak memory {:.1f} GiB on stage {} exceeds {:.1f} GiB of GPU memory",
+                    static_cast<double>(estimate.peak_memory_bytes) / kBytesPerGiB, worst_stage,
+                    static_cast<double>(cluster.gpu.hbm_bytes) / kBytesPerGiB);
     return estimate;
   }
   estimate.feasible = true;
