@@ -336,6 +336,21 @@ expect "validate: a malformed run names the run and the field" \
   input_error "runs_malformed.json: runs[fixture-bad-gpus]: hardware: num_gpus: expected an integer (\"sixteen\")" \
   validate "$data/runs_malformed.json" --json new_out.json
 
+# --refine K: the best K analytic plans re-ranked by simulated step time; each refined row
+# names its analytic rank (1..K, each once) and a simulated time within 10% of the analytic
+# one (the simulator's agreement bound on presets, README "Agreement with the planner").
+refined_plan() {
+  run plan --model llama3-8b --cluster dgx-h100 --gpus 64 --global-batch 256 --top 3 --refine 3
+  [ "$rc" -eq 0 ] || { say "exit status $rc: $(cat stderr.txt)"; return 1; }
+  grep -q '^# refined by simulation: the best 3 analytic plans' stdout.txt ||
+    { say "no refined header"; return 1; }
+  awk '/^# refined by simulation/ {on = 1; next} on && /^#$/ {exit}
+       on && $1 !~ /^#/ {n++; seen[$2]++; d = ($3 - $4) / $4; if (d < -0.1 || d > 0.1) bad++}
+       END {exit !(n == 3 && seen[1] == 1 && seen[2] == 1 && seen[3] == 1 && bad == 0)}' \
+    stdout.txt || { say "refined rows wrong: $(sed -n '/refined/,/^#$/p' stdout.txt)"; return 1; }
+}
+expect "plan --refine 3 re-ranks the three best plans by simulation" refined_plan
+
 # Command-line syntax errors (CLI11's) are bad input too: one line, exit 2.
 expect "--gpus abc: one line on stderr" \
   plan_error "--gpus" --model tiny --cluster dgx-a100-80gb --gpus abc
