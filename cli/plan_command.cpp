@@ -14,6 +14,7 @@
 #include "meshplan/plan_report.h"
 #include "meshplan/search.h"
 #include "meshplan/simulator.h"
+#include "meshplan/units.h"
 #include "meshplan/validation.h"
 
 namespace meshplan::cli {
@@ -34,7 +35,7 @@ struct PlanArguments {
   std::string overlap_param_gather = "on";
   std::string overlap_tp_comm = "off";
   std::string scatter_gather_pipeline = "off";
-  double bucket_mb = 25;
+  double bucket_mb = static_cast<double>(planner::kDefaultBucketBytes / kBytesPerMiB);
   bool allow_tp_across_nodes = false;
   int64_t top = 10;
   int64_t refine = 0;
@@ -154,7 +155,7 @@ void run_plan(const PlanArguments& args) {
   if (!(args.bucket_mb > 0) || args.bucket_mb > 1e6) {
     throw InputError(fmt::format("--bucket-mb: must be in (0, 1e6] ({})", args.bucket_mb));
   }
-  options.bucket_bytes = static_cast<int64_t>(args.bucket_mb * 1024 * 1024);
+  options.bucket_bytes = static_cast<int64_t>(args.bucket_mb * static_cast<double>(kBytesPerMiB));
 
   const auto start = std::chrono::steady_clock::now();
   planner::SearchResult result = planner::search_layouts(

@@ -14,6 +14,7 @@
 #include "meshplan/plan_file.h"
 #include "meshplan/reports.h"
 #include "meshplan/simulator.h"
+#include "meshplan/units.h"
 
 namespace meshplan::cli {
 namespace {
@@ -36,8 +37,8 @@ void run_simulate(const SimulateArguments& args) {
   options.zero_communication = args.zero_communication;
   options.bucket_bytes = plan.options.bucket_bytes;
   if (args.bucket_mb) {
-    // MiB, as DDP's bucket_cap_mb (bucket_cap_mb * 1024 * 1024 bytes).
-    options.bucket_bytes = std::llround(*args.bucket_mb * 1024.0 * 1024.0);
+    // MiB, as DDP's bucket_cap_mb.
+    options.bucket_bytes = std::llround(*args.bucket_mb * static_cast<double>(kBytesPerMiB));
     if (options.bucket_bytes < 1) {
       throw InputError(fmt::format("--bucket-mb: smaller than one byte ({})", *args.bucket_mb));
     }

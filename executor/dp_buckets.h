@@ -9,11 +9,12 @@
 #include <utility>
 #include <vector>
 
+#include "meshplan/cost_model.h"
+
 namespace meshplan::executor {
 
-/// PyTorch DDP's default bucket size, bucket_cap_mb = 25 (MiB) (torch.nn.parallel.
-/// DistributedDataParallel documentation), in fp32 elements.
-inline constexpr int64_t kDpBucketElements = 25 * 1024 * 1024 / 4;
+/// The planner's data-parallel bucket (PyTorch DDP's default), in fp32 elements.
+inline constexpr int64_t kDpBucketElements = planner::kDefaultBucketBytes / 4;
 
 struct DpBucket {
   int64_t begin = 0;  // [begin, end) of the flat buffer

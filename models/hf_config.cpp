@@ -33,14 +33,15 @@ int64_t require_size(const nlohmann::json& json, const char* field, const std::s
   return value;
 }
 
-int64_t optional_size(const nlohmann::json& json, const char* field, int64_t fallback,
+// Hugging Face PretrainedConfig fields that may be absent take the library's documented default.
+int64_t optional_size(const nlohmann::json& json, const char* field, int64_t hf_default,
                       const std::string& source) {
-  return is_set(json, field) ? require_size(json, field, source) : fallback;
+  return is_set(json, field) ? require_size(json, field, source) : hf_default;
 }
 
-bool optional_bool(const nlohmann::json& json, const char* field, bool fallback,
+bool optional_bool(const nlohmann::json& json, const char* field, bool hf_default,
                    const std::string& source) {
-  return is_set(json, field) ? require_bool(json, field, source) : fallback;
+  return is_set(json, field) ? require_bool(json, field, source) : hf_default;
 }
 
 // Llama, Mistral and Qwen2 share one layout: pre-RMSNorm, rotary positions, a gated SiLU MLP

@@ -7,11 +7,10 @@
 #include "compute_cost.h"
 #include "estimate_internal.h"
 #include "memory.h"
+#include "meshplan/units.h"
 #include "model_shape.h"
 
 namespace meshplan::planner {
-
-constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;  // GiB = 2^30 bytes, in messages
 
 int64_t group_stride(const Layout& layout, CommGroup group) {
   const bool dp_before_pp = layout.placement == Placement::kTpDpPp;
@@ -340,10 +339,11 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
   }
   if (estimate.peak_memory_bytes > cluster.gpu.hbm_bytes) {
     estimate.rejection_code = "memory";
-    estimate.rejection_reason =
-        fmt::format("peak memory {:.1f} GiB on stage {} exceeds {:.1f} GiB of GPU memory",
-                    static_cast<double>(estimate.peak_memory_bytes) / kBytesPerGiB, worst_stage,
-                    static_cast<double>(cluster.gpu.hbm_bytes) / kBytesPerGiB);
+    estimate.rejection_reason = fmt::format(
+        "peak memory {:.1f} GiB on stage {} exceeds {:.1f} GiB of GPU memory",
+        static_cast<double>(estimate.peak_memory_bytes) / static_cast<double>(kBytesPerGiB),
+        worst_stage,
+        static_cast<double>(cluster.gpu.hbm_bytes) / static_cast<double>(kBytesPerGiB));
     return estimate;
   }
   estimate.feasible = true;

@@ -4,11 +4,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "meshplan/units.h"
+
 namespace meshplan::reports {
 
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kGiB = static_cast<double>(kBytesPerGiB);
 
 std::string on_off(bool value) {
   return value ? "on" : "off";

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "input_error.h"
 #include "meshplan/errors.h"
 
 namespace meshplan::models::test {
@@ -37,20 +38,6 @@ inline std::string write_temp_file(const std::string& name, const std::string& c
   return path.string();
 }
 
-/// The message of the InputError `call` throws; fails the test and returns "" if it throws
-/// nothing or something else.
-template <typename Call>
-std::string input_error(Call&& call) {
-  try {
-    call();
-  } catch (const InputError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    FAIL("expected InputError, got another exception: " << e.what());
-    return "";
-  }
-  FAIL("expected InputError, nothing was thrown");
-  return "";
-}
+using meshplan::test::input_error;
 
 }  // namespace meshplan::models::test

@@ -10,8 +10,13 @@
 #include "meshplan/layout.h"
 #include "meshplan/models.h"
 #include "meshplan/schedule.h"
+#include "meshplan/units.h"
 
 namespace meshplan::planner {
+
+/// PyTorch DDP's default gradient bucket: bucket_cap_mb = 25, which DDP multiplies by 2^20
+/// (Li et al. 2020, Sec. 3.2.3). The planner, the simulator and the executor all use it.
+inline constexpr int64_t kDefaultBucketBytes = 25 * kBytesPerMiB;
 
 /// Knobs of the training run that are not part of the layout.
 struct PlanOptions {
@@ -29,8 +34,8 @@ struct PlanOptions {
   // sends 1/t of the activation and the receiver all-gathers it over NVLink.
   bool scatter_gather_pipeline = false;
   // Data-parallel gradients and ZeRO-1/2 parameters move in buckets of this many bytes, each a
-  // collective paying its latency (PyTorch DDP bucket_cap_mb = 25, i.e. 25 MiB).
-  int64_t bucket_bytes = 25 * 1024 * 1024;
+  // collective paying its latency.
+  int64_t bucket_bytes = kDefaultBucketBytes;
   // Tensor-parallel groups may span nodes (normally rejected: tp belongs on NVLink).
   bool allow_tp_across_nodes = false;
 };

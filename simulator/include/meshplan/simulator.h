@@ -18,8 +18,8 @@ namespace meshplan::simulator {
 struct SimulationOptions {
   bool all_ranks = false;           // every rank; default: one representative per stage
   bool zero_communication = false;  // every collective and transfer takes no time
-  // Gradient bucket, as PyTorch DDP's bucket_cap_mb = 25, which DDP multiplies by 1024 * 1024.
-  int64_t bucket_bytes = 25 * 1024 * 1024;
+  // Gradient bucket; simulate passes the plan's (planner::kDefaultBucketBytes unless changed).
+  int64_t bucket_bytes = planner::kDefaultBucketBytes;
 };
 
 enum class TaskKind : uint8_t {
