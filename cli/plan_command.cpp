@@ -76,18 +76,14 @@ void refine_by_simulation(const models::TransformerConfig& model,
     order.emplace_back(simulated.step_time_s, i);
   }
   std::stable_sort(order.begin(), order.end());
-  fmt::print("# refined by simulation: the best {} analytic plans, re-ranked\n", refined);
-  fmt::print("#{:>4} {:>8} {:>11} {:>11}  {}\n", "rank", "analytic", "simulated", "analytic",
-             "layout");
-  fmt::print("#{:>4} {:>8} {:>11} {:>11}\n", "", "(rank)", "(s)", "(s)");
+  std::vector<reports::RefinedPlan> rows;
   std::vector<planner::PlanEstimate> reordered;
-  for (size_t i = 0; i < order.size(); ++i) {
-    const planner::PlanEstimate& estimate = result.best[order[i].second];
-    fmt::print(" {:>4} {:>8} {:>11.4f} {:>11.4f}  {}\n", i + 1, order[i].second + 1, order[i].first,
-               estimate.step_time_s, planner::describe(estimate.layout));
+  for (const auto& [simulated_seconds, analytic_index] : order) {
+    const planner::PlanEstimate& estimate = result.best[analytic_index];
+    rows.push_back({analytic_index + 1, simulated_seconds, estimate.step_time_s, estimate.layout});
     reordered.push_back(estimate);
   }
-  fmt::print("#\n");
+  fmt::print("{}", reports::format_refined_table(rows));
   std::copy(reordered.begin(), reordered.end(), result.best.begin());
 }
 
@@ -183,14 +179,15 @@ void run_plan(const PlanArguments& args) {
     refine_by_simulation(model, cluster, args.gpus, options, args.refine, result);
   }
   result.best.resize(std::min<size_t>(result.best.size(), static_cast<size_t>(args.top)));
-  fmt::print("{}", reports::format_plan_table(result));
+  const reports::Report report = reports::plan_report(model, cluster, args.gpus, result);
+  fmt::print("{}", report.table);
   if (!args.json_path.empty()) {
-    write_file_atomic(args.json_path,
-                      reports::plan_report_json(model, cluster, args.gpus, result).dump(2) + "\n");
+    write_file_atomic(args.json_path, report.json.dump(2) + "\n");
   }
   if (!args.save_plan_path.empty()) {
     planner::Plan plan{model, cluster, args.gpus, result.best.front().layout, options};
-    planner::write_plan_file(args.save_plan_path, plan, result.best.front());
+    planner::write_plan_file(args.save_plan_path, plan,
+                             reports::estimate_json(result.best.front()));
     fmt::print("# plan written to {}\n", args.save_plan_path);
   }
 }
@@ -263,9 +260,10 @@ void register_plan_commands(CLI::App& app) {
   validate->callback([runs_path, validate_json] {
     const planner::ValidationReport report =
         planner::validate_runs(read_json_file(*runs_path), *runs_path);
-    fmt::print("{}", reports::format_validation_table(report));
+    const reports::Report validation = reports::validation_report(report);
+    fmt::print("{}", validation.table);
     if (!validate_json->empty()) {
-      write_file_atomic(*validate_json, planner::validation_to_json(report).dump(2) + "\n");
+      write_file_atomic(*validate_json, validation.json.dump(2) + "\n");
     }
   });
 }

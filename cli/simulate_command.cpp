@@ -45,6 +45,7 @@ void run_simulate(const SimulateArguments& args) {
   }
   const simulator::SimulationResult result =
       simulator::simulate_plan(plan, options, args.plan_path);
+  const reports::Report report = reports::simulation_report(result);
   // Every output is made before any is written, and each is written atomically, so an error
   // leaves no partial file.
   struct Output {
@@ -59,12 +60,12 @@ void run_simulate(const SimulateArguments& args) {
     outputs.push_back({args.svg_path, reports::pipeline_svg(result)});
   }
   if (!args.json_path.empty()) {
-    outputs.push_back({args.json_path, simulator::simulation_json(result).dump(2) + "\n"});
+    outputs.push_back({args.json_path, report.json.dump(2) + "\n"});
   }
   for (const Output& output : outputs) {
     write_file_atomic(output.path, output.content);
   }
-  std::fputs(simulator::simulation_table(result).c_str(), stdout);
+  std::fputs(report.table.c_str(), stdout);
 }
 
 }  // namespace

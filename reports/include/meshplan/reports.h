@@ -1,13 +1,24 @@
 #pragma once
-// Reports on a simulated step: a Chrome trace and a picture of the pipeline schedule. Each
-// returns the whole file's text (the caller writes it with write_file_atomic); the same
-// result gives the same bytes.
+// Reports on a simulated step: the table and JSON record, a Chrome trace and a picture of the
+// pipeline schedule. Each returns the whole file's text (the caller writes it with
+// write_file_atomic); the same result gives the same bytes.
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "meshplan/simulator.h"
 
 namespace meshplan::reports {
+
+/// A command's terminal table and its --json record, written together from the same values.
+struct Report {
+  std::string table;
+  nlohmann::json json;
+};
+
+/// meshplan simulate: per-stage time breakdown and critical path (table: nccl-tests layout;
+/// JSON: "format": "meshplan simulation", step_time_s, stages, critical_path).
+Report simulation_report(const simulator::SimulationResult& result);
 
 /// Chrome trace event JSON, for Perfetto (ui.perfetto.dev) and chrome://tracing: one process
 /// per simulated rank (pid = global rank), one thread per stream that has work, an 'X' slice
