@@ -87,14 +87,20 @@ void refine_by_simulation(const models::TransformerConfig& model,
   std::copy(reordered.begin(), reordered.end(), result.best.begin());
 }
 
-void run_plan(const PlanArguments& args) {
+// The model to plan: the preset or config file, at --seq-len when given.
+models::TransformerConfig plan_model(const PlanArguments& args) {
   models::TransformerConfig model = models::load_model(args.model);
   require_positive(args.seq_len, "--seq-len");
   if (args.seq_len) {
     model.seq_length = *args.seq_len;
     models::validate_model(model, "--seq-len");
   }
-  const models::ClusterConfig cluster = models::load_cluster(args.cluster);
+  return model;
+}
+
+// The layouts to search, from --gpus, the fixed sizes and the fixed choices; also checks --top,
+// --refine and --objective. Throws InputError naming the flag.
+planner::SearchSpace search_space(const PlanArguments& args) {
   if (args.gpus < 1 || args.gpus > 10'000'000) {
     throw InputError(fmt::format("--gpus: must be between 1 and 10000000 ({})", args.gpus));
   }
@@ -140,6 +146,11 @@ void run_plan(const PlanArguments& args) {
   if (args.objective != "time" && args.objective != "memory") {
     throw InputError(fmt::format("--objective: expected time or memory ({})", args.objective));
   }
+  return space;
+}
+
+// The software options every searched layout is costed with (on/off flags, --bucket-mb).
+planner::PlanOptions plan_options(const PlanArguments& args) {
   planner::PlanOptions options;
   options.flash_attention = parse_on_off(args.flash_attention, "--flash-attention");
   options.overlap_grad_reduce = parse_on_off(args.overlap_grad_reduce, "--overlap-grad-reduce");
@@ -152,6 +163,31 @@ void run_plan(const PlanArguments& args) {
     throw InputError(fmt::format("--bucket-mb: must be in (0, 1e6] ({})", args.bucket_mb));
   }
   options.bucket_bytes = static_cast<int64_t>(args.bucket_mb * static_cast<double>(kBytesPerMiB));
+  return options;
+}
+
+// Throws InputError listing every rejection reason when the search found no feasible layout.
+void require_some_feasible(const models::TransformerConfig& model,
+                           const models::ClusterConfig& cluster, int64_t num_gpus,
+                           const planner::SearchResult& result) {
+  if (!result.best.empty()) {
+    return;
+  }
+  std::string reasons;
+  for (const auto& [code, count] : result.rejections) {
+    reasons += fmt::format("{}{} x{} ({})", reasons.empty() ? "" : "; ", code, count,
+                           result.example_reason.at(code));
+  }
+  throw InputError(fmt::format("no feasible layout for {} on {} x {}: {}", model.name, num_gpus,
+                               cluster.name, reasons));
+}
+
+// meshplan plan: search, print the header, rejections and ranked table, write the outputs.
+void run_plan(const PlanArguments& args) {
+  const models::TransformerConfig model = plan_model(args);
+  const models::ClusterConfig cluster = models::load_cluster(args.cluster);
+  const planner::SearchSpace space = search_space(args);
+  const planner::PlanOptions options = plan_options(args);
 
   const auto start = std::chrono::steady_clock::now();
   planner::SearchResult result = planner::search_layouts(
@@ -166,15 +202,7 @@ void run_plan(const PlanArguments& args) {
   if (args.explain_rejections || result.best.empty()) {
     fmt::print("{}#\n", reports::format_rejections(result));
   }
-  if (result.best.empty()) {
-    std::string reasons;
-    for (const auto& [code, count] : result.rejections) {
-      reasons += fmt::format("{}{} x{} ({})", reasons.empty() ? "" : "; ", code, count,
-                             result.example_reason.at(code));
-    }
-    throw InputError(fmt::format("no feasible layout for {} on {} x {}: {}", model.name, args.gpus,
-                                 cluster.name, reasons));
-  }
+  require_some_feasible(model, cluster, args.gpus, result);
   if (args.refine > 0) {
     refine_by_simulation(model, cluster, args.gpus, options, args.refine, result);
   }
