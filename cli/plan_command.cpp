@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "meshplan/errors.h"
 #include "meshplan/json_io.h"
+#include "meshplan/output_set.h"
 #include "meshplan/plan_file.h"
 #include "meshplan/plan_report.h"
 #include "meshplan/search.h"
@@ -38,7 +39,7 @@ struct PlanArguments {
   double bucket_mb = static_cast<double>(planner::kDefaultBucketBytes / kBytesPerMiB);
   bool allow_tp_across_nodes = false;
   int64_t top = 10;
-  int64_t refine = 0;
+  std::optional<int64_t> refine;
   std::string json_path, save_plan_path;
   bool explain_rejections = false;
 };
@@ -115,8 +116,8 @@ planner::SearchSpace search_space(const PlanArguments& args) {
   if (args.top < 1) {
     throw InputError(fmt::format("--top: must be positive ({})", args.top));
   }
-  if (args.refine < 0) {
-    throw InputError(fmt::format("--refine: must not be negative ({})", args.refine));
+  if (args.refine && *args.refine < 1) {
+    throw InputError(fmt::format("--refine: must be positive ({})", *args.refine));
   }
   planner::SearchSpace space;
   space.num_gpus = args.gpus;
@@ -184,6 +185,9 @@ void require_some_feasible(const models::TransformerConfig& model,
 
 // meshplan plan: search, print the header, rejections and ranked table, write the outputs.
 void run_plan(const PlanArguments& args) {
+  reports::OutputSet outputs;
+  outputs.add("--json", args.json_path);
+  outputs.add("--save-plan", args.save_plan_path);
   const models::TransformerConfig model = plan_model(args);
   const models::ClusterConfig cluster = models::load_cluster(args.cluster);
   const planner::SearchSpace space = search_space(args);
@@ -193,7 +197,7 @@ void run_plan(const PlanArguments& args) {
   planner::SearchResult result = planner::search_layouts(
       model, cluster, space, options,
       args.objective == "time" ? planner::Objective::kTime : planner::Objective::kMemory,
-      std::max(args.top, args.refine));
+      std::max(args.top, args.refine.value_or(0)));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
@@ -203,24 +207,45 @@ void run_plan(const PlanArguments& args) {
     fmt::print("{}#\n", reports::format_rejections(result));
   }
   require_some_feasible(model, cluster, args.gpus, result);
-  if (args.refine > 0) {
-    refine_by_simulation(model, cluster, args.gpus, options, args.refine, result);
+  if (args.refine) {
+    refine_by_simulation(model, cluster, args.gpus, options, *args.refine, result);
   }
   result.best.resize(std::min<size_t>(result.best.size(), static_cast<size_t>(args.top)));
   const reports::Report report = reports::plan_report(model, cluster, args.gpus, result);
   fmt::print("{}", report.table);
-  if (!args.json_path.empty()) {
-    write_file_atomic(args.json_path, report.json.dump(2) + "\n");
+  if (outputs.wants("--json")) {
+    outputs.set("--json", report.json.dump(2) + "\n");
   }
-  if (!args.save_plan_path.empty()) {
-    planner::Plan plan{model, cluster, args.gpus, result.best.front().layout, options};
-    planner::write_plan_file(args.save_plan_path, plan,
-                             reports::estimate_json(result.best.front()));
+  if (outputs.wants("--save-plan")) {
+    const planner::Plan plan{model, cluster, args.gpus, result.best.front().layout, options};
+    outputs.set(
+        "--save-plan",
+        planner::plan_to_json(plan, reports::estimate_json(result.best.front())).dump(2) + "\n");
+  }
+  outputs.commit();
+  if (outputs.wants("--save-plan")) {
     fmt::print("# plan written to {}\n", args.save_plan_path);
   }
 }
 
 }  // namespace
+
+void require_feasible(const planner::Plan& plan, const planner::PlanEstimate& estimate,
+                      const std::string& plan_path, bool allow_infeasible) {
+  if (estimate.feasible || allow_infeasible) {
+    return;
+  }
+  if (estimate.rejection_code == "memory") {
+    const double gib = static_cast<double>(kBytesPerGiB);
+    throw InputError(fmt::format(
+        "{}: does not fit: peak memory {:.1f} GiB per GPU exceeds the {:.1f} GiB of each {} "
+        "(--allow-infeasible to go on)",
+        plan_path, static_cast<double>(estimate.peak_memory_bytes) / gib,
+        static_cast<double>(plan.cluster.gpu.hbm_bytes) / gib, plan.cluster.gpu.name));
+  }
+  throw InputError(fmt::format("{}: infeasible: {} (--allow-infeasible to go on)", plan_path,
+                               estimate.rejection_reason));
+}
 
 void register_plan_commands(CLI::App& app) {
   auto args = std::make_shared<PlanArguments>();
@@ -268,12 +293,16 @@ void register_plan_commands(CLI::App& app) {
   plan->callback([args] { run_plan(*args); });
 
   auto plan_path = std::make_shared<std::string>();
+  auto allow_infeasible = std::make_shared<bool>(false);
   CLI::App* explain = app.add_subcommand("explain", "Explain a plan file: memory, times, bytes");
   explain->add_option("PLAN.json", *plan_path, "Plan file")->required();
-  explain->callback([plan_path] {
+  explain->add_flag("--allow-infeasible", *allow_infeasible,
+                    "Explain a plan that does not fit its GPUs' memory");
+  explain->callback([plan_path, allow_infeasible] {
     const planner::Plan plan = planner::read_plan_file(*plan_path);
     const planner::PlanEstimate estimate =
         planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
+    require_feasible(plan, estimate, *plan_path, *allow_infeasible);
     fmt::print("{}", reports::format_explain(plan, estimate));
     if (!estimate.feasible) {
       fmt::print("# infeasible: {}\n", estimate.rejection_reason);
@@ -286,13 +315,16 @@ void register_plan_commands(CLI::App& app) {
   validate->add_option("RUNS.json", *runs_path, "Published runs file")->required();
   validate->add_option("--json", *validate_json, "Write the predictions as JSON");
   validate->callback([runs_path, validate_json] {
+    reports::OutputSet outputs;
+    outputs.add("--json", *validate_json);
     const planner::ValidationReport report =
         planner::validate_runs(read_json_file(*runs_path), *runs_path);
     const reports::Report validation = reports::validation_report(report);
     fmt::print("{}", validation.table);
-    if (!validate_json->empty()) {
-      write_file_atomic(*validate_json, validation.json.dump(2) + "\n");
+    if (outputs.wants("--json")) {
+      outputs.set("--json", validation.json.dump(2) + "\n");
     }
+    outputs.commit();
   });
 }
 
