@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "meshplan/errors.h"
 #include "meshplan/json_io.h"
+#include "meshplan/output_set.h"
 #include "meshplan/plan_file.h"
 #include "meshplan/plan_report.h"
 #include "meshplan/search.h"
@@ -38,7 +39,7 @@ struct PlanArguments {
   double bucket_mb = static_cast<double>(planner::kDefaultBucketBytes / kBytesPerMiB);
   bool allow_tp_across_nodes = false;
   int64_t top = 10;
-  int64_t refine = 0;
+  std::optional<int64_t> refine;
   std::string json_path, save_plan_path;
   bool explain_rejections = false;
 };
@@ -76,29 +77,31 @@ void refine_by_simulation(const models::TransformerConfig& model,
     order.emplace_back(simulated.step_time_s, i);
   }
   std::stable_sort(order.begin(), order.end());
-  fmt::print("# refined by simulation: the best {} analytic plans, re-ranked\n", refined);
-  fmt::print("#{:>4} {:>8} {:>11} {:>11}  {}\n", "rank", "analytic", "simulated", "analytic",
-             "layout");
-  fmt::print("#{:>4} {:>8} {:>11} {:>11}\n", "", "(rank)", "(s)", "(s)");
+  std::vector<reports::RefinedPlan> rows;
   std::vector<planner::PlanEstimate> reordered;
-  for (size_t i = 0; i < order.size(); ++i) {
-    const planner::PlanEstimate& estimate = result.best[order[i].second];
-    fmt::print(" {:>4} {:>8} {:>11.4f} {:>11.4f}  {}\n", i + 1, order[i].second + 1, order[i].first,
-               estimate.step_time_s, planner::describe(estimate.layout));
+  for (const auto& [simulated_seconds, analytic_index] : order) {
+    const planner::PlanEstimate& estimate = result.best[analytic_index];
+    rows.push_back({analytic_index + 1, simulated_seconds, estimate.step_time_s, estimate.layout});
     reordered.push_back(estimate);
   }
-  fmt::print("#\n");
+  fmt::print("{}", reports::format_refined_table(rows));
   std::copy(reordered.begin(), reordered.end(), result.best.begin());
 }
 
-void run_plan(const PlanArguments& args) {
+// The model to plan: the preset or config file, at --seq-len when given.
+models::TransformerConfig plan_model(const PlanArguments& args) {
   models::TransformerConfig model = models::load_model(args.model);
   require_positive(args.seq_len, "--seq-len");
   if (args.seq_len) {
     model.seq_length = *args.seq_len;
     models::validate_model(model, "--seq-len");
   }
-  const models::ClusterConfig cluster = models::load_cluster(args.cluster);
+  return model;
+}
+
+// The layouts to search, from --gpus, the fixed sizes and the fixed choices; also checks --top,
+// --refine and --objective. Throws InputError naming the flag.
+planner::SearchSpace search_space(const PlanArguments& args) {
   if (args.gpus < 1 || args.gpus > 10'000'000) {
     throw InputError(fmt::format("--gpus: must be between 1 and 10000000 ({})", args.gpus));
   }
@@ -113,8 +116,8 @@ void run_plan(const PlanArguments& args) {
   if (args.top < 1) {
     throw InputError(fmt::format("--top: must be positive ({})", args.top));
   }
-  if (args.refine < 0) {
-    throw InputError(fmt::format("--refine: must not be negative ({})", args.refine));
+  if (args.refine && *args.refine < 1) {
+    throw InputError(fmt::format("--refine: must be positive ({})", *args.refine));
   }
   planner::SearchSpace space;
   space.num_gpus = args.gpus;
@@ -144,6 +147,11 @@ void run_plan(const PlanArguments& args) {
   if (args.objective != "time" && args.objective != "memory") {
     throw InputError(fmt::format("--objective: expected time or memory ({})", args.objective));
   }
+  return space;
+}
+
+// The software options every searched layout is costed with (on/off flags, --bucket-mb).
+planner::PlanOptions plan_options(const PlanArguments& args) {
   planner::PlanOptions options;
   options.flash_attention = parse_on_off(args.flash_attention, "--flash-attention");
   options.overlap_grad_reduce = parse_on_off(args.overlap_grad_reduce, "--overlap-grad-reduce");
@@ -156,12 +164,40 @@ void run_plan(const PlanArguments& args) {
     throw InputError(fmt::format("--bucket-mb: must be in (0, 1e6] ({})", args.bucket_mb));
   }
   options.bucket_bytes = static_cast<int64_t>(args.bucket_mb * static_cast<double>(kBytesPerMiB));
+  return options;
+}
+
+// Throws InputError listing every rejection reason when the search found no feasible layout.
+void require_some_feasible(const models::TransformerConfig& model,
+                           const models::ClusterConfig& cluster, int64_t num_gpus,
+                           const planner::SearchResult& result) {
+  if (!result.best.empty()) {
+    return;
+  }
+  std::string reasons;
+  for (const auto& [code, count] : result.rejections) {
+    reasons += fmt::format("{}{} x{} ({})", reasons.empty() ? "" : "; ", code, count,
+                           result.example_reason.at(code));
+  }
+  throw InputError(fmt::format("no feasible layout for {} on {} x {}: {}", model.name, num_gpus,
+                               cluster.name, reasons));
+}
+
+// meshplan plan: search, print the header, rejections and ranked table, write the outputs.
+void run_plan(const PlanArguments& args) {
+  reports::OutputSet outputs;
+  outputs.add("--json", args.json_path);
+  outputs.add("--save-plan", args.save_plan_path);
+  const models::TransformerConfig model = plan_model(args);
+  const models::ClusterConfig cluster = models::load_cluster(args.cluster);
+  const planner::SearchSpace space = search_space(args);
+  const planner::PlanOptions options = plan_options(args);
 
   const auto start = std::chrono::steady_clock::now();
   planner::SearchResult result = planner::search_layouts(
       model, cluster, space, options,
       args.objective == "time" ? planner::Objective::kTime : planner::Objective::kMemory,
-      std::max(args.top, args.refine));
+      std::max(args.top, args.refine.value_or(0)));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
@@ -170,32 +206,46 @@ void run_plan(const PlanArguments& args) {
   if (args.explain_rejections || result.best.empty()) {
     fmt::print("{}#\n", reports::format_rejections(result));
   }
-  if (result.best.empty()) {
-    std::string reasons;
-    for (const auto& [code, count] : result.rejections) {
-      reasons += fmt::format("{}{} x{} ({})", reasons.empty() ? "" : "; ", code, count,
-                             result.example_reason.at(code));
-    }
-    throw InputError(fmt::format("no feasible layout for {} on {} x {}: {}", model.name, args.gpus,
-                                 cluster.name, reasons));
-  }
-  if (args.refine > 0) {
-    refine_by_simulation(model, cluster, args.gpus, options, args.refine, result);
+  require_some_feasible(model, cluster, args.gpus, result);
+  if (args.refine) {
+    refine_by_simulation(model, cluster, args.gpus, options, *args.refine, result);
   }
   result.best.resize(std::min<size_t>(result.best.size(), static_cast<size_t>(args.top)));
-  fmt::print("{}", reports::format_plan_table(result));
-  if (!args.json_path.empty()) {
-    write_file_atomic(args.json_path,
-                      reports::plan_report_json(model, cluster, args.gpus, result).dump(2) + "\n");
+  const reports::Report report = reports::plan_report(model, cluster, args.gpus, result);
+  fmt::print("{}", report.table);
+  if (outputs.wants("--json")) {
+    outputs.set("--json", report.json.dump(2) + "\n");
   }
-  if (!args.save_plan_path.empty()) {
-    planner::Plan plan{model, cluster, args.gpus, result.best.front().layout, options};
-    planner::write_plan_file(args.save_plan_path, plan, result.best.front());
+  if (outputs.wants("--save-plan")) {
+    const planner::Plan plan{model, cluster, args.gpus, result.best.front().layout, options};
+    outputs.set(
+        "--save-plan",
+        planner::plan_to_json(plan, reports::estimate_json(result.best.front())).dump(2) + "\n");
+  }
+  outputs.commit();
+  if (outputs.wants("--save-plan")) {
     fmt::print("# plan written to {}\n", args.save_plan_path);
   }
 }
 
 }  // namespace
+
+void require_feasible(const planner::Plan& plan, const planner::PlanEstimate& estimate,
+                      const std::string& plan_path, bool allow_infeasible) {
+  if (estimate.feasible || allow_infeasible) {
+    return;
+  }
+  if (estimate.rejection_code == "memory") {
+    const double gib = static_cast<double>(kBytesPerGiB);
+    throw InputError(fmt::format(
+        "{}: does not fit: peak memory {:.1f} GiB per GPU exceeds the {:.1f} GiB of each {} "
+        "(--allow-infeasible to go on)",
+        plan_path, static_cast<double>(estimate.peak_memory_bytes) / gib,
+        static_cast<double>(plan.cluster.gpu.hbm_bytes) / gib, plan.cluster.gpu.name));
+  }
+  throw InputError(fmt::format("{}: infeasible: {} (--allow-infeasible to go on)", plan_path,
+                               estimate.rejection_reason));
+}
 
 void register_plan_commands(CLI::App& app) {
   auto args = std::make_shared<PlanArguments>();
@@ -243,12 +293,16 @@ void register_plan_commands(CLI::App& app) {
   plan->callback([args] { run_plan(*args); });
 
   auto plan_path = std::make_shared<std::string>();
+  auto allow_infeasible = std::make_shared<bool>(false);
   CLI::App* explain = app.add_subcommand("explain", "Explain a plan file: memory, times, bytes");
   explain->add_option("PLAN.json", *plan_path, "Plan file")->required();
-  explain->callback([plan_path] {
+  explain->add_flag("--allow-infeasible", *allow_infeasible,
+                    "Explain a plan that does not fit its GPUs' memory");
+  explain->callback([plan_path, allow_infeasible] {
     const planner::Plan plan = planner::read_plan_file(*plan_path);
     const planner::PlanEstimate estimate =
         planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
+    require_feasible(plan, estimate, *plan_path, *allow_infeasible);
     fmt::print("{}", reports::format_explain(plan, estimate));
     if (!estimate.feasible) {
       fmt::print("# infeasible: {}\n", estimate.rejection_reason);
@@ -261,12 +315,16 @@ void register_plan_commands(CLI::App& app) {
   validate->add_option("RUNS.json", *runs_path, "Published runs file")->required();
   validate->add_option("--json", *validate_json, "Write the predictions as JSON");
   validate->callback([runs_path, validate_json] {
+    reports::OutputSet outputs;
+    outputs.add("--json", *validate_json);
     const planner::ValidationReport report =
         planner::validate_runs(read_json_file(*runs_path), *runs_path);
-    fmt::print("{}", reports::format_validation_table(report));
-    if (!validate_json->empty()) {
-      write_file_atomic(*validate_json, planner::validation_to_json(report).dump(2) + "\n");
+    const reports::Report validation = reports::validation_report(report);
+    fmt::print("{}", validation.table);
+    if (outputs.wants("--json")) {
+      outputs.set("--json", validation.json.dump(2) + "\n");
     }
+    outputs.commit();
   });
 }
 

@@ -10,7 +10,7 @@
 
 #include "commands.h"
 #include "meshplan/errors.h"
-#include "meshplan/json_io.h"
+#include "meshplan/output_set.h"
 #include "meshplan/plan_file.h"
 #include "meshplan/reports.h"
 #include "meshplan/simulator.h"
@@ -24,14 +24,22 @@ struct SimulateArguments {
   std::string trace_path, svg_path, json_path;
   bool all_ranks = false;
   bool zero_communication = false;
+  bool allow_infeasible = false;
   std::optional<double> bucket_mb;  // default: the plan's bucket (PyTorch DDP's 25 MiB)
 };
 
 void run_simulate(const SimulateArguments& args) {
+  reports::OutputSet outputs;
+  outputs.add("--trace", args.trace_path);
+  outputs.add("--svg", args.svg_path);
+  outputs.add("--json", args.json_path);
   if (args.bucket_mb && (!(*args.bucket_mb > 0) || !std::isfinite(*args.bucket_mb))) {
     throw InputError(fmt::format("--bucket-mb: must be positive ({})", *args.bucket_mb));
   }
   const planner::Plan plan = planner::read_plan_file(args.plan_path);
+  require_feasible(plan,
+                   planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options),
+                   args.plan_path, args.allow_infeasible);
   simulator::SimulationOptions options;
   options.all_ranks = args.all_ranks;
   options.zero_communication = args.zero_communication;
@@ -45,26 +53,19 @@ void run_simulate(const SimulateArguments& args) {
   }
   const simulator::SimulationResult result =
       simulator::simulate_plan(plan, options, args.plan_path);
-  // Every output is made before any is written, and each is written atomically, so an error
-  // leaves no partial file.
-  struct Output {
-    const std::string& path;
-    std::string content;
-  };
-  std::vector<Output> outputs;
-  if (!args.trace_path.empty()) {
-    outputs.push_back({args.trace_path, reports::chrome_trace_json(result)});
+  const reports::Report report = reports::simulation_report(result);
+  // Every output is made before any is written, and all are written or none.
+  if (outputs.wants("--trace")) {
+    outputs.set("--trace", reports::chrome_trace_json(result));
   }
-  if (!args.svg_path.empty()) {
-    outputs.push_back({args.svg_path, reports::pipeline_svg(result)});
+  if (outputs.wants("--svg")) {
+    outputs.set("--svg", reports::pipeline_svg(result));
   }
-  if (!args.json_path.empty()) {
-    outputs.push_back({args.json_path, simulator::simulation_json(result).dump(2) + "\n"});
+  if (outputs.wants("--json")) {
+    outputs.set("--json", report.json.dump(2) + "\n");
   }
-  for (const Output& output : outputs) {
-    write_file_atomic(output.path, output.content);
-  }
-  std::fputs(simulator::simulation_table(result).c_str(), stdout);
+  outputs.commit();
+  std::fputs(report.table.c_str(), stdout);
 }
 
 }  // namespace
@@ -83,6 +84,8 @@ void register_simulate_command(CLI::App& app) {
   simulate->add_option(
       "--bucket-mb", args->bucket_mb,
       "Data-parallel gradient bucket, MiB (default: the plan's, PyTorch DDP's 25)");
+  simulate->add_flag("--allow-infeasible", args->allow_infeasible,
+                     "Simulate a plan that does not fit its GPUs' memory");
   simulate->add_flag("--zero-communication", args->zero_communication,
                      "Every collective and transfer takes no time (checks the closed form)");
   simulate->callback([args] { run_simulate(*args); });

@@ -75,67 +75,9 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
   return options;
 }
 
-nlohmann::json memory_to_json(const MemoryBreakdown& memory) {
-  return {
-      {"weights_bytes", memory.weights_bytes},     {"gradients_bytes", memory.gradients_bytes},
-      {"optimizer_bytes", memory.optimizer_bytes}, {"activations_bytes", memory.activations_bytes},
-      {"reserved_bytes", memory.reserved_bytes},   {"total_bytes", memory.total_bytes()}};
-}
-
 }  // namespace
 
-nlohmann::json estimate_to_json(const PlanEstimate& estimate) {
-  nlohmann::json stages = nlohmann::json::array();
-  for (const StageEstimate& stage : estimate.stages) {
-    double forward = 0, backward = 0;
-    for (const ChunkCost& chunk : stage.chunks) {
-      forward += chunk.forward_seconds();
-      backward += chunk.backward_seconds();
-    }
-    stages.push_back({{"stage", stage.stage},
-                      {"num_parameters", stage.num_parameters},
-                      {"peak_in_flight_micro_batches", stage.peak_in_flight_micro_batches},
-                      {"forward_seconds_per_micro_batch", forward},
-                      {"backward_seconds_per_micro_batch", backward},
-                      {"optimizer_step_seconds", stage.optimizer_step_seconds},
-                      {"dp_grad_sync_seconds", stage.dp_grad_sync_seconds},
-                      {"memory", memory_to_json(stage.memory)}});
-  }
-  nlohmann::json collectives = nlohmann::json::array();
-  for (const CollectiveTraffic& traffic : estimate.collectives) {
-    collectives.push_back({{"stage", traffic.stage},
-                           {"what", traffic.what},
-                           {"kind", to_string(traffic.kind)},
-                           {"group", to_string(traffic.group)},
-                           {"group_size", traffic.group_size},
-                           {"message_bytes", traffic.message_bytes},
-                           {"calls_per_step", traffic.calls_per_step},
-                           {"total_message_bytes", traffic.total_message_bytes()},
-                           {"seconds_per_call", traffic.seconds_per_call}});
-  }
-  const StepBreakdown& b = estimate.breakdown;
-  return {{"layout", layout_to_json(estimate.layout)},
-          {"feasible", estimate.feasible},
-          {"step_time_s", estimate.step_time_s},
-          {"mfu", estimate.mfu},
-          {"hfu", estimate.hfu},
-          {"model_tflops_per_gpu", estimate.model_tflops_per_gpu},
-          {"tokens_per_s", estimate.tokens_per_s},
-          {"peak_memory_bytes", estimate.peak_memory_bytes},
-          {"model_flops_per_step", estimate.model_flops_per_step},
-          {"hardware_flops_per_step", estimate.hardware_flops_per_step},
-          {"step_breakdown",
-           {{"pipeline_compute_seconds", b.pipeline_compute_seconds},
-            {"tp_comm_exposed_seconds", b.tp_comm_exposed_seconds},
-            {"bubble_seconds", b.bubble_seconds},
-            {"pp_transfer_seconds", b.pp_transfer_seconds},
-            {"dp_comm_exposed_seconds", b.dp_comm_exposed_seconds},
-            {"optimizer_seconds", b.optimizer_seconds}}},
-          {"stages", stages},
-          {"collectives", collectives}};
-}
-
-nlohmann::json plan_to_json(const Plan& plan, const PlanEstimate& estimate) {
+nlohmann::json plan_to_json(const Plan& plan, const nlohmann::json& prediction) {
   return {{"format", kPlanFormat},
           {"version", kPlanFormatVersion},
           {"model", models::model_to_json(plan.model)},
@@ -143,7 +85,7 @@ nlohmann::json plan_to_json(const Plan& plan, const PlanEstimate& estimate) {
           {"num_gpus", plan.num_gpus},
           {"layout", layout_to_json(plan.layout)},
           {"options", options_to_json(plan.options)},
-          {"prediction", estimate_to_json(estimate)}};
+          {"prediction", prediction}};
 }
 
 Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
@@ -191,8 +133,8 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
   return plan;
 }
 
-void write_plan_file(const std::string& path, const Plan& plan, const PlanEstimate& estimate) {
-  write_file_atomic(path, plan_to_json(plan, estimate).dump(2) + "\n");
+void write_plan_file(const std::string& path, const Plan& plan, const nlohmann::json& prediction) {
+  write_file_atomic(path, plan_to_json(plan, prediction).dump(2) + "\n");
 }
 
 Plan read_plan_file(const std::string& path) {

@@ -175,21 +175,4 @@ ValidationReport validate_runs(const nlohmann::json& runs_file, const std::strin
   return report;
 }
 
-nlohmann::json validation_to_json(const ValidationReport& report) {
-  nlohmann::json runs = nlohmann::json::array();
-  for (const ValidationRun& run : report.runs) {
-    runs.push_back({{"id", run.id},
-                    {"predicted_step_time_s", run.predicted.step_time_s},
-                    {"published_step_time_s", run.published_step_time_s},
-                    {"error_pct", run.error_pct()},
-                    {"layout", layout_to_json(run.predicted.layout)},
-                    {"searched", run.searched},
-                    {"mfu", run.predicted.mfu},
-                    {"peak_memory_bytes", run.predicted.peak_memory_bytes}});
-  }
-  return {{"runs", runs},
-          {"mean_abs_error_pct", report.mean_abs_error_pct},
-          {"max_abs_error_pct", report.max_abs_error_pct}};
-}
-
 }  // namespace meshplan::planner

@@ -104,17 +104,27 @@ double tick_step(double span) {
   return 10.0 * magnitude;
 }
 
-}  // namespace
+// Where things go: x = kLeft + seconds * scale; row s's blocks start at kTop + s * row_pitch.
+struct Geometry {
+  double step_seconds = 1;  // the width of the picture's time axis
+  double scale = 0;         // px per second
+  double row_pitch = kRowHeight + kLaneHeight + kRowGap;
+  double axis_y = 0;
+  double height = 0;
+};
 
-std::string pipeline_svg(const SimulationResult& result) {
-  const int64_t pp = result.layout.pp;
-  const int64_t vpp = result.layout.vpp;
-  const double step = result.step_time_s > 0 ? result.step_time_s : 1.0;
-  const double scale = (kWidth - kLeft - kRight) / step;  // px per second
-  const double row_pitch = kRowHeight + kLaneHeight + kRowGap;
-  const double axis_y = kTop + static_cast<double>(pp) * row_pitch;
-  const double height = axis_y + 64;
-  // Row of each simulated rank: the stage of its tp = dp = 0 rank; others are not drawn.
+// The picture's geometry for `result`: pp rows, the step time across.
+Geometry geometry(const SimulationResult& result) {
+  Geometry g;
+  g.step_seconds = result.step_time_s > 0 ? result.step_time_s : 1.0;
+  g.scale = (kWidth - kLeft - kRight) / g.step_seconds;
+  g.axis_y = kTop + static_cast<double>(result.layout.pp) * g.row_pitch;
+  g.height = g.axis_y + 64;
+  return g;
+}
+
+// Row of each simulated rank: the stage of its tp = dp = 0 rank; -1 for ranks not drawn.
+std::vector<int64_t> rank_rows(const SimulationResult& result) {
   std::vector<int64_t> row_of(result.ranks.size(), -1);
   for (size_t i = 0; i < result.ranks.size(); ++i) {
     const auto& coords = result.ranks[i].coords;
@@ -122,12 +132,17 @@ std::string pipeline_svg(const SimulationResult& result) {
       row_of[i] = coords.pp_rank;
     }
   }
+  return row_of;
+}
+
+// The <svg> element's opening, the background, the title lines and each stage's empty row.
+std::string svg_opening(const SimulationResult& result, const Geometry& g) {
   std::string out = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" "
       "viewBox=\"0 0 {:.0f} {:.0f}\" font-family=\"Helvetica, Arial, sans-serif\">\n",
-      kWidth, height, kWidth, height);
-  out +=
-      fmt::format("<rect width=\"{:.0f}\" height=\"{:.0f}\" fill=\"#ffffff\"/>\n", kWidth, height);
+      kWidth, g.height, kWidth, g.height);
+  out += fmt::format("<rect width=\"{:.0f}\" height=\"{:.0f}\" fill=\"#ffffff\"/>\n", kWidth,
+                     g.height);
   out += fmt::format(
       "<text x=\"{:.0f}\" y=\"20\" font-size=\"14\">{} on {}: {} &#8212; step {:.6g} s "
       "(simulated)</text>\n",
@@ -138,88 +153,98 @@ std::string pipeline_svg(const SimulationResult& result) {
       "micro-batch from 1; thin lane: the stage's communication (tp purple, pipeline red, "
       "data-parallel cyan)</text>\n",
       kLeft);
-  for (int64_t s = 0; s < pp; ++s) {
-    const double y = kTop + static_cast<double>(s) * row_pitch;
+  for (int64_t s = 0; s < result.layout.pp; ++s) {
+    const double y = kTop + static_cast<double>(s) * g.row_pitch;
     out += fmt::format(
         "<text x=\"{:.0f}\" y=\"{:.2f}\" font-size=\"12\" text-anchor=\"end\">stage {}</text>\n",
         kLeft - 8, y + kRowHeight / 2 + 4, s);
     out += fmt::format(
         "<rect x=\"{:.0f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.0f}\" fill=\"#f4f4f4\"/>\n",
-        kLeft, y, step * scale, kRowHeight);
+        kLeft, y, g.step_seconds * g.scale, kRowHeight);
   }
-  for (const simulator::TaskSpan& span : simulator::task_spans(result)) {
-    const TaskRecord& task = result.tasks[span.first_task];
-    const int64_t row = task.rank >= 0 ? row_of[task.rank] : -1;
-    if (row < 0) {
-      continue;
-    }
-    const double x = kLeft + span.start_seconds * scale;
-    const double w = (span.end_seconds - span.start_seconds) * scale;
-    const double y = kTop + static_cast<double>(row) * row_pitch;
-    const char* cls = block_class(task.kind);
-    if (std::string(cls) == "comm") {
-      out += fmt::format(
-          "<rect class=\"comm\" data-stage=\"{}\" x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" "
-          "height=\"{:.0f}\" fill=\"{}\"/>\n",
-          row, x, y + kRowHeight + 1, w, kLaneHeight - 2, comm_colour(task.kind));
-      continue;
-    }
-    const Rgb base = task.kind == TaskKind::kForward          ? kForward
-                     : task.kind == TaskKind::kBackwardWeight ? kWeight
-                     : task.kind == TaskKind::kOptimizerStep  ? kOptimizer
-                                                              : kBackward;
-    const int64_t chunk = std::max(task.chunk, 0);
+  return out;
+}
+
+// One span in stage row `row`: a thin bar in the lane for communication, else a coloured block
+// (numbered by micro-batch when the label fits).
+std::string span_block(const simulator::TaskSpan& span, const TaskRecord& task, int64_t row,
+                       int64_t vpp, const Geometry& g) {
+  const double x = kLeft + span.start_seconds * g.scale;
+  const double w = (span.end_seconds - span.start_seconds) * g.scale;
+  const double y = kTop + static_cast<double>(row) * g.row_pitch;
+  const char* cls = block_class(task.kind);
+  if (std::string(cls) == "comm") {
+    return fmt::format(
+        "<rect class=\"comm\" data-stage=\"{}\" x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" "
+        "height=\"{:.0f}\" fill=\"{}\"/>\n",
+        row, x, y + kRowHeight + 1, w, kLaneHeight - 2, comm_colour(task.kind));
+  }
+  const Rgb base = task.kind == TaskKind::kForward          ? kForward
+                   : task.kind == TaskKind::kBackwardWeight ? kWeight
+                   : task.kind == TaskKind::kOptimizerStep  ? kOptimizer
+                                                            : kBackward;
+  const int64_t chunk = std::max(task.chunk, 0);
+  std::string out = fmt::format(
+      "<rect class=\"{}\" data-stage=\"{}\" data-micro-batch=\"{}\" data-chunk=\"{}\" "
+      "x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.0f}\" fill=\"{}\" "
+      "stroke=\"#333333\" stroke-width=\"0.5\"/>\n",
+      cls, row, task.micro_batch, task.chunk, x, y, w, kRowHeight, fill(base, chunk, vpp));
+  const std::string label =
+      task.kind == TaskKind::kOptimizerStep ? "opt" : std::to_string(task.micro_batch + 1);
+  if (w >= 0.62 * kFontSize * static_cast<double>(label.size()) + 2) {
     out += fmt::format(
-        "<rect class=\"{}\" data-stage=\"{}\" data-micro-batch=\"{}\" data-chunk=\"{}\" "
-        "x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.0f}\" fill=\"{}\" "
-        "stroke=\"#333333\" stroke-width=\"0.5\"/>\n",
-        cls, row, task.micro_batch, task.chunk, x, y, w, kRowHeight, fill(base, chunk, vpp));
-    const std::string label =
-        task.kind == TaskKind::kOptimizerStep ? "opt" : std::to_string(task.micro_batch + 1);
-    if (w >= 0.62 * kFontSize * static_cast<double>(label.size()) + 2) {
-      out += fmt::format(
-          "<text x=\"{:.2f}\" y=\"{:.2f}\" font-size=\"{:.0f}\" text-anchor=\"middle\">{}</text>\n",
-          x + w / 2, y + kRowHeight / 2 + kFontSize / 3, kFontSize, label);
-    }
+        "<text x=\"{:.2f}\" y=\"{:.2f}\" font-size=\"{:.0f}\" text-anchor=\"middle\">{}</text>\n",
+        x + w / 2, y + kRowHeight / 2 + kFontSize / 3, kFontSize, label);
   }
-  // Time axis.
+  return out;
+}
+
+// The time axis under the rows: ticks 1, 2 or 5 times a power of ten, in ms below a second.
+std::string time_axis(const Geometry& g) {
+  const double step = g.step_seconds;
   const bool in_ms = step < 1.0;
   const double unit = in_ms ? 1e-3 : 1.0;
   const double tick = tick_step(step);
-  out += fmt::format(
+  std::string out = fmt::format(
       "<line x1=\"{:.0f}\" y1=\"{:.2f}\" x2=\"{:.2f}\" y2=\"{:.2f}\" stroke=\"#000000\"/>\n", kLeft,
-      axis_y, kLeft + step * scale, axis_y);
+      g.axis_y, kLeft + step * g.scale, g.axis_y);
   for (int64_t i = 0; static_cast<double>(i) * tick <= step * (1 + 1e-12); ++i) {
     const double t = static_cast<double>(i) * tick;
-    const double x = kLeft + t * scale;
+    const double x = kLeft + t * g.scale;
     out += fmt::format(
         "<line x1=\"{:.2f}\" y1=\"{:.2f}\" x2=\"{:.2f}\" y2=\"{:.2f}\" stroke=\"#000000\"/>\n", x,
-        axis_y, x, axis_y + 5);
+        g.axis_y, x, g.axis_y + 5);
     out += fmt::format(
         "<text x=\"{:.2f}\" y=\"{:.2f}\" font-size=\"11\" text-anchor=\"middle\">{:g}</text>\n", x,
-        axis_y + 18, t / unit);
+        g.axis_y + 18, t / unit);
   }
   out += fmt::format(
       "<text x=\"{:.0f}\" y=\"{:.2f}\" font-size=\"11\" text-anchor=\"end\">time ({})</text>\n",
-      kLeft - 8, axis_y + 18, in_ms ? "ms" : "s");
-  // Legend.
+      kLeft - 8, g.axis_y + 18, in_ms ? "ms" : "s");
+  return out;
+}
+
+// The legend under the axis: the block kinds this schedule has, chunk shading, optimizer.
+std::string legend(const SimulationResult& result, const Geometry& g) {
   struct Entry {
     const char* name;
     std::string colour;
   };
-  std::vector<Entry> legend{{"F forward", fill(kForward, 0, 1)}};
+  const int64_t vpp = result.layout.vpp;
+  std::vector<Entry> entries{{"F forward", fill(kForward, 0, 1)}};
   const bool split = result.layout.schedule == planner::ScheduleKind::kZbH1;
-  legend.push_back({split ? "B input gradient" : "B backward", fill(kBackward, 0, 1)});
+  entries.push_back({split ? "B input gradient" : "B backward", fill(kBackward, 0, 1)});
   if (split) {
-    legend.push_back({"W weight gradient", fill(kWeight, 0, 1)});
+    entries.push_back({"W weight gradient", fill(kWeight, 0, 1)});
   }
   if (vpp > 1) {
-    legend.push_back({"lighter: later model chunk", fill(kForward, vpp - 1, vpp)});
+    entries.push_back({"lighter: later model chunk", fill(kForward, vpp - 1, vpp)});
   }
-  legend.push_back({"optimizer step", fill(kOptimizer, 0, 1)});
+  entries.push_back({"optimizer step", fill(kOptimizer, 0, 1)});
+  std::string out;
   double x = kLeft;
-  const double legend_y = axis_y + 34;
-  for (const Entry& entry : legend) {
+  const double legend_y = g.axis_y + 34;
+  for (const Entry& entry : entries) {
     out += fmt::format(
         "<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"14\" height=\"14\" fill=\"{}\" "
         "stroke=\"#333333\" stroke-width=\"0.5\"/>\n",
@@ -228,6 +253,24 @@ std::string pipeline_svg(const SimulationResult& result) {
                        legend_y + 12, entry.name);
     x += 40 + 7.0 * static_cast<double>(std::string(entry.name).size());
   }
+  return out;
+}
+
+}  // namespace
+
+std::string pipeline_svg(const SimulationResult& result) {
+  const Geometry g = geometry(result);
+  const std::vector<int64_t> row_of = rank_rows(result);
+  std::string out = svg_opening(result, g);
+  for (const simulator::TaskSpan& span : simulator::task_spans(result)) {
+    const TaskRecord& task = result.tasks[span.first_task];
+    const int64_t row = task.rank >= 0 ? row_of[task.rank] : -1;
+    if (row >= 0) {
+      out += span_block(span, task, row, result.layout.vpp, g);
+    }
+  }
+  out += time_axis(g);
+  out += legend(result, g);
   out += "</svg>\n";
   return out;
 }

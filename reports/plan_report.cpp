@@ -1,3 +1,6 @@
+// The planner's reports: plan (header, ranked table and --json, rejections, the --refine
+// table), explain and validate. Each table row and its JSON record are written in one place.
+
 #include "meshplan/plan_report.h"
 
 #include <fmt/format.h>
@@ -16,6 +19,26 @@ std::string on_off(bool value) {
   return value ? "on" : "off";
 }
 
+nlohmann::json memory_json(const planner::MemoryBreakdown& memory) {
+  return {
+      {"weights_bytes", memory.weights_bytes},     {"gradients_bytes", memory.gradients_bytes},
+      {"optimizer_bytes", memory.optimizer_bytes}, {"activations_bytes", memory.activations_bytes},
+      {"reserved_bytes", memory.reserved_bytes},   {"total_bytes", memory.total_bytes()}};
+}
+
+// Appends estimate `e`, ranked `rank` (from 1), as a row of the table and a record of "plans".
+void add_plan_row(int rank, const planner::PlanEstimate& e, Report* report) {
+  const planner::Layout& l = e.layout;
+  report->table += fmt::format(
+      " {:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8.1f} "
+      "{:>9.4f} {:>6.1f} {:>12.0f}\n",
+      rank, l.tp, l.pp, l.dp, l.vpp, l.micro_batch, to_string(l.recompute),
+      on_off(l.sequence_parallel), l.zero, to_string(l.schedule),
+      static_cast<double>(e.peak_memory_bytes) / kGiB, e.step_time_s, 100.0 * e.mfu,
+      e.tokens_per_s);
+  report->json["plans"].push_back(estimate_json(e));
+}
+
 }  // namespace
 
 std::string format_plan_header(const models::TransformerConfig& model,
@@ -32,37 +55,95 @@ std::string format_plan_header(const models::TransformerConfig& model,
       cluster.gpu.name, global_batch, global_batch * model.seq_length);
 }
 
-std::string format_plan_table(const planner::SearchResult& result) {
-  std::string out;
-  out += fmt::format(
+nlohmann::json estimate_json(const planner::PlanEstimate& estimate) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (const planner::StageEstimate& stage : estimate.stages) {
+    double forward = 0, backward = 0;
+    for (const planner::ChunkCost& chunk : stage.chunks) {
+      forward += chunk.forward_seconds();
+      backward += chunk.backward_seconds();
+    }
+    stages.push_back({{"stage", stage.stage},
+                      {"num_parameters", stage.num_parameters},
+                      {"peak_in_flight_micro_batches", stage.peak_in_flight_micro_batches},
+                      {"forward_seconds_per_micro_batch", forward},
+                      {"backward_seconds_per_micro_batch", backward},
+                      {"optimizer_step_seconds", stage.optimizer_step_seconds},
+                      {"dp_grad_sync_seconds", stage.dp_grad_sync_seconds},
+                      {"memory", memory_json(stage.memory)}});
+  }
+  nlohmann::json collectives = nlohmann::json::array();
+  for (const planner::CollectiveTraffic& traffic : estimate.collectives) {
+    collectives.push_back({{"stage", traffic.stage},
+                           {"what", traffic.what},
+                           {"kind", to_string(traffic.kind)},
+                           {"group", to_string(traffic.group)},
+                           {"group_size", traffic.group_size},
+                           {"message_bytes", traffic.message_bytes},
+                           {"calls_per_step", traffic.calls_per_step},
+                           {"total_message_bytes", traffic.total_message_bytes()},
+                           {"seconds_per_call", traffic.seconds_per_call}});
+  }
+  const planner::StepBreakdown& b = estimate.breakdown;
+  return {{"layout", planner::layout_to_json(estimate.layout)},
+          {"feasible", estimate.feasible},
+          {"step_time_s", estimate.step_time_s},
+          {"mfu", estimate.mfu},
+          {"hfu", estimate.hfu},
+          {"model_tflops_per_gpu", estimate.model_tflops_per_gpu},
+          {"tokens_per_s", estimate.tokens_per_s},
+          {"peak_memory_bytes", estimate.peak_memory_bytes},
+          {"model_flops_per_step", estimate.model_flops_per_step},
+          {"hardware_flops_per_step", estimate.hardware_flops_per_step},
+          {"step_breakdown",
+           {{"pipeline_compute_seconds", b.pipeline_compute_seconds},
+            {"tp_comm_exposed_seconds", b.tp_comm_exposed_seconds},
+            {"bubble_seconds", b.bubble_seconds},
+            {"pp_transfer_seconds", b.pp_transfer_seconds},
+            {"dp_comm_exposed_seconds", b.dp_comm_exposed_seconds},
+            {"optimizer_seconds", b.optimizer_seconds}}},
+          {"stages", stages},
+          {"collectives", collectives}};
+}
+
+Report plan_report(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
+                   int64_t num_gpus, const planner::SearchResult& result) {
+  nlohmann::json model_json = models::model_to_json(model);
+  model_json["num_parameters"] = models::count_parameters(model).total;
+  nlohmann::json rejections = nlohmann::json::object();
+  for (const auto& [code, count] : result.rejections) {
+    rejections[code] = count;
+  }
+  Report report;
+  report.json = {{"model", model_json},
+                 {"cluster", cluster.name},
+                 {"num_gpus", num_gpus},
+                 {"num_evaluated", result.num_evaluated},
+                 {"num_feasible", result.num_feasible},
+                 {"rejections", rejections},
+                 {"plans", nlohmann::json::array()}};
+  report.table = fmt::format(
       "#{:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8} "
       "{:>9} {:>6} {:>12}\n",
       "rank", "tp", "pp", "dp", "vpp", "mb", "recompute", "sp", "zero", "schedule", "memory",
       "step", "mfu", "tokens/s");
-  out += fmt::format(
+  report.table += fmt::format(
       "#{:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8} "
       "{:>9} {:>6} {:>12}\n",
       "", "", "", "", "", "", "", "", "", "", "(GiB)", "(s)", "(%)", "(tok/s)");
   int rank = 1;
   for (const planner::PlanEstimate& e : result.best) {
-    const planner::Layout& l = e.layout;
-    out += fmt::format(
-        " {:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8.1f} "
-        "{:>9.4f} {:>6.1f} {:>12.0f}\n",
-        rank++, l.tp, l.pp, l.dp, l.vpp, l.micro_batch, to_string(l.recompute),
-        on_off(l.sequence_parallel), l.zero, to_string(l.schedule),
-        static_cast<double>(e.peak_memory_bytes) / kGiB, e.step_time_s, 100.0 * e.mfu,
-        e.tokens_per_s);
+    add_plan_row(rank++, e, &report);
   }
-  out +=
+  report.table +=
       fmt::format("# evaluated {} layouts, {} feasible", result.num_evaluated, result.num_feasible);
   if (!result.best.empty()) {
     const planner::PlanEstimate& best = result.best.front();
-    out += fmt::format("; best: {:.4f} s/step, MFU {:.1f}%, {:.1f} model TFLOP/s per GPU",
-                       best.step_time_s, 100.0 * best.mfu, best.model_tflops_per_gpu);
+    report.table += fmt::format("; best: {:.4f} s/step, MFU {:.1f}%, {:.1f} model TFLOP/s per GPU",
+                                best.step_time_s, 100.0 * best.mfu, best.model_tflops_per_gpu);
   }
-  out += "\n";
-  return out;
+  report.table += "\n";
+  return report;
 }
 
 std::string format_rejections(const planner::SearchResult& result) {
@@ -73,26 +154,19 @@ std::string format_rejections(const planner::SearchResult& result) {
   return out;
 }
 
-nlohmann::json plan_report_json(const models::TransformerConfig& model,
-                                const models::ClusterConfig& cluster, int64_t num_gpus,
-                                const planner::SearchResult& result) {
-  nlohmann::json model_json = models::model_to_json(model);
-  model_json["num_parameters"] = models::count_parameters(model).total;
-  nlohmann::json plans = nlohmann::json::array();
-  for (const planner::PlanEstimate& estimate : result.best) {
-    plans.push_back(planner::estimate_to_json(estimate));
+std::string format_refined_table(const std::vector<RefinedPlan>& refined) {
+  std::string out = fmt::format("# refined by simulation: the best {} analytic plans, re-ranked\n",
+                                refined.size());
+  out += fmt::format("#{:>4} {:>8} {:>11} {:>11}  {}\n", "rank", "analytic", "simulated",
+                     "analytic", "layout");
+  out += fmt::format("#{:>4} {:>8} {:>11} {:>11}\n", "", "(rank)", "(s)", "(s)");
+  for (size_t i = 0; i < refined.size(); ++i) {
+    const RefinedPlan& plan = refined[i];
+    out += fmt::format(" {:>4} {:>8} {:>11.4f} {:>11.4f}  {}\n", i + 1, plan.analytic_rank,
+                       plan.simulated_step_time_s, plan.analytic_step_time_s,
+                       planner::describe(plan.layout));
   }
-  nlohmann::json rejections = nlohmann::json::object();
-  for (const auto& [code, count] : result.rejections) {
-    rejections[code] = count;
-  }
-  return {{"model", model_json},
-          {"cluster", cluster.name},
-          {"num_gpus", num_gpus},
-          {"num_evaluated", result.num_evaluated},
-          {"num_feasible", result.num_feasible},
-          {"rejections", rejections},
-          {"plans", plans}};
+  return out + "#\n";
 }
 
 std::string format_explain(const planner::Plan& plan, const planner::PlanEstimate& e) {
@@ -149,21 +223,34 @@ std::string format_explain(const planner::Plan& plan, const planner::PlanEstimat
   return out;
 }
 
-std::string format_validation_table(const planner::ValidationReport& report) {
-  std::string out = fmt::format("#{:>36} {:>10} {:>10} {:>8}  {}\n", "run", "predicted",
-                                "published", "error", "layout (searched fields in brackets)");
-  out += fmt::format("#{:>36} {:>10} {:>10} {:>8}\n", "", "(s)", "(s)", "(%)");
+Report validation_report(const planner::ValidationReport& report) {
+  Report out;
+  out.table = fmt::format("#{:>36} {:>10} {:>10} {:>8}  {}\n", "run", "predicted", "published",
+                          "error", "layout (searched fields in brackets)");
+  out.table += fmt::format("#{:>36} {:>10} {:>10} {:>8}\n", "", "(s)", "(s)", "(%)");
+  nlohmann::json runs = nlohmann::json::array();
   for (const planner::ValidationRun& run : report.runs) {
     std::string searched;
     for (const std::string& field : run.searched) {
       searched += (searched.empty() ? "" : ",") + field;
     }
-    out += fmt::format(" {:>36} {:>10.3f} {:>10.3f} {:>+8.1f}  {} [{}]\n", run.id,
-                       run.predicted.step_time_s, run.published_step_time_s, run.error_pct(),
-                       planner::describe(run.predicted.layout), searched);
+    out.table += fmt::format(" {:>36} {:>10.3f} {:>10.3f} {:>+8.1f}  {} [{}]\n", run.id,
+                             run.predicted.step_time_s, run.published_step_time_s, run.error_pct(),
+                             planner::describe(run.predicted.layout), searched);
+    runs.push_back({{"id", run.id},
+                    {"predicted_step_time_s", run.predicted.step_time_s},
+                    {"published_step_time_s", run.published_step_time_s},
+                    {"error_pct", run.error_pct()},
+                    {"layout", planner::layout_to_json(run.predicted.layout)},
+                    {"searched", run.searched},
+                    {"mfu", run.predicted.mfu},
+                    {"peak_memory_bytes", run.predicted.peak_memory_bytes}});
   }
-  out += fmt::format("# {} runs: mean |error| {:.1f}%, max |error| {:.1f}%\n", report.runs.size(),
-                     report.mean_abs_error_pct, report.max_abs_error_pct);
+  out.table += fmt::format("# {} runs: mean |error| {:.1f}%, max |error| {:.1f}%\n",
+                           report.runs.size(), report.mean_abs_error_pct, report.max_abs_error_pct);
+  out.json = {{"runs", runs},
+              {"mean_abs_error_pct", report.mean_abs_error_pct},
+              {"max_abs_error_pct", report.max_abs_error_pct}};
   return out;
 }
 

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -22,9 +23,13 @@ int thread_id(StreamKind stream) {
   return static_cast<int>(stream) + 1;
 }
 
-// Microseconds with nanosecond resolution: the same text for the same double.
-std::string micros(double seconds) {
-  return fmt::format("{:.3f}", seconds * 1e6);
+// Integer nanoseconds, the file's time unit ("displayTimeUnit": "ns"). A slice's ts and end
+// are each rounded once and dur = end - ts, so a slice ends exactly where the simulation ended
+// it: one that ends when the next on its thread starts touches it, never overlaps it (ts and
+// dur rounded separately could overlap by 1 ns, and Perfetto drops partially overlapping
+// slices).
+int64_t nanoseconds(double seconds) {
+  return std::llround(seconds * 1e9);
 }
 
 std::string slice_name(const SimulationResult& result, const TaskRecord& task) {
@@ -95,7 +100,7 @@ std::vector<int32_t> next_on_stream(const std::vector<TaskRecord>& tasks) {
 }  // namespace
 
 std::string chrome_trace_json(const SimulationResult& result) {
-  std::string out = "{\"displayTimeUnit\":\"ms\",\"otherData\":";
+  std::string out = "{\"displayTimeUnit\":\"ns\",\"otherData\":";
   out += nlohmann::json{{"model", result.model_name},
                         {"cluster", result.cluster_name},
                         {"step_time_s", result.step_time_s}}
@@ -140,8 +145,8 @@ std::string chrome_trace_json(const SimulationResult& result) {
         "{{\"name\":\"{}\",\"cat\":\"{}\",\"ph\":\"X\",\"pid\":{},\"tid\":{},\"ts\":{},"
         "\"dur\":{},\"args\":{{{}}}}}",
         slice_name(result, task), category(task.kind), result.ranks[task.rank].global_rank,
-        thread_id(task.stream), micros(span.start_seconds),
-        micros(span.end_seconds - span.start_seconds), args));
+        thread_id(task.stream), nanoseconds(span.start_seconds),
+        nanoseconds(span.end_seconds) - nanoseconds(span.start_seconds), args));
   }
   // Flow arrows: from the transfer on the sender's channel to the first op after the receive
   // on the receiver's compute stream. Both ends sit at the middle of their slice, so that each
@@ -166,12 +171,12 @@ std::string chrome_trace_json(const SimulationResult& result) {
         "{{\"name\":\"{}\",\"cat\":\"transfer\",\"ph\":\"s\",\"id\":{},\"pid\":{},\"tid\":{},"
         "\"ts\":{}}}",
         name, i, result.ranks[transfer.rank].global_rank, thread_id(transfer.stream),
-        micros(0.5 * (transfer.start_seconds + transfer.end_seconds))));
+        nanoseconds(0.5 * (transfer.start_seconds + transfer.end_seconds))));
     event(fmt::format(
         "{{\"name\":\"{}\",\"cat\":\"transfer\",\"ph\":\"f\",\"bp\":\"e\",\"id\":{},\"pid\":{},"
         "\"tid\":{},\"ts\":{}}}",
         name, i, result.ranks[target.rank].global_rank, thread_id(target.stream),
-        micros(0.5 * (target.start_seconds + target.end_seconds))));
+        nanoseconds(0.5 * (target.start_seconds + target.end_seconds))));
   }
   out += "\n]}\n";
   return out;

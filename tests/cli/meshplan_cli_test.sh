@@ -357,5 +357,54 @@ expect "--gpus abc: one line on stderr" \
 expect "missing --gpus: one line on stderr" \
   plan_error "--gpus" --model tiny --cluster dgx-a100-80gb
 
+# --- outputs: all or none (issue 11) -----------------------------------------------------------
+
+# A second output that cannot be written fails the run (runtime: exit 1) and leaves the first
+# output's existing file as it was, with no temporary file beside it.
+clobber_second_output() {
+  printf 'keep me\n' >keep.json
+  run plan --model tiny --cluster dgx-a100-80gb --gpus 8 --json keep.json \
+    --save-plan no_such_dir/x.json
+  local ok=0
+  [ "$rc" -eq 1 ] || { say "exit status $rc, expected 1"; ok=1; }
+  [ "$(wc -l <stderr.txt)" -eq 1 ] && grep -qF 'no_such_dir/x.json: cannot write file' stderr.txt ||
+    { say "stderr: $(cat stderr.txt)"; ok=1; }
+  [ "$(cat keep.json)" = 'keep me' ] || { say "keep.json was replaced"; ok=1; }
+  if ls ./*.tmp.* >/dev/null 2>&1; then
+    say "a temporary file was left behind: $(ls ./*.tmp.*)"
+    ok=1
+  fi
+  return $ok
+}
+expect "plan --json keep.json --save-plan UNWRITABLE: keep.json untouched, exit 1" \
+  clobber_second_output
+expect "plan: the same file for --json and --save-plan" \
+  input_error "--json and --save-plan: the same output file (new_out.json)" \
+  plan --model tiny --cluster dgx-a100-80gb --gpus 8 --json new_out.json --save-plan new_out.json
+expect "plan: the same file spelled two ways" \
+  input_error "--json and --save-plan: the same output file (./new_out.json)" \
+  plan --model tiny --cluster dgx-a100-80gb --gpus 8 --json new_out.json --save-plan ./new_out.json
+expect "--refine 0" \
+  plan_error "--refine: must be positive (0)" --model tiny --cluster dgx-a100-80gb --gpus 8 --refine 0
+
+# A plan whose GPUs are shrunk to 8 GiB (gpt3-175b's best plan needs more per GPU) does not fit:
+# explain refuses it naming the file, the peak and the capacity, unless --allow-infeasible.
+if [ -s p.json ]; then
+  sed 's/^      "hbm_bytes": [0-9]*,$/      "hbm_bytes": 8589934592,/' p.json >p_small_gpu.json
+  expect "explain: a plan that does not fit its GPUs" \
+    input_error "p_small_gpu.json: does not fit: peak memory " explain p_small_gpu.json
+  expect "explain: the error gives the capacity" \
+    grep -qF "GiB per GPU exceeds the 8.0 GiB of each A100-SXM4-80GB (--allow-infeasible to go on)" \
+    stderr.txt
+  explain_allowed() {
+    run explain p_small_gpu.json --allow-infeasible
+    [ "$rc" -eq 0 ] && grep -q '^# infeasible: peak memory ' stdout.txt ||
+      { say "exit status $rc: $(cat stderr.txt)"; return 1; }
+  }
+  expect "explain --allow-infeasible: explained, with the reason" explain_allowed
+else
+  expect "explain: a plan that does not fit (needs p.json from the good plan)" false
+fi
+
 echo "# meshplan cli: $num_checks checks, $num_failed failed; $num_known known bugs not counted"
 [ "$num_failed" -eq 0 ]

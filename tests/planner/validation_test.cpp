@@ -180,21 +180,6 @@ TEST_CASE("null layout fields are searched among the layouts that fit") {
   CHECK(run.predicted.step_time_s == best.best[0].step_time_s);
 }
 
-TEST_CASE("validation JSON: the README's keys") {
-  const std::string path = test::planner_fixture("runs_small.json");
-  const ValidationReport report = validate_runs(read_json_file(path), path);
-  const nlohmann::json json = validation_to_json(report);
-  REQUIRE(json.at("runs").size() == 2);
-  for (const char* key :
-       {"id", "predicted_step_time_s", "published_step_time_s", "error_pct", "layout"}) {
-    CHECK(json.at("runs")[0].contains(key));
-  }
-  CHECK(json.at("runs")[0].at("id") == "fixture-fixed-layout");
-  CHECK(json.at("runs")[0].at("published_step_time_s") == 2.0);
-  CHECK(json.at("mean_abs_error_pct").get<double>() == report.mean_abs_error_pct);
-  CHECK(json.at("max_abs_error_pct").get<double>() == report.max_abs_error_pct);
-}
-
 TEST_CASE("malformed runs file: the error names the run and the field") {
   const std::string path = test::planner_fixture("runs_malformed.json");
   CHECK(input_error([&] { validate_runs(read_json_file(path), path); }) ==

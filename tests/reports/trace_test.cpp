@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "../simulator/hand_built.h"
+#include "meshplan/models.h"
 #include "meshplan/reports.h"
 
 namespace meshplan::reports {
@@ -47,7 +49,7 @@ TEST_CASE("trace: one process per rank, named threads, slices and flows") {
       threads[event.at("pid")].insert(event.at("args").at("name").get<std::string>());
     } else if (ph == "X" && event.at("name").get<std::string>().rfind("F ", 0) == 0) {
       ++forwards[event.at("pid")];
-      CHECK(event.at("dur").get<double>() == 1e6);  // f = 1 s, in microseconds
+      CHECK(event.at("dur").get<double>() == 1e9);  // f = 1 s, in nanoseconds
     } else if (ph == "s") {
       ++starts;
     } else if (ph == "f") {
@@ -98,6 +100,64 @@ TEST_CASE("trace: every flow end lies inside a slice of its thread") {
 
 TEST_CASE("trace: the same result gives the same bytes") {
   CHECK(chrome_trace_json(small_result()) == chrome_trace_json(small_result()));
+}
+
+// A plan on presets: llama3-8b (32 layers) on 32 H100s as tp 2 x pp 4 x dp 4, micro-batch 1 of
+// a global batch of 64 (16 micro-batches, divisible by pp), ZeRO 1, so every stream kind has
+// work: compute, tp comm, both pipeline directions, data-parallel reductions and gathers.
+planner::Plan preset_plan(planner::ScheduleKind schedule) {
+  planner::Plan plan;
+  plan.model = models::load_model("llama3-8b");
+  plan.cluster = models::load_cluster("dgx-h100");
+  plan.num_gpus = 32;
+  plan.layout.tp = 2;
+  plan.layout.pp = 4;
+  plan.layout.dp = 4;
+  plan.layout.vpp = schedule == planner::ScheduleKind::kInterleaved ? 2 : 1;
+  plan.layout.micro_batch = 1;
+  plan.layout.global_batch = 64;
+  plan.layout.zero = 1;
+  plan.layout.schedule = schedule;
+  return plan;
+}
+
+TEST_CASE("trace: no two slices on one thread partially overlap (Perfetto drops those)") {
+  // Perfetto's trace processor drops a complete event that starts inside another on its thread
+  // and ends after it. The simulator runs one task at a time per stream, so in the file each
+  // slice on a (pid, tid) must end at or before the next one starts.
+  for (const planner::ScheduleKind schedule :
+       {planner::ScheduleKind::kGpipe, planner::ScheduleKind::kOneFOneB,
+        planner::ScheduleKind::kInterleaved, planner::ScheduleKind::kZbH1}) {
+    CAPTURE(planner::to_string(schedule));
+    simulator::SimulationOptions options;
+    const simulator::SimulationResult result =
+        simulator::simulate_plan(preset_plan(schedule), options, "preset");
+    const nlohmann::json trace = nlohmann::json::parse(chrome_trace_json(result));
+    CHECK(trace.at("displayTimeUnit") == "ns");
+    // Integer nanoseconds below 2^53 are exact as doubles, so end = ts + dur is exact.
+    std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<double, double>>> slices;
+    for (const auto& event : trace.at("traceEvents")) {
+      if (event.at("ph") == "X") {
+        const double ts = event.at("ts");
+        slices[{event.at("pid"), event.at("tid")}].emplace_back(ts,
+                                                                ts + event.at("dur").get<double>());
+      }
+    }
+    CHECK(slices.size() >= 4 * 4);  // pp = 4 simulated ranks, at least 4 streams each
+    int64_t num_slices = 0, num_overlapping = 0;
+    for (auto& entry : slices) {
+      std::vector<std::pair<double, double>>& spans = entry.second;
+      std::sort(spans.begin(), spans.end());
+      for (size_t i = 1; i < spans.size(); ++i) {
+        // A stream runs one task at a time: the next slice starts at or after this one's end.
+        num_overlapping += spans[i].first < spans[i - 1].second ? 1 : 0;
+      }
+      num_slices += static_cast<int64_t>(spans.size());
+    }
+    // At least the F and B of every micro-batch and chunk: pp = 4 ranks x 2 x m = 16 x vpp.
+    CHECK(num_slices >= 4 * 2 * 16 * preset_plan(schedule).layout.vpp);
+    CHECK(num_overlapping == 0);
+  }
 }
 
 }  // namespace meshplan::reports

@@ -94,5 +94,32 @@ run simulate version.json --json report.json
 check "newer version: one line naming it" one_line_error "version"
 check "newer version: existing output untouched" grep -qx "keep me" report.json
 
+# Outputs are written all or none: a second output that cannot be written leaves the first
+# output's existing file as it was (runtime error, exit 1), with no temporary file beside it.
+echo "keep me" >pipeline.svg
+run simulate plan.json --svg pipeline.svg --json no_such_dir/report.json
+check "unwritable second output: exit 1 naming it" \
+  eval '[ "$rc" -eq 1 ] && grep -qF "no_such_dir/report.json: cannot write file" stderr.txt'
+check "unwritable second output: the first file untouched" grep -qx "keep me" pipeline.svg
+check "unwritable second output: no temporary file left" eval '! ls ./*.tmp.* >/dev/null 2>&1'
+rm -f trace.json pipeline.svg report.json
+run simulate plan.json --svg report.json --json report.json
+check "the same file for --svg and --json: one line naming both" \
+  one_line_error "--svg and --json: the same output file (report.json)"
+check "the same file twice: no output" no_outputs
+
+# The plan on GPUs shrunk to 8 GiB (it needs more): refused, naming the file, the peak and the
+# capacity, unless --allow-infeasible.
+sed 's/^      "hbm_bytes": [0-9]*,$/      "hbm_bytes": 8589934592,/' plan.json >small_gpu.json
+run simulate small_gpu.json --json report.json
+check "plan that does not fit: one line naming the file and capacity" \
+  one_line_error "small_gpu.json: does not fit: peak memory "
+check "plan that does not fit: the capacity" grep -qF "exceeds the 8.0 GiB of each A100-SXM4-80GB" stderr.txt
+check "plan that does not fit: no output" no_outputs
+run simulate small_gpu.json --allow-infeasible --json report.json
+check "--allow-infeasible: simulated, with the planner's reason" \
+  eval '[ "$rc" -eq 0 ] && grep -q "^# note: the planner rejects this plan: peak memory" stdout.txt'
+rm -f report.json
+
 echo "# $num_checks checks, $num_failed failed"
 [ "$num_failed" -eq 0 ]

@@ -23,18 +23,16 @@ struct Plan {
   PlanOptions options;
 };
 
-nlohmann::json plan_to_json(const Plan& plan, const PlanEstimate& estimate);
+/// The plan file's JSON; `prediction` is stored as given (the planner's estimate as the plan
+/// report writes it, reports::estimate_json; informative only, readers recompute it).
+nlohmann::json plan_to_json(const Plan& plan, const nlohmann::json& prediction);
 /// Throws InputError naming the field: missing or wrong-typed fields, a newer version,
 /// tp*pp*dp != num_gpus, unknown schedule, an invalid layout.
 Plan plan_from_json(const nlohmann::json& json, const std::string& source);
 
 /// Writes atomically (temporary file, then rename). Throws RuntimeError if it cannot.
-void write_plan_file(const std::string& path, const Plan& plan, const PlanEstimate& estimate);
+void write_plan_file(const std::string& path, const Plan& plan, const nlohmann::json& prediction);
 Plan read_plan_file(const std::string& path);
-
-/// One estimate as JSON: layout, step_time_s, mfu, model_tflops_per_gpu, tokens_per_s,
-/// peak_memory_bytes, and the step, per-stage memory and per-collective breakdowns.
-nlohmann::json estimate_to_json(const PlanEstimate& estimate);
 
 /// Layout <-> JSON object {tp, pp, dp, vpp, micro_batch, global_batch, recompute,
 /// sequence_parallel, zero, schedule, placement}.

@@ -38,6 +38,4 @@ PlanOptions software_options(const std::string& source);
 /// Throws InputError naming the run and field on malformed input.
 ValidationReport validate_runs(const nlohmann::json& runs_file, const std::string& source);
 
-nlohmann::json validation_to_json(const ValidationReport& report);
-
 }  // namespace meshplan::planner

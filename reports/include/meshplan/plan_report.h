@@ -5,8 +5,10 @@
 
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <vector>
 
 #include "meshplan/plan_file.h"
+#include "meshplan/reports.h"
 #include "meshplan/search.h"
 #include "meshplan/validation.h"
 
@@ -16,18 +18,38 @@ namespace meshplan::reports {
 std::string format_plan_header(const models::TransformerConfig& model,
                                const models::ClusterConfig& cluster, int64_t num_gpus,
                                int64_t global_batch);
-/// The ranked layouts.
-std::string format_plan_table(const planner::SearchResult& result);
+/// The ranked layouts: the table (with its footer) and the --json report
+/// `{"model": {...shape, num_parameters}, "cluster", "num_gpus", "plans": [...]}`, best first;
+/// each row and its record come from the same estimate.
+Report plan_report(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
+                   int64_t num_gpus, const planner::SearchResult& result);
 /// Counts of rejected layouts per reason, with one example reason each.
 std::string format_rejections(const planner::SearchResult& result);
-/// `{"model": {...shape, num_parameters}, "cluster", "num_gpus", "plans": [...]}` best first.
-nlohmann::json plan_report_json(const models::TransformerConfig& model,
-                                const models::ClusterConfig& cluster, int64_t num_gpus,
-                                const planner::SearchResult& result);
+
+/// One estimate as JSON: layout, step_time_s, mfu, model_tflops_per_gpu, tokens_per_s,
+/// peak_memory_bytes, and the step, per-stage memory and per-collective breakdowns. A record of
+/// `plan --json`, and the plan file's "prediction".
+nlohmann::json estimate_json(const planner::PlanEstimate& estimate);
+
+/// One plan of `plan --refine`: its analytic rank (from 1) and both step times.
+struct RefinedPlan {
+  size_t analytic_rank = 0;
+  double simulated_step_time_s = 0;
+  double analytic_step_time_s = 0;
+  planner::Layout layout;
+};
+/// The re-ranked plans, best simulated first, as given.
+std::string format_refined_table(const std::vector<RefinedPlan>& refined);
 
 /// Per-stage memory breakdown, per-op times and per-collective bytes of one plan.
 std::string format_explain(const planner::Plan& plan, const planner::PlanEstimate& estimate);
 
-std::string format_validation_table(const planner::ValidationReport& report);
+/// The predicted-against-published table and the --json report {runs, mean_abs_error_pct,
+/// max_abs_error_pct}, each run's row and record written together.
+Report validation_report(const planner::ValidationReport& report);
+
+/// `meshplan models` and `meshplan clusters`: one row per preset.
+std::string format_model_presets();
+std::string format_cluster_presets();
 
 }  // namespace meshplan::reports

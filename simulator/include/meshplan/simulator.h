@@ -4,7 +4,6 @@
 // only from its schedule generator (schedule.h). Units: seconds, bytes.
 
 #include <cstdint>
-#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -169,9 +168,5 @@ struct TaskSpan {
   double end_seconds = 0;
 };
 std::vector<TaskSpan> task_spans(const SimulationResult& result);
-
-/// The terminal report (nccl-tests layout) and the --json record, from the same values.
-std::string simulation_table(const SimulationResult& result);
-nlohmann::json simulation_json(const SimulationResult& result);
 
 }  // namespace meshplan::simulator

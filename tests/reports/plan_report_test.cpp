@@ -1,0 +1,111 @@
+// The planner's reports (reports/plan_report.cpp): each table row and its JSON record carry the
+// same values, and the JSON keys are the README's.
+
+#include "meshplan/plan_report.h"
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "meshplan/json_io.h"
+#include "meshplan/models.h"
+
+namespace meshplan::reports {
+namespace {
+
+// Data rows of a table: the lines that do not start with '#'.
+std::vector<std::string> data_rows(const std::string& table) {
+  std::vector<std::string> rows;
+  std::istringstream in(table);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line[0] != '#') {
+      rows.push_back(line);
+    }
+  }
+  return rows;
+}
+
+// The whitespace-separated fields of a line.
+std::vector<std::string> fields(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> out;
+  for (std::string field; in >> field;) {
+    out.push_back(field);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("plan report: each row and its JSON record are the same plan, best first") {
+  // GPT-3 175B on 1024 A100s with a global batch of 1536 (Narayanan et al. 2021, Table 1's row).
+  const models::TransformerConfig model = models::load_model("gpt3-175b");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  planner::SearchSpace space;
+  space.num_gpus = 1024;
+  space.global_batch = 1536;
+  const planner::SearchResult result =
+      planner::search_layouts(model, cluster, space, {}, planner::Objective::kTime, 3);
+  REQUIRE(result.best.size() == 3);
+  const Report report = plan_report(model, cluster, 1024, result);
+  const std::vector<std::string> rows = data_rows(report.table);
+  REQUIRE(rows.size() == 3);
+  REQUIRE(report.json.at("plans").size() == 3);
+  // 96 layers of 12 h^2 + 13 h with h = 12288, embeddings 50257 h, positions 2048 h, final
+  // LayerNorm 2h: 174,604,259,328 parameters.
+  CHECK(report.json.at("model").at("num_parameters") == 174604259328);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::vector<std::string> row = fields(rows[i]);
+    const nlohmann::json& record = report.json.at("plans")[i];
+    REQUIRE(row.size() == 14);
+    CHECK(row[0] == std::to_string(i + 1));
+    CHECK(row[1] == std::to_string(record.at("layout").at("tp").get<int64_t>()));
+    CHECK(row[2] == std::to_string(record.at("layout").at("pp").get<int64_t>()));
+    CHECK(row[3] == std::to_string(record.at("layout").at("dp").get<int64_t>()));
+    // The step column (4 decimals) is the record's step time, rounded.
+    CHECK(row[11] == fmt::format("{:.4f}", record.at("step_time_s").get<double>()));
+    if (i > 0) {
+      CHECK(report.json.at("plans")[i - 1].at("step_time_s").get<double>() <=
+            record.at("step_time_s").get<double>());
+    }
+  }
+}
+
+TEST_CASE("validation report: the README's keys, one row per run") {
+  const std::string path = std::string(MESHPLAN_SOURCE_DIR) + "/tests/data/planner/runs_small.json";
+  const planner::ValidationReport validation = planner::validate_runs(read_json_file(path), path);
+  const Report report = validation_report(validation);
+  const nlohmann::json& json = report.json;
+  REQUIRE(json.at("runs").size() == 2);
+  CHECK(data_rows(report.table).size() == 2);
+  for (const char* key :
+       {"id", "predicted_step_time_s", "published_step_time_s", "error_pct", "layout"}) {
+    CHECK(json.at("runs")[0].contains(key));
+  }
+  CHECK(json.at("runs")[0].at("id") == "fixture-fixed-layout");
+  CHECK(json.at("runs")[0].at("published_step_time_s") == 2.0);  // the fixture's figure
+  CHECK(fields(data_rows(report.table)[0])[0] == "fixture-fixed-layout");
+  CHECK(fields(data_rows(report.table)[0])[2] == "2.000");
+  CHECK(json.at("mean_abs_error_pct").get<double>() == validation.mean_abs_error_pct);
+  CHECK(json.at("max_abs_error_pct").get<double>() == validation.max_abs_error_pct);
+}
+
+TEST_CASE("refined table: names and units lines, one row per plan, footer") {
+  const std::vector<RefinedPlan> refined{{2, 1.5, 1.6, planner::Layout{}},
+                                         {1, 1.75, 1.5, planner::Layout{}}};
+  const std::string table = format_refined_table(refined);
+  const std::vector<std::string> rows = data_rows(table);
+  REQUIRE(rows.size() == 2);
+  CHECK(fields(rows[0])[0] == "1");
+  CHECK(fields(rows[0])[1] == "2");
+  CHECK(fields(rows[0])[2] == "1.5000");
+  CHECK(fields(rows[1])[2] == "1.7500");
+  CHECK(table.find("#rank analytic   simulated    analytic  layout\n") != std::string::npos);
+  CHECK(table.find("#       (rank)         (s)         (s)\n") != std::string::npos);
+}
+
+}  // namespace meshplan::reports
