@@ -23,13 +23,22 @@ int thread_id(StreamKind stream) {
   return static_cast<int>(stream) + 1;
 }
 
-// Integer nanoseconds, the file's time unit ("displayTimeUnit": "ns"). A slice's ts and end
-// are each rounded once and dur = end - ts, so a slice ends exactly where the simulation ended
-// it: one that ends when the next on its thread starts touches it, never overlaps it (ts and
-// dur rounded separately could overlap by 1 ns, and Perfetto drops partially overlapping
-// slices).
+// Integer nanoseconds. A slice's ts and end are each rounded once and dur = end - ts, so a slice
+// ends exactly where the simulation ended it: one that ends when the next on its thread starts
+// touches it, never overlaps it (ts and dur rounded separately could overlap by 1 ns, and
+// Perfetto drops partially overlapping slices).
 int64_t nanoseconds(double seconds) {
   return std::llround(seconds * 1e9);
+}
+
+// The trace format's unit is the microsecond whatever "displayTimeUnit" says (Trace Event
+// Format spec; Perfetto follows it since 2022, google/perfetto#274): integer nanoseconds are
+// printed as microseconds with exactly three decimals, which Perfetto's JSON importer turns
+// back into the same nanoseconds (llround(ts * 1000), json_utils CoerceToTs).
+std::string microseconds(int64_t ns) {
+  const char* sign = ns < 0 ? "-" : "";
+  const int64_t magnitude = ns < 0 ? -ns : ns;
+  return fmt::format("{}{}.{:03d}", sign, magnitude / 1000, magnitude % 1000);
 }
 
 std::string slice_name(const SimulationResult& result, const TaskRecord& task) {
@@ -100,7 +109,7 @@ std::vector<int32_t> next_on_stream(const std::vector<TaskRecord>& tasks) {
 }  // namespace
 
 std::string chrome_trace_json(const SimulationResult& result) {
-  std::string out = "{\"displayTimeUnit\":\"ns\",\"otherData\":";
+  std::string out = "{\"otherData\":";
   out += nlohmann::json{{"model", result.model_name},
                         {"cluster", result.cluster_name},
                         {"step_time_s", result.step_time_s}}
@@ -145,8 +154,8 @@ std::string chrome_trace_json(const SimulationResult& result) {
         "{{\"name\":\"{}\",\"cat\":\"{}\",\"ph\":\"X\",\"pid\":{},\"tid\":{},\"ts\":{},"
         "\"dur\":{},\"args\":{{{}}}}}",
         slice_name(result, task), category(task.kind), result.ranks[task.rank].global_rank,
-        thread_id(task.stream), nanoseconds(span.start_seconds),
-        nanoseconds(span.end_seconds) - nanoseconds(span.start_seconds), args));
+        thread_id(task.stream), microseconds(nanoseconds(span.start_seconds)),
+        microseconds(nanoseconds(span.end_seconds) - nanoseconds(span.start_seconds)), args));
   }
   // Flow arrows: from the transfer on the sender's channel to the first op after the receive
   // on the receiver's compute stream. Both ends sit at the middle of their slice, so that each
@@ -171,12 +180,12 @@ std::string chrome_trace_json(const SimulationResult& result) {
         "{{\"name\":\"{}\",\"cat\":\"transfer\",\"ph\":\"s\",\"id\":{},\"pid\":{},\"tid\":{},"
         "\"ts\":{}}}",
         name, i, result.ranks[transfer.rank].global_rank, thread_id(transfer.stream),
-        nanoseconds(0.5 * (transfer.start_seconds + transfer.end_seconds))));
+        microseconds(nanoseconds(0.5 * (transfer.start_seconds + transfer.end_seconds)))));
     event(fmt::format(
         "{{\"name\":\"{}\",\"cat\":\"transfer\",\"ph\":\"f\",\"bp\":\"e\",\"id\":{},\"pid\":{},"
         "\"tid\":{},\"ts\":{}}}",
         name, i, result.ranks[target.rank].global_rank, thread_id(target.stream),
-        nanoseconds(0.5 * (target.start_seconds + target.end_seconds))));
+        microseconds(nanoseconds(0.5 * (target.start_seconds + target.end_seconds)))));
   }
   out += "\n]}\n";
   return out;

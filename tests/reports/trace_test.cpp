@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -49,7 +50,7 @@ TEST_CASE("trace: one process per rank, named threads, slices and flows") {
       threads[event.at("pid")].insert(event.at("args").at("name").get<std::string>());
     } else if (ph == "X" && event.at("name").get<std::string>().rfind("F ", 0) == 0) {
       ++forwards[event.at("pid")];
-      CHECK(event.at("dur").get<double>() == 1e9);  // f = 1 s, in nanoseconds
+      CHECK(event.at("dur").get<double>() == 1e6);  // f = 1 s, in microseconds
     } else if (ph == "s") {
       ++starts;
     } else if (ph == "f") {
@@ -133,20 +134,24 @@ TEST_CASE("trace: no two slices on one thread partially overlap (Perfetto drops 
     const simulator::SimulationResult result =
         simulator::simulate_plan(preset_plan(schedule), options, "preset");
     const nlohmann::json trace = nlohmann::json::parse(chrome_trace_json(result));
-    CHECK(trace.at("displayTimeUnit") == "ns");
-    // Integer nanoseconds below 2^53 are exact as doubles, so end = ts + dur is exact.
-    std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<double, double>>> slices;
+    // Times are microseconds (the format's unit; Perfetto ignores displayTimeUnit), read back
+    // into nanoseconds as Perfetto's JSON importer does: llround(value * 1000).
+    CHECK(!trace.contains("displayTimeUnit"));
+    auto perfetto_ns = [](const nlohmann::json& value) {
+      return std::llround(value.get<double>() * 1000.0);
+    };
+    std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>> slices;
     for (const auto& event : trace.at("traceEvents")) {
       if (event.at("ph") == "X") {
-        const double ts = event.at("ts");
+        const int64_t ts = perfetto_ns(event.at("ts"));
         slices[{event.at("pid"), event.at("tid")}].emplace_back(ts,
-                                                                ts + event.at("dur").get<double>());
+                                                                ts + perfetto_ns(event.at("dur")));
       }
     }
     CHECK(slices.size() >= 4 * 4);  // pp = 4 simulated ranks, at least 4 streams each
     int64_t num_slices = 0, num_overlapping = 0;
     for (auto& entry : slices) {
-      std::vector<std::pair<double, double>>& spans = entry.second;
+      std::vector<std::pair<int64_t, int64_t>>& spans = entry.second;
       std::sort(spans.begin(), spans.end());
       for (size_t i = 1; i < spans.size(); ++i) {
         // A stream runs one task at a time: the next slice starts at or after this one's end.
