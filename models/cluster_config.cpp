@@ -34,22 +34,6 @@ constexpr std::array<std::string_view, 5> kEfficiencyFields = {
     "gemm_peak_efficiency", "gemm_half_efficiency_dim", "attention_efficiency", "hbm_efficiency",
     "collective_efficiency"};
 
-template <size_t N>
-void reject_unknown_fields(const nlohmann::json& object, const std::string& prefix,
-                           const std::array<std::string_view, N>& fields,
-                           const std::string& source) {
-  for (const auto& [key, value] : object.items()) {
-    bool known = false;
-    for (const auto field : fields) {
-      known = known || key == field;
-    }
-    if (!known) {
-      throw InputError(
-          fmt::format("{}: {}{}: unknown field ({})", source, prefix, key, value.dump()));
-    }
-  }
-}
-
 // A nested object such as "gpu", checked for type and unknown keys. Its fields are read through
 // flatten() so that json_io's errors name the full path ("gpu.hbm_bytes: missing").
 const nlohmann::json& require_object(const nlohmann::json& json, const std::string& field,
@@ -138,12 +122,12 @@ ClusterConfig cluster_from_json(const nlohmann::json& json, const std::string& s
   if (!json.is_object()) {
     throw InputError(fmt::format("{}: expected a JSON object ({})", source, json.dump()));
   }
-  reject_unknown_fields(json, "", kClusterFields, source);
+  reject_unknown_fields(json, kClusterFields, source);
   ClusterConfig cluster;
   cluster.name = require_string(json, "name", source);
 
   const nlohmann::json& gpu_object = require_object(json, "gpu", source);
-  reject_unknown_fields(gpu_object, "gpu.", kGpuFields, source);
+  reject_unknown_fields(gpu_object, kGpuFields, source, "gpu.");
   const nlohmann::json gpu = flatten(gpu_object, "gpu.");
   cluster.gpu.name = require_string(gpu, "gpu.name", source);
   cluster.gpu.peak_bf16_flops_per_second =
@@ -173,7 +157,7 @@ ClusterConfig cluster_from_json(const nlohmann::json& json, const std::string& s
   }
 
   const nlohmann::json& efficiency_object = require_object(json, "efficiency", source);
-  reject_unknown_fields(efficiency_object, "efficiency.", kEfficiencyFields, source);
+  reject_unknown_fields(efficiency_object, kEfficiencyFields, source, "efficiency.");
   const nlohmann::json efficiency = flatten(efficiency_object, "efficiency.");
   ComputeEfficiency& e = cluster.efficiency;
   e.gemm_peak_efficiency = require_number(efficiency, "efficiency.gemm_peak_efficiency", source);

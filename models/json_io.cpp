@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "meshplan/errors.h"
@@ -70,6 +71,12 @@ std::string shorten(const nlohmann::json& value) {
 int64_t require_int(const nlohmann::json& object, const std::string& field,
                     const std::string& source) {
   const auto& value = require_field(object, field, source);
+  // nlohmann keeps integers above 2^63 - 1 as unsigned; converting them would wrap negative.
+  if (value.is_number_unsigned() &&
+      value.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    throw InputError(fmt::format("{}: {}: out of range, more than 2^63 - 1 ({})", source, field,
+                                 shorten(value)));
+  }
   if (value.is_number_integer()) {
     return value.get<int64_t>();
   }
@@ -109,6 +116,23 @@ bool require_bool(const nlohmann::json& object, const std::string& field,
         fmt::format("{}: {}: expected true or false ({})", source, field, shorten(value)));
   }
   return value.get<bool>();
+}
+
+void reject_unknown_fields(const nlohmann::json& object, std::span<const std::string_view> fields,
+                           const std::string& source, const std::string& prefix) {
+  if (!object.is_object()) {
+    throw InputError(fmt::format("{}: expected a JSON object ({})", source, shorten(object)));
+  }
+  for (const auto& [key, value] : object.items()) {
+    bool known = false;
+    for (const std::string_view field : fields) {
+      known = known || key == field;
+    }
+    if (!known) {
+      throw InputError(
+          fmt::format("{}: {}{}: unknown field ({})", source, prefix, key, shorten(value)));
+    }
+  }
 }
 
 }  // namespace meshplan

@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "meshplan/errors.h"
 #include "meshplan/json_io.h"
@@ -25,7 +27,24 @@ nlohmann::json layout_to_json(const Layout& layout) {
           {"placement", to_string(layout.placement)}};
 }
 
+namespace {
+
+// Every key a reader accepts (docs/plan-format.md); anything else is a typo and is rejected, as
+// the model and cluster loaders do. `prediction` is informative and its content is not checked.
+constexpr std::array<std::string_view, 8> kPlanFields = {
+    "format", "version", "model", "cluster", "num_gpus", "layout", "options", "prediction"};
+constexpr std::array<std::string_view, 11> kLayoutFields = {
+    "tp",          "pp",           "dp",        "vpp",
+    "micro_batch", "global_batch", "recompute", "sequence_parallel",
+    "zero",        "schedule",     "placement"};
+constexpr std::array<std::string_view, 7> kOptionsFields = {
+    "flash_attention",         "overlap_grad_reduce", "overlap_param_gather", "overlap_tp_comm",
+    "scatter_gather_pipeline", "bucket_bytes",        "allow_tp_across_nodes"};
+
+}  // namespace
+
 Layout layout_from_json(const nlohmann::json& json, const std::string& source) {
+  reject_unknown_fields(json, kLayoutFields, source + ": layout");
   Layout layout;
   layout.tp = require_int(json, "tp", source + ": layout");
   layout.pp = require_int(json, "pp", source + ": layout");
@@ -61,6 +80,7 @@ nlohmann::json options_to_json(const PlanOptions& options) {
 PlanOptions options_from_json(const nlohmann::json& json, const std::string& source) {
   PlanOptions options;
   const std::string where = source + ": options";
+  reject_unknown_fields(json, kOptionsFields, where);
   options.flash_attention = require_bool(json, "flash_attention", where);
   options.overlap_grad_reduce = require_bool(json, "overlap_grad_reduce", where);
   options.overlap_param_gather = require_bool(json, "overlap_param_gather", where);
@@ -163,6 +183,7 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
   if (version < 1) {
     throw InputError(fmt::format("{}: version: must be at least 1 ({})", source, version));
   }
+  reject_unknown_fields(json, kPlanFields, source);
   for (const char* field : {"model", "cluster", "layout", "options"}) {
     if (!json.contains(field) || !json.at(field).is_object()) {
       throw InputError(fmt::format("{}: {}: missing or not an object", source, field));

@@ -201,6 +201,31 @@ TEST_CASE("bad plan files: missing sections and wrong types") {
         "p.json: model: num_local_experts: mixture-of-experts models are not supported yet (8)");
 }
 
+// A typo must not pass as the default (a "shedule" key would leave the schedule unread), so
+// unknown keys are rejected at every level the reader checks, as the model and cluster loaders
+// do; only `prediction`, which a reader recomputes, may hold anything.
+TEST_CASE("bad plan files: unknown keys") {
+  CHECK(error_after([](nlohmann::json& j) { j["layout"]["shedule"] = "gpipe"; }) ==
+        "p.json: layout: shedule: unknown field (\"gpipe\")");
+  CHECK(error_after([](nlohmann::json& j) { j["options"]["flash_attn"] = true; }) ==
+        "p.json: options: flash_attn: unknown field (true)");
+  CHECK(error_after([](nlohmann::json& j) { j["num_gpu"] = 8; }) ==
+        "p.json: num_gpu: unknown field (8)");
+  CHECK(error_after([](nlohmann::json& j) { j["cluster"]["gpu"]["hbm"] = 80; }) ==
+        "p.json: cluster: gpu.hbm: unknown field (80)");
+  // The version is checked first: a newer file's new keys get the version error.
+  CHECK(error_after([](nlohmann::json& j) {
+          j["version"] = 2;
+          j["data_parallel_shards"] = 4;
+        }) == "p.json: version: plan format version 2 is newer than this meshplan reads (1)");
+  CHECK(input_error([] { layout_from_json(nlohmann::json::array(), "l.json"); }) ==
+        "l.json: layout: expected a JSON object ([])");
+  nlohmann::json json = example_json();
+  json["prediction"]["note"] = "anything";
+  json["prediction"]["step_time_s"] = "not checked";
+  CHECK(plan_from_json(json, "p.json").num_gpus == 8);
+}
+
 TEST_CASE("bad plan files: layout values") {
   CHECK(error_after([](nlohmann::json& j) { j["num_gpus"] = 16; }) ==
         "p.json: layout: tp*pp*dp = 8 differs from num_gpus (16)");

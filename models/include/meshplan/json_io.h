@@ -2,7 +2,9 @@
 // Reading JSON inputs with one-line errors, and writing outputs atomically.
 
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
+#include <string_view>
 
 namespace meshplan {
 
@@ -24,5 +26,11 @@ std::string require_string(const nlohmann::json& object, const std::string& fiel
                            const std::string& source);
 bool require_bool(const nlohmann::json& object, const std::string& field,
                   const std::string& source);
+
+/// Rejects a typo instead of ignoring it: throws InputError "<source>: <prefix><key>: unknown
+/// field (<value>)" for the first key of `object` that is not in `fields`. `prefix` names a
+/// nested object inside the source ("gpu."), or is empty.
+void reject_unknown_fields(const nlohmann::json& object, std::span<const std::string_view> fields,
+                           const std::string& source, const std::string& prefix = "");
 
 }  // namespace meshplan
