@@ -21,8 +21,10 @@ nlohmann::json read_json_file(const std::string& path) {
   buffer << in.rdbuf();
   try {
     return nlohmann::json::parse(buffer.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
+  } catch (const nlohmann::json::exception& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ..." or,
+    // for a number beyond double (1e400), "[json.exception.out_of_range.406] number overflow
+    // parsing '1e400'".
     std::string message = e.what();
     const auto pos = message.find("] ");
     if (pos != std::string::npos) {
