@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -13,12 +14,19 @@
 namespace meshplan {
 
 nlohmann::json read_json_file(const std::string& path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {  // opens, then reads as an empty file
+    throw InputError(fmt::format("{}: cannot read file (a directory)", path));
+  }
   std::ifstream in(path);
   if (!in) {
     throw InputError(fmt::format("{}: cannot read file", path));
   }
   std::stringstream buffer;
   buffer << in.rdbuf();
+  if (in.bad()) {
+    throw InputError(fmt::format("{}: cannot read file", path));
+  }
   try {
     return nlohmann::json::parse(buffer.str());
   } catch (const nlohmann::json::exception& e) {

@@ -180,6 +180,12 @@ TEST_CASE("malformed JSON file") {
   CHECK(message.find("unexpected end of input") != std::string::npos);
 }
 
+TEST_CASE("a directory given as a model file is not read as an empty file") {
+  const std::string dir =
+      std::filesystem::path(write_temp_file("beside.json", "{}")).parent_path().string();
+  CHECK(input_error([&] { load_model(dir); }) == dir + ": cannot read file (a directory)");
+}
+
 TEST_CASE("missing fields, wrong types, unknown fields and values") {
   nlohmann::json json = tiny_json();
   json.erase("hidden_size");

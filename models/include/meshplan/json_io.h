@@ -8,8 +8,8 @@
 
 namespace meshplan {
 
-/// Parses a JSON file. Throws InputError: "<path>: cannot read file" or
-/// "<path>: malformed JSON: <parser message>".
+/// Parses a JSON file. Throws InputError: "<path>: cannot read file" (with " (a directory)" for
+/// one) or "<path>: malformed JSON: <parser message>" (a number beyond double included).
 nlohmann::json read_json_file(const std::string& path);
 
 /// Writes `content` to a temporary file beside `path`, flushes it to disk and renames it over
