@@ -277,6 +277,20 @@ plan_row "heads not divisible by --tp" "num_attention_heads not divisible by tp 
 plan_row "--tp*--pp*--dp != --gpus" "tp*pp*dp: fixed sizes multiply to 16" \
   --model tiny --cluster local-cpu --gpus 8 --tp 2 --pp 2 --dp 4
 
+plan_row "--seq-len 1e9" "--seq-len: seq_length: absurdly large, more than 100000000" \
+  --model tiny --cluster local-cpu --gpus 2 --seq-len 1000000000
+plan_row "--vpp 0" "--vpp: must be positive (0)" --model tiny --cluster local-cpu --gpus 2 --vpp 0
+plan_row "--bucket-mb 0" "--bucket-mb: must be in (0, 1e6] (0)" \
+  --model tiny --cluster local-cpu --gpus 2 --bucket-mb 0
+row "simulate: --bucket-mb -5" 2 "--bucket-mb: must be positive (-5)" \
+  simulate p.json --bucket-mb -5 --json new_out.json --trace sentinel.json
+row "execute: --steps 0" 2 "--steps: must be at least 1 (0)" \
+  mpi 2 execute p.json --steps 0 --json new_out.json
+row "execute: --lr -1" 2 "--lr: must be positive (-1)" \
+  mpi 2 execute p.json --steps 1 --lr -1 --json new_out.json
+row "execute: nonexistent --data file" 2 "/nonexistent/text.txt: --data: cannot read file" \
+  mpi 2 execute p.json --steps 1 --data /nonexistent/text.txt --json new_out.json
+
 # Output paths that cannot be written: a failure at run time (exit 1), nothing left behind.
 row "plan --json into /proc" 1 "/proc/meshplan_x.json: cannot write file" \
   plan --model tiny --cluster local-cpu --gpus 2 --json /proc/meshplan_x.json
