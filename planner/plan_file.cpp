@@ -49,10 +49,10 @@ constexpr std::array<std::string_view, 7> kOptionsFields = {
 //   GPT-3 used 1,536 (Brown et al. 2020, Table 2.1);
 // - tokens per micro-batch: 4 orders above Llama-3's 8,192 x 16; keeps tokens * h * 4 bytes in
 //   64 bits for any h the model loader accepts (1e9 * 1e6 * 4 = 4e15).
-constexpr int64_t kMaxGpus = 10'000'000;
-constexpr int64_t kMaxVpp = 100'000;
-constexpr int64_t kMaxGlobalBatch = 1'000'000;
-constexpr int64_t kMaxMicroBatchTokens = 1'000'000'000;
+constexpr int64_t kPlanMaxGpus = 10'000'000;
+constexpr int64_t kPlanMaxVpp = 100'000;
+constexpr int64_t kPlanMaxGlobalBatch = 1'000'000;
+constexpr int64_t kPlanMaxMicroBatchTokens = 1'000'000'000;
 
 // A layout size in [1, max]; throws InputError "<where>: <field>: must be between 1 and <max>".
 int64_t require_size(const nlohmann::json& json, const char* field, int64_t max,
@@ -71,16 +71,16 @@ Layout layout_from_json(const nlohmann::json& json, const std::string& source) {
   const std::string where = source + ": layout";
   reject_unknown_fields(json, kLayoutFields, where);
   Layout layout;
-  layout.tp = require_size(json, "tp", kMaxGpus, where);
-  layout.pp = require_size(json, "pp", kMaxGpus, where);
-  layout.dp = require_size(json, "dp", kMaxGpus, where);
-  if (layout.tp * layout.pp > kMaxGpus / layout.dp) {  // tp * pp <= 1e14: no overflow yet
-    throw InputError(fmt::format("{}: tp*pp*dp: more than {} GPUs ({}*{}*{})", where, kMaxGpus,
+  layout.tp = require_size(json, "tp", kPlanMaxGpus, where);
+  layout.pp = require_size(json, "pp", kPlanMaxGpus, where);
+  layout.dp = require_size(json, "dp", kPlanMaxGpus, where);
+  if (layout.tp * layout.pp > kPlanMaxGpus / layout.dp) {  // tp * pp <= 1e14: no overflow yet
+    throw InputError(fmt::format("{}: tp*pp*dp: more than {} GPUs ({}*{}*{})", where, kPlanMaxGpus,
                                  layout.tp, layout.pp, layout.dp));
   }
-  layout.vpp = require_size(json, "vpp", kMaxVpp, where);
-  layout.micro_batch = require_size(json, "micro_batch", kMaxGlobalBatch, where);
-  layout.global_batch = require_size(json, "global_batch", kMaxGlobalBatch, where);
+  layout.vpp = require_size(json, "vpp", kPlanMaxVpp, where);
+  layout.micro_batch = require_size(json, "micro_batch", kPlanMaxGlobalBatch, where);
+  layout.global_batch = require_size(json, "global_batch", kPlanMaxGlobalBatch, where);
   layout.recompute =
       parse_recompute(require_string(json, "recompute", where), source + ": layout: recompute");
   layout.sequence_parallel = require_bool(json, "sequence_parallel", where);
@@ -227,13 +227,13 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
   models::validate_model(plan.model, source + ": model");
   plan.cluster = models::cluster_from_json(json.at("cluster"), source + ": cluster");
   models::validate_cluster(plan.cluster, source + ": cluster");
-  plan.num_gpus = require_size(json, "num_gpus", kMaxGpus, source);
+  plan.num_gpus = require_size(json, "num_gpus", kPlanMaxGpus, source);
   plan.layout = layout_from_json(json.at("layout"), source);
-  if (plan.layout.micro_batch > kMaxMicroBatchTokens / plan.model.seq_length) {
+  if (plan.layout.micro_batch > kPlanMaxMicroBatchTokens / plan.model.seq_length) {
     throw InputError(fmt::format(
         "{}: layout: micro_batch: micro_batch * seq_length absurdly large, more than {} tokens "
         "({} * {})",
-        source, kMaxMicroBatchTokens, plan.layout.micro_batch, plan.model.seq_length));
+        source, kPlanMaxMicroBatchTokens, plan.layout.micro_batch, plan.model.seq_length));
   }
   plan.options = options_from_json(json.at("options"), source);
   if (plan.layout.num_gpus() != plan.num_gpus) {
