@@ -34,22 +34,6 @@ constexpr std::array<std::string_view, 5> kEfficiencyFields = {
     "gemm_peak_efficiency", "gemm_half_efficiency_dim", "attention_efficiency", "hbm_efficiency",
     "collective_efficiency"};
 
-template <size_t N>
-void reject_unknown_fields(const nlohmann::json& object, const std::string& prefix,
-                           const std::array<std::string_view, N>& fields,
-                           const std::string& source) {
-  for (const auto& [key, value] : object.items()) {
-    bool known = false;
-    for (const auto field : fields) {
-      known = known || key == field;
-    }
-    if (!known) {
-      throw InputError(
-          fmt::format("{}: {}{}: unknown field ({})", source, prefix, key, value.dump()));
-    }
-  }
-}
-
 // A nested object such as "gpu", checked for type and unknown keys. Its fields are read through
 // flatten() so that json_io's errors name the full path ("gpu.hbm_bytes: missing").
 const nlohmann::json& require_object(const nlohmann::json& json, const std::string& field,
@@ -72,9 +56,35 @@ nlohmann::json flatten(const nlohmann::json& object, const std::string& prefix) 
   return flat;
 }
 
+// Bounds that catch unit mistakes (GB/s written where bytes/s belong, a typo'd exponent) while
+// leaving three orders of magnitude around every device we know: an H200 does 9.89e14 dense bf16
+// FLOP/s with 4.8e12 B/s of HBM (NVIDIA H200 datasheet, 2024), NVLink 4 moves 4.5e11 B/s per
+// direction, a CPU core about 5e10 FLOP/s (local-cpu); InfiniBand's latency is about 1e-6 s.
+constexpr double kMinFlopsPerSecond = 1e6;
+constexpr double kMaxFlopsPerSecond = 1e18;
+constexpr double kMinBytesPerSecond = 1e6;
+constexpr double kMaxBytesPerSecond = 1e16;
+constexpr double kMaxLatencySeconds = 1;
+constexpr int64_t kMaxHbmBytes = int64_t{1} << 50;  // 1 PiB, 7,000 times an H200's 141 GB
+constexpr int64_t kMaxGpusPerNode = 10'000'000;     // what `plan --gpus` accepts in all
+
 void check_positive(double value, const char* field, const std::string& source) {
   if (!std::isfinite(value) || value <= 0) {
     throw InputError(fmt::format("{}: {}: must be positive and finite ({})", source, field, value));
+  }
+}
+
+// Positive, finite and within [min, max]; the error says which bound was crossed.
+void check_in_range(double value, double min, double max, const char* field,
+                    const std::string& source) {
+  check_positive(value, field, source);
+  if (value < min) {
+    throw InputError(
+        fmt::format("{}: {}: absurdly small, less than {} ({})", source, field, min, value));
+  }
+  if (value > max) {
+    throw InputError(
+        fmt::format("{}: {}: absurdly large, more than {} ({})", source, field, max, value));
   }
 }
 
@@ -102,22 +112,32 @@ void validate_cluster(const ClusterConfig& cluster, const std::string& source) {
     throw InputError(fmt::format("{}: gpu.name: must not be empty (\"\")", source));
   }
   const GpuSpec& gpu = cluster.gpu;
-  check_positive(gpu.peak_bf16_flops_per_second, "gpu.peak_bf16_flops_per_second", source);
-  check_positive(gpu.peak_fp32_flops_per_second, "gpu.peak_fp32_flops_per_second", source);
-  if (gpu.hbm_bytes <= 0) {
-    throw InputError(
-        fmt::format("{}: gpu.hbm_bytes: must be positive ({})", source, gpu.hbm_bytes));
+  check_in_range(gpu.peak_bf16_flops_per_second, kMinFlopsPerSecond, kMaxFlopsPerSecond,
+                 "gpu.peak_bf16_flops_per_second", source);
+  check_in_range(gpu.peak_fp32_flops_per_second, kMinFlopsPerSecond, kMaxFlopsPerSecond,
+                 "gpu.peak_fp32_flops_per_second", source);
+  if (gpu.hbm_bytes <= 0 || gpu.hbm_bytes > kMaxHbmBytes) {
+    throw InputError(fmt::format("{}: gpu.hbm_bytes: must be between 1 and {} ({})", source,
+                                 kMaxHbmBytes, gpu.hbm_bytes));
   }
-  check_positive(gpu.hbm_bytes_per_second, "gpu.hbm_bytes_per_second", source);
+  check_in_range(gpu.hbm_bytes_per_second, kMinBytesPerSecond, kMaxBytesPerSecond,
+                 "gpu.hbm_bytes_per_second", source);
   if (cluster.gpus_per_node < 1) {
     throw InputError(
         fmt::format("{}: gpus_per_node: must be at least 1 ({})", source, cluster.gpus_per_node));
   }
-  check_positive(cluster.intra_node_bytes_per_second, "intra_node_bytes_per_second", source);
-  check_positive(cluster.intra_node_latency_seconds, "intra_node_latency_seconds", source);
-  check_positive(cluster.inter_node_bytes_per_second_per_gpu, "inter_node_bytes_per_second_per_gpu",
-                 source);
-  check_positive(cluster.inter_node_latency_seconds, "inter_node_latency_seconds", source);
+  if (cluster.gpus_per_node > kMaxGpusPerNode) {
+    throw InputError(fmt::format("{}: gpus_per_node: absurdly large, more than {} ({})", source,
+                                 kMaxGpusPerNode, cluster.gpus_per_node));
+  }
+  check_in_range(cluster.intra_node_bytes_per_second, kMinBytesPerSecond, kMaxBytesPerSecond,
+                 "intra_node_bytes_per_second", source);
+  check_in_range(cluster.intra_node_latency_seconds, 0, kMaxLatencySeconds,
+                 "intra_node_latency_seconds", source);
+  check_in_range(cluster.inter_node_bytes_per_second_per_gpu, kMinBytesPerSecond,
+                 kMaxBytesPerSecond, "inter_node_bytes_per_second_per_gpu", source);
+  check_in_range(cluster.inter_node_latency_seconds, 0, kMaxLatencySeconds,
+                 "inter_node_latency_seconds", source);
   if (cluster.reserved_bytes_per_gpu < 0 || cluster.reserved_bytes_per_gpu >= gpu.hbm_bytes) {
     throw InputError(fmt::format("{}: reserved_bytes_per_gpu: must be in [0, gpu.hbm_bytes) ({})",
                                  source, cluster.reserved_bytes_per_gpu));
@@ -138,12 +158,12 @@ ClusterConfig cluster_from_json(const nlohmann::json& json, const std::string& s
   if (!json.is_object()) {
     throw InputError(fmt::format("{}: expected a JSON object ({})", source, json.dump()));
   }
-  reject_unknown_fields(json, "", kClusterFields, source);
+  reject_unknown_fields(json, kClusterFields, source);
   ClusterConfig cluster;
   cluster.name = require_string(json, "name", source);
 
   const nlohmann::json& gpu_object = require_object(json, "gpu", source);
-  reject_unknown_fields(gpu_object, "gpu.", kGpuFields, source);
+  reject_unknown_fields(gpu_object, kGpuFields, source, "gpu.");
   const nlohmann::json gpu = flatten(gpu_object, "gpu.");
   cluster.gpu.name = require_string(gpu, "gpu.name", source);
   cluster.gpu.peak_bf16_flops_per_second =
@@ -173,7 +193,7 @@ ClusterConfig cluster_from_json(const nlohmann::json& json, const std::string& s
   }
 
   const nlohmann::json& efficiency_object = require_object(json, "efficiency", source);
-  reject_unknown_fields(efficiency_object, "efficiency.", kEfficiencyFields, source);
+  reject_unknown_fields(efficiency_object, kEfficiencyFields, source, "efficiency.");
   const nlohmann::json efficiency = flatten(efficiency_object, "efficiency.");
   ComputeEfficiency& e = cluster.efficiency;
   e.gemm_peak_efficiency = require_number(efficiency, "efficiency.gemm_peak_efficiency", source);

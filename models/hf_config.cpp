@@ -8,6 +8,7 @@
 
 #include <array>
 #include <string_view>
+#include <vector>
 
 #include "meshplan/json_io.h"
 
@@ -15,9 +16,29 @@ namespace meshplan::models {
 
 namespace {
 
-constexpr std::array<std::string_view, 5> kArchitectures = {
-    "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "GPT2LMHeadModel",
-    "GPTNeoXForCausalLM"};
+// A supported model class and the `model_type` of its configuration class (LlamaConfig "llama",
+// ...). A config.json names both; one saved without `architectures` names only the model_type.
+struct HfFamily {
+  std::string_view architecture;
+  std::string_view model_type;
+};
+constexpr std::array<HfFamily, 5> kFamilies = {{{"LlamaForCausalLM", "llama"},
+                                                {"MistralForCausalLM", "mistral"},
+                                                {"Qwen2ForCausalLM", "qwen2"},
+                                                {"GPT2LMHeadModel", "gpt2"},
+                                                {"GPTNeoXForCausalLM", "gpt_neox"}}};
+
+// Activation names of transformers' ACT2FN that meshplan's two MLPs compute. SwiGLU (Shazeer
+// 2020) gates with SiLU, which ACT2FN also calls "swish". The GELU MLP is Hendrycks and Gimpel
+// 2016's GELU, exact ("gelu") or its tanh approximation ("gelu_new", "gelu_pytorch_tanh",
+// "gelu_fast"); the executor computes the tanh form. Anything else (relu, quick_gelu, a gated
+// GELU in a Llama MLP) is another model and is rejected.
+constexpr std::array<std::string_view, 2> kSiluActivations = {"silu", "swish"};
+constexpr std::array<std::string_view, 4> kGeluActivations = {"gelu", "gelu_new",
+                                                              "gelu_pytorch_tanh", "gelu_fast"};
+
+// MistralConfig's default sliding_window (transformers >= 4.34), used when the key is absent.
+constexpr int64_t kMistralDefaultSlidingWindow = 4096;
 
 bool is_set(const nlohmann::json& json, const char* field) {
   return json.contains(field) && !json[field].is_null();
@@ -42,6 +63,40 @@ int64_t optional_size(const nlohmann::json& json, const char* field, int64_t hf_
 bool optional_bool(const nlohmann::json& json, const char* field, bool hf_default,
                    const std::string& source) {
   return is_set(json, field) ? require_bool(json, field, source) : hf_default;
+}
+
+// Throws InputError "<source>: <field>: unsupported activation (<name>); supported: ..." unless
+// the config's activation (or the class default when absent) is one of `supported`.
+template <size_t N>
+void check_activation(const nlohmann::json& json, const char* field, std::string_view hf_default,
+                      const std::array<std::string_view, N>& supported, const std::string& source) {
+  const std::string name =
+      is_set(json, field) ? require_string(json, field, source) : std::string(hf_default);
+  for (const std::string_view known : supported) {
+    if (name == known) {
+      return;
+    }
+  }
+  throw InputError(fmt::format("{}: {}: unsupported activation ({}); supported: {}", source, field,
+                               name, fmt::join(supported, ", ")));
+}
+
+// The attention window of a Mistral or Qwen2 config, 0 for full causal attention. Mistral
+// attends over `sliding_window` (null: full, absent: MistralConfig's 4096); Qwen2 only when
+// use_sliding_window is true (Qwen2Attention), with max_window_layers deciding which layers, so
+// any window counts.
+int64_t sliding_window(const nlohmann::json& json, std::string_view model_type,
+                       const std::string& source) {
+  if (model_type == "mistral") {
+    if (!json.contains("sliding_window")) {
+      return kMistralDefaultSlidingWindow;
+    }
+    return is_set(json, "sliding_window") ? require_size(json, "sliding_window", source) : 0;
+  }
+  if (model_type == "qwen2" && optional_bool(json, "use_sliding_window", false, source)) {
+    return is_set(json, "sliding_window") ? require_size(json, "sliding_window", source) : 0;
+  }
+  return 0;
 }
 
 // Llama, Mistral and Qwen2 share one layout: pre-RMSNorm, rotary positions, a gated SiLU MLP
@@ -75,6 +130,10 @@ TransformerConfig llama_family(const nlohmann::json& json, const std::string& so
 TransformerConfig gpt2(const nlohmann::json& json, const std::string& source) {
   TransformerConfig model;
   model.name = source;
+  if (optional_bool(json, "add_cross_attention", false, source)) {
+    throw InputError(fmt::format(
+        "{}: add_cross_attention: cross-attention blocks are not supported (true)", source));
+  }
   model.num_layers = require_size(json, "n_layer", source);
   model.hidden_size = require_size(json, "n_embd", source);
   model.num_attention_heads = require_size(json, "n_head", source);
@@ -120,6 +179,51 @@ TransformerConfig gpt_neox(const nlohmann::json& json, const std::string& source
   return model;
 }
 
+// The supported family of `json`: by its first `architectures` entry, else by `model_type`.
+// When both are given they must agree, as transformers picks the class by model_type.
+const HfFamily& hf_family(const nlohmann::json& json, const std::string& source) {
+  const std::string model_type =
+      is_set(json, "model_type") ? require_string(json, "model_type", source) : "";
+  if (is_set(json, "architectures")) {
+    const auto& architectures = json["architectures"];
+    if (!architectures.is_array() || architectures.empty() || !architectures[0].is_string()) {
+      throw InputError(fmt::format("{}: architectures: expected a non-empty list of strings ({})",
+                                   source, architectures.dump()));
+    }
+    const std::string architecture = architectures[0].get<std::string>();
+    for (const HfFamily& family : kFamilies) {
+      if (architecture != family.architecture) {
+        continue;
+      }
+      if (!model_type.empty() && model_type != family.model_type) {
+        throw InputError(fmt::format("{}: model_type: {} is model_type {}, not {}", source,
+                                     architecture, family.model_type, model_type));
+      }
+      return family;
+    }
+    std::vector<std::string_view> names;
+    for (const HfFamily& family : kFamilies) {
+      names.push_back(family.architecture);
+    }
+    throw InputError(fmt::format("{}: architectures: unsupported architecture ({}); supported: {}",
+                                 source, architecture, fmt::join(names, ", ")));
+  }
+  if (model_type.empty()) {
+    throw InputError(fmt::format(
+        "{}: model_type: missing (a Hugging Face config needs architectures or model_type)",
+        source));
+  }
+  std::vector<std::string_view> names;
+  for (const HfFamily& family : kFamilies) {
+    if (model_type == family.model_type) {
+      return family;
+    }
+    names.push_back(family.model_type);
+  }
+  throw InputError(fmt::format("{}: model_type: unsupported model type ({}); supported: {}", source,
+                               model_type, fmt::join(names, ", ")));
+}
+
 void reject_moe_field(const std::string& field, const nlohmann::json& value,
                       const std::string& source) {
   throw InputError(fmt::format("{}: {}: mixture-of-experts models are not supported yet ({})",
@@ -129,7 +233,7 @@ void reject_moe_field(const std::string& field, const nlohmann::json& value,
 }  // namespace
 
 bool is_hf_config(const nlohmann::json& json) {
-  return json.is_object() && json.contains("architectures");
+  return json.is_object() && (json.contains("architectures") || json.contains("model_type"));
 }
 
 void reject_mixture_of_experts(const nlohmann::json& json, const std::string& source) {
@@ -155,37 +259,29 @@ void reject_mixture_of_experts(const nlohmann::json& json, const std::string& so
 }
 
 TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::string& source) {
-  const auto& architectures = json["architectures"];
-  if (!architectures.is_array() || architectures.empty() || !architectures[0].is_string()) {
-    throw InputError(fmt::format("{}: architectures: expected a non-empty list of strings ({})",
-                                 source, architectures.dump()));
+  const std::string_view model_type = hf_family(json, source).model_type;
+  TransformerConfig model;
+  if (model_type == "gpt2") {
+    check_activation(json, "activation_function", "gelu_new", kGeluActivations, source);
+    model = gpt2(json, source);
+  } else if (model_type == "gpt_neox") {
+    check_activation(json, "hidden_act", "gelu", kGeluActivations, source);
+    model = gpt_neox(json, source);
+  } else {
+    check_activation(json, "hidden_act", "silu", kSiluActivations, source);
+    model = llama_family(json, source);
   }
-  const std::string architecture = architectures[0].get<std::string>();
-  if (architecture == "LlamaForCausalLM") {
+  if (model_type == "llama") {
     // LlamaAttention: q, k, v and o_proj all use bias = attention_bias; LlamaMLP: mlp_bias.
-    TransformerConfig model = llama_family(json, source);
     model.qkv_bias = optional_bool(json, "attention_bias", false, source);
     model.attention_output_bias = model.qkv_bias;
     model.mlp_bias = optional_bool(json, "mlp_bias", false, source);
-    return model;
-  }
-  if (architecture == "MistralForCausalLM") {
-    return llama_family(json, source);  // no biases anywhere (MistralAttention, MistralMLP)
-  }
-  if (architecture == "Qwen2ForCausalLM") {
+  } else if (model_type == "qwen2") {
     // Qwen2Attention: q, k, v_proj with bias, o_proj without; Qwen2MLP without biases.
-    TransformerConfig model = llama_family(json, source);
     model.qkv_bias = true;
-    return model;
-  }
-  if (architecture == "GPT2LMHeadModel") {
-    return gpt2(json, source);
-  }
-  if (architecture == "GPTNeoXForCausalLM") {
-    return gpt_neox(json, source);
-  }
-  throw InputError(fmt::format("{}: architectures: unsupported architecture ({}); supported: {}",
-                               source, architecture, fmt::join(kArchitectures, ", ")));
+  }  // Mistral: no biases anywhere (MistralAttention, MistralMLP).
+  model.sliding_window = sliding_window(json, model_type, source);
+  return model;
 }
 
 }  // namespace meshplan::models

@@ -10,13 +10,17 @@
 
 namespace meshplan::models {
 
-/// True when `json` is a Hugging Face config: an object with an `architectures` field.
+/// True when `json` is a Hugging Face config: an object with an `architectures` or a
+/// `model_type` field.
 bool is_hf_config(const nlohmann::json& json);
 
 /// Maps a config.json whose first `architectures` entry is LlamaForCausalLM,
-/// MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel or GPTNeoXForCausalLM. The name is
-/// `source`. Does not validate sizes (model_from_json does). Throws InputError
-/// "<source>: architectures: unsupported architecture (X); supported: ..." for any other.
+/// MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel or GPTNeoXForCausalLM, or, without
+/// `architectures`, whose `model_type` is llama, mistral, qwen2, gpt2 or gpt_neox. The name is
+/// `source`. Does not validate sizes (model_from_json does). Throws InputError naming the field
+/// for any other architecture or model_type, for an activation the MLP does not compute
+/// (hidden_act, activation_function) and for GPT-2 cross-attention; the sliding window goes into
+/// TransformerConfig::sliding_window for validate_model to check against seq_length.
 TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::string& source);
 
 /// Throws InputError "<source>: <field>: mixture-of-experts models are not supported yet

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "meshplan/errors.h"
@@ -12,16 +14,25 @@
 namespace meshplan {
 
 nlohmann::json read_json_file(const std::string& path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {  // opens, then reads as an empty file
+    throw InputError(fmt::format("{}: cannot read file (a directory)", path));
+  }
   std::ifstream in(path);
   if (!in) {
     throw InputError(fmt::format("{}: cannot read file", path));
   }
   std::stringstream buffer;
   buffer << in.rdbuf();
+  if (in.bad()) {
+    throw InputError(fmt::format("{}: cannot read file", path));
+  }
   try {
     return nlohmann::json::parse(buffer.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
+  } catch (const nlohmann::json::exception& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ..." or,
+    // for a number beyond double (1e400), "[json.exception.out_of_range.406] number overflow
+    // parsing '1e400'".
     std::string message = e.what();
     const auto pos = message.find("] ");
     if (pos != std::string::npos) {
@@ -70,6 +81,12 @@ std::string shorten(const nlohmann::json& value) {
 int64_t require_int(const nlohmann::json& object, const std::string& field,
                     const std::string& source) {
   const auto& value = require_field(object, field, source);
+  // nlohmann keeps integers above 2^63 - 1 as unsigned; converting them would wrap negative.
+  if (value.is_number_unsigned() &&
+      value.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    throw InputError(fmt::format("{}: {}: out of range, more than 2^63 - 1 ({})", source, field,
+                                 shorten(value)));
+  }
   if (value.is_number_integer()) {
     return value.get<int64_t>();
   }
@@ -109,6 +126,23 @@ bool require_bool(const nlohmann::json& object, const std::string& field,
         fmt::format("{}: {}: expected true or false ({})", source, field, shorten(value)));
   }
   return value.get<bool>();
+}
+
+void reject_unknown_fields(const nlohmann::json& object, std::span<const std::string_view> fields,
+                           const std::string& source, const std::string& prefix) {
+  if (!object.is_object()) {
+    throw InputError(fmt::format("{}: expected a JSON object ({})", source, shorten(object)));
+  }
+  for (const auto& [key, value] : object.items()) {
+    bool known = false;
+    for (const std::string_view field : fields) {
+      known = known || key == field;
+    }
+    if (!known) {
+      throw InputError(
+          fmt::format("{}: {}{}: unknown field ({})", source, prefix, key, shorten(value)));
+    }
+  }
 }
 
 }  // namespace meshplan

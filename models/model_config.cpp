@@ -85,15 +85,7 @@ TransformerConfig model_from_meshplan_json(const nlohmann::json& json, const std
   if (!json.is_object()) {
     throw InputError(fmt::format("{}: expected a JSON object ({})", source, json.dump()));
   }
-  for (const auto& [key, value] : json.items()) {
-    bool known = false;
-    for (const auto field : kModelFields) {
-      known = known || key == field;
-    }
-    if (!known) {
-      throw InputError(fmt::format("{}: {}: unknown field ({})", source, key, value.dump()));
-    }
-  }
+  reject_unknown_fields(json, kModelFields, source);
   TransformerConfig model;
   model.name = require_string(json, "name", source);
   model.num_layers = require_int(json, "num_layers", source);
@@ -181,6 +173,13 @@ void validate_model(const TransformerConfig& model, const std::string& source) {
   if (model.num_attention_heads % model.num_kv_heads != 0) {
     throw InputError(fmt::format("{}: num_kv_heads: does not divide num_attention_heads ({} % {})",
                                  source, model.num_attention_heads, model.num_kv_heads));
+  }
+  // meshplan costs full causal attention; a window shorter than the sequence is another cost.
+  if (model.sliding_window > 0 && model.sliding_window < model.seq_length) {
+    throw InputError(fmt::format(
+        "{}: sliding_window: sliding-window attention is not modelled and the window is shorter "
+        "than seq_length ({} < {})",
+        source, model.sliding_window, model.seq_length));
   }
   // A learned position table has one row per position: it cannot embed a longer sequence.
   if (model.positions == Positions::kLearned && model.seq_length > model.max_position_embeddings) {

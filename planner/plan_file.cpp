@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "meshplan/errors.h"
 #include "meshplan/json_io.h"
@@ -25,23 +27,73 @@ nlohmann::json layout_to_json(const Layout& layout) {
           {"placement", to_string(layout.placement)}};
 }
 
+namespace {
+
+// Every key a reader accepts (docs/plan-format.md); anything else is a typo and is rejected, as
+// the model and cluster loaders do. `prediction` is informative and its content is not checked.
+constexpr std::array<std::string_view, 8> kPlanFields = {
+    "format", "version", "model", "cluster", "num_gpus", "layout", "options", "prediction"};
+constexpr std::array<std::string_view, 11> kLayoutFields = {
+    "tp",          "pp",           "dp",        "vpp",
+    "micro_batch", "global_batch", "recompute", "sequence_parallel",
+    "zero",        "schedule",     "placement"};
+constexpr std::array<std::string_view, 7> kOptionsFields = {
+    "flash_attention",         "overlap_grad_reduce", "overlap_param_gather", "overlap_tp_comm",
+    "scatter_gather_pipeline", "bucket_bytes",        "allow_tp_across_nodes"};
+
+// Bounds that catch typos and unit mistakes before any product of them is formed (a plan file
+// with global_batch 1e12 made explain allocate gigabytes and never finish):
+// - GPUs: what `plan --gpus` accepts;
+// - vpp: one chunk per layer at most, and the model loader allows 100,000 layers;
+// - global batch: 15 times the largest we know of, 65,536 sequences (LAMB, You et al. 2019);
+//   GPT-3 used 1,536 (Brown et al. 2020, Table 2.1);
+// - tokens per micro-batch: 4 orders above Llama-3's 8,192 x 16; keeps tokens * h * 4 bytes in
+//   64 bits for any h the model loader accepts (1e9 * 1e6 * 4 = 4e15).
+constexpr int64_t kPlanMaxGpus = 10'000'000;
+constexpr int64_t kPlanMaxVpp = 100'000;
+constexpr int64_t kPlanMaxGlobalBatch = 1'000'000;
+constexpr int64_t kPlanMaxMicroBatchTokens = 1'000'000'000;
+
+// A layout size in [1, max]; throws InputError "<where>: <field>: must be between 1 and <max>".
+int64_t require_size(const nlohmann::json& json, const char* field, int64_t max,
+                     const std::string& where) {
+  const int64_t value = require_int(json, field, where);
+  if (value < 1 || value > max) {
+    throw InputError(
+        fmt::format("{}: {}: must be between 1 and {} ({})", where, field, max, value));
+  }
+  return value;
+}
+
+}  // namespace
+
 Layout layout_from_json(const nlohmann::json& json, const std::string& source) {
+  const std::string where = source + ": layout";
+  reject_unknown_fields(json, kLayoutFields, where);
   Layout layout;
-  layout.tp = require_int(json, "tp", source + ": layout");
-  layout.pp = require_int(json, "pp", source + ": layout");
-  layout.dp = require_int(json, "dp", source + ": layout");
-  layout.vpp = require_int(json, "vpp", source + ": layout");
-  layout.micro_batch = require_int(json, "micro_batch", source + ": layout");
-  layout.global_batch = require_int(json, "global_batch", source + ": layout");
-  layout.recompute = parse_recompute(require_string(json, "recompute", source + ": layout"),
-                                     source + ": layout: recompute");
-  layout.sequence_parallel = require_bool(json, "sequence_parallel", source + ": layout");
-  layout.zero = static_cast<int>(require_int(json, "zero", source + ": layout"));
-  layout.schedule = parse_schedule(require_string(json, "schedule", source + ": layout"),
-                                   source + ": layout: schedule");
+  layout.tp = require_size(json, "tp", kPlanMaxGpus, where);
+  layout.pp = require_size(json, "pp", kPlanMaxGpus, where);
+  layout.dp = require_size(json, "dp", kPlanMaxGpus, where);
+  if (layout.tp * layout.pp > kPlanMaxGpus / layout.dp) {  // tp * pp <= 1e14: no overflow yet
+    throw InputError(fmt::format("{}: tp*pp*dp: more than {} GPUs ({}*{}*{})", where, kPlanMaxGpus,
+                                 layout.tp, layout.pp, layout.dp));
+  }
+  layout.vpp = require_size(json, "vpp", kPlanMaxVpp, where);
+  layout.micro_batch = require_size(json, "micro_batch", kPlanMaxGlobalBatch, where);
+  layout.global_batch = require_size(json, "global_batch", kPlanMaxGlobalBatch, where);
+  layout.recompute =
+      parse_recompute(require_string(json, "recompute", where), source + ": layout: recompute");
+  layout.sequence_parallel = require_bool(json, "sequence_parallel", where);
+  const int64_t zero = require_int(json, "zero", where);
+  if (zero < 0 || zero > 3) {  // checked before the narrowing: 2^32 must not pass as stage 0
+    throw InputError(fmt::format("{}: zero: expected 0, 1, 2 or 3 ({})", where, zero));
+  }
+  layout.zero = static_cast<int>(zero);
+  layout.schedule =
+      parse_schedule(require_string(json, "schedule", where), source + ": layout: schedule");
   if (json.contains("placement")) {
-    layout.placement = parse_placement(require_string(json, "placement", source + ": layout"),
-                                       source + ": layout: placement");
+    layout.placement =
+        parse_placement(require_string(json, "placement", where), source + ": layout: placement");
   }
   return layout;
 }
@@ -61,6 +113,7 @@ nlohmann::json options_to_json(const PlanOptions& options) {
 PlanOptions options_from_json(const nlohmann::json& json, const std::string& source) {
   PlanOptions options;
   const std::string where = source + ": options";
+  reject_unknown_fields(json, kOptionsFields, where);
   options.flash_attention = require_bool(json, "flash_attention", where);
   options.overlap_grad_reduce = require_bool(json, "overlap_grad_reduce", where);
   options.overlap_param_gather = require_bool(json, "overlap_param_gather", where);
@@ -105,6 +158,7 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
   if (version < 1) {
     throw InputError(fmt::format("{}: version: must be at least 1 ({})", source, version));
   }
+  reject_unknown_fields(json, kPlanFields, source);
   for (const char* field : {"model", "cluster", "layout", "options"}) {
     if (!json.contains(field) || !json.at(field).is_object()) {
       throw InputError(fmt::format("{}: {}: missing or not an object", source, field));
@@ -115,11 +169,14 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
   models::validate_model(plan.model, source + ": model");
   plan.cluster = models::cluster_from_json(json.at("cluster"), source + ": cluster");
   models::validate_cluster(plan.cluster, source + ": cluster");
-  plan.num_gpus = require_int(json, "num_gpus", source);
-  if (plan.num_gpus < 1) {
-    throw InputError(fmt::format("{}: num_gpus: must be positive ({})", source, plan.num_gpus));
-  }
+  plan.num_gpus = require_size(json, "num_gpus", kPlanMaxGpus, source);
   plan.layout = layout_from_json(json.at("layout"), source);
+  if (plan.layout.micro_batch > kPlanMaxMicroBatchTokens / plan.model.seq_length) {
+    throw InputError(fmt::format(
+        "{}: layout: micro_batch: micro_batch * seq_length absurdly large, more than {} tokens "
+        "({} * {})",
+        source, kPlanMaxMicroBatchTokens, plan.layout.micro_batch, plan.model.seq_length));
+  }
   plan.options = options_from_json(json.at("options"), source);
   if (plan.layout.num_gpus() != plan.num_gpus) {
     throw InputError(fmt::format("{}: layout: tp*pp*dp = {} differs from num_gpus ({})", source,

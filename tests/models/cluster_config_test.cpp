@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -164,6 +165,60 @@ TEST_CASE("load_cluster reads a file by path; unknown names list the presets") {
   CHECK(message.rfind(broken + ": malformed JSON: parse error at line 1, column 10: ", 0) == 0);
 }
 
+// Unit mistakes: bounds three orders of magnitude around every device we know (an H200's
+// 9.89e14 FLOP/s and 4.8e12 B/s, a CPU core's 5e10 FLOP/s, InfiniBand's 1e-6 s; see
+// cluster_config.cpp). A bandwidth of 1e-300 B/s used to give a step of 2.9e296 s.
+TEST_CASE("cluster errors: absurd sizes and numbers JSON cannot hold") {
+  const nlohmann::json good = cluster_to_json(load_cluster("dgx-h100"));
+  nlohmann::json json = good;
+  json["intra_node_bytes_per_second"] = 1e-300;
+  CHECK(error_for(json) ==
+        "mycluster.json: intra_node_bytes_per_second: absurdly small, less than 1000000 "
+        "(1e-300)");
+  json = good;
+  json["inter_node_bytes_per_second_per_gpu"] = 4e17;  // 400 GB/s typed as bits times 1e6
+  CHECK(error_for(json) ==
+        "mycluster.json: inter_node_bytes_per_second_per_gpu: absurdly large, more than 1e+16 "
+        "(4e+17)");
+  json = good;
+  json["gpu"]["peak_bf16_flops_per_second"] = 989.0;  // TFLOP/s where FLOP/s belong
+  CHECK(error_for(json) ==
+        "mycluster.json: gpu.peak_bf16_flops_per_second: absurdly small, less than 1000000 "
+        "(989)");
+  json = good;
+  json["gpu"]["peak_fp32_flops_per_second"] = 1e19;
+  CHECK(error_for(json) ==
+        "mycluster.json: gpu.peak_fp32_flops_per_second: absurdly large, more than 1e+18 (1e+19)");
+  json = good;
+  json["gpu"]["hbm_bytes_per_second"] = 1e17;
+  CHECK(error_for(json) ==
+        "mycluster.json: gpu.hbm_bytes_per_second: absurdly large, more than 1e+16 (1e+17)");
+  json = good;
+  json["intra_node_latency_seconds"] = 2.5;  // microseconds typed as seconds
+  CHECK(error_for(json) ==
+        "mycluster.json: intra_node_latency_seconds: absurdly large, more than 1 (2.5)");
+  json = good;
+  json["gpu"]["hbm_bytes"] = int64_t{1} << 51;  // 2 PiB
+  CHECK(error_for(json) ==
+        "mycluster.json: gpu.hbm_bytes: must be between 1 and 1125899906842624 "
+        "(2251799813685248)");
+  json = good;
+  json["gpus_per_node"] = 9'000'000'000'000'000'000;
+  CHECK(error_for(json) ==
+        "mycluster.json: gpus_per_node: absurdly large, more than 10000000 (9000000000000000000)");
+  json = good;
+  json["gpus_per_node"] = std::numeric_limits<uint64_t>::max();  // would wrap to -1
+  CHECK(error_for(json) ==
+        "mycluster.json: gpus_per_node: out of range, more than 2^63 - 1 "
+        "(18446744073709551615)");
+
+  // A number beyond double: one line, as malformed JSON (it was an internal error, exit 1).
+  const std::string path =
+      write_temp_file("overflow-cluster.json", R"({"name": "x", "price_per_gpu_hour": 1e400})");
+  CHECK(input_error([&] { load_cluster(path); }) ==
+        path + ": malformed JSON: number overflow parsing '1e400'");
+}
+
 TEST_CASE("cluster errors name the field path and the value") {
   const nlohmann::json good = cluster_to_json(load_cluster("dgx-a100-80gb"));
 
@@ -247,7 +302,7 @@ TEST_CASE("cluster errors name the field path and the value") {
   CHECK(error_for(json) == "mycluster.json: gpu.name: must not be empty (\"\")");
 
   ClusterConfig cluster = load_cluster("dgx-h100");
-  cluster.gpu.hbm_bytes_per_second = INFINITY;  // JSON cannot spell it; a caller can
+  cluster.gpu.hbm_bytes_per_second = INFINITY;  // JSON cannot spell it (1e400 is malformed)
   CHECK(input_error([&] { validate_cluster(cluster, "h100"); }) ==
         "h100: gpu.hbm_bytes_per_second: must be positive and finite (inf)");
 }

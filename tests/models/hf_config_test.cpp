@@ -107,10 +107,137 @@ TEST_CASE("Qwen/Qwen2-0.5B: 494,032,768 parameters, tied, bias on q/k/v only") {
   CHECK(counts.total == 494'032'768);     // 24 * 14,912,384 + 151936 * 896 + 896 (model card)
 }
 
-TEST_CASE("mistralai/Mistral-7B-v0.1: 7,241,732,096 parameters") {
-  const TransformerConfig model = load_model(hf_fixture("Mistral-7B-v0.1.json"));
-  CHECK(model.seq_length == 32768);  // config.json: max_position_embeddings (the preset uses 8192)
+TEST_CASE("mistralai/Mistral-7B-v0.1: 7,241,732,096 parameters, sliding window checked") {
+  // As published, the config attends over a 4096-token window (sliding_window) while its
+  // max_position_embeddings, the default training length, is 32768: meshplan costs full causal
+  // attention, so it refuses rather than overstate attention 8-fold.
+  const std::string path = hf_fixture("Mistral-7B-v0.1.json");
+  CHECK(input_error([&] { load_model(path); }) ==
+        path +
+            ": sliding_window: sliding-window attention is not modelled and the window is "
+            "shorter than seq_length (4096 < 32768)");
+  // Training on 4096 tokens, the window is full causal attention.
+  nlohmann::json config = meshplan::read_json_file(path);
+  config["seq_length"] = 4096;
+  const TransformerConfig model = model_from_json(config, "mistral.json");
+  CHECK(model.seq_length == 4096);
+  CHECK(model.sliding_window == 4096);
   CHECK(count_parameters(model).total == 7'241'732'096);
+  // A longer training length set afterwards (plan --seq-len re-validates) is refused again.
+  TransformerConfig longer = model;
+  longer.seq_length = 8192;
+  CHECK(input_error([&] { meshplan::models::validate_model(longer, "--seq-len"); }) ==
+        "--seq-len: sliding_window: sliding-window attention is not modelled and the window is "
+        "shorter than seq_length (4096 < 8192)");
+  // null turns the window off (Mistral-7B-v0.2); absent means MistralConfig's default, 4096.
+  config.erase("seq_length");
+  config["sliding_window"] = nullptr;
+  CHECK(model_from_json(config, "mistral.json").sliding_window == 0);
+  config.erase("sliding_window");
+  CHECK(input_error([&] { model_from_json(config, "mistral.json"); }) ==
+        "mistral.json: sliding_window: sliding-window attention is not modelled and the window "
+        "is shorter than seq_length (4096 < 32768)");
+}
+
+TEST_CASE("Qwen2: the window counts only with use_sliding_window") {
+  // Qwen2-0.5B: sliding_window 131072 with use_sliding_window false: full attention.
+  nlohmann::json config = meshplan::read_json_file(hf_fixture("Qwen2-0.5B.json"));
+  CHECK(model_from_json(config, "qwen.json").sliding_window == 0);
+  config["use_sliding_window"] = true;  // 131072 >= seq_length 131072: still full attention
+  CHECK(model_from_json(config, "qwen.json").sliding_window == 131072);
+  config["sliding_window"] = 4096;
+  CHECK(input_error([&] { model_from_json(config, "qwen.json"); }) ==
+        "qwen.json: sliding_window: sliding-window attention is not modelled and the window is "
+        "shorter than seq_length (4096 < 131072)");
+  config["use_sliding_window"] = "yes";
+  CHECK(input_error([&] { model_from_json(config, "qwen.json"); }) ==
+        "qwen.json: use_sliding_window: expected true or false (\"yes\")");
+  config["use_sliding_window"] = true;
+  config["sliding_window"] = 0;
+  CHECK(input_error([&] { model_from_json(config, "qwen.json"); }) ==
+        "qwen.json: sliding_window: must be positive (0)");
+}
+
+TEST_CASE("configs without `architectures` are read by model_type") {
+  // The fixtures with `architectures` removed give the same model as with it.
+  for (const char* file :
+       {"Llama-2-7b-hf.json", "Qwen2-0.5B.json", "gpt2.json", "pythia-160m.json"}) {
+    CAPTURE(file);
+    nlohmann::json config = meshplan::read_json_file(hf_fixture(file));
+    const TransformerConfig with = model_from_json(config, "c.json");
+    config.erase("architectures");
+    const TransformerConfig without = model_from_json(config, "c.json");
+    CHECK(count_parameters(without).total == count_parameters(with).total);
+    CHECK(without.qkv_bias == with.qkv_bias);
+    CHECK(without.tied_embeddings == with.tied_embeddings);
+    CHECK(without.positions == with.positions);
+  }
+  // The case: Llama-3 8B saved without architectures (it has attention_dropout, which
+  // meshplan's own format would call an unknown field).
+  nlohmann::json llama3 = meshplan::read_json_file(hf_fixture("Meta-Llama-3-8B.json"));
+  llama3.erase("architectures");
+  CHECK(count_parameters(model_from_json(llama3, "llama3.json")).total == 8'030'261'248);
+  // `architectures: null`, as save_pretrained writes for a bare config, is absent too.
+  llama3["architectures"] = nullptr;
+  CHECK(model_from_json(llama3, "llama3.json").num_kv_heads == 8);
+
+  nlohmann::json falcon = small_llama();
+  falcon.erase("architectures");
+  falcon["model_type"] = "falcon";
+  CHECK(input_error([&] { model_from_json(falcon, "falcon.json"); }) ==
+        "falcon.json: model_type: unsupported model type (falcon); supported: llama, mistral, "
+        "qwen2, gpt2, gpt_neox");
+  nlohmann::json mismatch = small_llama();
+  mismatch["model_type"] = "gpt2";
+  CHECK(input_error([&] { model_from_json(mismatch, "c.json"); }) ==
+        "c.json: model_type: LlamaForCausalLM is model_type llama, not gpt2");
+  nlohmann::json neither = small_llama();
+  neither["architectures"] = nullptr;
+  CHECK(input_error([&] { model_from_json(neither, "c.json"); }) ==
+        "c.json: model_type: missing (a Hugging Face config needs architectures or model_type)");
+  nlohmann::json not_text = small_llama();
+  not_text["model_type"] = 7;
+  CHECK(input_error([&] { model_from_json(not_text, "c.json"); }) ==
+        "c.json: model_type: expected a string (7)");
+}
+
+TEST_CASE("activations the MLP does not compute are rejected, naming the field") {
+  nlohmann::json llama = small_llama();
+  llama["hidden_act"] = "silu";
+  CHECK(model_from_json(llama, "c.json").activation == Activation::kSwiglu);
+  llama["hidden_act"] = "swish";  // transformers' ACT2FN: the same SiLU
+  CHECK(model_from_json(llama, "c.json").activation == Activation::kSwiglu);
+  llama["hidden_act"] = "gelu";  // a GeGLU MLP: not what meshplan's SwiGLU computes
+  CHECK(input_error([&] { model_from_json(llama, "c.json"); }) ==
+        "c.json: hidden_act: unsupported activation (gelu); supported: silu, swish");
+  llama["hidden_act"] = 1;
+  CHECK(input_error([&] { model_from_json(llama, "c.json"); }) ==
+        "c.json: hidden_act: expected a string (1)");
+
+  nlohmann::json gpt2 = meshplan::read_json_file(hf_fixture("gpt2.json"));
+  for (const char* gelu : {"gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast"}) {
+    gpt2["activation_function"] = gelu;
+    CHECK(model_from_json(gpt2, "gpt2.json").activation == Activation::kGelu);
+  }
+  gpt2["activation_function"] = "relu";
+  CHECK(input_error([&] { model_from_json(gpt2, "gpt2.json"); }) ==
+        "gpt2.json: activation_function: unsupported activation (relu); supported: gelu, "
+        "gelu_new, gelu_pytorch_tanh, gelu_fast");
+
+  nlohmann::json pythia = meshplan::read_json_file(hf_fixture("pythia-160m.json"));
+  pythia["hidden_act"] = "quick_gelu";
+  CHECK(input_error([&] { model_from_json(pythia, "pythia.json"); }) ==
+        "pythia.json: hidden_act: unsupported activation (quick_gelu); supported: gelu, "
+        "gelu_new, gelu_pytorch_tanh, gelu_fast");
+}
+
+TEST_CASE("GPT-2 with cross-attention blocks is rejected") {
+  nlohmann::json gpt2 = meshplan::read_json_file(hf_fixture("gpt2.json"));
+  gpt2["add_cross_attention"] = false;
+  CHECK(model_from_json(gpt2, "gpt2.json").num_layers == 12);
+  gpt2["add_cross_attention"] = true;  // an extra attention block per layer (GPT2Block)
+  CHECK(input_error([&] { model_from_json(gpt2, "gpt2.json"); }) ==
+        "gpt2.json: add_cross_attention: cross-attention blocks are not supported (true)");
 }
 
 TEST_CASE("Llama: head_dim, attention_bias and mlp_bias are honoured") {

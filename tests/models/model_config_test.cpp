@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -179,6 +180,12 @@ TEST_CASE("malformed JSON file") {
   CHECK(message.find("unexpected end of input") != std::string::npos);
 }
 
+TEST_CASE("a directory given as a model file is not read as an empty file") {
+  const std::string dir =
+      std::filesystem::path(write_temp_file("beside.json", "{}")).parent_path().string();
+  CHECK(input_error([&] { load_model(dir); }) == dir + ": cannot read file (a directory)");
+}
+
 TEST_CASE("missing fields, wrong types, unknown fields and values") {
   nlohmann::json json = tiny_json();
   json.erase("hidden_size");
@@ -250,6 +257,22 @@ TEST_CASE("zero, negative, absurd and inconsistent sizes") {
   CHECK(with("num_kv_heads", 3) ==
         "m.json: num_kv_heads: does not divide num_attention_heads "
         "(4 % 3)");
+
+  // Beyond int64 (nlohmann keeps it unsigned; it must not wrap to -1) and beyond any integer.
+  CHECK(with("hidden_size", std::numeric_limits<uint64_t>::max()) ==
+        "m.json: hidden_size: out of range, more than 2^63 - 1 (18446744073709551615)");
+  CHECK(with("vocab_size", 1e30) == "m.json: vocab_size: expected an integer (1e+30)");
+  // Products of bounded sizes: l * 12 h^2 for l = 1e5, h = 1e6 is 1.2e18, still in 64 bits.
+  nlohmann::json largest = tiny_json();
+  largest["num_layers"] = 100'000;
+  largest["hidden_size"] = 1'000'000;
+  largest["num_attention_heads"] = 1'000;
+  largest["num_kv_heads"] = 1'000;
+  largest["ffn_hidden_size"] = 4'000'000;
+  largest["vocab_size"] = 100'000'000;
+  // Per layer Q, K, V, O 4 h^2 (g = a, d = h / a), SwiGLU 3 h f, two RMSNorms 2 h; untied
+  // embedding and head 2 V h; final norm h: 1e5 * (4e12 + 1.2e13 + 2e6) + 2e14 + 1e6.
+  CHECK(count_parameters(model_from_json(largest, "m.json")).total == 1'600'200'200'001'000'000);
 
   nlohmann::json wide = tiny_json();
   wide["num_attention_heads"] = 16;

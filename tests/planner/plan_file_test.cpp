@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -189,7 +190,7 @@ TEST_CASE("bad plan files: missing sections and wrong types") {
         "p.json: layout: missing or not an object");
   CHECK(error_after([](nlohmann::json& j) { j.erase("num_gpus"); }) == "p.json: num_gpus: missing");
   CHECK(error_after([](nlohmann::json& j) { j["num_gpus"] = 0; }) ==
-        "p.json: num_gpus: must be positive (0)");
+        "p.json: num_gpus: must be between 1 and 10000000 (0)");
   CHECK(error_after([](nlohmann::json& j) { j["layout"].erase("tp"); }) ==
         "p.json: layout: tp: missing");
   CHECK(error_after([](nlohmann::json& j) { j["layout"]["tp"] = "two"; }) ==
@@ -208,6 +209,31 @@ TEST_CASE("bad plan files: missing sections and wrong types") {
         "p.json: model: num_local_experts: mixture-of-experts models are not supported yet (8)");
 }
 
+// A typo must not pass as the default (a "shedule" key would leave the schedule unread), so
+// unknown keys are rejected at every level the reader checks, as the model and cluster loaders
+// do; only `prediction`, which a reader recomputes, may hold anything.
+TEST_CASE("bad plan files: unknown keys") {
+  CHECK(error_after([](nlohmann::json& j) { j["layout"]["shedule"] = "gpipe"; }) ==
+        "p.json: layout: shedule: unknown field (\"gpipe\")");
+  CHECK(error_after([](nlohmann::json& j) { j["options"]["flash_attn"] = true; }) ==
+        "p.json: options: flash_attn: unknown field (true)");
+  CHECK(error_after([](nlohmann::json& j) { j["num_gpu"] = 8; }) ==
+        "p.json: num_gpu: unknown field (8)");
+  CHECK(error_after([](nlohmann::json& j) { j["cluster"]["gpu"]["hbm"] = 80; }) ==
+        "p.json: cluster: gpu.hbm: unknown field (80)");
+  // The version is checked first: a newer file's new keys get the version error.
+  CHECK(error_after([](nlohmann::json& j) {
+          j["version"] = 2;
+          j["data_parallel_shards"] = 4;
+        }) == "p.json: version: plan format version 2 is newer than this meshplan reads (1)");
+  CHECK(input_error([] { layout_from_json(nlohmann::json::array(), "l.json"); }) ==
+        "l.json: layout: expected a JSON object ([])");
+  nlohmann::json json = example_json();
+  json["prediction"]["note"] = "anything";
+  json["prediction"]["step_time_s"] = "not checked";
+  CHECK(plan_from_json(json, "p.json").num_gpus == 8);
+}
+
 TEST_CASE("bad plan files: layout values") {
   CHECK(error_after([](nlohmann::json& j) { j["num_gpus"] = 16; }) ==
         "p.json: layout: tp*pp*dp = 8 differs from num_gpus (16)");
@@ -220,13 +246,56 @@ TEST_CASE("bad plan files: layout values") {
         "p.json: layout: placement: unknown placement, expected tp-dp-pp or tp-pp-dp (pp-tp-dp)");
   // The layout's validity rules, with the rule's reason.
   CHECK(error_after([](nlohmann::json& j) { j["layout"]["zero"] = 7; }) ==
-        "p.json: layout: ZeRO stage must be 0-3 (7)");
+        "p.json: layout: zero: expected 0, 1, 2 or 3 (7)");
   CHECK(error_after([](nlohmann::json& j) {
           j["layout"]["tp"] = 1;
           j["layout"]["dp"] = 4;
         }) == "p.json: layout: sequence parallel needs tp > 1");
   CHECK(error_after([](nlohmann::json& j) { j["layout"]["global_batch"] = 12; }) ==
         "p.json: layout: interleaved schedule needs micro-batches divisible by pp (3 % 2)");
+}
+
+// Zero, negative and absurd sizes are refused field by field before any product is formed: the
+// bounds are plan --gpus's 1e7, 1e5 chunks, 1e6 sequences per step and 1e9 tokens per
+// micro-batch (planner/plan_file.cpp). A global batch of 1e12 used to make explain run for ever.
+TEST_CASE("bad plan files: zero, negative and absurd sizes") {
+  CHECK(error_after([](nlohmann::json& j) { j["layout"]["tp"] = 0; }) ==
+        "p.json: layout: tp: must be between 1 and 10000000 (0)");
+  CHECK(error_after([](nlohmann::json& j) { j["layout"]["dp"] = -2; }) ==
+        "p.json: layout: dp: must be between 1 and 10000000 (-2)");
+  CHECK(error_after([](nlohmann::json& j) { j["num_gpus"] = 20'000'000; }) ==
+        "p.json: num_gpus: must be between 1 and 10000000 (20000000)");
+  // Each factor within the bound, their product not: 2^21 * 2^21 * 2^21 = 2^63 would wrap.
+  CHECK(error_after([](nlohmann::json& j) {
+          j["layout"]["tp"] = 2'097'152;
+          j["layout"]["pp"] = 2'097'152;
+          j["layout"]["dp"] = 2'097'152;
+        }) == "p.json: layout: tp*pp*dp: more than 10000000 GPUs (2097152*2097152*2097152)");
+  CHECK(error_after([](nlohmann::json& j) { j["layout"]["vpp"] = 0; }) ==
+        "p.json: layout: vpp: must be between 1 and 100000 (0)");
+  CHECK(error_after([](nlohmann::json& j) { j["layout"]["global_batch"] = 1'000'000'000'000; }) ==
+        "p.json: layout: global_batch: must be between 1 and 1000000 (1000000000000)");
+  CHECK(error_after([](nlohmann::json& j) { j["layout"]["micro_batch"] = 0; }) ==
+        "p.json: layout: micro_batch: must be between 1 and 1000000 (0)");
+  // 100,000 sequences of 16 tokens are 1.6e6 tokens, within 1e9; of 1e5 tokens, 1e10 are not.
+  CHECK(error_after([](nlohmann::json& j) {
+          j["layout"]["micro_batch"] = 100'000;
+          j["model"]["seq_length"] = 100'000;
+          j["model"]["max_position_embeddings"] = 100'000;
+        }) ==
+        "p.json: layout: micro_batch: micro_batch * seq_length absurdly large, more than "
+        "1000000000 tokens (100000 * 100000)");
+  // 2^32 would narrow to ZeRO stage 0.
+  CHECK(error_after([](nlohmann::json& j) { j["layout"]["zero"] = int64_t{1} << 32; }) ==
+        "p.json: layout: zero: expected 0, 1, 2 or 3 (4294967296)");
+  CHECK(error_after([](nlohmann::json& j) { j["layout"]["zero"] = -1; }) ==
+        "p.json: layout: zero: expected 0, 1, 2 or 3 (-1)");
+  // Above 2^63 - 1 nlohmann keeps an unsigned integer; it must not wrap to a negative one.
+  CHECK(error_after([](nlohmann::json& j) {
+          j["layout"]["tp"] = std::numeric_limits<uint64_t>::max();
+        }) == "p.json: layout: tp: out of range, more than 2^63 - 1 (18446744073709551615)");
+  CHECK(error_after([](nlohmann::json& j) { j["options"]["bucket_bytes"] = 0; }) ==
+        "p.json: options: bucket_bytes: must be positive (0)");
 }
 
 TEST_CASE("bad plan files on disk: unreadable and malformed") {

@@ -2,12 +2,14 @@
 // Reading JSON inputs with one-line errors, and writing outputs atomically.
 
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
+#include <string_view>
 
 namespace meshplan {
 
-/// Parses a JSON file. Throws InputError: "<path>: cannot read file" or
-/// "<path>: malformed JSON: <parser message>".
+/// Parses a JSON file. Throws InputError: "<path>: cannot read file" (with " (a directory)" for
+/// one) or "<path>: malformed JSON: <parser message>" (a number beyond double included).
 nlohmann::json read_json_file(const std::string& path);
 
 /// Writes `content` to a temporary file beside `path`, flushes it to disk and renames it over
@@ -24,5 +26,11 @@ std::string require_string(const nlohmann::json& object, const std::string& fiel
                            const std::string& source);
 bool require_bool(const nlohmann::json& object, const std::string& field,
                   const std::string& source);
+
+/// Rejects a typo instead of ignoring it: throws InputError "<source>: <prefix><key>: unknown
+/// field (<value>)" for the first key of `object` that is not in `fields`. `prefix` names a
+/// nested object inside the source ("gpu."), or is empty.
+void reject_unknown_fields(const nlohmann::json& object, std::span<const std::string_view> fields,
+                           const std::string& source, const std::string& prefix = "");
 
 }  // namespace meshplan

@@ -36,6 +36,10 @@ struct TransformerConfig {
   bool qkv_bias = false;               // bias on the Q, K, V projections (GPT-2, Qwen2)
   bool attention_output_bias = false;  // bias on the attention output projection
   bool mlp_bias = false;               // biases on the MLP projections
+  // Sliding-window attention span from a Hugging Face config (Mistral, Qwen2), 0 for none. Not
+  // costed: validate_model requires it to cover seq_length, where it is full causal attention,
+  // so it is not part of meshplan's model format.
+  int64_t sliding_window = 0;
 };
 
 /// Exact parameter counts of a TransformerConfig, by place.
@@ -55,7 +59,8 @@ ParameterCounts count_parameters(const TransformerConfig& model);
 void validate_model(const TransformerConfig& model, const std::string& source);
 
 /// A preset name (`gpt3-175b`, `llama3-8b`, `tiny`, ...), a meshplan model JSON file, or a
-/// Hugging Face config.json (detected by its `architectures` field). Throws InputError.
+/// Hugging Face config.json (detected by its `architectures` or `model_type` field). Throws
+/// InputError.
 TransformerConfig load_model(const std::string& name_or_path);
 TransformerConfig model_from_json(const nlohmann::json& json, const std::string& source);
 nlohmann::json model_to_json(const TransformerConfig& model);

@@ -1,0 +1,330 @@
+#!/usr/bin/env bash
+# The bad-input matrix (issue 11, Sec. 5): every command that reads a file or writes one, run
+# against a table of bad inputs. Each row must
+#   - exit 2 for bad input, 1 for a failure at run time (the row says which);
+#   - print exactly one line on stderr, "meshplan: error: ...", naming the file, field or rank
+#     (a fixed string per row); under mpirun exactly one such line among the launcher's banners;
+#   - create no output file (new_out.json) and leave no temporary file behind;
+#   - leave an existing output file (sentinel.json, given as another output) byte for byte as it
+#     was.
+#
+# usage: bad_input_matrix.sh MESHPLAN_BINARY SOURCE_DIR MPIRUN [MPIRUN_FLAGS...]
+# Uses bash, grep, sed, head, cmp and timeout only (a fresh Debian machine has no jq or python).
+set -u
+
+if [ $# -lt 3 ]; then
+  echo "usage: $0 MESHPLAN_BINARY SOURCE_DIR MPIRUN [MPIRUN_FLAGS...]" >&2
+  exit 1
+fi
+meshplan=$1
+source_dir=$2
+shift 2
+mpirun=("$@")
+data="$source_dir/tests/data"
+if [ ! -x "$meshplan" ] || [ ! -d "$data" ]; then
+  echo "usage: $0 MESHPLAN_BINARY SOURCE_DIR MPIRUN [MPIRUN_FLAGS...] (binary '$meshplan')" >&2
+  exit 1
+fi
+meshplan="$(cd "$(dirname "$meshplan")" && pwd)/$(basename "$meshplan")"
+source_dir="$(cd "$source_dir" && pwd)"
+data="$source_dir/tests/data"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work" || exit 1
+
+num_passed=0
+num_failed=0
+sentinel_text='sentinel: an existing output that must stay byte for byte as it was'
+
+say() { echo "         $*"; }
+
+# row NAME RC PATTERN [mpi NP] ARGS...: runs `meshplan ARGS...` (under mpirun -np NP with
+# `mpi NP`) with a 60 s limit and checks the row's contract above. ARGS may name new_out.json
+# (must not appear) and sentinel.json (must not change).
+row() {
+  local name=$1 expected_rc=$2 pattern=$3
+  shift 3
+  local launcher=()
+  if [ "$1" = mpi ]; then
+    launcher=("${mpirun[@]}" -np "$2")
+    shift 2
+  fi
+  printf '%s\n' "$sentinel_text" >sentinel.json
+  cp sentinel.json sentinel.copy
+  rm -f new_out.json
+  timeout 60 "${launcher[@]}" "$meshplan" "$@" >stdout.txt 2>stderr.txt </dev/null
+  local rc=$? ok=0
+  if [ "$rc" -ne "$expected_rc" ]; then
+    say "exit status $rc, expected $expected_rc"
+    ok=1
+  fi
+  local errors
+  errors=$(grep -c '^meshplan: error: ' stderr.txt)
+  if [ ${#launcher[@]} -eq 0 ]; then
+    local lines
+    lines=$(wc -l <stderr.txt)
+    if [ "$lines" -ne 1 ] || [ "$errors" -ne 1 ]; then
+      say "stderr has $lines lines ($errors 'meshplan: error: '), expected 1:"
+      head -n 5 stderr.txt | sed 's/^/           | /'
+      ok=1
+    fi
+  elif [ "$errors" -ne 1 ]; then
+    say "$errors lines start with 'meshplan: error: ' (all ranks' output), expected 1:"
+    grep '^meshplan: error: ' stderr.txt | head -n 5 | sed 's/^/           | /'
+    ok=1
+  fi
+  if ! grep -qF -- "$pattern" stderr.txt; then
+    say "stderr does not name '$pattern': $(grep -m 1 'meshplan: error' stderr.txt | head -c 300)"
+    ok=1
+  fi
+  if [ -e new_out.json ]; then
+    say "new_out.json was created"
+    ok=1
+  fi
+  if ! cmp -s sentinel.json sentinel.copy; then
+    say "sentinel.json was changed"
+    ok=1
+  fi
+  if ls ./*.tmp.* >/dev/null 2>&1; then
+    say "a temporary file was left behind: $(ls ./*.tmp.*)"
+    ok=1
+  fi
+  if [ "$ok" -eq 0 ]; then
+    echo "ok       $name"
+    num_passed=$((num_passed + 1))
+  else
+    echo "FAILED   $name"
+    num_failed=$((num_failed + 1))
+  fi
+}
+
+# --- inputs -----------------------------------------------------------------------------------
+
+# A good plan for 2 CPU ranks (tp 2), pretty-printed one key per line, and edits of it.
+if ! "$meshplan" plan --model tiny --cluster local-cpu --gpus 2 --tp 2 --zero 0 \
+  --save-plan p.json >/dev/null 2>plan_err.txt; then
+  echo "FAILED   cannot make the good plan: $(cat plan_err.txt)"
+  exit 1
+fi
+edit() {  # edit OUT SED_SCRIPT: p.json edited; fails the run if the edit changed nothing
+  sed "$2" p.json >"$1"
+  if cmp -s p.json "$1"; then
+    echo "FAILED   the edit '$2' changed nothing in p.json"
+    exit 1
+  fi
+}
+printf '{"format": "meshplan plan", "version": 1,' >malformed.json
+head -c 300 p.json >truncated.json
+: >empty.json
+printf '\x7fELF\x02\x01\x01\x00\x00\xff\xfe\x00\x01' >binary.json
+echo '[1, 2, 3]' >array.json
+edit version2.json 's/^  "version": 1$/  "version": 2/'
+edit wrong_type.json '0,/^    "tp": 2,$/s//    "tp": "2",/'
+edit missing.json '/^  "num_gpus": 2,$/d'
+edit tp_zero.json '0,/^    "tp": 2,$/s//    "tp": 0,/'
+edit batch_absurd.json '0,/^    "global_batch": \([0-9]*\),$/s//    "global_batch": 1000000000000,/'
+edit layers_zero.json 's/^    "num_layers": 4,$/    "num_layers": 0,/'
+edit hidden_negative.json 's/^    "hidden_size": 64,$/    "hidden_size": -64,/'
+edit bandwidth_negative.json \
+  's/^    "intra_node_bytes_per_second": .*,$/    "intra_node_bytes_per_second": -5e9,/'
+edit heads.json 's/^    "num_attention_heads": 4,$/    "num_attention_heads": 3,/; s/^    "num_kv_heads": 2,$/    "num_kv_heads": 1,/'
+edit gpus.json 's/^  "num_gpus": 2,$/  "num_gpus": 4,/'
+edit unknown_layout.json '0,/^    "schedule": \(.*\),$/s//    "schedule": \1, "shedule": "gpipe",/'
+edit unknown_top.json 's/^  "num_gpus": 2,$/  "num_gpus": 2, "num_gpu": 2,/'
+edit unknown_options.json 's/^    "flash_attention": \(.*\),$/    "flash_attention": \1, "flash_attn": true,/'
+edit huge_int.json '0,/^    "dp": 1,$/s//    "dp": 18446744073709551615,/'
+
+# Model and cluster files.
+cat >model_zero_layers.json <<'EOF'
+{"name": "m", "num_layers": 0, "hidden_size": 64, "num_attention_heads": 4, "num_kv_heads": 4,
+ "ffn_hidden_size": 256, "vocab_size": 256, "seq_length": 32, "activation": "gelu",
+ "norm": "layernorm", "positions": "learned", "tied_embeddings": true, "qkv_bias": false,
+ "attention_output_bias": false, "mlp_bias": false}
+EOF
+sed 's/"num_layers": 0/"num_layers": 4/; s/"vocab_size": 256/"vocab_size": 100000000000/' \
+  model_zero_layers.json >model_vocab_absurd.json
+sed 's/"num_layers": 0/"num_layers": 4/; s/"hidden_size": 64/"hidden_size": "64"/' \
+  model_zero_layers.json >model_wrong_type.json
+sed 's/"num_layers": 0, //' model_zero_layers.json >model_missing.json
+sed 's/"num_layers": 0/"num_layer": 4/' model_zero_layers.json >model_unknown.json
+# Hugging Face configs without `architectures` (read by model_type).
+hf='"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+ "intermediate_size": 176, "vocab_size": 256, "max_position_embeddings": 32'
+echo "{\"model_type\": \"llama\", \"hidden_act\": \"relu\", $hf}" >hf_relu.json
+echo "{\"model_type\": \"falcon\", $hf}" >hf_falcon.json
+echo "{\"model_type\": \"mistral\", \"sliding_window\": 16, $hf}" >hf_window.json
+echo "{\"model_type\": \"mistral\", \"sliding_window\": 16, \"seq_length\": 16, $hf}" \
+  >hf_window_seq16.json
+echo "{\"model_type\": \"qwen2\", \"use_sliding_window\": true, \"sliding_window\": 8, $hf}" \
+  >hf_qwen_window.json
+cp "$source_dir/models/presets/clusters/local-cpu.json" cluster.json
+sed 's/"intra_node_bytes_per_second": [^,]*,/"intra_node_bytes_per_second": 1e-300,/' \
+  cluster.json >cluster_absurd.json
+sed 's/"price_per_gpu_hour": [^,]*,/"price_per_gpu_hour": 1e400,/' cluster.json >cluster_inf.json
+sed 's/"gpus_per_node": [^,]*,/"gpus_per_node": 8, "nics_per_node": 8,/' cluster.json \
+  >cluster_unknown.json
+mkdir -p a_directory
+
+# --- rows -------------------------------------------------------------------------------------
+
+# Plan files, through every command that reads one: explain, simulate, execute.
+plan_file_rows() {  # plan_file_rows FILE PATTERN NAME
+  local file=$1 pattern=$2 name=$3
+  row "explain: $name" 2 "$pattern" explain "$file"
+  row "simulate: $name" 2 "$pattern" simulate "$file" --json new_out.json --svg sentinel.json
+  row "execute: $name" 2 "$pattern" mpi 2 execute "$file" --steps 1 --json new_out.json
+}
+plan_file_rows malformed.json "malformed.json: malformed JSON: " "malformed JSON"
+plan_file_rows truncated.json "truncated.json: malformed JSON: " "truncated JSON"
+plan_file_rows empty.json "empty.json: malformed JSON: " "empty file"
+plan_file_rows binary.json "binary.json: malformed JSON: " "binary file"
+plan_file_rows array.json "array.json: expected a JSON object" "a JSON array"
+plan_file_rows no_such_plan.json "no_such_plan.json: cannot read file" "nonexistent file"
+plan_file_rows version2.json "version2.json: version: plan format version 2 is newer" \
+  "newer plan version"
+plan_file_rows wrong_type.json 'wrong_type.json: layout: tp: expected an integer ("2")' \
+  "wrong type"
+plan_file_rows missing.json "missing.json: num_gpus: missing" "missing field"
+plan_file_rows tp_zero.json "tp_zero.json: layout: tp: must be between 1 and 10000000 (0)" \
+  "tp 0"
+plan_file_rows batch_absurd.json "batch_absurd.json: layout: global_batch: must be between 1" \
+  "global_batch 1e12"
+plan_file_rows huge_int.json "huge_int.json: layout: dp: out of range" "dp beyond 2^63"
+plan_file_rows layers_zero.json "layers_zero.json: model: num_layers: must be positive (0)" \
+  "model num_layers 0"
+plan_file_rows hidden_negative.json "hidden_negative.json: model: hidden_size: must be positive" \
+  "model hidden_size -64"
+plan_file_rows bandwidth_negative.json \
+  "bandwidth_negative.json: cluster: intra_node_bytes_per_second: must be positive" \
+  "negative bandwidth"
+plan_file_rows heads.json "heads.json: layout: num_attention_heads not divisible by tp (3 % 2)" \
+  "heads not divisible by tp"
+plan_file_rows gpus.json "gpus.json: layout: tp*pp*dp = 2 differs from num_gpus (4)" \
+  "tp*pp*dp != num_gpus"
+plan_file_rows unknown_layout.json 'unknown_layout.json: layout: shedule: unknown field ("gpipe")' \
+  "unknown layout key"
+plan_file_rows unknown_top.json "unknown_top.json: num_gpu: unknown field (2)" "unknown top key"
+plan_file_rows unknown_options.json \
+  "unknown_options.json: options: flash_attn: unknown field (true)" "unknown options key"
+
+# execute: a world size that differs from the plan (2 ranks).
+row "execute: mpirun -np 3 for a 2-rank plan" 2 \
+  "p.json: num_gpus: the plan has 2 ranks, mpirun started 3" \
+  mpi 3 execute p.json --steps 1 --json new_out.json
+
+# plan: model, cluster and flag inputs, with one output new and one existing.
+plan_row() {  # plan_row NAME PATTERN ARGS...
+  local name=$1 pattern=$2
+  shift 2
+  row "plan: $name" 2 "$pattern" plan "$@" --json new_out.json --save-plan sentinel.json
+}
+plan_row "unknown model preset" "unknown model preset 'gpt5'" \
+  --model gpt5 --cluster local-cpu --gpus 2
+plan_row "unknown cluster preset" "unknown cluster preset 'dgx-z9'" \
+  --model tiny --cluster dgx-z9 --gpus 2
+plan_row "nonexistent model file" "unknown model preset 'no_such_model.json' (not a file" \
+  --model no_such_model.json --cluster local-cpu --gpus 2
+plan_row "malformed model file" "malformed.json: malformed JSON: " \
+  --model malformed.json --cluster local-cpu --gpus 2
+plan_row "empty model file" "empty.json: malformed JSON: " \
+  --model empty.json --cluster local-cpu --gpus 2
+plan_row "binary cluster file" "binary.json: malformed JSON: " \
+  --model tiny --cluster binary.json --gpus 2
+plan_row "model num_layers 0" "model_zero_layers.json: num_layers: must be positive (0)" \
+  --model model_zero_layers.json --cluster local-cpu --gpus 2
+plan_row "model vocab_size 1e11" "model_vocab_absurd.json: vocab_size: absurdly large" \
+  --model model_vocab_absurd.json --cluster local-cpu --gpus 2
+plan_row "model wrong type" 'model_wrong_type.json: hidden_size: expected an integer ("64")' \
+  --model model_wrong_type.json --cluster local-cpu --gpus 2
+plan_row "model missing field" "model_missing.json: num_layers: missing" \
+  --model model_missing.json --cluster local-cpu --gpus 2
+plan_row "model unknown field" "model_unknown.json: num_layer: unknown field (4)" \
+  --model model_unknown.json --cluster local-cpu --gpus 2
+plan_row "HF config, model_type only, hidden_act relu" \
+  "hf_relu.json: hidden_act: unsupported activation (relu)" \
+  --model hf_relu.json --cluster local-cpu --gpus 2
+plan_row "HF config, unsupported model_type" \
+  "hf_falcon.json: model_type: unsupported model type (falcon)" \
+  --model hf_falcon.json --cluster local-cpu --gpus 2
+plan_row "HF config, Mistral window shorter than the sequence" \
+  "hf_window.json: sliding_window: sliding-window attention is not modelled" \
+  --model hf_window.json --cluster local-cpu --gpus 2
+plan_row "HF config, Qwen2 use_sliding_window" \
+  "hf_qwen_window.json: sliding_window: sliding-window attention is not modelled" \
+  --model hf_qwen_window.json --cluster local-cpu --gpus 2
+plan_row "HF config, --seq-len beyond the window" \
+  "--seq-len: sliding_window: sliding-window attention is not modelled" \
+  --model hf_window_seq16.json --cluster local-cpu --gpus 2 --seq-len 32
+plan_row "cluster negative bandwidth" \
+  "cluster_negative_bandwidth.json: intra_node_bytes_per_second: must be positive" \
+  --model tiny --cluster "$data/planner/cluster_negative_bandwidth.json" --gpus 2
+plan_row "cluster bandwidth 1e-300" \
+  "cluster_absurd.json: intra_node_bytes_per_second: absurdly small" \
+  --model tiny --cluster cluster_absurd.json --gpus 2
+plan_row "cluster number beyond double (1e400)" \
+  "cluster_inf.json: malformed JSON: number overflow" \
+  --model tiny --cluster cluster_inf.json --gpus 2
+plan_row "cluster unknown field" "cluster_unknown.json: nics_per_node: unknown field (8)" \
+  --model tiny --cluster cluster_unknown.json --gpus 2
+plan_row "--gpus 0" "--gpus: must be between 1 and 10000000 (0)" \
+  --model tiny --cluster local-cpu --gpus 0
+plan_row "--gpus absurd" "--gpus: must be between 1 and 10000000 (100000000)" \
+  --model tiny --cluster local-cpu --gpus 100000000
+plan_row "--gpus not a number" "--gpus" --model tiny --cluster local-cpu --gpus abc
+plan_row "heads not divisible by --tp" "num_attention_heads not divisible by tp (96 % 5)" \
+  --model gpt3-175b --cluster dgx-a100-80gb --gpus 40 --tp 5
+plan_row "--tp*--pp*--dp != --gpus" "tp*pp*dp: fixed sizes multiply to 16" \
+  --model tiny --cluster local-cpu --gpus 8 --tp 2 --pp 2 --dp 4
+
+plan_row "--seq-len 1e9" "--seq-len: seq_length: absurdly large, more than 100000000" \
+  --model tiny --cluster local-cpu --gpus 2 --seq-len 1000000000
+plan_row "--vpp 0" "--vpp: must be positive (0)" --model tiny --cluster local-cpu --gpus 2 --vpp 0
+plan_row "--bucket-mb 0" "--bucket-mb: must be in (0, 1e6] (0)" \
+  --model tiny --cluster local-cpu --gpus 2 --bucket-mb 0
+row "simulate: --bucket-mb -5" 2 "--bucket-mb: must be positive (-5)" \
+  simulate p.json --bucket-mb -5 --json new_out.json --trace sentinel.json
+row "execute: --steps 0" 2 "--steps: must be at least 1 (0)" \
+  mpi 2 execute p.json --steps 0 --json new_out.json
+row "execute: --lr -1" 2 "--lr: must be positive (-1)" \
+  mpi 2 execute p.json --steps 1 --lr -1 --json new_out.json
+row "execute: nonexistent --data file" 2 "/nonexistent/text.txt: --data: cannot read file" \
+  mpi 2 execute p.json --steps 1 --data /nonexistent/text.txt --json new_out.json
+
+# Output paths that cannot be written: a failure at run time (exit 1), nothing left behind.
+row "plan --json into /proc" 1 "/proc/meshplan_x.json: cannot write file" \
+  plan --model tiny --cluster local-cpu --gpus 2 --json /proc/meshplan_x.json
+row "plan --save-plan is a directory" 1 "a_directory: cannot write file" \
+  plan --model tiny --cluster local-cpu --gpus 2 --save-plan a_directory
+row "simulate --json into /proc" 1 "/proc/meshplan_x.json: cannot write file" \
+  simulate p.json --json /proc/meshplan_x.json
+row "simulate --trace is a directory" 1 "a_directory: cannot write file" \
+  simulate p.json --trace a_directory
+
+# validate: the published-runs file.
+row "validate: nonexistent runs file" 2 "no_such_runs.json: cannot read file" \
+  validate no_such_runs.json --json new_out.json
+row "validate: malformed runs file" 2 "malformed.json: malformed JSON: " \
+  validate malformed.json --json new_out.json
+row "validate: a plan file is not a runs file" 2 "p.json: runs: missing or not a list" \
+  validate p.json --json new_out.json
+row "validate: wrong type in a run" 2 \
+  'runs_malformed.json: runs[fixture-bad-gpus]: hardware: num_gpus: expected an integer' \
+  validate "$data/planner/runs_malformed.json" --json new_out.json
+row "validate --json into /proc" 1 "/proc/meshplan_x.json: cannot write file" \
+  validate "$data/planner/runs_small.json" --json /proc/meshplan_x.json
+row "validate --json is a directory" 1 "a_directory: cannot write file" \
+  validate "$data/planner/runs_small.json" --json a_directory
+
+# The directory given as an input file.
+row "explain: a directory as the plan file" 2 "a_directory: cannot read file (a directory)" \
+  explain a_directory
+row "simulate: a directory as the plan file" 2 "a_directory: cannot read file (a directory)" \
+  simulate a_directory --json new_out.json
+row "validate: a directory as the runs file" 2 "a_directory: cannot read file (a directory)" \
+  validate a_directory --json new_out.json
+plan_row "a directory as the model file" "a_directory: cannot read file (a directory)" \
+  --model a_directory --cluster local-cpu --gpus 2
+
+echo "# bad-input matrix: $num_passed passed, $num_failed failed"
+[ "$num_failed" -eq 0 ]
