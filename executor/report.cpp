@@ -42,6 +42,13 @@ std::string format_step_row(const StepRecord& step) {
                      step.step_time_s, step.tokens_per_s);
 }
 
+std::string format_checkpoint_line(const CheckpointEvent& event) {
+  return event.resumed
+             ? fmt::format("# checkpoint: resumed step {} from {} (CRC-32C verified)\n", event.step,
+                           event.directory)
+             : fmt::format("# checkpoint: wrote step {} to {}\n", event.step, event.directory);
+}
+
 std::string format_summary(const ExecuteReport& report) {
   std::string out = "#\n";
   out +=
@@ -59,17 +66,20 @@ std::string format_summary(const ExecuteReport& report) {
                        m.predicted_bytes, m.peak_rss_bytes);
   }
   out +=
-      "#\n# Collective message bytes of one step per rank of each stage (nccl-tests size: "
-      "all-reduce buffer, all-gather output, reduce-scatter input, send payload)\n";
-  out += fmt::format("#{:>9} {:>15} {:>10} {:>15} {:>15} {:>9}\n", "stage", "kind", "group",
-                     "measured", "predicted", "diff");
-  out += fmt::format("#{:>9} {:>15} {:>10} {:>15} {:>15} {:>9}\n", "", "", "", "(B)", "(B)", "(%)");
+      "#\n# Collectives of one step per rank of each stage: calls issued, and message bytes "
+      "(nccl-tests size: all-reduce buffer, all-gather output, reduce-scatter input, send "
+      "payload)\n";
+  out += fmt::format("#{:>9} {:>15} {:>10} {:>9} {:>9} {:>15} {:>15} {:>9}\n", "stage", "kind",
+                     "group", "calls", "pred", "measured", "predicted", "diff");
+  out += fmt::format("#{:>9} {:>15} {:>10} {:>9} {:>9} {:>15} {:>15} {:>9}\n", "", "", "", "",
+                     "calls", "(B)", "(B)", "(%)");
   int64_t mismatches = 0;
   for (const CollectiveRecord& c : report.collectives) {
-    mismatches += c.measured_bytes != c.predicted_bytes;
-    out += fmt::format("{:>10} {:>15} {:>10} {:>15} {:>15} {:>9}\n", c.stage,
-                       planner::to_string(c.kind), planner::to_string(c.group), c.measured_bytes,
-                       c.predicted_bytes, percent_difference(c.measured_bytes, c.predicted_bytes));
+    mismatches += !c.matches();
+    out += fmt::format("{:>10} {:>15} {:>10} {:>9} {:>9} {:>15} {:>15} {:>9}\n", c.stage,
+                       planner::to_string(c.kind), planner::to_string(c.group), c.measured_calls,
+                       c.predicted_calls, c.measured_bytes, c.predicted_bytes,
+                       percent_difference(c.measured_bytes, c.predicted_bytes));
   }
   if (!report.steps.empty()) {
     // The first step pays for allocation and warm-up; the average leaves it out when it can.
@@ -86,7 +96,7 @@ std::string format_summary(const ExecuteReport& report) {
                        report.steps.back().step, seconds);
   }
   out += fmt::format(
-      "# collective bytes: {} of {} (stage, kind, group) entries match the planner "
+      "# collective calls and bytes: {} of {} (stage, kind, group) entries match the planner "
       "({})\n",
       report.collectives.size() - static_cast<size_t>(mismatches), report.collectives.size(),
       mismatches == 0 ? "OK" : "MISMATCH");
@@ -114,6 +124,8 @@ nlohmann::json report_to_json(const ExecuteReport& report) {
     collectives.push_back({{"stage", c.stage},
                            {"kind", planner::to_string(c.kind)},
                            {"group", planner::to_string(c.group)},
+                           {"measured_calls", c.measured_calls},
+                           {"predicted_calls", c.predicted_calls},
                            {"measured_bytes", c.measured_bytes},
                            {"predicted_bytes", c.predicted_bytes}});
   }

@@ -260,11 +260,23 @@ void Trainer::load_shard_bytes(const std::string& bytes, const std::string& sour
   if (bytes.size() >= sizeof(header)) {
     std::memcpy(header, bytes.data(), sizeof(header));
   }
-  if (bytes.size() != expected || header[1] != stored || header[2] != adam_m.size()) {
+  // Say what differs: the header's counts first (a shard of another layout), then the size.
+  if (bytes.size() >= sizeof(header) && header[1] != stored) {
     throw InputError(
-        fmt::format("{}: checkpoint shard does not match this rank's parameters "
-                    "({} bytes, expected {})",
-                    source, bytes.size(), expected));
+        fmt::format("{}: checkpoint shard does not match this rank's parameters (it stores {} "
+                    "parameters, this rank {})",
+                    source, header[1], stored));
+  }
+  if (bytes.size() >= sizeof(header) && header[2] != adam_m.size()) {
+    throw InputError(
+        fmt::format("{}: checkpoint shard does not match this rank's optimizer state (it stores "
+                    "{} AdamW moments, this rank {})",
+                    source, header[2], adam_m.size()));
+  }
+  if (bytes.size() != expected) {
+    throw InputError(fmt::format(
+        "{}: checkpoint shard does not match this rank's parameters ({} bytes, expected {})",
+        source, bytes.size(), expected));
   }
   const char* at = bytes.data() + sizeof(header);
   std::memcpy(params_.data(), at, static_cast<size_t>(stored) * sizeof(float));
