@@ -70,6 +70,8 @@ class Trainer {
 
  private:
   int64_t stored_parameters_() const;  // in params_ and in a checkpoint shard
+  /// ZeRO 3 with dp > 1: params_ = this rank's blocks of the initial values; gather_ set up.
+  void init_zero3_parameters_(int stage);
 
   planner::Plan plan_;
   MemoryTracker memory_;
