@@ -17,6 +17,7 @@
 
 #include "commands.h"
 #include "meshplan/errors.h"
+#include "meshplan/execute_report.h"
 #include "meshplan/executor.h"
 #include "meshplan/json_io.h"
 
@@ -63,29 +64,29 @@ void run_execute(const ExecuteArguments& args) {
       executor::check_output_file(args.json_path, "--json", MPI_COMM_WORLD);
     }
     if (rank == 0) {
-      std::fputs(executor::format_step_header(plan, args.plan_path).c_str(), stdout);
+      std::fputs(reports::execute_header(plan, args.plan_path).c_str(), stdout);
       std::fflush(stdout);
     }
     executor::ExecuteCallbacks callbacks;
     callbacks.on_step = [rank](const executor::StepRecord& step) {
       if (rank == 0) {
-        std::fputs(executor::format_step_row(step).c_str(), stdout);
+        std::fputs(reports::execute_step_row(step).c_str(), stdout);
         std::fflush(stdout);
       }
     };
     callbacks.on_checkpoint = [rank](const executor::CheckpointEvent& event) {
       if (rank == 0) {
-        std::fputs(executor::format_checkpoint_line(event).c_str(), stdout);
+        std::fputs(reports::execute_checkpoint_line(event).c_str(), stdout);
         std::fflush(stdout);
       }
     };
     const executor::ExecuteReport report =
         executor::execute_plan(plan, options, MPI_COMM_WORLD, callbacks);
     if (rank == 0) {
-      std::fputs(executor::format_summary(report).c_str(), stdout);
+      std::fputs(reports::execute_summary(report).c_str(), stdout);
       std::fflush(stdout);
       if (!args.json_path.empty()) {
-        write_file_atomic(args.json_path, executor::report_to_json(report).dump(2) + "\n");
+        write_file_atomic(args.json_path, reports::execute_json(report).dump(2) + "\n");
       }
     }
   } catch (const InputError& e) {

@@ -1,13 +1,13 @@
 #pragma once
 // meshplan execute: trains a real GPT exactly as a plan file says, one MPI process per rank, on
 // CPUs in fp32 (Eigen + MPI), and measures step time, memory and collective traffic beside the
-// planner's prediction for the same plan.
+// planner's prediction for the same plan. Its tables and JSON are written by reports/
+// (meshplan/execute_report.h).
 
 #include <mpi.h>
 
 #include <cstdint>
 #include <functional>
-#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -94,19 +94,5 @@ ExecuteReport execute_plan(const planner::Plan& plan, const ExecuteOptions& opti
 /// `flag`) can be created, by creating and removing the temporary file write_file_atomic uses.
 /// Throws InputError on every rank otherwise: "<path>: <flag>: cannot write the file (<why>)".
 void check_output_file(const std::string& path, const std::string& flag, MPI_Comm world);
-
-/// nccl-tests style text: the step table's two header lines, one row per step, and the
-/// closing tables (memory and collectives beside the prediction). Every non-data line
-/// starts with '#'.
-std::string format_step_header(const planner::Plan& plan, const std::string& plan_source);
-std::string format_step_row(const StepRecord& step);
-std::string format_summary(const ExecuteReport& report);
-/// "# checkpoint: wrote step N to DIR/step_<N>" or "# checkpoint: resumed step N from ...".
-std::string format_checkpoint_line(const CheckpointEvent& event);
-
-/// {"steps": [{"step", "loss", "step_time_s", "tokens_per_s"}], "peak_memory_bytes": [{"stage",
-/// "measured", "predicted", "predicted_tensor_bytes", "peak_rss_bytes"}], "collectives":
-/// [{"stage", "kind", "group", "measured_bytes", "predicted_bytes"}]}
-nlohmann::json report_to_json(const ExecuteReport& report);
 
 }  // namespace meshplan::executor
