@@ -4,8 +4,10 @@
 #include "checkpoint.h"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -117,6 +119,25 @@ TEST_CASE("a flipped bit in a shard is refused on resume, naming the file") {
     CHECK(what.find(", the manifest says ") != std::string::npos);
   }
   fs::remove_all(options.checkpoint_dir);
+}
+
+TEST_CASE("a shard of another size says what differs") {
+  const planner::Plan plan = testing::tiny_plan(make_layout(1, 1, 1, 4, 8));
+  Trainer trainer(plan, synthetic(plan), AdamWConfig{}, MPI_COMM_SELF);
+  std::string bytes = trainer.shard_bytes();
+  // Header: steps done, stored parameters, AdamW moments (3 x int64). Same total size, another
+  // parameter count: the message names the counts, not two equal byte sizes.
+  int64_t header[3] = {0, 0, 0};
+  std::memcpy(header, bytes.data(), sizeof(header));
+  const int64_t stored = header[1];
+  header[1] = stored + 1;
+  std::memcpy(bytes.data(), header, sizeof(header));
+  CHECK_THROWS_WITH_AS(trainer.load_shard_bytes(bytes, "s.bin"),
+                       fmt::format("s.bin: checkpoint shard does not match this rank's parameters "
+                                   "(it stores {} parameters, this rank {})",
+                                   stored + 1, stored)
+                           .c_str(),
+                       InputError);
 }
 
 TEST_CASE("only this run's oldest checkpoints are removed, keep_checkpoints are kept") {
