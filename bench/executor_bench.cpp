@@ -71,13 +71,15 @@ int run_case(const BenchCase& c) {
   options.steps = kWarmupSteps + kTimedSteps;
   double step_seconds = 0;
   double gemm_seconds = 0;
+  meshplan::executor::ExecuteCallbacks callbacks;
+  callbacks.on_step = [&](const StepRecord& s) {
+    if (s.step > kWarmupSteps) {
+      step_seconds += s.step_time_s;
+      gemm_seconds += s.gemm_time_s;
+    }
+  };
   try {
-    meshplan::executor::execute_plan(plan, options, MPI_COMM_WORLD, [&](const StepRecord& s) {
-      if (s.step > kWarmupSteps) {
-        step_seconds += s.step_time_s;
-        gemm_seconds += s.gemm_time_s;
-      }
-    });
+    meshplan::executor::execute_plan(plan, options, MPI_COMM_WORLD, callbacks);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "executor_bench: %s: %s\n", c.name, e.what());
     MPI_Abort(MPI_COMM_WORLD, 1);

@@ -17,6 +17,7 @@
 
 #include "commands.h"
 #include "meshplan/errors.h"
+#include "meshplan/execute_report.h"
 #include "meshplan/executor.h"
 #include "meshplan/json_io.h"
 
@@ -59,22 +60,33 @@ void run_execute(const ExecuteArguments& args) {
     executor::ExecuteOptions options = args.options;
     read_fault_injection(&options);
     const planner::Plan plan = executor::load_plan(args.plan_path, MPI_COMM_WORLD);
+    if (!args.json_path.empty()) {
+      executor::check_output_file(args.json_path, "--json", MPI_COMM_WORLD);
+    }
     if (rank == 0) {
-      std::fputs(executor::format_step_header(plan, args.plan_path).c_str(), stdout);
+      std::fputs(reports::execute_header(plan, args.plan_path).c_str(), stdout);
       std::fflush(stdout);
     }
-    const executor::ExecuteReport report = executor::execute_plan(
-        plan, options, MPI_COMM_WORLD, [rank](const executor::StepRecord& step) {
-          if (rank == 0) {
-            std::fputs(executor::format_step_row(step).c_str(), stdout);
-            std::fflush(stdout);
-          }
-        });
+    executor::ExecuteCallbacks callbacks;
+    callbacks.on_step = [rank](const executor::StepRecord& step) {
+      if (rank == 0) {
+        std::fputs(reports::execute_step_row(step).c_str(), stdout);
+        std::fflush(stdout);
+      }
+    };
+    callbacks.on_checkpoint = [rank](const executor::CheckpointEvent& event) {
+      if (rank == 0) {
+        std::fputs(reports::execute_checkpoint_line(event).c_str(), stdout);
+        std::fflush(stdout);
+      }
+    };
+    const executor::ExecuteReport report =
+        executor::execute_plan(plan, options, MPI_COMM_WORLD, callbacks);
     if (rank == 0) {
-      std::fputs(executor::format_summary(report).c_str(), stdout);
+      std::fputs(reports::execute_summary(report).c_str(), stdout);
       std::fflush(stdout);
       if (!args.json_path.empty()) {
-        write_file_atomic(args.json_path, executor::report_to_json(report).dump(2) + "\n");
+        write_file_atomic(args.json_path, reports::execute_json(report).dump(2) + "\n");
       }
     }
   } catch (const InputError& e) {
@@ -114,7 +126,13 @@ void register_execute_command(CLI::App& app) {
   execute->add_option("--checkpoint-dir", args->options.checkpoint_dir,
                       "Directory for checkpoints (one shard per rank and a manifest)");
   execute->add_option("--checkpoint-every", args->options.checkpoint_every,
-                      "Write a checkpoint every K steps");
+                      "Write a checkpoint every K steps (with --resume: none if not given)");
+  execute
+      ->add_option("--keep-checkpoints", args->options.keep_checkpoints,
+                   "How many of this run's newest checkpoints stay on disk")
+      ->capture_default_str();
+  execute->add_flag("--overwrite-checkpoints", args->options.overwrite_checkpoints,
+                    "Let a fresh run replace another run's checkpoint in --checkpoint-dir");
   execute->add_flag("--resume", args->options.resume,
                     "Continue bit-exactly from --checkpoint-dir's latest checkpoint");
   execute->add_option("--lr", args->options.learning_rate, "AdamW learning rate (constant)")

@@ -4,7 +4,11 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -48,11 +52,20 @@ void check_options(const ExecuteOptions& options) {
   if (!(options.learning_rate > 0)) {
     throw InputError(fmt::format("--lr: must be positive ({})", options.learning_rate));
   }
-  if (!options.checkpoint_dir.empty() && options.checkpoint_every < 1) {
+  // A resumed run needs no interval: without one it writes no checkpoint.
+  const int64_t least_every = options.resume ? 0 : 1;
+  if (!options.checkpoint_dir.empty() && options.checkpoint_every < least_every) {
     throw InputError(
-        fmt::format("--checkpoint-every: must be at least 1 with --checkpoint-dir "
+        fmt::format("--checkpoint-every: must be at least {} with --checkpoint-dir{} "
                     "({})",
-                    options.checkpoint_every));
+                    least_every, options.resume ? " --resume" : "", options.checkpoint_every));
+  }
+  if (options.keep_checkpoints < 1) {
+    throw InputError(
+        fmt::format("--keep-checkpoints: must be at least 1 ({})", options.keep_checkpoints));
+  }
+  if (options.overwrite_checkpoints && options.checkpoint_dir.empty()) {
+    throw InputError("--overwrite-checkpoints: needs --checkpoint-dir");
   }
   if (options.checkpoint_dir.empty() && options.checkpoint_every != 0) {
     throw InputError(
@@ -89,68 +102,83 @@ std::shared_ptr<const TokenSource> load_data(const planner::Plan& plan,
                           static_cast<int>(plan.model.seq_length));
 }
 
+// This rank's row of the measurement table: stage, allocator peak, RSS peak, then per traffic
+// slot (kind k, group g at 2 (4 k + g)) the step's bytes and calls.
+std::vector<long long> measurement_row(const Trainer& trainer, const TrafficCounts& traffic) {
+  std::vector<long long> row(3 + 2 * kNumTrafficSlots, 0);
+  row[0] = trainer.stage();
+  row[1] = trainer.memory().peak_bytes();
+  row[2] = peak_rss_bytes();
+  for (int k = 0; k < 4; k++) {
+    for (int g = 0; g < 4; g++) {
+      const auto it = traffic.find({kKinds[k], kGroups[g]});
+      if (it != traffic.end()) {
+        row[3 + 2 * (k * 4 + g)] = it->second.bytes;
+        row[4 + 2 * (k * 4 + g)] = it->second.calls;
+      }
+    }
+  }
+  return row;
+}
+
+// Rank 0: memory and collectives per stage from every rank's row (the largest over a stage's
+// ranks, which all issue the same collectives), beside the planner's estimate of the plan.
+ExecuteReport compare_with_planner(const planner::Plan& plan, const std::vector<long long>& rows,
+                                   size_t row_size) {
+  const planner::PlanEstimate estimate =
+      planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
+  const size_t pp = static_cast<size_t>(plan.layout.pp);
+  ExecuteReport report;
+  report.memory.resize(pp);
+  std::vector<std::map<std::pair<CollectiveKind, CommGroup>, CollectiveRecord>> by_kind(pp);
+  for (size_t s = 0; s < pp && s < estimate.stages.size(); s++) {
+    const planner::MemoryBreakdown& predicted = estimate.stages[s].memory;
+    report.memory[s].predicted_bytes = predicted.total_bytes();
+    report.memory[s].predicted_tensor_bytes = predicted.total_bytes() - predicted.reserved_bytes;
+  }
+  for (size_t at = 0; at < rows.size(); at += row_size) {
+    const long long* row = rows.data() + at;
+    StageMemory& memory = report.memory[static_cast<size_t>(row[0])];
+    memory.measured_bytes = std::max<int64_t>(memory.measured_bytes, row[1]);
+    memory.peak_rss_bytes = std::max<int64_t>(memory.peak_rss_bytes, row[2]);
+    for (int slot = 0; slot < kNumTrafficSlots; slot++) {
+      CollectiveRecord& c =
+          by_kind[static_cast<size_t>(row[0])][{kKinds[slot / 4], kGroups[slot % 4]}];
+      c.measured_bytes = std::max<int64_t>(c.measured_bytes, row[3 + 2 * slot]);
+      c.measured_calls = std::max<int64_t>(c.measured_calls, row[4 + 2 * slot]);
+    }
+  }
+  for (const planner::CollectiveTraffic& c : estimate.collectives) {
+    CollectiveRecord& record = by_kind[static_cast<size_t>(c.stage)][{c.kind, c.group}];
+    record.predicted_bytes += c.total_message_bytes();
+    record.predicted_calls += c.calls_per_step;
+  }
+  for (size_t s = 0; s < pp; s++) {
+    report.memory[s].stage = static_cast<int64_t>(s);
+    for (auto& [key, c] : by_kind[s]) {
+      if (c.measured_calls != 0 || c.predicted_calls != 0) {
+        c.stage = static_cast<int64_t>(s);
+        c.kind = key.first;
+        c.group = key.second;
+        report.collectives.push_back(c);
+      }
+    }
+  }
+  return report;
+}
+
+// Collective: every rank's measurements, compared on rank 0 (the others get an empty report).
 ExecuteReport gather_measurements(const planner::Plan& plan, const Trainer& trainer,
                                   const TrafficCounts& traffic, MPI_Comm world) {
   int rank = 0;
   int size = 0;
   MPI_CHECK(MPI_Comm_rank(world, &rank));
   MPI_CHECK(MPI_Comm_size(world, &size));
-  // Per rank: stage, allocator peak, RSS peak, then the 16 traffic slots.
-  std::vector<long long> mine(3 + kNumTrafficSlots, 0);
-  mine[0] = trainer.stage();
-  mine[1] = trainer.memory().peak_bytes();
-  mine[2] = peak_rss_bytes();
-  for (int k = 0; k < 4; k++) {
-    for (int g = 0; g < 4; g++) {
-      const auto it = traffic.find({kKinds[k], kGroups[g]});
-      mine[3 + k * 4 + g] = it == traffic.end() ? 0 : it->second;
-    }
-  }
+  const std::vector<long long> mine = measurement_row(trainer, traffic);
   std::vector<long long> all(rank == 0 ? mine.size() * static_cast<size_t>(size) : 0);
   MPI_CHECK(MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_LONG_LONG, all.data(),
                        static_cast<int>(mine.size()), MPI_LONG_LONG, 0, world));
-  ExecuteReport report;
-  if (rank != 0) {
-    return report;
-  }
-  const planner::PlanEstimate estimate =
-      planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
-  const int pp = static_cast<int>(plan.layout.pp);
-  report.memory.resize(static_cast<size_t>(pp));
-  std::vector<std::map<std::pair<CollectiveKind, CommGroup>, std::pair<int64_t, int64_t>>> bytes(
-      static_cast<size_t>(pp));
-  for (int s = 0; s < pp; s++) {
-    report.memory[s].stage = s;
-    if (s < static_cast<int>(estimate.stages.size())) {
-      const planner::MemoryBreakdown& predicted = estimate.stages[s].memory;
-      report.memory[s].predicted_bytes = predicted.total_bytes();
-      report.memory[s].predicted_tensor_bytes = predicted.total_bytes() - predicted.reserved_bytes;
-    }
-  }
-  for (int r = 0; r < size; r++) {
-    const long long* row = all.data() + static_cast<size_t>(r) * mine.size();
-    StageMemory& memory = report.memory[static_cast<size_t>(row[0])];
-    memory.measured_bytes = std::max<int64_t>(memory.measured_bytes, row[1]);
-    memory.peak_rss_bytes = std::max<int64_t>(memory.peak_rss_bytes, row[2]);
-    for (int k = 0; k < 4; k++) {
-      for (int g = 0; g < 4; g++) {
-        // Every rank of a stage issues the same collectives; the largest count is reported.
-        auto& entry = bytes[static_cast<size_t>(row[0])][{kKinds[k], kGroups[g]}];
-        entry.first = std::max<int64_t>(entry.first, row[3 + k * 4 + g]);
-      }
-    }
-  }
-  for (const planner::CollectiveTraffic& c : estimate.collectives) {
-    bytes[static_cast<size_t>(c.stage)][{c.kind, c.group}].second += c.total_message_bytes();
-  }
-  for (int s = 0; s < pp; s++) {
-    for (const auto& [key, pair] : bytes[static_cast<size_t>(s)]) {
-      if (pair.first != 0 || pair.second != 0) {
-        report.collectives.push_back({s, key.first, key.second, pair.first, pair.second});
-      }
-    }
-  }
-  return report;
+  return rank == 0 ? compare_with_planner(plan, all, mine.size()) : ExecuteReport{};
 }
 
 }  // namespace
@@ -182,17 +210,45 @@ planner::Plan load_plan(const std::string& path, MPI_Comm world) {
   return plan;
 }
 
+void check_output_file(const std::string& path, const std::string& flag, MPI_Comm world) {
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(world, &rank));
+  std::string error;
+  if (rank == 0) {
+    // The temporary name write_file_atomic writes first (json_io.cpp).
+    const std::string temporary = fmt::format("{}.tmp.{}", path, ::getpid());
+    std::FILE* file = std::fopen(temporary.c_str(), "wb");
+    if (file == nullptr) {
+      error = fmt::format("{}: {}: cannot write the file ({})", path, flag, std::strerror(errno));
+    } else {
+      std::fclose(file);
+      std::remove(temporary.c_str());
+      if (std::filesystem::is_directory(path)) {
+        error = fmt::format("{}: {}: cannot write the file (a directory)", path, flag);
+      }
+    }
+  }
+  agree_on_input_errors(world, error);
+}
+
 ExecuteReport execute_plan(const planner::Plan& plan, const ExecuteOptions& options, MPI_Comm world,
-                           const std::function<void(const StepRecord&)>& on_step) {
+                           const ExecuteCallbacks& callbacks) {
   set_errors_return(world);
   check_options(options);
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(world, &rank));
+  std::unique_ptr<Checkpoints> checkpoints;
+  if (!options.checkpoint_dir.empty()) {
+    checkpoints = std::make_unique<Checkpoints>(plan, options, world);
+  }
   AdamWConfig adamw;
   adamw.learning_rate = options.learning_rate;
   Trainer trainer(plan, load_data(plan, options, world), adamw, world);
   if (options.resume) {
-    read_checkpoint(options.checkpoint_dir, trainer, plan, options, world);
+    const std::string directory = checkpoints->resume(trainer);
+    if (callbacks.on_checkpoint) {
+      callbacks.on_checkpoint({true, trainer.steps_done(), directory});
+    }
   }
   const double tokens_per_step =
       static_cast<double>(plan.layout.global_batch * plan.model.seq_length);
@@ -207,11 +263,15 @@ ExecuteReport execute_plan(const planner::Plan& plan, const ExecuteOptions& opti
                       tokens_per_step / outcome.step_time_s, outcome.gemm_time_s};
     steps.push_back(record);
     last_traffic = outcome.traffic;
-    if (on_step) {
-      on_step(record);
+    if (callbacks.on_step) {
+      callbacks.on_step(record);
     }
-    if (!options.checkpoint_dir.empty() && outcome.step % options.checkpoint_every == 0) {
-      write_checkpoint(options.checkpoint_dir, trainer, plan, options, world);
+    if (checkpoints && options.checkpoint_every > 0 &&
+        outcome.step % options.checkpoint_every == 0) {
+      const std::string directory = checkpoints->write(trainer);
+      if (callbacks.on_checkpoint) {
+        callbacks.on_checkpoint({false, outcome.step, directory});
+      }
     }
   }
   trainer.wait_pending();

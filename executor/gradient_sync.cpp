@@ -30,7 +30,9 @@ GradientSync::GradientSync(const std::vector<ParameterSpec>& specs,
       groups_(groups),
       memory_(memory),
       micro_batches_done_(static_cast<size_t>(num_chunks), 0),
+      chunk_final_flags_(static_cast<size_t>(num_chunks), false),
       chunk_done_(static_cast<size_t>(num_chunks), false) {
+  replicated_partial_ = sequence_parallel_ && groups_.size(CommGroup::kTp) > 1;
   std::vector<std::pair<int64_t, int64_t>> ranges(static_cast<size_t>(num_chunks), {0, 0});
   for (size_t i = 0; i < specs.size(); i++) {
     auto& range = ranges[static_cast<size_t>(chunk_of_spec[i])];
@@ -40,7 +42,10 @@ GradientSync::GradientSync(const std::vector<ParameterSpec>& specs,
     ranges[c].first = ranges[c - 1].second;
     ranges[c].second = std::max(ranges[c].second, ranges[c].first);
   }
-  buckets_ = make_dp_buckets(ranges, padded_size, sharded_ ? dp_ : 1);
+  // ZeRO 3 moves the whole stage per round, one bucket (dp_buckets.h).
+  const int64_t bucket_bytes = plan.layout.zero == 3 ? std::max<int64_t>(4 * padded_size, 4 * dp_)
+                                                     : plan.options.bucket_bytes;
+  buckets_ = make_dp_buckets(ranges, padded_size, sharded_ ? dp_ : 1, bucket_bytes);
   const bool embedding_group = groups_.size(CommGroup::kEmbedding) > 1;
   for (const DpBucket& bucket : buckets_) {
     bool tied = false;
@@ -57,11 +62,10 @@ GradientSync::GradientSync(const std::vector<ParameterSpec>& specs,
   accumulator_ = Tensor(&memory_, padded_size / dp_);
   rounds_.assign(buckets_.size(), 0);
   in_flight_.assign(buckets_.size(), MPI_REQUEST_NULL);
-  const bool replicated_partial = sequence_parallel_ && groups_.size(CommGroup::kTp) > 1;
   int64_t side_size = 0;
   for (size_t i = 0; i < specs_.size(); i++) {
     const bool tied = embedding_group && is_tied_embedding(specs_[i]);
-    if (tied || (replicated_partial && specs_[i].tp_replicated)) {
+    if (tied || (replicated_partial_ && specs_[i].tp_replicated)) {
       deferred_.push_back({specs_[i].offset, specs_[i].size, side_size, chunk_of_spec_[i], tied});
       side_size += specs_[i].size;
     }
@@ -71,6 +75,7 @@ GradientSync::GradientSync(const std::vector<ParameterSpec>& specs,
 
 void GradientSync::begin_step() {
   std::fill(micro_batches_done_.begin(), micro_batches_done_.end(), 0);
+  std::fill(chunk_final_flags_.begin(), chunk_final_flags_.end(), false);
   std::fill(chunk_done_.begin(), chunk_done_.end(), false);
   std::fill(bucket_started_.begin(), bucket_started_.end(), false);
   if (per_micro_batch_) {
@@ -104,49 +109,56 @@ void GradientSync::micro_batch_done(int chunk) {
 }
 
 void GradientSync::chunk_final_(int chunk) {
-  if (per_micro_batch_) {
-    // The chunk's replicated gradients come back whole and are reduced over tp before their
-    // last round.
-    before_gradient_write(chunk);
-    restore_(false, chunk);
-  } else if (!overlap_) {
+  if (!per_micro_batch_ && !overlap_) {
     return;  // everything runs in finish()
   }
-  reduce_replicated_(chunk);
-  chunk_done_[static_cast<size_t>(chunk)] = true;
+  chunk_final_flags_[static_cast<size_t>(chunk)] = true;
+  if (!replicated_partial_) {
+    chunk_done_[static_cast<size_t>(chunk)] = true;
+  } else if (std::all_of(chunk_final_flags_.begin(), chunk_final_flags_.end(),
+                         [](bool final) { return final; })) {
+    // The replicated gradients of every chunk in one all-reduce, once the last chunk is final
+    // (Megatron-LM's finalize_model_grads); under ZeRO 2/3 they come back whole first.
+    if (per_micro_batch_) {
+      for (size_t c = 0; c < chunk_final_flags_.size(); c++) {
+        before_gradient_write(static_cast<int>(c));
+        restore_(false, static_cast<int>(c));
+      }
+    }
+    reduce_replicated_();
+    std::fill(chunk_done_.begin(), chunk_done_.end(), true);
+  }
   if (!per_micro_batch_) {
     start_ready_buckets_(false);
   }
 }
 
-void GradientSync::reduce_replicated_(int chunk) {
+void GradientSync::reduce_replicated_() {
   if (!sequence_parallel_) {
     return;
   }
-  // Pack the chunk's replicated gradients into one message, as one all-reduce.
+  // Pack the stage's replicated gradients into one message, as one all-reduce.
   int64_t total = 0;
-  for (size_t i = 0; i < specs_.size(); i++) {
-    if (chunk_of_spec_[i] == chunk && specs_[i].tp_replicated) {
-      total += specs_[i].size;
-    }
+  for (const ParameterSpec& spec : specs_) {
+    total += spec.tp_replicated ? spec.size : 0;
   }
   if (total == 0) {
     return;
   }
   Tensor packed(&memory_, total);
   int64_t at = 0;
-  for (size_t i = 0; i < specs_.size(); i++) {
-    if (chunk_of_spec_[i] == chunk && specs_[i].tp_replicated) {
-      std::copy_n(grads_ + specs_[i].offset, specs_[i].size, packed.data() + at);
-      at += specs_[i].size;
+  for (const ParameterSpec& spec : specs_) {
+    if (spec.tp_replicated) {
+      std::copy_n(grads_ + spec.offset, spec.size, packed.data() + at);
+      at += spec.size;
     }
   }
   groups_.all_reduce_sum(CommGroup::kTp, packed.data(), total);
   at = 0;
-  for (size_t i = 0; i < specs_.size(); i++) {
-    if (chunk_of_spec_[i] == chunk && specs_[i].tp_replicated) {
-      std::copy_n(packed.data() + at, specs_[i].size, grads_ + specs_[i].offset);
-      at += specs_[i].size;
+  for (const ParameterSpec& spec : specs_) {
+    if (spec.tp_replicated) {
+      std::copy_n(packed.data() + at, spec.size, grads_ + spec.offset);
+      at += spec.size;
     }
   }
 }
@@ -197,6 +209,9 @@ void GradientSync::start_rounds_(bool at_finish) {
       const bool last = rounds_[b] + 1 == num_micro_batches_;
       if (last && holds_tied_embedding_[b] && !at_finish) {
         break;  // after the embedding all-reduce, in finish()
+      }
+      if (last && replicated_partial_ && !chunk_done_.front()) {
+        break;  // after the replicated gradients' tp all-reduce (chunk_final_)
       }
       complete_round_(b);
       if (!last) {
@@ -265,11 +280,9 @@ void GradientSync::finish() {
     }
     return;
   }
-  for (size_t c = 0; c < chunk_done_.size(); c++) {
-    if (!chunk_done_[c]) {
-      reduce_replicated_(static_cast<int>(c));
-      chunk_done_[c] = true;
-    }
+  if (!std::all_of(chunk_done_.begin(), chunk_done_.end(), [](bool done) { return done; })) {
+    reduce_replicated_();  // not overlapped: every chunk's at once
+    std::fill(chunk_done_.begin(), chunk_done_.end(), true);
   }
   reduce_tied_embeddings_();
   start_ready_buckets_(true);

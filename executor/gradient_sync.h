@@ -3,18 +3,19 @@
 //
 // ZeRO 0 and 1, after the pipeline's backward work, in this order per buffer:
 //  1. sequence parallel: one all-reduce over tp of the gradients of the tp-replicated
-//     parameters of each model chunk (norms, row-parallel biases, learned positions), which are
-//     partial because each rank saw only its sequence shard (Korthikanti et al. 2022, Sec. 4.2.2);
+//     parameters of all the stage's model chunks (norms, row-parallel biases, learned
+//     positions), which are partial because each rank saw only its sequence shard (Korthikanti
+//     et al. 2022, Sec. 4.2.2), packed as Megatron-LM's finalize_model_grads does;
 //  2. tied embeddings with pp > 1: one all-reduce of the word-embedding gradient over the
 //     embedding group (first and last stage), as Megatron-LM does;
 //  3. data parallel: ZeRO 0 all-reduces the gradients; ZeRO 1 (Megatron's distributed
 //     optimizer, Rajbhandari et al. 2020, Sec. 5.1) reduce-scatters them, so each rank gets the
 //     summed gradients of its blocks.
-// With overlap_grad_reduce, steps 1 and 3 start as soon as the last micro-batch's weight
-// gradients of the chunks a bucket holds are done, non-blocking, while later backward work
-// runs. The embedding all-reduce, and the buckets holding a tied embedding, wait until the
-// stage's op list has been issued in full: started earlier, the 2-rank all-reduce could block a
-// stage that still owes its peer a pipeline send.
+// With overlap_grad_reduce, step 1 runs once every chunk's last micro-batch's weight gradients
+// are done, and step 3 starts for a bucket once its chunks are done (and step 1, with sequence
+// parallelism), non-blocking, while later backward work runs. The embedding all-reduce, and the
+// buckets holding a tied embedding, wait until the stage's op list has been issued in full: started
+// earlier, the 2-rank all-reduce could block a stage that still owes its peer a pipeline send.
 //
 // ZeRO 2 and 3 (Rajbhandari et al. 2020, Sec. 5.2) keep only this rank's gradient partition:
 // every micro-batch's gradients are reduce-scattered over dp, bucket by bucket, into an fp32
@@ -30,9 +31,9 @@
 // those tensors (tp-replicated ones under sequence parallelism, the tied embedding of the
 // embedding group) are deferred: before each of a bucket's first m - 1 rounds their gradients
 // move into a side buffer of their own size (the rounds carry zeros there), and they come back
-// for the last round after their one all-reduce: at the chunk's last weight gradient (step 1)
-// or once the op list is done (step 2), so steps 1 and 2 issue the same messages as under ZeRO
-// 0 and 1. Without overlap_grad_reduce every round completes before the next op.
+// for the last round after their one all-reduce: once every chunk's last weight gradient is
+// done (step 1) or once the op list is done (step 2), so steps 1 and 2 issue the same messages as
+// under ZeRO 0 and 1. Without overlap_grad_reduce every round completes before the next op.
 
 #include <vector>
 
@@ -79,7 +80,7 @@ class GradientSync {
     bool restored = false;
   };
 
-  void reduce_replicated_(int chunk);
+  void reduce_replicated_();
   void reduce_tied_embeddings_();
   void start_ready_buckets_(bool all);
   void chunk_final_(int chunk);
@@ -92,6 +93,7 @@ class GradientSync {
   const std::vector<int>& chunk_of_spec_;
   float* grads_;
   bool sequence_parallel_;
+  bool replicated_partial_ = false;  // sequence parallel with tp > 1: replicated grads partial
   bool overlap_;
   bool sharded_;          // ZeRO 1-3 with dp > 1
   bool per_micro_batch_;  // ZeRO 2/3 with dp > 1
@@ -102,7 +104,8 @@ class GradientSync {
   std::vector<DpBucket> buckets_;
   std::vector<bool> holds_tied_embedding_;   // [bucket]
   std::vector<int64_t> micro_batches_done_;  // [chunk]
-  std::vector<bool> chunk_done_;             // [chunk] replicated gradients reduced
+  std::vector<bool> chunk_final_flags_;      // [chunk] all m weight gradients done
+  std::vector<bool> chunk_done_;             // [chunk] final, and replicated gradients reduced
   std::vector<bool> bucket_started_;
   std::vector<MPI_Request> pending_;
   // ZeRO 2/3.

@@ -208,66 +208,57 @@ std::vector<ParameterSpec> stage_parameter_specs(const ShardDims& d, const plann
   return specs;
 }
 
+namespace {
+
+// The pointer of `w` (or of its layer spec.local_layer) that the tensor in `spec.slot` binds.
+float** slot_pointer(ChunkWeights& w, const ParameterSpec& spec) {
+  LayerWeights* layer = spec.local_layer >= 0 ? &w.layers[spec.local_layer] : nullptr;
+  switch (spec.slot) {
+    case Slot::kWte:
+      return &w.wte;
+    case Slot::kWpe:
+      return &w.wpe;
+    case Slot::kLn1W:
+      return &layer->ln1_w;
+    case Slot::kLn1B:
+      return &layer->ln1_b;
+    case Slot::kQkvW:
+      return &layer->qkv_w;
+    case Slot::kQkvB:
+      return &layer->qkv_b;
+    case Slot::kProjW:
+      return &layer->proj_w;
+    case Slot::kProjB:
+      return &layer->proj_b;
+    case Slot::kLn2W:
+      return &layer->ln2_w;
+    case Slot::kLn2B:
+      return &layer->ln2_b;
+    case Slot::kFc1W:
+      return &layer->fc1_w;
+    case Slot::kFc1B:
+      return &layer->fc1_b;
+    case Slot::kFc2W:
+      return &layer->fc2_w;
+    case Slot::kFc2B:
+      return &layer->fc2_b;
+    case Slot::kLnfW:
+      return &w.lnf_w;
+    case Slot::kLnfB:
+      return &w.lnf_b;
+    case Slot::kLmHead:
+      return &w.lm_head;
+  }
+  return nullptr;  // unreachable: every slot is listed
+}
+
+}  // namespace
+
 void bind_weights(std::vector<ChunkWeights>* weights, float* flat,
                   const std::vector<ParameterSpec>& specs, const std::vector<int>& chunk_of_spec) {
   for (size_t i = 0; i < specs.size(); i++) {
-    const ParameterSpec& spec = specs[i];
     ChunkWeights& w = (*weights)[static_cast<size_t>(chunk_of_spec[i])];
-    float* p = flat + spec.offset;
-    LayerWeights* layer = spec.local_layer >= 0 ? &w.layers[spec.local_layer] : nullptr;
-    switch (spec.slot) {
-      case Slot::kWte:
-        w.wte = p;
-        break;
-      case Slot::kWpe:
-        w.wpe = p;
-        break;
-      case Slot::kLn1W:
-        layer->ln1_w = p;
-        break;
-      case Slot::kLn1B:
-        layer->ln1_b = p;
-        break;
-      case Slot::kQkvW:
-        layer->qkv_w = p;
-        break;
-      case Slot::kQkvB:
-        layer->qkv_b = p;
-        break;
-      case Slot::kProjW:
-        layer->proj_w = p;
-        break;
-      case Slot::kProjB:
-        layer->proj_b = p;
-        break;
-      case Slot::kLn2W:
-        layer->ln2_w = p;
-        break;
-      case Slot::kLn2B:
-        layer->ln2_b = p;
-        break;
-      case Slot::kFc1W:
-        layer->fc1_w = p;
-        break;
-      case Slot::kFc1B:
-        layer->fc1_b = p;
-        break;
-      case Slot::kFc2W:
-        layer->fc2_w = p;
-        break;
-      case Slot::kFc2B:
-        layer->fc2_b = p;
-        break;
-      case Slot::kLnfW:
-        w.lnf_w = p;
-        break;
-      case Slot::kLnfB:
-        w.lnf_b = p;
-        break;
-      case Slot::kLmHead:
-        w.lm_head = p;
-        break;
-    }
+    *slot_pointer(w, specs[i]) = flat + specs[i].offset;
   }
   // Tied on one rank: the head reads (and its gradient adds into) the embedding itself.
   for (ChunkWeights& w : *weights) {

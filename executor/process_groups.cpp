@@ -84,7 +84,9 @@ int ProcessGroups::size(CommGroup group) const {
 }
 
 void ProcessGroups::count(CollectiveKind kind, CommGroup group, int64_t bytes) {
-  traffic_[{kind, group}] += bytes;
+  Traffic& traffic = traffic_[{kind, group}];
+  traffic.bytes += bytes;
+  traffic.calls += 1;
 }
 
 void ProcessGroups::all_reduce_sum(CommGroup group, float* buffer, int64_t count) {

@@ -1,9 +1,9 @@
 #pragma once
 // This rank's MPI process groups, built from the plan's rank placement with MPI_Comm_split
 // (tp, pp, dp, and Megatron-LM's 2-rank embedding group of the first and last pipeline stage),
-// and the collectives the executor issues on them. Every collective counts its message bytes
-// by (kind, group) in nccl-tests' sense of "size": the whole buffer of an all-reduce, the
-// gathered output of an all-gather, the whole input of a reduce-scatter, the payload of a send.
+// and the collectives the executor issues on them. Every collective counts one call and its
+// message bytes by (kind, group) in nccl-tests' sense of "size": the whole buffer of an all-reduce,
+// the gathered output of an all-gather, the whole input of a reduce-scatter, the payload of a send.
 // Groups of one rank issue nothing and count nothing.
 
 #include <mpi.h>
@@ -20,8 +20,12 @@ namespace meshplan::executor {
 using planner::CollectiveKind;
 using planner::CommGroup;
 
-/// Message bytes per (kind, group) issued by this rank.
-using TrafficCounts = std::map<std::pair<CollectiveKind, CommGroup>, int64_t>;
+/// What this rank issued of one (kind, group).
+struct Traffic {
+  int64_t bytes = 0;  // message bytes, summed over the calls
+  int64_t calls = 0;  // collectives (or sends) issued
+};
+using TrafficCounts = std::map<std::pair<CollectiveKind, CommGroup>, Traffic>;
 
 class ProcessGroups {
  public:

@@ -35,6 +35,37 @@ ShardDims make_shard_dims(const planner::Plan& plan, int tp_rank) {
   return d;
 }
 
+namespace {
+
+// The plan's options the CPU executor cannot run, one InputError naming the field.
+void validate_options_for_executor(const planner::Plan& plan, const std::string& source) {
+  const models::TransformerConfig& model = plan.model;
+  const planner::Layout& layout = plan.layout;
+  if (plan.options.overlap_tp_comm) {
+    throw InputError(
+        fmt::format("{}: options.overlap_tp_comm: the CPU executor does not overlap "
+                    "tensor-parallel communication with GEMMs (true)",
+                    source));
+  }
+  if (plan.options.scatter_gather_pipeline &&
+      layout.micro_batch * model.seq_length * model.hidden_size % layout.tp != 0) {
+    throw InputError(
+        fmt::format("{}: options.scatter_gather_pipeline: a pipeline tensor does not "
+                    "split into tp equal blocks ({} % {})",
+                    source, layout.micro_batch * model.seq_length * model.hidden_size, layout.tp));
+  }
+  // A bucket holds whole fp32 elements, dp of them at least under ZeRO 1-3 (dp_buckets.h).
+  const int64_t smallest_bucket_bytes = 4 * (layout.zero >= 1 ? layout.dp : 1);
+  if (plan.options.bucket_bytes < smallest_bucket_bytes) {
+    throw InputError(
+        fmt::format("{}: options.bucket_bytes: smaller than one fp32 element per data-parallel "
+                    "rank ({} < {})",
+                    source, plan.options.bucket_bytes, smallest_bucket_bytes));
+  }
+}
+
+}  // namespace
+
 void validate_plan_for_executor(const planner::Plan& plan, const std::string& source) {
   const models::TransformerConfig& model = plan.model;
   const planner::Layout& layout = plan.layout;
@@ -55,19 +86,7 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
                     "whole, not per interleaved chunk ({})",
                     source, layout.vpp));
   }
-  if (plan.options.overlap_tp_comm) {
-    throw InputError(
-        fmt::format("{}: options.overlap_tp_comm: the CPU executor does not overlap "
-                    "tensor-parallel communication with GEMMs (true)",
-                    source));
-  }
-  if (plan.options.scatter_gather_pipeline &&
-      layout.micro_batch * model.seq_length * model.hidden_size % layout.tp != 0) {
-    throw InputError(
-        fmt::format("{}: options.scatter_gather_pipeline: a pipeline tensor does not "
-                    "split into tp equal blocks ({} % {})",
-                    source, layout.micro_batch * model.seq_length * model.hidden_size, layout.tp));
-  }
+  validate_options_for_executor(plan, source);
   const planner::Validity validity =
       planner::check_layout(model, plan.cluster, plan.num_gpus, layout,
                             /*allow_tp_across_nodes=*/true);

@@ -53,26 +53,7 @@ Trainer::Trainer(const planner::Plan& plan, std::shared_ptr<const TokenSource> d
                                          plan.layout.num_micro_batches());
   check_tag_range(schedule_);
   if (plan.layout.zero == 3 && dp > 1) {
-    // ZeRO 3: only this rank's block of every bucket stays; the full initial values are drawn
-    // once, in a temporary buffer.
-    params_ = Tensor(&memory_, padded_size_ / dp);
-    Tensor full(&memory_, padded_size_);
-    initialize_parameters(full.data(), specs_, kInitSeed);
-    const int64_t dp_rank = groups_.coords().dp_rank;
-    for (const DpBucket& bucket : sync_->buckets()) {
-      const int64_t block = bucket.block() / dp;
-      std::copy_n(full.data() + bucket.begin + dp_rank * block, block,
-                  params_.data() + bucket.shard_offset);
-    }
-    int64_t ops_reading_weights = 0;
-    for (const planner::PipelineOp& op : schedule_.stages[static_cast<size_t>(stage)]) {
-      ops_reading_weights += op.kind == planner::OpKind::kForward ||
-                             op.kind == planner::OpKind::kBackward ||
-                             op.kind == planner::OpKind::kBackwardInput;
-    }
-    gather_ = std::make_unique<ParameterGather>(
-        params_.data(), sync_->buckets(), padded_size_, &weights_, specs_, chunk_of_spec_,
-        ops_reading_weights, plan.options.overlap_param_gather, groups_, memory_);
+    init_zero3_parameters_(stage);
   } else {
     params_ = Tensor(&memory_, padded_size_);
     initialize_parameters(params_.data(), specs_, kInitSeed);
@@ -87,6 +68,30 @@ Trainer::Trainer(const planner::Plan& plan, std::shared_ptr<const TokenSource> d
   }
   optimizer_ = std::make_unique<DistributedOptimizer>(
       params_.data(), grads_.data(), num_parameters_, *sync_, plan_, groups_, memory_, adamw_);
+}
+
+void Trainer::init_zero3_parameters_(int stage) {
+  // Only this rank's block of every bucket stays; the full initial values are drawn once, in a
+  // temporary buffer.
+  const int64_t dp = plan_.layout.dp;
+  params_ = Tensor(&memory_, padded_size_ / dp);
+  Tensor full(&memory_, padded_size_);
+  initialize_parameters(full.data(), specs_, kInitSeed);
+  const int64_t dp_rank = groups_.coords().dp_rank;
+  for (const DpBucket& bucket : sync_->buckets()) {
+    const int64_t block = bucket.block() / dp;
+    std::copy_n(full.data() + bucket.begin + dp_rank * block, block,
+                params_.data() + bucket.shard_offset);
+  }
+  int64_t ops_reading_weights = 0;
+  for (const planner::PipelineOp& op : schedule_.stages[static_cast<size_t>(stage)]) {
+    ops_reading_weights += op.kind == planner::OpKind::kForward ||
+                           op.kind == planner::OpKind::kBackward ||
+                           op.kind == planner::OpKind::kBackwardInput;
+  }
+  gather_ = std::make_unique<ParameterGather>(
+      params_.data(), sync_->buckets(), padded_size_, &weights_, specs_, chunk_of_spec_,
+      ops_reading_weights, plan_.options.overlap_param_gather, groups_, memory_);
 }
 
 double Trainer::compute_gradients() {
@@ -162,21 +167,15 @@ float* Trainer::mutable_parameters() {
   return params_.data();
 }
 
-std::map<std::string, std::vector<float>> Trainer::gather_full_parameters(int root) {
-  optimizer_->wait_all();
-  Tensor gathered;
-  const float* values = params_.data();
-  if (gather_) {
-    gathered = Tensor(&memory_, padded_size_);
-    gather_->gather_into(gathered.data());
-    values = gathered.data();
-  }
-  // Each rank sends (name, full index, value) triples of everything it holds.
+namespace {
+
+// (name, full index, value) triples of every element of `specs` in `values`, as bytes.
+std::string pack_parameters(const std::vector<ParameterSpec>& specs, const float* values) {
   std::string payload;
   auto append = [&payload](const void* data, size_t size) {
     payload.append(static_cast<const char*>(data), size);
   };
-  for (const ParameterSpec& spec : specs_) {
+  for (const ParameterSpec& spec : specs) {
     const uint32_t name_size = static_cast<uint32_t>(spec.name.size());
     const int64_t count = spec.size;
     append(&name_size, sizeof(name_size));
@@ -188,7 +187,11 @@ std::map<std::string, std::vector<float>> Trainer::gather_full_parameters(int ro
       append(values + spec.offset + i, sizeof(float));
     }
   }
-  MPI_Comm world = groups_.world();
+  return payload;
+}
+
+// Collective: every rank's `payload` concatenated in rank order on `root` (empty elsewhere).
+std::string gather_payloads(const std::string& payload, int root, MPI_Comm world) {
   int size = 0;
   int rank = 0;
   MPI_CHECK(MPI_Comm_size(world, &size));
@@ -204,6 +207,11 @@ std::map<std::string, std::vector<float>> Trainer::gather_full_parameters(int ro
                   '\0');
   MPI_CHECK(MPI_Gatherv(payload.data(), length, MPI_CHAR, all.data(), lengths.data(),
                         displacements.data(), MPI_CHAR, root, world));
+  return all;
+}
+
+// The full tensors, by name, from the triples of pack_parameters (any number concatenated).
+std::map<std::string, std::vector<float>> unpack_parameters(const std::string& all) {
   std::map<std::string, std::vector<float>> full;
   size_t at = 0;
   auto read = [&all, &at](void* out, size_t bytes) {
@@ -230,6 +238,20 @@ std::map<std::string, std::vector<float>> Trainer::gather_full_parameters(int ro
     }
   }
   return full;
+}
+
+}  // namespace
+
+std::map<std::string, std::vector<float>> Trainer::gather_full_parameters(int root) {
+  optimizer_->wait_all();
+  Tensor gathered;
+  const float* values = params_.data();
+  if (gather_) {
+    gathered = Tensor(&memory_, padded_size_);
+    gather_->gather_into(gathered.data());
+    values = gathered.data();
+  }
+  return unpack_parameters(gather_payloads(pack_parameters(specs_, values), root, groups_.world()));
 }
 
 std::string Trainer::shard_bytes() {
@@ -260,11 +282,23 @@ void Trainer::load_shard_bytes(const std::string& bytes, const std::string& sour
   if (bytes.size() >= sizeof(header)) {
     std::memcpy(header, bytes.data(), sizeof(header));
   }
-  if (bytes.size() != expected || header[1] != stored || header[2] != adam_m.size()) {
+  // Say what differs: the header's counts first (a shard of another layout), then the size.
+  if (bytes.size() >= sizeof(header) && header[1] != stored) {
     throw InputError(
-        fmt::format("{}: checkpoint shard does not match this rank's parameters "
-                    "({} bytes, expected {})",
-                    source, bytes.size(), expected));
+        fmt::format("{}: checkpoint shard does not match this rank's parameters (it stores {} "
+                    "parameters, this rank {})",
+                    source, header[1], stored));
+  }
+  if (bytes.size() >= sizeof(header) && header[2] != adam_m.size()) {
+    throw InputError(
+        fmt::format("{}: checkpoint shard does not match this rank's optimizer state (it stores "
+                    "{} AdamW moments, this rank {})",
+                    source, header[2], adam_m.size()));
+  }
+  if (bytes.size() != expected) {
+    throw InputError(fmt::format(
+        "{}: checkpoint shard does not match this rank's parameters ({} bytes, expected {})",
+        source, bytes.size(), expected));
   }
   const char* at = bytes.data() + sizeof(header);
   std::memcpy(params_.data(), at, static_cast<size_t>(stored) * sizeof(float));

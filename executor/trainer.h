@@ -27,7 +27,7 @@ struct StepOutcome {
   double loss = 0;         // mean token loss of the global batch, on every rank
   double step_time_s = 0;  // slowest rank's wall time for the step
   double gemm_time_s = 0;  // largest time any rank spent in GEMMs during the step
-  TrafficCounts traffic;   // this rank's collective message bytes during the step
+  TrafficCounts traffic;   // this rank's collective calls and message bytes during the step
 };
 
 class Trainer {
@@ -70,6 +70,8 @@ class Trainer {
 
  private:
   int64_t stored_parameters_() const;  // in params_ and in a checkpoint shard
+  /// ZeRO 3 with dp > 1: params_ = this rank's blocks of the initial values; gather_ set up.
+  void init_zero3_parameters_(int stage);
 
   planner::Plan plan_;
   MemoryTracker memory_;

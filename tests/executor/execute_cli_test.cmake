@@ -1,8 +1,9 @@
 # CLI tests of `meshplan execute` under real mpirun, run by ctest as
 #   cmake -DMODE=<mode> -DMESHPLAN=<binary> -DMPIEXEC=<mpirun> -DMPIRUN_FLAGS=<;-list>
 #         -DWORK_DIR=<scratch> -DSOURCE_DIR=<repo> -P execute_cli_test.cmake
-# Modes: headline, run, resume, resume_zero3, world_size, malformed, kill_rank. Each fails with a message on the first
-# unmet expectation.
+# Modes: headline, run, resume, resume_zero3, world_size, malformed, kill_rank, checkpoint_keep,
+# checkpoint_refuse, checkpoint_corrupt, resume_no_interval, output_paths. Each fails with a
+# message on the first unmet expectation.
 
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
@@ -67,7 +68,7 @@ if(MODE STREQUAL "headline")
   execute(headline 8 p.json --steps 3)
   expect_success(headline)
   if(NOT headline_out MATCHES
-     "# collective bytes: ([0-9]+) of ([0-9]+) \\(stage, kind, group\\) entries match the planner \\(OK\\)")
+     "# collective calls and bytes: ([0-9]+) of ([0-9]+) \\(stage, kind, group\\) entries match the planner \\(OK\\)")
     message(FATAL_ERROR "headline: collective bytes do not all match:\n${headline_out}")
   endif()
   set(matched ${CMAKE_MATCH_1})
@@ -84,7 +85,7 @@ elseif(MODE STREQUAL "run")
   expect_success(run)
   foreach(expected "\n#     step          loss     step_time      tokens/s\n"
                    "\n#                 \\(nats\\)           \\(s\\)    \\(tokens/s\\)\n"
-                   "\n         3 " "# collective bytes: ")
+                   "\n         3 " "# collective calls and bytes: ")
     if(NOT run_out MATCHES "${expected}")
       message(FATAL_ERROR "run: output lacks '${expected}':\n${run_out}")
     endif()
@@ -166,6 +167,89 @@ elseif(MODE STREQUAL "kill_rank")
   if(killed_rc EQUAL 0 OR NOT killed_out MATCHES "rank 1" OR killed_seconds GREATER_EQUAL 60)
     message(FATAL_ERROR "kill_rank: exit ${killed_rc} after ${killed_seconds} s:\n${killed_out}")
   endif()
+elseif(MODE STREQUAL "checkpoint_keep")
+  # A directory the run did not create survives; the run keeps its newest 2 checkpoints and
+  # says when it writes one.
+  make_plan(${WORK_DIR}/plan.json --gpus 2 --dp 2 --zero 1 --micro-batch 2 --global-batch 8)
+  file(MAKE_DIRECTORY ${WORK_DIR}/ck/step_important)
+  file(WRITE ${WORK_DIR}/ck/step_important/notes.txt "mine\n")
+  execute(keep 2 plan.json --steps 4 --checkpoint-dir ck --checkpoint-every 1)
+  expect_success(keep)
+  if(NOT EXISTS ${WORK_DIR}/ck/step_important/notes.txt)
+    message(FATAL_ERROR "checkpoint_keep: step_important was removed:\n${keep_out}")
+  endif()
+  if(EXISTS ${WORK_DIR}/ck/step_00000002 OR NOT EXISTS ${WORK_DIR}/ck/step_00000003/rank_00001.bin
+     OR NOT EXISTS ${WORK_DIR}/ck/step_00000004/rank_00000.bin)
+    message(FATAL_ERROR "checkpoint_keep: expected steps 3 and 4 only (--keep-checkpoints 2)")
+  endif()
+  if(NOT keep_out MATCHES "# checkpoint: wrote step 4 to ck/step_00000004\n")
+    message(FATAL_ERROR "checkpoint_keep: no line for the written checkpoint:\n${keep_out}")
+  endif()
+elseif(MODE STREQUAL "checkpoint_refuse")
+  # A fresh run pointed at another run's checkpoint refuses it (one line, exit 2, the manifest
+  # untouched); --overwrite-checkpoints lets it replace it.
+  make_plan(${WORK_DIR}/plan.json --gpus 2 --dp 2 --zero 1 --micro-batch 2 --global-batch 8)
+  execute(first 2 plan.json --steps 2 --checkpoint-dir ck --checkpoint-every 2)
+  expect_success(first)
+  file(SHA256 ${WORK_DIR}/ck/manifest.json before)
+  execute(second 2 plan.json --steps 2 --checkpoint-dir ck --checkpoint-every 2)
+  count_error_lines("${second_out}" num_lines)
+  file(SHA256 ${WORK_DIR}/ck/manifest.json after)
+  if(NOT second_rc EQUAL 2 OR NOT num_lines EQUAL 1 OR NOT before STREQUAL after OR
+     NOT second_out MATCHES "meshplan: error: ck: --checkpoint-dir: holds another run's checkpoint")
+    message(FATAL_ERROR "checkpoint_refuse: exit ${second_rc}, ${num_lines} lines:\n${second_out}")
+  endif()
+  execute(third 2 plan.json --steps 2 --checkpoint-dir ck --checkpoint-every 2
+          --overwrite-checkpoints)
+  expect_success(third)
+elseif(MODE STREQUAL "checkpoint_corrupt")
+  # One flipped bit inside rank 1's shard: --resume names the file, every rank exits 2.
+  make_plan(${WORK_DIR}/plan.json --gpus 2 --dp 2 --zero 1 --micro-batch 2 --global-batch 8)
+  execute(first 2 plan.json --steps 2 --checkpoint-dir ck --checkpoint-every 2)
+  expect_success(first)
+  set(shard ${WORK_DIR}/ck/step_00000002/rank_00001.bin)
+  file(READ ${shard} byte OFFSET 1000 LIMIT 1 HEX)
+  if(byte STREQUAL "00")
+    set(flipped "\\x01")
+  else()
+    set(flipped "\\x00")
+  endif()
+  execute_process(COMMAND sh -c "printf '${flipped}' | dd of=${shard} bs=1 seek=1000 conv=notrunc"
+                  RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+  file(READ ${shard} now OFFSET 1000 LIMIT 1 HEX)
+  if(NOT rc EQUAL 0 OR now STREQUAL byte)
+    message(FATAL_ERROR "checkpoint_corrupt: could not alter the shard (${byte} -> ${now})")
+  endif()
+  execute(resumed 2 plan.json --steps 1 --checkpoint-dir ck --resume)
+  count_error_lines("${resumed_out}" num_lines)
+  if(NOT resumed_rc EQUAL 2 OR NOT num_lines EQUAL 1 OR NOT resumed_out MATCHES
+     "meshplan: error: ck/step_00000002/rank_00001.bin: corrupt checkpoint shard: CRC-32C ")
+    message(FATAL_ERROR "checkpoint_corrupt: exit ${resumed_rc}, ${num_lines} lines:\n${resumed_out}")
+  endif()
+elseif(MODE STREQUAL "resume_no_interval")
+  # Resuming needs no --checkpoint-every (it then writes none) and says what it resumed.
+  make_plan(${WORK_DIR}/plan.json --gpus 2 --dp 2 --zero 1 --micro-batch 2 --global-batch 8)
+  execute(first 2 plan.json --steps 2 --checkpoint-dir ck --checkpoint-every 2)
+  expect_success(first)
+  execute(resumed 2 plan.json --steps 2 --checkpoint-dir ck --resume)
+  expect_success(resumed)
+  if(NOT resumed_out MATCHES "# checkpoint: resumed step 2 from ck/step_00000002" OR
+     NOT resumed_out MATCHES "\n         4 " OR EXISTS ${WORK_DIR}/ck/step_00000004)
+    message(FATAL_ERROR "resume_no_interval:\n${resumed_out}")
+  endif()
+elseif(MODE STREQUAL "output_paths")
+  # Unwritable outputs fail before the first step: one line, exit 2, no step row printed.
+  make_plan(${WORK_DIR}/plan.json --gpus 2 --dp 2 --zero 0 --micro-batch 2 --global-batch 8)
+  foreach(case "--json;/proc/m.json" "--checkpoint-dir;/proc/ck;--checkpoint-every;1")
+    execute(bad 2 plan.json --steps 3 ${case})
+    count_error_lines("${bad_out}" num_lines)
+    list(GET case 0 flag)
+    list(GET case 1 path)
+    if(NOT bad_rc EQUAL 2 OR NOT num_lines EQUAL 1 OR bad_out MATCHES "\n         1 " OR
+       NOT bad_out MATCHES "meshplan: error: ${path}: ${flag}: cannot ")
+      message(FATAL_ERROR "output_paths: ${case}: exit ${bad_rc}, ${num_lines} lines:\n${bad_out}")
+    endif()
+  endforeach()
 else()
   message(FATAL_ERROR "unknown MODE ${MODE}")
 endif()

@@ -38,6 +38,15 @@ TEST_CASE("the executor rejects what it cannot run, naming the field") {
   planner::Plan zero2 = tiny_plan(make_layout(1, 1, 2));
   zero2.layout.zero = 2;
   CHECK(rejection(zero2) == "");
+
+  // A ZeRO bucket holds at least one fp32 element per dp rank: 4 B x dp = 8 B.
+  planner::Plan tiny_buckets = zero2;
+  tiny_buckets.options.bucket_bytes = 7;
+  CHECK(rejection(tiny_buckets) ==
+        "p.json: options.bucket_bytes: smaller than one fp32 element per data-parallel rank "
+        "(7 < 8)");
+  tiny_buckets.options.bucket_bytes = 8;
+  CHECK(rejection(tiny_buckets) == "");
   planner::Plan zero3 = tiny_plan(make_layout(1, 2, 2));
   zero3.layout.zero = 3;
   CHECK(rejection(zero3) == "");

@@ -1,6 +1,6 @@
-// Collective message bytes of one step, per (stage, kind, group), against the planner's
-// inventory (estimate_plan(...).collectives). Runs under real mpirun; every rank compares its own
-// counts and rank 0 checks the gathered verdicts.
+// Collective calls and message bytes of one step, per (stage, kind, group), against the
+// planner's inventory (estimate_plan(...).collectives). Runs under real mpirun; every rank compares
+// its own counts and rank 0 checks the gathered verdicts.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 #include <mpi.h>
@@ -19,22 +19,33 @@ using planner::CollectiveKind;
 using planner::CommGroup;
 using testing::make_layout;
 
-// Planner totals for `stage`: sum of message_bytes * calls_per_step per (kind, group).
+// Planner totals for `stage` per (kind, group): message_bytes * calls_per_step, calls_per_step.
 TrafficCounts predicted_traffic(const planner::Plan& plan, int stage) {
   TrafficCounts totals;
   const planner::PlanEstimate estimate =
       planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
   for (const planner::CollectiveTraffic& c : estimate.collectives) {
     if (c.stage == stage) {
-      totals[{c.kind, c.group}] += c.total_message_bytes();
+      totals[{c.kind, c.group}].bytes += c.total_message_bytes();
+      totals[{c.kind, c.group}].calls += c.calls_per_step;
     }
   }
   return totals;
 }
 
+// Which calls check_traffic compares with the planner's inventory (bytes: always all).
+enum class CompareCalls {
+  kAll,
+  // The inventory lists one data-parallel call per reduction round whatever options.bucket_bytes
+  // is, while the planner's estimate costs a call per bucket: small-bucket tests check the dp
+  // calls against a closed form instead.
+  kExceptDp,
+};
+
 // Returns this rank's measured counts of the step.
 TrafficCounts check_traffic(const models::TransformerConfig& model, const planner::Layout& layout,
-                            const planner::PlanOptions& options = {}) {
+                            const planner::PlanOptions& options = {},
+                            CompareCalls compare_calls = CompareCalls::kAll) {
   int world_size = 0;
   int rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
@@ -48,18 +59,22 @@ TrafficCounts check_traffic(const models::TransformerConfig& model, const planne
   trainer.wait_pending();  // the overlapped parameter gathers write into the trainer's buffers
   const TrafficCounts expected = predicted_traffic(plan, trainer.stage());
   std::string verdict;
-  std::map<std::pair<CollectiveKind, CommGroup>, std::pair<int64_t, int64_t>> both;
-  for (const auto& [key, bytes] : outcome.traffic) {
-    both[key].first = bytes;
+  std::map<std::pair<CollectiveKind, CommGroup>, std::pair<Traffic, Traffic>> both;
+  for (const auto& [key, traffic] : outcome.traffic) {
+    both[key].first = traffic;
   }
-  for (const auto& [key, bytes] : expected) {
-    both[key].second = bytes;
+  for (const auto& [key, traffic] : expected) {
+    both[key].second = traffic;
   }
   for (const auto& [key, pair] : both) {
-    if (pair.first != pair.second) {
-      verdict += fmt::format("rank {} stage {} {} {}: measured {} predicted {}; ", rank,
-                             trainer.stage(), planner::to_string(key.first),
-                             planner::to_string(key.second), pair.first, pair.second);
+    const bool compare = compare_calls == CompareCalls::kAll || key.second != CommGroup::kDp;
+    if (pair.first.bytes != pair.second.bytes ||
+        (compare && pair.first.calls != pair.second.calls)) {
+      verdict += fmt::format(
+          "rank {} stage {} {} {}: measured {} B in {} calls, predicted {} B in "
+          "{} calls; ",
+          rank, trainer.stage(), planner::to_string(key.first), planner::to_string(key.second),
+          pair.first.bytes, pair.first.calls, pair.second.bytes, pair.second.calls);
     }
   }
   // Gather the verdicts on rank 0.
@@ -98,20 +113,20 @@ models::TransformerConfig tiny_tied_learned() {
 }
 
 TEST_SUITE("mpi2") {
-  TEST_CASE("collective bytes match the planner: tp2") {
+  TEST_CASE("collective calls and bytes match the planner: tp2") {
     check_traffic(models::load_model("tiny"), make_layout(2, 1, 1));
   }
-  TEST_CASE("collective bytes match the planner: tp2 sequence parallel, full recompute") {
+  TEST_CASE("collective calls and bytes match the planner: tp2 sequence parallel, full recompute") {
     planner::Layout layout = sp(make_layout(2, 1, 1));
     layout.recompute = planner::Recompute::kFull;
     check_traffic(tiny_tied_learned(), layout);
   }
-  TEST_CASE("collective bytes match the planner: pp2 zb-h1, tied embeddings") {
+  TEST_CASE("collective calls and bytes match the planner: pp2 zb-h1, tied embeddings") {
     planner::Layout layout = make_layout(1, 2, 1);
     layout.schedule = planner::ScheduleKind::kZbH1;
     check_traffic(tiny_tied_learned(), layout);
   }
-  TEST_CASE("collective bytes match the planner: dp2 ZeRO-0 and ZeRO-1") {
+  TEST_CASE("collective calls and bytes match the planner: dp2 ZeRO-0 and ZeRO-1") {
     check_traffic(models::load_model("tiny"), make_layout(1, 1, 2));
     planner::Layout layout = make_layout(1, 1, 2);
     layout.zero = 1;
@@ -130,8 +145,8 @@ TEST_SUITE("mpi2") {
     // ceil(N / 2) x 2, 4 bytes each; the updated parameters are all-gathered once.
     const int64_t n = models::count_parameters(tiny).total;
     const int64_t padded_bytes = (n + 1) / 2 * 2 * 4;
-    CHECK(traffic.at({CollectiveKind::kReduceScatter, CommGroup::kDp}) == 4 * padded_bytes);
-    CHECK(traffic.at({CollectiveKind::kAllGather, CommGroup::kDp}) == padded_bytes);
+    CHECK(traffic.at({CollectiveKind::kReduceScatter, CommGroup::kDp}).bytes == 4 * padded_bytes);
+    CHECK(traffic.at({CollectiveKind::kAllGather, CommGroup::kDp}).bytes == padded_bytes);
     CHECK(traffic.count({CollectiveKind::kAllReduce, CommGroup::kDp}) == 0);
   }
   TEST_CASE("ZeRO-3 gathers the padded parameters before every forward and backward") {
@@ -143,20 +158,50 @@ TEST_SUITE("mpi2") {
     // before each of the 4 forwards and 4 backwards, and not after the optimizer step.
     const int64_t n = models::count_parameters(tiny).total;
     const int64_t padded_bytes = (n + 1) / 2 * 2 * 4;
-    CHECK(traffic.at({CollectiveKind::kReduceScatter, CommGroup::kDp}) == 4 * padded_bytes);
-    CHECK(traffic.at({CollectiveKind::kAllGather, CommGroup::kDp}) == 8 * padded_bytes);
+    CHECK(traffic.at({CollectiveKind::kReduceScatter, CommGroup::kDp}).bytes == 4 * padded_bytes);
+    CHECK(traffic.at({CollectiveKind::kAllGather, CommGroup::kDp}).bytes == 8 * padded_bytes);
+  }
+}
+
+TEST_SUITE("mpi2") {
+  TEST_CASE("a small options.bucket_bytes splits the dp reductions into that many calls") {
+    // plan --bucket-mb 0.01: bucket_bytes = floor(0.01 x 2^20) = 10485 B. The tiny model's
+    // N = count_parameters(tiny).total fp32 gradients (4 N B) go in ceil(4 N / 10485) calls,
+    // full buckets and the remainder (planner/estimate.cpp, bucketed_seconds), the same bytes
+    // as one call. ZeRO 1 pads to ceil(N / 2) x 2 and all-gathers in the same buckets.
+    planner::PlanOptions options;
+    options.bucket_bytes = 10485;
+    const models::TransformerConfig tiny = models::load_model("tiny");
+    const int64_t n = models::count_parameters(tiny).total;
+    const int64_t bytes = 4 * n;
+    const TrafficCounts zero0 =
+        check_traffic(tiny, make_layout(1, 1, 2), options, CompareCalls::kExceptDp);
+    const Traffic all_reduce = zero0.at({CollectiveKind::kAllReduce, CommGroup::kDp});
+    CHECK(all_reduce.calls == (bytes + 10484) / 10485);
+    CHECK(all_reduce.calls > 1);
+    CHECK(all_reduce.bytes == bytes);
+    planner::Layout layout = make_layout(1, 1, 2);
+    layout.zero = 1;
+    const TrafficCounts zero1 = check_traffic(tiny, layout, options, CompareCalls::kExceptDp);
+    const int64_t padded_bytes = (n + 1) / 2 * 2 * 4;
+    for (const CollectiveKind kind : {CollectiveKind::kReduceScatter, CollectiveKind::kAllGather}) {
+      const Traffic traffic = zero1.at({kind, CommGroup::kDp});
+      CHECK(traffic.calls == (padded_bytes + 10484) / 10485);
+      CHECK(traffic.bytes == padded_bytes);
+    }
   }
 }
 
 TEST_SUITE("mpi4") {
-  TEST_CASE("collective bytes match the planner: pp2 interleaved x dp2, ZeRO-2") {
+  TEST_CASE("collective calls and bytes match the planner: pp2 interleaved x dp2, ZeRO-2") {
     planner::Layout layout = make_layout(1, 2, 2);
     layout.schedule = planner::ScheduleKind::kInterleaved;
     layout.vpp = 2;
     layout.zero = 2;
     check_traffic(models::load_model("tiny"), layout);
   }
-  TEST_CASE("collective bytes match the planner: tp2 x pp2 with pipeline scatter/gather") {
+  TEST_CASE(
+      "collective calls and bytes match the planner: tp2 x pp2 with pipeline scatter/gather") {
     planner::PlanOptions options;
     options.scatter_gather_pipeline = true;
     check_traffic(models::load_model("tiny"), make_layout(2, 2, 1), options);
@@ -164,31 +209,35 @@ TEST_SUITE("mpi4") {
 }
 
 TEST_SUITE("mpi8") {
-  TEST_CASE("collective bytes match the planner: tp2 x pp2 x dp2, interleaved, SP, ZeRO-1") {
+  TEST_CASE(
+      "collective calls and bytes match the planner: tp2 x pp2 x dp2, interleaved, SP, ZeRO-1") {
     planner::Layout layout = sp(make_layout(2, 2, 2));
     layout.schedule = planner::ScheduleKind::kInterleaved;
     layout.vpp = 2;
     layout.zero = 1;
     check_traffic(tiny_tied_learned(), layout);
   }
-  TEST_CASE("collective bytes match the planner: tp2 x pp2 x dp2, zb-h1, SP, ZeRO-2, tied") {
+  TEST_CASE(
+      "collective calls and bytes match the planner: tp2 x pp2 x dp2, zb-h1, SP, ZeRO-2, tied") {
     planner::Layout layout = sp(make_layout(2, 2, 2));
     layout.schedule = planner::ScheduleKind::kZbH1;
     layout.zero = 2;
     check_traffic(tiny_tied_learned(), layout);
   }
-  TEST_CASE("collective bytes match the planner: tp2 x pp2 x dp2, zb-h1, SP, ZeRO-3, tied") {
+  TEST_CASE(
+      "collective calls and bytes match the planner: tp2 x pp2 x dp2, zb-h1, SP, ZeRO-3, tied") {
     planner::Layout layout = sp(make_layout(2, 2, 2));
     layout.schedule = planner::ScheduleKind::kZbH1;
     layout.zero = 3;
     check_traffic(tiny_tied_learned(), layout);
   }
-  TEST_CASE("collective bytes match the planner: tp2 x pp2 x dp2, 1f1b, ZeRO-2") {
+  TEST_CASE("collective calls and bytes match the planner: tp2 x pp2 x dp2, 1f1b, ZeRO-2") {
     planner::Layout layout = make_layout(2, 2, 2);
     layout.zero = 2;
     check_traffic(models::load_model("tiny"), layout);
   }
-  TEST_CASE("collective bytes match the planner: tp2 x pp2 x dp2, 1f1b, selective recompute") {
+  TEST_CASE(
+      "collective calls and bytes match the planner: tp2 x pp2 x dp2, 1f1b, selective recompute") {
     planner::Layout layout = make_layout(2, 2, 2);
     layout.recompute = planner::Recompute::kSelective;
     check_traffic(tiny_tied_learned(), layout);

@@ -1,13 +1,13 @@
 #pragma once
 // meshplan execute: trains a real GPT exactly as a plan file says, one MPI process per rank, on
 // CPUs in fp32 (Eigen + MPI), and measures step time, memory and collective traffic beside the
-// planner's prediction for the same plan.
+// planner's prediction for the same plan. Its tables and JSON are written by reports/
+// (meshplan/execute_report.h).
 
 #include <mpi.h>
 
 #include <cstdint>
 #include <functional>
-#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -17,14 +17,17 @@
 namespace meshplan::executor {
 
 struct ExecuteOptions {
-  int64_t steps = 10;              // optimizer steps this run (a resumed run adds these)
-  std::string data = "synthetic";  // "synthetic", or a text file trained on byte by byte
-  std::string checkpoint_dir;      // empty: no checkpoints
-  int64_t checkpoint_every = 0;    // with checkpoint_dir: write every K steps (K >= 1)
-  bool resume = false;             // continue from checkpoint_dir's manifest, bit-exactly
-  double learning_rate = 1e-3;     // AdamW, constant
-  int kill_rank = -1;              // fault injection: this world rank SIGKILLs itself ...
-  int64_t kill_step = 0;           // ... as step kill_step begins
+  int64_t steps = 10;                  // optimizer steps this run (a resumed run adds these)
+  std::string data = "synthetic";      // "synthetic", or a text file trained on byte by byte
+  std::string checkpoint_dir;          // empty: no checkpoints
+  int64_t checkpoint_every = 0;        // with checkpoint_dir: write every K steps (K >= 1; 0 when
+                                       // resuming: write none)
+  int64_t keep_checkpoints = 2;        // this run's newest checkpoints kept on disk (>= 1)
+  bool overwrite_checkpoints = false;  // a fresh run may replace another run's checkpoint
+  bool resume = false;                 // continue from checkpoint_dir's manifest, bit-exactly
+  double learning_rate = 1e-3;         // AdamW, constant
+  int kill_rank = -1;                  // fault injection: this world rank SIGKILLs itself ...
+  int64_t kill_step = 0;               // ... as step kill_step begins
 };
 
 struct StepRecord {
@@ -49,6 +52,24 @@ struct CollectiveRecord {
   planner::CommGroup group = planner::CommGroup::kTp;
   int64_t measured_bytes = 0;   // message bytes of one step (the last), per rank of the stage
   int64_t predicted_bytes = 0;  // sum of message_bytes * calls_per_step in the planner's list
+  int64_t measured_calls = 0;   // collectives (sends) issued in that step, per rank of the stage
+  int64_t predicted_calls = 0;  // sum of calls_per_step in the planner's list
+  bool matches() const {
+    return measured_bytes == predicted_bytes && measured_calls == predicted_calls;
+  }
+};
+
+/// A checkpoint written after `step`, or (resumed) read before the run's first step.
+struct CheckpointEvent {
+  bool resumed = false;
+  int64_t step = 0;       // the optimizer steps the checkpoint holds
+  std::string directory;  // DIR/step_<N>
+};
+
+/// What execute_plan reports while it runs, on every rank.
+struct ExecuteCallbacks {
+  std::function<void(const StepRecord&)> on_step;             // after each step
+  std::function<void(const CheckpointEvent&)> on_checkpoint;  // after each write or resume
 };
 
 /// The measured report; complete on world rank 0 (other ranks get the steps only).
@@ -63,22 +84,15 @@ struct ExecuteReport {
 /// cannot run (precision other than fp32, alibi, ZeRO 3 with vpp > 1, ...).
 planner::Plan load_plan(const std::string& path, MPI_Comm world);
 
-/// Trains the plan (collective over `world`). `on_step` runs on every rank after each step.
-/// Throws InputError (consistently on every rank) for bad options, data or checkpoints, and
-/// RuntimeError naming the rank for failures while running.
+/// Trains the plan (collective over `world`). Options, data and the checkpoint directory are
+/// checked before the first step. Throws InputError (consistently on every rank) for bad
+/// options, data or checkpoints, and RuntimeError naming the rank for failures while running.
 ExecuteReport execute_plan(const planner::Plan& plan, const ExecuteOptions& options, MPI_Comm world,
-                           const std::function<void(const StepRecord&)>& on_step);
+                           const ExecuteCallbacks& callbacks);
 
-/// nccl-tests style text: the step table's two header lines, one row per step, and the
-/// closing tables (memory and collectives beside the prediction). Every non-data line
-/// starts with '#'.
-std::string format_step_header(const planner::Plan& plan, const std::string& plan_source);
-std::string format_step_row(const StepRecord& step);
-std::string format_summary(const ExecuteReport& report);
-
-/// {"steps": [{"step", "loss", "step_time_s", "tokens_per_s"}], "peak_memory_bytes": [{"stage",
-/// "measured", "predicted", "predicted_tensor_bytes", "peak_rss_bytes"}], "collectives":
-/// [{"stage", "kind", "group", "measured_bytes", "predicted_bytes"}]}
-nlohmann::json report_to_json(const ExecuteReport& report);
+/// Collective: world rank 0 checks that `path` (an output it will write at the end, given with
+/// `flag`) can be created, by creating and removing the temporary file write_file_atomic uses.
+/// Throws InputError on every rank otherwise: "<path>: <flag>: cannot write the file (<why>)".
+void check_output_file(const std::string& path, const std::string& flag, MPI_Comm world);
 
 }  // namespace meshplan::executor
