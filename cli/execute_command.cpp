@@ -10,10 +10,12 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "commands.h"
 #include "meshplan/errors.h"
@@ -31,21 +33,25 @@ struct ExecuteArguments {
   executor::ExecuteOptions options;
 };
 
-// MESHPLAN_FAULT_KILL="RANK:STEP": world rank RANK kills itself (SIGKILL) as step STEP begins.
-// A test hook for the lost-rank path; documented in the README.
+// MESHPLAN_FAULT_KILL="RANK:STEP" (or MESHPLAN_FAULT_STOP): world rank RANK sends itself SIGKILL
+// (SIGSTOP) as step STEP begins. Test hooks for the lost-rank and hung-rank paths; in the README.
 void read_fault_injection(executor::ExecuteOptions* options) {
-  const char* text = std::getenv("MESHPLAN_FAULT_KILL");
-  if (text == nullptr) {
-    return;
+  for (const auto& [variable, signal] :
+       {std::pair{"MESHPLAN_FAULT_KILL", SIGKILL}, std::pair{"MESHPLAN_FAULT_STOP", SIGSTOP}}) {
+    const char* text = std::getenv(variable);
+    if (text == nullptr) {
+      continue;
+    }
+    int rank = -1;
+    long long step = 0;
+    char tail = 0;
+    if (std::sscanf(text, "%d:%lld%c", &rank, &step, &tail) != 2 || rank < 0 || step < 1) {
+      throw InputError(fmt::format("{}: expected RANK:STEP, e.g. 1:2 ({})", variable, text));
+    }
+    options->kill_rank = rank;
+    options->kill_step = step;
+    options->kill_signal = signal;
   }
-  int rank = -1;
-  long long step = 0;
-  char tail = 0;
-  if (std::sscanf(text, "%d:%lld%c", &rank, &step, &tail) != 2 || rank < 0 || step < 1) {
-    throw InputError(fmt::format("MESHPLAN_FAULT_KILL: expected RANK:STEP, e.g. 1:2 ({})", text));
-  }
-  options->kill_rank = rank;
-  options->kill_step = step;
 }
 
 void run_execute(const ExecuteArguments& args) {
@@ -135,6 +141,12 @@ void register_execute_command(CLI::App& app) {
                     "Let a fresh run replace another run's checkpoint in --checkpoint-dir");
   execute->add_flag("--resume", args->options.resume,
                     "Continue bit-exactly from --checkpoint-dir's latest checkpoint");
+  execute
+      ->add_option("--collective-timeout", args->options.collective_timeout_seconds,
+                   "Watchdog: seconds any one wait on another rank (collective or pipeline "
+                   "transfer) may take before this rank names what it waited for and aborts "
+                   "the job")
+      ->capture_default_str();
   execute->add_option("--lr", args->options.learning_rate, "AdamW learning rate (constant)")
       ->capture_default_str();
   execute->callback([args] { run_execute(*args); });

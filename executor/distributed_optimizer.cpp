@@ -52,7 +52,7 @@ void DistributedOptimizer::step(int64_t t) {
                  v_.data() + bucket.shard_offset, sync_.shard_gradients(bucket), block, t, config_);
     gathers_[b] = groups_.iall_gather_in_place(CommGroup::kDp, params_ + bucket.begin, block);
     if (!overlap_gather_) {
-      MPI_CHECK(MPI_Wait(&gathers_[b], MPI_STATUS_IGNORE));
+      groups_.wait(&gathers_[b], CommGroup::kDp, "parameter all-gather");
     }
   }
 }
@@ -62,13 +62,13 @@ void DistributedOptimizer::wait_parameters(int chunk) {
   for (size_t b = 0; b < buckets.size(); b++) {
     if (gathers_[b] != MPI_REQUEST_NULL && buckets[b].first_chunk <= chunk &&
         chunk <= buckets[b].last_chunk) {
-      MPI_CHECK(MPI_Wait(&gathers_[b], MPI_STATUS_IGNORE));
+      groups_.wait(&gathers_[b], CommGroup::kDp, "parameter all-gather");
     }
   }
 }
 
 void DistributedOptimizer::wait_all() {
-  MPI_CHECK(MPI_Waitall(static_cast<int>(gathers_.size()), gathers_.data(), MPI_STATUSES_IGNORE));
+  groups_.wait_all(&gathers_, CommGroup::kDp, "parameter all-gathers");
 }
 
 }  // namespace meshplan::executor

@@ -74,6 +74,11 @@ void check_options(const ExecuteOptions& options) {
   if (options.resume && options.checkpoint_dir.empty()) {
     throw InputError("--resume: needs --checkpoint-dir");
   }
+  // Finite and at most a day: a larger deadline is no watchdog at all.
+  if (!(options.collective_timeout_seconds > 0) || options.collective_timeout_seconds > 86400) {
+    throw InputError(fmt::format("--collective-timeout: must be in (0, 86400] seconds ({})",
+                                 options.collective_timeout_seconds));
+  }
 }
 
 std::shared_ptr<const TokenSource> load_data(const planner::Plan& plan,
@@ -243,7 +248,8 @@ ExecuteReport execute_plan(const planner::Plan& plan, const ExecuteOptions& opti
   }
   AdamWConfig adamw;
   adamw.learning_rate = options.learning_rate;
-  Trainer trainer(plan, load_data(plan, options, world), adamw, world);
+  Trainer trainer(plan, load_data(plan, options, world), adamw, world,
+                  options.collective_timeout_seconds);
   if (options.resume) {
     const std::string directory = checkpoints->resume(trainer);
     if (callbacks.on_checkpoint) {
@@ -256,7 +262,7 @@ ExecuteReport execute_plan(const planner::Plan& plan, const ExecuteOptions& opti
   TrafficCounts last_traffic;
   for (int64_t i = 0; i < options.steps; i++) {
     if (rank == options.kill_rank && trainer.steps_done() + 1 == options.kill_step) {
-      ::raise(SIGKILL);  // fault injection (tests): this rank dies mid-run
+      ::raise(options.kill_signal);  // fault injection (tests): this rank dies or hangs
     }
     const StepOutcome outcome = trainer.train_step();
     StepRecord record{outcome.step, outcome.loss, outcome.step_time_s,

@@ -243,7 +243,7 @@ void GradientSync::complete_round_(size_t b) {
   if (in_flight_[b] == MPI_REQUEST_NULL) {
     return;
   }
-  MPI_CHECK(MPI_Wait(&in_flight_[b], MPI_STATUS_IGNORE));
+  groups_.wait(&in_flight_[b], CommGroup::kDp, "gradient reduction");
   // The in-place reduce-scatter left this rank's summed block at the bucket's start.
   const DpBucket& bucket = buckets_[b];
   const int64_t block = bucket.block() / dp_;
@@ -287,7 +287,7 @@ void GradientSync::finish() {
   reduce_tied_embeddings_();
   start_ready_buckets_(true);
   if (!pending_.empty()) {
-    MPI_CHECK(MPI_Waitall(static_cast<int>(pending_.size()), pending_.data(), MPI_STATUSES_IGNORE));
+    groups_.wait_all(&pending_, CommGroup::kDp, "gradient reductions");
     pending_.clear();
   }
 }

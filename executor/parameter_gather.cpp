@@ -38,7 +38,7 @@ void ParameterGather::start_gather_() {
 }
 
 void ParameterGather::wait_gather_() {
-  MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
+  groups_.wait_all(&requests_, CommGroup::kDp, "ZeRO-3 parameter all-gather");
   requests_.clear();
 }
 

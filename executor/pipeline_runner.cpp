@@ -26,6 +26,7 @@ struct InFlight {
 struct PendingSend {
   MPI_Request request = MPI_REQUEST_NULL;
   Tensor payload;
+  int peer = -1;  // pp-group rank of the receiving stage
 };
 
 }  // namespace
@@ -215,6 +216,7 @@ void StageRun::send_tensor_(Tensor tensor, int peer, int tag) {
     send.payload = std::move(tensor);
   }
   send.request = ctx_.groups.isend(send.payload.data(), block_, peer, tag);
+  send.peer = peer;
   sends_.push_back(std::move(send));
 }
 
@@ -251,7 +253,7 @@ void StageRun::release_if_done_(const Key& key) {
 // Completes the sends; every micro-batch must have finished its backward.
 void StageRun::finish_() {
   for (PendingSend& send : sends_) {
-    MPI_CHECK(MPI_Wait(&send.request, MPI_STATUS_IGNORE));
+    ctx_.groups.wait_send(&send.request, send.peer);
   }
   if (!in_flight_.empty()) {
     throw RuntimeError(

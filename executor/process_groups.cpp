@@ -33,8 +33,9 @@ MPI_Comm split(MPI_Comm world, int color, int key) {
 
 }  // namespace
 
-ProcessGroups::ProcessGroups(const planner::Layout& layout, bool tied_embeddings, MPI_Comm world)
-    : world_(world) {
+ProcessGroups::ProcessGroups(const planner::Layout& layout, bool tied_embeddings, MPI_Comm world,
+                             double collective_timeout_seconds)
+    : world_(world), watchdog_(collective_timeout_seconds) {
   MPI_CHECK(MPI_Comm_rank(world, &rank_));
   coords_ = planner::rank_coords(layout, rank_);
   const int tp = static_cast<int>(coords_.tp_rank);
@@ -93,8 +94,10 @@ void ProcessGroups::all_reduce_sum(CommGroup group, float* buffer, int64_t count
   if (size(group) <= 1) {
     return;
   }
-  MPI_CHECK(
-      MPI_Allreduce(MPI_IN_PLACE, buffer, to_int_count(count), MPI_FLOAT, MPI_SUM, comm(group)));
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer, to_int_count(count), MPI_FLOAT, MPI_SUM,
+                           comm(group), &request));
+  wait(&request, group, "all-reduce");
   this->count(CollectiveKind::kAllReduce, group, count * kFloatBytes);
 }
 
@@ -102,8 +105,10 @@ void ProcessGroups::all_reduce_max(CommGroup group, float* buffer, int64_t count
   if (size(group) <= 1) {
     return;
   }
-  MPI_CHECK(
-      MPI_Allreduce(MPI_IN_PLACE, buffer, to_int_count(count), MPI_FLOAT, MPI_MAX, comm(group)));
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer, to_int_count(count), MPI_FLOAT, MPI_MAX,
+                           comm(group), &request));
+  wait(&request, group, "all-reduce (max)");
   this->count(CollectiveKind::kAllReduce, group, count * kFloatBytes);
 }
 
@@ -113,8 +118,10 @@ void ProcessGroups::all_gather(CommGroup group, float* out, const float* in, int
     std::copy(in, in + count, out);
     return;
   }
-  MPI_CHECK(MPI_Allgather(in, to_int_count(count), MPI_FLOAT, out, to_int_count(count), MPI_FLOAT,
-                          comm(group)));
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Iallgather(in, to_int_count(count), MPI_FLOAT, out, to_int_count(count), MPI_FLOAT,
+                           comm(group), &request));
+  wait(&request, group, "all-gather");
   this->count(CollectiveKind::kAllGather, group, n * count * kFloatBytes);
 }
 
@@ -124,8 +131,10 @@ void ProcessGroups::reduce_scatter(CommGroup group, float* out, const float* in,
     std::copy(in, in + count, out);
     return;
   }
-  MPI_CHECK(
-      MPI_Reduce_scatter_block(in, out, to_int_count(count), MPI_FLOAT, MPI_SUM, comm(group)));
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Ireduce_scatter_block(in, out, to_int_count(count), MPI_FLOAT, MPI_SUM, comm(group),
+                                      &request));
+  wait(&request, group, "reduce-scatter");
   this->count(CollectiveKind::kReduceScatter, group, n * count * kFloatBytes);
 }
 
@@ -172,8 +181,37 @@ MPI_Request ProcessGroups::isend(const float* buffer, int64_t count, int peer_st
 }
 
 void ProcessGroups::recv(float* buffer, int64_t count, int peer_stage, int tag) {
-  MPI_CHECK(
-      MPI_Recv(buffer, to_int_count(count), MPI_FLOAT, peer_stage, tag, pp_, MPI_STATUS_IGNORE));
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Irecv(buffer, to_int_count(count), MPI_FLOAT, peer_stage, tag, pp_, &request));
+  watchdog_.wait(&request, [this, peer_stage] {
+    return fmt::format("a pipeline receive from stage {} (world rank {})", peer_stage,
+                       world_rank_of(pp_, peer_stage));
+  });
+}
+
+void ProcessGroups::wait(MPI_Request* request, CommGroup group, const char* what) const {
+  watchdog_.wait(request, [this, group, what] {
+    return fmt::format("{} {} ({})", planner::to_string(group), what, world_ranks_of(comm(group)));
+  });
+}
+
+void ProcessGroups::wait_all(std::vector<MPI_Request>* requests, CommGroup group,
+                             const char* what) const {
+  watchdog_.wait_all(requests, [this, group, what] {
+    return fmt::format("{} {} ({})", planner::to_string(group), what, world_ranks_of(comm(group)));
+  });
+}
+
+void ProcessGroups::wait_send(MPI_Request* request, int peer_stage) const {
+  watchdog_.wait(request, [this, peer_stage] {
+    return fmt::format("a pipeline send to stage {} (world rank {})", peer_stage,
+                       world_rank_of(pp_, peer_stage));
+  });
+}
+
+void ProcessGroups::wait_world(MPI_Request* request, const char* what) const {
+  watchdog_.wait(request,
+                 [this, what] { return fmt::format("{} ({})", what, world_ranks_of(world_)); });
 }
 
 }  // namespace meshplan::executor

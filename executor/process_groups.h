@@ -11,9 +11,11 @@
 #include <cstdint>
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "meshplan/cost_model.h"
 #include "meshplan/layout.h"
+#include "watchdog.h"
 
 namespace meshplan::executor {
 
@@ -30,7 +32,9 @@ using TrafficCounts = std::map<std::pair<CollectiveKind, CommGroup>, Traffic>;
 class ProcessGroups {
  public:
   /// Collective over `world`, whose size must be layout.num_gpus().
-  ProcessGroups(const planner::Layout& layout, bool tied_embeddings, MPI_Comm world);
+  /// Every wait on these groups has the deadline `collective_timeout_seconds` (the watchdog).
+  ProcessGroups(const planner::Layout& layout, bool tied_embeddings, MPI_Comm world,
+                double collective_timeout_seconds);
   ~ProcessGroups();
   ProcessGroups(const ProcessGroups&) = delete;
   ProcessGroups& operator=(const ProcessGroups&) = delete;
@@ -62,6 +66,16 @@ class ProcessGroups {
   MPI_Request isend(const float* buffer, int64_t count, int peer_stage, int tag);
   void recv(float* buffer, int64_t count, int peer_stage, int tag);
 
+  /// Complete requests under the watchdog's deadline; past it they throw RuntimeError naming
+  /// this rank, `what` ("dp all-reduce") and the world ranks of the group (or the peer) waited on.
+  void wait(MPI_Request* request, CommGroup group, const char* what) const;
+  void wait_all(std::vector<MPI_Request>* requests, CommGroup group, const char* what) const;
+  /// A pipeline send to (pp group) rank `peer_stage`.
+  void wait_send(MPI_Request* request, int peer_stage) const;
+  /// A request on the world communicator.
+  void wait_world(MPI_Request* request, const char* what) const;
+  const Watchdog& watchdog() const { return watchdog_; }
+
   const TrafficCounts& traffic() const { return traffic_; }
   void reset_traffic() { traffic_.clear(); }
 
@@ -69,6 +83,7 @@ class ProcessGroups {
   void count(CollectiveKind kind, CommGroup group, int64_t bytes);
 
   MPI_Comm world_;
+  Watchdog watchdog_;
   int rank_ = 0;
   planner::RankCoords coords_;
   MPI_Comm tp_ = MPI_COMM_NULL;

@@ -23,9 +23,9 @@ bool zero_sharded(const planner::Plan& plan) {
 }  // namespace
 
 Trainer::Trainer(const planner::Plan& plan, std::shared_ptr<const TokenSource> data,
-                 const AdamWConfig& adamw, MPI_Comm world)
+                 const AdamWConfig& adamw, MPI_Comm world, double collective_timeout_seconds)
     : plan_(plan),
-      groups_(plan.layout, plan.model.tied_embeddings, world),
+      groups_(plan.layout, plan.model.tied_embeddings, world, collective_timeout_seconds),
       dims_(make_shard_dims(plan, static_cast<int>(groups_.coords().tp_rank))),
       ctx_{dims_, groups_, memory_},
       data_(std::move(data)),
@@ -130,7 +130,9 @@ double Trainer::compute_gradients() {
   // of every dp rank.
   const double local = groups_.coords().tp_rank == 0 ? loss_sum : 0.0;
   double total = 0;
-  MPI_CHECK(MPI_Allreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, groups_.world()));
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Iallreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, groups_.world(), &request));
+  groups_.wait_world(&request, "the loss all-reduce");
   return total / static_cast<double>(layout.global_batch * plan_.model.seq_length);
 }
 
@@ -148,7 +150,9 @@ StepOutcome Trainer::train_step() {
   const double local[2] = {std::chrono::duration<double>(Clock::now() - start).count(),
                            gemm_seconds() - gemm_start};
   double slowest[2] = {0, 0};
-  MPI_CHECK(MPI_Allreduce(local, slowest, 2, MPI_DOUBLE, MPI_MAX, groups_.world()));
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Iallreduce(local, slowest, 2, MPI_DOUBLE, MPI_MAX, groups_.world(), &request));
+  groups_.wait_world(&request, "the step-time all-reduce");
   outcome.step_time_s = slowest[0];
   outcome.gemm_time_s = slowest[1];
   return outcome;

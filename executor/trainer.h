@@ -13,6 +13,7 @@
 #include "data_source.h"
 #include "distributed_optimizer.h"
 #include "gradient_sync.h"
+#include "meshplan/executor.h"
 #include "meshplan/plan_file.h"
 #include "meshplan/schedule.h"
 #include "model_chunk.h"
@@ -33,9 +34,11 @@ struct StepOutcome {
 class Trainer {
  public:
   /// Collective over `world` (size plan.num_gpus). The plan must have passed
-  /// validate_plan_for_executor.
+  /// validate_plan_for_executor. Every wait on another rank has the deadline
+  /// `collective_timeout_seconds` (executor/watchdog.h).
   Trainer(const planner::Plan& plan, std::shared_ptr<const TokenSource> data,
-          const AdamWConfig& adamw, MPI_Comm world);
+          const AdamWConfig& adamw, MPI_Comm world,
+          double collective_timeout_seconds = kDefaultCollectiveTimeoutSeconds);
 
   StepOutcome train_step();
   /// The forward and backward of one step and the gradient reductions, without the optimizer:

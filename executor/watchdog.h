@@ -15,11 +15,6 @@
 
 namespace meshplan::executor {
 
-/// Default deadline of one wait (seconds): Megatron-LM passes torch.distributed's default
-/// process-group timeout through (`--distributed-timeout-minutes`, 10 minutes); five minutes is
-/// long enough for the largest CPU step this executor runs and short enough to notice a hang.
-inline constexpr double kDefaultCollectiveTimeoutSeconds = 300;
-
 class Watchdog {
  public:
   /// `timeout_seconds` > 0: the longest any one wait may take.

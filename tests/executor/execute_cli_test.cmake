@@ -1,9 +1,9 @@
 # CLI tests of `meshplan execute` under real mpirun, run by ctest as
 #   cmake -DMODE=<mode> -DMESHPLAN=<binary> -DMPIEXEC=<mpirun> -DMPIRUN_FLAGS=<;-list>
 #         -DWORK_DIR=<scratch> -DSOURCE_DIR=<repo> -P execute_cli_test.cmake
-# Modes: headline, run, resume, resume_zero3, world_size, malformed, kill_rank, checkpoint_keep,
-# checkpoint_refuse, checkpoint_corrupt, resume_no_interval, output_paths. Each fails with a
-# message on the first unmet expectation.
+# Modes: headline, run, resume, resume_zero3, world_size, malformed, kill_rank, hang_rank,
+# checkpoint_keep, checkpoint_refuse, checkpoint_corrupt, resume_no_interval, output_paths. Each
+# fails with a message on the first unmet expectation.
 
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
@@ -166,6 +166,27 @@ elseif(MODE STREQUAL "kill_rank")
   unset(ENV{MESHPLAN_FAULT_KILL})
   if(killed_rc EQUAL 0 OR NOT killed_out MATCHES "rank 1" OR killed_seconds GREATER_EQUAL 60)
     message(FATAL_ERROR "kill_rank: exit ${killed_rc} after ${killed_seconds} s:\n${killed_out}")
+  endif()
+elseif(MODE STREQUAL "hang_rank")
+  # The watchdog, without the launcher's help: rank 1 stops (SIGSTOP, so it neither exits nor
+  # answers) as step 3 begins; rank 0 waits on it in the pipeline and, after the 3 s deadline,
+  # names it and aborts the job. The checkpoints written before (steps 1 and 2) stay whole: a
+  # resumed run verifies their CRCs and continues from step 2.
+  make_plan(${WORK_DIR}/plan.json --gpus 2 --pp 2 --zero 0)
+  set(ENV{MESHPLAN_FAULT_STOP} "1:3")
+  set(MPIRUN_EXTRA -x MESHPLAN_FAULT_STOP)
+  execute(hung 2 plan.json --steps 5 --collective-timeout 3 --checkpoint-dir ck
+          --checkpoint-every 1)
+  unset(ENV{MESHPLAN_FAULT_STOP})
+  set(MPIRUN_EXTRA)
+  if(hung_rc EQUAL 0 OR hung_seconds GREATER_EQUAL 30 OR NOT hung_out MATCHES
+     "meshplan: error: rank 0: watchdog: no progress for 3 s waiting for a pipeline receive from stage 1 \\(world rank 1\\)")
+    message(FATAL_ERROR "hang_rank: exit ${hung_rc} after ${hung_seconds} s:\n${hung_out}")
+  endif()
+  execute(resumed 2 plan.json --steps 1 --checkpoint-dir ck --resume)
+  expect_success(resumed)
+  if(NOT resumed_out MATCHES "# checkpoint: resumed step 2 from ck/step_00000002")
+    message(FATAL_ERROR "hang_rank: did not resume the last whole checkpoint:\n${resumed_out}")
   endif()
 elseif(MODE STREQUAL "checkpoint_keep")
   # A directory the run did not create survives; the run keeps its newest 2 checkpoints and

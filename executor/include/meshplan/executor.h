@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 
+#include <csignal>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -15,6 +16,12 @@
 #include "meshplan/plan_file.h"
 
 namespace meshplan::executor {
+
+/// Default deadline (seconds) of one wait on another rank (the watchdog, executor/watchdog.h).
+/// Megatron-LM passes torch.distributed's process-group timeout through
+/// (`--distributed-timeout-minutes`, default 10); five minutes outlasts the largest CPU step this
+/// executor runs and still ends a hung job well before a person would notice.
+inline constexpr double kDefaultCollectiveTimeoutSeconds = 300;
 
 struct ExecuteOptions {
   int64_t steps = 10;                  // optimizer steps this run (a resumed run adds these)
@@ -26,8 +33,10 @@ struct ExecuteOptions {
   bool overwrite_checkpoints = false;  // a fresh run may replace another run's checkpoint
   bool resume = false;                 // continue from checkpoint_dir's manifest, bit-exactly
   double learning_rate = 1e-3;         // AdamW, constant
-  int kill_rank = -1;                  // fault injection: this world rank SIGKILLs itself ...
-  int64_t kill_step = 0;               // ... as step kill_step begins
+  double collective_timeout_seconds = kDefaultCollectiveTimeoutSeconds;  // watchdog deadline
+  int kill_rank = -1;         // fault injection: this world rank raises kill_signal ...
+  int64_t kill_step = 0;      // ... as step kill_step begins
+  int kill_signal = SIGKILL;  // SIGKILL (the rank dies) or SIGSTOP (it hangs)
 };
 
 struct StepRecord {
