@@ -19,6 +19,7 @@
 #include "meshplan/json_io.h"
 #include "mpi_check.h"
 #include "parameters.h"
+#include "watchdog.h"
 
 namespace meshplan::executor {
 
@@ -95,8 +96,8 @@ Checkpoints::Checkpoints(const planner::Plan& plan, const ExecuteOptions& option
     }
     run_id_ = new_run_id();
   }
-  agree_on_input_errors(world_, error);
-  run_id_ = broadcast_string(world_, run_id_);
+  agree_on_input_errors(world_, error, options_.collective_timeout_seconds);
+  run_id_ = broadcast_string_(run_id_);
 }
 
 std::string Checkpoints::check_directory_() const {
@@ -197,8 +198,8 @@ std::string Checkpoints::resume(Trainer& trainer) {
       error = e.what();
     }
   }
-  agree_on_input_errors(world_, error);
-  const nlohmann::json manifest = nlohmann::json::parse(broadcast_string(world_, manifest_text));
+  agree_on_input_errors(world_, error, options_.collective_timeout_seconds);
+  const nlohmann::json manifest = nlohmann::json::parse(broadcast_string_(manifest_text));
   run_id_ = manifest["run_id"].get<std::string>();
   kept_ = manifest["checkpoints"];
   verify_and_load_(kept_.back(), trainer);
@@ -223,7 +224,17 @@ void Checkpoints::verify_and_load_(const nlohmann::json& checkpoint, Trainer& tr
   } catch (const InputError& e) {
     error = e.what();
   }
-  agree_on_input_errors(world_, error);
+  agree_on_input_errors(world_, error, options_.collective_timeout_seconds);
+}
+
+void Checkpoints::wait_(MPI_Request* request, const char* what) const {
+  Watchdog(options_.collective_timeout_seconds).wait(request, [this, what] {
+    return fmt::format("{} ({})", what, world_ranks_of(world_));
+  });
+}
+
+std::string Checkpoints::broadcast_string_(const std::string& text) const {
+  return broadcast_string(world_, text, options_.collective_timeout_seconds);
 }
 
 nlohmann::json Checkpoints::gather_shards_(const std::string& bytes) const {
@@ -232,7 +243,9 @@ nlohmann::json Checkpoints::gather_shards_(const std::string& bytes) const {
   const long long mine[2] = {static_cast<long long>(bytes.size()),
                              static_cast<long long>(crc32c(bytes))};
   std::vector<long long> all(rank_ == 0 ? 2 * static_cast<size_t>(size) : 0);
-  MPI_CHECK(MPI_Gather(mine, 2, MPI_LONG_LONG, all.data(), 2, MPI_LONG_LONG, 0, world_));
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Igather(mine, 2, MPI_LONG_LONG, all.data(), 2, MPI_LONG_LONG, 0, world_, &request));
+  wait_(&request, "the checkpoint shards' sizes and CRCs");
   nlohmann::json shards = nlohmann::json::array();
   for (size_t r = 0; r < all.size() / 2; r++) {
     shards.push_back({{"file", shard_name(static_cast<int>(r))},
@@ -255,7 +268,7 @@ std::string Checkpoints::write(Trainer& trainer) {
     }
   }
   // Everyone waits for the directory, then writes its shard; the first failure stops all.
-  const std::string shared = broadcast_string(world_, error);
+  const std::string shared = broadcast_string_(error);
   if (!shared.empty()) {
     throw RuntimeError(shared);
   }
@@ -267,7 +280,9 @@ std::string Checkpoints::write(Trainer& trainer) {
   }
   int failed = error.empty() ? 0 : 1;
   int any = 0;
-  MPI_CHECK(MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, world_));
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Iallreduce(&failed, &any, 1, MPI_INT, MPI_MAX, world_, &request));
+  wait_(&request, "the checkpoint shards' write status");
   if (any != 0) {
     throw RuntimeError(error.empty() ? fmt::format("rank {}: another rank could not write its "
                                                    "checkpoint shard",
@@ -278,7 +293,8 @@ std::string Checkpoints::write(Trainer& trainer) {
   if (rank_ == 0) {
     update_manifest_(trainer.steps_done(), step_dir, std::move(shards));
   }
-  MPI_CHECK(MPI_Barrier(world_));
+  MPI_CHECK(MPI_Ibarrier(world_, &request));
+  wait_(&request, "the checkpoint's closing barrier");
   return (root / step_dir).string();
 }
 

@@ -49,6 +49,9 @@ class Checkpoints {
   nlohmann::json read_manifest_() const;
   void verify_and_load_(const nlohmann::json& checkpoint, Trainer& trainer) const;
   nlohmann::json gather_shards_(const std::string& bytes) const;
+  /// Completes a request on world_ under the watchdog's deadline (--collective-timeout).
+  void wait_(MPI_Request* request, const char* what) const;
+  std::string broadcast_string_(const std::string& text) const;
   void update_manifest_(int64_t step, const std::string& directory, nlohmann::json shards);
 
   const planner::Plan& plan_;

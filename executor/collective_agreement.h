@@ -7,13 +7,18 @@
 
 #include <string>
 
+#include "meshplan/executor.h"
+
 namespace meshplan::executor {
 
 /// Collective. Throws InputError(message of the lowest rank with a non-empty `local_error`) on
 /// every rank if any rank has one; returns normally otherwise.
-void agree_on_input_errors(MPI_Comm world, const std::string& local_error);
+/// Every wait has the watchdog's deadline `timeout_seconds` (executor/watchdog.h).
+void agree_on_input_errors(MPI_Comm world, const std::string& local_error,
+                           double timeout_seconds = kDefaultCollectiveTimeoutSeconds);
 
 /// Collective: `text` as world rank 0 has it, on every rank.
-std::string broadcast_string(MPI_Comm world, const std::string& text);
+std::string broadcast_string(MPI_Comm world, const std::string& text,
+                             double timeout_seconds = kDefaultCollectiveTimeoutSeconds);
 
 }  // namespace meshplan::executor
