@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "estimate_internal.h"
+#include "meshplan/dp_buckets.h"
 #include "model_shape.h"
 
 namespace meshplan::planner {
@@ -150,7 +151,8 @@ std::vector<CollectiveTraffic> collective_inventory(const models::TransformerCon
     }
     if (layout.dp > 1) {
       const int64_t parameters = stage_parameter_count(model, layout, stage);
-      const int64_t padded = (parameters + layout.dp - 1) / layout.dp * layout.dp;
+      const int64_t padded = zero_padded_count(parameters, layout.dp);
+      // Stage volumes per step; dp_buckets.h splits each into the calls the step issues.
       if (layout.zero == 0) {
         inventory.add(stage, "dp: gradient all-reduce", CollectiveKind::kAllReduce, CommGroup::kDp,
                       layout.dp, parameters * e, 1);

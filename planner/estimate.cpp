@@ -7,6 +7,7 @@
 #include "compute_cost.h"
 #include "estimate_internal.h"
 #include "memory.h"
+#include "meshplan/dp_buckets.h"
 #include "meshplan/units.h"
 #include "model_shape.h"
 
@@ -94,73 +95,26 @@ double pipeline_transfer_seconds(const models::TransformerConfig& model,
 
 namespace {
 
-// Gradient reduction of one stage over dp: all-reduce (ZeRO 0), reduce-scatter plus
-// all-gather of the parameters (ZeRO 1, 2: Rajbhandari et al. 2020, Sec. 7.2.1), and for
-// ZeRO 3 the per-micro-batch parameter all-gathers of forward and backward (ibid. Sec. 7.2.2).
+// Gradient reduction of one stage over dp, from its buckets (dp_buckets.h): all-reduce
+// (ZeRO 0), reduce-scatter plus all-gather of the parameters (ZeRO 1, 2: Rajbhandari et al.
+// 2020, Sec. 7.2.1), and for ZeRO 3 the per-micro-batch parameter all-gathers of forward and
+// backward (ibid. Sec. 7.2.2).
 struct DpTimes {
   double gradient_seconds = 0;          // reduction that may overlap the last backward
   double parameter_gather_seconds = 0;  // all-gather after the optimizer step
 };
 
-// Bucketed collective: full buckets and the remainder, each a call of its own.
-double bucketed_seconds(const models::ClusterConfig& cluster, const Layout& layout,
-                        CollectiveKind kind, int64_t stage, int64_t total_bytes,
-                        int64_t bucket_bytes) {
-  const int64_t full = total_bytes / bucket_bytes;
-  const int64_t remainder = total_bytes % bucket_bytes;
-  double seconds = 0;
-  if (full > 0) {
-    seconds += static_cast<double>(full) *
-               stage_collective_seconds(cluster, layout, kind, CommGroup::kDp, stage, bucket_bytes);
-  }
-  if (remainder > 0) {
-    seconds += stage_collective_seconds(cluster, layout, kind, CommGroup::kDp, stage, remainder);
-  }
-  return seconds;
-}
-
-DpTimes dp_times(const models::ClusterConfig& cluster, const Layout& layout,
-                 const PlanOptions& options, int64_t stage, int64_t parameters,
-                 int64_t layers_in_stage) {
+// Step totals: per-chunk calls run once per (micro-batch, chunk) op; ZeRO-3 gathers before
+// both the forward and the backward.
+DpTimes dp_times(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
+                 const Layout& layout, const PlanOptions& options, int64_t stage) {
+  const DpBuckets buckets = dp_buckets(model, cluster, layout, options, stage);
+  const double chunk_ops = static_cast<double>(layout.num_micro_batches() * layout.vpp);
   DpTimes times;
-  if (layout.dp <= 1) {
-    return times;
-  }
-  const int64_t padded = (parameters + layout.dp - 1) / layout.dp * layout.dp;
-  const int64_t bytes = padded * element_bytes(cluster);
-  if (layout.zero == 3) {
-    // ZeRO-3 gathers and reduce-scatters module by module (ibid. Sec. 7.2.2; FSDP wraps each
-    // transformer block): per micro-batch, one call per layer of 1/layers of the stage, each
-    // paying the collective's latency. Forward and backward each gather the weights again.
-    const int64_t layers = std::max<int64_t>(1, layers_in_stage);
-    const int64_t layer_bytes = (bytes + layers - 1) / layers;
-    const double per_micro_batch = static_cast<double>(layers);
-    const double m = static_cast<double>(layout.num_micro_batches());
-    times.gradient_seconds =
-        m * per_micro_batch *
-        stage_collective_seconds(cluster, layout, CollectiveKind::kReduceScatter, CommGroup::kDp,
-                                 stage, layer_bytes);
-    times.parameter_gather_seconds =
-        2.0 * m * per_micro_batch *
-        stage_collective_seconds(cluster, layout, CollectiveKind::kAllGather, CommGroup::kDp, stage,
-                                 layer_bytes);
-    return times;
-  }
-  const int64_t bucket = std::max<int64_t>(1, options.bucket_bytes);
-  if (layout.zero == 0) {
-    times.gradient_seconds =
-        bucketed_seconds(cluster, layout, CollectiveKind::kAllReduce, stage, bytes, bucket);
-  } else {
-    times.gradient_seconds =
-        bucketed_seconds(cluster, layout, CollectiveKind::kReduceScatter, stage, bytes, bucket);
-    times.parameter_gather_seconds =
-        bucketed_seconds(cluster, layout, CollectiveKind::kAllGather, stage, bytes, bucket);
-  }
-  if (layout.zero == 2) {
-    // ZeRO-2 keeps only its gradient partition, so every micro-batch's gradients are
-    // reduce-scattered as its backward produces them (ibid. Sec. 5.2).
-    times.gradient_seconds *= static_cast<double>(layout.num_micro_batches());
-  }
+  times.gradient_seconds =
+      total_seconds(buckets.step_grad) + chunk_ops * total_seconds(buckets.chunk_grad);
+  times.parameter_gather_seconds =
+      total_seconds(buckets.step_param) + 2.0 * chunk_ops * total_seconds(buckets.chunk_param);
   return times;
 }
 
@@ -187,6 +141,7 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
   double max_forward_backward_input = 0, max_weight = 0;  // F + B and W of split schedules
   double hardware_flops_per_rank_max = 0, hardware_flops_total = 0;
   estimate.stages.resize(static_cast<size_t>(layout.pp));
+  std::vector<DpTimes> dp_per_stage;  // [pp]
   for (int64_t s = 0; s < layout.pp; ++s) {
     StageEstimate& stage = estimate.stages[static_cast<size_t>(s)];
     stage.stage = s;
@@ -218,8 +173,7 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
     const int64_t updated = layout.zero >= 1 ? (stage.num_parameters + layout.dp - 1) / layout.dp
                                              : stage.num_parameters;
     stage.optimizer_step_seconds = optimizer_step_seconds(cluster, updated);
-    const DpTimes dp = dp_times(cluster, layout, options, stage.stage, stage.num_parameters,
-                                layers_per_chunk(model, layout) * layout.vpp);
+    const DpTimes& dp = dp_per_stage.emplace_back(dp_times(model, cluster, layout, options, s));
     stage.dp_grad_sync_seconds = dp.gradient_seconds + dp.parameter_gather_seconds;
   }
 
@@ -272,8 +226,7 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
   // best (Rajbhandari et al. 2020, Sec. 7.2.2), so only the excess is exposed.
   double slack = 0;
   for (const StageEstimate& stage : estimate.stages) {
-    const DpTimes dp = dp_times(cluster, layout, options, stage.stage, stage.num_parameters,
-                                layers_per_chunk(model, layout) * layout.vpp);
+    const DpTimes& dp = dp_per_stage[static_cast<size_t>(stage.stage)];
     double forward = 0, backward = 0;
     for (const ChunkCost& chunk : stage.chunks) {
       forward += chunk.forward_seconds();

@@ -231,9 +231,9 @@ TEST_CASE("pipeline transfer time matches the inventory's sends") {
 // placement): stage 1 holds ranks 6-11, its dp groups {6, 8, 10} and {7, 9, 11} span nodes 0 (ranks
 // 0-7) and 1 (8-15). A ring over them crosses the NIC twice, so it takes at least the inter-node
 // ring time on the stage's gradients: 23,168 parameters per rank (one layer: 23,040 tp-sharded +
-// 128 RMSNorm), padded to 23,169 (a multiple of dp 3), 46,338 bf16 bytes: 2 * 2/3 * 46,338 / (25e9
-// * 0.75) s
-// + 4 * 5 us = 23.3 us. The estimate charges the NVLink ring, about 8.3 us.
+// 128 RMSNorm), 46,336 bf16 bytes (ZeRO 0: DDP's all-reduce is not padded to dp; until issue 9 the
+// estimate costed 23,169 padded parameters here): 2 * 2/3 * 46,336 / (25e9 * 0.75) s + 4 * 5 us =
+// 23.3 us. The estimate charges the NVLink ring, about 8.3 us.
 TEST_CASE("a dp group that straddles two nodes is costed on the NICs") {
   PlanOptions options;
   options.overlap_grad_reduce = false;
@@ -242,7 +242,7 @@ TEST_CASE("a dp group that straddles two nodes is costed on the NICs") {
                     make_layout(2, 4, 3, 1, 24), options);
   REQUIRE(e.stages.size() == 4);
   REQUIRE(e.stages[1].num_parameters == 23'168);
-  const double lower_bound = 2.0 * 2.0 / 3.0 * 46'338.0 / (25e9 * 0.75) + 4 * 5e-6;
+  const double lower_bound = 2.0 * 2.0 / 3.0 * 46'336.0 / (25e9 * 0.75) + 4 * 5e-6;
   // The stage's own reduction time (the step's exposed part may hide behind stage 0's drain).
   CHECK(e.stages[1].dp_grad_sync_seconds >= lower_bound);
 }
