@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "estimate_internal.h"
 #include "meshplan/errors.h"
@@ -17,35 +18,41 @@ int64_t zero_padded_count(int64_t count, int64_t dp) {
   return (count + dp - 1) / dp * dp;
 }
 
-std::vector<int64_t> bucket_sizes(int64_t total_bytes, int64_t bucket_bytes) {
-  std::vector<int64_t> sizes;
-  for (int64_t offset = 0; offset < total_bytes; offset += bucket_bytes) {
-    sizes.push_back(std::min(bucket_bytes, total_bytes - offset));
-  }
-  return sizes;
-}
+namespace {
 
-std::vector<int64_t> even_split(int64_t total_bytes, int64_t num_parts) {
-  std::vector<int64_t> sizes;
-  for (int64_t part = 0; part < num_parts; ++part) {
-    const int64_t bytes = total_bytes / num_parts + (part < total_bytes % num_parts ? 1 : 0);
-    if (bytes > 0) {
-      sizes.push_back(bytes);
+std::vector<SizeRun> non_empty(std::initializer_list<SizeRun> runs) {
+  std::vector<SizeRun> out;
+  for (const SizeRun& run : runs) {
+    if (run.bytes > 0 && run.count > 0) {
+      out.push_back(run);
     }
   }
-  return sizes;
+  return out;
+}
+
+}  // namespace
+
+std::vector<SizeRun> bucket_sizes(int64_t total_bytes, int64_t bucket_bytes) {
+  return non_empty({{bucket_bytes, total_bytes / bucket_bytes}, {total_bytes % bucket_bytes, 1}});
+}
+
+std::vector<SizeRun> even_split(int64_t total_bytes, int64_t num_parts) {
+  const int64_t floor = total_bytes / num_parts;
+  const int64_t larger = total_bytes % num_parts;
+  return non_empty({{floor + 1, larger}, {floor, num_parts - larger}});
 }
 
 namespace {
 
 std::vector<DpBucket> costed(const models::ClusterConfig& cluster, const Layout& layout,
                              int64_t stage, CollectiveKind kind,
-                             const std::vector<int64_t>& sizes) {
+                             const std::vector<SizeRun>& sizes) {
   std::vector<DpBucket> buckets;
-  for (int64_t bytes : sizes) {
+  for (const SizeRun& run : sizes) {
     buckets.push_back(
-        DpBucket{bytes, kind, CommGroup::kDp,
-                 stage_collective_seconds(cluster, layout, kind, CommGroup::kDp, stage, bytes)});
+        DpBucket{run.bytes, kind, CommGroup::kDp,
+                 stage_collective_seconds(cluster, layout, kind, CommGroup::kDp, stage, run.bytes),
+                 run.count});
   }
   return buckets;
 }
@@ -96,7 +103,7 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
 double total_seconds(const std::vector<DpBucket>& buckets) {
   double seconds = 0;
   for (const DpBucket& bucket : buckets) {
-    seconds += bucket.seconds;
+    seconds += bucket.seconds * static_cast<double>(bucket.num_calls);
   }
   return seconds;
 }
@@ -104,9 +111,17 @@ double total_seconds(const std::vector<DpBucket>& buckets) {
 int64_t total_bytes(const std::vector<DpBucket>& buckets) {
   int64_t bytes = 0;
   for (const DpBucket& bucket : buckets) {
-    bytes += bucket.bytes;
+    bytes += bucket.bytes * bucket.num_calls;
   }
   return bytes;
+}
+
+int64_t total_calls(const std::vector<DpBucket>& buckets) {
+  int64_t calls = 0;
+  for (const DpBucket& bucket : buckets) {
+    calls += bucket.num_calls;
+  }
+  return calls;
 }
 
 }  // namespace meshplan::planner

@@ -19,11 +19,12 @@ namespace {
 using planner::CollectiveKind;
 using planner::CommGroup;
 
-// The planner's buckets as the replay's: bytes and the time of each call alone.
+// The planner's bucket runs as the replay's calls: bytes and the time of each call alone.
 std::vector<Bucket> replay_buckets(const std::vector<planner::DpBucket>& buckets) {
   std::vector<Bucket> out;
   for (const planner::DpBucket& bucket : buckets) {
-    out.push_back(Bucket{bucket.bytes, bucket.seconds});
+    out.insert(out.end(), static_cast<size_t>(bucket.num_calls),
+               Bucket{bucket.bytes, bucket.seconds});
   }
   return out;
 }

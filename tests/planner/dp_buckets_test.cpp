@@ -24,12 +24,22 @@ using test::make_layout;
 
 constexpr int64_t kBucketBytes = 200'000;
 
+// Every call's size, in order.
 std::vector<int64_t> sizes_of(const std::vector<DpBucket>& buckets) {
   std::vector<int64_t> sizes;
   for (const DpBucket& bucket : buckets) {
-    sizes.push_back(bucket.bytes);
+    sizes.insert(sizes.end(), static_cast<size_t>(bucket.num_calls), bucket.bytes);
   }
   return sizes;
+}
+
+using Volumes = std::map<std::pair<int64_t, CollectiveKind>, int64_t>;  // (stage, kind) -> bytes
+
+void add_volumes(Volumes& volumes, int64_t stage, const std::vector<DpBucket>& buckets,
+                 int64_t rounds) {
+  for (const DpBucket& bucket : buckets) {
+    volumes[{stage, bucket.kind}] += rounds * bucket.num_calls * bucket.bytes;
+  }
 }
 
 DpBuckets tiny_buckets(int zero) {
@@ -44,16 +54,18 @@ DpBuckets tiny_buckets(int zero) {
 }  // namespace
 
 TEST_CASE("dp_buckets: bucket_sizes fills buckets in order, the last holds the remainder") {
-  CHECK(bucket_sizes(10, 4) == std::vector<int64_t>{4, 4, 2});
-  CHECK(bucket_sizes(8, 4) == std::vector<int64_t>{4, 4});
-  CHECK(bucket_sizes(3, 4) == std::vector<int64_t>{3});
+  using Runs = std::vector<SizeRun>;
+  CHECK(bucket_sizes(10, 4) == Runs{{4, 2}, {2, 1}});  // 4, 4, 2
+  CHECK(bucket_sizes(8, 4) == Runs{{4, 2}});
+  CHECK(bucket_sizes(3, 4) == Runs{{3, 1}});
   CHECK(bucket_sizes(0, 4).empty());
 }
 
 TEST_CASE("dp_buckets: even_split gives the first total % parts one byte more") {
-  CHECK(even_split(10, 4) == std::vector<int64_t>{3, 3, 2, 2});
-  CHECK(even_split(8, 4) == std::vector<int64_t>{2, 2, 2, 2});
-  CHECK(even_split(2, 4) == std::vector<int64_t>{1, 1});  // no empty calls
+  using Runs = std::vector<SizeRun>;
+  CHECK(even_split(10, 4) == Runs{{3, 2}, {2, 2}});  // 3, 3, 2, 2
+  CHECK(even_split(8, 4) == Runs{{2, 4}});
+  CHECK(even_split(2, 4) == Runs{{1, 2}});  // no empty calls
   CHECK(zero_padded_count(217'664, 3) == 217'665);
   CHECK(zero_padded_count(6, 3) == 6);
 }
@@ -63,6 +75,7 @@ TEST_CASE("dp_buckets: ZeRO 0 all-reduces the unpadded gradients once a step") {
   // = 2 * 200,000 + 35,328.
   const DpBuckets buckets = tiny_buckets(0);
   CHECK(sizes_of(buckets.step_grad) == std::vector<int64_t>{200'000, 200'000, 35'328});
+  CHECK(total_calls(buckets.step_grad) == 3);
   const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
   for (const DpBucket& bucket : buckets.step_grad) {
     CHECK(bucket.kind == CollectiveKind::kAllReduce);
@@ -117,25 +130,22 @@ TEST_CASE("dp_buckets: per-step volumes equal the collective inventory's, ZeRO 0
       options.bucket_bytes = kBucketBytes / 4;
       const PlanEstimate estimate = estimate_plan(model, cluster, layout, options);
       REQUIRE_MESSAGE(estimate.feasible, estimate.rejection_reason);
-      std::map<std::pair<int64_t, CollectiveKind>, int64_t> inventory;
+      Volumes inventory;
       for (const CollectiveTraffic& traffic : estimate.collectives) {
         if (traffic.group == CommGroup::kDp) {
           inventory[{traffic.stage, traffic.kind}] += traffic.total_message_bytes();
         }
       }
-      std::map<std::pair<int64_t, CollectiveKind>, int64_t> from_buckets;
+      Volumes from_buckets;
       const int64_t chunk_ops = layout.num_micro_batches() * layout.vpp;  // 4 v per step
       for (int64_t stage = 0; stage < layout.pp; ++stage) {
         const DpBuckets b = dp_buckets(model, cluster, layout, options, stage);
-        for (const DpBucket& x : b.step_grad)
-          from_buckets[{stage, x.kind}] += x.bytes;
-        for (const DpBucket& x : b.step_param)
-          from_buckets[{stage, x.kind}] += x.bytes;
-        for (const DpBucket& x : b.chunk_grad)
-          from_buckets[{stage, x.kind}] += chunk_ops * x.bytes;
-        for (const DpBucket& x : b.chunk_param) {
-          from_buckets[{stage, x.kind}] += 2 * chunk_ops * x.bytes;
-        }
+        // Per step: step lists once, chunk lists after each of the m v backward ops, ZeRO-3's
+        // gathers before each forward and each backward op.
+        add_volumes(from_buckets, stage, b.step_grad, 1);
+        add_volumes(from_buckets, stage, b.step_param, 1);
+        add_volumes(from_buckets, stage, b.chunk_grad, chunk_ops);
+        add_volumes(from_buckets, stage, b.chunk_param, 2 * chunk_ops);
         // The estimate's full DP duration is the same calls' seconds.
         const double seconds = total_seconds(b.step_grad) + total_seconds(b.step_param) +
                                static_cast<double>(chunk_ops) *

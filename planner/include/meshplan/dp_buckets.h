@@ -11,12 +11,14 @@
 
 namespace meshplan::planner {
 
-/// One collective call on one bucket of a stage's data-parallel group.
+/// `num_calls` consecutive collective calls, each on one bucket of `bytes`, of a stage's
+/// data-parallel group (run-length: a 175B stage has thousands of equal DDP buckets).
 struct DpBucket {
-  int64_t bytes = 0;  // nccl-tests "size" of this call (see CollectiveTraffic::message_bytes)
+  int64_t bytes = 0;  // nccl-tests "size" of each call (see CollectiveTraffic::message_bytes)
   CollectiveKind kind = CollectiveKind::kAllReduce;
   CommGroup group = CommGroup::kDp;
-  double seconds = 0;  // this call alone: the slowest of the stage's dp groups
+  double seconds = 0;  // one call alone: the slowest of the stage's dp groups
+  int64_t num_calls = 1;
 };
 
 /// A stage's data-parallel calls, by when they run. Empty lists when dp = 1.
@@ -38,13 +40,21 @@ struct DpBuckets {
 /// ZeRO shards evenly over dp: ceil(n / dp) * dp elements (DDP's all-reduce is not padded).
 int64_t zero_padded_count(int64_t count, int64_t dp);
 
-/// Sizes of consecutive buckets of at most `bucket_bytes` covering `total_bytes`, the last one
-/// holding the remainder, as DDP fills them. Precondition: bucket_bytes > 0.
-std::vector<int64_t> bucket_sizes(int64_t total_bytes, int64_t bucket_bytes);
+/// A run of `count` equal sizes.
+struct SizeRun {
+  int64_t bytes = 0;
+  int64_t count = 0;
+  bool operator==(const SizeRun&) const = default;
+};
 
-/// `total_bytes` in `num_parts` near-equal parts (the first total % parts one byte larger);
+/// Consecutive buckets of at most `bucket_bytes` covering `total_bytes`, the last one holding
+/// the remainder, as DDP fills them: {bucket, total / bucket} then {total % bucket, 1}; empty
+/// runs left out. Precondition: bucket_bytes > 0.
+std::vector<SizeRun> bucket_sizes(int64_t total_bytes, int64_t bucket_bytes);
+
+/// `total_bytes` in `num_parts` near-equal parts: {ceil, total % parts} then {floor, the rest};
 /// parts of 0 bytes are left out. Precondition: num_parts > 0.
-std::vector<int64_t> even_split(int64_t total_bytes, int64_t num_parts);
+std::vector<SizeRun> even_split(int64_t total_bytes, int64_t num_parts);
 
 /// Every data-parallel call of pipeline stage `stage` in one step (see DpBuckets), costed by
 /// collective_seconds over the nodes the stage's dp groups touch. options.bucket_bytes must
@@ -52,9 +62,11 @@ std::vector<int64_t> even_split(int64_t total_bytes, int64_t num_parts);
 DpBuckets dp_buckets(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                      const Layout& layout, const PlanOptions& options, int64_t stage);
 
-/// Sum of the buckets' seconds.
+/// Sum of seconds * num_calls.
 double total_seconds(const std::vector<DpBucket>& buckets);
-/// Sum of the buckets' bytes.
+/// Sum of bytes * num_calls.
 int64_t total_bytes(const std::vector<DpBucket>& buckets);
+/// Number of calls: sum of num_calls.
+int64_t total_calls(const std::vector<DpBucket>& buckets);
 
 }  // namespace meshplan::planner
