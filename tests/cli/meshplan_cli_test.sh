@@ -357,5 +357,10 @@ expect "--gpus abc: one line on stderr" \
 expect "missing --gpus: one line on stderr" \
   plan_error "--gpus" --model tiny --cluster dgx-a100-80gb
 
+# Issue 11: a global batch of 10^12 searched for hours in gigabytes; capped at 10^6 sequences.
+expect "--global-batch 10^12: capped, one line, exit 2" \
+  plan_error "global_batch: must be between 1 and 1000000 (1000000000000)" \
+  --model tiny --cluster dgx-a100-80gb --gpus 8 --global-batch 1000000000000
+
 echo "# meshplan cli: $num_checks checks, $num_failed failed; $num_known known bugs not counted"
 [ "$num_failed" -eq 0 ]
