@@ -158,11 +158,12 @@ std::vector<CollectiveTraffic> collective_inventory(const models::TransformerCon
                       layout.dp, parameters * e, 1);
       } else {
         // ZeRO-2/3 reduce-scatter every micro-batch's gradients into the owned partition.
-        const int64_t rounds = layout.zero >= 2 ? m : 1;
+        const int64_t rounds = zero_shards_gradients(layout) ? m : 1;
         inventory.add(stage, "dp: gradient reduce-scatter (ZeRO)", CollectiveKind::kReduceScatter,
                       CommGroup::kDp, layout.dp, padded * e, rounds);
         inventory.add(stage, "dp: parameter all-gather (ZeRO)", CollectiveKind::kAllGather,
-                      CommGroup::kDp, layout.dp, padded * e, layout.zero == 3 ? 2 * m : 1);
+                      CommGroup::kDp, layout.dp, padded * e,
+                      zero_shards_parameters(layout) ? 2 * m : 1);
       }
     }
   }

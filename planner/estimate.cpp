@@ -170,8 +170,7 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
     stage.peak_in_flight_micro_batches = in_flight.all_chunks;
     stage.memory = stage_memory(model, cluster, layout, options, s, in_flight);
     stage.num_parameters = stage_parameter_count(model, layout, s);
-    const int64_t updated = layout.zero >= 1 ? (stage.num_parameters + layout.dp - 1) / layout.dp
-                                             : stage.num_parameters;
+    const int64_t updated = zero_shard_count(layout, stage.num_parameters);
     stage.optimizer_step_seconds = optimizer_step_seconds(cluster, updated);
     const DpTimes& dp = dp_per_stage.emplace_back(dp_times(model, cluster, layout, options, s));
     stage.dp_grad_sync_seconds = dp.gradient_seconds + dp.parameter_gather_seconds;

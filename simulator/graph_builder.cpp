@@ -397,9 +397,9 @@ void Builder::build_op_list(int32_t rank) {
 void Builder::add_send(int32_t rank, int32_t index, const PipelineOp& op) {
   const RankCoords& coords = ranks_[rank].coords;
   const bool gradient = op.kind == OpKind::kSendGradient;
-  // Virtual stage v = chunk * pp + stage; activations go to v + 1, gradients to v - 1.
+  // Activations go to virtual stage v + 1, gradients to v - 1.
   const int64_t pp = layout_.pp;
-  const int64_t target = op.chunk * pp + coords.pp_rank + (gradient ? -1 : 1);
+  const int64_t target = planner::virtual_stage(pp, coords.pp_rank, op.chunk) + (gradient ? -1 : 1);
   if (target < 0 || target >= pp * vpp_ || target % pp != op.peer_stage) {
     throw RuntimeError(fmt::format(
         "simulate: schedule: stage {} op {}: {} to stage {} does not reach virtual stage {}",

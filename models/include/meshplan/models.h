@@ -36,6 +36,8 @@ struct TransformerConfig {
   bool qkv_bias = false;               // bias on the Q, K, V projections (GPT-2, Qwen2)
   bool attention_output_bias = false;  // bias on the attention output projection
   bool mlp_bias = false;               // biases on the MLP projections
+
+  bool operator==(const TransformerConfig&) const = default;
 };
 
 /// Exact parameter counts of a TransformerConfig, by place.
@@ -79,6 +81,8 @@ struct GpuSpec {
   double peak_fp32_flops_per_second = 0;  // dense fp32 peak (non tensor core), e.g. 19.5e12
   int64_t hbm_bytes = 0;                  // e.g. 80e9
   double hbm_bytes_per_second = 0;        // e.g. 2.039e12
+
+  bool operator==(const GpuSpec&) const = default;
 };
 
 /// Achieved-over-peak parameters of the compute model, one set per GPU type (never per run).
@@ -89,6 +93,8 @@ struct ComputeEfficiency {
   double attention_efficiency = 0;      // fused (flash) attention throughput / peak
   double hbm_efficiency = 0;            // achieved / datasheet HBM bandwidth, memory-bound ops
   double collective_efficiency = 0;     // achieved NCCL bus bandwidth / link line rate
+
+  bool operator==(const ComputeEfficiency&) const = default;
 };
 
 /// A homogeneous GPU cluster.
@@ -105,6 +111,8 @@ struct ClusterConfig {
   Precision precision = Precision::kBf16Mixed;  // what training runs in on this cluster
   ComputeEfficiency efficiency;
   std::string source;  // datasheets the numbers come from
+
+  bool operator==(const ClusterConfig&) const = default;
 };
 
 /// A preset name (`dgx-a100-80gb`, `dgx-h100`, `dgx-h200`, `local-cpu`) or a cluster JSON file.

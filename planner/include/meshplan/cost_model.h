@@ -38,6 +38,8 @@ struct PlanOptions {
   int64_t bucket_bytes = kDefaultBucketBytes;
   // Tensor-parallel groups may span nodes (normally rejected: tp belongs on NVLink).
   bool allow_tp_across_nodes = false;
+
+  bool operator==(const PlanOptions&) const = default;
 };
 
 enum class CollectiveKind { kAllReduce, kAllGather, kReduceScatter, kSendRecv };
@@ -174,6 +176,11 @@ int64_t layers_per_chunk(const models::TransformerConfig& model, const Layout& l
 double collective_seconds(const models::ClusterConfig& cluster, CollectiveKind kind,
                           int64_t message_bytes, int64_t group_size, int64_t stride,
                           int64_t first_rank = 0);
+
+/// Whether pipeline sends are scattered over tp and the receiver all-gathers them: the
+/// scatter_gather_pipeline option with tp > 1 and no sequence parallelism (which already sends
+/// 1/t of the tensor).
+bool pipeline_scatter_gather(const Layout& layout, const PlanOptions& options);
 
 /// One stage-to-stage activation (or gradient) transfer leaving `stage`: the collective
 /// inventory's send over the slower of the stage's two boundaries, plus the receiver's tp

@@ -21,6 +21,8 @@ struct Plan {
   int64_t num_gpus = 0;
   Layout layout;
   PlanOptions options;
+
+  bool operator==(const Plan&) const = default;
 };
 
 nlohmann::json plan_to_json(const Plan& plan, const PlanEstimate& estimate);
