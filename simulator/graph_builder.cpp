@@ -83,6 +83,12 @@ BuiltGraph Builder::build() {
     estimate += 2 * ops + 8 + 3 * (costs.grad_buckets.size() + costs.param_buckets.size()) +
                 ops * (costs.chunk_param_buckets.size() + costs.chunk_grad_buckets.size());
   }
+  if (estimate > static_cast<size_t>(kMaxTasks)) {
+    throw InputError(fmt::format(
+        "{}: {}: the task graph would hold about {} tasks, over the simulator's limit of {}{}",
+        input_.source, input_.all_ranks ? "all_ranks" : "layout", estimate, kMaxTasks,
+        input_.all_ranks ? " (simulate one rank per stage instead)" : ""));
+  }
   graph_->reserve(estimate, 2 * estimate);
   for (RankState& state : states_) {
     state.transfer_to.assign(static_cast<size_t>(2 * num_micro_batches_ * vpp_), -1);
@@ -98,21 +104,22 @@ BuiltGraph Builder::build() {
 void Builder::validate() const {
   const int64_t pp = layout_.pp;
   if (input_.schedule.pp != pp || static_cast<int64_t>(input_.schedule.stages.size()) != pp) {
-    throw InputError(fmt::format("simulate: schedule: built for pp = {}, layout has pp = {} ({})",
-                                 input_.schedule.pp, pp, input_.schedule.stages.size()));
+    throw InputError(fmt::format("{}: schedule: built for pp = {}, layout has pp = {} ({})",
+                                 input_.source, input_.schedule.pp, pp,
+                                 input_.schedule.stages.size()));
   }
   if (input_.schedule.vpp != vpp_) {
-    throw InputError(fmt::format("simulate: schedule: built for vpp = {}, layout has vpp = {}",
-                                 input_.schedule.vpp, vpp_));
+    throw InputError(fmt::format("{}: schedule: built for vpp = {}, layout has vpp = {}",
+                                 input_.source, input_.schedule.vpp, vpp_));
   }
   if (static_cast<int64_t>(input_.stages.size()) != pp) {
-    throw InputError(fmt::format("simulate: stages: expected one per pipeline stage, {} ({})", pp,
-                                 input_.stages.size()));
+    throw InputError(fmt::format("{}: stages: expected one per pipeline stage, {} ({})",
+                                 input_.source, pp, input_.stages.size()));
   }
   for (int64_t s = 0; s < pp; ++s) {
     if (static_cast<int64_t>(input_.stages[s].chunks.size()) != vpp_) {
-      throw InputError(fmt::format("simulate: stages[{}].chunks: expected vpp = {} chunks ({})", s,
-                                   vpp_, input_.stages[s].chunks.size()));
+      throw InputError(fmt::format("{}: stages[{}].chunks: expected vpp = {} chunks ({})",
+                                   input_.source, s, vpp_, input_.stages[s].chunks.size()));
     }
   }
   for (int64_t s = 0; s < pp; ++s) {
@@ -120,17 +127,17 @@ void Builder::validate() const {
     // Gradients are reduced once a step (ZeRO 0-1) or per op (ZeRO 2-3), parameters gathered
     // once a step (ZeRO 1-2) or per op (ZeRO-3): never both ways.
     if (!costs.grad_buckets.empty() && !costs.chunk_grad_buckets.empty()) {
-      throw InputError(
-          fmt::format("simulate: stages[{}]: gradients reduced both once per step and per op", s));
+      throw InputError(fmt::format(
+          "{}: stages[{}]: gradients reduced both once per step and per op", input_.source, s));
     }
     if (!costs.param_buckets.empty() && !costs.chunk_param_buckets.empty()) {
       throw InputError(fmt::format(
-          "simulate: stages[{}]: parameters gathered both once per step and per op", s));
+          "{}: stages[{}]: parameters gathered both once per step and per op", input_.source, s));
     }
   }
   if (input_.gpus_per_node < 1) {
-    throw InputError(
-        fmt::format("simulate: gpus_per_node: must be at least 1 ({})", input_.gpus_per_node));
+    throw InputError(fmt::format("{}: gpus_per_node: must be at least 1 ({})", input_.source,
+                                 input_.gpus_per_node));
   }
 }
 
@@ -247,7 +254,7 @@ std::map<int32_t, std::vector<Piece>> Builder::carriers(const std::vector<Pipeli
   std::vector<int64_t> bytes;
   for (int32_t i : chosen) {
     if (i < 0) {
-      throw RuntimeError(fmt::format("simulate: schedule: a chunk has no {} op",
+      throw RuntimeError(fmt::format("{}: schedule: a chunk has no {} op", input_.source,
                                      planner::to_string(carrier_kind)));
     }
     seconds.push_back(compute_seconds(costs.chunks[ops[i].chunk], carrier_kind));
@@ -298,8 +305,8 @@ void Builder::build_op_list(int32_t rank) {
     const PipelineOp& op = ops[index];
     if (op.chunk < 0 || op.chunk >= vpp_ || op.micro_batch < 0 ||
         op.micro_batch >= num_micro_batches_) {
-      throw RuntimeError(fmt::format("simulate: schedule: stage {} op {}: micro-batch {} chunk {}",
-                                     stage, index, op.micro_batch, op.chunk));
+      throw RuntimeError(fmt::format("{}: schedule: stage {} op {}: micro-batch {} chunk {}",
+                                     input_.source, stage, index, op.micro_batch, op.chunk));
     }
     auto describe = [&](int32_t task) {
       TaskRecord& record = graph_->task(task);
@@ -402,8 +409,8 @@ void Builder::add_send(int32_t rank, int32_t index, const PipelineOp& op) {
   const int64_t target = planner::virtual_stage(pp, coords.pp_rank, op.chunk) + (gradient ? -1 : 1);
   if (target < 0 || target >= pp * vpp_ || target % pp != op.peer_stage) {
     throw RuntimeError(fmt::format(
-        "simulate: schedule: stage {} op {}: {} to stage {} does not reach virtual stage {}",
-        coords.pp_rank, index, planner::to_string(op.kind), op.peer_stage, target));
+        "{}: schedule: stage {} op {}: {} to stage {} does not reach virtual stage {}",
+        input_.source, coords.pp_rank, index, planner::to_string(op.kind), op.peer_stage, target));
   }
   RankCoords peer_coords = coords;
   peer_coords.pp_rank = target % pp;
@@ -428,8 +435,9 @@ void Builder::add_send(int32_t rank, int32_t index, const PipelineOp& op) {
   }
   int32_t& slot = states_[peer].transfer_to[receive_key(gradient, op.micro_batch, target / pp)];
   if (slot >= 0) {
-    throw RuntimeError(fmt::format("simulate: schedule: stage {} sends {} of micro-batch {} twice",
-                                   coords.pp_rank, planner::to_string(op.kind), op.micro_batch));
+    throw RuntimeError(fmt::format("{}: schedule: stage {} sends {} of micro-batch {} twice",
+                                   input_.source, coords.pp_rank, planner::to_string(op.kind),
+                                   op.micro_batch));
   }
   slot = task;
 }
@@ -441,8 +449,8 @@ void Builder::connect_receives() {
       if (transfer < 0) {
         const TaskRecord& record = graph_->task(wait);
         throw RuntimeError(fmt::format(
-            "simulate: schedule: stage {} receives micro-batch {} chunk {} that is never sent",
-            ranks_[rank].coords.pp_rank, record.micro_batch, record.chunk));
+            "{}: schedule: stage {} receives micro-batch {} chunk {} that is never sent",
+            input_.source, ranks_[rank].coords.pp_rank, record.micro_batch, record.chunk));
       }
       graph_->add_edge(transfer, wait);
       graph_->task(transfer).peer = wait;

@@ -42,17 +42,18 @@ models::ClusterConfig without_communication(models::ClusterConfig cluster) {
 }  // namespace
 
 SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanEstimate& estimate,
-                                 const SimulationOptions& options) {
+                                 const SimulationOptions& options, const std::string& source) {
   const planner::Layout& layout = plan.layout;
   if (options.bucket_bytes <= 0) {
     throw InputError(
-        fmt::format("simulate: bucket_bytes: must be positive ({})", options.bucket_bytes));
+        fmt::format("{}: bucket_bytes: must be positive ({})", source, options.bucket_bytes));
   }
   if (static_cast<int64_t>(estimate.stages.size()) != layout.pp) {
-    throw InputError(fmt::format("simulate: layout: the planner has no stage costs ({})",
+    throw InputError(fmt::format("{}: layout: the planner has no stage costs ({})", source,
                                  estimate.rejection_reason));
   }
   SimulationInput input;
+  input.source = source;
   input.layout = layout;
   input.schedule = planner::generate_schedule(layout.schedule, layout.pp, layout.vpp,
                                               layout.num_micro_batches());
@@ -112,7 +113,7 @@ SimulationResult simulate_plan(const planner::Plan& plan, const SimulationOption
     throw InputError(fmt::format("{}: layout: {} ({})", source, estimate.rejection_reason,
                                  estimate.rejection_code));
   }
-  SimulationResult result = simulate(simulation_input(simulated, estimate, options));
+  SimulationResult result = simulate(simulation_input(simulated, estimate, options, source));
   result.model_name = plan.model.name;
   result.cluster_name = plan.cluster.name;
   result.options = options;

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "meshplan/dp_buckets.h"
+#include "meshplan/errors.h"
 #include "meshplan/models.h"
 #include "meshplan/simulator.h"
 
@@ -60,6 +61,31 @@ TEST_CASE("plan input: the simulator's buckets are the planner's, ZeRO 0-3") {
       }
     }
   }
+}
+
+}  // namespace meshplan::simulator
+
+namespace meshplan::simulator {
+
+TEST_CASE("plan input: errors name the plan file, not the command") {
+  planner::Plan plan;
+  plan.model = models::load_model("tiny");
+  plan.cluster = models::load_cluster("dgx-a100-80gb");
+  plan.layout.global_batch = 2;
+  plan.num_gpus = 1;
+  const planner::PlanEstimate estimate =
+      planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
+  SimulationOptions options;
+  options.bucket_bytes = 0;
+  CHECK_THROWS_WITH_AS(simulation_input(plan, estimate, options, "p.json"),
+                       "p.json: bucket_bytes: must be positive (0)", InputError);
+  options.bucket_bytes = 1;
+  // The replay's own checks carry the same source.
+  SimulationInput input = simulation_input(plan, estimate, options, "p.json");
+  CHECK(input.source == "p.json");
+  input.gpus_per_node = 0;
+  CHECK_THROWS_WITH_AS(simulate(input), "p.json: gpus_per_node: must be at least 1 (0)",
+                       InputError);
 }
 
 }  // namespace meshplan::simulator
