@@ -137,9 +137,9 @@ struct PlanEstimate {
 };
 
 /// Checks the layout's validity rules (returns a non-empty code and reason on the first
-/// violation; memory is not checked here). Codes: "gpus", "tp_heads", "tp_kv_heads",
-/// "tp_node", "pp_layers", "batch", "interleaved_micro_batches", "sequence_parallel",
-/// "zero", "vpp_schedule".
+/// violation; memory is not checked here). Codes, in the order checked: "sizes", "gpus",
+/// "tp_heads", "tp_kv_heads", "tp_ffn", "tp_node", "pp_layers", "batch", "vpp_schedule" or
+/// "interleaved_micro_batches" (check_schedule_shape), "sequence_parallel", "zero".
 struct Validity {
   std::string code;
   std::string reason;
@@ -165,7 +165,8 @@ int64_t padded_vocab_size(const models::TransformerConfig& model, int64_t tp);
 int64_t stage_parameter_count(const models::TransformerConfig& model, const Layout& layout,
                               int64_t stage);
 
-/// Layers per model chunk for (stage, chunk): the l / (pp * vpp) split; precondition divisible.
+/// Layers in every model chunk: l / (pp * vpp), the same for each (stage, chunk). Precondition:
+/// divisible (check_layout's "pp_layers").
 int64_t layers_per_chunk(const models::TransformerConfig& model, const Layout& layout);
 
 /// Ring collective time on a group of `group_size` ranks placed `stride` ranks apart in the
