@@ -269,9 +269,8 @@ std::map<int32_t, std::vector<Piece>> Builder::carriers(const std::vector<Pipeli
   return result;
 }
 
-void Builder::build_op_list(int32_t rank) {
-  const RankCoords& coords = ranks_[rank].coords;
-  const int64_t stage = coords.pp_rank;
+Builder::OpListContext Builder::op_list_context(int32_t rank) {
+  const int64_t stage = ranks_[rank].coords.pp_rank;
   const std::vector<PipelineOp>& ops = input_.schedule.stages[stage];
   const StageCosts& costs = input_.stages[stage];
   RankState& state = states_[rank];
@@ -280,27 +279,123 @@ void Builder::build_op_list(int32_t rank) {
   const bool split = std::any_of(ops.begin(), ops.end(), [](const PipelineOp& op) {
     return op.kind == OpKind::kBackwardWeight;
   });
-  const auto grad_carriers =
-      input_.overlap_grad_reduce
-          ? carriers(ops, costs, split ? OpKind::kBackwardWeight : OpKind::kBackward, true,
-                     costs.grad_buckets, BucketEdge::kReadyAtEnd)
-          : std::map<int32_t, std::vector<Piece>>{};
-  const auto param_carriers = input_.overlap_param_gather
-                                  ? carriers(ops, costs, OpKind::kForward, false,
-                                             costs.param_buckets, BucketEdge::kNeededAtStart)
-                                  : std::map<int32_t, std::vector<Piece>>{};
-  // ZeRO-3: per-layer gathers before every F and B (B needs the weights for the input
-  // gradient; W does not), per-layer reduce-scatters after every gradient-producing op.
-  const OpKind gradient_kind = split ? OpKind::kBackwardWeight : OpKind::kBackward;
-  std::vector<int64_t> chunk_param_bytes, chunk_grad_bytes;
+  OpListContext context;
+  context.gradient_kind = split ? OpKind::kBackwardWeight : OpKind::kBackward;
+  if (input_.overlap_grad_reduce) {
+    context.grad_carriers = carriers(ops, costs, context.gradient_kind, true, costs.grad_buckets,
+                                     BucketEdge::kReadyAtEnd);
+  }
+  if (input_.overlap_param_gather) {
+    context.param_carriers = carriers(ops, costs, OpKind::kForward, false, costs.param_buckets,
+                                      BucketEdge::kNeededAtStart);
+  }
   for (const Bucket& bucket : costs.chunk_param_buckets) {
-    chunk_param_bytes.push_back(bucket.bytes);
+    context.chunk_param_bytes.push_back(bucket.bytes);
   }
   for (const Bucket& bucket : costs.chunk_grad_buckets) {
-    chunk_grad_bytes.push_back(bucket.bytes);
+    context.chunk_grad_bytes.push_back(bucket.bytes);
   }
-  std::vector<int32_t> op_ends;  // last task of each compute op so far
-  const StreamKind tp_stream = input_.overlap_tp_comm ? StreamKind::kTpComm : StreamKind::kCompute;
+  return context;
+}
+
+std::vector<OpPiece> Builder::compute_pieces(int32_t rank, int32_t index, const PipelineOp& op,
+                                             OpListContext& context, std::vector<int32_t>*& needs,
+                                             std::vector<int32_t>*& ready) {
+  RankState& state = states_[rank];
+  const double seconds =
+      compute_seconds(input_.stages[ranks_[rank].coords.pp_rank].chunks[op.chunk], op.kind);
+  // ZeRO-3: per-layer gathers before every F and B (B needs the weights for the input
+  // gradient; W does not), per-layer reduce-scatters after every gradient-producing op.
+  const bool gathers = !context.chunk_param_bytes.empty() && op.kind != OpKind::kBackwardWeight;
+  const bool reduces = !context.chunk_grad_bytes.empty() && op.kind == context.gradient_kind;
+  std::vector<OpPiece> pieces;
+  if (gathers || reduces) {
+    pieces = split_op(
+        seconds, gathers ? context.chunk_param_bytes : std::vector<int64_t>{},
+        reduces && input_.overlap_grad_reduce ? context.chunk_grad_bytes : std::vector<int64_t>{});
+    if (gathers) {
+      // Prefetch one op ahead: gathers may start once the op before the previous one ends;
+      // without overlap, once the previous op ends (the planner then exposes them all).
+      const std::vector<int32_t>& ends = context.op_ends;
+      const size_t back = input_.overlap_grad_reduce ? 2 : 1;
+      state.gather_gates.push_back(ends.size() >= back ? ends[ends.size() - back] : -1);
+      needs = &state.gather_users.emplace_back(context.chunk_param_bytes.size(), -1);
+    }
+    if (reduces) {
+      ready = &state.reduce_ready.emplace_back(context.chunk_grad_bytes.size(), -1);
+      state.reduce_blocks.push_back(-1);
+      if (!input_.overlap_grad_reduce) {
+        for (int32_t k = 0; k < static_cast<int32_t>(context.chunk_grad_bytes.size()); ++k) {
+          pieces.back().ready.push_back(k);  // all after the op
+        }
+      }
+    }
+  } else if (auto it = context.grad_carriers.find(index); it != context.grad_carriers.end()) {
+    for (const Piece& piece : it->second) {
+      pieces.push_back(OpPiece{piece.seconds, {}, piece.buckets});
+    }
+    ready = &state.grad_ready;
+  } else if (auto it2 = context.param_carriers.find(index); it2 != context.param_carriers.end()) {
+    for (const Piece& piece : it2->second) {
+      pieces.push_back(OpPiece{piece.seconds, piece.buckets, {}});
+    }
+  } else {
+    pieces.push_back(OpPiece{seconds, {}, {}});
+  }
+  return pieces;
+}
+
+void Builder::describe_task(int32_t task, int32_t index, const PipelineOp& op) {
+  TaskRecord& record = graph_->task(task);
+  record.op_index = index;
+  record.micro_batch = static_cast<int32_t>(op.micro_batch);
+  record.chunk = static_cast<int32_t>(op.chunk);
+}
+
+void Builder::add_compute_op(int32_t rank, int32_t index, const PipelineOp& op,
+                             OpListContext& context) {
+  RankState& state = states_[rank];
+  // Without overlap the op waits for the previous gradient op's reduce-scatter.
+  const int32_t blocked_by =
+      !input_.overlap_grad_reduce && !state.reduce_blocks.empty() && state.reduce_blocks.back() < 0
+          ? static_cast<int32_t>(state.reduce_blocks.size()) - 1
+          : -1;
+  std::vector<int32_t>* needs = nullptr;  // [bucket] -> piece task
+  std::vector<int32_t>* ready = nullptr;
+  const std::vector<OpPiece> pieces = compute_pieces(rank, index, op, context, needs, ready);
+  for (const OpPiece& piece : pieces) {
+    const int32_t task = add_task(task_kind(op.kind), StreamKind::kCompute, rank, piece.seconds);
+    describe_task(task, index, op);
+    chain(state, task);
+    if (blocked_by >= 0 && &piece == &pieces.front()) {
+      state.reduce_blocks[blocked_by] = task;
+    }
+    for (int32_t k : piece.needs) {
+      if (needs != nullptr) {
+        (*needs)[k] = task;
+      } else {
+        state.param_users[k].push_back(task);
+      }
+    }
+    for (int32_t k : piece.ready) {
+      (*ready)[k] = task;
+    }
+  }
+  const planner::ChunkCost& cost = input_.stages[ranks_[rank].coords.pp_rank].chunks[op.chunk];
+  if (const double tp = tp_seconds(cost, op.kind); tp > 0) {
+    const StreamKind stream = input_.overlap_tp_comm ? StreamKind::kTpComm : StreamKind::kCompute;
+    const int32_t task = add_task(TaskKind::kTpComm, stream, rank, tp);
+    describe_task(task, index, op);
+    chain(state, task);
+  }
+  context.op_ends.push_back(state.last);
+}
+
+void Builder::build_op_list(int32_t rank) {
+  const int64_t stage = ranks_[rank].coords.pp_rank;
+  const std::vector<PipelineOp>& ops = input_.schedule.stages[stage];
+  RankState& state = states_[rank];
+  OpListContext context = op_list_context(rank);
   for (int32_t index = 0; index < static_cast<int32_t>(ops.size()); ++index) {
     const PipelineOp& op = ops[index];
     if (op.chunk < 0 || op.chunk >= vpp_ || op.micro_batch < 0 ||
@@ -308,89 +403,13 @@ void Builder::build_op_list(int32_t rank) {
       throw RuntimeError(fmt::format("{}: schedule: stage {} op {}: micro-batch {} chunk {}",
                                      input_.source, stage, index, op.micro_batch, op.chunk));
     }
-    auto describe = [&](int32_t task) {
-      TaskRecord& record = graph_->task(task);
-      record.op_index = index;
-      record.micro_batch = static_cast<int32_t>(op.micro_batch);
-      record.chunk = static_cast<int32_t>(op.chunk);
-    };
     if (is_compute_op(op.kind)) {
-      const planner::ChunkCost& cost = costs.chunks[op.chunk];
-      const double seconds = compute_seconds(cost, op.kind);
-      // needs: buckets to gather before the piece; ready: buckets complete after it.
-      std::vector<OpPiece> pieces;
-      std::vector<int32_t>* need_users = nullptr;  // [bucket] -> piece task
-      std::vector<int32_t>* ready_tasks = nullptr;
-      // Without overlap the op waits for the previous gradient op's reduce-scatter.
-      const int32_t blocked_by = !input_.overlap_grad_reduce && !state.reduce_blocks.empty() &&
-                                         state.reduce_blocks.back() < 0
-                                     ? static_cast<int32_t>(state.reduce_blocks.size()) - 1
-                                     : -1;
-      const bool gathers = !chunk_param_bytes.empty() && op.kind != OpKind::kBackwardWeight;
-      const bool reduces = !chunk_grad_bytes.empty() && op.kind == gradient_kind;
-      if (gathers || reduces) {
-        pieces = split_op(
-            seconds, gathers ? chunk_param_bytes : std::vector<int64_t>{},
-            reduces && input_.overlap_grad_reduce ? chunk_grad_bytes : std::vector<int64_t>{});
-        if (gathers) {
-          // Prefetch one op ahead: gathers may start once the op before the previous one ends;
-          // without overlap, once the previous op ends (the planner then exposes them all).
-          const size_t back = input_.overlap_grad_reduce ? 2 : 1;
-          state.gather_gates.push_back(op_ends.size() >= back ? op_ends[op_ends.size() - back]
-                                                              : -1);
-          need_users = &state.gather_users.emplace_back(chunk_param_bytes.size(), -1);
-        }
-        if (reduces) {
-          ready_tasks = &state.reduce_ready.emplace_back(chunk_grad_bytes.size(), -1);
-          state.reduce_blocks.push_back(-1);
-          if (!input_.overlap_grad_reduce) {
-            for (int32_t k = 0; k < static_cast<int32_t>(chunk_grad_bytes.size()); ++k) {
-              pieces.back().ready.push_back(k);  // all after the op
-            }
-          }
-        }
-      } else if (auto it = grad_carriers.find(index); it != grad_carriers.end()) {
-        for (const Piece& piece : it->second) {
-          pieces.push_back(OpPiece{piece.seconds, {}, piece.buckets});
-        }
-        ready_tasks = &state.grad_ready;
-      } else if (auto it2 = param_carriers.find(index); it2 != param_carriers.end()) {
-        for (const Piece& piece : it2->second) {
-          pieces.push_back(OpPiece{piece.seconds, piece.buckets, {}});
-        }
-      } else {
-        pieces.push_back(OpPiece{seconds, {}, {}});
-      }
-      for (const OpPiece& piece : pieces) {
-        const int32_t task =
-            add_task(task_kind(op.kind), StreamKind::kCompute, rank, piece.seconds);
-        describe(task);
-        chain(state, task);
-        if (blocked_by >= 0 && &piece == &pieces.front()) {
-          state.reduce_blocks[blocked_by] = task;
-        }
-        for (int32_t k : piece.needs) {
-          if (need_users != nullptr) {
-            (*need_users)[k] = task;
-          } else {
-            state.param_users[k].push_back(task);
-          }
-        }
-        for (int32_t k : piece.ready) {
-          (*ready_tasks)[k] = task;
-        }
-      }
-      if (const double tp = tp_seconds(cost, op.kind); tp > 0) {
-        const int32_t task = add_task(TaskKind::kTpComm, tp_stream, rank, tp);
-        describe(task);
-        chain(state, task);
-      }
-      op_ends.push_back(state.last);
+      add_compute_op(rank, index, op, context);
     } else if (op.kind == OpKind::kSendActivation || op.kind == OpKind::kSendGradient) {
       add_send(rank, index, op);
     } else {
       const int32_t task = add_task(TaskKind::kRecvWait, StreamKind::kCompute, rank, 0.0);
-      describe(task);
+      describe_task(task, index, op);
       chain(state, task);
       state.receives.emplace_back(
           task, receive_key(op.kind == OpKind::kRecvGradient, op.micro_batch, op.chunk));
