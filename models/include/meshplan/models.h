@@ -60,6 +60,11 @@ void validate_model(const TransformerConfig& model, const std::string& source);
 /// Hugging Face config.json (detected by its `architectures` field). Throws InputError.
 TransformerConfig load_model(const std::string& name_or_path);
 TransformerConfig model_from_json(const nlohmann::json& json, const std::string& source);
+/// The model format's "activation", "norm" and "positions" fields of `json`; InputError
+/// "<source>: <field>: unsupported <field> (<text>); supported: ..." otherwise.
+Activation parse_activation(const nlohmann::json& json, const std::string& source);
+Norm parse_norm(const nlohmann::json& json, const std::string& source);
+Positions parse_positions(const nlohmann::json& json, const std::string& source);
 nlohmann::json model_to_json(const TransformerConfig& model);
 std::vector<std::string> model_preset_names();
 
