@@ -1,9 +1,11 @@
 // meshplan plan | explain | validate.
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -86,6 +88,27 @@ void refine_by_simulation(const models::TransformerConfig& model,
   }
   fmt::print("{}", reports::format_refined_table(rows));
   std::copy(reordered.begin(), reordered.end(), result.best.begin());
+}
+
+// Prints the search's progress on stderr, one updating line, when stderr is a terminal and the
+// search has run for a second (short searches and redirected output stay quiet).
+planner::SearchProgress terminal_progress() {
+  if (::isatty(STDERR_FILENO) == 0) {
+    return {};
+  }
+  const auto start = std::chrono::steady_clock::now();
+  return [start, shown = false](int64_t evaluated, int64_t total) mutable {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (seconds < 1.0 && !shown) {
+      return;
+    }
+    shown = true;
+    fmt::print(stderr, "\r# searching: {} of {} layouts costed ({:.0f}%, {:.0f} s){}", evaluated,
+               total, 100.0 * static_cast<double>(evaluated) / static_cast<double>(total), seconds,
+               evaluated == total ? "\n" : "");
+    std::fflush(stderr);
+  };
 }
 
 // The model to plan: the preset or config file, at --seq-len when given.
@@ -197,7 +220,7 @@ void run_plan(const PlanArguments& args) {
   planner::SearchResult result = planner::search_layouts(
       model, cluster, space, options,
       args.objective == "time" ? planner::Objective::kTime : planner::Objective::kMemory,
-      std::max(args.top, args.refine.value_or(0)));
+      std::max(args.top, args.refine.value_or(0)), terminal_progress());
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 

@@ -104,9 +104,9 @@ TransformerConfig model_from_meshplan_json(const nlohmann::json& json, const std
       json.contains("max_position_embeddings") && !json["max_position_embeddings"].is_null()
           ? require_int(json, "max_position_embeddings", source)
           : model.seq_length;
-  model.activation = parse_enum(json, "activation", source, kActivations);
-  model.norm = parse_enum(json, "norm", source, kNorms);
-  model.positions = parse_enum(json, "positions", source, kPositions);
+  model.activation = parse_activation(json, source);
+  model.norm = parse_norm(json, source);
+  model.positions = parse_positions(json, source);
   model.tied_embeddings = require_bool(json, "tied_embeddings", source);
   model.qkv_bias = require_bool(json, "qkv_bias", source);
   model.attention_output_bias = require_bool(json, "attention_output_bias", source);
@@ -228,6 +228,18 @@ TransformerConfig load_model(const std::string& name_or_path) {
 
 std::vector<std::string> model_preset_names() {
   return preset_names(embedded_model_presets());
+}
+
+Activation parse_activation(const nlohmann::json& json, const std::string& source) {
+  return parse_enum(json, "activation", source, kActivations);
+}
+
+Norm parse_norm(const nlohmann::json& json, const std::string& source) {
+  return parse_enum(json, "norm", source, kNorms);
+}
+
+Positions parse_positions(const nlohmann::json& json, const std::string& source) {
+  return parse_enum(json, "positions", source, kPositions);
 }
 
 }  // namespace meshplan::models

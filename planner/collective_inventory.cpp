@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "estimate_internal.h"
+#include "meshplan/dp_buckets.h"
 #include "model_shape.h"
 
 namespace meshplan::planner {
@@ -150,17 +151,19 @@ std::vector<CollectiveTraffic> collective_inventory(const models::TransformerCon
     }
     if (layout.dp > 1) {
       const int64_t parameters = stage_parameter_count(model, layout, stage);
-      const int64_t padded = (parameters + layout.dp - 1) / layout.dp * layout.dp;
+      const int64_t padded = zero_padded_count(parameters, layout.dp);
+      // Stage volumes per step; dp_buckets.h splits each into the calls the step issues.
       if (layout.zero == 0) {
         inventory.add(stage, "dp: gradient all-reduce", CollectiveKind::kAllReduce, CommGroup::kDp,
                       layout.dp, parameters * e, 1);
       } else {
         // ZeRO-2/3 reduce-scatter every micro-batch's gradients into the owned partition.
-        const int64_t rounds = layout.zero >= 2 ? m : 1;
+        const int64_t rounds = zero_shards_gradients(layout) ? m : 1;
         inventory.add(stage, "dp: gradient reduce-scatter (ZeRO)", CollectiveKind::kReduceScatter,
                       CommGroup::kDp, layout.dp, padded * e, rounds);
         inventory.add(stage, "dp: parameter all-gather (ZeRO)", CollectiveKind::kAllGather,
-                      CommGroup::kDp, layout.dp, padded * e, layout.zero == 3 ? 2 * m : 1);
+                      CommGroup::kDp, layout.dp, padded * e,
+                      zero_shards_parameters(layout) ? 2 * m : 1);
       }
     }
   }

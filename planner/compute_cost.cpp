@@ -98,7 +98,7 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
                      const Layout& layout, const PlanOptions& options, int64_t stage,
                      int64_t chunk) {
   ChunkCost cost;
-  const int64_t virtual_stage = chunk * layout.pp + stage;
+  const int64_t virtual_stage = planner::virtual_stage(layout.pp, stage, chunk);
   cost.num_layers = layers_per_chunk(model, layout);
   cost.has_embedding = virtual_stage == 0;
   cost.has_lm_head = virtual_stage == layout.pp * layout.vpp - 1;

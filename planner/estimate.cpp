@@ -7,6 +7,7 @@
 #include "compute_cost.h"
 #include "estimate_internal.h"
 #include "memory.h"
+#include "meshplan/dp_buckets.h"
 #include "meshplan/units.h"
 #include "model_shape.h"
 
@@ -94,74 +95,206 @@ double pipeline_transfer_seconds(const models::TransformerConfig& model,
 
 namespace {
 
-// Gradient reduction of one stage over dp: all-reduce (ZeRO 0), reduce-scatter plus
-// all-gather of the parameters (ZeRO 1, 2: Rajbhandari et al. 2020, Sec. 7.2.1), and for
-// ZeRO 3 the per-micro-batch parameter all-gathers of forward and backward (ibid. Sec. 7.2.2).
+// Gradient reduction of one stage over dp, from its buckets (dp_buckets.h): all-reduce
+// (ZeRO 0), reduce-scatter plus all-gather of the parameters (ZeRO 1, 2: Rajbhandari et al.
+// 2020, Sec. 7.2.1), and for ZeRO 3 the per-micro-batch parameter all-gathers of forward and
+// backward (ibid. Sec. 7.2.2).
 struct DpTimes {
   double gradient_seconds = 0;          // reduction that may overlap the last backward
   double parameter_gather_seconds = 0;  // all-gather after the optimizer step
 };
 
-// Bucketed collective: full buckets and the remainder, each a call of its own.
-double bucketed_seconds(const models::ClusterConfig& cluster, const Layout& layout,
-                        CollectiveKind kind, int64_t stage, int64_t total_bytes,
-                        int64_t bucket_bytes) {
-  const int64_t full = total_bytes / bucket_bytes;
-  const int64_t remainder = total_bytes % bucket_bytes;
-  double seconds = 0;
-  if (full > 0) {
-    seconds += static_cast<double>(full) *
-               stage_collective_seconds(cluster, layout, kind, CommGroup::kDp, stage, bucket_bytes);
-  }
-  if (remainder > 0) {
-    seconds += stage_collective_seconds(cluster, layout, kind, CommGroup::kDp, stage, remainder);
-  }
-  return seconds;
+// Step totals: per-chunk calls run once per (micro-batch, chunk) op; ZeRO-3 gathers before
+// both the forward and the backward.
+DpTimes dp_times(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
+                 const Layout& layout, const PlanOptions& options, int64_t stage) {
+  const DpBuckets buckets = dp_buckets(model, cluster, layout, options, stage);
+  const double chunk_ops = static_cast<double>(layout.num_micro_batches() * layout.vpp);
+  DpTimes times;
+  times.gradient_seconds =
+      total_seconds(buckets.step_grad) + chunk_ops * total_seconds(buckets.chunk_grad);
+  times.parameter_gather_seconds =
+      total_seconds(buckets.step_param) + 2.0 * chunk_ops * total_seconds(buckets.chunk_param);
+  return times;
 }
 
-DpTimes dp_times(const models::ClusterConfig& cluster, const Layout& layout,
-                 const PlanOptions& options, int64_t stage, int64_t parameters,
-                 int64_t layers_in_stage) {
-  DpTimes times;
-  if (layout.dp <= 1) {
-    return times;
+// One stage's per-micro-batch times, summed over its chunks (f_s, b_s, W_s, its tp part).
+struct StageTimes {
+  double forward = 0;
+  double backward = 0;
+  double weight = 0;  // W of split schedules (inside backward)
+  double tp = 0;      // exposed tp communication (inside forward + backward)
+  double flops = 0;   // executed per micro-batch on one rank
+  DpTimes dp;
+};
+
+// Fills `stage` (chunk costs, memory, parameters, optimizer step, DP sync) for pipeline rank s
+// and returns its times.
+StageTimes estimate_stage(const models::TransformerConfig& model,
+                          const models::ClusterConfig& cluster, const Layout& layout,
+                          const PlanOptions& options, int64_t s, StageEstimate& stage) {
+  StageTimes times;
+  stage.stage = s;
+  for (int64_t c = 0; c < layout.vpp; ++c) {
+    stage.chunks.push_back(chunk_cost(model, cluster, layout, options, s, c));
+    const ChunkCost& chunk = stage.chunks.back();
+    times.forward += chunk.forward_seconds();
+    times.backward += chunk.backward_seconds();
+    times.weight += chunk.backward_weight_compute_seconds;
+    times.tp += chunk.forward_tp_comm_seconds + chunk.backward_tp_comm_seconds;
+    times.flops += static_cast<double>(chunk.forward_flops + chunk.backward_flops);
   }
-  const int64_t padded = (parameters + layout.dp - 1) / layout.dp * layout.dp;
-  const int64_t bytes = padded * element_bytes(cluster);
+  const int64_t m = layout.num_micro_batches();
+  const InFlight in_flight = peak_in_flight(layout.schedule, layout.pp, layout.vpp, m, s);
+  stage.peak_in_flight_micro_batches = in_flight.all_chunks;
+  stage.memory = stage_memory(model, cluster, layout, options, s, in_flight);
+  stage.num_parameters = stage_parameter_count(model, layout, s);
+  stage.optimizer_step_seconds =
+      optimizer_step_seconds(cluster, zero_shard_count(layout, stage.num_parameters));
+  times.dp = dp_times(model, cluster, layout, options, s);
+  stage.dp_grad_sync_seconds = times.dp.gradient_seconds + times.dp.parameter_gather_seconds;
+  return times;
+}
+
+// What the makespans read from the stages: sum and maxima of f_s + b_s and its split parts.
+struct PipelineTimes {
+  double sum_stage = 0, max_stage = 0, max_tp = 0;  // max_tp: of the slowest stage
+  double max_forward_backward_minus_weight = 0;     // F + B - W of split schedules
+  double max_forward_backward_input = 0, max_weight = 0;
+};
+
+PipelineTimes pipeline_times(const std::vector<StageTimes>& stages) {
+  PipelineTimes p;
+  for (const StageTimes& t : stages) {
+    const double stage = t.forward + t.backward;
+    p.sum_stage += stage;
+    if (stage > p.max_stage) {
+      p.max_stage = stage;
+      p.max_tp = t.tp;
+    }
+    p.max_forward_backward_minus_weight =
+        std::max(p.max_forward_backward_minus_weight, stage - 2.0 * t.weight);
+    p.max_forward_backward_input = std::max(p.max_forward_backward_input, stage - t.weight);
+    p.max_weight = std::max(p.max_weight, t.weight);
+  }
+  return p;
+}
+
+// Pipeline makespan of the layout's schedule (f_s + b_s: one micro-batch through stage s).
+double pipeline_makespan(const Layout& layout, const PipelineTimes& p) {
+  const double micro_batches = static_cast<double>(layout.num_micro_batches());
+  const double pp = static_cast<double>(layout.pp);
+  const double vpp = static_cast<double>(layout.vpp);
+  switch (layout.schedule) {
+    case ScheduleKind::kGpipe:
+    case ScheduleKind::kOneFOneB:
+      // Flow shop of identical jobs: fill and drain through every stage, then the slowest
+      // stage paces the other m - 1; (m + p - 1)(f + b) for equal stages, so the bubble is
+      // (p - 1)/(m + p - 1) (Narayanan et al. 2021, Sec. 2.2.1).
+      return p.sum_stage + (micro_batches - 1.0) * p.max_stage;
+    case ScheduleKind::kInterleaved:
+      // Bubble shrinks by v: (m v + p - 1) chunk times (ibid. Sec. 2.2.2).
+      return (micro_batches * vpp + pp - 1.0) * p.max_stage / vpp;
+    case ScheduleKind::kZbH1:
+      // ZB-H1 fills the drain with deferred weight-gradient work: bubble (p - 1)(F + B - W)
+      // instead of (p - 1)(F + B + W) (Qi et al. 2023, Sec. 3.1).
+      // With m < p there is no steady state: F and B run through the pipeline and back, then
+      // the last W, (m + p - 1)(F + B) + W; the larger of the two holds for every m.
+      return std::max(
+          micro_batches * p.max_stage + (pp - 1.0) * p.max_forward_backward_minus_weight,
+          (micro_batches + pp - 1.0) * p.max_forward_backward_input + p.max_weight);
+  }
+  return 0.0;
+}
+
+// Stage-to-stage sends on the critical path: one activation and one gradient per slot of the
+// schedule, (m v + p - 1) slots, each the collective inventory's send (s b h e, / t with
+// sequence parallelism or scatter/gather, the latter plus the receiver's tp all-gather), over
+// the slowest stage boundary.
+double exposed_transfer_seconds(const models::TransformerConfig& model,
+                                const models::ClusterConfig& cluster, const Layout& layout,
+                                const PlanOptions& options) {
+  if (layout.pp <= 1) {
+    return 0.0;
+  }
+  double transfer = 0;
+  for (int64_t stage = 0; stage < layout.pp; ++stage) {
+    transfer =
+        std::max(transfer, pipeline_transfer_seconds(model, cluster, layout, options, stage));
+  }
+  const double slots =
+      static_cast<double>(layout.num_micro_batches()) * static_cast<double>(layout.vpp) +
+      static_cast<double>(layout.pp) - 1.0;
+  return 2.0 * slots * transfer;
+}
+
+// Exposed DP communication of one stage whose last backward ends `slack` before stage 0's.
+// Data-parallel reduction of stage s starts after its last backward. Stage s finishes its
+// last backward sum_{j<s} b_j before stage 0 does (the drain runs back to stage 0), and with
+// overlap_grad_reduce it also hides behind its own last micro-batch's backward (bucketed
+// reduction, Li et al. 2020, PyTorch DDP, Sec. 3.2.3). The ZeRO-1/2 parameter all-gather
+// hides behind the next step's first forward with overlap_param_gather. ZeRO-3 gathers and
+// reduces every micro-batch; prefetching hides them behind that micro-batch's compute at
+// best (Rajbhandari et al. 2020, Sec. 7.2.2), so only the excess is exposed.
+double exposed_dp_seconds(const Layout& layout, const PlanOptions& options, const StageTimes& t,
+                          double slack) {
+  const double micro_batches = static_cast<double>(layout.num_micro_batches());
+  const DpTimes& dp = t.dp;
+  const double gather = options.overlap_param_gather
+                            ? std::max(0.0, dp.parameter_gather_seconds - t.forward)
+                            : dp.parameter_gather_seconds;
   if (layout.zero == 3) {
-    // ZeRO-3 gathers and reduce-scatters module by module (ibid. Sec. 7.2.2; FSDP wraps each
-    // transformer block): per micro-batch, one call per layer of 1/layers of the stage, each
-    // paying the collective's latency. Forward and backward each gather the weights again.
-    const int64_t layers = std::max<int64_t>(1, layers_in_stage);
-    const int64_t layer_bytes = (bytes + layers - 1) / layers;
-    const double per_micro_batch = static_cast<double>(layers);
-    const double m = static_cast<double>(layout.num_micro_batches());
-    times.gradient_seconds =
-        m * per_micro_batch *
-        stage_collective_seconds(cluster, layout, CollectiveKind::kReduceScatter, CommGroup::kDp,
-                                 stage, layer_bytes);
-    times.parameter_gather_seconds =
-        2.0 * m * per_micro_batch *
-        stage_collective_seconds(cluster, layout, CollectiveKind::kAllGather, CommGroup::kDp, stage,
-                                 layer_bytes);
-    return times;
-  }
-  const int64_t bucket = std::max<int64_t>(1, options.bucket_bytes);
-  if (layout.zero == 0) {
-    times.gradient_seconds =
-        bucketed_seconds(cluster, layout, CollectiveKind::kAllReduce, stage, bytes, bucket);
-  } else {
-    times.gradient_seconds =
-        bucketed_seconds(cluster, layout, CollectiveKind::kReduceScatter, stage, bytes, bucket);
-    times.parameter_gather_seconds =
-        bucketed_seconds(cluster, layout, CollectiveKind::kAllGather, stage, bytes, bucket);
+    const double per_micro_batch =
+        (dp.gradient_seconds + dp.parameter_gather_seconds) / micro_batches;
+    const double hidden = options.overlap_grad_reduce ? t.forward + t.backward : 0.0;
+    return micro_batches * std::max(0.0, per_micro_batch - hidden);
   }
   if (layout.zero == 2) {
-    // ZeRO-2 keeps only its gradient partition, so every micro-batch's gradients are
-    // reduce-scattered as its backward produces them (ibid. Sec. 5.2).
-    times.gradient_seconds *= static_cast<double>(layout.num_micro_batches());
+    // Each micro-batch's reduce-scatter hides behind that micro-batch's backward.
+    const double per_micro_batch = dp.gradient_seconds / micro_batches;
+    const double hidden = options.overlap_grad_reduce ? t.backward : 0.0;
+    return micro_batches * std::max(0.0, per_micro_batch - hidden) + gather;
   }
-  return times;
+  const double hidden = slack + (options.overlap_grad_reduce ? t.backward : 0.0);
+  return std::max(0.0, dp.gradient_seconds - hidden) + gather;
+}
+
+// MFU, HFU, TFLOP/s per GPU and tokens/s of a costed step.
+void fill_rates(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
+                double hardware_flops_per_replica, PlanEstimate& estimate) {
+  const Layout& layout = estimate.layout;
+  const double gpus = static_cast<double>(layout.num_gpus());
+  estimate.model_flops_per_step = model_flops_per_step(model, layout.global_batch);
+  estimate.hardware_flops_per_step =
+      hardware_flops_per_replica * static_cast<double>(layout.tp) * static_cast<double>(layout.dp);
+  const double peak = peak_flops_per_second(cluster);
+  estimate.mfu = estimate.model_flops_per_step / (estimate.step_time_s * gpus * peak);
+  estimate.hfu = estimate.hardware_flops_per_step / (estimate.step_time_s * gpus * peak);
+  estimate.model_tflops_per_gpu =
+      estimate.model_flops_per_step / (estimate.step_time_s * gpus) / 1e12;
+  estimate.tokens_per_s =
+      static_cast<double>(layout.global_batch * model.seq_length) / estimate.step_time_s;
+}
+
+// Sets peak_memory_bytes; rejects ("memory") a layout whose largest stage exceeds the HBM.
+void check_memory(const models::ClusterConfig& cluster, PlanEstimate& estimate) {
+  int64_t worst_stage = 0;
+  for (const StageEstimate& stage : estimate.stages) {
+    if (stage.memory.total_bytes() > estimate.peak_memory_bytes) {
+      estimate.peak_memory_bytes = stage.memory.total_bytes();
+      worst_stage = stage.stage;
+    }
+  }
+  if (estimate.peak_memory_bytes > cluster.gpu.hbm_bytes) {
+    estimate.rejection_code = "memory";
+    estimate.rejection_reason = fmt::format(
+        "peak memory {:.1f} GiB on stage {} exceeds {:.1f} GiB of GPU memory",
+        static_cast<double>(estimate.peak_memory_bytes) / static_cast<double>(kBytesPerGiB),
+        worst_stage,
+        static_cast<double>(cluster.gpu.hbm_bytes) / static_cast<double>(kBytesPerGiB));
+    return;
+  }
+  estimate.feasible = true;
 }
 
 }  // namespace
@@ -178,132 +311,29 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
     estimate.rejection_reason = validity.reason;
     return estimate;
   }
-  const int64_t m = layout.num_micro_batches();
-  const double micro_batches = static_cast<double>(m);
-  const double pp = static_cast<double>(layout.pp);
-  const double vpp = static_cast<double>(layout.vpp);
-
-  double sum_stage = 0, max_stage = 0, max_forward_backward_minus_weight = 0, max_tp = 0;
-  double max_forward_backward_input = 0, max_weight = 0;  // F + B and W of split schedules
-  double hardware_flops_per_rank_max = 0, hardware_flops_total = 0;
+  const double micro_batches = static_cast<double>(layout.num_micro_batches());
   estimate.stages.resize(static_cast<size_t>(layout.pp));
+  std::vector<StageTimes> times;  // [pp]
+  double hardware_flops_per_replica = 0;
   for (int64_t s = 0; s < layout.pp; ++s) {
-    StageEstimate& stage = estimate.stages[static_cast<size_t>(s)];
-    stage.stage = s;
-    double forward = 0, backward = 0, weight = 0, tp = 0, flops = 0;
-    for (int64_t c = 0; c < layout.vpp; ++c) {
-      stage.chunks.push_back(chunk_cost(model, cluster, layout, options, s, c));
-      const ChunkCost& chunk = stage.chunks.back();
-      forward += chunk.forward_seconds();
-      backward += chunk.backward_seconds();
-      weight += chunk.backward_weight_compute_seconds;
-      tp += chunk.forward_tp_comm_seconds + chunk.backward_tp_comm_seconds;
-      flops += static_cast<double>(chunk.forward_flops + chunk.backward_flops);
-    }
-    sum_stage += forward + backward;
-    if (forward + backward > max_stage) {
-      max_stage = forward + backward;
-      max_tp = tp;
-    }
-    max_forward_backward_minus_weight =
-        std::max(max_forward_backward_minus_weight, forward + backward - 2.0 * weight);
-    max_forward_backward_input = std::max(max_forward_backward_input, forward + backward - weight);
-    max_weight = std::max(max_weight, weight);
-    hardware_flops_per_rank_max = std::max(hardware_flops_per_rank_max, flops);
-    hardware_flops_total += flops * micro_batches;
-    const InFlight in_flight = peak_in_flight(layout.schedule, layout.pp, layout.vpp, m, s);
-    stage.peak_in_flight_micro_batches = in_flight.all_chunks;
-    stage.memory = stage_memory(model, cluster, layout, options, s, in_flight);
-    stage.num_parameters = stage_parameter_count(model, layout, s);
-    const int64_t updated = layout.zero >= 1 ? (stage.num_parameters + layout.dp - 1) / layout.dp
-                                             : stage.num_parameters;
-    stage.optimizer_step_seconds = optimizer_step_seconds(cluster, updated);
-    const DpTimes dp = dp_times(cluster, layout, options, stage.stage, stage.num_parameters,
-                                layers_per_chunk(model, layout) * layout.vpp);
-    stage.dp_grad_sync_seconds = dp.gradient_seconds + dp.parameter_gather_seconds;
+    times.push_back(estimate_stage(model, cluster, layout, options, s,
+                                   estimate.stages[static_cast<size_t>(s)]));
+    hardware_flops_per_replica += times.back().flops * micro_batches;
   }
-
-  // Pipeline makespan of the schedule (f_s + b_s: one micro-batch through all of stage s).
-  double pipeline = 0;
-  switch (layout.schedule) {
-    case ScheduleKind::kGpipe:
-    case ScheduleKind::kOneFOneB:
-      // Flow shop of identical jobs: fill and drain through every stage, then the slowest
-      // stage paces the other m - 1; (m + p - 1)(f + b) for equal stages, so the bubble is
-      // (p - 1)/(m + p - 1) (Narayanan et al. 2021, Sec. 2.2.1).
-      pipeline = sum_stage + (micro_batches - 1.0) * max_stage;
-      break;
-    case ScheduleKind::kInterleaved:
-      // Bubble shrinks by v: (m v + p - 1) chunk times (ibid. Sec. 2.2.2).
-      pipeline = (micro_batches * vpp + pp - 1.0) * max_stage / vpp;
-      break;
-    case ScheduleKind::kZbH1:
-      // ZB-H1 fills the drain with deferred weight-gradient work: bubble (p - 1)(F + B - W)
-      // instead of (p - 1)(F + B + W) (Qi et al. 2023, Sec. 3.1).
-      // With m < p there is no steady state: F and B run through the pipeline and back, then
-      // the last W, (m + p - 1)(F + B) + W; the larger of the two holds for every m.
-      pipeline =
-          std::max(micro_batches * max_stage + (pp - 1.0) * max_forward_backward_minus_weight,
-                   (micro_batches + pp - 1.0) * max_forward_backward_input + max_weight);
-      break;
-  }
+  const PipelineTimes pipeline_parts = pipeline_times(times);
+  const double pipeline = pipeline_makespan(layout, pipeline_parts);
   StepBreakdown& breakdown = estimate.breakdown;
-  breakdown.pipeline_compute_seconds = micro_batches * max_stage;
-  breakdown.tp_comm_exposed_seconds = micro_batches * max_tp;
+  breakdown.pipeline_compute_seconds = micro_batches * pipeline_parts.max_stage;
+  breakdown.tp_comm_exposed_seconds = micro_batches * pipeline_parts.max_tp;
   breakdown.bubble_seconds = pipeline - breakdown.pipeline_compute_seconds;
-  if (layout.pp > 1) {
-    // Stage-to-stage sends on the critical path: one activation and one gradient per slot of
-    // the schedule, (m v + p - 1) slots, each the collective inventory's send (s b h e, / t with
-    // sequence parallelism or scatter/gather, the latter plus the receiver's tp all-gather),
-    // over the slowest stage boundary.
-    double transfer = 0;
-    for (int64_t stage = 0; stage < layout.pp; ++stage) {
-      transfer =
-          std::max(transfer, pipeline_transfer_seconds(model, cluster, layout, options, stage));
-    }
-    breakdown.pp_transfer_seconds = 2.0 * (micro_batches * vpp + pp - 1.0) * transfer;
-  }
-  // Data-parallel reduction of stage s starts after its last backward. Stage s finishes its
-  // last backward sum_{j<s} b_j before stage 0 does (the drain runs back to stage 0), and with
-  // overlap_grad_reduce it also hides behind its own last micro-batch's backward (bucketed
-  // reduction, Li et al. 2020, PyTorch DDP, Sec. 3.2.3). The ZeRO-1/2 parameter all-gather
-  // hides behind the next step's first forward with overlap_param_gather. ZeRO-3 gathers and
-  // reduces every micro-batch; prefetching hides them behind that micro-batch's compute at
-  // best (Rajbhandari et al. 2020, Sec. 7.2.2), so only the excess is exposed.
-  double slack = 0;
-  for (const StageEstimate& stage : estimate.stages) {
-    const DpTimes dp = dp_times(cluster, layout, options, stage.stage, stage.num_parameters,
-                                layers_per_chunk(model, layout) * layout.vpp);
-    double forward = 0, backward = 0;
-    for (const ChunkCost& chunk : stage.chunks) {
-      forward += chunk.forward_seconds();
-      backward += chunk.backward_seconds();
-    }
-    double exposed = 0;
-    if (layout.zero == 3) {
-      const double per_micro_batch =
-          (dp.gradient_seconds + dp.parameter_gather_seconds) / micro_batches;
-      const double hidden = options.overlap_grad_reduce ? forward + backward : 0.0;
-      exposed = micro_batches * std::max(0.0, per_micro_batch - hidden);
-    } else if (layout.zero == 2) {
-      // Each micro-batch's reduce-scatter hides behind that micro-batch's backward.
-      const double per_micro_batch = dp.gradient_seconds / micro_batches;
-      const double hidden = options.overlap_grad_reduce ? backward : 0.0;
-      const double gather = options.overlap_param_gather
-                                ? std::max(0.0, dp.parameter_gather_seconds - forward)
-                                : dp.parameter_gather_seconds;
-      exposed = micro_batches * std::max(0.0, per_micro_batch - hidden) + gather;
-    } else {
-      const double hidden = slack + (options.overlap_grad_reduce ? backward : 0.0);
-      const double gather = options.overlap_param_gather
-                                ? std::max(0.0, dp.parameter_gather_seconds - forward)
-                                : dp.parameter_gather_seconds;
-      exposed = std::max(0.0, dp.gradient_seconds - hidden) + gather;
-    }
-    breakdown.dp_comm_exposed_seconds = std::max(breakdown.dp_comm_exposed_seconds, exposed);
+  breakdown.pp_transfer_seconds = exposed_transfer_seconds(model, cluster, layout, options);
+  double slack = 0;  // how much earlier than stage 0 this stage's last backward ends
+  for (size_t s = 0; s < times.size(); ++s) {
+    breakdown.dp_comm_exposed_seconds = std::max(
+        breakdown.dp_comm_exposed_seconds, exposed_dp_seconds(layout, options, times[s], slack));
     breakdown.optimizer_seconds =
-        std::max(breakdown.optimizer_seconds, stage.optimizer_step_seconds);
-    slack += backward;
+        std::max(breakdown.optimizer_seconds, estimate.stages[s].optimizer_step_seconds);
+    slack += times[s].backward;
   }
   if (model.tied_embeddings && layout.pp > 1) {
     // Megatron-LM all-reduces the tied embedding's gradient between first and last stage.
@@ -314,39 +344,11 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
   }
   estimate.step_time_s = pipeline + breakdown.pp_transfer_seconds +
                          breakdown.dp_comm_exposed_seconds + breakdown.optimizer_seconds;
-
-  const double gpus = static_cast<double>(layout.num_gpus());
-  estimate.model_flops_per_step = model_flops_per_step(model, layout.global_batch);
-  estimate.hardware_flops_per_step =
-      hardware_flops_total * static_cast<double>(layout.tp) * static_cast<double>(layout.dp);
-  const double peak = peak_flops_per_second(cluster);
-  estimate.mfu = estimate.model_flops_per_step / (estimate.step_time_s * gpus * peak);
-  estimate.hfu = estimate.hardware_flops_per_step / (estimate.step_time_s * gpus * peak);
-  estimate.model_tflops_per_gpu =
-      estimate.model_flops_per_step / (estimate.step_time_s * gpus) / 1e12;
-  estimate.tokens_per_s =
-      static_cast<double>(layout.global_batch * model.seq_length) / estimate.step_time_s;
-
-  int64_t worst_stage = 0;
-  for (const StageEstimate& stage : estimate.stages) {
-    if (stage.memory.total_bytes() > estimate.peak_memory_bytes) {
-      estimate.peak_memory_bytes = stage.memory.total_bytes();
-      worst_stage = stage.stage;
-    }
-  }
+  fill_rates(model, cluster, hardware_flops_per_replica, estimate);
   if (with_collectives) {
     estimate.collectives = collective_inventory(model, cluster, layout, options);
   }
-  if (estimate.peak_memory_bytes > cluster.gpu.hbm_bytes) {
-    estimate.rejection_code = "memory";
-    estimate.rejection_reason = fmt::format(
-        "peak memory {:.1f} GiB on stage {} exceeds {:.1f} GiB of GPU memory",
-        static_cast<double>(estimate.peak_memory_bytes) / static_cast<double>(kBytesPerGiB),
-        worst_stage,
-        static_cast<double>(cluster.gpu.hbm_bytes) / static_cast<double>(kBytesPerGiB));
-    return estimate;
-  }
-  estimate.feasible = true;
+  check_memory(cluster, estimate);
   return estimate;
 }
 

@@ -27,8 +27,6 @@ double stage_collective_seconds(const models::ClusterConfig& cluster, const Layo
 int64_t pipeline_message_bytes(const models::TransformerConfig& model,
                                const models::ClusterConfig& cluster, const Layout& layout,
                                const PlanOptions& options);
-/// Whether pipeline receives are followed by a tp all-gather (scatter/gather in effect).
-bool pipeline_scatter_gather(const Layout& layout, const PlanOptions& options);
 
 /// estimate_plan; the search skips the per-collective inventory (with_collectives = false).
 PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,

@@ -95,4 +95,27 @@ std::string describe(const Layout& layout) {
                      layout.zero, to_string(layout.schedule));
 }
 
+std::string check_schedule_shape(ScheduleKind schedule, int64_t pp, int64_t vpp,
+                                 int64_t num_micro_batches, std::string* reason) {
+  if (schedule != ScheduleKind::kInterleaved) {
+    if (vpp == 1) {
+      return "";
+    }
+    *reason = fmt::format("vpp > 1 needs the interleaved schedule (vpp {}, {})", vpp,
+                          to_string(schedule));
+    return "vpp_schedule";
+  }
+  if (vpp < 2 || pp < 2) {
+    *reason =
+        fmt::format("interleaved schedule needs pp >= 2 and vpp >= 2 (pp {}, vpp {})", pp, vpp);
+    return "vpp_schedule";
+  }
+  if (num_micro_batches % pp != 0) {
+    *reason = fmt::format("interleaved schedule needs micro-batches divisible by pp ({} % {})",
+                          num_micro_batches, pp);
+    return "interleaved_micro_batches";
+  }
+  return "";
+}
+
 }  // namespace meshplan::planner

@@ -132,12 +132,15 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   const double weight_bytes = fp32 ? 4.0 : 2.0;
   const double gradient_bytes = fp32 ? 4.0 : 2.0;
   const double optimizer_bytes = fp32 ? 8.0 : 12.0;
-  memory.weights_bytes = static_cast<int64_t>(weight_bytes * n / (layout.zero >= 3 ? dp : 1.0));
-  memory.gradients_bytes = static_cast<int64_t>(gradient_bytes * n / (layout.zero >= 2 ? dp : 1.0));
+  memory.weights_bytes =
+      static_cast<int64_t>(weight_bytes * n / (zero_shards_parameters(layout) ? dp : 1.0));
+  memory.gradients_bytes =
+      static_cast<int64_t>(gradient_bytes * n / (zero_shards_gradients(layout) ? dp : 1.0));
   memory.optimizer_bytes =
-      static_cast<int64_t>(optimizer_bytes * n / (layout.zero >= 1 ? dp : 1.0));
+      static_cast<int64_t>(optimizer_bytes * n / (zero_shards_optimizer(layout) ? dp : 1.0));
   if (layout.zero >= 3) {
-    // ZeRO-3 gathers one layer's weights at a time (ibid. Sec. 5.3): the working set.
+    // ZeRO-3 gathers layer by layer (ibid. Sec. 5.3); the working set holds two gathered
+    // layers, the one computing and the next one prefetched (Sec. 7.2.2).
     const LayerParameters layer = layer_parameters(model, layout.tp);
     memory.weights_bytes +=
         static_cast<int64_t>(2.0 * weight_bytes * static_cast<double>(layer.sharded));

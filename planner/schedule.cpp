@@ -145,7 +145,7 @@ OpList add_transfers(const OpList& compute, int64_t pp, int64_t vpp, int64_t sta
   OpList ops;
   ops.reserve(3 * compute.size());  // a receive before and a send after each compute op
   for (const PipelineOp& op : compute) {
-    const int64_t virtual_stage = op.chunk * pp + stage;
+    const int64_t virtual_stage = planner::virtual_stage(pp, stage, op.chunk);
     const bool first = virtual_stage == 0;
     const bool last = virtual_stage == num_virtual_stages - 1;
     PipelineOp transfer = op;
@@ -184,26 +184,9 @@ void validate(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batc
   if (num_micro_batches < 1) {
     throw InputError(fmt::format("micro_batches: must be at least 1 ({})", num_micro_batches));
   }
-  if (kind != ScheduleKind::kInterleaved && vpp > 1) {
-    throw InputError(fmt::format("vpp: only the interleaved schedule has model chunks, not {} ({})",
-                                 to_string(kind), vpp));
-  }
-  if (kind == ScheduleKind::kInterleaved) {
-    // Megatron-LM rejects both as well (arguments.py; the divisibility assert of
-    // forward_backward_pipelining_with_interleaving).
-    if (vpp < 2) {
-      throw InputError(fmt::format(
-          "vpp: interleaved schedule needs at least 2 model chunks per stage ({})", vpp));
-    }
-    if (pp < 2) {
-      throw InputError(fmt::format("pp: interleaved schedule needs at least 2 stages ({})", pp));
-    }
-    if (num_micro_batches % pp != 0) {
-      throw InputError(fmt::format(
-          "micro_batches: interleaved schedule needs the number of micro-batches divisible by pp "
-          "({} % {})",
-          num_micro_batches, pp));
-    }
+  std::string reason;
+  if (!check_schedule_shape(kind, pp, vpp, num_micro_batches, &reason).empty()) {
+    throw InputError(fmt::format("schedule: {}", reason));
   }
 }
 
@@ -272,7 +255,7 @@ namespace {
 using TransferKey = std::tuple<bool, int64_t, int64_t>;
 
 TransferKey transfer_key(const PipelineOp& op, int64_t pp, int64_t stage) {
-  const int64_t virtual_stage = op.chunk * pp + stage;
+  const int64_t virtual_stage = planner::virtual_stage(pp, stage, op.chunk);
   switch (op.kind) {
     case OpKind::kSendActivation:
       return {true, op.micro_batch, virtual_stage};

@@ -48,16 +48,14 @@ bool better(const PlanEstimate& a, const PlanEstimate& b, Objective objective) {
   return a.step_time_s < b.step_time_s;
 }
 
-}  // namespace
-
-SearchResult search_layouts(const models::TransformerConfig& model,
-                            const models::ClusterConfig& cluster, const SearchSpace& space,
-                            const PlanOptions& options, Objective objective, int64_t top_k) {
+// Throws InputError when the fixed fields leave nothing to search or a size is out of range.
+void check_space(const SearchSpace& space) {
   if (space.num_gpus < 1) {
-    throw InputError(fmt::format("--gpus: must be positive ({})", space.num_gpus));
+    throw InputError(fmt::format("num_gpus: must be positive ({})", space.num_gpus));
   }
-  if (space.global_batch < 1) {
-    throw InputError(fmt::format("--global-batch: must be positive ({})", space.global_batch));
+  if (space.global_batch < 1 || space.global_batch > kMaxGlobalBatch) {
+    throw InputError(fmt::format("global_batch: must be between 1 and {} ({})", kMaxGlobalBatch,
+                                 space.global_batch));
   }
   // Fixed sizes that cannot multiply to the GPU count leave nothing to search: say which.
   for (const auto& [fixed, field] :
@@ -73,26 +71,63 @@ SearchResult search_layouts(const models::TransformerConfig& model,
     throw InputError(fmt::format("tp*pp*dp: fixed sizes multiply to {}, which does not fit {} GPUs",
                                  fixed_product, space.num_gpus));
   }
-  SearchResult result;
-  const auto reject = [&](const PlanEstimate& estimate) {
-    ++result.rejections[estimate.rejection_code];
-    result.example_reason.emplace(estimate.rejection_code, estimate.rejection_reason);
-  };
-  const auto keep = [&](PlanEstimate estimate) {
-    ++result.num_feasible;
-    auto& best = result.best;
-    if (static_cast<int64_t>(best.size()) == top_k && !better(estimate, best.back(), objective)) {
-      return;
-    }
-    const auto position = std::upper_bound(
-        best.begin(), best.end(), estimate,
-        [&](const PlanEstimate& a, const PlanEstimate& b) { return better(a, b, objective); });
-    best.insert(position, std::move(estimate));
-    if (static_cast<int64_t>(best.size()) > top_k) {
-      best.pop_back();
-    }
-  };
+}
 
+// (schedule, vpp) pairs for pp stages: every schedule when pp > 1, interleaved with every vpp
+// >= 2 that divides the layers per stage (or the fixed vpp).
+std::vector<std::pair<ScheduleKind, int64_t>> schedule_choices(
+    const models::TransformerConfig& model, const SearchSpace& space, int64_t pp) {
+  std::vector<std::pair<ScheduleKind, int64_t>> schedules;
+  const std::vector<ScheduleKind> kinds =
+      pp == 1 ? std::vector<ScheduleKind>{ScheduleKind::kOneFOneB}
+              : std::vector<ScheduleKind>{ScheduleKind::kGpipe, ScheduleKind::kOneFOneB,
+                                          ScheduleKind::kInterleaved, ScheduleKind::kZbH1};
+  for (ScheduleKind kind : choices(space.schedule, kinds)) {
+    if (kind != ScheduleKind::kInterleaved) {
+      schedules.emplace_back(kind, space.vpp.value_or(1));
+      continue;
+    }
+    const int64_t layers_per_stage = model.num_layers % pp == 0 ? model.num_layers / pp : 0;
+    const std::vector<int64_t> vpps = space.vpp ? std::vector<int64_t>{*space.vpp}
+                                                : divisors(std::max<int64_t>(layers_per_stage, 1));
+    for (int64_t vpp : vpps) {
+      if (vpp >= 2 || space.vpp) {
+        schedules.emplace_back(kind, vpp);
+      }
+    }
+  }
+  return schedules;
+}
+
+// Appends every (recompute, sp, zero) variant of `base` the space allows.
+void add_variants(const SearchSpace& space, const PlanOptions& options, const Layout& base,
+                  std::vector<Layout>& layouts) {
+  // With flash attention, selective recompute stores and recomputes exactly what no recompute
+  // does (the fused kernel keeps no scores), so searching it would only duplicate every plan;
+  // a fixed --recompute selective is still costed.
+  const std::vector<Recompute> recomputes =
+      options.flash_attention
+          ? std::vector<Recompute>{Recompute::kNone, Recompute::kFull}
+          : std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  const std::vector<bool> sps = base.tp > 1 ? std::vector<bool>{false, true} : std::vector{false};
+  const std::vector<int> zeros = base.dp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector{0};
+  for (Recompute recompute : choices(space.recompute, recomputes)) {
+    for (bool sp : choices(space.sequence_parallel, sps)) {
+      for (int zero : choices(space.zero, zeros)) {
+        Layout layout = base;
+        layout.recompute = recompute;
+        layout.sequence_parallel = sp;
+        layout.zero = zero;
+        layouts.push_back(layout);
+      }
+    }
+  }
+}
+
+// Every layout of the space, in the search's order (tp, pp, micro-batch, schedule, ...).
+std::vector<Layout> enumerate_layouts(const models::TransformerConfig& model,
+                                      const SearchSpace& space, const PlanOptions& options) {
+  std::vector<Layout> layouts;
   const std::vector<int64_t> gpu_divisors = divisors(space.num_gpus);
   for (int64_t tp : choices(space.tp, gpu_divisors)) {
     for (int64_t pp : choices(space.pp, gpu_divisors)) {
@@ -104,67 +139,63 @@ SearchResult search_layouts(const models::TransformerConfig& model,
         continue;
       }
       const int64_t batch_per_replica = space.global_batch % dp == 0 ? space.global_batch / dp : 1;
+      const auto schedules = schedule_choices(model, space, pp);
       for (int64_t micro_batch : choices(space.micro_batch, divisors(batch_per_replica))) {
-        std::vector<std::pair<ScheduleKind, int64_t>> schedules;  // (schedule, vpp)
-        const std::vector<ScheduleKind> kinds =
-            pp == 1 ? std::vector<ScheduleKind>{ScheduleKind::kOneFOneB}
-                    : std::vector<ScheduleKind>{ScheduleKind::kGpipe, ScheduleKind::kOneFOneB,
-                                                ScheduleKind::kInterleaved, ScheduleKind::kZbH1};
-        for (ScheduleKind kind : choices(space.schedule, kinds)) {
-          if (kind != ScheduleKind::kInterleaved) {
-            schedules.emplace_back(kind, space.vpp.value_or(1));
-            continue;
-          }
-          const int64_t layers_per_stage = model.num_layers % pp == 0 ? model.num_layers / pp : 0;
-          const std::vector<int64_t> vpps = space.vpp
-                                                ? std::vector<int64_t>{*space.vpp}
-                                                : divisors(std::max<int64_t>(layers_per_stage, 1));
-          for (int64_t vpp : vpps) {
-            if (vpp >= 2 || space.vpp) {
-              schedules.emplace_back(kind, vpp);
-            }
-          }
-        }
         for (const auto& [schedule, vpp] : schedules) {
-          // With flash attention, selective recompute stores and recomputes exactly what no
-          // recompute does (the fused kernel keeps no scores), so searching it would only
-          // duplicate every plan; a fixed --recompute selective is still costed.
-          const std::vector<Recompute> recomputes =
-              options.flash_attention
-                  ? std::vector<Recompute>{Recompute::kNone, Recompute::kFull}
-                  : std::vector<Recompute>{Recompute::kNone, Recompute::kSelective,
-                                           Recompute::kFull};
-          for (Recompute recompute : choices(space.recompute, recomputes)) {
-            for (bool sp : choices(space.sequence_parallel, tp > 1 ? std::vector<bool>{false, true}
-                                                                   : std::vector<bool>{false})) {
-              for (int zero : choices(
-                       space.zero, dp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0})) {
-                Layout layout;
-                layout.tp = tp;
-                layout.pp = pp;
-                layout.dp = dp;
-                layout.vpp = vpp;
-                layout.micro_batch = micro_batch;
-                layout.global_batch = space.global_batch;
-                layout.recompute = recompute;
-                layout.sequence_parallel = sp;
-                layout.zero = zero;
-                layout.schedule = schedule;
-                layout.placement = space.placement;
-                ++result.num_evaluated;
-                PlanEstimate estimate =
-                    estimate_plan_internal(model, cluster, layout, options, false);
-                if (estimate.feasible) {
-                  keep(std::move(estimate));
-                } else {
-                  reject(estimate);
-                }
-              }
-            }
-          }
+          Layout base;
+          base.tp = tp;
+          base.pp = pp;
+          base.dp = dp;
+          base.vpp = vpp;
+          base.micro_batch = micro_batch;
+          base.global_batch = space.global_batch;
+          base.schedule = schedule;
+          base.placement = space.placement;
+          add_variants(space, options, base, layouts);
         }
       }
     }
+  }
+  return layouts;
+}
+
+}  // namespace
+
+SearchResult search_layouts(const models::TransformerConfig& model,
+                            const models::ClusterConfig& cluster, const SearchSpace& space,
+                            const PlanOptions& options, Objective objective, int64_t top_k,
+                            const SearchProgress& progress) {
+  check_space(space);
+  const std::vector<Layout> layouts = enumerate_layouts(model, space, options);
+  SearchResult result;
+  auto& best = result.best;
+  const int64_t total = static_cast<int64_t>(layouts.size());
+  for (const Layout& layout : layouts) {
+    if (progress && result.num_evaluated % kProgressInterval == 0) {
+      progress(result.num_evaluated, total);
+    }
+    ++result.num_evaluated;
+    PlanEstimate estimate = estimate_plan_internal(model, cluster, layout, options, false);
+    if (!estimate.feasible) {
+      ++result.rejections[estimate.rejection_code];
+      result.example_reason.emplace(estimate.rejection_code, estimate.rejection_reason);
+      continue;
+    }
+    // Keep the best top_k, ordered by the objective (ties: the first found stays ahead).
+    ++result.num_feasible;
+    if (static_cast<int64_t>(best.size()) == top_k && !better(estimate, best.back(), objective)) {
+      continue;
+    }
+    const auto position = std::upper_bound(
+        best.begin(), best.end(), estimate,
+        [&](const PlanEstimate& a, const PlanEstimate& b) { return better(a, b, objective); });
+    best.insert(position, std::move(estimate));
+    if (static_cast<int64_t>(best.size()) > top_k) {
+      best.pop_back();
+    }
+  }
+  if (progress) {
+    progress(total, total);
   }
   for (PlanEstimate& estimate : result.best) {
     estimate.collectives = collective_inventory(model, cluster, estimate.layout, options);

@@ -44,25 +44,10 @@ models::TransformerConfig run_model(const nlohmann::json& json, const std::strin
   if (model.num_attention_heads > 0) {
     model.head_dim = model.hidden_size / model.num_attention_heads;
   }
-  const std::string activation = require_string(json, "activation", where);
-  const std::string norm = require_string(json, "norm", where);
-  const std::string positions = require_string(json, "positions", where);
-  if (activation != "gelu" && activation != "swiglu") {
-    throw InputError(
-        fmt::format("{}: activation: expected gelu or swiglu ({})", where, activation));
-  }
-  if (norm != "layernorm" && norm != "rmsnorm") {
-    throw InputError(fmt::format("{}: norm: expected layernorm or rmsnorm ({})", where, norm));
-  }
-  if (positions != "learned" && positions != "rope" && positions != "alibi") {
-    throw InputError(
-        fmt::format("{}: positions: expected learned, rope or alibi ({})", where, positions));
-  }
-  model.activation = activation == "gelu" ? models::Activation::kGelu : models::Activation::kSwiglu;
-  model.norm = norm == "layernorm" ? models::Norm::kLayerNorm : models::Norm::kRmsNorm;
-  model.positions = positions == "learned" ? models::Positions::kLearned
-                    : positions == "rope"  ? models::Positions::kRope
-                                           : models::Positions::kAlibi;
+  // The model format's own parsers: same spellings and error text as a model file.
+  model.activation = models::parse_activation(json, where);
+  model.norm = models::parse_norm(json, where);
+  model.positions = models::parse_positions(json, where);
   model.tied_embeddings = require_bool(json, "tied_embeddings", where);
   // GPT-style models (LayerNorm) carry biases on every projection; Llama-style ones none.
   const bool biases = model.norm == models::Norm::kLayerNorm;

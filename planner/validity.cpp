@@ -52,21 +52,11 @@ Validity check_layout(const models::TransformerConfig& model, const models::Clus
     return reject("batch", fmt::format("global_batch not divisible by dp*micro_batch ({} % {})",
                                        layout.global_batch, layout.dp * layout.micro_batch));
   }
-  if (layout.schedule == ScheduleKind::kInterleaved) {
-    if (layout.vpp < 2 || layout.pp < 2) {
-      return reject("vpp_schedule", fmt::format("interleaved schedule needs pp >= 2 and vpp >= 2 "
-                                                "(pp {}, vpp {})",
-                                                layout.pp, layout.vpp));
-    }
-    if (layout.num_micro_batches() % layout.pp != 0) {
-      return reject(
-          "interleaved_micro_batches",
-          fmt::format("interleaved schedule needs micro-batches divisible by pp ({} % {})",
-                      layout.num_micro_batches(), layout.pp));
-    }
-  } else if (layout.vpp != 1) {
-    return reject("vpp_schedule", fmt::format("vpp > 1 needs the interleaved schedule (vpp {}, {})",
-                                              layout.vpp, to_string(layout.schedule)));
+  std::string reason;
+  const std::string schedule_code = check_schedule_shape(layout.schedule, layout.pp, layout.vpp,
+                                                         layout.num_micro_batches(), &reason);
+  if (!schedule_code.empty()) {
+    return reject(schedule_code, reason);
   }
   if (layout.sequence_parallel && layout.tp < 2) {
     return reject("sequence_parallel", "sequence parallel needs tp > 1");

@@ -58,6 +58,28 @@ class Builder {
                                                  planner::OpKind carrier_kind, bool last_of_chunk,
                                                  const std::vector<Bucket>& buckets,
                                                  BucketEdge edge) const;
+  /// What one rank's op list needs besides its ops: the ops that carry once-a-step buckets and
+  /// the per-op (ZeRO-2/3) bucket sizes.
+  struct OpListContext {
+    std::map<int32_t, std::vector<Piece>> grad_carriers;   // op index -> pieces
+    std::map<int32_t, std::vector<Piece>> param_carriers;  // op index -> pieces
+    std::vector<int64_t> chunk_param_bytes, chunk_grad_bytes;
+    planner::OpKind gradient_kind = planner::OpKind::kBackward;  // W in split schedules
+    std::vector<int32_t> op_ends;  // last task of each compute op so far
+  };
+  /// The context of `rank`'s op list; sizes its state's once-a-step bucket slots.
+  OpListContext op_list_context(int32_t rank);
+  /// One compute op's pieces, cut where buckets become ready or are needed; points `needs` and
+  /// `ready` at the bucket slots the pieces fill (null: the once-a-step gathers / none).
+  std::vector<OpPiece> compute_pieces(int32_t rank, int32_t index, const planner::PipelineOp& op,
+                                      OpListContext& context, std::vector<int32_t>*& needs,
+                                      std::vector<int32_t>*& ready);
+  /// Tasks of one compute op (its pieces, then its exposed tp communication).
+  void add_compute_op(int32_t rank, int32_t index, const planner::PipelineOp& op,
+                      OpListContext& context);
+  /// Names the op a task belongs to (index, micro-batch, chunk).
+  void describe_task(int32_t task, int32_t index, const planner::PipelineOp& op);
+  /// Every task of `rank`'s op list, in order.
   void build_op_list(int32_t rank);
   void add_send(int32_t rank, int32_t index, const planner::PipelineOp& op);
   void connect_receives();

@@ -83,6 +83,12 @@ BuiltGraph Builder::build() {
     estimate += 2 * ops + 8 + 3 * (costs.grad_buckets.size() + costs.param_buckets.size()) +
                 ops * (costs.chunk_param_buckets.size() + costs.chunk_grad_buckets.size());
   }
+  if (estimate > static_cast<size_t>(kMaxTasks)) {
+    throw InputError(fmt::format(
+        "{}: {}: the task graph would hold about {} tasks, over the simulator's limit of {}{}",
+        input_.source, input_.all_ranks ? "all_ranks" : "layout", estimate, kMaxTasks,
+        input_.all_ranks ? " (simulate one rank per stage instead)" : ""));
+  }
   graph_->reserve(estimate, 2 * estimate);
   for (RankState& state : states_) {
     state.transfer_to.assign(static_cast<size_t>(2 * num_micro_batches_ * vpp_), -1);
@@ -98,21 +104,22 @@ BuiltGraph Builder::build() {
 void Builder::validate() const {
   const int64_t pp = layout_.pp;
   if (input_.schedule.pp != pp || static_cast<int64_t>(input_.schedule.stages.size()) != pp) {
-    throw InputError(fmt::format("simulate: schedule: built for pp = {}, layout has pp = {} ({})",
-                                 input_.schedule.pp, pp, input_.schedule.stages.size()));
+    throw InputError(fmt::format("{}: schedule: built for pp = {}, layout has pp = {} ({})",
+                                 input_.source, input_.schedule.pp, pp,
+                                 input_.schedule.stages.size()));
   }
   if (input_.schedule.vpp != vpp_) {
-    throw InputError(fmt::format("simulate: schedule: built for vpp = {}, layout has vpp = {}",
-                                 input_.schedule.vpp, vpp_));
+    throw InputError(fmt::format("{}: schedule: built for vpp = {}, layout has vpp = {}",
+                                 input_.source, input_.schedule.vpp, vpp_));
   }
   if (static_cast<int64_t>(input_.stages.size()) != pp) {
-    throw InputError(fmt::format("simulate: stages: expected one per pipeline stage, {} ({})", pp,
-                                 input_.stages.size()));
+    throw InputError(fmt::format("{}: stages: expected one per pipeline stage, {} ({})",
+                                 input_.source, pp, input_.stages.size()));
   }
   for (int64_t s = 0; s < pp; ++s) {
     if (static_cast<int64_t>(input_.stages[s].chunks.size()) != vpp_) {
-      throw InputError(fmt::format("simulate: stages[{}].chunks: expected vpp = {} chunks ({})", s,
-                                   vpp_, input_.stages[s].chunks.size()));
+      throw InputError(fmt::format("{}: stages[{}].chunks: expected vpp = {} chunks ({})",
+                                   input_.source, s, vpp_, input_.stages[s].chunks.size()));
     }
   }
   for (int64_t s = 0; s < pp; ++s) {
@@ -120,17 +127,17 @@ void Builder::validate() const {
     // Gradients are reduced once a step (ZeRO 0-1) or per op (ZeRO 2-3), parameters gathered
     // once a step (ZeRO 1-2) or per op (ZeRO-3): never both ways.
     if (!costs.grad_buckets.empty() && !costs.chunk_grad_buckets.empty()) {
-      throw InputError(
-          fmt::format("simulate: stages[{}]: gradients reduced both once per step and per op", s));
+      throw InputError(fmt::format(
+          "{}: stages[{}]: gradients reduced both once per step and per op", input_.source, s));
     }
     if (!costs.param_buckets.empty() && !costs.chunk_param_buckets.empty()) {
       throw InputError(fmt::format(
-          "simulate: stages[{}]: parameters gathered both once per step and per op", s));
+          "{}: stages[{}]: parameters gathered both once per step and per op", input_.source, s));
     }
   }
   if (input_.gpus_per_node < 1) {
-    throw InputError(
-        fmt::format("simulate: gpus_per_node: must be at least 1 ({})", input_.gpus_per_node));
+    throw InputError(fmt::format("{}: gpus_per_node: must be at least 1 ({})", input_.source,
+                                 input_.gpus_per_node));
   }
 }
 
@@ -247,7 +254,7 @@ std::map<int32_t, std::vector<Piece>> Builder::carriers(const std::vector<Pipeli
   std::vector<int64_t> bytes;
   for (int32_t i : chosen) {
     if (i < 0) {
-      throw RuntimeError(fmt::format("simulate: schedule: a chunk has no {} op",
+      throw RuntimeError(fmt::format("{}: schedule: a chunk has no {} op", input_.source,
                                      planner::to_string(carrier_kind)));
     }
     seconds.push_back(compute_seconds(costs.chunks[ops[i].chunk], carrier_kind));
@@ -262,9 +269,8 @@ std::map<int32_t, std::vector<Piece>> Builder::carriers(const std::vector<Pipeli
   return result;
 }
 
-void Builder::build_op_list(int32_t rank) {
-  const RankCoords& coords = ranks_[rank].coords;
-  const int64_t stage = coords.pp_rank;
+Builder::OpListContext Builder::op_list_context(int32_t rank) {
+  const int64_t stage = ranks_[rank].coords.pp_rank;
   const std::vector<PipelineOp>& ops = input_.schedule.stages[stage];
   const StageCosts& costs = input_.stages[stage];
   RankState& state = states_[rank];
@@ -273,117 +279,137 @@ void Builder::build_op_list(int32_t rank) {
   const bool split = std::any_of(ops.begin(), ops.end(), [](const PipelineOp& op) {
     return op.kind == OpKind::kBackwardWeight;
   });
-  const auto grad_carriers =
-      input_.overlap_grad_reduce
-          ? carriers(ops, costs, split ? OpKind::kBackwardWeight : OpKind::kBackward, true,
-                     costs.grad_buckets, BucketEdge::kReadyAtEnd)
-          : std::map<int32_t, std::vector<Piece>>{};
-  const auto param_carriers = input_.overlap_param_gather
-                                  ? carriers(ops, costs, OpKind::kForward, false,
-                                             costs.param_buckets, BucketEdge::kNeededAtStart)
-                                  : std::map<int32_t, std::vector<Piece>>{};
-  // ZeRO-3: per-layer gathers before every F and B (B needs the weights for the input
-  // gradient; W does not), per-layer reduce-scatters after every gradient-producing op.
-  const OpKind gradient_kind = split ? OpKind::kBackwardWeight : OpKind::kBackward;
-  std::vector<int64_t> chunk_param_bytes, chunk_grad_bytes;
+  OpListContext context;
+  context.gradient_kind = split ? OpKind::kBackwardWeight : OpKind::kBackward;
+  if (input_.overlap_grad_reduce) {
+    context.grad_carriers = carriers(ops, costs, context.gradient_kind, true, costs.grad_buckets,
+                                     BucketEdge::kReadyAtEnd);
+  }
+  if (input_.overlap_param_gather) {
+    context.param_carriers = carriers(ops, costs, OpKind::kForward, false, costs.param_buckets,
+                                      BucketEdge::kNeededAtStart);
+  }
   for (const Bucket& bucket : costs.chunk_param_buckets) {
-    chunk_param_bytes.push_back(bucket.bytes);
+    context.chunk_param_bytes.push_back(bucket.bytes);
   }
   for (const Bucket& bucket : costs.chunk_grad_buckets) {
-    chunk_grad_bytes.push_back(bucket.bytes);
+    context.chunk_grad_bytes.push_back(bucket.bytes);
   }
-  std::vector<int32_t> op_ends;  // last task of each compute op so far
-  const StreamKind tp_stream = input_.overlap_tp_comm ? StreamKind::kTpComm : StreamKind::kCompute;
+  return context;
+}
+
+std::vector<OpPiece> Builder::compute_pieces(int32_t rank, int32_t index, const PipelineOp& op,
+                                             OpListContext& context, std::vector<int32_t>*& needs,
+                                             std::vector<int32_t>*& ready) {
+  RankState& state = states_[rank];
+  const double seconds =
+      compute_seconds(input_.stages[ranks_[rank].coords.pp_rank].chunks[op.chunk], op.kind);
+  // ZeRO-3: per-layer gathers before every F and B (B needs the weights for the input
+  // gradient; W does not), per-layer reduce-scatters after every gradient-producing op.
+  const bool gathers = !context.chunk_param_bytes.empty() && op.kind != OpKind::kBackwardWeight;
+  const bool reduces = !context.chunk_grad_bytes.empty() && op.kind == context.gradient_kind;
+  std::vector<OpPiece> pieces;
+  if (gathers || reduces) {
+    pieces = split_op(
+        seconds, gathers ? context.chunk_param_bytes : std::vector<int64_t>{},
+        reduces && input_.overlap_grad_reduce ? context.chunk_grad_bytes : std::vector<int64_t>{});
+    if (gathers) {
+      // Prefetch one op ahead: gathers may start once the op before the previous one ends;
+      // without overlap, once the previous op ends (the planner then exposes them all).
+      const std::vector<int32_t>& ends = context.op_ends;
+      const size_t back = input_.overlap_grad_reduce ? 2 : 1;
+      state.gather_gates.push_back(ends.size() >= back ? ends[ends.size() - back] : -1);
+      needs = &state.gather_users.emplace_back(context.chunk_param_bytes.size(), -1);
+    }
+    if (reduces) {
+      ready = &state.reduce_ready.emplace_back(context.chunk_grad_bytes.size(), -1);
+      state.reduce_blocks.push_back(-1);
+      if (!input_.overlap_grad_reduce) {
+        for (int32_t k = 0; k < static_cast<int32_t>(context.chunk_grad_bytes.size()); ++k) {
+          pieces.back().ready.push_back(k);  // all after the op
+        }
+      }
+    }
+  } else if (auto it = context.grad_carriers.find(index); it != context.grad_carriers.end()) {
+    for (const Piece& piece : it->second) {
+      pieces.push_back(OpPiece{piece.seconds, {}, piece.buckets});
+    }
+    ready = &state.grad_ready;
+  } else if (auto it2 = context.param_carriers.find(index); it2 != context.param_carriers.end()) {
+    for (const Piece& piece : it2->second) {
+      pieces.push_back(OpPiece{piece.seconds, piece.buckets, {}});
+    }
+  } else {
+    pieces.push_back(OpPiece{seconds, {}, {}});
+  }
+  return pieces;
+}
+
+void Builder::describe_task(int32_t task, int32_t index, const PipelineOp& op) {
+  TaskRecord& record = graph_->task(task);
+  record.op_index = index;
+  record.micro_batch = static_cast<int32_t>(op.micro_batch);
+  record.chunk = static_cast<int32_t>(op.chunk);
+}
+
+void Builder::add_compute_op(int32_t rank, int32_t index, const PipelineOp& op,
+                             OpListContext& context) {
+  RankState& state = states_[rank];
+  // Without overlap the op waits for the previous gradient op's reduce-scatter.
+  const int32_t blocked_by =
+      !input_.overlap_grad_reduce && !state.reduce_blocks.empty() && state.reduce_blocks.back() < 0
+          ? static_cast<int32_t>(state.reduce_blocks.size()) - 1
+          : -1;
+  std::vector<int32_t>* needs = nullptr;  // [bucket] -> piece task
+  std::vector<int32_t>* ready = nullptr;
+  const std::vector<OpPiece> pieces = compute_pieces(rank, index, op, context, needs, ready);
+  for (const OpPiece& piece : pieces) {
+    const int32_t task = add_task(task_kind(op.kind), StreamKind::kCompute, rank, piece.seconds);
+    describe_task(task, index, op);
+    chain(state, task);
+    if (blocked_by >= 0 && &piece == &pieces.front()) {
+      state.reduce_blocks[blocked_by] = task;
+    }
+    for (int32_t k : piece.needs) {
+      if (needs != nullptr) {
+        (*needs)[k] = task;
+      } else {
+        state.param_users[k].push_back(task);
+      }
+    }
+    for (int32_t k : piece.ready) {
+      (*ready)[k] = task;
+    }
+  }
+  const planner::ChunkCost& cost = input_.stages[ranks_[rank].coords.pp_rank].chunks[op.chunk];
+  if (const double tp = tp_seconds(cost, op.kind); tp > 0) {
+    const StreamKind stream = input_.overlap_tp_comm ? StreamKind::kTpComm : StreamKind::kCompute;
+    const int32_t task = add_task(TaskKind::kTpComm, stream, rank, tp);
+    describe_task(task, index, op);
+    chain(state, task);
+  }
+  context.op_ends.push_back(state.last);
+}
+
+void Builder::build_op_list(int32_t rank) {
+  const int64_t stage = ranks_[rank].coords.pp_rank;
+  const std::vector<PipelineOp>& ops = input_.schedule.stages[stage];
+  RankState& state = states_[rank];
+  OpListContext context = op_list_context(rank);
   for (int32_t index = 0; index < static_cast<int32_t>(ops.size()); ++index) {
     const PipelineOp& op = ops[index];
     if (op.chunk < 0 || op.chunk >= vpp_ || op.micro_batch < 0 ||
         op.micro_batch >= num_micro_batches_) {
-      throw RuntimeError(fmt::format("simulate: schedule: stage {} op {}: micro-batch {} chunk {}",
-                                     stage, index, op.micro_batch, op.chunk));
+      throw RuntimeError(fmt::format("{}: schedule: stage {} op {}: micro-batch {} chunk {}",
+                                     input_.source, stage, index, op.micro_batch, op.chunk));
     }
-    auto describe = [&](int32_t task) {
-      TaskRecord& record = graph_->task(task);
-      record.op_index = index;
-      record.micro_batch = static_cast<int32_t>(op.micro_batch);
-      record.chunk = static_cast<int32_t>(op.chunk);
-    };
     if (is_compute_op(op.kind)) {
-      const planner::ChunkCost& cost = costs.chunks[op.chunk];
-      const double seconds = compute_seconds(cost, op.kind);
-      // needs: buckets to gather before the piece; ready: buckets complete after it.
-      std::vector<OpPiece> pieces;
-      std::vector<int32_t>* need_users = nullptr;  // [bucket] -> piece task
-      std::vector<int32_t>* ready_tasks = nullptr;
-      // Without overlap the op waits for the previous gradient op's reduce-scatter.
-      const int32_t blocked_by = !input_.overlap_grad_reduce && !state.reduce_blocks.empty() &&
-                                         state.reduce_blocks.back() < 0
-                                     ? static_cast<int32_t>(state.reduce_blocks.size()) - 1
-                                     : -1;
-      const bool gathers = !chunk_param_bytes.empty() && op.kind != OpKind::kBackwardWeight;
-      const bool reduces = !chunk_grad_bytes.empty() && op.kind == gradient_kind;
-      if (gathers || reduces) {
-        pieces = split_op(
-            seconds, gathers ? chunk_param_bytes : std::vector<int64_t>{},
-            reduces && input_.overlap_grad_reduce ? chunk_grad_bytes : std::vector<int64_t>{});
-        if (gathers) {
-          // Prefetch one op ahead: gathers may start once the op before the previous one ends;
-          // without overlap, once the previous op ends (the planner then exposes them all).
-          const size_t back = input_.overlap_grad_reduce ? 2 : 1;
-          state.gather_gates.push_back(op_ends.size() >= back ? op_ends[op_ends.size() - back]
-                                                              : -1);
-          need_users = &state.gather_users.emplace_back(chunk_param_bytes.size(), -1);
-        }
-        if (reduces) {
-          ready_tasks = &state.reduce_ready.emplace_back(chunk_grad_bytes.size(), -1);
-          state.reduce_blocks.push_back(-1);
-          if (!input_.overlap_grad_reduce) {
-            for (int32_t k = 0; k < static_cast<int32_t>(chunk_grad_bytes.size()); ++k) {
-              pieces.back().ready.push_back(k);  // all after the op
-            }
-          }
-        }
-      } else if (auto it = grad_carriers.find(index); it != grad_carriers.end()) {
-        for (const Piece& piece : it->second) {
-          pieces.push_back(OpPiece{piece.seconds, {}, piece.buckets});
-        }
-        ready_tasks = &state.grad_ready;
-      } else if (auto it2 = param_carriers.find(index); it2 != param_carriers.end()) {
-        for (const Piece& piece : it2->second) {
-          pieces.push_back(OpPiece{piece.seconds, piece.buckets, {}});
-        }
-      } else {
-        pieces.push_back(OpPiece{seconds, {}, {}});
-      }
-      for (const OpPiece& piece : pieces) {
-        const int32_t task =
-            add_task(task_kind(op.kind), StreamKind::kCompute, rank, piece.seconds);
-        describe(task);
-        chain(state, task);
-        if (blocked_by >= 0 && &piece == &pieces.front()) {
-          state.reduce_blocks[blocked_by] = task;
-        }
-        for (int32_t k : piece.needs) {
-          if (need_users != nullptr) {
-            (*need_users)[k] = task;
-          } else {
-            state.param_users[k].push_back(task);
-          }
-        }
-        for (int32_t k : piece.ready) {
-          (*ready_tasks)[k] = task;
-        }
-      }
-      if (const double tp = tp_seconds(cost, op.kind); tp > 0) {
-        const int32_t task = add_task(TaskKind::kTpComm, tp_stream, rank, tp);
-        describe(task);
-        chain(state, task);
-      }
-      op_ends.push_back(state.last);
+      add_compute_op(rank, index, op, context);
     } else if (op.kind == OpKind::kSendActivation || op.kind == OpKind::kSendGradient) {
       add_send(rank, index, op);
     } else {
       const int32_t task = add_task(TaskKind::kRecvWait, StreamKind::kCompute, rank, 0.0);
-      describe(task);
+      describe_task(task, index, op);
       chain(state, task);
       state.receives.emplace_back(
           task, receive_key(op.kind == OpKind::kRecvGradient, op.micro_batch, op.chunk));
@@ -397,13 +423,13 @@ void Builder::build_op_list(int32_t rank) {
 void Builder::add_send(int32_t rank, int32_t index, const PipelineOp& op) {
   const RankCoords& coords = ranks_[rank].coords;
   const bool gradient = op.kind == OpKind::kSendGradient;
-  // Virtual stage v = chunk * pp + stage; activations go to v + 1, gradients to v - 1.
+  // Activations go to virtual stage v + 1, gradients to v - 1.
   const int64_t pp = layout_.pp;
-  const int64_t target = op.chunk * pp + coords.pp_rank + (gradient ? -1 : 1);
+  const int64_t target = planner::virtual_stage(pp, coords.pp_rank, op.chunk) + (gradient ? -1 : 1);
   if (target < 0 || target >= pp * vpp_ || target % pp != op.peer_stage) {
     throw RuntimeError(fmt::format(
-        "simulate: schedule: stage {} op {}: {} to stage {} does not reach virtual stage {}",
-        coords.pp_rank, index, planner::to_string(op.kind), op.peer_stage, target));
+        "{}: schedule: stage {} op {}: {} to stage {} does not reach virtual stage {}",
+        input_.source, coords.pp_rank, index, planner::to_string(op.kind), op.peer_stage, target));
   }
   RankCoords peer_coords = coords;
   peer_coords.pp_rank = target % pp;
@@ -428,8 +454,9 @@ void Builder::add_send(int32_t rank, int32_t index, const PipelineOp& op) {
   }
   int32_t& slot = states_[peer].transfer_to[receive_key(gradient, op.micro_batch, target / pp)];
   if (slot >= 0) {
-    throw RuntimeError(fmt::format("simulate: schedule: stage {} sends {} of micro-batch {} twice",
-                                   coords.pp_rank, planner::to_string(op.kind), op.micro_batch));
+    throw RuntimeError(fmt::format("{}: schedule: stage {} sends {} of micro-batch {} twice",
+                                   input_.source, coords.pp_rank, planner::to_string(op.kind),
+                                   op.micro_batch));
   }
   slot = task;
 }
@@ -441,8 +468,8 @@ void Builder::connect_receives() {
       if (transfer < 0) {
         const TaskRecord& record = graph_->task(wait);
         throw RuntimeError(fmt::format(
-            "simulate: schedule: stage {} receives micro-batch {} chunk {} that is never sent",
-            ranks_[rank].coords.pp_rank, record.micro_batch, record.chunk));
+            "{}: schedule: stage {} receives micro-batch {} chunk {} that is never sent",
+            input_.source, ranks_[rank].coords.pp_rank, record.micro_batch, record.chunk));
       }
       graph_->add_edge(transfer, wait);
       graph_->task(transfer).peer = wait;

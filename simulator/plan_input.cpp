@@ -1,16 +1,15 @@
 // From a plan to a SimulationInput: every duration is the planner's. Chunk costs and the
 // optimizer step come from estimate_plan, each send from planner::pipeline_transfer_seconds,
-// the embedding sync from the collective inventory; DP buckets are costed by
-// planner::collective_seconds on each bucket's bytes, over the nodes the stage's groups touch.
-// ZeRO-3's inventory lists the whole stage gathered 2m times and reduce-scattered m times per
-// step; the replay does it per op, a chunk's share (1/vpp) before each F and B and after each
-// gradient-producing op: the same 2m and m stage volumes.
+// the embedding sync from the collective inventory, the data-parallel buckets from
+// planner::dp_buckets (ZeRO-2/3's per-chunk lists run after each gradient-producing op, ZeRO-3's
+// gathers before each F and B: the inventory's m and 2m stage volumes per step).
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <limits>
 
+#include "meshplan/dp_buckets.h"
 #include "meshplan/errors.h"
 #include "meshplan/simulator.h"
 
@@ -20,33 +19,12 @@ namespace {
 using planner::CollectiveKind;
 using planner::CommGroup;
 
-// The ranks whose data-parallel groups a stage's cost is taken from: like the planner's
-// per-stage collective times, the slower of the groups of its first and last tp rank (they sit
-// at different offsets in a node, so one may cross a node boundary the other does not).
-struct DpGroups {
-  const models::ClusterConfig& cluster;
-  const planner::Layout& layout;
-  int64_t stage;
-  double seconds(CollectiveKind kind, int64_t bytes) const {
-    const int64_t stride = planner::global_rank(layout, planner::RankCoords{0, 1, stage}) -
-                           planner::global_rank(layout, planner::RankCoords{0, 0, stage});
-    double slowest = 0;
-    for (int64_t tp_rank : {int64_t{0}, layout.tp - 1}) {
-      const int64_t first = planner::global_rank(layout, planner::RankCoords{tp_rank, 0, stage});
-      slowest = std::max(
-          slowest, planner::collective_seconds(cluster, kind, bytes, layout.dp, stride, first));
-    }
-    return slowest;
-  }
-};
-
-// Buckets of at most `bucket_bytes`, the last one holding the remainder, as DDP fills them.
-std::vector<Bucket> buckets(const DpGroups& groups, CollectiveKind kind, int64_t total_bytes,
-                            int64_t bucket_bytes) {
+// The planner's bucket runs as the replay's calls: bytes and the time of each call alone.
+std::vector<Bucket> replay_buckets(const std::vector<planner::DpBucket>& buckets) {
   std::vector<Bucket> out;
-  for (int64_t offset = 0; offset < total_bytes; offset += bucket_bytes) {
-    const int64_t bytes = std::min(bucket_bytes, total_bytes - offset);
-    out.push_back(Bucket{bytes, groups.seconds(kind, bytes)});
+  for (const planner::DpBucket& bucket : buckets) {
+    out.insert(out.end(), static_cast<size_t>(bucket.num_calls),
+               Bucket{bucket.bytes, bucket.seconds});
   }
   return out;
 }
@@ -64,17 +42,18 @@ models::ClusterConfig without_communication(models::ClusterConfig cluster) {
 }  // namespace
 
 SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanEstimate& estimate,
-                                 const SimulationOptions& options) {
+                                 const SimulationOptions& options, const std::string& source) {
   const planner::Layout& layout = plan.layout;
   if (options.bucket_bytes <= 0) {
     throw InputError(
-        fmt::format("simulate: bucket_bytes: must be positive ({})", options.bucket_bytes));
+        fmt::format("{}: bucket_bytes: must be positive ({})", source, options.bucket_bytes));
   }
   if (static_cast<int64_t>(estimate.stages.size()) != layout.pp) {
-    throw InputError(fmt::format("simulate: layout: the planner has no stage costs ({})",
+    throw InputError(fmt::format("{}: layout: the planner has no stage costs ({})", source,
                                  estimate.rejection_reason));
   }
   SimulationInput input;
+  input.source = source;
   input.layout = layout;
   input.schedule = planner::generate_schedule(layout.schedule, layout.pp, layout.vpp,
                                               layout.num_micro_batches());
@@ -102,29 +81,20 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
         costs.has_embedding_sync = true;
         costs.embedding_sync_seconds = traffic.seconds_per_call * traffic.calls_per_step;
         break;
-      case CommGroup::kDp: {
-        const bool gather = traffic.kind == CollectiveKind::kAllGather;
-        const DpGroups groups{plan.cluster, layout, traffic.stage};
-        // ZeRO-2 reduce-scatters per op like ZeRO-3 but gathers once a step like ZeRO-1.
-        if (layout.zero == 3 || (layout.zero == 2 && !gather)) {
-          // Per call the whole stage's parameters (gradients); per op one chunk's share, in
-          // one bucket per layer: ZeRO-3 gathers and reduces module by module (Rajbhandari et
-          // al. 2020, Sec. 7.2.2; FSDP wraps each transformer block), not in DDP's buckets.
-          // ZeRO-2 instead reduces each op's gradients in DDP-sized buckets (DeepSpeed's
-          // reduce_bucket_size), as the planner costs one reduce-scatter per micro-batch.
-          const int64_t chunk_bytes = traffic.message_bytes / layout.vpp;
-          const int64_t layers = std::max<int64_t>(1, costs.chunks.front().num_layers);
-          const int64_t bucket =
-              layout.zero == 3 ? (chunk_bytes + layers - 1) / layers : options.bucket_bytes;
-          auto& list = gather ? costs.chunk_param_buckets : costs.chunk_grad_buckets;
-          list = buckets(groups, traffic.kind, chunk_bytes, bucket);
-        } else {
-          auto& list = gather ? costs.param_buckets : costs.grad_buckets;
-          list = buckets(groups, traffic.kind, traffic.total_message_bytes(), options.bucket_bytes);
-        }
-        break;
-      }
+      case CommGroup::kDp:
+        break;  // from planner::dp_buckets below
     }
+  }
+  planner::PlanOptions plan_options = plan.options;
+  plan_options.bucket_bytes = options.bucket_bytes;
+  for (int64_t stage = 0; stage < layout.pp; ++stage) {
+    const planner::DpBuckets dp =
+        planner::dp_buckets(plan.model, plan.cluster, layout, plan_options, stage);
+    StageCosts& costs = input.stages[static_cast<size_t>(stage)];
+    costs.grad_buckets = replay_buckets(dp.step_grad);
+    costs.param_buckets = replay_buckets(dp.step_param);
+    costs.chunk_grad_buckets = replay_buckets(dp.chunk_grad);
+    costs.chunk_param_buckets = replay_buckets(dp.chunk_param);
   }
   return input;
 }
@@ -143,7 +113,7 @@ SimulationResult simulate_plan(const planner::Plan& plan, const SimulationOption
     throw InputError(fmt::format("{}: layout: {} ({})", source, estimate.rejection_reason,
                                  estimate.rejection_code));
   }
-  SimulationResult result = simulate(simulation_input(simulated, estimate, options));
+  SimulationResult result = simulate(simulation_input(simulated, estimate, options, source));
   result.model_name = plan.model.name;
   result.cluster_name = plan.cluster.name;
   result.options = options;

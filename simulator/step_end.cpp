@@ -180,8 +180,9 @@ void Builder::add_embedding_sync() {
   const StageCosts& first = input_.stages.front();
   const StageCosts& last = input_.stages.back();
   if (first.has_embedding_sync != last.has_embedding_sync) {
-    throw InputError(
-        "simulate: stages: has_embedding_sync: first and last stage disagree (tied embeddings)");
+    throw InputError(fmt::format(
+        "{}: stages: has_embedding_sync: first and last stage disagree (tied embeddings)",
+        input_.source));
   }
   if (pp < 2 || !first.has_embedding_sync) {
     return;

@@ -406,5 +406,10 @@ else
   expect "explain: a plan that does not fit (needs p.json from the good plan)" false
 fi
 
+# Issue 11: a global batch of 10^12 searched for hours in gigabytes; capped at 10^6 sequences.
+expect "--global-batch 10^12: capped, one line, exit 2" \
+  plan_error "global_batch: must be between 1 and 1000000 (1000000000000)" \
+  --model tiny --cluster dgx-a100-80gb --gpus 8 --global-batch 1000000000000
+
 echo "# meshplan cli: $num_checks checks, $num_failed failed; $num_known known bugs not counted"
 [ "$num_failed" -eq 0 ]

@@ -393,23 +393,21 @@ TEST_CASE("schedule: rejects invalid combinations with the field named") {
   CHECK(message(ScheduleKind::kOneFOneB, 2, 0, 4) == "vpp: must be at least 1 (0)");
   CHECK(message(ScheduleKind::kOneFOneB, 2, 1, 0) == "micro_batches: must be at least 1 (0)");
   CHECK(message(ScheduleKind::kOneFOneB, 2, 2, 4) ==
-        "vpp: only the interleaved schedule has model chunks, not 1f1b (2)");
+        "schedule: vpp > 1 needs the interleaved schedule (vpp 2, 1f1b)");
   CHECK(message(ScheduleKind::kGpipe, 2, 3, 4) ==
-        "vpp: only the interleaved schedule has model chunks, not gpipe (3)");
+        "schedule: vpp > 1 needs the interleaved schedule (vpp 3, gpipe)");
   CHECK(message(ScheduleKind::kZbH1, 2, 2, 4) ==
-        "vpp: only the interleaved schedule has model chunks, not zb-h1 (2)");
+        "schedule: vpp > 1 needs the interleaved schedule (vpp 2, zb-h1)");
   CHECK(message(ScheduleKind::kInterleaved, 4, 1, 8) ==
-        "vpp: interleaved schedule needs at least 2 model chunks per stage (1)");
+        "schedule: interleaved schedule needs pp >= 2 and vpp >= 2 (pp 4, vpp 1)");
   CHECK(message(ScheduleKind::kInterleaved, 1, 2, 8) ==
-        "pp: interleaved schedule needs at least 2 stages (1)");
+        "schedule: interleaved schedule needs pp >= 2 and vpp >= 2 (pp 1, vpp 2)");
   CHECK(message(ScheduleKind::kInterleaved, 4, 2, 6) ==
-        "micro_batches: interleaved schedule needs the number of micro-batches divisible by pp "
-        "(6 % 4)");
+        "schedule: interleaved schedule needs micro-batches divisible by pp (6 % 4)");
   // m < pp is legal for 1f1b and zb-h1 (fewer warm-ups), not for interleaved (6 % 8 != 0).
   CHECK(message(ScheduleKind::kOneFOneB, 8, 1, 3) == "no error");
   CHECK(message(ScheduleKind::kInterleaved, 8, 2, 6) ==
-        "micro_batches: interleaved schedule needs the number of micro-batches divisible by pp "
-        "(6 % 8)");
+        "schedule: interleaved schedule needs micro-batches divisible by pp (6 % 8)");
 }
 
 TEST_CASE("schedule: replay detects a deadlock and names the waiting stage") {

@@ -247,11 +247,28 @@ TEST_CASE("search errors: GPU count and global batch must be positive") {
   SearchSpace space = tiny_space();
   space.num_gpus = 0;
   CHECK(test::input_error([&] { search_tiny(space, Objective::kTime, 1); }) ==
-        "--gpus: must be positive (0)");
+        "num_gpus: must be positive (0)");
   space = tiny_space();
   space.global_batch = -3;
   CHECK(test::input_error([&] { search_tiny(space, Objective::kTime, 1); }) ==
-        "--global-batch: must be positive (-3)");
+        "global_batch: must be between 1 and 1000000 (-3)");
+  // Issue 11: 10^12 sequences used to search for hours in gigabytes; kMaxGlobalBatch is 10^6.
+  space.global_batch = 1'000'000'000'000;
+  CHECK(test::input_error([&] { search_tiny(space, Objective::kTime, 1); }) ==
+        "global_batch: must be between 1 and 1000000 (1000000000000)");
+}
+
+TEST_CASE("search progress: called before the first layout and once at the end") {
+  // The tiny space on 8 GPUs has fewer layouts than kProgressInterval, so exactly two calls:
+  // (0, n) and (n, n), n the layouts costed.
+  std::vector<std::pair<int64_t, int64_t>> calls;
+  const SearchResult result =
+      search_layouts(models::load_model("tiny"), models::load_cluster("dgx-a100-80gb"),
+                     tiny_space(), PlanOptions{}, Objective::kTime, 1,
+                     [&](int64_t done, int64_t total) { calls.emplace_back(done, total); });
+  REQUIRE(result.num_evaluated < kProgressInterval);
+  const int64_t n = result.num_evaluated;
+  CHECK(calls == std::vector<std::pair<int64_t, int64_t>>{{0, n}, {n, n}});
 }
 
 // Regression (bug found by this suite, fixed in 4c3d542): search.h promises an InputError on a

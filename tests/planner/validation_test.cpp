@@ -158,6 +158,15 @@ TEST_CASE("a fully given layout is predicted on the run's own cluster and softwa
         doctest::Approx(100.0 * (expected.step_time_s - 2.0) / 2.0).epsilon(1e-12));
 }
 
+TEST_CASE("error_pct: signed percent of the published step time, by hand") {
+  ValidationRun run;
+  run.published_step_time_s = 2.0;
+  run.predicted.step_time_s = 2.5;
+  CHECK(run.error_pct() == 25.0);  // (2.5 - 2) / 2 = +25%
+  run.predicted.step_time_s = 1.5;
+  CHECK(run.error_pct() == -25.0);  // (1.5 - 2) / 2 = -25%
+}
+
 TEST_CASE("null layout fields are searched among the layouts that fit") {
   const std::string path = test::planner_fixture("runs_small.json");
   const ValidationReport report = validate_runs(read_json_file(path), path);
@@ -205,7 +214,7 @@ TEST_CASE("malformed runs: missing, wrong-typed and impossible fields") {
   CHECK(error_after([](nlohmann::json& r) { r["model"]["num_layers"] = "x"; }) ==
         run + "model: num_layers: expected an integer (\"x\")");
   CHECK(error_after([](nlohmann::json& r) { r["model"]["activation"] = "relu"; }) ==
-        run + "model: activation: expected gelu or swiglu (relu)");
+        run + "model: activation: unsupported activation (relu); supported: gelu, swiglu");
   CHECK(error_after([](nlohmann::json& r) { r["model"]["hidden_size"] = 0; }) ==
         run + "model: hidden_size: must be positive (0)");
   CHECK(error_after([](nlohmann::json& r) { r["hardware"]["gpus_per_node"] = 0; }) ==

@@ -40,6 +40,8 @@ struct TransformerConfig {
   // costed: validate_model requires it to cover seq_length, where it is full causal attention,
   // so it is not part of meshplan's model format.
   int64_t sliding_window = 0;
+
+  bool operator==(const TransformerConfig&) const = default;
 };
 
 /// Exact parameter counts of a TransformerConfig, by place.
@@ -63,6 +65,11 @@ void validate_model(const TransformerConfig& model, const std::string& source);
 /// InputError.
 TransformerConfig load_model(const std::string& name_or_path);
 TransformerConfig model_from_json(const nlohmann::json& json, const std::string& source);
+/// The model format's "activation", "norm" and "positions" fields of `json`; InputError
+/// "<source>: <field>: unsupported <field> (<text>); supported: ..." otherwise.
+Activation parse_activation(const nlohmann::json& json, const std::string& source);
+Norm parse_norm(const nlohmann::json& json, const std::string& source);
+Positions parse_positions(const nlohmann::json& json, const std::string& source);
 nlohmann::json model_to_json(const TransformerConfig& model);
 std::vector<std::string> model_preset_names();
 
@@ -84,6 +91,8 @@ struct GpuSpec {
   double peak_fp32_flops_per_second = 0;  // dense fp32 peak (non tensor core), e.g. 19.5e12
   int64_t hbm_bytes = 0;                  // e.g. 80e9
   double hbm_bytes_per_second = 0;        // e.g. 2.039e12
+
+  bool operator==(const GpuSpec&) const = default;
 };
 
 /// Achieved-over-peak parameters of the compute model, one set per GPU type (never per run).
@@ -94,6 +103,8 @@ struct ComputeEfficiency {
   double attention_efficiency = 0;      // fused (flash) attention throughput / peak
   double hbm_efficiency = 0;            // achieved / datasheet HBM bandwidth, memory-bound ops
   double collective_efficiency = 0;     // achieved NCCL bus bandwidth / link line rate
+
+  bool operator==(const ComputeEfficiency&) const = default;
 };
 
 /// A homogeneous GPU cluster.
@@ -110,6 +121,8 @@ struct ClusterConfig {
   Precision precision = Precision::kBf16Mixed;  // what training runs in on this cluster
   ComputeEfficiency efficiency;
   std::string source;  // datasheets the numbers come from
+
+  bool operator==(const ClusterConfig&) const = default;
 };
 
 /// A preset name (`dgx-a100-80gb`, `dgx-h100`, `dgx-h200`, `local-cpu`) or a cluster JSON file.

@@ -38,6 +38,8 @@ struct PlanOptions {
   int64_t bucket_bytes = kDefaultBucketBytes;
   // Tensor-parallel groups may span nodes (normally rejected: tp belongs on NVLink).
   bool allow_tp_across_nodes = false;
+
+  bool operator==(const PlanOptions&) const = default;
 };
 
 enum class CollectiveKind { kAllReduce, kAllGather, kReduceScatter, kSendRecv };
@@ -135,9 +137,9 @@ struct PlanEstimate {
 };
 
 /// Checks the layout's validity rules (returns a non-empty code and reason on the first
-/// violation; memory is not checked here). Codes: "gpus", "tp_heads", "tp_kv_heads",
-/// "tp_node", "pp_layers", "batch", "interleaved_micro_batches", "sequence_parallel",
-/// "zero", "vpp_schedule".
+/// violation; memory is not checked here). Codes, in the order checked: "sizes", "gpus",
+/// "tp_heads", "tp_kv_heads", "tp_ffn", "tp_node", "pp_layers", "batch", "vpp_schedule" or
+/// "interleaved_micro_batches" (check_schedule_shape), "sequence_parallel", "zero".
 struct Validity {
   std::string code;
   std::string reason;
@@ -163,7 +165,8 @@ int64_t padded_vocab_size(const models::TransformerConfig& model, int64_t tp);
 int64_t stage_parameter_count(const models::TransformerConfig& model, const Layout& layout,
                               int64_t stage);
 
-/// Layers per model chunk for (stage, chunk): the l / (pp * vpp) split; precondition divisible.
+/// Layers in every model chunk: l / (pp * vpp), the same for each (stage, chunk). Precondition:
+/// divisible (check_layout's "pp_layers").
 int64_t layers_per_chunk(const models::TransformerConfig& model, const Layout& layout);
 
 /// Ring collective time on a group of `group_size` ranks placed `stride` ranks apart in the
@@ -174,6 +177,11 @@ int64_t layers_per_chunk(const models::TransformerConfig& model, const Layout& l
 double collective_seconds(const models::ClusterConfig& cluster, CollectiveKind kind,
                           int64_t message_bytes, int64_t group_size, int64_t stride,
                           int64_t first_rank = 0);
+
+/// Whether pipeline sends are scattered over tp and the receiver all-gathers them: the
+/// scatter_gather_pipeline option with tp > 1 and no sequence parallelism (which already sends
+/// 1/t of the tensor).
+bool pipeline_scatter_gather(const Layout& layout, const PlanOptions& options);
 
 /// One stage-to-stage activation (or gradient) transfer leaving `stage`: the collective
 /// inventory's send over the slower of the stage's two boundaries, plus the receiver's tp

@@ -33,7 +33,42 @@ struct Layout {
   int64_t num_gpus() const { return tp * pp * dp; }
   /// Micro-batches per pipeline per step: global_batch / (dp * micro_batch).
   int64_t num_micro_batches() const { return global_batch / (dp * micro_batch); }
+
+  bool operator==(const Layout&) const = default;
 };
+
+/// The rules every part reads from a layout (planner, simulator, executor), named once.
+///
+/// Virtual pipeline stage of model chunk `chunk` on pipeline rank `stage`: v = chunk * pp +
+/// stage (Narayanan et al. 2021, Sec. 2.2.2; Megatron-LM's interleaved assignment), so
+/// activations go to v + 1 and gradients to v - 1.
+inline int64_t virtual_stage(int64_t pp, int64_t stage, int64_t chunk) {
+  return chunk * pp + stage;
+}
+
+/// ZeRO (Rajbhandari et al. 2020, Fig. 1): stage 1 shards optimizer states over dp, stage 2
+/// also gradients, stage 3 also parameters. With dp = 1 nothing is sharded.
+inline bool zero_shards_optimizer(const Layout& layout) {
+  return layout.zero >= 1 && layout.dp > 1;
+}
+inline bool zero_shards_gradients(const Layout& layout) {
+  return layout.zero >= 2 && layout.dp > 1;
+}
+inline bool zero_shards_parameters(const Layout& layout) {
+  return layout.zero >= 3 && layout.dp > 1;
+}
+/// Elements of `count` one rank updates: ceil(count / dp) when ZeRO shards the optimizer (the
+/// buffer is padded to a multiple of dp), else all of them.
+inline int64_t zero_shard_count(const Layout& layout, int64_t count) {
+  return zero_shards_optimizer(layout) ? (count + layout.dp - 1) / layout.dp : count;
+}
+
+/// Whether (schedule, pp, vpp, micro-batches) can be scheduled: interleaved needs pp >= 2,
+/// vpp >= 2 and micro-batches divisible by pp (Megatron-LM rejects the same: arguments.py and
+/// forward_backward_pipelining_with_interleaving); the others need vpp = 1. Returns "" when
+/// fine, else "vpp_schedule" or "interleaved_micro_batches" with `reason` set to one line.
+std::string check_schedule_shape(ScheduleKind schedule, int64_t pp, int64_t vpp,
+                                 int64_t num_micro_batches, std::string* reason);
 
 struct RankCoords {
   int64_t tp_rank = 0;

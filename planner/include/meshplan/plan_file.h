@@ -21,6 +21,8 @@ struct Plan {
   int64_t num_gpus = 0;
   Layout layout;
   PlanOptions options;
+
+  bool operator==(const Plan&) const = default;
 };
 
 /// The plan file's JSON; `prediction` is stored as given (the planner's estimate as the plan

@@ -2,6 +2,7 @@
 // Exhaustive search over the valid layout space, ranked by step time or peak memory.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -12,6 +13,17 @@
 namespace meshplan::planner {
 
 enum class Objective { kTime, kMemory };
+
+/// Largest global batch the search accepts, in sequences: about 500 times the largest published
+/// one (Llama 3 405B, 2,048 sequences of 8,192 tokens; Dubey et al. 2024, Table 4). The op lists
+/// grow with the micro-batch count, so a larger batch grows the search without bound (issue 11:
+/// 10^12 sequences ran for hours in gigabytes); 10^6 keeps a 1,024-GPU search under 1 GB.
+inline constexpr int64_t kMaxGlobalBatch = 1'000'000;
+
+/// Called by search_layouts with (layouts costed so far, layouts in the space): before the
+/// first, every kProgressInterval layouts, and once at the end with both equal.
+using SearchProgress = std::function<void(int64_t evaluated, int64_t total)>;
+inline constexpr int64_t kProgressInterval = 4096;
 
 /// What the search may vary. A set field fixes that dimension; an unset one is searched.
 struct SearchSpace {
@@ -36,9 +48,12 @@ struct SearchResult {
 /// Enumerates every layout in `space`, costs each with estimate_plan and keeps the best
 /// `top_k` feasible ones (ties on the objective broken by the other measure). The returned
 /// estimates carry their collective inventories. Throws InputError on an empty space made
-/// impossible by the fixed fields (e.g. num_gpus not divisible by the fixed tp).
+/// impossible by the fixed fields (e.g. num_gpus not divisible by the fixed tp), on num_gpus < 1
+/// and on global_batch outside [1, kMaxGlobalBatch]; errors name the SearchSpace field.
+/// `progress`, if set, hears how far the costing is (the library prints nothing).
 SearchResult search_layouts(const models::TransformerConfig& model,
                             const models::ClusterConfig& cluster, const SearchSpace& space,
-                            const PlanOptions& options, Objective objective, int64_t top_k);
+                            const PlanOptions& options, Objective objective, int64_t top_k,
+                            const SearchProgress& progress = {});
 
 }  // namespace meshplan::planner

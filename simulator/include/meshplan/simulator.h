@@ -54,6 +54,9 @@ std::string to_string(StreamKind kind);
 bool is_compute(TaskKind kind);        // F, B, W, optimizer
 bool is_communication(TaskKind kind);  // tp comm, transfers, DP collectives
 
+/// Most tasks one replay holds (task ids are int32_t).
+inline constexpr int64_t kMaxTasks = 2'147'483'647;
+
 struct Bucket {
   int64_t bytes = 0;
   double seconds = 0;  // the collective on this bucket alone
@@ -83,7 +86,8 @@ struct SimulationInput {
   bool overlap_grad_reduce = true;
   bool overlap_param_gather = true;  // gather at the step's start, before each forward needs it
   bool all_ranks = false;
-  std::vector<StageCosts> stages;  // [pp]
+  std::vector<StageCosts> stages;   // [pp]
+  std::string source = "simulate";  // names the input in errors: the plan file's path
 };
 
 struct TaskRecord {
@@ -142,16 +146,19 @@ struct SimulationResult {
   std::vector<CriticalSegment> critical_path;  // in time order
 };
 
-/// Replays `input`. Throws InputError when the costs do not fit the schedule, RuntimeError if
-/// the schedule deadlocks. analytic_step_time_s is left 0.
+/// Replays `input`. Throws InputError (starting with input.source) when the costs do not fit
+/// the schedule or the task graph would exceed kMaxTasks, RuntimeError if the schedule
+/// deadlocks. analytic_step_time_s is left 0.
 SimulationResult simulate(const SimulationInput& input);
 
 /// Durations of `plan` from the planner: chunk costs and optimizer steps of `estimate`, sends
 /// and the embedding sync from its collective inventory, data-parallel buckets (ZeRO 0-2:
 /// options.bucket_bytes; ZeRO-3: one per layer) through planner::collective_seconds. Throws
-/// InputError when bucket_bytes is not positive or `estimate` has no stage costs.
+/// InputError naming `source` (the plan file) when bucket_bytes is not positive or `estimate`
+/// has no stage costs; input.source is set to `source`.
 SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanEstimate& estimate,
-                                 const SimulationOptions& options);
+                                 const SimulationOptions& options,
+                                 const std::string& source = "simulate");
 
 /// estimate_plan, simulation_input and simulate; `source` names the plan in errors. With
 /// options.zero_communication both the estimate and the replay use links of infinite

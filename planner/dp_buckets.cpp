@@ -1,0 +1,127 @@
+// A stage's data-parallel calls bucket by bucket (dp_buckets.h): the estimate, the collective
+// inventory and the simulator all take their data-parallel volumes and times from here.
+
+#include "meshplan/dp_buckets.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <initializer_list>
+
+#include "estimate_internal.h"
+#include "meshplan/errors.h"
+#include "model_shape.h"
+
+namespace meshplan::planner {
+
+int64_t zero_padded_count(int64_t count, int64_t dp) {
+  return (count + dp - 1) / dp * dp;
+}
+
+namespace {
+
+std::vector<SizeRun> non_empty(std::initializer_list<SizeRun> runs) {
+  std::vector<SizeRun> out;
+  for (const SizeRun& run : runs) {
+    if (run.bytes > 0 && run.count > 0) {
+      out.push_back(run);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<SizeRun> bucket_sizes(int64_t total_bytes, int64_t bucket_bytes) {
+  return non_empty({{bucket_bytes, total_bytes / bucket_bytes}, {total_bytes % bucket_bytes, 1}});
+}
+
+std::vector<SizeRun> even_split(int64_t total_bytes, int64_t num_parts) {
+  const int64_t floor = total_bytes / num_parts;
+  const int64_t larger = total_bytes % num_parts;
+  return non_empty({{floor + 1, larger}, {floor, num_parts - larger}});
+}
+
+namespace {
+
+std::vector<DpBucket> costed(const models::ClusterConfig& cluster, const Layout& layout,
+                             int64_t stage, CollectiveKind kind,
+                             const std::vector<SizeRun>& sizes) {
+  std::vector<DpBucket> buckets;
+  for (const SizeRun& run : sizes) {
+    buckets.push_back(
+        DpBucket{run.bytes, kind, CommGroup::kDp,
+                 stage_collective_seconds(cluster, layout, kind, CommGroup::kDp, stage, run.bytes),
+                 run.count});
+  }
+  return buckets;
+}
+
+}  // namespace
+
+DpBuckets dp_buckets(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
+                     const Layout& layout, const PlanOptions& options, int64_t stage) {
+  if (options.bucket_bytes < 1) {
+    throw InputError(fmt::format("bucket_bytes: must be positive ({})", options.bucket_bytes));
+  }
+  DpBuckets out;
+  if (layout.dp <= 1) {
+    return out;
+  }
+  const int64_t parameters = stage_parameter_count(model, layout, stage);
+  const int64_t e = element_bytes(cluster);
+  const int64_t bucket = options.bucket_bytes;
+  const auto kRS = CollectiveKind::kReduceScatter;
+  const auto kAG = CollectiveKind::kAllGather;
+  if (layout.zero == 0) {
+    out.step_grad = costed(cluster, layout, stage, CollectiveKind::kAllReduce,
+                           bucket_sizes(parameters * e, bucket));
+    return out;
+  }
+  const int64_t padded_bytes = zero_padded_count(parameters, layout.dp) * e;
+  // One chunk's share of the stage, 1/vpp rounded up (chunks differ by under vpp bytes).
+  const int64_t chunk_bytes = (padded_bytes + layout.vpp - 1) / layout.vpp;
+  switch (layout.zero) {
+    case 1:
+      out.step_grad = costed(cluster, layout, stage, kRS, bucket_sizes(padded_bytes, bucket));
+      out.step_param = costed(cluster, layout, stage, kAG, bucket_sizes(padded_bytes, bucket));
+      break;
+    case 2:
+      out.chunk_grad = costed(cluster, layout, stage, kRS, bucket_sizes(chunk_bytes, bucket));
+      out.step_param = costed(cluster, layout, stage, kAG, bucket_sizes(padded_bytes, bucket));
+      break;
+    default: {
+      const int64_t layers = std::max<int64_t>(1, layers_per_chunk(model, layout));
+      out.chunk_grad = costed(cluster, layout, stage, kRS, even_split(chunk_bytes, layers));
+      out.chunk_param = costed(cluster, layout, stage, kAG, even_split(chunk_bytes, layers));
+      break;
+    }
+  }
+  return out;
+}
+
+double total_seconds(const std::vector<DpBucket>& buckets) {
+  double seconds = 0;
+  for (const DpBucket& bucket : buckets) {
+    seconds += bucket.seconds * static_cast<double>(bucket.num_calls);
+  }
+  return seconds;
+}
+
+int64_t total_bytes(const std::vector<DpBucket>& buckets) {
+  int64_t bytes = 0;
+  for (const DpBucket& bucket : buckets) {
+    bytes += bucket.bytes * bucket.num_calls;
+  }
+  return bytes;
+}
+
+int64_t total_calls(const std::vector<DpBucket>& buckets) {
+  int64_t calls = 0;
+  for (const DpBucket& bucket : buckets) {
+    calls += bucket.num_calls;
+  }
+  return calls;
+}
+
+}  // namespace meshplan::planner

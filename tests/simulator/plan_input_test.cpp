@@ -1,0 +1,91 @@
+// simulation_input (simulator/plan_input.cpp) takes every data-parallel bucket from the
+// planner: its lists equal planner::dp_buckets' call for call, for every ZeRO stage.
+
+#include <doctest/doctest.h>
+
+#include "meshplan/dp_buckets.h"
+#include "meshplan/errors.h"
+#include "meshplan/models.h"
+#include "meshplan/simulator.h"
+
+namespace meshplan::simulator {
+namespace {
+
+// The replay lists every call; the planner gives runs of equal calls.
+void check_same(const std::vector<Bucket>& replay, const std::vector<planner::DpBucket>& planner) {
+  REQUIRE(static_cast<int64_t>(replay.size()) == planner::total_calls(planner));
+  size_t k = 0;
+  for (const planner::DpBucket& run : planner) {
+    for (int64_t call = 0; call < run.num_calls; ++call, ++k) {
+      CHECK(replay[k].bytes == run.bytes);
+      CHECK(replay[k].seconds == run.seconds);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("plan input: the simulator's buckets are the planner's, ZeRO 0-3") {
+  for (int zero = 0; zero <= 3; ++zero) {
+    for (int64_t vpp : {1, 2}) {
+      CAPTURE(zero);
+      CAPTURE(vpp);
+      planner::Plan plan;
+      plan.model = models::load_model("tiny");
+      plan.cluster = models::load_cluster("dgx-a100-80gb");
+      plan.layout.pp = 2;
+      plan.layout.dp = 3;  // pads under ZeRO (see tests/planner/dp_buckets_test.cpp)
+      plan.layout.vpp = vpp;
+      plan.layout.global_batch = 12;
+      plan.layout.zero = zero;
+      plan.layout.schedule =
+          vpp > 1 ? planner::ScheduleKind::kInterleaved : planner::ScheduleKind::kOneFOneB;
+      plan.num_gpus = plan.layout.num_gpus();
+      SimulationOptions options;
+      options.bucket_bytes = 50'000;  // several buckets per stage
+      plan.options.bucket_bytes = options.bucket_bytes;
+      const planner::PlanEstimate estimate =
+          planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
+      REQUIRE_MESSAGE(estimate.feasible, estimate.rejection_reason);
+      const SimulationInput input = simulation_input(plan, estimate, options);
+      for (int64_t stage = 0; stage < plan.layout.pp; ++stage) {
+        const planner::DpBuckets expected =
+            planner::dp_buckets(plan.model, plan.cluster, plan.layout, plan.options, stage);
+        const StageCosts& costs = input.stages[static_cast<size_t>(stage)];
+        check_same(costs.grad_buckets, expected.step_grad);
+        check_same(costs.param_buckets, expected.step_param);
+        check_same(costs.chunk_grad_buckets, expected.chunk_grad);
+        check_same(costs.chunk_param_buckets, expected.chunk_param);
+        // Every ZeRO stage has some data-parallel call with dp = 3.
+        CHECK(costs.grad_buckets.size() + costs.chunk_grad_buckets.size() > 0);
+      }
+    }
+  }
+}
+
+}  // namespace meshplan::simulator
+
+namespace meshplan::simulator {
+
+TEST_CASE("plan input: errors name the plan file, not the command") {
+  planner::Plan plan;
+  plan.model = models::load_model("tiny");
+  plan.cluster = models::load_cluster("dgx-a100-80gb");
+  plan.layout.global_batch = 2;
+  plan.num_gpus = 1;
+  const planner::PlanEstimate estimate =
+      planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
+  SimulationOptions options;
+  options.bucket_bytes = 0;
+  CHECK_THROWS_WITH_AS(simulation_input(plan, estimate, options, "p.json"),
+                       "p.json: bucket_bytes: must be positive (0)", InputError);
+  options.bucket_bytes = 1;
+  // The replay's own checks carry the same source.
+  SimulationInput input = simulation_input(plan, estimate, options, "p.json");
+  CHECK(input.source == "p.json");
+  input.gpus_per_node = 0;
+  CHECK_THROWS_WITH_AS(simulate(input), "p.json: gpus_per_node: must be at least 1 (0)",
+                       InputError);
+}
+
+}  // namespace meshplan::simulator
