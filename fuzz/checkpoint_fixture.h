@@ -1,0 +1,63 @@
+#pragma once
+// The checkpoint fuzz targets' fixture: one real rank (MPI_COMM_SELF), the `tiny` preset on
+// `local-cpu`, and a valid checkpoint written once after one step; each input then replaces
+// one of its files and is read back with executor::read_checkpoint, as `execute --resume` does.
+
+#include <mpi.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "checkpoint.h"
+#include "fuzz_input.h"
+#include "meshplan/models.h"
+
+namespace meshplan::fuzz {
+
+struct CheckpointFixture {
+  planner::Plan plan;
+  executor::ExecuteOptions options;
+  std::unique_ptr<executor::Trainer> trainer;
+  std::string shard_path;  // the one rank's shard named by the valid manifest
+};
+
+/// Initialises MPI (singleton) and writes the valid checkpoint; call once per process. The
+/// scratch directory is removed at exit.
+inline CheckpointFixture& checkpoint_fixture(int* argc, char*** argv) {
+  static CheckpointFixture fixture;
+  MPI_Init(argc, argv);
+  std::atexit([] { std::filesystem::remove_all(fixture.options.checkpoint_dir); });
+  fixture.plan.model = models::load_model("tiny");
+  fixture.plan.cluster = models::load_cluster("local-cpu");
+  fixture.plan.layout.micro_batch = 2;
+  fixture.plan.layout.global_batch = 4;
+  fixture.plan.num_gpus = fixture.plan.layout.num_gpus();
+  fixture.options.checkpoint_dir = scratch_path("checkpoint");
+  fixture.options.checkpoint_every = 1;
+  std::filesystem::remove_all(fixture.options.checkpoint_dir);
+  fixture.trainer = std::make_unique<executor::Trainer>(
+      fixture.plan, executor::make_synthetic_source(fixture.plan.model.vocab_size),
+      executor::AdamWConfig{}, MPI_COMM_SELF);
+  fixture.trainer->train_step();
+  executor::write_checkpoint(fixture.options.checkpoint_dir, *fixture.trainer, fixture.plan,
+                             fixture.options, MPI_COMM_SELF);
+  for (const auto& entry :
+       std::filesystem::recursive_directory_iterator(fixture.options.checkpoint_dir)) {
+    if (entry.path().filename() == "rank_0.bin") {
+      fixture.shard_path = entry.path().string();
+    }
+  }
+  return fixture;
+}
+
+/// Reads the checkpoint back into the fixture's trainer; an InputError is the expected answer.
+inline int read_back(CheckpointFixture& fixture) {
+  return run_loader([&] {
+    executor::read_checkpoint(fixture.options.checkpoint_dir, *fixture.trainer, fixture.plan,
+                              fixture.options, MPI_COMM_SELF);
+  });
+}
+
+}  // namespace meshplan::fuzz
