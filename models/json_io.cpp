@@ -20,8 +20,9 @@ nlohmann::json read_json_file(const std::string& path) {
   buffer << in.rdbuf();
   try {
     return nlohmann::json::parse(buffer.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
+  } catch (const nlohmann::json::exception& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ..." or,
+    // for a number too large for a double, "[json.exception.out_of_range.406] number overflow".
     std::string message = e.what();
     const auto pos = message.find("] ");
     if (pos != std::string::npos) {
@@ -75,8 +76,9 @@ int64_t require_int(const nlohmann::json& object, const std::string& field,
   }
   if (value.is_number_float()) {
     const double number = value.get<double>();
-    if (number == static_cast<double>(static_cast<int64_t>(number)) && number < 9.2e18 &&
-        number > -9.2e18) {
+    // Range first: converting an out-of-range double to int64_t is undefined behaviour.
+    if (number < 9.2e18 && number > -9.2e18 &&
+        number == static_cast<double>(static_cast<int64_t>(number))) {
       return static_cast<int64_t>(number);
     }
   }
