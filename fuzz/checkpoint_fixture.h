@@ -2,6 +2,7 @@
 // The checkpoint fuzz targets' fixture: one real rank (MPI_COMM_SELF), the `tiny` preset on
 // `local-cpu`, and a valid checkpoint written once after one step; each input then replaces
 // one of its files and is read back with executor::read_checkpoint, as `execute --resume` does.
+// MESHPLAN_FUZZ_SEED_DIR=DIR in the environment copies the valid manifest and shard into DIR.
 
 #include <mpi.h>
 
@@ -48,6 +49,12 @@ inline CheckpointFixture& checkpoint_fixture(int* argc, char*** argv) {
     if (entry.path().filename() == "rank_0.bin") {
       fixture.shard_path = entry.path().string();
     }
+  }
+  // MESHPLAN_FUZZ_SEED_DIR=DIR copies the valid files there: the seeds of fuzz/corpus/.
+  if (const char* seeds = std::getenv("MESHPLAN_FUZZ_SEED_DIR")) {
+    std::filesystem::copy_file(fixture.options.checkpoint_dir + "/manifest.json",
+                               std::string(seeds) + "/manifest.json");
+    std::filesystem::copy_file(fixture.shard_path, std::string(seeds) + "/rank_0.bin");
   }
   return fixture;
 }
