@@ -1,5 +1,5 @@
-// libFuzzer target: a checkpoint shard (rank_0.bin), read by executor::read_checkpoint under
-// a valid manifest. Seeds: fuzz/corpus/fuzz_checkpoint_shard.
+// libFuzzer target: a checkpoint shard (the one rank's .bin file), read by
+// executor::read_checkpoint under a valid manifest. Seeds: fuzz/corpus/fuzz_checkpoint_shard.
 
 #include "checkpoint_fixture.h"
 

@@ -8,19 +8,35 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <system_error>
+#include <vector>
 
 #include "meshplan/errors.h"
 
 namespace meshplan::fuzz {
 
-/// A file private to this fuzzing process, in the system's temporary directory.
+/// A file (or directory) private to this fuzzing process, in the system's temporary
+/// directory; it is removed when the process exits.
 inline std::string scratch_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          ("meshplan_fuzz_" + std::to_string(::getpid()) + "_" + name))
-      .string();
+  static std::vector<std::string> paths;
+  static const bool registered = [] {
+    std::atexit([] {
+      for (const std::string& path : paths) {
+        std::error_code ignored;  // best effort at exit: nothing left to report to
+        std::filesystem::remove_all(path, ignored);
+      }
+    });
+    return true;
+  }();
+  (void)registered;
+  paths.push_back((std::filesystem::temp_directory_path() /
+                   ("meshplan_fuzz_" + std::to_string(::getpid()) + "_" + name))
+                      .string());
+  return paths.back();
 }
 
 /// Writes the fuzzer's bytes to `path` (replacing the previous input).
