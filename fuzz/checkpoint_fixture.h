@@ -16,6 +16,13 @@
 #include "fuzz_input.h"
 #include "meshplan/models.h"
 
+// Open MPI's libraries are built without frame pointers: ASan's default (fast) unwinder loses
+// the stacks of their allocations, so their leaks could not be matched to lsan.supp. The slow
+// unwinder keeps every leak attributable (meshplan's own are still reported).
+extern "C" const char* __asan_default_options() {
+  return "fast_unwind_on_malloc=0";
+}
+
 namespace meshplan::fuzz {
 
 struct CheckpointFixture {
