@@ -13,7 +13,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"meshplan: plan, simulate and run distributed training of large transformers"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "meshplan 0.1.0");
+  app.set_version_flag("--version", "meshplan " MESHPLAN_VERSION);
   meshplan::cli::register_info_commands(app);
   meshplan::cli::register_plan_commands(app);
   meshplan::cli::register_execute_command(app);

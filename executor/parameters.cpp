@@ -28,9 +28,8 @@ constexpr double kInitStd = 0.02;
 
 class SpecBuilder {
  public:
-  SpecBuilder(const ShardDims& d, std::vector<ParameterSpec>* specs, std::vector<int>* chunk_of,
-              int chunk)
-      : d_(d), specs_(specs), chunk_of_(chunk_of), chunk_(chunk) {}
+  SpecBuilder(std::vector<ParameterSpec>* specs, std::vector<int>* chunk_of, int chunk)
+      : specs_(specs), chunk_of_(chunk_of), chunk_(chunk) {}
 
   // A tensor whose local rows are `rows` of a full tensor with `full_cols` columns, all columns.
   ParameterSpec& rows(std::string name, Slot slot, int layer, std::vector<RowSegment> segments,
@@ -77,7 +76,6 @@ class SpecBuilder {
     chunk_of_->push_back(chunk_);
     return specs_->back();
   }
-  const ShardDims& d_;
   std::vector<ParameterSpec>* specs_;
   std::vector<int>* chunk_of_;
   int chunk_;
@@ -177,7 +175,7 @@ std::vector<ParameterSpec> stage_parameter_specs(const ShardDims& d, const plann
   bool holds_wte = false;
   for (int chunk = 0; chunk < plan.layout.vpp; chunk++) {
     const ChunkPlacement placement = chunk_placement(plan, stage, chunk);
-    SpecBuilder b(d, &specs, chunk_of_spec, chunk);
+    SpecBuilder b(&specs, chunk_of_spec, chunk);
     if (placement.has_embedding) {
       normal(b.rows("wte.weight", Slot::kWte, -1, vocab_rows, d.C), kInitStd);
       holds_wte = true;

@@ -92,8 +92,9 @@ int64_t require_int(const nlohmann::json& object, const std::string& field,
   }
   if (value.is_number_float()) {
     const double number = value.get<double>();
-    if (number == static_cast<double>(static_cast<int64_t>(number)) && number < 9.2e18 &&
-        number > -9.2e18) {
+    // Range first: converting an out-of-range double to int64_t is undefined behaviour.
+    if (number < 9.2e18 && number > -9.2e18 &&
+        number == static_cast<double>(static_cast<int64_t>(number))) {
       return static_cast<int64_t>(number);
     }
   }

@@ -1,11 +1,22 @@
 #!/usr/bin/env bash
 # Installs meshplan's dependencies (Debian 12 packages) and builds it into build/.
 # Idempotent: packages already present are not installed again; the build is incremental.
+# --ci (used by .ci/run): also installs clang and its sanitizer/libFuzzer runtime for the second
+# CI build, and builds with -Werror (MESHPLAN_WERROR); without it warnings stay warnings.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+ci=OFF
+if [ "${1:-}" = "--ci" ]; then
+  ci=ON
+elif [ "$#" -gt 0 ]; then
+  echo "usage: $0 [--ci]" >&2
+  exit 2
+fi
+
 packages=(g++ make cmake git clang-format libboost-graph-dev libeigen3-dev libcli11-dev nlohmann-json3-dev
           doctest-dev libfmt-dev libopenmpi-dev openmpi-bin)
+[ "$ci" = ON ] && packages+=(clang libclang-rt-14-dev)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
@@ -21,6 +32,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 jobs=$(nproc 2>/dev/null || echo 2)
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMESHPLAN_WERROR="$ci" "${launcher[@]}" >/dev/null
 cmake --build build -j"$jobs"
 echo "setup: built build/cli/meshplan"

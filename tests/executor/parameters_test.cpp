@@ -96,9 +96,10 @@ TEST_CASE("initial weights do not depend on the layout") {
     rebuilt[name] = tensor;
   }
   CHECK(rebuilt.size() == reference.size());
-  for (const auto& [name, tensor] : reference) {
+  for (const auto& entry : reference) {
+    const std::string& name = entry.first;  // not a binding: CAPTURE takes it
     CAPTURE(name);
-    CHECK(rebuilt.at(name) == tensor);
+    CHECK(rebuilt.at(name) == entry.second);
   }
 }
 

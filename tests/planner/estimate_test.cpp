@@ -84,7 +84,8 @@ TEST_CASE("estimate: GPipe and 1F1B bubble fraction (p - 1)/(m + p - 1) on unifo
   const models::TransformerConfig model = uniform_model();
   const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
   for (ScheduleKind kind : {ScheduleKind::kGpipe, ScheduleKind::kOneFOneB}) {
-    for (const auto& [p, m] : {std::pair<int64_t, int64_t>{4, 8}, {4, 1}, {2, 16}, {8, 8}}) {
+    for (const auto& p_and_m : {std::pair<int64_t, int64_t>{4, 8}, {4, 1}, {2, 16}, {8, 8}}) {
+      const int64_t p = p_and_m.first, m = p_and_m.second;  // not bindings: CAPTURE takes these
       CAPTURE(to_string(kind));
       CAPTURE(p);
       CAPTURE(m);

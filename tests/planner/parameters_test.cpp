@@ -97,7 +97,8 @@ TEST_CASE("untied GPT-like model with biases and learned positions: sum over ran
   // h (6h = 6,144, times 8 layers 49,152), the position table P h = 1,048,576 and the final
   // LayerNorm 2h = 2,048: 1,099,776.
   const int64_t replicated = 1'099'776;
-  for (const auto& [tp, pp] : {std::pair<int64_t, int64_t>{1, 1}, {2, 2}, {4, 2}, {4, 8}}) {
+  for (const auto& tp_and_pp : {std::pair<int64_t, int64_t>{1, 1}, {2, 2}, {4, 2}, {4, 8}}) {
+    const int64_t tp = tp_and_pp.first, pp = tp_and_pp.second;  // not bindings: for CAPTURE
     CAPTURE(tp);
     CAPTURE(pp);
     const Layout layout = make_layout(tp, pp, 1, 1, 1);

@@ -112,7 +112,9 @@ TEST_CASE("exhaustive: tiny on 8 GPUs, global batch 16, counted by hand") {
   // unevenly: 32 + 40 = 72; pp 8 splits 4 layers unevenly (tp 1 only): 15; interleaved with a
   // single micro-batch (not divisible by pp 2): mb 4 at tp 1, dp 4 (4 ZeRO) and mb 8 at tp 2,
   // dp 2 (2 SP x 4 ZeRO): 12. 109 in all. The tiny model fits everywhere: no memory rejection.
-  for (const auto& [flash, recomputes] : {std::pair<bool, int64_t>{false, 3}, {true, 2}}) {
+  for (const auto& flash_and_recomputes : {std::pair<bool, int64_t>{false, 3}, {true, 2}}) {
+    const bool flash = flash_and_recomputes.first;  // not a binding: CAPTURE takes it
+    const int64_t recomputes = flash_and_recomputes.second;
     CAPTURE(flash);
     const SearchResult result = search_tiny(tiny_space(), Objective::kTime, 10'000, flash);
     CHECK(result.num_evaluated == 383 * recomputes);
