@@ -326,5 +326,34 @@ row "validate: a directory as the runs file" 2 "a_directory: cannot read file (a
 plan_row "a directory as the model file" "a_directory: cannot read file (a directory)" \
   --model a_directory --cluster local-cpu --gpus 2
 
+# Issue 11's first findings, each fixed with its own test elsewhere, held here too.
+row "plan: a second output that cannot be written leaves the first untouched" 1 \
+  "/proc/meshplan_x.json: cannot write file" \
+  plan --model tiny --cluster local-cpu --gpus 2 --json sentinel.json --save-plan /proc/meshplan_x.json
+row "simulate: a second output that cannot be written leaves the first untouched" 1 \
+  "/proc/meshplan_x.json: cannot write file" \
+  simulate p.json --svg sentinel.json --json /proc/meshplan_x.json
+row "plan: the same file for --json and --save-plan" 2 \
+  "--json and --save-plan: the same output file (new_out.json)" \
+  plan --model tiny --cluster local-cpu --gpus 2 --json new_out.json --save-plan new_out.json
+row "plan: --refine 0" 2 "--refine: must be positive (0)" \
+  plan --model tiny --cluster local-cpu --gpus 2 --refine 0 --json new_out.json
+plan_row "--global-batch 10^12 (searched for hours before the cap)" \
+  "global_batch: must be between 1 and 1000000 (1000000000000)" \
+  --model tiny --cluster local-cpu --gpus 2 --global-batch 1000000000000
+# A plan whose GPUs are shrunk below its peak: explain and simulate refuse it.
+edit small_gpu.json 's/^      "hbm_bytes": [0-9]*,$/      "hbm_bytes": 108000000,/'
+row "explain: a plan that does not fit its GPUs" 2 "small_gpu.json: does not fit: peak memory" \
+  explain small_gpu.json
+row "simulate: a plan that does not fit its GPUs" 2 "small_gpu.json: does not fit: peak memory" \
+  simulate small_gpu.json --json new_out.json --trace sentinel.json
+# execute checks its outputs before the first step (it used to train, then fail at the end).
+row "execute: --json into /proc, refused before step 1" 2 "/proc/m.json: --json: cannot write" \
+  mpi 2 execute p.json --steps 1000000 --json /proc/m.json
+row "execute: --checkpoint-dir under /proc, refused before step 1" 2 \
+  "/proc/ck: --checkpoint-dir: cannot create the directory" \
+  mpi 2 execute p.json --steps 1000000 --checkpoint-dir /proc/ck --checkpoint-every 1 \
+  --json new_out.json
+
 echo "# bad-input matrix: $num_passed passed, $num_failed failed"
 [ "$num_failed" -eq 0 ]
