@@ -46,7 +46,7 @@ namespace meshplan::executor {
 
 class GradientSync {
  public:
-  /// `grads` is the flat gradient buffer, padded_size elements (a multiple of dp under ZeRO 1-3).
+  /// `grads` is the flat gradient buffer, padded_size = planner::dp_buffer_count elements.
   GradientSync(const std::vector<ParameterSpec>& specs, const std::vector<int>& chunk_of_spec,
                int num_chunks, float* grads, int64_t padded_size, const planner::Plan& plan,
                ProcessGroups& groups, MemoryTracker& memory);
