@@ -5,24 +5,17 @@
 #include <vector>
 
 #include "meshplan/errors.h"
+#include "splitmix64.h"
 
 namespace meshplan::executor {
 
 namespace {
 
-// splitmix64 finaliser (Steele et al. 2014): a well-mixed 64-bit hash of the sample index.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 class SyntheticSource : public TokenSource {
  public:
   explicit SyntheticSource(int64_t vocab_size) : vocab_size_(vocab_size) {}
   void sample(int64_t index, int T, int32_t* tokens) const override {
-    const uint64_t h = mix(static_cast<uint64_t>(index));
+    const uint64_t h = splitmix64(static_cast<uint64_t>(index));  // a hash of the sample index
     const int64_t start = static_cast<int64_t>(h % static_cast<uint64_t>(vocab_size_));
     const int64_t stride = 1 + static_cast<int64_t>((h >> 32) % 7);
     for (int t = 0; t <= T; t++) {
@@ -39,7 +32,7 @@ class TextSource : public TokenSource {
   explicit TextSource(std::string text) : text_(std::move(text)) {}
   void sample(int64_t index, int T, int32_t* tokens) const override {
     const uint64_t span = text_.size() - static_cast<uint64_t>(T);  // offsets 0 .. size - T - 1
-    const uint64_t offset = mix(static_cast<uint64_t>(index) ^ 0x7465787473616d70ULL) % span;
+    const uint64_t offset = splitmix64(static_cast<uint64_t>(index) ^ 0x7465787473616d70ULL) % span;
     for (int t = 0; t <= T; t++) {
       tokens[t] = static_cast<uint8_t>(text_[offset + static_cast<uint64_t>(t)]);
     }

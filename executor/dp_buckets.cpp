@@ -1,19 +1,15 @@
 #include "dp_buckets.h"
 
-#include <algorithm>
-#include <cassert>
+#include <fmt/format.h>
+
+#include "meshplan/dp_buckets.h"
+#include "meshplan/errors.h"
 
 namespace meshplan::executor {
 
-namespace {
-
-constexpr int64_t kFloatBytes = 4;  // fp32 gradients
-
-}  // namespace
-
-std::vector<DpBucket> make_dp_buckets(const std::vector<std::pair<int64_t, int64_t>>& chunk_ranges,
-                                      int64_t padded_size, int64_t align, int64_t bucket_bytes) {
-  assert(bucket_bytes >= kFloatBytes * align);
+std::vector<DpBucket> make_dp_buckets(const planner::Plan& plan, int stage,
+                                      const std::vector<std::pair<int64_t, int64_t>>& chunk_ranges,
+                                      int64_t buffer_size) {
   auto chunk_of = [&chunk_ranges](int64_t element) {
     for (size_t c = 0; c < chunk_ranges.size(); c++) {
       if (element < chunk_ranges[c].second) {
@@ -22,22 +18,38 @@ std::vector<DpBucket> make_dp_buckets(const std::vector<std::pair<int64_t, int64
     }
     return static_cast<int>(chunk_ranges.size()) - 1;  // the padding
   };
-  // Bucket k holds bytes [k B, (k + 1) B) of the buffer, its cuts rounded down to whole
-  // aligned blocks; B >= 4 align keeps every rounded cut above the previous one.
-  const int64_t total_bytes = padded_size * kFloatBytes;
-  const int64_t num_buckets = (total_bytes + bucket_bytes - 1) / bucket_bytes;
+  const planner::DpBuckets planned =
+      planner::dp_buckets(plan.model, plan.cluster, plan.layout, plan.options, stage);
+  const int64_t element_bytes = models::compute_element_bytes(plan.cluster.precision);
+  const int64_t align = planner::zero_shards_optimizer(plan.layout) ? plan.layout.dp : 1;
   std::vector<DpBucket> buckets;
+  int64_t begin = 0;
   int64_t shard_offset = 0;
-  for (int64_t k = 0; k < num_buckets; k++) {
-    DpBucket bucket;
-    bucket.begin = k * bucket_bytes / (kFloatBytes * align) * align;
-    bucket.end =
-        k + 1 == num_buckets ? padded_size : (k + 1) * bucket_bytes / (kFloatBytes * align) * align;
-    bucket.first_chunk = chunk_of(bucket.begin);
-    bucket.last_chunk = chunk_of(bucket.end - 1);
-    bucket.shard_offset = shard_offset;
-    shard_offset += bucket.block() / align;
-    buckets.push_back(bucket);
+  for (const planner::SizeRun& run : planner::gradient_buckets_in_order(planned, plan.layout)) {
+    const int64_t size = run.bytes / element_bytes;
+    if (run.bytes % (element_bytes * align) != 0) {
+      throw RuntimeError(
+          fmt::format("stage {}: data-parallel bucket of {} B is not whole blocks "
+                      "of {} elements of {} B",
+                      stage, run.bytes, align, element_bytes));
+    }
+    for (int64_t k = 0; k < run.count; k++) {
+      DpBucket bucket;
+      bucket.begin = begin;
+      bucket.end = begin + size;
+      bucket.first_chunk = chunk_of(bucket.begin);
+      bucket.last_chunk = chunk_of(bucket.end - 1);
+      bucket.shard_offset = shard_offset;
+      shard_offset += size / align;
+      begin = bucket.end;
+      buckets.push_back(bucket);
+    }
+  }
+  if (!buckets.empty() && begin != buffer_size) {
+    throw RuntimeError(fmt::format(
+        "stage {}: the planner's data-parallel buckets cover {} elements, the stage's gradient "
+        "buffer has {}",
+        stage, begin, buffer_size));
   }
   return buckets;
 }

@@ -1,19 +1,17 @@
 #pragma once
-// The data-parallel buckets of a rank's flat gradient buffer, cut as the planner cuts them:
-// the buffer's bytes go in calls of the plan's options.bucket_bytes, full buckets and then the
-// remainder, each bucket one collective (planner/estimate.cpp, bucketed_seconds), so a step
-// issues ceil(buffer bytes / bucket_bytes) calls per reduction, as the planner costs it. Under
-// ZeRO 1-3 every cut is rounded down to a multiple of dp elements, so each bucket
-// reduce-scatters and all-gathers in dp equal blocks and the buckets' message bytes sum to the
-// padded buffer, ceil(N / dp) dp elements; rank r owns block r of every bucket, and its
-// optimizer state holds those blocks back to back. ZeRO 3 is one bucket: the planner's
-// bucket_bytes does not apply to it (README, "The model").
+// The data-parallel buckets of a rank's flat gradient buffer, exactly the calls the planner
+// costs: planner::dp_buckets lists them (sizes, and which ZeRO stage reduces per step or per
+// micro-batch) over the planner::dp_buffer_count buffer, and this file only places them, in
+// order, as element ranges. Under ZeRO 1-3 every bucket is whole blocks of dp elements
+// (planner::dp_full_bucket_bytes), so it reduce-scatters and all-gathers in dp equal blocks;
+// rank r owns block r of every bucket, and its optimizer state holds those blocks back to back.
+// ZeRO 3 has one bucket per layer (an even split of the stage's dp blocks over its layers).
 
 #include <cstdint>
 #include <utility>
 #include <vector>
 
-#include "meshplan/cost_model.h"
+#include "meshplan/plan_file.h"
 
 namespace meshplan::executor {
 
@@ -26,11 +24,13 @@ struct DpBucket {
   int64_t block() const { return end - begin; }
 };
 
-/// Buckets over [0, padded_size) fp32 elements for chunks whose flat ranges are `chunk_ranges`
-/// (in order, contiguous from 0); the padding past the last chunk belongs to the last chunk.
-/// `align` is dp under ZeRO 1-3 (then padded_size is a multiple of it), else 1. Precondition
-/// (validate_plan_for_executor): bucket_bytes >= 4 * align, so no bucket is empty.
-std::vector<DpBucket> make_dp_buckets(const std::vector<std::pair<int64_t, int64_t>>& chunk_ranges,
-                                      int64_t padded_size, int64_t align, int64_t bucket_bytes);
+/// The buckets of pipeline stage `stage` over its buffer of `buffer_size` fp32 elements
+/// (planner::dp_buffer_count of the stage's parameters) for chunks whose flat ranges are
+/// `chunk_ranges` (in order, contiguous from 0; the padding past the last chunk belongs to the
+/// last chunk). Empty when dp = 1. Throws RuntimeError when the planner's buckets do not cover
+/// the buffer in whole elements (the executor's and the planner's parameter counts differ).
+std::vector<DpBucket> make_dp_buckets(const planner::Plan& plan, int stage,
+                                      const std::vector<std::pair<int64_t, int64_t>>& chunk_ranges,
+                                      int64_t buffer_size);
 
 }  // namespace meshplan::executor

@@ -23,8 +23,8 @@ GradientSync::GradientSync(const std::vector<ParameterSpec>& specs,
       grads_(grads),
       sequence_parallel_(plan.layout.sequence_parallel),
       overlap_(plan.options.overlap_grad_reduce),
-      sharded_(plan.layout.zero >= 1 && plan.layout.dp > 1),
-      per_micro_batch_(plan.layout.zero >= 2 && plan.layout.dp > 1),
+      sharded_(planner::zero_shards_optimizer(plan.layout)),
+      per_micro_batch_(planner::zero_shards_gradients(plan.layout)),
       dp_(static_cast<int>(plan.layout.dp)),
       num_micro_batches_(plan.layout.num_micro_batches()),
       groups_(groups),
@@ -42,10 +42,7 @@ GradientSync::GradientSync(const std::vector<ParameterSpec>& specs,
     ranges[c].first = ranges[c - 1].second;
     ranges[c].second = std::max(ranges[c].second, ranges[c].first);
   }
-  // ZeRO 3 moves the whole stage per round, one bucket (dp_buckets.h).
-  const int64_t bucket_bytes = plan.layout.zero == 3 ? std::max<int64_t>(4 * padded_size, 4 * dp_)
-                                                     : plan.options.bucket_bytes;
-  buckets_ = make_dp_buckets(ranges, padded_size, sharded_ ? dp_ : 1, bucket_bytes);
+  buckets_ = make_dp_buckets(plan, static_cast<int>(groups_.coords().pp_rank), ranges, padded_size);
   const bool embedding_group = groups_.size(CommGroup::kEmbedding) > 1;
   for (const DpBucket& bucket : buckets_) {
     bool tied = false;

@@ -23,7 +23,7 @@
 // buffer is zeroed and reused by the next micro-batch. A bucket's k-th reduce-scatter (k = 1..m)
 // starts once every chunk it holds has completed the weight gradients of k micro-batches (after
 // kBackward, or kBackwardWeight under zb-h1), so each bucket is reduce-scattered exactly m times
-// a step and the message bytes are m ceil(N / dp) dp elements, as the planner counts them. The
+// a step and the message bytes are m times the padded buffer, as the planner counts them. The
 // sum is linear, so a contribution may ride in any one of those rounds; what matters is that
 // each enters exactly one, which before_gradient_write() guarantees by completing a chunk's
 // pending rounds before anything writes into its gradients again.
@@ -46,7 +46,7 @@ namespace meshplan::executor {
 
 class GradientSync {
  public:
-  /// `grads` is the flat gradient buffer, padded_size elements (a multiple of dp under ZeRO 1-3).
+  /// `grads` is the flat gradient buffer, padded_size = planner::dp_buffer_count elements.
   GradientSync(const std::vector<ParameterSpec>& specs, const std::vector<int>& chunk_of_spec,
                int num_chunks, float* grads, int64_t padded_size, const planner::Plan& plan,
                ProcessGroups& groups, MemoryTracker& memory);

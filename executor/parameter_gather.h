@@ -4,13 +4,17 @@
 // state). Before each op that reads the weights (a forward; a backward, or B of a zero-bubble
 // schedule: W reads none) the stage's parameters are all-gathered over dp, bucket by bucket, into
 // a temporary full-size buffer that the model's weight pointers are bound to, and after the op
-// the buffer is freed and the pointers cleared. A step therefore gathers 2 m times
-// ceil(N / dp) dp elements, the planner's count. With overlap_param_gather the next op's gather
-// starts, non-blocking, as soon as the current op releases its buffer (prefetch), and the op
-// waits for it; the first gather of a step starts at its first forward, after the update.
+// the buffer is freed and the pointers cleared. The buckets are the planner's (dp_buckets.h):
+// one per layer, as PyTorch FSDP gathers one unit per transformer block before its forward and
+// again before its backward (docs.pytorch.org/docs/stable/notes/fsdp.html), so a step issues
+// 2 m L all-gathers of padded / L elements each, the planner's count. With
+// overlap_param_gather the next op's gathers start, non-blocking, as soon as the current op
+// releases its buffer (prefetch), and the op waits for them; the first gather of a step starts
+// at its first forward, after the update.
 //
-// The executor gathers a whole stage at a time, not layer by layer, so a stage with interleaved
-// chunks (vpp > 1) is refused by validate_plan_for_executor: a bucket may straddle two chunks.
+// Unlike FSDP, an op's layer gathers all complete before the op runs (the buckets split the
+// stage's dp blocks evenly, not at layer boundaries), so the gathered copy is the whole stage,
+// and a stage with interleaved chunks (vpp > 1) is refused by validate_plan_for_executor.
 
 #include <mpi.h>
 

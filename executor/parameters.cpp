@@ -4,18 +4,11 @@
 
 #include <cmath>
 
+#include "splitmix64.h"
+
 namespace meshplan::executor {
 
 namespace {
-
-// splitmix64 (Steele et al. 2014, "Fast splittable pseudorandom number generators"): a
-// counter-based generator, so any element of a tensor can be drawn without drawing the others.
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 double to_unit_open(uint64_t bits) {
   // 53 random bits into (0, 1): never 0, so log() below is finite.
@@ -158,7 +151,7 @@ ChunkPlacement chunk_placement(const planner::Plan& plan, int stage, int chunk) 
   const int vpp = static_cast<int>(plan.layout.vpp);
   const int per_chunk = static_cast<int>(planner::layers_per_chunk(plan.model, plan.layout));
   ChunkPlacement c;
-  c.virtual_stage = chunk * pp + stage;
+  c.virtual_stage = static_cast<int>(planner::virtual_stage(pp, stage, chunk));
   c.first_layer = c.virtual_stage * per_chunk;
   c.num_layers = per_chunk;
   c.has_embedding = c.virtual_stage == 0;

@@ -91,25 +91,17 @@ void ProcessGroups::count(CollectiveKind kind, CommGroup group, int64_t bytes) {
 }
 
 void ProcessGroups::all_reduce_sum(CommGroup group, float* buffer, int64_t count) {
-  if (size(group) <= 1) {
-    return;
+  MPI_Request request = iall_reduce_(group, buffer, count, MPI_SUM);
+  if (request != MPI_REQUEST_NULL) {
+    wait(&request, group, "all-reduce");
   }
-  MPI_Request request = MPI_REQUEST_NULL;
-  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer, to_int_count(count), MPI_FLOAT, MPI_SUM,
-                           comm(group), &request));
-  wait(&request, group, "all-reduce");
-  this->count(CollectiveKind::kAllReduce, group, count * kFloatBytes);
 }
 
 void ProcessGroups::all_reduce_max(CommGroup group, float* buffer, int64_t count) {
-  if (size(group) <= 1) {
-    return;
+  MPI_Request request = iall_reduce_(group, buffer, count, MPI_MAX);
+  if (request != MPI_REQUEST_NULL) {
+    wait(&request, group, "all-reduce (max)");
   }
-  MPI_Request request = MPI_REQUEST_NULL;
-  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer, to_int_count(count), MPI_FLOAT, MPI_MAX,
-                           comm(group), &request));
-  wait(&request, group, "all-reduce (max)");
-  this->count(CollectiveKind::kAllReduce, group, count * kFloatBytes);
 }
 
 void ProcessGroups::all_gather(CommGroup group, float* out, const float* in, int64_t count) {
@@ -139,12 +131,16 @@ void ProcessGroups::reduce_scatter(CommGroup group, float* out, const float* in,
 }
 
 MPI_Request ProcessGroups::iall_reduce_sum(CommGroup group, float* buffer, int64_t count) {
+  return iall_reduce_(group, buffer, count, MPI_SUM);
+}
+
+MPI_Request ProcessGroups::iall_reduce_(CommGroup group, float* buffer, int64_t count, MPI_Op op) {
   MPI_Request request = MPI_REQUEST_NULL;
   if (size(group) <= 1) {
     return request;
   }
-  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer, to_int_count(count), MPI_FLOAT, MPI_SUM,
-                           comm(group), &request));
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer, to_int_count(count), MPI_FLOAT, op, comm(group),
+                           &request));
   this->count(CollectiveKind::kAllReduce, group, count * kFloatBytes);
   return request;
 }

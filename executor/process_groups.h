@@ -81,6 +81,8 @@ class ProcessGroups {
 
  private:
   void count(CollectiveKind kind, CommGroup group, int64_t bytes);
+  // In-place non-blocking all-reduce with `op`, counted; MPI_REQUEST_NULL when the group is 1.
+  MPI_Request iall_reduce_(CommGroup group, float* buffer, int64_t count, MPI_Op op);
 
   MPI_Comm world_;
   Watchdog watchdog_;

@@ -55,7 +55,8 @@ void validate_options_for_executor(const planner::Plan& plan, const std::string&
                     source, layout.micro_batch * model.seq_length * model.hidden_size, layout.tp));
   }
   // A bucket holds whole fp32 elements, dp of them at least under ZeRO 1-3 (dp_buckets.h).
-  const int64_t smallest_bucket_bytes = 4 * (layout.zero >= 1 ? layout.dp : 1);
+  const int64_t smallest_bucket_bytes =
+      4 * (planner::zero_shards_optimizer(layout) ? layout.dp : 1);
   if (plan.options.bucket_bytes < smallest_bucket_bytes) {
     throw InputError(
         fmt::format("{}: options.bucket_bytes: smaller than one fp32 element per data-parallel "
@@ -80,7 +81,7 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
         "{}: model.positions: the CPU executor implements learned and rope positions ({})", source,
         models::to_string(model.positions)));
   }
-  if (layout.zero == 3 && layout.dp > 1 && layout.vpp > 1) {
+  if (planner::zero_shards_parameters(layout) && layout.vpp > 1) {
     throw InputError(
         fmt::format("{}: layout.vpp: the CPU executor's ZeRO 3 gathers a stage's parameters "
                     "whole, not per interleaved chunk ({})",

@@ -6,21 +6,13 @@
 #include <chrono>
 #include <cstring>
 
+#include "meshplan/dp_buckets.h"
 #include "meshplan/errors.h"
 #include "mpi_check.h"
 #include "ops/gemm_clock.h"
 #include "pipeline_runner.h"
 
 namespace meshplan::executor {
-
-namespace {
-
-// ZeRO 1-3 split the padded buffer into dp equal blocks.
-bool zero_sharded(const planner::Plan& plan) {
-  return plan.layout.zero >= 1 && plan.layout.dp > 1;
-}
-
-}  // namespace
 
 Trainer::Trainer(const planner::Plan& plan, std::shared_ptr<const TokenSource> data,
                  const AdamWConfig& adamw, MPI_Comm world, double collective_timeout_seconds)
@@ -36,8 +28,7 @@ Trainer::Trainer(const planner::Plan& plan, std::shared_ptr<const TokenSource> d
   for (const ParameterSpec& spec : specs_) {
     num_parameters_ += spec.size;
   }
-  const int64_t dp = plan.layout.dp;
-  padded_size_ = zero_sharded(plan) ? (num_parameters_ + dp - 1) / dp * dp : num_parameters_;
+  padded_size_ = planner::dp_buffer_count(plan.layout, num_parameters_);
   grads_ = Tensor(&memory_, padded_size_);
   weights_.resize(static_cast<size_t>(vpp));
   grad_views_.resize(static_cast<size_t>(vpp));
@@ -52,7 +43,7 @@ Trainer::Trainer(const planner::Plan& plan, std::shared_ptr<const TokenSource> d
   schedule_ = planner::generate_schedule(plan.layout.schedule, plan.layout.pp, plan.layout.vpp,
                                          plan.layout.num_micro_batches());
   check_tag_range(schedule_);
-  if (plan.layout.zero == 3 && dp > 1) {
+  if (planner::zero_shards_parameters(plan.layout)) {
     init_zero3_parameters_(stage);
   } else {
     params_ = Tensor(&memory_, padded_size_);
@@ -123,7 +114,7 @@ double Trainer::compute_gradients() {
           gather_->release();
         }
       },
-      plan_.options.scatter_gather_pipeline && layout.tp > 1 && !layout.sequence_parallel};
+      planner::pipeline_scatter_gather(layout, plan_.options)};
   const double loss_sum = run_pipeline_step(step);
   sync_->finish();
   // Monitoring, not model traffic (so not counted): the loss sums of the last stage's tp rank 0

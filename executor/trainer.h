@@ -86,7 +86,7 @@ class Trainer {
   std::vector<ParameterSpec> specs_;
   std::vector<int> chunk_of_spec_;
   int64_t num_parameters_ = 0;
-  int64_t padded_size_ = 0;  // a multiple of dp under ZeRO 1-3
+  int64_t padded_size_ = 0;  // planner::dp_buffer_count: a multiple of dp under ZeRO 1-3
   Tensor params_;            // padded_size_ elements, or this rank's padded_size_ / dp under ZeRO 3
   Tensor grads_;
   std::vector<ChunkWeights> weights_;

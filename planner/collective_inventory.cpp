@@ -114,6 +114,33 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
   }
 }
 
+// The stage's data-parallel calls as dp_buckets lists them, one entry per run of equal
+// buckets: step lists once a step, chunk lists after each of the m vpp backward ops, ZeRO-3's
+// gathers before each forward and each backward op.
+void add_data_parallel(Inventory& inventory, const models::TransformerConfig& model,
+                       const models::ClusterConfig& cluster, const Layout& layout,
+                       const PlanOptions& options, int64_t stage) {
+  if (layout.dp <= 1) {
+    return;
+  }
+  const DpBuckets buckets = dp_buckets(model, cluster, layout, options, stage);
+  const int64_t chunk_ops = layout.num_micro_batches() * layout.vpp;
+  const auto add = [&](const std::vector<DpBucket>& list, const char* what, int64_t rounds) {
+    for (const DpBucket& bucket : list) {
+      inventory.add(stage, what, bucket.kind, bucket.group, layout.dp, bucket.bytes,
+                    bucket.num_calls * rounds);
+    }
+  };
+  add(buckets.step_grad,
+      layout.zero == 0 ? "dp: gradient all-reduce (buckets)" : "dp: gradient reduce-scatter (ZeRO)",
+      1);
+  add(buckets.step_param, "dp: parameter all-gather after the optimizer (ZeRO)", 1);
+  add(buckets.chunk_grad, "dp: gradient reduce-scatter per micro-batch and chunk (ZeRO)",
+      chunk_ops);
+  add(buckets.chunk_param, "dp: parameter all-gather before each forward and backward (ZeRO-3)",
+      2 * chunk_ops);
+}
+
 }  // namespace
 
 std::vector<CollectiveTraffic> collective_inventory(const models::TransformerConfig& model,
@@ -149,23 +176,7 @@ std::vector<CollectiveTraffic> collective_inventory(const models::TransformerCon
                       padded_vocab_size(model, layout.tp) / layout.tp * model.hidden_size * e, 1);
       }
     }
-    if (layout.dp > 1) {
-      const int64_t parameters = stage_parameter_count(model, layout, stage);
-      const int64_t padded = zero_padded_count(parameters, layout.dp);
-      // Stage volumes per step; dp_buckets.h splits each into the calls the step issues.
-      if (layout.zero == 0) {
-        inventory.add(stage, "dp: gradient all-reduce", CollectiveKind::kAllReduce, CommGroup::kDp,
-                      layout.dp, parameters * e, 1);
-      } else {
-        // ZeRO-2/3 reduce-scatter every micro-batch's gradients into the owned partition.
-        const int64_t rounds = zero_shards_gradients(layout) ? m : 1;
-        inventory.add(stage, "dp: gradient reduce-scatter (ZeRO)", CollectiveKind::kReduceScatter,
-                      CommGroup::kDp, layout.dp, padded * e, rounds);
-        inventory.add(stage, "dp: parameter all-gather (ZeRO)", CollectiveKind::kAllGather,
-                      CommGroup::kDp, layout.dp, padded * e,
-                      zero_shards_parameters(layout) ? 2 * m : 1);
-      }
-    }
+    add_data_parallel(inventory, model, cluster, layout, options, stage);
   }
   return inventory.take();
 }

@@ -18,6 +18,19 @@ int64_t zero_padded_count(int64_t count, int64_t dp) {
   return (count + dp - 1) / dp * dp;
 }
 
+int64_t dp_buffer_count(const Layout& layout, int64_t count) {
+  if (!zero_shards_optimizer(layout)) {
+    return count;
+  }
+  return zero_padded_count(count,
+                           zero_shards_gradients(layout) ? layout.dp * layout.vpp : layout.dp);
+}
+
+int64_t dp_full_bucket_bytes(const Layout& layout, int64_t element_bytes, int64_t bucket_bytes) {
+  const int64_t block_bytes = element_bytes * (zero_shards_optimizer(layout) ? layout.dp : 1);
+  return std::max<int64_t>(1, bucket_bytes / block_bytes) * block_bytes;
+}
+
 namespace {
 
 std::vector<SizeRun> non_empty(std::initializer_list<SizeRun> runs) {
@@ -70,34 +83,52 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
   }
   const int64_t parameters = stage_parameter_count(model, layout, stage);
   const int64_t e = element_bytes(cluster);
-  const int64_t bucket = options.bucket_bytes;
+  const int64_t bucket = dp_full_bucket_bytes(layout, e, options.bucket_bytes);
   const auto kRS = CollectiveKind::kReduceScatter;
   const auto kAG = CollectiveKind::kAllGather;
-  if (layout.zero == 0) {
-    out.step_grad = costed(cluster, layout, stage, CollectiveKind::kAllReduce,
-                           bucket_sizes(parameters * e, bucket));
-    return out;
-  }
-  const int64_t padded_bytes = zero_padded_count(parameters, layout.dp) * e;
-  // One chunk's share of the stage, 1/vpp rounded up (chunks differ by under vpp bytes).
-  const int64_t chunk_bytes = (padded_bytes + layout.vpp - 1) / layout.vpp;
+  const int64_t buffer_bytes = dp_buffer_count(layout, parameters) * e;
+  // ZeRO 2-3: one chunk's share of the stage, whole dp blocks (dp_buffer_count).
+  const int64_t chunk_bytes = buffer_bytes / layout.vpp;
   switch (layout.zero) {
+    case 0:
+      out.step_grad = costed(cluster, layout, stage, CollectiveKind::kAllReduce,
+                             bucket_sizes(buffer_bytes, bucket));
+      break;
     case 1:
-      out.step_grad = costed(cluster, layout, stage, kRS, bucket_sizes(padded_bytes, bucket));
-      out.step_param = costed(cluster, layout, stage, kAG, bucket_sizes(padded_bytes, bucket));
+      out.step_grad = costed(cluster, layout, stage, kRS, bucket_sizes(buffer_bytes, bucket));
+      out.step_param = costed(cluster, layout, stage, kAG, bucket_sizes(buffer_bytes, bucket));
       break;
     case 2:
       out.chunk_grad = costed(cluster, layout, stage, kRS, bucket_sizes(chunk_bytes, bucket));
-      out.step_param = costed(cluster, layout, stage, kAG, bucket_sizes(padded_bytes, bucket));
+      out.step_param = costed(cluster, layout, stage, kAG, bucket_sizes(chunk_bytes, bucket));
+      for (DpBucket& run : out.step_param) {
+        run.num_calls *= layout.vpp;
+      }
       break;
     default: {
+      const int64_t block_bytes = layout.dp * e;
       const int64_t layers = std::max<int64_t>(1, layers_per_chunk(model, layout));
-      out.chunk_grad = costed(cluster, layout, stage, kRS, even_split(chunk_bytes, layers));
-      out.chunk_param = costed(cluster, layout, stage, kAG, even_split(chunk_bytes, layers));
+      std::vector<SizeRun> per_layer = even_split(chunk_bytes / block_bytes, layers);
+      for (SizeRun& run : per_layer) {
+        run.bytes *= block_bytes;
+      }
+      out.chunk_grad = costed(cluster, layout, stage, kRS, per_layer);
+      out.chunk_param = costed(cluster, layout, stage, kAG, per_layer);
       break;
     }
   }
   return out;
+}
+
+std::vector<SizeRun> gradient_buckets_in_order(const DpBuckets& buckets, const Layout& layout) {
+  const bool per_chunk = zero_shards_gradients(layout);
+  std::vector<SizeRun> order;
+  for (int64_t share = 0; share < (per_chunk ? layout.vpp : 1); ++share) {
+    for (const DpBucket& bucket : per_chunk ? buckets.chunk_grad : buckets.step_grad) {
+      order.push_back({bucket.bytes, bucket.num_calls});
+    }
+  }
+  return order;
 }
 
 double total_seconds(const std::vector<DpBucket>& buckets) {

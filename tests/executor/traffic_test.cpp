@@ -33,19 +33,10 @@ TrafficCounts predicted_traffic(const planner::Plan& plan, int stage) {
   return totals;
 }
 
-// Which calls check_traffic compares with the planner's inventory (bytes: always all).
-enum class CompareCalls {
-  kAll,
-  // The inventory lists one data-parallel call per reduction round whatever options.bucket_bytes
-  // is, while the planner's estimate costs a call per bucket: small-bucket tests check the dp
-  // calls against a closed form instead.
-  kExceptDp,
-};
-
-// Returns this rank's measured counts of the step.
+// Checks this rank's measured calls and bytes per (kind, group) against the planner's inventory;
+// returns them.
 TrafficCounts check_traffic(const models::TransformerConfig& model, const planner::Layout& layout,
-                            const planner::PlanOptions& options = {},
-                            CompareCalls compare_calls = CompareCalls::kAll) {
+                            const planner::PlanOptions& options = {}) {
   int world_size = 0;
   int rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
@@ -67,9 +58,7 @@ TrafficCounts check_traffic(const models::TransformerConfig& model, const planne
     both[key].second = traffic;
   }
   for (const auto& [key, pair] : both) {
-    const bool compare = compare_calls == CompareCalls::kAll || key.second != CommGroup::kDp;
-    if (pair.first.bytes != pair.second.bytes ||
-        (compare && pair.first.calls != pair.second.calls)) {
+    if (pair.first.bytes != pair.second.bytes || pair.first.calls != pair.second.calls) {
       verdict += fmt::format(
           "rank {} stage {} {} {}: measured {} B in {} calls, predicted {} B in "
           "{} calls; ",
@@ -149,45 +138,54 @@ TEST_SUITE("mpi2") {
     CHECK(traffic.at({CollectiveKind::kAllGather, CommGroup::kDp}).bytes == padded_bytes);
     CHECK(traffic.count({CollectiveKind::kAllReduce, CommGroup::kDp}) == 0);
   }
-  TEST_CASE("ZeRO-3 gathers the padded parameters before every forward and backward") {
+  TEST_CASE("ZeRO-3 gathers each layer's parameters before every forward and backward") {
     planner::Layout layout = make_layout(1, 1, 2);
     layout.zero = 3;
     const models::TransformerConfig tiny = models::load_model("tiny");
     const TrafficCounts traffic = check_traffic(tiny, layout);
-    // As for ZeRO-2, m = 4 reduce-scatters of the padded buffer; the parameters are gathered
-    // before each of the 4 forwards and 4 backwards, and not after the optimizer step.
+    // As FSDP with one unit per layer (4 layers): m = 4 micro-batches each reduce-scatter the
+    // padded buffer in 4 calls; the parameters are gathered, in 4 calls, before each of the 4
+    // forwards and 4 backwards, and not after the optimizer step.
     const int64_t n = models::count_parameters(tiny).total;
     const int64_t padded_bytes = (n + 1) / 2 * 2 * 4;
     CHECK(traffic.at({CollectiveKind::kReduceScatter, CommGroup::kDp}).bytes == 4 * padded_bytes);
+    CHECK(traffic.at({CollectiveKind::kReduceScatter, CommGroup::kDp}).calls == 4 * 4);
     CHECK(traffic.at({CollectiveKind::kAllGather, CommGroup::kDp}).bytes == 8 * padded_bytes);
+    CHECK(traffic.at({CollectiveKind::kAllGather, CommGroup::kDp}).calls == 8 * 4);
   }
 }
 
 TEST_SUITE("mpi2") {
   TEST_CASE("a small options.bucket_bytes splits the dp reductions into that many calls") {
-    // plan --bucket-mb 0.01: bucket_bytes = floor(0.01 x 2^20) = 10485 B. The tiny model's
-    // N = count_parameters(tiny).total fp32 gradients (4 N B) go in ceil(4 N / 10485) calls,
-    // full buckets and the remainder (planner/estimate.cpp, bucketed_seconds), the same bytes
-    // as one call. ZeRO 1 pads to ceil(N / 2) x 2 and all-gathers in the same buckets.
+    // plan --bucket-mb 0.01: bucket_bytes = floor(0.01 x 2^20) = 10485 B, a full bucket whole
+    // fp32 elements (10,484 B; ZeRO: whole blocks of dp = 2 elements, 10,480 B). The tiny
+    // model's N = count_parameters(tiny).total fp32 gradients (4 N B) go in ceil(4 N / 10484)
+    // calls, full buckets and the remainder, the same bytes as one call. ZeRO 1 pads to
+    // ceil(N / 2) x 2 and all-gathers in the same buckets; ZeRO 2 reduce-scatters them every
+    // micro-batch (m = 4). check_traffic compares every call with the planner's inventory too.
     planner::PlanOptions options;
     options.bucket_bytes = 10485;
     const models::TransformerConfig tiny = models::load_model("tiny");
     const int64_t n = models::count_parameters(tiny).total;
     const int64_t bytes = 4 * n;
-    const TrafficCounts zero0 =
-        check_traffic(tiny, make_layout(1, 1, 2), options, CompareCalls::kExceptDp);
+    const TrafficCounts zero0 = check_traffic(tiny, make_layout(1, 1, 2), options);
     const Traffic all_reduce = zero0.at({CollectiveKind::kAllReduce, CommGroup::kDp});
-    CHECK(all_reduce.calls == (bytes + 10484) / 10485);
+    CHECK(all_reduce.calls == (bytes + 10483) / 10484);
     CHECK(all_reduce.calls > 1);
     CHECK(all_reduce.bytes == bytes);
     planner::Layout layout = make_layout(1, 1, 2);
-    layout.zero = 1;
-    const TrafficCounts zero1 = check_traffic(tiny, layout, options, CompareCalls::kExceptDp);
     const int64_t padded_bytes = (n + 1) / 2 * 2 * 4;
-    for (const CollectiveKind kind : {CollectiveKind::kReduceScatter, CollectiveKind::kAllGather}) {
-      const Traffic traffic = zero1.at({kind, CommGroup::kDp});
-      CHECK(traffic.calls == (padded_bytes + 10484) / 10485);
-      CHECK(traffic.bytes == padded_bytes);
+    const int64_t calls = (padded_bytes + 10479) / 10480;
+    for (int zero : {1, 2}) {
+      layout.zero = zero;
+      const TrafficCounts sharded = check_traffic(tiny, layout, options);
+      const int64_t rounds = zero == 2 ? 4 : 1;
+      const Traffic reduce = sharded.at({CollectiveKind::kReduceScatter, CommGroup::kDp});
+      CHECK(reduce.calls == rounds * calls);
+      CHECK(reduce.bytes == rounds * padded_bytes);
+      const Traffic gather = sharded.at({CollectiveKind::kAllGather, CommGroup::kDp});
+      CHECK(gather.calls == calls);
+      CHECK(gather.bytes == padded_bytes);
     }
   }
 }
@@ -199,6 +197,16 @@ TEST_SUITE("mpi4") {
     layout.vpp = 2;
     layout.zero = 2;
     check_traffic(models::load_model("tiny"), layout);
+    planner::PlanOptions options;
+    options.bucket_bytes = 10485;  // several buckets per chunk share
+    check_traffic(models::load_model("tiny"), layout, options);
+  }
+  TEST_CASE("collective calls and bytes match the planner: dp4 ZeRO-3, small buckets") {
+    planner::Layout layout = make_layout(1, 1, 4, 1, 16);
+    layout.zero = 3;
+    planner::PlanOptions options;
+    options.bucket_bytes = 10485;  // ZeRO-3 buckets are per layer: bucket_bytes does not apply
+    check_traffic(models::load_model("tiny"), layout, options);
   }
   TEST_CASE(
       "collective calls and bytes match the planner: tp2 x pp2 with pipeline scatter/gather") {

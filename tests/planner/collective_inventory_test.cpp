@@ -146,15 +146,32 @@ TEST_CASE("inventory, tp 2 pp 2 dp 2, sequence parallel, ZeRO 1, 1F1B") {
   CHECK(totals == expected);
 }
 
-TEST_CASE("inventory: ZeRO 3 gathers every micro-batch, forward and backward") {
-  // Rajbhandari et al. 2020, Sec. 7.2.2: parameters all-gathered before each forward and each
-  // backward, gradients reduce-scattered after each backward: m = 4 and 2m = 8 calls.
+TEST_CASE("inventory: ZeRO 3 gathers every micro-batch and layer, forward and backward") {
+  // Rajbhandari et al. 2020, Sec. 7.2.2, as PyTorch FSDP runs it with one unit per transformer
+  // block: each layer's parameters all-gathered before its forward and again before its
+  // backward, its gradients reduce-scattered after its backward, every micro-batch. Stage 0
+  // holds 2 layers: m L = 4 * 2 = 8 reduce-scatters, 2 m L = 16 all-gathers. Its 54,528
+  // parameters (a multiple of dp = 2, so no padding) are 109,056 bytes, 54,528 per layer.
   Layout layout = make_layout(2, 2, 2, 1, 8);
   layout.zero = 3;
   const std::map<Key, Totals> totals = totals_by_stage_kind_group(tiny_estimate(layout));
-  CHECK(totals.at({0, kRS, kDp}).calls == 4);
-  CHECK(totals.at({0, kAG, kDp}).calls == 8);
-  CHECK(totals.at({0, kAG, kDp}).bytes == 8 * 109'056);
+  CHECK(totals.at({0, kRS, kDp}) == Totals{8, 8 * 54'528});
+  CHECK(totals.at({0, kAG, kDp}) == Totals{16, 16 * 54'528});
+}
+
+TEST_CASE("inventory: small buckets, one call per bucket") {
+  // ZeRO 1, buckets of 10,000 bytes: dp blocks of 2 elements of 2 bytes = 4 bytes divide it, so
+  // stage 0's 109,056 bytes go in 10 full buckets and one of 9,056 bytes, reduce-scattered once
+  // and all-gathered once a step.
+  Layout layout = make_layout(2, 2, 2, 1, 8);
+  layout.zero = 1;
+  PlanOptions options;
+  options.bucket_bytes = 10'000;
+  const PlanEstimate estimate = estimate_plan(
+      models::load_model("tiny"), models::load_cluster("dgx-a100-80gb"), layout, options);
+  const std::map<Key, Totals> totals = totals_by_stage_kind_group(estimate);
+  CHECK(totals.at({0, kRS, kDp}) == Totals{11, 109'056});
+  CHECK(totals.at({0, kAG, kDp}) == Totals{11, 109'056});
 }
 
 TEST_CASE("inventory: pipeline sends counted from the op lists of each schedule") {

@@ -33,12 +33,20 @@ std::vector<int64_t> sizes_of(const std::vector<DpBucket>& buckets) {
   return sizes;
 }
 
-using Volumes = std::map<std::pair<int64_t, CollectiveKind>, int64_t>;  // (stage, kind) -> bytes
+// (stage, kind) -> bytes, or calls
+using Volumes = std::map<std::pair<int64_t, CollectiveKind>, int64_t>;
 
 void add_volumes(Volumes& volumes, int64_t stage, const std::vector<DpBucket>& buckets,
                  int64_t rounds) {
   for (const DpBucket& bucket : buckets) {
     volumes[{stage, bucket.kind}] += rounds * bucket.num_calls * bucket.bytes;
+  }
+}
+
+void add_calls(Volumes& calls, int64_t stage, const std::vector<DpBucket>& buckets,
+               int64_t rounds) {
+  for (const DpBucket& bucket : buckets) {
+    calls[{stage, bucket.kind}] += rounds * bucket.num_calls;
   }
 }
 
@@ -88,9 +96,10 @@ TEST_CASE("dp_buckets: ZeRO 0 all-reduces the unpadded gradients once a step") {
   CHECK(buckets.chunk_param.empty());
 }
 
-TEST_CASE("dp_buckets: ZeRO 1 and 2 shard the padded buffer") {
-  // 435,330 padded bytes = 2 * 200,000 + 35,330.
-  const std::vector<int64_t> padded{200'000, 200'000, 35'330};
+TEST_CASE("dp_buckets: ZeRO 1 and 2 shard the padded buffer in whole dp blocks") {
+  // A dp block is 3 elements of 2 bytes = 6 bytes; a full bucket floor(200,000 / 6) = 33,333
+  // blocks = 199,998 bytes. 435,330 padded bytes = 2 * 199,998 + 35,334.
+  const std::vector<int64_t> padded{199'998, 199'998, 35'334};
   const DpBuckets one = tiny_buckets(1);
   CHECK(sizes_of(one.step_grad) == padded);
   CHECK(sizes_of(one.step_param) == padded);
@@ -106,8 +115,9 @@ TEST_CASE("dp_buckets: ZeRO 1 and 2 shard the padded buffer") {
 }
 
 TEST_CASE("dp_buckets: ZeRO 3 moves one layer per call") {
-  // 435,330 bytes over 4 layers: 108,832.5, so two calls of 108,833 and two of 108,832.
-  const std::vector<int64_t> layers{108'833, 108'833, 108'832, 108'832};
+  // 435,330 bytes = 72,555 dp blocks of 6 bytes over 4 layers: 72,555 = 4 * 18,138 + 3, so
+  // three calls of 18,139 blocks (108,834 bytes) and one of 18,138 (108,828 bytes).
+  const std::vector<int64_t> layers{108'834, 108'834, 108'834, 108'828};
   const DpBuckets three = tiny_buckets(3);
   CHECK(sizes_of(three.chunk_grad) == layers);
   CHECK(sizes_of(three.chunk_param) == layers);
@@ -115,7 +125,47 @@ TEST_CASE("dp_buckets: ZeRO 3 moves one layer per call") {
   CHECK(three.step_param.empty());
 }
 
-TEST_CASE("dp_buckets: per-step volumes equal the collective inventory's, ZeRO 0-3") {
+TEST_CASE("dp_buckets: the buffer and the full bucket") {
+  Layout layout = make_layout(1, 1, 3, 1, 6);
+  // ZeRO 0 and dp = 1 pad nothing; ZeRO 1 to a multiple of dp; ZeRO 2-3 to whole dp blocks in
+  // each of vpp chunk shares: 217,664 -> 217,664, 217,665 (3 * 72,555), 217,668 (6 * 36,278).
+  CHECK(dp_buffer_count(layout, 217'664) == 217'664);
+  layout.zero = 1;
+  CHECK(dp_buffer_count(layout, 217'664) == 217'665);
+  layout.zero = 2;
+  layout.vpp = 2;
+  CHECK(dp_buffer_count(layout, 217'664) == 217'668);
+  layout.dp = 1;
+  CHECK(dp_buffer_count(layout, 217'664) == 217'664);
+  // Full buckets: whole 2-byte elements (ZeRO 0), whole 3-element blocks (ZeRO 1-3), one block
+  // at least.
+  layout.dp = 3;
+  CHECK(dp_full_bucket_bytes(layout, 2, 10'485) == 10'482);  // 1,747 blocks of 6 bytes
+  CHECK(dp_full_bucket_bytes(layout, 2, 5) == 6);
+  layout.zero = 0;
+  CHECK(dp_full_bucket_bytes(layout, 2, 10'485) == 10'484);
+}
+
+TEST_CASE("dp_buckets: the gradient buckets in buffer order cover the buffer") {
+  // ZeRO 2, vpp 2, dp 3, buckets of 50,000 bytes: 2 stages of the tiny model; each chunk list
+  // runs once per chunk share, and the shares add up to the stage's padded buffer.
+  const models::TransformerConfig model = models::load_model("tiny");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  Layout layout = make_layout(1, 2, 3, 1, 12);
+  layout.zero = 2;
+  layout.vpp = 2;
+  layout.schedule = ScheduleKind::kInterleaved;
+  PlanOptions options;
+  options.bucket_bytes = 50'000;
+  // Stage 0: 2 layers 92,416 + embedding 16,384 = 108,800 parameters, padded to a multiple of
+  // 6: 108,804, bf16 217,608 bytes; a chunk share 108,804 bytes = 2 * 49,998 + 8,808.
+  const DpBuckets buckets = dp_buckets(model, cluster, layout, options, 0);
+  const std::vector<SizeRun> order = gradient_buckets_in_order(buckets, layout);
+  CHECK(order == std::vector<SizeRun>{{49'998, 2}, {8'808, 1}, {49'998, 2}, {8'808, 1}});
+  CHECK(total_calls(buckets.step_param) == 6);  // the same 6 buckets all-gathered
+}
+
+TEST_CASE("dp_buckets: per-step volumes and calls equal the collective inventory's, ZeRO 0-3") {
   const models::TransformerConfig model = models::load_model("tiny");
   const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
   for (int zero = 0; zero <= 3; ++zero) {
@@ -130,13 +180,14 @@ TEST_CASE("dp_buckets: per-step volumes equal the collective inventory's, ZeRO 0
       options.bucket_bytes = kBucketBytes / 4;
       const PlanEstimate estimate = estimate_plan(model, cluster, layout, options);
       REQUIRE_MESSAGE(estimate.feasible, estimate.rejection_reason);
-      Volumes inventory;
+      Volumes inventory, inventory_calls;
       for (const CollectiveTraffic& traffic : estimate.collectives) {
         if (traffic.group == CommGroup::kDp) {
           inventory[{traffic.stage, traffic.kind}] += traffic.total_message_bytes();
+          inventory_calls[{traffic.stage, traffic.kind}] += traffic.calls_per_step;
         }
       }
-      Volumes from_buckets;
+      Volumes from_buckets, calls_from_buckets;
       const int64_t chunk_ops = layout.num_micro_batches() * layout.vpp;  // 4 v per step
       for (int64_t stage = 0; stage < layout.pp; ++stage) {
         const DpBuckets b = dp_buckets(model, cluster, layout, options, stage);
@@ -146,6 +197,10 @@ TEST_CASE("dp_buckets: per-step volumes equal the collective inventory's, ZeRO 0
         add_volumes(from_buckets, stage, b.step_param, 1);
         add_volumes(from_buckets, stage, b.chunk_grad, chunk_ops);
         add_volumes(from_buckets, stage, b.chunk_param, 2 * chunk_ops);
+        add_calls(calls_from_buckets, stage, b.step_grad, 1);
+        add_calls(calls_from_buckets, stage, b.step_param, 1);
+        add_calls(calls_from_buckets, stage, b.chunk_grad, chunk_ops);
+        add_calls(calls_from_buckets, stage, b.chunk_param, 2 * chunk_ops);
         // The estimate's full DP duration is the same calls' seconds.
         const double seconds = total_seconds(b.step_grad) + total_seconds(b.step_param) +
                                static_cast<double>(chunk_ops) *
@@ -154,9 +209,8 @@ TEST_CASE("dp_buckets: per-step volumes equal the collective inventory's, ZeRO 0
         CHECK(estimate.stages[static_cast<size_t>(stage)].dp_grad_sync_seconds ==
               doctest::Approx(seconds).epsilon(1e-12));
       }
-      // bf16 byte counts are even, so vpp = 2 halves each stage exactly and the per-chunk
-      // shares add up to the inventory's stage volumes.
       CHECK(from_buckets == inventory);
+      CHECK(calls_from_buckets == inventory_calls);
     }
   }
 }

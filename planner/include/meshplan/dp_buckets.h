@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "meshplan/cost_model.h"
+#include "meshplan/layout.h"
 
 namespace meshplan::planner {
 
@@ -27,18 +28,38 @@ struct DpBuckets {
   // gradients (PyTorch DDP, Li et al. 2020, Sec. 3.2.3), ZeRO-1 reduce-scatter of the
   // dp-padded ones (Rajbhandari et al. 2020, Sec. 5.1).
   std::vector<DpBucket> step_grad;
-  // Once per step after the optimizer: ZeRO-1/2 all-gather of the updated parameters.
+  // Once per step after the optimizer: ZeRO-1/2 all-gather of the updated parameters, in the
+  // buckets their gradients were reduce-scattered in (ZeRO-2: the chunk list, vpp times).
   std::vector<DpBucket> step_param;
   // After each backward op of a chunk (every micro-batch), 1/vpp of the stage: ZeRO-2
   // reduce-scatter in bucket_bytes buckets (ibid. Sec. 5.2, DeepSpeed's reduce_bucket_size),
-  // ZeRO-3 in one bucket per layer (ibid. Sec. 7.2.2; FSDP wraps each transformer block).
+  // ZeRO-3 in one bucket per layer, an even split of the chunk's dp blocks over its layers
+  // (ibid. Sec. 7.2.2; PyTorch FSDP wraps each transformer block as one unit and, gradient
+  // accumulation left at its default, reduce-scatters every micro-batch's backward:
+  // docs.pytorch.org/docs/stable/notes/fsdp.html, pytorch/pytorch#126166).
   std::vector<DpBucket> chunk_grad;
-  // Before each forward and each backward op of a chunk: ZeRO-3 all-gather, one per layer.
+  // Before each forward and each backward op of a chunk: ZeRO-3 all-gather, one per layer
+  // (FSDP: "layer 0 all-gather -> layer 0 forward compute -> layer 1 all-gather", and again
+  // before the backward; FSDP notes, ibid.).
   std::vector<DpBucket> chunk_param;
 };
 
 /// ZeRO shards evenly over dp: ceil(n / dp) * dp elements (DDP's all-reduce is not padded).
 int64_t zero_padded_count(int64_t count, int64_t dp);
+
+/// Elements of a stage's flat gradient buffer holding `count` parameters, the buffer every
+/// data-parallel call of dp_buckets covers: `count` unless ZeRO shards it
+/// (zero_shards_optimizer); ZeRO 1 pads to whole blocks of dp elements, one element per rank
+/// (zero_padded_count); ZeRO 2-3, which reduce per model chunk, to whole blocks in each of the
+/// vpp equal chunk shares, a multiple of dp * vpp.
+int64_t dp_buffer_count(const Layout& layout, int64_t count);
+
+/// Bytes of a full bucket: `bucket_bytes` rounded down to whole elements, under ZeRO to whole
+/// blocks of dp elements so each bucket reduce-scatters in dp equal parts, and at least one.
+/// (Megatron-LM pads each bucket's end up to a multiple of dp instead,
+/// param_and_grad_buffer.py `_pad_end_of_bucket_if_needed`; rounding down keeps the buffer
+/// padded once.)
+int64_t dp_full_bucket_bytes(const Layout& layout, int64_t element_bytes, int64_t bucket_bytes);
 
 /// A run of `count` equal sizes.
 struct SizeRun {
@@ -57,10 +78,17 @@ std::vector<SizeRun> bucket_sizes(int64_t total_bytes, int64_t bucket_bytes);
 std::vector<SizeRun> even_split(int64_t total_bytes, int64_t num_parts);
 
 /// Every data-parallel call of pipeline stage `stage` in one step (see DpBuckets), costed by
-/// collective_seconds over the nodes the stage's dp groups touch. options.bucket_bytes must
-/// be positive.
+/// collective_seconds over the nodes the stage's dp groups touch. The calls of the list(s) a
+/// ZeRO stage reduces gradients with (ZeRO 0-1 step_grad, ZeRO 2-3 chunk_grad once per chunk
+/// share) cut the dp_buffer_count buffer into consecutive buckets, in order, exactly.
+/// options.bucket_bytes must be positive.
 DpBuckets dp_buckets(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                      const Layout& layout, const PlanOptions& options, int64_t stage);
+
+/// The gradient-reduction buckets of a stage's dp_buckets in buffer order, covering its
+/// dp_buffer_count elements exactly: step_grad under ZeRO 0-1, chunk_grad once for each of the
+/// vpp chunk shares under ZeRO 2-3 (ZeRO 1-2 all-gather the parameters in the same buckets).
+std::vector<SizeRun> gradient_buckets_in_order(const DpBuckets& buckets, const Layout& layout);
 
 /// Sum of seconds * num_calls.
 double total_seconds(const std::vector<DpBucket>& buckets);
