@@ -1,7 +1,8 @@
 #pragma once
 // The checkpoint fuzz targets' fixture: one real rank (MPI_COMM_SELF), the `tiny` preset on
 // `local-cpu`, and a valid checkpoint written once after one step; each input then replaces
-// one of its files and is read back with executor::read_checkpoint, as `execute --resume` does.
+// one of its files and is read back with executor::Checkpoints::resume, as `execute --resume`
+// does.
 // MESHPLAN_FUZZ_SEED_DIR=DIR in the environment copies the valid manifest and shard into DIR.
 
 #include <mpi.h>
@@ -27,7 +28,8 @@ namespace meshplan::fuzz {
 
 struct CheckpointFixture {
   planner::Plan plan;
-  executor::ExecuteOptions options;
+  executor::ExecuteOptions options;         // the run that wrote the checkpoint
+  executor::ExecuteOptions resume_options;  // the same, resuming
   std::unique_ptr<executor::Trainer> trainer;
   std::string shard_path;  // the one rank's shard named by the valid manifest
 };
@@ -51,8 +53,9 @@ inline CheckpointFixture& checkpoint_fixture(int* argc, char*** argv) {
       fixture.plan, executor::make_synthetic_source(fixture.plan.model.vocab_size),
       executor::AdamWConfig{}, MPI_COMM_SELF);
   fixture.trainer->train_step();
-  executor::write_checkpoint(fixture.options.checkpoint_dir, *fixture.trainer, fixture.plan,
-                             fixture.options, MPI_COMM_SELF);
+  executor::Checkpoints(fixture.plan, fixture.options, MPI_COMM_SELF).write(*fixture.trainer);
+  fixture.resume_options = fixture.options;
+  fixture.resume_options.resume = true;
   for (const auto& entry :
        std::filesystem::recursive_directory_iterator(fixture.options.checkpoint_dir)) {
     if (entry.path().extension() == ".bin") {  // one step, one rank: the only shard
@@ -75,8 +78,8 @@ inline CheckpointFixture& checkpoint_fixture(int* argc, char*** argv) {
 /// Reads the checkpoint back into the fixture's trainer; an InputError is the expected answer.
 inline int read_back(CheckpointFixture& fixture) {
   return run_loader([&] {
-    executor::read_checkpoint(fixture.options.checkpoint_dir, *fixture.trainer, fixture.plan,
-                              fixture.options, MPI_COMM_SELF);
+    executor::Checkpoints(fixture.plan, fixture.resume_options, MPI_COMM_SELF)
+        .resume(*fixture.trainer);
   });
 }
 

@@ -1,4 +1,4 @@
-// libFuzzer target: a checkpoint's manifest.json, read by executor::read_checkpoint beside a
+// libFuzzer target: a checkpoint's manifest.json, read by executor::Checkpoints::resume beside a
 // valid shard. Seeds: fuzz/corpus/fuzz_checkpoint_manifest.
 
 #include "checkpoint_fixture.h"
