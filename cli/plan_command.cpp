@@ -348,6 +348,12 @@ void register_plan_commands(CLI::App& app) {
       outputs.set("--json", validation.json.dump(2) + "\n");
     }
     outputs.commit();
+    // A run that cannot be predicted is a failed validation (exit 1), not bad input (exit 2):
+    // the table and --json above still hold every run, the failed ones with their reason.
+    if (report.num_not_predicted > 0) {
+      throw RuntimeError(fmt::format("{}: {} of {} runs not predicted (validation failed)",
+                                     *runs_path, report.num_not_predicted, report.runs.size()));
+    }
   });
 }
 

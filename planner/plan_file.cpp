@@ -98,8 +98,6 @@ Layout layout_from_json(const nlohmann::json& json, const std::string& source) {
   return layout;
 }
 
-namespace {
-
 nlohmann::json options_to_json(const PlanOptions& options) {
   return {{"flash_attention", options.flash_attention},
           {"overlap_grad_reduce", options.overlap_grad_reduce},
@@ -110,25 +108,33 @@ nlohmann::json options_to_json(const PlanOptions& options) {
           {"allow_tp_across_nodes", options.allow_tp_across_nodes}};
 }
 
-PlanOptions options_from_json(const nlohmann::json& json, const std::string& source) {
-  PlanOptions options;
+PlanOptions options_from_json(const nlohmann::json& json, const std::string& source,
+                              const PlanOptions* defaults) {
+  PlanOptions options = defaults ? *defaults : PlanOptions{};
   const std::string where = source + ": options";
   reject_unknown_fields(json, kOptionsFields, where);
-  options.flash_attention = require_bool(json, "flash_attention", where);
-  options.overlap_grad_reduce = require_bool(json, "overlap_grad_reduce", where);
-  options.overlap_param_gather = require_bool(json, "overlap_param_gather", where);
-  options.overlap_tp_comm = require_bool(json, "overlap_tp_comm", where);
-  options.scatter_gather_pipeline = require_bool(json, "scatter_gather_pipeline", where);
-  options.bucket_bytes = require_int(json, "bucket_bytes", where);
+  // With defaults, an absent key keeps its default; without, every key is required.
+  const auto given = [&](const char* field) { return !defaults || json.contains(field); };
+  const auto read_bool = [&](const char* field, bool& value) {
+    if (given(field)) {
+      value = require_bool(json, field, where);
+    }
+  };
+  read_bool("flash_attention", options.flash_attention);
+  read_bool("overlap_grad_reduce", options.overlap_grad_reduce);
+  read_bool("overlap_param_gather", options.overlap_param_gather);
+  read_bool("overlap_tp_comm", options.overlap_tp_comm);
+  read_bool("scatter_gather_pipeline", options.scatter_gather_pipeline);
+  if (given("bucket_bytes")) {
+    options.bucket_bytes = require_int(json, "bucket_bytes", where);
+  }
   if (options.bucket_bytes < 1) {
     throw InputError(
         fmt::format("{}: bucket_bytes: must be positive ({})", where, options.bucket_bytes));
   }
-  options.allow_tp_across_nodes = require_bool(json, "allow_tp_across_nodes", where);
+  read_bool("allow_tp_across_nodes", options.allow_tp_across_nodes);
   return options;
 }
-
-}  // namespace
 
 nlohmann::json plan_to_json(const Plan& plan, const nlohmann::json& prediction) {
   return {{"format", kPlanFormat},

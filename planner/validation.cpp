@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "meshplan/errors.h"
@@ -29,6 +31,9 @@ PlanOptions software_options(const std::string& source) {
 }
 
 namespace {
+
+// Runs-file versions read: 1, and 2 (adds per-run framework and options).
+constexpr int64_t kRunsFormatVersion = 2;
 
 models::TransformerConfig run_model(const nlohmann::json& json, const std::string& where) {
   models::TransformerConfig model;
@@ -66,96 +71,179 @@ std::optional<T> optional_field(const nlohmann::json& layout, const std::string&
   return parse(field);
 }
 
+// The run's hardware: its cluster preset with the run's gpus_per_node and inter-node bandwidth.
+models::ClusterConfig run_cluster(const nlohmann::json& hardware, const std::string& where) {
+  models::ClusterConfig cluster;
+  const std::string cluster_name = require_string(hardware, "cluster", where);
+  try {
+    cluster = models::load_cluster(cluster_name);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: cluster: {}", where, e.what()));
+  }
+  cluster.gpus_per_node = require_int(hardware, "gpus_per_node", where);
+  const double gbps = require_number(hardware, "inter_node_gbps_per_gpu", where);
+  if (!(gbps > 0) || !std::isfinite(gbps)) {
+    throw InputError(
+        fmt::format("{}: inter_node_gbps_per_gpu: must be positive ({})", where, gbps));
+  }
+  cluster.inter_node_bytes_per_second_per_gpu = gbps * 1e9 / 8.0;  // Gbit/s -> bytes/s
+  models::validate_cluster(cluster, where);
+  return cluster;
+}
+
+// The layout as a search space: fixed fields as given, null ones searched (named in `searched`).
+SearchSpace run_space(const nlohmann::json& layout, int64_t num_gpus, const std::string& where,
+                      std::vector<std::string>& searched) {
+  SearchSpace space;
+  space.num_gpus = num_gpus;
+  space.global_batch = require_int(layout, "global_batch", where);
+  const auto integer = [&](const std::string& field) { return require_int(layout, field, where); };
+  space.tp = optional_field<int64_t>(layout, "tp", searched, integer);
+  space.pp = optional_field<int64_t>(layout, "pp", searched, integer);
+  space.dp = optional_field<int64_t>(layout, "dp", searched, integer);
+  space.vpp = optional_field<int64_t>(layout, "vpp", searched, integer);
+  space.micro_batch = optional_field<int64_t>(layout, "micro_batch", searched, integer);
+  space.recompute = optional_field<Recompute>(layout, "recompute", searched, [&](auto& f) {
+    return parse_recompute(require_string(layout, f, where), where + ": " + f);
+  });
+  space.sequence_parallel =
+      optional_field<bool>(layout, "sequence_parallel", searched,
+                           [&](auto& f) { return require_bool(layout, f, where); });
+  space.zero = optional_field<int>(layout, "zero", searched, [&](auto& f) {
+    const int64_t zero = integer(f);
+    // A stage outside ZeRO's 0-3 is a malformed run, not an unpredictable one.
+    if (zero < 0 || zero > 3) {
+      throw InputError(fmt::format("{}: zero: must be 0, 1, 2 or 3 ({})", where, zero));
+    }
+    return static_cast<int>(zero);
+  });
+  space.schedule = optional_field<ScheduleKind>(layout, "schedule", searched, [&](auto& f) {
+    return parse_schedule(require_string(layout, f, where), where + ": " + f);
+  });
+  return space;
+}
+
+// Sets the run's framework and options (version-2 keys; null or absent = not stated). Without
+// `options` the source text decides them (software_options), as in version 1.
+void read_software(const nlohmann::json& run_json, int version, const std::string& where,
+                   ValidationRun& run) {
+  const auto stated = [&](const char* field) {
+    return run_json.contains(field) && !run_json.at(field).is_null();
+  };
+  for (const char* field : {"framework", "options"}) {
+    if (stated(field) && version < 2) {
+      throw InputError(
+          fmt::format("{}: {}: needs runs-file version 2 (version {})", where, field, version));
+    }
+  }
+  if (stated("framework")) {
+    run.framework = require_string(run_json, "framework", where);
+    if (std::ranges::find(kValidationFrameworks, run.framework) ==
+        std::end(kValidationFrameworks)) {
+      throw InputError(
+          fmt::format("{}: framework: unknown framework, expected megatron, deepspeed or fsdp ({})",
+                      where, run.framework));
+    }
+  }
+  run.options_stated = stated("options");
+  if (!run.options_stated) {
+    run.options = software_options(run.source);
+    return;
+  }
+  if (!run_json.at("options").is_object()) {
+    throw InputError(fmt::format("{}: options: not an object", where));
+  }
+  // The plan file's parser: same keys and error text; a key the run leaves out keeps the
+  // default `meshplan plan` uses.
+  const PlanOptions defaults;
+  run.options = options_from_json(run_json.at("options"), where, &defaults);
+}
+
+// The file's version: 1 (no framework/options) or 2.
+int runs_version(const nlohmann::json& runs_file, const std::string& source) {
+  const int64_t version = require_int(runs_file, "version", source);
+  if (version < 1 || version > kRunsFormatVersion) {
+    throw InputError(
+        fmt::format("{}: version: expected 1 or {} ({})", source, kRunsFormatVersion, version));
+  }
+  return static_cast<int>(version);
+}
+
+// One run: parsed (throws InputError on malformed input), then predicted or given the reason
+// it cannot be.
+ValidationRun validate_run(const nlohmann::json& run_json, int version, const std::string& source,
+                           size_t index) {
+  ValidationRun run;
+  const std::string index_where = fmt::format("{}: runs[{}]", source, index);
+  run.id = require_string(run_json, "id", index_where);
+  run.source = require_string(run_json, "source", index_where);
+  const std::string where = fmt::format("{}: runs[{}]", source, run.id);
+  for (const char* field : {"model", "hardware", "layout", "published"}) {
+    if (!run_json.contains(field) || !run_json.at(field).is_object()) {
+      throw InputError(fmt::format("{}: {}: missing or not an object", where, field));
+    }
+  }
+  read_software(run_json, version, where, run);
+  const models::TransformerConfig model = run_model(run_json.at("model"), where + ": model");
+  const nlohmann::json& hardware = run_json.at("hardware");
+  const models::ClusterConfig cluster = run_cluster(hardware, where + ": hardware");
+  const std::string layout_where = where + ": layout";
+  const int64_t num_gpus = require_int(hardware, "num_gpus", where + ": hardware");
+  const SearchSpace space = run_space(run_json.at("layout"), num_gpus, layout_where, run.searched);
+  run.published_step_time_s =
+      require_number(run_json.at("published"), "step_time_s", where + ": published");
+  if (!(run.published_step_time_s > 0)) {
+    throw InputError(fmt::format("{}: published: step_time_s: must be positive ({})", where,
+                                 run.published_step_time_s));
+  }
+  SearchResult result;
+  try {
+    result = search_layouts(model, cluster, space, run.options, Objective::kTime, 1);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", layout_where, e.what()));
+  }
+  if (result.num_evaluated == 0) {
+    // The search enumerates no (schedule, vpp) pair when the layers do not split evenly over
+    // pp for interleaved (search.cpp, schedule_choices), so nothing reached the validity rules.
+    run.not_predicted_reason = fmt::format(
+        "no layout to cost: the fixed fields leave no schedule to search (interleaved needs "
+        "num_layers / pp whole with a divisor >= 2; num_layers {})",
+        model.num_layers);
+  } else if (result.best.empty()) {
+    run.not_predicted_reason = "no feasible layout:";
+    for (const auto& [code, count] : result.rejections) {
+      run.not_predicted_reason +=
+          fmt::format(" {} x{} ({});", code, count, result.example_reason.at(code));
+    }
+  } else {
+    run.predicted = result.best.front();
+  }
+  return run;
+}
+
 }  // namespace
 
 ValidationReport validate_runs(const nlohmann::json& runs_file, const std::string& source) {
   if (!runs_file.is_object() || !runs_file.contains("runs") || !runs_file.at("runs").is_array()) {
     throw InputError(fmt::format("{}: runs: missing or not a list", source));
   }
+  const int version = runs_version(runs_file, source);
   ValidationReport report;
   double sum_abs = 0;
   size_t index = 0;
   for (const nlohmann::json& run_json : runs_file.at("runs")) {
-    const std::string where = fmt::format("{}: runs[{}]", source, index++);
-    ValidationRun run;
-    run.id = require_string(run_json, "id", where);
-    run.source = require_string(run_json, "source", where);
-    const std::string run_where = fmt::format("{}: runs[{}]", source, run.id);
-    for (const char* field : {"model", "hardware", "layout", "published"}) {
-      if (!run_json.contains(field) || !run_json.at(field).is_object()) {
-        throw InputError(fmt::format("{}: {}: missing or not an object", run_where, field));
-      }
+    ValidationRun run = validate_run(run_json, version, source, index++);
+    if (run.predicted) {
+      sum_abs += std::fabs(run.error_pct());
+      report.max_abs_error_pct = std::max(report.max_abs_error_pct, std::fabs(run.error_pct()));
+    } else {
+      ++report.num_not_predicted;
     }
-    const models::TransformerConfig model = run_model(run_json.at("model"), run_where + ": model");
-    const nlohmann::json& hardware = run_json.at("hardware");
-    const std::string hardware_where = run_where + ": hardware";
-    models::ClusterConfig cluster;
-    const std::string cluster_name = require_string(hardware, "cluster", hardware_where);
-    try {
-      cluster = models::load_cluster(cluster_name);
-    } catch (const InputError& e) {
-      throw InputError(fmt::format("{}: cluster: {}", hardware_where, e.what()));
-    }
-    cluster.gpus_per_node = require_int(hardware, "gpus_per_node", hardware_where);
-    const double gbps = require_number(hardware, "inter_node_gbps_per_gpu", hardware_where);
-    if (!(gbps > 0) || !std::isfinite(gbps)) {
-      throw InputError(
-          fmt::format("{}: inter_node_gbps_per_gpu: must be positive ({})", hardware_where, gbps));
-    }
-    cluster.inter_node_bytes_per_second_per_gpu = gbps * 1e9 / 8.0;  // Gbit/s -> bytes/s
-    models::validate_cluster(cluster, hardware_where);
-
-    const nlohmann::json& layout = run_json.at("layout");
-    const std::string layout_where = run_where + ": layout";
-    SearchSpace space;
-    space.num_gpus = require_int(hardware, "num_gpus", hardware_where);
-    space.global_batch = require_int(layout, "global_batch", layout_where);
-    const auto integer = [&](const std::string& field) {
-      return require_int(layout, field, layout_where);
-    };
-    space.tp = optional_field<int64_t>(layout, "tp", run.searched, integer);
-    space.pp = optional_field<int64_t>(layout, "pp", run.searched, integer);
-    space.dp = optional_field<int64_t>(layout, "dp", run.searched, integer);
-    space.vpp = optional_field<int64_t>(layout, "vpp", run.searched, integer);
-    space.micro_batch = optional_field<int64_t>(layout, "micro_batch", run.searched, integer);
-    space.recompute = optional_field<Recompute>(layout, "recompute", run.searched, [&](auto& f) {
-      return parse_recompute(require_string(layout, f, layout_where), layout_where + ": " + f);
-    });
-    space.sequence_parallel =
-        optional_field<bool>(layout, "sequence_parallel", run.searched,
-                             [&](auto& f) { return require_bool(layout, f, layout_where); });
-    space.zero = optional_field<int>(layout, "zero", run.searched,
-                                     [&](auto& f) { return static_cast<int>(integer(f)); });
-    space.schedule = optional_field<ScheduleKind>(layout, "schedule", run.searched, [&](auto& f) {
-      return parse_schedule(require_string(layout, f, layout_where), layout_where + ": " + f);
-    });
-    const PlanOptions options = software_options(run.source);
-    SearchResult result;
-    try {
-      result = search_layouts(model, cluster, space, options, Objective::kTime, 1);
-    } catch (const InputError& e) {
-      throw InputError(fmt::format("{}: {}", layout_where, e.what()));
-    }
-    if (result.best.empty()) {
-      std::string reasons;
-      for (const auto& [code, count] : result.rejections) {
-        reasons += fmt::format(" {} x{} ({});", code, count, result.example_reason.at(code));
-      }
-      throw InputError(fmt::format("{}: layout: no feasible layout:{}", run_where, reasons));
-    }
-    run.predicted = result.best.front();
-    const nlohmann::json& published = run_json.at("published");
-    run.published_step_time_s = require_number(published, "step_time_s", run_where + ": published");
-    if (!(run.published_step_time_s > 0)) {
-      throw InputError(fmt::format("{}: published: step_time_s: must be positive ({})", run_where,
-                                   run.published_step_time_s));
-    }
-    sum_abs += std::fabs(run.error_pct());
-    report.max_abs_error_pct = std::max(report.max_abs_error_pct, std::fabs(run.error_pct()));
     report.runs.push_back(std::move(run));
   }
-  if (!report.runs.empty()) {
-    report.mean_abs_error_pct = sum_abs / static_cast<double>(report.runs.size());
+  const size_t num_predicted = report.runs.size() - report.num_not_predicted;
+  if (num_predicted > 0) {
+    report.mean_abs_error_pct = sum_abs / static_cast<double>(num_predicted);
   }
   return report;
 }

@@ -223,34 +223,77 @@ std::string format_explain(const planner::Plan& plan, const planner::PlanEstimat
   return out;
 }
 
+namespace {
+
+// Appends one validated run as a table row and a JSON record, both from the same values. A run
+// not predicted has null prediction fields and its reason under "error".
+void add_validation_row(const planner::ValidationRun& run, Report* out, nlohmann::json* runs) {
+  std::string searched;
+  for (const std::string& field : run.searched) {
+    searched += (searched.empty() ? "" : ",") + field;
+  }
+  const std::string framework = run.framework.empty() ? "-" : run.framework;
+  nlohmann::json record = {{"id", run.id},
+                           {"framework", run.framework.empty() ? nlohmann::json(nullptr)
+                                                               : nlohmann::json(run.framework)},
+                           {"options", planner::options_to_json(run.options)},
+                           {"options_stated", run.options_stated},
+                           {"published_step_time_s", run.published_step_time_s},
+                           {"searched", run.searched}};
+  if (!run.predicted) {
+    out->table +=
+        fmt::format(" {:>36} {:>9} {:>10} {:>10.3f} {:>8}  not predicted: {}\n", run.id, framework,
+                    "-", run.published_step_time_s, "-", run.not_predicted_reason);
+    record["predicted_step_time_s"] = nullptr;
+    record["error_pct"] = nullptr;
+    record["layout"] = nullptr;
+    record["error"] = run.not_predicted_reason;
+    runs->push_back(std::move(record));
+    return;
+  }
+  const planner::PlanEstimate& predicted = *run.predicted;
+  out->table += fmt::format(" {:>36} {:>9} {:>10.3f} {:>10.3f} {:>+8.1f}  {} [{}]\n", run.id,
+                            framework, predicted.step_time_s, run.published_step_time_s,
+                            run.error_pct(), planner::describe(predicted.layout), searched);
+  record["predicted_step_time_s"] = predicted.step_time_s;
+  record["error_pct"] = run.error_pct();
+  record["layout"] = planner::layout_to_json(predicted.layout);
+  record["mfu"] = predicted.mfu;
+  record["peak_memory_bytes"] = predicted.peak_memory_bytes;
+  runs->push_back(std::move(record));
+}
+
+}  // namespace
+
 Report validation_report(const planner::ValidationReport& report) {
   Report out;
-  out.table = fmt::format("#{:>36} {:>10} {:>10} {:>8}  {}\n", "run", "predicted", "published",
-                          "error", "layout (searched fields in brackets)");
-  out.table += fmt::format("#{:>36} {:>10} {:>10} {:>8}\n", "", "(s)", "(s)", "(%)");
+  out.table =
+      fmt::format("#{:>36} {:>9} {:>10} {:>10} {:>8}  {}\n", "run", "framework", "predicted",
+                  "published", "error", "layout (searched fields in brackets)");
+  out.table += fmt::format("#{:>36} {:>9} {:>10} {:>10} {:>8}\n", "", "", "(s)", "(s)", "(%)");
   nlohmann::json runs = nlohmann::json::array();
   for (const planner::ValidationRun& run : report.runs) {
-    std::string searched;
-    for (const std::string& field : run.searched) {
-      searched += (searched.empty() ? "" : ",") + field;
-    }
-    out.table += fmt::format(" {:>36} {:>10.3f} {:>10.3f} {:>+8.1f}  {} [{}]\n", run.id,
-                             run.predicted.step_time_s, run.published_step_time_s, run.error_pct(),
-                             planner::describe(run.predicted.layout), searched);
-    runs.push_back({{"id", run.id},
-                    {"predicted_step_time_s", run.predicted.step_time_s},
-                    {"published_step_time_s", run.published_step_time_s},
-                    {"error_pct", run.error_pct()},
-                    {"layout", planner::layout_to_json(run.predicted.layout)},
-                    {"searched", run.searched},
-                    {"mfu", run.predicted.mfu},
-                    {"peak_memory_bytes", run.predicted.peak_memory_bytes}});
+    add_validation_row(run, &out, &runs);
   }
-  out.table += fmt::format("# {} runs: mean |error| {:.1f}%, max |error| {:.1f}%\n",
-                           report.runs.size(), report.mean_abs_error_pct, report.max_abs_error_pct);
+  const size_t num_predicted = report.runs.size() - report.num_not_predicted;
+  out.table += fmt::format(
+      "# {} runs, {} predicted: mean |error| {:.1f}%, max |error| {:.1f}% (over the predicted "
+      "runs); {} not predicted\n",
+      report.runs.size(), num_predicted, report.mean_abs_error_pct, report.max_abs_error_pct,
+      report.num_not_predicted);
+  out.table += report.num_not_predicted == 0
+                   ? "# OK: every run predicted\n"
+                   : fmt::format("# FAILED: {} of {} runs not predicted\n",
+                                 report.num_not_predicted, report.runs.size());
+  const auto over_predicted = [&](double value) {
+    return num_predicted > 0 ? nlohmann::json(value) : nlohmann::json(nullptr);
+  };
   out.json = {{"runs", runs},
-              {"mean_abs_error_pct", report.mean_abs_error_pct},
-              {"max_abs_error_pct", report.max_abs_error_pct}};
+              {"num_runs", report.runs.size()},
+              {"num_predicted", num_predicted},
+              {"num_not_predicted", report.num_not_predicted},
+              {"mean_abs_error_pct", over_predicted(report.mean_abs_error_pct)},
+              {"max_abs_error_pct", over_predicted(report.max_abs_error_pct)}};
   return out;
 }
 

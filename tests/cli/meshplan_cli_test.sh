@@ -408,5 +408,29 @@ expect "--global-batch 10^12: capped, one line, exit 2" \
   plan_error "global_batch: must be between 1 and 1000000 (1000000000000)" \
   --model tiny --cluster dgx-a100-80gb --gpus 8 --global-batch 1000000000000
 
+# Issue 10 Sec. 4: a run validate cannot predict (24 layers over 16 stages) is reported with its
+# reason and the others are still predicted; the validation fails with exit 1 (not 2: the file
+# is well formed), and the table and --json are still written.
+validate_unpredictable() {
+  run validate "$data/runs_unpredictable.json" --json unpredictable.json
+  local ok=0
+  [ "$rc" -eq 1 ] || { say "exit status $rc, expected 1"; ok=1; }
+  [ "$(wc -l <stderr.txt)" -eq 1 ] &&
+    grep -q 'runs_unpredictable.json: 1 of 3 runs not predicted (validation failed)$' stderr.txt ||
+    { say "stderr: $(cat stderr.txt)"; ok=1; }
+  grep -q '^# FAILED: 1 of 3 runs not predicted$' stdout.txt || { say "no FAILED footer"; ok=1; }
+  grep -q 'fixture-uneven-stages .* not predicted: no feasible layout: pp_layers x1' stdout.txt ||
+    { say "no row with the reason"; ok=1; }
+  [ -f unpredictable.json ] || { say "--json not written"; return 1; }
+  [ "$(grep -c '"predicted_step_time_s": null' unpredictable.json)" -eq 1 ] ||
+    { say "expected one null prediction"; ok=1; }
+  grep -q '"error": "no feasible layout: pp_layers x1 (num_layers not divisible by pp\*vpp (24 % 16));"' \
+    unpredictable.json || { say "no error record"; ok=1; }
+  grep -q '"num_not_predicted": 1' unpredictable.json || { say "not counted"; ok=1; }
+  return $ok
+}
+expect "validate: an unpredictable run is reported and fails the validation (exit 1)" \
+  validate_unpredictable
+
 echo "# meshplan cli: $num_checks checks, $num_failed failed; $num_known known bugs not counted"
 [ "$num_failed" -eq 0 ]

@@ -6,7 +6,6 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -30,26 +29,33 @@ TEST_CASE("public runs: mean |error| <= 10%, no run over 20% (issue 4, Sec. 5)")
   const ValidationReport report = validate_runs(runs_file, kPublicRuns);
   REQUIRE(report.runs.size() == runs_file.at("runs").size());
   CHECK(report.runs.size() == 27);  // the README: 27 published training runs
+  CHECK(report.num_not_predicted == 0);
 
   double sum = 0, worst = 0;
   for (size_t i = 0; i < report.runs.size(); ++i) {
     const ValidationRun& run = report.runs[i];
     const nlohmann::json& published = runs_file.at("runs")[i];
     CAPTURE(run.id);
+    REQUIRE(run.predicted.has_value());
     CHECK(run.id == published.at("id").get<std::string>());
+    // Every source states its software (version 2), and the stated options are the ones the
+    // source text implied before (software_options), so no figure moved with the format.
+    CHECK(run.framework == "megatron");
+    CHECK(run.options_stated);
+    CHECK(run.options == software_options(run.source));
     CHECK(run.published_step_time_s == published.at("published").at("step_time_s").get<double>());
     // error_pct = 100 (predicted - published) / published (the README's definition).
-    const double error =
-        100.0 * (run.predicted.step_time_s - run.published_step_time_s) / run.published_step_time_s;
+    const double error = 100.0 * (run.predicted->step_time_s - run.published_step_time_s) /
+                         run.published_step_time_s;
     CHECK(run.error_pct() == doctest::Approx(error).epsilon(1e-12));  // same formula, rounding
-    CHECK(run.predicted.feasible);
+    CHECK(run.predicted->feasible);
     sum += std::fabs(error);
     worst = std::max(worst, std::fabs(error));
     CHECK(std::fabs(error) <= 20.0);
 
     // Every layout field the source gives is kept; the null ones are the searched ones.
     const nlohmann::json& layout = published.at("layout");
-    const Layout& predicted = run.predicted.layout;
+    const Layout& predicted = run.predicted->layout;
     std::set<std::string> nulls;
     for (const auto& [key, value] : layout.items()) {
       if (value.is_null()) {
@@ -144,8 +150,9 @@ TEST_CASE("a fully given layout is predicted on the run's own cluster and softwa
   const PlanOptions options = software_options(run.source);
   CHECK_FALSE(options.overlap_grad_reduce);
   const PlanEstimate expected = estimate_plan(fixture_model(), cluster, layout, options);
-  CHECK(describe(run.predicted.layout) == describe(layout));
-  CHECK(run.predicted.step_time_s == expected.step_time_s);
+  REQUIRE(run.predicted.has_value());
+  CHECK(describe(run.predicted->layout) == describe(layout));
+  CHECK(run.predicted->step_time_s == expected.step_time_s);
   // The preset's own network (25e9 B/s per GPU, 8 GPUs per node) would predict another step: the
   // run's figures are the ones used.
   const PlanEstimate preset =
@@ -159,9 +166,9 @@ TEST_CASE("a fully given layout is predicted on the run's own cluster and softwa
 TEST_CASE("error_pct: signed percent of the published step time, by hand") {
   ValidationRun run;
   run.published_step_time_s = 2.0;
-  run.predicted.step_time_s = 2.5;
+  run.predicted.emplace().step_time_s = 2.5;
   CHECK(run.error_pct() == 25.0);  // (2.5 - 2) / 2 = +25%
-  run.predicted.step_time_s = 1.5;
+  run.predicted->step_time_s = 1.5;
   CHECK(run.error_pct() == -25.0);  // (1.5 - 2) / 2 = -25%
 }
 
@@ -173,7 +180,8 @@ TEST_CASE("null layout fields are searched among the layouts that fit") {
   CHECK(run.id == "fixture-searched-layout");
   CHECK(run.searched == std::vector<std::string>{"tp", "pp", "vpp", "micro_batch", "recompute",
                                                  "sequence_parallel", "zero", "schedule"});
-  CHECK(run.predicted.layout.dp == 4);
+  REQUIRE(run.predicted.has_value());
+  CHECK(run.predicted->layout.dp == 4);
   // The best of the same search, done here directly: 8 GPUs, 64 sequences, dp 4.
   SearchSpace space;
   space.num_gpus = 8;
@@ -183,8 +191,8 @@ TEST_CASE("null layout fields are searched among the layouts that fit") {
       search_layouts(fixture_model(), models::load_cluster("dgx-a100-80gb"), space,
                      software_options(run.source), Objective::kTime, 1);
   REQUIRE(best.best.size() == 1);
-  CHECK(describe(run.predicted.layout) == describe(best.best[0].layout));
-  CHECK(run.predicted.step_time_s == best.best[0].step_time_s);
+  CHECK(describe(run.predicted->layout) == describe(best.best[0].layout));
+  CHECK(run.predicted->step_time_s == best.best[0].step_time_s);
 }
 
 TEST_CASE("malformed runs file: the error names the run and the field") {
@@ -195,8 +203,9 @@ TEST_CASE("malformed runs file: the error names the run and the field") {
 
 // Mutations of the first fixture run, each with the error it must give.
 template <typename Change>
-std::string error_after(Change&& change) {
+std::string error_after(Change&& change, int version = 1) {
   nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
+  json["version"] = version;
   change(json["runs"][0]);
   return input_error([&] { validate_runs(json, "r.json"); });
 }
@@ -225,9 +234,122 @@ TEST_CASE("malformed runs: missing, wrong-typed and impossible fields") {
         run + "layout: global_batch: missing");
   CHECK(error_after([](nlohmann::json& r) { r["published"]["step_time_s"] = -1; }) ==
         run + "published: step_time_s: must be positive (-1)");
-  // A fixed layout that breaks a rule: no feasible layout, with the rule and its reason.
+  // A ZeRO stage that does not exist is malformed (a fixed layout that merely breaks a rule is a
+  // run not predicted, below).
   CHECK(error_after([](nlohmann::json& r) { r["layout"]["zero"] = 7; }) ==
-        run + "layout: no feasible layout: zero x1 (ZeRO stage must be 0-3 (7));");
+        run + "layout: zero: must be 0, 1, 2 or 3 (7)");
+}
+
+TEST_CASE("a run that cannot be predicted is reported with its reason, the others still are") {
+  // runs_unpredictable.json: runs_small's two runs around one whose fixed 16 pipeline stages
+  // cannot split 24 layers evenly (its only layout is rejected by the pp_layers rule).
+  const std::string path = test::planner_fixture("runs_unpredictable.json");
+  const ValidationReport report = validate_runs(read_json_file(path), path);
+  const std::string small_path = test::planner_fixture("runs_small.json");
+  const ValidationReport small = validate_runs(read_json_file(small_path), small_path);
+  REQUIRE(report.runs.size() == 3);
+  REQUIRE(small.runs.size() == 2);
+  CHECK(report.num_not_predicted == 1);
+  const ValidationRun& uneven = report.runs[1];
+  CHECK(uneven.id == "fixture-uneven-stages");
+  CHECK_FALSE(uneven.predicted.has_value());
+  CHECK(uneven.not_predicted_reason ==
+        "no feasible layout: pp_layers x1 (num_layers not divisible by pp*vpp (24 % 16));");
+  CHECK(uneven.published_step_time_s == 2.0);
+  // The runs before and after it: predicted exactly as in a file without it.
+  for (size_t i : {0, 2}) {
+    const ValidationRun& alone = small.runs[i / 2];
+    CAPTURE(report.runs[i].id);
+    REQUIRE(report.runs[i].predicted.has_value());
+    CHECK(report.runs[i].id == alone.id);
+    CHECK(report.runs[i].predicted->step_time_s == alone.predicted->step_time_s);
+    CHECK(report.runs[i].not_predicted_reason.empty());
+  }
+  // Mean and max over the two predicted runs only.
+  const double e0 = std::fabs(small.runs[0].error_pct());
+  const double e1 = std::fabs(small.runs[1].error_pct());
+  CHECK(report.mean_abs_error_pct == doctest::Approx((e0 + e1) / 2).epsilon(1e-12));  // rounding
+  CHECK(report.max_abs_error_pct == std::max(e0, e1));
+}
+
+TEST_CASE("stated options replace the guess from the source text") {
+  nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
+  json["version"] = 2;
+  nlohmann::json& run_json = json["runs"][0];
+  // The source text says Megatron-Core, so the guess overlaps everything; the run states that
+  // neither the gradient reduction nor the parameter gather overlaps.
+  run_json["source"] = "fixture with Megatron-Core in its source text";
+  run_json["framework"] = "megatron";
+  run_json["options"] = {{"overlap_grad_reduce", false}, {"overlap_param_gather", false}};
+  const ValidationReport report = validate_runs(json, "r.json");
+  const ValidationRun& run = report.runs[0];
+  REQUIRE(run.predicted.has_value());
+  CHECK(run.framework == "megatron");
+  CHECK(run.options_stated);
+  CHECK(software_options(run.source).overlap_grad_reduce);  // what the guess would have said
+  // Keys the run leaves out keep `meshplan plan`'s defaults.
+  PlanOptions expected_options;
+  expected_options.overlap_grad_reduce = false;
+  expected_options.overlap_param_gather = false;
+  CHECK(run.options == expected_options);
+  // Nothing overlaps and pp = 1 (no stage slack, no tied-embedding all-reduce): the stage's
+  // whole DP sync (gradient reduce-scatter + parameter all-gather) is exposed.
+  REQUIRE(run.predicted->stages.size() == 1);
+  const double dp_seconds = run.predicted->stages[0].dp_grad_sync_seconds;
+  CHECK(dp_seconds > 0);
+  CHECK(run.predicted->breakdown.dp_comm_exposed_seconds == dp_seconds);
+  // With the guess (overlap on) part of it hides behind the backward: less is exposed.
+  models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  cluster.gpus_per_node = 4;
+  cluster.inter_node_bytes_per_second_per_gpu = 100e9 / 8;
+  const PlanEstimate guessed =
+      estimate_plan(fixture_model(), cluster, run.predicted->layout, software_options(run.source));
+  CHECK(guessed.breakdown.dp_comm_exposed_seconds < dp_seconds);
+}
+
+TEST_CASE("runs file versions: 1 without framework/options, 2 with them") {
+  // runs_small.json is version 1: still read, options guessed from the source text.
+  const std::string path = test::planner_fixture("runs_small.json");
+  const nlohmann::json version1 = read_json_file(path);
+  CHECK(version1.at("version") == 1);
+  const ValidationReport report = validate_runs(version1, path);
+  REQUIRE(report.runs.size() == 2);
+  CHECK_FALSE(report.runs[0].options_stated);
+  CHECK(report.runs[0].framework.empty());
+  CHECK(report.runs[0].options == software_options(report.runs[0].source));
+  CHECK(report.runs[1].options == software_options(report.runs[1].source));
+  CHECK(report.runs[1].options.flash_attention);  // "Megatron-Core" in its source
+
+  const std::string run = "r.json: runs[fixture-fixed-layout]: ";
+  CHECK(error_after([](nlohmann::json& r) {
+          r["options"] = {{"flash_attention", true}};
+        }) == run + "options: needs runs-file version 2 (version 1)");
+  CHECK(error_after([](nlohmann::json& r) { r["framework"] = "fsdp"; }) ==
+        run + "framework: needs runs-file version 2 (version 1)");
+  CHECK(error_after([](nlohmann::json&) {}, 3) == "r.json: version: expected 1 or 2 (3)");
+}
+
+TEST_CASE("malformed framework and options name the run and the key") {
+  const std::string run = "r.json: runs[fixture-fixed-layout]: ";
+  CHECK(error_after(
+            [](nlohmann::json& r) {
+              r["options"] = {{"overlap_grad_reduc", false}};
+            },
+            2) == run + "options: overlap_grad_reduc: unknown field (false)");
+  CHECK(error_after(
+            [](nlohmann::json& r) {
+              r["options"] = {{"flash_attention", "yes"}};
+            },
+            2) == run + "options: flash_attention: expected true or false (\"yes\")");
+  CHECK(error_after(
+            [](nlohmann::json& r) {
+              r["options"] = {{"bucket_bytes", 0}};
+            },
+            2) == run + "options: bucket_bytes: must be positive (0)");
+  CHECK(error_after([](nlohmann::json& r) { r["options"] = 1; }, 2) ==
+        run + "options: not an object");
+  CHECK(error_after([](nlohmann::json& r) { r["framework"] = "jax"; }, 2) ==
+        run + "framework: unknown framework, expected megatron, deepspeed or fsdp (jax)");
 }
 
 // Regressions (bugs found by this suite, fixed in 4c3d542). Fixed layout fields whose product

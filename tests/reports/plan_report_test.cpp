@@ -89,9 +89,51 @@ TEST_CASE("validation report: the README's keys, one row per run") {
   CHECK(json.at("runs")[0].at("id") == "fixture-fixed-layout");
   CHECK(json.at("runs")[0].at("published_step_time_s") == 2.0);  // the fixture's figure
   CHECK(fields(data_rows(report.table)[0])[0] == "fixture-fixed-layout");
-  CHECK(fields(data_rows(report.table)[0])[2] == "2.000");
+  CHECK(fields(data_rows(report.table)[0])[1] == "-");  // version 1: no framework stated
+  CHECK(fields(data_rows(report.table)[0])[3] == "2.000");
+  CHECK(json.at("runs")[0].at("framework").is_null());
+  CHECK(json.at("runs")[0].at("options_stated") == false);
   CHECK(json.at("mean_abs_error_pct").get<double>() == validation.mean_abs_error_pct);
   CHECK(json.at("max_abs_error_pct").get<double>() == validation.max_abs_error_pct);
+  CHECK(json.at("num_not_predicted") == 0);
+  CHECK(report.table.find("# 2 runs, 2 predicted: ") != std::string::npos);
+  CHECK(report.table.find("# OK: every run predicted\n") != std::string::npos);
+}
+
+TEST_CASE("validation report: a run not predicted has null figures, its reason, and fails") {
+  const std::string path =
+      std::string(MESHPLAN_SOURCE_DIR) + "/tests/data/planner/runs_unpredictable.json";
+  const planner::ValidationReport validation = planner::validate_runs(read_json_file(path), path);
+  const Report report = validation_report(validation);
+  const nlohmann::json& json = report.json;
+  REQUIRE(json.at("runs").size() == 3);
+  REQUIRE(data_rows(report.table).size() == 3);
+  const nlohmann::json& record = json.at("runs")[1];
+  CHECK(record.at("id") == "fixture-uneven-stages");
+  CHECK(record.at("predicted_step_time_s").is_null());
+  CHECK(record.at("error_pct").is_null());
+  CHECK(record.at("layout").is_null());
+  CHECK(record.at("error") == validation.runs[1].not_predicted_reason);
+  CHECK(record.at("published_step_time_s") == 2.0);  // the fixture's figure
+  CHECK_FALSE(json.at("runs")[0].contains("error"));
+  const std::vector<std::string> row = fields(data_rows(report.table)[1]);
+  CHECK(row[0] == "fixture-uneven-stages");
+  CHECK(row[2] == "-");
+  CHECK(row[3] == "2.000");
+  CHECK(row[5] == "not");
+  CHECK(row[6] == "predicted:");
+  CHECK(data_rows(report.table)[1].find(validation.runs[1].not_predicted_reason) !=
+        std::string::npos);
+  CHECK(json.at("num_runs") == 3);
+  CHECK(json.at("num_predicted") == 2);
+  CHECK(json.at("num_not_predicted") == 1);
+  CHECK(report.table.find("# 3 runs, 2 predicted: ") != std::string::npos);
+  CHECK(report.table.find("; 1 not predicted\n# FAILED: 1 of 3 runs not predicted\n") !=
+        std::string::npos);
+  CHECK(report.table.find("#                                 run framework  predicted  published"
+                          "    error  layout") == 0);
+  CHECK(report.table.find("\n#                                                      (s)        (s)"
+                          "      (%)\n") != std::string::npos);
 }
 
 TEST_CASE("refined table: names and units lines, one row per plan, footer") {

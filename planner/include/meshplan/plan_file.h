@@ -41,4 +41,13 @@ Plan read_plan_file(const std::string& path);
 nlohmann::json layout_to_json(const Layout& layout);
 Layout layout_from_json(const nlohmann::json& json, const std::string& source);
 
+/// PlanOptions <-> the plan file's JSON object {flash_attention, overlap_grad_reduce,
+/// overlap_param_gather, overlap_tp_comm, scatter_gather_pipeline, bucket_bytes,
+/// allow_tp_across_nodes}. Throws InputError "<source>: options: <key>: ..." for an unknown key, a
+/// wrong type or bucket_bytes < 1. Without `defaults` every key is required (plan files); with
+/// them an absent key keeps its value from `defaults` (validation runs state only what they know).
+nlohmann::json options_to_json(const PlanOptions& options);
+PlanOptions options_from_json(const nlohmann::json& json, const std::string& source,
+                              const PlanOptions* defaults = nullptr);
+
 }  // namespace meshplan::planner

@@ -1,7 +1,8 @@
 #pragma once
-// Predicting published training runs (shared/validation/README.md defines the format).
+// Predicting published training runs (validation/README.md defines the format).
 
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -9,20 +10,30 @@
 
 namespace meshplan::planner {
 
+/// What a published run ran on, where the run states it (`framework` in the runs file). It is
+/// stored and reported; costing follows only the run's options, not the framework (yet).
+inline constexpr const char* kValidationFrameworks[] = {"megatron", "deepspeed", "fsdp"};
+
 struct ValidationRun {
   std::string id;
   std::string source;
-  PlanEstimate predicted;  // layout has the searched dimensions filled in
+  std::string framework;  // megatron, deepspeed or fsdp; empty where the run does not say
+  PlanOptions options;    // the run's `options` (others at their defaults), else software_options
+  bool options_stated = false;            // true: from the run's `options`; false: from `source`
+  std::optional<PlanEstimate> predicted;  // layout has the searched dimensions filled in
+  std::string not_predicted_reason;       // one line; set exactly when `predicted` is empty
   double published_step_time_s = 0;
   std::vector<std::string> searched;  // layout fields the source left null
+  /// 100 (predicted - published) / published; precondition: `predicted`.
   double error_pct() const {
-    return 100.0 * (predicted.step_time_s - published_step_time_s) / published_step_time_s;
+    return 100.0 * (predicted.value().step_time_s - published_step_time_s) / published_step_time_s;
   }
 };
 
 struct ValidationReport {
-  std::vector<ValidationRun> runs;
-  double mean_abs_error_pct = 0;
+  std::vector<ValidationRun> runs;  // in the file's order, predicted or not
+  size_t num_not_predicted = 0;     // runs with no feasible layout: validation failures
+  double mean_abs_error_pct = 0;    // over the predicted runs (0 when none is)
   double max_abs_error_pct = 0;
 };
 
@@ -30,12 +41,15 @@ struct ValidationReport {
 /// (2024) runs use flash attention and overlap gradient reduction, parameter gathering and
 /// tensor-parallel communication (as the Megatron-LM README states); the 2021-2022 papers'
 /// Megatron-LM had no flash attention, reduced gradients after the backward and
-/// scattered/gathered pipeline sends over the tp ranks.
+/// scattered/gathered pipeline sends over the tp ranks. Used only for runs without `options`.
 PlanOptions software_options(const std::string& source);
 
 /// Predicts every run with its own model, cluster preset (gpus_per_node and inter-node
-/// bandwidth from the run) and layout; null layout fields are searched among layouts that fit.
-/// Throws InputError naming the run and field on malformed input.
+/// bandwidth from the run), layout and options; null layout fields are searched among layouts
+/// that fit. A well-formed run with no feasible layout (out of memory, uneven pipeline stages)
+/// is not predicted: it keeps the reason and counts in num_not_predicted, and the other runs are
+/// still predicted. Accepts runs-file versions 1 and 2. Throws InputError naming the run and
+/// field on malformed input (unknown option keys and frameworks included).
 ValidationReport validate_runs(const nlohmann::json& runs_file, const std::string& source);
 
 }  // namespace meshplan::planner

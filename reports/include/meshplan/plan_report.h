@@ -44,8 +44,10 @@ std::string format_refined_table(const std::vector<RefinedPlan>& refined);
 /// Per-stage memory breakdown, per-op times and per-collective bytes of one plan.
 std::string format_explain(const planner::Plan& plan, const planner::PlanEstimate& estimate);
 
-/// The predicted-against-published table and the --json report {runs, mean_abs_error_pct,
-/// max_abs_error_pct}, each run's row and record written together.
+/// The predicted-against-published table and the --json report {runs, num_runs, num_predicted,
+/// num_not_predicted, mean_abs_error_pct, max_abs_error_pct} (mean and max over the predicted
+/// runs, null when none is), each run's row and record written together; a run not predicted
+/// has "predicted_step_time_s": null and its reason in "error". The footer ends in OK or FAILED.
 Report validation_report(const planner::ValidationReport& report);
 
 /// `meshplan models` and `meshplan clusters`: one row per preset.
