@@ -119,7 +119,7 @@ struct ClusterConfig {
   double intra_node_latency_seconds = 0;           // per hop
   double inter_node_bytes_per_second_per_gpu = 0;  // NIC line rate per GPU, one direction
   double inter_node_latency_seconds = 0;
-  int64_t reserved_bytes_per_gpu = 0;           // CUDA context, NCCL buffers, fragmentation
+  int64_t reserved_bytes_per_gpu = 0;           // fixed: CUDA context, NCCL buffers
   double price_per_gpu_hour = 0;                // USD
   Precision precision = Precision::kBf16Mixed;  // what training runs in on this cluster
   ComputeEfficiency efficiency;
