@@ -132,6 +132,44 @@ TEST_CASE("model states per framework: the same 7.5B on 64 GPUs") {
   }
 }
 
+TEST_CASE("ZeRO-2/3 working sets: Megatron-FSDP and DeepSpeed, the same 7.5B on 64 GPUs") {
+  // Units at tp 1: a layer 12 h^2 + 13 h = 201,379,840 parameters; the vocab-parallel embedding
+  // (V = 51,200, already a multiple of tp) 51,200 * 4096 = 209,715,200, the largest unit.
+  // psi / 64 = 116,684,160.
+  const models::TransformerConfig model = models::load_model("megatron-7.5b");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  const int64_t shard = 116'684'160;
+  const int64_t layer = 201'379'840;
+  const int64_t vocab = 209'715'200;
+  const auto memory_of = [&](Framework framework, int zero) {
+    PlanOptions options;
+    options.framework = framework;
+    Layout layout = make_layout(1, 1, 64, 1, 64);
+    layout.zero = zero;
+    return estimate_plan(model, cluster, layout, options).stages[0].memory;
+  };
+  // Megatron-FSDP optim_grads_params (megatron_fsdp.md lines 381-382): 16/d states with bf16
+  // main grads, plus two units of unsharded bf16 weights and two of gradients, the largest
+  // unit and a layer: 2 * (209,715,200 + 201,379,840) = 822,190,080 bytes each.
+  const MemoryBreakdown megatron = memory_of(Framework::kMegatron, 3);
+  CHECK(megatron.weights_bytes == 2 * shard + 2 * (vocab + layer));  // + 822,190,080
+  CHECK(megatron.gradients_bytes == 2 * shard + 2 * (vocab + layer));
+  CHECK(megatron.optimizer_bytes == 12 * shard);
+  // DeepSpeed ZeRO-3 (config.py defaults): gathered = the largest module + 5e7 prefetched
+  // elements (259,715,200 < the 1e9 live cap), in bf16; gradients: the 2/d partition, one
+  // 5e8-element bf16 reduce bucket (1e9 bytes) and the module's unsharded bf16 gradient. The
+  // step's fp32 partition copy, 4 * 116,684,160 = 466,736,640, is below the activations.
+  const MemoryBreakdown zero3 = memory_of(Framework::kDeepSpeed, 3);
+  CHECK(zero3.weights_bytes == 2 * shard + 2 * (vocab + 50'000'000));
+  CHECK(zero3.gradients_bytes == 2 * shard + 1'000'000'000 + 2 * vocab);
+  CHECK(zero3.optimizer_bytes == 12 * shard);
+  // DeepSpeed ZeRO-2: weights whole, 2/d gradients plus the reduce bucket.
+  const MemoryBreakdown zero2 = memory_of(Framework::kDeepSpeed, 2);
+  CHECK(zero2.weights_bytes == 2 * 7'467'786'240);
+  CHECK(zero2.gradients_bytes == 2 * shard + 1'000'000'000);
+  CHECK(zero2.activations_bytes > 4 * shard);  // so the step transient adds nothing
+}
+
 TEST_CASE("fp32 training keeps no master copy: (4 + 4 + 8) psi") {
   // local-cpu trains in fp32: weights 4 psi, gradients 4 psi, Adam m and v 8 psi (Kingma & Ba
   // 2015); the tiny preset whole on one rank.
