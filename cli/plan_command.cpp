@@ -33,6 +33,7 @@ struct PlanArguments {
   std::optional<int> zero;
   std::string objective = "time";
   std::string placement = "tp-dp-pp";
+  std::string framework = "megatron";
   std::string flash_attention = "on";
   std::string overlap_grad_reduce = "on";
   std::string overlap_param_gather = "on";
@@ -176,6 +177,7 @@ planner::SearchSpace search_space(const PlanArguments& args) {
 // The software options every searched layout is costed with (on/off flags, --bucket-mb).
 planner::PlanOptions plan_options(const PlanArguments& args) {
   planner::PlanOptions options;
+  options.framework = planner::parse_framework(args.framework, "--framework");
   options.flash_attention = parse_on_off(args.flash_attention, "--flash-attention");
   options.overlap_grad_reduce = parse_on_off(args.overlap_grad_reduce, "--overlap-grad-reduce");
   options.overlap_param_gather = parse_on_off(args.overlap_param_gather, "--overlap-param-gather");
@@ -224,7 +226,8 @@ void run_plan(const PlanArguments& args) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  fmt::print("{}", reports::format_plan_header(model, cluster, args.gpus, space.global_batch));
+  fmt::print("{}", reports::format_plan_header(model, cluster, args.gpus, space.global_batch,
+                                               options.framework));
   fmt::print("# searched {} layouts in {:.3f} s\n#\n", result.num_evaluated, seconds);
   if (args.explain_rejections || result.best.empty()) {
     fmt::print("{}#\n", reports::format_rejections(result));
@@ -291,6 +294,9 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--zero", args->zero, "Fix the ZeRO stage: 0 | 1 | 2 | 3");
   plan->add_option("--schedule", args->schedule,
                    "Fix the schedule: gpipe | 1f1b | interleaved | zb-h1");
+  plan->add_option("--framework", args->framework,
+                   "Software that runs the plan: megatron | deepspeed | fsdp | meshplan")
+      ->capture_default_str();
   plan->add_option("--placement", args->placement, "Rank order: tp-dp-pp | tp-pp-dp")
       ->capture_default_str();
   plan->add_option("--flash-attention", args->flash_attention, "on | off")->capture_default_str();

@@ -7,7 +7,9 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <initializer_list>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "meshplan/json_io.h"
@@ -63,6 +65,23 @@ int64_t optional_size(const nlohmann::json& json, const char* field, int64_t hf_
 bool optional_bool(const nlohmann::json& json, const char* field, bool hf_default,
                    const std::string& source) {
   return is_set(json, field) ? require_bool(json, field, source) : hf_default;
+}
+
+// Whether any of `fields` (dropout probabilities) is above 0, each taking its transformers class
+// default when absent. Throws InputError unless each is a number in [0, 1).
+bool any_dropout(const nlohmann::json& json,
+                 std::initializer_list<std::pair<const char*, double>> fields,
+                 const std::string& source) {
+  bool any = false;
+  for (const auto& [field, hf_default] : fields) {
+    const double p = is_set(json, field) ? require_number(json, field, source) : hf_default;
+    if (p < 0 || p >= 1) {
+      throw InputError(
+          fmt::format("{}: {}: dropout probability must be in [0, 1) ({})", source, field, p));
+    }
+    any = any || p > 0;
+  }
+  return any;
 }
 
 // Throws InputError "<source>: <field>: unsupported activation (<name>); supported: ..." unless
@@ -121,6 +140,8 @@ TransformerConfig llama_family(const nlohmann::json& json, const std::string& so
   model.norm = Norm::kRmsNorm;
   model.positions = Positions::kRope;
   model.tied_embeddings = optional_bool(json, "tie_word_embeddings", false, source);
+  // LlamaConfig, MistralConfig, Qwen2Config: attention_dropout, default 0.0; no hidden dropout.
+  model.dropout = any_dropout(json, {{"attention_dropout", 0.0}}, source);
   return model;
 }
 
@@ -147,6 +168,9 @@ TransformerConfig gpt2(const nlohmann::json& json, const std::string& source) {
   model.norm = Norm::kLayerNorm;
   model.positions = Positions::kLearned;
   model.tied_embeddings = optional_bool(json, "tie_word_embeddings", true, source);
+  // GPT2Config: resid_pdrop, embd_pdrop and attn_pdrop, each default 0.1.
+  model.dropout =
+      any_dropout(json, {{"resid_pdrop", 0.1}, {"embd_pdrop", 0.1}, {"attn_pdrop", 0.1}}, source);
   model.qkv_bias = true;
   model.attention_output_bias = true;
   model.mlp_bias = true;
@@ -173,6 +197,8 @@ TransformerConfig gpt_neox(const nlohmann::json& json, const std::string& source
   model.norm = Norm::kLayerNorm;
   model.positions = Positions::kRope;
   model.tied_embeddings = optional_bool(json, "tie_word_embeddings", false, source);
+  // GPTNeoXConfig: attention_dropout and hidden_dropout, each default 0.0.
+  model.dropout = any_dropout(json, {{"attention_dropout", 0.0}, {"hidden_dropout", 0.0}}, source);
   model.qkv_bias = optional_bool(json, "attention_bias", true, source);
   model.attention_output_bias = model.qkv_bias;
   model.mlp_bias = true;

@@ -29,7 +29,7 @@ constexpr int64_t kMaxVocab = 100'000'000;
 constexpr int64_t kMaxSequence = 100'000'000;
 
 // Every key of the format; anything else is rejected so a typo is not silently ignored.
-constexpr std::array<std::string_view, 18> kModelFields = {"name",
+constexpr std::array<std::string_view, 19> kModelFields = {"name",
                                                            "num_layers",
                                                            "hidden_size",
                                                            "num_attention_heads",
@@ -46,6 +46,7 @@ constexpr std::array<std::string_view, 18> kModelFields = {"name",
                                                            "qkv_bias",
                                                            "attention_output_bias",
                                                            "mlp_bias",
+                                                           "dropout",
                                                            "source"};
 
 void check_size(int64_t value, int64_t max, const char* field, const std::string& source) {
@@ -111,6 +112,10 @@ TransformerConfig model_from_meshplan_json(const nlohmann::json& json, const std
   model.qkv_bias = require_bool(json, "qkv_bias", source);
   model.attention_output_bias = require_bool(json, "attention_output_bias", source);
   model.mlp_bias = require_bool(json, "mlp_bias", source);
+  // Optional so model and plan files written before the field keep their meaning: absent is
+  // Megatron-Core's default hidden_dropout = attention_dropout = 0.1
+  // (megatron/core/transformer/transformer_config.py, lines 188 and 191).
+  model.dropout = json.contains("dropout") ? require_bool(json, "dropout", source) : true;
   if (json.contains("source")) {
     require_string(json, "source", source);  // documentation only, but it must be a string
   }
@@ -217,6 +222,7 @@ nlohmann::json model_to_json(const TransformerConfig& model) {
       {"qkv_bias", model.qkv_bias},
       {"attention_output_bias", model.attention_output_bias},
       {"mlp_bias", model.mlp_bias},
+      {"dropout", model.dropout},
   };
 }
 

@@ -34,10 +34,13 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
       (model.activation == models::Activation::kSwiglu ? 2.0 : 1.0) * tokens * f * e;
   const double split =
       (tokens * (a + 2.0 * g) * d * e + tokens * a * d * e + activation_input + tokens * f * e) / t;
-  const double replicated = (4.0 * tokens * h * e + 2.0 * tokens * h) / sequence_split;
+  // Dropout masks (1 byte per element) exist only where the model trains with dropout.
+  const double mask = model.dropout ? 1.0 : 0.0;
+  const double replicated = (4.0 * tokens * h * e + 2.0 * mask * tokens * h) / sequence_split;
   double scores = 0;
   if (layout.recompute == Recompute::kNone && !options.flash_attention) {
-    scores = a * s * tokens * (2.0 * e + 1.0) / t;
+    // Softmax output e; with dropout also its mask (1) and output (e): 5 a s / h at e = 2.
+    scores = a * s * tokens * (e + mask * (e + 1.0)) / t;
   } else if (options.flash_attention) {
     scores = 4.0 * tokens * a / t;  // fp32 log-sum-exp per query row (Dao 2022, Alg. 1)
   }
@@ -92,6 +95,14 @@ std::vector<std::pair<int64_t, int64_t>> held_and_waiting(const PipelineSchedule
 
 }  // namespace
 
+int64_t reserve_bytes(const models::ClusterConfig& cluster, int64_t allocated_bytes) {
+  // Fixed part: the cluster's reserved_bytes_per_gpu (CUDA context + NCCL communicator
+  // buffers; NVIDIA/nccl#964 measured 688 MB per communicator of > 2 GPUs). Fragmentation:
+  // kAllocatorFragmentation of the allocated bytes (see memory.h for its source).
+  return cluster.reserved_bytes_per_gpu +
+         static_cast<int64_t>(kAllocatorFragmentation * static_cast<double>(allocated_bytes));
+}
+
 InFlight peak_in_flight(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batches,
                         int64_t stage) {
   // Counted from the schedule's own op list; memoised because the search asks for the same
@@ -117,34 +128,130 @@ InFlight peak_in_flight(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_
   return it->second[static_cast<size_t>(stage)];
 }
 
+namespace {
+
+// Bytes per parameter a rank holds for weights, gradients and optimizer states, after the
+// framework's sharding over d = dp (bf16 mixed precision, Adam; docs/research/framework-memory.md).
+struct BytesPerParameter {
+  double weights = 0, gradients = 0, optimizer = 0;
+};
+
+BytesPerParameter bytes_per_parameter(Framework framework, const models::ClusterConfig& cluster,
+                                      const Layout& layout) {
+  const double d = static_cast<double>(layout.dp);
+  const double w_shard = zero_shards_parameters(layout) ? d : 1.0;
+  const double g_shard = zero_shards_gradients(layout) ? d : 1.0;
+  const double o_shard = zero_shards_optimizer(layout) ? d : 1.0;
+  if (cluster.precision == models::Precision::kFp32) {
+    // No master copy in fp32: (4 + 4 + 8) psi (ZeRO, Rajbhandari et al. 2020, Fig. 1).
+    return {4.0 / w_shard, 4.0 / g_shard, 8.0 / o_shard};
+  }
+  switch (framework) {
+    case Framework::kMegatron:
+      if (layout.zero <= 1) {
+        // Megatron-LM docs dist_optimizer.md table and NVIDIA/Megatron-LM#654: bf16 weight 2 +
+        // fp32 main_grad 4, neither sharded by the distributed optimizer, + fp32 master 4 and
+        // Adam 8 (sharded at ZeRO-1): 18, or 6 + 12/d. main_grad is fp32 because arguments.py
+        // forces accumulate_allreduce_grads_in_fp32 with --bf16 (lines 1204-1217).
+        return {2.0, 4.0, 12.0 / o_shard};
+      }
+      // Megatron-FSDP optim_grads / optim_grads_params: main grads dtype "auto" = bf16
+      // (arguments.py lines 3687-3694): (2 + 2 + 12)/d sharded as ZeRO stage 2 or 3.
+      return {2.0 / w_shard, 2.0 / g_shard, 12.0 / o_shard};
+    case Framework::kDeepSpeed:
+      // DeepSpeed 0.19.6: grad_accum_dtype = model dtype bf16 (engine.py line 1485); ZeRO-1/2
+      // stage_1_and_2.py, ZeRO-3 stage3.py lines 741-744. Under the pipeline engine ZeRO-0 runs
+      // BF16_Optimizer, which always shards the fp32 master and Adam (PR #1801).
+      return {2.0 / w_shard, 2.0 / g_shard,
+              12.0 / (layout.zero == 0 && layout.pp > 1 ? d : o_shard)};
+    case Framework::kFsdp:
+      // torchtitan FSDP2: fp32 sharded parameters (mixed_precision_param only casts the
+      // all-gather), fp32 gradients (mixed_precision_reduce = float32) and Adam: 16/d, no
+      // persistent unsharded copy (docs/research/framework-memory.md, Sec. 3.1).
+      return {4.0 / w_shard, 4.0 / w_shard, 8.0 / w_shard};
+    case Framework::kMeshplan:
+      break;
+  }
+  // meshplan's executor: ZeRO (Rajbhandari et al. 2020), Fig. 1: (2 + 2 + K) psi, K = 12.
+  return {2.0 / w_shard, 2.0 / g_shard, 12.0 / o_shard};
+}
+
+// Transient and working-set bytes beyond the persistent states: gathered parameters and
+// unsharded gradients of ZeRO-3/FSDP units, DeepSpeed's reduce buckets. Returns {weights,
+// gradients}; `step_bytes` gets what exists only during the optimizer step.
+std::pair<double, double> working_set_bytes(Framework framework,
+                                            const models::TransformerConfig& model,
+                                            const models::ClusterConfig& cluster,
+                                            const Layout& layout, double stage_parameters,
+                                            double* step_bytes) {
+  *step_bytes = 0;
+  const double e = static_cast<double>(element_bytes(cluster));
+  const double t = static_cast<double>(layout.tp);
+  const double d = static_cast<double>(layout.dp);
+  const LayerParameters layer_count = layer_parameters(model, layout.tp);
+  const double layer = static_cast<double>(layer_count.sharded + layer_count.replicated);
+  // Embedding and LM head are gathered like any unit (one unit each, V h / t per rank).
+  const double vocab_unit =
+      static_cast<double>(padded_vocab_size(model, layout.tp)) * model.hidden_size / t;
+  const double largest_unit = std::max(layer, vocab_unit);
+  const bool sharded = zero_shards_parameters(layout);
+  if (framework == Framework::kFsdp && cluster.precision != models::Precision::kFp32) {
+    // FSDP2 (_fsdp_param_group.py): the current and the prefetched unit's bf16 parameters, the
+    // previous unit's fp32 reduce-scatter input and the current unit's bf16 gradient (FSDP1:
+    // _max_num_inflight_all_gathers = 2). With pp > 1 torchtitan does not reshard after
+    // forward: the whole stage stays gathered in bf16 from forward to backward.
+    const double gradients = (4.0 + e) * largest_unit;
+    if (layout.pp > 1) {
+      return {e * stage_parameters, gradients};
+    }
+    return {e * (largest_unit + layer), gradients};
+  }
+  if (framework == Framework::kMegatron && layout.zero >= 2 && layout.dp > 1) {
+    // Megatron-FSDP (megatron_fsdp.md lines 381-382): two units of unsharded weights (ZeRO-3)
+    // and two units of unsharded gradients to overlap all-gather and reduce-scatter.
+    return {sharded ? e * (largest_unit + layer) : 0.0, e * (largest_unit + layer)};
+  }
+  if (framework == Framework::kDeepSpeed && layout.zero >= 1 && layout.dp > 1) {
+    // DeepSpeed config.py defaults: reduce_bucket_size 5e8 elements (line 113), one bf16
+    // bucket (overlap_comm off for stage 2; stage 3's contiguous_gradients bucket, stage3.py
+    // lines 731-735); at the step an fp32 copy of the gradient partition
+    // (stage_1_and_2.py line 2361; stage 3 per sub_group_size 1e9 elements, line 2401).
+    const double reduce_bucket = layout.zero >= 2 ? 5e8 * e : 0.0;
+    const double partition = stage_parameters / d;
+    *step_bytes = 4.0 * (layout.zero >= 3 ? std::min(partition, 1e9) : partition);
+    if (layout.zero < 3) {
+      return {0.0, reduce_bucket};
+    }
+    // ZeRO-3 (partitioned_param_coordinator.py lines 452-454): the current module plus up to
+    // stage3_prefetch_bucket_size 5e7 elements prefetched, capped at stage3_max_live_parameters
+    // 1e9; gathered per nn.Module, the largest being the embedding or LM head. The current
+    // module's unsharded gradient lives until it reaches the bucket.
+    const double gathered = std::min(largest_unit + 5e7, 1e9);
+    return {e * gathered, reduce_bucket + e * largest_unit};
+  }
+  if (layout.zero >= 3) {
+    // meshplan's executor gathers layer by layer: the layer computing and the next one
+    // prefetched (ZeRO, Rajbhandari et al. 2020, Sec. 7.2.2).
+    return {2.0 * e * static_cast<double>(layer_count.sharded), 0.0};
+  }
+  return {0.0, 0.0};
+}
+
+}  // namespace
+
 MemoryBreakdown stage_memory(const models::TransformerConfig& model,
                              const models::ClusterConfig& cluster, const Layout& layout,
                              const PlanOptions& options, int64_t stage, const InFlight& in_flight) {
   MemoryBreakdown memory;
   const StageParameters parameters = stage_parameters(model, layout, stage);
   const double n = static_cast<double>(parameters.sharded + parameters.replicated);
-  const double dp = static_cast<double>(layout.dp);
-  // ZeRO (Rajbhandari et al. 2020), Fig. 1: model states = (2 + 2 + K) psi bytes with K = 12
-  // for mixed-precision Adam (fp32 master weights, m, v); stage 1 shards the K psi optimizer
-  // states over dp, stage 2 also the gradients, stage 3 also the weights. In fp32 there is no
-  // master copy: (4 + 4 + 8) psi.
-  const bool fp32 = cluster.precision == models::Precision::kFp32;
-  const double weight_bytes = fp32 ? 4.0 : 2.0;
-  const double gradient_bytes = fp32 ? 4.0 : 2.0;
-  const double optimizer_bytes = fp32 ? 8.0 : 12.0;
-  memory.weights_bytes =
-      static_cast<int64_t>(weight_bytes * n / (zero_shards_parameters(layout) ? dp : 1.0));
-  memory.gradients_bytes =
-      static_cast<int64_t>(gradient_bytes * n / (zero_shards_gradients(layout) ? dp : 1.0));
-  memory.optimizer_bytes =
-      static_cast<int64_t>(optimizer_bytes * n / (zero_shards_optimizer(layout) ? dp : 1.0));
-  if (layout.zero >= 3) {
-    // ZeRO-3 gathers layer by layer (ibid. Sec. 5.3); the working set holds two gathered
-    // layers, the one computing and the next one prefetched (Sec. 7.2.2).
-    const LayerParameters layer = layer_parameters(model, layout.tp);
-    memory.weights_bytes +=
-        static_cast<int64_t>(2.0 * weight_bytes * static_cast<double>(layer.sharded));
-  }
+  const BytesPerParameter per = bytes_per_parameter(options.framework, cluster, layout);
+  double step_bytes = 0;
+  const auto [gathered_weights, unsharded_gradients] =
+      working_set_bytes(options.framework, model, cluster, layout, n, &step_bytes);
+  memory.weights_bytes = static_cast<int64_t>(per.weights * n + gathered_weights);
+  memory.gradients_bytes = static_cast<int64_t>(per.gradients * n + unsharded_gradients);
+  memory.optimizer_bytes = static_cast<int64_t>(per.optimizer * n);
 
   const double tokens = static_cast<double>(layout.micro_batch * model.seq_length);
   const double h = static_cast<double>(model.hidden_size);
@@ -168,7 +275,7 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
     stored.recompute = Recompute::kNone;
     activations += activation_bytes_per_layer(model, cluster, stored, options);
   }
-  if (stage == 0) {
+  if (stage == 0 && model.dropout) {
     // Embedding output dropout mask per first-chunk micro-batch in flight (ibid. Sec. 4.4,
     // eq. 4).
     activations += tokens * h / sequence_split * static_cast<double>(in_flight.first_chunk);
@@ -180,9 +287,16 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
     const double vocab = static_cast<double>(padded_vocab_size(model, layout.tp)) / t;
     activations += (2.0 * tokens * h * e / sequence_split + 4.0 * tokens * vocab) *
                    static_cast<double>(in_flight.last_chunk);
+    // The 16-bit logits stay alive while their fp32 copy is made (Megatron-Core
+    // tensor_parallel/cross_entropy.py line 25, vocab_parallel_logits.float()): e T V / t once.
+    if (e < 4.0) {
+      activations += e * tokens * vocab;
+    }
   }
   memory.activations_bytes = static_cast<int64_t>(activations);
-  memory.reserved_bytes = cluster.reserved_bytes_per_gpu;
+  // Optimizer-step transients exist when the activations are freed: only their excess counts.
+  memory.gradients_bytes += static_cast<int64_t>(std::max(0.0, step_bytes - activations));
+  memory.reserved_bytes = reserve_bytes(cluster, memory.total_bytes());
   return memory;
 }
 

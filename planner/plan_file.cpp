@@ -37,9 +37,9 @@ constexpr std::array<std::string_view, 11> kLayoutFields = {
     "tp",          "pp",           "dp",        "vpp",
     "micro_batch", "global_batch", "recompute", "sequence_parallel",
     "zero",        "schedule",     "placement"};
-constexpr std::array<std::string_view, 7> kOptionsFields = {
-    "flash_attention",         "overlap_grad_reduce", "overlap_param_gather", "overlap_tp_comm",
-    "scatter_gather_pipeline", "bucket_bytes",        "allow_tp_across_nodes"};
+constexpr std::array<std::string_view, 8> kOptionsFields = {
+    "flash_attention",         "overlap_grad_reduce", "overlap_param_gather",  "overlap_tp_comm",
+    "scatter_gather_pipeline", "bucket_bytes",        "allow_tp_across_nodes", "framework"};
 
 // Bounds that catch typos and unit mistakes before any product of them is formed (a plan file
 // with global_batch 1e12 made explain allocate gigabytes and never finish):
@@ -105,7 +105,8 @@ nlohmann::json options_to_json(const PlanOptions& options) {
           {"overlap_tp_comm", options.overlap_tp_comm},
           {"scatter_gather_pipeline", options.scatter_gather_pipeline},
           {"bucket_bytes", options.bucket_bytes},
-          {"allow_tp_across_nodes", options.allow_tp_across_nodes}};
+          {"allow_tp_across_nodes", options.allow_tp_across_nodes},
+          {"framework", to_string(options.framework)}};
 }
 
 PlanOptions options_from_json(const nlohmann::json& json, const std::string& source,
@@ -133,6 +134,11 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
         fmt::format("{}: bucket_bytes: must be positive ({})", where, options.bucket_bytes));
   }
   read_bool("allow_tp_across_nodes", options.allow_tp_across_nodes);
+  // Optional in plan files too: those written before the key were planned for Megatron-LM.
+  if (json.contains("framework")) {
+    options.framework =
+        parse_framework(require_string(json, "framework", where), where + ": framework");
+  }
   return options;
 }
 

@@ -175,6 +175,12 @@ SearchResult search_layouts(const models::TransformerConfig& model,
       progress(result.num_evaluated, total);
     }
     ++result.num_evaluated;
+    const Validity runnable = check_framework(options.framework, layout);
+    if (!runnable.ok()) {
+      ++result.rejections[runnable.code];
+      result.example_reason.emplace(runnable.code, runnable.reason);
+      continue;
+    }
     PlanEstimate estimate = estimate_plan_internal(model, cluster, layout, options, false);
     if (!estimate.feasible) {
       ++result.rejections[estimate.rejection_code];
@@ -196,6 +202,13 @@ SearchResult search_layouts(const models::TransformerConfig& model,
   }
   if (progress) {
     progress(total, total);
+  }
+  // The fixed fields leave only layouts the framework cannot run: an input error, not a search.
+  if (total > 0 && result.rejections["framework"] == total) {
+    throw InputError(fmt::format("--framework: {}", result.example_reason.at("framework")));
+  }
+  if (result.rejections["framework"] == 0) {
+    result.rejections.erase("framework");
   }
   for (PlanEstimate& estimate : result.best) {
     estimate.collectives = collective_inventory(model, cluster, estimate.layout, options);

@@ -123,6 +123,24 @@ SearchSpace run_space(const nlohmann::json& layout, int64_t num_gpus, const std:
   return space;
 }
 
+// The run's stated `options`, read by the plan file's parser.
+void read_stated_options(const nlohmann::json& run_json, const std::string& where,
+                         ValidationRun& run) {
+  if (!run_json.at("options").is_object()) {
+    throw InputError(fmt::format("{}: options: not an object", where));
+  }
+  // The plan file's parser: same keys and error text; a key the run leaves out keeps the
+  // default `meshplan plan` uses.
+  const PlanOptions defaults;
+  run.options = options_from_json(run_json.at("options"), where, &defaults);
+  if (run_json.at("options").contains("framework")) {
+    throw InputError(
+        fmt::format("{}: options: framework: stated by the run's own `framework` "
+                    "field, not in options",
+                    where));
+  }
+}
+
 // Sets the run's framework and options (version-2 keys; null or absent = not stated). Without
 // `options` the source text decides them (software_options), as in version 1.
 void read_software(const nlohmann::json& run_json, int version, const std::string& where,
@@ -148,15 +166,14 @@ void read_software(const nlohmann::json& run_json, int version, const std::strin
   run.options_stated = stated("options");
   if (!run.options_stated) {
     run.options = software_options(run.source);
-    return;
+  } else {
+    read_stated_options(run_json, where, run);
   }
-  if (!run_json.at("options").is_object()) {
-    throw InputError(fmt::format("{}: options: not an object", where));
+  // The framework decides the memory accounting and the layouts the search may pick, as
+  // `meshplan plan --framework` does; a run that does not state one is costed as Megatron-LM.
+  if (!run.framework.empty()) {
+    run.options.framework = parse_framework(run.framework, where + ": framework");
   }
-  // The plan file's parser: same keys and error text; a key the run leaves out keeps the
-  // default `meshplan plan` uses.
-  const PlanOptions defaults;
-  run.options = options_from_json(run_json.at("options"), where, &defaults);
 }
 
 // The file's version: 1 (no framework/options) or 2.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "meshplan/cost_model.h"
+#include "meshplan/errors.h"
 
 namespace meshplan::planner {
 
@@ -12,7 +13,95 @@ Validity reject(std::string code, std::string reason) {
   return Validity{std::move(code), std::move(reason)};
 }
 
+Validity refuse(Framework framework, const std::string& why, const Layout& layout) {
+  return reject("framework", fmt::format("{} cannot run this layout: {} ({})", to_string(framework),
+                                         why, describe(layout)));
+}
+
 }  // namespace
+
+std::string to_string(Framework framework) {
+  switch (framework) {
+    case Framework::kMegatron:
+      return "megatron";
+    case Framework::kDeepSpeed:
+      return "deepspeed";
+    case Framework::kFsdp:
+      return "fsdp";
+    case Framework::kMeshplan:
+      return "meshplan";
+  }
+  return "unknown";
+}
+
+Framework parse_framework(const std::string& text, const std::string& field) {
+  for (Framework f :
+       {Framework::kMegatron, Framework::kDeepSpeed, Framework::kFsdp, Framework::kMeshplan}) {
+    if (text == to_string(f)) {
+      return f;
+    }
+  }
+  throw InputError(
+      fmt::format("{}: unsupported framework ({}); supported: megatron, deepspeed, fsdp, meshplan",
+                  field, text));
+}
+
+// Each rule names the version read and the file that says so (README "Frameworks").
+Validity check_framework(Framework framework, const Layout& layout) {
+  const bool pipelined = layout.pp > 1;
+  switch (framework) {
+    case Framework::kMegatron:
+      // Megatron-Core d98e8a64 megatron/core/pipeline_parallel/schedules.py: no pipelining,
+      // 1F1B and interleaved 1F1B only. ZeRO 0 (DDP), 1 (distributed optimizer), 2 and 3
+      // (Megatron-FSDP optim_grads, optim_grads_params; docs megatron_fsdp.md line 148).
+      if (pipelined &&
+          (layout.schedule == ScheduleKind::kGpipe || layout.schedule == ScheduleKind::kZbH1)) {
+        return refuse(framework,
+                      "Megatron-Core schedules.py has 1F1B and interleaved 1F1B, no " +
+                          to_string(layout.schedule),
+                      layout);
+      }
+      return {};
+    case Framework::kDeepSpeed:
+      // DeepSpeed 0.19.6 deepspeed/runtime/pipe/engine.py lines 76-77: "ZeRO-2 and ZeRO-3 are
+      // incompatible with pipeline parallelism"; deepspeed/runtime/pipe/schedule.py
+      // TrainSchedule is 1F1B over one stage per rank (no interleaving, no GPipe, no ZB).
+      if (pipelined && layout.zero >= 2) {
+        return refuse(framework, "its pipeline engine refuses ZeRO-2 and ZeRO-3 with pp > 1",
+                      layout);
+      }
+      if (pipelined && layout.schedule != ScheduleKind::kOneFOneB) {
+        return refuse(framework, "its pipeline engine runs only 1F1B (TrainSchedule)", layout);
+      }
+      return {};
+    case Framework::kFsdp:
+      // torchtitan 018740b7 parallelize.py: FSDP2 fully_shard (ZeRO-3) over dp_shard or DDP
+      // over dp_replicate, no ZeRO-1/2; tensor parallelism always shards the norms' sequence
+      // (SequenceParallel); torch.distributed.pipelining has GPipe, 1F1B, interleaved 1F1B,
+      // and zero-bubble only as interleaved/V schedules, not ZB-H1 over one stage per rank.
+      if (layout.dp > 1 && (layout.zero == 1 || layout.zero == 2)) {
+        return refuse(framework, "torchtitan shards with FSDP2 (ZeRO-3) or replicates (DDP)",
+                      layout);
+      }
+      if (layout.tp > 1 && !layout.sequence_parallel) {
+        return refuse(framework, "torchtitan's tensor parallelism is always sequence-parallel",
+                      layout);
+      }
+      if (pipelined && layout.schedule == ScheduleKind::kZbH1) {
+        return refuse(framework, "torch.distributed.pipelining has no ZB-H1 schedule", layout);
+      }
+      return {};
+    case Framework::kMeshplan:
+      // executor/shard_dims.cpp validate_plan_for_executor.
+      if (layout.zero == 3 && layout.dp > 1 && layout.vpp > 1) {
+        return refuse(framework,
+                      "the executor's ZeRO 3 gathers a stage whole, not per interleaved chunk",
+                      layout);
+      }
+      return {};
+  }
+  return {};
+}
 
 Validity check_layout(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                       int64_t num_gpus, const Layout& layout, bool allow_tp_across_nodes) {

@@ -43,16 +43,18 @@ void add_plan_row(int rank, const planner::PlanEstimate& e, Report* report) {
 
 std::string format_plan_header(const models::TransformerConfig& model,
                                const models::ClusterConfig& cluster, int64_t num_gpus,
-                               int64_t global_batch) {
+                               int64_t global_batch, planner::Framework framework) {
   const models::ParameterCounts counts = models::count_parameters(model);
-  return fmt::format(
-      "# model {}: {} parameters ({:.2f}B), {} layers, hidden {}, {} heads ({} kv), ffn {}, "
-      "vocab {}, seq {}\n"
-      "# cluster {}: {} GPUs ({} per node, {}), global batch {} sequences ({} tokens)\n",
-      model.name, counts.total, static_cast<double>(counts.total) / 1e9, model.num_layers,
-      model.hidden_size, model.num_attention_heads, model.num_kv_heads, model.ffn_hidden_size,
-      model.vocab_size, model.seq_length, cluster.name, num_gpus, cluster.gpus_per_node,
-      cluster.gpu.name, global_batch, global_batch * model.seq_length);
+  return fmt::format("# framework {}\n", planner::to_string(framework)) +
+         fmt::format(
+             "# model {}: {} parameters ({:.2f}B), {} layers, hidden {}, {} heads ({} kv), ffn {}, "
+             "vocab {}, seq {}\n"
+             "# cluster {}: {} GPUs ({} per node, {}), global batch {} sequences ({} tokens)\n",
+             model.name, counts.total, static_cast<double>(counts.total) / 1e9, model.num_layers,
+             model.hidden_size, model.num_attention_heads, model.num_kv_heads,
+             model.ffn_hidden_size, model.vocab_size, model.seq_length, cluster.name, num_gpus,
+             cluster.gpus_per_node, cluster.gpu.name, global_batch,
+             global_batch * model.seq_length);
 }
 
 nlohmann::json estimate_json(const planner::PlanEstimate& estimate) {
@@ -170,8 +172,8 @@ std::string format_refined_table(const std::vector<RefinedPlan>& refined) {
 }
 
 std::string format_explain(const planner::Plan& plan, const planner::PlanEstimate& e) {
-  std::string out =
-      format_plan_header(plan.model, plan.cluster, plan.num_gpus, plan.layout.global_batch);
+  std::string out = format_plan_header(plan.model, plan.cluster, plan.num_gpus,
+                                       plan.layout.global_batch, plan.options.framework);
   out += fmt::format("# layout: {}\n", planner::describe(plan.layout));
   out += fmt::format(
       "# step {:.4f} s, MFU {:.1f}%, HFU {:.1f}%, {:.1f} model TFLOP/s per GPU, "

@@ -432,5 +432,28 @@ validate_unpredictable() {
 expect "validate: an unpredictable run is reported and fails the validation (exit 1)" \
   validate_unpredictable
 
+# --framework (issue 10): named in the header and the plan file; a fixed flag the framework
+# cannot run is one line naming the framework and the reason, exit 2; rejections are counted.
+framework_plan() {
+  run plan --model tiny --cluster dgx-a100-80gb --gpus 8 --framework deepspeed --top 3 \
+    --explain-rejections --save-plan ds.json
+  [ "$rc" -eq 0 ] || { say "exit status $rc: $(cat stderr.txt)"; return 1; }
+  grep -q '^# framework deepspeed$' stdout.txt || { say "no '# framework deepspeed' line"; return 1; }
+  grep -qE '^# +framework +[0-9]+ ' stdout.txt || { say "no 'framework' rejection row"; return 1; }
+  grep -q '"framework": "deepspeed"' ds.json || { say "plan file lacks options.framework"; return 1; }
+  run explain ds.json
+  grep -q '^# framework deepspeed$' stdout.txt || { say "explain: no framework line"; return 1; }
+}
+expect "plan --framework deepspeed: header, rejection count, plan file, explain" framework_plan
+expect "--framework deepspeed --pp 2 --zero 3: the pipeline engine refuses ZeRO-3" \
+  plan_error "--framework: deepspeed cannot run this layout: its pipeline engine refuses ZeRO-2 and ZeRO-3 with pp > 1" \
+  --model tiny --cluster dgx-a100-80gb --gpus 8 --framework deepspeed --pp 2 --zero 3
+expect "--framework megatron --schedule zb-h1: not a Megatron-Core schedule" \
+  plan_error "--framework: megatron cannot run this layout: Megatron-Core schedules.py has 1F1B and interleaved 1F1B, no zb-h1" \
+  --model tiny --cluster dgx-a100-80gb --gpus 8 --pp 2 --schedule zb-h1
+expect "--framework jax" \
+  plan_error "--framework: unsupported framework (jax); supported: megatron, deepspeed, fsdp, meshplan" \
+  --model tiny --cluster dgx-a100-80gb --gpus 8 --framework jax
+
 echo "# meshplan cli: $num_checks checks, $num_failed failed; $num_known known bugs not counted"
 [ "$num_failed" -eq 0 ]

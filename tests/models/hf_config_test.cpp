@@ -360,3 +360,27 @@ TEST_CASE("HF configs: missing fields, wrong types and bad sizes") {
   CHECK(input_error([&] { model_from_json(huge, "c.json"); }) ==
         "c.json: num_layers: absurdly large, more than 100000 (1000000)");
 }
+
+namespace {
+
+TEST_CASE("dropout: from the config's dropout probabilities, class defaults when absent") {
+  // gpt2.json: resid_pdrop = embd_pdrop = attn_pdrop = 0.1 (and GPT2Config's defaults are 0.1).
+  CHECK(load_model(hf_fixture("gpt2.json")).dropout);
+  // Meta-Llama-3-8B.json: attention_dropout 0.0; Llama has no hidden dropout.
+  CHECK_FALSE(load_model(hf_fixture("Meta-Llama-3-8B.json")).dropout);
+  // Llama-2-7b-hf.json gives none: LlamaConfig's attention_dropout defaults to 0.0.
+  CHECK_FALSE(load_model(hf_fixture("Llama-2-7b-hf.json")).dropout);
+  // GPTNeoXConfig: attention_dropout and hidden_dropout default 0.0.
+  nlohmann::json neox = meshplan::read_json_file(hf_fixture("pythia-160m.json"));
+  CHECK_FALSE(model_from_json(neox, "neox.json").dropout);
+  neox["hidden_dropout"] = 0.1;
+  CHECK(model_from_json(neox, "neox.json").dropout);
+  nlohmann::json gpt = meshplan::read_json_file(hf_fixture("gpt2.json"));
+  gpt["resid_pdrop"] = gpt["embd_pdrop"] = gpt["attn_pdrop"] = 0.0;
+  CHECK_FALSE(model_from_json(gpt, "gpt2.json").dropout);
+  gpt["attn_pdrop"] = 1.5;
+  CHECK(input_error([&] { model_from_json(gpt, "gpt2.json"); }) ==
+        "gpt2.json: attn_pdrop: dropout probability must be in [0, 1) (1.5)");
+}
+
+}  // namespace

@@ -72,6 +72,7 @@ void check_same(const TransformerConfig& a, const TransformerConfig& b) {
   CHECK(a.qkv_bias == b.qkv_bias);
   CHECK(a.attention_output_bias == b.attention_output_bias);
   CHECK(a.mlp_bias == b.mlp_bias);
+  CHECK(a.dropout == b.dropout);
 }
 
 // tiny in meshplan's format, edited per test.
@@ -154,6 +155,27 @@ TEST_CASE("round trip: model_to_json -> model_from_json gives the same model") {
   const TransformerConfig model = model_from_json(json, "m.json");
   CHECK(model.head_dim == 32);
   check_same(model_from_json(model_to_json(model), "round-trip"), model);
+}
+
+TEST_CASE("dropout: per preset, optional in the model format (absent = Megatron's 0.1)") {
+  // Llama-style models train without dropout (their HF configs: attention_dropout 0.0); GPT-3
+  // and Narayanan et al.'s Megatron models with it (GPT-2's 0.1, Megatron-LM's default 0.1).
+  for (const char* name : {"llama2-7b", "llama3-8b", "llama3-405b", "mistral-7b", "tiny"}) {
+    CAPTURE(name);
+    CHECK_FALSE(load_model(name).dropout);
+  }
+  for (const char* name : {"gpt3-175b", "gpt3-1.3b", "megatron-1t", "megatron-7.5b"}) {
+    CAPTURE(name);
+    CHECK(load_model(name).dropout);
+  }
+  nlohmann::json json = tiny_json();
+  json.erase("dropout");
+  CHECK(model_from_json(json, "m.json").dropout);
+  json["dropout"] = false;
+  CHECK_FALSE(model_from_json(json, "m.json").dropout);
+  CHECK(model_to_json(model_from_json(json, "m.json")).at("dropout") == false);
+  json["dropout"] = 0.1;
+  CHECK(input_error([&] { model_from_json(json, "m.json"); }).find("m.json: dropout") == 0);
 }
 
 TEST_CASE("load_model reads a meshplan model file by path") {

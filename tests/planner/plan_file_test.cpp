@@ -48,6 +48,7 @@ Plan example_plan() {
   plan.options.overlap_param_gather = false;
   plan.options.overlap_tp_comm = true;
   plan.options.allow_tp_across_nodes = true;
+  plan.options.framework = Framework::kDeepSpeed;
   return plan;
 }
 
@@ -92,6 +93,7 @@ TEST_CASE("round trip: write_plan_file then read_plan_file gives the same plan")
   CHECK_FALSE(back.options.overlap_param_gather);
   CHECK(back.options.overlap_tp_comm);
   CHECK(back.options.allow_tp_across_nodes);
+  CHECK(back.options.framework == Framework::kDeepSpeed);
 
   // The file is what docs/plan-format.md describes, with the prediction beside it, and re-reading
   // the plan predicts the same step.
@@ -191,6 +193,20 @@ TEST_CASE("bad plan files: unknown keys") {
   json["prediction"]["note"] = "anything";
   json["prediction"]["step_time_s"] = "not checked";
   CHECK(plan_from_json(json, "p.json").num_gpus == 8);
+}
+
+TEST_CASE("options.framework: optional (absent = megatron), spelled as --framework") {
+  nlohmann::json json = example_json();
+  CHECK(json.at("options").at("framework") == "deepspeed");
+  json["options"].erase("framework");  // a plan file written before the key
+  CHECK(plan_from_json(json, "p.json").options.framework == Framework::kMegatron);
+  for (const char* name : {"megatron", "deepspeed", "fsdp", "meshplan"}) {
+    json["options"]["framework"] = name;
+    CHECK(to_string(plan_from_json(json, "p.json").options.framework) == name);
+  }
+  CHECK(error_after([](nlohmann::json& j) { j["options"]["framework"] = "jax"; }) ==
+        "p.json: options: framework: unsupported framework (jax); supported: megatron, "
+        "deepspeed, fsdp, meshplan");
 }
 
 TEST_CASE("bad plan files: layout values") {

@@ -37,6 +37,8 @@ SearchResult search_tiny(const SearchSpace& space, Objective objective, int64_t 
                          bool flash_attention = true) {
   PlanOptions options;
   options.flash_attention = flash_attention;
+  // meshplan's executor runs every schedule; its one refusal is counted in the tests below.
+  options.framework = Framework::kMeshplan;
   return search_layouts(models::load_model("tiny"), models::load_cluster("dgx-a100-80gb"), space,
                         options, objective, top_k);
 }
@@ -112,6 +114,10 @@ TEST_CASE("exhaustive: tiny on 8 GPUs, global batch 16, counted by hand") {
   // unevenly: 32 + 40 = 72; pp 8 splits 4 layers unevenly (tp 1 only): 15; interleaved with a
   // single micro-batch (not divisible by pp 2): mb 4 at tp 1, dp 4 (4 ZeRO) and mb 8 at tp 2,
   // dp 2 (2 SP x 4 ZeRO): 12. 109 in all. The tiny model fits everywhere: no memory rejection.
+  // Framework meshplan refuses ZeRO 3 with dp > 1 and vpp > 1 (checked first): interleaved
+  // exists only at pp 2, vpp 2; ZeRO 3 there at tp 1, dp 4 (mb 1, 2, 4: 3) and tp 2, dp 2
+  // (mb 1, 2, 4, 8 x 2 SP: 8) = 11, of which mb 4 at dp 4 and mb 8 at dp 2 (1 + 2 = 3) were
+  // interleaved_micro_batches: 9 of those remain, and 11 - 3 = 8 feasible layouts go.
   for (const auto& flash_and_recomputes : {std::pair<bool, int64_t>{false, 3}, {true, 2}}) {
     const bool flash = flash_and_recomputes.first;  // not a binding: CAPTURE takes it
     const int64_t recomputes = flash_and_recomputes.second;
@@ -123,11 +129,12 @@ TEST_CASE("exhaustive: tiny on 8 GPUs, global batch 16, counted by hand") {
         {"tp_heads", 10 * recomputes},
         {"tp_kv_heads", 72 * recomputes},
         {"pp_layers", 15 * recomputes},
-        {"interleaved_micro_batches", 12 * recomputes}};
+        {"interleaved_micro_batches", 9 * recomputes},
+        {"framework", 11 * recomputes}};
     CHECK(result.rejections == rejections);
-    CHECK(result.num_feasible == (383 - 109) * recomputes);  // 822 or 548
+    CHECK(result.num_feasible == (383 - 109 - 8) * recomputes);  // 798 or 532
     // top_k above the feasible count: all of them come back.
-    CHECK(static_cast<int64_t>(result.best.size()) == (383 - 109) * recomputes);
+    CHECK(static_cast<int64_t>(result.best.size()) == (383 - 109 - 8) * recomputes);
     for (const auto& [code, count] : result.rejections) {
       CHECK(result.example_reason.count(code) == 1);
     }
@@ -145,7 +152,9 @@ TEST_CASE("exhaustive: the best plan is the fastest of an independent enumeratio
     int64_t feasible = 0;
     for (const Layout& layout : enumerate_tiny_space(flash)) {
       const PlanEstimate estimate = estimate_plan(model, cluster, layout, options);
-      if (estimate.feasible) {
+      // meshplan's executor refuses ZeRO 3 with dp > 1 and vpp > 1 (shard_dims.cpp).
+      const bool runnable = !(layout.zero == 3 && layout.dp > 1 && layout.vpp > 1);
+      if (estimate.feasible && runnable) {
         ++feasible;
         if (fastest == 0 || estimate.step_time_s < fastest) {
           fastest = estimate.step_time_s;
@@ -178,7 +187,7 @@ TEST_CASE("ranking: best first by time, ties by lower peak memory") {
 
 TEST_CASE("ranking: --objective memory, best first by peak memory, ties by time") {
   const SearchResult result = search_tiny(tiny_space(), Objective::kMemory, 10'000);
-  REQUIRE(result.best.size() == 548);  // every feasible layout (previous test)
+  REQUIRE(result.best.size() == 532);  // every feasible layout (the counting test above)
   for (size_t i = 0; i + 1 < result.best.size(); ++i) {
     const PlanEstimate& a = result.best[i];
     const PlanEstimate& b = result.best[i + 1];
@@ -291,6 +300,45 @@ TEST_CASE("search errors: fixed sizes that cannot fit the GPU count") {
   space.pp = 8;  // 2 * 8 = 16 does not divide 8
   CHECK(test::input_error([&] { search_tiny(space, Objective::kTime, 1); }) ==
         "tp*pp*dp: fixed sizes multiply to 16, which does not fit 8 GPUs");
+}
+
+}  // namespace
+}  // namespace meshplan::planner
+
+namespace meshplan::planner {
+namespace {
+
+TEST_CASE("frameworks restrict the search; a fixed flag none can run is an input error") {
+  SearchSpace space = tiny_space();
+  PlanOptions options;
+  options.framework = Framework::kDeepSpeed;
+  const models::TransformerConfig model = models::load_model("tiny");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  const SearchResult result =
+      search_layouts(model, cluster, space, options, Objective::kTime, 10'000);
+  CHECK(result.rejections.at("framework") > 0);
+  for (const PlanEstimate& e : result.best) {
+    CAPTURE(describe(e.layout));
+    // DeepSpeed 0.19.6 pipe/engine.py: no ZeRO-2/3 with pp > 1; TrainSchedule is 1F1B.
+    CHECK(
+        (e.layout.pp == 1 || (e.layout.zero <= 1 && e.layout.schedule == ScheduleKind::kOneFOneB)));
+  }
+  space.pp = 2;
+  space.zero = 3;
+  CHECK_THROWS_WITH_AS(
+      search_layouts(model, cluster, space, options, Objective::kTime, 10),
+      doctest::Contains("--framework: deepspeed cannot run this layout: its pipeline engine "
+                        "refuses ZeRO-2 and ZeRO-3 with pp > 1"),
+      InputError);
+  options.framework = Framework::kFsdp;
+  space = tiny_space();
+  space.tp = 2;
+  space.sequence_parallel = false;
+  CHECK_THROWS_WITH_AS(
+      search_layouts(model, cluster, space, options, Objective::kTime, 10),
+      doctest::Contains("fsdp cannot run this layout: torchtitan's tensor parallelism is always "
+                        "sequence-parallel"),
+      InputError);
 }
 
 }  // namespace

@@ -36,6 +36,9 @@ struct TransformerConfig {
   bool qkv_bias = false;               // bias on the Q, K, V projections (GPT-2, Qwen2)
   bool attention_output_bias = false;  // bias on the attention output projection
   bool mlp_bias = false;               // biases on the MLP projections
+  // Trains with dropout (any of attention, hidden or embedding dropout > 0): its 1-byte masks
+  // are stored for backward (Korthikanti et al. 2022, Sec. 4.1). False for Llama-style models.
+  bool dropout = true;
   // Sliding-window attention span from a Hugging Face config (Mistral, Qwen2), 0 for none. Not
   // costed: validate_model requires it to cover seq_length, where it is full causal attention,
   // so it is not part of meshplan's model format.
@@ -116,7 +119,7 @@ struct ClusterConfig {
   double intra_node_latency_seconds = 0;           // per hop
   double inter_node_bytes_per_second_per_gpu = 0;  // NIC line rate per GPU, one direction
   double inter_node_latency_seconds = 0;
-  int64_t reserved_bytes_per_gpu = 0;           // CUDA context, NCCL buffers, fragmentation
+  int64_t reserved_bytes_per_gpu = 0;           // fixed: CUDA context, NCCL buffers
   double price_per_gpu_hour = 0;                // USD
   Precision precision = Precision::kBf16Mixed;  // what training runs in on this cluster
   ComputeEfficiency efficiency;

@@ -18,8 +18,17 @@ namespace meshplan::planner {
 /// (Li et al. 2020, Sec. 3.2.3). The planner, the simulator and the executor all use it.
 inline constexpr int64_t kDefaultBucketBytes = 25 * kBytesPerMiB;
 
+/// The software that runs the plan. It limits the layouts the search may pick (check_framework)
+/// and sets the memory accounting (planner/memory.cpp); README "Frameworks" lists each rule with
+/// its version and source. kMeshplan is this project's executor.
+enum class Framework { kMegatron, kDeepSpeed, kFsdp, kMeshplan };
+std::string to_string(Framework framework);
+/// "megatron", "deepspeed", "fsdp", "meshplan"; throws InputError naming `field` otherwise.
+Framework parse_framework(const std::string& text, const std::string& field);
+
 /// Knobs of the training run that are not part of the layout.
 struct PlanOptions {
+  Framework framework = Framework::kMegatron;
   bool flash_attention = true;  // fused attention: no s^2 score tensors stored or moved
   // Data-parallel gradient reduction overlaps with the backward of the last micro-batch
   // (Megatron-LM --overlap-grad-reduce, PyTorch DDP buckets). Off: it runs after the backward.
@@ -147,6 +156,10 @@ struct Validity {
 };
 Validity check_layout(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                       int64_t num_gpus, const Layout& layout, bool allow_tp_across_nodes = false);
+
+/// Whether `framework` can run `layout`: "" (ok) or code "framework" with a one-line reason
+/// naming the framework, the version read and the source that says so.
+Validity check_framework(Framework framework, const Layout& layout);
 
 /// Full estimate of one layout (valid or not: an invalid one comes back infeasible, with its
 /// reason). Throws nothing for infeasible layouts.

@@ -49,7 +49,9 @@ struct SearchResult {
 /// `top_k` feasible ones (ties on the objective broken by the other measure). The returned
 /// estimates carry their collective inventories. Throws InputError on an empty space made
 /// impossible by the fixed fields (e.g. num_gpus not divisible by the fixed tp), on num_gpus < 1
-/// and on global_batch outside [1, kMaxGlobalBatch]; errors name the SearchSpace field.
+/// and on global_batch outside [1, kMaxGlobalBatch]; errors name the SearchSpace field. Layouts
+/// options.framework cannot run are rejected with code "framework" (check_framework); when the
+/// fixed fields leave only such layouts it throws InputError "--framework: <reason>".
 /// `progress`, if set, hears how far the costing is (the library prints nothing).
 SearchResult search_layouts(const models::TransformerConfig& model,
                             const models::ClusterConfig& cluster, const SearchSpace& space,

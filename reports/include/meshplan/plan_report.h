@@ -14,10 +14,12 @@
 
 namespace meshplan::reports {
 
-/// Header line naming the model (with its exact parameter count), cluster and batch.
+/// Header lines naming the framework, the model (with its exact parameter count), cluster and
+/// batch.
 std::string format_plan_header(const models::TransformerConfig& model,
                                const models::ClusterConfig& cluster, int64_t num_gpus,
-                               int64_t global_batch);
+                               int64_t global_batch,
+                               planner::Framework framework = planner::Framework::kMegatron);
 /// The ranked layouts: the table (with its footer) and the --json report
 /// `{"model": {...shape, num_parameters}, "cluster", "num_gpus", "plans": [...]}`, best first;
 /// each row and its record come from the same estimate.

@@ -1,0 +1,162 @@
+// Per-GPU memory predicted by meshplan against memory measured by the frameworks users run
+// (validation/memory_cases.json: Megatron-LM functional-test golden values, torchtitan's
+// benchmark tables; sources in docs/research/framework-memory.md). Nothing is fitted per case:
+// each case is predicted from its own model, layout and framework with the same code `plan`
+// uses.
+//
+// Statistics: Megatron's cases measure the last rank's peak *allocated* bytes (PyTorch
+// allocated_bytes.all.peak), predicted as the last stage's total less the reserve (CUDA
+// context, NCCL and fragmentation are outside it); torchtitan's measure peak *reserved* bytes,
+// predicted as allocated plus fragmentation (the fixed part, outside PyTorch's allocator, is
+// not in reserved either).
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "meshplan/cost_model.h"
+#include "meshplan/models.h"
+
+namespace meshplan::planner {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// Cases meshplan does not model, with the reason (README "Memory", measured cases).
+const std::set<std::string> kNotModelled = {
+    // fp8 weights and Transformer Engine's fp8 transpose caches are not modelled.
+    "megatron-tiny-tp2-pp2-fp8-sp-h100",
+    "torchtitan-llama3-8b-fsdp8-compile-float8",
+    "torchtitan-llama3-8b-fsdp128-compile-float8",
+    "torchtitan-llama3-70b-fsdp32-tp8",
+    "torchtitan-llama3-70b-fsdp32-tp8-asynctp",
+    "torchtitan-llama3-405b-fsdp8-tp8-pp8-1f1b",
+    "torchtitan-llama3-405b-fsdp8-tp8-pp8-interleaved",
+    "torchtitan-llama3-8b-fsdp32-h200-float8",
+    "torchtitan-llama3-8b-fsdp64-h200-float8",
+};
+
+// Predicted and printed, not asserted: torchtitan's "selective (op)" recompute is per-op
+// activation checkpointing (every other matmul's output saved), which meshplan does not model;
+// its selective recompute (Korthikanti et al. 2022) stores what no recompute does with flash
+// attention, so these come out 23-30% high (README "Memory").
+const std::set<std::string> kNotAsserted = {"torchtitan-llama3-8b-fsdp8",
+                                            "torchtitan-llama3-8b-fsdp128"};
+
+// The bar: within 10% of every measured case meshplan models (goal 5%).
+constexpr double kBarPercent = 10.0;
+
+models::TransformerConfig case_model(const nlohmann::json& m) {
+  models::TransformerConfig model;
+  model.name = "case";
+  model.num_layers = m.at("num_layers");
+  model.hidden_size = m.at("hidden_size");
+  model.num_attention_heads = m.at("num_attention_heads");
+  model.num_kv_heads = m.at("num_kv_heads");
+  model.head_dim = model.hidden_size / model.num_attention_heads;
+  model.ffn_hidden_size = m.at("ffn_hidden_size");
+  // The embedding holds the padded vocabulary (Megatron pads to 128 tp): the tensor's size.
+  model.vocab_size = m.contains("padded_vocab_size") ? m.at("padded_vocab_size").get<int64_t>()
+                                                     : m.at("vocab_size").get<int64_t>();
+  model.seq_length = m.at("seq_length");
+  model.max_position_embeddings = model.seq_length;
+  model.activation =
+      m.at("activation") == "swiglu" ? models::Activation::kSwiglu : models::Activation::kGelu;
+  model.norm = m.at("norm") == "rmsnorm" ? models::Norm::kRmsNorm : models::Norm::kLayerNorm;
+  model.positions =
+      m.at("positions") == "rope" ? models::Positions::kRope : models::Positions::kLearned;
+  model.tied_embeddings = m.at("tied_embeddings");
+  const bool bias = m.value("bias", false);
+  model.qkv_bias = model.attention_output_bias = model.mlp_bias = bias;
+  model.dropout = m.value("dropout", 0.0) > 0;
+  return model;
+}
+
+Layout case_layout(const nlohmann::json& l) {
+  Layout layout;
+  layout.tp = l.at("tp");
+  layout.pp = l.at("pp");
+  layout.dp = l.at("dp");
+  layout.vpp = l.at("vpp").is_null() ? 1 : l.at("vpp").get<int64_t>();
+  layout.micro_batch = l.at("micro_batch");
+  layout.global_batch = l.at("global_batch");
+  const std::string recompute = l.at("recompute");
+  layout.recompute = recompute.starts_with("full")        ? Recompute::kFull
+                     : recompute.starts_with("selective") ? Recompute::kSelective
+                                                          : Recompute::kNone;
+  layout.sequence_parallel = l.at("sequence_parallel");
+  layout.zero = l.at("zero");
+  const std::string schedule = l.at("schedule");
+  layout.schedule =
+      schedule == "interleaved-1f1b" ? ScheduleKind::kInterleaved : ScheduleKind::kOneFOneB;
+  return layout;
+}
+
+TEST_CASE("memory cases: meshplan against measured per-GPU memory of Megatron-LM and torchtitan") {
+  std::ifstream in(std::string(MESHPLAN_SOURCE_DIR) + "/validation/memory_cases.json");
+  REQUIRE(in.good());
+  const nlohmann::json cases = nlohmann::json::parse(in).at("cases");
+  REQUIRE(cases.size() == 21);
+  std::string table = fmt::format("#{:>46} {:>9} {:>9} {:>9} {:>9} {:>7}\n", "case", "measured",
+                                  "meshplan", "megatron", "deepspeed", "error");
+  table += fmt::format("#{:>46} {:>9} {:>9} {:>9} {:>9} {:>7}\n", "", "(GiB)", "(GiB)", "(GiB)",
+                       "(GiB)", "(%)");
+  int checked = 0;
+  for (const nlohmann::json& c : cases) {
+    const std::string id = c.at("id");
+    if (kNotModelled.count(id) != 0) {
+      continue;
+    }
+    CAPTURE(id);
+    const models::TransformerConfig model = case_model(c.at("model"));
+    const std::string gpu = c.at("hardware").at("gpu");
+    const models::ClusterConfig cluster =
+        models::load_cluster(gpu.starts_with("A100") ? "dgx-a100-80gb" : "dgx-h100");
+    const Layout layout = case_layout(c.at("layout"));
+    PlanOptions options;
+    options.framework = c.at("framework") == "fsdp" ? Framework::kFsdp : Framework::kMegatron;
+    const std::string attention = c.at("options").value("attention_backend", "auto");
+    options.flash_attention = attention.find("unfused") == std::string::npos;
+    const PlanEstimate estimate = estimate_plan(model, cluster, layout, options);
+    REQUIRE(estimate.stages.size() == static_cast<size_t>(layout.pp));
+    const nlohmann::json& measured = c.at("measured");
+    double predicted = 0, actual = 0;
+    if (measured.contains("peak_allocated_bytes")) {
+      // The last rank: last pipeline stage (framework-memory.md Sec. 1.5).
+      const MemoryBreakdown& m = estimate.stages.back().memory;
+      predicted = static_cast<double>(m.total_bytes() - m.reserved_bytes);
+      actual = measured.at("peak_allocated_bytes").get<double>();
+    } else {
+      // Max over GPUs of reserved: allocated + fragmentation, the fixed part excluded.
+      for (const StageEstimate& s : estimate.stages) {
+        predicted = std::max(predicted, static_cast<double>(s.memory.total_bytes() -
+                                                            cluster.reserved_bytes_per_gpu));
+      }
+      actual = measured.at("peak_reserved_bytes").get<double>();
+    }
+    const auto estimate_gib = [&](const char* key, const char* field) {
+      const nlohmann::json& e = c.value(key, nlohmann::json::object());
+      return e.contains(field) && e.at(field).is_number() ? e.at(field).get<double>() / kGiB
+                                                          : std::nan("");
+    };
+    const double error = 100.0 * (predicted - actual) / actual;
+    table +=
+        fmt::format(" {:>46} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>+7.1f}\n", id, actual / kGiB,
+                    predicted / kGiB, estimate_gib("megatron_estimate_bytes", "total"),
+                    estimate_gib("deepspeed_estimate_bytes", "zero2_gpu_bytes"), error);
+    ++checked;
+    if (kNotAsserted.count(id) == 0) {
+      CHECK(std::abs(error) <= kBarPercent);
+    }
+  }
+  MESSAGE(table);
+  CHECK(checked == 12);
+}
+
+}  // namespace
+}  // namespace meshplan::planner
