@@ -21,11 +21,12 @@
 
 #include "meshplan/cost_model.h"
 #include "meshplan/models.h"
+#include "meshplan/units.h"
 
 namespace meshplan::planner {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kGiB = static_cast<double>(kBytesPerGiB);
 
 // Cases meshplan does not model, with the reason (README "Memory", measured cases).
 const std::set<std::string> kNotModelled = {
