@@ -118,8 +118,9 @@ models::TransformerConfig plan_model(const PlanArguments& args) {
   require_positive(args.seq_len, "--seq-len");
   if (args.seq_len) {
     model.seq_length = *args.seq_len;
-    models::validate_model(model, "--seq-len");
   }
+  // Again at the length planned: a Hugging Face config's sliding window is checked here.
+  models::validate_model(model, args.seq_len ? "--seq-len" : args.model);
   return model;
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <nlohmann/json.hpp>
 #include <string_view>
@@ -183,7 +184,7 @@ void validate_model(const TransformerConfig& model, const std::string& source) {
   if (model.sliding_window > 0 && model.sliding_window < model.seq_length) {
     throw InputError(fmt::format(
         "{}: sliding_window: sliding-window attention is not modelled and the window is shorter "
-        "than seq_length ({} < {})",
+        "than seq_length ({} < {}); train at a seq_length no longer than the window",
         source, model.sliding_window, model.seq_length));
   }
   // A learned position table has one row per position: it cannot embed a longer sequence.
@@ -197,9 +198,21 @@ void validate_model(const TransformerConfig& model, const std::string& source) {
 
 TransformerConfig model_from_json(const nlohmann::json& json, const std::string& source) {
   reject_mixture_of_experts(json, source);
-  TransformerConfig model = is_hf_config(json) ? model_from_hf_config(json, source)
-                                               : model_from_meshplan_json(json, source);
-  validate_model(model, source);
+  if (!is_hf_config(json)) {
+    TransformerConfig model = model_from_meshplan_json(json, source);
+    validate_model(model, source);
+    return model;
+  }
+  // A Hugging Face config gives no training sequence length: seq_length defaults to
+  // max_position_embeddings, which a sliding window may be shorter than. The window is checked
+  // against the length actually planned (validate_model again once it is known, as `plan` does
+  // after --seq-len), so a Mistral config loads and plans at a length its window covers.
+  TransformerConfig model = model_from_hf_config(json, source);
+  TransformerConfig within_window = model;
+  if (model.sliding_window > 0) {
+    within_window.seq_length = std::min(model.seq_length, model.sliding_window);
+  }
+  validate_model(within_window, source);
   return model;
 }
 

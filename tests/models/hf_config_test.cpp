@@ -2,6 +2,7 @@
 // published parameter counts, and the loader's errors.
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
@@ -109,34 +110,32 @@ TEST_CASE("Qwen/Qwen2-0.5B: 494,032,768 parameters, tied, bias on q/k/v only") {
 
 TEST_CASE("mistralai/Mistral-7B-v0.1: 7,241,732,096 parameters, sliding window checked") {
   // As published, the config attends over a 4096-token window (sliding_window) while its
-  // max_position_embeddings, the default training length, is 32768: meshplan costs full causal
-  // attention, so it refuses rather than overstate attention 8-fold.
+  // max_position_embeddings, the default training length, is 32768. It loads (the window is
+  // checked against the length planned, as `plan` does after --seq-len), and meshplan, which
+  // costs full causal attention, refuses to plan it longer than the window rather than
+  // overstate attention 8-fold.
   const std::string path = hf_fixture("Mistral-7B-v0.1.json");
-  CHECK(input_error([&] { load_model(path); }) ==
-        path +
-            ": sliding_window: sliding-window attention is not modelled and the window is "
-            "shorter than seq_length (4096 < 32768)");
-  // Training on 4096 tokens, the window is full causal attention.
-  nlohmann::json config = meshplan::read_json_file(path);
-  config["seq_length"] = 4096;
-  const TransformerConfig model = model_from_json(config, "mistral.json");
-  CHECK(model.seq_length == 4096);
+  const std::string refused =
+      ": sliding_window: sliding-window attention is not modelled and the window is shorter "
+      "than seq_length (4096 < {}); train at a seq_length no longer than the window";
+  TransformerConfig model = load_model(path);
+  CHECK(model.seq_length == 32768);
   CHECK(model.sliding_window == 4096);
   CHECK(count_parameters(model).total == 7'241'732'096);
-  // A longer training length set afterwards (plan --seq-len re-validates) is refused again.
-  TransformerConfig longer = model;
-  longer.seq_length = 8192;
-  CHECK(input_error([&] { meshplan::models::validate_model(longer, "--seq-len"); }) ==
-        "--seq-len: sliding_window: sliding-window attention is not modelled and the window is "
-        "shorter than seq_length (4096 < 8192)");
+  CHECK(input_error([&] { meshplan::models::validate_model(model, path); }) ==
+        path + fmt::format(fmt::runtime(refused), 32768));
+  // Training on 4096 tokens, the window is full causal attention.
+  model.seq_length = 4096;
+  meshplan::models::validate_model(model, "--seq-len");
+  model.seq_length = 8192;
+  CHECK(input_error([&] { meshplan::models::validate_model(model, "--seq-len"); }) ==
+        "--seq-len" + fmt::format(fmt::runtime(refused), 8192));
   // null turns the window off (Mistral-7B-v0.2); absent means MistralConfig's default, 4096.
-  config.erase("seq_length");
+  nlohmann::json config = meshplan::read_json_file(path);
   config["sliding_window"] = nullptr;
   CHECK(model_from_json(config, "mistral.json").sliding_window == 0);
   config.erase("sliding_window");
-  CHECK(input_error([&] { model_from_json(config, "mistral.json"); }) ==
-        "mistral.json: sliding_window: sliding-window attention is not modelled and the window "
-        "is shorter than seq_length (4096 < 32768)");
+  CHECK(model_from_json(config, "mistral.json").sliding_window == 4096);
 }
 
 TEST_CASE("Qwen2: the window counts only with use_sliding_window") {
@@ -146,9 +145,10 @@ TEST_CASE("Qwen2: the window counts only with use_sliding_window") {
   config["use_sliding_window"] = true;  // 131072 >= seq_length 131072: still full attention
   CHECK(model_from_json(config, "qwen.json").sliding_window == 131072);
   config["sliding_window"] = 4096;
-  CHECK(input_error([&] { model_from_json(config, "qwen.json"); }) ==
+  const TransformerConfig windowed = model_from_json(config, "qwen.json");
+  CHECK(input_error([&] { meshplan::models::validate_model(windowed, "qwen.json"); }) ==
         "qwen.json: sliding_window: sliding-window attention is not modelled and the window is "
-        "shorter than seq_length (4096 < 131072)");
+        "shorter than seq_length (4096 < 131072); train at a seq_length no longer than the window");
   config["use_sliding_window"] = "yes";
   CHECK(input_error([&] { model_from_json(config, "qwen.json"); }) ==
         "qwen.json: use_sliding_window: expected true or false (\"yes\")");
