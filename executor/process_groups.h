@@ -26,6 +26,7 @@ using planner::CommGroup;
 struct Traffic {
   int64_t bytes = 0;  // message bytes, summed over the calls
   int64_t calls = 0;  // collectives (or sends) issued
+  bool operator==(const Traffic&) const = default;
 };
 using TrafficCounts = std::map<std::pair<CollectiveKind, CommGroup>, Traffic>;
 
