@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "commands.h"
+#include "meshplan/emit.h"
 #include "meshplan/errors.h"
 #include "meshplan/json_io.h"
 #include "meshplan/output_set.h"
@@ -45,6 +46,7 @@ struct PlanArguments {
   std::optional<int64_t> refine;
   std::string json_path, save_plan_path;
   bool explain_rejections = false;
+  std::string emit, emit_out;  // --emit TARGET [--emit-out FILE]
 };
 
 bool parse_on_off(const std::string& text, const std::string& flag) {
@@ -68,7 +70,7 @@ void require_positive(const std::optional<int64_t>& value, const std::string& fl
 void refine_by_simulation(const models::TransformerConfig& model,
                           const models::ClusterConfig& cluster, int64_t num_gpus,
                           const planner::PlanOptions& options, int64_t count,
-                          planner::SearchResult& result) {
+                          planner::SearchResult& result, std::FILE* out) {
   const size_t refined = std::min<size_t>(result.best.size(), static_cast<size_t>(count));
   std::vector<std::pair<double, size_t>> order;  // (simulated step time, analytic rank)
   for (size_t i = 0; i < refined; ++i) {
@@ -87,7 +89,7 @@ void refine_by_simulation(const models::TransformerConfig& model,
     rows.push_back({analytic_index + 1, simulated_seconds, estimate.step_time_s, estimate.layout});
     reordered.push_back(estimate);
   }
-  fmt::print("{}", reports::format_refined_table(rows));
+  fmt::print(out, "{}", reports::format_refined_table(rows));
   std::copy(reordered.begin(), reordered.end(), result.best.begin());
 }
 
@@ -209,11 +211,26 @@ void require_some_feasible(const models::TransformerConfig& model,
                                cluster.name, reasons));
 }
 
+// --emit's target (none without --emit); --emit-out needs --emit.
+std::optional<reports::EmitTarget> emit_target(const PlanArguments& args) {
+  if (args.emit.empty()) {
+    if (!args.emit_out.empty()) {
+      throw InputError("--emit-out: needs --emit megatron|torchtitan|deepspeed|slurm");
+    }
+    return std::nullopt;
+  }
+  return reports::parse_emit_target(args.emit, "--emit");
+}
+
 // meshplan plan: search, print the header, rejections and ranked table, write the outputs.
 void run_plan(const PlanArguments& args) {
   reports::OutputSet outputs;
   outputs.add("--json", args.json_path);
   outputs.add("--save-plan", args.save_plan_path);
+  outputs.add("--emit-out", args.emit_out);
+  const std::optional<reports::EmitTarget> emit = emit_target(args);
+  // --emit without --emit-out: the launch config alone on stdout, the tables on stderr.
+  std::FILE* const table_out = emit && args.emit_out.empty() ? stderr : stdout;
   const models::TransformerConfig model = plan_model(args);
   const models::ClusterConfig cluster = models::load_cluster(args.cluster);
   const planner::SearchSpace space = search_space(args);
@@ -227,19 +244,20 @@ void run_plan(const PlanArguments& args) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  fmt::print("{}", reports::format_plan_header(model, cluster, args.gpus, space.global_batch,
-                                               options.framework));
-  fmt::print("# searched {} layouts in {:.3f} s\n#\n", result.num_evaluated, seconds);
+  fmt::print(table_out, "{}",
+             reports::format_plan_header(model, cluster, args.gpus, space.global_batch,
+                                         options.framework));
+  fmt::print(table_out, "# searched {} layouts in {:.3f} s\n#\n", result.num_evaluated, seconds);
   if (args.explain_rejections || result.best.empty()) {
-    fmt::print("{}#\n", reports::format_rejections(result));
+    fmt::print(table_out, "{}#\n", reports::format_rejections(result));
   }
   require_some_feasible(model, cluster, args.gpus, result);
   if (args.refine) {
-    refine_by_simulation(model, cluster, args.gpus, options, *args.refine, result);
+    refine_by_simulation(model, cluster, args.gpus, options, *args.refine, result, table_out);
   }
   result.best.resize(std::min<size_t>(result.best.size(), static_cast<size_t>(args.top)));
   const reports::Report report = reports::plan_report(model, cluster, args.gpus, result);
-  fmt::print("{}", report.table);
+  fmt::print(table_out, "{}", report.table);
   if (outputs.wants("--json")) {
     outputs.set("--json", report.json.dump(2) + "\n");
   }
@@ -249,9 +267,24 @@ void run_plan(const PlanArguments& args) {
         "--save-plan",
         planner::plan_to_json(plan, reports::estimate_json(result.best.front())).dump(2) + "\n");
   }
+  std::string emitted;
+  if (emit) {
+    const planner::Plan plan{model, cluster, args.gpus, result.best.front().layout, options};
+    emitted = reports::emit_launch_config(plan, *emit, args.save_plan_path);
+    if (outputs.wants("--emit-out")) {
+      outputs.set("--emit-out", emitted);
+    }
+  }
   outputs.commit();
   if (outputs.wants("--save-plan")) {
-    fmt::print("# plan written to {}\n", args.save_plan_path);
+    fmt::print(table_out, "# plan written to {}\n", args.save_plan_path);
+  }
+  if (emit) {
+    if (args.emit_out.empty()) {
+      fmt::print("{}", emitted);
+    } else {
+      fmt::print("# {} launch config written to {}\n", reports::to_string(*emit), args.emit_out);
+    }
   }
 }
 
@@ -320,6 +353,10 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--save-plan", args->save_plan_path, "Write the best plan as a plan file");
   plan->add_flag("--explain-rejections", args->explain_rejections,
                  "Print how many layouts each validity rule rejected");
+  plan->add_option("--emit", args->emit,
+                   "Launch config of the best plan: megatron | torchtitan | deepspeed | slurm");
+  plan->add_option("--emit-out", args->emit_out,
+                   "Write --emit's config to this file (default: stdout, the table to stderr)");
   plan->callback([args] { run_plan(*args); });
 
   auto plan_path = std::make_shared<std::string>();

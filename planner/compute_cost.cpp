@@ -10,8 +10,6 @@
 
 namespace meshplan::planner {
 
-namespace {
-
 // GEMM throughput falls off for small matrices (tile quantisation and wave effects; NVIDIA
 // "Matrix Multiplication Background User's Guide", 2023). We model it with one saturating
 // curve in the smallest dimension x: efficiency = e_max * x / (x + x_half), where e_max and
@@ -22,6 +20,8 @@ double gemm_seconds(const models::ClusterConfig& cluster, double m, double n, do
                             (smallest + cluster.efficiency.gemm_half_efficiency_dim);
   return 2.0 * m * n * k / (peak_flops_per_second(cluster) * efficiency);
 }
+
+namespace {
 
 double memory_seconds(const models::ClusterConfig& cluster, double bytes) {
   return bytes / (cluster.gpu.hbm_bytes_per_second * cluster.efficiency.hbm_efficiency);

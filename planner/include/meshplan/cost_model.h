@@ -203,6 +203,11 @@ double pipeline_transfer_seconds(const models::TransformerConfig& model,
                                  const models::ClusterConfig& cluster, const Layout& layout,
                                  const PlanOptions& options, int64_t stage);
 
+/// Time of one m x n x k GEMM (2mnk FLOPs) at the cluster's peak times the shape-dependent
+/// efficiency e_max * x / (x + x_half), x = min(m, n, k) (compute_cost.cpp). meshplan calibrate
+/// fits e_max and x_half with it.
+double gemm_seconds(const models::ClusterConfig& cluster, double m, double n, double k);
+
 /// Megatron-LM model FLOPs of one step (no recompute), generalised to GQA and SwiGLU:
 /// 6 * tokens * (matmul parameters per token) + attention scores term, see flops.cpp.
 double model_flops_per_step(const models::TransformerConfig& model, int64_t global_batch);

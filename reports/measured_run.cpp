@@ -1,0 +1,226 @@
+// compare's inputs (compare.h): meshplan execute's --json, Megatron-LM and torchtitan logs.
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "meshplan/compare.h"
+#include "meshplan/json_io.h"
+#include "meshplan/units.h"
+
+namespace meshplan::reports {
+
+namespace {
+
+// Mean of `times` leaving out the first `skip` entries (warm-up), or of all when that would
+// leave none.
+double mean_after(const std::vector<double>& times, size_t skip) {
+  const size_t first = times.size() > skip ? skip : 0;
+  double sum = 0;
+  for (size_t i = first; i < times.size(); i++) {
+    sum += times[i];
+  }
+  return sum / static_cast<double>(times.size() - first);
+}
+
+template <typename Enum>
+Enum parse_enum(const std::string& text, std::initializer_list<Enum> values,
+                const std::string& source, const std::string& field) {
+  for (Enum value : values) {
+    if (planner::to_string(value) == text) {
+      return value;
+    }
+  }
+  throw InputError(fmt::format("{}: {}: unknown value ({})", source, field, text));
+}
+
+// The pipeline stage of global rank `rank` in the plan's layout; InputError naming the line.
+int64_t stage_of_rank(const planner::Plan& plan, int64_t rank, const std::string& source,
+                      int64_t line) {
+  if (rank < 0 || rank >= plan.num_gpus) {
+    throw InputError(fmt::format("{}: line {}: rank {} is not in the plan's {} ranks", source, line,
+                                 rank, plan.num_gpus));
+  }
+  return planner::rank_coords(plan.layout, rank).pp_rank;
+}
+
+void record_peak(MeasuredRun& run, int64_t stage, int64_t bytes) {
+  int64_t& peak = run.peak_memory_bytes[stage];
+  peak = std::max(peak, bytes);
+}
+
+}  // namespace
+
+MeasuredRun parse_execute_json(const std::string& text, const std::string& source) {
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(fmt::format("{}: malformed JSON: {}", source, e.what()));
+  }
+  MeasuredRun run;
+  run.format = "meshplan execute";
+  run.memory_kind = "live tensors";
+  if (!json.is_object() || !json.contains("steps") || !json["steps"].is_array() ||
+      json["steps"].empty()) {
+    throw InputError(
+        fmt::format("{}: steps: missing or empty (not meshplan execute's --json)", source));
+  }
+  for (const nlohmann::json& step : json["steps"]) {
+    run.step_times_s.push_back(require_number(step, "step_time_s", source + ": steps[]"));
+  }
+  // As execute's own footer: the first step pays for allocation and warm-up.
+  run.step_time_s = mean_after(run.step_times_s, 1);
+  for (const nlohmann::json& memory : json.value("peak_memory_bytes", nlohmann::json::array())) {
+    const std::string where = source + ": peak_memory_bytes[]";
+    record_peak(run, require_int(memory, "stage", where), require_int(memory, "measured", where));
+  }
+  for (const nlohmann::json& c : json.value("collectives", nlohmann::json::array())) {
+    const std::string where = source + ": collectives[]";
+    MeasuredCollective measured;
+    measured.stage = require_int(c, "stage", where);
+    measured.kind =
+        parse_enum(require_string(c, "kind", where),
+                   {planner::CollectiveKind::kAllReduce, planner::CollectiveKind::kAllGather,
+                    planner::CollectiveKind::kReduceScatter, planner::CollectiveKind::kSendRecv},
+                   where, "kind");
+    measured.group = parse_enum(require_string(c, "group", where),
+                                {planner::CommGroup::kTp, planner::CommGroup::kPp,
+                                 planner::CommGroup::kDp, planner::CommGroup::kEmbedding},
+                                where, "group");
+    measured.calls = require_int(c, "measured_calls", where);
+    measured.message_bytes = require_int(c, "measured_bytes", where);
+    run.collectives.push_back(measured);
+  }
+  return run;
+}
+
+// Megatron-LM training_log (megatron/training/training.py): " iteration N/ M | ... | elapsed
+// time per iteration (ms): T | ...", the mean over the logging interval. report_memory
+// (megatron/training/utils.py) prints "[Rank R] (after N iterations) memory (MB) | allocated: A
+// | max allocated: X | ..." (older versions: "after N iterations memory (MB) | ...", rank 0), MB
+// = 2^20 bytes. With --log-memory-to-tensorboard the last pipeline rank logs
+// "mem-max-allocated-bytes".
+MeasuredRun parse_megatron_log(const std::string& text, const std::string& source,
+                               const planner::Plan& plan) {
+  static const std::regex kIteration(
+      R"(iteration\s+(\d+)/\s*\d+\s*\|.*elapsed time per iteration \(ms\):\s*([0-9.eE+-]+))");
+  static const std::regex kMemory(
+      R"((?:\[Rank (\d+)\]\s*)?\(?after \d+ iterations\)? memory \(MB\) \| allocated: )"
+      R"([0-9.eE+-]+ \| max allocated: ([0-9.eE+-]+))");
+  static const std::regex kTensorboard(R"(mem-max-allocated-bytes[\s:=|]+([0-9.eE+]+))");
+  MeasuredRun run;
+  run.format = "megatron-lm log";
+  run.memory_kind = "max allocated";
+  std::vector<int64_t> iterations;
+  std::istringstream lines(text);
+  int64_t number = 0;
+  for (std::string line; std::getline(lines, line);) {
+    number++;
+    std::smatch match;
+    if (std::regex_search(line, match, kIteration)) {
+      iterations.push_back(std::stoll(match[1]));
+      const double ms = std::stod(match[2]);
+      if (!(ms > 0)) {
+        throw InputError(
+            fmt::format("{}: line {}: elapsed time per iteration (ms): not positive "
+                        "({})",
+                        source, number, match[2].str()));
+      }
+      run.step_times_s.push_back(ms / 1e3);
+    } else if (std::regex_search(line, match, kMemory)) {
+      const int64_t rank = match[1].matched ? std::stoll(match[1]) : 0;
+      record_peak(run, stage_of_rank(plan, rank, source, number),
+                  static_cast<int64_t>(std::stod(match[2]) * static_cast<double>(kBytesPerMiB)));
+    } else if (std::regex_search(line, match, kTensorboard)) {
+      record_peak(run, plan.layout.pp - 1, static_cast<int64_t>(std::stod(match[1])));
+    }
+  }
+  if (run.step_times_s.empty()) {
+    throw InputError(fmt::format(
+        "{}: no 'elapsed time per iteration (ms)' line (not a Megatron-LM log)", source));
+  }
+  // The first interval from iteration 0 holds the warm-up (allocation, NCCL setup): left out
+  // when the log starts there and has more than one line.
+  const bool starts_at_zero =
+      iterations.size() > 1 && iterations[0] == iterations[1] - iterations[0];
+  run.step_time_s = mean_after(run.step_times_s, starts_at_zero ? 1 : 0);
+  return run;
+}
+
+// torchtitan MetricsProcessor.log (torchtitan/components/metrics.py, e347b1e5): "step: N  loss:
+// L  [grad_norm: G  ]memory: X GiB(P%)  tps: T  tflops: F  mfu: M%", with ANSI colours, X =
+// max_reserved in GiB and T = local tokens / (seconds * non-data-parallel size), so one step
+// takes global_batch * s / (T * num_gpus) seconds. torchrun may prefix "[rankR]:".
+MeasuredRun parse_torchtitan_log(const std::string& text, const std::string& source,
+                                 const planner::Plan& plan) {
+  static const std::regex kAnsi("\x1b\\[[0-9;]*m");
+  static const std::regex kStep(
+      R"((?:\[rank(\d+)\]:)?.*step:\s*(\d+)\s+loss:.*memory:\s*([0-9.]+)\s*GiB.*tps:\s*([0-9,]+))");
+  MeasuredRun run;
+  run.format = "torchtitan log";
+  run.memory_kind = "max reserved";
+  std::istringstream lines(text);
+  int64_t number = 0;
+  int64_t first_step = -1;
+  const double tokens_per_step =
+      static_cast<double>(plan.layout.global_batch * plan.model.seq_length);
+  for (std::string raw; std::getline(lines, raw);) {
+    number++;
+    const std::string line = std::regex_replace(raw, kAnsi, "");
+    std::smatch match;
+    if (!std::regex_search(line, match, kStep)) {
+      continue;
+    }
+    std::string tps_text = match[4];
+    std::erase(tps_text, ',');
+    const double tps = std::stod(tps_text);
+    if (!(tps > 0)) {
+      throw InputError(
+          fmt::format("{}: line {}: tps: not positive ({})", source, number, match[4].str()));
+    }
+    if (first_step < 0) {
+      first_step = std::stoll(match[2]);
+    }
+    run.step_times_s.push_back(tokens_per_step / (tps * static_cast<double>(plan.num_gpus)));
+    const int64_t rank = match[1].matched ? std::stoll(match[1]) : 0;
+    record_peak(run, stage_of_rank(plan, rank, source, number),
+                static_cast<int64_t>(std::stod(match[3]) * static_cast<double>(kBytesPerGiB)));
+  }
+  if (run.step_times_s.empty()) {
+    throw InputError(fmt::format(
+        "{}: no 'step: N loss: ... memory: X GiB ... tps: T' line (not a torchtitan log)", source));
+  }
+  // Step 1 compiles and warms up; left out when the log has more.
+  run.step_time_s = mean_after(run.step_times_s, first_step == 1 ? 1 : 0);
+  return run;
+}
+
+MeasuredRun read_measured_run(const std::string& path, const planner::Plan& plan) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    throw InputError(fmt::format("{}: cannot read file", path));
+  }
+  std::ostringstream buffer;
+  buffer << file.rdbuf();
+  const std::string text = buffer.str();
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '{') {
+    return parse_execute_json(text, path);
+  }
+  if (text.find("elapsed time per iteration (ms)") != std::string::npos) {
+    return parse_megatron_log(text, path, plan);
+  }
+  if (text.find("tps:") != std::string::npos && text.find("step:") != std::string::npos) {
+    return parse_torchtitan_log(text, path, plan);
+  }
+  throw InputError(fmt::format(
+      "{}: not meshplan execute's --json, a Megatron-LM log ('elapsed time per iteration (ms)') "
+      "or a torchtitan log ('step: N ... tps: T')",
+      path));
+}
+
+}  // namespace meshplan::reports
