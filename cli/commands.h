@@ -13,6 +13,7 @@ void register_info_commands(CLI::App& app);     // models, clusters
 void register_plan_commands(CLI::App& app);     // plan, explain, validate
 void register_simulate_command(CLI::App& app);  // simulate
 void register_execute_command(CLI::App& app);   // execute
+void register_sweep_command(CLI::App& app);     // sweep
 
 /// explain and simulate refuse a plan the planner rejects (it does not fit its GPUs' memory)
 /// unless allow_infeasible: throws InputError "<plan_path>: does not fit: peak memory X GiB per
