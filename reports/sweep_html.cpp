@@ -275,8 +275,8 @@ std::string memory_chart(const planner::SweepRequest& request, const planner::Sw
         "stroke-width=\"2\"><title>GPU memory {:.1f} GiB</title></line>\n"
         "<text transform=\"translate({:.1f} {}) rotate(-50)\" font-size=\"10\" "
         "text-anchor=\"end\" fill=\"{}\">{}</text>\n",
-        x - 3, y_at(hbm / kGiB), x + bar_w + 3, y_at(hbm / kGiB), hbm / kGiB, x + bar_w / 2,
-        kHeight - kBottom + 12, cluster_color(p.cluster_index), escape(point_name(request, p)));
+        x, y_at(hbm / kGiB), x + bar_w, y_at(hbm / kGiB), hbm / kGiB, x + bar_w / 2 + 4,
+        kHeight - kBottom + 10, cluster_color(p.cluster_index), p.num_gpus);
   }
   for (size_t k = 0; k < std::size(kParts); ++k) {
     const double y = kTop + 14 + 18 * static_cast<double>(k);
@@ -290,6 +290,17 @@ std::string memory_chart(const planner::SweepRequest& request, const planner::Sw
       "<text x=\"{}\" y=\"{:.1f}\" font-size=\"12\">GPU memory</text>\n",
       kWidth - kRight + 10, kTop + 14 + 18 * 5 - 4, kWidth - kRight + 24, kTop + 14 + 18 * 5 - 4,
       kWidth - kRight + 30, kTop + 14 + 18 * 5);
+  out += fmt::format(
+      "<text x=\"{:.1f}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">"
+      "GPUs, coloured by cluster</text>\n",
+      (kLeft + kWidth - kRight) / 2, kHeight - 8);
+  // The cluster colours of the bar labels, under the memory parts' legend.
+  for (size_t c = 0; c < request.clusters.size(); ++c) {
+    const double y = kTop + 14 + 18 * static_cast<double>(c + 7);
+    out +=
+        fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"12\" fill=\"{}\">{}</text>\n",
+                    kWidth - kRight + 12, y, cluster_color(c), escape(request.clusters[c].label));
+  }
   return out + "</svg>\n";
 }
 
@@ -339,8 +350,9 @@ std::string sweep_html(const planner::SweepRequest& request, const planner::Swee
       "h2 {{ font-size: 16px; margin: 24px 0 6px; }}\n"
       "p.header {{ font-family: monospace; font-size: 12px; }}\n"
       "table {{ border-collapse: collapse; font-size: 12px; }}\n"
-      "td, th {{ border: 1px solid #ccc; padding: 3px 6px; text-align: right; }}\n"
-      "td:nth-child(4) {{ text-align: left; font-family: monospace; }}\n"
+      "td, th {{ border: 1px solid #ccc; padding: 3px 6px; text-align: right; "
+      "white-space: nowrap; }}\n"
+      "td:nth-child(4) {{ text-align: left; font-family: monospace; white-space: normal; }}\n"
       "tr.none td {{ color: #a00; text-align: left; }}\n"
       "</style></head><body>\n<h1>meshplan sweep: {}</h1>\n<p class=\"header\">{}</p>\n",
       escape(request.model.name), escape(request.model.name), header);
