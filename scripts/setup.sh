@@ -2,7 +2,8 @@
 # Installs meshplan's dependencies (Debian 12 packages) and builds it into build/.
 # Idempotent: packages already present are not installed again; the build is incremental.
 # --ci (used by .ci/run): also installs clang and its sanitizer/libFuzzer runtime for the second
-# CI build and chromium for the HTML render test, and builds with -Werror (MESHPLAN_WERROR); without it warnings stay warnings.
+# CI build and chromium for the HTML render test, and builds with -Werror (MESHPLAN_WERROR);
+# without it warnings stay warnings.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
