@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <map>
-#include <mutex>
 #include <tuple>
 
 #include "model_shape.h"
@@ -107,12 +106,11 @@ int64_t reserve_bytes(const models::ClusterConfig& cluster, int64_t allocated_by
 InFlight peak_in_flight(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batches,
                         int64_t stage) {
   // Counted from the schedule's own op list; memoised because the search asks for the same
-  // (schedule, pp, vpp, m) many times. The mutex lets sweep's parallel searches share it.
+  // (schedule, pp, vpp, m) many times. One memo per thread: sweep's parallel searches
+  // (planner/sweep.cpp) each keep their own, with no lock on this hot path.
   using Key = std::tuple<int, int64_t, int64_t, int64_t>;
-  static std::map<Key, std::vector<InFlight>> cache;
-  static std::mutex cache_mutex;
+  static thread_local std::map<Key, std::vector<InFlight>> cache;
   const Key key{static_cast<int>(kind), pp, vpp, num_micro_batches};
-  const std::lock_guard<std::mutex> lock(cache_mutex);
   auto it = cache.find(key);
   if (it == cache.end()) {
     const PipelineSchedule schedule =
