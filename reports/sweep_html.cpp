@@ -61,9 +61,12 @@ struct LogAxis {
   }
 };
 
-// "1e3"-style labels read badly for money and days: 0.01, 0.1, 1, 10, ... 1M.
+// "1e3"-style labels read badly for money and days: 0.01, 0.1, 1, 10, ... 1k, 1M, 1G.
 std::string decade_label(double exponent) {
   const double value = std::pow(10.0, exponent);
+  if (exponent >= 9) {
+    return fmt::format("{:g}G", value / 1e9);
+  }
   if (exponent >= 6) {
     return fmt::format("{:g}M", value / 1e6);
   }

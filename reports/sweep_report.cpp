@@ -91,7 +91,7 @@ std::string sweep_header(const planner::SweepRequest& request, int64_t fixed_bat
     out += "# global batch grows with the GPU count: 2 sequences per GPU (--batch-scaling grow)\n";
   }
   for (const planner::SweepCluster& c : request.clusters) {
-    out += fmt::format("# cluster {}: {} ({} per node), {:.4g} USD per GPU-hour from {}\n", c.label,
+    out += fmt::format("# cluster {}: {} ({} per node), {:g} USD per GPU-hour from {}\n", c.label,
                        c.cluster.gpu.name, c.cluster.gpus_per_node, c.price_per_gpu_hour,
                        c.price_source);
   }
