@@ -116,15 +116,11 @@ planner::SearchProgress terminal_progress() {
 }
 
 // The model to plan: the preset or config file, at --seq-len when given (a Hugging Face config
-// without one plans at models::kHfDefaultSeqLength at most, and a note on stderr says so).
-models::TransformerConfig plan_model(const PlanArguments& args) {
+// without one plans at models::kHfDefaultSeqLength at most; `*note` says so, for stderr once
+// every input has been checked, so that bad input still prints one line).
+models::TransformerConfig plan_model(const PlanArguments& args, std::string* note) {
   require_positive(args.seq_len, "--seq-len");
-  std::string note;
-  models::TransformerConfig model = models::load_training_model(args.model, args.seq_len, &note);
-  if (!note.empty()) {
-    fmt::print(stderr, "meshplan: note: {}\n", note);
-  }
-  return model;
+  return models::load_training_model(args.model, args.seq_len, note);
 }
 
 // --memory-headroom: below 1, a fraction of each GPU's memory; from 1 on, GiB. Returns bytes;
@@ -245,7 +241,8 @@ void run_plan(const PlanArguments& args) {
   reports::OutputSet outputs;
   outputs.add("--json", args.json_path);
   outputs.add("--save-plan", args.save_plan_path);
-  const models::TransformerConfig model = plan_model(args);
+  std::string seq_note;
+  const models::TransformerConfig model = plan_model(args, &seq_note);
   const models::ClusterConfig cluster = models::load_cluster(args.cluster);
   const planner::SearchSpace space = search_space(args, cluster);
   const planner::PlanOptions options = plan_options(args);
@@ -255,6 +252,9 @@ void run_plan(const PlanArguments& args) {
                                  args.save_plan_rank));
   }
 
+  if (!seq_note.empty()) {
+    fmt::print(stderr, "meshplan: note: {}\n", seq_note);
+  }
   const auto start = std::chrono::steady_clock::now();
   planner::SearchResult result = planner::search_layouts(
       model, cluster, space, options,

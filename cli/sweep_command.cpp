@@ -159,17 +159,14 @@ std::vector<planner::SweepCluster> sweep_clusters(const SweepArguments& args) {
   return clusters;
 }
 
-// The sweep request from the arguments; throws InputError naming the flag.
-planner::SweepRequest sweep_request(const SweepArguments& args) {
+// The sweep request from the arguments; throws InputError naming the flag. `*note`: the
+// training-length note of a Hugging Face config (models::load_training_model), or empty.
+planner::SweepRequest sweep_request(const SweepArguments& args, std::string* note) {
   planner::SweepRequest request;
   if (args.seq_len && *args.seq_len < 1) {
     throw InputError(fmt::format("--seq-len: must be positive ({})", *args.seq_len));
   }
-  std::string note;
-  request.model = models::load_training_model(args.model, args.seq_len, &note);
-  if (!note.empty()) {
-    fmt::print(stderr, "meshplan: note: {}\n", note);
-  }
+  request.model = models::load_training_model(args.model, args.seq_len, note);
   request.clusters = sweep_clusters(args);
   request.gpu_counts = parse_gpu_counts(args.gpus);
   if (!std::isfinite(args.tokens) || !(args.tokens >= 1) || args.tokens > 1e18) {
@@ -220,7 +217,11 @@ void run_sweep_command(const SweepArguments& args) {
   reports::OutputSet outputs;
   outputs.add("--json", args.json_path);
   outputs.add("--html", args.html_path);
-  const planner::SweepRequest request = sweep_request(args);
+  std::string note;
+  const planner::SweepRequest request = sweep_request(args, &note);
+  if (!note.empty()) {  // every input checked: bad input still prints one line
+    fmt::print(stderr, "meshplan: note: {}\n", note);
+  }
   const auto start = std::chrono::steady_clock::now();
   const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const planner::SweepResult result = planner::run_sweep(request, threads, sweep_progress());

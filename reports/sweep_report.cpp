@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "meshplan/plan_file.h"
+#include "meshplan/plan_report.h"
 #include "sweep_points.h"
 
 namespace meshplan::reports {
@@ -90,6 +91,7 @@ std::string sweep_header(const planner::SweepRequest& request, int64_t fixed_bat
   } else {
     out += "# global batch grows with the GPU count: 2 sequences per GPU (--batch-scaling grow)\n";
   }
+  out += format_plan_options(request.options, request.space_template);
   for (const planner::SweepCluster& c : request.clusters) {
     out += fmt::format("# cluster {}: {} ({} per node), {:g} USD per GPU-hour from {}\n", c.label,
                        c.cluster.gpu.name, c.cluster.gpus_per_node, c.price_per_gpu_hour,
