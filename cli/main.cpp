@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   meshplan::cli::register_simulate_command(app);
   meshplan::cli::register_compare_command(app);
   meshplan::cli::register_calibrate_command(app);
+  meshplan::cli::register_sweep_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

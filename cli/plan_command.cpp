@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -45,6 +46,8 @@ struct PlanArguments {
   int64_t top = 10;
   std::optional<int64_t> refine;
   std::string json_path, save_plan_path;
+  int64_t save_plan_rank = 1;
+  std::optional<std::string> memory_headroom;
   bool explain_rejections = false;
   std::string emit, emit_out;  // --emit TARGET [--emit-out FILE]
 };
@@ -114,21 +117,42 @@ planner::SearchProgress terminal_progress() {
   };
 }
 
-// The model to plan: the preset or config file, at --seq-len when given.
-models::TransformerConfig plan_model(const PlanArguments& args) {
-  models::TransformerConfig model = models::load_model(args.model);
+// The model to plan: the preset or config file, at --seq-len when given (a Hugging Face config
+// without one plans at models::kHfDefaultSeqLength at most; `*note` says so, for stderr once
+// every input has been checked, so that bad input still prints one line).
+models::TransformerConfig plan_model(const PlanArguments& args, std::string* note) {
   require_positive(args.seq_len, "--seq-len");
-  if (args.seq_len) {
-    model.seq_length = *args.seq_len;
+  return models::load_training_model(args.model, args.seq_len, note);
+}
+
+// --memory-headroom: below 1, a fraction of each GPU's memory; from 1 on, GiB. Returns bytes;
+// throws InputError unless it leaves the GPU some memory.
+int64_t parse_memory_headroom(const std::string& text, const models::ClusterConfig& cluster) {
+  double value = 0;
+  size_t used = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
   }
-  // Again at the length planned: a Hugging Face config's sliding window is checked here.
-  models::validate_model(model, args.seq_len ? "--seq-len" : args.model);
-  return model;
+  if (used != text.size() || !std::isfinite(value) || value < 0) {
+    throw InputError(fmt::format(
+        "--memory-headroom: expected GiB (>= 1) or a fraction of the GPU's memory (< 1) ({})",
+        text));
+  }
+  const double hbm_bytes = static_cast<double>(cluster.gpu.hbm_bytes);
+  const double bytes = value < 1 ? value * hbm_bytes : value * static_cast<double>(kBytesPerGiB);
+  if (bytes >= hbm_bytes) {
+    throw InputError(
+        fmt::format("--memory-headroom: leaves no memory on the {:.1f} GiB of each {} ({})",
+                    hbm_bytes / static_cast<double>(kBytesPerGiB), cluster.gpu.name, text));
+  }
+  return static_cast<int64_t>(bytes);
 }
 
 // The layouts to search, from --gpus, the fixed sizes and the fixed choices; also checks --top,
 // --refine and --objective. Throws InputError naming the flag.
-planner::SearchSpace search_space(const PlanArguments& args) {
+planner::SearchSpace search_space(const PlanArguments& args, const models::ClusterConfig& cluster) {
   if (args.gpus < 1 || args.gpus > 10'000'000) {
     throw InputError(fmt::format("--gpus: must be between 1 and 10000000 ({})", args.gpus));
   }
@@ -171,6 +195,9 @@ planner::SearchSpace search_space(const PlanArguments& args) {
     space.schedule = planner::parse_schedule(*args.schedule, "--schedule");
   }
   space.placement = planner::parse_placement(args.placement, "--placement");
+  if (args.memory_headroom) {
+    space.memory_headroom_bytes = parse_memory_headroom(*args.memory_headroom, cluster);
+  }
   if (args.objective != "time" && args.objective != "memory") {
     throw InputError(fmt::format("--objective: expected time or memory ({})", args.objective));
   }
@@ -231,22 +258,32 @@ void run_plan(const PlanArguments& args) {
   const std::optional<reports::EmitTarget> emit = emit_target(args);
   // --emit without --emit-out: the launch config alone on stdout, the tables on stderr.
   std::FILE* const table_out = emit && args.emit_out.empty() ? stderr : stdout;
-  const models::TransformerConfig model = plan_model(args);
+  std::string seq_note;
+  const models::TransformerConfig model = plan_model(args, &seq_note);
   const models::ClusterConfig cluster = models::load_cluster(args.cluster);
-  const planner::SearchSpace space = search_space(args);
+  const planner::SearchSpace space = search_space(args, cluster);
   const planner::PlanOptions options = plan_options(args);
+  if (args.save_plan_rank < 1 || (args.save_plan_rank > 1 && args.save_plan_path.empty())) {
+    throw InputError(fmt::format("--save-plan-rank: {} ({})",
+                                 args.save_plan_rank < 1 ? "must be positive" : "needs --save-plan",
+                                 args.save_plan_rank));
+  }
 
+  if (!seq_note.empty()) {
+    fmt::print(stderr, "meshplan: note: {}\n", seq_note);
+  }
   const auto start = std::chrono::steady_clock::now();
   planner::SearchResult result = planner::search_layouts(
       model, cluster, space, options,
       args.objective == "time" ? planner::Objective::kTime : planner::Objective::kMemory,
-      std::max(args.top, args.refine.value_or(0)), terminal_progress());
+      std::max({args.top, args.refine.value_or(0), args.save_plan_rank}), terminal_progress());
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   fmt::print(table_out, "{}",
              reports::format_plan_header(model, cluster, args.gpus, space.global_batch,
                                          options.framework));
+  fmt::print(table_out, "{}", reports::format_plan_options(options, space));
   fmt::print(table_out, "# searched {} layouts in {:.3f} s\n#\n", result.num_evaluated, seconds);
   if (args.explain_rejections || result.best.empty()) {
     fmt::print(table_out, "{}#\n", reports::format_rejections(result));
@@ -255,6 +292,11 @@ void run_plan(const PlanArguments& args) {
   if (args.refine) {
     refine_by_simulation(model, cluster, args.gpus, options, *args.refine, result, table_out);
   }
+  if (static_cast<size_t>(args.save_plan_rank) > result.best.size()) {
+    throw InputError(fmt::format("--save-plan-rank: only {} feasible plans ({})",
+                                 result.best.size(), args.save_plan_rank));
+  }
+  const planner::PlanEstimate saved = result.best[static_cast<size_t>(args.save_plan_rank - 1)];
   result.best.resize(std::min<size_t>(result.best.size(), static_cast<size_t>(args.top)));
   const reports::Report report = reports::plan_report(model, cluster, args.gpus, result);
   fmt::print(table_out, "{}", report.table);
@@ -262,14 +304,14 @@ void run_plan(const PlanArguments& args) {
     outputs.set("--json", report.json.dump(2) + "\n");
   }
   if (outputs.wants("--save-plan")) {
-    const planner::Plan plan{model, cluster, args.gpus, result.best.front().layout, options};
-    outputs.set(
-        "--save-plan",
-        planner::plan_to_json(plan, reports::estimate_json(result.best.front())).dump(2) + "\n");
+    const planner::Plan plan{model, cluster, args.gpus, saved.layout, options};
+    outputs.set("--save-plan",
+                planner::plan_to_json(plan, reports::estimate_json(saved)).dump(2) + "\n");
   }
   std::string emitted;
   if (emit) {
-    const planner::Plan plan{model, cluster, args.gpus, result.best.front().layout, options};
+    // The plan --save-plan writes (rank --save-plan-rank, default the best).
+    const planner::Plan plan{model, cluster, args.gpus, saved.layout, options};
     emitted = reports::emit_launch_config(plan, *emit, args.save_plan_path);
     if (outputs.wants("--emit-out")) {
       outputs.set("--emit-out", emitted);
@@ -277,7 +319,8 @@ void run_plan(const PlanArguments& args) {
   }
   outputs.commit();
   if (outputs.wants("--save-plan")) {
-    fmt::print(table_out, "# plan written to {}\n", args.save_plan_path);
+    fmt::print(table_out, "# plan written to {}{}\n", args.save_plan_path,
+               args.save_plan_rank > 1 ? fmt::format(" (rank {})", args.save_plan_rank) : "");
   }
   if (emit) {
     if (args.emit_out.empty()) {
@@ -351,6 +394,12 @@ void register_plan_commands(CLI::App& app) {
                    "Re-rank the best K analytic plans by simulated step time");
   plan->add_option("--json", args->json_path, "Write the ranked plans as JSON");
   plan->add_option("--save-plan", args->save_plan_path, "Write the best plan as a plan file");
+  plan->add_option("--save-plan-rank", args->save_plan_rank,
+                   "With --save-plan: write the K-th ranked plan (1 = best) instead")
+      ->capture_default_str();
+  plan->add_option("--memory-headroom", args->memory_headroom,
+                   "Keep each plan's peak memory this far below the GPU's: GiB if >= 1, else a "
+                   "fraction of the GPU's memory (0.1 = 10%)");
   plan->add_flag("--explain-rejections", args->explain_rejections,
                  "Print how many layouts each validity rule rejected");
   plan->add_option("--emit", args->emit,

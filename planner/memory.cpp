@@ -106,9 +106,10 @@ int64_t reserve_bytes(const models::ClusterConfig& cluster, int64_t allocated_by
 InFlight peak_in_flight(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batches,
                         int64_t stage) {
   // Counted from the schedule's own op list; memoised because the search asks for the same
-  // (schedule, pp, vpp, m) many times.
+  // (schedule, pp, vpp, m) many times. One memo per thread: sweep's parallel searches
+  // (planner/sweep.cpp) each keep their own, with no lock on this hot path.
   using Key = std::tuple<int, int64_t, int64_t, int64_t>;
-  static std::map<Key, std::vector<InFlight>> cache;
+  static thread_local std::map<Key, std::vector<InFlight>> cache;
   const Key key{static_cast<int>(kind), pp, vpp, num_micro_batches};
   auto it = cache.find(key);
   if (it == cache.end()) {

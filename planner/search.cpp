@@ -13,6 +13,8 @@ namespace meshplan::planner {
 
 namespace {
 
+constexpr double kGiB = static_cast<double>(kBytesPerGiB);
+
 std::vector<int64_t> divisors(int64_t n) {
   std::vector<int64_t> result;
   for (int64_t d = 1; d * d <= n; ++d) {
@@ -166,6 +168,11 @@ SearchResult search_layouts(const models::TransformerConfig& model,
                             const PlanOptions& options, Objective objective, int64_t top_k,
                             const SearchProgress& progress) {
   check_space(space);
+  if (space.memory_headroom_bytes < 0 || space.memory_headroom_bytes >= cluster.gpu.hbm_bytes) {
+    throw InputError(fmt::format(
+        "memory_headroom_bytes: must be at least 0 and less than the GPU's {} bytes ({})",
+        cluster.gpu.hbm_bytes, space.memory_headroom_bytes));
+  }
   const std::vector<Layout> layouts = enumerate_layouts(model, space, options);
   SearchResult result;
   auto& best = result.best;
@@ -182,6 +189,17 @@ SearchResult search_layouts(const models::TransformerConfig& model,
       continue;
     }
     PlanEstimate estimate = estimate_plan_internal(model, cluster, layout, options, false);
+    if (estimate.feasible && space.memory_headroom_bytes > 0 &&
+        estimate.peak_memory_bytes > cluster.gpu.hbm_bytes - space.memory_headroom_bytes) {
+      estimate.feasible = false;
+      estimate.rejection_code = "memory_headroom";
+      estimate.rejection_reason = fmt::format(
+          "peak memory {:.1f} GiB per GPU is within the headroom of {:.1f} GiB below the {:.1f} "
+          "GiB of each {}",
+          static_cast<double>(estimate.peak_memory_bytes) / kGiB,
+          static_cast<double>(space.memory_headroom_bytes) / kGiB,
+          static_cast<double>(cluster.gpu.hbm_bytes) / kGiB, cluster.gpu.name);
+    }
     if (!estimate.feasible) {
       ++result.rejections[estimate.rejection_code];
       result.example_reason.emplace(estimate.rejection_code, estimate.rejection_reason);

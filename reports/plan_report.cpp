@@ -27,19 +27,47 @@ nlohmann::json memory_json(const planner::MemoryBreakdown& memory) {
 }
 
 // Appends estimate `e`, ranked `rank` (from 1), as a row of the table and a record of "plans".
+// The last three columns say why it ranks where it does: micro-batches per pipeline per step,
+// the pipeline bubble and the exposed communication (tp + pp transfers + dp), in seconds.
 void add_plan_row(int rank, const planner::PlanEstimate& e, Report* report) {
   const planner::Layout& l = e.layout;
+  const double exposed_comm_seconds = exposed_communication_seconds(e.breakdown);
   report->table += fmt::format(
       " {:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8.1f} "
-      "{:>9.4f} {:>6.1f} {:>12.0f}\n",
+      "{:>9.4f} {:>6.1f} {:>12.0f} {:>5} {:>8.4f} {:>8.4f}\n",
       rank, l.tp, l.pp, l.dp, l.vpp, l.micro_batch, to_string(l.recompute),
       on_off(l.sequence_parallel), l.zero, to_string(l.schedule),
-      static_cast<double>(e.peak_memory_bytes) / kGiB, e.step_time_s, 100.0 * e.mfu,
-      e.tokens_per_s);
-  report->json["plans"].push_back(estimate_json(e));
+      static_cast<double>(e.peak_memory_bytes) / kGiB, e.step_time_s, 100.0 * e.mfu, e.tokens_per_s,
+      l.num_micro_batches(), e.breakdown.bubble_seconds, exposed_comm_seconds);
+  nlohmann::json record = estimate_json(e);
+  record["num_micro_batches"] = l.num_micro_batches();
+  record["exposed_comm_seconds"] = exposed_comm_seconds;
+  report->json["plans"].push_back(std::move(record));
 }
 
 }  // namespace
+
+double exposed_communication_seconds(const planner::StepBreakdown& b) {
+  return b.tp_comm_exposed_seconds + b.pp_transfer_seconds + b.dp_comm_exposed_seconds;
+}
+
+std::string format_plan_options(const planner::PlanOptions& o, const planner::SearchSpace& space) {
+  std::string out = fmt::format(
+      "# options: flash attention {}, overlap grad-reduce {}, param-gather {}, tp-comm {}, "
+      "scatter-gather pipeline {}, placement {}, bucket {:.0f} MiB",
+      on_off(o.flash_attention), on_off(o.overlap_grad_reduce), on_off(o.overlap_param_gather),
+      on_off(o.overlap_tp_comm), on_off(o.scatter_gather_pipeline),
+      planner::to_string(space.placement),
+      static_cast<double>(o.bucket_bytes) / static_cast<double>(kBytesPerMiB));
+  if (o.allow_tp_across_nodes) {
+    out += ", tp across nodes allowed";
+  }
+  if (space.memory_headroom_bytes > 0) {
+    out += fmt::format(", memory headroom {:.1f} GiB",
+                       static_cast<double>(space.memory_headroom_bytes) / kGiB);
+  }
+  return out + "\n";
+}
 
 std::string format_plan_header(const models::TransformerConfig& model,
                                const models::ClusterConfig& cluster, int64_t num_gpus,
@@ -126,13 +154,14 @@ Report plan_report(const models::TransformerConfig& model, const models::Cluster
                  {"plans", nlohmann::json::array()}};
   report.table = fmt::format(
       "#{:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8} "
-      "{:>9} {:>6} {:>12}\n",
+      "{:>9} {:>6} {:>12} {:>5} {:>8} {:>8}\n",
       "rank", "tp", "pp", "dp", "vpp", "mb", "recompute", "sp", "zero", "schedule", "memory",
-      "step", "mfu", "tokens/s");
+      "step", "mfu", "tokens/s", "m", "bubble", "exposed");
   report.table += fmt::format(
       "#{:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8} "
-      "{:>9} {:>6} {:>12}\n",
-      "", "", "", "", "", "", "", "", "", "", "(GiB)", "(s)", "(%)", "(tok/s)");
+      "{:>9} {:>6} {:>12} {:>5} {:>8} {:>8}\n",
+      "", "", "", "", "", "", "", "", "", "", "(GiB)", "(s)", "(%)", "(tok/s)", "(mb)", "(s)",
+      "(s)");
   int rank = 1;
   for (const planner::PlanEstimate& e : result.best) {
     add_plan_row(rank++, e, &report);

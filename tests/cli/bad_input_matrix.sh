@@ -341,6 +341,57 @@ row "plan: --refine 0" 2 "--refine: must be positive (0)" \
 plan_row "--global-batch 10^12 (searched for hours before the cap)" \
   "global_batch: must be between 1 and 1000000 (1000000000000)" \
   --model tiny --cluster local-cpu --gpus 2 --global-batch 1000000000000
+plan_row "--save-plan-rank 0" "--save-plan-rank: must be positive (0)" \
+  --model tiny --cluster local-cpu --gpus 2 --save-plan-rank 0
+plan_row "--save-plan-rank beyond the feasible plans" "--save-plan-rank: only " \
+  --model tiny --cluster local-cpu --gpus 2 --tp 2 --zero 0 --micro-batch 1 --recompute none \
+  --save-plan-rank 50
+plan_row "--memory-headroom not a number" \
+  "--memory-headroom: expected GiB (>= 1) or a fraction of the GPU's memory (< 1) (lots)" \
+  --model tiny --cluster local-cpu --gpus 2 --memory-headroom lots
+plan_row "--memory-headroom the whole GPU" \
+  "--memory-headroom: leaves no memory on the 3.0 GiB of each " \
+  --model tiny --cluster local-cpu --gpus 2 --memory-headroom 3
+# sweep (issue 14, Sec. 1): its own options; both outputs untouched.
+sweep_row() {  # sweep_row NAME PATTERN ARGS...
+  local name=$1 pattern=$2
+  shift 2
+  row "sweep: $name" 2 "$pattern" sweep "$@" --json new_out.json --html sentinel.json
+}
+sweep_row "--gpus 0" "--gpus: must be between 1 and 10000000 (0)" \
+  --model tiny --cluster local-cpu --gpus 0
+sweep_row "--gpus reversed range" "--gpus: reversed range, the first end is larger (8..2)" \
+  --model tiny --cluster local-cpu --gpus 8..2
+sweep_row "--gpus range end not a power of two" "--gpus: range ends must be powers of two (2..12)" \
+  --model tiny --cluster local-cpu --gpus 2..12
+sweep_row "--gpus list with a word" "--gpus: expected A..B (powers of two) or a list A,B,... (2,x)" \
+  --model tiny --cluster local-cpu --gpus 2,x
+sweep_row "--gpus count twice" "--gpus: 4 given twice (4,2,4)" \
+  --model tiny --cluster local-cpu --gpus 4,2,4
+sweep_row "unknown cluster" "unknown cluster preset 'dgx-z9'" \
+  --model tiny --cluster local-cpu,dgx-z9 --gpus 2..4
+sweep_row "cluster named twice" "--cluster: named twice (local-cpu,local-cpu)" \
+  --model tiny --cluster local-cpu,local-cpu --gpus 2..4
+sweep_row "--price without =" "--price: expected CLUSTER=USD_PER_GPU_HOUR (local-cpu)" \
+  --model tiny --cluster local-cpu --gpus 2..4 --price local-cpu
+sweep_row "--price not a number" "--price: expected CLUSTER=USD_PER_GPU_HOUR (local-cpu=cheap)" \
+  --model tiny --cluster local-cpu --gpus 2..4 --price local-cpu=cheap
+sweep_row "--price negative" "--price: must be between 0 and 1e6 USD (local-cpu=-1)" \
+  --model tiny --cluster local-cpu --gpus 2..4 --price local-cpu=-1
+sweep_row "--price for a cluster not swept" "--price: cluster not in --cluster (dgx-h100=2)" \
+  --model tiny --cluster local-cpu --gpus 2..4 --price dgx-h100=2
+sweep_row "--tokens 0" "--tokens: must be between 1 and 1e18 (0)" \
+  --model tiny --cluster local-cpu --gpus 2..4 --tokens 0
+sweep_row "--batch-scaling sideways" "--batch-scaling: expected fixed or grow (sideways)" \
+  --model tiny --cluster local-cpu --gpus 2..4 --batch-scaling sideways
+sweep_row "--global-batch with --batch-scaling grow" \
+  "--global-batch: fixes the batch, --batch-scaling grow grows it: give one" \
+  --model tiny --cluster local-cpu --gpus 2..4 --global-batch 8 --batch-scaling grow
+sweep_row "--framework jax" "--framework: unsupported framework (jax)" \
+  --model tiny --cluster local-cpu --gpus 2..4 --framework jax
+row "sweep: an --html that cannot be written leaves --json untouched" 1 \
+  "/proc/meshplan_x.html: cannot write file" \
+  sweep --model tiny --cluster local-cpu --gpus 2..4 --json sentinel.json --html /proc/meshplan_x.html
 # A plan whose GPUs are shrunk below its peak: explain and simulate refuse it.
 edit small_gpu.json 's/^      "hbm_bytes": [0-9]*,$/      "hbm_bytes": 108000000,/'
 row "explain: a plan that does not fit its GPUs" 2 "small_gpu.json: does not fit: peak memory" \

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,20 @@ void validate_model(const TransformerConfig& model, const std::string& source);
 /// Hugging Face config.json (detected by its `architectures` or `model_type` field). Throws
 /// InputError.
 TransformerConfig load_model(const std::string& name_or_path);
+
+/// Training length used for a Hugging Face config that states none (no "seq_length"): its
+/// max_position_embeddings is the longest context the positions support (131,072 for Qwen2-7B),
+/// not what it was pretrained at. 4,096 is Llama 2's pretraining context (Touvron et al. 2023,
+/// Table 1) and Qwen2's before its long-context stage (Yang et al. 2024, Sec. 3.2).
+inline constexpr int64_t kHfDefaultSeqLength = 4096;
+
+/// The model to train: load_model(name_or_path) at `seq_len` when given (validated again with
+/// source "--seq-len": a sliding window must cover it); else, for a Hugging Face config without
+/// "seq_length", at min(max_position_embeddings, kHfDefaultSeqLength), with `*note` set to one
+/// line saying so and why (left empty otherwise). Throws InputError as load_model and
+/// validate_model do.
+TransformerConfig load_training_model(const std::string& name_or_path,
+                                      const std::optional<int64_t>& seq_len, std::string* note);
 TransformerConfig model_from_json(const nlohmann::json& json, const std::string& source);
 /// The model format's "activation", "norm" and "positions" fields of `json`; InputError
 /// "<source>: <field>: unsupported <field> (<text>); supported: ..." otherwise.

@@ -35,6 +35,9 @@ struct SearchSpace {
   std::optional<int> zero;
   std::optional<ScheduleKind> schedule;
   Placement placement = Placement::kTpDpPp;
+  // Keep plans at least this far below the GPU's memory: a layout whose peak memory exceeds
+  // hbm_bytes - memory_headroom_bytes is rejected with code "memory_headroom" (0: none).
+  int64_t memory_headroom_bytes = 0;
 };
 
 struct SearchResult {
@@ -48,8 +51,9 @@ struct SearchResult {
 /// Enumerates every layout in `space`, costs each with estimate_plan and keeps the best
 /// `top_k` feasible ones (ties on the objective broken by the other measure). The returned
 /// estimates carry their collective inventories. Throws InputError on an empty space made
-/// impossible by the fixed fields (e.g. num_gpus not divisible by the fixed tp), on num_gpus < 1
-/// and on global_batch outside [1, kMaxGlobalBatch]; errors name the SearchSpace field. Layouts
+/// impossible by the fixed fields (e.g. num_gpus not divisible by the fixed tp), on num_gpus < 1,
+/// on global_batch outside [1, kMaxGlobalBatch] and on memory_headroom_bytes outside
+/// [0, hbm_bytes); errors name the SearchSpace field. Layouts
 /// options.framework cannot run are rejected with code "framework" (check_framework); when the
 /// fixed fields leave only such layouts it throws InputError "--framework: <reason>".
 /// `progress`, if set, hears how far the costing is (the library prints nothing).
