@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -38,13 +41,46 @@ Enum parse_enum(const std::string& text, std::initializer_list<Enum> values,
 }
 
 // The pipeline stage of global rank `rank` in the plan's layout; InputError naming the line.
-int64_t stage_of_rank(const planner::Plan& plan, int64_t rank, const std::string& source,
+int64_t stage_of_rank(const planner::Plan& plan, double rank, const std::string& source,
                       int64_t line) {
-  if (rank < 0 || rank >= plan.num_gpus) {
+  if (!(rank >= 0) || rank >= static_cast<double>(plan.num_gpus)) {
     throw InputError(fmt::format("{}: line {}: rank {} is not in the plan's {} ranks", source, line,
                                  rank, plan.num_gpus));
   }
-  return planner::rank_coords(plan.layout, rank).pp_rank;
+  return planner::rank_coords(plan.layout, static_cast<int64_t>(rank)).pp_rank;
+}
+
+// Bytes of a memory figure: at most 2^62 (an exabyte: no device has that).
+int64_t memory_bytes(double bytes, const std::string& source, int64_t line) {
+  if (!(bytes >= 0) || bytes > 4.6e18) {
+    throw InputError(
+        fmt::format("{}: line {}: memory: out of range ({:.6g} bytes)", source, line, bytes));
+  }
+  return static_cast<int64_t>(bytes);
+}
+
+// A number of a log line; InputError "<source>: line N: <field>: not a number (<text>)" for
+// one that overflows or is not finite.
+double log_number(const std::string& text, const std::string& source, int64_t line,
+                  const std::string& field) {
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text.c_str(), &end);
+  if (errno != 0 || end == text.c_str() || *end != '\0' || !std::isfinite(value)) {
+    throw InputError(
+        fmt::format("{}: line {}: {}: not a finite number ({})", source, line, field, text));
+  }
+  return value;
+}
+
+// An iteration or step number of a log line (at most 1e15).
+int64_t log_count(const std::string& text, const std::string& source, int64_t line,
+                  const std::string& field) {
+  const double value = log_number(text, source, line, field);
+  if (value > 1e15) {
+    throw InputError(fmt::format("{}: line {}: {}: out of range ({})", source, line, field, text));
+  }
+  return static_cast<int64_t>(value);
 }
 
 void record_peak(MeasuredRun& run, int64_t stage, int64_t bytes) {
@@ -122,8 +158,8 @@ MeasuredRun parse_megatron_log(const std::string& text, const std::string& sourc
     number++;
     std::smatch match;
     if (std::regex_search(line, match, kIteration)) {
-      iterations.push_back(std::stoll(match[1]));
-      const double ms = std::stod(match[2]);
+      iterations.push_back(log_count(match[1], source, number, "iteration"));
+      const double ms = log_number(match[2], source, number, "elapsed time per iteration (ms)");
       if (!(ms > 0)) {
         throw InputError(
             fmt::format("{}: line {}: elapsed time per iteration (ms): not positive "
@@ -132,11 +168,14 @@ MeasuredRun parse_megatron_log(const std::string& text, const std::string& sourc
       }
       run.step_times_s.push_back(ms / 1e3);
     } else if (std::regex_search(line, match, kMemory)) {
-      const int64_t rank = match[1].matched ? std::stoll(match[1]) : 0;
+      const double rank = match[1].matched ? log_number(match[1], source, number, "Rank") : 0;
+      const double mib = log_number(match[2], source, number, "max allocated");
       record_peak(run, stage_of_rank(plan, rank, source, number),
-                  static_cast<int64_t>(std::stod(match[2]) * static_cast<double>(kBytesPerMiB)));
+                  memory_bytes(mib * static_cast<double>(kBytesPerMiB), source, number));
     } else if (std::regex_search(line, match, kTensorboard)) {
-      record_peak(run, plan.layout.pp - 1, static_cast<int64_t>(std::stod(match[1])));
+      record_peak(run, plan.layout.pp - 1,
+                  memory_bytes(log_number(match[1], source, number, "mem-max-allocated-bytes"),
+                               source, number));
     }
   }
   if (run.step_times_s.empty()) {
@@ -177,18 +216,19 @@ MeasuredRun parse_torchtitan_log(const std::string& text, const std::string& sou
     }
     std::string tps_text = match[4];
     std::erase(tps_text, ',');
-    const double tps = std::stod(tps_text);
+    const double tps = log_number(tps_text, source, number, "tps");
     if (!(tps > 0)) {
       throw InputError(
           fmt::format("{}: line {}: tps: not positive ({})", source, number, match[4].str()));
     }
     if (first_step < 0) {
-      first_step = std::stoll(match[2]);
+      first_step = log_count(match[2], source, number, "step");
     }
     run.step_times_s.push_back(tokens_per_step / (tps * static_cast<double>(plan.num_gpus)));
-    const int64_t rank = match[1].matched ? std::stoll(match[1]) : 0;
+    const double rank = match[1].matched ? log_number(match[1], source, number, "rank") : 0;
+    const double gib = log_number(match[3], source, number, "memory");
     record_peak(run, stage_of_rank(plan, rank, source, number),
-                static_cast<int64_t>(std::stod(match[3]) * static_cast<double>(kBytesPerGiB)));
+                memory_bytes(gib * static_cast<double>(kBytesPerGiB), source, number));
   }
   if (run.step_times_s.empty()) {
     throw InputError(fmt::format(

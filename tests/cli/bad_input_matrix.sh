@@ -389,6 +389,14 @@ row "compare: execute JSON without steps" 2 "no_steps.json: steps: missing or em
 row "compare: Megatron-LM memory line of a rank the plan lacks" 2 \
   "rank7.log: line 2: rank 7 is not in the plan's 2 ranks" \
   compare p.json rank7.log --json new_out.json
+printf ' iteration 99999999999999999999999999/ 2 | elapsed time per iteration (ms): 5.0 |\n' >big.log
+printf ' iteration 1/ 2 | elapsed time per iteration (ms): 1e999 |\n' >inf.log
+row "compare: Megatron-LM iteration beyond 1e15" 2 \
+  "big.log: line 1: iteration: out of range (99999999999999999999999999)" \
+  compare p.json big.log --json new_out.json
+row "compare: Megatron-LM time beyond double" 2 \
+  "inf.log: line 1: elapsed time per iteration (ms): not a finite number (1e999)" \
+  compare p.json inf.log --json new_out.json
 row "compare: malformed plan file" 2 "malformed.json: malformed JSON: " \
   compare malformed.json rank7.log --json new_out.json
 row "compare: --json into /proc" 1 "/proc/meshplan_x.json: cannot write file" \
