@@ -238,7 +238,7 @@ void require_some_feasible(const models::TransformerConfig& model,
                                cluster.name, reasons));
 }
 
-// --emit's target (none without --emit); --emit-out needs --emit.
+// --emit's target (none without --emit); --emit-out needs --emit, slurm needs --save-plan.
 std::optional<reports::EmitTarget> emit_target(const PlanArguments& args) {
   if (args.emit.empty()) {
     if (!args.emit_out.empty()) {
@@ -246,7 +246,12 @@ std::optional<reports::EmitTarget> emit_target(const PlanArguments& args) {
     }
     return std::nullopt;
   }
-  return reports::parse_emit_target(args.emit, "--emit");
+  const reports::EmitTarget target = reports::parse_emit_target(args.emit, "--emit");
+  if (target == reports::EmitTarget::kSlurm && args.save_plan_path.empty()) {
+    throw InputError(
+        "--emit slurm: needs --save-plan (the script runs meshplan execute on that file)");
+  }
+  return target;
 }
 
 // meshplan plan: search, print the header, rejections and ranked table, write the outputs.

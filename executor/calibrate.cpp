@@ -22,41 +22,43 @@ double slowest(double seconds, MPI_Comm world) {
   return result;
 }
 
-// Best time of one out (m, n) = inp (m, k) weight (n, k)^T, repeated until `budget_seconds`
-// has passed (at least 3 times); all ranks run at once, as they do while training.
+// Mean time of one out (m, n) = inp (m, k) weight (n, k)^T over repetitions filling
+// `budget_seconds` (at least 3); all ranks run at once, as they do while training. The mean, not
+// the best: on a shared or oversubscribed host a rank gets a share of a core, and a training
+// step pays that share.
 GemmSample measure_gemm(int m, int n, int k, double budget_seconds, MPI_Comm world) {
   std::vector<float> inp(static_cast<size_t>(m) * k, 0.5f);
   std::vector<float> weight(static_cast<size_t>(n) * k, 0.25f);
   std::vector<float> out(static_cast<size_t>(m) * n);
+  linear_forward<float>(out.data(), inp.data(), weight.data(), nullptr, m, k, n);  // warm-up
   MPI_CHECK(MPI_Barrier(world));
-  double best = 1e30;
   const double start = MPI_Wtime();
-  for (int repetition = 0; repetition < 3 || MPI_Wtime() - start < budget_seconds; repetition++) {
-    const double t0 = MPI_Wtime();
+  int repetitions = 0;
+  while (repetitions < 3 || MPI_Wtime() - start < budget_seconds) {
     linear_forward<float>(out.data(), inp.data(), weight.data(), nullptr, m, k, n);
-    best = std::min(best, MPI_Wtime() - t0);
+    repetitions++;
   }
-  return {m, n, k, slowest(best, world)};
+  return {m, n, k, slowest((MPI_Wtime() - start) / repetitions, world)};
 }
 
 TriadSample measure_triad(int64_t elements, MPI_Comm world) {
   std::vector<float> a(static_cast<size_t>(elements)), b(a.size(), 1.0f), c(a.size(), 2.0f);
   const float scalar = 3.0f;
-  double best = 1e30;
-  for (int repetition = 0; repetition < 5; repetition++) {
-    MPI_CHECK(MPI_Barrier(world));
-    const double t0 = MPI_Wtime();
+  MPI_CHECK(MPI_Barrier(world));
+  const double t0 = MPI_Wtime();
+  constexpr int kRepetitions = 5;
+  for (int repetition = 0; repetition < kRepetitions; repetition++) {
     for (size_t i = 0; i < a.size(); i++) {
       a[i] = b[i] + scalar * c[i];
     }
-    best = std::min(best, MPI_Wtime() - t0);
   }
+  const double seconds = (MPI_Wtime() - t0) / kRepetitions;  // the mean, as for GEMMs
   // Keep the stores observable (a[0] = 1 + 3 x 2 = 7).
   if (a.front() != 7.0f) {
     throw RuntimeError(
         fmt::format("rank {}: triad computed {} instead of 7", world_rank(), a.front()));
   }
-  return {elements, slowest(best, world)};
+  return {elements, slowest(seconds, world)};
 }
 
 // Runs `kind` once on buffers of `count` fp32 elements (nccl-tests size / 4), inputs filled
@@ -172,7 +174,7 @@ Measurements measure_machine(const CalibrationOptions& options, MPI_Comm world) 
   Measurements result;
   result.num_ranks = n;
   // Square GEMMs from 16 to 512 (quick: 256), and the executor's tall shapes (tokens x h).
-  const double budget_seconds = options.quick ? 0.005 : 0.03;
+  const double budget_seconds = options.quick ? 0.02 : 0.05;
   for (int d = 16; d <= (options.quick ? 256 : 512); d *= 2) {
     result.gemm.push_back(measure_gemm(d, d, d, budget_seconds, world));
   }

@@ -53,9 +53,15 @@ void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
   if (plan.options.overlap_grad_reduce) {
     flags.push_back({"--overlap-grad-reduce", ""});
   }
-  // Megatron asserts --overlap-param-gather needs the distributed optimizer; without ZeRO there
-  // is no parameter gather to overlap.
+  // Megatron asserts --overlap-param-gather needs the distributed optimizer or Megatron-FSDP;
+  // without ZeRO there is no parameter gather to overlap.
   if (plan.options.overlap_param_gather && layout.zero >= 1) {
+    // arguments.py validate_args: "Must use --overlap-param-gather with --overlap-grad-reduce".
+    if (!plan.options.overlap_grad_reduce) {
+      refuse(kTarget, "options.overlap_param_gather",
+             "Megatron-LM overlaps the parameter gather only with --overlap-grad-reduce",
+             "on, overlap_grad_reduce off");
+    }
     flags.push_back({"--overlap-param-gather", ""});
   }
   if (plan.options.overlap_tp_comm) {

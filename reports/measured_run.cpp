@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <sstream>
 
 #include "meshplan/compare.h"
@@ -26,6 +29,43 @@ double mean_after(const std::vector<double>& times, size_t skip) {
   return sum / static_cast<double>(times.size() - first);
 }
 
+// The token of `allowed` characters after `key` (and blanks) in `line`, searching from `from`;
+// empty when `key` is absent. Hand-written, not std::regex: libstdc++'s regex recurses per
+// character and overflows the stack on a long log line.
+std::string token_after(const std::string& line, const std::string& key, size_t from = 0,
+                        const std::string& allowed = "0123456789.eE+-") {
+  size_t at = line.find(key, from);
+  if (at == std::string::npos) {
+    return "";
+  }
+  at += key.size();
+  while (at < line.size() && (line[at] == ' ' || line[at] == '\t')) {
+    at++;
+  }
+  const size_t end = line.find_first_not_of(allowed, at);
+  return line.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
+// `line` without ANSI colour codes (ESC [ digits-and-semicolons m).
+std::string strip_ansi(const std::string& line) {
+  std::string out;
+  for (size_t i = 0; i < line.size(); i++) {
+    if (line[i] == '\x1b' && i + 1 < line.size() && line[i + 1] == '[') {
+      size_t j = i + 2;
+      while (j < line.size() &&
+             (std::isdigit(static_cast<unsigned char>(line[j])) != 0 || line[j] == ';')) {
+        j++;
+      }
+      if (j < line.size() && line[j] == 'm') {
+        i = j;
+        continue;
+      }
+    }
+    out += line[i];
+  }
+  return out;
+}
+
 template <typename Enum>
 Enum parse_enum(const std::string& text, std::initializer_list<Enum> values,
                 const std::string& source, const std::string& field) {
@@ -38,13 +78,46 @@ Enum parse_enum(const std::string& text, std::initializer_list<Enum> values,
 }
 
 // The pipeline stage of global rank `rank` in the plan's layout; InputError naming the line.
-int64_t stage_of_rank(const planner::Plan& plan, int64_t rank, const std::string& source,
+int64_t stage_of_rank(const planner::Plan& plan, double rank, const std::string& source,
                       int64_t line) {
-  if (rank < 0 || rank >= plan.num_gpus) {
+  if (!(rank >= 0) || rank >= static_cast<double>(plan.num_gpus)) {
     throw InputError(fmt::format("{}: line {}: rank {} is not in the plan's {} ranks", source, line,
                                  rank, plan.num_gpus));
   }
-  return planner::rank_coords(plan.layout, rank).pp_rank;
+  return planner::rank_coords(plan.layout, static_cast<int64_t>(rank)).pp_rank;
+}
+
+// Bytes of a memory figure: at most 2^62 (an exabyte: no device has that).
+int64_t memory_bytes(double bytes, const std::string& source, int64_t line) {
+  if (!(bytes >= 0) || bytes > 4.6e18) {
+    throw InputError(
+        fmt::format("{}: line {}: memory: out of range ({:.6g} bytes)", source, line, bytes));
+  }
+  return static_cast<int64_t>(bytes);
+}
+
+// A number of a log line; InputError "<source>: line N: <field>: not a number (<text>)" for
+// one that overflows or is not finite.
+double log_number(const std::string& text, const std::string& source, int64_t line,
+                  const std::string& field) {
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text.c_str(), &end);
+  if (errno != 0 || end == text.c_str() || *end != '\0' || !std::isfinite(value)) {
+    throw InputError(
+        fmt::format("{}: line {}: {}: not a finite number ({})", source, line, field, text));
+  }
+  return value;
+}
+
+// An iteration or step number of a log line (at most 1e15).
+int64_t log_count(const std::string& text, const std::string& source, int64_t line,
+                  const std::string& field) {
+  const double value = log_number(text, source, line, field);
+  if (value > 1e15) {
+    throw InputError(fmt::format("{}: line {}: {}: out of range ({})", source, line, field, text));
+  }
+  return static_cast<int64_t>(value);
 }
 
 void record_peak(MeasuredRun& run, int64_t stage, int64_t bytes) {
@@ -106,12 +179,6 @@ MeasuredRun parse_execute_json(const std::string& text, const std::string& sourc
 // "mem-max-allocated-bytes".
 MeasuredRun parse_megatron_log(const std::string& text, const std::string& source,
                                const planner::Plan& plan) {
-  static const std::regex kIteration(
-      R"(iteration\s+(\d+)/\s*\d+\s*\|.*elapsed time per iteration \(ms\):\s*([0-9.eE+-]+))");
-  static const std::regex kMemory(
-      R"((?:\[Rank (\d+)\]\s*)?\(?after \d+ iterations\)? memory \(MB\) \| allocated: )"
-      R"([0-9.eE+-]+ \| max allocated: ([0-9.eE+-]+))");
-  static const std::regex kTensorboard(R"(mem-max-allocated-bytes[\s:=|]+([0-9.eE+]+))");
   MeasuredRun run;
   run.format = "megatron-lm log";
   run.memory_kind = "max allocated";
@@ -120,23 +187,32 @@ MeasuredRun parse_megatron_log(const std::string& text, const std::string& sourc
   int64_t number = 0;
   for (std::string line; std::getline(lines, line);) {
     number++;
-    std::smatch match;
-    if (std::regex_search(line, match, kIteration)) {
-      iterations.push_back(std::stoll(match[1]));
-      const double ms = std::stod(match[2]);
+    const std::string ms_text = token_after(line, "elapsed time per iteration (ms):");
+    if (!ms_text.empty()) {
+      iterations.push_back(
+          log_count(token_after(line, "iteration", 0, "0123456789"), source, number, "iteration"));
+      const double ms = log_number(ms_text, source, number, "elapsed time per iteration (ms)");
       if (!(ms > 0)) {
         throw InputError(
-            fmt::format("{}: line {}: elapsed time per iteration (ms): not positive "
-                        "({})",
-                        source, number, match[2].str()));
+            fmt::format("{}: line {}: elapsed time per iteration (ms): not positive ({})", source,
+                        number, ms_text));
       }
       run.step_times_s.push_back(ms / 1e3);
-    } else if (std::regex_search(line, match, kMemory)) {
-      const int64_t rank = match[1].matched ? std::stoll(match[1]) : 0;
+    } else if (line.find("memory (MB) | allocated:") != std::string::npos) {
+      const std::string rank_text = token_after(line, "[Rank ", 0, "0123456789");
+      const double rank = rank_text.empty() ? 0 : log_number(rank_text, source, number, "Rank");
+      const double mib =
+          log_number(token_after(line, "max allocated:"), source, number, "max allocated");
       record_peak(run, stage_of_rank(plan, rank, source, number),
-                  static_cast<int64_t>(std::stod(match[2]) * static_cast<double>(kBytesPerMiB)));
-    } else if (std::regex_search(line, match, kTensorboard)) {
-      record_peak(run, plan.layout.pp - 1, static_cast<int64_t>(std::stod(match[1])));
+                  memory_bytes(mib * static_cast<double>(kBytesPerMiB), source, number));
+    } else if (line.find("mem-max-allocated-bytes") != std::string::npos) {
+      const size_t at = line.find("mem-max-allocated-bytes") + 23;
+      const size_t value = line.find_first_not_of(" \t:=|", at);
+      const std::string bytes =
+          token_after(line.substr(value == std::string::npos ? at : value), "");
+      record_peak(run, plan.layout.pp - 1,
+                  memory_bytes(log_number(bytes, source, number, "mem-max-allocated-bytes"), source,
+                               number));
     }
   }
   if (run.step_times_s.empty()) {
@@ -157,9 +233,6 @@ MeasuredRun parse_megatron_log(const std::string& text, const std::string& sourc
 // takes global_batch * s / (T * num_gpus) seconds. torchrun may prefix "[rankR]:".
 MeasuredRun parse_torchtitan_log(const std::string& text, const std::string& source,
                                  const planner::Plan& plan) {
-  static const std::regex kAnsi("\x1b\\[[0-9;]*m");
-  static const std::regex kStep(
-      R"((?:\[rank(\d+)\]:)?.*step:\s*(\d+)\s+loss:.*memory:\s*([0-9.]+)\s*GiB.*tps:\s*([0-9,]+))");
   MeasuredRun run;
   run.format = "torchtitan log";
   run.memory_kind = "max reserved";
@@ -170,25 +243,34 @@ MeasuredRun parse_torchtitan_log(const std::string& text, const std::string& sou
       static_cast<double>(plan.layout.global_batch * plan.model.seq_length);
   for (std::string raw; std::getline(lines, raw);) {
     number++;
-    const std::string line = std::regex_replace(raw, kAnsi, "");
-    std::smatch match;
-    if (!std::regex_search(line, match, kStep)) {
+    const std::string line = strip_ansi(raw);
+    const size_t step_at = line.find("step:");
+    if (step_at == std::string::npos || line.find("loss:", step_at) == std::string::npos ||
+        line.find("GiB", step_at) == std::string::npos) {
       continue;
     }
-    std::string tps_text = match[4];
+    std::string tps_text = token_after(line, "tps:", step_at, "0123456789,.");
+    const std::string gib_text = token_after(line, "memory:", step_at);
+    if (tps_text.empty() || gib_text.empty()) {
+      continue;
+    }
     std::erase(tps_text, ',');
-    const double tps = std::stod(tps_text);
+    const double tps = log_number(tps_text, source, number, "tps");
     if (!(tps > 0)) {
       throw InputError(
-          fmt::format("{}: line {}: tps: not positive ({})", source, number, match[4].str()));
+          fmt::format("{}: line {}: tps: not positive ({})", source, number, tps_text));
     }
     if (first_step < 0) {
-      first_step = std::stoll(match[2]);
+      first_step =
+          log_count(token_after(line, "step:", step_at, "0123456789"), source, number, "step");
     }
     run.step_times_s.push_back(tokens_per_step / (tps * static_cast<double>(plan.num_gpus)));
-    const int64_t rank = match[1].matched ? std::stoll(match[1]) : 0;
+    const std::string rank_text =
+        line.rfind("[rank", 0) == 0 ? token_after(line, "[rank", 0, "0123456789") : std::string();
+    const double rank = rank_text.empty() ? 0 : log_number(rank_text, source, number, "rank");
+    const double gib = log_number(gib_text, source, number, "memory");
     record_peak(run, stage_of_rank(plan, rank, source, number),
-                static_cast<int64_t>(std::stod(match[3]) * static_cast<double>(kBytesPerGiB)));
+                memory_bytes(gib * static_cast<double>(kBytesPerGiB), source, number));
   }
   if (run.step_times_s.empty()) {
     throw InputError(fmt::format(

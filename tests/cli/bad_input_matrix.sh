@@ -406,5 +406,59 @@ row "execute: --checkpoint-dir under /proc, refused before step 1" 2 \
   mpi 2 execute p.json --steps 1000000 --checkpoint-dir /proc/ck --checkpoint-every 1 \
   --json new_out.json
 
+# Issue 14: plan --emit, compare, calibrate.
+row "plan: --emit unknown target" 2 \
+  "--emit: unknown emit target (nemo); supported: megatron, torchtitan, deepspeed, slurm" \
+  plan --model tiny --cluster local-cpu --gpus 2 --emit nemo --emit-out new_out.json \
+  --save-plan sentinel.json
+row "plan: --emit-out without --emit" 2 "--emit-out: needs --emit" \
+  plan --model tiny --cluster local-cpu --gpus 2 --emit-out new_out.json --json sentinel.json
+row "plan: --emit torchtitan for a model with no torchtitan flavor" 2 \
+  "--emit torchtitan: model: torchtitan selects a model by flavor" \
+  plan --model tiny --cluster local-cpu --gpus 2 --emit torchtitan --emit-out new_out.json \
+  --save-plan sentinel.json
+row "plan: --emit deepspeed with ZeRO-2 and pp 2" 2 \
+  "--emit deepspeed: layout: deepspeed cannot run this layout: its pipeline engine refuses" \
+  plan --model tiny --cluster local-cpu --gpus 4 --pp 2 --zero 2 --emit deepspeed \
+  --emit-out new_out.json --save-plan sentinel.json
+row "plan: --emit slurm without --save-plan" 2 "--emit slurm: needs --save-plan" \
+  plan --model tiny --cluster local-cpu --gpus 2 --emit slurm --json new_out.json
+row "plan: --emit-out into /proc" 1 "/proc/meshplan_x.sh: cannot write file" \
+  plan --model tiny --cluster local-cpu --gpus 2 --emit megatron --emit-out /proc/meshplan_x.sh
+printf 'step 1 took a while\nno numbers here\n' >not_a_log.txt
+printf ' iteration 1/ 2 | elapsed time per iteration (ms): 5.0 |\n[Rank 7] (after 1 iterations) memory (MB) | allocated: 1 | max allocated: 2\n' >rank7.log
+echo '{"steps": []}' >no_steps.json
+row "compare: nonexistent measured file" 2 "no_such_run.log: cannot read file" \
+  compare p.json no_such_run.log --json new_out.json
+row "compare: a text file that is no known log" 2 \
+  "not_a_log.txt: not meshplan execute's --json, a Megatron-LM log" \
+  compare p.json not_a_log.txt --json new_out.json
+row "compare: malformed execute JSON" 2 "malformed.json: malformed JSON: " \
+  compare p.json malformed.json --json new_out.json
+row "compare: execute JSON without steps" 2 "no_steps.json: steps: missing or empty" \
+  compare p.json no_steps.json --json new_out.json
+row "compare: Megatron-LM memory line of a rank the plan lacks" 2 \
+  "rank7.log: line 2: rank 7 is not in the plan's 2 ranks" \
+  compare p.json rank7.log --json new_out.json
+printf ' iteration 99999999999999999999999999/ 2 | elapsed time per iteration (ms): 5.0 |\n' >big.log
+printf ' iteration 1/ 2 | elapsed time per iteration (ms): 1e999 |\n' >inf.log
+row "compare: Megatron-LM iteration beyond 1e15" 2 \
+  "big.log: line 1: iteration: out of range (99999999999999999999999999)" \
+  compare p.json big.log --json new_out.json
+row "compare: Megatron-LM time beyond double" 2 \
+  "inf.log: line 1: elapsed time per iteration (ms): not a finite number (1e999)" \
+  compare p.json inf.log --json new_out.json
+row "compare: malformed plan file" 2 "malformed.json: malformed JSON: " \
+  compare malformed.json rank7.log --json new_out.json
+row "compare: --json into /proc" 1 "/proc/meshplan_x.json: cannot write file" \
+  compare p.json "$data/compare/megatron_memory_lines.log" --json /proc/meshplan_x.json
+row "calibrate: a GPU cluster as the base" 2 "dgx-h100: precision: calibrate measures" \
+  mpi 2 calibrate --quick --base dgx-h100 --out new_out.json
+row "calibrate: --max-mib 0" 2 "--max-mib: must be between 1/1024 and 1024 (0)" \
+  mpi 2 calibrate --quick --max-mib 0 --out new_out.json
+row "calibrate: --out into /proc, refused before measuring" 2 \
+  "/proc/meshplan_x.json: --out: cannot write" \
+  mpi 2 calibrate --quick --out /proc/meshplan_x.json --json new_out.json
+
 echo "# bad-input matrix: $num_passed passed, $num_failed failed"
 [ "$num_failed" -eq 0 ]

@@ -90,6 +90,18 @@ TEST_CASE("Megatron-LM: the first interval from iteration 0 is warm-up") {
   CHECK(run.step_time_s == doctest::Approx(0.105));  // (100 + 110) / 2 ms
 }
 
+TEST_CASE("a 1 MB log line is parsed, not a stack overflow (std::regex recursed per character)") {
+  const std::string padding(1 << 20, 'x');
+  const MeasuredRun megatron = parse_megatron_log(
+      " iteration 3/ 9 | " + padding + " | elapsed time per iteration (ms): 250.0 |\n", "m.log",
+      alibaba_plan());
+  CHECK(megatron.step_time_s == doctest::Approx(0.25));
+  const MeasuredRun titan =
+      parse_torchtitan_log("step: 3  loss: " + padding + "  memory: 1.00GiB(1.00%)  tps: 16,384\n",
+                           "t.log", alibaba_plan());
+  CHECK(titan.step_time_s == doctest::Approx(1.0));  // 64 x 2048 / (16384 x 8)
+}
+
 TEST_CASE("torchtitan log: colours stripped, step time = global batch x s / (tps x GPUs)") {
   planner::Plan plan = alibaba_plan();
   // The line as torchtitan/components/metrics.py (e347b1e5) prints it, ANSI colours included.

@@ -215,6 +215,15 @@ TEST_CASE("--emit megatron refuses what Megatron-LM cannot run") {
         "--emit megatron: layout: megatron cannot run this layout: Megatron-Core schedules.py has "
         "1F1B and interleaved 1F1B, no zb-h1 (" +
             planner::describe(layout) + ")");
+  planner::Layout zero1;
+  zero1.dp = 8;
+  zero1.global_batch = 16;
+  zero1.zero = 1;
+  planner::Plan no_overlap = make_plan("llama3-8b", "dgx-h100", zero1);
+  no_overlap.options.overlap_grad_reduce = false;
+  CHECK(error_of(no_overlap, EmitTarget::kMegatron) ==
+        "--emit megatron: options.overlap_param_gather: Megatron-LM overlaps the parameter gather "
+        "only with --overlap-grad-reduce (on, overlap_grad_reduce off)");
   planner::Layout uneven;
   uneven.dp = 12;
   uneven.global_batch = 24;

@@ -22,7 +22,7 @@ struct CalibrationOptions {
 
 struct GemmSample {
   int64_t m = 0, n = 0, k = 0;
-  double seconds = 0;  // one product, best of the repetitions, slowest rank
+  double seconds = 0;  // one product, mean over the repetitions, slowest rank
   double flops_per_second() const { return 2.0 * static_cast<double>(m * n * k) / seconds; }
 };
 
@@ -30,7 +30,7 @@ struct GemmSample {
 /// benchmark: counts 3 x 4 bytes per element, write-allocate traffic not counted).
 struct TriadSample {
   int64_t elements = 0;
-  double seconds = 0;  // best of the repetitions, slowest rank, all ranks at once
+  double seconds = 0;  // mean of 5 repetitions, slowest rank, all ranks at once
   double bytes_per_second() const { return 12.0 * static_cast<double>(elements) / seconds; }
 };
 
