@@ -362,7 +362,9 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--cluster", args->cluster, "Cluster preset or cluster JSON path")->required();
   plan->add_option("--gpus", args->gpus, "Number of GPUs")->required();
   plan->add_option("--global-batch", args->global_batch, "Sequences per step (default 2 x GPUs)");
-  plan->add_option("--seq-len", args->seq_len, "Training sequence length (default: the model's)");
+  plan->add_option("--seq-len", args->seq_len,
+                   "Training sequence length (default: the model's; a Hugging Face config: "
+                   "min(max_position_embeddings, 4096))");
   plan->add_option("--top", args->top, "How many layouts to print")->capture_default_str();
   plan->add_option("--objective", args->objective, "time | memory")->capture_default_str();
   plan->add_option("--tp", args->tp, "Fix tensor model parallel size");

@@ -264,7 +264,9 @@ void register_sweep_command(CLI::App& app) {
       ->add_option("--batch-scaling", args->batch_scaling,
                    "fixed (one batch for all counts) | grow (2 x GPUs at each count)")
       ->capture_default_str();
-  sweep->add_option("--seq-len", args->seq_len, "Training sequence length (default: the model's)");
+  sweep->add_option("--seq-len", args->seq_len,
+                    "Training sequence length (default: the model's; a Hugging Face config: "
+                    "min(max_position_embeddings, 4096))");
   sweep
       ->add_option("--framework", args->framework,
                    "Software that runs the plan: megatron | deepspeed | fsdp | meshplan")

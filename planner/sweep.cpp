@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -74,6 +75,41 @@ SweepPoint search_point(const SweepRequest& request, size_t cluster_index, int64
   point.feasible = true;
   point.best = std::move(result.best.front());
   return point;
+}
+
+// Runs work(k) for every k in [0, count) on up to num_threads threads (the caller's included),
+// and finished(done) after each, one call at a time (under a lock), with done counting the
+// items finished. The first exception work throws is rethrown once every thread has stopped.
+void for_each_parallel(size_t count, int num_threads, const std::function<void(size_t)>& work,
+                       const std::function<void(int64_t)>& finished) {
+  std::atomic<size_t> next{0};
+  std::mutex mutex;  // guards done and failure, and serialises finished()
+  int64_t done = 0;
+  std::exception_ptr failure;
+  const auto run = [&] {
+    for (size_t k = next++; k < count; k = next++) {
+      try {
+        work(k);
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(mutex);
+        failure = failure ? failure : std::current_exception();
+      }
+      const std::lock_guard<std::mutex> lock(mutex);
+      finished(++done);
+    }
+  };
+  std::vector<std::thread> threads;
+  const int extra = std::max(0, std::min<int>(num_threads, static_cast<int>(count)) - 1);
+  for (int t = 0; t < extra; ++t) {
+    threads.emplace_back(run);
+  }
+  run();
+  for (std::thread& thread : threads) {
+    thread.join();
+  }
+  if (failure) {
+    std::rethrow_exception(failure);
+  }
 }
 
 // Time, GPU-hours and cost of each feasible point, and its scaling against its cluster's
@@ -156,38 +192,18 @@ SweepResult run_sweep(const SweepRequest& request, int num_threads, const SweepP
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return result.points[a].num_gpus > result.points[b].num_gpus;
   });
-  std::atomic<size_t> next{0};
-  std::mutex mutex;  // guards `done`, `failure` and progress calls
-  int64_t done = 0;
-  std::exception_ptr failure;
-  const auto work = [&] {
-    for (size_t k = next++; k < order.size(); k = next++) {
-      SweepPoint& point = result.points[order[k]];
-      try {
+  const int64_t total = static_cast<int64_t>(order.size());
+  for_each_parallel(
+      order.size(), num_threads,
+      [&](size_t k) {
+        SweepPoint& point = result.points[order[k]];
         point = search_point(request, point.cluster_index, point.num_gpus, point.global_batch);
-      } catch (...) {
-        const std::lock_guard<std::mutex> lock(mutex);
-        failure = failure ? failure : std::current_exception();
-      }
-      const std::lock_guard<std::mutex> lock(mutex);
-      ++done;
-      if (progress) {
-        progress(done, static_cast<int64_t>(order.size()));
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  const int extra = std::max(0, std::min<int>(num_threads, static_cast<int>(order.size())) - 1);
-  for (int t = 0; t < extra; ++t) {
-    threads.emplace_back(work);
-  }
-  work();
-  for (std::thread& thread : threads) {
-    thread.join();
-  }
-  if (failure) {
-    std::rethrow_exception(failure);
-  }
+      },
+      [&](int64_t done) {
+        if (progress) {
+          progress(done, total);
+        }
+      });
   derive_figures(request, result.points);
   return result;
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -220,6 +221,70 @@ std::string cost_chart(const planner::SweepRequest& request, const planner::Swee
   return out + legend(request) + "</svg>\n";
 }
 
+struct MemoryPart {
+  const char* name;
+  const char* color;
+};
+constexpr MemoryPart kMemoryParts[] = {{"weights", "#4e79a7"},
+                                       {"gradients", "#f28e2b"},
+                                       {"optimizer", "#e15759"},
+                                       {"activations", "#76b7b2"},
+                                       {"reserve", "#bab0ac"}};
+
+// One stacked bar at x (left edge) of width bar_w, its GPU's memory as a black tick over it and
+// its GPU count under it; y_at maps GiB to pixels, px_per_gib scales heights.
+std::string memory_bar(const planner::SweepRequest& request, const planner::SweepPoint& p, double x,
+                       double bar_w, double px_per_gib, const std::function<double(double)>& y_at) {
+  const planner::MemoryBreakdown& m = peak_stage_memory(p.best);
+  const int64_t parts[] = {m.weights_bytes, m.gradients_bytes, m.optimizer_bytes,
+                           m.activations_bytes, m.reserved_bytes};
+  std::string out;
+  double base = 0;
+  for (size_t k = 0; k < std::size(kMemoryParts); ++k) {
+    const double gib = static_cast<double>(parts[k]) / kGiB;
+    out += fmt::format(
+        "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\">"
+        "<title>{}: {} {:.2f} GiB</title></rect>\n",
+        x, y_at(base + gib), bar_w, gib * px_per_gib, kMemoryParts[k].color,
+        escape(point_name(request, p)), kMemoryParts[k].name, gib);
+    base += gib;
+  }
+  const double hbm_gib =
+      static_cast<double>(request.clusters[p.cluster_index].cluster.gpu.hbm_bytes) / kGiB;
+  return out + fmt::format(
+                   "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#000\" "
+                   "stroke-width=\"2\"><title>GPU memory {:.1f} GiB</title></line>\n"
+                   "<text transform=\"translate({:.1f} {}) rotate(-50)\" font-size=\"10\" "
+                   "text-anchor=\"end\" fill=\"{}\">{}</text>\n",
+                   x, y_at(hbm_gib), x + bar_w, y_at(hbm_gib), hbm_gib, x + bar_w / 2 + 4,
+                   kHeight - kBottom + 10, cluster_color(p.cluster_index), p.num_gpus);
+}
+
+// The memory chart's legend: the parts, the GPU-memory tick, the clusters' label colours.
+std::string memory_legend(const planner::SweepRequest& request) {
+  std::string out;
+  for (size_t k = 0; k < std::size(kMemoryParts); ++k) {
+    const double y = kTop + 14 + 18 * static_cast<double>(k);
+    out += fmt::format(
+        "<rect x=\"{}\" y=\"{:.1f}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
+        "<text x=\"{}\" y=\"{:.1f}\" font-size=\"12\">{}</text>\n",
+        kWidth - kRight + 12, y - 10, kMemoryParts[k].color, kWidth - kRight + 30, y,
+        kMemoryParts[k].name);
+  }
+  out += fmt::format(
+      "<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#000\" stroke-width=\"2\"/>"
+      "<text x=\"{}\" y=\"{:.1f}\" font-size=\"12\">GPU memory</text>\n",
+      kWidth - kRight + 10, kTop + 14 + 18 * 5 - 4, kWidth - kRight + 24, kTop + 14 + 18 * 5 - 4,
+      kWidth - kRight + 30, kTop + 14 + 18 * 5);
+  for (size_t c = 0; c < request.clusters.size(); ++c) {
+    const double y = kTop + 14 + 18 * static_cast<double>(c + 7);
+    out +=
+        fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"12\" fill=\"{}\">{}</text>\n",
+                    kWidth - kRight + 12, y, cluster_color(c), escape(request.clusters[c].label));
+  }
+  return out;
+}
+
 // Per-GPU memory of each chosen plan (its fullest stage) as stacked bars, GiB, with the GPU's
 // memory as a tick over each bar.
 std::string memory_chart(const planner::SweepRequest& request, const planner::SweepResult& result) {
@@ -232,8 +297,10 @@ std::string memory_chart(const planner::SweepRequest& request, const planner::Sw
         static_cast<double>(request.clusters[p->cluster_index].cluster.gpu.hbm_bytes) / kGiB);
   }
   top_gib = std::ceil(top_gib / 20) * 20;
-  const double plot_h = kHeight - kTop - kBottom;
-  const auto y_at = [&](double gib) { return kHeight - kBottom - gib / top_gib * plot_h; };
+  const double px_per_gib = (kHeight - kTop - kBottom) / top_gib;
+  const std::function<double(double)> y_at = [&](double gib) {
+    return kHeight - kBottom - gib * px_per_gib;
+  };
   for (double g = 0; g <= top_gib + 1e-9; g += 20) {
     out += fmt::format(
         "<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>"
@@ -242,69 +309,18 @@ std::string memory_chart(const planner::SweepRequest& request, const planner::Sw
   }
   out += fmt::format(
       "<text transform=\"translate(16 {:.1f}) rotate(-90)\" font-size=\"12\" "
-      "text-anchor=\"middle\">memory per GPU (GiB)</text>\n",
-      (kTop + kHeight - kBottom) / 2);
-  struct Part {
-    const char* name;
-    const char* color;
-  };
-  constexpr Part kParts[] = {{"weights", "#4e79a7"},
-                             {"gradients", "#f28e2b"},
-                             {"optimizer", "#e15759"},
-                             {"activations", "#76b7b2"},
-                             {"reserve", "#bab0ac"}};
+      "text-anchor=\"middle\">memory per GPU (GiB)</text>\n"
+      "<text x=\"{:.1f}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">"
+      "GPUs, coloured by cluster</text>\n",
+      (kTop + kHeight - kBottom) / 2, (kLeft + kWidth - kRight) / 2, kHeight - 8);
   const double slot =
       (kWidth - kLeft - kRight) / static_cast<double>(std::max<size_t>(1, points.size()));
   const double bar_w = std::min(28.0, slot * 0.7);
   for (size_t i = 0; i < points.size(); ++i) {
-    const planner::SweepPoint& p = *points[i];
-    const planner::MemoryBreakdown& m = peak_stage_memory(p.best);
-    const int64_t parts[] = {m.weights_bytes, m.gradients_bytes, m.optimizer_bytes,
-                             m.activations_bytes, m.reserved_bytes};
     const double x = kLeft + slot * (static_cast<double>(i) + 0.5) - bar_w / 2;
-    double base = 0;
-    for (size_t k = 0; k < std::size(kParts); ++k) {
-      const double gib = static_cast<double>(parts[k]) / kGiB;
-      out += fmt::format(
-          "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\">"
-          "<title>{}: {} {:.2f} GiB</title></rect>\n",
-          x, y_at(base + gib), bar_w, gib / top_gib * plot_h, kParts[k].color,
-          escape(point_name(request, p)), kParts[k].name, gib);
-      base += gib;
-    }
-    const double hbm = static_cast<double>(request.clusters[p.cluster_index].cluster.gpu.hbm_bytes);
-    out += fmt::format(
-        "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#000\" "
-        "stroke-width=\"2\"><title>GPU memory {:.1f} GiB</title></line>\n"
-        "<text transform=\"translate({:.1f} {}) rotate(-50)\" font-size=\"10\" "
-        "text-anchor=\"end\" fill=\"{}\">{}</text>\n",
-        x, y_at(hbm / kGiB), x + bar_w, y_at(hbm / kGiB), hbm / kGiB, x + bar_w / 2 + 4,
-        kHeight - kBottom + 10, cluster_color(p.cluster_index), p.num_gpus);
+    out += memory_bar(request, *points[i], x, bar_w, px_per_gib, y_at);
   }
-  for (size_t k = 0; k < std::size(kParts); ++k) {
-    const double y = kTop + 14 + 18 * static_cast<double>(k);
-    out += fmt::format(
-        "<rect x=\"{}\" y=\"{:.1f}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
-        "<text x=\"{}\" y=\"{:.1f}\" font-size=\"12\">{}</text>\n",
-        kWidth - kRight + 12, y - 10, kParts[k].color, kWidth - kRight + 30, y, kParts[k].name);
-  }
-  out += fmt::format(
-      "<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#000\" stroke-width=\"2\"/>"
-      "<text x=\"{}\" y=\"{:.1f}\" font-size=\"12\">GPU memory</text>\n",
-      kWidth - kRight + 10, kTop + 14 + 18 * 5 - 4, kWidth - kRight + 24, kTop + 14 + 18 * 5 - 4,
-      kWidth - kRight + 30, kTop + 14 + 18 * 5);
-  out += fmt::format(
-      "<text x=\"{:.1f}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">"
-      "GPUs, coloured by cluster</text>\n",
-      (kLeft + kWidth - kRight) / 2, kHeight - 8);
-  // The cluster colours of the bar labels, under the memory parts' legend.
-  for (size_t c = 0; c < request.clusters.size(); ++c) {
-    const double y = kTop + 14 + 18 * static_cast<double>(c + 7);
-    out +=
-        fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"12\" fill=\"{}\">{}</text>\n",
-                    kWidth - kRight + 12, y, cluster_color(c), escape(request.clusters[c].label));
-  }
-  return out + "</svg>\n";
+  return out + memory_legend(request) + "</svg>\n";
 }
 
 // The table of points: layout, times and cost, or the reason a point has no plan.

@@ -339,6 +339,28 @@ sweep_matches_plan() {
   return $ok
 }
 
+# The JSON's derived figures by hand from each point's step time (all four points have a plan):
+# time = 1e12 tokens / (16 x 4096 tokens per step) x step; GPU-hours = gpus x time / 3600; cost =
+# GPU-hours x price (5.12 USD for dgx-a100-80gb's preset, 12.29 for dgx-h100's).
+sweep_figures_by_hand() {
+  [ -s sweep.json ] || { say "sweep.json missing"; return 1; }
+  local key
+  for key in step_time_s time_to_train_s gpu_hours cost gpus price_per_gpu_hour; do
+    grep -o "\"$key\": [^,]*" sweep.json | sed 's/.*: //' >"$key.txt"
+  done
+  # Keys are sorted: "clusters" (2 prices) comes before "points" (4 prices).
+  sed -i 1,2d price_per_gpu_hour.txt
+  local bad
+  bad=$(paste step_time_s.txt time_to_train_s.txt gpu_hours.txt cost.txt gpus.txt \
+    price_per_gpu_hour.txt | awk 'function off(a, b) { return (a - b) / b > 1e-9 || (b - a) / b > 1e-9 }
+      { t = 1e12 / (16 * 4096) * $1; h = $5 * t / 3600; c = h * $6
+        if (off($2, t) || off($3, h) || off($4, c)) print NR ": " $0 }
+      END { if (NR != 4) print "rows " NR }')
+  [ -z "$bad" ] || { say "figures differ from the hand computation: $bad"; return 1; }
+  grep -q '"price_source": "dgx-h100: price_per_gpu_hour"' sweep.json ||
+    { say "no price source"; return 1; }
+}
+
 # A point without a plan is a row with its reason: llama2-7b's model states alone (16 bytes per
 # parameter, 108 GB) do not fit one 80 GiB A100.
 sweep_infeasible_point() {
@@ -359,6 +381,8 @@ expect "plan --save-plan-rank 2 saves the second row" save_plan_rank
 expect "plan --memory-headroom 0.5 and 30: no plan within the headroom" memory_headroom
 expect "plan on an HF config: seq min(max_position_embeddings, 4096), said on stderr" hf_seq_length
 expect "sweep: each point's layout and step time are plan's at the same batch" sweep_matches_plan
+expect "sweep --json: time to train, GPU-hours and cost by hand from the step time" \
+  sweep_figures_by_hand
 expect "sweep: a point without a plan is listed with its reason" sweep_infeasible_point
 
 # --- bad input: exit 2, one line naming the field, no output written ---------------------------
