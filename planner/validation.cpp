@@ -120,6 +120,10 @@ SearchSpace run_space(const nlohmann::json& layout, int64_t num_gpus, const std:
   space.schedule = optional_field<ScheduleKind>(layout, "schedule", searched, [&](auto& f) {
     return parse_schedule(require_string(layout, f, where), where + ": " + f);
   });
+  // Optional, unlike the fields above: runs written before uneven stages omit it (searched).
+  if (layout.contains("stage_layers") && !layout.at("stage_layers").is_null()) {
+    space.stage_layers = stage_layers_from_json(layout.at("stage_layers"), where);
+  }
   return space;
 }
 

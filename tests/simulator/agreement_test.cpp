@@ -67,6 +67,37 @@ TEST_CASE("agreement: zero communication, gpipe and 1f1b equal the planner's clo
   }
 }
 
+TEST_CASE("agreement: zero communication, uneven stages: gpipe and 1f1b equal the closed form") {
+  // Stages of unequal length replay with their own durations (the planner's chunk costs); the
+  // flow shop's makespan sum_s (f_s + b_s) + (m - 1) max_s (f_s + b_s) holds for any stage
+  // lengths. Splits: Megatron-Core first/last ones (short ends, long ends, non-dividing pp).
+  using planner::ScheduleKind;
+  const auto split = [](planner::Plan plan, std::vector<int64_t> stage_layers) {
+    plan.layout.stage_layers = std::move(stage_layers);
+    return plan;
+  };
+  const planner::Plan plans[] = {
+      split(preset_plan("llama3-8b", "dgx-h100", 1, 4, 2, 1, 64, ScheduleKind::kOneFOneB),
+            {7, 9, 9, 7}),
+      split(preset_plan("llama3-8b", "dgx-h100", 1, 4, 2, 1, 64, ScheduleKind::kGpipe),
+            {9, 9, 9, 5}),
+      split(preset_plan("llama3-8b", "dgx-h100", 1, 2, 2, 1, 64, ScheduleKind::kOneFOneB),
+            {20, 12}),
+      split(preset_plan("gpt3-175b", "dgx-a100-80gb", 8, 7, 4, 1, 64, ScheduleKind::kOneFOneB),
+            {13, 14, 14, 14, 14, 14, 13}),
+      split(preset_plan("llama3-70b", "dgx-h100", 8, 3, 8, 1, 128, ScheduleKind::kOneFOneB),
+            {26, 27, 27}),
+  };
+  SimulationOptions options;
+  options.zero_communication = true;
+  for (const planner::Plan& plan : plans) {
+    CAPTURE(planner::describe(plan.layout));
+    const SimulationResult result = simulate_plan(plan, options, "test");
+    // 1e-9 relative, as for even stages: the same doubles summed in different orders.
+    CHECK(relative(result.step_time_s, result.analytic_step_time_s) < 1e-9);
+  }
+}
+
 TEST_CASE("agreement: zero communication, interleaved and zb-h1 are at most the planner's bound") {
   // The planner's interleaved form (m v + p - 1) c takes c from the heaviest stage for every
   // chunk, and its zb-h1 form m max_s(F+B+W) + (p - 1) max_s(F+B-W) the heaviest stage for
