@@ -228,12 +228,8 @@ std::vector<std::vector<int64_t>> candidate_stage_splits(int64_t num_layers, int
   const int64_t rest = num_layers - (pp - 2) * middle;
   const int64_t low = std::max<int64_t>(1, rest - middle);
   const int64_t high = std::min<int64_t>(middle, rest - 1);
-  std::vector<int64_t> firsts = {rest - rest / 2, high};
-  if (!divisible) {
-    firsts.push_back(rest / 2);
-    firsts.push_back(low);
-  }
-  for (int64_t first : firsts) {
+  // Balanced ends (Llama 3, GLM-130B) and the LM-head stage shortest (first end full).
+  for (int64_t first : {rest - rest / 2, high}) {
     if (low > high || first < low || first > high) {
       continue;
     }

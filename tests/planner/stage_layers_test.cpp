@@ -145,13 +145,17 @@ TEST_CASE("first_last_stage_layers: Megatron-Core's first/last rule") {
 }
 
 TEST_CASE("candidate_stage_splits: Megatron first/last splits when pp does not divide") {
-  // 126 on 16: middle ceil(126/16) = 8, first + last = 126 - 14 * 8 = 14: 7/7, 8/6, 6/8.
+  // 126 on 16: middle ceil(126/16) = 8, first + last = 126 - 14 * 8 = 14: 7/7 and 8/6.
   const auto splits = candidate_stage_splits(126, 16);
-  CHECK(splits.size() == 3);
+  REQUIRE(splits.size() == 2);
   CHECK(splits[0].front() == 7);
   CHECK(splits[0].back() == 7);
-  // 70 on 12 (BLOOM-176B-like): middle 6, first + last 70 - 60 = 10: 5/5, 6/4, 4/6.
-  CHECK(candidate_stage_splits(70, 12).size() == 3);
+  CHECK(splits[1].front() == 8);
+  CHECK(splits[1].back() == 6);
+  // 70 on 12 (BLOOM-176B-like): middle 6, first + last 70 - 60 = 10: 5/5 and 6/4.
+  CHECK(candidate_stage_splits(70, 12).size() == 2);
+  // 70 on 8 (GLM-130B): middle 9, first + last 70 - 54 = 16: 8/8 (the paper's) and 9/7.
+  CHECK(candidate_stage_splits(70, 8)[0] == std::vector<int64_t>{8, 9, 9, 9, 9, 9, 9, 8});
   // 32 on 4 divides: the even split, plus middle 9 and 32 - 18 = 14 at the ends: 7/7, 9/5.
   const auto divisible = candidate_stage_splits(32, 4);
   REQUIRE(divisible.size() == 3);

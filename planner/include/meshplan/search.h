@@ -46,9 +46,9 @@ struct SearchSpace {
 /// (pp >= 3) Megatron-Core first/last splits with middle stages one layer longer, l/pp + 1, and
 /// first and last short to make up the difference: balanced and "last shortest" (the LM-head
 /// stage light). pp not dividing: middle stages ceil(l/pp) (the smallest middle, which bounds
-/// the steady state), first + last the rest, each 1..middle: balanced (both ways when odd),
-/// first full with last short, last full with first short. No split exists: {{}} (the even
-/// split, which check_layout then rejects as "pp_layers").
+/// the steady state), first + last the rest, each 1..middle: balanced (the first one longer
+/// when odd) and first full with the last (LM-head) stage short. No split exists: {{}} (the
+/// even split, which check_layout then rejects as "pp_layers").
 std::vector<std::vector<int64_t>> candidate_stage_splits(int64_t num_layers, int64_t pp);
 
 struct SearchResult {
