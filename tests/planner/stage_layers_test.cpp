@@ -4,8 +4,11 @@
 
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "meshplan/cost_model.h"
 #include "meshplan/models.h"
+#include "meshplan/plan_file.h"
 #include "meshplan/search.h"
 #include "planner_test_util.h"
 
@@ -164,6 +167,22 @@ TEST_CASE("candidate_stage_splits: Megatron first/last splits when pp does not d
   CHECK(divisible[2] == std::vector<int64_t>{9, 9, 9, 5});
   // No split: 3 layers on 4 stages; the even split comes back for check_layout to refuse.
   CHECK(candidate_stage_splits(3, 4) == std::vector<std::vector<int64_t>>{{}});
+}
+
+TEST_CASE("plan file: stage_layers written only when uneven, and read back") {
+  Layout even = split_layout(2, {});
+  CHECK_FALSE(layout_to_json(even).contains("stage_layers"));  // older files stay identical
+  const Layout uneven = split_layout(2, {3, 1});
+  const nlohmann::json json = layout_to_json(uneven);
+  CHECK(json.at("stage_layers") == nlohmann::json::array({3, 1}));
+  CHECK(layout_from_json(json, "p.json").stage_layers == std::vector<int64_t>{3, 1});
+  // An even list reads as the even split.
+  nlohmann::json listed = layout_to_json(even);
+  listed["stage_layers"] = {2, 2};
+  CHECK(layout_from_json(listed, "p.json") == even);
+  listed["stage_layers"] = "3,1";
+  CHECK(input_error([&] { layout_from_json(listed, "p.json"); }) ==
+        "p.json: layout: stage_layers: expected a non-empty array of layer counts (string)");
 }
 
 TEST_CASE("search: a pp that does not divide the layers plans with an uneven split") {
