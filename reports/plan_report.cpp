@@ -37,9 +37,8 @@ void add_plan_row(int rank, const planner::PlanEstimate& e, Report* report) {
       static_cast<double>(e.peak_memory_bytes) / kGiB, e.step_time_s, 100.0 * e.mfu,
       e.tokens_per_s);
   if (!l.stage_layers.empty()) {
-    report->table +=
-        fmt::format("#      plan {}: layers per stage {}\n", rank,
-                    planner::format_stage_layers(l.stage_layers));
+    report->table += fmt::format("#      plan {}: layers per stage {}\n", rank,
+                                 planner::format_stage_layers(l.stage_layers));
   }
   report->json["plans"].push_back(estimate_json(e));
 }
