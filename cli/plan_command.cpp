@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "meshplan/emit.h"
@@ -31,7 +33,8 @@ struct PlanArguments {
   std::string cluster;
   int64_t gpus = 0;
   std::optional<int64_t> global_batch, seq_len, tp, pp, dp, vpp, micro_batch;
-  std::optional<std::string> recompute, sequence_parallel, schedule;
+  std::optional<std::string> recompute, sequence_parallel, schedule, stage_layers;
+  std::optional<int64_t> first_stage_layers, last_stage_layers;
   std::optional<int> zero;
   std::string objective = "time";
   std::string placement = "tp-dp-pp";
@@ -150,6 +153,65 @@ int64_t parse_memory_headroom(const std::string& text, const models::ClusterConf
   return static_cast<int64_t>(bytes);
 }
 
+// "7,8,8,7" -> {7, 8, 8, 7}; throws InputError naming --stage-layers on anything else.
+std::vector<int64_t> parse_stage_layer_list(const std::string& text) {
+  std::vector<int64_t> layers;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    size_t used = 0;
+    int64_t value = 0;
+    try {
+      value = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size()) {
+      throw InputError(fmt::format(
+          "--stage-layers: expected comma-separated layer counts, e.g. 7,8,8,7 ({})", text));
+    }
+    layers.push_back(value);
+    start = comma + 1;
+  }
+  return layers;
+}
+
+// --stage-layers or --first-stage-layers / --last-stage-layers into space.stage_layers (and
+// pp, which the list fixes). Throws InputError naming the flag.
+void fix_stage_layers(const PlanArguments& args, const models::TransformerConfig& model,
+                      planner::SearchSpace& space) {
+  const bool first_last = args.first_stage_layers || args.last_stage_layers;
+  if (args.stage_layers && first_last) {
+    throw InputError(
+        "--stage-layers: give either the list or --first-stage-layers/--last-stage-layers");
+  }
+  if (args.stage_layers) {
+    std::vector<int64_t> layers = parse_stage_layer_list(*args.stage_layers);
+    if (space.pp && *space.pp != static_cast<int64_t>(layers.size())) {
+      throw InputError(fmt::format("--stage-layers: {} entries for --pp {} ({})", layers.size(),
+                                   *space.pp, *args.stage_layers));
+    }
+    planner::Layout layout;
+    layout.pp = static_cast<int64_t>(layers.size());
+    layout.stage_layers = layers;
+    layout.vpp = space.vpp.value_or(1);
+    const std::string reason = planner::check_stage_layers(model, layout);
+    if (!reason.empty()) {
+      throw InputError("--stage-layers: " + reason);
+    }
+    space.pp = layout.pp;
+    space.stage_layers = planner::canonical_stage_layers(layers);
+  } else if (first_last) {
+    const char* flag = args.first_stage_layers ? "--first-stage-layers" : "--last-stage-layers";
+    if (!space.pp) {
+      throw InputError(fmt::format("{}: needs --pp", flag));
+    }
+    space.stage_layers = planner::first_last_stage_layers(
+        model.num_layers, *space.pp, args.first_stage_layers, args.last_stage_layers, flag);
+  }
+}
+
 // The layouts to search, from --gpus, the fixed sizes and the fixed choices; also checks --top,
 // --refine and --objective. Throws InputError naming the flag.
 planner::SearchSpace search_space(const PlanArguments& args, const models::ClusterConfig& cluster) {
@@ -266,7 +328,8 @@ void run_plan(const PlanArguments& args) {
   std::string seq_note;
   const models::TransformerConfig model = plan_model(args, &seq_note);
   const models::ClusterConfig cluster = models::load_cluster(args.cluster);
-  const planner::SearchSpace space = search_space(args, cluster);
+  planner::SearchSpace space = search_space(args, cluster);
+  fix_stage_layers(args, model, space);
   const planner::PlanOptions options = plan_options(args);
   if (args.save_plan_rank < 1 || (args.save_plan_rank > 1 && args.save_plan_path.empty())) {
     throw InputError(fmt::format("--save-plan-rank: {} ({})",
@@ -372,6 +435,14 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--dp", args->dp, "Fix data parallel size");
   plan->add_option("--vpp", args->vpp, "Fix virtual pipeline stages per rank");
   plan->add_option("--micro-batch", args->micro_batch, "Fix the micro-batch size");
+  plan->add_option("--stage-layers", args->stage_layers,
+                   "Fix the layers of each pipeline stage, e.g. 7,8,8,7 (fixes pp)");
+  plan->add_option("--first-stage-layers", args->first_stage_layers,
+                   "Layers on the first stage, the rest even (Megatron-Core "
+                   "--decoder-first-pipeline-num-layers; needs --pp)");
+  plan->add_option("--last-stage-layers", args->last_stage_layers,
+                   "Layers on the last stage, the rest even (Megatron-Core "
+                   "--decoder-last-pipeline-num-layers; needs --pp)");
   plan->add_option("--recompute", args->recompute, "Fix recompute: none | selective | full");
   plan->add_option("--sequence-parallel", args->sequence_parallel,
                    "Fix sequence parallel: on | off");

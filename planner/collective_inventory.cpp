@@ -52,7 +52,7 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
   const int64_t m = layout.num_micro_batches();
   const int64_t tokens = layout.micro_batch * model.seq_length;
   const int64_t hidden_bytes = tokens * model.hidden_size * element_bytes(cluster);
-  const int64_t layers = layers_per_chunk(model, layout) * layout.vpp;
+  const int64_t layers = stage_layer_count(model, layout, stage);
   const bool full = layout.recompute == Recompute::kFull;
   const auto kAR = CollectiveKind::kAllReduce;
   const auto kAG = CollectiveKind::kAllGather;

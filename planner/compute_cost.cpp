@@ -99,7 +99,7 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
                      int64_t chunk) {
   ChunkCost cost;
   const int64_t virtual_stage = planner::virtual_stage(layout.pp, stage, chunk);
-  cost.num_layers = layers_per_chunk(model, layout);
+  cost.num_layers = stage_layer_range(model, layout, stage, chunk).count();
   cost.has_embedding = virtual_stage == 0;
   cost.has_lm_head = virtual_stage == layout.pp * layout.vpp - 1;
   const double layers = static_cast<double>(cost.num_layers);

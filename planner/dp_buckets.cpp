@@ -107,7 +107,8 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
       break;
     default: {
       const int64_t block_bytes = layout.dp * e;
-      const int64_t layers = std::max<int64_t>(1, layers_per_chunk(model, layout));
+      const int64_t layers =
+          std::max<int64_t>(1, stage_layer_range(model, layout, stage, 0).count());
       std::vector<SizeRun> per_layer = even_split(chunk_bytes / block_bytes, layers);
       for (SizeRun& run : per_layer) {
         run.bytes *= block_bytes;

@@ -159,6 +159,7 @@ StageTimes estimate_stage(const models::TransformerConfig& model,
 // What the makespans read from the stages: sum and maxima of f_s + b_s and its split parts.
 struct PipelineTimes {
   double sum_stage = 0, max_stage = 0, max_tp = 0;  // max_tp: of the slowest stage
+  double max_forward = 0, max_backward = 0;         // max_s f_s, max_s b_s
   double max_forward_backward_minus_weight = 0;     // F + B - W of split schedules
   double max_forward_backward_input = 0, max_weight = 0;
 };
@@ -172,6 +173,8 @@ PipelineTimes pipeline_times(const std::vector<StageTimes>& stages) {
       p.max_stage = stage;
       p.max_tp = t.tp;
     }
+    p.max_forward = std::max(p.max_forward, t.forward);
+    p.max_backward = std::max(p.max_backward, t.backward);
     p.max_forward_backward_minus_weight =
         std::max(p.max_forward_backward_minus_weight, stage - 2.0 * t.weight);
     p.max_forward_backward_input = std::max(p.max_forward_backward_input, stage - t.weight);
@@ -187,10 +190,18 @@ double pipeline_makespan(const Layout& layout, const PipelineTimes& p) {
   const double vpp = static_cast<double>(layout.vpp);
   switch (layout.schedule) {
     case ScheduleKind::kGpipe:
+      // Two flow shops of m identical jobs (Huang et al. 2019, GPipe, Fig. 2c): the forwards
+      // 0 -> p-1, then the backwards p-1 -> 0, released when the last stage's forwards end:
+      // sum_s f_s + (m - 1) max_s f_s + sum_s b_s + (m - 1) max_s b_s. With the same stage
+      // slowest in f and b it is the 1F1B form below; uneven stages can differ (an LM-head
+      // stage slowest forward, a longer inner stage slowest backward).
+      return p.sum_stage + (micro_batches - 1.0) * (p.max_forward + p.max_backward);
     case ScheduleKind::kOneFOneB:
       // Flow shop of identical jobs: fill and drain through every stage, then the slowest
       // stage paces the other m - 1; (m + p - 1)(f + b) for equal stages, so the bubble is
-      // (p - 1)/(m + p - 1) (Narayanan et al. 2021, Sec. 2.2.1).
+      // (p - 1)/(m + p - 1) (Narayanan et al. 2021, Sec. 2.2.1). Exact when the slowest stage
+      // is the last; when an inner stage is slower, part of the later stages' fill and drain
+      // overlaps its work and this is an upper bound (README "Agreement with the planner").
       return p.sum_stage + (micro_batches - 1.0) * p.max_stage;
     case ScheduleKind::kInterleaved:
       // Bubble shrinks by v: (m v + p - 1) chunk times (ibid. Sec. 2.2.2).

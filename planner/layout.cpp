@@ -89,10 +89,25 @@ Placement parse_placement(const std::string& text, const std::string& field) {
 }
 
 std::string describe(const Layout& layout) {
-  return fmt::format("tp={} pp={} dp={} vpp={} mb={} recompute={} sp={} zero={} schedule={}",
-                     layout.tp, layout.pp, layout.dp, layout.vpp, layout.micro_batch,
-                     to_string(layout.recompute), layout.sequence_parallel ? "on" : "off",
-                     layout.zero, to_string(layout.schedule));
+  std::string text = fmt::format(
+      "tp={} pp={} dp={} vpp={} mb={} recompute={} sp={} zero={} schedule={}", layout.tp, layout.pp,
+      layout.dp, layout.vpp, layout.micro_batch, to_string(layout.recompute),
+      layout.sequence_parallel ? "on" : "off", layout.zero, to_string(layout.schedule));
+  if (!layout.stage_layers.empty()) {
+    text += " stage_layers=" + format_stage_layers(layout.stage_layers);
+  }
+  return text;
+}
+
+std::string format_stage_layers(const std::vector<int64_t>& stage_layers) {
+  // Long lists (a typo'd plan file) are cut: the message stays one readable line.
+  constexpr size_t kShown = 64;
+  if (stage_layers.size() <= kShown) {
+    return fmt::format("{}", fmt::join(stage_layers, ","));
+  }
+  return fmt::format("{},... ({} entries)",
+                     fmt::join(stage_layers.begin(), stage_layers.begin() + kShown, ","),
+                     stage_layers.size());
 }
 
 std::string check_schedule_shape(ScheduleKind schedule, int64_t pp, int64_t vpp,

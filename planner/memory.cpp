@@ -259,7 +259,10 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   const double e = static_cast<double>(element_bytes(cluster));
   const double t = static_cast<double>(layout.tp);
   const double sequence_split = layout.sequence_parallel ? t : 1.0;
-  const double layers_per_micro_batch_unit = static_cast<double>(layers_per_chunk(model, layout));
+  // In-flight counts are in units of one chunk's activations; every chunk of a stage holds as
+  // many layers as its first (uneven splits have one chunk).
+  const double layers_per_micro_batch_unit =
+      static_cast<double>(stage_layer_range(model, layout, stage, 0).count());
   // Peak over the op list of held micro-batches' activations plus, for split schedules, the
   // B-to-W tensors of those waiting for their W.
   const double held_bytes = activation_bytes_per_layer(model, cluster, layout, options);

@@ -11,10 +11,6 @@ int64_t padded_vocab_size(const models::TransformerConfig& model, int64_t tp) {
   return (model.vocab_size + tp - 1) / tp * tp;
 }
 
-int64_t layers_per_chunk(const models::TransformerConfig& model, const Layout& layout) {
-  return model.num_layers / (layout.pp * layout.vpp);
-}
-
 int64_t norm_parameters(const models::TransformerConfig& model) {
   return model.norm == models::Norm::kLayerNorm ? 2 * model.hidden_size : model.hidden_size;
 }
@@ -49,7 +45,7 @@ StageParameters stage_parameters(const models::TransformerConfig& model, const L
                                  int64_t stage) {
   StageParameters p;
   const LayerParameters layer = layer_parameters(model, layout.tp);
-  const int64_t num_layers = layers_per_chunk(model, layout) * layout.vpp;
+  const int64_t num_layers = stage_layer_count(model, layout, stage);
   p.sharded = layer.sharded * num_layers;
   p.replicated = layer.replicated * num_layers;
   const int64_t vocab_shard = padded_vocab_size(model, layout.tp) / layout.tp;

@@ -14,17 +14,22 @@
 namespace meshplan::planner {
 
 nlohmann::json layout_to_json(const Layout& layout) {
-  return {{"tp", layout.tp},
-          {"pp", layout.pp},
-          {"dp", layout.dp},
-          {"vpp", layout.vpp},
-          {"micro_batch", layout.micro_batch},
-          {"global_batch", layout.global_batch},
-          {"recompute", to_string(layout.recompute)},
-          {"sequence_parallel", layout.sequence_parallel},
-          {"zero", layout.zero},
-          {"schedule", to_string(layout.schedule)},
-          {"placement", to_string(layout.placement)}};
+  nlohmann::json json = {{"tp", layout.tp},
+                         {"pp", layout.pp},
+                         {"dp", layout.dp},
+                         {"vpp", layout.vpp},
+                         {"micro_batch", layout.micro_batch},
+                         {"global_batch", layout.global_batch},
+                         {"recompute", to_string(layout.recompute)},
+                         {"sequence_parallel", layout.sequence_parallel},
+                         {"zero", layout.zero},
+                         {"schedule", to_string(layout.schedule)},
+                         {"placement", to_string(layout.placement)}};
+  // Written only for an uneven split, so even plans stay byte-identical to older files.
+  if (!layout.stage_layers.empty()) {
+    json["stage_layers"] = layout.stage_layers;
+  }
+  return json;
 }
 
 namespace {
@@ -33,10 +38,10 @@ namespace {
 // the model and cluster loaders do. `prediction` is informative and its content is not checked.
 constexpr std::array<std::string_view, 8> kPlanFields = {
     "format", "version", "model", "cluster", "num_gpus", "layout", "options", "prediction"};
-constexpr std::array<std::string_view, 11> kLayoutFields = {
+constexpr std::array<std::string_view, 12> kLayoutFields = {
     "tp",          "pp",           "dp",        "vpp",
     "micro_batch", "global_batch", "recompute", "sequence_parallel",
-    "zero",        "schedule",     "placement"};
+    "zero",        "schedule",     "placement", "stage_layers"};
 constexpr std::array<std::string_view, 8> kOptionsFields = {
     "flash_attention",         "overlap_grad_reduce", "overlap_param_gather",  "overlap_tp_comm",
     "scatter_gather_pipeline", "bucket_bytes",        "allow_tp_across_nodes", "framework"};
@@ -67,6 +72,23 @@ int64_t require_size(const nlohmann::json& json, const char* field, int64_t max,
 
 }  // namespace
 
+std::vector<int64_t> stage_layers_from_json(const nlohmann::json& json, const std::string& where) {
+  if (!json.is_array() || json.empty()) {
+    throw InputError(
+        fmt::format("{}: stage_layers: expected a non-empty array of layer counts ({})", where,
+                    json.type_name()));
+  }
+  std::vector<int64_t> layers;
+  for (const nlohmann::json& count : json) {
+    if (!count.is_number_integer()) {
+      throw InputError(fmt::format("{}: stage_layers: entry {} is not an integer ({})", where,
+                                   layers.size(), count.type_name()));
+    }
+    layers.push_back(count.get<int64_t>());
+  }
+  return canonical_stage_layers(layers);
+}
+
 Layout layout_from_json(const nlohmann::json& json, const std::string& source) {
   const std::string where = source + ": layout";
   reject_unknown_fields(json, kLayoutFields, where);
@@ -94,6 +116,9 @@ Layout layout_from_json(const nlohmann::json& json, const std::string& source) {
   if (json.contains("placement")) {
     layout.placement =
         parse_placement(require_string(json, "placement", where), source + ": layout: placement");
+  }
+  if (json.contains("stage_layers")) {
+    layout.stage_layers = stage_layers_from_json(json.at("stage_layers"), where);
   }
   return layout;
 }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 
 #include "estimate_internal.h"
 #include "meshplan/errors.h"
@@ -67,6 +68,13 @@ void check_space(const SearchSpace& space) {
                                    space.num_gpus, *fixed));
     }
   }
+  if (space.stage_layers && space.pp &&
+      static_cast<int64_t>(space.stage_layers->size()) != *space.pp &&
+      !space.stage_layers->empty()) {
+    throw InputError(fmt::format("stage_layers: {} entries for pp {} ({})",
+                                 space.stage_layers->size(), *space.pp,
+                                 format_stage_layers(*space.stage_layers)));
+  }
   const int64_t fixed_product = space.tp.value_or(1) * space.pp.value_or(1) * space.dp.value_or(1);
   if (space.num_gpus % fixed_product != 0 ||
       (space.tp && space.pp && space.dp && fixed_product != space.num_gpus)) {
@@ -75,10 +83,24 @@ void check_space(const SearchSpace& space) {
   }
 }
 
+// Layer count of every stage of `split` ({}: the even split, l / pp when whole).
+int64_t common_stage_layers(const models::TransformerConfig& model, int64_t pp,
+                            const std::vector<int64_t>& split) {
+  if (split.empty()) {
+    return model.num_layers % pp == 0 ? model.num_layers / pp : 0;
+  }
+  int64_t common = 0;
+  for (int64_t n : split) {
+    common = std::gcd(common, n);
+  }
+  return common;
+}
+
 // (schedule, vpp) pairs for pp stages: every schedule when pp > 1, interleaved with every vpp
-// >= 2 that divides the layers per stage (or the fixed vpp).
+// >= 2 that divides the layers of every stage of one of `splits` (or the fixed vpp).
 std::vector<std::pair<ScheduleKind, int64_t>> schedule_choices(
-    const models::TransformerConfig& model, const SearchSpace& space, int64_t pp) {
+    const models::TransformerConfig& model, const SearchSpace& space, int64_t pp,
+    const std::vector<std::vector<int64_t>>& splits) {
   std::vector<std::pair<ScheduleKind, int64_t>> schedules;
   const std::vector<ScheduleKind> kinds =
       pp == 1 ? std::vector<ScheduleKind>{ScheduleKind::kOneFOneB}
@@ -89,9 +111,18 @@ std::vector<std::pair<ScheduleKind, int64_t>> schedule_choices(
       schedules.emplace_back(kind, space.vpp.value_or(1));
       continue;
     }
-    const int64_t layers_per_stage = model.num_layers % pp == 0 ? model.num_layers / pp : 0;
-    const std::vector<int64_t> vpps = space.vpp ? std::vector<int64_t>{*space.vpp}
-                                                : divisors(std::max<int64_t>(layers_per_stage, 1));
+    std::vector<int64_t> vpps;
+    for (const std::vector<int64_t>& split : splits) {
+      for (int64_t vpp : divisors(std::max<int64_t>(common_stage_layers(model, pp, split), 1))) {
+        if (std::find(vpps.begin(), vpps.end(), vpp) == vpps.end()) {
+          vpps.push_back(vpp);
+        }
+      }
+    }
+    std::sort(vpps.begin(), vpps.end());
+    if (space.vpp) {
+      vpps = {*space.vpp};
+    }
     for (int64_t vpp : vpps) {
       if (vpp >= 2 || space.vpp) {
         schedules.emplace_back(kind, vpp);
@@ -99,6 +130,15 @@ std::vector<std::pair<ScheduleKind, int64_t>> schedule_choices(
     }
   }
   return schedules;
+}
+
+// The splits to try for pp stages: the fixed one, or candidate_stage_splits.
+std::vector<std::vector<int64_t>> stage_split_choices(const models::TransformerConfig& model,
+                                                      const SearchSpace& space, int64_t pp) {
+  if (space.stage_layers) {
+    return {*space.stage_layers};
+  }
+  return candidate_stage_splits(model.num_layers, pp);
 }
 
 // Appends every (recompute, sp, zero) variant of `base` the space allows.
@@ -132,7 +172,11 @@ std::vector<Layout> enumerate_layouts(const models::TransformerConfig& model,
   std::vector<Layout> layouts;
   const std::vector<int64_t> gpu_divisors = divisors(space.num_gpus);
   for (int64_t tp : choices(space.tp, gpu_divisors)) {
-    for (int64_t pp : choices(space.pp, gpu_divisors)) {
+    // A fixed uneven split fixes pp to its length.
+    const bool split_fixed = space.stage_layers && !space.stage_layers->empty();
+    const std::optional<int64_t> fixed_pp =
+        split_fixed ? std::optional<int64_t>(space.stage_layers->size()) : space.pp;
+    for (int64_t pp : choices(fixed_pp, gpu_divisors)) {
       if (space.num_gpus % (tp * pp) != 0) {
         continue;
       }
@@ -141,19 +185,27 @@ std::vector<Layout> enumerate_layouts(const models::TransformerConfig& model,
         continue;
       }
       const int64_t batch_per_replica = space.global_batch % dp == 0 ? space.global_batch / dp : 1;
-      const auto schedules = schedule_choices(model, space, pp);
+      const auto splits = stage_split_choices(model, space, pp);
+      const auto schedules = schedule_choices(model, space, pp, splits);
       for (int64_t micro_batch : choices(space.micro_batch, divisors(batch_per_replica))) {
         for (const auto& [schedule, vpp] : schedules) {
-          Layout base;
-          base.tp = tp;
-          base.pp = pp;
-          base.dp = dp;
-          base.vpp = vpp;
-          base.micro_batch = micro_batch;
-          base.global_batch = space.global_batch;
-          base.schedule = schedule;
-          base.placement = space.placement;
-          add_variants(space, options, base, layouts);
+          for (const std::vector<int64_t>& split : splits) {
+            const int64_t common = common_stage_layers(model, pp, split);
+            if (vpp > 1 && !space.vpp && (common == 0 || common % vpp != 0)) {
+              continue;  // interleaving needs every stage's count divisible by vpp
+            }
+            Layout base;
+            base.tp = tp;
+            base.pp = pp;
+            base.dp = dp;
+            base.vpp = vpp;
+            base.micro_batch = micro_batch;
+            base.global_batch = space.global_batch;
+            base.schedule = schedule;
+            base.placement = space.placement;
+            base.stage_layers = split;
+            add_variants(space, options, base, layouts);
+          }
         }
       }
     }
@@ -162,6 +214,40 @@ std::vector<Layout> enumerate_layouts(const models::TransformerConfig& model,
 }
 
 }  // namespace
+
+std::vector<std::vector<int64_t>> candidate_stage_splits(int64_t num_layers, int64_t pp) {
+  std::vector<std::vector<int64_t>> splits;
+  const bool divisible = num_layers % pp == 0;
+  if (divisible) {
+    splits.push_back({});
+  }
+  if (pp < 2 || (divisible && pp < 3)) {
+    return splits;
+  }
+  // Megatron-Core's first/last family (transformer_config.py): middle stages of k layers,
+  // first a and last b with a + b = r = l - (pp - 2) k and 1 <= a, b <= k.
+  const int64_t middle = divisible ? num_layers / pp + 1 : (num_layers + pp - 1) / pp;
+  const int64_t rest = num_layers - (pp - 2) * middle;
+  const int64_t low = std::max<int64_t>(1, rest - middle);
+  const int64_t high = std::min<int64_t>(middle, rest - 1);
+  // Balanced ends (Llama 3, GLM-130B) and the LM-head stage shortest (first end full).
+  for (int64_t first : {rest - rest / 2, high}) {
+    if (low > high || first < low || first > high) {
+      continue;
+    }
+    std::vector<int64_t> split(static_cast<size_t>(pp), middle);
+    split.front() = first;
+    split.back() = rest - first;
+    split = canonical_stage_layers(split);
+    if (std::find(splits.begin(), splits.end(), split) == splits.end()) {
+      splits.push_back(split);
+    }
+  }
+  if (splits.empty()) {
+    splits.push_back({});  // no split exists: check_layout names why ("pp_layers")
+  }
+  return splits;
+}
 
 SearchResult search_layouts(const models::TransformerConfig& model,
                             const models::ClusterConfig& cluster, const SearchSpace& space,

@@ -120,6 +120,10 @@ SearchSpace run_space(const nlohmann::json& layout, int64_t num_gpus, const std:
   space.schedule = optional_field<ScheduleKind>(layout, "schedule", searched, [&](auto& f) {
     return parse_schedule(require_string(layout, f, where), where + ": " + f);
   });
+  // Optional, unlike the fields above: runs written before uneven stages omit it (searched).
+  if (layout.contains("stage_layers") && !layout.at("stage_layers").is_null()) {
+    space.stage_layers = stage_layers_from_json(layout.at("stage_layers"), where);
+  }
   return space;
 }
 
@@ -220,11 +224,12 @@ ValidationRun validate_run(const nlohmann::json& run_json, int version, const st
     throw InputError(fmt::format("{}: {}", layout_where, e.what()));
   }
   if (result.num_evaluated == 0) {
-    // The search enumerates no (schedule, vpp) pair when the layers do not split evenly over
-    // pp for interleaved (search.cpp, schedule_choices), so nothing reached the validity rules.
+    // The search enumerates no (schedule, vpp) pair when no split it tries has layer counts
+    // sharing a divisor >= 2 for interleaved (search.cpp, schedule_choices), so nothing
+    // reached the validity rules.
     run.not_predicted_reason = fmt::format(
-        "no layout to cost: the fixed fields leave no schedule to search (interleaved needs "
-        "num_layers / pp whole with a divisor >= 2; num_layers {})",
+        "no layout to cost: the fixed fields leave no schedule to search (interleaved needs a "
+        "vpp >= 2 dividing every stage's layer count; num_layers {})",
         model.num_layers);
   } else if (result.best.empty()) {
     run.not_predicted_reason = "no feasible layout:";

@@ -133,7 +133,12 @@ Validity check_layout(const models::TransformerConfig& model, const models::Clus
                                          "per node)",
                                          layout.tp, cluster.gpus_per_node));
   }
-  if (model.num_layers % (layout.pp * layout.vpp) != 0) {
+  if (!layout.stage_layers.empty()) {
+    const std::string reason = check_stage_layers(model, layout);
+    if (!reason.empty()) {
+      return reject("stage_layers", reason);
+    }
+  } else if (model.num_layers % (layout.pp * layout.vpp) != 0) {
     return reject("pp_layers", fmt::format("num_layers not divisible by pp*vpp ({} % {})",
                                            model.num_layers, layout.pp * layout.vpp));
   }

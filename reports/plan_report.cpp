@@ -39,6 +39,10 @@ void add_plan_row(int rank, const planner::PlanEstimate& e, Report* report) {
       on_off(l.sequence_parallel), l.zero, to_string(l.schedule),
       static_cast<double>(e.peak_memory_bytes) / kGiB, e.step_time_s, 100.0 * e.mfu, e.tokens_per_s,
       l.num_micro_batches(), e.breakdown.bubble_seconds, exposed_comm_seconds);
+  if (!l.stage_layers.empty()) {
+    report->table += fmt::format("#      plan {}: layers per stage {}\n", rank,
+                                 planner::format_stage_layers(l.stage_layers));
+  }
   nlohmann::json record = estimate_json(e);
   record["num_micro_batches"] = l.num_micro_batches();
   record["exposed_comm_seconds"] = exposed_comm_seconds;

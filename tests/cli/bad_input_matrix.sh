@@ -392,6 +392,39 @@ sweep_row "--framework jax" "--framework: unsupported framework (jax)" \
 row "sweep: an --html that cannot be written leaves --json untouched" 1 \
   "/proc/meshplan_x.html: cannot write file" \
   sweep --model tiny --cluster local-cpu --gpus 2..4 --json sentinel.json --html /proc/meshplan_x.html
+# Uneven pipeline stages (tiny has 4 layers): the list and Megatron's first/last counts.
+plan_row "--stage-layers not a list of integers" \
+  "--stage-layers: expected comma-separated layer counts, e.g. 7,8,8,7 (3,x)" \
+  --model tiny --cluster local-cpu --gpus 2 --stage-layers 3,x
+plan_row "--stage-layers summing to more than num_layers" \
+  "--stage-layers: stage_layers: sum 5 differs from num_layers 4 (3,2)" \
+  --model tiny --cluster local-cpu --gpus 2 --stage-layers 3,2
+plan_row "--stage-layers with a stage of 0 layers" \
+  "--stage-layers: stage_layers: stage 1 has 0 layers, expected 1 to num_layers 4 (4,0)" \
+  --model tiny --cluster local-cpu --gpus 2 --stage-layers 4,0
+plan_row "--stage-layers longer than --pp" "--stage-layers: 3 entries for --pp 2 (1,2,1)" \
+  --model tiny --cluster local-cpu --gpus 2 --pp 2 --stage-layers 1,2,1
+plan_row "--stage-layers not divisible by --vpp" \
+  "--stage-layers: stage_layers: stage 0 has 3 layers, not divisible by vpp 2 (3,1)" \
+  --model tiny --cluster local-cpu --gpus 2 --vpp 2 --stage-layers 3,1
+plan_row "--first-stage-layers without --pp" "--first-stage-layers: needs --pp" \
+  --model tiny --cluster local-cpu --gpus 2 --first-stage-layers 3
+plan_row "--last-stage-layers leaving an uneven middle" \
+  "--last-stage-layers: the other 1 layers do not split evenly into 2 stages" \
+  --model tiny --cluster local-cpu --gpus 3 --pp 3 --last-stage-layers 3
+plan_row "--stage-layers with --first-stage-layers" \
+  "--stage-layers: give either the list or --first-stage-layers/--last-stage-layers" \
+  --model tiny --cluster local-cpu --gpus 2 --stage-layers 3,1 --first-stage-layers 3
+edit stage_layers_sum.json \
+  's/^    "placement": "tp-dp-pp",$/    "placement": "tp-dp-pp", "stage_layers": [3, 2],/'
+plan_file_rows stage_layers_sum.json \
+  "stage_layers_sum.json: layout: stage_layers: 2 entries for pp 1 (3,2)" \
+  "stage_layers not matching pp"
+edit stage_layers_type.json \
+  's/^    "placement": "tp-dp-pp",$/    "placement": "tp-dp-pp", "stage_layers": [4, "x"],/'
+plan_file_rows stage_layers_type.json \
+  "stage_layers_type.json: layout: stage_layers: entry 1 is not an integer (string)" \
+  "stage_layers entry not an integer"
 # A plan whose GPUs are shrunk below its peak: explain and simulate refuse it.
 edit small_gpu.json 's/^      "hbm_bytes": [0-9]*,$/      "hbm_bytes": 108000000,/'
 row "explain: a plan that does not fit its GPUs" 2 "small_gpu.json: does not fit: peak memory" \

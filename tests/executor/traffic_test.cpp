@@ -115,6 +115,11 @@ TEST_SUITE("mpi2") {
     layout.schedule = planner::ScheduleKind::kZbH1;
     check_traffic(tiny_tied_learned(), layout);
   }
+  TEST_CASE("collective calls and bytes match the planner: pp2 with a 3/1 layer split") {
+    planner::Layout layout = make_layout(1, 2, 1);
+    layout.stage_layers = {3, 1};
+    check_traffic(tiny_tied_learned(), layout);
+  }
   TEST_CASE("collective calls and bytes match the planner: dp2 ZeRO-0 and ZeRO-1") {
     check_traffic(models::load_model("tiny"), make_layout(1, 1, 2));
     planner::Layout layout = make_layout(1, 1, 2);
@@ -200,6 +205,18 @@ TEST_SUITE("mpi4") {
     planner::PlanOptions options;
     options.bucket_bytes = 10485;  // several buckets per chunk share
     check_traffic(models::load_model("tiny"), layout, options);
+  }
+  TEST_CASE("collective calls and bytes match the planner: pp2 3/1 split x dp2, ZeRO-3") {
+    planner::Layout layout = make_layout(1, 2, 2);
+    layout.stage_layers = {3, 1};
+    layout.zero = 3;
+    check_traffic(models::load_model("tiny"), layout);
+  }
+  TEST_CASE(
+      "collective calls and bytes match the planner: pp2 1/3 split x tp2, sequence parallel") {
+    planner::Layout layout = make_layout(2, 2, 1);
+    layout.stage_layers = {1, 3};
+    check_traffic(tiny_tied_learned(), sp(layout));
   }
   TEST_CASE("collective calls and bytes match the planner: dp4 ZeRO-3, small buckets") {
     planner::Layout layout = make_layout(1, 1, 4, 1, 16);

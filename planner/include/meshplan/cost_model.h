@@ -4,6 +4,7 @@
 // functions and never restate them. Units: bytes, seconds, FLOPs.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -147,8 +148,10 @@ struct PlanEstimate {
 
 /// Checks the layout's validity rules (returns a non-empty code and reason on the first
 /// violation; memory is not checked here). Codes, in the order checked: "sizes", "gpus",
-/// "tp_heads", "tp_kv_heads", "tp_ffn", "tp_node", "pp_layers", "batch", "vpp_schedule" or
-/// "interleaved_micro_batches" (check_schedule_shape), "sequence_parallel", "zero".
+/// "tp_heads", "tp_kv_heads", "tp_ffn", "tp_node", "stage_layers" (an uneven split that
+/// check_stage_layers refuses) or "pp_layers" (even split, l % (pp vpp) != 0), "batch",
+/// "vpp_schedule" or "interleaved_micro_batches" (check_schedule_shape), "sequence_parallel",
+/// "zero".
 struct Validity {
   std::string code;
   std::string reason;
@@ -178,9 +181,44 @@ int64_t padded_vocab_size(const models::TransformerConfig& model, int64_t tp);
 int64_t stage_parameter_count(const models::TransformerConfig& model, const Layout& layout,
                               int64_t stage);
 
-/// Layers in every model chunk: l / (pp * vpp), the same for each (stage, chunk). Precondition:
-/// divisible (check_layout's "pp_layers").
-int64_t layers_per_chunk(const models::TransformerConfig& model, const Layout& layout);
+/// Global transformer-layer indices [first, end) of one model chunk on one pipeline stage.
+struct LayerRange {
+  int64_t first = 0;
+  int64_t end = 0;
+  int64_t count() const { return end - first; }
+};
+
+/// The one rule of which layers a (stage, chunk) holds; planner, simulator and executor all
+/// read it. Even split (layout.stage_layers empty): virtual stage v = chunk * pp + stage holds
+/// [v L, (v + 1) L), L = l / (pp vpp) (Narayanan et al. 2021, Sec. 2.2.2). Uneven split:
+/// chunk c of stage s holds n_s / vpp layers starting at c l / vpp + sum_{j<s} n_j / vpp, as
+/// Megatron-Core's get_transformer_layer_offset and get_num_layers_to_build place them (vpp 1:
+/// stage s holds n_s layers after those of stages 0..s-1).
+/// Precondition: check_layout passed ("pp_layers", "stage_layers").
+LayerRange stage_layer_range(const models::TransformerConfig& model, const Layout& layout,
+                             int64_t stage, int64_t chunk);
+/// Transformer layers of pipeline stage `stage`, over all its chunks.
+int64_t stage_layer_count(const models::TransformerConfig& model, const Layout& layout,
+                          int64_t stage);
+
+/// Megatron-Core's uneven split (arguments.py --decoder-first-pipeline-num-layers and
+/// --decoder-last-pipeline-num-layers; transformer_config.py __post_init__): the given first
+/// and/or last stage counts (each >= 1), the other layers evenly over the remaining stages
+/// (which must divide them). Returns the per-stage list, or {} when it is the even split.
+/// Throws InputError "<field>: ..." naming what is wrong, with values.
+std::vector<int64_t> first_last_stage_layers(int64_t num_layers, int64_t pp,
+                                             std::optional<int64_t> first,
+                                             std::optional<int64_t> last, const std::string& field);
+
+/// Checks an explicit per-stage list against the model and pp: pp entries, each >= 1 (as
+/// Megatron-Core requires of first and last), summing to num_layers, each divisible by vpp (as
+/// Megatron-Core requires). Returns "" when fine, else one line without the source
+/// (check_layout's "stage_layers" reason).
+std::string check_stage_layers(const models::TransformerConfig& model, const Layout& layout);
+
+/// `stage_layers` with the even split mapped to {} (so even layouts compare and serialise as
+/// before the field existed).
+std::vector<int64_t> canonical_stage_layers(std::vector<int64_t> stage_layers);
 
 /// Ring collective time on a group of `group_size` ranks placed `stride` ranks apart in the
 /// global numbering (tp: 1, dp: tp, ...), starting at global rank `first_rank` (a send goes

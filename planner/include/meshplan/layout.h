@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace meshplan::planner {
 
@@ -29,6 +30,11 @@ struct Layout {
   int zero = 0;  // 0-3; 1 is Megatron's distributed optimizer
   ScheduleKind schedule = ScheduleKind::kOneFOneB;
   Placement placement = Placement::kTpDpPp;
+  // Transformer layers of each pipeline stage, [pp]; empty: the even split, num_layers / pp on
+  // every stage. Set only for an uneven split: Megatron-Core's
+  // --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers or an explicit
+  // list. Read it through stage_layer_range (cost_model.h), never directly.
+  std::vector<int64_t> stage_layers;
 
   int64_t num_gpus() const { return tp * pp * dp; }
   /// Micro-batches per pipeline per step: global_batch / (dp * micro_batch).
@@ -88,7 +94,11 @@ Recompute parse_recompute(const std::string& text, const std::string& field);
 ScheduleKind parse_schedule(const std::string& text, const std::string& field);
 Placement parse_placement(const std::string& text, const std::string& field);
 
-/// "tp=8 pp=4 dp=32 vpp=1 mb=1 recompute=full sp=off zero=0 schedule=1f1b"
+/// "tp=8 pp=4 dp=32 vpp=1 mb=1 recompute=full sp=off zero=0 schedule=1f1b", followed by
+/// " stage_layers=7,8,...,8,7" when the split is uneven.
 std::string describe(const Layout& layout);
+
+/// "7,8,8,7": a stage-layer list as the CLI and the reports spell it.
+std::string format_stage_layers(const std::vector<int64_t>& stage_layers);
 
 }  // namespace meshplan::planner

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <vector>
 
 #include "meshplan/cost_model.h"
 #include "meshplan/layout.h"
@@ -37,9 +38,14 @@ void write_plan_file(const std::string& path, const Plan& plan, const nlohmann::
 Plan read_plan_file(const std::string& path);
 
 /// Layout <-> JSON object {tp, pp, dp, vpp, micro_batch, global_batch, recompute,
-/// sequence_parallel, zero, schedule, placement}.
+/// sequence_parallel, zero, schedule, placement, stage_layers (only when uneven)}.
 nlohmann::json layout_to_json(const Layout& layout);
 Layout layout_from_json(const nlohmann::json& json, const std::string& source);
+
+/// The plan file's optional layout field "stage_layers": a non-empty array of integers, the
+/// even split canonicalised to {} (check_layout checks it against the model). Throws InputError
+/// "<where>: stage_layers: ..." on a wrong type.
+std::vector<int64_t> stage_layers_from_json(const nlohmann::json& json, const std::string& where);
 
 /// PlanOptions <-> the plan file's JSON object {flash_attention, overlap_grad_reduce,
 /// overlap_param_gather, overlap_tp_comm, scatter_gather_pipeline, bucket_bytes,

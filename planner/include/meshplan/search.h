@@ -38,7 +38,21 @@ struct SearchSpace {
   // Keep plans at least this far below the GPU's memory: a layout whose peak memory exceeds
   // hbm_bytes - memory_headroom_bytes is rejected with code "memory_headroom" (0: none).
   int64_t memory_headroom_bytes = 0;
+  // Fixed per-stage layer counts (Layout::stage_layers; {} = the even split), which fixes pp to
+  // the list's size. Unset: the search tries the even split and the first/last splits of
+  // candidate_stage_splits for each pp.
+  std::optional<std::vector<int64_t>> stage_layers;
 };
+
+/// The per-stage layer splits the search tries for `pp` stages of `num_layers` layers (each a
+/// Layout::stage_layers; {} is the even split). pp dividing the layers: the even split, plus
+/// (pp >= 3) Megatron-Core first/last splits with middle stages one layer longer, l/pp + 1, and
+/// first and last short to make up the difference: balanced and "last shortest" (the LM-head
+/// stage light). pp not dividing: middle stages ceil(l/pp) (the smallest middle, which bounds
+/// the steady state), first + last the rest, each 1..middle: balanced (the first one longer
+/// when odd) and first full with the last (LM-head) stage short. No split exists: {{}} (the
+/// even split, which check_layout then rejects as "pp_layers").
+std::vector<std::vector<int64_t>> candidate_stage_splits(int64_t num_layers, int64_t pp);
 
 struct SearchResult {
   std::vector<PlanEstimate> best;  // feasible, best first, at most top_k
