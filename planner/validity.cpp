@@ -73,6 +73,14 @@ Validity check_framework(Framework framework, const Layout& layout) {
       if (pipelined && layout.schedule != ScheduleKind::kOneFOneB) {
         return refuse(framework, "its pipeline engine runs only 1F1B (TrainSchedule)", layout);
       }
+      // deepspeed/runtime/pipe/module.py PipelineModule: stages come from partition_method
+      // ("parameters", "uniform", "type:..."), not from a stated per-stage layer list.
+      if (!layout.stage_layers.empty()) {
+        return refuse(framework,
+                      "its PipelineModule splits layers by partition_method, not by a given "
+                      "per-stage list",
+                      layout);
+      }
       return {};
     case Framework::kFsdp:
       // torchtitan 018740b7 parallelize.py: FSDP2 fully_shard (ZeRO-3) over dp_shard or DDP
@@ -89,6 +97,14 @@ Validity check_framework(Framework framework, const Layout& layout) {
       }
       if (pipelined && layout.schedule == ScheduleKind::kZbH1) {
         return refuse(framework, "torch.distributed.pipelining has no ZB-H1 schedule", layout);
+      }
+      // torchtitan job_config.py: pipeline_parallel_layers_per_stage is one count for every
+      // stage (meshplan's emitter writes that form only).
+      if (!layout.stage_layers.empty()) {
+        return refuse(framework,
+                      "torchtitan's pipeline_parallel_layers_per_stage is one count for every "
+                      "stage",
+                      layout);
       }
       return {};
     case Framework::kMeshplan:

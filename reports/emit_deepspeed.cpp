@@ -55,6 +55,10 @@ std::string emit_deepspeed(const planner::Plan& plan) {
   // Planner features added after this writer (uneven pipeline stages, context parallelism,
   // MoE expert parallelism, FP8) must be emitted here or refused with refuse().
   const planner::Layout& layout = plan.layout;
+  if (!layout.stage_layers.empty()) {
+    refuse(kTarget, "stage_layers", "uneven pipeline stages are not emitted for DeepSpeed yet",
+           planner::format_stage_layers(layout.stage_layers));
+  }
   // DeepSpeed's bucket sizes count elements, meshplan's count bytes.
   const int64_t bucket_elements =
       plan.options.bucket_bytes / models::compute_element_bytes(plan.cluster.precision);

@@ -19,16 +19,48 @@ using Flags = std::vector<std::pair<std::string, std::string>>;  // (flag, value
 
 constexpr EmitTarget kTarget = EmitTarget::kMegatron;
 
+// Uneven stages as Megatron-Core's --decoder-first-pipeline-num-layers and
+// --decoder-last-pipeline-num-layers (arguments.py): the middle stages must hold equal counts.
+void add_stage_layer_flags(const planner::Plan& plan, Flags& flags) {
+  const std::vector<int64_t>& stages = plan.layout.stage_layers;
+  if (stages.empty()) {
+    return;
+  }
+  for (size_t s = 2; s + 1 < stages.size(); s++) {
+    if (stages[s] != stages[1]) {
+      refuse(kTarget, "stage_layers",
+             "Megatron-LM sets only the first and last stage's layer counts, the middle stages "
+             "must be equal",
+             planner::format_stage_layers(stages));
+    }
+  }
+  const size_t last = stages.size() - 1;
+  const int64_t middle = stages.size() > 2 ? stages[1] : -1;
+  if (stages.size() == 2 || stages.front() != middle) {
+    flags.push_back({"--decoder-first-pipeline-num-layers", std::to_string(stages.front())});
+  }
+  if (stages.size() == 2 || stages[last] != middle) {
+    flags.push_back({"--decoder-last-pipeline-num-layers", std::to_string(stages[last])});
+  }
+}
+
 // Parallel sizes, schedule, recompute, data-parallel sharding and overlaps.
 void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
   const planner::Layout& layout = plan.layout;
   flags.push_back({"--tensor-model-parallel-size", std::to_string(layout.tp)});
   flags.push_back({"--pipeline-model-parallel-size", std::to_string(layout.pp)});
   if (layout.schedule == planner::ScheduleKind::kInterleaved) {
+    if (!layout.stage_layers.empty()) {
+      refuse(kTarget, "stage_layers",
+             "uneven stages with the interleaved schedule are not emitted (Megatron-LM's "
+             "--num-layers-per-virtual-pipeline-stage assumes the even split)",
+             planner::format_stage_layers(layout.stage_layers));
+    }
     // Megatron-LM derives vpp = l / (pp * layers per virtual stage).
     flags.push_back({"--num-layers-per-virtual-pipeline-stage",
-                     std::to_string(planner::layers_per_chunk(plan.model, layout))});
+                     std::to_string(planner::stage_layer_range(plan.model, layout, 0, 0).count())});
   }
+  add_stage_layer_flags(plan, flags);
   if (layout.sequence_parallel) {
     flags.push_back({"--sequence-parallel", ""});
   }

@@ -88,6 +88,10 @@ std::string emit_torchtitan(const planner::Plan& plan) {
   // Planner features added after this writer (uneven pipeline stages, context parallelism,
   // MoE expert parallelism, FP8) must be emitted here or refused with refuse().
   const planner::Layout& layout = plan.layout;
+  if (!layout.stage_layers.empty()) {
+    refuse(kTarget, "stage_layers", "uneven pipeline stages are not emitted for torchtitan yet",
+           planner::format_stage_layers(layout.stage_layers));
+  }
   const std::string flavor = llama3_flavor(plan.model);
   const bool sharded = layout.zero == 3 && layout.dp > 1;
   std::string out = emit_detail::plan_comment(plan, kTarget, "#");
@@ -112,7 +116,8 @@ std::string emit_torchtitan(const planner::Plan& plan) {
     out += fmt::format(
         "pipeline_parallel_schedule = \"{}\"\npipeline_parallel_microbatch_size = {}\n"
         "pipeline_parallel_layers_per_stage = {}\n",
-        schedule_name(layout), layout.micro_batch, planner::layers_per_chunk(plan.model, layout));
+        schedule_name(layout), layout.micro_batch,
+        planner::stage_layer_range(plan.model, layout, 0, 0).count());
   }
   out += "context_parallel_degree = 1\n\n";
   out += fmt::format("[activation_checkpoint]\nmode = \"{}\"\n",
