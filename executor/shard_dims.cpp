@@ -81,6 +81,11 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
         "{}: model.positions: the CPU executor implements learned and rope positions ({})", source,
         models::to_string(model.positions)));
   }
+  if (layout.cp > 1) {
+    throw InputError(fmt::format(
+        "{}: layout.cp: the CPU executor has no context parallelism (ring attention) yet ({})",
+        source, layout.cp));
+  }
   if (planner::zero_shards_parameters(layout) && layout.vpp > 1) {
     throw InputError(
         fmt::format("{}: layout.vpp: the CPU executor's ZeRO 3 gathers a stage's parameters "
