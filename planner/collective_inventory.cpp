@@ -123,7 +123,8 @@ void add_context_parallel(Inventory& inventory, const models::TransformerConfig&
   const int64_t layers = layers_per_chunk(model, layout) * layout.vpp;
   const int64_t m = layout.num_micro_batches();
   const int64_t forwards = layout.recompute == Recompute::kFull ? 2 : 1;
-  for (const CpAttentionComm::Call& call : cp_attention_comm(model, cluster, layout, options).calls) {
+  for (const CpAttentionComm::Call& call :
+       cp_attention_comm(model, cluster, layout, options).calls) {
     inventory.add(stage, call.what, call.kind, CommGroup::kCp, layout.cp, call.message_bytes,
                   (forwards * call.forward_calls + call.backward_calls) * layers * m);
   }

@@ -82,10 +82,10 @@ double collective_seconds(const models::ClusterConfig& cluster, CollectiveKind k
     case CollectiveKind::kAllToAll:
       // Of each rank's buffer, (local - 1)/n goes to its node's other members over NVLink and
       // (n - local)/n through its own NIC; both at once, the slower one paces it.
-      return std::max((local - 1.0) / n * bytes / intra.bytes_per_second +
-                          (local - 1.0) * intra.latency_seconds,
-                      (n - local) / n * bytes / inter.bytes_per_second +
-                          (n - local) * inter.latency_seconds);
+      return std::max(
+          (local - 1.0) / n * bytes / intra.bytes_per_second +
+              (local - 1.0) * intra.latency_seconds,
+          (n - local) / n * bytes / inter.bytes_per_second + (n - local) * inter.latency_seconds);
     case CollectiveKind::kAllReduce:
       return ring_seconds(CollectiveKind::kReduceScatter, bytes, local, intra) +
              ring_seconds(CollectiveKind::kAllReduce, bytes / local, nodes, inter) +

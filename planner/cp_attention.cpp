@@ -40,8 +40,8 @@ CpAttentionComm ring_comm(const models::TransformerConfig& model,
   // K/V in hand sent on to the next rank of the ring at each of the first cp - 1; backward
   // passes K/V around again and the accumulated dK/dV after them (cp - 1 each, 2 (cp - 1)
   // chunk volumes, as TE's kv+dkv buffer moves), dK/dV ending on the chunk's owner.
-  comm.calls.push_back(
-      {"cp: ring K/V sends (forward, backward)", CollectiveKind::kSendRecv, kv_bytes, steps, steps});
+  comm.calls.push_back({"cp: ring K/V sends (forward, backward)", CollectiveKind::kSendRecv,
+                        kv_bytes, steps, steps});
   comm.calls.push_back(
       {"cp: ring dK/dV sends (backward)", CollectiveKind::kSendRecv, kv_bytes, 0, steps});
   // Overlap (TE's loop issues step i's send/recv before step i's attention and waits for it at
@@ -52,8 +52,8 @@ CpAttentionComm ring_comm(const models::TransformerConfig& model,
   // A = the rank's attention forward time, its backward 2 A (Narayanan et al. 2021, Sec. 5.1).
   const double send = stage_collective_seconds(cluster, layout, CollectiveKind::kSendRecv,
                                                CommGroup::kCp, 0, kv_bytes);
-  const double step_attention = attention_forward_seconds(model, cluster, layout, options) /
-                                static_cast<double>(layout.cp);
+  const double step_attention =
+      attention_forward_seconds(model, cluster, layout, options) / static_cast<double>(layout.cp);
   comm.forward_exposed_seconds = static_cast<double>(steps) * std::max(0.0, send - step_attention);
   comm.backward_exposed_seconds =
       static_cast<double>(steps) * std::max(0.0, 2.0 * send - 2.0 * step_attention);
@@ -77,8 +77,8 @@ CpAttentionComm ulysses_comm(const models::TransformerConfig& model,
   comm.calls.push_back(
       {"cp: Ulysses all-to-alls of K and V", CollectiveKind::kAllToAll, kv_bytes, 2, 2});
   for (const CpAttentionComm::Call& call : comm.calls) {
-    const double seconds = stage_collective_seconds(cluster, layout, call.kind, CommGroup::kCp, 0,
-                                                    call.message_bytes);
+    const double seconds =
+        stage_collective_seconds(cluster, layout, call.kind, CommGroup::kCp, 0, call.message_bytes);
     comm.forward_exposed_seconds += static_cast<double>(call.forward_calls) * seconds;
     comm.backward_exposed_seconds += static_cast<double>(call.backward_calls) * seconds;
   }

@@ -92,12 +92,11 @@ Placement parse_placement(const std::string& text, const std::string& field) {
 }
 
 std::string describe(const Layout& layout) {
-  return fmt::format("tp={} pp={} dp={}{} vpp={} mb={} recompute={} sp={} zero={} schedule={}",
-                     layout.tp, layout.pp, layout.dp,
-                     layout.cp > 1 ? fmt::format(" cp={}", layout.cp) : "", layout.vpp,
-                     layout.micro_batch,
-                     to_string(layout.recompute), layout.sequence_parallel ? "on" : "off",
-                     layout.zero, to_string(layout.schedule));
+  return fmt::format(
+      "tp={} pp={} dp={}{} vpp={} mb={} recompute={} sp={} zero={} schedule={}", layout.tp,
+      layout.pp, layout.dp, layout.cp > 1 ? fmt::format(" cp={}", layout.cp) : "", layout.vpp,
+      layout.micro_batch, to_string(layout.recompute), layout.sequence_parallel ? "on" : "off",
+      layout.zero, to_string(layout.schedule));
 }
 
 std::string check_schedule_shape(ScheduleKind schedule, int64_t pp, int64_t vpp,

@@ -131,7 +131,8 @@ InFlight peak_in_flight(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_
 namespace {
 
 // Bytes per parameter a rank holds for weights, gradients and optimizer states, after the
-// framework's sharding over d = dp * cp, the gradient group (bf16 mixed precision, Adam; docs/research/framework-memory.md).
+// framework's sharding over d = dp * cp, the gradient group (bf16 mixed precision, Adam;
+// docs/research/framework-memory.md).
 struct BytesPerParameter {
   double weights = 0, gradients = 0, optimizer = 0;
 };
@@ -296,7 +297,8 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   // Ring attention's receive buffers: the next K/V chunk arrives while the current one is used,
   // and in the backward its dK/dV too (TE context_parallel.py p2p_comm_buffers, double-
   // buffered): 4 chunk volumes, once per rank since layers run one at a time.
-  for (const CpAttentionComm::Call& call : cp_attention_comm(model, cluster, layout, options).calls) {
+  for (const CpAttentionComm::Call& call :
+       cp_attention_comm(model, cluster, layout, options).calls) {
     if (call.kind == CollectiveKind::kSendRecv) {
       activations += 2.0 * static_cast<double>(call.message_bytes);
     }

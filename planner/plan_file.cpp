@@ -41,10 +41,15 @@ constexpr std::array<std::string_view, 12> kLayoutFields = {
     "tp",          "pp",           "dp",        "vpp",
     "micro_batch", "global_batch", "recompute", "sequence_parallel",
     "zero",        "schedule",     "placement", "cp"};
-constexpr std::array<std::string_view, 9> kOptionsFields = {
-    "flash_attention",         "overlap_grad_reduce", "overlap_param_gather",  "overlap_tp_comm",
-    "scatter_gather_pipeline", "bucket_bytes",        "allow_tp_across_nodes", "framework",
-    "cp_comm"};
+constexpr std::array<std::string_view, 9> kOptionsFields = {"flash_attention",
+                                                            "overlap_grad_reduce",
+                                                            "overlap_param_gather",
+                                                            "overlap_tp_comm",
+                                                            "scatter_gather_pipeline",
+                                                            "bucket_bytes",
+                                                            "allow_tp_across_nodes",
+                                                            "framework",
+                                                            "cp_comm"};
 
 // Bounds that catch typos and unit mistakes before any product of them is formed (a plan file
 // with global_batch 1e12 made explain allocate gigabytes and never finish):

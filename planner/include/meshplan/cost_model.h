@@ -241,7 +241,7 @@ int64_t rank_micro_batch_tokens(const models::TransformerConfig& model, const La
 /// formulas and their sources.
 struct CpAttentionComm {
   struct Call {
-    std::string what;  // the collective inventory's description
+    std::string what;                                 // the collective inventory's description
     CollectiveKind kind = CollectiveKind::kSendRecv;  // send_recv (p2p ring), all_to_all (a2a)
     int64_t message_bytes = 0;                        // one call, nccl-tests "size"
     int64_t forward_calls = 0;                        // per layer forward (and recomputed one)
