@@ -70,6 +70,8 @@ MPI_Comm ProcessGroups::comm(CommGroup group) const {
       return dp_;
     case CommGroup::kEmbedding:
       return embedding_;
+    case CommGroup::kCp:
+      break;  // no cp group: validate_plan_for_executor refuses cp > 1
   }
   return MPI_COMM_NULL;
 }
