@@ -93,9 +93,6 @@ Validity check_framework(Framework framework, const Layout& layout) {
       return {};
     case Framework::kMeshplan:
       // executor/shard_dims.cpp validate_plan_for_executor.
-      if (layout.cp > 1) {
-        return refuse(framework, "the executor has no context parallelism yet", layout);
-      }
       if (layout.zero == 3 && layout.dp > 1 && layout.vpp > 1) {
         return refuse(framework,
                       "the executor's ZeRO 3 gathers a stage whole, not per interleaved chunk",
