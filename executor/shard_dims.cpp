@@ -68,6 +68,11 @@ void validate_options_for_executor(const planner::Plan& plan, const std::string&
                     "tensor-parallel communication with GEMMs (true)",
                     source));
   }
+  if (layout.cp > 1 && plan.options.cp_comm != planner::CpComm::kP2p) {
+    throw InputError(
+        fmt::format("{}: options.cp_comm: the CPU executor runs the p2p ring only ({})", source,
+                    planner::to_string(plan.options.cp_comm)));
+  }
   if (plan.options.scatter_gather_pipeline &&
       layout.micro_batch * model.seq_length * model.hidden_size % layout.tp != 0) {
     throw InputError(

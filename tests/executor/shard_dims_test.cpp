@@ -78,6 +78,12 @@ TEST_CASE("the executor rejects what it cannot run, naming the field") {
   learned.num_gpus = 2;
   learned.model.positions = models::Positions::kLearned;
   learned.model.max_position_embeddings = 32;
+  planner::Plan ulysses = tiny_plan(make_layout(1, 1, 1));
+  ulysses.layout.cp = 2;
+  ulysses.num_gpus = 2;
+  ulysses.options.cp_comm = planner::CpComm::kA2a;
+  CHECK(rejection(ulysses) ==
+        "p.json: options.cp_comm: the CPU executor runs the p2p ring only (a2a)");
   CHECK(rejection(learned) ==
         "p.json: layout.cp: the CPU executor's context parallelism needs rope positions "
         "(learned, cp 2)");
