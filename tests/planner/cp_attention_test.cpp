@@ -226,6 +226,19 @@ TEST_CASE("plan file: cp and cp_comm written only when not the default") {
   options.cp_comm = CpComm::kA2a;
   CHECK(options_to_json(options).at("cp_comm") == "a2a");
   CHECK(options_from_json(options_to_json(options), "p.json").cp_comm == CpComm::kA2a);
+  // A plan without context parallelism reads and writes back byte for byte, with no cp keys.
+  Plan plan;
+  plan.model = models::load_model("tiny");
+  plan.cluster = models::load_cluster("dgx-a100-80gb");
+  plan.layout = plain;
+  plan.num_gpus = 2;
+  const std::string text = plan_to_json(plan, nullptr).dump(2);
+  CHECK(text.find("\"cp") == std::string::npos);
+  CHECK(plan_to_json(plan_from_json(nlohmann::json::parse(text), "p.json"), nullptr).dump(2) ==
+        text);
+  plan.layout = cp;
+  plan.num_gpus = 4;
+  CHECK(plan_from_json(plan_to_json(plan, nullptr), "p.json") == plan);
   nlohmann::json bad = json;
   bad["cp"] = 0;
   CHECK(test::input_error([&] { layout_from_json(bad, "p.json"); }) ==
