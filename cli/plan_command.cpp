@@ -36,6 +36,8 @@ struct PlanArguments {
   std::optional<std::string> recompute, sequence_parallel, schedule, stage_layers;
   std::optional<int64_t> first_stage_layers, last_stage_layers;
   std::optional<int> zero;
+  std::optional<std::string> cp;  // a size or "auto"
+  std::string cp_comm = "p2p";
   std::string objective = "time";
   std::string placement = "tp-dp-pp";
   std::string framework = "megatron";
@@ -63,6 +65,24 @@ bool parse_on_off(const std::string& text, const std::string& flag) {
     return false;
   }
   throw InputError(fmt::format("{}: expected on or off ({})", flag, text));
+}
+
+// --cp: a positive size or "auto"; throws InputError naming --cp.
+int64_t parse_cp_size(const std::string& text) {
+  size_t used = 0;
+  int64_t value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size()) {
+    throw InputError(fmt::format("--cp: expected a positive integer or auto ({})", text));
+  }
+  if (value < 1) {
+    throw InputError(fmt::format("--cp: must be positive ({})", value));
+  }
+  return value;
 }
 
 void require_positive(const std::optional<int64_t>& value, const std::string& flag) {
@@ -237,6 +257,11 @@ planner::SearchSpace search_space(const PlanArguments& args, const models::Clust
   // Default: two sequences per GPU (documented in the README).
   space.global_batch = args.global_batch.value_or(2 * args.gpus);
   space.tp = args.tp;
+  if (args.cp && *args.cp == "auto") {
+    space.search_cp = true;
+  } else if (args.cp) {
+    space.cp = parse_cp_size(*args.cp);
+  }
   space.pp = args.pp;
   space.dp = args.dp;
   space.vpp = args.vpp;
@@ -277,11 +302,37 @@ planner::PlanOptions plan_options(const PlanArguments& args) {
   options.scatter_gather_pipeline =
       parse_on_off(args.scatter_gather_pipeline, "--scatter-gather-pipeline");
   options.allow_tp_across_nodes = args.allow_tp_across_nodes;
+  options.cp_comm = planner::parse_cp_comm(args.cp_comm, "--cp-comm");
   if (!(args.bucket_mb > 0) || args.bucket_mb > 1e6) {
     throw InputError(fmt::format("--bucket-mb: must be in (0, 1e6] ({})", args.bucket_mb));
   }
   options.bucket_bytes = static_cast<int64_t>(args.bucket_mb * static_cast<double>(kBytesPerMiB));
   return options;
+}
+
+// A fixed --cp must pass the context-parallel validity rules on its own (with the fixed tp, or
+// tp 1 when searched), so its error names --cp rather than arriving as "no feasible layout";
+// --cp-comm a2a without cp > 1 would be ignored, so it is refused.
+void check_cp_arguments(const PlanArguments& args, const models::TransformerConfig& model,
+                        const planner::SearchSpace& space, const planner::PlanOptions& options) {
+  if (options.cp_comm != planner::CpComm::kP2p && !space.search_cp && space.cp.value_or(1) == 1) {
+    throw InputError(
+        fmt::format("--cp-comm: needs --cp greater than 1 or auto ({})", args.cp_comm));
+  }
+  if (!space.cp || *space.cp == 1) {
+    return;
+  }
+  planner::Layout layout;
+  layout.tp = space.tp.value_or(1);
+  layout.cp = *space.cp;
+  layout.placement = space.placement;
+  planner::Validity validity = planner::check_cp_layout(model, layout);
+  if (validity.ok()) {
+    validity = planner::check_cp_options(model, layout, options);
+  }
+  if (!validity.ok()) {
+    throw InputError(fmt::format("--cp: {}", validity.reason));
+  }
 }
 
 // Throws InputError listing every rejection reason when the search found no feasible layout.
@@ -336,6 +387,7 @@ void run_plan(const PlanArguments& args) {
                                  args.save_plan_rank < 1 ? "must be positive" : "needs --save-plan",
                                  args.save_plan_rank));
   }
+  check_cp_arguments(args, model, space, options);
 
   if (!seq_note.empty()) {
     fmt::print(stderr, "meshplan: note: {}\n", seq_note);
@@ -433,6 +485,11 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--tp", args->tp, "Fix tensor model parallel size");
   plan->add_option("--pp", args->pp, "Fix pipeline model parallel size");
   plan->add_option("--dp", args->dp, "Fix data parallel size");
+  plan->add_option("--cp", args->cp,
+                   "Context parallel size, or auto to search it (default 1: not searched)");
+  plan->add_option("--cp-comm", args->cp_comm,
+                   "Context-parallel attention: p2p (ring) | a2a (Ulysses all-to-all)")
+      ->capture_default_str();
   plan->add_option("--vpp", args->vpp, "Fix virtual pipeline stages per rank");
   plan->add_option("--micro-batch", args->micro_batch, "Fix the micro-batch size");
   plan->add_option("--stage-layers", args->stage_layers,

@@ -30,6 +30,11 @@ double ring_seconds(CollectiveKind kind, double message_bytes, double n, const L
              (n - 1.0) * link.latency_seconds;
     case CollectiveKind::kSendRecv:
       return message_bytes / link.bytes_per_second + link.latency_seconds;
+    case CollectiveKind::kAllToAll:
+      // n - 1 pairwise exchanges of 1/n of the buffer each (nccl-tests src/alltoall.cu:
+      // busbw = algbw (n-1)/n), as NCCL groups n - 1 sends and receives.
+      return (n - 1.0) / n * message_bytes / link.bytes_per_second +
+             (n - 1.0) * link.latency_seconds;
   }
   return 0.0;
 }
@@ -74,6 +79,13 @@ double collective_seconds(const models::ClusterConfig& cluster, CollectiveKind k
   const double local = static_cast<double>(members_per_full_node);
   const double nodes = n / local;
   switch (kind) {
+    case CollectiveKind::kAllToAll:
+      // Of each rank's buffer, (local - 1)/n goes to its node's other members over NVLink and
+      // (n - local)/n through its own NIC; both at once, the slower one paces it.
+      return std::max(
+          (local - 1.0) / n * bytes / intra.bytes_per_second +
+              (local - 1.0) * intra.latency_seconds,
+          (n - local) / n * bytes / inter.bytes_per_second + (n - local) * inter.latency_seconds);
     case CollectiveKind::kAllReduce:
       return ring_seconds(CollectiveKind::kReduceScatter, bytes, local, intra) +
              ring_seconds(CollectiveKind::kAllReduce, bytes / local, nodes, inter) +
@@ -98,6 +110,8 @@ std::string to_string(CollectiveKind kind) {
       return "reduce_scatter";
     case CollectiveKind::kSendRecv:
       return "send_recv";
+    case CollectiveKind::kAllToAll:
+      return "all_to_all";
   }
   return "?";
 }
@@ -112,6 +126,8 @@ std::string to_string(CommGroup group) {
       return "dp";
     case CommGroup::kEmbedding:
       return "embedding";
+    case CommGroup::kCp:
+      return "cp";
   }
   return "?";
 }

@@ -33,6 +33,8 @@ struct LayerTime {
   double memory_forward = 0;     // norms, residual adds, activation, rope
   double tp_comm_forward = 0;    // all-reduce equivalents of the forward
   double tp_comm_backward = 0;
+  double cp_comm_forward = 0;  // exposed context-parallel attention traffic
+  double cp_comm_backward = 0;
 };
 
 LayerTime layer_time(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
@@ -44,18 +46,7 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
                         gemm_seconds(cluster, tokens, h, a * d / t) +
                         gemm_seconds(cluster, tokens, fc1_columns / t, h) +
                         gemm_seconds(cluster, tokens, h, f / t);
-  const double attention_flops = layer_forward_flops(model, tokens).attention / t;
-  if (options.flash_attention) {
-    // FlashAttention (Dao 2022) keeps scores on chip: one fused kernel at its own efficiency.
-    time.attention_forward = attention_flops / (peak_flops_per_second(cluster) *
-                                                cluster.efficiency.attention_efficiency);
-  } else {
-    // Batched s x s x d GEMMs per head, plus the fused scale-mask-softmax that reads and
-    // writes the a s^2 b scores (Korthikanti et al. 2022, Sec. 4.1).
-    const double heads = layout.micro_batch * a / t;
-    time.attention_forward = 2.0 * heads * gemm_seconds(cluster, s, s, d) +
-                             memory_seconds(cluster, 2.0 * heads * s * s * e);
-  }
+  time.attention_forward = attention_forward_seconds(model, cluster, layout, options);
   // Memory-bound element-wise work, bytes read plus written: two norms (read, write), two
   // residual adds (read two, write one), the activation (gelu: read f, write f; swiglu: read
   // 2f, write f), rotary embedding of q and k (read, write).
@@ -66,6 +57,11 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
     bytes += 2.0 * tokens * (a + g) * d / t * e;
   }
   time.memory_forward = memory_seconds(cluster, bytes);
+  if (layout.cp > 1) {
+    const CpAttentionComm cp = cp_attention_comm(model, cluster, layout, options);
+    time.cp_comm_forward = cp.forward_exposed_seconds;
+    time.cp_comm_backward = cp.backward_exposed_seconds;
+  }
   if (layout.tp > 1) {
     // Two all-reduces forward and two backward per layer (Shoeybi et al. 2019, Fig. 4); with
     // sequence parallelism each is an all-gather plus a reduce-scatter of the same total
@@ -89,6 +85,26 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
 
 }  // namespace
 
+double attention_forward_seconds(const models::TransformerConfig& model,
+                                 const models::ClusterConfig& cluster, const Layout& layout,
+                                 const PlanOptions& options) {
+  const Shape x = shape_of(model, cluster, layout);
+  // Megatron's full-square count over this rank's tokens: with context parallelism each rank
+  // has T / cp queries against all s keys, 1/cp of the causal work once load-balanced
+  // (chunks r and 2 cp - 1 - r, Megatron-Core get_batch_on_this_cp_rank).
+  const double attention_flops = layer_forward_flops(model, x.tokens).attention / x.t;
+  if (options.flash_attention) {
+    // FlashAttention (Dao 2022) keeps scores on chip: one fused kernel at its own efficiency.
+    return attention_flops /
+           (peak_flops_per_second(cluster) * cluster.efficiency.attention_efficiency);
+  }
+  // Batched s x s x d GEMMs per head, plus the fused scale-mask-softmax that reads and writes
+  // the a s^2 b scores (Korthikanti et al. 2022, Sec. 4.1). cp = 1 here (check_cp_options).
+  const double heads = static_cast<double>(layout.micro_batch) * x.a / x.t;
+  return 2.0 * heads * gemm_seconds(cluster, x.s, x.s, x.d) +
+         memory_seconds(cluster, 2.0 * heads * x.s * x.s * x.e);
+}
+
 double peak_flops_per_second(const models::ClusterConfig& cluster) {
   return cluster.precision == models::Precision::kFp32 ? cluster.gpu.peak_fp32_flops_per_second
                                                        : cluster.gpu.peak_bf16_flops_per_second;
@@ -104,7 +120,7 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
   cost.has_lm_head = virtual_stage == layout.pp * layout.vpp - 1;
   const double layers = static_cast<double>(cost.num_layers);
   const double t = static_cast<double>(layout.tp);
-  const double tokens = static_cast<double>(layout.micro_batch * model.seq_length);
+  const double tokens = static_cast<double>(rank_micro_batch_tokens(model, layout));
   const double h = static_cast<double>(model.hidden_size);
   const double e = static_cast<double>(element_bytes(cluster));
 
@@ -118,9 +134,11 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
       layer.linear_forward + 2.0 * layer.attention_forward + 2.0 * layer.memory_forward;
   double weight_backward = layer.linear_forward;
   double tp_backward = layer.tp_comm_backward;
+  double cp_backward = layer.cp_comm_backward;
   if (layout.recompute == Recompute::kFull) {
     input_backward += layer_forward;  // the layer's forward runs again (Chen et al. 2016)
     tp_backward += layer.tp_comm_forward;
+    cp_backward += layer.cp_comm_forward;
   } else if (layout.recompute == Recompute::kSelective && !options.flash_attention) {
     // Selective recompute re-runs the attention core only (Korthikanti et al. 2022, Sec. 5).
     // With flash attention its backward already recomputes the scores: nothing is added.
@@ -140,6 +158,8 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
   cost.backward_input_compute_seconds = input_backward * layers;
   cost.backward_weight_compute_seconds = weight_backward * layers;
   cost.backward_tp_comm_seconds = tp_backward * layers;
+  cost.forward_cp_comm_seconds = layer.cp_comm_forward * layers;
+  cost.backward_cp_comm_seconds = cp_backward * layers;
 
   const double all_reduce_hidden =
       layout.tp > 1 ? collective_seconds(cluster, CollectiveKind::kAllReduce,

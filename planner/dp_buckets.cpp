@@ -22,12 +22,13 @@ int64_t dp_buffer_count(const Layout& layout, int64_t count) {
   if (!zero_shards_optimizer(layout)) {
     return count;
   }
-  return zero_padded_count(count,
-                           zero_shards_gradients(layout) ? layout.dp * layout.vpp : layout.dp);
+  const int64_t group = grad_group_size(layout);
+  return zero_padded_count(count, zero_shards_gradients(layout) ? group * layout.vpp : group);
 }
 
 int64_t dp_full_bucket_bytes(const Layout& layout, int64_t element_bytes, int64_t bucket_bytes) {
-  const int64_t block_bytes = element_bytes * (zero_shards_optimizer(layout) ? layout.dp : 1);
+  const int64_t block_bytes =
+      element_bytes * (zero_shards_optimizer(layout) ? grad_group_size(layout) : 1);
   return std::max<int64_t>(1, bucket_bytes / block_bytes) * block_bytes;
 }
 
@@ -78,7 +79,7 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
     throw InputError(fmt::format("bucket_bytes: must be positive ({})", options.bucket_bytes));
   }
   DpBuckets out;
-  if (layout.dp <= 1) {
+  if (grad_group_size(layout) <= 1) {
     return out;
   }
   const int64_t parameters = stage_parameter_count(model, layout, stage);
@@ -106,7 +107,7 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
       }
       break;
     default: {
-      const int64_t block_bytes = layout.dp * e;
+      const int64_t block_bytes = grad_group_size(layout) * e;
       const int64_t layers =
           std::max<int64_t>(1, stage_layer_range(model, layout, stage, 0).count());
       std::vector<SizeRun> per_layer = even_split(chunk_bytes / block_bytes, layers);

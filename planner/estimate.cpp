@@ -14,17 +14,22 @@
 namespace meshplan::planner {
 
 int64_t group_stride(const Layout& layout, CommGroup group) {
+  // Ranks are tp-cp-(dp-pp | pp-dp), layout.h. The dp x cp gradient group (kDp, size
+  // grad_group_size) is the contiguous run of cp * dp at stride tp under tp-dp-pp, the only
+  // placement allowed with cp > 1 (check_cp_layout).
   const bool dp_before_pp = layout.placement == Placement::kTpDpPp;
+  const int64_t tp_cp = layout.tp * layout.cp;
   switch (group) {
     case CommGroup::kTp:
       return 1;
+    case CommGroup::kCp:
+      return layout.tp;
     case CommGroup::kDp:
-      return dp_before_pp ? layout.tp : layout.tp * layout.pp;
+      return dp_before_pp ? layout.tp : tp_cp * layout.pp;
     case CommGroup::kPp:
-      return dp_before_pp ? layout.tp * layout.dp : layout.tp;
+      return dp_before_pp ? tp_cp * layout.dp : tp_cp;
     case CommGroup::kEmbedding:  // first and last stage
-      return (dp_before_pp ? layout.tp * layout.dp : layout.tp) *
-             std::max<int64_t>(layout.pp - 1, 1);
+      return (dp_before_pp ? tp_cp * layout.dp : tp_cp) * std::max<int64_t>(layout.pp - 1, 1);
   }
   return 1;
 }
@@ -41,9 +46,15 @@ double stage_collective_seconds(const models::ClusterConfig& cluster, const Layo
                                 CollectiveKind kind, CommGroup group, int64_t stage,
                                 int64_t message_bytes) {
   const int64_t group_size = group == CommGroup::kTp   ? layout.tp
-                             : group == CommGroup::kDp ? layout.dp
+                             : group == CommGroup::kDp ? grad_group_size(layout)
+                             : group == CommGroup::kCp ? layout.cp
                                                        : 2;
-  const int64_t stride = group_stride(layout, group);
+  int64_t stride = group_stride(layout, group);
+  if (group == CommGroup::kCp && kind == CollectiveKind::kSendRecv) {
+    // A ring step waits for its slowest hop: the wrap-around from the last member to the
+    // first crosses a node boundary exactly when any hop does.
+    stride *= layout.cp - 1;
+  }
   double seconds = 0;
   for (int64_t tp_rank : {int64_t{0}, layout.tp - 1}) {
     if (group != CommGroup::kPp) {
@@ -72,7 +83,7 @@ int64_t pipeline_message_bytes(const models::TransformerConfig& model,
                                const models::ClusterConfig& cluster, const Layout& layout,
                                const PlanOptions& options) {
   const int64_t bytes =
-      layout.micro_batch * model.seq_length * model.hidden_size * element_bytes(cluster);
+      rank_micro_batch_tokens(model, layout) * model.hidden_size * element_bytes(cluster);
   const bool split = layout.sequence_parallel || pipeline_scatter_gather(layout, options);
   return split ? bytes / layout.tp : bytes;
 }
@@ -277,7 +288,7 @@ void fill_rates(const models::TransformerConfig& model, const models::ClusterCon
   const double gpus = static_cast<double>(layout.num_gpus());
   estimate.model_flops_per_step = model_flops_per_step(model, layout.global_batch);
   estimate.hardware_flops_per_step =
-      hardware_flops_per_replica * static_cast<double>(layout.tp) * static_cast<double>(layout.dp);
+      hardware_flops_per_replica * static_cast<double>(layout.tp * layout.cp * layout.dp);
   const double peak = peak_flops_per_second(cluster);
   estimate.mfu = estimate.model_flops_per_step / (estimate.step_time_s * gpus * peak);
   estimate.hfu = estimate.hardware_flops_per_step / (estimate.step_time_s * gpus * peak);
@@ -315,8 +326,11 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
                                     const PlanOptions& options, bool with_collectives) {
   PlanEstimate estimate;
   estimate.layout = layout;
-  const Validity validity =
+  Validity validity =
       check_layout(model, cluster, layout.num_gpus(), layout, options.allow_tp_across_nodes);
+  if (validity.ok()) {
+    validity = check_cp_options(model, layout, options);
+  }
   if (!validity.ok()) {
     estimate.rejection_code = validity.code;
     estimate.rejection_reason = validity.reason;

@@ -132,14 +132,15 @@ InFlight peak_in_flight(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_
 namespace {
 
 // Bytes per parameter a rank holds for weights, gradients and optimizer states, after the
-// framework's sharding over d = dp (bf16 mixed precision, Adam; docs/research/framework-memory.md).
+// framework's sharding over d = dp * cp, the gradient group (bf16 mixed precision, Adam;
+// docs/research/framework-memory.md).
 struct BytesPerParameter {
   double weights = 0, gradients = 0, optimizer = 0;
 };
 
 BytesPerParameter bytes_per_parameter(Framework framework, const models::ClusterConfig& cluster,
                                       const Layout& layout) {
-  const double d = static_cast<double>(layout.dp);
+  const double d = static_cast<double>(grad_group_size(layout));
   const double w_shard = zero_shards_parameters(layout) ? d : 1.0;
   const double g_shard = zero_shards_gradients(layout) ? d : 1.0;
   const double o_shard = zero_shards_optimizer(layout) ? d : 1.0;
@@ -188,7 +189,7 @@ std::pair<double, double> working_set_bytes(Framework framework,
   *step_bytes = 0;
   const double e = static_cast<double>(element_bytes(cluster));
   const double t = static_cast<double>(layout.tp);
-  const double d = static_cast<double>(layout.dp);
+  const double d = static_cast<double>(grad_group_size(layout));
   const LayerParameters layer_count = layer_parameters(model, layout.tp);
   const double layer = static_cast<double>(layer_count.sharded + layer_count.replicated);
   // Embedding and LM head are gathered like any unit (one unit each, V h / t per rank).
@@ -207,12 +208,12 @@ std::pair<double, double> working_set_bytes(Framework framework,
     }
     return {e * (largest_unit + layer), gradients};
   }
-  if (framework == Framework::kMegatron && layout.zero >= 2 && layout.dp > 1) {
+  if (framework == Framework::kMegatron && layout.zero >= 2 && grad_group_size(layout) > 1) {
     // Megatron-FSDP (megatron_fsdp.md lines 381-382): two units of unsharded weights (ZeRO-3)
     // and two units of unsharded gradients to overlap all-gather and reduce-scatter.
     return {sharded ? e * (largest_unit + layer) : 0.0, e * (largest_unit + layer)};
   }
-  if (framework == Framework::kDeepSpeed && layout.zero >= 1 && layout.dp > 1) {
+  if (framework == Framework::kDeepSpeed && layout.zero >= 1 && grad_group_size(layout) > 1) {
     // DeepSpeed config.py defaults: reduce_bucket_size 5e8 elements (line 113), one bf16
     // bucket (overlap_comm off for stage 2; stage 3's contiguous_gradients bucket, stage3.py
     // lines 731-735); at the step an fp32 copy of the gradient partition
@@ -254,7 +255,7 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   memory.gradients_bytes = static_cast<int64_t>(per.gradients * n + unsharded_gradients);
   memory.optimizer_bytes = static_cast<int64_t>(per.optimizer * n);
 
-  const double tokens = static_cast<double>(layout.micro_batch * model.seq_length);
+  const double tokens = static_cast<double>(rank_micro_batch_tokens(model, layout));
   const double h = static_cast<double>(model.hidden_size);
   const double e = static_cast<double>(element_bytes(cluster));
   const double t = static_cast<double>(layout.tp);
@@ -295,6 +296,15 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
     // tensor_parallel/cross_entropy.py line 25, vocab_parallel_logits.float()): e T V / t once.
     if (e < 4.0) {
       activations += e * tokens * vocab;
+    }
+  }
+  // Ring attention's receive buffers: the next K/V chunk arrives while the current one is used,
+  // and in the backward its dK/dV too (TE context_parallel.py p2p_comm_buffers, double-
+  // buffered): 4 chunk volumes, once per rank since layers run one at a time.
+  for (const CpAttentionComm::Call& call :
+       cp_attention_comm(model, cluster, layout, options).calls) {
+    if (call.kind == CollectiveKind::kSendRecv) {
+      activations += 2.0 * static_cast<double>(call.message_bytes);
     }
   }
   memory.activations_bytes = static_cast<int64_t>(activations);

@@ -25,6 +25,9 @@ nlohmann::json layout_to_json(const Layout& layout) {
                          {"zero", layout.zero},
                          {"schedule", to_string(layout.schedule)},
                          {"placement", to_string(layout.placement)}};
+  if (layout.cp > 1) {  // omitted at 1, so plans without context parallelism stay as they were
+    json["cp"] = layout.cp;
+  }
   // Written only for an uneven split, so even plans stay byte-identical to older files.
   if (!layout.stage_layers.empty()) {
     json["stage_layers"] = layout.stage_layers;
@@ -38,13 +41,20 @@ namespace {
 // the model and cluster loaders do. `prediction` is informative and its content is not checked.
 constexpr std::array<std::string_view, 8> kPlanFields = {
     "format", "version", "model", "cluster", "num_gpus", "layout", "options", "prediction"};
-constexpr std::array<std::string_view, 12> kLayoutFields = {
+constexpr std::array<std::string_view, 13> kLayoutFields = {
     "tp",          "pp",           "dp",        "vpp",
     "micro_batch", "global_batch", "recompute", "sequence_parallel",
-    "zero",        "schedule",     "placement", "stage_layers"};
-constexpr std::array<std::string_view, 8> kOptionsFields = {
-    "flash_attention",         "overlap_grad_reduce", "overlap_param_gather",  "overlap_tp_comm",
-    "scatter_gather_pipeline", "bucket_bytes",        "allow_tp_across_nodes", "framework"};
+    "zero",        "schedule",     "placement", "cp",
+    "stage_layers"};
+constexpr std::array<std::string_view, 9> kOptionsFields = {"flash_attention",
+                                                            "overlap_grad_reduce",
+                                                            "overlap_param_gather",
+                                                            "overlap_tp_comm",
+                                                            "scatter_gather_pipeline",
+                                                            "bucket_bytes",
+                                                            "allow_tp_across_nodes",
+                                                            "framework",
+                                                            "cp_comm"};
 
 // Bounds that catch typos and unit mistakes before any product of them is formed (a plan file
 // with global_batch 1e12 made explain allocate gigabytes and never finish):
@@ -100,6 +110,13 @@ Layout layout_from_json(const nlohmann::json& json, const std::string& source) {
     throw InputError(fmt::format("{}: tp*pp*dp: more than {} GPUs ({}*{}*{})", where, kPlanMaxGpus,
                                  layout.tp, layout.pp, layout.dp));
   }
+  if (json.contains("cp")) {  // optional: absent means 1 (plans written before context parallel)
+    layout.cp = require_size(json, "cp", kPlanMaxGpus, where);
+    if (layout.cp > kPlanMaxGpus / (layout.tp * layout.pp * layout.dp)) {
+      throw InputError(fmt::format("{}: tp*cp*pp*dp: more than {} GPUs ({}*{}*{}*{})", where,
+                                   kPlanMaxGpus, layout.tp, layout.cp, layout.pp, layout.dp));
+    }
+  }
   layout.vpp = require_size(json, "vpp", kPlanMaxVpp, where);
   layout.micro_batch = require_size(json, "micro_batch", kPlanMaxGlobalBatch, where);
   layout.global_batch = require_size(json, "global_batch", kPlanMaxGlobalBatch, where);
@@ -124,14 +141,18 @@ Layout layout_from_json(const nlohmann::json& json, const std::string& source) {
 }
 
 nlohmann::json options_to_json(const PlanOptions& options) {
-  return {{"flash_attention", options.flash_attention},
-          {"overlap_grad_reduce", options.overlap_grad_reduce},
-          {"overlap_param_gather", options.overlap_param_gather},
-          {"overlap_tp_comm", options.overlap_tp_comm},
-          {"scatter_gather_pipeline", options.scatter_gather_pipeline},
-          {"bucket_bytes", options.bucket_bytes},
-          {"allow_tp_across_nodes", options.allow_tp_across_nodes},
-          {"framework", to_string(options.framework)}};
+  nlohmann::json json = {{"flash_attention", options.flash_attention},
+                         {"overlap_grad_reduce", options.overlap_grad_reduce},
+                         {"overlap_param_gather", options.overlap_param_gather},
+                         {"overlap_tp_comm", options.overlap_tp_comm},
+                         {"scatter_gather_pipeline", options.scatter_gather_pipeline},
+                         {"bucket_bytes", options.bucket_bytes},
+                         {"allow_tp_across_nodes", options.allow_tp_across_nodes},
+                         {"framework", to_string(options.framework)}};
+  if (options.cp_comm != CpComm::kP2p) {  // omitted at the default, as layout.cp at 1
+    json["cp_comm"] = to_string(options.cp_comm);
+  }
+  return json;
 }
 
 PlanOptions options_from_json(const nlohmann::json& json, const std::string& source,
@@ -163,6 +184,9 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
   if (json.contains("framework")) {
     options.framework =
         parse_framework(require_string(json, "framework", where), where + ": framework");
+  }
+  if (json.contains("cp_comm")) {  // optional: absent means p2p
+    options.cp_comm = parse_cp_comm(require_string(json, "cp_comm", where), where + ": cp_comm");
   }
   return options;
 }
@@ -216,11 +240,15 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
   }
   plan.options = options_from_json(json.at("options"), source);
   if (plan.layout.num_gpus() != plan.num_gpus) {
-    throw InputError(fmt::format("{}: layout: tp*pp*dp = {} differs from num_gpus ({})", source,
+    throw InputError(fmt::format("{}: layout: {} = {} differs from num_gpus ({})", source,
+                                 plan.layout.cp > 1 ? "tp*cp*pp*dp" : "tp*pp*dp",
                                  plan.layout.num_gpus(), plan.num_gpus));
   }
-  const Validity validity = check_layout(plan.model, plan.cluster, plan.num_gpus, plan.layout,
-                                         plan.options.allow_tp_across_nodes);
+  Validity validity = check_layout(plan.model, plan.cluster, plan.num_gpus, plan.layout,
+                                   plan.options.allow_tp_across_nodes);
+  if (validity.ok()) {
+    validity = check_cp_options(plan.model, plan.layout, plan.options);
+  }
   if (!validity.ok()) {
     throw InputError(fmt::format("{}: layout: {}", source, validity.reason));
   }

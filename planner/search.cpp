@@ -62,7 +62,7 @@ void check_space(const SearchSpace& space) {
   }
   // Fixed sizes that cannot multiply to the GPU count leave nothing to search: say which.
   for (const auto& [fixed, field] :
-       {std::pair{space.tp, "tp"}, {space.pp, "pp"}, {space.dp, "dp"}}) {
+       {std::pair{space.tp, "tp"}, {space.cp, "cp"}, {space.pp, "pp"}, {space.dp, "dp"}}) {
     if (fixed && (*fixed < 1 || space.num_gpus % *fixed != 0)) {
       throw InputError(fmt::format("{}: does not divide the GPU count ({} % {})", field,
                                    space.num_gpus, *fixed));
@@ -75,10 +75,14 @@ void check_space(const SearchSpace& space) {
                                  space.stage_layers->size(), *space.pp,
                                  format_stage_layers(*space.stage_layers)));
   }
-  const int64_t fixed_product = space.tp.value_or(1) * space.pp.value_or(1) * space.dp.value_or(1);
+  // Unset cp is 1 unless searched, so it counts as fixed at 1 for the product check.
+  const bool cp_fixed = space.cp || !space.search_cp;
+  const int64_t fixed_product =
+      space.tp.value_or(1) * space.cp.value_or(1) * space.pp.value_or(1) * space.dp.value_or(1);
   if (space.num_gpus % fixed_product != 0 ||
-      (space.tp && space.pp && space.dp && fixed_product != space.num_gpus)) {
-    throw InputError(fmt::format("tp*pp*dp: fixed sizes multiply to {}, which does not fit {} GPUs",
+      (space.tp && cp_fixed && space.pp && space.dp && fixed_product != space.num_gpus)) {
+    throw InputError(fmt::format("{}: fixed sizes multiply to {}, which does not fit {} GPUs",
+                                 space.cp.value_or(1) > 1 ? "tp*cp*pp*dp" : "tp*pp*dp",
                                  fixed_product, space.num_gpus));
   }
 }
@@ -152,7 +156,8 @@ void add_variants(const SearchSpace& space, const PlanOptions& options, const La
           ? std::vector<Recompute>{Recompute::kNone, Recompute::kFull}
           : std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull};
   const std::vector<bool> sps = base.tp > 1 ? std::vector<bool>{false, true} : std::vector{false};
-  const std::vector<int> zeros = base.dp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector{0};
+  const std::vector<int> zeros =
+      grad_group_size(base) > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector{0};
   for (Recompute recompute : choices(space.recompute, recomputes)) {
     for (bool sp : choices(space.sequence_parallel, sps)) {
       for (int zero : choices(space.zero, zeros)) {
@@ -166,47 +171,67 @@ void add_variants(const SearchSpace& space, const PlanOptions& options, const La
   }
 }
 
+// Appends the layouts of one (tp, pp, cp): dp takes the rest of the GPUs.
+void enumerate_replicas(const models::TransformerConfig& model, const SearchSpace& space,
+                        const PlanOptions& options, int64_t tp, int64_t pp, int64_t cp,
+                        std::vector<Layout>& layouts) {
+  if (space.num_gpus % (tp * pp * cp) != 0) {
+    return;
+  }
+  const int64_t dp = space.num_gpus / (tp * pp * cp);
+  if (space.dp && *space.dp != dp) {
+    return;
+  }
+  const int64_t batch_per_replica = space.global_batch % dp == 0 ? space.global_batch / dp : 1;
+  const auto splits = stage_split_choices(model, space, pp);
+  const auto schedules = schedule_choices(model, space, pp, splits);
+  for (int64_t micro_batch : choices(space.micro_batch, divisors(batch_per_replica))) {
+    for (const auto& [schedule, vpp] : schedules) {
+      for (const std::vector<int64_t>& split : splits) {
+        const int64_t common = common_stage_layers(model, pp, split);
+        if (vpp > 1 && !space.vpp && (common == 0 || common % vpp != 0)) {
+          continue;  // interleaving needs every stage's count divisible by vpp
+        }
+        Layout base;
+        base.tp = tp;
+        base.cp = cp;
+        base.pp = pp;
+        base.dp = dp;
+        base.vpp = vpp;
+        base.micro_batch = micro_batch;
+        base.global_batch = space.global_batch;
+        base.schedule = schedule;
+        base.placement = space.placement;
+        base.stage_layers = split;
+        add_variants(space, options, base, layouts);
+      }
+    }
+  }
+}
+
 // Every layout of the space, in the search's order (tp, pp, micro-batch, schedule, ...).
 std::vector<Layout> enumerate_layouts(const models::TransformerConfig& model,
                                       const SearchSpace& space, const PlanOptions& options) {
   std::vector<Layout> layouts;
   const std::vector<int64_t> gpu_divisors = divisors(space.num_gpus);
+  // Searched cp sizes: those check_cp_layout can accept (seq_length divisible by 2 cp; cp > 1
+  // only under placement tp-dp-pp), so the space grows by the useful ones only.
+  std::vector<int64_t> cps{1};
+  if (space.search_cp && space.placement == Placement::kTpDpPp) {
+    for (int64_t cp : gpu_divisors) {
+      if (cp > 1 && model.seq_length % (2 * cp) == 0) {
+        cps.push_back(cp);
+      }
+    }
+  }
   for (int64_t tp : choices(space.tp, gpu_divisors)) {
     // A fixed uneven split fixes pp to its length.
     const bool split_fixed = space.stage_layers && !space.stage_layers->empty();
     const std::optional<int64_t> fixed_pp =
         split_fixed ? std::optional<int64_t>(space.stage_layers->size()) : space.pp;
     for (int64_t pp : choices(fixed_pp, gpu_divisors)) {
-      if (space.num_gpus % (tp * pp) != 0) {
-        continue;
-      }
-      const int64_t dp = space.num_gpus / (tp * pp);
-      if (space.dp && *space.dp != dp) {
-        continue;
-      }
-      const int64_t batch_per_replica = space.global_batch % dp == 0 ? space.global_batch / dp : 1;
-      const auto splits = stage_split_choices(model, space, pp);
-      const auto schedules = schedule_choices(model, space, pp, splits);
-      for (int64_t micro_batch : choices(space.micro_batch, divisors(batch_per_replica))) {
-        for (const auto& [schedule, vpp] : schedules) {
-          for (const std::vector<int64_t>& split : splits) {
-            const int64_t common = common_stage_layers(model, pp, split);
-            if (vpp > 1 && !space.vpp && (common == 0 || common % vpp != 0)) {
-              continue;  // interleaving needs every stage's count divisible by vpp
-            }
-            Layout base;
-            base.tp = tp;
-            base.pp = pp;
-            base.dp = dp;
-            base.vpp = vpp;
-            base.micro_batch = micro_batch;
-            base.global_batch = space.global_batch;
-            base.schedule = schedule;
-            base.placement = space.placement;
-            base.stage_layers = split;
-            add_variants(space, options, base, layouts);
-          }
-        }
+      for (int64_t cp : choices(space.cp, cps)) {
+        enumerate_replicas(model, space, options, tp, pp, cp, layouts);
       }
     }
   }

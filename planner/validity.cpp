@@ -127,7 +127,14 @@ Validity check_layout(const models::TransformerConfig& model, const models::Clus
                                        "positive ({})",
                                        describe(layout)));
   }
+  if (layout.cp < 1) {
+    return reject("sizes", fmt::format("cp must be positive ({})", layout.cp));
+  }
   if (layout.num_gpus() != num_gpus) {
+    if (layout.cp > 1) {
+      return reject("gpus", fmt::format("tp*cp*pp*dp must equal the GPU count ({}*{}*{}*{} != {})",
+                                        layout.tp, layout.cp, layout.pp, layout.dp, num_gpus));
+    }
     return reject("gpus", fmt::format("tp*pp*dp must equal the GPU count ({}*{}*{} != {})",
                                       layout.tp, layout.pp, layout.dp, num_gpus));
   }
@@ -177,6 +184,57 @@ Validity check_layout(const models::TransformerConfig& model, const models::Clus
   }
   if (layout.zero < 0 || layout.zero > 3) {
     return reject("zero", fmt::format("ZeRO stage must be 0-3 ({})", layout.zero));
+  }
+  return check_cp_layout(model, layout);
+}
+
+Validity check_cp_layout(const models::TransformerConfig& model, const Layout& layout) {
+  if (layout.cp == 1) {
+    return {};
+  }
+  // Megatron-Core get_batch_on_this_cp_rank splits each sequence into 2 cp chunks and gives
+  // cp rank r chunks r and 2 cp - 1 - r (causal load balancing, utils.py, d98e8a64).
+  if (model.seq_length % (2 * layout.cp) != 0) {
+    return reject("cp_seq", fmt::format("seq_length not divisible by 2*cp ({} % {})",
+                                        model.seq_length, 2 * layout.cp));
+  }
+  if (layout.sequence_parallel && model.seq_length / layout.cp % layout.tp != 0) {
+    return reject("sequence_parallel", fmt::format("seq_length/cp not divisible by tp ({} % {})",
+                                                   model.seq_length / layout.cp, layout.tp));
+  }
+  if (layout.placement != Placement::kTpDpPp) {
+    return reject("cp_placement", fmt::format("cp > 1 needs placement tp-dp-pp (Megatron-Core's "
+                                              "tp-cp-ep-dp-pp); {} puts no single stride between "
+                                              "the dp x cp gradient group's ranks (cp {})",
+                                              to_string(layout.placement), layout.cp));
+  }
+  return {};
+}
+
+Validity check_cp_options(const models::TransformerConfig& model, const Layout& layout,
+                          const PlanOptions& options) {
+  if (layout.cp == 1) {
+    return {};
+  }
+  if (!options.flash_attention) {
+    // Transformer Engine runs context parallelism only inside its fused (flash / cuDNN)
+    // attention (DotProductAttention, context_parallel.py); the s x s path has none.
+    return reject("cp_flash_attention",
+                  fmt::format("cp > 1 needs flash attention (cp {})", layout.cp));
+  }
+  if (options.cp_comm == CpComm::kA2a) {
+    // Ulysses scatters heads over tp * cp ranks (Jacobs et al. 2023, Sec. 3.1).
+    const int64_t ranks = layout.tp * layout.cp;
+    if (model.num_attention_heads % ranks != 0) {
+      return reject("cp_heads", fmt::format("num_attention_heads not divisible by tp*cp for "
+                                            "cp_comm a2a ({} % {})",
+                                            model.num_attention_heads, ranks));
+    }
+    if (model.num_kv_heads % ranks != 0) {
+      return reject("cp_kv_heads", fmt::format("num_kv_heads not divisible by tp*cp for cp_comm "
+                                               "a2a ({} % {})",
+                                               model.num_kv_heads, ranks));
+    }
   }
   return {};
 }

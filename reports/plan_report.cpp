@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "meshplan/units.h"
@@ -26,17 +27,18 @@ nlohmann::json memory_json(const planner::MemoryBreakdown& memory) {
       {"reserved_bytes", memory.reserved_bytes},   {"total_bytes", memory.total_bytes()}};
 }
 
-// Appends estimate `e`, ranked `rank` (from 1), as a row of the table and a record of "plans".
-// The last three columns say why it ranks where it does: micro-batches per pipeline per step,
-// the pipeline bubble and the exposed communication (tp + pp transfers + dp), in seconds.
-void add_plan_row(int rank, const planner::PlanEstimate& e, Report* report) {
+// Appends estimate `e`, ranked `rank` (from 1), as a row of the table and a record of "plans";
+// the cp column only when `with_cp` (some listed layout has cp > 1). The last three columns say
+// why it ranks where it does: micro-batches per pipeline per step, the pipeline bubble and the
+// exposed communication (tp + pp transfers + dp), in seconds.
+void add_plan_row(int rank, const planner::PlanEstimate& e, bool with_cp, Report* report) {
   const planner::Layout& l = e.layout;
   const double exposed_comm_seconds = exposed_communication_seconds(e.breakdown);
   report->table += fmt::format(
-      " {:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8.1f} "
+      " {:>4} {:>4}{} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8.1f} "
       "{:>9.4f} {:>6.1f} {:>12.0f} {:>5} {:>8.4f} {:>8.4f}\n",
-      rank, l.tp, l.pp, l.dp, l.vpp, l.micro_batch, to_string(l.recompute),
-      on_off(l.sequence_parallel), l.zero, to_string(l.schedule),
+      rank, l.tp, with_cp ? fmt::format(" {:>4}", l.cp) : "", l.pp, l.dp, l.vpp, l.micro_batch,
+      to_string(l.recompute), on_off(l.sequence_parallel), l.zero, to_string(l.schedule),
       static_cast<double>(e.peak_memory_bytes) / kGiB, e.step_time_s, 100.0 * e.mfu, e.tokens_per_s,
       l.num_micro_batches(), e.breakdown.bubble_seconds, exposed_comm_seconds);
   if (!l.stage_layers.empty()) {
@@ -156,19 +158,21 @@ Report plan_report(const models::TransformerConfig& model, const models::Cluster
                  {"num_feasible", result.num_feasible},
                  {"rejections", rejections},
                  {"plans", nlohmann::json::array()}};
+  const bool with_cp = std::any_of(result.best.begin(), result.best.end(),
+                                   [](const planner::PlanEstimate& e) { return e.layout.cp > 1; });
   report.table = fmt::format(
-      "#{:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8} "
+      "#{:>4} {:>4}{} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8} "
       "{:>9} {:>6} {:>12} {:>5} {:>8} {:>8}\n",
-      "rank", "tp", "pp", "dp", "vpp", "mb", "recompute", "sp", "zero", "schedule", "memory",
-      "step", "mfu", "tokens/s", "m", "bubble", "exposed");
+      "rank", "tp", with_cp ? "   cp" : "", "pp", "dp", "vpp", "mb", "recompute", "sp", "zero",
+      "schedule", "memory", "step", "mfu", "tokens/s", "m", "bubble", "exposed");
   report.table += fmt::format(
-      "#{:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8} "
+      "#{:>4} {:>4}{} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8} "
       "{:>9} {:>6} {:>12} {:>5} {:>8} {:>8}\n",
-      "", "", "", "", "", "", "", "", "", "", "(GiB)", "(s)", "(%)", "(tok/s)", "(mb)", "(s)",
-      "(s)");
+      "", "", with_cp ? "     " : "", "", "", "", "", "", "", "", "", "(GiB)", "(s)", "(%)",
+      "(tok/s)", "(mb)", "(s)", "(s)");
   int rank = 1;
   for (const planner::PlanEstimate& e : result.best) {
-    add_plan_row(rank++, e, &report);
+    add_plan_row(rank++, e, with_cp, &report);
   }
   report.table +=
       fmt::format("# evaluated {} layouts, {} feasible", result.num_evaluated, result.num_feasible);
@@ -226,17 +230,25 @@ std::string format_explain(const planner::Plan& plan, const planner::PlanEstimat
                     m.total_bytes() / kGiB, s.peak_in_flight_micro_batches);
   }
   out += "#\n# time per micro-batch, by pipeline stage and model chunk\n";
-  out += fmt::format("#{:>5} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "stage", "chunk",
-                     "layers", "fwd", "fwd-tp", "bwd-input", "bwd-weight", "bwd-tp");
-  out += fmt::format("#{:>5} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "", "", "", "(ms)",
-                     "(ms)", "(ms)", "(ms)", "(ms)");
+  // Exposed context-parallel attention traffic gets two more columns when there is any.
+  const bool with_cp = e.layout.cp > 1;
+  out += fmt::format("#{:>5} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}{}\n", "stage", "chunk",
+                     "layers", "fwd", "fwd-tp", "bwd-input", "bwd-weight", "bwd-tp",
+                     with_cp ? fmt::format(" {:>10} {:>10}", "fwd-cp", "bwd-cp") : "");
+  out += fmt::format("#{:>5} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}{}\n", "", "", "",
+                     "(ms)", "(ms)", "(ms)", "(ms)", "(ms)",
+                     with_cp ? fmt::format(" {:>10} {:>10}", "(ms)", "(ms)") : "");
   for (const planner::StageEstimate& s : e.stages) {
     for (size_t c = 0; c < s.chunks.size(); ++c) {
       const planner::ChunkCost& k = s.chunks[c];
-      out += fmt::format(" {:>5} {:>5} {:>6} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f}\n",
-                         s.stage, c, k.num_layers, 1e3 * k.forward_compute_seconds,
-                         1e3 * k.forward_tp_comm_seconds, 1e3 * k.backward_input_compute_seconds,
-                         1e3 * k.backward_weight_compute_seconds, 1e3 * k.backward_tp_comm_seconds);
+      out +=
+          fmt::format(" {:>5} {:>5} {:>6} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f}{}\n",
+                      s.stage, c, k.num_layers, 1e3 * k.forward_compute_seconds,
+                      1e3 * k.forward_tp_comm_seconds, 1e3 * k.backward_input_compute_seconds,
+                      1e3 * k.backward_weight_compute_seconds, 1e3 * k.backward_tp_comm_seconds,
+                      with_cp ? fmt::format(" {:>10.3f} {:>10.3f}", 1e3 * k.forward_cp_comm_seconds,
+                                            1e3 * k.backward_cp_comm_seconds)
+                              : "");
     }
   }
   const planner::StepBreakdown& b = e.breakdown;

@@ -83,6 +83,8 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
         break;
       case CommGroup::kDp:
         break;  // from planner::dp_buckets below
+      case CommGroup::kCp:
+        break;  // inside the chunk costs: their exposed part is ChunkCost's cp_comm seconds
     }
   }
   planner::PlanOptions plan_options = plan.options;

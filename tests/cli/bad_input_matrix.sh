@@ -276,6 +276,26 @@ plan_row "heads not divisible by --tp" "num_attention_heads not divisible by tp 
   --model gpt3-175b --cluster dgx-a100-80gb --gpus 40 --tp 5
 plan_row "--tp*--pp*--dp != --gpus" "tp*pp*dp: fixed sizes multiply to 16" \
   --model tiny --cluster local-cpu --gpus 8 --tp 2 --pp 2 --dp 4
+plan_row "--cp 0" "--cp: must be positive (0)" --model tiny --cluster local-cpu --gpus 2 --cp 0
+plan_row "--cp not a number" "--cp: expected a positive integer or auto (two)" \
+  --model tiny --cluster local-cpu --gpus 2 --cp two
+plan_row "--cp does not divide --gpus" "cp: does not divide the GPU count (4 % 8)" \
+  --model tiny --cluster local-cpu --gpus 4 --cp 8
+plan_row "--seq-len not divisible by 2*--cp" "--cp: seq_length not divisible by 2*cp (32 % 12)" \
+  --model tiny --cluster local-cpu --gpus 6 --cp 6
+plan_row "--tp*--cp*--pp*--dp != --gpus" "tp*cp*pp*dp: fixed sizes multiply to 16" \
+  --model tiny --cluster local-cpu --gpus 8 --tp 2 --cp 2 --pp 2 --dp 2
+plan_row "--cp-comm unknown" "--cp-comm: unknown cp_comm, expected p2p or a2a (ring)" \
+  --model tiny --cluster local-cpu --gpus 2 --cp 2 --cp-comm ring
+plan_row "--cp-comm a2a without --cp" "--cp-comm: needs --cp greater than 1 or auto (a2a)" \
+  --model tiny --cluster local-cpu --gpus 2 --cp-comm a2a
+plan_row "--cp-comm a2a, kv heads not divisible by tp*cp" \
+  "--cp: num_kv_heads not divisible by tp*cp for cp_comm a2a (2 % 4)" \
+  --model tiny --cluster local-cpu --gpus 4 --tp 2 --cp 2 --cp-comm a2a
+plan_row "--cp with --placement tp-pp-dp" "--cp: cp > 1 needs placement tp-dp-pp" \
+  --model tiny --cluster local-cpu --gpus 2 --cp 2 --placement tp-pp-dp
+plan_row "--cp with --flash-attention off" "--cp: cp > 1 needs flash attention (cp 2)" \
+  --model tiny --cluster local-cpu --gpus 2 --cp 2 --flash-attention off
 
 plan_row "--seq-len 1e9" "--seq-len: seq_length: absurdly large, more than 100000000" \
   --model tiny --cluster local-cpu --gpus 2 --seq-len 1000000000

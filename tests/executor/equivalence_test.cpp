@@ -158,7 +158,21 @@ planner::Layout split(planner::Layout layout, std::vector<int64_t> stage_layers)
   return layout;
 }
 
+planner::Layout with_cp(planner::Layout layout, int64_t cp) {
+  layout.cp = cp;
+  return layout;
+}
+
 TEST_SUITE("mpi2") {
+  TEST_CASE("cp2 (causal load-balanced ring attention) equals one process") {
+    check_equivalent(tiny(), with_cp(make_layout(1, 1, 1), 2));
+  }
+  TEST_CASE("cp2 with selective recompute and ZeRO-1 over dp x cp equals one process") {
+    planner::Layout layout = with_cp(make_layout(1, 1, 1), 2);
+    layout.recompute = Recompute::kSelective;
+    layout.zero = 1;
+    check_equivalent(tiny(), layout);
+  }
   TEST_CASE("tp2 equals one process") {
     check_equivalent(tiny(), make_layout(2, 1, 1));
   }
@@ -246,6 +260,17 @@ TEST_SUITE("mpi2") {
     layout.sequence_parallel = true;
     layout.recompute = Recompute::kFull;
     check_equivalent(tiny_gpt2(), layout);
+  }
+}
+
+TEST_SUITE("mpi4") {
+  TEST_CASE("cp2 x tp2 equals one process") {
+    check_equivalent(tiny(), with_cp(make_layout(2, 1, 1), 2));
+  }
+  TEST_CASE("cp2 x dp2 with ZeRO-2 equals one process") {
+    planner::Layout layout = with_cp(make_layout(1, 1, 2), 2);
+    layout.zero = 2;
+    check_equivalent(tiny(), layout);
   }
 }
 

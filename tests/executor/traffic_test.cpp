@@ -102,6 +102,18 @@ models::TransformerConfig tiny_tied_learned() {
 }
 
 TEST_SUITE("mpi2") {
+  TEST_CASE("collective calls and bytes match the planner: cp2 ring, and with full recompute") {
+    planner::Layout layout = make_layout(1, 1, 1);
+    layout.cp = 2;
+    const TrafficCounts counts = check_traffic(models::load_model("tiny"), layout);
+    // m = 16 / 2 = 8 micro-batches, 4 layers: K/V 2 * 32 = 64 sends, dK/dV 32, each
+    // 2 (T / cp) B (g / t) d e = 2 * 16 * 2 * 2 * 16 * 4 = 8,192 bytes.
+    const Traffic ring = counts.at({CollectiveKind::kSendRecv, CommGroup::kCp});
+    CHECK(ring.calls == 96);
+    CHECK(ring.bytes == 96 * 8192);
+    layout.recompute = planner::Recompute::kFull;
+    check_traffic(models::load_model("tiny"), layout);
+  }
   TEST_CASE("collective calls and bytes match the planner: tp2") {
     check_traffic(models::load_model("tiny"), make_layout(2, 1, 1));
   }
@@ -192,6 +204,18 @@ TEST_SUITE("mpi2") {
       CHECK(gather.calls == calls);
       CHECK(gather.bytes == padded_bytes);
     }
+  }
+}
+
+TEST_SUITE("mpi4") {
+  TEST_CASE("collective calls and bytes match the planner: cp2 x tp2 sequence parallel, ZeRO-1") {
+    planner::Layout layout = sp(make_layout(2, 1, 1));
+    layout.cp = 2;
+    check_traffic(models::load_model("tiny"), layout);
+    layout = make_layout(1, 1, 2);
+    layout.cp = 2;
+    layout.zero = 1;
+    check_traffic(models::load_model("tiny"), layout);
   }
 }
 

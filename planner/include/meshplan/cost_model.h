@@ -23,6 +23,16 @@ inline constexpr int64_t kDefaultBucketBytes = 25 * kBytesPerMiB;
 /// and sets the memory accounting (planner/memory.cpp); README "Frameworks" lists each rule with
 /// its version and source. kMeshplan is this project's executor.
 enum class Framework { kMegatron, kDeepSpeed, kFsdp, kMeshplan };
+
+/// How context-parallel attention moves the sequence (Megatron-Core TransformerConfig
+/// cp_comm_type, d98e8a64): kP2p passes K/V chunks around a ring of the cp ranks, overlapped
+/// with attention compute (Transformer Engine's AttnFuncWithCPAndKVP2P, after Liu et al. 2023
+/// "Ring Attention"); kA2a scatters heads and gathers the sequence with all-to-alls before and
+/// after attention (DeepSpeed-Ulysses, Jacobs et al. 2023).
+enum class CpComm { kP2p, kA2a };
+std::string to_string(CpComm comm);
+/// "p2p", "a2a"; throws InputError naming `field` otherwise.
+CpComm parse_cp_comm(const std::string& text, const std::string& field);
 std::string to_string(Framework framework);
 /// "megatron", "deepspeed", "fsdp", "meshplan"; throws InputError naming `field` otherwise.
 Framework parse_framework(const std::string& text, const std::string& field);
@@ -48,12 +58,16 @@ struct PlanOptions {
   int64_t bucket_bytes = kDefaultBucketBytes;
   // Tensor-parallel groups may span nodes (normally rejected: tp belongs on NVLink).
   bool allow_tp_across_nodes = false;
+  // Context-parallel attention communication (only read when the layout's cp > 1).
+  CpComm cp_comm = CpComm::kP2p;
 
   bool operator==(const PlanOptions&) const = default;
 };
 
-enum class CollectiveKind { kAllReduce, kAllGather, kReduceScatter, kSendRecv };
-enum class CommGroup { kTp, kPp, kDp, kEmbedding };
+enum class CollectiveKind { kAllReduce, kAllGather, kReduceScatter, kSendRecv, kAllToAll };
+/// kDp is the gradient group of grad_group_size(layout) = dp * cp ranks; kCp the cp ranks of
+/// one (tp, dp, pp) coordinate, the ring of context-parallel attention.
+enum class CommGroup { kTp, kPp, kDp, kEmbedding, kCp };
 std::string to_string(CollectiveKind kind);
 std::string to_string(CommGroup group);
 
@@ -61,7 +75,8 @@ std::string to_string(CommGroup group);
 /// the full (unsharded) buffer of an all-reduce, the gathered output of an all-gather, the
 /// input of a reduce-scatter, the payload of a send. Bytes on the wire per rank follow from the
 /// ring algorithm: 2(n-1)/n, (n-1)/n, (n-1)/n and 1 times message_bytes (nccl-tests
-/// doc/PERFORMANCE.md).
+/// doc/PERFORMANCE.md); an all-to-all's message is each rank's whole send buffer, (n-1)/n of
+/// which leaves the rank (nccl-tests src/alltoall.cu AlltoAllGetBw).
 struct CollectiveTraffic {
   std::string what;  // "tp: attention output all-reduce (forward)"
   CollectiveKind kind = CollectiveKind::kAllReduce;
@@ -99,12 +114,16 @@ struct ChunkCost {
   double backward_input_compute_seconds = 0;   // B (includes recompute forward, if any)
   double backward_weight_compute_seconds = 0;  // W
   double backward_tp_comm_seconds = 0;         // exposed, recompute's included
+  double forward_cp_comm_seconds = 0;          // exposed cp attention traffic
+  double backward_cp_comm_seconds = 0;         // exposed, recompute's included
   int64_t forward_flops = 0;                   // matmul FLOPs executed, per rank
   int64_t backward_flops = 0;                  // recompute included
-  double forward_seconds() const { return forward_compute_seconds + forward_tp_comm_seconds; }
+  double forward_seconds() const {
+    return forward_compute_seconds + forward_tp_comm_seconds + forward_cp_comm_seconds;
+  }
   double backward_seconds() const {
     return backward_input_compute_seconds + backward_weight_compute_seconds +
-           backward_tp_comm_seconds;
+           backward_tp_comm_seconds + backward_cp_comm_seconds;
   }
 };
 
@@ -151,7 +170,7 @@ struct PlanEstimate {
 /// "tp_heads", "tp_kv_heads", "tp_ffn", "tp_node", "stage_layers" (an uneven split that
 /// check_stage_layers refuses) or "pp_layers" (even split, l % (pp vpp) != 0), "batch",
 /// "vpp_schedule" or "interleaved_micro_batches" (check_schedule_shape), "sequence_parallel",
-/// "zero".
+/// "zero", then check_cp_layout's.
 struct Validity {
   std::string code;
   std::string reason;
@@ -159,6 +178,14 @@ struct Validity {
 };
 Validity check_layout(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                       int64_t num_gpus, const Layout& layout, bool allow_tp_across_nodes = false);
+
+/// Context-parallel rules of the layout alone (cp = 1 passes): "cp_seq" (seq_length divisible
+/// by 2 cp), "sequence_parallel" (seq_length / cp divisible by tp), "cp_placement" (tp-dp-pp).
+Validity check_cp_layout(const models::TransformerConfig& model, const Layout& layout);
+/// Context-parallel rules that need the options (cp = 1 passes): "cp_flash_attention",
+/// "cp_heads" and "cp_kv_heads" (a2a: heads divisible by tp * cp).
+Validity check_cp_options(const models::TransformerConfig& model, const Layout& layout,
+                          const PlanOptions& options);
 
 /// Whether `framework` can run `layout`: "" (ok) or code "framework" with a one-line reason
 /// naming the framework, the version read and the source that says so.
@@ -245,6 +272,31 @@ double pipeline_transfer_seconds(const models::TransformerConfig& model,
 /// efficiency e_max * x / (x + x_half), x = min(m, n, k) (compute_cost.cpp). meshplan calibrate
 /// fits e_max and x_half with it.
 double gemm_seconds(const models::ClusterConfig& cluster, double m, double n, double k);
+
+/// Tokens of one micro-batch one rank computes: micro_batch * seq_length / cp (context
+/// parallelism shards the sequence; Megatron-Core get_batch_on_this_cp_rank gives each cp rank
+/// 2 of the 2 cp sequence chunks). Precondition: divisible (check_layout "cp_seq").
+int64_t rank_micro_batch_tokens(const models::TransformerConfig& model, const Layout& layout);
+
+/// Context-parallel attention traffic of one layer and one micro-batch on one rank (of its cp
+/// group), and the part of it the attention compute cannot hide. cp_attention.cpp gives the
+/// formulas and their sources.
+struct CpAttentionComm {
+  struct Call {
+    std::string what;                                 // the collective inventory's description
+    CollectiveKind kind = CollectiveKind::kSendRecv;  // send_recv (p2p ring), all_to_all (a2a)
+    int64_t message_bytes = 0;                        // one call, nccl-tests "size"
+    int64_t forward_calls = 0;                        // per layer forward (and recomputed one)
+    int64_t backward_calls = 0;                       // per layer backward
+  };
+  std::vector<Call> calls;              // empty when cp = 1
+  double forward_exposed_seconds = 0;   // per layer forward
+  double backward_exposed_seconds = 0;  // per layer backward
+};
+/// Precondition: check_layout passed.
+CpAttentionComm cp_attention_comm(const models::TransformerConfig& model,
+                                  const models::ClusterConfig& cluster, const Layout& layout,
+                                  const PlanOptions& options);
 
 /// Megatron-LM model FLOPs of one step (no recompute), generalised to GQA and SwiGLU:
 /// 6 * tokens * (matmul parameters per token) + attention scores term, see flops.cpp.

@@ -30,6 +30,10 @@ struct SearchSpace {
   int64_t num_gpus = 0;
   int64_t global_batch = 0;
   std::optional<int64_t> tp, pp, dp, vpp, micro_batch;
+  // Context parallelism: fixed when set; else searched over the divisors of the GPU count only
+  // when search_cp (CLI --cp auto), else 1, so searches that do not ask stay as fast as before.
+  std::optional<int64_t> cp;
+  bool search_cp = false;
   std::optional<Recompute> recompute;
   std::optional<bool> sequence_parallel;
   std::optional<int> zero;
