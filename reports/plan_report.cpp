@@ -286,6 +286,9 @@ Report validation_report(const planner::ValidationReport& report) {
       report.runs.size(), num_predicted, report.mean_abs_error_pct, report.max_abs_error_pct,
       report.num_not_predicted);
   const auto summary_line = [](const char* what, const planner::ErrorSummary& summary) {
+    if (summary.num_predicted == 0) {
+      return fmt::format("# {}: no predicted run\n", what);
+    }
     return fmt::format("# {}: {} predicted runs, mean |error| {:.1f}%, max |error| {:.1f}%\n", what,
                        summary.num_predicted, summary.mean_abs_error_pct,
                        summary.max_abs_error_pct);
