@@ -325,6 +325,7 @@ void check_memory(const models::ClusterConfig& cluster, PlanEstimate& estimate) 
 PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
                                     const models::ClusterConfig& cluster, const Layout& layout,
                                     const PlanOptions& options, bool with_collectives) {
+  check_precision(cluster, options);
   PlanEstimate estimate;
   estimate.layout = layout;
   const Validity validity =

@@ -37,9 +37,15 @@ constexpr std::array<std::string_view, 11> kLayoutFields = {
     "tp",          "pp",           "dp",        "vpp",
     "micro_batch", "global_batch", "recompute", "sequence_parallel",
     "zero",        "schedule",     "placement"};
-constexpr std::array<std::string_view, 8> kOptionsFields = {
-    "flash_attention",         "overlap_grad_reduce", "overlap_param_gather",  "overlap_tp_comm",
-    "scatter_gather_pipeline", "bucket_bytes",        "allow_tp_across_nodes", "framework"};
+constexpr std::array<std::string_view, 9> kOptionsFields = {"flash_attention",
+                                                            "overlap_grad_reduce",
+                                                            "overlap_param_gather",
+                                                            "overlap_tp_comm",
+                                                            "scatter_gather_pipeline",
+                                                            "bucket_bytes",
+                                                            "allow_tp_across_nodes",
+                                                            "framework",
+                                                            "precision"};
 
 // Bounds that catch typos and unit mistakes before any product of them is formed (a plan file
 // with global_batch 1e12 made explain allocate gigabytes and never finish):
@@ -99,14 +105,18 @@ Layout layout_from_json(const nlohmann::json& json, const std::string& source) {
 }
 
 nlohmann::json options_to_json(const PlanOptions& options) {
-  return {{"flash_attention", options.flash_attention},
-          {"overlap_grad_reduce", options.overlap_grad_reduce},
-          {"overlap_param_gather", options.overlap_param_gather},
-          {"overlap_tp_comm", options.overlap_tp_comm},
-          {"scatter_gather_pipeline", options.scatter_gather_pipeline},
-          {"bucket_bytes", options.bucket_bytes},
-          {"allow_tp_across_nodes", options.allow_tp_across_nodes},
-          {"framework", to_string(options.framework)}};
+  nlohmann::json json{{"flash_attention", options.flash_attention},
+                      {"overlap_grad_reduce", options.overlap_grad_reduce},
+                      {"overlap_param_gather", options.overlap_param_gather},
+                      {"overlap_tp_comm", options.overlap_tp_comm},
+                      {"scatter_gather_pipeline", options.scatter_gather_pipeline},
+                      {"bucket_bytes", options.bucket_bytes},
+                      {"allow_tp_across_nodes", options.allow_tp_across_nodes},
+                      {"framework", to_string(options.framework)}};
+  if (options.gemm_precision != GemmPrecision::kBf16) {  // omitted for bf16 (plan-format.md)
+    json["precision"] = to_string(options.gemm_precision);
+  }
+  return json;
 }
 
 PlanOptions options_from_json(const nlohmann::json& json, const std::string& source,
@@ -138,6 +148,11 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
   if (json.contains("framework")) {
     options.framework =
         parse_framework(require_string(json, "framework", where), where + ": framework");
+  }
+  // Optional: absent means bf16 GEMMs, as in every plan file written before the key.
+  if (json.contains("precision")) {
+    options.gemm_precision =
+        parse_gemm_precision(require_string(json, "precision", where), where + ": precision");
   }
   return options;
 }

@@ -458,5 +458,17 @@ expect "--framework jax" \
   plan_error "--framework: unsupported framework (jax); supported: megatron, deepspeed, fsdp, meshplan" \
   --model tiny --cluster dgx-a100-80gb --gpus 8 --framework jax
 
+# --precision fp8 (issue 12): the plan file gains options.precision, explain reads it back.
+fp8_plan() {
+  run plan --model tiny --cluster dgx-h100 --gpus 8 --precision fp8 --top 1 --save-plan fp8.json
+  [ "$rc" -eq 0 ] || { say "exit status $rc: $(cat stderr.txt)"; return 1; }
+  grep -q '"precision": "fp8"' fp8.json || { say "plan file lacks options.precision"; return 1; }
+  run plan --model tiny --cluster dgx-h100 --gpus 8 --top 1 --save-plan bf16.json
+  grep -q '"precision": "fp8"' bf16.json && { say "bf16 plan file has options.precision"; return 1; }
+  run explain fp8.json
+  [ "$rc" -eq 0 ] || { say "explain fp8.json: exit status $rc: $(cat stderr.txt)"; return 1; }
+}
+expect "plan --precision fp8: options.precision in the plan file, explain reads it" fp8_plan
+
 echo "# meshplan cli: $num_checks checks, $num_failed failed; $num_known known bugs not counted"
 [ "$num_failed" -eq 0 ]

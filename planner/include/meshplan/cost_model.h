@@ -26,6 +26,15 @@ std::string to_string(Framework framework);
 /// "megatron", "deepspeed", "fsdp", "meshplan"; throws InputError naming `field` otherwise.
 Framework parse_framework(const std::string& text, const std::string& field);
 
+/// What the transformer layers' linear GEMMs run in (`plan --precision`). kFp8 is Transformer
+/// Engine's delayed-scaling FP8 (Micikevicius et al. 2022, "FP8 Formats for Deep Learning"):
+/// the QKV, attention-output and MLP GEMMs at the GPU's FP8 peak; attention, the LM head,
+/// weights' master copies, activations and all communication stay in the cluster's precision.
+enum class GemmPrecision { kBf16, kFp8 };
+std::string to_string(GemmPrecision precision);
+/// "bf16", "fp8"; throws InputError naming `field` otherwise.
+GemmPrecision parse_gemm_precision(const std::string& text, const std::string& field);
+
 /// Knobs of the training run that are not part of the layout.
 struct PlanOptions {
   Framework framework = Framework::kMegatron;
@@ -47,6 +56,7 @@ struct PlanOptions {
   int64_t bucket_bytes = kDefaultBucketBytes;
   // Tensor-parallel groups may span nodes (normally rejected: tp belongs on NVLink).
   bool allow_tp_across_nodes = false;
+  GemmPrecision gemm_precision = GemmPrecision::kBf16;  // --precision
 
   bool operator==(const PlanOptions&) const = default;
 };
@@ -160,6 +170,10 @@ Validity check_layout(const models::TransformerConfig& model, const models::Clus
 /// Whether `framework` can run `layout`: "" (ok) or code "framework" with a one-line reason
 /// naming the framework, the version read and the source that says so.
 Validity check_framework(Framework framework, const Layout& layout);
+
+/// Throws InputError when options.gemm_precision is fp8 and the cluster's GPU has no FP8 peak
+/// (A100) or the cluster trains in fp32: "<cluster>: precision: fp8: ...".
+void check_precision(const models::ClusterConfig& cluster, const PlanOptions& options);
 
 /// Full estimate of one layout (valid or not: an invalid one comes back infeasible, with its
 /// reason). Throws nothing for infeasible layouts.
