@@ -41,6 +41,7 @@ struct PlanArguments {
   std::string objective = "time";
   std::string placement = "tp-dp-pp";
   std::string framework = "megatron";
+  std::string precision = "bf16";
   std::string flash_attention = "on";
   std::string overlap_grad_reduce = "on";
   std::string overlap_param_gather = "on";
@@ -295,6 +296,7 @@ planner::SearchSpace search_space(const PlanArguments& args, const models::Clust
 planner::PlanOptions plan_options(const PlanArguments& args) {
   planner::PlanOptions options;
   options.framework = planner::parse_framework(args.framework, "--framework");
+  options.gemm_precision = planner::parse_gemm_precision(args.precision, "--precision");
   options.flash_attention = parse_on_off(args.flash_attention, "--flash-attention");
   options.overlap_grad_reduce = parse_on_off(args.overlap_grad_reduce, "--overlap-grad-reduce");
   options.overlap_param_gather = parse_on_off(args.overlap_param_gather, "--overlap-param-gather");
@@ -508,6 +510,9 @@ void register_plan_commands(CLI::App& app) {
                    "Fix the schedule: gpipe | 1f1b | interleaved | zb-h1");
   plan->add_option("--framework", args->framework,
                    "Software that runs the plan: megatron | deepspeed | fsdp | meshplan")
+      ->capture_default_str();
+  plan->add_option("--precision", args->precision,
+                   "Linear-layer GEMMs: bf16 | fp8 (Transformer Engine FP8; H100/H200 only)")
       ->capture_default_str();
   plan->add_option("--placement", args->placement, "Rank order: tp-dp-pp | tp-pp-dp")
       ->capture_default_str();

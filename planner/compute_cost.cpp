@@ -14,11 +14,18 @@ namespace meshplan::planner {
 // "Matrix Multiplication Background User's Guide", 2023). We model it with one saturating
 // curve in the smallest dimension x: efficiency = e_max * x / (x + x_half), where e_max and
 // x_half are per-GPU parameters of the cluster description.
-double gemm_seconds(const models::ClusterConfig& cluster, double m, double n, double k) {
+// FP8 GEMMs (Transformer Engine) run at the GPU's FP8 peak with their own e_max and the same
+// x_half.
+double gemm_seconds(const models::ClusterConfig& cluster, double m, double n, double k,
+                    GemmPrecision precision) {
+  const bool fp8 = precision == GemmPrecision::kFp8;
   const double smallest = std::min({m, n, k});
-  const double efficiency = cluster.efficiency.gemm_peak_efficiency * smallest /
-                            (smallest + cluster.efficiency.gemm_half_efficiency_dim);
-  return 2.0 * m * n * k / (peak_flops_per_second(cluster) * efficiency);
+  const double peak_efficiency =
+      fp8 ? cluster.efficiency.fp8_gemm_peak_efficiency : cluster.efficiency.gemm_peak_efficiency;
+  const double efficiency =
+      peak_efficiency * smallest / (smallest + cluster.efficiency.gemm_half_efficiency_dim);
+  const double peak = fp8 ? cluster.gpu.peak_fp8_flops_per_second : peak_flops_per_second(cluster);
+  return 2.0 * m * n * k / (peak * efficiency);
 }
 
 namespace {
@@ -42,10 +49,13 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
   const Shape x = shape_of(model, cluster, layout);
   const auto [t, tokens, h, d, a, g, f, s, e, sequence_split, fc1_columns] = x;
   LayerTime time;
-  time.linear_forward = gemm_seconds(cluster, tokens, (a + 2.0 * g) * d / t, h) +
-                        gemm_seconds(cluster, tokens, h, a * d / t) +
-                        gemm_seconds(cluster, tokens, fc1_columns / t, h) +
-                        gemm_seconds(cluster, tokens, h, f / t);
+  // The four linear GEMMs are the ones Transformer Engine runs in FP8 (te.Linear,
+  // LayerNormLinear, LayerNormMLP); the attention core and the LM head stay in 16 bits.
+  const GemmPrecision p = options.gemm_precision;
+  time.linear_forward = gemm_seconds(cluster, tokens, (a + 2.0 * g) * d / t, h, p) +
+                        gemm_seconds(cluster, tokens, h, a * d / t, p) +
+                        gemm_seconds(cluster, tokens, fc1_columns / t, h, p) +
+                        gemm_seconds(cluster, tokens, h, f / t, p);
   time.attention_forward = attention_forward_seconds(model, cluster, layout, options);
   // Memory-bound element-wise work, bytes read plus written: two norms (read, write), two
   // residual adds (read two, write one), the activation (gelu: read f, write f; swiglu: read

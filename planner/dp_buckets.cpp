@@ -114,8 +114,16 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
       for (SizeRun& run : per_layer) {
         run.bytes *= block_bytes;
       }
-      out.chunk_grad = costed(cluster, layout, stage, kRS, per_layer);
       out.chunk_param = costed(cluster, layout, stage, kAG, per_layer);
+      // FSDP reduce-scatters in fp32 under bf16 training: torchtitan's
+      // `mixed_precision_reduce` defaults to "float32" (torchtitan/config/job_config.py), as
+      // Composer's amp_bf16 (llm-foundry) keeps reduce_dtype fp32.
+      if (options.framework == Framework::kFsdp && e < 4) {
+        for (SizeRun& run : per_layer) {
+          run.bytes = run.bytes / e * 4;
+        }
+      }
+      out.chunk_grad = costed(cluster, layout, stage, kRS, per_layer);
       break;
     }
   }

@@ -113,6 +113,8 @@ namespace {
 struct DpTimes {
   double gradient_seconds = 0;          // reduction that may overlap the last backward
   double parameter_gather_seconds = 0;  // all-gather after the optimizer step
+  int64_t num_units = 0;                // ZeRO-3: all-gathers per chunk op, summed over chunks
+  double num_micro_batches = 0;
 };
 
 // Step totals: per-chunk calls run once per (micro-batch, chunk) op; ZeRO-3 gathers before
@@ -126,6 +128,8 @@ DpTimes dp_times(const models::TransformerConfig& model, const models::ClusterCo
       total_seconds(buckets.step_grad) + chunk_ops * total_seconds(buckets.chunk_grad);
   times.parameter_gather_seconds =
       total_seconds(buckets.step_param) + 2.0 * chunk_ops * total_seconds(buckets.chunk_param);
+  times.num_units = total_calls(buckets.chunk_param) * layout.vpp;
+  times.num_micro_batches = static_cast<double>(layout.num_micro_batches());
   return times;
 }
 
@@ -250,14 +254,36 @@ double exposed_transfer_seconds(const models::TransformerConfig& model,
   return 2.0 * slots * transfer;
 }
 
+// ZeRO-3 communication one micro-batch leaves exposed on a stage, unit (layer) by unit. FSDP
+// prefetches one unit ahead: the forward issues unit i+1's all-gather as unit i computes
+// (FSDP2 caps in-flight all-gathers at 2 units, `_max_num_inflight_all_gathers`); the backward
+// issues unit i-1's all-gather (backward_prefetch) while unit i+1's reduce-scatter runs, both
+// on the same NICs (DeepSpeed: stage3_prefetch_bucket_size, the same one-unit-ahead order).
+// What cannot overlap: the first unit's all-gather of the forward and the last unit's
+// reduce-scatter of the backward. Per unit: forward max(g, f_u), backward max(g + r, b_u)
+// (Rajbhandari et al. 2020, Sec. 7.2.2; PyTorch FSDP notes, docs.pytorch.org, "FSDP
+// prefetch"). Without overlap_grad_reduce nothing overlaps.
+double zero3_exposed_per_micro_batch(const PlanOptions& options, const StageTimes& t) {
+  const double units = std::max(1.0, static_cast<double>(t.dp.num_units));
+  const double micro_batches = std::max(1.0, t.dp.num_micro_batches);
+  const double gather = t.dp.parameter_gather_seconds / (2.0 * micro_batches * units);
+  const double reduce = t.dp.gradient_seconds / (micro_batches * units);
+  if (!options.overlap_grad_reduce) {
+    return units * (2.0 * gather + reduce);
+  }
+  const double forward_unit = t.forward / units;
+  const double backward_unit = t.backward / units;
+  return gather + (units - 1.0) * std::max(0.0, gather - forward_unit) +
+         (units - 1.0) * std::max(0.0, gather + reduce - backward_unit) + reduce;
+}
+
 // Exposed DP communication of one stage whose last backward ends `slack` before stage 0's.
 // Data-parallel reduction of stage s starts after its last backward. Stage s finishes its
 // last backward sum_{j<s} b_j before stage 0 does (the drain runs back to stage 0), and with
 // overlap_grad_reduce it also hides behind its own last micro-batch's backward (bucketed
 // reduction, Li et al. 2020, PyTorch DDP, Sec. 3.2.3). The ZeRO-1/2 parameter all-gather
 // hides behind the next step's first forward with overlap_param_gather. ZeRO-3 gathers and
-// reduces every micro-batch; prefetching hides them behind that micro-batch's compute at
-// best (Rajbhandari et al. 2020, Sec. 7.2.2), so only the excess is exposed.
+// reduces every micro-batch, unit by unit (zero3_exposed_per_micro_batch).
 double exposed_dp_seconds(const Layout& layout, const PlanOptions& options, const StageTimes& t,
                           double slack) {
   const double micro_batches = static_cast<double>(layout.num_micro_batches());
@@ -266,10 +292,7 @@ double exposed_dp_seconds(const Layout& layout, const PlanOptions& options, cons
                             ? std::max(0.0, dp.parameter_gather_seconds - t.forward)
                             : dp.parameter_gather_seconds;
   if (layout.zero == 3) {
-    const double per_micro_batch =
-        (dp.gradient_seconds + dp.parameter_gather_seconds) / micro_batches;
-    const double hidden = options.overlap_grad_reduce ? t.forward + t.backward : 0.0;
-    return micro_batches * std::max(0.0, per_micro_batch - hidden);
+    return micro_batches * zero3_exposed_per_micro_batch(options, t);
   }
   if (layout.zero == 2) {
     // Each micro-batch's reduce-scatter hides behind that micro-batch's backward.
@@ -324,6 +347,7 @@ void check_memory(const models::ClusterConfig& cluster, PlanEstimate& estimate) 
 PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
                                     const models::ClusterConfig& cluster, const Layout& layout,
                                     const PlanOptions& options, bool with_collectives) {
+  check_precision(cluster, options);
   PlanEstimate estimate;
   estimate.layout = layout;
   Validity validity =

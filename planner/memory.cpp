@@ -239,6 +239,29 @@ std::pair<double, double> working_set_bytes(Framework framework,
   return {0.0, 0.0};
 }
 
+// Transformer Engine's FP8 state of one rank's layers on a stage (--precision fp8, else 0):
+// each linear weight cached in FP8 with its transpose, 1 + 1 bytes per element, kept across
+// the micro-batches of a step (transformer_engine/pytorch/module/base.py,
+// get_weight_workspace, reused while is_first_microbatch is false; Hopper's FP8 GEMMs take
+// only the TN layout, so the backward needs the transposed copy), plus the delayed-scaling
+// amax history: DelayedScaling.amax_history_len = 1024 fp32 entries for each of 3 forward
+// (input, weight, output) and 2 backward (output gradient, input gradient) tensors of each of
+// the layer's 4 GEMMs. Under ZeRO-3 the caches are counted whole (an upper bound).
+double fp8_state_bytes(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
+                       const Layout& layout, const PlanOptions& options, int64_t stage) {
+  if (options.gemm_precision != GemmPrecision::kFp8) {
+    return 0.0;
+  }
+  constexpr double kAmaxHistoryLength = 1024;  // DelayedScaling default
+  constexpr double kScaledTensorsPerLayer = 4 * (3 + 2);
+  const Shape x = shape_of(model, cluster, layout);
+  const double linear_weights_per_layer =
+      (x.h * (x.a + 2.0 * x.g) * x.d + x.a * x.d * x.h + x.h * x.fc1 + x.f * x.h) / x.t;
+  const double layers = static_cast<double>(stage_layer_count(model, layout, stage));
+  return layers *
+         (2.0 * linear_weights_per_layer + kAmaxHistoryLength * kScaledTensorsPerLayer * 4.0);
+}
+
 }  // namespace
 
 MemoryBreakdown stage_memory(const models::TransformerConfig& model,
@@ -251,7 +274,8 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   double step_bytes = 0;
   const auto [gathered_weights, unsharded_gradients] =
       working_set_bytes(options.framework, model, cluster, layout, n, &step_bytes);
-  memory.weights_bytes = static_cast<int64_t>(per.weights * n + gathered_weights);
+  memory.weights_bytes = static_cast<int64_t>(
+      per.weights * n + gathered_weights + fp8_state_bytes(model, cluster, layout, options, stage));
   memory.gradients_bytes = static_cast<int64_t>(per.gradients * n + unsharded_gradients);
   memory.optimizer_bytes = static_cast<int64_t>(per.optimizer * n);
 

@@ -46,15 +46,16 @@ constexpr std::array<std::string_view, 13> kLayoutFields = {
     "micro_batch", "global_batch", "recompute", "sequence_parallel",
     "zero",        "schedule",     "placement", "cp",
     "stage_layers"};
-constexpr std::array<std::string_view, 9> kOptionsFields = {"flash_attention",
-                                                            "overlap_grad_reduce",
-                                                            "overlap_param_gather",
-                                                            "overlap_tp_comm",
-                                                            "scatter_gather_pipeline",
-                                                            "bucket_bytes",
-                                                            "allow_tp_across_nodes",
-                                                            "framework",
-                                                            "cp_comm"};
+constexpr std::array<std::string_view, 10> kOptionsFields = {"flash_attention",
+                                                             "overlap_grad_reduce",
+                                                             "overlap_param_gather",
+                                                             "overlap_tp_comm",
+                                                             "scatter_gather_pipeline",
+                                                             "bucket_bytes",
+                                                             "allow_tp_across_nodes",
+                                                             "framework",
+                                                             "cp_comm",
+                                                             "precision"};
 
 // Bounds that catch typos and unit mistakes before any product of them is formed (a plan file
 // with global_batch 1e12 made explain allocate gigabytes and never finish):
@@ -152,6 +153,9 @@ nlohmann::json options_to_json(const PlanOptions& options) {
   if (options.cp_comm != CpComm::kP2p) {  // omitted at the default, as layout.cp at 1
     json["cp_comm"] = to_string(options.cp_comm);
   }
+  if (options.gemm_precision != GemmPrecision::kBf16) {  // omitted for bf16 (plan-format.md)
+    json["precision"] = to_string(options.gemm_precision);
+  }
   return json;
 }
 
@@ -187,6 +191,11 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
   }
   if (json.contains("cp_comm")) {  // optional: absent means p2p
     options.cp_comm = parse_cp_comm(require_string(json, "cp_comm", where), where + ": cp_comm");
+  }
+  // Optional: absent means bf16 GEMMs, as in every plan file written before the key.
+  if (json.contains("precision")) {
+    options.gemm_precision =
+        parse_gemm_precision(require_string(json, "precision", where), where + ": precision");
   }
   return options;
 }

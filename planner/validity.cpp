@@ -46,6 +46,36 @@ Framework parse_framework(const std::string& text, const std::string& field) {
                   field, text));
 }
 
+std::string to_string(GemmPrecision precision) {
+  return precision == GemmPrecision::kFp8 ? "fp8" : "bf16";
+}
+
+GemmPrecision parse_gemm_precision(const std::string& text, const std::string& field) {
+  if (text == "bf16") {
+    return GemmPrecision::kBf16;
+  }
+  if (text == "fp8") {
+    return GemmPrecision::kFp8;
+  }
+  throw InputError(
+      fmt::format("{}: unsupported precision ({}); supported: bf16, fp8", field, text));
+}
+
+void check_precision(const models::ClusterConfig& cluster, const PlanOptions& options) {
+  if (options.gemm_precision != GemmPrecision::kFp8) {
+    return;
+  }
+  if (cluster.gpu.peak_fp8_flops_per_second <= 0) {
+    throw InputError(fmt::format(
+        "{}: precision: fp8: {} has no FP8 tensor cores (no gpu.peak_fp8_flops_per_second)",
+        cluster.name, cluster.gpu.name));
+  }
+  if (cluster.precision != models::Precision::kBf16Mixed) {
+    throw InputError(fmt::format("{}: precision: fp8 needs bf16 mixed-precision training ({})",
+                                 cluster.name, models::to_string(cluster.precision)));
+  }
+}
+
 // Each rule names the version read and the file that says so (README "Frameworks").
 Validity check_framework(Framework framework, const Layout& layout) {
   const bool pipelined = layout.pp > 1;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "meshplan/units.h"
 
@@ -285,6 +286,7 @@ void add_validation_row(const planner::ValidationRun& run, Report* out, nlohmann
                                                                : nlohmann::json(run.framework)},
                            {"options", planner::options_to_json(run.options)},
                            {"options_stated", run.options_stated},
+                           {"used_for_parameters", run.used_for_parameters},
                            {"published_step_time_s", run.published_step_time_s},
                            {"searched", run.searched}};
   if (!run.predicted) {
@@ -328,6 +330,16 @@ Report validation_report(const planner::ValidationReport& report) {
       "runs); {} not predicted\n",
       report.runs.size(), num_predicted, report.mean_abs_error_pct, report.max_abs_error_pct,
       report.num_not_predicted);
+  const auto summary_line = [](const char* what, const planner::ErrorSummary& summary) {
+    if (summary.num_predicted == 0) {
+      return fmt::format("# {}: no predicted run\n", what);
+    }
+    return fmt::format("# {}: {} predicted runs, mean |error| {:.1f}%, max |error| {:.1f}%\n", what,
+                       summary.num_predicted, summary.mean_abs_error_pct,
+                       summary.max_abs_error_pct);
+  };
+  out.table += summary_line("efficiency parameters chosen on", report.chosen_on);
+  out.table += summary_line("held out (not used to choose them)", report.held_out);
   out.table += report.num_not_predicted == 0
                    ? "# OK: every run predicted\n"
                    : fmt::format("# FAILED: {} of {} runs not predicted\n",
@@ -341,6 +353,14 @@ Report validation_report(const planner::ValidationReport& report) {
               {"num_not_predicted", report.num_not_predicted},
               {"mean_abs_error_pct", over_predicted(report.mean_abs_error_pct)},
               {"max_abs_error_pct", over_predicted(report.max_abs_error_pct)}};
+  for (const auto& [key, summary] :
+       {std::pair{"chosen_on", report.chosen_on}, std::pair{"held_out", report.held_out}}) {
+    const bool any = summary.num_predicted > 0;
+    out.json[key] = {
+        {"num_predicted", summary.num_predicted},
+        {"mean_abs_error_pct", any ? nlohmann::json(summary.mean_abs_error_pct) : nullptr},
+        {"max_abs_error_pct", any ? nlohmann::json(summary.max_abs_error_pct) : nullptr}};
+  }
   return out;
 }
 

@@ -358,6 +358,11 @@ row "plan: the same file for --json and --save-plan" 2 \
   plan --model tiny --cluster local-cpu --gpus 2 --json new_out.json --save-plan new_out.json
 row "plan: --refine 0" 2 "--refine: must be positive (0)" \
   plan --model tiny --cluster local-cpu --gpus 2 --refine 0 --json new_out.json
+row "plan: --precision fp8 on A100 (no FP8 tensor cores)" 2 \
+  "dgx-a100-80gb: precision: fp8: A100-SXM4-80GB has no FP8 tensor cores" \
+  plan --model tiny --cluster dgx-a100-80gb --gpus 8 --precision fp8 --json new_out.json
+row "plan: --precision fp16" 2 "--precision: unsupported precision (fp16); supported: bf16, fp8" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --precision fp16 --json new_out.json
 plan_row "--global-batch 10^12 (searched for hours before the cap)" \
   "global_batch: must be between 1 and 1000000 (1000000000000)" \
   --model tiny --cluster local-cpu --gpus 2 --global-batch 1000000000000
@@ -468,7 +473,7 @@ row "plan: --emit-out without --emit" 2 "--emit-out: needs --emit" \
   plan --model tiny --cluster local-cpu --gpus 2 --emit-out new_out.json --json sentinel.json
 row "plan: --emit torchtitan for a model with no torchtitan flavor" 2 \
   "--emit torchtitan: model: torchtitan selects a model by flavor" \
-  plan --model tiny --cluster local-cpu --gpus 2 --emit torchtitan --emit-out new_out.json \
+  plan --model tiny --cluster local-cpu --gpus 2 --framework fsdp --emit torchtitan --emit-out new_out.json \
   --save-plan sentinel.json
 row "plan: --emit deepspeed with ZeRO-2 and pp 2" 2 \
   "--emit deepspeed: layout: deepspeed cannot run this layout: its pipeline engine refuses" \

@@ -223,9 +223,12 @@ validate_public() {
   [ "$rc" -eq 0 ] || { say "exit status $rc: $(cat stderr.txt)"; return 1; }
   local ok=0
   grep -q '"mean_abs_error_pct": ' validation.json || { say "no mean_abs_error_pct"; ok=1; }
-  local runs
+  local runs expected
   runs=$(grep -c '"published_step_time_s": ' validation.json)
-  [ "$runs" -eq 27 ] || { say "$runs runs in validation.json, expected 27"; ok=1; }
+  expected=$(grep -c '"step_time_s": ' "$public_runs")  # one per run in the file
+  [ "$runs" -eq "$expected" ] || { say "$runs runs in validation.json, expected $expected"; ok=1; }
+  grep -q '"held_out": {' validation.json || { say "no held_out summary"; ok=1; }
+  grep -q '"chosen_on": {' validation.json || { say "no chosen_on summary"; ok=1; }
   grep -q '^#' stdout.txt || { say "no table"; ok=1; }
   say "$(grep -o '"mean_abs_error_pct": [0-9.e+-]*' validation.json)," \
     "$(grep -o '"max_abs_error_pct": [0-9.e+-]*' validation.json)"
@@ -240,7 +243,7 @@ expect "plan: table names and units lines, 3 rows" plan_table
 expect "plan --json: plans with layout, step_time_s, mfu, peak_memory_bytes, best first" plan_json
 expect "explain p.json exits 0 and predicts the table's step" explain_plan
 expect "models and clusters list the presets" info_commands
-expect "validate public_runs.json exits 0 and writes 27 runs" validate_public
+expect "validate public_runs.json exits 0 and writes every run" validate_public
 
 # --- why this plan, and sweep (issue 14) ------------------------------------------------------
 
@@ -597,6 +600,18 @@ expect "--framework megatron --schedule zb-h1: not a Megatron-Core schedule" \
 expect "--framework jax" \
   plan_error "--framework: unsupported framework (jax); supported: megatron, deepspeed, fsdp, meshplan" \
   --model tiny --cluster dgx-a100-80gb --gpus 8 --framework jax
+
+# --precision fp8 (issue 12): the plan file gains options.precision, explain reads it back.
+fp8_plan() {
+  run plan --model tiny --cluster dgx-h100 --gpus 8 --precision fp8 --top 1 --save-plan fp8.json
+  [ "$rc" -eq 0 ] || { say "exit status $rc: $(cat stderr.txt)"; return 1; }
+  grep -q '"precision": "fp8"' fp8.json || { say "plan file lacks options.precision"; return 1; }
+  run plan --model tiny --cluster dgx-h100 --gpus 8 --top 1 --save-plan bf16.json
+  grep -q '"precision": "fp8"' bf16.json && { say "bf16 plan file has options.precision"; return 1; }
+  run explain fp8.json
+  [ "$rc" -eq 0 ] || { say "explain fp8.json: exit status $rc: $(cat stderr.txt)"; return 1; }
+}
+expect "plan --precision fp8: options.precision in the plan file, explain reads it" fp8_plan
 
 echo "# meshplan cli: $num_checks checks, $num_failed failed; $num_known known bugs not counted"
 [ "$num_failed" -eq 0 ]

@@ -141,8 +141,16 @@ TEST_CASE("validation report: a run not predicted has null figures, its reason, 
   CHECK(json.at("num_predicted") == 2);
   CHECK(json.at("num_not_predicted") == 1);
   CHECK(report.table.find("# 3 runs, 2 predicted: ") != std::string::npos);
-  CHECK(report.table.find("; 1 not predicted\n# FAILED: 1 of 3 runs not predicted\n") !=
-        std::string::npos);
+  // The fixture marks no run used_for_parameters: all predicted runs are held out.
+  CHECK(report.table.find("; 1 not predicted\n# efficiency parameters chosen on: no predicted "
+                          "run\n# held out (not used to choose them): 2 predicted runs, mean "
+                          "|error| ") != std::string::npos);
+  CHECK(report.table.find("%\n# FAILED: 1 of 3 runs not predicted\n") != std::string::npos);
+  CHECK(json.at("chosen_on").at("num_predicted") == 0);
+  CHECK(json.at("chosen_on").at("mean_abs_error_pct").is_null());
+  CHECK(json.at("held_out").at("num_predicted") == 2);
+  CHECK(json.at("held_out").at("mean_abs_error_pct").get<double>() ==
+        validation.mean_abs_error_pct);  // the same two runs
   CHECK(report.table.find("#                                 run framework  predicted  published"
                           "    error  layout") == 0);
   CHECK(report.table.find("\n#                                                      (s)        (s)"

@@ -107,6 +107,7 @@ struct GpuSpec {
   std::string name;                       // "A100-SXM4-80GB"
   double peak_bf16_flops_per_second = 0;  // dense tensor-core peak, e.g. 312e12 (A100)
   double peak_fp32_flops_per_second = 0;  // dense fp32 peak (non tensor core), e.g. 19.5e12
+  double peak_fp8_flops_per_second = 0;   // dense FP8 tensor-core peak; 0: no FP8 (A100)
   int64_t hbm_bytes = 0;                  // e.g. 80e9
   double hbm_bytes_per_second = 0;        // e.g. 2.039e12
 
@@ -121,6 +122,7 @@ struct ComputeEfficiency {
   double attention_efficiency = 0;      // fused (flash) attention throughput / peak
   double hbm_efficiency = 0;            // achieved / datasheet HBM bandwidth, memory-bound ops
   double collective_efficiency = 0;     // achieved NCCL bus bandwidth / link line rate
+  double fp8_gemm_peak_efficiency = 0;  // large FP8 GEMM throughput / FP8 peak; 0: no FP8
 
   bool operator==(const ComputeEfficiency&) const = default;
 };

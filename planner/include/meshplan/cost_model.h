@@ -37,6 +37,15 @@ std::string to_string(Framework framework);
 /// "megatron", "deepspeed", "fsdp", "meshplan"; throws InputError naming `field` otherwise.
 Framework parse_framework(const std::string& text, const std::string& field);
 
+/// What the transformer layers' linear GEMMs run in (`plan --precision`). kFp8 is Transformer
+/// Engine's delayed-scaling FP8 (Micikevicius et al. 2022, "FP8 Formats for Deep Learning"):
+/// the QKV, attention-output and MLP GEMMs at the GPU's FP8 peak; attention, the LM head,
+/// weights' master copies, activations and all communication stay in the cluster's precision.
+enum class GemmPrecision { kBf16, kFp8 };
+std::string to_string(GemmPrecision precision);
+/// "bf16", "fp8"; throws InputError naming `field` otherwise.
+GemmPrecision parse_gemm_precision(const std::string& text, const std::string& field);
+
 /// Knobs of the training run that are not part of the layout.
 struct PlanOptions {
   Framework framework = Framework::kMegatron;
@@ -60,6 +69,7 @@ struct PlanOptions {
   bool allow_tp_across_nodes = false;
   // Context-parallel attention communication (only read when the layout's cp > 1).
   CpComm cp_comm = CpComm::kP2p;
+  GemmPrecision gemm_precision = GemmPrecision::kBf16;  // --precision
 
   bool operator==(const PlanOptions&) const = default;
 };
@@ -191,6 +201,10 @@ Validity check_cp_options(const models::TransformerConfig& model, const Layout& 
 /// naming the framework, the version read and the source that says so.
 Validity check_framework(Framework framework, const Layout& layout);
 
+/// Throws InputError when options.gemm_precision is fp8 and the cluster's GPU has no FP8 peak
+/// (A100) or the cluster trains in fp32: "<cluster>: precision: fp8: ...".
+void check_precision(const models::ClusterConfig& cluster, const PlanOptions& options);
+
 /// Full estimate of one layout (valid or not: an invalid one comes back infeasible, with its
 /// reason). Throws nothing for infeasible layouts.
 PlanEstimate estimate_plan(const models::TransformerConfig& model,
@@ -270,8 +284,10 @@ double pipeline_transfer_seconds(const models::TransformerConfig& model,
 
 /// Time of one m x n x k GEMM (2mnk FLOPs) at the cluster's peak times the shape-dependent
 /// efficiency e_max * x / (x + x_half), x = min(m, n, k) (compute_cost.cpp). meshplan calibrate
-/// fits e_max and x_half with it.
-double gemm_seconds(const models::ClusterConfig& cluster, double m, double n, double k);
+/// fits e_max and x_half with it. FP8 GEMMs (Transformer Engine) run at the GPU's FP8 peak with
+/// their own e_max and the same x_half.
+double gemm_seconds(const models::ClusterConfig& cluster, double m, double n, double k,
+                    GemmPrecision precision = GemmPrecision::kBf16);
 
 /// Tokens of one micro-batch one rank computes: micro_batch * seq_length / cp (context
 /// parallelism shards the sequence; Megatron-Core get_batch_on_this_cp_rank gives each cp rank
