@@ -75,29 +75,7 @@ void calibrate(const CalibrateArguments& args, int rank) {
 }
 
 void run_calibrate(const CalibrateArguments& args) {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (initialized == 0) {
-    MPI_Init(nullptr, nullptr);
-  }
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  try {
-    calibrate(args, rank);
-  } catch (const InputError& e) {
-    if (rank == 0) {
-      std::fprintf(stderr, "meshplan: error: %s\n", e.what());
-      std::fflush(stderr);
-    }
-    MPI_Barrier(MPI_COMM_WORLD);
-    MPI_Finalize();
-    std::exit(2);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "meshplan: error: %s\n", e.what());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  MPI_Finalize();
+  run_as_mpi_rank([&](int rank) { calibrate(args, rank); });
 }
 
 }  // namespace

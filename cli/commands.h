@@ -2,6 +2,7 @@
 // Each subcommand lives in its own file and registers itself on the app.
 
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <string>
 
 #include "meshplan/cost_model.h"
@@ -22,5 +23,11 @@ void register_sweep_command(CLI::App& app);      // sweep
 /// GPU exceeds the Y GiB of each <gpu> (--allow-infeasible to go on)".
 void require_feasible(const planner::Plan& plan, const planner::PlanEstimate& estimate,
                       const std::string& plan_path, bool allow_infeasible);
+
+/// Runs `body(rank)` as one rank of an MPI job (initialising MPI if needed, finalising it after)
+/// with the job's error rules: an InputError every rank holds is printed once, by rank 0, and
+/// every rank exits 2 after a barrier (so mpirun cannot stop rank 0 before it has spoken); any
+/// other error is printed by the rank that met it and aborts the whole job (exit 1).
+void run_as_mpi_rank(const std::function<void(int rank)>& body);
 
 }  // namespace meshplan::cli

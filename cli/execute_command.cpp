@@ -55,14 +55,7 @@ void read_fault_injection(executor::ExecuteOptions* options) {
 }
 
 void run_execute(const ExecuteArguments& args) {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (initialized == 0) {
-    MPI_Init(nullptr, nullptr);
-  }
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  try {
+  run_as_mpi_rank([&](int rank) {
     executor::ExecuteOptions options = args.options;
     read_fault_injection(&options);
     const planner::Plan plan = executor::load_plan(args.plan_path, MPI_COMM_WORLD);
@@ -95,6 +88,21 @@ void run_execute(const ExecuteArguments& args) {
         write_file_atomic(args.json_path, reports::execute_json(report).dump(2) + "\n");
       }
     }
+  });
+}
+
+}  // namespace
+
+void run_as_mpi_rank(const std::function<void(int rank)>& body) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized == 0) {
+    MPI_Init(nullptr, nullptr);
+  }
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  try {
+    body(rank);
   } catch (const InputError& e) {
     // Every rank holds the same error: rank 0 prints the one line, and only then (the barrier)
     // do the ranks exit 2, so mpirun cannot stop rank 0 before it has spoken.
@@ -113,8 +121,6 @@ void run_execute(const ExecuteArguments& args) {
   }
   MPI_Finalize();
 }
-
-}  // namespace
 
 void register_execute_command(CLI::App& app) {
   auto args = std::make_shared<ExecuteArguments>();
