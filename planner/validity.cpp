@@ -111,6 +111,11 @@ Validity check_layout(const models::TransformerConfig& model, const models::Clus
                                        "positive ({})",
                                        describe(layout)));
   }
+  if (model.is_moe() || model.is_mla()) {
+    return reject("model", fmt::format("mixture-of-experts and MLA models are not planned yet "
+                                       "(num_experts {}, kv_lora_rank {})",
+                                       model.num_experts, model.kv_lora_rank));
+  }
   if (layout.num_gpus() != num_gpus) {
     return reject("gpus", fmt::format("tp*pp*dp must equal the GPU count ({}*{}*{} != {})",
                                       layout.tp, layout.pp, layout.dp, num_gpus));

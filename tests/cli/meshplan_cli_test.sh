@@ -310,9 +310,9 @@ expect "--sequence-parallel maybe" \
 expect "cluster file with a negative bandwidth" \
   plan_error "cluster_negative_bandwidth.json: intra_node_bytes_per_second: must be positive and finite (-300000000000)" \
   --model tiny --cluster "$data/cluster_negative_bandwidth.json" --gpus 8
-expect "HF config with num_local_experts 8" \
-  plan_error "Mixtral-8x7B-v0.1.json: num_local_experts: mixture-of-experts models are not supported yet (8)" \
-  --model "$source_dir/tests/data/hf/Mixtral-8x7B-v0.1.json" --cluster dgx-a100-80gb --gpus 8
+expect "HF config of an MoE model with the MTP module" \
+  plan_error "DeepSeek-V3.json: num_nextn_predict_layers: the multi-token-prediction module is not modelled" \
+  --model "$source_dir/tests/data/hf/DeepSeek-V3.json" --cluster dgx-a100-80gb --gpus 8
 
 # A plan file from a newer meshplan.
 if [ -s p.json ]; then
