@@ -28,7 +28,8 @@ struct PlanArguments {
   std::string model;
   std::string cluster;
   int64_t gpus = 0;
-  std::optional<int64_t> global_batch, seq_len, tp, pp, dp, vpp, micro_batch;
+  std::optional<int64_t> global_batch, seq_len, tp, pp, dp, vpp, micro_batch, ep;
+  double moe_load_imbalance = 1.0;
   std::optional<std::string> recompute, sequence_parallel, schedule;
   std::optional<int> zero;
   std::string objective = "time";
@@ -135,6 +136,7 @@ planner::SearchSpace search_space(const PlanArguments& args) {
                                     {args.pp, "--pp"},
                                     {args.dp, "--dp"},
                                     {args.vpp, "--vpp"},
+                                    {args.ep, "--ep"},
                                     {args.micro_batch, "--micro-batch"}}) {
     require_positive(value, flag);
   }
@@ -152,6 +154,7 @@ planner::SearchSpace search_space(const PlanArguments& args) {
   space.pp = args.pp;
   space.dp = args.dp;
   space.vpp = args.vpp;
+  space.ep = args.ep;
   space.micro_batch = args.micro_batch;
   if (args.recompute) {
     space.recompute = planner::parse_recompute(*args.recompute, "--recompute");
@@ -186,6 +189,8 @@ planner::PlanOptions plan_options(const PlanArguments& args) {
   options.scatter_gather_pipeline =
       parse_on_off(args.scatter_gather_pipeline, "--scatter-gather-pipeline");
   options.allow_tp_across_nodes = args.allow_tp_across_nodes;
+  planner::check_moe_load_imbalance(args.moe_load_imbalance, "--moe-load-imbalance");
+  options.moe_load_imbalance = args.moe_load_imbalance;
   if (!(args.bucket_mb > 0) || args.bucket_mb > 1e6) {
     throw InputError(fmt::format("--bucket-mb: must be in (0, 1e6] ({})", args.bucket_mb));
   }
@@ -288,6 +293,11 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--pp", args->pp, "Fix pipeline model parallel size");
   plan->add_option("--dp", args->dp, "Fix data parallel size");
   plan->add_option("--vpp", args->vpp, "Fix virtual pipeline stages per rank");
+  plan->add_option("--ep", args->ep,
+                   "Fix expert parallel size (MoE models; divides dp and the expert count)");
+  plan->add_option("--moe-load-imbalance", args->moe_load_imbalance,
+                   "Busiest rank's routed-expert work over the balanced share (MoE; >= 1)")
+      ->capture_default_str();
   plan->add_option("--micro-batch", args->micro_batch, "Fix the micro-batch size");
   plan->add_option("--recompute", args->recompute, "Fix recompute: none | selective | full");
   plan->add_option("--sequence-parallel", args->sequence_parallel,

@@ -30,6 +30,11 @@ double ring_seconds(CollectiveKind kind, double message_bytes, double n, const L
              (n - 1.0) * link.latency_seconds;
     case CollectiveKind::kSendRecv:
       return message_bytes / link.bytes_per_second + link.latency_seconds;
+    case CollectiveKind::kAllToAll:
+      // Pairwise exchange: each rank sends (n-1)/n of its buffer, n-1 messages (nccl-tests
+      // alltoall.cu: busbw = algbw (n-1)/n).
+      return (n - 1.0) / n * message_bytes / link.bytes_per_second +
+             (n - 1.0) * link.latency_seconds;
   }
   return 0.0;
 }
@@ -60,6 +65,12 @@ double collective_seconds(const models::ClusterConfig& cluster, CollectiveKind k
   if (last_node == first_node) {
     return ring_seconds(kind, bytes, n, intra);
   }
+  if (kind == CollectiveKind::kAllToAll) {
+    // An all-to-all whose group spans nodes is costed on the NIC tier: every rank's NIC
+    // carries its traffic at once, and the slowest (inter-node) share sets the pace
+    // (conservative: the intra-node share would move over NVLink in parallel).
+    return ring_seconds(kind, bytes, n, inter);
+  }
   const int64_t members_per_full_node = gpus_per_node / stride;
   const bool fills_whole_nodes = stride < gpus_per_node && first_rank % gpus_per_node < stride &&
                                  group_size % members_per_full_node == 0;
@@ -83,6 +94,7 @@ double collective_seconds(const models::ClusterConfig& cluster, CollectiveKind k
       return ring_seconds(kind, bytes / local, nodes, inter) +
              ring_seconds(kind, bytes, local, intra);
     case CollectiveKind::kSendRecv:
+    case CollectiveKind::kAllToAll:
       break;
   }
   return 0.0;
@@ -98,6 +110,8 @@ std::string to_string(CollectiveKind kind) {
       return "reduce_scatter";
     case CollectiveKind::kSendRecv:
       return "send_recv";
+    case CollectiveKind::kAllToAll:
+      return "all_to_all";
   }
   return "?";
 }
@@ -112,6 +126,10 @@ std::string to_string(CommGroup group) {
       return "dp";
     case CommGroup::kEmbedding:
       return "embedding";
+    case CommGroup::kEp:
+      return "ep";
+    case CommGroup::kExpertDp:
+      return "expert_dp";
   }
   return "?";
 }

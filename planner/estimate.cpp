@@ -25,6 +25,10 @@ int64_t group_stride(const Layout& layout, CommGroup group) {
     case CommGroup::kEmbedding:  // first and last stage
       return (dp_before_pp ? layout.tp * layout.dp : layout.tp) *
              std::max<int64_t>(layout.pp - 1, 1);
+    case CommGroup::kEp:  // ep consecutive dp ranks (Megatron's order tp-cp-ep-dp-pp)
+      return group_stride(layout, CommGroup::kDp);
+    case CommGroup::kExpertDp:  // dp ranks ep apart
+      return group_stride(layout, CommGroup::kDp) * layout.ep;
   }
   return 1;
 }
@@ -40,9 +44,11 @@ int64_t group_first_rank(const Layout& layout, CommGroup group, int64_t stage, i
 double stage_collective_seconds(const models::ClusterConfig& cluster, const Layout& layout,
                                 CollectiveKind kind, CommGroup group, int64_t stage,
                                 int64_t message_bytes) {
-  const int64_t group_size = group == CommGroup::kTp   ? layout.tp
-                             : group == CommGroup::kDp ? layout.dp
-                                                       : 2;
+  const int64_t group_size = group == CommGroup::kTp         ? layout.tp
+                             : group == CommGroup::kDp       ? layout.dp
+                             : group == CommGroup::kEp       ? layout.ep
+                             : group == CommGroup::kExpertDp ? expert_data_parallel(layout)
+                                                             : 2;
   const int64_t stride = group_stride(layout, group);
   double seconds = 0;
   for (int64_t tp_rank : {int64_t{0}, layout.tp - 1}) {
@@ -115,6 +121,23 @@ DpTimes dp_times(const models::TransformerConfig& model, const models::ClusterCo
       total_seconds(buckets.step_grad) + chunk_ops * total_seconds(buckets.chunk_grad);
   times.parameter_gather_seconds =
       total_seconds(buckets.step_param) + 2.0 * chunk_ops * total_seconds(buckets.chunk_param);
+  // Expert parameters: one gradient collective per step over the expert data parallel group
+  // (dp / ep ranks), all-reduce or, with ZeRO 1-2, reduce-scatter then parameter all-gather
+  // (Megatron-Core keeps experts in their own gradient buffer over that group).
+  const int64_t expert_bytes =
+      stage_expert_parameter_count(model, layout, stage) * element_bytes(cluster);
+  if (expert_bytes > 0 && expert_data_parallel(layout) > 1) {
+    const auto collective = [&](CollectiveKind kind) {
+      return stage_collective_seconds(cluster, layout, kind, CommGroup::kExpertDp, stage,
+                                      expert_bytes);
+    };
+    if (layout.zero == 0) {
+      times.gradient_seconds += collective(CollectiveKind::kAllReduce);
+    } else {
+      times.gradient_seconds += collective(CollectiveKind::kReduceScatter);
+      times.parameter_gather_seconds += collective(CollectiveKind::kAllGather);
+    }
+  }
   return times;
 }
 
@@ -149,8 +172,10 @@ StageTimes estimate_stage(const models::TransformerConfig& model,
   stage.peak_in_flight_micro_batches = in_flight.all_chunks;
   stage.memory = stage_memory(model, cluster, layout, options, s, in_flight);
   stage.num_parameters = stage_parameter_count(model, layout, s);
+  const int64_t expert = stage_expert_parameter_count(model, layout, s);
   stage.optimizer_step_seconds =
-      optimizer_step_seconds(cluster, zero_shard_count(layout, stage.num_parameters));
+      optimizer_step_seconds(cluster, zero_shard_count(layout, stage.num_parameters - expert) +
+                                          zero_shard_count(expert_layout(layout), expert));
   times.dp = dp_times(model, cluster, layout, options, s);
   stage.dp_grad_sync_seconds = times.dp.gradient_seconds + times.dp.parameter_gather_seconds;
   return times;

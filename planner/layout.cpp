@@ -89,10 +89,14 @@ Placement parse_placement(const std::string& text, const std::string& field) {
 }
 
 std::string describe(const Layout& layout) {
-  return fmt::format("tp={} pp={} dp={} vpp={} mb={} recompute={} sp={} zero={} schedule={}",
-                     layout.tp, layout.pp, layout.dp, layout.vpp, layout.micro_batch,
-                     to_string(layout.recompute), layout.sequence_parallel ? "on" : "off",
-                     layout.zero, to_string(layout.schedule));
+  std::string text = fmt::format(
+      "tp={} pp={} dp={} vpp={} mb={} recompute={} sp={} zero={} schedule={}", layout.tp, layout.pp,
+      layout.dp, layout.vpp, layout.micro_batch, to_string(layout.recompute),
+      layout.sequence_parallel ? "on" : "off", layout.zero, to_string(layout.schedule));
+  if (layout.ep > 1) {
+    text += fmt::format(" ep={}", layout.ep);
+  }
+  return text;
 }
 
 std::string check_schedule_shape(ScheduleKind schedule, int64_t pp, int64_t vpp,

@@ -99,6 +99,25 @@ std::vector<std::pair<ScheduleKind, int64_t>> schedule_choices(
   return schedules;
 }
 
+// Expert parallel sizes to try with dp: the fixed one, 1 for a dense model, else the divisors
+// of dp that divide the expert count (others fail check_layout's "ep_dp"/"ep_experts" anyway).
+std::vector<int64_t> ep_choices(const models::TransformerConfig& model, const SearchSpace& space,
+                                int64_t dp) {
+  if (space.ep) {
+    return {*space.ep};
+  }
+  if (!model.is_moe()) {
+    return {1};
+  }
+  std::vector<int64_t> eps;
+  for (int64_t ep : divisors(dp)) {
+    if (model.num_experts % ep == 0) {
+      eps.push_back(ep);
+    }
+  }
+  return eps;
+}
+
 // Appends every (recompute, sp, zero) variant of `base` the space allows.
 void add_variants(const SearchSpace& space, const PlanOptions& options, const Layout& base,
                   std::vector<Layout>& layouts) {
@@ -151,7 +170,10 @@ std::vector<Layout> enumerate_layouts(const models::TransformerConfig& model,
           base.global_batch = space.global_batch;
           base.schedule = schedule;
           base.placement = space.placement;
-          add_variants(space, options, base, layouts);
+          for (int64_t ep : ep_choices(model, space, dp)) {
+            base.ep = ep;
+            add_variants(space, options, base, layouts);
+          }
         }
       }
     }

@@ -27,15 +27,17 @@ nlohmann::json memory_json(const planner::MemoryBreakdown& memory) {
 }
 
 // Appends estimate `e`, ranked `rank` (from 1), as a row of the table and a record of "plans".
-void add_plan_row(int rank, const planner::PlanEstimate& e, Report* report) {
+// A mixture-of-experts model's table ends with an ep column.
+void add_plan_row(int rank, const planner::PlanEstimate& e, bool moe, Report* report) {
   const planner::Layout& l = e.layout;
   report->table += fmt::format(
       " {:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8.1f} "
-      "{:>9.4f} {:>6.1f} {:>12.0f}\n",
+      "{:>9.4f} {:>6.1f} {:>12.0f}",
       rank, l.tp, l.pp, l.dp, l.vpp, l.micro_batch, to_string(l.recompute),
       on_off(l.sequence_parallel), l.zero, to_string(l.schedule),
       static_cast<double>(e.peak_memory_bytes) / kGiB, e.step_time_s, 100.0 * e.mfu,
       e.tokens_per_s);
+  report->table += moe ? fmt::format(" {:>5}\n", l.ep) : "\n";
   report->json["plans"].push_back(estimate_json(e));
 }
 
@@ -48,12 +50,17 @@ std::string format_plan_header(const models::TransformerConfig& model,
   return fmt::format("# framework {}\n", planner::to_string(framework)) +
          fmt::format(
              "# model {}: {} parameters ({:.2f}B), {} layers, hidden {}, {} heads ({} kv), ffn {}, "
-             "vocab {}, seq {}\n"
+             "vocab {}, seq {}{}\n"
              "# cluster {}: {} GPUs ({} per node, {}), global batch {} sequences ({} tokens)\n",
              model.name, counts.total, static_cast<double>(counts.total) / 1e9, model.num_layers,
              model.hidden_size, model.num_attention_heads, model.num_kv_heads,
-             model.ffn_hidden_size, model.vocab_size, model.seq_length, cluster.name, num_gpus,
-             cluster.gpus_per_node, cluster.gpu.name, global_batch,
+             model.ffn_hidden_size, model.vocab_size, model.seq_length,
+             model.is_moe()
+                 ? fmt::format(", {} experts top-{} of ffn {} ({:.2f}B active)", model.num_experts,
+                               model.experts_per_token, model.expert_ffn_hidden_size,
+                               static_cast<double>(counts.active) / 1e9)
+                 : "",
+             cluster.name, num_gpus, cluster.gpus_per_node, cluster.gpu.name, global_batch,
              global_batch * model.seq_length);
 }
 
@@ -112,6 +119,9 @@ Report plan_report(const models::TransformerConfig& model, const models::Cluster
                    int64_t num_gpus, const planner::SearchResult& result) {
   nlohmann::json model_json = models::model_to_json(model);
   model_json["num_parameters"] = models::count_parameters(model).total;
+  if (model.is_moe()) {
+    model_json["num_active_parameters"] = models::count_parameters(model).active;
+  }
   nlohmann::json rejections = nlohmann::json::object();
   for (const auto& [code, count] : result.rejections) {
     rejections[code] = count;
@@ -124,18 +134,19 @@ Report plan_report(const models::TransformerConfig& model, const models::Cluster
                  {"num_feasible", result.num_feasible},
                  {"rejections", rejections},
                  {"plans", nlohmann::json::array()}};
+  const bool moe = model.is_moe();
   report.table = fmt::format(
       "#{:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8} "
-      "{:>9} {:>6} {:>12}\n",
+      "{:>9} {:>6} {:>12}{}\n",
       "rank", "tp", "pp", "dp", "vpp", "mb", "recompute", "sp", "zero", "schedule", "memory",
-      "step", "mfu", "tokens/s");
+      "step", "mfu", "tokens/s", moe ? "    ep" : "");
   report.table += fmt::format(
       "#{:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8} "
       "{:>9} {:>6} {:>12}\n",
       "", "", "", "", "", "", "", "", "", "", "(GiB)", "(s)", "(%)", "(tok/s)");
   int rank = 1;
   for (const planner::PlanEstimate& e : result.best) {
-    add_plan_row(rank++, e, &report);
+    add_plan_row(rank++, e, moe, &report);
   }
   report.table +=
       fmt::format("# evaluated {} layouts, {} feasible", result.num_evaluated, result.num_feasible);

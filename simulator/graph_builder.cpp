@@ -47,14 +47,15 @@ double compute_seconds(const planner::ChunkCost& cost, OpKind kind) {
 }
 
 // Exposed tp communication after the op: the forward's, or the backward's (which the input
-// gradient needs; W has none).
+// gradient needs; W has none). MoE all-to-alls ride on the same task (not yet a task of their
+// own on the NICs they load).
 double tp_seconds(const planner::ChunkCost& cost, OpKind kind) {
   switch (kind) {
     case OpKind::kForward:
-      return cost.forward_tp_comm_seconds;
+      return cost.forward_tp_comm_seconds + cost.forward_ep_comm_seconds;
     case OpKind::kBackward:
     case OpKind::kBackwardInput:
-      return cost.backward_tp_comm_seconds;
+      return cost.backward_tp_comm_seconds + cost.backward_ep_comm_seconds;
     default:
       return 0.0;
   }

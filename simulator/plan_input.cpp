@@ -83,6 +83,13 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
         break;
       case CommGroup::kDp:
         break;  // from planner::dp_buckets below
+      case CommGroup::kEp:
+        break;  // MoE all-to-alls: inside the chunk costs (ChunkCost's ep_comm seconds)
+      case CommGroup::kExpertDp:
+        throw InputError(fmt::format(
+            "{}: layout: the simulator does not replay the expert gradient reduction of a "
+            "mixture-of-experts plan with dp / ep > 1 yet ({}); plan it with meshplan plan",
+            source, planner::describe(layout)));
     }
   }
   planner::PlanOptions plan_options = plan.options;

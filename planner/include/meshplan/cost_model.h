@@ -47,12 +47,19 @@ struct PlanOptions {
   int64_t bucket_bytes = kDefaultBucketBytes;
   // Tensor-parallel groups may span nodes (normally rejected: tp belongs on NVLink).
   bool allow_tp_across_nodes = false;
+  // Mixture-of-experts load imbalance: the busiest rank's routed-expert work over the balanced
+  // share (tokens x k / ep). 1.0 assumes perfect balance (dropless routing with a well-trained
+  // balancing loss); it multiplies the routed experts' GEMM time (the all-to-all stays at the
+  // balanced volume). Not a measured figure: an explicit what-if.
+  double moe_load_imbalance = 1.0;
 
   bool operator==(const PlanOptions&) const = default;
 };
 
-enum class CollectiveKind { kAllReduce, kAllGather, kReduceScatter, kSendRecv };
-enum class CommGroup { kTp, kPp, kDp, kEmbedding };
+enum class CollectiveKind { kAllReduce, kAllGather, kReduceScatter, kSendRecv, kAllToAll };
+/// kEp: the expert-parallel group (ep ranks of the dp group); kExpertDp: the expert data
+/// parallel group (dp / ep ranks holding the same experts).
+enum class CommGroup { kTp, kPp, kDp, kEmbedding, kEp, kExpertDp };
 std::string to_string(CollectiveKind kind);
 std::string to_string(CommGroup group);
 
@@ -60,7 +67,8 @@ std::string to_string(CommGroup group);
 /// the full (unsharded) buffer of an all-reduce, the gathered output of an all-gather, the
 /// input of a reduce-scatter, the payload of a send. Bytes on the wire per rank follow from the
 /// ring algorithm: 2(n-1)/n, (n-1)/n, (n-1)/n and 1 times message_bytes (nccl-tests
-/// doc/PERFORMANCE.md).
+/// doc/PERFORMANCE.md); an all-to-all's message is what one rank sends in total, (n-1)/n of it
+/// leaving the rank (nccl-tests alltoall.cu's busbw factor).
 struct CollectiveTraffic {
   std::string what;  // "tp: attention output all-reduce (forward)"
   CollectiveKind kind = CollectiveKind::kAllReduce;
@@ -98,12 +106,17 @@ struct ChunkCost {
   double backward_input_compute_seconds = 0;   // B (includes recompute forward, if any)
   double backward_weight_compute_seconds = 0;  // W
   double backward_tp_comm_seconds = 0;         // exposed, recompute's included
+  double forward_ep_comm_seconds = 0;          // MoE all-to-alls (dispatch, combine), exposed
+  double backward_ep_comm_seconds = 0;         // their backward (and recompute's)
+  int64_t num_moe_layers = 0;                  // of num_layers
   int64_t forward_flops = 0;                   // matmul FLOPs executed, per rank
   int64_t backward_flops = 0;                  // recompute included
-  double forward_seconds() const { return forward_compute_seconds + forward_tp_comm_seconds; }
+  double forward_seconds() const {
+    return forward_compute_seconds + forward_tp_comm_seconds + forward_ep_comm_seconds;
+  }
   double backward_seconds() const {
     return backward_input_compute_seconds + backward_weight_compute_seconds +
-           backward_tp_comm_seconds;
+           backward_tp_comm_seconds + backward_ep_comm_seconds;
   }
 };
 
@@ -148,7 +161,9 @@ struct PlanEstimate {
 /// Checks the layout's validity rules (returns a non-empty code and reason on the first
 /// violation; memory is not checked here). Codes, in the order checked: "sizes", "gpus",
 /// "tp_heads", "tp_kv_heads", "tp_ffn", "tp_node", "pp_layers", "batch", "vpp_schedule" or
-/// "interleaved_micro_batches" (check_schedule_shape), "sequence_parallel", "zero".
+/// "interleaved_micro_batches" (check_schedule_shape), "sequence_parallel", "zero", then the
+/// mixture-of-experts rules (check_moe_layout): "ep", "ep_dp", "ep_experts", "tp_expert_ffn",
+/// "moe_sequence_parallel", "moe_zero3".
 struct Validity {
   std::string code;
   std::string reason;
@@ -181,6 +196,28 @@ int64_t stage_parameter_count(const models::TransformerConfig& model, const Layo
 /// Layers in every model chunk: l / (pp * vpp), the same for each (stage, chunk). Precondition:
 /// divisible (check_layout's "pp_layers").
 int64_t layers_per_chunk(const models::TransformerConfig& model, const Layout& layout);
+
+/// The layers of model chunk `chunk` on pipeline rank `stage`: [first, first + count) in the
+/// model's order (virtual stage v = chunk * pp + stage holds layers v L .. v L + L - 1).
+struct LayerRange {
+  int64_t first = 0;
+  int64_t count = 0;
+  /// MoE layers among them (TransformerConfig::is_moe_layer).
+  int64_t num_moe(const models::TransformerConfig& model) const;
+};
+LayerRange chunk_layers(const models::TransformerConfig& model, const Layout& layout, int64_t stage,
+                        int64_t chunk);
+
+/// Expert parameters one rank of stage `stage` holds: its E / ep experts of every MoE layer of
+/// the stage, tp-sharded (0 for a dense model). Included in stage_parameter_count.
+int64_t stage_expert_parameter_count(const models::TransformerConfig& model, const Layout& layout,
+                                     int64_t stage);
+
+/// Bytes one rank sends in one MoE all-to-all (token dispatch or combine) of one micro-batch:
+/// its T / sp tokens, each to k experts, h elements of e bytes (Megatron's alltoall token
+/// dispatcher; dropless). (ep - 1) / ep of it leaves the rank.
+int64_t moe_all_to_all_bytes(const models::TransformerConfig& model,
+                             const models::ClusterConfig& cluster, const Layout& layout);
 
 /// Ring collective time on a group of `group_size` ranks placed `stride` ranks apart in the
 /// global numbering (tp: 1, dp: tp, ...), starting at global rank `first_rank` (a send goes

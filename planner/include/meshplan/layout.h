@@ -29,6 +29,11 @@ struct Layout {
   int zero = 0;  // 0-3; 1 is Megatron's distributed optimizer
   ScheduleKind schedule = ScheduleKind::kOneFOneB;
   Placement placement = Placement::kTpDpPp;
+  // Expert model parallel size (Megatron --expert-model-parallel-size): each MoE layer's experts
+  // are split over ep ranks taken from the data-parallel group (ep consecutive dp ranks, as
+  // Megatron's default order tp-cp-ep-dp-pp), so ep divides dp. Experts are tp-sharded as
+  // Megatron's default --expert-tensor-parallel-size = tp.
+  int64_t ep = 1;
 
   int64_t num_gpus() const { return tp * pp * dp; }
   /// Micro-batches per pipeline per step: global_batch / (dp * micro_batch).
@@ -44,6 +49,21 @@ struct Layout {
 /// activations go to v + 1 and gradients to v - 1.
 inline int64_t virtual_stage(int64_t pp, int64_t stage, int64_t chunk) {
   return chunk * pp + stage;
+}
+
+/// Expert data parallel size: the ranks holding the same experts, dp / ep (Megatron's
+/// expert-data-parallel group); expert gradients are reduced, and ZeRO-sharded, over it.
+inline int64_t expert_data_parallel(const Layout& layout) {
+  return layout.dp / layout.ep;
+}
+/// The layout as expert parameters see it: ZeRO shards them over the expert data parallel
+/// group (Megatron's distributed optimizer keeps expert parameters in their own buffers,
+/// sharded over expert-data-parallel ranks), so dp becomes dp / ep.
+inline Layout expert_layout(const Layout& layout) {
+  Layout expert = layout;
+  expert.dp = expert_data_parallel(layout);
+  expert.ep = 1;
+  return expert;
 }
 
 /// ZeRO (Rajbhandari et al. 2020, Fig. 1): stage 1 shards optimizer states over dp, stage 2
@@ -88,7 +108,8 @@ Recompute parse_recompute(const std::string& text, const std::string& field);
 ScheduleKind parse_schedule(const std::string& text, const std::string& field);
 Placement parse_placement(const std::string& text, const std::string& field);
 
-/// "tp=8 pp=4 dp=32 vpp=1 mb=1 recompute=full sp=off zero=0 schedule=1f1b"
+/// "tp=8 pp=4 dp=32 vpp=1 mb=1 recompute=full sp=off zero=0 schedule=1f1b", then " ep=8" when
+/// ep > 1
 std::string describe(const Layout& layout);
 
 }  // namespace meshplan::planner

@@ -30,6 +30,9 @@ struct SearchSpace {
   int64_t num_gpus = 0;
   int64_t global_batch = 0;
   std::optional<int64_t> tp, pp, dp, vpp, micro_batch;
+  // Expert parallel size; unset: every divisor of dp that divides num_experts for an MoE
+  // model, 1 for a dense one.
+  std::optional<int64_t> ep;
   std::optional<Recompute> recompute;
   std::optional<bool> sequence_parallel;
   std::optional<int> zero;
