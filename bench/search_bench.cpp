@@ -1,6 +1,7 @@
 // Prints the speed of the exhaustive layout search: layouts evaluated, layouts per second and
 // wall time, for the searches the planner is held to (GPT-3 175B on 1,024 A100s; the 1T model
-// of Narayanan et al. 2021 on 3,072 A100s). Target: each under 1 s on one core.
+// of Narayanan et al. 2021 on 3,072 A100s; DeepSeek-V3 on 2,048 H800s). Target: each under 1 s
+// on one core.
 
 #include <fmt/format.h>
 
@@ -51,5 +52,9 @@ int main() {
   bench("gpt3-175b", "dgx-a100-80gb", 1024, 1536);
   bench("megatron-1t", "dgx-a100-80gb", 3072, 3072);
   bench("llama3-405b", "dgx-h100", 16384, 2048);
+  // DeepSeek-V3 on its own cluster (technical report Sec. 3.1: 2,048 H800; Sec. 4.2: batch
+  // ramped to 15,360 sequences of 4K), and Mixtral 8x7B on 256 H100 (ep searched).
+  bench("deepseek-v3", "h800-2048", 2048, 15360);
+  bench("mixtral-8x7b", "dgx-h100", 256, 1024);
   return 0;
 }

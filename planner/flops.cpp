@@ -29,7 +29,8 @@ LayerFlops layer_forward_flops(const models::TransformerConfig& model, double to
     const double v = static_cast<double>(model.v_head_dim);
     const double out = a * v * h;
     const auto counts = models::count_layer_parameters(model, false);
-    flops.qkv = 2.0 * tokens * (static_cast<double>(counts.attention) - out);
+    const double latent_norms = static_cast<double>(model.q_lora_rank + model.kv_lora_rank);
+    flops.qkv = 2.0 * tokens * (static_cast<double>(counts.attention) - latent_norms - out);
     flops.attention = 2.0 * tokens * s * a * (d + v);
     flops.output = 2.0 * tokens * out;
   } else {

@@ -21,6 +21,7 @@
 #include "meshplan/cost_model.h"
 #include "meshplan/models.h"
 #include "meshplan/search.h"
+#include "model_shape.h"
 #include "planner_test_util.h"
 
 namespace meshplan::planner {
@@ -76,6 +77,22 @@ TEST_CASE("tiny-moe: model FLOPs count k of E experts and the router") {
   // 512: 107,008. LM head 2 * 64 * 256 = 32,768. Step: 3 (forward + backward) per token:
   // 3 * (100,352 + 3 * 107,008 + 32,768) = 1,362,432; 32 tokens a sequence.
   CHECK(model_flops_per_step(tiny_moe(), 1) == doctest::Approx(1'362'432.0 * 32).epsilon(1e-12));
+}
+
+TEST_CASE("DeepSeek-V3: MLA and MoE forward FLOPs per token, by weight") {
+  const models::TransformerConfig ds = models::load_model("deepseek-v3");
+  // MLA: every projection weight once per token (2 FLOPs each): the attention's 187,107,328
+  // weights less the norms (1536 + 512) and the output projection 128 * 128 * 7168 =
+  // 117,440,512 leave 69,664,768 for the down and up projections.
+  const LayerFlops dense = layer_forward_flops(ds, 1.0, false);
+  CHECK(dense.qkv == 2.0 * 69'664'768);
+  CHECK(dense.output == 2.0 * 117'440'512.0);
+  CHECK(dense.attention == 2.0 * 4096 * 128 * (192 + 128));  // scores over d_qk, values d_v
+  CHECK(dense.mlp == 2.0 * 7168 * 18432 * 3);
+  CHECK(dense.router == 0);
+  const LayerFlops moe = layer_forward_flops(ds, 1.0, true);
+  CHECK(moe.mlp == 2.0 * 7168 * (8 * 2048 + 2048) * 3);  // 8 routed + 1 shared expert
+  CHECK(moe.router == 2.0 * 7168 * 256);
 }
 
 TEST_CASE("tiny-moe: dispatch and combine all-to-alls in the inventory, on the ep group") {
