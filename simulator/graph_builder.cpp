@@ -47,15 +47,28 @@ double compute_seconds(const planner::ChunkCost& cost, OpKind kind) {
 }
 
 // Exposed tp communication after the op: the forward's, or the backward's (which the input
-// gradient needs; W has none). MoE all-to-alls ride on the same task (not yet a task of their
-// own on the NICs they load).
+// gradient needs; W has none).
 double tp_seconds(const planner::ChunkCost& cost, OpKind kind) {
   switch (kind) {
     case OpKind::kForward:
-      return cost.forward_tp_comm_seconds + cost.forward_ep_comm_seconds;
+      return cost.forward_tp_comm_seconds;
     case OpKind::kBackward:
     case OpKind::kBackwardInput:
-      return cost.backward_tp_comm_seconds + cost.backward_ep_comm_seconds;
+      return cost.backward_tp_comm_seconds;
+    default:
+      return 0.0;
+  }
+}
+
+// MoE all-to-alls (dispatch and combine) of the op, exposed like the tp part (the planner's
+// ChunkCost ep seconds: moe_all_to_all_seconds per layer).
+double ep_seconds(const planner::ChunkCost& cost, OpKind kind) {
+  switch (kind) {
+    case OpKind::kForward:
+      return cost.forward_ep_comm_seconds;
+    case OpKind::kBackward:
+    case OpKind::kBackwardInput:
+      return cost.backward_ep_comm_seconds;
     default:
       return 0.0;
   }
@@ -170,6 +183,8 @@ void Builder::place_ranks() {
   }
   dp_spans_nodes_.resize(ranks_.size());
   dp_shares_node_.resize(ranks_.size());
+  ep_spans_nodes_.resize(ranks_.size());
+  ep_shares_node_.resize(ranks_.size());
   for (size_t i = 0; i < ranks_.size(); ++i) {
     RankCoords member = ranks_[i].coords;
     for (member.dp_rank = 0; member.dp_rank < layout_.dp; ++member.dp_rank) {
@@ -177,6 +192,12 @@ void Builder::place_ranks() {
       dp_spans_nodes_[i] = dp_spans_nodes_[i] || !same_node;
       dp_shares_node_[i] =
           dp_shares_node_[i] || (same_node && member.dp_rank != ranks_[i].coords.dp_rank);
+      // The ep group: the ep consecutive dp ranks of this rank's block (Layout::ep).
+      if (member.dp_rank / layout_.ep == ranks_[i].coords.dp_rank / layout_.ep) {
+        ep_spans_nodes_[i] = ep_spans_nodes_[i] || !same_node;
+        ep_shares_node_[i] =
+            ep_shares_node_[i] || (same_node && member.dp_rank != ranks_[i].coords.dp_rank);
+      }
     }
   }
 }
@@ -386,6 +407,14 @@ void Builder::add_compute_op(int32_t rank, int32_t index, const PipelineOp& op,
   if (const double tp = tp_seconds(cost, op.kind); tp > 0) {
     const StreamKind stream = input_.overlap_tp_comm ? StreamKind::kTpComm : StreamKind::kCompute;
     const int32_t task = add_task(TaskKind::kTpComm, stream, rank, tp);
+    describe_task(task, index, op);
+    chain(state, task);
+  }
+  if (const double ep = ep_seconds(cost, op.kind); ep > 0) {
+    // The all-to-all loads every link of its ep group: NVLink when members share the node,
+    // the node's NIC when the group spans nodes (all ranks of the node send at once).
+    const int32_t task = add_task(TaskKind::kEpAllToAll, StreamKind::kCompute, rank, ep);
+    set_collective_flow(task, rank, ep_shares_node_[rank], ep_spans_nodes_[rank]);
     describe_task(task, index, op);
     chain(state, task);
   }

@@ -35,6 +35,8 @@ std::string to_string(TaskKind kind) {
       return "param-gather";
     case TaskKind::kJoin:
       return "join";
+    case TaskKind::kEpAllToAll:
+      return "ep-all-to-all";
   }
   return "?";
 }
@@ -66,9 +68,9 @@ bool is_compute(TaskKind kind) {
 }
 
 bool is_communication(TaskKind kind) {
-  return kind == TaskKind::kTpComm || kind == TaskKind::kPpTransfer ||
-         kind == TaskKind::kGradReduce || kind == TaskKind::kEmbeddingSync ||
-         kind == TaskKind::kParamGather;
+  return kind == TaskKind::kTpComm || kind == TaskKind::kEpAllToAll ||
+         kind == TaskKind::kPpTransfer || kind == TaskKind::kGradReduce ||
+         kind == TaskKind::kEmbeddingSync || kind == TaskKind::kParamGather;
 }
 
 std::vector<TaskSpan> task_spans(const SimulationResult& result) {

@@ -34,6 +34,7 @@ enum class TaskKind : uint8_t {
   kEmbeddingSync,  // tied word-embedding gradient all-reduce, first and last stage
   kParamGather,    // ZeRO: one bucket of the parameter all-gather
   kJoin,           // zero-length synchronisation (collective start, grad-norm barrier)
+  kEpAllToAll,     // MoE dispatch and combine all-to-alls of the preceding F or B (exposed)
 };
 
 /// Per rank: one compute stream and the communication channels. Each runs its tasks in the
