@@ -31,9 +31,10 @@ LayerParameters layer_parameters(const models::TransformerConfig& model, int64_t
   const int64_t fc1_per_f = model.activation == models::Activation::kSwiglu ? 2 : 1;
   LayerParameters p;
   if (model.is_mla()) {
-    // Megatron-Core MLA (multi_latent_attention.py): linear_q_down_proj and
-    // linear_kv_down_proj are duplicated on every tp rank (with their latent norms); the up
-    // projections are column-parallel, linear_proj row-parallel.
+    // Megatron-Core MLA (multi_latent_attention.py, Transformer Engine spec): linear_q_down_proj
+    // and linear_kv_down_proj are TELinear with parallel_mode 'duplicated' on every tp rank
+    // (with their latent norms); the up projections are column-parallel, linear_proj
+    // row-parallel.
     const models::LayerParameterCounts counts = models::count_layer_parameters(model, false);
     const int64_t a = model.num_attention_heads;
     const int64_t qk_head = model.qk_nope_head_dim + model.qk_rope_head_dim;
