@@ -18,6 +18,9 @@ int main(int argc, char** argv) {
   meshplan::cli::register_plan_commands(app);
   meshplan::cli::register_execute_command(app);
   meshplan::cli::register_simulate_command(app);
+  meshplan::cli::register_compare_command(app);
+  meshplan::cli::register_calibrate_command(app);
+  meshplan::cli::register_sweep_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

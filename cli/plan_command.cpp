@@ -5,11 +5,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "commands.h"
+#include "meshplan/emit.h"
 #include "meshplan/errors.h"
 #include "meshplan/json_io.h"
 #include "meshplan/output_set.h"
@@ -30,11 +34,15 @@ struct PlanArguments {
   int64_t gpus = 0;
   std::optional<int64_t> global_batch, seq_len, tp, pp, dp, vpp, micro_batch, ep;
   double moe_load_imbalance = 1.0;
-  std::optional<std::string> recompute, sequence_parallel, schedule;
+  std::optional<std::string> recompute, sequence_parallel, schedule, stage_layers;
+  std::optional<int64_t> first_stage_layers, last_stage_layers;
   std::optional<int> zero;
+  std::optional<std::string> cp;  // a size or "auto"
+  std::string cp_comm = "p2p";
   std::string objective = "time";
   std::string placement = "tp-dp-pp";
   std::string framework = "megatron";
+  std::string precision = "bf16";
   std::string flash_attention = "on";
   std::string overlap_grad_reduce = "on";
   std::string overlap_param_gather = "on";
@@ -45,7 +53,10 @@ struct PlanArguments {
   int64_t top = 10;
   std::optional<int64_t> refine;
   std::string json_path, save_plan_path;
+  int64_t save_plan_rank = 1;
+  std::optional<std::string> memory_headroom;
   bool explain_rejections = false;
+  std::string emit, emit_out;  // --emit TARGET [--emit-out FILE]
 };
 
 bool parse_on_off(const std::string& text, const std::string& flag) {
@@ -56,6 +67,24 @@ bool parse_on_off(const std::string& text, const std::string& flag) {
     return false;
   }
   throw InputError(fmt::format("{}: expected on or off ({})", flag, text));
+}
+
+// --cp: a positive size or "auto"; throws InputError naming --cp.
+int64_t parse_cp_size(const std::string& text) {
+  size_t used = 0;
+  int64_t value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size()) {
+    throw InputError(fmt::format("--cp: expected a positive integer or auto ({})", text));
+  }
+  if (value < 1) {
+    throw InputError(fmt::format("--cp: must be positive ({})", value));
+  }
+  return value;
 }
 
 void require_positive(const std::optional<int64_t>& value, const std::string& flag) {
@@ -69,7 +98,7 @@ void require_positive(const std::optional<int64_t>& value, const std::string& fl
 void refine_by_simulation(const models::TransformerConfig& model,
                           const models::ClusterConfig& cluster, int64_t num_gpus,
                           const planner::PlanOptions& options, int64_t count,
-                          planner::SearchResult& result) {
+                          planner::SearchResult& result, std::FILE* out) {
   const size_t refined = std::min<size_t>(result.best.size(), static_cast<size_t>(count));
   std::vector<std::pair<double, size_t>> order;  // (simulated step time, analytic rank)
   for (size_t i = 0; i < refined; ++i) {
@@ -88,7 +117,7 @@ void refine_by_simulation(const models::TransformerConfig& model,
     rows.push_back({analytic_index + 1, simulated_seconds, estimate.step_time_s, estimate.layout});
     reordered.push_back(estimate);
   }
-  fmt::print("{}", reports::format_refined_table(rows));
+  fmt::print(out, "{}", reports::format_refined_table(rows));
   std::copy(reordered.begin(), reordered.end(), result.best.begin());
 }
 
@@ -113,21 +142,101 @@ planner::SearchProgress terminal_progress() {
   };
 }
 
-// The model to plan: the preset or config file, at --seq-len when given.
-models::TransformerConfig plan_model(const PlanArguments& args) {
-  models::TransformerConfig model = models::load_model(args.model);
+// The model to plan: the preset or config file, at --seq-len when given (a Hugging Face config
+// without one plans at models::kHfDefaultSeqLength at most; `*note` says so, for stderr once
+// every input has been checked, so that bad input still prints one line).
+models::TransformerConfig plan_model(const PlanArguments& args, std::string* note) {
   require_positive(args.seq_len, "--seq-len");
-  if (args.seq_len) {
-    model.seq_length = *args.seq_len;
+  return models::load_training_model(args.model, args.seq_len, note);
+}
+
+// --memory-headroom: below 1, a fraction of each GPU's memory; from 1 on, GiB. Returns bytes;
+// throws InputError unless it leaves the GPU some memory.
+int64_t parse_memory_headroom(const std::string& text, const models::ClusterConfig& cluster) {
+  double value = 0;
+  size_t used = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
   }
-  // Again at the length planned: a Hugging Face config's sliding window is checked here.
-  models::validate_model(model, args.seq_len ? "--seq-len" : args.model);
-  return model;
+  if (used != text.size() || !std::isfinite(value) || value < 0) {
+    throw InputError(fmt::format(
+        "--memory-headroom: expected GiB (>= 1) or a fraction of the GPU's memory (< 1) ({})",
+        text));
+  }
+  const double hbm_bytes = static_cast<double>(cluster.gpu.hbm_bytes);
+  const double bytes = value < 1 ? value * hbm_bytes : value * static_cast<double>(kBytesPerGiB);
+  if (bytes >= hbm_bytes) {
+    throw InputError(
+        fmt::format("--memory-headroom: leaves no memory on the {:.1f} GiB of each {} ({})",
+                    hbm_bytes / static_cast<double>(kBytesPerGiB), cluster.gpu.name, text));
+  }
+  return static_cast<int64_t>(bytes);
+}
+
+// "7,8,8,7" -> {7, 8, 8, 7}; throws InputError naming --stage-layers on anything else.
+std::vector<int64_t> parse_stage_layer_list(const std::string& text) {
+  std::vector<int64_t> layers;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    size_t used = 0;
+    int64_t value = 0;
+    try {
+      value = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size()) {
+      throw InputError(fmt::format(
+          "--stage-layers: expected comma-separated layer counts, e.g. 7,8,8,7 ({})", text));
+    }
+    layers.push_back(value);
+    start = comma + 1;
+  }
+  return layers;
+}
+
+// --stage-layers or --first-stage-layers / --last-stage-layers into space.stage_layers (and
+// pp, which the list fixes). Throws InputError naming the flag.
+void fix_stage_layers(const PlanArguments& args, const models::TransformerConfig& model,
+                      planner::SearchSpace& space) {
+  const bool first_last = args.first_stage_layers || args.last_stage_layers;
+  if (args.stage_layers && first_last) {
+    throw InputError(
+        "--stage-layers: give either the list or --first-stage-layers/--last-stage-layers");
+  }
+  if (args.stage_layers) {
+    std::vector<int64_t> layers = parse_stage_layer_list(*args.stage_layers);
+    if (space.pp && *space.pp != static_cast<int64_t>(layers.size())) {
+      throw InputError(fmt::format("--stage-layers: {} entries for --pp {} ({})", layers.size(),
+                                   *space.pp, *args.stage_layers));
+    }
+    planner::Layout layout;
+    layout.pp = static_cast<int64_t>(layers.size());
+    layout.stage_layers = layers;
+    layout.vpp = space.vpp.value_or(1);
+    const std::string reason = planner::check_stage_layers(model, layout);
+    if (!reason.empty()) {
+      throw InputError("--stage-layers: " + reason);
+    }
+    space.pp = layout.pp;
+    space.stage_layers = planner::canonical_stage_layers(layers);
+  } else if (first_last) {
+    const char* flag = args.first_stage_layers ? "--first-stage-layers" : "--last-stage-layers";
+    if (!space.pp) {
+      throw InputError(fmt::format("{}: needs --pp", flag));
+    }
+    space.stage_layers = planner::first_last_stage_layers(
+        model.num_layers, *space.pp, args.first_stage_layers, args.last_stage_layers, flag);
+  }
 }
 
 // The layouts to search, from --gpus, the fixed sizes and the fixed choices; also checks --top,
 // --refine and --objective. Throws InputError naming the flag.
-planner::SearchSpace search_space(const PlanArguments& args) {
+planner::SearchSpace search_space(const PlanArguments& args, const models::ClusterConfig& cluster) {
   if (args.gpus < 1 || args.gpus > 10'000'000) {
     throw InputError(fmt::format("--gpus: must be between 1 and 10000000 ({})", args.gpus));
   }
@@ -151,6 +260,11 @@ planner::SearchSpace search_space(const PlanArguments& args) {
   // Default: two sequences per GPU (documented in the README).
   space.global_batch = args.global_batch.value_or(2 * args.gpus);
   space.tp = args.tp;
+  if (args.cp && *args.cp == "auto") {
+    space.search_cp = true;
+  } else if (args.cp) {
+    space.cp = parse_cp_size(*args.cp);
+  }
   space.pp = args.pp;
   space.dp = args.dp;
   space.vpp = args.vpp;
@@ -172,6 +286,9 @@ planner::SearchSpace search_space(const PlanArguments& args) {
     space.schedule = planner::parse_schedule(*args.schedule, "--schedule");
   }
   space.placement = planner::parse_placement(args.placement, "--placement");
+  if (args.memory_headroom) {
+    space.memory_headroom_bytes = parse_memory_headroom(*args.memory_headroom, cluster);
+  }
   if (args.objective != "time" && args.objective != "memory") {
     throw InputError(fmt::format("--objective: expected time or memory ({})", args.objective));
   }
@@ -182,6 +299,7 @@ planner::SearchSpace search_space(const PlanArguments& args) {
 planner::PlanOptions plan_options(const PlanArguments& args) {
   planner::PlanOptions options;
   options.framework = planner::parse_framework(args.framework, "--framework");
+  options.gemm_precision = planner::parse_gemm_precision(args.precision, "--precision");
   options.flash_attention = parse_on_off(args.flash_attention, "--flash-attention");
   options.overlap_grad_reduce = parse_on_off(args.overlap_grad_reduce, "--overlap-grad-reduce");
   options.overlap_param_gather = parse_on_off(args.overlap_param_gather, "--overlap-param-gather");
@@ -191,11 +309,37 @@ planner::PlanOptions plan_options(const PlanArguments& args) {
   options.allow_tp_across_nodes = args.allow_tp_across_nodes;
   planner::check_moe_load_imbalance(args.moe_load_imbalance, "--moe-load-imbalance");
   options.moe_load_imbalance = args.moe_load_imbalance;
+  options.cp_comm = planner::parse_cp_comm(args.cp_comm, "--cp-comm");
   if (!(args.bucket_mb > 0) || args.bucket_mb > 1e6) {
     throw InputError(fmt::format("--bucket-mb: must be in (0, 1e6] ({})", args.bucket_mb));
   }
   options.bucket_bytes = static_cast<int64_t>(args.bucket_mb * static_cast<double>(kBytesPerMiB));
   return options;
+}
+
+// A fixed --cp must pass the context-parallel validity rules on its own (with the fixed tp, or
+// tp 1 when searched), so its error names --cp rather than arriving as "no feasible layout";
+// --cp-comm a2a without cp > 1 would be ignored, so it is refused.
+void check_cp_arguments(const PlanArguments& args, const models::TransformerConfig& model,
+                        const planner::SearchSpace& space, const planner::PlanOptions& options) {
+  if (options.cp_comm != planner::CpComm::kP2p && !space.search_cp && space.cp.value_or(1) == 1) {
+    throw InputError(
+        fmt::format("--cp-comm: needs --cp greater than 1 or auto ({})", args.cp_comm));
+  }
+  if (!space.cp || *space.cp == 1) {
+    return;
+  }
+  planner::Layout layout;
+  layout.tp = space.tp.value_or(1);
+  layout.cp = *space.cp;
+  layout.placement = space.placement;
+  planner::Validity validity = planner::check_cp_layout(model, layout);
+  if (validity.ok()) {
+    validity = planner::check_cp_options(model, layout, options);
+  }
+  if (!validity.ok()) {
+    throw InputError(fmt::format("--cp: {}", validity.reason));
+  }
 }
 
 // Throws InputError listing every rejection reason when the search found no feasible layout.
@@ -214,49 +358,103 @@ void require_some_feasible(const models::TransformerConfig& model,
                                cluster.name, reasons));
 }
 
+// --emit's target (none without --emit); --emit-out needs --emit, slurm needs --save-plan.
+std::optional<reports::EmitTarget> emit_target(const PlanArguments& args) {
+  if (args.emit.empty()) {
+    if (!args.emit_out.empty()) {
+      throw InputError("--emit-out: needs --emit megatron|torchtitan|deepspeed|slurm");
+    }
+    return std::nullopt;
+  }
+  const reports::EmitTarget target = reports::parse_emit_target(args.emit, "--emit");
+  if (target == reports::EmitTarget::kSlurm && args.save_plan_path.empty()) {
+    throw InputError(
+        "--emit slurm: needs --save-plan (the script runs meshplan execute on that file)");
+  }
+  return target;
+}
+
 // meshplan plan: search, print the header, rejections and ranked table, write the outputs.
 void run_plan(const PlanArguments& args) {
   reports::OutputSet outputs;
   outputs.add("--json", args.json_path);
   outputs.add("--save-plan", args.save_plan_path);
-  const models::TransformerConfig model = plan_model(args);
+  outputs.add("--emit-out", args.emit_out);
+  const std::optional<reports::EmitTarget> emit = emit_target(args);
+  // --emit without --emit-out: the launch config alone on stdout, the tables on stderr.
+  std::FILE* const table_out = emit && args.emit_out.empty() ? stderr : stdout;
+  std::string seq_note;
+  const models::TransformerConfig model = plan_model(args, &seq_note);
   const models::ClusterConfig cluster = models::load_cluster(args.cluster);
-  const planner::SearchSpace space = search_space(args);
+  planner::SearchSpace space = search_space(args, cluster);
+  fix_stage_layers(args, model, space);
   const planner::PlanOptions options = plan_options(args);
+  if (args.save_plan_rank < 1 || (args.save_plan_rank > 1 && args.save_plan_path.empty())) {
+    throw InputError(fmt::format("--save-plan-rank: {} ({})",
+                                 args.save_plan_rank < 1 ? "must be positive" : "needs --save-plan",
+                                 args.save_plan_rank));
+  }
+  check_cp_arguments(args, model, space, options);
 
+  if (!seq_note.empty()) {
+    fmt::print(stderr, "meshplan: note: {}\n", seq_note);
+  }
   const auto start = std::chrono::steady_clock::now();
   planner::SearchResult result = planner::search_layouts(
       model, cluster, space, options,
       args.objective == "time" ? planner::Objective::kTime : planner::Objective::kMemory,
-      std::max(args.top, args.refine.value_or(0)), terminal_progress());
+      std::max({args.top, args.refine.value_or(0), args.save_plan_rank}), terminal_progress());
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  fmt::print("{}", reports::format_plan_header(model, cluster, args.gpus, space.global_batch,
-                                               options.framework));
-  fmt::print("# searched {} layouts in {:.3f} s\n#\n", result.num_evaluated, seconds);
+  fmt::print(table_out, "{}",
+             reports::format_plan_header(model, cluster, args.gpus, space.global_batch,
+                                         options.framework));
+  fmt::print(table_out, "{}", reports::format_plan_options(options, space));
+  fmt::print(table_out, "# searched {} layouts in {:.3f} s\n#\n", result.num_evaluated, seconds);
   if (args.explain_rejections || result.best.empty()) {
-    fmt::print("{}#\n", reports::format_rejections(result));
+    fmt::print(table_out, "{}#\n", reports::format_rejections(result));
   }
   require_some_feasible(model, cluster, args.gpus, result);
   if (args.refine) {
-    refine_by_simulation(model, cluster, args.gpus, options, *args.refine, result);
+    refine_by_simulation(model, cluster, args.gpus, options, *args.refine, result, table_out);
   }
+  if (static_cast<size_t>(args.save_plan_rank) > result.best.size()) {
+    throw InputError(fmt::format("--save-plan-rank: only {} feasible plans ({})",
+                                 result.best.size(), args.save_plan_rank));
+  }
+  const planner::PlanEstimate saved = result.best[static_cast<size_t>(args.save_plan_rank - 1)];
   result.best.resize(std::min<size_t>(result.best.size(), static_cast<size_t>(args.top)));
   const reports::Report report = reports::plan_report(model, cluster, args.gpus, result);
-  fmt::print("{}", report.table);
+  fmt::print(table_out, "{}", report.table);
   if (outputs.wants("--json")) {
     outputs.set("--json", report.json.dump(2) + "\n");
   }
   if (outputs.wants("--save-plan")) {
-    const planner::Plan plan{model, cluster, args.gpus, result.best.front().layout, options};
-    outputs.set(
-        "--save-plan",
-        planner::plan_to_json(plan, reports::estimate_json(result.best.front())).dump(2) + "\n");
+    const planner::Plan plan{model, cluster, args.gpus, saved.layout, options};
+    outputs.set("--save-plan",
+                planner::plan_to_json(plan, reports::estimate_json(saved)).dump(2) + "\n");
+  }
+  std::string emitted;
+  if (emit) {
+    // The plan --save-plan writes (rank --save-plan-rank, default the best).
+    const planner::Plan plan{model, cluster, args.gpus, saved.layout, options};
+    emitted = reports::emit_launch_config(plan, *emit, args.save_plan_path);
+    if (outputs.wants("--emit-out")) {
+      outputs.set("--emit-out", emitted);
+    }
   }
   outputs.commit();
   if (outputs.wants("--save-plan")) {
-    fmt::print("# plan written to {}\n", args.save_plan_path);
+    fmt::print(table_out, "# plan written to {}{}\n", args.save_plan_path,
+               args.save_plan_rank > 1 ? fmt::format(" (rank {})", args.save_plan_rank) : "");
+  }
+  if (emit) {
+    if (args.emit_out.empty()) {
+      fmt::print("{}", emitted);
+    } else {
+      fmt::print("# {} launch config written to {}\n", reports::to_string(*emit), args.emit_out);
+    }
   }
 }
 
@@ -286,12 +484,19 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--cluster", args->cluster, "Cluster preset or cluster JSON path")->required();
   plan->add_option("--gpus", args->gpus, "Number of GPUs")->required();
   plan->add_option("--global-batch", args->global_batch, "Sequences per step (default 2 x GPUs)");
-  plan->add_option("--seq-len", args->seq_len, "Training sequence length (default: the model's)");
+  plan->add_option("--seq-len", args->seq_len,
+                   "Training sequence length (default: the model's; a Hugging Face config: "
+                   "min(max_position_embeddings, 4096))");
   plan->add_option("--top", args->top, "How many layouts to print")->capture_default_str();
   plan->add_option("--objective", args->objective, "time | memory")->capture_default_str();
   plan->add_option("--tp", args->tp, "Fix tensor model parallel size");
   plan->add_option("--pp", args->pp, "Fix pipeline model parallel size");
   plan->add_option("--dp", args->dp, "Fix data parallel size");
+  plan->add_option("--cp", args->cp,
+                   "Context parallel size, or auto to search it (default 1: not searched)");
+  plan->add_option("--cp-comm", args->cp_comm,
+                   "Context-parallel attention: p2p (ring) | a2a (Ulysses all-to-all)")
+      ->capture_default_str();
   plan->add_option("--vpp", args->vpp, "Fix virtual pipeline stages per rank");
   plan->add_option("--ep", args->ep,
                    "Fix expert parallel size (MoE models; divides dp and the expert count)");
@@ -299,6 +504,14 @@ void register_plan_commands(CLI::App& app) {
                    "Busiest rank's routed-expert work over the balanced share (MoE; >= 1)")
       ->capture_default_str();
   plan->add_option("--micro-batch", args->micro_batch, "Fix the micro-batch size");
+  plan->add_option("--stage-layers", args->stage_layers,
+                   "Fix the layers of each pipeline stage, e.g. 7,8,8,7 (fixes pp)");
+  plan->add_option("--first-stage-layers", args->first_stage_layers,
+                   "Layers on the first stage, the rest even (Megatron-Core "
+                   "--decoder-first-pipeline-num-layers; needs --pp)");
+  plan->add_option("--last-stage-layers", args->last_stage_layers,
+                   "Layers on the last stage, the rest even (Megatron-Core "
+                   "--decoder-last-pipeline-num-layers; needs --pp)");
   plan->add_option("--recompute", args->recompute, "Fix recompute: none | selective | full");
   plan->add_option("--sequence-parallel", args->sequence_parallel,
                    "Fix sequence parallel: on | off");
@@ -307,6 +520,9 @@ void register_plan_commands(CLI::App& app) {
                    "Fix the schedule: gpipe | 1f1b | interleaved | zb-h1");
   plan->add_option("--framework", args->framework,
                    "Software that runs the plan: megatron | deepspeed | fsdp | meshplan")
+      ->capture_default_str();
+  plan->add_option("--precision", args->precision,
+                   "Linear-layer GEMMs: bf16 | fp8 (Transformer Engine FP8; H100/H200 only)")
       ->capture_default_str();
   plan->add_option("--placement", args->placement, "Rank order: tp-dp-pp | tp-pp-dp")
       ->capture_default_str();
@@ -328,8 +544,18 @@ void register_plan_commands(CLI::App& app) {
                    "Re-rank the best K analytic plans by simulated step time");
   plan->add_option("--json", args->json_path, "Write the ranked plans as JSON");
   plan->add_option("--save-plan", args->save_plan_path, "Write the best plan as a plan file");
+  plan->add_option("--save-plan-rank", args->save_plan_rank,
+                   "With --save-plan: write the K-th ranked plan (1 = best) instead")
+      ->capture_default_str();
+  plan->add_option("--memory-headroom", args->memory_headroom,
+                   "Keep each plan's peak memory this far below the GPU's: GiB if >= 1, else a "
+                   "fraction of the GPU's memory (0.1 = 10%)");
   plan->add_flag("--explain-rejections", args->explain_rejections,
                  "Print how many layouts each validity rule rejected");
+  plan->add_option("--emit", args->emit,
+                   "Launch config of the best plan: megatron | torchtitan | deepspeed | slurm");
+  plan->add_option("--emit-out", args->emit_out,
+                   "Write --emit's config to this file (default: stdout, the table to stderr)");
   plan->callback([args] { run_plan(*args); });
 
   auto plan_path = std::make_shared<std::string>();

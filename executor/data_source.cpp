@@ -61,17 +61,18 @@ std::unique_ptr<TokenSource> make_text_source(std::string text, const std::strin
   return std::make_unique<TextSource>(std::move(text));
 }
 
-void fill_micro_batch(const TokenSource& data, int64_t first_sample, int T, int B, int32_t* tokens,
-                      int32_t* targets) {
-  std::vector<int32_t> sample(static_cast<size_t>(T) + 1);
+void fill_micro_batch(const TokenSource& data, int64_t first_sample, int S,
+                      const std::vector<int>& positions, int B, int32_t* tokens, int32_t* targets) {
+  std::vector<int32_t> sample(static_cast<size_t>(S) + 1);
+  const int T = static_cast<int>(positions.size());
   for (int b = 0; b < B; b++) {
-    data.sample(first_sample + b, T, sample.data());
+    data.sample(first_sample + b, S, sample.data());
     for (int t = 0; t < T; t++) {
       if (tokens != nullptr) {
-        tokens[t * B + b] = sample[t];
+        tokens[t * B + b] = sample[positions[t]];
       }
       if (targets != nullptr) {
-        targets[t * B + b] = sample[t + 1];
+        targets[t * B + b] = sample[positions[t] + 1];
       }
     }
   }

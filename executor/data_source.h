@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace meshplan::executor {
 
@@ -26,8 +27,10 @@ std::unique_ptr<TokenSource> make_synthetic_source(int64_t vocab_size);
 std::unique_ptr<TokenSource> make_text_source(std::string text, const std::string& source,
                                               int64_t vocab_size, int T);
 
-/// tokens and targets (T, B), sequence-first (row t B + b), of the B samples from `first_sample`.
-void fill_micro_batch(const TokenSource& data, int64_t first_sample, int T, int B, int32_t* tokens,
-                      int32_t* targets);
+/// tokens and targets (T, B), sequence-first (row t B + b), of the B samples (of S positions)
+/// from `first_sample`, at the T sequence `positions` this rank holds (all S without context
+/// parallelism).
+void fill_micro_batch(const TokenSource& data, int64_t first_sample, int S,
+                      const std::vector<int>& positions, int B, int32_t* tokens, int32_t* targets);
 
 }  // namespace meshplan::executor

@@ -16,8 +16,8 @@ DistributedOptimizer::DistributedOptimizer(float* params, const float* grads,
       sync_(sync),
       overlap_gather_(plan.options.overlap_param_gather),
       parameters_sharded_(planner::zero_shards_parameters(plan.layout)),
-      dp_(static_cast<int>(plan.layout.dp)),
-      dp_rank_(static_cast<int>(groups.coords().dp_rank)),
+      dp_(static_cast<int>(planner::grad_group_size(plan.layout))),  // dp x cp
+      dp_rank_(groups.group_rank(CommGroup::kDp)),
       groups_(groups),
       config_(config),
       gathers_(sync.buckets().size(), MPI_REQUEST_NULL) {

@@ -21,7 +21,8 @@ std::vector<DpBucket> make_dp_buckets(const planner::Plan& plan, int stage,
   const planner::DpBuckets planned =
       planner::dp_buckets(plan.model, plan.cluster, plan.layout, plan.options, stage);
   const int64_t element_bytes = models::compute_element_bytes(plan.cluster.precision);
-  const int64_t align = planner::zero_shards_optimizer(plan.layout) ? plan.layout.dp : 1;
+  const int64_t align =
+      planner::zero_shards_optimizer(plan.layout) ? planner::grad_group_size(plan.layout) : 1;
   std::vector<DpBucket> buckets;
   int64_t begin = 0;
   int64_t shard_offset = 0;

@@ -30,8 +30,10 @@ namespace {
 constexpr CollectiveKind kKinds[] = {CollectiveKind::kAllReduce, CollectiveKind::kAllGather,
                                      CollectiveKind::kReduceScatter, CollectiveKind::kSendRecv};
 constexpr CommGroup kGroups[] = {CommGroup::kTp, CommGroup::kPp, CommGroup::kDp,
-                                 CommGroup::kEmbedding};
-constexpr int kNumTrafficSlots = 16;  // 4 kinds x 4 groups
+                                 CommGroup::kEmbedding, CommGroup::kCp};
+constexpr int kNumKinds = 4;
+constexpr int kNumGroups = 5;
+constexpr int kNumTrafficSlots = kNumKinds * kNumGroups;
 
 // Peak resident set of this process (VmHWM in /proc/self/status, kB), 0 where unavailable.
 int64_t peak_rss_bytes() {
@@ -108,18 +110,18 @@ std::shared_ptr<const TokenSource> load_data(const planner::Plan& plan,
 }
 
 // This rank's row of the measurement table: stage, allocator peak, RSS peak, then per traffic
-// slot (kind k, group g at 2 (4 k + g)) the step's bytes and calls.
+// slot (kind k, group g at 2 (kNumGroups k + g)) the step's bytes and calls.
 std::vector<long long> measurement_row(const Trainer& trainer, const TrafficCounts& traffic) {
   std::vector<long long> row(3 + 2 * kNumTrafficSlots, 0);
   row[0] = trainer.stage();
   row[1] = trainer.memory().peak_bytes();
   row[2] = peak_rss_bytes();
-  for (int k = 0; k < 4; k++) {
-    for (int g = 0; g < 4; g++) {
+  for (int k = 0; k < kNumKinds; k++) {
+    for (int g = 0; g < kNumGroups; g++) {
       const auto it = traffic.find({kKinds[k], kGroups[g]});
       if (it != traffic.end()) {
-        row[3 + 2 * (k * 4 + g)] = it->second.bytes;
-        row[4 + 2 * (k * 4 + g)] = it->second.calls;
+        row[3 + 2 * (k * kNumGroups + g)] = it->second.bytes;
+        row[4 + 2 * (k * kNumGroups + g)] = it->second.calls;
       }
     }
   }
@@ -147,8 +149,8 @@ ExecuteReport compare_with_planner(const planner::Plan& plan, const std::vector<
     memory.measured_bytes = std::max<int64_t>(memory.measured_bytes, row[1]);
     memory.peak_rss_bytes = std::max<int64_t>(memory.peak_rss_bytes, row[2]);
     for (int slot = 0; slot < kNumTrafficSlots; slot++) {
-      CollectiveRecord& c =
-          by_kind[static_cast<size_t>(row[0])][{kKinds[slot / 4], kGroups[slot % 4]}];
+      CollectiveRecord& c = by_kind[static_cast<size_t>(row[0])]
+                                   [{kKinds[slot / kNumGroups], kGroups[slot % kNumGroups]}];
       c.measured_bytes = std::max<int64_t>(c.measured_bytes, row[3 + 2 * slot]);
       c.measured_calls = std::max<int64_t>(c.measured_calls, row[4 + 2 * slot]);
     }

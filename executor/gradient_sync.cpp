@@ -25,7 +25,7 @@ GradientSync::GradientSync(const std::vector<ParameterSpec>& specs,
       overlap_(plan.options.overlap_grad_reduce),
       sharded_(planner::zero_shards_optimizer(plan.layout)),
       per_micro_batch_(planner::zero_shards_gradients(plan.layout)),
-      dp_(static_cast<int>(plan.layout.dp)),
+      dp_(static_cast<int>(planner::grad_group_size(plan.layout))),  // dp x cp
       num_micro_batches_(plan.layout.num_micro_batches()),
       groups_(groups),
       memory_(memory),

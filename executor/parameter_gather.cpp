@@ -20,7 +20,7 @@ ParameterGather::ParameterGather(const float* shard, const std::vector<DpBucket>
       ops_per_step_(ops_per_step),
       prefetch_(prefetch),
       dp_(groups.size(CommGroup::kDp)),
-      dp_rank_(static_cast<int>(groups.coords().dp_rank)),
+      dp_rank_(groups.group_rank(CommGroup::kDp)),  // in the dp x cp gradient group
       groups_(groups),
       memory_(memory) {}
 

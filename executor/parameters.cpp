@@ -149,11 +149,12 @@ int64_t ParameterSpec::full_index(int64_t i) const {
 ChunkPlacement chunk_placement(const planner::Plan& plan, int stage, int chunk) {
   const int pp = static_cast<int>(plan.layout.pp);
   const int vpp = static_cast<int>(plan.layout.vpp);
-  const int per_chunk = static_cast<int>(planner::layers_per_chunk(plan.model, plan.layout));
+  const planner::LayerRange layers =
+      planner::stage_layer_range(plan.model, plan.layout, stage, chunk);
   ChunkPlacement c;
   c.virtual_stage = static_cast<int>(planner::virtual_stage(pp, stage, chunk));
-  c.first_layer = c.virtual_stage * per_chunk;
-  c.num_layers = per_chunk;
+  c.first_layer = static_cast<int>(layers.first);
+  c.num_layers = static_cast<int>(layers.count());
   c.has_embedding = c.virtual_stage == 0;
   c.has_head = c.virtual_stage == pp * vpp - 1;
   return c;

@@ -89,8 +89,9 @@ struct ChunkWeights {
   float* lm_head = nullptr;  // (V, C), last virtual stage; the wte itself when tied on one rank
 };
 
-/// What one model chunk holds: virtual stage v = chunk * pp + stage, layers
-/// [v L, (v + 1) L) with L = num_layers / (pp vpp).
+/// What one model chunk holds: virtual stage v = chunk * pp + stage, and the layers
+/// planner::stage_layer_range gives it ([v L, (v + 1) L) with L = num_layers / (pp vpp) for
+/// an even split; the stage's own range for an uneven one).
 struct ChunkPlacement {
   int virtual_stage = 0;
   int first_layer = 0;  // global index

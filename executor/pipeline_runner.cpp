@@ -155,7 +155,8 @@ void StageRun::forward_(const planner::PipelineOp& op, const ModelChunk& chunk) 
     f.state.targets = Buffer<int32_t>(&ctx_.memory, d_.N);
   }
   if (placement.has_embedding || placement.has_head) {
-    fill_micro_batch(step_.data, first, d_.T, d_.B, f.state.tokens.data(), f.state.targets.data());
+    fill_micro_batch(step_.data, first, d_.S, d_.positions, d_.B, f.state.tokens.data(),
+                     f.state.targets.data());
   }
   if (step_.acquire_weights) {
     step_.acquire_weights(static_cast<int>(op.chunk));

@@ -39,21 +39,27 @@ ProcessGroups::ProcessGroups(const planner::Layout& layout, bool tied_embeddings
   MPI_CHECK(MPI_Comm_rank(world, &rank_));
   coords_ = planner::rank_coords(layout, rank_);
   const int tp = static_cast<int>(coords_.tp_rank);
+  const int cp = static_cast<int>(coords_.cp_rank);
   const int dp = static_cast<int>(coords_.dp_rank);
   const int pp = static_cast<int>(coords_.pp_rank);
   const int num_dp = static_cast<int>(layout.dp);
   const int num_tp = static_cast<int>(layout.tp);
-  // Same color = same group; the key orders ranks by their coordinate in that group.
-  tp_ = split(world, pp * num_dp + dp, tp);
-  dp_ = split(world, pp * num_tp + tp, dp);
-  pp_ = split(world, dp * num_tp + tp, pp);
+  const int num_cp = static_cast<int>(layout.cp);
+  // Same color = same group; the key orders ranks by their coordinate in that group. The dp
+  // group is the gradient group dp x cp (planner::grad_group_size), ordered cp fastest as the
+  // global ranks are (Megatron-Core's dp_cp_group).
+  const int dp_cp = dp * num_cp + cp;
+  tp_ = split(world, pp * num_dp * num_cp + dp_cp, tp);
+  dp_ = split(world, pp * num_tp + tp, dp_cp);
+  pp_ = split(world, dp_cp * num_tp + tp, pp);
+  cp_ = split(world, (pp * num_dp + dp) * num_tp + tp, cp);
   const bool embedding_member =
       tied_embeddings && layout.pp > 1 && (pp == 0 || pp == layout.pp - 1);
-  embedding_ = split(world, embedding_member ? dp * num_tp + tp : MPI_UNDEFINED, pp);
+  embedding_ = split(world, embedding_member ? dp_cp * num_tp + tp : MPI_UNDEFINED, pp);
 }
 
 ProcessGroups::~ProcessGroups() {
-  for (MPI_Comm* comm : {&tp_, &dp_, &pp_, &embedding_}) {
+  for (MPI_Comm* comm : {&tp_, &dp_, &pp_, &embedding_, &cp_}) {
     if (*comm != MPI_COMM_NULL) {
       MPI_Comm_free(comm);
     }
@@ -70,6 +76,8 @@ MPI_Comm ProcessGroups::comm(CommGroup group) const {
       return dp_;
     case CommGroup::kEmbedding:
       return embedding_;
+    case CommGroup::kCp:
+      return cp_;
     case CommGroup::kEp:  // the executor runs no mixture-of-experts model (shard_dims.cpp)
     case CommGroup::kExpertDp:
       return MPI_COMM_NULL;
@@ -85,6 +93,28 @@ int ProcessGroups::size(CommGroup group) const {
   int n = 0;
   MPI_CHECK(MPI_Comm_size(c, &n));
   return n;
+}
+
+int ProcessGroups::group_rank(CommGroup group) const {
+  const MPI_Comm c = comm(group);
+  int r = 0;
+  if (c != MPI_COMM_NULL) {
+    MPI_CHECK(MPI_Comm_rank(c, &r));
+  }
+  return r;
+}
+
+void ProcessGroups::cp_ring_shift(float* received, const float* sent, int64_t count) {
+  const int n = size(CommGroup::kCp);
+  const int r = group_rank(CommGroup::kCp);
+  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  MPI_CHECK(MPI_Irecv(received, to_int_count(count), MPI_FLOAT, (r + n - 1) % n, kCpRingTag, cp_,
+                      &requests[0]));
+  MPI_CHECK(
+      MPI_Isend(sent, to_int_count(count), MPI_FLOAT, (r + 1) % n, kCpRingTag, cp_, &requests[1]));
+  std::vector<MPI_Request> pending(requests, requests + 2);
+  wait_all(&pending, CommGroup::kCp, "ring send/receive");
+  this->count(CollectiveKind::kSendRecv, CommGroup::kCp, count * kFloatBytes);
 }
 
 void ProcessGroups::count(CollectiveKind kind, CommGroup group, int64_t bytes) {

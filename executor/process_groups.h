@@ -26,6 +26,7 @@ using planner::CommGroup;
 struct Traffic {
   int64_t bytes = 0;  // message bytes, summed over the calls
   int64_t calls = 0;  // collectives (or sends) issued
+  bool operator==(const Traffic&) const = default;
 };
 using TrafficCounts = std::map<std::pair<CollectiveKind, CommGroup>, Traffic>;
 
@@ -61,6 +62,12 @@ class ProcessGroups {
   MPI_Request ireduce_scatter_in_place(CommGroup group, float* buffer, int64_t count);
   MPI_Request iall_gather_in_place(CommGroup group, float* buffer, int64_t count);
 
+  /// This rank's index in `group` (0 where it has none).
+  int group_rank(CommGroup group) const;
+  /// Context-parallel ring step: sends `sent` (count) to the next cp rank and receives the
+  /// previous one's into `received` (count), counted as one send of count floats.
+  void cp_ring_shift(float* received, const float* sent, int64_t count);
+
   /// Point-to-point on the pp group: sends never block (the request completes later),
   /// receives block. `peer_stage` is the other pipeline rank.
   MPI_Request isend(const float* buffer, int64_t count, int peer_stage, int tag);
@@ -92,6 +99,8 @@ class ProcessGroups {
   MPI_Comm pp_ = MPI_COMM_NULL;
   MPI_Comm dp_ = MPI_COMM_NULL;
   MPI_Comm embedding_ = MPI_COMM_NULL;
+  MPI_Comm cp_ = MPI_COMM_NULL;
+  static constexpr int kCpRingTag = 7;  // the cp communicator carries nothing else
   TrafficCounts traffic_;
 };
 

@@ -10,7 +10,24 @@
 
 namespace meshplan::executor {
 
-ShardDims make_shard_dims(const planner::Plan& plan, int tp_rank) {
+std::vector<int> cp_positions(int S, int cp, int cp_rank) {
+  std::vector<int> positions;
+  if (cp == 1) {
+    for (int t = 0; t < S; t++) {
+      positions.push_back(t);
+    }
+    return positions;
+  }
+  const int chunk = S / (2 * cp);
+  for (int piece : {cp_rank, 2 * cp - 1 - cp_rank}) {
+    for (int i = 0; i < chunk; i++) {
+      positions.push_back(piece * chunk + i);
+    }
+  }
+  return positions;
+}
+
+ShardDims make_shard_dims(const planner::Plan& plan, int tp_rank, int cp_rank) {
   const models::TransformerConfig& model = plan.model;
   const planner::Layout& layout = plan.layout;
   ShardDims d;
@@ -18,7 +35,11 @@ ShardDims make_shard_dims(const planner::Plan& plan, int tp_rank) {
   d.tp = static_cast<int>(layout.tp);
   d.tp_rank = tp_rank;
   d.sequence_parallel = layout.sequence_parallel;
-  d.T = static_cast<int>(model.seq_length);
+  d.S = static_cast<int>(model.seq_length);
+  d.cp = static_cast<int>(layout.cp);
+  d.cp_rank = cp_rank;
+  d.T = d.S / d.cp;
+  d.positions = cp_positions(d.S, d.cp, cp_rank);
   d.B = static_cast<int>(layout.micro_batch);
   d.C = static_cast<int>(model.hidden_size);
   d.NH = static_cast<int>(model.num_attention_heads / layout.tp);
@@ -47,6 +68,11 @@ void validate_options_for_executor(const planner::Plan& plan, const std::string&
         fmt::format("{}: options.overlap_tp_comm: the CPU executor does not overlap "
                     "tensor-parallel communication with GEMMs (true)",
                     source));
+  }
+  if (layout.cp > 1 && plan.options.cp_comm != planner::CpComm::kP2p) {
+    throw InputError(
+        fmt::format("{}: options.cp_comm: the CPU executor runs the p2p ring only ({})", source,
+                    planner::to_string(plan.options.cp_comm)));
   }
   if (plan.options.scatter_gather_pipeline &&
       layout.micro_batch * model.seq_length * model.hidden_size % layout.tp != 0) {
@@ -93,6 +119,12 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
         "{}: model.{}: the CPU executor implements standard attention without q/k norms ({})",
         source, model.is_mla() ? "kv_lora_rank" : "qk_norm",
         model.is_mla() ? std::to_string(model.kv_lora_rank) : "true"));
+  }
+  if (layout.cp > 1 && model.positions != models::Positions::kRope) {
+    throw InputError(
+        fmt::format("{}: layout.cp: the CPU executor's context parallelism needs rope positions "
+                    "({}, cp {})",
+                    source, models::to_string(model.positions), layout.cp));
   }
   if (planner::zero_shards_parameters(layout) && layout.vpp > 1) {
     throw InputError(

@@ -3,13 +3,15 @@
 // shape letters. Sizes are computed here and nowhere else in the executor.
 
 #include <string>
+#include <vector>
 
 #include "meshplan/plan_file.h"
 
 namespace meshplan::executor {
 
 struct ShardDims {
-  int T = 0;            // sequence length s, e.g. 32 (tiny)
+  int T = 0;            // sequence positions on this rank: s / cp, e.g. 32 (tiny, cp 1)
+  int S = 0;            // sequence length s over all cp ranks
   int B = 0;            // sequences per micro-batch
   int C = 0;            // hidden size h, e.g. 64
   int NH = 0;           // query heads on this rank: a / tp
@@ -26,17 +28,25 @@ struct ShardDims {
   int t0 = 0;           // first position of this rank's residual rows
   int tp = 1;
   int tp_rank = 0;
+  int cp = 1;
+  int cp_rank = 0;
+  std::vector<int> positions;  // [T] position in the sequence of each local one (cp_positions)
   bool sequence_parallel = false;
   models::TransformerConfig model;
 };
 
-ShardDims make_shard_dims(const planner::Plan& plan, int tp_rank);
+ShardDims make_shard_dims(const planner::Plan& plan, int tp_rank, int cp_rank = 0);
+
+/// The S / cp sequence positions cp rank `cp_rank` holds, in order: chunks cp_rank and
+/// 2 cp - 1 - cp_rank of 2 cp equal chunks (Megatron-Core get_batch_on_this_cp_rank, causal
+/// load balancing); 0..S-1 for cp = 1.
+std::vector<int> cp_positions(int S, int cp, int cp_rank);
 
 /// Everything the CPU executor cannot run, as InputError naming the plan file and field:
-/// a precision other than fp32, alibi positions, ZeRO 3 with interleaved chunks (vpp > 1),
-/// tensor-parallel communication overlap, a vocabulary not divisible by tp, odd head dims with
-/// RoPE, sequences longer than the position table, sizes past the kernels' int range, and any
-/// layout check_layout rejects.
+/// a precision other than fp32, alibi positions, context parallelism without rope, ZeRO 3 with
+/// interleaved chunks (vpp > 1), tensor-parallel communication overlap, a vocabulary not divisible
+/// by tp, odd head dims with RoPE, sequences longer than the position table, sizes past the
+/// kernels' int range, and any layout check_layout rejects.
 void validate_plan_for_executor(const planner::Plan& plan, const std::string& source);
 
 }  // namespace meshplan::executor

@@ -18,7 +18,8 @@ Trainer::Trainer(const planner::Plan& plan, std::shared_ptr<const TokenSource> d
                  const AdamWConfig& adamw, MPI_Comm world, double collective_timeout_seconds)
     : plan_(plan),
       groups_(plan.layout, plan.model.tied_embeddings, world, collective_timeout_seconds),
-      dims_(make_shard_dims(plan, static_cast<int>(groups_.coords().tp_rank))),
+      dims_(make_shard_dims(plan, static_cast<int>(groups_.coords().tp_rank),
+                            static_cast<int>(groups_.coords().cp_rank))),
       ctx_{dims_, groups_, memory_},
       data_(std::move(data)),
       adamw_(adamw) {
@@ -64,11 +65,11 @@ Trainer::Trainer(const planner::Plan& plan, std::shared_ptr<const TokenSource> d
 void Trainer::init_zero3_parameters_(int stage) {
   // Only this rank's block of every bucket stays; the full initial values are drawn once, in a
   // temporary buffer.
-  const int64_t dp = plan_.layout.dp;
+  const int64_t dp = planner::grad_group_size(plan_.layout);  // dp x cp
   params_ = Tensor(&memory_, padded_size_ / dp);
   Tensor full(&memory_, padded_size_);
   initialize_parameters(full.data(), specs_, kInitSeed);
-  const int64_t dp_rank = groups_.coords().dp_rank;
+  const int64_t dp_rank = groups_.group_rank(CommGroup::kDp);
   for (const DpBucket& bucket : sync_->buckets()) {
     const int64_t block = bucket.block() / dp;
     std::copy_n(full.data() + bucket.begin + dp_rank * block, block,

@@ -1,5 +1,6 @@
 #include "transformer_layer.h"
 
+#include "context_parallel.h"
 #include "ops/attention.h"
 #include "ops/eigen_maps.h"
 #include "ops/gelu.h"
@@ -67,13 +68,19 @@ void layer_forward(float* out, LayerActivations* acts, const float* inp, const L
   acts->qkv = ctx.tensor(static_cast<int64_t>(d.N) * d.QKV);
   linear_forward(acts->qkv.data(), x1, w.qkv_w, w.qkv_b, d.N, d.C, d.QKV);
   gathered.reset();
+  // Context parallelism: rows sit at the positions of the rank's two chunks.
+  const int* positions = d.cp > 1 ? d.positions.data() : nullptr;
   if (d.model.positions == models::Positions::kRope) {
-    rope_forward(acts->qkv.data(), d.T, d.B, d.NH + d.KVH, d.QKV, d.HS);
+    rope_forward(acts->qkv.data(), d.T, d.B, d.NH + d.KVH, d.QKV, d.HS, positions);
   }
   acts->att_out = ctx.tensor(static_cast<int64_t>(d.N) * d.NH * d.HS);
-  Tensor att = ctx.tensor(static_cast<int64_t>(d.B) * d.NH * d.T * d.T);
-  attention_forward(acts->att_out.data(), att.data(), acts->qkv.data(), d.T, d.B, d.NH, d.KVH,
-                    d.HS);
+  Tensor att = ctx.tensor(static_cast<int64_t>(d.B) * d.NH * d.T * d.S);
+  if (d.cp > 1) {
+    ring_attention_forward(ctx, acts->att_out.data(), att.data(), acts->qkv.data());
+  } else {
+    attention_forward(acts->att_out.data(), att.data(), acts->qkv.data(), d.T, d.B, d.NH, d.KVH,
+                      d.HS);
+  }
   if (save_probabilities) {
     acts->att = std::move(att);
   }
@@ -136,22 +143,27 @@ void layer_backward_input(float* dinp, LayerWeights& grads, LayerActivations* ac
   d_residual2.reset();
   Tensor d_att_out = ctx.tensor(static_cast<int64_t>(d.N) * d.NH * d.HS);
   linear_backward_input(d_att_out.data(), acts->d_proj.data(), w.proj_w, d.N, d.NH * d.HS, d.C);
-  Tensor probabilities;
-  const float* att = acts->att.data();
-  if (acts->att.empty()) {
-    probabilities = ctx.tensor(static_cast<int64_t>(d.B) * d.NH * d.T * d.T);
-    attention_probs_forward(probabilities.data(), acts->qkv.data(), d.T, d.B, d.NH, d.KVH, d.HS);
-    att = probabilities.data();
-  }
-  Tensor att_scratch = ctx.tensor(static_cast<int64_t>(d.T) * d.T);
   acts->d_qkv = ctx.tensor(static_cast<int64_t>(d.N) * d.QKV);
-  attention_backward(acts->d_qkv.data(), att_scratch.data(), d_att_out.data(), att,
-                     acts->qkv.data(), d.T, d.B, d.NH, d.KVH, d.HS);
-  probabilities.reset();
-  att_scratch.reset();
+  if (d.cp > 1) {
+    // Selective recompute saved no probabilities: the ring backward rebuilds them.
+    ring_attention_backward(ctx, acts->d_qkv.data(), d_att_out.data(),
+                            acts->att.empty() ? nullptr : acts->att.data(), acts->qkv.data());
+  } else {
+    Tensor probabilities;
+    const float* att = acts->att.data();
+    if (acts->att.empty()) {
+      probabilities = ctx.tensor(static_cast<int64_t>(d.B) * d.NH * d.T * d.T);
+      attention_probs_forward(probabilities.data(), acts->qkv.data(), d.T, d.B, d.NH, d.KVH, d.HS);
+      att = probabilities.data();
+    }
+    Tensor att_scratch = ctx.tensor(static_cast<int64_t>(d.T) * d.T);
+    attention_backward(acts->d_qkv.data(), att_scratch.data(), d_att_out.data(), att,
+                       acts->qkv.data(), d.T, d.B, d.NH, d.KVH, d.HS);
+  }
   d_att_out.reset();
   if (d.model.positions == models::Positions::kRope) {
-    rope_backward(acts->d_qkv.data(), d.T, d.B, d.NH + d.KVH, d.QKV, d.HS);
+    rope_backward(acts->d_qkv.data(), d.T, d.B, d.NH + d.KVH, d.QKV, d.HS,
+                  d.cp > 1 ? d.positions.data() : nullptr);
   }
   Tensor d_x1 = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
   linear_backward_input(d_x1.data(), acts->d_qkv.data(), w.qkv_w, d.N, d.C, d.QKV);

@@ -27,12 +27,12 @@ constexpr std::array<std::string_view, 12> kClusterFields = {"name",
                                                              "precision",
                                                              "efficiency",
                                                              "source"};
-constexpr std::array<std::string_view, 5> kGpuFields = {"name", "peak_bf16_flops_per_second",
-                                                        "peak_fp32_flops_per_second", "hbm_bytes",
-                                                        "hbm_bytes_per_second"};
-constexpr std::array<std::string_view, 5> kEfficiencyFields = {
-    "gemm_peak_efficiency", "gemm_half_efficiency_dim", "attention_efficiency", "hbm_efficiency",
-    "collective_efficiency"};
+constexpr std::array<std::string_view, 6> kGpuFields = {
+    "name",      "peak_bf16_flops_per_second", "peak_fp32_flops_per_second",
+    "hbm_bytes", "hbm_bytes_per_second",       "peak_fp8_flops_per_second"};
+constexpr std::array<std::string_view, 6> kEfficiencyFields = {
+    "gemm_peak_efficiency", "gemm_half_efficiency_dim", "attention_efficiency",
+    "hbm_efficiency",       "collective_efficiency",    "fp8_gemm_peak_efficiency"};
 
 // A nested object such as "gpu", checked for type and unknown keys. Its fields are read through
 // flatten() so that json_io's errors name the full path ("gpu.hbm_bytes: missing").
@@ -152,6 +152,19 @@ void validate_cluster(const ClusterConfig& cluster, const std::string& source) {
   check_fraction(e.attention_efficiency, "efficiency.attention_efficiency", source);
   check_fraction(e.hbm_efficiency, "efficiency.hbm_efficiency", source);
   check_fraction(e.collective_efficiency, "efficiency.collective_efficiency", source);
+  // FP8 is optional (A100 has none); a GPU that has it needs both its peak and its GEMM
+  // efficiency.
+  if ((gpu.peak_fp8_flops_per_second != 0) != (e.fp8_gemm_peak_efficiency != 0)) {
+    throw InputError(fmt::format(
+        "{}: gpu.peak_fp8_flops_per_second and efficiency.fp8_gemm_peak_efficiency: give both "
+        "or neither ({}, {})",
+        source, gpu.peak_fp8_flops_per_second, e.fp8_gemm_peak_efficiency));
+  }
+  if (gpu.peak_fp8_flops_per_second != 0) {
+    check_in_range(gpu.peak_fp8_flops_per_second, kMinFlopsPerSecond, kMaxFlopsPerSecond,
+                   "gpu.peak_fp8_flops_per_second", source);
+    check_fraction(e.fp8_gemm_peak_efficiency, "efficiency.fp8_gemm_peak_efficiency", source);
+  }
 }
 
 ClusterConfig cluster_from_json(const nlohmann::json& json, const std::string& source) {
@@ -171,6 +184,10 @@ ClusterConfig cluster_from_json(const nlohmann::json& json, const std::string& s
   cluster.gpu.peak_fp32_flops_per_second =
       require_number(gpu, "gpu.peak_fp32_flops_per_second", source);
   cluster.gpu.hbm_bytes = require_int(gpu, "gpu.hbm_bytes", source);
+  if (gpu.contains("gpu.peak_fp8_flops_per_second")) {
+    cluster.gpu.peak_fp8_flops_per_second =
+        require_number(gpu, "gpu.peak_fp8_flops_per_second", source);
+  }
   cluster.gpu.hbm_bytes_per_second = require_number(gpu, "gpu.hbm_bytes_per_second", source);
 
   cluster.gpus_per_node = require_int(json, "gpus_per_node", source);
@@ -202,6 +219,10 @@ ClusterConfig cluster_from_json(const nlohmann::json& json, const std::string& s
   e.attention_efficiency = require_number(efficiency, "efficiency.attention_efficiency", source);
   e.hbm_efficiency = require_number(efficiency, "efficiency.hbm_efficiency", source);
   e.collective_efficiency = require_number(efficiency, "efficiency.collective_efficiency", source);
+  if (efficiency.contains("efficiency.fp8_gemm_peak_efficiency")) {
+    e.fp8_gemm_peak_efficiency =
+        require_number(efficiency, "efficiency.fp8_gemm_peak_efficiency", source);
+  }
 
   if (json.contains("source")) {
     cluster.source = require_string(json, "source", source);
@@ -213,7 +234,7 @@ ClusterConfig cluster_from_json(const nlohmann::json& json, const std::string& s
 nlohmann::json cluster_to_json(const ClusterConfig& cluster) {
   const GpuSpec& gpu = cluster.gpu;
   const ComputeEfficiency& e = cluster.efficiency;
-  return nlohmann::json{
+  nlohmann::json json{
       {"name", cluster.name},
       {"gpu",
        {{"name", gpu.name},
@@ -237,6 +258,11 @@ nlohmann::json cluster_to_json(const ClusterConfig& cluster) {
         {"collective_efficiency", e.collective_efficiency}}},
       {"source", cluster.source},
   };
+  if (gpu.peak_fp8_flops_per_second > 0) {  // written only for GPUs with FP8
+    json["gpu"]["peak_fp8_flops_per_second"] = gpu.peak_fp8_flops_per_second;
+    json["efficiency"]["fp8_gemm_peak_efficiency"] = e.fp8_gemm_peak_efficiency;
+  }
+  return json;
 }
 
 ClusterConfig load_cluster(const std::string& name_or_path) {

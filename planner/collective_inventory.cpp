@@ -50,9 +50,9 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
     return;
   }
   const int64_t m = layout.num_micro_batches();
-  const int64_t tokens = layout.micro_batch * model.seq_length;
+  const int64_t tokens = rank_micro_batch_tokens(model, layout);
   const int64_t hidden_bytes = tokens * model.hidden_size * element_bytes(cluster);
-  const int64_t layers = layers_per_chunk(model, layout) * layout.vpp;
+  const int64_t layers = stage_layer_count(model, layout, stage);
   int64_t moe_layers = 0;
   for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
     moe_layers += chunk_layers(model, layout, stage, chunk).num_moe(model);
@@ -128,20 +128,36 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
   }
 }
 
+// Context-parallel attention traffic (cp_attention_comm) of every layer of the stage, per
+// micro-batch: forward calls once per forward, again per recomputed forward under full
+// recompute; backward calls once per backward.
+void add_context_parallel(Inventory& inventory, const models::TransformerConfig& model,
+                          const models::ClusterConfig& cluster, const Layout& layout,
+                          const PlanOptions& options, int64_t stage) {
+  const int64_t layers = stage_layer_count(model, layout, stage);
+  const int64_t m = layout.num_micro_batches();
+  const int64_t forwards = layout.recompute == Recompute::kFull ? 2 : 1;
+  for (const CpAttentionComm::Call& call :
+       cp_attention_comm(model, cluster, layout, options).calls) {
+    inventory.add(stage, call.what, call.kind, CommGroup::kCp, layout.cp, call.message_bytes,
+                  (forwards * call.forward_calls + call.backward_calls) * layers * m);
+  }
+}
+
 // The stage's data-parallel calls as dp_buckets lists them, one entry per run of equal
 // buckets: step lists once a step, chunk lists after each of the m vpp backward ops, ZeRO-3's
 // gathers before each forward and each backward op.
 void add_data_parallel(Inventory& inventory, const models::TransformerConfig& model,
                        const models::ClusterConfig& cluster, const Layout& layout,
                        const PlanOptions& options, int64_t stage) {
-  if (layout.dp <= 1) {
+  if (grad_group_size(layout) <= 1) {
     return;
   }
   const DpBuckets buckets = dp_buckets(model, cluster, layout, options, stage);
   const int64_t chunk_ops = layout.num_micro_batches() * layout.vpp;
   const auto add = [&](const std::vector<DpBucket>& list, const char* what, int64_t rounds) {
     for (const DpBucket& bucket : list) {
-      inventory.add(stage, what, bucket.kind, bucket.group, layout.dp, bucket.bytes,
+      inventory.add(stage, what, bucket.kind, bucket.group, grad_group_size(layout), bucket.bytes,
                     bucket.num_calls * rounds);
     }
   };
@@ -207,6 +223,7 @@ std::vector<CollectiveTraffic> collective_inventory(const models::TransformerCon
   }
   for (int64_t stage = 0; stage < layout.pp; ++stage) {
     add_tensor_parallel(inventory, model, cluster, layout, stage);
+    add_context_parallel(inventory, model, cluster, layout, options, stage);
     if (layout.pp > 1) {
       int64_t sends = 0, receives = 0;
       for (const PipelineOp& op : schedule.stages[static_cast<size_t>(stage)]) {

@@ -1,12 +1,19 @@
 // Alpha-beta time of ring collectives, tiered by where the group's ranks sit.
 
 #include <algorithm>
+#include <cmath>
 
 #include "meshplan/cost_model.h"
 
 namespace meshplan::planner {
 
 namespace {
+
+// all_gather_perf at 2 GiB on 32 nodes x 8 H100 with 8 x 400 Gb/s NICs per node reached about
+// 200 GB/s bus bandwidth, against 340 GB/s for all_reduce_perf with the same flags
+// (NVIDIA/nccl#1218, 2024): 200 / (8 x 50 GB/s) = 0.5 of the node's NIC line rate. Taken for
+// every GPU type (no comparable A100 figure published).
+constexpr double kRingNetBusEfficiency = 0.5;
 
 struct Link {
   double bytes_per_second;
@@ -31,12 +38,37 @@ double ring_seconds(CollectiveKind kind, double message_bytes, double n, const L
     case CollectiveKind::kSendRecv:
       return message_bytes / link.bytes_per_second + link.latency_seconds;
     case CollectiveKind::kAllToAll:
-      // Pairwise exchange: each rank sends (n-1)/n of its buffer, n-1 messages (nccl-tests
-      // alltoall.cu: busbw = algbw (n-1)/n).
+      // n - 1 pairwise exchanges of 1/n of the buffer each (nccl-tests src/alltoall.cu:
+      // busbw = algbw (n-1)/n), as NCCL groups n - 1 sends and receives.
       return (n - 1.0) / n * message_bytes / link.bytes_per_second +
              (n - 1.0) * link.latency_seconds;
   }
   return 0.0;
+}
+
+// An all-gather or reduce-scatter whose group spans nodes runs as one flat ring over all n
+// ranks: NCCL has no tree for them ("Implementing a Tree algorithm for allgather/reducescatter
+// is very hard", S. Jeaugey, NVIDIA/nccl#1473; its PAT algorithm supports one GPU per node
+// only). Latency, as NCCL's own model counts it (src/graph/tuning.cc, ncclTopoTuneModel):
+// n - 1 steps, of which nodes - 1 cross the network and n - nodes stay on NVLink. Bandwidth:
+// each of the ring's channels leaves a node through one NIC, so a rank moves (n-1)/n S at the
+// bus bandwidth min(NVLink, local x NIC), `local` = group members per node sharing the node's
+// NICs. A ring with one member per node drives its own NIC at collective_efficiency like
+// any other NIC-bound ring; with several members per node, nccl-tests reach
+// kRingNetBusEfficiency of the node's NIC line rate at scale.
+double flat_ring_seconds(const models::ClusterConfig& cluster, double message_bytes,
+                         int64_t group_size, int64_t members_per_node) {
+  const double n = static_cast<double>(group_size);
+  const double nodes = std::ceil(n / static_cast<double>(members_per_node));
+  const double efficiency = cluster.efficiency.collective_efficiency;
+  const double net_efficiency = members_per_node > 1 ? kRingNetBusEfficiency : efficiency;
+  const double bus_bytes_per_second =
+      std::min(cluster.intra_node_bytes_per_second * efficiency,
+               static_cast<double>(members_per_node) * cluster.inter_node_bytes_per_second_per_gpu *
+                   net_efficiency);
+  return (n - 1.0) / n * message_bytes / bus_bytes_per_second +
+         (n - nodes) * cluster.intra_node_latency_seconds +
+         (nodes - 1.0) * cluster.inter_node_latency_seconds;
 }
 
 }  // namespace
@@ -65,39 +97,34 @@ double collective_seconds(const models::ClusterConfig& cluster, CollectiveKind k
   if (last_node == first_node) {
     return ring_seconds(kind, bytes, n, intra);
   }
-  if (kind == CollectiveKind::kAllToAll) {
-    // An all-to-all whose group spans nodes is costed on the NIC tier: every rank's NIC
-    // carries its traffic at once, and the slowest (inter-node) share sets the pace
-    // (conservative: the intra-node share would move over NVLink in parallel).
-    return ring_seconds(kind, bytes, n, inter);
-  }
   const int64_t members_per_full_node = gpus_per_node / stride;
   const bool fills_whole_nodes = stride < gpus_per_node && first_rank % gpus_per_node < stride &&
                                  group_size % members_per_full_node == 0;
+  if (kind == CollectiveKind::kAllToAll && fills_whole_nodes) {
+    // Of each rank's buffer, (local - 1)/n goes to its node's other members over NVLink and
+    // (n - local)/n through its own NIC; both at once, the slower one paces it.
+    const double local = static_cast<double>(members_per_full_node);
+    return std::max(
+        (local - 1.0) / n * bytes / intra.bytes_per_second + (local - 1.0) * intra.latency_seconds,
+        (n - local) / n * bytes / inter.bytes_per_second + (n - local) * inter.latency_seconds);
+  }
+  if (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kReduceScatter) {
+    return flat_ring_seconds(cluster, bytes, group_size,
+                             fills_whole_nodes ? members_per_full_node : 1);
+  }
   if (!fills_whole_nodes) {
     // One member per node, or a group that straddles node boundaries unevenly: a flat ring
     // whose slowest links are the NICs.
     return ring_seconds(kind, bytes, n, inter);
   }
-  // Hierarchical (two-tier) collective over whole nodes: the intra-node tier works on the
-  // whole buffer, the inter-node tier on 1/local of it, with `local` NICs in parallel (one per
-  // GPU).
+  // All-reduce over whole nodes, two tiers (NCCL picks its tree or ring across nodes for
+  // all-reduce only): the intra-node tier works on the whole buffer, the inter-node tier on
+  // 1/local of it, with `local` NICs in parallel (one per GPU).
   const double local = static_cast<double>(members_per_full_node);
   const double nodes = n / local;
-  switch (kind) {
-    case CollectiveKind::kAllReduce:
-      return ring_seconds(CollectiveKind::kReduceScatter, bytes, local, intra) +
-             ring_seconds(CollectiveKind::kAllReduce, bytes / local, nodes, inter) +
-             ring_seconds(CollectiveKind::kAllGather, bytes, local, intra);
-    case CollectiveKind::kAllGather:
-    case CollectiveKind::kReduceScatter:
-      return ring_seconds(kind, bytes / local, nodes, inter) +
-             ring_seconds(kind, bytes, local, intra);
-    case CollectiveKind::kSendRecv:
-    case CollectiveKind::kAllToAll:
-      break;
-  }
-  return 0.0;
+  return ring_seconds(CollectiveKind::kReduceScatter, bytes, local, intra) +
+         ring_seconds(CollectiveKind::kAllReduce, bytes / local, nodes, inter) +
+         ring_seconds(CollectiveKind::kAllGather, bytes, local, intra);
 }
 
 std::string to_string(CollectiveKind kind) {
@@ -130,6 +157,8 @@ std::string to_string(CommGroup group) {
       return "ep";
     case CommGroup::kExpertDp:
       return "expert_dp";
+    case CommGroup::kCp:
+      return "cp";
   }
   return "?";
 }

@@ -11,18 +11,25 @@
 
 namespace meshplan::planner {
 
-namespace {
-
 // GEMM throughput falls off for small matrices (tile quantisation and wave effects; NVIDIA
 // "Matrix Multiplication Background User's Guide", 2023). We model it with one saturating
 // curve in the smallest dimension x: efficiency = e_max * x / (x + x_half), where e_max and
 // x_half are per-GPU parameters of the cluster description.
-double gemm_seconds(const models::ClusterConfig& cluster, double m, double n, double k) {
+// FP8 GEMMs (Transformer Engine) run at the GPU's FP8 peak with their own e_max and the same
+// x_half.
+double gemm_seconds(const models::ClusterConfig& cluster, double m, double n, double k,
+                    GemmPrecision precision) {
+  const bool fp8 = precision == GemmPrecision::kFp8;
   const double smallest = std::min({m, n, k});
-  const double efficiency = cluster.efficiency.gemm_peak_efficiency * smallest /
-                            (smallest + cluster.efficiency.gemm_half_efficiency_dim);
-  return 2.0 * m * n * k / (peak_flops_per_second(cluster) * efficiency);
+  const double peak_efficiency =
+      fp8 ? cluster.efficiency.fp8_gemm_peak_efficiency : cluster.efficiency.gemm_peak_efficiency;
+  const double efficiency =
+      peak_efficiency * smallest / (smallest + cluster.efficiency.gemm_half_efficiency_dim);
+  const double peak = fp8 ? cluster.gpu.peak_fp8_flops_per_second : peak_flops_per_second(cluster);
+  return 2.0 * m * n * k / (peak * efficiency);
 }
+
+namespace {
 
 double memory_seconds(const models::ClusterConfig& cluster, double bytes) {
   return bytes / (cluster.gpu.hbm_bytes_per_second * cluster.efficiency.hbm_efficiency);
@@ -34,31 +41,34 @@ struct LayerTime {
   double memory_forward = 0;     // norms, residual adds, activation, rope
   double tp_comm_forward = 0;    // all-reduce equivalents of the forward
   double tp_comm_backward = 0;
+  double cp_comm_forward = 0;  // exposed context-parallel attention traffic
+  double cp_comm_backward = 0;
 };
 
 // Attention projections of one layer on one rank. MLA (DeepSeek-V2, Sec. 2.1; Megatron-Core
 // multi_latent_attention.py): down projections duplicated over tp, up projections and the
 // output split.
 double attention_gemm_seconds(const models::TransformerConfig& model,
-                              const models::ClusterConfig& cluster, const Shape& x) {
+                              const models::ClusterConfig& cluster, const Shape& x,
+                              GemmPrecision p) {
   const double t = x.t, tokens = x.tokens, h = x.h, d = x.d, a = x.a, g = x.g;
   if (!model.is_mla()) {
-    return gemm_seconds(cluster, tokens, (a + 2.0 * g) * d / t, h) +
-           gemm_seconds(cluster, tokens, h, a * d / t);
+    return gemm_seconds(cluster, tokens, (a + 2.0 * g) * d / t, h, p) +
+           gemm_seconds(cluster, tokens, h, a * d / t, p);
   }
   const double q_rank = static_cast<double>(model.q_lora_rank);
   const double kv_rank = static_cast<double>(model.kv_lora_rank);
   const double rope = static_cast<double>(model.qk_rope_head_dim);
   const double nope_plus_v = static_cast<double>(model.qk_nope_head_dim + model.v_head_dim);
   const double v = static_cast<double>(model.v_head_dim);
-  double seconds = gemm_seconds(cluster, tokens, kv_rank + rope, h) +
-                   gemm_seconds(cluster, tokens, a * nope_plus_v / t, kv_rank) +
-                   gemm_seconds(cluster, tokens, h, a * v / t);
+  double seconds = gemm_seconds(cluster, tokens, kv_rank + rope, h, p) +
+                   gemm_seconds(cluster, tokens, a * nope_plus_v / t, kv_rank, p) +
+                   gemm_seconds(cluster, tokens, h, a * v / t, p);
   if (q_rank > 0) {
-    seconds +=
-        gemm_seconds(cluster, tokens, q_rank, h) + gemm_seconds(cluster, tokens, a * d / t, q_rank);
+    seconds += gemm_seconds(cluster, tokens, q_rank, h, p) +
+               gemm_seconds(cluster, tokens, a * d / t, q_rank, p);
   } else {
-    seconds += gemm_seconds(cluster, tokens, a * d / t, h);
+    seconds += gemm_seconds(cluster, tokens, a * d / t, h, p);
   }
   return seconds;
 }
@@ -72,10 +82,11 @@ double mlp_gemm_seconds(const models::TransformerConfig& model,
                         const PlanOptions& options, const Shape& x, bool moe_layer) {
   const double t = x.t, tokens = x.tokens, h = x.h, f = x.f, fc1_columns = x.fc1;
   const double sequence_split = x.sp;
+  const GemmPrecision p = options.gemm_precision;
   const double fc1_per_f = fc1_columns / f;
   if (!moe_layer) {
-    return gemm_seconds(cluster, tokens, fc1_columns / t, h) +
-           gemm_seconds(cluster, tokens, h, f / t);
+    return gemm_seconds(cluster, tokens, fc1_columns / t, h, p) +
+           gemm_seconds(cluster, tokens, h, f / t, p);
   }
   const double experts = static_cast<double>(model.num_experts);
   const double ep = static_cast<double>(layout.ep);
@@ -83,15 +94,15 @@ double mlp_gemm_seconds(const models::TransformerConfig& model,
   const double f_e = static_cast<double>(model.expert_ffn_hidden_size);
   const double per_expert_tokens = tokens * k * ep / experts;
   double seconds = experts / ep *
-                   (gemm_seconds(cluster, per_expert_tokens, fc1_per_f * f_e / t, h) +
-                    gemm_seconds(cluster, per_expert_tokens, h, f_e / t)) *
+                   (gemm_seconds(cluster, per_expert_tokens, fc1_per_f * f_e / t, h, p) +
+                    gemm_seconds(cluster, per_expert_tokens, h, f_e / t, p)) *
                    options.moe_load_imbalance;
   seconds += gemm_seconds(cluster, tokens / sequence_split, experts, h);
   if (model.num_shared_experts > 0) {
     const double f_s = static_cast<double>(model.num_shared_experts) *
                        static_cast<double>(model.shared_expert_ffn_hidden_size);
-    seconds += gemm_seconds(cluster, tokens, fc1_per_f * f_s / t, h) +
-               gemm_seconds(cluster, tokens, h, f_s / t);
+    seconds += gemm_seconds(cluster, tokens, fc1_per_f * f_s / t, h, p) +
+               gemm_seconds(cluster, tokens, h, f_s / t, p);
   }
   return seconds;
 }
@@ -99,24 +110,16 @@ double mlp_gemm_seconds(const models::TransformerConfig& model,
 LayerTime layer_time(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                      const Layout& layout, const PlanOptions& options, bool moe_layer) {
   const Shape x = shape_of(model, cluster, layout);
-  const double t = x.t, tokens = x.tokens, h = x.h, d = x.d, a = x.a, g = x.g, s = x.s, e = x.e;
+  const double t = x.t, tokens = x.tokens, h = x.h, d = x.d, a = x.a, g = x.g, e = x.e;
   const double sequence_split = x.sp;
   const double f = active_ffn_width(model, moe_layer);  // per token
   LayerTime time;
-  time.linear_forward = attention_gemm_seconds(model, cluster, x) +
+  // The linear GEMMs are the ones Transformer Engine runs in FP8 (te.Linear, LayerNormLinear,
+  // LayerNormMLP, TEGroupedLinear for the experts); the attention core, the router and the LM
+  // head stay in 16 bits.
+  time.linear_forward = attention_gemm_seconds(model, cluster, x, options.gemm_precision) +
                         mlp_gemm_seconds(model, cluster, layout, options, x, moe_layer);
-  const double attention_flops = layer_forward_flops(model, tokens, moe_layer).attention / t;
-  if (options.flash_attention) {
-    // FlashAttention (Dao 2022) keeps scores on chip: one fused kernel at its own efficiency.
-    time.attention_forward = attention_flops / (peak_flops_per_second(cluster) *
-                                                cluster.efficiency.attention_efficiency);
-  } else {
-    // Batched s x s x d GEMMs per head, plus the fused scale-mask-softmax that reads and
-    // writes the a s^2 b scores (Korthikanti et al. 2022, Sec. 4.1).
-    const double heads = layout.micro_batch * a / t;
-    time.attention_forward = 2.0 * heads * gemm_seconds(cluster, s, s, d) +
-                             memory_seconds(cluster, 2.0 * heads * s * s * e);
-  }
+  time.attention_forward = attention_forward_seconds(model, cluster, layout, options);
   // Memory-bound element-wise work, bytes read plus written: two norms (read, write), two
   // residual adds (read two, write one), the activation (gelu: read f, write f; swiglu: read
   // 2f, write f), rotary embedding of q and k (read, write).
@@ -133,6 +136,11 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
         2.0 * 2.0 * tokens * static_cast<double>(model.experts_per_token) * h * e / sequence_split;
   }
   time.memory_forward = memory_seconds(cluster, bytes);
+  if (layout.cp > 1) {
+    const CpAttentionComm cp = cp_attention_comm(model, cluster, layout, options);
+    time.cp_comm_forward = cp.forward_exposed_seconds;
+    time.cp_comm_backward = cp.backward_exposed_seconds;
+  }
   if (layout.tp > 1) {
     // Two all-reduces forward and two backward per layer (Shoeybi et al. 2019, Fig. 4); with
     // sequence parallelism each is an all-gather plus a reduce-scatter of the same total
@@ -165,6 +173,26 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
 
 }  // namespace
 
+double attention_forward_seconds(const models::TransformerConfig& model,
+                                 const models::ClusterConfig& cluster, const Layout& layout,
+                                 const PlanOptions& options) {
+  const Shape x = shape_of(model, cluster, layout);
+  // Megatron's full-square count over this rank's tokens: with context parallelism each rank
+  // has T / cp queries against all s keys, 1/cp of the causal work once load-balanced
+  // (chunks r and 2 cp - 1 - r, Megatron-Core get_batch_on_this_cp_rank).
+  const double attention_flops = layer_forward_flops(model, x.tokens).attention / x.t;
+  if (options.flash_attention) {
+    // FlashAttention (Dao 2022) keeps scores on chip: one fused kernel at its own efficiency.
+    return attention_flops /
+           (peak_flops_per_second(cluster) * cluster.efficiency.attention_efficiency);
+  }
+  // Batched s x s x d GEMMs per head, plus the fused scale-mask-softmax that reads and writes
+  // the a s^2 b scores (Korthikanti et al. 2022, Sec. 4.1). cp = 1 here (check_cp_options).
+  const double heads = static_cast<double>(layout.micro_batch) * x.a / x.t;
+  return 2.0 * heads * gemm_seconds(cluster, x.s, x.s, x.d) +
+         memory_seconds(cluster, 2.0 * heads * x.s * x.s * x.e);
+}
+
 double peak_flops_per_second(const models::ClusterConfig& cluster) {
   return cluster.precision == models::Precision::kFp32 ? cluster.gpu.peak_fp32_flops_per_second
                                                        : cluster.gpu.peak_bf16_flops_per_second;
@@ -175,11 +203,11 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
                      int64_t chunk) {
   ChunkCost cost;
   const int64_t virtual_stage = planner::virtual_stage(layout.pp, stage, chunk);
-  cost.num_layers = layers_per_chunk(model, layout);
+  cost.num_layers = stage_layer_range(model, layout, stage, chunk).count();
   cost.has_embedding = virtual_stage == 0;
   cost.has_lm_head = virtual_stage == layout.pp * layout.vpp - 1;
   const double t = static_cast<double>(layout.tp);
-  const double tokens = static_cast<double>(layout.micro_batch * model.seq_length);
+  const double tokens = static_cast<double>(rank_micro_batch_tokens(model, layout));
   const double h = static_cast<double>(model.hidden_size);
   const double e = static_cast<double>(element_bytes(cluster));
 
@@ -202,6 +230,7 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     double input_backward =
         layer.linear_forward + 2.0 * layer.attention_forward + 2.0 * layer.memory_forward;
     double tp_backward = layer.tp_comm_backward;
+    double cp_backward = layer.cp_comm_backward;
     // MoE: dispatch and combine all-to-alls forward, their transposes backward (Megatron-Core
     // token_dispatcher.py MoEAlltoAllTokenDispatcher); not overlapped with compute.
     const double all_to_all =
@@ -210,6 +239,7 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     if (layout.recompute == Recompute::kFull) {
       input_backward += layer_forward;  // the layer's forward runs again (Chen et al. 2016)
       tp_backward += layer.tp_comm_forward;
+      cp_backward += layer.cp_comm_forward;
       ep_backward += all_to_all;
     } else if (layout.recompute == Recompute::kSelective && !options.flash_attention) {
       // Selective recompute re-runs the attention core only (Korthikanti et al. 2022, Sec. 5).
@@ -230,6 +260,8 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     cost.backward_weight_compute_seconds += layer.linear_forward * count;
     cost.backward_tp_comm_seconds += tp_backward * count;
     cost.backward_ep_comm_seconds += ep_backward * count;
+    cost.forward_cp_comm_seconds += layer.cp_comm_forward * count;
+    cost.backward_cp_comm_seconds += cp_backward * count;
   }
 
   const double all_reduce_hidden =

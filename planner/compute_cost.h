@@ -10,6 +10,12 @@ namespace meshplan::planner {
 /// Datasheet peak for the cluster's training precision, FLOP/s.
 double peak_flops_per_second(const models::ClusterConfig& cluster);
 
+/// Attention core (scores, softmax, attention-times-values) of one layer's forward for one
+/// micro-batch on one rank: its rank_micro_batch_tokens queries against the whole sequence.
+double attention_forward_seconds(const models::TransformerConfig& model,
+                                 const models::ClusterConfig& cluster, const Layout& layout,
+                                 const PlanOptions& options);
+
 /// One micro-batch through chunk `chunk` of pipeline stage `stage`.
 ChunkCost chunk_cost(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                      const Layout& layout, const PlanOptions& options, int64_t stage,

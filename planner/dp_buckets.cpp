@@ -22,12 +22,13 @@ int64_t dp_buffer_count(const Layout& layout, int64_t count) {
   if (!zero_shards_optimizer(layout)) {
     return count;
   }
-  return zero_padded_count(count,
-                           zero_shards_gradients(layout) ? layout.dp * layout.vpp : layout.dp);
+  const int64_t group = grad_group_size(layout);
+  return zero_padded_count(count, zero_shards_gradients(layout) ? group * layout.vpp : group);
 }
 
 int64_t dp_full_bucket_bytes(const Layout& layout, int64_t element_bytes, int64_t bucket_bytes) {
-  const int64_t block_bytes = element_bytes * (zero_shards_optimizer(layout) ? layout.dp : 1);
+  const int64_t block_bytes =
+      element_bytes * (zero_shards_optimizer(layout) ? grad_group_size(layout) : 1);
   return std::max<int64_t>(1, bucket_bytes / block_bytes) * block_bytes;
 }
 
@@ -78,7 +79,7 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
     throw InputError(fmt::format("bucket_bytes: must be positive ({})", options.bucket_bytes));
   }
   DpBuckets out;
-  if (layout.dp <= 1) {
+  if (grad_group_size(layout) <= 1) {
     return out;
   }
   // Expert parameters reduce over the expert data parallel group instead (estimate.cpp).
@@ -108,14 +109,23 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
       }
       break;
     default: {
-      const int64_t block_bytes = layout.dp * e;
-      const int64_t layers = std::max<int64_t>(1, layers_per_chunk(model, layout));
+      const int64_t block_bytes = grad_group_size(layout) * e;
+      const int64_t layers =
+          std::max<int64_t>(1, stage_layer_range(model, layout, stage, 0).count());
       std::vector<SizeRun> per_layer = even_split(chunk_bytes / block_bytes, layers);
       for (SizeRun& run : per_layer) {
         run.bytes *= block_bytes;
       }
-      out.chunk_grad = costed(cluster, layout, stage, kRS, per_layer);
       out.chunk_param = costed(cluster, layout, stage, kAG, per_layer);
+      // FSDP reduce-scatters in fp32 under bf16 training: torchtitan's
+      // `mixed_precision_reduce` defaults to "float32" (torchtitan/config/job_config.py), as
+      // Composer's amp_bf16 (llm-foundry) keeps reduce_dtype fp32.
+      if (options.framework == Framework::kFsdp && e < 4) {
+        for (SizeRun& run : per_layer) {
+          run.bytes = run.bytes / e * 4;
+        }
+      }
+      out.chunk_grad = costed(cluster, layout, stage, kRS, per_layer);
       break;
     }
   }

@@ -14,20 +14,25 @@
 namespace meshplan::planner {
 
 int64_t group_stride(const Layout& layout, CommGroup group) {
+  // Ranks are tp-cp-(dp-pp | pp-dp), layout.h. The dp x cp gradient group (kDp, size
+  // grad_group_size) is the contiguous run of cp * dp at stride tp under tp-dp-pp, the only
+  // placement allowed with cp > 1 (check_cp_layout).
   const bool dp_before_pp = layout.placement == Placement::kTpDpPp;
+  const int64_t tp_cp = layout.tp * layout.cp;
   switch (group) {
     case CommGroup::kTp:
       return 1;
+    case CommGroup::kCp:
+      return layout.tp;
     case CommGroup::kDp:
-      return dp_before_pp ? layout.tp : layout.tp * layout.pp;
+      return dp_before_pp ? layout.tp : tp_cp * layout.pp;
     case CommGroup::kPp:
-      return dp_before_pp ? layout.tp * layout.dp : layout.tp;
+      return dp_before_pp ? tp_cp * layout.dp : tp_cp;
     case CommGroup::kEmbedding:  // first and last stage
-      return (dp_before_pp ? layout.tp * layout.dp : layout.tp) *
-             std::max<int64_t>(layout.pp - 1, 1);
-    case CommGroup::kEp:  // ep consecutive dp ranks (Megatron's order tp-cp-ep-dp-pp)
+      return (dp_before_pp ? tp_cp * layout.dp : tp_cp) * std::max<int64_t>(layout.pp - 1, 1);
+    case CommGroup::kEp:  // ep consecutive ranks of the dp x cp group (Megatron-Core tp-ep-dp-pp)
       return group_stride(layout, CommGroup::kDp);
-    case CommGroup::kExpertDp:  // dp ranks ep apart
+    case CommGroup::kExpertDp:  // dp x cp ranks ep apart
       return group_stride(layout, CommGroup::kDp) * layout.ep;
   }
   return 1;
@@ -45,11 +50,17 @@ double stage_collective_seconds(const models::ClusterConfig& cluster, const Layo
                                 CollectiveKind kind, CommGroup group, int64_t stage,
                                 int64_t message_bytes) {
   const int64_t group_size = group == CommGroup::kTp         ? layout.tp
-                             : group == CommGroup::kDp       ? layout.dp
+                             : group == CommGroup::kDp       ? grad_group_size(layout)
+                             : group == CommGroup::kCp       ? layout.cp
                              : group == CommGroup::kEp       ? layout.ep
                              : group == CommGroup::kExpertDp ? expert_data_parallel(layout)
                                                              : 2;
-  const int64_t stride = group_stride(layout, group);
+  int64_t stride = group_stride(layout, group);
+  if (group == CommGroup::kCp && kind == CollectiveKind::kSendRecv) {
+    // A ring step waits for its slowest hop: the wrap-around from the last member to the
+    // first crosses a node boundary exactly when any hop does.
+    stride *= layout.cp - 1;
+  }
   double seconds = 0;
   for (int64_t tp_rank : {int64_t{0}, layout.tp - 1}) {
     if (group != CommGroup::kPp) {
@@ -78,7 +89,7 @@ int64_t pipeline_message_bytes(const models::TransformerConfig& model,
                                const models::ClusterConfig& cluster, const Layout& layout,
                                const PlanOptions& options) {
   const int64_t bytes =
-      layout.micro_batch * model.seq_length * model.hidden_size * element_bytes(cluster);
+      rank_micro_batch_tokens(model, layout) * model.hidden_size * element_bytes(cluster);
   const bool split = layout.sequence_parallel || pipeline_scatter_gather(layout, options);
   return split ? bytes / layout.tp : bytes;
 }
@@ -108,6 +119,8 @@ namespace {
 struct DpTimes {
   double gradient_seconds = 0;          // reduction that may overlap the last backward
   double parameter_gather_seconds = 0;  // all-gather after the optimizer step
+  int64_t num_units = 0;                // ZeRO-3: all-gathers per chunk op, summed over chunks
+  double num_micro_batches = 0;
 };
 
 // Step totals: per-chunk calls run once per (micro-batch, chunk) op; ZeRO-3 gathers before
@@ -122,7 +135,7 @@ DpTimes dp_times(const models::TransformerConfig& model, const models::ClusterCo
   times.parameter_gather_seconds =
       total_seconds(buckets.step_param) + 2.0 * chunk_ops * total_seconds(buckets.chunk_param);
   // Expert parameters: one gradient collective per step over the expert data parallel group
-  // (dp / ep ranks), all-reduce or, with ZeRO 1-2, reduce-scatter then parameter all-gather
+  // (dp cp / ep ranks), all-reduce or, with ZeRO 1-2, reduce-scatter then parameter all-gather
   // (Megatron-Core keeps experts in their own gradient buffer over that group).
   const int64_t expert_bytes =
       stage_expert_parameter_count(model, layout, stage) * element_bytes(cluster);
@@ -138,6 +151,8 @@ DpTimes dp_times(const models::TransformerConfig& model, const models::ClusterCo
       times.parameter_gather_seconds += collective(CollectiveKind::kAllGather);
     }
   }
+  times.num_units = total_calls(buckets.chunk_param) * layout.vpp;
+  times.num_micro_batches = static_cast<double>(layout.num_micro_batches());
   return times;
 }
 
@@ -184,6 +199,7 @@ StageTimes estimate_stage(const models::TransformerConfig& model,
 // What the makespans read from the stages: sum and maxima of f_s + b_s and its split parts.
 struct PipelineTimes {
   double sum_stage = 0, max_stage = 0, max_tp = 0;  // max_tp: of the slowest stage
+  double max_forward = 0, max_backward = 0;         // max_s f_s, max_s b_s
   double max_forward_backward_minus_weight = 0;     // F + B - W of split schedules
   double max_forward_backward_input = 0, max_weight = 0;
 };
@@ -197,6 +213,8 @@ PipelineTimes pipeline_times(const std::vector<StageTimes>& stages) {
       p.max_stage = stage;
       p.max_tp = t.tp;
     }
+    p.max_forward = std::max(p.max_forward, t.forward);
+    p.max_backward = std::max(p.max_backward, t.backward);
     p.max_forward_backward_minus_weight =
         std::max(p.max_forward_backward_minus_weight, stage - 2.0 * t.weight);
     p.max_forward_backward_input = std::max(p.max_forward_backward_input, stage - t.weight);
@@ -212,10 +230,18 @@ double pipeline_makespan(const Layout& layout, const PipelineTimes& p) {
   const double vpp = static_cast<double>(layout.vpp);
   switch (layout.schedule) {
     case ScheduleKind::kGpipe:
+      // Two flow shops of m identical jobs (Huang et al. 2019, GPipe, Fig. 2c): the forwards
+      // 0 -> p-1, then the backwards p-1 -> 0, released when the last stage's forwards end:
+      // sum_s f_s + (m - 1) max_s f_s + sum_s b_s + (m - 1) max_s b_s. With the same stage
+      // slowest in f and b it is the 1F1B form below; uneven stages can differ (an LM-head
+      // stage slowest forward, a longer inner stage slowest backward).
+      return p.sum_stage + (micro_batches - 1.0) * (p.max_forward + p.max_backward);
     case ScheduleKind::kOneFOneB:
       // Flow shop of identical jobs: fill and drain through every stage, then the slowest
       // stage paces the other m - 1; (m + p - 1)(f + b) for equal stages, so the bubble is
-      // (p - 1)/(m + p - 1) (Narayanan et al. 2021, Sec. 2.2.1).
+      // (p - 1)/(m + p - 1) (Narayanan et al. 2021, Sec. 2.2.1). Exact when the slowest stage
+      // is the last; when an inner stage is slower, part of the later stages' fill and drain
+      // overlaps its work and this is an upper bound (README "Agreement with the planner").
       return p.sum_stage + (micro_batches - 1.0) * p.max_stage;
     case ScheduleKind::kInterleaved:
       // Bubble shrinks by v: (m v + p - 1) chunk times (ibid. Sec. 2.2.2).
@@ -253,14 +279,36 @@ double exposed_transfer_seconds(const models::TransformerConfig& model,
   return 2.0 * slots * transfer;
 }
 
+// ZeRO-3 communication one micro-batch leaves exposed on a stage, unit (layer) by unit. FSDP
+// prefetches one unit ahead: the forward issues unit i+1's all-gather as unit i computes
+// (FSDP2 caps in-flight all-gathers at 2 units, `_max_num_inflight_all_gathers`); the backward
+// issues unit i-1's all-gather (backward_prefetch) while unit i+1's reduce-scatter runs, both
+// on the same NICs (DeepSpeed: stage3_prefetch_bucket_size, the same one-unit-ahead order).
+// What cannot overlap: the first unit's all-gather of the forward and the last unit's
+// reduce-scatter of the backward. Per unit: forward max(g, f_u), backward max(g + r, b_u)
+// (Rajbhandari et al. 2020, Sec. 7.2.2; PyTorch FSDP notes, docs.pytorch.org, "FSDP
+// prefetch"). Without overlap_grad_reduce nothing overlaps.
+double zero3_exposed_per_micro_batch(const PlanOptions& options, const StageTimes& t) {
+  const double units = std::max(1.0, static_cast<double>(t.dp.num_units));
+  const double micro_batches = std::max(1.0, t.dp.num_micro_batches);
+  const double gather = t.dp.parameter_gather_seconds / (2.0 * micro_batches * units);
+  const double reduce = t.dp.gradient_seconds / (micro_batches * units);
+  if (!options.overlap_grad_reduce) {
+    return units * (2.0 * gather + reduce);
+  }
+  const double forward_unit = t.forward / units;
+  const double backward_unit = t.backward / units;
+  return gather + (units - 1.0) * std::max(0.0, gather - forward_unit) +
+         (units - 1.0) * std::max(0.0, gather + reduce - backward_unit) + reduce;
+}
+
 // Exposed DP communication of one stage whose last backward ends `slack` before stage 0's.
 // Data-parallel reduction of stage s starts after its last backward. Stage s finishes its
 // last backward sum_{j<s} b_j before stage 0 does (the drain runs back to stage 0), and with
 // overlap_grad_reduce it also hides behind its own last micro-batch's backward (bucketed
 // reduction, Li et al. 2020, PyTorch DDP, Sec. 3.2.3). The ZeRO-1/2 parameter all-gather
 // hides behind the next step's first forward with overlap_param_gather. ZeRO-3 gathers and
-// reduces every micro-batch; prefetching hides them behind that micro-batch's compute at
-// best (Rajbhandari et al. 2020, Sec. 7.2.2), so only the excess is exposed.
+// reduces every micro-batch, unit by unit (zero3_exposed_per_micro_batch).
 double exposed_dp_seconds(const Layout& layout, const PlanOptions& options, const StageTimes& t,
                           double slack) {
   const double micro_batches = static_cast<double>(layout.num_micro_batches());
@@ -269,10 +317,7 @@ double exposed_dp_seconds(const Layout& layout, const PlanOptions& options, cons
                             ? std::max(0.0, dp.parameter_gather_seconds - t.forward)
                             : dp.parameter_gather_seconds;
   if (layout.zero == 3) {
-    const double per_micro_batch =
-        (dp.gradient_seconds + dp.parameter_gather_seconds) / micro_batches;
-    const double hidden = options.overlap_grad_reduce ? t.forward + t.backward : 0.0;
-    return micro_batches * std::max(0.0, per_micro_batch - hidden);
+    return micro_batches * zero3_exposed_per_micro_batch(options, t);
   }
   if (layout.zero == 2) {
     // Each micro-batch's reduce-scatter hides behind that micro-batch's backward.
@@ -291,7 +336,7 @@ void fill_rates(const models::TransformerConfig& model, const models::ClusterCon
   const double gpus = static_cast<double>(layout.num_gpus());
   estimate.model_flops_per_step = model_flops_per_step(model, layout.global_batch);
   estimate.hardware_flops_per_step =
-      hardware_flops_per_replica * static_cast<double>(layout.tp) * static_cast<double>(layout.dp);
+      hardware_flops_per_replica * static_cast<double>(layout.tp * layout.cp * layout.dp);
   const double peak = peak_flops_per_second(cluster);
   estimate.mfu = estimate.model_flops_per_step / (estimate.step_time_s * gpus * peak);
   estimate.hfu = estimate.hardware_flops_per_step / (estimate.step_time_s * gpus * peak);
@@ -327,10 +372,14 @@ void check_memory(const models::ClusterConfig& cluster, PlanEstimate& estimate) 
 PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
                                     const models::ClusterConfig& cluster, const Layout& layout,
                                     const PlanOptions& options, bool with_collectives) {
+  check_precision(cluster, options);
   PlanEstimate estimate;
   estimate.layout = layout;
-  const Validity validity =
+  Validity validity =
       check_layout(model, cluster, layout.num_gpus(), layout, options.allow_tp_across_nodes);
+  if (validity.ok()) {
+    validity = check_cp_options(model, layout, options);
+  }
   if (!validity.ok()) {
     estimate.rejection_code = validity.code;
     estimate.rejection_reason = validity.reason;

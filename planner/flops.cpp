@@ -69,11 +69,15 @@ double model_flops_per_step(const models::TransformerConfig& model, int64_t glob
   return 3.0 * forward;
 }
 
+int64_t rank_micro_batch_tokens(const models::TransformerConfig& model, const Layout& layout) {
+  return layout.micro_batch * model.seq_length / layout.cp;
+}
+
 Shape shape_of(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                const Layout& layout, bool moe_layer) {
   Shape x;
   x.t = static_cast<double>(layout.tp);
-  x.tokens = static_cast<double>(layout.micro_batch * model.seq_length);
+  x.tokens = static_cast<double>(rank_micro_batch_tokens(model, layout));
   x.h = static_cast<double>(model.hidden_size);
   x.d = static_cast<double>(model.head_dim);
   x.a = static_cast<double>(model.num_attention_heads);

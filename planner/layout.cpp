@@ -9,7 +9,8 @@ namespace meshplan::planner {
 RankCoords rank_coords(const Layout& layout, int64_t rank) {
   RankCoords coords;
   coords.tp_rank = rank % layout.tp;
-  const int64_t rest = rank / layout.tp;
+  coords.cp_rank = (rank / layout.tp) % layout.cp;
+  const int64_t rest = rank / (layout.tp * layout.cp);
   if (layout.placement == Placement::kTpDpPp) {
     coords.dp_rank = rest % layout.dp;
     coords.pp_rank = rest / layout.dp;
@@ -21,10 +22,12 @@ RankCoords rank_coords(const Layout& layout, int64_t rank) {
 }
 
 int64_t global_rank(const Layout& layout, const RankCoords& coords) {
+  const int64_t inner = coords.tp_rank + layout.tp * coords.cp_rank;
+  const int64_t tp_cp = layout.tp * layout.cp;
   if (layout.placement == Placement::kTpDpPp) {
-    return coords.tp_rank + layout.tp * (coords.dp_rank + layout.dp * coords.pp_rank);
+    return inner + tp_cp * (coords.dp_rank + layout.dp * coords.pp_rank);
   }
-  return coords.tp_rank + layout.tp * (coords.pp_rank + layout.pp * coords.dp_rank);
+  return inner + tp_cp * (coords.pp_rank + layout.pp * coords.dp_rank);
 }
 
 std::string to_string(Recompute recompute) {
@@ -90,13 +93,28 @@ Placement parse_placement(const std::string& text, const std::string& field) {
 
 std::string describe(const Layout& layout) {
   std::string text = fmt::format(
-      "tp={} pp={} dp={} vpp={} mb={} recompute={} sp={} zero={} schedule={}", layout.tp, layout.pp,
-      layout.dp, layout.vpp, layout.micro_batch, to_string(layout.recompute),
-      layout.sequence_parallel ? "on" : "off", layout.zero, to_string(layout.schedule));
+      "tp={} pp={} dp={}{} vpp={} mb={} recompute={} sp={} zero={} schedule={}", layout.tp,
+      layout.pp, layout.dp, layout.cp > 1 ? fmt::format(" cp={}", layout.cp) : "", layout.vpp,
+      layout.micro_batch, to_string(layout.recompute), layout.sequence_parallel ? "on" : "off",
+      layout.zero, to_string(layout.schedule));
+  if (!layout.stage_layers.empty()) {
+    text += " stage_layers=" + format_stage_layers(layout.stage_layers);
+  }
   if (layout.ep > 1) {
     text += fmt::format(" ep={}", layout.ep);
   }
   return text;
+}
+
+std::string format_stage_layers(const std::vector<int64_t>& stage_layers) {
+  // Long lists (a typo'd plan file) are cut: the message stays one readable line.
+  constexpr size_t kShown = 64;
+  if (stage_layers.size() <= kShown) {
+    return fmt::format("{}", fmt::join(stage_layers, ","));
+  }
+  return fmt::format("{},... ({} entries)",
+                     fmt::join(stage_layers.begin(), stage_layers.begin() + kShown, ","),
+                     stage_layers.size());
 }
 
 std::string check_schedule_shape(ScheduleKind schedule, int64_t pp, int64_t vpp,

@@ -117,9 +117,10 @@ int64_t reserve_bytes(const models::ClusterConfig& cluster, int64_t allocated_by
 InFlight peak_in_flight(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batches,
                         int64_t stage) {
   // Counted from the schedule's own op list; memoised because the search asks for the same
-  // (schedule, pp, vpp, m) many times.
+  // (schedule, pp, vpp, m) many times. One memo per thread: sweep's parallel searches
+  // (planner/sweep.cpp) each keep their own, with no lock on this hot path.
   using Key = std::tuple<int, int64_t, int64_t, int64_t>;
-  static std::map<Key, std::vector<InFlight>> cache;
+  static thread_local std::map<Key, std::vector<InFlight>> cache;
   const Key key{static_cast<int>(kind), pp, vpp, num_micro_batches};
   auto it = cache.find(key);
   if (it == cache.end()) {
@@ -142,14 +143,15 @@ InFlight peak_in_flight(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_
 namespace {
 
 // Bytes per parameter a rank holds for weights, gradients and optimizer states, after the
-// framework's sharding over d = dp (bf16 mixed precision, Adam; docs/research/framework-memory.md).
+// framework's sharding over d = dp * cp, the gradient group (bf16 mixed precision, Adam;
+// docs/research/framework-memory.md).
 struct BytesPerParameter {
   double weights = 0, gradients = 0, optimizer = 0;
 };
 
 BytesPerParameter bytes_per_parameter(Framework framework, const models::ClusterConfig& cluster,
                                       const Layout& layout) {
-  const double d = static_cast<double>(layout.dp);
+  const double d = static_cast<double>(grad_group_size(layout));
   const double w_shard = zero_shards_parameters(layout) ? d : 1.0;
   const double g_shard = zero_shards_gradients(layout) ? d : 1.0;
   const double o_shard = zero_shards_optimizer(layout) ? d : 1.0;
@@ -198,7 +200,7 @@ std::pair<double, double> working_set_bytes(Framework framework,
   *step_bytes = 0;
   const double e = static_cast<double>(element_bytes(cluster));
   const double t = static_cast<double>(layout.tp);
-  const double d = static_cast<double>(layout.dp);
+  const double d = static_cast<double>(grad_group_size(layout));
   // The largest layer: an MoE layer's experts usually outweigh a dense layer.
   LayerParameters layer_count = layer_parameters(model, layout.tp);
   if (model.is_moe()) {
@@ -225,12 +227,12 @@ std::pair<double, double> working_set_bytes(Framework framework,
     }
     return {e * (largest_unit + layer), gradients};
   }
-  if (framework == Framework::kMegatron && layout.zero >= 2 && layout.dp > 1) {
+  if (framework == Framework::kMegatron && layout.zero >= 2 && grad_group_size(layout) > 1) {
     // Megatron-FSDP (megatron_fsdp.md lines 381-382): two units of unsharded weights (ZeRO-3)
     // and two units of unsharded gradients to overlap all-gather and reduce-scatter.
     return {sharded ? e * (largest_unit + layer) : 0.0, e * (largest_unit + layer)};
   }
-  if (framework == Framework::kDeepSpeed && layout.zero >= 1 && layout.dp > 1) {
+  if (framework == Framework::kDeepSpeed && layout.zero >= 1 && grad_group_size(layout) > 1) {
     // DeepSpeed config.py defaults: reduce_bucket_size 5e8 elements (line 113), one bf16
     // bucket (overlap_comm off for stage 2; stage 3's contiguous_gradients bucket, stage3.py
     // lines 731-735); at the step an fp32 copy of the gradient partition
@@ -256,6 +258,29 @@ std::pair<double, double> working_set_bytes(Framework framework,
   return {0.0, 0.0};
 }
 
+// Transformer Engine's FP8 state of one rank's layers on a stage (--precision fp8, else 0):
+// each linear weight cached in FP8 with its transpose, 1 + 1 bytes per element, kept across
+// the micro-batches of a step (transformer_engine/pytorch/module/base.py,
+// get_weight_workspace, reused while is_first_microbatch is false; Hopper's FP8 GEMMs take
+// only the TN layout, so the backward needs the transposed copy), plus the delayed-scaling
+// amax history: DelayedScaling.amax_history_len = 1024 fp32 entries for each of 3 forward
+// (input, weight, output) and 2 backward (output gradient, input gradient) tensors of each of
+// the layer's 4 GEMMs. Under ZeRO-3 the caches are counted whole (an upper bound).
+double fp8_state_bytes(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
+                       const Layout& layout, const PlanOptions& options, int64_t stage) {
+  if (options.gemm_precision != GemmPrecision::kFp8) {
+    return 0.0;
+  }
+  constexpr double kAmaxHistoryLength = 1024;  // DelayedScaling default
+  constexpr double kScaledTensorsPerLayer = 4 * (3 + 2);
+  const Shape x = shape_of(model, cluster, layout);
+  const double linear_weights_per_layer =
+      (x.h * (x.a + 2.0 * x.g) * x.d + x.a * x.d * x.h + x.h * x.fc1 + x.f * x.h) / x.t;
+  const double layers = static_cast<double>(stage_layer_count(model, layout, stage));
+  return layers *
+         (2.0 * linear_weights_per_layer + kAmaxHistoryLength * kScaledTensorsPerLayer * 4.0);
+}
+
 }  // namespace
 
 MemoryBreakdown stage_memory(const models::TransformerConfig& model,
@@ -273,13 +298,14 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   const auto [gathered_weights, unsharded_gradients] =
       working_set_bytes(options.framework, model, cluster, layout, n + n_expert, &step_bytes);
   memory.weights_bytes =
-      static_cast<int64_t>(per.weights * n + per_expert.weights * n_expert + gathered_weights);
+      static_cast<int64_t>(per.weights * n + per_expert.weights * n_expert + gathered_weights +
+                           fp8_state_bytes(model, cluster, layout, options, stage));
   memory.gradients_bytes = static_cast<int64_t>(
       per.gradients * n + per_expert.gradients * n_expert + unsharded_gradients);
   memory.optimizer_bytes =
       static_cast<int64_t>(per.optimizer * n + per_expert.optimizer * n_expert);
 
-  const double tokens = static_cast<double>(layout.micro_batch * model.seq_length);
+  const double tokens = static_cast<double>(rank_micro_batch_tokens(model, layout));
   const double h = static_cast<double>(model.hidden_size);
   const double e = static_cast<double>(element_bytes(cluster));
   const double t = static_cast<double>(layout.tp);
@@ -292,7 +318,7 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
     const LayerRange range = chunk_layers(model, layout, stage, chunk);
     for (const bool moe_layer : {false, true}) {
       const int64_t num_moe = range.num_moe(model);
-      const double count = static_cast<double>(moe_layer ? num_moe : range.count - num_moe);
+      const double count = static_cast<double>(moe_layer ? num_moe : range.count() - num_moe);
       if (count > 0) {
         held_bytes +=
             count * activation_bytes_per_layer(model, cluster, layout, options, moe_layer);
@@ -309,7 +335,10 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   // order of operations), the chunk average otherwise.
   double layers_per_micro_batch_unit = 1.0;
   if (!model.is_moe()) {
-    layers_per_micro_batch_unit = static_cast<double>(layers_per_chunk(model, layout));
+    // In-flight counts are in units of one chunk's activations; every chunk of a stage holds
+    // as many layers as its first (uneven splits have one chunk).
+    layers_per_micro_batch_unit =
+        static_cast<double>(stage_layer_range(model, layout, stage, 0).count());
     held_bytes = activation_bytes_per_layer(model, cluster, layout, options);
     waiting_bytes = weight_gradient_bytes_per_layer(model, cluster, layout);
   } else {
@@ -342,6 +371,15 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
     // tensor_parallel/cross_entropy.py line 25, vocab_parallel_logits.float()): e T V / t once.
     if (e < 4.0) {
       activations += e * tokens * vocab;
+    }
+  }
+  // Ring attention's receive buffers: the next K/V chunk arrives while the current one is used,
+  // and in the backward its dK/dV too (TE context_parallel.py p2p_comm_buffers, double-
+  // buffered): 4 chunk volumes, once per rank since layers run one at a time.
+  for (const CpAttentionComm::Call& call :
+       cp_attention_comm(model, cluster, layout, options).calls) {
+    if (call.kind == CollectiveKind::kSendRecv) {
+      activations += 2.0 * static_cast<double>(call.message_bytes);
     }
   }
   memory.activations_bytes = static_cast<int64_t>(activations);

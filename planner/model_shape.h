@@ -23,9 +23,10 @@ StageParameters stage_parameters(const models::TransformerConfig& model, const L
                                  int64_t stage);
 
 /// The shape letters of one micro-batch on one rank, as doubles for cost formulas:
-/// t tp, T tokens (micro_batch * s), h, d, a, g, f, s, e element bytes, sp the sequence split
-/// (t with sequence parallelism, else 1), fc1 the first MLP projection's columns (f, 2f SwiGLU).
-/// For an MoE layer (`moe_layer`) f is the width a token goes through, k f_e + S f_s.
+/// t tp, T tokens (micro_batch * s / cp: rank_micro_batch_tokens), h, d, a, g, f, s, e element
+/// bytes, sp the sequence split (t with sequence parallelism, else 1), fc1 the first MLP
+/// projection's columns (f, 2f SwiGLU). For an MoE layer (`moe_layer`) f is the width a token
+/// goes through, k f_e + S f_s.
 struct Shape {
   double t, tokens, h, d, a, g, f, s, e, sp, fc1;
 };

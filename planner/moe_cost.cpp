@@ -18,13 +18,13 @@ namespace meshplan::planner {
 int64_t moe_all_to_all_bytes(const models::TransformerConfig& model,
                              const models::ClusterConfig& cluster, const Layout& layout) {
   const int64_t sequence_split = layout.sequence_parallel ? layout.tp : 1;
-  const int64_t tokens = layout.micro_batch * model.seq_length / sequence_split;
+  const int64_t tokens = rank_micro_batch_tokens(model, layout) / sequence_split;
   return tokens * model.experts_per_token * model.hidden_size * element_bytes(cluster);
 }
 
 int64_t moe_tp_gather_bytes(const models::TransformerConfig& model,
                             const models::ClusterConfig& cluster, const Layout& layout) {
-  const int64_t tokens = layout.micro_batch * model.seq_length;
+  const int64_t tokens = rank_micro_batch_tokens(model, layout);
   return tokens * model.experts_per_token * model.hidden_size * element_bytes(cluster);
 }
 

@@ -13,10 +13,6 @@ int64_t padded_vocab_size(const models::TransformerConfig& model, int64_t tp) {
   return (model.vocab_size + tp - 1) / tp * tp;
 }
 
-int64_t layers_per_chunk(const models::TransformerConfig& model, const Layout& layout) {
-  return model.num_layers / (layout.pp * layout.vpp);
-}
-
 int64_t norm_parameters(const models::TransformerConfig& model) {
   return model.norm == models::Norm::kLayerNorm ? 2 * model.hidden_size : model.hidden_size;
 }
@@ -83,14 +79,13 @@ int64_t LayerRange::num_moe(const models::TransformerConfig& model) const {
   if (!model.is_moe()) {
     return 0;
   }
-  const int64_t dense_here = std::clamp<int64_t>(model.first_dense_layers - first, 0, count);
-  return count - dense_here;
+  const int64_t dense_here = std::clamp<int64_t>(model.first_dense_layers - first, 0, count());
+  return count() - dense_here;
 }
 
 LayerRange chunk_layers(const models::TransformerConfig& model, const Layout& layout, int64_t stage,
                         int64_t chunk) {
-  const int64_t per_chunk = layers_per_chunk(model, layout);
-  return {virtual_stage(layout.pp, stage, chunk) * per_chunk, per_chunk};
+  return stage_layer_range(model, layout, stage, chunk);
 }
 
 StageParameters stage_parameters(const models::TransformerConfig& model, const Layout& layout,
@@ -102,7 +97,7 @@ StageParameters stage_parameters(const models::TransformerConfig& model, const L
   for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
     const LayerRange range = chunk_layers(model, layout, stage, chunk);
     const int64_t num_moe = range.num_moe(model);
-    const int64_t num_dense = range.count - num_moe;
+    const int64_t num_dense = range.count() - num_moe;
     p.sharded += dense.sharded * num_dense + moe.sharded * num_moe;
     p.replicated += dense.replicated * num_dense + moe.replicated * num_moe;
     p.expert += moe.expert * num_moe;

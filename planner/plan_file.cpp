@@ -14,18 +14,26 @@
 namespace meshplan::planner {
 
 nlohmann::json layout_to_json(const Layout& layout) {
-  return {{"tp", layout.tp},
-          {"pp", layout.pp},
-          {"dp", layout.dp},
-          {"vpp", layout.vpp},
-          {"micro_batch", layout.micro_batch},
-          {"global_batch", layout.global_batch},
-          {"recompute", to_string(layout.recompute)},
-          {"sequence_parallel", layout.sequence_parallel},
-          {"zero", layout.zero},
-          {"schedule", to_string(layout.schedule)},
-          {"placement", to_string(layout.placement)},
-          {"ep", layout.ep}};
+  nlohmann::json json = {{"tp", layout.tp},
+                         {"pp", layout.pp},
+                         {"dp", layout.dp},
+                         {"vpp", layout.vpp},
+                         {"micro_batch", layout.micro_batch},
+                         {"global_batch", layout.global_batch},
+                         {"recompute", to_string(layout.recompute)},
+                         {"sequence_parallel", layout.sequence_parallel},
+                         {"zero", layout.zero},
+                         {"schedule", to_string(layout.schedule)},
+                         {"placement", to_string(layout.placement)},
+                         {"ep", layout.ep}};
+  if (layout.cp > 1) {  // omitted at 1, so plans without context parallelism stay as they were
+    json["cp"] = layout.cp;
+  }
+  // Written only for an uneven split, so even plans stay byte-identical to older files.
+  if (!layout.stage_layers.empty()) {
+    json["stage_layers"] = layout.stage_layers;
+  }
+  return json;
 }
 
 namespace {
@@ -34,14 +42,24 @@ namespace {
 // the model and cluster loaders do. `prediction` is informative and its content is not checked.
 constexpr std::array<std::string_view, 8> kPlanFields = {
     "format", "version", "model", "cluster", "num_gpus", "layout", "options", "prediction"};
-constexpr std::array<std::string_view, 12> kLayoutFields = {
-    "tp",          "pp",           "dp",        "vpp",
-    "micro_batch", "global_batch", "recompute", "sequence_parallel",
-    "zero",        "schedule",     "placement", "ep"};
-constexpr std::array<std::string_view, 9> kOptionsFields = {
-    "flash_attention",         "overlap_grad_reduce", "overlap_param_gather",  "overlap_tp_comm",
-    "scatter_gather_pipeline", "bucket_bytes",        "allow_tp_across_nodes", "framework",
-    "moe_load_imbalance"};
+constexpr std::array<std::string_view, 14> kLayoutFields = {"tp",           "pp",
+                                                            "dp",           "vpp",
+                                                            "micro_batch",  "global_batch",
+                                                            "recompute",    "sequence_parallel",
+                                                            "zero",         "schedule",
+                                                            "placement",    "cp",
+                                                            "stage_layers", "ep"};
+constexpr std::array<std::string_view, 11> kOptionsFields = {"flash_attention",
+                                                             "overlap_grad_reduce",
+                                                             "overlap_param_gather",
+                                                             "overlap_tp_comm",
+                                                             "scatter_gather_pipeline",
+                                                             "bucket_bytes",
+                                                             "allow_tp_across_nodes",
+                                                             "framework",
+                                                             "cp_comm",
+                                                             "precision",
+                                                             "moe_load_imbalance"};
 
 // Bounds that catch typos and unit mistakes before any product of them is formed (a plan file
 // with global_batch 1e12 made explain allocate gigabytes and never finish):
@@ -69,6 +87,23 @@ int64_t require_size(const nlohmann::json& json, const char* field, int64_t max,
 
 }  // namespace
 
+std::vector<int64_t> stage_layers_from_json(const nlohmann::json& json, const std::string& where) {
+  if (!json.is_array() || json.empty()) {
+    throw InputError(
+        fmt::format("{}: stage_layers: expected a non-empty array of layer counts ({})", where,
+                    json.type_name()));
+  }
+  std::vector<int64_t> layers;
+  for (const nlohmann::json& count : json) {
+    if (!count.is_number_integer()) {
+      throw InputError(fmt::format("{}: stage_layers: entry {} is not an integer ({})", where,
+                                   layers.size(), count.type_name()));
+    }
+    layers.push_back(count.get<int64_t>());
+  }
+  return canonical_stage_layers(layers);
+}
+
 Layout layout_from_json(const nlohmann::json& json, const std::string& source) {
   const std::string where = source + ": layout";
   reject_unknown_fields(json, kLayoutFields, where);
@@ -79,6 +114,13 @@ Layout layout_from_json(const nlohmann::json& json, const std::string& source) {
   if (layout.tp * layout.pp > kPlanMaxGpus / layout.dp) {  // tp * pp <= 1e14: no overflow yet
     throw InputError(fmt::format("{}: tp*pp*dp: more than {} GPUs ({}*{}*{})", where, kPlanMaxGpus,
                                  layout.tp, layout.pp, layout.dp));
+  }
+  if (json.contains("cp")) {  // optional: absent means 1 (plans written before context parallel)
+    layout.cp = require_size(json, "cp", kPlanMaxGpus, where);
+    if (layout.cp > kPlanMaxGpus / (layout.tp * layout.pp * layout.dp)) {
+      throw InputError(fmt::format("{}: tp*cp*pp*dp: more than {} GPUs ({}*{}*{}*{})", where,
+                                   kPlanMaxGpus, layout.tp, layout.cp, layout.pp, layout.dp));
+    }
   }
   layout.vpp = require_size(json, "vpp", kPlanMaxVpp, where);
   layout.micro_batch = require_size(json, "micro_batch", kPlanMaxGlobalBatch, where);
@@ -101,6 +143,9 @@ Layout layout_from_json(const nlohmann::json& json, const std::string& source) {
   if (json.contains("ep")) {
     layout.ep = require_size(json, "ep", kPlanMaxGpus, where);
   }
+  if (json.contains("stage_layers")) {
+    layout.stage_layers = stage_layers_from_json(json.at("stage_layers"), where);
+  }
   return layout;
 }
 
@@ -113,15 +158,22 @@ void check_moe_load_imbalance(double factor, const std::string& field) {
 }
 
 nlohmann::json options_to_json(const PlanOptions& options) {
-  return {{"flash_attention", options.flash_attention},
-          {"overlap_grad_reduce", options.overlap_grad_reduce},
-          {"overlap_param_gather", options.overlap_param_gather},
-          {"overlap_tp_comm", options.overlap_tp_comm},
-          {"scatter_gather_pipeline", options.scatter_gather_pipeline},
-          {"bucket_bytes", options.bucket_bytes},
-          {"allow_tp_across_nodes", options.allow_tp_across_nodes},
-          {"framework", to_string(options.framework)},
-          {"moe_load_imbalance", options.moe_load_imbalance}};
+  nlohmann::json json = {{"flash_attention", options.flash_attention},
+                         {"overlap_grad_reduce", options.overlap_grad_reduce},
+                         {"overlap_param_gather", options.overlap_param_gather},
+                         {"overlap_tp_comm", options.overlap_tp_comm},
+                         {"scatter_gather_pipeline", options.scatter_gather_pipeline},
+                         {"bucket_bytes", options.bucket_bytes},
+                         {"allow_tp_across_nodes", options.allow_tp_across_nodes},
+                         {"framework", to_string(options.framework)},
+                         {"moe_load_imbalance", options.moe_load_imbalance}};
+  if (options.cp_comm != CpComm::kP2p) {  // omitted at the default, as layout.cp at 1
+    json["cp_comm"] = to_string(options.cp_comm);
+  }
+  if (options.gemm_precision != GemmPrecision::kBf16) {  // omitted for bf16 (plan-format.md)
+    json["precision"] = to_string(options.gemm_precision);
+  }
+  return json;
 }
 
 PlanOptions options_from_json(const nlohmann::json& json, const std::string& source,
@@ -158,6 +210,14 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
   if (json.contains("framework")) {
     options.framework =
         parse_framework(require_string(json, "framework", where), where + ": framework");
+  }
+  if (json.contains("cp_comm")) {  // optional: absent means p2p
+    options.cp_comm = parse_cp_comm(require_string(json, "cp_comm", where), where + ": cp_comm");
+  }
+  // Optional: absent means bf16 GEMMs, as in every plan file written before the key.
+  if (json.contains("precision")) {
+    options.gemm_precision =
+        parse_gemm_precision(require_string(json, "precision", where), where + ": precision");
   }
   return options;
 }
@@ -211,11 +271,15 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
   }
   plan.options = options_from_json(json.at("options"), source);
   if (plan.layout.num_gpus() != plan.num_gpus) {
-    throw InputError(fmt::format("{}: layout: tp*pp*dp = {} differs from num_gpus ({})", source,
+    throw InputError(fmt::format("{}: layout: {} = {} differs from num_gpus ({})", source,
+                                 plan.layout.cp > 1 ? "tp*cp*pp*dp" : "tp*pp*dp",
                                  plan.layout.num_gpus(), plan.num_gpus));
   }
-  const Validity validity = check_layout(plan.model, plan.cluster, plan.num_gpus, plan.layout,
-                                         plan.options.allow_tp_across_nodes);
+  Validity validity = check_layout(plan.model, plan.cluster, plan.num_gpus, plan.layout,
+                                   plan.options.allow_tp_across_nodes);
+  if (validity.ok()) {
+    validity = check_cp_options(plan.model, plan.layout, plan.options);
+  }
   if (!validity.ok()) {
     throw InputError(fmt::format("{}: layout: {}", source, validity.reason));
   }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 
 #include "estimate_internal.h"
 #include "meshplan/errors.h"
@@ -12,6 +13,8 @@
 namespace meshplan::planner {
 
 namespace {
+
+constexpr double kGiB = static_cast<double>(kBytesPerGiB);
 
 std::vector<int64_t> divisors(int64_t n) {
   std::vector<int64_t> result;
@@ -59,24 +62,49 @@ void check_space(const SearchSpace& space) {
   }
   // Fixed sizes that cannot multiply to the GPU count leave nothing to search: say which.
   for (const auto& [fixed, field] :
-       {std::pair{space.tp, "tp"}, {space.pp, "pp"}, {space.dp, "dp"}}) {
+       {std::pair{space.tp, "tp"}, {space.cp, "cp"}, {space.pp, "pp"}, {space.dp, "dp"}}) {
     if (fixed && (*fixed < 1 || space.num_gpus % *fixed != 0)) {
       throw InputError(fmt::format("{}: does not divide the GPU count ({} % {})", field,
                                    space.num_gpus, *fixed));
     }
   }
-  const int64_t fixed_product = space.tp.value_or(1) * space.pp.value_or(1) * space.dp.value_or(1);
+  if (space.stage_layers && space.pp &&
+      static_cast<int64_t>(space.stage_layers->size()) != *space.pp &&
+      !space.stage_layers->empty()) {
+    throw InputError(fmt::format("stage_layers: {} entries for pp {} ({})",
+                                 space.stage_layers->size(), *space.pp,
+                                 format_stage_layers(*space.stage_layers)));
+  }
+  // Unset cp is 1 unless searched, so it counts as fixed at 1 for the product check.
+  const bool cp_fixed = space.cp || !space.search_cp;
+  const int64_t fixed_product =
+      space.tp.value_or(1) * space.cp.value_or(1) * space.pp.value_or(1) * space.dp.value_or(1);
   if (space.num_gpus % fixed_product != 0 ||
-      (space.tp && space.pp && space.dp && fixed_product != space.num_gpus)) {
-    throw InputError(fmt::format("tp*pp*dp: fixed sizes multiply to {}, which does not fit {} GPUs",
+      (space.tp && cp_fixed && space.pp && space.dp && fixed_product != space.num_gpus)) {
+    throw InputError(fmt::format("{}: fixed sizes multiply to {}, which does not fit {} GPUs",
+                                 space.cp.value_or(1) > 1 ? "tp*cp*pp*dp" : "tp*pp*dp",
                                  fixed_product, space.num_gpus));
   }
 }
 
+// Layer count of every stage of `split` ({}: the even split, l / pp when whole).
+int64_t common_stage_layers(const models::TransformerConfig& model, int64_t pp,
+                            const std::vector<int64_t>& split) {
+  if (split.empty()) {
+    return model.num_layers % pp == 0 ? model.num_layers / pp : 0;
+  }
+  int64_t common = 0;
+  for (int64_t n : split) {
+    common = std::gcd(common, n);
+  }
+  return common;
+}
+
 // (schedule, vpp) pairs for pp stages: every schedule when pp > 1, interleaved with every vpp
-// >= 2 that divides the layers per stage (or the fixed vpp).
+// >= 2 that divides the layers of every stage of one of `splits` (or the fixed vpp).
 std::vector<std::pair<ScheduleKind, int64_t>> schedule_choices(
-    const models::TransformerConfig& model, const SearchSpace& space, int64_t pp) {
+    const models::TransformerConfig& model, const SearchSpace& space, int64_t pp,
+    const std::vector<std::vector<int64_t>>& splits) {
   std::vector<std::pair<ScheduleKind, int64_t>> schedules;
   const std::vector<ScheduleKind> kinds =
       pp == 1 ? std::vector<ScheduleKind>{ScheduleKind::kOneFOneB}
@@ -87,9 +115,18 @@ std::vector<std::pair<ScheduleKind, int64_t>> schedule_choices(
       schedules.emplace_back(kind, space.vpp.value_or(1));
       continue;
     }
-    const int64_t layers_per_stage = model.num_layers % pp == 0 ? model.num_layers / pp : 0;
-    const std::vector<int64_t> vpps = space.vpp ? std::vector<int64_t>{*space.vpp}
-                                                : divisors(std::max<int64_t>(layers_per_stage, 1));
+    std::vector<int64_t> vpps;
+    for (const std::vector<int64_t>& split : splits) {
+      for (int64_t vpp : divisors(std::max<int64_t>(common_stage_layers(model, pp, split), 1))) {
+        if (std::find(vpps.begin(), vpps.end(), vpp) == vpps.end()) {
+          vpps.push_back(vpp);
+        }
+      }
+    }
+    std::sort(vpps.begin(), vpps.end());
+    if (space.vpp) {
+      vpps = {*space.vpp};
+    }
     for (int64_t vpp : vpps) {
       if (vpp >= 2 || space.vpp) {
         schedules.emplace_back(kind, vpp);
@@ -99,10 +136,11 @@ std::vector<std::pair<ScheduleKind, int64_t>> schedule_choices(
   return schedules;
 }
 
-// Expert parallel sizes to try with dp: the fixed one, 1 for a dense model, else the divisors
-// of dp that divide the expert count (others fail check_layout's "ep_dp"/"ep_experts" anyway).
+// Expert parallel sizes to try with dp x cp: the fixed one, 1 for a dense model, else the
+// divisors of dp * cp that divide the expert count (others fail check_layout's
+// "ep_dp"/"ep_experts" anyway).
 std::vector<int64_t> ep_choices(const models::TransformerConfig& model, const SearchSpace& space,
-                                int64_t dp) {
+                                int64_t grad_group) {
   if (space.ep) {
     return {*space.ep};
   }
@@ -110,12 +148,21 @@ std::vector<int64_t> ep_choices(const models::TransformerConfig& model, const Se
     return {1};
   }
   std::vector<int64_t> eps;
-  for (int64_t ep : divisors(dp)) {
+  for (int64_t ep : divisors(grad_group)) {
     if (model.num_experts % ep == 0) {
       eps.push_back(ep);
     }
   }
   return eps;
+}
+
+// The splits to try for pp stages: the fixed one, or candidate_stage_splits.
+std::vector<std::vector<int64_t>> stage_split_choices(const models::TransformerConfig& model,
+                                                      const SearchSpace& space, int64_t pp) {
+  if (space.stage_layers) {
+    return {*space.stage_layers};
+  }
+  return candidate_stage_splits(model.num_layers, pp);
 }
 
 // Appends every (recompute, sp, zero) variant of `base` the space allows.
@@ -129,7 +176,8 @@ void add_variants(const SearchSpace& space, const PlanOptions& options, const La
           ? std::vector<Recompute>{Recompute::kNone, Recompute::kFull}
           : std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull};
   const std::vector<bool> sps = base.tp > 1 ? std::vector<bool>{false, true} : std::vector{false};
-  const std::vector<int> zeros = base.dp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector{0};
+  const std::vector<int> zeros =
+      grad_group_size(base) > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector{0};
   for (Recompute recompute : choices(space.recompute, recomputes)) {
     for (bool sp : choices(space.sequence_parallel, sps)) {
       for (int zero : choices(space.zero, zeros)) {
@@ -143,38 +191,70 @@ void add_variants(const SearchSpace& space, const PlanOptions& options, const La
   }
 }
 
+// Appends the layouts of one (tp, pp, cp): dp takes the rest of the GPUs.
+void enumerate_replicas(const models::TransformerConfig& model, const SearchSpace& space,
+                        const PlanOptions& options, int64_t tp, int64_t pp, int64_t cp,
+                        std::vector<Layout>& layouts) {
+  if (space.num_gpus % (tp * pp * cp) != 0) {
+    return;
+  }
+  const int64_t dp = space.num_gpus / (tp * pp * cp);
+  if (space.dp && *space.dp != dp) {
+    return;
+  }
+  const int64_t batch_per_replica = space.global_batch % dp == 0 ? space.global_batch / dp : 1;
+  const auto splits = stage_split_choices(model, space, pp);
+  const auto schedules = schedule_choices(model, space, pp, splits);
+  for (int64_t micro_batch : choices(space.micro_batch, divisors(batch_per_replica))) {
+    for (const auto& [schedule, vpp] : schedules) {
+      for (const std::vector<int64_t>& split : splits) {
+        const int64_t common = common_stage_layers(model, pp, split);
+        if (vpp > 1 && !space.vpp && (common == 0 || common % vpp != 0)) {
+          continue;  // interleaving needs every stage's count divisible by vpp
+        }
+        Layout base;
+        base.tp = tp;
+        base.cp = cp;
+        base.pp = pp;
+        base.dp = dp;
+        base.vpp = vpp;
+        base.micro_batch = micro_batch;
+        base.global_batch = space.global_batch;
+        base.schedule = schedule;
+        base.placement = space.placement;
+        base.stage_layers = split;
+        for (int64_t ep : ep_choices(model, space, dp * cp)) {
+          base.ep = ep;
+          add_variants(space, options, base, layouts);
+        }
+      }
+    }
+  }
+}
+
 // Every layout of the space, in the search's order (tp, pp, micro-batch, schedule, ...).
 std::vector<Layout> enumerate_layouts(const models::TransformerConfig& model,
                                       const SearchSpace& space, const PlanOptions& options) {
   std::vector<Layout> layouts;
   const std::vector<int64_t> gpu_divisors = divisors(space.num_gpus);
+  // Searched cp sizes: those check_cp_layout can accept (seq_length divisible by 2 cp; cp > 1
+  // only under placement tp-dp-pp), so the space grows by the useful ones only.
+  std::vector<int64_t> cps{1};
+  if (space.search_cp && space.placement == Placement::kTpDpPp) {
+    for (int64_t cp : gpu_divisors) {
+      if (cp > 1 && model.seq_length % (2 * cp) == 0) {
+        cps.push_back(cp);
+      }
+    }
+  }
   for (int64_t tp : choices(space.tp, gpu_divisors)) {
-    for (int64_t pp : choices(space.pp, gpu_divisors)) {
-      if (space.num_gpus % (tp * pp) != 0) {
-        continue;
-      }
-      const int64_t dp = space.num_gpus / (tp * pp);
-      if (space.dp && *space.dp != dp) {
-        continue;
-      }
-      const int64_t batch_per_replica = space.global_batch % dp == 0 ? space.global_batch / dp : 1;
-      const auto schedules = schedule_choices(model, space, pp);
-      for (int64_t micro_batch : choices(space.micro_batch, divisors(batch_per_replica))) {
-        for (const auto& [schedule, vpp] : schedules) {
-          Layout base;
-          base.tp = tp;
-          base.pp = pp;
-          base.dp = dp;
-          base.vpp = vpp;
-          base.micro_batch = micro_batch;
-          base.global_batch = space.global_batch;
-          base.schedule = schedule;
-          base.placement = space.placement;
-          for (int64_t ep : ep_choices(model, space, dp)) {
-            base.ep = ep;
-            add_variants(space, options, base, layouts);
-          }
-        }
+    // A fixed uneven split fixes pp to its length.
+    const bool split_fixed = space.stage_layers && !space.stage_layers->empty();
+    const std::optional<int64_t> fixed_pp =
+        split_fixed ? std::optional<int64_t>(space.stage_layers->size()) : space.pp;
+    for (int64_t pp : choices(fixed_pp, gpu_divisors)) {
+      for (int64_t cp : choices(space.cp, cps)) {
+        enumerate_replicas(model, space, options, tp, pp, cp, layouts);
       }
     }
   }
@@ -183,11 +263,50 @@ std::vector<Layout> enumerate_layouts(const models::TransformerConfig& model,
 
 }  // namespace
 
+std::vector<std::vector<int64_t>> candidate_stage_splits(int64_t num_layers, int64_t pp) {
+  std::vector<std::vector<int64_t>> splits;
+  const bool divisible = num_layers % pp == 0;
+  if (divisible) {
+    splits.push_back({});
+  }
+  if (pp < 2 || (divisible && pp < 3)) {
+    return splits;
+  }
+  // Megatron-Core's first/last family (transformer_config.py): middle stages of k layers,
+  // first a and last b with a + b = r = l - (pp - 2) k and 1 <= a, b <= k.
+  const int64_t middle = divisible ? num_layers / pp + 1 : (num_layers + pp - 1) / pp;
+  const int64_t rest = num_layers - (pp - 2) * middle;
+  const int64_t low = std::max<int64_t>(1, rest - middle);
+  const int64_t high = std::min<int64_t>(middle, rest - 1);
+  // Balanced ends (Llama 3, GLM-130B) and the LM-head stage shortest (first end full).
+  for (int64_t first : {rest - rest / 2, high}) {
+    if (low > high || first < low || first > high) {
+      continue;
+    }
+    std::vector<int64_t> split(static_cast<size_t>(pp), middle);
+    split.front() = first;
+    split.back() = rest - first;
+    split = canonical_stage_layers(split);
+    if (std::find(splits.begin(), splits.end(), split) == splits.end()) {
+      splits.push_back(split);
+    }
+  }
+  if (splits.empty()) {
+    splits.push_back({});  // no split exists: check_layout names why ("pp_layers")
+  }
+  return splits;
+}
+
 SearchResult search_layouts(const models::TransformerConfig& model,
                             const models::ClusterConfig& cluster, const SearchSpace& space,
                             const PlanOptions& options, Objective objective, int64_t top_k,
                             const SearchProgress& progress) {
   check_space(space);
+  if (space.memory_headroom_bytes < 0 || space.memory_headroom_bytes >= cluster.gpu.hbm_bytes) {
+    throw InputError(fmt::format(
+        "memory_headroom_bytes: must be at least 0 and less than the GPU's {} bytes ({})",
+        cluster.gpu.hbm_bytes, space.memory_headroom_bytes));
+  }
   const std::vector<Layout> layouts = enumerate_layouts(model, space, options);
   SearchResult result;
   auto& best = result.best;
@@ -204,6 +323,17 @@ SearchResult search_layouts(const models::TransformerConfig& model,
       continue;
     }
     PlanEstimate estimate = estimate_plan_internal(model, cluster, layout, options, false);
+    if (estimate.feasible && space.memory_headroom_bytes > 0 &&
+        estimate.peak_memory_bytes > cluster.gpu.hbm_bytes - space.memory_headroom_bytes) {
+      estimate.feasible = false;
+      estimate.rejection_code = "memory_headroom";
+      estimate.rejection_reason = fmt::format(
+          "peak memory {:.1f} GiB per GPU is within the headroom of {:.1f} GiB below the {:.1f} "
+          "GiB of each {}",
+          static_cast<double>(estimate.peak_memory_bytes) / kGiB,
+          static_cast<double>(space.memory_headroom_bytes) / kGiB,
+          static_cast<double>(cluster.gpu.hbm_bytes) / kGiB, cluster.gpu.name);
+    }
     if (!estimate.feasible) {
       ++result.rejections[estimate.rejection_code];
       result.example_reason.emplace(estimate.rejection_code, estimate.rejection_reason);

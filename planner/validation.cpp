@@ -120,6 +120,10 @@ SearchSpace run_space(const nlohmann::json& layout, int64_t num_gpus, const std:
   space.schedule = optional_field<ScheduleKind>(layout, "schedule", searched, [&](auto& f) {
     return parse_schedule(require_string(layout, f, where), where + ": " + f);
   });
+  // Optional, unlike the fields above: runs written before uneven stages omit it (searched).
+  if (layout.contains("stage_layers") && !layout.at("stage_layers").is_null()) {
+    space.stage_layers = stage_layers_from_json(layout.at("stage_layers"), where);
+  }
   return space;
 }
 
@@ -148,7 +152,7 @@ void read_software(const nlohmann::json& run_json, int version, const std::strin
   const auto stated = [&](const char* field) {
     return run_json.contains(field) && !run_json.at(field).is_null();
   };
-  for (const char* field : {"framework", "options"}) {
+  for (const char* field : {"framework", "options", "used_for_parameters"}) {
     if (stated(field) && version < 2) {
       throw InputError(
           fmt::format("{}: {}: needs runs-file version 2 (version {})", where, field, version));
@@ -162,6 +166,12 @@ void read_software(const nlohmann::json& run_json, int version, const std::strin
           fmt::format("{}: framework: unknown framework, expected megatron, deepspeed or fsdp ({})",
                       where, run.framework));
     }
+  }
+  if (stated("used_for_parameters")) {
+    if (!run_json.at("used_for_parameters").is_boolean()) {
+      throw InputError(fmt::format("{}: used_for_parameters: not a boolean", where));
+    }
+    run.used_for_parameters = run_json.at("used_for_parameters").get<bool>();
   }
   run.options_stated = stated("options");
   if (!run.options_stated) {
@@ -220,11 +230,12 @@ ValidationRun validate_run(const nlohmann::json& run_json, int version, const st
     throw InputError(fmt::format("{}: {}", layout_where, e.what()));
   }
   if (result.num_evaluated == 0) {
-    // The search enumerates no (schedule, vpp) pair when the layers do not split evenly over
-    // pp for interleaved (search.cpp, schedule_choices), so nothing reached the validity rules.
+    // The search enumerates no (schedule, vpp) pair when no split it tries has layer counts
+    // sharing a divisor >= 2 for interleaved (search.cpp, schedule_choices), so nothing
+    // reached the validity rules.
     run.not_predicted_reason = fmt::format(
-        "no layout to cost: the fixed fields leave no schedule to search (interleaved needs "
-        "num_layers / pp whole with a divisor >= 2; num_layers {})",
+        "no layout to cost: the fixed fields leave no schedule to search (interleaved needs a "
+        "vpp >= 2 dividing every stage's layer count; num_layers {})",
         model.num_layers);
   } else if (result.best.empty()) {
     run.not_predicted_reason = "no feasible layout:";
@@ -240,28 +251,47 @@ ValidationRun validate_run(const nlohmann::json& run_json, int version, const st
 
 }  // namespace
 
+namespace {
+
+// Mean and max |error| of the predicted runs `in` selects.
+template <typename Select>
+ErrorSummary summarize(const std::vector<ValidationRun>& runs, Select in) {
+  ErrorSummary summary;
+  double sum_abs = 0;
+  for (const ValidationRun& run : runs) {
+    if (run.predicted && in(run)) {
+      ++summary.num_predicted;
+      sum_abs += std::fabs(run.error_pct());
+      summary.max_abs_error_pct = std::max(summary.max_abs_error_pct, std::fabs(run.error_pct()));
+    }
+  }
+  if (summary.num_predicted > 0) {
+    summary.mean_abs_error_pct = sum_abs / static_cast<double>(summary.num_predicted);
+  }
+  return summary;
+}
+
+}  // namespace
+
 ValidationReport validate_runs(const nlohmann::json& runs_file, const std::string& source) {
   if (!runs_file.is_object() || !runs_file.contains("runs") || !runs_file.at("runs").is_array()) {
     throw InputError(fmt::format("{}: runs: missing or not a list", source));
   }
   const int version = runs_version(runs_file, source);
   ValidationReport report;
-  double sum_abs = 0;
   size_t index = 0;
   for (const nlohmann::json& run_json : runs_file.at("runs")) {
     ValidationRun run = validate_run(run_json, version, source, index++);
-    if (run.predicted) {
-      sum_abs += std::fabs(run.error_pct());
-      report.max_abs_error_pct = std::max(report.max_abs_error_pct, std::fabs(run.error_pct()));
-    } else {
-      ++report.num_not_predicted;
-    }
+    report.num_not_predicted += run.predicted ? 0 : 1;
     report.runs.push_back(std::move(run));
   }
-  const size_t num_predicted = report.runs.size() - report.num_not_predicted;
-  if (num_predicted > 0) {
-    report.mean_abs_error_pct = sum_abs / static_cast<double>(num_predicted);
-  }
+  const ErrorSummary all = summarize(report.runs, [](const ValidationRun&) { return true; });
+  report.mean_abs_error_pct = all.mean_abs_error_pct;
+  report.max_abs_error_pct = all.max_abs_error_pct;
+  report.chosen_on =
+      summarize(report.runs, [](const ValidationRun& run) { return run.used_for_parameters; });
+  report.held_out =
+      summarize(report.runs, [](const ValidationRun& run) { return !run.used_for_parameters; });
   return report;
 }
 

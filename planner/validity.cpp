@@ -35,10 +35,12 @@ Validity check_moe_layout(const models::TransformerConfig& model, const Layout& 
     }
     return {};
   }
-  if (layout.dp % layout.ep != 0) {
-    return reject("ep_dp", fmt::format("ep must divide dp: experts are split over data-parallel "
-                                       "ranks ({} % {})",
-                                       layout.dp, layout.ep));
+  // Megatron-Core lays the experts over the dense dp x cp ranks (parallel_state.py: expert
+  // ranks tp-ep-dp-pp, ep * expert_dp = dp * cp), so ep divides dp * cp.
+  if (grad_group_size(layout) % layout.ep != 0) {
+    return reject("ep_dp", fmt::format("ep must divide dp*cp: experts are split over data- and "
+                                       "context-parallel ranks ({} % {})",
+                                       grad_group_size(layout), layout.ep));
   }
   if (model.num_experts % layout.ep != 0) {
     return reject("ep_experts", fmt::format("num_experts not divisible by ep ({} % {})",
@@ -90,6 +92,36 @@ Framework parse_framework(const std::string& text, const std::string& field) {
                   field, text));
 }
 
+std::string to_string(GemmPrecision precision) {
+  return precision == GemmPrecision::kFp8 ? "fp8" : "bf16";
+}
+
+GemmPrecision parse_gemm_precision(const std::string& text, const std::string& field) {
+  if (text == "bf16") {
+    return GemmPrecision::kBf16;
+  }
+  if (text == "fp8") {
+    return GemmPrecision::kFp8;
+  }
+  throw InputError(
+      fmt::format("{}: unsupported precision ({}); supported: bf16, fp8", field, text));
+}
+
+void check_precision(const models::ClusterConfig& cluster, const PlanOptions& options) {
+  if (options.gemm_precision != GemmPrecision::kFp8) {
+    return;
+  }
+  if (cluster.gpu.peak_fp8_flops_per_second <= 0) {
+    throw InputError(fmt::format(
+        "{}: precision: fp8: {} has no FP8 tensor cores (no gpu.peak_fp8_flops_per_second)",
+        cluster.name, cluster.gpu.name));
+  }
+  if (cluster.precision != models::Precision::kBf16Mixed) {
+    throw InputError(fmt::format("{}: precision: fp8 needs bf16 mixed-precision training ({})",
+                                 cluster.name, models::to_string(cluster.precision)));
+  }
+}
+
 // Each rule names the version read and the file that says so (README "Frameworks").
 Validity check_framework(Framework framework, const Layout& layout) {
   const bool pipelined = layout.pp > 1;
@@ -117,6 +149,14 @@ Validity check_framework(Framework framework, const Layout& layout) {
       if (pipelined && layout.schedule != ScheduleKind::kOneFOneB) {
         return refuse(framework, "its pipeline engine runs only 1F1B (TrainSchedule)", layout);
       }
+      // deepspeed/runtime/pipe/module.py PipelineModule: stages come from partition_method
+      // ("parameters", "uniform", "type:..."), not from a stated per-stage layer list.
+      if (!layout.stage_layers.empty()) {
+        return refuse(framework,
+                      "its PipelineModule splits layers by partition_method, not by a given "
+                      "per-stage list",
+                      layout);
+      }
       return {};
     case Framework::kFsdp:
       // torchtitan 018740b7 parallelize.py: FSDP2 fully_shard (ZeRO-3) over dp_shard or DDP
@@ -133,6 +173,14 @@ Validity check_framework(Framework framework, const Layout& layout) {
       }
       if (pipelined && layout.schedule == ScheduleKind::kZbH1) {
         return refuse(framework, "torch.distributed.pipelining has no ZB-H1 schedule", layout);
+      }
+      // torchtitan job_config.py: pipeline_parallel_layers_per_stage is one count for every
+      // stage (meshplan's emitter writes that form only).
+      if (!layout.stage_layers.empty()) {
+        return refuse(framework,
+                      "torchtitan's pipeline_parallel_layers_per_stage is one count for every "
+                      "stage",
+                      layout);
       }
       return {};
     case Framework::kMeshplan:
@@ -155,7 +203,14 @@ Validity check_layout(const models::TransformerConfig& model, const models::Clus
                                        "positive ({})",
                                        describe(layout)));
   }
+  if (layout.cp < 1) {
+    return reject("sizes", fmt::format("cp must be positive ({})", layout.cp));
+  }
   if (layout.num_gpus() != num_gpus) {
+    if (layout.cp > 1) {
+      return reject("gpus", fmt::format("tp*cp*pp*dp must equal the GPU count ({}*{}*{}*{} != {})",
+                                        layout.tp, layout.cp, layout.pp, layout.dp, num_gpus));
+    }
     return reject("gpus", fmt::format("tp*pp*dp must equal the GPU count ({}*{}*{} != {})",
                                       layout.tp, layout.pp, layout.dp, num_gpus));
   }
@@ -177,7 +232,12 @@ Validity check_layout(const models::TransformerConfig& model, const models::Clus
                                          "per node)",
                                          layout.tp, cluster.gpus_per_node));
   }
-  if (model.num_layers % (layout.pp * layout.vpp) != 0) {
+  if (!layout.stage_layers.empty()) {
+    const std::string reason = check_stage_layers(model, layout);
+    if (!reason.empty()) {
+      return reject("stage_layers", reason);
+    }
+  } else if (model.num_layers % (layout.pp * layout.vpp) != 0) {
     return reject("pp_layers", fmt::format("num_layers not divisible by pp*vpp ({} % {})",
                                            model.num_layers, layout.pp * layout.vpp));
   }
@@ -201,7 +261,61 @@ Validity check_layout(const models::TransformerConfig& model, const models::Clus
   if (layout.zero < 0 || layout.zero > 3) {
     return reject("zero", fmt::format("ZeRO stage must be 0-3 ({})", layout.zero));
   }
+  if (Validity cp = check_cp_layout(model, layout); !cp.ok()) {
+    return cp;
+  }
   return check_moe_layout(model, layout);
+}
+
+Validity check_cp_layout(const models::TransformerConfig& model, const Layout& layout) {
+  if (layout.cp == 1) {
+    return {};
+  }
+  // Megatron-Core get_batch_on_this_cp_rank splits each sequence into 2 cp chunks and gives
+  // cp rank r chunks r and 2 cp - 1 - r (causal load balancing, utils.py, d98e8a64).
+  if (model.seq_length % (2 * layout.cp) != 0) {
+    return reject("cp_seq", fmt::format("seq_length not divisible by 2*cp ({} % {})",
+                                        model.seq_length, 2 * layout.cp));
+  }
+  if (layout.sequence_parallel && model.seq_length / layout.cp % layout.tp != 0) {
+    return reject("sequence_parallel", fmt::format("seq_length/cp not divisible by tp ({} % {})",
+                                                   model.seq_length / layout.cp, layout.tp));
+  }
+  if (layout.placement != Placement::kTpDpPp) {
+    return reject("cp_placement", fmt::format("cp > 1 needs placement tp-dp-pp (Megatron-Core's "
+                                              "tp-cp-ep-dp-pp); {} puts no single stride between "
+                                              "the dp x cp gradient group's ranks (cp {})",
+                                              to_string(layout.placement), layout.cp));
+  }
+  return {};
+}
+
+Validity check_cp_options(const models::TransformerConfig& model, const Layout& layout,
+                          const PlanOptions& options) {
+  if (layout.cp == 1) {
+    return {};
+  }
+  if (!options.flash_attention) {
+    // Transformer Engine runs context parallelism only inside its fused (flash / cuDNN)
+    // attention (DotProductAttention, context_parallel.py); the s x s path has none.
+    return reject("cp_flash_attention",
+                  fmt::format("cp > 1 needs flash attention (cp {})", layout.cp));
+  }
+  if (options.cp_comm == CpComm::kA2a) {
+    // Ulysses scatters heads over tp * cp ranks (Jacobs et al. 2023, Sec. 3.1).
+    const int64_t ranks = layout.tp * layout.cp;
+    if (model.num_attention_heads % ranks != 0) {
+      return reject("cp_heads", fmt::format("num_attention_heads not divisible by tp*cp for "
+                                            "cp_comm a2a ({} % {})",
+                                            model.num_attention_heads, ranks));
+    }
+    if (model.num_kv_heads % ranks != 0) {
+      return reject("cp_kv_heads", fmt::format("num_kv_heads not divisible by tp*cp for cp_comm "
+                                               "a2a ({} % {})",
+                                               model.num_kv_heads, ranks));
+    }
+  }
+  return {};
 }
 
 }  // namespace meshplan::planner

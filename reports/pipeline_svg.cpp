@@ -61,6 +61,7 @@ const char* block_class(TaskKind kind) {
 std::string comm_colour(TaskKind kind) {
   switch (kind) {
     case TaskKind::kTpComm:
+    case TaskKind::kCpComm:
       return "#8064a2";
     case TaskKind::kPpTransfer:
       return "#c0504d";

@@ -5,7 +5,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "meshplan/units.h"
 
@@ -26,22 +28,56 @@ nlohmann::json memory_json(const planner::MemoryBreakdown& memory) {
       {"reserved_bytes", memory.reserved_bytes},   {"total_bytes", memory.total_bytes()}};
 }
 
-// Appends estimate `e`, ranked `rank` (from 1), as a row of the table and a record of "plans".
-// A mixture-of-experts model's table ends with an ep column.
-void add_plan_row(int rank, const planner::PlanEstimate& e, bool moe, Report* report) {
+// Appends estimate `e`, ranked `rank` (from 1), as a row of the table and a record of "plans";
+// the cp column only when `with_cp` (some listed layout has cp > 1). The last three columns say
+// why it ranks where it does: micro-batches per pipeline per step, the pipeline bubble and the
+// exposed communication (tp + pp transfers + dp), in seconds. A mixture-of-experts model's
+// table (`moe`) ends with an ep column after them.
+void add_plan_row(int rank, const planner::PlanEstimate& e, bool with_cp, bool moe,
+                  Report* report) {
   const planner::Layout& l = e.layout;
+  const double exposed_comm_seconds = exposed_communication_seconds(e.breakdown);
   report->table += fmt::format(
-      " {:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8.1f} "
-      "{:>9.4f} {:>6.1f} {:>12.0f}",
-      rank, l.tp, l.pp, l.dp, l.vpp, l.micro_batch, to_string(l.recompute),
-      on_off(l.sequence_parallel), l.zero, to_string(l.schedule),
-      static_cast<double>(e.peak_memory_bytes) / kGiB, e.step_time_s, 100.0 * e.mfu,
-      e.tokens_per_s);
-  report->table += moe ? fmt::format(" {:>5}\n", l.ep) : "\n";
-  report->json["plans"].push_back(estimate_json(e));
+      " {:>4} {:>4}{} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8.1f} "
+      "{:>9.4f} {:>6.1f} {:>12.0f} {:>5} {:>8.4f} {:>8.4f}{}\n",
+      rank, l.tp, with_cp ? fmt::format(" {:>4}", l.cp) : "", l.pp, l.dp, l.vpp, l.micro_batch,
+      to_string(l.recompute), on_off(l.sequence_parallel), l.zero, to_string(l.schedule),
+      static_cast<double>(e.peak_memory_bytes) / kGiB, e.step_time_s, 100.0 * e.mfu, e.tokens_per_s,
+      l.num_micro_batches(), e.breakdown.bubble_seconds, exposed_comm_seconds,
+      moe ? fmt::format(" {:>5}", l.ep) : "");
+  if (!l.stage_layers.empty()) {
+    report->table += fmt::format("#      plan {}: layers per stage {}\n", rank,
+                                 planner::format_stage_layers(l.stage_layers));
+  }
+  nlohmann::json record = estimate_json(e);
+  record["num_micro_batches"] = l.num_micro_batches();
+  record["exposed_comm_seconds"] = exposed_comm_seconds;
+  report->json["plans"].push_back(std::move(record));
 }
 
 }  // namespace
+
+double exposed_communication_seconds(const planner::StepBreakdown& b) {
+  return b.tp_comm_exposed_seconds + b.pp_transfer_seconds + b.dp_comm_exposed_seconds;
+}
+
+std::string format_plan_options(const planner::PlanOptions& o, const planner::SearchSpace& space) {
+  std::string out = fmt::format(
+      "# options: flash attention {}, overlap grad-reduce {}, param-gather {}, tp-comm {}, "
+      "scatter-gather pipeline {}, placement {}, bucket {:.0f} MiB",
+      on_off(o.flash_attention), on_off(o.overlap_grad_reduce), on_off(o.overlap_param_gather),
+      on_off(o.overlap_tp_comm), on_off(o.scatter_gather_pipeline),
+      planner::to_string(space.placement),
+      static_cast<double>(o.bucket_bytes) / static_cast<double>(kBytesPerMiB));
+  if (o.allow_tp_across_nodes) {
+    out += ", tp across nodes allowed";
+  }
+  if (space.memory_headroom_bytes > 0) {
+    out += fmt::format(", memory headroom {:.1f} GiB",
+                       static_cast<double>(space.memory_headroom_bytes) / kGiB);
+  }
+  return out + "\n";
+}
 
 std::string format_plan_header(const models::TransformerConfig& model,
                                const models::ClusterConfig& cluster, int64_t num_gpus,
@@ -134,19 +170,23 @@ Report plan_report(const models::TransformerConfig& model, const models::Cluster
                  {"num_feasible", result.num_feasible},
                  {"rejections", rejections},
                  {"plans", nlohmann::json::array()}};
+  const bool with_cp = std::any_of(result.best.begin(), result.best.end(),
+                                   [](const planner::PlanEstimate& e) { return e.layout.cp > 1; });
   const bool moe = model.is_moe();
   report.table = fmt::format(
-      "#{:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8} "
-      "{:>9} {:>6} {:>12}{}\n",
-      "rank", "tp", "pp", "dp", "vpp", "mb", "recompute", "sp", "zero", "schedule", "memory",
-      "step", "mfu", "tokens/s", moe ? "    ep" : "");
+      "#{:>4} {:>4}{} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8} "
+      "{:>9} {:>6} {:>12} {:>5} {:>8} {:>8}{}\n",
+      "rank", "tp", with_cp ? "   cp" : "", "pp", "dp", "vpp", "mb", "recompute", "sp", "zero",
+      "schedule", "memory", "step", "mfu", "tokens/s", "m", "bubble", "exposed",
+      moe ? "    ep" : "");
   report.table += fmt::format(
-      "#{:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8} "
-      "{:>9} {:>6} {:>12}\n",
-      "", "", "", "", "", "", "", "", "", "", "(GiB)", "(s)", "(%)", "(tok/s)");
+      "#{:>4} {:>4}{} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8} "
+      "{:>9} {:>6} {:>12} {:>5} {:>8} {:>8}\n",
+      "", "", with_cp ? "     " : "", "", "", "", "", "", "", "", "", "(GiB)", "(s)", "(%)",
+      "(tok/s)", "(mb)", "(s)", "(s)");
   int rank = 1;
   for (const planner::PlanEstimate& e : result.best) {
-    add_plan_row(rank++, e, moe, &report);
+    add_plan_row(rank++, e, with_cp, moe, &report);
   }
   report.table +=
       fmt::format("# evaluated {} layouts, {} feasible", result.num_evaluated, result.num_feasible);
@@ -204,17 +244,25 @@ std::string format_explain(const planner::Plan& plan, const planner::PlanEstimat
                     m.total_bytes() / kGiB, s.peak_in_flight_micro_batches);
   }
   out += "#\n# time per micro-batch, by pipeline stage and model chunk\n";
-  out += fmt::format("#{:>5} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "stage", "chunk",
-                     "layers", "fwd", "fwd-tp", "bwd-input", "bwd-weight", "bwd-tp");
-  out += fmt::format("#{:>5} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "", "", "", "(ms)",
-                     "(ms)", "(ms)", "(ms)", "(ms)");
+  // Exposed context-parallel attention traffic gets two more columns when there is any.
+  const bool with_cp = e.layout.cp > 1;
+  out += fmt::format("#{:>5} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}{}\n", "stage", "chunk",
+                     "layers", "fwd", "fwd-tp", "bwd-input", "bwd-weight", "bwd-tp",
+                     with_cp ? fmt::format(" {:>10} {:>10}", "fwd-cp", "bwd-cp") : "");
+  out += fmt::format("#{:>5} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}{}\n", "", "", "",
+                     "(ms)", "(ms)", "(ms)", "(ms)", "(ms)",
+                     with_cp ? fmt::format(" {:>10} {:>10}", "(ms)", "(ms)") : "");
   for (const planner::StageEstimate& s : e.stages) {
     for (size_t c = 0; c < s.chunks.size(); ++c) {
       const planner::ChunkCost& k = s.chunks[c];
-      out += fmt::format(" {:>5} {:>5} {:>6} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f}\n",
-                         s.stage, c, k.num_layers, 1e3 * k.forward_compute_seconds,
-                         1e3 * k.forward_tp_comm_seconds, 1e3 * k.backward_input_compute_seconds,
-                         1e3 * k.backward_weight_compute_seconds, 1e3 * k.backward_tp_comm_seconds);
+      out +=
+          fmt::format(" {:>5} {:>5} {:>6} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f}{}\n",
+                      s.stage, c, k.num_layers, 1e3 * k.forward_compute_seconds,
+                      1e3 * k.forward_tp_comm_seconds, 1e3 * k.backward_input_compute_seconds,
+                      1e3 * k.backward_weight_compute_seconds, 1e3 * k.backward_tp_comm_seconds,
+                      with_cp ? fmt::format(" {:>10.3f} {:>10.3f}", 1e3 * k.forward_cp_comm_seconds,
+                                            1e3 * k.backward_cp_comm_seconds)
+                              : "");
     }
   }
   const planner::StepBreakdown& b = e.breakdown;
@@ -251,6 +299,7 @@ void add_validation_row(const planner::ValidationRun& run, Report* out, nlohmann
                                                                : nlohmann::json(run.framework)},
                            {"options", planner::options_to_json(run.options)},
                            {"options_stated", run.options_stated},
+                           {"used_for_parameters", run.used_for_parameters},
                            {"published_step_time_s", run.published_step_time_s},
                            {"searched", run.searched}};
   if (!run.predicted) {
@@ -294,6 +343,16 @@ Report validation_report(const planner::ValidationReport& report) {
       "runs); {} not predicted\n",
       report.runs.size(), num_predicted, report.mean_abs_error_pct, report.max_abs_error_pct,
       report.num_not_predicted);
+  const auto summary_line = [](const char* what, const planner::ErrorSummary& summary) {
+    if (summary.num_predicted == 0) {
+      return fmt::format("# {}: no predicted run\n", what);
+    }
+    return fmt::format("# {}: {} predicted runs, mean |error| {:.1f}%, max |error| {:.1f}%\n", what,
+                       summary.num_predicted, summary.mean_abs_error_pct,
+                       summary.max_abs_error_pct);
+  };
+  out.table += summary_line("efficiency parameters chosen on", report.chosen_on);
+  out.table += summary_line("held out (not used to choose them)", report.held_out);
   out.table += report.num_not_predicted == 0
                    ? "# OK: every run predicted\n"
                    : fmt::format("# FAILED: {} of {} runs not predicted\n",
@@ -307,6 +366,14 @@ Report validation_report(const planner::ValidationReport& report) {
               {"num_not_predicted", report.num_not_predicted},
               {"mean_abs_error_pct", over_predicted(report.mean_abs_error_pct)},
               {"max_abs_error_pct", over_predicted(report.max_abs_error_pct)}};
+  for (const auto& [key, summary] :
+       {std::pair{"chosen_on", report.chosen_on}, std::pair{"held_out", report.held_out}}) {
+    const bool any = summary.num_predicted > 0;
+    out.json[key] = {
+        {"num_predicted", summary.num_predicted},
+        {"mean_abs_error_pct", any ? nlohmann::json(summary.mean_abs_error_pct) : nullptr},
+        {"max_abs_error_pct", any ? nlohmann::json(summary.max_abs_error_pct) : nullptr}};
+  }
   return out;
 }
 

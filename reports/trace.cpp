@@ -72,6 +72,8 @@ std::string slice_name(const SimulationResult& result, const TaskRecord& task) {
       return fmt::format("param bucket {}", task.bucket);
     case TaskKind::kJoin:
       return "join";
+    case TaskKind::kCpComm:
+      return "cp comm " + op;
   }
   return "?";
 }

@@ -2,7 +2,8 @@
 # Installs meshplan's dependencies (Debian 12 packages) and builds it into build/.
 # Idempotent: packages already present are not installed again; the build is incremental.
 # --ci (used by .ci/run): also installs clang and its sanitizer/libFuzzer runtime for the second
-# CI build, and builds with -Werror (MESHPLAN_WERROR); without it warnings stay warnings.
+# CI build and chromium for the HTML render test, and builds with -Werror (MESHPLAN_WERROR);
+# without it warnings stay warnings.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,7 +17,9 @@ fi
 
 packages=(g++ make cmake git clang-format libboost-graph-dev libeigen3-dev libcli11-dev nlohmann-json3-dev
           doctest-dev libfmt-dev libopenmpi-dev openmpi-bin)
-[ "$ci" = ON ] && packages+=(clang libclang-rt-14-dev)
+# chromium: the headless render check of sweep --html (ctest cli_sweep_html_chromium; skipped
+# without it).
+[ "$ci" = ON ] && packages+=(clang libclang-rt-14-dev chromium)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \

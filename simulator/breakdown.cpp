@@ -18,6 +18,8 @@ const char* critical_category(TaskKind kind) {
       return "optimizer";
     case TaskKind::kTpComm:
       return "tp comm";
+    case TaskKind::kCpComm:
+      return "cp comm";
     case TaskKind::kEpAllToAll:
       return "ep comm";
     case TaskKind::kPpTransfer:

@@ -60,6 +60,20 @@ double tp_seconds(const planner::ChunkCost& cost, OpKind kind) {
   }
 }
 
+// Exposed cp attention traffic after the op (planner::cp_attention_comm: the part of the ring
+// transfers the attention compute does not hide, or the Ulysses all-to-alls); W has none.
+double cp_seconds(const planner::ChunkCost& cost, OpKind kind) {
+  switch (kind) {
+    case OpKind::kForward:
+      return cost.forward_cp_comm_seconds;
+    case OpKind::kBackward:
+    case OpKind::kBackwardInput:
+      return cost.backward_cp_comm_seconds;
+    default:
+      return 0.0;
+  }
+}
+
 // MoE all-to-alls (dispatch and combine) of the op, exposed like the tp part (the planner's
 // ChunkCost ep seconds: moe_all_to_all_seconds per layer).
 double ep_seconds(const planner::ChunkCost& cost, OpKind kind) {
@@ -171,7 +185,7 @@ void Builder::place_ranks() {
     }
   } else {
     for (int64_t s = 0; s < layout_.pp; ++s) {
-      const RankCoords coords{0, 0, s};
+      const RankCoords coords{.pp_rank = s};
       const int64_t r = planner::global_rank(layout_, coords);
       const int64_t node = r / per_node;
       int64_t same_stage = 0;  // ranks of stage s on this node: what the representative stands for
@@ -183,20 +197,32 @@ void Builder::place_ranks() {
   }
   dp_spans_nodes_.resize(ranks_.size());
   dp_shares_node_.resize(ranks_.size());
+  cp_spans_nodes_.resize(ranks_.size());
+  cp_shares_node_.resize(ranks_.size());
   ep_spans_nodes_.resize(ranks_.size());
   ep_shares_node_.resize(ranks_.size());
   for (size_t i = 0; i < ranks_.size(); ++i) {
+    // The gradient group is dp x cp (planner::grad_group_size).
     RankCoords member = ranks_[i].coords;
     for (member.dp_rank = 0; member.dp_rank < layout_.dp; ++member.dp_rank) {
-      const bool same_node = planner::global_rank(layout_, member) / per_node == ranks_[i].node;
-      dp_spans_nodes_[i] = dp_spans_nodes_[i] || !same_node;
-      dp_shares_node_[i] =
-          dp_shares_node_[i] || (same_node && member.dp_rank != ranks_[i].coords.dp_rank);
-      // The ep group: the ep consecutive dp ranks of this rank's block (Layout::ep).
-      if (member.dp_rank / layout_.ep == ranks_[i].coords.dp_rank / layout_.ep) {
-        ep_spans_nodes_[i] = ep_spans_nodes_[i] || !same_node;
-        ep_shares_node_[i] =
-            ep_shares_node_[i] || (same_node && member.dp_rank != ranks_[i].coords.dp_rank);
+      for (member.cp_rank = 0; member.cp_rank < layout_.cp; ++member.cp_rank) {
+        const bool same_node = planner::global_rank(layout_, member) / per_node == ranks_[i].node;
+        const bool self = member.dp_rank == ranks_[i].coords.dp_rank &&
+                          member.cp_rank == ranks_[i].coords.cp_rank;
+        dp_spans_nodes_[i] = dp_spans_nodes_[i] || !same_node;
+        dp_shares_node_[i] = dp_shares_node_[i] || (same_node && !self);
+        if (member.dp_rank == ranks_[i].coords.dp_rank) {
+          cp_spans_nodes_[i] = cp_spans_nodes_[i] || !same_node;
+          cp_shares_node_[i] = cp_shares_node_[i] || (same_node && !self);
+        }
+        // The ep group: ep consecutive ranks of the dp x cp group, numbered cp fastest
+        // (Layout::ep).
+        const int64_t flat = member.cp_rank + layout_.cp * member.dp_rank;
+        const int64_t own = ranks_[i].coords.cp_rank + layout_.cp * ranks_[i].coords.dp_rank;
+        if (flat / layout_.ep == own / layout_.ep) {
+          ep_spans_nodes_[i] = ep_spans_nodes_[i] || !same_node;
+          ep_shares_node_[i] = ep_shares_node_[i] || (same_node && !self);
+        }
       }
     }
   }
@@ -408,6 +434,16 @@ void Builder::add_compute_op(int32_t rank, int32_t index, const PipelineOp& op,
     const StreamKind stream = input_.overlap_tp_comm ? StreamKind::kTpComm : StreamKind::kCompute;
     const int32_t task = add_task(TaskKind::kTpComm, stream, rank, tp);
     describe_task(task, index, op);
+    chain(state, task);
+  }
+  if (const double cp = cp_seconds(cost, op.kind); cp > 0) {
+    // On the compute stream: attention waits for the chunk it computes on. Its links: NVLink
+    // when the cp ring (or all-to-all group) stays in the node, the node's NIC when it spans
+    // nodes, loaded with every member's share as an all-to-all loads every NIC of its group.
+    const int32_t task = add_task(TaskKind::kCpComm, StreamKind::kCompute, rank, cp);
+    describe_task(task, index, op);
+    set_collective_flow(task, rank, !cp_spans_nodes_[rank] || cp_shares_node_[rank],
+                        cp_spans_nodes_[rank]);
     chain(state, task);
   }
   if (const double ep = ep_seconds(cost, op.kind); ep > 0) {

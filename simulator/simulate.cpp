@@ -35,6 +35,8 @@ std::string to_string(TaskKind kind) {
       return "param-gather";
     case TaskKind::kJoin:
       return "join";
+    case TaskKind::kCpComm:
+      return "cp-comm";
     case TaskKind::kEpAllToAll:
       return "ep-all-to-all";
   }
@@ -68,7 +70,7 @@ bool is_compute(TaskKind kind) {
 }
 
 bool is_communication(TaskKind kind) {
-  return kind == TaskKind::kTpComm || kind == TaskKind::kEpAllToAll ||
+  return kind == TaskKind::kTpComm || kind == TaskKind::kCpComm || kind == TaskKind::kEpAllToAll ||
          kind == TaskKind::kPpTransfer || kind == TaskKind::kGradReduce ||
          kind == TaskKind::kEmbeddingSync || kind == TaskKind::kParamGather;
 }

@@ -13,12 +13,16 @@ namespace meshplan::executor {
 /// Base of the rotary frequencies, 10000 (Su et al. 2021, Sec. 3.2.2; Llama-2 uses the same).
 inline constexpr double kRopeBase = 10000.0;
 
-/// qk (T, B, row_stride): heads 0 .. num_heads-1 of each row rotated in place.
+/// qk (T, B, row_stride): heads 0 .. num_heads-1 of each row rotated in place. `positions` (T)
+/// gives row t's position in the sequence (context parallelism holds two chunks of it); null
+/// means t.
 template <typename Real>
-void rope_forward(Real* qk, int T, int B, int num_heads, int row_stride, int HS);
+void rope_forward(Real* qk, int T, int B, int num_heads, int row_stride, int HS,
+                  const int* positions = nullptr);
 /// dqk (T, B, row_stride): gradients of the rotated heads turned back in place (the transpose
 /// of the forward rotation), the rest of the row left as it is.
 template <typename Real>
-void rope_backward(Real* dqk, int T, int B, int num_heads, int row_stride, int HS);
+void rope_backward(Real* dqk, int T, int B, int num_heads, int row_stride, int HS,
+                   const int* positions = nullptr);
 
 }  // namespace meshplan::executor

@@ -276,6 +276,26 @@ plan_row "heads not divisible by --tp" "num_attention_heads not divisible by tp 
   --model gpt3-175b --cluster dgx-a100-80gb --gpus 40 --tp 5
 plan_row "--tp*--pp*--dp != --gpus" "tp*pp*dp: fixed sizes multiply to 16" \
   --model tiny --cluster local-cpu --gpus 8 --tp 2 --pp 2 --dp 4
+plan_row "--cp 0" "--cp: must be positive (0)" --model tiny --cluster local-cpu --gpus 2 --cp 0
+plan_row "--cp not a number" "--cp: expected a positive integer or auto (two)" \
+  --model tiny --cluster local-cpu --gpus 2 --cp two
+plan_row "--cp does not divide --gpus" "cp: does not divide the GPU count (4 % 8)" \
+  --model tiny --cluster local-cpu --gpus 4 --cp 8
+plan_row "--seq-len not divisible by 2*--cp" "--cp: seq_length not divisible by 2*cp (32 % 12)" \
+  --model tiny --cluster local-cpu --gpus 6 --cp 6
+plan_row "--tp*--cp*--pp*--dp != --gpus" "tp*cp*pp*dp: fixed sizes multiply to 16" \
+  --model tiny --cluster local-cpu --gpus 8 --tp 2 --cp 2 --pp 2 --dp 2
+plan_row "--cp-comm unknown" "--cp-comm: unknown cp_comm, expected p2p or a2a (ring)" \
+  --model tiny --cluster local-cpu --gpus 2 --cp 2 --cp-comm ring
+plan_row "--cp-comm a2a without --cp" "--cp-comm: needs --cp greater than 1 or auto (a2a)" \
+  --model tiny --cluster local-cpu --gpus 2 --cp-comm a2a
+plan_row "--cp-comm a2a, kv heads not divisible by tp*cp" \
+  "--cp: num_kv_heads not divisible by tp*cp for cp_comm a2a (2 % 4)" \
+  --model tiny --cluster local-cpu --gpus 4 --tp 2 --cp 2 --cp-comm a2a
+plan_row "--cp with --placement tp-pp-dp" "--cp: cp > 1 needs placement tp-dp-pp" \
+  --model tiny --cluster local-cpu --gpus 2 --cp 2 --placement tp-pp-dp
+plan_row "--cp with --flash-attention off" "--cp: cp > 1 needs flash attention (cp 2)" \
+  --model tiny --cluster local-cpu --gpus 2 --cp 2 --flash-attention off
 
 plan_row "--seq-len 1e9" "--seq-len: seq_length: absurdly large, more than 100000000" \
   --model tiny --cluster local-cpu --gpus 2 --seq-len 1000000000
@@ -287,7 +307,7 @@ plan_row "--ep 2 on a dense model" \
 plan_row "--ep 3 with 4 experts" "ep_experts x1 (num_experts not divisible by ep (4 % 3))" \
   --model tiny-moe --cluster local-cpu --gpus 3 --tp 1 --pp 1 --global-batch 3 \
   --micro-batch 1 --recompute none --zero 0 --ep 3
-plan_row "--ep 4 on dp 2" "ep must divide dp: experts are split over data-parallel ranks (2 % 4)" \
+plan_row "--ep 4 on dp 2" "ep must divide dp*cp: experts are split over data- and context-parallel ranks (2 % 4)" \
   --model tiny-moe --cluster local-cpu --gpus 2 --tp 1 --pp 1 --ep 4
 plan_row "--moe-load-imbalance 0.5" "--moe-load-imbalance: must be in [1, 64] (0.5)" \
   --model tiny-moe --cluster local-cpu --gpus 2 --moe-load-imbalance 0.5
@@ -349,9 +369,98 @@ row "plan: the same file for --json and --save-plan" 2 \
   plan --model tiny --cluster local-cpu --gpus 2 --json new_out.json --save-plan new_out.json
 row "plan: --refine 0" 2 "--refine: must be positive (0)" \
   plan --model tiny --cluster local-cpu --gpus 2 --refine 0 --json new_out.json
+row "plan: --precision fp8 on A100 (no FP8 tensor cores)" 2 \
+  "dgx-a100-80gb: precision: fp8: A100-SXM4-80GB has no FP8 tensor cores" \
+  plan --model tiny --cluster dgx-a100-80gb --gpus 8 --precision fp8 --json new_out.json
+row "plan: --precision fp16" 2 "--precision: unsupported precision (fp16); supported: bf16, fp8" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --precision fp16 --json new_out.json
 plan_row "--global-batch 10^12 (searched for hours before the cap)" \
   "global_batch: must be between 1 and 1000000 (1000000000000)" \
   --model tiny --cluster local-cpu --gpus 2 --global-batch 1000000000000
+plan_row "--save-plan-rank 0" "--save-plan-rank: must be positive (0)" \
+  --model tiny --cluster local-cpu --gpus 2 --save-plan-rank 0
+plan_row "--save-plan-rank beyond the feasible plans" "--save-plan-rank: only " \
+  --model tiny --cluster local-cpu --gpus 2 --tp 2 --zero 0 --micro-batch 1 --recompute none \
+  --save-plan-rank 50
+plan_row "--memory-headroom not a number" \
+  "--memory-headroom: expected GiB (>= 1) or a fraction of the GPU's memory (< 1) (lots)" \
+  --model tiny --cluster local-cpu --gpus 2 --memory-headroom lots
+plan_row "--memory-headroom the whole GPU" \
+  "--memory-headroom: leaves no memory on the 3.0 GiB of each " \
+  --model tiny --cluster local-cpu --gpus 2 --memory-headroom 3
+# sweep (issue 14, Sec. 1): its own options; both outputs untouched.
+sweep_row() {  # sweep_row NAME PATTERN ARGS...
+  local name=$1 pattern=$2
+  shift 2
+  row "sweep: $name" 2 "$pattern" sweep "$@" --json new_out.json --html sentinel.json
+}
+sweep_row "--gpus 0" "--gpus: must be between 1 and 10000000 (0)" \
+  --model tiny --cluster local-cpu --gpus 0
+sweep_row "--gpus reversed range" "--gpus: reversed range, the first end is larger (8..2)" \
+  --model tiny --cluster local-cpu --gpus 8..2
+sweep_row "--gpus range end not a power of two" "--gpus: range ends must be powers of two (2..12)" \
+  --model tiny --cluster local-cpu --gpus 2..12
+sweep_row "--gpus list with a word" "--gpus: expected A..B (powers of two) or a list A,B,... (2,x)" \
+  --model tiny --cluster local-cpu --gpus 2,x
+sweep_row "--gpus count twice" "--gpus: 4 given twice (4,2,4)" \
+  --model tiny --cluster local-cpu --gpus 4,2,4
+sweep_row "unknown cluster" "unknown cluster preset 'dgx-z9'" \
+  --model tiny --cluster local-cpu,dgx-z9 --gpus 2..4
+sweep_row "cluster named twice" "--cluster: named twice (local-cpu,local-cpu)" \
+  --model tiny --cluster local-cpu,local-cpu --gpus 2..4
+sweep_row "--price without =" "--price: expected CLUSTER=USD_PER_GPU_HOUR (local-cpu)" \
+  --model tiny --cluster local-cpu --gpus 2..4 --price local-cpu
+sweep_row "--price not a number" "--price: expected CLUSTER=USD_PER_GPU_HOUR (local-cpu=cheap)" \
+  --model tiny --cluster local-cpu --gpus 2..4 --price local-cpu=cheap
+sweep_row "--price negative" "--price: must be between 0 and 1e6 USD (local-cpu=-1)" \
+  --model tiny --cluster local-cpu --gpus 2..4 --price local-cpu=-1
+sweep_row "--price for a cluster not swept" "--price: cluster not in --cluster (dgx-h100=2)" \
+  --model tiny --cluster local-cpu --gpus 2..4 --price dgx-h100=2
+sweep_row "--tokens 0" "--tokens: must be between 1 and 1e18 (0)" \
+  --model tiny --cluster local-cpu --gpus 2..4 --tokens 0
+sweep_row "--batch-scaling sideways" "--batch-scaling: expected fixed or grow (sideways)" \
+  --model tiny --cluster local-cpu --gpus 2..4 --batch-scaling sideways
+sweep_row "--global-batch with --batch-scaling grow" \
+  "--global-batch: fixes the batch, --batch-scaling grow grows it: give one" \
+  --model tiny --cluster local-cpu --gpus 2..4 --global-batch 8 --batch-scaling grow
+sweep_row "--framework jax" "--framework: unsupported framework (jax)" \
+  --model tiny --cluster local-cpu --gpus 2..4 --framework jax
+row "sweep: an --html that cannot be written leaves --json untouched" 1 \
+  "/proc/meshplan_x.html: cannot write file" \
+  sweep --model tiny --cluster local-cpu --gpus 2..4 --json sentinel.json --html /proc/meshplan_x.html
+# Uneven pipeline stages (tiny has 4 layers): the list and Megatron's first/last counts.
+plan_row "--stage-layers not a list of integers" \
+  "--stage-layers: expected comma-separated layer counts, e.g. 7,8,8,7 (3,x)" \
+  --model tiny --cluster local-cpu --gpus 2 --stage-layers 3,x
+plan_row "--stage-layers summing to more than num_layers" \
+  "--stage-layers: stage_layers: sum 5 differs from num_layers 4 (3,2)" \
+  --model tiny --cluster local-cpu --gpus 2 --stage-layers 3,2
+plan_row "--stage-layers with a stage of 0 layers" \
+  "--stage-layers: stage_layers: stage 1 has 0 layers, expected 1 to num_layers 4 (4,0)" \
+  --model tiny --cluster local-cpu --gpus 2 --stage-layers 4,0
+plan_row "--stage-layers longer than --pp" "--stage-layers: 3 entries for --pp 2 (1,2,1)" \
+  --model tiny --cluster local-cpu --gpus 2 --pp 2 --stage-layers 1,2,1
+plan_row "--stage-layers not divisible by --vpp" \
+  "--stage-layers: stage_layers: stage 0 has 3 layers, not divisible by vpp 2 (3,1)" \
+  --model tiny --cluster local-cpu --gpus 2 --vpp 2 --stage-layers 3,1
+plan_row "--first-stage-layers without --pp" "--first-stage-layers: needs --pp" \
+  --model tiny --cluster local-cpu --gpus 2 --first-stage-layers 3
+plan_row "--last-stage-layers leaving an uneven middle" \
+  "--last-stage-layers: the other 1 layers do not split evenly into 2 stages" \
+  --model tiny --cluster local-cpu --gpus 3 --pp 3 --last-stage-layers 3
+plan_row "--stage-layers with --first-stage-layers" \
+  "--stage-layers: give either the list or --first-stage-layers/--last-stage-layers" \
+  --model tiny --cluster local-cpu --gpus 2 --stage-layers 3,1 --first-stage-layers 3
+edit stage_layers_sum.json \
+  's/^    "placement": "tp-dp-pp",$/    "placement": "tp-dp-pp", "stage_layers": [3, 2],/'
+plan_file_rows stage_layers_sum.json \
+  "stage_layers_sum.json: layout: stage_layers: 2 entries for pp 1 (3,2)" \
+  "stage_layers not matching pp"
+edit stage_layers_type.json \
+  's/^    "placement": "tp-dp-pp",$/    "placement": "tp-dp-pp", "stage_layers": [4, "x"],/'
+plan_file_rows stage_layers_type.json \
+  "stage_layers_type.json: layout: stage_layers: entry 1 is not an integer (string)" \
+  "stage_layers entry not an integer"
 # A plan whose GPUs are shrunk below its peak: explain and simulate refuse it.
 edit small_gpu.json 's/^      "hbm_bytes": [0-9]*,$/      "hbm_bytes": 108000000,/'
 row "explain: a plan that does not fit its GPUs" 2 "small_gpu.json: does not fit: peak memory" \
@@ -365,6 +474,60 @@ row "execute: --checkpoint-dir under /proc, refused before step 1" 2 \
   "/proc/ck: --checkpoint-dir: cannot create the directory" \
   mpi 2 execute p.json --steps 1000000 --checkpoint-dir /proc/ck --checkpoint-every 1 \
   --json new_out.json
+
+# Issue 14: plan --emit, compare, calibrate.
+row "plan: --emit unknown target" 2 \
+  "--emit: unknown emit target (nemo); supported: megatron, torchtitan, deepspeed, slurm" \
+  plan --model tiny --cluster local-cpu --gpus 2 --emit nemo --emit-out new_out.json \
+  --save-plan sentinel.json
+row "plan: --emit-out without --emit" 2 "--emit-out: needs --emit" \
+  plan --model tiny --cluster local-cpu --gpus 2 --emit-out new_out.json --json sentinel.json
+row "plan: --emit torchtitan for a model with no torchtitan flavor" 2 \
+  "--emit torchtitan: model: torchtitan selects a model by flavor" \
+  plan --model tiny --cluster local-cpu --gpus 2 --framework fsdp --emit torchtitan --emit-out new_out.json \
+  --save-plan sentinel.json
+row "plan: --emit deepspeed with ZeRO-2 and pp 2" 2 \
+  "--emit deepspeed: layout: deepspeed cannot run this layout: its pipeline engine refuses" \
+  plan --model tiny --cluster local-cpu --gpus 4 --pp 2 --zero 2 --emit deepspeed \
+  --emit-out new_out.json --save-plan sentinel.json
+row "plan: --emit slurm without --save-plan" 2 "--emit slurm: needs --save-plan" \
+  plan --model tiny --cluster local-cpu --gpus 2 --emit slurm --json new_out.json
+row "plan: --emit-out into /proc" 1 "/proc/meshplan_x.sh: cannot write file" \
+  plan --model tiny --cluster local-cpu --gpus 2 --emit megatron --emit-out /proc/meshplan_x.sh
+printf 'step 1 took a while\nno numbers here\n' >not_a_log.txt
+printf ' iteration 1/ 2 | elapsed time per iteration (ms): 5.0 |\n[Rank 7] (after 1 iterations) memory (MB) | allocated: 1 | max allocated: 2\n' >rank7.log
+echo '{"steps": []}' >no_steps.json
+row "compare: nonexistent measured file" 2 "no_such_run.log: cannot read file" \
+  compare p.json no_such_run.log --json new_out.json
+row "compare: a text file that is no known log" 2 \
+  "not_a_log.txt: not meshplan execute's --json, a Megatron-LM log" \
+  compare p.json not_a_log.txt --json new_out.json
+row "compare: malformed execute JSON" 2 "malformed.json: malformed JSON: " \
+  compare p.json malformed.json --json new_out.json
+row "compare: execute JSON without steps" 2 "no_steps.json: steps: missing or empty" \
+  compare p.json no_steps.json --json new_out.json
+row "compare: Megatron-LM memory line of a rank the plan lacks" 2 \
+  "rank7.log: line 2: rank 7 is not in the plan's 2 ranks" \
+  compare p.json rank7.log --json new_out.json
+printf ' iteration 99999999999999999999999999/ 2 | elapsed time per iteration (ms): 5.0 |\n' >big.log
+printf ' iteration 1/ 2 | elapsed time per iteration (ms): 1e999 |\n' >inf.log
+row "compare: Megatron-LM iteration beyond 1e15" 2 \
+  "big.log: line 1: iteration: out of range (99999999999999999999999999)" \
+  compare p.json big.log --json new_out.json
+row "compare: Megatron-LM time beyond double" 2 \
+  "inf.log: line 1: elapsed time per iteration (ms): not a finite number (1e999)" \
+  compare p.json inf.log --json new_out.json
+row "compare: malformed plan file" 2 "malformed.json: malformed JSON: " \
+  compare malformed.json rank7.log --json new_out.json
+row "compare: --json into /proc" 1 "/proc/meshplan_x.json: cannot write file" \
+  compare p.json "$data/compare/megatron_memory_lines.log" --json /proc/meshplan_x.json
+row "calibrate: a GPU cluster as the base" 2 "dgx-h100: precision: calibrate measures" \
+  mpi 2 calibrate --quick --base dgx-h100 --out new_out.json
+row "calibrate: --max-mib 0" 2 "--max-mib: must be between 1/1024 and 1024 (0)" \
+  mpi 2 calibrate --quick --max-mib 0 --out new_out.json
+row "calibrate: --out into /proc, refused before measuring" 2 \
+  "/proc/meshplan_x.json: --out: cannot write" \
+  mpi 2 calibrate --quick --out /proc/meshplan_x.json --json new_out.json
 
 echo "# bad-input matrix: $num_passed passed, $num_failed failed"
 [ "$num_failed" -eq 0 ]

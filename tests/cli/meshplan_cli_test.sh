@@ -144,7 +144,7 @@ plan_table() {
     say "no names line starting with '#rank'"
     return 1
   fi
-  for column in tp pp dp vpp mb recompute sp zero schedule memory step mfu tokens/s; do
+  for column in tp pp dp vpp mb recompute sp zero schedule memory step mfu tokens/s m bubble exposed; do
     echo "$names" | grep -qw -- "$column" || { say "names line lacks '$column'"; ok=1; }
   done
   local line=${names%%:*}
@@ -223,9 +223,12 @@ validate_public() {
   [ "$rc" -eq 0 ] || { say "exit status $rc: $(cat stderr.txt)"; return 1; }
   local ok=0
   grep -q '"mean_abs_error_pct": ' validation.json || { say "no mean_abs_error_pct"; ok=1; }
-  local runs
+  local runs expected
   runs=$(grep -c '"published_step_time_s": ' validation.json)
-  [ "$runs" -eq 27 ] || { say "$runs runs in validation.json, expected 27"; ok=1; }
+  expected=$(grep -c '"step_time_s": ' "$public_runs")  # one per run in the file
+  [ "$runs" -eq "$expected" ] || { say "$runs runs in validation.json, expected $expected"; ok=1; }
+  grep -q '"held_out": {' validation.json || { say "no held_out summary"; ok=1; }
+  grep -q '"chosen_on": {' validation.json || { say "no chosen_on summary"; ok=1; }
   grep -q '^#' stdout.txt || { say "no table"; ok=1; }
   say "$(grep -o '"mean_abs_error_pct": [0-9.e+-]*' validation.json)," \
     "$(grep -o '"max_abs_error_pct": [0-9.e+-]*' validation.json)"
@@ -240,7 +243,150 @@ expect "plan: table names and units lines, 3 rows" plan_table
 expect "plan --json: plans with layout, step_time_s, mfu, peak_memory_bytes, best first" plan_json
 expect "explain p.json exits 0 and predicts the table's step" explain_plan
 expect "models and clusters list the presets" info_commands
-expect "validate public_runs.json exits 0 and writes 27 runs" validate_public
+expect "validate public_runs.json exits 0 and writes every run" validate_public
+
+# --- why this plan, and sweep (issue 14) ------------------------------------------------------
+
+# The header states the options every layout was costed with; the m column is micro-batches per
+# pipeline per step, global_batch / (dp x mb) = 1536 / (dp x mb), computed here from the row.
+plan_why() {
+  local ok=0
+  grep -qx '# options: flash attention on, overlap grad-reduce on, param-gather on, tp-comm off, scatter-gather pipeline off, placement tp-dp-pp, bucket 25 MiB' \
+    plan_stdout.txt || { say "no options line: $(grep '^# options' plan_stdout.txt)"; ok=1; }
+  local names
+  names=$(grep '^#rank' plan_stdout.txt)
+  for column in m bubble exposed; do
+    echo "$names" | grep -qw -- "$column" || { say "names line lacks '$column'"; ok=1; }
+  done
+  while read -r rank tp pp dp vpp mb rest; do
+    local m
+    m=$(echo "$rest" | awk '{print $9}')
+    [ "$m" = "$((1536 / (dp * mb)))" ] || { say "rank $rank: m $m, expected 1536 / ($dp x $mb)"; ok=1; }
+  done < <(grep -v '^#' plan_stdout.txt)
+  return $ok
+}
+
+# --save-plan-rank 2 saves the table's second row: explain predicts that row's step.
+save_plan_rank() {
+  run plan --model gpt3-175b --cluster dgx-a100-80gb --gpus 1024 --global-batch 1536 --top 3 \
+    --save-plan-rank 2 --save-plan rank2.json
+  [ "$rc" -eq 0 ] || { say "exit status $rc: $(cat stderr.txt)"; return 1; }
+  local second
+  second=$(grep -v '^#' stdout.txt | sed -n 2p | awk '{print $12}')
+  grep -q "^# plan written to rank2.json (rank 2)$" stdout.txt || { say "no written line"; return 1; }
+  run explain rank2.json
+  local explained
+  explained=$(sed -n 's/^# step \([0-9.]*\) s,.*/\1/p' stdout.txt)
+  [ -n "$second" ] && [ "$second" = "$explained" ] ||
+    { say "rank 2 step '$second' s, explain of rank2.json '$explained' s"; return 1; }
+}
+
+# --memory-headroom: 0.5 of an 80 GiB A100 = 40 GiB kept free, so no row above 40.0 GiB; 30
+# (GiB) keeps rows at or under 50 GiB.
+memory_headroom() {
+  local ok=0 headroom limit
+  for pair in 0.5:40 30:50; do
+    headroom=${pair%%:*}
+    limit=${pair##*:}
+    run plan --model gpt3-175b --cluster dgx-a100-80gb --gpus 1024 --global-batch 1536 --top 5 \
+      --memory-headroom "$headroom"
+    [ "$rc" -eq 0 ] || { say "exit status $rc: $(cat stderr.txt)"; return 1; }
+    grep -q "^# options: .*, memory headroom $((80 - limit)).0 GiB$" stdout.txt ||
+      { say "--memory-headroom $headroom: options line $(grep '^# options' stdout.txt)"; ok=1; }
+    local over
+    over=$(grep -v '^#' stdout.txt | awk -v l="$limit" '$12 > 0 && $11 > l' | wc -l)
+    [ "$over" -eq 0 ] || { say "--memory-headroom $headroom: $over rows above $limit GiB"; ok=1; }
+  done
+  return $ok
+}
+
+# A Hugging Face config states no training length: Qwen2-0.5B's max_position_embeddings is
+# 131,072; plan trains at min(131072, 4096) = 4096 and says so on stderr; --seq-len overrides.
+hf_seq_length() {
+  local qwen="$source_dir/tests/data/hf/Qwen2-0.5B.json" ok=0
+  run plan --model "$qwen" --cluster dgx-a100-80gb --gpus 8 --top 1
+  [ "$rc" -eq 0 ] || { say "exit status $rc: $(cat stderr.txt)"; return 1; }
+  grep -qF "meshplan: note: $qwen: no --seq-len: training sequences of 4096 tokens = min(max_position_embeddings 131072, 4096)" \
+    stderr.txt || { say "no note: $(cat stderr.txt)"; ok=1; }
+  grep -q '^# model .*, seq 4096$' stdout.txt || { say "header: $(grep '^# model' stdout.txt)"; ok=1; }
+  run plan --model "$qwen" --cluster dgx-a100-80gb --gpus 8 --top 1 --seq-len 2048
+  [ ! -s stderr.txt ] || { say "--seq-len 2048: stderr $(cat stderr.txt)"; ok=1; }
+  grep -q '^# model .*, seq 2048$' stdout.txt || { say "--seq-len 2048: header"; ok=1; }
+  return $ok
+}
+
+# sweep's points are plan's answers: for each cluster and count, `plan` at the sweep's fixed
+# batch (2 x 8 = 16, stated in the header) gives the same layout and step time as the JSON.
+sweep_matches_plan() {
+  run sweep --model llama2-7b --cluster dgx-a100-80gb,dgx-h100 --gpus 8..16 --json sweep.json
+  [ "$rc" -eq 0 ] || { say "exit status $rc: $(cat stderr.txt)"; return 1; }
+  grep -q '^# global batch 16 sequences (65536 tokens) held fixed at every GPU count (default' \
+    stdout.txt || { say "no fixed-batch line: $(sed -n 2p stdout.txt)"; return 1; }
+  : >plans_steps.txt
+  : >plans_layouts.txt
+  for cluster in dgx-a100-80gb dgx-h100; do
+    for gpus in 8 16; do
+      "$meshplan" plan --model llama2-7b --cluster "$cluster" --gpus "$gpus" --global-batch 16 \
+        --top 1 --json plan1.json >/dev/null 2>&1 || { say "plan $cluster $gpus failed"; return 1; }
+      grep -o '"step_time_s": [^,]*' plan1.json >>plans_steps.txt
+      sed -n '/"layout": {/,/}/p' plan1.json | sed 's/^ *//' >>plans_layouts.txt
+    done
+  done
+  grep -o '"step_time_s": [^,]*' sweep.json >sweep_steps.txt
+  sed -n '/"layout": {/,/}/p' sweep.json | sed 's/^ *//' >sweep_layouts.txt
+  local ok=0
+  cmp -s plans_steps.txt sweep_steps.txt ||
+    { say "step times differ: plan $(tr '\n' ' ' <plans_steps.txt) sweep $(tr '\n' ' ' <sweep_steps.txt)"; ok=1; }
+  [ -s sweep_layouts.txt ] && cmp -s plans_layouts.txt sweep_layouts.txt ||
+    { say "layouts differ"; ok=1; }
+  return $ok
+}
+
+# The JSON's derived figures by hand from each point's step time (all four points have a plan):
+# time = 1e12 tokens / (16 x 4096 tokens per step) x step; GPU-hours = gpus x time / 3600; cost =
+# GPU-hours x price (5.12 USD for dgx-a100-80gb's preset, 12.29 for dgx-h100's).
+sweep_figures_by_hand() {
+  [ -s sweep.json ] || { say "sweep.json missing"; return 1; }
+  local key
+  for key in step_time_s time_to_train_s gpu_hours cost gpus price_per_gpu_hour; do
+    grep -o "\"$key\": [^,]*" sweep.json | sed 's/.*: //' >"$key.txt"
+  done
+  # Keys are sorted: "clusters" (2 prices) comes before "points" (4 prices).
+  sed -i 1,2d price_per_gpu_hour.txt
+  local bad
+  bad=$(paste step_time_s.txt time_to_train_s.txt gpu_hours.txt cost.txt gpus.txt \
+    price_per_gpu_hour.txt | awk 'function off(a, b) { return (a - b) / b > 1e-9 || (b - a) / b > 1e-9 }
+      { t = 1e12 / (16 * 4096) * $1; h = $5 * t / 3600; c = h * $6
+        if (off($2, t) || off($3, h) || off($4, c)) print NR ": " $0 }
+      END { if (NR != 4) print "rows " NR }')
+  [ -z "$bad" ] || { say "figures differ from the hand computation: $bad"; return 1; }
+  grep -q '"price_source": "dgx-h100: price_per_gpu_hour"' sweep.json ||
+    { say "no price source"; return 1; }
+}
+
+# A point without a plan is a row with its reason: llama2-7b's model states alone (16 bytes per
+# parameter, 108 GB) do not fit one 80 GiB A100.
+sweep_infeasible_point() {
+  run sweep --model llama2-7b --cluster dgx-a100-80gb --gpus 1,8 --json sweep1.json
+  [ "$rc" -eq 0 ] || { say "exit status $rc: $(cat stderr.txt)"; return 1; }
+  local ok=0
+  grep -qE '^ +dgx-a100-80gb +1 +2  no feasible plan: memory x[0-9]+ ' stdout.txt ||
+    { say "no infeasible row for 1 GPU"; ok=1; }
+  [ "$(grep -vc '^#' stdout.txt)" -eq 2 ] || { say "expected 2 data rows"; ok=1; }
+  grep -q '^#      cluster   gpus  batch' stdout.txt || { say "no names line"; ok=1; }
+  grep -q '"feasible": false' sweep1.json || { say "JSON lacks the infeasible point"; ok=1; }
+  grep -q '"reason": "memory x' sweep1.json || { say "JSON lacks the reason"; ok=1; }
+  return $ok
+}
+
+expect "plan: options line and the m, bubble, exposed columns (m = batch / (dp x mb))" plan_why
+expect "plan --save-plan-rank 2 saves the second row" save_plan_rank
+expect "plan --memory-headroom 0.5 and 30: no plan within the headroom" memory_headroom
+expect "plan on an HF config: seq min(max_position_embeddings, 4096), said on stderr" hf_seq_length
+expect "sweep: each point's layout and step time are plan's at the same batch" sweep_matches_plan
+expect "sweep --json: time to train, GPU-hours and cost by hand from the step time" \
+  sweep_figures_by_hand
+expect "sweep: a point without a plan is listed with its reason" sweep_infeasible_point
 
 # --- bad input: exit 2, one line naming the field, no output written ---------------------------
 
@@ -483,6 +629,18 @@ expect "--framework megatron --schedule zb-h1: not a Megatron-Core schedule" \
 expect "--framework jax" \
   plan_error "--framework: unsupported framework (jax); supported: megatron, deepspeed, fsdp, meshplan" \
   --model tiny --cluster dgx-a100-80gb --gpus 8 --framework jax
+
+# --precision fp8 (issue 12): the plan file gains options.precision, explain reads it back.
+fp8_plan() {
+  run plan --model tiny --cluster dgx-h100 --gpus 8 --precision fp8 --top 1 --save-plan fp8.json
+  [ "$rc" -eq 0 ] || { say "exit status $rc: $(cat stderr.txt)"; return 1; }
+  grep -q '"precision": "fp8"' fp8.json || { say "plan file lacks options.precision"; return 1; }
+  run plan --model tiny --cluster dgx-h100 --gpus 8 --top 1 --save-plan bf16.json
+  grep -q '"precision": "fp8"' bf16.json && { say "bf16 plan file has options.precision"; return 1; }
+  run explain fp8.json
+  [ "$rc" -eq 0 ] || { say "explain fp8.json: exit status $rc: $(cat stderr.txt)"; return 1; }
+}
+expect "plan --precision fp8: options.precision in the plan file, explain reads it" fp8_plan
 
 echo "# meshplan cli: $num_checks checks, $num_failed failed; $num_known known bugs not counted"
 [ "$num_failed" -eq 0 ]

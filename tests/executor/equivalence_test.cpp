@@ -142,7 +142,37 @@ const models::TransformerConfig& tiny_gpt2() {
   return model;
 }
 
+// tiny with 6 layers, so pp 4 can hold an uneven 1/2/2/1 split.
+const models::TransformerConfig& tiny_six_layers() {
+  static const models::TransformerConfig model = [] {
+    models::TransformerConfig m = models::load_model("tiny");
+    m.name = "tiny-6-layers";
+    m.num_layers = 6;
+    return m;
+  }();
+  return model;
+}
+
+planner::Layout split(planner::Layout layout, std::vector<int64_t> stage_layers) {
+  layout.stage_layers = std::move(stage_layers);
+  return layout;
+}
+
+planner::Layout with_cp(planner::Layout layout, int64_t cp) {
+  layout.cp = cp;
+  return layout;
+}
+
 TEST_SUITE("mpi2") {
+  TEST_CASE("cp2 (causal load-balanced ring attention) equals one process") {
+    check_equivalent(tiny(), with_cp(make_layout(1, 1, 1), 2));
+  }
+  TEST_CASE("cp2 with selective recompute and ZeRO-1 over dp x cp equals one process") {
+    planner::Layout layout = with_cp(make_layout(1, 1, 1), 2);
+    layout.recompute = Recompute::kSelective;
+    layout.zero = 1;
+    check_equivalent(tiny(), layout);
+  }
   TEST_CASE("tp2 equals one process") {
     check_equivalent(tiny(), make_layout(2, 1, 1));
   }
@@ -153,6 +183,12 @@ TEST_SUITE("mpi2") {
   }
   TEST_CASE("pp2 gpipe equals one process") {
     check_equivalent(tiny(), with(make_layout(1, 2, 1), ScheduleKind::kGpipe));
+  }
+  TEST_CASE("pp2 with a 3/1 layer split equals one process") {
+    check_equivalent(tiny(), split(make_layout(1, 2, 1), {3, 1}));
+  }
+  TEST_CASE("pp2 zb-h1 with a 1/3 layer split, GPT-2 style (tied) equals one process") {
+    check_equivalent(tiny_gpt2(), split(with(make_layout(1, 2, 1), ScheduleKind::kZbH1), {1, 3}));
   }
   TEST_CASE("pp2 1f1b equals one process") {
     check_equivalent(tiny(), with(make_layout(1, 2, 1), ScheduleKind::kOneFOneB));
@@ -228,6 +264,17 @@ TEST_SUITE("mpi2") {
 }
 
 TEST_SUITE("mpi4") {
+  TEST_CASE("cp2 x tp2 equals one process") {
+    check_equivalent(tiny(), with_cp(make_layout(2, 1, 1), 2));
+  }
+  TEST_CASE("cp2 x dp2 with ZeRO-2 equals one process") {
+    planner::Layout layout = with_cp(make_layout(1, 1, 2), 2);
+    layout.zero = 2;
+    check_equivalent(tiny(), layout);
+  }
+}
+
+TEST_SUITE("mpi4") {
   TEST_CASE("tp2 x pp2 interleaved with sequence parallel equals one process") {
     planner::Layout layout = with(make_layout(2, 2, 1), ScheduleKind::kInterleaved, 2);
     layout.sequence_parallel = true;
@@ -266,6 +313,14 @@ TEST_SUITE("mpi4") {
     planner::PlanOptions options;
     options.scatter_gather_pipeline = true;
     check_equivalent(tiny(), make_layout(2, 2, 1), options);
+  }
+  TEST_CASE("pp2 x dp2 with a 1/3 layer split and ZeRO-3 (per-layer gathers) equals one process") {
+    planner::Layout layout = split(make_layout(1, 2, 2), {1, 3});
+    layout.zero = 3;
+    check_equivalent(tiny(), layout);
+  }
+  TEST_CASE("pp4 with a 1/2/2/1 layer split (6 layers) equals one process") {
+    check_equivalent(tiny_six_layers(), split(make_layout(1, 4, 1), {1, 2, 2, 1}));
   }
   TEST_CASE("pp2 x dp2 with placement tp-pp-dp equals one process") {
     planner::Layout layout = make_layout(1, 2, 2);

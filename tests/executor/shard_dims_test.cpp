@@ -2,6 +2,8 @@
 
 #include <doctest/doctest.h>
 
+#include <vector>
+
 #include "meshplan/errors.h"
 #include "tiny_plan.h"
 
@@ -80,6 +82,43 @@ TEST_CASE("the executor rejects what it cannot run, naming the field") {
 
   planner::Plan heads = tiny_plan(make_layout(8, 1, 1));  // 4 heads over 8 ranks
   CHECK(rejection(heads) == "p.json: layout: num_attention_heads not divisible by tp (4 % 8)");
+
+  planner::Plan learned = tiny_plan(make_layout(1, 1, 1));
+  learned.layout.cp = 2;
+  learned.num_gpus = 2;
+  learned.model.positions = models::Positions::kLearned;
+  learned.model.max_position_embeddings = 32;
+  planner::Plan ulysses = tiny_plan(make_layout(1, 1, 1));
+  ulysses.layout.cp = 2;
+  ulysses.num_gpus = 2;
+  ulysses.options.cp_comm = planner::CpComm::kA2a;
+  CHECK(rejection(ulysses) ==
+        "p.json: options.cp_comm: the CPU executor runs the p2p ring only (a2a)");
+  CHECK(rejection(learned) ==
+        "p.json: layout.cp: the CPU executor's context parallelism needs rope positions "
+        "(learned, cp 2)");
+}
+
+TEST_CASE("context parallel: each cp rank holds chunks r and 2 cp - 1 - r") {
+  // s 32, cp 2: 4 chunks of 8; rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2.
+  std::vector<int> rank0, rank1;
+  for (int i = 0; i < 8; i++) {
+    rank0.push_back(i);
+    rank1.push_back(8 + i);
+  }
+  for (int i = 0; i < 8; i++) {
+    rank0.push_back(24 + i);
+    rank1.push_back(16 + i);
+  }
+  CHECK(cp_positions(32, 2, 0) == rank0);
+  CHECK(cp_positions(32, 2, 1) == rank1);
+  planner::Layout layout = make_layout(2, 1, 1, 2, 16);
+  layout.cp = 2;
+  const ShardDims d = make_shard_dims(tiny_plan(layout), 1, 1);
+  CHECK(d.T == 16);  // 32 / cp
+  CHECK(d.S == 32);
+  CHECK(d.N == 32);  // 16 positions x 2 sequences
+  CHECK(d.positions == rank1);
 }
 
 TEST_CASE("shard dims of tiny on tp 2 with sequence parallel, rank 1") {

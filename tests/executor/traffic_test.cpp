@@ -102,6 +102,18 @@ models::TransformerConfig tiny_tied_learned() {
 }
 
 TEST_SUITE("mpi2") {
+  TEST_CASE("collective calls and bytes match the planner: cp2 ring, and with full recompute") {
+    planner::Layout layout = make_layout(1, 1, 1);
+    layout.cp = 2;
+    const TrafficCounts counts = check_traffic(models::load_model("tiny"), layout);
+    // m = 16 / 2 = 8 micro-batches, 4 layers: K/V 2 * 32 = 64 sends, dK/dV 32, each
+    // 2 (T / cp) B (g / t) d e = 2 * 16 * 2 * 2 * 16 * 4 = 8,192 bytes.
+    const Traffic ring = counts.at({CollectiveKind::kSendRecv, CommGroup::kCp});
+    CHECK(ring.calls == 96);
+    CHECK(ring.bytes == 96 * 8192);
+    layout.recompute = planner::Recompute::kFull;
+    check_traffic(models::load_model("tiny"), layout);
+  }
   TEST_CASE("collective calls and bytes match the planner: tp2") {
     check_traffic(models::load_model("tiny"), make_layout(2, 1, 1));
   }
@@ -113,6 +125,11 @@ TEST_SUITE("mpi2") {
   TEST_CASE("collective calls and bytes match the planner: pp2 zb-h1, tied embeddings") {
     planner::Layout layout = make_layout(1, 2, 1);
     layout.schedule = planner::ScheduleKind::kZbH1;
+    check_traffic(tiny_tied_learned(), layout);
+  }
+  TEST_CASE("collective calls and bytes match the planner: pp2 with a 3/1 layer split") {
+    planner::Layout layout = make_layout(1, 2, 1);
+    layout.stage_layers = {3, 1};
     check_traffic(tiny_tied_learned(), layout);
   }
   TEST_CASE("collective calls and bytes match the planner: dp2 ZeRO-0 and ZeRO-1") {
@@ -191,6 +208,18 @@ TEST_SUITE("mpi2") {
 }
 
 TEST_SUITE("mpi4") {
+  TEST_CASE("collective calls and bytes match the planner: cp2 x tp2 sequence parallel, ZeRO-1") {
+    planner::Layout layout = sp(make_layout(2, 1, 1));
+    layout.cp = 2;
+    check_traffic(models::load_model("tiny"), layout);
+    layout = make_layout(1, 1, 2);
+    layout.cp = 2;
+    layout.zero = 1;
+    check_traffic(models::load_model("tiny"), layout);
+  }
+}
+
+TEST_SUITE("mpi4") {
   TEST_CASE("collective calls and bytes match the planner: pp2 interleaved x dp2, ZeRO-2") {
     planner::Layout layout = make_layout(1, 2, 2);
     layout.schedule = planner::ScheduleKind::kInterleaved;
@@ -200,6 +229,18 @@ TEST_SUITE("mpi4") {
     planner::PlanOptions options;
     options.bucket_bytes = 10485;  // several buckets per chunk share
     check_traffic(models::load_model("tiny"), layout, options);
+  }
+  TEST_CASE("collective calls and bytes match the planner: pp2 3/1 split x dp2, ZeRO-3") {
+    planner::Layout layout = make_layout(1, 2, 2);
+    layout.stage_layers = {3, 1};
+    layout.zero = 3;
+    check_traffic(models::load_model("tiny"), layout);
+  }
+  TEST_CASE(
+      "collective calls and bytes match the planner: pp2 1/3 split x tp2, sequence parallel") {
+    planner::Layout layout = make_layout(2, 2, 1);
+    layout.stage_layers = {1, 3};
+    check_traffic(tiny_tied_learned(), sp(layout));
   }
   TEST_CASE("collective calls and bytes match the planner: dp4 ZeRO-3, small buckets") {
     planner::Layout layout = make_layout(1, 1, 4, 1, 16);

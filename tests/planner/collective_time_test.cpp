@@ -3,8 +3,9 @@
 // Ring algorithms (nccl-tests doc/PERFORMANCE.md; Patarasuk & Yuan 2009): on n ranks every rank
 // sends 2(n-1)/n of the buffer for an all-reduce in 2(n-1) steps, (n-1)/n for an all-gather or
 // reduce-scatter in n-1 steps. Time = volume / (link bandwidth * collective efficiency) +
-// steps * latency. A group spanning nodes runs an intra-node tier on NVLink and an inter-node
-// tier on the NICs (one per GPU, all in parallel) on 1/local of the buffer.
+// steps * latency. An all-reduce spanning nodes runs an intra-node tier on NVLink and an
+// inter-node tier on the NICs (one per GPU, all in parallel) on 1/local of the buffer; an
+// all-gather or reduce-scatter spanning nodes is one flat ring over all ranks.
 
 #include <doctest/doctest.h>
 
@@ -77,16 +78,30 @@ TEST_CASE("hierarchical all-reduce and all-gather across two nodes, by hand") {
   //            = 0.06 s + 24 us = 0.060024 s.
   CHECK(collective_seconds(cluster, CollectiveKind::kAllReduce, kGigabyte, 16, 1) ==
         doctest::Approx(0.060024).epsilon(kRoundingTolerance));
-  // All-gather = inter all-gather of 1/8 GB over 2: 1/2 * 0.125e9 / 5e9 = 0.0125 s + 5 us
-  //            + intra all-gather of 1 GB over 8: 0.0175 s + 7 us = 0.030012 s.
+  // All-gather (NCCL: ring only, NVIDIA/nccl#1473) = one flat ring over the 16 ranks. Bus
+  // bandwidth min(NVLink 50e9, 8 NICs * 10e9 * 0.5 (nccl#1218's fraction of the node's NIC
+  // line rate)) = 40e9: 15/16 * 1e9 / 40e9 = 0.0234375 s; latency as NCCL's tuning model
+  // counts it: 16 - 2 NVLink steps * 1 us + 2 - 1 network steps * 5 us = 19 us.
   CHECK(collective_seconds(cluster, CollectiveKind::kAllGather, kGigabyte, 16, 1) ==
-        doctest::Approx(0.030012).epsilon(kRoundingTolerance));
+        doctest::Approx(0.0234565).epsilon(kRoundingTolerance));
   // 8 ranks placed 2 apart: 4 per node, 2 nodes. All-reduce =
   //   intra reduce-scatter over 4: 3/4 / 50 = 0.015 s + 3 us
   //   inter all-reduce of 1/4 GB over 2: 2 * 1/2 * 0.25e9 / 5e9 = 0.05 s + 10 us
   //   intra all-gather over 4: 0.015 s + 3 us          = 0.080016 s.
   CHECK(collective_seconds(cluster, CollectiveKind::kAllReduce, kGigabyte, 8, 2) ==
         doctest::Approx(0.080016).epsilon(kRoundingTolerance));
+}
+
+TEST_CASE("all-gather and reduce-scatter at scale: latency grows with every rank of the ring") {
+  const models::ClusterConfig cluster = round_cluster();
+  // 1024 ranks in 128 nodes of 8: 1023/1024 * 1e9 / 40e9 = 0.0249755859375 s, plus
+  // (1024 - 128) * 1 us + 127 * 5 us = 0.001531 s of latency: 0.0265065859375 s.
+  CHECK(collective_seconds(cluster, CollectiveKind::kReduceScatter, kGigabyte, 1024, 1) ==
+        doctest::Approx(0.0265065859375).epsilon(kRoundingTolerance));
+  // 8 ranks placed 2 apart, 4 per node on 2 nodes, sharing 4 NICs: min(50e9, 4 * 10e9 * 0.5)
+  // = 20e9: 7/8 * 1e9 / 20e9 = 0.04375 s, plus 6 * 1 us + 1 * 5 us = 0.043761 s.
+  CHECK(collective_seconds(cluster, CollectiveKind::kAllGather, kGigabyte, 8, 2) ==
+        doctest::Approx(0.043761).epsilon(kRoundingTolerance));
 }
 
 TEST_CASE("point-to-point: one message, one latency; NVLink only within a node") {

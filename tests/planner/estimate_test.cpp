@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "meshplan/cost_model.h"
+#include "meshplan/dp_buckets.h"
 #include "meshplan/models.h"
 #include "meshplan/schedule.h"
 #include "planner_test_util.h"
@@ -181,6 +182,32 @@ TEST_CASE("estimate: gradient all-reduce fully exposed without overlap; optimize
   // With overlap the exposed part can only shrink.
   const PlanEstimate overlapped = estimate_plan(model, cluster, make_layout(1, 1, 8, 1, 8));
   CHECK(overlapped.breakdown.dp_comm_exposed_seconds <= e.breakdown.dp_comm_exposed_seconds);
+}
+
+TEST_CASE("estimate: ZeRO-3 exposes the first gather, the last reduce and each unit's excess") {
+  // uniform_model (32 layers) on 64 GPUs (8 nodes), dp 64, ZeRO 3, batch 128 in m = 2
+  // micro-batches of 1 per replica. Per micro-batch and
+  // unit (layer): all-gather g and reduce-scatter r from dp_buckets, forward f_u = f / 32 and
+  // backward b_u = b / 32 from the stage's chunk costs. One-unit prefetch (FSDP):
+  //   exposed = g + 31 max(0, g - f_u) + 31 max(0, g + r - b_u) + r per micro-batch.
+  const models::TransformerConfig model = uniform_model();
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  Layout layout = make_layout(1, 1, 64, 1, 128);
+  layout.zero = 3;
+  const PlanEstimate e = estimate_plan(model, cluster, layout);
+  const DpBuckets buckets = dp_buckets(model, cluster, layout, PlanOptions{}, 0);
+  REQUIRE(total_calls(buckets.chunk_param) == 32);
+  const double g = total_seconds(buckets.chunk_param) / 32.0;
+  const double r = total_seconds(buckets.chunk_grad) / 32.0;
+  const ChunkCost& chunk = e.stages[0].chunks[0];
+  const double f_u = chunk.forward_seconds() / 32.0;
+  const double b_u = chunk.backward_seconds() / 32.0;
+  const double per_micro_batch =
+      g + 31.0 * std::max(0.0, g - f_u) + 31.0 * std::max(0.0, g + r - b_u) + r;
+  CHECK(e.breakdown.dp_comm_exposed_seconds ==
+        doctest::Approx(2.0 * per_micro_batch).epsilon(kRoundingTolerance));
+  // Whatever the compute, at least the first gather and the last reduce of every micro-batch.
+  CHECK(e.breakdown.dp_comm_exposed_seconds >= 2.0 * (g + r));
 }
 
 TEST_CASE("estimate: an invalid layout comes back infeasible with its reason") {

@@ -154,7 +154,16 @@ TEST_CASE("expert-parallel validity rules name what is wrong") {
   CHECK(reason(dense, with_ep(make_layout(1, 1, 2, 1, 2), 2)) ==
         "ep: expert parallelism needs a mixture-of-experts model (ep 2, num_experts 0)");
   CHECK(reason(tiny_moe(), with_ep(make_layout(1, 1, 2, 1, 2), 4)) ==
-        "ep_dp: ep must divide dp: experts are split over data-parallel ranks (2 % 4)");
+        "ep_dp: ep must divide dp*cp: experts are split over data- and context-parallel ranks "
+        "(2 % 4)");
+  // Experts are laid over the dp x cp ranks (Megatron-Core: ep * expert_dp = dp * cp): with
+  // dp 1 and cp 2, ep 2 passes the rule and ep 4 does not.
+  Layout cp2 = make_layout(1, 1, 1, 1, 1);
+  cp2.cp = 2;
+  CHECK(check_layout(tiny_moe(), local_cpu(), 2, with_ep(cp2, 2)).code != "ep_dp");
+  CHECK(reason(tiny_moe(), with_ep(cp2, 4)) ==
+        "ep_dp: ep must divide dp*cp: experts are split over data- and context-parallel ranks "
+        "(2 % 4)");
   CHECK(reason(tiny_moe(), with_ep(make_layout(1, 1, 3, 1, 3), 3)) ==
         "ep_experts: num_experts not divisible by ep (4 % 3)");
   CHECK(reason(tiny_moe(), make_layout(2, 1, 1, 1, 1)) ==
@@ -165,7 +174,7 @@ TEST_CASE("expert-parallel validity rules name what is wrong") {
   CHECK(reason(tiny_moe(), zero3) == "moe_zero3: ZeRO-3 of expert parameters is not modelled");
 }
 
-TEST_CASE("an all-to-all over nodes is costed on the NICs") {
+TEST_CASE("an all-to-all over nodes: NVLink and NIC shares at once, or the NICs alone") {
   const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
   const double bytes = 1 << 20;
   const double nvlink =
@@ -175,8 +184,15 @@ TEST_CASE("an all-to-all over nodes is costed on the NICs") {
   // 8 ranks in one node: 7/8 of the buffer over NVLink, 7 latency steps.
   CHECK(collective_seconds(cluster, CollectiveKind::kAllToAll, 1 << 20, 8, 1) ==
         doctest::Approx(7.0 / 8.0 * bytes / nvlink + 7 * cluster.intra_node_latency_seconds));
-  // 16 ranks over two nodes: 15/16 of it at the NIC rate, 15 inter-node steps.
+  // 16 ranks filling two nodes: 7/16 of each buffer to the node's other members over NVLink and
+  // 8/16 through the rank's NIC, both at once; the slower share sets the pace.
+  const double two_nodes =
+      std::max(7.0 / 16.0 * bytes / nvlink + 7 * cluster.intra_node_latency_seconds,
+               8.0 / 16.0 * bytes / nic + 8 * cluster.inter_node_latency_seconds);
   CHECK(collective_seconds(cluster, CollectiveKind::kAllToAll, 1 << 20, 16, 1) ==
+        doctest::Approx(two_nodes));
+  // One rank per node (stride 8): all 15/16 of the buffer at the NIC rate, 15 inter-node steps.
+  CHECK(collective_seconds(cluster, CollectiveKind::kAllToAll, 1 << 20, 16, 8) ==
         doctest::Approx(15.0 / 16.0 * bytes / nic + 15 * cluster.inter_node_latency_seconds));
 }
 

@@ -58,12 +58,15 @@ TEST_CASE("padded_vocab_size: smallest multiple of tp") {
   CHECK(padded_vocab_size(llama, 8) == 32000);  // 32000 = 8 * 4000: already a multiple
 }
 
-TEST_CASE("layers_per_chunk: l / (pp * vpp)") {
+TEST_CASE("stage_layer_range, even split: l / (pp * vpp) per chunk") {
   const models::TransformerConfig gpt3 = models::load_model("gpt3-175b");
   Layout layout = make_layout(8, 8, 1, 1, 8);
-  CHECK(layers_per_chunk(gpt3, layout) == 12);  // 96 / 8
+  CHECK(stage_layer_range(gpt3, layout, 2, 0).count() == 12);  // 96 / 8
+  CHECK(stage_layer_range(gpt3, layout, 2, 0).first == 24);    // stages 0, 1 hold 0-23
   layout.vpp = 3;
-  CHECK(layers_per_chunk(gpt3, layout) == 4);  // 96 / (8 * 3)
+  CHECK(stage_layer_range(gpt3, layout, 2, 1).count() == 4);  // 96 / (8 * 3)
+  CHECK(stage_layer_range(gpt3, layout, 2, 1).first == 40);   // virtual stage 1 * 8 + 2 = 10
+  CHECK(stage_layer_count(gpt3, layout, 2) == 12);            // 3 chunks of 4
 }
 
 TEST_CASE("Llama-2 7B, tp 8, pp 4: per-stage counts and the sum over ranks") {

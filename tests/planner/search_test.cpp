@@ -343,3 +343,42 @@ TEST_CASE("frameworks restrict the search; a fixed flag none can run is an input
 
 }  // namespace
 }  // namespace meshplan::planner
+
+namespace meshplan::planner {
+namespace {
+
+TEST_CASE("memory headroom: exactly the plans within hbm - headroom stay, the rest are counted") {
+  // llama2-7b on 8 A100 80 GiB, 16 sequences: every feasible plan without headroom, then with
+  // half the GPU kept free. Expected: the plans of the first search whose peak is at most
+  // hbm / 2, counted here independently of the second search.
+  const models::TransformerConfig model = models::load_model("llama2-7b");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  SearchSpace space;
+  space.num_gpus = 8;
+  space.global_batch = 16;
+  const SearchResult all = search_layouts(model, cluster, space, {}, Objective::kTime, 100'000);
+  REQUIRE(static_cast<int64_t>(all.best.size()) == all.num_feasible);
+  space.memory_headroom_bytes = cluster.gpu.hbm_bytes / 2;
+  const int64_t limit_bytes = cluster.gpu.hbm_bytes - space.memory_headroom_bytes;
+  int64_t within = 0;
+  for (const PlanEstimate& e : all.best) {
+    within += e.peak_memory_bytes <= limit_bytes ? 1 : 0;
+  }
+  REQUIRE(within > 0);
+  REQUIRE(within < all.num_feasible);  // the headroom must bite for this test to mean anything
+  const SearchResult kept = search_layouts(model, cluster, space, {}, Objective::kTime, 100'000);
+  CHECK(kept.num_feasible == within);
+  CHECK(kept.rejections.at("memory_headroom") == all.num_feasible - within);
+  for (const PlanEstimate& e : kept.best) {
+    CHECK(e.peak_memory_bytes <= limit_bytes);
+  }
+  space.memory_headroom_bytes = cluster.gpu.hbm_bytes;
+  CHECK_THROWS_WITH_AS(
+      search_layouts(model, cluster, space, {}, Objective::kTime, 1),
+      "memory_headroom_bytes: must be at least 0 and less than the GPU's 85899345920 bytes "
+      "(85899345920)",
+      InputError);
+}
+
+}  // namespace
+}  // namespace meshplan::planner

@@ -1,10 +1,12 @@
-// validate_runs (planner/validation.cpp): the issue's accuracy bar on the 27 published runs,
-// the run's own hardware and software, searched dimensions, and malformed runs files.
+// validate_runs (planner/validation.cpp): the accuracy bars on the 42 published runs of the
+// project set (27 the efficiency parameters were chosen on, 15 held out), the run's own
+// hardware and software, searched dimensions, and malformed runs files.
 
 #include "meshplan/validation.h"
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -22,14 +24,81 @@ using test::input_error;
 // The project's copy of the published runs (validation/README.md); missing data fails the test.
 const std::string kPublicRuns = std::string(MESHPLAN_SOURCE_DIR) + "/validation/public_runs.json";
 
-TEST_CASE("public runs: mean |error| <= 10%, no run over 20% (issue 4, Sec. 5)") {
+// |error| of each predicted run, as the README defines it: 100 |predicted - published| /
+// published.
+std::vector<double> abs_errors(const ValidationReport& report, bool chosen_on) {
+  std::vector<double> errors;
+  for (const ValidationRun& run : report.runs) {
+    if (run.predicted && run.used_for_parameters == chosen_on) {
+      errors.push_back(100.0 * std::fabs(run.predicted->step_time_s - run.published_step_time_s) /
+                       run.published_step_time_s);
+    }
+  }
+  return errors;
+}
+
+double mean_of(const std::vector<double>& values) {
+  double sum = 0;
+  for (double value : values) {
+    sum += value;
+  }
+  return values.empty() ? 0.0 : sum / static_cast<double>(values.size());
+}
+
+double max_of(const std::vector<double>& values) {
+  return values.empty() ? 0.0 : *std::max_element(values.begin(), values.end());
+}
+
+const ValidationReport& public_report() {
+  static const ValidationReport report = validate_runs(read_json_file(kPublicRuns), kPublicRuns);
+  return report;
+}
+
+// Issue 10's bars for the whole project set. NOT met today (README, Validation: 6.1% mean,
+// 23.9% max over the 42 runs; the held-out runs 9.4% / 23.9%, gpt-neox-20b the worst, and the
+// 27 chosen-on runs 4.3% / 12.1%). should_fail() records that: this case fails the day the
+// bars hold, and then loses the decorator.
+TEST_CASE("project runs: mean |error| <= 5%, max <= 12% (issue 10 bars, not met yet)" *
+          doctest::should_fail()) {
+  REQUIRE(std::filesystem::exists(kPublicRuns));
+  const ValidationReport& report = public_report();
+  std::vector<double> all = abs_errors(report, true);
+  const std::vector<double> held_out = abs_errors(report, false);
+  all.insert(all.end(), held_out.begin(), held_out.end());
+  CHECK(mean_of(all) <= 5.0);
+  CHECK(max_of(all) <= 12.0);
+}
+
+TEST_CASE("project runs: every run predicted; chosen-on and held-out errors reported apart") {
+  REQUIRE(std::filesystem::exists(kPublicRuns));
+  const ValidationReport& report = public_report();
+  CHECK(report.num_not_predicted == 0);
+  const std::vector<double> chosen_on = abs_errors(report, true);
+  const std::vector<double> held_out = abs_errors(report, false);
+  CHECK(chosen_on.size() == 27);  // the runs the GEMM pairs were chosen on (cluster presets)
+  CHECK(held_out.size() == 15);   // moved from candidate_runs.json, never used to choose them
+  CHECK(report.chosen_on.num_predicted == chosen_on.size());
+  CHECK(report.held_out.num_predicted == held_out.size());
+  // Same sums and maxima in another order: rounding only.
+  CHECK(report.chosen_on.mean_abs_error_pct == doctest::Approx(mean_of(chosen_on)).epsilon(1e-12));
+  CHECK(report.chosen_on.max_abs_error_pct == doctest::Approx(max_of(chosen_on)).epsilon(1e-12));
+  CHECK(report.held_out.mean_abs_error_pct == doctest::Approx(mean_of(held_out)).epsilon(1e-12));
+  CHECK(report.held_out.max_abs_error_pct == doctest::Approx(max_of(held_out)).epsilon(1e-12));
+  // The issue-4 bar the chosen-on runs were held to (mean <= 10%, none over 20%).
+  CHECK(mean_of(chosen_on) <= 10.0);
+  CHECK(max_of(chosen_on) <= 20.0);
+  MESSAGE("chosen on: mean |error| " << mean_of(chosen_on) << "%, max " << max_of(chosen_on)
+                                     << "%; held out: mean " << mean_of(held_out) << "%, max "
+                                     << max_of(held_out) << "%");
+}
+
+TEST_CASE("public runs: layouts and software as published, error as the README defines it") {
   INFO(kPublicRuns);
   REQUIRE(std::filesystem::exists(kPublicRuns));
   const nlohmann::json runs_file = read_json_file(kPublicRuns);
-  const ValidationReport report = validate_runs(runs_file, kPublicRuns);
+  const ValidationReport& report = public_report();
   REQUIRE(report.runs.size() == runs_file.at("runs").size());
-  CHECK(report.runs.size() == 27);  // the README: 27 published training runs
-  CHECK(report.num_not_predicted == 0);
+  CHECK(report.runs.size() == 42);  // the README: 42 published training runs
 
   double sum = 0, worst = 0;
   for (size_t i = 0; i < report.runs.size(); ++i) {
@@ -38,11 +107,15 @@ TEST_CASE("public runs: mean |error| <= 10%, no run over 20% (issue 4, Sec. 5)")
     CAPTURE(run.id);
     REQUIRE(run.predicted.has_value());
     CHECK(run.id == published.at("id").get<std::string>());
-    // Every source states its software (version 2), and the stated options are the ones the
-    // source text implied before (software_options), so no figure moved with the format.
-    CHECK(run.framework == "megatron");
+    // Every source states its software (version 2). The Megatron runs' stated options are the
+    // ones their source text implied before (software_options), so no figure moved with the
+    // format.
+    CHECK(run.used_for_parameters == published.at("used_for_parameters").get<bool>());
+    CHECK(run.framework == published.at("framework").get<std::string>());
     CHECK(run.options_stated);
-    CHECK(run.options == software_options(run.source));
+    if (run.framework == "megatron") {
+      CHECK(run.options == software_options(run.source));
+    }
     CHECK(run.published_step_time_s == published.at("published").at("step_time_s").get<double>());
     // error_pct = 100 (predicted - published) / published (the README's definition).
     const double error = 100.0 * (run.predicted->step_time_s - run.published_step_time_s) /
@@ -51,7 +124,6 @@ TEST_CASE("public runs: mean |error| <= 10%, no run over 20% (issue 4, Sec. 5)")
     CHECK(run.predicted->feasible);
     sum += std::fabs(error);
     worst = std::max(worst, std::fabs(error));
-    CHECK(std::fabs(error) <= 20.0);
 
     // Every layout field the source gives is kept; the null ones are the searched ones.
     const nlohmann::json& layout = published.at("layout");
@@ -91,7 +163,6 @@ TEST_CASE("public runs: mean |error| <= 10%, no run over 20% (issue 4, Sec. 5)")
   }
   const double mean = sum / static_cast<double>(report.runs.size());
   MESSAGE("public runs: mean |error| " << mean << "%, max " << worst << "%");
-  CHECK(mean <= 10.0);
   CHECK(report.mean_abs_error_pct == doctest::Approx(mean).epsilon(1e-12));  // rounding only
   CHECK(report.max_abs_error_pct == doctest::Approx(worst).epsilon(1e-12));
 }

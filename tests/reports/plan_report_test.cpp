@@ -61,13 +61,26 @@ TEST_CASE("plan report: each row and its JSON record are the same plan, best fir
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::vector<std::string> row = fields(rows[i]);
     const nlohmann::json& record = report.json.at("plans")[i];
-    REQUIRE(row.size() == 14);
+    REQUIRE(row.size() == 17);
     CHECK(row[0] == std::to_string(i + 1));
     CHECK(row[1] == std::to_string(record.at("layout").at("tp").get<int64_t>()));
     CHECK(row[2] == std::to_string(record.at("layout").at("pp").get<int64_t>()));
     CHECK(row[3] == std::to_string(record.at("layout").at("dp").get<int64_t>()));
     // The step column (4 decimals) is the record's step time, rounded.
     CHECK(row[11] == fmt::format("{:.4f}", record.at("step_time_s").get<double>()));
+    // m = global_batch / (dp x micro_batch) = 1536 / (dp x mb), from the record's layout.
+    const nlohmann::json& layout = record.at("layout");
+    const int64_t m =
+        1536 / (layout.at("dp").get<int64_t>() * layout.at("micro_batch").get<int64_t>());
+    CHECK(row[14] == std::to_string(m));
+    CHECK(record.at("num_micro_batches") == m);
+    const nlohmann::json& b = record.at("step_breakdown");
+    CHECK(row[15] == fmt::format("{:.4f}", b.at("bubble_seconds").get<double>()));
+    // Exposed communication: tp exposed + pp transfers + dp exposed (plan_report.h).
+    const double exposed = b.at("tp_comm_exposed_seconds").get<double>() +
+                           b.at("pp_transfer_seconds").get<double>() +
+                           b.at("dp_comm_exposed_seconds").get<double>();
+    CHECK(row[16] == fmt::format("{:.4f}", exposed));
     if (i > 0) {
       CHECK(report.json.at("plans")[i - 1].at("step_time_s").get<double>() <=
             record.at("step_time_s").get<double>());
@@ -128,8 +141,16 @@ TEST_CASE("validation report: a run not predicted has null figures, its reason, 
   CHECK(json.at("num_predicted") == 2);
   CHECK(json.at("num_not_predicted") == 1);
   CHECK(report.table.find("# 3 runs, 2 predicted: ") != std::string::npos);
-  CHECK(report.table.find("; 1 not predicted\n# FAILED: 1 of 3 runs not predicted\n") !=
-        std::string::npos);
+  // The fixture marks no run used_for_parameters: all predicted runs are held out.
+  CHECK(report.table.find("; 1 not predicted\n# efficiency parameters chosen on: no predicted "
+                          "run\n# held out (not used to choose them): 2 predicted runs, mean "
+                          "|error| ") != std::string::npos);
+  CHECK(report.table.find("%\n# FAILED: 1 of 3 runs not predicted\n") != std::string::npos);
+  CHECK(json.at("chosen_on").at("num_predicted") == 0);
+  CHECK(json.at("chosen_on").at("mean_abs_error_pct").is_null());
+  CHECK(json.at("held_out").at("num_predicted") == 2);
+  CHECK(json.at("held_out").at("mean_abs_error_pct").get<double>() ==
+        validation.mean_abs_error_pct);  // the same two runs
   CHECK(report.table.find("#                                 run framework  predicted  published"
                           "    error  layout") == 0);
   CHECK(report.table.find("\n#                                                      (s)        (s)"

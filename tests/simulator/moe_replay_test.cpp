@@ -44,7 +44,7 @@ TEST_CASE("MoE: dispatch and combine all-to-alls are tasks of the planner's dura
   CHECK(num_forward + num_backward == 4);
 }
 
-TEST_CASE("MoE: expert gradient reduction over dp / ep > 1 is refused by name") {
+TEST_CASE("MoE: expert gradient reduction over dp*cp/ep > 1 is refused by name") {
   planner::Plan plan;
   plan.model = models::load_model("tiny-moe");
   plan.cluster = models::load_cluster("local-cpu");
@@ -57,7 +57,7 @@ TEST_CASE("MoE: expert gradient reduction over dp / ep > 1 is refused by name") 
   } catch (const InputError& e) {
     CHECK(std::string(e.what()) ==
           "moe.json: layout: the simulator does not replay the expert gradient reduction of a "
-          "mixture-of-experts plan with dp / ep > 1 yet (tp=1 pp=1 dp=2 vpp=1 mb=1 "
+          "mixture-of-experts plan with dp*cp/ep > 1 yet (tp=1 pp=1 dp=2 vpp=1 mb=1 "
           "recompute=none sp=off zero=0 schedule=1f1b); plan it with meshplan plan");
   }
 }

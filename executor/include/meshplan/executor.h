@@ -104,4 +104,8 @@ ExecuteReport execute_plan(const planner::Plan& plan, const ExecuteOptions& opti
 /// Throws InputError on every rank otherwise: "<path>: <flag>: cannot write the file (<why>)".
 void check_output_file(const std::string& path, const std::string& flag, MPI_Comm world);
 
+/// Throws InputError "<source>: <field>: ..." for a plan the CPU executor cannot run (precision
+/// other than fp32, alibi, ZeRO 3 with vpp > 1, ...): what load_plan checks, without MPI.
+void validate_plan_for_executor(const planner::Plan& plan, const std::string& source);
+
 }  // namespace meshplan::executor

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,20 @@ void validate_model(const TransformerConfig& model, const std::string& source);
 /// Hugging Face config.json (detected by its `architectures` or `model_type` field). Throws
 /// InputError.
 TransformerConfig load_model(const std::string& name_or_path);
+
+/// Training length used for a Hugging Face config that states none (no "seq_length"): its
+/// max_position_embeddings is the longest context the positions support (131,072 for Qwen2-7B),
+/// not what it was pretrained at. 4,096 is Llama 2's pretraining context (Touvron et al. 2023,
+/// Table 1) and Qwen2's before its long-context stage (Yang et al. 2024, Sec. 3.2).
+inline constexpr int64_t kHfDefaultSeqLength = 4096;
+
+/// The model to train: load_model(name_or_path) at `seq_len` when given (validated again with
+/// source "--seq-len": a sliding window must cover it); else, for a Hugging Face config without
+/// "seq_length", at min(max_position_embeddings, kHfDefaultSeqLength), with `*note` set to one
+/// line saying so and why (left empty otherwise). Throws InputError as load_model and
+/// validate_model do.
+TransformerConfig load_training_model(const std::string& name_or_path,
+                                      const std::optional<int64_t>& seq_len, std::string* note);
 TransformerConfig model_from_json(const nlohmann::json& json, const std::string& source);
 /// The model format's "activation", "norm" and "positions" fields of `json`; InputError
 /// "<source>: <field>: unsupported <field> (<text>); supported: ..." otherwise.
@@ -141,6 +156,7 @@ struct GpuSpec {
   std::string name;                       // "A100-SXM4-80GB"
   double peak_bf16_flops_per_second = 0;  // dense tensor-core peak, e.g. 312e12 (A100)
   double peak_fp32_flops_per_second = 0;  // dense fp32 peak (non tensor core), e.g. 19.5e12
+  double peak_fp8_flops_per_second = 0;   // dense FP8 tensor-core peak; 0: no FP8 (A100)
   int64_t hbm_bytes = 0;                  // e.g. 80e9
   double hbm_bytes_per_second = 0;        // e.g. 2.039e12
 
@@ -155,6 +171,7 @@ struct ComputeEfficiency {
   double attention_efficiency = 0;      // fused (flash) attention throughput / peak
   double hbm_efficiency = 0;            // achieved / datasheet HBM bandwidth, memory-bound ops
   double collective_efficiency = 0;     // achieved NCCL bus bandwidth / link line rate
+  double fp8_gemm_peak_efficiency = 0;  // large FP8 GEMM throughput / FP8 peak; 0: no FP8
 
   bool operator==(const ComputeEfficiency&) const = default;
 };

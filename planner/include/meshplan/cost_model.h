@@ -4,6 +4,7 @@
 // functions and never restate them. Units: bytes, seconds, FLOPs.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,9 +23,28 @@ inline constexpr int64_t kDefaultBucketBytes = 25 * kBytesPerMiB;
 /// and sets the memory accounting (planner/memory.cpp); README "Frameworks" lists each rule with
 /// its version and source. kMeshplan is this project's executor.
 enum class Framework { kMegatron, kDeepSpeed, kFsdp, kMeshplan };
+
+/// How context-parallel attention moves the sequence (Megatron-Core TransformerConfig
+/// cp_comm_type, d98e8a64): kP2p passes K/V chunks around a ring of the cp ranks, overlapped
+/// with attention compute (Transformer Engine's AttnFuncWithCPAndKVP2P, after Liu et al. 2023
+/// "Ring Attention"); kA2a scatters heads and gathers the sequence with all-to-alls before and
+/// after attention (DeepSpeed-Ulysses, Jacobs et al. 2023).
+enum class CpComm { kP2p, kA2a };
+std::string to_string(CpComm comm);
+/// "p2p", "a2a"; throws InputError naming `field` otherwise.
+CpComm parse_cp_comm(const std::string& text, const std::string& field);
 std::string to_string(Framework framework);
 /// "megatron", "deepspeed", "fsdp", "meshplan"; throws InputError naming `field` otherwise.
 Framework parse_framework(const std::string& text, const std::string& field);
+
+/// What the transformer layers' linear GEMMs run in (`plan --precision`). kFp8 is Transformer
+/// Engine's delayed-scaling FP8 (Micikevicius et al. 2022, "FP8 Formats for Deep Learning"):
+/// the QKV, attention-output and MLP GEMMs at the GPU's FP8 peak; attention, the LM head,
+/// weights' master copies, activations and all communication stay in the cluster's precision.
+enum class GemmPrecision { kBf16, kFp8 };
+std::string to_string(GemmPrecision precision);
+/// "bf16", "fp8"; throws InputError naming `field` otherwise.
+GemmPrecision parse_gemm_precision(const std::string& text, const std::string& field);
 
 /// Knobs of the training run that are not part of the layout.
 struct PlanOptions {
@@ -52,14 +72,19 @@ struct PlanOptions {
   // balancing loss); it multiplies the routed experts' GEMM time (the all-to-all stays at the
   // balanced volume). Not a measured figure: an explicit what-if.
   double moe_load_imbalance = 1.0;
+  // Context-parallel attention communication (only read when the layout's cp > 1).
+  CpComm cp_comm = CpComm::kP2p;
+  GemmPrecision gemm_precision = GemmPrecision::kBf16;  // --precision
 
   bool operator==(const PlanOptions&) const = default;
 };
 
 enum class CollectiveKind { kAllReduce, kAllGather, kReduceScatter, kSendRecv, kAllToAll };
-/// kEp: the expert-parallel group (ep ranks of the dp group); kExpertDp: the expert data
-/// parallel group (dp / ep ranks holding the same experts).
-enum class CommGroup { kTp, kPp, kDp, kEmbedding, kEp, kExpertDp };
+/// kDp is the gradient group of grad_group_size(layout) = dp * cp ranks; kCp the cp ranks of
+/// one (tp, dp, pp) coordinate, the ring of context-parallel attention; kEp the expert-parallel
+/// group (ep consecutive ranks of the dp * cp group); kExpertDp the expert data parallel group
+/// (dp * cp / ep ranks holding the same experts).
+enum class CommGroup { kTp, kPp, kDp, kEmbedding, kCp, kEp, kExpertDp };
 std::string to_string(CollectiveKind kind);
 std::string to_string(CommGroup group);
 
@@ -67,8 +92,8 @@ std::string to_string(CommGroup group);
 /// the full (unsharded) buffer of an all-reduce, the gathered output of an all-gather, the
 /// input of a reduce-scatter, the payload of a send. Bytes on the wire per rank follow from the
 /// ring algorithm: 2(n-1)/n, (n-1)/n, (n-1)/n and 1 times message_bytes (nccl-tests
-/// doc/PERFORMANCE.md); an all-to-all's message is what one rank sends in total, (n-1)/n of it
-/// leaving the rank (nccl-tests alltoall.cu's busbw factor).
+/// doc/PERFORMANCE.md); an all-to-all's message is each rank's whole send buffer, (n-1)/n of
+/// which leaves the rank (nccl-tests src/alltoall.cu AlltoAllGetBw).
 struct CollectiveTraffic {
   std::string what;  // "tp: attention output all-reduce (forward)"
   CollectiveKind kind = CollectiveKind::kAllReduce;
@@ -106,17 +131,20 @@ struct ChunkCost {
   double backward_input_compute_seconds = 0;   // B (includes recompute forward, if any)
   double backward_weight_compute_seconds = 0;  // W
   double backward_tp_comm_seconds = 0;         // exposed, recompute's included
+  double forward_cp_comm_seconds = 0;          // exposed cp attention traffic
+  double backward_cp_comm_seconds = 0;         // exposed, recompute's included
   double forward_ep_comm_seconds = 0;          // MoE all-to-alls (dispatch, combine), exposed
   double backward_ep_comm_seconds = 0;         // their backward (and recompute's)
   int64_t num_moe_layers = 0;                  // of num_layers
   int64_t forward_flops = 0;                   // matmul FLOPs executed, per rank
   int64_t backward_flops = 0;                  // recompute included
   double forward_seconds() const {
-    return forward_compute_seconds + forward_tp_comm_seconds + forward_ep_comm_seconds;
+    return forward_compute_seconds + forward_tp_comm_seconds + forward_cp_comm_seconds +
+           forward_ep_comm_seconds;
   }
   double backward_seconds() const {
     return backward_input_compute_seconds + backward_weight_compute_seconds +
-           backward_tp_comm_seconds + backward_ep_comm_seconds;
+           backward_tp_comm_seconds + backward_cp_comm_seconds + backward_ep_comm_seconds;
   }
 };
 
@@ -160,10 +188,11 @@ struct PlanEstimate {
 
 /// Checks the layout's validity rules (returns a non-empty code and reason on the first
 /// violation; memory is not checked here). Codes, in the order checked: "sizes", "gpus",
-/// "tp_heads", "tp_kv_heads", "tp_ffn", "tp_node", "pp_layers", "batch", "vpp_schedule" or
-/// "interleaved_micro_batches" (check_schedule_shape), "sequence_parallel", "zero", then the
-/// mixture-of-experts rules (check_moe_layout): "ep", "ep_dp", "ep_experts", "tp_expert_ffn",
-/// "moe_sequence_parallel", "moe_zero3".
+/// "tp_heads", "tp_kv_heads", "tp_ffn", "tp_node", "stage_layers" (an uneven split that
+/// check_stage_layers refuses) or "pp_layers" (even split, l % (pp vpp) != 0), "batch",
+/// "vpp_schedule" or "interleaved_micro_batches" (check_schedule_shape), "sequence_parallel",
+/// "zero", then check_cp_layout's, then the mixture-of-experts rules (check_moe_layout): "ep",
+/// "ep_dp", "ep_experts", "tp_expert_ffn", "moe_sequence_parallel", "moe_zero3".
 struct Validity {
   std::string code;
   std::string reason;
@@ -172,9 +201,21 @@ struct Validity {
 Validity check_layout(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                       int64_t num_gpus, const Layout& layout, bool allow_tp_across_nodes = false);
 
+/// Context-parallel rules of the layout alone (cp = 1 passes): "cp_seq" (seq_length divisible
+/// by 2 cp), "sequence_parallel" (seq_length / cp divisible by tp), "cp_placement" (tp-dp-pp).
+Validity check_cp_layout(const models::TransformerConfig& model, const Layout& layout);
+/// Context-parallel rules that need the options (cp = 1 passes): "cp_flash_attention",
+/// "cp_heads" and "cp_kv_heads" (a2a: heads divisible by tp * cp).
+Validity check_cp_options(const models::TransformerConfig& model, const Layout& layout,
+                          const PlanOptions& options);
+
 /// Whether `framework` can run `layout`: "" (ok) or code "framework" with a one-line reason
 /// naming the framework, the version read and the source that says so.
 Validity check_framework(Framework framework, const Layout& layout);
+
+/// Throws InputError when options.gemm_precision is fp8 and the cluster's GPU has no FP8 peak
+/// (A100) or the cluster trains in fp32: "<cluster>: precision: fp8: ...".
+void check_precision(const models::ClusterConfig& cluster, const PlanOptions& options);
 
 /// Full estimate of one layout (valid or not: an invalid one comes back infeasible, with its
 /// reason). Throws nothing for infeasible layouts.
@@ -193,18 +234,49 @@ int64_t padded_vocab_size(const models::TransformerConfig& model, int64_t tp);
 int64_t stage_parameter_count(const models::TransformerConfig& model, const Layout& layout,
                               int64_t stage);
 
-/// Layers in every model chunk: l / (pp * vpp), the same for each (stage, chunk). Precondition:
-/// divisible (check_layout's "pp_layers").
-int64_t layers_per_chunk(const models::TransformerConfig& model, const Layout& layout);
-
-/// The layers of model chunk `chunk` on pipeline rank `stage`: [first, first + count) in the
-/// model's order (virtual stage v = chunk * pp + stage holds layers v L .. v L + L - 1).
+/// Global transformer-layer indices [first, end) of one model chunk on one pipeline stage.
 struct LayerRange {
   int64_t first = 0;
-  int64_t count = 0;
-  /// MoE layers among them (TransformerConfig::is_moe_layer).
+  int64_t end = 0;
+  int64_t count() const { return end - first; }
+  /// MoE layers among them (TransformerConfig::is_moe_layer); 0 for a dense model.
   int64_t num_moe(const models::TransformerConfig& model) const;
 };
+
+/// The one rule of which layers a (stage, chunk) holds; planner, simulator and executor all
+/// read it. Even split (layout.stage_layers empty): virtual stage v = chunk * pp + stage holds
+/// [v L, (v + 1) L), L = l / (pp vpp) (Narayanan et al. 2021, Sec. 2.2.2). Uneven split:
+/// chunk c of stage s holds n_s / vpp layers starting at c l / vpp + sum_{j<s} n_j / vpp, as
+/// Megatron-Core's get_transformer_layer_offset and get_num_layers_to_build place them (vpp 1:
+/// stage s holds n_s layers after those of stages 0..s-1).
+/// Precondition: check_layout passed ("pp_layers", "stage_layers").
+LayerRange stage_layer_range(const models::TransformerConfig& model, const Layout& layout,
+                             int64_t stage, int64_t chunk);
+/// Transformer layers of pipeline stage `stage`, over all its chunks.
+int64_t stage_layer_count(const models::TransformerConfig& model, const Layout& layout,
+                          int64_t stage);
+
+/// Megatron-Core's uneven split (arguments.py --decoder-first-pipeline-num-layers and
+/// --decoder-last-pipeline-num-layers; transformer_config.py __post_init__): the given first
+/// and/or last stage counts (each >= 1), the other layers evenly over the remaining stages
+/// (which must divide them). Returns the per-stage list, or {} when it is the even split.
+/// Throws InputError "<field>: ..." naming what is wrong, with values.
+std::vector<int64_t> first_last_stage_layers(int64_t num_layers, int64_t pp,
+                                             std::optional<int64_t> first,
+                                             std::optional<int64_t> last, const std::string& field);
+
+/// Checks an explicit per-stage list against the model and pp: pp entries, each >= 1 (as
+/// Megatron-Core requires of first and last), summing to num_layers, each divisible by vpp (as
+/// Megatron-Core requires). Returns "" when fine, else one line without the source
+/// (check_layout's "stage_layers" reason).
+std::string check_stage_layers(const models::TransformerConfig& model, const Layout& layout);
+
+/// `stage_layers` with the even split mapped to {} (so even layouts compare and serialise as
+/// before the field existed).
+std::vector<int64_t> canonical_stage_layers(std::vector<int64_t> stage_layers);
+
+/// The layers of model chunk `chunk` on pipeline rank `stage`: stage_layer_range's, the one
+/// rule (even or uneven split); its num_moe counts the MoE layers among them.
 LayerRange chunk_layers(const models::TransformerConfig& model, const Layout& layout, int64_t stage,
                         int64_t chunk);
 
@@ -239,6 +311,38 @@ bool pipeline_scatter_gather(const Layout& layout, const PlanOptions& options);
 double pipeline_transfer_seconds(const models::TransformerConfig& model,
                                  const models::ClusterConfig& cluster, const Layout& layout,
                                  const PlanOptions& options, int64_t stage);
+
+/// Time of one m x n x k GEMM (2mnk FLOPs) at the cluster's peak times the shape-dependent
+/// efficiency e_max * x / (x + x_half), x = min(m, n, k) (compute_cost.cpp). meshplan calibrate
+/// fits e_max and x_half with it. FP8 GEMMs (Transformer Engine) run at the GPU's FP8 peak with
+/// their own e_max and the same x_half.
+double gemm_seconds(const models::ClusterConfig& cluster, double m, double n, double k,
+                    GemmPrecision precision = GemmPrecision::kBf16);
+
+/// Tokens of one micro-batch one rank computes: micro_batch * seq_length / cp (context
+/// parallelism shards the sequence; Megatron-Core get_batch_on_this_cp_rank gives each cp rank
+/// 2 of the 2 cp sequence chunks). Precondition: divisible (check_layout "cp_seq").
+int64_t rank_micro_batch_tokens(const models::TransformerConfig& model, const Layout& layout);
+
+/// Context-parallel attention traffic of one layer and one micro-batch on one rank (of its cp
+/// group), and the part of it the attention compute cannot hide. cp_attention.cpp gives the
+/// formulas and their sources.
+struct CpAttentionComm {
+  struct Call {
+    std::string what;                                 // the collective inventory's description
+    CollectiveKind kind = CollectiveKind::kSendRecv;  // send_recv (p2p ring), all_to_all (a2a)
+    int64_t message_bytes = 0;                        // one call, nccl-tests "size"
+    int64_t forward_calls = 0;                        // per layer forward (and recomputed one)
+    int64_t backward_calls = 0;                       // per layer backward
+  };
+  std::vector<Call> calls;              // empty when cp = 1
+  double forward_exposed_seconds = 0;   // per layer forward
+  double backward_exposed_seconds = 0;  // per layer backward
+};
+/// Precondition: check_layout passed.
+CpAttentionComm cp_attention_comm(const models::TransformerConfig& model,
+                                  const models::ClusterConfig& cluster, const Layout& layout,
+                                  const PlanOptions& options);
 
 /// Megatron-LM model FLOPs of one step (no recompute), generalised to GQA and SwiGLU:
 /// 6 * tokens * (matmul parameters per token) + attention scores term, see flops.cpp.

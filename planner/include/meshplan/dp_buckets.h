@@ -22,7 +22,8 @@ struct DpBucket {
   int64_t num_calls = 1;
 };
 
-/// A stage's data-parallel calls, by when they run. Empty lists when dp = 1.
+/// A stage's data-parallel calls, by when they run, over the dp x cp gradient group
+/// (grad_group_size; "dp" below means that group). Empty lists when dp * cp = 1.
 struct DpBuckets {
   // Once per step, as the last backward fills them: ZeRO-0 all-reduce of the unpadded
   // gradients (PyTorch DDP, Li et al. 2020, Sec. 3.2.3), ZeRO-1 reduce-scatter of the

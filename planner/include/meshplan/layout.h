@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace meshplan::planner {
 
@@ -13,14 +14,20 @@ enum class Recompute { kNone, kSelective, kFull };
 /// bottom); kZbH1 is Qi et al. 2023 "Zero Bubble Pipeline Parallelism", ZB-H1.
 enum class ScheduleKind { kGpipe, kOneFOneB, kInterleaved, kZbH1 };
 
-/// How global ranks map to (tp, dp, pp) coordinates. The first-named dimension varies fastest.
-/// kTpDpPp is Megatron-LM's default order: rank = tp_rank + tp * (dp_rank + dp * pp_rank).
+/// How global ranks map to (tp, cp, dp, pp) coordinates. The first-named dimension varies
+/// fastest, and context parallelism always sits between tp and the rest, as in Megatron-Core's
+/// order "tp-cp-ep-dp-pp" (megatron/core/parallel_state.py, initialize_model_parallel, d98e8a64).
+/// kTpDpPp is Megatron-LM's default order:
+///   rank = tp_rank + tp * (cp_rank + cp * (dp_rank + dp * pp_rank)).
+/// kTpPpDp: rank = tp_rank + tp * (cp_rank + cp * (pp_rank + pp * dp_rank)); it needs cp = 1
+/// (check_layout "cp_placement"), since its dp x cp gradient group has no single stride.
 enum class Placement { kTpDpPp, kTpPpDp };
 
 struct Layout {
   int64_t tp = 1;            // tensor model parallel size
   int64_t pp = 1;            // pipeline model parallel size
   int64_t dp = 1;            // data parallel size
+  int64_t cp = 1;            // context parallel size: the sequence split over cp ranks
   int64_t vpp = 1;           // virtual pipeline stages (model chunks) per pipeline rank
   int64_t micro_batch = 1;   // sequences per micro-batch
   int64_t global_batch = 1;  // sequences per optimizer step
@@ -30,12 +37,18 @@ struct Layout {
   ScheduleKind schedule = ScheduleKind::kOneFOneB;
   Placement placement = Placement::kTpDpPp;
   // Expert model parallel size (Megatron --expert-model-parallel-size): each MoE layer's experts
-  // are split over ep ranks taken from the data-parallel group (ep consecutive dp ranks, as
-  // Megatron's default order tp-cp-ep-dp-pp), so ep divides dp. Experts are tp-sharded as
-  // Megatron's default --expert-tensor-parallel-size = tp.
+  // are split over ep ranks taken from the gradient group dp x cp (ep consecutive ranks of it,
+  // as Megatron-Core's expert order tp-ep-dp-pp lays the experts over the dense cp x dp ranks),
+  // so ep divides dp * cp. Experts are tp-sharded as Megatron's default
+  // --expert-tensor-parallel-size = tp.
   int64_t ep = 1;
+  // Transformer layers of each pipeline stage, [pp]; empty: the even split, num_layers / pp on
+  // every stage. Set only for an uneven split: Megatron-Core's
+  // --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers or an explicit
+  // list. Read it through stage_layer_range (cost_model.h), never directly.
+  std::vector<int64_t> stage_layers;
 
-  int64_t num_gpus() const { return tp * pp * dp; }
+  int64_t num_gpus() const { return tp * cp * pp * dp; }
   /// Micro-batches per pipeline per step: global_batch / (dp * micro_batch).
   int64_t num_micro_batches() const { return global_batch / (dp * micro_batch); }
 
@@ -51,36 +64,49 @@ inline int64_t virtual_stage(int64_t pp, int64_t stage, int64_t chunk) {
   return chunk * pp + stage;
 }
 
-/// Expert data parallel size: the ranks holding the same experts, dp / ep (Megatron's
+/// Ranks that hold the same parameters and reduce their gradients together: dp * cp. Context-
+/// parallel ranks see different tokens of the same sequences, so Megatron-Core reduces
+/// gradients and shards its distributed optimizer over the data-parallel group "with context
+/// parallel" (distributed_data_parallel.py dp_cp_group; optimizer/__init__.py
+/// data_parallel_group=intra_dp_cp_group, d98e8a64). Every dp collective and ZeRO shard below
+/// is over this group.
+inline int64_t grad_group_size(const Layout& layout) {
+  return layout.dp * layout.cp;
+}
+
+/// Expert data parallel size: the ranks holding the same experts, dp * cp / ep (Megatron's
 /// expert-data-parallel group); expert gradients are reduced, and ZeRO-sharded, over it.
 inline int64_t expert_data_parallel(const Layout& layout) {
-  return layout.dp / layout.ep;
+  return grad_group_size(layout) / layout.ep;
 }
 /// The layout as expert parameters see it: ZeRO shards them over the expert data parallel
 /// group (Megatron's distributed optimizer keeps expert parameters in their own buffers,
-/// sharded over expert-data-parallel ranks), so dp becomes dp / ep.
+/// sharded over expert-data-parallel ranks), so the gradient group becomes dp * cp / ep.
 inline Layout expert_layout(const Layout& layout) {
   Layout expert = layout;
   expert.dp = expert_data_parallel(layout);
+  expert.cp = 1;
   expert.ep = 1;
   return expert;
 }
 
-/// ZeRO (Rajbhandari et al. 2020, Fig. 1): stage 1 shards optimizer states over dp, stage 2
-/// also gradients, stage 3 also parameters. With dp = 1 nothing is sharded.
+/// ZeRO (Rajbhandari et al. 2020, Fig. 1): stage 1 shards optimizer states over the gradient
+/// group (grad_group_size), stage 2 also gradients, stage 3 also parameters. With a group of
+/// one nothing is sharded.
 inline bool zero_shards_optimizer(const Layout& layout) {
-  return layout.zero >= 1 && layout.dp > 1;
+  return layout.zero >= 1 && grad_group_size(layout) > 1;
 }
 inline bool zero_shards_gradients(const Layout& layout) {
-  return layout.zero >= 2 && layout.dp > 1;
+  return layout.zero >= 2 && grad_group_size(layout) > 1;
 }
 inline bool zero_shards_parameters(const Layout& layout) {
-  return layout.zero >= 3 && layout.dp > 1;
+  return layout.zero >= 3 && grad_group_size(layout) > 1;
 }
-/// Elements of `count` one rank updates: ceil(count / dp) when ZeRO shards the optimizer (the
-/// buffer is padded to a multiple of dp), else all of them.
+/// Elements of `count` one rank updates: ceil(count / (dp cp)) when ZeRO shards the optimizer
+/// (the buffer is padded to a multiple of dp cp), else all of them.
 inline int64_t zero_shard_count(const Layout& layout, int64_t count) {
-  return zero_shards_optimizer(layout) ? (count + layout.dp - 1) / layout.dp : count;
+  const int64_t group = grad_group_size(layout);
+  return zero_shards_optimizer(layout) ? (count + group - 1) / group : count;
 }
 
 /// Whether (schedule, pp, vpp, micro-batches) can be scheduled: interleaved needs pp >= 2,
@@ -92,6 +118,7 @@ std::string check_schedule_shape(ScheduleKind schedule, int64_t pp, int64_t vpp,
 
 struct RankCoords {
   int64_t tp_rank = 0;
+  int64_t cp_rank = 0;
   int64_t dp_rank = 0;
   int64_t pp_rank = 0;
 };
@@ -108,8 +135,12 @@ Recompute parse_recompute(const std::string& text, const std::string& field);
 ScheduleKind parse_schedule(const std::string& text, const std::string& field);
 Placement parse_placement(const std::string& text, const std::string& field);
 
-/// "tp=8 pp=4 dp=32 vpp=1 mb=1 recompute=full sp=off zero=0 schedule=1f1b", then " ep=8" when
-/// ep > 1
+/// "tp=8 pp=4 dp=32 vpp=1 mb=1 recompute=full sp=off zero=0 schedule=1f1b"; " cp=C" follows
+/// dp when cp > 1, " stage_layers=7,8,...,8,7" follows when the split is uneven, and " ep=E"
+/// ends it when ep > 1.
 std::string describe(const Layout& layout);
+
+/// "7,8,8,7": a stage-layer list as the CLI and the reports spell it.
+std::string format_stage_layers(const std::vector<int64_t>& stage_layers);
 
 }  // namespace meshplan::planner

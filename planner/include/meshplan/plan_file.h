@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <vector>
 
 #include "meshplan/cost_model.h"
 #include "meshplan/layout.h"
@@ -37,13 +38,20 @@ void write_plan_file(const std::string& path, const Plan& plan, const nlohmann::
 Plan read_plan_file(const std::string& path);
 
 /// Layout <-> JSON object {tp, pp, dp, vpp, micro_batch, global_batch, recompute,
-/// sequence_parallel, zero, schedule, placement}.
+/// sequence_parallel, zero, schedule, placement[, cp][, stage_layers]}; cp is written only when
+/// > 1 and read as 1 when absent, stage_layers only when the split is uneven.
 nlohmann::json layout_to_json(const Layout& layout);
 Layout layout_from_json(const nlohmann::json& json, const std::string& source);
 
+/// The plan file's optional layout field "stage_layers": a non-empty array of integers, the
+/// even split canonicalised to {} (check_layout checks it against the model). Throws InputError
+/// "<where>: stage_layers: ..." on a wrong type.
+std::vector<int64_t> stage_layers_from_json(const nlohmann::json& json, const std::string& where);
+
 /// PlanOptions <-> the plan file's JSON object {flash_attention, overlap_grad_reduce,
 /// overlap_param_gather, overlap_tp_comm, scatter_gather_pipeline, bucket_bytes,
-/// allow_tp_across_nodes}. Throws InputError "<source>: options: <key>: ..." for an unknown key, a
+/// allow_tp_across_nodes, framework[, cp_comm]}; cp_comm is written only when not "p2p" and
+/// optional on reading. Throws InputError "<source>: options: <key>: ..." for an unknown key, a
 /// wrong type or bucket_bytes < 1. Without `defaults` every key is required (plan files); with
 /// them an absent key keeps its value from `defaults` (validation runs state only what they know).
 nlohmann::json options_to_json(const PlanOptions& options);

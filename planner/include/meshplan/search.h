@@ -30,15 +30,36 @@ struct SearchSpace {
   int64_t num_gpus = 0;
   int64_t global_batch = 0;
   std::optional<int64_t> tp, pp, dp, vpp, micro_batch;
-  // Expert parallel size; unset: every divisor of dp that divides num_experts for an MoE
+  // Expert parallel size; unset: every divisor of dp * cp that divides num_experts for an MoE
   // model, 1 for a dense one.
   std::optional<int64_t> ep;
+  // Context parallelism: fixed when set; else searched over the divisors of the GPU count only
+  // when search_cp (CLI --cp auto), else 1, so searches that do not ask stay as fast as before.
+  std::optional<int64_t> cp;
+  bool search_cp = false;
   std::optional<Recompute> recompute;
   std::optional<bool> sequence_parallel;
   std::optional<int> zero;
   std::optional<ScheduleKind> schedule;
   Placement placement = Placement::kTpDpPp;
+  // Keep plans at least this far below the GPU's memory: a layout whose peak memory exceeds
+  // hbm_bytes - memory_headroom_bytes is rejected with code "memory_headroom" (0: none).
+  int64_t memory_headroom_bytes = 0;
+  // Fixed per-stage layer counts (Layout::stage_layers; {} = the even split), which fixes pp to
+  // the list's size. Unset: the search tries the even split and the first/last splits of
+  // candidate_stage_splits for each pp.
+  std::optional<std::vector<int64_t>> stage_layers;
 };
+
+/// The per-stage layer splits the search tries for `pp` stages of `num_layers` layers (each a
+/// Layout::stage_layers; {} is the even split). pp dividing the layers: the even split, plus
+/// (pp >= 3) Megatron-Core first/last splits with middle stages one layer longer, l/pp + 1, and
+/// first and last short to make up the difference: balanced and "last shortest" (the LM-head
+/// stage light). pp not dividing: middle stages ceil(l/pp) (the smallest middle, which bounds
+/// the steady state), first + last the rest, each 1..middle: balanced (the first one longer
+/// when odd) and first full with the last (LM-head) stage short. No split exists: {{}} (the
+/// even split, which check_layout then rejects as "pp_layers").
+std::vector<std::vector<int64_t>> candidate_stage_splits(int64_t num_layers, int64_t pp);
 
 struct SearchResult {
   std::vector<PlanEstimate> best;  // feasible, best first, at most top_k
@@ -51,8 +72,9 @@ struct SearchResult {
 /// Enumerates every layout in `space`, costs each with estimate_plan and keeps the best
 /// `top_k` feasible ones (ties on the objective broken by the other measure). The returned
 /// estimates carry their collective inventories. Throws InputError on an empty space made
-/// impossible by the fixed fields (e.g. num_gpus not divisible by the fixed tp), on num_gpus < 1
-/// and on global_batch outside [1, kMaxGlobalBatch]; errors name the SearchSpace field. Layouts
+/// impossible by the fixed fields (e.g. num_gpus not divisible by the fixed tp), on num_gpus < 1,
+/// on global_batch outside [1, kMaxGlobalBatch] and on memory_headroom_bytes outside
+/// [0, hbm_bytes); errors name the SearchSpace field. Layouts
 /// options.framework cannot run are rejected with code "framework" (check_framework); when the
 /// fixed fields leave only such layouts it throws InputError "--framework: <reason>".
 /// `progress`, if set, hears how far the costing is (the library prints nothing).

@@ -20,6 +20,7 @@ struct ValidationRun {
   std::string framework;  // megatron, deepspeed or fsdp; empty where the run does not say
   PlanOptions options;    // the run's `options` (others at their defaults), else software_options
   bool options_stated = false;            // true: from the run's `options`; false: from `source`
+  bool used_for_parameters = false;       // the efficiency parameters were chosen on this run
   std::optional<PlanEstimate> predicted;  // layout has the searched dimensions filled in
   std::string not_predicted_reason;       // one line; set exactly when `predicted` is empty
   double published_step_time_s = 0;
@@ -30,11 +31,20 @@ struct ValidationRun {
   }
 };
 
+/// |error| over a subset of the predicted runs (0 when the subset is empty).
+struct ErrorSummary {
+  size_t num_predicted = 0;
+  double mean_abs_error_pct = 0;
+  double max_abs_error_pct = 0;
+};
+
 struct ValidationReport {
   std::vector<ValidationRun> runs;  // in the file's order, predicted or not
   size_t num_not_predicted = 0;     // runs with no feasible layout: validation failures
   double mean_abs_error_pct = 0;    // over the predicted runs (0 when none is)
   double max_abs_error_pct = 0;
+  ErrorSummary chosen_on;  // predicted runs with used_for_parameters
+  ErrorSummary held_out;   // the other predicted runs
 };
 
 /// The software a source ran decides options the runs file does not state: Megatron-Core

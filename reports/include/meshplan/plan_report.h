@@ -20,9 +20,18 @@ std::string format_plan_header(const models::TransformerConfig& model,
                                const models::ClusterConfig& cluster, int64_t num_gpus,
                                int64_t global_batch,
                                planner::Framework framework = planner::Framework::kMegatron);
+/// The software options every layout was costed with and the search's placement and memory
+/// headroom: one '#' line.
+std::string format_plan_options(const planner::PlanOptions& options,
+                                const planner::SearchSpace& space);
+/// Communication a step waits for: exposed tp collectives + pipeline transfers + exposed dp
+/// gradient sync, seconds (the plan table's "exposed" column).
+double exposed_communication_seconds(const planner::StepBreakdown& breakdown);
 /// The ranked layouts: the table (with its footer) and the --json report
 /// `{"model": {...shape, num_parameters}, "cluster", "num_gpus", "plans": [...]}`, best first;
-/// each row and its record come from the same estimate.
+/// each row and its record come from the same estimate. Columns m (micro-batches per pipeline
+/// per step), bubble and exposed (communication) explain the ranking; the records carry them as
+/// num_micro_batches, step_breakdown.bubble_seconds and exposed_comm_seconds.
 Report plan_report(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                    int64_t num_gpus, const planner::SearchResult& result);
 /// Counts of rejected layouts per reason, with one example reason each.

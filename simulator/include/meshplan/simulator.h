@@ -34,6 +34,7 @@ enum class TaskKind : uint8_t {
   kEmbeddingSync,  // tied word-embedding gradient all-reduce, first and last stage
   kParamGather,    // ZeRO: one bucket of the parameter all-gather
   kJoin,           // zero-length synchronisation (collective start, grad-norm barrier)
+  kCpComm,         // exposed context-parallel attention traffic of the preceding F or B
   kEpAllToAll,     // MoE dispatch and combine all-to-alls of the preceding F or B (exposed)
 };
 
@@ -53,7 +54,7 @@ inline constexpr int kNumStreamKinds = 6;  // streams that exist per rank (kNone
 std::string to_string(TaskKind kind);
 std::string to_string(StreamKind kind);
 bool is_compute(TaskKind kind);        // F, B, W, optimizer
-bool is_communication(TaskKind kind);  // tp comm, transfers, DP collectives
+bool is_communication(TaskKind kind);  // tp and cp comm, transfers, DP collectives
 
 /// Most tasks one replay holds (task ids are int32_t).
 inline constexpr int64_t kMaxTasks = 2'147'483'647;

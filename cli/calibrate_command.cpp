@@ -1,0 +1,120 @@
+// meshplan calibrate [--out PROFILE.json]: measures this machine under mpirun and writes a
+// cluster profile that plan --cluster accepts. MPI lives here, as in execute_command.cpp: input
+// errors are the same on every rank (rank 0 prints the one line, all exit 2); a failure while
+// measuring names its rank and aborts the job.
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "commands.h"
+#include "meshplan/calibrate.h"
+#include "meshplan/calibrate_report.h"
+#include "meshplan/errors.h"
+#include "meshplan/executor.h"
+#include "meshplan/output_set.h"
+
+namespace meshplan::cli {
+
+namespace {
+
+struct CalibrateArguments {
+  std::string out_path, json_path;
+  std::string base = "local-cpu";
+  executor::CalibrationOptions options;
+  double max_message_mib = 16;
+};
+
+void calibrate(const CalibrateArguments& args, int rank) {
+  if (!(args.max_message_mib >= 0.0009765625) || args.max_message_mib > 1024) {
+    throw InputError(
+        fmt::format("--max-mib: must be between 1/1024 and 1024 ({})", args.max_message_mib));
+  }
+  executor::CalibrationOptions options = args.options;
+  options.max_message_bytes = static_cast<int64_t>(args.max_message_mib * (1 << 20));
+  if (options.quick) {
+    options.max_message_bytes = std::min<int64_t>(options.max_message_bytes, 1 << 20);
+  }
+  const models::ClusterConfig base = models::load_cluster(args.base);
+  if (base.precision != models::Precision::kFp32) {
+    executor::fit_cluster(base, args.base, {});  // throws its InputError, the same on every rank
+  }
+  for (const auto& [flag, path] : {std::pair{"--out", args.out_path}, {"--json", args.json_path}}) {
+    if (!path.empty()) {
+      executor::check_output_file(path, flag, MPI_COMM_WORLD);
+    }
+  }
+  const executor::Measurements measurements = executor::measure_machine(options, MPI_COMM_WORLD);
+  const executor::CalibrationFit fit = executor::fit_cluster(base, args.base, measurements);
+  if (rank != 0) {
+    return;
+  }
+  const reports::Report report = reports::calibrate_report(measurements, fit);
+  reports::OutputSet outputs;
+  outputs.add("--out", args.out_path);
+  outputs.add("--json", args.json_path);
+  if (outputs.wants("--out")) {
+    outputs.set("--out", models::cluster_to_json(fit.cluster).dump(2) + "\n");
+  }
+  if (outputs.wants("--json")) {
+    outputs.set("--json", report.json.dump(2) + "\n");
+  }
+  outputs.commit();
+  std::fputs(report.table.c_str(), stdout);
+  if (outputs.wants("--out")) {
+    std::fprintf(stdout, "# profile written to %s (plan --cluster %s)\n", args.out_path.c_str(),
+                 args.out_path.c_str());
+  }
+  std::fflush(stdout);
+  if (!reports::calibration_outputs_correct(measurements)) {
+    throw RuntimeError("rank 0: calibrate: a collective returned wrong values (#wrong above)");
+  }
+}
+
+void run_calibrate(const CalibrateArguments& args) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized == 0) {
+    MPI_Init(nullptr, nullptr);
+  }
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  try {
+    calibrate(args, rank);
+  } catch (const InputError& e) {
+    if (rank == 0) {
+      std::fprintf(stderr, "meshplan: error: %s\n", e.what());
+      std::fflush(stderr);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Finalize();
+    std::exit(2);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "meshplan: error: %s\n", e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+}
+
+}  // namespace
+
+void register_calibrate_command(CLI::App& app) {
+  auto args = std::make_shared<CalibrateArguments>();
+  CLI::App* calibrate = app.add_subcommand(
+      "calibrate", "Measure GEMMs, memory bandwidth and MPI collectives; fit a cluster profile");
+  calibrate->add_option("--out", args->out_path, "Write the fitted cluster profile (JSON)");
+  calibrate->add_option("--json", args->json_path, "Write the measurements and fit as JSON");
+  calibrate->add_option("--base", args->base, "Cluster the profile starts from (CPU, fp32)")
+      ->capture_default_str();
+  calibrate->add_flag("--quick", args->options.quick,
+                      "Smaller grid, messages up to 1 MiB (about a second)");
+  calibrate->add_option("--max-mib", args->max_message_mib, "Largest collective message, MiB")
+      ->capture_default_str();
+  calibrate->callback([args] { run_calibrate(*args); });
+}
+
+}  // namespace meshplan::cli

@@ -1,0 +1,98 @@
+// plan --emit: the target dispatch and what the writers share (emit_common.h).
+
+#include "meshplan/emit.h"
+
+#include <fmt/format.h>
+
+#include "emit_common.h"
+
+namespace meshplan::reports {
+
+namespace emit_detail {
+
+NodeShape node_shape(const planner::Plan& plan, EmitTarget target) {
+  const int64_t per_node = plan.cluster.gpus_per_node;
+  if (plan.num_gpus <= per_node) {
+    return {1, plan.num_gpus};
+  }
+  if (plan.num_gpus % per_node != 0) {
+    refuse(
+        target, "num_gpus",
+        fmt::format("the launcher starts the same number of ranks on every node of {}", per_node),
+        std::to_string(plan.num_gpus));
+  }
+  return {plan.num_gpus / per_node, per_node};
+}
+
+void refuse(EmitTarget target, const std::string& field, const std::string& what,
+            const std::string& value) {
+  throw InputError(fmt::format("--emit {}: {}: {} ({})", to_string(target), field, what, value));
+}
+
+void require_framework(EmitTarget target, planner::Framework framework,
+                       const planner::Layout& layout) {
+  const planner::Validity validity = planner::check_framework(framework, layout);
+  if (!validity.ok()) {
+    throw InputError(fmt::format("--emit {}: layout: {}", to_string(target), validity.reason));
+  }
+}
+
+std::string plan_comment(const planner::Plan& plan, EmitTarget target, const std::string& comment) {
+  const models::TransformerConfig& m = plan.model;
+  std::string out =
+      fmt::format("{} meshplan plan --emit {}: model {}, cluster {}, {} GPUs\n", comment,
+                  to_string(target), m.name, plan.cluster.name, plan.num_gpus);
+  out += fmt::format("{} layout {}, global batch {}, costed for framework {}\n", comment,
+                     planner::describe(plan.layout), plan.layout.global_batch,
+                     planner::to_string(plan.options.framework));
+  return out;
+}
+
+}  // namespace emit_detail
+
+EmitTarget parse_emit_target(const std::string& text, const std::string& field) {
+  for (EmitTarget target : {EmitTarget::kMegatron, EmitTarget::kTorchtitan, EmitTarget::kDeepSpeed,
+                            EmitTarget::kSlurm}) {
+    if (text == to_string(target)) {
+      return target;
+    }
+  }
+  throw InputError(
+      fmt::format("{}: unknown emit target ({}); supported: megatron, torchtitan, deepspeed, slurm",
+                  field, text));
+}
+
+std::string to_string(EmitTarget target) {
+  switch (target) {
+    case EmitTarget::kMegatron:
+      return "megatron";
+    case EmitTarget::kTorchtitan:
+      return "torchtitan";
+    case EmitTarget::kDeepSpeed:
+      return "deepspeed";
+    case EmitTarget::kSlurm:
+      return "slurm";
+  }
+  return "?";
+}
+
+std::string emit_launch_config(const planner::Plan& plan, EmitTarget target,
+                               const std::string& plan_path) {
+  switch (target) {
+    case EmitTarget::kMegatron:
+      return emit_megatron(plan);
+    case EmitTarget::kTorchtitan:
+      return emit_torchtitan(plan);
+    case EmitTarget::kDeepSpeed:
+      return emit_deepspeed(plan);
+    case EmitTarget::kSlurm:
+      if (plan_path.empty()) {
+        throw InputError(
+            "--emit slurm: needs --save-plan (the script runs meshplan execute on that file)");
+      }
+      return emit_slurm(plan, plan_path);
+  }
+  return "";
+}
+
+}  // namespace meshplan::reports

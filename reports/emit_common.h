@@ -1,0 +1,31 @@
+#pragma once
+// Shared by the --emit writers (emit_*.cpp): node shape, refusals, the comment header.
+
+#include <cstdint>
+#include <string>
+
+#include "meshplan/emit.h"
+
+namespace meshplan::reports::emit_detail {
+
+/// Processes per node and nodes, as launchers start them: the same count on every node.
+struct NodeShape {
+  int64_t num_nodes = 1;
+  int64_t ranks_per_node = 1;
+};
+/// min(num_gpus, gpus_per_node) per node; InputError "--emit <target>: num_gpus: ..." when
+/// num_gpus is above one node and not a multiple of gpus_per_node.
+NodeShape node_shape(const planner::Plan& plan, EmitTarget target);
+
+/// Throws InputError "--emit <target>: <field>: <what> (<value>)".
+[[noreturn]] void refuse(EmitTarget target, const std::string& field, const std::string& what,
+                         const std::string& value);
+
+/// Refuses a layout the framework's own rules (planner::check_framework) refuse.
+void require_framework(EmitTarget target, planner::Framework framework,
+                       const planner::Layout& layout);
+
+/// Comment lines (each starting with `comment`) naming the plan: model, cluster, layout.
+std::string plan_comment(const planner::Plan& plan, EmitTarget target, const std::string& comment);
+
+}  // namespace meshplan::reports::emit_detail

@@ -1,0 +1,86 @@
+// plan --emit deepspeed: a DeepSpeed config JSON for a plan. Keys as DeepSpeed's config parser
+// reads them (microsoft/DeepSpeed 38327e07: deepspeed/runtime/constants.py train_batch_size,
+// train_micro_batch_size_per_gpu, gradient_accumulation_steps, bf16.enabled;
+// deepspeed/runtime/zero/config.py zero_optimization.{stage, overlap_comm, reduce_bucket_size,
+// allgather_bucket_size}; deepspeed/runtime/config.py get_pipeline_config pipeline.{stages,
+// activation_checkpoint_interval}; deepspeed/runtime/tensor_parallel/config.py
+// tensor_parallel.autotp_size).
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "emit_common.h"
+#include "meshplan/emit.h"
+
+namespace meshplan::reports {
+
+namespace {
+
+using emit_detail::refuse;
+
+constexpr EmitTarget kTarget = EmitTarget::kDeepSpeed;
+
+// What the config cannot express, beyond check_framework(kDeepSpeed) (ZeRO-2/3 with pp > 1,
+// schedules other than 1F1B).
+void check_expressible(const planner::Plan& plan) {
+  const planner::Layout& layout = plan.layout;
+  emit_detail::require_framework(kTarget, planner::Framework::kDeepSpeed, layout);
+  if (layout.sequence_parallel) {
+    refuse(kTarget, "layout.sequence_parallel",
+           "DeepSpeed's AutoTP (tensor_parallel.autotp_size) does not shard the sequence", "on");
+  }
+  if (layout.recompute == planner::Recompute::kSelective) {
+    refuse(kTarget, "layout.recompute",
+           "DeepSpeed checkpoints whole layers (pipeline.activation_checkpoint_interval), not "
+           "the attention core",
+           "selective");
+  }
+  if (layout.recompute == planner::Recompute::kFull && layout.pp == 1) {
+    refuse(kTarget, "layout.recompute",
+           "without the pipeline engine DeepSpeed's activation checkpointing is called from the "
+           "model's code, not set in the config",
+           "full");
+  }
+  if (layout.vpp > 1) {
+    refuse(kTarget, "layout.vpp", "DeepSpeed's pipeline engine runs one stage per rank",
+           std::to_string(layout.vpp));
+  }
+}
+
+}  // namespace
+
+std::string emit_deepspeed(const planner::Plan& plan) {
+  check_expressible(plan);
+  // Planner features added after this writer (uneven pipeline stages, context parallelism,
+  // MoE expert parallelism, FP8) must be emitted here or refused with refuse().
+  const planner::Layout& layout = plan.layout;
+  if (!layout.stage_layers.empty()) {
+    refuse(kTarget, "stage_layers", "uneven pipeline stages are not emitted for DeepSpeed yet",
+           planner::format_stage_layers(layout.stage_layers));
+  }
+  // DeepSpeed's bucket sizes count elements, meshplan's count bytes.
+  const int64_t bucket_elements =
+      plan.options.bucket_bytes / models::compute_element_bytes(plan.cluster.precision);
+  nlohmann::json config = {
+      {"train_batch_size", layout.global_batch},
+      {"train_micro_batch_size_per_gpu", layout.micro_batch},
+      {"gradient_accumulation_steps", layout.num_micro_batches()},
+      {"bf16", {{"enabled", plan.cluster.precision == models::Precision::kBf16Mixed}}},
+      {"zero_optimization",
+       {{"stage", layout.zero},
+        {"overlap_comm", plan.options.overlap_grad_reduce},
+        {"reduce_bucket_size", bucket_elements},
+        {"allgather_bucket_size", bucket_elements}}}};
+  if (layout.pp > 1) {
+    config["pipeline"] = {
+        {"stages", layout.pp},
+        {"activation_checkpoint_interval", layout.recompute == planner::Recompute::kFull ? 1 : 0}};
+  }
+  if (layout.tp > 1) {
+    config["tensor_parallel"] = {{"autotp_size", layout.tp}};
+  }
+  return config.dump(2) + "\n";
+}
+
+}  // namespace meshplan::reports

@@ -1,0 +1,206 @@
+// plan --emit megatron: the torchrun line and Megatron-LM pretrain_gpt.py flags of a plan. Every
+// flag name is one Megatron-LM's parser defines (megatron/training/arguments.py, commit
+// fd0df7d3; tests/data/emit/megatron_arguments_flags.txt lists them and the test checks).
+
+#include <fmt/format.h>
+
+#include <utility>
+#include <vector>
+
+#include "emit_common.h"
+#include "meshplan/emit.h"
+
+namespace meshplan::reports {
+
+namespace {
+
+using emit_detail::refuse;
+using Flags = std::vector<std::pair<std::string, std::string>>;  // (flag, value or "")
+
+constexpr EmitTarget kTarget = EmitTarget::kMegatron;
+
+// Uneven stages as Megatron-Core's --decoder-first-pipeline-num-layers and
+// --decoder-last-pipeline-num-layers (arguments.py): the middle stages must hold equal counts.
+void add_stage_layer_flags(const planner::Plan& plan, Flags& flags) {
+  const std::vector<int64_t>& stages = plan.layout.stage_layers;
+  if (stages.empty()) {
+    return;
+  }
+  for (size_t s = 2; s + 1 < stages.size(); s++) {
+    if (stages[s] != stages[1]) {
+      refuse(kTarget, "stage_layers",
+             "Megatron-LM sets only the first and last stage's layer counts, the middle stages "
+             "must be equal",
+             planner::format_stage_layers(stages));
+    }
+  }
+  const size_t last = stages.size() - 1;
+  const int64_t middle = stages.size() > 2 ? stages[1] : -1;
+  if (stages.size() == 2 || stages.front() != middle) {
+    flags.push_back({"--decoder-first-pipeline-num-layers", std::to_string(stages.front())});
+  }
+  if (stages.size() == 2 || stages[last] != middle) {
+    flags.push_back({"--decoder-last-pipeline-num-layers", std::to_string(stages[last])});
+  }
+}
+
+// Parallel sizes, schedule, recompute, data-parallel sharding and overlaps.
+void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
+  const planner::Layout& layout = plan.layout;
+  flags.push_back({"--tensor-model-parallel-size", std::to_string(layout.tp)});
+  flags.push_back({"--pipeline-model-parallel-size", std::to_string(layout.pp)});
+  if (layout.schedule == planner::ScheduleKind::kInterleaved) {
+    if (!layout.stage_layers.empty()) {
+      refuse(kTarget, "stage_layers",
+             "uneven stages with the interleaved schedule are not emitted (Megatron-LM's "
+             "--num-layers-per-virtual-pipeline-stage assumes the even split)",
+             planner::format_stage_layers(layout.stage_layers));
+    }
+    // Megatron-LM derives vpp = l / (pp * layers per virtual stage).
+    flags.push_back({"--num-layers-per-virtual-pipeline-stage",
+                     std::to_string(planner::stage_layer_range(plan.model, layout, 0, 0).count())});
+  }
+  add_stage_layer_flags(plan, flags);
+  if (layout.sequence_parallel) {
+    flags.push_back({"--sequence-parallel", ""});
+  }
+  if (layout.recompute == planner::Recompute::kSelective) {
+    flags.push_back({"--recompute-granularity", "selective"});
+  } else if (layout.recompute == planner::Recompute::kFull) {
+    // meshplan's full recompute checkpoints every layer's input (Korthikanti et al. 2022,
+    // Sec. 5): Megatron's uniform method with one layer per checkpointed group.
+    flags.push_back({"--recompute-granularity", "full"});
+    flags.push_back({"--recompute-method", "uniform"});
+    flags.push_back({"--recompute-num-layers", "1"});
+  }
+  // ZeRO 1 is the distributed optimizer; 2 and 3 are Megatron-FSDP's optim_grads and
+  // optim_grads_params (planner/validity.cpp check_framework cites the docs).
+  if (layout.zero == 1) {
+    flags.push_back({"--use-distributed-optimizer", ""});
+  } else if (layout.zero >= 2) {
+    flags.push_back({"--use-megatron-fsdp", ""});
+    flags.push_back({"--data-parallel-sharding-strategy",
+                     layout.zero == 2 ? "optim_grads" : "optim_grads_params"});
+  }
+  if (plan.options.overlap_grad_reduce) {
+    flags.push_back({"--overlap-grad-reduce", ""});
+  }
+  // Megatron asserts --overlap-param-gather needs the distributed optimizer or Megatron-FSDP;
+  // without ZeRO there is no parameter gather to overlap.
+  if (plan.options.overlap_param_gather && layout.zero >= 1) {
+    // arguments.py validate_args: "Must use --overlap-param-gather with --overlap-grad-reduce".
+    if (!plan.options.overlap_grad_reduce) {
+      refuse(kTarget, "options.overlap_param_gather",
+             "Megatron-LM overlaps the parameter gather only with --overlap-grad-reduce",
+             "on, overlap_grad_reduce off");
+    }
+    flags.push_back({"--overlap-param-gather", ""});
+  }
+  if (plan.options.overlap_tp_comm) {
+    flags.push_back({"--tp-comm-overlap", ""});
+  }
+  if (layout.pp > 1 && !plan.options.scatter_gather_pipeline) {
+    flags.push_back({"--no-scatter-gather-tensors-in-pipeline", ""});
+  }
+  // Megatron's --ddp-bucket-size counts parameters, meshplan's bucket counts bytes.
+  flags.push_back(
+      {"--ddp-bucket-size", std::to_string(plan.options.bucket_bytes /
+                                           models::compute_element_bytes(plan.cluster.precision))});
+  flags.push_back({"--micro-batch-size", std::to_string(layout.micro_batch)});
+  flags.push_back({"--global-batch-size", std::to_string(layout.global_batch)});
+}
+
+// The biases: Megatron has one switch for every linear layer, plus --add-qkv-bias.
+void add_bias_flags(const models::TransformerConfig& m, Flags& flags) {
+  if (m.attention_output_bias != m.mlp_bias) {
+    refuse(
+        kTarget, "model.mlp_bias",
+        "Megatron-LM biases the attention output and the MLP together (--disable-bias-linear)",
+        fmt::format("mlp_bias {}, attention_output_bias {}", m.mlp_bias, m.attention_output_bias));
+  }
+  if (!m.mlp_bias) {
+    flags.push_back({"--disable-bias-linear", ""});
+    if (m.qkv_bias) {
+      flags.push_back({"--add-qkv-bias", ""});
+    }
+  } else if (!m.qkv_bias) {
+    refuse(kTarget, "model.qkv_bias", "Megatron-LM's linear biases include the QKV projection",
+           "false");
+  }
+}
+
+// Model shape, positions, norm, activation, dropout, attention kernel, precision.
+void add_model_flags(const planner::Plan& plan, Flags& flags) {
+  const models::TransformerConfig& m = plan.model;
+  flags.push_back({"--num-layers", std::to_string(m.num_layers)});
+  flags.push_back({"--hidden-size", std::to_string(m.hidden_size)});
+  flags.push_back({"--num-attention-heads", std::to_string(m.num_attention_heads)});
+  if (m.num_kv_heads != m.num_attention_heads) {
+    flags.push_back({"--group-query-attention", ""});
+    flags.push_back({"--num-query-groups", std::to_string(m.num_kv_heads)});
+  }
+  if (m.head_dim * m.num_attention_heads != m.hidden_size) {
+    flags.push_back({"--kv-channels", std::to_string(m.head_dim)});
+  }
+  flags.push_back({"--ffn-hidden-size", std::to_string(m.ffn_hidden_size)});
+  flags.push_back({"--seq-length", std::to_string(m.seq_length)});
+  if (m.positions == models::Positions::kAlibi) {
+    refuse(kTarget, "model.positions", "Megatron-LM has no ALiBi position embedding", "alibi");
+  }
+  const bool learned = m.positions == models::Positions::kLearned;
+  flags.push_back({"--max-position-embeddings",
+                   std::to_string(learned ? m.max_position_embeddings : m.seq_length)});
+  flags.push_back({"--position-embedding-type", learned ? "learned_absolute" : "rope"});
+  flags.push_back({"--normalization", m.norm == models::Norm::kRmsNorm ? "RMSNorm" : "LayerNorm"});
+  if (m.activation == models::Activation::kSwiglu) {
+    flags.push_back({"--swiglu", ""});
+  }
+  if (!m.tied_embeddings) {
+    flags.push_back({"--untie-embeddings-and-output-weights", ""});
+  }
+  add_bias_flags(m, flags);
+  if (!m.dropout) {
+    flags.push_back({"--attention-dropout", "0"});
+    flags.push_back({"--hidden-dropout", "0"});
+  }
+  flags.push_back({"--vocab-size", std::to_string(m.vocab_size)});
+  if (plan.options.flash_attention) {
+    flags.push_back({"--use-flash-attn", ""});
+  } else {
+    flags.push_back({"--attention-backend", "unfused"});
+  }
+  if (plan.cluster.precision == models::Precision::kBf16Mixed) {
+    flags.push_back({"--bf16", ""});
+  }
+}
+
+}  // namespace
+
+std::string emit_megatron(const planner::Plan& plan) {
+  emit_detail::require_framework(kTarget, planner::Framework::kMegatron, plan.layout);
+  // Planner features added after this writer (uneven pipeline stages, context parallelism,
+  // MoE expert parallelism, FP8) must be emitted here or refused with refuse().
+  const emit_detail::NodeShape nodes = emit_detail::node_shape(plan, kTarget);
+  Flags flags;
+  add_parallel_flags(plan, flags);
+  add_model_flags(plan, flags);
+  std::string out = "#!/usr/bin/env bash\n" + emit_detail::plan_comment(plan, kTarget, "#");
+  out +=
+      "# Megatron-LM flags (megatron/training/arguments.py). Not decided by the plan, pass them\n"
+      "# as this script's arguments: data (--data-path or --mock-data), tokenizer\n"
+      "# (--tokenizer-type), --train-iters, --lr and the schedule, checkpointing.\n";
+  out += "# Run once per node, with NODE_RANK, MASTER_ADDR and MASTER_PORT set.\n";
+  out += fmt::format(
+      "torchrun --nnodes {} --nproc-per-node {} --node-rank \"${{NODE_RANK:-0}}\" \\\n"
+      "  --master-addr \"${{MASTER_ADDR:-localhost}}\" --master-port \"${{MASTER_PORT:-6000}}\" "
+      "\\\n  pretrain_gpt.py \\\n",
+      nodes.num_nodes, nodes.ranks_per_node);
+  for (const auto& [flag, value] : flags) {
+    out +=
+        value.empty() ? fmt::format("  {} \\\n", flag) : fmt::format("  {} {} \\\n", flag, value);
+  }
+  out += "  \"$@\"\n";
+  return out;
+}
+
+}  // namespace meshplan::reports

@@ -1,0 +1,132 @@
+// plan --emit torchtitan: a torchtitan job config (TOML) for a plan. Key names and meanings are
+// those of torchtitan's JobConfig (torchtitan/config/job_config.py, commit e347b1e5: sections
+// [model], [training], [parallelism], [activation_checkpoint], [compile]).
+
+#include <fmt/format.h>
+
+#include <array>
+
+#include "emit_common.h"
+#include "meshplan/emit.h"
+
+namespace meshplan::reports {
+
+namespace {
+
+using emit_detail::refuse;
+
+constexpr EmitTarget kTarget = EmitTarget::kTorchtitan;
+
+// torchtitan picks a model by name and flavor (torchtitan/models/llama3/__init__.py:
+// llama3_args "8B", "70B", "405B"); the flavor whose shape equals meshplan's preset of the same
+// model, else a refusal.
+std::string llama3_flavor(const models::TransformerConfig& model) {
+  constexpr std::array<std::pair<const char*, const char*>, 3> kFlavors = {
+      {{"llama3-8b", "8B"}, {"llama3-70b", "70B"}, {"llama3-405b", "405B"}}};
+  for (const auto& [preset, flavor] : kFlavors) {
+    models::TransformerConfig reference = models::load_model(preset);
+    reference.name = model.name;
+    reference.seq_length = model.seq_length;
+    if (reference == model) {
+      return flavor;
+    }
+  }
+  refuse(kTarget, "model",
+         "torchtitan selects a model by flavor; none of llama3 8B, 70B, 405B has this shape",
+         model.name);
+}
+
+// What torchtitan's parallelize and pipelining code cannot run, beyond check_framework(kFsdp).
+void check_expressible(const planner::Plan& plan) {
+  const planner::Layout& layout = plan.layout;
+  emit_detail::require_framework(kTarget, planner::Framework::kFsdp, layout);
+  if (layout.recompute == planner::Recompute::kSelective) {
+    refuse(kTarget, "layout.recompute",
+           "torchtitan's selective AC (per op or every n-th layer) is not Megatron's "
+           "attention-core recompute; plan with --recompute none or full",
+           "selective");
+  }
+  if (layout.placement != planner::Placement::kTpDpPp) {
+    refuse(kTarget, "layout.placement",
+           "torchtitan's device mesh is [pp, dp_replicate, dp_shard, cp, tp] (tp-dp-pp)",
+           planner::to_string(layout.placement));
+  }
+  // torchtitan/models/llama3/infra/parallelize.py line 151: "DDP has not supported > 1D
+  // parallelism" (replicated dp beside tp or pp).
+  if (layout.dp > 1 && layout.zero == 0 && (layout.tp > 1 || layout.pp > 1)) {
+    refuse(kTarget, "layout.zero",
+           "torchtitan's DDP (replicated dp) runs without tp and pp only; plan with --zero 3", "0");
+  }
+  if (!plan.options.flash_attention) {
+    refuse(kTarget, "options.flash_attention", "torchtitan always runs fused SDPA attention",
+           "off");
+  }
+  if (!plan.options.overlap_grad_reduce) {
+    refuse(kTarget, "options.overlap_grad_reduce",
+           "FSDP2 and DDP always overlap the gradient reduction with backward", "off");
+  }
+}
+
+std::string schedule_name(const planner::Layout& layout) {
+  switch (layout.schedule) {
+    case planner::ScheduleKind::kGpipe:
+      return "GPipe";
+    case planner::ScheduleKind::kOneFOneB:
+      return "1F1B";
+    case planner::ScheduleKind::kInterleaved:
+      return "Interleaved1F1B";
+    case planner::ScheduleKind::kZbH1:
+      break;  // refused by check_framework(kFsdp)
+  }
+  refuse(kTarget, "layout.schedule", "no torchtitan schedule", to_string(layout.schedule));
+}
+
+}  // namespace
+
+std::string emit_torchtitan(const planner::Plan& plan) {
+  check_expressible(plan);
+  // Planner features added after this writer (uneven pipeline stages, context parallelism,
+  // MoE expert parallelism, FP8) must be emitted here or refused with refuse().
+  const planner::Layout& layout = plan.layout;
+  if (!layout.stage_layers.empty()) {
+    refuse(kTarget, "stage_layers", "uneven pipeline stages are not emitted for torchtitan yet",
+           planner::format_stage_layers(layout.stage_layers));
+  }
+  const std::string flavor = llama3_flavor(plan.model);
+  const bool sharded = layout.zero == 3 && layout.dp > 1;
+  std::string out = emit_detail::plan_comment(plan, kTarget, "#");
+  out += "# torchtitan job config (torchtitan/config/job_config.py)\n\n";
+  out += fmt::format("[model]\nname = \"llama3\"\nflavor = \"{}\"\n\n", flavor);
+  // torchtitan/train.py: gradient_accumulation_steps = global_batch_size / (local_batch_size *
+  // dp); with pp the local batch goes through the schedule in micro-batches of
+  // pipeline_parallel_microbatch_size, so one pass carries all of a rank's micro-batches.
+  const int64_t local_batch = layout.pp > 1 ? layout.global_batch / layout.dp : layout.micro_batch;
+  out += fmt::format(
+      "[training]\nlocal_batch_size = {}\nglobal_batch_size = {}\nseq_len = {}\n"
+      "mixed_precision_param = \"{}\"\n\n",
+      local_batch, layout.global_batch, plan.model.seq_length,
+      plan.cluster.precision == models::Precision::kBf16Mixed ? "bfloat16" : "float32");
+  out += fmt::format(
+      "[parallelism]\ndata_parallel_replicate_degree = {}\ndata_parallel_shard_degree = {}\n"
+      "tensor_parallel_degree = {}\nenable_async_tensor_parallel = {}\n"
+      "pipeline_parallel_degree = {}\n",
+      sharded ? 1 : layout.dp, sharded ? layout.dp : 1, layout.tp,
+      plan.options.overlap_tp_comm ? "true" : "false", layout.pp);
+  if (layout.pp > 1) {
+    out += fmt::format(
+        "pipeline_parallel_schedule = \"{}\"\npipeline_parallel_microbatch_size = {}\n"
+        "pipeline_parallel_layers_per_stage = {}\n",
+        schedule_name(layout), layout.micro_batch,
+        planner::stage_layer_range(plan.model, layout, 0, 0).count());
+  }
+  out += "context_parallel_degree = 1\n\n";
+  out += fmt::format("[activation_checkpoint]\nmode = \"{}\"\n",
+                     layout.recompute == planner::Recompute::kFull ? "full" : "none");
+  if (plan.options.overlap_tp_comm) {
+    // Async tensor parallelism only takes effect under torch.compile (job_config.py).
+    out += "\n[compile]\nenable = true\n";
+  }
+  return out;
+}
+
+}  // namespace meshplan::reports

@@ -1,0 +1,39 @@
+#pragma once
+// plan --emit: the chosen plan as the launch configuration of the software people run it with.
+// Each target expresses what its framework can; anything it cannot throws InputError
+// "--emit <target>: <field>: <what the framework cannot express> (<value>)", never a silent
+// approximation. Flag and key names are checked against each framework's own parser source
+// (tests/reports/emit_test.cpp cites the files).
+
+#include <string>
+
+#include "meshplan/plan_file.h"
+
+namespace meshplan::reports {
+
+enum class EmitTarget { kMegatron, kTorchtitan, kDeepSpeed, kSlurm };
+/// "megatron", "torchtitan", "deepspeed", "slurm"; InputError naming `field` otherwise.
+EmitTarget parse_emit_target(const std::string& text, const std::string& field);
+std::string to_string(EmitTarget target);
+
+/// Megatron-LM: a bash script, the torchrun line and pretrain_gpt.py's flags for the plan (one
+/// flag per line, "  --flag [value] \"), then "$@" for the flags the plan does not decide
+/// (data, tokenizer, --train-iters, --lr).
+std::string emit_megatron(const planner::Plan& plan);
+/// torchtitan: a TOML job config (model flavor, [training], [parallelism],
+/// [activation_checkpoint]). Refuses models that are not a torchtitan llama3 flavor.
+std::string emit_torchtitan(const planner::Plan& plan);
+/// DeepSpeed: a config JSON (batch sizes, gradient accumulation, zero_optimization, bf16,
+/// pipeline, tensor_parallel).
+std::string emit_deepspeed(const planner::Plan& plan);
+/// Slurm: an sbatch script that runs `meshplan execute <plan_path>` on plan.num_gpus ranks
+/// (nodes, tasks per node, one core per rank bound with srun), passing the script's arguments
+/// on to execute. Refuses plans the executor cannot run (its own check).
+std::string emit_slurm(const planner::Plan& plan, const std::string& plan_path);
+
+/// The target's text; `plan_path` is the saved plan file (only slurm needs it: InputError
+/// "--emit slurm: needs --save-plan ..." when empty).
+std::string emit_launch_config(const planner::Plan& plan, EmitTarget target,
+                               const std::string& plan_path);
+
+}  // namespace meshplan::reports

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# plan --emit through the binary: each launch config parsed back by an independent parser
+# (python3: tomllib for torchtitan's TOML, json for DeepSpeed's config and the plan file, shlex
+# for Megatron-LM's flags) and every value checked against the saved plan file's fields; the
+# Megatron-LM flag names against tests/data/emit/megatron_arguments_flags.txt (extracted from
+# NVIDIA/Megatron-LM megatron/training/arguments.py at fd0df7d3).
+#
+# usage: emit_cli_test.sh MESHPLAN_BINARY SOURCE_DIR   (exit 77, skipped, without python3 >= 3.11)
+set -u
+meshplan=$1
+source_dir=$2
+if ! python3 -c 'import tomllib' 2>/dev/null; then
+  echo "python3 with tomllib (3.11+) not found: skipped"
+  exit 77
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work" || exit 1
+fail() { echo "FAILED   $*"; exit 1; }
+
+# torchtitan to stdout (the table goes to stderr), the plan file beside it.
+"$meshplan" plan --model llama3-8b --cluster dgx-h100 --gpus 64 --tp 2 --pp 2 \
+  --sequence-parallel on --zero 3 --framework fsdp --global-batch 128 --emit torchtitan \
+  --save-plan tt.json >tt.toml 2>tt_table.txt || fail "torchtitan: $(tail -1 tt_table.txt)"
+grep -q '^# plan written to tt.json$' tt_table.txt || fail "torchtitan: table not on stderr"
+"$meshplan" plan --model llama3-70b --cluster dgx-h100 --gpus 512 --tp 8 --pp 4 --vpp 2 \
+  --schedule interleaved --sequence-parallel on --zero 1 --recompute full --global-batch 512 \
+  --emit megatron --emit-out megatron.sh --save-plan mg.json >/dev/null || fail "megatron"
+"$meshplan" plan --model llama3-8b --cluster dgx-h100 --gpus 64 --pp 4 --tp 1 --zero 1 \
+  --recompute full --global-batch 256 --framework deepspeed --emit deepspeed \
+  --emit-out ds_config.json \
+  --save-plan ds.json >/dev/null || fail "deepspeed"
+"$meshplan" plan --model tiny --cluster local-cpu --gpus 16 --tp 2 --pp 2 --emit slurm \
+  --emit-out job.sh --save-plan cpu.json >/dev/null || fail "slurm"
+
+python3 - "$source_dir" <<'EOF' || fail "parse-back (above)"
+import json, shlex, sys, tomllib
+source_dir = sys.argv[1]
+def check(name, got, want):
+    if got != want:
+        sys.exit(f"{name}: {got!r} != {want!r}")
+    print(f"ok       {name} = {got!r}")
+
+plan = json.load(open("tt.json")); L = plan["layout"]
+tt = tomllib.load(open("tt.toml", "rb"))
+p = tt["parallelism"]
+check("torchtitan tensor_parallel_degree", p["tensor_parallel_degree"], L["tp"])
+check("torchtitan pipeline_parallel_degree", p["pipeline_parallel_degree"], L["pp"])
+check("torchtitan data_parallel_shard_degree", p["data_parallel_shard_degree"], L["dp"])
+check("torchtitan data_parallel_replicate_degree", p["data_parallel_replicate_degree"], 1)
+check("torchtitan pipeline_parallel_microbatch_size", p["pipeline_parallel_microbatch_size"], L["micro_batch"])
+check("torchtitan pipeline_parallel_layers_per_stage", p["pipeline_parallel_layers_per_stage"],
+      plan["model"]["num_layers"] // (L["pp"] * L["vpp"]))
+check("torchtitan pipeline_parallel_schedule", p["pipeline_parallel_schedule"],
+      {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B"}[L["schedule"]])
+check("torchtitan context_parallel_degree", p["context_parallel_degree"], 1)
+check("torchtitan training.global_batch_size", tt["training"]["global_batch_size"], L["global_batch"])
+check("torchtitan training.local_batch_size", tt["training"]["local_batch_size"], L["global_batch"] // L["dp"])
+check("torchtitan training.seq_len", tt["training"]["seq_len"], plan["model"]["seq_length"])
+check("torchtitan activation_checkpoint.mode", tt["activation_checkpoint"]["mode"],
+      {"none": "none", "full": "full"}[L["recompute"]])
+
+plan = json.load(open("mg.json")); L = plan["layout"]; M = plan["model"]
+words = shlex.split(open("megatron.sh").read().split("pretrain_gpt.py", 1)[1], comments=True)
+flags = {}
+for i, w in enumerate(words):
+    if w.startswith("--"):
+        flags[w] = words[i + 1] if i + 1 < len(words) and not words[i + 1].startswith("--") and words[i + 1] != "$@" else ""
+known = {l.strip() for l in open(f"{source_dir}/tests/data/emit/megatron_arguments_flags.txt") if l.startswith("--")}
+for f in flags:
+    if f not in known:
+        sys.exit(f"megatron: {f} is not in Megatron-LM's arguments.py")
+print(f"ok       megatron: all {len(flags)} flags are Megatron-LM arguments")
+check("megatron --tensor-model-parallel-size", int(flags["--tensor-model-parallel-size"]), L["tp"])
+check("megatron --pipeline-model-parallel-size", int(flags["--pipeline-model-parallel-size"]), L["pp"])
+check("megatron --num-layers-per-virtual-pipeline-stage", int(flags["--num-layers-per-virtual-pipeline-stage"]),
+      M["num_layers"] // (L["pp"] * L["vpp"]))
+check("megatron --micro-batch-size", int(flags["--micro-batch-size"]), L["micro_batch"])
+check("megatron --global-batch-size", int(flags["--global-batch-size"]), L["global_batch"])
+check("megatron --num-layers", int(flags["--num-layers"]), M["num_layers"])
+check("megatron --hidden-size", int(flags["--hidden-size"]), M["hidden_size"])
+check("megatron --num-attention-heads", int(flags["--num-attention-heads"]), M["num_attention_heads"])
+check("megatron --num-query-groups", int(flags["--num-query-groups"]), M["num_kv_heads"])
+check("megatron --ffn-hidden-size", int(flags["--ffn-hidden-size"]), M["ffn_hidden_size"])
+check("megatron --seq-length", int(flags["--seq-length"]), M["seq_length"])
+check("megatron --sequence-parallel", "--sequence-parallel" in flags, L["sequence_parallel"])
+check("megatron --use-distributed-optimizer", "--use-distributed-optimizer" in flags, L["zero"] == 1)
+check("megatron --recompute-granularity", flags.get("--recompute-granularity"), L["recompute"])
+check("megatron --overlap-grad-reduce", "--overlap-grad-reduce" in flags, plan["options"]["overlap_grad_reduce"])
+check("megatron --swiglu", "--swiglu" in flags, M["activation"] == "swiglu")
+check("megatron --normalization", flags["--normalization"], {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}[M["norm"]])
+
+plan = json.load(open("ds.json")); L = plan["layout"]
+ds = json.load(open("ds_config.json"))
+check("deepspeed train_batch_size", ds["train_batch_size"], L["global_batch"])
+check("deepspeed train_micro_batch_size_per_gpu", ds["train_micro_batch_size_per_gpu"], L["micro_batch"])
+check("deepspeed gradient_accumulation_steps", ds["gradient_accumulation_steps"],
+      L["global_batch"] // (L["dp"] * L["micro_batch"]))
+check("deepspeed zero_optimization.stage", ds["zero_optimization"]["stage"], L["zero"])
+check("deepspeed pipeline.stages", ds["pipeline"]["stages"], L["pp"])
+check("deepspeed bf16.enabled", ds["bf16"]["enabled"], plan["cluster"]["precision"] == "bf16")
+
+plan = json.load(open("cpu.json"))
+lines = open("job.sh").read().splitlines()
+sbatch = dict(l[len("#SBATCH "):].split("=", 1) for l in lines if l.startswith("#SBATCH "))
+per_node = min(plan["num_gpus"], plan["cluster"]["gpus_per_node"])
+check("slurm --nodes", int(sbatch["--nodes"]), plan["num_gpus"] // per_node)
+check("slurm --ntasks-per-node", int(sbatch["--ntasks-per-node"]), per_node)
+srun = shlex.split(next(l for l in lines if l.startswith("srun ")))
+check("slurm srun --ntasks", srun[1], f"--ntasks={plan['num_gpus']}")
+check("slurm runs", srun[srun.index("meshplan"):srun.index("meshplan") + 3], ["meshplan", "execute", "cpu.json"])
+EOF
+echo "# emit cli: OK"

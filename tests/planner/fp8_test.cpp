@@ -1,0 +1,142 @@
+// --precision fp8 (planner/compute_cost.cpp, planner/memory.cpp, planner/validity.cpp,
+// planner/plan_file.cpp): the linear GEMMs at the FP8 peak, Transformer Engine's FP8 weight
+// caches and amax history in memory, the A100 refused by name, the plan-file key.
+
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "meshplan/cost_model.h"
+#include "meshplan/models.h"
+#include "meshplan/plan_file.h"
+#include "planner_test_util.h"
+
+namespace meshplan::planner {
+namespace {
+
+using test::input_error;
+using test::make_layout;
+
+// 32 layers of h 4096, 32 heads of 128 (no GQA), f 16384 GELU, 2048 tokens per micro-batch:
+// every linear GEMM's smallest dimension is the 2048 tokens.
+models::TransformerConfig square_model() {
+  models::TransformerConfig model;
+  model.name = "fp8-square";
+  model.num_layers = 32;
+  model.hidden_size = 4096;
+  model.num_attention_heads = 32;
+  model.num_kv_heads = 32;
+  model.head_dim = 128;
+  model.ffn_hidden_size = 16384;
+  model.vocab_size = 64;
+  model.seq_length = 2048;
+  model.max_position_embeddings = 2048;
+  model.activation = models::Activation::kGelu;
+  model.norm = models::Norm::kLayerNorm;
+  model.positions = models::Positions::kRope;
+  model.tied_embeddings = false;
+  return model;
+}
+
+PlanOptions fp8_options() {
+  PlanOptions options;
+  options.gemm_precision = GemmPrecision::kFp8;
+  return options;
+}
+
+// The expected values are sums of products of exact inputs; 1e-9 relative covers the
+// different order of the floating-point operations.
+constexpr double kRoundingTolerance = 1e-9;
+
+TEST_CASE("H100 and H200 presets: FP8 dense peak 1,978.9 TFLOP/s (H100 whitepaper); A100 none") {
+  for (const char* name : {"dgx-h100", "dgx-h200"}) {
+    const models::ClusterConfig cluster = models::load_cluster(name);
+    // 3,957.8 sparse / 2; twice the dense BF16 989.4 up to the whitepaper's rounding.
+    CHECK(cluster.gpu.peak_fp8_flops_per_second == 1978.9e12);
+    CHECK(cluster.efficiency.fp8_gemm_peak_efficiency == 0.5);
+  }
+  CHECK(models::load_cluster("dgx-a100-80gb").gpu.peak_fp8_flops_per_second == 0.0);
+}
+
+TEST_CASE("fp8: the linear GEMMs run at the FP8 peak, nothing else changes") {
+  // dgx-h100, tp 1: per layer the forward linear FLOPs are 2 T (4 h^2 + 2 h f) =
+  // 2 * 2048 * (4 * 4096^2 + 2 * 4096 * 16384) = 824,633,720,832. Every GEMM's smallest
+  // dimension is T = 2048, so each runs at e_max * 2048 / (2048 + 256) of its peak:
+  // bf16 989.4e12 * 0.55, fp8 1978.9e12 * 0.50. The backward has two GEMMs per linear (B
+  // and W), so it saves twice what the forward saves. 32 layers on the one stage.
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  const Layout layout = make_layout(1, 1, 8, 1, 8);
+  const PlanEstimate bf16 = estimate_plan(square_model(), cluster, layout);
+  const PlanEstimate fp8 = estimate_plan(square_model(), cluster, layout, fp8_options());
+  const double flops = 824'633'720'832.0;
+  const double shape = (2048.0 + 256.0) / 2048.0;
+  const double saved_per_layer =
+      flops * shape * (1.0 / (989.4e12 * 0.55) - 1.0 / (1978.9e12 * 0.5));
+  const ChunkCost& b = bf16.stages[0].chunks[0];
+  const ChunkCost& f = fp8.stages[0].chunks[0];
+  CHECK(b.forward_compute_seconds - f.forward_compute_seconds ==
+        doctest::Approx(32.0 * saved_per_layer).epsilon(kRoundingTolerance));
+  CHECK(b.backward_input_compute_seconds - f.backward_input_compute_seconds ==
+        doctest::Approx(32.0 * saved_per_layer).epsilon(kRoundingTolerance));
+  CHECK(b.backward_weight_compute_seconds - f.backward_weight_compute_seconds ==
+        doctest::Approx(32.0 * saved_per_layer).epsilon(kRoundingTolerance));
+  // Communication is sent as in bf16 (Megatron-LM with Transformer Engine keeps activations,
+  // gradients and the data-parallel reduction in 16/32 bits).
+  CHECK(f.forward_tp_comm_seconds == b.forward_tp_comm_seconds);
+  CHECK(fp8.stages[0].dp_grad_sync_seconds == bf16.stages[0].dp_grad_sync_seconds);
+  CHECK(fp8.step_time_s < bf16.step_time_s);
+}
+
+TEST_CASE("fp8: Transformer Engine's weight caches and amax history in memory") {
+  // Per layer on a tp-1 rank: an FP8 copy and an FP8 transpose of the 4 h^2 + 2 h f =
+  // 201,326,592 linear weights, 2 bytes each = 402,653,184, plus amax histories of 1024 fp32
+  // entries for 4 GEMMs x (3 forward + 2 backward) tensors = 81,920 bytes: 402,735,104 bytes,
+  // times 32 layers = 12,887,523,328. Gradients, optimizer and activations do not change.
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  const Layout layout = make_layout(1, 1, 8, 1, 8);
+  const PlanEstimate bf16 = estimate_plan(square_model(), cluster, layout);
+  const PlanEstimate fp8 = estimate_plan(square_model(), cluster, layout, fp8_options());
+  const MemoryBreakdown& b = bf16.stages[0].memory;
+  const MemoryBreakdown& f = fp8.stages[0].memory;
+  CHECK(f.weights_bytes - b.weights_bytes == 12'887'523'328);
+  CHECK(f.gradients_bytes == b.gradients_bytes);
+  CHECK(f.optimizer_bytes == b.optimizer_bytes);
+  CHECK(f.activations_bytes == b.activations_bytes);
+  // tp 4 divides the cached weights, not the amax histories: 32 (402,653,184 / 4 + 81,920).
+  const Layout tp4 = make_layout(4, 1, 2, 1, 8);
+  const int64_t cache_tp4 =
+      estimate_plan(square_model(), cluster, tp4, fp8_options()).stages[0].memory.weights_bytes -
+      estimate_plan(square_model(), cluster, tp4).stages[0].memory.weights_bytes;
+  CHECK(cache_tp4 == int64_t{32} * (402'653'184 / 4 + 81'920));
+}
+
+TEST_CASE("fp8: refused by name on a GPU without FP8 and on an fp32 cluster") {
+  const Layout layout = make_layout(1, 1, 8, 1, 8);
+  CHECK(input_error([&] {
+          estimate_plan(square_model(), models::load_cluster("dgx-a100-80gb"), layout,
+                        fp8_options());
+        }) ==
+        "dgx-a100-80gb: precision: fp8: A100-SXM4-80GB has no FP8 tensor cores (no "
+        "gpu.peak_fp8_flops_per_second)");
+  models::ClusterConfig fp32 = models::load_cluster("dgx-h100");
+  fp32.precision = models::Precision::kFp32;
+  CHECK(input_error([&] { estimate_plan(square_model(), fp32, layout, fp8_options()); }) ==
+        "dgx-h100: precision: fp8 needs bf16 mixed-precision training (fp32)");
+  CHECK(input_error([] { parse_gemm_precision("fp16", "--precision"); }) ==
+        "--precision: unsupported precision (fp16); supported: bf16, fp8");
+}
+
+TEST_CASE("plan file: options.precision written only for fp8, read back, checked") {
+  CHECK_FALSE(options_to_json(PlanOptions{}).contains("precision"));
+  const nlohmann::json written = options_to_json(fp8_options());
+  CHECK(written.at("precision") == "fp8");
+  CHECK(options_from_json(written, "p.json").gemm_precision == GemmPrecision::kFp8);
+  nlohmann::json bf16 = options_to_json(PlanOptions{});
+  CHECK(options_from_json(bf16, "p.json").gemm_precision == GemmPrecision::kBf16);
+  bf16["precision"] = "int8";
+  CHECK(input_error([&] { options_from_json(bf16, "p.json"); }) ==
+        "p.json: options: precision: unsupported precision (int8); supported: bf16, fp8");
+}
+
+}  // namespace
+}  // namespace meshplan::planner

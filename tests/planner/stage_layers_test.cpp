@@ -1,0 +1,209 @@
+// Uneven pipeline stages (planner/stage_layers.cpp): which layers each stage holds, the
+// per-stage parameters, the step time of unequal stages and the validity errors, against hand
+// values.
+
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "meshplan/cost_model.h"
+#include "meshplan/models.h"
+#include "meshplan/plan_file.h"
+#include "meshplan/search.h"
+#include "planner_test_util.h"
+
+namespace meshplan::planner {
+namespace {
+
+using test::input_error;
+using test::make_layout;
+
+// A 4-layer Llama-style model: h 64, 4 heads of 16 (2 kv), ffn 128, vocab 256, untied, no biases.
+models::TransformerConfig tiny_llama(int64_t num_layers) {
+  models::TransformerConfig model;
+  model.name = "tiny-llama";
+  model.num_layers = num_layers;
+  model.hidden_size = 64;
+  model.num_attention_heads = 4;
+  model.num_kv_heads = 2;
+  model.head_dim = 16;
+  model.ffn_hidden_size = 128;
+  model.vocab_size = 256;
+  model.seq_length = 32;
+  model.max_position_embeddings = 32;
+  model.activation = models::Activation::kSwiglu;
+  model.norm = models::Norm::kRmsNorm;
+  model.positions = models::Positions::kRope;
+  model.tied_embeddings = false;
+  return model;
+}
+
+Layout split_layout(int64_t pp, std::vector<int64_t> stage_layers) {
+  Layout layout = make_layout(1, pp, 1, 1, 8);
+  layout.stage_layers = std::move(stage_layers);
+  return layout;
+}
+
+}  // namespace
+
+TEST_CASE("stage_layer_range: even, uneven and interleaved uneven placements") {
+  const models::TransformerConfig model = tiny_llama(4);
+  // Even pp 2: [0, 2) and [2, 4).
+  const Layout even = split_layout(2, {});
+  CHECK(stage_layer_range(model, even, 1, 0).first == 2);
+  CHECK(stage_layer_range(model, even, 1, 0).end == 4);
+  // 3/1: stage 0 holds layers 0-2, stage 1 layer 3.
+  const Layout split = split_layout(2, {3, 1});
+  CHECK(stage_layer_range(model, split, 0, 0).first == 0);
+  CHECK(stage_layer_range(model, split, 0, 0).end == 3);
+  CHECK(stage_layer_range(model, split, 1, 0).first == 3);
+  CHECK(stage_layer_range(model, split, 1, 0).end == 4);
+  CHECK(stage_layer_count(model, split, 0) == 3);
+  // 12 layers as 2,4,4,2 on pp 4, vpp 2 (Megatron-Core get_transformer_layer_offset): a round
+  // is 12 / 2 = 6 layers; chunk 1 of stage 2 starts at 6 + (2 + 4) / 2 = 9 and holds 4 / 2 = 2.
+  Layout interleaved = split_layout(4, {2, 4, 4, 2});
+  interleaved.vpp = 2;
+  const models::TransformerConfig twelve = tiny_llama(12);
+  CHECK(stage_layer_range(twelve, interleaved, 2, 1).first == 9);
+  CHECK(stage_layer_range(twelve, interleaved, 2, 1).end == 11);
+  CHECK(stage_layer_range(twelve, interleaved, 3, 1).first == 11);  // 6 + (2 + 4 + 4) / 2
+  CHECK(stage_layer_range(twelve, interleaved, 0, 1).first == 6);
+  CHECK(stage_layer_count(twelve, interleaved, 1) == 4);
+}
+
+TEST_CASE("stage_parameter_count: a 3/1 split by hand") {
+  const models::TransformerConfig model = tiny_llama(4);
+  // One layer: QKV 64 x (4 + 2 * 2) * 16 = 8,192; output 64 * 64 = 4,096; SwiGLU fc1
+  // 64 x 256 = 16,384; fc2 128 x 64 = 8,192; two RMSNorms 2 x 64 = 128: 36,992.
+  const int64_t layer = 8192 + 4096 + 16384 + 8192 + 128;
+  // Stage 0: 3 layers + embedding 256 x 64 = 16,384. Stage 1: 1 layer + final norm 64 + LM
+  // head 16,384.
+  const Layout layout = split_layout(2, {3, 1});
+  CHECK(stage_parameter_count(model, layout, 0) == 3 * layer + 16384);
+  CHECK(stage_parameter_count(model, layout, 1) == layer + 64 + 16384);
+}
+
+TEST_CASE("estimate_plan: 1F1B step of two unequal stages is sum + (m - 1) max") {
+  // Narayanan et al. 2021, Sec. 2.2.1 flow shop: f_0 + b_0 + f_1 + b_1 + (m - 1) max_s(f_s +
+  // b_s), with each stage's f and b read back from its own chunk costs (pp 2, dp 1, 8 micro-
+  // batches). The stage with 3 layers is the slower one.
+  const models::TransformerConfig model = tiny_llama(4);
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  const Layout layout = split_layout(2, {3, 1});
+  const PlanEstimate estimate = estimate_plan(model, cluster, layout);
+  REQUIRE(estimate.feasible);
+  REQUIRE(estimate.stages.size() == 2);
+  CHECK(estimate.stages[0].chunks[0].num_layers == 3);
+  CHECK(estimate.stages[1].chunks[0].num_layers == 1);
+  const auto stage_time = [&](int s) {
+    const ChunkCost& c = estimate.stages[static_cast<size_t>(s)].chunks[0];
+    return c.forward_seconds() + c.backward_seconds();
+  };
+  const double m = 8.0;  // global batch 8 / (dp 1 * micro-batch 1)
+  const double slowest = std::max(stage_time(0), stage_time(1));
+  CHECK(slowest == stage_time(0));
+  const double pipeline = stage_time(0) + stage_time(1) + (m - 1.0) * slowest;
+  const StepBreakdown& b = estimate.breakdown;
+  // 1e-12 relative: the same doubles summed in another order.
+  CHECK(b.pipeline_compute_seconds + b.bubble_seconds == doctest::Approx(pipeline).epsilon(1e-12));
+  // The even 2/2 split of the same model is faster: its slowest stage holds 2 layers.
+  const PlanEstimate even = estimate_plan(model, cluster, split_layout(2, {}));
+  CHECK(even.step_time_s < estimate.step_time_s);
+}
+
+TEST_CASE("check_layout: stage_layers errors name the field and the values") {
+  const models::TransformerConfig model = tiny_llama(4);
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  const auto reason = [&](const Layout& layout) {
+    const Validity v = check_layout(model, cluster, layout.num_gpus(), layout);
+    CHECK(v.code == "stage_layers");
+    return v.reason;
+  };
+  CHECK(reason(split_layout(2, {1, 2, 1})) == "stage_layers: 3 entries for pp 2 (1,2,1)");
+  CHECK(reason(split_layout(2, {4, 0})) ==
+        "stage_layers: stage 1 has 0 layers, expected 1 to num_layers 4 (4,0)");
+  CHECK(reason(split_layout(2, {3, 2})) == "stage_layers: sum 5 differs from num_layers 4 (3,2)");
+  Layout interleaved = split_layout(2, {3, 1});
+  interleaved.vpp = 2;
+  interleaved.schedule = ScheduleKind::kInterleaved;
+  CHECK(reason(interleaved) == "stage_layers: stage 0 has 3 layers, not divisible by vpp 2 (3,1)");
+}
+
+TEST_CASE("first_last_stage_layers: Megatron-Core's first/last rule") {
+  // 126 layers on pp 16, first and last 7: the other 112 over 14 stages, 8 each (Llama 3 405B).
+  const std::vector<int64_t> llama = first_last_stage_layers(126, 16, 7, 7, "--first-stage-layers");
+  REQUIRE(llama.size() == 16);
+  CHECK(llama.front() == 7);
+  CHECK(llama[1] == 8);
+  CHECK(llama.back() == 7);
+  // Only the first given: 3 on stage 0, the other 1 on stage 1.
+  CHECK(first_last_stage_layers(4, 2, 3, std::nullopt, "f") == std::vector<int64_t>{3, 1});
+  // The even result is the even split, {}.
+  CHECK(first_last_stage_layers(8, 4, 2, 2, "f").empty());
+  CHECK(input_error([] { first_last_stage_layers(10, 4, 3, 2, "--last-stage-layers"); }) ==
+        "--last-stage-layers: the other 5 layers do not split evenly into 2 stages of at least "
+        "one (10 layers)");
+  CHECK(input_error([] { first_last_stage_layers(10, 4, 0, 3, "--first-stage-layers"); }) ==
+        "--first-stage-layers: first stage layers must be between 1 and num_layers 10 (0)");
+}
+
+TEST_CASE("candidate_stage_splits: Megatron first/last splits when pp does not divide") {
+  // 126 on 16: middle ceil(126/16) = 8, first + last = 126 - 14 * 8 = 14: 7/7 and 8/6.
+  const auto splits = candidate_stage_splits(126, 16);
+  REQUIRE(splits.size() == 2);
+  CHECK(splits[0].front() == 7);
+  CHECK(splits[0].back() == 7);
+  CHECK(splits[1].front() == 8);
+  CHECK(splits[1].back() == 6);
+  // 70 on 12 (BLOOM-176B-like): middle 6, first + last 70 - 60 = 10: 5/5 and 6/4.
+  CHECK(candidate_stage_splits(70, 12).size() == 2);
+  // 70 on 8 (GLM-130B): middle 9, first + last 70 - 54 = 16: 8/8 (the paper's) and 9/7.
+  CHECK(candidate_stage_splits(70, 8)[0] == std::vector<int64_t>{8, 9, 9, 9, 9, 9, 9, 8});
+  // 32 on 4 divides: the even split, plus middle 9 and 32 - 18 = 14 at the ends: 7/7, 9/5.
+  const auto divisible = candidate_stage_splits(32, 4);
+  REQUIRE(divisible.size() == 3);
+  CHECK(divisible[0].empty());
+  CHECK(divisible[1] == std::vector<int64_t>{7, 9, 9, 7});
+  CHECK(divisible[2] == std::vector<int64_t>{9, 9, 9, 5});
+  // No split: 3 layers on 4 stages; the even split comes back for check_layout to refuse.
+  CHECK(candidate_stage_splits(3, 4) == std::vector<std::vector<int64_t>>{{}});
+}
+
+TEST_CASE("plan file: stage_layers written only when uneven, and read back") {
+  Layout even = split_layout(2, {});
+  CHECK_FALSE(layout_to_json(even).contains("stage_layers"));  // older files stay identical
+  const Layout uneven = split_layout(2, {3, 1});
+  const nlohmann::json json = layout_to_json(uneven);
+  CHECK(json.at("stage_layers") == nlohmann::json::array({3, 1}));
+  CHECK(layout_from_json(json, "p.json").stage_layers == std::vector<int64_t>{3, 1});
+  // An even list reads as the even split.
+  nlohmann::json listed = layout_to_json(even);
+  listed["stage_layers"] = {2, 2};
+  CHECK(layout_from_json(listed, "p.json") == even);
+  listed["stage_layers"] = "3,1";
+  CHECK(input_error([&] { layout_from_json(listed, "p.json"); }) ==
+        "p.json: layout: stage_layers: expected a non-empty array of layer counts (string)");
+}
+
+TEST_CASE("search: a pp that does not divide the layers plans with an uneven split") {
+  // llama3-405b's 126 layers on pp 16 (Llama 3 paper, Sec. 3.3.2: first and last one short).
+  const models::TransformerConfig model = models::load_model("llama3-405b");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  SearchSpace space;
+  space.num_gpus = 16384;
+  space.global_batch = 2048;
+  space.tp = 8;
+  space.pp = 16;
+  space.micro_batch = 1;
+  const SearchResult result = search_layouts(model, cluster, space, {}, Objective::kTime, 1);
+  REQUIRE(result.best.size() == 1);
+  const Layout& best = result.best.front().layout;
+  REQUIRE(best.stage_layers.size() == 16);
+  int64_t sum = 0;
+  for (int64_t n : best.stage_layers) {
+    sum += n;
+  }
+  CHECK(sum == 126);
+}
+
+}  // namespace meshplan::planner

@@ -1,0 +1,411 @@
+// plan --emit: each launch config parsed back (flags into a map, TOML through a parser of the
+// subset emitted, JSON through nlohmann, sbatch directives) and every value checked against the
+// plan's fields. Flag and key names are checked against each framework's own parser source:
+//   Megatron-LM megatron/training/arguments.py (NVIDIA/Megatron-LM fd0df7d3): every emitted flag
+//     must be in tests/data/emit/megatron_arguments_flags.txt, the list extracted from that file;
+//   torchtitan torchtitan/config/job_config.py (pytorch/torchtitan e347b1e5): kTorchtitanKeys;
+//   DeepSpeed deepspeed/runtime/constants.py, zero/config.py, config.py get_pipeline_config,
+//     tensor_parallel/config.py (microsoft/DeepSpeed 38327e07): kDeepSpeedKeys.
+#include "meshplan/emit.h"
+
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+namespace meshplan::reports {
+namespace {
+
+planner::Plan make_plan(const std::string& model, const std::string& cluster,
+                        const planner::Layout& layout) {
+  planner::Plan plan;
+  plan.model = models::load_model(model);
+  plan.cluster = models::load_cluster(cluster);
+  plan.layout = layout;
+  plan.num_gpus = layout.num_gpus();
+  REQUIRE(planner::check_layout(plan.model, plan.cluster, plan.num_gpus, layout, true).ok());
+  return plan;
+}
+
+// The flags after "pretrain_gpt.py \": "--flag value" or "--flag" (value ""), one per line.
+std::map<std::string, std::string> megatron_flags(const std::string& script) {
+  std::map<std::string, std::string> flags;
+  std::istringstream lines(script.substr(script.find("pretrain_gpt.py \\\n")));
+  std::string line;
+  std::getline(lines, line);
+  while (std::getline(lines, line) && line.rfind("  --", 0) == 0) {
+    std::istringstream words(line);
+    std::string flag, value;
+    words >> flag >> value;
+    REQUIRE_MESSAGE(flags.count(flag) == 0, "flag given twice: " << flag);
+    flags[flag] = value == "\\" ? "" : value;
+  }
+  CHECK(line == "  \"$@\"");  // the user's flags come last
+  return flags;
+}
+
+std::set<std::string> megatron_parser_flags() {
+  std::ifstream file(std::string(MESHPLAN_SOURCE_DIR) +
+                     "/tests/data/emit/megatron_arguments_flags.txt");
+  std::set<std::string> names;
+  for (std::string line; std::getline(file, line);) {
+    if (line.rfind("--", 0) == 0) {
+      names.insert(line);
+    }
+  }
+  return names;
+}
+
+// The TOML subset the torchtitan writer emits: [section], key = integer | true | false | "text",
+// '#' comments. Keys come back as "section.key", values as written (strings unquoted).
+std::map<std::string, std::string> parse_toml(const std::string& text) {
+  std::map<std::string, std::string> values;
+  std::istringstream lines(text);
+  std::string section;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') {
+      continue;
+    }
+    if (line[0] == '[') {
+      REQUIRE(line.back() == ']');
+      section = line.substr(1, line.size() - 2);
+      continue;
+    }
+    const size_t equals = line.find(" = ");
+    REQUIRE_MESSAGE(equals != std::string::npos, line);
+    std::string value = line.substr(equals + 3);
+    if (value.front() == '"') {
+      REQUIRE(value.back() == '"');
+      value = value.substr(1, value.size() - 2);
+    }
+    values[section + "." + line.substr(0, equals)] = value;
+  }
+  return values;
+}
+
+// Every key the writer may emit, as torchtitan's JobConfig dataclasses name them (job_config.py:
+// class Model, Training, Parallelism, ActivationCheckpoint, Compile).
+const std::set<std::string> kTorchtitanKeys = {"model.name",
+                                               "model.flavor",
+                                               "training.local_batch_size",
+                                               "training.global_batch_size",
+                                               "training.seq_len",
+                                               "training.mixed_precision_param",
+                                               "parallelism.data_parallel_replicate_degree",
+                                               "parallelism.data_parallel_shard_degree",
+                                               "parallelism.tensor_parallel_degree",
+                                               "parallelism.enable_async_tensor_parallel",
+                                               "parallelism.pipeline_parallel_degree",
+                                               "parallelism.pipeline_parallel_schedule",
+                                               "parallelism.pipeline_parallel_microbatch_size",
+                                               "parallelism.pipeline_parallel_layers_per_stage",
+                                               "parallelism.context_parallel_degree",
+                                               "activation_checkpoint.mode",
+                                               "compile.enable"};
+
+std::string error_of(const planner::Plan& plan, EmitTarget target, const std::string& path = "") {
+  try {
+    emit_launch_config(plan, target, path);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST_CASE("--emit megatron: Llama-3 70B, interleaved, full recompute, distributed optimizer") {
+  planner::Layout layout;
+  layout.tp = 8;
+  layout.pp = 4;
+  layout.dp = 16;
+  layout.vpp = 2;
+  layout.schedule = planner::ScheduleKind::kInterleaved;
+  layout.micro_batch = 1;
+  layout.global_batch = 512;  // 32 micro-batches per pipeline, a multiple of pp
+  layout.recompute = planner::Recompute::kFull;
+  layout.sequence_parallel = true;
+  layout.zero = 1;
+  const planner::Plan plan = make_plan("llama3-70b", "dgx-h100", layout);
+  const std::string script = emit_megatron(plan);
+  CHECK(script.find("torchrun --nnodes 64 --nproc-per-node 8 ") != std::string::npos);  // 512/8
+  const std::map<std::string, std::string> flags = megatron_flags(script);
+  const std::map<std::string, std::string> expected = {
+      {"--tensor-model-parallel-size", "8"},
+      {"--pipeline-model-parallel-size", "4"},
+      {"--num-layers-per-virtual-pipeline-stage", "10"},  // 80 layers / (pp 4 * vpp 2)
+      {"--sequence-parallel", ""},
+      {"--recompute-granularity", "full"},
+      {"--recompute-method", "uniform"},
+      {"--recompute-num-layers", "1"},
+      {"--use-distributed-optimizer", ""},
+      {"--overlap-grad-reduce", ""},
+      {"--overlap-param-gather", ""},
+      {"--no-scatter-gather-tensors-in-pipeline", ""},  // meshplan's default is off
+      {"--ddp-bucket-size", "13107200"},                // 25 MiB / 2 bytes (bf16)
+      {"--micro-batch-size", "1"},
+      {"--global-batch-size", "512"},
+      {"--num-layers", "80"},  // Dubey et al. 2024, Table 3 (70B)
+      {"--hidden-size", "8192"},
+      {"--num-attention-heads", "64"},
+      {"--group-query-attention", ""},
+      {"--num-query-groups", "8"},
+      {"--ffn-hidden-size", "28672"},
+      {"--seq-length", "8192"},
+      {"--max-position-embeddings", "8192"},  // rope: the planned length
+      {"--position-embedding-type", "rope"},
+      {"--normalization", "RMSNorm"},
+      {"--swiglu", ""},
+      {"--untie-embeddings-and-output-weights", ""},
+      {"--disable-bias-linear", ""},
+      {"--attention-dropout", "0"},
+      {"--hidden-dropout", "0"},
+      {"--vocab-size", "128256"},
+      {"--use-flash-attn", ""},
+      {"--bf16", ""}};
+  CHECK(flags == expected);
+  // Against the plan's own fields too, so the literals above cannot drift from the presets.
+  CHECK(flags.at("--num-layers") == std::to_string(plan.model.num_layers));
+  CHECK(flags.at("--ffn-hidden-size") == std::to_string(plan.model.ffn_hidden_size));
+  CHECK(flags.at("--global-batch-size") == std::to_string(plan.layout.global_batch));
+  const std::set<std::string> parser = megatron_parser_flags();
+  REQUIRE(parser.size() > 500);  // the list is there (564 names at fd0df7d3)
+  for (const auto& [flag, value] : flags) {
+    CHECK_MESSAGE(parser.count(flag) == 1, flag << " is not a Megatron-LM argument");
+  }
+}
+
+TEST_CASE("--emit megatron: GPT-3 1.3B, learned positions, LayerNorm, GELU, biases, tied") {
+  planner::Layout layout;
+  layout.tp = 2;
+  layout.dp = 4;
+  layout.micro_batch = 4;
+  layout.global_batch = 64;
+  layout.recompute = planner::Recompute::kSelective;
+  const planner::Plan plan = make_plan("gpt3-1.3b", "dgx-a100-80gb", layout);
+  const std::map<std::string, std::string> flags = megatron_flags(emit_megatron(plan));
+  CHECK(flags.at("--recompute-granularity") == "selective");
+  CHECK(flags.count("--recompute-method") == 0);
+  CHECK(flags.at("--position-embedding-type") == "learned_absolute");
+  CHECK(flags.at("--max-position-embeddings") == "2048");  // Brown et al. 2020: n_ctx 2048
+  CHECK(flags.at("--normalization") == "LayerNorm");
+  CHECK(flags.at("--hidden-size") == "2048");  // Brown et al. 2020, Table 2.1 (XL, 1.3B)
+  CHECK(flags.at("--num-attention-heads") == std::to_string(plan.model.num_attention_heads));
+  for (const char* absent :
+       {"--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
+        "--group-query-attention", "--use-distributed-optimizer", "--overlap-param-gather",
+        "--num-layers-per-virtual-pipeline-stage", "--sequence-parallel", "--attention-dropout"}) {
+    CHECK_MESSAGE(flags.count(absent) == 0, absent);
+  }
+  const std::set<std::string> parser = megatron_parser_flags();
+  for (const auto& [flag, value] : flags) {
+    CHECK_MESSAGE(parser.count(flag) == 1, flag << " is not a Megatron-LM argument");
+  }
+}
+
+TEST_CASE("--emit megatron refuses what Megatron-LM cannot run") {
+  planner::Layout layout;
+  layout.pp = 2;
+  layout.dp = 4;
+  layout.global_batch = 64;
+  layout.schedule = planner::ScheduleKind::kZbH1;
+  const planner::Plan plan = make_plan("llama3-8b", "dgx-h100", layout);
+  CHECK(error_of(plan, EmitTarget::kMegatron) ==
+        "--emit megatron: layout: megatron cannot run this layout: Megatron-Core schedules.py has "
+        "1F1B and interleaved 1F1B, no zb-h1 (" +
+            planner::describe(layout) + ")");
+  planner::Layout zero1;
+  zero1.dp = 8;
+  zero1.global_batch = 16;
+  zero1.zero = 1;
+  planner::Plan no_overlap = make_plan("llama3-8b", "dgx-h100", zero1);
+  no_overlap.options.overlap_grad_reduce = false;
+  CHECK(error_of(no_overlap, EmitTarget::kMegatron) ==
+        "--emit megatron: options.overlap_param_gather: Megatron-LM overlaps the parameter gather "
+        "only with --overlap-grad-reduce (on, overlap_grad_reduce off)");
+  planner::Layout uneven;
+  uneven.dp = 12;
+  uneven.global_batch = 24;
+  CHECK(error_of(make_plan("llama3-8b", "dgx-h100", uneven), EmitTarget::kMegatron) ==
+        "--emit megatron: num_gpus: the launcher starts the same number of ranks on every node of "
+        "8 (12)");
+}
+
+TEST_CASE("--emit torchtitan: Llama-3 8B, FSDP x TP x PP, 1F1B") {
+  planner::Layout layout;
+  layout.tp = 2;
+  layout.pp = 2;
+  layout.dp = 16;
+  layout.micro_batch = 1;
+  layout.global_batch = 128;
+  layout.sequence_parallel = true;
+  layout.zero = 3;
+  layout.recompute = planner::Recompute::kFull;
+  const planner::Plan plan = make_plan("llama3-8b", "dgx-h100", layout);
+  const std::map<std::string, std::string> toml = parse_toml(emit_torchtitan(plan));
+  const std::map<std::string, std::string> expected = {
+      {"model.name", "llama3"},
+      {"model.flavor", "8B"},
+      {"training.local_batch_size", "8"},  // 128 sequences / dp 16, all through the pipeline
+      {"training.global_batch_size", "128"},
+      {"training.seq_len", "8192"},
+      {"training.mixed_precision_param", "bfloat16"},
+      {"parallelism.data_parallel_replicate_degree", "1"},
+      {"parallelism.data_parallel_shard_degree", "16"},  // ZeRO-3 = FSDP2 fully_shard
+      {"parallelism.tensor_parallel_degree", "2"},
+      {"parallelism.enable_async_tensor_parallel", "false"},
+      {"parallelism.pipeline_parallel_degree", "2"},
+      {"parallelism.pipeline_parallel_schedule", "1F1B"},
+      {"parallelism.pipeline_parallel_microbatch_size", "1"},
+      {"parallelism.pipeline_parallel_layers_per_stage", "16"},  // 32 layers / pp 2
+      {"parallelism.context_parallel_degree", "1"},
+      {"activation_checkpoint.mode", "full"}};
+  CHECK(toml == expected);
+  for (const auto& [key, value] : toml) {
+    CHECK_MESSAGE(kTorchtitanKeys.count(key) == 1, key << " is not a torchtitan JobConfig key");
+  }
+}
+
+TEST_CASE("--emit torchtitan: DDP without pp accumulates micro-batches; refusals") {
+  planner::Layout ddp;
+  ddp.dp = 8;
+  ddp.micro_batch = 2;
+  ddp.global_batch = 64;  // 4 accumulated micro-batches per rank
+  const std::map<std::string, std::string> toml =
+      parse_toml(emit_torchtitan(make_plan("llama3-8b", "dgx-h100", ddp)));
+  CHECK(toml.at("training.local_batch_size") == "2");
+  CHECK(toml.at("training.global_batch_size") == "64");
+  CHECK(toml.at("parallelism.data_parallel_replicate_degree") == "8");
+  CHECK(toml.at("parallelism.data_parallel_shard_degree") == "1");
+  CHECK(toml.count("parallelism.pipeline_parallel_schedule") == 0);
+
+  planner::Layout zero1 = ddp;
+  zero1.zero = 1;
+  CHECK(error_of(make_plan("llama3-8b", "dgx-h100", zero1), EmitTarget::kTorchtitan) ==
+        "--emit torchtitan: layout: fsdp cannot run this layout: torchtitan shards with FSDP2 "
+        "(ZeRO-3) or replicates (DDP) (" +
+            planner::describe(zero1) + ")");
+  planner::Layout tiny;
+  tiny.dp = 2;
+  tiny.global_batch = 4;
+  CHECK(error_of(make_plan("tiny", "local-cpu", tiny), EmitTarget::kTorchtitan) ==
+        "--emit torchtitan: model: torchtitan selects a model by flavor; none of llama3 8B, 70B, "
+        "405B has this shape (tiny)");
+  planner::Layout selective = ddp;
+  selective.recompute = planner::Recompute::kSelective;
+  CHECK(error_of(make_plan("llama3-8b", "dgx-h100", selective), EmitTarget::kTorchtitan)
+            .rfind("--emit torchtitan: layout.recompute: ", 0) == 0);
+}
+
+TEST_CASE("--emit deepspeed: pipeline engine with ZeRO-1, full recompute") {
+  planner::Layout layout;
+  layout.pp = 4;
+  layout.dp = 16;
+  layout.micro_batch = 2;
+  layout.global_batch = 256;
+  layout.zero = 1;
+  layout.recompute = planner::Recompute::kFull;
+  const planner::Plan plan = make_plan("llama3-8b", "dgx-h100", layout);
+  const nlohmann::json config = nlohmann::json::parse(emit_deepspeed(plan));
+  CHECK(config.at("train_batch_size") == 256);
+  CHECK(config.at("train_micro_batch_size_per_gpu") == 2);
+  // DeepSpeed's identity train_batch_size = micro * accumulation * dp: 256 = 2 * 8 * 16.
+  CHECK(config.at("gradient_accumulation_steps") == 8);
+  CHECK(config.at("bf16").at("enabled") == true);
+  CHECK(config.at("zero_optimization").at("stage") == 1);
+  CHECK(config.at("zero_optimization").at("overlap_comm") == true);
+  CHECK(config.at("zero_optimization").at("reduce_bucket_size") == 13107200);  // 25 MiB / 2 B
+  CHECK(config.at("pipeline").at("stages") == 4);
+  CHECK(config.at("pipeline").at("activation_checkpoint_interval") == 1);
+  CHECK(config.count("tensor_parallel") == 0);
+  // Key names as DeepSpeed's parser reads them (files in the header comment).
+  const std::set<std::string> top = {"train_batch_size",
+                                     "train_micro_batch_size_per_gpu",
+                                     "gradient_accumulation_steps",
+                                     "bf16",
+                                     "zero_optimization",
+                                     "pipeline",
+                                     "tensor_parallel"};
+  for (const auto& [key, value] : config.items()) {
+    CHECK_MESSAGE(top.count(key) == 1, key);
+  }
+  const std::set<std::string> zero_keys = {"stage", "overlap_comm", "reduce_bucket_size",
+                                           "allgather_bucket_size"};
+  for (const auto& [key, value] : config.at("zero_optimization").items()) {
+    CHECK_MESSAGE(zero_keys.count(key) == 1, key);
+  }
+}
+
+TEST_CASE("--emit deepspeed refuses ZeRO-2 with pp > 1 and sequence parallelism") {
+  planner::Layout layout;
+  layout.pp = 2;
+  layout.dp = 4;
+  layout.global_batch = 64;
+  layout.zero = 2;
+  CHECK(error_of(make_plan("llama3-8b", "dgx-h100", layout), EmitTarget::kDeepSpeed) ==
+        "--emit deepspeed: layout: deepspeed cannot run this layout: its pipeline engine refuses "
+        "ZeRO-2 and ZeRO-3 with pp > 1 (" +
+            planner::describe(layout) + ")");
+  planner::Layout sp;
+  sp.tp = 2;
+  sp.dp = 4;
+  sp.global_batch = 64;
+  sp.sequence_parallel = true;
+  CHECK(error_of(make_plan("llama3-8b", "dgx-h100", sp), EmitTarget::kDeepSpeed) ==
+        "--emit deepspeed: layout.sequence_parallel: DeepSpeed's AutoTP "
+        "(tensor_parallel.autotp_size) does not shard the sequence (on)");
+  sp.sequence_parallel = false;
+  const nlohmann::json config =
+      nlohmann::json::parse(emit_deepspeed(make_plan("llama3-8b", "dgx-h100", sp)));
+  CHECK(config.at("tensor_parallel").at("autotp_size") == 2);
+}
+
+TEST_CASE("--emit slurm: nodes, tasks per node and the execute line of a CPU plan") {
+  planner::Layout layout;
+  layout.tp = 2;
+  layout.pp = 2;
+  layout.dp = 4;
+  layout.global_batch = 16;
+  const planner::Plan plan = make_plan("tiny", "local-cpu", layout);
+  const std::string script = emit_launch_config(plan, EmitTarget::kSlurm, "runs/p.json");
+  std::map<std::string, std::string> directives;
+  std::string srun;
+  std::istringstream lines(script);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("#SBATCH --", 0) == 0) {
+      const size_t equals = line.find('=');
+      directives[line.substr(8, equals - 8)] = line.substr(equals + 1);
+    } else if (line.rfind("srun ", 0) == 0) {
+      srun = line;
+    }
+  }
+  // 16 ranks on local-cpu's 8 per node: 2 nodes of 8 tasks, one core each.
+  CHECK(directives.at("--nodes") == "2");
+  CHECK(directives.at("--ntasks-per-node") == "8");
+  CHECK(directives.at("--cpus-per-task") == "1");
+  CHECK(srun ==
+        "srun --ntasks=16 --cpu-bind=cores --mpi=pmix meshplan execute 'runs/p.json' \"$@\"");
+  CHECK(error_of(plan, EmitTarget::kSlurm) ==
+        "--emit slurm: needs --save-plan (the script runs meshplan execute on that file)");
+  planner::Layout gpu;
+  gpu.dp = 8;
+  gpu.global_batch = 16;
+  CHECK(error_of(make_plan("llama3-8b", "dgx-h100", gpu), EmitTarget::kSlurm, "p.json") ==
+        "--emit slurm: p.json: cluster.precision: the CPU executor runs fp32 only (bf16); plan "
+        "with --cluster local-cpu");
+}
+
+TEST_CASE("--emit targets: names and an unknown one") {
+  for (EmitTarget target : {EmitTarget::kMegatron, EmitTarget::kTorchtitan, EmitTarget::kDeepSpeed,
+                            EmitTarget::kSlurm}) {
+    CHECK(parse_emit_target(to_string(target), "--emit") == target);
+  }
+  CHECK_THROWS_WITH_AS(parse_emit_target("nemo", "--emit"),
+                       "--emit: unknown emit target (nemo); supported: megatron, torchtitan, "
+                       "deepspeed, slurm",
+                       InputError);
+}
+
+}  // namespace
+}  // namespace meshplan::reports

@@ -1,0 +1,134 @@
+// meshplan sweep's outputs (reports/sweep_report.cpp, reports/sweep_html.cpp): each table row and
+// its JSON record carry the same point; a point without a plan keeps its reason; the HTML page
+// has its three charts, one ring per Pareto point, one bar part per memory kind and no reference
+// outside itself.
+
+#include "meshplan/sweep_report.h"
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "meshplan/models.h"
+
+namespace meshplan::reports {
+namespace {
+
+std::vector<std::string> data_rows(const std::string& table) {
+  std::vector<std::string> rows;
+  std::istringstream in(table);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line[0] != '#') {
+      rows.push_back(line);
+    }
+  }
+  return rows;
+}
+
+std::vector<std::string> fields(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> out;
+  for (std::string field; in >> field;) {
+    out.push_back(field);
+  }
+  return out;
+}
+
+size_t count(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+// llama2-7b on A100s (preset price) and H100s (2 USD as if from --price) at 1, 8 and 16 GPUs:
+// one GPU holds no plan (16 bytes x 6.7e9 parameters of model states > 80 GiB).
+planner::SweepRequest request() {
+  planner::SweepRequest r;
+  r.model = models::load_model("llama2-7b");
+  for (const char* name : {"dgx-a100-80gb", "dgx-h100"}) {
+    planner::SweepCluster c;
+    c.cluster = models::load_cluster(name);
+    c.label = name;
+    c.price_per_gpu_hour = c.label == "dgx-h100" ? 2.0 : c.cluster.price_per_gpu_hour;
+    c.price_source = c.label == "dgx-h100" ? "--price" : "dgx-a100-80gb: price_per_gpu_hour";
+    r.clusters.push_back(c);
+  }
+  r.gpu_counts = {1, 8, 16};
+  r.num_tokens = 1e9;
+  return r;
+}
+
+TEST_CASE("sweep report: each row and its record are the same point; the header says the rules") {
+  const planner::SweepRequest r = request();
+  const planner::SweepResult result = planner::run_sweep(r, 2);
+  const Report report = sweep_report(r, result);
+  CHECK(report.table.find("# global batch 2 sequences (8192 tokens) held fixed at every GPU "
+                          "count (default: 2 per GPU at the smallest count") != std::string::npos);
+  CHECK(report.table.find("# cluster dgx-h100: H100-SXM5-80GB (8 per node), 2 USD per GPU-hour "
+                          "from --price\n") != std::string::npos);
+  const std::vector<std::string> rows = data_rows(report.table);
+  const nlohmann::json& points = report.json.at("points");
+  REQUIRE(rows.size() == 6);
+  REQUIRE(points.size() == 6);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    CAPTURE(rows[i]);
+    const std::vector<std::string> row = fields(rows[i]);
+    const nlohmann::json& p = points[i];
+    CHECK(row[0] == p.at("cluster").get<std::string>());
+    CHECK(row[1] == std::to_string(p.at("gpus").get<int64_t>()));
+    if (!p.at("feasible").get<bool>()) {
+      CHECK(rows[i].find("no feasible plan: " + p.at("reason").get<std::string>()) !=
+            std::string::npos);
+      CHECK(p.at("step_time_s").is_null());
+      continue;
+    }
+    CHECK(row[3] == std::to_string(p.at("layout").at("tp").get<int64_t>()));
+    CHECK(row[9] == fmt::format("{:.3f}", p.at("step_time_s").get<double>()));
+    CHECK(row[14] == fmt::format("{:.0f}", p.at("cost").get<double>()));
+    // cost = gpu_hours x price, gpu_hours = gpus x time / 3600 (rounding only: 1e-12).
+    CHECK(p.at("cost").get<double>() == doctest::Approx(p.at("gpu_hours").get<double>() *
+                                                        p.at("price_per_gpu_hour").get<double>())
+                                            .epsilon(1e-12));
+    CHECK(p.at("gpu_hours").get<double>() ==
+          doctest::Approx(static_cast<double>(p.at("gpus").get<int64_t>()) *
+                          p.at("time_to_train_s").get<double>() / 3600)
+              .epsilon(1e-12));
+    CHECK((row.size() == 17) == p.at("pareto").get<bool>());  // the '*' column
+  }
+  CHECK(points[0].at("feasible") == false);
+  CHECK(points[0].at("reason").get<std::string>().rfind("memory x", 0) == 0);
+}
+
+TEST_CASE("sweep html: three charts, a ring per Pareto point, 5 parts per bar, offline") {
+  const planner::SweepRequest r = request();
+  const planner::SweepResult result = planner::run_sweep(r, 2);
+  const std::string page = sweep_html(r, result);
+  CHECK(count(page, "<svg ") == 3);
+  for (const char* id :
+       {"id=\"chart-time\"", "id=\"chart-cost\"", "id=\"chart-memory\"", "id=\"points\""}) {
+    CHECK(count(page, id) == 1);
+  }
+  size_t feasible = 0, pareto = 0;
+  for (const planner::SweepPoint& p : result.points) {
+    feasible += p.feasible ? 1 : 0;
+    pareto += p.pareto ? 1 : 0;
+  }
+  CHECK(feasible == 4);
+  CHECK(count(page, "class=\"pareto\"") == pareto);
+  for (const char* part :
+       {": weights ", ": gradients ", ": optimizer ", ": activations ", ": reserve "}) {
+    CHECK(count(page, part) == feasible);
+  }
+  CHECK(count(page, "http") == 3);  // the xmlns of each <svg>, nothing fetched
+  CHECK(count(page, "<script") == 0);
+  CHECK(count(page, "no feasible plan: memory x") == 2);
+}
+
+}  // namespace
+}  // namespace meshplan::reports
