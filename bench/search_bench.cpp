@@ -1,7 +1,8 @@
 // Prints the speed of the exhaustive layout search: layouts evaluated, layouts per second and
 // wall time, for the searches the planner is held to (GPT-3 175B on 1,024 A100s; the 1T model
 // of Narayanan et al. 2021 on 3,072 A100s; Llama 3 405B on 16,384 H100s, and at 128K context with
-// context parallelism searched, `plan --cp auto`). Target: each under 1 s on one core.
+// context parallelism searched, `plan --cp auto`; DeepSeek-V3 on 2,048 H800s). Target: each
+// under 1 s on one core.
 
 #include <fmt/format.h>
 
@@ -62,5 +63,9 @@ int main() {
   bench("megatron-1t", "dgx-a100-80gb", 3072, 3072);
   bench("llama3-405b", "dgx-h100", 16384, 2048);
   bench("llama3-405b", "dgx-h100", 16384, 128, 131072, true);
+  // DeepSeek-V3 on its own cluster (technical report Sec. 3.1: 2,048 H800; Sec. 4.2: batch
+  // ramped to 15,360 sequences of 4K), and Mixtral 8x7B on 256 H100 (ep searched).
+  bench("deepseek-v3", "h800-2048", 2048, 15360);
+  bench("mixtral-8x7b", "dgx-h100", 256, 1024);
   return 0;
 }

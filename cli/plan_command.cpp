@@ -32,7 +32,8 @@ struct PlanArguments {
   std::string model;
   std::string cluster;
   int64_t gpus = 0;
-  std::optional<int64_t> global_batch, seq_len, tp, pp, dp, vpp, micro_batch;
+  std::optional<int64_t> global_batch, seq_len, tp, pp, dp, vpp, micro_batch, ep;
+  double moe_load_imbalance = 1.0;
   std::optional<std::string> recompute, sequence_parallel, schedule, stage_layers;
   std::optional<int64_t> first_stage_layers, last_stage_layers;
   std::optional<int> zero;
@@ -244,6 +245,7 @@ planner::SearchSpace search_space(const PlanArguments& args, const models::Clust
                                     {args.pp, "--pp"},
                                     {args.dp, "--dp"},
                                     {args.vpp, "--vpp"},
+                                    {args.ep, "--ep"},
                                     {args.micro_batch, "--micro-batch"}}) {
     require_positive(value, flag);
   }
@@ -266,6 +268,7 @@ planner::SearchSpace search_space(const PlanArguments& args, const models::Clust
   space.pp = args.pp;
   space.dp = args.dp;
   space.vpp = args.vpp;
+  space.ep = args.ep;
   space.micro_batch = args.micro_batch;
   if (args.recompute) {
     space.recompute = planner::parse_recompute(*args.recompute, "--recompute");
@@ -304,6 +307,8 @@ planner::PlanOptions plan_options(const PlanArguments& args) {
   options.scatter_gather_pipeline =
       parse_on_off(args.scatter_gather_pipeline, "--scatter-gather-pipeline");
   options.allow_tp_across_nodes = args.allow_tp_across_nodes;
+  planner::check_moe_load_imbalance(args.moe_load_imbalance, "--moe-load-imbalance");
+  options.moe_load_imbalance = args.moe_load_imbalance;
   options.cp_comm = planner::parse_cp_comm(args.cp_comm, "--cp-comm");
   if (!(args.bucket_mb > 0) || args.bucket_mb > 1e6) {
     throw InputError(fmt::format("--bucket-mb: must be in (0, 1e6] ({})", args.bucket_mb));
@@ -493,6 +498,11 @@ void register_plan_commands(CLI::App& app) {
                    "Context-parallel attention: p2p (ring) | a2a (Ulysses all-to-all)")
       ->capture_default_str();
   plan->add_option("--vpp", args->vpp, "Fix virtual pipeline stages per rank");
+  plan->add_option("--ep", args->ep,
+                   "Fix expert parallel size (MoE models; divides dp and the expert count)");
+  plan->add_option("--moe-load-imbalance", args->moe_load_imbalance,
+                   "Busiest rank's routed-expert work over the balanced share (MoE; >= 1)")
+      ->capture_default_str();
   plan->add_option("--micro-batch", args->micro_batch, "Fix the micro-batch size");
   plan->add_option("--stage-layers", args->stage_layers,
                    "Fix the layers of each pipeline stage, e.g. 7,8,8,7 (fixes pp)");

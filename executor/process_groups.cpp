@@ -78,6 +78,9 @@ MPI_Comm ProcessGroups::comm(CommGroup group) const {
       return embedding_;
     case CommGroup::kCp:
       return cp_;
+    case CommGroup::kEp:  // the executor runs no mixture-of-experts model (shard_dims.cpp)
+    case CommGroup::kExpertDp:
+      return MPI_COMM_NULL;
   }
   return MPI_COMM_NULL;
 }

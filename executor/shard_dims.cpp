@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <string>
 
 #include "meshplan/errors.h"
 
@@ -106,6 +107,18 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
     throw InputError(fmt::format(
         "{}: model.positions: the CPU executor implements learned and rope positions ({})", source,
         models::to_string(model.positions)));
+  }
+  // Router, expert dispatch (MPI_Alltoallv) and MLA are not implemented in the CPU executor.
+  if (model.is_moe()) {
+    throw InputError(fmt::format(
+        "{}: model.num_experts: the CPU executor does not run mixture-of-experts models ({})",
+        source, model.num_experts));
+  }
+  if (model.is_mla() || model.qk_norm) {
+    throw InputError(fmt::format(
+        "{}: model.{}: the CPU executor implements standard attention without q/k norms ({})",
+        source, model.is_mla() ? "kv_lora_rank" : "qk_norm",
+        model.is_mla() ? std::to_string(model.kv_lora_rank) : "true"));
   }
   if (layout.cp > 1 && model.positions != models::Positions::kRope) {
     throw InputError(

@@ -1,6 +1,7 @@
 // Hugging Face transformers config.json files mapped onto TransformerConfig. Field names and
 // defaults follow the transformers configuration classes (LlamaConfig, MistralConfig,
-// Qwen2Config, GPT2Config, GPTNeoXConfig) and the layer definitions in their modeling files.
+// Qwen2Config, GPT2Config, GPTNeoXConfig, MixtralConfig, Qwen2MoeConfig, Qwen3MoeConfig,
+// DeepseekV3Config) and the layer definitions in their modeling files.
 
 #include "hf_config.h"
 
@@ -24,11 +25,20 @@ struct HfFamily {
   std::string_view architecture;
   std::string_view model_type;
 };
-constexpr std::array<HfFamily, 5> kFamilies = {{{"LlamaForCausalLM", "llama"},
+constexpr std::array<HfFamily, 9> kFamilies = {{{"LlamaForCausalLM", "llama"},
                                                 {"MistralForCausalLM", "mistral"},
                                                 {"Qwen2ForCausalLM", "qwen2"},
                                                 {"GPT2LMHeadModel", "gpt2"},
-                                                {"GPTNeoXForCausalLM", "gpt_neox"}}};
+                                                {"GPTNeoXForCausalLM", "gpt_neox"},
+                                                {"MixtralForCausalLM", "mixtral"},
+                                                {"Qwen2MoeForCausalLM", "qwen2_moe"},
+                                                {"Qwen3MoeForCausalLM", "qwen3_moe"},
+                                                {"DeepseekV3ForCausalLM", "deepseek_v3"}}};
+
+bool is_moe_family(std::string_view model_type) {
+  return model_type == "mixtral" || model_type == "qwen2_moe" || model_type == "qwen3_moe" ||
+         model_type == "deepseek_v3";
+}
 
 // Activation names of transformers' ACT2FN that meshplan's two MLPs compute. SwiGLU (Shazeer
 // 2020) gates with SiLU, which ACT2FN also calls "swish". The GELU MLP is Hendrycks and Gimpel
@@ -112,7 +122,11 @@ int64_t sliding_window(const nlohmann::json& json, std::string_view model_type,
     }
     return is_set(json, "sliding_window") ? require_size(json, "sliding_window", source) : 0;
   }
-  if (model_type == "qwen2" && optional_bool(json, "use_sliding_window", false, source)) {
+  if (model_type == "mixtral") {  // MixtralConfig: sliding_window default None
+    return is_set(json, "sliding_window") ? require_size(json, "sliding_window", source) : 0;
+  }
+  const bool qwen = model_type == "qwen2" || model_type == "qwen2_moe" || model_type == "qwen3_moe";
+  if (qwen && optional_bool(json, "use_sliding_window", false, source)) {
     return is_set(json, "sliding_window") ? require_size(json, "sliding_window", source) : 0;
   }
   return 0;
@@ -252,8 +266,93 @@ const HfFamily& hf_family(const nlohmann::json& json, const std::string& source)
 
 void reject_moe_field(const std::string& field, const nlohmann::json& value,
                       const std::string& source) {
-  throw InputError(fmt::format("{}: {}: mixture-of-experts models are not supported yet ({})",
-                               source, field, value.dump()));
+  throw InputError(fmt::format(
+      "{}: {}: mixture-of-experts field in a dense architecture; MoE models load as "
+      "MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM or DeepseekV3ForCausalLM ({})",
+      source, field, value.dump()));
+}
+
+// Throws InputError "<source>: <field>: <why> (<value>)" when `field` is set and differs from
+// `expected`: a config option that changes the model in a way meshplan does not model.
+void require_unmodelled(const nlohmann::json& json, const char* field,
+                        const nlohmann::json& expected, const char* why,
+                        const std::string& source) {
+  if (is_set(json, field) && json[field] != expected) {
+    throw InputError(fmt::format("{}: {}: {} ({})", source, field, why, json[field].dump()));
+  }
+}
+
+// Mixtral (Jiang et al. 2024; transformers' MixtralSparseMoeBlock): every layer's MLP is E
+// SwiGLU experts of intermediate_size under a bias-free h -> E router, top num_experts_per_tok.
+void mixtral(const nlohmann::json& json, const std::string& source, TransformerConfig& model) {
+  model.num_experts = optional_size(json, "num_local_experts", 8, source);
+  model.experts_per_token = optional_size(json, "num_experts_per_tok", 2, source);
+  model.expert_ffn_hidden_size = model.ffn_hidden_size;
+}
+
+// Qwen2-MoE and Qwen3-MoE (transformers' Qwen2MoeSparseMoeBlock, Qwen3MoeSparseMoeBlock):
+// num_experts experts of moe_intermediate_size; Qwen2-MoE adds one shared expert of
+// shared_expert_intermediate_size behind an h -> 1 sigmoid gate. Layers listed in mlp_only_layers
+// or skipped by decoder_sparse_step are dense there, a pattern meshplan does not model.
+void qwen_moe(const nlohmann::json& json, std::string_view model_type, const std::string& source,
+              TransformerConfig& model) {
+  const bool qwen3 = model_type == "qwen3_moe";
+  model.num_experts = optional_size(json, "num_experts", qwen3 ? 128 : 60, source);
+  model.experts_per_token = optional_size(json, "num_experts_per_tok", qwen3 ? 8 : 4, source);
+  model.expert_ffn_hidden_size =
+      optional_size(json, "moe_intermediate_size", qwen3 ? 768 : 1408, source);
+  require_unmodelled(json, "decoder_sparse_step", 1,
+                     "dense layers between MoE layers are not modelled (only a dense prefix)",
+                     source);
+  require_unmodelled(json, "mlp_only_layers", nlohmann::json::array(),
+                     "dense layers between MoE layers are not modelled (only a dense prefix)",
+                     source);
+  if (!qwen3) {
+    const int64_t shared = is_set(json, "shared_expert_intermediate_size")
+                               ? require_int(json, "shared_expert_intermediate_size", source)
+                               : 5632;  // Qwen2MoeConfig default
+    if (shared > 0) {
+      model.num_shared_experts = 1;
+      model.shared_expert_ffn_hidden_size = shared;
+      model.shared_expert_gate = true;
+    }
+  }
+}
+
+// DeepSeek-V3 (DeepSeek-AI 2024, Sec. 2.1; transformers' DeepseekV3Model): MLA attention, the
+// first first_k_dense_replace layers dense (intermediate_size), then n_routed_experts of
+// moe_intermediate_size, top num_experts_per_tok, n_shared_experts shared ones of the same size
+// and a router with an e_score_correction_bias (aux-loss-free balancing, Sec. 2.1.2). The
+// multi-token-prediction module (Sec. 2.2) is not modelled: num_nextn_predict_layers > 0 is
+// rejected (transformers' DeepseekV3ForCausalLM does not build it either and drops its weights).
+void deepseek_v3(const nlohmann::json& json, const std::string& source, TransformerConfig& model) {
+  require_unmodelled(json, "num_nextn_predict_layers", 0,
+                     "the multi-token-prediction module is not modelled; set it to 0 to plan the "
+                     "main model as transformers' DeepseekV3ForCausalLM builds it",
+                     source);
+  require_unmodelled(json, "moe_layer_freq", 1,
+                     "dense layers between MoE layers are not modelled (only a dense prefix)",
+                     source);
+  require_unmodelled(json, "attention_bias", false, "MLA with attention biases is not modelled",
+                     source);
+  model.num_experts = require_size(json, "n_routed_experts", source);
+  model.experts_per_token = require_size(json, "num_experts_per_tok", source);
+  model.expert_ffn_hidden_size = require_size(json, "moe_intermediate_size", source);
+  model.num_shared_experts =
+      is_set(json, "n_shared_experts") ? require_int(json, "n_shared_experts", source) : 0;
+  model.shared_expert_ffn_hidden_size =
+      model.num_shared_experts > 0 ? model.expert_ffn_hidden_size : 0;
+  model.router_score_bias = true;
+  model.first_dense_layers = is_set(json, "first_k_dense_replace")
+                                 ? require_int(json, "first_k_dense_replace", source)
+                                 : 0;
+  model.q_lora_rank = is_set(json, "q_lora_rank") ? require_size(json, "q_lora_rank", source) : 0;
+  model.kv_lora_rank = require_size(json, "kv_lora_rank", source);
+  model.qk_nope_head_dim = require_size(json, "qk_nope_head_dim", source);
+  model.qk_rope_head_dim = require_size(json, "qk_rope_head_dim", source);
+  model.v_head_dim = require_size(json, "v_head_dim", source);
+  model.head_dim = model.qk_nope_head_dim + model.qk_rope_head_dim;
+  model.num_kv_heads = model.num_attention_heads;
 }
 
 }  // namespace
@@ -286,6 +385,9 @@ void reject_mixture_of_experts(const nlohmann::json& json, const std::string& so
 
 TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::string& source) {
   const std::string_view model_type = hf_family(json, source).model_type;
+  if (!is_moe_family(model_type)) {
+    reject_mixture_of_experts(json, source);
+  }
   TransformerConfig model;
   if (model_type == "gpt2") {
     check_activation(json, "activation_function", "gelu_new", kGeluActivations, source);
@@ -306,6 +408,19 @@ TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::st
     // Qwen2Attention: q, k, v_proj with bias, o_proj without; Qwen2MLP without biases.
     model.qkv_bias = true;
   }  // Mistral: no biases anywhere (MistralAttention, MistralMLP).
+  if (model_type == "mixtral") {
+    mixtral(json, source, model);
+  } else if (model_type == "qwen2_moe" || model_type == "qwen3_moe") {
+    // Qwen2MoeAttention: q, k, v_proj with bias; Qwen3MoeAttention: q, k, v, o_proj with bias =
+    // attention_bias (default false) and RMSNorm q_norm, k_norm over head_dim.
+    const bool qwen3 = model_type == "qwen3_moe";
+    model.qkv_bias = qwen3 ? optional_bool(json, "attention_bias", false, source) : true;
+    model.attention_output_bias = qwen3 && model.qkv_bias;
+    model.qk_norm = qwen3;
+    qwen_moe(json, model_type, source, model);
+  } else if (model_type == "deepseek_v3") {
+    deepseek_v3(json, source, model);
+  }
   model.sliding_window = sliding_window(json, model_type, source);
   return model;
 }

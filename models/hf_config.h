@@ -15,16 +15,19 @@ namespace meshplan::models {
 bool is_hf_config(const nlohmann::json& json);
 
 /// Maps a config.json whose first `architectures` entry is LlamaForCausalLM,
-/// MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel or GPTNeoXForCausalLM, or, without
-/// `architectures`, whose `model_type` is llama, mistral, qwen2, gpt2 or gpt_neox. The name is
+/// MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel, GPTNeoXForCausalLM, MixtralForCausalLM,
+/// Qwen2MoeForCausalLM, Qwen3MoeForCausalLM or DeepseekV3ForCausalLM, or, without
+/// `architectures`, whose `model_type` is llama, mistral, qwen2, gpt2, gpt_neox, mixtral,
+/// qwen2_moe, qwen3_moe or deepseek_v3. MoE options meshplan does not model (DeepSeek-V3's
+/// multi-token prediction, dense layers between MoE layers) are rejected by name. The name is
 /// `source`. Does not validate sizes (model_from_json does). Throws InputError naming the field
 /// for any other architecture or model_type, for an activation the MLP does not compute
 /// (hidden_act, activation_function) and for GPT-2 cross-attention; the sliding window goes into
 /// TransformerConfig::sliding_window for validate_model to check against seq_length.
 TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::string& source);
 
-/// Throws InputError "<source>: <field>: mixture-of-experts models are not supported yet
-/// (<value>)" when `json` (either format) has num_local_experts > 1, num_experts > 1,
+/// Throws InputError "<source>: <field>: mixture-of-experts field in a dense architecture; ..."
+/// when a dense family's config has num_local_experts > 1, num_experts > 1,
 /// n_routed_experts >= 1, or a moe_* field that is set (not null, false or 0).
 void reject_mixture_of_experts(const nlohmann::json& json, const std::string& source);
 

@@ -28,9 +28,12 @@ constexpr int64_t kMaxAttentionWidth = 1'000'000;  // a * d, like the hidden siz
 constexpr int64_t kMaxFfnHidden = 10'000'000;
 constexpr int64_t kMaxVocab = 100'000'000;
 constexpr int64_t kMaxSequence = 100'000'000;
+// Routed plus shared expert width E f_e + S f_s is held under kMaxFfnHidden, so an MoE layer's
+// MLP stays below 2 * 3 h * 1e7 and the count below 2^63 as above. DeepSeek-V3: 256 * 2048 + 2048.
+constexpr int64_t kMaxExperts = 100'000;
 
 // Every key of the format; anything else is rejected so a typo is not silently ignored.
-constexpr std::array<std::string_view, 19> kModelFields = {"name",
+constexpr std::array<std::string_view, 34> kModelFields = {"name",
                                                            "num_layers",
                                                            "hidden_size",
                                                            "num_attention_heads",
@@ -48,6 +51,20 @@ constexpr std::array<std::string_view, 19> kModelFields = {"name",
                                                            "attention_output_bias",
                                                            "mlp_bias",
                                                            "dropout",
+                                                           "qk_norm",
+                                                           "num_experts",
+                                                           "experts_per_token",
+                                                           "expert_ffn_hidden_size",
+                                                           "num_shared_experts",
+                                                           "shared_expert_ffn_hidden_size",
+                                                           "shared_expert_gate",
+                                                           "router_score_bias",
+                                                           "first_dense_layers",
+                                                           "q_lora_rank",
+                                                           "kv_lora_rank",
+                                                           "qk_nope_head_dim",
+                                                           "qk_rope_head_dim",
+                                                           "v_head_dim",
                                                            "source"};
 
 void check_size(int64_t value, int64_t max, const char* field, const std::string& source) {
@@ -83,6 +100,32 @@ constexpr std::array<std::pair<std::string_view, Norm>, 2> kNorms = {
 constexpr std::array<std::pair<std::string_view, Positions>, 3> kPositions = {
     {{"learned", Positions::kLearned}, {"rope", Positions::kRope}, {"alibi", Positions::kAlibi}}};
 
+// The optional MoE, MLA and qk_norm fields: absent means a dense model with standard attention,
+// so files written before the fields keep their meaning.
+void read_moe_and_mla_fields(const nlohmann::json& json, const std::string& source,
+                             TransformerConfig& model) {
+  const auto int_or_zero = [&](const char* field) {
+    return json.contains(field) ? require_int(json, field, source) : int64_t{0};
+  };
+  const auto bool_or_false = [&](const char* field) {
+    return json.contains(field) && require_bool(json, field, source);
+  };
+  model.qk_norm = bool_or_false("qk_norm");
+  model.num_experts = int_or_zero("num_experts");
+  model.experts_per_token = int_or_zero("experts_per_token");
+  model.expert_ffn_hidden_size = int_or_zero("expert_ffn_hidden_size");
+  model.num_shared_experts = int_or_zero("num_shared_experts");
+  model.shared_expert_ffn_hidden_size = int_or_zero("shared_expert_ffn_hidden_size");
+  model.shared_expert_gate = bool_or_false("shared_expert_gate");
+  model.router_score_bias = bool_or_false("router_score_bias");
+  model.first_dense_layers = int_or_zero("first_dense_layers");
+  model.q_lora_rank = int_or_zero("q_lora_rank");
+  model.kv_lora_rank = int_or_zero("kv_lora_rank");
+  model.qk_nope_head_dim = int_or_zero("qk_nope_head_dim");
+  model.qk_rope_head_dim = int_or_zero("qk_rope_head_dim");
+  model.v_head_dim = int_or_zero("v_head_dim");
+}
+
 TransformerConfig model_from_meshplan_json(const nlohmann::json& json, const std::string& source) {
   if (!json.is_object()) {
     throw InputError(fmt::format("{}: expected a JSON object ({})", source, json.dump()));
@@ -117,10 +160,102 @@ TransformerConfig model_from_meshplan_json(const nlohmann::json& json, const std
   // Megatron-Core's default hidden_dropout = attention_dropout = 0.1
   // (megatron/core/transformer/transformer_config.py, lines 188 and 191).
   model.dropout = json.contains("dropout") ? require_bool(json, "dropout", source) : true;
+  read_moe_and_mla_fields(json, source, model);
   if (json.contains("source")) {
     require_string(json, "source", source);  // documentation only, but it must be a string
   }
   return model;
+}
+
+void require_zero(int64_t value, const char* field, const char* why, const std::string& source) {
+  if (value != 0) {
+    throw InputError(fmt::format("{}: {}: must be 0 {} ({})", source, field, why, value));
+  }
+}
+
+// MoE fields: all zero for a dense model; else k of E experts, a dense prefix shorter than the
+// model and shared experts with a size.
+void validate_moe(const TransformerConfig& model, const std::string& source) {
+  if (model.num_experts == 0) {
+    const char* why = "when num_experts is 0 (a dense model)";
+    require_zero(model.experts_per_token, "experts_per_token", why, source);
+    require_zero(model.expert_ffn_hidden_size, "expert_ffn_hidden_size", why, source);
+    require_zero(model.num_shared_experts, "num_shared_experts", why, source);
+    require_zero(model.shared_expert_ffn_hidden_size, "shared_expert_ffn_hidden_size", why, source);
+    require_zero(model.shared_expert_gate, "shared_expert_gate", why, source);
+    require_zero(model.router_score_bias, "router_score_bias", why, source);
+    require_zero(model.first_dense_layers, "first_dense_layers", why, source);
+    return;
+  }
+  check_size(model.num_experts, kMaxExperts, "num_experts", source);
+  if (model.experts_per_token < 1 || model.experts_per_token > model.num_experts) {
+    throw InputError(fmt::format("{}: experts_per_token: must be in [1, num_experts] ({} of {})",
+                                 source, model.experts_per_token, model.num_experts));
+  }
+  check_size(model.expert_ffn_hidden_size, kMaxFfnHidden, "expert_ffn_hidden_size", source);
+  if (model.first_dense_layers < 0 || model.first_dense_layers >= model.num_layers) {
+    throw InputError(fmt::format("{}: first_dense_layers: must be in [0, num_layers) ({} of {})",
+                                 source, model.first_dense_layers, model.num_layers));
+  }
+  if (model.num_shared_experts < 0 || model.num_shared_experts > kMaxExperts) {
+    throw InputError(fmt::format("{}: num_shared_experts: must be in [0, {}] ({})", source,
+                                 kMaxExperts, model.num_shared_experts));
+  }
+  if (model.num_shared_experts == 0) {
+    const char* why = "without shared experts";
+    require_zero(model.shared_expert_ffn_hidden_size, "shared_expert_ffn_hidden_size", why, source);
+    require_zero(model.shared_expert_gate, "shared_expert_gate", why, source);
+  } else {
+    check_size(model.shared_expert_ffn_hidden_size, kMaxFfnHidden, "shared_expert_ffn_hidden_size",
+               source);
+  }
+  const int64_t width = model.num_experts * model.expert_ffn_hidden_size +
+                        model.num_shared_experts * model.shared_expert_ffn_hidden_size;
+  if (width > kMaxFfnHidden) {
+    throw InputError(fmt::format(
+        "{}: expert_ffn_hidden_size: expert width E f_e + S f_s absurdly large, more than {} ({})",
+        source, kMaxFfnHidden, width));
+  }
+}
+
+// MLA fields: all zero without a kv latent; with one, head_dim is the q/k head (nope + rope),
+// every head is its own kv head and the projections carry no biases (DeepSeek-V3).
+void validate_mla(const TransformerConfig& model, const std::string& source) {
+  if (model.kv_lora_rank == 0) {
+    const char* why = "without multi-head latent attention (kv_lora_rank 0)";
+    require_zero(model.q_lora_rank, "q_lora_rank", why, source);
+    require_zero(model.qk_nope_head_dim, "qk_nope_head_dim", why, source);
+    require_zero(model.qk_rope_head_dim, "qk_rope_head_dim", why, source);
+    require_zero(model.v_head_dim, "v_head_dim", why, source);
+    return;
+  }
+  check_size(model.kv_lora_rank, kMaxHidden, "kv_lora_rank", source);
+  if (model.q_lora_rank != 0) {
+    check_size(model.q_lora_rank, kMaxHidden, "q_lora_rank", source);
+  }
+  check_size(model.qk_nope_head_dim, kMaxHeadDim, "qk_nope_head_dim", source);
+  check_size(model.qk_rope_head_dim, kMaxHeadDim, "qk_rope_head_dim", source);
+  check_size(model.v_head_dim, kMaxHeadDim, "v_head_dim", source);
+  if (model.num_attention_heads * model.v_head_dim > kMaxAttentionWidth) {
+    throw InputError(fmt::format(
+        "{}: v_head_dim: num_attention_heads * v_head_dim absurdly large, more than {} ({} * {})",
+        source, kMaxAttentionWidth, model.num_attention_heads, model.v_head_dim));
+  }
+  if (model.head_dim != model.qk_nope_head_dim + model.qk_rope_head_dim) {
+    throw InputError(
+        fmt::format("{}: head_dim: must be qk_nope_head_dim + qk_rope_head_dim with MLA ({} != {})",
+                    source, model.head_dim, model.qk_nope_head_dim + model.qk_rope_head_dim));
+  }
+  if (model.num_kv_heads != model.num_attention_heads) {
+    throw InputError(
+        fmt::format("{}: num_kv_heads: must equal num_attention_heads with MLA ({} != {})", source,
+                    model.num_kv_heads, model.num_attention_heads));
+  }
+  if (model.qkv_bias || model.attention_output_bias || model.qk_norm) {
+    throw InputError(
+        fmt::format("{}: kv_lora_rank: MLA with attention biases or qk_norm is not modelled ({})",
+                    source, model.kv_lora_rank));
+  }
 }
 
 }  // namespace
@@ -180,6 +315,8 @@ void validate_model(const TransformerConfig& model, const std::string& source) {
     throw InputError(fmt::format("{}: num_kv_heads: does not divide num_attention_heads ({} % {})",
                                  source, model.num_attention_heads, model.num_kv_heads));
   }
+  validate_moe(model, source);
+  validate_mla(model, source);
   // meshplan costs full causal attention; a window shorter than the sequence is another cost.
   if (model.sliding_window > 0 && model.sliding_window < model.seq_length) {
     throw InputError(fmt::format(
@@ -197,7 +334,6 @@ void validate_model(const TransformerConfig& model, const std::string& source) {
 }
 
 TransformerConfig model_from_json(const nlohmann::json& json, const std::string& source) {
-  reject_mixture_of_experts(json, source);
   if (!is_hf_config(json)) {
     TransformerConfig model = model_from_meshplan_json(json, source);
     validate_model(model, source);
@@ -217,7 +353,7 @@ TransformerConfig model_from_json(const nlohmann::json& json, const std::string&
 }
 
 nlohmann::json model_to_json(const TransformerConfig& model) {
-  return nlohmann::json{
+  nlohmann::json json{
       {"name", model.name},
       {"num_layers", model.num_layers},
       {"hidden_size", model.hidden_size},
@@ -237,6 +373,28 @@ nlohmann::json model_to_json(const TransformerConfig& model) {
       {"mlp_bias", model.mlp_bias},
       {"dropout", model.dropout},
   };
+  // Written only when set, so dense models' files are as before.
+  if (model.qk_norm) {
+    json["qk_norm"] = true;
+  }
+  if (model.is_moe()) {
+    json["num_experts"] = model.num_experts;
+    json["experts_per_token"] = model.experts_per_token;
+    json["expert_ffn_hidden_size"] = model.expert_ffn_hidden_size;
+    json["num_shared_experts"] = model.num_shared_experts;
+    json["shared_expert_ffn_hidden_size"] = model.shared_expert_ffn_hidden_size;
+    json["shared_expert_gate"] = model.shared_expert_gate;
+    json["router_score_bias"] = model.router_score_bias;
+    json["first_dense_layers"] = model.first_dense_layers;
+  }
+  if (model.is_mla()) {
+    json["q_lora_rank"] = model.q_lora_rank;
+    json["kv_lora_rank"] = model.kv_lora_rank;
+    json["qk_nope_head_dim"] = model.qk_nope_head_dim;
+    json["qk_rope_head_dim"] = model.qk_rope_head_dim;
+    json["v_head_dim"] = model.v_head_dim;
+  }
+  return json;
 }
 
 TransformerConfig load_model(const std::string& name_or_path) {

@@ -53,6 +53,10 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
   const int64_t tokens = rank_micro_batch_tokens(model, layout);
   const int64_t hidden_bytes = tokens * model.hidden_size * element_bytes(cluster);
   const int64_t layers = stage_layer_count(model, layout, stage);
+  int64_t moe_layers = 0;
+  for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
+    moe_layers += chunk_layers(model, layout, stage, chunk).num_moe(model);
+  }
   const bool full = layout.recompute == Recompute::kFull;
   const auto kAR = CollectiveKind::kAllReduce;
   const auto kAG = CollectiveKind::kAllGather;
@@ -80,14 +84,24 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
   } else {
     // Korthikanti et al. 2022, Sec. 4.2.2: g becomes reduce-scatter, f all-gather; backward
     // swaps them and re-gathers the sequence-sharded inputs of the column-parallel layers.
+    // An MoE layer's MLP pair is its shared experts' (if any); its routed tokens have their own
+    // (add_moe_tensor_parallel).
+    const int64_t pairs = 2 * layers - moe_layers * (model.num_shared_experts > 0 ? 0 : 1);
     inventory.add(stage, "tp: layer forward all-gathers (QKV in, MLP in)", kAG, kTp, t,
-                  hidden_bytes, 2 * layers * m * (full ? 2 : 1));
+                  hidden_bytes, pairs * m * (full ? 2 : 1));
     inventory.add(stage, "tp: layer forward reduce-scatters (attention out, MLP out)", kRS, kTp, t,
-                  hidden_bytes, 2 * layers * m * (full ? 2 : 1));
+                  hidden_bytes, pairs * m * (full ? 2 : 1));
     inventory.add(stage, "tp: layer backward all-gathers (output grads, input re-gather)", kAG, kTp,
-                  t, hidden_bytes, 4 * layers * m);
+                  t, hidden_bytes, 2 * pairs * m);
     inventory.add(stage, "tp: layer backward reduce-scatters (QKV in, MLP in)", kRS, kTp, t,
-                  hidden_bytes, 2 * layers * m);
+                  hidden_bytes, pairs * m);
+    // Megatron-Core's alltoall dispatcher with tp > 1: the dispatched tokens are all-gathered
+    // over tp before the experts and reduce-scattered after them; the backward transposes.
+    const int64_t routed_bytes = moe_tp_gather_bytes(model, cluster, layout);
+    inventory.add(stage, "tp: MoE routed-token all-gathers (forward; backward of combine)", kAG,
+                  kTp, t, routed_bytes, moe_layers * m * (full ? 3 : 2));
+    inventory.add(stage, "tp: MoE routed-token reduce-scatters (forward; backward of dispatch)",
+                  kRS, kTp, t, routed_bytes, moe_layers * m * (full ? 3 : 2));
     if (first) {
       // Forward: partial lookups reduce-scattered along the sequence. Backward: the weight
       // gradient of each vocabulary shard needs the whole sequence's output gradient.
@@ -157,6 +171,43 @@ void add_data_parallel(Inventory& inventory, const models::TransformerConfig& mo
       2 * chunk_ops);
 }
 
+// Mixture-of-experts: the token dispatch and combine all-to-alls over the ep group (two per MoE
+// layer forward, two backward, two more for a full recompute; moe_cost.cpp), and the expert
+// gradients' reduction over the expert data parallel group, once a step.
+void add_mixture_of_experts(Inventory& inventory, const models::TransformerConfig& model,
+                            const models::ClusterConfig& cluster, const Layout& layout,
+                            int64_t stage) {
+  int64_t moe_layers = 0;
+  for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
+    moe_layers += chunk_layers(model, layout, stage, chunk).num_moe(model);
+  }
+  const int64_t m = layout.num_micro_batches();
+  const bool full = layout.recompute == Recompute::kFull;
+  if (layout.ep > 1) {
+    const int64_t bytes = moe_all_to_all_bytes(model, cluster, layout);
+    inventory.add(stage, "ep: MoE token dispatch and combine all-to-alls (forward)",
+                  CollectiveKind::kAllToAll, CommGroup::kEp, layout.ep, bytes,
+                  2 * moe_layers * m * (full ? 2 : 1));
+    inventory.add(stage, "ep: MoE token dispatch and combine all-to-alls (backward)",
+                  CollectiveKind::kAllToAll, CommGroup::kEp, layout.ep, bytes, 2 * moe_layers * m);
+  }
+  const int64_t edp = expert_data_parallel(layout);
+  const int64_t expert_bytes =
+      stage_expert_parameter_count(model, layout, stage) * element_bytes(cluster);
+  if (edp <= 1 || expert_bytes == 0) {
+    return;
+  }
+  if (layout.zero == 0) {
+    inventory.add(stage, "expert_dp: expert gradient all-reduce", CollectiveKind::kAllReduce,
+                  CommGroup::kExpertDp, edp, expert_bytes, 1);
+    return;
+  }
+  inventory.add(stage, "expert_dp: expert gradient reduce-scatter (ZeRO)",
+                CollectiveKind::kReduceScatter, CommGroup::kExpertDp, edp, expert_bytes, 1);
+  inventory.add(stage, "expert_dp: expert parameter all-gather after the optimizer (ZeRO)",
+                CollectiveKind::kAllGather, CommGroup::kExpertDp, edp, expert_bytes, 1);
+}
+
 }  // namespace
 
 std::vector<CollectiveTraffic> collective_inventory(const models::TransformerConfig& model,
@@ -194,6 +245,7 @@ std::vector<CollectiveTraffic> collective_inventory(const models::TransformerCon
       }
     }
     add_data_parallel(inventory, model, cluster, layout, options, stage);
+    add_mixture_of_experts(inventory, model, cluster, layout, stage);
   }
   return inventory.take();
 }

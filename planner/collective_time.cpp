@@ -153,6 +153,10 @@ std::string to_string(CommGroup group) {
       return "dp";
     case CommGroup::kEmbedding:
       return "embedding";
+    case CommGroup::kEp:
+      return "ep";
+    case CommGroup::kExpertDp:
+      return "expert_dp";
     case CommGroup::kCp:
       return "cp";
   }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "estimate_internal.h"
 #include "model_shape.h"
 
 namespace meshplan::planner {
@@ -44,18 +45,80 @@ struct LayerTime {
   double cp_comm_backward = 0;
 };
 
-LayerTime layer_time(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
-                     const Layout& layout, const PlanOptions& options) {
-  const Shape x = shape_of(model, cluster, layout);
-  const auto [t, tokens, h, d, a, g, f, s, e, sequence_split, fc1_columns] = x;
-  LayerTime time;
-  // The four linear GEMMs are the ones Transformer Engine runs in FP8 (te.Linear,
-  // LayerNormLinear, LayerNormMLP); the attention core and the LM head stay in 16 bits.
+// Attention projections of one layer on one rank. MLA (DeepSeek-V2, Sec. 2.1; Megatron-Core
+// multi_latent_attention.py): down projections duplicated over tp, up projections and the
+// output split.
+double attention_gemm_seconds(const models::TransformerConfig& model,
+                              const models::ClusterConfig& cluster, const Shape& x,
+                              GemmPrecision p) {
+  const double t = x.t, tokens = x.tokens, h = x.h, d = x.d, a = x.a, g = x.g;
+  if (!model.is_mla()) {
+    return gemm_seconds(cluster, tokens, (a + 2.0 * g) * d / t, h, p) +
+           gemm_seconds(cluster, tokens, h, a * d / t, p);
+  }
+  const double q_rank = static_cast<double>(model.q_lora_rank);
+  const double kv_rank = static_cast<double>(model.kv_lora_rank);
+  const double rope = static_cast<double>(model.qk_rope_head_dim);
+  const double nope_plus_v = static_cast<double>(model.qk_nope_head_dim + model.v_head_dim);
+  const double v = static_cast<double>(model.v_head_dim);
+  double seconds = gemm_seconds(cluster, tokens, kv_rank + rope, h, p) +
+                   gemm_seconds(cluster, tokens, a * nope_plus_v / t, kv_rank, p) +
+                   gemm_seconds(cluster, tokens, h, a * v / t, p);
+  if (q_rank > 0) {
+    seconds += gemm_seconds(cluster, tokens, q_rank, h, p) +
+               gemm_seconds(cluster, tokens, a * d / t, q_rank, p);
+  } else {
+    seconds += gemm_seconds(cluster, tokens, a * d / t, h, p);
+  }
+  return seconds;
+}
+
+// MLP GEMMs of one layer on one rank. MoE (Megatron-Core alltoall dispatcher, grouped experts):
+// the router on the rank's T / sp tokens; E / ep local experts, each with T k ep / E tokens
+// when balanced (T k slots per rank), times the load-imbalance factor; shared experts as a
+// dense MLP of S f_s.
+double mlp_gemm_seconds(const models::TransformerConfig& model,
+                        const models::ClusterConfig& cluster, const Layout& layout,
+                        const PlanOptions& options, const Shape& x, bool moe_layer) {
+  const double t = x.t, tokens = x.tokens, h = x.h, f = x.f, fc1_columns = x.fc1;
+  const double sequence_split = x.sp;
   const GemmPrecision p = options.gemm_precision;
-  time.linear_forward = gemm_seconds(cluster, tokens, (a + 2.0 * g) * d / t, h, p) +
-                        gemm_seconds(cluster, tokens, h, a * d / t, p) +
-                        gemm_seconds(cluster, tokens, fc1_columns / t, h, p) +
-                        gemm_seconds(cluster, tokens, h, f / t, p);
+  const double fc1_per_f = fc1_columns / f;
+  if (!moe_layer) {
+    return gemm_seconds(cluster, tokens, fc1_columns / t, h, p) +
+           gemm_seconds(cluster, tokens, h, f / t, p);
+  }
+  const double experts = static_cast<double>(model.num_experts);
+  const double ep = static_cast<double>(layout.ep);
+  const double k = static_cast<double>(model.experts_per_token);
+  const double f_e = static_cast<double>(model.expert_ffn_hidden_size);
+  const double per_expert_tokens = tokens * k * ep / experts;
+  double seconds = experts / ep *
+                   (gemm_seconds(cluster, per_expert_tokens, fc1_per_f * f_e / t, h, p) +
+                    gemm_seconds(cluster, per_expert_tokens, h, f_e / t, p)) *
+                   options.moe_load_imbalance;
+  seconds += gemm_seconds(cluster, tokens / sequence_split, experts, h);
+  if (model.num_shared_experts > 0) {
+    const double f_s = static_cast<double>(model.num_shared_experts) *
+                       static_cast<double>(model.shared_expert_ffn_hidden_size);
+    seconds += gemm_seconds(cluster, tokens, fc1_per_f * f_s / t, h, p) +
+               gemm_seconds(cluster, tokens, h, f_s / t, p);
+  }
+  return seconds;
+}
+
+LayerTime layer_time(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
+                     const Layout& layout, const PlanOptions& options, bool moe_layer) {
+  const Shape x = shape_of(model, cluster, layout);
+  const double t = x.t, tokens = x.tokens, h = x.h, d = x.d, a = x.a, g = x.g, e = x.e;
+  const double sequence_split = x.sp;
+  const double f = active_ffn_width(model, moe_layer);  // per token
+  LayerTime time;
+  // The linear GEMMs are the ones Transformer Engine runs in FP8 (te.Linear, LayerNormLinear,
+  // LayerNormMLP, TEGroupedLinear for the experts); the attention core, the router and the LM
+  // head stay in 16 bits.
+  time.linear_forward = attention_gemm_seconds(model, cluster, x, options.gemm_precision) +
+                        mlp_gemm_seconds(model, cluster, layout, options, x, moe_layer);
   time.attention_forward = attention_forward_seconds(model, cluster, layout, options);
   // Memory-bound element-wise work, bytes read plus written: two norms (read, write), two
   // residual adds (read two, write one), the activation (gelu: read f, write f; swiglu: read
@@ -65,6 +128,12 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
   bytes += (model.activation == models::Activation::kSwiglu ? 3.0 : 2.0) * tokens * f / t * e;
   if (model.positions == models::Positions::kRope) {
     bytes += 2.0 * tokens * (a + g) * d / t * e;
+  }
+  if (moe_layer) {
+    // Token permutation before dispatch and un-permutation after combine: read and write the
+    // rank's T k / sp routed copies each (Megatron-Core moe_utils.py permute, unpermute).
+    bytes +=
+        2.0 * 2.0 * tokens * static_cast<double>(model.experts_per_token) * h * e / sequence_split;
   }
   time.memory_forward = memory_seconds(cluster, bytes);
   if (layout.cp > 1) {
@@ -80,8 +149,17 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
     // exposed.
     const double all_reduce = collective_seconds(
         cluster, CollectiveKind::kAllReduce, static_cast<int64_t>(tokens * h * e), layout.tp, 1);
-    time.tp_comm_forward = 2.0 * all_reduce;
-    time.tp_comm_backward = 2.0 * all_reduce;
+    // An MoE layer (sequence parallel, as Megatron requires) replaces the MLP's pair by one on
+    // the k T routed tokens (the alltoall dispatcher's all-gather over tp after dispatch and
+    // reduce-scatter before combine) plus the shared experts' own pair.
+    double mlp_pair = all_reduce;
+    if (moe_layer) {
+      mlp_pair = collective_seconds(cluster, CollectiveKind::kAllReduce,
+                                    moe_tp_gather_bytes(model, cluster, layout), layout.tp, 1) +
+                 (model.num_shared_experts > 0 ? all_reduce : 0.0);
+    }
+    time.tp_comm_forward = all_reduce + mlp_pair;
+    time.tp_comm_backward = all_reduce + mlp_pair;
     if (options.overlap_tp_comm) {
       // Megatron-Core --tp-comm-overlap pipelines the collectives with the GEMMs they feed
       // (Wang et al. 2023, "Overlap communication with dependent computation"): only what the
@@ -128,48 +206,63 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
   cost.num_layers = stage_layer_range(model, layout, stage, chunk).count();
   cost.has_embedding = virtual_stage == 0;
   cost.has_lm_head = virtual_stage == layout.pp * layout.vpp - 1;
-  const double layers = static_cast<double>(cost.num_layers);
   const double t = static_cast<double>(layout.tp);
   const double tokens = static_cast<double>(rank_micro_batch_tokens(model, layout));
   const double h = static_cast<double>(model.hidden_size);
   const double e = static_cast<double>(element_bytes(cluster));
 
-  const LayerTime layer = layer_time(model, cluster, layout, options);
-  const double layer_forward =
-      layer.linear_forward + layer.attention_forward + layer.memory_forward;
-  // Backward = 2 x forward (Narayanan et al. 2021, Sec. 5.1): for each linear one GEMM for
-  // the input gradient (B) and one for the weight gradient (W); attention core and
-  // element-wise work twice their forward, all in B.
-  double input_backward =
-      layer.linear_forward + 2.0 * layer.attention_forward + 2.0 * layer.memory_forward;
-  double weight_backward = layer.linear_forward;
-  double tp_backward = layer.tp_comm_backward;
-  double cp_backward = layer.cp_comm_backward;
-  if (layout.recompute == Recompute::kFull) {
-    input_backward += layer_forward;  // the layer's forward runs again (Chen et al. 2016)
-    tp_backward += layer.tp_comm_forward;
-    cp_backward += layer.cp_comm_forward;
-  } else if (layout.recompute == Recompute::kSelective && !options.flash_attention) {
-    // Selective recompute re-runs the attention core only (Korthikanti et al. 2022, Sec. 5).
-    // With flash attention its backward already recomputes the scores: nothing is added.
-    input_backward += layer.attention_forward;
-  }
-  const LayerFlops flops = layer_forward_flops(model, tokens);
-  double forward_flops = flops.total() / t * layers;
+  const LayerRange range = chunk_layers(model, layout, stage, chunk);
+  cost.num_moe_layers = range.num_moe(model);
+  double forward_flops = 0;
   double recompute_flops = 0;
-  if (layout.recompute == Recompute::kFull) {
-    recompute_flops = forward_flops;
-  } else if (layout.recompute == Recompute::kSelective) {
-    recompute_flops = flops.attention / t * layers;
+  for (const bool moe_layer : {false, true}) {
+    const double count = static_cast<double>(moe_layer ? cost.num_moe_layers
+                                                       : cost.num_layers - cost.num_moe_layers);
+    if (count == 0) {
+      continue;
+    }
+    const LayerTime layer = layer_time(model, cluster, layout, options, moe_layer);
+    const double layer_forward =
+        layer.linear_forward + layer.attention_forward + layer.memory_forward;
+    // Backward = 2 x forward (Narayanan et al. 2021, Sec. 5.1): for each linear one GEMM for
+    // the input gradient (B) and one for the weight gradient (W); attention core and
+    // element-wise work twice their forward, all in B.
+    double input_backward =
+        layer.linear_forward + 2.0 * layer.attention_forward + 2.0 * layer.memory_forward;
+    double tp_backward = layer.tp_comm_backward;
+    double cp_backward = layer.cp_comm_backward;
+    // MoE: dispatch and combine all-to-alls forward, their transposes backward (Megatron-Core
+    // token_dispatcher.py MoEAlltoAllTokenDispatcher); not overlapped with compute.
+    const double all_to_all =
+        moe_layer ? 2.0 * moe_all_to_all_seconds(model, cluster, layout, stage) : 0.0;
+    double ep_backward = all_to_all;
+    if (layout.recompute == Recompute::kFull) {
+      input_backward += layer_forward;  // the layer's forward runs again (Chen et al. 2016)
+      tp_backward += layer.tp_comm_forward;
+      cp_backward += layer.cp_comm_forward;
+      ep_backward += all_to_all;
+    } else if (layout.recompute == Recompute::kSelective && !options.flash_attention) {
+      // Selective recompute re-runs the attention core only (Korthikanti et al. 2022, Sec. 5).
+      // With flash attention its backward already recomputes the scores: nothing is added.
+      input_backward += layer.attention_forward;
+    }
+    const LayerFlops flops = layer_forward_flops(model, tokens, moe_layer);
+    forward_flops += flops.total() / t * count;
+    if (layout.recompute == Recompute::kFull) {
+      recompute_flops += flops.total() / t * count;
+    } else if (layout.recompute == Recompute::kSelective) {
+      recompute_flops += flops.attention / t * count;
+    }
+    cost.forward_compute_seconds += layer_forward * count;
+    cost.forward_tp_comm_seconds += layer.tp_comm_forward * count;
+    cost.forward_ep_comm_seconds += all_to_all * count;
+    cost.backward_input_compute_seconds += input_backward * count;
+    cost.backward_weight_compute_seconds += layer.linear_forward * count;
+    cost.backward_tp_comm_seconds += tp_backward * count;
+    cost.backward_ep_comm_seconds += ep_backward * count;
+    cost.forward_cp_comm_seconds += layer.cp_comm_forward * count;
+    cost.backward_cp_comm_seconds += cp_backward * count;
   }
-
-  cost.forward_compute_seconds = layer_forward * layers;
-  cost.forward_tp_comm_seconds = layer.tp_comm_forward * layers;
-  cost.backward_input_compute_seconds = input_backward * layers;
-  cost.backward_weight_compute_seconds = weight_backward * layers;
-  cost.backward_tp_comm_seconds = tp_backward * layers;
-  cost.forward_cp_comm_seconds = layer.cp_comm_forward * layers;
-  cost.backward_cp_comm_seconds = cp_backward * layers;
 
   const double all_reduce_hidden =
       layout.tp > 1 ? collective_seconds(cluster, CollectiveKind::kAllReduce,

@@ -82,7 +82,9 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
   if (grad_group_size(layout) <= 1) {
     return out;
   }
-  const int64_t parameters = stage_parameter_count(model, layout, stage);
+  // Expert parameters reduce over the expert data parallel group instead (estimate.cpp).
+  const int64_t parameters = stage_parameter_count(model, layout, stage) -
+                             stage_expert_parameter_count(model, layout, stage);
   const int64_t e = element_bytes(cluster);
   const int64_t bucket = dp_full_bucket_bytes(layout, e, options.bucket_bytes);
   const auto kRS = CollectiveKind::kReduceScatter;

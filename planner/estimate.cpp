@@ -30,6 +30,10 @@ int64_t group_stride(const Layout& layout, CommGroup group) {
       return dp_before_pp ? tp_cp * layout.dp : tp_cp;
     case CommGroup::kEmbedding:  // first and last stage
       return (dp_before_pp ? tp_cp * layout.dp : tp_cp) * std::max<int64_t>(layout.pp - 1, 1);
+    case CommGroup::kEp:  // ep consecutive ranks of the dp x cp group (Megatron-Core tp-ep-dp-pp)
+      return group_stride(layout, CommGroup::kDp);
+    case CommGroup::kExpertDp:  // dp x cp ranks ep apart
+      return group_stride(layout, CommGroup::kDp) * layout.ep;
   }
   return 1;
 }
@@ -45,10 +49,12 @@ int64_t group_first_rank(const Layout& layout, CommGroup group, int64_t stage, i
 double stage_collective_seconds(const models::ClusterConfig& cluster, const Layout& layout,
                                 CollectiveKind kind, CommGroup group, int64_t stage,
                                 int64_t message_bytes) {
-  const int64_t group_size = group == CommGroup::kTp   ? layout.tp
-                             : group == CommGroup::kDp ? grad_group_size(layout)
-                             : group == CommGroup::kCp ? layout.cp
-                                                       : 2;
+  const int64_t group_size = group == CommGroup::kTp         ? layout.tp
+                             : group == CommGroup::kDp       ? grad_group_size(layout)
+                             : group == CommGroup::kCp       ? layout.cp
+                             : group == CommGroup::kEp       ? layout.ep
+                             : group == CommGroup::kExpertDp ? expert_data_parallel(layout)
+                                                             : 2;
   int64_t stride = group_stride(layout, group);
   if (group == CommGroup::kCp && kind == CollectiveKind::kSendRecv) {
     // A ring step waits for its slowest hop: the wrap-around from the last member to the
@@ -128,6 +134,23 @@ DpTimes dp_times(const models::TransformerConfig& model, const models::ClusterCo
       total_seconds(buckets.step_grad) + chunk_ops * total_seconds(buckets.chunk_grad);
   times.parameter_gather_seconds =
       total_seconds(buckets.step_param) + 2.0 * chunk_ops * total_seconds(buckets.chunk_param);
+  // Expert parameters: one gradient collective per step over the expert data parallel group
+  // (dp cp / ep ranks), all-reduce or, with ZeRO 1-2, reduce-scatter then parameter all-gather
+  // (Megatron-Core keeps experts in their own gradient buffer over that group).
+  const int64_t expert_bytes =
+      stage_expert_parameter_count(model, layout, stage) * element_bytes(cluster);
+  if (expert_bytes > 0 && expert_data_parallel(layout) > 1) {
+    const auto collective = [&](CollectiveKind kind) {
+      return stage_collective_seconds(cluster, layout, kind, CommGroup::kExpertDp, stage,
+                                      expert_bytes);
+    };
+    if (layout.zero == 0) {
+      times.gradient_seconds += collective(CollectiveKind::kAllReduce);
+    } else {
+      times.gradient_seconds += collective(CollectiveKind::kReduceScatter);
+      times.parameter_gather_seconds += collective(CollectiveKind::kAllGather);
+    }
+  }
   times.num_units = total_calls(buckets.chunk_param) * layout.vpp;
   times.num_micro_batches = static_cast<double>(layout.num_micro_batches());
   return times;
@@ -164,8 +187,10 @@ StageTimes estimate_stage(const models::TransformerConfig& model,
   stage.peak_in_flight_micro_batches = in_flight.all_chunks;
   stage.memory = stage_memory(model, cluster, layout, options, s, in_flight);
   stage.num_parameters = stage_parameter_count(model, layout, s);
+  const int64_t expert = stage_expert_parameter_count(model, layout, s);
   stage.optimizer_step_seconds =
-      optimizer_step_seconds(cluster, zero_shard_count(layout, stage.num_parameters));
+      optimizer_step_seconds(cluster, zero_shard_count(layout, stage.num_parameters - expert) +
+                                          zero_shard_count(expert_layout(layout), expert));
   times.dp = dp_times(model, cluster, layout, options, s);
   stage.dp_grad_sync_seconds = times.dp.gradient_seconds + times.dp.parameter_gather_seconds;
   return times;

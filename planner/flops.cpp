@@ -5,21 +5,46 @@
 
 namespace meshplan::planner {
 
-LayerFlops layer_forward_flops(const models::TransformerConfig& model, double tokens) {
+double active_ffn_width(const models::TransformerConfig& model, bool moe_layer) {
+  if (!moe_layer) {
+    return static_cast<double>(model.ffn_hidden_size);
+  }
+  return static_cast<double>(model.experts_per_token * model.expert_ffn_hidden_size +
+                             model.num_shared_experts * model.shared_expert_ffn_hidden_size);
+}
+
+LayerFlops layer_forward_flops(const models::TransformerConfig& model, double tokens,
+                               bool moe_layer) {
   // A (m x k) by (k x n) product costs 2 m n k FLOPs (Narayanan et al. 2021, Sec. 5.1).
   const double h = static_cast<double>(model.hidden_size);
   const double d = static_cast<double>(model.head_dim);
   const double a = static_cast<double>(model.num_attention_heads);
   const double g = static_cast<double>(model.num_kv_heads);
-  const double f = static_cast<double>(model.ffn_hidden_size);
   const double s = static_cast<double>(model.seq_length);
   const double mlp_matrices = model.activation == models::Activation::kSwiglu ? 3.0 : 2.0;
   LayerFlops flops;
-  flops.qkv = 2.0 * tokens * h * (a + 2.0 * g) * d;
-  // Q K^T and softmax(.) V over the full s x s square, as Megatron-LM counts them.
-  flops.attention = 2.0 * 2.0 * tokens * s * a * d;
-  flops.output = 2.0 * tokens * a * d * h;
-  flops.mlp = 2.0 * tokens * h * f * mlp_matrices;
+  if (model.is_mla()) {
+    // MLA (DeepSeek-V2, Sec. 2.1): every projection weight is used once per token, 2 T per
+    // weight; scores over d_qk = d_nope + d_rope, values of d_v; output a d_v -> h.
+    const double v = static_cast<double>(model.v_head_dim);
+    const double out = a * v * h;
+    const auto counts = models::count_layer_parameters(model, false);
+    const double latent_norms = static_cast<double>(model.q_lora_rank + model.kv_lora_rank);
+    flops.qkv = 2.0 * tokens * (static_cast<double>(counts.attention) - latent_norms - out);
+    flops.attention = 2.0 * tokens * s * a * (d + v);
+    flops.output = 2.0 * tokens * out;
+  } else {
+    flops.qkv = 2.0 * tokens * h * (a + 2.0 * g) * d;
+    // Q K^T and softmax(.) V over the full s x s square, as Megatron-LM counts them.
+    flops.attention = 2.0 * 2.0 * tokens * s * a * d;
+    flops.output = 2.0 * tokens * a * d * h;
+  }
+  // MoE: each token runs k routed experts of f_e and the shared ones (Fedus et al. 2022,
+  // Sec. 2.1), after the router's T x h x E GEMM.
+  flops.mlp = 2.0 * tokens * h * active_ffn_width(model, moe_layer) * mlp_matrices;
+  if (moe_layer) {
+    flops.router = 2.0 * tokens * h * static_cast<double>(model.num_experts);
+  }
   return flops;
 }
 
@@ -32,10 +57,15 @@ double model_flops_per_step(const models::TransformerConfig& model, int64_t glob
   // Model FLOPs as Megatron-LM counts them (shared/validation/README.md): forward plus a
   // backward of twice the forward, no recompute. For ffn = 4h and a = g this is
   // 72 B s l h^2 (1 + s/(6h)) + 6 B s h V (Narayanan et al. 2021, eq. 3 without recompute).
+  // MoE models count active parameters: k routed experts per token (and the router).
   const double tokens = static_cast<double>(global_batch) * static_cast<double>(model.seq_length);
-  const double forward =
-      layer_forward_flops(model, tokens).total() * static_cast<double>(model.num_layers) +
-      lm_head_forward_flops(model, tokens);
+  const double num_moe = static_cast<double>(model.num_moe_layers());
+  const double num_dense = static_cast<double>(model.num_layers) - num_moe;
+  double forward = layer_forward_flops(model, tokens, false).total() * num_dense +
+                   lm_head_forward_flops(model, tokens);
+  if (num_moe > 0) {
+    forward += layer_forward_flops(model, tokens, true).total() * num_moe;
+  }
   return 3.0 * forward;
 }
 
@@ -44,7 +74,7 @@ int64_t rank_micro_batch_tokens(const models::TransformerConfig& model, const La
 }
 
 Shape shape_of(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
-               const Layout& layout) {
+               const Layout& layout, bool moe_layer) {
   Shape x;
   x.t = static_cast<double>(layout.tp);
   x.tokens = static_cast<double>(rank_micro_batch_tokens(model, layout));
@@ -52,7 +82,7 @@ Shape shape_of(const models::TransformerConfig& model, const models::ClusterConf
   x.d = static_cast<double>(model.head_dim);
   x.a = static_cast<double>(model.num_attention_heads);
   x.g = static_cast<double>(model.num_kv_heads);
-  x.f = static_cast<double>(model.ffn_hidden_size);
+  x.f = active_ffn_width(model, moe_layer);
   x.s = static_cast<double>(model.seq_length);
   x.e = static_cast<double>(element_bytes(cluster));
   x.sp = layout.sequence_parallel ? x.t : 1.0;

@@ -13,7 +13,7 @@ namespace meshplan::planner {
 
 double activation_bytes_per_layer(const models::TransformerConfig& model,
                                   const models::ClusterConfig& cluster, const Layout& layout,
-                                  const PlanOptions& options) {
+                                  const PlanOptions& options, bool moe_layer) {
   // Korthikanti et al. 2022, Sec. 4.1, eq. 1: one layer stores s b h (34 + 5 a s / h) bytes in
   // 16-bit precision; the tp-split terms are divided by t (eq. 2) and with sequence
   // parallelism the rest too (eq. 3). Generalised tensor by tensor to any element size e,
@@ -24,7 +24,12 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
   //     (4 T h e) and two dropout masks (2 T h bytes);
   //   attention scores: softmax output, its dropout mask and output (a s T (2e + 1)) / t,
   //     which selective recompute and flash attention do not store (ibid. Sec. 5).
-  const Shape x = shape_of(model, cluster, layout);
+  // MoE layer: f is the routed and shared width a token goes through (k f_e + S f_s), plus the
+  // dispatched tokens gathered over tp (k T h e, the experts' input) and the router's fp32
+  // probabilities (4 T E / sp). MLA is costed with g = a and d = d_nope + d_rope, which counts
+  // V and the output-projection input at d_qk instead of d_v and omits the latents (r_q + r_kv
+  // per token): within a few per cent of the layer for DeepSeek-V3.
+  const Shape x = shape_of(model, cluster, layout, moe_layer);
   const auto [t, tokens, h, d, a, g, f, s, e, sequence_split, fc1_columns] = x;
   if (layout.recompute == Recompute::kFull) {
     // Only the layer input is kept: 2 s b h bytes (ibid. Sec. 4.3), / t with sequence parallel.
@@ -44,17 +49,23 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
   } else if (options.flash_attention) {
     scores = 4.0 * tokens * a / t;  // fp32 log-sum-exp per query row (Dao 2022, Alg. 1)
   }
-  return split + replicated + scores;
+  double moe = 0;
+  if (moe_layer) {
+    moe = tokens * static_cast<double>(model.experts_per_token) * h * e +
+          4.0 * tokens * static_cast<double>(model.num_experts) / sequence_split;
+  }
+  return split + replicated + scores + moe;
 }
 
 double weight_gradient_bytes_per_layer(const models::TransformerConfig& model,
-                                       const models::ClusterConfig& cluster, const Layout& layout) {
+                                       const models::ClusterConfig& cluster, const Layout& layout,
+                                       bool moe_layer) {
   // W of a linear Y = X A needs X and dY (dA = X^T dY). Inputs: QKV and first MLP projection
   // take the (sequence-sharded under SP) normed hidden states, the output projection the
   // attention output (T a d / t), the second MLP projection the activation (T f / t). Output
   // gradients: QKV (T (a + 2g) d / t), attention output and second MLP projection (T h, / t
-  // under SP), first MLP projection (T f or 2 T f for SwiGLU, / t).
-  const Shape x = shape_of(model, cluster, layout);
+  // under SP), first MLP projection (T f or 2 T f for SwiGLU, / t); MoE: f = k f_e + S f_s.
+  const Shape x = shape_of(model, cluster, layout, moe_layer);
   const auto [t, tokens, h, d, a, g, f, s, e, sequence_split, fc1_columns] = x;
   const double inputs = 2.0 * tokens * h / sequence_split + tokens * a * d / t + tokens * f / t;
   const double output_gradients =
@@ -190,8 +201,16 @@ std::pair<double, double> working_set_bytes(Framework framework,
   const double e = static_cast<double>(element_bytes(cluster));
   const double t = static_cast<double>(layout.tp);
   const double d = static_cast<double>(grad_group_size(layout));
-  const LayerParameters layer_count = layer_parameters(model, layout.tp);
-  const double layer = static_cast<double>(layer_count.sharded + layer_count.replicated);
+  // The largest layer: an MoE layer's experts usually outweigh a dense layer.
+  LayerParameters layer_count = layer_parameters(model, layout.tp);
+  if (model.is_moe()) {
+    const LayerParameters moe = layer_parameters(model, layout.tp, true, layout.ep);
+    if (moe.sharded + moe.replicated + moe.expert > layer_count.sharded + layer_count.replicated) {
+      layer_count = moe;
+    }
+  }
+  const double layer =
+      static_cast<double>(layer_count.sharded + layer_count.replicated + layer_count.expert);
   // Embedding and LM head are gathered like any unit (one unit each, V h / t per rank).
   const double vocab_unit =
       static_cast<double>(padded_vocab_size(model, layout.tp)) * model.hidden_size / t;
@@ -271,27 +290,61 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   const StageParameters parameters = stage_parameters(model, layout, stage);
   const double n = static_cast<double>(parameters.sharded + parameters.replicated);
   const BytesPerParameter per = bytes_per_parameter(options.framework, cluster, layout);
+  // Expert parameters: sharded over ep already; ZeRO shards them over dp / ep.
+  const double n_expert = static_cast<double>(parameters.expert);
+  const BytesPerParameter per_expert =
+      bytes_per_parameter(options.framework, cluster, expert_layout(layout));
   double step_bytes = 0;
   const auto [gathered_weights, unsharded_gradients] =
-      working_set_bytes(options.framework, model, cluster, layout, n, &step_bytes);
-  memory.weights_bytes = static_cast<int64_t>(
-      per.weights * n + gathered_weights + fp8_state_bytes(model, cluster, layout, options, stage));
-  memory.gradients_bytes = static_cast<int64_t>(per.gradients * n + unsharded_gradients);
-  memory.optimizer_bytes = static_cast<int64_t>(per.optimizer * n);
+      working_set_bytes(options.framework, model, cluster, layout, n + n_expert, &step_bytes);
+  memory.weights_bytes =
+      static_cast<int64_t>(per.weights * n + per_expert.weights * n_expert + gathered_weights +
+                           fp8_state_bytes(model, cluster, layout, options, stage));
+  memory.gradients_bytes = static_cast<int64_t>(
+      per.gradients * n + per_expert.gradients * n_expert + unsharded_gradients);
+  memory.optimizer_bytes =
+      static_cast<int64_t>(per.optimizer * n + per_expert.optimizer * n_expert);
 
   const double tokens = static_cast<double>(rank_micro_batch_tokens(model, layout));
   const double h = static_cast<double>(model.hidden_size);
   const double e = static_cast<double>(element_bytes(cluster));
   const double t = static_cast<double>(layout.tp);
   const double sequence_split = layout.sequence_parallel ? t : 1.0;
-  // In-flight counts are in units of one chunk's activations; every chunk of a stage holds as
-  // many layers as its first (uneven splits have one chunk).
-  const double layers_per_micro_batch_unit =
-      static_cast<double>(stage_layer_range(model, layout, stage, 0).count());
   // Peak over the op list of held micro-batches' activations plus, for split schedules, the
-  // B-to-W tensors of those waiting for their W.
-  const double held_bytes = activation_bytes_per_layer(model, cluster, layout, options);
-  const double waiting_bytes = weight_gradient_bytes_per_layer(model, cluster, layout);
+  // B-to-W tensors of those waiting for their W; per chunk unit, the stage's layers averaged
+  // over its vpp chunks (dense and MoE layers differ).
+  double held_bytes = 0, waiting_bytes = 0, largest_layer_bytes = 0;
+  for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
+    const LayerRange range = chunk_layers(model, layout, stage, chunk);
+    for (const bool moe_layer : {false, true}) {
+      const int64_t num_moe = range.num_moe(model);
+      const double count = static_cast<double>(moe_layer ? num_moe : range.count() - num_moe);
+      if (count > 0) {
+        held_bytes +=
+            count * activation_bytes_per_layer(model, cluster, layout, options, moe_layer);
+        waiting_bytes += count * weight_gradient_bytes_per_layer(model, cluster, layout, moe_layer);
+        Layout stored = layout;
+        stored.recompute = Recompute::kNone;
+        largest_layer_bytes =
+            std::max(largest_layer_bytes,
+                     activation_bytes_per_layer(model, cluster, stored, options, moe_layer));
+      }
+    }
+  }
+  // Per layer times layers per chunk when every layer is alike (the dense case, kept in that
+  // order of operations), the chunk average otherwise.
+  double layers_per_micro_batch_unit = 1.0;
+  if (!model.is_moe()) {
+    // In-flight counts are in units of one chunk's activations; every chunk of a stage holds
+    // as many layers as its first (uneven splits have one chunk).
+    layers_per_micro_batch_unit =
+        static_cast<double>(stage_layer_range(model, layout, stage, 0).count());
+    held_bytes = activation_bytes_per_layer(model, cluster, layout, options);
+    waiting_bytes = weight_gradient_bytes_per_layer(model, cluster, layout);
+  } else {
+    held_bytes /= static_cast<double>(layout.vpp);
+    waiting_bytes /= static_cast<double>(layout.vpp);
+  }
   double peak_layer_bytes = 0;
   for (const auto& [held, waiting] : in_flight.held_and_waiting) {
     peak_layer_bytes = std::max(peak_layer_bytes, static_cast<double>(held) * held_bytes +
@@ -300,9 +353,7 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   double activations = peak_layer_bytes * layers_per_micro_batch_unit;
   if (layout.recompute == Recompute::kFull) {
     // The backward of one layer rebuilds that layer's full activations (ibid. Sec. 4.3).
-    Layout stored = layout;
-    stored.recompute = Recompute::kNone;
-    activations += activation_bytes_per_layer(model, cluster, stored, options);
+    activations += largest_layer_bytes;
   }
   if (stage == 0 && model.dropout) {
     // Embedding output dropout mask per first-chunk micro-batch in flight (ibid. Sec. 4.4,

@@ -12,12 +12,13 @@ namespace meshplan::planner {
 /// Bytes one layer keeps for one micro-batch between its B and W under a split schedule: the
 /// inputs and output gradients of its four linear layers.
 double weight_gradient_bytes_per_layer(const models::TransformerConfig& model,
-                                       const models::ClusterConfig& cluster, const Layout& layout);
+                                       const models::ClusterConfig& cluster, const Layout& layout,
+                                       bool moe_layer = false);
 
 /// Activation bytes one layer stores for one micro-batch on one rank.
 double activation_bytes_per_layer(const models::TransformerConfig& model,
                                   const models::ClusterConfig& cluster, const Layout& layout,
-                                  const PlanOptions& options);
+                                  const PlanOptions& options, bool moe_layer = false);
 
 /// Peak in-flight micro-batches of one stage, counted from the schedule's op list: over all
 /// chunks (in units of one chunk's activations), and of its first and last chunk alone (which

@@ -9,36 +9,55 @@ namespace meshplan::planner {
 
 struct LayerParameters {
   int64_t sharded = 0;     // split over tp ranks (count per rank)
-  int64_t replicated = 0;  // identical on every tp rank (norms, row-parallel biases)
+  int64_t replicated = 0;  // identical on every tp rank (norms, row-parallel biases, router)
+  int64_t expert = 0;      // routed experts on this rank: E / ep of them, tp-sharded
 };
 using StageParameters = LayerParameters;
 
 int64_t norm_parameters(const models::TransformerConfig& model);
-LayerParameters layer_parameters(const models::TransformerConfig& model, int64_t tp);
+/// One layer's parameters on one rank: a dense layer, or an MoE layer (`moe_layer`) whose
+/// routed experts are split over ep.
+LayerParameters layer_parameters(const models::TransformerConfig& model, int64_t tp,
+                                 bool moe_layer = false, int64_t ep = 1);
 StageParameters stage_parameters(const models::TransformerConfig& model, const Layout& layout,
                                  int64_t stage);
 
 /// The shape letters of one micro-batch on one rank, as doubles for cost formulas:
 /// t tp, T tokens (micro_batch * s / cp: rank_micro_batch_tokens), h, d, a, g, f, s, e element
 /// bytes, sp the sequence split (t with sequence parallelism, else 1), fc1 the first MLP
-/// projection's columns (f, 2f SwiGLU).
+/// projection's columns (f, 2f SwiGLU). For an MoE layer (`moe_layer`) f is the width a token
+/// goes through, k f_e + S f_s.
 struct Shape {
   double t, tokens, h, d, a, g, f, s, e, sp, fc1;
 };
 Shape shape_of(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
-               const Layout& layout);
+               const Layout& layout, bool moe_layer = false);
 
 /// Forward matmul FLOPs of one layer for `tokens` tokens, whole (not divided by tp).
 struct LayerFlops {
-  double qkv = 0;        // 2 T h (a + 2g) d
+  double qkv = 0;        // 2 T h (a + 2g) d (MLA: 2 T per down/up projection weight)
   double attention = 0;  // scores and attention-times-values: 2 * 2 T s a d
   double output = 0;     // 2 T a d h
-  double mlp = 0;        // 2 T h f * (2 gelu | 3 swiglu)
-  double total() const { return qkv + attention + output + mlp; }
+  double mlp = 0;        // 2 T h f * (2 gelu | 3 swiglu); MoE: f = k f_e + S f_s
+  double router = 0;     // MoE: 2 T h E
+  double total() const { return qkv + attention + output + mlp + router; }
 };
-LayerFlops layer_forward_flops(const models::TransformerConfig& model, double tokens);
+LayerFlops layer_forward_flops(const models::TransformerConfig& model, double tokens,
+                               bool moe_layer = false);
+/// The MLP width one token goes through: f (dense), k f_e + S f_s (MoE layer).
+double active_ffn_width(const models::TransformerConfig& model, bool moe_layer);
 /// LM head forward FLOPs: 2 T h V.
 double lm_head_forward_flops(const models::TransformerConfig& model, double tokens);
+
+/// Bytes of the tp all-gather (gathered output) of the routed tokens in one MoE layer's
+/// forward: T k h e (Megatron-Core's alltoall dispatcher gathers the dispatched tokens over tp
+/// when tp > 1, and reduce-scatters them before combine).
+int64_t moe_tp_gather_bytes(const models::TransformerConfig& model,
+                            const models::ClusterConfig& cluster, const Layout& layout);
+/// One MoE all-to-all (dispatch or combine) of one micro-batch on stage `stage`'s ep group.
+double moe_all_to_all_seconds(const models::TransformerConfig& model,
+                              const models::ClusterConfig& cluster, const Layout& layout,
+                              int64_t stage);
 
 /// Element sizes: weights/activations/communication, and gradients (ZeRO's K=12 accounting
 /// keeps gradients in the compute precision).

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "meshplan/cost_model.h"
 #include "model_shape.h"
 
@@ -15,39 +17,91 @@ int64_t norm_parameters(const models::TransformerConfig& model) {
   return model.norm == models::Norm::kLayerNorm ? 2 * model.hidden_size : model.hidden_size;
 }
 
-LayerParameters layer_parameters(const models::TransformerConfig& model, int64_t tp) {
+LayerParameters layer_parameters(const models::TransformerConfig& model, int64_t tp, bool moe_layer,
+                                 int64_t ep) {
   // Megatron-LM tensor parallelism (Shoeybi et al. 2019, Sec. 3): QKV and the first MLP
   // projection are split by columns, the attention output and second MLP projection by rows;
   // row-parallel biases and norms are replicated.
   const int64_t h = model.hidden_size;
   const int64_t d = model.head_dim;
-  const int64_t f = model.ffn_hidden_size;
-  const int64_t qkv_columns = (model.num_attention_heads + 2 * model.num_kv_heads) * d;
-  const int64_t fc1_columns = model.activation == models::Activation::kSwiglu ? 2 * f : f;
+  const int64_t fc1_per_f = model.activation == models::Activation::kSwiglu ? 2 : 1;
   LayerParameters p;
-  p.sharded = h * qkv_columns / tp + model.num_attention_heads * d * h / tp + h * fc1_columns / tp +
-              f * h / tp;
-  if (model.qkv_bias) {
-    p.sharded += qkv_columns / tp;
+  if (model.is_mla()) {
+    // Megatron-Core MLA (multi_latent_attention.py, Transformer Engine spec): linear_q_down_proj
+    // and linear_kv_down_proj are TELinear with parallel_mode 'duplicated' on every tp rank
+    // (with their latent norms); the up projections are column-parallel, linear_proj
+    // row-parallel.
+    const models::LayerParameterCounts counts = models::count_layer_parameters(model, false);
+    const int64_t a = model.num_attention_heads;
+    const int64_t qk_head = model.qk_nope_head_dim + model.qk_rope_head_dim;
+    const int64_t q_up = (model.q_lora_rank > 0 ? model.q_lora_rank : h) * a * qk_head;
+    const int64_t kv_up = model.kv_lora_rank * a * (model.qk_nope_head_dim + model.v_head_dim);
+    const int64_t out = a * model.v_head_dim * h;
+    p.sharded = (q_up + kv_up + out) / tp;
+    p.replicated = counts.attention - q_up - kv_up - out;
+  } else {
+    const int64_t qkv_columns = (model.num_attention_heads + 2 * model.num_kv_heads) * d;
+    p.sharded = h * qkv_columns / tp + model.num_attention_heads * d * h / tp;
+    if (model.qkv_bias) {
+      p.sharded += qkv_columns / tp;
+    }
+    if (model.attention_output_bias) {
+      p.replicated += h;
+    }
+    if (model.qk_norm) {
+      p.replicated += 2 * d;  // Qwen3's q_norm, k_norm over one head: the same on every rank
+    }
   }
-  if (model.mlp_bias) {
-    p.sharded += fc1_columns / tp;
-    p.replicated += h;  // second projection's bias
-  }
-  if (model.attention_output_bias) {
-    p.replicated += h;
+  // One tp-sharded MLP of hidden size f: fc1 columns and fc2 rows / t, fc2's bias replicated.
+  const auto add_mlp = [&](int64_t f, int64_t copies, int64_t& sharded) {
+    sharded += copies * (h * fc1_per_f * f / tp + f * h / tp);
+    if (model.mlp_bias) {
+      sharded += copies * fc1_per_f * f / tp;
+      p.replicated += copies * h;
+    }
+  };
+  if (!moe_layer) {
+    add_mlp(model.ffn_hidden_size, 1, p.sharded);
+  } else {
+    // Megatron-Core MoE (moe/router.py, experts.py, shared_experts.py): the router weight is
+    // replicated over tp; each ep rank holds E / ep experts, tp-sharded (expert tp = tp);
+    // shared experts are an ordinary tp-sharded MLP.
+    p.replicated += model.num_experts * h + (model.router_score_bias ? model.num_experts : 0);
+    add_mlp(model.expert_ffn_hidden_size, model.num_experts / ep, p.expert);
+    add_mlp(model.shared_expert_ffn_hidden_size, model.num_shared_experts, p.sharded);
+    p.replicated += model.shared_expert_gate ? h : 0;
   }
   p.replicated += 2 * norm_parameters(model);
   return p;
 }
 
+int64_t LayerRange::num_moe(const models::TransformerConfig& model) const {
+  if (!model.is_moe()) {
+    return 0;
+  }
+  const int64_t dense_here = std::clamp<int64_t>(model.first_dense_layers - first, 0, count());
+  return count() - dense_here;
+}
+
+LayerRange chunk_layers(const models::TransformerConfig& model, const Layout& layout, int64_t stage,
+                        int64_t chunk) {
+  return stage_layer_range(model, layout, stage, chunk);
+}
+
 StageParameters stage_parameters(const models::TransformerConfig& model, const Layout& layout,
                                  int64_t stage) {
   StageParameters p;
-  const LayerParameters layer = layer_parameters(model, layout.tp);
-  const int64_t num_layers = stage_layer_count(model, layout, stage);
-  p.sharded = layer.sharded * num_layers;
-  p.replicated = layer.replicated * num_layers;
+  const LayerParameters dense = layer_parameters(model, layout.tp, false, layout.ep);
+  const LayerParameters moe =
+      model.is_moe() ? layer_parameters(model, layout.tp, true, layout.ep) : dense;
+  for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
+    const LayerRange range = chunk_layers(model, layout, stage, chunk);
+    const int64_t num_moe = range.num_moe(model);
+    const int64_t num_dense = range.count() - num_moe;
+    p.sharded += dense.sharded * num_dense + moe.sharded * num_moe;
+    p.replicated += dense.replicated * num_dense + moe.replicated * num_moe;
+    p.expert += moe.expert * num_moe;
+  }
   const int64_t vocab_shard = padded_vocab_size(model, layout.tp) / layout.tp;
   if (stage == 0) {
     p.sharded += vocab_shard * model.hidden_size;
@@ -66,10 +120,15 @@ StageParameters stage_parameters(const models::TransformerConfig& model, const L
   return p;
 }
 
+int64_t stage_expert_parameter_count(const models::TransformerConfig& model, const Layout& layout,
+                                     int64_t stage) {
+  return stage_parameters(model, layout, stage).expert;
+}
+
 int64_t stage_parameter_count(const models::TransformerConfig& model, const Layout& layout,
                               int64_t stage) {
   const StageParameters p = stage_parameters(model, layout, stage);
-  return p.sharded + p.replicated;
+  return p.sharded + p.replicated + p.expert;
 }
 
 }  // namespace meshplan::planner

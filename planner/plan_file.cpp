@@ -24,7 +24,8 @@ nlohmann::json layout_to_json(const Layout& layout) {
                          {"sequence_parallel", layout.sequence_parallel},
                          {"zero", layout.zero},
                          {"schedule", to_string(layout.schedule)},
-                         {"placement", to_string(layout.placement)}};
+                         {"placement", to_string(layout.placement)},
+                         {"ep", layout.ep}};
   if (layout.cp > 1) {  // omitted at 1, so plans without context parallelism stay as they were
     json["cp"] = layout.cp;
   }
@@ -41,12 +42,14 @@ namespace {
 // the model and cluster loaders do. `prediction` is informative and its content is not checked.
 constexpr std::array<std::string_view, 8> kPlanFields = {
     "format", "version", "model", "cluster", "num_gpus", "layout", "options", "prediction"};
-constexpr std::array<std::string_view, 13> kLayoutFields = {
-    "tp",          "pp",           "dp",        "vpp",
-    "micro_batch", "global_batch", "recompute", "sequence_parallel",
-    "zero",        "schedule",     "placement", "cp",
-    "stage_layers"};
-constexpr std::array<std::string_view, 10> kOptionsFields = {"flash_attention",
+constexpr std::array<std::string_view, 14> kLayoutFields = {"tp",           "pp",
+                                                            "dp",           "vpp",
+                                                            "micro_batch",  "global_batch",
+                                                            "recompute",    "sequence_parallel",
+                                                            "zero",         "schedule",
+                                                            "placement",    "cp",
+                                                            "stage_layers", "ep"};
+constexpr std::array<std::string_view, 11> kOptionsFields = {"flash_attention",
                                                              "overlap_grad_reduce",
                                                              "overlap_param_gather",
                                                              "overlap_tp_comm",
@@ -55,7 +58,8 @@ constexpr std::array<std::string_view, 10> kOptionsFields = {"flash_attention",
                                                              "allow_tp_across_nodes",
                                                              "framework",
                                                              "cp_comm",
-                                                             "precision"};
+                                                             "precision",
+                                                             "moe_load_imbalance"};
 
 // Bounds that catch typos and unit mistakes before any product of them is formed (a plan file
 // with global_batch 1e12 made explain allocate gigabytes and never finish):
@@ -135,10 +139,22 @@ Layout layout_from_json(const nlohmann::json& json, const std::string& source) {
     layout.placement =
         parse_placement(require_string(json, "placement", where), source + ": layout: placement");
   }
+  // Optional: plan files written before expert parallelism have ep 1.
+  if (json.contains("ep")) {
+    layout.ep = require_size(json, "ep", kPlanMaxGpus, where);
+  }
   if (json.contains("stage_layers")) {
     layout.stage_layers = stage_layers_from_json(json.at("stage_layers"), where);
   }
   return layout;
+}
+
+void check_moe_load_imbalance(double factor, const std::string& field) {
+  // 1 is perfect balance; the busiest rank cannot hold more than all ep ranks' tokens, and a
+  // factor past 64 is a typo rather than a what-if.
+  if (!(factor >= 1.0 && factor <= 64.0)) {
+    throw InputError(fmt::format("{}: must be in [1, 64] ({})", field, factor));
+  }
 }
 
 nlohmann::json options_to_json(const PlanOptions& options) {
@@ -149,7 +165,8 @@ nlohmann::json options_to_json(const PlanOptions& options) {
                          {"scatter_gather_pipeline", options.scatter_gather_pipeline},
                          {"bucket_bytes", options.bucket_bytes},
                          {"allow_tp_across_nodes", options.allow_tp_across_nodes},
-                         {"framework", to_string(options.framework)}};
+                         {"framework", to_string(options.framework)},
+                         {"moe_load_imbalance", options.moe_load_imbalance}};
   if (options.cp_comm != CpComm::kP2p) {  // omitted at the default, as layout.cp at 1
     json["cp_comm"] = to_string(options.cp_comm);
   }
@@ -184,6 +201,11 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
         fmt::format("{}: bucket_bytes: must be positive ({})", where, options.bucket_bytes));
   }
   read_bool("allow_tp_across_nodes", options.allow_tp_across_nodes);
+  // Optional in plan files too: those written before it assumed balanced experts.
+  if (json.contains("moe_load_imbalance")) {
+    options.moe_load_imbalance = require_number(json, "moe_load_imbalance", where);
+  }
+  check_moe_load_imbalance(options.moe_load_imbalance, where + ": moe_load_imbalance");
   // Optional in plan files too: those written before the key were planned for Megatron-LM.
   if (json.contains("framework")) {
     options.framework =

@@ -136,6 +136,26 @@ std::vector<std::pair<ScheduleKind, int64_t>> schedule_choices(
   return schedules;
 }
 
+// Expert parallel sizes to try with dp x cp: the fixed one, 1 for a dense model, else the
+// divisors of dp * cp that divide the expert count (others fail check_layout's
+// "ep_dp"/"ep_experts" anyway).
+std::vector<int64_t> ep_choices(const models::TransformerConfig& model, const SearchSpace& space,
+                                int64_t grad_group) {
+  if (space.ep) {
+    return {*space.ep};
+  }
+  if (!model.is_moe()) {
+    return {1};
+  }
+  std::vector<int64_t> eps;
+  for (int64_t ep : divisors(grad_group)) {
+    if (model.num_experts % ep == 0) {
+      eps.push_back(ep);
+    }
+  }
+  return eps;
+}
+
 // The splits to try for pp stages: the fixed one, or candidate_stage_splits.
 std::vector<std::vector<int64_t>> stage_split_choices(const models::TransformerConfig& model,
                                                       const SearchSpace& space, int64_t pp) {
@@ -203,7 +223,10 @@ void enumerate_replicas(const models::TransformerConfig& model, const SearchSpac
         base.schedule = schedule;
         base.placement = space.placement;
         base.stage_layers = split;
-        add_variants(space, options, base, layouts);
+        for (int64_t ep : ep_choices(model, space, dp * cp)) {
+          base.ep = ep;
+          add_variants(space, options, base, layouts);
+        }
       }
     }
   }

@@ -18,6 +18,52 @@ Validity refuse(Framework framework, const std::string& why, const Layout& layou
                                          why, describe(layout)));
 }
 
+// Mixture-of-experts rules, as Megatron-LM's arguments.py validates them
+// (megatron/training/arguments.py, validate_args): "num_experts must be non None to use expert
+// model parallelism", "num_experts must be divisible by expert_model_parallel_size", and "When
+// using MoE and tensor parallelism, sequence parallelism must be used"; ep divides the data
+// parallel size (parallel_state.py builds the expert groups inside dp x cp).
+Validity check_moe_layout(const models::TransformerConfig& model, const Layout& layout) {
+  if (layout.ep < 1) {
+    return reject("ep", fmt::format("ep must be positive ({})", layout.ep));
+  }
+  if (!model.is_moe()) {
+    if (layout.ep > 1) {
+      return reject("ep", fmt::format("expert parallelism needs a mixture-of-experts model (ep {}, "
+                                      "num_experts 0)",
+                                      layout.ep));
+    }
+    return {};
+  }
+  // Megatron-Core lays the experts over the dense dp x cp ranks (parallel_state.py: expert
+  // ranks tp-ep-dp-pp, ep * expert_dp = dp * cp), so ep divides dp * cp.
+  if (grad_group_size(layout) % layout.ep != 0) {
+    return reject("ep_dp", fmt::format("ep must divide dp*cp: experts are split over data- and "
+                                       "context-parallel ranks ({} % {})",
+                                       grad_group_size(layout), layout.ep));
+  }
+  if (model.num_experts % layout.ep != 0) {
+    return reject("ep_experts", fmt::format("num_experts not divisible by ep ({} % {})",
+                                            model.num_experts, layout.ep));
+  }
+  if (model.expert_ffn_hidden_size % layout.tp != 0 ||
+      model.shared_expert_ffn_hidden_size % layout.tp != 0) {
+    return reject(
+        "tp_expert_ffn",
+        fmt::format("expert_ffn_hidden_size or shared_expert_ffn_hidden_size not "
+                    "divisible by tp ({}, {} % {})",
+                    model.expert_ffn_hidden_size, model.shared_expert_ffn_hidden_size, layout.tp));
+  }
+  if (layout.tp > 1 && !layout.sequence_parallel) {
+    return reject("moe_sequence_parallel",
+                  "Megatron-LM runs mixture-of-experts with tp > 1 only with sequence parallelism");
+  }
+  if (layout.zero == 3 && layout.dp > 1) {
+    return reject("moe_zero3", "ZeRO-3 of expert parameters is not modelled");
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string to_string(Framework framework) {
@@ -215,7 +261,10 @@ Validity check_layout(const models::TransformerConfig& model, const models::Clus
   if (layout.zero < 0 || layout.zero > 3) {
     return reject("zero", fmt::format("ZeRO stage must be 0-3 ({})", layout.zero));
   }
-  return check_cp_layout(model, layout);
+  if (Validity cp = check_cp_layout(model, layout); !cp.ok()) {
+    return cp;
+  }
+  return check_moe_layout(model, layout);
 }
 
 Validity check_cp_layout(const models::TransformerConfig& model, const Layout& layout) {

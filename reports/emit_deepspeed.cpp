@@ -55,6 +55,14 @@ std::string emit_deepspeed(const planner::Plan& plan) {
   // Planner features added after this writer (uneven pipeline stages, context parallelism,
   // MoE expert parallelism, FP8) must be emitted here or refused with refuse().
   const planner::Layout& layout = plan.layout;
+  if (layout.cp > 1) {
+    refuse(kTarget, "layout.cp", "context parallelism is not emitted for DeepSpeed",
+           std::to_string(layout.cp));
+  }
+  if (plan.model.is_moe()) {
+    refuse(kTarget, "model.num_experts", "mixture-of-experts models are not emitted for DeepSpeed",
+           std::to_string(plan.model.num_experts));
+  }
   if (!layout.stage_layers.empty()) {
     refuse(kTarget, "stage_layers", "uneven pipeline stages are not emitted for DeepSpeed yet",
            planner::format_stage_layers(layout.stage_layers));

@@ -49,6 +49,16 @@ void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
   const planner::Layout& layout = plan.layout;
   flags.push_back({"--tensor-model-parallel-size", std::to_string(layout.tp)});
   flags.push_back({"--pipeline-model-parallel-size", std::to_string(layout.pp)});
+  if (layout.cp > 1) {
+    // p2p (the ring) is Megatron-Core's default --cp-comm-type; a2a is Ulysses.
+    flags.push_back({"--context-parallel-size", std::to_string(layout.cp)});
+    if (plan.options.cp_comm == planner::CpComm::kA2a) {
+      flags.push_back({"--cp-comm-type", "a2a"});
+    }
+  }
+  if (layout.ep > 1) {
+    flags.push_back({"--expert-model-parallel-size", std::to_string(layout.ep)});
+  }
   if (layout.schedule == planner::ScheduleKind::kInterleaved) {
     if (!layout.stage_layers.empty()) {
       refuse(kTarget, "stage_layers",
@@ -129,6 +139,45 @@ void add_bias_flags(const models::TransformerConfig& m, Flags& flags) {
   }
 }
 
+// Mixture-of-experts shape as the planner costs it: dropless top-k routing, Megatron-Core's
+// alltoall token dispatcher and grouped expert GEMMs (planner/moe_cost.cpp), shared experts as
+// one MLP of S f_s. What has no such flag here is refused by name.
+void add_moe_flags(const models::TransformerConfig& m, Flags& flags) {
+  if (m.qk_norm) {
+    flags.push_back({"--qk-layernorm", ""});
+  }
+  if (!m.is_moe()) {
+    return;
+  }
+  if (m.is_mla()) {
+    refuse(kTarget, "model.kv_lora_rank",
+           "multi-latent attention is not emitted for Megatron-LM yet",
+           std::to_string(m.kv_lora_rank));
+  }
+  if (m.first_dense_layers > 0) {
+    refuse(kTarget, "model.first_dense_layers",
+           "dense layers before the MoE layers (--moe-layer-freq) are not emitted yet",
+           std::to_string(m.first_dense_layers));
+  }
+  if (m.router_score_bias) {
+    refuse(kTarget, "model.router_score_bias",
+           "DeepSeek-V3's biased sigmoid router is not emitted yet", "true");
+  }
+  if (m.shared_expert_gate) {
+    refuse(kTarget, "model.shared_expert_gate", "Megatron-LM has no gate on the shared experts",
+           "true");
+  }
+  flags.push_back({"--num-experts", std::to_string(m.num_experts)});
+  flags.push_back({"--moe-router-topk", std::to_string(m.experts_per_token)});
+  flags.push_back({"--moe-ffn-hidden-size", std::to_string(m.expert_ffn_hidden_size)});
+  if (m.num_shared_experts > 0) {
+    flags.push_back({"--moe-shared-expert-intermediate-size",
+                     std::to_string(m.num_shared_experts * m.shared_expert_ffn_hidden_size)});
+  }
+  flags.push_back({"--moe-token-dispatcher-type", "alltoall"});
+  flags.push_back({"--moe-grouped-gemm", ""});
+}
+
 // Model shape, positions, norm, activation, dropout, attention kernel, precision.
 void add_model_flags(const planner::Plan& plan, Flags& flags) {
   const models::TransformerConfig& m = plan.model;
@@ -159,6 +208,7 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
     flags.push_back({"--untie-embeddings-and-output-weights", ""});
   }
   add_bias_flags(m, flags);
+  add_moe_flags(m, flags);
   if (!m.dropout) {
     flags.push_back({"--attention-dropout", "0"});
     flags.push_back({"--hidden-dropout", "0"});

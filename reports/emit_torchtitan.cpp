@@ -40,6 +40,14 @@ std::string llama3_flavor(const models::TransformerConfig& model) {
 void check_expressible(const planner::Plan& plan) {
   const planner::Layout& layout = plan.layout;
   emit_detail::require_framework(kTarget, planner::Framework::kFsdp, layout);
+  if (layout.cp > 1) {
+    refuse(kTarget, "layout.cp", "context parallelism is not emitted for torchtitan yet",
+           std::to_string(layout.cp));
+  }
+  if (plan.model.is_moe()) {
+    refuse(kTarget, "model.num_experts", "mixture-of-experts models are not emitted for torchtitan",
+           std::to_string(plan.model.num_experts));
+  }
   if (layout.recompute == planner::Recompute::kSelective) {
     refuse(kTarget, "layout.recompute",
            "torchtitan's selective AC (per op or every n-th layer) is not Megatron's "

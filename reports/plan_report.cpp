@@ -31,17 +31,20 @@ nlohmann::json memory_json(const planner::MemoryBreakdown& memory) {
 // Appends estimate `e`, ranked `rank` (from 1), as a row of the table and a record of "plans";
 // the cp column only when `with_cp` (some listed layout has cp > 1). The last three columns say
 // why it ranks where it does: micro-batches per pipeline per step, the pipeline bubble and the
-// exposed communication (tp + pp transfers + dp), in seconds.
-void add_plan_row(int rank, const planner::PlanEstimate& e, bool with_cp, Report* report) {
+// exposed communication (tp + pp transfers + dp), in seconds. A mixture-of-experts model's
+// table (`moe`) ends with an ep column after them.
+void add_plan_row(int rank, const planner::PlanEstimate& e, bool with_cp, bool moe,
+                  Report* report) {
   const planner::Layout& l = e.layout;
   const double exposed_comm_seconds = exposed_communication_seconds(e.breakdown);
   report->table += fmt::format(
       " {:>4} {:>4}{} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8.1f} "
-      "{:>9.4f} {:>6.1f} {:>12.0f} {:>5} {:>8.4f} {:>8.4f}\n",
+      "{:>9.4f} {:>6.1f} {:>12.0f} {:>5} {:>8.4f} {:>8.4f}{}\n",
       rank, l.tp, with_cp ? fmt::format(" {:>4}", l.cp) : "", l.pp, l.dp, l.vpp, l.micro_batch,
       to_string(l.recompute), on_off(l.sequence_parallel), l.zero, to_string(l.schedule),
       static_cast<double>(e.peak_memory_bytes) / kGiB, e.step_time_s, 100.0 * e.mfu, e.tokens_per_s,
-      l.num_micro_batches(), e.breakdown.bubble_seconds, exposed_comm_seconds);
+      l.num_micro_batches(), e.breakdown.bubble_seconds, exposed_comm_seconds,
+      moe ? fmt::format(" {:>5}", l.ep) : "");
   if (!l.stage_layers.empty()) {
     report->table += fmt::format("#      plan {}: layers per stage {}\n", rank,
                                  planner::format_stage_layers(l.stage_layers));
@@ -83,12 +86,17 @@ std::string format_plan_header(const models::TransformerConfig& model,
   return fmt::format("# framework {}\n", planner::to_string(framework)) +
          fmt::format(
              "# model {}: {} parameters ({:.2f}B), {} layers, hidden {}, {} heads ({} kv), ffn {}, "
-             "vocab {}, seq {}\n"
+             "vocab {}, seq {}{}\n"
              "# cluster {}: {} GPUs ({} per node, {}), global batch {} sequences ({} tokens)\n",
              model.name, counts.total, static_cast<double>(counts.total) / 1e9, model.num_layers,
              model.hidden_size, model.num_attention_heads, model.num_kv_heads,
-             model.ffn_hidden_size, model.vocab_size, model.seq_length, cluster.name, num_gpus,
-             cluster.gpus_per_node, cluster.gpu.name, global_batch,
+             model.ffn_hidden_size, model.vocab_size, model.seq_length,
+             model.is_moe()
+                 ? fmt::format(", {} experts top-{} of ffn {} ({:.2f}B active)", model.num_experts,
+                               model.experts_per_token, model.expert_ffn_hidden_size,
+                               static_cast<double>(counts.active) / 1e9)
+                 : "",
+             cluster.name, num_gpus, cluster.gpus_per_node, cluster.gpu.name, global_batch,
              global_batch * model.seq_length);
 }
 
@@ -147,6 +155,9 @@ Report plan_report(const models::TransformerConfig& model, const models::Cluster
                    int64_t num_gpus, const planner::SearchResult& result) {
   nlohmann::json model_json = models::model_to_json(model);
   model_json["num_parameters"] = models::count_parameters(model).total;
+  if (model.is_moe()) {
+    model_json["num_active_parameters"] = models::count_parameters(model).active;
+  }
   nlohmann::json rejections = nlohmann::json::object();
   for (const auto& [code, count] : result.rejections) {
     rejections[code] = count;
@@ -161,11 +172,13 @@ Report plan_report(const models::TransformerConfig& model, const models::Cluster
                  {"plans", nlohmann::json::array()}};
   const bool with_cp = std::any_of(result.best.begin(), result.best.end(),
                                    [](const planner::PlanEstimate& e) { return e.layout.cp > 1; });
+  const bool moe = model.is_moe();
   report.table = fmt::format(
       "#{:>4} {:>4}{} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8} "
-      "{:>9} {:>6} {:>12} {:>5} {:>8} {:>8}\n",
+      "{:>9} {:>6} {:>12} {:>5} {:>8} {:>8}{}\n",
       "rank", "tp", with_cp ? "   cp" : "", "pp", "dp", "vpp", "mb", "recompute", "sp", "zero",
-      "schedule", "memory", "step", "mfu", "tokens/s", "m", "bubble", "exposed");
+      "schedule", "memory", "step", "mfu", "tokens/s", "m", "bubble", "exposed",
+      moe ? "    ep" : "");
   report.table += fmt::format(
       "#{:>4} {:>4}{} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8} "
       "{:>9} {:>6} {:>12} {:>5} {:>8} {:>8}\n",
@@ -173,7 +186,7 @@ Report plan_report(const models::TransformerConfig& model, const models::Cluster
       "(tok/s)", "(mb)", "(s)", "(s)");
   int rank = 1;
   for (const planner::PlanEstimate& e : result.best) {
-    add_plan_row(rank++, e, with_cp, &report);
+    add_plan_row(rank++, e, with_cp, moe, &report);
   }
   report.table +=
       fmt::format("# evaluated {} layouts, {} feasible", result.num_evaluated, result.num_feasible);

@@ -58,6 +58,8 @@ std::string slice_name(const SimulationResult& result, const TaskRecord& task) {
       return "optimizer step";
     case TaskKind::kTpComm:
       return "tp comm " + op;
+    case TaskKind::kEpAllToAll:
+      return "ep all-to-all " + op;
     case TaskKind::kPpTransfer:
       return (task.stream == StreamKind::kPpForward ? "send activation " : "send gradient ") + op;
     case TaskKind::kRecvWait:

@@ -20,6 +20,8 @@ const char* critical_category(TaskKind kind) {
       return "tp comm";
     case TaskKind::kCpComm:
       return "cp comm";
+    case TaskKind::kEpAllToAll:
+      return "ep comm";
     case TaskKind::kPpTransfer:
       return "pp transfer";
     case TaskKind::kGradReduce:

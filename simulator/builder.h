@@ -111,6 +111,8 @@ class Builder {
   std::vector<bool> dp_shares_node_;        // [rank] its group has other members on its node
   std::vector<bool> cp_spans_nodes_;        // [rank] its context-parallel group spans nodes
   std::vector<bool> cp_shares_node_;        // [rank] its cp group has other members on its node
+  std::vector<bool> ep_spans_nodes_;        // [rank] its expert-parallel group spans nodes
+  std::vector<bool> ep_shares_node_;        // [rank] ... has other members on its node
 };
 
 }  // namespace meshplan::simulator

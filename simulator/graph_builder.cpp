@@ -74,6 +74,20 @@ double cp_seconds(const planner::ChunkCost& cost, OpKind kind) {
   }
 }
 
+// MoE all-to-alls (dispatch and combine) of the op, exposed like the tp part (the planner's
+// ChunkCost ep seconds: moe_all_to_all_seconds per layer).
+double ep_seconds(const planner::ChunkCost& cost, OpKind kind) {
+  switch (kind) {
+    case OpKind::kForward:
+      return cost.forward_ep_comm_seconds;
+    case OpKind::kBackward:
+    case OpKind::kBackwardInput:
+      return cost.backward_ep_comm_seconds;
+    default:
+      return 0.0;
+  }
+}
+
 }  // namespace
 
 Builder::Builder(const SimulationInput& input)
@@ -185,6 +199,8 @@ void Builder::place_ranks() {
   dp_shares_node_.resize(ranks_.size());
   cp_spans_nodes_.resize(ranks_.size());
   cp_shares_node_.resize(ranks_.size());
+  ep_spans_nodes_.resize(ranks_.size());
+  ep_shares_node_.resize(ranks_.size());
   for (size_t i = 0; i < ranks_.size(); ++i) {
     // The gradient group is dp x cp (planner::grad_group_size).
     RankCoords member = ranks_[i].coords;
@@ -198,6 +214,14 @@ void Builder::place_ranks() {
         if (member.dp_rank == ranks_[i].coords.dp_rank) {
           cp_spans_nodes_[i] = cp_spans_nodes_[i] || !same_node;
           cp_shares_node_[i] = cp_shares_node_[i] || (same_node && !self);
+        }
+        // The ep group: ep consecutive ranks of the dp x cp group, numbered cp fastest
+        // (Layout::ep).
+        const int64_t flat = member.cp_rank + layout_.cp * member.dp_rank;
+        const int64_t own = ranks_[i].coords.cp_rank + layout_.cp * ranks_[i].coords.dp_rank;
+        if (flat / layout_.ep == own / layout_.ep) {
+          ep_spans_nodes_[i] = ep_spans_nodes_[i] || !same_node;
+          ep_shares_node_[i] = ep_shares_node_[i] || (same_node && !self);
         }
       }
     }
@@ -420,6 +444,14 @@ void Builder::add_compute_op(int32_t rank, int32_t index, const PipelineOp& op,
     describe_task(task, index, op);
     set_collective_flow(task, rank, !cp_spans_nodes_[rank] || cp_shares_node_[rank],
                         cp_spans_nodes_[rank]);
+    chain(state, task);
+  }
+  if (const double ep = ep_seconds(cost, op.kind); ep > 0) {
+    // The all-to-all loads every link of its ep group: NVLink when members share the node,
+    // the node's NIC when the group spans nodes (all ranks of the node send at once).
+    const int32_t task = add_task(TaskKind::kEpAllToAll, StreamKind::kCompute, rank, ep);
+    set_collective_flow(task, rank, ep_shares_node_[rank], ep_spans_nodes_[rank]);
+    describe_task(task, index, op);
     chain(state, task);
   }
   context.op_ends.push_back(state.last);

@@ -85,6 +85,13 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
         break;  // from planner::dp_buckets below
       case CommGroup::kCp:
         break;  // inside the chunk costs: their exposed part is ChunkCost's cp_comm seconds
+      case CommGroup::kEp:
+        break;  // MoE all-to-alls: inside the chunk costs (ChunkCost's ep_comm seconds)
+      case CommGroup::kExpertDp:
+        throw InputError(fmt::format(
+            "{}: layout: the simulator does not replay the expert gradient reduction of a "
+            "mixture-of-experts plan with dp*cp/ep > 1 yet ({}); plan it with meshplan plan",
+            source, planner::describe(layout)));
     }
   }
   planner::PlanOptions plan_options = plan.options;

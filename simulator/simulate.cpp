@@ -37,6 +37,8 @@ std::string to_string(TaskKind kind) {
       return "join";
     case TaskKind::kCpComm:
       return "cp-comm";
+    case TaskKind::kEpAllToAll:
+      return "ep-all-to-all";
   }
   return "?";
 }
@@ -68,9 +70,9 @@ bool is_compute(TaskKind kind) {
 }
 
 bool is_communication(TaskKind kind) {
-  return kind == TaskKind::kTpComm || kind == TaskKind::kCpComm || kind == TaskKind::kPpTransfer ||
-         kind == TaskKind::kGradReduce || kind == TaskKind::kEmbeddingSync ||
-         kind == TaskKind::kParamGather;
+  return kind == TaskKind::kTpComm || kind == TaskKind::kCpComm || kind == TaskKind::kEpAllToAll ||
+         kind == TaskKind::kPpTransfer || kind == TaskKind::kGradReduce ||
+         kind == TaskKind::kEmbeddingSync || kind == TaskKind::kParamGather;
 }
 
 std::vector<TaskSpan> task_spans(const SimulationResult& result) {

@@ -300,6 +300,17 @@ plan_row "--cp with --flash-attention off" "--cp: cp > 1 needs flash attention (
 plan_row "--seq-len 1e9" "--seq-len: seq_length: absurdly large, more than 100000000" \
   --model tiny --cluster local-cpu --gpus 2 --seq-len 1000000000
 plan_row "--vpp 0" "--vpp: must be positive (0)" --model tiny --cluster local-cpu --gpus 2 --vpp 0
+plan_row "--ep 0" "--ep: must be positive (0)" --model tiny-moe --cluster local-cpu --gpus 2 --ep 0
+plan_row "--ep 2 on a dense model" \
+  "(expert parallelism needs a mixture-of-experts model (ep 2, num_experts 0))" \
+  --model tiny --cluster local-cpu --gpus 2 --tp 1 --pp 1 --ep 2
+plan_row "--ep 3 with 4 experts" "ep_experts x1 (num_experts not divisible by ep (4 % 3))" \
+  --model tiny-moe --cluster local-cpu --gpus 3 --tp 1 --pp 1 --global-batch 3 \
+  --micro-batch 1 --recompute none --zero 0 --ep 3
+plan_row "--ep 4 on dp 2" "ep must divide dp*cp: experts are split over data- and context-parallel ranks (2 % 4)" \
+  --model tiny-moe --cluster local-cpu --gpus 2 --tp 1 --pp 1 --ep 4
+plan_row "--moe-load-imbalance 0.5" "--moe-load-imbalance: must be in [1, 64] (0.5)" \
+  --model tiny-moe --cluster local-cpu --gpus 2 --moe-load-imbalance 0.5
 plan_row "--bucket-mb 0" "--bucket-mb: must be in (0, 1e6] (0)" \
   --model tiny --cluster local-cpu --gpus 2 --bucket-mb 0
 row "simulate: --bucket-mb -5" 2 "--bucket-mb: must be positive (-5)" \

@@ -456,9 +456,38 @@ expect "--sequence-parallel maybe" \
 expect "cluster file with a negative bandwidth" \
   plan_error "cluster_negative_bandwidth.json: intra_node_bytes_per_second: must be positive and finite (-300000000000)" \
   --model tiny --cluster "$data/cluster_negative_bandwidth.json" --gpus 8
-expect "HF config with num_local_experts 8" \
-  plan_error "Mixtral-8x7B-v0.1.json: num_local_experts: mixture-of-experts models are not supported yet (8)" \
-  --model "$source_dir/tests/data/hf/Mixtral-8x7B-v0.1.json" --cluster dgx-a100-80gb --gpus 8
+# plan_prints PATTERN ARGS...: `meshplan plan ARGS...` exits 0 and prints PATTERN (fixed string).
+plan_prints() {
+  local pattern=$1
+  shift
+  run plan "$@"
+  if [ "$rc" -ne 0 ]; then
+    say "exit status $rc: $(head -c 300 stderr.txt)"
+    return 1
+  fi
+  if ! grep -qF -- "$pattern" stdout.txt; then
+    say "stdout does not show '$pattern'"
+    return 1
+  fi
+}
+# The published configs plan with their exact counts (tests/models/moe_parameter_count_test.cpp).
+expect "Mixtral-8x7B config.json plans: 46,702,792,704 parameters" \
+  plan_prints "46702792704 parameters (46.70B)" \
+  --model "$source_dir/tests/data/hf/Mixtral-8x7B-v0.1.json" --cluster dgx-h100 --gpus 64 \
+  --seq-len 4096 --global-batch 128 --top 1
+expect "Qwen3-30B-A3B config.json plans: 30,532,122,624 parameters" \
+  plan_prints "30532122624 parameters (30.53B)" \
+  --model "$source_dir/tests/data/hf/Qwen3-30B-A3B.json" --cluster dgx-h100 --gpus 64 \
+  --seq-len 4096 --global-batch 128 --top 1
+sed 's/"num_nextn_predict_layers": 1/"num_nextn_predict_layers": 0/' \
+  "$source_dir/tests/data/hf/DeepSeek-V3.json" >DeepSeek-V3-no-mtp.json
+expect "DeepSeek-V3 config.json (MTP off) plans: 671,026,419,200 parameters" \
+  plan_prints "671026419200 parameters (671.03B)" \
+  --model DeepSeek-V3-no-mtp.json --cluster h800-2048 --gpus 2048 --seq-len 4096 \
+  --global-batch 4096 --top 1
+expect "HF config of an MoE model with the MTP module" \
+  plan_error "DeepSeek-V3.json: num_nextn_predict_layers: the multi-token-prediction module is not modelled" \
+  --model "$source_dir/tests/data/hf/DeepSeek-V3.json" --cluster dgx-a100-80gb --gpus 8
 
 # A plan file from a newer meshplan.
 if [ -s p.json ]; then

@@ -37,6 +37,16 @@ TEST_CASE("the executor rejects what it cannot run, naming the field") {
   CHECK(rejection(alibi) ==
         "p.json: model.positions: the CPU executor implements learned and rope positions (alibi)");
 
+  planner::Plan moe = tiny_plan(make_layout(1, 1, 1));
+  moe.model = models::load_model("tiny-moe");
+  CHECK(rejection(moe) ==
+        "p.json: model.num_experts: the CPU executor does not run mixture-of-experts models (4)");
+  planner::Plan qk_norm = plan;
+  qk_norm.model.qk_norm = true;
+  CHECK(rejection(qk_norm) ==
+        "p.json: model.qk_norm: the CPU executor implements standard attention without q/k "
+        "norms (true)");
+
   planner::Plan zero2 = tiny_plan(make_layout(1, 1, 2));
   zero2.layout.zero = 2;
   CHECK(rejection(zero2) == "");

@@ -57,7 +57,8 @@ std::string error_for(const nlohmann::json& json) {
 }  // namespace
 
 TEST_CASE("cluster presets: the list, sorted, and every one loads and cites a source") {
-  const std::vector<std::string> expected = {"dgx-a100-80gb", "dgx-h100", "dgx-h200", "local-cpu"};
+  const std::vector<std::string> expected = {"dgx-a100-80gb", "dgx-h100", "dgx-h200", "h800-2048",
+                                             "local-cpu"};
   CHECK(cluster_preset_names() == expected);
   for (const auto& name : expected) {
     CAPTURE(name);
@@ -123,6 +124,16 @@ TEST_CASE("dgx-h100 and dgx-h200: H100/H200 SXM and DGX H100 datasheet figures")
   CHECK(h200.efficiency.gemm_peak_efficiency == h100.efficiency.gemm_peak_efficiency);
 }
 
+TEST_CASE("h800-2048: the DeepSeek-V3 report's cluster") {
+  const ClusterConfig c = load_cluster("h800-2048");
+  CHECK(c.gpus_per_node == 8);                                           // report Sec. 3.1
+  CHECK(c.inter_node_bytes_per_second_per_gpu == 50e9);                  // Sec. 3.2.2: IB 50 GB/s
+  CHECK(c.intra_node_bytes_per_second * 0.8 == doctest::Approx(160e9));  // 160 GB/s achieved
+  CHECK(c.gpu.peak_bf16_flops_per_second ==
+        load_cluster("dgx-h100").gpu.peak_bf16_flops_per_second);
+  CHECK(c.price_per_gpu_hour == 2.0);  // Sec. 1: $2 per H800 GPU-hour
+}
+
 TEST_CASE("local-cpu: fp32 CPU ranks with stated assumptions") {
   const ClusterConfig c = load_cluster("local-cpu");
   CHECK(c.precision == Precision::kFp32);
@@ -157,7 +168,7 @@ TEST_CASE("load_cluster reads a file by path; unknown names list the presets") {
 
   CHECK(input_error([] { load_cluster("dgx-b200"); }) ==
         "unknown cluster preset 'dgx-b200' (not a file either); presets: dgx-a100-80gb, "
-        "dgx-h100, dgx-h200, local-cpu");
+        "dgx-h100, dgx-h200, h800-2048, local-cpu");
 
   const std::string broken = write_temp_file("broken-cluster.json", "{\"name\": }");
   const std::string message = input_error([&] { load_cluster(broken); });

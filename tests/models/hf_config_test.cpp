@@ -186,7 +186,7 @@ TEST_CASE("configs without `architectures` are read by model_type") {
   falcon["model_type"] = "falcon";
   CHECK(input_error([&] { model_from_json(falcon, "falcon.json"); }) ==
         "falcon.json: model_type: unsupported model type (falcon); supported: llama, mistral, "
-        "qwen2, gpt2, gpt_neox");
+        "qwen2, gpt2, gpt_neox, mixtral, qwen2_moe, qwen3_moe, deepseek_v3");
   nlohmann::json mismatch = small_llama();
   mismatch["model_type"] = "gpt2";
   CHECK(input_error([&] { model_from_json(mismatch, "c.json"); }) ==
@@ -274,31 +274,33 @@ TEST_CASE("defaults: num_key_value_heads = a, n_inner null = 4h, tie_word_embedd
   CHECK(model_from_json(dense, "llama.json").num_layers == 2);
 }
 
-TEST_CASE("mixture-of-experts configs are rejected, in either format") {
-  CHECK(input_error([] { load_model(hf_fixture("Mixtral-8x7B-v0.1.json")); }) ==
-        hf_fixture("Mixtral-8x7B-v0.1.json") +
-            ": num_local_experts: mixture-of-experts models are not supported yet (8)");
-
+TEST_CASE("mixture-of-experts fields on a dense architecture or in meshplan's format") {
+  const std::string moe_families =
+      "MoE models load as MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM or "
+      "DeepseekV3ForCausalLM";
   nlohmann::json qwen_moe = small_llama();
   qwen_moe["num_experts"] = 60;
   CHECK(input_error([&] { model_from_json(qwen_moe, "qwen.json"); }) ==
-        "qwen.json: num_experts: mixture-of-experts models are not supported yet (60)");
+        "qwen.json: num_experts: mixture-of-experts field in a dense architecture; " +
+            moe_families + " (60)");
 
   nlohmann::json deepseek = small_llama();
   deepseek["n_routed_experts"] = 160;
   CHECK(input_error([&] { model_from_json(deepseek, "ds.json"); }) ==
-        "ds.json: n_routed_experts: mixture-of-experts models are not supported yet (160)");
+        "ds.json: n_routed_experts: mixture-of-experts field in a dense architecture; " +
+            moe_families + " (160)");
 
   nlohmann::json moe_field = small_llama();
   moe_field["moe_intermediate_size"] = 1408;
   CHECK(input_error([&] { model_from_json(moe_field, "m.json"); }) ==
-        "m.json: moe_intermediate_size: mixture-of-experts models are not supported yet (1408)");
+        "m.json: moe_intermediate_size: mixture-of-experts field in a dense architecture; " +
+            moe_families + " (1408)");
 
-  // meshplan's own format: rejected before the unknown-field check, with the same message.
+  // meshplan's own format spells MoE its own way (num_experts, ...): HF names are unknown.
   nlohmann::json own = meshplan::models::model_to_json(load_model("tiny"));
   own["num_local_experts"] = 8;
   CHECK(input_error([&] { model_from_json(own, "tiny.json"); }) ==
-        "tiny.json: num_local_experts: mixture-of-experts models are not supported yet (8)");
+        "tiny.json: num_local_experts: unknown field (8)");
 }
 
 TEST_CASE("unsupported architectures and malformed `architectures`") {
@@ -307,7 +309,8 @@ TEST_CASE("unsupported architectures and malformed `architectures`") {
   CHECK(input_error([&] { model_from_json(falcon, "falcon.json"); }) ==
         "falcon.json: architectures: unsupported architecture (FalconForCausalLM); supported: "
         "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel, "
-        "GPTNeoXForCausalLM");
+        "GPTNeoXForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, "
+        "DeepseekV3ForCausalLM");
 
   nlohmann::json not_a_list = small_llama();
   not_a_list["architectures"] = "LlamaForCausalLM";

@@ -232,6 +232,85 @@ TEST_CASE("--emit megatron refuses what Megatron-LM cannot run") {
         "8 (12)");
 }
 
+TEST_CASE("--emit megatron: Mixtral 8x7B expert parallelism, Llama-3 8B context parallelism") {
+  planner::Layout moe;
+  moe.tp = 2;
+  moe.dp = 8;
+  moe.ep = 8;
+  moe.sequence_parallel = true;
+  moe.global_batch = 64;
+  const planner::Plan mixtral = make_plan("mixtral-8x7b", "dgx-h100", moe);
+  const std::string script = emit_megatron(mixtral);
+  const std::map<std::string, std::string> flags = megatron_flags(script);
+  const std::set<std::string> parser = megatron_parser_flags();
+  for (const auto& [flag, value] : flags) {
+    CHECK_MESSAGE(parser.count(flag) == 1, "not a Megatron-LM flag: " << flag);
+  }
+  // Mixtral-8x7B's config.json: num_local_experts 8, num_experts_per_tok 2,
+  // intermediate_size 14336 (each expert's width); no shared experts.
+  CHECK(flags.at("--expert-model-parallel-size") == "8");
+  CHECK(flags.at("--num-experts") == "8");
+  CHECK(flags.at("--moe-router-topk") == "2");
+  CHECK(flags.at("--moe-ffn-hidden-size") == "14336");
+  CHECK(flags.at("--moe-token-dispatcher-type") == "alltoall");
+  CHECK(flags.count("--moe-grouped-gemm") == 1);
+  CHECK(flags.count("--moe-shared-expert-intermediate-size") == 0);
+  CHECK(flags.count("--context-parallel-size") == 0);
+
+  planner::Layout cp;
+  cp.tp = 2;
+  cp.cp = 4;
+  cp.dp = 2;
+  cp.global_batch = 16;
+  planner::Plan llama = make_plan("llama3-8b", "dgx-h100", cp);
+  std::map<std::string, std::string> cp_flags = megatron_flags(emit_megatron(llama));
+  CHECK(cp_flags.at("--context-parallel-size") == "4");
+  CHECK(cp_flags.count("--cp-comm-type") == 0);  // p2p is Megatron-Core's default
+  CHECK(cp_flags.count("--expert-model-parallel-size") == 0);
+  CHECK(cp_flags.count("--num-experts") == 0);
+  llama.options.cp_comm = planner::CpComm::kA2a;
+  cp_flags = megatron_flags(emit_megatron(llama));
+  CHECK(cp_flags.at("--cp-comm-type") == "a2a");
+  for (const auto& [flag, value] : cp_flags) {
+    CHECK_MESSAGE(parser.count(flag) == 1, "not a Megatron-LM flag: " << flag);
+  }
+  // DeepSeek-V3: its multi-latent attention (checked before its dense first layers and biased
+  // router, which have no flag here either) is refused by name.
+  planner::Layout dsv3;
+  dsv3.tp = 1;
+  dsv3.dp = 8;
+  dsv3.ep = 8;
+  dsv3.global_batch = 8;
+  CHECK(error_of(make_plan("deepseek-v3", "dgx-h100", dsv3), EmitTarget::kMegatron) ==
+        "--emit megatron: model.kv_lora_rank: multi-latent attention is not emitted for "
+        "Megatron-LM yet (512)");
+}
+
+TEST_CASE("--emit deepspeed and torchtitan refuse context parallelism and MoE by name") {
+  planner::Layout cp;
+  cp.cp = 2;
+  cp.dp = 4;
+  cp.zero = 3;
+  cp.global_batch = 8;
+  const planner::Plan llama = make_plan("llama3-8b", "dgx-h100", cp);
+  CHECK(error_of(llama, EmitTarget::kDeepSpeed) ==
+        "--emit deepspeed: layout.cp: context parallelism is not emitted for DeepSpeed (2)");
+  CHECK(error_of(llama, EmitTarget::kTorchtitan) ==
+        "--emit torchtitan: layout.cp: context parallelism is not emitted for torchtitan yet (2)");
+  planner::Layout moe;
+  moe.dp = 8;
+  moe.ep = 8;
+  moe.global_batch = 8;  // zero 0: DDP, which torchtitan runs without tp and pp
+  planner::Layout moe_zero1 = moe;
+  moe_zero1.zero = 1;
+  CHECK(error_of(make_plan("mixtral-8x7b", "dgx-h100", moe_zero1), EmitTarget::kDeepSpeed) ==
+        "--emit deepspeed: model.num_experts: mixture-of-experts models are not emitted for "
+        "DeepSpeed (8)");
+  CHECK(error_of(make_plan("mixtral-8x7b", "dgx-h100", moe), EmitTarget::kTorchtitan) ==
+        "--emit torchtitan: model.num_experts: mixture-of-experts models are not emitted for "
+        "torchtitan (8)");
+}
+
 TEST_CASE("--emit torchtitan: Llama-3 8B, FSDP x TP x PP, 1F1B") {
   planner::Layout layout;
   layout.tp = 2;

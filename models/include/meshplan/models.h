@@ -44,18 +44,67 @@ struct TransformerConfig {
   // costed: validate_model requires it to cover seq_length, where it is full causal attention,
   // so it is not part of meshplan's model format.
   int64_t sliding_window = 0;
+  bool qk_norm = false;  // per-head RMSNorm gains (d each) on queries and keys (Qwen3)
+
+  // Mixture-of-experts MLP (Shazeer et al. 2017; Fedus et al. 2022), dropless top-k routing as
+  // Megatron-Core's default (--moe-expert-capacity-factor None) and the Hugging Face models.
+  // num_experts = 0: every layer is dense. Layers [0, first_dense_layers) keep the dense MLP of
+  // ffn_hidden_size; every later layer is an MoE layer (Megatron's --moe-layer-freq 1).
+  int64_t num_experts = 0;                    // E routed experts: 8 Mixtral, 256 DeepSeek-V3
+  int64_t experts_per_token = 0;              // k (top-k): 2 Mixtral, 8 Qwen3-MoE, DeepSeek-V3
+  int64_t expert_ffn_hidden_size = 0;         // f_e: 14336 Mixtral, 768 Qwen3-30B-A3B
+  int64_t num_shared_experts = 0;             // always-active experts: 1 DeepSeek-V3, Qwen2-MoE
+  int64_t shared_expert_ffn_hidden_size = 0;  // f_s per shared expert: 2048 DeepSeek-V3
+  bool shared_expert_gate = false;            // Qwen2-MoE: sigmoid gate, an h -> 1 projection
+  bool router_score_bias = false;             // DeepSeek-V3: E-entry e_score_correction_bias
+  int64_t first_dense_layers = 0;             // 3 DeepSeek-V3 (first_k_dense_replace), else 0
+
+  // Multi-head latent attention (DeepSeek-V2, Sec. 2.1; DeepSeek-V3): kv_lora_rank > 0 turns
+  // it on, and then head_dim = qk_nope_head_dim + qk_rope_head_dim and num_kv_heads = a.
+  int64_t q_lora_rank = 0;       // d_c' 1536 (V3); 0: queries are not compressed
+  int64_t kv_lora_rank = 0;      // d_c 512 (V3)
+  int64_t qk_nope_head_dim = 0;  // d_h 128 (V3)
+  int64_t qk_rope_head_dim = 0;  // d_h^R 64 (V3), shared by all heads for keys
+  int64_t v_head_dim = 0;        // 128 (V3)
+
+  bool is_moe() const { return num_experts > 0; }
+  bool is_mla() const { return kv_lora_rank > 0; }
+  /// Whether layer `layer` (0-based) has the MoE MLP.
+  bool is_moe_layer(int64_t layer) const { return is_moe() && layer >= first_dense_layers; }
+  int64_t num_moe_layers() const { return is_moe() ? num_layers - first_dense_layers : 0; }
 
   bool operator==(const TransformerConfig&) const = default;
 };
+
+/// Parameters of one transformer block by part, before any sharding.
+struct LayerParameterCounts {
+  int64_t attention = 0;       // projections, their biases, q/k norms, MLA's latent norms
+  int64_t norms = 0;           // the block's two norms
+  int64_t mlp = 0;             // dense MLP (0 in an MoE layer)
+  int64_t router = 0;          // E h (+ E score bias)
+  int64_t routed_experts = 0;  // E experts (0 in a dense layer)
+  int64_t shared_experts = 0;  // shared experts and their gate
+  int64_t total() const {
+    return attention + norms + mlp + router + routed_experts + shared_experts;
+  }
+  /// What one token uses: routed experts counted k of E.
+  int64_t active(const TransformerConfig& model) const;
+};
+LayerParameterCounts count_layer_parameters(const TransformerConfig& model, bool moe_layer);
+/// Parameters of one MLP of hidden size `ffn` (one expert): 2 h f (GELU) or 3 h f (SwiGLU),
+/// plus biases when mlp_bias.
+int64_t mlp_parameter_count(const TransformerConfig& model, int64_t ffn);
 
 /// Exact parameter counts of a TransformerConfig, by place.
 struct ParameterCounts {
   int64_t token_embedding = 0;     // V h
   int64_t position_embedding = 0;  // max_position_embeddings h for learned positions, else 0
-  int64_t per_layer = 0;           // one transformer block, norms and biases included
+  int64_t per_layer = 0;           // one dense transformer block, norms and biases included
+  int64_t moe_layer = 0;           // one MoE block (0 for a dense model)
   int64_t final_norm = 0;          // h (RMSNorm) or 2h (LayerNorm)
   int64_t lm_head = 0;             // V h when untied, else 0
   int64_t total = 0;
+  int64_t active = 0;  // used per token: routed experts counted k of E (= total when dense)
 };
 
 /// Exact count, biases and norms included (matches a checkpoint's config.json count).

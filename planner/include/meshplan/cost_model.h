@@ -67,6 +67,11 @@ struct PlanOptions {
   int64_t bucket_bytes = kDefaultBucketBytes;
   // Tensor-parallel groups may span nodes (normally rejected: tp belongs on NVLink).
   bool allow_tp_across_nodes = false;
+  // Mixture-of-experts load imbalance: the busiest rank's routed-expert work over the balanced
+  // share (tokens x k / ep). 1.0 assumes perfect balance (dropless routing with a well-trained
+  // balancing loss); it multiplies the routed experts' GEMM time (the all-to-all stays at the
+  // balanced volume). Not a measured figure: an explicit what-if.
+  double moe_load_imbalance = 1.0;
   // Context-parallel attention communication (only read when the layout's cp > 1).
   CpComm cp_comm = CpComm::kP2p;
   GemmPrecision gemm_precision = GemmPrecision::kBf16;  // --precision
@@ -76,8 +81,10 @@ struct PlanOptions {
 
 enum class CollectiveKind { kAllReduce, kAllGather, kReduceScatter, kSendRecv, kAllToAll };
 /// kDp is the gradient group of grad_group_size(layout) = dp * cp ranks; kCp the cp ranks of
-/// one (tp, dp, pp) coordinate, the ring of context-parallel attention.
-enum class CommGroup { kTp, kPp, kDp, kEmbedding, kCp };
+/// one (tp, dp, pp) coordinate, the ring of context-parallel attention; kEp the expert-parallel
+/// group (ep consecutive ranks of the dp * cp group); kExpertDp the expert data parallel group
+/// (dp * cp / ep ranks holding the same experts).
+enum class CommGroup { kTp, kPp, kDp, kEmbedding, kCp, kEp, kExpertDp };
 std::string to_string(CollectiveKind kind);
 std::string to_string(CommGroup group);
 
@@ -126,14 +133,18 @@ struct ChunkCost {
   double backward_tp_comm_seconds = 0;         // exposed, recompute's included
   double forward_cp_comm_seconds = 0;          // exposed cp attention traffic
   double backward_cp_comm_seconds = 0;         // exposed, recompute's included
+  double forward_ep_comm_seconds = 0;          // MoE all-to-alls (dispatch, combine), exposed
+  double backward_ep_comm_seconds = 0;         // their backward (and recompute's)
+  int64_t num_moe_layers = 0;                  // of num_layers
   int64_t forward_flops = 0;                   // matmul FLOPs executed, per rank
   int64_t backward_flops = 0;                  // recompute included
   double forward_seconds() const {
-    return forward_compute_seconds + forward_tp_comm_seconds + forward_cp_comm_seconds;
+    return forward_compute_seconds + forward_tp_comm_seconds + forward_cp_comm_seconds +
+           forward_ep_comm_seconds;
   }
   double backward_seconds() const {
     return backward_input_compute_seconds + backward_weight_compute_seconds +
-           backward_tp_comm_seconds + backward_cp_comm_seconds;
+           backward_tp_comm_seconds + backward_cp_comm_seconds + backward_ep_comm_seconds;
   }
 };
 
@@ -180,7 +191,8 @@ struct PlanEstimate {
 /// "tp_heads", "tp_kv_heads", "tp_ffn", "tp_node", "stage_layers" (an uneven split that
 /// check_stage_layers refuses) or "pp_layers" (even split, l % (pp vpp) != 0), "batch",
 /// "vpp_schedule" or "interleaved_micro_batches" (check_schedule_shape), "sequence_parallel",
-/// "zero", then check_cp_layout's.
+/// "zero", then check_cp_layout's, then the mixture-of-experts rules (check_moe_layout): "ep",
+/// "ep_dp", "ep_experts", "tp_expert_ffn", "moe_sequence_parallel", "moe_zero3".
 struct Validity {
   std::string code;
   std::string reason;
@@ -227,6 +239,8 @@ struct LayerRange {
   int64_t first = 0;
   int64_t end = 0;
   int64_t count() const { return end - first; }
+  /// MoE layers among them (TransformerConfig::is_moe_layer); 0 for a dense model.
+  int64_t num_moe(const models::TransformerConfig& model) const;
 };
 
 /// The one rule of which layers a (stage, chunk) holds; planner, simulator and executor all
@@ -260,6 +274,22 @@ std::string check_stage_layers(const models::TransformerConfig& model, const Lay
 /// `stage_layers` with the even split mapped to {} (so even layouts compare and serialise as
 /// before the field existed).
 std::vector<int64_t> canonical_stage_layers(std::vector<int64_t> stage_layers);
+
+/// The layers of model chunk `chunk` on pipeline rank `stage`: stage_layer_range's, the one
+/// rule (even or uneven split); its num_moe counts the MoE layers among them.
+LayerRange chunk_layers(const models::TransformerConfig& model, const Layout& layout, int64_t stage,
+                        int64_t chunk);
+
+/// Expert parameters one rank of stage `stage` holds: its E / ep experts of every MoE layer of
+/// the stage, tp-sharded (0 for a dense model). Included in stage_parameter_count.
+int64_t stage_expert_parameter_count(const models::TransformerConfig& model, const Layout& layout,
+                                     int64_t stage);
+
+/// Bytes one rank sends in one MoE all-to-all (token dispatch or combine) of one micro-batch:
+/// its T / sp tokens, each to k experts, h elements of e bytes (Megatron's alltoall token
+/// dispatcher; dropless). (ep - 1) / ep of it leaves the rank.
+int64_t moe_all_to_all_bytes(const models::TransformerConfig& model,
+                             const models::ClusterConfig& cluster, const Layout& layout);
 
 /// Ring collective time on a group of `group_size` ranks placed `stride` ranks apart in the
 /// global numbering (tp: 1, dp: tp, ...), starting at global rank `first_rank` (a send goes

@@ -36,6 +36,12 @@ struct Layout {
   int zero = 0;  // 0-3; 1 is Megatron's distributed optimizer
   ScheduleKind schedule = ScheduleKind::kOneFOneB;
   Placement placement = Placement::kTpDpPp;
+  // Expert model parallel size (Megatron --expert-model-parallel-size): each MoE layer's experts
+  // are split over ep ranks taken from the gradient group dp x cp (ep consecutive ranks of it,
+  // as Megatron-Core's expert order tp-ep-dp-pp lays the experts over the dense cp x dp ranks),
+  // so ep divides dp * cp. Experts are tp-sharded as Megatron's default
+  // --expert-tensor-parallel-size = tp.
+  int64_t ep = 1;
   // Transformer layers of each pipeline stage, [pp]; empty: the even split, num_layers / pp on
   // every stage. Set only for an uneven split: Megatron-Core's
   // --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers or an explicit
@@ -66,6 +72,22 @@ inline int64_t virtual_stage(int64_t pp, int64_t stage, int64_t chunk) {
 /// is over this group.
 inline int64_t grad_group_size(const Layout& layout) {
   return layout.dp * layout.cp;
+}
+
+/// Expert data parallel size: the ranks holding the same experts, dp * cp / ep (Megatron's
+/// expert-data-parallel group); expert gradients are reduced, and ZeRO-sharded, over it.
+inline int64_t expert_data_parallel(const Layout& layout) {
+  return grad_group_size(layout) / layout.ep;
+}
+/// The layout as expert parameters see it: ZeRO shards them over the expert data parallel
+/// group (Megatron's distributed optimizer keeps expert parameters in their own buffers,
+/// sharded over expert-data-parallel ranks), so the gradient group becomes dp * cp / ep.
+inline Layout expert_layout(const Layout& layout) {
+  Layout expert = layout;
+  expert.dp = expert_data_parallel(layout);
+  expert.cp = 1;
+  expert.ep = 1;
+  return expert;
 }
 
 /// ZeRO (Rajbhandari et al. 2020, Fig. 1): stage 1 shards optimizer states over the gradient
@@ -114,7 +136,8 @@ ScheduleKind parse_schedule(const std::string& text, const std::string& field);
 Placement parse_placement(const std::string& text, const std::string& field);
 
 /// "tp=8 pp=4 dp=32 vpp=1 mb=1 recompute=full sp=off zero=0 schedule=1f1b"; " cp=C" follows
-/// dp when cp > 1, and " stage_layers=7,8,...,8,7" ends it when the split is uneven.
+/// dp when cp > 1, " stage_layers=7,8,...,8,7" follows when the split is uneven, and " ep=E"
+/// ends it when ep > 1.
 std::string describe(const Layout& layout);
 
 /// "7,8,8,7": a stage-layer list as the CLI and the reports spell it.

@@ -55,6 +55,9 @@ std::vector<int64_t> stage_layers_from_json(const nlohmann::json& json, const st
 /// wrong type or bucket_bytes < 1. Without `defaults` every key is required (plan files); with
 /// them an absent key keeps its value from `defaults` (validation runs state only what they know).
 nlohmann::json options_to_json(const PlanOptions& options);
+/// Throws InputError "<field>: must be in [1, 64] (<factor>)" for a load-imbalance factor
+/// outside that range (PlanOptions::moe_load_imbalance).
+void check_moe_load_imbalance(double factor, const std::string& field);
 PlanOptions options_from_json(const nlohmann::json& json, const std::string& source,
                               const PlanOptions* defaults = nullptr);
 

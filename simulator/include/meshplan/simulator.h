@@ -35,6 +35,7 @@ enum class TaskKind : uint8_t {
   kParamGather,    // ZeRO: one bucket of the parameter all-gather
   kJoin,           // zero-length synchronisation (collective start, grad-norm barrier)
   kCpComm,         // exposed context-parallel attention traffic of the preceding F or B
+  kEpAllToAll,     // MoE dispatch and combine all-to-alls of the preceding F or B (exposed)
 };
 
 /// Per rank: one compute stream and the communication channels. Each runs its tasks in the

@@ -1,0 +1,206 @@
+// Mixture-of-experts and multi-head-latent-attention models: the Hugging Face configs
+// (tests/data/hf/, copies of the public config.json files) against their published total and
+// active parameter counts, term by term, and the loaders' and validation's errors.
+//
+// Sources of the configs:
+//   Mixtral-8x7B-v0.1.json https://huggingface.co/mistralai/Mixtral-8x7B-v0.1/blob/main/config.json
+//   Qwen3-30B-A3B.json      https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json
+//   DeepSeek-V3.json        https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "meshplan/json_io.h"
+#include "meshplan/models.h"
+#include "model_test_util.h"
+
+using meshplan::models::count_layer_parameters;
+using meshplan::models::count_parameters;
+using meshplan::models::load_model;
+using meshplan::models::model_from_json;
+using meshplan::models::model_to_json;
+using meshplan::models::TransformerConfig;
+using meshplan::models::test::hf_fixture;
+using meshplan::models::test::input_error;
+
+namespace {
+
+// Truncates a count to one decimal of billions, the way the model cards print "3.3B".
+double billions_truncated(int64_t count) {
+  return std::floor(static_cast<double>(count) / 1e8) / 10.0;
+}
+
+nlohmann::json deepseek_without_mtp() {
+  nlohmann::json json = meshplan::read_json_file(hf_fixture("DeepSeek-V3.json"));
+  json["num_nextn_predict_layers"] = 0;
+  return json;
+}
+
+}  // namespace
+
+TEST_CASE("mistralai/Mixtral-8x7B-v0.1: 46,702,792,704 total, 12,879,925,248 active") {
+  const TransformerConfig model = load_model(hf_fixture("Mixtral-8x7B-v0.1.json"));
+  CHECK(model.num_experts == 8);
+  CHECK(model.experts_per_token == 2);
+  CHECK(model.expert_ffn_hidden_size == 14336);
+  CHECK(model.num_moe_layers() == 32);
+  CHECK(model.sliding_window == 0);  // "sliding_window": null
+  const auto layer = count_layer_parameters(model, true);
+  CHECK(layer.attention == 41'943'040);          // 4096 * (4096 + 2 * 1024 + 4096)
+  CHECK(layer.router == 32'768);                 // E h = 8 * 4096
+  CHECK(layer.routed_experts == 1'409'286'144);  // 8 * 3 * 4096 * 14336
+  CHECK(layer.mlp == 0);
+  const auto counts = count_parameters(model);
+  // 32 * (41,943,040 + 32,768 + 1,409,286,144 + 8,192) + 2 * 32000 * 4096 + 4096. Published:
+  // the safetensors index of mistralai/Mixtral-8x7B-v0.1 (total_size 93,405,585,408 bytes of
+  // bf16 = 46,702,792,704 parameters).
+  CHECK(counts.total == 46'702'792'704);
+  // Two of eight experts: 32 * (41,943,040 + 32,768 + 2 * 176,160,768 + 8,192) + 262,148,096.
+  // Jiang et al. 2024, Sec. 2.1: "13B active parameters"; Mistral AI's announcement: 12.9B.
+  CHECK(counts.active == 12'879'925'248);
+  CHECK(std::round(static_cast<double>(counts.active) / 1e8) / 10 == 12.9);
+}
+
+TEST_CASE("Qwen/Qwen3-30B-A3B: 30,532,122,624 total, 3,353,032,704 active") {
+  const TransformerConfig model = load_model(hf_fixture("Qwen3-30B-A3B.json"));
+  CHECK(model.qk_norm);
+  CHECK(model.head_dim == 128);
+  CHECK(model.num_experts == 128);
+  CHECK(model.experts_per_token == 8);
+  CHECK(model.expert_ffn_hidden_size == 768);
+  CHECK(model.num_shared_experts == 0);
+  const auto layer = count_layer_parameters(model, true);
+  CHECK(layer.attention == 18'874'624);  // 2 * 2048 * 4096 + 2 * 2048 * 512 + q/k norms 2 * 128
+  CHECK(layer.router == 262'144);        // 128 * 2048
+  CHECK(layer.routed_experts == 603'979'776);  // 128 * 3 * 2048 * 768
+  const auto counts = count_parameters(model);
+  // 48 * (18,874,624 + 4,096 + 262,144 + 603,979,776) + 2 * 151936 * 2048 + 2048.
+  CHECK(counts.total == 30'532'122'624);
+  // 48 * (18,874,624 + 4,096 + 262,144 + 8 * 4,718,592) + 622,331,904.
+  CHECK(counts.active == 3'353'032'704);
+  // Model card: "Number of Parameters: 30.5B in total and 3.3B activated; Number of Parameters
+  // (Non-Embedding): 29.9B" (figures truncated to one decimal).
+  CHECK(billions_truncated(counts.total) == 30.5);
+  CHECK(billions_truncated(counts.active) == 3.3);
+  CHECK(billions_truncated(counts.total - counts.token_embedding - counts.lm_head) == 29.9);
+}
+
+TEST_CASE("deepseek-ai/DeepSeek-V3: the MTP module is refused by name") {
+  CHECK(input_error([] { load_model(hf_fixture("DeepSeek-V3.json")); }) ==
+        hf_fixture("DeepSeek-V3.json") +
+            ": num_nextn_predict_layers: the multi-token-prediction module is not modelled; set "
+            "it to 0 to plan the main model as transformers' DeepseekV3ForCausalLM builds it (1)");
+}
+
+TEST_CASE("deepseek-ai/DeepSeek-V3 main model: 671,026,419,200 total, 37,552,297,472 active") {
+  const TransformerConfig model = model_from_json(deepseek_without_mtp(), "ds.json");
+  CHECK(model.is_mla());
+  CHECK(model.head_dim == 192);  // 128 + 64
+  CHECK(model.num_kv_heads == 128);
+  CHECK(model.first_dense_layers == 3);
+  CHECK(model.num_moe_layers() == 58);
+  CHECK(model.router_score_bias);
+  CHECK_FALSE(model.is_moe_layer(2));
+  CHECK(model.is_moe_layer(3));
+  const auto dense = count_layer_parameters(model, false);
+  // q_a 7168*1536 + q_a_norm 1536 + q_b 1536*128*192 + kv_a 7168*576 + kv_a_norm 512
+  // + kv_b 512*128*256 + o 128*128*7168.
+  CHECK(dense.attention == 187'107'328);
+  CHECK(dense.mlp == 396'361'728);  // 3 * 7168 * 18432
+  const auto moe = count_layer_parameters(model, true);
+  CHECK(moe.router == 1'835'264);               // 256 * 7168 + 256 score-correction biases
+  CHECK(moe.routed_experts == 11'274'289'152);  // 256 * 3 * 7168 * 2048
+  CHECK(moe.shared_experts == 44'040'192);      // 1 * 3 * 7168 * 2048
+  const auto counts = count_parameters(model);
+  // 3 * 583,483,392 + 58 * 11,507,286,272 + 2 * 129280 * 7168 + 7168. DeepSeek-V3 README:
+  // 685B on Hugging Face = 671B main model + 14B multi-token-prediction module; the report's
+  // abstract: 671B total, 37B activated per token.
+  CHECK(counts.total == 671'026'419'200);
+  // 3 * 583,483,392 + 58 * (187,121,664 + 1,835,264 + 9 * 44,040,192) + 1,853,365,248.
+  CHECK(counts.active == 37'552'297'472);
+  CHECK(billions_truncated(counts.active) == 37.5);
+}
+
+TEST_CASE("MoE and MLA fields round-trip through meshplan's format; presets match the configs") {
+  const TransformerConfig deepseek = model_from_json(deepseek_without_mtp(), "ds.json");
+  TransformerConfig back = model_from_json(model_to_json(deepseek), "ds.json");
+  back.name = deepseek.name;
+  CHECK(back == deepseek);
+  CHECK(count_parameters(load_model("deepseek-v3")).total == 671'026'419'200);
+  CHECK(count_parameters(load_model("mixtral-8x7b")).total == 46'702'792'704);
+  CHECK(count_parameters(load_model("qwen3-30b-a3b")).total == 30'532'122'624);
+  // Dense models' files keep their keys: no MoE or MLA field is written.
+  CHECK_FALSE(model_to_json(load_model("tiny")).contains("num_experts"));
+  CHECK_FALSE(model_to_json(load_model("tiny")).contains("kv_lora_rank"));
+}
+
+TEST_CASE("tiny-moe: a dense first layer and three MoE layers, counted by hand") {
+  const auto counts = count_parameters(load_model("tiny-moe"));
+  // Dense layer: attention 64 * (64 + 2 * 32 + 64) = 12,288, MLP 3 * 64 * 176 = 33,792, norms
+  // 128: 46,208. MoE layer: 12,288 + router 4 * 64 = 256 + 4 * 3 * 64 * 96 = 73,728 + 128 =
+  // 86,400; active 12,288 + 256 + 2 * 18,432 + 128 = 49,536.
+  CHECK(counts.per_layer == 46'208);
+  CHECK(counts.moe_layer == 86'400);
+  CHECK(counts.total == 46'208 + 3 * 86'400 + 2 * 256 * 64 + 64);
+  CHECK(counts.active == 46'208 + 3 * 49'536 + 2 * 256 * 64 + 64);
+}
+
+TEST_CASE("Qwen2-MoE: a gated shared expert and attention biases") {
+  // Qwen1.5-MoE-A2.7B's shape at a small size: h 64, 4 heads, 4 experts of 32, top-2, a shared
+  // expert of 128 behind an h -> 1 gate.
+  const nlohmann::json json = nlohmann::json::parse(R"({
+    "architectures": ["Qwen2MoeForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 176,
+    "moe_intermediate_size": 32, "shared_expert_intermediate_size": 128, "num_experts": 4,
+    "num_experts_per_tok": 2, "vocab_size": 256, "max_position_embeddings": 32})");
+  const TransformerConfig model = model_from_json(json, "q2.json");
+  CHECK(model.qkv_bias);
+  CHECK_FALSE(model.attention_output_bias);
+  CHECK(model.shared_expert_gate);
+  const auto layer = count_layer_parameters(model, true);
+  CHECK(layer.attention == 4 * 64 * 64 + 3 * 64);    // Q, K, V, O + q, k, v biases
+  CHECK(layer.shared_experts == 3 * 64 * 128 + 64);  // shared expert + gate
+  CHECK(layer.routed_experts == 4 * 3 * 64 * 32);
+  CHECK(layer.router == 4 * 64);
+
+  nlohmann::json skipping = json;
+  skipping["decoder_sparse_step"] = 2;
+  CHECK(input_error([&] { model_from_json(skipping, "q2.json"); }) ==
+        "q2.json: decoder_sparse_step: dense layers between MoE layers are not modelled (only a "
+        "dense prefix) (2)");
+  nlohmann::json mlp_only = json;
+  mlp_only["mlp_only_layers"] = {0};
+  CHECK(input_error([&] { model_from_json(mlp_only, "q2.json"); }) ==
+        "q2.json: mlp_only_layers: dense layers between MoE layers are not modelled (only a dense "
+        "prefix) ([0])");
+}
+
+TEST_CASE("MoE and MLA validation names the field") {
+  nlohmann::json moe = model_to_json(load_model("tiny-moe"));
+  const auto error_with = [&](const char* field, const nlohmann::json& value) {
+    nlohmann::json edited = moe;
+    edited[field] = value;
+    return input_error([&] { model_from_json(edited, "m.json"); });
+  };
+  CHECK(error_with("experts_per_token", 5) ==
+        "m.json: experts_per_token: must be in [1, num_experts] (5 of 4)");
+  CHECK(error_with("first_dense_layers", 4) ==
+        "m.json: first_dense_layers: must be in [0, num_layers) (4 of 4)");
+  CHECK(error_with("expert_ffn_hidden_size", 0) ==
+        "m.json: expert_ffn_hidden_size: must be positive (0)");
+  CHECK(error_with("shared_expert_ffn_hidden_size", 8) ==
+        "m.json: shared_expert_ffn_hidden_size: must be 0 without shared experts (8)");
+  CHECK(error_with("num_experts", 0) ==
+        "m.json: experts_per_token: must be 0 when num_experts is 0 (a dense model) (2)");
+
+  nlohmann::json mla = model_to_json(load_model("deepseek-v3"));
+  mla["head_dim"] = 128;
+  CHECK(input_error([&] { model_from_json(mla, "ds.json"); }) ==
+        "ds.json: head_dim: must be qk_nope_head_dim + qk_rope_head_dim with MLA (128 != 192)");
+  nlohmann::json no_mla = model_to_json(load_model("tiny"));
+  no_mla["v_head_dim"] = 16;
+  CHECK(input_error([&] { model_from_json(no_mla, "t.json"); }) ==
+        "t.json: v_head_dim: must be 0 without multi-head latent attention (kv_lora_rank 0) (16)");
+}
