@@ -170,8 +170,9 @@ TEST_CASE("--emit megatron: Llama-3 70B, interleaved, full recompute, distribute
   CHECK(flags.at("--ffn-hidden-size") == std::to_string(plan.model.ffn_hidden_size));
   CHECK(flags.at("--global-batch-size") == std::to_string(plan.layout.global_batch));
   const std::set<std::string> parser = megatron_parser_flags();
-  REQUIRE(parser.size() > 500);  // the list is there (564 names at fd0df7d3)
-  for (const auto& [flag, value] : flags) {
+  REQUIRE(parser.size() > 500);      // the list is there (564 names at fd0df7d3)
+  for (const auto& entry : flags) {  // clang 14: no bindings in CHECK's lambda
+    const std::string& flag = entry.first;
     CHECK_MESSAGE(parser.count(flag) == 1, flag << " is not a Megatron-LM argument");
   }
 }
@@ -199,7 +200,8 @@ TEST_CASE("--emit megatron: GPT-3 1.3B, learned positions, LayerNorm, GELU, bias
     CHECK_MESSAGE(flags.count(absent) == 0, absent);
   }
   const std::set<std::string> parser = megatron_parser_flags();
-  for (const auto& [flag, value] : flags) {
+  for (const auto& entry : flags) {  // clang 14: no bindings in CHECK's lambda
+    const std::string& flag = entry.first;
     CHECK_MESSAGE(parser.count(flag) == 1, flag << " is not a Megatron-LM argument");
   }
 }
@@ -243,7 +245,8 @@ TEST_CASE("--emit megatron: Mixtral 8x7B expert parallelism, Llama-3 8B context 
   const std::string script = emit_megatron(mixtral);
   const std::map<std::string, std::string> flags = megatron_flags(script);
   const std::set<std::string> parser = megatron_parser_flags();
-  for (const auto& [flag, value] : flags) {
+  for (const auto& entry : flags) {  // clang 14: no bindings in CHECK's lambda
+    const std::string& flag = entry.first;
     CHECK_MESSAGE(parser.count(flag) == 1, "not a Megatron-LM flag: " << flag);
   }
   // Mixtral-8x7B's config.json: num_local_experts 8, num_experts_per_tok 2,
@@ -271,7 +274,8 @@ TEST_CASE("--emit megatron: Mixtral 8x7B expert parallelism, Llama-3 8B context 
   llama.options.cp_comm = planner::CpComm::kA2a;
   cp_flags = megatron_flags(emit_megatron(llama));
   CHECK(cp_flags.at("--cp-comm-type") == "a2a");
-  for (const auto& [flag, value] : cp_flags) {
+  for (const auto& entry : cp_flags) {  // clang 14: no bindings in CHECK's lambda
+    const std::string& flag = entry.first;
     CHECK_MESSAGE(parser.count(flag) == 1, "not a Megatron-LM flag: " << flag);
   }
   // DeepSeek-V3: its multi-latent attention (checked before its dense first layers and biased
@@ -341,7 +345,8 @@ TEST_CASE("--emit torchtitan: Llama-3 8B, FSDP x TP x PP, 1F1B") {
       {"parallelism.context_parallel_degree", "1"},
       {"activation_checkpoint.mode", "full"}};
   CHECK(toml == expected);
-  for (const auto& [key, value] : toml) {
+  for (const auto& entry : toml) {  // clang 14: no bindings in CHECK's lambda
+    const std::string& key = entry.first;
     CHECK_MESSAGE(kTorchtitanKeys.count(key) == 1, key << " is not a torchtitan JobConfig key");
   }
 }
@@ -406,12 +411,14 @@ TEST_CASE("--emit deepspeed: pipeline engine with ZeRO-1, full recompute") {
                                      "zero_optimization",
                                      "pipeline",
                                      "tensor_parallel"};
-  for (const auto& [key, value] : config.items()) {
+  for (const auto& item : config.items()) {  // clang 14: no bindings in CHECK's lambda
+    const std::string key = item.key();
     CHECK_MESSAGE(top.count(key) == 1, key);
   }
   const std::set<std::string> zero_keys = {"stage", "overlap_comm", "reduce_bucket_size",
                                            "allgather_bucket_size"};
-  for (const auto& [key, value] : config.at("zero_optimization").items()) {
+  for (const auto& item : config.at("zero_optimization").items()) {
+    const std::string key = item.key();
     CHECK_MESSAGE(zero_keys.count(key) == 1, key);
   }
 }
