@@ -217,4 +217,36 @@ TEST_CASE("the search tries ep among the divisors of dp that divide the expert c
   CHECK(eps == std::vector<int64_t>{1, 2, 4});
 }
 
+TEST_CASE("with context parallelism ep ranges over the dp x cp ranks") {
+  SearchSpace space;
+  space.num_gpus = 4;
+  space.global_batch = 8;
+  space.tp = 1;
+  space.pp = 1;
+  space.cp = 2;
+  space.micro_batch = 1;
+  space.recompute = Recompute::kNone;
+  space.zero = 0;
+  const SearchResult result =
+      search_layouts(tiny_moe(), local_cpu(), space, PlanOptions{}, Objective::kTime, 10);
+  // dp 2 x cp 2 = 4 gradient ranks: ep 1, 2 and 4 (ep 4 > dp, allowed since Megatron-Core lays
+  // experts over dp x cp), one layout each.
+  std::vector<int64_t> eps;
+  for (const PlanEstimate& estimate : result.best) {
+    CHECK(estimate.layout.cp == 2);
+    CHECK(estimate.layout.dp == 2);
+    eps.push_back(estimate.layout.ep);
+  }
+  std::sort(eps.begin(), eps.end());
+  CHECK(eps == std::vector<int64_t>{1, 2, 4});
+  // ep 4 over the 4 ranks: one expert-data-parallel rank, so no expert gradient reduction;
+  // ep 2: two, ZeRO-1 shards expert states in halves.
+  Layout layout = result.best.front().layout;
+  layout.ep = 4;
+  CHECK(expert_data_parallel(layout) == 1);
+  layout.ep = 2;
+  CHECK(expert_data_parallel(layout) == 2);
+  CHECK(grad_group_size(expert_layout(layout)) == 2);
+}
+
 }  // namespace meshplan::planner
