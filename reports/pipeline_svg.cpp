@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "meshplan/reports.h"
+#include "xml_escape.h"
 
 namespace meshplan::reports {
 namespace {
@@ -70,29 +71,6 @@ std::string comm_colour(TaskKind kind) {
   }
 }
 
-std::string escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 // Tick spacing 1, 2 or 5 times a power of ten, about 10 ticks over the step.
 double tick_step(double span) {
   const double raw = span / 10.0;
@@ -147,8 +125,8 @@ std::string svg_opening(const SimulationResult& result, const Geometry& g) {
   out += fmt::format(
       "<text x=\"{:.0f}\" y=\"20\" font-size=\"14\">{} on {}: {} &#8212; step {:.6g} s "
       "(simulated)</text>\n",
-      kLeft, escape(result.model_name), escape(result.cluster_name),
-      escape(planner::describe(result.layout)), result.step_time_s);
+      kLeft, xml_escape(result.model_name), xml_escape(result.cluster_name),
+      xml_escape(planner::describe(result.layout)), result.step_time_s);
   out += fmt::format(
       "<text x=\"{:.0f}\" y=\"36\" font-size=\"11\" fill=\"#555555\">blocks numbered by "
       "micro-batch from 1; thin lane: the stage's communication (tp purple, pipeline red, "

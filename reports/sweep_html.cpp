@@ -12,6 +12,7 @@
 #include "meshplan/sweep_report.h"
 #include "meshplan/units.h"
 #include "sweep_points.h"
+#include "xml_escape.h"
 
 namespace meshplan::reports {
 
@@ -25,29 +26,6 @@ constexpr const char* kClusterColors[] = {"#1f77b4", "#d62728", "#2ca02c",
 
 const char* cluster_color(size_t index) {
   return kClusterColors[index % std::size(kClusterColors)];
-}
-
-std::string escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
 }
 
 // A log10 axis over [lo, hi] widened to whole decades, mapped onto [from, to] pixels.
@@ -82,7 +60,7 @@ std::string svg_open(const std::string& id, const std::string& title) {
       "<svg id=\"{}\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {} {}\" width=\"{}\" "
       "height=\"{}\" role=\"img\"><title>{}</title>\n"
       "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#fafafa\" stroke=\"#999\"/>\n",
-      id, kWidth, kHeight, kWidth, kHeight, escape(title), kLeft, kTop, kWidth - kLeft - kRight,
+      id, kWidth, kHeight, kWidth, kHeight, xml_escape(title), kLeft, kTop, kWidth - kLeft - kRight,
       kHeight - kTop - kBottom);
 }
 
@@ -99,7 +77,7 @@ std::string y_log_axis(const LogAxis& y, const std::string& title) {
   out += fmt::format(
       "<text transform=\"translate(16 {:.1f}) rotate(-90)\" font-size=\"12\" "
       "text-anchor=\"middle\">{}</text>\n",
-      (kTop + kHeight - kBottom) / 2, escape(title));
+      (kTop + kHeight - kBottom) / 2, xml_escape(title));
   return out;
 }
 
@@ -111,7 +89,7 @@ std::string legend(const planner::SweepRequest& request) {
         "<rect x=\"{}\" y=\"{:.1f}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
         "<text x=\"{}\" y=\"{:.1f}\" font-size=\"12\">{}</text>\n",
         kWidth - kRight + 12, y - 10, cluster_color(c), kWidth - kRight + 30, y,
-        escape(request.clusters[c].label));
+        xml_escape(request.clusters[c].label));
   }
   return out;
 }
@@ -165,7 +143,7 @@ std::string time_chart(const planner::SweepRequest& request, const planner::Swee
       out += fmt::format(
           "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"{}\"><title>{}: {:.1f} days"
           "</title></circle>\n",
-          px, py, cluster_color(c), escape(point_name(request, *p)),
+          px, py, cluster_color(c), xml_escape(point_name(request, *p)),
           p->time_to_train_s / kSecondsPerDay);
     }
     out += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>\n",
@@ -213,7 +191,7 @@ std::string cost_chart(const planner::SweepRequest& request, const planner::Swee
     out += fmt::format(
         "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"{}\"><title>{}: {:.1f} days, "
         "{:.0f} USD</title></circle>\n",
-        px, py, cluster_color(p->cluster_index), escape(point_name(request, *p)),
+        px, py, cluster_color(p->cluster_index), xml_escape(point_name(request, *p)),
         p->time_to_train_s / kSecondsPerDay, p->cost);
   }
   out += fmt::format(
@@ -246,7 +224,7 @@ std::string memory_bar(const planner::SweepRequest& request, const planner::Swee
         "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\">"
         "<title>{}: {} {:.2f} GiB</title></rect>\n",
         x, y_at(base + gib), bar_w, gib * px_per_gib, kMemoryParts[k].color,
-        escape(point_name(request, p)), kMemoryParts[k].name, gib);
+        xml_escape(point_name(request, p)), kMemoryParts[k].name, gib);
     base += gib;
   }
   const double hbm_gib =
@@ -278,9 +256,9 @@ std::string memory_legend(const planner::SweepRequest& request) {
       kWidth - kRight + 30, kTop + 14 + 18 * 5);
   for (size_t c = 0; c < request.clusters.size(); ++c) {
     const double y = kTop + 14 + 18 * static_cast<double>(c + 7);
-    out +=
-        fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"12\" fill=\"{}\">{}</text>\n",
-                    kWidth - kRight + 12, y, cluster_color(c), escape(request.clusters[c].label));
+    out += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"12\" fill=\"{}\">{}</text>\n",
+                       kWidth - kRight + 12, y, cluster_color(c),
+                       xml_escape(request.clusters[c].label));
   }
   return out;
 }
@@ -330,18 +308,18 @@ std::string points_table(const planner::SweepRequest& request, const planner::Sw
       "<th>step (s)</th><th>MFU (%)</th><th>time (days)</th><th>GPU-hours</th><th>cost (USD)</th>"
       "<th>scaling (%)</th><th>Pareto</th></tr>\n";
   for (const planner::SweepPoint& p : result.points) {
-    const std::string cluster = escape(request.clusters[p.cluster_index].label);
+    const std::string cluster = xml_escape(request.clusters[p.cluster_index].label);
     if (!p.feasible) {
       out += fmt::format(
           "<tr class=\"none\"><td>{}</td><td>{}</td><td>{}</td><td colspan=\"8\">no feasible "
           "plan: {}</td></tr>\n",
-          cluster, p.num_gpus, p.global_batch, escape(p.reason));
+          cluster, p.num_gpus, p.global_batch, xml_escape(p.reason));
       continue;
     }
     out += fmt::format(
         "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.3f}</td><td>{:.1f}</td>"
         "<td>{:.2f}</td><td>{:.0f}</td><td>{:.0f}</td><td>{:.1f}</td><td>{}</td></tr>\n",
-        cluster, p.num_gpus, p.global_batch, escape(planner::describe(p.best.layout)),
+        cluster, p.num_gpus, p.global_batch, xml_escape(planner::describe(p.best.layout)),
         p.best.step_time_s, 100.0 * p.best.mfu, p.time_to_train_s / kSecondsPerDay, p.gpu_hours,
         p.cost, 100.0 * p.scaling_efficiency, p.pareto ? "yes" : "");
   }
@@ -359,7 +337,7 @@ std::string sweep_html(const planner::SweepRequest& request, const planner::Swee
     if (line.rfind("# ", 0) != 0) {
       break;
     }
-    header += escape(line.substr(2)) + "<br>\n";
+    header += xml_escape(line.substr(2)) + "<br>\n";
     start = end + 1;
   }
   std::string page = fmt::format(
@@ -374,7 +352,7 @@ std::string sweep_html(const planner::SweepRequest& request, const planner::Swee
       "td:nth-child(4) {{ text-align: left; font-family: monospace; white-space: normal; }}\n"
       "tr.none td {{ color: #a00; text-align: left; }}\n"
       "</style></head><body>\n<h1>meshplan sweep: {}</h1>\n<p class=\"header\">{}</p>\n",
-      escape(request.model.name), escape(request.model.name), header);
+      xml_escape(request.model.name), xml_escape(request.model.name), header);
   if (feasible_points(result).empty()) {
     page += "<p>No point has a feasible plan: see the table.</p>\n";
   } else {
