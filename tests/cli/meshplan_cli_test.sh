@@ -318,7 +318,8 @@ hf_seq_length() {
 # sweep's points are plan's answers: for each cluster and count, `plan` at the sweep's fixed
 # batch (2 x 8 = 16, stated in the header) gives the same layout and step time as the JSON.
 sweep_matches_plan() {
-  run sweep --model llama2-7b --cluster dgx-a100-80gb,dgx-h100 --gpus 8..16 --json sweep.json
+  run sweep --model llama2-7b --cluster dgx-a100-80gb,dgx-h100 --gpus 8..16 --json sweep.json \
+    --html sweep.html
   [ "$rc" -eq 0 ] || { say "exit status $rc: $(cat stderr.txt)"; return 1; }
   grep -q '^# global batch 16 sequences (65536 tokens) held fixed at every GPU count (default' \
     stdout.txt || { say "no fixed-batch line: $(sed -n 2p stdout.txt)"; return 1; }
@@ -339,6 +340,21 @@ sweep_matches_plan() {
     { say "step times differ: plan $(tr '\n' ' ' <plans_steps.txt) sweep $(tr '\n' ' ' <sweep_steps.txt)"; ok=1; }
   [ -s sweep_layouts.txt ] && cmp -s plans_layouts.txt sweep_layouts.txt ||
     { say "layouts differ"; ok=1; }
+  return $ok
+}
+
+# The page the sweep above wrote (rendered in Chromium by cli_sweep_html_chromium; here without a
+# browser, so this path also runs under the sanitizers): three charts and the points table, and a
+# <title> on each of the memory chart's 2 clusters x 2 counts x 5 bar parts.
+sweep_html_written() {
+  local ok=0 id svgs rects
+  for id in chart-time chart-cost chart-memory points; do
+    grep -q "id=\"$id\"" sweep.html || { say "sweep.html lacks id=\"$id\""; ok=1; }
+  done
+  svgs=$(grep -o '<svg' sweep.html | wc -l)
+  [ "$svgs" -eq 3 ] || { say "$svgs <svg> elements, expected 3"; ok=1; }
+  rects=$(sed -n '/id="chart-memory"/,/<\/svg>/p' sweep.html | grep -o '<rect x=[^>]*><title>' | wc -l)
+  [ "$rects" -eq 20 ] || { say "$rects memory bar parts, expected 2 x 2 x 5 = 20"; ok=1; }
   return $ok
 }
 
@@ -384,6 +400,7 @@ expect "plan --save-plan-rank 2 saves the second row" save_plan_rank
 expect "plan --memory-headroom 0.5 and 30: no plan within the headroom" memory_headroom
 expect "plan on an HF config: seq min(max_position_embeddings, 4096), said on stderr" hf_seq_length
 expect "sweep: each point's layout and step time are plan's at the same batch" sweep_matches_plan
+expect "sweep --html: 3 charts, the points table, 20 memory bar parts" sweep_html_written
 expect "sweep --json: time to train, GPU-hours and cost by hand from the step time" \
   sweep_figures_by_hand
 expect "sweep: a point without a plan is listed with its reason" sweep_infeasible_point
