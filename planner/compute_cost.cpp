@@ -225,6 +225,10 @@ double attention_forward_seconds(const models::TransformerConfig& model,
          memory_seconds(cluster, 2.0 * heads * x.s * x.s * x.e);
 }
 
+bool op_level_selective_recompute(const Layout& layout, const PlanOptions& options) {
+  return options.framework == Framework::kFsdp && layout.recompute == Recompute::kSelective;
+}
+
 double peak_flops_per_second(const models::ClusterConfig& cluster) {
   return cluster.precision == models::Precision::kFp32 ? cluster.gpu.peak_fp32_flops_per_second
                                                        : cluster.gpu.peak_bf16_flops_per_second;
@@ -270,8 +274,7 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     double ep_backward = all_to_all;
     // FSDP's selective recompute is torchtitan's op-level policy (check_recompute_options
     // admits dense MHA/GQA blocks only).
-    const bool op_sac =
-        options.framework == Framework::kFsdp && layout.recompute == Recompute::kSelective;
+    const bool op_sac = op_level_selective_recompute(layout, options);
     const OpSacRecompute sac =
         op_sac ? op_sac_recompute(cluster, layout, options, shape_of(model, cluster, layout),
                                   model.activation == models::Activation::kSwiglu, layer)

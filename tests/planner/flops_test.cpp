@@ -133,6 +133,31 @@ TEST_CASE("time: FSDP selective re-runs wk, wo, w3 and the element-wise work in 
         doctest::Approx(megatron.stages[0].chunks[0].forward_seconds()).epsilon(1e-15));
 }
 
+TEST_CASE("inventory: FSDP selective re-gathers the sequence-parallel forward inputs") {
+  // torchtitan's op policy saves reduce-scatter outputs, not all-gather outputs: with tp 2 and
+  // sequence parallelism the 2 forward all-gathers per layer run twice per micro-batch:
+  // 2 x 32 layers x 4 micro-batches (global 8 / dp 2 / mb 1) x 2 = 512 calls; 256 without.
+  const models::TransformerConfig model = models::load_model("llama3-8b");
+  Layout layout = make_layout(2, 1, 2, 1, 8);
+  layout.zero = 3;
+  layout.sequence_parallel = true;
+  const auto forward_gathers = [&](Framework framework, Recompute recompute) {
+    layout.recompute = recompute;
+    PlanOptions options;
+    options.framework = framework;
+    const PlanEstimate e = estimate_plan(model, models::load_cluster("dgx-h100"), layout, options);
+    for (const CollectiveTraffic& c : e.collectives) {
+      if (c.what == "tp: layer forward all-gathers (QKV in, MLP in)") {
+        return c.calls_per_step;
+      }
+    }
+    return int64_t{-1};
+  };
+  CHECK(forward_gathers(Framework::kFsdp, Recompute::kSelective) == 512);
+  CHECK(forward_gathers(Framework::kFsdp, Recompute::kNone) == 256);
+  CHECK(forward_gathers(Framework::kMegatron, Recompute::kSelective) == 256);
+}
+
 TEST_CASE("FSDP selective recompute of an MoE model is refused, not costed as dense") {
   // ZeRO 0 (DDP over dp_replicate): meshplan has no ZeRO-3 for MoE (moe_zero3).
   const models::TransformerConfig model = models::load_model("mixtral-8x7b");
