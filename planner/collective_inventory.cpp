@@ -44,7 +44,7 @@ class Inventory {
 
 void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& model,
                          const models::ClusterConfig& cluster, const Layout& layout,
-                         int64_t stage) {
+                         const PlanOptions& options, int64_t stage) {
   const int64_t t = layout.tp;
   if (t <= 1) {
     return;
@@ -87,8 +87,11 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
     // An MoE layer's MLP pair is its shared experts' (if any); its routed tokens have their own
     // (add_moe_tensor_parallel).
     const int64_t pairs = 2 * layers - moe_layers * (model.num_shared_experts > 0 ? 0 : 1);
+    // torchtitan's op-level selective recompute saves reduce-scatter outputs, not all-gather
+    // outputs: the forward all-gathers run again in the backward (op_sac_recompute).
+    const bool regather = full || op_level_selective_recompute(layout, options);
     inventory.add(stage, "tp: layer forward all-gathers (QKV in, MLP in)", kAG, kTp, t,
-                  hidden_bytes, pairs * m * (full ? 2 : 1));
+                  hidden_bytes, pairs * m * (regather ? 2 : 1));
     inventory.add(stage, "tp: layer forward reduce-scatters (attention out, MLP out)", kRS, kTp, t,
                   hidden_bytes, pairs * m * (full ? 2 : 1));
     inventory.add(stage, "tp: layer backward all-gathers (output grads, input re-gather)", kAG, kTp,
@@ -222,7 +225,7 @@ std::vector<CollectiveTraffic> collective_inventory(const models::TransformerCon
     schedule = generate_schedule(layout.schedule, layout.pp, layout.vpp, m);
   }
   for (int64_t stage = 0; stage < layout.pp; ++stage) {
-    add_tensor_parallel(inventory, model, cluster, layout, stage);
+    add_tensor_parallel(inventory, model, cluster, layout, options, stage);
     add_context_parallel(inventory, model, cluster, layout, options, stage);
     if (layout.pp > 1) {
       int64_t sends = 0, receives = 0;

@@ -171,6 +171,38 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
   return time;
 }
 
+// torchtitan's op-level selective activation checkpointing (`activation_checkpoint.mode =
+// "selective"`, `selective_ac_option = "op"`; torchtitan parallelize_llama.py at 1ea476e9f,
+// _apply_ac_to_transformer_block): per TransformerBlock, the outputs of SDPA, reduce-scatter
+// and of every odd-numbered aten.mm are saved ("Saves output of all compute ops, except every
+// second mm"; the count restarts per block, `meta = defaultdict(int)` per checkpoint call);
+// everything else is recomputed in the backward. The block's mms in forward order are wq, wk,
+// wv, wo, then w1, w3, w2 (SwiGLU, w2(silu(w1 x) * w3 x)) or fc1, fc2 (GELU): the 2nd, 4th
+// and 6th re-run, i.e. wk, wo and w3 (SwiGLU) or fc2 (GELU); so do the norms, activation,
+// rotary and residual adds (memory_forward) and, with sequence parallelism, the forward
+// all-gathers (half of the forward tp traffic; only reduce_scatter_tensor is saved).
+struct OpSacRecompute {
+  double compute_seconds = 0;
+  double tp_comm_seconds = 0;
+  double flops = 0;  // on this rank
+};
+
+OpSacRecompute op_sac_recompute(const models::ClusterConfig& cluster, const Layout& layout,
+                                const PlanOptions& options, const Shape& x, bool swiglu,
+                                const LayerTime& layer) {
+  const GemmPrecision p = options.gemm_precision;
+  const double t = x.t, tokens = x.tokens, h = x.h, d = x.d, a = x.a, g = x.g, f = x.f;
+  OpSacRecompute out;
+  const double k_proj = gemm_seconds(cluster, tokens, g * d / t, h, p);
+  const double output = gemm_seconds(cluster, tokens, h, a * d / t, p);
+  const double mlp = swiglu ? gemm_seconds(cluster, tokens, f / t, h, p)   // w3
+                            : gemm_seconds(cluster, tokens, h, f / t, p);  // fc2
+  out.compute_seconds = k_proj + output + mlp + layer.memory_forward;
+  out.flops = 2.0 * tokens * (h * g * d + a * d * h + h * f) / t;
+  out.tp_comm_seconds = layout.sequence_parallel ? 0.5 * layer.tp_comm_forward : 0.0;
+  return out;
+}
+
 }  // namespace
 
 double attention_forward_seconds(const models::TransformerConfig& model,
@@ -191,6 +223,10 @@ double attention_forward_seconds(const models::TransformerConfig& model,
   const double heads = static_cast<double>(layout.micro_batch) * x.a / x.t;
   return 2.0 * heads * gemm_seconds(cluster, x.s, x.s, x.d) +
          memory_seconds(cluster, 2.0 * heads * x.s * x.s * x.e);
+}
+
+bool op_level_selective_recompute(const Layout& layout, const PlanOptions& options) {
+  return options.framework == Framework::kFsdp && layout.recompute == Recompute::kSelective;
 }
 
 double peak_flops_per_second(const models::ClusterConfig& cluster) {
@@ -236,11 +272,21 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     const double all_to_all =
         moe_layer ? 2.0 * moe_all_to_all_seconds(model, cluster, layout, stage) : 0.0;
     double ep_backward = all_to_all;
+    // FSDP's selective recompute is torchtitan's op-level policy (check_recompute_options
+    // admits dense MHA/GQA blocks only).
+    const bool op_sac = op_level_selective_recompute(layout, options);
+    const OpSacRecompute sac =
+        op_sac ? op_sac_recompute(cluster, layout, options, shape_of(model, cluster, layout),
+                                  model.activation == models::Activation::kSwiglu, layer)
+               : OpSacRecompute{};
     if (layout.recompute == Recompute::kFull) {
       input_backward += layer_forward;  // the layer's forward runs again (Chen et al. 2016)
       tp_backward += layer.tp_comm_forward;
       cp_backward += layer.cp_comm_forward;
       ep_backward += all_to_all;
+    } else if (op_sac) {
+      input_backward += sac.compute_seconds;
+      tp_backward += sac.tp_comm_seconds;
     } else if (layout.recompute == Recompute::kSelective && !options.flash_attention) {
       // Selective recompute re-runs the attention core only (Korthikanti et al. 2022, Sec. 5).
       // With flash attention its backward already recomputes the scores: nothing is added.
@@ -250,6 +296,8 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     forward_flops += flops.total() / t * count;
     if (layout.recompute == Recompute::kFull) {
       recompute_flops += flops.total() / t * count;
+    } else if (op_sac) {
+      recompute_flops += sac.flops * count;
     } else if (layout.recompute == Recompute::kSelective) {
       recompute_flops += flops.attention / t * count;
     }

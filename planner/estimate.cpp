@@ -380,6 +380,9 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
   if (validity.ok()) {
     validity = check_cp_options(model, layout, options);
   }
+  if (validity.ok()) {
+    validity = check_recompute_options(model, layout, options);
+  }
   if (!validity.ok()) {
     estimate.rejection_code = validity.code;
     estimate.rejection_reason = validity.reason;

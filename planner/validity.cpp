@@ -318,4 +318,19 @@ Validity check_cp_options(const models::TransformerConfig& model, const Layout& 
   return {};
 }
 
+// torchtitan's op-level selective recompute is costed from the dense block's mm order (wq, wk,
+// wv, wo, MLP; op_sac_recompute in compute_cost.cpp); MoE blocks (grouped expert GEMMs) and
+// MLA projections have another order, not modelled.
+Validity check_recompute_options(const models::TransformerConfig& model, const Layout& layout,
+                                 const PlanOptions& options) {
+  if (options.framework == Framework::kFsdp && layout.recompute == Recompute::kSelective &&
+      (model.is_moe() || model.is_mla())) {
+    return refuse(options.framework,
+                  "meshplan costs torchtitan's op-level selective recompute for dense MHA/GQA "
+                  "blocks only, not MoE or MLA",
+                  layout);
+  }
+  return {};
+}
+
 }  // namespace meshplan::planner

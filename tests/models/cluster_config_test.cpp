@@ -57,8 +57,8 @@ std::string error_for(const nlohmann::json& json) {
 }  // namespace
 
 TEST_CASE("cluster presets: the list, sorted, and every one loads and cites a source") {
-  const std::vector<std::string> expected = {"dgx-a100-80gb", "dgx-h100", "dgx-h200", "h800-2048",
-                                             "local-cpu"};
+  const std::vector<std::string> expected = {"dgx-a100-40gb", "dgx-a100-80gb", "dgx-h100",
+                                             "dgx-h200",      "h800-2048",     "local-cpu"};
   CHECK(cluster_preset_names() == expected);
   for (const auto& name : expected) {
     CAPTURE(name);
@@ -167,8 +167,8 @@ TEST_CASE("load_cluster reads a file by path; unknown names list the presets") {
   CHECK(cluster.gpus_per_node == 4);
 
   CHECK(input_error([] { load_cluster("dgx-b200"); }) ==
-        "unknown cluster preset 'dgx-b200' (not a file either); presets: dgx-a100-80gb, "
-        "dgx-h100, dgx-h200, h800-2048, local-cpu");
+        "unknown cluster preset 'dgx-b200' (not a file either); presets: dgx-a100-40gb, "
+        "dgx-a100-80gb, dgx-h100, dgx-h200, h800-2048, local-cpu");
 
   const std::string broken = write_temp_file("broken-cluster.json", "{\"name\": }");
   const std::string message = input_error([&] { load_cluster(broken); });

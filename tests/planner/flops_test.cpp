@@ -86,6 +86,91 @@ TEST_CASE("hardware FLOPs: selective recompute re-runs the attention core") {
   CHECK(flops.hardware == doctest::Approx(1'624'528'430'039'040.0).epsilon(kRoundingTolerance));
 }
 
+// torchtitan's op-level selective recompute (--framework fsdp, recompute selective) on Llama-3 8B
+// (h 4096, a 32, g 8, d 128, f 14336, l 32, s 8192), tp 1, dp 8, micro-batch 1, global batch 8.
+PlanEstimate op_sac_estimate(Framework framework, Recompute recompute) {
+  const models::TransformerConfig model = models::load_model("llama3-8b");
+  Layout layout = make_layout(1, 1, 8, 1, 8);
+  layout.zero = 3;
+  layout.recompute = recompute;
+  PlanOptions options;
+  options.framework = framework;
+  return estimate_plan(model, models::load_cluster("dgx-a100-80gb"), layout, options);
+}
+
+TEST_CASE("hardware FLOPs: FSDP selective is torchtitan's op policy, every second mm again") {
+  // torchtitan parallelize_llama.py saves every odd-numbered mm of a block (wq, wv, w1, w2) and
+  // re-runs wk, wo and w3: per token and layer 2 (h g d + h a d + h f) = 2 (4,194,304 +
+  // 16,777,216 + 58,720,256) = 159,383,552; x 32 layers x 8192 tokens = 41,781,441,855,488
+  // per sequence. Model FLOPs per sequence 474,422,087,516,160 (the PaLM case above); 8
+  // sequences: 8 x 516,203,529,371,648 = 4,129,628,234,973,184.
+  const PlanEstimate e = op_sac_estimate(Framework::kFsdp, Recompute::kSelective);
+  REQUIRE(e.rejection_code != "sizes");
+  CHECK(e.model_flops_per_step ==
+        doctest::Approx(8 * 474'422'087'516'160.0).epsilon(kRoundingTolerance));
+  CHECK(e.hardware_flops_per_step ==
+        doctest::Approx(4'129'628'234'973'184.0).epsilon(kRoundingTolerance));
+}
+
+TEST_CASE("time: FSDP selective re-runs wk, wo, w3 and the element-wise work in the backward") {
+  // Against Megatron's selective recompute with flash attention (nothing re-run), the
+  // backward of one micro-batch grows per layer by the three GEMMs (T 8192 rows) and the
+  // forward's memory-bound bytes: norms 2 x 2 T h, residual adds 2 x 3 T h, SwiGLU 3 T f,
+  // rotary 2 T (a + g) d, at 2 bytes, over the HBM at hbm_efficiency.
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  const double T = 8192, h = 4096, f = 14336, ad = 4096, gd = 1024;
+  const double gemms = gemm_seconds(cluster, T, gd, h) + gemm_seconds(cluster, T, h, ad) +
+                       gemm_seconds(cluster, T, f, h);
+  const double bytes = 2.0 * (4 * T * h + 6 * T * h + 3 * T * f + 2 * T * (ad + gd));
+  const double memory =
+      bytes / (cluster.gpu.hbm_bytes_per_second * cluster.efficiency.hbm_efficiency);
+  const PlanEstimate megatron = op_sac_estimate(Framework::kMegatron, Recompute::kSelective);
+  const PlanEstimate fsdp = op_sac_estimate(Framework::kFsdp, Recompute::kSelective);
+  const double added = fsdp.stages[0].chunks[0].backward_input_compute_seconds -
+                       megatron.stages[0].chunks[0].backward_input_compute_seconds;
+  CHECK(added == doctest::Approx(32 * (gemms + memory)).epsilon(1e-12));
+  CHECK(fsdp.stages[0].chunks[0].forward_seconds() ==
+        doctest::Approx(megatron.stages[0].chunks[0].forward_seconds()).epsilon(1e-15));
+}
+
+TEST_CASE("inventory: FSDP selective re-gathers the sequence-parallel forward inputs") {
+  // torchtitan's op policy saves reduce-scatter outputs, not all-gather outputs: with tp 2 and
+  // sequence parallelism the 2 forward all-gathers per layer run twice per micro-batch:
+  // 2 x 32 layers x 4 micro-batches (global 8 / dp 2 / mb 1) x 2 = 512 calls; 256 without.
+  const models::TransformerConfig model = models::load_model("llama3-8b");
+  Layout layout = make_layout(2, 1, 2, 1, 8);
+  layout.zero = 3;
+  layout.sequence_parallel = true;
+  const auto forward_gathers = [&](Framework framework, Recompute recompute) {
+    layout.recompute = recompute;
+    PlanOptions options;
+    options.framework = framework;
+    const PlanEstimate e = estimate_plan(model, models::load_cluster("dgx-h100"), layout, options);
+    for (const CollectiveTraffic& c : e.collectives) {
+      if (c.what == "tp: layer forward all-gathers (QKV in, MLP in)") {
+        return c.calls_per_step;
+      }
+    }
+    return int64_t{-1};
+  };
+  CHECK(forward_gathers(Framework::kFsdp, Recompute::kSelective) == 512);
+  CHECK(forward_gathers(Framework::kFsdp, Recompute::kNone) == 256);
+  CHECK(forward_gathers(Framework::kMegatron, Recompute::kSelective) == 256);
+}
+
+TEST_CASE("FSDP selective recompute of an MoE model is refused, not costed as dense") {
+  // ZeRO 0 (DDP over dp_replicate): meshplan has no ZeRO-3 for MoE (moe_zero3).
+  const models::TransformerConfig model = models::load_model("mixtral-8x7b");
+  Layout layout = make_layout(1, 1, 8, 1, 8);
+  layout.recompute = Recompute::kSelective;
+  PlanOptions options;
+  options.framework = Framework::kFsdp;
+  const PlanEstimate e = estimate_plan(model, models::load_cluster("dgx-h100"), layout, options);
+  CHECK_FALSE(e.feasible);
+  CHECK(e.rejection_code == "framework");
+  CHECK(e.rejection_reason.find("op-level selective recompute") != std::string::npos);
+}
+
 TEST_CASE("MFU, HFU, model TFLOP/s per GPU and tokens/s from the step time") {
   // MFU = model FLOPs / (step time * GPUs * peak) with the A100's dense bf16 peak 312e12 FLOP/s
   // (NVIDIA A100 datasheet); HFU the same with the executed FLOPs.

@@ -209,6 +209,11 @@ Validity check_cp_layout(const models::TransformerConfig& model, const Layout& l
 Validity check_cp_options(const models::TransformerConfig& model, const Layout& layout,
                           const PlanOptions& options);
 
+/// Recompute rules that need the model and options: "framework" for FSDP (torchtitan)
+/// selective recompute of MoE or MLA blocks, whose op-level policy is not costed.
+Validity check_recompute_options(const models::TransformerConfig& model, const Layout& layout,
+                                 const PlanOptions& options);
+
 /// Whether `framework` can run `layout`: "" (ok) or code "framework" with a one-line reason
 /// naming the framework, the version read and the source that says so.
 Validity check_framework(Framework framework, const Layout& layout);
