@@ -16,12 +16,17 @@
 
 #include "checkpoint.h"
 #include "collective_agreement.h"
+#include "execute_parts.h"
 #include "meshplan/errors.h"
 #include "meshplan/executor.h"
 #include "meshplan/json_io.h"
 #include "mpi_check.h"
 #include "shard_dims.h"
 #include "trainer.h"
+
+#if MESHPLAN_HAVE_GPU
+#include "gpu/gpu_execute.h"
+#endif
 
 namespace meshplan::executor {
 
@@ -83,6 +88,8 @@ void check_options(const ExecuteOptions& options) {
   }
 }
 
+}  // namespace
+
 std::shared_ptr<const TokenSource> load_data(const planner::Plan& plan,
                                              const ExecuteOptions& options, MPI_Comm world) {
   if (options.data == "synthetic") {
@@ -109,19 +116,25 @@ std::shared_ptr<const TokenSource> load_data(const planner::Plan& plan,
                           static_cast<int>(plan.model.seq_length));
 }
 
-// This rank's row of the measurement table: stage, allocator peak, RSS peak, then per traffic
-// slot (kind k, group g at 2 (kNumGroups k + g)) the step's bytes and calls.
-std::vector<long long> measurement_row(const Trainer& trainer, const TrafficCounts& traffic) {
-  std::vector<long long> row(3 + 2 * kNumTrafficSlots, 0);
-  row[0] = trainer.stage();
-  row[1] = trainer.memory().peak_bytes();
+namespace {
+
+// This rank's row of the measurement table: stage, allocator peak, RSS peak, device bytes in use,
+// then per traffic slot (kind k, group g at kRowHeader + 2 (kNumGroups k + g)) the step's bytes
+// and calls.
+constexpr int kRowHeader = 4;
+
+std::vector<long long> measurement_row(const RankMeasurement& mine) {
+  std::vector<long long> row(kRowHeader + 2 * kNumTrafficSlots, 0);
+  row[0] = mine.stage;
+  row[1] = mine.peak_bytes;
   row[2] = peak_rss_bytes();
+  row[3] = mine.device_used_bytes;
   for (int k = 0; k < kNumKinds; k++) {
     for (int g = 0; g < kNumGroups; g++) {
-      const auto it = traffic.find({kKinds[k], kGroups[g]});
-      if (it != traffic.end()) {
-        row[3 + 2 * (k * kNumGroups + g)] = it->second.bytes;
-        row[4 + 2 * (k * kNumGroups + g)] = it->second.calls;
+      const auto it = mine.traffic.find({kKinds[k], kGroups[g]});
+      if (it != mine.traffic.end()) {
+        row[kRowHeader + 2 * (k * kNumGroups + g)] = it->second.bytes;
+        row[kRowHeader + 1 + 2 * (k * kNumGroups + g)] = it->second.calls;
       }
     }
   }
@@ -148,11 +161,12 @@ ExecuteReport compare_with_planner(const planner::Plan& plan, const std::vector<
     StageMemory& memory = report.memory[static_cast<size_t>(row[0])];
     memory.measured_bytes = std::max<int64_t>(memory.measured_bytes, row[1]);
     memory.peak_rss_bytes = std::max<int64_t>(memory.peak_rss_bytes, row[2]);
+    memory.device_used_bytes = std::max<int64_t>(memory.device_used_bytes, row[3]);
     for (int slot = 0; slot < kNumTrafficSlots; slot++) {
       CollectiveRecord& c = by_kind[static_cast<size_t>(row[0])]
                                    [{kKinds[slot / kNumGroups], kGroups[slot % kNumGroups]}];
-      c.measured_bytes = std::max<int64_t>(c.measured_bytes, row[3 + 2 * slot]);
-      c.measured_calls = std::max<int64_t>(c.measured_calls, row[4 + 2 * slot]);
+      c.measured_bytes = std::max<int64_t>(c.measured_bytes, row[kRowHeader + 2 * slot]);
+      c.measured_calls = std::max<int64_t>(c.measured_calls, row[kRowHeader + 1 + 2 * slot]);
     }
   }
   for (const planner::CollectiveTraffic& c : estimate.collectives) {
@@ -174,21 +188,35 @@ ExecuteReport compare_with_planner(const planner::Plan& plan, const std::vector<
   return report;
 }
 
-// Collective: every rank's measurements, compared on rank 0 (the others get an empty report).
-ExecuteReport gather_measurements(const planner::Plan& plan, const Trainer& trainer,
-                                  const TrafficCounts& traffic, MPI_Comm world) {
+// The local-cpu preset's device (and every profile calibrate derives from it) is a CPU core:
+// those plans run on the CPU executor, every other cluster's on GPUs.
+bool runs_on_cpus(const models::ClusterConfig& cluster) {
+  return cluster.gpu.name == "cpu-core";
+}
+
+#if !MESHPLAN_HAVE_GPU
+[[noreturn]] void throw_built_without_gpu(const planner::Plan& plan, const std::string& source) {
+  throw RuntimeError(
+      fmt::format("{}: cluster: {} runs on GPUs, but this meshplan was built without CUDA "
+                  "(configure where nvcc, cuBLAS and NCCL are found, MESHPLAN_GPU=ON)",
+                  source, plan.cluster.name));
+}
+#endif
+
+}  // namespace
+
+ExecuteReport gather_measurements(const planner::Plan& plan, const RankMeasurement& mine,
+                                  MPI_Comm world) {
   int rank = 0;
   int size = 0;
   MPI_CHECK(MPI_Comm_rank(world, &rank));
   MPI_CHECK(MPI_Comm_size(world, &size));
-  const std::vector<long long> mine = measurement_row(trainer, traffic);
-  std::vector<long long> all(rank == 0 ? mine.size() * static_cast<size_t>(size) : 0);
-  MPI_CHECK(MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_LONG_LONG, all.data(),
-                       static_cast<int>(mine.size()), MPI_LONG_LONG, 0, world));
-  return rank == 0 ? compare_with_planner(plan, all, mine.size()) : ExecuteReport{};
+  const std::vector<long long> row = measurement_row(mine);
+  std::vector<long long> all(rank == 0 ? row.size() * static_cast<size_t>(size) : 0);
+  MPI_CHECK(MPI_Gather(row.data(), static_cast<int>(row.size()), MPI_LONG_LONG, all.data(),
+                       static_cast<int>(row.size()), MPI_LONG_LONG, 0, world));
+  return rank == 0 ? compare_with_planner(plan, all, row.size()) : ExecuteReport{};
 }
-
-}  // namespace
 
 planner::Plan load_plan(const std::string& path, MPI_Comm world) {
   set_errors_return(world);
@@ -212,6 +240,13 @@ planner::Plan load_plan(const std::string& path, MPI_Comm world) {
   if (plan.num_gpus != size) {
     throw InputError(fmt::format("{}: num_gpus: the plan has {} ranks, mpirun started {}", path,
                                  plan.num_gpus, size));
+  }
+  if (!runs_on_cpus(plan.cluster)) {
+#if MESHPLAN_HAVE_GPU
+    gpu::validate_plan_for_gpu(plan, path);
+#else
+    throw_built_without_gpu(plan, path);
+#endif
   }
   validate_plan_for_executor(plan, path);
   return plan;
@@ -242,6 +277,13 @@ ExecuteReport execute_plan(const planner::Plan& plan, const ExecuteOptions& opti
                            const ExecuteCallbacks& callbacks) {
   set_errors_return(world);
   check_options(options);
+  if (!runs_on_cpus(plan.cluster)) {
+#if MESHPLAN_HAVE_GPU
+    return gpu::execute_plan_on_gpu(plan, options, world, callbacks);
+#else
+    throw_built_without_gpu(plan, "plan");
+#endif
+  }
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(world, &rank));
   std::unique_ptr<Checkpoints> checkpoints;
@@ -283,7 +325,8 @@ ExecuteReport execute_plan(const planner::Plan& plan, const ExecuteOptions& opti
     }
   }
   trainer.wait_pending();
-  ExecuteReport report = gather_measurements(plan, trainer, last_traffic, world);
+  ExecuteReport report = gather_measurements(
+      plan, {trainer.stage(), trainer.memory().peak_bytes(), 0, last_traffic}, world);
   report.steps = std::move(steps);
   return report;
 }
