@@ -20,7 +20,7 @@ constexpr int64_t kMaxFlashHeadDim = 256;
 [[noreturn]] void refuse(const std::string& source, const std::string& field,
                          const std::string& what, const std::string& value) {
   throw InputError(
-      fmt::format("{}: {}: the GPU executor {} (issue 13) ({})", source, field, what, value));
+      fmt::format("{}: {}: the GPU executor {}, issue 13 ({})", source, field, what, value));
 }
 
 void refuse_parallelism(const planner::Layout& layout, const std::string& source) {
@@ -57,8 +57,8 @@ void refuse_parallelism(const planner::Layout& layout, const std::string& source
 void validate_plan_for_gpu(const planner::Plan& plan, const std::string& source) {
   if (plan.cluster.precision != models::Precision::kFp32) {
     refuse(source, "cluster.precision",
-           "runs fp32 only, bf16 mixed precision is not implemented yet; plan with a cluster "
-           "file whose precision is fp32",
+           "runs fp32 only (bf16 mixed precision is not implemented yet; plan with a cluster "
+           "file whose precision is fp32)",
            models::to_string(plan.cluster.precision));
   }
   refuse_parallelism(plan.layout, source);
