@@ -16,6 +16,8 @@ namespace {
 
 // The flash-attention kernel's largest head (flash_attention.cu, kMaxHeadSize).
 constexpr int64_t kMaxFlashHeadDim = 256;
+// gridDim.y's largest value: 65535 (CUDA C++ Programming Guide, "Compute Capabilities").
+constexpr int64_t kMaxGridY = 65535;
 
 [[noreturn]] void refuse(const std::string& source, const std::string& field,
                          const std::string& what, const std::string& value) {
@@ -70,6 +72,14 @@ void validate_plan_for_gpu(const planner::Plan& plan, const std::string& source)
     refuse(source, "model.head_dim",
            fmt::format("runs head dims up to {} (the flash kernel's)", kMaxFlashHeadDim),
            std::to_string(plan.model.head_dim));
+  }
+  // One thread block column per (sequence, query head): CUDA's grid y limit.
+  const int64_t sequence_heads = plan.layout.micro_batch * plan.model.num_attention_heads;
+  if (sequence_heads > kMaxGridY) {
+    refuse(source, "layout.micro_batch",
+           fmt::format("runs micro_batch x attention heads up to {} (the flash kernel's grid)",
+                       kMaxGridY),
+           std::to_string(sequence_heads));
   }
 }
 
