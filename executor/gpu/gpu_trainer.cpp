@@ -161,14 +161,26 @@ void GpuTrainer::reduce_gradients_() {
   }
 }
 
-StepOutcome GpuTrainer::train_step() {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
+double GpuTrainer::compute_gradients() {
   nccl_->reset_traffic();
   MESHPLAN_CUDA_CHECK(
       cudaMemsetAsync(grads_, 0, static_cast<size_t>(padded_size_) * sizeof(float), stream_));
   const double loss_sum = run_op_list_();
   reduce_gradients_();
+  MESHPLAN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  // Monitoring, not model traffic (not counted): every dp rank's loss sum.
+  double total = 0;
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Iallreduce(&loss_sum, &total, 1, MPI_DOUBLE, MPI_SUM, groups_.world(), &request));
+  groups_.wait_world(&request, "the loss all-reduce");
+  return total / static_cast<double>(plan_.layout.global_batch * plan_.model.seq_length);
+}
+
+StepOutcome GpuTrainer::train_step() {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  StepOutcome outcome;
+  outcome.loss = compute_gradients();
   adamw_update(params_, adam_m_, adam_v_, grads_, num_parameters_, steps_done_ + 1,
                adamw_.learning_rate, adamw_.beta1, adamw_.beta2, adamw_.epsilon,
                adamw_.weight_decay, stream_);
@@ -177,25 +189,25 @@ StepOutcome GpuTrainer::train_step() {
   size_t free_bytes = 0;
   size_t total_bytes = 0;
   MESHPLAN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  device_used_bytes_ = std::max(
-      device_used_bytes_, static_cast<int64_t>(total_bytes) - static_cast<int64_t>(free_bytes));
-  // Monitoring, not model traffic (not counted): the loss sums and the slowest rank's time.
-  const double local[2] = {loss_sum, std::chrono::duration<double>(Clock::now() - start).count()};
-  double total[2] = {0, 0};
+  device_used_bytes_ = std::max(device_used_bytes_, static_cast<int64_t>(total_bytes - free_bytes));
+  // The slowest rank's time (monitoring, not counted).
+  const double local = std::chrono::duration<double>(Clock::now() - start).count();
+  double slowest = 0;
   MPI_Request request = MPI_REQUEST_NULL;
-  MPI_CHECK(
-      MPI_Iallreduce(&local[0], &total[0], 1, MPI_DOUBLE, MPI_SUM, groups_.world(), &request));
-  groups_.wait_world(&request, "the loss all-reduce");
-  MPI_CHECK(
-      MPI_Iallreduce(&local[1], &total[1], 1, MPI_DOUBLE, MPI_MAX, groups_.world(), &request));
+  MPI_CHECK(MPI_Iallreduce(&local, &slowest, 1, MPI_DOUBLE, MPI_MAX, groups_.world(), &request));
   groups_.wait_world(&request, "the step-time all-reduce");
-  StepOutcome outcome;
   outcome.step = steps_done_;
-  outcome.loss = total[0] / static_cast<double>(plan_.layout.global_batch * plan_.model.seq_length);
-  outcome.step_time_s = total[1];
+  outcome.step_time_s = slowest;
   outcome.gemm_time_s = 0;  // not measured on the GPU (cuBLAS runs asynchronously)
   outcome.traffic = nccl_->traffic();
   return outcome;
+}
+
+std::vector<float> GpuTrainer::gradients() const {
+  std::vector<float> host(static_cast<size_t>(num_parameters_));
+  MESHPLAN_CUDA_CHECK(
+      cudaMemcpy(host.data(), grads_, host.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  return host;
 }
 
 std::vector<float> GpuTrainer::parameters() const {

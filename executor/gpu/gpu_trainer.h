@@ -38,6 +38,10 @@ class GpuTrainer {
 
   /// One optimizer step (collective): loss (global batch mean), slowest rank's time, traffic.
   StepOutcome train_step();
+  /// The forward and backward of one step and the dp all-reduce, without the optimizer (as
+  /// Trainer::compute_gradients): returns the global batch's mean token loss on every rank;
+  /// gradients() then holds the reduced gradients.
+  double compute_gradients();
 
   int64_t steps_done() const { return steps_done_; }
   int stage() const { return 0; }
@@ -46,8 +50,10 @@ class GpuTrainer {
   /// context, cuBLAS and NCCL workspaces and any other process on the GPU included).
   int64_t device_used_bytes() const { return device_used_bytes_; }
   int64_t num_parameters() const { return num_parameters_; }
-  /// The parameters (flat layout of parameters.h) copied to the host.
+  /// The parameters and the gradients (flat layout of parameters.h) copied to the host.
   std::vector<float> parameters() const;
+  std::vector<float> gradients() const;
+  const std::vector<ParameterSpec>& specs() const { return specs_; }
 
  private:
   void carve_(Carver* carver);

@@ -15,6 +15,7 @@
 #include <doctest/doctest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -79,6 +80,37 @@ void compare_with_cpu(const planner::Plan& cpu_plan) {
   CHECK(on_gpu.arena().high_water_bytes() >= static_cast<size_t>(16 * on_gpu.num_parameters()));
 }
 
+// One step's reduced gradients of both trainers, tensor by tensor (llm.c's test_gpt2 prints the
+// largest difference of each): the first place to look when the losses differ.
+void compare_gradients(const planner::Plan& cpu_plan) {
+  const auto data =
+      std::shared_ptr<const ex::TokenSource>(ex::make_synthetic_source(cpu_plan.model.vocab_size));
+  ex::Trainer cpu(cpu_plan, data, ex::AdamWConfig{}, MPI_COMM_WORLD);
+  gpu::GpuTrainer on_gpu(gpu_twin(cpu_plan), data, ex::AdamWConfig{}, MPI_COMM_WORLD,
+                         ex::kDefaultCollectiveTimeoutSeconds);
+  const double cpu_loss = cpu.compute_gradients();
+  const double gpu_loss = on_gpu.compute_gradients();
+  CHECK(std::fabs(gpu_loss - cpu_loss) <= 1e-5);  // one forward: fp32 rounding only
+  const std::vector<float> measured = on_gpu.gradients();
+  REQUIRE(on_gpu.specs().size() == cpu.specs().size());
+  for (const ex::ParameterSpec& spec : cpu.specs()) {
+    float largest = 0;
+    float difference = 0;
+    for (int64_t i = spec.offset; i < spec.offset + spec.size; i++) {
+      largest = std::max(largest, std::fabs(cpu.gradients()[i]));
+      difference =
+          std::max(difference, std::fabs(measured[static_cast<size_t>(i)] - cpu.gradients()[i]));
+    }
+    std::printf("# %-28s max |grad| %.3e, max |GPU - CPU| %.3e\n", spec.name.c_str(), largest,
+                difference);
+    INFO(spec.name << ": max |grad| " << largest << ", max |GPU - CPU| " << difference);
+    // Summation order (cuBLAS, atomics, warp reductions) against Eigen's moves the last bits of
+    // each op, about 1e-6 relative, compounded over the layers; a wrong index or a missed
+    // term moves whole gradients (relative error of order 1).
+    CHECK(difference <= 1e-3f * std::max(largest, 1e-6f));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("host: the GPU executor refuses by name what it does not run") {
@@ -120,6 +152,12 @@ TEST_CASE("gpu: fp32 losses equal the CPU Trainer's (GPT-2 style: GELU, LayerNor
   planner::Layout layout = ex::testing::make_layout(1, 1, world_size(), 2, 8);
   layout.schedule = planner::ScheduleKind::kGpipe;  // every micro-batch in flight at once
   compare_with_cpu(ex::testing::make_plan(ex::testing::small_gpt2_model(), layout));
+}
+
+TEST_CASE("gpu: one step's gradients equal the CPU Trainer's, tensor by tensor") {
+  compare_gradients(ex::testing::tiny_plan(ex::testing::make_layout(1, 1, world_size())));
+  compare_gradients(ex::testing::make_plan(ex::testing::small_gpt2_model(),
+                                           ex::testing::make_layout(1, 1, world_size(), 2, 8)));
 }
 
 TEST_CASE("gpu: the dp all-reduce issues the planner's calls and bytes") {
