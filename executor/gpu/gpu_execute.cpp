@@ -63,6 +63,11 @@ void validate_plan_for_gpu(const planner::Plan& plan, const std::string& source)
            "file whose precision is fp32)",
            models::to_string(plan.cluster.precision));
   }
+  if (plan.options.gemm_precision != planner::GemmPrecision::kBf16) {
+    // The plan file's options.precision (omitted for bf16): FP8 GEMMs are not implemented.
+    refuse(source, "options.precision", "runs fp32 GEMMs only",
+           planner::to_string(plan.options.gemm_precision));
+  }
   refuse_parallelism(plan.layout, source);
   if (!plan.options.flash_attention) {
     refuse(source, "options.flash_attention",

@@ -138,6 +138,10 @@ TEST_CASE("host: the GPU executor refuses by name what it does not run") {
   planner::Plan no_flash = plan;
   no_flash.options.flash_attention = false;
   CHECK(refusal(no_flash).find("options.flash_attention") != std::string::npos);
+  planner::Plan fp8 = plan;
+  fp8.options.gemm_precision = planner::GemmPrecision::kFp8;
+  CHECK(refusal(fp8) ==
+        "p.json: options.precision: the GPU executor runs fp32 GEMMs only, issue 13 (fp8)");
   planner::Plan sp = plan;
   sp.layout.sequence_parallel = true;
   CHECK(refusal(sp).find("layout.sequence_parallel") != std::string::npos);
