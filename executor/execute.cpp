@@ -104,8 +104,9 @@ bool runs_on_cpus(const models::ClusterConfig& cluster) {
 }
 
 #if !MESHPLAN_HAVE_GPU
+// An input error (exit 2, on every rank alike), as the CPU executor's refusal of a bf16 plan is.
 [[noreturn]] void throw_built_without_gpu(const planner::Plan& plan, const std::string& source) {
-  throw RuntimeError(
+  throw InputError(
       fmt::format("{}: cluster: {} runs on GPUs, but this meshplan was built without CUDA "
                   "(configure where nvcc, cuBLAS and NCCL are found, MESHPLAN_GPU=ON)",
                   source, plan.cluster.name));

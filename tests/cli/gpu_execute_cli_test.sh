@@ -2,7 +2,7 @@
 # execute picks the executor from the plan's cluster (issue 13): a GPU cluster's plan with no GPU
 # visible (CUDA_VISIBLE_DEVICES empty) fails with one line naming it and exit 1, never a crash;
 # a bf16 plan is refused by name (exit 2); a local-cpu plan still trains on CPUs. A build
-# without CUDA says so instead (exit 1). Runs without a GPU (CI).
+# without CUDA says so instead (exit 2). Runs without a GPU (CI).
 #
 # usage: gpu_execute_cli_test.sh MESHPLAN_BINARY SOURCE_DIR HAVE_GPU(ON|OFF)
 set -u
@@ -46,7 +46,7 @@ if [ "$have_gpu" = ON ]; then
   expect_error "checkpoints refused" 2 "ck: --checkpoint-dir: the GPU executor writes no " \
     -- execute gpu.json --steps 1 --checkpoint-dir ck --checkpoint-every 1
 else
-  expect_error "gpu plan, built without CUDA" 1 \
+  expect_error "gpu plan, built without CUDA" 2 \
     "gpu.json: cluster: dgx-h200 runs on GPUs, but this meshplan was built without CUDA" \
     -- execute gpu.json --steps 1
 fi

@@ -95,8 +95,8 @@ struct ExecuteReport {
 /// Reads and validates the plan on world rank 0 and shares it, so every rank gets the same plan
 /// or the same InputError: malformed file, world size != num_gpus, anything the CPU executor
 /// cannot run (precision other than fp32, alibi, ZeRO 3 with vpp > 1, ...) and, for a GPU
-/// cluster's plan, anything the GPU executor refuses (tp > 1, ZeRO 1-3, ...). A GPU cluster's
-/// plan in a build without CUDA throws RuntimeError saying so.
+/// cluster's plan, anything the GPU executor refuses (tp > 1, ZeRO 1-3, ...), or in a build
+/// without CUDA that it was built so.
 planner::Plan load_plan(const std::string& path, MPI_Comm world);
 
 /// Trains the plan (collective over `world`). Options, data and the checkpoint directory are
