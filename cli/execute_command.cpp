@@ -124,8 +124,11 @@ void run_as_mpi_rank(const std::function<void(int rank)>& body) {
 
 void register_execute_command(CLI::App& app) {
   auto args = std::make_shared<ExecuteArguments>();
-  CLI::App* execute = app.add_subcommand(
-      "execute", "Train the plan's model for real under mpirun (CPU, fp32): one process per rank");
+  CLI::App* execute =
+      app.add_subcommand("execute",
+                         "Train the plan's model for real under mpirun, one process per rank: "
+                         "local-cpu plans on CPUs, "
+                         "GPU clusters' plans on one GPU per rank (fp32, tp = pp = 1)");
   execute->add_option("PLAN.json", args->plan_path, "Plan file (meshplan plan --save-plan)")
       ->required();
   execute->add_option("--steps", args->options.steps, "Optimizer steps to run")

@@ -10,12 +10,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "checkpoint.h"
 #include "collective_agreement.h"
+#include "execute_parts.h"
 #include "meshplan/errors.h"
 #include "meshplan/executor.h"
 #include "meshplan/json_io.h"
@@ -23,29 +23,13 @@
 #include "shard_dims.h"
 #include "trainer.h"
 
+#if MESHPLAN_HAVE_GPU
+#include "gpu/gpu_execute.h"
+#endif
+
 namespace meshplan::executor {
 
 namespace {
-
-constexpr CollectiveKind kKinds[] = {CollectiveKind::kAllReduce, CollectiveKind::kAllGather,
-                                     CollectiveKind::kReduceScatter, CollectiveKind::kSendRecv};
-constexpr CommGroup kGroups[] = {CommGroup::kTp, CommGroup::kPp, CommGroup::kDp,
-                                 CommGroup::kEmbedding, CommGroup::kCp};
-constexpr int kNumKinds = 4;
-constexpr int kNumGroups = 5;
-constexpr int kNumTrafficSlots = kNumKinds * kNumGroups;
-
-// Peak resident set of this process (VmHWM in /proc/self/status, kB), 0 where unavailable.
-int64_t peak_rss_bytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) {
-      return std::stoll(line.substr(6)) * 1024;
-    }
-  }
-  return 0;
-}
 
 void check_options(const ExecuteOptions& options) {
   if (options.steps < 1) {
@@ -83,6 +67,8 @@ void check_options(const ExecuteOptions& options) {
   }
 }
 
+}  // namespace
+
 std::shared_ptr<const TokenSource> load_data(const planner::Plan& plan,
                                              const ExecuteOptions& options, MPI_Comm world) {
   if (options.data == "synthetic") {
@@ -109,84 +95,23 @@ std::shared_ptr<const TokenSource> load_data(const planner::Plan& plan,
                           static_cast<int>(plan.model.seq_length));
 }
 
-// This rank's row of the measurement table: stage, allocator peak, RSS peak, then per traffic
-// slot (kind k, group g at 2 (kNumGroups k + g)) the step's bytes and calls.
-std::vector<long long> measurement_row(const Trainer& trainer, const TrafficCounts& traffic) {
-  std::vector<long long> row(3 + 2 * kNumTrafficSlots, 0);
-  row[0] = trainer.stage();
-  row[1] = trainer.memory().peak_bytes();
-  row[2] = peak_rss_bytes();
-  for (int k = 0; k < kNumKinds; k++) {
-    for (int g = 0; g < kNumGroups; g++) {
-      const auto it = traffic.find({kKinds[k], kGroups[g]});
-      if (it != traffic.end()) {
-        row[3 + 2 * (k * kNumGroups + g)] = it->second.bytes;
-        row[4 + 2 * (k * kNumGroups + g)] = it->second.calls;
-      }
-    }
-  }
-  return row;
+namespace {
+
+// The local-cpu preset's device (and every profile calibrate derives from it) is a CPU core:
+// those plans run on the CPU executor, every other cluster's on GPUs.
+bool runs_on_cpus(const models::ClusterConfig& cluster) {
+  return cluster.gpu.name == "cpu-core";
 }
 
-// Rank 0: memory and collectives per stage from every rank's row (the largest over a stage's
-// ranks, which all issue the same collectives), beside the planner's estimate of the plan.
-ExecuteReport compare_with_planner(const planner::Plan& plan, const std::vector<long long>& rows,
-                                   size_t row_size) {
-  const planner::PlanEstimate estimate =
-      planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
-  const size_t pp = static_cast<size_t>(plan.layout.pp);
-  ExecuteReport report;
-  report.memory.resize(pp);
-  std::vector<std::map<std::pair<CollectiveKind, CommGroup>, CollectiveRecord>> by_kind(pp);
-  for (size_t s = 0; s < pp && s < estimate.stages.size(); s++) {
-    const planner::MemoryBreakdown& predicted = estimate.stages[s].memory;
-    report.memory[s].predicted_bytes = predicted.total_bytes();
-    report.memory[s].predicted_tensor_bytes = predicted.total_bytes() - predicted.reserved_bytes;
-  }
-  for (size_t at = 0; at < rows.size(); at += row_size) {
-    const long long* row = rows.data() + at;
-    StageMemory& memory = report.memory[static_cast<size_t>(row[0])];
-    memory.measured_bytes = std::max<int64_t>(memory.measured_bytes, row[1]);
-    memory.peak_rss_bytes = std::max<int64_t>(memory.peak_rss_bytes, row[2]);
-    for (int slot = 0; slot < kNumTrafficSlots; slot++) {
-      CollectiveRecord& c = by_kind[static_cast<size_t>(row[0])]
-                                   [{kKinds[slot / kNumGroups], kGroups[slot % kNumGroups]}];
-      c.measured_bytes = std::max<int64_t>(c.measured_bytes, row[3 + 2 * slot]);
-      c.measured_calls = std::max<int64_t>(c.measured_calls, row[4 + 2 * slot]);
-    }
-  }
-  for (const planner::CollectiveTraffic& c : estimate.collectives) {
-    CollectiveRecord& record = by_kind[static_cast<size_t>(c.stage)][{c.kind, c.group}];
-    record.predicted_bytes += c.total_message_bytes();
-    record.predicted_calls += c.calls_per_step;
-  }
-  for (size_t s = 0; s < pp; s++) {
-    report.memory[s].stage = static_cast<int64_t>(s);
-    for (auto& [key, c] : by_kind[s]) {
-      if (c.measured_calls != 0 || c.predicted_calls != 0) {
-        c.stage = static_cast<int64_t>(s);
-        c.kind = key.first;
-        c.group = key.second;
-        report.collectives.push_back(c);
-      }
-    }
-  }
-  return report;
+#if !MESHPLAN_HAVE_GPU
+// An input error (exit 2, on every rank alike), as the CPU executor's refusal of a bf16 plan is.
+[[noreturn]] void throw_built_without_gpu(const planner::Plan& plan, const std::string& source) {
+  throw InputError(
+      fmt::format("{}: cluster: {} runs on GPUs, but this meshplan was built without CUDA "
+                  "(configure where nvcc, cuBLAS and NCCL are found, MESHPLAN_GPU=ON)",
+                  source, plan.cluster.name));
 }
-
-// Collective: every rank's measurements, compared on rank 0 (the others get an empty report).
-ExecuteReport gather_measurements(const planner::Plan& plan, const Trainer& trainer,
-                                  const TrafficCounts& traffic, MPI_Comm world) {
-  int rank = 0;
-  int size = 0;
-  MPI_CHECK(MPI_Comm_rank(world, &rank));
-  MPI_CHECK(MPI_Comm_size(world, &size));
-  const std::vector<long long> mine = measurement_row(trainer, traffic);
-  std::vector<long long> all(rank == 0 ? mine.size() * static_cast<size_t>(size) : 0);
-  MPI_CHECK(MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_LONG_LONG, all.data(),
-                       static_cast<int>(mine.size()), MPI_LONG_LONG, 0, world));
-  return rank == 0 ? compare_with_planner(plan, all, mine.size()) : ExecuteReport{};
-}
+#endif
 
 }  // namespace
 
@@ -212,6 +137,13 @@ planner::Plan load_plan(const std::string& path, MPI_Comm world) {
   if (plan.num_gpus != size) {
     throw InputError(fmt::format("{}: num_gpus: the plan has {} ranks, mpirun started {}", path,
                                  plan.num_gpus, size));
+  }
+  if (!runs_on_cpus(plan.cluster)) {
+#if MESHPLAN_HAVE_GPU
+    gpu::validate_plan_for_gpu(plan, path);
+#else
+    throw_built_without_gpu(plan, path);
+#endif
   }
   validate_plan_for_executor(plan, path);
   return plan;
@@ -242,6 +174,13 @@ ExecuteReport execute_plan(const planner::Plan& plan, const ExecuteOptions& opti
                            const ExecuteCallbacks& callbacks) {
   set_errors_return(world);
   check_options(options);
+  if (!runs_on_cpus(plan.cluster)) {
+#if MESHPLAN_HAVE_GPU
+    return gpu::execute_plan_on_gpu(plan, options, world, callbacks);
+#else
+    throw_built_without_gpu(plan, "plan");
+#endif
+  }
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(world, &rank));
   std::unique_ptr<Checkpoints> checkpoints;
@@ -283,7 +222,8 @@ ExecuteReport execute_plan(const planner::Plan& plan, const ExecuteOptions& opti
     }
   }
   trainer.wait_pending();
-  ExecuteReport report = gather_measurements(plan, trainer, last_traffic, world);
+  ExecuteReport report = gather_measurements(
+      plan, {trainer.stage(), trainer.memory().peak_bytes(), 0, last_traffic}, world);
   report.steps = std::move(steps);
   return report;
 }

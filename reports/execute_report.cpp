@@ -42,13 +42,20 @@ void write_memory(const StageMemory& m, std::string* row, nlohmann::json* record
                         m.predicted_tensor_bytes,
                         percent_difference(m.measured_bytes, m.predicted_tensor_bytes),
                         m.predicted_bytes, m.peak_rss_bytes);
+    if (m.device_used_bytes > 0) {
+      // GPU runs: the device's own count (context, cuBLAS and NCCL workspaces included).
+      *row += fmt::format(
+          "# stage {} device memory in use (cudaMemGetInfo): {} B, {}% from pred_total\n", m.stage,
+          m.device_used_bytes, percent_difference(m.device_used_bytes, m.predicted_bytes));
+    }
   }
   if (record != nullptr) {
     *record = {{"stage", m.stage},
                {"measured", m.measured_bytes},
                {"predicted", m.predicted_bytes},
                {"predicted_tensor_bytes", m.predicted_tensor_bytes},
-               {"peak_rss_bytes", m.peak_rss_bytes}};
+               {"peak_rss_bytes", m.peak_rss_bytes},
+               {"device_used_bytes", m.device_used_bytes}};
   }
 }
 

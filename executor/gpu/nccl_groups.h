@@ -48,6 +48,8 @@ class NcclGroups {
   void recv(float* buffer, int64_t count, int peer_stage, cudaStream_t stream);
 
   const TrafficCounts& traffic() const { return traffic_; }
+  /// Forget the counts (at the start of each step, as ProcessGroups::reset_traffic).
+  void reset_traffic() { traffic_.clear(); }
 
  private:
   ncclComm_t comm(CommGroup group) const;

@@ -68,6 +68,16 @@ TEST_CASE("the JSON records carry the table's values") {
   CHECK(json["collectives"][1]["predicted_bytes"] == 4096);
 }
 
+TEST_CASE("GPU runs: the device's used bytes beside pred_total, in the table and the JSON") {
+  executor::ExecuteReport report = two_entry_report();
+  report.memory[0].device_used_bytes = 1320;  // 10% above pred_total 1200: (1320 - 1200) / 1200
+  CHECK(execute_summary(report).find("# stage 0 device memory in use (cudaMemGetInfo): 1320 B, "
+                                     "10.00% from pred_total\n") != std::string::npos);
+  CHECK(execute_json(report)["peak_memory_bytes"][0]["device_used_bytes"] == 1320);
+  // CPU runs (0): no such line.
+  CHECK(execute_summary(two_entry_report()).find("device memory") == std::string::npos);
+}
+
 TEST_CASE("checkpoint lines") {
   CHECK(execute_checkpoint_line({false, 4, "ck/step_00000004"}) ==
         "# checkpoint: wrote step 4 to ck/step_00000004\n");

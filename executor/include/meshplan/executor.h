@@ -1,8 +1,9 @@
 #pragma once
-// meshplan execute: trains a real GPT exactly as a plan file says, one MPI process per rank, on
-// CPUs in fp32 (Eigen + MPI), and measures step time, memory and collective traffic beside the
-// planner's prediction for the same plan. Its tables and JSON are written by reports/
-// (meshplan/execute_report.h).
+// meshplan execute: trains a real GPT exactly as a plan file says, one MPI process per rank:
+// on CPUs in fp32 (Eigen + MPI) for a local-cpu plan, on one GPU per rank (CUDA + NCCL, fp32,
+// tp = pp = 1 so far, executor/gpu/gpu_execute.h) for a GPU cluster's plan. It measures step
+// time, memory and collective traffic beside the planner's prediction for the same plan. Its
+// tables and JSON are written by reports/ (meshplan/execute_report.h).
 
 #include <mpi.h>
 
@@ -49,10 +50,13 @@ struct StepRecord {
 
 struct StageMemory {
   int64_t stage = 0;
-  int64_t measured_bytes = 0;   // peak bytes of live tensors (executor allocator), max over ranks
+  int64_t measured_bytes = 0;   // peak bytes of live tensors (executor allocator, or the GPU
+                                // arena's high-water mark), max over ranks
   int64_t peak_rss_bytes = 0;   // process peak resident set (VmHWM), max over the stage's ranks
   int64_t predicted_bytes = 0;  // planner: estimate.stages[stage].memory.total_bytes()
   int64_t predicted_tensor_bytes = 0;  // the same less reserved_bytes: what the allocator sees
+  int64_t device_used_bytes = 0;       // GPU runs: cudaMemGetInfo total - free after a step (CUDA
+                                       // context, cuBLAS, NCCL included), max over ranks; 0 on CPUs
 };
 
 struct CollectiveRecord {
@@ -90,7 +94,9 @@ struct ExecuteReport {
 
 /// Reads and validates the plan on world rank 0 and shares it, so every rank gets the same plan
 /// or the same InputError: malformed file, world size != num_gpus, anything the CPU executor
-/// cannot run (precision other than fp32, alibi, ZeRO 3 with vpp > 1, ...).
+/// cannot run (precision other than fp32, alibi, ZeRO 3 with vpp > 1, ...) and, for a GPU
+/// cluster's plan, anything the GPU executor refuses (tp > 1, ZeRO 1-3, ...), or in a build
+/// without CUDA that it was built so.
 planner::Plan load_plan(const std::string& path, MPI_Comm world);
 
 /// Trains the plan (collective over `world`). Options, data and the checkpoint directory are
