@@ -2,21 +2,25 @@
 # One training step of GPT-2 124M on one GPU: meshplan execute against a PyTorch eager reference
 # of the identical model (and torch.compile's), in the same run on the same GPU (issue 13, Sec. 4).
 #
-# usage: bench/gpu_step_bench.sh MESHPLAN [--steps N] [--warmup N] [--out DIR] [--no-compile]
+# usage: bench/gpu_step_bench.sh MESHPLAN [--precision bf16|fp32] [--steps N] [--warmup N]
+#                               [--out DIR] [--no-compile]
 #   MESHPLAN   the meshplan binary built with the GPU path (configure printed "GPU kernels")
+#   --precision  bf16 (default): the dgx-h200 preset, bf16 mixed, the reference in bf16
+#              autocast; fp32: the same preset with precision fp32 (written to --out), the
+#              reference in fp32 with TF32 off
 #   --steps    timed steps of each run (default 20), after --warmup untimed ones (default 5)
 #   --out      where the plan, the three JSON reports and bench_summary.json go (default: a
 #              temporary directory, printed)
 #   MPIRUN     environment: the launcher (default mpirun); run with -np 1 --allow-run-as-root
 #   PYTHON     environment: python3 with torch (default python3)
 # Layout: tp = pp = dp = 1, micro-batch 8 = global batch 8, sequence 1024, ZeRO 0, no recompute,
-# flash attention on, bf16 (the dgx-h200 cluster: its precision is bf16 mixed). Prints the three
+# flash attention on, the precision of --precision. Prints the three
 # step tables and then one side-by-side table (bench/gpu_step_bench_report.py). Exit 77 where no
 # GPU is visible (as the ctest label `gpu`), 2 for bad arguments, 1 when a run fails.
 set -euo pipefail
 
-die() { echo "gpu_step_bench.sh: $*" >&2; exit "${2:-1}"; }
-usage() { sed -n '5,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+die() { echo "gpu_step_bench.sh: $1" >&2; exit "${2:-1}"; }
+usage() { sed -n '5,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 [ $# -ge 1 ] || usage
 meshplan=$1
@@ -25,17 +29,20 @@ steps=20
 warmup=5
 out=""
 compile=1
+precision=bf16
 while [ $# -gt 0 ]; do
   case $1 in
     --steps) steps=${2:?--steps needs a value}; shift 2 ;;
     --warmup) warmup=${2:?--warmup needs a value}; shift 2 ;;
     --out) out=${2:?--out needs a value}; shift 2 ;;
     --no-compile) compile=0; shift ;;
+    --precision) precision=${2:?--precision needs a value}; shift 2 ;;
     *) echo "gpu_step_bench.sh: unknown option ($1)" >&2; usage ;;
   esac
 done
 [[ $steps =~ ^[1-9][0-9]*$ ]] || die "--steps: expected a positive integer ($steps)" 2
 [[ $warmup =~ ^[0-9]+$ ]] || die "--warmup: expected an integer >= 0 ($warmup)" 2
+[[ $precision =~ ^(bf16|fp32)$ ]] || die "--precision: expected bf16 or fp32 ($precision)" 2
 [ -x "$meshplan" ] || die "MESHPLAN: not an executable ($meshplan)" 2
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
@@ -55,14 +62,21 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm 
   --format=csv,noheader | sed 's/^/# gpu: /'
 
 # 1. the plan: every choice fixed, so the executor and the reference run the same step.
-"$meshplan" plan --model gpt2-124m --cluster dgx-h200 --gpus 1 --global-batch 8 --micro-batch 8 \
+cluster=dgx-h200
+if [ "$precision" = fp32 ]; then
+  cluster=$out/h200-fp32.json
+  sed 's/"precision": "bf16"/"precision": "fp32"/' \
+    "$here/../models/presets/clusters/dgx-h200.json" >"$cluster"
+  grep -q '"precision": "fp32"' "$cluster" || die "dgx-h200.json: no precision field to rewrite"
+fi
+"$meshplan" plan --model gpt2-124m --cluster "$cluster" --gpus 1 --global-batch 8 --micro-batch 8 \
   --tp 1 --pp 1 --dp 1 --zero 0 --recompute none --flash-attention on \
   --save-plan "$out/plan.json" --json "$out/plan_report.json" --top 1 >"$out/plan.txt" ||
   die "meshplan plan failed (see $out/plan.txt)"
 read -r model_flops peak_flops < <("$python" -c 'import json, sys
 plan = json.load(open(sys.argv[1]))["plans"][0]
 cluster = json.load(open(sys.argv[2]))["cluster"]
-print(plan["model_flops_per_step"], cluster["gpu"]["peak_bf16_flops_per_second"])' \
+print(plan["model_flops_per_step"], cluster["gpu"]["peak_%s_flops_per_second" % cluster["precision"]])' \
   "$out/plan_report.json" "$out/plan.json")
 
 # 2. meshplan execute: warm-up steps are the first ones of the same run (the report drops them).
@@ -73,6 +87,7 @@ $mpirun --allow-run-as-root -np 1 "$meshplan" execute "$out/plan.json" \
 
 # 3. the PyTorch reference, eager then compiled, with the planner's model FLOPs for MFU.
 reference=("$python" "$here/pytorch_gpt2_reference.py" --device cuda --micro-batch 8
+  --precision "$precision"
   --steps "$steps" --warmup "$warmup" --model-flops-per-step "$model_flops"
   --peak-flops-per-second "$peak_flops")
 PYTHONUNBUFFERED=1 "${reference[@]}" --json "$out/pytorch_eager.json" |

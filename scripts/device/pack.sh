@@ -35,11 +35,12 @@ launcher=()
 if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
+mkdir -p "$build"
 cmake -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMESHPLAN_GPU=ON "${launcher[@]}" \
-  >"$build.configure.log" 2>&1 || die "configure failed (see $build.configure.log)"
+  >"$build/pack-configure.log" 2>&1 || die "configure failed (see $build/pack-configure.log)"
 build_targets=$(cmake --build "$build" --target help)  # Makefiles: "... t", Ninja: "t: phony"
 grep -Eq "^(\.\.\. )?meshplan_executor_gpu(:|\$)" <<<"$build_targets" ||
-  die "configure found no CUDA toolkit with NCCL: the kit needs the GPU build ($build.configure.log)"
+  die "configure found no CUDA toolkit with NCCL: the kit needs the GPU build ($build/pack-configure.log)"
 targets=(meshplan)
 for candidate in gpu_kernels_tests nccl_groups_tests gpu_trainer_tests; do
   if grep -Eq "^(\.\.\. )?$candidate(:|\$)" <<<"$build_targets"; then
@@ -47,8 +48,8 @@ for candidate in gpu_kernels_tests nccl_groups_tests gpu_trainer_tests; do
   fi
 done
 echo "pack.sh: building ${targets[*]} in $build"
-cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >"$build.build.log" 2>&1 ||
-  die "build failed (see $build.build.log)"
+cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >"$build/pack-build.log" 2>&1 ||
+  die "build failed (see $build/pack-build.log)"
 
 # 2. Stage the binaries.
 stage=$(mktemp -d /tmp/meshplan-kit.XXXXXX)

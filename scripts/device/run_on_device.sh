@@ -6,8 +6,9 @@
 #   $OUT/summary.txt             the test verdicts and the bench's side-by-side table
 #   $OUT/device_results.tar.gz   every log and JSON (environment, tests, plan, three step reports)
 # The one call (device tool): command `bash scripts/device/run_on_device.sh`, carry
-# [".device-kit"], timeout_s 600. Stages have their own time limits (below) so that one hang
-# leaves the rest and the files; the script's exit status is 1 if any stage failed.
+# [".device-kit"], timeout_s 600. Stages have their own time limits, cut to what is left of a
+# 570 s budget (a stage with under 30 s left is not run, and says so), so that a hang leaves the
+# rest and the files; $OUT/summary.txt is rewritten after every stage. Exit 1 if a stage failed.
 #
 # usage: scripts/device/run_on_device.sh [KIT_TARBALL]   (default .device-kit/kit.tar.xz)
 set -uo pipefail
@@ -20,7 +21,8 @@ mkdir -p "$out" "$work/logs"
 summary=$work/logs/summary.txt
 : >"$summary"
 failed=0
-note() { echo "$*" | tee -a "$summary"; }
+budget_seconds=570  # the device tool stops a command at 600 s
+note() { echo "$*" | tee -a "$summary"; cp "$summary" "$out/summary.txt"; }
 finish() {
   cp "$summary" "$out/summary.txt"
   tar -C "$work" -czf "$out/device_results.tar.gz" logs
@@ -52,7 +54,8 @@ if [ "$(printf '%s\n' "$glibc_needed" "$glibc_here" | sort -V | head -n 1)" != "
   failed=1
   finish
 fi
-system_libstdcxx=$(ldconfig -p | awk '/libstdc\+\+\.so\.6 .*x86-64/ {print $NF; exit}')
+system_libstdcxx=$(ls /usr/lib/x86_64-linux-gnu/libstdc++.so.6 /lib/x86_64-linux-gnu/libstdc++.so.6 \
+  /usr/lib64/libstdc++.so.6 2>/dev/null | head -n 1)
 for version in $(grep -aoh 'GLIBCXX_3\.4\.[0-9]*' "$KIT"/bin/* | sort -u); do
   if [ -z "$system_libstdcxx" ] || ! grep -aq "$version" "$system_libstdcxx"; then
     export LD_LIBRARY_PATH=$KIT/fallback:$LD_LIBRARY_PATH
@@ -69,7 +72,7 @@ for lib in $(ldd "$KIT"/bin/* 2>/dev/null | awk '/not found/ {print $1}' | sort 
 done
 still=$(ldd "$KIT"/bin/* 2>/dev/null | awk '/not found/ {print $1}' | sort -u | tr '\n' ' ')
 [ -z "$still" ] || { note "kit: libraries not found on the device: $still"; failed=1; finish; }
-note "# NCCL: $(ldd "$KIT/bin/meshplan" | awk '/libnccl/ {print $3}')"
+note "# NCCL: $(ldd "$KIT"/bin/* 2>/dev/null | awk '/libnccl/ {print $3; exit}')"
 ldd "$KIT"/bin/* >"$work/logs/ldd.txt" 2>&1
 # Tests that name files by the source path they were built in find them through a link.
 source_dir=$(sed -n 's/^source_dir=//p' "$KIT/MANIFEST")
@@ -83,25 +86,38 @@ export PYTHON=$work/python3-clean PYTHONUNBUFFERED=1
 
 # 3. The GPU tests: exit 0 passed, 77 skipped (ctest label `gpu`), anything else failed.
 run_stage() {  # name seconds command...
-  local name=$1 seconds=$2 rc
+  local name=$1 seconds=$2 rc left=$((budget_seconds - SECONDS))
   shift 2
+  if [ "$left" -lt 30 ]; then
+    note "$name: not run (${left} s of the ${budget_seconds} s budget left)"
+    failed=1
+    return
+  fi
+  [ "$seconds" -le "$left" ] || seconds=$left
   (cd "$repo" && timeout "$seconds" "$@") >"$work/logs/$name.txt" 2>&1
   rc=$?
   case $rc in
     0) note "$name: passed" ;;
-    77) note "$name: skipped ($(tail -n 1 "$work/logs/$name.txt"))" ;;
+    77) note "$name: skipped ($(grep -i 'skip' "$work/logs/$name.txt" | tail -n 1))" ;;
     124) note "$name: FAILED (over its $seconds s limit)"; failed=1 ;;
     *) note "$name: FAILED (exit $rc; last line: $(tail -n 1 "$work/logs/$name.txt"))"; failed=1 ;;
   esac
 }
 mpi=(mpirun --allow-run-as-root --oversubscribe)
 [ -x "$KIT/bin/gpu_kernels_tests" ] && run_stage gpu_kernels_tests 120 "$KIT/bin/gpu_kernels_tests"
-[ -x "$KIT/bin/gpu_trainer_tests" ] && run_stage gpu_trainer_tests 180 "${mpi[@]}" -np 1 "$KIT/bin/gpu_trainer_tests"
-[ -x "$KIT/bin/nccl_groups_tests" ] && run_stage nccl_groups_tests 60 "${mpi[@]}" -np 2 "$KIT/bin/nccl_groups_tests"
+[ -x "$KIT/bin/gpu_trainer_tests" ] && run_stage gpu_trainer_tests 150 "$KIT/bin/gpu_trainer_tests"
+[ -x "$KIT/bin/nccl_groups_tests" ] && run_stage nccl_groups_tests 45 "${mpi[@]}" -np 2 "$KIT/bin/nccl_groups_tests"
 [ -x "$KIT/bin/gpu_trainer_tests" ] || note "gpu_trainer_tests: not in the kit (the target did not exist when it was packed)"
 
-# 4. The bench: meshplan execute against PyTorch eager and torch.compile on this GPU.
-MPIRUN="mpirun --oversubscribe" run_stage gpu_step_bench 330 \
-  bash "$repo/bench/gpu_step_bench.sh" "$KIT/bin/meshplan" --out "$work/logs/bench"
-sed -n '/^# gpu_step_bench: one training step/,$p' "$work/logs/gpu_step_bench.txt" | tee -a "$summary"
+# 4. The bench: meshplan execute against PyTorch on this GPU, fp32 (the reference with TF32 off,
+#    no torch.compile), then bf16 (eager and torch.compile).
+for precision in fp32 bf16; do
+  compile=()
+  [ "$precision" = bf16 ] || compile=(--no-compile)
+  MPIRUN="mpirun --oversubscribe" run_stage "gpu_step_bench_$precision" 240 \
+    bash "$repo/bench/gpu_step_bench.sh" "$KIT/bin/meshplan" --precision "$precision" \
+    "${compile[@]}" --out "$work/logs/bench_$precision"
+  table=$(sed -n '/^# gpu_step_bench: one training step/,$p' "$work/logs/gpu_step_bench_$precision.txt" 2>/dev/null)
+  [ -z "$table" ] || note "$table"
+done
 finish
