@@ -73,11 +73,12 @@ fi
   --tp 1 --pp 1 --dp 1 --zero 0 --recompute none --flash-attention on \
   --save-plan "$out/plan.json" --json "$out/plan_report.json" --top 1 >"$out/plan.txt" ||
   die "meshplan plan failed (see $out/plan.txt)"
-read -r model_flops peak_flops < <("$python" -c 'import json, sys
+figures=$("$python" -c 'import json, sys
 plan = json.load(open(sys.argv[1]))["plans"][0]
 cluster = json.load(open(sys.argv[2]))["cluster"]
 print(plan["model_flops_per_step"], cluster["gpu"]["peak_%s_flops_per_second" % cluster["precision"]])' \
-  "$out/plan_report.json" "$out/plan.json")
+  "$out/plan_report.json" "$out/plan.json") || die "cannot read the plan's FLOPs and peak ($out)"
+read -r model_flops peak_flops <<<"$figures"
 
 # 2. meshplan execute: warm-up steps are the first ones of the same run (the report drops them).
 echo "# meshplan execute: $((warmup + steps)) steps, the first $warmup not timed"

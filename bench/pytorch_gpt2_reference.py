@@ -85,6 +85,8 @@ def parse_args(argv):
             p.error(f"--{name.replace('_', '-')}: must be at least 1 ({getattr(args, name)})")
     if args.warmup < 0:
         p.error(f"--warmup: must be at least 0 ({args.warmup})")
+    if args.compile and args.warmup < 1:
+        p.error("--compile: needs --warmup of at least 1 (the first step compiles)")
     if args.device == "cuda" and args.tiny:
         p.error("--tiny: the CPU test model; use --device cpu with it")
     if args.adamw == "fused" and args.device == "cpu":
@@ -131,7 +133,8 @@ def build_model(torch, cfg):
             for block in self.blocks:
                 x = block(x)
             logits = torch.nn.functional.linear(self.ln_f(x), self.wte.weight)  # tied head
-            return F.cross_entropy(logits.float().view(-1, V), targets.view(-1))
+            # targets is a strided slice of the data tensor: reshape, not view.
+            return F.cross_entropy(logits.float().reshape(-1, V), targets.reshape(-1))
 
     model = GPT()
     with torch.no_grad():
