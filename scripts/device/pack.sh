@@ -118,8 +118,15 @@ cp "$repo/scripts/device/kit_env.sh" "$stage/kit/"
 
 mkdir -p "$kit_dir"
 tar -C "$stage" -cJf "$kit_dir/kit.tar.xz.new" kit
+# Smoke test: the packed Open MPI starts two ranks from a fresh unpack (here the host's own Open
+# MPI could stand in for a missing file; the README's isolated test hides it).
+mkdir -p "$stage/check"
+tar -C "$stage/check" -xJf "$kit_dir/kit.tar.xz.new"
+(KIT=$stage/check/kit && . "$KIT/kit_env.sh" && [ "$(command -v mpirun)" = "$KIT/bin/mpirun" ] &&
+  mpirun --oversubscribe -np 2 hostname >/dev/null) ||
+  die "the packed mpirun did not start 2 ranks from a fresh unpack"
+bytes=$(stat -c %s "$kit_dir/kit.tar.xz.new")
+[ "$bytes" -le "$max_bytes" ] || die "kit is $bytes bytes, over the $max_bytes the carry allows"
 mv "$kit_dir/kit.tar.xz.new" "$kit_dir/kit.tar.xz"
-bytes=$(stat -c %s "$kit_dir/kit.tar.xz")
 unpacked=$(du -sb "$stage/kit" | cut -f1)
 echo "pack.sh: $kit_dir/kit.tar.xz: $bytes bytes ($((bytes / 1048576)) MiB; $((unpacked / 1048576)) MiB unpacked), $(echo "$packages" | wc -l) packages"
-[ "$bytes" -le "$max_bytes" ] || die "kit is $bytes bytes, over the $max_bytes the carry allows"

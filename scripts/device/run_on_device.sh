@@ -109,8 +109,11 @@ mpi=(mpirun --allow-run-as-root --oversubscribe)
 [ -x "$KIT/bin/nccl_groups_tests" ] && run_stage nccl_groups_tests 45 "${mpi[@]}" -np 2 "$KIT/bin/nccl_groups_tests"
 [ -x "$KIT/bin/gpu_trainer_tests" ] || note "gpu_trainer_tests: not in the kit (the target did not exist when it was packed)"
 
-# 4. The bench: meshplan execute against PyTorch on this GPU, fp32 (the reference with TF32 off,
+# 4. The GPU's ceilings (bf16 matmul, copy bandwidth), then the bench: meshplan execute against
+#    PyTorch on this GPU, fp32 (the reference with TF32 off,
 #    no torch.compile), then bf16 (eager and torch.compile).
+run_stage gpu_ceilings 60 "$PYTHON" "$repo/bench/gpu_ceilings.py"
+grep '^# ceiling' "$work/logs/gpu_ceilings.txt" | while read -r line; do note "$line"; done
 for precision in fp32 bf16; do
   compile=()
   [ "$precision" = bf16 ] || compile=(--no-compile)

@@ -10,7 +10,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # 1. The reference compiles, and --help needs no torch.
 export PYTHONDONTWRITEBYTECODE=1  # nothing written into the source tree
-for script in pytorch_gpt2_reference gpu_step_bench_report; do
+for script in pytorch_gpt2_reference gpu_step_bench_report gpu_ceilings; do
   python3 -c 'import py_compile, sys; py_compile.compile(sys.argv[1], cfile=sys.argv[2], doraise=True)' \
     "$src/bench/$script.py" "$work/$script.pyc"
 done
