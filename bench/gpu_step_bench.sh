@@ -81,10 +81,13 @@ print(plan["model_flops_per_step"], cluster["gpu"]["peak_%s_flops_per_second" % 
 read -r model_flops peak_flops <<<"$figures"
 
 # 2. meshplan execute: warm-up steps are the first ones of the same run (the report drops them).
+#    A failed run (e.g. a precision the GPU executor refuses) still lets the references run, so
+#    one device session records their figures; the bench then exits 1 naming the failure.
 echo "# meshplan execute: $((warmup + steps)) steps, the first $warmup not timed"
+executed=1
 $mpirun --allow-run-as-root -np 1 "$meshplan" execute "$out/plan.json" \
   --steps $((warmup + steps)) --json "$out/meshplan.json" 2>&1 | tee "$out/meshplan.txt" ||
-  die "meshplan execute failed (see $out/meshplan.txt)"
+  executed=0
 
 # 3. the PyTorch reference, eager then compiled, with the planner's model FLOPs for MFU.
 reference=("$python" "$here/pytorch_gpt2_reference.py" --device cuda --micro-batch 8
@@ -101,6 +104,9 @@ if [ "$compile" = 1 ]; then
 fi
 
 # 4. side by side.
+[ "$executed" = 1 ] ||
+  die "meshplan execute failed ($out/meshplan.txt): $(grep -m 1 'error' "$out/meshplan.txt" || tail -n 1 "$out/meshplan.txt")"
 "$python" "$here/gpu_step_bench_report.py" --plan "$out/plan_report.json" \
-  --plan-file "$out/plan.json" --meshplan "$out/meshplan.json" --warmup "$warmup" --eager "$out/pytorch_eager.json" \
-  "${compiled[@]}" --json "$out/bench_summary.json" | tee "$out/bench_summary.txt"
+  --plan-file "$out/plan.json" --meshplan "$out/meshplan.json" --warmup "$warmup" \
+  --eager "$out/pytorch_eager.json" "${compiled[@]}" --json "$out/bench_summary.json" |
+  tee "$out/bench_summary.txt"
