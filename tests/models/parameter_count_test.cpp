@@ -67,6 +67,16 @@ TEST_CASE("GPT-3, Llama-3 70B and 405B: published rounded counts") {
   CHECK(billions(total("llama3-405b"), 1) == 405.9);
 }
 
+TEST_CASE("GPT-2 124M preset: 124,439,808 parameters, the closed form with tied embeddings") {
+  // Narayanan et al. 2021, Sec. 5.1, expanded: P = 12 l h^2 + 13 l h + (V + s) h, plus the final
+  // LayerNorm 2h; tied head, so V h once. l 12, h 768, V 50257, s 1024:
+  //   12 * 12 * 768^2 = 84,934,656; 13 * 12 * 768 = 119,808; (50257 + 1024) * 768 = 39,383,808;
+  //   2 * 768 = 1,536; sum 124,439,808 = what transformers reports for openai-community/gpt2.
+  const auto counts = count_parameters(load_model("gpt2-124m"));
+  CHECK(counts.lm_head == 0);  // tied to the token embedding
+  CHECK(counts.total == 124'439'808);
+}
+
 TEST_CASE("Megatron SC21 Table 1: the presets match P = 12 l h^2 (1 + 13/(12h) + (V+s)/(12lh))") {
   // Narayanan et al. 2021, Sec. 5.1 and Table 1. Expanded: P = 12 l h^2 + 13 l h + (V + s) h.
   // Our count adds the final LayerNorm (2h), which the formula omits.
