@@ -72,6 +72,11 @@ struct PlanOptions {
   // balancing loss); it multiplies the routed experts' GEMM time (the all-to-all stays at the
   // balanced volume). Not a measured figure: an explicit what-if.
   double moe_load_imbalance = 1.0;
+  // Coefficient of the router's auxiliary load-balancing loss (Megatron-LM --moe-aux-loss-coeff,
+  // default 0: off; Mixtral's Hugging Face config router_aux_loss_coef 0.02). Above 0, each MoE
+  // layer's router all-reduces its token counts over the tp x cp ranks that share a sequence
+  // (Megatron-Core router.py _apply_aux_loss) before the loss.
+  double moe_aux_loss_coeff = 0.0;
   // Context-parallel attention communication (only read when the layout's cp > 1).
   CpComm cp_comm = CpComm::kP2p;
   GemmPrecision gemm_precision = GemmPrecision::kBf16;  // --precision
