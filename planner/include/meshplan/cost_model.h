@@ -292,7 +292,11 @@ int64_t stage_expert_parameter_count(const models::TransformerConfig& model, con
 
 /// Bytes one rank sends in one MoE all-to-all (token dispatch or combine) of one micro-batch:
 /// its T / sp tokens, each to k experts, h elements of e bytes (Megatron's alltoall token
-/// dispatcher; dropless). (ep - 1) / ep of it leaves the rank.
+/// dispatcher; dropless). (ep - 1) / ep of it leaves the rank. Exact for the forward dispatch
+/// and the combine's backward (every token goes to k experts whatever the routing); the combine
+/// and the dispatch's backward send back the rows this rank's experts received, which is this
+/// balanced figure only on average over the ep group (the group's sum is always ep times it).
+/// moe_load_imbalance scales the experts' GEMMs, not these bytes.
 int64_t moe_all_to_all_bytes(const models::TransformerConfig& model,
                              const models::ClusterConfig& cluster, const Layout& layout);
 
