@@ -289,9 +289,13 @@ TEST_SUITE("mpi2") {
   TEST_CASE("ep2 (tiny-moe, all-to-all dispatch, load-balancing loss) equals one process") {
     check_equivalent(tiny_moe(), with_ep(make_layout(1, 1, 2), 2), moe_options());
   }
-  TEST_CASE("ep2 without the load-balancing loss, zb-h1 over pp2 dense, equals one process") {
-    check_equivalent(tiny_moe(), with(make_layout(1, 2, 1), ScheduleKind::kZbH1));
+  TEST_CASE(
+      "tiny-moe: ep2 without the loss, ep2 with full recompute, pp2 zb-h1 equal one process") {
     check_equivalent(tiny_moe(), with_ep(make_layout(1, 1, 2), 2));
+    planner::Layout recompute = with_ep(make_layout(1, 1, 2), 2);
+    recompute.recompute = Recompute::kFull;
+    check_equivalent(tiny_moe(), recompute, moe_options());
+    check_equivalent(tiny_moe(), with(make_layout(1, 2, 1), ScheduleKind::kZbH1), moe_options());
   }
 }
 
@@ -299,8 +303,11 @@ TEST_SUITE("mpi4") {
   TEST_CASE("ep2 x dp2 (expert data parallel 2) equals one process") {
     check_equivalent(tiny_moe(), with_ep(make_layout(1, 1, 4), 2), moe_options());
   }
-  TEST_CASE("ep2 x pp2 equals one process") {
+  TEST_CASE("ep2 x pp2 (1f1b, and interleaved vpp2) equals one process") {
     check_equivalent(tiny_moe(), with_ep(make_layout(1, 2, 2), 2), moe_options());
+    check_equivalent(tiny_moe(),
+                     with_ep(with(make_layout(1, 2, 2), ScheduleKind::kInterleaved, 2), 2),
+                     moe_options());
   }
 }
 
