@@ -12,6 +12,51 @@ namespace meshplan::executor {
 
 namespace {
 
+// out (n, F) = GELU or SwiGLU (the model's) of inp (n, F) or (n, 2F).
+void mlp_activation_forward(const ShardDims& d, float* out, const float* inp, int n, int F) {
+  if (d.model.activation == models::Activation::kSwiglu) {
+    swiglu_forward(out, inp, n, F);
+  } else {
+    gelu_forward(out, inp, n * F);
+  }
+}
+
+// dinp += its backward.
+void mlp_activation_backward(const ShardDims& d, float* dinp, const float* inp, const float* dout,
+                             int n, int F) {
+  if (d.model.activation == models::Activation::kSwiglu) {
+    swiglu_backward(dinp, inp, dout, n, F);
+  } else {
+    gelu_backward(dinp, inp, dout, n * F);
+  }
+}
+
+// out (N, C) += the shared experts' MLP of x (N, C).
+void shared_forward(float* out, MoeActivations* a, const float* x, const LayerWeights& w,
+                    const RankContext& ctx) {
+  const ShardDims& d = ctx.dims;
+  a->shared_fc1 = ctx.tensor(static_cast<int64_t>(d.N) * d.FC1S);
+  linear_forward<float>(a->shared_fc1.data(), x, w.shared_fc1_w, nullptr, d.N, d.C, d.FC1S);
+  a->shared_act = ctx.tensor(static_cast<int64_t>(d.N) * d.FS);
+  mlp_activation_forward(d, a->shared_act.data(), a->shared_fc1.data(), d.N, d.FS);
+  Tensor y = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
+  linear_forward<float>(y.data(), a->shared_act.data(), w.shared_fc2_w, nullptr, d.N, d.FS, d.C);
+  VectorMap<float>(out, y.size()) += ConstVectorMap<float>(y.data(), y.size());
+}
+
+// dx (N, C) += through the shared experts; keeps dout and their fc1 gradient for W.
+void shared_backward_input(float* dx, MoeActivations* a, const float* dout, const LayerWeights& w,
+                           const RankContext& ctx) {
+  const ShardDims& d = ctx.dims;
+  a->d_out = copy_rows(ctx, dout, d.N, d.C);
+  Tensor d_act = ctx.tensor(static_cast<int64_t>(d.N) * d.FS);
+  linear_backward_input(d_act.data(), dout, w.shared_fc2_w, d.N, d.FS, d.C);
+  a->d_shared_fc1 = ctx.tensor(static_cast<int64_t>(d.N) * d.FC1S);
+  mlp_activation_backward(d, a->d_shared_fc1.data(), a->shared_fc1.data(), d_act.data(), d.N, d.FS);
+  linear_backward_input(dx, a->d_shared_fc1.data(), w.shared_fc1_w, d.N, d.C, d.FC1S);
+  a->shared_fc1.reset();
+}
+
 // Copies row i of `src` to row index[i] of `dst` (scatter), or the reverse (gather).
 void move_rows(float* dst, const float* src, const std::vector<int>& index, int C, bool scatter) {
   for (size_t i = 0; i < index.size(); i++) {
@@ -147,11 +192,7 @@ void moe_forward(float* out, MoeActivations* a, const float* x, const LayerWeigh
     float* h = a->fc1_out.data() + row * d.FC1E;
     float* act = a->act_out.data() + row * d.FE;
     linear_forward<float>(h, a->expert_in.data() + row * d.C, w1, nullptr, n, d.C, d.FC1E);
-    if (d.model.activation == models::Activation::kSwiglu) {
-      swiglu_forward(act, h, n, d.FE);
-    } else {
-      gelu_forward(act, h, n * d.FE);
-    }
+    mlp_activation_forward(d, act, h, n, d.FE);
     linear_forward<float>(expert_out.data() + row * d.C, act, w2, nullptr, n, d.FE, d.C);
     row += n;
   }
@@ -163,6 +204,9 @@ void moe_forward(float* out, MoeActivations* a, const float* x, const LayerWeigh
     const float p = a->probs[static_cast<int64_t>(n) * d.K + a->perm_slot[j]];
     VectorMap<float>(out + static_cast<int64_t>(n) * d.C, d.C) +=
         p * ConstVectorMap<float>(a->combined.data() + j * d.C, d.C);
+  }
+  if (d.FS > 0) {
+    shared_forward(out, a, x, w, ctx);
   }
 }
 
@@ -195,11 +239,7 @@ void moe_backward_input(float* dx, MoeActivations* a, const float* dout, const L
     linear_backward_input(d_act.data(), a->d_expert_out.data() + row * d.C, w2, n, d.FE, d.C);
     float* d_h = a->d_fc1.data() + row * d.FC1E;
     const float* h = a->fc1_out.data() + row * d.FC1E;
-    if (d.model.activation == models::Activation::kSwiglu) {
-      swiglu_backward(d_h, h, d_act.data(), n, d.FE);
-    } else {
-      gelu_backward(d_h, h, d_act.data(), n * d.FE);
-    }
+    mlp_activation_backward(d, d_h, h, d_act.data(), n, d.FE);
     linear_backward_input(d_expert_in.data() + row * d.C, d_h, w1, n, d.C, d.FC1E);
     row += n;
   }
@@ -224,6 +264,9 @@ void moe_backward_input(float* dx, MoeActivations* a, const float* dout, const L
   }
   linear_backward_input(dx, a->d_logits.data(), w.router_w, d.N, d.C, d.E);
   a->scores.reset();
+  if (d.FS > 0) {
+    shared_backward_input(dx, a, dout, w, ctx);
+  }
 }
 
 void moe_backward_weight(LayerWeights& grads, MoeActivations* a, const float* x,
@@ -240,6 +283,12 @@ void moe_backward_weight(LayerWeights& grads, MoeActivations* a, const float* x,
                                   nullptr, a->d_fc1.data() + row * d.FC1E,
                                   a->expert_in.data() + row * d.C, n, d.C, d.FC1E);
     row += n;
+  }
+  if (d.FS > 0) {
+    linear_backward_weight<float>(grads.shared_fc2_w, nullptr, a->d_out.data(),
+                                  a->shared_act.data(), d.N, d.FS, d.C);
+    linear_backward_weight<float>(grads.shared_fc1_w, nullptr, a->d_shared_fc1.data(), x, d.N, d.C,
+                                  d.FC1S);
   }
   *a = MoeActivations{};
 }

@@ -7,7 +7,8 @@
 //     -> [ep > 1: all-gather of the E token counts over ep; MPI_Alltoallv of the rows to the ep
 //        rank holding each expert; sort the received chunks by local expert]
 //     -> each local expert's MLP (fc1 -> GELU | SwiGLU -> fc2) on its rows
-//     -> [unsort; MPI_Alltoallv back] -> combine: out_t = sum over t's k rows of prob * row.
+//     -> [unsort; MPI_Alltoallv back] -> combine: out_t = sum over t's k rows of prob * row
+//     (+ the shared experts' MLP of x, shared_experts.py, when the model has them).
 // The auxiliary load-balancing loss (ops/router.h) uses the micro-batch's token counts summed
 // over cp (an all-reduce, Megatron's tp_cp group) and its gradient flows through the router.
 // The backward runs the path in reverse (two more all-to-alls). B computes the input gradient;
@@ -41,10 +42,14 @@ struct MoeActivations {
   Tensor fc1_out;                    // (R, FC1E)
   Tensor act_out;                    // (R, FE)
   Tensor combined;                   // (N K, C) expert outputs back here, permuted order
+  Tensor shared_fc1;                 // (N, FC1S) shared experts
+  Tensor shared_act;                 // (N, FS)
   // Kept by B for W.
   Tensor d_expert_out;  // (R, C) expert-major
   Tensor d_fc1;         // (R, FC1E)
   Tensor d_logits;      // (N, E)
+  Tensor d_out;         // (N, C) the block's output gradient, for the shared fc2
+  Tensor d_shared_fc1;  // (N, FC1S)
   bool active() const { return !probs.empty(); }
 };
 

@@ -119,6 +119,15 @@ void add_layer(SpecBuilder& b, const ShardDims& d, int global_layer, int local_l
     // Megatron-Core moe/router.py: the gating linear (E, h), no bias. The experts come after
     // every dense tensor (add_experts).
     normal(b.replicated(p + ".router.weight", Slot::kRouterW, local_layer, d.E, d.C), kInitStd);
+    if (d.FS > 0) {
+      // shared_experts.py: an ordinary MLP every token goes through (tp 1 here).
+      normal(b.rows(p + ".shared_experts.fc1.weight", Slot::kSharedFc1W, local_layer, {{0, d.FC1S}},
+                    d.C),
+             kInitStd);
+      normal(b.rows(p + ".shared_experts.fc2.weight", Slot::kSharedFc2W, local_layer, {{0, d.C}},
+                    d.FS),
+             residual_std);
+    }
     return;
   }
   // Column-parallel first MLP projection: [gate | up] rows for SwiGLU.
@@ -279,6 +288,10 @@ float** slot_pointer(ChunkWeights& w, const ParameterSpec& spec) {
       return &layer->expert_fc1_w;
     case Slot::kExpertFc2W:
       return &layer->expert_fc2_w;
+    case Slot::kSharedFc1W:
+      return &layer->shared_fc1_w;
+    case Slot::kSharedFc2W:
+      return &layer->shared_fc2_w;
   }
   return nullptr;  // unreachable: every slot is listed
 }

@@ -39,7 +39,9 @@ enum class Slot {
   kLmHead,
   kRouterW,
   kExpertFc1W,
-  kExpertFc2W
+  kExpertFc2W,
+  kSharedFc1W,
+  kSharedFc2W
 };
 
 /// Rows [full_begin, full_begin + count) of the full tensor, placed next in the local shard.
@@ -85,6 +87,8 @@ struct LayerWeights {
   float* router_w = nullptr;      // (E, C), replicated over ep like every dense weight
   float* expert_fc1_w = nullptr;  // (E_local, FC1E, C): expert i's rows [gate | up] for SwiGLU
   float* expert_fc2_w = nullptr;  // (E_local, C, FE)
+  float* shared_fc1_w = nullptr;  // (FC1S, C): the shared experts as one MLP, [gate | up]
+  float* shared_fc2_w = nullptr;  // (C, FS)
 };
 
 /// One model chunk's weights or gradients.

@@ -60,6 +60,9 @@ ShardDims make_shard_dims(const planner::Plan& plan, int tp_rank, int cp_rank, i
     d.K = static_cast<int>(model.experts_per_token);
     d.FE = static_cast<int>(model.expert_ffn_hidden_size);
     d.FC1E = model.activation == models::Activation::kSwiglu ? 2 * d.FE : d.FE;
+    // Megatron-Core shared_experts.py: one MLP of moe_shared_expert_intermediate_size = S f_s.
+    d.FS = static_cast<int>(model.num_shared_experts * model.shared_expert_ffn_hidden_size);
+    d.FC1S = model.activation == models::Activation::kSwiglu ? 2 * d.FS : d.FS;
     d.aux_loss_weight = plan.options.moe_aux_loss_coeff * static_cast<double>(layout.micro_batch) /
                         static_cast<double>(layout.global_batch);
   }
@@ -124,10 +127,6 @@ void validate_moe_for_executor(const planner::Plan& plan, const std::string& sou
   if (layout.zero > 0) {
     refuse("layout.zero", "runs ZeRO 0 only; experts are not ZeRO-sharded",
            std::to_string(layout.zero));
-  }
-  if (model.num_shared_experts > 0) {
-    refuse("model.num_shared_experts", "has no shared experts",
-           std::to_string(model.num_shared_experts));
   }
   if (model.shared_expert_gate) {
     refuse("model.shared_expert_gate", "has no shared-expert gate", "true");

@@ -28,6 +28,8 @@ struct ShardDims {
   int K = 0;            // experts per token (top-k)
   int FE = 0;           // expert ffn channels f_e (experts are not tp-sharded here)
   int FC1E = 0;         // first expert projection columns: FE (gelu), 2 FE (swiglu)
+  int FS = 0;           // shared experts' ffn channels, all of them as one MLP: S f_s (0: none)
+  int FC1S = 0;         // their first projection columns: FS (gelu), 2 FS (swiglu)
   // Loss weight of one micro-batch's load-balancing loss: moe_aux_loss_coeff micro_batch /
   // global_batch (Megatron scales it by 1 / m per micro-batch and averages over dp), 0: off.
   double aux_loss_weight = 0;
@@ -55,7 +57,7 @@ std::vector<int> cp_positions(int S, int cp, int cp_rank);
 
 /// Everything the CPU executor cannot run, as InputError naming the plan file and field:
 /// a precision other than fp32, alibi positions, the mixture-of-experts parts it does not build
-/// (tp > 1 or ZeRO > 0 with experts, shared experts, a shared-expert gate, a router score bias,
+/// (tp > 1 or ZeRO > 0 with experts, a shared-expert gate, a router score bias,
 /// expert biases), multi-head latent attention and q/k norms, context parallelism without rope,
 /// ZeRO 3 with interleaved chunks (vpp > 1), tensor-parallel communication overlap, a vocabulary
 /// not divisible by tp, odd head dims with RoPE, sequences longer than the position table, sizes

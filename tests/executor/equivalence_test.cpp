@@ -274,6 +274,18 @@ const models::TransformerConfig& tiny_moe() {
   return model;
 }
 
+// tiny-moe with one shared expert of 96 (DeepSeek-V3's and Qwen2-MoE's always-active expert).
+const models::TransformerConfig& tiny_moe_shared() {
+  static const models::TransformerConfig model = [] {
+    models::TransformerConfig m = models::load_model("tiny-moe");
+    m.name = "tiny-moe-shared";
+    m.num_shared_experts = 1;
+    m.shared_expert_ffn_hidden_size = 96;
+    return m;
+  }();
+  return model;
+}
+
 planner::PlanOptions moe_options() {
   planner::PlanOptions options;
   options.moe_aux_loss_coeff = 0.02;
@@ -300,8 +312,9 @@ TEST_SUITE("mpi2") {
 }
 
 TEST_SUITE("mpi4") {
-  TEST_CASE("ep2 x dp2 (expert data parallel 2) equals one process") {
+  TEST_CASE("ep2 x dp2 (expert data parallel 2) equals one process, and with a shared expert") {
     check_equivalent(tiny_moe(), with_ep(make_layout(1, 1, 4), 2), moe_options());
+    check_equivalent(tiny_moe_shared(), with_ep(make_layout(1, 1, 4), 2), moe_options());
   }
   TEST_CASE("ep2 x pp2 (1f1b, and interleaved vpp2) equals one process") {
     check_equivalent(tiny_moe(), with_ep(make_layout(1, 2, 2), 2), moe_options());

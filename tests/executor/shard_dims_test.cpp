@@ -57,9 +57,11 @@ TEST_CASE("the executor rejects what it cannot run, naming the field") {
   planner::Plan moe_shared = moe;
   moe_shared.model.num_shared_experts = 1;
   moe_shared.model.shared_expert_ffn_hidden_size = 96;
+  CHECK(rejection(moe_shared) == "");
+  moe_shared.model.shared_expert_gate = true;
   CHECK(rejection(moe_shared) ==
-        "p.json: model.num_shared_experts: the CPU executor's mixture-of-experts has no shared "
-        "experts (1)");
+        "p.json: model.shared_expert_gate: the CPU executor's mixture-of-experts has no "
+        "shared-expert gate (true)");
   planner::Plan moe_bias = moe;
   moe_bias.model.router_score_bias = true;
   CHECK(rejection(moe_bias) ==

@@ -228,6 +228,10 @@ TEST_SUITE("mpi4") {
     CHECK(experts.calls == 1);
     CHECK(experts.bytes == 2 * 3 * (2 * 96 + 96) * 64 * 4);
     check_traffic(model, with_ep(make_layout(1, 2, 2), 2), with_aux_loss());
+    models::TransformerConfig shared = model;  // a shared expert's weights reduce over dp 4
+    shared.num_shared_experts = 1;
+    shared.shared_expert_ffn_hidden_size = 96;
+    check_traffic(shared, with_ep(make_layout(1, 1, 4), 2), with_aux_loss());
   }
 }
 

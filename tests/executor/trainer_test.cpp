@@ -105,7 +105,7 @@ void check_moe_skipped(const std::vector<std::string>& skipped) {
   for (const std::string& name : skipped) {
     CAPTURE(name);
     CHECK(name.find("router") == std::string::npos);
-    CHECK(name.find("experts") == std::string::npos);
+    CHECK(name.find("experts") == std::string::npos);  // routed and shared
     CHECK(name.find("lnf") == std::string::npos);
     CHECK(name.find("lm_head") == std::string::npos);
   }
@@ -144,11 +144,24 @@ TEST_CASE("whole-model backward matches finite differences (mixture of experts, 
   check_moe_skipped(check_gradients(plan, planner::Recompute::kNone, false, kRouterScale));
 }
 
-TEST_CASE("tiny-moe on one rank holds every parameter the model counts") {
-  const planner::Plan plan = make_plan(models::load_model("tiny-moe"), make_layout(1, 1, 1));
-  validate_plan_for_executor(plan, "tiny-moe");
-  Trainer trainer(plan, synthetic(plan), AdamWConfig{}, MPI_COMM_SELF);
-  CHECK(trainer.num_parameters() == models::count_parameters(plan.model).total);
+TEST_CASE("whole-model backward matches finite differences (mixture of experts, shared experts)") {
+  models::TransformerConfig model = testing::small_moe_model();
+  model.num_shared_experts = 2;  // one MLP of 2 x 4 channels (Megatron's shared_experts.py)
+  model.shared_expert_ffn_hidden_size = 4;
+  planner::Plan plan = make_plan(model, make_layout(1, 1, 1, 2, 4));
+  plan.options.moe_aux_loss_coeff = 0.5;
+  check_moe_skipped(check_gradients(plan, planner::Recompute::kNone, false, kRouterScale));
+}
+
+TEST_CASE("tiny-moe on one rank holds every parameter the model counts (and with shared experts)") {
+  planner::Plan plan = make_plan(models::load_model("tiny-moe"), make_layout(1, 1, 1));
+  for (const int64_t shared : {0, 1}) {
+    plan.model.num_shared_experts = shared;
+    plan.model.shared_expert_ffn_hidden_size = 96 * shared;
+    validate_plan_for_executor(plan, "tiny-moe");
+    Trainer trainer(plan, synthetic(plan), AdamWConfig{}, MPI_COMM_SELF);
+    CHECK(trainer.num_parameters() == models::count_parameters(plan.model).total);
+  }
 }
 
 TEST_CASE("recompute does not change the gradients' agreement with finite differences") {
