@@ -12,6 +12,13 @@ namespace meshplan::executor {
 
 namespace {
 
+// The load-balancing loss's factor (ops/router.h): coeff E / (k T^2) times the micro-batch's
+// loss weight, T = N cp the micro-batch's tokens over the cp ranks sharing its sequences.
+double aux_loss_scale(const ShardDims& d) {
+  const double tokens = static_cast<double>(d.N) * d.cp;
+  return d.aux_loss_weight * d.E / (d.K * tokens * tokens);
+}
+
 // out (n, F) = GELU or SwiGLU (the model's) of inp (n, F) or (n, 2F).
 void mlp_activation_forward(const ShardDims& d, float* out, const float* inp, int n, int F) {
   if (d.model.activation == models::Activation::kSwiglu) {
@@ -66,6 +73,41 @@ void move_rows(float* dst, const float* src, const std::vector<int>& index, int 
   }
 }
 
+// The ep exchange's layout from this rank's token counts (E): token_dispatcher.py preprocess
+// all-gathers every ep rank's counts; rows to send to and receive from each ep rank, rows of
+// each local expert, and where each received row goes in expert-major order.
+void plan_exchange(MoeActivations* a, const std::vector<int64_t>& counts, const RankContext& ctx) {
+  const ShardDims& d = ctx.dims;
+  std::vector<int64_t> all_counts(static_cast<size_t>(d.ep) * d.E);
+  ctx.groups.all_gather_counts(CommGroup::kEp, all_counts.data(), counts.data(), d.E);
+  a->send_rows.assign(static_cast<size_t>(d.ep), 0);
+  a->recv_rows.assign(static_cast<size_t>(d.ep), 0);
+  a->expert_rows.assign(static_cast<size_t>(d.E_local), 0);
+  for (int r = 0; r < d.ep; r++) {
+    for (int le = 0; le < d.E_local; le++) {
+      a->send_rows[r] += counts[static_cast<size_t>(r * d.E_local + le)];
+      const int64_t c = all_counts[static_cast<size_t>(r) * d.E + d.expert0 + le];
+      a->recv_rows[r] += c;
+      a->expert_rows[le] += c;
+    }
+  }
+  // Received rows come source-major (then local expert); the experts read them expert-major
+  // (token_dispatcher.py sort_chunks_by_idxs).
+  std::vector<int64_t> next(static_cast<size_t>(d.E_local), 0);
+  for (int le = 1; le < d.E_local; le++) {
+    next[le] = next[le - 1] + a->expert_rows[le - 1];
+  }
+  a->sorted_row.clear();
+  for (int r = 0; r < d.ep; r++) {
+    for (int le = 0; le < d.E_local; le++) {
+      const int64_t c = all_counts[static_cast<size_t>(r) * d.E + d.expert0 + le];
+      for (int64_t i = 0; i < c; i++) {
+        a->sorted_row.push_back(static_cast<int>(next[le]++));
+      }
+    }
+  }
+}
+
 // Routing, the permutation and the ep counts: everything but the rows themselves.
 void route(MoeActivations* a, const float* x, const LayerWeights& w, const RankContext& ctx) {
   const ShardDims& d = ctx.dims;
@@ -102,39 +144,10 @@ void route(MoeActivations* a, const float* x, const LayerWeights& w, const RankC
     std::vector<int64_t> global = counts;
     ctx.groups.all_reduce_counts(CommGroup::kCp, global.data(), d.E);
     a->counts.assign(global.begin(), global.end());
-    const double tokens = static_cast<double>(d.N) * d.cp;
-    const double scale = d.aux_loss_weight * d.E / (d.K * tokens * tokens);
-    a->aux_loss = load_balancing_loss(a->scores.data(), a->counts.data(), d.N, d.E, scale);
+    a->aux_loss =
+        load_balancing_loss(a->scores.data(), a->counts.data(), d.N, d.E, aux_loss_scale(d));
   }
-  // token_dispatcher.py preprocess: every ep rank's counts of every expert.
-  std::vector<int64_t> all_counts(static_cast<size_t>(d.ep) * d.E);
-  ctx.groups.all_gather_counts(CommGroup::kEp, all_counts.data(), counts.data(), d.E);
-  a->send_rows.assign(static_cast<size_t>(d.ep), 0);
-  a->recv_rows.assign(static_cast<size_t>(d.ep), 0);
-  a->expert_rows.assign(static_cast<size_t>(d.E_local), 0);
-  for (int r = 0; r < d.ep; r++) {
-    for (int le = 0; le < d.E_local; le++) {
-      a->send_rows[r] += counts[static_cast<size_t>(r * d.E_local + le)];
-      const int64_t c = all_counts[static_cast<size_t>(r) * d.E + d.expert0 + le];
-      a->recv_rows[r] += c;
-      a->expert_rows[le] += c;
-    }
-  }
-  // Received rows come source-major (then local expert); the experts read them expert-major
-  // (token_dispatcher.py sort_chunks_by_idxs).
-  std::vector<int64_t> next(static_cast<size_t>(d.E_local), 0);
-  for (int le = 1; le < d.E_local; le++) {
-    next[le] = next[le - 1] + a->expert_rows[le - 1];
-  }
-  a->sorted_row.clear();
-  for (int r = 0; r < d.ep; r++) {
-    for (int le = 0; le < d.E_local; le++) {
-      const int64_t c = all_counts[static_cast<size_t>(r) * d.E + d.expert0 + le];
-      for (int64_t i = 0; i < c; i++) {
-        a->sorted_row.push_back(static_cast<int>(next[le]++));
-      }
-    }
-  }
+  plan_exchange(a, counts, ctx);
 }
 
 // (R, C) rows from the token side (permuted order, N K rows) to the experts (expert-major), or
@@ -254,10 +267,8 @@ void moe_backward_input(float* dx, MoeActivations* a, const float* dout, const L
   router_backward(a->d_logits.data(), d_probs.data(), a->probs.data(), a->experts.data(), d.N, d.E,
                   d.K);
   if (d.aux_loss_weight > 0) {
-    const double tokens = static_cast<double>(d.N) * d.cp;
-    const double scale = d.aux_loss_weight * d.E / (d.K * tokens * tokens);
     load_balancing_backward(a->d_logits.data(), a->scores.data(), a->counts.data(), d.N, d.E,
-                            scale);
+                            aux_loss_scale(d));
     if (ctx.moe != nullptr) {
       ctx.moe->aux_loss += a->aux_loss;  // once per micro-batch, recompute or not
     }
