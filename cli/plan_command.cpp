@@ -34,6 +34,7 @@ struct PlanArguments {
   int64_t gpus = 0;
   std::optional<int64_t> global_batch, seq_len, tp, pp, dp, vpp, micro_batch, ep;
   double moe_load_imbalance = 1.0;
+  double moe_aux_loss_coeff = 0.0;
   std::optional<std::string> recompute, sequence_parallel, schedule, stage_layers;
   std::optional<int64_t> first_stage_layers, last_stage_layers;
   std::optional<int> zero;
@@ -309,6 +310,8 @@ planner::PlanOptions plan_options(const PlanArguments& args) {
   options.allow_tp_across_nodes = args.allow_tp_across_nodes;
   planner::check_moe_load_imbalance(args.moe_load_imbalance, "--moe-load-imbalance");
   options.moe_load_imbalance = args.moe_load_imbalance;
+  planner::check_moe_aux_loss_coeff(args.moe_aux_loss_coeff, "--moe-aux-loss-coeff");
+  options.moe_aux_loss_coeff = args.moe_aux_loss_coeff;
   options.cp_comm = planner::parse_cp_comm(args.cp_comm, "--cp-comm");
   if (!(args.bucket_mb > 0) || args.bucket_mb > 1e6) {
     throw InputError(fmt::format("--bucket-mb: must be in (0, 1e6] ({})", args.bucket_mb));
@@ -502,6 +505,10 @@ void register_plan_commands(CLI::App& app) {
                    "Fix expert parallel size (MoE models; divides dp and the expert count)");
   plan->add_option("--moe-load-imbalance", args->moe_load_imbalance,
                    "Busiest rank's routed-expert work over the balanced share (MoE; >= 1)")
+      ->capture_default_str();
+  plan->add_option("--moe-aux-loss-coeff", args->moe_aux_loss_coeff,
+                   "Router load-balancing loss coefficient (MoE; Megatron --moe-aux-loss-coeff; "
+                   "0 = off)")
       ->capture_default_str();
   plan->add_option("--micro-batch", args->micro_batch, "Fix the micro-batch size");
   plan->add_option("--stage-layers", args->stage_layers,

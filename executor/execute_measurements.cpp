@@ -15,11 +15,13 @@ namespace meshplan::executor {
 namespace {
 
 constexpr CollectiveKind kKinds[] = {CollectiveKind::kAllReduce, CollectiveKind::kAllGather,
-                                     CollectiveKind::kReduceScatter, CollectiveKind::kSendRecv};
-constexpr CommGroup kGroups[] = {CommGroup::kTp, CommGroup::kPp, CommGroup::kDp,
-                                 CommGroup::kEmbedding, CommGroup::kCp};
-constexpr int kNumKinds = 4;
-constexpr int kNumGroups = 5;
+                                     CollectiveKind::kReduceScatter, CollectiveKind::kSendRecv,
+                                     CollectiveKind::kAllToAll};
+constexpr CommGroup kGroups[] = {CommGroup::kTp,        CommGroup::kPp, CommGroup::kDp,
+                                 CommGroup::kEmbedding, CommGroup::kCp, CommGroup::kEp,
+                                 CommGroup::kExpertDp};
+constexpr int kNumKinds = 5;
+constexpr int kNumGroups = 7;
 constexpr int kNumTrafficSlots = kNumKinds * kNumGroups;
 
 // Peak resident set of this process (VmHWM in /proc/self/status, kB), 0 where unavailable.

@@ -115,6 +115,21 @@ void add_layer(SpecBuilder& b, const ShardDims& d, int global_layer, int local_l
     constant(b.replicated(p + ".proj.bias", Slot::kProjB, local_layer, d.C, 1), 0.0f);
   }
   add_norm(b, d, p + ".ln2", Slot::kLn2W, Slot::kLn2B, local_layer);
+  if (m.is_moe_layer(global_layer)) {
+    // Megatron-Core moe/router.py: the gating linear (E, h), no bias. The experts come after
+    // every dense tensor (add_experts).
+    normal(b.replicated(p + ".router.weight", Slot::kRouterW, local_layer, d.E, d.C), kInitStd);
+    if (d.FS > 0) {
+      // shared_experts.py: an ordinary MLP every token goes through (tp 1 here).
+      normal(b.rows(p + ".shared_experts.fc1.weight", Slot::kSharedFc1W, local_layer, {{0, d.FC1S}},
+                    d.C),
+             kInitStd);
+      normal(b.rows(p + ".shared_experts.fc2.weight", Slot::kSharedFc2W, local_layer, {{0, d.C}},
+                    d.FS),
+             residual_std);
+    }
+    return;
+  }
   // Column-parallel first MLP projection: [gate | up] rows for SwiGLU.
   std::vector<RowSegment> fc1_rows = {{r * d.F, d.F}};
   if (m.activation == models::Activation::kSwiglu) {
@@ -130,6 +145,23 @@ void add_layer(SpecBuilder& b, const ShardDims& d, int global_layer, int local_l
   if (m.mlp_bias) {
     constant(b.replicated(p + ".fc2.bias", Slot::kFc2B, local_layer, d.C, 1), 0.0f);
   }
+}
+
+// This ep rank's experts of MoE layer `global_layer`: whole experts [expert0, expert0 +
+// E_local) of the full (E FC1E, C) and (E C, FE) tensors, initialised as the dense MLP's.
+void add_experts(SpecBuilder& b, const ShardDims& d, int global_layer, int local_layer) {
+  const std::string p = fmt::format("layers.{}", global_layer);
+  const double residual_std = kInitStd / std::sqrt(2.0 * static_cast<double>(d.model.num_layers));
+  ParameterSpec& fc1 =
+      normal(b.rows(p + ".experts.fc1.weight", Slot::kExpertFc1W, local_layer,
+                    {{static_cast<int64_t>(d.expert0) * d.FC1E, int64_t{d.E_local} * d.FC1E}}, d.C),
+             kInitStd);
+  fc1.expert = true;
+  ParameterSpec& fc2 =
+      normal(b.rows(p + ".experts.fc2.weight", Slot::kExpertFc2W, local_layer,
+                    {{static_cast<int64_t>(d.expert0) * d.C, int64_t{d.E_local} * d.C}}, d.FE),
+             residual_std);
+  fc2.expert = true;
 }
 
 }  // namespace
@@ -192,6 +224,16 @@ std::vector<ParameterSpec> stage_parameter_specs(const ShardDims& d, const plann
       }
     }
   }
+  // The routed experts last (see the header).
+  for (int chunk = 0; chunk < plan.layout.vpp; chunk++) {
+    const ChunkPlacement placement = chunk_placement(plan, stage, chunk);
+    SpecBuilder b(&specs, chunk_of_spec, chunk);
+    for (int l = 0; l < placement.num_layers; l++) {
+      if (m.is_moe_layer(placement.first_layer + l)) {
+        add_experts(b, d, placement.first_layer + l, l);
+      }
+    }
+  }
   int64_t offset = 0;
   for (ParameterSpec& spec : specs) {
     spec.offset = offset;
@@ -240,6 +282,16 @@ float** slot_pointer(ChunkWeights& w, const ParameterSpec& spec) {
       return &w.lnf_b;
     case Slot::kLmHead:
       return &w.lm_head;
+    case Slot::kRouterW:
+      return &layer->router_w;
+    case Slot::kExpertFc1W:
+      return &layer->expert_fc1_w;
+    case Slot::kExpertFc2W:
+      return &layer->expert_fc2_w;
+    case Slot::kSharedFc1W:
+      return &layer->shared_fc1_w;
+    case Slot::kSharedFc2W:
+      return &layer->shared_fc2_w;
   }
   return nullptr;  // unreachable: every slot is listed
 }

@@ -36,7 +36,12 @@ enum class Slot {
   kFc2B,
   kLnfW,
   kLnfB,
-  kLmHead
+  kLmHead,
+  kRouterW,
+  kExpertFc1W,
+  kExpertFc2W,
+  kSharedFc1W,
+  kSharedFc2W
 };
 
 /// Rows [full_begin, full_begin + count) of the full tensor, placed next in the local shard.
@@ -58,6 +63,7 @@ struct ParameterSpec {
   double init_std = 0;  // > 0: normal(0, init_std); 0: the constant init_value
   float init_value = 0;
   bool tp_replicated = false;  // the same on every tp rank (norms, row-parallel biases, wpe)
+  bool expert = false;         // a routed expert's: reduced over the expert data parallel group
 
   /// Index in the full tensor (row-major) of local element `i`.
   int64_t full_index(int64_t i) const;
@@ -77,6 +83,12 @@ struct LayerWeights {
   float* fc1_b = nullptr;   // (FC1)
   float* fc2_w = nullptr;   // (C, F), row-parallel
   float* fc2_b = nullptr;   // (C)
+  // MoE layer (fc1/fc2 above are then nullptr): the router and this ep rank's experts.
+  float* router_w = nullptr;      // (E, C), replicated over ep like every dense weight
+  float* expert_fc1_w = nullptr;  // (E_local, FC1E, C): expert i's rows [gate | up] for SwiGLU
+  float* expert_fc2_w = nullptr;  // (E_local, C, FE)
+  float* shared_fc1_w = nullptr;  // (FC1S, C): the shared experts as one MLP, [gate | up]
+  float* shared_fc2_w = nullptr;  // (C, FS)
 };
 
 /// One model chunk's weights or gradients.
@@ -102,7 +114,11 @@ struct ChunkPlacement {
 
 ChunkPlacement chunk_placement(const planner::Plan& plan, int stage, int chunk);
 
-/// All tensors of this rank's chunks, in flat-buffer order (chunk 0 first). Tied embeddings
+/// All tensors of this rank's chunks, in flat-buffer order (chunk 0 first), the routed experts'
+/// (spec.expert) after all the others, so the dense tensors are one prefix of the buffer (the
+/// data-parallel buckets') and the experts one suffix (the expert data parallel all-reduce's).
+/// Expert tensors are (E FC1E, C) and (E C, FE) in full; this ep rank holds experts
+/// [expert0, expert0 + E_local) of them, whole (Megatron-Core experts.py). Tied embeddings
 /// share one tensor when the first and last virtual stage are on this rank, and keep a copy on
 /// the last stage otherwise (Megatron-LM's embedding group), initialised to the same values.
 std::vector<ParameterSpec> stage_parameter_specs(const ShardDims& dims, const planner::Plan& plan,

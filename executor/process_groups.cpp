@@ -53,13 +53,19 @@ ProcessGroups::ProcessGroups(const planner::Layout& layout, bool tied_embeddings
   dp_ = split(world, pp * num_tp + tp, dp_cp);
   pp_ = split(world, dp_cp * num_tp + tp, pp);
   cp_ = split(world, (pp * num_dp + dp) * num_tp + tp, cp);
+  // Megatron-Core's expert ranks tp-ep-dp-pp: ep consecutive ranks of the dp x cp group form
+  // an ep group; the ranks at the same ep position form the expert data parallel group.
+  const int num_ep = static_cast<int>(layout.ep);
+  const int num_edp = num_dp * num_cp / num_ep;
+  ep_ = split(world, (pp * num_tp + tp) * num_edp + dp_cp / num_ep, dp_cp % num_ep);
+  expert_dp_ = split(world, (pp * num_tp + tp) * num_ep + dp_cp % num_ep, dp_cp / num_ep);
   const bool embedding_member =
       tied_embeddings && layout.pp > 1 && (pp == 0 || pp == layout.pp - 1);
   embedding_ = split(world, embedding_member ? dp_cp * num_tp + tp : MPI_UNDEFINED, pp);
 }
 
 ProcessGroups::~ProcessGroups() {
-  for (MPI_Comm* comm : {&tp_, &dp_, &pp_, &embedding_, &cp_}) {
+  for (MPI_Comm* comm : {&tp_, &dp_, &pp_, &embedding_, &cp_, &ep_, &expert_dp_}) {
     if (*comm != MPI_COMM_NULL) {
       MPI_Comm_free(comm);
     }
@@ -78,9 +84,10 @@ MPI_Comm ProcessGroups::comm(CommGroup group) const {
       return embedding_;
     case CommGroup::kCp:
       return cp_;
-    case CommGroup::kEp:  // the executor runs no mixture-of-experts model (shard_dims.cpp)
+    case CommGroup::kEp:
+      return ep_;
     case CommGroup::kExpertDp:
-      return MPI_COMM_NULL;
+      return expert_dp_;
   }
   return MPI_COMM_NULL;
 }
@@ -161,6 +168,55 @@ void ProcessGroups::reduce_scatter(CommGroup group, float* out, const float* in,
                                       &request));
   wait(&request, group, "reduce-scatter");
   this->count(CollectiveKind::kReduceScatter, group, n * count * kFloatBytes);
+}
+
+void ProcessGroups::all_gather_counts(CommGroup group, int64_t* out, const int64_t* in,
+                                      int64_t count) {
+  const int n = size(group);
+  if (n <= 1) {
+    std::copy(in, in + count, out);
+    return;
+  }
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Iallgather(in, to_int_count(count), MPI_INT64_T, out, to_int_count(count),
+                           MPI_INT64_T, comm(group), &request));
+  wait(&request, group, "token-count all-gather");
+  this->count(CollectiveKind::kAllGather, group, n * count * 8);
+}
+
+void ProcessGroups::all_reduce_counts(CommGroup group, int64_t* buffer, int64_t count) {
+  if (size(group) <= 1) {
+    return;
+  }
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer, to_int_count(count), MPI_INT64_T, MPI_SUM,
+                           comm(group), &request));
+  wait(&request, group, "token-count all-reduce");
+  this->count(CollectiveKind::kAllReduce, group, count * 8);
+}
+
+void ProcessGroups::all_to_all_v(CommGroup group, float* received,
+                                 const std::vector<int64_t>& recv_rows, const float* sent,
+                                 const std::vector<int64_t>& send_rows, int64_t row_floats) {
+  const int n = size(group);
+  std::vector<int> send_counts(static_cast<size_t>(n)), send_offsets(static_cast<size_t>(n));
+  std::vector<int> recv_counts(static_cast<size_t>(n)), recv_offsets(static_cast<size_t>(n));
+  int64_t send_total = 0;
+  int64_t recv_total = 0;
+  for (size_t r = 0; r < static_cast<size_t>(n); r++) {
+    send_offsets[r] = to_int_count(send_total);
+    send_counts[r] = to_int_count(send_rows[r] * row_floats);
+    send_total += send_rows[r] * row_floats;
+    recv_offsets[r] = to_int_count(recv_total);
+    recv_counts[r] = to_int_count(recv_rows[r] * row_floats);
+    recv_total += recv_rows[r] * row_floats;
+  }
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Ialltoallv(sent, send_counts.data(), send_offsets.data(), MPI_FLOAT, received,
+                           recv_counts.data(), recv_offsets.data(), MPI_FLOAT, comm(group),
+                           &request));
+  wait(&request, group, "all-to-all");
+  this->count(CollectiveKind::kAllToAll, group, send_total * kFloatBytes);
 }
 
 MPI_Request ProcessGroups::iall_reduce_sum(CommGroup group, float* buffer, int64_t count) {

@@ -1,6 +1,7 @@
 #pragma once
 // This rank's MPI process groups, built from the plan's rank placement with MPI_Comm_split
-// (tp, pp, dp, and Megatron-LM's 2-rank embedding group of the first and last pipeline stage),
+// (tp, pp, dp, cp, Megatron-LM's 2-rank embedding group of the first and last pipeline stage,
+// and for mixture-of-experts the ep group and the expert data parallel group),
 // and the collectives the executor issues on them. Every collective counts one call and its
 // message bytes by (kind, group) in nccl-tests' sense of "size": the whole buffer of an all-reduce,
 // the gathered output of an all-gather, the whole input of a reduce-scatter, the payload of a send.
@@ -62,6 +63,19 @@ class ProcessGroups {
   MPI_Request ireduce_scatter_in_place(CommGroup group, float* buffer, int64_t count);
   MPI_Request iall_gather_in_place(CommGroup group, float* buffer, int64_t count);
 
+  /// Mixture-of-experts token counts (int64, as Megatron-Core's routing_map.sum()):
+  /// out (size * count) = every rank's in (count), in rank order; counted as an all-gather of
+  /// size * count * 8 bytes.
+  void all_gather_counts(CommGroup group, int64_t* out, const int64_t* in, int64_t count);
+  /// buffer (count) = the sum over the group, in place; counted as an all-reduce of count * 8 B.
+  void all_reduce_counts(CommGroup group, int64_t* buffer, int64_t count);
+  /// MPI_Alltoallv of rows of `row_floats` floats: send_rows[j] rows of `sent` (in rank order)
+  /// go to rank j, recv_rows[i] rows from rank i land in `received` (in rank order). Counted as
+  /// one all-to-all of this rank's send bytes, sum(send_rows) * row_floats * 4 (nccl-tests'
+  /// alltoall "size": the whole send buffer).
+  void all_to_all_v(CommGroup group, float* received, const std::vector<int64_t>& recv_rows,
+                    const float* sent, const std::vector<int64_t>& send_rows, int64_t row_floats);
+
   /// This rank's index in `group` (0 where it has none).
   int group_rank(CommGroup group) const;
   /// Context-parallel ring step: sends `sent` (count) to the next cp rank and receives the
@@ -100,6 +114,8 @@ class ProcessGroups {
   MPI_Comm dp_ = MPI_COMM_NULL;
   MPI_Comm embedding_ = MPI_COMM_NULL;
   MPI_Comm cp_ = MPI_COMM_NULL;
+  MPI_Comm ep_ = MPI_COMM_NULL;
+  MPI_Comm expert_dp_ = MPI_COMM_NULL;
   static constexpr int kCpRingTag = 7;  // the cp communicator carries nothing else
   TrafficCounts traffic_;
 };

@@ -27,7 +27,7 @@ std::vector<int> cp_positions(int S, int cp, int cp_rank) {
   return positions;
 }
 
-ShardDims make_shard_dims(const planner::Plan& plan, int tp_rank, int cp_rank) {
+ShardDims make_shard_dims(const planner::Plan& plan, int tp_rank, int cp_rank, int ep_rank) {
   const models::TransformerConfig& model = plan.model;
   const planner::Layout& layout = plan.layout;
   ShardDims d;
@@ -51,6 +51,21 @@ ShardDims make_shard_dims(const planner::Plan& plan, int tp_rank, int cp_rank) {
   d.V = static_cast<int>(model.vocab_size / layout.tp);
   d.vocab_start = tp_rank * d.V;
   d.N = d.T * d.B;
+  d.ep = static_cast<int>(layout.ep);
+  d.ep_rank = ep_rank;
+  if (model.is_moe()) {
+    d.E = static_cast<int>(model.num_experts);
+    d.E_local = static_cast<int>(model.num_experts / layout.ep);
+    d.expert0 = ep_rank * d.E_local;
+    d.K = static_cast<int>(model.experts_per_token);
+    d.FE = static_cast<int>(model.expert_ffn_hidden_size);
+    d.FC1E = model.activation == models::Activation::kSwiglu ? 2 * d.FE : d.FE;
+    // Megatron-Core shared_experts.py: one MLP of moe_shared_expert_intermediate_size = S f_s.
+    d.FS = static_cast<int>(model.num_shared_experts * model.shared_expert_ffn_hidden_size);
+    d.FC1S = model.activation == models::Activation::kSwiglu ? 2 * d.FS : d.FS;
+    d.aux_loss_weight = plan.options.moe_aux_loss_coeff * static_cast<double>(layout.micro_batch) /
+                        static_cast<double>(layout.global_batch);
+  }
   d.T_local = d.sequence_parallel ? d.T / d.tp : d.T;
   d.N_local = d.T_local * d.B;
   d.t0 = d.sequence_parallel ? tp_rank * d.T_local : 0;
@@ -92,6 +107,38 @@ void validate_options_for_executor(const planner::Plan& plan, const std::string&
   }
 }
 
+// The mixture-of-experts parts the CPU executor does not build, one InputError naming the field.
+// It runs routed experts (moe_layer.h) with tp 1 and ZeRO 0.
+void validate_moe_for_executor(const planner::Plan& plan, const std::string& source) {
+  const models::TransformerConfig& model = plan.model;
+  const planner::Layout& layout = plan.layout;
+  if (!model.is_moe()) {
+    return;
+  }
+  const auto refuse = [&](const std::string& field, const std::string& what,
+                          const std::string& value) {
+    throw InputError(fmt::format("{}: {}: the CPU executor's mixture-of-experts {} ({})", source,
+                                 field, what, value));
+  };
+  if (layout.tp > 1) {
+    refuse("layout.tp", "runs tp 1 only; expert tensor parallelism is not built",
+           std::to_string(layout.tp));
+  }
+  if (layout.zero > 0) {
+    refuse("layout.zero", "runs ZeRO 0 only; experts are not ZeRO-sharded",
+           std::to_string(layout.zero));
+  }
+  if (model.shared_expert_gate) {
+    refuse("model.shared_expert_gate", "has no shared-expert gate", "true");
+  }
+  if (model.router_score_bias) {
+    refuse("model.router_score_bias", "routes by softmax without a score bias", "true");
+  }
+  if (model.mlp_bias) {
+    refuse("model.mlp_bias", "experts have no biases", "true");
+  }
+}
+
 }  // namespace
 
 void validate_plan_for_executor(const planner::Plan& plan, const std::string& source) {
@@ -108,12 +155,7 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
         "{}: model.positions: the CPU executor implements learned and rope positions ({})", source,
         models::to_string(model.positions)));
   }
-  // Router, expert dispatch (MPI_Alltoallv) and MLA are not implemented in the CPU executor.
-  if (model.is_moe()) {
-    throw InputError(fmt::format(
-        "{}: model.num_experts: the CPU executor does not run mixture-of-experts models ({})",
-        source, model.num_experts));
-  }
+  validate_moe_for_executor(plan, source);
   if (model.is_mla() || model.qk_norm) {
     throw InputError(fmt::format(
         "{}: model.{}: the CPU executor implements standard attention without q/k norms ({})",

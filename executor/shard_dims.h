@@ -22,20 +22,33 @@ struct ShardDims {
   int FC1 = 0;          // first MLP projection columns on this rank: F (gelu), 2F (swiglu)
   int V = 0;            // vocabulary rows on this rank: V / tp
   int vocab_start = 0;  // first token of this rank's vocabulary shard
-  int N = 0;            // rows of a full micro-batch, T B (sequence-first: row t B + b)
-  int N_local = 0;      // rows of the residual stream here: N / tp with sequence parallel, else N
-  int T_local = 0;      // positions of the residual stream here: T / tp or T
-  int t0 = 0;           // first position of this rank's residual rows
+  int E = 0;            // routed experts of an MoE layer (0: dense model), e.g. 4 (tiny-moe)
+  int E_local = 0;      // experts on this ep rank: E / ep
+  int expert0 = 0;      // first expert of this ep rank: ep_rank E_local (Megatron's order)
+  int K = 0;            // experts per token (top-k)
+  int FE = 0;           // expert ffn channels f_e (experts are not tp-sharded here)
+  int FC1E = 0;         // first expert projection columns: FE (gelu), 2 FE (swiglu)
+  int FS = 0;           // shared experts' ffn channels, all of them as one MLP: S f_s (0: none)
+  int FC1S = 0;         // their first projection columns: FS (gelu), 2 FS (swiglu)
+  // Loss weight of one micro-batch's load-balancing loss: moe_aux_loss_coeff micro_batch /
+  // global_batch (Megatron scales it by 1 / m per micro-batch and averages over dp), 0: off.
+  double aux_loss_weight = 0;
+  int N = 0;        // rows of a full micro-batch, T B (sequence-first: row t B + b)
+  int N_local = 0;  // rows of the residual stream here: N / tp with sequence parallel, else N
+  int T_local = 0;  // positions of the residual stream here: T / tp or T
+  int t0 = 0;       // first position of this rank's residual rows
   int tp = 1;
   int tp_rank = 0;
   int cp = 1;
   int cp_rank = 0;
+  int ep = 1;
+  int ep_rank = 0;
   std::vector<int> positions;  // [T] position in the sequence of each local one (cp_positions)
   bool sequence_parallel = false;
   models::TransformerConfig model;
 };
 
-ShardDims make_shard_dims(const planner::Plan& plan, int tp_rank, int cp_rank = 0);
+ShardDims make_shard_dims(const planner::Plan& plan, int tp_rank, int cp_rank = 0, int ep_rank = 0);
 
 /// The S / cp sequence positions cp rank `cp_rank` holds, in order: chunks cp_rank and
 /// 2 cp - 1 - cp_rank of 2 cp equal chunks (Megatron-Core get_batch_on_this_cp_rank, causal
@@ -43,10 +56,12 @@ ShardDims make_shard_dims(const planner::Plan& plan, int tp_rank, int cp_rank = 
 std::vector<int> cp_positions(int S, int cp, int cp_rank);
 
 /// Everything the CPU executor cannot run, as InputError naming the plan file and field:
-/// a precision other than fp32, alibi positions, context parallelism without rope, ZeRO 3 with
-/// interleaved chunks (vpp > 1), tensor-parallel communication overlap, a vocabulary not divisible
-/// by tp, odd head dims with RoPE, sequences longer than the position table, sizes past the
-/// kernels' int range, and any layout check_layout rejects.
+/// a precision other than fp32, alibi positions, the mixture-of-experts parts it does not build
+/// (tp > 1 or ZeRO > 0 with experts, a shared-expert gate, a router score bias,
+/// expert biases), multi-head latent attention and q/k norms, context parallelism without rope,
+/// ZeRO 3 with interleaved chunks (vpp > 1), tensor-parallel communication overlap, a vocabulary
+/// not divisible by tp, odd head dims with RoPE, sequences longer than the position table, sizes
+/// past the kernels' int range, and any layout check_layout rejects.
 void validate_plan_for_executor(const planner::Plan& plan, const std::string& source);
 
 }  // namespace meshplan::executor

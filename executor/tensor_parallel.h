@@ -7,17 +7,26 @@
 // Shape letters: N = T B rows of a micro-batch, N_local = its rows on this rank (N / tp under
 // sequence parallelism, else N), C channels.
 
+#include <vector>
+
 #include "memory_tracker.h"
 #include "process_groups.h"
 #include "shard_dims.h"
 
 namespace meshplan::executor {
 
+/// What the mixture-of-experts layers report over a step (moe_layer.h).
+struct MoeStats {
+  double aux_loss = 0;                 // load-balancing losses, in loss units (weighted)
+  std::vector<int64_t> routed_counts;  // E local token counts per router forward, in call order
+};
+
 /// What the layers need to run on this rank: sizes, groups and the allocator.
 struct RankContext {
   const ShardDims& dims;
   ProcessGroups& groups;
   MemoryTracker& memory;
+  MoeStats* moe = nullptr;  // where the MoE layers report; nullptr: nowhere
 
   Tensor tensor(int64_t size) const { return Tensor(&memory, size); }
 };

@@ -19,17 +19,28 @@ Trainer::Trainer(const planner::Plan& plan, std::shared_ptr<const TokenSource> d
     : plan_(plan),
       groups_(plan.layout, plan.model.tied_embeddings, world, collective_timeout_seconds),
       dims_(make_shard_dims(plan, static_cast<int>(groups_.coords().tp_rank),
-                            static_cast<int>(groups_.coords().cp_rank))),
-      ctx_{dims_, groups_, memory_},
+                            static_cast<int>(groups_.coords().cp_rank),
+                            groups_.group_rank(CommGroup::kEp))),
+      ctx_{dims_, groups_, memory_, &moe_stats_},
       data_(std::move(data)),
       adamw_(adamw) {
   const int stage = this->stage();
   const int vpp = static_cast<int>(plan.layout.vpp);
   specs_ = stage_parameter_specs(dims_, plan_, stage, &chunk_of_spec_);
-  for (const ParameterSpec& spec : specs_) {
-    num_parameters_ += spec.size;
+  for (size_t i = 0; i < specs_.size(); i++) {
+    num_parameters_ += specs_[i].size;
+    if (specs_[i].expert) {
+      num_expert_parameters_ += specs_[i].size;
+    } else {
+      dense_specs_.push_back(specs_[i]);
+      dense_chunk_of_spec_.push_back(chunk_of_spec_[i]);
+    }
   }
-  padded_size_ = planner::dp_buffer_count(plan.layout, num_parameters_);
+  // The dense prefix is what the data-parallel buckets cover; the experts follow it (ZeRO 0
+  // only with experts, so unpadded: validate_plan_for_executor).
+  const int64_t dense_padded =
+      planner::dp_buffer_count(plan.layout, num_parameters_ - num_expert_parameters_);
+  padded_size_ = dense_padded + num_expert_parameters_;
   grads_ = Tensor(&memory_, padded_size_);
   weights_.resize(static_cast<size_t>(vpp));
   grad_views_.resize(static_cast<size_t>(vpp));
@@ -39,8 +50,8 @@ Trainer::Trainer(const planner::Plan& plan, std::shared_ptr<const TokenSource> d
     grad_views_[static_cast<size_t>(c)].layers.resize(static_cast<size_t>(placement.num_layers));
   }
   bind_weights(&grad_views_, grads_.data(), specs_, chunk_of_spec_);
-  sync_ = std::make_unique<GradientSync>(specs_, chunk_of_spec_, vpp, grads_.data(), padded_size_,
-                                         plan_, groups_, memory_);
+  sync_ = std::make_unique<GradientSync>(dense_specs_, dense_chunk_of_spec_, vpp, grads_.data(),
+                                         dense_padded, plan_, groups_, memory_);
   schedule_ = planner::generate_schedule(plan.layout.schedule, plan.layout.pp, plan.layout.vpp,
                                          plan.layout.num_micro_batches());
   check_tag_range(schedule_);
@@ -88,6 +99,7 @@ void Trainer::init_zero3_parameters_(int stage) {
 
 double Trainer::compute_gradients() {
   groups_.reset_traffic();
+  moe_stats_ = MoeStats{};
   std::fill(grads_.data(), grads_.data() + grads_.size(), 0.0f);
   sync_->begin_step();
   if (gather_) {
@@ -118,14 +130,20 @@ double Trainer::compute_gradients() {
       planner::pipeline_scatter_gather(layout, plan_.options)};
   const double loss_sum = run_pipeline_step(step);
   sync_->finish();
+  if (num_expert_parameters_ > 0) {
+    // Megatron-Core reduces expert gradients over the expert data parallel group, once a step.
+    groups_.all_reduce_sum(CommGroup::kExpertDp,
+                           grads_.data() + (padded_size_ - num_expert_parameters_),
+                           num_expert_parameters_);
+  }
   // Monitoring, not model traffic (so not counted): the loss sums of the last stage's tp rank 0
-  // of every dp rank.
-  const double local = groups_.coords().tp_rank == 0 ? loss_sum : 0.0;
-  double total = 0;
+  // of every dp rank, and every rank's part of the load-balancing losses (tp is 1 with experts).
+  const double local[2] = {groups_.coords().tp_rank == 0 ? loss_sum : 0.0, moe_stats_.aux_loss};
+  double total[2] = {0, 0};
   MPI_Request request = MPI_REQUEST_NULL;
-  MPI_CHECK(MPI_Iallreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, groups_.world(), &request));
+  MPI_CHECK(MPI_Iallreduce(local, total, 2, MPI_DOUBLE, MPI_SUM, groups_.world(), &request));
   groups_.wait_world(&request, "the loss all-reduce");
-  return total / static_cast<double>(layout.global_batch * plan_.model.seq_length);
+  return total[0] / static_cast<double>(layout.global_batch * plan_.model.seq_length) + total[1];
 }
 
 StepOutcome Trainer::train_step() {

@@ -54,6 +54,8 @@ class Trainer {
   /// Parameters this rank allocates (without the ZeRO padding).
   int64_t num_parameters() const { return num_parameters_; }
   const std::vector<ParameterSpec>& specs() const { return specs_; }
+  /// The last step's mixture-of-experts report (routing counts, load-balancing loss).
+  const MoeStats& moe_stats() const { return moe_stats_; }
   /// Completes the parameter gathers a step left running (overlap_param_gather): call before
   /// the trainer goes away, or MPI would still write into its freed buffers.
   void wait_pending();
@@ -80,14 +82,18 @@ class Trainer {
   MemoryTracker memory_;
   ProcessGroups groups_;
   ShardDims dims_;
+  MoeStats moe_stats_;
   RankContext ctx_;
   std::shared_ptr<const TokenSource> data_;
   AdamWConfig adamw_;
   std::vector<ParameterSpec> specs_;
   std::vector<int> chunk_of_spec_;
+  std::vector<ParameterSpec> dense_specs_;  // specs_ less the routed experts (a prefix of it)
+  std::vector<int> dense_chunk_of_spec_;
   int64_t num_parameters_ = 0;
-  int64_t padded_size_ = 0;  // planner::dp_buffer_count: a multiple of dp under ZeRO 1-3
-  Tensor params_;            // padded_size_ elements, or this rank's padded_size_ / dp under ZeRO 3
+  int64_t num_expert_parameters_ = 0;  // the buffer's last ones (stage_parameter_specs)
+  int64_t padded_size_ = 0;            // planner::dp_buffer_count: a multiple of dp under ZeRO 1-3
+  Tensor params_;  // padded_size_ elements, or this rank's padded_size_ / dp under ZeRO 3
   Tensor grads_;
   std::vector<ChunkWeights> weights_;
   std::vector<ChunkWeights> grad_views_;

@@ -97,6 +97,12 @@ void layer_forward(float* out, LayerActivations* acts, const float* inp, const L
   norm_activations(ctx, &acts->ln2_out, &acts->ln2_mean, &acts->ln2_rstd);
   norm_forward(norm, acts->ln2_out.data(), acts->ln2_mean.data(), acts->ln2_rstd.data(),
                acts->residual2.data(), w.ln2_w, w.ln2_b, d.N_local, d.C);
+  if (w.router_w != nullptr) {
+    Tensor moe_out = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
+    moe_forward(moe_out.data(), &acts->moe, acts->ln2_out.data(), w, ctx);
+    residual_forward(out, acts->residual2.data(), moe_out.data(), d.N_local * d.C);
+    return;
+  }
   const float* x2 = gather_sequence(ctx, acts->ln2_out.data(), &gathered, d.C);
   acts->fc1_out = ctx.tensor(static_cast<int64_t>(d.N) * d.FC1);
   linear_forward(acts->fc1_out.data(), x2, w.fc1_w, w.fc1_b, d.N, d.C, d.FC1);
@@ -116,19 +122,23 @@ void layer_backward_input(float* dinp, LayerWeights& grads, LayerActivations* ac
   const ShardDims& d = ctx.dims;
   const models::Norm norm = d.model.norm;
   Tensor scratch;
-  // MLP block: out = residual2 + fc2(...) + fc2_b.
+  // MLP block: out = residual2 + fc2(...) + fc2_b, or residual2 + moe(...).
   Tensor d_residual2 = copy_rows(ctx, dout, d.N_local, d.C);
-  bias_rows_backward(grads.fc2_b, dout, d.N_local, d.C);
-  const float* d_fc2 = gather_sequence(ctx, dout, &scratch, d.C);
-  acts->d_fc2 = scratch.empty() ? copy_rows(ctx, d_fc2, d.N, d.C) : std::move(scratch);
-  Tensor d_act = ctx.tensor(static_cast<int64_t>(d.N) * d.F);
-  linear_backward_input(d_act.data(), acts->d_fc2.data(), w.fc2_w, d.N, d.F, d.C);
-  acts->d_fc1 = ctx.tensor(static_cast<int64_t>(d.N) * d.FC1);
-  activation_backward(d, acts->d_fc1.data(), acts->fc1_out.data(), d_act.data());
-  d_act.reset();
   Tensor d_x2 = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
-  linear_backward_input(d_x2.data(), acts->d_fc1.data(), w.fc1_w, d.N, d.C, d.FC1);
-  d_x2 = reduce_partial_sums(ctx, std::move(d_x2), d.C);
+  if (acts->moe.active()) {
+    moe_backward_input(d_x2.data(), &acts->moe, dout, w, ctx);
+  } else {
+    bias_rows_backward(grads.fc2_b, dout, d.N_local, d.C);
+    const float* d_fc2 = gather_sequence(ctx, dout, &scratch, d.C);
+    acts->d_fc2 = scratch.empty() ? copy_rows(ctx, d_fc2, d.N, d.C) : std::move(scratch);
+    Tensor d_act = ctx.tensor(static_cast<int64_t>(d.N) * d.F);
+    linear_backward_input(d_act.data(), acts->d_fc2.data(), w.fc2_w, d.N, d.F, d.C);
+    acts->d_fc1 = ctx.tensor(static_cast<int64_t>(d.N) * d.FC1);
+    activation_backward(d, acts->d_fc1.data(), acts->fc1_out.data(), d_act.data());
+    d_act.reset();
+    linear_backward_input(d_x2.data(), acts->d_fc1.data(), w.fc1_w, d.N, d.C, d.FC1);
+    d_x2 = reduce_partial_sums(ctx, std::move(d_x2), d.C);
+  }
   norm_backward(norm, d_residual2.data(), grads.ln2_w, grads.ln2_b, d_x2.data(),
                 acts->residual2.data(), w.ln2_w, acts->ln2_mean.data(), acts->ln2_rstd.data(),
                 d.N_local, d.C);
@@ -191,6 +201,11 @@ void layer_backward_weight(LayerWeights& grads, LayerActivations* acts, const Ra
   gathered.reset();
   linear_backward_weight<float>(grads.proj_w, nullptr, acts->d_proj.data(), acts->att_out.data(),
                                 d.N, d.NH * d.HS, d.C);
+  if (acts->moe.active()) {
+    moe_backward_weight(grads, &acts->moe, acts->ln2_out.data(), ctx);
+    *acts = LayerActivations{};
+    return;
+  }
   const float* x2 = gather_sequence(ctx, acts->ln2_out.data(), &gathered, d.C);
   linear_backward_weight(grads.fc1_w, grads.fc1_b, acts->d_fc1.data(), x2, d.N, d.C, d.FC1);
   gathered.reset();

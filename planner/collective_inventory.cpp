@@ -12,6 +12,9 @@ namespace meshplan::planner {
 
 namespace {
 
+// Megatron-Core counts routed tokens in int64 (routing_map.sum() of a bool tensor).
+constexpr int64_t kTokenCountBytes = 8;
+
 class Inventory {
  public:
   Inventory(const models::ClusterConfig& cluster, const Layout& layout)
@@ -175,11 +178,13 @@ void add_data_parallel(Inventory& inventory, const models::TransformerConfig& mo
 }
 
 // Mixture-of-experts: the token dispatch and combine all-to-alls over the ep group (two per MoE
-// layer forward, two backward, two more for a full recompute; moe_cost.cpp), and the expert
-// gradients' reduction over the expert data parallel group, once a step.
+// layer forward, two backward, two more for a full recompute; moe_cost.cpp), the dispatcher's
+// token-count all-gather before each forward dispatch, the router's token-count all-reduce for
+// the load-balancing loss, and the expert gradients' reduction over the expert data parallel
+// group, once a step.
 void add_mixture_of_experts(Inventory& inventory, const models::TransformerConfig& model,
                             const models::ClusterConfig& cluster, const Layout& layout,
-                            int64_t stage) {
+                            const PlanOptions& options, int64_t stage) {
   int64_t moe_layers = 0;
   for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
     moe_layers += chunk_layers(model, layout, stage, chunk).num_moe(model);
@@ -193,6 +198,21 @@ void add_mixture_of_experts(Inventory& inventory, const models::TransformerConfi
                   2 * moe_layers * m * (full ? 2 : 1));
     inventory.add(stage, "ep: MoE token dispatch and combine all-to-alls (backward)",
                   CollectiveKind::kAllToAll, CommGroup::kEp, layout.ep, bytes, 2 * moe_layers * m);
+    // token_dispatcher.py MoEAlltoAllTokenDispatcher.preprocess: every rank's E token counts
+    // (int64, routing_map.sum(dim=0)) gathered over the tp x ep group (tp 1 in the executor;
+    // meshplan files it under ep) before each forward dispatch; the backward reuses them.
+    inventory.add(stage, "ep: MoE token-count all-gather (dispatch preprocess)",
+                  CollectiveKind::kAllGather, CommGroup::kEp, layout.ep,
+                  layout.ep * model.num_experts * kTokenCountBytes,
+                  moe_layers * m * (full ? 2 : 1));
+  }
+  if (options.moe_aux_loss_coeff > 0 && layout.tp * layout.cp > 1) {
+    // router.py _apply_aux_loss: the E token counts summed over the tp x cp ranks sharing the
+    // sequences, each forward (meshplan files the group under cp, or tp when cp is 1).
+    inventory.add(stage, "cp: MoE router token-count all-reduce (load-balancing loss)",
+                  CollectiveKind::kAllReduce, layout.cp > 1 ? CommGroup::kCp : CommGroup::kTp,
+                  layout.tp * layout.cp, model.num_experts * kTokenCountBytes,
+                  moe_layers * m * (full ? 2 : 1));
   }
   const int64_t edp = expert_data_parallel(layout);
   const int64_t expert_bytes =
@@ -248,7 +268,7 @@ std::vector<CollectiveTraffic> collective_inventory(const models::TransformerCon
       }
     }
     add_data_parallel(inventory, model, cluster, layout, options, stage);
-    add_mixture_of_experts(inventory, model, cluster, layout, stage);
+    add_mixture_of_experts(inventory, model, cluster, layout, options, stage);
   }
   return inventory.take();
 }

@@ -49,7 +49,7 @@ constexpr std::array<std::string_view, 14> kLayoutFields = {"tp",           "pp"
                                                             "zero",         "schedule",
                                                             "placement",    "cp",
                                                             "stage_layers", "ep"};
-constexpr std::array<std::string_view, 11> kOptionsFields = {"flash_attention",
+constexpr std::array<std::string_view, 12> kOptionsFields = {"flash_attention",
                                                              "overlap_grad_reduce",
                                                              "overlap_param_gather",
                                                              "overlap_tp_comm",
@@ -59,7 +59,8 @@ constexpr std::array<std::string_view, 11> kOptionsFields = {"flash_attention",
                                                              "framework",
                                                              "cp_comm",
                                                              "precision",
-                                                             "moe_load_imbalance"};
+                                                             "moe_load_imbalance",
+                                                             "moe_aux_loss_coeff"};
 
 // Bounds that catch typos and unit mistakes before any product of them is formed (a plan file
 // with global_batch 1e12 made explain allocate gigabytes and never finish):
@@ -157,6 +158,14 @@ void check_moe_load_imbalance(double factor, const std::string& field) {
   }
 }
 
+void check_moe_aux_loss_coeff(double coefficient, const std::string& field) {
+  // Published coefficients are 1e-4 (DeepSeek-V3's sequence-wise loss) to 0.02 (Mixtral's
+  // router_aux_loss_coef); past 1 the balancing term outweighs the language-model loss.
+  if (!(coefficient >= 0.0 && coefficient <= 1.0)) {
+    throw InputError(fmt::format("{}: must be in [0, 1] ({})", field, coefficient));
+  }
+}
+
 nlohmann::json options_to_json(const PlanOptions& options) {
   nlohmann::json json = {{"flash_attention", options.flash_attention},
                          {"overlap_grad_reduce", options.overlap_grad_reduce},
@@ -172,6 +181,9 @@ nlohmann::json options_to_json(const PlanOptions& options) {
   }
   if (options.gemm_precision != GemmPrecision::kBf16) {  // omitted for bf16 (plan-format.md)
     json["precision"] = to_string(options.gemm_precision);
+  }
+  if (options.moe_aux_loss_coeff != 0) {  // omitted at the default, 0 (off)
+    json["moe_aux_loss_coeff"] = options.moe_aux_loss_coeff;
   }
   return json;
 }
@@ -206,6 +218,10 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
     options.moe_load_imbalance = require_number(json, "moe_load_imbalance", where);
   }
   check_moe_load_imbalance(options.moe_load_imbalance, where + ": moe_load_imbalance");
+  if (json.contains("moe_aux_loss_coeff")) {  // optional: absent means 0 (off)
+    options.moe_aux_loss_coeff = require_number(json, "moe_aux_loss_coeff", where);
+  }
+  check_moe_aux_loss_coeff(options.moe_aux_loss_coeff, where + ": moe_aux_loss_coeff");
   // Optional in plan files too: those written before the key were planned for Megatron-LM.
   if (json.contains("framework")) {
     options.framework =

@@ -311,6 +311,8 @@ plan_row "--ep 4 on dp 2" "ep must divide dp*cp: experts are split over data- an
   --model tiny-moe --cluster local-cpu --gpus 2 --tp 1 --pp 1 --ep 4
 plan_row "--moe-load-imbalance 0.5" "--moe-load-imbalance: must be in [1, 64] (0.5)" \
   --model tiny-moe --cluster local-cpu --gpus 2 --moe-load-imbalance 0.5
+plan_row "--moe-aux-loss-coeff 2" "--moe-aux-loss-coeff: must be in [0, 1] (2)" \
+  --model tiny-moe --cluster local-cpu --gpus 2 --moe-aux-loss-coeff 2
 plan_row "--bucket-mb 0" "--bucket-mb: must be in (0, 1e6] (0)" \
   --model tiny --cluster local-cpu --gpus 2 --bucket-mb 0
 row "simulate: --bucket-mb -5" 2 "--bucket-mb: must be positive (-5)" \

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "meshplan/cost_model.h"
 #include "shard_dims.h"
@@ -52,16 +53,17 @@ RunResult train(const planner::Plan& plan, MPI_Comm comm) {
   return result;
 }
 
-// The single-process run of `model`, once per model and micro-batch size.
-const RunResult& reference(const models::TransformerConfig& model, int64_t micro_batch) {
-  static std::map<std::pair<std::string, int64_t>, RunResult> cache;
-  const auto key = std::make_pair(model.name, micro_batch);
+// The single-process run of `model`, once per model, micro-batch size and load-balancing loss
+// coefficient (the one option that changes the model's loss).
+const RunResult& reference(const models::TransformerConfig& model, int64_t micro_batch,
+                           double aux_loss_coeff) {
+  static std::map<std::tuple<std::string, int64_t, double>, RunResult> cache;
+  const auto key = std::make_tuple(model.name, micro_batch, aux_loss_coeff);
   auto it = cache.find(key);
   if (it == cache.end()) {
-    it = cache
-             .emplace(key, train(testing::make_plan(model, make_layout(1, 1, 1, micro_batch)),
-                                 MPI_COMM_SELF))
-             .first;
+    planner::Plan plan = testing::make_plan(model, make_layout(1, 1, 1, micro_batch));
+    plan.options.moe_aux_loss_coeff = aux_loss_coeff;
+    it = cache.emplace(key, train(plan, MPI_COMM_SELF)).first;
   }
   return it->second;
 }
@@ -72,7 +74,8 @@ void check_equivalent(const models::TransformerConfig& model, const planner::Lay
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   REQUIRE(world_size == layout.num_gpus());
   const bool root = world_rank_of(MPI_COMM_WORLD) == 0;
-  const RunResult* expected = root ? &reference(model, layout.micro_batch) : nullptr;
+  const RunResult* expected =
+      root ? &reference(model, layout.micro_batch, options.moe_aux_loss_coeff) : nullptr;
   planner::Plan plan = testing::make_plan(model, layout);
   plan.options = options;
   const RunResult actual = train(plan, MPI_COMM_WORLD);
@@ -260,6 +263,70 @@ TEST_SUITE("mpi2") {
     layout.sequence_parallel = true;
     layout.recompute = Recompute::kFull;
     check_equivalent(tiny_gpt2(), layout);
+  }
+}
+
+// tiny-moe: 4 layers (1 dense, 3 MoE of 4 SwiGLU experts, top-2), with the load-balancing
+// loss on at Mixtral's Hugging Face coefficient (router_aux_loss_coef 0.02), so its gradient
+// through the router is part of what must match.
+const models::TransformerConfig& tiny_moe() {
+  static const models::TransformerConfig model = models::load_model("tiny-moe");
+  return model;
+}
+
+// tiny-moe with one shared expert of 96 (DeepSeek-V3's and Qwen2-MoE's always-active expert).
+const models::TransformerConfig& tiny_moe_shared() {
+  static const models::TransformerConfig model = [] {
+    models::TransformerConfig m = models::load_model("tiny-moe");
+    m.name = "tiny-moe-shared";
+    m.num_shared_experts = 1;
+    m.shared_expert_ffn_hidden_size = 96;
+    return m;
+  }();
+  return model;
+}
+
+planner::PlanOptions moe_options() {
+  planner::PlanOptions options;
+  options.moe_aux_loss_coeff = 0.02;
+  return options;
+}
+
+planner::Layout with_ep(planner::Layout layout, int64_t ep) {
+  layout.ep = ep;
+  return layout;
+}
+
+TEST_SUITE("mpi2") {
+  TEST_CASE("ep2 (tiny-moe, all-to-all dispatch, load-balancing loss) equals one process") {
+    check_equivalent(tiny_moe(), with_ep(make_layout(1, 1, 2), 2), moe_options());
+  }
+  TEST_CASE(
+      "tiny-moe: ep2 without the loss, ep2 with full recompute, pp2 zb-h1 equal one process") {
+    check_equivalent(tiny_moe(), with_ep(make_layout(1, 1, 2), 2));
+    planner::Layout recompute = with_ep(make_layout(1, 1, 2), 2);
+    recompute.recompute = Recompute::kFull;
+    check_equivalent(tiny_moe(), recompute, moe_options());
+    check_equivalent(tiny_moe(), with(make_layout(1, 2, 1), ScheduleKind::kZbH1), moe_options());
+  }
+}
+
+TEST_SUITE("mpi4") {
+  TEST_CASE("ep2 x dp2 (expert data parallel 2) equals one process, and with a shared expert") {
+    check_equivalent(tiny_moe(), with_ep(make_layout(1, 1, 4), 2), moe_options());
+    check_equivalent(tiny_moe_shared(), with_ep(make_layout(1, 1, 4), 2), moe_options());
+  }
+  TEST_CASE("ep2 x pp2 (1f1b, and interleaved vpp2) equals one process") {
+    check_equivalent(tiny_moe(), with_ep(make_layout(1, 2, 2), 2), moe_options());
+    check_equivalent(tiny_moe(),
+                     with_ep(with(make_layout(1, 2, 2), ScheduleKind::kInterleaved, 2), 2),
+                     moe_options());
+  }
+}
+
+TEST_SUITE("mpi8") {
+  TEST_CASE("cp2 x ep2 x pp2 (ep over the cp ranks) equals one process") {
+    check_equivalent(tiny_moe(), with_ep(with_cp(make_layout(1, 2, 2), 2), 2), moe_options());
   }
 }
 

@@ -1,7 +1,7 @@
 # CLI tests of `meshplan execute` under real mpirun, run by ctest as
 #   cmake -DMODE=<mode> -DMESHPLAN=<binary> -DMPIEXEC=<mpirun> -DMPIRUN_FLAGS=<;-list>
 #         -DWORK_DIR=<scratch> -DSOURCE_DIR=<repo> -P execute_cli_test.cmake
-# Modes: headline, run, resume, resume_zero3, world_size, malformed, kill_rank, hang_rank,
+# Modes: headline, moe, run, resume, resume_zero3, world_size, malformed, kill_rank, hang_rank,
 # checkpoint_keep, checkpoint_refuse, checkpoint_corrupt, resume_no_interval, output_paths. Each
 # fails with a message on the first unmet expectation.
 
@@ -78,6 +78,43 @@ if(MODE STREQUAL "headline")
   endif()
   string(REGEX MATCH "# layout [^\n]*" layout "${headline_out}")
   message(STATUS "headline: ${layout}: ${matched} of ${entries} entries match")
+elseif(MODE STREQUAL "moe")
+  # A mixture-of-experts plan end to end: tiny-moe, pp 2 x dp 2 with ep 2 and the load-balancing
+  # loss (the option travels in the plan file). Every collective's calls equal the planner's; the
+  # bytes too, except the all-to-alls', which follow the actual routing (the planner's are the
+  # balanced figure), one row per stage.
+  execute_process(COMMAND ${MESHPLAN} plan --model tiny-moe --cluster local-cpu --gpus 4 --tp 1
+                          --pp 2 --dp 2 --ep 2 --zero 0 --moe-aux-loss-coeff 0.02
+                          --save-plan p.json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  WORKING_DIRECTORY ${WORK_DIR})
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "meshplan plan failed (${rc}): ${err}")
+  endif()
+  file(READ ${WORK_DIR}/p.json plan_text)
+  if(NOT plan_text MATCHES "\"moe_aux_loss_coeff\": 0.02")
+    message(FATAL_ERROR "moe: the plan file lacks moe_aux_loss_coeff:\n${plan_text}")
+  endif()
+  execute(moe 4 p.json --steps 3)
+  expect_success(moe)
+  string(REGEX MATCHALL "all_to_all +ep +[0-9]+ +[0-9]+" rows "${moe_out}")
+  list(LENGTH rows num_rows)
+  if(NOT num_rows EQUAL 2)
+    message(FATAL_ERROR "moe: expected an all-to-all row per stage:\n${moe_out}")
+  endif()
+  foreach(row ${rows})
+    string(REGEX MATCH "([0-9]+) +([0-9]+)$" calls "${row}")
+    if(NOT CMAKE_MATCH_1 EQUAL CMAKE_MATCH_2)
+      message(FATAL_ERROR "moe: all-to-all calls differ from the planner's: ${row}")
+    endif()
+  endforeach()
+  if(NOT moe_out MATCHES "# collective calls and bytes: ([0-9]+) of ([0-9]+) ")
+    message(FATAL_ERROR "moe: no collective summary:\n${moe_out}")
+  endif()
+  math(EXPR others "${CMAKE_MATCH_2} - 2")
+  if(CMAKE_MATCH_1 LESS others)
+    message(FATAL_ERROR "moe: entries other than the all-to-alls differ:\n${moe_out}")
+  endif()
 elseif(MODE STREQUAL "run")
   # The issue's command with ZeRO 0 and --json: plan for 8 ranks with tp 2 x pp 2, execute it.
   make_plan(${WORK_DIR}/plan.json --gpus 8 --tp 2 --pp 2 --zero 0)

@@ -55,6 +55,33 @@ TEST_CASE("each stage allocates planner::stage_parameter_count parameters") {
   }
 }
 
+TEST_CASE("tiny-moe: each stage and ep rank allocates planner::stage_parameter_count") {
+  const models::TransformerConfig model = models::load_model("tiny-moe");
+  for (int64_t pp : {1, 2}) {
+    for (int64_t ep : {1, 2, 4}) {
+      planner::Layout layout = make_layout(1, pp, 4);
+      layout.ep = ep;
+      const planner::Plan plan = make_plan(model, layout);
+      for (int stage = 0; stage < pp; stage++) {
+        CAPTURE(planner::describe(layout));
+        CAPTURE(stage);
+        int64_t expert_elements = 0;  // over the ep ranks: every expert exactly once
+        for (int ep_rank = 0; ep_rank < ep; ep_rank++) {
+          std::vector<int> chunk_of;
+          int64_t total = 0;
+          for (const ParameterSpec& spec : stage_parameter_specs(
+                   make_shard_dims(plan, 0, 0, ep_rank), plan, stage, &chunk_of)) {
+            total += spec.size;
+            expert_elements += spec.expert ? spec.size : 0;
+          }
+          CHECK(total == planner::stage_parameter_count(model, layout, stage));
+        }
+        CHECK(expert_elements == ep * planner::stage_expert_parameter_count(model, layout, stage));
+      }
+    }
+  }
+}
+
 TEST_CASE("the single-rank tiny model has the preset's published parameter count") {
   // models::count_parameters counts the full model independently of the executor.
   const models::TransformerConfig tiny = models::load_model("tiny");

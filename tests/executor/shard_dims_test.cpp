@@ -37,10 +37,44 @@ TEST_CASE("the executor rejects what it cannot run, naming the field") {
   CHECK(rejection(alibi) ==
         "p.json: model.positions: the CPU executor implements learned and rope positions (alibi)");
 
+  // Mixture-of-experts runs (tp 1, ZeRO 0, routed experts); what is not built is named.
   planner::Plan moe = tiny_plan(make_layout(1, 1, 1));
   moe.model = models::load_model("tiny-moe");
-  CHECK(rejection(moe) ==
-        "p.json: model.num_experts: the CPU executor does not run mixture-of-experts models (4)");
+  CHECK(rejection(moe) == "");
+  planner::Plan moe_tp = moe;
+  moe_tp.layout = make_layout(2, 1, 1);
+  moe_tp.layout.sequence_parallel = true;
+  moe_tp.num_gpus = 2;
+  CHECK(rejection(moe_tp) ==
+        "p.json: layout.tp: the CPU executor's mixture-of-experts runs tp 1 only; expert tensor "
+        "parallelism is not built (2)");
+  planner::Plan moe_zero = tiny_plan(make_layout(1, 1, 2));
+  moe_zero.model = moe.model;
+  moe_zero.layout.zero = 1;
+  CHECK(rejection(moe_zero) ==
+        "p.json: layout.zero: the CPU executor's mixture-of-experts runs ZeRO 0 only; experts "
+        "are not ZeRO-sharded (1)");
+  planner::Plan moe_shared = moe;
+  moe_shared.model.num_shared_experts = 1;
+  moe_shared.model.shared_expert_ffn_hidden_size = 96;
+  CHECK(rejection(moe_shared) == "");
+  moe_shared.model.shared_expert_gate = true;
+  CHECK(rejection(moe_shared) ==
+        "p.json: model.shared_expert_gate: the CPU executor's mixture-of-experts has no "
+        "shared-expert gate (true)");
+  planner::Plan moe_bias = moe;
+  moe_bias.model.router_score_bias = true;
+  CHECK(rejection(moe_bias) ==
+        "p.json: model.router_score_bias: the CPU executor's mixture-of-experts routes by "
+        "softmax without a score bias (true)");
+  planner::Plan mla = moe;
+  mla.model = models::load_model("deepseek-v3");
+  mla.model.num_shared_experts = 0;
+  mla.model.shared_expert_ffn_hidden_size = 0;
+  mla.model.router_score_bias = false;
+  CHECK(rejection(mla) ==
+        "p.json: model.kv_lora_rank: the CPU executor implements standard attention without q/k "
+        "norms (512)");
   planner::Plan qk_norm = plan;
   qk_norm.model.qk_norm = true;
   CHECK(rejection(qk_norm) ==

@@ -73,4 +73,16 @@ inline models::TransformerConfig small_llama_model() {
   return m;
 }
 
+/// small_llama_model with mixture-of-experts blocks as tiny-moe has them: layer 0 dense, layer 1
+/// of 4 experts of ffn 8, top-2.
+inline models::TransformerConfig small_moe_model() {
+  models::TransformerConfig m = small_llama_model();
+  m.name = "small-moe";
+  m.num_experts = 4;
+  m.experts_per_token = 2;
+  m.expert_ffn_hidden_size = 8;
+  m.first_dense_layers = 1;
+  return m;
+}
+
 }  // namespace meshplan::executor::testing

@@ -123,6 +123,31 @@ TEST_CASE("tiny-moe: dispatch and combine all-to-alls in the inventory, on the e
     ep_seconds += chunk.forward_ep_comm_seconds + chunk.backward_ep_comm_seconds;
   }
   CHECK(ep_seconds == doctest::Approx(4 * 3 * forward->seconds_per_call));
+  // Megatron's dispatcher gathers every ep rank's E int64 token counts before each forward
+  // dispatch: 2 ranks x 4 experts x 8 B = 64 B, once per MoE layer and micro-batch (3 x 2).
+  const CollectiveTraffic* counts =
+      find(estimate.collectives, "ep: MoE token-count all-gather (dispatch preprocess)");
+  REQUIRE(counts != nullptr);
+  CHECK(counts->kind == CollectiveKind::kAllGather);
+  CHECK(counts->group == CommGroup::kEp);
+  CHECK(counts->message_bytes == 64);
+  CHECK(counts->calls_per_step == 6);
+}
+
+TEST_CASE("tiny-moe: the load-balancing loss all-reduces token counts over cp when it is on") {
+  Layout layout = with_ep(make_layout(1, 1, 1, 1, 4), 2);
+  layout.cp = 2;  // m = 4 micro-batches
+  const char* what = "cp: MoE router token-count all-reduce (load-balancing loss)";
+  CHECK(find(estimate_plan(tiny_moe(), local_cpu(), layout).collectives, what) == nullptr);
+  PlanOptions options;
+  options.moe_aux_loss_coeff = 0.01;
+  const PlanEstimate estimate = estimate_plan(tiny_moe(), local_cpu(), layout, options);
+  const CollectiveTraffic* counts = find(estimate.collectives, what);
+  REQUIRE(counts != nullptr);
+  CHECK(counts->kind == CollectiveKind::kAllReduce);
+  CHECK(counts->group == CommGroup::kCp);
+  CHECK(counts->message_bytes == 4 * 8);   // E int64 counts
+  CHECK(counts->calls_per_step == 3 * 4);  // each MoE layer's forward, 4 micro-batches
 }
 
 TEST_CASE("tiny-moe: expert gradients reduce over dp / ep; ZeRO shards them there") {

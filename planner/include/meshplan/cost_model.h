@@ -72,6 +72,11 @@ struct PlanOptions {
   // balancing loss); it multiplies the routed experts' GEMM time (the all-to-all stays at the
   // balanced volume). Not a measured figure: an explicit what-if.
   double moe_load_imbalance = 1.0;
+  // Coefficient of the router's auxiliary load-balancing loss (Megatron-LM --moe-aux-loss-coeff,
+  // default 0: off; Mixtral's Hugging Face config router_aux_loss_coef 0.02). Above 0, each MoE
+  // layer's router all-reduces its token counts over the tp x cp ranks that share a sequence
+  // (Megatron-Core router.py _apply_aux_loss) before the loss.
+  double moe_aux_loss_coeff = 0.0;
   // Context-parallel attention communication (only read when the layout's cp > 1).
   CpComm cp_comm = CpComm::kP2p;
   GemmPrecision gemm_precision = GemmPrecision::kBf16;  // --precision
@@ -292,7 +297,11 @@ int64_t stage_expert_parameter_count(const models::TransformerConfig& model, con
 
 /// Bytes one rank sends in one MoE all-to-all (token dispatch or combine) of one micro-batch:
 /// its T / sp tokens, each to k experts, h elements of e bytes (Megatron's alltoall token
-/// dispatcher; dropless). (ep - 1) / ep of it leaves the rank.
+/// dispatcher; dropless). (ep - 1) / ep of it leaves the rank. Exact for the forward dispatch
+/// and the combine's backward (every token goes to k experts whatever the routing); the combine
+/// and the dispatch's backward send back the rows this rank's experts received, which is this
+/// balanced figure only on average over the ep group (the group's sum is always ep times it).
+/// moe_load_imbalance scales the experts' GEMMs, not these bytes.
 int64_t moe_all_to_all_bytes(const models::TransformerConfig& model,
                              const models::ClusterConfig& cluster, const Layout& layout);
 

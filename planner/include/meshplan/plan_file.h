@@ -58,6 +58,9 @@ nlohmann::json options_to_json(const PlanOptions& options);
 /// Throws InputError "<field>: must be in [1, 64] (<factor>)" for a load-imbalance factor
 /// outside that range (PlanOptions::moe_load_imbalance).
 void check_moe_load_imbalance(double factor, const std::string& field);
+/// Throws InputError "<field>: must be in [0, 1] (<value>)" for a load-balancing loss
+/// coefficient outside that range (PlanOptions::moe_aux_loss_coeff).
+void check_moe_aux_loss_coeff(double coefficient, const std::string& field);
 PlanOptions options_from_json(const nlohmann::json& json, const std::string& source,
                               const PlanOptions* defaults = nullptr);
 
