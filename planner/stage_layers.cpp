@@ -61,16 +61,23 @@ LayerRange stage_layer_range(const models::TransformerConfig& model, const Layou
     const int64_t v = virtual_stage(layout.pp, stage, chunk);
     return {v * per_chunk, (v + 1) * per_chunk};
   }
-  if (!divisible_by_vpp(layout.stage_layers, layout.vpp)) {
-    // Accounted split (check_stage_layers admitted it): virtual stage v starts after v chunks of
-    // L / vpp slots, less the embedding's slot when v > 0 (transformer_layer.py
-    // get_transformer_layer_offset: "offset -= 1" off the first stage).
-    const AccountedSplit split = *accounted_split(layout.stage_layers, layout.vpp);
+  // check_stage_layers admitted either every count divisible by vpp or the accounted form,
+  // whose short first (embedding) or last (loss) stage holds L - 1 with L % vpp == 0: a first
+  // or last count vpp does not divide marks it (O(1): this runs for every chunk of every
+  // layout the search costs).
+  const int64_t front = layout.stage_layers.front();
+  const bool embedding = front % layout.vpp != 0;
+  const bool loss = layout.stage_layers.back() % layout.vpp != 0;
+  if (embedding || loss) {
+    // Virtual stage v starts after v chunks of L / vpp slots, less the embedding's slot when
+    // v > 0 (transformer_layer.py get_transformer_layer_offset: "offset -= 1" off the first
+    // stage).
+    const int64_t per_chunk = (embedding ? front + 1 : front) / layout.vpp;
     const int64_t v = virtual_stage(layout.pp, stage, chunk);
-    const int64_t first = v * split.per_chunk - (split.embedding && v > 0 ? 1 : 0);
-    const bool has_embedding = split.embedding && v == 0;
-    const bool has_loss = split.loss && v == layout.pp * layout.vpp - 1;
-    return {first, first + split.per_chunk - (has_embedding ? 1 : 0) - (has_loss ? 1 : 0)};
+    const int64_t first = v * per_chunk - (embedding && v > 0 ? 1 : 0);
+    const bool has_embedding = embedding && v == 0;
+    const bool has_loss = loss && v == layout.pp * layout.vpp - 1;
+    return {first, first + per_chunk - (has_embedding ? 1 : 0) - (has_loss ? 1 : 0)};
   }
   // Megatron-Core transformer_layer.py get_transformer_layer_offset (uneven, interleaved):
   // chunk c of stage s holds n_s / vpp layers after c rounds of l / vpp layers and the chunks
