@@ -104,11 +104,15 @@ std::vector<std::pair<ScheduleKind, int64_t>> schedule_choices(
     }
     std::vector<int64_t> vpps;
     for (const std::vector<int64_t>& split : splits) {
-      // Divisors of the common count (every stage divisible), or of the largest stage's count
-      // (the embedding/loss-accounted form), as split_allows_vpp admits them.
+      // Divisors of the common count (every stage divisible), or of the slots per stage L of
+      // the embedding/loss-accounted form (the largest count, or one more when both of pp 2's
+      // stages are short), as split_allows_vpp admits them.
       const int64_t most =
           split.empty() ? model.num_layers / pp : *std::max_element(split.begin(), split.end());
-      for (int64_t vpp : divisors(std::max<int64_t>(most, 1))) {
+      std::vector<int64_t> candidates = divisors(std::max<int64_t>(most, 1));
+      const std::vector<int64_t> one_more = divisors(most + 1);
+      candidates.insert(candidates.end(), one_more.begin(), one_more.end());
+      for (int64_t vpp : candidates) {
         if (split_allows_vpp(split, model.num_layers, pp, vpp) &&
             std::find(vpps.begin(), vpps.end(), vpp) == vpps.end()) {
           vpps.push_back(vpp);

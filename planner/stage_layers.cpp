@@ -32,7 +32,9 @@ std::optional<AccountedSplit> accounted_split(const std::vector<int64_t>& layers
   if (layers.size() < 2) {
     return std::nullopt;
   }
-  const int64_t slots = *std::max_element(layers.begin(), layers.end());
+  // L is the middle stages' count; with pp 2 (no middle) two equal counts are both short.
+  const bool two_equal = layers.size() == 2 && layers.front() == layers.back();
+  const int64_t slots = *std::max_element(layers.begin(), layers.end()) + (two_equal ? 1 : 0);
   AccountedSplit split;
   split.embedding = layers.front() == slots - 1;
   split.loss = layers.back() == slots - 1;

@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -51,16 +50,18 @@ void add_stage_layer_flags(const planner::Plan& plan, Flags& flags) {
 // arguments.py derives vpp = (l + accounted) / pp / that; transformer_block.py
 // get_num_layers_to_build then builds one layer less in the first / last chunk.
 void add_accounted_split_flags(const planner::Plan& plan, Flags& flags) {
+  // The short ends are the counts vpp does not divide (L - 1 with L % vpp == 0).
   const std::vector<int64_t>& stages = plan.layout.stage_layers;
-  const int64_t slots = *std::max_element(stages.begin(), stages.end());
-  if (stages.front() < slots) {
+  const int64_t vpp = plan.layout.vpp;
+  const bool embedding = stages.front() % vpp != 0;
+  if (embedding) {
     flags.push_back({"--account-for-embedding-in-pipeline-split", ""});
   }
-  if (stages.back() < slots) {
+  if (stages.back() % vpp != 0) {
     flags.push_back({"--account-for-loss-in-pipeline-split", ""});
   }
-  flags.push_back(
-      {"--num-layers-per-virtual-pipeline-stage", std::to_string(slots / plan.layout.vpp)});
+  const int64_t slots = stages.front() + (embedding ? 1 : 0);
+  flags.push_back({"--num-layers-per-virtual-pipeline-stage", std::to_string(slots / vpp)});
 }
 
 // Parallel sizes, schedule, recompute, data-parallel sharding and overlaps.

@@ -187,6 +187,19 @@ TEST_CASE("stage_layer_range: Megatron-Core's embedding/loss-accounted split int
   CHECK_FALSE(split_allows_vpp(split, 126, 16, 3));
   CHECK_FALSE(split_allows_vpp({6, 8, 8, 6}, 28, 4, 4));  // 6 = 8 - 2: not one slot short
   CHECK(split_allows_vpp({6, 8, 8, 6}, 28, 4, 2));        // every count divisible by 2
+  // pp 2 has no middle stage: 2/2 with vpp 3 is both ends short of L = 3, (4 + 2) / (2 x 3) = 1
+  // slot per chunk: virtual stages E, 0, 1, 2, 3, L.
+  CHECK(is_accounted_split({2, 2}, 3));
+  Layout two = split_layout(2, {2, 2});
+  two.vpp = 3;
+  const models::TransformerConfig four = tiny_llama(4);
+  CHECK(stage_layer_range(four, two, 0, 0).count() == 0);
+  CHECK(stage_layer_range(four, two, 1, 0).first == 0);
+  CHECK(stage_layer_range(four, two, 0, 1).first == 1);
+  CHECK(stage_layer_range(four, two, 1, 1).first == 2);
+  CHECK(stage_layer_range(four, two, 0, 2).first == 3);
+  CHECK(stage_layer_range(four, two, 0, 2).end == 4);
+  CHECK(stage_layer_range(four, two, 1, 2).count() == 0);
 }
 
 TEST_CASE("estimate_plan: accounted chunks carry the embedding and the loss alone") {
