@@ -20,33 +20,21 @@ namespace {
 // layer less (Llama 3, Sec. 3.3.2: "the first model chunk on the first stage has only the
 // embedding, and the last model chunk on the last stage has only output projection and loss
 // calculation" at one layer per chunk).
-struct AccountedSplit {
-  bool embedding = false;  // stage 0 holds L - 1 layers
-  bool loss = false;       // the last stage holds L - 1 layers
-  int64_t per_chunk = 0;   // L / vpp slots
-};
-
-// The accounted form of `layers` for vpp chunks, or nullopt when `layers` is not one (every
-// stage L layers except a first and/or last stage of L - 1, with L divisible by vpp).
-std::optional<AccountedSplit> accounted_split(const std::vector<int64_t>& layers, int64_t vpp) {
+// Whether `layers` is the accounted form for vpp chunks: every stage L layers except a first
+// and/or last stage of L - 1 (at least one of them), with L divisible by vpp.
+bool accounted_split(const std::vector<int64_t>& layers, int64_t vpp) {
   if (layers.size() < 2) {
-    return std::nullopt;
+    return false;
   }
   // L is the middle stages' count; with pp 2 (no middle) two equal counts are both short.
   const bool two_equal = layers.size() == 2 && layers.front() == layers.back();
   const int64_t slots = *std::max_element(layers.begin(), layers.end()) + (two_equal ? 1 : 0);
-  AccountedSplit split;
-  split.embedding = layers.front() == slots - 1;
-  split.loss = layers.back() == slots - 1;
+  const bool embedding = layers.front() == slots - 1;
+  const bool loss = layers.back() == slots - 1;
   const auto full = [slots](int64_t n) { return n == slots; };
   const bool middle_full = std::all_of(layers.begin() + 1, layers.end() - 1, full);
-  const bool ends_ok =
-      (split.embedding || full(layers.front())) && (split.loss || full(layers.back()));
-  if (!middle_full || !ends_ok || !(split.embedding || split.loss) || slots % vpp != 0) {
-    return std::nullopt;
-  }
-  split.per_chunk = slots / vpp;
-  return split;
+  const bool ends_ok = (embedding || full(layers.front())) && (loss || full(layers.back()));
+  return middle_full && ends_ok && (embedding || loss) && slots % vpp == 0;
 }
 
 // Whether every stage's count divides by vpp (Megatron-Core's first/last rule applies).
@@ -101,7 +89,7 @@ int64_t max_chunk_layer_count(const models::TransformerConfig& model, const Layo
 
 bool is_accounted_split(const std::vector<int64_t>& stage_layers, int64_t vpp) {
   return !stage_layers.empty() && !divisible_by_vpp(stage_layers, vpp) &&
-         accounted_split(stage_layers, vpp).has_value();
+         accounted_split(stage_layers, vpp);
 }
 
 bool split_allows_vpp(const std::vector<int64_t>& stage_layers, int64_t num_layers, int64_t pp,
@@ -109,7 +97,7 @@ bool split_allows_vpp(const std::vector<int64_t>& stage_layers, int64_t num_laye
   if (stage_layers.empty()) {
     return num_layers % (pp * vpp) == 0;
   }
-  return divisible_by_vpp(stage_layers, vpp) || accounted_split(stage_layers, vpp).has_value();
+  return divisible_by_vpp(stage_layers, vpp) || accounted_split(stage_layers, vpp);
 }
 
 int64_t stage_layer_count(const models::TransformerConfig& model, const Layout& layout,
