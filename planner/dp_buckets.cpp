@@ -110,8 +110,7 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
       break;
     default: {
       const int64_t block_bytes = grad_group_size(layout) * e;
-      const int64_t layers =
-          std::max<int64_t>(1, stage_layer_range(model, layout, stage, 0).count());
+      const int64_t layers = std::max<int64_t>(1, max_chunk_layer_count(model, layout, stage));
       std::vector<SizeRun> per_layer = even_split(chunk_bytes / block_bytes, layers);
       for (SizeRun& run : per_layer) {
         run.bytes *= block_bytes;

@@ -166,15 +166,50 @@ struct StageTimes {
   DpTimes dp;
 };
 
+// Chunk costs already computed for one layout, keyed by what chunk_cost reads of the chunk:
+// its layer count, embedding and LM head, and for chunks with MoE layers the stage (where its
+// all-to-all runs). Most chunks of a layout are alike, so each kind is costed once.
+struct ChunkCostCache {
+  struct Entry {
+    int64_t num_layers, num_moe_layers, moe_stage;
+    bool has_embedding, has_lm_head;
+    ChunkCost cost;
+  };
+  std::vector<Entry> entries;
+};
+
+// chunk_cost of chunk c on stage s, from `cache` when an alike chunk was costed.
+ChunkCost cached_chunk_cost(const models::TransformerConfig& model,
+                            const models::ClusterConfig& cluster, const Layout& layout,
+                            const PlanOptions& options, int64_t s, int64_t c,
+                            ChunkCostCache& cache) {
+  const LayerRange range = chunk_layers(model, layout, s, c);
+  const int64_t num_moe = range.num_moe(model);
+  const int64_t v = virtual_stage(layout.pp, s, c);
+  const bool embedding = v == 0;
+  const bool head = v == layout.pp * layout.vpp - 1;
+  const int64_t moe_stage = num_moe > 0 ? s : -1;
+  for (const ChunkCostCache::Entry& e : cache.entries) {
+    if (e.num_layers == range.count() && e.num_moe_layers == num_moe && e.moe_stage == moe_stage &&
+        e.has_embedding == embedding && e.has_lm_head == head) {
+      return e.cost;
+    }
+  }
+  const ChunkCost cost = chunk_cost(model, cluster, layout, options, s, c);
+  cache.entries.push_back({range.count(), num_moe, moe_stage, embedding, head, cost});
+  return cost;
+}
+
 // Fills `stage` (chunk costs, memory, parameters, optimizer step, DP sync) for pipeline rank s
 // and returns its times.
 StageTimes estimate_stage(const models::TransformerConfig& model,
                           const models::ClusterConfig& cluster, const Layout& layout,
-                          const PlanOptions& options, int64_t s, StageEstimate& stage) {
+                          const PlanOptions& options, int64_t s, StageEstimate& stage,
+                          ChunkCostCache& cache) {
   StageTimes times;
   stage.stage = s;
   for (int64_t c = 0; c < layout.vpp; ++c) {
-    stage.chunks.push_back(chunk_cost(model, cluster, layout, options, s, c));
+    stage.chunks.push_back(cached_chunk_cost(model, cluster, layout, options, s, c, cache));
     const ChunkCost& chunk = stage.chunks.back();
     times.forward += chunk.forward_seconds();
     times.backward += chunk.backward_seconds();
@@ -392,9 +427,10 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
   estimate.stages.resize(static_cast<size_t>(layout.pp));
   std::vector<StageTimes> times;  // [pp]
   double hardware_flops_per_replica = 0;
+  ChunkCostCache cache;
   for (int64_t s = 0; s < layout.pp; ++s) {
     times.push_back(estimate_stage(model, cluster, layout, options, s,
-                                   estimate.stages[static_cast<size_t>(s)]));
+                                   estimate.stages[static_cast<size_t>(s)], cache));
     hardware_flops_per_replica += times.back().flops * micro_batches;
   }
   const PipelineTimes pipeline_parts = pipeline_times(times);

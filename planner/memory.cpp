@@ -335,10 +335,9 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   // order of operations), the chunk average otherwise.
   double layers_per_micro_batch_unit = 1.0;
   if (!model.is_moe()) {
-    // In-flight counts are in units of one chunk's activations; every chunk of a stage holds
-    // as many layers as its first (uneven splits have one chunk).
-    layers_per_micro_batch_unit =
-        static_cast<double>(stage_layer_range(model, layout, stage, 0).count());
+    // In-flight counts are in units of one chunk's activations: the stage's largest chunk (all
+    // alike but for the embedding/loss-accounted chunks, one layer short: an upper bound).
+    layers_per_micro_batch_unit = static_cast<double>(max_chunk_layer_count(model, layout, stage));
     held_bytes = activation_bytes_per_layer(model, cluster, layout, options);
     waiting_bytes = weight_gradient_bytes_per_layer(model, cluster, layout);
   } else {

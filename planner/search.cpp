@@ -87,21 +87,8 @@ void check_space(const SearchSpace& space) {
   }
 }
 
-// Layer count of every stage of `split` ({}: the even split, l / pp when whole).
-int64_t common_stage_layers(const models::TransformerConfig& model, int64_t pp,
-                            const std::vector<int64_t>& split) {
-  if (split.empty()) {
-    return model.num_layers % pp == 0 ? model.num_layers / pp : 0;
-  }
-  int64_t common = 0;
-  for (int64_t n : split) {
-    common = std::gcd(common, n);
-  }
-  return common;
-}
-
 // (schedule, vpp) pairs for pp stages: every schedule when pp > 1, interleaved with every vpp
-// >= 2 that divides the layers of every stage of one of `splits` (or the fixed vpp).
+// >= 2 that splits one of `splits` into chunks (split_allows_vpp), or the fixed vpp.
 std::vector<std::pair<ScheduleKind, int64_t>> schedule_choices(
     const models::TransformerConfig& model, const SearchSpace& space, int64_t pp,
     const std::vector<std::vector<int64_t>>& splits) {
@@ -117,8 +104,17 @@ std::vector<std::pair<ScheduleKind, int64_t>> schedule_choices(
     }
     std::vector<int64_t> vpps;
     for (const std::vector<int64_t>& split : splits) {
-      for (int64_t vpp : divisors(std::max<int64_t>(common_stage_layers(model, pp, split), 1))) {
-        if (std::find(vpps.begin(), vpps.end(), vpp) == vpps.end()) {
+      // Divisors of the common count (every stage divisible), or of the slots per stage L of
+      // the embedding/loss-accounted form (the largest count, or one more when both of pp 2's
+      // stages are short), as split_allows_vpp admits them.
+      const int64_t most =
+          split.empty() ? model.num_layers / pp : *std::max_element(split.begin(), split.end());
+      std::vector<int64_t> candidates = divisors(std::max<int64_t>(most, 1));
+      const std::vector<int64_t> one_more = divisors(most + 1);
+      candidates.insert(candidates.end(), one_more.begin(), one_more.end());
+      for (int64_t vpp : candidates) {
+        if (split_allows_vpp(split, model.num_layers, pp, vpp) &&
+            std::find(vpps.begin(), vpps.end(), vpp) == vpps.end()) {
           vpps.push_back(vpp);
         }
       }
@@ -208,9 +204,8 @@ void enumerate_replicas(const models::TransformerConfig& model, const SearchSpac
   for (int64_t micro_batch : choices(space.micro_batch, divisors(batch_per_replica))) {
     for (const auto& [schedule, vpp] : schedules) {
       for (const std::vector<int64_t>& split : splits) {
-        const int64_t common = common_stage_layers(model, pp, split);
-        if (vpp > 1 && !space.vpp && (common == 0 || common % vpp != 0)) {
-          continue;  // interleaving needs every stage's count divisible by vpp
+        if (vpp > 1 && !space.vpp && !split_allows_vpp(split, model.num_layers, pp, vpp)) {
+          continue;  // Megatron-Core's rules for splitting stages into vpp chunks
         }
         Layout base;
         base.tp = tp;

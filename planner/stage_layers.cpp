@@ -11,12 +11,63 @@
 
 namespace meshplan::planner {
 
+namespace {
+
+// Megatron-Core's embedding/loss-accounted split (--account-for-embedding-in-pipeline-split,
+// --account-for-loss-in-pipeline-split; transformer_block.py get_num_layers_to_build): every
+// stage holds L slots, L / vpp per chunk; the embedding takes a slot of the first chunk of stage
+// 0 and the loss (LM head) one of the last chunk of the last stage, so those chunks build one
+// layer less (Llama 3, Sec. 3.3.2: "the first model chunk on the first stage has only the
+// embedding, and the last model chunk on the last stage has only output projection and loss
+// calculation" at one layer per chunk).
+// Whether `layers` is the accounted form for vpp chunks: every stage L layers except a first
+// and/or last stage of L - 1 (at least one of them), with L divisible by vpp.
+bool accounted_split(const std::vector<int64_t>& layers, int64_t vpp) {
+  if (layers.size() < 2) {
+    return false;
+  }
+  // L is the middle stages' count; with pp 2 (no middle) two equal counts are both short.
+  const bool two_equal = layers.size() == 2 && layers.front() == layers.back();
+  const int64_t slots = *std::max_element(layers.begin(), layers.end()) + (two_equal ? 1 : 0);
+  const bool embedding = layers.front() == slots - 1;
+  const bool loss = layers.back() == slots - 1;
+  const auto full = [slots](int64_t n) { return n == slots; };
+  const bool middle_full = std::all_of(layers.begin() + 1, layers.end() - 1, full);
+  const bool ends_ok = (embedding || full(layers.front())) && (loss || full(layers.back()));
+  return middle_full && ends_ok && (embedding || loss) && slots % vpp == 0;
+}
+
+// Whether every stage's count divides by vpp (Megatron-Core's first/last rule applies).
+bool divisible_by_vpp(const std::vector<int64_t>& layers, int64_t vpp) {
+  return std::all_of(layers.begin(), layers.end(), [vpp](int64_t n) { return n % vpp == 0; });
+}
+
+}  // namespace
+
 LayerRange stage_layer_range(const models::TransformerConfig& model, const Layout& layout,
                              int64_t stage, int64_t chunk) {
   if (layout.stage_layers.empty()) {
     const int64_t per_chunk = model.num_layers / (layout.pp * layout.vpp);
     const int64_t v = virtual_stage(layout.pp, stage, chunk);
     return {v * per_chunk, (v + 1) * per_chunk};
+  }
+  // check_stage_layers admitted either every count divisible by vpp or the accounted form,
+  // whose short first (embedding) or last (loss) stage holds L - 1 with L % vpp == 0: a first
+  // or last count vpp does not divide marks it (O(1): this runs for every chunk of every
+  // layout the search costs).
+  const int64_t front = layout.stage_layers.front();
+  const bool embedding = front % layout.vpp != 0;
+  const bool loss = layout.stage_layers.back() % layout.vpp != 0;
+  if (embedding || loss) {
+    // Virtual stage v starts after v chunks of L / vpp slots, less the embedding's slot when
+    // v > 0 (transformer_layer.py get_transformer_layer_offset: "offset -= 1" off the first
+    // stage).
+    const int64_t per_chunk = (embedding ? front + 1 : front) / layout.vpp;
+    const int64_t v = virtual_stage(layout.pp, stage, chunk);
+    const int64_t first = v * per_chunk - (embedding && v > 0 ? 1 : 0);
+    const bool has_embedding = embedding && v == 0;
+    const bool has_loss = loss && v == layout.pp * layout.vpp - 1;
+    return {first, first + per_chunk - (has_embedding ? 1 : 0) - (has_loss ? 1 : 0)};
   }
   // Megatron-Core transformer_layer.py get_transformer_layer_offset (uneven, interleaved):
   // chunk c of stage s holds n_s / vpp layers after c rounds of l / vpp layers and the chunks
@@ -25,6 +76,28 @@ LayerRange stage_layer_range(const models::TransformerConfig& model, const Layou
   const int64_t before = std::accumulate(begin, begin + stage, int64_t{0}) / layout.vpp;
   const int64_t first = chunk * (model.num_layers / layout.vpp) + before;
   return {first, first + layout.stage_layers[static_cast<size_t>(stage)] / layout.vpp};
+}
+
+int64_t max_chunk_layer_count(const models::TransformerConfig& model, const Layout& layout,
+                              int64_t stage) {
+  int64_t most = 0;
+  for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
+    most = std::max(most, stage_layer_range(model, layout, stage, chunk).count());
+  }
+  return most;
+}
+
+bool is_accounted_split(const std::vector<int64_t>& stage_layers, int64_t vpp) {
+  return !stage_layers.empty() && !divisible_by_vpp(stage_layers, vpp) &&
+         accounted_split(stage_layers, vpp);
+}
+
+bool split_allows_vpp(const std::vector<int64_t>& stage_layers, int64_t num_layers, int64_t pp,
+                      int64_t vpp) {
+  if (stage_layers.empty()) {
+    return num_layers % (pp * vpp) == 0;
+  }
+  return divisible_by_vpp(stage_layers, vpp) || accounted_split(stage_layers, vpp);
 }
 
 int64_t stage_layer_count(const models::TransformerConfig& model, const Layout& layout,
@@ -93,12 +166,19 @@ std::string check_stage_layers(const models::TransformerConfig& model, const Lay
     return fmt::format("stage_layers: sum {} differs from num_layers {} ({})", sum,
                        model.num_layers, format_stage_layers(layers));
   }
+  if (divisible_by_vpp(layers, layout.vpp) || accounted_split(layers, layout.vpp)) {
+    return "";
+  }
+  // Megatron-Core transformer_config.py __post_init__: "number of layers at first stage
+  // ... must be divisible by virtual pipeline parallel degree" (and last, middle), unless the
+  // split is the embedding/loss-accounted one (accounted_split above).
   for (size_t s = 0; s < layers.size(); ++s) {
     if (layers[s] % layout.vpp != 0) {
-      // Megatron-Core transformer_config.py __post_init__: "number of layers at first stage
-      // ... must be divisible by virtual pipeline parallel degree" (and last, middle).
-      return fmt::format("stage_layers: stage {} has {} layers, not divisible by vpp {} ({})", s,
-                         layers[s], layout.vpp, format_stage_layers(layers));
+      return fmt::format(
+          "stage_layers: stage {} has {} layers, not divisible by vpp {}, and the split is not "
+          "Megatron-Core's embedding/loss-accounted form (L layers per stage, L - 1 on the "
+          "first and/or last, L divisible by vpp) ({})",
+          s, layers[s], layout.vpp, format_stage_layers(layers));
     }
   }
   return "";

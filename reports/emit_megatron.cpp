@@ -44,6 +44,26 @@ void add_stage_layer_flags(const planner::Plan& plan, Flags& flags) {
   }
 }
 
+// An embedding/loss-accounted split (planner::stage_layer_range) as Megatron-Core writes it:
+// --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split for the
+// short first / last stage and --num-layers-per-virtual-pipeline-stage L / vpp, from which
+// arguments.py derives vpp = (l + accounted) / pp / that; transformer_block.py
+// get_num_layers_to_build then builds one layer less in the first / last chunk.
+void add_accounted_split_flags(const planner::Plan& plan, Flags& flags) {
+  // The short ends are the counts vpp does not divide (L - 1 with L % vpp == 0).
+  const std::vector<int64_t>& stages = plan.layout.stage_layers;
+  const int64_t vpp = plan.layout.vpp;
+  const bool embedding = stages.front() % vpp != 0;
+  if (embedding) {
+    flags.push_back({"--account-for-embedding-in-pipeline-split", ""});
+  }
+  if (stages.back() % vpp != 0) {
+    flags.push_back({"--account-for-loss-in-pipeline-split", ""});
+  }
+  const int64_t slots = stages.front() + (embedding ? 1 : 0);
+  flags.push_back({"--num-layers-per-virtual-pipeline-stage", std::to_string(slots / vpp)});
+}
+
 // Parallel sizes, schedule, recompute, data-parallel sharding and overlaps.
 void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
   const planner::Layout& layout = plan.layout;
@@ -59,18 +79,25 @@ void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
   if (layout.ep > 1) {
     flags.push_back({"--expert-model-parallel-size", std::to_string(layout.ep)});
   }
-  if (layout.schedule == planner::ScheduleKind::kInterleaved) {
-    if (!layout.stage_layers.empty()) {
-      refuse(kTarget, "stage_layers",
-             "uneven stages with the interleaved schedule are not emitted (Megatron-LM's "
-             "--num-layers-per-virtual-pipeline-stage assumes the even split)",
-             planner::format_stage_layers(layout.stage_layers));
+  const bool accounted = layout.schedule == planner::ScheduleKind::kInterleaved &&
+                         planner::is_accounted_split(layout.stage_layers, layout.vpp);
+  if (accounted) {
+    add_accounted_split_flags(plan, flags);
+  } else if (layout.schedule == planner::ScheduleKind::kInterleaved) {
+    if (layout.stage_layers.empty()) {
+      // Megatron-LM derives vpp = l / (pp * layers per virtual stage).
+      flags.push_back(
+          {"--num-layers-per-virtual-pipeline-stage",
+           std::to_string(planner::stage_layer_range(plan.model, layout, 0, 0).count())});
+    } else {
+      // arguments.py: "please use --num-virtual-stages-per-pipeline-rank to specify virtual
+      // pipeline parallel degree when enable uneven pipeline parallelism".
+      flags.push_back({"--num-virtual-stages-per-pipeline-rank", std::to_string(layout.vpp)});
     }
-    // Megatron-LM derives vpp = l / (pp * layers per virtual stage).
-    flags.push_back({"--num-layers-per-virtual-pipeline-stage",
-                     std::to_string(planner::stage_layer_range(plan.model, layout, 0, 0).count())});
   }
-  add_stage_layer_flags(plan, flags);
+  if (!accounted) {
+    add_stage_layer_flags(plan, flags);
+  }
   if (layout.sequence_parallel) {
     flags.push_back({"--sequence-parallel", ""});
   }

@@ -202,6 +202,13 @@ TEST_SUITE("mpi2") {
   TEST_CASE("pp2 interleaved vpp2 equals one process") {
     check_equivalent(tiny(), with(make_layout(1, 2, 1), ScheduleKind::kInterleaved, 2));
   }
+  TEST_CASE("pp2 interleaved vpp3 on an embedding/loss-accounted 2/2 split equals one process") {
+    // Megatron-Core's --account-for-embedding/loss-in-pipeline-split: 4 layers + 2 slots over
+    // pp 2 x vpp 3 one-slot chunks, virtual stages E, 0, 1, 2, 3, L: the first chunk of stage 0
+    // holds the embedding alone, the last chunk of stage 1 the LM head and loss alone.
+    check_equivalent(tiny(),
+                     split(with(make_layout(1, 2, 1), ScheduleKind::kInterleaved, 3), {2, 2}));
+  }
   TEST_CASE("dp2 equals one process") {
     check_equivalent(tiny(), make_layout(1, 1, 2));
   }

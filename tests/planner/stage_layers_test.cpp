@@ -126,7 +126,106 @@ TEST_CASE("check_layout: stage_layers errors name the field and the values") {
   Layout interleaved = split_layout(2, {3, 1});
   interleaved.vpp = 2;
   interleaved.schedule = ScheduleKind::kInterleaved;
-  CHECK(reason(interleaved) == "stage_layers: stage 0 has 3 layers, not divisible by vpp 2 (3,1)");
+  CHECK(reason(interleaved) ==
+        "stage_layers: stage 0 has 3 layers, not divisible by vpp 2, and the split is not "
+        "Megatron-Core's embedding/loss-accounted form (L layers per stage, L - 1 on the first "
+        "and/or last, L divisible by vpp) (3,1)");
+}
+
+TEST_CASE("stage_layer_range: Megatron-Core's embedding/loss-accounted split into chunks") {
+  // transformer_block.py get_num_layers_to_build with --account-for-embedding-in-pipeline-
+  // split and --account-for-loss-in-pipeline-split: l + 2 slots, (l + 2) / (pp vpp) per chunk,
+  // one fewer layer in the first chunk of stage 0 and in the last chunk of the last stage.
+  // Llama 3 405B: 126 layers, pp 16, 7/8x14/7 (Dubey et al. 2024, Sec. 3.3.2). With vpp 8 a
+  // chunk is one slot, so virtual stage v = 16 c + s holds layer v - 1 alone, except v = 0
+  // (embedding only) and v = 127 (LM head and loss only).
+  const models::TransformerConfig model = tiny_llama(126);
+  std::vector<int64_t> split(16, 8);
+  split.front() = 7;
+  split.back() = 7;
+  Layout layout = split_layout(16, split);
+  layout.vpp = 8;
+  CHECK(is_accounted_split(split, 8));
+  CHECK(check_stage_layers(model, layout).empty());
+  for (int64_t s = 0; s < 16; ++s) {
+    for (int64_t c = 0; c < 8; ++c) {
+      const int64_t v = 16 * c + s;
+      const LayerRange range = stage_layer_range(model, layout, s, c);
+      CAPTURE(v);
+      if (v == 0 || v == 127) {
+        CHECK(range.count() == 0);
+      } else {
+        CHECK(range.first == v - 1);
+        CHECK(range.end == v);
+      }
+    }
+  }
+  CHECK(max_chunk_layer_count(model, layout, 0) == 1);
+  // vpp 2: chunks of 4 slots. Stage 0 chunk 0 holds layers 0-2 (3: the embedding takes a
+  // slot), stage 1 chunk 0 layers 3-6, stage 15 chunk 1 (v = 31) the last 3: 123-125.
+  layout.vpp = 2;
+  CHECK(stage_layer_range(model, layout, 0, 0).first == 0);
+  CHECK(stage_layer_range(model, layout, 0, 0).end == 3);
+  CHECK(stage_layer_range(model, layout, 1, 0).first == 3);
+  CHECK(stage_layer_range(model, layout, 1, 0).end == 7);
+  CHECK(stage_layer_range(model, layout, 0, 1).first == 63);  // v = 16: 16 * 4 - 1
+  CHECK(stage_layer_range(model, layout, 15, 1).first == 123);
+  CHECK(stage_layer_range(model, layout, 15, 1).end == 126);
+  CHECK(stage_layer_count(model, layout, 0) == 7);
+  // Only the first stage short (l + 1 = 128 slots): the last chunk of the last stage is full.
+  const models::TransformerConfig model127 = tiny_llama(127);
+  std::vector<int64_t> first_short(16, 8);
+  first_short.front() = 7;
+  CHECK(is_accounted_split(first_short, 4));
+  Layout one_end = split_layout(16, first_short);
+  one_end.vpp = 4;
+  CHECK(stage_layer_range(model127, one_end, 15, 3).end == 127);
+  CHECK(stage_layer_range(model127, one_end, 15, 3).count() == 2);
+  // Counts vpp divides keep the first/last rule; a split that is neither is refused.
+  CHECK_FALSE(is_accounted_split(split, 1));
+  CHECK(split_allows_vpp(split, 126, 16, 4));
+  CHECK_FALSE(split_allows_vpp(split, 126, 16, 3));
+  CHECK_FALSE(split_allows_vpp({6, 8, 8, 6}, 28, 4, 4));  // 6 = 8 - 2: not one slot short
+  CHECK(split_allows_vpp({6, 8, 8, 6}, 28, 4, 2));        // every count divisible by 2
+  // pp 2 has no middle stage: 2/2 with vpp 3 is both ends short of L = 3, (4 + 2) / (2 x 3) = 1
+  // slot per chunk: virtual stages E, 0, 1, 2, 3, L.
+  CHECK(is_accounted_split({2, 2}, 3));
+  Layout two = split_layout(2, {2, 2});
+  two.vpp = 3;
+  const models::TransformerConfig four = tiny_llama(4);
+  CHECK(stage_layer_range(four, two, 0, 0).count() == 0);
+  CHECK(stage_layer_range(four, two, 1, 0).first == 0);
+  CHECK(stage_layer_range(four, two, 0, 1).first == 1);
+  CHECK(stage_layer_range(four, two, 1, 1).first == 2);
+  CHECK(stage_layer_range(four, two, 0, 2).first == 3);
+  CHECK(stage_layer_range(four, two, 0, 2).end == 4);
+  CHECK(stage_layer_range(four, two, 1, 2).count() == 0);
+}
+
+TEST_CASE("estimate_plan: accounted chunks carry the embedding and the loss alone") {
+  // 4 layers on pp 3 as 1/2/1 with vpp 2: six chunks of one slot in virtual order: embedding,
+  // layers 0, 1, 2, 3, LM head and loss. Interleaving needs m % pp == 0: 6 micro-batches.
+  const models::TransformerConfig model = tiny_llama(4);
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  Layout layout = make_layout(1, 3, 1, 1, 6);
+  layout.stage_layers = {1, 2, 1};
+  layout.vpp = 2;
+  layout.schedule = ScheduleKind::kInterleaved;
+  const PlanEstimate estimate = estimate_plan(model, cluster, layout);
+  REQUIRE(estimate.feasible);
+  const ChunkCost& embedding = estimate.stages[0].chunks[0];
+  CHECK(embedding.num_layers == 0);
+  CHECK(embedding.has_embedding);
+  const ChunkCost& head = estimate.stages[2].chunks[1];
+  CHECK(head.num_layers == 0);
+  CHECK(head.has_lm_head);
+  CHECK(estimate.stages[1].chunks[0].num_layers == 1);
+  CHECK(estimate.stages[1].chunks[1].num_layers == 1);
+  // Each stage's parameters: stage 0 one layer + embedding, stage 2 one layer + norm + head.
+  const int64_t layer = 8192 + 4096 + 16384 + 8192 + 128;  // stage_parameter_count test above
+  CHECK(estimate.stages[0].num_parameters == layer + 16384);
+  CHECK(estimate.stages[1].num_parameters == 2 * layer);
+  CHECK(estimate.stages[2].num_parameters == layer + 64 + 16384);
 }
 
 TEST_CASE("first_last_stage_layers: Megatron-Core's first/last rule") {

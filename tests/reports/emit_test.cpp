@@ -234,6 +234,49 @@ TEST_CASE("--emit megatron refuses what Megatron-LM cannot run") {
         "8 (12)");
 }
 
+TEST_CASE("--emit megatron: Llama 3 405B's uneven stages interleaved") {
+  // Dubey et al. 2024, Sec. 3.3.2: 126 layers on pp 16, first and last stage one layer short,
+  // the first chunk holding only the embedding, the last only the LM head and loss: Megatron-
+  // Core's --account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split.
+  // arguments.py derives vpp = (126 + 1 + 1) / pp 16 / layers per virtual stage.
+  planner::Layout layout;
+  layout.tp = 8;
+  layout.pp = 16;
+  layout.dp = 64;
+  layout.vpp = 8;
+  layout.schedule = planner::ScheduleKind::kInterleaved;
+  layout.sequence_parallel = true;
+  layout.zero = 1;
+  layout.global_batch = 2048;
+  layout.stage_layers = std::vector<int64_t>(16, 8);
+  layout.stage_layers.front() = 7;
+  layout.stage_layers.back() = 7;
+  const planner::Plan plan = make_plan("llama3-405b", "dgx-h100", layout);
+  std::map<std::string, std::string> flags = megatron_flags(emit_megatron(plan));
+  CHECK(flags.count("--account-for-embedding-in-pipeline-split") == 1);
+  CHECK(flags.count("--account-for-loss-in-pipeline-split") == 1);
+  const int64_t per_virtual_stage = std::stoll(flags.at("--num-layers-per-virtual-pipeline-stage"));
+  CHECK((plan.model.num_layers + 2) / layout.pp / per_virtual_stage == layout.vpp);
+  // Megatron-Core asserts the accounted split and first/last counts exclude each other.
+  CHECK(flags.count("--decoder-first-pipeline-num-layers") == 0);
+  CHECK(flags.count("--decoder-last-pipeline-num-layers") == 0);
+  const std::set<std::string> parser = megatron_parser_flags();
+  for (const auto& entry : flags) {  // clang 14: no bindings in CHECK's lambda
+    CHECK_MESSAGE(parser.count(entry.first) == 1, entry.first << " is not a Megatron-LM argument");
+  }
+  // 8x15/6 with vpp 2 divides every stage: first/last counts, vpp given directly (arguments.py
+  // refuses --num-layers-per-virtual-pipeline-stage with uneven first/last stages).
+  planner::Layout divisible = layout;
+  divisible.vpp = 2;
+  divisible.stage_layers = std::vector<int64_t>(16, 8);
+  divisible.stage_layers.back() = 6;
+  flags = megatron_flags(emit_megatron(make_plan("llama3-405b", "dgx-h100", divisible)));
+  CHECK(flags.at("--num-virtual-stages-per-pipeline-rank") == "2");
+  CHECK(flags.at("--decoder-last-pipeline-num-layers") == "6");
+  CHECK(flags.count("--num-layers-per-virtual-pipeline-stage") == 0);
+  CHECK(flags.count("--account-for-embedding-in-pipeline-split") == 0);
+}
+
 TEST_CASE("--emit megatron: Mixtral 8x7B expert parallelism, Llama-3 8B context parallelism") {
   planner::Layout moe;
   moe.tp = 2;

@@ -258,10 +258,26 @@ struct LayerRange {
 /// [v L, (v + 1) L), L = l / (pp vpp) (Narayanan et al. 2021, Sec. 2.2.2). Uneven split:
 /// chunk c of stage s holds n_s / vpp layers starting at c l / vpp + sum_{j<s} n_j / vpp, as
 /// Megatron-Core's get_transformer_layer_offset and get_num_layers_to_build place them (vpp 1:
-/// stage s holds n_s layers after those of stages 0..s-1).
+/// stage s holds n_s layers after those of stages 0..s-1). Uneven split whose counts vpp does
+/// not divide: Megatron-Core's embedding/loss-accounted split (--account-for-embedding-in-
+/// pipeline-split, --account-for-loss-in-pipeline-split): L layers per stage, L - 1 on the
+/// first and/or last, every chunk L / vpp layers except the first chunk of stage 0 and/or the
+/// last chunk of the last stage, one fewer (they carry the embedding, the LM head and loss);
+/// Llama 3 405B's 126 layers on pp 16 with vpp 8 leave those two chunks no layer at all.
 /// Precondition: check_layout passed ("pp_layers", "stage_layers").
 LayerRange stage_layer_range(const models::TransformerConfig& model, const Layout& layout,
                              int64_t stage, int64_t chunk);
+/// Most layers any chunk of pipeline stage `stage` holds (the unit of in-flight activations).
+int64_t max_chunk_layer_count(const models::TransformerConfig& model, const Layout& layout,
+                              int64_t stage);
+/// Whether the uneven `stage_layers` split into vpp chunks is the embedding/loss-accounted one
+/// (some count not divisible by vpp; see stage_layer_range). False for the even split ({}).
+bool is_accounted_split(const std::vector<int64_t>& stage_layers, int64_t vpp);
+/// Whether `stage_layers` ({}: the even split of num_layers over pp) splits into vpp chunks by
+/// one of Megatron-Core's rules: even l % (pp vpp) == 0, every count divisible by vpp, or the
+/// embedding/loss-accounted form.
+bool split_allows_vpp(const std::vector<int64_t>& stage_layers, int64_t num_layers, int64_t pp,
+                      int64_t vpp);
 /// Transformer layers of pipeline stage `stage`, over all its chunks.
 int64_t stage_layer_count(const models::TransformerConfig& model, const Layout& layout,
                           int64_t stage);
@@ -277,8 +293,8 @@ std::vector<int64_t> first_last_stage_layers(int64_t num_layers, int64_t pp,
 
 /// Checks an explicit per-stage list against the model and pp: pp entries, each >= 1 (as
 /// Megatron-Core requires of first and last), summing to num_layers, each divisible by vpp (as
-/// Megatron-Core requires). Returns "" when fine, else one line without the source
-/// (check_layout's "stage_layers" reason).
+/// Megatron-Core requires) or else the embedding/loss-accounted form (stage_layer_range). Returns
+/// "" when fine, else one line without the source (check_layout's "stage_layers" reason).
 std::string check_stage_layers(const models::TransformerConfig& model, const Layout& layout);
 
 /// `stage_layers` with the even split mapped to {} (so even layouts compare and serialise as
