@@ -19,31 +19,31 @@ namespace {
 
 using emit_detail::refuse;
 
-constexpr EmitTarget kTarget = EmitTarget::kDeepSpeed;
+constexpr EmitTarget kDeepSpeedTarget = EmitTarget::kDeepSpeed;
 
 // What the config cannot express, beyond check_framework(kDeepSpeed) (ZeRO-2/3 with pp > 1,
 // schedules other than 1F1B).
-void check_expressible(const planner::Plan& plan) {
+void check_deepspeed_expressible(const planner::Plan& plan) {
   const planner::Layout& layout = plan.layout;
-  emit_detail::require_framework(kTarget, planner::Framework::kDeepSpeed, layout);
+  emit_detail::require_framework(kDeepSpeedTarget, planner::Framework::kDeepSpeed, layout);
   if (layout.sequence_parallel) {
-    refuse(kTarget, "layout.sequence_parallel",
+    refuse(kDeepSpeedTarget, "layout.sequence_parallel",
            "DeepSpeed's AutoTP (tensor_parallel.autotp_size) does not shard the sequence", "on");
   }
   if (layout.recompute == planner::Recompute::kSelective) {
-    refuse(kTarget, "layout.recompute",
+    refuse(kDeepSpeedTarget, "layout.recompute",
            "DeepSpeed checkpoints whole layers (pipeline.activation_checkpoint_interval), not "
            "the attention core",
            "selective");
   }
   if (layout.recompute == planner::Recompute::kFull && layout.pp == 1) {
-    refuse(kTarget, "layout.recompute",
+    refuse(kDeepSpeedTarget, "layout.recompute",
            "without the pipeline engine DeepSpeed's activation checkpointing is called from the "
            "model's code, not set in the config",
            "full");
   }
   if (layout.vpp > 1) {
-    refuse(kTarget, "layout.vpp", "DeepSpeed's pipeline engine runs one stage per rank",
+    refuse(kDeepSpeedTarget, "layout.vpp", "DeepSpeed's pipeline engine runs one stage per rank",
            std::to_string(layout.vpp));
   }
 }
@@ -51,20 +51,22 @@ void check_expressible(const planner::Plan& plan) {
 }  // namespace
 
 std::string emit_deepspeed(const planner::Plan& plan) {
-  check_expressible(plan);
+  check_deepspeed_expressible(plan);
   // Planner features added after this writer (uneven pipeline stages, context parallelism,
   // MoE expert parallelism, FP8) must be emitted here or refused with refuse().
   const planner::Layout& layout = plan.layout;
   if (layout.cp > 1) {
-    refuse(kTarget, "layout.cp", "context parallelism is not emitted for DeepSpeed",
+    refuse(kDeepSpeedTarget, "layout.cp", "context parallelism is not emitted for DeepSpeed",
            std::to_string(layout.cp));
   }
   if (plan.model.is_moe()) {
-    refuse(kTarget, "model.num_experts", "mixture-of-experts models are not emitted for DeepSpeed",
+    refuse(kDeepSpeedTarget, "model.num_experts",
+           "mixture-of-experts models are not emitted for DeepSpeed",
            std::to_string(plan.model.num_experts));
   }
   if (!layout.stage_layers.empty()) {
-    refuse(kTarget, "stage_layers", "uneven pipeline stages are not emitted for DeepSpeed yet",
+    refuse(kDeepSpeedTarget, "stage_layers",
+           "uneven pipeline stages are not emitted for DeepSpeed yet",
            planner::format_stage_layers(layout.stage_layers));
   }
   // DeepSpeed's bucket sizes count elements, meshplan's count bytes.

@@ -17,7 +17,7 @@ namespace {
 using emit_detail::refuse;
 using Flags = std::vector<std::pair<std::string, std::string>>;  // (flag, value or "")
 
-constexpr EmitTarget kTarget = EmitTarget::kMegatron;
+constexpr EmitTarget kMegatronTarget = EmitTarget::kMegatron;
 
 // Uneven stages as Megatron-Core's --decoder-first-pipeline-num-layers and
 // --decoder-last-pipeline-num-layers (arguments.py): the middle stages must hold equal counts.
@@ -28,7 +28,7 @@ void add_stage_layer_flags(const planner::Plan& plan, Flags& flags) {
   }
   for (size_t s = 2; s + 1 < stages.size(); s++) {
     if (stages[s] != stages[1]) {
-      refuse(kTarget, "stage_layers",
+      refuse(kMegatronTarget, "stage_layers",
              "Megatron-LM sets only the first and last stage's layer counts, the middle stages "
              "must be equal",
              planner::format_stage_layers(stages));
@@ -127,7 +127,7 @@ void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
   if (plan.options.overlap_param_gather && layout.zero >= 1) {
     // arguments.py validate_args: "Must use --overlap-param-gather with --overlap-grad-reduce".
     if (!plan.options.overlap_grad_reduce) {
-      refuse(kTarget, "options.overlap_param_gather",
+      refuse(kMegatronTarget, "options.overlap_param_gather",
              "Megatron-LM overlaps the parameter gather only with --overlap-grad-reduce",
              "on, overlap_grad_reduce off");
     }
@@ -151,7 +151,7 @@ void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
 void add_bias_flags(const models::TransformerConfig& m, Flags& flags) {
   if (m.attention_output_bias != m.mlp_bias) {
     refuse(
-        kTarget, "model.mlp_bias",
+        kMegatronTarget, "model.mlp_bias",
         "Megatron-LM biases the attention output and the MLP together (--disable-bias-linear)",
         fmt::format("mlp_bias {}, attention_output_bias {}", m.mlp_bias, m.attention_output_bias));
   }
@@ -161,8 +161,8 @@ void add_bias_flags(const models::TransformerConfig& m, Flags& flags) {
       flags.push_back({"--add-qkv-bias", ""});
     }
   } else if (!m.qkv_bias) {
-    refuse(kTarget, "model.qkv_bias", "Megatron-LM's linear biases include the QKV projection",
-           "false");
+    refuse(kMegatronTarget, "model.qkv_bias",
+           "Megatron-LM's linear biases include the QKV projection", "false");
   }
 }
 
@@ -177,22 +177,22 @@ void add_moe_flags(const models::TransformerConfig& m, Flags& flags) {
     return;
   }
   if (m.is_mla()) {
-    refuse(kTarget, "model.kv_lora_rank",
+    refuse(kMegatronTarget, "model.kv_lora_rank",
            "multi-latent attention is not emitted for Megatron-LM yet",
            std::to_string(m.kv_lora_rank));
   }
   if (m.first_dense_layers > 0) {
-    refuse(kTarget, "model.first_dense_layers",
+    refuse(kMegatronTarget, "model.first_dense_layers",
            "dense layers before the MoE layers (--moe-layer-freq) are not emitted yet",
            std::to_string(m.first_dense_layers));
   }
   if (m.router_score_bias) {
-    refuse(kTarget, "model.router_score_bias",
+    refuse(kMegatronTarget, "model.router_score_bias",
            "DeepSeek-V3's biased sigmoid router is not emitted yet", "true");
   }
   if (m.shared_expert_gate) {
-    refuse(kTarget, "model.shared_expert_gate", "Megatron-LM has no gate on the shared experts",
-           "true");
+    refuse(kMegatronTarget, "model.shared_expert_gate",
+           "Megatron-LM has no gate on the shared experts", "true");
   }
   flags.push_back({"--num-experts", std::to_string(m.num_experts)});
   flags.push_back({"--moe-router-topk", std::to_string(m.experts_per_token)});
@@ -221,7 +221,8 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
   flags.push_back({"--ffn-hidden-size", std::to_string(m.ffn_hidden_size)});
   flags.push_back({"--seq-length", std::to_string(m.seq_length)});
   if (m.positions == models::Positions::kAlibi) {
-    refuse(kTarget, "model.positions", "Megatron-LM has no ALiBi position embedding", "alibi");
+    refuse(kMegatronTarget, "model.positions", "Megatron-LM has no ALiBi position embedding",
+           "alibi");
   }
   const bool learned = m.positions == models::Positions::kLearned;
   flags.push_back({"--max-position-embeddings",
@@ -254,14 +255,14 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
 }  // namespace
 
 std::string emit_megatron(const planner::Plan& plan) {
-  emit_detail::require_framework(kTarget, planner::Framework::kMegatron, plan.layout);
+  emit_detail::require_framework(kMegatronTarget, planner::Framework::kMegatron, plan.layout);
   // Planner features added after this writer (uneven pipeline stages, context parallelism,
   // MoE expert parallelism, FP8) must be emitted here or refused with refuse().
-  const emit_detail::NodeShape nodes = emit_detail::node_shape(plan, kTarget);
+  const emit_detail::NodeShape nodes = emit_detail::node_shape(plan, kMegatronTarget);
   Flags flags;
   add_parallel_flags(plan, flags);
   add_model_flags(plan, flags);
-  std::string out = "#!/usr/bin/env bash\n" + emit_detail::plan_comment(plan, kTarget, "#");
+  std::string out = "#!/usr/bin/env bash\n" + emit_detail::plan_comment(plan, kMegatronTarget, "#");
   out +=
       "# Megatron-LM flags (megatron/training/arguments.py). Not decided by the plan, pass them\n"
       "# as this script's arguments: data (--data-path or --mock-data), tokenizer\n"

@@ -15,7 +15,7 @@ namespace {
 
 using emit_detail::refuse;
 
-constexpr EmitTarget kTarget = EmitTarget::kTorchtitan;
+constexpr EmitTarget kTorchtitanTarget = EmitTarget::kTorchtitan;
 
 // torchtitan picks a model by name and flavor (torchtitan/models/llama3/__init__.py:
 // llama3_args "8B", "70B", "405B"); the flavor whose shape equals meshplan's preset of the same
@@ -31,46 +31,47 @@ std::string llama3_flavor(const models::TransformerConfig& model) {
       return flavor;
     }
   }
-  refuse(kTarget, "model",
+  refuse(kTorchtitanTarget, "model",
          "torchtitan selects a model by flavor; none of llama3 8B, 70B, 405B has this shape",
          model.name);
 }
 
 // What torchtitan's parallelize and pipelining code cannot run, beyond check_framework(kFsdp).
-void check_expressible(const planner::Plan& plan) {
+void check_torchtitan_expressible(const planner::Plan& plan) {
   const planner::Layout& layout = plan.layout;
-  emit_detail::require_framework(kTarget, planner::Framework::kFsdp, layout);
+  emit_detail::require_framework(kTorchtitanTarget, planner::Framework::kFsdp, layout);
   if (layout.cp > 1) {
-    refuse(kTarget, "layout.cp", "context parallelism is not emitted for torchtitan yet",
+    refuse(kTorchtitanTarget, "layout.cp", "context parallelism is not emitted for torchtitan yet",
            std::to_string(layout.cp));
   }
   if (plan.model.is_moe()) {
-    refuse(kTarget, "model.num_experts", "mixture-of-experts models are not emitted for torchtitan",
+    refuse(kTorchtitanTarget, "model.num_experts",
+           "mixture-of-experts models are not emitted for torchtitan",
            std::to_string(plan.model.num_experts));
   }
   if (layout.recompute == planner::Recompute::kSelective) {
-    refuse(kTarget, "layout.recompute",
+    refuse(kTorchtitanTarget, "layout.recompute",
            "torchtitan's selective AC (per op or every n-th layer) is not Megatron's "
            "attention-core recompute; plan with --recompute none or full",
            "selective");
   }
   if (layout.placement != planner::Placement::kTpDpPp) {
-    refuse(kTarget, "layout.placement",
+    refuse(kTorchtitanTarget, "layout.placement",
            "torchtitan's device mesh is [pp, dp_replicate, dp_shard, cp, tp] (tp-dp-pp)",
            planner::to_string(layout.placement));
   }
   // torchtitan/models/llama3/infra/parallelize.py line 151: "DDP has not supported > 1D
   // parallelism" (replicated dp beside tp or pp).
   if (layout.dp > 1 && layout.zero == 0 && (layout.tp > 1 || layout.pp > 1)) {
-    refuse(kTarget, "layout.zero",
+    refuse(kTorchtitanTarget, "layout.zero",
            "torchtitan's DDP (replicated dp) runs without tp and pp only; plan with --zero 3", "0");
   }
   if (!plan.options.flash_attention) {
-    refuse(kTarget, "options.flash_attention", "torchtitan always runs fused SDPA attention",
-           "off");
+    refuse(kTorchtitanTarget, "options.flash_attention",
+           "torchtitan always runs fused SDPA attention", "off");
   }
   if (!plan.options.overlap_grad_reduce) {
-    refuse(kTarget, "options.overlap_grad_reduce",
+    refuse(kTorchtitanTarget, "options.overlap_grad_reduce",
            "FSDP2 and DDP always overlap the gradient reduction with backward", "off");
   }
 }
@@ -86,23 +87,25 @@ std::string schedule_name(const planner::Layout& layout) {
     case planner::ScheduleKind::kZbH1:
       break;  // refused by check_framework(kFsdp)
   }
-  refuse(kTarget, "layout.schedule", "no torchtitan schedule", to_string(layout.schedule));
+  refuse(kTorchtitanTarget, "layout.schedule", "no torchtitan schedule",
+         to_string(layout.schedule));
 }
 
 }  // namespace
 
 std::string emit_torchtitan(const planner::Plan& plan) {
-  check_expressible(plan);
+  check_torchtitan_expressible(plan);
   // Planner features added after this writer (uneven pipeline stages, context parallelism,
   // MoE expert parallelism, FP8) must be emitted here or refused with refuse().
   const planner::Layout& layout = plan.layout;
   if (!layout.stage_layers.empty()) {
-    refuse(kTarget, "stage_layers", "uneven pipeline stages are not emitted for torchtitan yet",
+    refuse(kTorchtitanTarget, "stage_layers",
+           "uneven pipeline stages are not emitted for torchtitan yet",
            planner::format_stage_layers(layout.stage_layers));
   }
   const std::string flavor = llama3_flavor(plan.model);
   const bool sharded = layout.zero == 3 && layout.dp > 1;
-  std::string out = emit_detail::plan_comment(plan, kTarget, "#");
+  std::string out = emit_detail::plan_comment(plan, kTorchtitanTarget, "#");
   out += "# torchtitan job config (torchtitan/config/job_config.py)\n\n";
   out += fmt::format("[model]\nname = \"llama3\"\nflavor = \"{}\"\n\n", flavor);
   // torchtitan/train.py: gradient_accumulation_steps = global_batch_size / (local_batch_size *

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "memory_json.h"
 #include "meshplan/units.h"
 
 namespace meshplan::reports {
@@ -19,13 +20,6 @@ constexpr double kGiB = static_cast<double>(kBytesPerGiB);
 
 std::string on_off(bool value) {
   return value ? "on" : "off";
-}
-
-nlohmann::json memory_json(const planner::MemoryBreakdown& memory) {
-  return {
-      {"weights_bytes", memory.weights_bytes},     {"gradients_bytes", memory.gradients_bytes},
-      {"optimizer_bytes", memory.optimizer_bytes}, {"activations_bytes", memory.activations_bytes},
-      {"reserved_bytes", memory.reserved_bytes},   {"total_bytes", memory.total_bytes()}};
 }
 
 // Appends estimate `e`, ranked `rank` (from 1), as a row of the table and a record of "plans";

@@ -18,9 +18,11 @@ namespace meshplan::reports {
 
 namespace {
 
-constexpr double kGiB = static_cast<double>(kBytesPerGiB);
-// Chart frame in SVG user units: plot area [kLeft, kWidth - kRight] x [kTop, kHeight - kBottom].
-constexpr double kWidth = 720, kHeight = 380, kLeft = 78, kRight = 150, kTop = 20, kBottom = 62;
+constexpr double kBytesPerGiBDouble = static_cast<double>(kBytesPerGiB);
+// Chart frame in SVG user units: plot area [kChartLeft, kChartWidth - kChartRight] x [kChartTop,
+// kChartHeight - kChartBottom].
+constexpr double kChartWidth = 720, kChartHeight = 380, kChartLeft = 78, kChartRight = 150,
+                 kChartTop = 20, kChartBottom = 62;
 constexpr const char* kClusterColors[] = {"#1f77b4", "#d62728", "#2ca02c",
                                           "#9467bd", "#ff7f0e", "#8c564b"};
 
@@ -60,8 +62,8 @@ std::string svg_open(const std::string& id, const std::string& title) {
       "<svg id=\"{}\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {} {}\" width=\"{}\" "
       "height=\"{}\" role=\"img\"><title>{}</title>\n"
       "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#fafafa\" stroke=\"#999\"/>\n",
-      id, kWidth, kHeight, kWidth, kHeight, xml_escape(title), kLeft, kTop, kWidth - kLeft - kRight,
-      kHeight - kTop - kBottom);
+      id, kChartWidth, kChartHeight, kChartWidth, kChartHeight, xml_escape(title), kChartLeft,
+      kChartTop, kChartWidth - kChartLeft - kChartRight, kChartHeight - kChartTop - kChartBottom);
 }
 
 // Decade grid lines and labels of a vertical log axis, and its title.
@@ -72,23 +74,23 @@ std::string y_log_axis(const LogAxis& y, const std::string& title) {
     out += fmt::format(
         "<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>"
         "<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{}</text>\n",
-        kLeft, py, kWidth - kRight, py, kLeft - 6, py + 4, decade_label(e));
+        kChartLeft, py, kChartWidth - kChartRight, py, kChartLeft - 6, py + 4, decade_label(e));
   }
   out += fmt::format(
       "<text transform=\"translate(16 {:.1f}) rotate(-90)\" font-size=\"12\" "
       "text-anchor=\"middle\">{}</text>\n",
-      (kTop + kHeight - kBottom) / 2, xml_escape(title));
+      (kChartTop + kChartHeight - kChartBottom) / 2, xml_escape(title));
   return out;
 }
 
 std::string legend(const planner::SweepRequest& request) {
   std::string out;
   for (size_t c = 0; c < request.clusters.size(); ++c) {
-    const double y = kTop + 14 + 18 * static_cast<double>(c);
+    const double y = kChartTop + 14 + 18 * static_cast<double>(c);
     out += fmt::format(
         "<rect x=\"{}\" y=\"{:.1f}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
         "<text x=\"{}\" y=\"{:.1f}\" font-size=\"12\">{}</text>\n",
-        kWidth - kRight + 12, y - 10, cluster_color(c), kWidth - kRight + 30, y,
+        kChartWidth - kChartRight + 12, y - 10, cluster_color(c), kChartWidth - kChartRight + 30, y,
         xml_escape(request.clusters[c].label));
   }
   return out;
@@ -113,25 +115,25 @@ std::string time_chart(const planner::SweepRequest& request, const planner::Swee
     lo = std::min(lo, p->time_to_train_s / kSecondsPerDay);
     hi = std::max(hi, p->time_to_train_s / kSecondsPerDay);
   }
-  const LogAxis y(lo, hi, kHeight - kBottom, kTop);
+  const LogAxis y(lo, hi, kChartHeight - kChartBottom, kChartTop);
   const std::vector<int64_t>& counts = request.gpu_counts;
   const double x_lo = std::log2(static_cast<double>(counts.front()));
   const double x_hi = std::max(std::log2(static_cast<double>(counts.back())), x_lo + 1);
   const auto x_at = [&](int64_t gpus) {
-    return kLeft + 20 +
+    return kChartLeft + 20 +
            (std::log2(static_cast<double>(gpus)) - x_lo) / (x_hi - x_lo) *
-               (kWidth - kLeft - kRight - 40);
+               (kChartWidth - kChartLeft - kChartRight - 40);
   };
   out += y_log_axis(y, "time to train (days)");
   for (int64_t gpus : counts) {
     out += fmt::format(
         "<text x=\"{:.1f}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>\n",
-        x_at(gpus), kHeight - kBottom + 16, gpus);
+        x_at(gpus), kChartHeight - kChartBottom + 16, gpus);
   }
   out += fmt::format(
       "<text x=\"{:.1f}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">GPUs"
       "</text>\n",
-      (kLeft + kWidth - kRight) / 2, kHeight - kBottom + 36);
+      (kChartLeft + kChartWidth - kChartRight) / 2, kChartHeight - kChartBottom + 36);
   for (size_t c = 0; c < request.clusters.size(); ++c) {
     std::string line;
     for (const auto* p : points) {
@@ -163,18 +165,18 @@ std::string cost_chart(const planner::SweepRequest& request, const planner::Swee
     c_lo = std::min(c_lo, std::max(p->cost, 1.0));
     c_hi = std::max(c_hi, std::max(p->cost, 1.0));
   }
-  const LogAxis x(t_lo, t_hi, kLeft + 10, kWidth - kRight - 10);
-  const LogAxis y(c_lo, c_hi, kHeight - kBottom, kTop);
+  const LogAxis x(t_lo, t_hi, kChartLeft + 10, kChartWidth - kChartRight - 10);
+  const LogAxis y(c_lo, c_hi, kChartHeight - kChartBottom, kChartTop);
   out += y_log_axis(y, "cost (USD)");
   for (double e = x.lo_exp; e <= x.hi_exp + 1e-9; ++e) {
     out += fmt::format(
         "<text x=\"{:.1f}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>\n",
-        x.at(std::pow(10.0, e)), kHeight - kBottom + 16, decade_label(e));
+        x.at(std::pow(10.0, e)), kChartHeight - kChartBottom + 16, decade_label(e));
   }
   out += fmt::format(
       "<text x=\"{:.1f}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">time to train (days); "
       "ringed and joined: Pareto front</text>\n",
-      (kLeft + kWidth - kRight) / 2, kHeight - kBottom + 36);
+      (kChartLeft + kChartWidth - kChartRight) / 2, kChartHeight - kChartBottom + 36);
   std::sort(points.begin(), points.end(),
             [](const auto* a, const auto* b) { return a->time_to_train_s < b->time_to_train_s; });
   std::string front;
@@ -219,7 +221,7 @@ std::string memory_bar(const planner::SweepRequest& request, const planner::Swee
   std::string out;
   double base = 0;
   for (size_t k = 0; k < std::size(kMemoryParts); ++k) {
-    const double gib = static_cast<double>(parts[k]) / kGiB;
+    const double gib = static_cast<double>(parts[k]) / kBytesPerGiBDouble;
     out += fmt::format(
         "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\">"
         "<title>{}: {} {:.2f} GiB</title></rect>\n",
@@ -228,36 +230,37 @@ std::string memory_bar(const planner::SweepRequest& request, const planner::Swee
     base += gib;
   }
   const double hbm_gib =
-      static_cast<double>(request.clusters[p.cluster_index].cluster.gpu.hbm_bytes) / kGiB;
+      static_cast<double>(request.clusters[p.cluster_index].cluster.gpu.hbm_bytes) /
+      kBytesPerGiBDouble;
   return out + fmt::format(
                    "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#000\" "
                    "stroke-width=\"2\"><title>GPU memory {:.1f} GiB</title></line>\n"
                    "<text transform=\"translate({:.1f} {}) rotate(-50)\" font-size=\"10\" "
                    "text-anchor=\"end\" fill=\"{}\">{}</text>\n",
                    x, y_at(hbm_gib), x + bar_w, y_at(hbm_gib), hbm_gib, x + bar_w / 2 + 4,
-                   kHeight - kBottom + 10, cluster_color(p.cluster_index), p.num_gpus);
+                   kChartHeight - kChartBottom + 10, cluster_color(p.cluster_index), p.num_gpus);
 }
 
 // The memory chart's legend: the parts, the GPU-memory tick, the clusters' label colours.
 std::string memory_legend(const planner::SweepRequest& request) {
   std::string out;
   for (size_t k = 0; k < std::size(kMemoryParts); ++k) {
-    const double y = kTop + 14 + 18 * static_cast<double>(k);
+    const double y = kChartTop + 14 + 18 * static_cast<double>(k);
     out += fmt::format(
         "<rect x=\"{}\" y=\"{:.1f}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
         "<text x=\"{}\" y=\"{:.1f}\" font-size=\"12\">{}</text>\n",
-        kWidth - kRight + 12, y - 10, kMemoryParts[k].color, kWidth - kRight + 30, y,
-        kMemoryParts[k].name);
+        kChartWidth - kChartRight + 12, y - 10, kMemoryParts[k].color,
+        kChartWidth - kChartRight + 30, y, kMemoryParts[k].name);
   }
   out += fmt::format(
       "<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#000\" stroke-width=\"2\"/>"
       "<text x=\"{}\" y=\"{:.1f}\" font-size=\"12\">GPU memory</text>\n",
-      kWidth - kRight + 10, kTop + 14 + 18 * 5 - 4, kWidth - kRight + 24, kTop + 14 + 18 * 5 - 4,
-      kWidth - kRight + 30, kTop + 14 + 18 * 5);
+      kChartWidth - kChartRight + 10, kChartTop + 14 + 18 * 5 - 4, kChartWidth - kChartRight + 24,
+      kChartTop + 14 + 18 * 5 - 4, kChartWidth - kChartRight + 30, kChartTop + 14 + 18 * 5);
   for (size_t c = 0; c < request.clusters.size(); ++c) {
-    const double y = kTop + 14 + 18 * static_cast<double>(c + 7);
+    const double y = kChartTop + 14 + 18 * static_cast<double>(c + 7);
     out += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"12\" fill=\"{}\">{}</text>\n",
-                       kWidth - kRight + 12, y, cluster_color(c),
+                       kChartWidth - kChartRight + 12, y, cluster_color(c),
                        xml_escape(request.clusters[c].label));
   }
   return out;
@@ -271,31 +274,32 @@ std::string memory_chart(const planner::SweepRequest& request, const planner::Sw
   double top_gib = 1;
   for (const auto* p : points) {
     top_gib = std::max(
-        top_gib,
-        static_cast<double>(request.clusters[p->cluster_index].cluster.gpu.hbm_bytes) / kGiB);
+        top_gib, static_cast<double>(request.clusters[p->cluster_index].cluster.gpu.hbm_bytes) /
+                     kBytesPerGiBDouble);
   }
   top_gib = std::ceil(top_gib / 20) * 20;
-  const double px_per_gib = (kHeight - kTop - kBottom) / top_gib;
+  const double px_per_gib = (kChartHeight - kChartTop - kChartBottom) / top_gib;
   const std::function<double(double)> y_at = [&](double gib) {
-    return kHeight - kBottom - gib * px_per_gib;
+    return kChartHeight - kChartBottom - gib * px_per_gib;
   };
   for (double g = 0; g <= top_gib + 1e-9; g += 20) {
     out += fmt::format(
         "<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>"
         "<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{:g}</text>\n",
-        kLeft, y_at(g), kWidth - kRight, y_at(g), kLeft - 6, y_at(g) + 4, g);
+        kChartLeft, y_at(g), kChartWidth - kChartRight, y_at(g), kChartLeft - 6, y_at(g) + 4, g);
   }
   out += fmt::format(
       "<text transform=\"translate(16 {:.1f}) rotate(-90)\" font-size=\"12\" "
       "text-anchor=\"middle\">memory per GPU (GiB)</text>\n"
       "<text x=\"{:.1f}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">"
       "GPUs, coloured by cluster</text>\n",
-      (kTop + kHeight - kBottom) / 2, (kLeft + kWidth - kRight) / 2, kHeight - 8);
-  const double slot =
-      (kWidth - kLeft - kRight) / static_cast<double>(std::max<size_t>(1, points.size()));
+      (kChartTop + kChartHeight - kChartBottom) / 2, (kChartLeft + kChartWidth - kChartRight) / 2,
+      kChartHeight - 8);
+  const double slot = (kChartWidth - kChartLeft - kChartRight) /
+                      static_cast<double>(std::max<size_t>(1, points.size()));
   const double bar_w = std::min(28.0, slot * 0.7);
   for (size_t i = 0; i < points.size(); ++i) {
-    const double x = kLeft + slot * (static_cast<double>(i) + 0.5) - bar_w / 2;
+    const double x = kChartLeft + slot * (static_cast<double>(i) + 0.5) - bar_w / 2;
     out += memory_bar(request, *points[i], x, bar_w, px_per_gib, y_at);
   }
   return out + memory_legend(request) + "</svg>\n";

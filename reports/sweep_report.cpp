@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "memory_json.h"
 #include "meshplan/plan_file.h"
 #include "meshplan/plan_report.h"
 #include "sweep_points.h"
@@ -19,12 +20,6 @@ namespace {
 constexpr const char* kNamesFormat =
     "#{:>13} {:>6} {:>6} {:>3} {:>3} {:>5} {:>3} {:>3} {:>5} {:>8} {:>5} {:>11} {:>9} {:>11} "
     "{:>12} {:>7} {:>6}\n";
-
-nlohmann::json memory_json(const planner::MemoryBreakdown& m) {
-  return {{"weights_bytes", m.weights_bytes},     {"gradients_bytes", m.gradients_bytes},
-          {"optimizer_bytes", m.optimizer_bytes}, {"activations_bytes", m.activations_bytes},
-          {"reserved_bytes", m.reserved_bytes},   {"total_bytes", m.total_bytes()}};
-}
 
 // Appends `point` as a table row and a record of "points".
 void add_point_row(const planner::SweepRequest& request, const planner::SweepPoint& point,

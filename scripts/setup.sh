@@ -37,6 +37,9 @@ fi
 jobs=$(nproc 2>/dev/null || echo 2)
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMESHPLAN_WERROR="$ci" "${launcher[@]}" >/dev/null
+# Unity build (CMake batches of 8 files per compilation): the headers and the fmt/json template
+# instantiations are compiled once per batch instead of once per file, about half the CPU time.
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_UNITY_BUILD=ON -DMESHPLAN_WERROR="$ci" \
+  "${launcher[@]}" >/dev/null
 cmake --build build -j"$jobs"
 echo "setup: built build/cli/meshplan"

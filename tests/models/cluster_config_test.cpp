@@ -50,7 +50,7 @@ void check_same(const ClusterConfig& a, const ClusterConfig& b) {
   CHECK(a.source == b.source);
 }
 
-std::string error_for(const nlohmann::json& json) {
+std::string cluster_error_for(const nlohmann::json& json) {
   return input_error([&] { cluster_from_json(json, "mycluster.json"); });
 }
 
@@ -183,43 +183,43 @@ TEST_CASE("cluster errors: absurd sizes and numbers JSON cannot hold") {
   const nlohmann::json good = cluster_to_json(load_cluster("dgx-h100"));
   nlohmann::json json = good;
   json["intra_node_bytes_per_second"] = 1e-300;
-  CHECK(error_for(json) ==
+  CHECK(cluster_error_for(json) ==
         "mycluster.json: intra_node_bytes_per_second: absurdly small, less than 1000000 "
         "(1e-300)");
   json = good;
   json["inter_node_bytes_per_second_per_gpu"] = 4e17;  // 400 GB/s typed as bits times 1e6
-  CHECK(error_for(json) ==
+  CHECK(cluster_error_for(json) ==
         "mycluster.json: inter_node_bytes_per_second_per_gpu: absurdly large, more than 1e+16 "
         "(4e+17)");
   json = good;
   json["gpu"]["peak_bf16_flops_per_second"] = 989.0;  // TFLOP/s where FLOP/s belong
-  CHECK(error_for(json) ==
+  CHECK(cluster_error_for(json) ==
         "mycluster.json: gpu.peak_bf16_flops_per_second: absurdly small, less than 1000000 "
         "(989)");
   json = good;
   json["gpu"]["peak_fp32_flops_per_second"] = 1e19;
-  CHECK(error_for(json) ==
+  CHECK(cluster_error_for(json) ==
         "mycluster.json: gpu.peak_fp32_flops_per_second: absurdly large, more than 1e+18 (1e+19)");
   json = good;
   json["gpu"]["hbm_bytes_per_second"] = 1e17;
-  CHECK(error_for(json) ==
+  CHECK(cluster_error_for(json) ==
         "mycluster.json: gpu.hbm_bytes_per_second: absurdly large, more than 1e+16 (1e+17)");
   json = good;
   json["intra_node_latency_seconds"] = 2.5;  // microseconds typed as seconds
-  CHECK(error_for(json) ==
+  CHECK(cluster_error_for(json) ==
         "mycluster.json: intra_node_latency_seconds: absurdly large, more than 1 (2.5)");
   json = good;
   json["gpu"]["hbm_bytes"] = int64_t{1} << 51;  // 2 PiB
-  CHECK(error_for(json) ==
+  CHECK(cluster_error_for(json) ==
         "mycluster.json: gpu.hbm_bytes: must be between 1 and 1125899906842624 "
         "(2251799813685248)");
   json = good;
   json["gpus_per_node"] = 9'000'000'000'000'000'000;
-  CHECK(error_for(json) ==
+  CHECK(cluster_error_for(json) ==
         "mycluster.json: gpus_per_node: absurdly large, more than 10000000 (9000000000000000000)");
   json = good;
   json["gpus_per_node"] = std::numeric_limits<uint64_t>::max();  // would wrap to -1
-  CHECK(error_for(json) ==
+  CHECK(cluster_error_for(json) ==
         "mycluster.json: gpus_per_node: out of range, more than 2^63 - 1 "
         "(18446744073709551615)");
 
@@ -235,82 +235,83 @@ TEST_CASE("cluster errors name the field path and the value") {
 
   nlohmann::json json = good;
   json["efficiency"]["gemm_peak_efficiency"] = 1.5;
-  CHECK(error_for(json) ==
+  CHECK(cluster_error_for(json) ==
         "mycluster.json: efficiency.gemm_peak_efficiency: must be in (0, 1] "
         "(1.5)");
 
   json = good;
   json["efficiency"]["collective_efficiency"] = 0;
-  CHECK(error_for(json) ==
+  CHECK(cluster_error_for(json) ==
         "mycluster.json: efficiency.collective_efficiency: must be in (0, 1] (0)");
 
   json = good;
   json["gpu"].erase("hbm_bytes");
-  CHECK(error_for(json) == "mycluster.json: gpu.hbm_bytes: missing");
+  CHECK(cluster_error_for(json) == "mycluster.json: gpu.hbm_bytes: missing");
 
   json = good;
   json["gpu"]["peak_bf16_flops_per_second"] = "312e12";
-  CHECK(error_for(json) ==
+  CHECK(cluster_error_for(json) ==
         "mycluster.json: gpu.peak_bf16_flops_per_second: expected a number (\"312e12\")");
 
   json = good;
   json["gpu"]["peak_fp32_flops_per_second"] = -1;
-  CHECK(error_for(json) ==
+  CHECK(cluster_error_for(json) ==
         "mycluster.json: gpu.peak_fp32_flops_per_second: must be positive and finite (-1)");
 
   json = good;
   json.erase("gpu");
-  CHECK(error_for(json) == "mycluster.json: gpu: missing");
+  CHECK(cluster_error_for(json) == "mycluster.json: gpu: missing");
 
   json = good;
   json["gpu"] = "A100";
-  CHECK(error_for(json) == "mycluster.json: gpu: expected an object (\"A100\")");
+  CHECK(cluster_error_for(json) == "mycluster.json: gpu: expected an object (\"A100\")");
 
   json = good;
   json["gpus_per_node"] = "8";
-  CHECK(error_for(json) == "mycluster.json: gpus_per_node: expected an integer (\"8\")");
+  CHECK(cluster_error_for(json) == "mycluster.json: gpus_per_node: expected an integer (\"8\")");
 
   json = good;
   json["gpus_per_node"] = 0;
-  CHECK(error_for(json) == "mycluster.json: gpus_per_node: must be at least 1 (0)");
+  CHECK(cluster_error_for(json) == "mycluster.json: gpus_per_node: must be at least 1 (0)");
 
   json = good;
   json["intra_node_bytes_per_second"] = 0;
-  CHECK(error_for(json) ==
+  CHECK(cluster_error_for(json) ==
         "mycluster.json: intra_node_bytes_per_second: must be positive and finite (0)");
 
   json = good;
   json["inter_node_latency_seconds"] = -5e-6;
-  CHECK(error_for(json) ==
+  CHECK(cluster_error_for(json) ==
         "mycluster.json: inter_node_latency_seconds: must be positive and finite (-5e-06)");
 
   json = good;
   json["reserved_bytes_per_gpu"] = 80 * kGiB;  // all of HBM
-  CHECK(error_for(json) ==
+  CHECK(cluster_error_for(json) ==
         "mycluster.json: reserved_bytes_per_gpu: must be in [0, gpu.hbm_bytes) "
         "(85899345920)");
 
   json = good;
   json["price_per_gpu_hour"] = -1;
-  CHECK(error_for(json) ==
+  CHECK(cluster_error_for(json) ==
         "mycluster.json: price_per_gpu_hour: must be zero or positive and finite (-1)");
 
   json = good;
   json["precision"] = "fp16";
-  CHECK(error_for(json) ==
+  CHECK(cluster_error_for(json) ==
         "mycluster.json: precision: unsupported precision (fp16); supported: bf16, fp32");
 
   json = good;
   json["nics_per_node"] = 8;
-  CHECK(error_for(json) == "mycluster.json: nics_per_node: unknown field (8)");
+  CHECK(cluster_error_for(json) == "mycluster.json: nics_per_node: unknown field (8)");
 
   json = good;
   json["efficiency"]["matmul_efficiency"] = 0.5;
-  CHECK(error_for(json) == "mycluster.json: efficiency.matmul_efficiency: unknown field (0.5)");
+  CHECK(cluster_error_for(json) ==
+        "mycluster.json: efficiency.matmul_efficiency: unknown field (0.5)");
 
   json = good;
   json["gpu"]["name"] = "";
-  CHECK(error_for(json) == "mycluster.json: gpu.name: must not be empty (\"\")");
+  CHECK(cluster_error_for(json) == "mycluster.json: gpu.name: must not be empty (\"\")");
 
   ClusterConfig cluster = load_cluster("dgx-h100");
   cluster.gpu.hbm_bytes_per_second = INFINITY;  // JSON cannot spell it (1e400 is malformed)

@@ -68,7 +68,7 @@ nlohmann::json tiny_json() {
     "qkv_bias": false, "attention_output_bias": false, "mlp_bias": false})");
 }
 
-std::string error_for(const nlohmann::json& json) {
+std::string model_error_for(const nlohmann::json& json) {
   return input_error([&] { model_from_json(json, "m.json"); });
 }
 
@@ -195,47 +195,47 @@ TEST_CASE("a directory given as a model file is not read as an empty file") {
 TEST_CASE("missing fields, wrong types, unknown fields and values") {
   nlohmann::json json = tiny_json();
   json.erase("hidden_size");
-  CHECK(error_for(json) == "m.json: hidden_size: missing");
+  CHECK(model_error_for(json) == "m.json: hidden_size: missing");
 
   json = tiny_json();
   json.erase("num_kv_heads");  // required in meshplan's format (no silent MHA default)
-  CHECK(error_for(json) == "m.json: num_kv_heads: missing");
+  CHECK(model_error_for(json) == "m.json: num_kv_heads: missing");
 
   json = tiny_json();
   json["hidden_size"] = "64";
-  CHECK(error_for(json) == "m.json: hidden_size: expected an integer (\"64\")");
+  CHECK(model_error_for(json) == "m.json: hidden_size: expected an integer (\"64\")");
 
   json = tiny_json();
   json["num_layers"] = 4.5;
-  CHECK(error_for(json) == "m.json: num_layers: expected an integer (4.5)");
+  CHECK(model_error_for(json) == "m.json: num_layers: expected an integer (4.5)");
 
   json = tiny_json();
   json["tied_embeddings"] = 1;
-  CHECK(error_for(json) == "m.json: tied_embeddings: expected true or false (1)");
+  CHECK(model_error_for(json) == "m.json: tied_embeddings: expected true or false (1)");
 
   json = tiny_json();
   json["activation"] = "relu";
-  CHECK(error_for(json) ==
+  CHECK(model_error_for(json) ==
         "m.json: activation: unsupported activation (relu); supported: gelu, "
         "swiglu");
 
   json = tiny_json();
   json["norm"] = "batchnorm";
-  CHECK(error_for(json) ==
+  CHECK(model_error_for(json) ==
         "m.json: norm: unsupported norm (batchnorm); supported: layernorm, rmsnorm");
 
   json = tiny_json();
   json["positions"] = "sinusoidal";
-  CHECK(error_for(json) ==
+  CHECK(model_error_for(json) ==
         "m.json: positions: unsupported positions (sinusoidal); supported: learned, rope, alibi");
 
   json = tiny_json();
   json["num_layer"] = 4;  // typo of num_layers: rejected, not ignored
-  CHECK(error_for(json) == "m.json: num_layer: unknown field (4)");
+  CHECK(model_error_for(json) == "m.json: num_layer: unknown field (4)");
 
   json = tiny_json();
   json["source"] = 3;
-  CHECK(error_for(json) == "m.json: source: expected a string (3)");
+  CHECK(model_error_for(json) == "m.json: source: expected a string (3)");
 
   CHECK(input_error([] { model_from_json(nlohmann::json::array(), "m.json"); }) ==
         "m.json: expected a JSON object ([])");
@@ -246,7 +246,7 @@ TEST_CASE("zero, negative, absurd and inconsistent sizes") {
     nlohmann::json json = tiny_json();
     json["head_dim"] = 16;  // keeps h / a out of the way for hidden_size and heads
     json[field] = value;
-    return error_for(json);
+    return model_error_for(json);
   };
   CHECK(with("num_layers", 0) == "m.json: num_layers: must be positive (0)");
   CHECK(with("vocab_size", -1) == "m.json: vocab_size: must be positive (-1)");
@@ -283,27 +283,27 @@ TEST_CASE("zero, negative, absurd and inconsistent sizes") {
   nlohmann::json wide = tiny_json();
   wide["num_attention_heads"] = 16;
   wide["head_dim"] = 100000;  // each within its bound, but a d = 1.6e6 > 1e6
-  CHECK(error_for(wide) ==
+  CHECK(model_error_for(wide) ==
         "m.json: head_dim: num_attention_heads * head_dim absurdly large, more than 1000000 "
         "(16 * 100000)");
 
   nlohmann::json indivisible = tiny_json();
   indivisible["num_attention_heads"] = 3;  // 64 % 3 = 1 and no head_dim
   indivisible["num_kv_heads"] = 3;
-  CHECK(error_for(indivisible) ==
+  CHECK(model_error_for(indivisible) ==
         "m.json: num_attention_heads: does not divide hidden_size and no head_dim is given "
         "(64 % 3)");
 
   nlohmann::json learned = tiny_json();
   learned["positions"] = "learned";
   learned["max_position_embeddings"] = 16;  // table of 16 rows, sequence of 32
-  CHECK(error_for(learned) ==
+  CHECK(model_error_for(learned) ==
         "m.json: seq_length: longer than the learned position table, max_position_embeddings "
         "(32 > 16)");
 
   nlohmann::json unnamed = tiny_json();
   unnamed["name"] = "";
-  CHECK(error_for(unnamed) == "m.json: name: must not be empty (\"\")");
+  CHECK(model_error_for(unnamed) == "m.json: name: must not be empty (\"\")");
 
   TransformerConfig model = load_model("tiny");
   model.num_kv_heads = -2;

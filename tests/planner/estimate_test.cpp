@@ -18,7 +18,7 @@ using test::make_layout;
 
 // Closed forms below are a few products and quotients of exact values; the code evaluates the
 // same quantities in another order. 1e-12 relative covers double rounding only.
-constexpr double kRoundingTolerance = 1e-12;
+constexpr double kEstimateRoundingTolerance = 1e-12;
 
 // A model whose pipeline stages are near-identical: 32 layers of h 4096 (8 per stage at pp 4)
 // and a 64-token vocabulary, so the embedding on the first stage and the LM head on the last
@@ -135,8 +135,8 @@ TEST_CASE("estimate: one stage, one replica: the step is m (F + B) plus the opti
   const ChunkCost& chunk = e.stages[0].chunks[0];
   const double step = 16.0 * (chunk.forward_seconds() + chunk.backward_seconds()) +
                       e.stages[0].optimizer_step_seconds;
-  CHECK(e.step_time_s == doctest::Approx(step).epsilon(kRoundingTolerance));
-  CHECK(e.breakdown.bubble_seconds == doctest::Approx(0.0).epsilon(kRoundingTolerance));
+  CHECK(e.step_time_s == doctest::Approx(step).epsilon(kEstimateRoundingTolerance));
+  CHECK(e.breakdown.bubble_seconds == doctest::Approx(0.0).epsilon(kEstimateRoundingTolerance));
   CHECK(e.breakdown.pp_transfer_seconds == 0.0);
   CHECK(e.breakdown.dp_comm_exposed_seconds == 0.0);
   CHECK(e.tokens_per_s == doctest::Approx(16.0 * model.seq_length / step).epsilon(1e-12));
@@ -157,7 +157,7 @@ TEST_CASE("estimate: pipeline transfers, 2 (m v + p - 1) sends on the critical p
       estimate_plan(uniform_model(), models::load_cluster("dgx-a100-80gb"), layout);
   const double transfer = 16'777'216.0 / 225e9 + 2e-6;
   CHECK(e.breakdown.pp_transfer_seconds ==
-        doctest::Approx(22.0 * transfer).epsilon(kRoundingTolerance));
+        doctest::Approx(22.0 * transfer).epsilon(kEstimateRoundingTolerance));
   // pp 1: nothing to transfer.
   const PlanEstimate single = estimate_plan(uniform_model(), models::load_cluster("dgx-a100-80gb"),
                                             make_layout(1, 1, 8, 1, 8));
@@ -174,11 +174,11 @@ TEST_CASE("estimate: gradient all-reduce fully exposed without overlap; optimize
   options.overlap_grad_reduce = false;
   const PlanEstimate e = estimate_plan(model, cluster, make_layout(1, 1, 8, 1, 8), options);
   CHECK(e.breakdown.dp_comm_exposed_seconds ==
-        doctest::Approx(1.75 * 435'328.0 / 225e9 + 14 * 2e-6).epsilon(kRoundingTolerance));
+        doctest::Approx(1.75 * 435'328.0 / 225e9 + 14 * 2e-6).epsilon(kEstimateRoundingTolerance));
   // Adam, memory-bound: 28 bytes per parameter (bf16 gradient 2, fp32 master, m and v read and
   // written 3 * 8, bf16 weights written 2) at 2.039e12 * 0.8 B/s.
   CHECK(e.breakdown.optimizer_seconds ==
-        doctest::Approx(28.0 * 217'664.0 / (2.039e12 * 0.8)).epsilon(kRoundingTolerance));
+        doctest::Approx(28.0 * 217'664.0 / (2.039e12 * 0.8)).epsilon(kEstimateRoundingTolerance));
   // With overlap the exposed part can only shrink.
   const PlanEstimate overlapped = estimate_plan(model, cluster, make_layout(1, 1, 8, 1, 8));
   CHECK(overlapped.breakdown.dp_comm_exposed_seconds <= e.breakdown.dp_comm_exposed_seconds);
@@ -205,7 +205,7 @@ TEST_CASE("estimate: ZeRO-3 exposes the first gather, the last reduce and each u
   const double per_micro_batch =
       g + 31.0 * std::max(0.0, g - f_u) + 31.0 * std::max(0.0, g + r - b_u) + r;
   CHECK(e.breakdown.dp_comm_exposed_seconds ==
-        doctest::Approx(2.0 * per_micro_batch).epsilon(kRoundingTolerance));
+        doctest::Approx(2.0 * per_micro_batch).epsilon(kEstimateRoundingTolerance));
   // Whatever the compute, at least the first gather and the last reduce of every micro-batch.
   CHECK(e.breakdown.dp_comm_exposed_seconds >= 2.0 * (g + r));
 }
@@ -256,7 +256,7 @@ TEST_CASE("pipeline transfer time matches the inventory's sends") {
   REQUIRE(send_seconds > 0);
   // 2 (m + p - 1) = 2 * (4 + 2 - 1) = 10 transfers on the critical path.
   CHECK(e.breakdown.pp_transfer_seconds ==
-        doctest::Approx(10.0 * send_seconds).epsilon(kRoundingTolerance));
+        doctest::Approx(10.0 * send_seconds).epsilon(kEstimateRoundingTolerance));
 }
 
 // Fixed bug, kept as a regression test: collective_seconds places a group by (size, stride) alone,

@@ -16,7 +16,7 @@ using test::make_layout;
 // Every expected value below is a sum of products of exact integers below 2^63; the code adds
 // the same FLOPs per matrix in doubles in another order, so they agree to a few ulps. 1e-12
 // relative leaves room for that rounding and nothing else.
-constexpr double kRoundingTolerance = 1e-12;
+constexpr double kFlopsRoundingTolerance = 1e-12;
 
 TEST_CASE("model FLOPs, GPT-3 175B, B 1536: 72 B s l h^2 (1 + s/(6h)) + 6 B s h V") {
   // B 1536, s 2048, l 96, h 12288, V 50257 (the README's Megatron-LM count, ffn 4h, MHA):
@@ -24,10 +24,11 @@ TEST_CASE("model FLOPs, GPT-3 175B, B 1536: 72 B s l h^2 (1 + s/(6h)) + 6 B s h 
   // = 3,385,978,038,062,678,016 (computed in exact rationals).
   const models::TransformerConfig model = models::load_model("gpt3-175b");
   const double expected = 3'385'978'038'062'678'016.0;
-  CHECK(model_flops_per_step(model, 1536) == doctest::Approx(expected).epsilon(kRoundingTolerance));
+  CHECK(model_flops_per_step(model, 1536) ==
+        doctest::Approx(expected).epsilon(kFlopsRoundingTolerance));
   // Linear in the batch: half the batch, half the FLOPs.
   CHECK(model_flops_per_step(model, 768) ==
-        doctest::Approx(expected / 2).epsilon(kRoundingTolerance));
+        doctest::Approx(expected / 2).epsilon(kFlopsRoundingTolerance));
 }
 
 TEST_CASE("model FLOPs, Llama-3 8B (GQA, SwiGLU): PaLM's 6N + 12 L H Q T per token") {
@@ -41,7 +42,7 @@ TEST_CASE("model FLOPs, Llama-3 8B (GQA, SwiGLU): PaLM's 6N + 12 L H Q T per tok
   // Per token 57,912,852,480; one sequence of 8192 tokens: 474,422,087,516,160.
   const models::TransformerConfig model = models::load_model("llama3-8b");
   CHECK(model_flops_per_step(model, 1) ==
-        doctest::Approx(474'422'087'516'160.0).epsilon(kRoundingTolerance));
+        doctest::Approx(474'422'087'516'160.0).epsilon(kFlopsRoundingTolerance));
 }
 
 struct Flops {
@@ -66,16 +67,17 @@ constexpr double kModelFlops7b = 1'584'946'011'439'104.0;
 
 TEST_CASE("hardware FLOPs: no recompute equals model FLOPs") {
   const Flops flops = estimate_flops(Recompute::kNone);
-  CHECK(flops.model == doctest::Approx(kModelFlops7b).epsilon(kRoundingTolerance));
-  CHECK(flops.hardware == doctest::Approx(kModelFlops7b).epsilon(kRoundingTolerance));
+  CHECK(flops.model == doctest::Approx(kModelFlops7b).epsilon(kFlopsRoundingTolerance));
+  CHECK(flops.hardware == doctest::Approx(kModelFlops7b).epsilon(kFlopsRoundingTolerance));
 }
 
 TEST_CASE("hardware FLOPs: full recompute is Narayanan et al. 2021 eq. 3") {
   // 96 B s l h^2 (1 + s/(6h) + V/(16 l h)): one more forward of every layer (the LM head is not
   // recomputed) = 2,099,517,453,238,272.
   const Flops flops = estimate_flops(Recompute::kFull);
-  CHECK(flops.model == doctest::Approx(kModelFlops7b).epsilon(kRoundingTolerance));
-  CHECK(flops.hardware == doctest::Approx(2'099'517'453'238'272.0).epsilon(kRoundingTolerance));
+  CHECK(flops.model == doctest::Approx(kModelFlops7b).epsilon(kFlopsRoundingTolerance));
+  CHECK(flops.hardware ==
+        doctest::Approx(2'099'517'453'238'272.0).epsilon(kFlopsRoundingTolerance));
 }
 
 TEST_CASE("hardware FLOPs: selective recompute re-runs the attention core") {
@@ -83,7 +85,8 @@ TEST_CASE("hardware FLOPs: selective recompute re-runs the attention core") {
   // per layer: 4 * 16 * 2048^2 * 4096 * 36 = 39,582,418,599,936 on top of the model FLOPs:
   // 1,624,528,430,039,040.
   const Flops flops = estimate_flops(Recompute::kSelective);
-  CHECK(flops.hardware == doctest::Approx(1'624'528'430'039'040.0).epsilon(kRoundingTolerance));
+  CHECK(flops.hardware ==
+        doctest::Approx(1'624'528'430'039'040.0).epsilon(kFlopsRoundingTolerance));
 }
 
 // torchtitan's op-level selective recompute (--framework fsdp, recompute selective) on Llama-3 8B
@@ -107,9 +110,9 @@ TEST_CASE("hardware FLOPs: FSDP selective is torchtitan's op policy, every secon
   const PlanEstimate e = op_sac_estimate(Framework::kFsdp, Recompute::kSelective);
   REQUIRE(e.rejection_code != "sizes");
   CHECK(e.model_flops_per_step ==
-        doctest::Approx(8 * 474'422'087'516'160.0).epsilon(kRoundingTolerance));
+        doctest::Approx(8 * 474'422'087'516'160.0).epsilon(kFlopsRoundingTolerance));
   CHECK(e.hardware_flops_per_step ==
-        doctest::Approx(4'129'628'234'973'184.0).epsilon(kRoundingTolerance));
+        doctest::Approx(4'129'628'234'973'184.0).epsilon(kFlopsRoundingTolerance));
 }
 
 TEST_CASE("time: FSDP selective re-runs wk, wo, w3 and the element-wise work in the backward") {
@@ -180,15 +183,15 @@ TEST_CASE("MFU, HFU, model TFLOP/s per GPU and tokens/s from the step time") {
   const PlanEstimate e = estimate_plan(model, models::load_cluster("dgx-a100-80gb"), layout);
   REQUIRE(e.step_time_s > 0);
   const double gpus = 8;  // tp 2 * pp 2 * dp 2
-  CHECK(
-      e.mfu ==
-      doctest::Approx(kModelFlops7b / (e.step_time_s * gpus * 312e12)).epsilon(kRoundingTolerance));
+  CHECK(e.mfu == doctest::Approx(kModelFlops7b / (e.step_time_s * gpus * 312e12))
+                     .epsilon(kFlopsRoundingTolerance));
   CHECK(e.hfu == doctest::Approx(2'099'517'453'238'272.0 / (e.step_time_s * gpus * 312e12))
-                     .epsilon(kRoundingTolerance));
-  CHECK(e.model_tflops_per_gpu ==
-        doctest::Approx(kModelFlops7b / (e.step_time_s * gpus) / 1e12).epsilon(kRoundingTolerance));
-  CHECK(e.tokens_per_s ==
-        doctest::Approx(16.0 * 2048.0 / e.step_time_s).epsilon(kRoundingTolerance));  // B s / t
+                     .epsilon(kFlopsRoundingTolerance));
+  CHECK(e.model_tflops_per_gpu == doctest::Approx(kModelFlops7b / (e.step_time_s * gpus) / 1e12)
+                                      .epsilon(kFlopsRoundingTolerance));
+  CHECK(
+      e.tokens_per_s ==
+      doctest::Approx(16.0 * 2048.0 / e.step_time_s).epsilon(kFlopsRoundingTolerance));  // B s / t
 }
 
 }  // namespace

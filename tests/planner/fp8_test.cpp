@@ -46,7 +46,7 @@ PlanOptions fp8_options() {
 
 // The expected values are sums of products of exact inputs; 1e-9 relative covers the
 // different order of the floating-point operations.
-constexpr double kRoundingTolerance = 1e-9;
+constexpr double kFp8RoundingTolerance = 1e-9;
 
 TEST_CASE("H100 and H200 presets: FP8 dense peak 1,978.9 TFLOP/s (H100 whitepaper); A100 none") {
   for (const char* name : {"dgx-h100", "dgx-h200"}) {
@@ -75,11 +75,11 @@ TEST_CASE("fp8: the linear GEMMs run at the FP8 peak, nothing else changes") {
   const ChunkCost& b = bf16.stages[0].chunks[0];
   const ChunkCost& f = fp8.stages[0].chunks[0];
   CHECK(b.forward_compute_seconds - f.forward_compute_seconds ==
-        doctest::Approx(32.0 * saved_per_layer).epsilon(kRoundingTolerance));
+        doctest::Approx(32.0 * saved_per_layer).epsilon(kFp8RoundingTolerance));
   CHECK(b.backward_input_compute_seconds - f.backward_input_compute_seconds ==
-        doctest::Approx(32.0 * saved_per_layer).epsilon(kRoundingTolerance));
+        doctest::Approx(32.0 * saved_per_layer).epsilon(kFp8RoundingTolerance));
   CHECK(b.backward_weight_compute_seconds - f.backward_weight_compute_seconds ==
-        doctest::Approx(32.0 * saved_per_layer).epsilon(kRoundingTolerance));
+        doctest::Approx(32.0 * saved_per_layer).epsilon(kFp8RoundingTolerance));
   // Communication is sent as in bf16 (Megatron-LM with Transformer Engine keeps activations,
   // gradients and the data-parallel reduction in 16/32 bits).
   CHECK(f.forward_tp_comm_seconds == b.forward_tp_comm_seconds);

@@ -13,34 +13,9 @@
 
 #include "meshplan/json_io.h"
 #include "meshplan/models.h"
+#include "table_text.h"
 
 namespace meshplan::reports {
-namespace {
-
-// Data rows of a table: the lines that do not start with '#'.
-std::vector<std::string> data_rows(const std::string& table) {
-  std::vector<std::string> rows;
-  std::istringstream in(table);
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty() && line[0] != '#') {
-      rows.push_back(line);
-    }
-  }
-  return rows;
-}
-
-// The whitespace-separated fields of a line.
-std::vector<std::string> fields(const std::string& line) {
-  std::istringstream in(line);
-  std::vector<std::string> out;
-  for (std::string field; in >> field;) {
-    out.push_back(field);
-  }
-  return out;
-}
-
-}  // namespace
-
 TEST_CASE("plan report: each row and its JSON record are the same plan, best first") {
   // GPT-3 175B on 1024 A100s with a global batch of 1536 (Narayanan et al. 2021, Table 1's row).
   const models::TransformerConfig model = models::load_model("gpt3-175b");

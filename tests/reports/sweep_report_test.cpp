@@ -14,31 +14,12 @@
 #include <vector>
 
 #include "meshplan/models.h"
+#include "table_text.h"
 
 namespace meshplan::reports {
 namespace {
 
-std::vector<std::string> data_rows(const std::string& table) {
-  std::vector<std::string> rows;
-  std::istringstream in(table);
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty() && line[0] != '#') {
-      rows.push_back(line);
-    }
-  }
-  return rows;
-}
-
-std::vector<std::string> fields(const std::string& line) {
-  std::istringstream in(line);
-  std::vector<std::string> out;
-  for (std::string field; in >> field;) {
-    out.push_back(field);
-  }
-  return out;
-}
-
-size_t count(const std::string& text, const std::string& needle) {
+size_t count_occurrences(const std::string& text, const std::string& needle) {
   size_t n = 0;
   for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
     ++n;
@@ -109,10 +90,10 @@ TEST_CASE("sweep html: three charts, a ring per Pareto point, 5 parts per bar, o
   const planner::SweepRequest r = request();
   const planner::SweepResult result = planner::run_sweep(r, 2);
   const std::string page = sweep_html(r, result);
-  CHECK(count(page, "<svg ") == 3);
+  CHECK(count_occurrences(page, "<svg ") == 3);
   for (const char* id :
        {"id=\"chart-time\"", "id=\"chart-cost\"", "id=\"chart-memory\"", "id=\"points\""}) {
-    CHECK(count(page, id) == 1);
+    CHECK(count_occurrences(page, id) == 1);
   }
   size_t feasible = 0, pareto = 0;
   for (const planner::SweepPoint& p : result.points) {
@@ -120,14 +101,14 @@ TEST_CASE("sweep html: three charts, a ring per Pareto point, 5 parts per bar, o
     pareto += p.pareto ? 1 : 0;
   }
   CHECK(feasible == 4);
-  CHECK(count(page, "class=\"pareto\"") == pareto);
+  CHECK(count_occurrences(page, "class=\"pareto\"") == pareto);
   for (const char* part :
        {": weights ", ": gradients ", ": optimizer ", ": activations ", ": reserve "}) {
-    CHECK(count(page, part) == feasible);
+    CHECK(count_occurrences(page, part) == feasible);
   }
-  CHECK(count(page, "http") == 3);  // the xmlns of each <svg>, nothing fetched
-  CHECK(count(page, "<script") == 0);
-  CHECK(count(page, "no feasible plan: memory x") == 2);
+  CHECK(count_occurrences(page, "http") == 3);  // the xmlns of each <svg>, nothing fetched
+  CHECK(count_occurrences(page, "<script") == 0);
+  CHECK(count_occurrences(page, "no feasible plan: memory x") == 2);
 }
 
 }  // namespace

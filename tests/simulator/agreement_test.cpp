@@ -10,6 +10,7 @@
 
 #include "meshplan/models.h"
 #include "meshplan/simulator.h"
+#include "relative_error.h"
 
 namespace meshplan::simulator {
 namespace {
@@ -37,10 +38,6 @@ planner::Plan zero3_plan(const char* model, const char* cluster, int64_t tp, int
   planner::Plan plan = preset_plan(model, cluster, tp, pp, dp, vpp, global_batch, schedule);
   plan.layout.zero = 3;
   return plan;
-}
-
-double relative(double simulated, double analytic) {
-  return std::abs(simulated - analytic) / analytic;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "meshplan/models.h"
 #include "meshplan/simulator.h"
+#include "relative_error.h"
 
 namespace meshplan::simulator {
 namespace {
@@ -24,10 +25,6 @@ planner::Plan cp_plan(const char* model, const char* cluster, int64_t tp, int64_
   plan.layout.zero = 1;
   plan.num_gpus = plan.layout.num_gpus();
   return plan;
-}
-
-double relative(double simulated, double analytic) {
-  return std::abs(simulated - analytic) / analytic;
 }
 
 }  // namespace
