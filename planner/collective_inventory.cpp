@@ -215,20 +215,17 @@ void add_mixture_of_experts(Inventory& inventory, const models::TransformerConfi
                   moe_layers * m * (full ? 2 : 1));
   }
   const int64_t edp = expert_data_parallel(layout);
-  const int64_t expert_bytes =
-      stage_expert_parameter_count(model, layout, stage) * element_bytes(cluster);
-  if (edp <= 1 || expert_bytes == 0) {
-    return;
+  const DpBuckets experts = expert_dp_buckets(model, cluster, layout, stage);
+  for (const DpBucket& call : experts.step_grad) {
+    inventory.add(stage,
+                  layout.zero == 0 ? "expert_dp: expert gradient all-reduce"
+                                   : "expert_dp: expert gradient reduce-scatter (ZeRO)",
+                  call.kind, CommGroup::kExpertDp, edp, call.bytes, call.num_calls);
   }
-  if (layout.zero == 0) {
-    inventory.add(stage, "expert_dp: expert gradient all-reduce", CollectiveKind::kAllReduce,
-                  CommGroup::kExpertDp, edp, expert_bytes, 1);
-    return;
+  for (const DpBucket& call : experts.step_param) {
+    inventory.add(stage, "expert_dp: expert parameter all-gather after the optimizer (ZeRO)",
+                  call.kind, CommGroup::kExpertDp, edp, call.bytes, call.num_calls);
   }
-  inventory.add(stage, "expert_dp: expert gradient reduce-scatter (ZeRO)",
-                CollectiveKind::kReduceScatter, CommGroup::kExpertDp, edp, expert_bytes, 1);
-  inventory.add(stage, "expert_dp: expert parameter all-gather after the optimizer (ZeRO)",
-                CollectiveKind::kAllGather, CommGroup::kExpertDp, edp, expert_bytes, 1);
 }
 
 }  // namespace

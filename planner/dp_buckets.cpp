@@ -82,7 +82,7 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
   if (grad_group_size(layout) <= 1) {
     return out;
   }
-  // Expert parameters reduce over the expert data parallel group instead (estimate.cpp).
+  // Expert parameters reduce over the expert data parallel group instead (expert_dp_buckets).
   const int64_t parameters = stage_parameter_count(model, layout, stage) -
                              stage_expert_parameter_count(model, layout, stage);
   const int64_t e = element_bytes(cluster);
@@ -128,6 +128,30 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
       break;
     }
   }
+  return out;
+}
+
+DpBuckets expert_dp_buckets(const models::TransformerConfig& model,
+                            const models::ClusterConfig& cluster, const Layout& layout,
+                            int64_t stage) {
+  DpBuckets out;
+  const int64_t expert_bytes =
+      stage_expert_parameter_count(model, layout, stage) * element_bytes(cluster);
+  if (expert_bytes == 0 || expert_data_parallel(layout) <= 1) {
+    return out;
+  }
+  const auto call = [&](CollectiveKind kind) {
+    return DpBucket{
+        expert_bytes, kind, CommGroup::kExpertDp,
+        stage_collective_seconds(cluster, layout, kind, CommGroup::kExpertDp, stage, expert_bytes),
+        1};
+  };
+  if (layout.zero == 0) {
+    out.step_grad.push_back(call(CollectiveKind::kAllReduce));
+    return out;
+  }
+  out.step_grad.push_back(call(CollectiveKind::kReduceScatter));
+  out.step_param.push_back(call(CollectiveKind::kAllGather));
   return out;
 }
 

@@ -134,23 +134,10 @@ DpTimes dp_times(const models::TransformerConfig& model, const models::ClusterCo
       total_seconds(buckets.step_grad) + chunk_ops * total_seconds(buckets.chunk_grad);
   times.parameter_gather_seconds =
       total_seconds(buckets.step_param) + 2.0 * chunk_ops * total_seconds(buckets.chunk_param);
-  // Expert parameters: one gradient collective per step over the expert data parallel group
-  // (dp cp / ep ranks), all-reduce or, with ZeRO 1-2, reduce-scatter then parameter all-gather
-  // (Megatron-Core keeps experts in their own gradient buffer over that group).
-  const int64_t expert_bytes =
-      stage_expert_parameter_count(model, layout, stage) * element_bytes(cluster);
-  if (expert_bytes > 0 && expert_data_parallel(layout) > 1) {
-    const auto collective = [&](CollectiveKind kind) {
-      return stage_collective_seconds(cluster, layout, kind, CommGroup::kExpertDp, stage,
-                                      expert_bytes);
-    };
-    if (layout.zero == 0) {
-      times.gradient_seconds += collective(CollectiveKind::kAllReduce);
-    } else {
-      times.gradient_seconds += collective(CollectiveKind::kReduceScatter);
-      times.parameter_gather_seconds += collective(CollectiveKind::kAllGather);
-    }
-  }
+  // Expert parameters: one gradient collective per step over the expert data parallel group.
+  const DpBuckets experts = expert_dp_buckets(model, cluster, layout, stage);
+  times.gradient_seconds += total_seconds(experts.step_grad);
+  times.parameter_gather_seconds += total_seconds(experts.step_param);
   times.num_units = total_calls(buckets.chunk_param) * layout.vpp;
   times.num_micro_batches = static_cast<double>(layout.num_micro_batches());
   return times;

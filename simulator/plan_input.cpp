@@ -88,10 +88,17 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
       case CommGroup::kEp:
         break;  // MoE all-to-alls: inside the chunk costs (ChunkCost's ep_comm seconds)
       case CommGroup::kExpertDp:
-        throw InputError(fmt::format(
-            "{}: layout: the simulator does not replay the expert gradient reduction of a "
-            "mixture-of-experts plan with dp*cp/ep > 1 yet ({}); plan it with meshplan plan",
-            source, planner::describe(layout)));
+        // From planner::expert_dp_buckets below, once per step with the dp buckets. ZeRO 2-3
+        // reduce the dense gradients per op and the experts once per step, a mix the replay's
+        // bucket lists do not hold.
+        if (layout.zero >= 2) {
+          throw InputError(fmt::format(
+              "{}: layout: the simulator replays the expert gradient reduction of a "
+              "mixture-of-experts plan with dp*cp/ep > 1 under ZeRO 0-1 only, not ZeRO {} "
+              "({}); plan it with meshplan plan",
+              source, layout.zero, planner::describe(layout)));
+        }
+        break;
     }
   }
   planner::PlanOptions plan_options = plan.options;
@@ -104,6 +111,16 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
     costs.param_buckets = replay_buckets(dp.step_param);
     costs.chunk_grad_buckets = replay_buckets(dp.chunk_grad);
     costs.chunk_param_buckets = replay_buckets(dp.chunk_param);
+    // Expert gradients over the expert data-parallel group: after the dense buckets, on the
+    // same stream (the planner adds their times to the stage's gradient and gather times).
+    const planner::DpBuckets experts =
+        planner::expert_dp_buckets(plan.model, plan.cluster, layout, stage);
+    for (const Bucket& bucket : replay_buckets(experts.step_grad)) {
+      costs.grad_buckets.push_back(bucket);
+    }
+    for (const Bucket& bucket : replay_buckets(experts.step_param)) {
+      costs.param_buckets.push_back(bucket);
+    }
   }
   return input;
 }
