@@ -12,9 +12,6 @@ namespace meshplan::planner {
 
 namespace {
 
-// Megatron-Core counts routed tokens in int64 (routing_map.sum() of a bool tensor).
-constexpr int64_t kTokenCountBytes = 8;
-
 class Inventory {
  public:
   Inventory(const models::ClusterConfig& cluster, const Layout& layout)
@@ -203,15 +200,14 @@ void add_mixture_of_experts(Inventory& inventory, const models::TransformerConfi
     // meshplan files it under ep) before each forward dispatch; the backward reuses them.
     inventory.add(stage, "ep: MoE token-count all-gather (dispatch preprocess)",
                   CollectiveKind::kAllGather, CommGroup::kEp, layout.ep,
-                  layout.ep * model.num_experts * kTokenCountBytes,
-                  moe_layers * m * (full ? 2 : 1));
+                  moe_token_count_bytes(model, layout), moe_layers * m * (full ? 2 : 1));
   }
   if (options.moe_aux_loss_coeff > 0 && layout.tp * layout.cp > 1) {
     // router.py _apply_aux_loss: the E token counts summed over the tp x cp ranks sharing the
     // sequences, each forward (meshplan files the group under cp, or tp when cp is 1).
     inventory.add(stage, "cp: MoE router token-count all-reduce (load-balancing loss)",
                   CollectiveKind::kAllReduce, layout.cp > 1 ? CommGroup::kCp : CommGroup::kTp,
-                  layout.tp * layout.cp, model.num_experts * kTokenCountBytes,
+                  layout.tp * layout.cp, model.num_experts * kMoeTokenCountBytes,
                   moe_layers * m * (full ? 2 : 1));
   }
   const int64_t edp = expert_data_parallel(layout);

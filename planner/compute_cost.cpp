@@ -271,6 +271,16 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     // token_dispatcher.py MoEAlltoAllTokenDispatcher); not overlapped with compute.
     const double all_to_all =
         moe_layer ? 2.0 * moe_all_to_all_seconds(model, cluster, layout, stage) : 0.0;
+    // Each forward dispatch first all-gathers the ep ranks' token counts (the backward reuses
+    // them; a full recompute gathers them again).
+    double token_counts = moe_layer ? moe_token_count_seconds(model, cluster, layout, stage) : 0.0;
+    if (moe_layer && options.moe_aux_loss_coeff > 0 && layout.tp * layout.cp > 1) {
+      // The load-balancing loss sums the E token counts over the tp x cp ranks sharing the
+      // sequences, each forward (Megatron-Core router.py _apply_aux_loss).
+      token_counts +=
+          collective_seconds(cluster, CollectiveKind::kAllReduce,
+                             model.num_experts * kMoeTokenCountBytes, layout.tp * layout.cp, 1);
+    }
     double ep_backward = all_to_all;
     // FSDP's selective recompute is torchtitan's op-level policy (check_recompute_options
     // admits dense MHA/GQA blocks only).
@@ -283,7 +293,7 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
       input_backward += layer_forward;  // the layer's forward runs again (Chen et al. 2016)
       tp_backward += layer.tp_comm_forward;
       cp_backward += layer.cp_comm_forward;
-      ep_backward += all_to_all;
+      ep_backward += all_to_all + token_counts;
     } else if (op_sac) {
       input_backward += sac.compute_seconds;
       tp_backward += sac.tp_comm_seconds;
@@ -303,7 +313,7 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     }
     cost.forward_compute_seconds += layer_forward * count;
     cost.forward_tp_comm_seconds += layer.tp_comm_forward * count;
-    cost.forward_ep_comm_seconds += all_to_all * count;
+    cost.forward_ep_comm_seconds += (all_to_all + token_counts) * count;
     cost.backward_input_compute_seconds += input_backward * count;
     cost.backward_weight_compute_seconds += layer.linear_forward * count;
     cost.backward_tp_comm_seconds += tp_backward * count;

@@ -58,6 +58,11 @@ int64_t moe_tp_gather_bytes(const models::TransformerConfig& model,
 double moe_all_to_all_seconds(const models::TransformerConfig& model,
                               const models::ClusterConfig& cluster, const Layout& layout,
                               int64_t stage);
+/// The token-count all-gather of one MoE layer's forward on stage `stage`'s ep group
+/// (moe_token_count_bytes): latency-bound, (ep - 1) ring steps of a few bytes.
+double moe_token_count_seconds(const models::TransformerConfig& model,
+                               const models::ClusterConfig& cluster, const Layout& layout,
+                               int64_t stage);
 
 /// Element sizes: weights/activations/communication, and gradients (ZeRO's K=12 accounting
 /// keeps gradients in the compute precision).

@@ -38,4 +38,18 @@ double moe_all_to_all_seconds(const models::TransformerConfig& model,
                                   moe_all_to_all_bytes(model, cluster, layout));
 }
 
+int64_t moe_token_count_bytes(const models::TransformerConfig& model, const Layout& layout) {
+  return layout.ep * model.num_experts * kMoeTokenCountBytes;
+}
+
+double moe_token_count_seconds(const models::TransformerConfig& model,
+                               const models::ClusterConfig& cluster, const Layout& layout,
+                               int64_t stage) {
+  if (layout.ep <= 1) {
+    return 0.0;
+  }
+  return stage_collective_seconds(cluster, layout, CollectiveKind::kAllGather, CommGroup::kEp,
+                                  stage, moe_token_count_bytes(model, layout));
+}
+
 }  // namespace meshplan::planner

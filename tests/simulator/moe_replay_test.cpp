@@ -40,9 +40,16 @@ TEST_CASE("MoE: dispatch and combine all-to-alls are tasks of the planner's dura
       ++num_backward;
     }
   }
-  // Forward and backward durations are equal here (no recompute): 4 tasks of that duration.
-  CHECK(chunk.forward_ep_comm_seconds == chunk.backward_ep_comm_seconds);
-  CHECK(num_forward + num_backward == 4);
+  // The forward also all-gathers the ep ranks' token counts before each dispatch (3 MoE
+  // layers); the backward reuses them: 2 tasks of each duration.
+  // ep 2 on consecutive ranks (stride tp cp = 1), 2 x 4 experts x 8 bytes gathered.
+  CHECK(planner::moe_token_count_bytes(plan.model, plan.layout) == 2 * 4 * 8);
+  const double token_counts = planner::collective_seconds(
+      plan.cluster, planner::CollectiveKind::kAllGather, 2 * 4 * 8, 2, 1);
+  CHECK(chunk.forward_ep_comm_seconds ==
+        doctest::Approx(chunk.backward_ep_comm_seconds + 3 * token_counts).epsilon(1e-12));
+  CHECK(num_forward == 2);
+  CHECK(num_backward == 2);
 }
 
 // tiny-moe, dp 2, ep 1: the expert data-parallel group is the 2 dp ranks. Experts: 3 MoE layers

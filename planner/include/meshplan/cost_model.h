@@ -321,6 +321,15 @@ int64_t stage_expert_parameter_count(const models::TransformerConfig& model, con
 int64_t moe_all_to_all_bytes(const models::TransformerConfig& model,
                              const models::ClusterConfig& cluster, const Layout& layout);
 
+/// Bytes of one expert's token count in the MoE dispatcher's and router's count collectives:
+/// Megatron-Core counts routed tokens in int64 (routing_map.sum() of a bool tensor).
+inline constexpr int64_t kMoeTokenCountBytes = 8;
+
+/// Bytes (gathered output) of the token-count all-gather before each MoE layer's forward
+/// dispatch: every ep rank's E int64 counts (Megatron-Core token_dispatcher.py
+/// MoEAlltoAllTokenDispatcher.preprocess, routing_map.sum(dim=0)), ep E 8.
+int64_t moe_token_count_bytes(const models::TransformerConfig& model, const Layout& layout);
+
 /// Ring collective time on a group of `group_size` ranks placed `stride` ranks apart in the
 /// global numbering (tp: 1, dp: tp, ...), starting at global rank `first_rank` (a send goes
 /// from first_rank to first_rank + stride). Groups inside one node use NVLink; groups that span
