@@ -117,8 +117,9 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
       }
       out.chunk_param = costed(cluster, layout, stage, kAG, per_layer);
       // FSDP reduce-scatters in fp32 under bf16 training: torchtitan's
-      // `mixed_precision_reduce` defaults to "float32" (torchtitan/config/job_config.py), as
-      // Composer's amp_bf16 (llm-foundry) keeps reduce_dtype fp32.
+      // `mixed_precision_reduce` defaults to "float32" (torchtitan/config/job_config.py).
+      // Composer 0.16 (llm-foundry) DEFAULT and PURE reduce in bf16 instead (reduce_dtype None,
+      // which FSDP1's _flat_param.py resolves to the param dtype): not told apart here.
       if (options.framework == Framework::kFsdp && e < 4) {
         for (SizeRun& run : per_layer) {
           run.bytes = run.bytes / e * 4;

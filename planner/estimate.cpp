@@ -283,7 +283,15 @@ double pipeline_makespan(const Layout& layout, const PipelineTimes& p) {
 // Stage-to-stage sends on the critical path: one activation and one gradient per slot of the
 // schedule, (m v + p - 1) slots, each the collective inventory's send (s b h e, / t with
 // sequence parallelism or scatter/gather, the latter plus the receiver's tp all-gather), over
-// the slowest stage boundary.
+// the slowest stage boundary. Megatron-LM pairs each send with the opposite receive in one
+// batched call (p2p_communication.py send_forward_recv_backward: batch_isend_irecv), so a stage
+// waits for two transfers per slot. DeepSpeed's pipeline engine issues four blocking single
+// transfers per micro-batch on a middle stage, one after another on its compute stream
+// (runtime/pipe/schedule.py TrainSchedule: RecvActivation, SendGrad before ForwardPass,
+// SendActivation, RecvGrad before BackwardPass; runtime/pipe/p2p.py send/recv assert
+// async_op == False: dist.send/recv, dist.broadcast in 2-rank groups in the DeeperSpeed
+// eb7f5cff GPT-NeoX-20B trained with): four sends per slot once a stage has two neighbours,
+// of which the two receives also all-gather under scatter/gather.
 double exposed_transfer_seconds(const models::TransformerConfig& model,
                                 const models::ClusterConfig& cluster, const Layout& layout,
                                 const PlanOptions& options) {
@@ -298,6 +306,15 @@ double exposed_transfer_seconds(const models::TransformerConfig& model,
   const double slots =
       static_cast<double>(layout.num_micro_batches()) * static_cast<double>(layout.vpp) +
       static_cast<double>(layout.pp) - 1.0;
+  if (options.framework == Framework::kDeepSpeed && layout.pp > 2) {
+    const double gather =
+        pipeline_scatter_gather(layout, options)
+            ? collective_seconds(
+                  cluster, CollectiveKind::kAllGather,
+                  pipeline_message_bytes(model, cluster, layout, options) * layout.tp, layout.tp, 1)
+            : 0.0;
+    return slots * (4.0 * transfer - 2.0 * gather);
+  }
   return 2.0 * slots * transfer;
 }
 

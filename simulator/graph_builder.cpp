@@ -508,7 +508,9 @@ void Builder::add_send(int32_t rank, int32_t index, const PipelineOp& op) {
   record.op_index = index;
   record.micro_batch = static_cast<int32_t>(op.micro_batch);
   record.chunk = static_cast<int32_t>(op.chunk);
-  if (states_[rank].last >= 0) {
+  if (input_.blocking_sends) {
+    chain(states_[rank], task);  // the next op waits for the send (DeepSpeed p2p.send)
+  } else if (states_[rank].last >= 0) {
     graph_->add_edge(states_[rank].last, task);  // sends are buffered: program order goes on
   }
   if (ranks_[peer].node != ranks_[rank].node) {

@@ -61,6 +61,7 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
   input.overlap_tp_comm = plan.options.overlap_tp_comm;
   input.overlap_grad_reduce = plan.options.overlap_grad_reduce;
   input.overlap_param_gather = plan.options.overlap_param_gather;
+  input.blocking_sends = plan.options.framework == planner::Framework::kDeepSpeed;
   input.all_ranks = options.all_ranks;
   for (const planner::StageEstimate& stage : estimate.stages) {
     StageCosts costs;

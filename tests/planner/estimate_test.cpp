@@ -164,6 +164,28 @@ TEST_CASE("estimate: pipeline transfers, 2 (m v + p - 1) sends on the critical p
   CHECK(single.breakdown.pp_transfer_seconds == 0.0);
 }
 
+TEST_CASE("estimate: DeepSpeed's blocking p2p puts 4 sends per slot on a middle stage") {
+  // DeepSpeed's TrainSchedule issues RecvActivation and SendGrad before each forward and
+  // SendActivation and RecvGrad before each backward, each a blocking send/recv
+  // (runtime/pipe/p2p.py): 4 (m + p - 1) transfers where Megatron's batched send+recv pairs
+  // wait for 2 (m + p - 1). Same layout and transfer as above (tp 1: no scatter/gather):
+  // 4 (8 + 4 - 1) = 44.
+  const Layout layout = make_layout(1, 4, 1, 1, 8);
+  PlanOptions deepspeed;
+  deepspeed.framework = Framework::kDeepSpeed;
+  const PlanEstimate e =
+      estimate_plan(uniform_model(), models::load_cluster("dgx-a100-80gb"), layout, deepspeed);
+  const double transfer = 16'777'216.0 / 225e9 + 2e-6;
+  CHECK(e.breakdown.pp_transfer_seconds ==
+        doctest::Approx(44.0 * transfer).epsilon(kEstimateRoundingTolerance));
+  // pp 2: each stage has one neighbour and exchanges 2 transfers per micro-batch, as Megatron:
+  // 2 (8 + 2 - 1) = 18.
+  const PlanEstimate two = estimate_plan(uniform_model(), models::load_cluster("dgx-a100-80gb"),
+                                         make_layout(1, 2, 1, 1, 8), deepspeed);
+  CHECK(two.breakdown.pp_transfer_seconds ==
+        doctest::Approx(18.0 * transfer).epsilon(kEstimateRoundingTolerance));
+}
+
 TEST_CASE("estimate: gradient all-reduce fully exposed without overlap; optimizer step") {
   // tiny on 8 GPUs, dp 8, ZeRO 0, --overlap-grad-reduce off: the whole ring all-reduce of the
   // gradients follows the backward. psi = 217,664 (memory_test), 435,328 bf16 bytes, 8 ranks in

@@ -122,6 +122,22 @@ TEST_CASE("pipeline: transfers between stages delay the receiver") {
   CHECK(result.critical_path[4].end_seconds == 6.5);
 }
 
+TEST_CASE("pipeline: blocking sends (DeepSpeed) hold the sender until they finish") {
+  // 1F1B, p = 2, m = 2, f = 1, b = 2, each send 0.25 s. Buffered: stage 0 F0 [0, 1], F1 [1, 2]
+  // (its sends [1, 1.25], [2, 2.25] run beside it); stage 1 F0 [1.25, 2.25], B0 [2.25, 4.25],
+  // gradient [4.25, 4.5], F1 [4.25, 5.25], B1 [5.25, 7.25], gradient [7.25, 7.5]; stage 0 B0
+  // [4.5, 6.5], B1 [7.5, 9.5]. Blocking: stage 0's F1 waits for its first send, [1.25, 2.25],
+  // and stage 1's F1 for its gradient send, [4.5, 5.5], B1 [5.5, 7.5], gradient [7.5, 7.75];
+  // stage 0 B1 [7.75, 9.75].
+  SimulationInput input = uniform_input(ScheduleKind::kOneFOneB, 2, 1, 2, 1.0, 2.0);
+  for (StageCosts& stage : input.stages) {
+    stage.transfer_seconds = 0.25;
+  }
+  CHECK(simulate(input).step_time_s == 9.5);
+  input.blocking_sends = true;
+  CHECK(simulate(input).step_time_s == 9.75);
+}
+
 TEST_CASE("pipeline: gradient buckets overlap the rest of the last backward") {
   // pp = 1, dp = 2 on one node (no NIC), m = 1: F [0, 1], B [1, 3]. Two equal buckets of
   // 0.5 s: the first is complete halfway through B (2.0) and reduces [2, 2.5]; the second at

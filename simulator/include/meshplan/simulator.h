@@ -87,6 +87,9 @@ struct SimulationInput {
   bool overlap_tp_comm = false;
   bool overlap_grad_reduce = true;
   bool overlap_param_gather = true;  // gather at the step's start, before each forward needs it
+  // Pipeline sends hold the sender's compute stream until they finish (DeepSpeed's pipeline
+  // engine: blocking p2p send/recv, planner exposed_transfer_seconds); false: buffered.
+  bool blocking_sends = false;
   bool all_ranks = false;
   std::vector<StageCosts> stages;   // [pp]
   std::string source = "simulate";  // names the input in errors: the plan file's path
