@@ -359,7 +359,11 @@ double exposed_dp_seconds(const Layout& layout, const PlanOptions& options, cons
     return micro_batches * zero3_exposed_per_micro_batch(options, t);
   }
   if (layout.zero == 2) {
-    // Each micro-batch's reduce-scatter hides behind that micro-batch's backward.
+    // Each micro-batch's reduce-scatter hides behind that micro-batch's backward. That is what
+    // the frameworks that run ZeRO 2 with pp > 1 do: Megatron-FSDP optim_grads reduce-scatters
+    // after every backward, pipelined or not (megatron_fsdp.py, d98e8a64, lines 761-767:
+    // grad_reduce_every_bprop), and meshplan's executor per chunk op; DeepSpeed's pipeline
+    // engine refuses ZeRO 2 and torchtitan has none (check_framework).
     const double per_micro_batch = dp.gradient_seconds / micro_batches;
     const double hidden = options.overlap_grad_reduce ? t.backward : 0.0;
     return micro_batches * std::max(0.0, per_micro_batch - hidden) + gather;
