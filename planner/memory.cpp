@@ -309,6 +309,33 @@ double fp8_state_bytes(const models::TransformerConfig& model, const models::Clu
          (2.0 * linear_weights_per_layer + kAmaxHistoryLength * kScaledTensorsPerLayer * 4.0);
 }
 
+// The (held, waiting) in-flight points of a dense stage, in units of *layers_per_unit layers:
+// one chunk's when the stage's chunks hold the same number of layers, else one layer, each held
+// (micro-batch, chunk) counted by its own chunk's layers from the op list
+// (peak_in_flight_layers): the embedding/loss-accounted split's first chunk of stage 0 and last
+// chunk of the last stage hold one layer fewer (none at one layer per chunk). Outputs sent to the
+// next stage are not counted: Megatron-Core frees them once sent (schedules.py
+// deallocate_output_tensor, on with deallocate_pipeline_outputs, which Megatron-LM sets:
+// training/argument_utils.py line 305), and Korthikanti et al.'s per-layer terms hold no layer
+// output (the next layer's input is).
+std::vector<std::pair<int64_t, int64_t>> dense_held_and_waiting(
+    const models::TransformerConfig& model, const Layout& layout, int64_t stage,
+    const InFlight& in_flight, double* layers_per_unit) {
+  std::vector<int64_t> chunk_counts;
+  for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
+    chunk_counts.push_back(chunk_layers(model, layout, stage, chunk).count());
+  }
+  const auto [fewest, most] = std::minmax_element(chunk_counts.begin(), chunk_counts.end());
+  if (*fewest == *most) {
+    *layers_per_unit = static_cast<double>(*most);
+    return in_flight.held_and_waiting;
+  }
+  *layers_per_unit = 1.0;
+  return {{peak_in_flight_layers(layout.schedule, layout.pp, layout.vpp, layout.num_micro_batches(),
+                                 layout.microbatch_group, stage, chunk_counts),
+           0}};
+}
+
 }  // namespace
 
 MemoryBreakdown stage_memory(const models::TransformerConfig& model,
@@ -362,29 +389,10 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   // Per layer times layers per chunk when every layer is alike (the dense case, kept in that
   // order of operations), the chunk average otherwise.
   double layers_per_micro_batch_unit = 1.0;
-  InFlight counted = in_flight;
+  std::vector<std::pair<int64_t, int64_t>> held_and_waiting = in_flight.held_and_waiting;
   if (!model.is_moe()) {
-    // In-flight counts are in units of one chunk's activations when the stage's chunks hold
-    // the same number of layers. The embedding/loss-accounted split's layer-less (or one
-    // layer short) first chunk of stage 0 and last chunk of the last stage hold fewer: each
-    // held (micro-batch, chunk) is then counted by its own layers, from the op list
-    // (peak_in_flight_layers). Outputs sent to the next stage are not counted: Megatron-Core
-    // frees them once sent (schedules.py deallocate_output_tensor, on with
-    // deallocate_pipeline_outputs, which Megatron-LM sets: training/argument_utils.py line 305),
-    // and Korthikanti et al.'s per-layer terms hold no layer output (the next layer's input is).
-    std::vector<int64_t> chunk_counts;
-    for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
-      chunk_counts.push_back(chunk_layers(model, layout, stage, chunk).count());
-    }
-    const auto [fewest, most] = std::minmax_element(chunk_counts.begin(), chunk_counts.end());
-    layers_per_micro_batch_unit = static_cast<double>(*most);
-    if (*fewest != *most) {
-      counted.held_and_waiting = {
-          {peak_in_flight_layers(layout.schedule, layout.pp, layout.vpp, layout.num_micro_batches(),
-                                 layout.microbatch_group, stage, chunk_counts),
-           0}};
-      layers_per_micro_batch_unit = 1.0;
-    }
+    held_and_waiting =
+        dense_held_and_waiting(model, layout, stage, in_flight, &layers_per_micro_batch_unit);
     held_bytes = activation_bytes_per_layer(model, cluster, layout, options);
     waiting_bytes = weight_gradient_bytes_per_layer(model, cluster, layout);
   } else {
@@ -392,7 +400,7 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
     waiting_bytes /= static_cast<double>(layout.vpp);
   }
   double peak_layer_bytes = 0;
-  for (const auto& [held, waiting] : counted.held_and_waiting) {
+  for (const auto& [held, waiting] : held_and_waiting) {
     peak_layer_bytes = std::max(peak_layer_bytes, static_cast<double>(held) * held_bytes +
                                                       static_cast<double>(waiting) * waiting_bytes);
   }
