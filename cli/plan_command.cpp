@@ -32,7 +32,7 @@ struct PlanArguments {
   std::string model;
   std::string cluster;
   int64_t gpus = 0;
-  std::optional<int64_t> global_batch, seq_len, tp, pp, dp, vpp, micro_batch, ep;
+  std::optional<int64_t> global_batch, seq_len, tp, pp, dp, vpp, micro_batch, ep, mb_group;
   double moe_load_imbalance = 1.0;
   double moe_aux_loss_coeff = 0.0;
   std::optional<std::string> recompute, sequence_parallel, schedule, stage_layers;
@@ -247,6 +247,7 @@ planner::SearchSpace search_space(const PlanArguments& args, const models::Clust
                                     {args.dp, "--dp"},
                                     {args.vpp, "--vpp"},
                                     {args.ep, "--ep"},
+                                    {args.mb_group, "--mb-group"},
                                     {args.micro_batch, "--micro-batch"}}) {
     require_positive(value, flag);
   }
@@ -285,6 +286,14 @@ planner::SearchSpace search_space(const PlanArguments& args, const models::Clust
   }
   if (args.schedule) {
     space.schedule = planner::parse_schedule(*args.schedule, "--schedule");
+  }
+  if (args.mb_group) {  // a group size exists only for the interleaved schedule: it fixes it
+    if (space.schedule && *space.schedule != planner::ScheduleKind::kInterleaved) {
+      throw InputError(fmt::format("--mb-group: needs the interleaved schedule ({})",
+                                   planner::to_string(*space.schedule)));
+    }
+    space.schedule = planner::ScheduleKind::kInterleaved;
+    space.microbatch_group = args.mb_group;
   }
   space.placement = planner::parse_placement(args.placement, "--placement");
   if (args.memory_headroom) {
@@ -501,6 +510,9 @@ void register_plan_commands(CLI::App& app) {
                    "Context-parallel attention: p2p (ring) | a2a (Ulysses all-to-all)")
       ->capture_default_str();
   plan->add_option("--vpp", args->vpp, "Fix virtual pipeline stages per rank");
+  plan->add_option("--mb-group", args->mb_group,
+                   "Fix the interleaved schedule's micro-batch group size N (Megatron "
+                   "--microbatch-group-size-per-virtual-pipeline-stage; implies interleaved)");
   plan->add_option("--ep", args->ep,
                    "Fix expert parallel size (MoE models; divides dp and the expert count)");
   plan->add_option("--moe-load-imbalance", args->moe_load_imbalance,

@@ -53,7 +53,8 @@ Trainer::Trainer(const planner::Plan& plan, std::shared_ptr<const TokenSource> d
   sync_ = std::make_unique<GradientSync>(dense_specs_, dense_chunk_of_spec_, vpp, grads_.data(),
                                          dense_padded, plan_, groups_, memory_);
   schedule_ = planner::generate_schedule(plan.layout.schedule, plan.layout.pp, plan.layout.vpp,
-                                         plan.layout.num_micro_batches());
+                                         plan.layout.num_micro_batches(), true,
+                                         plan.layout.microbatch_group);
   check_tag_range(schedule_);
   if (planner::zero_shards_parameters(plan.layout)) {
     init_zero3_parameters_(stage);

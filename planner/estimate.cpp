@@ -205,7 +205,8 @@ StageTimes estimate_stage(const models::TransformerConfig& model,
     times.flops += static_cast<double>(chunk.forward_flops + chunk.backward_flops);
   }
   const int64_t m = layout.num_micro_batches();
-  const InFlight in_flight = peak_in_flight(layout.schedule, layout.pp, layout.vpp, m, s);
+  const InFlight in_flight =
+      peak_in_flight(layout.schedule, layout.pp, layout.vpp, m, s, layout.microbatch_group);
   stage.peak_in_flight_micro_batches = in_flight.all_chunks;
   stage.memory = stage_memory(model, cluster, layout, options, s, in_flight);
   stage.num_parameters = stage_parameter_count(model, layout, s);
@@ -266,7 +267,10 @@ double pipeline_makespan(const Layout& layout, const PipelineTimes& p) {
       // overlaps its work and this is an upper bound (README "Agreement with the planner").
       return p.sum_stage + (micro_batches - 1.0) * p.max_stage;
     case ScheduleKind::kInterleaved:
-      // Bubble shrinks by v: (m v + p - 1) chunk times (ibid. Sec. 2.2.2).
+      // Bubble shrinks by v: (m v + p - 1) chunk times (ibid. Sec. 2.2.2), for every
+      // micro-batch group size N Megatron-Core accepts (layout.microbatch_group): N >= p, so a
+      // chunk's input always arrives before its slot and the op lists' makespan does not
+      // depend on N (schedule_test, "micro-batch groups N != pp keep the bubble").
       return (micro_batches * vpp + pp - 1.0) * p.max_stage / vpp;
     case ScheduleKind::kZbH1:
       // ZB-H1 fills the drain with deferred weight-gradient work: bubble (p - 1)(F + B - W)
@@ -359,7 +363,11 @@ double exposed_dp_seconds(const Layout& layout, const PlanOptions& options, cons
     return micro_batches * zero3_exposed_per_micro_batch(options, t);
   }
   if (layout.zero == 2) {
-    // Each micro-batch's reduce-scatter hides behind that micro-batch's backward.
+    // Each micro-batch's reduce-scatter hides behind that micro-batch's backward. That is what
+    // the frameworks that run ZeRO 2 with pp > 1 do: Megatron-FSDP optim_grads reduce-scatters
+    // after every backward, pipelined or not (megatron_fsdp.py, d98e8a64, lines 761-767:
+    // grad_reduce_every_bprop), and meshplan's executor per chunk op; DeepSpeed's pipeline
+    // engine refuses ZeRO 2 and torchtitan has none (check_framework).
     const double per_micro_batch = dp.gradient_seconds / micro_batches;
     const double hidden = options.overlap_grad_reduce ? t.backward : 0.0;
     return micro_batches * std::max(0.0, per_micro_batch - hidden) + gather;

@@ -97,6 +97,9 @@ std::string describe(const Layout& layout) {
       layout.pp, layout.dp, layout.cp > 1 ? fmt::format(" cp={}", layout.cp) : "", layout.vpp,
       layout.micro_batch, to_string(layout.recompute), layout.sequence_parallel ? "on" : "off",
       layout.zero, to_string(layout.schedule));
+  if (layout.microbatch_group > 0) {
+    text += fmt::format(" mb_group={}", layout.microbatch_group);
+  }
   if (!layout.stage_layers.empty()) {
     text += " stage_layers=" + format_stage_layers(layout.stage_layers);
   }
@@ -118,8 +121,14 @@ std::string format_stage_layers(const std::vector<int64_t>& stage_layers) {
 }
 
 std::string check_schedule_shape(ScheduleKind schedule, int64_t pp, int64_t vpp,
-                                 int64_t num_micro_batches, std::string* reason) {
+                                 int64_t num_micro_batches, std::string* reason,
+                                 int64_t microbatch_group) {
   if (schedule != ScheduleKind::kInterleaved) {
+    if (microbatch_group != 0) {
+      *reason = fmt::format("a micro-batch group size needs the interleaved schedule ({}, {})",
+                            microbatch_group, to_string(schedule));
+      return "microbatch_group";
+    }
     if (vpp == 1) {
       return "";
     }
@@ -132,10 +141,26 @@ std::string check_schedule_shape(ScheduleKind schedule, int64_t pp, int64_t vpp,
         fmt::format("interleaved schedule needs pp >= 2 and vpp >= 2 (pp {}, vpp {})", pp, vpp);
     return "vpp_schedule";
   }
-  if (num_micro_batches % pp != 0) {
-    *reason = fmt::format("interleaved schedule needs micro-batches divisible by pp ({} % {})",
-                          num_micro_batches, pp);
-    return "interleaved_micro_batches";
+  if (microbatch_group == 0) {  // Megatron's default N = pp: m divisible by pp
+    if (num_micro_batches % pp != 0) {
+      *reason = fmt::format("interleaved schedule needs micro-batches divisible by pp ({} % {})",
+                            num_micro_batches, pp);
+      return "interleaved_micro_batches";
+    }
+    return "";
+  }
+  const int64_t n = microbatch_group;
+  if (n < pp || n > num_micro_batches) {
+    *reason = fmt::format("micro-batch group size must lie in [pp, micro-batches] = [{}, {}] ({})",
+                          pp, num_micro_batches, n);
+    return "microbatch_group";
+  }
+  const int64_t remainder = num_micro_batches % n;
+  if (remainder != 0 && remainder < pp) {
+    *reason = fmt::format(
+        "micro-batches % micro-batch group size must be 0 or at least pp {} ({} % {} = {})", pp,
+        num_micro_batches, n, remainder);
+    return "microbatch_group";
   }
   return "";
 }

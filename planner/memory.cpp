@@ -115,17 +115,17 @@ int64_t reserve_bytes(const models::ClusterConfig& cluster, int64_t allocated_by
 }
 
 InFlight peak_in_flight(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batches,
-                        int64_t stage) {
+                        int64_t stage, int64_t microbatch_group) {
   // Counted from the schedule's own op list; memoised because the search asks for the same
   // (schedule, pp, vpp, m) many times. One memo per thread: sweep's parallel searches
   // (planner/sweep.cpp) each keep their own, with no lock on this hot path.
-  using Key = std::tuple<int, int64_t, int64_t, int64_t>;
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t>;
   static thread_local std::map<Key, std::vector<InFlight>> cache;
-  const Key key{static_cast<int>(kind), pp, vpp, num_micro_batches};
+  const Key key{static_cast<int>(kind), pp, vpp, num_micro_batches, microbatch_group};
   auto it = cache.find(key);
   if (it == cache.end()) {
-    const PipelineSchedule schedule =
-        generate_schedule(kind, pp, vpp, num_micro_batches, /*with_transfers=*/false);
+    const PipelineSchedule schedule = generate_schedule(kind, pp, vpp, num_micro_batches,
+                                                        /*with_transfers=*/false, microbatch_group);
     std::vector<InFlight> peaks(static_cast<size_t>(pp));
     for (int64_t s = 0; s < pp; ++s) {
       InFlight& peak = peaks[static_cast<size_t>(s)];
@@ -138,6 +138,34 @@ InFlight peak_in_flight(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_
     it = cache.emplace(key, std::move(peaks)).first;
   }
   return it->second[static_cast<size_t>(stage)];
+}
+
+int64_t peak_in_flight_layers(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batches,
+                              int64_t microbatch_group, int64_t stage,
+                              const std::vector<int64_t>& chunk_layers) {
+  // Memoised as peak_in_flight; only stages whose chunks differ ask (a few keys per search).
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, std::vector<int64_t>>;
+  static thread_local std::map<Key, int64_t> cache;
+  Key key{static_cast<int>(kind), pp,    vpp,         num_micro_batches,
+          microbatch_group,       stage, chunk_layers};
+  auto it = cache.find(key);
+  if (it != cache.end()) {
+    return it->second;
+  }
+  const PipelineSchedule schedule = generate_schedule(kind, pp, vpp, num_micro_batches,
+                                                      /*with_transfers=*/false, microbatch_group);
+  int64_t held = 0, peak = 0;
+  for (const PipelineOp& op : schedule.stages[static_cast<size_t>(stage)]) {
+    const int64_t layers = chunk_layers.at(static_cast<size_t>(op.chunk));
+    if (op.kind == OpKind::kForward) {
+      held += layers;
+      peak = std::max(peak, held);
+    } else if (op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardInput) {
+      held -= layers;
+    }
+  }
+  cache.emplace(std::move(key), peak);
+  return peak;
 }
 
 namespace {
@@ -281,6 +309,33 @@ double fp8_state_bytes(const models::TransformerConfig& model, const models::Clu
          (2.0 * linear_weights_per_layer + kAmaxHistoryLength * kScaledTensorsPerLayer * 4.0);
 }
 
+// The (held, waiting) in-flight points of a dense stage, in units of *layers_per_unit layers:
+// one chunk's when the stage's chunks hold the same number of layers, else one layer, each held
+// (micro-batch, chunk) counted by its own chunk's layers from the op list
+// (peak_in_flight_layers): the embedding/loss-accounted split's first chunk of stage 0 and last
+// chunk of the last stage hold one layer fewer (none at one layer per chunk). Outputs sent to the
+// next stage are not counted: Megatron-Core frees them once sent (schedules.py
+// deallocate_output_tensor, on with deallocate_pipeline_outputs, which Megatron-LM sets:
+// training/argument_utils.py line 305), and Korthikanti et al.'s per-layer terms hold no layer
+// output (the next layer's input is).
+std::vector<std::pair<int64_t, int64_t>> dense_held_and_waiting(
+    const models::TransformerConfig& model, const Layout& layout, int64_t stage,
+    const InFlight& in_flight, double* layers_per_unit) {
+  std::vector<int64_t> chunk_counts;
+  for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
+    chunk_counts.push_back(chunk_layers(model, layout, stage, chunk).count());
+  }
+  const auto [fewest, most] = std::minmax_element(chunk_counts.begin(), chunk_counts.end());
+  if (*fewest == *most) {
+    *layers_per_unit = static_cast<double>(*most);
+    return in_flight.held_and_waiting;
+  }
+  *layers_per_unit = 1.0;
+  return {{peak_in_flight_layers(layout.schedule, layout.pp, layout.vpp, layout.num_micro_batches(),
+                                 layout.microbatch_group, stage, chunk_counts),
+           0}};
+}
+
 }  // namespace
 
 MemoryBreakdown stage_memory(const models::TransformerConfig& model,
@@ -334,10 +389,10 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   // Per layer times layers per chunk when every layer is alike (the dense case, kept in that
   // order of operations), the chunk average otherwise.
   double layers_per_micro_batch_unit = 1.0;
+  std::vector<std::pair<int64_t, int64_t>> held_and_waiting = in_flight.held_and_waiting;
   if (!model.is_moe()) {
-    // In-flight counts are in units of one chunk's activations: the stage's largest chunk (all
-    // alike but for the embedding/loss-accounted chunks, one layer short: an upper bound).
-    layers_per_micro_batch_unit = static_cast<double>(max_chunk_layer_count(model, layout, stage));
+    held_and_waiting =
+        dense_held_and_waiting(model, layout, stage, in_flight, &layers_per_micro_batch_unit);
     held_bytes = activation_bytes_per_layer(model, cluster, layout, options);
     waiting_bytes = weight_gradient_bytes_per_layer(model, cluster, layout);
   } else {
@@ -345,7 +400,7 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
     waiting_bytes /= static_cast<double>(layout.vpp);
   }
   double peak_layer_bytes = 0;
-  for (const auto& [held, waiting] : in_flight.held_and_waiting) {
+  for (const auto& [held, waiting] : held_and_waiting) {
     peak_layer_bytes = std::max(peak_layer_bytes, static_cast<double>(held) * held_bytes +
                                                       static_cast<double>(waiting) * waiting_bytes);
   }

@@ -33,6 +33,11 @@ nlohmann::json layout_to_json(const Layout& layout) {
   if (!layout.stage_layers.empty()) {
     json["stage_layers"] = layout.stage_layers;
   }
+  // Written only when set (interleaved, Megatron-Core's
+  // --microbatch-group-size-per-virtual-pipeline-stage): absent means pp.
+  if (layout.microbatch_group > 0) {
+    json["microbatch_group"] = layout.microbatch_group;
+  }
   return json;
 }
 
@@ -42,13 +47,21 @@ namespace {
 // the model and cluster loaders do. `prediction` is informative and its content is not checked.
 constexpr std::array<std::string_view, 8> kPlanFields = {
     "format", "version", "model", "cluster", "num_gpus", "layout", "options", "prediction"};
-constexpr std::array<std::string_view, 14> kLayoutFields = {"tp",           "pp",
-                                                            "dp",           "vpp",
-                                                            "micro_batch",  "global_batch",
-                                                            "recompute",    "sequence_parallel",
-                                                            "zero",         "schedule",
-                                                            "placement",    "cp",
-                                                            "stage_layers", "ep"};
+constexpr std::array<std::string_view, 15> kLayoutFields = {"tp",
+                                                            "pp",
+                                                            "dp",
+                                                            "vpp",
+                                                            "micro_batch",
+                                                            "global_batch",
+                                                            "recompute",
+                                                            "sequence_parallel",
+                                                            "zero",
+                                                            "schedule",
+                                                            "placement",
+                                                            "cp",
+                                                            "stage_layers",
+                                                            "ep",
+                                                            "microbatch_group"};
 constexpr std::array<std::string_view, 12> kOptionsFields = {"flash_attention",
                                                              "overlap_grad_reduce",
                                                              "overlap_param_gather",
@@ -136,6 +149,9 @@ Layout layout_from_json(const nlohmann::json& json, const std::string& source) {
   layout.zero = static_cast<int>(zero);
   layout.schedule =
       parse_schedule(require_string(json, "schedule", where), source + ": layout: schedule");
+  if (json.contains("microbatch_group")) {  // optional: absent means pp (Megatron's default)
+    layout.microbatch_group = require_size(json, "microbatch_group", kPlanMaxGlobalBatch, where);
+  }
   if (json.contains("placement")) {
     layout.placement =
         parse_placement(require_string(json, "placement", where), source + ": layout: placement");

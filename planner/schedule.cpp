@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <map>
 #include <tuple>
+#include <utility>
 
 #include "meshplan/errors.h"
 
@@ -65,23 +66,37 @@ OpList one_f_one_b_compute(int64_t pp, int64_t stage, int64_t num_micro_batches)
 }
 
 // Interleaved 1F1B (Narayanan et al. 2021, Sec. 2.2.2, Fig. 4 bottom), in the order of
-// Megatron-LM's forward_backward_pipelining_with_interleaving (megatron/core/pipeline_parallel/
-// schedules.py: get_schedule_table, get_pp_rank_microbatches, default
-// microbatch_group_size_per_vp_stage = pp). The k-th forward of a rank (k = 0..m*vpp-1) runs
-// chunk (k / pp) % vpp on micro-batch (k / (pp * vpp)) * pp + k % pp: micro-batches go through
-// the chunks in groups of pp. The k-th backward runs the same micro-batch on chunk
-// vpp - 1 - (k / pp) % vpp. Warm-up: (pp - s - 1) * 2 + (vpp - 1) * pp forwards, capped at
+// Megatron-Core's forward_backward_pipelining_with_interleaving (megatron/core/pipeline_parallel/
+// schedules.py, d98e8a64: get_schedule_table, get_model_chunk_id, get_pp_rank_microbatches).
+// Micro-batches go through the chunks in groups of N = microbatch_group_size_per_vp_stage
+// (default pp): the table lists, group by group, chunk 0 for the group's micro-batches, then
+// chunk 1, ...; the last group takes every micro-batch left (get_schedule_table). The k-th
+// forward of a rank runs table[k]; the k-th backward runs table[k]'s micro-batch on chunk
+// vpp - 1 - table[k].chunk (get_model_chunk_id with forward=False; each chunk's backwards pop
+// its inputs in forward order). Warm-up: (pp - s - 1) * 2 + (vpp - 1) * N forwards, capped at
 // m * vpp; then (forward warmup + i, backward i) pairs; then the remaining backwards.
-OpList interleaved_compute(int64_t pp, int64_t vpp, int64_t stage, int64_t num_micro_batches) {
+OpList interleaved_compute(int64_t pp, int64_t vpp, int64_t group, int64_t stage,
+                           int64_t num_micro_batches) {
+  std::vector<std::pair<int64_t, int64_t>> table;  // (micro-batch, chunk) per virtual index
+  for (int64_t first = 0; first < num_micro_batches; first += group) {
+    const int64_t end = first + group >= num_micro_batches ? num_micro_batches : first + group;
+    for (int64_t chunk = 0; chunk < vpp; ++chunk) {
+      for (int64_t mb = first; mb < end; ++mb) {
+        table.emplace_back(mb, chunk);
+      }
+    }
+    if (end == num_micro_batches) {
+      break;
+    }
+  }
   const int64_t num_total = num_micro_batches * vpp;
-  const int64_t num_warmup = std::min((pp - stage - 1) * 2 + (vpp - 1) * pp, num_total);
+  const int64_t num_warmup = std::min((pp - stage - 1) * 2 + (vpp - 1) * group, num_total);
   const int64_t num_steady = num_total - num_warmup;
-  auto micro_batch = [&](int64_t k) { return (k / (pp * vpp)) * pp + k % pp; };
   auto forward = [&](int64_t k) {
-    return compute_op(OpKind::kForward, micro_batch(k), (k / pp) % vpp);
+    return compute_op(OpKind::kForward, table[k].first, table[k].second);
   };
   auto backward = [&](int64_t k) {
-    return compute_op(OpKind::kBackward, micro_batch(k), vpp - 1 - (k / pp) % vpp);
+    return compute_op(OpKind::kBackward, table[k].first, vpp - 1 - table[k].second);
   };
   OpList ops;
   for (int64_t k = 0; k < num_warmup; ++k) {
@@ -174,7 +189,8 @@ OpList add_transfers(const OpList& compute, int64_t pp, int64_t vpp, int64_t sta
   return ops;
 }
 
-void validate(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batches) {
+void validate(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batches,
+              int64_t microbatch_group) {
   if (pp < 1) {
     throw InputError(fmt::format("pp: must be at least 1 ({})", pp));
   }
@@ -185,7 +201,7 @@ void validate(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batc
     throw InputError(fmt::format("micro_batches: must be at least 1 ({})", num_micro_batches));
   }
   std::string reason;
-  if (!check_schedule_shape(kind, pp, vpp, num_micro_batches, &reason).empty()) {
+  if (!check_schedule_shape(kind, pp, vpp, num_micro_batches, &reason, microbatch_group).empty()) {
     throw InputError(fmt::format("schedule: {}", reason));
   }
 }
@@ -193,13 +209,15 @@ void validate(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batc
 }  // namespace
 
 PipelineSchedule generate_schedule(ScheduleKind kind, int64_t pp, int64_t vpp,
-                                   int64_t num_micro_batches, bool with_transfers) {
-  validate(kind, pp, vpp, num_micro_batches);
+                                   int64_t num_micro_batches, bool with_transfers,
+                                   int64_t microbatch_group) {
+  validate(kind, pp, vpp, num_micro_batches, microbatch_group);
   PipelineSchedule schedule;
   schedule.kind = kind;
   schedule.pp = pp;
   schedule.vpp = vpp;
   schedule.num_micro_batches = num_micro_batches;
+  schedule.microbatch_group = microbatch_group;
   for (int64_t stage = 0; stage < pp; ++stage) {
     OpList compute;
     switch (kind) {
@@ -210,7 +228,8 @@ PipelineSchedule generate_schedule(ScheduleKind kind, int64_t pp, int64_t vpp,
         compute = one_f_one_b_compute(pp, stage, num_micro_batches);
         break;
       case ScheduleKind::kInterleaved:
-        compute = interleaved_compute(pp, vpp, stage, num_micro_batches);
+        compute = interleaved_compute(pp, vpp, microbatch_group > 0 ? microbatch_group : pp, stage,
+                                      num_micro_batches);
         break;
       case ScheduleKind::kZbH1:
         compute = zb_h1_compute(pp, stage, num_micro_batches);

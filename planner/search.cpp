@@ -216,6 +216,10 @@ void enumerate_replicas(const models::TransformerConfig& model, const SearchSpac
         base.micro_batch = micro_batch;
         base.global_batch = space.global_batch;
         base.schedule = schedule;
+        if (schedule == ScheduleKind::kInterleaved) {
+          base.microbatch_group = space.microbatch_group.value_or(
+              smallest_microbatch_group(pp, space.global_batch / (dp * micro_batch)));
+        }
         base.placement = space.placement;
         base.stage_layers = split;
         for (int64_t ep : ep_choices(model, space, dp * cp)) {
@@ -226,6 +230,23 @@ void enumerate_replicas(const models::TransformerConfig& model, const SearchSpac
     }
   }
 }
+
+}  // namespace
+
+int64_t smallest_microbatch_group(int64_t pp, int64_t num_micro_batches) {
+  if (num_micro_batches % pp == 0) {
+    return 0;
+  }
+  for (int64_t n = pp + 1; n <= num_micro_batches; ++n) {
+    const int64_t remainder = num_micro_batches % n;
+    if (remainder == 0 || remainder >= pp) {
+      return n;
+    }
+  }
+  return 0;
+}
+
+namespace {
 
 // Every layout of the space, in the search's order (tp, pp, micro-batch, schedule, ...).
 std::vector<Layout> enumerate_layouts(const models::TransformerConfig& model,

@@ -124,6 +124,9 @@ SearchSpace run_space(const nlohmann::json& layout, int64_t num_gpus, const std:
   if (layout.contains("stage_layers") && !layout.at("stage_layers").is_null()) {
     space.stage_layers = stage_layers_from_json(layout.at("stage_layers"), where);
   }
+  // No published run states a micro-batch group size, and the interleaved runs predate it
+  // (Narayanan et al. 2021's Megatron-LM needs m divisible by pp): Megatron's default N = pp.
+  space.microbatch_group = 0;
   return space;
 }
 

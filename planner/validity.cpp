@@ -246,8 +246,9 @@ Validity check_layout(const models::TransformerConfig& model, const models::Clus
                                        layout.global_batch, layout.dp * layout.micro_batch));
   }
   std::string reason;
-  const std::string schedule_code = check_schedule_shape(layout.schedule, layout.pp, layout.vpp,
-                                                         layout.num_micro_batches(), &reason);
+  const std::string schedule_code =
+      check_schedule_shape(layout.schedule, layout.pp, layout.vpp, layout.num_micro_batches(),
+                           &reason, layout.microbatch_group);
   if (!schedule_code.empty()) {
     return reject(schedule_code, reason);
   }

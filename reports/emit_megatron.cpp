@@ -95,6 +95,11 @@ void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
       flags.push_back({"--num-virtual-stages-per-pipeline-rank", std::to_string(layout.vpp)});
     }
   }
+  if (layout.microbatch_group > 0) {
+    // model_parallel_config.py microbatch_group_size_per_vp_stage (default pp when absent).
+    flags.push_back({"--microbatch-group-size-per-virtual-pipeline-stage",
+                     std::to_string(layout.microbatch_group)});
+  }
   if (!accounted) {
     add_stage_layer_flags(plan, flags);
   }

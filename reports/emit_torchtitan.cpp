@@ -83,6 +83,13 @@ std::string schedule_name(const planner::Layout& layout) {
     case planner::ScheduleKind::kOneFOneB:
       return "1F1B";
     case planner::ScheduleKind::kInterleaved:
+      if (layout.microbatch_group > 0) {
+        // torch.distributed.pipelining's ScheduleInterleaved1F1B derives its round size from
+        // the micro-batch count; torchtitan exposes no group size to set.
+        refuse(kTorchtitanTarget, "layout.microbatch_group",
+               "torchtitan's Interleaved1F1B takes no micro-batch group size",
+               std::to_string(layout.microbatch_group));
+      }
       return "Interleaved1F1B";
     case planner::ScheduleKind::kZbH1:
       break;  // refused by check_framework(kFsdp)

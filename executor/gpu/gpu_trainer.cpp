@@ -52,7 +52,8 @@ GpuTrainer::GpuTrainer(const planner::Plan& plan, std::shared_ptr<const TokenSou
     buckets_.emplace_back(bucket.begin, bucket.end);
   }
   schedule_ = planner::generate_schedule(plan.layout.schedule, plan.layout.pp, plan.layout.vpp,
-                                         plan.layout.num_micro_batches());
+                                         plan.layout.num_micro_batches(), true,
+                                         plan.layout.microbatch_group);
   num_slots_ = max_in_flight(schedule_.stages[0]);
   MESHPLAN_CUDA_CHECK(cudaStreamCreate(&stream_));
   Carver sizing(nullptr);

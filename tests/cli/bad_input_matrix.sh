@@ -300,6 +300,11 @@ plan_row "--cp with --flash-attention off" "--cp: cp > 1 needs flash attention (
 plan_row "--seq-len 1e9" "--seq-len: seq_length: absurdly large, more than 100000000" \
   --model tiny --cluster local-cpu --gpus 2 --seq-len 1000000000
 plan_row "--vpp 0" "--vpp: must be positive (0)" --model tiny --cluster local-cpu --gpus 2 --vpp 0
+plan_row "--mb-group 0" "--mb-group: must be positive (0)" --model tiny --cluster local-cpu \
+  --gpus 2 --mb-group 0
+plan_row "--mb-group with a non-interleaved --schedule" \
+  "--mb-group: needs the interleaved schedule (gpipe)" --model tiny --cluster local-cpu --gpus 2 \
+  --mb-group 2 --schedule gpipe
 plan_row "--ep 0" "--ep: must be positive (0)" --model tiny-moe --cluster local-cpu --gpus 2 --ep 0
 plan_row "--ep 2 on a dense model" \
   "(expert parallelism needs a mixture-of-experts model (ep 2, num_experts 0))" \

@@ -279,6 +279,34 @@ expect "plan llama3-405b 8K on 16,384, tp 8 pp 16: the paper's split, interleave
 expect "plan llama3-405b 8K on 8,192, tp 8 pp 16: the paper's split, interleaved" \
   llama3_405b 8192 1 64 8192 2048 430 no
 
+# Megatron-Core's --microbatch-group-size-per-virtual-pipeline-stage N (schedules.py
+# forward_backward_pipelining_with_interleaving: pp <= N <= m, m % N = 0 or >= pp). Llama-3 8B,
+# tp 8 pp 4 dp 2, batch 20: m = 10, which pp 4 does not divide, so the default N = pp cannot
+# interleave; the search takes the least N Megatron accepts, 5 (10 % 5 = 0), and writes it.
+mb_group_plan() {
+  local args=(--model llama3-8b --cluster dgx-h100 --gpus 64 --tp 8 --pp 4 --dp 2
+    --global-batch 20 --micro-batch 1 --vpp 2)
+  local ok=0
+  run plan "${args[@]}" --top 1 --save-plan mb_group.json
+  [ "$rc" -eq 0 ] || { say "exit status $rc: $(cat stderr.txt)"; return 1; }
+  grep -q '"microbatch_group": 5' mb_group.json || { say "plan file lacks microbatch_group 5"; ok=1; }
+  run explain mb_group.json
+  grep -q 'schedule=interleaved mb_group=5' stdout.txt || { say "explain: $(sed -n 4p stdout.txt)"; ok=1; }
+  run plan "${args[@]}" --mb-group 10 --emit megatron
+  grep -q -- '--microbatch-group-size-per-virtual-pipeline-stage 10' stdout.txt ||
+    { say "--emit megatron lacks the group size flag"; ok=1; }
+  return $ok
+}
+expect "plan --mb-group: the least N Megatron accepts, in the plan file, explain and --emit megatron" \
+  mb_group_plan
+expect "plan --mb-group 4 on m = 10, pp 4: Megatron's remainder rule rejects it" \
+  plan_error "micro-batches % micro-batch group size must be 0 or at least pp 4 (10 % 4 = 2)" \
+  --model llama3-8b --cluster dgx-h100 --gpus 64 --tp 8 --pp 4 --dp 2 --global-batch 20 \
+  --micro-batch 1 --vpp 2 --mb-group 4
+expect "plan --mb-group with --schedule 1f1b: refused by name" \
+  plan_error "--mb-group: needs the interleaved schedule (1f1b)" --model llama3-8b \
+  --cluster dgx-h100 --gpus 64 --mb-group 4 --schedule 1f1b
+
 # --- why this plan, and sweep (issue 14) ------------------------------------------------------
 
 # The header states the options every layout was costed with; the m column is micro-batches per

@@ -202,6 +202,13 @@ TEST_SUITE("mpi2") {
   TEST_CASE("pp2 interleaved vpp2 equals one process") {
     check_equivalent(tiny(), with(make_layout(1, 2, 1), ScheduleKind::kInterleaved, 2));
   }
+  TEST_CASE("pp2 interleaved vpp2 in micro-batch groups of 3 (N != pp) equals one process") {
+    // Megatron-Core's --microbatch-group-size-per-virtual-pipeline-stage 3 on m = 8: groups of
+    // micro-batches 0-2, 3-5 and 6-7 (the last group takes the rest, 8 % 3 = 2 >= pp).
+    planner::Layout layout = with(make_layout(1, 2, 1), ScheduleKind::kInterleaved, 2);
+    layout.microbatch_group = 3;
+    check_equivalent(tiny(), layout);
+  }
   TEST_CASE("pp2 interleaved vpp3 on an embedding/loss-accounted 2/2 split equals one process") {
     // Megatron-Core's --account-for-embedding/loss-in-pipeline-split: 4 layers + 2 slots over
     // pp 2 x vpp 3 one-slot chunks, virtual stages E, 0, 1, 2, 3, L: the first chunk of stage 0

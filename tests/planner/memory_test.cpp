@@ -2,9 +2,13 @@
 // model states against the ZeRO paper's worked example, activations against Korthikanti et
 // al. 2022's closed forms, and the in-flight multiplier against the schedule's op list.
 
+#include "memory.h"
+
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <tuple>
+#include <vector>
 
 #include "meshplan/cost_model.h"
 #include "meshplan/models.h"
@@ -421,6 +425,55 @@ TEST_CASE("ZB-H1 keeps B-to-W tensors of micro-batches waiting for their W") {
   REQUIRE(b.stages.size() == 2);
   CHECK(b.stages[0].memory.activations_bytes - a.stages[0].memory.activations_bytes == 0);
   CHECK(b.stages[1].memory.activations_bytes - a.stages[1].memory.activations_bytes == 124'928);
+}
+
+}  // namespace
+}  // namespace meshplan::planner
+
+namespace meshplan::planner {
+namespace {
+
+// Llama 3 405B as Dubey et al. 2024 ran it at 8K (Table 4): tp 8, pp 16, the paper's 7/8x14/7
+// split interleaved with one layer per chunk (vpp 8; chunk 0 of stage 0 holds the embedding
+// alone, the last chunk of stage 15 the LM head alone), sequence parallel, ZeRO 2.
+Layout llama3_405b_interleaved(int64_t dp) {
+  Layout layout = make_layout(8, 16, dp, 1, 2048);
+  layout.vpp = 8;
+  layout.schedule = ScheduleKind::kInterleaved;
+  layout.sequence_parallel = true;
+  layout.zero = 2;
+  layout.stage_layers = std::vector<int64_t>(16, 8);
+  layout.stage_layers.front() = 7;
+  layout.stage_layers.back() = 7;
+  return layout;
+}
+
+TEST_CASE("interleaved in-flight activations count each chunk by its own layers") {
+  // Every held (micro-batch, chunk) keeps its chunk's layers, so the embedding-only chunk 0 of
+  // stage 0 keeps none (its output is freed once sent: Megatron-Core deallocate_output_tensor).
+  // 16,384 GPUs (dp 128): m = 2048 / 128 = 16; the warm-up (16 - s - 1) * 2 + 7 * 16 >= m v = 128
+  // on every stage, so each stage runs all 128 forwards first: stage 0 holds 16 x 7 = 112
+  // layers, stage 1 16 x 8 = 128. 8,192 GPUs (dp 64): m = 32; stage 1 warms up 14 * 2 + 7 * 16
+  // = 140 one-layer chunks and runs one more forward before its first backward: 141; stage 0
+  // 30 + 112 = 142 plus one: 143 chunk-micro-batches, of which the 16 + 15 of chunk 0 hold no
+  // layer (group 0's 16 micro-batches, then group 1's first 15): 112 layers.
+  const models::TransformerConfig model = models::load_model("llama3-405b");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  const PlanOptions options;
+  for (const auto& [dp, stage0_layers, stage1_layers] :
+       {std::tuple<int64_t, int64_t, int64_t>{128, 112, 128}, {64, 112, 141}}) {
+    CAPTURE(dp);
+    const Layout layout = llama3_405b_interleaved(dp);
+    const double layer = activation_bytes_per_layer(model, cluster, layout, options);
+    const PlanEstimate estimate = estimate_plan(model, cluster, layout, options);
+    REQUIRE(estimate.stages.size() == 16);
+    CHECK(estimate.stages[0].memory.activations_bytes ==
+          static_cast<int64_t>(static_cast<double>(stage0_layers) * layer));
+    CHECK(estimate.stages[1].memory.activations_bytes ==
+          static_cast<int64_t>(static_cast<double>(stage1_layers) * layer));
+    CHECK(peak_in_flight_layers(layout.schedule, 16, 8, layout.num_micro_batches(), 0, 0,
+                                {0, 1, 1, 1, 1, 1, 1, 1}) == stage0_layers);
+  }
 }
 
 }  // namespace

@@ -122,6 +122,15 @@ TEST_CASE("layout JSON round trip, placement optional (tp-dp-pp by default)") {
   CHECK(layout_from_json(without, "l.json").placement == Placement::kTpDpPp);
 }
 
+TEST_CASE("layout JSON: microbatch_group written only when set, absent = pp") {
+  Layout layout = example_plan().layout;
+  CHECK_FALSE(layout_to_json(layout).contains("microbatch_group"));  // older files unchanged
+  CHECK(layout_from_json(layout_to_json(layout), "l.json").microbatch_group == 0);
+  layout.microbatch_group = 5;
+  CHECK(layout_to_json(layout).at("microbatch_group") == 5);
+  CHECK(layout_from_json(layout_to_json(layout), "l.json") == layout);
+}
+
 // Applies `change` to a good plan's JSON and returns the error plan_from_json gives for it.
 template <typename Change>
 std::string error_after(Change&& change) {
@@ -248,6 +257,8 @@ TEST_CASE("bad plan files: zero, negative and absurd sizes") {
         }) == "p.json: layout: tp*pp*dp: more than 10000000 GPUs (2097152*2097152*2097152)");
   CHECK(error_after([](nlohmann::json& j) { j["layout"]["vpp"] = 0; }) ==
         "p.json: layout: vpp: must be between 1 and 100000 (0)");
+  CHECK(error_after([](nlohmann::json& j) { j["layout"]["microbatch_group"] = 0; }) ==
+        "p.json: layout: microbatch_group: must be between 1 and 1000000 (0)");
   CHECK(error_after([](nlohmann::json& j) { j["layout"]["global_batch"] = 1'000'000'000'000; }) ==
         "p.json: layout: global_batch: must be between 1 and 1000000 (1000000000000)");
   CHECK(error_after([](nlohmann::json& j) { j["layout"]["micro_batch"] = 0; }) ==

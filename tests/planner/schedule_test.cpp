@@ -190,9 +190,9 @@ std::string check_schedule(const PipelineSchedule& schedule) {
 
 // Runs the checks on one combination and replays it; returns the makespan.
 double check_and_replay(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t m, double f, double b,
-                        double w) {
-  const PipelineSchedule schedule = generate_schedule(kind, pp, vpp, m);
-  INFO(to_string(kind), " pp=", pp, " vpp=", vpp, " m=", m, "\n", render(schedule));
+                        double w, int64_t group = 0) {
+  const PipelineSchedule schedule = generate_schedule(kind, pp, vpp, m, true, group);
+  INFO(to_string(kind), " pp=", pp, " vpp=", vpp, " m=", m, " N=", group, "\n", render(schedule));
   CHECK(check_schedule(schedule) == "");
   double makespan = -1;
   CHECK_NOTHROW(makespan = replay_makespan(schedule, f, b, w));
@@ -288,6 +288,95 @@ TEST_CASE("schedule: interleaved forward order follows Megatron-LM's schedule ta
   CHECK(backwards == expected_backwards);
   // Stage 0 order: 4 warm-up forwards, then (F, B) pairs, then the cool-down backwards.
   CHECK(compute_order(schedule, 0) == "F0 F1 F0 F1 F2 B0 F3 B1 F2 B0 F3 B1 B2 B3 B2 B3");
+}
+
+TEST_CASE("schedule: interleaved micro-batch groups follow Megatron-Core's table, PP2 N3 M5 VP2") {
+  // Megatron-Core model_parallel_config.py, microbatch_group_size_per_vp_stage, and the
+  // schedules.py get_schedule_table comment: PP 2, VP 2, N 3, M 5 runs micro-batches
+  // 0 1 2 0 1 2 3 4 3 4 on chunks 0 0 0 1 1 1 0 0 1 1 ("rank 0 | 0 1 2 0 1 2 3 4 3 4"). Warm-up
+  // (get_pp_rank_microbatches): (2 - s - 1) * 2 + (2 - 1) * 3 = 5 on stage 0, 3 on stage 1.
+  const PipelineSchedule schedule = generate_schedule(ScheduleKind::kInterleaved, 2, 2, 5, true, 3);
+  CHECK(check_schedule(schedule) == "");
+  const std::vector<std::pair<int64_t, int64_t>> expected_forwards = {
+      {0, 0}, {1, 0}, {2, 0}, {0, 1}, {1, 1}, {2, 1}, {3, 0}, {4, 0}, {3, 1}, {4, 1}};
+  for (int64_t stage = 0; stage < 2; ++stage) {
+    CAPTURE(stage);
+    std::vector<std::pair<int64_t, int64_t>> forwards, backwards;
+    int64_t warmup = -1;
+    for (const PipelineOp& op : schedule.stages[stage]) {
+      if (op.kind == OpKind::kForward) {
+        forwards.push_back({op.micro_batch, op.chunk});
+      } else if (op.kind == OpKind::kBackward) {
+        backwards.push_back({op.micro_batch, 1 - op.chunk});  // get_model_chunk_id(forward=False)
+        if (warmup < 0) {
+          warmup = static_cast<int64_t>(forwards.size()) - 1;  // the steady forward runs first
+        }
+      }
+    }
+    CHECK(forwards == expected_forwards);
+    CHECK(backwards == expected_forwards);  // the same table, chunks reversed
+    CHECK(warmup == (2 - stage - 1) * 2 + 3);
+  }
+}
+
+TEST_CASE("schedule: micro-batch groups N != pp keep the bubble of Narayanan et al. eq. 2") {
+  // Every N Megatron-Core accepts (pp <= N <= m, m % N = 0 or >= pp): the same makespans as
+  // N = pp above, 2 m v + 2 (p - 1) with chunk times 1 and 1, 3 m v + 3 (p - 1) with 1 and 2.
+  // A larger N delays a chunk's first micro-batch on stage 0 by N >= p slots, never past the
+  // slot its input arrives in, and warms up (v - 1) N forwards: in-flight grows by (v - 1)(N - p)
+  // chunk-micro-batches (get_pp_rank_microbatches), capped at m v.
+  int64_t num_checked = 0;
+  for (int64_t pp : {2, 3, 4}) {
+    for (int64_t vpp : {2, 3}) {
+      for (int64_t m = pp; m <= 20; ++m) {
+        for (int64_t n = pp + 1; n <= m; ++n) {
+          std::string reason;
+          if (!check_schedule_shape(ScheduleKind::kInterleaved, pp, vpp, m, &reason, n).empty()) {
+            continue;
+          }
+          CAPTURE(pp);
+          CAPTURE(vpp);
+          CAPTURE(m);
+          CAPTURE(n);
+          CHECK(check_and_replay(ScheduleKind::kInterleaved, pp, vpp, m, 1, 1, 0, n) ==
+                2 * m * vpp + 2 * (pp - 1));
+          CHECK(check_and_replay(ScheduleKind::kInterleaved, pp, vpp, m, 1, 2, 0, n) ==
+                3 * m * vpp + 3 * (pp - 1));
+          const PipelineSchedule schedule =
+              generate_schedule(ScheduleKind::kInterleaved, pp, vpp, m, false, n);
+          for (int64_t s = 0; s < pp; ++s) {
+            CHECK(peak_in_flight_micro_batches(schedule, s) ==
+                  std::min((pp - s - 1) * 2 + (vpp - 1) * n + 1, m * vpp));
+          }
+          ++num_checked;
+        }
+      }
+    }
+  }
+  CHECK(num_checked > 100);
+}
+
+TEST_CASE("schedule: micro-batch group sizes Megatron-Core refuses") {
+  // schedules.py forward_backward_pipelining_with_interleaving: N outside [PP, M] is a
+  // ValueError; a last group of 0 < M % N < PP micro-batches a RuntimeError.
+  std::string reason;
+  CHECK(check_schedule_shape(ScheduleKind::kInterleaved, 4, 2, 8, &reason, 3) ==
+        "microbatch_group");
+  CHECK(reason == "micro-batch group size must lie in [pp, micro-batches] = [4, 8] (3)");
+  CHECK(check_schedule_shape(ScheduleKind::kInterleaved, 4, 2, 8, &reason, 9) ==
+        "microbatch_group");
+  CHECK(check_schedule_shape(ScheduleKind::kInterleaved, 4, 2, 11, &reason, 5) ==
+        "microbatch_group");
+  CHECK(reason == "micro-batches % micro-batch group size must be 0 or at least pp 4 (11 % 5 = 1)");
+  CHECK(
+      check_schedule_shape(ScheduleKind::kInterleaved, 4, 2, 9, &reason, 5).empty());  // 9 % 5 = 4
+  CHECK(check_schedule_shape(ScheduleKind::kInterleaved, 4, 2, 10, &reason, 5)
+            .empty());  // 10 % 5 = 0
+  CHECK(check_schedule_shape(ScheduleKind::kOneFOneB, 4, 1, 8, &reason, 4) == "microbatch_group");
+  CHECK_THROWS_WITH_AS(generate_schedule(ScheduleKind::kInterleaved, 4, 2, 11, true, 5),
+                       "schedule: micro-batches % micro-batch group size must be 0 or at least "
+                       "pp 4 (11 % 5 = 1)",
+                       InputError);
 }
 
 TEST_CASE("schedule: peak in-flight chunk-micro-batches of interleaved") {

@@ -382,3 +382,19 @@ TEST_CASE("memory headroom: exactly the plans within hbm - headroom stay, the re
 
 }  // namespace
 }  // namespace meshplan::planner
+
+namespace meshplan::planner {
+
+TEST_CASE("smallest_microbatch_group: the least N Megatron-Core accepts") {
+  // schedules.py forward_backward_pipelining_with_interleaving: pp <= N <= m and m % N either 0
+  // or >= pp. pp dividing m: the default (0 = pp). m 10, pp 4: N 5 (10 % 5 = 0). m 19, pp 4:
+  // 5 leaves 4 >= pp. m 17, pp 8: 9 leaves 8 >= pp. m 3 < pp 4: none.
+  CHECK(smallest_microbatch_group(4, 8) == 0);
+  CHECK(smallest_microbatch_group(4, 10) == 5);
+  CHECK(smallest_microbatch_group(4, 19) == 5);
+  CHECK(smallest_microbatch_group(8, 17) == 9);
+  CHECK(smallest_microbatch_group(4, 7) == 7);  // 5 leaves 2, 6 leaves 1, 7 leaves 0
+  CHECK(smallest_microbatch_group(4, 3) == 0);
+}
+
+}  // namespace meshplan::planner

@@ -394,6 +394,30 @@ TEST_CASE("--emit torchtitan: Llama-3 8B, FSDP x TP x PP, 1F1B") {
   }
 }
 
+TEST_CASE("--emit: the interleaved micro-batch group size, Megatron's flag or a refusal") {
+  // Megatron-Core model_parallel_config.py: --microbatch-group-size-per-virtual-pipeline-stage.
+  planner::Layout layout;
+  layout.tp = 2;
+  layout.pp = 2;
+  layout.dp = 16;
+  layout.vpp = 2;
+  layout.schedule = planner::ScheduleKind::kInterleaved;
+  layout.micro_batch = 1;
+  layout.global_batch = 160;  // 10 micro-batches per pipeline: groups of 4, 4 and 2 (>= pp)
+  layout.sequence_parallel = true;
+  layout.zero = 3;
+  layout.microbatch_group = 4;
+  const planner::Plan plan = make_plan("llama3-8b", "dgx-h100", layout);
+  const std::map<std::string, std::string> flags = megatron_flags(emit_megatron(plan));
+  CHECK(flags.at("--microbatch-group-size-per-virtual-pipeline-stage") == "4");
+  CHECK(error_of(plan, EmitTarget::kTorchtitan) ==
+        "--emit torchtitan: layout.microbatch_group: torchtitan's Interleaved1F1B takes no "
+        "micro-batch group size (4)");
+  layout.microbatch_group = 0;  // Megatron's default N = pp: no flag
+  CHECK(megatron_flags(emit_megatron(make_plan("llama3-8b", "dgx-h100", layout)))
+            .count("--microbatch-group-size-per-virtual-pipeline-stage") == 0);
+}
+
 TEST_CASE("--emit torchtitan: DDP without pp accumulates micro-batches; refusals") {
   planner::Layout ddp;
   ddp.dp = 8;

@@ -195,7 +195,8 @@ struct PlanEstimate {
 /// violation; memory is not checked here). Codes, in the order checked: "sizes", "gpus",
 /// "tp_heads", "tp_kv_heads", "tp_ffn", "tp_node", "stage_layers" (an uneven split that
 /// check_stage_layers refuses) or "pp_layers" (even split, l % (pp vpp) != 0), "batch",
-/// "vpp_schedule" or "interleaved_micro_batches" (check_schedule_shape), "sequence_parallel",
+/// "vpp_schedule", "interleaved_micro_batches" or "microbatch_group" (check_schedule_shape),
+/// "sequence_parallel",
 /// "zero", then check_cp_layout's, then the mixture-of-experts rules (check_moe_layout): "ep",
 /// "ep_dp", "ep_experts", "tp_expert_ffn", "moe_sequence_parallel", "moe_zero3".
 struct Validity {

@@ -47,6 +47,11 @@ struct Layout {
   // --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers or an explicit
   // list. Read it through stage_layer_range (cost_model.h), never directly.
   std::vector<int64_t> stage_layers;
+  // Interleaved schedule only: micro-batches each model chunk runs in a row before the next
+  // chunk, Megatron-Core's --microbatch-group-size-per-virtual-pipeline-stage
+  // (model_parallel_config.py microbatch_group_size_per_vp_stage; Llama 3's N, Dubey et al.
+  // 2024, Sec. 3.3.2). 0: Megatron's default, pp. Read it through microbatch_group_size().
+  int64_t microbatch_group = 0;
 
   int64_t num_gpus() const { return tp * cp * pp * dp; }
   /// Micro-batches per pipeline per step: global_batch / (dp * micro_batch).
@@ -62,6 +67,12 @@ struct Layout {
 /// activations go to v + 1 and gradients to v - 1.
 inline int64_t virtual_stage(int64_t pp, int64_t stage, int64_t chunk) {
   return chunk * pp + stage;
+}
+
+/// Micro-batches per group of the interleaved schedule: layout.microbatch_group, or pp when 0
+/// (Megatron-Core model_parallel_config.py __post_init__: None -> pipeline_model_parallel_size).
+inline int64_t microbatch_group_size(const Layout& layout) {
+  return layout.microbatch_group > 0 ? layout.microbatch_group : layout.pp;
 }
 
 /// Ranks that hold the same parameters and reduce their gradients together: dp * cp. Context-
@@ -109,12 +120,16 @@ inline int64_t zero_shard_count(const Layout& layout, int64_t count) {
   return zero_shards_optimizer(layout) ? (count + group - 1) / group : count;
 }
 
-/// Whether (schedule, pp, vpp, micro-batches) can be scheduled: interleaved needs pp >= 2,
-/// vpp >= 2 and micro-batches divisible by pp (Megatron-LM rejects the same: arguments.py and
-/// forward_backward_pipelining_with_interleaving); the others need vpp = 1. Returns "" when
-/// fine, else "vpp_schedule" or "interleaved_micro_batches" with `reason` set to one line.
+/// Whether (schedule, pp, vpp, micro-batches, group size N) can be scheduled: interleaved needs
+/// pp >= 2, vpp >= 2, pp <= N <= m and m % N either 0 or >= pp (Megatron-Core
+/// schedules.py forward_backward_pipelining_with_interleaving raises on the same: "should
+/// range in [PP, M]", "the remainder of M ... divided by N ... should be 0, or larger than or
+/// equal to the pipeline-parallel size"); with N = pp that is m divisible by pp. The others
+/// need vpp = 1 and no group size. `microbatch_group` 0 means pp. Returns "" when fine, else
+/// "vpp_schedule", "interleaved_micro_batches" or "microbatch_group" with `reason` set.
 std::string check_schedule_shape(ScheduleKind schedule, int64_t pp, int64_t vpp,
-                                 int64_t num_micro_batches, std::string* reason);
+                                 int64_t num_micro_batches, std::string* reason,
+                                 int64_t microbatch_group = 0);
 
 struct RankCoords {
   int64_t tp_rank = 0;
@@ -136,8 +151,8 @@ ScheduleKind parse_schedule(const std::string& text, const std::string& field);
 Placement parse_placement(const std::string& text, const std::string& field);
 
 /// "tp=8 pp=4 dp=32 vpp=1 mb=1 recompute=full sp=off zero=0 schedule=1f1b"; " cp=C" follows
-/// dp when cp > 1, " stage_layers=7,8,...,8,7" follows when the split is uneven, and " ep=E"
-/// ends it when ep > 1.
+/// dp when cp > 1, " mb_group=N" follows the schedule when set, " stage_layers=7,8,...,8,7"
+/// when the split is uneven, and " ep=E" ends it when ep > 1.
 std::string describe(const Layout& layout);
 
 /// "7,8,8,7": a stage-layer list as the CLI and the reports spell it.

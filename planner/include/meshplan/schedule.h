@@ -42,15 +42,19 @@ struct PipelineSchedule {
   int64_t pp = 1;
   int64_t vpp = 1;
   int64_t num_micro_batches = 1;
+  int64_t microbatch_group = 0;                 // interleaved: micro-batches per chunk group; 0: pp
   std::vector<std::vector<PipelineOp>> stages;  // [pp][ops]
 };
 
-/// Builds the op lists. Throws InputError (naming the field: "pp", "vpp", "micro_batches") when
-/// the combination is invalid, e.g. interleaved with num_micro_batches % pp != 0, or vpp > 1 with
-/// a schedule other than interleaved. Never substitutes another schedule. Without transfers
-/// the lists hold the compute ops alone, in the same order (for counting in-flight memory).
+/// Builds the op lists. Throws InputError (naming the field: "pp", "vpp", "micro_batches",
+/// "schedule") when the combination is invalid (check_schedule_shape), e.g. interleaved with
+/// num_micro_batches % pp != 0 under the default group size, or vpp > 1 with a schedule other
+/// than interleaved. Never substitutes another schedule. Without transfers the lists hold the
+/// compute ops alone, in the same order (for counting in-flight memory). `microbatch_group`:
+/// the interleaved schedule's micro-batch group size N (Layout::microbatch_group), 0 for pp.
 PipelineSchedule generate_schedule(ScheduleKind kind, int64_t pp, int64_t vpp,
-                                   int64_t num_micro_batches, bool with_transfers = true);
+                                   int64_t num_micro_batches, bool with_transfers = true,
+                                   int64_t microbatch_group = 0);
 
 /// Largest number of micro-batches (chunk-micro-batches for vpp > 1, counted in units of one
 /// chunk's activations) whose forward activations `stage` holds at once: a forward adds one,

@@ -49,7 +49,19 @@ struct SearchSpace {
   // the list's size. Unset: the search tries the even split and the first/last splits of
   // candidate_stage_splits for each pp.
   std::optional<std::vector<int64_t>> stage_layers;
+  // Interleaved schedule's micro-batch group size N (Layout::microbatch_group). Unset: pp when
+  // pp divides the micro-batches, else the smallest N Megatron-Core accepts
+  // (smallest_microbatch_group).
+  std::optional<int64_t> microbatch_group;
 };
+
+/// The smallest micro-batch group size N of the interleaved schedule that Megatron-Core accepts
+/// for pp stages and m micro-batches (check_schedule_shape), as Layout::microbatch_group: 0 (pp,
+/// the default) when pp divides m, else the least N in (pp, m] with m % N = 0 or >= pp; 0 when
+/// there is none (m < pp). Warm-up, hence held activations, grow with N ((vpp - 1) N forwards,
+/// schedules.py get_pp_rank_microbatches) while the zero-communication makespan does not
+/// (README "Micro-batch groups"), so the search tries this N only.
+int64_t smallest_microbatch_group(int64_t pp, int64_t num_micro_batches);
 
 /// The per-stage layer splits the search tries for `pp` stages of `num_layers` layers (each a
 /// Layout::stage_layers; {} is the even split). pp dividing the layers: the even split, plus
