@@ -68,12 +68,12 @@ TEST_CASE("fp8: the linear GEMMs run at the FP8 peak, nothing else changes") {
   const Layout layout = make_layout(1, 1, 8, 1, 8);
   const PlanEstimate bf16 = estimate_plan(square_model(), cluster, layout);
   const PlanEstimate fp8 = estimate_plan(square_model(), cluster, layout, fp8_options());
-  const double T = 2048, h = 4096, f = 16384;
+  const double T = 2048, h = 4096, ffn = 16384;
   const auto saved = [&](double n, double k) {
     const double shape = 1.0 + 608.0 * (1.0 / k + 0.2 * (1.0 / T + 1.0 / n));
     return 2.0 * T * n * k * shape * (1.0 / (989.4e12 * 0.61) - 1.0 / (1978.9e12 * 0.5));
   };
-  const double saved_per_layer = saved(3 * h, h) + saved(h, h) + saved(f, h) + saved(h, f);
+  const double saved_per_layer = saved(3 * h, h) + saved(h, h) + saved(ffn, h) + saved(h, ffn);
   const ChunkCost& b = bf16.stages[0].chunks[0];
   const ChunkCost& f = fp8.stages[0].chunks[0];
   CHECK(b.forward_compute_seconds - f.forward_compute_seconds ==
