@@ -22,7 +22,7 @@ namespace meshplan::planner {
 //   efficiency = e_max / (1 + x_half (1/K + w (1/M + 1/N))),  w = kOuterDimensionWeight,
 // so a cube of side x runs at e_max x / (x + (1 + 2w) x_half). e_max and x_half are per-GPU
 // parameters of the cluster description; w is one constant for every GPU. The three were
-// chosen once on the validation runs marked used_for_parameters (README, "The cost model").
+// chosen once on the validation runs marked used_for_parameters (README, Validation).
 // FP8 GEMMs (Transformer Engine) run at the GPU's FP8 peak with their own e_max and the same
 // x_half.
 namespace {
