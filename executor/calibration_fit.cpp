@@ -41,13 +41,14 @@ double rms_pct(const std::vector<double>& predicted, const std::vector<double>& 
   return predicted.empty() ? 0 : 100 * std::sqrt(sum / static_cast<double>(predicted.size()));
 }
 
-// planner::gemm_seconds: time = 2mnk / (peak e x / (x + x_half)), x = min(m, n, k), so
-// peak / achieved = 1/e + (x_half / e) (1/x): a line in 1/x.
+// planner::gemm_seconds: time = 2mnk / (peak e / (1 + x_half u)), u =
+// planner::gemm_inverse_size(m, n, k), so peak / achieved = 1/e + (x_half / e) u: a line in u.
 void fit_gemm(const Measurements& m, CalibrationFit& fit) {
   models::ClusterConfig& c = fit.cluster;
   std::vector<double> x, y, w;
   for (const GemmSample& s : m.gemm) {
-    x.push_back(1.0 / static_cast<double>(std::min({s.m, s.n, s.k})));
+    x.push_back(planner::gemm_inverse_size(static_cast<double>(s.m), static_cast<double>(s.n),
+                                           static_cast<double>(s.k)));
     y.push_back(c.gpu.peak_fp32_flops_per_second / s.flops_per_second());
     w.push_back(1.0 / (y.back() * y.back()));  // relative errors
   }

@@ -11,20 +11,37 @@
 
 namespace meshplan::planner {
 
-// GEMM throughput falls off for small matrices (tile quantisation and wave effects; NVIDIA
-// "Matrix Multiplication Background User's Guide", 2023). We model it with one saturating
-// curve in the smallest dimension x: efficiency = e_max * x / (x + x_half), where e_max and
-// x_half are per-GPU parameters of the cluster description.
+// GEMM throughput falls off for small matrices (NVIDIA "Matrix Multiplication Background User's
+// Guide", DU-09799-001, Feb. 2023). A GEMM is computed in output tiles, one thread block each,
+// in waves over the SMs (Sec. 2.1); each block loops over K, so its fixed cost (filling the
+// load pipeline, writing the tile: prologue and epilogue) is spread over K, and its loads and
+// stores make the arithmetic intensity MNK / (MK + NK + MN) (Sec. 2) fall as any dimension
+// shrinks; M and N also enter through partial tiles at the edges and a last partial wave (tile
+// and wave quantisation, Sec. 3), which cuBLAS smooths by choosing among tile sizes (Sec. 2.3).
+// We model this as a fixed overhead per unit of work in an effective inverse size:
+//   efficiency = e_max / (1 + x_half (1/K + w (1/M + 1/N))),  w = kOuterDimensionWeight,
+// so a cube of side x runs at e_max x / (x + (1 + 2w) x_half). e_max and x_half are per-GPU
+// parameters of the cluster description; w is one constant for every GPU. The three were
+// chosen once on the validation runs marked used_for_parameters (README, Validation).
 // FP8 GEMMs (Transformer Engine) run at the GPU's FP8 peak with their own e_max and the same
 // x_half.
+namespace {
+// Weight of 1/M and 1/N against 1/K: of 0.1, 0.2, 0.3 and 0.5 (each with its best per-GPU
+// e_max and x_half), 0.2 gave the lowest mean |error| over the chosen-on runs.
+constexpr double kOuterDimensionWeight = 0.2;
+}  // namespace
+
+double gemm_inverse_size(double m, double n, double k) {
+  return 1.0 / k + kOuterDimensionWeight * (1.0 / m + 1.0 / n);
+}
+
 double gemm_seconds(const models::ClusterConfig& cluster, double m, double n, double k,
                     GemmPrecision precision) {
   const bool fp8 = precision == GemmPrecision::kFp8;
-  const double smallest = std::min({m, n, k});
   const double peak_efficiency =
       fp8 ? cluster.efficiency.fp8_gemm_peak_efficiency : cluster.efficiency.gemm_peak_efficiency;
-  const double efficiency =
-      peak_efficiency * smallest / (smallest + cluster.efficiency.gemm_half_efficiency_dim);
+  const double efficiency = peak_efficiency / (1.0 + cluster.efficiency.gemm_half_efficiency_dim *
+                                                         gemm_inverse_size(m, n, k));
   const double peak = fp8 ? cluster.gpu.peak_fp8_flops_per_second : peak_flops_per_second(cluster);
   return 2.0 * m * n * k / (peak * efficiency);
 }
@@ -218,10 +235,11 @@ double attention_forward_seconds(const models::TransformerConfig& model,
     return attention_flops /
            (peak_flops_per_second(cluster) * cluster.efficiency.attention_efficiency);
   }
-  // Batched s x s x d GEMMs per head, plus the fused scale-mask-softmax that reads and writes
-  // the a s^2 b scores (Korthikanti et al. 2022, Sec. 4.1). cp = 1 here (check_cp_options).
+  // Per head the batched scores GEMM Q K^T (s x s, reducing over d) and attention-times-values
+  // (s x d, reducing over s), plus the fused scale-mask-softmax that reads and writes the
+  // a s^2 b scores (Korthikanti et al. 2022, Sec. 4.1). cp = 1 here (check_cp_options).
   const double heads = static_cast<double>(layout.micro_batch) * x.a / x.t;
-  return 2.0 * heads * gemm_seconds(cluster, x.s, x.s, x.d) +
+  return heads * (gemm_seconds(cluster, x.s, x.s, x.d) + gemm_seconds(cluster, x.s, x.d, x.s)) +
          memory_seconds(cluster, 2.0 * heads * x.s * x.s * x.e);
 }
 

@@ -15,9 +15,10 @@ Measurements synthetic(double efficiency, double half_dim, double latency_second
   Measurements m;
   m.num_ranks = 4;
   for (int64_t d : {16, 32, 64, 128, 256, 512}) {
-    // 2 d^3 FLOPs at peak e d / (d + x_half).
+    // 2 d^3 FLOPs at peak e / (1 + x_half (1/k + 0.2 (1/m + 1/n))) = e d / (d + 1.4 x_half)
+    // for a d-cube (planner/compute_cost.cpp, w = 0.2).
     const double flops = 2.0 * static_cast<double>(d * d * d);
-    m.gemm.push_back({d, d, d, flops / (kPeak * efficiency * d / (d + half_dim))});
+    m.gemm.push_back({d, d, d, flops / (kPeak * efficiency * d / (d + 1.4 * half_dim))});
   }
   m.triad = {1 << 20, 12.0 * (1 << 20) / 4e9};  // 4e9 B/s per rank
   const double n = 4;

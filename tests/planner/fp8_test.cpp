@@ -17,8 +17,7 @@ namespace {
 using test::input_error;
 using test::make_layout;
 
-// 32 layers of h 4096, 32 heads of 128 (no GQA), f 16384 GELU, 2048 tokens per micro-batch:
-// every linear GEMM's smallest dimension is the 2048 tokens.
+// 32 layers of h 4096, 32 heads of 128 (no GQA), f 16384 GELU, 2048 tokens per micro-batch.
 models::TransformerConfig square_model() {
   models::TransformerConfig model;
   model.name = "fp8-square";
@@ -59,19 +58,22 @@ TEST_CASE("H100 and H200 presets: FP8 dense peak 1,978.9 TFLOP/s (H100 whitepape
 }
 
 TEST_CASE("fp8: the linear GEMMs run at the FP8 peak, nothing else changes") {
-  // dgx-h100, tp 1: per layer the forward linear FLOPs are 2 T (4 h^2 + 2 h f) =
-  // 2 * 2048 * (4 * 4096^2 + 2 * 4096 * 16384) = 824,633,720,832. Every GEMM's smallest
-  // dimension is T = 2048, so each runs at e_max * 2048 / (2048 + 256) of its peak:
-  // bf16 989.4e12 * 0.55, fp8 1978.9e12 * 0.50. The backward has two GEMMs per linear (B
-  // and W), so it saves twice what the forward saves. 32 layers on the one stage.
+  // dgx-h100, tp 1, T = 2048 tokens: per layer the forward linear GEMMs (T x n, reducing over
+  // k) are QKV (n 3h, k h), output (h, h), MLP in (f = 4h, h) and out (h, f), h = 4096. Each
+  // takes 2 T n k / (peak e_max) x (1 + x_half (1/k + 0.2 (1/T + 1/n))) (compute_cost.cpp,
+  // w = 0.2; dgx-h100: x_half 608), bf16 at 989.4e12 x 0.61, fp8 at 1978.9e12 x 0.50. The
+  // backward has two GEMMs per linear (B and W), so it saves twice what the forward saves. 32
+  // layers on the one stage.
   const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
   const Layout layout = make_layout(1, 1, 8, 1, 8);
   const PlanEstimate bf16 = estimate_plan(square_model(), cluster, layout);
   const PlanEstimate fp8 = estimate_plan(square_model(), cluster, layout, fp8_options());
-  const double flops = 824'633'720'832.0;
-  const double shape = (2048.0 + 256.0) / 2048.0;
-  const double saved_per_layer =
-      flops * shape * (1.0 / (989.4e12 * 0.55) - 1.0 / (1978.9e12 * 0.5));
+  const double T = 2048, h = 4096, ffn = 16384;
+  const auto saved = [&](double n, double k) {
+    const double shape = 1.0 + 608.0 * (1.0 / k + 0.2 * (1.0 / T + 1.0 / n));
+    return 2.0 * T * n * k * shape * (1.0 / (989.4e12 * 0.61) - 1.0 / (1978.9e12 * 0.5));
+  };
+  const double saved_per_layer = saved(3 * h, h) + saved(h, h) + saved(ffn, h) + saved(h, ffn);
   const ChunkCost& b = bf16.stages[0].chunks[0];
   const ChunkCost& f = fp8.stages[0].chunks[0];
   CHECK(b.forward_compute_seconds - f.forward_compute_seconds ==

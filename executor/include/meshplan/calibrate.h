@@ -73,7 +73,8 @@ struct CalibrationFit {
 };
 
 /// Fits `base` (a CPU cluster: precision fp32) to the measurements: gemm_peak_efficiency and
-/// gemm_half_efficiency_dim by least squares of peak / achieved = 1/e + (x_half/e) / x;
+/// gemm_half_efficiency_dim by least squares of peak / achieved = 1/e + (x_half/e) u, u =
+/// planner::gemm_inverse_size(m, n, k);
 /// hbm_efficiency from the triad; collective_efficiency and the intra-node latency by weighted
 /// least squares of the ring time. A fitted efficiency above 1 raises the base's peak (FLOP/s,
 /// B/s) instead, efficiency 1. attention_efficiency and the inter-node figures are kept (not

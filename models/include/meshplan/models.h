@@ -167,7 +167,7 @@ struct GpuSpec {
 /// The planner's cost model documents how each is used (planner/compute_cost.cpp).
 struct ComputeEfficiency {
   double gemm_peak_efficiency = 0;      // large GEMM throughput / datasheet peak
-  double gemm_half_efficiency_dim = 0;  // GEMM size (min of m, n, k) at which it halves
+  double gemm_half_efficiency_dim = 0;  // x_half in e_max / (1 + x_half (1/k + w (1/m + 1/n)))
   double attention_efficiency = 0;      // fused (flash) attention throughput / peak
   double hbm_efficiency = 0;            // achieved / datasheet HBM bandwidth, memory-bound ops
   double collective_efficiency = 0;     // achieved NCCL bus bandwidth / link line rate

@@ -352,10 +352,15 @@ double pipeline_transfer_seconds(const models::TransformerConfig& model,
                                  const models::ClusterConfig& cluster, const Layout& layout,
                                  const PlanOptions& options, int64_t stage);
 
-/// Time of one m x n x k GEMM (2mnk FLOPs) at the cluster's peak times the shape-dependent
-/// efficiency e_max * x / (x + x_half), x = min(m, n, k) (compute_cost.cpp). meshplan calibrate
-/// fits e_max and x_half with it. FP8 GEMMs (Transformer Engine) run at the GPU's FP8 peak with
-/// their own e_max and the same x_half.
+/// Effective inverse size of an m x n x k GEMM (m x k times k x n), in 1/elements:
+/// 1/k + w (1/m + 1/n) with the model's fixed w (compute_cost.cpp). For a cube of side x it is
+/// (1 + 2w) / x.
+double gemm_inverse_size(double m, double n, double k);
+
+/// Time of one m x n x k GEMM (2mnk FLOPs, k the reduced dimension) at the cluster's peak times
+/// the shape-dependent efficiency e_max / (1 + x_half * gemm_inverse_size(m, n, k))
+/// (compute_cost.cpp). meshplan calibrate fits e_max and x_half with it. FP8 GEMMs (Transformer
+/// Engine) run at the GPU's FP8 peak with their own e_max and the same x_half.
 double gemm_seconds(const models::ClusterConfig& cluster, double m, double n, double k,
                     GemmPrecision precision = GemmPrecision::kBf16);
 
