@@ -40,6 +40,18 @@ planner::Plan zero3_plan(const char* model, const char* cluster, int64_t tp, int
   return plan;
 }
 
+// Replays `plan` without communication and checks the replay is at most the planner's closed
+// form and within `tolerance` (relative) of it.
+void check_replay_at_most_bound(const planner::Plan& plan, double tolerance) {
+  SimulationOptions options;
+  options.zero_communication = true;
+  const SimulationResult result = simulate_plan(plan, options, "test");
+  MESSAGE("simulated - analytic: " << result.step_time_s - result.analytic_step_time_s << " s of "
+                                   << result.analytic_step_time_s);
+  CHECK(result.step_time_s <= result.analytic_step_time_s);
+  CHECK(relative(result.step_time_s, result.analytic_step_time_s) < tolerance);
+}
+
 }  // namespace
 
 TEST_CASE("agreement: zero communication, gpipe and 1f1b equal the planner's closed form") {
@@ -150,14 +162,10 @@ TEST_CASE("agreement: zero communication, interleaved and zb-h1 are at most the 
       preset_plan("gpt3-175b", "dgx-a100-80gb", 8, 8, 4, 1, 64, ScheduleKind::kZbH1),
       preset_plan("llama3-70b", "dgx-h100", 8, 4, 8, 1, 128, ScheduleKind::kZbH1),
   };
-  SimulationOptions options;
-  options.zero_communication = true;
+  // Measured 0.4% (interleaved) and 0.7% (zb-h1) below; 1% bounds the heavy end chunks.
   for (const planner::Plan& plan : plans) {
     CAPTURE(planner::describe(plan.layout));
-    const SimulationResult result = simulate_plan(plan, options, "test");
-    CHECK(result.step_time_s <= result.analytic_step_time_s);
-    // Measured 0.4% (interleaved) and 0.7% (zb-h1) below; 1% bounds the heavy end chunks.
-    CHECK(relative(result.step_time_s, result.analytic_step_time_s) < 0.01);
+    check_replay_at_most_bound(plan, 0.01);
   }
 }
 
@@ -170,18 +178,12 @@ TEST_CASE(
   // pp 8: N 12 and 24 (24 % N = 0) and 16 (24 % 16 = 8 >= pp). Measured 0.31% (N = pp), 0.30%
   // (12), 0.29% (16) and 0.25% (24) below the form; 1% bounds it, as for N = pp above.
   using planner::ScheduleKind;
-  SimulationOptions options;
-  options.zero_communication = true;
   for (int64_t group : {0, 12, 16, 24}) {
     planner::Plan plan =
         preset_plan("gpt3-175b", "dgx-a100-80gb", 8, 8, 4, 2, 96, ScheduleKind::kInterleaved);
     plan.layout.microbatch_group = group;
     CAPTURE(planner::describe(plan.layout));
-    const SimulationResult result = simulate_plan(plan, options, "test");
-    MESSAGE("simulated - analytic: " << result.step_time_s - result.analytic_step_time_s << " s of "
-                                     << result.analytic_step_time_s);
-    CHECK(result.step_time_s <= result.analytic_step_time_s);
-    CHECK(relative(result.step_time_s, result.analytic_step_time_s) < 0.01);
+    check_replay_at_most_bound(plan, 0.01);
   }
 }
 
@@ -199,15 +201,9 @@ TEST_CASE("agreement: zero communication, uneven interleaved and zb-h1 at most t
           preset_plan("llama3-8b", "dgx-h100", 1, 4, 2, 2, 64, ScheduleKind::kInterleaved),
           {6, 10, 10, 6}),
   };
-  SimulationOptions options;
-  options.zero_communication = true;
   for (const planner::Plan& plan : plans) {
     CAPTURE(planner::describe(plan.layout));
-    const SimulationResult result = simulate_plan(plan, options, "test");
-    MESSAGE("simulated - analytic: " << result.step_time_s - result.analytic_step_time_s << " s of "
-                                     << result.analytic_step_time_s);
-    CHECK(result.step_time_s <= result.analytic_step_time_s);
-    CHECK(relative(result.step_time_s, result.analytic_step_time_s) < 0.03);
+    check_replay_at_most_bound(plan, 0.03);
   }
 }
 
@@ -218,24 +214,18 @@ TEST_CASE("agreement: zero communication, embedding/loss-accounted chunks at mos
   // (m v + p - 1) c takes c = the heaviest stage over v for every slot, so the replay is
   // shorter: measured 0.78% (vpp 2), 0.57% (vpp 4), 0.46% (vpp 8); 3% bounds that gap.
   using planner::ScheduleKind;
-  SimulationOptions options;
-  options.zero_communication = true;
   for (int64_t vpp : {2, 4, 8}) {
     planner::Plan plan = with_stage_layers(
         preset_plan("llama3-8b", "dgx-h100", 1, 4, 2, vpp, 64, ScheduleKind::kInterleaved),
         {7, 8, 8, 7});
     plan.model.num_layers = 30;
     CAPTURE(planner::describe(plan.layout));
-    const SimulationResult result = simulate_plan(plan, options, "test");
     const planner::PlanEstimate estimate =
         planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
     REQUIRE(estimate.feasible);
     CHECK(estimate.stages[0].chunks[0].num_layers == 8 / vpp - 1);
     CHECK(estimate.stages[3].chunks[static_cast<size_t>(vpp - 1)].num_layers == 8 / vpp - 1);
-    MESSAGE("simulated - analytic: " << result.step_time_s - result.analytic_step_time_s << " s of "
-                                     << result.analytic_step_time_s);
-    CHECK(result.step_time_s <= result.analytic_step_time_s);
-    CHECK(relative(result.step_time_s, result.analytic_step_time_s) < 0.03);
+    check_replay_at_most_bound(plan, 0.03);
   }
 }
 
