@@ -460,8 +460,12 @@ TEST_CASE("interleaved in-flight activations count each chunk by its own layers"
   const models::TransformerConfig model = models::load_model("llama3-405b");
   const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
   const PlanOptions options;
-  for (const auto& [dp, stage0_layers, stage1_layers] :
-       {std::tuple<int64_t, int64_t, int64_t>{128, 112, 128}, {64, 112, 141}}) {
+  struct Case {
+    int64_t dp, stage0_layers, stage1_layers;
+  };
+  for (const Case& c : {Case{128, 112, 128}, Case{64, 112, 141}}) {
+    // clang 14: no structured bindings inside CAPTURE's lambda.
+    const int64_t dp = c.dp, stage0_layers = c.stage0_layers, stage1_layers = c.stage1_layers;
     CAPTURE(dp);
     const Layout layout = llama3_405b_interleaved(dp);
     const double layer = activation_bytes_per_layer(model, cluster, layout, options);
