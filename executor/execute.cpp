@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -197,22 +196,11 @@ ExecuteReport execute_plan(const planner::Plan& plan, const ExecuteOptions& opti
       callbacks.on_checkpoint({true, trainer.steps_done(), directory});
     }
   }
-  const double tokens_per_step =
-      static_cast<double>(plan.layout.global_batch * plan.model.seq_length);
   std::vector<StepRecord> steps;
   TrafficCounts last_traffic;
   for (int64_t i = 0; i < options.steps; i++) {
-    if (rank == options.kill_rank && trainer.steps_done() + 1 == options.kill_step) {
-      ::raise(options.kill_signal);  // fault injection (tests): this rank dies or hangs
-    }
-    const StepOutcome outcome = trainer.train_step();
-    StepRecord record{outcome.step, outcome.loss, outcome.step_time_s,
-                      tokens_per_step / outcome.step_time_s, outcome.gemm_time_s};
-    steps.push_back(record);
+    const StepOutcome outcome = run_step(trainer, plan, rank, options, callbacks, steps);
     last_traffic = outcome.traffic;
-    if (callbacks.on_step) {
-      callbacks.on_step(record);
-    }
     if (checkpoints && options.checkpoint_every > 0 &&
         outcome.step % options.checkpoint_every == 0) {
       const std::string directory = checkpoints->write(trainer);

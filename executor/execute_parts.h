@@ -4,11 +4,14 @@
 
 #include <mpi.h>
 
+#include <csignal>
 #include <memory>
+#include <vector>
 
 #include "data_source.h"
 #include "meshplan/executor.h"
 #include "process_groups.h"
+#include "trainer.h"
 
 namespace meshplan::executor {
 
@@ -31,5 +34,26 @@ struct RankMeasurement {
 /// plan (the other ranks get an empty report).
 ExecuteReport gather_measurements(const planner::Plan& plan, const RankMeasurement& mine,
                                   MPI_Comm world);
+
+/// One step of `trainer` (the CPU Trainer or the GPU one) as execute runs it: the fault the
+/// tests inject (options.kill_rank dies or hangs before kill_step), the step, its record
+/// appended to `steps` and handed to on_step. Returns the trainer's outcome.
+template <class AnyTrainer>
+StepOutcome run_step(AnyTrainer& trainer, const planner::Plan& plan, int rank,
+                     const ExecuteOptions& options, const ExecuteCallbacks& callbacks,
+                     std::vector<StepRecord>& steps) {
+  if (rank == options.kill_rank && trainer.steps_done() + 1 == options.kill_step) {
+    ::raise(options.kill_signal);
+  }
+  const StepOutcome outcome = trainer.train_step();
+  const double tokens_per_step =
+      static_cast<double>(plan.layout.global_batch * plan.model.seq_length);
+  steps.push_back(StepRecord{outcome.step, outcome.loss, outcome.step_time_s,
+                             tokens_per_step / outcome.step_time_s, outcome.gemm_time_s});
+  if (callbacks.on_step) {
+    callbacks.on_step(steps.back());
+  }
+  return outcome;
+}
 
 }  // namespace meshplan::executor

@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <csignal>
-
 #include "execute_parts.h"
 #include "gpu/cuda_check.h"
 #include "gpu/gpu_trainer.h"
@@ -132,22 +130,10 @@ ExecuteReport execute_plan_on_gpu(const planner::Plan& plan, const ExecuteOption
   AdamWConfig adamw;
   adamw.learning_rate = options.learning_rate;
   GpuTrainer trainer(plan, std::move(data), adamw, world, options.collective_timeout_seconds);
-  const double tokens_per_step =
-      static_cast<double>(plan.layout.global_batch * plan.model.seq_length);
   std::vector<StepRecord> steps;
   TrafficCounts last_traffic;
   for (int64_t i = 0; i < options.steps; i++) {
-    if (rank == options.kill_rank && trainer.steps_done() + 1 == options.kill_step) {
-      ::raise(options.kill_signal);  // fault injection (tests): this rank dies or hangs
-    }
-    const StepOutcome outcome = trainer.train_step();
-    const StepRecord record{outcome.step, outcome.loss, outcome.step_time_s,
-                            tokens_per_step / outcome.step_time_s, outcome.gemm_time_s};
-    steps.push_back(record);
-    last_traffic = outcome.traffic;
-    if (callbacks.on_step) {
-      callbacks.on_step(record);
-    }
+    last_traffic = run_step(trainer, plan, rank, options, callbacks, steps).traffic;
   }
   const RankMeasurement mine{trainer.stage(),
                              static_cast<int64_t>(trainer.arena().high_water_bytes()),
