@@ -7,9 +7,35 @@
 #include <map>
 #include <tuple>
 
+#include "estimate_internal.h"
 #include "model_shape.h"
 
 namespace meshplan::planner {
+
+namespace {
+
+// What torchtitan's op-level selective activation checkpointing keeps per dense block and
+// micro-batch (torchtitan parallelize_llama.py `_save_list` and `_custom_policy`, at the
+// benchmark's commit 9dec370 as at 1ea476e9f): the checkpointed block's input, and the outputs
+// of the ops it must save, every other recomputed in the backward (see compute_cost.cpp,
+// op_sac_recompute, for the mm order wq, wk, wv, wo, w1, w3, w2):
+//   odd mms: wq (T a d / t), wv (T g d / t), w1 or fc1 (T f / t) and, for SwiGLU, w2, whose
+//     output under tp is the local partial sum before its reduce-scatter (T h);
+//   flash attention: its output (T a d / t) and fp32 log-sum-exp (4 T a / t);
+//   with sequence parallelism the two reduce-scatter outputs (2 T h / t).
+// Everything else (norms, rotary, K, the SwiGLU product, wo and w3's outputs) is rebuilt when
+// the block's backward runs (stage_memory adds that one block's rebuild).
+double op_sac_saved_bytes_per_layer(const models::TransformerConfig& model, const Shape& x) {
+  const bool swiglu = model.activation == models::Activation::kSwiglu;
+  const double block_input = x.tokens * x.h * x.e / x.sp;
+  const double saved_mm_outputs =
+      x.tokens * x.e * ((x.a * x.d + x.g * x.d + x.f) / x.t + (swiglu ? x.h : 0.0));
+  const double attention = x.tokens * x.a * x.d * x.e / x.t + 4.0 * x.tokens * x.a / x.t;
+  const double reduce_scatter_outputs = x.t > 1 ? 2.0 * x.tokens * x.h * x.e / x.sp : 0.0;
+  return block_input + saved_mm_outputs + attention + reduce_scatter_outputs;
+}
+
+}  // namespace
 
 double activation_bytes_per_layer(const models::TransformerConfig& model,
                                   const models::ClusterConfig& cluster, const Layout& layout,
@@ -34,6 +60,9 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
   if (layout.recompute == Recompute::kFull) {
     // Only the layer input is kept: 2 s b h bytes (ibid. Sec. 4.3), / t with sequence parallel.
     return tokens * h * e / sequence_split;
+  }
+  if (op_level_selective_recompute(layout, options)) {
+    return op_sac_saved_bytes_per_layer(model, x);
   }
   const double activation_input =
       (model.activation == models::Activation::kSwiglu ? 2.0 : 1.0) * tokens * f * e;
@@ -368,7 +397,7 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   // Peak over the op list of held micro-batches' activations plus, for split schedules, the
   // B-to-W tensors of those waiting for their W; per chunk unit, the stage's layers averaged
   // over its vpp chunks (dense and MoE layers differ).
-  double held_bytes = 0, waiting_bytes = 0, largest_layer_bytes = 0;
+  double held_bytes = 0, waiting_bytes = 0, largest_layer_bytes = 0, largest_rebuild_bytes = 0;
   for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
     const LayerRange range = chunk_layers(model, layout, stage, chunk);
     for (const bool moe_layer : {false, true}) {
@@ -380,9 +409,12 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
         waiting_bytes += count * weight_gradient_bytes_per_layer(model, cluster, layout, moe_layer);
         Layout stored = layout;
         stored.recompute = Recompute::kNone;
-        largest_layer_bytes =
-            std::max(largest_layer_bytes,
-                     activation_bytes_per_layer(model, cluster, stored, options, moe_layer));
+        const double layer_bytes =
+            activation_bytes_per_layer(model, cluster, stored, options, moe_layer);
+        largest_layer_bytes = std::max(largest_layer_bytes, layer_bytes);
+        largest_rebuild_bytes = std::max(
+            largest_rebuild_bytes,
+            layer_bytes - activation_bytes_per_layer(model, cluster, layout, options, moe_layer));
       }
     }
   }
@@ -405,10 +437,18 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
                                                       static_cast<double>(waiting) * waiting_bytes);
   }
   double activations = peak_layer_bytes * layers_per_micro_batch_unit;
+  // Transients that exist once, at different moments of the step, so the larger one counts:
+  // a recomputed layer's rebuilt activations during its backward, and the loss's on the last
+  // stage.
+  double rebuild_bytes = 0;
   if (layout.recompute == Recompute::kFull) {
     // The backward of one layer rebuilds that layer's full activations (ibid. Sec. 4.3).
-    activations += largest_layer_bytes;
+    rebuild_bytes = largest_layer_bytes;
+  } else if (op_level_selective_recompute(layout, options)) {
+    // The block's backward rebuilds what op-level checkpointing did not keep.
+    rebuild_bytes = largest_rebuild_bytes;
   }
+  double loss_bytes = 0;
   if (stage == 0 && model.dropout) {
     // Embedding output dropout mask per first-chunk micro-batch in flight (ibid. Sec. 4.4,
     // eq. 4).
@@ -421,12 +461,18 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
     const double vocab = static_cast<double>(padded_vocab_size(model, layout.tp)) / t;
     activations += (2.0 * tokens * h * e / sequence_split + 4.0 * tokens * vocab) *
                    static_cast<double>(in_flight.last_chunk);
-    // The 16-bit logits stay alive while their fp32 copy is made (Megatron-Core
-    // tensor_parallel/cross_entropy.py line 25, vocab_parallel_logits.float()): e T V / t once.
-    if (e < 4.0) {
-      activations += e * tokens * vocab;
+    if (options.framework == Framework::kFsdp) {
+      // torchtitan's loss, cross_entropy(pred.float()) (train.py at 9dec370, line 131): the
+      // backward of log_softmax holds its saved fp32 output (counted above) with two fp32
+      // gradients of the logits' size, nll_loss's and its own: 8 T V / t once.
+      loss_bytes = 8.0 * tokens * vocab;
+    } else if (e < 4.0) {
+      // The 16-bit logits stay alive while their fp32 copy is made (Megatron-Core
+      // tensor_parallel/cross_entropy.py line 25, vocab_parallel_logits.float()): e T V / t.
+      loss_bytes = e * tokens * vocab;
     }
   }
+  activations += std::max(rebuild_bytes, loss_bytes);
   // Ring attention's receive buffers: the next K/V chunk arrives while the current one is used,
   // and in the backward its dK/dV too (TE context_parallel.py p2p_comm_buffers, double-
   // buffered): 4 chunk volumes, once per rank since layers run one at a time.

@@ -285,9 +285,60 @@ TEST_CASE("activations outside the layers, one stage, in absolute terms") {
   CHECK(stage0_activations(2, 4, false, Recompute::kNone, false) == 402'653'184);
   // tp 4, SP, full recompute, two layers: inputs 2 * 2 sbh / 4 = 2,097,152; the one layer the
   // backward rebuilds, stored in full (48.5 sbh = 101,711,872); mask sbh / 4 = 524,288; LM-head
-  // inputs 4 sbh / 4 = 2,097,152; logits 104,857,600; bf16 logits copy 52,428,800:
-  // 263,716,864.
-  CHECK(stage0_activations(2, 4, true, Recompute::kFull, false) == 263'716'864);
+  // inputs 4 sbh / 4 = 2,097,152; logits 104,857,600: 211,288,064. The bf16 logits copy
+  // (52,428,800) exists in the forward, the rebuilt layer in the backward: only the larger
+  // of the two counts.
+  CHECK(stage0_activations(2, 4, true, Recompute::kFull, false) == 211'288'064);
+}
+
+// A Llama-shaped block (GQA, SwiGLU, no dropout) as torchtitan trains it: --framework fsdp,
+// ZeRO 3 over dp 2, tp 1, one micro-batch of 2,048 tokens, flash attention.
+int64_t torchtitan_activations(int64_t num_layers, int64_t vocab_size, Recompute recompute) {
+  models::TransformerConfig model = korthikanti_gpt(num_layers);
+  model.num_kv_heads = 4;
+  model.ffn_hidden_size = 2816;
+  model.vocab_size = vocab_size;
+  model.activation = models::Activation::kSwiglu;
+  model.norm = models::Norm::kRmsNorm;
+  model.positions = models::Positions::kRope;
+  model.tied_embeddings = false;
+  model.qkv_bias = model.attention_output_bias = model.mlp_bias = false;
+  model.dropout = false;
+  Layout layout = make_layout(1, 1, 2, 1, 2);
+  layout.zero = 3;
+  layout.recompute = recompute;
+  PlanOptions options;
+  options.framework = Framework::kFsdp;
+  options.flash_attention = true;
+  const PlanEstimate estimate =
+      estimate_plan(model, models::load_cluster("dgx-h100"), layout, options);
+  REQUIRE(estimate.stages.size() == 1);
+  return estimate.stages[0].memory.activations_bytes;
+}
+
+TEST_CASE("torchtitan's op-level selective checkpointing: what each block keeps") {
+  // torchtitan parallelize_llama.py (_save_list, _custom_policy): the block input and the
+  // outputs of the odd mms and of flash attention. T = 2048, e = 2, h = 1024, a d = 1024,
+  // g d = 4 x 64 = 256, f = 2816: input T h e + wq T a d e + wv T g d e + attention output
+  // T a d e + log-sum-exp 4 T a + w1 T f e + w2 T h e = 2048 * 2 * 7168 + 4 * 2048 * 16
+  // = 29,491,200 bytes per layer.
+  const int64_t per_layer = torchtitan_activations(2, 32000, Recompute::kSelective) -
+                            torchtitan_activations(1, 32000, Recompute::kSelective);
+  CHECK(per_layer == 29'491'200);
+  // Without checkpointing the same block keeps Q, K, V, the attention output, the SwiGLU's two
+  // inputs and its product, the four norm/projection inputs and the log-sum-exp:
+  // 2048 * 2 * (1536 + 1024 + 3 * 2816 + 4096) + 131,072 = 61,997,056 bytes.
+  const int64_t none_per_layer = torchtitan_activations(2, 32000, Recompute::kNone) -
+                                 torchtitan_activations(1, 32000, Recompute::kNone);
+  CHECK(none_per_layer == 61'997'056);
+  // One layer, vocabulary 32,000: the layer's 29,491,200; final-norm and LM-head inputs
+  // 2 T h e = 8,388,608; the saved fp32 log-softmax 4 T V = 262,144,000; and at its backward
+  // two more fp32 tensors of that size (nll_loss's gradient and log_softmax's), 8 T V =
+  // 524,288,000, larger than the block's rebuild: 824,311,808.
+  CHECK(torchtitan_activations(1, 32000, Recompute::kSelective) == 824'311'808);
+  // Vocabulary 128: the block's rebuild (61,997,056 - 29,491,200 = 32,505,856) is larger than
+  // the loss's 8 T V = 2,097,152: 29,491,200 + 8,388,608 + 1,048,576 + 32,505,856.
+  CHECK(torchtitan_activations(1, 128, Recompute::kSelective) == 71'434'240);
 }
 
 TEST_CASE("a model trained without dropout stores no masks") {
