@@ -362,6 +362,26 @@ TEST_CASE("a run that cannot be predicted is reported with its reason, the other
   CHECK(report.max_abs_error_pct == std::max(e0, e1));
 }
 
+TEST_CASE("a layout the run's framework cannot run is a reason, not an input error") {
+  // DeepSpeed's pipeline engine refuses ZeRO 2 with pp > 1 (engine.py lines 76-77): the run is
+  // reported with that reason and the file's other run is still predicted.
+  nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
+  json["version"] = 2;
+  nlohmann::json& run = json["runs"][0];
+  run["framework"] = "deepspeed";
+  run["layout"]["tp"] = 1;
+  run["layout"]["pp"] = 2;
+  run["layout"]["zero"] = 2;
+  const ValidationReport report = validate_runs(json, "r.json");
+  REQUIRE(report.runs.size() == 2);
+  CHECK(report.num_not_predicted == 1);
+  CHECK_FALSE(report.runs[0].predicted.has_value());
+  CHECK(report.runs[0].not_predicted_reason.starts_with(
+      "deepspeed cannot run this layout: its pipeline engine refuses ZeRO-2 and ZeRO-3 with "
+      "pp > 1"));
+  CHECK(report.runs[1].predicted.has_value());
+}
+
 TEST_CASE("stated options replace the guess from the source text") {
   nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
   json["version"] = 2;
