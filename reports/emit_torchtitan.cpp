@@ -49,12 +49,6 @@ void check_torchtitan_expressible(const planner::Plan& plan) {
            "mixture-of-experts models are not emitted for torchtitan",
            std::to_string(plan.model.num_experts));
   }
-  if (layout.recompute == planner::Recompute::kSelective) {
-    refuse(kTorchtitanTarget, "layout.recompute",
-           "torchtitan's selective AC (per op or every n-th layer) is not Megatron's "
-           "attention-core recompute; plan with --recompute none or full",
-           "selective");
-  }
   if (layout.placement != planner::Placement::kTpDpPp) {
     refuse(kTorchtitanTarget, "layout.placement",
            "torchtitan's device mesh is [pp, dp_replicate, dp_shard, cp, tp] (tp-dp-pp)",
@@ -138,8 +132,21 @@ std::string emit_torchtitan(const planner::Plan& plan) {
         planner::stage_layer_range(plan.model, layout, 0, 0).count());
   }
   out += "context_parallel_degree = 1\n\n";
-  out += fmt::format("[activation_checkpoint]\nmode = \"{}\"\n",
-                     layout.recompute == planner::Recompute::kFull ? "full" : "none");
+  // Under --framework fsdp, `selective` is costed as torchtitan's op-level policy
+  // (planner compute_cost.cpp op_sac_recompute, memory.cpp op_sac_saved_bytes_per_layer):
+  // ActivationCheckpoint.selective_ac_option "op" (job_config.py; the default "2" would
+  // checkpoint every second layer whole instead).
+  switch (layout.recompute) {
+    case planner::Recompute::kFull:
+      out += "[activation_checkpoint]\nmode = \"full\"\n";
+      break;
+    case planner::Recompute::kSelective:
+      out += "[activation_checkpoint]\nmode = \"selective\"\nselective_ac_option = \"op\"\n";
+      break;
+    case planner::Recompute::kNone:
+      out += "[activation_checkpoint]\nmode = \"none\"\n";
+      break;
+  }
   if (plan.options.overlap_tp_comm) {
     // Async tensor parallelism only takes effect under torch.compile (job_config.py).
     out += "\n[compile]\nenable = true\n";
