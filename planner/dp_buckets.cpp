@@ -71,6 +71,19 @@ std::vector<DpBucket> costed(const models::ClusterConfig& cluster, const Layout&
   return buckets;
 }
 
+// One chunk share of `chunk_bytes` cut into one bucket per layer: an even split of its dp
+// blocks over the chunk's layers (the most any chunk of the stage holds; at least one).
+std::vector<SizeRun> per_layer_sizes(const models::TransformerConfig& model, const Layout& layout,
+                                     int64_t stage, int64_t chunk_bytes, int64_t element_bytes) {
+  const int64_t block_bytes = grad_group_size(layout) * element_bytes;
+  const int64_t layers = std::max<int64_t>(1, max_chunk_layer_count(model, layout, stage));
+  std::vector<SizeRun> per_layer = even_split(chunk_bytes / block_bytes, layers);
+  for (SizeRun& run : per_layer) {
+    run.bytes *= block_bytes;
+  }
+  return per_layer;
+}
+
 }  // namespace
 
 DpBuckets dp_buckets(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
@@ -101,20 +114,23 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
       out.step_grad = costed(cluster, layout, stage, kRS, bucket_sizes(buffer_bytes, bucket));
       out.step_param = costed(cluster, layout, stage, kAG, bucket_sizes(buffer_bytes, bucket));
       break;
-    case 2:
-      out.chunk_grad = costed(cluster, layout, stage, kRS, bucket_sizes(chunk_bytes, bucket));
-      out.step_param = costed(cluster, layout, stage, kAG, bucket_sizes(chunk_bytes, bucket));
+    case 2: {
+      // Megatron-FSDP (optim_grads) buckets by FSDP unit, a transformer layer: a unit's
+      // parameters form one bucket and `suggested_bucket_size` splits only the parameters
+      // outside units (megatron_fsdp/param_and_grad_buffer.py, _get_parameter_groups, Megatron-LM
+      // d98e8a64); DeepSpeed's ZeRO-2 and the executor fill bucket_bytes buckets.
+      const std::vector<SizeRun> sizes = options.framework == Framework::kMegatron
+                                             ? per_layer_sizes(model, layout, stage, chunk_bytes, e)
+                                             : bucket_sizes(chunk_bytes, bucket);
+      out.chunk_grad = costed(cluster, layout, stage, kRS, sizes);
+      out.step_param = costed(cluster, layout, stage, kAG, sizes);
       for (DpBucket& run : out.step_param) {
         run.num_calls *= layout.vpp;
       }
       break;
+    }
     default: {
-      const int64_t block_bytes = grad_group_size(layout) * e;
-      const int64_t layers = std::max<int64_t>(1, max_chunk_layer_count(model, layout, stage));
-      std::vector<SizeRun> per_layer = even_split(chunk_bytes / block_bytes, layers);
-      for (SizeRun& run : per_layer) {
-        run.bytes *= block_bytes;
-      }
+      std::vector<SizeRun> per_layer = per_layer_sizes(model, layout, stage, chunk_bytes, e);
       out.chunk_param = costed(cluster, layout, stage, kAG, per_layer);
       // FSDP reduce-scatters in fp32 under bf16 training: torchtitan's
       // `mixed_precision_reduce` defaults to "float32" (torchtitan/config/job_config.py).

@@ -290,7 +290,10 @@ TEST_SUITE("mpi2") {
     // calls, full buckets and the remainder, the same bytes as one call. ZeRO 1 pads to
     // ceil(N / 2) x 2 and all-gathers in the same buckets; ZeRO 2 reduce-scatters them every
     // micro-batch (m = 4). check_traffic compares every call with the planner's inventory too.
+    // The plan's framework is the executor's own (meshplan): under Megatron, ZeRO 2 reduces one
+    // FSDP unit (layer) per call whatever the bucket size (checked at the end).
     planner::PlanOptions options;
+    options.framework = planner::Framework::kMeshplan;
     options.bucket_bytes = 10485;
     const models::TransformerConfig tiny = models::load_model("tiny");
     const int64_t n = models::count_parameters(tiny).total;
@@ -314,6 +317,11 @@ TEST_SUITE("mpi2") {
       CHECK(gather.calls == calls);
       CHECK(gather.bytes == padded_bytes);
     }
+    options.framework = planner::Framework::kMegatron;
+    layout.zero = 2;
+    const TrafficCounts units = check_traffic(tiny, layout, options);
+    CHECK(units.at({CollectiveKind::kReduceScatter, CommGroup::kDp}).calls == 4 * tiny.num_layers);
+    CHECK(units.at({CollectiveKind::kAllGather, CommGroup::kDp}).calls == tiny.num_layers);
   }
 }
 

@@ -50,11 +50,12 @@ void add_calls(Volumes& calls, int64_t stage, const std::vector<DpBucket>& bucke
   }
 }
 
-DpBuckets tiny_buckets(int zero) {
+DpBuckets tiny_buckets(int zero, Framework framework = Framework::kMegatron) {
   Layout layout = make_layout(1, 1, 3, 1, 6);
   layout.zero = zero;
   PlanOptions options;
   options.bucket_bytes = kBucketBytes;
+  options.framework = framework;
   return dp_buckets(models::load_model("tiny"), models::load_cluster("dgx-a100-80gb"), layout,
                     options, 0);
 }
@@ -106,11 +107,26 @@ TEST_CASE("dp_buckets: ZeRO 1 and 2 shard the padded buffer in whole dp blocks")
   CHECK(one.step_grad.front().kind == CollectiveKind::kReduceScatter);
   CHECK(one.step_param.front().kind == CollectiveKind::kAllGather);
   CHECK(one.chunk_grad.empty());
-  // ZeRO 2 reduce-scatters each backward's gradients (vpp = 1: the whole stage per op).
-  const DpBuckets two = tiny_buckets(2);
+  // ZeRO 2 reduce-scatters each backward's gradients (vpp = 1: the whole stage per op), in
+  // bucket_bytes buckets under DeepSpeed (reduce_bucket_size) and the executor.
+  for (const Framework framework : {Framework::kDeepSpeed, Framework::kMeshplan}) {
+    const DpBuckets two = tiny_buckets(2, framework);
+    CHECK(two.step_grad.empty());
+    CHECK(sizes_of(two.chunk_grad) == padded);
+    CHECK(sizes_of(two.step_param) == padded);
+    CHECK(two.chunk_param.empty());
+  }
+}
+
+TEST_CASE("dp_buckets: Megatron-FSDP's ZeRO 2 reduces one FSDP unit (layer) per bucket") {
+  // param_and_grad_buffer.py _get_parameter_groups: a unit's parameters are one bucket whatever
+  // the bucket size. The padded 435,330 bytes over the 4 layers as ZeRO 3 splits them below:
+  // three buckets of 18,139 dp blocks (108,834 bytes) and one of 18,138 (108,828 bytes).
+  const std::vector<int64_t> layers{108'834, 108'834, 108'834, 108'828};
+  const DpBuckets two = tiny_buckets(2, Framework::kMegatron);
   CHECK(two.step_grad.empty());
-  CHECK(sizes_of(two.chunk_grad) == padded);
-  CHECK(sizes_of(two.step_param) == padded);
+  CHECK(sizes_of(two.chunk_grad) == layers);
+  CHECK(sizes_of(two.step_param) == layers);
   CHECK(two.chunk_param.empty());
 }
 
@@ -157,6 +173,7 @@ TEST_CASE("dp_buckets: the gradient buckets in buffer order cover the buffer") {
   layout.schedule = ScheduleKind::kInterleaved;
   PlanOptions options;
   options.bucket_bytes = 50'000;
+  options.framework = Framework::kDeepSpeed;  // bucket_bytes buckets (Megatron: one per layer)
   // Stage 0: 2 layers 92,416 + embedding 16,384 = 108,800 parameters, padded to a multiple of
   // 6: 108,804, bf16 217,608 bytes; a chunk share 108,804 bytes = 2 * 49,998 + 8,808.
   const DpBuckets buckets = dp_buckets(model, cluster, layout, options, 0);
