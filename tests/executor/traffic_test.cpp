@@ -251,6 +251,48 @@ TEST_SUITE("mpi8") {
 }
 
 TEST_SUITE("mpi2") {
+  TEST_CASE("collective calls and bytes match the planner: MLA tp2, and with full recompute") {
+    const models::TransformerConfig model = models::load_model("tiny-mla");
+    planner::Layout layout = make_layout(2, 1, 1);
+    const TrafficCounts counts = check_traffic(model, layout);
+    // Independently of the planner: m = 16 / 2 = 8 micro-batches of T B = 32 x 2 = 64 tokens,
+    // 4 layers. Forward: the attention and MLP outputs' all-reduces, 64 x 64 x 4 B = 16,384 B;
+    // backward: the MLP input's (16,384 B) and the query latent's (64 x 32 x 4 = 8,192 B), the kv
+    // latent's (64 x 16 x 4 = 4,096 B) and the rotary key's (64 x 8 x 4 = 2,048 B) instead of
+    // QKV's; the vocab-parallel embedding's and the head's input gradient's (16,384 B each)
+    // and 3 cross-entropy reductions of 64 x 4 B.
+    const Traffic all_reduce = counts.at({CollectiveKind::kAllReduce, CommGroup::kTp});
+    CHECK(all_reduce.calls == 8 * (4 * (2 + 4) + 2 + 3));
+    CHECK(all_reduce.bytes ==
+          8 * (4 * (3 * 16'384 + 8'192 + 4'096 + 2'048) + 2 * 16'384 + 3 * 256));
+    layout.recompute = planner::Recompute::kFull;
+    check_traffic(model, layout);
+  }
+  TEST_CASE("collective calls and bytes match the planner: MLA tp2 sequence parallel, recompute") {
+    const models::TransformerConfig model = models::load_model("tiny-mla");
+    planner::Layout layout = sp(make_layout(2, 1, 1));
+    check_traffic(model, layout);
+    layout.recompute = planner::Recompute::kFull;
+    check_traffic(model, layout);
+    layout.recompute = planner::Recompute::kSelective;
+    check_traffic(model, layout);
+    models::TransformerConfig uncompressed = model;  // W_Q reads the hidden state (r_q = 0)
+    uncompressed.q_lora_rank = 0;
+    check_traffic(uncompressed, sp(make_layout(2, 1, 1)));
+    check_traffic(uncompressed, make_layout(2, 1, 1));
+  }
+  TEST_CASE("collective calls and bytes match the planner: MLA dp2 ZeRO-1, pp2 3/1 split") {
+    const models::TransformerConfig model = models::load_model("tiny-mla");
+    planner::Layout zero1 = make_layout(1, 1, 2);
+    zero1.zero = 1;
+    check_traffic(model, zero1);
+    planner::Layout split = make_layout(1, 2, 1);
+    split.stage_layers = {3, 1};
+    check_traffic(model, split);
+  }
+}
+
+TEST_SUITE("mpi2") {
   TEST_CASE("ZeRO-2 reduce-scatters the padded gradients once per micro-batch") {
     planner::Layout layout = make_layout(1, 1, 2);  // micro-batch 2, global batch 16
     layout.zero = 2;
