@@ -1,7 +1,7 @@
 # CLI tests of `meshplan execute` under real mpirun, run by ctest as
 #   cmake -DMODE=<mode> -DMESHPLAN=<binary> -DMPIEXEC=<mpirun> -DMPIRUN_FLAGS=<;-list>
 #         -DWORK_DIR=<scratch> -DSOURCE_DIR=<repo> -P execute_cli_test.cmake
-# Modes: headline, moe, run, resume, resume_zero3, world_size, malformed, kill_rank, hang_rank,
+# Modes: headline, moe, mla, run, resume, resume_zero3, world_size, malformed, kill_rank, hang_rank,
 # checkpoint_keep, checkpoint_refuse, checkpoint_corrupt, resume_no_interval, output_paths. Each
 # fails with a message on the first unmet expectation.
 
@@ -114,6 +114,39 @@ elseif(MODE STREQUAL "moe")
   math(EXPR others "${CMAKE_MATCH_2} - 2")
   if(CMAKE_MATCH_1 LESS others)
     message(FATAL_ERROR "moe: entries other than the all-to-alls differ:\n${moe_out}")
+  endif()
+elseif(MODE STREQUAL "mla")
+  # Multi-head latent attention end to end, as a user runs it: tiny-mla planned for 8 ranks with
+  # tp 2 x pp 2 (the planner picks the rest), executed; every collective's calls and bytes equal
+  # the planner's. Then what is not built, cp 2, is refused with one line and exit 2.
+  execute_process(COMMAND ${MESHPLAN} plan --model tiny-mla --cluster local-cpu --gpus 8 --tp 2
+                          --pp 2 --save-plan p.json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  WORKING_DIRECTORY ${WORK_DIR})
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "meshplan plan failed (${rc}): ${err}")
+  endif()
+  execute(mla 8 p.json --steps 3)
+  expect_success(mla)
+  if(NOT mla_out MATCHES
+     "# collective calls and bytes: ([0-9]+) of ([0-9]+) \\(stage, kind, group\\) entries match the planner \\(OK\\)")
+    message(FATAL_ERROR "mla: collective bytes do not all match:\n${mla_out}")
+  endif()
+  if(NOT CMAKE_MATCH_1 EQUAL CMAKE_MATCH_2 OR CMAKE_MATCH_1 EQUAL 0)
+    message(FATAL_ERROR "mla: ${CMAKE_MATCH_1} of ${CMAKE_MATCH_2} entries match:\n${mla_out}")
+  endif()
+  execute_process(COMMAND ${MESHPLAN} plan --model tiny-mla --cluster local-cpu --gpus 4 --tp 1
+                          --cp 2 --pp 1 --dp 2 --save-plan cp.json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  WORKING_DIRECTORY ${WORK_DIR})
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "meshplan plan --cp 2 failed (${rc}): ${err}")
+  endif()
+  execute(refused 4 cp.json --steps 3)
+  count_error_lines("${refused_out}" num_lines)
+  if(NOT refused_rc EQUAL 2 OR NOT num_lines EQUAL 1 OR NOT refused_out MATCHES
+     "meshplan: error: cp.json: layout.cp: the CPU executor's multi-head latent attention runs cp 1 only; its ring attention is not built \\(2\\)\n")
+    message(FATAL_ERROR "mla: cp 2 gave exit ${refused_rc}, ${num_lines} error lines:\n${refused_out}")
   endif()
 elseif(MODE STREQUAL "run")
   # The issue's command with ZeRO 0 and --json: plan for 8 ranks with tp 2 x pp 2, execute it.
