@@ -271,7 +271,27 @@ TEST_SUITE("mpi2") {
   TEST_CASE("collective calls and bytes match the planner: MLA tp2 sequence parallel, recompute") {
     const models::TransformerConfig model = models::load_model("tiny-mla");
     planner::Layout layout = sp(make_layout(2, 1, 1));
-    check_traffic(model, layout);
+    const TrafficCounts counts = check_traffic(model, layout);
+    // Independently of the planner, per micro-batch of 64 tokens (8 of them), 4 B elements,
+    // gathered sizes: per layer the forward all-gathers the query latent (64 x 32 x 4 = 8,192 B),
+    // the kv latent (4,096 B), the rotary key (2,048 B) and the MLP input (16,384 B); the
+    // backward the attention's and MLP's output gradients (16,384 B each), the MLP input again
+    // and the two latents again: 9 calls, 92,160 B. Reduce-scatters: the attention and MLP
+    // outputs (16,384 B each), then the MLP input's and the three MLA inputs' gradients: 6
+    // calls, 63,488 B. Plus the embedding's reduce-scatter and output-gradient all-gather, and
+    // the head's two input all-gathers and input-gradient reduce-scatter (16,384 B each).
+    const Traffic gathers = counts.at({CollectiveKind::kAllGather, CommGroup::kTp});
+    CHECK(gathers.calls == 8 * (4 * 9 + 1 + 2));
+    CHECK(gathers.bytes == 8 * (4 * 92'160 + 3 * 16'384));
+    const Traffic scatters = counts.at({CollectiveKind::kReduceScatter, CommGroup::kTp});
+    CHECK(scatters.calls == 8 * (4 * 6 + 1 + 1));
+    CHECK(scatters.bytes == 8 * (4 * 63'488 + 2 * 16'384));
+    // The tp-replicated parameters' gradients, once a step: per layer two norms (2 x 64), W_DQ
+    // (64 x 32), the q norm (32), W_DKV (64 x 24), the kv norm (16): 3,760; 4 layers and the
+    // final norm (64): 15,104 x 4 B; beside 8 x 3 cross-entropy all-reduces of 64 x 4 B.
+    const Traffic all_reduce = counts.at({CollectiveKind::kAllReduce, CommGroup::kTp});
+    CHECK(all_reduce.calls == 1 + 8 * 3);
+    CHECK(all_reduce.bytes == 15'104 * 4 + 8 * 3 * 256);
     layout.recompute = planner::Recompute::kFull;
     check_traffic(model, layout);
     layout.recompute = planner::Recompute::kSelective;
