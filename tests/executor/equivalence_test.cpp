@@ -472,7 +472,26 @@ TEST_SUITE("mpi2") {
   }
 }
 
+// DeepSeek-V3's block shape in small: tiny-mla's attention with tiny-moe's MLPs (layer 0
+// dense, then 4 experts of 96, top-2).
+const models::TransformerConfig& tiny_mla_moe() {
+  static const models::TransformerConfig model = [] {
+    models::TransformerConfig m = models::load_model("tiny-mla");
+    const models::TransformerConfig moe = models::load_model("tiny-moe");
+    m.name = "tiny-mla-moe";
+    m.num_experts = moe.num_experts;
+    m.experts_per_token = moe.experts_per_token;
+    m.expert_ffn_hidden_size = moe.expert_ffn_hidden_size;
+    m.first_dense_layers = moe.first_dense_layers;
+    return m;
+  }();
+  return model;
+}
+
 TEST_SUITE("mpi4") {
+  TEST_CASE("tiny-mla with experts: ep2 x pp2 with the load-balancing loss equals one process") {
+    check_equivalent(tiny_mla_moe(), with_ep(make_layout(1, 2, 2), 2), moe_options());
+  }
   TEST_CASE(
       "tiny-mla: tp2 x pp2 interleaved with sequence parallel, full recompute, equals one "
       "process") {

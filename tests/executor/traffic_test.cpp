@@ -235,6 +235,18 @@ TEST_SUITE("mpi4") {
   }
 }
 
+TEST_SUITE("mpi4") {
+  TEST_CASE("collective calls and bytes match the planner: MLA with experts, ep2 x pp2") {
+    models::TransformerConfig model = models::load_model("tiny-mla");
+    const models::TransformerConfig moe = models::load_model("tiny-moe");
+    model.num_experts = moe.num_experts;
+    model.experts_per_token = moe.experts_per_token;
+    model.expert_ffn_hidden_size = moe.expert_ffn_hidden_size;
+    model.first_dense_layers = moe.first_dense_layers;
+    check_traffic(model, with_ep(make_layout(1, 2, 2), 2), with_aux_loss());
+  }
+}
+
 TEST_SUITE("mpi8") {
   TEST_CASE("collective calls and bytes match the planner: MoE cp2 x ep2 x pp2, balancing loss") {
     planner::Layout layout = with_ep(make_layout(1, 2, 2), 2);
