@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "context_parallel.h"
 #include "ops/attention.h"
 #include "ops/eigen_maps.h"
 #include "ops/linear.h"
@@ -133,8 +134,13 @@ void mla_forward(float* att_out, MlaActivations* a, const float* x, const LayerW
   kv.reset();
   k_rope.reset();
   Tensor padded = ctx.tensor(static_cast<int64_t>(d.N) * d.NH * HQ);
-  Tensor att = ctx.tensor(static_cast<int64_t>(d.B) * d.NH * d.T * d.T);
-  attention_forward(padded.data(), att.data(), a->qkv.data(), d.T, d.B, d.NH, d.NH, HQ);
+  Tensor att = ctx.tensor(static_cast<int64_t>(d.B) * d.NH * d.T * d.S);
+  if (d.cp > 1) {
+    // The packed rows are the dense block's fused QKV layout (KVH = NH, HS = HQ): the same ring.
+    ring_attention_forward(ctx, padded.data(), att.data(), a->qkv.data());
+  } else {
+    attention_forward(padded.data(), att.data(), a->qkv.data(), d.T, d.B, d.NH, d.NH, HQ);
+  }
   for (int n = 0; n < d.N; n++) {
     for (int h = 0; h < d.NH; h++) {
       const float* head = padded.data() + (static_cast<int64_t>(n) * d.NH + h) * HQ;
@@ -160,6 +166,12 @@ Tensor attention_core_backward(MlaActivations* a, const float* d_att_out, const 
       std::copy(head, head + d.DV, padded.data() + (static_cast<int64_t>(n) * d.NH + h) * HQ);
     }
   }
+  Tensor d_qkv = ctx.tensor(static_cast<int64_t>(d.N) * 3 * d.NH * HQ);
+  if (d.cp > 1) {
+    ring_attention_backward(ctx, d_qkv.data(), padded.data(),
+                            a->att.empty() ? nullptr : a->att.data(), a->qkv.data());
+    return d_qkv;
+  }
   Tensor probabilities;
   const float* att = a->att.data();
   if (a->att.empty()) {
@@ -167,7 +179,6 @@ Tensor attention_core_backward(MlaActivations* a, const float* d_att_out, const 
     attention_probs_forward(probabilities.data(), a->qkv.data(), d.T, d.B, d.NH, d.NH, HQ);
     att = probabilities.data();
   }
-  Tensor d_qkv = ctx.tensor(static_cast<int64_t>(d.N) * 3 * d.NH * HQ);
   Tensor scratch = ctx.tensor(static_cast<int64_t>(d.T) * d.T);
   attention_backward(d_qkv.data(), scratch.data(), padded.data(), att, a->qkv.data(), d.T, d.B,
                      d.NH, d.NH, HQ);

@@ -19,7 +19,8 @@
 // of it.
 //
 // The value heads are zero-padded to the query/key head size DN + DR (DV <= DN + DR), so the
-// attention core is ops/attention.h's (Megatron-Core's THD path pads V the same way).
+// attention core is ops/attention.h's, or with cp > 1 context_parallel.h's ring, which sends the
+// value heads unpadded as Transformer Engine does (Megatron-Core's THD path pads V the same way).
 // The backward is split in B (input gradient, latent-norm gains) and W (the five projections'
 // weight gradients); gradients add (+=).
 //

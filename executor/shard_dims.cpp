@@ -162,10 +162,6 @@ void validate_mla_for_executor(const planner::Plan& plan, const std::string& sou
     throw InputError(fmt::format("{}: {}: the CPU executor's multi-head latent attention {} ({})",
                                  source, field, what, value));
   };
-  if (plan.layout.cp > 1) {
-    refuse("layout.cp", "runs cp 1 only; its ring attention is not built",
-           std::to_string(plan.layout.cp));
-  }
   if (model.positions != models::Positions::kRope) {
     refuse("model.positions", "needs rope positions (its shared rotary key)",
            models::to_string(model.positions));

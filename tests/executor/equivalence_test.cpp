@@ -502,7 +502,25 @@ TEST_SUITE("mpi4") {
   }
 }
 
+TEST_SUITE("mpi2") {
+  TEST_CASE("tiny-mla: cp2 (ring attention, value heads sent unpadded) equals one process") {
+    check_equivalent(tiny_mla(), with_cp(make_layout(1, 1, 1), 2));
+    planner::Layout selective = with_cp(make_layout(1, 1, 1), 2);
+    selective.recompute = Recompute::kSelective;
+    check_equivalent(tiny_mla(), selective);
+  }
+}
+
+TEST_SUITE("mpi4") {
+  TEST_CASE("tiny-mla: cp2 x tp2 with sequence parallel equals one process") {
+    check_equivalent(tiny_mla(), sequence_parallel(with_cp(make_layout(2, 1, 1), 2)));
+  }
+}
+
 TEST_SUITE("mpi8") {
+  TEST_CASE("tiny-mla with experts: cp2 x ep2 x pp2 equals one process") {
+    check_equivalent(tiny_mla_moe(), with_ep(with_cp(make_layout(1, 2, 2), 2), 2), moe_options());
+  }
   TEST_CASE("tiny-mla: tp2 x pp2 x dp2, zb-h1, sequence parallel, ZeRO-2 equals one process") {
     planner::Layout layout = sequence_parallel(with(make_layout(2, 2, 2), ScheduleKind::kZbH1));
     layout.zero = 2;

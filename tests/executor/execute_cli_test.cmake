@@ -118,7 +118,7 @@ elseif(MODE STREQUAL "moe")
 elseif(MODE STREQUAL "mla")
   # Multi-head latent attention end to end, as a user runs it: tiny-mla planned for 8 ranks with
   # tp 2 x pp 2 (the planner picks the rest), executed; every collective's calls and bytes equal
-  # the planner's. Then what is not built, cp 2, is refused with one line and exit 2.
+  # the planner's.
   execute_process(COMMAND ${MESHPLAN} plan --model tiny-mla --cluster local-cpu --gpus 8 --tp 2
                           --pp 2 --save-plan p.json
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
@@ -135,6 +135,7 @@ elseif(MODE STREQUAL "mla")
   if(NOT CMAKE_MATCH_1 EQUAL CMAKE_MATCH_2 OR CMAKE_MATCH_1 EQUAL 0)
     message(FATAL_ERROR "mla: ${CMAKE_MATCH_1} of ${CMAKE_MATCH_2} entries match:\n${mla_out}")
   endif()
+  # Context parallelism: cp 2 x dp 2 on 4 ranks, the ring's K/V sends as the planner lists them.
   execute_process(COMMAND ${MESHPLAN} plan --model tiny-mla --cluster local-cpu --gpus 4 --tp 1
                           --cp 2 --pp 1 --dp 2 --save-plan cp.json
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
@@ -142,11 +143,28 @@ elseif(MODE STREQUAL "mla")
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "meshplan plan --cp 2 failed (${rc}): ${err}")
   endif()
-  execute(refused 4 cp.json --steps 3)
+  execute(mla_cp 4 cp.json --steps 3)
+  expect_success(mla_cp)
+  if(NOT mla_cp_out MATCHES "send_recv +cp " OR NOT mla_cp_out MATCHES
+     "# collective calls and bytes: ([0-9]+) of ([0-9]+) \\(stage, kind, group\\) entries match the planner \\(OK\\)")
+    message(FATAL_ERROR "mla: cp 2 collectives do not all match:\n${mla_cp_out}")
+  endif()
+  # What is not built is refused in one line, exit 2: value heads wider than the query heads.
+  file(READ ${SOURCE_DIR}/models/presets/models/tiny-mla.json model_text)
+  string(REPLACE "\"v_head_dim\": 16" "\"v_head_dim\": 32" model_text "${model_text}")
+  file(WRITE ${WORK_DIR}/wide-v.json "${model_text}")
+  execute_process(COMMAND ${MESHPLAN} plan --model wide-v.json --cluster local-cpu --gpus 2 --tp 2
+                          --save-plan wide.json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  WORKING_DIRECTORY ${WORK_DIR})
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "meshplan plan --model wide-v.json failed (${rc}): ${err}")
+  endif()
+  execute(refused 2 wide.json --steps 3)
   count_error_lines("${refused_out}" num_lines)
   if(NOT refused_rc EQUAL 2 OR NOT num_lines EQUAL 1 OR NOT refused_out MATCHES
-     "meshplan: error: cp.json: layout.cp: the CPU executor's multi-head latent attention runs cp 1 only; its ring attention is not built \\(2\\)\n")
-    message(FATAL_ERROR "mla: cp 2 gave exit ${refused_rc}, ${num_lines} error lines:\n${refused_out}")
+     "meshplan: error: wide.json: model.v_head_dim: the CPU executor's multi-head latent attention pads value heads to qk_nope_head_dim \\+ qk_rope_head_dim, so needs v_head_dim no larger \\(32 > 24\\)\n")
+    message(FATAL_ERROR "mla: wide value heads gave exit ${refused_rc}, ${num_lines} error lines:\n${refused_out}")
   endif()
 elseif(MODE STREQUAL "run")
   # The issue's command with ZeRO 0 and --json: plan for 8 ranks with tp 2 x pp 2, execute it.

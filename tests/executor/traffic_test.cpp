@@ -313,6 +313,17 @@ TEST_SUITE("mpi2") {
     check_traffic(uncompressed, sp(make_layout(2, 1, 1)));
     check_traffic(uncompressed, make_layout(2, 1, 1));
   }
+  TEST_CASE("collective calls and bytes match the planner: MLA cp2 ring, unpadded value heads") {
+    planner::Layout layout = make_layout(1, 1, 1);
+    layout.cp = 2;
+    const TrafficCounts counts = check_traffic(models::load_model("tiny-mla"), layout);
+    // m = 8 micro-batches, 4 layers: 32 K/V sends forward, 32 backward, 32 dK/dV, each
+    // (T / cp) B a (d + d_v) e = 16 x 2 x 4 x (24 + 16) x 4 = 20,480 B (value heads 16 wide, not
+    // the 24 they are padded to for the attention core).
+    const Traffic ring = counts.at({CollectiveKind::kSendRecv, CommGroup::kCp});
+    CHECK(ring.calls == 96);
+    CHECK(ring.bytes == 96 * 20'480);
+  }
   TEST_CASE("collective calls and bytes match the planner: MLA dp2 ZeRO-1, pp2 3/1 split") {
     const models::TransformerConfig model = models::load_model("tiny-mla");
     planner::Layout zero1 = make_layout(1, 1, 2);
