@@ -449,11 +449,13 @@ planner::Layout sequence_parallel(planner::Layout layout) {
 }
 
 TEST_SUITE("mpi2") {
-  TEST_CASE("tiny-mla: dp2, and dp2 with ZeRO-1, equal one process") {
+  TEST_CASE("tiny-mla: dp2, and dp2 with ZeRO-1 and ZeRO-3, equal one process") {
     check_equivalent(tiny_mla(), make_layout(1, 1, 2));
-    planner::Layout zero1 = make_layout(1, 1, 2);
-    zero1.zero = 1;
-    check_equivalent(tiny_mla(), zero1);
+    for (const int64_t zero : {1, 3}) {
+      planner::Layout sharded = make_layout(1, 1, 2);
+      sharded.zero = zero;
+      check_equivalent(tiny_mla(), sharded);
+    }
   }
   TEST_CASE("tiny-mla: pp2 1f1b, and zb-h1 with a 3/1 layer split, equal one process") {
     check_equivalent(tiny_mla(), make_layout(1, 2, 1));
