@@ -3,7 +3,8 @@
 // AttnFuncWithCPAndKVP2P): each cp rank holds two of the 2 cp chunks of every sequence
 // (cp_positions) and passes K/V around the cp ring, the backward K/V again and the accumulated
 // dK/dV after them: per layer cp - 1 K/V sends forward, cp - 1 K/V and cp - 1 dK/dV sends
-// backward, each one rank's K/V chunk, as planner::cp_attention_comm lists them. The CPU
+// backward, each one rank's K/V chunk, as planner::cp_attention_comm lists them (multi-head
+// latent attention's value heads without their padding, v_head_dim wide). The CPU
 // reference keeps every received chunk and computes exact attention over the gathered K/V.
 
 #include "tensor_parallel.h"

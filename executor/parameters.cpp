@@ -91,12 +91,11 @@ void add_norm(SpecBuilder& b, const ShardDims& d, const std::string& prefix, Slo
   }
 }
 
-void add_layer(SpecBuilder& b, const ShardDims& d, int global_layer, int local_layer) {
+// Standard (grouped-query) attention.
+void add_attention(SpecBuilder& b, const ShardDims& d, const std::string& p, int local_layer,
+                   double residual_std) {
   const models::TransformerConfig& m = d.model;
-  const std::string p = fmt::format("layers.{}", global_layer);
   const int64_t r = d.tp_rank;
-  const double residual_std = kInitStd / std::sqrt(2.0 * static_cast<double>(m.num_layers));
-  add_norm(b, d, p + ".ln1", Slot::kLn1W, Slot::kLn1B, local_layer);
   // Column-parallel QKV: this rank's query heads, then its key and value heads.
   const int64_t q_rows = m.num_attention_heads * m.head_dim;
   const int64_t kv_rows = m.num_kv_heads * m.head_dim;
@@ -113,6 +112,44 @@ void add_layer(SpecBuilder& b, const ShardDims& d, int global_layer, int local_l
          residual_std);
   if (m.attention_output_bias) {
     constant(b.replicated(p + ".proj.bias", Slot::kProjB, local_layer, d.C, 1), 0.0f);
+  }
+}
+
+// Multi-head latent attention as Megatron-Core's MLASelfAttention.__init__
+// (multi_latent_attention.py) builds it: linear_q_down_proj and linear_kv_down_proj (TELinear,
+// parallel_mode "duplicated") and the latent norms whole on every tp rank; linear_q_up_proj
+// (linear_q_proj when q_lora_rank = 0) and linear_kv_up_proj column-parallel by heads;
+// linear_proj row-parallel (C, a DV), this rank's columns.
+void add_mla(SpecBuilder& b, const ShardDims& d, const std::string& p, int local_layer,
+             double residual_std) {
+  const int64_t r = d.tp_rank;
+  if (d.RQ > 0) {
+    normal(b.replicated(p + ".q_down.weight", Slot::kQDownW, local_layer, d.RQ, d.C), kInitStd);
+    constant(b.replicated(p + ".q_norm.weight", Slot::kQNormW, local_layer, d.RQ, 1), 1.0f);
+  }
+  normal(b.rows(p + (d.RQ > 0 ? ".q_up.weight" : ".q.weight"), Slot::kQUpW, local_layer,
+                {{r * d.QUP, d.QUP}}, d.RQ > 0 ? d.RQ : d.C),
+         kInitStd);
+  normal(b.replicated(p + ".kv_down.weight", Slot::kKvDownW, local_layer, d.RKV + d.DR, d.C),
+         kInitStd);
+  constant(b.replicated(p + ".kv_norm.weight", Slot::kKvNormW, local_layer, d.RKV, 1), 1.0f);
+  normal(b.rows(p + ".kv_up.weight", Slot::kKvUpW, local_layer, {{r * d.KVUP, d.KVUP}}, d.RKV),
+         kInitStd);
+  normal(b.columns(p + ".proj.weight", Slot::kProjW, local_layer, d.C,
+                   d.model.num_attention_heads * d.model.v_head_dim, r * d.AO, d.AO),
+         residual_std);
+}
+
+void add_layer(SpecBuilder& b, const ShardDims& d, int global_layer, int local_layer) {
+  const models::TransformerConfig& m = d.model;
+  const std::string p = fmt::format("layers.{}", global_layer);
+  const int64_t r = d.tp_rank;
+  const double residual_std = kInitStd / std::sqrt(2.0 * static_cast<double>(m.num_layers));
+  add_norm(b, d, p + ".ln1", Slot::kLn1W, Slot::kLn1B, local_layer);
+  if (m.is_mla()) {
+    add_mla(b, d, p, local_layer, residual_std);
+  } else {
+    add_attention(b, d, p, local_layer, residual_std);
   }
   add_norm(b, d, p + ".ln2", Slot::kLn2W, Slot::kLn2B, local_layer);
   if (m.is_moe_layer(global_layer)) {
@@ -292,6 +329,18 @@ float** slot_pointer(ChunkWeights& w, const ParameterSpec& spec) {
       return &layer->shared_fc1_w;
     case Slot::kSharedFc2W:
       return &layer->shared_fc2_w;
+    case Slot::kQDownW:
+      return &layer->q_down_w;
+    case Slot::kQNormW:
+      return &layer->q_norm_w;
+    case Slot::kQUpW:
+      return &layer->q_up_w;
+    case Slot::kKvDownW:
+      return &layer->kv_down_w;
+    case Slot::kKvNormW:
+      return &layer->kv_norm_w;
+    case Slot::kKvUpW:
+      return &layer->kv_up_w;
   }
   return nullptr;  // unreachable: every slot is listed
 }

@@ -41,7 +41,13 @@ enum class Slot {
   kExpertFc1W,
   kExpertFc2W,
   kSharedFc1W,
-  kSharedFc2W
+  kSharedFc2W,
+  kQDownW,
+  kQNormW,
+  kQUpW,
+  kKvDownW,
+  kKvNormW,
+  kKvUpW
 };
 
 /// Rows [full_begin, full_begin + count) of the full tensor, placed next in the local shard.
@@ -89,6 +95,13 @@ struct LayerWeights {
   float* expert_fc2_w = nullptr;  // (E_local, C, FE)
   float* shared_fc1_w = nullptr;  // (FC1S, C): the shared experts as one MLP, [gate | up]
   float* shared_fc2_w = nullptr;  // (C, FS)
+  // Multi-head latent attention (mla_attention.h; qkv_w is then nullptr, proj_w is (C, AO)).
+  float* q_down_w = nullptr;   // (RQ, C), replicated over tp; nullptr when RQ = 0
+  float* q_norm_w = nullptr;   // (RQ), replicated
+  float* q_up_w = nullptr;     // (QUP, RQ), or (QUP, C) when RQ = 0: per head [nope | rope]
+  float* kv_down_w = nullptr;  // (RKV + DR, C), replicated: rows [latent | rotary key]
+  float* kv_norm_w = nullptr;  // (RKV), replicated
+  float* kv_up_w = nullptr;    // (KVUP, RKV): per head [key nope | value]
 };
 
 /// One model chunk's weights or gradients.

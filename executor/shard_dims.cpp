@@ -46,6 +46,17 @@ ShardDims make_shard_dims(const planner::Plan& plan, int tp_rank, int cp_rank, i
   d.KVH = static_cast<int>(model.num_kv_heads / layout.tp);
   d.HS = static_cast<int>(model.head_dim);
   d.QKV = (d.NH + 2 * d.KVH) * d.HS;
+  d.AO = d.NH * d.HS;
+  if (model.is_mla()) {
+    d.RQ = static_cast<int>(model.q_lora_rank);
+    d.RKV = static_cast<int>(model.kv_lora_rank);
+    d.DN = static_cast<int>(model.qk_nope_head_dim);
+    d.DR = static_cast<int>(model.qk_rope_head_dim);
+    d.DV = static_cast<int>(model.v_head_dim);
+    d.QUP = d.NH * (d.DN + d.DR);
+    d.KVUP = d.NH * (d.DN + d.DV);
+    d.AO = d.NH * d.DV;
+  }
   d.F = static_cast<int>(model.ffn_hidden_size / layout.tp);
   d.FC1 = model.activation == models::Activation::kSwiglu ? 2 * d.F : d.F;
   d.V = static_cast<int>(model.vocab_size / layout.tp);
@@ -139,6 +150,35 @@ void validate_moe_for_executor(const planner::Plan& plan, const std::string& sou
   }
 }
 
+// The multi-head latent attention parts the CPU executor does not build (mla_attention.h), one
+// InputError naming the field.
+void validate_mla_for_executor(const planner::Plan& plan, const std::string& source) {
+  const models::TransformerConfig& model = plan.model;
+  if (!model.is_mla()) {
+    return;
+  }
+  const auto refuse = [&](const std::string& field, const std::string& what,
+                          const std::string& value) {
+    throw InputError(fmt::format("{}: {}: the CPU executor's multi-head latent attention {} ({})",
+                                 source, field, what, value));
+  };
+  if (model.positions != models::Positions::kRope) {
+    refuse("model.positions", "needs rope positions (its shared rotary key)",
+           models::to_string(model.positions));
+  }
+  if (model.qk_rope_head_dim % 2 != 0) {
+    refuse("model.qk_rope_head_dim", "needs an even rotary head dim",
+           std::to_string(model.qk_rope_head_dim));
+  }
+  if (model.v_head_dim > model.qk_nope_head_dim + model.qk_rope_head_dim) {
+    refuse(
+        "model.v_head_dim",
+        "pads value heads to qk_nope_head_dim + qk_rope_head_dim, so needs v_head_dim no "
+        "larger",
+        fmt::format("{} > {}", model.v_head_dim, model.qk_nope_head_dim + model.qk_rope_head_dim));
+  }
+}
+
 }  // namespace
 
 void validate_plan_for_executor(const planner::Plan& plan, const std::string& source) {
@@ -156,12 +196,13 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
         models::to_string(model.positions)));
   }
   validate_moe_for_executor(plan, source);
-  if (model.is_mla() || model.qk_norm) {
+  if (model.qk_norm) {
     throw InputError(fmt::format(
-        "{}: model.{}: the CPU executor implements standard attention without q/k norms ({})",
-        source, model.is_mla() ? "kv_lora_rank" : "qk_norm",
-        model.is_mla() ? std::to_string(model.kv_lora_rank) : "true"));
+        "{}: model.qk_norm: the CPU executor implements standard attention without q/k norms "
+        "(true)",
+        source));
   }
+  validate_mla_for_executor(plan, source);
   if (layout.cp > 1 && model.positions != models::Positions::kRope) {
     throw InputError(
         fmt::format("{}: layout.cp: the CPU executor's context parallelism needs rope positions "
@@ -187,7 +228,7 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
                     "does not pad the vocabulary ({} % {})",
                     source, model.vocab_size, layout.tp));
   }
-  if (model.positions == models::Positions::kRope && model.head_dim % 2 != 0) {
+  if (model.positions == models::Positions::kRope && !model.is_mla() && model.head_dim % 2 != 0) {
     throw InputError(fmt::format("{}: model.head_dim: RoPE needs an even head dim ({})", source,
                                  model.head_dim));
   }

@@ -45,6 +45,15 @@ struct ShardDims {
   int ep_rank = 0;
   std::vector<int> positions;  // [T] position in the sequence of each local one (cp_positions)
   bool sequence_parallel = false;
+  // Multi-head latent attention (mla_attention.h; 0 without it, where HS = DN + DR).
+  int AO = 0;    // attention output columns on this rank: NH HS, NH DV with MLA
+  int RQ = 0;    // q_lora_rank, e.g. 32 (tiny-mla); 0: queries are not compressed
+  int RKV = 0;   // kv_lora_rank, e.g. 16
+  int DN = 0;    // qk_nope_head_dim, e.g. 16
+  int DR = 0;    // qk_rope_head_dim, e.g. 8: one rotary key per token, shared by all heads
+  int DV = 0;    // v_head_dim, e.g. 16
+  int QUP = 0;   // query up-projection columns on this rank: NH (DN + DR)
+  int KVUP = 0;  // key/value up-projection columns on this rank: NH (DN + DV)
   models::TransformerConfig model;
 };
 
@@ -58,10 +67,11 @@ std::vector<int> cp_positions(int S, int cp, int cp_rank);
 /// Everything the CPU executor cannot run, as InputError naming the plan file and field:
 /// a precision other than fp32, alibi positions, the mixture-of-experts parts it does not build
 /// (tp > 1 or ZeRO > 0 with experts, a shared-expert gate, a router score bias,
-/// expert biases), multi-head latent attention and q/k norms, context parallelism without rope,
-/// ZeRO 3 with interleaved chunks (vpp > 1), tensor-parallel communication overlap, a vocabulary
-/// not divisible by tp, odd head dims with RoPE, sequences longer than the position table, sizes
-/// past the kernels' int range, and any layout check_layout rejects.
+/// expert biases), multi-head latent attention without rope, with an odd rotary head dim or
+/// with value heads wider than query heads, q/k norms, context parallelism without
+/// rope, ZeRO 3 with interleaved chunks (vpp > 1), tensor-parallel communication overlap, a
+/// vocabulary not divisible by tp, odd head dims with RoPE, sequences longer than the position
+/// table, sizes past the kernels' int range, and any layout check_layout rejects.
 void validate_plan_for_executor(const planner::Plan& plan, const std::string& source);
 
 }  // namespace meshplan::executor

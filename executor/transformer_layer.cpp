@@ -1,6 +1,7 @@
 #include "transformer_layer.h"
 
 #include "context_parallel.h"
+#include "mla_attention.h"
 #include "ops/attention.h"
 #include "ops/eigen_maps.h"
 #include "ops/gelu.h"
@@ -53,16 +54,11 @@ void norm_activations(const RankContext& ctx, Tensor* out, Tensor* mean, Tensor*
   }
 }
 
-}  // namespace
-
-void layer_forward(float* out, LayerActivations* acts, const float* inp, const LayerWeights& w,
-                   bool save_probabilities, const RankContext& ctx) {
+// The standard attention block from its normed input (acts->ln1_out) to acts->att_out (N, AO):
+// QKV, RoPE, causal attention (the cp ring when cp > 1).
+void attention_core_forward(LayerActivations* acts, const LayerWeights& w, bool save_probabilities,
+                            const RankContext& ctx) {
   const ShardDims& d = ctx.dims;
-  const models::Norm norm = d.model.norm;
-  // Attention block.
-  norm_activations(ctx, &acts->ln1_out, &acts->ln1_mean, &acts->ln1_rstd);
-  norm_forward(norm, acts->ln1_out.data(), acts->ln1_mean.data(), acts->ln1_rstd.data(), inp,
-               w.ln1_w, w.ln1_b, d.N_local, d.C);
   Tensor gathered;
   const float* x1 = gather_sequence(ctx, acts->ln1_out.data(), &gathered, d.C);
   acts->qkv = ctx.tensor(static_cast<int64_t>(d.N) * d.QKV);
@@ -73,7 +69,6 @@ void layer_forward(float* out, LayerActivations* acts, const float* inp, const L
   if (d.model.positions == models::Positions::kRope) {
     rope_forward(acts->qkv.data(), d.T, d.B, d.NH + d.KVH, d.QKV, d.HS, positions);
   }
-  acts->att_out = ctx.tensor(static_cast<int64_t>(d.N) * d.NH * d.HS);
   Tensor att = ctx.tensor(static_cast<int64_t>(d.B) * d.NH * d.T * d.S);
   if (d.cp > 1) {
     ring_attention_forward(ctx, acts->att_out.data(), att.data(), acts->qkv.data());
@@ -85,9 +80,59 @@ void layer_forward(float* out, LayerActivations* acts, const float* inp, const L
     acts->att = std::move(att);
   }
   att.reset();
+}
+
+// The standard attention block's B from the heads' output gradient d_att_out (N, AO) to the
+// gradient of its normed input, reduced to the rank's rows (N_local, C); keeps d_qkv for W.
+Tensor attention_core_backward(LayerActivations* acts, const float* d_att_out,
+                               const LayerWeights& w, const RankContext& ctx) {
+  const ShardDims& d = ctx.dims;
+  acts->d_qkv = ctx.tensor(static_cast<int64_t>(d.N) * d.QKV);
+  if (d.cp > 1) {
+    // Selective recompute saved no probabilities: the ring backward rebuilds them.
+    ring_attention_backward(ctx, acts->d_qkv.data(), d_att_out,
+                            acts->att.empty() ? nullptr : acts->att.data(), acts->qkv.data());
+  } else {
+    Tensor probabilities;
+    const float* att = acts->att.data();
+    if (acts->att.empty()) {
+      probabilities = ctx.tensor(static_cast<int64_t>(d.B) * d.NH * d.T * d.T);
+      attention_probs_forward(probabilities.data(), acts->qkv.data(), d.T, d.B, d.NH, d.KVH, d.HS);
+      att = probabilities.data();
+    }
+    Tensor att_scratch = ctx.tensor(static_cast<int64_t>(d.T) * d.T);
+    attention_backward(acts->d_qkv.data(), att_scratch.data(), d_att_out, att, acts->qkv.data(),
+                       d.T, d.B, d.NH, d.KVH, d.HS);
+  }
+  if (d.model.positions == models::Positions::kRope) {
+    rope_backward(acts->d_qkv.data(), d.T, d.B, d.NH + d.KVH, d.QKV, d.HS,
+                  d.cp > 1 ? d.positions.data() : nullptr);
+  }
+  Tensor d_x1 = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
+  linear_backward_input(d_x1.data(), acts->d_qkv.data(), w.qkv_w, d.N, d.C, d.QKV);
+  d_x1 = reduce_partial_sums(ctx, std::move(d_x1), d.C);
+  return d_x1;
+}
+
+}  // namespace
+
+void layer_forward(float* out, LayerActivations* acts, const float* inp, const LayerWeights& w,
+                   bool save_probabilities, const RankContext& ctx) {
+  const ShardDims& d = ctx.dims;
+  const models::Norm norm = d.model.norm;
+  // Attention block.
+  norm_activations(ctx, &acts->ln1_out, &acts->ln1_mean, &acts->ln1_rstd);
+  norm_forward(norm, acts->ln1_out.data(), acts->ln1_mean.data(), acts->ln1_rstd.data(), inp,
+               w.ln1_w, w.ln1_b, d.N_local, d.C);
+  acts->att_out = ctx.tensor(static_cast<int64_t>(d.N) * d.AO);
+  if (d.model.is_mla()) {
+    mla_forward(acts->att_out.data(), &acts->mla, acts->ln1_out.data(), w, save_probabilities, ctx);
+  } else {
+    attention_core_forward(acts, w, save_probabilities, ctx);
+  }
+  Tensor gathered;
   Tensor proj = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
-  linear_forward<float>(proj.data(), acts->att_out.data(), w.proj_w, nullptr, d.N, d.NH * d.HS,
-                        d.C);
+  linear_forward<float>(proj.data(), acts->att_out.data(), w.proj_w, nullptr, d.N, d.AO, d.C);
   proj = reduce_partial_sums(ctx, std::move(proj), d.C);
   add_bias_rows(proj.data(), w.proj_b, d.N_local, d.C);
   acts->residual2 = ctx.tensor(static_cast<int64_t>(d.N_local) * d.C);
@@ -151,33 +196,16 @@ void layer_backward_input(float* dinp, LayerWeights& grads, LayerActivations* ac
   const float* d_proj = gather_sequence(ctx, d_residual2.data(), &scratch, d.C);
   acts->d_proj = scratch.empty() ? copy_rows(ctx, d_proj, d.N, d.C) : std::move(scratch);
   d_residual2.reset();
-  Tensor d_att_out = ctx.tensor(static_cast<int64_t>(d.N) * d.NH * d.HS);
-  linear_backward_input(d_att_out.data(), acts->d_proj.data(), w.proj_w, d.N, d.NH * d.HS, d.C);
-  acts->d_qkv = ctx.tensor(static_cast<int64_t>(d.N) * d.QKV);
-  if (d.cp > 1) {
-    // Selective recompute saved no probabilities: the ring backward rebuilds them.
-    ring_attention_backward(ctx, acts->d_qkv.data(), d_att_out.data(),
-                            acts->att.empty() ? nullptr : acts->att.data(), acts->qkv.data());
+  Tensor d_att_out = ctx.tensor(static_cast<int64_t>(d.N) * d.AO);
+  linear_backward_input(d_att_out.data(), acts->d_proj.data(), w.proj_w, d.N, d.AO, d.C);
+  Tensor d_x1;
+  if (d.model.is_mla()) {
+    d_x1 = ctx.tensor(static_cast<int64_t>(d.N_local) * d.C);
+    mla_backward_input(d_x1.data(), grads, &acts->mla, d_att_out.data(), w, ctx);
   } else {
-    Tensor probabilities;
-    const float* att = acts->att.data();
-    if (acts->att.empty()) {
-      probabilities = ctx.tensor(static_cast<int64_t>(d.B) * d.NH * d.T * d.T);
-      attention_probs_forward(probabilities.data(), acts->qkv.data(), d.T, d.B, d.NH, d.KVH, d.HS);
-      att = probabilities.data();
-    }
-    Tensor att_scratch = ctx.tensor(static_cast<int64_t>(d.T) * d.T);
-    attention_backward(acts->d_qkv.data(), att_scratch.data(), d_att_out.data(), att,
-                       acts->qkv.data(), d.T, d.B, d.NH, d.KVH, d.HS);
+    d_x1 = attention_core_backward(acts, d_att_out.data(), w, ctx);
   }
   d_att_out.reset();
-  if (d.model.positions == models::Positions::kRope) {
-    rope_backward(acts->d_qkv.data(), d.T, d.B, d.NH + d.KVH, d.QKV, d.HS,
-                  d.cp > 1 ? d.positions.data() : nullptr);
-  }
-  Tensor d_x1 = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
-  linear_backward_input(d_x1.data(), acts->d_qkv.data(), w.qkv_w, d.N, d.C, d.QKV);
-  d_x1 = reduce_partial_sums(ctx, std::move(d_x1), d.C);
   norm_backward(norm, dinp, grads.ln1_w, grads.ln1_b, d_x1.data(), inp, w.ln1_w,
                 acts->ln1_mean.data(), acts->ln1_rstd.data(), d.N_local, d.C);
   // What W does not need goes now.
@@ -196,11 +224,15 @@ void layer_backward_weight(LayerWeights& grads, LayerActivations* acts, const Ra
   Tensor gathered;
   // Under sequence parallelism the column-parallel inputs were saved sharded: gather them again
   // (Korthikanti et al. 2022, Sec. 4.2.2).
-  const float* x1 = gather_sequence(ctx, acts->ln1_out.data(), &gathered, d.C);
-  linear_backward_weight(grads.qkv_w, grads.qkv_b, acts->d_qkv.data(), x1, d.N, d.C, d.QKV);
-  gathered.reset();
+  if (d.model.is_mla()) {
+    mla_backward_weight(grads, &acts->mla, acts->ln1_out.data(), ctx);
+  } else {
+    const float* x1 = gather_sequence(ctx, acts->ln1_out.data(), &gathered, d.C);
+    linear_backward_weight(grads.qkv_w, grads.qkv_b, acts->d_qkv.data(), x1, d.N, d.C, d.QKV);
+    gathered.reset();
+  }
   linear_backward_weight<float>(grads.proj_w, nullptr, acts->d_proj.data(), acts->att_out.data(),
-                                d.N, d.NH * d.HS, d.C);
+                                d.N, d.AO, d.C);
   if (acts->moe.active()) {
     moe_backward_weight(grads, &acts->moe, acts->ln2_out.data(), ctx);
     *acts = LayerActivations{};

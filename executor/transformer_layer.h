@@ -5,7 +5,8 @@
 // the plan asks for it:
 //   x -> norm1 -> [AG] -> QKV -> RoPE -> causal attention -> proj -> [AR | RS] -> +x = r
 //   r -> norm2 -> [AG] -> fc1 -> GELU | SwiGLU -> fc2 -> [AR | RS] -> +r = out
-// or, in a mixture-of-experts block (tp 1), r -> norm2 -> moe_layer.h's MLP -> +r = out.
+// or, in a mixture-of-experts block (tp 1), r -> norm2 -> moe_layer.h's MLP -> +r = out; with
+// multi-head latent attention, norm1 -> mla_attention.h's heads -> proj replaces QKV..proj.
 // The backward is split as zero-bubble schedules need (Qi et al. 2023, Sec. 2): B computes the
 // input gradient (and the cheap norm and row-parallel bias gradients from the local rows), W the
 // four projections' weight gradients. Gradients add (+=) into their buffers.
@@ -14,6 +15,7 @@
 // F, FC1 as in shard_dims.h.
 
 #include "memory_tracker.h"
+#include "mla_attention.h"
 #include "moe_layer.h"
 #include "parameters.h"
 #include "tensor_parallel.h"
@@ -30,6 +32,7 @@ struct LayerActivations {
   Tensor fc1_out;                      // (N, FC1)
   Tensor act_out;                      // (N, F)
   MoeActivations moe;                  // an MoE block's MLP (moe_layer.h) instead of fc1/fc2
+  MlaActivations mla;                  // latent attention (mla_attention.h) instead of qkv/att
   // Output gradients of the four projections, kept by B for W.
   Tensor d_qkv;   // (N, QKV), before RoPE
   Tensor d_proj;  // (N, C)

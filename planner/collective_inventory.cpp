@@ -42,6 +42,59 @@ class Inventory {
   std::vector<CollectiveTraffic> list_;
 };
 
+// Multi-head latent attention under tp > 1 (Megatron-Core multi_latent_attention.py,
+// MLASelfAttention.get_query_key_value_tensors): the down projections are duplicated and run on
+// the rank's own tokens, so what the column-parallel up projections gather is the normed query
+// latent (q_lora_rank wide; the hidden state when it is 0, read by linear_q_proj), the normed kv
+// latent (kv_lora_rank) and the rotary key shared by all heads (qk_rope_head_dim), per token;
+// the output projection stays the dense block's row-parallel one. Sequence parallel: each is
+// all-gathered forward (again per recomputed forward, or in the backward under op-level
+// selective recompute: `regather`) and its input gradient reduce-scattered backward; the two
+// latents are gathered again for their up projections' weight gradients. Without sequence
+// parallelism each input gradient is all-reduced backward; the rotary key's as Megatron-LM pull
+// request 6839 ("Fix MLA shared K rope grad for TP>1 and SP=False") adds: each rank's heads give
+// part of its gradient, which Megatron-Core otherwise leaves unreduced.
+void add_mla_tensor_parallel(Inventory& inventory, const models::TransformerConfig& model,
+                             const models::ClusterConfig& cluster, const Layout& layout,
+                             int64_t stage, bool regather) {
+  if (!model.is_mla() || layout.tp <= 1) {
+    return;
+  }
+  const int64_t t = layout.tp;
+  const int64_t calls = stage_layer_count(model, layout, stage) * layout.num_micro_batches();
+  const int64_t token_bytes = rank_micro_batch_tokens(model, layout) * element_bytes(cluster);
+  const int64_t q_bytes =
+      token_bytes * (model.q_lora_rank > 0 ? model.q_lora_rank : model.hidden_size);
+  const int64_t kv_bytes = token_bytes * model.kv_lora_rank;
+  const int64_t rope_bytes = token_bytes * model.qk_rope_head_dim;
+  const auto kTp = CommGroup::kTp;
+  if (!layout.sequence_parallel) {
+    const auto kAR = CollectiveKind::kAllReduce;
+    inventory.add(stage, "tp: MLA query latent input-gradient all-reduce", kAR, kTp, t, q_bytes,
+                  calls);
+    inventory.add(stage, "tp: MLA kv latent input-gradient all-reduce", kAR, kTp, t, kv_bytes,
+                  calls);
+    inventory.add(stage, "tp: MLA rotary key input-gradient all-reduce", kAR, kTp, t, rope_bytes,
+                  calls);
+    return;
+  }
+  const auto kAG = CollectiveKind::kAllGather;
+  const auto kRS = CollectiveKind::kReduceScatter;
+  const int64_t gathers = regather ? 2 : 1;
+  inventory.add(stage, "tp: MLA query latent all-gathers (forward, weight-gradient re-gather)", kAG,
+                kTp, t, q_bytes, calls * (gathers + 1));
+  inventory.add(stage, "tp: MLA kv latent all-gathers (forward, weight-gradient re-gather)", kAG,
+                kTp, t, kv_bytes, calls * (gathers + 1));
+  inventory.add(stage, "tp: MLA rotary key all-gather (forward)", kAG, kTp, t, rope_bytes,
+                calls * gathers);
+  inventory.add(stage, "tp: MLA query latent input-gradient reduce-scatter", kRS, kTp, t, q_bytes,
+                calls);
+  inventory.add(stage, "tp: MLA kv latent input-gradient reduce-scatter", kRS, kTp, t, kv_bytes,
+                calls);
+  inventory.add(stage, "tp: MLA rotary key input-gradient reduce-scatter", kRS, kTp, t, rope_bytes,
+                calls);
+}
+
 void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& model,
                          const models::ClusterConfig& cluster, const Layout& layout,
                          const PlanOptions& options, int64_t stage) {
@@ -58,6 +111,8 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
     moe_layers += chunk_layers(model, layout, stage, chunk).num_moe(model);
   }
   const bool full = layout.recompute == Recompute::kFull;
+  // MLA layers' attention inputs are latents, not the hidden state (add_mla_tensor_parallel).
+  const int64_t mla_layers = model.is_mla() ? layers : 0;
   const auto kAR = CollectiveKind::kAllReduce;
   const auto kAG = CollectiveKind::kAllGather;
   const auto kRS = CollectiveKind::kReduceScatter;
@@ -70,7 +125,7 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
     inventory.add(stage, "tp: layer forward all-reduces (attention out, MLP out)", kAR, kTp, t,
                   hidden_bytes, 2 * layers * m);
     inventory.add(stage, "tp: layer backward all-reduces (QKV in, MLP in)", kAR, kTp, t,
-                  hidden_bytes, 2 * layers * m);
+                  hidden_bytes, (2 * layers - mla_layers) * m);
     if (full) {
       inventory.add(stage, "tp: recomputed forward all-reduces", kAR, kTp, t, hidden_bytes,
                     2 * layers * m);
@@ -91,13 +146,13 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
     // outputs: the forward all-gathers run again in the backward (op_sac_recompute).
     const bool regather = full || op_level_selective_recompute(layout, options);
     inventory.add(stage, "tp: layer forward all-gathers (QKV in, MLP in)", kAG, kTp, t,
-                  hidden_bytes, pairs * m * (regather ? 2 : 1));
+                  hidden_bytes, (pairs - mla_layers) * m * (regather ? 2 : 1));
     inventory.add(stage, "tp: layer forward reduce-scatters (attention out, MLP out)", kRS, kTp, t,
                   hidden_bytes, pairs * m * (full ? 2 : 1));
     inventory.add(stage, "tp: layer backward all-gathers (output grads, input re-gather)", kAG, kTp,
-                  t, hidden_bytes, 2 * pairs * m);
+                  t, hidden_bytes, (2 * pairs - mla_layers) * m);
     inventory.add(stage, "tp: layer backward reduce-scatters (QKV in, MLP in)", kRS, kTp, t,
-                  hidden_bytes, pairs * m);
+                  hidden_bytes, (pairs - mla_layers) * m);
     // Megatron-Core's alltoall dispatcher with tp > 1: the dispatched tokens are all-gathered
     // over tp before the experts and reduce-scattered after them; the backward transposes.
     const int64_t routed_bytes = moe_tp_gather_bytes(model, cluster, layout);
@@ -124,6 +179,8 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
     inventory.add(stage, "tp: replicated-parameter gradient all-reduce (sequence parallel)", kAR,
                   kTp, t, parameters.replicated * element_bytes(cluster), 1);
   }
+  add_mla_tensor_parallel(inventory, model, cluster, layout, stage,
+                          full || op_level_selective_recompute(layout, options));
   if (last) {
     // Vocab-parallel cross-entropy: max logit, target logit, sum of exp, fp32.
     inventory.add(stage, "tp: vocab-parallel cross-entropy all-reduces", kAR, kTp, t, tokens * 4,

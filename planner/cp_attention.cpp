@@ -28,12 +28,15 @@ CpComm parse_cp_comm(const std::string& text, const std::string& field) {
 namespace {
 
 // Ring: each rank's K and V chunk, T/cp tokens of g/t heads of d elements each (T = b s; per
-// tp shard, since tp splits heads): 2 (T/cp) (g/t) d e bytes.
+// tp shard, since tp splits heads): 2 (T/cp) (g/t) d e bytes. MLA's value heads are d_v wide:
+// (T/cp) (a/t) (d + d_v) e (TE sends k and v flattened side by side when their head dims differ,
+// enable_mla in AttnFuncWithCPAndKVP2P).
 CpAttentionComm ring_comm(const models::TransformerConfig& model,
                           const models::ClusterConfig& cluster, const Layout& layout,
                           const PlanOptions& options) {
-  const int64_t kv_bytes = 2 * rank_micro_batch_tokens(model, layout) * model.num_kv_heads /
-                           layout.tp * model.head_dim * element_bytes(cluster);
+  const int64_t value_head_dim = model.is_mla() ? model.v_head_dim : model.head_dim;
+  const int64_t kv_bytes = rank_micro_batch_tokens(model, layout) * model.num_kv_heads / layout.tp *
+                           (model.head_dim + value_head_dim) * element_bytes(cluster);
   const int64_t steps = layout.cp - 1;
   CpAttentionComm comm;
   // Transformer Engine AttnFuncWithCPAndKVP2P (context_parallel.py): forward, cp steps, the

@@ -67,6 +67,11 @@ void validate_plan_for_gpu(const planner::Plan& plan, const std::string& source)
            planner::to_string(plan.options.gemm_precision));
   }
   refuse_parallelism(plan.layout, source);
+  if (plan.model.is_mla()) {
+    refuse(source, "model.kv_lora_rank",
+           "implements standard attention; multi-head latent attention runs on the CPU executor",
+           std::to_string(plan.model.kv_lora_rank));
+  }
   if (!plan.options.flash_attention) {
     refuse(source, "options.flash_attention",
            "has the fused flash-attention kernel only, which stores no (T, T) tensor", "false");

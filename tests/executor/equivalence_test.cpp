@@ -434,5 +434,101 @@ TEST_SUITE("mpi8") {
   }
 }
 
+// tiny-mla: tiny with DeepSeek-V3's multi-head latent attention (q_lora_rank 32, kv_lora_rank
+// 16, qk_nope 16, qk_rope 8, v_head 16). Its duplicated down projections and latent norms are
+// reduced over tp under sequence parallelism; without it the latents' and the shared rotary
+// key's input gradients are (mla_attention.h).
+const models::TransformerConfig& tiny_mla() {
+  static const models::TransformerConfig model = models::load_model("tiny-mla");
+  return model;
+}
+
+planner::Layout sequence_parallel(planner::Layout layout) {
+  layout.sequence_parallel = true;
+  return layout;
+}
+
+TEST_SUITE("mpi2") {
+  TEST_CASE("tiny-mla: dp2, and dp2 with ZeRO-1 and ZeRO-3, equal one process") {
+    check_equivalent(tiny_mla(), make_layout(1, 1, 2));
+    for (const int64_t zero : {1, 3}) {
+      planner::Layout sharded = make_layout(1, 1, 2);
+      sharded.zero = zero;
+      check_equivalent(tiny_mla(), sharded);
+    }
+  }
+  TEST_CASE("tiny-mla: pp2 1f1b, and zb-h1 with a 3/1 layer split, equal one process") {
+    check_equivalent(tiny_mla(), make_layout(1, 2, 1));
+    check_equivalent(tiny_mla(), split(with(make_layout(1, 2, 1), ScheduleKind::kZbH1), {3, 1}));
+  }
+  TEST_CASE("tiny-mla: tp2 (heads split, down projections duplicated) equals one process") {
+    check_equivalent(tiny_mla(), make_layout(2, 1, 1));
+  }
+  TEST_CASE(
+      "tiny-mla: tp2 with sequence parallel, and with selective recompute, equals one "
+      "process") {
+    check_equivalent(tiny_mla(), sequence_parallel(make_layout(2, 1, 1)));
+    planner::Layout selective = sequence_parallel(make_layout(2, 1, 1));
+    selective.recompute = Recompute::kSelective;
+    check_equivalent(tiny_mla(), selective);
+  }
+}
+
+// DeepSeek-V3's block shape in small: tiny-mla's attention with tiny-moe's MLPs (layer 0
+// dense, then 4 experts of 96, top-2).
+const models::TransformerConfig& tiny_mla_moe() {
+  static const models::TransformerConfig model = [] {
+    models::TransformerConfig m = models::load_model("tiny-mla");
+    const models::TransformerConfig moe = models::load_model("tiny-moe");
+    m.name = "tiny-mla-moe";
+    m.num_experts = moe.num_experts;
+    m.experts_per_token = moe.experts_per_token;
+    m.expert_ffn_hidden_size = moe.expert_ffn_hidden_size;
+    m.first_dense_layers = moe.first_dense_layers;
+    return m;
+  }();
+  return model;
+}
+
+TEST_SUITE("mpi4") {
+  TEST_CASE("tiny-mla with experts: ep2 x pp2 with the load-balancing loss equals one process") {
+    check_equivalent(tiny_mla_moe(), with_ep(make_layout(1, 2, 2), 2), moe_options());
+  }
+  TEST_CASE(
+      "tiny-mla: tp2 x pp2 interleaved with sequence parallel, full recompute, equals one "
+      "process") {
+    planner::Layout layout =
+        sequence_parallel(with(make_layout(2, 2, 1), ScheduleKind::kInterleaved, 2));
+    layout.recompute = Recompute::kFull;
+    check_equivalent(tiny_mla(), layout);
+  }
+}
+
+TEST_SUITE("mpi2") {
+  TEST_CASE("tiny-mla: cp2 (ring attention, value heads sent unpadded) equals one process") {
+    check_equivalent(tiny_mla(), with_cp(make_layout(1, 1, 1), 2));
+    planner::Layout selective = with_cp(make_layout(1, 1, 1), 2);
+    selective.recompute = Recompute::kSelective;
+    check_equivalent(tiny_mla(), selective);
+  }
+}
+
+TEST_SUITE("mpi4") {
+  TEST_CASE("tiny-mla: cp2 x tp2 with sequence parallel equals one process") {
+    check_equivalent(tiny_mla(), sequence_parallel(with_cp(make_layout(2, 1, 1), 2)));
+  }
+}
+
+TEST_SUITE("mpi8") {
+  TEST_CASE("tiny-mla with experts: cp2 x ep2 x pp2 equals one process") {
+    check_equivalent(tiny_mla_moe(), with_ep(with_cp(make_layout(1, 2, 2), 2), 2), moe_options());
+  }
+  TEST_CASE("tiny-mla: tp2 x pp2 x dp2, zb-h1, sequence parallel, ZeRO-2 equals one process") {
+    planner::Layout layout = sequence_parallel(with(make_layout(2, 2, 2), ScheduleKind::kZbH1));
+    layout.zero = 2;
+    check_equivalent(tiny_mla(), layout);
+  }
+}
+
 }  // namespace
 }  // namespace meshplan::executor

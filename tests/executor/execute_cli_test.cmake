@@ -1,7 +1,7 @@
 # CLI tests of `meshplan execute` under real mpirun, run by ctest as
 #   cmake -DMODE=<mode> -DMESHPLAN=<binary> -DMPIEXEC=<mpirun> -DMPIRUN_FLAGS=<;-list>
 #         -DWORK_DIR=<scratch> -DSOURCE_DIR=<repo> -P execute_cli_test.cmake
-# Modes: headline, moe, run, resume, resume_zero3, world_size, malformed, kill_rank, hang_rank,
+# Modes: headline, moe, mla, run, resume, resume_zero3, world_size, malformed, kill_rank, hang_rank,
 # checkpoint_keep, checkpoint_refuse, checkpoint_corrupt, resume_no_interval, output_paths. Each
 # fails with a message on the first unmet expectation.
 
@@ -114,6 +114,57 @@ elseif(MODE STREQUAL "moe")
   math(EXPR others "${CMAKE_MATCH_2} - 2")
   if(CMAKE_MATCH_1 LESS others)
     message(FATAL_ERROR "moe: entries other than the all-to-alls differ:\n${moe_out}")
+  endif()
+elseif(MODE STREQUAL "mla")
+  # Multi-head latent attention end to end, as a user runs it: tiny-mla planned for 8 ranks with
+  # tp 2 x pp 2 (the planner picks the rest), executed; every collective's calls and bytes equal
+  # the planner's.
+  execute_process(COMMAND ${MESHPLAN} plan --model tiny-mla --cluster local-cpu --gpus 8 --tp 2
+                          --pp 2 --save-plan p.json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  WORKING_DIRECTORY ${WORK_DIR})
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "meshplan plan failed (${rc}): ${err}")
+  endif()
+  execute(mla 8 p.json --steps 3)
+  expect_success(mla)
+  if(NOT mla_out MATCHES
+     "# collective calls and bytes: ([0-9]+) of ([0-9]+) \\(stage, kind, group\\) entries match the planner \\(OK\\)")
+    message(FATAL_ERROR "mla: collective bytes do not all match:\n${mla_out}")
+  endif()
+  if(NOT CMAKE_MATCH_1 EQUAL CMAKE_MATCH_2 OR CMAKE_MATCH_1 EQUAL 0)
+    message(FATAL_ERROR "mla: ${CMAKE_MATCH_1} of ${CMAKE_MATCH_2} entries match:\n${mla_out}")
+  endif()
+  # Context parallelism: cp 2 x dp 2 on 4 ranks, the ring's K/V sends as the planner lists them.
+  execute_process(COMMAND ${MESHPLAN} plan --model tiny-mla --cluster local-cpu --gpus 4 --tp 1
+                          --cp 2 --pp 1 --dp 2 --save-plan cp.json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  WORKING_DIRECTORY ${WORK_DIR})
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "meshplan plan --cp 2 failed (${rc}): ${err}")
+  endif()
+  execute(mla_cp 4 cp.json --steps 3)
+  expect_success(mla_cp)
+  if(NOT mla_cp_out MATCHES "send_recv +cp " OR NOT mla_cp_out MATCHES
+     "# collective calls and bytes: ([0-9]+) of ([0-9]+) \\(stage, kind, group\\) entries match the planner \\(OK\\)")
+    message(FATAL_ERROR "mla: cp 2 collectives do not all match:\n${mla_cp_out}")
+  endif()
+  # What is not built is refused in one line, exit 2: value heads wider than the query heads.
+  file(READ ${SOURCE_DIR}/models/presets/models/tiny-mla.json model_text)
+  string(REPLACE "\"v_head_dim\": 16" "\"v_head_dim\": 32" model_text "${model_text}")
+  file(WRITE ${WORK_DIR}/wide-v.json "${model_text}")
+  execute_process(COMMAND ${MESHPLAN} plan --model wide-v.json --cluster local-cpu --gpus 2 --tp 2
+                          --save-plan wide.json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  WORKING_DIRECTORY ${WORK_DIR})
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "meshplan plan --model wide-v.json failed (${rc}): ${err}")
+  endif()
+  execute(refused 2 wide.json --steps 3)
+  count_error_lines("${refused_out}" num_lines)
+  if(NOT refused_rc EQUAL 2 OR NOT num_lines EQUAL 1 OR NOT refused_out MATCHES
+     "meshplan: error: wide.json: model.v_head_dim: the CPU executor's multi-head latent attention pads value heads to qk_nope_head_dim \\+ qk_rope_head_dim, so needs v_head_dim no larger \\(32 > 24\\)\n")
+    message(FATAL_ERROR "mla: wide value heads gave exit ${refused_rc}, ${num_lines} error lines:\n${refused_out}")
   endif()
 elseif(MODE STREQUAL "run")
   # The issue's command with ZeRO 0 and --json: plan for 8 ranks with tp 2 x pp 2, execute it.

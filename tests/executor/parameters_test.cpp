@@ -89,6 +89,41 @@ TEST_CASE("the single-rank tiny model has the preset's published parameter count
         models::count_parameters(tiny).total);
 }
 
+TEST_CASE(
+    "tiny-mla: every tp rank and stage allocates the planner's count; the total is the "
+    "closed form") {
+  const models::TransformerConfig model = models::load_model("tiny-mla");
+  // DeepSeek-V2 Sec. 2.1 / Megatron-Core MLASelfAttention, per layer, with h 64, a 4, r_q 32,
+  // r_kv 16, d_n 16, d_r 8, d_v 16, f 176:
+  //   ln1 h = 64; W_DQ h r_q = 2,048; q norm r_q = 32; W_UQ r_q a (d_n + d_r) = 3,072;
+  //   W_DKV h (r_kv + d_r) = 1,536; kv norm r_kv = 16; W_UKV r_kv a (d_n + d_v) = 2,048;
+  //   W_O a d_v h = 4,096; ln2 h = 64; SwiGLU MLP 3 h f = 33,792: 46,768 per layer.
+  // 4 layers, embedding and LM head 256 x 64 each, final norm 64.
+  const int64_t closed_form = 4 * 46'768 + 2 * 256 * 64 + 64;  // 219,904
+  CHECK(models::count_parameters(model).total == closed_form);
+  CHECK(allocated(make_plan(model, make_layout(1, 1, 1)), 0, 0) == closed_form);
+  for (int64_t tp : {1, 2, 4}) {
+    for (int64_t pp : {1, 2}) {
+      const planner::Layout layout = make_layout(tp, pp, 1);
+      const planner::Plan plan = make_plan(model, layout);
+      int64_t across_ranks = 0;  // tp-sharded elements once, replicated ones once
+      for (int stage = 0; stage < pp; stage++) {
+        CAPTURE(planner::describe(layout));
+        CAPTURE(stage);
+        for (int r = 0; r < tp; r++) {
+          CHECK(allocated(plan, stage, r) == planner::stage_parameter_count(model, layout, stage));
+          std::vector<int> chunk_of;
+          for (const ParameterSpec& spec :
+               stage_parameter_specs(make_shard_dims(plan, r), plan, stage, &chunk_of)) {
+            across_ranks += spec.tp_replicated && r > 0 ? 0 : spec.size;
+          }
+        }
+      }
+      CHECK(across_ranks == closed_form);
+    }
+  }
+}
+
 // The full tensors rebuilt from every tp rank's initialised shards, by name.
 std::map<std::string, std::vector<float>> assembled_init(const planner::Plan& plan, int stage) {
   std::map<std::string, std::vector<float>> full;
@@ -111,6 +146,18 @@ std::map<std::string, std::vector<float>> assembled_init(const planner::Plan& pl
     }
   }
   return full;
+}
+
+TEST_CASE("tiny-mla: tp 2 shards put back together equal the single-rank weights") {
+  const models::TransformerConfig model = models::load_model("tiny-mla");
+  const auto reference = assembled_init(make_plan(model, make_layout(1, 1, 1)), 0);
+  const auto rebuilt = assembled_init(make_plan(model, make_layout(2, 1, 1)), 0);
+  CHECK(rebuilt.size() == reference.size());
+  for (const auto& entry : reference) {
+    const std::string& name = entry.first;
+    CAPTURE(name);
+    CHECK(rebuilt.at(name) == entry.second);
+  }
 }
 
 TEST_CASE("initial weights do not depend on the layout") {

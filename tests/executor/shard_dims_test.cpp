@@ -67,14 +67,28 @@ TEST_CASE("the executor rejects what it cannot run, naming the field") {
   CHECK(rejection(moe_bias) ==
         "p.json: model.router_score_bias: the CPU executor's mixture-of-experts routes by "
         "softmax without a score bias (true)");
-  planner::Plan mla = moe;
-  mla.model = models::load_model("deepseek-v3");
-  mla.model.num_shared_experts = 0;
-  mla.model.shared_expert_ffn_hidden_size = 0;
-  mla.model.router_score_bias = false;
-  CHECK(rejection(mla) ==
-        "p.json: model.kv_lora_rank: the CPU executor implements standard attention without q/k "
-        "norms (512)");
+  // Multi-head latent attention runs (tp with and without sequence parallelism, cp, pp, dp);
+  // what is not built is named.
+  planner::Plan mla = plan;
+  mla.model = models::load_model("tiny-mla");
+  CHECK(rejection(mla) == "");
+  mla.layout.sequence_parallel = true;
+  CHECK(rejection(mla) == "");
+  planner::Plan mla_cp = mla;
+  mla_cp.layout.cp = 2;
+  mla_cp.num_gpus = 4;
+  CHECK(rejection(mla_cp) == "");
+  planner::Plan mla_wide_v = mla;
+  mla_wide_v.model.v_head_dim = 32;
+  CHECK(rejection(mla_wide_v) ==
+        "p.json: model.v_head_dim: the CPU executor's multi-head latent attention pads value "
+        "heads to qk_nope_head_dim + qk_rope_head_dim, so needs v_head_dim no larger (32 > 24)");
+  planner::Plan mla_learned = mla;
+  mla_learned.model.positions = models::Positions::kLearned;
+  mla_learned.model.max_position_embeddings = 32;
+  CHECK(rejection(mla_learned) ==
+        "p.json: model.positions: the CPU executor's multi-head latent attention needs rope "
+        "positions (its shared rotary key) (learned)");
   planner::Plan qk_norm = plan;
   qk_norm.model.qk_norm = true;
   CHECK(rejection(qk_norm) ==

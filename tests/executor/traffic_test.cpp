@@ -235,6 +235,18 @@ TEST_SUITE("mpi4") {
   }
 }
 
+TEST_SUITE("mpi4") {
+  TEST_CASE("collective calls and bytes match the planner: MLA with experts, ep2 x pp2") {
+    models::TransformerConfig model = models::load_model("tiny-mla");
+    const models::TransformerConfig moe = models::load_model("tiny-moe");
+    model.num_experts = moe.num_experts;
+    model.experts_per_token = moe.experts_per_token;
+    model.expert_ffn_hidden_size = moe.expert_ffn_hidden_size;
+    model.first_dense_layers = moe.first_dense_layers;
+    check_traffic(model, with_ep(make_layout(1, 2, 2), 2), with_aux_loss());
+  }
+}
+
 TEST_SUITE("mpi8") {
   TEST_CASE("collective calls and bytes match the planner: MoE cp2 x ep2 x pp2, balancing loss") {
     planner::Layout layout = with_ep(make_layout(1, 2, 2), 2);
@@ -247,6 +259,79 @@ TEST_SUITE("mpi8") {
     const Traffic balance = counts.at({CollectiveKind::kAllReduce, CommGroup::kCp});
     CHECK((balance.calls == 4 || balance.calls == 8));
     CHECK(balance.bytes == balance.calls * 32);
+  }
+}
+
+TEST_SUITE("mpi2") {
+  TEST_CASE("collective calls and bytes match the planner: MLA tp2, and with full recompute") {
+    const models::TransformerConfig model = models::load_model("tiny-mla");
+    planner::Layout layout = make_layout(2, 1, 1);
+    const TrafficCounts counts = check_traffic(model, layout);
+    // Independently of the planner: m = 16 / 2 = 8 micro-batches of T B = 32 x 2 = 64 tokens,
+    // 4 layers. Forward: the attention and MLP outputs' all-reduces, 64 x 64 x 4 B = 16,384 B;
+    // backward: the MLP input's (16,384 B) and the query latent's (64 x 32 x 4 = 8,192 B), the kv
+    // latent's (64 x 16 x 4 = 4,096 B) and the rotary key's (64 x 8 x 4 = 2,048 B) instead of
+    // QKV's; the vocab-parallel embedding's and the head's input gradient's (16,384 B each)
+    // and 3 cross-entropy reductions of 64 x 4 B.
+    const Traffic all_reduce = counts.at({CollectiveKind::kAllReduce, CommGroup::kTp});
+    CHECK(all_reduce.calls == 8 * (4 * (2 + 4) + 2 + 3));
+    CHECK(all_reduce.bytes ==
+          8 * (4 * (3 * 16'384 + 8'192 + 4'096 + 2'048) + 2 * 16'384 + 3 * 256));
+    layout.recompute = planner::Recompute::kFull;
+    check_traffic(model, layout);
+  }
+  TEST_CASE("collective calls and bytes match the planner: MLA tp2 sequence parallel, recompute") {
+    const models::TransformerConfig model = models::load_model("tiny-mla");
+    planner::Layout layout = sp(make_layout(2, 1, 1));
+    const TrafficCounts counts = check_traffic(model, layout);
+    // Independently of the planner, per micro-batch of 64 tokens (8 of them), 4 B elements,
+    // gathered sizes: per layer the forward all-gathers the query latent (64 x 32 x 4 = 8,192 B),
+    // the kv latent (4,096 B), the rotary key (2,048 B) and the MLP input (16,384 B); the
+    // backward the attention's and MLP's output gradients (16,384 B each), the MLP input again
+    // and the two latents again: 9 calls, 92,160 B. Reduce-scatters: the attention and MLP
+    // outputs (16,384 B each), then the MLP input's and the three MLA inputs' gradients: 6
+    // calls, 63,488 B. Plus the embedding's reduce-scatter and output-gradient all-gather, and
+    // the head's two input all-gathers and input-gradient reduce-scatter (16,384 B each).
+    const Traffic gathers = counts.at({CollectiveKind::kAllGather, CommGroup::kTp});
+    CHECK(gathers.calls == 8 * (4 * 9 + 1 + 2));
+    CHECK(gathers.bytes == 8 * (4 * 92'160 + 3 * 16'384));
+    const Traffic scatters = counts.at({CollectiveKind::kReduceScatter, CommGroup::kTp});
+    CHECK(scatters.calls == 8 * (4 * 6 + 1 + 1));
+    CHECK(scatters.bytes == 8 * (4 * 63'488 + 2 * 16'384));
+    // The tp-replicated parameters' gradients, once a step: per layer two norms (2 x 64), W_DQ
+    // (64 x 32), the q norm (32), W_DKV (64 x 24), the kv norm (16): 3,760; 4 layers and the
+    // final norm (64): 15,104 x 4 B; beside 8 x 3 cross-entropy all-reduces of 64 x 4 B.
+    const Traffic all_reduce = counts.at({CollectiveKind::kAllReduce, CommGroup::kTp});
+    CHECK(all_reduce.calls == 1 + 8 * 3);
+    CHECK(all_reduce.bytes == 15'104 * 4 + 8 * 3 * 256);
+    layout.recompute = planner::Recompute::kFull;
+    check_traffic(model, layout);
+    layout.recompute = planner::Recompute::kSelective;
+    check_traffic(model, layout);
+    models::TransformerConfig uncompressed = model;  // W_Q reads the hidden state (r_q = 0)
+    uncompressed.q_lora_rank = 0;
+    check_traffic(uncompressed, sp(make_layout(2, 1, 1)));
+    check_traffic(uncompressed, make_layout(2, 1, 1));
+  }
+  TEST_CASE("collective calls and bytes match the planner: MLA cp2 ring, unpadded value heads") {
+    planner::Layout layout = make_layout(1, 1, 1);
+    layout.cp = 2;
+    const TrafficCounts counts = check_traffic(models::load_model("tiny-mla"), layout);
+    // m = 8 micro-batches, 4 layers: 32 K/V sends forward, 32 backward, 32 dK/dV, each
+    // (T / cp) B a (d + d_v) e = 16 x 2 x 4 x (24 + 16) x 4 = 20,480 B (value heads 16 wide, not
+    // the 24 they are padded to for the attention core).
+    const Traffic ring = counts.at({CollectiveKind::kSendRecv, CommGroup::kCp});
+    CHECK(ring.calls == 96);
+    CHECK(ring.bytes == 96 * 20'480);
+  }
+  TEST_CASE("collective calls and bytes match the planner: MLA dp2 ZeRO-1, pp2 3/1 split") {
+    const models::TransformerConfig model = models::load_model("tiny-mla");
+    planner::Layout zero1 = make_layout(1, 1, 2);
+    zero1.zero = 1;
+    check_traffic(model, zero1);
+    planner::Layout split = make_layout(1, 2, 1);
+    split.stage_layers = {3, 1};
+    check_traffic(model, split);
   }
 }
 

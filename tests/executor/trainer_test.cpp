@@ -164,6 +164,14 @@ TEST_CASE("tiny-moe on one rank holds every parameter the model counts (and with
   }
 }
 
+TEST_CASE("whole-model backward matches finite differences (multi-head latent attention)") {
+  planner::Plan plan = make_plan(testing::small_mla_model(), make_layout(1, 1, 1, 2, 4));
+  check_gradients(plan, planner::Recompute::kNone, false);
+  check_gradients(plan, planner::Recompute::kSelective, true);  // probabilities recomputed
+  plan.model.q_lora_rank = 0;  // queries straight from the hidden state (W_Q)
+  check_gradients(plan, planner::Recompute::kFull, true);
+}
+
 TEST_CASE("recompute does not change the gradients' agreement with finite differences") {
   const planner::Plan plan = make_plan(testing::small_gpt2_model(), make_layout(1, 1, 1, 2, 4));
   check_gradients(plan, planner::Recompute::kFull, true);

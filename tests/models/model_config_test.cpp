@@ -36,7 +36,7 @@ const std::vector<std::string> kExpectedPresets = {
     "llama3-405b",     "llama3-70b",    "llama3-8b",      "megatron-1.7b",   "megatron-145.6b",
     "megatron-18.4b",  "megatron-1t",   "megatron-3.6b",  "megatron-310.1b", "megatron-39.1b",
     "megatron-529.6b", "megatron-7.5b", "megatron-76.1b", "mistral-7b",      "mixtral-8x7b",
-    "qwen3-30b-a3b",   "tiny",          "tiny-moe"};
+    "qwen3-30b-a3b",   "tiny",          "tiny-mla",       "tiny-moe"};
 
 void check_same(const TransformerConfig& a, const TransformerConfig& b) {
   CHECK(a.name == b.name);
