@@ -249,7 +249,11 @@ void enumerate_replicas(const models::TransformerConfig& model,
                 .ok();
         for (int64_t etp : dense_ok ? etp_choices(model, space, tp) : std::vector<int64_t>{tp}) {
           set_expert_tensor_parallel(base, etp);
-          for (int64_t ep : ep_choices(model, space, tp * cp * dp / etp)) {
+          // A fixed etp that does not divide the ranks still yields its layouts, for
+          // check_layout to name ("etp_tp", "ep_dp").
+          const int64_t stage_ranks = tp * cp * dp;
+          const int64_t expert_ranks = stage_ranks % etp == 0 ? stage_ranks / etp : 1;
+          for (int64_t ep : ep_choices(model, space, expert_ranks)) {
             base.ep = ep;
             add_variants(space, options, base, layouts);
           }
