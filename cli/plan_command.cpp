@@ -32,7 +32,7 @@ struct PlanArguments {
   std::string model;
   std::string cluster;
   int64_t gpus = 0;
-  std::optional<int64_t> global_batch, seq_len, tp, pp, dp, vpp, micro_batch, ep, mb_group;
+  std::optional<int64_t> global_batch, seq_len, tp, pp, dp, vpp, micro_batch, ep, etp, mb_group;
   double moe_load_imbalance = 1.0;
   double moe_aux_loss_coeff = 0.0;
   std::optional<std::string> recompute, sequence_parallel, schedule, stage_layers;
@@ -247,6 +247,7 @@ planner::SearchSpace search_space(const PlanArguments& args, const models::Clust
                                     {args.dp, "--dp"},
                                     {args.vpp, "--vpp"},
                                     {args.ep, "--ep"},
+                                    {args.etp, "--etp"},
                                     {args.mb_group, "--mb-group"},
                                     {args.micro_batch, "--micro-batch"}}) {
     require_positive(value, flag);
@@ -271,6 +272,7 @@ planner::SearchSpace search_space(const PlanArguments& args, const models::Clust
   space.dp = args.dp;
   space.vpp = args.vpp;
   space.ep = args.ep;
+  space.etp = args.etp;
   space.micro_batch = args.micro_batch;
   if (args.recompute) {
     space.recompute = planner::parse_recompute(*args.recompute, "--recompute");
@@ -515,6 +517,10 @@ void register_plan_commands(CLI::App& app) {
                    "--microbatch-group-size-per-virtual-pipeline-stage; implies interleaved)");
   plan->add_option("--ep", args->ep,
                    "Fix expert parallel size (MoE models; divides dp and the expert count)");
+  plan->add_option("--etp", args->etp,
+                   "Fix expert tensor parallel size (MoE models; Megatron "
+                   "--expert-tensor-parallel-size; divides tp; searched over the divisors of tp "
+                   "when not given)");
   plan->add_option("--moe-load-imbalance", args->moe_load_imbalance,
                    "Busiest rank's routed-expert work over the balanced share (MoE; >= 1)")
       ->capture_default_str();

@@ -131,6 +131,9 @@ void validate_moe_for_executor(const planner::Plan& plan, const std::string& sou
     throw InputError(fmt::format("{}: {}: the CPU executor's mixture-of-experts {} ({})", source,
                                  field, what, value));
   };
+  if (planner::expert_tensor_parallel(layout) != layout.tp) {
+    refuse("layout.etp", "runs etp = tp only", std::to_string(layout.etp));
+  }
   if (layout.tp > 1) {
     refuse("layout.tp", "runs tp 1 only; expert tensor parallelism is not built",
            std::to_string(layout.tp));

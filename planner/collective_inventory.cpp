@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "estimate_internal.h"
 #include "meshplan/dp_buckets.h"
 #include "model_shape.h"
@@ -17,8 +19,11 @@ class Inventory {
   Inventory(const models::ClusterConfig& cluster, const Layout& layout)
       : cluster_(cluster), layout_(layout) {}
 
+  /// Adds an entry costed by stage_collective_seconds on the whole `group`, or, when
+  /// `seconds_per_call` is given, by that (a subgroup: the expert tp ranks inside kTp).
   void add(int64_t stage, std::string what, CollectiveKind kind, CommGroup group,
-           int64_t group_size, int64_t message_bytes, int64_t calls_per_step) {
+           int64_t group_size, int64_t message_bytes, int64_t calls_per_step,
+           std::optional<double> seconds_per_call = std::nullopt) {
     if (calls_per_step == 0 || message_bytes == 0) {
       return;
     }
@@ -30,8 +35,8 @@ class Inventory {
     traffic.stage = stage;
     traffic.message_bytes = message_bytes;
     traffic.calls_per_step = calls_per_step;
-    traffic.seconds_per_call =
-        stage_collective_seconds(cluster_, layout_, kind, group, stage, message_bytes);
+    traffic.seconds_per_call = seconds_per_call.value_or(
+        stage_collective_seconds(cluster_, layout_, kind, group, stage, message_bytes));
     list_.push_back(std::move(traffic));
   }
   std::vector<CollectiveTraffic> take() { return std::move(list_); }
@@ -153,13 +158,25 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
                   t, hidden_bytes, (2 * pairs - mla_layers) * m);
     inventory.add(stage, "tp: layer backward reduce-scatters (QKV in, MLP in)", kRS, kTp, t,
                   hidden_bytes, (pairs - mla_layers) * m);
-    // Megatron-Core's alltoall dispatcher with tp > 1: the dispatched tokens are all-gathered
-    // over tp before the experts and reduce-scattered after them; the backward transposes.
-    const int64_t routed_bytes = moe_tp_gather_bytes(model, cluster, layout);
-    inventory.add(stage, "tp: MoE routed-token all-gathers (forward; backward of combine)", kAG,
-                  kTp, t, routed_bytes, moe_layers * m * (full ? 3 : 2));
-    inventory.add(stage, "tp: MoE routed-token reduce-scatters (forward; backward of dispatch)",
-                  kRS, kTp, t, routed_bytes, moe_layers * m * (full ? 3 : 2));
+    // Megatron-Core's alltoall dispatcher with etp > 1: the dispatched tokens are all-gathered
+    // over the expert tp group (etp consecutive ranks of the tp group, filed under tp with
+    // group size etp) before the experts and reduce-scattered after them; the backward
+    // transposes. None at etp 1.
+    const int64_t etp = expert_tensor_parallel(layout);
+    if (etp > 1) {
+      const int64_t routed_bytes = moe_tp_gather_bytes(model, cluster, layout);
+      const auto subgroup_seconds = [&](CollectiveKind kind) -> std::optional<double> {
+        if (etp == t) {
+          return std::nullopt;  // the whole tp group
+        }
+        return moe_expert_tp_seconds(model, cluster, layout, kind);
+      };
+      inventory.add(stage, "tp: MoE routed-token all-gathers (forward; backward of combine)", kAG,
+                    kTp, etp, routed_bytes, moe_layers * m * (full ? 3 : 2), subgroup_seconds(kAG));
+      inventory.add(stage, "tp: MoE routed-token reduce-scatters (forward; backward of dispatch)",
+                    kRS, kTp, etp, routed_bytes, moe_layers * m * (full ? 3 : 2),
+                    subgroup_seconds(kRS));
+    }
     if (first) {
       // Forward: partial lookups reduce-scattered along the sequence. Backward: the weight
       // gradient of each vocabulary shard needs the whole sequence's output gradient.

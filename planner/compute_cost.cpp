@@ -91,9 +91,10 @@ double attention_gemm_seconds(const models::TransformerConfig& model,
 }
 
 // MLP GEMMs of one layer on one rank. MoE (Megatron-Core alltoall dispatcher, grouped experts):
-// the router on the rank's T / sp tokens; E / ep local experts, each with T k ep / E tokens
-// when balanced (T k slots per rank), times the load-imbalance factor; shared experts as a
-// dense MLP of S f_s.
+// the router on the rank's T / sp tokens; E / ep local experts of width f_e / etp, each with
+// T k etp ep / (E t) tokens when balanced (a stage's tp cp dp ranks route dp b s k slots to E
+// experts held by tp cp dp / (etp ep) replicas; the etp ranks of one replica share its tokens),
+// times the load-imbalance factor; shared experts as a dense MLP of S f_s over tp.
 double mlp_gemm_seconds(const models::TransformerConfig& model,
                         const models::ClusterConfig& cluster, const Layout& layout,
                         const PlanOptions& options, const Shape& x, bool moe_layer) {
@@ -107,12 +108,13 @@ double mlp_gemm_seconds(const models::TransformerConfig& model,
   }
   const double experts = static_cast<double>(model.num_experts);
   const double ep = static_cast<double>(layout.ep);
+  const double etp = static_cast<double>(expert_tensor_parallel(layout));
   const double k = static_cast<double>(model.experts_per_token);
   const double f_e = static_cast<double>(model.expert_ffn_hidden_size);
-  const double per_expert_tokens = tokens * k * ep / experts;
+  const double per_expert_tokens = tokens * k * etp * ep / (experts * t);
   double seconds = experts / ep *
-                   (gemm_seconds(cluster, per_expert_tokens, fc1_per_f * f_e / t, h, p) +
-                    gemm_seconds(cluster, per_expert_tokens, h, f_e / t, p)) *
+                   (gemm_seconds(cluster, per_expert_tokens, fc1_per_f * f_e / etp, h, p) +
+                    gemm_seconds(cluster, per_expert_tokens, h, f_e / etp, p)) *
                    options.moe_load_imbalance;
   seconds += gemm_seconds(cluster, tokens / sequence_split, experts, h);
   if (model.num_shared_experts > 0) {
@@ -167,12 +169,11 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
     const double all_reduce = collective_seconds(
         cluster, CollectiveKind::kAllReduce, static_cast<int64_t>(tokens * h * e), layout.tp, 1);
     // An MoE layer (sequence parallel, as Megatron requires) replaces the MLP's pair by one on
-    // the k T routed tokens (the alltoall dispatcher's all-gather over tp after dispatch and
-    // reduce-scatter before combine) plus the shared experts' own pair.
+    // the routed tokens (the alltoall dispatcher's all-gather over the etp ranks after dispatch
+    // and reduce-scatter before combine; none at etp 1) plus the shared experts' own pair.
     double mlp_pair = all_reduce;
     if (moe_layer) {
-      mlp_pair = collective_seconds(cluster, CollectiveKind::kAllReduce,
-                                    moe_tp_gather_bytes(model, cluster, layout), layout.tp, 1) +
+      mlp_pair = moe_expert_tp_seconds(model, cluster, layout, CollectiveKind::kAllReduce) +
                  (model.num_shared_experts > 0 ? all_reduce : 0.0);
     }
     time.tp_comm_forward = all_reduce + mlp_pair;

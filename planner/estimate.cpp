@@ -30,10 +30,15 @@ int64_t group_stride(const Layout& layout, CommGroup group) {
       return dp_before_pp ? tp_cp * layout.dp : tp_cp;
     case CommGroup::kEmbedding:  // first and last stage
       return (dp_before_pp ? tp_cp * layout.dp : tp_cp) * std::max<int64_t>(layout.pp - 1, 1);
-    case CommGroup::kEp:  // ep consecutive ranks of the dp x cp group (Megatron-Core tp-ep-dp-pp)
-      return group_stride(layout, CommGroup::kDp);
-    case CommGroup::kExpertDp:  // dp x cp ranks ep apart
-      return group_stride(layout, CommGroup::kDp) * layout.ep;
+    // The expert grid etp-ep-edp over the stage's tp-cp-dp ranks (expert_parallel_ranks): ep
+    // ranks etp apart, expert-dp ranks etp * ep apart. With etp = tp (the only etp allowed
+    // under tp-pp-dp, check_layout "etp_placement") both are strides of the dp x cp group.
+    case CommGroup::kEp:
+      return dp_before_pp ? expert_tensor_parallel(layout) : group_stride(layout, CommGroup::kDp);
+    case CommGroup::kExpertDp:
+      return (dp_before_pp ? expert_tensor_parallel(layout)
+                           : group_stride(layout, CommGroup::kDp)) *
+             layout.ep;
   }
   return 1;
 }
@@ -43,7 +48,19 @@ int64_t group_first_rank(const Layout& layout, CommGroup group, int64_t stage, i
   coords.tp_rank = group == CommGroup::kTp ? 0 : tp_rank;
   coords.pp_rank = group == CommGroup::kEmbedding ? 0 : stage;
   coords.dp_rank = 0;
-  return global_rank(layout, coords);
+  const int64_t rank = global_rank(layout, coords);
+  if (group == CommGroup::kEp) {
+    // expert_parallel_ranks(layout, rank).front() without the list (the search calls this per
+    // layout): the rank's position in the stage is tp_rank, its ep rank (tp_rank / etp) % ep.
+    const int64_t etp = expert_tensor_parallel(layout);
+    return rank - tp_rank / etp % layout.ep * etp;
+  }
+  if (group == CommGroup::kExpertDp) {
+    // The expert-dp group of the rank's (etp, ep) coordinate starts at its lowest member: its
+    // position in the stage (tp_rank, as cp and dp ranks are 0) modulo etp * ep.
+    return rank - tp_rank + tp_rank % (expert_tensor_parallel(layout) * layout.ep);
+  }
+  return rank;
 }
 
 double stage_collective_seconds(const models::ClusterConfig& cluster, const Layout& layout,

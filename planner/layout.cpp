@@ -30,6 +30,24 @@ int64_t global_rank(const Layout& layout, const RankCoords& coords) {
   return inner + tp_cp * (coords.pp_rank + layout.pp * coords.dp_rank);
 }
 
+std::vector<int64_t> expert_parallel_ranks(const Layout& layout, int64_t rank) {
+  const RankCoords coords = rank_coords(layout, rank);
+  const int64_t etp = expert_tensor_parallel(layout);
+  // Position in the stage's tp x cp x dp ranks, tp fastest: the expert grid's numbering.
+  const int64_t flat = coords.tp_rank + layout.tp * (coords.cp_rank + layout.cp * coords.dp_rank);
+  const int64_t first = flat - (flat / etp) % layout.ep * etp;
+  std::vector<int64_t> ranks;
+  for (int64_t ep_rank = 0; ep_rank < layout.ep; ++ep_rank) {
+    const int64_t member = first + ep_rank * etp;
+    RankCoords at = coords;
+    at.tp_rank = member % layout.tp;
+    at.cp_rank = member / layout.tp % layout.cp;
+    at.dp_rank = member / (layout.tp * layout.cp);
+    ranks.push_back(global_rank(layout, at));
+  }
+  return ranks;
+}
+
 std::string to_string(Recompute recompute) {
   switch (recompute) {
     case Recompute::kNone:
@@ -105,6 +123,9 @@ std::string describe(const Layout& layout) {
   }
   if (layout.ep > 1) {
     text += fmt::format(" ep={}", layout.ep);
+  }
+  if (layout.etp > 0 && layout.etp != layout.tp) {
+    text += fmt::format(" etp={}", layout.etp);
   }
   return text;
 }

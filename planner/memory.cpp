@@ -261,7 +261,7 @@ std::pair<double, double> working_set_bytes(Framework framework,
   // The largest layer: an MoE layer's experts usually outweigh a dense layer.
   LayerParameters layer_count = layer_parameters(model, layout.tp);
   if (model.is_moe()) {
-    const LayerParameters moe = layer_parameters(model, layout.tp, true, layout.ep);
+    const LayerParameters moe = layer_parameters(model, layout.tp, true, layout.ep, layout.etp);
     if (moe.sharded + moe.replicated + moe.expert > layer_count.sharded + layer_count.replicated) {
       layer_count = moe;
     }

@@ -10,15 +10,15 @@ namespace meshplan::planner {
 struct LayerParameters {
   int64_t sharded = 0;     // split over tp ranks (count per rank)
   int64_t replicated = 0;  // identical on every tp rank (norms, row-parallel biases, router)
-  int64_t expert = 0;      // routed experts on this rank: E / ep of them, tp-sharded
+  int64_t expert = 0;      // routed experts on this rank: E / ep of them, etp-sharded
 };
 using StageParameters = LayerParameters;
 
 int64_t norm_parameters(const models::TransformerConfig& model);
 /// One layer's parameters on one rank: a dense layer, or an MoE layer (`moe_layer`) whose
-/// routed experts are split over ep.
+/// routed experts are split over ep and each sharded over etp ranks (Layout::etp: 0 means tp).
 LayerParameters layer_parameters(const models::TransformerConfig& model, int64_t tp,
-                                 bool moe_layer = false, int64_t ep = 1);
+                                 bool moe_layer = false, int64_t ep = 1, int64_t etp = 0);
 StageParameters stage_parameters(const models::TransformerConfig& model, const Layout& layout,
                                  int64_t stage);
 
@@ -49,11 +49,17 @@ double active_ffn_width(const models::TransformerConfig& model, bool moe_layer);
 /// LM head forward FLOPs: 2 T h V.
 double lm_head_forward_flops(const models::TransformerConfig& model, double tokens);
 
-/// Bytes of the tp all-gather (gathered output) of the routed tokens in one MoE layer's
-/// forward: T k h e (Megatron-Core's alltoall dispatcher gathers the dispatched tokens over tp
-/// when tp > 1, and reduce-scatters them before combine).
+/// The routed tokens one rank's experts take in one MoE layer's forward, in bytes: T k etp / sp
+/// tokens of h elements, the output of the expert-tp all-gather when etp > 1 (Megatron-Core's
+/// alltoall dispatcher gathers the dispatched tokens over the etp ranks and reduce-scatters
+/// them before combine); T k h e at etp = tp with sequence parallelism.
 int64_t moe_tp_gather_bytes(const models::TransformerConfig& model,
                             const models::ClusterConfig& cluster, const Layout& layout);
+/// One collective of kind `kind` over the expert tensor-parallel group (etp consecutive ranks)
+/// on moe_tp_gather_bytes; 0 when etp is 1.
+double moe_expert_tp_seconds(const models::TransformerConfig& model,
+                             const models::ClusterConfig& cluster, const Layout& layout,
+                             CollectiveKind kind);
 /// One MoE all-to-all (dispatch or combine) of one micro-batch on stage `stage`'s ep group.
 double moe_all_to_all_seconds(const models::TransformerConfig& model,
                               const models::ClusterConfig& cluster, const Layout& layout,

@@ -18,7 +18,7 @@ int64_t norm_parameters(const models::TransformerConfig& model) {
 }
 
 LayerParameters layer_parameters(const models::TransformerConfig& model, int64_t tp, bool moe_layer,
-                                 int64_t ep) {
+                                 int64_t ep, int64_t etp) {
   // Megatron-LM tensor parallelism (Shoeybi et al. 2019, Sec. 3): QKV and the first MLP
   // projection are split by columns, the attention output and second MLP projection by rows;
   // row-parallel biases and norms are replicated.
@@ -52,23 +52,25 @@ LayerParameters layer_parameters(const models::TransformerConfig& model, int64_t
       p.replicated += 2 * d;  // Qwen3's q_norm, k_norm over one head: the same on every rank
     }
   }
-  // One tp-sharded MLP of hidden size f: fc1 columns and fc2 rows / t, fc2's bias replicated.
-  const auto add_mlp = [&](int64_t f, int64_t copies, int64_t& sharded) {
-    sharded += copies * (h * fc1_per_f * f / tp + f * h / tp);
+  // One MLP of hidden size f sharded over `ways` ranks: fc1 columns and fc2 rows / ways, fc2's
+  // bias replicated.
+  const auto add_mlp = [&](int64_t f, int64_t copies, int64_t ways, int64_t& sharded) {
+    sharded += copies * (h * fc1_per_f * f / ways + f * h / ways);
     if (model.mlp_bias) {
-      sharded += copies * fc1_per_f * f / tp;
+      sharded += copies * fc1_per_f * f / ways;
       p.replicated += copies * h;
     }
   };
   if (!moe_layer) {
-    add_mlp(model.ffn_hidden_size, 1, p.sharded);
+    add_mlp(model.ffn_hidden_size, 1, tp, p.sharded);
   } else {
     // Megatron-Core MoE (moe/router.py, experts.py, shared_experts.py): the router weight is
-    // replicated over tp; each ep rank holds E / ep experts, tp-sharded (expert tp = tp);
-    // shared experts are an ordinary tp-sharded MLP.
+    // replicated over tp; each ep rank holds E / ep experts, sharded over the expert tensor
+    // parallel group (experts.py TEGroupedMLP: fc1 column- and fc2 row-parallel over
+    // expt_tp, etp ranks); shared experts are an ordinary tp-sharded MLP.
     p.replicated += model.num_experts * h + (model.router_score_bias ? model.num_experts : 0);
-    add_mlp(model.expert_ffn_hidden_size, model.num_experts / ep, p.expert);
-    add_mlp(model.shared_expert_ffn_hidden_size, model.num_shared_experts, p.sharded);
+    add_mlp(model.expert_ffn_hidden_size, model.num_experts / ep, etp > 0 ? etp : tp, p.expert);
+    add_mlp(model.shared_expert_ffn_hidden_size, model.num_shared_experts, tp, p.sharded);
     p.replicated += model.shared_expert_gate ? h : 0;
   }
   p.replicated += 2 * norm_parameters(model);
@@ -91,9 +93,9 @@ LayerRange chunk_layers(const models::TransformerConfig& model, const Layout& la
 StageParameters stage_parameters(const models::TransformerConfig& model, const Layout& layout,
                                  int64_t stage) {
   StageParameters p;
-  const LayerParameters dense = layer_parameters(model, layout.tp, false, layout.ep);
+  const LayerParameters dense = layer_parameters(model, layout.tp);
   const LayerParameters moe =
-      model.is_moe() ? layer_parameters(model, layout.tp, true, layout.ep) : dense;
+      model.is_moe() ? layer_parameters(model, layout.tp, true, layout.ep, layout.etp) : dense;
   for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
     const LayerRange range = chunk_layers(model, layout, stage, chunk);
     const int64_t num_moe = range.num_moe(model);

@@ -26,6 +26,11 @@ nlohmann::json layout_to_json(const Layout& layout) {
                          {"schedule", to_string(layout.schedule)},
                          {"placement", to_string(layout.placement)},
                          {"ep", layout.ep}};
+  // Written only when the expert tensor parallel size differs from tp (Layout::etp 0 is tp,
+  // Megatron's default), so plans at etp = tp stay byte-identical to older files.
+  if (expert_tensor_parallel(layout) != layout.tp) {
+    json["etp"] = layout.etp;
+  }
   if (layout.cp > 1) {  // omitted at 1, so plans without context parallelism stay as they were
     json["cp"] = layout.cp;
   }
@@ -47,7 +52,7 @@ namespace {
 // the model and cluster loaders do. `prediction` is informative and its content is not checked.
 constexpr std::array<std::string_view, 8> kPlanFields = {
     "format", "version", "model", "cluster", "num_gpus", "layout", "options", "prediction"};
-constexpr std::array<std::string_view, 15> kLayoutFields = {"tp",
+constexpr std::array<std::string_view, 16> kLayoutFields = {"tp",
                                                             "pp",
                                                             "dp",
                                                             "vpp",
@@ -61,7 +66,8 @@ constexpr std::array<std::string_view, 15> kLayoutFields = {"tp",
                                                             "cp",
                                                             "stage_layers",
                                                             "ep",
-                                                            "microbatch_group"};
+                                                            "microbatch_group",
+                                                            "etp"};
 constexpr std::array<std::string_view, 12> kOptionsFields = {"flash_attention",
                                                              "overlap_grad_reduce",
                                                              "overlap_param_gather",
@@ -159,6 +165,10 @@ Layout layout_from_json(const nlohmann::json& json, const std::string& source) {
   // Optional: plan files written before expert parallelism have ep 1.
   if (json.contains("ep")) {
     layout.ep = require_size(json, "ep", kPlanMaxGpus, where);
+  }
+  // Optional: absent means tp (plan files written before expert tensor parallelism).
+  if (json.contains("etp")) {
+    set_expert_tensor_parallel(layout, require_size(json, "etp", kPlanMaxGpus, where));
   }
   if (json.contains("stage_layers")) {
     layout.stage_layers = stage_layers_from_json(json.at("stage_layers"), where);

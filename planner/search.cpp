@@ -132,11 +132,28 @@ std::vector<std::pair<ScheduleKind, int64_t>> schedule_choices(
   return schedules;
 }
 
-// Expert parallel sizes to try with dp x cp: the fixed one, 1 for a dense model, else the
-// divisors of dp * cp that divide the expert count (others fail check_layout's
-// "ep_dp"/"ep_experts" anyway).
+// Expert tensor parallel sizes to try with tp: the fixed one; tp for a dense model or under
+// placement tp-pp-dp; else tp (Megatron's default) and 1 (Megatron-Core
+// megatron/core/transformer/moe/README.md, MoE Parallel Folding: "Use ETP=1 for MoE",
+// "Recommended to set to 1 for fine-grained MoE models"; examples/megatron_fsdp/
+// sbatch_mfsdp_deepseek_v3.sh). The divisors between would double a tp 8 search's MoE space
+// (bench/search_bench) for choices those recipes do not use; --etp fixes any of them.
+std::vector<int64_t> etp_choices(const models::TransformerConfig& model, const SearchSpace& space,
+                                 int64_t tp) {
+  if (space.etp) {
+    return {*space.etp};
+  }
+  if (!model.is_moe() || space.placement != Placement::kTpDpPp || tp == 1) {
+    return {tp};
+  }
+  return {tp, 1};
+}
+
+// Expert parallel sizes to try with `expert_ranks` = tp * cp * dp / etp ranks per expert tp
+// rank (dp * cp at etp = tp): the fixed one, 1 for a dense model, else its divisors that
+// divide the expert count (others fail check_layout's "ep_dp"/"ep_experts" anyway).
 std::vector<int64_t> ep_choices(const models::TransformerConfig& model, const SearchSpace& space,
-                                int64_t grad_group) {
+                                int64_t expert_ranks) {
   if (space.ep) {
     return {*space.ep};
   }
@@ -144,7 +161,7 @@ std::vector<int64_t> ep_choices(const models::TransformerConfig& model, const Se
     return {1};
   }
   std::vector<int64_t> eps;
-  for (int64_t ep : divisors(grad_group)) {
+  for (int64_t ep : divisors(expert_ranks)) {
     if (model.num_experts % ep == 0) {
       eps.push_back(ep);
     }
@@ -188,7 +205,8 @@ void add_variants(const SearchSpace& space, const PlanOptions& options, const La
 }
 
 // Appends the layouts of one (tp, pp, cp): dp takes the rest of the GPUs.
-void enumerate_replicas(const models::TransformerConfig& model, const SearchSpace& space,
+void enumerate_replicas(const models::TransformerConfig& model,
+                        const models::ClusterConfig& cluster, const SearchSpace& space,
                         const PlanOptions& options, int64_t tp, int64_t pp, int64_t cp,
                         std::vector<Layout>& layouts) {
   if (space.num_gpus % (tp * pp * cp) != 0) {
@@ -222,9 +240,23 @@ void enumerate_replicas(const models::TransformerConfig& model, const SearchSpac
         }
         base.placement = space.placement;
         base.stage_layers = split;
-        for (int64_t ep : ep_choices(model, space, dp * cp)) {
-          base.ep = ep;
-          add_variants(space, options, base, layouts);
+        // Expert tensor parallel sizes other than tp only where the dense rules pass: they
+        // read neither etp nor recompute, zero or sequence parallelism when it is off (base),
+        // so every variant of a layout that fails them fails the same way at etp = tp.
+        const bool dense_ok =
+            !model.is_moe() || space.etp ||
+            check_dense_layout(model, cluster, space.num_gpus, base, options.allow_tp_across_nodes)
+                .ok();
+        for (int64_t etp : dense_ok ? etp_choices(model, space, tp) : std::vector<int64_t>{tp}) {
+          set_expert_tensor_parallel(base, etp);
+          // A fixed etp that does not divide the ranks still yields its layouts, for
+          // check_layout to name ("etp_tp", "ep_dp").
+          const int64_t stage_ranks = tp * cp * dp;
+          const int64_t expert_ranks = stage_ranks % etp == 0 ? stage_ranks / etp : 1;
+          for (int64_t ep : ep_choices(model, space, expert_ranks)) {
+            base.ep = ep;
+            add_variants(space, options, base, layouts);
+          }
         }
       }
     }
@@ -250,6 +282,7 @@ namespace {
 
 // Every layout of the space, in the search's order (tp, pp, micro-batch, schedule, ...).
 std::vector<Layout> enumerate_layouts(const models::TransformerConfig& model,
+                                      const models::ClusterConfig& cluster,
                                       const SearchSpace& space, const PlanOptions& options) {
   std::vector<Layout> layouts;
   const std::vector<int64_t> gpu_divisors = divisors(space.num_gpus);
@@ -270,7 +303,7 @@ std::vector<Layout> enumerate_layouts(const models::TransformerConfig& model,
         split_fixed ? std::optional<int64_t>(space.stage_layers->size()) : space.pp;
     for (int64_t pp : choices(fixed_pp, gpu_divisors)) {
       for (int64_t cp : choices(space.cp, cps)) {
-        enumerate_replicas(model, space, options, tp, pp, cp, layouts);
+        enumerate_replicas(model, cluster, space, options, tp, pp, cp, layouts);
       }
     }
   }
@@ -323,7 +356,7 @@ SearchResult search_layouts(const models::TransformerConfig& model,
         "memory_headroom_bytes: must be at least 0 and less than the GPU's {} bytes ({})",
         cluster.gpu.hbm_bytes, space.memory_headroom_bytes));
   }
-  const std::vector<Layout> layouts = enumerate_layouts(model, space, options);
+  const std::vector<Layout> layouts = enumerate_layouts(model, cluster, space, options);
   SearchResult result;
   auto& best = result.best;
   const int64_t total = static_cast<int64_t>(layouts.size());

@@ -18,6 +18,35 @@ Validity refuse(Framework framework, const std::string& why, const Layout& layou
                                          why, describe(layout)));
 }
 
+// Expert tensor parallelism other than tp. Megatron-Core checks only that etp * ep * pp divides
+// the world size (parallel_state.py initialize_model_parallel: "world_size ... is not divisible
+// by expert_tensor_model_pipeline_parallel size"), i.e. etp * ep divides tp * cp * dp. meshplan
+// models the expert tp group inside the dense tp group, so etp divides tp ("etp_tp"), and the
+// expert grid for placement tp-dp-pp only (under tp-pp-dp Megatron-Core asserts that the
+// attention and expert data-parallel sizes agree, a different grid).
+Validity check_expert_tensor_parallel(const Layout& layout) {
+  const int64_t etp = expert_tensor_parallel(layout);
+  if (layout.tp % etp != 0) {
+    return reject("etp_tp", fmt::format("etp must divide tp: meshplan models the expert tensor-"
+                                        "parallel group inside the tp group ({} % {})",
+                                        layout.tp, etp));
+  }
+  const int64_t stage_ranks = layout.tp * grad_group_size(layout);
+  if (stage_ranks % (etp * layout.ep) != 0) {
+    return reject("ep_dp", fmt::format("etp*ep must divide tp*cp*dp: the expert grid etp x ep x "
+                                       "expert-dp covers a stage's ranks ({} % {})",
+                                       stage_ranks, etp * layout.ep));
+  }
+  if (layout.placement != Placement::kTpDpPp) {
+    return reject("etp_placement",
+                  fmt::format("etp != tp needs placement tp-dp-pp (Megatron-Core's "
+                              "expert order tp-ep-dp-pp); not modelled under {} "
+                              "(etp {}, tp {})",
+                              to_string(layout.placement), etp, layout.tp));
+  }
+  return {};
+}
+
 // Mixture-of-experts rules, as Megatron-LM's arguments.py validates them
 // (megatron/training/arguments.py, validate_args): "num_experts must be non None to use expert
 // model parallelism", "num_experts must be divisible by expert_model_parallel_size", and "When
@@ -27,17 +56,31 @@ Validity check_moe_layout(const models::TransformerConfig& model, const Layout& 
   if (layout.ep < 1) {
     return reject("ep", fmt::format("ep must be positive ({})", layout.ep));
   }
+  if (layout.etp < 0) {
+    return reject("etp", fmt::format("etp must be positive ({})", layout.etp));
+  }
+  const int64_t etp = expert_tensor_parallel(layout);
   if (!model.is_moe()) {
     if (layout.ep > 1) {
       return reject("ep", fmt::format("expert parallelism needs a mixture-of-experts model (ep {}, "
                                       "num_experts 0)",
                                       layout.ep));
     }
+    if (etp != layout.tp) {
+      return reject("etp", fmt::format("expert tensor parallelism needs a mixture-of-experts "
+                                       "model (etp {}, num_experts 0)",
+                                       etp));
+    }
     return {};
+  }
+  if (etp != layout.tp) {
+    if (Validity expert_tp = check_expert_tensor_parallel(layout); !expert_tp.ok()) {
+      return expert_tp;
+    }
   }
   // Megatron-Core lays the experts over the dense dp x cp ranks (parallel_state.py: expert
   // ranks tp-ep-dp-pp, ep * expert_dp = dp * cp), so ep divides dp * cp.
-  if (grad_group_size(layout) % layout.ep != 0) {
+  if (grad_group_size(layout) % layout.ep != 0 && etp == layout.tp) {
     return reject("ep_dp", fmt::format("ep must divide dp*cp: experts are split over data- and "
                                        "context-parallel ranks ({} % {})",
                                        grad_group_size(layout), layout.ep));
@@ -46,7 +89,13 @@ Validity check_moe_layout(const models::TransformerConfig& model, const Layout& 
     return reject("ep_experts", fmt::format("num_experts not divisible by ep ({} % {})",
                                             model.num_experts, layout.ep));
   }
-  if (model.expert_ffn_hidden_size % layout.tp != 0 ||
+  // Routed experts are split over etp, shared experts (an ordinary MLP) over tp.
+  if (etp != layout.tp && model.expert_ffn_hidden_size % etp != 0) {
+    return reject("etp_expert_ffn", fmt::format("expert_ffn_hidden_size not divisible by etp "
+                                                "({} % {})",
+                                                model.expert_ffn_hidden_size, etp));
+  }
+  if ((etp == layout.tp && model.expert_ffn_hidden_size % layout.tp != 0) ||
       model.shared_expert_ffn_hidden_size % layout.tp != 0) {
     return reject(
         "tp_expert_ffn",
@@ -125,6 +174,11 @@ void check_precision(const models::ClusterConfig& cluster, const PlanOptions& op
 // Each rule names the version read and the file that says so (README "Frameworks").
 Validity check_framework(Framework framework, const Layout& layout) {
   const bool pipelined = layout.pp > 1;
+  if (framework != Framework::kMegatron && expert_tensor_parallel(layout) != layout.tp) {
+    // The expert grid, token dispatch and expert sharding with etp != tp are costed as
+    // Megatron-Core runs them (check_expert_tensor_parallel); other frameworks are not read.
+    return refuse(framework, "meshplan models etp != tp as Megatron-Core runs it only", layout);
+  }
   switch (framework) {
     case Framework::kMegatron:
       // Megatron-Core d98e8a64 megatron/core/pipeline_parallel/schedules.py: no pipelining,
@@ -197,6 +251,16 @@ Validity check_framework(Framework framework, const Layout& layout) {
 
 Validity check_layout(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                       int64_t num_gpus, const Layout& layout, bool allow_tp_across_nodes) {
+  if (Validity dense = check_dense_layout(model, cluster, num_gpus, layout, allow_tp_across_nodes);
+      !dense.ok()) {
+    return dense;
+  }
+  return check_moe_layout(model, layout);
+}
+
+Validity check_dense_layout(const models::TransformerConfig& model,
+                            const models::ClusterConfig& cluster, int64_t num_gpus,
+                            const Layout& layout, bool allow_tp_across_nodes) {
   if (layout.tp < 1 || layout.pp < 1 || layout.dp < 1 || layout.vpp < 1 || layout.micro_batch < 1 ||
       layout.global_batch < 1) {
     return reject("sizes", fmt::format("tp, pp, dp, vpp, micro_batch and global_batch must be "
@@ -262,10 +326,7 @@ Validity check_layout(const models::TransformerConfig& model, const models::Clus
   if (layout.zero < 0 || layout.zero > 3) {
     return reject("zero", fmt::format("ZeRO stage must be 0-3 ({})", layout.zero));
   }
-  if (Validity cp = check_cp_layout(model, layout); !cp.ok()) {
-    return cp;
-  }
-  return check_moe_layout(model, layout);
+  return check_cp_layout(model, layout);
 }
 
 Validity check_cp_layout(const models::TransformerConfig& model, const Layout& layout) {

@@ -79,6 +79,10 @@ void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
   if (layout.ep > 1) {
     flags.push_back({"--expert-model-parallel-size", std::to_string(layout.ep)});
   }
+  if (planner::expert_tensor_parallel(layout) != layout.tp) {
+    // arguments.py: absent, --expert-tensor-parallel-size defaults to tp.
+    flags.push_back({"--expert-tensor-parallel-size", std::to_string(layout.etp)});
+  }
   const bool accounted = layout.schedule == planner::ScheduleKind::kInterleaved &&
                          planner::is_accounted_split(layout.stage_layers, layout.vpp);
   if (accounted) {

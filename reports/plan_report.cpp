@@ -43,6 +43,10 @@ void add_plan_row(int rank, const planner::PlanEstimate& e, bool with_cp, bool m
     report->table += fmt::format("#      plan {}: layers per stage {}\n", rank,
                                  planner::format_stage_layers(l.stage_layers));
   }
+  if (planner::expert_tensor_parallel(l) != l.tp) {
+    report->table += fmt::format("#      plan {}: experts split over etp {} of the tp {} ranks\n",
+                                 rank, planner::expert_tensor_parallel(l), l.tp);
+  }
   nlohmann::json record = estimate_json(e);
   record["num_micro_batches"] = l.num_micro_batches();
   record["exposed_comm_seconds"] = exposed_comm_seconds;

@@ -215,15 +215,13 @@ void Builder::place_ranks() {
           cp_spans_nodes_[i] = cp_spans_nodes_[i] || !same_node;
           cp_shares_node_[i] = cp_shares_node_[i] || (same_node && !self);
         }
-        // The ep group: ep consecutive ranks of the dp x cp group, numbered cp fastest
-        // (Layout::ep).
-        const int64_t flat = member.cp_rank + layout_.cp * member.dp_rank;
-        const int64_t own = ranks_[i].coords.cp_rank + layout_.cp * ranks_[i].coords.dp_rank;
-        if (flat / layout_.ep == own / layout_.ep) {
-          ep_spans_nodes_[i] = ep_spans_nodes_[i] || !same_node;
-          ep_shares_node_[i] = ep_shares_node_[i] || (same_node && !self);
-        }
       }
+    }
+    // The ep group as the planner lays it (ep ranks etp apart: planner::expert_parallel_ranks).
+    for (const int64_t member : planner::expert_parallel_ranks(layout_, ranks_[i].global_rank)) {
+      const bool same_node = member / per_node == ranks_[i].node;
+      ep_spans_nodes_[i] = ep_spans_nodes_[i] || !same_node;
+      ep_shares_node_[i] = ep_shares_node_[i] || (same_node && member != ranks_[i].global_rank);
     }
   }
 }

@@ -30,6 +30,9 @@ grep -q '^# plan written to tt.json$' tt_table.txt || fail "torchtitan: table no
   --recompute full --global-batch 256 --framework deepspeed --emit deepspeed \
   --emit-out ds_config.json \
   --save-plan ds.json >/dev/null || fail "deepspeed"
+"$meshplan" plan --model mixtral-8x7b --cluster dgx-h100 --gpus 64 --tp 2 --etp 1 --ep 8 \
+  --global-batch 128 --emit megatron --emit-out moe.sh --save-plan moe.json >/dev/null ||
+  fail "megatron moe"
 "$meshplan" plan --model tiny --cluster local-cpu --gpus 16 --tp 2 --pp 2 --emit slurm \
   --emit-out job.sh --save-plan cpu.json >/dev/null || fail "slurm"
 
@@ -99,6 +102,14 @@ check("deepspeed gradient_accumulation_steps", ds["gradient_accumulation_steps"]
 check("deepspeed zero_optimization.stage", ds["zero_optimization"]["stage"], L["zero"])
 check("deepspeed pipeline.stages", ds["pipeline"]["stages"], L["pp"])
 check("deepspeed bf16.enabled", ds["bf16"]["enabled"], plan["cluster"]["precision"] == "bf16")
+
+plan = json.load(open("moe.json")); L = plan["layout"]
+words = shlex.split(open("moe.sh").read().split("pretrain_gpt.py", 1)[1], comments=True)
+moe_flags = {w: words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("--")}
+check("megatron moe layout.etp", L["etp"], 1)
+check("megatron --expert-tensor-parallel-size", int(moe_flags["--expert-tensor-parallel-size"]), L["etp"])
+check("megatron --expert-model-parallel-size", int(moe_flags["--expert-model-parallel-size"]), L["ep"])
+check("megatron moe --tensor-model-parallel-size", int(moe_flags["--tensor-model-parallel-size"]), L["tp"])
 
 plan = json.load(open("cpu.json"))
 lines = open("job.sh").read().splitlines()

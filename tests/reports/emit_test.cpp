@@ -302,6 +302,14 @@ TEST_CASE("--emit megatron: Mixtral 8x7B expert parallelism, Llama-3 8B context 
   CHECK(flags.count("--moe-grouped-gemm") == 1);
   CHECK(flags.count("--moe-shared-expert-intermediate-size") == 0);
   CHECK(flags.count("--context-parallel-size") == 0);
+  // etp = tp is Megatron's default (arguments.py): no flag; etp 1 is written.
+  CHECK(flags.count("--expert-tensor-parallel-size") == 0);
+  planner::Plan folded = mixtral;
+  planner::set_expert_tensor_parallel(folded.layout, 1);
+  const std::map<std::string, std::string> folded_flags = megatron_flags(emit_megatron(folded));
+  CHECK(folded_flags.at("--expert-tensor-parallel-size") == "1");
+  CHECK(folded_flags.at("--tensor-model-parallel-size") == "2");
+  CHECK(parser.count("--expert-tensor-parallel-size") == 1);
 
   planner::Layout cp;
   cp.tp = 2;

@@ -87,8 +87,8 @@ struct PlanOptions {
 enum class CollectiveKind { kAllReduce, kAllGather, kReduceScatter, kSendRecv, kAllToAll };
 /// kDp is the gradient group of grad_group_size(layout) = dp * cp ranks; kCp the cp ranks of
 /// one (tp, dp, pp) coordinate, the ring of context-parallel attention; kEp the expert-parallel
-/// group (ep consecutive ranks of the dp * cp group); kExpertDp the expert data parallel group
-/// (dp * cp / ep ranks holding the same experts).
+/// group (ep ranks etp apart: expert_parallel_ranks); kExpertDp the expert data parallel group
+/// (tp * cp * dp / (etp * ep) ranks etp * ep apart holding the same experts).
 enum class CommGroup { kTp, kPp, kDp, kEmbedding, kCp, kEp, kExpertDp };
 std::string to_string(CollectiveKind kind);
 std::string to_string(CommGroup group);
@@ -198,7 +198,10 @@ struct PlanEstimate {
 /// "vpp_schedule", "interleaved_micro_batches" or "microbatch_group" (check_schedule_shape),
 /// "sequence_parallel",
 /// "zero", then check_cp_layout's, then the mixture-of-experts rules (check_moe_layout): "ep",
-/// "ep_dp", "ep_experts", "tp_expert_ffn", "moe_sequence_parallel", "moe_zero3".
+/// "etp" (negative, or etp != tp on a dense model), with etp != tp "etp_tp" (etp divides tp),
+/// "ep_dp" (etp ep divides tp cp dp) and "etp_placement" (tp-dp-pp); then "ep_dp" (ep divides
+/// dp cp when etp = tp), "ep_experts", "etp_expert_ffn", "tp_expert_ffn",
+/// "moe_sequence_parallel", "moe_zero3".
 struct Validity {
   std::string code;
   std::string reason;
@@ -206,6 +209,11 @@ struct Validity {
 };
 Validity check_layout(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                       int64_t num_gpus, const Layout& layout, bool allow_tp_across_nodes = false);
+/// check_layout's rules before the mixture-of-experts ones (through check_cp_layout's): none of
+/// them reads ep or etp.
+Validity check_dense_layout(const models::TransformerConfig& model,
+                            const models::ClusterConfig& cluster, int64_t num_gpus,
+                            const Layout& layout, bool allow_tp_across_nodes = false);
 
 /// Context-parallel rules of the layout alone (cp = 1 passes): "cp_seq" (seq_length divisible
 /// by 2 cp), "sequence_parallel" (seq_length / cp divisible by tp), "cp_placement" (tp-dp-pp).

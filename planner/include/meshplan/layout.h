@@ -37,11 +37,18 @@ struct Layout {
   ScheduleKind schedule = ScheduleKind::kOneFOneB;
   Placement placement = Placement::kTpDpPp;
   // Expert model parallel size (Megatron --expert-model-parallel-size): each MoE layer's experts
-  // are split over ep ranks taken from the gradient group dp x cp (ep consecutive ranks of it,
-  // as Megatron-Core's expert order tp-ep-dp-pp lays the experts over the dense cp x dp ranks),
-  // so ep divides dp * cp. Experts are tp-sharded as Megatron's default
-  // --expert-tensor-parallel-size = tp.
+  // are split over ep ranks. Megatron-Core lays a second grid, etp x ep x expert-dp (x pp), over
+  // the same tp x cp x dp ranks of a stage (parallel_state.py initialize_model_parallel:
+  // expert_decoder_rank_generator, order tp-ep-dp-pp, cp 1), so the ep group is ep ranks etp
+  // apart and etp * ep divides tp * cp * dp (expert_parallel_ranks). With etp = tp these are
+  // ep consecutive ranks of the gradient group dp x cp.
   int64_t ep = 1;
+  // Expert tensor parallel size (Megatron --expert-tensor-parallel-size): each routed expert's
+  // weights are split over etp ranks (experts.py TEGroupedMLP on the expert tp group). 0 means
+  // tp, Megatron's default (arguments.py: None -> tensor_model_parallel_size), and is the only
+  // spelling of it: read it through expert_tensor_parallel(), set it with
+  // set_expert_tensor_parallel(). meshplan models etp dividing tp (check_layout "etp_tp").
+  int64_t etp = 0;
   // Transformer layers of each pipeline stage, [pp]; empty: the even split, num_layers / pp on
   // every stage. Set only for an uneven split: Megatron-Core's
   // --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers or an explicit
@@ -85,16 +92,31 @@ inline int64_t grad_group_size(const Layout& layout) {
   return layout.dp * layout.cp;
 }
 
-/// Expert data parallel size: the ranks holding the same experts, dp * cp / ep (Megatron's
-/// expert-data-parallel group); expert gradients are reduced, and ZeRO-sharded, over it.
+/// Expert tensor parallel size: layout.etp, or tp when it is 0 (Megatron's default).
+inline int64_t expert_tensor_parallel(const Layout& layout) {
+  return layout.etp > 0 ? layout.etp : layout.tp;
+}
+/// Sets the expert tensor parallel size, stored as 0 when it equals tp (its one spelling), so
+/// layouts that differ only in how they say "etp = tp" compare equal.
+inline void set_expert_tensor_parallel(Layout& layout, int64_t etp) {
+  layout.etp = etp == layout.tp ? 0 : etp;
+}
+
+/// Expert data parallel size: the ranks holding the same experts, tp * cp * dp / (etp * ep)
+/// (Megatron-Core parallel_state.py initialize_model_parallel: expert_data_parallel_size =
+/// world_size / (expert_tensor_parallel_size * expert_model_parallel_size * pp); dp * cp / ep
+/// when etp = tp); expert gradients are reduced, and ZeRO-sharded, over it.
 inline int64_t expert_data_parallel(const Layout& layout) {
-  return grad_group_size(layout) / layout.ep;
+  return layout.tp * grad_group_size(layout) / (expert_tensor_parallel(layout) * layout.ep);
 }
 /// The layout as expert parameters see it: ZeRO shards them over the expert data parallel
 /// group (Megatron's distributed optimizer keeps expert parameters in their own buffers,
-/// sharded over expert-data-parallel ranks), so the gradient group becomes dp * cp / ep.
+/// sharded over expert-data-parallel ranks), so the gradient group becomes
+/// tp * cp * dp / (etp * ep) and the tensor-parallel size etp.
 inline Layout expert_layout(const Layout& layout) {
   Layout expert = layout;
+  expert.tp = expert_tensor_parallel(layout);
+  expert.etp = 0;
   expert.dp = expert_data_parallel(layout);
   expert.cp = 1;
   expert.ep = 1;
@@ -141,6 +163,13 @@ struct RankCoords {
 RankCoords rank_coords(const Layout& layout, int64_t rank);
 int64_t global_rank(const Layout& layout, const RankCoords& coords);
 
+/// Global ranks of the expert-parallel group holding `rank`, in ep-rank order: Megatron-Core's
+/// expert grid numbers a stage's tp x cp x dp ranks (flattened tp fastest, then cp, then dp)
+/// as etp_rank + etp * (ep_rank + ep * expert_dp_rank) (parallel_state.py, expert order
+/// tp-ep-dp-pp), so the group is ep ranks etp apart of that flattening. Precondition: the
+/// layout passed check_layout.
+std::vector<int64_t> expert_parallel_ranks(const Layout& layout, int64_t rank);
+
 std::string to_string(Recompute recompute);
 std::string to_string(ScheduleKind schedule);
 std::string to_string(Placement placement);
@@ -152,7 +181,7 @@ Placement parse_placement(const std::string& text, const std::string& field);
 
 /// "tp=8 pp=4 dp=32 vpp=1 mb=1 recompute=full sp=off zero=0 schedule=1f1b"; " cp=C" follows
 /// dp when cp > 1, " mb_group=N" follows the schedule when set, " stage_layers=7,8,...,8,7"
-/// when the split is uneven, and " ep=E" ends it when ep > 1.
+/// when the split is uneven, " ep=E" when ep > 1, and " etp=E" ends it when etp != tp.
 std::string describe(const Layout& layout);
 
 /// "7,8,8,7": a stage-layer list as the CLI and the reports spell it.

@@ -30,9 +30,12 @@ struct SearchSpace {
   int64_t num_gpus = 0;
   int64_t global_batch = 0;
   std::optional<int64_t> tp, pp, dp, vpp, micro_batch;
-  // Expert parallel size; unset: every divisor of dp * cp that divides num_experts for an MoE
-  // model, 1 for a dense one.
+  // Expert parallel size; unset: every divisor of tp * cp * dp / etp (dp * cp at etp = tp) that
+  // divides num_experts for an MoE model, 1 for a dense one.
   std::optional<int64_t> ep;
+  // Expert tensor parallel size; unset: every divisor of tp that divides the expert width for
+  // an MoE model under placement tp-dp-pp, else tp.
+  std::optional<int64_t> etp;
   // Context parallelism: fixed when set; else searched over the divisors of the GPU count only
   // when search_cp (CLI --cp auto), else 1, so searches that do not ask stay as fast as before.
   std::optional<int64_t> cp;
