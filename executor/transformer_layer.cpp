@@ -54,8 +54,8 @@ void norm_activations(const RankContext& ctx, Tensor* out, Tensor* mean, Tensor*
   }
 }
 
-// The standard attention block from its normed input (acts->ln1_out) to acts->att_out (N, AO):
-// QKV, RoPE, causal attention (the cp ring when cp > 1).
+// The standard attention block from its normed input (acts->ln1_out) to acts->att_out (N, AO),
+// allocated here: QKV, RoPE, causal attention (the cp ring when cp > 1).
 void attention_core_forward(LayerActivations* acts, const LayerWeights& w, bool save_probabilities,
                             const RankContext& ctx) {
   const ShardDims& d = ctx.dims;
@@ -69,6 +69,7 @@ void attention_core_forward(LayerActivations* acts, const LayerWeights& w, bool 
   if (d.model.positions == models::Positions::kRope) {
     rope_forward(acts->qkv.data(), d.T, d.B, d.NH + d.KVH, d.QKV, d.HS, positions);
   }
+  acts->att_out = ctx.tensor(static_cast<int64_t>(d.N) * d.AO);
   Tensor att = ctx.tensor(static_cast<int64_t>(d.B) * d.NH * d.T * d.S);
   if (d.cp > 1) {
     ring_attention_forward(ctx, acts->att_out.data(), att.data(), acts->qkv.data());
@@ -82,15 +83,16 @@ void attention_core_forward(LayerActivations* acts, const LayerWeights& w, bool 
   att.reset();
 }
 
-// The standard attention block's B from the heads' output gradient d_att_out (N, AO) to the
-// gradient of its normed input, reduced to the rank's rows (N_local, C); keeps d_qkv for W.
-Tensor attention_core_backward(LayerActivations* acts, const float* d_att_out,
-                               const LayerWeights& w, const RankContext& ctx) {
+// The standard attention block's B from the heads' output gradient d_att_out (N, AO), freed once
+// used, to the gradient of its normed input, reduced to the rank's rows (N_local, C); keeps d_qkv
+// for W.
+Tensor attention_core_backward(LayerActivations* acts, Tensor d_att_out, const LayerWeights& w,
+                               const RankContext& ctx) {
   const ShardDims& d = ctx.dims;
   acts->d_qkv = ctx.tensor(static_cast<int64_t>(d.N) * d.QKV);
   if (d.cp > 1) {
     // Selective recompute saved no probabilities: the ring backward rebuilds them.
-    ring_attention_backward(ctx, acts->d_qkv.data(), d_att_out,
+    ring_attention_backward(ctx, acts->d_qkv.data(), d_att_out.data(),
                             acts->att.empty() ? nullptr : acts->att.data(), acts->qkv.data());
   } else {
     Tensor probabilities;
@@ -101,9 +103,10 @@ Tensor attention_core_backward(LayerActivations* acts, const float* d_att_out,
       att = probabilities.data();
     }
     Tensor att_scratch = ctx.tensor(static_cast<int64_t>(d.T) * d.T);
-    attention_backward(acts->d_qkv.data(), att_scratch.data(), d_att_out, att, acts->qkv.data(),
-                       d.T, d.B, d.NH, d.KVH, d.HS);
+    attention_backward(acts->d_qkv.data(), att_scratch.data(), d_att_out.data(), att,
+                       acts->qkv.data(), d.T, d.B, d.NH, d.KVH, d.HS);
   }
+  d_att_out.reset();
   if (d.model.positions == models::Positions::kRope) {
     rope_backward(acts->d_qkv.data(), d.T, d.B, d.NH + d.KVH, d.QKV, d.HS,
                   d.cp > 1 ? d.positions.data() : nullptr);
@@ -124,8 +127,8 @@ void layer_forward(float* out, LayerActivations* acts, const float* inp, const L
   norm_activations(ctx, &acts->ln1_out, &acts->ln1_mean, &acts->ln1_rstd);
   norm_forward(norm, acts->ln1_out.data(), acts->ln1_mean.data(), acts->ln1_rstd.data(), inp,
                w.ln1_w, w.ln1_b, d.N_local, d.C);
-  acts->att_out = ctx.tensor(static_cast<int64_t>(d.N) * d.AO);
   if (d.model.is_mla()) {
+    acts->att_out = ctx.tensor(static_cast<int64_t>(d.N) * d.AO);
     mla_forward(acts->att_out.data(), &acts->mla, acts->ln1_out.data(), w, save_probabilities, ctx);
   } else {
     attention_core_forward(acts, w, save_probabilities, ctx);
@@ -202,10 +205,10 @@ void layer_backward_input(float* dinp, LayerWeights& grads, LayerActivations* ac
   if (d.model.is_mla()) {
     d_x1 = ctx.tensor(static_cast<int64_t>(d.N_local) * d.C);
     mla_backward_input(d_x1.data(), grads, &acts->mla, d_att_out.data(), w, ctx);
+    d_att_out.reset();
   } else {
-    d_x1 = attention_core_backward(acts, d_att_out.data(), w, ctx);
+    d_x1 = attention_core_backward(acts, std::move(d_att_out), w, ctx);
   }
-  d_att_out.reset();
   norm_backward(norm, dinp, grads.ln1_w, grads.ln1_b, d_x1.data(), inp, w.ln1_w,
                 acts->ln1_mean.data(), acts->ln1_rstd.data(), d.N_local, d.C);
   // What W does not need goes now.
