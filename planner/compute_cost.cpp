@@ -126,6 +126,45 @@ double mlp_gemm_seconds(const models::TransformerConfig& model,
   return seconds;
 }
 
+// The attention's tp collectives of one layer per direction. Dense: one all-reduce of the
+// hidden state each way (Shoeybi et al. 2019, Fig. 4; under sequence parallelism an all-gather
+// and a reduce-scatter of the same volume, Korthikanti et al. 2022, Sec. 4.2.2). MLA
+// (Megatron-Core multi_latent_attention.py, get_query_key_value_tensors): the down
+// projections are replicated, so what crosses the tp group at the attention's input is the
+// query latent (or the hidden state when q_lora_rank is 0), the kv latent and the shared
+// rotary key, one call each, as collective_inventory's add_mla_tensor_parallel lists them:
+// gathered forward and reduce-scattered backward under sequence parallelism, all-reduced
+// backward without it; the output projection keeps the hidden state's reduction.
+struct AttentionTpComm {
+  double forward = 0, backward = 0;
+};
+AttentionTpComm attention_tp_seconds(const models::TransformerConfig& model,
+                                     const models::ClusterConfig& cluster, const Layout& layout,
+                                     double tokens, double hidden_all_reduce_seconds) {
+  if (!model.is_mla()) {
+    return {hidden_all_reduce_seconds, hidden_all_reduce_seconds};
+  }
+  const double e = static_cast<double>(element_bytes(cluster));
+  const auto latents = [&](CollectiveKind kind) {
+    double seconds = 0;
+    for (const int64_t width : {model.q_lora_rank > 0 ? model.q_lora_rank : model.hidden_size,
+                                model.kv_lora_rank, model.qk_rope_head_dim}) {
+      seconds +=
+          collective_seconds(cluster, kind, static_cast<int64_t>(tokens * width * e), layout.tp, 1);
+    }
+    return seconds;
+  };
+  if (!layout.sequence_parallel) {
+    return {hidden_all_reduce_seconds, latents(CollectiveKind::kAllReduce)};
+  }
+  const auto hidden = [&](CollectiveKind kind) {
+    return collective_seconds(cluster, kind, static_cast<int64_t>(tokens * model.hidden_size * e),
+                              layout.tp, 1);
+  };
+  return {latents(CollectiveKind::kAllGather) + hidden(CollectiveKind::kReduceScatter),
+          hidden(CollectiveKind::kAllGather) + latents(CollectiveKind::kReduceScatter)};
+}
+
 LayerTime layer_time(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                      const Layout& layout, const PlanOptions& options, bool moe_layer) {
   const Shape x = shape_of(model, cluster, layout);
@@ -176,8 +215,10 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
       mlp_pair = moe_expert_tp_seconds(model, cluster, layout, CollectiveKind::kAllReduce) +
                  (model.num_shared_experts > 0 ? all_reduce : 0.0);
     }
-    time.tp_comm_forward = all_reduce + mlp_pair;
-    time.tp_comm_backward = all_reduce + mlp_pair;
+    const AttentionTpComm attention =
+        attention_tp_seconds(model, cluster, layout, tokens, all_reduce);
+    time.tp_comm_forward = attention.forward + mlp_pair;
+    time.tp_comm_backward = attention.backward + mlp_pair;
     if (options.overlap_tp_comm) {
       // Megatron-Core --tp-comm-overlap pipelines the collectives with the GEMMs they feed
       // (Wang et al. 2023, "Overlap communication with dependent computation"): only what the

@@ -10,8 +10,10 @@
 
 #include <doctest/doctest.h>
 
+#include <utility>
 #include <vector>
 
+#include "compute_cost.h"
 #include "meshplan/cost_model.h"
 #include "meshplan/models.h"
 #include "model_shape.h"
@@ -103,6 +105,46 @@ TEST_CASE("tiny-mla cp 2: a ring K/V chunk carries the value heads at d_v, not p
   // (T / cp) a (d + d_v) e = 32 x 4 x (24 + 16) x 4 = 20,480 B.
   CHECK(entry(e, "cp: ring K/V sends (forward, backward)").message_bytes == 20'480);
   CHECK(entry(e, "cp: ring dK/dV sends (backward)").message_bytes == 20'480);
+}
+
+TEST_CASE("tiny-mla tp 2: the step time costs the collectives the inventory lists") {
+  // Per layer and micro-batch at T = 64 tokens, e = 4: the MLP's pair moves the hidden state
+  // (64 x 64 x 4 = 16,384 B) each way; the attention's output reduction too, but its input
+  // side moves the query latent (8,192 B), the kv latent (4,096 B) and the rotary key (2,048 B)
+  // in one call each (add_mla_tensor_parallel), not the hidden state.
+  const models::ClusterConfig cluster = models::load_cluster("local-cpu");
+  const auto seconds = [&](CollectiveKind kind, int64_t bytes) {
+    return collective_seconds(cluster, kind, bytes, 2, 1);
+  };
+  const auto latents = [&](CollectiveKind kind) {
+    return seconds(kind, 8'192) + seconds(kind, 4'096) + seconds(kind, 2'048);
+  };
+  const auto kAR = CollectiveKind::kAllReduce;
+  const auto kAG = CollectiveKind::kAllGather;
+  const auto kRS = CollectiveKind::kReduceScatter;
+  // One layer's share: a 4-layer and a 3-layer tiny-mla differ by one layer (the embedding's
+  // and LM head's collectives are the same in both).
+  models::TransformerConfig three = tiny_mla();
+  three.num_layers = 3;
+  Layout layout = make_layout(2, 1, 1, 2, 16);
+  const auto per_layer = [&](const Layout& l) {
+    const ChunkCost four_layers = chunk_cost(tiny_mla(), cluster, l, PlanOptions{}, 0, 0);
+    const ChunkCost three_layers = chunk_cost(three, cluster, l, PlanOptions{}, 0, 0);
+    return std::pair{four_layers.forward_tp_comm_seconds - three_layers.forward_tp_comm_seconds,
+                     four_layers.backward_tp_comm_seconds - three_layers.backward_tp_comm_seconds};
+  };
+  // No sequence parallelism: forward two all-reduces of the hidden state; backward the MLP's
+  // and the three latents' input-gradient all-reduces.
+  std::pair<double, double> one = per_layer(layout);
+  CHECK(one.first == doctest::Approx(2 * seconds(kAR, 16'384)));
+  CHECK(one.second == doctest::Approx(seconds(kAR, 16'384) + latents(kAR)));
+  // Sequence parallel: forward gathers the latents and reduce-scatters the attention output;
+  // backward gathers the output gradient and reduce-scatters the latents' input gradients; the
+  // MLP keeps its pair (costed as one all-reduce of the same volume).
+  layout.sequence_parallel = true;
+  one = per_layer(layout);
+  CHECK(one.first == doctest::Approx(latents(kAG) + seconds(kRS, 16'384) + seconds(kAR, 16'384)));
+  CHECK(one.second == doctest::Approx(seconds(kAG, 16'384) + latents(kRS) + seconds(kAR, 16'384)));
 }
 
 }  // namespace meshplan::planner
