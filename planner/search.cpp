@@ -365,7 +365,8 @@ SearchResult search_layouts(const models::TransformerConfig& model,
       progress(result.num_evaluated, total);
     }
     ++result.num_evaluated;
-    const Validity runnable = check_framework(options.framework, layout);
+    const Validity runnable =
+        check_framework(options.framework, layout, !result.example_reason.contains("framework"));
     if (!runnable.ok()) {
       ++result.rejections[runnable.code];
       result.example_reason.emplace(runnable.code, runnable.reason);
