@@ -516,11 +516,12 @@ void register_plan_commands(CLI::App& app) {
                    "Fix the interleaved schedule's micro-batch group size N (Megatron "
                    "--microbatch-group-size-per-virtual-pipeline-stage; implies interleaved)");
   plan->add_option("--ep", args->ep,
-                   "Fix expert parallel size (MoE models; divides dp and the expert count)");
+                   "Fix expert parallel size (MoE models; divides tp*cp*dp/etp and the expert "
+                   "count)");
   plan->add_option("--etp", args->etp,
                    "Fix expert tensor parallel size (MoE models; Megatron "
-                   "--expert-tensor-parallel-size; divides tp; searched over the divisors of tp "
-                   "when not given)");
+                   "--expert-tensor-parallel-size; divides tp; searched over tp and 1 when not "
+                   "given)");
   plan->add_option("--moe-load-imbalance", args->moe_load_imbalance,
                    "Busiest rank's routed-expert work over the balanced share (MoE; >= 1)")
       ->capture_default_str();

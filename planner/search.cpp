@@ -240,9 +240,9 @@ void enumerate_replicas(const models::TransformerConfig& model,
         }
         base.placement = space.placement;
         base.stage_layers = split;
-        // Expert tensor parallel sizes other than tp only where the dense rules pass: they
-        // read neither etp nor recompute, zero or sequence parallelism when it is off (base),
-        // so every variant of a layout that fails them fails the same way at etp = tp.
+        // Expert tensor parallel sizes other than tp only where the dense rules pass. They read
+        // no expert field, and base has sequence parallelism off, ZeRO 0 and no recompute, so
+        // when base fails them every variant fails them too, whatever etp.
         const bool dense_ok =
             !model.is_moe() || space.etp ||
             check_dense_layout(model, cluster, space.num_gpus, base, options.allow_tp_across_nodes)
@@ -365,7 +365,8 @@ SearchResult search_layouts(const models::TransformerConfig& model,
       progress(result.num_evaluated, total);
     }
     ++result.num_evaluated;
-    const Validity runnable = check_framework(options.framework, layout);
+    const Validity runnable =
+        check_framework(options.framework, layout, !result.example_reason.contains("framework"));
     if (!runnable.ok()) {
       ++result.rejections[runnable.code];
       result.example_reason.emplace(runnable.code, runnable.reason);

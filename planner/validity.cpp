@@ -172,12 +172,17 @@ void check_precision(const models::ClusterConfig& cluster, const PlanOptions& op
 }
 
 // Each rule names the version read and the file that says so (README "Frameworks").
-Validity check_framework(Framework framework, const Layout& layout) {
+Validity check_framework(Framework framework, const Layout& layout, bool with_reason) {
   const bool pipelined = layout.pp > 1;
+  // The search asks for the reason once: formatting it (describe) for each of the hundreds of
+  // thousands of layouts it refuses took a fifth of a DeepSeek-V3 search.
+  const auto refused = [&](const std::string& why) {
+    return with_reason ? refuse(framework, why, layout) : reject("framework", "");
+  };
   if (framework != Framework::kMegatron && expert_tensor_parallel(layout) != layout.tp) {
     // The expert grid, token dispatch and expert sharding with etp != tp are costed as
     // Megatron-Core runs them (check_expert_tensor_parallel); other frameworks are not read.
-    return refuse(framework, "meshplan models etp != tp as Megatron-Core runs it only", layout);
+    return refused("meshplan models etp != tp as Megatron-Core runs it only");
   }
   switch (framework) {
     case Framework::kMegatron:
@@ -186,10 +191,8 @@ Validity check_framework(Framework framework, const Layout& layout) {
       // (Megatron-FSDP optim_grads, optim_grads_params; docs megatron_fsdp.md line 148).
       if (pipelined &&
           (layout.schedule == ScheduleKind::kGpipe || layout.schedule == ScheduleKind::kZbH1)) {
-        return refuse(framework,
-                      "Megatron-Core schedules.py has 1F1B and interleaved 1F1B, no " +
-                          to_string(layout.schedule),
-                      layout);
+        return refused("Megatron-Core schedules.py has 1F1B and interleaved 1F1B, no " +
+                       to_string(layout.schedule));
       }
       return {};
     case Framework::kDeepSpeed:
@@ -197,19 +200,17 @@ Validity check_framework(Framework framework, const Layout& layout) {
       // incompatible with pipeline parallelism"; deepspeed/runtime/pipe/schedule.py
       // TrainSchedule is 1F1B over one stage per rank (no interleaving, no GPipe, no ZB).
       if (pipelined && layout.zero >= 2) {
-        return refuse(framework, "its pipeline engine refuses ZeRO-2 and ZeRO-3 with pp > 1",
-                      layout);
+        return refused("its pipeline engine refuses ZeRO-2 and ZeRO-3 with pp > 1");
       }
       if (pipelined && layout.schedule != ScheduleKind::kOneFOneB) {
-        return refuse(framework, "its pipeline engine runs only 1F1B (TrainSchedule)", layout);
+        return refused("its pipeline engine runs only 1F1B (TrainSchedule)");
       }
       // deepspeed/runtime/pipe/module.py PipelineModule: stages come from partition_method
       // ("parameters", "uniform", "type:..."), not from a stated per-stage layer list.
       if (!layout.stage_layers.empty()) {
-        return refuse(framework,
-                      "its PipelineModule splits layers by partition_method, not by a given "
-                      "per-stage list",
-                      layout);
+        return refused(
+            "its PipelineModule splits layers by partition_method, not by a given "
+            "per-stage list");
       }
       return {};
     case Framework::kFsdp:
@@ -218,31 +219,26 @@ Validity check_framework(Framework framework, const Layout& layout) {
       // (SequenceParallel); torch.distributed.pipelining has GPipe, 1F1B, interleaved 1F1B,
       // and zero-bubble only as interleaved/V schedules, not ZB-H1 over one stage per rank.
       if (layout.dp > 1 && (layout.zero == 1 || layout.zero == 2)) {
-        return refuse(framework, "torchtitan shards with FSDP2 (ZeRO-3) or replicates (DDP)",
-                      layout);
+        return refused("torchtitan shards with FSDP2 (ZeRO-3) or replicates (DDP)");
       }
       if (layout.tp > 1 && !layout.sequence_parallel) {
-        return refuse(framework, "torchtitan's tensor parallelism is always sequence-parallel",
-                      layout);
+        return refused("torchtitan's tensor parallelism is always sequence-parallel");
       }
       if (pipelined && layout.schedule == ScheduleKind::kZbH1) {
-        return refuse(framework, "torch.distributed.pipelining has no ZB-H1 schedule", layout);
+        return refused("torch.distributed.pipelining has no ZB-H1 schedule");
       }
       // torchtitan job_config.py: pipeline_parallel_layers_per_stage is one count for every
       // stage (meshplan's emitter writes that form only).
       if (!layout.stage_layers.empty()) {
-        return refuse(framework,
-                      "torchtitan's pipeline_parallel_layers_per_stage is one count for every "
-                      "stage",
-                      layout);
+        return refused(
+            "torchtitan's pipeline_parallel_layers_per_stage is one count for every "
+            "stage");
       }
       return {};
     case Framework::kMeshplan:
       // executor/shard_dims.cpp validate_plan_for_executor.
       if (layout.zero == 3 && layout.dp > 1 && layout.vpp > 1) {
-        return refuse(framework,
-                      "the executor's ZeRO 3 gathers a stage whole, not per interleaved chunk",
-                      layout);
+        return refused("the executor's ZeRO 3 gathers a stage whole, not per interleaved chunk");
       }
       return {};
   }

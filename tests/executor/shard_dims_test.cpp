@@ -48,6 +48,10 @@ TEST_CASE("the executor rejects what it cannot run, naming the field") {
   CHECK(rejection(moe_tp) ==
         "p.json: layout.tp: the CPU executor's mixture-of-experts runs tp 1 only; expert tensor "
         "parallelism is not built (2)");
+  planner::Plan moe_etp = moe_tp;  // tp 2 with the experts unsplit: named before tp
+  planner::set_expert_tensor_parallel(moe_etp.layout, 1);
+  CHECK(rejection(moe_etp) ==
+        "p.json: layout.etp: the CPU executor's mixture-of-experts runs etp = tp only (1)");
   planner::Plan moe_zero = tiny_plan(make_layout(1, 1, 2));
   moe_zero.model = moe.model;
   moe_zero.layout.zero = 1;

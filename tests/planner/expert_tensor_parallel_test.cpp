@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "compute_cost.h"
 #include "estimate_internal.h"
 #include "memory.h"
 #include "meshplan/cost_model.h"
@@ -154,6 +155,23 @@ TEST_CASE("etp = tp: the dispatched tokens are gathered over the etp ranks") {
   // Gathered output: T k etp / sp = 32 * 2 * 2 / 2 = 64 tokens of 64 fp32: 16,384 bytes.
   CHECK(gathers->message_bytes == 16'384);
   CHECK(gathers->calls_per_step == 3 * 2 * 2);  // forward and the combine's backward
+}
+
+TEST_CASE("etp: expert GEMMs are E / ep experts of width f_e / etp on T k etp ep / (E t) tokens") {
+  // tp 2, ep 2: etp 1 runs 2 experts whole on 32 * 2 * 1 * 2 / (4 * 2) = 16 tokens each, etp 2
+  // runs them halved on 32 tokens (the two etp ranks share them). fc1 is h x 2 f (SwiGLU),
+  // fc2 f x h; everything else in the chunk (attention, router, element-wise work, embedding,
+  // LM head) is the same layout's, so the difference is the 3 MoE layers' expert GEMMs.
+  const ChunkCost one = chunk_cost(tiny_moe(), local_cpu(), moe_layout(2, 2, 1), {}, 0, 0);
+  const ChunkCost two = chunk_cost(tiny_moe(), local_cpu(), moe_layout(2, 2, 2), {}, 0, 0);
+  const auto gemm = [](double m, double n, double k) { return gemm_seconds(local_cpu(), m, n, k); };
+  const double experts_etp1 = 2 * (gemm(16, 2 * 96, 64) + gemm(16, 64, 96));
+  const double experts_etp2 = 2 * (gemm(32, 2 * 48, 64) + gemm(32, 64, 48));
+  CHECK(one.forward_compute_seconds - two.forward_compute_seconds ==
+        doctest::Approx(3 * (experts_etp1 - experts_etp2)));
+  // The same FLOPs either way: 2 * (16 * 192 * 64 + 16 * 64 * 96) = 2 * (32 * 96 * 64 + 32 *
+  // 64 * 48).
+  CHECK(one.forward_flops == two.forward_flops);
 }
 
 TEST_CASE("etp: expert gradients reduce over tp dp / (etp ep) ranks; weights per rank") {

@@ -7,6 +7,8 @@
 
 #include <doctest/doctest.h>
 
+#include <vector>
+
 #include "meshplan/cost_model.h"
 #include "meshplan/dp_buckets.h"
 #include "meshplan/errors.h"
@@ -49,6 +51,36 @@ TEST_CASE("MoE: dispatch and combine all-to-alls are tasks of the planner's dura
   CHECK(chunk.forward_ep_comm_seconds ==
         doctest::Approx(chunk.backward_ep_comm_seconds + 3 * token_counts).epsilon(1e-12));
   CHECK(num_forward == 2);
+  CHECK(num_backward == 2);
+}
+
+TEST_CASE("MoE with etp 1: ep 4 over tp 2 x dp 2 replays the planner's all-to-alls") {
+  // The ep group is all 4 ranks (etp 1: ep ranks 1 apart, planner::expert_parallel_ranks); the
+  // replay's all-to-all tasks last the planner's ChunkCost ep seconds, as with etp = tp.
+  planner::Plan plan;
+  plan.model = models::load_model("tiny-moe");
+  plan.cluster = models::load_cluster("local-cpu");
+  plan.layout.tp = 2;
+  plan.layout.sequence_parallel = true;
+  plan.layout.dp = 2;
+  plan.layout.ep = 4;
+  planner::set_expert_tensor_parallel(plan.layout, 1);
+  plan.layout.global_batch = 4;
+  plan.num_gpus = 4;
+  CHECK(planner::expert_parallel_ranks(plan.layout, 0) == std::vector<int64_t>{0, 1, 2, 3});
+  const planner::PlanEstimate estimate =
+      planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
+  REQUIRE(estimate.feasible);
+  const planner::ChunkCost& chunk = estimate.stages.at(0).chunks.at(0);
+  const SimulationResult result = simulate_plan(plan, SimulationOptions{}, "moe.json");
+  int num_forward = 0, num_backward = 0;
+  for (const TaskRecord& task : result.tasks) {
+    if (task.kind == TaskKind::kEpAllToAll) {
+      num_forward += task.alone_seconds == chunk.forward_ep_comm_seconds;
+      num_backward += task.alone_seconds == chunk.backward_ep_comm_seconds;
+    }
+  }
+  CHECK(num_forward == 2);  // one after each of the 2 micro-batches' forward ops
   CHECK(num_backward == 2);
 }
 

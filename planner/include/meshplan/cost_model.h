@@ -229,8 +229,9 @@ Validity check_recompute_options(const models::TransformerConfig& model, const L
                                  const PlanOptions& options);
 
 /// Whether `framework` can run `layout`: "" (ok) or code "framework" with a one-line reason
-/// naming the framework, the version read and the source that says so.
-Validity check_framework(Framework framework, const Layout& layout);
+/// naming the framework, the version read and the source that says so (an empty reason when
+/// `with_reason` is false: the search formats it once).
+Validity check_framework(Framework framework, const Layout& layout, bool with_reason = true);
 
 /// Throws InputError when options.gemm_precision is fp8 and the cluster's GPU has no FP8 peak
 /// (A100) or the cluster trains in fp32: "<cluster>: precision: fp8: ...".

@@ -86,13 +86,13 @@ std::vector<SizeRun> even_split(int64_t total_bytes, int64_t num_parts);
 DpBuckets dp_buckets(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                      const Layout& layout, const PlanOptions& options, int64_t stage);
 
-/// A stage's expert-parameter calls over the expert data-parallel group (dp * cp / ep ranks,
-/// ep apart), once per step as the last backward ends: ZeRO 0 all-reduces the expert
-/// gradients, ZeRO 1-2 reduce-scatter them and all-gather the parameters after the optimizer,
-/// each in one call of the stage's expert bytes (Megatron-Core keeps the experts in a gradient
-/// buffer of their own over that group). Group kExpertDp; empty lists when the stage holds no
-/// expert or expert_data_parallel(layout) is 1. The estimate, its inventory and the simulator
-/// read this one list.
+/// A stage's expert-parameter calls over the expert data-parallel group
+/// (expert_data_parallel: tp * cp * dp / (etp * ep) ranks, etp * ep apart), once per step as the
+/// last backward ends: ZeRO 0 all-reduces the expert gradients, ZeRO 1-2 reduce-scatter them and
+/// all-gather the parameters after the optimizer, each in one call of the stage's expert bytes
+/// (Megatron-Core keeps the experts in a gradient buffer of their own over that group). Group
+/// kExpertDp; empty lists when the stage holds no expert or expert_data_parallel(layout) is 1. The
+/// estimate, its inventory and the simulator read this one list.
 DpBuckets expert_dp_buckets(const models::TransformerConfig& model,
                             const models::ClusterConfig& cluster, const Layout& layout,
                             int64_t stage);

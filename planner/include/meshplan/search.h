@@ -33,8 +33,8 @@ struct SearchSpace {
   // Expert parallel size; unset: every divisor of tp * cp * dp / etp (dp * cp at etp = tp) that
   // divides num_experts for an MoE model, 1 for a dense one.
   std::optional<int64_t> ep;
-  // Expert tensor parallel size; unset: every divisor of tp that divides the expert width for
-  // an MoE model under placement tp-dp-pp, else tp.
+  // Expert tensor parallel size; unset: tp and 1 for an MoE model under placement tp-dp-pp
+  // (etp_choices, search.cpp), else tp.
   std::optional<int64_t> etp;
   // Context parallelism: fixed when set; else searched over the divisors of the GPU count only
   // when search_cp (CLI --cp auto), else 1, so searches that do not ask stay as fast as before.
