@@ -51,7 +51,7 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
   //   attention scores: softmax output, its dropout mask and output (a s T (2e + 1)) / t,
   //     which selective recompute and flash attention do not store (ibid. Sec. 5).
   // MoE layer: f is the routed and shared width a token goes through (k f_e + S f_s), plus the
-  // dispatched tokens gathered over tp (k T h e, the experts' input) and the router's fp32
+  // dispatched tokens gathered over the etp ranks (k T h e at etp = tp) and the router's fp32
   // probabilities (4 T E / sp). MLA is costed with g = a and d = d_nope + d_rope, which counts
   // V and the output-projection input at d_qk instead of d_v and omits the latents (r_q + r_kv
   // per token): within a few per cent of the layer for DeepSeek-V3.
@@ -80,7 +80,9 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
   }
   double moe = 0;
   if (moe_layer) {
-    moe = tokens * static_cast<double>(model.experts_per_token) * h * e +
+    // The routed tokens the rank's experts take in: k T h e gathered over the etp group
+    // (moe_tp_gather_bytes; k T h e at etp = tp), and the router's fp32 probabilities.
+    moe = static_cast<double>(moe_tp_gather_bytes(model, cluster, layout)) +
           4.0 * tokens * static_cast<double>(model.num_experts) / sequence_split;
   }
   return split + replicated + scores + moe;

@@ -276,4 +276,24 @@ TEST_CASE("the search tries etp tp and 1, with ep over tp cp dp / etp, and keeps
             .num_evaluated == 2);
 }
 
+TEST_CASE("MoE activations: the routed tokens an etp group gathers, not the whole tp group") {
+  // Megatron-Core's alltoall dispatcher gathers the sequence-parallel tokens' k routed copies
+  // over the etp ranks only: T k h e etp / tp per layer and micro-batch (T k h e at etp = tp).
+  // tiny-moe at tp 2 with sequence parallelism, micro-batch 2: etp 2 against etp 1 differ by
+  // T k h e / 2.
+  const models::TransformerConfig model = models::load_model("tiny-moe");
+  const models::ClusterConfig cluster = models::load_cluster("local-cpu");
+  Layout layout = make_layout(2, 1, 2, 2, 8);
+  layout.sequence_parallel = true;
+  layout.ep = 2;
+  const PlanOptions options;
+  const double at_tp = activation_bytes_per_layer(model, cluster, layout, options, true);
+  set_expert_tensor_parallel(layout, 1);
+  const double at_one = activation_bytes_per_layer(model, cluster, layout, options, true);
+  const double tokens = 2.0 * static_cast<double>(model.seq_length);
+  const double routed_bytes = tokens * static_cast<double>(model.experts_per_token) *
+                              static_cast<double>(model.hidden_size) * 4.0;
+  CHECK(at_tp - at_one == doctest::Approx(routed_bytes / 2));
+}
+
 }  // namespace meshplan::planner
