@@ -34,15 +34,8 @@ namespace {
 
 using test::make_layout;
 
-const models::TransformerConfig& tiny_moe() {
-  static const models::TransformerConfig model = models::load_model("tiny-moe");
-  return model;
-}
-
-const models::ClusterConfig& local_cpu() {
-  static const models::ClusterConfig cluster = models::load_cluster("local-cpu");
-  return cluster;
-}
+using test::local_cpu;
+using test::tiny_moe;
 
 // tp 2 x dp `dp`, sequence parallel, ep and etp as given.
 Layout moe_layout(int64_t dp, int64_t ep, int64_t etp, int64_t global_batch = 4) {

@@ -29,15 +29,8 @@ namespace {
 
 using test::make_layout;
 
-const models::TransformerConfig& tiny_moe() {
-  static const models::TransformerConfig model = models::load_model("tiny-moe");
-  return model;
-}
-
-const models::ClusterConfig& local_cpu() {
-  static const models::ClusterConfig cluster = models::load_cluster("local-cpu");
-  return cluster;
-}
+using test::local_cpu;
+using test::tiny_moe;
 
 Layout with_ep(Layout layout, int64_t ep) {
   layout.ep = ep;

@@ -12,6 +12,7 @@
 #include "input_error.h"
 #include "meshplan/errors.h"
 #include "meshplan/layout.h"
+#include "meshplan/models.h"
 
 namespace meshplan::planner::test {
 
@@ -26,6 +27,16 @@ inline Layout make_layout(int64_t tp, int64_t pp, int64_t dp, int64_t micro_batc
   layout.micro_batch = micro_batch;
   layout.global_batch = global_batch;
   return layout;
+}
+
+/// The tiny-moe preset and the local-cpu cluster, loaded once (the MoE suites' fixtures).
+inline const models::TransformerConfig& tiny_moe() {
+  static const models::TransformerConfig model = models::load_model("tiny-moe");
+  return model;
+}
+inline const models::ClusterConfig& local_cpu() {
+  static const models::ClusterConfig cluster = models::load_cluster("local-cpu");
+  return cluster;
 }
 
 /// tests/data/planner/<file>, from the source tree.
