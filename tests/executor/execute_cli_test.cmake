@@ -8,14 +8,36 @@
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 
-# meshplan plan ... --save-plan <file>; fails the test if planning fails.
-function(make_plan file)
-  execute_process(COMMAND ${MESHPLAN} plan --model tiny --cluster local-cpu ${ARGN}
+# meshplan plan --model <model> --cluster local-cpu ... --save-plan <file>, run in WORK_DIR;
+# fails the test if planning fails.
+function(plan_model model file)
+  execute_process(COMMAND ${MESHPLAN} plan --model ${model} --cluster local-cpu ${ARGN}
                           --save-plan ${file}
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  WORKING_DIRECTORY ${WORK_DIR})
   if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "meshplan plan failed (${rc}): ${err}")
+    message(FATAL_ERROR "meshplan plan --model ${model} ${ARGN} failed (${rc}): ${err}")
   endif()
+endfunction()
+
+# The same for the tiny preset.
+function(make_plan file)
+  plan_model(tiny ${file} ${ARGN})
+endfunction()
+
+# Fails unless execute's summary says every (stage, kind, group) entry, at least one, matched
+# the planner's calls and bytes; sets <prefix>_matched and <prefix>_entries in the caller.
+function(expect_all_collectives_match prefix)
+  if(NOT ${prefix}_out MATCHES
+     "# collective calls and bytes: ([0-9]+) of ([0-9]+) \\(stage, kind, group\\) entries match the planner \\(OK\\)")
+    message(FATAL_ERROR "${prefix}: collective bytes do not all match:\n${${prefix}_out}")
+  endif()
+  if(NOT CMAKE_MATCH_1 EQUAL CMAKE_MATCH_2 OR CMAKE_MATCH_1 EQUAL 0)
+    message(FATAL_ERROR
+            "${prefix}: ${CMAKE_MATCH_1} of ${CMAKE_MATCH_2} entries match:\n${${prefix}_out}")
+  endif()
+  set(${prefix}_matched ${CMAKE_MATCH_1} PARENT_SCOPE)
+  set(${prefix}_entries ${CMAKE_MATCH_2} PARENT_SCOPE)
 endfunction()
 
 # How many lines of `text` carry meshplan's error prefix (mpirun adds its own banners).
@@ -58,39 +80,19 @@ if(MODE STREQUAL "headline")
   # dp 2, sequence parallel, ZeRO-2, zb-h1 at the time of writing): every (stage, kind, group)
   # byte count of the run must equal the planner's, and every rank must exit cleanly (a
   # collective left running into MPI_Finalize would crash there).
-  execute_process(COMMAND ${MESHPLAN} plan --model tiny --cluster local-cpu --gpus 8 --tp 2
-                          --pp 2 --save-plan p.json
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
-                  WORKING_DIRECTORY ${WORK_DIR})
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "meshplan plan failed (${rc}): ${err}")
-  endif()
+  make_plan(p.json --gpus 8 --tp 2 --pp 2)
   execute(headline 8 p.json --steps 3)
   expect_success(headline)
-  if(NOT headline_out MATCHES
-     "# collective calls and bytes: ([0-9]+) of ([0-9]+) \\(stage, kind, group\\) entries match the planner \\(OK\\)")
-    message(FATAL_ERROR "headline: collective bytes do not all match:\n${headline_out}")
-  endif()
-  set(matched ${CMAKE_MATCH_1})
-  set(entries ${CMAKE_MATCH_2})
-  if(NOT matched EQUAL entries OR matched EQUAL 0)
-    message(FATAL_ERROR "headline: ${matched} of ${entries} entries match:\n${headline_out}")
-  endif()
+  expect_all_collectives_match(headline)
   string(REGEX MATCH "# layout [^\n]*" layout "${headline_out}")
-  message(STATUS "headline: ${layout}: ${matched} of ${entries} entries match")
+  message(STATUS "headline: ${layout}: ${headline_matched} of ${headline_entries} entries match")
 elseif(MODE STREQUAL "moe")
   # A mixture-of-experts plan end to end: tiny-moe, pp 2 x dp 2 with ep 2 and the load-balancing
   # loss (the option travels in the plan file). Every collective's calls equal the planner's; the
   # bytes too, except the all-to-alls', which follow the actual routing (the planner's are the
   # balanced figure), one row per stage.
-  execute_process(COMMAND ${MESHPLAN} plan --model tiny-moe --cluster local-cpu --gpus 4 --tp 1
-                          --pp 2 --dp 2 --ep 2 --zero 0 --moe-aux-loss-coeff 0.02
-                          --save-plan p.json
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
-                  WORKING_DIRECTORY ${WORK_DIR})
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "meshplan plan failed (${rc}): ${err}")
-  endif()
+  plan_model(tiny-moe p.json --gpus 4 --tp 1 --pp 2 --dp 2 --ep 2 --zero 0
+             --moe-aux-loss-coeff 0.02)
   file(READ ${WORK_DIR}/p.json plan_text)
   if(NOT plan_text MATCHES "\"moe_aux_loss_coeff\": 0.02")
     message(FATAL_ERROR "moe: the plan file lacks moe_aux_loss_coeff:\n${plan_text}")
@@ -119,47 +121,23 @@ elseif(MODE STREQUAL "mla")
   # Multi-head latent attention end to end, as a user runs it: tiny-mla planned for 8 ranks with
   # tp 2 x pp 2 (the planner picks the rest), executed; every collective's calls and bytes equal
   # the planner's.
-  execute_process(COMMAND ${MESHPLAN} plan --model tiny-mla --cluster local-cpu --gpus 8 --tp 2
-                          --pp 2 --save-plan p.json
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
-                  WORKING_DIRECTORY ${WORK_DIR})
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "meshplan plan failed (${rc}): ${err}")
-  endif()
+  plan_model(tiny-mla p.json --gpus 8 --tp 2 --pp 2)
   execute(mla 8 p.json --steps 3)
   expect_success(mla)
-  if(NOT mla_out MATCHES
-     "# collective calls and bytes: ([0-9]+) of ([0-9]+) \\(stage, kind, group\\) entries match the planner \\(OK\\)")
-    message(FATAL_ERROR "mla: collective bytes do not all match:\n${mla_out}")
-  endif()
-  if(NOT CMAKE_MATCH_1 EQUAL CMAKE_MATCH_2 OR CMAKE_MATCH_1 EQUAL 0)
-    message(FATAL_ERROR "mla: ${CMAKE_MATCH_1} of ${CMAKE_MATCH_2} entries match:\n${mla_out}")
-  endif()
+  expect_all_collectives_match(mla)
   # Context parallelism: cp 2 x dp 2 on 4 ranks, the ring's K/V sends as the planner lists them.
-  execute_process(COMMAND ${MESHPLAN} plan --model tiny-mla --cluster local-cpu --gpus 4 --tp 1
-                          --cp 2 --pp 1 --dp 2 --save-plan cp.json
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
-                  WORKING_DIRECTORY ${WORK_DIR})
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "meshplan plan --cp 2 failed (${rc}): ${err}")
-  endif()
+  plan_model(tiny-mla cp.json --gpus 4 --tp 1 --cp 2 --pp 1 --dp 2)
   execute(mla_cp 4 cp.json --steps 3)
   expect_success(mla_cp)
-  if(NOT mla_cp_out MATCHES "send_recv +cp " OR NOT mla_cp_out MATCHES
-     "# collective calls and bytes: ([0-9]+) of ([0-9]+) \\(stage, kind, group\\) entries match the planner \\(OK\\)")
-    message(FATAL_ERROR "mla: cp 2 collectives do not all match:\n${mla_cp_out}")
+  expect_all_collectives_match(mla_cp)
+  if(NOT mla_cp_out MATCHES "send_recv +cp ")
+    message(FATAL_ERROR "mla: cp 2 lists no ring sends:\n${mla_cp_out}")
   endif()
   # What is not built is refused in one line, exit 2: value heads wider than the query heads.
   file(READ ${SOURCE_DIR}/models/presets/models/tiny-mla.json model_text)
   string(REPLACE "\"v_head_dim\": 16" "\"v_head_dim\": 32" model_text "${model_text}")
   file(WRITE ${WORK_DIR}/wide-v.json "${model_text}")
-  execute_process(COMMAND ${MESHPLAN} plan --model wide-v.json --cluster local-cpu --gpus 2 --tp 2
-                          --save-plan wide.json
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
-                  WORKING_DIRECTORY ${WORK_DIR})
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "meshplan plan --model wide-v.json failed (${rc}): ${err}")
-  endif()
+  plan_model(wide-v.json wide.json --gpus 2 --tp 2)
   execute(refused 2 wide.json --steps 3)
   count_error_lines("${refused_out}" num_lines)
   if(NOT refused_rc EQUAL 2 OR NOT num_lines EQUAL 1 OR NOT refused_out MATCHES
