@@ -68,10 +68,10 @@ void add_mla_tensor_parallel(Inventory& inventory, const models::TransformerConf
   const int64_t t = layout.tp;
   const int64_t calls = stage_layer_count(model, layout, stage) * layout.num_micro_batches();
   const int64_t token_bytes = rank_micro_batch_tokens(model, layout) * element_bytes(cluster);
-  const int64_t q_bytes =
-      token_bytes * (model.q_lora_rank > 0 ? model.q_lora_rank : model.hidden_size);
-  const int64_t kv_bytes = token_bytes * model.kv_lora_rank;
-  const int64_t rope_bytes = token_bytes * model.qk_rope_head_dim;
+  const MlaLatentWidths widths = mla_latent_widths(model);
+  const int64_t q_bytes = token_bytes * widths.query;
+  const int64_t kv_bytes = token_bytes * widths.kv;
+  const int64_t rope_bytes = token_bytes * widths.rope;
   const auto kTp = CommGroup::kTp;
   if (!layout.sequence_parallel) {
     const auto kAR = CollectiveKind::kAllReduce;

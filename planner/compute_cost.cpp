@@ -147,8 +147,8 @@ AttentionTpComm attention_tp_seconds(const models::TransformerConfig& model,
   const double e = static_cast<double>(element_bytes(cluster));
   const auto latents = [&](CollectiveKind kind) {
     double seconds = 0;
-    for (const int64_t width : {model.q_lora_rank > 0 ? model.q_lora_rank : model.hidden_size,
-                                model.kv_lora_rank, model.qk_rope_head_dim}) {
+    const MlaLatentWidths widths = mla_latent_widths(model);
+    for (const int64_t width : {widths.query, widths.kv, widths.rope}) {
       seconds +=
           collective_seconds(cluster, kind, static_cast<int64_t>(tokens * width * e), layout.tp, 1);
     }

@@ -73,6 +73,11 @@ int64_t rank_micro_batch_tokens(const models::TransformerConfig& model, const La
   return layout.micro_batch * model.seq_length / layout.cp;
 }
 
+MlaLatentWidths mla_latent_widths(const models::TransformerConfig& model) {
+  return {model.q_lora_rank > 0 ? model.q_lora_rank : model.hidden_size, model.kv_lora_rank,
+          model.qk_rope_head_dim};
+}
+
 Shape shape_of(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                const Layout& layout, bool moe_layer) {
   Shape x;

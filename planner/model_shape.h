@@ -46,6 +46,14 @@ LayerFlops layer_forward_flops(const models::TransformerConfig& model, double to
                                bool moe_layer = false);
 /// The MLP width one token goes through: f (dense), k f_e + S f_s (MoE layer).
 double active_ffn_width(const models::TransformerConfig& model, bool moe_layer);
+/// Per-token widths of what multi-head latent attention moves across the tp group at its input,
+/// one call each (Megatron-Core multi_latent_attention.py get_query_key_value_tensors: the down
+/// projections are replicated): the query latent (the hidden state when q_lora_rank is 0), the
+/// kv latent and the rotary key shared by all heads.
+struct MlaLatentWidths {
+  int64_t query = 0, kv = 0, rope = 0;
+};
+MlaLatentWidths mla_latent_widths(const models::TransformerConfig& model);
 /// LM head forward FLOPs: 2 T h V.
 double lm_head_forward_flops(const models::TransformerConfig& model, double tokens);
 

@@ -407,7 +407,7 @@ SearchResult search_layouts(const models::TransformerConfig& model,
   }
   // The fixed fields leave only layouts the framework cannot run: an input error, not a search.
   if (total > 0 && result.rejections["framework"] == total) {
-    throw InputError(fmt::format("--framework: {}", result.example_reason.at("framework")));
+    throw FrameworkRefusal(result.example_reason.at("framework"));
   }
   if (result.rejections["framework"] == 0) {
     result.rejections.erase("framework");

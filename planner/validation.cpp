@@ -229,15 +229,13 @@ ValidationRun validate_run(const nlohmann::json& run_json, int version, const st
   SearchResult result;
   try {
     result = search_layouts(model, cluster, space, run.options, Objective::kTime, 1);
-  } catch (const InputError& e) {
+  } catch (const FrameworkRefusal& e) {
     // A framework that cannot run any layout the run states is a run meshplan cannot predict
     // (with that reason), not a malformed file.
-    const std::string message = e.what();
-    if (!message.starts_with("--framework: ")) {
-      throw InputError(fmt::format("{}: {}", layout_where, message));
-    }
-    run.not_predicted_reason = message.substr(std::string("--framework: ").size());
+    run.not_predicted_reason = e.refusal();
     return run;
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", layout_where, e.what()));
   }
   if (result.num_evaluated == 0) {
     // The search enumerates no (schedule, vpp) pair when no split it tries has layer counts

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "meshplan/cost_model.h"
+#include "meshplan/errors.h"
 
 namespace meshplan::planner {
 
@@ -91,8 +92,21 @@ struct SearchResult {
 /// on global_batch outside [1, kMaxGlobalBatch] and on memory_headroom_bytes outside
 /// [0, hbm_bytes); errors name the SearchSpace field. Layouts
 /// options.framework cannot run are rejected with code "framework" (check_framework); when the
-/// fixed fields leave only such layouts it throws InputError "--framework: <reason>".
+/// fixed fields leave only such layouts it throws FrameworkRefusal ("--framework: <reason>").
 /// `progress`, if set, hears how far the costing is (the library prints nothing).
+/// The InputError search_layouts throws when the framework can run none of the layouts the fixed
+/// fields allow: `plan` reports it as bad input, `validate` as a run it cannot predict.
+class FrameworkRefusal : public InputError {
+ public:
+  explicit FrameworkRefusal(const std::string& refusal)
+      : InputError("--framework: " + refusal), refusal_(refusal) {}
+  /// check_framework's reason for the first refused layout.
+  const std::string& refusal() const { return refusal_; }
+
+ private:
+  std::string refusal_;
+};
+
 SearchResult search_layouts(const models::TransformerConfig& model,
                             const models::ClusterConfig& cluster, const SearchSpace& space,
                             const PlanOptions& options, Objective objective, int64_t top_k,
