@@ -406,17 +406,16 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
       const int64_t num_moe = range.num_moe(model);
       const double count = static_cast<double>(moe_layer ? num_moe : range.count() - num_moe);
       if (count > 0) {
-        held_bytes +=
-            count * activation_bytes_per_layer(model, cluster, layout, options, moe_layer);
+        const double kept_bytes =
+            activation_bytes_per_layer(model, cluster, layout, options, moe_layer);
+        held_bytes += count * kept_bytes;
         waiting_bytes += count * weight_gradient_bytes_per_layer(model, cluster, layout, moe_layer);
         Layout stored = layout;
         stored.recompute = Recompute::kNone;
         const double layer_bytes =
             activation_bytes_per_layer(model, cluster, stored, options, moe_layer);
         largest_layer_bytes = std::max(largest_layer_bytes, layer_bytes);
-        largest_rebuild_bytes = std::max(
-            largest_rebuild_bytes,
-            layer_bytes - activation_bytes_per_layer(model, cluster, layout, options, moe_layer));
+        largest_rebuild_bytes = std::max(largest_rebuild_bytes, layer_bytes - kept_bytes);
       }
     }
   }
