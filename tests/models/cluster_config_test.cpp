@@ -102,7 +102,7 @@ TEST_CASE("dgx-h100 and dgx-h200: H100/H200 SXM and DGX H100 datasheet figures")
   CHECK(h100.gpu.peak_bf16_flops_per_second == 989.4e12);
   CHECK(std::abs(2 * h100.gpu.peak_bf16_flops_per_second - 1979e12) <= 0.5e12);
   CHECK(h100.gpu.peak_fp32_flops_per_second == 66.9e12);
-  CHECK(h100.gpu.hbm_bytes == 80 * kGiB);
+  CHECK(h100.gpu.hbm_bytes == 81559LL * (1 << 20));  // nvidia-smi: 81559 MiB, not 80 GiB
   CHECK(h100.gpu.hbm_bytes_per_second == 3.35e12);
   CHECK(h100.intra_node_bytes_per_second == 900e9 / 2);          // NVLink 4 bidirectional / 2
   CHECK(h100.inter_node_bytes_per_second_per_gpu == 400e9 / 8);  // NDR 400 Gb/s
@@ -119,7 +119,7 @@ TEST_CASE("dgx-h100 and dgx-h200: H100/H200 SXM and DGX H100 datasheet figures")
         load_cluster("dgx-a100-80gb").efficiency.gemm_half_efficiency_dim);
 
   const ClusterConfig h200 = load_cluster("dgx-h200");
-  CHECK(h200.gpu.hbm_bytes == 141'000'000'000);  // 141 GB (decimal, as the datasheet)
+  CHECK(h200.gpu.hbm_bytes == 143771LL * (1 << 20));  // nvidia-smi: 143771 MiB ("141 GB")
   CHECK(h200.gpu.hbm_bytes_per_second == 4.8e12);
   CHECK(h200.gpu.peak_bf16_flops_per_second == h100.gpu.peak_bf16_flops_per_second);
   CHECK(h200.intra_node_bytes_per_second == h100.intra_node_bytes_per_second);
