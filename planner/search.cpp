@@ -179,8 +179,11 @@ std::vector<std::vector<int64_t>> stage_split_choices(const models::TransformerC
 }
 
 // Appends every (recompute, sp, zero) variant of `base` the space allows.
+// A memory-shifted split (memory_shifted_splits) is tried without recompute only: it exists to
+// fit what would otherwise need recompute, and with recompute the base split's balanced stages
+// are faster.
 void add_variants(const SearchSpace& space, const PlanOptions& options, const Layout& base,
-                  std::vector<Layout>& layouts) {
+                  bool memory_shifted, std::vector<Layout>& layouts) {
   // With flash attention, selective recompute stores and recomputes exactly what no recompute
   // does (the fused kernel keeps no scores), so searching it would only duplicate every plan;
   // a fixed --recompute selective is still costed.
@@ -191,7 +194,8 @@ void add_variants(const SearchSpace& space, const PlanOptions& options, const La
   const std::vector<bool> sps = base.tp > 1 ? std::vector<bool>{false, true} : std::vector{false};
   const std::vector<int> zeros =
       grad_group_size(base) > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector{0};
-  for (Recompute recompute : choices(space.recompute, recomputes)) {
+  for (Recompute recompute :
+       choices(space.recompute, memory_shifted ? std::vector{Recompute::kNone} : recomputes)) {
     for (bool sp : choices(space.sequence_parallel, sps)) {
       for (int zero : choices(space.zero, zeros)) {
         Layout layout = base;
@@ -219,10 +223,24 @@ void enumerate_replicas(const models::TransformerConfig& model,
   const int64_t batch_per_replica = space.global_batch % dp == 0 ? space.global_batch / dp : 1;
   const auto splits = stage_split_choices(model, space, pp);
   const auto schedules = schedule_choices(model, space, pp, splits);
+  // Interleaved layouts also try the balanced split's memory-shifted variants (not a fixed
+  // split), with the vpps their base split admits: (split, base) pairs.
+  std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> plain, interleaved;
+  for (const std::vector<int64_t>& split : splits) {
+    plain.emplace_back(split, split);
+    interleaved.emplace_back(split, split);
+    // Of the first (balanced) split only: the others already trade stage balance for memory.
+    if (!space.stage_layers && &split == &splits.front()) {
+      for (std::vector<int64_t>& shifted : memory_shifted_splits(model.num_layers, pp, split)) {
+        interleaved.emplace_back(std::move(shifted), split);
+      }
+    }
+  }
   for (int64_t micro_batch : choices(space.micro_batch, divisors(batch_per_replica))) {
     for (const auto& [schedule, vpp] : schedules) {
-      for (const std::vector<int64_t>& split : splits) {
-        if (vpp > 1 && !space.vpp && !split_allows_vpp(split, model.num_layers, pp, vpp)) {
+      for (const auto& [split, base_split] :
+           schedule == ScheduleKind::kInterleaved ? interleaved : plain) {
+        if (vpp > 1 && !space.vpp && !split_allows_vpp(base_split, model.num_layers, pp, vpp)) {
           continue;  // Megatron-Core's rules for splitting stages into vpp chunks
         }
         Layout base;
@@ -255,7 +273,7 @@ void enumerate_replicas(const models::TransformerConfig& model,
           const int64_t expert_ranks = stage_ranks % etp == 0 ? stage_ranks / etp : 1;
           for (int64_t ep : ep_choices(model, space, expert_ranks)) {
             base.ep = ep;
-            add_variants(space, options, base, layouts);
+            add_variants(space, options, base, split != base_split, layouts);
           }
         }
       }
@@ -344,6 +362,42 @@ std::vector<std::vector<int64_t>> candidate_stage_splits(int64_t num_layers, int
     splits.push_back({});  // no split exists: check_layout names why ("pp_layers")
   }
   return splits;
+}
+
+std::vector<std::vector<int64_t>> memory_shifted_splits(int64_t num_layers, int64_t pp,
+                                                        const std::vector<int64_t>& split) {
+  std::vector<int64_t> base = split;
+  if (base.empty()) {
+    if (num_layers % pp != 0) {
+      return {};
+    }
+    base.assign(static_cast<size_t>(pp), num_layers / pp);
+  }
+  const int64_t fullest = *std::max_element(base.begin(), base.end());
+  std::vector<std::vector<int64_t>> shifted;
+  for (int64_t k = 1; 2 * k < pp; k *= 2) {
+    std::vector<int64_t> layers = base;
+    std::vector<bool> lost(static_cast<size_t>(pp), false);
+    int64_t removed = 0;
+    for (size_t s = 0; s < layers.size() && removed < k; ++s) {
+      if (layers[s] == fullest && layers[s] > 1) {
+        --layers[s];
+        lost[s] = true;
+        ++removed;
+      }
+    }
+    int64_t added = 0;
+    for (size_t s = layers.size(); s-- > 0 && added < removed;) {
+      if (!lost[s]) {
+        ++layers[s];
+        ++added;
+      }
+    }
+    if (removed == k && added == k) {
+      shifted.push_back(canonical_stage_layers(layers));
+    }
+  }
+  return shifted;
 }
 
 SearchResult search_layouts(const models::TransformerConfig& model,

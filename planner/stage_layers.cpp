@@ -44,6 +44,56 @@ bool divisible_by_vpp(const std::vector<int64_t>& layers, int64_t vpp) {
 
 }  // namespace
 
+namespace {
+
+// stage_layer_range of an uneven split, computed for one (stage, chunk).
+LayerRange uneven_layer_range(const models::TransformerConfig& model, const Layout& layout,
+                              int64_t stage, int64_t chunk) {
+  // The embedding/loss-accounted form is the one a first or last count vpp does not divide
+  // may be.
+  const std::vector<int64_t>& layers = layout.stage_layers;
+  const int64_t vpp = layout.vpp;
+  const int64_t front = layers.front();
+  if ((front % vpp != 0 || layers.back() % vpp != 0) && accounted_split(layers, vpp)) {
+    const bool embedding = front % vpp != 0;
+    const bool loss = layers.back() % vpp != 0;
+    // Virtual stage v starts after v chunks of L / vpp slots, less the embedding's slot when
+    // v > 0 (transformer_layer.py get_transformer_layer_offset: "offset -= 1" off the first
+    // stage).
+    const int64_t per_chunk = (embedding ? front + 1 : front) / vpp;
+    const int64_t v = virtual_stage(layout.pp, stage, chunk);
+    const int64_t first = v * per_chunk - (embedding && v > 0 ? 1 : 0);
+    const bool has_embedding = embedding && v == 0;
+    const bool has_loss = loss && v == layout.pp * vpp - 1;
+    return {first, first + per_chunk - (has_embedding ? 1 : 0) - (has_loss ? 1 : 0)};
+  }
+  if (divisible_by_vpp(layers, vpp)) {
+    // Megatron-Core transformer_layer.py get_transformer_layer_offset (uneven, interleaved):
+    // chunk c of stage s holds n_s / vpp layers after c rounds of l / vpp layers and the chunks
+    // c of stages 0..s-1 (vpp 1: the layers of the stages before s).
+    const auto begin = layers.begin();
+    const int64_t before = std::accumulate(begin, begin + stage, int64_t{0}) / vpp;
+    const int64_t first = chunk * (model.num_layers / vpp) + before;
+    return {first, first + layers[static_cast<size_t>(stage)] / vpp};
+  }
+  // Any other split: each stage's layers over its chunks as evenly as they go, the longer
+  // chunks last (chunk_layer_count), laid out in virtual-stage order v = c pp + s as Megatron-
+  // Core's --pipeline-model-parallel-layout lists them (pipeline_parallel_layer_layout.py).
+  // Chunks 0..chunk-1 of stage s hold chunk (n_s / vpp) layers plus one for each of them among
+  // its last n_s % vpp.
+  int64_t first = 0;
+  for (int64_t s = 0; s < layout.pp; ++s) {
+    const int64_t n = layers[static_cast<size_t>(s)];
+    first += chunk * (n / vpp) + std::max<int64_t>(0, chunk - (vpp - n % vpp));
+    if (s < stage) {
+      first += chunk_layer_count(n, vpp, chunk);
+    }
+  }
+  return {first, first + chunk_layer_count(layers[static_cast<size_t>(stage)], vpp, chunk)};
+}
+
+}  // namespace
+
 LayerRange stage_layer_range(const models::TransformerConfig& model, const Layout& layout,
                              int64_t stage, int64_t chunk) {
   if (layout.stage_layers.empty()) {
@@ -51,31 +101,34 @@ LayerRange stage_layer_range(const models::TransformerConfig& model, const Layou
     const int64_t v = virtual_stage(layout.pp, stage, chunk);
     return {v * per_chunk, (v + 1) * per_chunk};
   }
-  // check_stage_layers admitted either every count divisible by vpp or the accounted form,
-  // whose short first (embedding) or last (loss) stage holds L - 1 with L % vpp == 0: a first
-  // or last count vpp does not divide marks it (O(1): this runs for every chunk of every
-  // layout the search costs).
-  const int64_t front = layout.stage_layers.front();
-  const bool embedding = front % layout.vpp != 0;
-  const bool loss = layout.stage_layers.back() % layout.vpp != 0;
-  if (embedding || loss) {
-    // Virtual stage v starts after v chunks of L / vpp slots, less the embedding's slot when
-    // v > 0 (transformer_layer.py get_transformer_layer_offset: "offset -= 1" off the first
-    // stage).
-    const int64_t per_chunk = (embedding ? front + 1 : front) / layout.vpp;
-    const int64_t v = virtual_stage(layout.pp, stage, chunk);
-    const int64_t first = v * per_chunk - (embedding && v > 0 ? 1 : 0);
-    const bool has_embedding = embedding && v == 0;
-    const bool has_loss = loss && v == layout.pp * layout.vpp - 1;
-    return {first, first + per_chunk - (has_embedding ? 1 : 0) - (has_loss ? 1 : 0)};
+  // Uneven: every (stage, chunk) of the split at once, kept for the next call (this runs for
+  // every chunk of every layout the search costs, and consecutive layouts share splits). One
+  // entry per thread, as peak_in_flight's memo (sweep searches in parallel).
+  struct Memo {
+    std::vector<int64_t> stage_layers;
+    int64_t vpp = 0;
+    int64_t num_layers = 0;
+    std::vector<LayerRange> ranges;  // [chunk * pp + stage]
+  };
+  static thread_local Memo memo;
+  if (memo.vpp != layout.vpp || memo.num_layers != model.num_layers ||
+      memo.stage_layers != layout.stage_layers) {
+    memo.ranges.clear();
+    for (int64_t c = 0; c < layout.vpp; ++c) {
+      for (int64_t s = 0; s < layout.pp; ++s) {
+        memo.ranges.push_back(uneven_layer_range(model, layout, s, c));
+      }
+    }
+    memo.stage_layers = layout.stage_layers;
+    memo.vpp = layout.vpp;
+    memo.num_layers = model.num_layers;
   }
-  // Megatron-Core transformer_layer.py get_transformer_layer_offset (uneven, interleaved):
-  // chunk c of stage s holds n_s / vpp layers after c rounds of l / vpp layers and the chunks
-  // c of stages 0..s-1 (vpp 1: the layers of the stages before s).
-  const auto begin = layout.stage_layers.begin();
-  const int64_t before = std::accumulate(begin, begin + stage, int64_t{0}) / layout.vpp;
-  const int64_t first = chunk * (model.num_layers / layout.vpp) + before;
-  return {first, first + layout.stage_layers[static_cast<size_t>(stage)] / layout.vpp};
+  return memo.ranges[static_cast<size_t>(virtual_stage(layout.pp, stage, chunk))];
+}
+
+int64_t chunk_layer_count(int64_t stage_layer_count, int64_t vpp, int64_t chunk) {
+  // n / vpp layers each, and one more in the last n % vpp chunks.
+  return stage_layer_count / vpp + (chunk >= vpp - stage_layer_count % vpp ? 1 : 0);
 }
 
 int64_t max_chunk_layer_count(const models::TransformerConfig& model, const Layout& layout,
@@ -166,21 +219,9 @@ std::string check_stage_layers(const models::TransformerConfig& model, const Lay
     return fmt::format("stage_layers: sum {} differs from num_layers {} ({})", sum,
                        model.num_layers, format_stage_layers(layers));
   }
-  if (divisible_by_vpp(layers, layout.vpp) || accounted_split(layers, layout.vpp)) {
-    return "";
-  }
-  // Megatron-Core transformer_config.py __post_init__: "number of layers at first stage
-  // ... must be divisible by virtual pipeline parallel degree" (and last, middle), unless the
-  // split is the embedding/loss-accounted one (accounted_split above).
-  for (size_t s = 0; s < layers.size(); ++s) {
-    if (layers[s] % layout.vpp != 0) {
-      return fmt::format(
-          "stage_layers: stage {} has {} layers, not divisible by vpp {}, and the split is not "
-          "Megatron-Core's embedding/loss-accounted form (L layers per stage, L - 1 on the "
-          "first and/or last, L divisible by vpp) ({})",
-          s, layers[s], layout.vpp, format_stage_layers(layers));
-    }
-  }
+  // Every split into vpp chunks is admitted: the counts vpp divides and the embedding/loss-
+  // accounted form as Megatron-Core's flags write them, any other as its
+  // --pipeline-model-parallel-layout does (stage_layer_range).
   return "";
 }
 

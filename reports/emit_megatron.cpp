@@ -64,6 +64,40 @@ void add_accounted_split_flags(const planner::Plan& plan, Flags& flags) {
   flags.push_back({"--num-layers-per-virtual-pipeline-stage", std::to_string(slots / vpp)});
 }
 
+// Whether an uneven split has Megatron-Core flags of its own: the embedding/loss-accounted
+// form under interleaving, or first/last counts (equal middle stages) that vpp divides.
+bool split_has_flags(const planner::Layout& layout) {
+  const std::vector<int64_t>& stages = layout.stage_layers;
+  if (layout.schedule == planner::ScheduleKind::kInterleaved &&
+      planner::is_accounted_split(stages, layout.vpp)) {
+    return true;
+  }
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const bool middle = s > 0 && s + 1 < stages.size();
+    if (stages[s] % layout.vpp != 0 || (middle && stages[s] != stages[1])) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Any other split as Megatron-Core's --pipeline-model-parallel-layout (pipeline_parallel_layer_
+// layout.py parse_str_to_list): virtual stages v = c pp + s separated by '|', "E" the embedding
+// (first), "L" the loss (last), "t" a decoder layer, "t*n" n of them, an empty stage "".
+std::string pipeline_layout(const planner::Plan& plan) {
+  const planner::Layout& layout = plan.layout;
+  const int64_t stages = layout.pp * layout.vpp;
+  std::string text;
+  for (int64_t v = 0; v < stages; ++v) {
+    const int64_t count =
+        planner::stage_layer_range(plan.model, layout, v % layout.pp, v / layout.pp).count();
+    text += v == 0 ? "E" : "|";
+    text += count > 1 ? fmt::format("t*{}", count) : count == 1 ? "t" : "";
+    text += v == stages - 1 ? "L" : "";
+  }
+  return text;
+}
+
 // Parallel sizes, schedule, recompute, data-parallel sharding and overlaps.
 void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
   const planner::Layout& layout = plan.layout;
@@ -85,7 +119,13 @@ void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
   }
   const bool accounted = layout.schedule == planner::ScheduleKind::kInterleaved &&
                          planner::is_accounted_split(layout.stage_layers, layout.vpp);
-  if (accounted) {
+  const bool custom = !layout.stage_layers.empty() && !split_has_flags(layout);
+  if (custom) {
+    // The layout fixes the split and vpp (its stage count / pp); Megatron-LM takes no other
+    // split or virtual-stage flag with it.
+    flags.push_back(
+        {"--pipeline-model-parallel-layout", fmt::format("\"{}\"", pipeline_layout(plan))});
+  } else if (accounted) {
     add_accounted_split_flags(plan, flags);
   } else if (layout.schedule == planner::ScheduleKind::kInterleaved) {
     if (layout.stage_layers.empty()) {
@@ -104,7 +144,7 @@ void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
     flags.push_back({"--microbatch-group-size-per-virtual-pipeline-stage",
                      std::to_string(layout.microbatch_group)});
   }
-  if (!accounted) {
+  if (!accounted && !custom) {
     add_stage_layer_flags(plan, flags);
   }
   if (layout.sequence_parallel) {

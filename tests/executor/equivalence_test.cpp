@@ -216,6 +216,14 @@ TEST_SUITE("mpi2") {
     check_equivalent(tiny(),
                      split(with(make_layout(1, 2, 1), ScheduleKind::kInterleaved, 3), {2, 2}));
   }
+  TEST_CASE("pp2 interleaved vpp2 on a 3/1 pipeline-layout split equals one process") {
+    // Neither divisible by vpp nor accounted: Megatron-Core's --pipeline-model-parallel-layout
+    // "Et||tt|tL" (planner::stage_layer_range): each stage's layers over its chunks as
+    // evenly as they go, longer chunks last: virtual stages s0c0, s1c0, s0c1, s1c1 hold layers
+    // 0 | none | 1-2 | 3, so stage 1's first chunk passes its input through.
+    check_equivalent(tiny(),
+                     split(with(make_layout(1, 2, 1), ScheduleKind::kInterleaved, 2), {3, 1}));
+  }
   TEST_CASE("dp2 equals one process") {
     check_equivalent(tiny(), make_layout(1, 1, 2));
   }

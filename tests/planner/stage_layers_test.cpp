@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "meshplan/cost_model.h"
 #include "meshplan/models.h"
@@ -123,13 +124,52 @@ TEST_CASE("check_layout: stage_layers errors name the field and the values") {
   CHECK(reason(split_layout(2, {4, 0})) ==
         "stage_layers: stage 1 has 0 layers, expected 1 to num_layers 4 (4,0)");
   CHECK(reason(split_layout(2, {3, 2})) == "stage_layers: sum 5 differs from num_layers 4 (3,2)");
+}
+
+TEST_CASE(
+    "stage_layer_range: any other split into chunks, even within a stage, longer chunks last") {
+  // Neither divisible by vpp nor the accounted form: what Megatron-Core writes as a
+  // --pipeline-model-parallel-layout. 3/1 on pp 2, vpp 2: stage 0's chunks hold 1 and 2 layers,
+  // stage 1's 0 and 1; in virtual-stage order (v = 2 c + s: s0c0, s1c0, s0c1, s1c1) the layers
+  // 0 | - | 1-2 | 3.
+  const models::TransformerConfig model = tiny_llama(4);
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
   Layout interleaved = split_layout(2, {3, 1});
   interleaved.vpp = 2;
   interleaved.schedule = ScheduleKind::kInterleaved;
-  CHECK(reason(interleaved) ==
-        "stage_layers: stage 0 has 3 layers, not divisible by vpp 2, and the split is not "
-        "Megatron-Core's embedding/loss-accounted form (L layers per stage, L - 1 on the first "
-        "and/or last, L divisible by vpp) (3,1)");
+  CHECK(check_layout(model, cluster, interleaved.num_gpus(), interleaved).ok());
+  CHECK_FALSE(split_allows_vpp({3, 1}, 4, 2, 2));  // no Megatron flag form: the search skips it
+  const auto range = [&](int64_t s, int64_t c) {
+    const LayerRange r = stage_layer_range(model, interleaved, s, c);
+    return std::pair{r.first, r.end};
+  };
+  CHECK(range(0, 0) == std::pair<int64_t, int64_t>{0, 1});
+  CHECK(range(1, 0) == std::pair<int64_t, int64_t>{1, 1});
+  CHECK(range(0, 1) == std::pair<int64_t, int64_t>{1, 3});
+  CHECK(range(1, 1) == std::pair<int64_t, int64_t>{3, 4});
+  CHECK(max_chunk_layer_count(model, interleaved, 0) == 2);
+  // chunk_layer_count: n / vpp each, one more in the last n % vpp chunks.
+  CHECK(chunk_layer_count(7, 8, 0) == 0);
+  for (int64_t c = 1; c < 8; ++c) {
+    CHECK(chunk_layer_count(7, 8, c) == 1);
+  }
+  CHECK(chunk_layer_count(9, 8, 7) == 2);
+  CHECK(chunk_layer_count(9, 8, 6) == 1);
+  // Llama 3 405B's memory-shifted split on pp 16, vpp 8 (search.h memory_shifted_splits): the
+  // ranges tile 0..126 in virtual-stage order with no gap or overlap.
+  const models::TransformerConfig llama = tiny_llama(126);
+  Layout shifted = split_layout(16, {7, 7, 7, 7, 7, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 8});
+  shifted.vpp = 8;
+  int64_t next = 0;
+  for (int64_t v = 0; v < 128; ++v) {
+    const LayerRange r = stage_layer_range(llama, shifted, v % 16, v / 16);
+    CAPTURE(v);
+    CHECK(r.first == next);
+    CHECK(r.count() ==
+          chunk_layer_count(shifted.stage_layers[static_cast<size_t>(v % 16)], 8, v / 16));
+    next = r.end;
+  }
+  CHECK(next == 126);
 }
 
 TEST_CASE("stage_layer_range: Megatron-Core's embedding/loss-accounted split into chunks") {
@@ -266,6 +306,26 @@ TEST_CASE("candidate_stage_splits: Megatron first/last splits when pp does not d
   CHECK(divisible[2] == std::vector<int64_t>{9, 9, 9, 5});
   // No split: 3 layers on 4 stages; the even split comes back for check_layout to refuse.
   CHECK(candidate_stage_splits(3, 4) == std::vector<std::vector<int64_t>>{{}});
+}
+
+TEST_CASE(
+    "memory_shifted_splits: a layer off each of the first k fullest stages, onto the last k") {
+  // k = 1, 2, 4 (2k < pp 16) from Llama 3's 7/8x14/7: stages 1..k lose one, the last k gain one.
+  std::vector<int64_t> base(16, 8);
+  base.front() = base.back() = 7;
+  const auto shifted = memory_shifted_splits(126, 16, base);
+  REQUIRE(shifted.size() == 3);
+  CHECK(shifted[0] == std::vector<int64_t>{7, 7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8});
+  CHECK(shifted[1] == std::vector<int64_t>{7, 7, 7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 9, 8});
+  CHECK(shifted[2] == std::vector<int64_t>{7, 7, 7, 7, 7, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 8});
+  for (const std::vector<int64_t>& split : shifted) {
+    CHECK(std::accumulate(split.begin(), split.end(), int64_t{0}) == 126);
+  }
+  // The even split of 32 on 4: k = 1 only (2k < 4): 7/8/8/9.
+  CHECK(memory_shifted_splits(32, 4, {}) == std::vector<std::vector<int64_t>>{{7, 8, 8, 9}});
+  // pp 2 has no k; an even split pp does not divide has no variants.
+  CHECK(memory_shifted_splits(32, 2, {}).empty());
+  CHECK(memory_shifted_splits(31, 4, {}).empty());
 }
 
 TEST_CASE("plan file: stage_layers written only when uneven, and read back") {

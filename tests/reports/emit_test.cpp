@@ -10,6 +10,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -275,6 +276,49 @@ TEST_CASE("--emit megatron: Llama 3 405B's uneven stages interleaved") {
   CHECK(flags.at("--decoder-last-pipeline-num-layers") == "6");
   CHECK(flags.count("--num-layers-per-virtual-pipeline-stage") == 0);
   CHECK(flags.count("--account-for-embedding-in-pipeline-split") == 0);
+  // The search's memory-shifted split (planner memory_shifted_splits) has no first/last or
+  // accounted form: Megatron-Core's --pipeline-model-parallel-layout, virtual stages v = 16 c + s
+  // in order. Expanding it as parse_str_to_list does ("t*n" -> n t's) gives 128 stages, E first,
+  // L last, 126 t's, and each stage's count stage_layer_range's.
+  planner::Layout shifted = layout;
+  shifted.stage_layers = {7, 7, 7, 7, 7, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 8};
+  const planner::Plan shifted_plan = make_plan("llama3-405b", "dgx-h100", shifted);
+  flags = megatron_flags(emit_megatron(shifted_plan));
+  for (const char* absent :
+       {"--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+        "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
+        "--account-for-embedding-in-pipeline-split"}) {
+    CHECK_MESSAGE(flags.count(absent) == 0, absent);
+  }
+  std::string text = flags.at("--pipeline-model-parallel-layout");
+  REQUIRE(text.size() > 2);
+  CHECK(text.front() == '"');
+  CHECK(text.back() == '"');
+  text = text.substr(1, text.size() - 2);
+  std::vector<std::string> stages(1);
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '|') {
+      stages.emplace_back();
+    } else if (text[i] == '*') {
+      const size_t end = text.find_first_not_of("0123456789", i + 1);
+      const int64_t n = std::stoll(text.substr(i + 1, end - i - 1));
+      stages.back() += std::string(static_cast<size_t>(n - 1), stages.back().back());
+      i = (end == std::string::npos ? text.size() : end) - 1;
+    } else {
+      stages.back() += text[i];
+    }
+  }
+  REQUIRE(stages.size() == 128);
+  CHECK(stages.front().front() == 'E');
+  CHECK(stages.back().back() == 'L');
+  for (size_t v = 0; v < stages.size(); ++v) {
+    const int64_t decoders = std::count(stages[v].begin(), stages[v].end(), 't');
+    CAPTURE(v);
+    CHECK(decoders ==
+          planner::stage_layer_range(shifted_plan.model, shifted, v % 16, v / 16).count());
+  }
+  CHECK(stages[1].empty());    // stage 1, chunk 0: the layer taken off
+  CHECK(stages[124] == "tt");  // stage 12, chunk 7: the layer put on
 }
 
 TEST_CASE("--emit megatron: Mixtral 8x7B expert parallelism, Llama-3 8B context parallelism") {

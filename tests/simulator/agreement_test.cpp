@@ -229,6 +229,27 @@ TEST_CASE("agreement: zero communication, embedding/loss-accounted chunks at mos
   }
 }
 
+TEST_CASE(
+    "agreement: zero communication, memory-shifted pipeline-layout chunks at most the bound") {
+  // The search's memory-shifted split (planner memory_shifted_splits, k = 1) of llama3-8b's 32
+  // layers on pp 4: 7/8/8/9, each stage's layers over its vpp chunks evenly, longer chunks last
+  // (stage 0's first chunk one short, stage 3's last one long). Each chunk replays with its
+  // own duration; the planner's (m v + p - 1) c with c the heaviest stage over v bounds it.
+  using planner::ScheduleKind;
+  for (int64_t vpp : {2, 4, 8}) {
+    const planner::Plan plan = with_stage_layers(
+        preset_plan("llama3-8b", "dgx-h100", 1, 4, 2, vpp, 64, ScheduleKind::kInterleaved),
+        {7, 8, 8, 9});
+    CAPTURE(planner::describe(plan.layout));
+    const planner::PlanEstimate estimate =
+        planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
+    REQUIRE(estimate.feasible);
+    CHECK(estimate.stages[0].chunks[0].num_layers == 8 / vpp - 1);
+    CHECK(estimate.stages[3].chunks[static_cast<size_t>(vpp - 1)].num_layers == 8 / vpp + 1);
+    check_replay_at_most_bound(plan, 0.03);
+  }
+}
+
 TEST_CASE("agreement: with communication, simulated within 10% of analytic on presets") {
   // The issue's bound; the README explains the remaining differences (overlap, contention).
   using planner::ScheduleKind;

@@ -274,9 +274,15 @@ struct LayerRange {
 /// first and/or last, every chunk L / vpp layers except the first chunk of stage 0 and/or the
 /// last chunk of the last stage, one fewer (they carry the embedding, the LM head and loss);
 /// Llama 3 405B's 126 layers on pp 16 with vpp 8 leave those two chunks no layer at all.
-/// Precondition: check_layout passed ("pp_layers", "stage_layers").
+/// Any other uneven split: stage s's n_s layers over its chunks as evenly as they go, the
+/// longer chunks last (chunk_layer_count: 7 layers in 8 chunks leave chunk 0 empty, 9 give
+/// chunk 7 two), in virtual-stage order as Megatron-Core's --pipeline-model-parallel-layout
+/// lists them. Precondition: check_layout passed ("pp_layers", "stage_layers").
 LayerRange stage_layer_range(const models::TransformerConfig& model, const Layout& layout,
                              int64_t stage, int64_t chunk);
+/// Layers of chunk `chunk` (0..vpp-1) of a stage of `stage_layer_count` layers under the general
+/// uneven rule (stage_layer_range): n / vpp, plus one in the last n % vpp chunks.
+int64_t chunk_layer_count(int64_t stage_layer_count, int64_t vpp, int64_t chunk);
 /// Most layers any chunk of pipeline stage `stage` holds (the unit of in-flight activations).
 int64_t max_chunk_layer_count(const models::TransformerConfig& model, const Layout& layout,
                               int64_t stage);
@@ -284,8 +290,9 @@ int64_t max_chunk_layer_count(const models::TransformerConfig& model, const Layo
 /// (some count not divisible by vpp; see stage_layer_range). False for the even split ({}).
 bool is_accounted_split(const std::vector<int64_t>& stage_layers, int64_t vpp);
 /// Whether `stage_layers` ({}: the even split of num_layers over pp) splits into vpp chunks by
-/// one of Megatron-Core's rules: even l % (pp vpp) == 0, every count divisible by vpp, or the
-/// embedding/loss-accounted form.
+/// one of Megatron-Core's flag rules: even l % (pp vpp) == 0, every count divisible by vpp, or
+/// the embedding/loss-accounted form (the search's vpp choices; other splits need a pipeline
+/// layout, see stage_layer_range).
 bool split_allows_vpp(const std::vector<int64_t>& stage_layers, int64_t num_layers, int64_t pp,
                       int64_t vpp);
 /// Transformer layers of pipeline stage `stage`, over all its chunks.
@@ -302,9 +309,9 @@ std::vector<int64_t> first_last_stage_layers(int64_t num_layers, int64_t pp,
                                              std::optional<int64_t> last, const std::string& field);
 
 /// Checks an explicit per-stage list against the model and pp: pp entries, each >= 1 (as
-/// Megatron-Core requires of first and last), summing to num_layers, each divisible by vpp (as
-/// Megatron-Core requires) or else the embedding/loss-accounted form (stage_layer_range). Returns
-/// "" when fine, else one line without the source (check_layout's "stage_layers" reason).
+/// Megatron-Core requires of first and last), summing to num_layers. Any vpp is admitted
+/// (stage_layer_range says how the chunks split). Returns "" when fine, else one line without
+/// the source (check_layout's "stage_layers" reason).
 std::string check_stage_layers(const models::TransformerConfig& model, const Layout& layout);
 
 /// `stage_layers` with the even split mapped to {} (so even layouts compare and serialise as
