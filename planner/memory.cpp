@@ -256,8 +256,8 @@ double linear_weights_per_layer(const Shape& x) {
 // Bytes per gathered layer that torchao's float8 all-gather saves under --framework fsdp
 // --precision fp8 (torchtitan's float8 recipe, docs/float8.md: --float8.enable_float8_linear
 // --float8.enable_fsdp_float8_all_gather --float8.precompute_float8_dynamic_scale_for_fsdp):
-// WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather (torchao/float8/fsdp_utils.py, torchao
-// eab345c as the Dec 2024 benchmark ran it) casts each Float8Linear weight shard to fp8 before
+// WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather (torchao/float8/fsdp_utils.py; the Dec
+// 2024 benchmark ran torchao eab345c) casts each Float8Linear weight shard to fp8 before
 // the all-gather, so a gathered layer holds 1 byte per linear weight instead of e; its
 // per-tensor fp32 scale is negligible. Norms, the embedding and the output layer (excluded by
 // torchtitan's float8 module filter, fqn != "output") stay in e bytes. torchao converts
@@ -363,7 +363,8 @@ double fp8_state_bytes(const models::TransformerConfig& model, const models::Clu
     // torchao's Float8Linear (FSDP2/torchtitan) keeps no persistent FP8 state: tensorwise
     // dynamic scaling (Float8LinearConfig default) casts weight and input in each forward and
     // keeps no amax history; manual_float8_matmul_with_args_in_float8 saves its fp8 input and
-    // weight for the backward only (torchao/float8/float8_linear.py, torchao eab345c). Under
+    // weight for the backward only (torchao/float8/float8_linear.py of the v0.7 period, read in the
+    // code index at an unpinned commit; the Dec 2024 benchmark ran torchao eab345c). Under
     // torchtitan's op-level SAC the fp8 matmul is torch.mm on Float8Tensors, which the policy
     // sees as aten.mm and saves as in bf16 (its output is bf16), and the fp8 casts are
     // recomputed; under full AC only the block input is kept: activations are unchanged.
