@@ -248,15 +248,42 @@ BytesPerParameter bytes_per_parameter(Framework framework, const models::Cluster
   return {2.0 / w_shard, 2.0 / g_shard, 12.0 / o_shard};
 }
 
+// Linear (GEMM) weights of one layer on one tp rank: QKV, output projection, MLP in and out.
+double linear_weights_per_layer(const Shape& x) {
+  return (x.h * (x.a + 2.0 * x.g) * x.d + x.a * x.d * x.h + x.h * x.fc1 + x.f * x.h) / x.t;
+}
+
+// Bytes per gathered layer that torchao's float8 all-gather saves under --framework fsdp
+// --precision fp8 (torchtitan's float8 recipe, docs/float8.md: --float8.enable_float8_linear
+// --float8.enable_fsdp_float8_all_gather --float8.precompute_float8_dynamic_scale_for_fsdp):
+// WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather (torchao/float8/fsdp_utils.py; the Dec
+// 2024 benchmark ran torchao eab345c) casts each Float8Linear weight shard to fp8 before
+// the all-gather, so a gathered layer holds 1 byte per linear weight instead of e; its
+// per-tensor fp32 scale is negligible. Norms, the embedding and the output layer (excluded by
+// torchtitan's float8 module filter, fqn != "output") stay in e bytes. torchao converts
+// nn.Linear only, so an MoE model's grouped experts stay in e: only attention is counted there.
+// 0 for any other framework or precision.
+double fsdp_float8_gather_saving_bytes(const models::TransformerConfig& model,
+                                       const models::ClusterConfig& cluster, const Layout& layout,
+                                       const PlanOptions& options) {
+  if (options.framework != Framework::kFsdp || options.gemm_precision != GemmPrecision::kFp8) {
+    return 0.0;
+  }
+  const Shape x = shape_of(model, cluster, layout);
+  const double attention = (x.h * (x.a + 2.0 * x.g) * x.d + x.a * x.d * x.h) / x.t;
+  return (x.e - 1.0) * (model.is_moe() ? attention : linear_weights_per_layer(x));
+}
+
 // Transient and working-set bytes beyond the persistent states: gathered parameters and
 // unsharded gradients of ZeRO-3/FSDP units, DeepSpeed's reduce buckets. Returns {weights,
 // gradients}; `step_bytes` gets what exists only during the optimizer step.
-std::pair<double, double> working_set_bytes(Framework framework,
+std::pair<double, double> working_set_bytes(const PlanOptions& options,
                                             const models::TransformerConfig& model,
                                             const models::ClusterConfig& cluster,
-                                            const Layout& layout, double stage_parameters,
-                                            double* step_bytes) {
+                                            const Layout& layout, int64_t stage,
+                                            double stage_parameters, double* step_bytes) {
   *step_bytes = 0;
+  const Framework framework = options.framework;
   const double e = static_cast<double>(element_bytes(cluster));
   const double t = static_cast<double>(layout.tp);
   const double d = static_cast<double>(grad_group_size(layout));
@@ -281,10 +308,14 @@ std::pair<double, double> working_set_bytes(Framework framework,
     // _max_num_inflight_all_gathers = 2). With pp > 1 torchtitan does not reshard after
     // forward: the whole stage stays gathered in bf16 from forward to backward.
     const double gradients = (4.0 + e) * largest_unit;
+    const double fp8_saved_per_layer =
+        fsdp_float8_gather_saving_bytes(model, cluster, layout, options);
     if (layout.pp > 1) {
-      return {e * stage_parameters, gradients};
+      const double layers = static_cast<double>(stage_layer_count(model, layout, stage));
+      return {e * stage_parameters - layers * fp8_saved_per_layer, gradients};
     }
-    return {e * (largest_unit + layer), gradients};
+    const double gathered_layers = largest_unit > layer ? 1.0 : 2.0;
+    return {e * (largest_unit + layer) - gathered_layers * fp8_saved_per_layer, gradients};
   }
   if (framework == Framework::kMegatron && layout.zero >= 2 && grad_group_size(layout) > 1) {
     // Megatron-FSDP (megatron_fsdp.md lines 381-382): two units of unsharded weights (ZeRO-3)
@@ -317,7 +348,8 @@ std::pair<double, double> working_set_bytes(Framework framework,
   return {0.0, 0.0};
 }
 
-// Transformer Engine's FP8 state of one rank's layers on a stage (--precision fp8, else 0):
+// Transformer Engine's FP8 state of one rank's layers on a stage (--precision fp8 under any
+// framework but fsdp, else 0):
 // each linear weight cached in FP8 with its transpose, 1 + 1 bytes per element, kept across
 // the micro-batches of a step (transformer_engine/pytorch/module/base.py,
 // get_weight_workspace, reused while is_first_microbatch is false; Hopper's FP8 GEMMs take
@@ -327,17 +359,23 @@ std::pair<double, double> working_set_bytes(Framework framework,
 // the layer's 4 GEMMs. Under ZeRO-3 the caches are counted whole (an upper bound).
 double fp8_state_bytes(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                        const Layout& layout, const PlanOptions& options, int64_t stage) {
-  if (options.gemm_precision != GemmPrecision::kFp8) {
+  if (options.gemm_precision != GemmPrecision::kFp8 || options.framework == Framework::kFsdp) {
+    // torchao's Float8Linear (FSDP2/torchtitan) keeps no persistent FP8 state: tensorwise
+    // dynamic scaling (Float8LinearConfig default) casts weight and input in each forward and
+    // keeps no amax history; manual_float8_matmul_with_args_in_float8 saves its fp8 input and
+    // weight for the backward only (torchao/float8/float8_linear.py of the v0.7 period, read in the
+    // code index at an unpinned commit; the Dec 2024 benchmark ran torchao eab345c). Under
+    // torchtitan's op-level SAC the fp8 matmul is torch.mm on Float8Tensors, which the policy
+    // sees as aten.mm and saves as in bf16 (its output is bf16), and the fp8 casts are
+    // recomputed; under full AC only the block input is kept: activations are unchanged.
     return 0.0;
   }
   constexpr double kAmaxHistoryLength = 1024;  // DelayedScaling default
   constexpr double kScaledTensorsPerLayer = 4 * (3 + 2);
   const Shape x = shape_of(model, cluster, layout);
-  const double linear_weights_per_layer =
-      (x.h * (x.a + 2.0 * x.g) * x.d + x.a * x.d * x.h + x.h * x.fc1 + x.f * x.h) / x.t;
   const double layers = static_cast<double>(stage_layer_count(model, layout, stage));
   return layers *
-         (2.0 * linear_weights_per_layer + kAmaxHistoryLength * kScaledTensorsPerLayer * 4.0);
+         (2.0 * linear_weights_per_layer(x) + kAmaxHistoryLength * kScaledTensorsPerLayer * 4.0);
 }
 
 // The (held, waiting) in-flight points of a dense stage, in units of *layers_per_unit layers:
@@ -382,7 +420,7 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
       bytes_per_parameter(options.framework, cluster, expert_layout(layout));
   double step_bytes = 0;
   const auto [gathered_weights, unsharded_gradients] =
-      working_set_bytes(options.framework, model, cluster, layout, n + n_expert, &step_bytes);
+      working_set_bytes(options, model, cluster, layout, stage, n + n_expert, &step_bytes);
   memory.weights_bytes =
       static_cast<int64_t>(per.weights * n + per_expert.weights * n_expert + gathered_weights +
                            fp8_state_bytes(model, cluster, layout, options, stage));

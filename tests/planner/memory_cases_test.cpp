@@ -15,8 +15,8 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <string>
 
 #include "meshplan/cost_model.h"
@@ -29,17 +29,18 @@ namespace {
 constexpr double kGiB = static_cast<double>(kBytesPerGiB);
 
 // Cases meshplan does not model, with the reason (README "Memory", measured cases).
-const std::set<std::string> kNotModelled = {
-    // fp8 weights and Transformer Engine's fp8 transpose caches are not modelled.
-    "megatron-tiny-tp2-pp2-fp8-sp-h100",
-    "torchtitan-llama3-8b-fsdp8-compile-float8",
-    "torchtitan-llama3-8b-fsdp128-compile-float8",
-    "torchtitan-llama3-70b-fsdp32-tp8",
-    "torchtitan-llama3-70b-fsdp32-tp8-asynctp",
-    "torchtitan-llama3-405b-fsdp8-tp8-pp8-1f1b",
-    "torchtitan-llama3-405b-fsdp8-tp8-pp8-interleaved",
-    "torchtitan-llama3-8b-fsdp32-h200-float8",
-    "torchtitan-llama3-8b-fsdp64-h200-float8",
+const std::map<std::string, std::string> kNotModelled = {
+    {"megatron-tiny-tp2-pp2-fp8-sp-h100",
+     "--fp8-param-gather (1-byte primary weights) and --tp-comm-overlap userbuffers: no option"},
+    {"torchtitan-llama3-70b-fsdp32-tp8",
+     "predicted 30% low with full AC: about 21 GiB unexplained (not the fp8 terms)"},
+    {"torchtitan-llama3-70b-fsdp32-tp8-asynctp", "as the synchronous-TP row, 25% low"},
+    {"torchtitan-llama3-405b-fsdp8-tp8-pp8-1f1b",
+     "micro-batch size and stage split not stated; torchtitan's default of 1 gives 64% low"},
+    {"torchtitan-llama3-405b-fsdp8-tp8-pp8-interleaved", "as the 1F1B row, stages per rank too"},
+    {"torchtitan-llama3-8b-fsdp32-h200-float8",
+     "predicted 34% high: torchao 0afa4c1's float8 matmul and torch 2.8 compile not modelled"},
+    {"torchtitan-llama3-8b-fsdp64-h200-float8", "as the 32-GPU row, 33% high"},
 };
 
 // The issue's bar: within 10% of every measured case meshplan models (goal 5%).
@@ -116,6 +117,12 @@ TEST_CASE("memory cases: meshplan against measured per-GPU memory of Megatron-LM
     options.framework = c.at("framework") == "fsdp" ? Framework::kFsdp : Framework::kMegatron;
     const std::string attention = c.at("options").value("attention_backend", "auto");
     options.flash_attention = attention.find("unfused") == std::string::npos;
+    // torchao Float8Linear under FSDP2 (the cases' "float8"): --precision fp8, whose fsdp
+    // accounting is torchao's (planner/memory.cpp). torch.compile ("compile") is not modelled:
+    // the benchmark's compile-only rows measure it at -5.4 GiB (8 GPUs) and -5.0 GiB (128).
+    if (c.at("options").value("float8", false)) {
+      options.gemm_precision = GemmPrecision::kFp8;
+    }
     const PlanEstimate estimate = estimate_plan(model, cluster, layout, options);
     REQUIRE(estimate.stages.size() == static_cast<size_t>(layout.pp));
     const nlohmann::json& measured = c.at("measured");
@@ -147,7 +154,7 @@ TEST_CASE("memory cases: meshplan against measured per-GPU memory of Megatron-LM
     CHECK(std::abs(error) <= kBarPercent);
   }
   MESSAGE(table);
-  CHECK(checked == 12);
+  CHECK(checked == 14);
 }
 
 }  // namespace

@@ -136,6 +136,40 @@ TEST_CASE("model states per framework: the same 7.5B on 64 GPUs") {
   }
 }
 
+TEST_CASE("torchao float8 under FSDP2: 1-byte gathered linear weights, no FP8 state") {
+  // megatron-7.5b (36 layers, h 4096, a = g = 32, f = 4h, GELU) on H100, --framework fsdp.
+  // A layer's linear weights at tp 1: QKV 3h^2 + output h^2 + MLP 2 h f = 12 h^2 =
+  // 201,326,592; WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather gathers them in 1 byte
+  // instead of 2, so each gathered layer holds 201,326,592 bytes fewer. torchao keeps no
+  // amax history or fp8 weight cache (tensorwise dynamic scaling) and its matmul saves nothing
+  // the bf16 block does not (Float8Linear's mm output is bf16), so nothing else changes.
+  const models::TransformerConfig model = models::load_model("megatron-7.5b");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  constexpr int64_t kLayerLinearBytesSaved = 12LL * 4096 * 4096;  // 201,326,592
+  const auto memory_of = [&](GemmPrecision precision, int64_t pp, int64_t dp) {
+    PlanOptions options;
+    options.framework = Framework::kFsdp;
+    options.gemm_precision = precision;
+    Layout layout = make_layout(1, pp, dp, 1, dp);
+    layout.zero = 3;
+    return estimate_plan(model, cluster, layout, options).stages[0].memory;
+  };
+  // pp 1: the largest unit (tied embedding, 209,715,200 parameters) stays bf16 (not a
+  // Float8Linear) and one layer is gathered beside it: one layer's saving.
+  const MemoryBreakdown bf16 = memory_of(GemmPrecision::kBf16, 1, 64);
+  const MemoryBreakdown fp8 = memory_of(GemmPrecision::kFp8, 1, 64);
+  CHECK(bf16.weights_bytes - fp8.weights_bytes == kLayerLinearBytesSaved);
+  CHECK(fp8.gradients_bytes == bf16.gradients_bytes);
+  CHECK(fp8.optimizer_bytes == bf16.optimizer_bytes);
+  CHECK(fp8.activations_bytes == bf16.activations_bytes);
+  // pp 2: torchtitan keeps the whole stage gathered from forward to backward; stage 0 holds
+  // 36 / 2 = 18 layers, each gathered in fp8: 18 * 201,326,592 = 3,623,878,656 bytes fewer.
+  const MemoryBreakdown bf16_pp = memory_of(GemmPrecision::kBf16, 2, 32);
+  const MemoryBreakdown fp8_pp = memory_of(GemmPrecision::kFp8, 2, 32);
+  CHECK(bf16_pp.weights_bytes - fp8_pp.weights_bytes == 18 * kLayerLinearBytesSaved);
+  CHECK(fp8_pp.activations_bytes == bf16_pp.activations_bytes);
+}
+
 TEST_CASE("ZeRO-2/3 working sets: Megatron-FSDP and DeepSpeed, the same 7.5B on 64 GPUs") {
   // Units at tp 1: a layer 12 h^2 + 13 h = 201,379,840 parameters; the vocab-parallel embedding
   // (V = 51,200, already a multiple of tp) 51,200 * 4096 = 209,715,200, the largest unit.
