@@ -20,19 +20,12 @@ using Flags = std::vector<std::pair<std::string, std::string>>;  // (flag, value
 constexpr EmitTarget kMegatronTarget = EmitTarget::kMegatron;
 
 // Uneven stages as Megatron-Core's --decoder-first-pipeline-num-layers and
-// --decoder-last-pipeline-num-layers (arguments.py): the middle stages must hold equal counts.
+// --decoder-last-pipeline-num-layers (arguments.py); split_has_flags admits only equal middle
+// stages here, any other split goes out as --pipeline-model-parallel-layout.
 void add_stage_layer_flags(const planner::Plan& plan, Flags& flags) {
   const std::vector<int64_t>& stages = plan.layout.stage_layers;
   if (stages.empty()) {
     return;
-  }
-  for (size_t s = 2; s + 1 < stages.size(); s++) {
-    if (stages[s] != stages[1]) {
-      refuse(kMegatronTarget, "stage_layers",
-             "Megatron-LM sets only the first and last stage's layer counts, the middle stages "
-             "must be equal",
-             planner::format_stage_layers(stages));
-    }
   }
   const size_t last = stages.size() - 1;
   const int64_t middle = stages.size() > 2 ? stages[1] : -1;

@@ -454,9 +454,6 @@ plan_row "--stage-layers with a stage of 0 layers" \
   --model tiny --cluster local-cpu --gpus 2 --stage-layers 4,0
 plan_row "--stage-layers longer than --pp" "--stage-layers: 3 entries for --pp 2 (1,2,1)" \
   --model tiny --cluster local-cpu --gpus 2 --pp 2 --stage-layers 1,2,1
-plan_row "--stage-layers neither divisible by --vpp nor embedding/loss-accounted" \
-  "--stage-layers: stage_layers: stage 0 has 3 layers, not divisible by vpp 2, and the split is not Megatron-Core's embedding/loss-accounted form (L layers per stage, L - 1 on the first and/or last, L divisible by vpp) (3,1)" \
-  --model tiny --cluster local-cpu --gpus 2 --vpp 2 --stage-layers 3,1
 plan_row "--first-stage-layers without --pp" "--first-stage-layers: needs --pp" \
   --model tiny --cluster local-cpu --gpus 2 --first-stage-layers 3
 plan_row "--last-stage-layers leaving an uneven middle" \
