@@ -373,31 +373,33 @@ std::vector<std::vector<int64_t>> memory_shifted_splits(int64_t num_layers, int6
     }
     base.assign(static_cast<size_t>(pp), num_layers / pp);
   }
+  // One variant: the first quarter of the stages (at least one), where the warm-up's excess
+  // over the pipeline's average, 2 ((pp - 1) / 2 - s) chunk micro-batches, is largest.
+  if (pp < 4) {
+    return {};
+  }
+  const int64_t k = pp / 4;
   const int64_t fullest = *std::max_element(base.begin(), base.end());
-  std::vector<std::vector<int64_t>> shifted;
-  for (int64_t k = 1; 2 * k < pp; k *= 2) {
-    std::vector<int64_t> layers = base;
-    std::vector<bool> lost(static_cast<size_t>(pp), false);
-    int64_t removed = 0;
-    for (size_t s = 0; s < layers.size() && removed < k; ++s) {
-      if (layers[s] == fullest && layers[s] > 1) {
-        --layers[s];
-        lost[s] = true;
-        ++removed;
-      }
-    }
-    int64_t added = 0;
-    for (size_t s = layers.size(); s-- > 0 && added < removed;) {
-      if (!lost[s]) {
-        ++layers[s];
-        ++added;
-      }
-    }
-    if (removed == k && added == k) {
-      shifted.push_back(canonical_stage_layers(layers));
+  std::vector<bool> lost(static_cast<size_t>(pp), false);
+  int64_t removed = 0;
+  for (size_t s = 0; s < base.size() && removed < k; ++s) {
+    if (base[s] == fullest && base[s] > 1) {
+      --base[s];
+      lost[s] = true;
+      ++removed;
     }
   }
-  return shifted;
+  int64_t added = 0;
+  for (size_t s = base.size(); s-- > 0 && added < removed;) {
+    if (!lost[s]) {
+      ++base[s];
+      ++added;
+    }
+  }
+  if (removed < k || added < k) {
+    return {};
+  }
+  return {canonical_stage_layers(base)};
 }
 
 SearchResult search_layouts(const models::TransformerConfig& model,

@@ -309,21 +309,19 @@ TEST_CASE("candidate_stage_splits: Megatron first/last splits when pp does not d
 }
 
 TEST_CASE(
-    "memory_shifted_splits: a layer off each of the first k fullest stages, onto the last k") {
-  // k = 1, 2, 4 (2k < pp 16) from Llama 3's 7/8x14/7: stages 1..k lose one, the last k gain one.
+    "memory_shifted_splits: a layer off each of the first pp/4 fullest stages, onto the last") {
+  // Llama 3's 7/8x14/7 on pp 16: k = 4, stages 1-4 lose one, stages 12-15 gain one.
   std::vector<int64_t> base(16, 8);
   base.front() = base.back() = 7;
   const auto shifted = memory_shifted_splits(126, 16, base);
-  REQUIRE(shifted.size() == 3);
-  CHECK(shifted[0] == std::vector<int64_t>{7, 7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8});
-  CHECK(shifted[1] == std::vector<int64_t>{7, 7, 7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 9, 8});
-  CHECK(shifted[2] == std::vector<int64_t>{7, 7, 7, 7, 7, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 8});
-  for (const std::vector<int64_t>& split : shifted) {
-    CHECK(std::accumulate(split.begin(), split.end(), int64_t{0}) == 126);
-  }
-  // The even split of 32 on 4: k = 1 only (2k < 4): 7/8/8/9.
+  REQUIRE(shifted.size() == 1);
+  CHECK(shifted[0] == std::vector<int64_t>{7, 7, 7, 7, 7, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 8});
+  CHECK(std::accumulate(shifted[0].begin(), shifted[0].end(), int64_t{0}) == 126);
+  // The even split of 32 on 4: k = 1: 7/8/8/9; of 64 on 8: k = 2: 7/7/8/8/8/8/9/9.
   CHECK(memory_shifted_splits(32, 4, {}) == std::vector<std::vector<int64_t>>{{7, 8, 8, 9}});
-  // pp 2 has no k; an even split pp does not divide has no variants.
+  CHECK(memory_shifted_splits(64, 8, {}) ==
+        std::vector<std::vector<int64_t>>{{7, 7, 8, 8, 8, 8, 9, 9}});
+  // pp < 4 has none; an even split pp does not divide has none.
   CHECK(memory_shifted_splits(32, 2, {}).empty());
   CHECK(memory_shifted_splits(31, 4, {}).empty());
 }

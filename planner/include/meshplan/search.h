@@ -78,8 +78,8 @@ int64_t smallest_microbatch_group(int64_t pp, int64_t num_micro_batches);
 std::vector<std::vector<int64_t>> candidate_stage_splits(int64_t num_layers, int64_t pp);
 
 /// Memory-shifted variants of `split` ({}: the even split) that the search tries with the
-/// interleaved schedule: for k = 1, 2, 4, ... < pp / 2, one layer off each of the first k
-/// fullest stages and onto each of the last k others. Interleaved 1F1B's warm-up holds
+/// interleaved schedule (pp >= 4): with k = pp / 4, one layer off each of the first k fullest
+/// stages and onto each of the last k others. Interleaved 1F1B's warm-up holds
 /// 2 (pp - s - 1) + (vpp - 1) N chunk micro-batches on stage s (Megatron-Core schedules.py
 /// get_pp_rank_microbatches), so the first stages peak highest; a layer fewer there, their
 /// first chunk left short (stage_layer_range), is what lets Llama 3 405B's 8K layout on 8,192
