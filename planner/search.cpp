@@ -208,6 +208,14 @@ void add_variants(const SearchSpace& space, const PlanOptions& options, const La
   }
 }
 
+// A split the search tries: its stage counts, the split whose vpps it takes, and whether it is
+// a memory-shifted variant (memory_shifted_splits) of that one.
+struct SplitChoice {
+  std::vector<int64_t> split;
+  std::vector<int64_t> base_split;
+  bool memory_shifted = false;
+};
+
 // Appends the layouts of one (tp, pp, cp): dp takes the rest of the GPUs.
 void enumerate_replicas(const models::TransformerConfig& model,
                         const models::ClusterConfig& cluster, const SearchSpace& space,
@@ -223,22 +231,22 @@ void enumerate_replicas(const models::TransformerConfig& model,
   const int64_t batch_per_replica = space.global_batch % dp == 0 ? space.global_batch / dp : 1;
   const auto splits = stage_split_choices(model, space, pp);
   const auto schedules = schedule_choices(model, space, pp, splits);
-  // Interleaved layouts also try the balanced split's memory-shifted variants (not a fixed
-  // split), with the vpps their base split admits: (split, base) pairs.
-  std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> plain, interleaved;
+  // Interleaved layouts also try the balanced (first) split's memory-shifted variants (not a
+  // fixed split; the other splits already trade stage balance for memory), with the vpps the
+  // balanced split admits.
+  std::vector<SplitChoice> plain, interleaved;
   for (const std::vector<int64_t>& split : splits) {
-    plain.emplace_back(split, split);
-    interleaved.emplace_back(split, split);
-    // Of the first (balanced) split only: the others already trade stage balance for memory.
-    if (!space.stage_layers && &split == &splits.front()) {
-      for (std::vector<int64_t>& shifted : memory_shifted_splits(model.num_layers, pp, split)) {
-        interleaved.emplace_back(std::move(shifted), split);
-      }
+    plain.push_back({split, split, false});
+    interleaved.push_back({split, split, false});
+  }
+  if (!space.stage_layers) {
+    for (std::vector<int64_t>& shifted : memory_shifted_splits(model.num_layers, pp, splits[0])) {
+      interleaved.push_back({std::move(shifted), splits[0], true});
     }
   }
   for (int64_t micro_batch : choices(space.micro_batch, divisors(batch_per_replica))) {
     for (const auto& [schedule, vpp] : schedules) {
-      for (const auto& [split, base_split] :
+      for (const auto& [split, base_split, memory_shifted] :
            schedule == ScheduleKind::kInterleaved ? interleaved : plain) {
         if (vpp > 1 && !space.vpp && !split_allows_vpp(base_split, model.num_layers, pp, vpp)) {
           continue;  // Megatron-Core's rules for splitting stages into vpp chunks
@@ -273,7 +281,7 @@ void enumerate_replicas(const models::TransformerConfig& model,
           const int64_t expert_ranks = stage_ranks % etp == 0 ? stage_ranks / etp : 1;
           for (int64_t ep : ep_choices(model, space, expert_ranks)) {
             base.ep = ep;
-            add_variants(space, options, base, split != base_split, layouts);
+            add_variants(space, options, base, memory_shifted, layouts);
           }
         }
       }
@@ -366,17 +374,14 @@ std::vector<std::vector<int64_t>> candidate_stage_splits(int64_t num_layers, int
 
 std::vector<std::vector<int64_t>> memory_shifted_splits(int64_t num_layers, int64_t pp,
                                                         const std::vector<int64_t>& split) {
+  // One variant: the first quarter of the stages, where the warm-up's excess over the
+  // pipeline's average, 2 ((pp - 1) / 2 - s) chunk micro-batches, is largest.
+  if (pp < 4 || (split.empty() && num_layers % pp != 0)) {
+    return {};
+  }
   std::vector<int64_t> base = split;
   if (base.empty()) {
-    if (num_layers % pp != 0) {
-      return {};
-    }
     base.assign(static_cast<size_t>(pp), num_layers / pp);
-  }
-  // One variant: the first quarter of the stages (at least one), where the warm-up's excess
-  // over the pipeline's average, 2 ((pp - 1) / 2 - s) chunk micro-batches, is largest.
-  if (pp < 4) {
-    return {};
   }
   const int64_t k = pp / 4;
   const int64_t fullest = *std::max_element(base.begin(), base.end());

@@ -42,19 +42,13 @@ bool divisible_by_vpp(const std::vector<int64_t>& layers, int64_t vpp) {
   return std::all_of(layers.begin(), layers.end(), [vpp](int64_t n) { return n % vpp == 0; });
 }
 
-}  // namespace
-
-namespace {
-
 // stage_layer_range of an uneven split, computed for one (stage, chunk).
-LayerRange uneven_layer_range(const models::TransformerConfig& model, const Layout& layout,
-                              int64_t stage, int64_t chunk) {
-  // The embedding/loss-accounted form is the one a first or last count vpp does not divide
-  // may be.
+LayerRange uneven_layer_range(const Layout& layout, int64_t stage, int64_t chunk) {
   const std::vector<int64_t>& layers = layout.stage_layers;
   const int64_t vpp = layout.vpp;
   const int64_t front = layers.front();
-  if ((front % vpp != 0 || layers.back() % vpp != 0) && accounted_split(layers, vpp)) {
+  if (is_accounted_split(layers, vpp)) {
+    // The short ends are the counts vpp does not divide (L - 1 with L % vpp == 0).
     const bool embedding = front % vpp != 0;
     const bool loss = layers.back() % vpp != 0;
     // Virtual stage v starts after v chunks of L / vpp slots, less the embedding's slot when
@@ -67,20 +61,12 @@ LayerRange uneven_layer_range(const models::TransformerConfig& model, const Layo
     const bool has_loss = loss && v == layout.pp * vpp - 1;
     return {first, first + per_chunk - (has_embedding ? 1 : 0) - (has_loss ? 1 : 0)};
   }
-  if (divisible_by_vpp(layers, vpp)) {
-    // Megatron-Core transformer_layer.py get_transformer_layer_offset (uneven, interleaved):
-    // chunk c of stage s holds n_s / vpp layers after c rounds of l / vpp layers and the chunks
-    // c of stages 0..s-1 (vpp 1: the layers of the stages before s).
-    const auto begin = layers.begin();
-    const int64_t before = std::accumulate(begin, begin + stage, int64_t{0}) / vpp;
-    const int64_t first = chunk * (model.num_layers / vpp) + before;
-    return {first, first + layers[static_cast<size_t>(stage)] / vpp};
-  }
   // Any other split: each stage's layers over its chunks as evenly as they go, the longer
   // chunks last (chunk_layer_count), laid out in virtual-stage order v = c pp + s as Megatron-
-  // Core's --pipeline-model-parallel-layout lists them (pipeline_parallel_layer_layout.py).
-  // Chunks 0..chunk-1 of stage s hold chunk (n_s / vpp) layers plus one for each of them among
-  // its last n_s % vpp.
+  // Core's --pipeline-model-parallel-layout lists them (pipeline_parallel_layer_layout.py
+  // get_layer_offset). Counts vpp divides give every chunk n_s / vpp, which is also Megatron-
+  // Core's get_transformer_layer_offset for uneven first/last stages. Chunks 0..chunk-1 of
+  // stage s hold chunk (n_s / vpp) layers plus one for each of them among its last n_s % vpp.
   int64_t first = 0;
   for (int64_t s = 0; s < layout.pp; ++s) {
     const int64_t n = layers[static_cast<size_t>(s)];
@@ -107,21 +93,18 @@ LayerRange stage_layer_range(const models::TransformerConfig& model, const Layou
   struct Memo {
     std::vector<int64_t> stage_layers;
     int64_t vpp = 0;
-    int64_t num_layers = 0;
     std::vector<LayerRange> ranges;  // [chunk * pp + stage]
   };
   static thread_local Memo memo;
-  if (memo.vpp != layout.vpp || memo.num_layers != model.num_layers ||
-      memo.stage_layers != layout.stage_layers) {
+  if (memo.vpp != layout.vpp || memo.stage_layers != layout.stage_layers) {
     memo.ranges.clear();
     for (int64_t c = 0; c < layout.vpp; ++c) {
       for (int64_t s = 0; s < layout.pp; ++s) {
-        memo.ranges.push_back(uneven_layer_range(model, layout, s, c));
+        memo.ranges.push_back(uneven_layer_range(layout, s, c));
       }
     }
     memo.stage_layers = layout.stage_layers;
     memo.vpp = layout.vpp;
-    memo.num_layers = model.num_layers;
   }
   return memo.ranges[static_cast<size_t>(virtual_stage(layout.pp, stage, chunk))];
 }

@@ -46,15 +46,6 @@ Layout moe_layout(int64_t dp, int64_t ep, int64_t etp, int64_t global_batch = 4)
   return layout;
 }
 
-const CollectiveTraffic* find(const std::vector<CollectiveTraffic>& list, const char* what) {
-  for (const CollectiveTraffic& traffic : list) {
-    if (traffic.what == what) {
-      return &traffic;
-    }
-  }
-  return nullptr;
-}
-
 constexpr int64_t kExpert = 3 * 64 * 96;  // 18,432 parameters
 
 }  // namespace
@@ -120,8 +111,8 @@ TEST_CASE("etp 1: all-to-alls over ep ranks of the tp group, no routed-token gat
   CHECK(moe_all_to_all_bytes(tiny_moe(), local_cpu(), layout) == 8'192);
   const PlanEstimate estimate = estimate_plan(tiny_moe(), local_cpu(), layout);
   REQUIRE(estimate.rejection_code == "");
-  const CollectiveTraffic* forward =
-      find(estimate.collectives, "ep: MoE token dispatch and combine all-to-alls (forward)");
+  const CollectiveTraffic* forward = test::find_traffic(
+      estimate.collectives, "ep: MoE token dispatch and combine all-to-alls (forward)");
   REQUIRE(forward != nullptr);
   CHECK(forward->group == CommGroup::kEp);
   CHECK(forward->group_size == 4);
@@ -130,19 +121,22 @@ TEST_CASE("etp 1: all-to-alls over ep ranks of the tp group, no routed-token gat
   // Four ranks in one node: 3/4 of 8,192 bytes at 5e9 B/s x 0.5 efficiency, plus three 1 us
   // steps: 6,144 / 2.5e9 + 3e-6 = 5.4576e-6 s.
   CHECK(forward->seconds_per_call == doctest::Approx(5.4576e-6).epsilon(1e-9));
-  CHECK(find(estimate.collectives,
-             "tp: MoE routed-token all-gathers (forward; backward of combine)") == nullptr);
-  CHECK(find(estimate.collectives,
-             "tp: MoE routed-token reduce-scatters (forward; backward of dispatch)") == nullptr);
+  CHECK(test::find_traffic(estimate.collectives,
+                           "tp: MoE routed-token all-gathers (forward; backward of combine)") ==
+        nullptr);
+  CHECK(test::find_traffic(
+            estimate.collectives,
+            "tp: MoE routed-token reduce-scatters (forward; backward of dispatch)") == nullptr);
   // 4 / (1 * 4): one expert-dp rank, nothing to reduce.
-  CHECK(find(estimate.collectives, "expert_dp: expert gradient all-reduce") == nullptr);
+  CHECK(test::find_traffic(estimate.collectives, "expert_dp: expert gradient all-reduce") ==
+        nullptr);
 }
 
 TEST_CASE("etp = tp: the dispatched tokens are gathered over the etp ranks") {
   const PlanEstimate estimate = estimate_plan(tiny_moe(), local_cpu(), moe_layout(2, 2, 2));
   REQUIRE(estimate.rejection_code == "");
-  const CollectiveTraffic* gathers =
-      find(estimate.collectives, "tp: MoE routed-token all-gathers (forward; backward of combine)");
+  const CollectiveTraffic* gathers = test::find_traffic(
+      estimate.collectives, "tp: MoE routed-token all-gathers (forward; backward of combine)");
   REQUIRE(gathers != nullptr);
   CHECK(gathers->group_size == 2);
   // Gathered output: T k etp / sp = 32 * 2 * 2 / 2 = 64 tokens of 64 fp32: 16,384 bytes.
@@ -172,7 +166,7 @@ TEST_CASE("etp: expert gradients reduce over tp dp / (etp ep) ranks; weights per
   const PlanEstimate estimate = estimate_plan(tiny_moe(), local_cpu(), layout);
   REQUIRE(estimate.rejection_code == "");
   const CollectiveTraffic* grads =
-      find(estimate.collectives, "expert_dp: expert gradient all-reduce");
+      test::find_traffic(estimate.collectives, "expert_dp: expert gradient all-reduce");
   REQUIRE(grads != nullptr);
   CHECK(grads->group == CommGroup::kExpertDp);
   CHECK(grads->group_size == 4);

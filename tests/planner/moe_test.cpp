@@ -37,15 +37,6 @@ Layout with_ep(Layout layout, int64_t ep) {
   return layout;
 }
 
-const CollectiveTraffic* find(const std::vector<CollectiveTraffic>& list, const char* what) {
-  for (const CollectiveTraffic& traffic : list) {
-    if (traffic.what == what) {
-      return &traffic;
-    }
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 TEST_CASE("tiny-moe: experts split over ep, the rest replicated over dp") {
@@ -93,10 +84,10 @@ TEST_CASE("tiny-moe: dispatch and combine all-to-alls in the inventory, on the e
   CHECK(moe_all_to_all_bytes(tiny_moe(), local_cpu(), layout) == 16'384);
   const PlanEstimate estimate = estimate_plan(tiny_moe(), local_cpu(), layout);
   REQUIRE(estimate.rejection_code == "");
-  const CollectiveTraffic* forward =
-      find(estimate.collectives, "ep: MoE token dispatch and combine all-to-alls (forward)");
-  const CollectiveTraffic* backward =
-      find(estimate.collectives, "ep: MoE token dispatch and combine all-to-alls (backward)");
+  const CollectiveTraffic* forward = test::find_traffic(
+      estimate.collectives, "ep: MoE token dispatch and combine all-to-alls (forward)");
+  const CollectiveTraffic* backward = test::find_traffic(
+      estimate.collectives, "ep: MoE token dispatch and combine all-to-alls (backward)");
   REQUIRE(forward != nullptr);
   REQUIRE(backward != nullptr);
   CHECK(forward->kind == CollectiveKind::kAllToAll);
@@ -109,7 +100,8 @@ TEST_CASE("tiny-moe: dispatch and combine all-to-alls in the inventory, on the e
   // 1 us step: 8,192 / 2.5e9 + 1e-6 = 4.2768e-6 s.
   CHECK(forward->seconds_per_call == doctest::Approx(4.2768e-6).epsilon(1e-9));
   // dp / ep = 1: no expert gradient reduction.
-  CHECK(find(estimate.collectives, "expert_dp: expert gradient all-reduce") == nullptr);
+  CHECK(test::find_traffic(estimate.collectives, "expert_dp: expert gradient all-reduce") ==
+        nullptr);
   // The estimate's exposed ep time is the same all-to-alls: 4 per MoE layer per micro-batch.
   double ep_seconds = 0;
   for (const ChunkCost& chunk : estimate.stages[0].chunks) {
@@ -118,8 +110,8 @@ TEST_CASE("tiny-moe: dispatch and combine all-to-alls in the inventory, on the e
   CHECK(ep_seconds == doctest::Approx(4 * 3 * forward->seconds_per_call));
   // Megatron's dispatcher gathers every ep rank's E int64 token counts before each forward
   // dispatch: 2 ranks x 4 experts x 8 B = 64 B, once per MoE layer and micro-batch (3 x 2).
-  const CollectiveTraffic* counts =
-      find(estimate.collectives, "ep: MoE token-count all-gather (dispatch preprocess)");
+  const CollectiveTraffic* counts = test::find_traffic(
+      estimate.collectives, "ep: MoE token-count all-gather (dispatch preprocess)");
   REQUIRE(counts != nullptr);
   CHECK(counts->kind == CollectiveKind::kAllGather);
   CHECK(counts->group == CommGroup::kEp);
@@ -131,11 +123,12 @@ TEST_CASE("tiny-moe: the load-balancing loss all-reduces token counts over cp wh
   Layout layout = with_ep(make_layout(1, 1, 1, 1, 4), 2);
   layout.cp = 2;  // m = 4 micro-batches
   const char* what = "cp: MoE router token-count all-reduce (load-balancing loss)";
-  CHECK(find(estimate_plan(tiny_moe(), local_cpu(), layout).collectives, what) == nullptr);
+  CHECK(test::find_traffic(estimate_plan(tiny_moe(), local_cpu(), layout).collectives, what) ==
+        nullptr);
   PlanOptions options;
   options.moe_aux_loss_coeff = 0.01;
   const PlanEstimate estimate = estimate_plan(tiny_moe(), local_cpu(), layout, options);
-  const CollectiveTraffic* counts = find(estimate.collectives, what);
+  const CollectiveTraffic* counts = test::find_traffic(estimate.collectives, what);
   REQUIRE(counts != nullptr);
   CHECK(counts->kind == CollectiveKind::kAllReduce);
   CHECK(counts->group == CommGroup::kCp);
@@ -147,7 +140,7 @@ TEST_CASE("tiny-moe: expert gradients reduce over dp / ep; ZeRO shards them ther
   Layout layout = with_ep(make_layout(1, 1, 4, 1, 8), 2);  // expert data parallel 4 / 2 = 2
   const PlanEstimate estimate = estimate_plan(tiny_moe(), local_cpu(), layout);
   const CollectiveTraffic* expert_grads =
-      find(estimate.collectives, "expert_dp: expert gradient all-reduce");
+      test::find_traffic(estimate.collectives, "expert_dp: expert gradient all-reduce");
   REQUIRE(expert_grads != nullptr);
   CHECK(expert_grads->group == CommGroup::kExpertDp);
   CHECK(expert_grads->group_size == 2);

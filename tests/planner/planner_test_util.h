@@ -10,6 +10,7 @@
 #include <string>
 
 #include "input_error.h"
+#include "meshplan/cost_model.h"
 #include "meshplan/errors.h"
 #include "meshplan/layout.h"
 #include "meshplan/models.h"
@@ -30,6 +31,17 @@ inline Layout make_layout(int64_t tp, int64_t pp, int64_t dp, int64_t micro_batc
 }
 
 /// The tiny-moe preset and the local-cpu cluster, loaded once (the MoE suites' fixtures).
+/// The collective of an inventory named `what`, or nullptr.
+inline const CollectiveTraffic* find_traffic(const std::vector<CollectiveTraffic>& list,
+                                             const char* what) {
+  for (const CollectiveTraffic& traffic : list) {
+    if (traffic.what == what) {
+      return &traffic;
+    }
+  }
+  return nullptr;
+}
+
 inline const models::TransformerConfig& tiny_moe() {
   static const models::TransformerConfig model = models::load_model("tiny-moe");
   return model;
