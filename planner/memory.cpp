@@ -248,9 +248,14 @@ BytesPerParameter bytes_per_parameter(Framework framework, const models::Cluster
   return {2.0 / w_shard, 2.0 / g_shard, 12.0 / o_shard};
 }
 
-// Linear (GEMM) weights of one layer on one tp rank: QKV, output projection, MLP in and out.
+// Attention's linear (GEMM) weights of one layer on one tp rank: QKV and output projection.
+double attention_linear_weights_per_layer(const Shape& x) {
+  return (x.h * (x.a + 2.0 * x.g) * x.d + x.a * x.d * x.h) / x.t;
+}
+
+// Linear (GEMM) weights of one layer on one tp rank: attention's, MLP in and out.
 double linear_weights_per_layer(const Shape& x) {
-  return (x.h * (x.a + 2.0 * x.g) * x.d + x.a * x.d * x.h + x.h * x.fc1 + x.f * x.h) / x.t;
+  return attention_linear_weights_per_layer(x) + (x.h * x.fc1 + x.f * x.h) / x.t;
 }
 
 // Bytes per gathered layer that torchao's float8 all-gather saves under --framework fsdp
@@ -270,8 +275,8 @@ double fsdp_float8_gather_saving_bytes(const models::TransformerConfig& model,
     return 0.0;
   }
   const Shape x = shape_of(model, cluster, layout);
-  const double attention = (x.h * (x.a + 2.0 * x.g) * x.d + x.a * x.d * x.h) / x.t;
-  return (x.e - 1.0) * (model.is_moe() ? attention : linear_weights_per_layer(x));
+  return (x.e - 1.0) *
+         (model.is_moe() ? attention_linear_weights_per_layer(x) : linear_weights_per_layer(x));
 }
 
 // Transient and working-set bytes beyond the persistent states: gathered parameters and
