@@ -279,6 +279,26 @@ double fsdp_float8_gather_saving_bytes(const models::TransformerConfig& model,
          (model.is_moe() ? attention_linear_weights_per_layer(x) : linear_weights_per_layer(x));
 }
 
+// Unsharded fp32 gradients a pipeline stage accumulates under --framework fsdp with pp > 1:
+// torch.distributed.pipelining (stage.py, backward_maybe_with_nosync) runs every micro-batch's
+// backward with set_requires_gradient_sync(False) and set_reshard_after_backward(False), and
+// reduce-scatters only in the last one (run_post_backward); until then FSDP2 keeps each
+// parameter's unsharded gradient, upcast to reduce_dtype = fp32 (torchtitan's
+// mixed_precision_reduce default; FSDPParam.to_accumulated_grad_if_needed in _fsdp_param.py):
+// 4 bytes per parameter the rank holds before data-parallel sharding, `stage_parameters`.
+// 0 for any other framework, at pp 1 (torchtitan 9dec370 has no gradient accumulation without
+// PP) and in fp32 training (no upcast; the gradient is already counted whole below).
+double fsdp_pp_accumulated_gradient_bytes(const PlanOptions& options,
+                                          const models::ClusterConfig& cluster,
+                                          const Layout& layout, double stage_parameters) {
+  if (options.framework != Framework::kFsdp || layout.pp == 1 ||
+      cluster.precision == models::Precision::kFp32) {
+    return 0.0;
+  }
+  constexpr double kReduceDtypeBytes = 4.0;  // fp32
+  return kReduceDtypeBytes * stage_parameters;
+}
+
 // Transient and working-set bytes beyond the persistent states: gathered parameters and
 // unsharded gradients of ZeRO-3/FSDP units, DeepSpeed's reduce buckets. Returns {weights,
 // gradients}; `step_bytes` gets what exists only during the optimizer step.
@@ -317,7 +337,9 @@ std::pair<double, double> working_set_bytes(const PlanOptions& options,
         fsdp_float8_gather_saving_bytes(model, cluster, layout, options);
     if (layout.pp > 1) {
       const double layers = static_cast<double>(stage_layer_count(model, layout, stage));
-      return {e * stage_parameters - layers * fp8_saved_per_layer, gradients};
+      return {e * stage_parameters - layers * fp8_saved_per_layer,
+              gradients +
+                  fsdp_pp_accumulated_gradient_bytes(options, cluster, layout, stage_parameters)};
     }
     const double gathered_layers = largest_unit > layer ? 1.0 : 2.0;
     return {e * (largest_unit + layer) - gathered_layers * fp8_saved_per_layer, gradients};

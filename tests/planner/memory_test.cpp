@@ -170,6 +170,34 @@ TEST_CASE("torchao float8 under FSDP2: 1-byte gathered linear weights, no FP8 st
   CHECK(fp8_pp.activations_bytes == bf16_pp.activations_bytes);
 }
 
+TEST_CASE("FSDP2 under pipeline parallelism: the stage's unsharded fp32 gradients") {
+  // torch.distributed.pipelining runs each micro-batch's backward without gradient sync and
+  // reduce-scatters in the last; FSDP2 accumulates the unsharded gradients in reduce_dtype fp32
+  // (FSDPParam.to_accumulated_grad_if_needed): 4 bytes per stage parameter on top of the pp 1
+  // terms. megatron-7.5b, pp 2, dp 32, stage 0: 18 layers of 201,379,840 + the word embedding
+  // 51,200 * 4096 = 209,715,200 + learned positions 2048 * 4096 = 8,388,608 = 3,842,940,928
+  // parameters, n / 32 = 120,091,904 exactly.
+  const models::TransformerConfig model = models::load_model("megatron-7.5b");
+  const int64_t n = 3'842'940'928;
+  const int64_t largest_unit = 209'715'200;  // the embedding, above a layer's 201,379,840
+  PlanOptions options;
+  options.framework = Framework::kFsdp;
+  Layout layout = make_layout(1, 2, 32, 1, 32);
+  layout.zero = 3;
+  const MemoryBreakdown bf16 =
+      estimate_plan(model, models::load_cluster("dgx-h100"), layout, options).stages[0].memory;
+  // Sharded fp32 gradient 4 n / 32, the largest unit's fp32 reduce-scatter input and bf16
+  // gradient 6 * 209,715,200, the accumulated unsharded fp32 gradients 4 n.
+  CHECK(bf16.gradients_bytes == 4 * n / 32 + 6 * largest_unit + 4 * n);
+  // pp 1 keeps no accumulated gradients (torchtitan 9dec370 accumulates only under PP).
+  Layout flat = make_layout(1, 1, 64, 1, 64);
+  flat.zero = 3;
+  const MemoryBreakdown pp1 =
+      estimate_plan(model, models::load_cluster("dgx-h100"), flat, options).stages[0].memory;
+  const int64_t psi = 7'467'786'240;
+  CHECK(pp1.gradients_bytes == 4 * psi / 64 + 6 * largest_unit);
+}
+
 TEST_CASE("ZeRO-2/3 working sets: Megatron-FSDP and DeepSpeed, the same 7.5B on 64 GPUs") {
   // Units at tp 1: a layer 12 h^2 + 13 h = 201,379,840 parameters; the vocab-parallel embedding
   // (V = 51,200, already a multiple of tp) 51,200 * 4096 = 209,715,200, the largest unit.
