@@ -405,6 +405,35 @@ double fp8_state_bytes(const models::TransformerConfig& model, const models::Clu
          (2.0 * linear_weights_per_layer(x) + kAmaxHistoryLength * kScaledTensorsPerLayer * 4.0);
 }
 
+// What torchtitan's tensor-parallel LM head and loss hold beyond the last stage's terms in
+// stage_memory, under --framework fsdp with tp > 1 (0 otherwise). Returns {held per last-chunk
+// micro-batch in flight, extra loss transient}, T = the rank's micro-batch tokens:
+//   held: the output layer is ColwiseParallel(input_layouts=Shard(1)) (torchtitan 9dec370
+//     parallelize_llama.py apply_tp), so its nn.Linear saves the all-gathered, replicated
+//     final-norm output, T h e, where stage_memory counts the sequence-sharded T h e / t;
+//   transient: under loss_parallel (train.py, on with tp) the cross-entropy backward is
+//     torch/distributed/tensor/parallel/loss.py _nll_loss_and_log_softmax_backward,
+//     `(grad_input + torch.exp(x)) * grad_output` with grad_input = zeros_like(x): beside the
+//     saved fp32 log-probabilities x, three fp32 tensors of the logits' size live at once
+//     (zeros, exp or sum, and the product), one more than aten's fused log_softmax backward
+//     that stage_memory's 8 T V / t counts: 4 T V / t.
+std::pair<double, double> fsdp_tp_loss_extra_bytes(const models::TransformerConfig& model,
+                                                   const models::ClusterConfig& cluster,
+                                                   const Layout& layout,
+                                                   const PlanOptions& options) {
+  if (options.framework != Framework::kFsdp || layout.tp == 1) {
+    return {0.0, 0.0};
+  }
+  const double tokens = static_cast<double>(rank_micro_batch_tokens(model, layout));
+  const double t = static_cast<double>(layout.tp);
+  const double e = static_cast<double>(element_bytes(cluster));
+  const double sequence_split = layout.sequence_parallel ? t : 1.0;
+  const double held =
+      tokens * static_cast<double>(model.hidden_size) * e * (1.0 - 1.0 / sequence_split);
+  const double vocab = static_cast<double>(padded_vocab_size(model, layout.tp)) / t;
+  return {held, 4.0 * tokens * vocab};
+}
+
 // The (held, waiting) in-flight points of a dense stage, in units of *layers_per_unit layers:
 // one chunk's when the stage's chunks hold the same number of layers, else one layer, each held
 // (micro-batch, chunk) counted by its own chunk's layers from the op list
@@ -531,7 +560,10 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
       // torchtitan's loss, cross_entropy(pred.float()) (train.py at 9dec370, line 131): the
       // backward of log_softmax holds its saved fp32 output (counted above) with two fp32
       // gradients of the logits' size, nll_loss's and its own: 8 T V / t once.
-      loss_bytes = 8.0 * tokens * vocab;
+      const auto [head_input_bytes, loss_parallel_bytes] =
+          fsdp_tp_loss_extra_bytes(model, cluster, layout, options);
+      activations += head_input_bytes * static_cast<double>(in_flight.last_chunk);
+      loss_bytes = 8.0 * tokens * vocab + loss_parallel_bytes;
     } else if (e < 4.0) {
       // The 16-bit logits stay alive while their fp32 copy is made (Megatron-Core
       // tensor_parallel/cross_entropy.py line 25, vocab_parallel_logits.float()): e T V / t.

@@ -354,8 +354,10 @@ TEST_CASE("activations outside the layers, one stage, in absolute terms") {
 }
 
 // A Llama-shaped block (GQA, SwiGLU, no dropout) as torchtitan trains it: --framework fsdp,
-// ZeRO 3 over dp 2, tp 1, one micro-batch of 2,048 tokens, flash attention.
-int64_t torchtitan_activations(int64_t num_layers, int64_t vocab_size, Recompute recompute) {
+// ZeRO 3 over dp 2, tp 1 (or `tp` with sequence parallelism, as torchtitan's apply_tp), one
+// micro-batch of 2,048 tokens, flash attention.
+int64_t torchtitan_activations(int64_t num_layers, int64_t vocab_size, Recompute recompute,
+                               int64_t tp = 1) {
   models::TransformerConfig model = korthikanti_gpt(num_layers);
   model.num_kv_heads = 4;
   model.ffn_hidden_size = 2816;
@@ -366,9 +368,10 @@ int64_t torchtitan_activations(int64_t num_layers, int64_t vocab_size, Recompute
   model.tied_embeddings = false;
   model.qkv_bias = model.attention_output_bias = model.mlp_bias = false;
   model.dropout = false;
-  Layout layout = make_layout(1, 1, 2, 1, 2);
+  Layout layout = make_layout(tp, 1, 2, 1, 2);
   layout.zero = 3;
   layout.recompute = recompute;
+  layout.sequence_parallel = tp > 1;
   PlanOptions options;
   options.framework = Framework::kFsdp;
   options.flash_attention = true;
@@ -401,6 +404,17 @@ TEST_CASE("torchtitan's op-level selective checkpointing: what each block keeps"
   // Vocabulary 128: the block's rebuild (61,997,056 - 29,491,200 = 32,505,856) is larger than
   // the loss's 8 T V = 2,097,152: 29,491,200 + 8,388,608 + 1,048,576 + 32,505,856.
   CHECK(torchtitan_activations(1, 128, Recompute::kSelective) == 71'434'240);
+}
+
+TEST_CASE("torchtitan's tensor-parallel LM head and loss_parallel cross-entropy") {
+  // tp 2 with sequence parallelism, full checkpointing, one layer, vocabulary 32,000 (16,000
+  // per rank), T = 2048, h = 1024, e = 2. The layer keeps its input T h e / 2 = 2,097,152;
+  // the final-norm input T h e / 2 = 2,097,152 and the LM head's input, which
+  // ColwiseParallel(input_layouts=Shard(1)) all-gathers before the linear saves it, T h e =
+  // 4,194,304; the saved fp32 log-probabilities 4 T V / t = 131,072,000; and in
+  // loss_parallel's backward `(zeros_like(x) + exp(x)) * grad` three more fp32 tensors of that
+  // size at once, 12 T V / t = 393,216,000 (larger than the layer's rebuild): 532,676,608.
+  CHECK(torchtitan_activations(1, 32000, Recompute::kFull, 2) == 532'676'608);
 }
 
 TEST_CASE("a model trained without dropout stores no masks") {
