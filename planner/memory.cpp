@@ -287,11 +287,12 @@ double fsdp_float8_gather_saving_bytes(const models::TransformerConfig& model,
 // mixed_precision_reduce default; FSDPParam.to_accumulated_grad_if_needed in _fsdp_param.py):
 // 4 bytes per parameter the rank holds before data-parallel sharding, `stage_parameters`.
 // 0 for any other framework, at pp 1 (torchtitan 9dec370 has no gradient accumulation without
-// PP) and in fp32 training (no upcast; the gradient is already counted whole below).
+// PP), without FSDP (ZeRO 0 is DDP, whose fp32 gradients bytes_per_parameter counts whole) and
+// in fp32 training (no upcast; the gradient is already counted whole there).
 double fsdp_pp_accumulated_gradient_bytes(const PlanOptions& options,
                                           const models::ClusterConfig& cluster,
                                           const Layout& layout, double stage_parameters) {
-  if (options.framework != Framework::kFsdp || layout.pp == 1 ||
+  if (options.framework != Framework::kFsdp || layout.pp == 1 || !zero_shards_parameters(layout) ||
       cluster.precision == models::Precision::kFp32) {
     return 0.0;
   }
