@@ -189,6 +189,11 @@ TEST_CASE("FSDP2 under pipeline parallelism: the stage's unsharded fp32 gradient
   // Sharded fp32 gradient 4 n / 32, the largest unit's fp32 reduce-scatter input and bf16
   // gradient 6 * 209,715,200, the accumulated unsharded fp32 gradients 4 n.
   CHECK(bf16.gradients_bytes == 4 * n / 32 + 6 * largest_unit + 4 * n);
+  // ZeRO 0 under fsdp is DDP: its whole fp32 gradient 4 n is the accumulation buffer already.
+  layout.zero = 0;
+  const MemoryBreakdown ddp =
+      estimate_plan(model, models::load_cluster("dgx-h100"), layout, options).stages[0].memory;
+  CHECK(ddp.gradients_bytes == 4 * n + 6 * largest_unit);
   // pp 1 keeps no accumulated gradients (torchtitan 9dec370 accumulates only under PP).
   Layout flat = make_layout(1, 1, 64, 1, 64);
   flat.zero = 3;
