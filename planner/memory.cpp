@@ -541,6 +541,10 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
 // core/optimizer/distrib_optimizer.py keeps their fp32 main-param shard (the 12/dp optimizer
 // bytes, unchanged) and re-quantizes it after the step (fp8_utils.py quantize_param_shard).
 // Megatron-LM and TransformerEngine read in the code index at unpinned 2025 commits.
+// --tp-comm-overlap's userbuffers (TE initialize_ub, one (seq x micro-batch / cp) x hidden
+// buffer per overlapped GEMM) are not counted: TE's CommOverlapBase/CommOverlapP2PBase register
+// them with register_user_buffer_collective(..., alloc = true), a cudaMalloc outside PyTorch's
+// caching allocator (common/comm_gemm_overlap/comm_gemm_overlap.cpp, unpinned).
 double fp8_param_gather_weight_count(const models::TransformerConfig& model,
                                      const models::ClusterConfig& cluster, const Layout& layout,
                                      const PlanOptions& options, int64_t stage) {
