@@ -48,6 +48,7 @@ struct PlanArguments {
   std::string overlap_grad_reduce = "on";
   std::string overlap_param_gather = "on";
   std::string overlap_tp_comm = "off";
+  std::string fp8_param_gather = "off";
   std::string scatter_gather_pipeline = "off";
   double bucket_mb = static_cast<double>(planner::kDefaultBucketBytes / kBytesPerMiB);
   bool allow_tp_across_nodes = false;
@@ -316,6 +317,7 @@ planner::PlanOptions plan_options(const PlanArguments& args) {
   options.overlap_grad_reduce = parse_on_off(args.overlap_grad_reduce, "--overlap-grad-reduce");
   options.overlap_param_gather = parse_on_off(args.overlap_param_gather, "--overlap-param-gather");
   options.overlap_tp_comm = parse_on_off(args.overlap_tp_comm, "--overlap-tp-comm");
+  options.fp8_param_gather = parse_on_off(args.fp8_param_gather, "--fp8-param-gather");
   options.scatter_gather_pipeline =
       parse_on_off(args.scatter_gather_pipeline, "--scatter-gather-pipeline");
   options.allow_tp_across_nodes = args.allow_tp_across_nodes;
@@ -558,6 +560,10 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--overlap-param-gather", args->overlap_param_gather, "on | off")
       ->capture_default_str();
   plan->add_option("--overlap-tp-comm", args->overlap_tp_comm, "on | off")->capture_default_str();
+  plan->add_option("--fp8-param-gather", args->fp8_param_gather,
+                   "Megatron-LM --fp8-param-gather: fp8 linear weights, gathered in fp8 (on | off; "
+                   "needs --precision fp8, --framework megatron, --zero 1)")
+      ->capture_default_str();
   plan->add_option("--scatter-gather-pipeline", args->scatter_gather_pipeline,
                    "Send 1/tp of each pipeline tensor and all-gather it (Megatron-LM 2021)")
       ->capture_default_str();

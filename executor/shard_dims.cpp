@@ -95,6 +95,10 @@ void validate_options_for_executor(const planner::Plan& plan, const std::string&
                     "tensor-parallel communication with GEMMs (true)",
                     source));
   }
+  if (plan.options.fp8_param_gather) {
+    throw InputError(fmt::format(
+        "{}: options.fp8_param_gather: the CPU executor keeps no fp8 weights (true)", source));
+  }
   if (layout.cp > 1 && plan.options.cp_comm != planner::CpComm::kP2p) {
     throw InputError(
         fmt::format("{}: options.cp_comm: the CPU executor runs the p2p ring only ({})", source,

@@ -9,6 +9,7 @@
 #include <initializer_list>
 
 #include "estimate_internal.h"
+#include "memory.h"
 #include "meshplan/errors.h"
 #include "model_shape.h"
 
@@ -110,10 +111,16 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
       out.step_grad = costed(cluster, layout, stage, CollectiveKind::kAllReduce,
                              bucket_sizes(buffer_bytes, bucket));
       break;
-    case 1:
+    case 1: {
       out.step_grad = costed(cluster, layout, stage, kRS, bucket_sizes(buffer_bytes, bucket));
-      out.step_param = costed(cluster, layout, stage, kAG, bucket_sizes(buffer_bytes, bucket));
+      // --fp8-param-gather: the fp8 weights' uint8 param buffer moves 1 byte per element
+      // instead of e (param_and_grad_buffer.py; memory.cpp fp8_param_gather_weight_count).
+      const int64_t fp8_weights = static_cast<int64_t>(
+          fp8_param_gather_weight_count(model, cluster, layout, options, stage));
+      out.step_param = costed(cluster, layout, stage, kAG,
+                              bucket_sizes(buffer_bytes - fp8_weights * (e - 1), bucket));
       break;
+    }
     case 2: {
       // Megatron-FSDP (optim_grads) buckets by FSDP unit, a transformer layer: a unit's
       // parameters form one bucket and `suggested_bucket_size` splits only the parameters

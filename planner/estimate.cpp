@@ -447,6 +447,9 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
   if (validity.ok()) {
     validity = check_recompute_options(model, layout, options);
   }
+  if (validity.ok()) {
+    validity = check_fp8_param_gather(model, layout, options);
+  }
   if (!validity.ok()) {
     estimate.rejection_code = validity.code;
     estimate.rejection_reason = validity.reason;

@@ -480,7 +480,8 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
       working_set_bytes(options, model, cluster, layout, stage, n + n_expert, &step_bytes);
   memory.weights_bytes =
       static_cast<int64_t>(per.weights * n + per_expert.weights * n_expert + gathered_weights +
-                           fp8_state_bytes(model, cluster, layout, options, stage));
+                           fp8_state_bytes(model, cluster, layout, options, stage) -
+                           fp8_param_gather_saving_bytes(model, cluster, layout, options, stage));
   memory.gradients_bytes = static_cast<int64_t>(
       per.gradients * n + per_expert.gradients * n_expert + unsharded_gradients);
   memory.optimizer_bytes =
@@ -586,6 +587,37 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   memory.gradients_bytes += static_cast<int64_t>(std::max(0.0, step_bytes - activations));
   memory.reserved_bytes = reserve_bytes(cluster, memory.total_bytes());
   return memory;
+}
+
+// Megatron-LM --fp8-param-gather: training/training.py builds the model under TE's
+// fp8_model_init, so each TE Linear/LayerNormLinear/LayerNormMLP weight is a Float8Tensor
+// (transformer_engine/pytorch/tensor/float8_tensor.py); core/distributed/param_and_grad_buffer.py
+// gives Float8Tensor params a torch.uint8 param buffer (1 byte per element) and
+// core/optimizer/distrib_optimizer.py keeps their fp32 main-param shard (the 12/dp optimizer
+// bytes, unchanged) and re-quantizes it after the step (fp8_utils.py quantize_param_shard).
+// Megatron-LM and TransformerEngine read in the code index at unpinned 2025 commits.
+// --tp-comm-overlap's userbuffers (TE initialize_ub, one (seq x micro-batch / cp) x hidden
+// buffer per overlapped GEMM) are not counted: TE's CommOverlapBase/CommOverlapP2PBase register
+// them with register_user_buffer_collective(..., alloc = true), a cudaMalloc outside PyTorch's
+// caching allocator (common/comm_gemm_overlap/comm_gemm_overlap.cpp, unpinned).
+double fp8_param_gather_weight_count(const models::TransformerConfig& model,
+                                     const models::ClusterConfig& cluster, const Layout& layout,
+                                     const PlanOptions& options, int64_t stage) {
+  if (!options.fp8_param_gather) {
+    return 0.0;
+  }
+  const double layers = static_cast<double>(stage_layer_count(model, layout, stage));
+  return layers * linear_weights_per_layer(shape_of(model, cluster, layout));
+}
+
+// Per fp8 weight: e - 1 bytes (a 1-byte Float8Tensor instead of an e-byte weight) plus the
+// 1-byte fp8 cast of the weight that fp8_state_bytes counts (TE's base.py get_weight_workspace
+// casts only non-Float8Tensor weights: the param is the cast now; the transpose stays).
+double fp8_param_gather_saving_bytes(const models::TransformerConfig& model,
+                                     const models::ClusterConfig& cluster, const Layout& layout,
+                                     const PlanOptions& options, int64_t stage) {
+  const double e = static_cast<double>(element_bytes(cluster));
+  return e * fp8_param_gather_weight_count(model, cluster, layout, options, stage);
 }
 
 }  // namespace meshplan::planner

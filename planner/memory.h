@@ -53,6 +53,21 @@ inline constexpr double kAllocatorFragmentation = 0.024;
 /// fragmentation on `allocated_bytes`.
 int64_t reserve_bytes(const models::ClusterConfig& cluster, int64_t allocated_bytes);
 
+/// Linear (GEMM) weights of one rank on `stage` that Megatron-LM's --fp8-param-gather keeps in
+/// fp8 (options.fp8_param_gather; else 0): the QKV, attention-output and MLP weights of the
+/// stage's transformer layers. Norms, biases, embedding and LM head stay in the cluster's
+/// precision. Dense, non-MLA models only (check_fp8_param_gather).
+double fp8_param_gather_weight_count(const models::TransformerConfig& model,
+                                     const models::ClusterConfig& cluster, const Layout& layout,
+                                     const PlanOptions& options, int64_t stage);
+
+/// Bytes --fp8-param-gather saves on `stage` against --precision fp8 alone: per fp8 weight,
+/// e - 1 bytes of the stored weight and the 1-byte fp8 cast fp8_state_bytes counts (the weight
+/// is that cast now; its transpose stays), e bytes in all.
+double fp8_param_gather_saving_bytes(const models::TransformerConfig& model,
+                                     const models::ClusterConfig& cluster, const Layout& layout,
+                                     const PlanOptions& options, int64_t stage);
+
 /// Per-rank memory of pipeline stage `stage` under options.framework's accounting.
 MemoryBreakdown stage_memory(const models::TransformerConfig& model,
                              const models::ClusterConfig& cluster, const Layout& layout,

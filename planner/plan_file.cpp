@@ -68,7 +68,7 @@ constexpr std::array<std::string_view, 16> kLayoutFields = {"tp",
                                                             "ep",
                                                             "microbatch_group",
                                                             "etp"};
-constexpr std::array<std::string_view, 12> kOptionsFields = {"flash_attention",
+constexpr std::array<std::string_view, 13> kOptionsFields = {"flash_attention",
                                                              "overlap_grad_reduce",
                                                              "overlap_param_gather",
                                                              "overlap_tp_comm",
@@ -79,7 +79,8 @@ constexpr std::array<std::string_view, 12> kOptionsFields = {"flash_attention",
                                                              "cp_comm",
                                                              "precision",
                                                              "moe_load_imbalance",
-                                                             "moe_aux_loss_coeff"};
+                                                             "moe_aux_loss_coeff",
+                                                             "fp8_param_gather"};
 
 // Bounds that catch typos and unit mistakes before any product of them is formed (a plan file
 // with global_batch 1e12 made explain allocate gigabytes and never finish):
@@ -211,6 +212,9 @@ nlohmann::json options_to_json(const PlanOptions& options) {
   if (options.moe_aux_loss_coeff != 0) {  // omitted at the default, 0 (off)
     json["moe_aux_loss_coeff"] = options.moe_aux_loss_coeff;
   }
+  if (options.fp8_param_gather) {  // omitted at the default, off
+    json["fp8_param_gather"] = true;
+  }
   return json;
 }
 
@@ -260,6 +264,9 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
   if (json.contains("precision")) {
     options.gemm_precision =
         parse_gemm_precision(require_string(json, "precision", where), where + ": precision");
+  }
+  if (json.contains("fp8_param_gather")) {  // optional: absent means off
+    options.fp8_param_gather = require_bool(json, "fp8_param_gather", where);
   }
   return options;
 }
@@ -321,6 +328,9 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
                                    plan.options.allow_tp_across_nodes);
   if (validity.ok()) {
     validity = check_cp_options(plan.model, plan.layout, plan.options);
+  }
+  if (validity.ok()) {
+    validity = check_fp8_param_gather(plan.model, plan.layout, plan.options);
   }
   if (!validity.ok()) {
     throw InputError(fmt::format("{}: layout: {}", source, validity.reason));

@@ -156,7 +156,43 @@ GemmPrecision parse_gemm_precision(const std::string& text, const std::string& f
       fmt::format("{}: unsupported precision ({}); supported: bf16, fp8", field, text));
 }
 
+namespace {
+
+// Megatron-LM megatron/training/arguments.py validate_args: "--fp8-param-gather only supported
+// with distributed optimizer, torch fsdp2, megatron fsdp, or inference mode" (read in the code
+// index at an unpinned 2025 commit; older versions: distributed optimizer only). The fp8 model
+// weights come from TE's fp8_model_init, used only under --fp8-format (training/training.py).
+void check_fp8_param_gather_options(const PlanOptions& options) {
+  if (!options.fp8_param_gather) {
+    return;
+  }
+  if (options.gemm_precision != GemmPrecision::kFp8) {
+    throw InputError(
+        "fp8_param_gather: needs precision fp8 (Megatron-LM's --fp8-param-gather keeps Transformer "
+        "Engine FP8 weights, made only under --fp8-format)");
+  }
+  switch (options.framework) {
+    case Framework::kMegatron:
+      return;
+    case Framework::kFsdp:
+      throw InputError(
+          "fp8_param_gather: framework fsdp: torchtitan's float8 all-gather "
+          "(enable_fsdp_float8_all_gather) is already part of precision fp8 under fsdp");
+    case Framework::kDeepSpeed:
+      throw InputError(
+          "fp8_param_gather: framework deepspeed: DeepSpeed has no fp8 parameter "
+          "all-gather (a Megatron-LM option)");
+    case Framework::kMeshplan:
+      throw InputError(
+          "fp8_param_gather: framework meshplan: the executor keeps fp32/bf16 "
+          "weights and runs no FP8 (a Megatron-LM option)");
+  }
+}
+
+}  // namespace
+
 void check_precision(const models::ClusterConfig& cluster, const PlanOptions& options) {
+  check_fp8_param_gather_options(options);
   if (options.gemm_precision != GemmPrecision::kFp8) {
     return;
   }
@@ -379,6 +415,25 @@ Validity check_cp_options(const models::TransformerConfig& model, const Layout& 
 // torchtitan's op-level selective recompute is costed from the dense block's mm order (wq, wk,
 // wv, wo, MLP; op_sac_recompute in compute_cost.cpp); MoE blocks (grouped expert GEMMs) and
 // MLA projections have another order, not modelled.
+Validity check_fp8_param_gather(const models::TransformerConfig& model, const Layout& layout,
+                                const PlanOptions& options) {
+  if (!options.fp8_param_gather) {
+    return {};
+  }
+  if (model.is_moe() || model.is_mla()) {
+    return reject("fp8_param_gather",
+                  "fp8_param_gather: MoE and MLA models' fp8 weights are not modelled");
+  }
+  if (layout.zero != 1) {
+    // Megatron-FSDP (zero 2, 3) accepts it in recent Megatron-LM, but its fp8 units' gather
+    // and working set are not modelled; ZeRO-0 (DDP) is refused by arguments.py.
+    return refuse(options.framework,
+                  "--fp8-param-gather is modelled with the distributed optimizer (zero 1) only",
+                  layout);
+  }
+  return {};
+}
+
 Validity check_recompute_options(const models::TransformerConfig& model, const Layout& layout,
                                  const PlanOptions& options) {
   if (options.framework == Framework::kFsdp && layout.recompute == Recompute::kSelective &&

@@ -70,6 +70,9 @@ std::string format_plan_options(const planner::PlanOptions& o, const planner::Se
   if (o.allow_tp_across_nodes) {
     out += ", tp across nodes allowed";
   }
+  if (o.fp8_param_gather) {
+    out += ", fp8 param gather";
+  }
   if (space.memory_headroom_bytes > 0) {
     out += fmt::format(", memory headroom {:.1f} GiB",
                        static_cast<double>(space.memory_headroom_bytes) / kGiB);

@@ -388,6 +388,16 @@ row "plan: --precision fp8 on A100 (no FP8 tensor cores)" 2 \
   plan --model tiny --cluster dgx-a100-80gb --gpus 8 --precision fp8 --json new_out.json
 row "plan: --precision fp16" 2 "--precision: unsupported precision (fp16); supported: bf16, fp8" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --precision fp16 --json new_out.json
+row "plan: --fp8-param-gather with bf16 GEMMs" 2 "fp8_param_gather: needs precision fp8" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --fp8-param-gather on --json new_out.json
+row "plan: --fp8-param-gather under fsdp" 2 "fp8_param_gather: framework fsdp: torchtitan's float8" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --precision fp8 --framework fsdp \
+  --fp8-param-gather on --json new_out.json
+row "plan: --fp8-param-gather under meshplan's executor" 2 "fp8_param_gather: framework meshplan" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --precision fp8 --framework meshplan \
+  --fp8-param-gather on --json new_out.json
+row "plan: --fp8-param-gather maybe" 2 "--fp8-param-gather: expected on or off (maybe)" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --fp8-param-gather maybe --json new_out.json
 plan_row "--global-batch 10^12 (searched for hours before the cap)" \
   "global_batch: must be between 1 and 1000000 (1000000000000)" \
   --model tiny --cluster local-cpu --gpus 2 --global-batch 1000000000000

@@ -126,6 +126,11 @@ TEST_CASE("the executor rejects what it cannot run, naming the field") {
         "p.json: options.overlap_tp_comm: the CPU executor does not "
         "overlap tensor-parallel communication with GEMMs (true)");
 
+  planner::Plan fp8_gather = plan;
+  fp8_gather.options.fp8_param_gather = true;
+  CHECK(rejection(fp8_gather) ==
+        "p.json: options.fp8_param_gather: the CPU executor keeps no fp8 weights (true)");
+
   planner::Plan odd_vocab = plan;
   odd_vocab.model.vocab_size = 255;
   CHECK(rejection(odd_vocab) ==

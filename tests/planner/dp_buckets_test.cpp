@@ -118,6 +118,30 @@ TEST_CASE("dp_buckets: ZeRO 1 and 2 shard the padded buffer in whole dp blocks")
   }
 }
 
+TEST_CASE("dp_buckets: --fp8-param-gather all-gathers the linear weights in 1 byte") {
+  // megatron-7.5b on H100, tp 2, pp 2, dp 16, zero 1: stage 0's 18 layers hold 12 h^2 / 2 =
+  // 100,663,296 linear weights each on a rank; their all-gather moves 1 byte instead of 2,
+  // the reduce-scatter of the fp32-accumulated, bf16-reduced gradients is unchanged.
+  const models::TransformerConfig model = models::load_model("megatron-7.5b");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  Layout layout = make_layout(2, 2, 16, 1, 64);
+  layout.zero = 1;
+  PlanOptions options;
+  options.gemm_precision = GemmPrecision::kFp8;
+  const DpBuckets bf16 = dp_buckets(model, cluster, layout, options, 0);
+  options.fp8_param_gather = true;
+  const DpBuckets fp8 = dp_buckets(model, cluster, layout, options, 0);
+  const auto total = [](const std::vector<DpBucket>& buckets) {
+    int64_t bytes = 0;
+    for (const DpBucket& b : buckets) {
+      bytes += b.bytes * b.num_calls;
+    }
+    return bytes;
+  };
+  CHECK(total(bf16.step_param) - total(fp8.step_param) == 18LL * 12 * 4096 * 4096 / 2);
+  CHECK(total(fp8.step_grad) == total(bf16.step_grad));
+}
+
 TEST_CASE("dp_buckets: Megatron-FSDP's ZeRO 2 reduces one FSDP unit (layer) per bucket") {
   // param_and_grad_buffer.py _get_parameter_groups: a unit's parameters are one bucket whatever
   // the bucket size. The padded 435,330 bytes over the 4 layers as ZeRO 3 splits them below:

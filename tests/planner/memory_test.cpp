@@ -203,6 +203,63 @@ TEST_CASE("FSDP2 under pipeline parallelism: the stage's unsharded fp32 gradient
   CHECK(pp1.gradients_bytes == 4 * psi / 64 + 6 * largest_unit);
 }
 
+TEST_CASE("Megatron --fp8-param-gather: 1-byte linear weights and no separate fp8 cast") {
+  // megatron-7.5b (36 layers, h 4096, f = 4h) on H100, tp 2, pp 2, dp 16, the distributed
+  // optimizer. One rank's linear weights per layer: 12 h^2 / 2 = 100,663,296. With
+  // --precision fp8 alone each is kept in bf16 (2 bytes) plus TE's fp8 cast and its transpose
+  // (1 + 1); with --fp8-param-gather the weight is the 1-byte Float8Tensor and only the
+  // transpose is added: 2 bytes fewer per weight, 18 layers on stage 0.
+  const models::TransformerConfig model = models::load_model("megatron-7.5b");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  constexpr int64_t kRankLayerLinear = 12LL * 4096 * 4096 / 2;  // 100,663,296
+  Layout layout = make_layout(2, 2, 16, 1, 64);
+  layout.zero = 1;
+  const auto memory_of = [&](GemmPrecision precision, bool gather) {
+    PlanOptions options;
+    options.gemm_precision = precision;
+    options.fp8_param_gather = gather;
+    return estimate_plan(model, cluster, layout, options).stages[0].memory;
+  };
+  const MemoryBreakdown bf16 = memory_of(GemmPrecision::kBf16, false);
+  const MemoryBreakdown fp8 = memory_of(GemmPrecision::kFp8, false);
+  const MemoryBreakdown gathered = memory_of(GemmPrecision::kFp8, true);
+  CHECK(fp8.weights_bytes - gathered.weights_bytes == 18 * 2 * kRankLayerLinear);
+  // Against bf16: 1 (fp8 weight) + 1 (transpose) = 2 bytes, as the bf16 weight, so only TE's
+  // delayed-scaling amax history remains: 1024 entries x 4 bytes x 20 scaled tensors a layer.
+  CHECK(gathered.weights_bytes - bf16.weights_bytes == 18 * 1024 * 4 * 20);
+  // The fp32 main grads and the distributed optimizer's fp32 main params and moments stay.
+  CHECK(gathered.gradients_bytes == fp8.gradients_bytes);
+  CHECK(gathered.optimizer_bytes == fp8.optimizer_bytes);
+  CHECK(gathered.activations_bytes == fp8.activations_bytes);
+}
+
+TEST_CASE("--fp8-param-gather: what it needs, refused by name") {
+  const models::TransformerConfig model = models::load_model("megatron-7.5b");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  Layout layout = make_layout(2, 2, 16, 1, 64);
+  layout.zero = 1;
+  PlanOptions options;
+  options.fp8_param_gather = true;
+  // bf16 GEMMs: no fp8 weights to keep.
+  CHECK_THROWS_WITH_AS(estimate_plan(model, cluster, layout, options),
+                       doctest::Contains("fp8_param_gather: needs precision fp8"), InputError);
+  options.gemm_precision = GemmPrecision::kFp8;
+  for (const Framework framework :
+       {Framework::kFsdp, Framework::kDeepSpeed, Framework::kMeshplan}) {
+    options.framework = framework;
+    const std::string expected = "fp8_param_gather: framework " + to_string(framework);
+    CHECK_THROWS_WITH_AS(estimate_plan(model, cluster, layout, options),
+                         doctest::Contains(expected.c_str()), InputError);
+  }
+  // Megatron without the distributed optimizer (DDP, zero 0): arguments.py refuses it.
+  options.framework = Framework::kMegatron;
+  layout.zero = 0;
+  const PlanEstimate ddp = estimate_plan(model, cluster, layout, options);
+  CHECK_FALSE(ddp.feasible);
+  CHECK(ddp.rejection_code == "framework");
+  CHECK(ddp.rejection_reason.find("--fp8-param-gather") != std::string::npos);
+}
+
 TEST_CASE("ZeRO-2/3 working sets: Megatron-FSDP and DeepSpeed, the same 7.5B on 64 GPUs") {
   // Units at tp 1: a layer 12 h^2 + 13 h = 201,379,840 parameters; the vocab-parallel embedding
   // (V = 51,200, already a multiple of tp) 51,200 * 4096 = 209,715,200, the largest unit.

@@ -64,6 +64,23 @@ nlohmann::json example_json() {
       plan, prediction_of(estimate_plan(plan.model, plan.cluster, plan.layout, plan.options)));
 }
 
+TEST_CASE("round trip: fp8_param_gather is stored only when on and read back") {
+  Plan plan = example_plan();
+  plan.options.framework = Framework::kMegatron;
+  plan.options.gemm_precision = GemmPrecision::kFp8;
+  CHECK_FALSE(plan_to_json(plan, {}).at("options").contains("fp8_param_gather"));
+  plan.options.fp8_param_gather = true;
+  const nlohmann::json json = plan_to_json(plan, {});
+  CHECK(json.at("options").at("fp8_param_gather") == true);
+  const Plan back = plan_from_json(json, "p.json");
+  CHECK(back.options.fp8_param_gather);
+  CHECK(back == plan);
+  nlohmann::json bad = json;
+  bad["options"]["fp8_param_gather"] = "on";
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
+                       doctest::Contains("p.json: options: fp8_param_gather"), InputError);
+}
+
 TEST_CASE("round trip: write_plan_file then read_plan_file gives the same plan") {
   const Plan plan = example_plan();
   const PlanEstimate estimate = estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);

@@ -207,6 +207,31 @@ TEST_CASE("--emit megatron: GPT-3 1.3B, learned positions, LayerNorm, GELU, bias
   }
 }
 
+TEST_CASE("--emit megatron: FP8 with --fp8-param-gather on the distributed optimizer") {
+  planner::Layout layout;
+  layout.tp = 2;
+  layout.dp = 4;
+  layout.micro_batch = 1;
+  layout.global_batch = 64;
+  layout.zero = 1;
+  planner::Plan plan = make_plan("megatron-7.5b", "dgx-h100", layout);
+  plan.options.gemm_precision = planner::GemmPrecision::kFp8;
+  std::map<std::string, std::string> flags = megatron_flags(emit_megatron(plan));
+  // TE delayed scaling with the 1024-entry amax history meshplan's memory counts.
+  CHECK(flags.at("--fp8-format") == "hybrid");
+  CHECK(flags.at("--fp8-amax-history-len") == "1024");
+  CHECK(flags.at("--fp8-amax-compute-algo") == "max");
+  CHECK(flags.count("--fp8-param-gather") == 0);
+  plan.options.fp8_param_gather = true;
+  flags = megatron_flags(emit_megatron(plan));
+  CHECK(flags.at("--fp8-param-gather").empty());
+  CHECK(flags.count("--use-distributed-optimizer") == 1);  // arguments.py requires it
+  const std::set<std::string> parser = megatron_parser_flags();
+  for (const auto& entry : flags) {
+    CHECK_MESSAGE(parser.count(entry.first) == 1, entry.first << " is not a Megatron-LM argument");
+  }
+}
+
 TEST_CASE("--emit megatron refuses what Megatron-LM cannot run") {
   planner::Layout layout;
   layout.pp = 2;

@@ -80,6 +80,11 @@ struct PlanOptions {
   // Context-parallel attention communication (only read when the layout's cp > 1).
   CpComm cp_comm = CpComm::kP2p;
   GemmPrecision gemm_precision = GemmPrecision::kBf16;  // --precision
+  // Megatron-LM --fp8-param-gather (with --precision fp8 and the distributed optimizer, ZeRO-1):
+  // the linear layers' model weights are Transformer Engine Float8Tensors (fp8_model_init), 1
+  // byte each, and the distributed optimizer all-gathers them in fp8; norms, biases, embedding
+  // and LM head stay in the cluster's precision (planner/memory.cpp fp8_param_gather_saving_bytes).
+  bool fp8_param_gather = false;
 
   bool operator==(const PlanOptions&) const = default;
 };
@@ -228,13 +233,21 @@ Validity check_cp_options(const models::TransformerConfig& model, const Layout& 
 Validity check_recompute_options(const models::TransformerConfig& model, const Layout& layout,
                                  const PlanOptions& options);
 
+/// fp8_param_gather rules that need the model and layout (off passes): code "fp8_param_gather"
+/// for MoE models (expert weights' fp8 buffers not modelled) and "framework" for layouts
+/// without Megatron's distributed optimizer (zero != 1; Megatron-FSDP's fp8 units not modelled).
+Validity check_fp8_param_gather(const models::TransformerConfig& model, const Layout& layout,
+                                const PlanOptions& options);
+
 /// Whether `framework` can run `layout`: "" (ok) or code "framework" with a one-line reason
 /// naming the framework, the version read and the source that says so (an empty reason when
 /// `with_reason` is false: the search formats it once).
 Validity check_framework(Framework framework, const Layout& layout, bool with_reason = true);
 
 /// Throws InputError when options.gemm_precision is fp8 and the cluster's GPU has no FP8 peak
-/// (A100) or the cluster trains in fp32: "<cluster>: precision: fp8: ...".
+/// (A100) or the cluster trains in fp32: "<cluster>: precision: fp8: ...", and when
+/// options.fp8_param_gather is on without fp8 or under a framework other than megatron:
+/// "fp8_param_gather: ...".
 void check_precision(const models::ClusterConfig& cluster, const PlanOptions& options);
 
 /// Full estimate of one layout (valid or not: an invalid one comes back infeasible, with its
