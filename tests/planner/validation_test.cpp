@@ -436,7 +436,38 @@ TEST_CASE("runs file versions: 1 without framework/options, 2 with them") {
         }) == run + "options: needs runs-file version 2 (version 1)");
   CHECK(error_after([](nlohmann::json& r) { r["framework"] = "fsdp"; }) ==
         run + "framework: needs runs-file version 2 (version 1)");
-  CHECK(error_after([](nlohmann::json&) {}, 3) == "r.json: version: expected 1 or 2 (3)");
+  CHECK(error_after([](nlohmann::json&) {}, 4) == "r.json: version: expected 1 to 3 (4)");
+}
+
+TEST_CASE("runs file version 3: the layout's cp (absent or null = 1)") {
+  const std::string run = "r.json: runs[fixture-fixed-layout]: ";
+  // An older reader would ignore the key, so a version-1 or 2 file that uses it is rejected.
+  CHECK(error_after([](nlohmann::json& r) { r["layout"]["cp"] = 2; }, 2) ==
+        run + "layout: cp: needs runs-file version 3 (version 2)");
+  CHECK(error_after([](nlohmann::json& r) { r["layout"]["cp"] = 0; }, 3) ==
+        run + "layout: cp: must be at least 1 (0)");
+  CHECK(error_after([](nlohmann::json& r) { r["layout"]["cp"] = "two"; }, 3) ==
+        run + "layout: cp: expected an integer (\"two\")");
+  // The fixture's 16 GPUs as tp 2 x cp 2 x dp 4: the sequence split over 2 ranks.
+  nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
+  json["version"] = 3;
+  json["runs"][0]["layout"]["cp"] = 2;
+  json["runs"][0]["layout"]["dp"] = 4;
+  json["runs"][1]["layout"]["cp"] = nullptr;
+  const ValidationReport report = validate_runs(json, "r.json");
+  REQUIRE(report.runs[0].predicted.has_value());
+  const Layout& layout = report.runs[0].predicted->layout;
+  CHECK(layout.tp * layout.cp * layout.pp * layout.dp == 16);
+  CHECK(layout.cp == 2);
+  CHECK(layout.dp == 4);
+  // The same layout costed directly: validate adds nothing of its own.
+  models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  cluster.gpus_per_node = 4;
+  cluster.inter_node_bytes_per_second_per_gpu = 100e9 / 8;
+  CHECK(estimate_plan(fixture_model(), cluster, layout, report.runs[0].options).step_time_s ==
+        report.runs[0].predicted->step_time_s);
+  REQUIRE(report.runs[1].predicted.has_value());
+  CHECK(report.runs[1].predicted->layout.cp == 1);  // null: 1, not searched
 }
 
 TEST_CASE("malformed framework and options name the run and the key") {
