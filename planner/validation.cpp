@@ -32,8 +32,9 @@ PlanOptions software_options(const std::string& source) {
 
 namespace {
 
-// Runs-file versions read: 1, and 2 (adds per-run framework and options).
-constexpr int64_t kRunsFormatVersion = 2;
+// Runs-file versions read: 1, 2 (adds per-run framework and options) and 3 (adds the layout's
+// `cp`, which an older reader would silently ignore).
+constexpr int64_t kRunsFormatVersion = 3;
 
 models::TransformerConfig run_model(const nlohmann::json& json, const std::string& where) {
   models::TransformerConfig model;
@@ -120,6 +121,15 @@ SearchSpace run_space(const nlohmann::json& layout, int64_t num_gpus, const std:
   space.schedule = optional_field<ScheduleKind>(layout, "schedule", searched, [&](auto& f) {
     return parse_schedule(require_string(layout, f, where), where + ": " + f);
   });
+  // Context parallelism: absent or null = 1, as in a plan file (never searched: a source that
+  // used it states it).
+  space.cp = 1;
+  if (layout.contains("cp") && !layout.at("cp").is_null()) {
+    space.cp = integer("cp");
+    if (*space.cp < 1) {
+      throw InputError(fmt::format("{}: cp: must be at least 1 ({})", where, *space.cp));
+    }
+  }
   // Optional, unlike the fields above: runs written before uneven stages omit it (searched).
   if (layout.contains("stage_layers") && !layout.at("stage_layers").is_null()) {
     space.stage_layers = stage_layers_from_json(layout.at("stage_layers"), where);
@@ -194,7 +204,7 @@ int runs_version(const nlohmann::json& runs_file, const std::string& source) {
   const int64_t version = require_int(runs_file, "version", source);
   if (version < 1 || version > kRunsFormatVersion) {
     throw InputError(
-        fmt::format("{}: version: expected 1 or {} ({})", source, kRunsFormatVersion, version));
+        fmt::format("{}: version: expected 1 to {} ({})", source, kRunsFormatVersion, version));
   }
   return static_cast<int>(version);
 }
@@ -214,6 +224,11 @@ ValidationRun validate_run(const nlohmann::json& run_json, int version, const st
     }
   }
   read_software(run_json, version, where, run);
+  if (version < 3 && run_json.at("layout").contains("cp") &&
+      !run_json.at("layout").at("cp").is_null()) {
+    throw InputError(
+        fmt::format("{}: layout: cp: needs runs-file version 3 (version {})", where, version));
+  }
   const models::TransformerConfig model = run_model(run_json.at("model"), where + ": model");
   const nlohmann::json& hardware = run_json.at("hardware");
   const models::ClusterConfig cluster = run_cluster(hardware, where + ": hardware");
