@@ -412,9 +412,7 @@ Validity check_cp_options(const models::TransformerConfig& model, const Layout& 
   return {};
 }
 
-// torchtitan's op-level selective recompute is costed from the dense block's mm order (wq, wk,
-// wv, wo, MLP; op_sac_recompute in compute_cost.cpp); MoE blocks (grouped expert GEMMs) and
-// MLA projections have another order, not modelled.
+// --fp8-param-gather's layouts: dense models under the distributed optimizer (zero 1).
 Validity check_fp8_param_gather(const models::TransformerConfig& model, const Layout& layout,
                                 const PlanOptions& options) {
   if (!options.fp8_param_gather) {
@@ -434,6 +432,9 @@ Validity check_fp8_param_gather(const models::TransformerConfig& model, const La
   return {};
 }
 
+// torchtitan's op-level selective recompute is costed from the dense block's mm order (wq, wk,
+// wv, wo, MLP; op_sac_recompute in compute_cost.cpp); MoE blocks (grouped expert GEMMs) and
+// MLA projections have another order, not modelled.
 Validity check_recompute_options(const models::TransformerConfig& model, const Layout& layout,
                                  const PlanOptions& options) {
   if (options.framework == Framework::kFsdp && layout.recompute == Recompute::kSelective &&
