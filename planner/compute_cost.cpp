@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "estimate_internal.h"
+#include "fp8_cast_cost.h"
 #include "model_shape.h"
 
 namespace meshplan::planner {
@@ -56,7 +57,9 @@ struct LayerTime {
   double linear_forward = 0;     // QKV, output, MLP GEMMs
   double attention_forward = 0;  // scores, softmax, attention-times-values
   double memory_forward = 0;     // norms, residual adds, activation, rope
-  double tp_comm_forward = 0;    // all-reduce equivalents of the forward
+  double fp8_cast_forward = 0;   // Transformer Engine's FP8 casts (fp8_cast_cost.cpp)
+  double fp8_cast_backward = 0;
+  double tp_comm_forward = 0;  // all-reduce equivalents of the forward
   double tp_comm_backward = 0;
   double cp_comm_forward = 0;  // exposed context-parallel attention traffic
   double cp_comm_backward = 0;
@@ -194,6 +197,11 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
         2.0 * 2.0 * tokens * static_cast<double>(model.experts_per_token) * h * e / sequence_split;
   }
   time.memory_forward = memory_seconds(cluster, bytes);
+  // torchao's Float8Linear (--framework fsdp) casts the same tensors (input and output
+  // gradient, float8_linear.py matmul_with_hp_or_float8_args) and is costed the same way.
+  const Fp8CastBytes casts = fp8_cast_bytes(model, layout, options, x, moe_layer);
+  time.fp8_cast_forward = memory_seconds(cluster, casts.forward);
+  time.fp8_cast_backward = memory_seconds(cluster, casts.backward);
   if (layout.cp > 1) {
     const CpAttentionComm cp = cp_attention_comm(model, cluster, layout, options);
     time.cp_comm_forward = cp.forward_exposed_seconds;
@@ -318,13 +326,13 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
       continue;
     }
     const LayerTime layer = layer_time(model, cluster, layout, options, moe_layer);
-    const double layer_forward =
-        layer.linear_forward + layer.attention_forward + layer.memory_forward;
+    const double layer_forward = layer.linear_forward + layer.attention_forward +
+                                 layer.memory_forward + layer.fp8_cast_forward;
     // Backward = 2 x forward (Narayanan et al. 2021, Sec. 5.1): for each linear one GEMM for
     // the input gradient (B) and one for the weight gradient (W); attention core and
     // element-wise work twice their forward, all in B.
-    double input_backward =
-        layer.linear_forward + 2.0 * layer.attention_forward + 2.0 * layer.memory_forward;
+    double input_backward = layer.linear_forward + 2.0 * layer.attention_forward +
+                            2.0 * layer.memory_forward + layer.fp8_cast_backward;
     double tp_backward = layer.tp_comm_backward;
     double cp_backward = layer.cp_comm_backward;
     // MoE: dispatch and combine all-to-alls forward, their transposes backward (Megatron-Core

@@ -52,16 +52,16 @@ TEST_CASE("H100 and H200 presets: FP8 dense peak 1,978.9 TFLOP/s (H100 whitepape
     const models::ClusterConfig cluster = models::load_cluster(name);
     // 3,957.8 sparse / 2; twice the dense BF16 989.4 up to the whitepaper's rounding.
     CHECK(cluster.gpu.peak_fp8_flops_per_second == 1978.9e12);
-    CHECK(cluster.efficiency.fp8_gemm_peak_efficiency == 0.5);
+    CHECK(cluster.efficiency.fp8_gemm_peak_efficiency == 0.6);
   }
   CHECK(models::load_cluster("dgx-a100-80gb").gpu.peak_fp8_flops_per_second == 0.0);
 }
 
-TEST_CASE("fp8: the linear GEMMs run at the FP8 peak, nothing else changes") {
+TEST_CASE("fp8: the linear GEMMs run at the FP8 peak, plus Transformer Engine's casts") {
   // dgx-h100, tp 1, T = 2048 tokens: per layer the forward linear GEMMs (T x n, reducing over
   // k) are QKV (n 3h, k h), output (h, h), MLP in (f = 4h, h) and out (h, f), h = 4096. Each
   // takes 2 T n k / (peak e_max) x (1 + x_half (1/k + 0.2 (1/T + 1/n))) (compute_cost.cpp,
-  // w = 0.2; dgx-h100: x_half 608), bf16 at 989.4e12 x 0.61, fp8 at 1978.9e12 x 0.50. The
+  // w = 0.2; dgx-h100: x_half 608), bf16 at 989.4e12 x 0.61, fp8 at 1978.9e12 x 0.60. The
   // backward has two GEMMs per linear (B and W), so it saves twice what the forward saves. 32
   // layers on the one stage.
   const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
@@ -71,15 +71,23 @@ TEST_CASE("fp8: the linear GEMMs run at the FP8 peak, nothing else changes") {
   const double T = 2048, h = 4096, ffn = 16384;
   const auto saved = [&](double n, double k) {
     const double shape = 1.0 + 608.0 * (1.0 / k + 0.2 * (1.0 / T + 1.0 / n));
-    return 2.0 * T * n * k * shape * (1.0 / (989.4e12 * 0.61) - 1.0 / (1978.9e12 * 0.5));
+    return 2.0 * T * n * k * shape * (1.0 / (989.4e12 * 0.61) - 1.0 / (1978.9e12 * 0.6));
   };
   const double saved_per_layer = saved(3 * h, h) + saved(h, h) + saved(ffn, h) + saved(h, ffn);
+  // TE's casts (fp8_cast_cost.cpp), bytes at 3.35e12 x 0.8 B/s. Forward: QKV and MLP-in take
+  // their input from the norm in FP8 (-1 byte per T h each); output and MLP-out cast and
+  // transpose their input (4 bytes per T h and T f): T (2h + 4f). Backward: QKV and MLP-in
+  // transpose their input (2 per T h each), every output gradient is cast and transposed (4
+  // per T 3h, T h, T f, T h): T (24h + 4f).
+  const double hbm_bytes_per_second = 3.35e12 * 0.8;
+  const double cast_forward = T * (2 * h + 4 * ffn) / hbm_bytes_per_second;
+  const double cast_backward = T * (24 * h + 4 * ffn) / hbm_bytes_per_second;
   const ChunkCost& b = bf16.stages[0].chunks[0];
   const ChunkCost& f = fp8.stages[0].chunks[0];
   CHECK(b.forward_compute_seconds - f.forward_compute_seconds ==
-        doctest::Approx(32.0 * saved_per_layer).epsilon(kFp8RoundingTolerance));
+        doctest::Approx(32.0 * (saved_per_layer - cast_forward)).epsilon(kFp8RoundingTolerance));
   CHECK(b.backward_input_compute_seconds - f.backward_input_compute_seconds ==
-        doctest::Approx(32.0 * saved_per_layer).epsilon(kFp8RoundingTolerance));
+        doctest::Approx(32.0 * (saved_per_layer - cast_backward)).epsilon(kFp8RoundingTolerance));
   CHECK(b.backward_weight_compute_seconds - f.backward_weight_compute_seconds ==
         doctest::Approx(32.0 * saved_per_layer).epsilon(kFp8RoundingTolerance));
   // Communication is sent as in bf16 (Megatron-LM with Transformer Engine keeps activations,
@@ -87,6 +95,37 @@ TEST_CASE("fp8: the linear GEMMs run at the FP8 peak, nothing else changes") {
   CHECK(f.forward_tp_comm_seconds == b.forward_tp_comm_seconds);
   CHECK(fp8.stages[0].dp_grad_sync_seconds == bf16.stages[0].dp_grad_sync_seconds);
   CHECK(fp8.step_time_s < bf16.step_time_s);
+}
+
+TEST_CASE("fp8: TE's casts under sequence parallelism and tp") {
+  // tp 4 with sequence parallelism, T = 2048 tokens per micro-batch: the output projection and
+  // MLP-out cast their tp-split input in the forward (3 bytes per T h/4 and T f/4) and transpose
+  // it in the backward (2); the norms write T/4 x h in FP8 (-1 each, two norms); QKV and MLP-in
+  // transpose their gathered input (2 per T h each); the output gradients (T 3h/4, T h, T f/4,
+  // T h) are cast and transposed (4). Forward: T (3h/4 + 3f/4 - 2h/4); backward:
+  // T (2h/4 + 2f/4 + 4h + 4 (3h/4 + h + f/4 + h)).
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  Layout layout = make_layout(4, 1, 2, 1, 8);
+  layout.sequence_parallel = true;
+  const PlanEstimate bf16 = estimate_plan(square_model(), cluster, layout);
+  const PlanEstimate fp8 = estimate_plan(square_model(), cluster, layout, fp8_options());
+  const double T = 2048, h = 4096, ffn = 16384, t = 4;
+  const double hbm_bytes_per_second = 3.35e12 * 0.8;
+  const double cast_forward = T * (3 * h / t + 3 * ffn / t - 2 * h / t) / hbm_bytes_per_second;
+  const double cast_backward =
+      T * (2 * h / t + 2 * ffn / t + 4 * h + 4 * (3 * h / t + h + ffn / t + h)) /
+      hbm_bytes_per_second;
+  const ChunkCost& b = bf16.stages[0].chunks[0];
+  const ChunkCost& f = fp8.stages[0].chunks[0];
+  // The GEMM saving is the same in the forward and in the input-gradient backward (one GEMM per
+  // linear each), so the difference of the two savings is the difference of the casts.
+  const double forward_saving = b.forward_compute_seconds - f.forward_compute_seconds;
+  const double backward_saving =
+      b.backward_input_compute_seconds - f.backward_input_compute_seconds;
+  CHECK(forward_saving - backward_saving ==
+        doctest::Approx(32.0 * (cast_backward - cast_forward)).epsilon(1e-6));
+  CHECK(b.backward_weight_compute_seconds - f.backward_weight_compute_seconds ==
+        doctest::Approx(forward_saving + 32.0 * cast_forward).epsilon(1e-9));
 }
 
 TEST_CASE("fp8: Transformer Engine's weight caches and amax history in memory") {
