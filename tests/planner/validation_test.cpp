@@ -473,6 +473,33 @@ TEST_CASE("runs file version 3: the layout's cp (absent or null = 1)") {
   CHECK(report.runs[1].predicted->layout.cp == 1);  // null: 1, not searched
 }
 
+TEST_CASE("a run's model may state dropout (absent = true, as in a model file)") {
+  nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
+  json["runs"].erase(1);
+  const ValidationReport with_masks = validate_runs(json, "r.json");
+  json["runs"][0]["model"]["dropout"] = false;
+  const ValidationReport without = validate_runs(json, "r.json");
+  REQUIRE(with_masks.runs[0].predicted.has_value());
+  REQUIRE(without.runs[0].predicted.has_value());
+  // The fixture's own layout costed directly with and without dropout: validate adds nothing.
+  models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  cluster.gpus_per_node = 4;
+  cluster.inter_node_bytes_per_second_per_gpu = 100e9 / 8;
+  models::TransformerConfig model = fixture_model();
+  const Layout& layout = without.runs[0].predicted->layout;
+  model.dropout = true;
+  CHECK(with_masks.runs[0].predicted->peak_memory_bytes ==
+        estimate_plan(model, cluster, layout, with_masks.runs[0].options).peak_memory_bytes);
+  model.dropout = false;
+  CHECK(without.runs[0].predicted->peak_memory_bytes ==
+        estimate_plan(model, cluster, layout, without.runs[0].options).peak_memory_bytes);
+  CHECK(without.runs[0].predicted->peak_memory_bytes <
+        with_masks.runs[0].predicted->peak_memory_bytes);
+  json["runs"][0]["model"]["dropout"] = 0.1;
+  CHECK(input_error([&] { validate_runs(json, "r.json"); }) ==
+        "r.json: runs[fixture-fixed-layout]: model: dropout: expected true or false (0.1)");
+}
+
 TEST_CASE("malformed framework and options name the run and the key") {
   const std::string run = "r.json: runs[fixture-fixed-layout]: ";
   CHECK(error_after(
