@@ -35,6 +35,43 @@ double op_sac_saved_bytes_per_layer(const models::TransformerConfig& model, cons
   return block_input + saved_mm_outputs + attention + reduce_scatter_outputs;
 }
 
+// Change in one layer's stored activations (per micro-batch, one rank; negative = fewer bytes)
+// when Transformer Engine's linear layers run in FP8 under Megatron-Core (--precision fp8, any
+// framework but fsdp, whose torchao float8 keeps bf16 activations: fp8_state_bytes), from the
+// tensors TE saves for the backward (TransformerEngine v1.8 = 3ec998e, the NeMo 24.07 era, and
+// v2.8 the same in effect):
+//   LayerNormLinear (QKV, and MLP in: Megatron-Core's TELayerNormColumnParallelLinear) saves
+//     its bf16 norm input and its norm output cast to fp8 (layernorm_linear.py save_for_backward
+//     `inputmat, ..., ln_out`, ln_out_dtype uint8 under fp8; v2.8 update_usage keeps one of the
+//     row/column-wise copies): the QKV and MLP inputs take 1 byte, not e (2 T h / sp);
+//   Linear (attention output and MLP out: TERowParallelLinear) saves its input cast to fp8 or
+//     its fp8 transpose, never both (linear.py saved_inputmat / saved_inputmat_t; v2.8
+//     update_usage(rowwise_usage=False)): the second MLP projection's input takes 1 byte (T f
+//     / t; Megatron's activation function saves its own input, unchanged). The attention
+//     output is saved in bf16 by flash attention as its `out` (Dao 2022, Alg. 2 needs O), so
+//     there the fp8 copy is 1 byte more (T a d / t); without flash attention, or under
+//     selective recompute (the checkpointed core attention keeps only q, k, v), nothing else
+//     keeps it and it takes 1 byte instead of e.
+// MoE layers: the attention part only (expert GEMMs are not modelled here); MLA: 0 (its QKV
+// input is the latent path, not modelled).
+double te_fp8_activation_delta_bytes_per_layer(const models::TransformerConfig& model,
+                                               const Shape& x, const Layout& layout,
+                                               const PlanOptions& options, bool moe_layer) {
+  if (options.gemm_precision != GemmPrecision::kFp8 || options.framework == Framework::kFsdp ||
+      model.is_mla()) {
+    return 0.0;
+  }
+  const double saved_per_element = x.e - 1.0;  // bytes one element saves in fp8
+  const double qkv_input = x.tokens * x.h / x.sp * saved_per_element;
+  const bool flash_keeps_output = options.flash_attention && layout.recompute == Recompute::kNone;
+  const double attention_output = flash_keeps_output
+                                      ? -x.tokens * x.a * x.d / x.t
+                                      : x.tokens * x.a * x.d / x.t * saved_per_element;
+  const double mlp_inputs =
+      moe_layer ? 0.0 : (x.tokens * x.h / x.sp + x.tokens * x.f / x.t) * saved_per_element;
+  return -(qkv_input + attention_output + mlp_inputs);
+}
+
 }  // namespace
 
 double activation_bytes_per_layer(const models::TransformerConfig& model,
@@ -85,7 +122,8 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
     moe = static_cast<double>(moe_tp_gather_bytes(model, cluster, layout)) +
           4.0 * tokens * static_cast<double>(model.num_experts) / sequence_split;
   }
-  return split + replicated + scores + moe;
+  return split + replicated + scores + moe +
+         te_fp8_activation_delta_bytes_per_layer(model, x, layout, options, moe_layer);
 }
 
 double weight_gradient_bytes_per_layer(const models::TransformerConfig& model,

@@ -58,6 +58,10 @@ models::TransformerConfig run_model(const nlohmann::json& json, const std::strin
   // GPT-style models (LayerNorm) carry biases on every projection; Llama-style ones none.
   const bool biases = model.norm == models::Norm::kLayerNorm;
   model.qkv_bias = model.attention_output_bias = model.mlp_bias = biases;
+  // Optional, as in a model file (docs/plan-format.md): absent = true, Megatron-LM's 0.1.
+  if (json.contains("dropout")) {
+    model.dropout = require_bool(json, "dropout", where);
+  }
   models::validate_model(model, where);
   return model;
 }

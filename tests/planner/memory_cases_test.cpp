@@ -32,9 +32,9 @@ constexpr double kGiB = static_cast<double>(kBytesPerGiB);
 // Cases meshplan does not model, with the reason (README "Memory", measured cases).
 const std::map<std::string, std::string> kNotModelled = {
     {"megatron-tiny-tp2-pp2-fp8-sp-h100",
-     "predicted 22.1% low with --precision fp8 --fp8-param-gather (0.64 vs 0.82 GiB): about "
-     "0.18 GiB unexplained, not the fp8 terms (--tp-comm-overlap's userbuffers are outside "
-     "PyTorch's allocator)"},
+     "predicted 23.9% low with --precision fp8 --fp8-param-gather (0.63 vs 0.82 GiB; 22.1% "
+     "before TE's 1-byte saved inputs): about 0.2 GiB unexplained, not the fp8 terms "
+     "(--tp-comm-overlap's userbuffers are outside PyTorch's allocator)"},
     {"torchtitan-llama3-70b-fsdp32-tp8",
      "predicted 16% low with the replicated LM-head input and loss_parallel's backward counted: "
      "about 11.7 GiB unexplained, reserved-pool fragmentation not modelled (framework-memory.md "

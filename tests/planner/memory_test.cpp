@@ -399,6 +399,50 @@ TEST_CASE("flash attention: no s^2 scores, an fp32 log-sum-exp per query row and
   CHECK(per_layer(4, false, Recompute::kNone, true) == 16 * kSbh + 4 * 2048 * 16 / 4);
 }
 
+// One layer's activations of the Korthikanti case on H100 under `precision` and `framework`.
+int64_t per_layer_on_h100(GemmPrecision precision, Framework framework, int64_t tp,
+                          bool sequence_parallel, Recompute recompute) {
+  const auto stage0 = [&](int64_t num_layers) {
+    Layout layout = make_layout(tp, 1, 1, 1, 1);
+    layout.sequence_parallel = sequence_parallel;
+    layout.recompute = recompute;
+    layout.zero = framework == Framework::kFsdp ? 3 : 1;
+    PlanOptions options;
+    options.framework = framework;
+    options.gemm_precision = precision;
+    return estimate_plan(korthikanti_gpt(num_layers), models::load_cluster("dgx-h100"), layout,
+                         options)
+        .stages[0]
+        .memory.activations_bytes;
+  };
+  return stage0(2) - stage0(1);
+}
+
+TEST_CASE("Transformer Engine FP8: linear-layer inputs saved in 1 byte, flash keeps bf16 out") {
+  // TE v1.8 LayerNormLinear saves its norm output in fp8 and Linear its input in fp8 (or the
+  // fp8 transpose): QKV input (s b h), MLP input (s b h) and MLP-out input (s b f = 4 s b h)
+  // save 1 byte each of their 2. The attention output (s b h) is kept in bf16 by flash
+  // attention, so its fp8 copy adds 1 byte; under selective recompute it replaces it. Flash
+  // attention is on (the default): 34 s b h + LSE in bf16.
+  const auto delta = [](int64_t tp, bool sp, Recompute recompute) {
+    return per_layer_on_h100(GemmPrecision::kFp8, Framework::kMegatron, tp, sp, recompute) -
+           per_layer_on_h100(GemmPrecision::kBf16, Framework::kMegatron, tp, sp, recompute);
+  };
+  CHECK(delta(1, false, Recompute::kNone) == -(1 + 1 + 4 - 1) * kSbh);       // -5 s b h
+  CHECK(delta(1, false, Recompute::kSelective) == -(1 + 1 + 4 + 1) * kSbh);  // -7 s b h
+  // tp 4 with sequence parallelism: every term / 4.
+  CHECK(4 * delta(4, true, Recompute::kNone) == -5 * kSbh);
+  CHECK(4 * delta(4, true, Recompute::kSelective) == -7 * kSbh);
+  // tp 4 without it: the QKV and MLP inputs are whole on each rank, the rest / 4.
+  CHECK(4 * delta(4, false, Recompute::kNone) == -(2 * 4 + 4 - 1) * kSbh);
+  // Full recompute keeps only the layer input (bf16); the rebuilt layer is outside the
+  // per-layer difference.
+  CHECK(delta(1, false, Recompute::kFull) == 0);
+  // torchao's float8 under FSDP2 keeps bf16 activations (the op-level policy saves mm outputs).
+  CHECK(per_layer_on_h100(GemmPrecision::kFp8, Framework::kFsdp, 1, false, Recompute::kNone) ==
+        per_layer_on_h100(GemmPrecision::kBf16, Framework::kFsdp, 1, false, Recompute::kNone));
+}
+
 TEST_CASE("activations outside the layers, one stage, in absolute terms") {
   // Korthikanti et al. 2022, Sec. 4.4 (first and last pipeline stage): the embedding dropout
   // mask s b h (1 byte, / t only with SP), the final-norm and LM-head inputs 2 * 2 s b h (/ t
