@@ -199,6 +199,7 @@ void read_software(const nlohmann::json& run_json, int version, const std::strin
   if (!run.framework.empty()) {
     run.options.framework = parse_framework(run.framework, where + ": framework");
   }
+  check_overlap_p2p_options(run.options, where + ": options: overlap_p2p_comm");
 }
 
 // The file's version: 1 (no framework/options) or 2.

@@ -452,6 +452,18 @@ TEST_CASE("stated options replace the guess from the source text") {
   CHECK(guessed.breakdown.dp_comm_exposed_seconds < dp_seconds);
 }
 
+TEST_CASE("overlap_p2p_comm stated by a DeepSpeed run is an error naming the run") {
+  nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
+  json["version"] = 2;
+  json["runs"][0]["framework"] = "deepspeed";
+  json["runs"][0]["options"] = {{"overlap_p2p_comm", true}};
+  const std::string id = json["runs"][0]["id"].get<std::string>();
+  CHECK(input_error([&] { validate_runs(json, "r.json"); }) ==
+        "r.json: runs[" + id +
+            "]: options: overlap_p2p_comm: framework deepspeed: the pipeline engine's sends are "
+            "blocking (runtime/pipe/p2p.py send/recv, async_op False)");
+}
+
 TEST_CASE("runs file versions: 1 without framework/options, 2 with them") {
   // runs_small.json is version 1: still read, options guessed from the source text.
   const std::string path = test::planner_fixture("runs_small.json");
