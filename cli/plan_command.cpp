@@ -49,6 +49,9 @@ struct PlanArguments {
   std::string overlap_param_gather = "on";
   std::string overlap_tp_comm = "off";
   std::string fp8_param_gather = "off";
+  // Unset: on for --framework megatron (Megatron-Core's default for interleaved schedules), off
+  // for the others (planner::check_overlap_p2p_options refuses on for them).
+  std::optional<std::string> overlap_p2p_comm;
   std::string scatter_gather_pipeline = "off";
   double bucket_mb = static_cast<double>(planner::kDefaultBucketBytes / kBytesPerMiB);
   bool allow_tp_across_nodes = false;
@@ -318,6 +321,10 @@ planner::PlanOptions plan_options(const PlanArguments& args) {
   options.overlap_param_gather = parse_on_off(args.overlap_param_gather, "--overlap-param-gather");
   options.overlap_tp_comm = parse_on_off(args.overlap_tp_comm, "--overlap-tp-comm");
   options.fp8_param_gather = parse_on_off(args.fp8_param_gather, "--fp8-param-gather");
+  options.overlap_p2p_comm = args.overlap_p2p_comm
+                                 ? parse_on_off(*args.overlap_p2p_comm, "--overlap-p2p-comm")
+                                 : options.framework == planner::Framework::kMegatron;
+  planner::check_overlap_p2p_options(options, "--overlap-p2p-comm");
   options.scatter_gather_pipeline =
       parse_on_off(args.scatter_gather_pipeline, "--scatter-gather-pipeline");
   options.allow_tp_across_nodes = args.allow_tp_across_nodes;
@@ -564,6 +571,10 @@ void register_plan_commands(CLI::App& app) {
                    "Megatron-LM --fp8-param-gather: fp8 linear weights, gathered in fp8 (on | off; "
                    "needs --precision fp8, --framework megatron, --zero 1)")
       ->capture_default_str();
+  plan->add_option("--overlap-p2p-comm", args->overlap_p2p_comm,
+                   "Megatron-Core --overlap-p2p-communication: interleaved pipeline sends overlap "
+                   "compute (on | off; default on for --framework megatron, else off; megatron "
+                   "only; no effect on other schedules)");
   plan->add_option("--scatter-gather-pipeline", args->scatter_gather_pipeline,
                    "Send 1/tp of each pipeline tensor and all-gather it (Megatron-LM 2021)")
       ->capture_default_str();

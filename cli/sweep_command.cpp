@@ -190,6 +190,8 @@ planner::SweepRequest sweep_request(const SweepArguments& args, std::string* not
     request.global_batch = *args.global_batch;
   }
   request.options.framework = planner::parse_framework(args.framework, "--framework");
+  // As plan's default: Megatron-Core overlaps interleaved pipeline sends (overlap_p2p_comm).
+  request.options.overlap_p2p_comm = request.options.framework == planner::Framework::kMegatron;
   return request;
 }
 

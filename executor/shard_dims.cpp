@@ -99,6 +99,10 @@ void validate_options_for_executor(const planner::Plan& plan, const std::string&
     throw InputError(fmt::format(
         "{}: options.fp8_param_gather: the CPU executor keeps no fp8 weights (true)", source));
   }
+  // overlap_p2p_comm (a megatron plan's default) is run, not refused: the executor's pipeline
+  // sends are already non-blocking isends that complete while it computes, and each receive is
+  // waited for where the op list needs the tensor (pipeline_runner.cpp send_tensor_,
+  // receive_tensor_); the option changes when a transfer may run, never what is computed.
   if (layout.cp > 1 && plan.options.cp_comm != planner::CpComm::kP2p) {
     throw InputError(
         fmt::format("{}: options.cp_comm: the CPU executor runs the p2p ring only ({})", source,

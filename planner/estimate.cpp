@@ -301,6 +301,27 @@ double pipeline_makespan(const Layout& layout, const PipelineTimes& p) {
   return 0.0;
 }
 
+// Megatron-Core's interleaved schedule with overlap_p2p_comm (schedules.py
+// forward_backward_pipelining_with_interleaving and get_pp_rank_microbatches, NVIDIA/Megatron-LM
+// d98e8a64): in the steady 1F1B phase each forward posts its activation send and the next
+// receive (isend/irecv, batch_p2p_comm off) and waits for them only before the next forward, so
+// they run under the backward between (pp_pre_forward/pp_post_forward), and the gradient
+// transfers under the next forward: a slot exposes max(0, x - b_c) + max(0, x - f_c), chunk
+// times f_c = f / v, b_c = b / v. The warm-up forwards and cool-down backwards wait for their
+// transfers (overlap_p2p_comm_warmup_flush, default False): W = 2 (p - 1) + (v - 1) N on stage
+// 0, N the micro-batch group, up to m v; the p - 1 fill and drain slots stay as without it.
+double overlapped_transfer_seconds(const Layout& layout, const PipelineTimes& p, double transfer) {
+  const double chunks = static_cast<double>(layout.num_micro_batches() * layout.vpp);
+  const double warmup = std::min(
+      chunks,
+      static_cast<double>(2 * (layout.pp - 1) + (layout.vpp - 1) * microbatch_group_size(layout)));
+  const double vpp = static_cast<double>(layout.vpp);
+  const double steady_slot = std::max(0.0, transfer - p.max_backward / vpp) +
+                             std::max(0.0, transfer - p.max_forward / vpp);
+  return 2.0 * transfer * (static_cast<double>(layout.pp - 1) + warmup) +
+         (chunks - warmup) * steady_slot;
+}
+
 // Stage-to-stage sends on the critical path: one activation and one gradient per slot of the
 // schedule, (m v + p - 1) slots, each the collective inventory's send (s b h e, / t with
 // sequence parallelism or scatter/gather, the latter plus the receiver's tp all-gather), over
@@ -312,10 +333,11 @@ double pipeline_makespan(const Layout& layout, const PipelineTimes& p) {
 // SendActivation, RecvGrad before BackwardPass; runtime/pipe/p2p.py send/recv assert
 // async_op == False: dist.send/recv, dist.broadcast in 2-rank groups in the DeeperSpeed
 // eb7f5cff GPT-NeoX-20B trained with): four sends per slot once a stage has two neighbours,
-// of which the two receives also all-gather under scatter/gather.
+// of which the two receives also all-gather under scatter/gather. Megatron-Core's interleaved
+// schedule with overlap_p2p_comm: overlapped_transfer_seconds.
 double exposed_transfer_seconds(const models::TransformerConfig& model,
                                 const models::ClusterConfig& cluster, const Layout& layout,
-                                const PlanOptions& options) {
+                                const PlanOptions& options, const PipelineTimes& p) {
   if (layout.pp <= 1) {
     return 0.0;
   }
@@ -335,6 +357,9 @@ double exposed_transfer_seconds(const models::TransformerConfig& model,
                   pipeline_message_bytes(model, cluster, layout, options) * layout.tp, layout.tp, 1)
             : 0.0;
     return slots * (4.0 * transfer - 2.0 * gather);
+  }
+  if (options.overlap_p2p_comm && layout.schedule == ScheduleKind::kInterleaved) {
+    return overlapped_transfer_seconds(layout, p, transfer);
   }
   return 2.0 * slots * transfer;
 }
@@ -437,6 +462,7 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
                                     const models::ClusterConfig& cluster, const Layout& layout,
                                     const PlanOptions& options, bool with_collectives) {
   check_precision(cluster, options);
+  check_overlap_p2p_options(options);
   PlanEstimate estimate;
   estimate.layout = layout;
   Validity validity =
@@ -471,7 +497,8 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
   breakdown.pipeline_compute_seconds = micro_batches * pipeline_parts.max_stage;
   breakdown.tp_comm_exposed_seconds = micro_batches * pipeline_parts.max_tp;
   breakdown.bubble_seconds = pipeline - breakdown.pipeline_compute_seconds;
-  breakdown.pp_transfer_seconds = exposed_transfer_seconds(model, cluster, layout, options);
+  breakdown.pp_transfer_seconds =
+      exposed_transfer_seconds(model, cluster, layout, options, pipeline_parts);
   double slack = 0;  // how much earlier than stage 0 this stage's last backward ends
   for (size_t s = 0; s < times.size(); ++s) {
     breakdown.dp_comm_exposed_seconds = std::max(

@@ -68,7 +68,7 @@ constexpr std::array<std::string_view, 16> kLayoutFields = {"tp",
                                                             "ep",
                                                             "microbatch_group",
                                                             "etp"};
-constexpr std::array<std::string_view, 13> kOptionsFields = {"flash_attention",
+constexpr std::array<std::string_view, 14> kOptionsFields = {"flash_attention",
                                                              "overlap_grad_reduce",
                                                              "overlap_param_gather",
                                                              "overlap_tp_comm",
@@ -80,7 +80,8 @@ constexpr std::array<std::string_view, 13> kOptionsFields = {"flash_attention",
                                                              "precision",
                                                              "moe_load_imbalance",
                                                              "moe_aux_loss_coeff",
-                                                             "fp8_param_gather"};
+                                                             "fp8_param_gather",
+                                                             "overlap_p2p_comm"};
 
 // Bounds that catch typos and unit mistakes before any product of them is formed (a plan file
 // with global_batch 1e12 made explain allocate gigabytes and never finish):
@@ -215,6 +216,9 @@ nlohmann::json options_to_json(const PlanOptions& options) {
   if (options.fp8_param_gather) {  // omitted at the default, off
     json["fp8_param_gather"] = true;
   }
+  if (options.overlap_p2p_comm) {  // omitted when off, as in plan files written before the key
+    json["overlap_p2p_comm"] = true;
+  }
   return json;
 }
 
@@ -268,6 +272,10 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
   if (json.contains("fp8_param_gather")) {  // optional: absent means off
     options.fp8_param_gather = require_bool(json, "fp8_param_gather", where);
   }
+  if (json.contains("overlap_p2p_comm")) {  // optional: absent means off (every send exposed)
+    options.overlap_p2p_comm = require_bool(json, "overlap_p2p_comm", where);
+  }
+  check_overlap_p2p_options(options, where + ": overlap_p2p_comm");
   return options;
 }
 

@@ -27,6 +27,8 @@ PlanOptions software_options(const std::string& source) {
   // --no-scatter-gather-tensors-in-pipeline turned it off); Megatron-Core runs use sequence
   // parallelism, which shards the sends anyway.
   options.scatter_gather_pipeline = !megatron_core;
+  // Megatron-Core overlaps interleaved pipeline sends by default since 2023-10 (4eeff55d).
+  options.overlap_p2p_comm = megatron_core;
   return options;
 }
 
@@ -201,6 +203,7 @@ void read_software(const nlohmann::json& run_json, int version, const std::strin
   if (!run.framework.empty()) {
     run.options.framework = parse_framework(run.framework, where + ": framework");
   }
+  check_overlap_p2p_options(run.options, where + ": options: overlap_p2p_comm");
 }
 
 // The file's version: 1 (no framework/options) or 2.

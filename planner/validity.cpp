@@ -207,6 +207,35 @@ void check_precision(const models::ClusterConfig& cluster, const PlanOptions& op
   }
 }
 
+// Megatron-LM is the one framework with overlap_p2p_comm (megatron/core/model_parallel_config.py,
+// d98e8a64). DeepSpeed's pipeline engine sends with blocking dist.send/recv (runtime/pipe/p2p.py:
+// async_op == False); torchtitan's torch.distributed.pipelining and meshplan's executor are
+// costed with every send exposed, their own overlap not modelled.
+void check_overlap_p2p_options(const PlanOptions& options, const std::string& field) {
+  if (!options.overlap_p2p_comm) {
+    return;
+  }
+  switch (options.framework) {
+    case Framework::kMegatron:
+      return;
+    case Framework::kDeepSpeed:
+      throw InputError(
+          fmt::format("{}: framework deepspeed: the pipeline engine's sends are blocking "
+                      "(runtime/pipe/p2p.py send/recv, async_op False)",
+                      field));
+    case Framework::kFsdp:
+      throw InputError(
+          fmt::format("{}: framework fsdp: a Megatron-Core option; torchtitan's "
+                      "torch.distributed.pipelining overlap is not modelled",
+                      field));
+    case Framework::kMeshplan:
+      throw InputError(
+          fmt::format("{}: framework meshplan: the executor receives each pipeline tensor "
+                      "when it needs it, not posted early (a Megatron-Core option)",
+                      field));
+  }
+}
+
 // Each rule names the version read and the file that says so (README "Frameworks").
 Validity check_framework(Framework framework, const Layout& layout, bool with_reason) {
   const bool pipelined = layout.pp > 1;

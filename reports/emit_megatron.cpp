@@ -178,6 +178,12 @@ void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
   if (plan.options.overlap_tp_comm) {
     flags.push_back({"--tp-comm-overlap", ""});
   }
+  // Megatron-LM overlaps the interleaved schedule's sends by default since 4eeff55d (2023-10);
+  // its parser has only the opt-out (arguments.py --no-overlap-p2p-communication, store_false)
+  // and turns the overlap off itself for other schedules.
+  if (layout.schedule == planner::ScheduleKind::kInterleaved && !plan.options.overlap_p2p_comm) {
+    flags.push_back({"--no-overlap-p2p-communication", ""});
+  }
   if (layout.pp > 1 && !plan.options.scatter_gather_pipeline) {
     flags.push_back({"--no-scatter-gather-tensors-in-pipeline", ""});
   }

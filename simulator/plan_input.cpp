@@ -62,6 +62,10 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
   input.overlap_tp_comm = plan.options.overlap_tp_comm;
   input.overlap_grad_reduce = plan.options.overlap_grad_reduce;
   input.overlap_param_gather = plan.options.overlap_param_gather;
+  // Megatron sends replay as buffered isends whose receive is waited for where the op list
+  // needs it: Megatron-Core's overlap_p2p_comm in the steady state (schedules.py, d98e8a64).
+  // With it off the replay stays so (the planner's exposed count is the bound; README,
+  // "Agreement with the planner"); DeepSpeed's pipeline engine blocks.
   input.blocking_sends = plan.options.framework == planner::Framework::kDeepSpeed;
   input.all_ranks = options.all_ranks;
   for (const planner::StageEstimate& stage : estimate.stages) {

@@ -396,6 +396,12 @@ row "plan: --fp8-param-gather under fsdp" 2 "fp8_param_gather: framework fsdp: t
 row "plan: --fp8-param-gather under meshplan's executor" 2 "fp8_param_gather: framework meshplan" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --precision fp8 --framework meshplan \
   --fp8-param-gather on --json new_out.json
+row "plan: --overlap-p2p-comm on under deepspeed" 2 \
+  "--overlap-p2p-comm: framework deepspeed: the pipeline engine's sends are blocking" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --framework deepspeed --overlap-p2p-comm on \
+  --json new_out.json
+row "plan: --overlap-p2p-comm maybe" 2 "--overlap-p2p-comm: expected on or off (maybe)" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --overlap-p2p-comm maybe --json new_out.json
 row "plan: --fp8-param-gather maybe" 2 "--fp8-param-gather: expected on or off (maybe)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --fp8-param-gather maybe --json new_out.json
 plan_row "--global-batch 10^12 (searched for hours before the cap)" \

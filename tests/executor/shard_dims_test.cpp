@@ -131,6 +131,15 @@ TEST_CASE("the executor rejects what it cannot run, naming the field") {
   CHECK(rejection(fp8_gather) ==
         "p.json: options.fp8_param_gather: the CPU executor keeps no fp8 weights (true)");
 
+  // overlap_p2p_comm, a megatron plan's default, runs on either schedule: the executor's
+  // sends are isends and each receive is waited for where the tensor is needed.
+  planner::Plan p2p_overlap = tiny_plan(make_layout(1, 2, 2));
+  p2p_overlap.options.overlap_p2p_comm = true;
+  CHECK(rejection(p2p_overlap) == "");
+  p2p_overlap.layout.schedule = planner::ScheduleKind::kInterleaved;
+  p2p_overlap.layout.vpp = 2;
+  CHECK(rejection(p2p_overlap) == "");
+
   planner::Plan odd_vocab = plan;
   odd_vocab.model.vocab_size = 255;
   CHECK(rejection(odd_vocab) ==

@@ -186,6 +186,74 @@ TEST_CASE("estimate: DeepSpeed's blocking p2p puts 4 sends per slot on a middle 
         doctest::Approx(18.0 * transfer).epsilon(kEstimateRoundingTolerance));
 }
 
+TEST_CASE("estimate: overlap_p2p_comm leaves the fill, drain, warm-up and cool-down sends") {
+  // uniform_model, tp 1, pp 4, dp 1, m 8, interleaved v 2 (4 layers a chunk); one send is
+  // 16,777,216 bytes over NVLink as above. Megatron-Core with overlap_p2p_comm
+  // (schedules.py get_pp_rank_microbatches): stage 0 warms up W = 2 (p - 1) + (v - 1) p = 10 of
+  // its m v = 16 chunks and cools down as many, each waiting for its transfer; the p - 1 fill
+  // and drain slots too: 2 (3 + 10) = 26 transfers. The 6 steady slots hide theirs behind a
+  // 4-layer chunk (milliseconds against 77 us). Off: 2 (m v + p - 1) = 38.
+  Layout layout = make_layout(1, 4, 1, 1, 8);
+  layout.schedule = ScheduleKind::kInterleaved;
+  layout.vpp = 2;
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  PlanOptions overlap;
+  overlap.overlap_p2p_comm = true;
+  const double transfer = 16'777'216.0 / 225e9 + 2e-6;
+  const PlanEstimate off = estimate_plan(uniform_model(), cluster, layout);
+  CHECK(off.breakdown.pp_transfer_seconds ==
+        doctest::Approx(38.0 * transfer).epsilon(kEstimateRoundingTolerance));
+  const PlanEstimate on = estimate_plan(uniform_model(), cluster, layout, overlap);
+  CHECK(on.breakdown.pp_transfer_seconds ==
+        doctest::Approx(26.0 * transfer).epsilon(kEstimateRoundingTolerance));
+  CHECK(on.step_time_s ==
+        doctest::Approx(off.step_time_s - 12.0 * transfer).epsilon(kEstimateRoundingTolerance));
+  // A transfer longer than a chunk's compute: 1e8 B/s NVLink (0.168 s a send). Each steady
+  // slot exposes (x - b_c) + (x - f_c), f_c and b_c the slowest stage's chunk times.
+  models::ClusterConfig slow = cluster;
+  slow.intra_node_bytes_per_second = 1e8 / slow.efficiency.collective_efficiency;
+  const double slow_transfer = 16'777'216.0 / 1e8 + 2e-6;
+  const PlanEstimate slow_on = estimate_plan(uniform_model(), slow, layout, overlap);
+  double forward = 0, backward = 0;
+  for (const StageEstimate& stage : slow_on.stages) {
+    double f = 0, b = 0;
+    for (const ChunkCost& chunk : stage.chunks) {
+      f += chunk.forward_seconds();
+      b += chunk.backward_seconds();
+    }
+    forward = std::max(forward, f);
+    backward = std::max(backward, b);
+  }
+  REQUIRE(slow_transfer > backward / 2.0);
+  CHECK(slow_on.breakdown.pp_transfer_seconds ==
+        doctest::Approx(26.0 * slow_transfer +
+                        6.0 * (2.0 * slow_transfer - forward / 2.0 - backward / 2.0))
+            .epsilon(1e-9));
+  // No effect on 1F1B (Megatron-LM turns it off there: arguments.py validate_args): 22 sends.
+  const PlanEstimate one_f_one_b =
+      estimate_plan(uniform_model(), cluster, make_layout(1, 4, 1, 1, 8), overlap);
+  CHECK(one_f_one_b.breakdown.pp_transfer_seconds ==
+        doctest::Approx(22.0 * transfer).epsilon(kEstimateRoundingTolerance));
+}
+
+TEST_CASE("estimate: overlap_p2p_comm is refused for frameworks other than Megatron-LM") {
+  PlanOptions options;
+  options.overlap_p2p_comm = true;
+  options.framework = Framework::kDeepSpeed;
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  CHECK_THROWS_WITH_AS(
+      estimate_plan(uniform_model(), cluster, make_layout(1, 4, 1, 1, 8), options),
+      "options: overlap_p2p_comm: framework deepspeed: the pipeline engine's sends are blocking "
+      "(runtime/pipe/p2p.py send/recv, async_op False)",
+      InputError);
+  for (const Framework framework : {Framework::kFsdp, Framework::kMeshplan}) {
+    options.framework = framework;
+    const std::string expected = "--overlap-p2p-comm: framework " + to_string(framework) + ": ";
+    CHECK_THROWS_WITH_AS(check_overlap_p2p_options(options, "--overlap-p2p-comm"),
+                         doctest::Contains(expected.c_str()), InputError);
+  }
+}
+
 TEST_CASE("estimate: gradient all-reduce fully exposed without overlap; optimizer step") {
   // tiny on 8 GPUs, dp 8, ZeRO 0, --overlap-grad-reduce off: the whole ring all-reduce of the
   // gradients follows the backward. psi = 217,664 (memory_test), 435,328 bf16 bytes, 8 ranks in

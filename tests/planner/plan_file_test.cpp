@@ -81,6 +81,28 @@ TEST_CASE("round trip: fp8_param_gather is stored only when on and read back") {
                        doctest::Contains("p.json: options: fp8_param_gather"), InputError);
 }
 
+TEST_CASE("round trip: overlap_p2p_comm is stored only when on and read back") {
+  Plan plan = example_plan();
+  plan.options.framework = Framework::kMegatron;
+  CHECK_FALSE(plan_to_json(plan, {}).at("options").contains("overlap_p2p_comm"));
+  CHECK_FALSE(plan_from_json(plan_to_json(plan, {}), "p.json").options.overlap_p2p_comm);
+  plan.options.overlap_p2p_comm = true;
+  const nlohmann::json json = plan_to_json(plan, {});
+  CHECK(json.at("options").at("overlap_p2p_comm") == true);
+  const Plan back = plan_from_json(json, "p.json");
+  CHECK(back.options.overlap_p2p_comm);
+  CHECK(back == plan);
+  nlohmann::json bad = json;
+  bad["options"]["overlap_p2p_comm"] = "on";
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
+                       doctest::Contains("p.json: options: overlap_p2p_comm"), InputError);
+  nlohmann::json deepspeed = json;
+  deepspeed["options"]["framework"] = "deepspeed";
+  CHECK_THROWS_WITH_AS(plan_from_json(deepspeed, "p.json"),
+                       doctest::Contains("p.json: options: overlap_p2p_comm: framework deepspeed"),
+                       InputError);
+}
+
 TEST_CASE("round trip: write_plan_file then read_plan_file gives the same plan") {
   const Plan plan = example_plan();
   const PlanEstimate estimate = estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);

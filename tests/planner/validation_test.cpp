@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -194,11 +196,13 @@ TEST_CASE("software options follow the source") {
   CHECK(core.overlap_grad_reduce);
   CHECK(core.overlap_param_gather);
   CHECK(core.overlap_tp_comm);
+  CHECK(core.overlap_p2p_comm);  // Megatron-LM's default since 4eeff55d (2023-10)
   const PlanOptions sc21 = software_options("Narayanan et al. 2021 (SC21), Table 1");
   CHECK_FALSE(sc21.flash_attention);
   CHECK_FALSE(sc21.overlap_grad_reduce);
   CHECK_FALSE(sc21.overlap_param_gather);
   CHECK_FALSE(sc21.overlap_tp_comm);
+  CHECK_FALSE(sc21.overlap_p2p_comm);
 }
 
 // The fixture's model: Narayanan et al. 2021's 1.7B GPT, as validate builds it (GPT-style
@@ -253,6 +257,35 @@ TEST_CASE("a fully given layout is predicted on the run's own cluster and softwa
   // error_pct against the fixture's 2.0 s.
   CHECK(run.error_pct() ==
         doctest::Approx(100.0 * (expected.step_time_s - 2.0) / 2.0).epsilon(1e-12));
+}
+
+TEST_CASE("a run's cluster may be a preset file path (bench/choose_gemm_efficiency.py)") {
+  // The GEMM-pair script points the chosen-on runs at a copy of the preset with another pair:
+  // validate must cost the run with the file's efficiency, not the preset's.
+  models::ClusterConfig copy = models::load_cluster("dgx-a100-80gb");
+  copy.efficiency.gemm_peak_efficiency = 0.5;
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / "meshplan_validation_cluster_path_test.json";
+  {
+    std::ofstream out(path);
+    out << models::cluster_to_json(copy).dump();
+  }
+  nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
+  json["runs"][0]["hardware"]["cluster"] = path.string();
+  const ValidationReport report = validate_runs(json, "r.json");
+  std::filesystem::remove(path);
+  const ValidationRun& run = report.runs[0];
+  REQUIRE(run.predicted.has_value());
+  copy.gpus_per_node = 4;  // the run's hardware, as in the fixed-layout case above
+  copy.inter_node_bytes_per_second_per_gpu = 100e9 / 8;
+  const PlanEstimate expected =
+      estimate_plan(fixture_model(), copy, run.predicted->layout, software_options(run.source));
+  CHECK(run.predicted->step_time_s == expected.step_time_s);
+  models::ClusterConfig preset = models::load_cluster("dgx-a100-80gb");
+  preset.gpus_per_node = 4;
+  preset.inter_node_bytes_per_second_per_gpu = 100e9 / 8;
+  CHECK(estimate_plan(fixture_model(), preset, run.predicted->layout, software_options(run.source))
+            .step_time_s < expected.step_time_s);  // 0.79 of peak is faster than 0.5
 }
 
 TEST_CASE("error_pct: signed percent of the published step time, by hand") {
@@ -417,6 +450,18 @@ TEST_CASE("stated options replace the guess from the source text") {
   const PlanEstimate guessed =
       estimate_plan(fixture_model(), cluster, run.predicted->layout, software_options(run.source));
   CHECK(guessed.breakdown.dp_comm_exposed_seconds < dp_seconds);
+}
+
+TEST_CASE("overlap_p2p_comm stated by a DeepSpeed run is an error naming the run") {
+  nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
+  json["version"] = 2;
+  json["runs"][0]["framework"] = "deepspeed";
+  json["runs"][0]["options"] = {{"overlap_p2p_comm", true}};
+  const std::string id = json["runs"][0]["id"].get<std::string>();
+  CHECK(input_error([&] { validate_runs(json, "r.json"); }) ==
+        "r.json: runs[" + id +
+            "]: options: overlap_p2p_comm: framework deepspeed: the pipeline engine's sends are "
+            "blocking (runtime/pipe/p2p.py send/recv, async_op False)");
 }
 
 TEST_CASE("runs file versions: 1 without framework/options, 2 with them") {

@@ -144,6 +144,7 @@ TEST_CASE("--emit megatron: Llama-3 70B, interleaved, full recompute, distribute
       {"--overlap-grad-reduce", ""},
       {"--overlap-param-gather", ""},
       {"--no-scatter-gather-tensors-in-pipeline", ""},  // meshplan's default is off
+      {"--no-overlap-p2p-communication", ""},           // PlanOptions' overlap_p2p_comm is off here
       {"--ddp-bucket-size", "13107200"},                // 25 MiB / 2 bytes (bf16)
       {"--micro-batch-size", "1"},
       {"--global-batch-size", "512"},
@@ -176,6 +177,14 @@ TEST_CASE("--emit megatron: Llama-3 70B, interleaved, full recompute, distribute
     const std::string& flag = entry.first;
     CHECK_MESSAGE(parser.count(flag) == 1, flag << " is not a Megatron-LM argument");
   }
+  // On is Megatron-LM's default for interleaved schedules (no flag); 1F1B takes none either way.
+  planner::Plan overlapped = plan;
+  overlapped.options.overlap_p2p_comm = true;
+  CHECK(megatron_flags(emit_megatron(overlapped)).count("--no-overlap-p2p-communication") == 0);
+  planner::Plan one_f_one_b = plan;
+  one_f_one_b.layout.schedule = planner::ScheduleKind::kOneFOneB;
+  one_f_one_b.layout.vpp = 1;
+  CHECK(megatron_flags(emit_megatron(one_f_one_b)).count("--no-overlap-p2p-communication") == 0);
 }
 
 TEST_CASE("--emit megatron: GPT-3 1.3B, learned positions, LayerNorm, GELU, biases, tied") {

@@ -85,6 +85,15 @@ struct PlanOptions {
   // byte each, and the distributed optimizer all-gathers them in fp8; norms, biases, embedding
   // and LM head stay in the cluster's precision (planner/memory.cpp fp8_param_gather_saving_bytes).
   bool fp8_param_gather = false;
+  // Megatron-Core --overlap-p2p-communication (ModelParallelConfig.overlap_p2p_comm): the
+  // interleaved schedule's steady-state pipeline sends and receives are posted as separate
+  // isend/irecv and waited for only when the next chunk needs them, so they overlap with the
+  // other half of the 1F1B pair (planner/estimate.cpp exposed_transfer_seconds). Megatron-LM
+  // turns it on by default since 4eeff55d (2023-10-12, --no-overlap-p2p-communication) and off
+  // for non-interleaved schedules (training/arguments.py validate_args); the 2021-22 Megatron-LM
+  // had none. Only framework megatron (check_overlap_p2p_options). Off here: library callers and
+  // plan files without the key cost every send exposed; `plan --framework megatron` sets it on.
+  bool overlap_p2p_comm = false;
 
   bool operator==(const PlanOptions&) const = default;
 };
@@ -249,6 +258,10 @@ Validity check_framework(Framework framework, const Layout& layout, bool with_re
 /// options.fp8_param_gather is on without fp8 or under a framework other than megatron:
 /// "fp8_param_gather: ...".
 void check_precision(const models::ClusterConfig& cluster, const PlanOptions& options);
+/// Throws InputError ("<field>: framework <f>: <why>") when overlap_p2p_comm is on for a
+/// framework other than Megatron-LM, the one that overlaps pipeline sends.
+void check_overlap_p2p_options(const PlanOptions& options,
+                               const std::string& field = "options: overlap_p2p_comm");
 
 /// Full estimate of one layout (valid or not: an invalid one comes back infeasible, with its
 /// reason). Throws nothing for infeasible layouts.
