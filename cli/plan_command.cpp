@@ -49,6 +49,7 @@ struct PlanArguments {
   std::string overlap_param_gather = "on";
   std::string overlap_tp_comm = "off";
   std::string fp8_param_gather = "off";
+  std::optional<std::string> grad_reduce_dtype;  // unset: the framework's default
   std::string scatter_gather_pipeline = "off";
   double bucket_mb = static_cast<double>(planner::kDefaultBucketBytes / kBytesPerMiB);
   bool allow_tp_across_nodes = false;
@@ -318,6 +319,10 @@ planner::PlanOptions plan_options(const PlanArguments& args) {
   options.overlap_param_gather = parse_on_off(args.overlap_param_gather, "--overlap-param-gather");
   options.overlap_tp_comm = parse_on_off(args.overlap_tp_comm, "--overlap-tp-comm");
   options.fp8_param_gather = parse_on_off(args.fp8_param_gather, "--fp8-param-gather");
+  if (args.grad_reduce_dtype) {
+    options.grad_reduce_dtype =
+        planner::parse_grad_reduce_dtype(*args.grad_reduce_dtype, "--grad-reduce-dtype");
+  }
   options.scatter_gather_pipeline =
       parse_on_off(args.scatter_gather_pipeline, "--scatter-gather-pipeline");
   options.allow_tp_across_nodes = args.allow_tp_across_nodes;
@@ -411,6 +416,7 @@ void run_plan(const PlanArguments& args) {
                                  args.save_plan_rank));
   }
   check_cp_arguments(args, model, space, options);
+  planner::check_grad_reduce_dtype_options(cluster, options, "--grad-reduce-dtype");
 
   if (!seq_note.empty()) {
     fmt::print(stderr, "meshplan: note: {}\n", seq_note);
@@ -564,6 +570,9 @@ void register_plan_commands(CLI::App& app) {
                    "Megatron-LM --fp8-param-gather: fp8 linear weights, gathered in fp8 (on | off; "
                    "needs --precision fp8, --framework megatron, --zero 1)")
       ->capture_default_str();
+  plan->add_option("--grad-reduce-dtype", args->grad_reduce_dtype,
+                   "Data-parallel gradient reduce and grad-buffer dtype: fp32 | bf16 (16-bit); "
+                   "default: the framework's (megatron zero 0/1 and fsdp: fp32, else bf16)");
   plan->add_option("--scatter-gather-pipeline", args->scatter_gather_pipeline,
                    "Send 1/tp of each pipeline tensor and all-gather it (Megatron-LM 2021)")
       ->capture_default_str();

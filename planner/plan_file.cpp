@@ -68,7 +68,7 @@ constexpr std::array<std::string_view, 16> kLayoutFields = {"tp",
                                                             "ep",
                                                             "microbatch_group",
                                                             "etp"};
-constexpr std::array<std::string_view, 13> kOptionsFields = {"flash_attention",
+constexpr std::array<std::string_view, 14> kOptionsFields = {"flash_attention",
                                                              "overlap_grad_reduce",
                                                              "overlap_param_gather",
                                                              "overlap_tp_comm",
@@ -80,7 +80,8 @@ constexpr std::array<std::string_view, 13> kOptionsFields = {"flash_attention",
                                                              "precision",
                                                              "moe_load_imbalance",
                                                              "moe_aux_loss_coeff",
-                                                             "fp8_param_gather"};
+                                                             "fp8_param_gather",
+                                                             "grad_reduce_dtype"};
 
 // Bounds that catch typos and unit mistakes before any product of them is formed (a plan file
 // with global_batch 1e12 made explain allocate gigabytes and never finish):
@@ -215,6 +216,9 @@ nlohmann::json options_to_json(const PlanOptions& options) {
   if (options.fp8_param_gather) {  // omitted at the default, off
     json["fp8_param_gather"] = true;
   }
+  if (options.grad_reduce_dtype) {  // omitted when unset: the framework's default
+    json["grad_reduce_dtype"] = to_string(*options.grad_reduce_dtype);
+  }
   return json;
 }
 
@@ -267,6 +271,10 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
   }
   if (json.contains("fp8_param_gather")) {  // optional: absent means off
     options.fp8_param_gather = require_bool(json, "fp8_param_gather", where);
+  }
+  if (json.contains("grad_reduce_dtype")) {  // optional: absent means the framework's default
+    options.grad_reduce_dtype = parse_grad_reduce_dtype(
+        require_string(json, "grad_reduce_dtype", where), where + ": grad_reduce_dtype");
   }
   return options;
 }
@@ -332,9 +340,14 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
   if (validity.ok()) {
     validity = check_fp8_param_gather(plan.model, plan.layout, plan.options);
   }
+  if (validity.ok()) {
+    validity = check_grad_reduce_dtype(plan.layout, plan.options);
+  }
   if (!validity.ok()) {
     throw InputError(fmt::format("{}: layout: {}", source, validity.reason));
   }
+  check_grad_reduce_dtype_options(plan.cluster, plan.options,
+                                  source + ": options: grad_reduce_dtype");
   return plan;
 }
 
