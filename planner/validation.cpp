@@ -27,6 +27,10 @@ PlanOptions software_options(const std::string& source) {
   // --no-scatter-gather-tensors-in-pipeline turned it off); Megatron-Core runs use sequence
   // parallelism, which shards the sends anyway.
   options.scatter_gather_pipeline = !megatron_core;
+  // Megatron-Core runs train in bf16, which reduces gradients in fp32 (arguments.py
+  // accumulate_allreduce_grads_in_fp32); 2021-22 Megatron-LM trained in fp16 without
+  // --accumulate-allreduce-grads-in-fp32 and reduced in fp16 (examples/sc21/CONFIG.sh).
+  options.grad_reduce_dtype = megatron_core ? GradReduceDtype::kFp32 : GradReduceDtype::kBf16;
   return options;
 }
 
@@ -196,6 +200,9 @@ void read_software(const nlohmann::json& run_json, int version, const std::strin
   // `meshplan plan --framework` does; a run that does not state one is costed as Megatron-LM.
   if (!run.framework.empty()) {
     run.options.framework = parse_framework(run.framework, where + ": framework");
+    if (!run.options_stated && run.options.framework != Framework::kMegatron) {
+      run.options.grad_reduce_dtype.reset();  // the guess is Megatron's: the framework's default
+    }
   }
 }
 
