@@ -73,6 +73,9 @@ std::string format_plan_options(const planner::PlanOptions& o, const planner::Se
   if (o.fp8_param_gather) {
     out += ", fp8 param gather";
   }
+  if (o.grad_reduce_dtype) {  // unset: the framework's default (README "Frameworks")
+    out += ", grad-reduce " + planner::to_string(*o.grad_reduce_dtype);
+  }
   if (space.memory_headroom_bytes > 0) {
     out += fmt::format(", memory headroom {:.1f} GiB",
                        static_cast<double>(space.memory_headroom_bytes) / kGiB);
