@@ -158,13 +158,13 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
       // outside units (megatron_fsdp/param_and_grad_buffer.py, _get_parameter_groups, Megatron-LM
       // d98e8a64); DeepSpeed's ZeRO-2 and the executor fill bucket_bytes buckets.
       const bool per_layer = options.framework == Framework::kMegatron;
-      out.chunk_grad = costed(cluster, layout, stage, kRS,
-                              per_layer ? per_layer_sizes(model, layout, stage, chunk_grad_bytes, g)
-                                        : bucket_sizes(chunk_grad_bytes, grad_bucket));
+      const auto sizes = [&](int64_t chunk_bytes, int64_t bytes_per_element, int64_t bucket) {
+        return per_layer ? per_layer_sizes(model, layout, stage, chunk_bytes, bytes_per_element)
+                         : bucket_sizes(chunk_bytes, bucket);
+      };
+      out.chunk_grad = costed(cluster, layout, stage, kRS, sizes(chunk_grad_bytes, g, grad_bucket));
       out.step_param =
-          costed(cluster, layout, stage, kAG,
-                 per_layer ? per_layer_sizes(model, layout, stage, chunk_param_bytes, e)
-                           : bucket_sizes(chunk_param_bytes, param_bucket));
+          costed(cluster, layout, stage, kAG, sizes(chunk_param_bytes, e, param_bucket));
       for (DpBucket& run : out.step_param) {
         run.num_calls *= layout.vpp;
       }
@@ -193,8 +193,8 @@ DpBuckets expert_dp_buckets(const models::TransformerConfig& model,
   if (expert_count == 0 || expert_data_parallel(layout) <= 1) {
     return out;
   }
-  const auto call = [&](CollectiveKind kind, int64_t element_bytes) {
-    const int64_t bytes = expert_count * element_bytes;
+  const auto call = [&](CollectiveKind kind, int64_t bytes_per_element) {
+    const int64_t bytes = expert_count * bytes_per_element;
     return DpBucket{
         bytes, kind, CommGroup::kExpertDp,
         stage_collective_seconds(cluster, layout, kind, CommGroup::kExpertDp, stage, bytes), 1};
