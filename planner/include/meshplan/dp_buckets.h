@@ -68,7 +68,7 @@ int64_t dp_full_bucket_bytes(const Layout& layout, int64_t element_bytes, int64_
 ///   main_grad buffer and its reduce-scatter/all-reduce take grad_dtype = fp32 when
 ///   grad_reduce_in_fp32 (core/distributed/param_and_grad_buffer.py line 924). NeMo's
 ///   mcore_distributed_optim too: grad_reduce_in_fp32 = optim.grad_sync_dtype, default "fp32"
-///   (megatron_base_model.py setup_mcore_distributed_parallel). Megatron-LM 2021 under --fp16
+///   (megatron_gpt_model.py setup_mcore_distributed_parallel). Megatron-LM 2021 under --fp16
 ///   reduced in fp16 (megatron/model/distributed.py _get_buffer_type, 48a5e0da): give bf16.
 /// - megatron, zero 2-3 (Megatron-FSDP): bf16, main grads dtype "auto" (arguments.py 3691).
 /// - deepspeed: bf16, communication_data_type = the bf16 model dtype (engine.py lines
