@@ -52,6 +52,7 @@ struct PlanArguments {
   // Unset: on for --framework megatron (Megatron-Core's default for interleaved schedules), off
   // for the others (planner::check_overlap_p2p_options refuses on for them).
   std::optional<std::string> overlap_p2p_comm;
+  std::optional<std::string> grad_reduce_dtype;  // unset: the framework's default
   std::string scatter_gather_pipeline = "off";
   double bucket_mb = static_cast<double>(planner::kDefaultBucketBytes / kBytesPerMiB);
   bool allow_tp_across_nodes = false;
@@ -325,6 +326,10 @@ planner::PlanOptions plan_options(const PlanArguments& args) {
                                  ? parse_on_off(*args.overlap_p2p_comm, "--overlap-p2p-comm")
                                  : options.framework == planner::Framework::kMegatron;
   planner::check_overlap_p2p_options(options, "--overlap-p2p-comm");
+  if (args.grad_reduce_dtype) {
+    options.grad_reduce_dtype =
+        planner::parse_grad_reduce_dtype(*args.grad_reduce_dtype, "--grad-reduce-dtype");
+  }
   options.scatter_gather_pipeline =
       parse_on_off(args.scatter_gather_pipeline, "--scatter-gather-pipeline");
   options.allow_tp_across_nodes = args.allow_tp_across_nodes;
@@ -418,6 +423,7 @@ void run_plan(const PlanArguments& args) {
                                  args.save_plan_rank));
   }
   check_cp_arguments(args, model, space, options);
+  planner::check_grad_reduce_dtype_options(cluster, options, "--grad-reduce-dtype");
 
   if (!seq_note.empty()) {
     fmt::print(stderr, "meshplan: note: {}\n", seq_note);
@@ -575,6 +581,9 @@ void register_plan_commands(CLI::App& app) {
                    "Megatron-Core --overlap-p2p-communication: interleaved pipeline sends overlap "
                    "compute (on | off; default on for --framework megatron, else off; megatron "
                    "only; no effect on other schedules)");
+  plan->add_option("--grad-reduce-dtype", args->grad_reduce_dtype,
+                   "Data-parallel gradient reduce and grad-buffer dtype: fp32 | bf16 (16-bit); "
+                   "default: the framework's (megatron zero 0/1 and fsdp: fp32, else bf16)");
   plan->add_option("--scatter-gather-pipeline", args->scatter_gather_pipeline,
                    "Send 1/tp of each pipeline tensor and all-gather it (Megatron-LM 2021)")
       ->capture_default_str();

@@ -285,7 +285,7 @@ void add_mixture_of_experts(Inventory& inventory, const models::TransformerConfi
                   moe_layers * m * (full ? 2 : 1));
   }
   const int64_t edp = expert_data_parallel(layout);
-  const DpBuckets experts = expert_dp_buckets(model, cluster, layout, stage);
+  const DpBuckets experts = expert_dp_buckets(model, cluster, layout, options, stage);
   for (const DpBucket& call : experts.step_grad) {
     inventory.add(stage,
                   layout.zero == 0 ? "expert_dp: expert gradient all-reduce"

@@ -33,6 +33,30 @@ int64_t dp_full_bucket_bytes(const Layout& layout, int64_t element_bytes, int64_
   return std::max<int64_t>(1, bucket_bytes / block_bytes) * block_bytes;
 }
 
+GradReduceDtype default_grad_reduce_dtype(Framework framework, const Layout& layout) {
+  switch (framework) {
+    case Framework::kMegatron:
+      return layout.zero <= 1 ? GradReduceDtype::kFp32 : GradReduceDtype::kBf16;
+    case Framework::kFsdp:
+      return GradReduceDtype::kFp32;
+    case Framework::kDeepSpeed:
+    case Framework::kMeshplan:
+      break;
+  }
+  return GradReduceDtype::kBf16;
+}
+
+int64_t grad_reduce_element_bytes(const models::ClusterConfig& cluster, const Layout& layout,
+                                  const PlanOptions& options) {
+  const int64_t e = element_bytes(cluster);
+  if (e >= 4) {
+    return e;  // fp32 training: nothing narrower to reduce in
+  }
+  const GradReduceDtype dtype =
+      options.grad_reduce_dtype.value_or(default_grad_reduce_dtype(options.framework, layout));
+  return dtype == GradReduceDtype::kFp32 ? 4 : e;
+}
+
 namespace {
 
 std::vector<SizeRun> non_empty(std::initializer_list<SizeRun> runs) {
@@ -100,25 +124,32 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
   const int64_t parameters = stage_parameter_count(model, layout, stage) -
                              stage_expert_parameter_count(model, layout, stage);
   const int64_t e = element_bytes(cluster);
-  const int64_t bucket = dp_full_bucket_bytes(layout, e, options.bucket_bytes);
+  // Gradients move in the reduce dtype (grad_reduce_element_bytes), parameters in e; a
+  // parameter bucket holds the elements of its gradient bucket (Megatron-Core's buckets count
+  // parameters, bucket_size, and gather the param buffer over the grad buffer's ranges).
+  const int64_t g = grad_reduce_element_bytes(cluster, layout, options);
+  const int64_t grad_bucket = dp_full_bucket_bytes(layout, g, options.bucket_bytes);
+  const int64_t param_bucket = grad_bucket / g * e;
   const auto kRS = CollectiveKind::kReduceScatter;
   const auto kAG = CollectiveKind::kAllGather;
-  const int64_t buffer_bytes = dp_buffer_count(layout, parameters) * e;
+  const int64_t count = dp_buffer_count(layout, parameters);
+  const int64_t grad_bytes = count * g;
   // ZeRO 2-3: one chunk's share of the stage, whole dp blocks (dp_buffer_count).
-  const int64_t chunk_bytes = buffer_bytes / layout.vpp;
+  const int64_t chunk_grad_bytes = grad_bytes / layout.vpp;
+  const int64_t chunk_param_bytes = count * e / layout.vpp;
   switch (layout.zero) {
     case 0:
       out.step_grad = costed(cluster, layout, stage, CollectiveKind::kAllReduce,
-                             bucket_sizes(buffer_bytes, bucket));
+                             bucket_sizes(grad_bytes, grad_bucket));
       break;
     case 1: {
-      out.step_grad = costed(cluster, layout, stage, kRS, bucket_sizes(buffer_bytes, bucket));
+      out.step_grad = costed(cluster, layout, stage, kRS, bucket_sizes(grad_bytes, grad_bucket));
       // --fp8-param-gather: the fp8 weights' uint8 param buffer moves 1 byte per element
       // instead of e (param_and_grad_buffer.py; memory.cpp fp8_param_gather_weight_count).
       const int64_t fp8_weights = static_cast<int64_t>(
           fp8_param_gather_weight_count(model, cluster, layout, options, stage));
       out.step_param = costed(cluster, layout, stage, kAG,
-                              bucket_sizes(buffer_bytes - fp8_weights * (e - 1), bucket));
+                              bucket_sizes(count * e - fp8_weights * (e - 1), param_bucket));
       break;
     }
     case 2: {
@@ -126,29 +157,28 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
       // parameters form one bucket and `suggested_bucket_size` splits only the parameters
       // outside units (megatron_fsdp/param_and_grad_buffer.py, _get_parameter_groups, Megatron-LM
       // d98e8a64); DeepSpeed's ZeRO-2 and the executor fill bucket_bytes buckets.
-      const std::vector<SizeRun> sizes = options.framework == Framework::kMegatron
-                                             ? per_layer_sizes(model, layout, stage, chunk_bytes, e)
-                                             : bucket_sizes(chunk_bytes, bucket);
-      out.chunk_grad = costed(cluster, layout, stage, kRS, sizes);
-      out.step_param = costed(cluster, layout, stage, kAG, sizes);
+      const bool per_layer = options.framework == Framework::kMegatron;
+      const auto sizes = [&](int64_t chunk_bytes, int64_t bytes_per_element, int64_t bucket) {
+        return per_layer ? per_layer_sizes(model, layout, stage, chunk_bytes, bytes_per_element)
+                         : bucket_sizes(chunk_bytes, bucket);
+      };
+      out.chunk_grad = costed(cluster, layout, stage, kRS, sizes(chunk_grad_bytes, g, grad_bucket));
+      out.step_param =
+          costed(cluster, layout, stage, kAG, sizes(chunk_param_bytes, e, param_bucket));
       for (DpBucket& run : out.step_param) {
         run.num_calls *= layout.vpp;
       }
       break;
     }
     default: {
-      std::vector<SizeRun> per_layer = per_layer_sizes(model, layout, stage, chunk_bytes, e);
-      out.chunk_param = costed(cluster, layout, stage, kAG, per_layer);
-      // FSDP reduce-scatters in fp32 under bf16 training: torchtitan's
-      // `mixed_precision_reduce` defaults to "float32" (torchtitan/config/job_config.py).
-      // Composer 0.16 (llm-foundry) DEFAULT and PURE reduce in bf16 instead (reduce_dtype None,
-      // which FSDP1's _flat_param.py resolves to the param dtype): not told apart here.
-      if (options.framework == Framework::kFsdp && e < 4) {
-        for (SizeRun& run : per_layer) {
-          run.bytes = run.bytes / e * 4;
-        }
-      }
-      out.chunk_grad = costed(cluster, layout, stage, kRS, per_layer);
+      out.chunk_param = costed(cluster, layout, stage, kAG,
+                               per_layer_sizes(model, layout, stage, chunk_param_bytes, e));
+      // FSDP reduce-scatters in fp32 under bf16 training (default_grad_reduce_dtype):
+      // torchtitan's `mixed_precision_reduce` defaults to "float32" (torchtitan/config/
+      // job_config.py). Composer 0.16 (llm-foundry) DEFAULT and PURE reduce in bf16 instead
+      // (reduce_dtype None, which FSDP1's _flat_param.py resolves to the param dtype).
+      out.chunk_grad = costed(cluster, layout, stage, kRS,
+                              per_layer_sizes(model, layout, stage, chunk_grad_bytes, g));
       break;
     }
   }
@@ -157,25 +187,25 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
 
 DpBuckets expert_dp_buckets(const models::TransformerConfig& model,
                             const models::ClusterConfig& cluster, const Layout& layout,
-                            int64_t stage) {
+                            const PlanOptions& options, int64_t stage) {
   DpBuckets out;
-  const int64_t expert_bytes =
-      stage_expert_parameter_count(model, layout, stage) * element_bytes(cluster);
-  if (expert_bytes == 0 || expert_data_parallel(layout) <= 1) {
+  const int64_t expert_count = stage_expert_parameter_count(model, layout, stage);
+  if (expert_count == 0 || expert_data_parallel(layout) <= 1) {
     return out;
   }
-  const auto call = [&](CollectiveKind kind) {
+  const auto call = [&](CollectiveKind kind, int64_t bytes_per_element) {
+    const int64_t bytes = expert_count * bytes_per_element;
     return DpBucket{
-        expert_bytes, kind, CommGroup::kExpertDp,
-        stage_collective_seconds(cluster, layout, kind, CommGroup::kExpertDp, stage, expert_bytes),
-        1};
+        bytes, kind, CommGroup::kExpertDp,
+        stage_collective_seconds(cluster, layout, kind, CommGroup::kExpertDp, stage, bytes), 1};
   };
+  const int64_t g = grad_reduce_element_bytes(cluster, layout, options);
   if (layout.zero == 0) {
-    out.step_grad.push_back(call(CollectiveKind::kAllReduce));
+    out.step_grad.push_back(call(CollectiveKind::kAllReduce, g));
     return out;
   }
-  out.step_grad.push_back(call(CollectiveKind::kReduceScatter));
-  out.step_param.push_back(call(CollectiveKind::kAllGather));
+  out.step_grad.push_back(call(CollectiveKind::kReduceScatter, g));
+  out.step_param.push_back(call(CollectiveKind::kAllGather, element_bytes(cluster)));
   return out;
 }
 

@@ -152,7 +152,7 @@ DpTimes dp_times(const models::TransformerConfig& model, const models::ClusterCo
   times.parameter_gather_seconds =
       total_seconds(buckets.step_param) + 2.0 * chunk_ops * total_seconds(buckets.chunk_param);
   // Expert parameters: one gradient collective per step over the expert data parallel group.
-  const DpBuckets experts = expert_dp_buckets(model, cluster, layout, stage);
+  const DpBuckets experts = expert_dp_buckets(model, cluster, layout, options, stage);
   times.gradient_seconds += total_seconds(experts.step_grad);
   times.parameter_gather_seconds += total_seconds(experts.step_param);
   times.num_units = total_calls(buckets.chunk_param) * layout.vpp;
@@ -475,6 +475,9 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
   }
   if (validity.ok()) {
     validity = check_fp8_param_gather(model, layout, options);
+  }
+  if (validity.ok()) {
+    validity = check_grad_reduce_dtype(layout, options);
   }
   if (!validity.ok()) {
     estimate.rejection_code = validity.code;

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "estimate_internal.h"
+#include "meshplan/dp_buckets.h"
 #include "model_shape.h"
 
 namespace meshplan::planner {
@@ -246,8 +247,8 @@ struct BytesPerParameter {
   double weights = 0, gradients = 0, optimizer = 0;
 };
 
-BytesPerParameter bytes_per_parameter(Framework framework, const models::ClusterConfig& cluster,
-                                      const Layout& layout) {
+BytesPerParameter bytes_per_parameter(const PlanOptions& options,
+                                      const models::ClusterConfig& cluster, const Layout& layout) {
   const double d = static_cast<double>(grad_group_size(layout));
   const double w_shard = zero_shards_parameters(layout) ? d : 1.0;
   const double g_shard = zero_shards_gradients(layout) ? d : 1.0;
@@ -256,14 +257,18 @@ BytesPerParameter bytes_per_parameter(Framework framework, const models::Cluster
     // No master copy in fp32: (4 + 4 + 8) psi (ZeRO, Rajbhandari et al. 2020, Fig. 1).
     return {4.0 / w_shard, 4.0 / g_shard, 8.0 / o_shard};
   }
-  switch (framework) {
+  switch (options.framework) {
     case Framework::kMegatron:
       if (layout.zero <= 1) {
         // Megatron-LM docs dist_optimizer.md table and NVIDIA/Megatron-LM#654: bf16 weight 2 +
         // fp32 main_grad 4, neither sharded by the distributed optimizer, + fp32 master 4 and
         // Adam 8 (sharded at ZeRO-1): 18, or 6 + 12/d. main_grad is fp32 because arguments.py
-        // forces accumulate_allreduce_grads_in_fp32 with --bf16 (lines 1204-1217).
-        return {2.0, 4.0, 12.0 / o_shard};
+        // forces accumulate_allreduce_grads_in_fp32 with --bf16 (lines 1204-1217); the buffer
+        // takes the reduce dtype (param_and_grad_buffer.py line 924: grad_dtype = fp32 if
+        // grad_reduce_in_fp32 else the param dtype), so --grad-reduce-in-bf16 (and 2021's fp16
+        // runs) keep 2 bytes: grad_reduce_element_bytes.
+        return {2.0, static_cast<double>(grad_reduce_element_bytes(cluster, layout, options)),
+                12.0 / o_shard};
       }
       // Megatron-FSDP optim_grads / optim_grads_params: main grads dtype "auto" = bf16
       // (arguments.py lines 3687-3694): (2 + 2 + 12)/d sharded as ZeRO stage 2 or 3.
@@ -508,11 +513,10 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   MemoryBreakdown memory;
   const StageParameters parameters = stage_parameters(model, layout, stage);
   const double n = static_cast<double>(parameters.sharded + parameters.replicated);
-  const BytesPerParameter per = bytes_per_parameter(options.framework, cluster, layout);
+  const BytesPerParameter per = bytes_per_parameter(options, cluster, layout);
   // Expert parameters: sharded over ep already; ZeRO shards them over dp / ep.
   const double n_expert = static_cast<double>(parameters.expert);
-  const BytesPerParameter per_expert =
-      bytes_per_parameter(options.framework, cluster, expert_layout(layout));
+  const BytesPerParameter per_expert = bytes_per_parameter(options, cluster, expert_layout(layout));
   double step_bytes = 0;
   const auto [gathered_weights, unsharded_gradients] =
       working_set_bytes(options, model, cluster, layout, stage, n + n_expert, &step_bytes);

@@ -68,7 +68,7 @@ constexpr std::array<std::string_view, 16> kLayoutFields = {"tp",
                                                             "ep",
                                                             "microbatch_group",
                                                             "etp"};
-constexpr std::array<std::string_view, 14> kOptionsFields = {"flash_attention",
+constexpr std::array<std::string_view, 15> kOptionsFields = {"flash_attention",
                                                              "overlap_grad_reduce",
                                                              "overlap_param_gather",
                                                              "overlap_tp_comm",
@@ -81,7 +81,8 @@ constexpr std::array<std::string_view, 14> kOptionsFields = {"flash_attention",
                                                              "moe_load_imbalance",
                                                              "moe_aux_loss_coeff",
                                                              "fp8_param_gather",
-                                                             "overlap_p2p_comm"};
+                                                             "overlap_p2p_comm",
+                                                             "grad_reduce_dtype"};
 
 // Bounds that catch typos and unit mistakes before any product of them is formed (a plan file
 // with global_batch 1e12 made explain allocate gigabytes and never finish):
@@ -219,6 +220,9 @@ nlohmann::json options_to_json(const PlanOptions& options) {
   if (options.overlap_p2p_comm) {  // omitted when off, as in plan files written before the key
     json["overlap_p2p_comm"] = true;
   }
+  if (options.grad_reduce_dtype) {  // omitted when unset: the framework's default
+    json["grad_reduce_dtype"] = to_string(*options.grad_reduce_dtype);
+  }
   return json;
 }
 
@@ -276,6 +280,10 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
     options.overlap_p2p_comm = require_bool(json, "overlap_p2p_comm", where);
   }
   check_overlap_p2p_options(options, where + ": overlap_p2p_comm");
+  if (json.contains("grad_reduce_dtype")) {  // optional: absent means the framework's default
+    options.grad_reduce_dtype = parse_grad_reduce_dtype(
+        require_string(json, "grad_reduce_dtype", where), where + ": grad_reduce_dtype");
+  }
   return options;
 }
 
@@ -340,9 +348,14 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
   if (validity.ok()) {
     validity = check_fp8_param_gather(plan.model, plan.layout, plan.options);
   }
+  if (validity.ok()) {
+    validity = check_grad_reduce_dtype(plan.layout, plan.options);
+  }
   if (!validity.ok()) {
     throw InputError(fmt::format("{}: layout: {}", source, validity.reason));
   }
+  check_grad_reduce_dtype_options(plan.cluster, plan.options,
+                                  source + ": options: grad_reduce_dtype");
   return plan;
 }
 

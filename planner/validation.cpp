@@ -29,6 +29,10 @@ PlanOptions software_options(const std::string& source) {
   options.scatter_gather_pipeline = !megatron_core;
   // Megatron-Core overlaps interleaved pipeline sends by default since 2023-10 (4eeff55d).
   options.overlap_p2p_comm = megatron_core;
+  // Megatron-Core runs train in bf16, which reduces gradients in fp32 (arguments.py
+  // accumulate_allreduce_grads_in_fp32); 2021-22 Megatron-LM trained in fp16 without
+  // --accumulate-allreduce-grads-in-fp32 and reduced in fp16 (examples/sc21/CONFIG.sh).
+  options.grad_reduce_dtype = megatron_core ? GradReduceDtype::kFp32 : GradReduceDtype::kBf16;
   return options;
 }
 
@@ -202,6 +206,9 @@ void read_software(const nlohmann::json& run_json, int version, const std::strin
   // `meshplan plan --framework` does; a run that does not state one is costed as Megatron-LM.
   if (!run.framework.empty()) {
     run.options.framework = parse_framework(run.framework, where + ": framework");
+    if (!run.options_stated && run.options.framework != Framework::kMegatron) {
+      run.options.grad_reduce_dtype.reset();  // the guess is Megatron's: the framework's default
+    }
   }
   check_overlap_p2p_options(run.options, where + ": options: overlap_p2p_comm");
 }

@@ -156,6 +156,63 @@ GemmPrecision parse_gemm_precision(const std::string& text, const std::string& f
       fmt::format("{}: unsupported precision ({}); supported: bf16, fp8", field, text));
 }
 
+std::string to_string(GradReduceDtype dtype) {
+  return dtype == GradReduceDtype::kFp32 ? "fp32" : "bf16";
+}
+
+GradReduceDtype parse_grad_reduce_dtype(const std::string& text, const std::string& field) {
+  if (text == "fp32") {
+    return GradReduceDtype::kFp32;
+  }
+  if (text == "bf16") {
+    return GradReduceDtype::kBf16;
+  }
+  throw InputError(fmt::format("{}: unsupported gradient reduce dtype ({}); supported: fp32, bf16",
+                               field, text));
+}
+
+void check_grad_reduce_dtype_options(const models::ClusterConfig& cluster,
+                                     const PlanOptions& options, const std::string& field) {
+  if (!options.grad_reduce_dtype) {
+    return;
+  }
+  const GradReduceDtype dtype = *options.grad_reduce_dtype;
+  const std::string what = fmt::format("{}: {} under framework {}", field, to_string(dtype),
+                                       to_string(options.framework));
+  if (cluster.precision == models::Precision::kFp32) {
+    if (dtype == GradReduceDtype::kBf16) {
+      throw InputError(
+          fmt::format("{}: bf16 needs 16-bit mixed-precision training ({} trains in "
+                      "{})",
+                      field, cluster.name, models::to_string(cluster.precision)));
+    }
+    return;
+  }
+  switch (options.framework) {
+    case Framework::kMegatron:
+      return;  // both (--grad-reduce-in-bf16); zero >= 2 fp32: check_grad_reduce_dtype
+    case Framework::kDeepSpeed:
+      if (dtype == GradReduceDtype::kFp32) {
+        throw InputError(what +
+                         ": DeepSpeed's communication_data_type fp32 (an upcast copy of "
+                         "each bf16 bucket) is not modelled");
+      }
+      return;
+    case Framework::kFsdp:
+      if (dtype == GradReduceDtype::kBf16) {
+        throw InputError(what +
+                         ": FSDP's reduce_dtype bf16 (its bf16 reduce-scatter input and "
+                         "accumulated gradients) is not modelled");
+      }
+      return;
+    case Framework::kMeshplan:
+      if (dtype == GradReduceDtype::kFp32) {
+        throw InputError(what + ": the executor reduces gradients in the precision it trains in");
+      }
+      return;
+  }
+}
+
 namespace {
 
 // Megatron-LM megatron/training/arguments.py validate_args: "--fp8-param-gather only supported
@@ -193,6 +250,7 @@ void check_fp8_param_gather_options(const PlanOptions& options) {
 
 void check_precision(const models::ClusterConfig& cluster, const PlanOptions& options) {
   check_fp8_param_gather_options(options);
+  check_grad_reduce_dtype_options(cluster, options, "grad_reduce_dtype");
   if (options.gemm_precision != GemmPrecision::kFp8) {
     return;
   }
@@ -456,6 +514,19 @@ Validity check_fp8_param_gather(const models::TransformerConfig& model, const La
     // and working set are not modelled; ZeRO-0 (DDP) is refused by arguments.py.
     return refuse(options.framework,
                   "--fp8-param-gather is modelled with the distributed optimizer (zero 1) only",
+                  layout);
+  }
+  return {};
+}
+
+// Megatron-FSDP (zero 2, 3) keeps bf16 main grads by default (megatron_fsdp_main_grads_dtype
+// "auto", arguments.py line 3691); its fp32 choice is not modelled.
+Validity check_grad_reduce_dtype(const Layout& layout, const PlanOptions& options) {
+  if (options.framework == Framework::kMegatron && layout.zero >= 2 &&
+      options.grad_reduce_dtype == GradReduceDtype::kFp32) {
+    return refuse(options.framework,
+                  "grad_reduce_dtype fp32 is modelled with DDP and the distributed optimizer "
+                  "(zero 0, 1) only, not Megatron-FSDP's fp32 main grads",
                   layout);
   }
   return {};

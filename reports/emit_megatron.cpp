@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "emit_common.h"
+#include "meshplan/dp_buckets.h"
 #include "meshplan/emit.h"
 
 namespace meshplan::reports {
@@ -187,12 +188,23 @@ void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
   if (layout.pp > 1 && !plan.options.scatter_gather_pipeline) {
     flags.push_back({"--no-scatter-gather-tensors-in-pipeline", ""});
   }
-  // Megatron's --ddp-bucket-size counts parameters, meshplan's bucket counts bytes.
-  flags.push_back(
-      {"--ddp-bucket-size", std::to_string(plan.options.bucket_bytes /
-                                           models::compute_element_bytes(plan.cluster.precision))});
+  // Megatron's --ddp-bucket-size counts parameters, meshplan's bucket counts bytes of the
+  // gradients, in the reduce dtype (planner/dp_buckets.cpp).
+  flags.push_back({"--ddp-bucket-size", std::to_string(plan.options.bucket_bytes /
+                                                       planner::grad_reduce_element_bytes(
+                                                           plan.cluster, layout, plan.options))});
   flags.push_back({"--micro-batch-size", std::to_string(layout.micro_batch)});
   flags.push_back({"--global-batch-size", std::to_string(layout.global_batch)});
+}
+
+// --bf16 makes Megatron-LM reduce gradients in fp32 (arguments.py validate_args sets
+// accumulate_allreduce_grads_in_fp32) unless --grad-reduce-in-bf16; Megatron-FSDP (zero 2, 3)
+// keeps bf16 main grads by default, fp32 being refused by the planner there.
+void add_grad_reduce_flag(const planner::Plan& plan, Flags& flags) {
+  if (plan.cluster.precision == models::Precision::kBf16Mixed && plan.layout.zero <= 1 &&
+      planner::grad_reduce_element_bytes(plan.cluster, plan.layout, plan.options) < 4) {
+    flags.push_back({"--grad-reduce-in-bf16", ""});
+  }
 }
 
 // The biases: Megatron has one switch for every linear layer, plus --add-qkv-bias.
@@ -309,6 +321,7 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
   if (plan.options.fp8_param_gather) {
     flags.push_back({"--fp8-param-gather", ""});
   }
+  add_grad_reduce_flag(plan, flags);
 }
 
 }  // namespace

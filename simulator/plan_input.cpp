@@ -120,7 +120,7 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
     // Expert gradients over the expert data-parallel group: after the dense buckets, on the
     // same stream (the planner adds their times to the stage's gradient and gather times).
     const planner::DpBuckets experts =
-        planner::expert_dp_buckets(plan.model, plan.cluster, layout, stage);
+        planner::expert_dp_buckets(plan.model, plan.cluster, layout, plan_options, stage);
     for (const Bucket& bucket : replay_buckets(experts.step_grad)) {
       costs.grad_buckets.push_back(bucket);
     }

@@ -404,6 +404,16 @@ row "plan: --overlap-p2p-comm maybe" 2 "--overlap-p2p-comm: expected on or off (
   plan --model tiny --cluster dgx-h100 --gpus 8 --overlap-p2p-comm maybe --json new_out.json
 row "plan: --fp8-param-gather maybe" 2 "--fp8-param-gather: expected on or off (maybe)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --fp8-param-gather maybe --json new_out.json
+row "plan: --grad-reduce-dtype fp16" 2 \
+  "--grad-reduce-dtype: unsupported gradient reduce dtype (fp16); supported: fp32, bf16" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --grad-reduce-dtype fp16 --json new_out.json
+row "plan: --grad-reduce-dtype bf16 in fp32 training" 2 \
+  "--grad-reduce-dtype: bf16 needs 16-bit mixed-precision training (local-cpu trains in fp32)" \
+  plan --model tiny --cluster local-cpu --gpus 2 --grad-reduce-dtype bf16 --json new_out.json
+row "plan: --grad-reduce-dtype fp32 under deepspeed" 2 \
+  "--grad-reduce-dtype: fp32 under framework deepspeed: DeepSpeed's communication_data_type" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --framework deepspeed --grad-reduce-dtype fp32 \
+  --json new_out.json
 plan_row "--global-batch 10^12 (searched for hours before the cap)" \
   "global_batch: must be between 1 and 1000000 (1000000000000)" \
   --model tiny --cluster local-cpu --gpus 2 --global-batch 1000000000000

@@ -729,5 +729,24 @@ fp8_plan() {
 }
 expect "plan --precision fp8: options.precision in the plan file, explain reads it" fp8_plan
 
+# --grad-reduce-dtype (issue 10): the options line names it, the plan file stores it, explain
+# reads it back and predicts the plan's step.
+grad_reduce_plan() {
+  run plan --model tiny --cluster dgx-h100 --gpus 8 --zero 1 --grad-reduce-dtype bf16 --top 1 \
+    --save-plan gr.json
+  [ "$rc" -eq 0 ] || { say "exit status $rc: $(cat stderr.txt)"; return 1; }
+  grep -q '^# options: .*, grad-reduce bf16$' stdout.txt ||
+    { say "options line: $(grep '^# options' stdout.txt)"; return 1; }
+  grep -q '"grad_reduce_dtype": "bf16"' gr.json || { say "plan file lacks grad_reduce_dtype"; return 1; }
+  local planned explained
+  planned=$(grep -v '^#' stdout.txt | sed -n 1p | awk '{print $12}')
+  run explain gr.json
+  [ "$rc" -eq 0 ] || { say "explain gr.json: exit status $rc: $(cat stderr.txt)"; return 1; }
+  explained=$(sed -n 's/^# step \([0-9.]*\) s,.*/\1/p' stdout.txt)
+  [ -n "$planned" ] && [ "$planned" = "$explained" ] ||
+    { say "plan step '$planned' s, explain '$explained' s"; return 1; }
+}
+expect "plan --grad-reduce-dtype bf16: options line, plan file, explain" grad_reduce_plan
+
 echo "# meshplan cli: $num_checks checks, $num_failed failed; $num_known known bugs not counted"
 [ "$num_failed" -eq 0 ]

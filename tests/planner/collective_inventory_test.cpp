@@ -27,6 +27,8 @@
 //   (64 * 128 + 64 * 64 + 64 * 352 + 176 * 64) / 2 = 46,080 / 2 = 23,040, replicated two
 //   RMSNorms 128: 23,168 per layer, 46,336 for two; embedding shard 128 * 64 = 8,192: 54,528.
 // Last stage: 46,336 + final norm 64 + LM head shard 8,192 = 54,592.
+// Megatron (the default framework) reduces gradients in fp32 under bf16 training: 4 bytes per
+// gradient over dp (grad_reduce_dtype); parameters move in bf16.
 
 #include <doctest/doctest.h>
 
@@ -87,15 +89,15 @@ TEST_CASE("inventory, tp 2 pp 2 dp 2, no SP, ZeRO 0, 1F1B") {
       {{0, kAR, kTp}, {36, 147'456}},
       // 1F1B stage 0 sends one activation per micro-batch: 4 of 4,096 bytes.
       {{0, kSend, kPp}, {4, 16'384}},
-      // ZeRO 0: one all-reduce of the stage's gradients, 54,528 parameters * 2 bytes.
-      {{0, kAR, kDp}, {1, 109'056}},
+      // ZeRO 0: one all-reduce of the stage's fp32 gradients, 54,528 parameters * 4 bytes.
+      {{0, kAR, kDp}, {1, 218'112}},
       // Last stage: 32 layer all-reduces, 4 LM-head input-gradient all-reduces of 4,096 bytes,
       // 3 * 4 = 12 cross-entropy all-reduces of s b * 4 = 128 bytes: 48 calls,
       // 36 * 4,096 + 12 * 128 = 148,992 bytes.
       {{1, kAR, kTp}, {48, 148'992}},
       // The last stage sends one gradient per micro-batch.
       {{1, kSend, kPp}, {4, 16'384}},
-      {{1, kAR, kDp}, {1, 109'184}},  // 54,592 * 2 bytes
+      {{1, kAR, kDp}, {1, 218'368}},  // 54,592 * 4 bytes
   };
   CHECK(totals == expected);
   for (const CollectiveTraffic& traffic : estimate.collectives) {
@@ -129,8 +131,9 @@ TEST_CASE("inventory, tp 2 pp 2 dp 2, sequence parallel, ZeRO 1, 1F1B") {
       {{0, kAR, kTp}, {1, 512}},
       // Sequence-parallel sends carry 1/t of the tensor: 2,048 bytes.
       {{0, kSend, kPp}, {4, 4 * 2'048}},
-      // ZeRO 1: reduce-scatter the gradients, all-gather the parameters, 54,528 * 2 bytes each.
-      {{0, kRS, kDp}, {1, 109'056}},
+      // ZeRO 1: reduce-scatter the fp32 gradients, 54,528 * 4 bytes, all-gather the bf16
+      // parameters, 54,528 * 2 bytes.
+      {{0, kRS, kDp}, {1, 218'112}},
       {{0, kAG, kDp}, {1, 109'056}},
       // Last stage: 48 layer all-gathers + LM-head input gathers forward and backward (2 * 4):
       // 56; 32 layer reduce-scatters + 4 LM-head input-gradient reduce-scatters: 36.
@@ -140,7 +143,7 @@ TEST_CASE("inventory, tp 2 pp 2 dp 2, sequence parallel, ZeRO 1, 1F1B") {
       // 12 all-reduces of 128 bytes.
       {{1, kAR, kTp}, {13, 640 + 12 * 128}},
       {{1, kSend, kPp}, {4, 4 * 2'048}},
-      {{1, kRS, kDp}, {1, 109'184}},
+      {{1, kRS, kDp}, {1, 218'368}},
       {{1, kAG, kDp}, {1, 109'184}},
   };
   CHECK(totals == expected);
@@ -160,9 +163,10 @@ TEST_CASE("inventory: ZeRO 3 gathers every micro-batch and layer, forward and ba
 }
 
 TEST_CASE("inventory: small buckets, one call per bucket") {
-  // ZeRO 1, buckets of 10,000 bytes: dp blocks of 2 elements of 2 bytes = 4 bytes divide it, so
-  // stage 0's 109,056 bytes go in 10 full buckets and one of 9,056 bytes, reduce-scattered once
-  // and all-gathered once a step.
+  // ZeRO 1, buckets of 10,000 bytes: dp blocks of 2 fp32 gradients = 8 bytes divide it, so
+  // stage 0's 54,528 * 4 = 218,112 gradient bytes go in 21 full buckets and one of 8,112 bytes,
+  // reduce-scattered once a step; the same elements' bf16 parameters, 21 buckets of 5,000 bytes
+  // and one of 4,056 (109,056 bytes), all-gathered once.
   Layout layout = make_layout(2, 2, 2, 1, 8);
   layout.zero = 1;
   PlanOptions options;
@@ -170,8 +174,8 @@ TEST_CASE("inventory: small buckets, one call per bucket") {
   const PlanEstimate estimate = estimate_plan(
       models::load_model("tiny"), models::load_cluster("dgx-a100-80gb"), layout, options);
   const std::map<Key, Totals> totals = totals_by_stage_kind_group(estimate);
-  CHECK(totals.at({0, kRS, kDp}) == Totals{11, 109'056});
-  CHECK(totals.at({0, kAG, kDp}) == Totals{11, 109'056});
+  CHECK(totals.at({0, kRS, kDp}) == Totals{22, 218'112});
+  CHECK(totals.at({0, kAG, kDp}) == Totals{22, 109'056});
 }
 
 TEST_CASE("inventory: pipeline sends counted from the op lists of each schedule") {

@@ -169,7 +169,8 @@ TEST_CASE("gradients are reduced and ZeRO-sharded over dp x cp") {
   // tp 2, cp 2, dp 2 (8 GPUs), ZeRO 1: the gradient group has dp cp = 4 ranks. Stage
   // parameters per rank (collective_inventory_test's count, pp 1): 4 layers * 23,168 +
   // embedding and LM-head shards 2 * 8,192 + final norm 64 = 109,120 = 4 * 27,280, so the
-  // reduce-scatter covers 109,120 * 2 bytes unpadded and each rank updates 27,280.
+  // reduce-scatter covers 109,120 gradients unpadded, in fp32 (Megatron's default under bf16:
+  // 4 bytes each), and each rank updates 27,280.
   Layout layout = with_cp(make_layout(2, 1, 2, 1, 8), 2);
   layout.zero = 1;
   const PlanEstimate estimate = estimate_plan(model, cluster, layout);
@@ -183,7 +184,7 @@ TEST_CASE("gradients are reduced and ZeRO-sharded over dp x cp") {
       }
     }
   }
-  CHECK(reduce_scatter_bytes == 109120 * 2);
+  CHECK(reduce_scatter_bytes == 109120 * 4);
   CHECK(zero_shard_count(layout, 109120) == 27280);
   CHECK(zero_shard_count(layout, 10) == 3);  // ceil(10 / 4), not ceil(10 / dp) = 5
 }

@@ -13,6 +13,7 @@
 #include <doctest/doctest.h>
 
 #include <map>
+#include <optional>
 
 #include "meshplan/models.h"
 #include "planner_test_util.h"
@@ -50,12 +51,14 @@ void add_calls(Volumes& calls, int64_t stage, const std::vector<DpBucket>& bucke
   }
 }
 
-DpBuckets tiny_buckets(int zero, Framework framework = Framework::kMegatron) {
+DpBuckets tiny_buckets(int zero, Framework framework = Framework::kMegatron,
+                       std::optional<GradReduceDtype> dtype = std::nullopt) {
   Layout layout = make_layout(1, 1, 3, 1, 6);
   layout.zero = zero;
   PlanOptions options;
   options.bucket_bytes = kBucketBytes;
   options.framework = framework;
+  options.grad_reduce_dtype = dtype;
   return dp_buckets(models::load_model("tiny"), models::load_cluster("dgx-a100-80gb"), layout,
                     options, 0);
 }
@@ -81,8 +84,8 @@ TEST_CASE("dp_buckets: even_split gives the first total % parts one byte more") 
 
 TEST_CASE("dp_buckets: ZeRO 0 all-reduces the unpadded gradients once a step") {
   // DDP all-reduces the whole buffer; nothing is sharded, so nothing is padded: 435,328 bytes
-  // = 2 * 200,000 + 35,328.
-  const DpBuckets buckets = tiny_buckets(0);
+  // = 2 * 200,000 + 35,328 (reduced in bf16; fp32 below).
+  const DpBuckets buckets = tiny_buckets(0, Framework::kMegatron, GradReduceDtype::kBf16);
   CHECK(sizes_of(buckets.step_grad) == std::vector<int64_t>{200'000, 200'000, 35'328});
   CHECK(total_calls(buckets.step_grad) == 3);
   const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
@@ -101,7 +104,7 @@ TEST_CASE("dp_buckets: ZeRO 1 and 2 shard the padded buffer in whole dp blocks")
   // A dp block is 3 elements of 2 bytes = 6 bytes; a full bucket floor(200,000 / 6) = 33,333
   // blocks = 199,998 bytes. 435,330 padded bytes = 2 * 199,998 + 35,334.
   const std::vector<int64_t> padded{199'998, 199'998, 35'334};
-  const DpBuckets one = tiny_buckets(1);
+  const DpBuckets one = tiny_buckets(1, Framework::kMegatron, GradReduceDtype::kBf16);
   CHECK(sizes_of(one.step_grad) == padded);
   CHECK(sizes_of(one.step_param) == padded);
   CHECK(one.step_grad.front().kind == CollectiveKind::kReduceScatter);
@@ -118,10 +121,54 @@ TEST_CASE("dp_buckets: ZeRO 1 and 2 shard the padded buffer in whole dp blocks")
   }
 }
 
+TEST_CASE("dp_buckets: Megatron reduces gradients in fp32 under bf16 unless told bf16") {
+  // Megatron-LM --bf16 (zero 0-1): 4 bytes per gradient. ZeRO 0: the unpadded 217,664
+  // gradients are 870,656 bytes = 4 * 200,000 + 70,656.
+  CHECK(sizes_of(tiny_buckets(0).step_grad) ==
+        std::vector<int64_t>{200'000, 200'000, 200'000, 200'000, 70'656});
+  // ZeRO 1: a dp block is 3 fp32 elements = 12 bytes, a full bucket floor(200,000 / 12) =
+  // 16,666 blocks = 199,992 bytes (49,998 elements); the 217,665 padded elements are 870,660
+  // bytes = 4 * 199,992 + 70,692. The all-gather moves the same elements in bf16: buckets of
+  // 99,996 bytes, 4 * 99,996 + 35,346 = 435,330.
+  const DpBuckets one = tiny_buckets(1);
+  CHECK(sizes_of(one.step_grad) ==
+        std::vector<int64_t>{199'992, 199'992, 199'992, 199'992, 70'692});
+  CHECK(sizes_of(one.step_param) == std::vector<int64_t>{99'996, 99'996, 99'996, 99'996, 35'346});
+  CHECK(total_bytes(one.step_grad) == 4 * 217'665);
+  CHECK(total_bytes(one.step_param) == 2 * 217'665);
+  // Told bf16 (--grad-reduce-in-bf16): half the gradient bytes, the parameters unchanged.
+  const DpBuckets half = tiny_buckets(1, Framework::kMegatron, GradReduceDtype::kBf16);
+  CHECK(total_bytes(half.step_grad) == 2 * 217'665);
+  CHECK(total_bytes(half.step_param) == 2 * 217'665);
+  // Each fp32 bucket costs what collective_seconds gives for its bytes: dp 3 on one node.
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  CHECK(one.step_grad.front().seconds ==
+        collective_seconds(cluster, CollectiveKind::kReduceScatter, 199'992, 3, 1, 0));
+  // An fp32 cluster has nothing narrower: 4 bytes whatever the framework's default.
+  Layout layout = make_layout(1, 1, 3, 1, 6);
+  PlanOptions options;
+  options.framework = Framework::kDeepSpeed;
+  CHECK(grad_reduce_element_bytes(models::load_cluster("local-cpu"), layout, options) == 4);
+  CHECK(grad_reduce_element_bytes(cluster, layout, options) == 2);
+}
+
+TEST_CASE("dp_buckets: each framework's default gradient reduce dtype") {
+  Layout layout = make_layout(1, 1, 3, 1, 6);
+  for (int zero : {0, 1}) {
+    layout.zero = zero;
+    CHECK(default_grad_reduce_dtype(Framework::kMegatron, layout) == GradReduceDtype::kFp32);
+  }
+  layout.zero = 3;
+  CHECK(default_grad_reduce_dtype(Framework::kMegatron, layout) == GradReduceDtype::kBf16);
+  CHECK(default_grad_reduce_dtype(Framework::kFsdp, layout) == GradReduceDtype::kFp32);
+  CHECK(default_grad_reduce_dtype(Framework::kDeepSpeed, layout) == GradReduceDtype::kBf16);
+  CHECK(default_grad_reduce_dtype(Framework::kMeshplan, layout) == GradReduceDtype::kBf16);
+}
+
 TEST_CASE("dp_buckets: --fp8-param-gather all-gathers the linear weights in 1 byte") {
   // megatron-7.5b on H100, tp 2, pp 2, dp 16, zero 1: stage 0's 18 layers hold 12 h^2 / 2 =
   // 100,663,296 linear weights each on a rank; their all-gather moves 1 byte instead of 2,
-  // the reduce-scatter of the fp32-accumulated, bf16-reduced gradients is unchanged.
+  // the reduce-scatter of the gradients (fp32, Megatron's default) is unchanged.
   const models::TransformerConfig model = models::load_model("megatron-7.5b");
   const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
   Layout layout = make_layout(2, 2, 16, 1, 64);

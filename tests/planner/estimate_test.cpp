@@ -256,15 +256,16 @@ TEST_CASE("estimate: overlap_p2p_comm is refused for frameworks other than Megat
 
 TEST_CASE("estimate: gradient all-reduce fully exposed without overlap; optimizer step") {
   // tiny on 8 GPUs, dp 8, ZeRO 0, --overlap-grad-reduce off: the whole ring all-reduce of the
-  // gradients follows the backward. psi = 217,664 (memory_test), 435,328 bf16 bytes, 8 ranks in
-  // one node: 2 * 7/8 * 435,328 / 225e9 + 14 * 2 us.
+  // gradients follows the backward. psi = 217,664 (memory_test), in fp32 (Megatron's default
+  // under bf16) 870,656 bytes, one bucket, 8 ranks in one node: 2 * 7/8 * 870,656 / 225e9 +
+  // 14 * 2 us.
   const models::TransformerConfig model = models::load_model("tiny");
   const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
   PlanOptions options;
   options.overlap_grad_reduce = false;
   const PlanEstimate e = estimate_plan(model, cluster, make_layout(1, 1, 8, 1, 8), options);
   CHECK(e.breakdown.dp_comm_exposed_seconds ==
-        doctest::Approx(1.75 * 435'328.0 / 225e9 + 14 * 2e-6).epsilon(kEstimateRoundingTolerance));
+        doctest::Approx(1.75 * 870'656.0 / 225e9 + 14 * 2e-6).epsilon(kEstimateRoundingTolerance));
   // Adam, memory-bound: 28 bytes per parameter (bf16 gradient 2, fp32 master, m and v read and
   // written 3 * 8, bf16 weights written 2) at 2.039e12 * 0.8 B/s.
   CHECK(e.breakdown.optimizer_seconds ==

@@ -136,6 +136,29 @@ TEST_CASE("model states per framework: the same 7.5B on 64 GPUs") {
   }
 }
 
+TEST_CASE("Megatron's main_grad buffer takes the gradient reduce dtype") {
+  // param_and_grad_buffer.py: grad_dtype = fp32 if grad_reduce_in_fp32 else the param dtype.
+  // The 7.5B on 64 GPUs under Megatron, zero 0 and 1: 4 psi of fp32 main_grad by default (the
+  // table above), 2 psi with --grad-reduce-in-bf16 (2021's fp16 runs alike), the rest unchanged.
+  const models::TransformerConfig model = models::load_model("megatron-7.5b");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  const int64_t psi = 7'467'786'240;
+  for (int zero : {0, 1}) {
+    CAPTURE(zero);
+    Layout layout = make_layout(1, 1, 64, 1, 64);
+    layout.zero = zero;
+    PlanOptions options;
+    options.grad_reduce_dtype = GradReduceDtype::kFp32;
+    const MemoryBreakdown fp32 = estimate_plan(model, cluster, layout, options).stages[0].memory;
+    options.grad_reduce_dtype = GradReduceDtype::kBf16;
+    const MemoryBreakdown bf16 = estimate_plan(model, cluster, layout, options).stages[0].memory;
+    CHECK(fp32.gradients_bytes == 4 * psi);
+    CHECK(bf16.gradients_bytes == 2 * psi);
+    CHECK(bf16.weights_bytes == fp32.weights_bytes);
+    CHECK(bf16.optimizer_bytes == fp32.optimizer_bytes);
+  }
+}
+
 TEST_CASE("torchao float8 under FSDP2: 1-byte gathered linear weights, no FP8 state") {
   // megatron-7.5b (36 layers, h 4096, a = g = 32, f = 4h, GELU) on H100, --framework fsdp.
   // A layer's linear weights at tp 1: QKV 3h^2 + output h^2 + MLP 2 h f = 12 h^2 =

@@ -103,6 +103,33 @@ TEST_CASE("round trip: overlap_p2p_comm is stored only when on and read back") {
                        InputError);
 }
 
+TEST_CASE("round trip: grad_reduce_dtype is stored when given and read back") {
+  Plan plan = example_plan();
+  plan.options.framework = Framework::kMegatron;
+  CHECK_FALSE(plan_to_json(plan, {}).at("options").contains("grad_reduce_dtype"));
+  for (const GradReduceDtype dtype : {GradReduceDtype::kFp32, GradReduceDtype::kBf16}) {
+    plan.options.grad_reduce_dtype = dtype;
+    const nlohmann::json json = plan_to_json(plan, {});
+    CHECK(json.at("options").at("grad_reduce_dtype") == to_string(dtype));
+    const Plan back = plan_from_json(json, "p.json");
+    CHECK(back.options.grad_reduce_dtype == dtype);
+    CHECK(back == plan);
+  }
+  nlohmann::json bad = plan_to_json(plan, {});
+  bad["options"]["grad_reduce_dtype"] = "fp16";
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
+                       "p.json: options: grad_reduce_dtype: unsupported gradient reduce dtype "
+                       "(fp16); supported: fp32, bf16",
+                       InputError);
+  // A dtype the framework cannot reduce in is refused with the file and the key.
+  bad["options"]["grad_reduce_dtype"] = "fp32";
+  bad["options"]["framework"] = "deepspeed";
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
+                       doctest::Contains("p.json: options: grad_reduce_dtype: fp32 under "
+                                         "framework deepspeed"),
+                       InputError);
+}
+
 TEST_CASE("round trip: write_plan_file then read_plan_file gives the same plan") {
   const Plan plan = example_plan();
   const PlanEstimate estimate = estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);

@@ -163,3 +163,68 @@ TEST_CASE("rules are checked in order: the first violation is reported") {
 
 }  // namespace
 }  // namespace meshplan::planner
+
+namespace meshplan::planner {
+namespace {
+
+TEST_CASE("grad_reduce_dtype: what each framework and precision can reduce in") {
+  const models::ClusterConfig bf16 = models::load_cluster("dgx-h100");
+  const models::ClusterConfig fp32 = models::load_cluster("local-cpu");
+  const auto error_of = [](const models::ClusterConfig& cluster, Framework framework,
+                           GradReduceDtype dtype) -> std::string {
+    PlanOptions options;
+    options.framework = framework;
+    options.grad_reduce_dtype = dtype;
+    try {
+      check_grad_reduce_dtype_options(cluster, options, "--grad-reduce-dtype");
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const auto kFp32 = GradReduceDtype::kFp32;
+  const auto kBf16 = GradReduceDtype::kBf16;
+  // Megatron: both (--grad-reduce-in-bf16); fp32 training: fp32 only.
+  CHECK(error_of(bf16, Framework::kMegatron, kFp32).empty());
+  CHECK(error_of(bf16, Framework::kMegatron, kBf16).empty());
+  CHECK(error_of(fp32, Framework::kMeshplan, kFp32).empty());
+  CHECK(error_of(fp32, Framework::kMegatron, kBf16) ==
+        "--grad-reduce-dtype: bf16 needs 16-bit mixed-precision training (local-cpu trains in "
+        "fp32)");
+  CHECK(error_of(bf16, Framework::kDeepSpeed, kBf16).empty());
+  CHECK(error_of(bf16, Framework::kDeepSpeed, kFp32)
+            .rfind("--grad-reduce-dtype: fp32 under framework deepspeed: DeepSpeed's "
+                   "communication_data_type fp32",
+                   0) == 0);
+  CHECK(error_of(bf16, Framework::kFsdp, kFp32).empty());
+  CHECK(error_of(bf16, Framework::kFsdp, kBf16)
+            .rfind("--grad-reduce-dtype: bf16 under framework fsdp: FSDP's reduce_dtype bf16", 0) ==
+        0);
+  CHECK(error_of(bf16, Framework::kMeshplan, kFp32)
+            .rfind("--grad-reduce-dtype: fp32 under framework meshplan: the executor", 0) == 0);
+  CHECK_THROWS_WITH_AS(parse_grad_reduce_dtype("fp16", "--grad-reduce-dtype"),
+                       "--grad-reduce-dtype: unsupported gradient reduce dtype (fp16); supported: "
+                       "fp32, bf16",
+                       InputError);
+}
+
+TEST_CASE("grad_reduce_dtype: Megatron-FSDP's fp32 main grads are refused, not guessed") {
+  Layout layout = test::make_layout(1, 1, 8, 1, 8);
+  PlanOptions options;
+  options.grad_reduce_dtype = GradReduceDtype::kFp32;
+  for (int zero : {0, 1}) {
+    layout.zero = zero;
+    CHECK(check_grad_reduce_dtype(layout, options).ok());
+  }
+  for (int zero : {2, 3}) {
+    layout.zero = zero;
+    const Validity validity = check_grad_reduce_dtype(layout, options);
+    CHECK(validity.code == "framework");
+    CHECK(validity.reason.find("megatron cannot run this layout: grad_reduce_dtype fp32") == 0);
+  }
+  options.grad_reduce_dtype.reset();  // the default, bf16 main grads there
+  CHECK(check_grad_reduce_dtype(layout, options).ok());
+}
+
+}  // namespace
+}  // namespace meshplan::planner

@@ -145,7 +145,7 @@ TEST_CASE("--emit megatron: Llama-3 70B, interleaved, full recompute, distribute
       {"--overlap-param-gather", ""},
       {"--no-scatter-gather-tensors-in-pipeline", ""},  // meshplan's default is off
       {"--no-overlap-p2p-communication", ""},           // PlanOptions' overlap_p2p_comm is off here
-      {"--ddp-bucket-size", "13107200"},                // 25 MiB / 2 bytes (bf16)
+      {"--ddp-bucket-size", "6553600"},  // 25 MiB / 4 bytes (fp32 grads, Megatron's --bf16 default)
       {"--micro-batch-size", "1"},
       {"--global-batch-size", "512"},
       {"--num-layers", "80"},  // Dubey et al. 2024, Table 3 (70B)
@@ -239,6 +239,28 @@ TEST_CASE("--emit megatron: FP8 with --fp8-param-gather on the distributed optim
   for (const auto& entry : flags) {
     CHECK_MESSAGE(parser.count(entry.first) == 1, entry.first << " is not a Megatron-LM argument");
   }
+}
+
+TEST_CASE("--emit megatron: --grad-reduce-in-bf16 when the plan reduces gradients in bf16") {
+  planner::Layout layout;
+  layout.tp = 2;
+  layout.dp = 4;
+  layout.micro_batch = 1;
+  layout.global_batch = 64;
+  layout.zero = 1;
+  planner::Plan plan = make_plan("megatron-7.5b", "dgx-h100", layout);
+  // Unset: Megatron's --bf16 default, fp32, needs no flag; the bucket counts fp32 elements.
+  std::map<std::string, std::string> flags = megatron_flags(emit_megatron(plan));
+  CHECK(flags.count("--grad-reduce-in-bf16") == 0);
+  CHECK(flags.at("--ddp-bucket-size") == "6553600");  // 25 MiB / 4 bytes
+  plan.options.grad_reduce_dtype = planner::GradReduceDtype::kFp32;
+  CHECK(megatron_flags(emit_megatron(plan)).count("--grad-reduce-in-bf16") == 0);
+  plan.options.grad_reduce_dtype = planner::GradReduceDtype::kBf16;
+  flags = megatron_flags(emit_megatron(plan));
+  CHECK(flags.at("--grad-reduce-in-bf16").empty());
+  CHECK(flags.at("--ddp-bucket-size") == "13107200");  // 25 MiB / 2 bytes
+  const std::set<std::string> parser = megatron_parser_flags();
+  CHECK(parser.count("--grad-reduce-in-bf16") == 1);
 }
 
 TEST_CASE("--emit megatron refuses what Megatron-LM cannot run") {

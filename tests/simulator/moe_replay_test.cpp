@@ -107,7 +107,7 @@ TEST_CASE("MoE: the expert gradient reduction over dp*cp/ep > 1 replays as the p
     planner::Plan plan = tiny_moe_expert_dp_plan(0);
     plan.options.overlap_grad_reduce = overlap;
     const planner::DpBuckets experts =
-        planner::expert_dp_buckets(plan.model, plan.cluster, plan.layout, 0);
+        planner::expert_dp_buckets(plan.model, plan.cluster, plan.layout, plan.options, 0);
     REQUIRE(experts.step_grad.size() == 1);
     CHECK(experts.step_grad[0].bytes == kExpertBytes);
     CHECK(experts.step_grad[0].kind == planner::CollectiveKind::kAllReduce);
@@ -136,7 +136,7 @@ TEST_CASE("MoE: the expert gradient reduction over dp*cp/ep > 1 replays as the p
 TEST_CASE("MoE: ZeRO 1 gathers the expert parameters after the optimizer") {
   const planner::Plan plan = tiny_moe_expert_dp_plan(1);
   const planner::DpBuckets experts =
-      planner::expert_dp_buckets(plan.model, plan.cluster, plan.layout, 0);
+      planner::expert_dp_buckets(plan.model, plan.cluster, plan.layout, plan.options, 0);
   REQUIRE(experts.step_param.size() == 1);
   const SimulationResult result = simulate_plan(plan, SimulationOptions{}, "moe.json");
   int64_t expert_gathers = 0;

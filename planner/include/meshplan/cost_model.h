@@ -46,6 +46,14 @@ std::string to_string(GemmPrecision precision);
 /// "bf16", "fp8"; throws InputError naming `field` otherwise.
 GemmPrecision parse_gemm_precision(const std::string& text, const std::string& field);
 
+/// The dtype the data-parallel gradient collectives move and the gradient buffer they reduce
+/// holds (`plan --grad-reduce-dtype`). kBf16 is the cluster's 16-bit type, fp16 runs included.
+/// Unset, each framework's default applies (default_grad_reduce_dtype).
+enum class GradReduceDtype { kFp32, kBf16 };
+std::string to_string(GradReduceDtype dtype);
+/// "fp32", "bf16"; throws InputError naming `field` otherwise.
+GradReduceDtype parse_grad_reduce_dtype(const std::string& text, const std::string& field);
+
 /// Knobs of the training run that are not part of the layout.
 struct PlanOptions {
   Framework framework = Framework::kMegatron;
@@ -94,6 +102,9 @@ struct PlanOptions {
   // had none. Only framework megatron (check_overlap_p2p_options). Off here: library callers and
   // plan files without the key cost every send exposed; `plan --framework megatron` sets it on.
   bool overlap_p2p_comm = false;
+  // Gradient reduce dtype; nullopt: the framework's default for the layout
+  // (default_grad_reduce_dtype, e.g. fp32 under Megatron's --bf16 DDP/distributed optimizer).
+  std::optional<GradReduceDtype> grad_reduce_dtype;
 
   bool operator==(const PlanOptions&) const = default;
 };
@@ -256,12 +267,22 @@ Validity check_framework(Framework framework, const Layout& layout, bool with_re
 /// Throws InputError when options.gemm_precision is fp8 and the cluster's GPU has no FP8 peak
 /// (A100) or the cluster trains in fp32: "<cluster>: precision: fp8: ...", and when
 /// options.fp8_param_gather is on without fp8 or under a framework other than megatron:
-/// "fp8_param_gather: ...".
+/// "fp8_param_gather: ...", and check_grad_reduce_dtype_options with field "grad_reduce_dtype".
 void check_precision(const models::ClusterConfig& cluster, const PlanOptions& options);
 /// Throws InputError ("<field>: framework <f>: <why>") when overlap_p2p_comm is on for a
 /// framework other than Megatron-LM, the one that overlaps pipeline sends.
 void check_overlap_p2p_options(const PlanOptions& options,
                                const std::string& field = "options: overlap_p2p_comm");
+
+/// Throws InputError "<field>: ..." when options.grad_reduce_dtype names a dtype the cluster's
+/// precision or the framework cannot reduce in (any layout): bf16 in fp32 training; fp32 under
+/// deepspeed (communication_data_type not modelled) or meshplan (its executor reduces in the
+/// cluster's precision); bf16 under fsdp (reduce_dtype bf16 not modelled). Unset passes.
+void check_grad_reduce_dtype_options(const models::ClusterConfig& cluster,
+                                     const PlanOptions& options, const std::string& field);
+/// grad_reduce_dtype rules that need the layout (unset passes): code "framework" for fp32 under
+/// megatron with zero >= 2 (Megatron-FSDP's fp32 main grads are not modelled).
+Validity check_grad_reduce_dtype(const Layout& layout, const PlanOptions& options);
 
 /// Full estimate of one layout (valid or not: an invalid one comes back infeasible, with its
 /// reason). Throws nothing for infeasible layouts.

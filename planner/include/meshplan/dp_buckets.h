@@ -62,6 +62,28 @@ int64_t dp_buffer_count(const Layout& layout, int64_t count);
 /// padded once.)
 int64_t dp_full_bucket_bytes(const Layout& layout, int64_t element_bytes, int64_t bucket_bytes);
 
+/// The gradient reduce dtype a framework uses when none is given, under 16-bit training:
+/// - megatron, zero 0-1: fp32. Megatron-LM's arguments.py sets accumulate_allreduce_grads_in_fp32
+///   under --bf16 unless --grad-reduce-in-bf16 (d98e8a64 lines 1204-1217), and Megatron-Core's
+///   main_grad buffer and its reduce-scatter/all-reduce take grad_dtype = fp32 when
+///   grad_reduce_in_fp32 (core/distributed/param_and_grad_buffer.py line 924). NeMo's
+///   mcore_distributed_optim too: grad_reduce_in_fp32 = optim.grad_sync_dtype, default "fp32"
+///   (megatron_gpt_model.py setup_mcore_distributed_parallel). Megatron-LM 2021 under --fp16
+///   reduced in fp16 (megatron/model/distributed.py _get_buffer_type, 48a5e0da): give bf16.
+/// - megatron, zero 2-3 (Megatron-FSDP): bf16, main grads dtype "auto" (arguments.py 3691).
+/// - deepspeed: bf16, communication_data_type = the bf16 model dtype (engine.py lines
+///   1405-1416, v0.19.5).
+/// - fsdp: fp32, torchtitan's mixed_precision_reduce "float32" (ZeRO-3) and DDP's fp32
+///   gradients of fp32 parameters under autocast (ZeRO-0).
+/// - meshplan: the cluster's precision (its executor reduces what it trains in).
+GradReduceDtype default_grad_reduce_dtype(Framework framework, const Layout& layout);
+
+/// Bytes per gradient element the data-parallel gradient collectives move and the gradient
+/// buffer they reduce holds: 4 in fp32 training, else 4 or the cluster's 2 by
+/// options.grad_reduce_dtype, or by default_grad_reduce_dtype when it is unset.
+int64_t grad_reduce_element_bytes(const models::ClusterConfig& cluster, const Layout& layout,
+                                  const PlanOptions& options);
+
 /// A run of `count` equal sizes.
 struct SizeRun {
   int64_t bytes = 0;
@@ -89,13 +111,14 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
 /// A stage's expert-parameter calls over the expert data-parallel group
 /// (expert_data_parallel: tp * cp * dp / (etp * ep) ranks, etp * ep apart), once per step as the
 /// last backward ends: ZeRO 0 all-reduces the expert gradients, ZeRO 1-2 reduce-scatter them and
-/// all-gather the parameters after the optimizer, each in one call of the stage's expert bytes
-/// (Megatron-Core keeps the experts in a gradient buffer of their own over that group). Group
+/// all-gather the parameters after the optimizer, each in one call of the stage's expert
+/// parameters (gradients in grad_reduce_element_bytes, parameters in the cluster's precision;
+/// Megatron-Core keeps the experts in a gradient buffer of their own over that group). Group
 /// kExpertDp; empty lists when the stage holds no expert or expert_data_parallel(layout) is 1. The
 /// estimate, its inventory and the simulator read this one list.
 DpBuckets expert_dp_buckets(const models::TransformerConfig& model,
                             const models::ClusterConfig& cluster, const Layout& layout,
-                            int64_t stage);
+                            const PlanOptions& options, int64_t stage);
 
 /// The gradient-reduction buckets of a stage's dp_buckets in buffer order, covering its
 /// dp_buffer_count elements exactly: step_grad under ZeRO 0-1, chunk_grad once for each of the

@@ -51,7 +51,9 @@ struct ValidationReport {
 /// (2024) runs use flash attention and overlap gradient reduction, parameter gathering and
 /// tensor-parallel communication (as the Megatron-LM README states); the 2021-2022 papers'
 /// Megatron-LM had no flash attention, reduced gradients after the backward and
-/// scattered/gathered pipeline sends over the tp ranks. Used only for runs without `options`.
+/// scattered/gathered pipeline sends over the tp ranks; Megatron-Core (bf16) reduces gradients
+/// in fp32, 2021-22 Megatron-LM (fp16) in 16 bits. Used only for runs without `options` (the
+/// reduce dtype only under megatron).
 PlanOptions software_options(const std::string& source);
 
 /// Predicts every run with its own model, cluster preset (gpus_per_node and inter-node
