@@ -8,6 +8,7 @@
 
 #include "estimate_internal.h"
 #include "fp8_cast_cost.h"
+#include "linear_gemms.h"
 #include "model_shape.h"
 
 namespace meshplan::planner {
@@ -65,66 +66,18 @@ struct LayerTime {
   double cp_comm_backward = 0;
 };
 
-// Attention projections of one layer on one rank. MLA (DeepSeek-V2, Sec. 2.1; Megatron-Core
-// multi_latent_attention.py): down projections duplicated over tp, up projections and the
-// output split.
-double attention_gemm_seconds(const models::TransformerConfig& model,
-                              const models::ClusterConfig& cluster, const Shape& x,
-                              GemmPrecision p) {
-  const double t = x.t, tokens = x.tokens, h = x.h, d = x.d, a = x.a, g = x.g;
-  if (!model.is_mla()) {
-    return gemm_seconds(cluster, tokens, (a + 2.0 * g) * d / t, h, p) +
-           gemm_seconds(cluster, tokens, h, a * d / t, p);
+// Time of the layer's linear GEMMs (layer_linear_gemms) in the plan's precision, plus the MoE
+// router on the rank's T / sp tokens, which stays in 16 bits.
+double linear_gemm_seconds(const models::TransformerConfig& model,
+                           const models::ClusterConfig& cluster, const PlanOptions& options,
+                           const Shape& x, const LinearGemms& gemms, bool moe_layer) {
+  double seconds = 0;
+  for (const LinearGemm& gemm : gemms) {
+    seconds += gemm.multiplier *
+               gemm_seconds(cluster, gemm.tokens, gemm.n, gemm.k, options.gemm_precision);
   }
-  const double q_rank = static_cast<double>(model.q_lora_rank);
-  const double kv_rank = static_cast<double>(model.kv_lora_rank);
-  const double rope = static_cast<double>(model.qk_rope_head_dim);
-  const double nope_plus_v = static_cast<double>(model.qk_nope_head_dim + model.v_head_dim);
-  const double v = static_cast<double>(model.v_head_dim);
-  double seconds = gemm_seconds(cluster, tokens, kv_rank + rope, h, p) +
-                   gemm_seconds(cluster, tokens, a * nope_plus_v / t, kv_rank, p) +
-                   gemm_seconds(cluster, tokens, h, a * v / t, p);
-  if (q_rank > 0) {
-    seconds += gemm_seconds(cluster, tokens, q_rank, h, p) +
-               gemm_seconds(cluster, tokens, a * d / t, q_rank, p);
-  } else {
-    seconds += gemm_seconds(cluster, tokens, a * d / t, h, p);
-  }
-  return seconds;
-}
-
-// MLP GEMMs of one layer on one rank. MoE (Megatron-Core alltoall dispatcher, grouped experts):
-// the router on the rank's T / sp tokens; E / ep local experts of width f_e / etp, each with
-// T k etp ep / (E t) tokens when balanced (a stage's tp cp dp ranks route dp b s k slots to E
-// experts held by tp cp dp / (etp ep) replicas; the etp ranks of one replica share its tokens),
-// times the load-imbalance factor; shared experts as a dense MLP of S f_s over tp.
-double mlp_gemm_seconds(const models::TransformerConfig& model,
-                        const models::ClusterConfig& cluster, const Layout& layout,
-                        const PlanOptions& options, const Shape& x, bool moe_layer) {
-  const double t = x.t, tokens = x.tokens, h = x.h, f = x.f, fc1_columns = x.fc1;
-  const double sequence_split = x.sp;
-  const GemmPrecision p = options.gemm_precision;
-  const double fc1_per_f = fc1_columns / f;
-  if (!moe_layer) {
-    return gemm_seconds(cluster, tokens, fc1_columns / t, h, p) +
-           gemm_seconds(cluster, tokens, h, f / t, p);
-  }
-  const double experts = static_cast<double>(model.num_experts);
-  const double ep = static_cast<double>(layout.ep);
-  const double etp = static_cast<double>(expert_tensor_parallel(layout));
-  const double k = static_cast<double>(model.experts_per_token);
-  const double f_e = static_cast<double>(model.expert_ffn_hidden_size);
-  const double per_expert_tokens = tokens * k * etp * ep / (experts * t);
-  double seconds = experts / ep *
-                   (gemm_seconds(cluster, per_expert_tokens, fc1_per_f * f_e / etp, h, p) +
-                    gemm_seconds(cluster, per_expert_tokens, h, f_e / etp, p)) *
-                   options.moe_load_imbalance;
-  seconds += gemm_seconds(cluster, tokens / sequence_split, experts, h);
-  if (model.num_shared_experts > 0) {
-    const double f_s = static_cast<double>(model.num_shared_experts) *
-                       static_cast<double>(model.shared_expert_ffn_hidden_size);
-    seconds += gemm_seconds(cluster, tokens, fc1_per_f * f_s / t, h, p) +
-               gemm_seconds(cluster, tokens, h, f_s / t, p);
+  if (moe_layer) {
+    seconds += gemm_seconds(cluster, x.tokens / x.sp, static_cast<double>(model.num_experts), x.h);
   }
   return seconds;
 }
@@ -178,8 +131,8 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
   // The linear GEMMs are the ones Transformer Engine runs in FP8 (te.Linear, LayerNormLinear,
   // LayerNormMLP, TEGroupedLinear for the experts); the attention core, the router and the LM
   // head stay in 16 bits.
-  time.linear_forward = attention_gemm_seconds(model, cluster, x, options.gemm_precision) +
-                        mlp_gemm_seconds(model, cluster, layout, options, x, moe_layer);
+  const LinearGemms gemms = layer_linear_gemms(model, layout, options, x, moe_layer);
+  time.linear_forward = linear_gemm_seconds(model, cluster, options, x, gemms, moe_layer);
   time.attention_forward = attention_forward_seconds(model, cluster, layout, options);
   // Memory-bound element-wise work, bytes read plus written: two norms (read, write), two
   // residual adds (read two, write one), the activation (gelu: read f, write f; swiglu: read
@@ -199,9 +152,11 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
   time.memory_forward = memory_seconds(cluster, bytes);
   // torchao's Float8Linear (--framework fsdp) casts the same tensors (input and output
   // gradient, float8_linear.py matmul_with_hp_or_float8_args) and is costed the same way.
-  const Fp8CastBytes casts = fp8_cast_bytes(model, layout, options, x, moe_layer);
-  time.fp8_cast_forward = memory_seconds(cluster, casts.forward);
-  time.fp8_cast_backward = memory_seconds(cluster, casts.backward);
+  if (options.gemm_precision == GemmPrecision::kFp8) {
+    const Fp8CastBytes casts = fp8_cast_bytes(gemms, layout.sequence_parallel, norm_tokens);
+    time.fp8_cast_forward = memory_seconds(cluster, casts.forward);
+    time.fp8_cast_backward = memory_seconds(cluster, casts.backward);
+  }
   if (layout.cp > 1) {
     const CpAttentionComm cp = cp_attention_comm(model, cluster, layout, options);
     time.cp_comm_forward = cp.forward_exposed_seconds;

@@ -1,0 +1,37 @@
+#pragma once
+// Private: the linear-layer GEMMs of one transformer layer on one rank, the one list that both
+// their time (compute_cost.cpp) and Transformer Engine's FP8 casts (fp8_cast_cost.cpp) read.
+
+#include <array>
+#include <cstddef>
+
+#include "meshplan/cost_model.h"
+#include "model_shape.h"
+
+namespace meshplan::planner {
+
+/// One linear GEMM of `tokens` rows: output width n, reduction k, run `multiplier` times (the
+/// local experts, times the MoE load imbalance). norm_input: its input comes straight from a
+/// norm (Transformer Engine's LayerNormLinear: QKV and the dense MLP input). expert: a grouped
+/// expert GEMM, outside the tp layers' sequence parallelism.
+struct LinearGemm {
+  double tokens = 0, n = 0, k = 0;
+  double multiplier = 1;
+  bool norm_input = false;
+  bool expert = false;
+};
+
+/// The GEMMs Transformer Engine runs in FP8 under --precision fp8 (te.Linear, LayerNormLinear,
+/// TEGroupedLinear): attention projections and MLP or experts; not the MoE router, the
+/// attention core or the LM head.
+struct LinearGemms {
+  std::array<LinearGemm, 9> items{};  // MLA with a q latent (5) + experts (2) + shared (2)
+  size_t count = 0;
+  void add(const LinearGemm& gemm) { items.at(count++) = gemm; }
+  const LinearGemm* begin() const { return items.data(); }
+  const LinearGemm* end() const { return items.data() + count; }
+};
+LinearGemms layer_linear_gemms(const models::TransformerConfig& model, const Layout& layout,
+                               const PlanOptions& options, const Shape& x, bool moe_layer);
+
+}  // namespace meshplan::planner
