@@ -237,7 +237,11 @@ double attention_forward_seconds(const models::TransformerConfig& model,
   const double attention_flops = layer_forward_flops(model, x.tokens).attention / x.t;
   if (options.flash_attention) {
     // FlashAttention (Dao 2022) keeps scores on chip: one fused kernel at its own efficiency.
-    return attention_flops /
+    // Its causal kernels skip the key blocks above the diagonal, so they do half the full
+    // square; attention_efficiency is measured on that half (Dao-AILab/flash-attention
+    // benchmarks/benchmark_flash_attention.py flops(): 4 b s^2 h d / 2 if causal, the count
+    // behind the FlashAttention-2/-3 papers' TFLOP/s and cuDNN's bars in them).
+    return 0.5 * attention_flops /
            (peak_flops_per_second(cluster) * cluster.efficiency.attention_efficiency);
   }
   // Per head the batched scores GEMM Q K^T (s x s, reducing over d) and attention-times-values
@@ -246,6 +250,15 @@ double attention_forward_seconds(const models::TransformerConfig& model,
   const double heads = static_cast<double>(layout.micro_batch) * x.a / x.t;
   return heads * (gemm_seconds(cluster, x.s, x.s, x.d) + gemm_seconds(cluster, x.s, x.d, x.s)) +
          memory_seconds(cluster, 2.0 * heads * x.s * x.s * x.e);
+}
+
+double attention_backward_to_forward(const PlanOptions& options) {
+  // FlashAttention's backward runs five matmuls (Q K^T again, dV, dP, dQ, dK) to the forward's
+  // two: 2.5 x the forward FLOPs (benchmark_flash_attention.py flops(), mode "bwd"), and
+  // attention_efficiency is their fwd_bwd rate, 3.5 x forward FLOPs over both times. Unfused,
+  // each of the two GEMMs and the softmax has a two-GEMM (or read-write) backward: 2 x
+  // (Narayanan et al. 2021, Sec. 5.1).
+  return options.flash_attention ? 2.5 : 2.0;
 }
 
 bool op_level_selective_recompute(const Layout& layout, const PlanOptions& options) {
@@ -284,9 +297,10 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     const double layer_forward = layer.linear_forward + layer.attention_forward +
                                  layer.memory_forward + layer.fp8_cast_forward;
     // Backward = 2 x forward (Narayanan et al. 2021, Sec. 5.1): for each linear one GEMM for
-    // the input gradient (B) and one for the weight gradient (W); attention core and
-    // element-wise work twice their forward, all in B.
-    double input_backward = layer.linear_forward + 2.0 * layer.attention_forward +
+    // the input gradient (B) and one for the weight gradient (W); element-wise work twice its
+    // forward and the attention core attention_backward_to_forward times its, all in B.
+    double input_backward = layer.linear_forward +
+                            attention_backward_to_forward(options) * layer.attention_forward +
                             2.0 * layer.memory_forward + layer.fp8_cast_backward;
     double tp_backward = layer.tp_comm_backward;
     double cp_backward = layer.cp_comm_backward;

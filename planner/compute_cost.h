@@ -16,6 +16,9 @@ double attention_forward_seconds(const models::TransformerConfig& model,
                                  const models::ClusterConfig& cluster, const Layout& layout,
                                  const PlanOptions& options);
 
+/// The attention core's backward time over its forward time (flash or unfused, options).
+double attention_backward_to_forward(const PlanOptions& options);
+
 /// One micro-batch through chunk `chunk` of pipeline stage `stage`.
 ChunkCost chunk_cost(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                      const Layout& layout, const PlanOptions& options, int64_t stage,

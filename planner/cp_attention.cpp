@@ -51,15 +51,16 @@ CpAttentionComm ring_comm(const models::TransformerConfig& model,
   // step i + 1; Liu et al. 2023, "Ring Attention", Sec. 3: the transfer hides when a block's
   // compute outlasts it). Each of the cp steps does 1/cp of the rank's attention, so per layer
   //   exposed_forward  = (cp - 1) max(0, t_send(K/V) - A / cp),
-  //   exposed_backward = (cp - 1) max(0, t_send(K/V) + t_send(dK/dV) - 2 A / cp),
-  // A = the rank's attention forward time, its backward 2 A (Narayanan et al. 2021, Sec. 5.1).
+  //   exposed_backward = (cp - 1) max(0, t_send(K/V) + t_send(dK/dV) - r A / cp),
+  // A = the rank's attention forward time, its backward r A (attention_backward_to_forward).
   const double send = stage_collective_seconds(cluster, layout, CollectiveKind::kSendRecv,
                                                CommGroup::kCp, 0, kv_bytes);
   const double step_attention =
       attention_forward_seconds(model, cluster, layout, options) / static_cast<double>(layout.cp);
   comm.forward_exposed_seconds = static_cast<double>(steps) * std::max(0.0, send - step_attention);
   comm.backward_exposed_seconds =
-      static_cast<double>(steps) * std::max(0.0, 2.0 * send - 2.0 * step_attention);
+      static_cast<double>(steps) *
+      std::max(0.0, 2.0 * send - attention_backward_to_forward(options) * step_attention);
   return comm;
 }
 

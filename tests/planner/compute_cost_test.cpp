@@ -1,10 +1,13 @@
 // planner::gemm_seconds (planner/compute_cost.cpp): the GEMM time by its whole shape, checked
 // against the formula worked out by hand, e = e_max / (1 + x_half (1/K + 0.2 (1/M + 1/N))).
 
+#include "compute_cost.h"
+
 #include <doctest/doctest.h>
 
 #include "meshplan/cost_model.h"
 #include "meshplan/models.h"
+#include "planner_test_util.h"
 
 namespace meshplan::planner {
 namespace {
@@ -54,6 +57,33 @@ TEST_CASE("gemm_seconds: a cube of side x runs at e_max x / (x + 1.4 x_half)") {
   CHECK(efficiency == doctest::Approx(0.574071).epsilon(1e-5));  // the hand figure, 6 digits
   CHECK(gemm_seconds(h100, x, x, x) ==
         doctest::Approx(2.0 * x * x * x / (989.4e12 * efficiency)).epsilon(kRounding));
+}
+
+TEST_CASE("flash attention: the causal half of the square, its backward 2.5 x the forward") {
+  // Llama-2 7B on dgx-h100, one sequence of 4,096 tokens, tp 1: Megatron's square count
+  // 4 s^2 a d = 4 x 4096^2 x 32 x 128 = 274,877,906,944 FLOPs; a causal flash kernel does half,
+  // 137,438,953,472, which FlashAttention's benchmark (and the efficiency) counts: at
+  // 989.4e12 x attention_efficiency. Unfused, the two batched GEMMs per head (s x s x d and
+  // s x d x s) plus reading and writing the a s^2 scores in 2 bytes.
+  const models::TransformerConfig model = models::load_model("llama2-7b");
+  const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
+  const Layout layout = test::make_layout(1, 1, 1, 1, 1);
+  PlanOptions flash;
+  const double causal_flops = 137438953472.0;
+  CHECK(attention_forward_seconds(model, h100, layout, flash) ==
+        doctest::Approx(causal_flops / (989.4e12 * h100.efficiency.attention_efficiency))
+            .epsilon(kRounding));
+  CHECK(attention_backward_to_forward(flash) == 2.5);
+  PlanOptions unfused;
+  unfused.flash_attention = false;
+  const double heads = 32;
+  const double unfused_seconds =
+      heads * (gemm_seconds(h100, 4096, 4096, 128) + gemm_seconds(h100, 4096, 128, 4096)) +
+      2.0 * heads * 4096.0 * 4096.0 * 2.0 /
+          (h100.gpu.hbm_bytes_per_second * h100.efficiency.hbm_efficiency);
+  CHECK(attention_forward_seconds(model, h100, layout, unfused) ==
+        doctest::Approx(unfused_seconds).epsilon(kRounding));
+  CHECK(attention_backward_to_forward(unfused) == 2.0);
 }
 
 }  // namespace

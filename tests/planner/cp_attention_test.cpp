@@ -125,19 +125,20 @@ TEST_CASE("ring overlap: exposed = (cp - 1) max(0, one send - one step's attenti
   const models::TransformerConfig model = models::load_model("tiny");
   const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
   // tp 1, cp 2 on one node (NVLink). K/V chunk 2 * 16 * 2 * 16 * 2 = 2,048 bytes; one send
-  // 2048 / (300e9 * 0.75) + 2e-6 s. Attention forward of the rank: 4 T s a d = 4 * 16 * 32 *
-  // 4 * 16 = 131,072 FLOPs at 312e12 * 0.55; one ring step does half of it.
+  // 2048 / (300e9 * 0.75) + 2e-6 s. Attention forward of the rank: the causal half of
+  // 4 T s a d = 4 * 16 * 32 * 4 * 16 = 131,072 FLOPs at 312e12 * 0.55 (flash attention, the
+  // default); one ring step does half of it; flash's backward is 2.5 x its forward.
   const Layout layout = with_cp(make_layout(1, 1, 1, 1, 4), 2);
   const double send =
       2048.0 / (cluster.intra_node_bytes_per_second * cluster.efficiency.collective_efficiency) +
       cluster.intra_node_latency_seconds;
   const double step =
-      131072.0 /
-      (cluster.gpu.peak_bf16_flops_per_second * cluster.efficiency.attention_efficiency) / 2.0;
+      65536.0 / (cluster.gpu.peak_bf16_flops_per_second * cluster.efficiency.attention_efficiency) /
+      2.0;
   const CpAttentionComm comm = cp_attention_comm(model, cluster, layout, PlanOptions{});
   // Relative 1e-12: the same doubles summed in another order.
   CHECK(comm.forward_exposed_seconds == doctest::Approx(send - step).epsilon(1e-12));
-  CHECK(comm.backward_exposed_seconds == doctest::Approx(2.0 * send - 2.0 * step).epsilon(1e-12));
+  CHECK(comm.backward_exposed_seconds == doctest::Approx(2.0 * send - 2.5 * step).epsilon(1e-12));
 }
 
 TEST_CASE("ring overlap: Llama 3 405B at 128K context hides the ring") {
@@ -146,14 +147,15 @@ TEST_CASE("ring overlap: Llama 3 405B at 128K context hides the ring") {
   model.seq_length = 131072;
   const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
   // tp 8, cp 16: each cp rank on its own node. K/V chunk 2 * 8192 * (8 / 8) * 128 * 2 =
-  // 4,194,304 bytes over the NIC; a ring step's attention 4 * 8192 * 131072 * 128 * 128 / 8
-  // FLOPs / 16 at the attention efficiency. The step outlasts the send: nothing exposed.
+  // 4,194,304 bytes over the NIC; a ring step's attention, the causal half of 4 * 8192 *
+  // 131072 * 128 * 128 / 8 FLOPs, / 16 at the attention efficiency. The step outlasts the
+  // send: nothing exposed.
   Layout layout = with_cp(make_layout(8, 1, 1, 1, 1), 16);
   const double send = 4194304.0 / (cluster.inter_node_bytes_per_second_per_gpu *
                                    cluster.efficiency.collective_efficiency) +
                       cluster.inter_node_latency_seconds;
   const double step =
-      4.0 * 8192.0 * 131072.0 * 128.0 * 128.0 / 8.0 /
+      0.5 * 4.0 * 8192.0 * 131072.0 * 128.0 * 128.0 / 8.0 /
       (cluster.gpu.peak_bf16_flops_per_second * cluster.efficiency.attention_efficiency) / 16.0;
   REQUIRE(step > send);
   const CpAttentionComm comm = cp_attention_comm(model, cluster, layout, PlanOptions{});
