@@ -10,8 +10,8 @@ namespace {
 void add_attention(LinearGemms& gemms, const models::TransformerConfig& model, const Shape& x) {
   const double t = x.t, tokens = x.tokens, h = x.h, d = x.d, a = x.a, g = x.g;
   if (!model.is_mla()) {
-    gemms.add({tokens, (a + 2.0 * g) * d / t, h, 1.0, true});  // QKV
-    gemms.add({tokens, h, a * d / t});                         // output
+    gemms.add({tokens, (a + 2.0 * g) * d / t, h, 1.0, true});    // QKV
+    gemms.add({tokens, h, a * d / t, 1.0, false, false, true});  // output
     return;
   }
   const double q_rank = static_cast<double>(model.q_lora_rank);
@@ -21,7 +21,7 @@ void add_attention(LinearGemms& gemms, const models::TransformerConfig& model, c
   const double v = static_cast<double>(model.v_head_dim);
   gemms.add({tokens, kv_rank + rope, h});
   gemms.add({tokens, a * nope_plus_v / t, kv_rank});
-  gemms.add({tokens, h, a * v / t});
+  gemms.add({tokens, h, a * v / t, 1.0, false, false, true});
   if (q_rank > 0) {
     gemms.add({tokens, q_rank, h});
     gemms.add({tokens, a * d / t, q_rank});
@@ -44,8 +44,8 @@ LinearGemms layer_linear_gemms(const models::TransformerConfig& model, const Lay
   const double t = x.t, tokens = x.tokens, h = x.h, f = x.f;
   const double fc1_per_f = x.fc1 / f;
   if (!moe_layer) {
-    gemms.add({tokens, x.fc1 / t, h, 1.0, true});  // MLP input
-    gemms.add({tokens, h, f / t});                 // MLP output
+    gemms.add({tokens, x.fc1 / t, h, 1.0, true});            // MLP input
+    gemms.add({tokens, h, f / t, 1.0, false, false, true});  // MLP output
     return gemms;
   }
   const double experts = static_cast<double>(model.num_experts);
@@ -61,7 +61,7 @@ LinearGemms layer_linear_gemms(const models::TransformerConfig& model, const Lay
     const double f_s = static_cast<double>(model.num_shared_experts) *
                        static_cast<double>(model.shared_expert_ffn_hidden_size);
     gemms.add({tokens, fc1_per_f * f_s / t, h});
-    gemms.add({tokens, h, f_s / t});
+    gemms.add({tokens, h, f_s / t, 1.0, false, false, true});
   }
   return gemms;
 }

@@ -13,12 +13,15 @@ namespace meshplan::planner {
 /// One linear GEMM of `tokens` rows: output width n, reduction k, run `multiplier` times (the
 /// local experts, times the MoE load imbalance). norm_input: its input comes straight from a
 /// norm (Transformer Engine's LayerNormLinear: QKV and the dense MLP input). expert: a grouped
-/// expert GEMM, outside the tp layers' sequence parallelism.
+/// expert GEMM, outside the tp layers' sequence parallelism. row_parallel: its output is
+/// reduced over tp (attention output projection, MLP output), so under sequence parallelism
+/// its output gradient arrives sequence-sharded and is gathered.
 struct LinearGemm {
   double tokens = 0, n = 0, k = 0;
   double multiplier = 1;
   bool norm_input = false;
   bool expert = false;
+  bool row_parallel = false;
 };
 
 /// The GEMMs Transformer Engine runs in FP8 under --precision fp8 (te.Linear, LayerNormLinear,

@@ -101,9 +101,11 @@ TEST_CASE("fp8: TE's casts under sequence parallelism and tp") {
   // tp 4 with sequence parallelism, T = 2048 tokens per micro-batch: the output projection and
   // MLP-out cast their tp-split input in the forward (3 bytes per T h/4 and T f/4) and transpose
   // it in the backward (2); the norms write T/4 x h in FP8 (-1 each, two norms); QKV and MLP-in
-  // transpose their gathered input (2 per T h each); the output gradients (T 3h/4, T h, T f/4,
-  // T h) are cast and transposed (4). Forward: T (3h/4 + 3f/4 - 2h/4); backward:
-  // T (2h/4 + 2f/4 + 4h + 4 (3h/4 + h + f/4 + h)).
+  // transpose their gathered input (2 per T h each); the column-parallel output gradients
+  // (T 3h/4, T f/4) are cast and transposed (4), the row-parallel ones (output projection and
+  // MLP-out, T h each) arrive sequence-sharded: cast on T/4 x h (3), gathered, transposed on
+  // T x h (2) (TE base.py grad_output_preprocess). Forward: T (3h/4 + 3f/4 - 2h/4); backward:
+  // T (2h/4 + 2f/4 + 4h + 4 (3h/4 + f/4) + 2 (3h/4 + 2h)).
   const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
   Layout layout = make_layout(4, 1, 2, 1, 8);
   layout.sequence_parallel = true;
@@ -113,7 +115,7 @@ TEST_CASE("fp8: TE's casts under sequence parallelism and tp") {
   const double hbm_bytes_per_second = 3.35e12 * 0.8;
   const double cast_forward = T * (3 * h / t + 3 * ffn / t - 2 * h / t) / hbm_bytes_per_second;
   const double cast_backward =
-      T * (2 * h / t + 2 * ffn / t + 4 * h + 4 * (3 * h / t + h + ffn / t + h)) /
+      T * (2 * h / t + 2 * ffn / t + 4 * h + 4 * (3 * h / t + ffn / t) + 2 * (3 * h / t + 2 * h)) /
       hbm_bytes_per_second;
   const ChunkCost& b = bf16.stages[0].chunks[0];
   const ChunkCost& f = fp8.stages[0].chunks[0];
