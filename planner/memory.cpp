@@ -478,6 +478,39 @@ std::pair<double, double> fsdp_tp_loss_extra_bytes(const models::TransformerConf
   return {held, 4.0 * tokens * vocab};
 }
 
+// Bytes PyTorch's caching allocator keeps reserved but unallocated at the loss's peak on
+// torchtitan's last stage (--framework fsdp; else 0), beyond the allocated bytes and
+// kAllocatorFragmentation. The allocator (pytorch c10/cuda/CUDACachingAllocator.cpp, its header
+// notes and Note [Expandable Segments]; expandable segments are off by default) serves a large
+// request from the smallest cached free block that fits and otherwise cudaMallocs a new segment
+// of the request's own size; free blocks merge only within their segment, and cached segments
+// go back to the driver only when a cudaMalloc fails or on empty_cache. So a segment freed
+// before a larger request stays reserved beside the new one. At the loss:
+//   the bf16 logits (e T V / t; pp 1: train.py at 9dec370 `del pred` before `loss.backward()`,
+//     "to avoid peaking memory") are freed before the backward, whose fp32 logits-sized tensors
+//     (4 T V / t, stage_memory's loss_bytes) do not fit in their segment; under pipelining the
+//     stage keeps its output until its backward, so pp > 1 adds nothing here;
+//   the segments of a layer's transients (`rebuild_bytes`, the layer a recompute rebuilds, of
+//     which stage_memory counts only the larger of it and the loss) stay cached beside the
+//     loss's, as long as a layer's widest tensor per token, e max(h, fc1 / t, (a + 2g) d / t)
+//     (the all-gathered input, the first MLP projection, QKV), is narrower than the loss's
+//     4 V / t: the smaller of the two transients is reserved.
+double fsdp_loss_cached_bytes(const models::TransformerConfig& model,
+                              const models::ClusterConfig& cluster, const Layout& layout,
+                              const PlanOptions& options, double rebuild_bytes, double loss_bytes) {
+  if (options.framework != Framework::kFsdp || loss_bytes <= 0) {
+    return 0.0;
+  }
+  const Shape x = shape_of(model, cluster, layout);
+  const double vocab = static_cast<double>(padded_vocab_size(model, layout.tp)) / x.t;
+  const double logits_bf16 = layout.pp == 1 && x.e < 4.0 ? x.e * x.tokens * vocab : 0.0;
+  const double widest_layer_tensor =
+      x.e * std::max({x.h, x.fc1 / x.t, (x.a + 2.0 * x.g) * x.d / x.t});
+  const double layer_pool =
+      widest_layer_tensor < 4.0 * vocab ? std::min(rebuild_bytes, loss_bytes) : 0.0;
+  return logits_bf16 + layer_pool;
+}
+
 // The (held, waiting) in-flight points of a dense stage, in units of *layers_per_unit layers:
 // one chunk's when the stage's chunks hold the same number of layers, else one layer, each held
 // (micro-batch, chunk) counted by its own chunk's layers from the op list
@@ -615,6 +648,8 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
     }
   }
   activations += std::max(rebuild_bytes, loss_bytes);
+  const double cached_bytes =
+      fsdp_loss_cached_bytes(model, cluster, layout, options, rebuild_bytes, loss_bytes);
   // Ring attention's receive buffers: the next K/V chunk arrives while the current one is used,
   // and in the backward its dK/dV too (TE context_parallel.py p2p_comm_buffers, double-
   // buffered): 4 chunk volumes, once per rank since layers run one at a time.
@@ -627,7 +662,8 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   memory.activations_bytes = static_cast<int64_t>(activations);
   // Optimizer-step transients exist when the activations are freed: only their excess counts.
   memory.gradients_bytes += static_cast<int64_t>(std::max(0.0, step_bytes - activations));
-  memory.reserved_bytes = reserve_bytes(cluster, memory.total_bytes());
+  memory.reserved_bytes =
+      reserve_bytes(cluster, memory.total_bytes()) + static_cast<int64_t>(cached_bytes);
   return memory;
 }
 

@@ -35,18 +35,13 @@ const std::map<std::string, std::string> kNotModelled = {
      "predicted 23.9% low with --precision fp8 --fp8-param-gather (0.63 vs 0.82 GiB; 22.1% "
      "before TE's 1-byte saved inputs): about 0.2 GiB unexplained, not the fp8 terms "
      "(--tp-comm-overlap's userbuffers are outside PyTorch's allocator)"},
-    {"torchtitan-llama3-70b-fsdp32-tp8",
-     "predicted 16% low with the replicated LM-head input and loss_parallel's backward counted: "
-     "about 11.7 GiB unexplained, reserved-pool fragmentation not modelled (framework-memory.md "
-     "Sec. 3.5)"},
-    {"torchtitan-llama3-70b-fsdp32-tp8-asynctp", "as the synchronous-TP row, 11% low"},
     {"torchtitan-llama3-405b-fsdp8-tp8-pp8-1f1b",
      "predicted 25% low with torchtitan 9dec370's micro-batch 4 and split, the stage's fp32 "
      "accumulated gradients counted (framework-memory.md Sec. 3.4)"},
-    {"torchtitan-llama3-405b-fsdp8-tp8-pp8-interleaved", "as the 1F1B row, 13% low"},
+    {"torchtitan-llama3-405b-fsdp8-tp8-pp8-interleaved", "as the 1F1B row, 11.4% low"},
     {"torchtitan-llama3-8b-fsdp32-h200-float8",
-     "predicted 34% high: torchao 0afa4c1's float8 matmul and torch 2.8 compile not modelled"},
-    {"torchtitan-llama3-8b-fsdp64-h200-float8", "as the 32-GPU row, 33% high"},
+     "predicted 44% high: torchao 0afa4c1's float8 matmul and torch 2.8 compile not modelled"},
+    {"torchtitan-llama3-8b-fsdp64-h200-float8", "as the 32-GPU row, 43% high"},
 };
 
 // The issue's bar: within 10% of every measured case meshplan models (goal 5%).
@@ -168,7 +163,7 @@ TEST_CASE("memory cases: meshplan against measured per-GPU memory of Megatron-LM
     CHECK(std::abs(error) <= kBarPercent);
   }
   MESSAGE(table);
-  CHECK(checked == 14);
+  CHECK(checked == 16);
 }
 
 }  // namespace

@@ -510,6 +510,49 @@ int64_t torchtitan_activations(int64_t num_layers, int64_t vocab_size, Recompute
   return estimate.stages[0].memory.activations_bytes;
 }
 
+// The same block's reserve beyond the fixed part and 2.4% fragmentation: what the caching
+// allocator keeps cached at the loss (memory.cpp fsdp_loss_cached_bytes).
+int64_t torchtitan_cached_bytes(int64_t num_layers, int64_t vocab_size, Recompute recompute,
+                                int64_t tp = 1) {
+  models::TransformerConfig model = korthikanti_gpt(num_layers);
+  model.num_kv_heads = 4;
+  model.ffn_hidden_size = 2816;
+  model.vocab_size = vocab_size;
+  model.activation = models::Activation::kSwiglu;
+  model.norm = models::Norm::kRmsNorm;
+  model.positions = models::Positions::kRope;
+  model.tied_embeddings = false;
+  model.qkv_bias = model.attention_output_bias = model.mlp_bias = false;
+  model.dropout = false;
+  Layout layout = make_layout(tp, 1, 2, 1, 2);
+  layout.zero = 3;
+  layout.recompute = recompute;
+  layout.sequence_parallel = tp > 1;
+  PlanOptions options;
+  options.framework = Framework::kFsdp;
+  options.flash_attention = true;
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  const MemoryBreakdown memory = estimate_plan(model, cluster, layout, options).stages[0].memory;
+  const int64_t allocated = memory.total_bytes() - memory.reserved_bytes;
+  return memory.reserved_bytes - cluster.reserved_bytes_per_gpu -
+         static_cast<int64_t>(0.024 * static_cast<double>(allocated));
+}
+
+TEST_CASE("torchtitan's loss under the caching allocator: freed segments stay reserved") {
+  // One block, T = 2048, h = 1024, f = 2816 (SwiGLU), a d = 1024, g d = 256, e = 2. The bf16
+  // logits, deleted before the backward (train.py `del pred`), 2 T V / t, and the block's
+  // rebuild when its widest tensor per token, e max(h, 2f / t, (a + 2g) d / t), is narrower
+  // than the loss's fp32 4 V / t. Vocabulary 32,000, op-level SAC: 2 * 2048 * 32,000 =
+  // 131,072,000 plus the rebuild 61,997,056 - 29,491,200 = 32,505,856 (2 * 5632 < 128,000).
+  CHECK(torchtitan_cached_bytes(1, 32000, Recompute::kSelective) == 163'577'856);
+  // Vocabulary 128: the loss's 4 V = 512 bytes per token is narrower than the block's 11,264,
+  // so the block's segments can hold the loss's tensors: the bf16 logits only, 524,288.
+  CHECK(torchtitan_cached_bytes(1, 128, Recompute::kSelective) == 524'288);
+  // tp 2 with sequence parallelism, full checkpointing: logits 2 * 2048 * 16,000 = 65,536,000
+  // plus the block rebuilt whole, 61,997,056 / 2 = 30,998,528 (2 * 2816 < 64,000): 96,534,528.
+  CHECK(torchtitan_cached_bytes(1, 32000, Recompute::kFull, 2) == 96'534'528);
+}
+
 TEST_CASE("torchtitan's op-level selective checkpointing: what each block keeps") {
   // torchtitan parallelize_llama.py (_save_list, _custom_policy): the block input and the
   // outputs of the odd mms and of flash attention. T = 2048, e = 2, h = 1024, a d = 1024,
