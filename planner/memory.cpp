@@ -511,6 +511,50 @@ double fsdp_loss_cached_bytes(const models::TransformerConfig& model,
   return logits_bf16 + layer_pool;
 }
 
+// What torch.distributed.pipelining keeps besides the layers' activations on one rank, under
+// --framework fsdp with pp > 1 (torchtitan's pipelined path; 0 otherwise), at the stage's peak:
+// its last forward, when the held micro-batches are at their steady count and every
+// micro-batch's output exists. torch stage.py as the Dec 2024 benchmark ran it (torch 1963fc8;
+// read at a later commit, with the two PRs below), per virtual stage, u = T h e / sp being the
+// sequence-sharded layer output torchtitan's tensor parallelism passes between stages:
+//   forward_one_chunk appends every micro-batch's output to output_chunks until the step ends:
+//     m outputs u on a non-last virtual stage (on the last only since pytorch#153383, May
+//     2025), and on the last m bf16 logits e T V / t (detached after their backward, #138504,
+//     but kept; the loss's fp32 tensors are stage_memory's);
+//   _prepare_backward_infra allocates one gradient receive buffer per micro-batch for each
+//     non-last virtual stage, kept across steps: m u;
+//   _prepare_forward_infra one activation receive buffer per micro-batch for each non-first
+//     virtual stage, m u, of which the chunk's in-flight ones are its first layer's saved input
+//     (counted with the layer): m u less in-flight u (a middle chunk, vpp > 2, takes the last
+//     chunk's count, which over-counts idle buffers).
+// Virtual stages per rank in torchtitan's "loop" order: chunk c of rank s is stage c pp + s.
+double fsdp_pipelining_buffer_bytes(const models::TransformerConfig& model,
+                                    const models::ClusterConfig& cluster, const Layout& layout,
+                                    const PlanOptions& options, int64_t stage,
+                                    const InFlight& in_flight) {
+  if (options.framework != Framework::kFsdp || layout.pp == 1) {
+    return 0.0;
+  }
+  const Shape x = shape_of(model, cluster, layout);
+  const double m = static_cast<double>(layout.num_micro_batches());
+  const double boundary = x.tokens * x.h * x.e / x.sp;
+  const double logits =
+      x.e * x.tokens * static_cast<double>(padded_vocab_size(model, layout.tp)) / x.t;
+  double bytes = 0;
+  for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
+    const bool first = stage == 0 && chunk == 0;
+    const bool last = stage == layout.pp - 1 && chunk == layout.vpp - 1;
+    const int64_t held = layout.vpp == 1 ? in_flight.all_chunks
+                         : chunk == 0    ? in_flight.first_chunk
+                                         : in_flight.last_chunk;
+    bytes += last ? m * logits : 2.0 * m * boundary;
+    if (!first) {
+      bytes += std::max(0.0, m - static_cast<double>(held)) * boundary;
+    }
+  }
+  return bytes;
+}
+
 // The (held, waiting) in-flight points of a dense stage, in units of *layers_per_unit layers:
 // one chunk's when the stage's chunks hold the same number of layers, else one layer, each held
 // (micro-batch, chunk) counted by its own chunk's layers from the op list
@@ -647,7 +691,8 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
       loss_bytes = e * tokens * vocab;
     }
   }
-  activations += std::max(rebuild_bytes, loss_bytes);
+  activations += std::max(rebuild_bytes, loss_bytes) +
+                 fsdp_pipelining_buffer_bytes(model, cluster, layout, options, stage, in_flight);
   const double cached_bytes =
       fsdp_loss_cached_bytes(model, cluster, layout, options, rebuild_bytes, loss_bytes);
   // Ring attention's receive buffers: the next K/V chunk arrives while the current one is used,

@@ -36,9 +36,10 @@ const std::map<std::string, std::string> kNotModelled = {
      "before TE's 1-byte saved inputs): about 0.2 GiB unexplained, not the fp8 terms "
      "(--tp-comm-overlap's userbuffers are outside PyTorch's allocator)"},
     {"torchtitan-llama3-405b-fsdp8-tp8-pp8-1f1b",
-     "predicted 25% low with torchtitan 9dec370's micro-batch 4 and split, the stage's fp32 "
-     "accumulated gradients counted (framework-memory.md Sec. 3.4)"},
-    {"torchtitan-llama3-405b-fsdp8-tp8-pp8-interleaved", "as the 1F1B row, 11.4% low"},
+     "predicted 19.8% low with torchtitan 9dec370's micro-batch 4 and split, the stage's fp32 "
+     "accumulated gradients and pipelining's kept outputs and receive buffers counted; the "
+     "interleaved row, measured 9.8 GiB lower, is predicted 9.2 GiB higher: not explained "
+     "(framework-memory.md Sec. 3.4)"},
     {"torchtitan-llama3-8b-fsdp32-h200-float8",
      "predicted 44% high: torchao 0afa4c1's float8 matmul and torch 2.8 compile not modelled"},
     {"torchtitan-llama3-8b-fsdp64-h200-float8", "as the 32-GPU row, 43% high"},
@@ -163,7 +164,7 @@ TEST_CASE("memory cases: meshplan against measured per-GPU memory of Megatron-LM
     CHECK(std::abs(error) <= kBarPercent);
   }
   MESSAGE(table);
-  CHECK(checked == 16);
+  CHECK(checked == 17);
 }
 
 }  // namespace

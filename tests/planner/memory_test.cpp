@@ -482,11 +482,8 @@ TEST_CASE("activations outside the layers, one stage, in absolute terms") {
   CHECK(stage0_activations(2, 4, true, Recompute::kFull, false) == 211'288'064);
 }
 
-// A Llama-shaped block (GQA, SwiGLU, no dropout) as torchtitan trains it: --framework fsdp,
-// ZeRO 3 over dp 2, tp 1 (or `tp` with sequence parallelism, as torchtitan's apply_tp), one
-// micro-batch of 2,048 tokens, flash attention.
-int64_t torchtitan_activations(int64_t num_layers, int64_t vocab_size, Recompute recompute,
-                               int64_t tp = 1) {
+// A Llama-shaped block (GQA, SwiGLU, no dropout): h 1024, 16 heads of 64, 4 KV heads, f 2816.
+models::TransformerConfig torchtitan_model(int64_t num_layers, int64_t vocab_size) {
   models::TransformerConfig model = korthikanti_gpt(num_layers);
   model.num_kv_heads = 4;
   model.ffn_hidden_size = 2816;
@@ -497,6 +494,15 @@ int64_t torchtitan_activations(int64_t num_layers, int64_t vocab_size, Recompute
   model.tied_embeddings = false;
   model.qkv_bias = model.attention_output_bias = model.mlp_bias = false;
   model.dropout = false;
+  return model;
+}
+
+// That block as torchtitan trains it: --framework fsdp, ZeRO 3 over dp 2, tp 1 (or `tp` with
+// sequence parallelism, as torchtitan's apply_tp), one micro-batch of 2,048 tokens, flash
+// attention.
+int64_t torchtitan_activations(int64_t num_layers, int64_t vocab_size, Recompute recompute,
+                               int64_t tp = 1) {
+  const models::TransformerConfig model = torchtitan_model(num_layers, vocab_size);
   Layout layout = make_layout(tp, 1, 2, 1, 2);
   layout.zero = 3;
   layout.recompute = recompute;
@@ -514,16 +520,7 @@ int64_t torchtitan_activations(int64_t num_layers, int64_t vocab_size, Recompute
 // allocator keeps cached at the loss (memory.cpp fsdp_loss_cached_bytes).
 int64_t torchtitan_cached_bytes(int64_t num_layers, int64_t vocab_size, Recompute recompute,
                                 int64_t tp = 1) {
-  models::TransformerConfig model = korthikanti_gpt(num_layers);
-  model.num_kv_heads = 4;
-  model.ffn_hidden_size = 2816;
-  model.vocab_size = vocab_size;
-  model.activation = models::Activation::kSwiglu;
-  model.norm = models::Norm::kRmsNorm;
-  model.positions = models::Positions::kRope;
-  model.tied_embeddings = false;
-  model.qkv_bias = model.attention_output_bias = model.mlp_bias = false;
-  model.dropout = false;
+  const models::TransformerConfig model = torchtitan_model(num_layers, vocab_size);
   Layout layout = make_layout(tp, 1, 2, 1, 2);
   layout.zero = 3;
   layout.recompute = recompute;
@@ -551,6 +548,34 @@ TEST_CASE("torchtitan's loss under the caching allocator: freed segments stay re
   // tp 2 with sequence parallelism, full checkpointing: logits 2 * 2048 * 16,000 = 65,536,000
   // plus the block rebuilt whole, 61,997,056 / 2 = 30,998,528 (2 * 2816 < 64,000): 96,534,528.
   CHECK(torchtitan_cached_bytes(1, 32000, Recompute::kFull, 2) == 96'534'528);
+}
+
+TEST_CASE("torch.distributed.pipelining under torchtitan: outputs and receive buffers") {
+  // pp 2 (one block per stage), dp 2, micro-batch 1 of 2,048 tokens, full checkpointing, 1F1B:
+  // stage 0 holds min(p, m) = 2 micro-batches and stage 1 one at any m >= 2, so what grows
+  // with m is torch stage.py's: per micro-batch, stage 0's output kept in output_chunks and
+  // its gradient receive buffer (T h e each), stage 1's bf16 logits kept in output_chunks
+  // (e T V) and its activation receive buffer beyond the one in flight (T h e).
+  // T h e = 2048 * 1024 * 2 = 4,194,304; e T V = 2 * 2048 * 32,000 = 131,072,000.
+  const models::TransformerConfig model = torchtitan_model(2, 32000);
+  PlanOptions options;
+  options.framework = Framework::kFsdp;
+  const auto activations = [&](int64_t num_micro_batches, int64_t stage) {
+    Layout layout = make_layout(1, 2, 2, 1, 2 * num_micro_batches);
+    layout.zero = 3;
+    layout.recompute = Recompute::kFull;
+    const PlanEstimate estimate =
+        estimate_plan(model, models::load_cluster("dgx-h100"), layout, options);
+    return estimate.stages.at(static_cast<size_t>(stage)).memory.activations_bytes;
+  };
+  // From m = 2 to m = 4: stage 0 two more outputs and gradient buffers, 4 * 4,194,304.
+  CHECK(activations(4, 0) - activations(2, 0) == 16'777'216);
+  // Stage 1: two more logits and activation buffers, 2 * (131,072,000 + 4,194,304).
+  CHECK(activations(4, 1) - activations(2, 1) == 270'532'608);
+  // Megatron frees a sent output (deallocate_output_tensor) and receives into fresh tensors:
+  // nothing grows with m there.
+  options.framework = Framework::kMegatron;
+  CHECK(activations(4, 0) == activations(2, 0));
 }
 
 TEST_CASE("torchtitan's op-level selective checkpointing: what each block keeps") {
