@@ -512,21 +512,22 @@ double fsdp_loss_cached_bytes(const models::TransformerConfig& model,
 }
 
 // What torch.distributed.pipelining keeps besides the layers' activations on one rank, under
-// --framework fsdp with pp > 1 (torchtitan's pipelined path; 0 otherwise), at the stage's peak:
-// its last forward, when the held micro-batches are at their steady count and every
-// micro-batch's output exists. torch stage.py as the Dec 2024 benchmark ran it (torch 1963fc8;
-// read at a later commit, with the two PRs below), per virtual stage, u = T h e / sp being the
-// sequence-sharded layer output torchtitan's tensor parallelism passes between stages:
-//   forward_one_chunk appends every micro-batch's output to output_chunks until the step ends:
-//     m outputs u on a non-last virtual stage (on the last only since pytorch#153383, May
-//     2025), and on the last m bf16 logits e T V / t (detached after their backward, #138504,
-//     but kept; the loss's fp32 tensors are stage_memory's);
+// --framework fsdp with pp > 1 (torchtitan's pipelined path; 0 otherwise), at the stage's peak
+// (the held micro-batches at their steady count), per virtual stage, u = T h e / sp being the
+// sequence-sharded layer output torchtitan's tensor parallelism passes between stages. torch
+// stage.py (read at a 2025 commit; the framework table's PyTorch and torchtitan 018740b7):
+//   forward_one_chunk keeps each micro-batch's output in fwd_cache until its backward (the
+//     output is stage_backward's root): held u on a non-last virtual stage, held bf16 logits
+//     e T V / t on the last (the loss's fp32 tensors are stage_memory's). torchtitan 018740b7
+//     steps with return_outputs=False, so output_chunks keeps none; the Dec 2024 torch kept
+//     every micro-batch's output there until the step ended (on every stage until
+//     pytorch#153383, May 2025; on the last, detached, per #138504): not modelled;
 //   _prepare_backward_infra allocates one gradient receive buffer per micro-batch for each
 //     non-last virtual stage, kept across steps: m u;
 //   _prepare_forward_infra one activation receive buffer per micro-batch for each non-first
 //     virtual stage, m u, of which the chunk's in-flight ones are its first layer's saved input
-//     (counted with the layer): m u less in-flight u (a middle chunk, vpp > 2, takes the last
-//     chunk's count, which over-counts idle buffers).
+//     (counted with the layer): m u less held u (a middle chunk, vpp > 2, takes the last
+//     chunk's count).
 // Virtual stages per rank in torchtitan's "loop" order: chunk c of rank s is stage c pp + s.
 double fsdp_pipelining_buffer_bytes(const models::TransformerConfig& model,
                                     const models::ClusterConfig& cluster, const Layout& layout,
@@ -547,9 +548,10 @@ double fsdp_pipelining_buffer_bytes(const models::TransformerConfig& model,
     const int64_t held = layout.vpp == 1 ? in_flight.all_chunks
                          : chunk == 0    ? in_flight.first_chunk
                                          : in_flight.last_chunk;
-    bytes += last ? m * logits : 2.0 * m * boundary;
+    const double kept = static_cast<double>(held);
+    bytes += last ? kept * logits : (kept + m) * boundary;
     if (!first) {
-      bytes += std::max(0.0, m - static_cast<double>(held)) * boundary;
+      bytes += std::max(0.0, m - kept) * boundary;
     }
   }
   return bytes;

@@ -37,9 +37,9 @@ const std::map<std::string, std::string> kNotModelled = {
      "(allocated_bytes_at_log) where the bf16 tiny cases are 0.06-0.14 GiB above; not the fp8 "
      "terms, not --tp-comm-overlap's userbuffers (outside PyTorch's allocator)"},
     {"torchtitan-llama3-405b-fsdp8-tp8-pp8-1f1b",
-     "predicted 19.8% low with torchtitan 9dec370's micro-batch 4 and split, the stage's fp32 "
+     "predicted 22.9% low with torchtitan 9dec370's micro-batch 4 and split, the stage's fp32 "
      "accumulated gradients and pipelining's kept outputs and receive buffers counted; the "
-     "interleaved row, measured 9.8 GiB lower, is predicted 9.2 GiB higher: not explained "
+     "interleaved row, measured 9.8 GiB lower, is predicted 4.8 GiB higher: not explained "
      "(framework-memory.md Sec. 3.4)"},
     {"torchtitan-llama3-8b-fsdp32-h200-float8",
      "predicted 44% high: torchao 0afa4c1's float8 matmul and torch 2.8 compile not modelled"},
