@@ -557,6 +557,33 @@ double fsdp_pipelining_buffer_bytes(const models::TransformerConfig& model,
   return bytes;
 }
 
+// GEMM library workspaces a PyTorch-based framework keeps in the caching allocator for the
+// whole run, counted with the activations (0 under --framework meshplan, not PyTorch):
+//   PyTorch's cuBLAS workspace (aten/src/ATen/cuda/CublasHandlePool.cpp: parseChosenWorkspaceSize
+//     32 MiB on sm90, ":4096:2:16:8" = 8,519,680 bytes otherwise, allocated by
+//     CUDACachingAllocator in getNewWorkspace; one per handle and stream running GEMMs, the
+//     compute stream here; cuBLASLt shares it);
+//   Transformer Engine's under --framework megatron (Megatron-LM's default transformer_impl;
+//     transformer_engine/pytorch/module/base.py get_workspace: 32 MiB on sm90 and later, 4 MiB
+//     before), which initialize_ub, with --tp-comm-overlap, replaces by _NUM_MAX_UB_STREAMS = 3
+//     copies.
+// sm90 stands for a GPU with FP8 tensor cores (GpuSpec::peak_fp8_flops_per_second > 0: the
+// H100 and H200 presets).
+double gemm_workspace_bytes(const models::ClusterConfig& cluster, const PlanOptions& options) {
+  if (options.framework == Framework::kMeshplan) {
+    return 0.0;
+  }
+  constexpr double kMiB = 1024.0 * 1024.0;
+  const bool sm90 = cluster.gpu.peak_fp8_flops_per_second > 0;
+  const double pytorch = sm90 ? 32.0 * kMiB : 8'519'680.0;
+  if (options.framework != Framework::kMegatron) {
+    return pytorch;
+  }
+  constexpr double kUbStreams = 3;
+  const double transformer_engine = (sm90 ? 32.0 : 4.0) * kMiB;
+  return pytorch + transformer_engine * (options.overlap_tp_comm ? kUbStreams : 1.0);
+}
+
 // The (held, waiting) in-flight points of a dense stage, in units of *layers_per_unit layers:
 // one chunk's when the stage's chunks hold the same number of layers, else one layer, each held
 // (micro-batch, chunk) counted by its own chunk's layers from the op list
@@ -694,7 +721,8 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
     }
   }
   activations += std::max(rebuild_bytes, loss_bytes) +
-                 fsdp_pipelining_buffer_bytes(model, cluster, layout, options, stage, in_flight);
+                 fsdp_pipelining_buffer_bytes(model, cluster, layout, options, stage, in_flight) +
+                 gemm_workspace_bytes(cluster, options);
   const double cached_bytes =
       fsdp_loss_cached_bytes(model, cluster, layout, options, rebuild_bytes, loss_bytes);
   // Ring attention's receive buffers: the next K/V chunk arrives while the current one is used,
