@@ -478,6 +478,112 @@ std::pair<double, double> fsdp_tp_loss_extra_bytes(const models::TransformerConf
   return {held, 4.0 * tokens * vocab};
 }
 
+// Bytes PyTorch's caching allocator keeps reserved but unallocated at the loss's peak on
+// torchtitan's last stage (--framework fsdp; else 0), beyond the allocated bytes and
+// kAllocatorFragmentation. The allocator (pytorch c10/cuda/CUDACachingAllocator.cpp, its header
+// notes and Note [Expandable Segments]; expandable segments are off by default) serves a large
+// request from the smallest cached free block that fits and otherwise cudaMallocs a new segment
+// of the request's own size; free blocks merge only within their segment, and cached segments
+// go back to the driver only when a cudaMalloc fails or on empty_cache. So a segment freed
+// before a larger request stays reserved beside the new one. At the loss:
+//   the bf16 logits (e T V / t; pp 1: train.py at 9dec370 `del pred` before `loss.backward()`,
+//     "to avoid peaking memory") are freed before the backward, whose fp32 logits-sized tensors
+//     (4 T V / t, stage_memory's loss_bytes) do not fit in their segment; under pipelining the
+//     stage keeps its output until its backward, so pp > 1 adds nothing here;
+//   the segments of a layer's transients (`rebuild_bytes`, the layer a recompute rebuilds, of
+//     which stage_memory counts only the larger of it and the loss) stay cached beside the
+//     loss's, as long as a layer's widest tensor per token, e max(h, fc1 / t, (a + 2g) d / t)
+//     (the all-gathered input, the first MLP projection, QKV), is narrower than the loss's
+//     4 V / t: the smaller of the two transients is reserved.
+double fsdp_loss_cached_bytes(const models::TransformerConfig& model,
+                              const models::ClusterConfig& cluster, const Layout& layout,
+                              const PlanOptions& options, double rebuild_bytes, double loss_bytes) {
+  if (options.framework != Framework::kFsdp || loss_bytes <= 0) {
+    return 0.0;
+  }
+  const Shape x = shape_of(model, cluster, layout);
+  const double vocab = static_cast<double>(padded_vocab_size(model, layout.tp)) / x.t;
+  const double logits_bf16 = layout.pp == 1 && x.e < 4.0 ? x.e * x.tokens * vocab : 0.0;
+  const double widest_layer_tensor =
+      x.e * std::max({x.h, x.fc1 / x.t, (x.a + 2.0 * x.g) * x.d / x.t});
+  const double layer_pool =
+      widest_layer_tensor < 4.0 * vocab ? std::min(rebuild_bytes, loss_bytes) : 0.0;
+  return logits_bf16 + layer_pool;
+}
+
+// What torch.distributed.pipelining keeps besides the layers' activations on one rank, under
+// --framework fsdp with pp > 1 (torchtitan's pipelined path; 0 otherwise), at the stage's peak
+// (the held micro-batches at their steady count), per virtual stage, u = T h e / sp being the
+// sequence-sharded layer output torchtitan's tensor parallelism passes between stages. torch
+// stage.py (read at a 2025 commit; the framework table's PyTorch and torchtitan 018740b7):
+//   forward_one_chunk keeps each micro-batch's output in fwd_cache until its backward (the
+//     output is stage_backward's root): held u on a non-last virtual stage, held bf16 logits
+//     e T V / t on the last (the loss's fp32 tensors are stage_memory's). torchtitan 018740b7
+//     steps with return_outputs=False, so output_chunks keeps none; the Dec 2024 torch kept
+//     every micro-batch's output there until the step ended (on every stage until
+//     pytorch#153383, May 2025; on the last, detached, per #138504): not modelled;
+//   _prepare_backward_infra allocates one gradient receive buffer per micro-batch for each
+//     non-last virtual stage, kept across steps: m u;
+//   _prepare_forward_infra one activation receive buffer per micro-batch for each non-first
+//     virtual stage, m u, of which the chunk's in-flight ones are its first layer's saved input
+//     (counted with the layer): m u less held u (a middle chunk, vpp > 2, takes the last
+//     chunk's count).
+// Virtual stages per rank in torchtitan's "loop" order: chunk c of rank s is stage c pp + s.
+double fsdp_pipelining_buffer_bytes(const models::TransformerConfig& model,
+                                    const models::ClusterConfig& cluster, const Layout& layout,
+                                    const PlanOptions& options, int64_t stage,
+                                    const InFlight& in_flight) {
+  if (options.framework != Framework::kFsdp || layout.pp == 1) {
+    return 0.0;
+  }
+  const Shape x = shape_of(model, cluster, layout);
+  const double m = static_cast<double>(layout.num_micro_batches());
+  const double boundary = x.tokens * x.h * x.e / x.sp;
+  const double logits =
+      x.e * x.tokens * static_cast<double>(padded_vocab_size(model, layout.tp)) / x.t;
+  double bytes = 0;
+  for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
+    const bool first = stage == 0 && chunk == 0;
+    const bool last = stage == layout.pp - 1 && chunk == layout.vpp - 1;
+    const int64_t held = layout.vpp == 1 ? in_flight.all_chunks
+                         : chunk == 0    ? in_flight.first_chunk
+                                         : in_flight.last_chunk;
+    const double kept = static_cast<double>(held);
+    bytes += last ? kept * logits : (kept + m) * boundary;
+    if (!first) {
+      bytes += std::max(0.0, m - kept) * boundary;
+    }
+  }
+  return bytes;
+}
+
+// GEMM library workspaces a PyTorch-based framework keeps in the caching allocator for the
+// whole run, counted with the activations (0 under --framework meshplan, not PyTorch):
+//   PyTorch's cuBLAS workspace (aten/src/ATen/cuda/CublasHandlePool.cpp: parseChosenWorkspaceSize
+//     32 MiB on sm90, ":4096:2:16:8" = 8,519,680 bytes otherwise, allocated by
+//     CUDACachingAllocator in getNewWorkspace; one per handle and stream running GEMMs, the
+//     compute stream here; cuBLASLt shares it);
+//   Transformer Engine's under --framework megatron (Megatron-LM's default transformer_impl;
+//     transformer_engine/pytorch/module/base.py get_workspace: 32 MiB on sm90 and later, 4 MiB
+//     before), which initialize_ub, with --tp-comm-overlap, replaces by _NUM_MAX_UB_STREAMS = 3
+//     copies.
+// sm90 stands for a GPU with FP8 tensor cores (GpuSpec::peak_fp8_flops_per_second > 0: the
+// H100 and H200 presets).
+double gemm_workspace_bytes(const models::ClusterConfig& cluster, const PlanOptions& options) {
+  if (options.framework == Framework::kMeshplan) {
+    return 0.0;
+  }
+  constexpr double kMiB = 1024.0 * 1024.0;
+  const bool sm90 = cluster.gpu.peak_fp8_flops_per_second > 0;
+  const double pytorch = sm90 ? 32.0 * kMiB : 8'519'680.0;
+  if (options.framework != Framework::kMegatron) {
+    return pytorch;
+  }
+  constexpr double kUbStreams = 3;
+  const double transformer_engine = (sm90 ? 32.0 : 4.0) * kMiB;
+  return pytorch + transformer_engine * (options.overlap_tp_comm ? kUbStreams : 1.0);
+}
+
 // The (held, waiting) in-flight points of a dense stage, in units of *layers_per_unit layers:
 // one chunk's when the stage's chunks hold the same number of layers, else one layer, each held
 // (micro-batch, chunk) counted by its own chunk's layers from the op list
@@ -614,7 +720,11 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
       loss_bytes = e * tokens * vocab;
     }
   }
-  activations += std::max(rebuild_bytes, loss_bytes);
+  activations += std::max(rebuild_bytes, loss_bytes) +
+                 fsdp_pipelining_buffer_bytes(model, cluster, layout, options, stage, in_flight) +
+                 gemm_workspace_bytes(cluster, options);
+  const double cached_bytes =
+      fsdp_loss_cached_bytes(model, cluster, layout, options, rebuild_bytes, loss_bytes);
   // Ring attention's receive buffers: the next K/V chunk arrives while the current one is used,
   // and in the backward its dK/dV too (TE context_parallel.py p2p_comm_buffers, double-
   // buffered): 4 chunk volumes, once per rank since layers run one at a time.
@@ -627,7 +737,8 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   memory.activations_bytes = static_cast<int64_t>(activations);
   // Optimizer-step transients exist when the activations are freed: only their excess counts.
   memory.gradients_bytes += static_cast<int64_t>(std::max(0.0, step_bytes - activations));
-  memory.reserved_bytes = reserve_bytes(cluster, memory.total_bytes());
+  memory.reserved_bytes =
+      reserve_bytes(cluster, memory.total_bytes()) + static_cast<int64_t>(cached_bytes);
   return memory;
 }
 

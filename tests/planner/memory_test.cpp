@@ -356,6 +356,14 @@ TEST_CASE("fp32 training keeps no master copy: (4 + 4 + 8) psi") {
 
 constexpr int64_t kSbh = 2048 * 1 * 1024;  // s b h = 2,097,152
 
+// GEMM workspaces counted once in every stage's activations (memory.cpp gemm_workspace_bytes):
+// PyTorch's cuBLAS workspace (CublasHandlePool.cpp: ":4096:2:16:8" = 8,519,680 bytes before
+// Hopper, 32 MiB on it) and, under --framework megatron, Transformer Engine's (module/base.py
+// get_cublas_workspace_size_bytes: 4 MiB before Hopper, 32 MiB on it).
+constexpr int64_t kWorkspaceA100Megatron = 8'519'680 + 4'194'304;  // 12,713,984
+constexpr int64_t kWorkspaceH100Megatron = 2 * 33'554'432;         // 67,108,864
+constexpr int64_t kWorkspaceH100Torch = 33'554'432;                // fsdp: PyTorch's only
+
 models::TransformerConfig korthikanti_gpt(int64_t num_layers) {
   models::TransformerConfig model;
   model.name = "korthikanti-case";
@@ -473,20 +481,19 @@ TEST_CASE("activations outside the layers, one stage, in absolute terms") {
   // tp 4, no SP, no recompute, two layers: 2 * 56 sbh + sbh + 4 sbh + logits =
   // 117 * 2,097,152 + 104,857,600 = 350,224,384, plus the bf16 logits alive during their fp32
   // cast (Megatron-Core cross_entropy.py line 25): 2 s b V / t = 52,428,800: 402,653,184.
-  CHECK(stage0_activations(2, 4, false, Recompute::kNone, false) == 402'653'184);
+  CHECK(stage0_activations(2, 4, false, Recompute::kNone, false) ==
+        402'653'184 + kWorkspaceA100Megatron);
   // tp 4, SP, full recompute, two layers: inputs 2 * 2 sbh / 4 = 2,097,152; the one layer the
   // backward rebuilds, stored in full (48.5 sbh = 101,711,872); mask sbh / 4 = 524,288; LM-head
   // inputs 4 sbh / 4 = 2,097,152; logits 104,857,600: 211,288,064. The bf16 logits copy
   // (52,428,800) exists in the forward, the rebuilt layer in the backward: only the larger
   // of the two counts.
-  CHECK(stage0_activations(2, 4, true, Recompute::kFull, false) == 211'288'064);
+  CHECK(stage0_activations(2, 4, true, Recompute::kFull, false) ==
+        211'288'064 + kWorkspaceA100Megatron);
 }
 
-// A Llama-shaped block (GQA, SwiGLU, no dropout) as torchtitan trains it: --framework fsdp,
-// ZeRO 3 over dp 2, tp 1 (or `tp` with sequence parallelism, as torchtitan's apply_tp), one
-// micro-batch of 2,048 tokens, flash attention.
-int64_t torchtitan_activations(int64_t num_layers, int64_t vocab_size, Recompute recompute,
-                               int64_t tp = 1) {
+// A Llama-shaped block (GQA, SwiGLU, no dropout): h 1024, 16 heads of 64, 4 KV heads, f 2816.
+models::TransformerConfig torchtitan_model(int64_t num_layers, int64_t vocab_size) {
   models::TransformerConfig model = korthikanti_gpt(num_layers);
   model.num_kv_heads = 4;
   model.ffn_hidden_size = 2816;
@@ -497,6 +504,15 @@ int64_t torchtitan_activations(int64_t num_layers, int64_t vocab_size, Recompute
   model.tied_embeddings = false;
   model.qkv_bias = model.attention_output_bias = model.mlp_bias = false;
   model.dropout = false;
+  return model;
+}
+
+// That block as torchtitan trains it: --framework fsdp, ZeRO 3 over dp 2, tp 1 (or `tp` with
+// sequence parallelism, as torchtitan's apply_tp), one micro-batch of 2,048 tokens, flash
+// attention.
+int64_t torchtitan_activations(int64_t num_layers, int64_t vocab_size, Recompute recompute,
+                               int64_t tp = 1) {
+  const models::TransformerConfig model = torchtitan_model(num_layers, vocab_size);
   Layout layout = make_layout(tp, 1, 2, 1, 2);
   layout.zero = 3;
   layout.recompute = recompute;
@@ -508,6 +524,89 @@ int64_t torchtitan_activations(int64_t num_layers, int64_t vocab_size, Recompute
       estimate_plan(model, models::load_cluster("dgx-h100"), layout, options);
   REQUIRE(estimate.stages.size() == 1);
   return estimate.stages[0].memory.activations_bytes;
+}
+
+// The same block's reserve beyond the fixed part and 2.4% fragmentation: what the caching
+// allocator keeps cached at the loss (memory.cpp fsdp_loss_cached_bytes).
+int64_t torchtitan_cached_bytes(int64_t num_layers, int64_t vocab_size, Recompute recompute,
+                                int64_t tp = 1) {
+  const models::TransformerConfig model = torchtitan_model(num_layers, vocab_size);
+  Layout layout = make_layout(tp, 1, 2, 1, 2);
+  layout.zero = 3;
+  layout.recompute = recompute;
+  layout.sequence_parallel = tp > 1;
+  PlanOptions options;
+  options.framework = Framework::kFsdp;
+  options.flash_attention = true;
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  const MemoryBreakdown memory = estimate_plan(model, cluster, layout, options).stages[0].memory;
+  const int64_t allocated = memory.total_bytes() - memory.reserved_bytes;
+  return memory.reserved_bytes - cluster.reserved_bytes_per_gpu -
+         static_cast<int64_t>(0.024 * static_cast<double>(allocated));
+}
+
+TEST_CASE("torchtitan's loss under the caching allocator: freed segments stay reserved") {
+  // One block, T = 2048, h = 1024, f = 2816 (SwiGLU), a d = 1024, g d = 256, e = 2. The bf16
+  // logits, deleted before the backward (train.py `del pred`), 2 T V / t, and the block's
+  // rebuild when its widest tensor per token, e max(h, 2f / t, (a + 2g) d / t), is narrower
+  // than the loss's fp32 4 V / t. Vocabulary 32,000, op-level SAC: 2 * 2048 * 32,000 =
+  // 131,072,000 plus the rebuild 61,997,056 - 29,491,200 = 32,505,856 (2 * 5632 < 128,000).
+  CHECK(torchtitan_cached_bytes(1, 32000, Recompute::kSelective) == 163'577'856);
+  // Vocabulary 128: the loss's 4 V = 512 bytes per token is narrower than the block's 11,264,
+  // so the block's segments can hold the loss's tensors: the bf16 logits only, 524,288.
+  CHECK(torchtitan_cached_bytes(1, 128, Recompute::kSelective) == 524'288);
+  // tp 2 with sequence parallelism, full checkpointing: logits 2 * 2048 * 16,000 = 65,536,000
+  // plus the block rebuilt whole, 61,997,056 / 2 = 30,998,528 (2 * 2816 < 64,000): 96,534,528.
+  CHECK(torchtitan_cached_bytes(1, 32000, Recompute::kFull, 2) == 96'534'528);
+}
+
+TEST_CASE("torch.distributed.pipelining under torchtitan: outputs and receive buffers") {
+  // pp 2 (one block per stage), dp 2, micro-batch 1 of 2,048 tokens, full checkpointing, 1F1B:
+  // stage 0 holds min(p, m) = 2 micro-batches and stage 1 one at any m >= 2, so their kept
+  // outputs (fwd_cache, until each backward) do not change with m; what grows with m is torch
+  // stage.py's receive buffers, one per micro-batch: stage 0's gradient buffers and stage 1's
+  // activation buffers beyond the one in flight, T h e = 2048 * 1024 * 2 = 4,194,304 each.
+  const models::TransformerConfig model = torchtitan_model(2, 32000);
+  PlanOptions options;
+  options.framework = Framework::kFsdp;
+  const auto activations = [&](int64_t num_micro_batches, int64_t stage) {
+    Layout layout = make_layout(1, 2, 2, 1, 2 * num_micro_batches);
+    layout.zero = 3;
+    layout.recompute = Recompute::kFull;
+    const PlanEstimate estimate =
+        estimate_plan(model, models::load_cluster("dgx-h100"), layout, options);
+    return estimate.stages.at(static_cast<size_t>(stage)).memory.activations_bytes;
+  };
+  // From m = 2 to m = 4: two more buffers on each stage, 2 * 4,194,304.
+  CHECK(activations(4, 0) - activations(2, 0) == 8'388'608);
+  CHECK(activations(4, 1) - activations(2, 1) == 8'388'608);
+  // Megatron receives into tensors allocated per transfer: nothing grows with m there.
+  options.framework = Framework::kMegatron;
+  CHECK(activations(4, 0) == activations(2, 0));
+}
+
+TEST_CASE("GEMM workspaces: Transformer Engine's cuBLAS workspace triples with --tp-comm-overlap") {
+  // TE module/base.py: get_workspace is 32 MiB on Hopper (4 MiB before), and initialize_ub
+  // replaces it by _NUM_MAX_UB_STREAMS = 3 copies: 2 x 32 MiB = 67,108,864 bytes more on H100,
+  // 2 x 4 MiB = 8,388,608 on A100, on every stage; nothing else in memory changes.
+  const models::TransformerConfig model = korthikanti_gpt(2);
+  Layout layout = make_layout(2, 2, 1, 1, 4);
+  layout.sequence_parallel = true;
+  const auto extra = [&](const char* cluster_name, int64_t stage) {
+    const models::ClusterConfig cluster = models::load_cluster(cluster_name);
+    PlanOptions options;
+    const int64_t off = estimate_plan(model, cluster, layout, options)
+                            .stages.at(static_cast<size_t>(stage))
+                            .memory.activations_bytes;
+    options.overlap_tp_comm = true;
+    return estimate_plan(model, cluster, layout, options)
+               .stages.at(static_cast<size_t>(stage))
+               .memory.activations_bytes -
+           off;
+  };
+  CHECK(extra("dgx-h100", 0) == 67'108'864);
+  CHECK(extra("dgx-h100", 1) == 67'108'864);
+  CHECK(extra("dgx-a100-80gb", 0) == 8'388'608);
 }
 
 TEST_CASE("torchtitan's op-level selective checkpointing: what each block keeps") {
@@ -529,10 +628,11 @@ TEST_CASE("torchtitan's op-level selective checkpointing: what each block keeps"
   // 2 T h e = 8,388,608; the saved fp32 log-softmax 4 T V = 262,144,000; and at its backward
   // two more fp32 tensors of that size (nll_loss's gradient and log_softmax's), 8 T V =
   // 524,288,000, larger than the block's rebuild: 824,311,808.
-  CHECK(torchtitan_activations(1, 32000, Recompute::kSelective) == 824'311'808);
+  CHECK(torchtitan_activations(1, 32000, Recompute::kSelective) ==
+        824'311'808 + kWorkspaceH100Torch);
   // Vocabulary 128: the block's rebuild (61,997,056 - 29,491,200 = 32,505,856) is larger than
   // the loss's 8 T V = 2,097,152: 29,491,200 + 8,388,608 + 1,048,576 + 32,505,856.
-  CHECK(torchtitan_activations(1, 128, Recompute::kSelective) == 71'434'240);
+  CHECK(torchtitan_activations(1, 128, Recompute::kSelective) == 71'434'240 + kWorkspaceH100Torch);
 }
 
 TEST_CASE("torchtitan's tensor-parallel LM head and loss_parallel cross-entropy") {
@@ -543,7 +643,7 @@ TEST_CASE("torchtitan's tensor-parallel LM head and loss_parallel cross-entropy"
   // 4,194,304; the saved fp32 log-probabilities 4 T V / t = 131,072,000; and in
   // loss_parallel's backward `(zeros_like(x) + exp(x)) * grad` three more fp32 tensors of that
   // size at once, 12 T V / t = 393,216,000 (larger than the layer's rebuild): 532,676,608.
-  CHECK(torchtitan_activations(1, 32000, Recompute::kFull, 2) == 532'676'608);
+  CHECK(torchtitan_activations(1, 32000, Recompute::kFull, 2) == 532'676'608 + kWorkspaceH100Torch);
 }
 
 TEST_CASE("a model trained without dropout stores no masks") {
@@ -599,18 +699,23 @@ TEST_CASE("peak in-flight: 1F1B stage s holds min(p - s, m), GPipe m; memory fol
           peak_in_flight_micro_batches(generate_schedule(ScheduleKind::kOneFOneB, 4, 1, 8), s));
   }
   // Middle stages hold only layer activations: 2 layers * in-flight * 194 sbh.
-  CHECK(one_f_one_b.stages[1].memory.activations_bytes == 3 * 2 * layer);  // 2,441,084,928
-  CHECK(one_f_one_b.stages[2].memory.activations_bytes == 2 * 2 * layer);
-  CHECK(gpipe.stages[1].memory.activations_bytes == 8 * 2 * layer);  // 6,509,559,808
+  CHECK(one_f_one_b.stages[1].memory.activations_bytes ==
+        3 * 2 * layer + kWorkspaceA100Megatron);  // 2,441,084,928
+  CHECK(one_f_one_b.stages[2].memory.activations_bytes == 2 * 2 * layer + kWorkspaceA100Megatron);
+  CHECK(gpipe.stages[1].memory.activations_bytes ==
+        8 * 2 * layer + kWorkspaceA100Megatron);  // 6,509,559,808
   // Stage 0 also keeps one embedding dropout mask (s b h bytes) per micro-batch in flight.
-  CHECK(one_f_one_b.stages[0].memory.activations_bytes == 4 * 2 * layer + 4 * kSbh);
-  CHECK(gpipe.stages[0].memory.activations_bytes == 8 * 2 * layer + 8 * kSbh);
+  CHECK(one_f_one_b.stages[0].memory.activations_bytes ==
+        4 * 2 * layer + 4 * kSbh + kWorkspaceA100Megatron);
+  CHECK(gpipe.stages[0].memory.activations_bytes ==
+        8 * 2 * layer + 8 * kSbh + kWorkspaceA100Megatron);
 
   // Fewer micro-batches than stages: 1F1B stage 0 holds only m = 2.
   layout = make_layout(1, 4, 1, 1, 2);
   const PlanEstimate short_pipeline = estimate_plan(model, cluster, layout, options);
   CHECK(short_pipeline.stages.at(0).peak_in_flight_micro_batches == 2);
-  CHECK(short_pipeline.stages.at(0).memory.activations_bytes == 2 * 2 * layer + 2 * kSbh);
+  CHECK(short_pipeline.stages.at(0).memory.activations_bytes ==
+        2 * 2 * layer + 2 * kSbh + kWorkspaceA100Megatron);
 }
 
 TEST_CASE("last stage under 1F1B: one micro-batch's LM-head inputs and logits") {
@@ -625,7 +730,8 @@ TEST_CASE("last stage under 1F1B: one micro-batch's LM-head inputs and logits") 
                     make_layout(1, 4, 1, 1, 8), options);
   REQUIRE(estimate.stages.size() == 4);
   CHECK(estimate.stages[3].peak_in_flight_micro_batches == 1);
-  CHECK(estimate.stages[3].memory.activations_bytes == 1'451'229'184);  // + 209,715,200
+  CHECK(estimate.stages[3].memory.activations_bytes ==
+        1'451'229'184 + kWorkspaceA100Megatron);  // + 209,715,200
 }
 
 // Fixed bug, kept as a regression test: memory.cpp adds the last stage's final-norm and LM-head
@@ -645,7 +751,7 @@ TEST_CASE("GPipe last stage holds every micro-batch's LM-head inputs and logits"
       estimate_plan(korthikanti_gpt(8), models::load_cluster("dgx-a100-80gb"), layout, options);
   REQUIRE(estimate.stages.size() == 4);
   REQUIRE(estimate.stages[3].peak_in_flight_micro_batches == 8);
-  CHECK(estimate.stages[3].memory.activations_bytes == 10'141'827'072);
+  CHECK(estimate.stages[3].memory.activations_bytes == 10'141'827'072 + kWorkspaceA100Megatron);
 }
 
 }  // namespace
@@ -728,9 +834,11 @@ TEST_CASE("interleaved in-flight activations count each chunk by its own layers"
     const PlanEstimate estimate = estimate_plan(model, cluster, layout, options);
     REQUIRE(estimate.stages.size() == 16);
     CHECK(estimate.stages[0].memory.activations_bytes ==
-          static_cast<int64_t>(static_cast<double>(stage0_layers) * layer));
+          static_cast<int64_t>(static_cast<double>(stage0_layers) * layer) +
+              kWorkspaceH100Megatron);
     CHECK(estimate.stages[1].memory.activations_bytes ==
-          static_cast<int64_t>(static_cast<double>(stage1_layers) * layer));
+          static_cast<int64_t>(static_cast<double>(stage1_layers) * layer) +
+              kWorkspaceH100Megatron);
     CHECK(peak_in_flight_layers(layout.schedule, 16, 8, layout.num_micro_batches(), 0, 0,
                                 {0, 1, 1, 1, 1, 1, 1, 1}) == stage0_layers);
   }
