@@ -173,10 +173,11 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
     default: {
       out.chunk_param = costed(cluster, layout, stage, kAG,
                                per_layer_sizes(model, layout, stage, chunk_param_bytes, e));
-      // FSDP reduce-scatters in fp32 under bf16 training (default_grad_reduce_dtype):
+      // FSDP reduce-scatters in fp32 under bf16 training by default (default_grad_reduce_dtype):
       // torchtitan's `mixed_precision_reduce` defaults to "float32" (torchtitan/config/
       // job_config.py). Composer 0.16 (llm-foundry) DEFAULT and PURE reduce in bf16 instead
-      // (reduce_dtype None, which FSDP1's _flat_param.py resolves to the param dtype).
+      // (reduce_dtype None, which FSDP1's _flat_param.py resolves to the param dtype): those
+      // runs state grad_reduce_dtype bf16, which g then follows.
       out.chunk_grad = costed(cluster, layout, stage, kRS,
                               per_layer_sizes(model, layout, stage, chunk_grad_bytes, g));
       break;

@@ -339,8 +339,9 @@ double fsdp_pp_accumulated_gradient_bytes(const PlanOptions& options,
       cluster.precision == models::Precision::kFp32) {
     return 0.0;
   }
-  constexpr double kReduceDtypeBytes = 4.0;  // fp32
-  return kReduceDtypeBytes * stage_parameters;
+  // Upcast to reduce_dtype: 4 bytes (fp32, the default), 2 under reduce_dtype bf16.
+  return static_cast<double>(grad_reduce_element_bytes(cluster, layout, options)) *
+         stage_parameters;
 }
 
 // Transient and working-set bytes beyond the persistent states: gathered parameters and
@@ -373,10 +374,13 @@ std::pair<double, double> working_set_bytes(const PlanOptions& options,
   const bool sharded = zero_shards_parameters(layout);
   if (framework == Framework::kFsdp && cluster.precision != models::Precision::kFp32) {
     // FSDP2 (_fsdp_param_group.py): the current and the prefetched unit's bf16 parameters, the
-    // previous unit's fp32 reduce-scatter input and the current unit's bf16 gradient (FSDP1:
-    // _max_num_inflight_all_gathers = 2). With pp > 1 torchtitan does not reshard after
+    // previous unit's reduce-scatter input in reduce_dtype (fp32 by default, bf16 under
+    // reduce_dtype bf16: grad_reduce_element_bytes) and the current unit's bf16 gradient
+    // (FSDP1: _max_num_inflight_all_gathers = 2). With pp > 1 torchtitan does not reshard after
     // forward: the whole stage stays gathered in bf16 from forward to backward.
-    const double gradients = (4.0 + e) * largest_unit;
+    const double reduce_bytes =
+        static_cast<double>(grad_reduce_element_bytes(cluster, layout, options));
+    const double gradients = (reduce_bytes + e) * largest_unit;
     const double fp8_saved_per_layer =
         fsdp_float8_gather_saving_bytes(model, cluster, layout, options);
     if (layout.pp > 1) {

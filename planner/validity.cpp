@@ -199,11 +199,8 @@ void check_grad_reduce_dtype_options(const models::ClusterConfig& cluster,
       }
       return;
     case Framework::kFsdp:
-      if (dtype == GradReduceDtype::kBf16) {
-        throw InputError(what +
-                         ": FSDP's reduce_dtype bf16 (its bf16 reduce-scatter input and "
-                         "accumulated gradients) is not modelled");
-      }
+      // Both: FSDP1 MixedPrecision(reduce_dtype), FSDP2 MixedPrecisionPolicy(reduce_dtype),
+      // torchtitan mixed_precision_reduce "float32" (default) or "bfloat16".
       return;
     case Framework::kMeshplan:
       if (dtype == GradReduceDtype::kFp32) {
