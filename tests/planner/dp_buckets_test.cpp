@@ -212,6 +212,18 @@ TEST_CASE("dp_buckets: ZeRO 3 moves one layer per call") {
   CHECK(three.step_param.empty());
 }
 
+TEST_CASE("dp_buckets: FSDP reduce-scatters in fp32 by default, in bf16 when told") {
+  // The 217,665 padded elements over 4 layers in dp blocks of 3 elements: 72,555 blocks =
+  // 4 * 18,138 + 3. fp32 (torchtitan's mixed_precision_reduce default): blocks of 12 bytes,
+  // 3 * 217,668 + 217,656. reduce_dtype bf16 (Composer DEFAULT/PURE): blocks of 6 bytes,
+  // 3 * 108,834 + 108,828. The all-gathers move bf16 parameters either way.
+  const DpBuckets fp32 = tiny_buckets(3, Framework::kFsdp);
+  const DpBuckets bf16 = tiny_buckets(3, Framework::kFsdp, GradReduceDtype::kBf16);
+  CHECK(sizes_of(fp32.chunk_grad) == std::vector<int64_t>{217'668, 217'668, 217'668, 217'656});
+  CHECK(sizes_of(bf16.chunk_grad) == std::vector<int64_t>{108'834, 108'834, 108'834, 108'828});
+  CHECK(sizes_of(bf16.chunk_param) == sizes_of(fp32.chunk_param));
+}
+
 TEST_CASE("dp_buckets: the buffer and the full bucket") {
   Layout layout = make_layout(1, 1, 3, 1, 6);
   // ZeRO 0 and dp = 1 pad nothing; ZeRO 1 to a multiple of dp; ZeRO 2-3 to whole dp blocks in
