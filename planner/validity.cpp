@@ -526,6 +526,15 @@ Validity check_grad_reduce_dtype(const Layout& layout, const PlanOptions& option
                   "(zero 0, 1) only, not Megatron-FSDP's fp32 main grads",
                   layout);
   }
+  if (options.framework == Framework::kFsdp && !zero_shards_parameters(layout) &&
+      options.grad_reduce_dtype == GradReduceDtype::kBf16) {
+    // reduce_dtype is FSDP's (MixedPrecision / MixedPrecisionPolicy); torchtitan's DDP (zero 0)
+    // all-reduces the fp32 gradients of its fp32 parameters.
+    return refuse(options.framework,
+                  "grad_reduce_dtype bf16 is FSDP's reduce_dtype (zero 3); DDP (zero 0) reduces "
+                  "its fp32 gradients",
+                  layout);
+  }
   return {};
 }
 

@@ -225,5 +225,19 @@ TEST_CASE("grad_reduce_dtype: Megatron-FSDP's fp32 main grads are refused, not g
   CHECK(check_grad_reduce_dtype(layout, options).ok());
 }
 
+TEST_CASE("grad_reduce_dtype: FSDP reduces in bf16 when told, its DDP (zero 0) does not") {
+  Layout layout = test::make_layout(1, 1, 8, 1, 8);
+  PlanOptions options;
+  options.framework = Framework::kFsdp;
+  options.grad_reduce_dtype = GradReduceDtype::kBf16;
+  layout.zero = 3;
+  CHECK(check_grad_reduce_dtype(layout, options).ok());
+  layout.zero = 0;
+  const Validity validity = check_grad_reduce_dtype(layout, options);
+  CHECK(validity.code == "framework");
+  CHECK(validity.reason.find("fsdp cannot run this layout: grad_reduce_dtype bf16 is FSDP's "
+                             "reduce_dtype (zero 3)") == 0);
+}
+
 }  // namespace
 }  // namespace meshplan::planner
