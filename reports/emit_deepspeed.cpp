@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "emit_common.h"
+#include "meshplan/dp_buckets.h"
 #include "meshplan/emit.h"
 
 namespace meshplan::reports {
@@ -70,8 +71,8 @@ std::string emit_deepspeed(const planner::Plan& plan) {
            planner::format_stage_layers(layout.stage_layers));
   }
   // DeepSpeed's bucket sizes count elements, meshplan's count bytes.
-  const int64_t bucket_elements =
-      plan.options.bucket_bytes / models::compute_element_bytes(plan.cluster.precision);
+  const int64_t bucket_elements = planner::dp_bucket_bytes(plan.cluster, layout, plan.options) /
+                                  models::compute_element_bytes(plan.cluster.precision);
   nlohmann::json config = {
       {"train_batch_size", layout.global_batch},
       {"train_micro_batch_size_per_gpu", layout.micro_batch},
