@@ -185,6 +185,38 @@ std::vector<SizeRun> megatron_chunk_sizes(const std::vector<int64_t>& chunk_coun
   return sizes;
 }
 
+// Megatron-Core's ZeRO 0/1 calls of a stage whose buffer holds `count` elements, of which
+// `fp8_weights` are gathered in 1 byte (megatron_chunk_sizes; full buckets of `grad_bucket`
+// gradient bytes, the parameter buckets the same elements).
+DpBuckets megatron_zero01_buckets(const models::TransformerConfig& model,
+                                  const models::ClusterConfig& cluster, const Layout& layout,
+                                  const PlanOptions& options, int64_t stage, int64_t count,
+                                  int64_t fp8_weights, int64_t grad_bucket) {
+  const int64_t e = element_bytes(cluster);
+  const int64_t g = grad_reduce_element_bytes(cluster, layout, options);
+  const std::vector<int64_t> chunks = chunk_counts_last_ready_last(
+      model, layout, stage, count, zero_shards_optimizer(layout) ? grad_group_size(layout) : 1);
+  const bool bucketed = stage == 0 && options.overlap_grad_reduce;
+  const auto grad_of = [&](int64_t elements, size_t) { return elements * g; };
+  // The fp8 saving apportioned to the chunks by their elements (the last one exact).
+  int64_t fp8_left = fp8_weights;
+  const auto param_of = [&](int64_t elements, size_t i) {
+    const int64_t fp8 = i + 1 == chunks.size() ? fp8_left : fp8_weights * elements / count;
+    fp8_left -= fp8;
+    return elements * e - fp8 * (e - 1);
+  };
+  DpBuckets out;
+  out.step_grad =
+      costed(cluster, layout, stage,
+             layout.zero == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter,
+             megatron_chunk_sizes(chunks, bucketed, grad_bucket, grad_of));
+  if (layout.zero == 1) {
+    out.step_param = costed(cluster, layout, stage, CollectiveKind::kAllGather,
+                            megatron_chunk_sizes(chunks, bucketed, grad_bucket / g * e, param_of));
+  }
+  return out;
+}
+
 }  // namespace
 
 DpBuckets dp_buckets(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
@@ -220,25 +252,8 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
                                                      model, cluster, layout, options, stage))
                                                : 0;
   if (layout.zero <= 1 && options.framework == Framework::kMegatron) {
-    const std::vector<int64_t> chunks = chunk_counts_last_ready_last(
-        model, layout, stage, count, zero_shards_optimizer(layout) ? grad_group_size(layout) : 1);
-    const bool bucketed = stage == 0 && options.overlap_grad_reduce;
-    const auto grad_of = [&](int64_t elements, size_t) { return elements * g; };
-    // The fp8 saving apportioned to the chunks by their elements (the last one exact).
-    int64_t fp8_left = fp8_weights;
-    const auto param_of = [&](int64_t elements, size_t i) {
-      const int64_t fp8 = i + 1 == chunks.size() ? fp8_left : fp8_weights * elements / count;
-      fp8_left -= fp8;
-      return elements * e - fp8 * (e - 1);
-    };
-    out.step_grad =
-        costed(cluster, layout, stage, layout.zero == 0 ? CollectiveKind::kAllReduce : kRS,
-               megatron_chunk_sizes(chunks, bucketed, grad_bucket, grad_of));
-    if (layout.zero == 1) {
-      out.step_param = costed(cluster, layout, stage, kAG,
-                              megatron_chunk_sizes(chunks, bucketed, param_bucket, param_of));
-    }
-    return out;
+    return megatron_zero01_buckets(model, cluster, layout, options, stage, count, fp8_weights,
+                                   grad_bucket);
   }
   switch (layout.zero) {
     case 0:
