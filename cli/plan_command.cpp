@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "meshplan/dp_buckets.h"
 #include "meshplan/emit.h"
 #include "meshplan/errors.h"
 #include "meshplan/json_io.h"
@@ -54,7 +55,7 @@ struct PlanArguments {
   std::optional<std::string> overlap_p2p_comm;
   std::optional<std::string> grad_reduce_dtype;  // unset: the framework's default
   std::string scatter_gather_pipeline = "off";
-  double bucket_mb = static_cast<double>(planner::kDefaultBucketBytes / kBytesPerMiB);
+  std::optional<double> bucket_mb;  // unset: the framework's default (planner::dp_bucket_bytes)
   bool allow_tp_across_nodes = false;
   int64_t top = 10;
   std::optional<int64_t> refine;
@@ -110,7 +111,7 @@ void refine_by_simulation(const models::TransformerConfig& model,
   for (size_t i = 0; i < refined; ++i) {
     const planner::Plan plan{model, cluster, num_gpus, result.best[i].layout, options};
     simulator::SimulationOptions simulation;
-    simulation.bucket_bytes = options.bucket_bytes;
+    simulation.bucket_bytes = planner::dp_bucket_bytes(cluster, plan.layout, options);
     const simulator::SimulationResult simulated =
         simulator::simulate_plan(plan, simulation, "--refine");
     order.emplace_back(simulated.step_time_s, i);
@@ -338,10 +339,13 @@ planner::PlanOptions plan_options(const PlanArguments& args) {
   planner::check_moe_aux_loss_coeff(args.moe_aux_loss_coeff, "--moe-aux-loss-coeff");
   options.moe_aux_loss_coeff = args.moe_aux_loss_coeff;
   options.cp_comm = planner::parse_cp_comm(args.cp_comm, "--cp-comm");
-  if (!(args.bucket_mb > 0) || args.bucket_mb > 1e6) {
-    throw InputError(fmt::format("--bucket-mb: must be in (0, 1e6] ({})", args.bucket_mb));
+  if (args.bucket_mb) {
+    if (!(*args.bucket_mb > 0) || *args.bucket_mb > 1e6) {
+      throw InputError(fmt::format("--bucket-mb: must be in (0, 1e6] ({})", *args.bucket_mb));
+    }
+    options.bucket_bytes =
+        static_cast<int64_t>(*args.bucket_mb * static_cast<double>(kBytesPerMiB));
   }
-  options.bucket_bytes = static_cast<int64_t>(args.bucket_mb * static_cast<double>(kBytesPerMiB));
   return options;
 }
 
@@ -453,6 +457,10 @@ void run_plan(const PlanArguments& args) {
                                  result.best.size(), args.save_plan_rank));
   }
   const planner::PlanEstimate saved = result.best[static_cast<size_t>(args.save_plan_rank - 1)];
+  // The saved plan states the bucket it was costed with (the framework's default for its
+  // layout when --bucket-mb is not given), so simulate, execute and --emit read that value.
+  planner::PlanOptions saved_options = options;
+  saved_options.bucket_bytes = planner::dp_bucket_bytes(cluster, saved.layout, options);
   result.best.resize(std::min<size_t>(result.best.size(), static_cast<size_t>(args.top)));
   const reports::Report report = reports::plan_report(model, cluster, args.gpus, result);
   fmt::print(table_out, "{}", report.table);
@@ -460,14 +468,14 @@ void run_plan(const PlanArguments& args) {
     outputs.set("--json", report.json.dump(2) + "\n");
   }
   if (outputs.wants("--save-plan")) {
-    const planner::Plan plan{model, cluster, args.gpus, saved.layout, options};
+    const planner::Plan plan{model, cluster, args.gpus, saved.layout, saved_options};
     outputs.set("--save-plan",
                 planner::plan_to_json(plan, reports::estimate_json(saved)).dump(2) + "\n");
   }
   std::string emitted;
   if (emit) {
     // The plan --save-plan writes (rank --save-plan-rank, default the best).
-    const planner::Plan plan{model, cluster, args.gpus, saved.layout, options};
+    const planner::Plan plan{model, cluster, args.gpus, saved.layout, saved_options};
     emitted = reports::emit_launch_config(plan, *emit, args.save_plan_path);
     if (outputs.wants("--emit-out")) {
       outputs.set("--emit-out", emitted);
@@ -588,8 +596,9 @@ void register_plan_commands(CLI::App& app) {
                    "Send 1/tp of each pipeline tensor and all-gather it (Megatron-LM 2021)")
       ->capture_default_str();
   plan->add_option("--bucket-mb", args->bucket_mb,
-                   "Data-parallel bucket size in MiB (PyTorch DDP's bucket_cap_mb)")
-      ->capture_default_str();
+                   "Data-parallel bucket size in MiB of gradients; default: the framework's "
+                   "(megatron: max(40M, 1M x dp x cp) parameters, only pipeline rank 0's first "
+                   "chunk bucketed; others: 25 MiB, PyTorch DDP's bucket_cap_mb)");
   plan->add_flag("--allow-tp-across-nodes", args->allow_tp_across_nodes,
                  "Let tensor-parallel groups span nodes");
   plan->add_option("--refine", args->refine,

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "commands.h"
+#include "meshplan/dp_buckets.h"
 #include "meshplan/errors.h"
 #include "meshplan/output_set.h"
 #include "meshplan/plan_file.h"
@@ -43,7 +44,7 @@ void run_simulate(const SimulateArguments& args) {
   simulator::SimulationOptions options;
   options.all_ranks = args.all_ranks;
   options.zero_communication = args.zero_communication;
-  options.bucket_bytes = plan.options.bucket_bytes;
+  options.bucket_bytes = planner::dp_bucket_bytes(plan.cluster, plan.layout, plan.options);
   if (args.bucket_mb) {
     // MiB, as DDP's bucket_cap_mb.
     options.bucket_bytes = std::llround(*args.bucket_mb * static_cast<double>(kBytesPerMiB));

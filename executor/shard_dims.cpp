@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "meshplan/dp_buckets.h"
 #include "meshplan/errors.h"
 
 namespace meshplan::executor {
@@ -118,11 +119,12 @@ void validate_options_for_executor(const planner::Plan& plan, const std::string&
   // A bucket holds whole fp32 elements, dp of them at least under ZeRO 1-3 (dp_buckets.h).
   const int64_t smallest_bucket_bytes =
       4 * (planner::zero_shards_optimizer(layout) ? layout.dp : 1);
-  if (plan.options.bucket_bytes < smallest_bucket_bytes) {
+  const int64_t bucket_bytes = planner::dp_bucket_bytes(plan.cluster, layout, plan.options);
+  if (bucket_bytes < smallest_bucket_bytes) {
     throw InputError(
         fmt::format("{}: options.bucket_bytes: smaller than one fp32 element per data-parallel "
                     "rank ({} < {})",
-                    source, plan.options.bucket_bytes, smallest_bucket_bytes));
+                    source, bucket_bytes, smallest_bucket_bytes));
   }
 }
 

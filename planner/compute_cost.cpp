@@ -405,11 +405,18 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
   return cost;
 }
 
-double optimizer_step_seconds(const models::ClusterConfig& cluster, int64_t parameters_updated) {
-  // Adam reads the gradient and reads and writes fp32 master weights, m and v, then writes the
-  // compute-precision weights: 2 + 8 + 8 + 8 + 2 = 28 bytes per parameter in bf16 mixed
-  // precision, 4 + 8 + 8 + 8 = 28 in fp32. Memory-bound (Kingma & Ba 2015, Alg. 1).
-  return memory_seconds(cluster, 28.0 * static_cast<double>(parameters_updated));
+double optimizer_step_seconds(const models::ClusterConfig& cluster, int64_t parameters_updated,
+                              int64_t grad_element_bytes) {
+  // Fused Adam (Apex apex/optimizers/fused_adam.py and Transformer Engine's FusedAdam,
+  // multi_tensor_adam over the lists [g, p, m, v]) reads the gradient g and reads and writes the
+  // fp32 master weights p, m and v; mixed precision then writes the compute-precision weights:
+  // G + 8 + 8 + 8 + e bytes per parameter, G the gradient's element bytes (4 for Megatron's fp32
+  // main_grad, grad_reduce_element_bytes; 2 for a bf16 one): 30 or 28 in bf16 mixed precision,
+  // 4 + 24 = 28 in fp32 (no separate weights). Memory-bound (Kingma & Ba 2015, Alg. 1).
+  const int64_t e = element_bytes(cluster);
+  const int64_t weights_written = e < 4 ? e : 0;
+  const double bytes_per_parameter = static_cast<double>(grad_element_bytes + 24 + weights_written);
+  return memory_seconds(cluster, bytes_per_parameter * static_cast<double>(parameters_updated));
 }
 
 }  // namespace meshplan::planner

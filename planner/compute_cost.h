@@ -24,7 +24,9 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
                      const Layout& layout, const PlanOptions& options, int64_t stage,
                      int64_t chunk);
 
-/// Optimizer step over `parameters_updated` parameters on one rank.
-double optimizer_step_seconds(const models::ClusterConfig& cluster, int64_t parameters_updated);
+/// Optimizer step (fused Adam, memory-bound) over `parameters_updated` parameters on one rank
+/// whose gradients hold `grad_element_bytes` each (grad_reduce_element_bytes).
+double optimizer_step_seconds(const models::ClusterConfig& cluster, int64_t parameters_updated,
+                              int64_t grad_element_bytes);
 
 }  // namespace meshplan::planner

@@ -57,6 +57,24 @@ int64_t grad_reduce_element_bytes(const models::ClusterConfig& cluster, const La
   return dtype == GradReduceDtype::kFp32 ? 4 : e;
 }
 
+int64_t dp_bucket_bytes(const models::ClusterConfig& cluster, const Layout& layout,
+                        const PlanOptions& options) {
+  if (options.bucket_bytes) {
+    return *options.bucket_bytes;
+  }
+  if (options.framework != Framework::kMegatron) {
+    return kDefaultBucketBytes;
+  }
+  // Megatron-LM training.py resolve_ddp_bucket_size (d98e8a64; the formula since 0fda386c,
+  // 2024-04-11, a fixed 40,000,000 before): bucket_size = max(40,000,000, 1,000,000 x the
+  // dp x cp group size) parameters when --ddp-bucket-size is not given, "to ensure that chunks
+  // used in NCCL ring-reduce implementations are large enough to remain bandwidth-bound"
+  // (core/distributed/distributed_data_parallel.py); each parameter moves in the reduce dtype.
+  const int64_t parameters = std::max(kMegatronMinBucketParameters,
+                                      kMegatronBucketParametersPerRank * grad_group_size(layout));
+  return parameters * grad_reduce_element_bytes(cluster, layout, options);
+}
+
 namespace {
 
 std::vector<SizeRun> non_empty(std::initializer_list<SizeRun> runs) {
@@ -109,12 +127,103 @@ std::vector<SizeRun> per_layer_sizes(const models::TransformerConfig& model, con
   return per_layer;
 }
 
+// Non-expert parameters of a stage's model chunks, in dp blocks of `block` elements summing to
+// the stage's `count` buffer elements exactly, in the order their last backward ends
+// (chunks vpp-1 ... 0 of the interleaved schedule's last micro-batch). Chunks after the first
+// hold their layers (plus the LM head and final norm on the last stage's last chunk, the
+// stage's remainder when it is not stage 0); chunk 0 holds the rest (the embedding on stage 0).
+std::vector<int64_t> chunk_counts_last_ready_last(const models::TransformerConfig& model,
+                                                  const Layout& layout, int64_t stage,
+                                                  int64_t count, int64_t block) {
+  const LayerParameters dense = layer_parameters(model, layout.tp);
+  const LayerParameters moe =
+      model.is_moe() ? layer_parameters(model, layout.tp, true, layout.ep, layout.etp) : dense;
+  const auto layer_count = [&](int64_t chunk) {
+    const LayerRange range = chunk_layers(model, layout, stage, chunk);
+    const int64_t num_moe = range.num_moe(model);
+    return (dense.sharded + dense.replicated) * (range.count() - num_moe) +
+           (moe.sharded + moe.replicated) * num_moe;
+  };
+  std::vector<int64_t> counts;
+  int64_t left = count;
+  for (int64_t chunk = layout.vpp - 1; chunk > 0; --chunk) {
+    int64_t elements = layer_count(chunk);
+    if (chunk == layout.vpp - 1 && stage == layout.pp - 1 && stage != 0) {
+      int64_t layers = 0;
+      for (int64_t c = 0; c < layout.vpp; ++c) {
+        layers += layer_count(c);
+      }
+      elements += std::max<int64_t>(0, count - layers);  // LM head and final norm
+    }
+    const int64_t blocks = std::min((elements + block - 1) / block, left / block);
+    counts.push_back(blocks * block);
+    left -= blocks * block;
+  }
+  counts.push_back(left);
+  return counts;
+}
+
+// Megatron-Core's ZeRO 0/1 buckets (training.py d98e8a64 lines 2505-2514, disable_bucketing
+// for chunks after the first since 5d745a79, 2023-10-23; distributed_data_parallel.py lines
+// 160-171): each model chunk is its own DDP buffer; only pipeline rank 0's first chunk is cut
+// into `bucket` buckets, every other chunk is one bucket ("data-parallel communication on
+// these stages is not on the critical path"), and without overlap_grad_reduce bucket_size is
+// None, one bucket per chunk, as Megatron-LM 2021-22 all-reduced each chunk's contiguous
+// buffer after the backward (megatron/model/distributed.py allreduce_gradients, 48a5e0da).
+// `bytes_of(elements)` gives a chunk's bytes; runs in the order the chunks' gradients are ready.
+template <typename BytesOf>
+std::vector<SizeRun> megatron_chunk_sizes(const std::vector<int64_t>& chunk_counts, bool bucketed,
+                                          int64_t bucket, BytesOf bytes_of) {
+  std::vector<SizeRun> sizes;
+  for (size_t i = 0; i < chunk_counts.size(); ++i) {
+    const int64_t bytes = bytes_of(chunk_counts[i], i);
+    const bool first_chunk = i + 1 == chunk_counts.size();
+    const std::vector<SizeRun> runs =
+        bucketed && first_chunk ? bucket_sizes(bytes, bucket) : non_empty({{bytes, 1}});
+    sizes.insert(sizes.end(), runs.begin(), runs.end());
+  }
+  return sizes;
+}
+
+// Megatron-Core's ZeRO 0/1 calls of a stage whose buffer holds `count` elements, of which
+// `fp8_weights` are gathered in 1 byte (megatron_chunk_sizes; full buckets of `grad_bucket`
+// gradient bytes, the parameter buckets the same elements).
+DpBuckets megatron_zero01_buckets(const models::TransformerConfig& model,
+                                  const models::ClusterConfig& cluster, const Layout& layout,
+                                  const PlanOptions& options, int64_t stage, int64_t count,
+                                  int64_t fp8_weights, int64_t grad_bucket) {
+  const int64_t e = element_bytes(cluster);
+  const int64_t g = grad_reduce_element_bytes(cluster, layout, options);
+  const std::vector<int64_t> chunks = chunk_counts_last_ready_last(
+      model, layout, stage, count, zero_shards_optimizer(layout) ? grad_group_size(layout) : 1);
+  const bool bucketed = stage == 0 && options.overlap_grad_reduce;
+  const auto grad_of = [&](int64_t elements, size_t) { return elements * g; };
+  // The fp8 saving apportioned to the chunks by their elements (the last one exact).
+  int64_t fp8_left = fp8_weights;
+  const auto param_of = [&](int64_t elements, size_t i) {
+    const int64_t fp8 = i + 1 == chunks.size() ? fp8_left : fp8_weights * elements / count;
+    fp8_left -= fp8;
+    return elements * e - fp8 * (e - 1);
+  };
+  DpBuckets out;
+  out.step_grad =
+      costed(cluster, layout, stage,
+             layout.zero == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter,
+             megatron_chunk_sizes(chunks, bucketed, grad_bucket, grad_of));
+  if (layout.zero == 1) {
+    out.step_param = costed(cluster, layout, stage, CollectiveKind::kAllGather,
+                            megatron_chunk_sizes(chunks, bucketed, grad_bucket / g * e, param_of));
+  }
+  return out;
+}
+
 }  // namespace
 
 DpBuckets dp_buckets(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                      const Layout& layout, const PlanOptions& options, int64_t stage) {
-  if (options.bucket_bytes < 1) {
-    throw InputError(fmt::format("bucket_bytes: must be positive ({})", options.bucket_bytes));
+  const int64_t bucket_bytes = dp_bucket_bytes(cluster, layout, options);
+  if (bucket_bytes < 1) {
+    throw InputError(fmt::format("bucket_bytes: must be positive ({})", bucket_bytes));
   }
   DpBuckets out;
   if (grad_group_size(layout) <= 1) {
@@ -128,7 +237,7 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
   // parameter bucket holds the elements of its gradient bucket (Megatron-Core's buckets count
   // parameters, bucket_size, and gather the param buffer over the grad buffer's ranges).
   const int64_t g = grad_reduce_element_bytes(cluster, layout, options);
-  const int64_t grad_bucket = dp_full_bucket_bytes(layout, g, options.bucket_bytes);
+  const int64_t grad_bucket = dp_full_bucket_bytes(layout, g, bucket_bytes);
   const int64_t param_bucket = grad_bucket / g * e;
   const auto kRS = CollectiveKind::kReduceScatter;
   const auto kAG = CollectiveKind::kAllGather;
@@ -137,21 +246,25 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
   // ZeRO 2-3: one chunk's share of the stage, whole dp blocks (dp_buffer_count).
   const int64_t chunk_grad_bytes = grad_bytes / layout.vpp;
   const int64_t chunk_param_bytes = count * e / layout.vpp;
+  // --fp8-param-gather: the fp8 weights' uint8 param buffer moves 1 byte per element instead
+  // of e (param_and_grad_buffer.py; memory.cpp fp8_param_gather_weight_count).
+  const int64_t fp8_weights = layout.zero == 1 ? static_cast<int64_t>(fp8_param_gather_weight_count(
+                                                     model, cluster, layout, options, stage))
+                                               : 0;
+  if (layout.zero <= 1 && options.framework == Framework::kMegatron) {
+    return megatron_zero01_buckets(model, cluster, layout, options, stage, count, fp8_weights,
+                                   grad_bucket);
+  }
   switch (layout.zero) {
     case 0:
       out.step_grad = costed(cluster, layout, stage, CollectiveKind::kAllReduce,
                              bucket_sizes(grad_bytes, grad_bucket));
       break;
-    case 1: {
+    case 1:
       out.step_grad = costed(cluster, layout, stage, kRS, bucket_sizes(grad_bytes, grad_bucket));
-      // --fp8-param-gather: the fp8 weights' uint8 param buffer moves 1 byte per element
-      // instead of e (param_and_grad_buffer.py; memory.cpp fp8_param_gather_weight_count).
-      const int64_t fp8_weights = static_cast<int64_t>(
-          fp8_param_gather_weight_count(model, cluster, layout, options, stage));
       out.step_param = costed(cluster, layout, stage, kAG,
                               bucket_sizes(count * e - fp8_weights * (e - 1), param_bucket));
       break;
-    }
     case 2: {
       // Megatron-FSDP (optim_grads) buckets by FSDP unit, a transformer layer: a unit's
       // parameters form one bucket and `suggested_bucket_size` splits only the parameters

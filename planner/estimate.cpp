@@ -134,9 +134,10 @@ namespace {
 // 2020, Sec. 7.2.1), and for ZeRO 3 the per-micro-batch parameter all-gathers of forward and
 // backward (ibid. Sec. 7.2.2).
 struct DpTimes {
-  double gradient_seconds = 0;          // reduction that may overlap the last backward
-  double parameter_gather_seconds = 0;  // all-gather after the optimizer step
-  int64_t num_units = 0;                // ZeRO-3: all-gathers per chunk op, summed over chunks
+  double gradient_seconds = 0;              // reduction that may overlap the last backward
+  double parameter_gather_seconds = 0;      // all-gather after the optimizer step
+  double last_gradient_bucket_seconds = 0;  // ZeRO 0/1: the step's last call; 2: a chunk's
+  int64_t num_units = 0;                    // ZeRO-3: all-gathers per chunk op, summed over chunks
   double num_micro_batches = 0;
 };
 
@@ -155,6 +156,11 @@ DpTimes dp_times(const models::TransformerConfig& model, const models::ClusterCo
   const DpBuckets experts = expert_dp_buckets(model, cluster, layout, options, stage);
   times.gradient_seconds += total_seconds(experts.step_grad);
   times.parameter_gather_seconds += total_seconds(experts.step_param);
+  if (!buckets.step_grad.empty()) {
+    times.last_gradient_bucket_seconds = buckets.step_grad.back().seconds;
+  } else if (!buckets.chunk_grad.empty()) {
+    times.last_gradient_bucket_seconds = buckets.chunk_grad.back().seconds;
+  }
   times.num_units = total_calls(buckets.chunk_param) * layout.vpp;
   times.num_micro_batches = static_cast<double>(layout.num_micro_batches());
   return times;
@@ -229,8 +235,10 @@ StageTimes estimate_stage(const models::TransformerConfig& model,
   stage.num_parameters = stage_parameter_count(model, layout, s);
   const int64_t expert = stage_expert_parameter_count(model, layout, s);
   stage.optimizer_step_seconds =
-      optimizer_step_seconds(cluster, zero_shard_count(layout, stage.num_parameters - expert) +
-                                          zero_shard_count(expert_layout(layout), expert));
+      optimizer_step_seconds(cluster,
+                             zero_shard_count(layout, stage.num_parameters - expert) +
+                                 zero_shard_count(expert_layout(layout), expert),
+                             grad_reduce_element_bytes(cluster, layout, options));
   times.dp = dp_times(model, cluster, layout, options, s);
   stage.dp_grad_sync_seconds = times.dp.gradient_seconds + times.dp.parameter_gather_seconds;
   return times;
@@ -410,12 +418,22 @@ double exposed_dp_seconds(const Layout& layout, const PlanOptions& options, cons
     // after every backward, pipelined or not (megatron_fsdp.py, d98e8a64, lines 761-767:
     // grad_reduce_every_bprop), and meshplan's executor per chunk op; DeepSpeed's pipeline
     // engine refuses ZeRO 2 and torchtitan has none (check_framework).
+    // The last micro-batch's last bucket starts when its backward ends (below, ZeRO 0/1).
     const double per_micro_batch = dp.gradient_seconds / micro_batches;
-    const double hidden = options.overlap_grad_reduce ? t.backward : 0.0;
-    return micro_batches * std::max(0.0, per_micro_batch - hidden) + gather;
+    if (!options.overlap_grad_reduce) {
+      return dp.gradient_seconds + gather;
+    }
+    const double excess = std::max(0.0, per_micro_batch - t.backward);
+    return (micro_batches - 1.0) * excess + std::max(excess, dp.last_gradient_bucket_seconds) +
+           gather;
   }
-  const double hidden = slack + (options.overlap_grad_reduce ? t.backward : 0.0);
-  return std::max(0.0, dp.gradient_seconds - hidden) + gather;
+  // The last bucket's gradients are complete only when the backward ends, so it cannot hide
+  // behind it (DDP, Li et al. 2020, Sec. 3.2.3: a bucket is reduced once all its gradients
+  // are ready); under megatron that is a whole chunk's bucket on every stage but the first.
+  const double own = options.overlap_grad_reduce ? std::max(dp.gradient_seconds - t.backward,
+                                                            dp.last_gradient_bucket_seconds)
+                                                 : dp.gradient_seconds;
+  return std::max(0.0, own - slack) + gather;
 }
 
 // MFU, HFU, TFLOP/s per GPU and tokens/s of a costed step.

@@ -196,15 +196,17 @@ void check_moe_aux_loss_coeff(double coefficient, const std::string& field) {
 }
 
 nlohmann::json options_to_json(const PlanOptions& options) {
-  nlohmann::json json = {{"flash_attention", options.flash_attention},
-                         {"overlap_grad_reduce", options.overlap_grad_reduce},
-                         {"overlap_param_gather", options.overlap_param_gather},
-                         {"overlap_tp_comm", options.overlap_tp_comm},
-                         {"scatter_gather_pipeline", options.scatter_gather_pipeline},
-                         {"bucket_bytes", options.bucket_bytes},
-                         {"allow_tp_across_nodes", options.allow_tp_across_nodes},
-                         {"framework", to_string(options.framework)},
-                         {"moe_load_imbalance", options.moe_load_imbalance}};
+  nlohmann::json json = {
+      {"flash_attention", options.flash_attention},
+      {"overlap_grad_reduce", options.overlap_grad_reduce},
+      {"overlap_param_gather", options.overlap_param_gather},
+      {"overlap_tp_comm", options.overlap_tp_comm},
+      {"scatter_gather_pipeline", options.scatter_gather_pipeline},
+      {"bucket_bytes",
+       options.bucket_bytes ? nlohmann::json(*options.bucket_bytes) : nlohmann::json(nullptr)},
+      {"allow_tp_across_nodes", options.allow_tp_across_nodes},
+      {"framework", to_string(options.framework)},
+      {"moe_load_imbalance", options.moe_load_imbalance}};
   if (options.cp_comm != CpComm::kP2p) {  // omitted at the default, as layout.cp at 1
     json["cp_comm"] = to_string(options.cp_comm);
   }
@@ -243,12 +245,14 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
   read_bool("overlap_param_gather", options.overlap_param_gather);
   read_bool("overlap_tp_comm", options.overlap_tp_comm);
   read_bool("scatter_gather_pipeline", options.scatter_gather_pipeline);
-  if (given("bucket_bytes")) {
+  // null: the framework's default (dp_bucket_bytes); `meshplan plan` writes the value it used.
+  if (given("bucket_bytes") &&
+      !(json.contains("bucket_bytes") && json.at("bucket_bytes").is_null())) {
     options.bucket_bytes = require_int(json, "bucket_bytes", where);
   }
-  if (options.bucket_bytes < 1) {
+  if (options.bucket_bytes && *options.bucket_bytes < 1) {
     throw InputError(
-        fmt::format("{}: bucket_bytes: must be positive ({})", where, options.bucket_bytes));
+        fmt::format("{}: bucket_bytes: must be positive ({})", where, *options.bucket_bytes));
   }
   read_bool("allow_tp_across_nodes", options.allow_tp_across_nodes);
   // Optional in plan files too: those written before it assumed balanced experts.

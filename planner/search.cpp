@@ -427,7 +427,7 @@ SearchResult search_layouts(const models::TransformerConfig& model,
     }
     ++result.num_evaluated;
     const Validity runnable =
-        check_framework(options.framework, layout, !result.example_reason.contains("framework"));
+        check_framework(options, layout, !result.example_reason.contains("framework"));
     if (!runnable.ok()) {
       ++result.rejections[runnable.code];
       result.example_reason.emplace(runnable.code, runnable.reason);

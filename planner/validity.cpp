@@ -365,6 +365,26 @@ Validity check_framework(Framework framework, const Layout& layout, bool with_re
   return {};
 }
 
+Validity check_framework(const PlanOptions& options, const Layout& layout, bool with_reason) {
+  if (Validity runnable = check_framework(options.framework, layout, with_reason); !runnable.ok()) {
+    return runnable;
+  }
+  // Megatron-LM training/arguments.py validate_args (d98e8a64 lines 1000-1009; since 3ee489d9,
+  // 2024-05-31, before which interleaving needed pp > 2 outright): with
+  // --num-layers-per-virtual-pipeline-stage and overlap_p2p_comm off, "pipeline-model-parallel
+  // size should be greater than 2 to avoid having multiple p2p sends and recvs between same 2
+  // ranks per communication batch".
+  if (options.framework == Framework::kMegatron && layout.pp == 2 && layout.vpp > 1 &&
+      layout.schedule == ScheduleKind::kInterleaved && !options.overlap_p2p_comm) {
+    return with_reason ? refuse(options.framework,
+                                "Megatron-LM arguments.py refuses the interleaved schedule at "
+                                "pp 2 without --overlap-p2p-communication",
+                                layout)
+                       : reject("framework", "");
+  }
+  return {};
+}
+
 Validity check_layout(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                       int64_t num_gpus, const Layout& layout, bool allow_tp_across_nodes) {
   if (Validity dense = check_dense_layout(model, cluster, num_gpus, layout, allow_tp_across_nodes);

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "emit_common.h"
+#include "meshplan/dp_buckets.h"
 #include "meshplan/emit.h"
 
 namespace meshplan::reports {
@@ -69,9 +70,13 @@ std::string emit_deepspeed(const planner::Plan& plan) {
            "uneven pipeline stages are not emitted for DeepSpeed yet",
            planner::format_stage_layers(layout.stage_layers));
   }
-  // DeepSpeed's bucket sizes count elements, meshplan's count bytes.
+  // DeepSpeed's bucket sizes count elements, meshplan's count bytes: the plan's bucket, or
+  // DeepSpeed's own default (25 MiB, dp_bucket_bytes) when the plan states none.
+  planner::PlanOptions deepspeed_options = plan.options;
+  deepspeed_options.framework = planner::Framework::kDeepSpeed;
   const int64_t bucket_elements =
-      plan.options.bucket_bytes / models::compute_element_bytes(plan.cluster.precision);
+      planner::dp_bucket_bytes(plan.cluster, layout, deepspeed_options) /
+      models::compute_element_bytes(plan.cluster.precision);
   nlohmann::json config = {
       {"train_batch_size", layout.global_batch},
       {"train_micro_batch_size_per_gpu", layout.micro_batch},

@@ -190,9 +190,10 @@ void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
   }
   // Megatron's --ddp-bucket-size counts parameters, meshplan's bucket counts bytes of the
   // gradients, in the reduce dtype (planner/dp_buckets.cpp).
-  flags.push_back({"--ddp-bucket-size", std::to_string(plan.options.bucket_bytes /
-                                                       planner::grad_reduce_element_bytes(
-                                                           plan.cluster, layout, plan.options))});
+  flags.push_back(
+      {"--ddp-bucket-size",
+       std::to_string(planner::dp_bucket_bytes(plan.cluster, layout, plan.options) /
+                      planner::grad_reduce_element_bytes(plan.cluster, layout, plan.options))});
   flags.push_back({"--micro-batch-size", std::to_string(layout.micro_batch)});
   flags.push_back({"--global-batch-size", std::to_string(layout.global_batch)});
 }

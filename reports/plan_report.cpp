@@ -59,14 +59,31 @@ double exposed_communication_seconds(const planner::StepBreakdown& b) {
   return b.tp_comm_exposed_seconds + b.pp_transfer_seconds + b.dp_comm_exposed_seconds;
 }
 
+namespace {
+
+// The bucket as the header states it: the given size in MiB, else the framework's default
+// (planner::dp_bucket_bytes), which under megatron depends on the layout's dp x cp.
+std::string bucket_text(const planner::PlanOptions& o) {
+  if (o.bucket_bytes) {
+    return fmt::format("{:.0f} MiB",
+                       static_cast<double>(*o.bucket_bytes) / static_cast<double>(kBytesPerMiB));
+  }
+  if (o.framework == planner::Framework::kMegatron) {
+    return "max(40M, 1M x dp x cp) parameters";
+  }
+  return fmt::format("{:.0f} MiB", static_cast<double>(planner::kDefaultBucketBytes) /
+                                       static_cast<double>(kBytesPerMiB));
+}
+
+}  // namespace
+
 std::string format_plan_options(const planner::PlanOptions& o, const planner::SearchSpace& space) {
   std::string out = fmt::format(
       "# options: flash attention {}, overlap grad-reduce {}, param-gather {}, tp-comm {}, "
-      "scatter-gather pipeline {}, placement {}, bucket {:.0f} MiB",
+      "scatter-gather pipeline {}, placement {}, bucket {}",
       on_off(o.flash_attention), on_off(o.overlap_grad_reduce), on_off(o.overlap_param_gather),
       on_off(o.overlap_tp_comm), on_off(o.scatter_gather_pipeline),
-      planner::to_string(space.placement),
-      static_cast<double>(o.bucket_bytes) / static_cast<double>(kBytesPerMiB));
+      planner::to_string(space.placement), bucket_text(o));
   if (o.allow_tp_across_nodes) {
     out += ", tp across nodes allowed";
   }

@@ -316,3 +316,66 @@ TEST_CASE("dp_buckets: per-step volumes and calls equal the collective inventory
 }
 
 }  // namespace meshplan::planner
+
+namespace meshplan::planner {
+namespace {
+
+TEST_CASE("dp_bucket_bytes: Megatron-Core's max(40M, 1M x dp x cp) parameters; a given size wins") {
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");  // bf16 mixed
+  PlanOptions options;  // megatron, no bucket given: fp32 gradients under ZeRO 0/1
+  Layout layout = make_layout(1, 1, 8, 1, 8);
+  // dp 8: max(40,000,000, 8,000,000) = 40,000,000 parameters of 4 bytes.
+  CHECK(dp_bucket_bytes(cluster, layout, options) == 160'000'000);
+  layout = make_layout(1, 1, 64, 1, 128);
+  layout.cp = 2;  // dp x cp = 128: 128,000,000 parameters
+  CHECK(dp_bucket_bytes(cluster, layout, options) == 512'000'000);
+  options.grad_reduce_dtype = GradReduceDtype::kBf16;  // --grad-reduce-in-bf16: 2 bytes each
+  CHECK(dp_bucket_bytes(cluster, layout, options) == 256'000'000);
+  options.framework = Framework::kDeepSpeed;  // 25 MiB = 25 x 2^20
+  CHECK(dp_bucket_bytes(cluster, layout, options) == 26'214'400);
+  options.bucket_bytes = 1'234;
+  CHECK(dp_bucket_bytes(cluster, layout, options) == 1'234);
+  options.framework = Framework::kMegatron;
+  CHECK(dp_bucket_bytes(cluster, layout, options) == 1'234);
+}
+
+TEST_CASE("dp_buckets: megatron buckets only pipeline rank 0's first chunk, one bucket per chunk") {
+  // tiny, pp 2, vpp 2, dp 3, ZeRO 1, fp32 gradients (Megatron's default), buckets of 50,000
+  // bytes: a full bucket is 4,166 blocks of 3 fp32 elements, 49,992 bytes. Four chunks of one
+  // layer (46,208 parameters) each.
+  // Stage 0 holds layers 0 and 2 plus the embedding: 108,800, padded to 108,801 (3 x 36,267).
+  // Its chunk 1 (ready first) is one bucket of ceil(46,208 / 3) = 15,403 blocks, 46,209
+  // elements, 184,836 bytes; chunk 0 the other 62,592 elements, 250,368 bytes = 5 x 49,992 +
+  // 408. Stage 1 holds layers 1 and 3, the final norm (64) and the LM head (16,384): 108,864 =
+  // 3 x 36,288; its last chunk takes layer 3 and the 16,448 head parameters, 62,656 ->
+  // 20,886 blocks, 62,658 elements (250,632 bytes), chunk 0 the other 46,206 (184,824 bytes),
+  // one bucket each (distributed_data_parallel.py: no bucketing on pp ranks > 0).
+  const models::TransformerConfig model = models::load_model("tiny");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  Layout layout = make_layout(1, 2, 3, 1, 12);
+  layout.zero = 1;
+  layout.vpp = 2;
+  layout.schedule = ScheduleKind::kInterleaved;
+  PlanOptions options;
+  options.bucket_bytes = 50'000;
+  const DpBuckets stage0 = dp_buckets(model, cluster, layout, options, 0);
+  CHECK(sizes_of(stage0.step_grad) ==
+        std::vector<int64_t>{184'836, 49'992, 49'992, 49'992, 49'992, 49'992, 408});
+  const DpBuckets stage1 = dp_buckets(model, cluster, layout, options, 1);
+  CHECK(sizes_of(stage1.step_grad) == std::vector<int64_t>{250'632, 184'824});
+  // The distributed optimizer all-gathers the same elements in bf16: half the bytes.
+  CHECK(sizes_of(stage1.step_param) == std::vector<int64_t>{125'316, 92'412});
+  // Without overlap_grad_reduce bucket_size is None: one bucket per chunk on stage 0 too.
+  options.overlap_grad_reduce = false;
+  CHECK(sizes_of(dp_buckets(model, cluster, layout, options, 0).step_grad) ==
+        std::vector<int64_t>{184'836, 250'368});
+  // DeepSpeed fills the stage's buffer in bucket_bytes buckets of bf16 gradients: 217,602
+  // bytes on stage 0 (108,801 x 2) = 4 x 49,998 (8,333 blocks of 6 bytes) + 17,610.
+  options.framework = Framework::kDeepSpeed;
+  options.overlap_grad_reduce = true;
+  CHECK(sizes_of(dp_buckets(model, cluster, layout, options, 0).step_grad) ==
+        std::vector<int64_t>{49'998, 49'998, 49'998, 49'998, 17'610});
+}
+
+}  // namespace
+}  // namespace meshplan::planner

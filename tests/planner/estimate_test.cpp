@@ -266,13 +266,23 @@ TEST_CASE("estimate: gradient all-reduce fully exposed without overlap; optimize
   const PlanEstimate e = estimate_plan(model, cluster, make_layout(1, 1, 8, 1, 8), options);
   CHECK(e.breakdown.dp_comm_exposed_seconds ==
         doctest::Approx(1.75 * 870'656.0 / 225e9 + 14 * 2e-6).epsilon(kEstimateRoundingTolerance));
-  // Adam, memory-bound: 28 bytes per parameter (bf16 gradient 2, fp32 master, m and v read and
-  // written 3 * 8, bf16 weights written 2) at 2.039e12 * 0.8 B/s.
+  // Fused Adam, memory-bound: 30 bytes per parameter (Megatron's fp32 main_grad read 4, fp32
+  // master, m and v read and written 3 * 8, bf16 weights written 2) at 2.039e12 * 0.8 B/s.
   CHECK(e.breakdown.optimizer_seconds ==
+        doctest::Approx(30.0 * 217'664.0 / (2.039e12 * 0.8)).epsilon(kEstimateRoundingTolerance));
+  // A bf16 gradient (--grad-reduce-in-bf16) is read in 2 bytes: 28 per parameter.
+  PlanOptions bf16_grads = options;
+  bf16_grads.grad_reduce_dtype = GradReduceDtype::kBf16;
+  const PlanEstimate bf16 = estimate_plan(model, cluster, make_layout(1, 1, 8, 1, 8), bf16_grads);
+  CHECK(bf16.breakdown.optimizer_seconds ==
         doctest::Approx(28.0 * 217'664.0 / (2.039e12 * 0.8)).epsilon(kEstimateRoundingTolerance));
   // With overlap the exposed part can only shrink.
   const PlanEstimate overlapped = estimate_plan(model, cluster, make_layout(1, 1, 8, 1, 8));
   CHECK(overlapped.breakdown.dp_comm_exposed_seconds <= e.breakdown.dp_comm_exposed_seconds);
+  // Megatron-Core's default bucket (40,000,000 parameters) holds all 217,664: one bucket, whose
+  // gradients are complete only when the backward ends, so overlap hides none of it at pp 1.
+  CHECK(overlapped.breakdown.dp_comm_exposed_seconds ==
+        doctest::Approx(1.75 * 870'656.0 / 225e9 + 14 * 2e-6).epsilon(kEstimateRoundingTolerance));
 }
 
 TEST_CASE("estimate: ZeRO-3 exposes the first gather, the last reduce and each unit's excess") {

@@ -130,6 +130,18 @@ TEST_CASE("round trip: grad_reduce_dtype is stored when given and read back") {
                        InputError);
 }
 
+TEST_CASE("round trip: bucket_bytes null is the framework's default, a number is kept") {
+  Plan plan = example_plan();
+  plan.options.bucket_bytes.reset();
+  const nlohmann::json json = plan_to_json(plan, {});
+  CHECK(json.at("options").at("bucket_bytes").is_null());
+  CHECK_FALSE(plan_from_json(json, "p.json").options.bucket_bytes.has_value());
+  plan.options.bucket_bytes = 160'000'000;  // what `meshplan plan` writes for dp 8 (megatron)
+  const Plan back = plan_from_json(plan_to_json(plan, {}), "p.json");
+  CHECK(back.options.bucket_bytes == 160'000'000);
+  CHECK(back == plan);
+}
+
 TEST_CASE("round trip: write_plan_file then read_plan_file gives the same plan") {
   const Plan plan = example_plan();
   const PlanEstimate estimate = estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);

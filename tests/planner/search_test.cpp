@@ -348,6 +348,37 @@ TEST_CASE("frameworks restrict the search; a fixed flag none can run is an input
 namespace meshplan::planner {
 namespace {
 
+TEST_CASE("megatron: interleaved pp 2 only with overlap_p2p_comm (Megatron-LM arguments.py)") {
+  // Megatron-LM validate_args (d98e8a64 lines 1000-1009): with virtual pipeline stages and
+  // overlap_p2p_comm off, pp must exceed 2.
+  SearchSpace space = tiny_space();
+  space.pp = 2;
+  PlanOptions options;  // framework megatron, overlap_p2p_comm off (the library default)
+  const models::TransformerConfig model = models::load_model("tiny");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  const SearchResult result =
+      search_layouts(model, cluster, space, options, Objective::kTime, 10'000);
+  CHECK(result.rejections.at("framework") > 0);
+  for (const PlanEstimate& e : result.best) {
+    CAPTURE(describe(e.layout));
+    CHECK((e.layout.vpp == 1 || e.layout.schedule != ScheduleKind::kInterleaved));
+  }
+  space.schedule = ScheduleKind::kInterleaved;
+  space.vpp = 2;
+  CHECK_THROWS_WITH_AS(
+      search_layouts(model, cluster, space, options, Objective::kTime, 10),
+      doctest::Contains("--framework: megatron cannot run this layout: Megatron-LM arguments.py "
+                        "refuses the interleaved schedule at pp 2 without "
+                        "--overlap-p2p-communication"),
+      InputError);
+  options.overlap_p2p_comm = true;  // allowed with it: the fixed layout is searched
+  const SearchResult with_overlap =
+      search_layouts(model, cluster, space, options, Objective::kTime, 10);
+  REQUIRE_FALSE(with_overlap.best.empty());
+  CHECK(with_overlap.best.front().layout.vpp == 2);
+  CHECK(with_overlap.rejections.count("framework") == 0);
+}
+
 TEST_CASE("memory headroom: exactly the plans within hbm - headroom stay, the rest are counted") {
   // llama2-7b on 8 A100 80 GiB, 16 sequences: every feasible plan without headroom, then with
   // half the GPU kept free. Expected: the plans of the first search whose peak is at most

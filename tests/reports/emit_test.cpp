@@ -156,7 +156,8 @@ TEST_CASE("--emit megatron: Llama-3 70B, interleaved, full recompute, distribute
       {"--overlap-param-gather", ""},
       {"--no-scatter-gather-tensors-in-pipeline", ""},  // meshplan's default is off
       {"--no-overlap-p2p-communication", ""},           // PlanOptions' overlap_p2p_comm is off here
-      {"--ddp-bucket-size", "6553600"},  // 25 MiB / 4 bytes (fp32 grads, Megatron's --bf16 default)
+      // Megatron-Core's default, max(40,000,000, 1,000,000 x dp 16) parameters.
+      {"--ddp-bucket-size", "40000000"},
       {"--micro-batch-size", "1"},
       {"--global-batch-size", "512"},
       {"--num-layers", "80"},  // Dubey et al. 2024, Table 3 (70B)
@@ -251,13 +252,16 @@ TEST_CASE("--emit megatron: --grad-reduce-in-bf16 when the plan reduces gradient
   // Unset: Megatron's --bf16 default, fp32, needs no flag; the bucket counts fp32 elements.
   std::map<std::string, std::string> flags = megatron_flags(emit_megatron(plan));
   CHECK(flags.count("--grad-reduce-in-bf16") == 0);
-  CHECK(flags.at("--ddp-bucket-size") == "6553600");  // 25 MiB / 4 bytes
+  // max(40M, 1M x dp 4) parameters: 160,000,000 bytes of fp32 gradients / 4 bytes.
+  CHECK(flags.at("--ddp-bucket-size") == "40000000");
   plan.options.grad_reduce_dtype = planner::GradReduceDtype::kFp32;
   CHECK(megatron_flags(emit_megatron(plan)).count("--grad-reduce-in-bf16") == 0);
   plan.options.grad_reduce_dtype = planner::GradReduceDtype::kBf16;
   flags = megatron_flags(emit_megatron(plan));
   CHECK(flags.at("--grad-reduce-in-bf16").empty());
-  CHECK(flags.at("--ddp-bucket-size") == "13107200");  // 25 MiB / 2 bytes
+  CHECK(flags.at("--ddp-bucket-size") == "40000000");  // 80,000,000 bytes of bf16 / 2 bytes
+  plan.options.bucket_bytes = 25 * 1024 * 1024;        // a stated bucket wins
+  CHECK(megatron_flags(emit_megatron(plan)).at("--ddp-bucket-size") == "13107200");  // / 2 B
   const std::set<std::string> parser = megatron_parser_flags();
   CHECK(parser.count("--grad-reduce-in-bf16") == 1);
 }

@@ -70,9 +70,11 @@ struct PlanOptions {
   // al. 2021, Sec. 4.1; its --no-scatter-gather-tensors-in-pipeline turns it off): each tp rank
   // sends 1/t of the activation and the receiver all-gathers it over NVLink.
   bool scatter_gather_pipeline = false;
-  // Data-parallel gradients and ZeRO-1/2 parameters move in buckets of this many bytes, each a
-  // collective paying its latency.
-  int64_t bucket_bytes = kDefaultBucketBytes;
+  // Data-parallel gradients and ZeRO-1/2 parameters move in buckets of at most this many bytes
+  // of gradient, each a collective paying its latency. nullopt: the framework's default for the
+  // layout (dp_bucket_bytes: Megatron-Core's max(40M, 1M x dp x cp) parameters, else 25 MiB);
+  // a plan file stores the value used.
+  std::optional<int64_t> bucket_bytes;
   // Tensor-parallel groups may span nodes (normally rejected: tp belongs on NVLink).
   bool allow_tp_across_nodes = false;
   // Mixture-of-experts load imbalance: the busiest rank's routed-expert work over the balanced
@@ -263,6 +265,10 @@ Validity check_fp8_param_gather(const models::TransformerConfig& model, const La
 /// naming the framework, the version read and the source that says so (an empty reason when
 /// `with_reason` is false: the search formats it once).
 Validity check_framework(Framework framework, const Layout& layout, bool with_reason = true);
+/// check_framework(options.framework, layout) plus the rules that also read the options:
+/// megatron refuses interleaved pp 2 (vpp > 1) without options.overlap_p2p_comm (validity.cpp).
+/// The search and validate call this one.
+Validity check_framework(const PlanOptions& options, const Layout& layout, bool with_reason = true);
 
 /// Throws InputError when options.gemm_precision is fp8 and the cluster's GPU has no FP8 peak
 /// (A100) or the cluster trains in fp32: "<cluster>: precision: fp8: ...", and when

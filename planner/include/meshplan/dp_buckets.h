@@ -84,6 +84,18 @@ GradReduceDtype default_grad_reduce_dtype(Framework framework, const Layout& lay
 int64_t grad_reduce_element_bytes(const models::ClusterConfig& cluster, const Layout& layout,
                                   const PlanOptions& options);
 
+/// Megatron-Core's default DDP bucket, in parameters: max(kMegatronMinBucketParameters,
+/// kMegatronBucketParametersPerRank x dp x cp) (Megatron-LM training.py resolve_ddp_bucket_size,
+/// d98e8a64; DistributedDataParallelConfig.bucket_size docstring).
+inline constexpr int64_t kMegatronMinBucketParameters = 40'000'000;
+inline constexpr int64_t kMegatronBucketParametersPerRank = 1'000'000;
+
+/// The data-parallel bucket cap in gradient bytes: options.bucket_bytes when given, else the
+/// framework's default: megatron max(40,000,000, 1,000,000 x dp x cp) parameters of
+/// grad_reduce_element_bytes each; deepspeed, fsdp and meshplan kDefaultBucketBytes (25 MiB).
+int64_t dp_bucket_bytes(const models::ClusterConfig& cluster, const Layout& layout,
+                        const PlanOptions& options);
+
 /// A run of `count` equal sizes.
 struct SizeRun {
   int64_t bytes = 0;
@@ -103,8 +115,11 @@ std::vector<SizeRun> even_split(int64_t total_bytes, int64_t num_parts);
 /// Every data-parallel call of pipeline stage `stage` in one step (see DpBuckets), costed by
 /// collective_seconds over the nodes the stage's dp groups touch. The calls of the list(s) a
 /// ZeRO stage reduces gradients with (ZeRO 0-1 step_grad, ZeRO 2-3 chunk_grad once per chunk
-/// share) cut the dp_buffer_count buffer into consecutive buckets, in order, exactly.
-/// options.bucket_bytes must be positive.
+/// share) cut the dp_buffer_count buffer into consecutive buckets, in order, exactly. Buckets
+/// hold at most dp_bucket_bytes, which must be positive. Under megatron, ZeRO 0/1 follow
+/// Megatron-Core's policy: one bucket per model chunk, except stage 0's first chunk with
+/// overlap_grad_reduce, cut into full buckets; the chunks in the order their gradients are ready
+/// (chunk 0, whose backward ends last, last).
 DpBuckets dp_buckets(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                      const Layout& layout, const PlanOptions& options, int64_t stage);
 

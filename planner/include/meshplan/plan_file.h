@@ -52,8 +52,10 @@ std::vector<int64_t> stage_layers_from_json(const nlohmann::json& json, const st
 /// overlap_param_gather, overlap_tp_comm, scatter_gather_pipeline, bucket_bytes,
 /// allow_tp_across_nodes, framework[, cp_comm]}; cp_comm is written only when not "p2p" and
 /// optional on reading. Throws InputError "<source>: options: <key>: ..." for an unknown key, a
-/// wrong type or bucket_bytes < 1. Without `defaults` every key is required (plan files); with
-/// them an absent key keeps its value from `defaults` (validation runs state only what they know).
+/// wrong type or bucket_bytes < 1; bucket_bytes null (or unset when written) is the framework's
+/// default, dp_bucket_bytes (`meshplan plan --save-plan` writes the value it used). Without
+/// `defaults` every key is required (plan files); with them an absent key keeps its value from
+/// `defaults` (validation runs state only what they know).
 nlohmann::json options_to_json(const PlanOptions& options);
 /// Throws InputError "<field>: must be in [1, 64] (<factor>)" for a load-imbalance factor
 /// outside that range (PlanOptions::moe_load_imbalance).
