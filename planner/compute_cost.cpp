@@ -9,6 +9,7 @@
 #include "estimate_internal.h"
 #include "fp8_cast_cost.h"
 #include "linear_gemms.h"
+#include "meshplan/dp_buckets.h"
 #include "model_shape.h"
 
 namespace meshplan::planner {
@@ -136,9 +137,13 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
   time.attention_forward = attention_forward_seconds(model, cluster, layout, options);
   // Memory-bound element-wise work, bytes read plus written: two norms (read, write), two
   // residual adds (read two, write one), the activation (gelu: read f, write f; swiglu: read
-  // 2f, write f), rotary embedding of q and k (read, write).
+  // 2f, write f), rotary embedding of q and k (read, write). With dropout each residual add is
+  // Megatron-Core's fused bias-dropout-add, which also writes its 1-byte mask for the backward
+  // (fusions/fused_bias_dropout.py bias_dropout_add_fused_train at baf94af3, core_r0.8.0).
   const double norm_tokens = layout.sequence_parallel ? tokens / t : tokens;
-  double bytes = 2.0 * 2.0 * norm_tokens * h * e + 2.0 * 3.0 * norm_tokens * h * e;
+  const double dropout_mask_bytes = model.dropout ? 1.0 : 0.0;
+  double bytes =
+      2.0 * 2.0 * norm_tokens * h * e + 2.0 * (3.0 * e + dropout_mask_bytes) * norm_tokens * h;
   bytes += (model.activation == models::Activation::kSwiglu ? 3.0 : 2.0) * tokens * f / t * e;
   if (model.positions == models::Positions::kRope) {
     bytes += 2.0 * tokens * (a + g) * d / t * e;
@@ -250,6 +255,65 @@ double attention_forward_seconds(const models::TransformerConfig& model,
   const double heads = static_cast<double>(layout.micro_batch) * x.a / x.t;
   return heads * (gemm_seconds(cluster, x.s, x.s, x.d) + gemm_seconds(cluster, x.s, x.d, x.s)) +
          memory_seconds(cluster, 2.0 * heads * x.s * x.s * x.e);
+}
+
+PassBytes cross_entropy_bytes_per_logit(double logits_element_bytes) {
+  // Megatron-Core tensor_parallel/cross_entropy.py at baf94af3 (core_r0.8.0), without
+  // --cross-entropy-loss-fusion (added in 7b4a6d76, 2024-06-14, off by default; the 2024
+  // README runs do not state it). Forward: calculate_logits_max's .float() (read e, write 4;
+  // none on fp32 logits) and max (read 4); in-place subtraction of the max, in-place exp and
+  // the sum (read 4, write 4; read 4, write 4; read 4); exp_logits.div_ into the softmax saved
+  // for the backward (read 4, write 4). Backward: calculate_gradients' grad_input.mul_
+  // (read 4, write 4) after a one-element-per-token target scatter, then autograd casts the
+  // fp32 gradient to the logits' dtype (PyTorch autograd/engine.cpp validate_outputs: read 4,
+  // write e).
+  const double e = logits_element_bytes;
+  const double cast = e < 4.0 ? e + 4.0 : 0.0;
+  return {cast + 4.0 + 8.0 + 8.0 + 4.0 + 8.0, 8.0 + cast};
+}
+
+PassBytes embedding_bytes(const models::TransformerConfig& model,
+                          const models::ClusterConfig& cluster, const Layout& layout,
+                          const PlanOptions& options) {
+  // Megatron-Core LanguageModelEmbedding.forward and VocabParallelEmbedding.forward at
+  // baf94af3 (core_r0.8.0), per T h e of the micro-batch's tokens.
+  const double t = static_cast<double>(layout.tp);
+  const double tokens = static_cast<double>(rank_micro_batch_tokens(model, layout));
+  const double h = static_cast<double>(model.hidden_size);
+  const double e = static_cast<double>(element_bytes(cluster));
+  const bool learned = model.positions == models::Positions::kLearned;
+  // Lookup (read the rows, write), the other tp ranks' rows zeroed (output_parallel[input_mask]
+  // = 0: (t - 1) / t of them), learned positions' lookup and add, the [b s h] -> [s b h]
+  // .contiguous() copy (none at micro-batch 1, already contiguous), under sequence
+  // parallelism the clone of the rank's T / t rows (clone_scatter_output_in_embedding).
+  const double transpose = layout.micro_batch > 1 ? 2.0 : 0.0;
+  const double sp_rows = layout.sequence_parallel ? 1.0 / t : 1.0;
+  double forward = 2.0 + (1.0 - 1.0 / t) + (learned ? 2.0 + 3.0 : 0.0) + transpose +
+                   (layout.sequence_parallel ? 2.0 * sp_rows : 0.0);
+  // Backward: the mask's gradient (zeros its rows again), the copy's transpose, the lookup's
+  // gradient (read the output gradient, write the touched rows) per table.
+  double backward = (1.0 - 1.0 / t) + transpose + 2.0 * (learned ? 2.0 : 1.0);
+  PassBytes bytes{forward * tokens * h * e, backward * tokens * h * e};
+  if (model.dropout) {
+    // embedding_dropout on the rank's rows: read e, write e and the 1-byte mask; backward
+    // reads the gradient and the mask, writes e.
+    bytes.forward += sp_rows * tokens * h * (2.0 * e + 1.0);
+    bytes.backward += sp_rows * tokens * h * (2.0 * e + 1.0);
+  }
+  // F.embedding's backward is dense (PyTorch embedding_dense_backward_cuda: a zeroed table
+  // gradient, V / t rows; learned positions s rows more). Megatron's DDP hook then adds it into
+  // main_grad (distributed_data_parallel.py _make_param_hook: param.main_grad.add_(
+  // param.grad.data), read e, read and write the main grad) every micro-batch: the embedding has
+  // no fused weight-gradient accumulation, the linears (gradient_accumulation_fusion) do.
+  const double rows = static_cast<double>(padded_vocab_size(model, layout.tp)) / t +
+                      (learned ? static_cast<double>(model.seq_length) : 0.0);
+  bytes.backward += rows * h * e;
+  if (options.framework == Framework::kMegatron) {
+    const double main_grad =
+        static_cast<double>(grad_reduce_element_bytes(cluster, layout, options));
+    bytes.backward += rows * h * (e + 2.0 * main_grad);
+  }
+  return bytes;
 }
 
 double attention_backward_to_forward(const PlanOptions& options) {
@@ -364,11 +428,11 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
                                          static_cast<int64_t>(tokens * h * e), layout.tp, 1)
                     : 0.0;
   if (cost.has_embedding) {
-    // Lookup writes T h; learned positions add read two, write one. Vocab-parallel lookup
-    // then all-reduces (or, with sequence parallelism, reduce-scatters: half the volume).
-    const double bytes = tokens * h * e * (model.positions == models::Positions::kLearned ? 4 : 1);
-    cost.forward_compute_seconds += memory_seconds(cluster, bytes);
-    cost.backward_weight_compute_seconds += memory_seconds(cluster, 2.0 * tokens * h * e);
+    // Vocab-parallel lookup, then an all-reduce (or, with sequence parallelism, a
+    // reduce-scatter: half the volume).
+    const PassBytes embedding = embedding_bytes(model, cluster, layout, options);
+    cost.forward_compute_seconds += memory_seconds(cluster, embedding.forward);
+    cost.backward_weight_compute_seconds += memory_seconds(cluster, embedding.backward);
     cost.forward_tp_comm_seconds +=
         layout.sequence_parallel ? 0.5 * all_reduce_hidden : all_reduce_hidden;
     if (layout.sequence_parallel) {
@@ -380,13 +444,15 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     const double vocab = static_cast<double>(padded_vocab_size(model, layout.tp)) / t;
     const double norm_tokens = layout.sequence_parallel ? tokens / t : tokens;
     const double head_gemm = gemm_seconds(cluster, tokens, vocab, h);
-    // Final norm (read, write); cross-entropy over fp32 logits: write, then read twice
-    // (max and sum of exp) forward; backward reads them and writes the gradient.
-    const double logits_bytes = tokens * vocab * 4.0;
+    // Final norm (read, write; backward twice that) and the cross-entropy's passes over the
+    // rank's T V / t logits (cross_entropy_bytes_per_logit).
+    const PassBytes loss = cross_entropy_bytes_per_logit(e);
     cost.forward_compute_seconds +=
-        head_gemm + memory_seconds(cluster, 2.0 * norm_tokens * h * e + 3.0 * logits_bytes);
+        head_gemm +
+        memory_seconds(cluster, 2.0 * norm_tokens * h * e + loss.forward * tokens * vocab);
     cost.backward_input_compute_seconds +=
-        head_gemm + memory_seconds(cluster, 4.0 * norm_tokens * h * e + 2.0 * logits_bytes);
+        head_gemm +
+        memory_seconds(cluster, 4.0 * norm_tokens * h * e + loss.backward * tokens * vocab);
     cost.backward_weight_compute_seconds += head_gemm;
     if (layout.tp > 1) {
       const double loss_all_reduce = collective_seconds(

@@ -24,6 +24,23 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
                      const Layout& layout, const PlanOptions& options, int64_t stage,
                      int64_t chunk);
 
+/// Bytes one rank's memory-bound passes move, forward and backward.
+struct PassBytes {
+  double forward = 0;
+  double backward = 0;
+};
+
+/// Bytes the loss moves per logit element of one rank (Megatron-Core's unfused
+/// vocab_parallel_cross_entropy), for logits of logits_element_bytes (2 or 4).
+PassBytes cross_entropy_bytes_per_logit(double logits_element_bytes);
+
+/// Bytes of the input embedding's memory-bound passes for one micro-batch on one rank: the
+/// lookup, position embedding, layout copies and dropout forward; their gradients, the dense
+/// embedding-table gradient and (Megatron) its accumulation into main_grad backward.
+PassBytes embedding_bytes(const models::TransformerConfig& model,
+                          const models::ClusterConfig& cluster, const Layout& layout,
+                          const PlanOptions& options);
+
 /// Optimizer step (fused Adam, memory-bound) over `parameters_updated` parameters on one rank
 /// whose gradients hold `grad_element_bytes` each (grad_reduce_element_bytes).
 double optimizer_step_seconds(const models::ClusterConfig& cluster, int64_t parameters_updated,

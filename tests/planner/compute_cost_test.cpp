@@ -1,5 +1,6 @@
-// planner::gemm_seconds (planner/compute_cost.cpp): the GEMM time by its whole shape, checked
-// against the formula worked out by hand, e = e_max / (1 + x_half (1/K + 0.2 (1/M + 1/N))).
+// planner/compute_cost.cpp: gemm_seconds, the GEMM time by its whole shape, checked against the
+// formula worked out by hand, e = e_max / (1 + x_half (1/K + 0.2 (1/M + 1/N))); the attention
+// core; the memory-bound passes of the loss, embedding and dropout, counted from the source.
 
 #include "compute_cost.h"
 
@@ -84,6 +85,87 @@ TEST_CASE("flash attention: the causal half of the square, its backward 2.5 x th
   CHECK(attention_forward_seconds(model, h100, layout, unfused) ==
         doctest::Approx(unfused_seconds).epsilon(kRounding));
   CHECK(attention_backward_to_forward(unfused) == 2.0);
+}
+
+TEST_CASE("cross-entropy: Megatron-Core's unfused passes, bytes per logit element") {
+  // bf16 logits. Forward: .float() read 2 + write 4, max read 4, x - max read 4 + write 4, exp
+  // read 4 + write 4, sum read 4, / sum read 4 + write 4 = 6 + 4 + 8 + 8 + 4 + 8 = 38.
+  // Backward: x grad_output read 4 + write 4, the cast back to bf16 read 4 + write 2 = 14.
+  const PassBytes bf16 = cross_entropy_bytes_per_logit(2.0);
+  CHECK(bf16.forward == 38.0);
+  CHECK(bf16.backward == 14.0);
+  // fp32 logits: no casts, 32 and 8.
+  const PassBytes fp32 = cross_entropy_bytes_per_logit(4.0);
+  CHECK(fp32.forward == 32.0);
+  CHECK(fp32.backward == 8.0);
+}
+
+// megatron-1.7b (h 2304, V 51200, s 2048, learned positions, dropout) on dgx-h100 at tp 1,
+// micro-batch 1: T = 2048 tokens, T h = 4,718,592, HBM 3.35e12 x 0.8 = 2.68e12 B/s.
+constexpr double kTokensTimesHidden = 4718592.0;
+constexpr double kH100Bandwidth = 3.35e12 * 0.8;
+
+TEST_CASE("embedding_bytes: lookup, position add, dropout; the dense table gradient") {
+  const models::TransformerConfig model = models::load_model("megatron-1.7b");
+  const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
+  const Layout layout = test::make_layout(1, 2, 1, 1, 1);
+  // Forward, bf16: word lookup read + write (4 T h), position lookup (4 T h) and add (6 T h),
+  // no copy at micro-batch 1, dropout read + write + mask (5 T h): 19 T h = 89,653,248.
+  PlanOptions megatron;
+  const PassBytes bytes = embedding_bytes(model, h100, layout, megatron);
+  CHECK(bytes.forward == doctest::Approx(19.0 * kTokensTimesHidden).epsilon(kRounding));
+  CHECK(19.0 * kTokensTimesHidden == 89653248.0);
+  // Backward: the two lookups' gradients (2 x 4 T h), dropout (5 T h): 61,341,696; the dense
+  // gradient of (51,200 + 2,048) x 2304 rows zeroed in bf16: 245,366,784; Megatron adds it
+  // into the fp32 main_grad (read 2, read 4, write 4): 1,226,833,920. Total 1,533,542,400.
+  CHECK(bytes.backward == doctest::Approx(1533542400.0).epsilon(kRounding));
+  // FSDP (torchtitan) has no main_grad accumulation: 61,341,696 + 245,366,784.
+  PlanOptions fsdp;
+  fsdp.framework = Framework::kFsdp;
+  CHECK(embedding_bytes(model, h100, layout, fsdp).backward ==
+        doctest::Approx(306708480.0).epsilon(kRounding));
+}
+
+TEST_CASE("chunk_cost: the last stage's head and loss against the first stage's embedding") {
+  // pp 2, 12 layers each: the stages differ by the embedding (stage 0) and the final norm, LM
+  // head GEMM and loss (stage 1). Loss over T V = 2048 x 51200 = 104,857,600 logits: 38 and
+  // 14 bytes each; final norm 2 T h e forward (18,874,368), 4 T h e backward (37,748,736).
+  const models::TransformerConfig model = models::load_model("megatron-1.7b");
+  const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
+  const Layout layout = test::make_layout(1, 2, 1, 1, 1);
+  const PlanOptions options;
+  const ChunkCost first = chunk_cost(model, h100, layout, options, 0, 0);
+  const ChunkCost last = chunk_cost(model, h100, layout, options, 1, 0);
+  const double head_gemm = gemm_seconds(h100, 2048, 51200, 2304);
+  const double logits = 104857600.0;
+  CHECK(last.forward_compute_seconds - first.forward_compute_seconds ==
+        doctest::Approx(head_gemm + (18874368.0 + 38.0 * logits - 89653248.0) / kH100Bandwidth)
+            .epsilon(1e-9)
+            .scale(0));
+  CHECK(last.backward_input_compute_seconds - first.backward_input_compute_seconds ==
+        doctest::Approx(head_gemm + (37748736.0 + 14.0 * logits) / kH100Bandwidth)
+            .epsilon(1e-9)
+            .scale(0));
+  CHECK(last.backward_weight_compute_seconds - first.backward_weight_compute_seconds ==
+        doctest::Approx(head_gemm - 1533542400.0 / kH100Bandwidth).epsilon(1e-9).scale(0));
+}
+
+TEST_CASE("layer dropout: two 1-byte bias-dropout-add masks per token and hidden unit") {
+  // Stage 1 of the pp 2 layout above: 12 layers, no embedding. Dropout adds 2 T h bytes per
+  // layer forward (9,437,184; 113,246,208 over 12 layers) and, backward = 2 x forward, twice
+  // that to the input-gradient backward.
+  const models::TransformerConfig with = models::load_model("megatron-1.7b");
+  models::TransformerConfig without = with;
+  without.dropout = false;
+  const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
+  const Layout layout = test::make_layout(1, 2, 1, 1, 1);
+  const ChunkCost on = chunk_cost(with, h100, layout, {}, 1, 0);
+  const ChunkCost off = chunk_cost(without, h100, layout, {}, 1, 0);
+  const double masks_seconds = 113246208.0 / kH100Bandwidth;
+  CHECK(on.forward_compute_seconds - off.forward_compute_seconds ==
+        doctest::Approx(masks_seconds).epsilon(1e-9).scale(0));
+  CHECK(on.backward_input_compute_seconds - off.backward_input_compute_seconds ==
+        doctest::Approx(2.0 * masks_seconds).epsilon(1e-9).scale(0));
 }
 
 }  // namespace

@@ -175,15 +175,25 @@ TEST_CASE(
   // microbatch_group): with uniform chunks the op lists' makespan is (m v + p - 1) chunk slots for
   // every N Megatron accepts (schedule_test), so the planner keeps that form; the heavier
   // embedding and LM-head chunks make the replay shorter, as for N = pp above. m = 96 / 4 = 24 on
-  // pp 8: N 12 and 24 (24 % N = 0) and 16 (24 % 16 = 8 >= pp). Measured 0.31% (N = pp), 0.30%
-  // (12), 0.29% (16) and 0.25% (24) below the form; 1% bounds it, as for N = pp above.
+  // pp 8: N 12 and 24 (24 % N = 0) and 16 (24 % 16 = 8 >= pp). Measured 0.15% (N = pp), 0.05%
+  // (12) and 0.10% (16) below the form; 1% bounds it, as for N = pp above. N = m = 24 (every
+  // micro-batch in one group) runs each chunk's 24 micro-batches back to back, so the last
+  // stage's LM-head chunk (its cross-entropy counted pass by pass since 2026-11-23) stays on the
+  // path: 0.27% above the form, not below it; within 1% either way.
   using planner::ScheduleKind;
   for (int64_t group : {0, 12, 16, 24}) {
     planner::Plan plan =
         preset_plan("gpt3-175b", "dgx-a100-80gb", 8, 8, 4, 2, 96, ScheduleKind::kInterleaved);
     plan.layout.microbatch_group = group;
     CAPTURE(planner::describe(plan.layout));
-    check_replay_at_most_bound(plan, 0.01);
+    if (group == 24) {
+      SimulationOptions options;
+      options.zero_communication = true;
+      const SimulationResult result = simulate_plan(plan, options, "test");
+      CHECK(relative(result.step_time_s, result.analytic_step_time_s) < 0.01);
+    } else {
+      check_replay_at_most_bound(plan, 0.01);
+    }
   }
 }
 
