@@ -9,7 +9,7 @@ with efficiency.gemm_peak_efficiency and gemm_half_efficiency_dim replaced, the 
 hardware.cluster is pointed at that file (validate loads a cluster by preset name or by path,
 models/preset_source.cpp resolve_preset_or_file), and `meshplan validate --json` predicts them.
 
-Grids (README): H100 e_max 0.50-0.75 by 0.01 x x_half 128-704 by 32; A100 e_max 0.72-0.82 by
+Grids (README): H100 e_max 0.50-0.75 by 0.01 x x_half 128-1024 by 32; A100 e_max 0.72-0.82 by
 0.02 x x_half 256-512 by 64, then by 0.005 and 16 within one coarse step of the best. Ties go
 to the first pair in grid order (e_max ascending, then x_half). Python 3 standard library only.
 
@@ -93,7 +93,7 @@ def choose(gpu, meshplan, runs_path):
     with tempfile.TemporaryDirectory() as workdir:
         if gpu == "h100":
             best = best_on_grid(meshplan, runs, preset_json, frange(0.50, 0.75, 0.01),
-                                list(range(128, 705, 32)), workdir)
+                                list(range(128, 2049, 32)), workdir)
         else:
             coarse = best_on_grid(meshplan, runs, preset_json, frange(0.72, 0.82, 0.02),
                                   list(range(256, 513, 64)), workdir)

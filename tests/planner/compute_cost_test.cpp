@@ -17,14 +17,14 @@ namespace {
 constexpr double kRounding = 1e-12;
 
 TEST_CASE("gemm_seconds: the 1T model's QKV GEMM at tp 8 on A100, by hand") {
-  // dgx-a100-80gb: peak 312e12, e_max 0.79, x_half 400. M 2048 tokens, N 3 x 25600 / 8 = 9600,
+  // dgx-a100-80gb: peak 312e12, e_max 0.79, x_half 384. M 2048 tokens, N 3 x 25600 / 8 = 9600,
   // K 25600: 1/K + 0.2 (1/M + 1/N) = 3.90625e-5 + 0.2 (4.8828125e-4 + 1.0416667e-4)
-  // = 1.5755208e-4; x 400 = 0.0630208; e = 0.79 / 1.0630208 = 0.7431652.
+  // = 1.5755208e-4; x 384 = 0.0605; e = 0.79 / 1.0605 = 0.7449316.
   const models::ClusterConfig a100 = models::load_cluster("dgx-a100-80gb");
   const double m = 2048, n = 9600, k = 25600;
   const double inverse_size = 1.0 / 25600 + 0.2 * (1.0 / 2048 + 1.0 / 9600);
-  const double efficiency = 0.79 / (1.0 + 400.0 * inverse_size);
-  CHECK(efficiency == doctest::Approx(0.7431652).epsilon(1e-6));  // the hand figure, 7 digits
+  const double efficiency = 0.79 / (1.0 + 384.0 * inverse_size);
+  CHECK(efficiency == doctest::Approx(0.7449316).epsilon(1e-6));  // the hand figure, 7 digits
   CHECK(gemm_inverse_size(m, n, k) == doctest::Approx(inverse_size).epsilon(kRounding));
   CHECK(gemm_seconds(a100, m, n, k) ==
         doctest::Approx(2.0 * m * n * k / (312e12 * efficiency)).epsilon(kRounding));
@@ -33,29 +33,29 @@ TEST_CASE("gemm_seconds: the 1T model's QKV GEMM at tp 8 on A100, by hand") {
 TEST_CASE("gemm_seconds: the reduced dimension K weighs five times M or N") {
   // Same FLOPs, same smallest dimension (2048), different shapes: the earlier min-dimension
   // curve gave all three 0.75 x 2048 / (2048 + 192) of peak. Now (dgx-a100-80gb):
-  //   2048 x 2304 x 2304:  u = 1/2304 + 0.2 (1/2048 + 1/2304) = 6.18490e-4, e = 0.79 / 1.247396
-  //   2304 x 2304 x 2048:  u = 1/2048 + 0.2 (2/2304)          = 6.61892e-4, e = 0.79 / 1.264757
+  //   2048 x 2304 x 2304:  u = 1/2304 + 0.2 (1/2048 + 1/2304) = 6.18490e-4, e = 0.79 / 1.2375
+  //   2304 x 2304 x 2048:  u = 1/2048 + 0.2 (2/2304)          = 6.61892e-4, e = 0.79 / 1.2541667
   //   2048 x 25600 x 25600 (123 times the FLOPs): u = 1/25600 + 0.2 (1/2048 + 1/25600)
-  //                                                         = 1.4453125e-4, e = 0.79 / 1.0578125
+  //                                                         = 1.4453125e-4, e = 0.79 / 1.0555
   const models::ClusterConfig a100 = models::load_cluster("dgx-a100-80gb");
   const auto achieved = [&](double m, double n, double k) {
     return 2.0 * m * n * k / gemm_seconds(a100, m, n, k) / 312e12;
   };
-  CHECK(achieved(2048, 2304, 2304) == doctest::Approx(0.79 / 1.247396).epsilon(1e-6));
-  CHECK(achieved(2304, 2304, 2048) == doctest::Approx(0.79 / 1.264757).epsilon(1e-6));
-  CHECK(achieved(2048, 25600, 25600) == doctest::Approx(0.79 / 1.0578125).epsilon(1e-6));
+  CHECK(achieved(2048, 2304, 2304) == doctest::Approx(0.79 / 1.2375).epsilon(1e-6));
+  CHECK(achieved(2304, 2304, 2048) == doctest::Approx(0.79 / 1.2541667).epsilon(1e-6));
+  CHECK(achieved(2048, 25600, 25600) == doctest::Approx(0.79 / 1.0555).epsilon(1e-6));
   // M and N are symmetric: the output's two sides.
   CHECK(gemm_seconds(a100, 2048, 9600, 25600) ==
         doctest::Approx(gemm_seconds(a100, 9600, 2048, 25600)).epsilon(kRounding));
 }
 
 TEST_CASE("gemm_seconds: a cube of side x runs at e_max x / (x + 1.4 x_half)") {
-  // 1/x + 0.2 (2/x) = 1.4 / x. dgx-h100: peak 989.4e12, e_max 0.64, x_half 672; x = 8192:
-  // e = 0.64 x 8192 / (8192 + 940.8) = 0.574071.
+  // 1/x + 0.2 (2/x) = 1.4 / x. dgx-h100: peak 989.4e12, e_max 0.67, x_half 1248; x = 8192:
+  // e = 0.67 x 8192 / (8192 + 1747.2) = 0.552222.
   const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
   const double x = 8192;
-  const double efficiency = 0.64 * x / (x + 1.4 * 672.0);
-  CHECK(efficiency == doctest::Approx(0.574071).epsilon(1e-5));  // the hand figure, 6 digits
+  const double efficiency = 0.67 * x / (x + 1.4 * 1248.0);
+  CHECK(efficiency == doctest::Approx(0.552222).epsilon(1e-5));  // the hand figure, 6 digits
   CHECK(gemm_seconds(h100, x, x, x) ==
         doctest::Approx(2.0 * x * x * x / (989.4e12 * efficiency)).epsilon(kRounding));
 }

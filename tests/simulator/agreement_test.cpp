@@ -146,7 +146,9 @@ TEST_CASE(
     }
     MESSAGE("simulated - analytic: " << result.step_time_s - result.analytic_step_time_s << " s of "
                                      << result.analytic_step_time_s);
-    CHECK(result.step_time_s <= result.analytic_step_time_s);
+    // Equal when the slowest stage is on the critical path throughout: up to rounding, as the
+    // two sum the same times in another order.
+    CHECK(result.step_time_s <= result.analytic_step_time_s * (1.0 + 1e-12));
     CHECK(result.analytic_step_time_s - result.step_time_s <= sum - slowest);
   }
 }
