@@ -509,9 +509,9 @@ models::TransformerConfig torchtitan_model(int64_t num_layers, int64_t vocab_siz
 
 // That block as torchtitan trains it: --framework fsdp, ZeRO 3 over dp 2, tp 1 (or `tp` with
 // sequence parallelism, as torchtitan's apply_tp), one micro-batch of 2,048 tokens, flash
-// attention.
-int64_t torchtitan_activations(int64_t num_layers, int64_t vocab_size, Recompute recompute,
-                               int64_t tp = 1) {
+// attention, on dgx-h100.
+PlanEstimate torchtitan_estimate(int64_t num_layers, int64_t vocab_size, Recompute recompute,
+                                 int64_t tp) {
   const models::TransformerConfig model = torchtitan_model(num_layers, vocab_size);
   Layout layout = make_layout(tp, 1, 2, 1, 2);
   layout.zero = 3;
@@ -520,26 +520,25 @@ int64_t torchtitan_activations(int64_t num_layers, int64_t vocab_size, Recompute
   PlanOptions options;
   options.framework = Framework::kFsdp;
   options.flash_attention = true;
-  const PlanEstimate estimate =
-      estimate_plan(model, models::load_cluster("dgx-h100"), layout, options);
+  PlanEstimate estimate = estimate_plan(model, models::load_cluster("dgx-h100"), layout, options);
   REQUIRE(estimate.stages.size() == 1);
-  return estimate.stages[0].memory.activations_bytes;
+  return estimate;
+}
+
+int64_t torchtitan_activations(int64_t num_layers, int64_t vocab_size, Recompute recompute,
+                               int64_t tp = 1) {
+  return torchtitan_estimate(num_layers, vocab_size, recompute, tp)
+      .stages[0]
+      .memory.activations_bytes;
 }
 
 // The same block's reserve beyond the fixed part and 2.4% fragmentation: what the caching
 // allocator keeps cached at the loss (memory.cpp fsdp_loss_cached_bytes).
 int64_t torchtitan_cached_bytes(int64_t num_layers, int64_t vocab_size, Recompute recompute,
                                 int64_t tp = 1) {
-  const models::TransformerConfig model = torchtitan_model(num_layers, vocab_size);
-  Layout layout = make_layout(tp, 1, 2, 1, 2);
-  layout.zero = 3;
-  layout.recompute = recompute;
-  layout.sequence_parallel = tp > 1;
-  PlanOptions options;
-  options.framework = Framework::kFsdp;
-  options.flash_attention = true;
   const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
-  const MemoryBreakdown memory = estimate_plan(model, cluster, layout, options).stages[0].memory;
+  const MemoryBreakdown memory =
+      torchtitan_estimate(num_layers, vocab_size, recompute, tp).stages[0].memory;
   const int64_t allocated = memory.total_bytes() - memory.reserved_bytes;
   return memory.reserved_bytes - cluster.reserved_bytes_per_gpu -
          static_cast<int64_t>(0.024 * static_cast<double>(allocated));
