@@ -577,15 +577,20 @@ double gemm_workspace_bytes(const models::ClusterConfig& cluster, const PlanOpti
   if (options.framework == Framework::kMeshplan) {
     return 0.0;
   }
-  constexpr double kMiB = 1024.0 * 1024.0;
+  // The sources' figures, in bytes.
+  constexpr int64_t kPytorchSm90WorkspaceBytes = 32 * kBytesPerMiB;
+  constexpr int64_t kPytorchDefaultWorkspaceBytes = 8'519'680;  // ":4096:2:16:8"
+  constexpr int64_t kTeSm90WorkspaceBytes = 32 * kBytesPerMiB;
+  constexpr int64_t kTeDefaultWorkspaceBytes = 4 * kBytesPerMiB;
+  constexpr int64_t kTeUbStreams = 3;  // _NUM_MAX_UB_STREAMS
   const bool sm90 = cluster.gpu.peak_fp8_flops_per_second > 0;
-  const double pytorch = sm90 ? 32.0 * kMiB : 8'519'680.0;
+  const int64_t pytorch = sm90 ? kPytorchSm90WorkspaceBytes : kPytorchDefaultWorkspaceBytes;
   if (options.framework != Framework::kMegatron) {
-    return pytorch;
+    return static_cast<double>(pytorch);
   }
-  constexpr double kUbStreams = 3;
-  const double transformer_engine = (sm90 ? 32.0 : 4.0) * kMiB;
-  return pytorch + transformer_engine * (options.overlap_tp_comm ? kUbStreams : 1.0);
+  const int64_t transformer_engine = sm90 ? kTeSm90WorkspaceBytes : kTeDefaultWorkspaceBytes;
+  return static_cast<double>(pytorch +
+                             transformer_engine * (options.overlap_tp_comm ? kTeUbStreams : 1));
 }
 
 // The (held, waiting) in-flight points of a dense stage, in units of *layers_per_unit layers:
