@@ -355,6 +355,11 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
   if (validity.ok()) {
     validity = check_grad_reduce_dtype(plan.layout, plan.options);
   }
+  // A hand-written plan is held to what its framework can run, as the search is (README
+  // "Frameworks"), so simulate, execute and compare never cost a layout the framework refuses.
+  if (validity.ok()) {
+    validity = check_framework(plan.options, plan.layout, true);
+  }
   if (!validity.ok()) {
     throw InputError(fmt::format("{}: layout: {}", source, validity.reason));
   }

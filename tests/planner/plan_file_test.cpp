@@ -48,7 +48,7 @@ Plan example_plan() {
   plan.options.overlap_param_gather = false;
   plan.options.overlap_tp_comm = true;
   plan.options.allow_tp_across_nodes = true;
-  plan.options.framework = Framework::kDeepSpeed;
+  plan.options.framework = Framework::kMeshplan;  // the one framework that runs this layout
   return plan;
 }
 
@@ -67,6 +67,7 @@ nlohmann::json example_json() {
 TEST_CASE("round trip: fp8_param_gather is stored only when on and read back") {
   Plan plan = example_plan();
   plan.options.framework = Framework::kMegatron;
+  plan.options.overlap_p2p_comm = true;  // Megatron-LM's condition for interleaving at pp 2
   plan.options.gemm_precision = GemmPrecision::kFp8;
   CHECK_FALSE(plan_to_json(plan, {}).at("options").contains("fp8_param_gather"));
   plan.options.fp8_param_gather = true;
@@ -84,6 +85,8 @@ TEST_CASE("round trip: fp8_param_gather is stored only when on and read back") {
 TEST_CASE("round trip: overlap_p2p_comm is stored only when on and read back") {
   Plan plan = example_plan();
   plan.options.framework = Framework::kMegatron;
+  plan.layout.schedule = ScheduleKind::kOneFOneB;  // Megatron-LM interleaves pp 2 only with it on
+  plan.layout.vpp = 1;
   CHECK_FALSE(plan_to_json(plan, {}).at("options").contains("overlap_p2p_comm"));
   CHECK_FALSE(plan_from_json(plan_to_json(plan, {}), "p.json").options.overlap_p2p_comm);
   plan.options.overlap_p2p_comm = true;
@@ -106,6 +109,7 @@ TEST_CASE("round trip: overlap_p2p_comm is stored only when on and read back") {
 TEST_CASE("round trip: grad_reduce_dtype is stored when given and read back") {
   Plan plan = example_plan();
   plan.options.framework = Framework::kMegatron;
+  plan.options.overlap_p2p_comm = true;  // Megatron-LM's condition for interleaving at pp 2
   CHECK_FALSE(plan_to_json(plan, {}).at("options").contains("grad_reduce_dtype"));
   for (const GradReduceDtype dtype : {GradReduceDtype::kFp32, GradReduceDtype::kBf16}) {
     plan.options.grad_reduce_dtype = dtype;
@@ -124,6 +128,9 @@ TEST_CASE("round trip: grad_reduce_dtype is stored when given and read back") {
   // A dtype the framework cannot reduce in is refused with the file and the key.
   bad["options"]["grad_reduce_dtype"] = "fp32";
   bad["options"]["framework"] = "deepspeed";
+  bad["options"].erase("overlap_p2p_comm");  // DeepSpeed has neither it nor interleaving
+  bad["layout"]["schedule"] = "1f1b";
+  bad["layout"]["vpp"] = 1;
   CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
                        doctest::Contains("p.json: options: grad_reduce_dtype: fp32 under "
                                          "framework deepspeed"),
@@ -171,7 +178,7 @@ TEST_CASE("round trip: write_plan_file then read_plan_file gives the same plan")
   CHECK_FALSE(back.options.overlap_param_gather);
   CHECK(back.options.overlap_tp_comm);
   CHECK(back.options.allow_tp_across_nodes);
-  CHECK(back.options.framework == Framework::kDeepSpeed);
+  CHECK(back.options.framework == Framework::kMeshplan);
 
   // The file is what docs/plan-format.md describes, with the prediction beside it, and re-reading
   // the plan predicts the same step.
@@ -284,7 +291,11 @@ TEST_CASE("bad plan files: unknown keys") {
 
 TEST_CASE("options.framework: optional (absent = megatron), spelled as --framework") {
   nlohmann::json json = example_json();
-  CHECK(json.at("options").at("framework") == "deepspeed");
+  CHECK(json.at("options").at("framework") == "meshplan");
+  // A layout every framework runs: 1F1B without chunks, no optimizer sharding.
+  json["layout"]["schedule"] = "1f1b";
+  json["layout"]["vpp"] = 1;
+  json["layout"]["zero"] = 0;
   json["options"].erase("framework");  // a plan file written before the key
   CHECK(plan_from_json(json, "p.json").options.framework == Framework::kMegatron);
   for (const char* name : {"megatron", "deepspeed", "fsdp", "meshplan"}) {
@@ -294,6 +305,24 @@ TEST_CASE("options.framework: optional (absent = megatron), spelled as --framewo
   CHECK(error_after([](nlohmann::json& j) { j["options"]["framework"] = "jax"; }) ==
         "p.json: options: framework: unsupported framework (jax); supported: megatron, "
         "deepspeed, fsdp, meshplan");
+}
+
+// A hand-written plan is held to its framework's rules as the search is: the example's
+// interleaved pp 2 layout is refused by Megatron-LM without overlap_p2p_comm (arguments.py) and
+// by DeepSpeed, whose pipeline engine runs only 1F1B.
+TEST_CASE("bad plan files: a layout the plan's framework cannot run") {
+  CHECK(error_after([](nlohmann::json& j) { j["options"]["framework"] = "megatron"; }) ==
+        "p.json: layout: megatron cannot run this layout: Megatron-LM arguments.py refuses the "
+        "interleaved schedule at pp 2 without --overlap-p2p-communication (tp=2 pp=2 dp=2 vpp=2 "
+        "mb=2 recompute=selective sp=on zero=1 schedule=interleaved)");
+  CHECK(error_after([](nlohmann::json& j) { j["options"]["framework"] = "deepspeed"; }) ==
+        "p.json: layout: deepspeed cannot run this layout: its pipeline engine runs only 1F1B "
+        "(TrainSchedule) (tp=2 pp=2 dp=2 vpp=2 mb=2 recompute=selective sp=on zero=1 "
+        "schedule=interleaved)");
+  nlohmann::json json = example_json();
+  json["options"]["framework"] = "megatron";
+  json["options"]["overlap_p2p_comm"] = true;  // what arguments.py asks for at pp 2
+  CHECK(plan_from_json(json, "p.json").options.framework == Framework::kMegatron);
 }
 
 TEST_CASE("bad plan files: layout values") {
