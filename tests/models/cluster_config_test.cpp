@@ -57,8 +57,9 @@ std::string cluster_error_for(const nlohmann::json& json) {
 }  // namespace
 
 TEST_CASE("cluster presets: the list, sorted, and every one loads and cites a source") {
-  const std::vector<std::string> expected = {"dgx-a100-40gb", "dgx-a100-80gb", "dgx-h100",
-                                             "dgx-h200",      "h800-2048",     "local-cpu"};
+  const std::vector<std::string> expected = {"dgx-a100-40gb", "dgx-a100-80gb",    "dgx-h100",
+                                             "dgx-h200",      "grand-teton-h100", "h800-2048",
+                                             "local-cpu"};
   CHECK(cluster_preset_names() == expected);
   for (const auto& name : expected) {
     CAPTURE(name);
@@ -137,6 +138,28 @@ TEST_CASE("h800-2048: the DeepSeek-V3 report's cluster") {
   CHECK(c.price_per_gpu_hour == 2.0);  // Sec. 1: $2 per H800 GPU-hour
 }
 
+TEST_CASE("grand-teton-h100: torchtitan's lower-TDP HBM2e H100, the unknown peak at mid-interval") {
+  const ClusterConfig c = load_cluster("grand-teton-h100");
+  // torchtitan benchmarks/llama3_h100_202412_torchtitan.md: 8 H100 per host over NVLink, 2.4
+  // TB/s HBM2e, 400 Gb/s RDMA per GPU.
+  CHECK(c.gpus_per_node == 8);
+  CHECK(c.gpu.hbm_bytes_per_second == 2.4e12);
+  CHECK(c.inter_node_bytes_per_second_per_gpu == 400e9 / 8);
+  // docs/performance.md footnote 1: peak "between SXM and NVL", value unknown -> the midpoint
+  // of the NVL datasheet's 1,671 sparse / 2 = 835.5 and the SXM's 989.4 dense BF16 TFLOP/s.
+  CHECK(c.gpu.peak_bf16_flops_per_second == doctest::Approx((1671e12 / 2 + 989.4e12) / 2));
+  CHECK(c.gpu.peak_bf16_flops_per_second > 1671e12 / 2);
+  CHECK(c.gpu.peak_bf16_flops_per_second < load_cluster("dgx-h100").gpu.peak_bf16_flops_per_second);
+  CHECK(c.gpu.peak_fp32_flops_per_second == doctest::Approx((60e12 + 66.9e12) / 2));
+  CHECK(c.gpu.peak_fp8_flops_per_second == doctest::Approx((3341e12 / 2 + 3957.8e12 / 2) / 2));
+  CHECK(c.gpu.hbm_bytes == 94'000'000'000);  // the smallest of torchtitan's 94, 95, 96 GB
+  // The same GH100 silicon and NVLink 4 as dgx-h100: the efficiency set is not refitted.
+  const ClusterConfig h100 = load_cluster("dgx-h100");
+  CHECK(c.intra_node_bytes_per_second == h100.intra_node_bytes_per_second);
+  CHECK(c.efficiency.gemm_peak_efficiency == h100.efficiency.gemm_peak_efficiency);
+  CHECK(c.efficiency.gemm_half_efficiency_dim == h100.efficiency.gemm_half_efficiency_dim);
+}
+
 TEST_CASE("local-cpu: fp32 CPU ranks with stated assumptions") {
   const ClusterConfig c = load_cluster("local-cpu");
   CHECK(c.precision == Precision::kFp32);
@@ -171,7 +194,7 @@ TEST_CASE("load_cluster reads a file by path; unknown names list the presets") {
 
   CHECK(input_error([] { load_cluster("dgx-b200"); }) ==
         "unknown cluster preset 'dgx-b200' (not a file either); presets: dgx-a100-40gb, "
-        "dgx-a100-80gb, dgx-h100, dgx-h200, h800-2048, local-cpu");
+        "dgx-a100-80gb, dgx-h100, dgx-h200, grand-teton-h100, h800-2048, local-cpu");
 
   const std::string broken = write_temp_file("broken-cluster.json", "{\"name\": }");
   const std::string message = input_error([&] { load_cluster(broken); });
