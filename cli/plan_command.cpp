@@ -50,6 +50,7 @@ struct PlanArguments {
   std::string overlap_param_gather = "on";
   std::string overlap_tp_comm = "off";
   std::string fp8_param_gather = "off";
+  std::string cross_entropy_loss_fusion = "off";
   // Unset: on for --framework megatron (Megatron-Core's default for interleaved schedules), off
   // for the others (planner::check_overlap_p2p_options refuses on for them).
   std::optional<std::string> overlap_p2p_comm;
@@ -323,6 +324,8 @@ planner::PlanOptions plan_options(const PlanArguments& args) {
   options.overlap_param_gather = parse_on_off(args.overlap_param_gather, "--overlap-param-gather");
   options.overlap_tp_comm = parse_on_off(args.overlap_tp_comm, "--overlap-tp-comm");
   options.fp8_param_gather = parse_on_off(args.fp8_param_gather, "--fp8-param-gather");
+  options.cross_entropy_loss_fusion = planner::parse_cross_entropy_fusion(
+      args.cross_entropy_loss_fusion, "--cross-entropy-loss-fusion");
   options.overlap_p2p_comm = args.overlap_p2p_comm
                                  ? parse_on_off(*args.overlap_p2p_comm, "--overlap-p2p-comm")
                                  : options.framework == planner::Framework::kMegatron;
@@ -584,6 +587,10 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--fp8-param-gather", args->fp8_param_gather,
                    "Megatron-LM --fp8-param-gather: fp8 linear weights, gathered in fp8 (on | off; "
                    "needs --precision fp8, --framework megatron, --zero 1)")
+      ->capture_default_str();
+  plan->add_option("--cross-entropy-loss-fusion", args->cross_entropy_loss_fusion,
+                   "Megatron-Core's fused loss: off | native (--cross-entropy-loss-fusion) | te "
+                   "(with --cross-entropy-fusion-impl te); --framework megatron only")
       ->capture_default_str();
   plan->add_option("--overlap-p2p-comm", args->overlap_p2p_comm,
                    "Megatron-Core --overlap-p2p-communication: interleaved pipeline sends overlap "

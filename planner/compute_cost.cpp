@@ -4,12 +4,16 @@
 
 #include "compute_cost.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <string>
 
 #include "estimate_internal.h"
 #include "fp8_cast_cost.h"
 #include "linear_gemms.h"
 #include "meshplan/dp_buckets.h"
+#include "meshplan/errors.h"
 #include "model_shape.h"
 
 namespace meshplan::planner {
@@ -257,16 +261,76 @@ double attention_forward_seconds(const models::TransformerConfig& model,
          memory_seconds(cluster, 2.0 * heads * x.s * x.s * x.e);
 }
 
-PassBytes cross_entropy_bytes_per_logit(double logits_element_bytes) {
+namespace {
+
+// Megatron-Core megatron/core/fusions/fused_cross_entropy.py at 358e5f07 (unchanged in its
+// logic since 38722c39, 2024-06-27), each step a jit_fuser function (megatron/core/jit.py:
+// torch.compile from PyTorch 2.2), one kernel each with its reductions fused. Forward:
+// calculate_logits_max returns the .float() logits and their max (read e, write 4; on fp32
+// logits .float() is the input itself: read 4); calculate_predicted_logits subtracts the max
+// and exponentiates in place, summing (read 4, write 4); calculate_cross_entropy_loss divides
+// in place into the saved softmax (read 4, write 4). The two all-reduces stay between them.
+// Backward: calculate_gradients scatters the target (one element per token), multiplies the
+// softmax in place by grad_output (the mutated saved tensor is written back: read 4, write 4)
+// and returns grad_input.to(torch.bfloat16) (write 2, whatever the logits' dtype).
+PassBytes fused_cross_entropy_bytes_per_logit(double logits_element_bytes) {
+  const double e = logits_element_bytes;
+  const double logits_max = e < 4.0 ? e + 4.0 : 4.0;
+  return {logits_max + 8.0 + 8.0, 8.0 + 2.0};
+}
+
+// Transformer Engine transformer_engine/pytorch/triton/cross_entropy.py and
+// common/triton/cross_entropy.py at 6e3f7588 (2025-11-14), called by Megatron-Core's
+// compute_language_model_loss with impl te. Forward: online_softmax_kernel reads the logits
+// once for the row max and sum (read e); after the all-gather of the rows' (m, d, X_y),
+// cross_entropy_kernel reads them again and writes the gradient in place, in the logits' dtype
+// (read e, write e). Backward: element_mul_kernel scales it by grad_output in place (read e,
+// write e; skipped only when grad_output is the scalar 1, never for Megatron's per-token loss).
+PassBytes te_cross_entropy_bytes_per_logit(double logits_element_bytes) {
+  const double e = logits_element_bytes;
+  return {e + 2.0 * e, 2.0 * e};
+}
+
+}  // namespace
+
+std::string to_string(CrossEntropyFusion fusion) {
+  switch (fusion) {
+    case CrossEntropyFusion::kOff:
+      return "off";
+    case CrossEntropyFusion::kNative:
+      return "native";
+    case CrossEntropyFusion::kTe:
+      return "te";
+  }
+  return "off";
+}
+
+CrossEntropyFusion parse_cross_entropy_fusion(const std::string& text, const std::string& field) {
+  for (CrossEntropyFusion value :
+       {CrossEntropyFusion::kOff, CrossEntropyFusion::kNative, CrossEntropyFusion::kTe}) {
+    if (text == to_string(value)) {
+      return value;
+    }
+  }
+  throw InputError(fmt::format(
+      "{}: unknown cross_entropy_loss_fusion, expected off, native or te ({})", field, text));
+}
+
+PassBytes cross_entropy_bytes_per_logit(double logits_element_bytes, CrossEntropyFusion fusion) {
+  if (fusion == CrossEntropyFusion::kNative) {
+    return fused_cross_entropy_bytes_per_logit(logits_element_bytes);
+  }
+  if (fusion == CrossEntropyFusion::kTe) {
+    return te_cross_entropy_bytes_per_logit(logits_element_bytes);
+  }
   // Megatron-Core tensor_parallel/cross_entropy.py at baf94af3 (core_r0.8.0), without
-  // --cross-entropy-loss-fusion (added in 7b4a6d76, 2024-06-14, off by default; the 2024
-  // README runs do not state it). Forward: calculate_logits_max's .float() (read e, write 4;
-  // none on fp32 logits) and max (read 4); in-place subtraction of the max, in-place exp and
-  // the sum (read 4, write 4; read 4, write 4; read 4); exp_logits.div_ into the softmax saved
-  // for the backward (read 4, write 4). Backward: calculate_gradients' grad_input.mul_
-  // (read 4, write 4) after a one-element-per-token target scatter, then autograd casts the
-  // fp32 gradient to the logits' dtype (PyTorch autograd/engine.cpp validate_outputs: read 4,
-  // write e).
+  // --cross-entropy-loss-fusion (added in 7b4a6d76, 2024-06-14, off by default). Forward:
+  // calculate_logits_max's .float() (read e, write 4; none on fp32 logits) and max (read 4);
+  // in-place subtraction of the max, in-place exp and the sum (read 4, write 4; read 4, write 4;
+  // read 4); exp_logits.div_ into the softmax saved for the backward (read 4, write 4). Backward:
+  // calculate_gradients' grad_input.mul_ (read 4, write 4) after a one-element-per-token target
+  // scatter, then autograd casts the fp32 gradient to the logits' dtype (PyTorch
+  // autograd/engine.cpp validate_outputs: read 4, write e).
   const double e = logits_element_bytes;
   const double cast = e < 4.0 ? e + 4.0 : 0.0;
   return {cast + 4.0 + 8.0 + 8.0 + 4.0 + 8.0, 8.0 + cast};
@@ -446,7 +510,7 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     const double head_gemm = gemm_seconds(cluster, tokens, vocab, h);
     // Final norm (read, write; backward twice that) and the cross-entropy's passes over the
     // rank's T V / t logits (cross_entropy_bytes_per_logit).
-    const PassBytes loss = cross_entropy_bytes_per_logit(e);
+    const PassBytes loss = cross_entropy_bytes_per_logit(e, options.cross_entropy_loss_fusion);
     cost.forward_compute_seconds +=
         head_gemm +
         memory_seconds(cluster, 2.0 * norm_tokens * h * e + loss.forward * tokens * vocab);
@@ -471,18 +535,43 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
   return cost;
 }
 
-double optimizer_step_seconds(const models::ClusterConfig& cluster, int64_t parameters_updated,
-                              int64_t grad_element_bytes) {
+OptimizerBytes optimizer_step_bytes(int64_t grad_element_bytes, int64_t element_bytes,
+                                    bool megatron_passes) {
   // Fused Adam (Apex apex/optimizers/fused_adam.py and Transformer Engine's FusedAdam,
   // multi_tensor_adam over the lists [g, p, m, v]) reads the gradient g and reads and writes the
   // fp32 master weights p, m and v; mixed precision then writes the compute-precision weights:
-  // G + 8 + 8 + 8 + e bytes per parameter, G the gradient's element bytes (4 for Megatron's fp32
-  // main_grad, grad_reduce_element_bytes; 2 for a bf16 one): 30 or 28 in bf16 mixed precision,
-  // 4 + 24 = 28 in fp32 (no separate weights). Memory-bound (Kingma & Ba 2015, Alg. 1).
-  const int64_t e = element_bytes(cluster);
-  const int64_t weights_written = e < 4 ? e : 0;
-  const double bytes_per_parameter = static_cast<double>(grad_element_bytes + 24 + weights_written);
-  return memory_seconds(cluster, bytes_per_parameter * static_cast<double>(parameters_updated));
+  // G + 8 + 8 + 8 + e bytes per parameter, G the gradient's element bytes (4 for an fp32
+  // main_grad, grad_reduce_element_bytes; 2 for a bf16 one); 4 + 24 in fp32 (no separate
+  // weights). Memory-bound (Kingma & Ba 2015, Alg. 1).
+  const double g = static_cast<double>(grad_element_bytes);
+  const bool mixed = element_bytes < 4;
+  const double weights_written = mixed ? static_cast<double>(element_bytes) : 0.0;
+  if (!megatron_passes) {
+    return {g + 24.0 + weights_written, 0.0};
+  }
+  // Megatron-LM at 358e5f07: training.py line 1251 zero_grad_buffer() before every step, i.e.
+  // param_and_grad_buffer.py line 898 grad_data.zero_() over the rank's whole buffer (write G).
+  // Mixed precision (optimizer.py prepare_grads / step_with_ready_grads, distrib_optimizer.py
+  // lines 2398 and 2454): the shard's main grad is shard_model_grad.float() (read G, write 4;
+  // an fp32 buffer is aliased), Adam reads that fp32 grad, and the updated fp32 main params are
+  // copied into the model params (read 4, write e). Clipping (--clip-grad, default 1.0):
+  // clip_grads.py get_grad_norm_fp32's multi_tensor_l2norm reads the fp32 grads (4); the scale
+  // pass runs only when the norm exceeds the threshold and is not counted. In fp32 training
+  // (FP32Optimizer) the grads and weights are the buffers themselves: norm + Adam only.
+  const double grad_copy = mixed && grad_element_bytes < 4 ? g + 4.0 : 0.0;
+  const double adam_grad = mixed ? 4.0 : g;
+  const double main_to_model = mixed ? 4.0 + weights_written : 0.0;
+  return {grad_copy + 4.0 + adam_grad + 24.0 + main_to_model, g};
+}
+
+double optimizer_step_seconds(const models::ClusterConfig& cluster, int64_t parameters_updated,
+                              int64_t grad_element_bytes, int64_t grad_buffer_parameters,
+                              bool megatron_passes) {
+  const OptimizerBytes bytes =
+      optimizer_step_bytes(grad_element_bytes, element_bytes(cluster), megatron_passes);
+  return memory_seconds(
+      cluster, bytes.per_updated_parameter * static_cast<double>(parameters_updated) +
+                   bytes.per_grad_buffer_parameter * static_cast<double>(grad_buffer_parameters));
 }
 
 }  // namespace meshplan::planner

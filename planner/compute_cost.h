@@ -30,9 +30,10 @@ struct PassBytes {
   double backward = 0;
 };
 
-/// Bytes the loss moves per logit element of one rank (Megatron-Core's unfused
-/// vocab_parallel_cross_entropy), for logits of logits_element_bytes (2 or 4).
-PassBytes cross_entropy_bytes_per_logit(double logits_element_bytes);
+/// Bytes the loss moves per logit element of one rank (Megatron-Core's
+/// vocab_parallel_cross_entropy, or the `fusion` kernels), for logits of logits_element_bytes
+/// (2 or 4).
+PassBytes cross_entropy_bytes_per_logit(double logits_element_bytes, CrossEntropyFusion fusion);
 
 /// Bytes of the input embedding's memory-bound passes for one micro-batch on one rank: the
 /// lookup, position embedding, layout copies and dropout forward; their gradients, the dense
@@ -41,9 +42,24 @@ PassBytes embedding_bytes(const models::TransformerConfig& model,
                           const models::ClusterConfig& cluster, const Layout& layout,
                           const PlanOptions& options);
 
-/// Optimizer step (fused Adam, memory-bound) over `parameters_updated` parameters on one rank
-/// whose gradients hold `grad_element_bytes` each (grad_reduce_element_bytes).
+/// HBM bytes of one optimizer step: per parameter the rank updates, and per parameter of its
+/// (unsharded) gradient buffer.
+struct OptimizerBytes {
+  double per_updated_parameter = 0;
+  double per_grad_buffer_parameter = 0;
+};
+
+/// Bytes of fused Adam over gradients of grad_element_bytes with weights of element_bytes, plus
+/// with `megatron_passes` (Megatron-Core's DDP and mixed-precision optimizer, zero <= 1) its
+/// per-step grad-buffer zeroing, grad copy, grad-norm and main-to-model weight copy.
+OptimizerBytes optimizer_step_bytes(int64_t grad_element_bytes, int64_t element_bytes,
+                                    bool megatron_passes);
+
+/// Optimizer step (memory-bound) over `parameters_updated` parameters on one rank whose
+/// gradients hold `grad_element_bytes` each (grad_reduce_element_bytes) and whose gradient
+/// buffer holds `grad_buffer_parameters` (optimizer_step_bytes).
 double optimizer_step_seconds(const models::ClusterConfig& cluster, int64_t parameters_updated,
-                              int64_t grad_element_bytes);
+                              int64_t grad_element_bytes, int64_t grad_buffer_parameters,
+                              bool megatron_passes);
 
 }  // namespace meshplan::planner

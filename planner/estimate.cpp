@@ -234,11 +234,15 @@ StageTimes estimate_stage(const models::TransformerConfig& model,
   stage.memory = stage_memory(model, cluster, layout, options, s, in_flight);
   stage.num_parameters = stage_parameter_count(model, layout, s);
   const int64_t expert = stage_expert_parameter_count(model, layout, s);
-  stage.optimizer_step_seconds =
-      optimizer_step_seconds(cluster,
-                             zero_shard_count(layout, stage.num_parameters - expert) +
-                                 zero_shard_count(expert_layout(layout), expert),
-                             grad_reduce_element_bytes(cluster, layout, options));
+  // Megatron's per-step passes around Adam (optimizer_step_bytes) under its DDP and distributed
+  // optimizer (zero <= 1); Megatron-FSDP (zero >= 2), DeepSpeed and FSDP: Adam alone (their
+  // passes are not sourced here).
+  const bool megatron_passes = options.framework == Framework::kMegatron && layout.zero <= 1;
+  stage.optimizer_step_seconds = optimizer_step_seconds(
+      cluster,
+      zero_shard_count(layout, stage.num_parameters - expert) +
+          zero_shard_count(expert_layout(layout), expert),
+      grad_reduce_element_bytes(cluster, layout, options), stage.num_parameters, megatron_passes);
   times.dp = dp_times(model, cluster, layout, options, s);
   stage.dp_grad_sync_seconds = times.dp.gradient_seconds + times.dp.parameter_gather_seconds;
   return times;

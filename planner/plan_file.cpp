@@ -68,7 +68,7 @@ constexpr std::array<std::string_view, 16> kLayoutFields = {"tp",
                                                             "ep",
                                                             "microbatch_group",
                                                             "etp"};
-constexpr std::array<std::string_view, 15> kOptionsFields = {"flash_attention",
+constexpr std::array<std::string_view, 16> kOptionsFields = {"flash_attention",
                                                              "overlap_grad_reduce",
                                                              "overlap_param_gather",
                                                              "overlap_tp_comm",
@@ -82,7 +82,8 @@ constexpr std::array<std::string_view, 15> kOptionsFields = {"flash_attention",
                                                              "moe_aux_loss_coeff",
                                                              "fp8_param_gather",
                                                              "overlap_p2p_comm",
-                                                             "grad_reduce_dtype"};
+                                                             "grad_reduce_dtype",
+                                                             "cross_entropy_loss_fusion"};
 
 // Bounds that catch typos and unit mistakes before any product of them is formed (a plan file
 // with global_batch 1e12 made explain allocate gigabytes and never finish):
@@ -225,6 +226,9 @@ nlohmann::json options_to_json(const PlanOptions& options) {
   if (options.grad_reduce_dtype) {  // omitted when unset: the framework's default
     json["grad_reduce_dtype"] = to_string(*options.grad_reduce_dtype);
   }
+  if (options.cross_entropy_loss_fusion != CrossEntropyFusion::kOff) {  // omitted when off
+    json["cross_entropy_loss_fusion"] = to_string(options.cross_entropy_loss_fusion);
+  }
   return json;
 }
 
@@ -279,6 +283,11 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
   }
   if (json.contains("fp8_param_gather")) {  // optional: absent means off
     options.fp8_param_gather = require_bool(json, "fp8_param_gather", where);
+  }
+  if (json.contains("cross_entropy_loss_fusion")) {  // optional: absent means off
+    options.cross_entropy_loss_fusion =
+        parse_cross_entropy_fusion(require_string(json, "cross_entropy_loss_fusion", where),
+                                   where + ": cross_entropy_loss_fusion");
   }
   if (json.contains("overlap_p2p_comm")) {  // optional: absent means off (every send exposed)
     options.overlap_p2p_comm = require_bool(json, "overlap_p2p_comm", where);

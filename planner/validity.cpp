@@ -243,10 +243,24 @@ void check_fp8_param_gather_options(const PlanOptions& options) {
   }
 }
 
+// Megatron-Core's --cross-entropy-loss-fusion (model_parallel_config.py at 358e5f07): the other
+// frameworks have no such switch; torchtitan's loss is costed as its own cross_entropy.
+void check_cross_entropy_fusion_options(const PlanOptions& options) {
+  if (options.cross_entropy_loss_fusion == CrossEntropyFusion::kOff ||
+      options.framework == Framework::kMegatron) {
+    return;
+  }
+  throw InputError(
+      fmt::format("cross_entropy_loss_fusion: framework {}: only Megatron-Core has "
+                  "--cross-entropy-loss-fusion (its fused vocab-parallel loss)",
+                  to_string(options.framework)));
+}
+
 }  // namespace
 
 void check_precision(const models::ClusterConfig& cluster, const PlanOptions& options) {
   check_fp8_param_gather_options(options);
+  check_cross_entropy_fusion_options(options);
   check_grad_reduce_dtype_options(cluster, options, "grad_reduce_dtype");
   if (options.gemm_precision != GemmPrecision::kFp8) {
     return;

@@ -322,6 +322,13 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
   if (plan.options.fp8_param_gather) {
     flags.push_back({"--fp8-param-gather", ""});
   }
+  // Megatron-LM arguments.py at 358e5f07: --cross-entropy-loss-fusion, --cross-entropy-fusion-impl
+  // native|te (default native).
+  if (plan.options.cross_entropy_loss_fusion != planner::CrossEntropyFusion::kOff) {
+    flags.push_back({"--cross-entropy-loss-fusion", ""});
+    flags.push_back({"--cross-entropy-fusion-impl",
+                     planner::to_string(plan.options.cross_entropy_loss_fusion)});
+  }
   add_grad_reduce_flag(plan, flags);
 }
 

@@ -90,6 +90,9 @@ std::string format_plan_options(const planner::PlanOptions& o, const planner::Se
   if (o.fp8_param_gather) {
     out += ", fp8 param gather";
   }
+  if (o.cross_entropy_loss_fusion != planner::CrossEntropyFusion::kOff) {
+    out += ", cross-entropy fusion " + planner::to_string(o.cross_entropy_loss_fusion);
+  }
   if (o.overlap_p2p_comm) {  // Megatron-Core's default; only interleaved layouts use it
     out += ", p2p overlap (interleaved)";
   }

@@ -6,7 +6,10 @@
 
 #include <doctest/doctest.h>
 
+#include <string>
+
 #include "meshplan/cost_model.h"
+#include "meshplan/errors.h"
 #include "meshplan/models.h"
 #include "planner_test_util.h"
 
@@ -91,13 +94,88 @@ TEST_CASE("cross-entropy: Megatron-Core's unfused passes, bytes per logit elemen
   // bf16 logits. Forward: .float() read 2 + write 4, max read 4, x - max read 4 + write 4, exp
   // read 4 + write 4, sum read 4, / sum read 4 + write 4 = 6 + 4 + 8 + 8 + 4 + 8 = 38.
   // Backward: x grad_output read 4 + write 4, the cast back to bf16 read 4 + write 2 = 14.
-  const PassBytes bf16 = cross_entropy_bytes_per_logit(2.0);
+  const PassBytes bf16 = cross_entropy_bytes_per_logit(2.0, CrossEntropyFusion::kOff);
   CHECK(bf16.forward == 38.0);
   CHECK(bf16.backward == 14.0);
   // fp32 logits: no casts, 32 and 8.
-  const PassBytes fp32 = cross_entropy_bytes_per_logit(4.0);
+  const PassBytes fp32 = cross_entropy_bytes_per_logit(4.0, CrossEntropyFusion::kOff);
   CHECK(fp32.forward == 32.0);
   CHECK(fp32.backward == 8.0);
+}
+
+TEST_CASE("cross-entropy: Megatron-Core's fused kernels move fewer bytes per logit") {
+  // native (fused_cross_entropy.py, three compiled kernels), bf16 logits. Forward: cast + max
+  // read 2 + write 4; subtract, exp and sum read 4 + write 4; divide read 4 + write 4: 22.
+  // Backward: the in-place multiply read 4 + write 4 and its bf16 result write 2: 10.
+  const PassBytes native = cross_entropy_bytes_per_logit(2.0, CrossEntropyFusion::kNative);
+  CHECK(native.forward == 22.0);
+  CHECK(native.backward == 10.0);
+  // fp32 logits: no cast (max reads 4), the gradient still returned in bf16: 20 and 10.
+  const PassBytes native_fp32 = cross_entropy_bytes_per_logit(4.0, CrossEntropyFusion::kNative);
+  CHECK(native_fp32.forward == 20.0);
+  CHECK(native_fp32.backward == 10.0);
+  // te (Transformer Engine's Triton kernels), bf16: online softmax read 2, loss-and-gradient
+  // read 2 + write 2 in place: 6; backward the in-place scale read 2 + write 2: 4.
+  const PassBytes te = cross_entropy_bytes_per_logit(2.0, CrossEntropyFusion::kTe);
+  CHECK(te.forward == 6.0);
+  CHECK(te.backward == 4.0);
+  // The fusions' saving against the eager loss: 38 + 14 = 52 bytes per logit against 32 and 10.
+  const PassBytes eager = cross_entropy_bytes_per_logit(2.0, CrossEntropyFusion::kOff);
+  CHECK(eager.forward + eager.backward - (native.forward + native.backward) == 20.0);
+  CHECK(eager.forward + eager.backward - (te.forward + te.backward) == 42.0);
+}
+
+TEST_CASE("cross_entropy_loss_fusion: the loss's bytes change by the ratio counted by hand") {
+  // Same plan, only the loss differs; the change in the last chunk's forward and backward time
+  // is the change in bytes per logit times the same T V / t over the same bandwidth, so its
+  // ratio between two fusions is a ratio of byte counts: forward (38 - 22) / (38 - 6) = 0.5,
+  // backward input (14 - 10) / (14 - 4) = 0.4.
+  const models::TransformerConfig model = models::load_model("megatron-7.5b");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  const Layout layout = test::make_layout(2, 1, 4, 1, 8);
+  PlanOptions options;
+  const ChunkCost off = estimate_plan(model, cluster, layout, options).stages[0].chunks[0];
+  options.cross_entropy_loss_fusion = CrossEntropyFusion::kNative;
+  const ChunkCost native = estimate_plan(model, cluster, layout, options).stages[0].chunks[0];
+  options.cross_entropy_loss_fusion = CrossEntropyFusion::kTe;
+  const ChunkCost te = estimate_plan(model, cluster, layout, options).stages[0].chunks[0];
+  const double forward_saving = off.forward_compute_seconds - native.forward_compute_seconds;
+  CHECK(forward_saving > 0);
+  CHECK(forward_saving / (off.forward_compute_seconds - te.forward_compute_seconds) ==
+        doctest::Approx(0.5).epsilon(1e-9));
+  CHECK((off.backward_input_compute_seconds - native.backward_input_compute_seconds) /
+            (off.backward_input_compute_seconds - te.backward_input_compute_seconds) ==
+        doctest::Approx(0.4).epsilon(1e-9));
+  // Only Megatron-Core has the switch.
+  for (const Framework framework :
+       {Framework::kFsdp, Framework::kDeepSpeed, Framework::kMeshplan}) {
+    options.framework = framework;
+    const std::string expected = "cross_entropy_loss_fusion: framework " + to_string(framework);
+    CHECK_THROWS_WITH_AS(estimate_plan(model, cluster, layout, options),
+                         doctest::Contains(expected.c_str()), InputError);
+  }
+  CHECK_THROWS_WITH_AS(parse_cross_entropy_fusion("on", "x"),
+                       doctest::Contains("x: unknown cross_entropy_loss_fusion"), InputError);
+}
+
+TEST_CASE("optimizer step: Adam alone, and Megatron's per-step passes, bytes by hand") {
+  // Adam alone: read G, read + write p, m, v (24), write the bf16 weights (2).
+  CHECK(optimizer_step_bytes(4, 2, false).per_updated_parameter == 30.0);
+  CHECK(optimizer_step_bytes(2, 2, false).per_updated_parameter == 28.0);
+  CHECK(optimizer_step_bytes(4, 2, false).per_grad_buffer_parameter == 0.0);
+  // Megatron, fp32 main_grad (G 4, aliased as the main grad): norm read 4, Adam read 4 + 24,
+  // main-to-model read 4 + write 2: 38; zero_grad_buffer writes 4 per buffer parameter.
+  const OptimizerBytes fp32_grads = optimizer_step_bytes(4, 2, true);
+  CHECK(fp32_grads.per_updated_parameter == 38.0);
+  CHECK(fp32_grads.per_grad_buffer_parameter == 4.0);
+  // bf16 buffer (G 2): the .float() copy read 2 + write 4 first: 6 + 38 = 44; zeroing 2.
+  const OptimizerBytes bf16_grads = optimizer_step_bytes(2, 2, true);
+  CHECK(bf16_grads.per_updated_parameter == 44.0);
+  CHECK(bf16_grads.per_grad_buffer_parameter == 2.0);
+  // fp32 training: no copies, norm 4 + Adam 4 + 24 = 32, zeroing 4.
+  const OptimizerBytes fp32_training = optimizer_step_bytes(4, 4, true);
+  CHECK(fp32_training.per_updated_parameter == 32.0);
+  CHECK(fp32_training.per_grad_buffer_parameter == 4.0);
 }
 
 // megatron-1.7b (h 2304, V 51200, s 2048, learned positions, dropout) on dgx-h100 at tp 1,

@@ -33,6 +33,15 @@ enum class CpComm { kP2p, kA2a };
 std::string to_string(CpComm comm);
 /// "p2p", "a2a"; throws InputError naming `field` otherwise.
 CpComm parse_cp_comm(const std::string& text, const std::string& field);
+
+/// Megatron-Core's loss fusion (--cross-entropy-loss-fusion, --cross-entropy-fusion-impl;
+/// model_parallel_config.py at 358e5f07): kOff the eager vocab_parallel_cross_entropy,
+/// kNative megatron/core/fusions/fused_cross_entropy.py, kTe Transformer Engine's Triton
+/// parallel_cross_entropy (compute_cost.cpp cross_entropy_bytes_per_logit).
+enum class CrossEntropyFusion { kOff, kNative, kTe };
+std::string to_string(CrossEntropyFusion fusion);
+/// "off", "native", "te"; throws InputError naming `field` otherwise.
+CrossEntropyFusion parse_cross_entropy_fusion(const std::string& text, const std::string& field);
 std::string to_string(Framework framework);
 /// "megatron", "deepspeed", "fsdp", "meshplan"; throws InputError naming `field` otherwise.
 Framework parse_framework(const std::string& text, const std::string& field);
@@ -95,6 +104,11 @@ struct PlanOptions {
   // byte each, and the distributed optimizer all-gathers them in fp8; norms, biases, embedding
   // and LM head stay in the cluster's precision (planner/memory.cpp fp8_param_gather_saving_bytes).
   bool fp8_param_gather = false;
+  // Megatron-Core --cross-entropy-loss-fusion [--cross-entropy-fusion-impl te]: the loss in
+  // fused kernels instead of eager passes (cross_entropy_bytes_per_logit). Off: Megatron-LM's
+  // own default (model_parallel_config.py); Megatron-Bridge's GPTModelProvider turns it on and
+  // its Llama-3 recipes pick te. Only framework megatron (check_precision).
+  CrossEntropyFusion cross_entropy_loss_fusion = CrossEntropyFusion::kOff;
   // Megatron-Core --overlap-p2p-communication (ModelParallelConfig.overlap_p2p_comm): the
   // interleaved schedule's steady-state pipeline sends and receives are posted as separate
   // isend/irecv and waited for only when the next chunk needs them, so they overlap with the
@@ -273,7 +287,9 @@ Validity check_framework(const PlanOptions& options, const Layout& layout, bool 
 /// Throws InputError when options.gemm_precision is fp8 and the cluster's GPU has no FP8 peak
 /// (A100) or the cluster trains in fp32: "<cluster>: precision: fp8: ...", and when
 /// options.fp8_param_gather is on without fp8 or under a framework other than megatron:
-/// "fp8_param_gather: ...", and check_grad_reduce_dtype_options with field "grad_reduce_dtype".
+/// "fp8_param_gather: ...", cross_entropy_loss_fusion on under a framework other than megatron:
+/// "cross_entropy_loss_fusion: ...", and check_grad_reduce_dtype_options with field
+/// "grad_reduce_dtype".
 void check_precision(const models::ClusterConfig& cluster, const PlanOptions& options);
 /// Throws InputError ("<field>: framework <f>: <why>") when overlap_p2p_comm is on for a
 /// framework other than Megatron-LM, the one that overlaps pipeline sends.
