@@ -209,6 +209,12 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
         models::to_string(model.positions)));
   }
   validate_moe_for_executor(plan, source);
+  if (layout.recompute == planner::Recompute::kSelectiveOp) {
+    throw InputError(fmt::format(
+        "{}: layout.recompute: the CPU executor re-runs the attention core (selective) or the "
+        "whole layer (full), not torchtitan's op-level policy (selective-op)",
+        source));
+  }
   if (model.qk_norm) {
     throw InputError(fmt::format(
         "{}: model.qk_norm: the CPU executor implements standard attention without q/k norms "

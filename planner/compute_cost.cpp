@@ -390,7 +390,8 @@ double attention_backward_to_forward(const PlanOptions& options) {
 }
 
 bool op_level_selective_recompute(const Layout& layout, const PlanOptions& options) {
-  return options.framework == Framework::kFsdp && layout.recompute == Recompute::kSelective;
+  // check_recompute_options refuses selective-op under any other framework.
+  return options.framework == Framework::kFsdp && layout.recompute == Recompute::kSelectiveOp;
 }
 
 double peak_flops_per_second(const models::ClusterConfig& cluster) {
@@ -447,8 +448,8 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
                              model.num_experts * kMoeTokenCountBytes, layout.tp * layout.cp, 1);
     }
     double ep_backward = all_to_all;
-    // FSDP's selective recompute is torchtitan's op-level policy (check_recompute_options
-    // admits dense MHA/GQA blocks only).
+    // selective-op is torchtitan's op-level policy (check_recompute_options admits it under
+    // fsdp, for dense MHA/GQA blocks only).
     const bool op_sac = op_level_selective_recompute(layout, options);
     const OpSacRecompute sac =
         op_sac ? op_sac_recompute(cluster, layout, options, shape_of(model, cluster, layout),

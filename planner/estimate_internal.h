@@ -33,8 +33,8 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
                                     const models::ClusterConfig& cluster, const Layout& layout,
                                     const PlanOptions& options, bool with_collectives);
 
-/// Whether `selective` recompute is torchtitan's op-level policy (--framework fsdp): every
-/// second mm of a block re-run (compute_cost.cpp, op_sac_recompute).
+/// Whether the layer runs torchtitan's op-level selective recompute (`selective-op`, --framework
+/// fsdp): every second mm of a block re-run (compute_cost.cpp, op_sac_recompute).
 bool op_level_selective_recompute(const Layout& layout, const PlanOptions& options);
 
 /// Every collective each stage's ranks issue in one step (the list in cost_model.h).

@@ -56,6 +56,8 @@ std::string to_string(Recompute recompute) {
       return "selective";
     case Recompute::kFull:
       return "full";
+    case Recompute::kSelectiveOp:
+      return "selective-op";
   }
   return "?";
 }
@@ -79,13 +81,14 @@ std::string to_string(Placement placement) {
 }
 
 Recompute parse_recompute(const std::string& text, const std::string& field) {
-  for (Recompute value : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+  for (Recompute value :
+       {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kSelectiveOp}) {
     if (text == to_string(value)) {
       return value;
     }
   }
-  throw InputError(
-      fmt::format("{}: unknown recompute, expected none, selective or full ({})", field, text));
+  throw InputError(fmt::format(
+      "{}: unknown recompute, expected none, selective, selective-op or full ({})", field, text));
 }
 
 ScheduleKind parse_schedule(const std::string& text, const std::string& field) {

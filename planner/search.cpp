@@ -187,8 +187,11 @@ void add_variants(const SearchSpace& space, const PlanOptions& options, const La
   // With flash attention, selective recompute stores and recomputes exactly what no recompute
   // does (the fused kernel keeps no scores), so searching it would only duplicate every plan;
   // a fixed --recompute selective is still costed.
+  // Under fsdp the choices are torchtitan's: none, selective-op (op-level) and full.
   const std::vector<Recompute> recomputes =
-      options.flash_attention
+      options.framework == Framework::kFsdp
+          ? std::vector<Recompute>{Recompute::kNone, Recompute::kSelectiveOp, Recompute::kFull}
+      : options.flash_attention
           ? std::vector<Recompute>{Recompute::kNone, Recompute::kFull}
           : std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull};
   const std::vector<bool> sps = base.tp > 1 ? std::vector<bool>{false, true} : std::vector{false};

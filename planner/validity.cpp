@@ -572,16 +572,44 @@ Validity check_grad_reduce_dtype(const Layout& layout, const PlanOptions& option
   return {};
 }
 
-// torchtitan's op-level selective recompute is costed from the dense block's mm order (wq, wk,
-// wv, wo, MLP; op_sac_recompute in compute_cost.cpp); MoE blocks (grouped expert GEMMs) and
-// MLA projections have another order, not modelled.
+// Which framework runs which recompute mode. selective-op is torchtitan's
+// `selective_ac_option = "op"` (parallelize_llama.py at 1ea476e9f, _apply_ac_to_transformer_block
+// with `_custom_policy`); it is costed from the dense block's mm order (wq, wk, wv, wo, MLP;
+// op_sac_recompute in compute_cost.cpp), which MoE blocks (grouped expert GEMMs, absent from
+// torchtitan at that commit) and MLA projections do not have. torchtitan has no attention-core
+// recompute (its modes are none, selective op or every-n-layers, and full: job_config.py).
 Validity check_recompute_options(const models::TransformerConfig& model, const Layout& layout,
                                  const PlanOptions& options) {
-  if (options.framework == Framework::kFsdp && layout.recompute == Recompute::kSelective &&
-      (model.is_moe() || model.is_mla())) {
+  const bool op = layout.recompute == Recompute::kSelectiveOp;
+  if (op && options.framework == Framework::kMegatron) {
+    return refuse(options.framework,
+                  "selective-op is torchtitan's op-level checkpointing; Megatron-LM's "
+                  "--recompute-granularity is full or selective (the core attention only)",
+                  layout);
+  }
+  if (op && options.framework == Framework::kDeepSpeed) {
+    return refuse(
+        options.framework,
+        "selective-op is torchtitan's op-level checkpointing; DeepSpeed checkpoints "
+        "whole layers (activation_checkpointing, pipeline.activation_checkpoint_interval)",
+        layout);
+  }
+  if (op && options.framework == Framework::kMeshplan) {
+    return refuse(options.framework,
+                  "selective-op is torchtitan's op-level checkpointing; meshplan's executor "
+                  "re-runs the attention core or the whole layer only (executor/model_chunk.cpp)",
+                  layout);
+  }
+  if (op && (model.is_moe() || model.is_mla())) {
     return refuse(options.framework,
                   "meshplan costs torchtitan's op-level selective recompute for dense MHA/GQA "
                   "blocks only, not MoE or MLA",
+                  layout);
+  }
+  if (layout.recompute == Recompute::kSelective && options.framework == Framework::kFsdp) {
+    return refuse(options.framework,
+                  "torchtitan has no attention-core selective recompute; its selective AC is "
+                  "op-level (recompute selective-op) or per layer (full)",
                   layout);
   }
   return {};

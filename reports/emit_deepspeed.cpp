@@ -31,11 +31,12 @@ void check_deepspeed_expressible(const planner::Plan& plan) {
     refuse(kDeepSpeedTarget, "layout.sequence_parallel",
            "DeepSpeed's AutoTP (tensor_parallel.autotp_size) does not shard the sequence", "on");
   }
-  if (layout.recompute == planner::Recompute::kSelective) {
+  if (layout.recompute == planner::Recompute::kSelective ||
+      layout.recompute == planner::Recompute::kSelectiveOp) {
     refuse(kDeepSpeedTarget, "layout.recompute",
            "DeepSpeed checkpoints whole layers (pipeline.activation_checkpoint_interval), not "
-           "the attention core",
-           "selective");
+           "the attention core or single ops",
+           to_string(layout.recompute));
   }
   if (layout.recompute == planner::Recompute::kFull && layout.pp == 1) {
     refuse(kDeepSpeedTarget, "layout.recompute",

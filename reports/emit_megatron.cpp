@@ -144,6 +144,10 @@ void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
   if (layout.sequence_parallel) {
     flags.push_back({"--sequence-parallel", ""});
   }
+  if (layout.recompute == planner::Recompute::kSelectiveOp) {
+    refuse(kMegatronTarget, "layout.recompute",
+           "Megatron-LM has no op-level (torchtitan) selective checkpointing", "selective-op");
+  }
   if (layout.recompute == planner::Recompute::kSelective) {
     flags.push_back({"--recompute-granularity", "selective"});
   } else if (layout.recompute == planner::Recompute::kFull) {

@@ -132,17 +132,21 @@ std::string emit_torchtitan(const planner::Plan& plan) {
         planner::stage_layer_range(plan.model, layout, 0, 0).count());
   }
   out += "context_parallel_degree = 1\n\n";
-  // Under --framework fsdp, `selective` is costed as torchtitan's op-level policy
-  // (planner compute_cost.cpp op_sac_recompute, memory.cpp op_sac_saved_bytes_per_layer):
-  // ActivationCheckpoint.selective_ac_option "op" (job_config.py; the default "2" would
-  // checkpoint every second layer whole instead).
+  // selective-op is costed as torchtitan's op-level policy (planner compute_cost.cpp
+  // op_sac_recompute, memory.cpp op_sac_saved_bytes_per_layer): ActivationCheckpoint.
+  // selective_ac_option "op" (job_config.py; the default "2" would checkpoint every second layer
+  // whole instead). torchtitan has no attention-core recompute (selective).
   switch (layout.recompute) {
     case planner::Recompute::kFull:
       out += "[activation_checkpoint]\nmode = \"full\"\n";
       break;
-    case planner::Recompute::kSelective:
+    case planner::Recompute::kSelectiveOp:
       out += "[activation_checkpoint]\nmode = \"selective\"\nselective_ac_option = \"op\"\n";
       break;
+    case planner::Recompute::kSelective:
+      refuse(kTorchtitanTarget, "layout.recompute",
+             "torchtitan has no attention-core recompute; its op-level policy is selective-op",
+             "selective");
     case planner::Recompute::kNone:
       out += "[activation_checkpoint]\nmode = \"none\"\n";
       break;

@@ -563,7 +563,7 @@ expect "--schedule foo" \
   plan_error "--schedule: unknown schedule, expected gpipe, 1f1b, interleaved or zb-h1 (foo)" \
   --model gpt3-175b --cluster dgx-a100-80gb --gpus 1024 --schedule foo
 expect "--recompute some" \
-  plan_error "--recompute: unknown recompute, expected none, selective or full (some)" \
+  plan_error "--recompute: unknown recompute, expected none, selective, selective-op or full (some)" \
   --model tiny --cluster dgx-a100-80gb --gpus 8 --recompute some
 expect "--sequence-parallel maybe" \
   plan_error "--sequence-parallel: expected on or off (maybe)" \

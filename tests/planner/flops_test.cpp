@@ -101,13 +101,13 @@ PlanEstimate op_sac_estimate(Framework framework, Recompute recompute) {
   return estimate_plan(model, models::load_cluster("dgx-a100-80gb"), layout, options);
 }
 
-TEST_CASE("hardware FLOPs: FSDP selective is torchtitan's op policy, every second mm again") {
+TEST_CASE("hardware FLOPs: selective-op is torchtitan's op policy, every second mm again") {
   // torchtitan parallelize_llama.py saves every odd-numbered mm of a block (wq, wv, w1, w2) and
   // re-runs wk, wo and w3: per token and layer 2 (h g d + h a d + h f) = 2 (4,194,304 +
   // 16,777,216 + 58,720,256) = 159,383,552; x 32 layers x 8192 tokens = 41,781,441,855,488
   // per sequence. Model FLOPs per sequence 474,422,087,516,160 (the PaLM case above); 8
   // sequences: 8 x 516,203,529,371,648 = 4,129,628,234,973,184.
-  const PlanEstimate e = op_sac_estimate(Framework::kFsdp, Recompute::kSelective);
+  const PlanEstimate e = op_sac_estimate(Framework::kFsdp, Recompute::kSelectiveOp);
   REQUIRE(e.rejection_code != "sizes");
   CHECK(e.model_flops_per_step ==
         doctest::Approx(8 * 474'422'087'516'160.0).epsilon(kFlopsRoundingTolerance));
@@ -115,7 +115,7 @@ TEST_CASE("hardware FLOPs: FSDP selective is torchtitan's op policy, every secon
         doctest::Approx(4'129'628'234'973'184.0).epsilon(kFlopsRoundingTolerance));
 }
 
-TEST_CASE("time: FSDP selective re-runs wk, wo, w3 and the element-wise work in the backward") {
+TEST_CASE("time: selective-op re-runs wk, wo, w3 and the element-wise work in the backward") {
   // Against Megatron's selective recompute with flash attention (nothing re-run), the
   // backward of one micro-batch grows per layer by the three GEMMs (T 8192 rows) and the
   // forward's memory-bound bytes: norms 2 x 2 T h, residual adds 2 x 3 T h, SwiGLU 3 T f,
@@ -128,7 +128,7 @@ TEST_CASE("time: FSDP selective re-runs wk, wo, w3 and the element-wise work in 
   const double memory =
       bytes / (cluster.gpu.hbm_bytes_per_second * cluster.efficiency.hbm_efficiency);
   const PlanEstimate megatron = op_sac_estimate(Framework::kMegatron, Recompute::kSelective);
-  const PlanEstimate fsdp = op_sac_estimate(Framework::kFsdp, Recompute::kSelective);
+  const PlanEstimate fsdp = op_sac_estimate(Framework::kFsdp, Recompute::kSelectiveOp);
   const double added = fsdp.stages[0].chunks[0].backward_input_compute_seconds -
                        megatron.stages[0].chunks[0].backward_input_compute_seconds;
   CHECK(added == doctest::Approx(32 * (gemms + memory)).epsilon(1e-12));
@@ -156,7 +156,7 @@ TEST_CASE("inventory: FSDP selective re-gathers the sequence-parallel forward in
     }
     return int64_t{-1};
   };
-  CHECK(forward_gathers(Framework::kFsdp, Recompute::kSelective) == 512);
+  CHECK(forward_gathers(Framework::kFsdp, Recompute::kSelectiveOp) == 512);
   CHECK(forward_gathers(Framework::kFsdp, Recompute::kNone) == 256);
   CHECK(forward_gathers(Framework::kMegatron, Recompute::kSelective) == 256);
 }
@@ -165,13 +165,55 @@ TEST_CASE("FSDP selective recompute of an MoE model is refused, not costed as de
   // ZeRO 0 (DDP over dp_replicate): meshplan has no ZeRO-3 for MoE (moe_zero3).
   const models::TransformerConfig model = models::load_model("mixtral-8x7b");
   Layout layout = make_layout(1, 1, 8, 1, 8);
-  layout.recompute = Recompute::kSelective;
+  layout.recompute = Recompute::kSelectiveOp;
   PlanOptions options;
   options.framework = Framework::kFsdp;
   const PlanEstimate e = estimate_plan(model, models::load_cluster("dgx-h100"), layout, options);
   CHECK_FALSE(e.feasible);
   CHECK(e.rejection_code == "framework");
   CHECK(e.rejection_reason.find("op-level selective recompute") != std::string::npos);
+}
+
+TEST_CASE("hardware FLOPs: selective-op under tp re-runs each rank's share of wk, wo, w3") {
+  // tp 2, dp 4: each rank runs the same mm calls on its column/row shards, so the re-run
+  // FLOPs of all ranks sum to the tp 1 figure above: 41,781,441,855,488 per sequence, 8
+  // sequences; the model FLOPs are unchanged.
+  const models::TransformerConfig model = models::load_model("llama3-8b");
+  Layout layout = make_layout(2, 1, 4, 1, 8);
+  layout.zero = 3;
+  PlanOptions options;
+  options.framework = Framework::kFsdp;
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  layout.recompute = Recompute::kNone;
+  const PlanEstimate none = estimate_plan(model, cluster, layout, options);
+  layout.recompute = Recompute::kSelectiveOp;
+  const PlanEstimate op = estimate_plan(model, cluster, layout, options);
+  REQUIRE(op.rejection_code.empty());
+  CHECK(op.hardware_flops_per_step - none.hardware_flops_per_step ==
+        doctest::Approx(8 * 41'781'441'855'488.0).epsilon(kFlopsRoundingTolerance));
+}
+
+TEST_CASE("selective-op runs under fsdp only; fsdp has no attention-core selective") {
+  const models::TransformerConfig model = models::load_model("llama3-8b");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  const auto refusal = [&](Framework framework, Recompute recompute) {
+    Layout layout = make_layout(1, 1, 8, 1, 8);
+    layout.recompute = recompute;
+    PlanOptions options;
+    options.framework = framework;
+    const PlanEstimate e = estimate_plan(model, cluster, layout, options);
+    return e.rejection_code == "framework" ? e.rejection_reason : std::string();
+  };
+  CHECK(refusal(Framework::kMegatron, Recompute::kSelectiveOp)
+            .starts_with("megatron cannot run this layout: selective-op is torchtitan's"));
+  CHECK(refusal(Framework::kDeepSpeed, Recompute::kSelectiveOp)
+            .starts_with("deepspeed cannot run this layout: selective-op is torchtitan's"));
+  CHECK(refusal(Framework::kMeshplan, Recompute::kSelectiveOp)
+            .starts_with("meshplan cannot run this layout: selective-op is torchtitan's"));
+  CHECK(refusal(Framework::kFsdp, Recompute::kSelective)
+            .starts_with("fsdp cannot run this layout: torchtitan has no attention-core"));
+  CHECK(refusal(Framework::kFsdp, Recompute::kSelectiveOp).empty());
+  CHECK(refusal(Framework::kMegatron, Recompute::kSelective).empty());
 }
 
 TEST_CASE("MFU, HFU, model TFLOP/s per GPU and tokens/s from the step time") {

@@ -84,9 +84,11 @@ Layout case_layout(const nlohmann::json& l) {
   layout.micro_batch = l.at("micro_batch");
   layout.global_batch = l.at("global_batch");
   const std::string recompute = l.at("recompute");
-  layout.recompute = recompute.starts_with("full")        ? Recompute::kFull
-                     : recompute.starts_with("selective") ? Recompute::kSelective
-                                                          : Recompute::kNone;
+  // "selective (op)" is torchtitan's op-level policy (selective-op), plain "selective" Megatron's.
+  layout.recompute = recompute.starts_with("full")             ? Recompute::kFull
+                     : recompute.starts_with("selective (op)") ? Recompute::kSelectiveOp
+                     : recompute.starts_with("selective")      ? Recompute::kSelective
+                                                               : Recompute::kNone;
   if (l.contains("stage_layers")) {
     layout.stage_layers = l.at("stage_layers").get<std::vector<int64_t>>();
   }

@@ -550,10 +550,10 @@ TEST_CASE("torchtitan's loss under the caching allocator: freed segments stay re
   // rebuild when its widest tensor per token, e max(h, 2f / t, (a + 2g) d / t), is narrower
   // than the loss's fp32 4 V / t. Vocabulary 32,000, op-level SAC: 2 * 2048 * 32,000 =
   // 131,072,000 plus the rebuild 61,997,056 - 29,491,200 = 32,505,856 (2 * 5632 < 128,000).
-  CHECK(torchtitan_cached_bytes(1, 32000, Recompute::kSelective) == 163'577'856);
+  CHECK(torchtitan_cached_bytes(1, 32000, Recompute::kSelectiveOp) == 163'577'856);
   // Vocabulary 128: the loss's 4 V = 512 bytes per token is narrower than the block's 11,264,
   // so the block's segments can hold the loss's tensors: the bf16 logits only, 524,288.
-  CHECK(torchtitan_cached_bytes(1, 128, Recompute::kSelective) == 524'288);
+  CHECK(torchtitan_cached_bytes(1, 128, Recompute::kSelectiveOp) == 524'288);
   // tp 2 with sequence parallelism, full checkpointing: logits 2 * 2048 * 16,000 = 65,536,000
   // plus the block rebuilt whole, 61,997,056 / 2 = 30,998,528 (2 * 2816 < 64,000): 96,534,528.
   CHECK(torchtitan_cached_bytes(1, 32000, Recompute::kFull, 2) == 96'534'528);
@@ -614,8 +614,8 @@ TEST_CASE("torchtitan's op-level selective checkpointing: what each block keeps"
   // g d = 4 x 64 = 256, f = 2816: input T h e + wq T a d e + wv T g d e + attention output
   // T a d e + log-sum-exp 4 T a + w1 T f e + w2 T h e = 2048 * 2 * 7168 + 4 * 2048 * 16
   // = 29,491,200 bytes per layer.
-  const int64_t per_layer = torchtitan_activations(2, 32000, Recompute::kSelective) -
-                            torchtitan_activations(1, 32000, Recompute::kSelective);
+  const int64_t per_layer = torchtitan_activations(2, 32000, Recompute::kSelectiveOp) -
+                            torchtitan_activations(1, 32000, Recompute::kSelectiveOp);
   CHECK(per_layer == 29'491'200);
   // Without checkpointing the same block keeps Q, K, V, the attention output, the SwiGLU's two
   // inputs and its product, the four norm/projection inputs and the log-sum-exp:
@@ -627,11 +627,12 @@ TEST_CASE("torchtitan's op-level selective checkpointing: what each block keeps"
   // 2 T h e = 8,388,608; the saved fp32 log-softmax 4 T V = 262,144,000; and at its backward
   // two more fp32 tensors of that size (nll_loss's gradient and log_softmax's), 8 T V =
   // 524,288,000, larger than the block's rebuild: 824,311,808.
-  CHECK(torchtitan_activations(1, 32000, Recompute::kSelective) ==
+  CHECK(torchtitan_activations(1, 32000, Recompute::kSelectiveOp) ==
         824'311'808 + kWorkspaceH100Torch);
   // Vocabulary 128: the block's rebuild (61,997,056 - 29,491,200 = 32,505,856) is larger than
   // the loss's 8 T V = 2,097,152: 29,491,200 + 8,388,608 + 1,048,576 + 32,505,856.
-  CHECK(torchtitan_activations(1, 128, Recompute::kSelective) == 71'434'240 + kWorkspaceH100Torch);
+  CHECK(torchtitan_activations(1, 128, Recompute::kSelectiveOp) ==
+        71'434'240 + kWorkspaceH100Torch);
 }
 
 TEST_CASE("torchtitan's tensor-parallel LM head and loss_parallel cross-entropy") {

@@ -332,7 +332,8 @@ TEST_CASE("bad plan files: layout values") {
         "p.json: layout: schedule: unknown schedule, expected gpipe, 1f1b, interleaved or zb-h1 "
         "(foo)");
   CHECK(error_after([](nlohmann::json& j) { j["layout"]["recompute"] = "some"; }) ==
-        "p.json: layout: recompute: unknown recompute, expected none, selective or full (some)");
+        "p.json: layout: recompute: unknown recompute, expected none, selective, selective-op or "
+        "full (some)");
   CHECK(error_after([](nlohmann::json& j) { j["layout"]["placement"] = "pp-tp-dp"; }) ==
         "p.json: layout: placement: unknown placement, expected tp-dp-pp or tp-pp-dp (pp-tp-dp)");
   // The layout's validity rules, with the rule's reason.

@@ -554,9 +554,9 @@ TEST_CASE("--emit torchtitan: DDP without pp accumulates micro-batches; refusals
   CHECK(error_of(make_plan("tiny", "local-cpu", tiny), EmitTarget::kTorchtitan) ==
         "--emit torchtitan: model: torchtitan selects a model by flavor; none of llama3 8B, 70B, "
         "405B has this shape (tiny)");
-  // fsdp's selective recompute is torchtitan's op-level policy, which the config names.
+  // selective-op is torchtitan's op-level policy, which the config names.
   planner::Layout selective = ddp;
-  selective.recompute = planner::Recompute::kSelective;
+  selective.recompute = planner::Recompute::kSelectiveOp;
   const std::map<std::string, std::string> op_sac =
       parse_toml(emit_torchtitan(make_plan("llama3-8b", "dgx-h100", selective)));
   CHECK(op_sac.at("activation_checkpoint.mode") == "selective");

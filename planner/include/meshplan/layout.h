@@ -7,7 +7,11 @@
 
 namespace meshplan::planner {
 
-enum class Recompute { kNone, kSelective, kFull };
+/// kSelective: Korthikanti et al. 2022 (Megatron --recompute-granularity selective), the
+/// attention core re-run. kSelectiveOp ("selective-op"): torchtitan's op-level selective AC
+/// (selective_ac_option "op"): the block's SDPA and every odd-numbered mm output kept, every
+/// second mm and the element-wise work re-run (compute_cost.cpp op_sac_recompute); fsdp only.
+enum class Recompute { kNone, kSelective, kFull, kSelectiveOp };
 
 /// Pipeline schedules. kOneFOneB is PipeDream-Flush (Narayanan et al. 2021, Fig. 4 top);
 /// kInterleaved is Megatron-LM's interleaved 1F1B with vpp model chunks per stage (ibid. Fig. 4
