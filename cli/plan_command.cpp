@@ -50,6 +50,7 @@ struct PlanArguments {
   std::string overlap_param_gather = "on";
   std::string overlap_tp_comm = "off";
   std::string fp8_param_gather = "off";
+  std::string compile = "off";
   // Unset: on for --framework megatron (Megatron-Core's default for interleaved schedules), off
   // for the others (planner::check_overlap_p2p_options refuses on for them).
   std::optional<std::string> overlap_p2p_comm;
@@ -323,6 +324,7 @@ planner::PlanOptions plan_options(const PlanArguments& args) {
   options.overlap_param_gather = parse_on_off(args.overlap_param_gather, "--overlap-param-gather");
   options.overlap_tp_comm = parse_on_off(args.overlap_tp_comm, "--overlap-tp-comm");
   options.fp8_param_gather = parse_on_off(args.fp8_param_gather, "--fp8-param-gather");
+  options.compile = parse_on_off(args.compile, "--compile");
   options.overlap_p2p_comm = args.overlap_p2p_comm
                                  ? parse_on_off(*args.overlap_p2p_comm, "--overlap-p2p-comm")
                                  : options.framework == planner::Framework::kMegatron;
@@ -584,6 +586,10 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--fp8-param-gather", args->fp8_param_gather,
                    "Megatron-LM --fp8-param-gather: fp8 linear weights, gathered in fp8 (on | off; "
                    "needs --precision fp8, --framework megatron, --zero 1)")
+      ->capture_default_str();
+  plan->add_option("--compile", args->compile,
+                   "torchtitan --training.compile: torch.compile of each TransformerBlock and the "
+                   "loss (on | off; --framework fsdp only; blocks costed as eager)")
       ->capture_default_str();
   plan->add_option("--overlap-p2p-comm", args->overlap_p2p_comm,
                    "Megatron-Core --overlap-p2p-communication: interleaved pipeline sends overlap "

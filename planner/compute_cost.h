@@ -33,6 +33,10 @@ struct PassBytes {
 /// Bytes the loss moves per logit element of one rank (Megatron-Core's unfused
 /// vocab_parallel_cross_entropy), for logits of logits_element_bytes (2 or 4).
 PassBytes cross_entropy_bytes_per_logit(double logits_element_bytes);
+/// The same for the loss as the plan runs it: eager as above, or compiled (options.compile,
+/// torchtitan's --training.compile): the logits read once forward, read and their gradient
+/// written once backward.
+PassBytes loss_bytes_per_logit(double logits_element_bytes, const PlanOptions& options);
 
 /// Bytes of the input embedding's memory-bound passes for one micro-batch on one rank: the
 /// lookup, position embedding, layout copies and dropout forward; their gradients, the dense

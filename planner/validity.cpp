@@ -246,6 +246,8 @@ void check_fp8_param_gather_options(const PlanOptions& options) {
 // torchtitan's --training.compile (torchtitan components/loss.py build_cross_entropy_loss,
 // models/llama3/infra/parallelize.py apply_compile at e7c0cae): the other frameworks' compile
 // paths (Megatron-LM's TorchScript/TE fusions, DeepSpeed's compile) are not this one.
+}  // namespace
+
 void check_compile_options(const PlanOptions& options) {
   if (!options.compile) {
     return;
@@ -267,8 +269,6 @@ void check_compile_options(const PlanOptions& options) {
           "compile");
   }
 }
-
-}  // namespace
 
 void check_precision(const models::ClusterConfig& cluster, const PlanOptions& options) {
   check_fp8_param_gather_options(options);

@@ -284,6 +284,9 @@ Validity check_framework(const PlanOptions& options, const Layout& layout, bool 
 /// "compile: framework <f>: ...", and check_grad_reduce_dtype_options with field
 /// "grad_reduce_dtype".
 void check_precision(const models::ClusterConfig& cluster, const PlanOptions& options);
+/// Throws InputError "compile: framework <f>: <why>" when options.compile is on under a
+/// framework other than fsdp (torchtitan's --training.compile).
+void check_compile_options(const PlanOptions& options);
 /// Throws InputError ("<field>: framework <f>: <why>") when overlap_p2p_comm is on for a
 /// framework other than Megatron-LM, the one that overlaps pipeline sends.
 void check_overlap_p2p_options(const PlanOptions& options,
