@@ -51,6 +51,7 @@ struct PlanArguments {
   std::string overlap_tp_comm = "off";
   std::string fp8_param_gather = "off";
   std::string cross_entropy_loss_fusion = "off";
+  std::string compile = "off";
   // Unset: on for --framework megatron (Megatron-Core's default for interleaved schedules), off
   // for the others (planner::check_overlap_p2p_options refuses on for them).
   std::optional<std::string> overlap_p2p_comm;
@@ -326,6 +327,7 @@ planner::PlanOptions plan_options(const PlanArguments& args) {
   options.fp8_param_gather = parse_on_off(args.fp8_param_gather, "--fp8-param-gather");
   options.cross_entropy_loss_fusion = planner::parse_cross_entropy_fusion(
       args.cross_entropy_loss_fusion, "--cross-entropy-loss-fusion");
+  options.compile = parse_on_off(args.compile, "--compile");
   options.overlap_p2p_comm = args.overlap_p2p_comm
                                  ? parse_on_off(*args.overlap_p2p_comm, "--overlap-p2p-comm")
                                  : options.framework == planner::Framework::kMegatron;
@@ -591,6 +593,10 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--cross-entropy-loss-fusion", args->cross_entropy_loss_fusion,
                    "Megatron-Core's fused loss: off | native (--cross-entropy-loss-fusion) | te "
                    "(with --cross-entropy-fusion-impl te); --framework megatron only")
+      ->capture_default_str();
+  plan->add_option("--compile", args->compile,
+                   "torchtitan --training.compile: torch.compile of each TransformerBlock and the "
+                   "loss (on | off; --framework fsdp only; blocks costed as eager)")
       ->capture_default_str();
   plan->add_option("--overlap-p2p-comm", args->overlap_p2p_comm,
                    "Megatron-Core --overlap-p2p-communication: interleaved pipeline sends overlap "

@@ -336,6 +336,20 @@ PassBytes cross_entropy_bytes_per_logit(double logits_element_bytes, CrossEntrop
   return {cast + 4.0 + 8.0 + 8.0 + 4.0 + 8.0, 8.0 + cast};
 }
 
+// The loss's bytes per logit, eager (cross_entropy_bytes_per_logit) or compiled
+// (options.compile: torchtitan bbb1b616e+ components/loss.py build_cross_entropy_loss wraps
+// cross_entropy(pred.float()) in torch.compile). Inductor fuses the cast, max, exp-sum and log
+// into one reduction kernel per row (torch/_inductor/scheduler.py fuses a reduction with its
+// pointwise producers), so the forward reads the bf16 logits once (e); the backward, the
+// partitioner having saved the logits (memory.cpp loss_bytes_per_token_vocab), reads them again
+// and writes the one gradient in their dtype (e + e). Compiled blocks are costed as eager.
+PassBytes loss_bytes_per_logit(double logits_element_bytes, const PlanOptions& options) {
+  if (!options.compile) {
+    return cross_entropy_bytes_per_logit(logits_element_bytes, options.cross_entropy_loss_fusion);
+  }
+  return {logits_element_bytes, 2.0 * logits_element_bytes};
+}
+
 PassBytes embedding_bytes(const models::TransformerConfig& model,
                           const models::ClusterConfig& cluster, const Layout& layout,
                           const PlanOptions& options) {
@@ -510,8 +524,8 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     const double norm_tokens = layout.sequence_parallel ? tokens / t : tokens;
     const double head_gemm = gemm_seconds(cluster, tokens, vocab, h);
     // Final norm (read, write; backward twice that) and the cross-entropy's passes over the
-    // rank's T V / t logits (cross_entropy_bytes_per_logit).
-    const PassBytes loss = cross_entropy_bytes_per_logit(e, options.cross_entropy_loss_fusion);
+    // rank's T V / t logits (loss_bytes_per_logit: eager or compiled).
+    const PassBytes loss = loss_bytes_per_logit(e, options);
     cost.forward_compute_seconds +=
         head_gemm +
         memory_seconds(cluster, 2.0 * norm_tokens * h * e + loss.forward * tokens * vocab);

@@ -34,6 +34,10 @@ struct PassBytes {
 /// vocab_parallel_cross_entropy, or the `fusion` kernels), for logits of logits_element_bytes
 /// (2 or 4).
 PassBytes cross_entropy_bytes_per_logit(double logits_element_bytes, CrossEntropyFusion fusion);
+/// The same for the loss as the plan runs it: the above with options.cross_entropy_loss_fusion,
+/// or compiled (options.compile, torchtitan's --training.compile): the logits read once forward,
+/// read and their gradient written once backward.
+PassBytes loss_bytes_per_logit(double logits_element_bytes, const PlanOptions& options);
 
 /// Bytes of the input embedding's memory-bound passes for one micro-batch on one rank: the
 /// lookup, position embedding, layout copies and dropout forward; their gradients, the dense

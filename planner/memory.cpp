@@ -453,6 +453,36 @@ double fp8_state_bytes(const models::TransformerConfig& model, const models::Clu
          (2.0 * linear_weights_per_layer(x) + kAmaxHistoryLength * kScaledTensorsPerLayer * 4.0);
 }
 
+// Bytes per logit (token x vocabulary entry) of the last stage's loss: held per micro-batch in
+// flight until its backward, and transient once during the loss's backward.
+struct LossBytes {
+  double held = 4.0;
+  double transient = 0.0;
+};
+
+// The loss's bytes per logit, eager or compiled (options.compile, fsdp only):
+//   eager (Korthikanti et al. 2022 Sec. 4.4: the fp32 logits 4 s b v / t; torchtitan's
+//     cross_entropy(pred.float()), train.py at 9dec370 line 131, whose log_softmax backward
+//     holds its saved fp32 output with two fp32 gradients, nll_loss's and its own): held 4,
+//     transient 8 under fsdp (other frameworks' transients are stage_memory's);
+//   compiled (torchtitan bbb1b616e+ components/loss.py build_cross_entropy_loss wraps the loss in
+//     torch.compile): AOTAutograd's min-cut partitioner (torch/_functorch/partitioners.py
+//     min_cut_rematerialization_partition) saves the graph's bf16 input, the logits, rather than
+//     the fp32 cast and log-softmax it can recompute pointwise, and the fused backward writes
+//     one gradient in the input's dtype: held e, transient e. Inferred from the partitioner's
+//     rules, not checked on a trace (framework-memory.md Sec. 3.6).
+LossBytes loss_bytes_per_token_vocab(const models::ClusterConfig& cluster,
+                                     const PlanOptions& options) {
+  if (options.framework != Framework::kFsdp) {
+    return {4.0, 0.0};
+  }
+  if (!options.compile) {
+    return {4.0, 8.0};
+  }
+  const double e = static_cast<double>(element_bytes(cluster));
+  return {e, e};
+}
+
 // What torchtitan's tensor-parallel LM head and loss hold beyond the last stage's terms in
 // stage_memory, under --framework fsdp with tp > 1 (0 otherwise). Returns {held per last-chunk
 // micro-batch in flight, extra loss transient}, T = the rank's micro-batch tokens:
@@ -507,11 +537,15 @@ double fsdp_loss_cached_bytes(const models::TransformerConfig& model,
   }
   const Shape x = shape_of(model, cluster, layout);
   const double vocab = static_cast<double>(padded_vocab_size(model, layout.tp)) / x.t;
-  const double logits_bf16 = layout.pp == 1 && x.e < 4.0 ? x.e * x.tokens * vocab : 0.0;
+  // Compiled (options.compile), the graph saves the bf16 logits: nothing is freed before the
+  // backward, and the loss's widest tensor is the bf16 gradient (loss_bytes_per_token_vocab).
+  const double logits_bf16 =
+      layout.pp == 1 && x.e < 4.0 && !options.compile ? x.e * x.tokens * vocab : 0.0;
+  const double loss_width = options.compile ? x.e * vocab : 4.0 * vocab;
   const double widest_layer_tensor =
       x.e * std::max({x.h, x.fc1 / x.t, (x.a + 2.0 * x.g) * x.d / x.t});
   const double layer_pool =
-      widest_layer_tensor < 4.0 * vocab ? std::min(rebuild_bytes, loss_bytes) : 0.0;
+      widest_layer_tensor < loss_width ? std::min(rebuild_bytes, loss_bytes) : 0.0;
   return logits_bf16 + layer_pool;
 }
 
@@ -713,16 +747,14 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
     // last-chunk micro-batch in flight: one under 1F1B, all m under GPipe, whose losses are
     // computed in the forward and whose cross-entropy backward needs the softmax.
     const double vocab = static_cast<double>(padded_vocab_size(model, layout.tp)) / t;
-    activations += (2.0 * tokens * h * e / sequence_split + 4.0 * tokens * vocab) *
+    const LossBytes loss = loss_bytes_per_token_vocab(cluster, options);
+    activations += (2.0 * tokens * h * e / sequence_split + loss.held * tokens * vocab) *
                    static_cast<double>(in_flight.last_chunk);
     if (options.framework == Framework::kFsdp) {
-      // torchtitan's loss, cross_entropy(pred.float()) (train.py at 9dec370, line 131): the
-      // backward of log_softmax holds its saved fp32 output (counted above) with two fp32
-      // gradients of the logits' size, nll_loss's and its own: 8 T V / t once.
       const auto [head_input_bytes, loss_parallel_bytes] =
           fsdp_tp_loss_extra_bytes(model, cluster, layout, options);
       activations += head_input_bytes * static_cast<double>(in_flight.last_chunk);
-      loss_bytes = 8.0 * tokens * vocab + loss_parallel_bytes;
+      loss_bytes = loss.transient * tokens * vocab + loss_parallel_bytes;
     } else if (e < 4.0) {
       // The 16-bit logits stay alive while their fp32 copy is made (Megatron-Core
       // tensor_parallel/cross_entropy.py line 25, vocab_parallel_logits.float()): e T V / t.

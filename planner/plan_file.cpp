@@ -68,7 +68,7 @@ constexpr std::array<std::string_view, 16> kLayoutFields = {"tp",
                                                             "ep",
                                                             "microbatch_group",
                                                             "etp"};
-constexpr std::array<std::string_view, 16> kOptionsFields = {"flash_attention",
+constexpr std::array<std::string_view, 17> kOptionsFields = {"flash_attention",
                                                              "overlap_grad_reduce",
                                                              "overlap_param_gather",
                                                              "overlap_tp_comm",
@@ -83,7 +83,8 @@ constexpr std::array<std::string_view, 16> kOptionsFields = {"flash_attention",
                                                              "fp8_param_gather",
                                                              "overlap_p2p_comm",
                                                              "grad_reduce_dtype",
-                                                             "cross_entropy_loss_fusion"};
+                                                             "cross_entropy_loss_fusion",
+                                                             "compile"};
 
 // Bounds that catch typos and unit mistakes before any product of them is formed (a plan file
 // with global_batch 1e12 made explain allocate gigabytes and never finish):
@@ -223,6 +224,9 @@ nlohmann::json options_to_json(const PlanOptions& options) {
   if (options.overlap_p2p_comm) {  // omitted when off, as in plan files written before the key
     json["overlap_p2p_comm"] = true;
   }
+  if (options.compile) {  // omitted at the default, off
+    json["compile"] = true;
+  }
   if (options.grad_reduce_dtype) {  // omitted when unset: the framework's default
     json["grad_reduce_dtype"] = to_string(*options.grad_reduce_dtype);
   }
@@ -293,6 +297,9 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
     options.overlap_p2p_comm = require_bool(json, "overlap_p2p_comm", where);
   }
   check_overlap_p2p_options(options, where + ": overlap_p2p_comm");
+  if (json.contains("compile")) {  // optional: absent means off (eager)
+    options.compile = require_bool(json, "compile", where);
+  }
   if (json.contains("grad_reduce_dtype")) {  // optional: absent means the framework's default
     options.grad_reduce_dtype = parse_grad_reduce_dtype(
         require_string(json, "grad_reduce_dtype", where), where + ": grad_reduce_dtype");
@@ -374,6 +381,11 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
   }
   check_grad_reduce_dtype_options(plan.cluster, plan.options,
                                   source + ": options: grad_reduce_dtype");
+  try {
+    check_compile_options(plan.options);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: options: {}", source, e.what()));
+  }
   return plan;
 }
 

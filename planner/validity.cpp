@@ -256,11 +256,37 @@ void check_cross_entropy_fusion_options(const PlanOptions& options) {
                   to_string(options.framework)));
 }
 
+// torchtitan's --training.compile (torchtitan components/loss.py build_cross_entropy_loss,
+// models/llama3/infra/parallelize.py apply_compile at e7c0cae): the other frameworks' compile
+// paths (Megatron-LM's TorchScript/TE fusions, DeepSpeed's compile) are not this one.
 }  // namespace
+
+void check_compile_options(const PlanOptions& options) {
+  if (!options.compile) {
+    return;
+  }
+  switch (options.framework) {
+    case Framework::kFsdp:
+      return;
+    case Framework::kMegatron:
+      throw InputError(
+          "compile: framework megatron: Megatron-LM has no torch.compile of its blocks and loss "
+          "(torchtitan's --training.compile); its fusions are separate options");
+    case Framework::kDeepSpeed:
+      throw InputError(
+          "compile: framework deepspeed: DeepSpeed's compile is not torchtitan's "
+          "--training.compile and is not modelled");
+    case Framework::kMeshplan:
+      throw InputError(
+          "compile: framework meshplan: the executor runs its own C++ kernels, nothing to "
+          "compile");
+  }
+}
 
 void check_precision(const models::ClusterConfig& cluster, const PlanOptions& options) {
   check_fp8_param_gather_options(options);
   check_cross_entropy_fusion_options(options);
+  check_compile_options(options);
   check_grad_reduce_dtype_options(cluster, options, "grad_reduce_dtype");
   if (options.gemm_precision != GemmPrecision::kFp8) {
     return;

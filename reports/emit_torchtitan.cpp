@@ -151,8 +151,9 @@ std::string emit_torchtitan(const planner::Plan& plan) {
       out += "[activation_checkpoint]\nmode = \"none\"\n";
       break;
   }
-  if (plan.options.overlap_tp_comm) {
-    // Async tensor parallelism only takes effect under torch.compile (job_config.py).
+  // Async tensor parallelism only takes effect under torch.compile (job_config.py); --compile
+  // is Compile.enable with its default components ["model", "loss"] (job_config.py).
+  if (plan.options.overlap_tp_comm || plan.options.compile) {
     out += "\n[compile]\nenable = true\n";
   }
   return out;

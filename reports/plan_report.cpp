@@ -93,6 +93,9 @@ std::string format_plan_options(const planner::PlanOptions& o, const planner::Se
   if (o.cross_entropy_loss_fusion != planner::CrossEntropyFusion::kOff) {
     out += ", cross-entropy fusion " + planner::to_string(o.cross_entropy_loss_fusion);
   }
+  if (o.compile) {
+    out += ", torch.compile (loss; blocks costed eager)";
+  }
   if (o.overlap_p2p_comm) {  // Megatron-Core's default; only interleaved layouts use it
     out += ", p2p overlap (interleaved)";
   }

@@ -404,6 +404,13 @@ row "plan: --overlap-p2p-comm maybe" 2 "--overlap-p2p-comm: expected on or off (
   plan --model tiny --cluster dgx-h100 --gpus 8 --overlap-p2p-comm maybe --json new_out.json
 row "plan: --fp8-param-gather maybe" 2 "--fp8-param-gather: expected on or off (maybe)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --fp8-param-gather maybe --json new_out.json
+row "plan: --compile under megatron" 2 "compile: framework megatron" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --compile on --json new_out.json
+row "plan: --compile under deepspeed" 2 "compile: framework deepspeed" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --framework deepspeed --compile on \
+  --json new_out.json
+row "plan: --compile maybe" 2 "--compile: expected on or off (maybe)" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --framework fsdp --compile maybe --json new_out.json
 row "plan: --grad-reduce-dtype fp16" 2 \
   "--grad-reduce-dtype: unsupported gradient reduce dtype (fp16); supported: fp32, bf16" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --grad-reduce-dtype fp16 --json new_out.json

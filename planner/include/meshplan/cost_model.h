@@ -121,6 +121,13 @@ struct PlanOptions {
   // Gradient reduce dtype; nullopt: the framework's default for the layout
   // (default_grad_reduce_dtype, e.g. fp32 under Megatron's --bf16 DDP/distributed optimizer).
   std::optional<GradReduceDtype> grad_reduce_dtype;
+  // torch.compile as torchtitan applies it with --training.compile since bbb1b616e (2025-04-02,
+  // components/loss.py build_cross_entropy_loss): each TransformerBlock (apply_compile, since
+  // 9954e19c) and the cross-entropy loss. torchtitan 9dec370 .. d1f62be7 compiled the blocks only
+  // ("TODO: compiling loss function causes CUDA errors"): state those runs with compile off,
+  // since meshplan costs compiled blocks as eager (memory.cpp loss_bytes_per_token_vocab,
+  // compute_cost.cpp loss_seconds). Only framework fsdp (check_compile_options).
+  bool compile = false;
 
   bool operator==(const PlanOptions&) const = default;
 };
@@ -288,9 +295,13 @@ Validity check_framework(const PlanOptions& options, const Layout& layout, bool 
 /// (A100) or the cluster trains in fp32: "<cluster>: precision: fp8: ...", and when
 /// options.fp8_param_gather is on without fp8 or under a framework other than megatron:
 /// "fp8_param_gather: ...", cross_entropy_loss_fusion on under a framework other than megatron:
-/// "cross_entropy_loss_fusion: ...", and check_grad_reduce_dtype_options with field
+/// "cross_entropy_loss_fusion: ...", options.compile on under a framework other than fsdp:
+/// "compile: framework <f>: ...", and check_grad_reduce_dtype_options with field
 /// "grad_reduce_dtype".
 void check_precision(const models::ClusterConfig& cluster, const PlanOptions& options);
+/// Throws InputError "compile: framework <f>: <why>" when options.compile is on under a
+/// framework other than fsdp (torchtitan's --training.compile).
+void check_compile_options(const PlanOptions& options);
 /// Throws InputError ("<field>: framework <f>: <why>") when overlap_p2p_comm is on for a
 /// framework other than Megatron-LM, the one that overlaps pipeline sends.
 void check_overlap_p2p_options(const PlanOptions& options,
