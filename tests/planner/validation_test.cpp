@@ -328,7 +328,7 @@ TEST_CASE("malformed runs file: the error names the run and the field") {
 
 // Mutations of the first fixture run, each with the error it must give.
 template <typename Change>
-std::string error_after(Change&& change, int version = 1) {
+std::string run_error_after(Change&& change, int version = 1) {
   nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
   json["version"] = version;
   change(json["runs"][0]);
@@ -338,30 +338,30 @@ std::string error_after(Change&& change, int version = 1) {
 TEST_CASE("malformed runs: missing, wrong-typed and impossible fields") {
   CHECK(input_error([] { validate_runs(nlohmann::json::object(), "r.json"); }) ==
         "r.json: runs: missing or not a list");
-  CHECK(error_after([](nlohmann::json& run) { run.erase("id"); }) ==
+  CHECK(run_error_after([](nlohmann::json& run) { run.erase("id"); }) ==
         "r.json: runs[0]: id: missing");
   const std::string run = "r.json: runs[fixture-fixed-layout]: ";
-  CHECK(error_after([](nlohmann::json& r) { r.erase("hardware"); }) ==
+  CHECK(run_error_after([](nlohmann::json& r) { r.erase("hardware"); }) ==
         run + "hardware: missing or not an object");
-  CHECK(error_after([](nlohmann::json& r) { r["model"]["num_layers"] = "x"; }) ==
+  CHECK(run_error_after([](nlohmann::json& r) { r["model"]["num_layers"] = "x"; }) ==
         run + "model: num_layers: expected an integer (\"x\")");
-  CHECK(error_after([](nlohmann::json& r) { r["model"]["activation"] = "relu"; }) ==
+  CHECK(run_error_after([](nlohmann::json& r) { r["model"]["activation"] = "relu"; }) ==
         run + "model: activation: unsupported activation (relu); supported: gelu, swiglu");
-  CHECK(error_after([](nlohmann::json& r) { r["model"]["hidden_size"] = 0; }) ==
+  CHECK(run_error_after([](nlohmann::json& r) { r["model"]["hidden_size"] = 0; }) ==
         run + "model: hidden_size: must be positive (0)");
-  CHECK(error_after([](nlohmann::json& r) { r["hardware"]["gpus_per_node"] = 0; }) ==
+  CHECK(run_error_after([](nlohmann::json& r) { r["hardware"]["gpus_per_node"] = 0; }) ==
         run + "hardware: gpus_per_node: must be at least 1 (0)");
-  CHECK(error_after([](nlohmann::json& r) { r["layout"]["schedule"] = "foo"; }) ==
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["schedule"] = "foo"; }) ==
         run +
             "layout: schedule: unknown schedule, expected gpipe, 1f1b, interleaved or zb-h1 "
             "(foo)");
-  CHECK(error_after([](nlohmann::json& r) { r["layout"]["global_batch"] = nullptr; }) ==
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["global_batch"] = nullptr; }) ==
         run + "layout: global_batch: missing");
-  CHECK(error_after([](nlohmann::json& r) { r["published"]["step_time_s"] = -1; }) ==
+  CHECK(run_error_after([](nlohmann::json& r) { r["published"]["step_time_s"] = -1; }) ==
         run + "published: step_time_s: must be positive (-1)");
   // A ZeRO stage that does not exist is malformed (a fixed layout that merely breaks a rule is a
   // run not predicted, below).
-  CHECK(error_after([](nlohmann::json& r) { r["layout"]["zero"] = 7; }) ==
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["zero"] = 7; }) ==
         run + "layout: zero: must be 0, 1, 2 or 3 (7)");
 }
 
@@ -478,22 +478,22 @@ TEST_CASE("runs file versions: 1 without framework/options, 2 with them") {
   CHECK(report.runs[1].options.flash_attention);  // "Megatron-Core" in its source
 
   const std::string run = "r.json: runs[fixture-fixed-layout]: ";
-  CHECK(error_after([](nlohmann::json& r) {
+  CHECK(run_error_after([](nlohmann::json& r) {
           r["options"] = {{"flash_attention", true}};
         }) == run + "options: needs runs-file version 2 (version 1)");
-  CHECK(error_after([](nlohmann::json& r) { r["framework"] = "fsdp"; }) ==
+  CHECK(run_error_after([](nlohmann::json& r) { r["framework"] = "fsdp"; }) ==
         run + "framework: needs runs-file version 2 (version 1)");
-  CHECK(error_after([](nlohmann::json&) {}, 4) == "r.json: version: expected 1 to 3 (4)");
+  CHECK(run_error_after([](nlohmann::json&) {}, 4) == "r.json: version: expected 1 to 3 (4)");
 }
 
 TEST_CASE("runs file version 3: the layout's cp (absent or null = 1)") {
   const std::string run = "r.json: runs[fixture-fixed-layout]: ";
   // An older reader would ignore the key, so a version-1 or 2 file that uses it is rejected.
-  CHECK(error_after([](nlohmann::json& r) { r["layout"]["cp"] = 2; }, 2) ==
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["cp"] = 2; }, 2) ==
         run + "layout: cp: needs runs-file version 3 (version 2)");
-  CHECK(error_after([](nlohmann::json& r) { r["layout"]["cp"] = 0; }, 3) ==
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["cp"] = 0; }, 3) ==
         run + "layout: cp: must be at least 1 (0)");
-  CHECK(error_after([](nlohmann::json& r) { r["layout"]["cp"] = "two"; }, 3) ==
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["cp"] = "two"; }, 3) ==
         run + "layout: cp: expected an integer (\"two\")");
   // The fixture's 16 GPUs as tp 2 x cp 2 x dp 4: the sequence split over 2 ranks.
   nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
@@ -547,24 +547,24 @@ TEST_CASE("a run's model may state dropout (absent = true, as in a model file)")
 
 TEST_CASE("malformed framework and options name the run and the key") {
   const std::string run = "r.json: runs[fixture-fixed-layout]: ";
-  CHECK(error_after(
+  CHECK(run_error_after(
             [](nlohmann::json& r) {
               r["options"] = {{"overlap_grad_reduc", false}};
             },
             2) == run + "options: overlap_grad_reduc: unknown field (false)");
-  CHECK(error_after(
+  CHECK(run_error_after(
             [](nlohmann::json& r) {
               r["options"] = {{"flash_attention", "yes"}};
             },
             2) == run + "options: flash_attention: expected true or false (\"yes\")");
-  CHECK(error_after(
+  CHECK(run_error_after(
             [](nlohmann::json& r) {
               r["options"] = {{"bucket_bytes", 0}};
             },
             2) == run + "options: bucket_bytes: must be positive (0)");
-  CHECK(error_after([](nlohmann::json& r) { r["options"] = 1; }, 2) ==
+  CHECK(run_error_after([](nlohmann::json& r) { r["options"] = 1; }, 2) ==
         run + "options: not an object");
-  CHECK(error_after([](nlohmann::json& r) { r["framework"] = "jax"; }, 2) ==
+  CHECK(run_error_after([](nlohmann::json& r) { r["framework"] = "jax"; }, 2) ==
         run + "framework: unknown framework, expected megatron, deepspeed or fsdp (jax)");
 }
 
@@ -575,14 +575,14 @@ TEST_CASE("malformed framework and options name the run and the key") {
 // inter_node_bytes_per_second_per_gpu, converted to bytes/s (-1.25e+10).
 TEST_CASE("malformed runs: fixed tp * pp * dp != num_gpus names the fields") {
   // tp 16, pp 1, dp 8 on 16 GPUs.
-  CHECK(error_after([](nlohmann::json& r) { r["layout"]["tp"] = 16; }) ==
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["tp"] = 16; }) ==
         "r.json: runs[fixture-fixed-layout]: layout: tp*pp*dp: fixed sizes multiply to 128, which "
         "does not fit 16 GPUs");
 }
 
 TEST_CASE("malformed runs: an unknown cluster names the run and field") {
   const std::string message =
-      error_after([](nlohmann::json& r) { r["hardware"]["cluster"] = "dgx-z9"; });
+      run_error_after([](nlohmann::json& r) { r["hardware"]["cluster"] = "dgx-z9"; });
   CHECK(message.rfind("r.json: runs[fixture-fixed-layout]: hardware: cluster: unknown cluster "
                       "preset 'dgx-z9'",
                       0) == 0);
@@ -590,9 +590,10 @@ TEST_CASE("malformed runs: an unknown cluster names the run and field") {
 }
 
 TEST_CASE("malformed runs: negative inter-node bandwidth names the file's field") {
-  CHECK(error_after([](nlohmann::json& r) { r["hardware"]["inter_node_gbps_per_gpu"] = -100; }) ==
-        "r.json: runs[fixture-fixed-layout]: hardware: inter_node_gbps_per_gpu: must be positive "
-        "(-100)");
+  CHECK(
+      run_error_after([](nlohmann::json& r) { r["hardware"]["inter_node_gbps_per_gpu"] = -100; }) ==
+      "r.json: runs[fixture-fixed-layout]: hardware: inter_node_gbps_per_gpu: must be positive "
+      "(-100)");
 }
 
 }  // namespace
