@@ -151,10 +151,15 @@ std::string emit_torchtitan(const planner::Plan& plan) {
       out += "[activation_checkpoint]\nmode = \"none\"\n";
       break;
   }
-  // Async tensor parallelism only takes effect under torch.compile (job_config.py); --compile
-  // is Compile.enable with its default components ["model", "loss"] (job_config.py).
-  if (plan.options.overlap_tp_comm || plan.options.compile) {
+  // --compile is Compile.enable with its default components ["model", "loss"] (job_config.py).
+  // Async tensor parallelism only takes effect under torch.compile of the model (job_config.py
+  // Compile, "Async TP requires 'model' in --compile.components"); without --compile the plan
+  // costs the loss eager, so only the blocks are compiled (components since torchtitan
+  // 08b8b244f, #1608).
+  if (plan.options.compile) {
     out += "\n[compile]\nenable = true\n";
+  } else if (plan.options.overlap_tp_comm) {
+    out += "\n[compile]\nenable = true\ncomponents = [\"model\"]\n";
   }
   return out;
 }

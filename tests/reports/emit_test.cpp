@@ -116,7 +116,8 @@ const std::set<std::string> kTorchtitanKeys = {"model.name",
                                                "parallelism.pipeline_parallel_layers_per_stage",
                                                "parallelism.context_parallel_degree",
                                                "activation_checkpoint.mode",
-                                               "compile.enable"};
+                                               "compile.enable",
+                                               "compile.components"};
 
 std::string error_of(const planner::Plan& plan, EmitTarget target, const std::string& path = "") {
   try {
@@ -527,6 +528,29 @@ TEST_CASE("--emit: the interleaved micro-batch group size, Megatron's flag or a 
   layout.microbatch_group = 0;  // Megatron's default N = pp: no flag
   CHECK(megatron_flags(emit_megatron(make_plan("llama3-8b", "dgx-h100", layout)))
             .count("--microbatch-group-size-per-virtual-pipeline-stage") == 0);
+}
+
+// torchtitan's async TP is a pass of torch.compile on the model (job_config.py Compile: "Async TP
+// requires 'model' in --compile.components"): without --compile meshplan costs the loss eager, so
+// the config compiles the blocks only; --compile on is the default components, model and loss.
+TEST_CASE("--emit torchtitan: async TP compiles the blocks, --compile the blocks and the loss") {
+  planner::Layout layout;
+  layout.tp = 2;
+  layout.dp = 4;
+  layout.zero = 3;
+  layout.global_batch = 8;
+  layout.sequence_parallel = true;
+  planner::Plan plan = make_plan("llama3-8b", "dgx-h100", layout);
+  CHECK(parse_toml(emit_torchtitan(plan)).count("compile.enable") == 0);
+  plan.options.overlap_tp_comm = true;
+  std::map<std::string, std::string> toml = parse_toml(emit_torchtitan(plan));
+  CHECK(toml.at("parallelism.enable_async_tensor_parallel") == "true");
+  CHECK(toml.at("compile.enable") == "true");
+  CHECK(toml.at("compile.components") == "[\"model\"]");
+  plan.options.compile = true;
+  toml = parse_toml(emit_torchtitan(plan));
+  CHECK(toml.at("compile.enable") == "true");
+  CHECK(toml.count("compile.components") == 0);  // torchtitan's default: model and loss
 }
 
 TEST_CASE("--emit torchtitan: DDP without pp accumulates micro-batches; refusals") {
