@@ -150,12 +150,15 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
     // torchtitan's op-level selective recompute saves reduce-scatter outputs, not all-gather
     // outputs: the forward all-gathers run again in the backward (op_sac_recompute).
     const bool regather = full || op_level_selective_recompute(layout, options);
+    // The layers' all-gathers move tp_all_gather_element_bytes per element (FP8 under TE).
+    const int64_t gather_bytes =
+        tokens * model.hidden_size * tp_all_gather_element_bytes(cluster, options);
     inventory.add(stage, "tp: layer forward all-gathers (QKV in, MLP in)", kAG, kTp, t,
-                  hidden_bytes, (pairs - mla_layers) * m * (regather ? 2 : 1));
+                  gather_bytes, (pairs - mla_layers) * m * (regather ? 2 : 1));
     inventory.add(stage, "tp: layer forward reduce-scatters (attention out, MLP out)", kRS, kTp, t,
                   hidden_bytes, pairs * m * (full ? 2 : 1));
     inventory.add(stage, "tp: layer backward all-gathers (output grads, input re-gather)", kAG, kTp,
-                  t, hidden_bytes, (2 * pairs - mla_layers) * m);
+                  t, gather_bytes, (2 * pairs - mla_layers) * m);
     inventory.add(stage, "tp: layer backward reduce-scatters (QKV in, MLP in)", kRS, kTp, t,
                   hidden_bytes, (pairs - mla_layers) * m);
     // Megatron-Core's alltoall dispatcher with etp > 1: the dispatched tokens are all-gathered

@@ -95,15 +95,16 @@ double linear_gemm_seconds(const models::TransformerConfig& model,
 // query latent (or the hidden state when q_lora_rank is 0), the kv latent and the shared
 // rotary key, one call each, as collective_inventory's add_mla_tensor_parallel lists them:
 // gathered forward and reduce-scattered backward under sequence parallelism, all-reduced
-// backward without it; the output projection keeps the hidden state's reduction.
+// backward without it; the output projection keeps the hidden state's reduction. `pair` is
+// one dense all-reduce, or under sequence parallelism its all-gather plus reduce-scatter.
 struct AttentionTpComm {
   double forward = 0, backward = 0;
 };
 AttentionTpComm attention_tp_seconds(const models::TransformerConfig& model,
                                      const models::ClusterConfig& cluster, const Layout& layout,
-                                     double tokens, double hidden_all_reduce_seconds) {
+                                     const PlanOptions& options, double tokens, double pair) {
   if (!model.is_mla()) {
-    return {hidden_all_reduce_seconds, hidden_all_reduce_seconds};
+    return {pair, pair};
   }
   const double e = static_cast<double>(element_bytes(cluster));
   const auto latents = [&](CollectiveKind kind) {
@@ -116,14 +117,17 @@ AttentionTpComm attention_tp_seconds(const models::TransformerConfig& model,
     return seconds;
   };
   if (!layout.sequence_parallel) {
-    return {hidden_all_reduce_seconds, latents(CollectiveKind::kAllReduce)};
+    return {pair, latents(CollectiveKind::kAllReduce)};
   }
-  const auto hidden = [&](CollectiveKind kind) {
-    return collective_seconds(cluster, kind, static_cast<int64_t>(tokens * model.hidden_size * e),
+  const auto hidden = [&](CollectiveKind kind, double bytes_per_element) {
+    return collective_seconds(cluster, kind,
+                              static_cast<int64_t>(tokens * model.hidden_size * bytes_per_element),
                               layout.tp, 1);
   };
-  return {latents(CollectiveKind::kAllGather) + hidden(CollectiveKind::kReduceScatter),
-          hidden(CollectiveKind::kAllGather) + latents(CollectiveKind::kReduceScatter)};
+  // The output projection's output gradient is gathered as the dense layers' are.
+  const double gather_e = static_cast<double>(tp_all_gather_element_bytes(cluster, options));
+  return {latents(CollectiveKind::kAllGather) + hidden(CollectiveKind::kReduceScatter, e),
+          hidden(CollectiveKind::kAllGather, gather_e) + latents(CollectiveKind::kReduceScatter)};
 }
 
 LayerTime layer_time(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
@@ -177,18 +181,27 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
     // volume (Korthikanti et al. 2022, Sec. 4.2.2). The extra backward all-gather that
     // re-gathers the saved inputs overlaps with the input-gradient GEMM there, so it is not
     // exposed.
-    const double all_reduce = collective_seconds(
-        cluster, CollectiveKind::kAllReduce, static_cast<int64_t>(tokens * h * e), layout.tp, 1);
+    double pair = collective_seconds(cluster, CollectiveKind::kAllReduce,
+                                     static_cast<int64_t>(tokens * h * e), layout.tp, 1);
+    const double gather_e = static_cast<double>(tp_all_gather_element_bytes(cluster, options));
+    if (layout.sequence_parallel && gather_e != e) {
+      // The all-gather moves Transformer Engine's FP8 copies, the reduce-scatter the GEMM's
+      // 16-bit output (tp_all_gather_element_bytes).
+      pair = collective_seconds(cluster, CollectiveKind::kAllGather,
+                                static_cast<int64_t>(tokens * h * gather_e), layout.tp, 1) +
+             collective_seconds(cluster, CollectiveKind::kReduceScatter,
+                                static_cast<int64_t>(tokens * h * e), layout.tp, 1);
+    }
     // An MoE layer (sequence parallel, as Megatron requires) replaces the MLP's pair by one on
     // the routed tokens (the alltoall dispatcher's all-gather over the etp ranks after dispatch
     // and reduce-scatter before combine; none at etp 1) plus the shared experts' own pair.
-    double mlp_pair = all_reduce;
+    double mlp_pair = pair;
     if (moe_layer) {
       mlp_pair = moe_expert_tp_seconds(model, cluster, layout, CollectiveKind::kAllReduce) +
-                 (model.num_shared_experts > 0 ? all_reduce : 0.0);
+                 (model.num_shared_experts > 0 ? pair : 0.0);
     }
     const AttentionTpComm attention =
-        attention_tp_seconds(model, cluster, layout, tokens, all_reduce);
+        attention_tp_seconds(model, cluster, layout, options, tokens, pair);
     time.tp_comm_forward = attention.forward + mlp_pair;
     time.tp_comm_backward = attention.backward + mlp_pair;
     if (options.overlap_tp_comm) {

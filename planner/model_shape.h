@@ -81,5 +81,11 @@ double moe_token_count_seconds(const models::TransformerConfig& model,
 /// Element sizes: weights/activations/communication, and gradients (ZeRO's K=12 accounting
 /// keeps gradients in the compute precision).
 int64_t element_bytes(const models::ClusterConfig& cluster);
+/// Bytes per element of the tensor-parallel all-gathers of a dense (non-MLA) layer's linears
+/// under sequence parallelism (forward inputs, backward output gradients and input re-gathers):
+/// 1 where Transformer Engine gathers the FP8 copies (--precision fp8 under megatron), else
+/// element_bytes.
+int64_t tp_all_gather_element_bytes(const models::ClusterConfig& cluster,
+                                    const PlanOptions& options);
 
 }  // namespace meshplan::planner
