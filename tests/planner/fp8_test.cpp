@@ -90,8 +90,8 @@ TEST_CASE("fp8: the linear GEMMs run at the FP8 peak, plus Transformer Engine's 
         doctest::Approx(32.0 * (saved_per_layer - cast_backward)).epsilon(kFp8RoundingTolerance));
   CHECK(b.backward_weight_compute_seconds - f.backward_weight_compute_seconds ==
         doctest::Approx(32.0 * saved_per_layer).epsilon(kFp8RoundingTolerance));
-  // Communication is sent as in bf16 (Megatron-LM with Transformer Engine keeps activations,
-  // gradients and the data-parallel reduction in 16/32 bits).
+  // At tp 1 there is no tp traffic, and the data-parallel reduction stays in 16/32 bits
+  // (Transformer Engine sends FP8 only in its sequence-parallel all-gathers, below).
   CHECK(f.forward_tp_comm_seconds == b.forward_tp_comm_seconds);
   CHECK(fp8.stages[0].dp_grad_sync_seconds == bf16.stages[0].dp_grad_sync_seconds);
   CHECK(fp8.step_time_s < bf16.step_time_s);
@@ -128,6 +128,47 @@ TEST_CASE("fp8: TE's casts under sequence parallelism and tp") {
         doctest::Approx(32.0 * (cast_backward - cast_forward)).epsilon(1e-6));
   CHECK(b.backward_weight_compute_seconds - f.backward_weight_compute_seconds ==
         doctest::Approx(forward_saving + 32.0 * cast_forward).epsilon(1e-9));
+}
+
+TEST_CASE("fp8: TE's sequence-parallel all-gathers move FP8 bytes, reduce-scatters 16-bit") {
+  // tp 4 inside one dgx-h100 node, sequence parallel, T = 2048 tokens per micro-batch, h 4096,
+  // overlap_tp_comm off. Per layer and direction two all-gather + reduce-scatter pairs of T x h:
+  // forward the QKV and MLP-in inputs gathered, backward the output-projection and MLP-out
+  // output gradients gathered (TE v1.8 layernorm_linear.py, base.py grad_output_preprocess), all
+  // in FP8 (1 byte). A ring all-gather of B bytes over n = 4 NVLink ranks takes (n - 1)/n B /
+  // (450e9 x 0.75) + (n - 1) x 2 us, as does a reduce-scatter; bf16 gathers 2 bytes, fp8 1, so
+  // fp8 saves 2 x 3/4 x T h x 1 byte / (450e9 x 0.75) per layer and direction; 32 layers.
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  Layout layout = make_layout(4, 1, 2, 1, 8);
+  layout.sequence_parallel = true;
+  const PlanEstimate bf16 = estimate_plan(square_model(), cluster, layout);
+  const PlanEstimate fp8 = estimate_plan(square_model(), cluster, layout, fp8_options());
+  const double T = 2048, h = 4096;
+  const double saved = 32.0 * 2.0 * 0.75 * T * h / (450e9 * 0.75);
+  const ChunkCost& b = bf16.stages[0].chunks[0];
+  const ChunkCost& f = fp8.stages[0].chunks[0];
+  CHECK(b.forward_tp_comm_seconds - f.forward_tp_comm_seconds ==
+        doctest::Approx(saved).epsilon(1e-9));
+  CHECK(b.backward_tp_comm_seconds - f.backward_tp_comm_seconds ==
+        doctest::Approx(saved).epsilon(1e-9));
+  // The inventory lists the same bytes: T h x 1 per all-gather, T h x 2 per reduce-scatter.
+  for (const char* what : {"tp: layer forward all-gathers (QKV in, MLP in)",
+                           "tp: layer backward all-gathers (output grads, input re-gather)"}) {
+    const CollectiveTraffic* gather = test::find_traffic(fp8.collectives, what);
+    REQUIRE(gather != nullptr);
+    CHECK(gather->message_bytes == 2048 * 4096);
+    CHECK(test::find_traffic(bf16.collectives, what)->message_bytes == 2048 * 4096 * 2);
+  }
+  const CollectiveTraffic* scatter = test::find_traffic(
+      fp8.collectives, "tp: layer forward reduce-scatters (attention out, MLP out)");
+  REQUIRE(scatter != nullptr);
+  CHECK(scatter->message_bytes == 2048 * 4096 * 2);
+  // torchao's Float8Linear (--framework fsdp) is not costed with FP8 gathers.
+  PlanOptions fsdp = fp8_options();
+  fsdp.framework = Framework::kFsdp;
+  const PlanEstimate torchao = estimate_plan(square_model(), cluster, layout, fsdp);
+  CHECK(test::find_traffic(torchao.collectives, "tp: layer forward all-gathers (QKV in, MLP in)")
+            ->message_bytes == 2048 * 4096 * 2);
 }
 
 TEST_CASE("fp8: Transformer Engine's weight caches and amax history in memory") {
