@@ -102,14 +102,14 @@ int64_t element_bytes(const models::ClusterConfig& cluster) {
 int64_t tp_all_gather_element_bytes(const models::ClusterConfig& cluster,
                                     const PlanOptions& options) {
   // Transformer Engine casts before it gathers: a LayerNormLinear's norm writes FP8 and the
-  // column-parallel gather moves those bytes (TE v1.8 module/layernorm_linear.py _LayerNormLinear
-  // forward, ln_out uint8 into gather_along_first_dim; the backward re-gathers the saved FP8
-  // ln_out), a Linear's input is cast_to_fp8 before its gather (module/linear.py _Linear
+  // column-parallel gather moves those bytes (TE v1.8 = 3ec998e9 module/layernorm_linear.py
+  // _LayerNormLinear forward, ln_out uint8 into gather_along_first_dim; the backward re-gathers the
+  // saved FP8 ln_out), a Linear's input is cast_to_fp8 before its gather (module/linear.py _Linear
   // forward), and a row-parallel linear's output gradient is cast and then gathered in FP8
   // (module/base.py grad_output_preprocess, "FP8 case with gather"; FP8 wgrad, Megatron-Core's
-  // and NeMo's fp8_wgrad default). TE 2.x keeps it (v2.8 distributed.py gather_along_first_dim
-  // with a quantizer: _all_gather_fp8 for delayed and current scaling). The reduce-scatters
-  // carry the GEMMs' 16-bit outputs.
+  // and NeMo's fp8_wgrad default). TE 2.x keeps it (v2.8 = 40c69e75 distributed.py
+  // gather_along_first_dim with a quantizer: _all_gather_fp8 for delayed and current scaling). The
+  // reduce-scatters carry the GEMMs' 16-bit outputs.
   if (options.gemm_precision == GemmPrecision::kFp8 && options.framework == Framework::kMegatron) {
     return 1;
   }
