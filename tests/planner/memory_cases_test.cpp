@@ -32,9 +32,10 @@ constexpr double kGiB = static_cast<double>(kBytesPerGiB);
 // Cases meshplan does not model, with the reason (README "Memory", measured cases).
 const std::map<std::string, std::string> kNotModelled = {
     {"torchtitan-llama3-405b-fsdp8-tp8-pp8-1f1b",
-     "predicted 22.9% low with torchtitan 9dec370's micro-batch 4 and split, the stage's fp32 "
-     "accumulated gradients and pipelining's kept outputs and receive buffers counted; the "
-     "interleaved row, measured 9.8 GiB lower, is predicted 4.8 GiB higher: not explained "
+     "predicted 22.8% low with torchtitan 9dec370's micro-batch 4 and split, the stage's fp32 "
+     "accumulated gradients and pipelining's kept outputs and receive buffers counted; its "
+     "9.8 GiB over the interleaved row is torch's per-virtual-stage gradient release (not "
+     "modelled), but both rows then miss a common ~18-20 GB term not found in the sources "
      "(framework-memory.md Sec. 3.4)"},
 };
 
