@@ -141,6 +141,7 @@ TEST_CASE("round trip: flash_attention_version is stored only when 1 and read ba
   Plan plan = example_plan();
   plan.options.framework = Framework::kMegatron;
   plan.options.overlap_p2p_comm = true;  // Megatron-LM's condition for interleaving at pp 2
+  plan.options.flash_attention = true;   // version 1 names a fused kernel's generation
   CHECK_FALSE(plan_to_json(plan, {}).at("options").contains("flash_attention_version"));
   CHECK(plan_from_json(plan_to_json(plan, {}), "p.json").options.flash_attention_version == 2);
   plan.options.flash_attention_version = 1;
