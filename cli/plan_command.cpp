@@ -46,6 +46,7 @@ struct PlanArguments {
   std::string framework = "megatron";
   std::string precision = "bf16";
   std::string flash_attention = "on";
+  int flash_attention_version = 2;
   std::string overlap_grad_reduce = "on";
   std::string overlap_param_gather = "on";
   std::string overlap_tp_comm = "off";
@@ -321,6 +322,7 @@ planner::PlanOptions plan_options(const PlanArguments& args) {
   options.framework = planner::parse_framework(args.framework, "--framework");
   options.gemm_precision = planner::parse_gemm_precision(args.precision, "--precision");
   options.flash_attention = parse_on_off(args.flash_attention, "--flash-attention");
+  options.flash_attention_version = args.flash_attention_version;
   options.overlap_grad_reduce = parse_on_off(args.overlap_grad_reduce, "--overlap-grad-reduce");
   options.overlap_param_gather = parse_on_off(args.overlap_param_gather, "--overlap-param-gather");
   options.overlap_tp_comm = parse_on_off(args.overlap_tp_comm, "--overlap-tp-comm");
@@ -332,6 +334,7 @@ planner::PlanOptions plan_options(const PlanArguments& args) {
                                  ? parse_on_off(*args.overlap_p2p_comm, "--overlap-p2p-comm")
                                  : options.framework == planner::Framework::kMegatron;
   planner::check_overlap_p2p_options(options, "--overlap-p2p-comm");
+  planner::check_flash_attention_version(options, "--flash-attention-version");
   if (args.grad_reduce_dtype) {
     options.grad_reduce_dtype =
         planner::parse_grad_reduce_dtype(*args.grad_reduce_dtype, "--grad-reduce-dtype");
@@ -581,6 +584,10 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--placement", args->placement, "Rank order: tp-dp-pp | tp-pp-dp")
       ->capture_default_str();
   plan->add_option("--flash-attention", args->flash_attention, "on | off")->capture_default_str();
+  plan->add_option("--flash-attention-version", args->flash_attention_version,
+                   "Fused attention kernel generation: 2 (FlashAttention-2, cuDNN, FA3) | 1 "
+                   "(FlashAttention-1 or its Triton port, at half the rate)")
+      ->capture_default_str();
   plan->add_option("--overlap-grad-reduce", args->overlap_grad_reduce, "on | off")
       ->capture_default_str();
   plan->add_option("--overlap-param-gather", args->overlap_param_gather, "on | off")

@@ -263,8 +263,14 @@ double attention_forward_seconds(const models::TransformerConfig& model,
     // square; attention_efficiency is measured on that half (Dao-AILab/flash-attention
     // benchmarks/benchmark_flash_attention.py flops(): 4 b s^2 h d / 2 if causal, the count
     // behind the FlashAttention-2/-3 papers' TFLOP/s and cuDNN's bars in them).
+    // attention_efficiency is FlashAttention-2's rate; FlashAttention-1 runs at about half of
+    // it ("around 2x speedup compared to FlashAttention", Dao 2023, abstract), and its Triton
+    // port no faster (llm-foundry v0.3.0 llmfoundry/models/layers/flash_attn_triton.py header:
+    // forward + backward slightly slower than the CUDA FlashAttention).
+    const double generation_rate = options.flash_attention_version == 1 ? 0.5 : 1.0;
     return 0.5 * attention_flops /
-           (peak_flops_per_second(cluster) * cluster.efficiency.attention_efficiency);
+           (peak_flops_per_second(cluster) * cluster.efficiency.attention_efficiency *
+            generation_rate);
   }
   // Per head the batched scores GEMM Q K^T (s x s, reducing over d) and attention-times-values
   // (s x d, reducing over s), plus the fused scale-mask-softmax that reads and writes the

@@ -68,7 +68,8 @@ constexpr std::array<std::string_view, 16> kLayoutFields = {"tp",
                                                             "ep",
                                                             "microbatch_group",
                                                             "etp"};
-constexpr std::array<std::string_view, 17> kOptionsFields = {"flash_attention",
+constexpr std::array<std::string_view, 18> kOptionsFields = {"flash_attention",
+                                                             "flash_attention_version",
                                                              "overlap_grad_reduce",
                                                              "overlap_param_gather",
                                                              "overlap_tp_comm",
@@ -227,6 +228,9 @@ nlohmann::json options_to_json(const PlanOptions& options) {
   if (options.compile) {  // omitted at the default, off
     json["compile"] = true;
   }
+  if (options.flash_attention_version != 2) {  // omitted at the default, FlashAttention-2
+    json["flash_attention_version"] = options.flash_attention_version;
+  }
   if (options.grad_reduce_dtype) {  // omitted when unset: the framework's default
     json["grad_reduce_dtype"] = to_string(*options.grad_reduce_dtype);
   }
@@ -249,6 +253,14 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
     }
   };
   read_bool("flash_attention", options.flash_attention);
+  if (json.contains("flash_attention_version")) {  // optional: absent means 2
+    const int64_t version = require_int(json, "flash_attention_version", where);
+    if (version != 1 && version != 2) {  // before the narrowing: 2^32 + 1 must not pass as 1
+      throw InputError(
+          fmt::format("{}: flash_attention_version: expected 1 or 2 ({})", where, version));
+    }
+    options.flash_attention_version = static_cast<int>(version);
+  }
   read_bool("overlap_grad_reduce", options.overlap_grad_reduce);
   read_bool("overlap_param_gather", options.overlap_param_gather);
   read_bool("overlap_tp_comm", options.overlap_tp_comm);
@@ -304,6 +316,7 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
     options.grad_reduce_dtype = parse_grad_reduce_dtype(
         require_string(json, "grad_reduce_dtype", where), where + ": grad_reduce_dtype");
   }
+  check_flash_attention_version(options, where + ": flash_attention_version");
   return options;
 }
 

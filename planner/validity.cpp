@@ -171,6 +171,23 @@ GradReduceDtype parse_grad_reduce_dtype(const std::string& text, const std::stri
                                field, text));
 }
 
+void check_flash_attention_version(const PlanOptions& options, const std::string& field) {
+  if (options.flash_attention_version != 1 && options.flash_attention_version != 2) {
+    throw InputError(
+        fmt::format("{}: expected 1 or 2 ({})", field, options.flash_attention_version));
+  }
+  if (options.flash_attention_version == 1 && !options.flash_attention) {
+    throw InputError(
+        fmt::format("{}: 1 needs flash_attention on (unfused attention has no "
+                    "kernel generation)",
+                    field));
+  }
+  if (options.flash_attention_version == 1 && options.framework == Framework::kMeshplan) {
+    throw InputError(fmt::format(
+        "{}: 1 under framework meshplan: the executor runs its own fused kernel", field));
+  }
+}
+
 void check_grad_reduce_dtype_options(const models::ClusterConfig& cluster,
                                      const PlanOptions& options, const std::string& field) {
   if (!options.grad_reduce_dtype) {
@@ -288,6 +305,7 @@ void check_precision(const models::ClusterConfig& cluster, const PlanOptions& op
   check_cross_entropy_fusion_options(options);
   check_compile_options(options);
   check_grad_reduce_dtype_options(cluster, options, "grad_reduce_dtype");
+  check_flash_attention_version(options, "flash_attention_version");
   if (options.gemm_precision != GemmPrecision::kFp8) {
     return;
   }

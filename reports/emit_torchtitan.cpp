@@ -64,6 +64,10 @@ void check_torchtitan_expressible(const planner::Plan& plan) {
     refuse(kTorchtitanTarget, "options.flash_attention",
            "torchtitan always runs fused SDPA attention", "off");
   }
+  if (plan.options.flash_attention_version == 1) {
+    refuse(kTorchtitanTarget, "options.flash_attention_version",
+           "torchtitan's SDPA picks FlashAttention-2 or cuDNN, not FlashAttention-1", "1");
+  }
   if (!plan.options.overlap_grad_reduce) {
     refuse(kTorchtitanTarget, "options.overlap_grad_reduce",
            "FSDP2 and DDP always overlap the gradient reduction with backward", "off");

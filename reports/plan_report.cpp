@@ -87,6 +87,9 @@ std::string format_plan_options(const planner::PlanOptions& o, const planner::Se
   if (o.allow_tp_across_nodes) {
     out += ", tp across nodes allowed";
   }
+  if (o.flash_attention_version == 1) {
+    out += ", flash attention 1";
+  }
   if (o.fp8_param_gather) {
     out += ", fp8 param gather";
   }

@@ -411,6 +411,12 @@ row "plan: --compile under deepspeed" 2 "compile: framework deepspeed" \
   --json new_out.json
 row "plan: --compile maybe" 2 "--compile: expected on or off (maybe)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --framework fsdp --compile maybe --json new_out.json
+row "plan: --flash-attention-version 3" 2 "--flash-attention-version: expected 1 or 2 (3)" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --flash-attention-version 3 --json new_out.json
+row "plan: --flash-attention-version 1 unfused" 2 \
+  "--flash-attention-version: 1 needs flash_attention on" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --flash-attention off --flash-attention-version 1 \
+  --json new_out.json
 row "plan: --grad-reduce-dtype fp16" 2 \
   "--grad-reduce-dtype: unsupported gradient reduce dtype (fp16); supported: fp32, bf16" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --grad-reduce-dtype fp16 --json new_out.json

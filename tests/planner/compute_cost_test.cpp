@@ -90,6 +90,48 @@ TEST_CASE("flash attention: the causal half of the square, its backward 2.5 x th
   CHECK(attention_backward_to_forward(unfused) == 2.0);
 }
 
+TEST_CASE("flash attention version 1: the causal half at half FlashAttention-2's rate") {
+  // MPT-13B as llm-foundry benchmarked it (h 5120, 40 heads of 128, seq 2048), micro-batch 2,
+  // on dgx-h100: the causal half of Megatron's square, 4 b s^2 a d / 2 = 2 x 2 x 2048^2 x 5120
+  // = 85,899,345,920 FLOPs per layer, at 989.4e12 x attention_efficiency / 2 (Dao 2023:
+  // FlashAttention-2 about twice FlashAttention-1). The backward keeps its 2.5 x.
+  models::TransformerConfig model = models::load_model("llama2-7b");
+  model.hidden_size = 5120;
+  model.num_attention_heads = 40;
+  model.num_kv_heads = 40;
+  model.head_dim = 128;
+  model.seq_length = 2048;
+  const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
+  const Layout layout = test::make_layout(1, 1, 1, 2, 2);
+  PlanOptions v1;
+  v1.flash_attention_version = 1;
+  const double causal_flops = 85899345920.0;
+  CHECK(attention_forward_seconds(model, h100, layout, v1) ==
+        doctest::Approx(causal_flops / (989.4e12 * h100.efficiency.attention_efficiency * 0.5))
+            .epsilon(kRounding));
+  CHECK(attention_backward_to_forward(v1) == 2.5);
+}
+
+TEST_CASE("flash_attention_version: only 1 or 2, 1 only with a fused kernel and not meshplan") {
+  PlanOptions options;
+  options.flash_attention_version = 3;
+  CHECK_THROWS_WITH_AS(check_flash_attention_version(options, "--flash-attention-version"),
+                       "--flash-attention-version: expected 1 or 2 (3)", InputError);
+  options.flash_attention_version = 1;
+  CHECK_NOTHROW(check_flash_attention_version(options, "--flash-attention-version"));
+  options.flash_attention = false;
+  CHECK_THROWS_WITH_AS(check_flash_attention_version(options, "--flash-attention-version"),
+                       "--flash-attention-version: 1 needs flash_attention on (unfused attention "
+                       "has no kernel generation)",
+                       InputError);
+  options.flash_attention = true;
+  options.framework = Framework::kMeshplan;
+  CHECK_THROWS_WITH_AS(check_flash_attention_version(options, "--flash-attention-version"),
+                       "--flash-attention-version: 1 under framework meshplan: the executor runs "
+                       "its own fused kernel",
+                       InputError);
+}
+
 TEST_CASE("cross-entropy: Megatron-Core's unfused passes, bytes per logit element") {
   // bf16 logits. Forward: .float() read 2 + write 4, max read 4, x - max read 4 + write 4, exp
   // read 4 + write 4, sum read 4, / sum read 4 + write 4 = 6 + 4 + 8 + 8 + 4 + 8 = 38.

@@ -137,6 +137,35 @@ TEST_CASE("round trip: grad_reduce_dtype is stored when given and read back") {
                        InputError);
 }
 
+TEST_CASE("round trip: flash_attention_version is stored only when 1 and read back") {
+  Plan plan = example_plan();
+  plan.options.framework = Framework::kMegatron;
+  plan.options.overlap_p2p_comm = true;  // Megatron-LM's condition for interleaving at pp 2
+  plan.options.flash_attention = true;   // version 1 names a fused kernel's generation
+  CHECK_FALSE(plan_to_json(plan, {}).at("options").contains("flash_attention_version"));
+  CHECK(plan_from_json(plan_to_json(plan, {}), "p.json").options.flash_attention_version == 2);
+  plan.options.flash_attention_version = 1;
+  const nlohmann::json json = plan_to_json(plan, {});
+  CHECK(json.at("options").at("flash_attention_version") == 1);
+  const Plan back = plan_from_json(json, "p.json");
+  CHECK(back.options.flash_attention_version == 1);
+  CHECK(back == plan);
+  nlohmann::json bad = json;
+  bad["options"]["flash_attention_version"] = 4294967297LL;  // 2^32 + 1: not 1 once narrowed
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
+                       "p.json: options: flash_attention_version: expected 1 or 2 (4294967297)",
+                       InputError);
+  bad["options"]["flash_attention_version"] = "1";
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
+                       doctest::Contains("p.json: options: flash_attention_version"), InputError);
+  bad["options"]["flash_attention_version"] = 1;
+  bad["options"]["flash_attention"] = false;
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
+                       doctest::Contains("p.json: options: flash_attention_version: 1 needs "
+                                         "flash_attention on"),
+                       InputError);
+}
+
 TEST_CASE("round trip: bucket_bytes null is the framework's default, a number is kept") {
   Plan plan = example_plan();
   plan.options.bucket_bytes.reset();

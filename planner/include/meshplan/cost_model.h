@@ -67,6 +67,11 @@ GradReduceDtype parse_grad_reduce_dtype(const std::string& text, const std::stri
 struct PlanOptions {
   Framework framework = Framework::kMegatron;
   bool flash_attention = true;  // fused attention: no s^2 score tensors stored or moved
+  // The fused kernel's generation (only read with flash_attention): 2, FlashAttention-2 and
+  // its successors (cuDNN, FA3), the rate the cluster's attention_efficiency is measured at; 1,
+  // FlashAttention-1 or its Triton port (llm-foundry v0.3.0 attn_impl: triton), at half that
+  // rate (compute_cost.cpp attention_forward_seconds).
+  int flash_attention_version = 2;
   // Data-parallel gradient reduction overlaps with the backward of the last micro-batch
   // (Megatron-LM --overlap-grad-reduce, PyTorch DDP buckets). Off: it runs after the backward.
   bool overlap_grad_reduce = true;
@@ -313,6 +318,9 @@ void check_overlap_p2p_options(const PlanOptions& options,
 /// cluster's precision); bf16 under fsdp (reduce_dtype bf16 not modelled). Unset passes.
 void check_grad_reduce_dtype_options(const models::ClusterConfig& cluster,
                                      const PlanOptions& options, const std::string& field);
+/// Throws InputError "<field>: ..." when options.flash_attention_version is not 1 or 2, or is 1
+/// with flash_attention off (no fused kernel to be of generation 1).
+void check_flash_attention_version(const PlanOptions& options, const std::string& field);
 /// grad_reduce_dtype rules that need the layout (unset passes): code "framework" for fp32 under
 /// megatron with zero >= 2 (Megatron-FSDP's fp32 main grads are not modelled).
 Validity check_grad_reduce_dtype(const Layout& layout, const PlanOptions& options);
