@@ -192,11 +192,10 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
   const double dropout_mask_bytes = model.dropout ? 1.0 : 0.0;
   double bytes =
       2.0 * 2.0 * norm_tokens * h * e + 2.0 * (3.0 * e + dropout_mask_bytes) * norm_tokens * h;
-  double fused_bytes =
-      (model.activation == models::Activation::kSwiglu ? 3.0 : 2.0) * tokens * f / t * e;
-  if (model.positions == models::Positions::kRope) {
-    fused_bytes += 2.0 * tokens * (a + g) * d / t * e;
-  }
+  const bool swiglu = model.activation == models::Activation::kSwiglu;
+  const double activation_bytes = (swiglu ? 3.0 : 2.0) * tokens * f / t * e;
+  const double rope_bytes =
+      model.positions == models::Positions::kRope ? 2.0 * tokens * (a + g) * d / t * e : 0.0;
   if (moe_layer) {
     // Token permutation before dispatch and un-permutation after combine: read and write the
     // rank's T k / sp routed copies each (Megatron-Core moe_utils.py permute, unpermute).
@@ -212,8 +211,9 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
     eager = eager_elementwise_bytes_per_token(model, layout.tp, e);
     eager.forward *= tokens;
     eager.backward *= tokens;
+    bytes += swiglu ? 0.0 : activation_bytes;  // GELU is one ATen kernel eager too
   } else {
-    bytes += fused_bytes;
+    bytes += activation_bytes + rope_bytes;
   }
   time.memory_forward = memory_seconds(cluster, bytes + eager.forward);
   time.memory_backward = memory_seconds(cluster, 2.0 * bytes + eager.backward);
