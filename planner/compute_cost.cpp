@@ -400,7 +400,7 @@ PassBytes cross_entropy_bytes_per_logit(double logits_element_bytes, CrossEntrop
 // into one reduction kernel per row (torch/_inductor/scheduler.py fuses a reduction with its
 // pointwise producers), so the forward reads the bf16 logits once (e); the backward, the
 // partitioner having saved the logits (memory.cpp loss_bytes_per_token_vocab), reads them again
-// and writes the one gradient in their dtype (e + e). Compiled blocks are costed as eager.
+// and writes the one gradient in their dtype (e + e). The blocks: layer_time.
 PassBytes loss_bytes_per_logit(double logits_element_bytes, const PlanOptions& options) {
   if (!options.compile) {
     return cross_entropy_bytes_per_logit(logits_element_bytes, options.cross_entropy_loss_fusion);
