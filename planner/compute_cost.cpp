@@ -53,8 +53,8 @@ double gemm_seconds(const models::ClusterConfig& cluster, double m, double n, do
   return 2.0 * m * n * k / (peak * efficiency);
 }
 
-// torchtitan's llama model.py at 1ea476e9f (the A100 runs) and 3faaa1a0d (the 405B run),
-// unchanged in these ops at its newest mirrored commit b5bcd76c6 (models/llama3), run eager:
+// torchtitan's llama model.py at 1ea476e9f (the A100 runs) and 3faaa1a0d (the 405B run), run
+// eager (rope and SwiGLU are the same ops at b5bcd76c6, models/common/rope.py, feed_forward.py):
 // every ATen op is one kernel that reads its inputs and writes its output; the backward is
 // autograd's (PyTorch tools/autograd/derivatives.yaml), one kernel per formula, reading what
 // the op saved. Per element, e the activations' bytes, 4 fp32 (a cast to the dtype it already
