@@ -603,7 +603,7 @@ void register_plan_commands(CLI::App& app) {
       ->capture_default_str();
   plan->add_option("--compile", args->compile,
                    "torchtitan --training.compile: torch.compile of each TransformerBlock and the "
-                   "loss (on | off; --framework fsdp only; blocks costed as eager)")
+                   "loss (on | off; --framework fsdp only; off: eager element-wise)")
       ->capture_default_str();
   plan->add_option("--overlap-p2p-comm", args->overlap_p2p_comm,
                    "Megatron-Core --overlap-p2p-communication: interleaved pipeline sends overlap "

@@ -53,6 +53,49 @@ double gemm_seconds(const models::ClusterConfig& cluster, double m, double n, do
   return 2.0 * m * n * k / (peak * efficiency);
 }
 
+// torchtitan's llama model.py at 1ea476e9f (the A100 runs) and 3faaa1a0d (the 405B run), run
+// eager (rope and SwiGLU are the same ops at b5bcd76c6, models/common/rope.py, feed_forward.py):
+// every ATen op is one kernel that reads its inputs and writes its output; the backward is
+// autograd's (PyTorch tools/autograd/derivatives.yaml), one kernel per formula, reading what
+// the op saved. Per element, e the activations' bytes, 4 fp32 (a cast to the dtype it already
+// has is no kernel: cast = e + 4 for e < 4, else 0):
+// - apply_rotary_emb, per q and k element: xq.float() (cast), view_as_complex (a view),
+//   complex multiply by freqs_cis (read 4, write 4; freqs_cis is s d / 2 per sequence, not
+//   counted), view_as_real (view), type_as (cast). Backward: type_as's cast back (cast), the
+//   multiply's grad * conj(freqs_cis) (read 4, write 4), .float()'s cast back (cast).
+// - FeedForward w2(F.silu(w1(x)) * w3(x)), per f element: silu (read e, write e), the multiply
+//   (read 2e, write e). Backward: mul's grad * w3x and grad * silu (read 2e, write e each),
+//   silu_backward from the saved w1x (read 2e, write e).
+// - repeat_kv (a > g): x[..., None, :].expand(...).reshape(...) cannot be a view, so it copies
+//   keys and values (read g d, write a d each); its backward, expand's sum_to, reduces them
+//   back (read a d, write g d each).
+// The norms and residual adds stay on the shared count (layer_time): the 8B and 13B runs'
+// train_configs at 1ea476e9f set norm_type = "fused_rmsnorm" (norms.py: one Triton kernel
+// each way), and an eager residual add is the same one kernel as a fused one.
+PassBytes eager_elementwise_bytes_per_token(const models::TransformerConfig& model, int64_t tp,
+                                            double element_bytes) {
+  const double e = element_bytes, t = static_cast<double>(tp);
+  const double d = static_cast<double>(model.head_dim);
+  const double a = static_cast<double>(model.num_attention_heads) / t;
+  const double g = static_cast<double>(model.num_kv_heads) / t;
+  const double f = static_cast<double>(model.ffn_hidden_size) / t;
+  PassBytes bytes;
+  if (model.positions == models::Positions::kRope) {
+    const double cast = e < 4.0 ? e + 4.0 : 0.0;
+    bytes.forward += (a + g) * d * (2.0 * cast + 8.0);
+    bytes.backward += (a + g) * d * (2.0 * cast + 8.0);
+  }
+  if (model.activation == models::Activation::kSwiglu) {
+    bytes.forward += f * (2.0 * e + 3.0 * e);
+    bytes.backward += f * (3.0 * e + 3.0 * e + 3.0 * e);
+  }
+  if (model.num_kv_heads < model.num_attention_heads) {
+    bytes.forward += 2.0 * (g + a) * d * e;
+    bytes.backward += 2.0 * (a + g) * d * e;
+  }
+  return bytes;
+}
+
 namespace {
 
 double memory_seconds(const models::ClusterConfig& cluster, double bytes) {
@@ -63,6 +106,7 @@ struct LayerTime {
   double linear_forward = 0;     // QKV, output, MLP GEMMs
   double attention_forward = 0;  // scores, softmax, attention-times-values
   double memory_forward = 0;     // norms, residual adds, activation, rope
+  double memory_backward = 0;    // their gradients (2 x forward, or the eager kernels')
   double fp8_cast_forward = 0;   // Transformer Engine's FP8 casts (fp8_cast_cost.cpp)
   double fp8_cast_backward = 0;
   double tp_comm_forward = 0;  // all-reduce equivalents of the forward
@@ -152,17 +196,31 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
   const double dropout_mask_bytes = model.dropout ? 1.0 : 0.0;
   double bytes =
       2.0 * 2.0 * norm_tokens * h * e + 2.0 * (3.0 * e + dropout_mask_bytes) * norm_tokens * h;
-  bytes += (model.activation == models::Activation::kSwiglu ? 3.0 : 2.0) * tokens * f / t * e;
-  if (model.positions == models::Positions::kRope) {
-    bytes += 2.0 * tokens * (a + g) * d / t * e;
-  }
+  const bool swiglu = model.activation == models::Activation::kSwiglu;
+  const double activation_bytes = (swiglu ? 3.0 : 2.0) * tokens * f / t * e;
+  const double rope_bytes =
+      model.positions == models::Positions::kRope ? 2.0 * tokens * (a + g) * d / t * e : 0.0;
   if (moe_layer) {
     // Token permutation before dispatch and un-permutation after combine: read and write the
     // rank's T k / sp routed copies each (Megatron-Core moe_utils.py permute, unpermute).
     bytes +=
         2.0 * 2.0 * tokens * static_cast<double>(model.experts_per_token) * h * e / sequence_split;
   }
-  time.memory_forward = memory_seconds(cluster, bytes);
+  // The backward of each fused kernel moves twice its forward (Narayanan et al. 2021, Sec.
+  // 5.1). torchtitan without torch.compile runs rope, SwiGLU and the GQA repeat as eager
+  // kernels (eager_elementwise_bytes_per_token) in its dense, non-MLA blocks; compiled,
+  // Inductor fuses them back into the count above.
+  PassBytes eager;
+  if (options.framework == Framework::kFsdp && !options.compile && !moe_layer && !model.is_mla()) {
+    eager = eager_elementwise_bytes_per_token(model, layout.tp, e);
+    eager.forward *= tokens;
+    eager.backward *= tokens;
+    bytes += swiglu ? 0.0 : activation_bytes;  // GELU is one ATen kernel eager too
+  } else {
+    bytes += activation_bytes + rope_bytes;
+  }
+  time.memory_forward = memory_seconds(cluster, bytes + eager.forward);
+  time.memory_backward = memory_seconds(cluster, 2.0 * bytes + eager.backward);
   // torchao's Float8Linear (--framework fsdp) casts the same tensors (input and output
   // gradient, float8_linear.py matmul_with_hp_or_float8_args) and is costed the same way.
   if (options.gemm_precision == GemmPrecision::kFp8) {
@@ -361,7 +419,7 @@ PassBytes cross_entropy_bytes_per_logit(double logits_element_bytes, CrossEntrop
 // into one reduction kernel per row (torch/_inductor/scheduler.py fuses a reduction with its
 // pointwise producers), so the forward reads the bf16 logits once (e); the backward, the
 // partitioner having saved the logits (memory.cpp loss_bytes_per_token_vocab), reads them again
-// and writes the one gradient in their dtype (e + e). Compiled blocks are costed as eager.
+// and writes the one gradient in their dtype (e + e). The blocks: layer_time.
 PassBytes loss_bytes_per_logit(double logits_element_bytes, const PlanOptions& options) {
   if (!options.compile) {
     return cross_entropy_bytes_per_logit(logits_element_bytes, options.cross_entropy_loss_fusion);
@@ -459,11 +517,11 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     const double layer_forward = layer.linear_forward + layer.attention_forward +
                                  layer.memory_forward + layer.fp8_cast_forward;
     // Backward = 2 x forward (Narayanan et al. 2021, Sec. 5.1): for each linear one GEMM for
-    // the input gradient (B) and one for the weight gradient (W); element-wise work twice its
-    // forward and the attention core attention_backward_to_forward times its, all in B.
+    // the input gradient (B) and one for the weight gradient (W); element-wise work
+    // memory_backward and the attention core attention_backward_to_forward times its, all in B.
     double input_backward = layer.linear_forward +
                             attention_backward_to_forward(options) * layer.attention_forward +
-                            2.0 * layer.memory_forward + layer.fp8_cast_backward;
+                            layer.memory_backward + layer.fp8_cast_backward;
     double tp_backward = layer.tp_comm_backward;
     double cp_backward = layer.cp_comm_backward;
     // MoE: dispatch and combine all-to-alls forward, their transposes backward (Megatron-Core

@@ -30,6 +30,13 @@ struct PassBytes {
   double backward = 0;
 };
 
+/// Bytes per token of one rank that torchtitan's eager (uncompiled) transformer block moves in
+/// the element-wise kernels that differ from the fused count: rotary embedding (rope models),
+/// SwiGLU (swiglu models) and the GQA key/value repeat (fewer kv heads than query heads); zero
+/// for the others. Widths are the rank's: query a d / tp, key g d / tp, MLP f / tp.
+PassBytes eager_elementwise_bytes_per_token(const models::TransformerConfig& model, int64_t tp,
+                                            double element_bytes);
+
 /// Bytes the loss moves per logit element of one rank (Megatron-Core's
 /// vocab_parallel_cross_entropy, or the `fusion` kernels), for logits of logits_element_bytes
 /// (2 or 4).

@@ -97,7 +97,7 @@ std::string format_plan_options(const planner::PlanOptions& o, const planner::Se
     out += ", cross-entropy fusion " + planner::to_string(o.cross_entropy_loss_fusion);
   }
   if (o.compile) {
-    out += ", torch.compile (loss; blocks costed eager)";
+    out += ", torch.compile (blocks and loss)";
   }
   if (o.overlap_p2p_comm) {  // Megatron-Core's default; only interleaved layouts use it
     out += ", p2p overlap (interleaved)";

@@ -270,6 +270,37 @@ TEST_CASE("chunk_cost: the last stage's head and loss against the first stage's 
         doctest::Approx(head_gemm - 1533542400.0 / kH100Bandwidth).epsilon(1e-9).scale(0));
 }
 
+TEST_CASE("eager element-wise: torchtitan's rope, SwiGLU and GQA repeat kernels, by hand") {
+  // a 4, g 2, d 16, f 128 at tp 2: per rank q 2 x 16 = 32 and k 16 elements (48), f 64.
+  // bf16 (e 2). Rope per element: .float() read 2 write 4, complex mul read 4 write 4,
+  // type_as read 4 write 2 = 20 (backward the same three in reverse: 20); 48 x 20 = 960.
+  // SwiGLU per f: silu read 2 write 2, mul read 4 write 2 = 10 (640); backward two muls
+  // (read 4, write 2 each) and silu_backward (read 4, write 2) = 18 (1,152). repeat_kv: k and v
+  // each read 16 x 2 = 32 and write 32 x 2 = 64: 192 forward, the sum back 192 backward.
+  models::TransformerConfig model;
+  model.num_attention_heads = 4;
+  model.num_kv_heads = 2;
+  model.head_dim = 16;
+  model.ffn_hidden_size = 128;
+  model.activation = models::Activation::kSwiglu;
+  model.positions = models::Positions::kRope;
+  const PassBytes bf16 = eager_elementwise_bytes_per_token(model, 2, 2.0);
+  CHECK(bf16.forward == 960.0 + 640.0 + 192.0);
+  CHECK(bf16.backward == 960.0 + 1152.0 + 192.0);
+  // fp32 (e 4): the casts are no kernels, rope is the complex mul alone (8 x 48 = 384 each way);
+  // SwiGLU 20 per f forward (1,280), 36 backward (2,304); repeat_kv 2 x (64 + 128) = 384.
+  const PassBytes fp32 = eager_elementwise_bytes_per_token(model, 2, 4.0);
+  CHECK(fp32.forward == 384.0 + 1280.0 + 384.0);
+  CHECK(fp32.backward == 384.0 + 2304.0 + 384.0);
+  // GELU, learned positions, as many kv heads as query heads (llm-foundry's MPT): none of them.
+  model.activation = models::Activation::kGelu;
+  model.positions = models::Positions::kLearned;
+  model.num_kv_heads = 4;
+  const PassBytes none = eager_elementwise_bytes_per_token(model, 2, 2.0);
+  CHECK(none.forward == 0.0);
+  CHECK(none.backward == 0.0);
+}
+
 TEST_CASE("layer dropout: two 1-byte bias-dropout-add masks per token and hidden unit") {
   // Stage 1 of the pp 2 layout above: 12 layers, no embedding. Dropout adds 2 T h bytes per
   // layer forward (9,437,184; 113,246,208 over 12 layers) and, backward = 2 x forward, twice

@@ -129,9 +129,12 @@ struct PlanOptions {
   // torch.compile as torchtitan applies it with --training.compile since bbb1b616e (2025-04-02,
   // components/loss.py build_cross_entropy_loss): each TransformerBlock (apply_compile, since
   // 9954e19c) and the cross-entropy loss. torchtitan 9dec370 .. d1f62be7 compiled the blocks only
-  // (its train.py kept the loss eager, citing CUDA errors): state those runs with compile off,
-  // since meshplan costs compiled blocks as eager (memory.cpp loss_bytes_per_token_vocab,
-  // compute_cost.cpp loss_seconds). Only framework fsdp (check_compile_options).
+  // (its train.py kept the loss eager, citing CUDA errors; so did 3faaa1a0d, before 9dec370):
+  // compile on costs both compiled, off both eager. Time: compiled blocks keep the fused
+  // element-wise count, eager ones torchtitan's eager kernels (compute_cost.cpp
+  // eager_elementwise_bytes_per_token); the loss, loss_bytes_per_logit. Memory: the loss only
+  // (memory.cpp loss_bytes_per_token_vocab; blocks as eager). Only framework fsdp
+  // (check_compile_options).
   bool compile = false;
 
   bool operator==(const PlanOptions&) const = default;
