@@ -53,6 +53,7 @@ struct PlanArguments {
   std::string fp8_param_gather = "off";
   std::string cross_entropy_loss_fusion = "off";
   std::string compile = "off";
+  std::string norm_kernel = "fused";
   // Unset: on for --framework megatron (Megatron-Core's default for interleaved schedules), off
   // for the others (planner::check_overlap_p2p_options refuses on for them).
   std::optional<std::string> overlap_p2p_comm;
@@ -330,11 +331,13 @@ planner::PlanOptions plan_options(const PlanArguments& args) {
   options.cross_entropy_loss_fusion = planner::parse_cross_entropy_fusion(
       args.cross_entropy_loss_fusion, "--cross-entropy-loss-fusion");
   options.compile = parse_on_off(args.compile, "--compile");
+  options.norm_kernel = planner::parse_norm_kernel(args.norm_kernel, "--norm-kernel");
   options.overlap_p2p_comm = args.overlap_p2p_comm
                                  ? parse_on_off(*args.overlap_p2p_comm, "--overlap-p2p-comm")
                                  : options.framework == planner::Framework::kMegatron;
   planner::check_overlap_p2p_options(options, "--overlap-p2p-comm");
   planner::check_flash_attention_version(options, "--flash-attention-version");
+  planner::check_norm_kernel_options(options, "--norm-kernel");
   if (args.grad_reduce_dtype) {
     options.grad_reduce_dtype =
         planner::parse_grad_reduce_dtype(*args.grad_reduce_dtype, "--grad-reduce-dtype");
@@ -436,6 +439,7 @@ void run_plan(const PlanArguments& args) {
   }
   check_cp_arguments(args, model, space, options);
   planner::check_grad_reduce_dtype_options(cluster, options, "--grad-reduce-dtype");
+  planner::check_norm_kernel_model(model, options, "--norm-kernel");
 
   if (!seq_note.empty()) {
     fmt::print(stderr, "meshplan: note: {}\n", seq_note);
@@ -604,6 +608,10 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--compile", args->compile,
                    "torchtitan --training.compile: torch.compile of each TransformerBlock and the "
                    "loss (on | off; --framework fsdp only; off: eager element-wise)")
+      ->capture_default_str();
+  plan->add_option("--norm-kernel", args->norm_kernel,
+                   "torchtitan model.norm_type: fused (fused_rmsnorm) | eager (the hand-written "
+                   "rmsnorm, one kernel per op; --framework fsdp, --compile off, rmsnorm models)")
       ->capture_default_str();
   plan->add_option("--overlap-p2p-comm", args->overlap_p2p_comm,
                    "Megatron-Core --overlap-p2p-communication: interleaved pipeline sends overlap "

@@ -69,9 +69,9 @@ double gemm_seconds(const models::ClusterConfig& cluster, double m, double n, do
 // - repeat_kv (a > g): x[..., None, :].expand(...).reshape(...) cannot be a view, so it copies
 //   keys and values (read g d, write a d each); its backward, expand's sum_to, reduces them
 //   back (read a d, write g d each).
-// The norms and residual adds stay on the shared count (layer_time): the 8B and 13B runs'
-// train_configs at 1ea476e9f set norm_type = "fused_rmsnorm" (norms.py: one Triton kernel
-// each way), and an eager residual add is the same one kernel as a fused one.
+// The norms stay on the shared count unless norm_kernel is eager
+// (eager_rmsnorm_bytes_per_element), and the residual adds do: an eager residual add is the same
+// one kernel as a fused one.
 PassBytes eager_elementwise_bytes_per_token(const models::TransformerConfig& model, int64_t tp,
                                             double element_bytes) {
   const double e = element_bytes, t = static_cast<double>(tp);
@@ -96,10 +96,43 @@ PassBytes eager_elementwise_bytes_per_token(const models::TransformerConfig& mod
   return bytes;
 }
 
+// torchtitan's norms.py RMSNorm at 1ea476e9f and 3faaa1a0d (model.norm_type "rmsnorm"):
+// output = (x.float() * rsqrt(x.float().pow(2).mean(-1, keepdim) + eps)).type_as(x) * weight,
+// one ATen kernel per op, per-row (s x 1) and per-column (h) tensors not counted; e the
+// activations' bytes, cast = e + 4 for e < 4, else 0 (no kernel). Forward: .float() (cast),
+// pow(2) (read 4, write 4), mean (read 4), x * rsqrt (read 4, write 4), type_as (cast),
+// * weight (read e, write e): 20 + 2 cast + 2e, 36 in bf16. Backward (PyTorch
+// tools/autograd/derivatives.yaml, FunctionsManual.cpp): * weight's grad * weight (read e,
+// write e) and grad * output (read 2e, write e) summed to the weight (read e); type_as's cast
+// back (cast); x * r's grad * r (read 4, write 4) and grad * x (read 8, write 4) summed to the
+// row (read 4); mean_backward's expand and divide (write 4); pow_backward's
+// grad * (2 * x.pow(1)): the pow(1) copy (read 4, write 4), the scalar multiply (read 4, write
+// 4), the multiply by grad (read 8, write 4); the two gradients of x.float() added (read 8,
+// write 4); .float()'s cast back (cast): 68 + 2 cast + 6e, 92 in bf16 (and in fp32).
+PassBytes eager_rmsnorm_bytes_per_element(double element_bytes) {
+  const double e = element_bytes;
+  const double cast = e < 4.0 ? e + 4.0 : 0.0;
+  const double forward = cast + 8.0 + 4.0 + 8.0 + cast + 2.0 * e;
+  const double weight_backward = 2.0 * e + 3.0 * e + e;
+  const double scale_backward = 8.0 + 12.0 + 4.0;
+  const double square_backward = 4.0 + 8.0 + 8.0 + 12.0;  // mean, pow(1) copy, 2 *, grad *
+  const double backward = weight_backward + cast + scale_backward + square_backward + 12.0 + cast;
+  return {forward, backward};
+}
+
 namespace {
 
 double memory_seconds(const models::ClusterConfig& cluster, double bytes) {
   return bytes / (cluster.gpu.hbm_bytes_per_second * cluster.efficiency.hbm_efficiency);
+}
+
+// Bytes per hidden element of one norm: the fused kernel's read and write, backward twice that
+// (Narayanan et al. 2021, Sec. 5.1), or torchtitan's eager RMSNorm (norm_kernel eager).
+PassBytes norm_bytes_per_element(const PlanOptions& options, double element_bytes) {
+  if (options.norm_kernel == NormKernel::kEager) {
+    return eager_rmsnorm_bytes_per_element(element_bytes);
+  }
+  return {2.0 * element_bytes, 4.0 * element_bytes};
 }
 
 struct LayerTime {
@@ -211,10 +244,16 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
   // kernels (eager_elementwise_bytes_per_token) in its dense, non-MLA blocks; compiled,
   // Inductor fuses them back into the count above.
   PassBytes eager;
+  if (options.norm_kernel == NormKernel::kEager) {  // the two norms' eager kernels instead
+    const PassBytes norm = norm_bytes_per_element(options, e);
+    bytes -= 2.0 * 2.0 * norm_tokens * h * e;
+    eager.forward += 2.0 * norm_tokens * h * norm.forward;
+    eager.backward += 2.0 * norm_tokens * h * norm.backward;
+  }
   if (options.framework == Framework::kFsdp && !options.compile && !moe_layer && !model.is_mla()) {
-    eager = eager_elementwise_bytes_per_token(model, layout.tp, e);
-    eager.forward *= tokens;
-    eager.backward *= tokens;
+    const PassBytes kernels = eager_elementwise_bytes_per_token(model, layout.tp, e);
+    eager.forward += kernels.forward * tokens;
+    eager.backward += kernels.backward * tokens;
     bytes += swiglu ? 0.0 : activation_bytes;  // GELU is one ATen kernel eager too
   } else {
     bytes += activation_bytes + rope_bytes;
@@ -600,15 +639,16 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     const double vocab = static_cast<double>(padded_vocab_size(model, layout.tp)) / t;
     const double norm_tokens = layout.sequence_parallel ? tokens / t : tokens;
     const double head_gemm = gemm_seconds(cluster, tokens, vocab, h);
-    // Final norm (read, write; backward twice that) and the cross-entropy's passes over the
-    // rank's T V / t logits (loss_bytes_per_logit: eager or compiled).
+    // Final norm (norm_bytes_per_element: fused or eager) and the cross-entropy's passes over
+    // the rank's T V / t logits (loss_bytes_per_logit: eager or compiled).
     const PassBytes loss = loss_bytes_per_logit(e, options);
+    const PassBytes norm = norm_bytes_per_element(options, e);
     cost.forward_compute_seconds +=
         head_gemm +
-        memory_seconds(cluster, 2.0 * norm_tokens * h * e + loss.forward * tokens * vocab);
+        memory_seconds(cluster, norm.forward * norm_tokens * h + loss.forward * tokens * vocab);
     cost.backward_input_compute_seconds +=
         head_gemm +
-        memory_seconds(cluster, 4.0 * norm_tokens * h * e + loss.backward * tokens * vocab);
+        memory_seconds(cluster, norm.backward * norm_tokens * h + loss.backward * tokens * vocab);
     cost.backward_weight_compute_seconds += head_gemm;
     if (layout.tp > 1) {
       const double loss_all_reduce = collective_seconds(

@@ -37,6 +37,11 @@ struct PassBytes {
 PassBytes eager_elementwise_bytes_per_token(const models::TransformerConfig& model, int64_t tp,
                                             double element_bytes);
 
+/// Bytes per hidden element that one of torchtitan's hand-written RMSNorms (model.norm_type
+/// "rmsnorm", norm_kernel eager) moves run eager, forward and backward, for activations of
+/// element_bytes; the fused kernel's are read-and-write, 2 element_bytes each way forward.
+PassBytes eager_rmsnorm_bytes_per_element(double element_bytes);
+
 /// Bytes the loss moves per logit element of one rank (Megatron-Core's
 /// vocab_parallel_cross_entropy, or the `fusion` kernels), for logits of logits_element_bytes
 /// (2 or 4).

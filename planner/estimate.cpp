@@ -485,6 +485,7 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
                                     const PlanOptions& options, bool with_collectives) {
   check_precision(cluster, options);
   check_overlap_p2p_options(options);
+  check_norm_kernel_model(model, options);
   PlanEstimate estimate;
   estimate.layout = layout;
   Validity validity =

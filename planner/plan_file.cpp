@@ -68,7 +68,7 @@ constexpr std::array<std::string_view, 16> kLayoutFields = {"tp",
                                                             "ep",
                                                             "microbatch_group",
                                                             "etp"};
-constexpr std::array<std::string_view, 18> kOptionsFields = {"flash_attention",
+constexpr std::array<std::string_view, 19> kOptionsFields = {"flash_attention",
                                                              "flash_attention_version",
                                                              "overlap_grad_reduce",
                                                              "overlap_param_gather",
@@ -85,7 +85,8 @@ constexpr std::array<std::string_view, 18> kOptionsFields = {"flash_attention",
                                                              "overlap_p2p_comm",
                                                              "grad_reduce_dtype",
                                                              "cross_entropy_loss_fusion",
-                                                             "compile"};
+                                                             "compile",
+                                                             "norm_kernel"};
 
 // Bounds that catch typos and unit mistakes before any product of them is formed (a plan file
 // with global_batch 1e12 made explain allocate gigabytes and never finish):
@@ -231,6 +232,9 @@ nlohmann::json options_to_json(const PlanOptions& options) {
   if (options.flash_attention_version != 2) {  // omitted at the default, FlashAttention-2
     json["flash_attention_version"] = options.flash_attention_version;
   }
+  if (options.norm_kernel != NormKernel::kFused) {  // omitted at the default, fused
+    json["norm_kernel"] = to_string(options.norm_kernel);
+  }
   if (options.grad_reduce_dtype) {  // omitted when unset: the framework's default
     json["grad_reduce_dtype"] = to_string(*options.grad_reduce_dtype);
   }
@@ -317,6 +321,11 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
         require_string(json, "grad_reduce_dtype", where), where + ": grad_reduce_dtype");
   }
   check_flash_attention_version(options, where + ": flash_attention_version");
+  if (json.contains("norm_kernel")) {  // optional: absent means fused
+    options.norm_kernel =
+        parse_norm_kernel(require_string(json, "norm_kernel", where), where + ": norm_kernel");
+  }
+  check_norm_kernel_options(options, where + ": norm_kernel");
   return options;
 }
 
@@ -368,6 +377,7 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
         source, kPlanMaxMicroBatchTokens, plan.layout.micro_batch, plan.model.seq_length));
   }
   plan.options = options_from_json(json.at("options"), source);
+  check_norm_kernel_model(plan.model, plan.options, source + ": options: norm_kernel");
   if (plan.layout.num_gpus() != plan.num_gpus) {
     throw InputError(fmt::format("{}: layout: {} = {} differs from num_gpus ({})", source,
                                  plan.layout.cp > 1 ? "tp*cp*pp*dp" : "tp*pp*dp",

@@ -157,8 +157,12 @@ void read_stated_options(const nlohmann::json& run_json, const std::string& wher
     throw InputError(fmt::format("{}: options: not an object", where));
   }
   // The plan file's parser: same keys and error text; a key the run leaves out keeps the
-  // default `meshplan plan` uses.
-  const PlanOptions defaults;
+  // default `meshplan plan` uses. Its checks that depend on the framework (norm_kernel) see
+  // the run's own `framework` field, read before.
+  PlanOptions defaults;
+  if (!run.framework.empty()) {
+    defaults.framework = parse_framework(run.framework, where + ": framework");
+  }
   run.options = options_from_json(run_json.at("options"), where, &defaults);
   if (run_json.at("options").contains("framework")) {
     throw InputError(

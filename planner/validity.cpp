@@ -171,6 +171,51 @@ GradReduceDtype parse_grad_reduce_dtype(const std::string& text, const std::stri
                                field, text));
 }
 
+std::string to_string(NormKernel kernel) {
+  return kernel == NormKernel::kEager ? "eager" : "fused";
+}
+
+NormKernel parse_norm_kernel(const std::string& text, const std::string& field) {
+  if (text == "fused") {
+    return NormKernel::kFused;
+  }
+  if (text == "eager") {
+    return NormKernel::kEager;
+  }
+  throw InputError(
+      fmt::format("{}: unsupported norm kernel ({}); supported: fused, eager", field, text));
+}
+
+// torchtitan's model.norm_type (norms.py build_norm at 1ea476e9f): "rmsnorm" is the
+// hand-written RMSNorm run op by op; compiled (--training.compile), Inductor fuses it like any
+// other element-wise chain, so eager means nothing there.
+void check_norm_kernel_options(const PlanOptions& options, const std::string& field) {
+  if (options.norm_kernel == NormKernel::kFused) {
+    return;
+  }
+  if (options.framework != Framework::kFsdp) {
+    throw InputError(
+        fmt::format("{}: eager under framework {}: only torchtitan's model.norm_type = \"rmsnorm\" "
+                    "(framework fsdp) runs the norm eager",
+                    field, to_string(options.framework)));
+  }
+  if (options.compile) {
+    throw InputError(fmt::format(
+        "{}: eager with compile on: torch.compile fuses the norm (use fused or compile off)",
+        field));
+  }
+}
+
+void check_norm_kernel_model(const models::TransformerConfig& model, const PlanOptions& options,
+                             const std::string& field) {
+  if (options.norm_kernel == NormKernel::kEager && model.norm != models::Norm::kRmsNorm) {
+    throw InputError(fmt::format(
+        "{}: eager: model {} uses {}; the eager kernel is torchtitan's hand-written RMSNorm "
+        "(norm rmsnorm only)",
+        field, model.name, models::to_string(model.norm)));
+  }
+}
+
 void check_flash_attention_version(const PlanOptions& options, const std::string& field) {
   if (options.flash_attention_version != 1 && options.flash_attention_version != 2) {
     throw InputError(
@@ -306,6 +351,7 @@ void check_precision(const models::ClusterConfig& cluster, const PlanOptions& op
   check_compile_options(options);
   check_grad_reduce_dtype_options(cluster, options, "grad_reduce_dtype");
   check_flash_attention_version(options, "flash_attention_version");
+  check_norm_kernel_options(options, "norm_kernel");
   if (options.gemm_precision != GemmPrecision::kFp8) {
     return;
   }

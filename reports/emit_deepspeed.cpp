@@ -44,6 +44,10 @@ void check_deepspeed_expressible(const planner::Plan& plan) {
            "model's code, not set in the config",
            "full");
   }
+  if (plan.options.norm_kernel == planner::NormKernel::kEager) {
+    refuse(kDeepSpeedTarget, "options.norm_kernel",
+           "torchtitan's eager RMSNorm is not a DeepSpeed setting", "eager");
+  }
   if (layout.vpp > 1) {
     refuse(kDeepSpeedTarget, "layout.vpp", "DeepSpeed's pipeline engine runs one stage per rank",
            std::to_string(layout.vpp));

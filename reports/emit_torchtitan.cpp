@@ -68,6 +68,15 @@ void check_torchtitan_expressible(const planner::Plan& plan) {
     refuse(kTorchtitanTarget, "options.flash_attention_version",
            "torchtitan's SDPA picks FlashAttention-2 or cuDNN, not FlashAttention-1", "1");
   }
+  // The JobConfig this writer targets (e347b1e5) has no model.norm_type: its Llama 3 builds
+  // nn.RMSNorm, and config/manager.py _dict_to_dataclass raises on an unknown key, so the
+  // hand-written eager norm of 1ea476e9f's norm_type = "rmsnorm" cannot be asked for.
+  if (plan.options.norm_kernel == planner::NormKernel::kEager) {
+    refuse(kTorchtitanTarget, "options.norm_kernel",
+           "torchtitan's current JobConfig has no model.norm_type (the hand-written eager "
+           "RMSNorm is gone)",
+           "eager");
+  }
   if (!plan.options.overlap_grad_reduce) {
     refuse(kTorchtitanTarget, "options.overlap_grad_reduce",
            "FSDP2 and DDP always overlap the gradient reduction with backward", "off");

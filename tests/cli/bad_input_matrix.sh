@@ -417,6 +417,19 @@ row "plan: --flash-attention-version 1 unfused" 2 \
   "--flash-attention-version: 1 needs flash_attention on" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --flash-attention off --flash-attention-version 1 \
   --json new_out.json
+row "plan: --norm-kernel triton" 2 \
+  "--norm-kernel: unsupported norm kernel (triton); supported: fused, eager" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --framework fsdp --norm-kernel triton \
+  --json new_out.json
+row "plan: --norm-kernel eager under megatron" 2 "--norm-kernel: eager under framework megatron" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --norm-kernel eager --json new_out.json
+row "plan: --norm-kernel eager with --compile on" 2 "--norm-kernel: eager with compile on" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --framework fsdp --compile on --norm-kernel eager \
+  --json new_out.json
+row "plan: --norm-kernel eager for a LayerNorm model" 2 \
+  "--norm-kernel: eager: model gpt3-6.7b uses layernorm" \
+  plan --model gpt3-6.7b --cluster dgx-h100 --gpus 8 --framework fsdp --norm-kernel eager \
+  --json new_out.json
 row "plan: --grad-reduce-dtype fp16" 2 \
   "--grad-reduce-dtype: unsupported gradient reduce dtype (fp16); supported: fp32, bf16" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --grad-reduce-dtype fp16 --json new_out.json

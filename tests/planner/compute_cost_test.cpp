@@ -301,6 +301,67 @@ TEST_CASE("eager element-wise: torchtitan's rope, SwiGLU and GQA repeat kernels,
   CHECK(none.backward == 0.0);
 }
 
+TEST_CASE("eager RMSNorm: torchtitan's hand-written norm, op by op, by hand") {
+  // Per hidden element, bf16 (e 2): forward .float() 2 + 4, pow(2) 4 + 4, mean 4, x * rsqrt
+  // 4 + 4, type_as 4 + 2, * weight 2 + 2 = 36. Backward: * weight's grad * weight 2 + 2, grad
+  // * output 4 + 2 and its sum 2 (12); type_as's cast back 2 + 4; x * r's grad * r 4 + 4,
+  // grad * x 8 + 4, its row sum 4 (24); mean's divide 4; pow's pow(1) copy 4 + 4, 2 * 4 + 4,
+  // grad * 8 + 4 (28); the two gradients added 8 + 4; .float()'s cast back 4 + 2 = 92.
+  const PassBytes bf16 = eager_rmsnorm_bytes_per_element(2.0);
+  CHECK(bf16.forward == 36.0);
+  CHECK(bf16.backward == 92.0);
+  // fp32 (e 4): no casts; forward 8 + 4 + 8 + 8 = 28, backward 24 + 24 + 4 + 28 + 12 = 92.
+  const PassBytes fp32 = eager_rmsnorm_bytes_per_element(4.0);
+  CHECK(fp32.forward == 28.0);
+  CHECK(fp32.backward == 92.0);
+}
+
+TEST_CASE("norm_kernel eager: two norms per layer and the final norm at the eager bytes") {
+  // Stage 1 of pp 2 (as below): 12 layers and the final norm, T h = 2048 x 2304 = 4,718,592.
+  // GELU, learned positions, as many kv heads as heads: no other eager kernel. Fused, a norm
+  // moves 4 bytes per element forward and 8 backward (bf16); eager 36 and 92. Forward: (12 x 2
+  // x 32 + 32) T h = 800 T h = 3,774,873,600; backward (12 x 2 x 84 + 84) T h = 2,100 T h =
+  // 9,909,043,200.
+  models::TransformerConfig model = models::load_model("megatron-1.7b");
+  model.norm = models::Norm::kRmsNorm;
+  const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
+  const Layout layout = test::make_layout(1, 2, 1, 1, 1);
+  PlanOptions fused;
+  fused.framework = Framework::kFsdp;
+  PlanOptions eager = fused;
+  eager.norm_kernel = NormKernel::kEager;
+  const ChunkCost on = chunk_cost(model, h100, layout, eager, 1, 0);
+  const ChunkCost off = chunk_cost(model, h100, layout, fused, 1, 0);
+  CHECK(on.forward_compute_seconds - off.forward_compute_seconds ==
+        doctest::Approx(3774873600.0 / kH100Bandwidth).epsilon(1e-9).scale(0));
+  CHECK(on.backward_input_compute_seconds - off.backward_input_compute_seconds ==
+        doctest::Approx(9909043200.0 / kH100Bandwidth).epsilon(1e-9).scale(0));
+}
+
+TEST_CASE("norm_kernel: eager only under fsdp without compile, for rmsnorm models") {
+  PlanOptions options;
+  options.norm_kernel = NormKernel::kEager;
+  CHECK_THROWS_WITH_AS(check_norm_kernel_options(options, "--norm-kernel"),
+                       doctest::Contains("--norm-kernel: eager under framework megatron"),
+                       InputError);
+  options.framework = Framework::kFsdp;
+  CHECK_NOTHROW(check_norm_kernel_options(options, "--norm-kernel"));
+  options.compile = true;
+  CHECK_THROWS_WITH_AS(check_norm_kernel_options(options, "--norm-kernel"),
+                       doctest::Contains("--norm-kernel: eager with compile on"), InputError);
+  options.compile = false;
+  const models::TransformerConfig gpt = models::load_model("megatron-1.7b");  // LayerNorm
+  CHECK_THROWS_WITH_AS(check_norm_kernel_model(gpt, options, "--norm-kernel"),
+                       doctest::Contains("--norm-kernel: eager: model megatron-1.7b uses "
+                                         "layernorm"),
+                       InputError);
+  CHECK_NOTHROW(check_norm_kernel_model(models::load_model("llama3-8b"), options));
+  CHECK(parse_norm_kernel("eager", "f") == NormKernel::kEager);
+  CHECK_THROWS_WITH_AS(parse_norm_kernel("Eager", "--norm-kernel"),
+                       "--norm-kernel: unsupported norm kernel (Eager); supported: fused, eager",
+                       InputError);
+}
+
 TEST_CASE("layer dropout: two 1-byte bias-dropout-add masks per token and hidden unit") {
   // Stage 1 of the pp 2 layout above: 12 layers, no embedding. Dropout adds 2 T h bytes per
   // layer forward (9,437,184; 113,246,208 over 12 layers) and, backward = 2 x forward, twice

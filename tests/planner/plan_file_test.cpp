@@ -166,6 +166,51 @@ TEST_CASE("round trip: flash_attention_version is stored only when 1 and read ba
                        InputError);
 }
 
+TEST_CASE("round trip: norm_kernel is stored only when eager and read back; bad values refused") {
+  Plan plan = example_plan();
+  plan.options.framework = Framework::kFsdp;  // torchtitan: FSDP2 (zero 3), one stage
+  plan.options.overlap_tp_comm = false;
+  plan.model.norm = models::Norm::kRmsNorm;
+  plan.layout.pp = 1;
+  plan.layout.vpp = 1;
+  plan.layout.dp = 4;
+  plan.layout.zero = 3;
+  plan.layout.recompute = Recompute::kFull;
+  plan.layout.schedule = ScheduleKind::kOneFOneB;
+  CHECK_FALSE(plan_to_json(plan, {}).at("options").contains("norm_kernel"));
+  CHECK(plan_from_json(plan_to_json(plan, {}), "p.json").options.norm_kernel == NormKernel::kFused);
+  plan.options.norm_kernel = NormKernel::kEager;
+  const nlohmann::json json = plan_to_json(plan, {});
+  CHECK(json.at("options").at("norm_kernel") == "eager");
+  const Plan back = plan_from_json(json, "p.json");
+  CHECK(back.options.norm_kernel == NormKernel::kEager);
+  CHECK(back == plan);
+  nlohmann::json bad = json;
+  bad["options"]["norm_kernel"] = "triton";
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
+                       "p.json: options: norm_kernel: unsupported norm kernel (triton); "
+                       "supported: fused, eager",
+                       InputError);
+  bad["options"]["norm_kernel"] = true;
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
+                       doctest::Contains("p.json: options: norm_kernel"), InputError);
+  bad["options"]["norm_kernel"] = "eager";
+  bad["options"]["compile"] = true;
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
+                       doctest::Contains("p.json: options: norm_kernel: eager with compile on"),
+                       InputError);
+  bad["options"].erase("compile");
+  bad["options"]["framework"] = "megatron";
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
+                       doctest::Contains("p.json: options: norm_kernel: eager under framework "
+                                         "megatron"),
+                       InputError);
+  bad["options"]["framework"] = "fsdp";
+  bad["model"]["norm"] = "layernorm";
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
+                       doctest::Contains("p.json: options: norm_kernel: eager: model"), InputError);
+}
+
 TEST_CASE("round trip: bucket_bytes null is the framework's default, a number is kept") {
   Plan plan = example_plan();
   plan.options.bucket_bytes.reset();

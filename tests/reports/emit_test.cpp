@@ -587,6 +587,23 @@ TEST_CASE("--emit torchtitan: DDP without pp accumulates micro-batches; refusals
   CHECK(op_sac.at("activation_checkpoint.selective_ac_option") == "op");
 }
 
+TEST_CASE("--emit refuses norm_kernel eager: no emitted config names torchtitan's eager norm") {
+  planner::Layout ddp;
+  ddp.dp = 8;
+  ddp.global_batch = 8;
+  planner::Plan plan = make_plan("llama3-8b", "dgx-h100", ddp);
+  plan.options.norm_kernel = planner::NormKernel::kEager;
+  CHECK(error_of(plan, EmitTarget::kTorchtitan) ==
+        "--emit torchtitan: options.norm_kernel: torchtitan's current JobConfig has no "
+        "model.norm_type (the hand-written eager RMSNorm is gone) (eager)");
+  CHECK(error_of(plan, EmitTarget::kMegatron) ==
+        "--emit megatron: options.norm_kernel: torchtitan's eager RMSNorm is not a Megatron-LM "
+        "kernel (eager)");
+  CHECK(error_of(plan, EmitTarget::kDeepSpeed) ==
+        "--emit deepspeed: options.norm_kernel: torchtitan's eager RMSNorm is not a DeepSpeed "
+        "setting (eager)");
+}
+
 TEST_CASE("--emit deepspeed: pipeline engine with ZeRO-1, full recompute") {
   planner::Layout layout;
   layout.pp = 4;

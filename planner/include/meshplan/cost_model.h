@@ -42,6 +42,15 @@ enum class CrossEntropyFusion { kOff, kNative, kTe };
 std::string to_string(CrossEntropyFusion fusion);
 /// "off", "native", "te"; throws InputError naming `field` otherwise.
 CrossEntropyFusion parse_cross_entropy_fusion(const std::string& text, const std::string& field);
+/// The RMSNorm kernel torchtitan runs (its model.norm_type): kFused one kernel each way
+/// ("fused_rmsnorm", norms.py FusedRMSNorm, costed as the shared fused count), kEager the
+/// hand-written norms.py RMSNorm ("rmsnorm"), one ATen kernel per op (compute_cost.cpp
+/// eager_rmsnorm_bytes_per_element). Only framework fsdp without compile, rmsnorm models
+/// (check_norm_kernel_options, check_norm_kernel_model).
+enum class NormKernel { kFused, kEager };
+std::string to_string(NormKernel kernel);
+/// "fused", "eager"; throws InputError naming `field` otherwise.
+NormKernel parse_norm_kernel(const std::string& text, const std::string& field);
 std::string to_string(Framework framework);
 /// "megatron", "deepspeed", "fsdp", "meshplan"; throws InputError naming `field` otherwise.
 Framework parse_framework(const std::string& text, const std::string& field);
@@ -136,6 +145,9 @@ struct PlanOptions {
   // (memory.cpp loss_bytes_per_token_vocab; blocks as eager). Only framework fsdp
   // (check_compile_options).
   bool compile = false;
+  // torchtitan's RMSNorm kernel (model.norm_type): fused (default) or the hand-written eager
+  // norm of the 70B and 405B train_configs (NormKernel).
+  NormKernel norm_kernel = NormKernel::kFused;
 
   bool operator==(const PlanOptions&) const = default;
 };
@@ -304,8 +316,8 @@ Validity check_framework(const PlanOptions& options, const Layout& layout, bool 
 /// options.fp8_param_gather is on without fp8 or under a framework other than megatron:
 /// "fp8_param_gather: ...", cross_entropy_loss_fusion on under a framework other than megatron:
 /// "cross_entropy_loss_fusion: ...", options.compile on under a framework other than fsdp:
-/// "compile: framework <f>: ...", and check_grad_reduce_dtype_options with field
-/// "grad_reduce_dtype".
+/// "compile: framework <f>: ...", check_grad_reduce_dtype_options with field
+/// "grad_reduce_dtype" and check_norm_kernel_options with field "norm_kernel".
 void check_precision(const models::ClusterConfig& cluster, const PlanOptions& options);
 /// Throws InputError "compile: framework <f>: <why>" when options.compile is on under a
 /// framework other than fsdp (torchtitan's --training.compile).
@@ -321,6 +333,14 @@ void check_overlap_p2p_options(const PlanOptions& options,
 /// cluster's precision); bf16 under fsdp (reduce_dtype bf16 not modelled). Unset passes.
 void check_grad_reduce_dtype_options(const models::ClusterConfig& cluster,
                                      const PlanOptions& options, const std::string& field);
+/// Throws InputError "<field>: eager: ..." when options.norm_kernel is eager under a framework
+/// other than fsdp (torchtitan's model.norm_type) or with options.compile on (Inductor fuses
+/// the norm).
+void check_norm_kernel_options(const PlanOptions& options, const std::string& field);
+/// Throws InputError "<field>: eager: ..." when options.norm_kernel is eager for a model whose
+/// norm is not rmsnorm (torchtitan's eager norm is its hand-written RMSNorm).
+void check_norm_kernel_model(const models::TransformerConfig& model, const PlanOptions& options,
+                             const std::string& field = "norm_kernel");
 /// Throws InputError "<field>: ..." when options.flash_attention_version is not 1 or 2, or is 1
 /// with flash_attention off (no fused kernel to be of generation 1).
 void check_flash_attention_version(const PlanOptions& options, const std::string& field);
