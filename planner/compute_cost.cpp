@@ -227,8 +227,8 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
   // (fusions/fused_bias_dropout.py bias_dropout_add_fused_train at baf94af3, core_r0.8.0).
   const double norm_tokens = layout.sequence_parallel ? tokens / t : tokens;
   const double dropout_mask_bytes = model.dropout ? 1.0 : 0.0;
-  double bytes =
-      2.0 * 2.0 * norm_tokens * h * e + 2.0 * (3.0 * e + dropout_mask_bytes) * norm_tokens * h;
+  const double fused_norm_bytes = 2.0 * 2.0 * norm_tokens * h * e;
+  double bytes = 2.0 * (3.0 * e + dropout_mask_bytes) * norm_tokens * h;  // residual adds
   const bool swiglu = model.activation == models::Activation::kSwiglu;
   const double activation_bytes = (swiglu ? 3.0 : 2.0) * tokens * f / t * e;
   const double rope_bytes =
@@ -246,9 +246,10 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
   PassBytes eager;
   if (options.norm_kernel == NormKernel::kEager) {  // the two norms' eager kernels instead
     const PassBytes norm = norm_bytes_per_element(options, e);
-    bytes -= 2.0 * 2.0 * norm_tokens * h * e;
     eager.forward += 2.0 * norm_tokens * h * norm.forward;
     eager.backward += 2.0 * norm_tokens * h * norm.backward;
+  } else {
+    bytes += fused_norm_bytes;
   }
   if (options.framework == Framework::kFsdp && !options.compile && !moe_layer && !model.is_mla()) {
     const PassBytes kernels = eager_elementwise_bytes_per_token(model, layout.tp, e);
