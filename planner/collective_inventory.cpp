@@ -155,8 +155,12 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
         tokens * model.hidden_size * tp_all_gather_element_bytes(cluster, options);
     inventory.add(stage, "tp: layer forward all-gathers (QKV in, MLP in)", kAG, kTp, t,
                   gather_bytes, (pairs - mla_layers) * m * (regather ? 2 : 1));
+    // Under fsdp full recompute stops before the dense MLP's last GEMM: its reduce-scatter is
+    // not re-run (checkpoint_early_stop_skip).
+    const int64_t unrecomputed =
+        checkpoint_early_stop_skips_mlp_output(model, layout, options) ? layers - moe_layers : 0;
     inventory.add(stage, "tp: layer forward reduce-scatters (attention out, MLP out)", kRS, kTp, t,
-                  hidden_bytes, pairs * m * (full ? 2 : 1));
+                  hidden_bytes, (pairs * (full ? 2 : 1) - unrecomputed) * m);
     inventory.add(stage, "tp: layer backward all-gathers (output grads, input re-gather)", kAG, kTp,
                   t, gather_bytes, (2 * pairs - mla_layers) * m);
     inventory.add(stage, "tp: layer backward reduce-scatters (QKV in, MLP in)", kRS, kTp, t,

@@ -313,6 +313,13 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
   return time;
 }
 
+// What full recompute does not re-run under non-reentrant checkpoint's early stop, per layer.
+struct EarlyStopSkip {
+  double compute_seconds = 0;
+  double tp_comm_seconds = 0;
+  double flops = 0;  // on this rank
+};
+
 // torchtitan's op-level selective activation checkpointing (`activation_checkpoint.mode =
 // "selective"`, `selective_ac_option = "op"`; torchtitan parallelize_llama.py at 1ea476e9f,
 // _apply_ac_to_transformer_block): per TransformerBlock, the outputs of SDPA, reduce-scatter
@@ -343,6 +350,42 @@ OpSacRecompute op_sac_recompute(const models::ClusterConfig& cluster, const Layo
   out.flops = 2.0 * tokens * (h * g * d + a * d * h + h * f) / t;
   out.tp_comm_seconds = layout.sequence_parallel ? 0.5 * layer.tp_comm_forward : 0.0;
   return out;
+}
+
+// torch.utils.checkpoint's non-reentrant early stop (PyTorch #96866, on by default since 2.1:
+// `_enable_checkpoint_early_stop`, `_StopRecomputationError`): the recompute raises once the
+// pack hook has re-saved the block's last saved tensor. Autograd saves an op's inputs before it
+// runs it (tools/autograd/gen_variable_type.py: setup_derivative's save_variables precede the
+// redispatch), so the recompute ends before the MLP's last GEMM (llm-foundry v0.3.0 MPTMLP
+// down_proj, torchtitan FeedForward w2: x + w2(...), the residual add saving nothing). Skipped:
+// that GEMM (not under torchao's Float8Linear, an autograd.Function whose tensors are packed
+// after its forward), under tensor parallelism its reduce-scatter (RowwiseParallel's output
+// redistribute saves no tensor), and the residual add. With dropout the mask native_dropout
+// returns is saved last, after the GEMM: only the add is skipped. Dense MLPs only (an MoE
+// block ends in its combine).
+EarlyStopSkip checkpoint_early_stop_skip(const models::TransformerConfig& model,
+                                         const models::ClusterConfig& cluster, const Layout& layout,
+                                         const PlanOptions& options, const Shape& x,
+                                         bool moe_layer) {
+  EarlyStopSkip skip;
+  if (options.framework != Framework::kFsdp || layout.recompute != Recompute::kFull || moe_layer) {
+    return skip;
+  }
+  const double norm_tokens = layout.sequence_parallel ? x.tokens / x.t : x.tokens;
+  skip.compute_seconds = memory_seconds(cluster, 3.0 * x.e * norm_tokens * x.h);
+  if (!checkpoint_early_stop_skips_mlp_output(model, layout, options)) {
+    return skip;
+  }
+  if (options.gemm_precision != GemmPrecision::kFp8) {
+    skip.compute_seconds += gemm_seconds(cluster, x.tokens, x.h, x.f / x.t, options.gemm_precision);
+    skip.flops = 2.0 * x.tokens * x.h * x.f / x.t;
+  }
+  if (layout.tp > 1) {
+    skip.tp_comm_seconds =
+        collective_seconds(cluster, CollectiveKind::kReduceScatter,
+                           static_cast<int64_t>(x.tokens * x.h * x.e), layout.tp, 1);
+  }
+  return skip;
 }
 
 }  // namespace
@@ -520,6 +563,14 @@ double attention_backward_to_forward(const PlanOptions& options) {
   return options.flash_attention ? 2.5 : 2.0;
 }
 
+bool checkpoint_early_stop_skips_mlp_output(const models::TransformerConfig& model,
+                                            const Layout& layout, const PlanOptions& options) {
+  // checkpoint_early_stop_skip: torchtitan's and llm-foundry's blocks under
+  // checkpoint_wrapper(NO_REENTRANT); with dropout the saved mask comes after the MLP.
+  return options.framework == Framework::kFsdp && layout.recompute == Recompute::kFull &&
+         !model.dropout;
+}
+
 bool op_level_selective_recompute(const Layout& layout, const PlanOptions& options) {
   // check_recompute_options refuses selective-op under any other framework.
   return options.framework == Framework::kFsdp && layout.recompute == Recompute::kSelectiveOp;
@@ -586,9 +637,15 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
         op_sac ? op_sac_recompute(cluster, layout, options, shape_of(model, cluster, layout),
                                   model.activation == models::Activation::kSwiglu, layer)
                : OpSacRecompute{};
+    // Under fsdp the recompute stops before the MLP's last GEMM (checkpoint_early_stop_skip).
+    // Selective and selective-op recompute name what they re-run (an attention core, a policy's
+    // ops), none of it after the block's last saved tensor: early stop removes nothing there.
+    const EarlyStopSkip early_stop = checkpoint_early_stop_skip(
+        model, cluster, layout, options, shape_of(model, cluster, layout), moe_layer);
     if (layout.recompute == Recompute::kFull) {
-      input_backward += layer_forward;  // the layer's forward runs again (Chen et al. 2016)
-      tp_backward += layer.tp_comm_forward;
+      // The layer's forward runs again (Chen et al. 2016), less what early stop skips.
+      input_backward += layer_forward - early_stop.compute_seconds;
+      tp_backward += layer.tp_comm_forward - early_stop.tp_comm_seconds;
       cp_backward += layer.cp_comm_forward;
       ep_backward += all_to_all + token_counts;
     } else if (op_sac) {
@@ -602,7 +659,7 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     const LayerFlops flops = layer_forward_flops(model, tokens, moe_layer);
     forward_flops += flops.total() / t * count;
     if (layout.recompute == Recompute::kFull) {
-      recompute_flops += flops.total() / t * count;
+      recompute_flops += (flops.total() / t - early_stop.flops) * count;
     } else if (op_sac) {
       recompute_flops += sac.flops * count;
     } else if (layout.recompute == Recompute::kSelective) {

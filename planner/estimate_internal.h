@@ -37,6 +37,12 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
 /// fsdp): every second mm of a block re-run (compute_cost.cpp, op_sac_recompute).
 bool op_level_selective_recompute(const Layout& layout, const PlanOptions& options);
 
+/// Whether full recompute stops before the MLP's last GEMM and its tp reduce-scatter (torch
+/// non-reentrant checkpoint's early stop under --framework fsdp, no dropout;
+/// compute_cost.cpp checkpoint_early_stop_skip).
+bool checkpoint_early_stop_skips_mlp_output(const models::TransformerConfig& model,
+                                            const Layout& layout, const PlanOptions& options);
+
 /// Every collective each stage's ranks issue in one step (the list in cost_model.h).
 std::vector<CollectiveTraffic> collective_inventory(const models::TransformerConfig& model,
                                                     const models::ClusterConfig& cluster,
