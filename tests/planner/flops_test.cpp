@@ -201,6 +201,74 @@ TEST_CASE("hardware FLOPs: selective-op under tp re-runs each rank's share of wk
         doctest::Approx(8 * 41'781'441'855'488.0).epsilon(kFlopsRoundingTolerance));
 }
 
+TEST_CASE("hardware FLOPs: fsdp full recompute stops before w2 (non-reentrant early stop)") {
+  // torch.utils.checkpoint's early stop ends the recompute when w2's inputs are saved, before
+  // w2 runs: per token and layer 2 h f = 2 x 4096 x 14336 = 117,440,512 FLOPs not re-run; x 32
+  // layers x 8192 tokens = 30,786,325,577,728 per sequence, 8 sequences. Megatron's
+  // CheckpointFunction re-runs the whole layer.
+  const PlanEstimate megatron = op_sac_estimate(Framework::kMegatron, Recompute::kFull);
+  const PlanEstimate fsdp = op_sac_estimate(Framework::kFsdp, Recompute::kFull);
+  REQUIRE(megatron.rejection_code.empty());
+  REQUIRE(fsdp.rejection_code.empty());
+  CHECK(megatron.hardware_flops_per_step - fsdp.hardware_flops_per_step ==
+        doctest::Approx(8 * 30'786'325'577'728.0).epsilon(kFlopsRoundingTolerance));
+}
+
+TEST_CASE("time: fsdp full recompute skips w2's GEMM unless dropout's mask is saved after it") {
+  // With dropout the last saved tensor is native_dropout's mask, saved after w2 runs: only the
+  // final residual add is skipped, as without dropout. So (full - none) of the input-gradient
+  // time grows with dropout by w2's GEMM (T 8192 rows, n h, k f) plus what dropout adds to the
+  // recomputed forward: the two residual adds' 1-byte masks, 2 T h bytes over the HBM, per
+  // layer (32).
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  const double T = 8192, h = 4096, f = 14336;
+  const double bandwidth = cluster.gpu.hbm_bytes_per_second * cluster.efficiency.hbm_efficiency;
+  const auto recompute_seconds = [&](bool dropout) {
+    models::TransformerConfig model = models::load_model("llama3-8b");
+    model.dropout = dropout;
+    Layout layout = make_layout(1, 1, 8, 1, 8);
+    layout.zero = 3;
+    PlanOptions options;
+    options.framework = Framework::kFsdp;
+    layout.recompute = Recompute::kNone;
+    const PlanEstimate none = estimate_plan(model, cluster, layout, options);
+    layout.recompute = Recompute::kFull;
+    const PlanEstimate full = estimate_plan(model, cluster, layout, options);
+    REQUIRE(full.rejection_code.empty());
+    return full.stages[0].chunks[0].backward_input_compute_seconds -
+           none.stages[0].chunks[0].backward_input_compute_seconds;
+  };
+  CHECK(
+      recompute_seconds(true) - recompute_seconds(false) ==
+      doctest::Approx(32 * (gemm_seconds(cluster, T, h, f) + 2 * T * h / bandwidth)).epsilon(1e-9));
+}
+
+TEST_CASE("inventory: fsdp full recompute does not re-run the MLP's reduce-scatter") {
+  // tp 2, sequence parallel: 2 forward reduce-scatters per layer (attention out, MLP out), 32
+  // layers, 4 micro-batches (global 8 / dp 2 / mb 1): 256 without recompute; Megatron's full
+  // recompute re-runs both (512); under fsdp early stop ends before w2, so its reduce-scatter
+  // is not re-run: 512 - 32 x 4 = 384.
+  const models::TransformerConfig model = models::load_model("llama3-8b");
+  Layout layout = make_layout(2, 1, 2, 1, 8);
+  layout.zero = 3;
+  layout.sequence_parallel = true;
+  const auto forward_scatters = [&](Framework framework, Recompute recompute) {
+    layout.recompute = recompute;
+    PlanOptions options;
+    options.framework = framework;
+    const PlanEstimate e = estimate_plan(model, models::load_cluster("dgx-h100"), layout, options);
+    for (const CollectiveTraffic& c : e.collectives) {
+      if (c.what == "tp: layer forward reduce-scatters (attention out, MLP out)") {
+        return c.calls_per_step;
+      }
+    }
+    return int64_t{-1};
+  };
+  CHECK(forward_scatters(Framework::kFsdp, Recompute::kNone) == 256);
+  CHECK(forward_scatters(Framework::kMegatron, Recompute::kFull) == 512);
+  CHECK(forward_scatters(Framework::kFsdp, Recompute::kFull) == 384);
+}
+
 TEST_CASE("selective-op runs under fsdp only; fsdp has no attention-core selective") {
   const models::TransformerConfig model = models::load_model("llama3-8b");
   const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
