@@ -363,6 +363,9 @@ OpSacRecompute op_sac_recompute(const models::ClusterConfig& cluster, const Layo
 // redistribute saves no tensor), and the residual add. With dropout the mask native_dropout
 // returns is saved last, after the GEMM: only the add is skipped. Dense MLPs only (an MoE
 // block ends in its combine).
+// Under --compile the same is assumed: AOTAutograd's partitioner re-runs in the backward only
+// what the backward graph reads (torch/_functorch/partitioners.py; not read at the runs'
+// commits, and no --compile run uses full recompute).
 EarlyStopSkip checkpoint_early_stop_skip(const models::TransformerConfig& model,
                                          const models::ClusterConfig& cluster, const Layout& layout,
                                          const PlanOptions& options, const Shape& x,
@@ -645,7 +648,9 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     if (layout.recompute == Recompute::kFull) {
       // The layer's forward runs again (Chen et al. 2016), less what early stop skips.
       input_backward += layer_forward - early_stop.compute_seconds;
-      tp_backward += layer.tp_comm_forward - early_stop.tp_comm_seconds;
+      // Under async TP (overlap_tp_comm) the skipped reduce-scatter was overlapped with w2: the
+      // exposed remainder drops by at most its time.
+      tp_backward += std::max(0.0, layer.tp_comm_forward - early_stop.tp_comm_seconds);
       cp_backward += layer.cp_comm_forward;
       ep_backward += all_to_all + token_counts;
     } else if (op_sac) {
