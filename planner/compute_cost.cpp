@@ -358,14 +358,15 @@ OpSacRecompute op_sac_recompute(const models::ClusterConfig& cluster, const Layo
 // runs it (tools/autograd/gen_variable_type.py: setup_derivative's save_variables precede the
 // redispatch), so the recompute ends before the MLP's last GEMM (llm-foundry v0.3.0 MPTMLP
 // down_proj, torchtitan FeedForward w2: x + w2(...), the residual add saving nothing). Skipped:
-// that GEMM (not under torchao's Float8Linear, an autograd.Function whose tensors are packed
-// after its forward), under tensor parallelism its reduce-scatter (RowwiseParallel's output
-// redistribute saves no tensor), and the residual add. With dropout the mask native_dropout
-// returns is saved last, after the GEMM: only the add is skipped. Dense MLPs only (an MoE
-// block ends in its combine).
-// Under --compile the same is assumed: AOTAutograd's partitioner re-runs in the backward only
-// what the backward graph reads (torch/_functorch/partitioners.py; not read at the runs'
-// commits, and no --compile run uses full recompute).
+// that GEMM (not under torchao's Float8Linear: matmul_with_hp_or_float8_args, float8_linear.py
+// at 36027d82d, is an autograd.Function, whose saved tensors are packed after its forward
+// returns, torch/csrc/autograd/python_function.cpp process_outputs), under tensor parallelism its
+// reduce-scatter (RowwiseParallel's output redistribute saves no tensor), and the residual add.
+// With dropout the mask native_dropout returns is saved last, after the GEMM: only the add is
+// skipped. Dense MLPs only (an MoE block ends in its combine). Under --compile the same is assumed:
+// AOTAutograd's partitioner re-runs in the backward only what the backward graph reads
+// (torch/_functorch/partitioners.py; not read at the runs' commits, and no --compile run uses full
+// recompute).
 EarlyStopSkip checkpoint_early_stop_skip(const models::TransformerConfig& model,
                                          const models::ClusterConfig& cluster, const Layout& layout,
                                          const PlanOptions& options, const Shape& x,
