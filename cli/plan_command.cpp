@@ -59,6 +59,7 @@ struct PlanArguments {
   std::optional<std::string> overlap_p2p_comm;
   std::optional<std::string> grad_reduce_dtype;  // unset: the framework's default
   std::string scatter_gather_pipeline = "off";
+  std::string pipeline_grad_scatter_gather = "on";
   std::optional<double> bucket_mb;  // unset: the framework's default (planner::dp_bucket_bytes)
   bool allow_tp_across_nodes = false;
   int64_t top = 10;
@@ -344,6 +345,9 @@ planner::PlanOptions plan_options(const PlanArguments& args) {
   }
   options.scatter_gather_pipeline =
       parse_on_off(args.scatter_gather_pipeline, "--scatter-gather-pipeline");
+  options.pipeline_grad_scatter_gather =
+      parse_on_off(args.pipeline_grad_scatter_gather, "--pipeline-grad-scatter-gather");
+  planner::check_pipeline_grad_scatter_gather_options(options, "--pipeline-grad-scatter-gather");
   options.allow_tp_across_nodes = args.allow_tp_across_nodes;
   planner::check_moe_load_imbalance(args.moe_load_imbalance, "--moe-load-imbalance");
   options.moe_load_imbalance = args.moe_load_imbalance;
@@ -622,6 +626,11 @@ void register_plan_commands(CLI::App& app) {
                    "default: the framework's (megatron zero 0/1 and fsdp: fp32, else bf16)");
   plan->add_option("--scatter-gather-pipeline", args->scatter_gather_pipeline,
                    "Send 1/tp of each pipeline tensor and all-gather it (Megatron-LM 2021)")
+      ->capture_default_str();
+  plan->add_option("--pipeline-grad-scatter-gather", args->pipeline_grad_scatter_gather,
+                   "With --scatter-gather-pipeline, split the gradient sends too (on | off; off: "
+                   "DeepSpeed before #1407, e.g. DeeperSpeed eb7f5cff; --framework deepspeed "
+                   "only)")
       ->capture_default_str();
   plan->add_option("--bucket-mb", args->bucket_mb,
                    "Data-parallel bucket size in MiB of gradients; default: the framework's "

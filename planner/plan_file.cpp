@@ -68,7 +68,7 @@ constexpr std::array<std::string_view, 16> kLayoutFields = {"tp",
                                                             "ep",
                                                             "microbatch_group",
                                                             "etp"};
-constexpr std::array<std::string_view, 19> kOptionsFields = {"flash_attention",
+constexpr std::array<std::string_view, 20> kOptionsFields = {"flash_attention",
                                                              "flash_attention_version",
                                                              "overlap_grad_reduce",
                                                              "overlap_param_gather",
@@ -86,7 +86,8 @@ constexpr std::array<std::string_view, 19> kOptionsFields = {"flash_attention",
                                                              "grad_reduce_dtype",
                                                              "cross_entropy_loss_fusion",
                                                              "compile",
-                                                             "norm_kernel"};
+                                                             "norm_kernel",
+                                                             "pipeline_grad_scatter_gather"};
 
 // Bounds that catch typos and unit mistakes before any product of them is formed (a plan file
 // with global_batch 1e12 made explain allocate gigabytes and never finish):
@@ -235,6 +236,9 @@ nlohmann::json options_to_json(const PlanOptions& options) {
   if (options.norm_kernel != NormKernel::kFused) {  // omitted at the default, fused
     json["norm_kernel"] = to_string(options.norm_kernel);
   }
+  if (!options.pipeline_grad_scatter_gather) {  // omitted at the default, true
+    json["pipeline_grad_scatter_gather"] = false;
+  }
   if (options.grad_reduce_dtype) {  // omitted when unset: the framework's default
     json["grad_reduce_dtype"] = to_string(*options.grad_reduce_dtype);
   }
@@ -326,6 +330,11 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
         parse_norm_kernel(require_string(json, "norm_kernel", where), where + ": norm_kernel");
   }
   check_norm_kernel_options(options, where + ": norm_kernel");
+  if (json.contains("pipeline_grad_scatter_gather")) {  // optional: absent means true
+    options.pipeline_grad_scatter_gather =
+        require_bool(json, "pipeline_grad_scatter_gather", where);
+  }
+  check_pipeline_grad_scatter_gather_options(options, where + ": pipeline_grad_scatter_gather");
   return options;
 }
 

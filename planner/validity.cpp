@@ -206,6 +206,25 @@ void check_norm_kernel_options(const PlanOptions& options, const std::string& fi
   }
 }
 
+// DeeperSpeed eb7f5cff runtime/pipe/engine.py line 122 (is_grad_partitioned = False) sends the
+// gradients whole; Megatron-LM splits both directions, DeepSpeed too since #1407 (e2fdd254).
+void check_pipeline_grad_scatter_gather_options(const PlanOptions& options,
+                                                const std::string& field) {
+  if (options.pipeline_grad_scatter_gather) {
+    return;
+  }
+  if (options.framework != Framework::kDeepSpeed) {
+    throw InputError(
+        fmt::format("{}: false under framework {}: only DeepSpeed's pipeline engine before #1407 "
+                    "(framework deepspeed) sends the gradients whole",
+                    field, to_string(options.framework)));
+  }
+  if (!options.scatter_gather_pipeline) {
+    throw InputError(fmt::format(
+        "{}: false without scatter_gather_pipeline: no pipeline tensor is split", field));
+  }
+}
+
 void check_norm_kernel_model(const models::TransformerConfig& model, const PlanOptions& options,
                              const std::string& field) {
   if (options.norm_kernel == NormKernel::kEager && model.norm != models::Norm::kRmsNorm) {
@@ -352,6 +371,7 @@ void check_precision(const models::ClusterConfig& cluster, const PlanOptions& op
   check_grad_reduce_dtype_options(cluster, options, "grad_reduce_dtype");
   check_flash_attention_version(options, "flash_attention_version");
   check_norm_kernel_options(options, "norm_kernel");
+  check_pipeline_grad_scatter_gather_options(options, "pipeline_grad_scatter_gather");
   if (options.gemm_precision != GemmPrecision::kFp8) {
     return;
   }

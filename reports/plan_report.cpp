@@ -93,6 +93,9 @@ std::string format_plan_options(const planner::PlanOptions& o, const planner::Se
   if (o.norm_kernel == planner::NormKernel::kEager) {
     out += ", eager rmsnorm";
   }
+  if (!o.pipeline_grad_scatter_gather) {
+    out += ", pipeline gradients sent whole";
+  }
   if (o.fp8_param_gather) {
     out += ", fp8 param gather";
   }

@@ -423,6 +423,14 @@ row "plan: --norm-kernel triton" 2 \
   --json new_out.json
 row "plan: --norm-kernel eager under megatron" 2 "--norm-kernel: eager under framework megatron" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --norm-kernel eager --json new_out.json
+row "plan: --pipeline-grad-scatter-gather off under megatron" 2 \
+  "--pipeline-grad-scatter-gather: false under framework megatron" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --scatter-gather-pipeline on \
+  --pipeline-grad-scatter-gather off --json new_out.json
+row "plan: --pipeline-grad-scatter-gather off without scatter/gather" 2 \
+  "--pipeline-grad-scatter-gather: false without scatter_gather_pipeline" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --framework deepspeed \
+  --pipeline-grad-scatter-gather off --json new_out.json
 row "plan: --norm-kernel eager with --compile on" 2 "--norm-kernel: eager with compile on" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --framework fsdp --compile on --norm-kernel eager \
   --json new_out.json

@@ -166,6 +166,40 @@ TEST_CASE("round trip: flash_attention_version is stored only when 1 and read ba
                        InputError);
 }
 
+TEST_CASE("round trip: pipeline_grad_scatter_gather is stored only when false; refusals") {
+  Plan plan = example_plan();
+  plan.options.framework = Framework::kDeepSpeed;  // DeeperSpeed eb7f5cff's pipeline engine
+  plan.options.overlap_tp_comm = false;
+  plan.options.scatter_gather_pipeline = true;
+  plan.layout.vpp = 1;
+  plan.layout.sequence_parallel = false;
+  plan.layout.recompute = Recompute::kFull;
+  plan.layout.schedule = ScheduleKind::kOneFOneB;
+  CHECK_FALSE(plan_to_json(plan, {}).at("options").contains("pipeline_grad_scatter_gather"));
+  plan.options.pipeline_grad_scatter_gather = false;
+  const nlohmann::json json = plan_to_json(plan, {});
+  CHECK(json.at("options").at("pipeline_grad_scatter_gather") == false);
+  const Plan back = plan_from_json(json, "p.json");
+  CHECK_FALSE(back.options.pipeline_grad_scatter_gather);
+  CHECK(back == plan);
+  nlohmann::json bad = json;
+  bad["options"]["framework"] = "megatron";
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
+                       doctest::Contains("p.json: options: pipeline_grad_scatter_gather: false "
+                                         "under framework megatron"),
+                       InputError);
+  bad = json;
+  bad["options"]["scatter_gather_pipeline"] = false;
+  CHECK_THROWS_WITH_AS(
+      plan_from_json(bad, "p.json"),
+      doctest::Contains("p.json: options: pipeline_grad_scatter_gather: false without"),
+      InputError);
+  bad = json;
+  bad["options"]["pipeline_grad_scatter_gather"] = "no";
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"), doctest::Contains("p.json: options"),
+                       InputError);
+}
+
 TEST_CASE("round trip: norm_kernel is stored only when eager and read back; bad values refused") {
   Plan plan = example_plan();
   plan.options.framework = Framework::kFsdp;  // torchtitan: FSDP2 (zero 3), one stage

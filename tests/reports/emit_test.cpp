@@ -604,6 +604,20 @@ TEST_CASE("--emit refuses norm_kernel eager: no emitted config names torchtitan'
         "setting (eager)");
 }
 
+TEST_CASE("--emit deepspeed refuses pipeline_grad_scatter_gather false") {
+  planner::Layout ddp;
+  ddp.dp = 8;
+  ddp.global_batch = 8;
+  planner::Plan plan = make_plan("llama3-8b", "dgx-h100", ddp);
+  plan.options.framework = planner::Framework::kDeepSpeed;
+  plan.options.scatter_gather_pipeline = true;
+  plan.options.pipeline_grad_scatter_gather = false;
+  CHECK(error_of(plan, EmitTarget::kDeepSpeed) ==
+        "--emit deepspeed: options.pipeline_grad_scatter_gather: DeepSpeed since #1407 splits "
+        "the pipeline gradients whenever tp > 1 (pipe/engine.py is_grad_partitioned); whole "
+        "gradients are no setting (false)");
+}
+
 TEST_CASE("--emit deepspeed: pipeline engine with ZeRO-1, full recompute") {
   planner::Layout layout;
   layout.pp = 4;
