@@ -415,6 +415,7 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
   }
   check_grad_reduce_dtype_options(plan.cluster, plan.options,
                                   source + ": options: grad_reduce_dtype");
+  check_fsdp_version(plan.options, source + ": options: fsdp_version");
   try {
     check_compile_options(plan.options);
   } catch (const InputError& e) {
