@@ -47,6 +47,7 @@ struct PlanArguments {
   std::string precision = "bf16";
   std::string flash_attention = "on";
   int flash_attention_version = 2;
+  int fsdp_version = 2;
   std::string overlap_grad_reduce = "on";
   std::string overlap_param_gather = "on";
   std::string overlap_tp_comm = "off";
@@ -325,6 +326,7 @@ planner::PlanOptions plan_options(const PlanArguments& args) {
   options.gemm_precision = planner::parse_gemm_precision(args.precision, "--precision");
   options.flash_attention = parse_on_off(args.flash_attention, "--flash-attention");
   options.flash_attention_version = args.flash_attention_version;
+  options.fsdp_version = args.fsdp_version;
   options.overlap_grad_reduce = parse_on_off(args.overlap_grad_reduce, "--overlap-grad-reduce");
   options.overlap_param_gather = parse_on_off(args.overlap_param_gather, "--overlap-param-gather");
   options.overlap_tp_comm = parse_on_off(args.overlap_tp_comm, "--overlap-tp-comm");
@@ -338,6 +340,7 @@ planner::PlanOptions plan_options(const PlanArguments& args) {
                                  : options.framework == planner::Framework::kMegatron;
   planner::check_overlap_p2p_options(options, "--overlap-p2p-comm");
   planner::check_flash_attention_version(options, "--flash-attention-version");
+  planner::check_fsdp_version(options, "--fsdp-version");
   planner::check_norm_kernel_options(options, "--norm-kernel");
   if (args.grad_reduce_dtype) {
     options.grad_reduce_dtype =
@@ -595,6 +598,10 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--flash-attention-version", args->flash_attention_version,
                    "Fused attention kernel generation: 2 (FlashAttention-2, cuDNN, FA3) | 1 "
                    "(FlashAttention-1 or its Triton port, at half the rate)")
+      ->capture_default_str();
+  plan->add_option("--fsdp-version", args->fsdp_version,
+                   "Under --framework fsdp, which PyTorch FSDP: 2 (fully_shard, torchtitan) | 1 "
+                   "(FullyShardedDataParallel with use_orig_params, llm-foundry/Composer)")
       ->capture_default_str();
   plan->add_option("--overlap-grad-reduce", args->overlap_grad_reduce, "on | off")
       ->capture_default_str();

@@ -68,8 +68,9 @@ constexpr std::array<std::string_view, 16> kLayoutFields = {"tp",
                                                             "ep",
                                                             "microbatch_group",
                                                             "etp"};
-constexpr std::array<std::string_view, 20> kOptionsFields = {"flash_attention",
+constexpr std::array<std::string_view, 21> kOptionsFields = {"flash_attention",
                                                              "flash_attention_version",
+                                                             "fsdp_version",
                                                              "overlap_grad_reduce",
                                                              "overlap_param_gather",
                                                              "overlap_tp_comm",
@@ -233,6 +234,9 @@ nlohmann::json options_to_json(const PlanOptions& options) {
   if (options.flash_attention_version != 2) {  // omitted at the default, FlashAttention-2
     json["flash_attention_version"] = options.flash_attention_version;
   }
+  if (options.fsdp_version != 2) {  // omitted at the default, FSDP2
+    json["fsdp_version"] = options.fsdp_version;
+  }
   if (options.norm_kernel != NormKernel::kFused) {  // omitted at the default, fused
     json["norm_kernel"] = to_string(options.norm_kernel);
   }
@@ -268,6 +272,13 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
           fmt::format("{}: flash_attention_version: expected 1 or 2 ({})", where, version));
     }
     options.flash_attention_version = static_cast<int>(version);
+  }
+  if (json.contains("fsdp_version")) {  // optional: absent means 2
+    const int64_t version = require_int(json, "fsdp_version", where);
+    if (version != 1 && version != 2) {  // before the narrowing, as flash_attention_version
+      throw InputError(fmt::format("{}: fsdp_version: expected 1 or 2 ({})", where, version));
+    }
+    options.fsdp_version = static_cast<int>(version);
   }
   read_bool("overlap_grad_reduce", options.overlap_grad_reduce);
   read_bool("overlap_param_gather", options.overlap_param_gather);
@@ -413,6 +424,7 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
   }
   check_grad_reduce_dtype_options(plan.cluster, plan.options,
                                   source + ": options: grad_reduce_dtype");
+  check_fsdp_version(plan.options, source + ": options: fsdp_version");
   try {
     check_compile_options(plan.options);
   } catch (const InputError& e) {

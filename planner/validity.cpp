@@ -235,6 +235,16 @@ void check_norm_kernel_model(const models::TransformerConfig& model, const PlanO
   }
 }
 
+void check_fsdp_version(const PlanOptions& options, const std::string& field) {
+  if (options.fsdp_version != 1 && options.fsdp_version != 2) {
+    throw InputError(fmt::format("{}: expected 1 or 2 ({})", field, options.fsdp_version));
+  }
+  if (options.fsdp_version == 1 && options.framework != Framework::kFsdp) {
+    throw InputError(fmt::format("{}: 1 needs framework fsdp (framework {})", field,
+                                 to_string(options.framework)));
+  }
+}
+
 void check_flash_attention_version(const PlanOptions& options, const std::string& field) {
   if (options.flash_attention_version != 1 && options.flash_attention_version != 2) {
     throw InputError(
@@ -370,6 +380,7 @@ void check_precision(const models::ClusterConfig& cluster, const PlanOptions& op
   check_compile_options(options);
   check_grad_reduce_dtype_options(cluster, options, "grad_reduce_dtype");
   check_flash_attention_version(options, "flash_attention_version");
+  check_fsdp_version(options, "fsdp_version");
   check_norm_kernel_options(options, "norm_kernel");
   check_pipeline_grad_scatter_gather_options(options, "pipeline_grad_scatter_gather");
   if (options.gemm_precision != GemmPrecision::kFp8) {

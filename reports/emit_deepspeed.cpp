@@ -44,6 +44,10 @@ void check_deepspeed_expressible(const planner::Plan& plan) {
            "model's code, not set in the config",
            "full");
   }
+  if (plan.options.fsdp_version == 1) {
+    refuse(kDeepSpeedTarget, "options.fsdp_version", "PyTorch FSDP1 is not a DeepSpeed setting",
+           "1");
+  }
   if (plan.options.norm_kernel == planner::NormKernel::kEager) {
     refuse(kDeepSpeedTarget, "options.norm_kernel",
            "torchtitan's eager RMSNorm is not a DeepSpeed setting", "eager");

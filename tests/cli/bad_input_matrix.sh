@@ -417,6 +417,12 @@ row "plan: --flash-attention-version 1 unfused" 2 \
   "--flash-attention-version: 1 needs flash_attention on" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --flash-attention off --flash-attention-version 1 \
   --json new_out.json
+row "plan: --fsdp-version 3" 2 "--fsdp-version: expected 1 or 2 (3)" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --framework fsdp --fsdp-version 3 \
+  --json new_out.json
+row "plan: --fsdp-version 1 under megatron" 2 \
+  "--fsdp-version: 1 needs framework fsdp (framework megatron)" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --fsdp-version 1 --json new_out.json
 row "plan: --norm-kernel triton" 2 \
   "--norm-kernel: unsupported norm kernel (triton); supported: fused, eager" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --framework fsdp --norm-kernel triton \

@@ -618,6 +618,23 @@ TEST_CASE("--emit deepspeed refuses pipeline_grad_scatter_gather false") {
         "gradients are no setting (false)");
 }
 
+TEST_CASE("--emit refuses fsdp_version 1: no emitted config runs PyTorch FSDP1") {
+  planner::Layout zero3;
+  zero3.dp = 8;
+  zero3.global_batch = 8;
+  zero3.zero = 3;
+  planner::Plan plan = make_plan("llama3-8b", "dgx-h100", zero3);
+  plan.options.framework = planner::Framework::kFsdp;
+  plan.options.fsdp_version = 1;
+  CHECK(error_of(plan, EmitTarget::kTorchtitan) ==
+        "--emit torchtitan: options.fsdp_version: torchtitan shards with FSDP2 fully_shard, not "
+        "FSDP1 (1)");
+  CHECK(error_of(plan, EmitTarget::kMegatron) ==
+        "--emit megatron: options.fsdp_version: PyTorch FSDP1 is not a Megatron-LM setting (1)");
+  CHECK(error_of(plan, EmitTarget::kDeepSpeed) ==
+        "--emit deepspeed: options.fsdp_version: PyTorch FSDP1 is not a DeepSpeed setting (1)");
+}
+
 TEST_CASE("--emit deepspeed: pipeline engine with ZeRO-1, full recompute") {
   planner::Layout layout;
   layout.pp = 4;

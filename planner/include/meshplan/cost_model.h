@@ -81,6 +81,11 @@ struct PlanOptions {
   // FlashAttention-1 or its Triton port (llm-foundry v0.3.0 attn_impl: triton), at half that
   // rate (compute_cost.cpp attention_forward_seconds).
   int flash_attention_version = 2;
+  // Which PyTorch FSDP the fsdp framework runs (only read under framework fsdp): 2, FSDP2's
+  // fully_shard (torchtitan); 1, FSDP1's FullyShardedDataParallel with use_orig_params
+  // (llm-foundry through Composer). They copy different bytes per unit on the compute stream
+  // (compute_cost.cpp fsdp_unit_copy_bytes).
+  int fsdp_version = 2;
   // Data-parallel gradient reduction overlaps with the backward of the last micro-batch
   // (Megatron-LM --overlap-grad-reduce, PyTorch DDP buckets). Off: it runs after the backward.
   bool overlap_grad_reduce = true;
@@ -351,6 +356,9 @@ void check_norm_kernel_model(const models::TransformerConfig& model, const PlanO
 /// Throws InputError "<field>: ..." when options.flash_attention_version is not 1 or 2, or is 1
 /// with flash_attention off (no fused kernel to be of generation 1).
 void check_flash_attention_version(const PlanOptions& options, const std::string& field);
+/// Throws InputError "<field>: ..." when options.fsdp_version is not 1 or 2, or is 1 under a
+/// framework other than fsdp.
+void check_fsdp_version(const PlanOptions& options, const std::string& field);
 /// grad_reduce_dtype rules that need the layout (unset passes): code "framework" for fp32 under
 /// megatron with zero >= 2 (Megatron-FSDP's fp32 main grads are not modelled).
 Validity check_grad_reduce_dtype(const Layout& layout, const PlanOptions& options);
