@@ -47,6 +47,7 @@ struct PlanArguments {
   std::string precision = "bf16";
   std::string flash_attention = "on";
   int flash_attention_version = 2;
+  int fsdp_version = 2;
   std::string overlap_grad_reduce = "on";
   std::string overlap_param_gather = "on";
   std::string overlap_tp_comm = "off";
@@ -59,6 +60,7 @@ struct PlanArguments {
   std::optional<std::string> overlap_p2p_comm;
   std::optional<std::string> grad_reduce_dtype;  // unset: the framework's default
   std::string scatter_gather_pipeline = "off";
+  std::string pipeline_grad_scatter_gather = "on";
   std::optional<double> bucket_mb;  // unset: the framework's default (planner::dp_bucket_bytes)
   bool allow_tp_across_nodes = false;
   int64_t top = 10;
@@ -324,6 +326,7 @@ planner::PlanOptions plan_options(const PlanArguments& args) {
   options.gemm_precision = planner::parse_gemm_precision(args.precision, "--precision");
   options.flash_attention = parse_on_off(args.flash_attention, "--flash-attention");
   options.flash_attention_version = args.flash_attention_version;
+  options.fsdp_version = args.fsdp_version;
   options.overlap_grad_reduce = parse_on_off(args.overlap_grad_reduce, "--overlap-grad-reduce");
   options.overlap_param_gather = parse_on_off(args.overlap_param_gather, "--overlap-param-gather");
   options.overlap_tp_comm = parse_on_off(args.overlap_tp_comm, "--overlap-tp-comm");
@@ -337,6 +340,7 @@ planner::PlanOptions plan_options(const PlanArguments& args) {
                                  : options.framework == planner::Framework::kMegatron;
   planner::check_overlap_p2p_options(options, "--overlap-p2p-comm");
   planner::check_flash_attention_version(options, "--flash-attention-version");
+  planner::check_fsdp_version(options, "--fsdp-version");
   planner::check_norm_kernel_options(options, "--norm-kernel");
   if (args.grad_reduce_dtype) {
     options.grad_reduce_dtype =
@@ -344,6 +348,9 @@ planner::PlanOptions plan_options(const PlanArguments& args) {
   }
   options.scatter_gather_pipeline =
       parse_on_off(args.scatter_gather_pipeline, "--scatter-gather-pipeline");
+  options.pipeline_grad_scatter_gather =
+      parse_on_off(args.pipeline_grad_scatter_gather, "--pipeline-grad-scatter-gather");
+  planner::check_pipeline_grad_scatter_gather_options(options, "--pipeline-grad-scatter-gather");
   options.allow_tp_across_nodes = args.allow_tp_across_nodes;
   planner::check_moe_load_imbalance(args.moe_load_imbalance, "--moe-load-imbalance");
   options.moe_load_imbalance = args.moe_load_imbalance;
@@ -592,6 +599,10 @@ void register_plan_commands(CLI::App& app) {
                    "Fused attention kernel generation: 2 (FlashAttention-2, cuDNN, FA3) | 1 "
                    "(FlashAttention-1 or its Triton port, at half the rate)")
       ->capture_default_str();
+  plan->add_option("--fsdp-version", args->fsdp_version,
+                   "Under --framework fsdp, which PyTorch FSDP: 2 (fully_shard, torchtitan) | 1 "
+                   "(FullyShardedDataParallel with use_orig_params, llm-foundry/Composer)")
+      ->capture_default_str();
   plan->add_option("--overlap-grad-reduce", args->overlap_grad_reduce, "on | off")
       ->capture_default_str();
   plan->add_option("--overlap-param-gather", args->overlap_param_gather, "on | off")
@@ -622,6 +633,11 @@ void register_plan_commands(CLI::App& app) {
                    "default: the framework's (megatron zero 0/1 and fsdp: fp32, else bf16)");
   plan->add_option("--scatter-gather-pipeline", args->scatter_gather_pipeline,
                    "Send 1/tp of each pipeline tensor and all-gather it (Megatron-LM 2021)")
+      ->capture_default_str();
+  plan->add_option("--pipeline-grad-scatter-gather", args->pipeline_grad_scatter_gather,
+                   "With --scatter-gather-pipeline, split the gradient sends too (on | off; off: "
+                   "DeepSpeed before #1407, e.g. DeeperSpeed eb7f5cff; --framework deepspeed "
+                   "only)")
       ->capture_default_str();
   plan->add_option("--bucket-mb", args->bucket_mb,
                    "Data-parallel bucket size in MiB of gradients; default: the framework's "

@@ -109,6 +109,12 @@ void validate_options_for_executor(const planner::Plan& plan, const std::string&
         fmt::format("{}: options.cp_comm: the CPU executor runs the p2p ring only ({})", source,
                     planner::to_string(plan.options.cp_comm)));
   }
+  if (!plan.options.pipeline_grad_scatter_gather) {
+    throw InputError(fmt::format(
+        "{}: options.pipeline_grad_scatter_gather: the CPU executor splits both directions "
+        "(false)",
+        source));
+  }
   if (plan.options.scatter_gather_pipeline &&
       layout.micro_batch * model.seq_length * model.hidden_size % layout.tp != 0) {
     throw InputError(

@@ -305,6 +305,40 @@ void add_mixture_of_experts(Inventory& inventory, const models::TransformerConfi
   }
 }
 
+// The stage's pipeline sends per step, from its op list: activations and gradients at the
+// sizes pipeline_message_bytes gives each direction, and the tp all-gather of each received
+// tensor that was scattered (pipeline_grad_scatter_gather false: the gradients go whole).
+void add_pipeline_transfers(Inventory& inventory, const models::TransformerConfig& model,
+                            const models::ClusterConfig& cluster, const Layout& layout,
+                            const PlanOptions& options, const PipelineSchedule& schedule,
+                            int64_t stage) {
+  int64_t sends[2] = {0, 0}, receives[2] = {0, 0};  // [activation, gradient]
+  for (const PipelineOp& op : schedule.stages[static_cast<size_t>(stage)]) {
+    sends[0] += op.kind == OpKind::kSendActivation;
+    sends[1] += op.kind == OpKind::kSendGradient;
+    receives[0] += op.kind == OpKind::kRecvActivation;
+    receives[1] += op.kind == OpKind::kRecvGradient;
+  }
+  const char* gather_name = "tp: all-gather of each received pipeline tensor (scatter/gather)";
+  const int64_t message = pipeline_message_bytes(model, cluster, layout, options);
+  if (pipeline_scatter_gather(layout, options) == pipeline_scatter_gather(layout, options, true)) {
+    inventory.add(stage, "pp: activation and gradient sends", CollectiveKind::kSendRecv,
+                  CommGroup::kPp, 2, message, sends[0] + sends[1]);
+    if (pipeline_scatter_gather(layout, options)) {
+      inventory.add(stage, gather_name, CollectiveKind::kAllGather, CommGroup::kTp, layout.tp,
+                    message * layout.tp, receives[0] + receives[1]);
+    }
+    return;
+  }
+  inventory.add(stage, "pp: activation sends", CollectiveKind::kSendRecv, CommGroup::kPp, 2,
+                message, sends[0]);
+  inventory.add(stage, "pp: gradient sends, whole (pipeline_grad_scatter_gather false)",
+                CollectiveKind::kSendRecv, CommGroup::kPp, 2,
+                pipeline_message_bytes(model, cluster, layout, options, true), sends[1]);
+  inventory.add(stage, gather_name, CollectiveKind::kAllGather, CommGroup::kTp, layout.tp,
+                message * layout.tp, receives[0]);
+}
+
 }  // namespace
 
 std::vector<CollectiveTraffic> collective_inventory(const models::TransformerConfig& model,
@@ -323,19 +357,7 @@ std::vector<CollectiveTraffic> collective_inventory(const models::TransformerCon
     add_tensor_parallel(inventory, model, cluster, layout, options, stage);
     add_context_parallel(inventory, model, cluster, layout, options, stage);
     if (layout.pp > 1) {
-      int64_t sends = 0, receives = 0;
-      for (const PipelineOp& op : schedule.stages[static_cast<size_t>(stage)]) {
-        sends += op.kind == OpKind::kSendActivation || op.kind == OpKind::kSendGradient;
-        receives += op.kind == OpKind::kRecvActivation || op.kind == OpKind::kRecvGradient;
-      }
-      const int64_t message = pipeline_message_bytes(model, cluster, layout, options);
-      inventory.add(stage, "pp: activation and gradient sends", CollectiveKind::kSendRecv,
-                    CommGroup::kPp, 2, message, sends);
-      if (pipeline_scatter_gather(layout, options)) {
-        inventory.add(stage, "tp: all-gather of each received pipeline tensor (scatter/gather)",
-                      CollectiveKind::kAllGather, CommGroup::kTp, layout.tp, message * layout.tp,
-                      receives);
-      }
+      add_pipeline_transfers(inventory, model, cluster, layout, options, schedule, stage);
       if (model.tied_embeddings && (stage == 0 || stage == layout.pp - 1)) {
         inventory.add(stage, "embedding: tied word-embedding gradient all-reduce",
                       CollectiveKind::kAllReduce, CommGroup::kEmbedding, 2,

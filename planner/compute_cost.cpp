@@ -120,10 +120,56 @@ PassBytes eager_rmsnorm_bytes_per_element(double element_bytes) {
   return {forward, backward};
 }
 
+// Per FSDP unit and micro-batch, P unit_parameters, e param_element_bytes (the bf16
+// param_dtype; autograd's gradients of the unsharded parameters have it too), r
+// reduce_element_bytes. Only compute-stream work, or work the compute stream waits for, counts;
+// the 1/dp-sized casts of the shard (fp32 -> e before each all-gather) and the sharded
+// gradient's post-divide and accumulation are left out, and so are the side-stream pre-divides.
+// - FSDP2 (torch/distributed/_composable/fsdp, pytorch/pytorch 01d66d21f and the 2024 nightlies'
+//   _fsdp_collectives.py): foreach_all_gather_copy_out, called by FSDPParamGroup
+//   wait_for_unshard on the current (compute) stream, split_with_sizes_copy()s the all-gather
+//   output into each parameter's unsharded tensor: read e P, write e P, once forward and once
+//   backward (ZeRO-3 reshards after the forward and gathers again). foreach_reduce_scatter's
+//   copy-in torch.cat()s the unsharded gradients into the reduce_dtype input: read e P, write
+//   r P; the compute stream waits for it (current_stream.wait_event(copy_in_event), later
+//   wait_stream(reduce_scatter_stream), later still it runs on the current stream). Its in-place
+//   pre-divide (_div_if_needed, factor 4 at dp 8, 8 at dp 64) runs on the reduce-scatter
+//   stream after that wait in the later versions: not counted.
+// - FSDP1 (torch 2.1.0 torch/distributed/fsdp/_flat_param.py, use_orig_params): the all-gather
+//   writes straight into the padded unsharded flat parameter (no copy-out); the parameters are
+//   torch.split views of it (_get_unflat_views_aligned) made under enable_grad, so autograd's
+//   SplitWithSizesBackward (tools/autograd/derivatives.yaml split_with_sizes_backward:
+//   at::cat of the views' gradients) writes the flat gradient: read e P, write e P. The
+//   pre-divide of the padded gradient runs on the post-backward stream (_runtime_utils.py
+//   _post_backward_hook, _reduce_grad): not counted.
+PassBytes fsdp_unit_copy_bytes(int fsdp_version, double unit_parameters, double param_element_bytes,
+                               double reduce_element_bytes) {
+  const double p = unit_parameters, e = param_element_bytes, r = reduce_element_bytes;
+  if (fsdp_version == 1) {
+    return {0.0, 2.0 * e * p};
+  }
+  return {2.0 * e * p, 2.0 * e * p + (e + r) * p};
+}
+
 namespace {
 
 double memory_seconds(const models::ClusterConfig& cluster, double bytes) {
   return bytes / (cluster.gpu.hbm_bytes_per_second * cluster.efficiency.hbm_efficiency);
+}
+
+// One layer's FSDP copies (fsdp_unit_copy_bytes) under framework fsdp with ZeRO-3, the layer
+// being the unit (dp_buckets.cpp); none otherwise.
+PassBytes fsdp_copy_bytes(const models::TransformerConfig& model,
+                          const models::ClusterConfig& cluster, const Layout& layout,
+                          const PlanOptions& options, bool moe_layer) {
+  if (options.framework != Framework::kFsdp || layout.zero != 3) {
+    return {};
+  }
+  const LayerParameters p = layer_parameters(model, layout.tp, moe_layer, layout.ep, layout.etp);
+  return fsdp_unit_copy_bytes(
+      options.fsdp_version, static_cast<double>(p.sharded + p.replicated + p.expert),
+      static_cast<double>(element_bytes(cluster)),
+      static_cast<double>(grad_reduce_element_bytes(cluster, layout, options)));
 }
 
 // Bytes per hidden element of one norm: the fused kernel's read and write, backward twice that
@@ -672,6 +718,10 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
       recompute_flops += flops.attention / t * count;
     }
     cost.forward_compute_seconds += layer_forward * count;
+    // FSDP's copies run once per unit and micro-batch, not again in a recomputed forward.
+    const PassBytes copies = fsdp_copy_bytes(model, cluster, layout, options, moe_layer);
+    cost.forward_compute_seconds += memory_seconds(cluster, copies.forward) * count;
+    input_backward += memory_seconds(cluster, copies.backward);
     cost.forward_tp_comm_seconds += layer.tp_comm_forward * count;
     cost.forward_ep_comm_seconds += (all_to_all + token_counts) * count;
     cost.backward_input_compute_seconds += input_backward * count;

@@ -37,6 +37,15 @@ struct PassBytes {
 PassBytes eager_elementwise_bytes_per_token(const models::TransformerConfig& model, int64_t tp,
                                             double element_bytes);
 
+/// Bytes PyTorch FSDP's own copies move on the compute stream per FSDP unit (a transformer
+/// block) and micro-batch under ZeRO-3, for `unit_parameters` parameters on the rank before
+/// data-parallel sharding, held unsharded in param_element_bytes (their gradients too), and a
+/// reduce-scatter in reduce_element_bytes. fsdp_version 2 (fully_shard): the all-gather
+/// copy-out forward and backward, the reduce-scatter copy-in backward; 1 (FSDP1): the
+/// backward's concatenation of the parameter views' gradients.
+PassBytes fsdp_unit_copy_bytes(int fsdp_version, double unit_parameters, double param_element_bytes,
+                               double reduce_element_bytes);
+
 /// Bytes per hidden element that one of torchtitan's hand-written RMSNorms (model.norm_type
 /// "rmsnorm", norm_kernel eager) moves run eager, forward and backward, for activations of
 /// element_bytes; the fused kernel's are read-and-write, 2 element_bytes each way forward.

@@ -98,29 +98,30 @@ double stage_collective_seconds(const models::ClusterConfig& cluster, const Layo
   return seconds;
 }
 
-bool pipeline_scatter_gather(const Layout& layout, const PlanOptions& options) {
-  return options.scatter_gather_pipeline && layout.tp > 1 && !layout.sequence_parallel;
+bool pipeline_scatter_gather(const Layout& layout, const PlanOptions& options, bool gradient) {
+  return options.scatter_gather_pipeline && (!gradient || options.pipeline_grad_scatter_gather) &&
+         layout.tp > 1 && !layout.sequence_parallel;
 }
 
 int64_t pipeline_message_bytes(const models::TransformerConfig& model,
                                const models::ClusterConfig& cluster, const Layout& layout,
-                               const PlanOptions& options) {
+                               const PlanOptions& options, bool gradient) {
   const int64_t bytes =
       rank_micro_batch_tokens(model, layout) * model.hidden_size * element_bytes(cluster);
-  const bool split = layout.sequence_parallel || pipeline_scatter_gather(layout, options);
+  const bool split = layout.sequence_parallel || pipeline_scatter_gather(layout, options, gradient);
   return split ? bytes / layout.tp : bytes;
 }
 
 double pipeline_transfer_seconds(const models::TransformerConfig& model,
                                  const models::ClusterConfig& cluster, const Layout& layout,
-                                 const PlanOptions& options, int64_t stage) {
+                                 const PlanOptions& options, int64_t stage, bool gradient) {
   if (layout.pp <= 1) {
     return 0.0;
   }
-  const int64_t message = pipeline_message_bytes(model, cluster, layout, options);
+  const int64_t message = pipeline_message_bytes(model, cluster, layout, options, gradient);
   double seconds = stage_collective_seconds(cluster, layout, CollectiveKind::kSendRecv,
                                             CommGroup::kPp, stage, message);
-  if (pipeline_scatter_gather(layout, options)) {
+  if (pipeline_scatter_gather(layout, options, gradient)) {
     seconds +=
         collective_seconds(cluster, CollectiveKind::kAllGather, message * layout.tp, layout.tp, 1);
   }
@@ -353,27 +354,35 @@ double exposed_transfer_seconds(const models::TransformerConfig& model,
   if (layout.pp <= 1) {
     return 0.0;
   }
-  double transfer = 0;
+  // The gradient's transfer differs only when pipeline_grad_scatter_gather leaves it whole.
+  double transfer = 0, gradient = 0;
   for (int64_t stage = 0; stage < layout.pp; ++stage) {
     transfer =
         std::max(transfer, pipeline_transfer_seconds(model, cluster, layout, options, stage));
+    gradient =
+        std::max(gradient, pipeline_transfer_seconds(model, cluster, layout, options, stage, true));
   }
   const double slots =
       static_cast<double>(layout.num_micro_batches()) * static_cast<double>(layout.vpp) +
       static_cast<double>(layout.pp) - 1.0;
   if (options.framework == Framework::kDeepSpeed && layout.pp > 2) {
-    const double gather =
-        pipeline_scatter_gather(layout, options)
-            ? collective_seconds(
-                  cluster, CollectiveKind::kAllGather,
-                  pipeline_message_bytes(model, cluster, layout, options) * layout.tp, layout.tp, 1)
-            : 0.0;
-    return slots * (4.0 * transfer - 2.0 * gather);
+    // Per slot two activation and two gradient transfers; only the receiving one of each
+    // pair gathers.
+    const auto gather = [&](bool of_gradient) {
+      return pipeline_scatter_gather(layout, options, of_gradient)
+                 ? collective_seconds(
+                       cluster, CollectiveKind::kAllGather,
+                       pipeline_message_bytes(model, cluster, layout, options, of_gradient) *
+                           layout.tp,
+                       layout.tp, 1)
+                 : 0.0;
+    };
+    return slots * (2.0 * transfer + 2.0 * gradient - gather(false) - gather(true));
   }
   if (options.overlap_p2p_comm && layout.schedule == ScheduleKind::kInterleaved) {
     return overlapped_transfer_seconds(layout, p, transfer);
   }
-  return 2.0 * slots * transfer;
+  return slots * (transfer + gradient);
 }
 
 // ZeRO-3 communication one micro-batch leaves exposed on a stage, unit (layer) by unit. FSDP

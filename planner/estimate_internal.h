@@ -22,11 +22,12 @@ double stage_collective_seconds(const models::ClusterConfig& cluster, const Layo
                                 CollectiveKind kind, CommGroup group, int64_t stage,
                                 int64_t message_bytes);
 
-/// Bytes of one stage-to-stage activation (or gradient) send: T h e, / t with sequence
-/// parallelism or with the scatter/gather option (whose receiver then all-gathers T h e).
+/// Bytes of one stage-to-stage activation (`gradient` false) or gradient send: T h e, / t with
+/// sequence parallelism or with scatter/gather in effect for that direction (whose receiver
+/// then all-gathers T h e).
 int64_t pipeline_message_bytes(const models::TransformerConfig& model,
                                const models::ClusterConfig& cluster, const Layout& layout,
-                               const PlanOptions& options);
+                               const PlanOptions& options, bool gradient = false);
 
 /// estimate_plan; the search skips the per-collective inventory (with_collectives = false).
 PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,

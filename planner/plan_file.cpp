@@ -68,8 +68,9 @@ constexpr std::array<std::string_view, 16> kLayoutFields = {"tp",
                                                             "ep",
                                                             "microbatch_group",
                                                             "etp"};
-constexpr std::array<std::string_view, 19> kOptionsFields = {"flash_attention",
+constexpr std::array<std::string_view, 21> kOptionsFields = {"flash_attention",
                                                              "flash_attention_version",
+                                                             "fsdp_version",
                                                              "overlap_grad_reduce",
                                                              "overlap_param_gather",
                                                              "overlap_tp_comm",
@@ -86,7 +87,8 @@ constexpr std::array<std::string_view, 19> kOptionsFields = {"flash_attention",
                                                              "grad_reduce_dtype",
                                                              "cross_entropy_loss_fusion",
                                                              "compile",
-                                                             "norm_kernel"};
+                                                             "norm_kernel",
+                                                             "pipeline_grad_scatter_gather"};
 
 // Bounds that catch typos and unit mistakes before any product of them is formed (a plan file
 // with global_batch 1e12 made explain allocate gigabytes and never finish):
@@ -232,8 +234,14 @@ nlohmann::json options_to_json(const PlanOptions& options) {
   if (options.flash_attention_version != 2) {  // omitted at the default, FlashAttention-2
     json["flash_attention_version"] = options.flash_attention_version;
   }
+  if (options.fsdp_version != 2) {  // omitted at the default, FSDP2
+    json["fsdp_version"] = options.fsdp_version;
+  }
   if (options.norm_kernel != NormKernel::kFused) {  // omitted at the default, fused
     json["norm_kernel"] = to_string(options.norm_kernel);
+  }
+  if (!options.pipeline_grad_scatter_gather) {  // omitted at the default, true
+    json["pipeline_grad_scatter_gather"] = false;
   }
   if (options.grad_reduce_dtype) {  // omitted when unset: the framework's default
     json["grad_reduce_dtype"] = to_string(*options.grad_reduce_dtype);
@@ -264,6 +272,13 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
           fmt::format("{}: flash_attention_version: expected 1 or 2 ({})", where, version));
     }
     options.flash_attention_version = static_cast<int>(version);
+  }
+  if (json.contains("fsdp_version")) {  // optional: absent means 2
+    const int64_t version = require_int(json, "fsdp_version", where);
+    if (version != 1 && version != 2) {  // before the narrowing, as flash_attention_version
+      throw InputError(fmt::format("{}: fsdp_version: expected 1 or 2 ({})", where, version));
+    }
+    options.fsdp_version = static_cast<int>(version);
   }
   read_bool("overlap_grad_reduce", options.overlap_grad_reduce);
   read_bool("overlap_param_gather", options.overlap_param_gather);
@@ -326,6 +341,11 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
         parse_norm_kernel(require_string(json, "norm_kernel", where), where + ": norm_kernel");
   }
   check_norm_kernel_options(options, where + ": norm_kernel");
+  if (json.contains("pipeline_grad_scatter_gather")) {  // optional: absent means true
+    options.pipeline_grad_scatter_gather =
+        require_bool(json, "pipeline_grad_scatter_gather", where);
+  }
+  check_pipeline_grad_scatter_gather_options(options, where + ": pipeline_grad_scatter_gather");
   return options;
 }
 
@@ -404,6 +424,7 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
   }
   check_grad_reduce_dtype_options(plan.cluster, plan.options,
                                   source + ": options: grad_reduce_dtype");
+  check_fsdp_version(plan.options, source + ": options: fsdp_version");
   try {
     check_compile_options(plan.options);
   } catch (const InputError& e) {

@@ -206,6 +206,25 @@ void check_norm_kernel_options(const PlanOptions& options, const std::string& fi
   }
 }
 
+// DeeperSpeed eb7f5cff runtime/pipe/engine.py line 122 (is_grad_partitioned = False) sends the
+// gradients whole; Megatron-LM splits both directions, DeepSpeed too since #1407 (e2fdd254).
+void check_pipeline_grad_scatter_gather_options(const PlanOptions& options,
+                                                const std::string& field) {
+  if (options.pipeline_grad_scatter_gather) {
+    return;
+  }
+  if (options.framework != Framework::kDeepSpeed) {
+    throw InputError(
+        fmt::format("{}: false under framework {}: only DeepSpeed's pipeline engine before #1407 "
+                    "(framework deepspeed) sends the gradients whole",
+                    field, to_string(options.framework)));
+  }
+  if (!options.scatter_gather_pipeline) {
+    throw InputError(fmt::format(
+        "{}: false without scatter_gather_pipeline: no pipeline tensor is split", field));
+  }
+}
+
 void check_norm_kernel_model(const models::TransformerConfig& model, const PlanOptions& options,
                              const std::string& field) {
   if (options.norm_kernel == NormKernel::kEager && model.norm != models::Norm::kRmsNorm) {
@@ -213,6 +232,16 @@ void check_norm_kernel_model(const models::TransformerConfig& model, const PlanO
         "{}: eager: model {} uses {}; the eager kernel is torchtitan's hand-written RMSNorm "
         "(norm rmsnorm only)",
         field, model.name, models::to_string(model.norm)));
+  }
+}
+
+void check_fsdp_version(const PlanOptions& options, const std::string& field) {
+  if (options.fsdp_version != 1 && options.fsdp_version != 2) {
+    throw InputError(fmt::format("{}: expected 1 or 2 ({})", field, options.fsdp_version));
+  }
+  if (options.fsdp_version == 1 && options.framework != Framework::kFsdp) {
+    throw InputError(fmt::format("{}: 1 needs framework fsdp (framework {})", field,
+                                 to_string(options.framework)));
   }
 }
 
@@ -351,7 +380,9 @@ void check_precision(const models::ClusterConfig& cluster, const PlanOptions& op
   check_compile_options(options);
   check_grad_reduce_dtype_options(cluster, options, "grad_reduce_dtype");
   check_flash_attention_version(options, "flash_attention_version");
+  check_fsdp_version(options, "fsdp_version");
   check_norm_kernel_options(options, "norm_kernel");
+  check_pipeline_grad_scatter_gather_options(options, "pipeline_grad_scatter_gather");
   if (options.gemm_precision != GemmPrecision::kFp8) {
     return;
   }

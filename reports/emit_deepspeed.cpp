@@ -44,9 +44,19 @@ void check_deepspeed_expressible(const planner::Plan& plan) {
            "model's code, not set in the config",
            "full");
   }
+  if (plan.options.fsdp_version == 1) {
+    refuse(kDeepSpeedTarget, "options.fsdp_version", "PyTorch FSDP1 is not a DeepSpeed setting",
+           "1");
+  }
   if (plan.options.norm_kernel == planner::NormKernel::kEager) {
     refuse(kDeepSpeedTarget, "options.norm_kernel",
            "torchtitan's eager RMSNorm is not a DeepSpeed setting", "eager");
+  }
+  if (!plan.options.pipeline_grad_scatter_gather) {
+    refuse(kDeepSpeedTarget, "options.pipeline_grad_scatter_gather",
+           "DeepSpeed since #1407 splits the pipeline gradients whenever tp > 1 "
+           "(pipe/engine.py is_grad_partitioned); whole gradients are no setting",
+           "false");
   }
   if (layout.vpp > 1) {
     refuse(kDeepSpeedTarget, "layout.vpp", "DeepSpeed's pipeline engine runs one stage per rank",

@@ -307,6 +307,10 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
     flags.push_back({"--hidden-dropout", "0"});
   }
   flags.push_back({"--vocab-size", std::to_string(m.vocab_size)});
+  if (plan.options.fsdp_version == 1) {
+    refuse(kMegatronTarget, "options.fsdp_version", "PyTorch FSDP1 is not a Megatron-LM setting",
+           "1");
+  }
   if (plan.options.norm_kernel == planner::NormKernel::kEager) {
     refuse(kMegatronTarget, "options.norm_kernel",
            "torchtitan's eager RMSNorm is not a Megatron-LM kernel", "eager");

@@ -68,6 +68,10 @@ void check_torchtitan_expressible(const planner::Plan& plan) {
     refuse(kTorchtitanTarget, "options.flash_attention_version",
            "torchtitan's SDPA picks FlashAttention-2 or cuDNN, not FlashAttention-1", "1");
   }
+  if (plan.options.fsdp_version == 1) {
+    refuse(kTorchtitanTarget, "options.fsdp_version",
+           "torchtitan shards with FSDP2 fully_shard, not FSDP1", "1");
+  }
   // The JobConfig this writer targets (e347b1e5) has no model.norm_type: its Llama 3 builds
   // nn.RMSNorm, and config/manager.py _dict_to_dataclass raises on an unknown key, so the
   // hand-written eager norm of 1ea476e9f's norm_type = "rmsnorm" cannot be asked for.

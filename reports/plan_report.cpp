@@ -90,8 +90,14 @@ std::string format_plan_options(const planner::PlanOptions& o, const planner::Se
   if (o.flash_attention_version == 1) {
     out += ", flash attention 1";
   }
+  if (o.fsdp_version == 1) {
+    out += ", fsdp 1";
+  }
   if (o.norm_kernel == planner::NormKernel::kEager) {
     out += ", eager rmsnorm";
+  }
+  if (!o.pipeline_grad_scatter_gather) {
+    out += ", pipeline gradients sent whole";
   }
   if (o.fp8_param_gather) {
     out += ", fp8 param gather";

@@ -499,9 +499,10 @@ void Builder::add_send(int32_t rank, int32_t index, const PipelineOp& op) {
   peer_coords.pp_rank = target % pp;
   const int32_t peer = rank_index(peer_coords);
   const StageCosts& costs = input_.stages[coords.pp_rank];
-  const int32_t task =
-      add_task(TaskKind::kPpTransfer, gradient ? StreamKind::kPpBackward : StreamKind::kPpForward,
-               rank, costs.transfer_seconds);
+  const int32_t task = add_task(
+      TaskKind::kPpTransfer, gradient ? StreamKind::kPpBackward : StreamKind::kPpForward, rank,
+      gradient ? costs.gradient_transfer_seconds.value_or(costs.transfer_seconds)
+               : costs.transfer_seconds);
   TaskRecord& record = graph_->task(task);
   record.op_index = index;
   record.micro_batch = static_cast<int32_t>(op.micro_batch);

@@ -82,6 +82,8 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
       case CommGroup::kPp:
         costs.transfer_seconds = planner::pipeline_transfer_seconds(
             plan.model, plan.cluster, layout, plan.options, traffic.stage);
+        costs.gradient_transfer_seconds = planner::pipeline_transfer_seconds(
+            plan.model, plan.cluster, layout, plan.options, traffic.stage, true);
         break;
       case CommGroup::kEmbedding:
         costs.has_embedding_sync = true;

@@ -417,12 +417,26 @@ row "plan: --flash-attention-version 1 unfused" 2 \
   "--flash-attention-version: 1 needs flash_attention on" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --flash-attention off --flash-attention-version 1 \
   --json new_out.json
+row "plan: --fsdp-version 3" 2 "--fsdp-version: expected 1 or 2 (3)" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --framework fsdp --fsdp-version 3 \
+  --json new_out.json
+row "plan: --fsdp-version 1 under megatron" 2 \
+  "--fsdp-version: 1 needs framework fsdp (framework megatron)" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --fsdp-version 1 --json new_out.json
 row "plan: --norm-kernel triton" 2 \
   "--norm-kernel: unsupported norm kernel (triton); supported: fused, eager" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --framework fsdp --norm-kernel triton \
   --json new_out.json
 row "plan: --norm-kernel eager under megatron" 2 "--norm-kernel: eager under framework megatron" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --norm-kernel eager --json new_out.json
+row "plan: --pipeline-grad-scatter-gather off under megatron" 2 \
+  "--pipeline-grad-scatter-gather: false under framework megatron" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --scatter-gather-pipeline on \
+  --pipeline-grad-scatter-gather off --json new_out.json
+row "plan: --pipeline-grad-scatter-gather off without scatter/gather" 2 \
+  "--pipeline-grad-scatter-gather: false without scatter_gather_pipeline" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --framework deepspeed \
+  --pipeline-grad-scatter-gather off --json new_out.json
 row "plan: --norm-kernel eager with --compile on" 2 "--norm-kernel: eager with compile on" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --framework fsdp --compile on --norm-kernel eager \
   --json new_out.json

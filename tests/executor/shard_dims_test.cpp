@@ -131,6 +131,13 @@ TEST_CASE("the executor rejects what it cannot run, naming the field") {
   CHECK(rejection(fp8_gather) ==
         "p.json: options.fp8_param_gather: the CPU executor keeps no fp8 weights (true)");
 
+  planner::Plan whole_grads = plan;
+  whole_grads.options.scatter_gather_pipeline = true;
+  whole_grads.options.pipeline_grad_scatter_gather = false;
+  CHECK(rejection(whole_grads) ==
+        "p.json: options.pipeline_grad_scatter_gather: the CPU executor splits both directions "
+        "(false)");
+
   // overlap_p2p_comm, a megatron plan's default, runs on either schedule: the executor's
   // sends are isends and each receive is waited for where the tensor is needed.
   planner::Plan p2p_overlap = tiny_plan(make_layout(1, 2, 2));

@@ -132,6 +132,19 @@ TEST_CASE("flash_attention_version: only 1 or 2, 1 only with a fused kernel and 
                        InputError);
 }
 
+TEST_CASE("fsdp_version: only 1 or 2, 1 only under framework fsdp") {
+  PlanOptions options;
+  options.framework = Framework::kFsdp;
+  options.fsdp_version = 3;
+  CHECK_THROWS_WITH_AS(check_fsdp_version(options, "--fsdp-version"),
+                       "--fsdp-version: expected 1 or 2 (3)", InputError);
+  options.fsdp_version = 1;
+  CHECK_NOTHROW(check_fsdp_version(options, "--fsdp-version"));
+  options.framework = Framework::kMegatron;
+  CHECK_THROWS_WITH_AS(check_fsdp_version(options, "--fsdp-version"),
+                       "--fsdp-version: 1 needs framework fsdp (framework megatron)", InputError);
+}
+
 TEST_CASE("cross-entropy: Megatron-Core's unfused passes, bytes per logit element") {
   // bf16 logits. Forward: .float() read 2 + write 4, max read 4, x - max read 4 + write 4, exp
   // read 4 + write 4, sum read 4, / sum read 4 + write 4 = 6 + 4 + 8 + 8 + 4 + 8 = 38.
@@ -360,6 +373,50 @@ TEST_CASE("norm_kernel: eager only under fsdp without compile, for rmsnorm model
   CHECK_THROWS_WITH_AS(parse_norm_kernel("Eager", "--norm-kernel"),
                        "--norm-kernel: unsupported norm kernel (Eager); supported: fused, eager",
                        InputError);
+}
+
+TEST_CASE("fsdp copies: FSDP2's copy-out and copy-in, FSDP1's gradient cat, by hand") {
+  // P 1,000 parameters in bf16 (e 2), reduce-scatter in fp32 (r 4). FSDP2: the copy-out reads
+  // and writes 2 bytes per parameter after each all-gather (4,000 forward, 4,000 backward);
+  // the reduce-scatter copy-in reads 2 and writes 4 (6,000 backward). FSDP1: the backward's
+  // cat of the views' gradients reads 2 and writes 2 (4,000); nothing forward.
+  const PassBytes fsdp2 = fsdp_unit_copy_bytes(2, 1000.0, 2.0, 4.0);
+  CHECK(fsdp2.forward == 4000.0);
+  CHECK(fsdp2.backward == 4000.0 + 6000.0);
+  const PassBytes fsdp1 = fsdp_unit_copy_bytes(1, 1000.0, 2.0, 4.0);
+  CHECK(fsdp1.forward == 0.0);
+  CHECK(fsdp1.backward == 4000.0);
+  // A bf16 reduce-scatter (llm-foundry's): FSDP2's copy-in reads 2 and writes 2.
+  CHECK(fsdp_unit_copy_bytes(2, 1000.0, 2.0, 2.0).backward == 4000.0 + 4000.0);
+}
+
+TEST_CASE("fsdp copies: 24 GPT layers of 12 h^2 + 13 h parameters at ZeRO-3, per FSDP") {
+  // megatron-1.7b, h 2304, all biases, LayerNorm: P = 12 x 2304^2 + 13 x 2304 = 63,730,944
+  // per layer, 24 layers in the one stage, bf16 on H100 (3.35e12 x 0.8 B/s). fsdp's default
+  // reduce dtype is fp32. FSDP1 against ZeRO-2 (no per-micro-batch gather): 24 x 4 P =
+  // 6,118,170,624 bytes backward, none forward. FSDP2 against FSDP1: 24 x 4 P forward (the
+  // copy-out), 24 x 6 P = 9,177,255,936 backward (the copy-in; the backward copy-out equals
+  // FSDP1's cat).
+  const models::TransformerConfig model = models::load_model("megatron-1.7b");
+  const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
+  Layout zero3 = test::make_layout(1, 1, 8, 1, 8);
+  zero3.zero = 3;
+  Layout zero2 = zero3;
+  zero2.zero = 2;
+  PlanOptions fsdp2;
+  fsdp2.framework = Framework::kFsdp;
+  PlanOptions fsdp1 = fsdp2;
+  fsdp1.fsdp_version = 1;
+  const ChunkCost none = chunk_cost(model, h100, zero2, fsdp1, 0, 0);
+  const ChunkCost v1 = chunk_cost(model, h100, zero3, fsdp1, 0, 0);
+  const ChunkCost v2 = chunk_cost(model, h100, zero3, fsdp2, 0, 0);
+  CHECK(v1.forward_compute_seconds == doctest::Approx(none.forward_compute_seconds));
+  CHECK(v1.backward_input_compute_seconds - none.backward_input_compute_seconds ==
+        doctest::Approx(6118170624.0 / kH100Bandwidth).epsilon(1e-9).scale(0));
+  CHECK(v2.forward_compute_seconds - v1.forward_compute_seconds ==
+        doctest::Approx(6118170624.0 / kH100Bandwidth).epsilon(1e-9).scale(0));
+  CHECK(v2.backward_input_compute_seconds - v1.backward_input_compute_seconds ==
+        doctest::Approx(9177255936.0 / kH100Bandwidth).epsilon(1e-9).scale(0));
 }
 
 TEST_CASE("layer dropout: two 1-byte bias-dropout-add masks per token and hidden unit") {

@@ -186,6 +186,63 @@ TEST_CASE("estimate: DeepSpeed's blocking p2p puts 4 sends per slot on a middle 
         doctest::Approx(18.0 * transfer).epsilon(kEstimateRoundingTolerance));
 }
 
+TEST_CASE("estimate: DeeperSpeed eb7f5cff sends the pipeline gradients whole") {
+  // uniform_model, tp 2, pp 4, dp 1, m 8 on one 8-GPU node (NVLink, 300e9 * 0.75 B/s, 2 us).
+  // scatter_gather_pipeline splits each s b h e = 16,777,216-byte tensor over tp: a send of
+  // 8,388,608 bytes, then the receiver's tp-2 all-gather, (2 - 1)/2 * 16,777,216 bytes + 2 us.
+  // DeepSpeed per slot (11 = 8 + 4 - 1): two activation and two gradient transfers, the two
+  // receives gathering: 4 s_half + 2 g. With the gradients whole (engine.py line 122,
+  // is_grad_partitioned = False): 2 s_half + 2 s_whole + g.
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  const Layout layout = make_layout(2, 4, 1, 1, 8);
+  PlanOptions split;
+  split.framework = Framework::kDeepSpeed;
+  split.scatter_gather_pipeline = true;
+  PlanOptions whole = split;
+  whole.pipeline_grad_scatter_gather = false;
+  const double s_half = 8'388'608.0 / 225e9 + 2e-6;
+  const double s_whole = 16'777'216.0 / 225e9 + 2e-6;
+  const double gather = 0.5 * 16'777'216.0 / 225e9 + 2e-6;
+  const PlanEstimate on = estimate_plan(uniform_model(), cluster, layout, split);
+  const PlanEstimate off = estimate_plan(uniform_model(), cluster, layout, whole);
+  CHECK(on.breakdown.pp_transfer_seconds ==
+        doctest::Approx(11.0 * (4.0 * s_half + 2.0 * gather)).epsilon(kEstimateRoundingTolerance));
+  CHECK(off.breakdown.pp_transfer_seconds ==
+        doctest::Approx(11.0 * (2.0 * s_half + 2.0 * s_whole + gather))
+            .epsilon(kEstimateRoundingTolerance));
+  // The inventory of a middle stage: 8 activation sends of half, 8 gradient sends whole, and
+  // only the 8 received activations all-gathered.
+  int64_t half_sends = 0, whole_sends = 0, gathers = 0;
+  for (const CollectiveTraffic& traffic : off.collectives) {
+    if (traffic.stage != 1) {
+      continue;
+    }
+    if (traffic.kind == CollectiveKind::kSendRecv) {
+      (traffic.message_bytes == 8'388'608 ? half_sends : whole_sends) += traffic.calls_per_step;
+      CHECK((traffic.message_bytes == 8'388'608 || traffic.message_bytes == 16'777'216));
+    }
+    if (traffic.kind == CollectiveKind::kAllGather && traffic.group == CommGroup::kTp) {
+      gathers += traffic.calls_per_step;
+    }
+  }
+  CHECK(half_sends == 8);
+  CHECK(whole_sends == 8);
+  CHECK(gathers == 8);
+}
+
+TEST_CASE("estimate: whole pipeline gradients only under deepspeed with scatter/gather") {
+  PlanOptions options;
+  options.pipeline_grad_scatter_gather = false;
+  options.scatter_gather_pipeline = true;
+  CHECK_THROWS_WITH_AS(check_pipeline_grad_scatter_gather_options(options, "f"),
+                       doctest::Contains("f: false under framework megatron"), InputError);
+  options.framework = Framework::kDeepSpeed;
+  CHECK_NOTHROW(check_pipeline_grad_scatter_gather_options(options, "f"));
+  options.scatter_gather_pipeline = false;
+  CHECK_THROWS_WITH_AS(check_pipeline_grad_scatter_gather_options(options, "f"),
+                       doctest::Contains("f: false without scatter_gather_pipeline"), InputError);
+}
+
 TEST_CASE("estimate: overlap_p2p_comm leaves the fill, drain, warm-up and cool-down sends") {
   // uniform_model, tp 1, pp 4, dp 1, m 8, interleaved v 2 (4 layers a chunk); one send is
   // 16,777,216 bytes over NVLink as above. Megatron-Core with overlap_p2p_comm

@@ -123,6 +123,10 @@ TEST_CASE("time: selective-op re-runs wk, wo, w3 and the element-wise work in th
   // 6, complex mul 8, type_as 6), SwiGLU 10 f forward and 18 f backward, repeat_kv's copy of k
   // and v 2 (gd + ad) x 2 each way. The fsdp backward adds the three GEMMs (T 8192 rows) and
   // its forward's memory-bound bytes, all over the HBM at hbm_efficiency, per layer (32).
+  // Under fsdp (FSDP2, ZeRO 3) each layer also pays FSDP's copies (fsdp_unit_copy_bytes) for
+  // its P = h ad + 2 h gd + ad h + 3 h f + 2 h = 218,112,000 parameters: the all-gather
+  // copy-out 4 P forward and again backward, the fp32 reduce-scatter copy-in 6 P backward;
+  // megatron has none.
   const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
   const double T = 8192, h = 4096, f = 14336, ad = 4096, gd = 1024;
   const double gemms = gemm_seconds(cluster, T, gd, h) + gemm_seconds(cluster, T, h, ad) +
@@ -132,16 +136,21 @@ TEST_CASE("time: selective-op re-runs wk, wo, w3 and the element-wise work in th
   const double eager_forward = 20 * T * (ad + gd) + 10 * T * f + 4 * T * (ad + gd);
   const double eager_backward = 20 * T * (ad + gd) + 18 * T * f + 4 * T * (ad + gd);
   const double bandwidth = cluster.gpu.hbm_bytes_per_second * cluster.efficiency.hbm_efficiency;
+  const double p = h * ad + 2 * h * gd + ad * h + 3 * h * f + 2 * h;
+  const double copies_forward = 4 * p, copies_backward = 4 * p + 6 * p;
   const PlanEstimate megatron = op_sac_estimate(Framework::kMegatron, Recompute::kSelective);
   const PlanEstimate fsdp = op_sac_estimate(Framework::kFsdp, Recompute::kSelectiveOp);
   const double added = fsdp.stages[0].chunks[0].backward_input_compute_seconds -
                        megatron.stages[0].chunks[0].backward_input_compute_seconds;
   const double recompute = gemms + (shared + eager_forward) / bandwidth;
-  CHECK(added == doctest::Approx(32 * (recompute + (eager_backward - 2.0 * fused) / bandwidth))
-                     .epsilon(1e-12));
+  CHECK(p == 218'112'000.0);
+  CHECK(added ==
+        doctest::Approx(32 *
+                        (recompute + (eager_backward - 2.0 * fused + copies_backward) / bandwidth))
+            .epsilon(1e-12));
   CHECK(fsdp.stages[0].chunks[0].forward_seconds() -
             megatron.stages[0].chunks[0].forward_seconds() ==
-        doctest::Approx(32 * (eager_forward - fused) / bandwidth).epsilon(1e-9));
+        doctest::Approx(32 * (eager_forward - fused + copies_forward) / bandwidth).epsilon(1e-9));
 }
 
 TEST_CASE("inventory: FSDP selective re-gathers the sequence-parallel forward inputs") {

@@ -137,6 +137,33 @@ TEST_CASE("round trip: grad_reduce_dtype is stored when given and read back") {
                        InputError);
 }
 
+TEST_CASE("round trip: fsdp_version is stored only when 1, and 1 only under fsdp") {
+  Plan plan = example_plan();
+  plan.layout.pp = 1;  // torchtitan-style fsdp: ZeRO-3 without a pipeline
+  plan.layout.vpp = 1;
+  plan.layout.dp = 4;
+  plan.layout.zero = 3;
+  plan.layout.schedule = ScheduleKind::kOneFOneB;
+  plan.layout.recompute = Recompute::kFull;
+  plan.options.framework = Framework::kFsdp;
+  plan.options.overlap_tp_comm = false;
+  CHECK_FALSE(plan_to_json(plan, {}).at("options").contains("fsdp_version"));
+  CHECK(plan_from_json(plan_to_json(plan, {}), "p.json").options.fsdp_version == 2);
+  plan.options.fsdp_version = 1;
+  const nlohmann::json json = plan_to_json(plan, {});
+  CHECK(json.at("options").at("fsdp_version") == 1);
+  const Plan back = plan_from_json(json, "p.json");
+  CHECK(back.options.fsdp_version == 1);
+  CHECK(back == plan);
+  nlohmann::json bad = json;
+  bad["options"]["fsdp_version"] = 4294967297LL;  // 2^32 + 1: not 1 once narrowed
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
+                       "p.json: options: fsdp_version: expected 1 or 2 (4294967297)", InputError);
+  bad["options"]["fsdp_version"] = "1";
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
+                       doctest::Contains("p.json: options: fsdp_version"), InputError);
+}
+
 TEST_CASE("round trip: flash_attention_version is stored only when 1 and read back") {
   Plan plan = example_plan();
   plan.options.framework = Framework::kMegatron;
@@ -163,6 +190,40 @@ TEST_CASE("round trip: flash_attention_version is stored only when 1 and read ba
   CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
                        doctest::Contains("p.json: options: flash_attention_version: 1 needs "
                                          "flash_attention on"),
+                       InputError);
+}
+
+TEST_CASE("round trip: pipeline_grad_scatter_gather is stored only when false; refusals") {
+  Plan plan = example_plan();
+  plan.options.framework = Framework::kDeepSpeed;  // DeeperSpeed eb7f5cff's pipeline engine
+  plan.options.overlap_tp_comm = false;
+  plan.options.scatter_gather_pipeline = true;
+  plan.layout.vpp = 1;
+  plan.layout.sequence_parallel = false;
+  plan.layout.recompute = Recompute::kFull;
+  plan.layout.schedule = ScheduleKind::kOneFOneB;
+  CHECK_FALSE(plan_to_json(plan, {}).at("options").contains("pipeline_grad_scatter_gather"));
+  plan.options.pipeline_grad_scatter_gather = false;
+  const nlohmann::json json = plan_to_json(plan, {});
+  CHECK(json.at("options").at("pipeline_grad_scatter_gather") == false);
+  const Plan back = plan_from_json(json, "p.json");
+  CHECK_FALSE(back.options.pipeline_grad_scatter_gather);
+  CHECK(back == plan);
+  nlohmann::json bad = json;
+  bad["options"]["framework"] = "megatron";
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
+                       doctest::Contains("p.json: options: pipeline_grad_scatter_gather: false "
+                                         "under framework megatron"),
+                       InputError);
+  bad = json;
+  bad["options"]["scatter_gather_pipeline"] = false;
+  CHECK_THROWS_WITH_AS(
+      plan_from_json(bad, "p.json"),
+      doctest::Contains("p.json: options: pipeline_grad_scatter_gather: false without"),
+      InputError);
+  bad = json;
+  bad["options"]["pipeline_grad_scatter_gather"] = "no";
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"), doctest::Contains("p.json: options"),
                        InputError);
 }
 

@@ -604,6 +604,37 @@ TEST_CASE("--emit refuses norm_kernel eager: no emitted config names torchtitan'
         "setting (eager)");
 }
 
+TEST_CASE("--emit deepspeed refuses pipeline_grad_scatter_gather false") {
+  planner::Layout ddp;
+  ddp.dp = 8;
+  ddp.global_batch = 8;
+  planner::Plan plan = make_plan("llama3-8b", "dgx-h100", ddp);
+  plan.options.framework = planner::Framework::kDeepSpeed;
+  plan.options.scatter_gather_pipeline = true;
+  plan.options.pipeline_grad_scatter_gather = false;
+  CHECK(error_of(plan, EmitTarget::kDeepSpeed) ==
+        "--emit deepspeed: options.pipeline_grad_scatter_gather: DeepSpeed since #1407 splits "
+        "the pipeline gradients whenever tp > 1 (pipe/engine.py is_grad_partitioned); whole "
+        "gradients are no setting (false)");
+}
+
+TEST_CASE("--emit refuses fsdp_version 1: no emitted config runs PyTorch FSDP1") {
+  planner::Layout zero3;
+  zero3.dp = 8;
+  zero3.global_batch = 8;
+  zero3.zero = 3;
+  planner::Plan plan = make_plan("llama3-8b", "dgx-h100", zero3);
+  plan.options.framework = planner::Framework::kFsdp;
+  plan.options.fsdp_version = 1;
+  CHECK(error_of(plan, EmitTarget::kTorchtitan) ==
+        "--emit torchtitan: options.fsdp_version: torchtitan shards with FSDP2 fully_shard, not "
+        "FSDP1 (1)");
+  CHECK(error_of(plan, EmitTarget::kMegatron) ==
+        "--emit megatron: options.fsdp_version: PyTorch FSDP1 is not a Megatron-LM setting (1)");
+  CHECK(error_of(plan, EmitTarget::kDeepSpeed) ==
+        "--emit deepspeed: options.fsdp_version: PyTorch FSDP1 is not a DeepSpeed setting (1)");
+}
+
 TEST_CASE("--emit deepspeed: pipeline engine with ZeRO-1, full recompute") {
   planner::Layout layout;
   layout.pp = 4;

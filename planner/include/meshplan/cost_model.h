@@ -81,6 +81,11 @@ struct PlanOptions {
   // FlashAttention-1 or its Triton port (llm-foundry v0.3.0 attn_impl: triton), at half that
   // rate (compute_cost.cpp attention_forward_seconds).
   int flash_attention_version = 2;
+  // Which PyTorch FSDP the fsdp framework runs (only read under framework fsdp): 2, FSDP2's
+  // fully_shard (torchtitan); 1, FSDP1's FullyShardedDataParallel with use_orig_params
+  // (llm-foundry through Composer). They copy different bytes per unit on the compute stream
+  // (compute_cost.cpp fsdp_unit_copy_bytes).
+  int fsdp_version = 2;
   // Data-parallel gradient reduction overlaps with the backward of the last micro-batch
   // (Megatron-LM --overlap-grad-reduce, PyTorch DDP buckets). Off: it runs after the backward.
   bool overlap_grad_reduce = true;
@@ -93,6 +98,13 @@ struct PlanOptions {
   // al. 2021, Sec. 4.1; its --no-scatter-gather-tensors-in-pipeline turns it off): each tp rank
   // sends 1/t of the activation and the receiver all-gathers it over NVLink.
   bool scatter_gather_pipeline = false;
+  // With scatter_gather_pipeline, whether the gradient sends are split too (Megatron-LM
+  // _communicate splits both directions; DeepSpeed since #1407, e2fdd254, 2021-09-29:
+  // is_grad_partitioned = is_model_parallel). false: the DeeperSpeed eb7f5cff GPT-NeoX-20B
+  // trained with (runtime/pipe/engine.py line 122, is_grad_partitioned = False) sends each
+  // gradient whole and the receiver gathers nothing. Only framework deepspeed
+  // (check_pipeline_grad_scatter_gather_options).
+  bool pipeline_grad_scatter_gather = true;
   // Data-parallel gradients and ZeRO-1/2 parameters move in buckets of at most this many bytes
   // of gradient, each a collective paying its latency. nullopt: the framework's default for the
   // layout (dp_bucket_bytes: Megatron-Core's max(40M, 1M x dp x cp) parameters, else 25 MiB);
@@ -344,6 +356,9 @@ void check_norm_kernel_model(const models::TransformerConfig& model, const PlanO
 /// Throws InputError "<field>: ..." when options.flash_attention_version is not 1 or 2, or is 1
 /// with flash_attention off (no fused kernel to be of generation 1).
 void check_flash_attention_version(const PlanOptions& options, const std::string& field);
+/// Throws InputError "<field>: ..." when options.fsdp_version is not 1 or 2, or is 1 under a
+/// framework other than fsdp.
+void check_fsdp_version(const PlanOptions& options, const std::string& field);
 /// grad_reduce_dtype rules that need the layout (unset passes): code "framework" for fp32 under
 /// megatron with zero >= 2 (Megatron-FSDP's fp32 main grads are not modelled).
 Validity check_grad_reduce_dtype(const Layout& layout, const PlanOptions& options);
@@ -470,14 +485,21 @@ double collective_seconds(const models::ClusterConfig& cluster, CollectiveKind k
 /// Whether pipeline sends are scattered over tp and the receiver all-gathers them: the
 /// scatter_gather_pipeline option with tp > 1 and no sequence parallelism (which already sends
 /// 1/t of the tensor).
-bool pipeline_scatter_gather(const Layout& layout, const PlanOptions& options);
+/// `gradient`: for the gradient sends, which pipeline_grad_scatter_gather false leaves whole.
+bool pipeline_scatter_gather(const Layout& layout, const PlanOptions& options,
+                             bool gradient = false);
 
-/// One stage-to-stage activation (or gradient) transfer leaving `stage`: the collective
-/// inventory's send over the slower of the stage's two boundaries, plus the receiver's tp
-/// all-gather when scatter/gather is in effect.
+/// One stage-to-stage activation (`gradient` false) or gradient transfer leaving `stage`: the
+/// collective inventory's send over the slower of the stage's two boundaries, plus the
+/// receiver's tp all-gather when scatter/gather is in effect for that direction.
 double pipeline_transfer_seconds(const models::TransformerConfig& model,
                                  const models::ClusterConfig& cluster, const Layout& layout,
-                                 const PlanOptions& options, int64_t stage);
+                                 const PlanOptions& options, int64_t stage, bool gradient = false);
+
+/// Throws InputError "<field>: false ..." when pipeline_grad_scatter_gather is false under a
+/// framework other than deepspeed or without scatter_gather_pipeline (nothing to leave whole).
+void check_pipeline_grad_scatter_gather_options(const PlanOptions& options,
+                                                const std::string& field);
 
 /// Effective inverse size of an m x n x k GEMM (m x k times k x n), in 1/elements:
 /// 1/k + w (1/m + 1/n) with the model's fixed w (compute_cost.cpp). For a cube of side x it is

@@ -4,6 +4,7 @@
 // only from its schedule generator (schedule.h). Units: seconds, bytes.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,9 +68,11 @@ struct Bucket {
 /// One pipeline stage's durations, each as if it ran alone.
 struct StageCosts {
   std::vector<planner::ChunkCost> chunks;  // [vpp]
-  double transfer_seconds = 0;             // one micro-batch's activation (or gradient) send
-  std::vector<Bucket> grad_buckets;        // in the order the backward fills them
-  std::vector<Bucket> param_buckets;       // ZeRO-1/2 parameter all-gather, in forward order
+  double transfer_seconds = 0;             // one micro-batch's activation send
+  // One gradient send; unset: transfer_seconds (planner: larger only when sent whole).
+  std::optional<double> gradient_transfer_seconds;
+  std::vector<Bucket> grad_buckets;   // in the order the backward fills them
+  std::vector<Bucket> param_buckets;  // ZeRO-1/2 parameter all-gather, in forward order
   // ZeRO-3 (Rajbhandari et al. 2020, Sec. 7.2.2): one chunk's parameters, gathered before each
   // of its F and B, and its gradients, reduce-scattered after each of its backward (W) ops.
   std::vector<Bucket> chunk_param_buckets;
