@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cctype>
 #include <cstdio>
+#include <filesystem>
+#include <system_error>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -514,7 +517,41 @@ void run_plan(const PlanArguments& args) {
   }
 }
 
+// validate --plans DIR: each predicted run's plan file as DIR/<id>.json, committed with the
+// other outputs (nothing is written when one cannot be). An id that is not a plain file name
+// ([A-Za-z0-9._-], not "." or "..") is refused rather than turned into a path.
+void add_validation_plans(const planner::ValidationReport& report, const std::string& dir,
+                          reports::OutputSet& outputs) {
+  for (const planner::ValidationRun& run : report.runs) {
+    const bool plain =
+        !run.id.empty() && run.id != "." && run.id != ".." &&
+        std::all_of(run.id.begin(), run.id.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' ||
+                 c == '-';
+        });
+    if (!plain) {
+      throw InputError(fmt::format(
+          "--plans: run id \"{}\" is not a file name (letters, digits, '.', '_', '-')", run.id));
+    }
+  }
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error || !std::filesystem::is_directory(dir)) {
+    throw RuntimeError(fmt::format("--plans: {}: cannot create directory", dir));
+  }
+  for (const planner::ValidationRun& run : report.runs) {
+    if (!run.plan) {
+      continue;
+    }
+    const std::string flag = fmt::format("--plans ({})", run.id);
+    outputs.add(flag, (std::filesystem::path(dir) / (run.id + ".json")).string());
+    outputs.set(flag, planner::plan_to_json(*run.plan, reports::estimate_json(*run.predicted))
+                              .dump(2) + "\n");
+  }
+}
+
 }  // namespace
+
 
 void require_feasible(const planner::Plan& plan, const planner::PlanEstimate& estimate,
                       const std::string& plan_path, bool allow_infeasible) {
@@ -684,8 +721,12 @@ void register_plan_commands(CLI::App& app) {
   auto validate_json = std::make_shared<std::string>();
   CLI::App* validate = app.add_subcommand("validate", "Predict published training runs");
   validate->add_option("RUNS.json", *runs_path, "Published runs file")->required();
+  auto plans_dir = std::make_shared<std::string>();
   validate->add_option("--json", *validate_json, "Write the predictions as JSON");
-  validate->callback([runs_path, validate_json] {
+  validate->add_option("--plans", *plans_dir,
+                       "Write each predicted run's plan file as DIR/<id>.json (for explain, "
+                       "simulate)");
+  validate->callback([runs_path, validate_json, plans_dir] {
     reports::OutputSet outputs;
     outputs.add("--json", *validate_json);
     const planner::ValidationReport report =
@@ -694,6 +735,9 @@ void register_plan_commands(CLI::App& app) {
     fmt::print("{}", validation.table);
     if (outputs.wants("--json")) {
       outputs.set("--json", validation.json.dump(2) + "\n");
+    }
+    if (!plans_dir->empty()) {
+      add_validation_plans(report, *plans_dir, outputs);
     }
     outputs.commit();
     // A run that cannot be predicted is a failed validation (exit 1), not bad input (exit 2):

@@ -12,6 +12,7 @@
 #include "meshplan/errors.h"
 #include "meshplan/json_io.h"
 #include "meshplan/plan_file.h"
+#include "meshplan/dp_buckets.h"
 #include "meshplan/search.h"
 
 namespace meshplan::planner {
@@ -286,6 +287,10 @@ ValidationRun validate_run(const nlohmann::json& run_json, int version, const st
     }
   } else {
     run.predicted = result.best.front();
+    // As `plan --save-plan` writes it: the bucket the prediction was costed with.
+    PlanOptions plan_options = run.options;
+    plan_options.bucket_bytes = dp_bucket_bytes(cluster, run.predicted->layout, run.options);
+    run.plan = Plan{model, cluster, num_gpus, run.predicted->layout, plan_options};
   }
   return run;
 }

@@ -231,9 +231,23 @@ info_commands() {
 
 validate_public() {
   [ -f "$public_runs" ] || { say "$public_runs is missing"; return 1; }
-  run validate "$public_runs" --json validation.json
+  rm -rf validation_plans
+  run validate "$public_runs" --json validation.json --plans validation_plans
   [ "$rc" -eq 0 ] || { say "exit status $rc: $(cat stderr.txt)"; return 1; }
   local ok=0
+  # --plans: one plan file per run, which explain reads back to the step validate predicted.
+  local plan_files
+  plan_files=$(find validation_plans -name '*.json' | wc -l)
+  [ "$plan_files" -eq "$(grep -c '"step_time_s": ' "$public_runs")" ] ||
+    { say "$plan_files plan files in validation_plans"; ok=1; }
+  local neox_step explained_step
+  neox_step=$(grep -A40 '"id": "gpt-neox-20b-96gpu"' validation.json |
+    grep -m1 -o '"predicted_step_time_s": [0-9.]*' | grep -o '[0-9.]*$')
+  run explain validation_plans/gpt-neox-20b-96gpu.json
+  explained_step=$(grep -m1 -o '^# step [0-9.]*' stdout.txt | grep -o '[0-9.]*$')
+  [ "$rc" -eq 0 ] && [ -n "$neox_step" ] && [ -n "$explained_step" ] &&
+    awk -v a="$neox_step" -v b="$explained_step" 'BEGIN { exit !((a - b) ^ 2 < 1e-6) }' ||
+    { say "explain of the NeoX plan: rc $rc, step '$explained_step' against '$neox_step'"; ok=1; }
   grep -q '"mean_abs_error_pct": ' validation.json || { say "no mean_abs_error_pct"; ok=1; }
   local runs expected
   runs=$(grep -c '"published_step_time_s": ' validation.json)
@@ -625,6 +639,14 @@ expect "explain: missing plan file" \
 expect "validate: a malformed run names the run and the field" \
   input_error "runs_malformed.json: runs[fixture-bad-gpus]: hardware: num_gpus: expected an integer (\"sixteen\")" \
   validate "$data/runs_malformed.json" --json new_out.json
+# validate --plans writes DIR/<id>.json: an id that is not a plain file name is refused, and
+# nothing is written (neither --json nor any plan file).
+sed 's|"id": "fixture-fixed-layout"|"id": "../escape"|' "$data/runs_unpredictable.json" \
+  >runs_path_id.json
+rm -rf escape_plans
+expect "validate --plans: a run id that is not a file name" \
+  input_error "--plans: run id \"../escape\" is not a file name (letters, digits, '.', '_', '-')" \
+  validate runs_path_id.json --json new_out.json --plans escape_plans
 
 # --refine K: the best K analytic plans re-ranked by simulated step time; each refined row
 # names its analytic rank (1..K, each once) and a simulated time within 10% of the analytic

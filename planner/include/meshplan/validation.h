@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "meshplan/cost_model.h"
+#include "meshplan/plan_file.h"
 
 namespace meshplan::planner {
 
@@ -22,6 +23,9 @@ struct ValidationRun {
   bool options_stated = false;            // true: from the run's `options`; false: from `source`
   bool used_for_parameters = false;       // the efficiency parameters were chosen on this run
   std::optional<PlanEstimate> predicted;  // layout has the searched dimensions filled in
+  /// The predicted layout as a plan file states it (`validate --plans` writes it, for
+  /// `explain` and `simulate`); set exactly when `predicted` is.
+  std::optional<Plan> plan;
   std::string not_predicted_reason;       // one line; set exactly when `predicted` is empty
   double published_step_time_s = 0;
   std::vector<std::string> searched;  // layout fields the source left null
