@@ -58,6 +58,8 @@ struct PlanArguments {
   std::string cross_entropy_loss_fusion = "off";
   std::string compile = "off";
   std::string norm_kernel = "fused";
+  std::string optimizer_impl = "fused";
+  std::string weight_decay = "on";
   // Unset: on for --framework megatron (Megatron-Core's default for interleaved schedules), off
   // for the others (planner::check_overlap_p2p_options refuses on for them).
   std::optional<std::string> overlap_p2p_comm;
@@ -345,6 +347,10 @@ planner::PlanOptions plan_options(const PlanArguments& args) {
   planner::check_flash_attention_version(options, "--flash-attention-version");
   planner::check_fsdp_version(options, "--fsdp-version");
   planner::check_norm_kernel_options(options, "--norm-kernel");
+  options.optimizer_impl = planner::parse_optimizer_impl(args.optimizer_impl, "--optimizer-impl");
+  planner::check_optimizer_impl_options(options, "--optimizer-impl");
+  options.weight_decay = parse_on_off(args.weight_decay, "--weight-decay");
+  planner::check_weight_decay_options(options, "--weight-decay");
   if (args.grad_reduce_dtype) {
     options.grad_reduce_dtype =
         planner::parse_grad_reduce_dtype(*args.grad_reduce_dtype, "--grad-reduce-dtype");
@@ -660,6 +666,14 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--norm-kernel", args->norm_kernel,
                    "torchtitan model.norm_type: fused (fused_rmsnorm) | eager (the hand-written "
                    "rmsnorm, one kernel per op; --framework fsdp, --compile off, rmsnorm models)")
+      ->capture_default_str();
+  plan->add_option("--optimizer-impl", args->optimizer_impl,
+                   "Adam(W) implementation: fused (one kernel) | foreach | for-loop "
+                   "(torch.optim.AdamW unfused) | composer (Composer DecoupledAdamW); unfused "
+                   "only with --framework fsdp")
+      ->capture_default_str();
+  plan->add_option("--weight-decay", args->weight_decay,
+                   "Whether AdamW decays weights (on | off): an unfused optimizer's extra pass")
       ->capture_default_str();
   plan->add_option("--overlap-p2p-comm", args->overlap_p2p_comm,
                    "Megatron-Core --overlap-p2p-communication: interleaved pipeline sends overlap "

@@ -74,17 +74,30 @@ struct OptimizerBytes {
   double per_grad_buffer_parameter = 0;
 };
 
-/// Bytes of fused Adam over gradients of grad_element_bytes with weights of element_bytes, plus
-/// with `megatron_passes` (Megatron-Core's DDP and mixed-precision optimizer, zero <= 1) its
-/// per-step grad-buffer zeroing, grad copy, grad-norm and main-to-model weight copy.
+/// HBM bytes per parameter of one Adam(W) update of fp32 weights and moments from gradients of
+/// grad_element_bytes, as `impl` runs it (weight_decay: an unfused AdamW's decay pass).
+double adam_bytes_per_parameter(OptimizerImpl impl, double grad_element_bytes, bool weight_decay);
+
+/// Which passes a framework runs around the Adam update each step.
+enum class OptimizerPasses {
+  kAdamOnly,  // the update alone (DeepSpeed: its passes are not sourced here)
+  kMegatron,  // Megatron-Core's DDP and mixed-precision optimizer, zero <= 1
+  kFsdp,      // PyTorch FSDP: gradient clipping over fp32 sharded gradients
+};
+
+/// Bytes of one optimizer step: `impl`'s Adam over gradients of grad_element_bytes with weights
+/// of element_bytes, plus the framework's passes: kMegatron its grad-buffer zeroing, grad copy,
+/// grad-norm and main-to-model weight copy; kFsdp the clipping's norm and scale.
 OptimizerBytes optimizer_step_bytes(int64_t grad_element_bytes, int64_t element_bytes,
-                                    bool megatron_passes);
+                                    OptimizerPasses passes,
+                                    OptimizerImpl impl = OptimizerImpl::kFused,
+                                    bool weight_decay = true);
 
 /// Optimizer step (memory-bound) over `parameters_updated` parameters on one rank whose
 /// gradients hold `grad_element_bytes` each (grad_reduce_element_bytes) and whose gradient
 /// buffer holds `grad_buffer_parameters` (optimizer_step_bytes).
 double optimizer_step_seconds(const models::ClusterConfig& cluster, int64_t parameters_updated,
                               int64_t grad_element_bytes, int64_t grad_buffer_parameters,
-                              bool megatron_passes);
+                              OptimizerPasses passes, const PlanOptions& options);
 
 }  // namespace meshplan::planner

@@ -235,15 +235,20 @@ StageTimes estimate_stage(const models::TransformerConfig& model,
   stage.memory = stage_memory(model, cluster, layout, options, s, in_flight);
   stage.num_parameters = stage_parameter_count(model, layout, s);
   const int64_t expert = stage_expert_parameter_count(model, layout, s);
-  // Megatron's per-step passes around Adam (optimizer_step_bytes) under its DDP and distributed
-  // optimizer (zero <= 1); Megatron-FSDP (zero >= 2), DeepSpeed and FSDP: Adam alone (their
-  // passes are not sourced here).
-  const bool megatron_passes = options.framework == Framework::kMegatron && layout.zero <= 1;
+  // The passes around Adam (optimizer_step_bytes): Megatron's under its DDP and distributed
+  // optimizer (zero <= 1), PyTorch FSDP's clipping over fp32 shards; Megatron-FSDP (zero >= 2),
+  // DeepSpeed and meshplan's executor: Adam alone (their passes are not sourced here).
+  OptimizerPasses passes = OptimizerPasses::kAdamOnly;
+  if (options.framework == Framework::kMegatron && layout.zero <= 1) {
+    passes = OptimizerPasses::kMegatron;
+  } else if (options.framework == Framework::kFsdp) {
+    passes = OptimizerPasses::kFsdp;
+  }
   stage.optimizer_step_seconds = optimizer_step_seconds(
       cluster,
       zero_shard_count(layout, stage.num_parameters - expert) +
           zero_shard_count(expert_layout(layout), expert),
-      grad_reduce_element_bytes(cluster, layout, options), stage.num_parameters, megatron_passes);
+      grad_reduce_element_bytes(cluster, layout, options), stage.num_parameters, passes, options);
   times.dp = dp_times(model, cluster, layout, options, s);
   stage.dp_grad_sync_seconds = times.dp.gradient_seconds + times.dp.parameter_gather_seconds;
   return times;

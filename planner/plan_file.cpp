@@ -68,7 +68,7 @@ constexpr std::array<std::string_view, 16> kLayoutFields = {"tp",
                                                             "ep",
                                                             "microbatch_group",
                                                             "etp"};
-constexpr std::array<std::string_view, 21> kOptionsFields = {"flash_attention",
+constexpr std::array<std::string_view, 23> kOptionsFields = {"flash_attention",
                                                              "flash_attention_version",
                                                              "fsdp_version",
                                                              "overlap_grad_reduce",
@@ -88,7 +88,9 @@ constexpr std::array<std::string_view, 21> kOptionsFields = {"flash_attention",
                                                              "cross_entropy_loss_fusion",
                                                              "compile",
                                                              "norm_kernel",
-                                                             "pipeline_grad_scatter_gather"};
+                                                             "pipeline_grad_scatter_gather",
+                                                             "optimizer_impl",
+                                                             "weight_decay"};
 
 // Bounds that catch typos and unit mistakes before any product of them is formed (a plan file
 // with global_batch 1e12 made explain allocate gigabytes and never finish):
@@ -243,6 +245,12 @@ nlohmann::json options_to_json(const PlanOptions& options) {
   if (!options.pipeline_grad_scatter_gather) {  // omitted at the default, true
     json["pipeline_grad_scatter_gather"] = false;
   }
+  if (options.optimizer_impl != OptimizerImpl::kFused) {  // omitted at the default, fused
+    json["optimizer_impl"] = to_string(options.optimizer_impl);
+  }
+  if (!options.weight_decay) {  // omitted at the default, on
+    json["weight_decay"] = false;
+  }
   if (options.grad_reduce_dtype) {  // omitted when unset: the framework's default
     json["grad_reduce_dtype"] = to_string(*options.grad_reduce_dtype);
   }
@@ -346,6 +354,15 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
         require_bool(json, "pipeline_grad_scatter_gather", where);
   }
   check_pipeline_grad_scatter_gather_options(options, where + ": pipeline_grad_scatter_gather");
+  if (json.contains("optimizer_impl")) {  // optional: absent means fused
+    options.optimizer_impl = parse_optimizer_impl(require_string(json, "optimizer_impl", where),
+                                                  where + ": optimizer_impl");
+  }
+  check_optimizer_impl_options(options, where + ": optimizer_impl");
+  if (json.contains("weight_decay")) {  // optional: absent means on
+    options.weight_decay = require_bool(json, "weight_decay", where);
+  }
+  check_weight_decay_options(options, where + ": weight_decay");
   return options;
 }
 

@@ -186,6 +186,57 @@ NormKernel parse_norm_kernel(const std::string& text, const std::string& field) 
       fmt::format("{}: unsupported norm kernel ({}); supported: fused, eager", field, text));
 }
 
+std::string to_string(OptimizerImpl impl) {
+  switch (impl) {
+    case OptimizerImpl::kFused:
+      return "fused";
+    case OptimizerImpl::kForeach:
+      return "foreach";
+    case OptimizerImpl::kForLoop:
+      return "for-loop";
+    case OptimizerImpl::kComposer:
+      return "composer";
+  }
+  return "fused";
+}
+
+OptimizerImpl parse_optimizer_impl(const std::string& text, const std::string& field) {
+  for (const OptimizerImpl impl : {OptimizerImpl::kFused, OptimizerImpl::kForeach,
+                                   OptimizerImpl::kForLoop, OptimizerImpl::kComposer}) {
+    if (text == to_string(impl)) {
+      return impl;
+    }
+  }
+  throw InputError(fmt::format(
+      "{}: unsupported optimizer implementation ({}); supported: fused, foreach, for-loop, "
+      "composer",
+      field, text));
+}
+
+// Megatron-LM steps with Transformer Engine's or Apex's FusedAdam (megatron/core/optimizer/
+// __init__.py imports torch's AdamW only when neither is installed, and no flag selects it);
+// DeepSpeed's passes around its optimizer are not costed (estimate.cpp), so an unfused one
+// there would be half a model. meshplan's executor runs its own update.
+void check_optimizer_impl_options(const PlanOptions& options, const std::string& field) {
+  if (options.optimizer_impl == OptimizerImpl::kFused ||
+      options.framework == Framework::kFsdp) {
+    return;
+  }
+  throw InputError(fmt::format(
+      "{}: {} under framework {}: only framework fsdp (torch.optim.AdamW's foreach and "
+      "for-loop paths, Composer's DecoupledAdamW) steps with an unfused optimizer here",
+      field, to_string(options.optimizer_impl), to_string(options.framework)));
+}
+
+void check_weight_decay_options(const PlanOptions& options, const std::string& field) {
+  if (options.optimizer_impl == OptimizerImpl::kFused && !options.weight_decay) {
+    throw InputError(fmt::format(
+        "{}: off with the fused optimizer: a fused AdamW decays inside its one kernel, so the "
+        "decay costs nothing to leave out; only foreach, for-loop and composer read it",
+        field));
+  }
+}
+
 // torchtitan's model.norm_type (norms.py build_norm at 1ea476e9f): "rmsnorm" is the
 // hand-written RMSNorm run op by op; compiled (--training.compile), Inductor fuses it like any
 // other element-wise chain, so eager means nothing there.
@@ -381,6 +432,8 @@ void check_precision(const models::ClusterConfig& cluster, const PlanOptions& op
   check_grad_reduce_dtype_options(cluster, options, "grad_reduce_dtype");
   check_flash_attention_version(options, "flash_attention_version");
   check_fsdp_version(options, "fsdp_version");
+  check_optimizer_impl_options(options, "optimizer_impl");
+  check_weight_decay_options(options, "weight_decay");
   check_norm_kernel_options(options, "norm_kernel");
   check_pipeline_grad_scatter_gather_options(options, "pipeline_grad_scatter_gather");
   if (options.gemm_precision != GemmPrecision::kFp8) {

@@ -81,6 +81,12 @@ void check_torchtitan_expressible(const planner::Plan& plan) {
            "RMSNorm is gone)",
            "eager");
   }
+  if (plan.options.optimizer_impl == planner::OptimizerImpl::kComposer) {
+    refuse(kTorchtitanTarget, "options.optimizer_impl",
+           "Composer's DecoupledAdamW is llm-foundry's optimizer; torchtitan steps with "
+           "torch.optim.AdamW (fused, foreach or for-loop)",
+           "composer");
+  }
   if (!plan.options.overlap_grad_reduce) {
     refuse(kTorchtitanTarget, "options.overlap_grad_reduce",
            "FSDP2 and DDP always overlap the gradient reduction with backward", "off");
@@ -167,6 +173,15 @@ std::string emit_torchtitan(const planner::Plan& plan) {
     case planner::Recompute::kNone:
       out += "[activation_checkpoint]\nmode = \"none\"\n";
       break;
+  }
+  // Optimizer.implementation (job_config.py: "for-loop", "foreach", "fused"; default fused)
+  // and Optimizer.weight_decay (default 0.1).
+  if (plan.options.optimizer_impl != planner::OptimizerImpl::kFused || !plan.options.weight_decay) {
+    out += fmt::format("\n[optimizer]\nimplementation = \"{}\"\n",
+                       planner::to_string(plan.options.optimizer_impl));
+    if (!plan.options.weight_decay) {
+      out += "weight_decay = 0.0\n";
+    }
   }
   // --compile is Compile.enable with its default components ["model", "loss"] (job_config.py).
   // Async tensor parallelism only takes effect under torch.compile of the model (job_config.py

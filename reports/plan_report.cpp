@@ -99,6 +99,12 @@ std::string format_plan_options(const planner::PlanOptions& o, const planner::Se
   if (!o.pipeline_grad_scatter_gather) {
     out += ", pipeline gradients sent whole";
   }
+  if (o.optimizer_impl != planner::OptimizerImpl::kFused) {
+    out += ", optimizer " + planner::to_string(o.optimizer_impl);
+  }
+  if (!o.weight_decay) {
+    out += ", no weight decay";
+  }
   if (o.fp8_param_gather) {
     out += ", fp8 param gather";
   }

@@ -423,6 +423,17 @@ row "plan: --fsdp-version 3" 2 "--fsdp-version: expected 1 or 2 (3)" \
 row "plan: --fsdp-version 1 under megatron" 2 \
   "--fsdp-version: 1 needs framework fsdp (framework megatron)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --fsdp-version 1 --json new_out.json
+row "plan: --optimizer-impl lamb" 2 \
+  "--optimizer-impl: unsupported optimizer implementation (lamb); supported: fused, foreach, for-loop, composer" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --framework fsdp --optimizer-impl lamb \
+  --json new_out.json
+row "plan: --optimizer-impl foreach under megatron" 2 \
+  "--optimizer-impl: foreach under framework megatron" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --optimizer-impl foreach --json new_out.json
+row "plan: --weight-decay off with the fused optimizer" 2 \
+  "--weight-decay: off with the fused optimizer" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --framework fsdp --weight-decay off \
+  --json new_out.json
 row "plan: --norm-kernel triton" 2 \
   "--norm-kernel: unsupported norm kernel (triton); supported: fused, eager" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --framework fsdp --norm-kernel triton \

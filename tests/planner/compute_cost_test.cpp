@@ -215,22 +215,83 @@ TEST_CASE("cross_entropy_loss_fusion: the loss's bytes change by the ratio count
 
 TEST_CASE("optimizer step: Adam alone, and Megatron's per-step passes, bytes by hand") {
   // Adam alone: read G, read + write p, m, v (24), write the bf16 weights (2).
-  CHECK(optimizer_step_bytes(4, 2, false).per_updated_parameter == 30.0);
-  CHECK(optimizer_step_bytes(2, 2, false).per_updated_parameter == 28.0);
-  CHECK(optimizer_step_bytes(4, 2, false).per_grad_buffer_parameter == 0.0);
+  CHECK(optimizer_step_bytes(4, 2, OptimizerPasses::kAdamOnly).per_updated_parameter == 30.0);
+  CHECK(optimizer_step_bytes(2, 2, OptimizerPasses::kAdamOnly).per_updated_parameter == 28.0);
+  CHECK(optimizer_step_bytes(4, 2, OptimizerPasses::kAdamOnly).per_grad_buffer_parameter == 0.0);
   // Megatron, fp32 main_grad (G 4, aliased as the main grad): norm read 4, Adam read 4 + 24,
   // main-to-model read 4 + write 2: 38; zero_grad_buffer writes 4 per buffer parameter.
-  const OptimizerBytes fp32_grads = optimizer_step_bytes(4, 2, true);
+  const OptimizerBytes fp32_grads = optimizer_step_bytes(4, 2, OptimizerPasses::kMegatron);
   CHECK(fp32_grads.per_updated_parameter == 38.0);
   CHECK(fp32_grads.per_grad_buffer_parameter == 4.0);
   // bf16 buffer (G 2): the .float() copy read 2 + write 4 first: 6 + 38 = 44; zeroing 2.
-  const OptimizerBytes bf16_grads = optimizer_step_bytes(2, 2, true);
+  const OptimizerBytes bf16_grads = optimizer_step_bytes(2, 2, OptimizerPasses::kMegatron);
   CHECK(bf16_grads.per_updated_parameter == 44.0);
   CHECK(bf16_grads.per_grad_buffer_parameter == 2.0);
   // fp32 training: no copies, norm 4 + Adam 4 + 24 = 32, zeroing 4.
-  const OptimizerBytes fp32_training = optimizer_step_bytes(4, 4, true);
+  const OptimizerBytes fp32_training = optimizer_step_bytes(4, 4, OptimizerPasses::kMegatron);
   CHECK(fp32_training.per_updated_parameter == 32.0);
   CHECK(fp32_training.per_grad_buffer_parameter == 4.0);
+}
+
+TEST_CASE("optimizer step under fsdp: clipping plus each Adam implementation, bytes by hand") {
+  // FSDP steps on fp32 shards whatever the reduce dtype (G = 4), writes no 16-bit copy, and
+  // clips first: norm read 4 + scale read 4 write 4 = 12.
+  // fused: read g 4, read + write p, m, v 24: 12 + 28 = 40, bf16 reduce or not.
+  CHECK(optimizer_step_bytes(2, 2, OptimizerPasses::kFsdp).per_updated_parameter == 40.0);
+  CHECK(optimizer_step_bytes(4, 2, OptimizerPasses::kFsdp).per_updated_parameter == 40.0);
+  CHECK(optimizer_step_bytes(4, 2, OptimizerPasses::kFsdp).per_grad_buffer_parameter == 0.0);
+  // torch foreach / for-loop, op by op: decay p 8, lerp m (4 + 4 + 4) 12, mul v 8, addcmul v
+  // (4 + 4 + 4) 12, sqrt 8, div 8, add 8, addcdiv (12 + 4) 16: 80; 12 + 80 = 92.
+  for (const OptimizerImpl impl : {OptimizerImpl::kForeach, OptimizerImpl::kForLoop}) {
+    CHECK(optimizer_step_bytes(2, 2, OptimizerPasses::kFsdp, impl, true).per_updated_parameter ==
+          92.0);
+    // Without decay the p pass goes: 84.
+    CHECK(optimizer_step_bytes(2, 2, OptimizerPasses::kFsdp, impl, false).per_updated_parameter ==
+          84.0);
+  }
+  // Composer's DecoupledAdamW: m.mul_ 8 and m.add_ 12 instead of lerp 12: 88 + 12 = 100, and
+  // 92 without decay (the llm-foundry MPT yamls' weight_decay 0.0).
+  CHECK(optimizer_step_bytes(4, 2, OptimizerPasses::kFsdp, OptimizerImpl::kComposer, true)
+            .per_updated_parameter == 100.0);
+  CHECK(optimizer_step_bytes(4, 2, OptimizerPasses::kFsdp, OptimizerImpl::kComposer, false)
+            .per_updated_parameter == 92.0);
+  // The implementation reaches the step time: 1e9 updated parameters of a megatron-1.7b-like
+  // fsdp plan on dgx-h100 move 92e9 bytes under foreach against 40e9 fused.
+  PlanOptions fused;
+  fused.framework = Framework::kFsdp;
+  PlanOptions foreach_options = fused;
+  foreach_options.optimizer_impl = OptimizerImpl::kForeach;
+  const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
+  const double fused_s = optimizer_step_seconds(h100, 1000000000, 2, 0, OptimizerPasses::kFsdp,
+                                                fused);
+  const double foreach_s = optimizer_step_seconds(h100, 1000000000, 2, 0,
+                                                  OptimizerPasses::kFsdp, foreach_options);
+  CHECK(foreach_s / fused_s == doctest::Approx(92.0 / 40.0));
+}
+
+TEST_CASE("optimizer implementation: parsed by name, unfused only under fsdp, decay off unfused") {
+  CHECK(parse_optimizer_impl("for-loop", "x") == OptimizerImpl::kForLoop);
+  CHECK(to_string(OptimizerImpl::kComposer) == "composer");
+  CHECK_THROWS_WITH_AS(parse_optimizer_impl("adamw", "--optimizer-impl"),
+                       doctest::Contains("--optimizer-impl: unsupported optimizer implementation "
+                                         "(adamw)"),
+                       InputError);
+  PlanOptions options;
+  options.optimizer_impl = OptimizerImpl::kForeach;
+  for (const Framework framework :
+       {Framework::kMegatron, Framework::kDeepSpeed, Framework::kMeshplan}) {
+    options.framework = framework;
+    const std::string expected = "f: foreach under framework " + to_string(framework);
+    CHECK_THROWS_WITH_AS(check_optimizer_impl_options(options, "f"),
+                         doctest::Contains(expected.c_str()), InputError);
+  }
+  options.framework = Framework::kFsdp;
+  CHECK_NOTHROW(check_optimizer_impl_options(options, "f"));
+  options.weight_decay = false;
+  CHECK_NOTHROW(check_weight_decay_options(options, "w"));
+  options.optimizer_impl = OptimizerImpl::kFused;
+  CHECK_THROWS_WITH_AS(check_weight_decay_options(options, "w"),
+                       doctest::Contains("w: off with the fused optimizer"), InputError);
 }
 
 // megatron-1.7b (h 2304, V 51200, s 2048, learned positions, dropout) on dgx-h100 at tp 1,

@@ -545,5 +545,46 @@ TEST_CASE("write_plan_file: an unwritable path is a RuntimeError and leaves noth
   CHECK_FALSE(std::filesystem::exists(path));
 }
 
+TEST_CASE("round trip: optimizer_impl and weight_decay stored off their defaults; bad refused") {
+  Plan plan = example_plan();
+  plan.options.framework = Framework::kFsdp;
+  plan.options.overlap_tp_comm = false;
+  plan.layout.pp = 1;
+  plan.layout.vpp = 1;
+  plan.layout.dp = 4;
+  plan.layout.zero = 3;
+  plan.layout.schedule = ScheduleKind::kOneFOneB;
+  const nlohmann::json fused = plan_to_json(plan, {});
+  CHECK_FALSE(fused.at("options").contains("optimizer_impl"));
+  CHECK_FALSE(fused.at("options").contains("weight_decay"));
+  plan.options.optimizer_impl = OptimizerImpl::kComposer;
+  plan.options.weight_decay = false;
+  const nlohmann::json json = plan_to_json(plan, {});
+  CHECK(json.at("options").at("optimizer_impl") == "composer");
+  CHECK(json.at("options").at("weight_decay") == false);
+  CHECK(plan_from_json(json, "p.json") == plan);
+  nlohmann::json bad = json;
+  bad["options"]["optimizer_impl"] = "lamb";
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
+                       doctest::Contains("p.json: options: optimizer_impl: unsupported optimizer "
+                                         "implementation (lamb)"),
+                       InputError);
+  bad["options"]["optimizer_impl"] = "foreach";
+  bad["options"]["framework"] = "megatron";
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
+                       doctest::Contains("p.json: options: optimizer_impl: foreach under "
+                                         "framework megatron"),
+                       InputError);
+  bad["options"]["framework"] = "fsdp";
+  bad["options"]["optimizer_impl"] = "fused";
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
+                       doctest::Contains("p.json: options: weight_decay: off with the fused "
+                                         "optimizer"),
+                       InputError);
+  bad["options"]["weight_decay"] = "no";
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
+                       doctest::Contains("p.json: options: weight_decay"), InputError);
+}
+
 }  // namespace
 }  // namespace meshplan::planner

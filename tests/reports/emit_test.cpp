@@ -117,7 +117,9 @@ const std::set<std::string> kTorchtitanKeys = {"model.name",
                                                "parallelism.context_parallel_degree",
                                                "activation_checkpoint.mode",
                                                "compile.enable",
-                                               "compile.components"};
+                                               "compile.components",
+                                               "optimizer.implementation",
+                                               "optimizer.weight_decay"};
 
 std::string error_of(const planner::Plan& plan, EmitTarget target, const std::string& path = "") {
   try {
@@ -551,6 +553,36 @@ TEST_CASE("--emit torchtitan: async TP compiles the blocks, --compile the blocks
   toml = parse_toml(emit_torchtitan(plan));
   CHECK(toml.at("compile.enable") == "true");
   CHECK(toml.count("compile.components") == 0);  // torchtitan's default: model and loss
+}
+
+// torchtitan's Optimizer.implementation ("for-loop", "foreach", "fused"; default fused) and
+// Optimizer.weight_decay (default 0.1), job_config.py at e347b1e5.
+TEST_CASE("--emit torchtitan: the optimizer implementation and weight decay; composer refused") {
+  planner::Layout layout;
+  layout.dp = 8;
+  layout.zero = 3;
+  layout.global_batch = 8;
+  planner::Plan plan = make_plan("llama3-8b", "dgx-h100", layout);
+  plan.options.framework = planner::Framework::kFsdp;  // unfused optimizers are fsdp's
+  CHECK(parse_toml(emit_torchtitan(plan)).count("optimizer.implementation") == 0);
+  plan.options.optimizer_impl = planner::OptimizerImpl::kForeach;
+  std::map<std::string, std::string> toml = parse_toml(emit_torchtitan(plan));
+  CHECK(toml.at("optimizer.implementation") == "foreach");
+  CHECK(toml.count("optimizer.weight_decay") == 0);
+  plan.options.optimizer_impl = planner::OptimizerImpl::kForLoop;
+  plan.options.weight_decay = false;
+  toml = parse_toml(emit_torchtitan(plan));
+  CHECK(toml.at("optimizer.implementation") == "for-loop");
+  CHECK(toml.at("optimizer.weight_decay") == "0.0");
+  for (const auto& entry : toml) {  // clang 14: no bindings in CHECK's lambda
+    CHECK_MESSAGE(kTorchtitanKeys.count(entry.first) == 1,
+                  entry.first << " is not a torchtitan JobConfig key");
+  }
+  plan.options.optimizer_impl = planner::OptimizerImpl::kComposer;
+  CHECK(error_of(plan, EmitTarget::kTorchtitan) ==
+        "--emit torchtitan: options.optimizer_impl: Composer's DecoupledAdamW is llm-foundry's "
+        "optimizer; torchtitan steps with torch.optim.AdamW (fused, foreach or for-loop) "
+        "(composer)");
 }
 
 TEST_CASE("--emit torchtitan: DDP without pp accumulates micro-batches; refusals") {

@@ -51,6 +51,16 @@ enum class NormKernel { kFused, kEager };
 std::string to_string(NormKernel kernel);
 /// "fused", "eager"; throws InputError naming `field` otherwise.
 NormKernel parse_norm_kernel(const std::string& text, const std::string& field);
+/// The Adam(W) implementation that steps the optimizer (`plan --optimizer-impl`), costed by the
+/// HBM passes it makes (compute_cost.cpp adam_bytes_per_parameter): kFused one kernel (Apex's,
+/// Transformer Engine's and DeepSpeed's FusedAdam, torch.optim.AdamW(fused=True)); kForeach and
+/// kForLoop torch.optim.AdamW's horizontally fused and per-tensor paths (the same passes);
+/// kComposer Composer's DecoupledAdamW (llm-foundry). Anything but kFused only under framework
+/// fsdp (check_optimizer_impl_options).
+enum class OptimizerImpl { kFused, kForeach, kForLoop, kComposer };
+std::string to_string(OptimizerImpl impl);
+/// "fused", "foreach", "for-loop", "composer"; throws InputError naming `field` otherwise.
+OptimizerImpl parse_optimizer_impl(const std::string& text, const std::string& field);
 std::string to_string(Framework framework);
 /// "megatron", "deepspeed", "fsdp", "meshplan"; throws InputError naming `field` otherwise.
 Framework parse_framework(const std::string& text, const std::string& field);
@@ -160,6 +170,11 @@ struct PlanOptions {
   // torchtitan's RMSNorm kernel (model.norm_type): fused (default) or the hand-written eager
   // norm of the 70B and 405B train_configs (NormKernel).
   NormKernel norm_kernel = NormKernel::kFused;
+  // The optimizer's implementation (OptimizerImpl) and whether it decays weights: an unfused
+  // AdamW spends one more pass on the decay (param.mul_), a fused one does it in its kernel.
+  // weight_decay false is only read by the unfused implementations.
+  OptimizerImpl optimizer_impl = OptimizerImpl::kFused;
+  bool weight_decay = true;
 
   bool operator==(const PlanOptions&) const = default;
 };
@@ -359,6 +374,12 @@ void check_flash_attention_version(const PlanOptions& options, const std::string
 /// Throws InputError "<field>: ..." when options.fsdp_version is not 1 or 2, or is 1 under a
 /// framework other than fsdp.
 void check_fsdp_version(const PlanOptions& options, const std::string& field);
+/// Throws InputError "<field>: <impl> under framework <f>: ..." when options.optimizer_impl is
+/// not fused under a framework other than fsdp.
+void check_optimizer_impl_options(const PlanOptions& options, const std::string& field);
+/// Throws InputError "<field>: off with the fused optimizer: ..." (weight decay is only read by
+/// the unfused implementations).
+void check_weight_decay_options(const PlanOptions& options, const std::string& field);
 /// grad_reduce_dtype rules that need the layout (unset passes): code "framework" for fp32 under
 /// megatron with zero >= 2 (Megatron-FSDP's fp32 main grads are not modelled).
 Validity check_grad_reduce_dtype(const Layout& layout, const PlanOptions& options);
