@@ -4,15 +4,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
-#include <cctype>
 #include <cstdio>
 #include <filesystem>
-#include <system_error>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "commands.h"
@@ -529,12 +529,11 @@ void run_plan(const PlanArguments& args) {
 void add_validation_plans(const planner::ValidationReport& report, const std::string& dir,
                           reports::OutputSet& outputs) {
   for (const planner::ValidationRun& run : report.runs) {
-    const bool plain =
-        !run.id.empty() && run.id != "." && run.id != ".." &&
-        std::all_of(run.id.begin(), run.id.end(), [](char c) {
-          return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' ||
-                 c == '-';
-        });
+    const bool plain = !run.id.empty() && run.id != "." && run.id != ".." &&
+                       std::all_of(run.id.begin(), run.id.end(), [](char c) {
+                         return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' ||
+                                c == '_' || c == '-';
+                       });
     if (!plain) {
       throw InputError(fmt::format(
           "--plans: run id \"{}\" is not a file name (letters, digits, '.', '_', '-')", run.id));
@@ -551,13 +550,13 @@ void add_validation_plans(const planner::ValidationReport& report, const std::st
     }
     const std::string flag = fmt::format("--plans ({})", run.id);
     outputs.add(flag, (std::filesystem::path(dir) / (run.id + ".json")).string());
-    outputs.set(flag, planner::plan_to_json(*run.plan, reports::estimate_json(*run.predicted))
-                              .dump(2) + "\n");
+    outputs.set(
+        flag,
+        planner::plan_to_json(*run.plan, reports::estimate_json(*run.predicted)).dump(2) + "\n");
   }
 }
 
 }  // namespace
-
 
 void require_feasible(const planner::Plan& plan, const planner::PlanEstimate& estimate,
                       const std::string& plan_path, bool allow_infeasible) {

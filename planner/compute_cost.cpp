@@ -12,6 +12,7 @@
 #include "estimate_internal.h"
 #include "fp8_cast_cost.h"
 #include "linear_gemms.h"
+#include "memory.h"
 #include "meshplan/dp_buckets.h"
 #include "meshplan/errors.h"
 #include "model_shape.h"
@@ -143,12 +144,16 @@ PassBytes eager_rmsnorm_bytes_per_element(double element_bytes) {
 //   pre-divide of the padded gradient runs on the post-backward stream (_runtime_utils.py
 //   _post_backward_hook, _reduce_grad): not counted.
 PassBytes fsdp_unit_copy_bytes(int fsdp_version, double unit_parameters, double param_element_bytes,
-                               double reduce_element_bytes) {
+                               double reduce_element_bytes, double gathered_saving_bytes) {
   const double p = unit_parameters, e = param_element_bytes, r = reduce_element_bytes;
   if (fsdp_version == 1) {
     return {0.0, 2.0 * e * p};
   }
-  return {2.0 * e * p, 2.0 * e * p + (e + r) * p};
+  // Under torchao's float8 all-gather the fp8 weights are copied out of the all-gather output
+  // in their 1 byte (fsdp_post_all_gather wraps the copied-out data in a Float8Tensor); the
+  // gradients, and so the reduce-scatter copy-in, stay in e.
+  const double gathered = e * p - gathered_saving_bytes;
+  return {2.0 * gathered, 2.0 * gathered + (e + r) * p};
 }
 
 namespace {
@@ -169,7 +174,8 @@ PassBytes fsdp_copy_bytes(const models::TransformerConfig& model,
   return fsdp_unit_copy_bytes(
       options.fsdp_version, static_cast<double>(p.sharded + p.replicated + p.expert),
       static_cast<double>(element_bytes(cluster)),
-      static_cast<double>(grad_reduce_element_bytes(cluster, layout, options)));
+      static_cast<double>(grad_reduce_element_bytes(cluster, layout, options)),
+      fsdp_float8_gather_saving_bytes(model, cluster, layout, options));
 }
 
 // Bytes per hidden element of one norm: the fused kernel's read and write, backward twice that
@@ -781,8 +787,7 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
   return cost;
 }
 
-double adam_bytes_per_parameter(OptimizerImpl impl, double grad_element_bytes,
-                                bool weight_decay) {
+double adam_bytes_per_parameter(OptimizerImpl impl, double grad_element_bytes, bool weight_decay) {
   const double g = grad_element_bytes;
   if (impl == OptimizerImpl::kFused) {
     // One kernel (Apex apex/optimizers/fused_adam.py and Transformer Engine's FusedAdam,
@@ -810,8 +815,7 @@ double adam_bytes_per_parameter(OptimizerImpl impl, double grad_element_bytes,
 }
 
 OptimizerBytes optimizer_step_bytes(int64_t grad_element_bytes, int64_t element_bytes,
-                                    OptimizerPasses passes, OptimizerImpl impl,
-                                    bool weight_decay) {
+                                    OptimizerPasses passes, OptimizerImpl impl, bool weight_decay) {
   const double g = static_cast<double>(grad_element_bytes);
   const bool mixed = element_bytes < 4;
   const double weights_written = mixed ? static_cast<double>(element_bytes) : 0.0;
@@ -842,8 +846,7 @@ OptimizerBytes optimizer_step_bytes(int64_t grad_element_bytes, int64_t element_
   const double grad_copy = mixed && grad_element_bytes < 4 ? g + 4.0 : 0.0;
   const double adam_grad = mixed ? 4.0 : g;
   const double main_to_model = mixed ? 4.0 + weights_written : 0.0;
-  return {grad_copy + 4.0 + adam_bytes_per_parameter(impl, adam_grad, weight_decay) +
-              main_to_model,
+  return {grad_copy + 4.0 + adam_bytes_per_parameter(impl, adam_grad, weight_decay) + main_to_model,
           g};
 }
 

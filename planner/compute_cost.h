@@ -42,9 +42,11 @@ PassBytes eager_elementwise_bytes_per_token(const models::TransformerConfig& mod
 /// data-parallel sharding, held unsharded in param_element_bytes (their gradients too), and a
 /// reduce-scatter in reduce_element_bytes. fsdp_version 2 (fully_shard): the all-gather
 /// copy-out forward and backward, the reduce-scatter copy-in backward; 1 (FSDP1): the
-/// backward's concatenation of the parameter views' gradients.
+/// backward's concatenation of the parameter views' gradients. `gathered_saving_bytes`: what
+/// the gathered unit holds less than param_element_bytes per parameter (torchao's float8
+/// all-gather, fsdp_float8_gather_saving_bytes), which FSDP2's copy-out does not move.
 PassBytes fsdp_unit_copy_bytes(int fsdp_version, double unit_parameters, double param_element_bytes,
-                               double reduce_element_bytes);
+                               double reduce_element_bytes, double gathered_saving_bytes = 0.0);
 
 /// Bytes per hidden element that one of torchtitan's hand-written RMSNorms (model.norm_type
 /// "rmsnorm", norm_kernel eager) moves run eager, forward and backward, for activations of

@@ -284,13 +284,22 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
       break;
     }
     default: {
-      out.chunk_param = costed(cluster, layout, stage, kAG,
-                               per_layer_sizes(model, layout, stage, chunk_param_bytes, e));
+      // Under fsdp with precision fp8, torchao's float8 all-gather moves the linear weights in
+      // 1 byte (memory.cpp fsdp_float8_gather_saving_bytes): each layer's gather is that much
+      // smaller, in whole dp blocks.
+      const int64_t block_bytes = grad_group_size(layout) * e;
+      const int64_t fp8_saving =
+          static_cast<int64_t>(fsdp_float8_gather_saving_bytes(model, cluster, layout, options)) /
+          block_bytes * block_bytes *
+          std::max<int64_t>(1, max_chunk_layer_count(model, layout, stage));
+      out.chunk_param =
+          costed(cluster, layout, stage, kAG,
+                 per_layer_sizes(model, layout, stage, chunk_param_bytes - fp8_saving, e));
       // FSDP reduce-scatters in fp32 under bf16 training by default (default_grad_reduce_dtype):
       // torchtitan's `mixed_precision_reduce` defaults to "float32" (torchtitan/config/
-      // job_config.py). Composer 0.16 (llm-foundry) DEFAULT and PURE reduce in bf16 instead
-      // (reduce_dtype None, which FSDP1's _flat_param.py resolves to the param dtype): those
-      // runs state grad_reduce_dtype bf16, which g then follows.
+      // job_config.py). Composer 0.16.3 (llm-foundry) DEFAULT and PURE reduce in bf16 instead
+      // (reduce_dtype None, which FSDP1's _flat_param.py resolves to the param dtype; 0.16.4's
+      // DEFAULT sets fp32): those runs state grad_reduce_dtype bf16, which g then follows.
       out.chunk_grad = costed(cluster, layout, stage, kRS,
                               per_layer_sizes(model, layout, stage, chunk_grad_bytes, g));
       break;

@@ -301,6 +301,8 @@ double linear_weights_per_layer(const Shape& x) {
   return attention_linear_weights_per_layer(x) + (x.h * x.fc1 + x.f * x.h) / x.t;
 }
 
+}  // namespace
+
 // Bytes per gathered layer that torchao's float8 all-gather saves under --framework fsdp
 // --precision fp8 (torchtitan's float8 recipe, docs/float8.md: --float8.enable_float8_linear
 // --float8.enable_fsdp_float8_all_gather --float8.precompute_float8_dynamic_scale_for_fsdp):
@@ -321,6 +323,8 @@ double fsdp_float8_gather_saving_bytes(const models::TransformerConfig& model,
   return (x.e - 1.0) *
          (model.is_moe() ? attention_linear_weights_per_layer(x) : linear_weights_per_layer(x));
 }
+
+namespace {
 
 // Unsharded fp32 gradients a pipeline stage accumulates under --framework fsdp with pp > 1:
 // torch.distributed.pipelining (stage.py, backward_maybe_with_nosync) runs every micro-batch's

@@ -53,6 +53,13 @@ inline constexpr double kAllocatorFragmentation = 0.024;
 /// fragmentation on `allocated_bytes`.
 int64_t reserve_bytes(const models::ClusterConfig& cluster, int64_t allocated_bytes);
 
+/// Bytes one gathered layer holds less under framework fsdp with precision fp8: torchao's
+/// float8 all-gather moves each linear weight in 1 byte instead of e (memory.cpp; 0 otherwise).
+/// The all-gathers (dp_buckets.cpp) and FSDP2's copy-out (compute_cost.cpp) move that less too.
+double fsdp_float8_gather_saving_bytes(const models::TransformerConfig& model,
+                                       const models::ClusterConfig& cluster, const Layout& layout,
+                                       const PlanOptions& options);
+
 /// Linear (GEMM) weights of one rank on `stage` that Megatron-LM's --fp8-param-gather keeps in
 /// fp8 (options.fp8_param_gather; else 0): the QKV, attention-output and MLP weights of the
 /// stage's transformer layers. Norms, biases, embedding and LM head stay in the cluster's

@@ -9,10 +9,10 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "meshplan/dp_buckets.h"
 #include "meshplan/errors.h"
 #include "meshplan/json_io.h"
 #include "meshplan/plan_file.h"
-#include "meshplan/dp_buckets.h"
 #include "meshplan/search.h"
 
 namespace meshplan::planner {

@@ -218,14 +218,13 @@ OptimizerImpl parse_optimizer_impl(const std::string& text, const std::string& f
 // DeepSpeed's passes around its optimizer are not costed (estimate.cpp), so an unfused one
 // there would be half a model. meshplan's executor runs its own update.
 void check_optimizer_impl_options(const PlanOptions& options, const std::string& field) {
-  if (options.optimizer_impl == OptimizerImpl::kFused ||
-      options.framework == Framework::kFsdp) {
+  if (options.optimizer_impl == OptimizerImpl::kFused || options.framework == Framework::kFsdp) {
     return;
   }
-  throw InputError(fmt::format(
-      "{}: {} under framework {}: only framework fsdp (torch.optim.AdamW's foreach and "
-      "for-loop paths, Composer's DecoupledAdamW) steps with an unfused optimizer here",
-      field, to_string(options.optimizer_impl), to_string(options.framework)));
+  throw InputError(
+      fmt::format("{}: {} under framework {}: only framework fsdp (torch.optim.AdamW's foreach and "
+                  "for-loop paths, Composer's DecoupledAdamW) steps with an unfused optimizer here",
+                  field, to_string(options.optimizer_impl), to_string(options.framework)));
 }
 
 void check_weight_decay_options(const PlanOptions& options, const std::string& field) {
@@ -293,6 +292,15 @@ void check_fsdp_version(const PlanOptions& options, const std::string& field) {
   if (options.fsdp_version == 1 && options.framework != Framework::kFsdp) {
     throw InputError(fmt::format("{}: 1 needs framework fsdp (framework {})", field,
                                  to_string(options.framework)));
+  }
+  // precision fp8 under fsdp is torchtitan's float8 recipe with its float8 all-gather, an
+  // FSDP2 extension (torchao/float8/fsdp_utils.py fsdp_pre_all_gather / fsdp_post_all_gather):
+  // FSDP1 would gather the weights in 16 bits, which is not what fp8 is costed as here.
+  if (options.fsdp_version == 1 && options.gemm_precision == GemmPrecision::kFp8) {
+    throw InputError(fmt::format(
+        "{}: 1 with precision fp8: fp8 under fsdp is costed with torchao's float8 all-gather, "
+        "which only FSDP2 (fsdp_version 2) runs",
+        field));
   }
 }
 

@@ -423,6 +423,10 @@ row "plan: --fsdp-version 3" 2 "--fsdp-version: expected 1 or 2 (3)" \
 row "plan: --fsdp-version 1 under megatron" 2 \
   "--fsdp-version: 1 needs framework fsdp (framework megatron)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --fsdp-version 1 --json new_out.json
+row "plan: --fsdp-version 1 with --precision fp8" 2 \
+  "--fsdp-version: 1 with precision fp8" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --framework fsdp --fsdp-version 1 \
+  --precision fp8 --json new_out.json
 row "plan: --optimizer-impl lamb" 2 \
   "--optimizer-impl: unsupported optimizer implementation (lamb); supported: fused, foreach, for-loop, composer" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --framework fsdp --optimizer-impl lamb \

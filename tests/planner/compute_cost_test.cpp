@@ -262,10 +262,10 @@ TEST_CASE("optimizer step under fsdp: clipping plus each Adam implementation, by
   PlanOptions foreach_options = fused;
   foreach_options.optimizer_impl = OptimizerImpl::kForeach;
   const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
-  const double fused_s = optimizer_step_seconds(h100, 1000000000, 2, 0, OptimizerPasses::kFsdp,
-                                                fused);
-  const double foreach_s = optimizer_step_seconds(h100, 1000000000, 2, 0,
-                                                  OptimizerPasses::kFsdp, foreach_options);
+  const double fused_s =
+      optimizer_step_seconds(h100, 1000000000, 2, 0, OptimizerPasses::kFsdp, fused);
+  const double foreach_s =
+      optimizer_step_seconds(h100, 1000000000, 2, 0, OptimizerPasses::kFsdp, foreach_options);
   CHECK(foreach_s / fused_s == doctest::Approx(92.0 / 40.0));
 }
 
@@ -449,6 +449,22 @@ TEST_CASE("fsdp copies: FSDP2's copy-out and copy-in, FSDP1's gradient cat, by h
   CHECK(fsdp1.backward == 4000.0);
   // A bf16 reduce-scatter (llm-foundry's): FSDP2's copy-in reads 2 and writes 2.
   CHECK(fsdp_unit_copy_bytes(2, 1000.0, 2.0, 2.0).backward == 4000.0 + 4000.0);
+  // torchao's float8 all-gather, 800 of the 1,000 in fp8: the gathered unit holds 800 bytes
+  // less (1,200 bytes), copied out forward and backward (read + write: 2,400 each); the
+  // gradients' copy-in stays 6,000.
+  const PassBytes fp8 = fsdp_unit_copy_bytes(2, 1000.0, 2.0, 4.0, 800.0);
+  CHECK(fp8.forward == 2400.0);
+  CHECK(fp8.backward == 2400.0 + 6000.0);
+}
+
+TEST_CASE("fsdp_version 1 is refused with precision fp8 (torchao's float8 all-gather is FSDP2's)") {
+  PlanOptions options;
+  options.framework = Framework::kFsdp;
+  options.fsdp_version = 1;
+  CHECK_NOTHROW(check_fsdp_version(options, "--fsdp-version"));
+  options.gemm_precision = GemmPrecision::kFp8;
+  CHECK_THROWS_WITH_AS(check_fsdp_version(options, "--fsdp-version"),
+                       doctest::Contains("--fsdp-version: 1 with precision fp8"), InputError);
 }
 
 TEST_CASE("fsdp copies: 24 GPT layers of 12 h^2 + 13 h parameters at ZeRO-3, per FSDP") {

@@ -224,6 +224,25 @@ TEST_CASE("dp_buckets: FSDP reduce-scatters in fp32 by default, in bf16 when tol
   CHECK(sizes_of(bf16.chunk_param) == sizes_of(fp32.chunk_param));
 }
 
+TEST_CASE("dp_buckets: FSDP with fp8 gathers the linear weights in 1 byte (torchao float8)") {
+  // tiny at tp 1: linear weights per layer h (a + 2 g) d + a d h + h 2f + f h = 64 x 8 x 16 +
+  // 4 x 16 x 64 + 64 x 352 + 176 x 64 = 46,080, each gathered in 1 byte instead of 2: 46,080
+  // bytes (7,680 dp blocks of 6) less per layer than the bf16 gathers' 108,834 / 108,828. The
+  // reduce-scatters (gradients) do not change.
+  Layout layout = make_layout(1, 1, 3, 1, 6);
+  layout.zero = 3;
+  PlanOptions options;
+  options.framework = Framework::kFsdp;
+  const models::TransformerConfig tiny = models::load_model("tiny");
+  const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
+  const DpBuckets bf16 = dp_buckets(tiny, h100, layout, options, 0);
+  options.gemm_precision = GemmPrecision::kFp8;
+  const DpBuckets fp8 = dp_buckets(tiny, h100, layout, options, 0);
+  CHECK(sizes_of(bf16.chunk_param) == std::vector<int64_t>{108'834, 108'834, 108'834, 108'828});
+  CHECK(sizes_of(fp8.chunk_param) == std::vector<int64_t>{62'754, 62'754, 62'754, 62'748});
+  CHECK(sizes_of(fp8.chunk_grad) == sizes_of(bf16.chunk_grad));
+}
+
 TEST_CASE("dp_buckets: the buffer and the full bucket") {
   Layout layout = make_layout(1, 1, 3, 1, 6);
   // ZeRO 0 and dp = 1 pad nothing; ZeRO 1 to a multiple of dp; ZeRO 2-3 to whole dp blocks in

@@ -26,7 +26,7 @@ struct ValidationRun {
   /// The predicted layout as a plan file states it (`validate --plans` writes it, for
   /// `explain` and `simulate`); set exactly when `predicted` is.
   std::optional<Plan> plan;
-  std::string not_predicted_reason;       // one line; set exactly when `predicted` is empty
+  std::string not_predicted_reason;  // one line; set exactly when `predicted` is empty
   double published_step_time_s = 0;
   std::vector<std::string> searched;  // layout fields the source left null
   /// 100 (predicted - published) / published; precondition: `predicted`.
