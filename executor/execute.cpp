@@ -186,8 +186,7 @@ ExecuteReport execute_plan(const planner::Plan& plan, const ExecuteOptions& opti
   if (!options.checkpoint_dir.empty()) {
     checkpoints = std::make_unique<Checkpoints>(plan, options, world);
   }
-  AdamWConfig adamw;
-  adamw.learning_rate = options.learning_rate;
+  const AdamWConfig adamw = executor_adamw_config(options.learning_rate, plan.options.weight_decay);
   Trainer trainer(plan, load_data(plan, options, world), adamw, world,
                   options.collective_timeout_seconds);
   if (options.resume) {

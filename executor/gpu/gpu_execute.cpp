@@ -132,8 +132,7 @@ ExecuteReport execute_plan_on_gpu(const planner::Plan& plan, const ExecuteOption
   MPI_CHECK(MPI_Comm_rank(world, &rank));
   std::shared_ptr<const TokenSource> data = load_data(plan, options, world);
   select_device(world);
-  AdamWConfig adamw;
-  adamw.learning_rate = options.learning_rate;
+  const AdamWConfig adamw = executor_adamw_config(options.learning_rate, plan.options.weight_decay);
   GpuTrainer trainer(plan, std::move(data), adamw, world, options.collective_timeout_seconds);
   std::vector<StepRecord> steps;
   TrafficCounts last_traffic;

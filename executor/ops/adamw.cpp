@@ -4,6 +4,15 @@
 
 namespace meshplan::executor {
 
+AdamWConfig executor_adamw_config(double learning_rate, bool plan_weight_decay) {
+  AdamWConfig config;
+  config.learning_rate = learning_rate;
+  if (!plan_weight_decay) {
+    config.weight_decay = 0.0;
+  }
+  return config;
+}
+
 void adamw_update(float* params, float* m, float* v, const float* grads, int64_t N, int64_t t,
                   const AdamWConfig& config) {
   const float beta1 = static_cast<float>(config.beta1);

@@ -19,6 +19,10 @@ struct AdamWConfig {
   double weight_decay = 0.1;    // GPT-3 (Brown et al. 2020, App. B)
 };
 
+/// The AdamW `execute` runs: a constant learning_rate, and the default decay unless the plan's
+/// options.weight_decay is false (then none).
+AdamWConfig executor_adamw_config(double learning_rate, bool plan_weight_decay);
+
 /// Updates params (N), m (N), v (N) in place from grads (N); step t counts from 1.
 void adamw_update(float* params, float* m, float* v, const float* grads, int64_t N, int64_t t,
                   const AdamWConfig& config);

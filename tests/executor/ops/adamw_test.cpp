@@ -40,5 +40,17 @@ TEST_CASE("adamw: zero gradient still decays the weight") {
   CHECK(p == doctest::Approx(1.99).epsilon(1e-6));  // fp32 rounding
 }
 
+TEST_CASE("adamw: execute's config follows the plan's weight_decay option") {
+  // Decay on (the plan default): GPT-3's 0.1; options.weight_decay false: none, so a zero
+  // gradient leaves the weight where it is.
+  CHECK(executor_adamw_config(0.01, true).weight_decay == 0.1);
+  const AdamWConfig no_decay = executor_adamw_config(0.01, false);
+  CHECK(no_decay.weight_decay == 0.0);
+  CHECK(no_decay.learning_rate == 0.01);
+  float p = 2.0f, m = 0.0f, v = 0.0f, g = 0.0f;
+  adamw_update(&p, &m, &v, &g, 1, 1, no_decay);
+  CHECK(p == 2.0f);
+}
+
 }  // namespace
 }  // namespace meshplan::executor
