@@ -123,9 +123,14 @@ PassBytes eager_rmsnorm_bytes_per_element(double element_bytes) {
 
 // Per FSDP unit and micro-batch, P unit_parameters, e param_element_bytes (the bf16
 // param_dtype; autograd's gradients of the unsharded parameters have it too), r
-// reduce_element_bytes. Only compute-stream work, or work the compute stream waits for, counts;
-// the 1/dp-sized casts of the shard (fp32 -> e before each all-gather) and the sharded
-// gradient's post-divide and accumulation are left out, and so are the side-stream pre-divides.
+// reduce_element_bytes, N shard_ranks. What counts is work on the compute stream, work the
+// compute stream waits for, and an elementwise kernel on a side stream: kernels of different
+// streams run on the same SMs and HBM, so a memory-bound one beside the compute stream's
+// kernels costs them about its own time. Measured: replacing FSDP2's pre-divide of the fp32
+// reduce-scatter input, a kernel on the reduce-scatter stream, by NCCL's average "saves extra
+// memory read/write for dividing. This yields ~1.5% speedup on the Llama-7B workload"
+// (pytorch/pytorch#120919, 2024-03). The 1/N-sized casts of the shard (fp32 -> e before each
+// all-gather) and the sharded gradient's post-divide and accumulation are left out.
 // - FSDP2 (torch/distributed/_composable/fsdp, pytorch/pytorch 01d66d21f and the 2024 nightlies'
 //   _fsdp_collectives.py): foreach_all_gather_copy_out, called by FSDPParamGroup
 //   wait_for_unshard on the current (compute) stream, split_with_sizes_copy()s the all-gather
@@ -133,21 +138,26 @@ PassBytes eager_rmsnorm_bytes_per_element(double element_bytes) {
 //   backward (ZeRO-3 reshards after the forward and gathers again). foreach_reduce_scatter's
 //   copy-in torch.cat()s the unsharded gradients into the reduce_dtype input: read e P, write
 //   r P; the compute stream waits for it (current_stream.wait_event(copy_in_event), later
-//   wait_stream(reduce_scatter_stream), later still it runs on the current stream). Its in-place
-//   pre-divide (_div_if_needed, factor 4 at dp 8, 8 at dp 64) runs on the reduce-scatter
-//   stream after that wait in the later versions: not counted.
+//   wait_stream(reduce_scatter_stream), later still it runs on the current stream). No divide:
+//   a bf16 or fp32 reduce-scatter averages in NCCL (ReduceOp.AVG, pytorch#120919 for fp32,
+//   #123362, 2024-04, for bf16; torchtitan's runs are from 2024-04 on).
 // - FSDP1 (torch 2.1.0 torch/distributed/fsdp/_flat_param.py, use_orig_params): the all-gather
 //   writes straight into the padded unsharded flat parameter (no copy-out); the parameters are
 //   torch.split views of it (_get_unflat_views_aligned) made under enable_grad, so autograd's
 //   SplitWithSizesBackward (tools/autograd/derivatives.yaml split_with_sizes_backward:
-//   at::cat of the views' gradients) writes the flat gradient: read e P, write e P. The
-//   pre-divide of the padded gradient runs on the post-backward stream (_runtime_utils.py
-//   _post_backward_hook, _reduce_grad): not counted.
-PassBytes fsdp_unit_copy_bytes(int fsdp_version, double unit_parameters, double param_element_bytes,
-                               double reduce_element_bytes, double gathered_saving_bytes) {
+//   at::cat of the views' gradients) writes the flat gradient: read e P, write e P. Then
+//   _runtime_utils.py _reduce_grad divides the padded unsharded gradient in place before the
+//   reduce-scatter, on the post-backward stream (_div_if_needed(padded_unsharded_grad,
+//   _gradient_predivide_factor); the factor is 2 or more whenever N > 1, e.g. 4 at N 8, 8 at
+//   N 64, _get_gradient_predivide_factor): read r P, write r P ("Since pre-division is done
+//   before sharding, the op cost is quite expensive", pytorch#128918; FSDP2 dropped it).
+PassBytes fsdp_unit_pass_bytes(int fsdp_version, double unit_parameters, double param_element_bytes,
+                               double reduce_element_bytes, int64_t shard_ranks,
+                               double gathered_saving_bytes) {
   const double p = unit_parameters, e = param_element_bytes, r = reduce_element_bytes;
   if (fsdp_version == 1) {
-    return {0.0, 2.0 * e * p};
+    const double predivide = shard_ranks > 1 ? 2.0 * r * p : 0.0;
+    return {0.0, 2.0 * e * p + predivide};
   }
   // Under torchao's float8 all-gather the fp8 weights are copied out of the all-gather output
   // in their 1 byte (fsdp_post_all_gather wraps the copied-out data in a Float8Tensor); the
@@ -162,19 +172,20 @@ double memory_seconds(const models::ClusterConfig& cluster, double bytes) {
   return bytes / (cluster.gpu.hbm_bytes_per_second * cluster.efficiency.hbm_efficiency);
 }
 
-// One layer's FSDP copies (fsdp_unit_copy_bytes) under framework fsdp with ZeRO-3, the layer
-// being the unit (dp_buckets.cpp); none otherwise.
-PassBytes fsdp_copy_bytes(const models::TransformerConfig& model,
+// One layer's FSDP memory passes (fsdp_unit_pass_bytes) under framework fsdp with ZeRO-3, the
+// layer being the unit (dp_buckets.cpp); none otherwise.
+PassBytes fsdp_pass_bytes(const models::TransformerConfig& model,
                           const models::ClusterConfig& cluster, const Layout& layout,
                           const PlanOptions& options, bool moe_layer) {
   if (options.framework != Framework::kFsdp || layout.zero != 3) {
     return {};
   }
   const LayerParameters p = layer_parameters(model, layout.tp, moe_layer, layout.ep, layout.etp);
-  return fsdp_unit_copy_bytes(
+  return fsdp_unit_pass_bytes(
       options.fsdp_version, static_cast<double>(p.sharded + p.replicated + p.expert),
       static_cast<double>(element_bytes(cluster)),
       static_cast<double>(grad_reduce_element_bytes(cluster, layout, options)),
+      layout.dp * layout.cp,
       fsdp_float8_gather_saving_bytes(model, cluster, layout, options));
 }
 
@@ -724,8 +735,8 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
       recompute_flops += flops.attention / t * count;
     }
     cost.forward_compute_seconds += layer_forward * count;
-    // FSDP's copies run once per unit and micro-batch, not again in a recomputed forward.
-    const PassBytes copies = fsdp_copy_bytes(model, cluster, layout, options, moe_layer);
+    // FSDP's passes run once per unit and micro-batch, not again in a recomputed forward.
+    const PassBytes copies = fsdp_pass_bytes(model, cluster, layout, options, moe_layer);
     cost.forward_compute_seconds += memory_seconds(cluster, copies.forward) * count;
     input_backward += memory_seconds(cluster, copies.backward);
     cost.forward_tp_comm_seconds += layer.tp_comm_forward * count;

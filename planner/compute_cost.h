@@ -37,16 +37,19 @@ struct PassBytes {
 PassBytes eager_elementwise_bytes_per_token(const models::TransformerConfig& model, int64_t tp,
                                             double element_bytes);
 
-/// Bytes PyTorch FSDP's own copies move on the compute stream per FSDP unit (a transformer
-/// block) and micro-batch under ZeRO-3, for `unit_parameters` parameters on the rank before
-/// data-parallel sharding, held unsharded in param_element_bytes (their gradients too), and a
-/// reduce-scatter in reduce_element_bytes. fsdp_version 2 (fully_shard): the all-gather
-/// copy-out forward and backward, the reduce-scatter copy-in backward; 1 (FSDP1): the
-/// backward's concatenation of the parameter views' gradients. `gathered_saving_bytes`: what
-/// the gathered unit holds less than param_element_bytes per parameter (torchao's float8
-/// all-gather, fsdp_float8_gather_saving_bytes), which FSDP2's copy-out does not move.
-PassBytes fsdp_unit_copy_bytes(int fsdp_version, double unit_parameters, double param_element_bytes,
-                               double reduce_element_bytes, double gathered_saving_bytes = 0.0);
+/// Bytes PyTorch FSDP's own memory passes move per FSDP unit (a transformer block) and
+/// micro-batch under ZeRO-3, on the compute stream or on a side stream beside it, for
+/// `unit_parameters` parameters on the rank before data-parallel sharding, held unsharded in
+/// param_element_bytes (their gradients too), a reduce-scatter in reduce_element_bytes over
+/// `shard_ranks` ranks. fsdp_version 2 (fully_shard): the all-gather copy-out forward and
+/// backward, the reduce-scatter copy-in backward; 1 (FSDP1): the backward's concatenation of the
+/// parameter views' gradients and the pre-divide of the unsharded gradient (when shard_ranks >
+/// 1). `gathered_saving_bytes`: what the gathered unit holds less than param_element_bytes per
+/// parameter (torchao's float8 all-gather, fsdp_float8_gather_saving_bytes), which FSDP2's
+/// copy-out does not move.
+PassBytes fsdp_unit_pass_bytes(int fsdp_version, double unit_parameters, double param_element_bytes,
+                               double reduce_element_bytes, int64_t shard_ranks,
+                               double gathered_saving_bytes = 0.0);
 
 /// Bytes per hidden element that one of torchtitan's hand-written RMSNorms (model.norm_type
 /// "rmsnorm", norm_kernel eager) moves run eager, forward and backward, for activations of

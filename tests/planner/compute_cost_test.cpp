@@ -436,23 +436,28 @@ TEST_CASE("norm_kernel: eager only under fsdp without compile, for rmsnorm model
                        InputError);
 }
 
-TEST_CASE("fsdp copies: FSDP2's copy-out and copy-in, FSDP1's gradient cat, by hand") {
-  // P 1,000 parameters in bf16 (e 2), reduce-scatter in fp32 (r 4). FSDP2: the copy-out reads
-  // and writes 2 bytes per parameter after each all-gather (4,000 forward, 4,000 backward);
-  // the reduce-scatter copy-in reads 2 and writes 4 (6,000 backward). FSDP1: the backward's
-  // cat of the views' gradients reads 2 and writes 2 (4,000); nothing forward.
-  const PassBytes fsdp2 = fsdp_unit_copy_bytes(2, 1000.0, 2.0, 4.0);
+TEST_CASE("fsdp passes: FSDP2's copy-out and copy-in, FSDP1's gradient cat and pre-divide") {
+  // P 1,000 parameters in bf16 (e 2), reduce-scatter in fp32 (r 4) over 8 ranks. FSDP2: the
+  // copy-out reads and writes 2 bytes per parameter after each all-gather (4,000 forward,
+  // 4,000 backward); the reduce-scatter copy-in reads 2 and writes 4 (6,000 backward); no
+  // divide (NCCL averages). FSDP1: the backward's cat of the views' gradients reads 2 and
+  // writes 2 (4,000), the pre-divide reads and writes the 4-byte gradient (8,000); nothing
+  // forward.
+  const PassBytes fsdp2 = fsdp_unit_pass_bytes(2, 1000.0, 2.0, 4.0, 8);
   CHECK(fsdp2.forward == 4000.0);
   CHECK(fsdp2.backward == 4000.0 + 6000.0);
-  const PassBytes fsdp1 = fsdp_unit_copy_bytes(1, 1000.0, 2.0, 4.0);
+  const PassBytes fsdp1 = fsdp_unit_pass_bytes(1, 1000.0, 2.0, 4.0, 8);
   CHECK(fsdp1.forward == 0.0);
-  CHECK(fsdp1.backward == 4000.0);
-  // A bf16 reduce-scatter (llm-foundry's): FSDP2's copy-in reads 2 and writes 2.
-  CHECK(fsdp_unit_copy_bytes(2, 1000.0, 2.0, 2.0).backward == 4000.0 + 4000.0);
+  CHECK(fsdp1.backward == 4000.0 + 8000.0);
+  // llm-foundry's bf16 reduce-scatter: FSDP2's copy-in reads 2 and writes 2; FSDP1's pre-divide
+  // reads and writes 2 (4,000). On one rank FSDP1 divides by 1: no pass.
+  CHECK(fsdp_unit_pass_bytes(2, 1000.0, 2.0, 2.0, 8).backward == 4000.0 + 4000.0);
+  CHECK(fsdp_unit_pass_bytes(1, 1000.0, 2.0, 2.0, 64).backward == 4000.0 + 4000.0);
+  CHECK(fsdp_unit_pass_bytes(1, 1000.0, 2.0, 2.0, 1).backward == 4000.0);
   // torchao's float8 all-gather, 800 of the 1,000 in fp8: the gathered unit holds 800 bytes
   // less (1,200 bytes), copied out forward and backward (read + write: 2,400 each); the
   // gradients' copy-in stays 6,000.
-  const PassBytes fp8 = fsdp_unit_copy_bytes(2, 1000.0, 2.0, 4.0, 800.0);
+  const PassBytes fp8 = fsdp_unit_pass_bytes(2, 1000.0, 2.0, 4.0, 8, 800.0);
   CHECK(fp8.forward == 2400.0);
   CHECK(fp8.backward == 2400.0 + 6000.0);
 }
@@ -467,13 +472,13 @@ TEST_CASE("fsdp_version 1 is refused with precision fp8 (torchao's float8 all-ga
                        doctest::Contains("--fsdp-version: 1 with precision fp8"), InputError);
 }
 
-TEST_CASE("fsdp copies: 24 GPT layers of 12 h^2 + 13 h parameters at ZeRO-3, per FSDP") {
+TEST_CASE("fsdp passes: 24 GPT layers of 12 h^2 + 13 h parameters at ZeRO-3, per FSDP") {
   // megatron-1.7b, h 2304, all biases, LayerNorm: P = 12 x 2304^2 + 13 x 2304 = 63,730,944
   // per layer, 24 layers in the one stage, bf16 on H100 (3.35e12 x 0.8 B/s). fsdp's default
-  // reduce dtype is fp32. FSDP1 against ZeRO-2 (no per-micro-batch gather): 24 x 4 P =
-  // 6,118,170,624 bytes backward, none forward. FSDP2 against FSDP1: 24 x 4 P forward (the
-  // copy-out), 24 x 6 P = 9,177,255,936 backward (the copy-in; the backward copy-out equals
-  // FSDP1's cat).
+  // reduce dtype is fp32. FSDP1 against ZeRO-2 (no per-micro-batch gather): the cat 24 x 4 P
+  // plus the fp32 pre-divide over dp 8, 24 x 8 P: 18,354,511,872 bytes backward, none forward.
+  // FSDP2 against FSDP1: 24 x 4 P forward (the copy-out, 6,118,170,624), backward 24 x (4 P +
+  // 6 P) against 24 x 12 P: 3,059,085,312 fewer (no pre-divide; the copy-out equals the cat).
   const models::TransformerConfig model = models::load_model("megatron-1.7b");
   const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
   Layout zero3 = test::make_layout(1, 1, 8, 1, 8);
@@ -489,11 +494,11 @@ TEST_CASE("fsdp copies: 24 GPT layers of 12 h^2 + 13 h parameters at ZeRO-3, per
   const ChunkCost v2 = chunk_cost(model, h100, zero3, fsdp2, 0, 0);
   CHECK(v1.forward_compute_seconds == doctest::Approx(none.forward_compute_seconds));
   CHECK(v1.backward_input_compute_seconds - none.backward_input_compute_seconds ==
-        doctest::Approx(6118170624.0 / kH100Bandwidth).epsilon(1e-9).scale(0));
+        doctest::Approx(18354511872.0 / kH100Bandwidth).epsilon(1e-9).scale(0));
   CHECK(v2.forward_compute_seconds - v1.forward_compute_seconds ==
         doctest::Approx(6118170624.0 / kH100Bandwidth).epsilon(1e-9).scale(0));
   CHECK(v2.backward_input_compute_seconds - v1.backward_input_compute_seconds ==
-        doctest::Approx(9177255936.0 / kH100Bandwidth).epsilon(1e-9).scale(0));
+        doctest::Approx(-3059085312.0 / kH100Bandwidth).epsilon(1e-9).scale(0));
 }
 
 TEST_CASE("layer dropout: two 1-byte bias-dropout-add masks per token and hidden unit") {

@@ -123,7 +123,7 @@ TEST_CASE("time: selective-op re-runs wk, wo, w3 and the element-wise work in th
   // 6, complex mul 8, type_as 6), SwiGLU 10 f forward and 18 f backward, repeat_kv's copy of k
   // and v 2 (gd + ad) x 2 each way. The fsdp backward adds the three GEMMs (T 8192 rows) and
   // its forward's memory-bound bytes, all over the HBM at hbm_efficiency, per layer (32).
-  // Under fsdp (FSDP2, ZeRO 3) each layer also pays FSDP's copies (fsdp_unit_copy_bytes) for
+  // Under fsdp (FSDP2, ZeRO 3) each layer also pays FSDP's copies (fsdp_unit_pass_bytes) for
   // its P = h ad + 2 h gd + ad h + 3 h f + 2 h = 218,112,000 parameters: the all-gather
   // copy-out 4 P forward and again backward, the fp32 reduce-scatter copy-in 6 P backward;
   // megatron has none.

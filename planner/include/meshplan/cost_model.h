@@ -93,8 +93,8 @@ struct PlanOptions {
   int flash_attention_version = 2;
   // Which PyTorch FSDP the fsdp framework runs (only read under framework fsdp): 2, FSDP2's
   // fully_shard (torchtitan); 1, FSDP1's FullyShardedDataParallel with use_orig_params
-  // (llm-foundry through Composer). They copy different bytes per unit on the compute stream
-  // (compute_cost.cpp fsdp_unit_copy_bytes).
+  // (llm-foundry through Composer). They move different bytes per unit beside the compute
+  // (compute_cost.cpp fsdp_unit_pass_bytes).
   int fsdp_version = 2;
   // Data-parallel gradient reduction overlaps with the backward of the last micro-batch
   // (Megatron-LM --overlap-grad-reduce, PyTorch DDP buckets). Off: it runs after the backward.
