@@ -185,8 +185,7 @@ PassBytes fsdp_pass_bytes(const models::TransformerConfig& model,
       options.fsdp_version, static_cast<double>(p.sharded + p.replicated + p.expert),
       static_cast<double>(element_bytes(cluster)),
       static_cast<double>(grad_reduce_element_bytes(cluster, layout, options)),
-      layout.dp * layout.cp,
-      fsdp_float8_gather_saving_bytes(model, cluster, layout, options));
+      layout.dp * layout.cp, fsdp_float8_gather_saving_bytes(model, cluster, layout, options));
 }
 
 // Bytes per hidden element of one norm: the fused kernel's read and write, backward twice that
@@ -826,7 +825,8 @@ double adam_bytes_per_parameter(OptimizerImpl impl, double grad_element_bytes, b
 }
 
 OptimizerBytes optimizer_step_bytes(int64_t grad_element_bytes, int64_t element_bytes,
-                                    OptimizerPasses passes, OptimizerImpl impl, bool weight_decay) {
+                                    OptimizerPasses passes, OptimizerImpl impl, bool weight_decay,
+                                    int64_t averaging_ranks) {
   const double g = static_cast<double>(grad_element_bytes);
   const bool mixed = element_bytes < 4;
   const double weights_written = mixed ? static_cast<double>(element_bytes) : 0.0;
@@ -854,19 +854,27 @@ OptimizerBytes optimizer_step_bytes(int64_t grad_element_bytes, int64_t element_
   // clip_grads.py get_grad_norm_fp32's multi_tensor_l2norm reads the fp32 grads (4); the scale
   // pass runs only when the norm exceeds the threshold and is not counted. In fp32 training
   // (FP32Optimizer) the grads and weights are the buffers themselves: norm + Adam only.
+  // Averaging over dp x cp > 1 ranks: before each bucket's collective Megatron-Core scales the
+  // bucket in place on the compute stream, `bucket.grad_data *= bucket.gradient_scaling_factor`
+  // (core/distributed/param_and_grad_buffer.py start_grad_sync; the factor is 1 / (dp x cp)
+  // unless --ddp-average-in-collective, default False), and Megatron-LM 2021 divided its buffer
+  // before the all-reduce (megatron/model/distributed.py allreduce_gradients,
+  // `buffer_.data /= data_parallel_world_size`): read G, write G over the whole buffer.
   const double grad_copy = mixed && grad_element_bytes < 4 ? g + 4.0 : 0.0;
   const double adam_grad = mixed ? 4.0 : g;
   const double main_to_model = mixed ? 4.0 + weights_written : 0.0;
+  const double grad_scale = averaging_ranks > 1 ? 2.0 * g : 0.0;
   return {grad_copy + 4.0 + adam_bytes_per_parameter(impl, adam_grad, weight_decay) + main_to_model,
-          g};
+          g + grad_scale};
 }
 
 double optimizer_step_seconds(const models::ClusterConfig& cluster, int64_t parameters_updated,
                               int64_t grad_element_bytes, int64_t grad_buffer_parameters,
-                              OptimizerPasses passes, const PlanOptions& options) {
+                              OptimizerPasses passes, const PlanOptions& options,
+                              int64_t averaging_ranks) {
   const OptimizerBytes bytes =
       optimizer_step_bytes(grad_element_bytes, element_bytes(cluster), passes,
-                           options.optimizer_impl, options.weight_decay);
+                           options.optimizer_impl, options.weight_decay, averaging_ranks);
   return memory_seconds(
       cluster, bytes.per_updated_parameter * static_cast<double>(parameters_updated) +
                    bytes.per_grad_buffer_parameter * static_cast<double>(grad_buffer_parameters));

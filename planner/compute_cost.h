@@ -91,18 +91,22 @@ enum class OptimizerPasses {
 };
 
 /// Bytes of one optimizer step: `impl`'s Adam over gradients of grad_element_bytes with weights
-/// of element_bytes, plus the framework's passes: kMegatron its grad-buffer zeroing, grad copy,
-/// grad-norm and main-to-model weight copy; kFsdp the clipping's norm and scale.
+/// of element_bytes, plus the framework's passes: kMegatron its grad-buffer zeroing, its
+/// scaling of the buffer before the data-parallel collectives when they average over
+/// averaging_ranks > 1 ranks, grad copy, grad-norm and main-to-model weight copy; kFsdp the
+/// clipping's norm and scale.
 OptimizerBytes optimizer_step_bytes(int64_t grad_element_bytes, int64_t element_bytes,
                                     OptimizerPasses passes,
                                     OptimizerImpl impl = OptimizerImpl::kFused,
-                                    bool weight_decay = true);
+                                    bool weight_decay = true, int64_t averaging_ranks = 1);
 
 /// Optimizer step (memory-bound) over `parameters_updated` parameters on one rank whose
 /// gradients hold `grad_element_bytes` each (grad_reduce_element_bytes) and whose gradient
-/// buffer holds `grad_buffer_parameters` (optimizer_step_bytes).
+/// buffer holds `grad_buffer_parameters`, averaged over averaging_ranks (dp x cp) ranks
+/// (optimizer_step_bytes).
 double optimizer_step_seconds(const models::ClusterConfig& cluster, int64_t parameters_updated,
                               int64_t grad_element_bytes, int64_t grad_buffer_parameters,
-                              OptimizerPasses passes, const PlanOptions& options);
+                              OptimizerPasses passes, const PlanOptions& options,
+                              int64_t averaging_ranks);
 
 }  // namespace meshplan::planner

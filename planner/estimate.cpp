@@ -244,11 +244,12 @@ StageTimes estimate_stage(const models::TransformerConfig& model,
   } else if (options.framework == Framework::kFsdp) {
     passes = OptimizerPasses::kFsdp;
   }
-  stage.optimizer_step_seconds = optimizer_step_seconds(
-      cluster,
-      zero_shard_count(layout, stage.num_parameters - expert) +
-          zero_shard_count(expert_layout(layout), expert),
-      grad_reduce_element_bytes(cluster, layout, options), stage.num_parameters, passes, options);
+  stage.optimizer_step_seconds =
+      optimizer_step_seconds(cluster,
+                             zero_shard_count(layout, stage.num_parameters - expert) +
+                                 zero_shard_count(expert_layout(layout), expert),
+                             grad_reduce_element_bytes(cluster, layout, options),
+                             stage.num_parameters, passes, options, layout.dp * layout.cp);
   times.dp = dp_times(model, cluster, layout, options, s);
   stage.dp_grad_sync_seconds = times.dp.gradient_seconds + times.dp.parameter_gather_seconds;
   return times;

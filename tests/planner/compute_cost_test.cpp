@@ -231,6 +231,22 @@ TEST_CASE("optimizer step: Adam alone, and Megatron's per-step passes, bytes by 
   const OptimizerBytes fp32_training = optimizer_step_bytes(4, 4, OptimizerPasses::kMegatron);
   CHECK(fp32_training.per_updated_parameter == 32.0);
   CHECK(fp32_training.per_grad_buffer_parameter == 4.0);
+  // Averaged over 8 data-parallel ranks: the in-place scaling by 1/8 before the collectives
+  // reads and writes the buffer (fp32: 8 more per buffer parameter, bf16: 4); the update's
+  // bytes do not change. Over one rank the factor is 1 and no pass runs.
+  const OptimizerBytes averaged =
+      optimizer_step_bytes(4, 2, OptimizerPasses::kMegatron, OptimizerImpl::kFused, true, 8);
+  CHECK(averaged.per_updated_parameter == 38.0);
+  CHECK(averaged.per_grad_buffer_parameter == 4.0 + 8.0);
+  CHECK(optimizer_step_bytes(2, 2, OptimizerPasses::kMegatron, OptimizerImpl::kFused, true, 8)
+            .per_grad_buffer_parameter == 2.0 + 4.0);
+  CHECK(optimizer_step_bytes(4, 2, OptimizerPasses::kMegatron, OptimizerImpl::kFused, true, 1)
+            .per_grad_buffer_parameter == 4.0);
+  // Adam alone and FSDP run no such pass here (FSDP1's divide is per unit: fsdp_unit_pass_bytes).
+  CHECK(optimizer_step_bytes(4, 2, OptimizerPasses::kAdamOnly, OptimizerImpl::kFused, true, 8)
+            .per_grad_buffer_parameter == 0.0);
+  CHECK(optimizer_step_bytes(4, 2, OptimizerPasses::kFsdp, OptimizerImpl::kFused, true, 8)
+            .per_grad_buffer_parameter == 0.0);
 }
 
 TEST_CASE("optimizer step under fsdp: clipping plus each Adam implementation, bytes by hand") {
@@ -263,9 +279,9 @@ TEST_CASE("optimizer step under fsdp: clipping plus each Adam implementation, by
   foreach_options.optimizer_impl = OptimizerImpl::kForeach;
   const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
   const double fused_s =
-      optimizer_step_seconds(h100, 1000000000, 2, 0, OptimizerPasses::kFsdp, fused);
+      optimizer_step_seconds(h100, 1000000000, 2, 0, OptimizerPasses::kFsdp, fused, 8);
   const double foreach_s =
-      optimizer_step_seconds(h100, 1000000000, 2, 0, OptimizerPasses::kFsdp, foreach_options);
+      optimizer_step_seconds(h100, 1000000000, 2, 0, OptimizerPasses::kFsdp, foreach_options, 8);
   CHECK(foreach_s / fused_s == doctest::Approx(92.0 / 40.0));
 }
 
