@@ -735,9 +735,9 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     }
     cost.forward_compute_seconds += layer_forward * count;
     // FSDP's passes run once per unit and micro-batch, not again in a recomputed forward.
-    const PassBytes copies = fsdp_pass_bytes(model, cluster, layout, options, moe_layer);
-    cost.forward_compute_seconds += memory_seconds(cluster, copies.forward) * count;
-    input_backward += memory_seconds(cluster, copies.backward);
+    const PassBytes fsdp_passes = fsdp_pass_bytes(model, cluster, layout, options, moe_layer);
+    cost.forward_compute_seconds += memory_seconds(cluster, fsdp_passes.forward) * count;
+    input_backward += memory_seconds(cluster, fsdp_passes.backward);
     cost.forward_tp_comm_seconds += layer.tp_comm_forward * count;
     cost.forward_ep_comm_seconds += (all_to_all + token_counts) * count;
     cost.backward_input_compute_seconds += input_backward * count;
@@ -857,9 +857,10 @@ OptimizerBytes optimizer_step_bytes(int64_t grad_element_bytes, int64_t element_
   // Averaging over dp x cp > 1 ranks: before each bucket's collective Megatron-Core scales the
   // bucket in place on the compute stream, `bucket.grad_data *= bucket.gradient_scaling_factor`
   // (core/distributed/param_and_grad_buffer.py start_grad_sync; the factor is 1 / (dp x cp)
-  // unless --ddp-average-in-collective, default False), and Megatron-LM 2021 divided its buffer
-  // before the all-reduce (megatron/model/distributed.py allreduce_gradients,
-  // `buffer_.data /= data_parallel_world_size`): read G, write G over the whole buffer.
+  // unless --ddp-average-in-collective, default False, for the expert buckets too:
+  // distributed_data_parallel.py expert_gradient_scaling_factor), and Megatron-LM 2021 divided its
+  // buffer before the all-reduce (megatron/model/distributed.py allreduce_gradients, `buffer_.data
+  // /= data_parallel_world_size`): read G, write G over the whole buffer.
   const double grad_copy = mixed && grad_element_bytes < 4 ? g + 4.0 : 0.0;
   const double adam_grad = mixed ? 4.0 : g;
   const double main_to_model = mixed ? 4.0 + weights_written : 0.0;
