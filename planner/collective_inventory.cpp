@@ -253,6 +253,10 @@ void add_data_parallel(Inventory& inventory, const models::TransformerConfig& mo
       chunk_ops);
   add(buckets.chunk_param, "dp: parameter all-gather before each forward and backward (ZeRO-3)",
       2 * chunk_ops);
+  add(buckets.chunk_root_grad, "dp: root unit gradient reduce-scatter per micro-batch (FSDP)",
+      chunk_ops);
+  add(buckets.chunk_root_param, "dp: root unit parameter all-gather before each forward (FSDP)",
+      chunk_ops);
 }
 
 // Mixture-of-experts: the token dispatch and combine all-to-alls over the ep group (two per MoE

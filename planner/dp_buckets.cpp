@@ -163,6 +163,15 @@ std::vector<int64_t> chunk_counts_last_ready_last(const models::TransformerConfi
   return counts;
 }
 
+// Elements of one chunk share of the stage's parameters outside the layers, rounded up to whole
+// dp blocks (FSDP pads each unit's flat parameter to a multiple of the shard group).
+int64_t fsdp_root_unit_elements(const models::TransformerConfig& model, const Layout& layout,
+                                int64_t stage) {
+  const StageParameters outside = stage_outside_layer_parameters(model, layout, stage);
+  const int64_t share = (outside.sharded + outside.replicated + layout.vpp - 1) / layout.vpp;
+  return zero_padded_count(share, grad_group_size(layout));
+}
+
 // Megatron-Core's ZeRO 0/1 buckets (training.py d98e8a64 lines 2505-2514, disable_bucketing
 // for chunks after the first since 5d745a79, 2023-10-23; distributed_data_parallel.py lines
 // 160-171): each model chunk is its own DDP buffer; only pipeline rank 0's first chunk is cut
@@ -292,16 +301,28 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
           static_cast<int64_t>(fsdp_float8_gather_saving_bytes(model, cluster, layout, options)) /
           block_bytes * block_bytes *
           std::max<int64_t>(1, max_chunk_layer_count(model, layout, stage));
+      // PyTorch FSDP's root unit (DpBuckets::chunk_root_param): the chunk share's parameters
+      // outside the layers, in whole dp blocks (at most the share), leave the layers' units.
+      const int64_t root_elements =
+          options.framework == Framework::kFsdp
+              ? std::min(fsdp_root_unit_elements(model, layout, stage), chunk_grad_bytes / g)
+              : 0;
+      out.chunk_root_param =
+          costed(cluster, layout, stage, kAG, non_empty({{root_elements * e, 1}}));
+      out.chunk_root_grad =
+          costed(cluster, layout, stage, kRS, non_empty({{root_elements * g, 1}}));
       out.chunk_param =
           costed(cluster, layout, stage, kAG,
-                 per_layer_sizes(model, layout, stage, chunk_param_bytes - fp8_saving, e));
+                 per_layer_sizes(model, layout, stage,
+                                 chunk_param_bytes - root_elements * e - fp8_saving, e));
       // FSDP reduce-scatters in fp32 under bf16 training by default (default_grad_reduce_dtype):
       // torchtitan's `mixed_precision_reduce` defaults to "float32" (torchtitan/config/
       // job_config.py). Composer 0.16.3 (llm-foundry) DEFAULT and PURE reduce in bf16 instead
       // (reduce_dtype None, which FSDP1's _flat_param.py resolves to the param dtype; 0.16.4's
       // DEFAULT sets fp32): those runs state grad_reduce_dtype bf16, which g then follows.
-      out.chunk_grad = costed(cluster, layout, stage, kRS,
-                              per_layer_sizes(model, layout, stage, chunk_grad_bytes, g));
+      out.chunk_grad =
+          costed(cluster, layout, stage, kRS,
+                 per_layer_sizes(model, layout, stage, chunk_grad_bytes - root_elements * g, g));
       break;
     }
   }
@@ -338,6 +359,11 @@ std::vector<SizeRun> gradient_buckets_in_order(const DpBuckets& buckets, const L
   for (int64_t share = 0; share < (per_chunk ? layout.vpp : 1); ++share) {
     for (const DpBucket& bucket : per_chunk ? buckets.chunk_grad : buckets.step_grad) {
       order.push_back({bucket.bytes, bucket.num_calls});
+    }
+    if (per_chunk) {
+      for (const DpBucket& bucket : buckets.chunk_root_grad) {
+        order.push_back({bucket.bytes, bucket.num_calls});
+      }
     }
   }
   return order;

@@ -140,6 +140,10 @@ struct DpTimes {
   double last_gradient_bucket_seconds = 0;  // ZeRO 0/1: the step's last call; 2: a chunk's
   int64_t num_units = 0;                    // ZeRO-3: all-gathers per chunk op, summed over chunks
   double num_micro_batches = 0;
+  // FSDP's root unit (DpBuckets::chunk_root_param), per micro-batch summed over the chunks:
+  // its one all-gather and one reduce-scatter (inside the two totals above).
+  double root_gather_seconds = 0;
+  double root_reduce_seconds = 0;
 };
 
 // Step totals: per-chunk calls run once per (micro-batch, chunk) op; ZeRO-3 gathers before
@@ -149,10 +153,15 @@ DpTimes dp_times(const models::TransformerConfig& model, const models::ClusterCo
   const DpBuckets buckets = dp_buckets(model, cluster, layout, options, stage);
   const double chunk_ops = static_cast<double>(layout.num_micro_batches() * layout.vpp);
   DpTimes times;
-  times.gradient_seconds =
-      total_seconds(buckets.step_grad) + chunk_ops * total_seconds(buckets.chunk_grad);
-  times.parameter_gather_seconds =
-      total_seconds(buckets.step_param) + 2.0 * chunk_ops * total_seconds(buckets.chunk_param);
+  const double vpp = static_cast<double>(layout.vpp);
+  times.root_gather_seconds = vpp * total_seconds(buckets.chunk_root_param);
+  times.root_reduce_seconds = vpp * total_seconds(buckets.chunk_root_grad);
+  times.gradient_seconds = total_seconds(buckets.step_grad) +
+                           chunk_ops * total_seconds(buckets.chunk_grad) +
+                           chunk_ops * total_seconds(buckets.chunk_root_grad);
+  times.parameter_gather_seconds = total_seconds(buckets.step_param) +
+                                   2.0 * chunk_ops * total_seconds(buckets.chunk_param) +
+                                   chunk_ops * total_seconds(buckets.chunk_root_param);
   // Expert parameters: one gradient collective per step over the expert data parallel group.
   const DpBuckets experts = expert_dp_buckets(model, cluster, layout, options, stage);
   times.gradient_seconds += total_seconds(experts.step_grad);
@@ -403,14 +412,19 @@ double exposed_transfer_seconds(const models::TransformerConfig& model,
 double zero3_exposed_per_micro_batch(const PlanOptions& options, const StageTimes& t) {
   const double units = std::max(1.0, static_cast<double>(t.dp.num_units));
   const double micro_batches = std::max(1.0, t.dp.num_micro_batches);
-  const double gather = t.dp.parameter_gather_seconds / (2.0 * micro_batches * units);
-  const double reduce = t.dp.gradient_seconds / (micro_batches * units);
+  // FSDP's root unit (DpBuckets::chunk_root_param) runs beside no compute: its gather is the
+  // forward's first, before the first layer's (the embedding between them is a lookup), and
+  // its reduce-scatter the backward's last, after the first layer's. Both are exposed.
+  const double root = t.dp.root_gather_seconds + t.dp.root_reduce_seconds;
+  const double gather =
+      (t.dp.parameter_gather_seconds / micro_batches - t.dp.root_gather_seconds) / (2.0 * units);
+  const double reduce = (t.dp.gradient_seconds / micro_batches - t.dp.root_reduce_seconds) / units;
   if (!options.overlap_grad_reduce) {
-    return units * (2.0 * gather + reduce);
+    return units * (2.0 * gather + reduce) + root;
   }
   const double forward_unit = t.forward / units;
   const double backward_unit = t.backward / units;
-  return gather + (units - 1.0) * std::max(0.0, gather - forward_unit) +
+  return root + gather + (units - 1.0) * std::max(0.0, gather - forward_unit) +
          (units - 1.0) * std::max(0.0, gather + reduce - backward_unit) + reduce;
 }
 

@@ -104,6 +104,15 @@ StageParameters stage_parameters(const models::TransformerConfig& model, const L
     p.replicated += dense.replicated * num_dense + moe.replicated * num_moe;
     p.expert += moe.expert * num_moe;
   }
+  const StageParameters outside = stage_outside_layer_parameters(model, layout, stage);
+  p.sharded += outside.sharded;
+  p.replicated += outside.replicated;
+  return p;
+}
+
+StageParameters stage_outside_layer_parameters(const models::TransformerConfig& model,
+                                               const Layout& layout, int64_t stage) {
+  StageParameters p;
   const int64_t vocab_shard = padded_vocab_size(model, layout.tp) / layout.tp;
   if (stage == 0) {
     p.sharded += vocab_shard * model.hidden_size;

@@ -25,6 +25,10 @@ struct RankState {
   std::vector<int32_t> gather_gates;
   std::vector<std::vector<int32_t>> gather_users;
   std::vector<std::vector<int32_t>> reduce_ready;
+  // The same ops' buckets, one collective each: [op][bucket] its seconds alone (an F gathers
+  // FSDP's root unit first, a B does not).
+  std::vector<std::vector<double>> gather_seconds;
+  std::vector<std::vector<double>> reduce_seconds;
   // Without overlap_grad_reduce: per op that produces gradients, the first task of the next
   // compute op, which waits for its reduce-scatter (-1: none follows).
   std::vector<int32_t> reduce_blocks;
@@ -63,7 +67,8 @@ class Builder {
   struct OpListContext {
     std::map<int32_t, std::vector<Piece>> grad_carriers;   // op index -> pieces
     std::map<int32_t, std::vector<Piece>> param_carriers;  // op index -> pieces
-    std::vector<int64_t> chunk_param_bytes, chunk_grad_bytes;
+    // ZeRO-3 per-op buckets (StageCosts): the layers' and FSDP's root unit's.
+    std::vector<Bucket> layer_gathers, root_gathers, layer_reduces, root_reduces;
     planner::OpKind gradient_kind = planner::OpKind::kBackward;  // W in split schedules
     std::vector<int32_t> op_ends;  // last task of each compute op so far
   };

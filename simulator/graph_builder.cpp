@@ -108,8 +108,10 @@ BuiltGraph Builder::build() {
   for (const SimulatedRank& rank : ranks_) {
     const StageCosts& costs = input_.stages[rank.coords.pp_rank];
     const size_t ops = input_.schedule.stages[rank.coords.pp_rank].size();
-    estimate += 2 * ops + 8 + 3 * (costs.grad_buckets.size() + costs.param_buckets.size()) +
-                ops * (costs.chunk_param_buckets.size() + costs.chunk_grad_buckets.size());
+    estimate +=
+        2 * ops + 8 + 3 * (costs.grad_buckets.size() + costs.param_buckets.size()) +
+        ops * (costs.chunk_param_buckets.size() + costs.chunk_grad_buckets.size() +
+               costs.chunk_root_param_buckets.size() + costs.chunk_root_grad_buckets.size());
   }
   if (estimate > static_cast<size_t>(kMaxTasks)) {
     throw InputError(fmt::format(
@@ -154,11 +156,15 @@ void Builder::validate() const {
     const StageCosts& costs = input_.stages[s];
     // Gradients are reduced once a step (ZeRO 0-1) or per op (ZeRO 2-3), parameters gathered
     // once a step (ZeRO 1-2) or per op (ZeRO-3): never both ways.
-    if (!costs.grad_buckets.empty() && !costs.chunk_grad_buckets.empty()) {
+    const bool per_op_grads =
+        !costs.chunk_grad_buckets.empty() || !costs.chunk_root_grad_buckets.empty();
+    const bool per_op_params =
+        !costs.chunk_param_buckets.empty() || !costs.chunk_root_param_buckets.empty();
+    if (!costs.grad_buckets.empty() && per_op_grads) {
       throw InputError(fmt::format(
           "{}: stages[{}]: gradients reduced both once per step and per op", input_.source, s));
     }
-    if (!costs.param_buckets.empty() && !costs.chunk_param_buckets.empty()) {
+    if (!costs.param_buckets.empty() && per_op_params) {
       throw InputError(fmt::format(
           "{}: stages[{}]: parameters gathered both once per step and per op", input_.source, s));
     }
@@ -335,14 +341,32 @@ Builder::OpListContext Builder::op_list_context(int32_t rank) {
     context.param_carriers = carriers(ops, costs, OpKind::kForward, false, costs.param_buckets,
                                       BucketEdge::kNeededAtStart);
   }
-  for (const Bucket& bucket : costs.chunk_param_buckets) {
-    context.chunk_param_bytes.push_back(bucket.bytes);
-  }
-  for (const Bucket& bucket : costs.chunk_grad_buckets) {
-    context.chunk_grad_bytes.push_back(bucket.bytes);
-  }
+  context.layer_gathers = costs.chunk_param_buckets;
+  context.root_gathers = costs.chunk_root_param_buckets;
+  context.layer_reduces = costs.chunk_grad_buckets;
+  context.root_reduces = costs.chunk_root_grad_buckets;
   return context;
 }
+
+namespace {
+
+std::vector<int64_t> bytes_of(const std::vector<Bucket>& buckets) {
+  std::vector<int64_t> bytes;
+  for (const Bucket& bucket : buckets) {
+    bytes.push_back(bucket.bytes);
+  }
+  return bytes;
+}
+
+std::vector<double> seconds_of(const std::vector<Bucket>& buckets) {
+  std::vector<double> seconds;
+  for (const Bucket& bucket : buckets) {
+    seconds.push_back(bucket.seconds);
+  }
+  return seconds;
+}
+
+}  // namespace
 
 std::vector<OpPiece> Builder::compute_pieces(int32_t rank, int32_t index, const PipelineOp& op,
                                              OpListContext& context, std::vector<int32_t>*& needs,
@@ -351,30 +375,58 @@ std::vector<OpPiece> Builder::compute_pieces(int32_t rank, int32_t index, const 
   const double seconds =
       compute_seconds(input_.stages[ranks_[rank].coords.pp_rank].chunks[op.chunk], op.kind);
   // ZeRO-3: per-layer gathers before every F and B (B needs the weights for the input
-  // gradient; W does not), per-layer reduce-scatters after every gradient-producing op.
-  const bool gathers = !context.chunk_param_bytes.empty() && op.kind != OpKind::kBackwardWeight;
-  const bool reduces = !context.chunk_grad_bytes.empty() && op.kind == context.gradient_kind;
+  // gradient; W does not), per-layer reduce-scatters after every gradient-producing op. FSDP's
+  // root unit (StageCosts::chunk_root_param_buckets) is gathered before the F only, needed by
+  // its first piece (the embedding before the first layer is a lookup), and reduced after its
+  // last piece, after the layers.
+  const bool gathers = (!context.layer_gathers.empty() || !context.root_gathers.empty()) &&
+                       op.kind != OpKind::kBackwardWeight;
+  const bool root_gather = gathers && op.kind == OpKind::kForward && !context.root_gathers.empty();
+  const bool reduces = (!context.layer_reduces.empty() || !context.root_reduces.empty()) &&
+                       op.kind == context.gradient_kind;
   std::vector<OpPiece> pieces;
   if (gathers || reduces) {
-    pieces = split_op(
-        seconds, gathers ? context.chunk_param_bytes : std::vector<int64_t>{},
-        reduces && input_.overlap_grad_reduce ? context.chunk_grad_bytes : std::vector<int64_t>{});
+    pieces = split_op(seconds, gathers ? bytes_of(context.layer_gathers) : std::vector<int64_t>{},
+                      reduces && input_.overlap_grad_reduce ? bytes_of(context.layer_reduces)
+                                                            : std::vector<int64_t>{});
     if (gathers) {
+      std::vector<double> gather_seconds;
+      if (root_gather) {
+        // The root's buckets come first on the gather stream: shift the layers' indices.
+        for (OpPiece& piece : pieces) {
+          for (int32_t& k : piece.needs) {
+            k += static_cast<int32_t>(context.root_gathers.size());
+          }
+        }
+        for (int32_t k = 0; k < static_cast<int32_t>(context.root_gathers.size()); ++k) {
+          pieces.front().needs.insert(pieces.front().needs.begin() + k, k);
+        }
+        gather_seconds = seconds_of(context.root_gathers);
+      }
+      for (double s : seconds_of(context.layer_gathers)) {
+        gather_seconds.push_back(s);
+      }
       // Prefetch one op ahead: gathers may start once the op before the previous one ends;
       // without overlap, once the previous op ends (the planner then exposes them all).
       const std::vector<int32_t>& ends = context.op_ends;
       const size_t back = input_.overlap_grad_reduce ? 2 : 1;
       state.gather_gates.push_back(ends.size() >= back ? ends[ends.size() - back] : -1);
-      needs = &state.gather_users.emplace_back(context.chunk_param_bytes.size(), -1);
+      needs = &state.gather_users.emplace_back(gather_seconds.size(), -1);
+      state.gather_seconds.push_back(std::move(gather_seconds));
     }
     if (reduces) {
-      ready = &state.reduce_ready.emplace_back(context.chunk_grad_bytes.size(), -1);
-      state.reduce_blocks.push_back(-1);
-      if (!input_.overlap_grad_reduce) {
-        for (int32_t k = 0; k < static_cast<int32_t>(context.chunk_grad_bytes.size()); ++k) {
-          pieces.back().ready.push_back(k);  // all after the op
-        }
+      std::vector<double> reduce_seconds = seconds_of(context.layer_reduces);
+      const auto first_root = static_cast<int32_t>(reduce_seconds.size());
+      for (double s : seconds_of(context.root_reduces)) {
+        reduce_seconds.push_back(s);
       }
+      ready = &state.reduce_ready.emplace_back(reduce_seconds.size(), -1);
+      state.reduce_blocks.push_back(-1);
+      const int32_t first_after_op = input_.overlap_grad_reduce ? first_root : 0;
+      for (int32_t k = first_after_op; k < static_cast<int32_t>(reduce_seconds.size()); ++k) {
+        pieces.back().ready.push_back(k);  // after the op
+      }
+      state.reduce_seconds.push_back(std::move(reduce_seconds));
     }
   } else if (auto it = context.grad_carriers.find(index); it != context.grad_carriers.end()) {
     for (const Piece& piece : it->second) {

@@ -119,6 +119,8 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
     costs.param_buckets = replay_buckets(dp.step_param);
     costs.chunk_grad_buckets = replay_buckets(dp.chunk_grad);
     costs.chunk_param_buckets = replay_buckets(dp.chunk_param);
+    costs.chunk_root_grad_buckets = replay_buckets(dp.chunk_root_grad);
+    costs.chunk_root_param_buckets = replay_buckets(dp.chunk_root_param);
     // Expert gradients over the expert data-parallel group: after the dense buckets, on the
     // same stream (the planner adds their times to the stage's gradient and gather times).
     const planner::DpBuckets experts =

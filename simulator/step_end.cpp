@@ -83,10 +83,12 @@ void Builder::add_param_gathers(const std::vector<int32_t>& members, bool after_
 // ZeRO-3: every gather and reduce-scatter the op lists asked for, in op order, so that each
 // stream issues them in program order.
 void Builder::add_zero3_collectives(const std::vector<int32_t>& members) {
-  const StageCosts& costs = input_.stages[ranks_[members[0]].coords.pp_rank];
-  const size_t num_gathers = states_[members[0]].gather_users.size();
+  // The members run the same op list (one stage), so the first one's bucket lists are all's.
+  const RankState& first = states_[members[0]];
+  const size_t num_gathers = first.gather_users.size();
   for (size_t op = 0; op < num_gathers; ++op) {
-    for (int32_t k = 0; k < static_cast<int32_t>(costs.chunk_param_buckets.size()); ++k) {
+    const std::vector<double>& gathers = first.gather_seconds[op];
+    for (int32_t k = 0; k < static_cast<int32_t>(gathers.size()); ++k) {
       std::vector<std::vector<int32_t>> ready(members.size());
       for (size_t i = 0; i < members.size(); ++i) {
         const int32_t gate = states_[members[i]].gather_gates[op];
@@ -94,28 +96,27 @@ void Builder::add_zero3_collectives(const std::vector<int32_t>& members) {
           ready[i].push_back(gate);  // later buckets follow on the stream
         }
       }
-      const auto tasks =
-          add_collective(members, ready, TaskKind::kParamGather, StreamKind::kDpGather,
-                         costs.chunk_param_buckets[k].seconds, k, Group::kDataParallel);
+      const auto tasks = add_collective(members, ready, TaskKind::kParamGather,
+                                        StreamKind::kDpGather, gathers[k], k, Group::kDataParallel);
       for (size_t i = 0; i < members.size(); ++i) {
         graph_->add_edge(tasks[i], states_[members[i]].gather_users[op][k]);
       }
     }
   }
-  const size_t num_reduces = states_[members[0]].reduce_ready.size();
+  const size_t num_reduces = first.reduce_ready.size();
   for (size_t op = 0; op < num_reduces; ++op) {
-    for (int32_t k = 0; k < static_cast<int32_t>(costs.chunk_grad_buckets.size()); ++k) {
+    const std::vector<double>& reduces = first.reduce_seconds[op];
+    for (int32_t k = 0; k < static_cast<int32_t>(reduces.size()); ++k) {
       std::vector<std::vector<int32_t>> ready;
       for (int32_t rank : members) {
         ready.push_back({states_[rank].reduce_ready[op][k]});
       }
-      const auto tasks =
-          add_collective(members, ready, TaskKind::kGradReduce, StreamKind::kDpComm,
-                         costs.chunk_grad_buckets[k].seconds, k, Group::kDataParallel);
+      const auto tasks = add_collective(members, ready, TaskKind::kGradReduce, StreamKind::kDpComm,
+                                        reduces[k], k, Group::kDataParallel);
       for (size_t i = 0; i < members.size(); ++i) {
         states_[members[i]].grads_done = tasks[i];
         const int32_t blocked = states_[members[i]].reduce_blocks[op];
-        if (blocked >= 0 && k + 1 == static_cast<int32_t>(costs.chunk_grad_buckets.size())) {
+        if (blocked >= 0 && k + 1 == static_cast<int32_t>(reduces.size())) {
           graph_->add_edge(tasks[i], blocked);  // a blocking reduce-scatter (no overlap)
         }
       }

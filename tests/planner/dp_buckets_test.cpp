@@ -12,6 +12,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 
@@ -213,22 +214,39 @@ TEST_CASE("dp_buckets: ZeRO 3 moves one layer per call") {
 }
 
 TEST_CASE("dp_buckets: FSDP reduce-scatters in fp32 by default, in bf16 when told") {
-  // The 217,665 padded elements over 4 layers in dp blocks of 3 elements: 72,555 blocks =
-  // 4 * 18,138 + 3. fp32 (torchtitan's mixed_precision_reduce default): blocks of 12 bytes,
-  // 3 * 217,668 + 217,656. reduce_dtype bf16 (Composer DEFAULT/PURE): blocks of 6 bytes,
-  // 3 * 108,834 + 108,828. The all-gathers move bf16 parameters either way.
+  // PyTorch FSDP's root unit holds what is outside the layers: embedding 16,384 + final norm
+  // 64 + LM head 16,384 = 32,832 elements, 10,944 dp blocks of 3 (no padding). The other
+  // 72,555 - 10,944 = 61,611 blocks of the 217,665 padded elements go to the 4 layers:
+  // 61,611 = 4 * 15,402 + 3. fp32 (torchtitan's mixed_precision_reduce default): blocks of 12
+  // bytes, 3 * 184,836 + 184,824 and the root's 131,328. reduce_dtype bf16 (Composer
+  // DEFAULT/PURE): blocks of 6 bytes, 3 * 92,418 + 92,412 and 65,664. The all-gathers move bf16
+  // parameters either way.
   const DpBuckets fp32 = tiny_buckets(3, Framework::kFsdp);
   const DpBuckets bf16 = tiny_buckets(3, Framework::kFsdp, GradReduceDtype::kBf16);
-  CHECK(sizes_of(fp32.chunk_grad) == std::vector<int64_t>{217'668, 217'668, 217'668, 217'656});
-  CHECK(sizes_of(bf16.chunk_grad) == std::vector<int64_t>{108'834, 108'834, 108'834, 108'828});
+  CHECK(sizes_of(fp32.chunk_grad) == std::vector<int64_t>{184'836, 184'836, 184'836, 184'824});
+  CHECK(sizes_of(fp32.chunk_root_grad) == std::vector<int64_t>{131'328});
+  CHECK(sizes_of(bf16.chunk_grad) == std::vector<int64_t>{92'418, 92'418, 92'418, 92'412});
+  CHECK(sizes_of(bf16.chunk_root_grad) == std::vector<int64_t>{65'664});
   CHECK(sizes_of(bf16.chunk_param) == sizes_of(fp32.chunk_param));
+  CHECK(sizes_of(bf16.chunk_param) == sizes_of(bf16.chunk_grad));
+  CHECK(sizes_of(fp32.chunk_root_param) == std::vector<int64_t>{65'664});
+  // The reduce-scatters cover the padded buffer exactly, the root's last.
+  Layout layout = make_layout(1, 1, 3, 1, 6);
+  layout.zero = 3;
+  const std::vector<SizeRun> order = gradient_buckets_in_order(fp32, layout);
+  REQUIRE(order.size() == 3);
+  CHECK(order.back().bytes == 131'328);
+  // Every other framework spreads the root's elements over the layers' units (the case above).
+  CHECK(tiny_buckets(3).chunk_root_param.empty());
+  CHECK(tiny_buckets(3, Framework::kDeepSpeed).chunk_root_grad.empty());
 }
 
 TEST_CASE("dp_buckets: FSDP with fp8 gathers the linear weights in 1 byte (torchao float8)") {
   // tiny at tp 1: linear weights per layer h (a + 2 g) d + a d h + h 2f + f h = 64 x 8 x 16 +
   // 4 x 16 x 64 + 64 x 352 + 176 x 64 = 46,080, each gathered in 1 byte instead of 2: 46,080
-  // bytes (7,680 dp blocks of 6) less per layer than the bf16 gathers' 108,834 / 108,828. The
-  // reduce-scatters (gradients) do not change.
+  // bytes (7,680 dp blocks of 6) less per layer than the bf16 gathers' 92,418 / 92,412 (the
+  // layers' units beside FSDP's root unit, previous case). The root (embedding, norm, head:
+  // no fp8 linears) and the reduce-scatters (gradients) do not change.
   Layout layout = make_layout(1, 1, 3, 1, 6);
   layout.zero = 3;
   PlanOptions options;
@@ -238,8 +256,9 @@ TEST_CASE("dp_buckets: FSDP with fp8 gathers the linear weights in 1 byte (torch
   const DpBuckets bf16 = dp_buckets(tiny, h100, layout, options, 0);
   options.gemm_precision = GemmPrecision::kFp8;
   const DpBuckets fp8 = dp_buckets(tiny, h100, layout, options, 0);
-  CHECK(sizes_of(bf16.chunk_param) == std::vector<int64_t>{108'834, 108'834, 108'834, 108'828});
-  CHECK(sizes_of(fp8.chunk_param) == std::vector<int64_t>{62'754, 62'754, 62'754, 62'748});
+  CHECK(sizes_of(bf16.chunk_param) == std::vector<int64_t>{92'418, 92'418, 92'418, 92'412});
+  CHECK(sizes_of(fp8.chunk_param) == std::vector<int64_t>{46'338, 46'338, 46'338, 46'332});
+  CHECK(sizes_of(fp8.chunk_root_param) == sizes_of(bf16.chunk_root_param));
   CHECK(sizes_of(fp8.chunk_grad) == sizes_of(bf16.chunk_grad));
 }
 
@@ -287,16 +306,20 @@ TEST_CASE("dp_buckets: the gradient buckets in buffer order cover the buffer") {
 TEST_CASE("dp_buckets: per-step volumes and calls equal the collective inventory's, ZeRO 0-3") {
   const models::TransformerConfig model = models::load_model("tiny");
   const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
-  for (int zero = 0; zero <= 3; ++zero) {
+  // zero 4 below: ZeRO 3 under framework fsdp (its root unit, DpBuckets::chunk_root_param).
+  for (int zero = 0; zero <= 4; ++zero) {
     for (int64_t vpp : {1, 2}) {
       CAPTURE(zero);
       CAPTURE(vpp);
       Layout layout = make_layout(1, 2, 3, 1, 12);  // 2 stages, m = 4
-      layout.zero = zero;
+      layout.zero = std::min(zero, 3);
       layout.vpp = vpp;
       layout.schedule = vpp > 1 ? ScheduleKind::kInterleaved : ScheduleKind::kOneFOneB;
       PlanOptions options;
       options.bucket_bytes = kBucketBytes / 4;
+      if (zero == 4) {
+        options.framework = Framework::kFsdp;
+      }
       const PlanEstimate estimate = estimate_plan(model, cluster, layout, options);
       REQUIRE_MESSAGE(estimate.feasible, estimate.rejection_reason);
       Volumes inventory, inventory_calls;
@@ -316,14 +339,21 @@ TEST_CASE("dp_buckets: per-step volumes and calls equal the collective inventory
         add_volumes(from_buckets, stage, b.step_param, 1);
         add_volumes(from_buckets, stage, b.chunk_grad, chunk_ops);
         add_volumes(from_buckets, stage, b.chunk_param, 2 * chunk_ops);
+        add_volumes(from_buckets, stage, b.chunk_root_grad, chunk_ops);
+        add_volumes(from_buckets, stage, b.chunk_root_param, chunk_ops);  // before forwards only
         add_calls(calls_from_buckets, stage, b.step_grad, 1);
         add_calls(calls_from_buckets, stage, b.step_param, 1);
         add_calls(calls_from_buckets, stage, b.chunk_grad, chunk_ops);
         add_calls(calls_from_buckets, stage, b.chunk_param, 2 * chunk_ops);
+        add_calls(calls_from_buckets, stage, b.chunk_root_grad, chunk_ops);
+        add_calls(calls_from_buckets, stage, b.chunk_root_param, chunk_ops);
+        CHECK(b.chunk_root_param.size() == (zero == 4 ? 1U : 0U));  // both stages hold some
         // The estimate's full DP duration is the same calls' seconds.
-        const double seconds = total_seconds(b.step_grad) + total_seconds(b.step_param) +
-                               static_cast<double>(chunk_ops) *
-                                   (total_seconds(b.chunk_grad) + 2 * total_seconds(b.chunk_param));
+        const double seconds =
+            total_seconds(b.step_grad) + total_seconds(b.step_param) +
+            static_cast<double>(chunk_ops) *
+                (total_seconds(b.chunk_grad) + 2 * total_seconds(b.chunk_param) +
+                 total_seconds(b.chunk_root_grad) + total_seconds(b.chunk_root_param));
         // 1e-12 relative: the same doubles summed in another order.
         CHECK(estimate.stages[static_cast<size_t>(stage)].dp_grad_sync_seconds ==
               doctest::Approx(seconds).epsilon(1e-12));

@@ -373,6 +373,41 @@ TEST_CASE("estimate: ZeRO-3 exposes the first gather, the last reduce and each u
   CHECK(e.breakdown.dp_comm_exposed_seconds >= 2.0 * (g + r));
 }
 
+TEST_CASE("estimate: FSDP's root unit is gathered first and reduced last, both exposed") {
+  // The case above under framework fsdp: the embedding, final norm and LM head are the root
+  // unit's (dp_buckets chunk_root_param / chunk_root_grad, one call each per micro-batch), the
+  // 32 layer units hold the rest; the root's gather (g_0) precedes the first layer's and its
+  // reduce-scatter (r_0) follows the last, with no compute beside either:
+  //   exposed = g_0 + g + 31 max(0, g - f_u) + 31 max(0, g + r - b_u) + r + r_0.
+  const models::TransformerConfig model = uniform_model();
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  Layout layout = make_layout(1, 1, 64, 1, 128);
+  layout.zero = 3;
+  PlanOptions options;
+  options.framework = Framework::kFsdp;
+  const PlanEstimate e = estimate_plan(model, cluster, layout, options);
+  REQUIRE_MESSAGE(e.feasible, e.rejection_reason);
+  const DpBuckets buckets = dp_buckets(model, cluster, layout, options, 0);
+  REQUIRE(total_calls(buckets.chunk_param) == 32);
+  REQUIRE(total_calls(buckets.chunk_root_param) == 1);
+  REQUIRE(total_calls(buckets.chunk_root_grad) == 1);
+  const double g = total_seconds(buckets.chunk_param) / 32.0;
+  const double r = total_seconds(buckets.chunk_grad) / 32.0;
+  const double g_0 = total_seconds(buckets.chunk_root_param);
+  const double r_0 = total_seconds(buckets.chunk_root_grad);
+  const ChunkCost& chunk = e.stages[0].chunks[0];
+  const double f_u = chunk.forward_seconds() / 32.0;
+  const double b_u = chunk.backward_seconds() / 32.0;
+  const double per_micro_batch =
+      g_0 + g + 31.0 * std::max(0.0, g - f_u) + 31.0 * std::max(0.0, g + r - b_u) + r + r_0;
+  CHECK(e.breakdown.dp_comm_exposed_seconds ==
+        doctest::Approx(2.0 * per_micro_batch).epsilon(kEstimateRoundingTolerance));
+  // The root's gather runs once per micro-batch (before the forward), the layers' twice.
+  CHECK(e.stages[0].dp_grad_sync_seconds ==
+        doctest::Approx(2.0 * (2.0 * 32.0 * g + 32.0 * r + g_0 + r_0))
+            .epsilon(kEstimateRoundingTolerance));
+}
+
 TEST_CASE("estimate: an invalid layout comes back infeasible with its reason") {
   const PlanEstimate e =
       estimate_plan(models::load_model("gpt3-175b"), models::load_cluster("dgx-a100-80gb"),

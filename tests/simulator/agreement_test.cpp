@@ -323,6 +323,19 @@ TEST_CASE("agreement: ZeRO-3, the planner's best GPT-3 175B plan on 1,024 A100s"
   CHECK(relative(result.step_time_s, result.analytic_step_time_s) < 0.10);  // the bound
 }
 
+TEST_CASE("agreement: FSDP ZeRO-3 with its root unit, Llama-3 8B on 64 A100s") {
+  // The torchtitan A100 benchmark's data-parallel layout (validation/public_runs.json): dp 64,
+  // micro-batch 1, here 2 micro-batches per replica. The untied embedding and LM head (1.05e9
+  // parameters) are the root unit: gathered first and reduced last in the replay as in the
+  // planner's closed form.
+  planner::Plan plan =
+      zero3_plan("llama3-8b", "dgx-a100-80gb", 1, 1, 64, 1, 128, planner::ScheduleKind::kOneFOneB);
+  plan.options.framework = planner::Framework::kFsdp;
+  plan.layout.recompute = planner::Recompute::kFull;
+  const SimulationResult result = simulate_plan(plan, SimulationOptions{}, "test");
+  CHECK(relative(result.step_time_s, result.analytic_step_time_s) < 0.10);
+}
+
 TEST_CASE("agreement: one rank per stage equals every rank on symmetric plans") {
   // The ranks of a stage run identical op lists with identical durations, and a
   // representative's NIC weight (ranks of its stage on its node) puts the same load on each

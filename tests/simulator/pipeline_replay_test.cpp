@@ -230,6 +230,46 @@ TEST_CASE("pipeline: ZeRO-3 gathers each layer before F and B, reduces after B")
   }
 }
 
+TEST_CASE("pipeline: FSDP's root unit is gathered before F only and reduced after the layers") {
+  // The case above plus a root unit (StageCosts::chunk_root_param_buckets): gather 0.5 s,
+  // reduce-scatter 0.5 s. Gather stream: root [0, 0.5], F's layers [0.5, 0.75], [0.75, 1],
+  // B's layers (no root) [1, 1.25], [1.25, 1.5]. F's first half needs the root and layer 0:
+  // [0.75, 1.25], second half [1.25, 1.75]. B: [1.75, 2.75] (its reduce [2.75, 3.25]),
+  // [2.75, 3.75] (reduce [3.75, 4.25]), then the root's reduce [4.25, 4.75]. Step 4.75 s: the
+  // ZeRO-3 case's 3.75 s plus the root's gather and reduce-scatter, as the planner's
+  // zero3_exposed_per_micro_batch charges them.
+  SimulationInput input = uniform_input(ScheduleKind::kOneFOneB, 1, 1, 1, 1.0, 2.0);
+  input.layout.dp = 2;
+  input.layout.zero = 3;
+  input.stages[0].chunk_param_buckets = {Bucket{100, 0.25}, Bucket{100, 0.25}};
+  input.stages[0].chunk_grad_buckets = {Bucket{100, 0.5}, Bucket{100, 0.5}};
+  input.stages[0].chunk_root_param_buckets = {Bucket{400, 0.5}};
+  input.stages[0].chunk_root_grad_buckets = {Bucket{400, 0.5}};
+  for (bool all_ranks : {false, true}) {
+    CAPTURE(all_ranks);
+    input.all_ranks = all_ranks;
+    const SimulationResult result = simulate(input);
+    CHECK(result.step_time_s == 4.75);
+    CHECK(result.stages[0].compute_seconds == 3.0);
+    CHECK(result.stages[0].exposed_comm_seconds == 1.75);
+  }
+  SUBCASE("the root alone: no layer buckets") {
+    // Root gather [0, 0.5], F [0.5, 1.5], B [1.5, 3.5], root reduce [3.5, 4].
+    input.all_ranks = false;
+    input.stages[0].chunk_param_buckets.clear();
+    input.stages[0].chunk_grad_buckets.clear();
+    CHECK(simulate(input).step_time_s == 4.0);
+  }
+  SUBCASE("with a once-a-step gather as well: rejected") {
+    input.all_ranks = false;
+    input.stages[0].chunk_param_buckets.clear();
+    input.stages[0].param_buckets = {Bucket{100, 0.5}};
+    CHECK_THROWS_WITH_AS(simulate(input),
+                         "simulate: stages[0]: parameters gathered both once per step and per op",
+                         InputError);
+  }
+}
+
 TEST_CASE("pipeline: a gather and a reduce-scatter on one GPU share its NVLink") {
   // pp = 1, dp = 2 on one node, 1F1B, m = 2, F = 0.5, B = 2; ZeRO-3 with one bucket: gather
   // 0.5 s before each F and B (prefetched one op ahead), reduce-scatter 1 s after each B.

@@ -43,6 +43,18 @@ struct DpBuckets {
   // (FSDP: "layer 0 all-gather -> layer 0 forward compute -> layer 1 all-gather", and again
   // before the backward; FSDP notes, ibid.).
   std::vector<DpBucket> chunk_param;
+  // PyTorch FSDP (framework fsdp, ZeRO 3): the parameters outside the transformer layers
+  // (stage_outside_layer_parameters: embedding, final norm, LM head; 1/vpp of them per chunk
+  // op) are the root module's own unit, not spread over the layers' units. The root is
+  // gathered before the chunk's forward and, not resharded after it, not again for the
+  // backward (FSDP1 _runtime_utils.py _post_forward_reshard: the root's parameters are kept
+  // "with the intention that they are immediately used for backward computation"; FSDP2
+  // _fsdp_state.py _lazy_init: the root's post_forward_mesh_info = None); its gradient is
+  // reduce-scattered after the whole backward, once the embedding's gradient is ready (the
+  // root's post-backward). chunk_root_param: at most one all-gather per chunk forward op;
+  // chunk_root_grad: at most one reduce-scatter per gradient op, after chunk_grad.
+  std::vector<DpBucket> chunk_root_param;
+  std::vector<DpBucket> chunk_root_grad;
 };
 
 /// ZeRO shards evenly over dp: ceil(n / dp) * dp elements (DDP's all-reduce is not padded).
@@ -136,8 +148,9 @@ DpBuckets expert_dp_buckets(const models::TransformerConfig& model,
                             const PlanOptions& options, int64_t stage);
 
 /// The gradient-reduction buckets of a stage's dp_buckets in buffer order, covering its
-/// dp_buffer_count elements exactly: step_grad under ZeRO 0-1, chunk_grad once for each of the
-/// vpp chunk shares under ZeRO 2-3 (ZeRO 1-2 all-gather the parameters in the same buckets).
+/// dp_buffer_count elements exactly: step_grad under ZeRO 0-1, chunk_grad then chunk_root_grad
+/// once for each of the vpp chunk shares under ZeRO 2-3 (ZeRO 1-2 all-gather the parameters in
+/// the same buckets).
 std::vector<SizeRun> gradient_buckets_in_order(const DpBuckets& buckets, const Layout& layout);
 
 /// Sum of seconds * num_calls.

@@ -77,6 +77,11 @@ struct StageCosts {
   // of its F and B, and its gradients, reduce-scattered after each of its backward (W) ops.
   std::vector<Bucket> chunk_param_buckets;
   std::vector<Bucket> chunk_grad_buckets;
+  // PyTorch FSDP's root unit (planner DpBuckets::chunk_root_param): gathered before each F
+  // only, ahead of chunk_param_buckets, and reduce-scattered after each gradient op, after
+  // chunk_grad_buckets. Empty unless the plan's framework is fsdp under ZeRO 3.
+  std::vector<Bucket> chunk_root_param_buckets;
+  std::vector<Bucket> chunk_root_grad_buckets;
   double embedding_sync_seconds = 0;  // first and last stage; 0 when embeddings are untied
   bool has_embedding_sync = false;
   double optimizer_step_seconds = 0;
