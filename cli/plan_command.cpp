@@ -51,6 +51,7 @@ struct PlanArguments {
   std::string flash_attention = "on";
   int flash_attention_version = 2;
   int fsdp_version = 2;
+  std::optional<std::string> fsdp_head_in_root;
   std::string overlap_grad_reduce = "on";
   std::string overlap_param_gather = "on";
   std::string overlap_tp_comm = "off";
@@ -346,6 +347,10 @@ planner::PlanOptions plan_options(const PlanArguments& args) {
   planner::check_overlap_p2p_options(options, "--overlap-p2p-comm");
   planner::check_flash_attention_version(options, "--flash-attention-version");
   planner::check_fsdp_version(options, "--fsdp-version");
+  if (args.fsdp_head_in_root) {
+    options.fsdp_head_in_root = parse_on_off(*args.fsdp_head_in_root, "--fsdp-head-in-root");
+  }
+  planner::check_fsdp_head_in_root(options, "--fsdp-head-in-root");
   planner::check_norm_kernel_options(options, "--norm-kernel");
   options.optimizer_impl = planner::parse_optimizer_impl(args.optimizer_impl, "--optimizer-impl");
   planner::check_optimizer_impl_options(options, "--optimizer-impl");
@@ -645,6 +650,9 @@ void register_plan_commands(CLI::App& app) {
                    "Under --framework fsdp, which PyTorch FSDP: 2 (fully_shard, torchtitan) | 1 "
                    "(FullyShardedDataParallel with use_orig_params, llm-foundry/Composer)")
       ->capture_default_str();
+  plan->add_option("--fsdp-head-in-root", args->fsdp_head_in_root,
+                   "Under --framework fsdp, the final norm and LM head in the root's FSDP unit "
+                   "with the embedding: on | off (default: on for --fsdp-version 1, off for 2)");
   plan->add_option("--overlap-grad-reduce", args->overlap_grad_reduce, "on | off")
       ->capture_default_str();
   plan->add_option("--overlap-param-gather", args->overlap_param_gather, "on | off")

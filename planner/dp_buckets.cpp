@@ -163,12 +163,17 @@ std::vector<int64_t> chunk_counts_last_ready_last(const models::TransformerConfi
   return counts;
 }
 
-// Elements of one chunk share of the stage's parameters outside the layers, rounded up to whole
-// dp blocks (FSDP pads each unit's flat parameter to a multiple of the shard group).
+// Elements of one chunk share of the root unit's parameters, rounded up to whole dp blocks (FSDP
+// pads each unit's flat parameter to a multiple of the shard group): the stage's parameters
+// outside the layers, without the final norm and LM head unless they are in the root
+// (fsdp_head_in_root; else they stay spread over the layers' units, overlapped like them).
 int64_t fsdp_root_unit_elements(const models::TransformerConfig& model, const Layout& layout,
-                                int64_t stage) {
-  const StageParameters outside = stage_outside_layer_parameters(model, layout, stage);
-  const int64_t share = (outside.sharded + outside.replicated + layout.vpp - 1) / layout.vpp;
+                                const PlanOptions& options, int64_t stage) {
+  const StageParameters root = fsdp_head_in_root(options)
+                                   ? stage_outside_layer_parameters(model, layout, stage)
+                                   : stage_embedding_parameters(model, layout, stage);
+  const int64_t elements = root.sharded + root.replicated;
+  const int64_t share = (elements + layout.vpp - 1) / layout.vpp;
   return zero_padded_count(share, grad_group_size(layout));
 }
 
@@ -305,7 +310,8 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
       // outside the layers, in whole dp blocks (at most the share), leave the layers' units.
       const int64_t root_elements =
           options.framework == Framework::kFsdp
-              ? std::min(fsdp_root_unit_elements(model, layout, stage), chunk_grad_bytes / g)
+              ? std::min(fsdp_root_unit_elements(model, layout, options, stage),
+                         chunk_grad_bytes / g)
               : 0;
       out.chunk_root_param =
           costed(cluster, layout, stage, kAG, non_empty({{root_elements * e, 1}}));

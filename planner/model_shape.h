@@ -21,6 +21,9 @@ LayerParameters layer_parameters(const models::TransformerConfig& model, int64_t
                                  bool moe_layer = false, int64_t ep = 1, int64_t etp = 0);
 StageParameters stage_parameters(const models::TransformerConfig& model, const Layout& layout,
                                  int64_t stage);
+/// The embedding (and learned positions) on stage 0; nothing on the other stages.
+StageParameters stage_embedding_parameters(const models::TransformerConfig& model,
+                                           const Layout& layout, int64_t stage);
 /// The part of stage_parameters outside the transformer layers: the embedding (and learned
 /// positions) on stage 0, the final norm and the LM head on the last stage.
 StageParameters stage_outside_layer_parameters(const models::TransformerConfig& model,

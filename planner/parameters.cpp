@@ -110,16 +110,22 @@ StageParameters stage_parameters(const models::TransformerConfig& model, const L
   return p;
 }
 
-StageParameters stage_outside_layer_parameters(const models::TransformerConfig& model,
-                                               const Layout& layout, int64_t stage) {
+StageParameters stage_embedding_parameters(const models::TransformerConfig& model,
+                                           const Layout& layout, int64_t stage) {
   StageParameters p;
-  const int64_t vocab_shard = padded_vocab_size(model, layout.tp) / layout.tp;
   if (stage == 0) {
-    p.sharded += vocab_shard * model.hidden_size;
+    p.sharded += padded_vocab_size(model, layout.tp) / layout.tp * model.hidden_size;
     if (model.positions == models::Positions::kLearned) {
       p.replicated += model.max_position_embeddings * model.hidden_size;
     }
   }
+  return p;
+}
+
+StageParameters stage_outside_layer_parameters(const models::TransformerConfig& model,
+                                               const Layout& layout, int64_t stage) {
+  StageParameters p = stage_embedding_parameters(model, layout, stage);
+  const int64_t vocab_shard = padded_vocab_size(model, layout.tp) / layout.tp;
   if (stage == layout.pp - 1) {
     p.replicated += norm_parameters(model);
     // Untied models own an LM head; tied ones keep a copy on the last stage when pp > 1

@@ -68,9 +68,10 @@ constexpr std::array<std::string_view, 16> kLayoutFields = {"tp",
                                                             "ep",
                                                             "microbatch_group",
                                                             "etp"};
-constexpr std::array<std::string_view, 23> kOptionsFields = {"flash_attention",
+constexpr std::array<std::string_view, 24> kOptionsFields = {"flash_attention",
                                                              "flash_attention_version",
                                                              "fsdp_version",
+                                                             "fsdp_head_in_root",
                                                              "overlap_grad_reduce",
                                                              "overlap_param_gather",
                                                              "overlap_tp_comm",
@@ -239,6 +240,9 @@ nlohmann::json options_to_json(const PlanOptions& options) {
   if (options.fsdp_version != 2) {  // omitted at the default, FSDP2
     json["fsdp_version"] = options.fsdp_version;
   }
+  if (options.fsdp_head_in_root) {  // omitted when unset: the FSDP version's wrapping
+    json["fsdp_head_in_root"] = *options.fsdp_head_in_root;
+  }
   if (options.norm_kernel != NormKernel::kFused) {  // omitted at the default, fused
     json["norm_kernel"] = to_string(options.norm_kernel);
   }
@@ -287,6 +291,9 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
       throw InputError(fmt::format("{}: fsdp_version: expected 1 or 2 ({})", where, version));
     }
     options.fsdp_version = static_cast<int>(version);
+  }
+  if (json.contains("fsdp_head_in_root")) {  // optional: absent means the version's wrapping
+    options.fsdp_head_in_root = require_bool(json, "fsdp_head_in_root", where);
   }
   read_bool("overlap_grad_reduce", options.overlap_grad_reduce);
   read_bool("overlap_param_gather", options.overlap_param_gather);
@@ -442,6 +449,7 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
   check_grad_reduce_dtype_options(plan.cluster, plan.options,
                                   source + ": options: grad_reduce_dtype");
   check_fsdp_version(plan.options, source + ": options: fsdp_version");
+  check_fsdp_head_in_root(plan.options, source + ": options: fsdp_head_in_root");
   try {
     check_compile_options(plan.options);
   } catch (const InputError& e) {

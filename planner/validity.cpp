@@ -285,6 +285,19 @@ void check_norm_kernel_model(const models::TransformerConfig& model, const PlanO
   }
 }
 
+bool fsdp_head_in_root(const PlanOptions& options) {
+  return options.fsdp_head_in_root.value_or(options.fsdp_version == 1);
+}
+
+void check_fsdp_head_in_root(const PlanOptions& options, const std::string& field) {
+  if (options.fsdp_head_in_root && options.framework != Framework::kFsdp) {
+    throw InputError(
+        fmt::format("{}: needs framework fsdp (framework {}): only PyTorch FSDP's "
+                    "wrapping puts the LM head in a unit",
+                    field, to_string(options.framework)));
+  }
+}
+
 void check_fsdp_version(const PlanOptions& options, const std::string& field) {
   if (options.fsdp_version != 1 && options.fsdp_version != 2) {
     throw InputError(fmt::format("{}: expected 1 or 2 ({})", field, options.fsdp_version));

@@ -72,6 +72,10 @@ void check_torchtitan_expressible(const planner::Plan& plan) {
     refuse(kTorchtitanTarget, "options.fsdp_version",
            "torchtitan shards with FSDP2 fully_shard, not FSDP1", "1");
   }
+  if (planner::fsdp_head_in_root(plan.options)) {
+    refuse(kTorchtitanTarget, "options.fsdp_head_in_root",
+           "torchtitan since 83e694105 wraps [norm, output] as their own FSDP unit", "true");
+  }
   // The JobConfig this writer targets (e347b1e5) has no model.norm_type: its Llama 3 builds
   // nn.RMSNorm, and config/manager.py _dict_to_dataclass raises on an unknown key, so the
   // hand-written eager norm of 1ea476e9f's norm_type = "rmsnorm" cannot be asked for.

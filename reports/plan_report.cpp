@@ -93,6 +93,9 @@ std::string format_plan_options(const planner::PlanOptions& o, const planner::Se
   if (o.fsdp_version == 1) {
     out += ", fsdp 1";
   }
+  if (o.fsdp_head_in_root) {
+    out += *o.fsdp_head_in_root ? ", fsdp head in root" : ", fsdp head in own unit";
+  }
   if (o.norm_kernel == planner::NormKernel::kEager) {
     out += ", eager rmsnorm";
   }

@@ -423,6 +423,12 @@ row "plan: --fsdp-version 3" 2 "--fsdp-version: expected 1 or 2 (3)" \
 row "plan: --fsdp-version 1 under megatron" 2 \
   "--fsdp-version: 1 needs framework fsdp (framework megatron)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --fsdp-version 1 --json new_out.json
+row "plan: --fsdp-head-in-root under megatron" 2 \
+  "--fsdp-head-in-root: needs framework fsdp (framework megatron)" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --fsdp-head-in-root on --json new_out.json
+row "plan: --fsdp-head-in-root yes" 2 "--fsdp-head-in-root" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --framework fsdp --fsdp-head-in-root yes \
+  --json new_out.json
 row "plan: --fsdp-version 1 with --precision fp8" 2 \
   "--fsdp-version: 1 with precision fp8" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --framework fsdp --fsdp-version 1 \

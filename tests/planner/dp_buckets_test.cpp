@@ -53,13 +53,15 @@ void add_calls(Volumes& calls, int64_t stage, const std::vector<DpBucket>& bucke
 }
 
 DpBuckets tiny_buckets(int zero, Framework framework = Framework::kMegatron,
-                       std::optional<GradReduceDtype> dtype = std::nullopt) {
+                       std::optional<GradReduceDtype> dtype = std::nullopt,
+                       std::optional<bool> head_in_root = std::nullopt) {
   Layout layout = make_layout(1, 1, 3, 1, 6);
   layout.zero = zero;
   PlanOptions options;
   options.bucket_bytes = kBucketBytes;
   options.framework = framework;
   options.grad_reduce_dtype = dtype;
+  options.fsdp_head_in_root = head_in_root;
   return dp_buckets(models::load_model("tiny"), models::load_cluster("dgx-a100-80gb"), layout,
                     options, 0);
 }
@@ -214,15 +216,16 @@ TEST_CASE("dp_buckets: ZeRO 3 moves one layer per call") {
 }
 
 TEST_CASE("dp_buckets: FSDP reduce-scatters in fp32 by default, in bf16 when told") {
-  // PyTorch FSDP's root unit holds what is outside the layers: embedding 16,384 + final norm
+  // PyTorch FSDP's root unit, with the head in it (fsdp_head_in_root: Composer, torchtitan
+  // before 83e694105), holds what is outside the layers: embedding 16,384 + final norm
   // 64 + LM head 16,384 = 32,832 elements, 10,944 dp blocks of 3 (no padding). The other
   // 72,555 - 10,944 = 61,611 blocks of the 217,665 padded elements go to the 4 layers:
   // 61,611 = 4 * 15,402 + 3. fp32 (torchtitan's mixed_precision_reduce default): blocks of 12
   // bytes, 3 * 184,836 + 184,824 and the root's 131,328. reduce_dtype bf16 (Composer
   // DEFAULT/PURE): blocks of 6 bytes, 3 * 92,418 + 92,412 and 65,664. The all-gathers move bf16
   // parameters either way.
-  const DpBuckets fp32 = tiny_buckets(3, Framework::kFsdp);
-  const DpBuckets bf16 = tiny_buckets(3, Framework::kFsdp, GradReduceDtype::kBf16);
+  const DpBuckets fp32 = tiny_buckets(3, Framework::kFsdp, std::nullopt, true);
+  const DpBuckets bf16 = tiny_buckets(3, Framework::kFsdp, GradReduceDtype::kBf16, true);
   CHECK(sizes_of(fp32.chunk_grad) == std::vector<int64_t>{184'836, 184'836, 184'836, 184'824});
   CHECK(sizes_of(fp32.chunk_root_grad) == std::vector<int64_t>{131'328});
   CHECK(sizes_of(bf16.chunk_grad) == std::vector<int64_t>{92'418, 92'418, 92'418, 92'412});
@@ -241,12 +244,37 @@ TEST_CASE("dp_buckets: FSDP reduce-scatters in fp32 by default, in bf16 when tol
   CHECK(tiny_buckets(3, Framework::kDeepSpeed).chunk_root_grad.empty());
 }
 
+TEST_CASE("dp_buckets: FSDP2's default root unit holds the embedding only (torchtitan)") {
+  // torchtitan since 83e694105 wraps [norm, output] as a unit of its own: the root holds the
+  // embedding, 16,384 elements, padded to 16,386 (5,462 dp blocks of 3); the final norm and LM
+  // head stay with the layers' units: 72,555 - 5,462 = 67,093 blocks = 4 * 16,773 + 1, bf16
+  // blocks of 6 bytes: 100,644 and 3 * 100,638. FSDP1 (Composer) keeps the head in the root.
+  const DpBuckets fsdp2 = tiny_buckets(3, Framework::kFsdp, GradReduceDtype::kBf16);
+  CHECK(sizes_of(fsdp2.chunk_root_param) == std::vector<int64_t>{32'772});
+  CHECK(sizes_of(fsdp2.chunk_root_grad) == std::vector<int64_t>{32'772});
+  CHECK(sizes_of(fsdp2.chunk_param) == std::vector<int64_t>{100'644, 100'638, 100'638, 100'638});
+  PlanOptions fsdp1;
+  fsdp1.framework = Framework::kFsdp;
+  fsdp1.fsdp_version = 1;
+  CHECK(fsdp_head_in_root(fsdp1));
+  CHECK_FALSE(fsdp_head_in_root(PlanOptions{}));
+  fsdp1.fsdp_head_in_root = false;
+  CHECK_FALSE(fsdp_head_in_root(fsdp1));
+  // Stated under another framework it is an error naming the field.
+  PlanOptions megatron;
+  megatron.fsdp_head_in_root = true;
+  CHECK_THROWS_WITH_AS(check_fsdp_head_in_root(megatron, "--fsdp-head-in-root"),
+                       "--fsdp-head-in-root: needs framework fsdp (framework megatron): only "
+                       "PyTorch FSDP's wrapping puts the LM head in a unit",
+                       InputError);
+}
+
 TEST_CASE("dp_buckets: FSDP with fp8 gathers the linear weights in 1 byte (torchao float8)") {
   // tiny at tp 1: linear weights per layer h (a + 2 g) d + a d h + h 2f + f h = 64 x 8 x 16 +
   // 4 x 16 x 64 + 64 x 352 + 176 x 64 = 46,080, each gathered in 1 byte instead of 2: 46,080
-  // bytes (7,680 dp blocks of 6) less per layer than the bf16 gathers' 92,418 / 92,412 (the
-  // layers' units beside FSDP's root unit, previous case). The root (embedding, norm, head:
-  // no fp8 linears) and the reduce-scatters (gradients) do not change.
+  // bytes (7,680 dp blocks of 6) less per layer than the bf16 gathers' 100,644 / 100,638 (the
+  // layers' units beside FSDP2's root unit, the embedding: next case). The root (no fp8
+  // linears) and the reduce-scatters (gradients) do not change.
   Layout layout = make_layout(1, 1, 3, 1, 6);
   layout.zero = 3;
   PlanOptions options;
@@ -256,8 +284,8 @@ TEST_CASE("dp_buckets: FSDP with fp8 gathers the linear weights in 1 byte (torch
   const DpBuckets bf16 = dp_buckets(tiny, h100, layout, options, 0);
   options.gemm_precision = GemmPrecision::kFp8;
   const DpBuckets fp8 = dp_buckets(tiny, h100, layout, options, 0);
-  CHECK(sizes_of(bf16.chunk_param) == std::vector<int64_t>{92'418, 92'418, 92'418, 92'412});
-  CHECK(sizes_of(fp8.chunk_param) == std::vector<int64_t>{46'338, 46'338, 46'338, 46'332});
+  CHECK(sizes_of(bf16.chunk_param) == std::vector<int64_t>{100'644, 100'638, 100'638, 100'638});
+  CHECK(sizes_of(fp8.chunk_param) == std::vector<int64_t>{54'564, 54'558, 54'558, 54'558});
   CHECK(sizes_of(fp8.chunk_root_param) == sizes_of(bf16.chunk_root_param));
   CHECK(sizes_of(fp8.chunk_grad) == sizes_of(bf16.chunk_grad));
 }
@@ -319,6 +347,7 @@ TEST_CASE("dp_buckets: per-step volumes and calls equal the collective inventory
       options.bucket_bytes = kBucketBytes / 4;
       if (zero == 4) {
         options.framework = Framework::kFsdp;
+        options.fsdp_head_in_root = true;  // a root on both stages: embedding, then the head
       }
       const PlanEstimate estimate = estimate_plan(model, cluster, layout, options);
       REQUIRE_MESSAGE(estimate.feasible, estimate.rejection_reason);

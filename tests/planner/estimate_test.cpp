@@ -374,8 +374,9 @@ TEST_CASE("estimate: ZeRO-3 exposes the first gather, the last reduce and each u
 }
 
 TEST_CASE("estimate: FSDP's root unit is gathered first and reduced last, both exposed") {
-  // The case above under framework fsdp: the embedding, final norm and LM head are the root
-  // unit's (dp_buckets chunk_root_param / chunk_root_grad, one call each per micro-batch), the
+  // The case above under framework fsdp with fsdp_head_in_root: the embedding, final norm and
+  // LM head are the root unit's (dp_buckets chunk_root_param / chunk_root_grad, one call each
+  // per micro-batch), the
   // 32 layer units hold the rest; the root's gather (g_0) precedes the first layer's and its
   // reduce-scatter (r_0) follows the last, with no compute beside either:
   //   exposed = g_0 + g + 31 max(0, g - f_u) + 31 max(0, g + r - b_u) + r + r_0.
@@ -385,6 +386,7 @@ TEST_CASE("estimate: FSDP's root unit is gathered first and reduced last, both e
   layout.zero = 3;
   PlanOptions options;
   options.framework = Framework::kFsdp;
+  options.fsdp_head_in_root = true;
   const PlanEstimate e = estimate_plan(model, cluster, layout, options);
   REQUIRE_MESSAGE(e.feasible, e.rejection_reason);
   const DpBuckets buckets = dp_buckets(model, cluster, layout, options, 0);

@@ -164,6 +164,34 @@ TEST_CASE("round trip: fsdp_version is stored only when 1, and 1 only under fsdp
                        doctest::Contains("p.json: options: fsdp_version"), InputError);
 }
 
+TEST_CASE("round trip: fsdp_head_in_root is stored only when set, and only under fsdp") {
+  Plan plan = example_plan();
+  plan.layout.pp = 1;
+  plan.layout.vpp = 1;
+  plan.layout.dp = 4;
+  plan.layout.zero = 3;
+  plan.layout.schedule = ScheduleKind::kOneFOneB;
+  plan.layout.recompute = Recompute::kFull;
+  plan.options.framework = Framework::kFsdp;
+  plan.options.overlap_tp_comm = false;
+  CHECK_FALSE(plan_to_json(plan, {}).at("options").contains("fsdp_head_in_root"));
+  CHECK_FALSE(plan_from_json(plan_to_json(plan, {}), "p.json").options.fsdp_head_in_root);
+  for (bool value : {true, false}) {
+    plan.options.fsdp_head_in_root = value;
+    const nlohmann::json json = plan_to_json(plan, {});
+    CHECK(json.at("options").at("fsdp_head_in_root") == value);
+    CHECK(plan_from_json(json, "p.json") == plan);
+  }
+  nlohmann::json bad = plan_to_json(plan, {});
+  bad["options"]["fsdp_head_in_root"] = "yes";
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
+                       doctest::Contains("p.json: options: fsdp_head_in_root"), InputError);
+  bad["options"]["fsdp_head_in_root"] = true;
+  bad["options"]["framework"] = "deepspeed";
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
+                       doctest::Contains("fsdp_head_in_root: needs framework fsdp"), InputError);
+}
+
 TEST_CASE("round trip: flash_attention_version is stored only when 1 and read back") {
   Plan plan = example_plan();
   plan.options.framework = Framework::kMegatron;

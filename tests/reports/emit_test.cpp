@@ -667,6 +667,21 @@ TEST_CASE("--emit refuses fsdp_version 1: no emitted config runs PyTorch FSDP1")
         "--emit deepspeed: options.fsdp_version: PyTorch FSDP1 is not a DeepSpeed setting (1)");
 }
 
+TEST_CASE("--emit torchtitan refuses fsdp_head_in_root: its parallelize.py wraps [norm, output]") {
+  planner::Layout zero3;
+  zero3.dp = 8;
+  zero3.global_batch = 8;
+  zero3.zero = 3;
+  planner::Plan plan = make_plan("llama3-8b", "dgx-h100", zero3);
+  plan.options.framework = planner::Framework::kFsdp;
+  plan.options.fsdp_head_in_root = true;
+  CHECK(error_of(plan, EmitTarget::kTorchtitan) ==
+        "--emit torchtitan: options.fsdp_head_in_root: torchtitan since 83e694105 wraps [norm, "
+        "output] as their own FSDP unit (true)");
+  plan.options.fsdp_head_in_root = false;  // what it runs: emitted
+  CHECK(error_of(plan, EmitTarget::kTorchtitan) == "(no error)");
+}
+
 TEST_CASE("--emit deepspeed: pipeline engine with ZeRO-1, full recompute") {
   planner::Layout layout;
   layout.pp = 4;

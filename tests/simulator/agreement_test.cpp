@@ -325,12 +325,13 @@ TEST_CASE("agreement: ZeRO-3, the planner's best GPT-3 175B plan on 1,024 A100s"
 
 TEST_CASE("agreement: FSDP ZeRO-3 with its root unit, Llama-3 8B on 64 A100s") {
   // The torchtitan A100 benchmark's data-parallel layout (validation/public_runs.json): dp 64,
-  // micro-batch 1, here 2 micro-batches per replica. The untied embedding and LM head (1.05e9
-  // parameters) are the root unit: gathered first and reduced last in the replay as in the
-  // planner's closed form.
+  // micro-batch 1, here 2 micro-batches per replica, its wrapping stated as the run states it
+  // (fsdp_head_in_root): the untied embedding and LM head (1.05e9 parameters) are the root
+  // unit, gathered first and reduced last in the replay as in the planner's closed form.
   planner::Plan plan =
       zero3_plan("llama3-8b", "dgx-a100-80gb", 1, 1, 64, 1, 128, planner::ScheduleKind::kOneFOneB);
   plan.options.framework = planner::Framework::kFsdp;
+  plan.options.fsdp_head_in_root = true;
   plan.layout.recompute = planner::Recompute::kFull;
   const SimulationResult result = simulate_plan(plan, SimulationOptions{}, "test");
   CHECK(relative(result.step_time_s, result.analytic_step_time_s) < 0.10);

@@ -96,6 +96,13 @@ struct PlanOptions {
   // (llm-foundry through Composer). They move different bytes per unit beside the compute
   // (compute_cost.cpp fsdp_unit_pass_bytes).
   int fsdp_version = 2;
+  // Under framework fsdp, whether the final norm and the LM head are in the root module's FSDP
+  // unit with the embedding (dp_buckets chunk_root_param, both exposed every micro-batch) or in
+  // a unit of their own, overlapped like a block's. Unset: in the root under fsdp_version 1
+  // (Composer wraps only the blocks, then the model) and not under 2 (torchtitan since
+  // 83e694105, 2025-07-28, parallelize.py: fully_shard on tok_embeddings, each block,
+  // [norm, output], then the model; before it, the blocks and then the model).
+  std::optional<bool> fsdp_head_in_root;
   // Data-parallel gradient reduction overlaps with the backward of the last micro-batch
   // (Megatron-LM --overlap-grad-reduce, PyTorch DDP buckets). Off: it runs after the backward.
   bool overlap_grad_reduce = true;
@@ -374,6 +381,11 @@ void check_flash_attention_version(const PlanOptions& options, const std::string
 /// Throws InputError "<field>: ..." when options.fsdp_version is not 1 or 2, or is 1 under a
 /// framework other than fsdp.
 void check_fsdp_version(const PlanOptions& options, const std::string& field);
+/// options.fsdp_head_in_root, resolved (set: as given; unset: fsdp_version == 1).
+bool fsdp_head_in_root(const PlanOptions& options);
+/// Throws InputError "<field>: ..." when options.fsdp_head_in_root is set under a framework
+/// other than fsdp.
+void check_fsdp_head_in_root(const PlanOptions& options, const std::string& field);
 /// Throws InputError "<field>: <impl> under framework <f>: ..." when options.optimizer_impl is
 /// not fused under a framework other than fsdp.
 void check_optimizer_impl_options(const PlanOptions& options, const std::string& field);
