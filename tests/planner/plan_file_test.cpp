@@ -137,9 +137,10 @@ TEST_CASE("round trip: grad_reduce_dtype is stored when given and read back") {
                        InputError);
 }
 
-TEST_CASE("round trip: fsdp_version is stored only when 1, and 1 only under fsdp") {
+// torchtitan-style fsdp: ZeRO-3 over dp 4 without a pipeline.
+Plan fsdp_zero3_plan() {
   Plan plan = example_plan();
-  plan.layout.pp = 1;  // torchtitan-style fsdp: ZeRO-3 without a pipeline
+  plan.layout.pp = 1;
   plan.layout.vpp = 1;
   plan.layout.dp = 4;
   plan.layout.zero = 3;
@@ -147,6 +148,11 @@ TEST_CASE("round trip: fsdp_version is stored only when 1, and 1 only under fsdp
   plan.layout.recompute = Recompute::kFull;
   plan.options.framework = Framework::kFsdp;
   plan.options.overlap_tp_comm = false;
+  return plan;
+}
+
+TEST_CASE("round trip: fsdp_version is stored only when 1, and 1 only under fsdp") {
+  Plan plan = fsdp_zero3_plan();
   CHECK_FALSE(plan_to_json(plan, {}).at("options").contains("fsdp_version"));
   CHECK(plan_from_json(plan_to_json(plan, {}), "p.json").options.fsdp_version == 2);
   plan.options.fsdp_version = 1;
@@ -165,15 +171,7 @@ TEST_CASE("round trip: fsdp_version is stored only when 1, and 1 only under fsdp
 }
 
 TEST_CASE("round trip: fsdp_head_in_root is stored only when set, and only under fsdp") {
-  Plan plan = example_plan();
-  plan.layout.pp = 1;
-  plan.layout.vpp = 1;
-  plan.layout.dp = 4;
-  plan.layout.zero = 3;
-  plan.layout.schedule = ScheduleKind::kOneFOneB;
-  plan.layout.recompute = Recompute::kFull;
-  plan.options.framework = Framework::kFsdp;
-  plan.options.overlap_tp_comm = false;
+  Plan plan = fsdp_zero3_plan();
   CHECK_FALSE(plan_to_json(plan, {}).at("options").contains("fsdp_head_in_root"));
   CHECK_FALSE(plan_from_json(plan_to_json(plan, {}), "p.json").options.fsdp_head_in_root);
   for (bool value : {true, false}) {

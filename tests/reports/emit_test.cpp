@@ -650,13 +650,19 @@ TEST_CASE("--emit deepspeed refuses pipeline_grad_scatter_gather false") {
         "gradients are no setting (false)");
 }
 
-TEST_CASE("--emit refuses fsdp_version 1: no emitted config runs PyTorch FSDP1") {
+// Llama-3 8B under framework fsdp, ZeRO 3 over dp 8.
+planner::Plan fsdp_zero3_plan() {
   planner::Layout zero3;
   zero3.dp = 8;
   zero3.global_batch = 8;
   zero3.zero = 3;
   planner::Plan plan = make_plan("llama3-8b", "dgx-h100", zero3);
   plan.options.framework = planner::Framework::kFsdp;
+  return plan;
+}
+
+TEST_CASE("--emit refuses fsdp_version 1: no emitted config runs PyTorch FSDP1") {
+  planner::Plan plan = fsdp_zero3_plan();
   plan.options.fsdp_version = 1;
   CHECK(error_of(plan, EmitTarget::kTorchtitan) ==
         "--emit torchtitan: options.fsdp_version: torchtitan shards with FSDP2 fully_shard, not "
@@ -668,12 +674,7 @@ TEST_CASE("--emit refuses fsdp_version 1: no emitted config runs PyTorch FSDP1")
 }
 
 TEST_CASE("--emit torchtitan refuses fsdp_head_in_root: its parallelize.py wraps [norm, output]") {
-  planner::Layout zero3;
-  zero3.dp = 8;
-  zero3.global_batch = 8;
-  zero3.zero = 3;
-  planner::Plan plan = make_plan("llama3-8b", "dgx-h100", zero3);
-  plan.options.framework = planner::Framework::kFsdp;
+  planner::Plan plan = fsdp_zero3_plan();
   plan.options.fsdp_head_in_root = true;
   CHECK(error_of(plan, EmitTarget::kTorchtitan) ==
         "--emit torchtitan: options.fsdp_head_in_root: torchtitan since 83e694105 wraps [norm, "
