@@ -119,10 +119,114 @@ Tensor attention_core_backward(LayerActivations* acts, Tensor d_att_out, const L
 
 }  // namespace
 
+namespace {
+
+// What W (layer_backward_weight) does not need goes once B is done.
+void free_after_backward_input(LayerActivations* acts) {
+  acts->att.reset();
+  acts->residual2.reset();
+  acts->ln1_mean.reset();
+  acts->ln1_rstd.reset();
+  acts->ln2_mean.reset();
+  acts->ln2_rstd.reset();
+  acts->fc1_out.reset();
+  acts->qkv.reset();
+}
+
+// The MLP branch's fc1 -> activation -> fc2 on normed rows `x2` (N_local, C): fc2's partial sums
+// (N, C) before the row-parallel reduction.
+Tensor mlp_partial_forward(LayerActivations* acts, const float* x2_local, const LayerWeights& w,
+                           const RankContext& ctx) {
+  const ShardDims& d = ctx.dims;
+  Tensor gathered;
+  const float* x2 = gather_sequence(ctx, x2_local, &gathered, d.C);
+  acts->fc1_out = ctx.tensor(static_cast<int64_t>(d.N) * d.FC1);
+  linear_forward(acts->fc1_out.data(), x2, w.fc1_w, w.fc1_b, d.N, d.C, d.FC1);
+  gathered.reset();
+  acts->act_out = ctx.tensor(static_cast<int64_t>(d.N) * d.F);
+  activation_forward(d, acts->act_out.data(), acts->fc1_out.data());
+  Tensor fc2 = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
+  linear_forward<float>(fc2.data(), acts->act_out.data(), w.fc2_w, nullptr, d.N, d.F, d.C);
+  return fc2;
+}
+
+// The MLP branch's backward from fc2's output gradient (N, C, kept in acts->d_fc2): the
+// reduced gradient at its normed input (N_local, C).
+Tensor mlp_backward_input(LayerActivations* acts, const LayerWeights& w, const RankContext& ctx) {
+  const ShardDims& d = ctx.dims;
+  Tensor d_act = ctx.tensor(static_cast<int64_t>(d.N) * d.F);
+  linear_backward_input(d_act.data(), acts->d_fc2.data(), w.fc2_w, d.N, d.F, d.C);
+  acts->d_fc1 = ctx.tensor(static_cast<int64_t>(d.N) * d.FC1);
+  activation_backward(d, acts->d_fc1.data(), acts->fc1_out.data(), d_act.data());
+  d_act.reset();
+  Tensor d_x2 = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
+  linear_backward_input(d_x2.data(), acts->d_fc1.data(), w.fc1_w, d.N, d.C, d.FC1);
+  return reduce_partial_sums(ctx, std::move(d_x2), d.C);
+}
+
+// Parallel attention and MLP (model.parallel_residual; GPT-NeoX's gpt_j_residual):
+//   out = x + reduce(proj(attn(norm1(x))) + fc2(mlp(norm2(x)))) + proj_b + fc2_b,
+// one row-parallel reduction [AR | RS] of the two branches' summed partial sums.
+void parallel_layer_forward(float* out, LayerActivations* acts, const float* inp,
+                            const LayerWeights& w, bool save_probabilities,
+                            const RankContext& ctx) {
+  const ShardDims& d = ctx.dims;
+  const models::Norm norm = d.model.norm;
+  norm_activations(ctx, &acts->ln1_out, &acts->ln1_mean, &acts->ln1_rstd);
+  norm_forward(norm, acts->ln1_out.data(), acts->ln1_mean.data(), acts->ln1_rstd.data(), inp,
+               w.ln1_w, w.ln1_b, d.N_local, d.C);
+  attention_core_forward(acts, w, save_probabilities, ctx);
+  Tensor branches = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
+  linear_forward<float>(branches.data(), acts->att_out.data(), w.proj_w, nullptr, d.N, d.AO, d.C);
+  norm_activations(ctx, &acts->ln2_out, &acts->ln2_mean, &acts->ln2_rstd);
+  norm_forward(norm, acts->ln2_out.data(), acts->ln2_mean.data(), acts->ln2_rstd.data(), inp,
+               w.ln2_w, w.ln2_b, d.N_local, d.C);
+  Tensor fc2 = mlp_partial_forward(acts, acts->ln2_out.data(), w, ctx);
+  VectorMap<float>(branches.data(), branches.size()) +=
+      ConstVectorMap<float>(fc2.data(), fc2.size());
+  fc2.reset();
+  branches = reduce_partial_sums(ctx, std::move(branches), d.C);
+  add_bias_rows(branches.data(), w.proj_b, d.N_local, d.C);
+  add_bias_rows(branches.data(), w.fc2_b, d.N_local, d.C);
+  residual_forward(out, inp, branches.data(), d.N_local * d.C);
+}
+
+void parallel_layer_backward_input(float* dinp, LayerWeights& grads, LayerActivations* acts,
+                                   const float* dout, const float* inp, const LayerWeights& w,
+                                   const RankContext& ctx) {
+  const ShardDims& d = ctx.dims;
+  const models::Norm norm = d.model.norm;
+  // The skip path, and both row-parallel biases, read dout as it is.
+  VectorMap<float>(dinp, static_cast<int64_t>(d.N_local) * d.C) +=
+      ConstVectorMap<float>(dout, static_cast<int64_t>(d.N_local) * d.C);
+  bias_rows_backward(grads.proj_b, dout, d.N_local, d.C);
+  bias_rows_backward(grads.fc2_b, dout, d.N_local, d.C);
+  // One all-gather of the output gradient serves both branches (the reduce-scatter's backward).
+  Tensor scratch;
+  const float* d_branches = gather_sequence(ctx, dout, &scratch, d.C);
+  acts->d_proj = copy_rows(ctx, d_branches, d.N, d.C);
+  acts->d_fc2 = scratch.empty() ? copy_rows(ctx, d_branches, d.N, d.C) : std::move(scratch);
+  Tensor d_x2 = mlp_backward_input(acts, w, ctx);
+  norm_backward(norm, dinp, grads.ln2_w, grads.ln2_b, d_x2.data(), inp, w.ln2_w,
+                acts->ln2_mean.data(), acts->ln2_rstd.data(), d.N_local, d.C);
+  d_x2.reset();
+  Tensor d_att_out = ctx.tensor(static_cast<int64_t>(d.N) * d.AO);
+  linear_backward_input(d_att_out.data(), acts->d_proj.data(), w.proj_w, d.N, d.AO, d.C);
+  Tensor d_x1 = attention_core_backward(acts, std::move(d_att_out), w, ctx);
+  norm_backward(norm, dinp, grads.ln1_w, grads.ln1_b, d_x1.data(), inp, w.ln1_w,
+                acts->ln1_mean.data(), acts->ln1_rstd.data(), d.N_local, d.C);
+}
+
+}  // namespace
+
 void layer_forward(float* out, LayerActivations* acts, const float* inp, const LayerWeights& w,
                    bool save_probabilities, const RankContext& ctx) {
   const ShardDims& d = ctx.dims;
   const models::Norm norm = d.model.norm;
+  if (d.model.parallel_residual) {
+    parallel_layer_forward(out, acts, inp, w, save_probabilities, ctx);
+    return;
+  }
   // Attention block.
   norm_activations(ctx, &acts->ln1_out, &acts->ln1_mean, &acts->ln1_rstd);
   norm_forward(norm, acts->ln1_out.data(), acts->ln1_mean.data(), acts->ln1_rstd.data(), inp,
@@ -151,14 +255,7 @@ void layer_forward(float* out, LayerActivations* acts, const float* inp, const L
     residual_forward(out, acts->residual2.data(), moe_out.data(), d.N_local * d.C);
     return;
   }
-  const float* x2 = gather_sequence(ctx, acts->ln2_out.data(), &gathered, d.C);
-  acts->fc1_out = ctx.tensor(static_cast<int64_t>(d.N) * d.FC1);
-  linear_forward(acts->fc1_out.data(), x2, w.fc1_w, w.fc1_b, d.N, d.C, d.FC1);
-  gathered.reset();
-  acts->act_out = ctx.tensor(static_cast<int64_t>(d.N) * d.F);
-  activation_forward(d, acts->act_out.data(), acts->fc1_out.data());
-  Tensor fc2 = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
-  linear_forward<float>(fc2.data(), acts->act_out.data(), w.fc2_w, nullptr, d.N, d.F, d.C);
+  Tensor fc2 = mlp_partial_forward(acts, acts->ln2_out.data(), w, ctx);
   fc2 = reduce_partial_sums(ctx, std::move(fc2), d.C);
   add_bias_rows(fc2.data(), w.fc2_b, d.N_local, d.C);
   residual_forward(out, acts->residual2.data(), fc2.data(), d.N_local * d.C);
@@ -169,23 +266,23 @@ void layer_backward_input(float* dinp, LayerWeights& grads, LayerActivations* ac
                           const RankContext& ctx) {
   const ShardDims& d = ctx.dims;
   const models::Norm norm = d.model.norm;
+  if (d.model.parallel_residual) {
+    parallel_layer_backward_input(dinp, grads, acts, dout, inp, w, ctx);
+    free_after_backward_input(acts);
+    return;
+  }
   Tensor scratch;
   // MLP block: out = residual2 + fc2(...) + fc2_b, or residual2 + moe(...).
   Tensor d_residual2 = copy_rows(ctx, dout, d.N_local, d.C);
-  Tensor d_x2 = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
+  Tensor d_x2;
   if (acts->moe.active()) {
+    d_x2 = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
     moe_backward_input(d_x2.data(), &acts->moe, dout, w, ctx);
   } else {
     bias_rows_backward(grads.fc2_b, dout, d.N_local, d.C);
     const float* d_fc2 = gather_sequence(ctx, dout, &scratch, d.C);
     acts->d_fc2 = scratch.empty() ? copy_rows(ctx, d_fc2, d.N, d.C) : std::move(scratch);
-    Tensor d_act = ctx.tensor(static_cast<int64_t>(d.N) * d.F);
-    linear_backward_input(d_act.data(), acts->d_fc2.data(), w.fc2_w, d.N, d.F, d.C);
-    acts->d_fc1 = ctx.tensor(static_cast<int64_t>(d.N) * d.FC1);
-    activation_backward(d, acts->d_fc1.data(), acts->fc1_out.data(), d_act.data());
-    d_act.reset();
-    linear_backward_input(d_x2.data(), acts->d_fc1.data(), w.fc1_w, d.N, d.C, d.FC1);
-    d_x2 = reduce_partial_sums(ctx, std::move(d_x2), d.C);
+    d_x2 = mlp_backward_input(acts, w, ctx);
   }
   norm_backward(norm, d_residual2.data(), grads.ln2_w, grads.ln2_b, d_x2.data(),
                 acts->residual2.data(), w.ln2_w, acts->ln2_mean.data(), acts->ln2_rstd.data(),
@@ -211,15 +308,7 @@ void layer_backward_input(float* dinp, LayerWeights& grads, LayerActivations* ac
   }
   norm_backward(norm, dinp, grads.ln1_w, grads.ln1_b, d_x1.data(), inp, w.ln1_w,
                 acts->ln1_mean.data(), acts->ln1_rstd.data(), d.N_local, d.C);
-  // What W does not need goes now.
-  acts->att.reset();
-  acts->residual2.reset();
-  acts->ln1_mean.reset();
-  acts->ln1_rstd.reset();
-  acts->ln2_mean.reset();
-  acts->ln2_rstd.reset();
-  acts->fc1_out.reset();
-  acts->qkv.reset();
+  free_after_backward_input(acts);
 }
 
 void layer_backward_weight(LayerWeights& grads, LayerActivations* acts, const RankContext& ctx) {

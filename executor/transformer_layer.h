@@ -5,7 +5,12 @@
 // the plan asks for it:
 //   x -> norm1 -> [AG] -> QKV -> RoPE -> causal attention -> proj -> [AR | RS] -> +x = r
 //   r -> norm2 -> [AG] -> fc1 -> GELU | SwiGLU -> fc2 -> [AR | RS] -> +r = out
-// or, in a mixture-of-experts block (tp 1), r -> norm2 -> moe_layer.h's MLP -> +r = out; with
+// or, in a mixture-of-experts block (tp 1), r -> norm2 -> moe_layer.h's MLP -> +r = out; in a
+// parallel block (model.parallel_residual, GPT-NeoX's gpt_j_residual) both branches read x and
+// share one reduction:
+//   x -> norm1 -> [AG] -> QKV .. proj = p1;  x -> norm2 -> [AG] -> fc1 .. fc2 = p2
+//   p1 + p2 -> [AR | RS] -> +x = out
+// with
 // multi-head latent attention, norm1 -> mla_attention.h's heads -> proj replaces QKV..proj.
 // The backward is split as zero-bubble schedules need (Qi et al. 2023, Sec. 2): B computes the
 // input gradient (and the cheap norm and row-parallel bias gradients from the local rows), W the

@@ -191,10 +191,10 @@ TransformerConfig gpt2(const nlohmann::json& json, const std::string& source) {
   return model;
 }
 
-// GPT-NeoX (Black et al. 2022; Pythia): rotary positions (on rotary_pct of each head, which does
-// not change the parameter count), LayerNorm, GELU MLP with biases, query_key_value and dense
-// with bias = attention_bias (default true), and an untied `embed_out` without bias
-// (tie_word_embeddings defaults to false in GPTNeoXConfig).
+// GPT-NeoX (Black et al. 2022; Pythia): parallel attention and MLP, rotary positions (on rotary_pct
+// of each head, which does not change the parameter count), LayerNorm, GELU MLP with biases,
+// query_key_value and dense with bias = attention_bias (default true), and an untied `embed_out`
+// without bias (tie_word_embeddings defaults to false in GPTNeoXConfig).
 TransformerConfig gpt_neox(const nlohmann::json& json, const std::string& source) {
   TransformerConfig model;
   model.name = source;
@@ -216,6 +216,10 @@ TransformerConfig gpt_neox(const nlohmann::json& json, const std::string& source
   model.qkv_bias = optional_bool(json, "attention_bias", true, source);
   model.attention_output_bias = model.qkv_bias;
   model.mlp_bias = true;
+  // GPTNeoXConfig use_parallel_residual, default true (Pythia, GPT-NeoX-20B):
+  // modeling_gpt_neox.py GPTNeoXLayer adds attn(input_layernorm(x)) and
+  // mlp(post_attention_layernorm(x)) to x.
+  model.parallel_residual = optional_bool(json, "use_parallel_residual", true, source);
   return model;
 }
 

@@ -52,6 +52,7 @@ constexpr std::array<std::string_view, 34> kModelFields = {"name",
                                                            "mlp_bias",
                                                            "dropout",
                                                            "qk_norm",
+                                                           "parallel_residual",
                                                            "num_experts",
                                                            "experts_per_token",
                                                            "expert_ffn_hidden_size",
@@ -100,8 +101,8 @@ constexpr std::array<std::pair<std::string_view, Norm>, 2> kNorms = {
 constexpr std::array<std::pair<std::string_view, Positions>, 3> kPositions = {
     {{"learned", Positions::kLearned}, {"rope", Positions::kRope}, {"alibi", Positions::kAlibi}}};
 
-// The optional MoE, MLA and qk_norm fields: absent means a dense model with standard attention,
-// so files written before the fields keep their meaning.
+// The optional MoE, MLA, qk_norm and parallel_residual fields: absent means a dense sequential
+// block with standard attention, so files written before the fields keep their meaning.
 void read_moe_and_mla_fields(const nlohmann::json& json, const std::string& source,
                              TransformerConfig& model) {
   const auto int_or_zero = [&](const char* field) {
@@ -111,6 +112,7 @@ void read_moe_and_mla_fields(const nlohmann::json& json, const std::string& sour
     return json.contains(field) && require_bool(json, field, source);
   };
   model.qk_norm = bool_or_false("qk_norm");
+  model.parallel_residual = bool_or_false("parallel_residual");
   model.num_experts = int_or_zero("num_experts");
   model.experts_per_token = int_or_zero("experts_per_token");
   model.expert_ffn_hidden_size = int_or_zero("expert_ffn_hidden_size");
@@ -317,6 +319,13 @@ void validate_model(const TransformerConfig& model, const std::string& source) {
   }
   validate_moe(model, source);
   validate_mla(model, source);
+  // The parallel block is costed and executed for dense MLPs and standard attention only.
+  if (model.parallel_residual && (model.is_moe() || model.is_mla())) {
+    throw InputError(fmt::format(
+        "{}: parallel_residual: parallel attention and MLP is modelled for dense layers with "
+        "standard attention, not with {} (true)",
+        source, model.is_moe() ? "experts (num_experts)" : "MLA (kv_lora_rank)"));
+  }
   // meshplan costs full causal attention; a window shorter than the sequence is another cost.
   if (model.sliding_window > 0 && model.sliding_window < model.seq_length) {
     throw InputError(fmt::format(
@@ -376,6 +385,9 @@ nlohmann::json model_to_json(const TransformerConfig& model) {
   // Written only when set, so dense models' files are as before.
   if (model.qk_norm) {
     json["qk_norm"] = true;
+  }
+  if (model.parallel_residual) {
+    json["parallel_residual"] = true;
   }
   if (model.is_moe()) {
     json["num_experts"] = model.num_experts;

@@ -6,6 +6,7 @@
 
 #include <optional>
 
+#include "compute_cost.h"
 #include "estimate_internal.h"
 #include "meshplan/dp_buckets.h"
 #include "model_shape.h"
@@ -124,16 +125,22 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
   const auto kTp = CommGroup::kTp;
   const bool first = stage == 0;
   const bool last = stage == layout.pp - 1;
+  // A parallel block reduces its two outputs' sum once (dense_tp_calls_per_layer; dense layers
+  // only, so no MoE or MLA layer below).
+  const DenseTpCalls calls = dense_tp_calls_per_layer(model);
   if (!layout.sequence_parallel) {
     // Shoeybi et al. 2019, Fig. 3-4: g (all-reduce) after each row-parallel layer forward,
     // f (all-reduce) before each column-parallel layer backward.
-    inventory.add(stage, "tp: layer forward all-reduces (attention out, MLP out)", kAR, kTp, t,
-                  hidden_bytes, 2 * layers * m);
+    inventory.add(stage,
+                  model.parallel_residual
+                      ? "tp: layer forward all-reduces (attention + MLP out)"
+                      : "tp: layer forward all-reduces (attention out, MLP out)",
+                  kAR, kTp, t, hidden_bytes, calls.output_reductions * layers * m);
     inventory.add(stage, "tp: layer backward all-reduces (QKV in, MLP in)", kAR, kTp, t,
-                  hidden_bytes, (2 * layers - mla_layers) * m);
+                  hidden_bytes, (calls.input_collectives * layers - mla_layers) * m);
     if (full) {
       inventory.add(stage, "tp: recomputed forward all-reduces", kAR, kTp, t, hidden_bytes,
-                    2 * layers * m);
+                    calls.output_reductions * layers * m);
     }
     if (first) {
       inventory.add(stage, "tp: vocab-parallel embedding all-reduce", kAR, kTp, t, hidden_bytes, m);
@@ -147,6 +154,9 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
     // An MoE layer's MLP pair is its shared experts' (if any); its routed tokens have their own
     // (add_moe_tensor_parallel).
     const int64_t pairs = 2 * layers - moe_layers * (model.num_shared_experts > 0 ? 0 : 1);
+    // Each pair's reduce-scatter (forward) and output-gradient all-gather (backward) is one of
+    // the outputs' reductions; a parallel block has one per layer for its two column inputs.
+    const int64_t reductions = model.parallel_residual ? calls.output_reductions * layers : pairs;
     // torchtitan's op-level selective recompute saves reduce-scatter outputs, not all-gather
     // outputs: the forward all-gathers run again in the backward (op_sac_recompute).
     const bool regather = full || op_level_selective_recompute(layout, options);
@@ -160,9 +170,9 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
     const int64_t unrecomputed =
         checkpoint_early_stop_skips_mlp_output(model, layout, options) ? layers - moe_layers : 0;
     inventory.add(stage, "tp: layer forward reduce-scatters (attention out, MLP out)", kRS, kTp, t,
-                  hidden_bytes, (pairs * (full ? 2 : 1) - unrecomputed) * m);
+                  hidden_bytes, (reductions * (full ? 2 : 1) - unrecomputed) * m);
     inventory.add(stage, "tp: layer backward all-gathers (output grads, input re-gather)", kAG, kTp,
-                  t, gather_bytes, (2 * pairs - mla_layers) * m);
+                  t, gather_bytes, (reductions + pairs - mla_layers) * m);
     inventory.add(stage, "tp: layer backward reduce-scatters (QKV in, MLP in)", kRS, kTp, t,
                   hidden_bytes, (pairs - mla_layers) * m);
     // Megatron-Core's alltoall dispatcher with etp > 1: the dispatched tokens are all-gathered

@@ -198,6 +198,9 @@ PassBytes norm_bytes_per_element(const PlanOptions& options, double element_byte
 }
 
 struct LayerTime {
+  // Share of tp_comm_forward that is the all-gathers of the column-parallel inputs under
+  // sequence parallelism (what op-level selective recompute runs again).
+  double tp_forward_gather_share = 0.5;
   double linear_forward = 0;     // QKV, output, MLP GEMMs
   double attention_forward = 0;  // scores, softmax, attention-times-values
   double memory_forward = 0;     // norms, residual adds, activation, rope
@@ -364,6 +367,28 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
         attention_tp_seconds(model, cluster, layout, options, tokens, pair);
     time.tp_comm_forward = attention.forward + mlp_pair;
     time.tp_comm_backward = attention.backward + mlp_pair;
+    if (model.parallel_residual) {
+      // One reduction of the summed outputs, the two inputs' collectives (dense_tp_calls_per_layer;
+      // validate_model admits parallel blocks for dense, non-MLA layers only). Under sequence
+      // parallelism the backward all-gathers the output gradient once for both branches.
+      const DenseTpCalls calls = dense_tp_calls_per_layer(model);
+      const auto outputs = static_cast<double>(calls.output_reductions);
+      const auto inputs = static_cast<double>(calls.input_collectives);
+      if (!layout.sequence_parallel) {
+        time.tp_comm_forward = outputs * pair;
+        time.tp_comm_backward = inputs * pair;
+      } else {
+        const double gather =
+            collective_seconds(cluster, CollectiveKind::kAllGather,
+                               static_cast<int64_t>(tokens * h * gather_e), layout.tp, 1);
+        const double reduce =
+            collective_seconds(cluster, CollectiveKind::kReduceScatter,
+                               static_cast<int64_t>(tokens * h * e), layout.tp, 1);
+        time.tp_comm_forward = inputs * gather + outputs * reduce;
+        time.tp_comm_backward = outputs * gather + inputs * reduce;
+        time.tp_forward_gather_share = inputs * gather / time.tp_comm_forward;
+      }
+    }
     if (options.overlap_tp_comm) {
       // Megatron-Core --tp-comm-overlap pipelines the collectives with the GEMMs they feed
       // (Wang et al. 2023, "Overlap communication with dependent computation"): only what the
@@ -391,7 +416,8 @@ struct EarlyStopSkip {
 // wv, wo, then w1, w3, w2 (SwiGLU, w2(silu(w1 x) * w3 x)) or fc1, fc2 (GELU): the 2nd, 4th
 // and 6th re-run, i.e. wk, wo and w3 (SwiGLU) or fc2 (GELU); so do the norms, activation,
 // rotary and residual adds (memory_forward) and, with sequence parallelism, the forward
-// all-gathers (half of the forward tp traffic; only reduce_scatter_tensor is saved).
+// all-gathers (LayerTime::tp_forward_gather_share of the forward tp traffic; only
+// reduce_scatter_tensor is saved).
 struct OpSacRecompute {
   double compute_seconds = 0;
   double tp_comm_seconds = 0;
@@ -410,7 +436,8 @@ OpSacRecompute op_sac_recompute(const models::ClusterConfig& cluster, const Layo
                             : gemm_seconds(cluster, tokens, h, f / t, p);  // fc2
   out.compute_seconds = k_proj + output + mlp + layer.memory_forward;
   out.flops = 2.0 * tokens * (h * g * d + a * d * h + h * f) / t;
-  out.tp_comm_seconds = layout.sequence_parallel ? 0.5 * layer.tp_comm_forward : 0.0;
+  out.tp_comm_seconds =
+      layout.sequence_parallel ? layer.tp_forward_gather_share * layer.tp_comm_forward : 0.0;
   return out;
 }
 
@@ -455,6 +482,10 @@ EarlyStopSkip checkpoint_early_stop_skip(const models::TransformerConfig& model,
 }
 
 }  // namespace
+
+DenseTpCalls dense_tp_calls_per_layer(const models::TransformerConfig& model) {
+  return {model.parallel_residual ? 1 : 2, 2};
+}
 
 double attention_forward_seconds(const models::TransformerConfig& model,
                                  const models::ClusterConfig& cluster, const Layout& layout,

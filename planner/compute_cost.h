@@ -16,6 +16,21 @@ double attention_forward_seconds(const models::TransformerConfig& model,
                                  const models::ClusterConfig& cluster, const Layout& layout,
                                  const PlanOptions& options);
 
+/// Tensor-parallel collectives of one dense block per micro-batch and direction: the
+/// row-parallel outputs' reductions (all-reduce forward, or reduce-scatter under sequence
+/// parallelism) and the column-parallel inputs' collectives (the input gradient's all-reduce
+/// backward, or the forward all-gather and the gradient's reduce-scatter). A sequential block has
+/// 2 and 2 (Shoeybi et al. 2019, Fig. 4); a parallel block (model.parallel_residual) sums its two
+/// outputs before one reduction (EleutherAI/gpt-neox megatron/model/transformer.py,
+/// ParallelTransformerLayer with gpt_j_residual: `parallel_output=True` for attention and MLP,
+/// one `reduce_from_model_parallel_region`, or `reduce_scatter_to_sequence_parallel_region`
+/// under sequence parallelism), while its two normed inputs keep their own: 1 and 2.
+struct DenseTpCalls {
+  int64_t output_reductions = 2;
+  int64_t input_collectives = 2;
+};
+DenseTpCalls dense_tp_calls_per_layer(const models::TransformerConfig& model);
+
 /// The attention core's backward time over its forward time (flash or unfused, options).
 double attention_backward_to_forward(const PlanOptions& options);
 

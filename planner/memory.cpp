@@ -108,7 +108,11 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
       (tokens * (a + 2.0 * g) * d * e + tokens * a * d * e + activation_input + tokens * f * e) / t;
   // Dropout masks (1 byte per element) exist only where the model trains with dropout.
   const double mask = model.dropout ? 1.0 : 0.0;
-  const double replicated = (4.0 * tokens * h * e + 2.0 * mask * tokens * h) / sequence_split;
+  // A parallel block's second norm reads the layer input, which the first norm already keeps:
+  // one T h e less (GPT-NeoX: input_layernorm(x) and post_attention_layernorm(x)).
+  const double norm_and_linear_inputs = model.parallel_residual ? 3.0 : 4.0;
+  const double replicated =
+      (norm_and_linear_inputs * tokens * h * e + 2.0 * mask * tokens * h) / sequence_split;
   double scores = 0;
   if (layout.recompute == Recompute::kNone && !options.flash_attention) {
     // Softmax output e; with dropout also its mask (1) and output (e): 5 a s / h at e = 2.

@@ -39,9 +39,10 @@ PlanOptions software_options(const std::string& source) {
 
 namespace {
 
-// Runs-file versions read: 1, 2 (adds per-run framework and options) and 3 (adds the layout's
-// `cp`, which an older reader would silently ignore).
-constexpr int64_t kRunsFormatVersion = 3;
+// Runs-file versions read: 1, 2 (adds per-run framework and options), 3 (adds the layout's
+// `cp`) and 4 (adds the model's `parallel_residual`); an older reader would silently ignore
+// either.
+constexpr int64_t kRunsFormatVersion = 4;
 
 models::TransformerConfig run_model(const nlohmann::json& json, const std::string& where) {
   models::TransformerConfig model;
@@ -68,6 +69,10 @@ models::TransformerConfig run_model(const nlohmann::json& json, const std::strin
   // Optional, as in a model file (docs/plan-format.md): absent = true, Megatron-LM's 0.1.
   if (json.contains("dropout")) {
     model.dropout = require_bool(json, "dropout", where);
+  }
+  // Version 4, optional as in a model file: absent = a sequential block.
+  if (json.contains("parallel_residual")) {
+    model.parallel_residual = require_bool(json, "parallel_residual", where);
   }
   models::validate_model(model, where);
   return model;
@@ -218,7 +223,7 @@ void read_software(const nlohmann::json& run_json, int version, const std::strin
   check_overlap_p2p_options(run.options, where + ": options: overlap_p2p_comm");
 }
 
-// The file's version: 1 (no framework/options) or 2.
+// The file's version: 1 to kRunsFormatVersion.
 int runs_version(const nlohmann::json& runs_file, const std::string& source) {
   const int64_t version = require_int(runs_file, "version", source);
   if (version < 1 || version > kRunsFormatVersion) {
@@ -247,6 +252,10 @@ ValidationRun validate_run(const nlohmann::json& run_json, int version, const st
       !run_json.at("layout").at("cp").is_null()) {
     throw InputError(
         fmt::format("{}: layout: cp: needs runs-file version 3 (version {})", where, version));
+  }
+  if (version < 4 && run_json.at("model").contains("parallel_residual")) {
+    throw InputError(fmt::format(
+        "{}: model: parallel_residual: needs runs-file version 4 (version {})", where, version));
   }
   const models::TransformerConfig model = run_model(run_json.at("model"), where + ": model");
   const nlohmann::json& hardware = run_json.at("hardware");

@@ -300,6 +300,13 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
   if (!m.tied_embeddings) {
     flags.push_back({"--untie-embeddings-and-output-weights", ""});
   }
+  if (m.parallel_residual) {
+    // megatron/core/transformer/transformer_layer.py TransformerLayer.forward: norm, attention,
+    // residual add, norm, MLP, residual add, with no parallel-block option.
+    refuse(kMegatronTarget, "model.parallel_residual",
+           "Megatron-Core's TransformerLayer runs the attention and then the MLP, not in parallel",
+           "true");
+  }
   add_bias_flags(m, flags);
   add_moe_flags(m, flags);
   if (!m.dropout) {

@@ -72,6 +72,11 @@ void validate_plan_for_gpu(const planner::Plan& plan, const std::string& source)
            "implements standard attention; multi-head latent attention runs on the CPU executor",
            std::to_string(plan.model.kv_lora_rank));
   }
+  if (plan.model.parallel_residual) {
+    refuse(source, "model.parallel_residual",
+           "runs sequential blocks only; parallel attention and MLP runs on the CPU executor",
+           "true");
+  }
   if (!plan.options.flash_attention) {
     refuse(source, "options.flash_attention",
            "has the fused flash-attention kernel only, which stores no (T, T) tensor", "false");

@@ -442,6 +442,29 @@ TEST_SUITE("mpi8") {
   }
 }
 
+// tiny-gpt2 as GPT-NeoX's parallel block (gpt_j_residual): both branches read the layer input
+// and share one tp reduction.
+const models::TransformerConfig& tiny_parallel_block() {
+  static const models::TransformerConfig model = [] {
+    models::TransformerConfig m = tiny_gpt2();
+    m.name = "tiny-parallel";
+    m.parallel_residual = true;
+    return m;
+  }();
+  return model;
+}
+
+TEST_SUITE("mpi2") {
+  TEST_CASE("parallel block: tp2, tp2 with sequence parallel, pp2 zb-h1 equal one process") {
+    check_equivalent(tiny_parallel_block(), make_layout(2, 1, 1));
+    planner::Layout layout = make_layout(2, 1, 1);
+    layout.sequence_parallel = true;
+    layout.recompute = Recompute::kFull;
+    check_equivalent(tiny_parallel_block(), layout);
+    check_equivalent(tiny_parallel_block(), with(make_layout(1, 2, 1), ScheduleKind::kZbH1));
+  }
+}
+
 // tiny-mla: tiny with DeepSeek-V3's multi-head latent attention (q_lora_rank 32, kv_lora_rank
 // 16, qk_nope 16, qk_rope 8, v_head 16). Its duplicated down projections and latent norms are
 // reduced over tp under sequence parallelism; without it the latents' and the shared rotary

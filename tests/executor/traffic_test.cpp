@@ -192,6 +192,32 @@ TEST_SUITE("mpi2") {
   }
 }
 
+// tiny-tied as GPT-NeoX's parallel block: one tp reduction per layer forward.
+models::TransformerConfig tiny_parallel_block() {
+  models::TransformerConfig m = tiny_tied_learned();
+  m.name = "tiny-parallel";
+  m.parallel_residual = true;
+  return m;
+}
+
+TEST_SUITE("mpi2") {
+  TEST_CASE("collective calls and bytes match the planner: parallel block tp2, and sp, recompute") {
+    // Without sequence parallelism: m = 8 micro-batches, 4 layers, one forward all-reduce and
+    // two backward per layer, plus the embedding's and the LM head's: 8 (4 + 8 + 2) = 112 calls
+    // of T B h e = 32 * 2 * 64 * 4 = 16,384 bytes; and the vocab-parallel loss's three per
+    // micro-batch (max, sum of exponentials, target logit) of T B fp32 = 256 bytes: 24 calls.
+    // A sequential block has 8 (8 + 8 + 2) + 24 = 168.
+    const TrafficCounts counts = check_traffic(tiny_parallel_block(), make_layout(2, 1, 1));
+    const Traffic all_reduce = counts.at({CollectiveKind::kAllReduce, CommGroup::kTp});
+    CHECK(all_reduce.calls == 112 + 24);
+    CHECK(all_reduce.bytes == 112 * 16384 + 24 * 256);
+    check_traffic(tiny_parallel_block(), sp(make_layout(2, 1, 1)));
+    planner::Layout layout = sp(make_layout(2, 1, 1));
+    layout.recompute = planner::Recompute::kFull;
+    check_traffic(tiny_parallel_block(), layout);
+  }
+}
+
 planner::Layout with_ep(planner::Layout layout, int64_t ep) {
   layout.ep = ep;
   return layout;

@@ -172,6 +172,15 @@ TEST_CASE("whole-model backward matches finite differences (multi-head latent at
   check_gradients(plan, planner::Recompute::kFull, true);
 }
 
+TEST_CASE("whole-model backward matches finite differences (parallel attention and MLP)") {
+  // GPT-NeoX's gpt_j_residual block (transformer_layer.h), with and without full recompute.
+  models::TransformerConfig model = testing::small_gpt2_model();
+  model.parallel_residual = true;
+  const planner::Plan plan = make_plan(model, make_layout(1, 1, 1, 2, 4));
+  check_gradients(plan, planner::Recompute::kNone, false);
+  check_gradients(plan, planner::Recompute::kFull, true);
+}
+
 TEST_CASE("recompute does not change the gradients' agreement with finite differences") {
   const planner::Plan plan = make_plan(testing::small_gpt2_model(), make_layout(1, 1, 1, 2, 4));
   check_gradients(plan, planner::Recompute::kFull, true);

@@ -386,4 +386,19 @@ TEST_CASE("dropout: from the config's dropout probabilities, class defaults when
         "gpt2.json: attn_pdrop: dropout probability must be in [0, 1) (1.5)");
 }
 
+TEST_CASE("parallel_residual: GPTNeoXConfig.use_parallel_residual, default true") {
+  nlohmann::json neox = meshplan::read_json_file(hf_fixture("pythia-160m.json"));
+  CHECK(model_from_json(neox, "neox.json").parallel_residual);  // the file says true
+  neox.erase("use_parallel_residual");
+  CHECK(model_from_json(neox, "neox.json").parallel_residual);  // the class default
+  neox["use_parallel_residual"] = false;
+  CHECK_FALSE(model_from_json(neox, "neox.json").parallel_residual);
+  neox["use_parallel_residual"] = "yes";
+  CHECK(input_error([&] { model_from_json(neox, "neox.json"); }).find("use_parallel_residual") !=
+        std::string::npos);
+  // The other families are sequential blocks.
+  CHECK_FALSE(load_model(hf_fixture("gpt2.json")).parallel_residual);
+  CHECK_FALSE(load_model(hf_fixture("Meta-Llama-3-8B.json")).parallel_residual);
+}
+
 }  // namespace

@@ -57,6 +57,7 @@ void check_same(const TransformerConfig& a, const TransformerConfig& b) {
   CHECK(a.attention_output_bias == b.attention_output_bias);
   CHECK(a.mlp_bias == b.mlp_bias);
   CHECK(a.dropout == b.dropout);
+  CHECK(a.parallel_residual == b.parallel_residual);
 }
 
 // tiny in meshplan's format, edited per test.
@@ -160,6 +161,28 @@ TEST_CASE("dropout: per preset, optional in the model format (absent = Megatron'
   CHECK(model_to_json(model_from_json(json, "m.json")).at("dropout") == false);
   json["dropout"] = 0.1;
   CHECK(input_error([&] { model_from_json(json, "m.json"); }).find("m.json: dropout") == 0);
+}
+
+TEST_CASE("parallel_residual: optional (absent = sequential), written only when set") {
+  nlohmann::json json = tiny_json();
+  CHECK_FALSE(model_from_json(json, "m.json").parallel_residual);
+  CHECK_FALSE(model_to_json(model_from_json(json, "m.json")).contains("parallel_residual"));
+  json["parallel_residual"] = true;
+  const TransformerConfig parallel = model_from_json(json, "m.json");
+  CHECK(parallel.parallel_residual);
+  check_same(model_from_json(model_to_json(parallel), "round-trip"), parallel);
+  json["parallel_residual"] = 1;
+  CHECK(model_error_for(json).find("m.json: parallel_residual") == 0);
+  // Not modelled with experts or latent attention: refused by name.
+  TransformerConfig moe = load_model("tiny-moe");
+  moe.parallel_residual = true;
+  CHECK(input_error([&] { validate_model(moe, "m.json"); }) ==
+        "m.json: parallel_residual: parallel attention and MLP is modelled for dense layers with "
+        "standard attention, not with experts (num_experts) (true)");
+  TransformerConfig mla = load_model("tiny-mla");
+  mla.parallel_residual = true;
+  CHECK(input_error([&] { validate_model(mla, "m.json"); }).find("not with MLA (kv_lora_rank)") !=
+        std::string::npos);
 }
 
 TEST_CASE("load_model reads a meshplan model file by path") {

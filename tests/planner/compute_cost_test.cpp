@@ -535,5 +535,46 @@ TEST_CASE("layer dropout: two 1-byte bias-dropout-add masks per token and hidden
         doctest::Approx(2.0 * masks_seconds).epsilon(1e-9).scale(0));
 }
 
+TEST_CASE("parallel block: one tp reduction of the summed branches forward, two inputs' back") {
+  // GPT-NeoX's gpt_j_residual (megatron/model/transformer.py): per layer and micro-batch, on
+  // tiny at tp 2, T = 64 tokens, e = 4 (local-cpu): the hidden state is 64 x 64 x 4 = 16,384 B.
+  // One layer's share: a 4-layer and a 3-layer model differ by one layer.
+  const models::ClusterConfig cluster = models::load_cluster("local-cpu");
+  const auto seconds = [&](CollectiveKind kind) {
+    return collective_seconds(cluster, kind, 16'384, 2, 1);
+  };
+  models::TransformerConfig four = models::load_model("tiny");
+  four.parallel_residual = true;
+  const auto per_layer = [&](const Layout& l, const models::TransformerConfig& model) {
+    models::TransformerConfig shorter = model;
+    shorter.num_layers = 3;
+    const ChunkCost a = chunk_cost(model, cluster, l, PlanOptions{}, 0, 0);
+    const ChunkCost b = chunk_cost(shorter, cluster, l, PlanOptions{}, 0, 0);
+    return std::pair{a.forward_tp_comm_seconds - b.forward_tp_comm_seconds,
+                     a.backward_tp_comm_seconds - b.backward_tp_comm_seconds};
+  };
+  Layout layout = test::make_layout(2, 1, 1, 2, 16);
+  std::pair<double, double> one = per_layer(layout, four);
+  CHECK(one.first == doctest::Approx(seconds(CollectiveKind::kAllReduce)));
+  CHECK(one.second == doctest::Approx(2 * seconds(CollectiveKind::kAllReduce)));
+  // The sequential block: two each way.
+  models::TransformerConfig sequential = four;
+  sequential.parallel_residual = false;
+  CHECK(per_layer(layout, sequential).first ==
+        doctest::Approx(2 * seconds(CollectiveKind::kAllReduce)));
+  // Sequence parallel: forward the two normed inputs' all-gathers and one reduce-scatter;
+  // backward one all-gather of the output gradient and the two inputs' reduce-scatters.
+  layout.sequence_parallel = true;
+  one = per_layer(layout, four);
+  const double gather = seconds(CollectiveKind::kAllGather);
+  const double reduce = seconds(CollectiveKind::kReduceScatter);
+  CHECK(one.first == doctest::Approx(2 * gather + reduce));
+  CHECK(one.second == doctest::Approx(gather + 2 * reduce));
+  // Full recompute runs the forward's collectives again in the backward.
+  layout.recompute = Recompute::kFull;
+  one = per_layer(layout, four);
+  CHECK(one.second == doctest::Approx(3 * gather + 3 * reduce));
+}
+
 }  // namespace
 }  // namespace meshplan::planner

@@ -484,7 +484,7 @@ TEST_CASE("runs file versions: 1 without framework/options, 2 with them") {
         }) == run + "options: needs runs-file version 2 (version 1)");
   CHECK(run_error_after([](nlohmann::json& r) { r["framework"] = "fsdp"; }) ==
         run + "framework: needs runs-file version 2 (version 1)");
-  CHECK(run_error_after([](nlohmann::json&) {}, 4) == "r.json: version: expected 1 to 3 (4)");
+  CHECK(run_error_after([](nlohmann::json&) {}, 5) == "r.json: version: expected 1 to 4 (5)");
 }
 
 TEST_CASE("runs file version 3: the layout's cp (absent or null = 1)") {
@@ -517,6 +517,31 @@ TEST_CASE("runs file version 3: the layout's cp (absent or null = 1)") {
         report.runs[0].predicted->step_time_s);
   REQUIRE(report.runs[1].predicted.has_value());
   CHECK(report.runs[1].predicted->layout.cp == 1);  // null: 1, not searched
+}
+
+TEST_CASE("runs file version 4: the model's parallel_residual (absent = sequential)") {
+  const std::string run = "r.json: runs[fixture-fixed-layout]: ";
+  CHECK(run_error_after([](nlohmann::json& r) { r["model"]["parallel_residual"] = true; }, 3) ==
+        run + "model: parallel_residual: needs runs-file version 4 (version 3)");
+  CHECK(run_error_after([](nlohmann::json& r) { r["model"]["parallel_residual"] = 1; }, 4)
+            .find(run + "model: parallel_residual") == 0);
+  // Stated: the run is costed as the parallel block, exactly as estimate_plan costs that model.
+  nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
+  json["version"] = 4;
+  json["runs"][0]["model"]["parallel_residual"] = true;
+  const ValidationReport report = validate_runs(json, "r.json");
+  REQUIRE(report.runs[0].predicted.has_value());
+  models::TransformerConfig model = fixture_model();
+  model.parallel_residual = true;
+  models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  cluster.gpus_per_node = 4;
+  cluster.inter_node_bytes_per_second_per_gpu = 100e9 / 8;
+  const Layout& layout = report.runs[0].predicted->layout;
+  CHECK(estimate_plan(model, cluster, layout, report.runs[0].options).step_time_s ==
+        report.runs[0].predicted->step_time_s);
+  REQUIRE(layout.tp == 2);  // the fixture's fixed layout: one forward tp reduction saved
+  CHECK(report.runs[0].predicted->step_time_s <
+        estimate_plan(fixture_model(), cluster, layout, report.runs[0].options).step_time_s);
 }
 
 TEST_CASE("a run's model may state dropout (absent = true, as in a model file)") {

@@ -295,6 +295,14 @@ TEST_CASE("--emit megatron refuses what Megatron-LM cannot run") {
   CHECK(error_of(make_plan("llama3-8b", "dgx-h100", uneven), EmitTarget::kMegatron) ==
         "--emit megatron: num_gpus: the launcher starts the same number of ranks on every node of "
         "8 (12)");
+  planner::Layout dense;
+  dense.dp = 8;
+  dense.global_batch = 16;
+  planner::Plan neox_style = make_plan("gpt3-1.3b", "dgx-h100", dense);
+  neox_style.model.parallel_residual = true;
+  CHECK(error_of(neox_style, EmitTarget::kMegatron) ==
+        "--emit megatron: model.parallel_residual: Megatron-Core's TransformerLayer runs the "
+        "attention and then the MLP, not in parallel (true)");
 }
 
 TEST_CASE("--emit megatron: Llama 3 405B's uneven stages interleaved") {

@@ -45,6 +45,12 @@ struct TransformerConfig {
   // so it is not part of meshplan's model format.
   int64_t sliding_window = 0;
   bool qk_norm = false;  // per-head RMSNorm gains (d each) on queries and keys (Qwen3)
+  // Parallel attention and MLP (GPT-J; GPT-NeoX's gpt_j_residual, Hugging Face
+  // GPTNeoXConfig.use_parallel_residual, default true; Chowdhery et al. 2022, PaLM, Sec. 2
+  // "Parallel Layers"): out = x + attn(norm1(x)) + mlp(norm2(x)), two untied norms as in
+  // GPT-NeoX-20B. The two row-parallel outputs are summed before one tp reduction
+  // (EleutherAI/gpt-neox megatron/model/transformer.py ParallelTransformerLayer).
+  bool parallel_residual = false;
 
   // Mixture-of-experts MLP (Shazeer et al. 2017; Fedus et al. 2022), dropless top-k routing as
   // Megatron-Core's default (--moe-expert-capacity-factor None) and the Hugging Face models.
