@@ -608,6 +608,9 @@ expect "Qwen3-30B-A3B config.json plans: 30,532,122,624 parameters" \
   plan_prints "30532122624 parameters (30.53B)" \
   --model "$source_dir/tests/data/hf/Qwen3-30B-A3B.json" --cluster dgx-h100 --gpus 64 \
   --seq-len 4096 --global-batch 128 --top 1
+expect "Pythia config.json (use_parallel_residual) plans as parallel blocks" \
+  plan_prints "162322944 parameters (0.16B), 12 layers, hidden 768, 12 heads (12 kv), ffn 3072, vocab 50304, seq 2048, parallel attention and MLP" \
+  --model "$source_dir/tests/data/hf/pythia-160m.json" --cluster dgx-a100-80gb --gpus 8 --top 1
 sed 's/"num_nextn_predict_layers": 1/"num_nextn_predict_layers": 0/' \
   "$source_dir/tests/data/hf/DeepSeek-V3.json" >DeepSeek-V3-no-mtp.json
 expect "DeepSeek-V3 config.json (MTP off) plans: 671,026,419,200 parameters" \
