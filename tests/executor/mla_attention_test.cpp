@@ -12,10 +12,9 @@
 #include <random>
 #include <vector>
 
+#include "one_rank.h"
 #include "ops/layernorm.h"
 #include "ops/rope.h"
-#include "process_groups.h"
-#include "tiny_plan.h"
 
 namespace meshplan::executor {
 namespace {
@@ -129,12 +128,9 @@ Matrix reference(const ShardDims& d, const std::vector<float>& x_in,
 }
 
 void check_against_reference(const models::TransformerConfig& model) {
-  const planner::Plan plan =
-      testing::make_plan(model, testing::make_layout(1, 1, 1, /*micro_batch=*/2, 4));
-  const ShardDims d = make_shard_dims(plan, 0);
-  ProcessGroups groups(plan.layout, false, MPI_COMM_SELF, 60.0);
-  MemoryTracker memory;
-  const RankContext ctx{d, groups, memory};
+  testing::OneRank rank(model);
+  const ShardDims& d = rank.dims;
+  const RankContext ctx = rank.context();
   std::mt19937 generator(11);
   // Weights of std 0.3 (not 0.02) so the scores spread and the softmax is far from uniform.
   std::vector<std::vector<float>> tensors = {

@@ -12,9 +12,7 @@
 #include <random>
 #include <vector>
 
-#include "process_groups.h"
-#include "shard_dims.h"
-#include "tiny_plan.h"
+#include "one_rank.h"
 #include "transformer_layer.h"
 
 namespace meshplan::executor {
@@ -29,32 +27,36 @@ std::vector<float> random_floats(size_t size, double scale, double mean, std::mt
   return v;
 }
 
-// One layer's weights of small_gpt2_model (LayerNorm, GELU, every bias), random.
+// One layer's tensors of small_gpt2_model (LayerNorm, GELU, every bias) and views of them, each
+// filled by fill(size, mean): the weights around (mean) 1 for the norm gains, else 0.
 struct OwnedWeights {
   std::vector<std::vector<float>> storage;
   LayerWeights w;
 };
 
-OwnedWeights random_weights(const ShardDims& d, std::mt19937* generator) {
+template <typename Fill>
+OwnedWeights layer_tensors(const ShardDims& d, Fill fill) {
   OwnedWeights owned;
   owned.storage.reserve(12);
-  const auto make = [&](size_t size, double scale, double mean = 0.0) {
-    owned.storage.push_back(random_floats(size, scale, mean, generator));
+  const auto make = [&](size_t size, double mean = 0.0) {
+    owned.storage.push_back(fill(size, mean));
     return owned.storage.back().data();
   };
   const auto C = static_cast<size_t>(d.C);
-  owned.w.ln1_w = make(C, 0.1, 1.0);
-  owned.w.ln1_b = make(C, 0.1);
-  owned.w.qkv_w = make(static_cast<size_t>(d.QKV) * C, 0.3);
-  owned.w.qkv_b = make(static_cast<size_t>(d.QKV), 0.1);
-  owned.w.proj_w = make(C * static_cast<size_t>(d.AO), 0.3);
-  owned.w.proj_b = make(C, 0.1);
-  owned.w.ln2_w = make(C, 0.1, 1.0);
-  owned.w.ln2_b = make(C, 0.1);
-  owned.w.fc1_w = make(static_cast<size_t>(d.FC1) * C, 0.3);
-  owned.w.fc1_b = make(static_cast<size_t>(d.FC1), 0.1);
-  owned.w.fc2_w = make(C * static_cast<size_t>(d.F), 0.3);
-  owned.w.fc2_b = make(C, 0.1);
+  const auto QKV = static_cast<size_t>(d.QKV);
+  const auto FC1 = static_cast<size_t>(d.FC1);
+  owned.w = LayerWeights{.ln1_w = make(C, 1.0),
+                         .ln1_b = make(C),
+                         .qkv_w = make(QKV * C),
+                         .qkv_b = make(QKV),
+                         .proj_w = make(C * static_cast<size_t>(d.AO)),
+                         .proj_b = make(C),
+                         .ln2_w = make(C, 1.0),
+                         .ln2_b = make(C),
+                         .fc1_w = make(FC1 * C),
+                         .fc1_b = make(FC1),
+                         .fc2_w = make(C * static_cast<size_t>(d.F)),
+                         .fc2_b = make(C)};
   return owned;
 }
 
@@ -66,39 +68,18 @@ struct LayerRun {
 // Forward and input-gradient backward of one layer of `model` on one rank.
 LayerRun run_layer(const models::TransformerConfig& model, const LayerWeights& w,
                    const std::vector<float>& x, const std::vector<float>& dout) {
-  const planner::Plan plan =
-      testing::make_plan(model, testing::make_layout(1, 1, 1, /*micro_batch=*/2, 4));
-  const ShardDims d = make_shard_dims(plan, 0);
-  ProcessGroups groups(plan.layout, false, MPI_COMM_SELF, 60.0);
-  MemoryTracker memory;
-  const RankContext ctx{d, groups, memory};
+  testing::OneRank rank(model);
+  const ShardDims& d = rank.dims;
+  const RankContext ctx = rank.context();
   const size_t rows = static_cast<size_t>(d.N_local) * d.C;
   LayerRun run{std::vector<float>(rows), std::vector<float>(rows, 0.0f)};
   // Gradients accumulate (+=) into zeroed buffers of the weights' shapes.
-  std::vector<std::vector<float>> grad_storage;
-  LayerWeights grads;
-  const auto zeros = [&](size_t size) {
-    grad_storage.emplace_back(size, 0.0f);
-    return grad_storage.back().data();
-  };
-  grad_storage.reserve(12);
-  const auto C = static_cast<size_t>(d.C);
-  grads.ln1_w = zeros(C);
-  grads.ln1_b = zeros(C);
-  grads.qkv_w = zeros(static_cast<size_t>(d.QKV) * C);
-  grads.qkv_b = zeros(static_cast<size_t>(d.QKV));
-  grads.proj_w = zeros(C * static_cast<size_t>(d.AO));
-  grads.proj_b = zeros(C);
-  grads.ln2_w = zeros(C);
-  grads.ln2_b = zeros(C);
-  grads.fc1_w = zeros(static_cast<size_t>(d.FC1) * C);
-  grads.fc1_b = zeros(static_cast<size_t>(d.FC1));
-  grads.fc2_w = zeros(C * static_cast<size_t>(d.F));
-  grads.fc2_b = zeros(C);
+  OwnedWeights grads =
+      layer_tensors(d, [](size_t size, double) { return std::vector<float>(size, 0.0f); });
   LayerActivations acts;
   layer_forward(run.out.data(), &acts, x.data(), w, /*save_probabilities=*/true, ctx);
-  layer_backward_input(run.dinp.data(), grads, &acts, dout.data(), x.data(), w, ctx);
-  layer_backward_weight(grads, &acts, ctx);
+  layer_backward_input(run.dinp.data(), grads.w, &acts, dout.data(), x.data(), w, ctx);
+  layer_backward_weight(grads.w, &acts, ctx);
   return run;
 }
 
@@ -115,11 +96,12 @@ TEST_CASE("parallel block: x + A(x) + M(x), from the sequential block's two bran
   models::TransformerConfig sequential = testing::small_gpt2_model();
   models::TransformerConfig parallel = sequential;
   parallel.parallel_residual = true;
-  const planner::Plan plan =
-      testing::make_plan(sequential, testing::make_layout(1, 1, 1, /*micro_batch=*/2, 4));
-  const ShardDims d = make_shard_dims(plan, 0);
+  const ShardDims d = testing::OneRank(sequential).dims;
   std::mt19937 generator(7);
-  OwnedWeights weights = random_weights(d, &generator);
+  // Weights of std 0.3 (the C-wide norm parameters and output biases 0.1): both branches matter.
+  OwnedWeights weights = layer_tensors(d, [&](size_t size, double mean) {
+    return random_floats(size, size == static_cast<size_t>(d.C) ? 0.1 : 0.3, mean, &generator);
+  });
   const size_t rows = static_cast<size_t>(d.N) * d.C;
   const std::vector<float> x = random_floats(rows, 1.0, 0.0, &generator);
   const std::vector<float> dout = random_floats(rows, 1.0, 0.0, &generator);
