@@ -133,8 +133,8 @@ void free_after_backward_input(LayerActivations* acts) {
   acts->qkv.reset();
 }
 
-// The MLP branch's fc1 -> activation -> fc2 on normed rows `x2` (N_local, C): fc2's partial sums
-// (N, C) before the row-parallel reduction.
+// The MLP branch's fc1 -> activation -> fc2 on normed rows `x2_local` (N_local, C): fc2's partial
+// sums (N, C) before the row-parallel reduction.
 Tensor mlp_partial_forward(LayerActivations* acts, const float* x2_local, const LayerWeights& w,
                            const RankContext& ctx) {
   const ShardDims& d = ctx.dims;
