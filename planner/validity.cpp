@@ -556,13 +556,11 @@ Validity check_framework(Framework framework, const Layout& layout, bool with_re
       if (pipelined && layout.schedule == ScheduleKind::kZbH1) {
         return refused("torch.distributed.pipelining has no ZB-H1 schedule");
       }
-      // torchtitan job_config.py: pipeline_parallel_layers_per_stage is one count for every
-      // stage (meshplan's emitter writes that form only).
-      if (!layout.stage_layers.empty()) {
-        return refused(
-            "torchtitan's pipeline_parallel_layers_per_stage is one count for every "
-            "stage");
-      }
+      // Uneven stages are admitted: torchtitan takes any split as the module names of each
+      // virtual stage (parallelism.module_fqns_per_model_part, since 3c84ce095, 2025-07-30;
+      // its default split is itself uneven, first and last stage one layer short,
+      // pipeline_parallel_first/last_stage_less_layers = 1), and the Dec 2024 torchtitan
+      // (9dec370) cut stages at experimental.pipeline_parallel_split_points.
       return {};
     case Framework::kMeshplan:
       // executor/shard_dims.cpp validate_plan_for_executor.

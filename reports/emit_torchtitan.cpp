@@ -119,6 +119,42 @@ std::string schedule_name(const planner::Layout& layout) {
          to_string(layout.schedule));
 }
 
+// The plan's split as torchtitan's parallelism.module_fqns_per_model_part (job_config.py; since
+// 3c84ce095): the modules of each virtual stage v = chunk * pp + stage, the "loop" order
+// torchtitan's pipeline_module_split gives Interleaved1F1B (rank r holds r, r + pp, ...). The
+// layers are stage_layer_range's; tok_embeddings opens the first part, norm and output close the
+// last. The names are torchtitan's llama3 Transformer attributes. Always written for pp > 1:
+// pipeline_parallel_layers_per_stage would make torchtitan's own split, ceil((l + 2) / n) virtual
+// stages with the first and last one layer short (pipeline_parallel_first/last_stage_less_layers
+// = 1), not the plan's.
+std::string module_fqns_per_model_part(const planner::Plan& plan) {
+  const planner::Layout& layout = plan.layout;
+  std::string parts;
+  for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
+    for (int64_t stage = 0; stage < layout.pp; ++stage) {
+      std::string modules;
+      const auto add = [&modules](const std::string& name) {
+        modules += fmt::format("{}\"{}\"", modules.empty() ? "" : ", ", name);
+      };
+      const bool first = chunk == 0 && stage == 0;
+      const bool last = chunk == layout.vpp - 1 && stage == layout.pp - 1;
+      if (first) {
+        add("tok_embeddings");
+      }
+      const planner::LayerRange range = planner::stage_layer_range(plan.model, layout, stage, chunk);
+      for (int64_t layer = range.first; layer < range.end; ++layer) {
+        add(fmt::format("layers.{}", layer));
+      }
+      if (last) {
+        add("norm");
+        add("output");
+      }
+      parts += fmt::format("{}[{}]", parts.empty() ? "" : ", ", modules);
+    }
+  }
+  return "[" + parts + "]";
+}
+
 }  // namespace
 
 std::string emit_torchtitan(const planner::Plan& plan) {
@@ -126,11 +162,6 @@ std::string emit_torchtitan(const planner::Plan& plan) {
   // Planner features added after this writer (uneven pipeline stages, context parallelism,
   // MoE expert parallelism, FP8) must be emitted here or refused with refuse().
   const planner::Layout& layout = plan.layout;
-  if (!layout.stage_layers.empty()) {
-    refuse(kTorchtitanTarget, "stage_layers",
-           "uneven pipeline stages are not emitted for torchtitan yet",
-           planner::format_stage_layers(layout.stage_layers));
-  }
   const std::string flavor = llama3_flavor(plan.model);
   const bool sharded = layout.zero == 3 && layout.dp > 1;
   std::string out = emit_detail::plan_comment(plan, kTorchtitanTarget, "#");
@@ -154,9 +185,8 @@ std::string emit_torchtitan(const planner::Plan& plan) {
   if (layout.pp > 1) {
     out += fmt::format(
         "pipeline_parallel_schedule = \"{}\"\npipeline_parallel_microbatch_size = {}\n"
-        "pipeline_parallel_layers_per_stage = {}\n",
-        schedule_name(layout), layout.micro_batch,
-        planner::stage_layer_range(plan.model, layout, 0, 0).count());
+        "module_fqns_per_model_part = {}\n",
+        schedule_name(layout), layout.micro_batch, module_fqns_per_model_part(plan));
   }
   out += "context_parallel_degree = 1\n\n";
   // selective-op is costed as torchtitan's op-level policy (planner compute_cost.cpp

@@ -52,8 +52,12 @@ check("torchtitan pipeline_parallel_degree", p["pipeline_parallel_degree"], L["p
 check("torchtitan data_parallel_shard_degree", p["data_parallel_shard_degree"], L["dp"])
 check("torchtitan data_parallel_replicate_degree", p["data_parallel_replicate_degree"], 1)
 check("torchtitan pipeline_parallel_microbatch_size", p["pipeline_parallel_microbatch_size"], L["micro_batch"])
-check("torchtitan pipeline_parallel_layers_per_stage", p["pipeline_parallel_layers_per_stage"],
-      plan["model"]["num_layers"] // (L["pp"] * L["vpp"]))
+# The even split, virtual stage v = layers [v n, (v + 1) n), n = layers / (pp vpp) (Narayanan et
+# al. 2021, Sec. 2.2.2), stated module by module.
+n = plan["model"]["num_layers"] // (L["pp"] * L["vpp"])
+parts = [[f"layers.{i}" for i in range(v * n, (v + 1) * n)] for v in range(L["pp"] * L["vpp"])]
+parts[0].insert(0, "tok_embeddings"); parts[-1] += ["norm", "output"]
+check("torchtitan module_fqns_per_model_part", p["module_fqns_per_model_part"], parts)
 check("torchtitan pipeline_parallel_schedule", p["pipeline_parallel_schedule"],
       {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B"}[L["schedule"]])
 check("torchtitan context_parallel_degree", p["context_parallel_degree"], 1)

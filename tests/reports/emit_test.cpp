@@ -113,13 +113,34 @@ const std::set<std::string> kTorchtitanKeys = {"model.name",
                                                "parallelism.pipeline_parallel_degree",
                                                "parallelism.pipeline_parallel_schedule",
                                                "parallelism.pipeline_parallel_microbatch_size",
-                                               "parallelism.pipeline_parallel_layers_per_stage",
+                                               "parallelism.module_fqns_per_model_part",
                                                "parallelism.context_parallel_degree",
                                                "activation_checkpoint.mode",
                                                "compile.enable",
                                                "compile.components",
                                                "optimizer.implementation",
                                                "optimizer.weight_decay"};
+
+// One virtual stage's module list as torchtitan names the llama3 modules: layers [first, end),
+// tok_embeddings before them on the first stage, norm and output after them on the last.
+std::string toml_modules(int64_t first, int64_t end, bool with_embedding, bool with_head) {
+  std::vector<std::string> names;
+  if (with_embedding) {
+    names.emplace_back("\"tok_embeddings\"");
+  }
+  for (int64_t layer = first; layer < end; ++layer) {
+    names.push_back("\"layers." + std::to_string(layer) + "\"");
+  }
+  if (with_head) {
+    names.emplace_back("\"norm\"");
+    names.emplace_back("\"output\"");
+  }
+  std::string joined;
+  for (const std::string& name : names) {
+    joined += (joined.empty() ? "" : ", ") + name;
+  }
+  return "[" + joined + "]";
+}
 
 std::string error_of(const planner::Plan& plan, EmitTarget target, const std::string& path = "") {
   try {
@@ -506,7 +527,10 @@ TEST_CASE("--emit torchtitan: Llama-3 8B, FSDP x TP x PP, 1F1B") {
       {"parallelism.pipeline_parallel_degree", "2"},
       {"parallelism.pipeline_parallel_schedule", "1F1B"},
       {"parallelism.pipeline_parallel_microbatch_size", "1"},
-      {"parallelism.pipeline_parallel_layers_per_stage", "16"},  // 32 layers / pp 2
+      // The plan's even split stated module by module (layers_per_stage 16 would make
+      // torchtitan's ceil((32 + 2) / 16) = 3 virtual stages, not divisible by pp 2).
+      {"parallelism.module_fqns_per_model_part",
+       "[" + toml_modules(0, 16, true, false) + ", " + toml_modules(16, 32, false, true) + "]"},
       {"parallelism.context_parallel_degree", "1"},
       {"activation_checkpoint.mode", "full"}};
   CHECK(toml == expected);
@@ -514,6 +538,30 @@ TEST_CASE("--emit torchtitan: Llama-3 8B, FSDP x TP x PP, 1F1B") {
     const std::string& key = entry.first;
     CHECK_MESSAGE(kTorchtitanKeys.count(key) == 1, key << " is not a torchtitan JobConfig key");
   }
+}
+
+// Uneven and interleaved: stage_layers 14, 18 with vpp 2 puts 7 + 7 layers on rank 0 and 9 + 9
+// on rank 1 (Megatron-Core's rule, stage_layer_range); torchtitan's Interleaved1F1B gives rank r
+// the virtual stages r and r + pp ("loop"), so the parts are listed v0 (rank 0), v1 (rank 1),
+// v2 (rank 0), v3 (rank 1): layers 0-6, 7-15, 16-22, 23-31.
+TEST_CASE("--emit torchtitan: uneven interleaved stages as module_fqns_per_model_part") {
+  planner::Layout layout;
+  layout.tp = 2;
+  layout.pp = 2;
+  layout.dp = 16;
+  layout.vpp = 2;
+  layout.schedule = planner::ScheduleKind::kInterleaved;
+  layout.micro_batch = 1;
+  layout.global_batch = 128;
+  layout.sequence_parallel = true;
+  layout.zero = 3;
+  layout.stage_layers = {14, 18};
+  const planner::Plan plan = make_plan("llama3-8b", "dgx-h100", layout);
+  const std::map<std::string, std::string> toml = parse_toml(emit_torchtitan(plan));
+  CHECK(toml.at("parallelism.module_fqns_per_model_part") ==
+        "[" + toml_modules(0, 7, true, false) + ", " + toml_modules(7, 16, false, false) + ", " +
+            toml_modules(16, 23, false, false) + ", " + toml_modules(23, 32, false, true) + "]");
+  CHECK(toml.at("parallelism.pipeline_parallel_schedule") == "Interleaved1F1B");
 }
 
 TEST_CASE("--emit: the interleaved micro-batch group size, Megatron's flag or a refusal") {
