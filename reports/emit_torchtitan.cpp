@@ -141,7 +141,8 @@ std::string module_fqns_per_model_part(const planner::Plan& plan) {
       if (first) {
         add("tok_embeddings");
       }
-      const planner::LayerRange range = planner::stage_layer_range(plan.model, layout, stage, chunk);
+      const planner::LayerRange range =
+          planner::stage_layer_range(plan.model, layout, stage, chunk);
       for (int64_t layer = range.first; layer < range.end; ++layer) {
         add(fmt::format("layers.{}", layer));
       }

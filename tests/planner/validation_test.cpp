@@ -1,5 +1,5 @@
-// validate_runs (planner/validation.cpp): the accuracy bars on the 51 published runs of the
-// project set (27 the efficiency parameters were chosen on, 24 held out), the run's own
+// validate_runs (planner/validation.cpp): the accuracy bars on the 61 published runs of the
+// project set (27 the efficiency parameters were chosen on, 34 held out), the run's own
 // hardware and software, searched dimensions, and malformed runs files.
 
 #include "meshplan/validation.h"
@@ -56,10 +56,10 @@ const ValidationReport& public_report() {
   return report;
 }
 
-// Issue 10's bars for the whole project set. The max is NOT met today (README, Validation: 4.5%
-// mean, 13.9% max over the 51 runs; the held-out runs 5.9% / 13.9%, GPT-NeoX-20B the only one
-// over 12% (-13.9%), and the 27 chosen-on runs 3.2% / 6.6%: the max exceeds 12% on one held-out
-// run only).
+// Issue 10's bars for the whole project set. Neither is met today (README, Validation: 5.7%
+// mean, 24.6% max over the 61 runs; the 27 chosen-on runs 3.2% / 6.6%, the 34 held-out runs
+// 7.6% / 24.6%: torchtitan's Dec 2024 H100 benchmark with Float8 and async TP is predicted
+// 14-25% fast, GPT-NeoX-20B 13.9% fast).
 // should_fail() records that: this case fails the day the bars hold, and then loses the
 // decorator.
 TEST_CASE("project runs: mean |error| <= 5%, max <= 12% (issue 10 bars, not met yet)" *
@@ -81,8 +81,10 @@ TEST_CASE("project runs: every run predicted; chosen-on and held-out errors repo
   const std::vector<double> held_out = abs_errors(report, false);
   CHECK(chosen_on.size() == 27);  // the runs the GEMM pairs were chosen on (cluster presets)
   // 15 moved from candidate_runs.json, 3 NVIDIA NeMo 24.07 H100 FP8 runs and 3 more NeMo /
-  // Megatron-Bridge FP8 runs once TE's fp8 saved inputs were counted, never used to choose them.
-  CHECK(held_out.size() == 24);
+  // Megatron-Bridge FP8 runs once TE's fp8 saved inputs were counted, and the ten rows of
+  // torchtitan's Dec 2024 H100 benchmark (one of them moved from candidate_runs.json), never
+  // used to choose them.
+  CHECK(held_out.size() == 34);
   CHECK(report.chosen_on.num_predicted == chosen_on.size());
   CHECK(report.held_out.num_predicted == held_out.size());
   // Same sums and maxima in another order: rounding only.
@@ -122,7 +124,7 @@ TEST_CASE("public runs: layouts and software as published, error as the README d
   const nlohmann::json runs_file = read_json_file(kPublicRuns);
   const ValidationReport& report = public_report();
   REQUIRE(report.runs.size() == runs_file.at("runs").size());
-  CHECK(report.runs.size() == 51);  // the README: 51 published training runs
+  CHECK(report.runs.size() == 61);  // the README: 61 published training runs
 
   double sum = 0, worst = 0;
   for (size_t i = 0; i < report.runs.size(); ++i) {
