@@ -339,7 +339,14 @@ planner::PlanOptions plan_options(const PlanArguments& args) {
   options.fp8_param_gather = parse_on_off(args.fp8_param_gather, "--fp8-param-gather");
   options.cross_entropy_loss_fusion = planner::parse_cross_entropy_fusion(
       args.cross_entropy_loss_fusion, "--cross-entropy-loss-fusion");
-  options.compile = parse_on_off(args.compile, "--compile");
+  if (args.compile == "blocks") {  // torchtitan 9dec370 .. d1f62be7: the loss stays eager
+    options.compile = true;
+    options.compile_loss = false;
+  } else if (args.compile == "on" || args.compile == "off") {
+    options.compile = args.compile == "on";
+  } else {
+    throw InputError(fmt::format("--compile: expected on, off or blocks ({})", args.compile));
+  }
   options.norm_kernel = planner::parse_norm_kernel(args.norm_kernel, "--norm-kernel");
   options.overlap_p2p_comm = args.overlap_p2p_comm
                                  ? parse_on_off(*args.overlap_p2p_comm, "--overlap-p2p-comm")
@@ -668,7 +675,8 @@ void register_plan_commands(CLI::App& app) {
       ->capture_default_str();
   plan->add_option("--compile", args->compile,
                    "torchtitan --training.compile: torch.compile of each TransformerBlock and the "
-                   "loss (on | off; --framework fsdp only; off: eager element-wise)")
+                   "loss (on | off | blocks: the blocks only, the loss eager, as torchtitan "
+                   "9dec370..d1f62be7; --framework fsdp only; off: eager element-wise)")
       ->capture_default_str();
   plan->add_option("--norm-kernel", args->norm_kernel,
                    "torchtitan model.norm_type: fused (fused_rmsnorm) | eager (the hand-written "

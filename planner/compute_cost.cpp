@@ -601,7 +601,7 @@ PassBytes cross_entropy_bytes_per_logit(double logits_element_bytes, CrossEntrop
 // partitioner having saved the logits (memory.cpp loss_bytes_per_token_vocab), reads them again
 // and writes the one gradient in their dtype (e + e). The blocks: layer_time.
 PassBytes loss_bytes_per_logit(double logits_element_bytes, const PlanOptions& options) {
-  if (!options.compile) {
+  if (!loss_compiled(options)) {
     return cross_entropy_bytes_per_logit(logits_element_bytes, options.cross_entropy_loss_fusion);
   }
   return {logits_element_bytes, 2.0 * logits_element_bytes};

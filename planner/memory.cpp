@@ -484,7 +484,7 @@ LossBytes loss_bytes_per_token_vocab(const models::ClusterConfig& cluster,
   if (options.framework != Framework::kFsdp) {
     return {4.0, 0.0};
   }
-  if (!options.compile) {
+  if (!loss_compiled(options)) {
     return {4.0, 8.0};
   }
   const double e = static_cast<double>(element_bytes(cluster));
@@ -548,8 +548,8 @@ double fsdp_loss_cached_bytes(const models::TransformerConfig& model,
   // Compiled (options.compile), the graph saves the bf16 logits: nothing is freed before the
   // backward, and the loss's widest tensor is the bf16 gradient (loss_bytes_per_token_vocab).
   const double logits_bf16 =
-      layout.pp == 1 && x.e < 4.0 && !options.compile ? x.e * x.tokens * vocab : 0.0;
-  const double loss_width = options.compile ? x.e * vocab : 4.0 * vocab;
+      layout.pp == 1 && x.e < 4.0 && !loss_compiled(options) ? x.e * x.tokens * vocab : 0.0;
+  const double loss_width = loss_compiled(options) ? x.e * vocab : 4.0 * vocab;
   const double widest_layer_tensor =
       x.e * std::max({x.h, x.fc1 / x.t, (x.a + 2.0 * x.g) * x.d / x.t});
   const double layer_pool =

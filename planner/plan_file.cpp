@@ -68,7 +68,7 @@ constexpr std::array<std::string_view, 16> kLayoutFields = {"tp",
                                                             "ep",
                                                             "microbatch_group",
                                                             "etp"};
-constexpr std::array<std::string_view, 24> kOptionsFields = {"flash_attention",
+constexpr std::array<std::string_view, 25> kOptionsFields = {"flash_attention",
                                                              "flash_attention_version",
                                                              "fsdp_version",
                                                              "fsdp_head_in_root",
@@ -88,6 +88,7 @@ constexpr std::array<std::string_view, 24> kOptionsFields = {"flash_attention",
                                                              "grad_reduce_dtype",
                                                              "cross_entropy_loss_fusion",
                                                              "compile",
+                                                             "compile_loss",
                                                              "norm_kernel",
                                                              "pipeline_grad_scatter_gather",
                                                              "optimizer_impl",
@@ -233,6 +234,9 @@ nlohmann::json options_to_json(const PlanOptions& options) {
   }
   if (options.compile) {  // omitted at the default, off
     json["compile"] = true;
+    if (!options.compile_loss) {  // omitted at the default, the loss compiled with the blocks
+      json["compile_loss"] = false;
+    }
   }
   if (options.flash_attention_version != 2) {  // omitted at the default, FlashAttention-2
     json["flash_attention_version"] = options.flash_attention_version;
@@ -345,6 +349,12 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
   check_overlap_p2p_options(options, where + ": overlap_p2p_comm");
   if (json.contains("compile")) {  // optional: absent means off (eager)
     options.compile = require_bool(json, "compile", where);
+  }
+  if (json.contains("compile_loss")) {  // optional: absent means the loss compiled with compile
+    options.compile_loss = require_bool(json, "compile_loss", where);
+    if (!options.compile) {
+      throw InputError(where + ": compile_loss: only with compile true (the blocks compiled)");
+    }
   }
   if (json.contains("grad_reduce_dtype")) {  // optional: absent means the framework's default
     options.grad_reduce_dtype = parse_grad_reduce_dtype(

@@ -218,14 +218,15 @@ std::string emit_torchtitan(const planner::Plan& plan) {
       out += "weight_decay = 0.0\n";
     }
   }
-  // --compile is Compile.enable with its default components ["model", "loss"] (job_config.py).
+  // --compile on is Compile.enable with its default components ["model", "loss"]
+  // (job_config.py); --compile blocks compiles the model only, the loss eager.
   // Async tensor parallelism only takes effect under torch.compile of the model (job_config.py
   // Compile, "Async TP requires 'model' in --compile.components"); without --compile the plan
   // costs the loss eager, so only the blocks are compiled (components since torchtitan
   // 08b8b244f, #1608).
-  if (plan.options.compile) {
+  if (planner::loss_compiled(plan.options)) {
     out += "\n[compile]\nenable = true\n";
-  } else if (plan.options.overlap_tp_comm) {
+  } else if (plan.options.compile || plan.options.overlap_tp_comm) {
     out += "\n[compile]\nenable = true\ncomponents = [\"model\"]\n";
   }
   return out;

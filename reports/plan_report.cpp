@@ -115,7 +115,8 @@ std::string format_plan_options(const planner::PlanOptions& o, const planner::Se
     out += ", cross-entropy fusion " + planner::to_string(o.cross_entropy_loss_fusion);
   }
   if (o.compile) {
-    out += ", torch.compile (blocks and loss)";
+    out += o.compile_loss ? ", torch.compile (blocks and loss)"
+                          : ", torch.compile (blocks; loss eager)";
   }
   if (o.overlap_p2p_comm) {  // Megatron-Core's default; only interleaved layouts use it
     out += ", p2p overlap (interleaved)";

@@ -409,7 +409,7 @@ row "plan: --compile under megatron" 2 "compile: framework megatron" \
 row "plan: --compile under deepspeed" 2 "compile: framework deepspeed" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --framework deepspeed --compile on \
   --json new_out.json
-row "plan: --compile maybe" 2 "--compile: expected on or off (maybe)" \
+row "plan: --compile maybe" 2 "--compile: expected on, off or blocks (maybe)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --framework fsdp --compile maybe --json new_out.json
 row "plan: --flash-attention-version 3" 2 "--flash-attention-version: expected 1 or 2 (3)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --flash-attention-version 3 --json new_out.json

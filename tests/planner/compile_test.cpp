@@ -64,6 +64,37 @@ TEST_CASE("compile: the loss's memory-bound bytes per logit, eager and compiled"
   CHECK(compiled.backward == 4.0);
 }
 
+// --compile blocks (compile_loss false): torchtitan 9dec370 .. d1f62be7 compiled each
+// TransformerBlock and kept the loss eager (train.py), so the loss costs what it costs eager, in
+// bytes and in memory, while the blocks keep compile's fused element-wise count.
+TEST_CASE("compile blocks: the loss costs and holds what it does eager") {
+  PlanOptions options;
+  options.framework = Framework::kFsdp;
+  options.compile = true;
+  options.compile_loss = false;
+  CHECK_FALSE(loss_compiled(options));
+  const PassBytes blocks = loss_bytes_per_logit(2.0, options);
+  CHECK(blocks.forward == 38.0);  // eager's, the case above
+  CHECK(blocks.backward == 14.0);
+  // Llama 3 8B: rope and SwiGLU, whose eager element-wise kernels compile fuses.
+  const models::TransformerConfig model = models::load_model("llama3-8b");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  Layout layout = make_layout(1, 1, 64, 1, 64);
+  layout.zero = 3;
+  PlanOptions eager_options = options;
+  eager_options.compile = false;
+  const PlanEstimate eager = estimate_plan(model, cluster, layout, eager_options);
+  const PlanEstimate compiled_blocks = estimate_plan(model, cluster, layout, options);
+  // Memory: compiled blocks are counted as eager (cost_model.h), and so is this loss.
+  CHECK(compiled_blocks.stages[0].memory.total_bytes() == eager.stages[0].memory.total_bytes());
+  // Time: faster than eager by the blocks' element-wise passes only, so slower than compiling
+  // the loss too.
+  options.compile_loss = true;
+  const PlanEstimate compiled_all = estimate_plan(model, cluster, layout, options);
+  CHECK(compiled_blocks.step_time_s < eager.step_time_s);
+  CHECK(compiled_all.step_time_s < compiled_blocks.step_time_s);
+}
+
 TEST_CASE("compile: only framework fsdp runs torchtitan's torch.compile") {
   const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
   PlanOptions options;
@@ -99,6 +130,17 @@ TEST_CASE("round trip: compile is stored only when on and read back") {
   nlohmann::json bad = json;
   bad["options"]["compile"] = "on";
   CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"), doctest::Contains("p.json: options: compile"),
+                       InputError);
+  // compile_loss: written only when false (--compile blocks), and only with compile.
+  CHECK_FALSE(json.at("options").contains("compile_loss"));
+  plan.options.compile_loss = false;
+  const nlohmann::json blocks = plan_to_json(plan, {});
+  CHECK(blocks.at("options").at("compile_loss") == false);
+  CHECK(plan_from_json(blocks, "p.json") == plan);
+  nlohmann::json loss_without_compile = blocks;
+  loss_without_compile["options"].erase("compile");
+  CHECK_THROWS_WITH_AS(plan_from_json(loss_without_compile, "p.json"),
+                       doctest::Contains("p.json: options: compile_loss: only with compile true"),
                        InputError);
   nlohmann::json megatron = json;
   megatron["options"]["framework"] = "megatron";

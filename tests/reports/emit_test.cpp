@@ -609,6 +609,10 @@ TEST_CASE("--emit torchtitan: async TP compiles the blocks, --compile the blocks
   toml = parse_toml(emit_torchtitan(plan));
   CHECK(toml.at("compile.enable") == "true");
   CHECK(toml.count("compile.components") == 0);  // torchtitan's default: model and loss
+  plan.options.compile_loss = false;             // --compile blocks: the model only, the loss eager
+  toml = parse_toml(emit_torchtitan(plan));
+  CHECK(toml.at("compile.enable") == "true");
+  CHECK(toml.at("compile.components") == "[\"model\"]");
 }
 
 // torchtitan's Optimizer.implementation ("for-loop", "foreach", "fused"; default fused) and

@@ -174,6 +174,11 @@ struct PlanOptions {
   // (memory.cpp loss_bytes_per_token_vocab; blocks as eager). Only framework fsdp
   // (check_compile_options).
   bool compile = false;
+  // With compile, whether the loss is compiled too (torchtitan bbb1b616e on, Compile.components
+  // "loss") or stays eager while the blocks are compiled (torchtitan 9dec370 .. d1f62be7, and
+  // components ["model"]): `plan --compile blocks`, plan file "compile_loss": false. Read through
+  // loss_compiled().
+  bool compile_loss = true;
   // torchtitan's RMSNorm kernel (model.norm_type): fused (default) or the hand-written eager
   // norm of the 70B and 405B train_configs (NormKernel).
   NormKernel norm_kernel = NormKernel::kFused;
@@ -185,6 +190,12 @@ struct PlanOptions {
 
   bool operator==(const PlanOptions&) const = default;
 };
+
+/// Whether the cross-entropy loss runs compiled (torch.compile of the blocks with the loss,
+/// PlanOptions::compile and compile_loss); otherwise it is costed eager.
+inline bool loss_compiled(const PlanOptions& options) {
+  return options.compile && options.compile_loss;
+}
 
 enum class CollectiveKind { kAllReduce, kAllGather, kReduceScatter, kSendRecv, kAllToAll };
 /// kDp is the gradient group of grad_group_size(layout) = dp * cp ranks; kCp the cp ranks of
