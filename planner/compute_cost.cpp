@@ -594,7 +594,7 @@ PassBytes cross_entropy_bytes_per_logit(double logits_element_bytes, CrossEntrop
 }
 
 // The loss's bytes per logit, eager (cross_entropy_bytes_per_logit) or compiled
-// (options.compile: torchtitan bbb1b616e+ components/loss.py build_cross_entropy_loss wraps
+// (loss_compiled(options): torchtitan bbb1b616e+ components/loss.py build_cross_entropy_loss wraps
 // cross_entropy(pred.float()) in torch.compile). Inductor fuses the cast, max, exp-sum and log
 // into one reduction kernel per row (torch/_inductor/scheduler.py fuses a reduction with its
 // pointwise producers), so the forward reads the bf16 logits once (e); the backward, the

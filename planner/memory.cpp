@@ -468,7 +468,7 @@ struct LossBytes {
   double transient = 0.0;
 };
 
-// The loss's bytes per logit, eager or compiled (options.compile, fsdp only):
+// The loss's bytes per logit, eager or compiled (loss_compiled(options), fsdp only):
 //   eager (Korthikanti et al. 2022 Sec. 4.4: the fp32 logits 4 s b v / t; torchtitan's
 //     cross_entropy(pred.float()), train.py at 9dec370 line 131, whose log_softmax backward
 //     holds its saved fp32 output with two fp32 gradients, nll_loss's and its own): held 4,
@@ -545,7 +545,7 @@ double fsdp_loss_cached_bytes(const models::TransformerConfig& model,
   }
   const Shape x = shape_of(model, cluster, layout);
   const double vocab = static_cast<double>(padded_vocab_size(model, layout.tp)) / x.t;
-  // Compiled (options.compile), the graph saves the bf16 logits: nothing is freed before the
+  // Compiled (loss_compiled(options)), the graph saves the bf16 logits: nothing is freed before the
   // backward, and the loss's widest tensor is the bf16 gradient (loss_bytes_per_token_vocab).
   const double logits_bf16 =
       layout.pp == 1 && x.e < 4.0 && !loss_compiled(options) ? x.e * x.tokens * vocab : 0.0;

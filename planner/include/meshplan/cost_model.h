@@ -168,7 +168,7 @@ struct PlanOptions {
   // components/loss.py build_cross_entropy_loss): each TransformerBlock (apply_compile, since
   // 9954e19c) and the cross-entropy loss. torchtitan 9dec370 .. d1f62be7 compiled the blocks only
   // (its train.py kept the loss eager, citing CUDA errors; so did 3faaa1a0d, before 9dec370):
-  // compile on costs both compiled, off both eager. Time: compiled blocks keep the fused
+  // compile_loss below says which. Time: compiled blocks keep the fused
   // element-wise count, eager ones torchtitan's eager kernels (compute_cost.cpp
   // eager_elementwise_bytes_per_token); the loss, loss_bytes_per_logit. Memory: the loss only
   // (memory.cpp loss_bytes_per_token_vocab; blocks as eager). Only framework fsdp
