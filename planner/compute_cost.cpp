@@ -205,13 +205,23 @@ struct LayerTime {
   double attention_forward = 0;  // scores, softmax, attention-times-values
   double memory_forward = 0;     // norms, residual adds, activation, rope
   double memory_backward = 0;    // their gradients (2 x forward, or the eager kernels')
-  double fp8_cast_forward = 0;   // Transformer Engine's FP8 casts (fp8_cast_cost.cpp)
+  double fp8_cast_forward = 0;   // the FP8 casts (fp8_cast_cost.cpp)
   double fp8_cast_backward = 0;
   double tp_comm_forward = 0;  // all-reduce equivalents of the forward
   double tp_comm_backward = 0;
   double cp_comm_forward = 0;  // exposed context-parallel attention traffic
   double cp_comm_backward = 0;
 };
+
+// One linear GEMM in the plan's precision; torchao's Float8Linear (--framework fsdp) runs its
+// FP8 GEMMs at kTorchaoFp8GemmEfficiencyRatio of Transformer Engine's FP8 throughput.
+double one_linear_gemm_seconds(const models::ClusterConfig& cluster, const PlanOptions& options,
+                               double m, double n, double k) {
+  const double seconds = gemm_seconds(cluster, m, n, k, options.gemm_precision);
+  const bool torchao_fp8 =
+      options.gemm_precision == GemmPrecision::kFp8 && options.framework == Framework::kFsdp;
+  return torchao_fp8 ? seconds / kTorchaoFp8GemmEfficiencyRatio : seconds;
+}
 
 // Time of the layer's linear GEMMs (layer_linear_gemms) in the plan's precision, plus the MoE
 // router on the rank's T / sp tokens, which stays in 16 bits.
@@ -220,8 +230,8 @@ double linear_gemm_seconds(const models::TransformerConfig& model,
                            const Shape& x, const LinearGemms& gemms, bool moe_layer) {
   double seconds = 0;
   for (const LinearGemm& gemm : gemms) {
-    seconds += gemm.multiplier *
-               gemm_seconds(cluster, gemm.tokens, gemm.n, gemm.k, options.gemm_precision);
+    seconds +=
+        gemm.multiplier * one_linear_gemm_seconds(cluster, options, gemm.tokens, gemm.n, gemm.k);
   }
   if (moe_layer) {
     seconds += gemm_seconds(cluster, x.tokens / x.sp, static_cast<double>(model.num_experts), x.h);
@@ -270,6 +280,28 @@ AttentionTpComm attention_tp_seconds(const models::TransformerConfig& model,
   const double gather_e = static_cast<double>(tp_all_gather_element_bytes(cluster, options));
   return {latents(CollectiveKind::kAllGather) + hidden(CollectiveKind::kReduceScatter, e),
           hidden(CollectiveKind::kAllGather, gather_e) + latents(CollectiveKind::kReduceScatter)};
+}
+
+// torch's async TP (torchtitan's experimental.enable_async_tensor_parallel; Inductor's
+// micro_pipeline_tp pass, torch/_inductor/fx_passes/micro_pipeline_tp.py) fuses an all-gather
+// with the matmuls that consume it and a reduce-scatter with the one matmul that feeds it:
+// fuse_matmul_reduce_scatter returns unless the reduce-scatter's input is an aten.mm (or
+// _scaled_mm) or its reshape. In the backward an input gradient that is a sum of matmuls is
+// reduce-scattered unfused: torchtitan's Attention has separate wq, wk and wv (dq Wq + dk Wk +
+// dv Wv) and its SwiGLU FeedForward w1 and w3 (torchtitan models/llama/model.py); a GELU MLP's
+// single fc1 is fused, and a parallel block's two branches meet in one sum. All-reduces (tp
+// without sequence parallelism) have no pattern: nothing is fused. Returns the unfused part of
+// one layer's backward tp time, the reduce-scatters of hidden_bytes each.
+double async_tp_unfused_backward_seconds(const models::TransformerConfig& model,
+                                         const models::ClusterConfig& cluster, const Layout& layout,
+                                         double hidden_bytes, bool moe_layer) {
+  const double reduce = collective_seconds(cluster, CollectiveKind::kReduceScatter,
+                                           static_cast<int64_t>(hidden_bytes), layout.tp, 1);
+  if (model.parallel_residual) {
+    return reduce;
+  }
+  const bool swiglu_mlp = model.activation == models::Activation::kSwiglu && !moe_layer;
+  return reduce + (swiglu_mlp ? reduce : 0.0);
 }
 
 LayerTime layer_time(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
@@ -326,10 +358,11 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
   }
   time.memory_forward = memory_seconds(cluster, bytes + eager.forward);
   time.memory_backward = memory_seconds(cluster, 2.0 * bytes + eager.backward);
-  // torchao's Float8Linear (--framework fsdp) casts the same tensors (input and output
-  // gradient, float8_linear.py matmul_with_hp_or_float8_args) and is costed the same way.
+  // Transformer Engine's casts, or torchao's Float8Linear's under --framework fsdp.
   if (options.gemm_precision == GemmPrecision::kFp8) {
-    const Fp8CastBytes casts = fp8_cast_bytes(gemms, layout.sequence_parallel, norm_tokens);
+    const Fp8CastBytes casts = options.framework == Framework::kFsdp
+                                   ? torchao_float8_cast_bytes(gemms)
+                                   : fp8_cast_bytes(gemms, layout.sequence_parallel, norm_tokens);
     time.fp8_cast_forward = memory_seconds(cluster, casts.forward);
     time.fp8_cast_backward = memory_seconds(cluster, casts.backward);
   }
@@ -389,12 +422,18 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
         time.tp_forward_gather_share = inputs * gather / time.tp_comm_forward;
       }
     }
-    if (options.overlap_tp_comm) {
+    const bool fsdp = options.framework == Framework::kFsdp;
+    if (options.overlap_tp_comm && (!fsdp || layout.sequence_parallel)) {
       // Megatron-Core --tp-comm-overlap pipelines the collectives with the GEMMs they feed
       // (Wang et al. 2023, "Overlap communication with dependent computation"): only what the
-      // GEMMs cannot cover is exposed.
+      // GEMMs cannot cover is exposed. torch's async TP (--framework fsdp) leaves some
+      // reduce-scatters out (async_tp_unfused_backward_seconds).
+      const double unfused = fsdp ? async_tp_unfused_backward_seconds(model, cluster, layout,
+                                                                      tokens * h * e, moe_layer)
+                                  : 0.0;
       time.tp_comm_forward = std::max(0.0, time.tp_comm_forward - time.linear_forward);
-      time.tp_comm_backward = std::max(0.0, time.tp_comm_backward - 2.0 * time.linear_forward);
+      time.tp_comm_backward =
+          unfused + std::max(0.0, time.tp_comm_backward - unfused - 2.0 * time.linear_forward);
     }
   }
   return time;
@@ -427,13 +466,12 @@ struct OpSacRecompute {
 OpSacRecompute op_sac_recompute(const models::ClusterConfig& cluster, const Layout& layout,
                                 const PlanOptions& options, const Shape& x, bool swiglu,
                                 const LayerTime& layer) {
-  const GemmPrecision p = options.gemm_precision;
   const double t = x.t, tokens = x.tokens, h = x.h, d = x.d, a = x.a, g = x.g, f = x.f;
   OpSacRecompute out;
-  const double k_proj = gemm_seconds(cluster, tokens, g * d / t, h, p);
-  const double output = gemm_seconds(cluster, tokens, h, a * d / t, p);
-  const double mlp = swiglu ? gemm_seconds(cluster, tokens, f / t, h, p)   // w3
-                            : gemm_seconds(cluster, tokens, h, f / t, p);  // fc2
+  const double k_proj = one_linear_gemm_seconds(cluster, options, tokens, g * d / t, h);
+  const double output = one_linear_gemm_seconds(cluster, options, tokens, h, a * d / t);
+  const double mlp = swiglu ? one_linear_gemm_seconds(cluster, options, tokens, f / t, h)   // w3
+                            : one_linear_gemm_seconds(cluster, options, tokens, h, f / t);  // fc2
   out.compute_seconds = k_proj + output + mlp + layer.memory_forward;
   out.flops = 2.0 * tokens * (h * g * d + a * d * h + h * f) / t;
   out.tp_comm_seconds =

@@ -109,8 +109,14 @@ int64_t tp_all_gather_element_bytes(const models::ClusterConfig& cluster,
   // (module/base.py grad_output_preprocess, "FP8 case with gather"; FP8 wgrad, Megatron-Core's
   // and NeMo's fp8_wgrad default). TE 2.x keeps it (v2.8 = 40c69e75 distributed.py
   // gather_along_first_dim with a quantizer: _all_gather_fp8 for delayed and current scaling). The
-  // reduce-scatters carry the GEMMs' 16-bit outputs.
-  if (options.gemm_precision == GemmPrecision::kFp8 && options.framework == Framework::kMegatron) {
+  // reduce-scatters carry the GEMMs' 16-bit outputs. torchao's tensor parallel styles do the same
+  // under --framework fsdp (torchao eab345c float8_tensor_parallel.py, the styles torchtitan
+  // 9dec370 parallelize_llama.py apply_tp uses with float8): PrepareFloat8ModuleInput and
+  // Float8ColwiseParallel cast the sequence-sharded input (hp_tensor_to_float8_dynamic) before
+  // redistributing it, and Float8RowwiseParallel's NoopFwToFloat8BwDynamic, after the output's
+  // reduce-scatter, casts the output gradient before the backward's all-gather.
+  if (options.gemm_precision == GemmPrecision::kFp8 &&
+      (options.framework == Framework::kMegatron || options.framework == Framework::kFsdp)) {
     return 1;
   }
   return element_bytes(cluster);

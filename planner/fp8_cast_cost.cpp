@@ -62,4 +62,35 @@ Fp8CastBytes fp8_cast_bytes(const LinearGemms& gemms, bool sequence_parallel, do
   return bytes;
 }
 
+// torchao's Float8Linear (torchao eab345c, the Dec 2024 torchtitan benchmark's version;
+// float8_linear.py matmul_with_hp_or_float8_args), dynamic tensorwise scaling, compiled. torchao's
+// own roofline (torchao/float8/roofline_utils.py at eab345c, get_tensor_memory_traffic_bytes
+// and get_float8_mem_sympy with model_torch_compile_limitations) counts, per element:
+//  - the input and the output gradient, whose max(abs) fuses into the op before them: read 2
+//    and write 1 + 1 (a row-major and a column-major FP8 copy), plus 1 more read of the FP8
+//    data that Inductor's cast kernel makes (pytorch#130015): 5 bytes, the input in the forward
+//    and the output gradient in the backward;
+//  - the weight: 7 bytes per call in that roofline (amax 2, cast 2 + 1 + 1, the extra read 1).
+//    Under FSDP2's float8 all-gather (torchao fsdp_utils.py WeightWithDynamicFloat8CastTensor,
+//    which torchtitan's float8 settings enable) the shard is cast before the gather at the
+//    precomputed scale and the gathered FP8 weight is used as it is by the forward GEMM
+//    (K-major already); the input-gradient GEMM needs its transpose, one FP8 copy (read 1,
+//    write 1): 2 bytes per weight element in the backward. The shard's cast (3 bytes over a
+//    1/dp shard) is left out.
+// Under sequence parallelism torchao casts the rank's T / t rows before gathering them in FP8
+// (float8_tensor_parallel.py PrepareFloat8ModuleInput, Float8RowwiseParallel's
+// NoopFwToFloat8BwDynamic) and writes the column-major copy of the gathered rows; both are
+// counted here over the gathered rows (a small overcount of the casts).
+Fp8CastBytes torchao_float8_cast_bytes(const LinearGemms& gemms) {
+  constexpr double kDynamicCastBytes = 5.0;      // read 2, write 1 + 1, re-read 1 (pytorch#130015)
+  constexpr double kWeightTransposeBytes = 2.0;  // read 1, write 1
+  Fp8CastBytes bytes;
+  for (const LinearGemm& gemm : gemms) {
+    bytes.forward += kDynamicCastBytes * gemm.multiplier * gemm.tokens * gemm.k;
+    bytes.backward += kDynamicCastBytes * gemm.multiplier * gemm.tokens * gemm.n +
+                      kWeightTransposeBytes * gemm.multiplier * gemm.k * gemm.n;
+  }
+  return bytes;
+}
+
 }  // namespace meshplan::planner

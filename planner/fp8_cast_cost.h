@@ -1,5 +1,6 @@
 #pragma once
-// Private: Transformer Engine's FP8 casts around the linear GEMMs (--precision fp8).
+// Private: the FP8 casts around the linear GEMMs (--precision fp8): Transformer Engine's, and
+// torchao's Float8Linear under --framework fsdp.
 
 #include "linear_gemms.h"
 
@@ -13,5 +14,23 @@ struct Fp8CastBytes {
   double backward = 0;
 };
 Fp8CastBytes fp8_cast_bytes(const LinearGemms& gemms, bool sequence_parallel, double norm_tokens);
+
+/// The same for torchao's Float8Linear with dynamic tensorwise scaling under torch.compile and
+/// FSDP2's float8 all-gather (--framework fsdp --precision fp8).
+Fp8CastBytes torchao_float8_cast_bytes(const LinearGemms& gemms);
+
+/// FP8 GEMM throughput of torchao's Float8Linear as a fraction of the FP8 e_max
+/// (fp8_gemm_peak_efficiency) Transformer Engine's GEMMs are costed at. torchao's README at
+/// eab345c (torchao/float8/README.md, Performance, example 2) measured a compiled Float8Linear
+/// forward plus backward with dynamic scaling at M, K, N = 4096, 8192, 16384 at 1.39x the bf16
+/// linear on H100. meshplan's costing of that linear (its three GEMMs on the efficiency curve of
+/// Meta's H100, grand-teton-h100: bf16 e_max 0.65, x_half 1024; the casts of
+/// torchao_float8_cast_bytes with the weight cast each call, 7 bytes per element, at
+/// hbm_efficiency 0.8) gives 1.61x at the FP8 e_max of 0.64 and 1.39x at 0.535: 0.836 of it.
+/// Chosen on that one microbenchmark, not on any validation run (bench/torchao_fp8_ratio.py
+/// re-derives it). torchao runs both backward GEMMs without fast accumulation
+/// (Float8LinearConfig: use_fast_accum on the output GEMM only), where the FP8 e_max comes from
+/// FBGEMM's fast-accumulating kernels (pytorch/FBGEMM#2546).
+inline constexpr double kTorchaoFp8GemmEfficiencyRatio = 0.836;
 
 }  // namespace meshplan::planner

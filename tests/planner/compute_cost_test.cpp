@@ -576,5 +576,58 @@ TEST_CASE("parallel block: one tp reduction of the summed branches forward, two 
   CHECK(one.second == doctest::Approx(3 * gather + 3 * reduce));
 }
 
+TEST_CASE(
+    "async TP under fsdp: the backward's summed input gradients are reduce-scattered unfused") {
+  // 32 layers of h 4096 (32 heads of 128), tp 4 with sequence parallelism, T = 2048 tokens.
+  // Megatron's --tp-comm-overlap hides every tp collective behind these GEMMs; torch's async TP
+  // (Inductor's micro_pipeline_tp: a reduce-scatter fuses only with the one matmul feeding it)
+  // leaves the backward's input-gradient reduce-scatters exposed: the attention's (dq Wq + dk Wk
+  // + dv Wv) always, the MLP's (w1 and w3) under SwiGLU, not a GELU MLP's single fc1. Each moves
+  // T h bf16 bytes over the 4 tp ranks; Megatron's layers expose none of theirs at these GEMM
+  // sizes. Without sequence parallelism (all-reduces) nothing fuses.
+  models::TransformerConfig model;
+  model.name = "async-tp";
+  model.num_layers = 32;
+  model.hidden_size = 4096;
+  model.num_attention_heads = 32;
+  model.num_kv_heads = 32;
+  model.head_dim = 128;
+  model.ffn_hidden_size = 16384;
+  model.vocab_size = 64;
+  model.seq_length = 2048;
+  model.max_position_embeddings = 2048;
+  model.norm = models::Norm::kRmsNorm;
+  model.positions = models::Positions::kRope;
+  model.tied_embeddings = false;
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  Layout layout = test::make_layout(4, 1, 2, 1, 8);
+  layout.sequence_parallel = true;
+  const double reduce =
+      collective_seconds(cluster, CollectiveKind::kReduceScatter, int64_t{2048} * 4096 * 2, 4, 1);
+  PlanOptions overlap;
+  overlap.overlap_tp_comm = true;
+  PlanOptions fsdp_overlap = overlap;
+  fsdp_overlap.framework = Framework::kFsdp;
+  for (const models::Activation activation :
+       {models::Activation::kGelu, models::Activation::kSwiglu}) {
+    model.activation = activation;
+    const double unfused = activation == models::Activation::kSwiglu ? 2.0 : 1.0;
+    const ChunkCost megatron = estimate_plan(model, cluster, layout, overlap).stages[0].chunks[0];
+    const ChunkCost fsdp = estimate_plan(model, cluster, layout, fsdp_overlap).stages[0].chunks[0];
+    // The embedding's and LM head's tp collectives (this one stage has both) are not layers'.
+    CHECK(fsdp.forward_tp_comm_seconds == megatron.forward_tp_comm_seconds);
+    CHECK(fsdp.backward_tp_comm_seconds - megatron.backward_tp_comm_seconds ==
+          doctest::Approx(32.0 * unfused * reduce).epsilon(1e-9));
+  }
+  layout.sequence_parallel = false;
+  PlanOptions fsdp_plain;
+  fsdp_plain.framework = Framework::kFsdp;
+  const ChunkCost hidden = estimate_plan(model, cluster, layout, fsdp_overlap).stages[0].chunks[0];
+  const ChunkCost plain = estimate_plan(model, cluster, layout, fsdp_plain).stages[0].chunks[0];
+  CHECK(hidden.forward_tp_comm_seconds == plain.forward_tp_comm_seconds);
+  CHECK(hidden.backward_tp_comm_seconds == plain.backward_tp_comm_seconds);
+  CHECK(plain.backward_tp_comm_seconds > 0.0);
+}
+
 }  // namespace
 }  // namespace meshplan::planner

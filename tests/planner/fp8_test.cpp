@@ -163,12 +163,74 @@ TEST_CASE("fp8: TE's sequence-parallel all-gathers move FP8 bytes, reduce-scatte
       fp8.collectives, "tp: layer forward reduce-scatters (attention out, MLP out)");
   REQUIRE(scatter != nullptr);
   CHECK(scatter->message_bytes == 2048 * 4096 * 2);
-  // torchao's Float8Linear (--framework fsdp) is not costed with FP8 gathers.
+  // torchao's tensor-parallel styles (--framework fsdp) also gather what they have cast
+  // (float8_tensor_parallel.py at eab345c); their reduce-scatters stay 16-bit.
   PlanOptions fsdp = fp8_options();
   fsdp.framework = Framework::kFsdp;
   const PlanEstimate torchao = estimate_plan(square_model(), cluster, layout, fsdp);
   CHECK(test::find_traffic(torchao.collectives, "tp: layer forward all-gathers (QKV in, MLP in)")
+            ->message_bytes == 2048 * 4096);
+  CHECK(test::find_traffic(torchao.collectives,
+                           "tp: layer forward reduce-scatters (attention out, MLP out)")
             ->message_bytes == 2048 * 4096 * 2);
+}
+
+TEST_CASE("fp8 under fsdp: torchao's FP8 GEMMs at 0.836 of TE's e_max, and torchao's casts") {
+  // The square model at tp 1 under --framework fsdp, bf16 against fp8 (torchao's Float8Linear).
+  // Each forward GEMM saves 2 T n k (1 + x_half (1/k + 0.2 (1/T + 1/n))) x (1 / (989.4e12 x
+  // 0.65) - 1 / (1978.9e12 x 0.64 x 0.836)). torchao's casts (torchao roofline_utils.py at
+  // eab345c): 5 bytes per input element forward, 5 per output-gradient element backward, and 2
+  // per weight element backward (the FP8 transpose of the gathered weight): forward T (5 x 3h + 5
+  // f) over QKV, output, MLP in (k = h) and MLP out (k = f); backward T 5 (3h + h + f + h) + 2
+  // (3h^2 + h^2 + f h + h f).
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  const Layout layout = make_layout(1, 1, 8, 1, 8);
+  PlanOptions bf16_options;
+  bf16_options.framework = Framework::kFsdp;
+  PlanOptions fp8 = fp8_options();
+  fp8.framework = Framework::kFsdp;
+  const PlanEstimate bf16_plan = estimate_plan(square_model(), cluster, layout, bf16_options);
+  const PlanEstimate fp8_plan = estimate_plan(square_model(), cluster, layout, fp8);
+  const double T = 2048, h = 4096, ffn = 16384;
+  const auto saved = [&](double n, double k) {
+    const double shape = 1.0 + 1024.0 * (1.0 / k + 0.2 * (1.0 / T + 1.0 / n));
+    return 2.0 * T * n * k * shape * (1.0 / (989.4e12 * 0.65) - 1.0 / (1978.9e12 * 0.64 * 0.836));
+  };
+  const double saved_per_layer = saved(3 * h, h) + saved(h, h) + saved(ffn, h) + saved(h, ffn);
+  const double hbm_bytes_per_second = 3.35e12 * 0.8;
+  const double cast_forward = T * (5 * 3 * h + 5 * ffn) / hbm_bytes_per_second;
+  const double cast_backward =
+      (5 * T * (5 * h + ffn) + 2 * (4 * h * h + 2 * h * ffn)) / hbm_bytes_per_second;
+  const ChunkCost& b = bf16_plan.stages[0].chunks[0];
+  const ChunkCost& f = fp8_plan.stages[0].chunks[0];
+  CHECK(b.forward_compute_seconds - f.forward_compute_seconds ==
+        doctest::Approx(32.0 * (saved_per_layer - cast_forward)).epsilon(kFp8RoundingTolerance));
+  CHECK(b.backward_input_compute_seconds - f.backward_input_compute_seconds ==
+        doctest::Approx(32.0 * (saved_per_layer - cast_backward)).epsilon(kFp8RoundingTolerance));
+  CHECK(b.backward_weight_compute_seconds - f.backward_weight_compute_seconds ==
+        doctest::Approx(32.0 * saved_per_layer).epsilon(kFp8RoundingTolerance));
+}
+
+TEST_CASE("fp8 under fsdp: the 0.836 ratio reproduces torchao's README speed-up of 1.39x") {
+  // torchao/float8/README.md at eab345c, Performance, example 2: a compiled Float8Linear forward
+  // plus backward at M, K, N = 4096, 8192, 16384 ran 1.39x the bf16 linear. The same linear on
+  // grand-teton-h100 (bf16 912.45e12 x 0.65, fp8 1824.7e12 x 0.64 x 0.836, x_half 1024): its
+  // three GEMMs (output M x N over K, input gradient M x K over N, weight gradient K x N over
+  // M), and torchao's casts with the weight cast each call: 5 M K + 7 K N + 5 M N bytes at
+  // 2.4e12 x 0.8 B/s. The ratio was chosen to three digits, so 1.39 holds to 0.005.
+  const models::ClusterConfig cluster = models::load_cluster("grand-teton-h100");
+  PlanOptions fp8 = fp8_options();
+  fp8.framework = Framework::kFsdp;
+  const double M = 4096, K = 8192, N = 16384;
+  const auto gemms = [&](GemmPrecision precision, double scale) {
+    return (gemm_seconds(cluster, M, N, K, precision) + gemm_seconds(cluster, M, K, N, precision) +
+            gemm_seconds(cluster, K, N, M, precision)) /
+           scale;
+  };
+  const double bf16_seconds = gemms(GemmPrecision::kBf16, 1.0);
+  const double casts = (5 * M * K + 7 * K * N + 5 * M * N) / (2.4e12 * 0.8);
+  const double fp8_seconds = gemms(GemmPrecision::kFp8, 0.836) + casts;
+  CHECK(bf16_seconds / fp8_seconds == doctest::Approx(1.39).epsilon(0.005 / 1.39));
 }
 
 TEST_CASE("fp8: Transformer Engine's weight caches and amax history in memory") {

@@ -56,10 +56,9 @@ const ValidationReport& public_report() {
   return report;
 }
 
-// Issue 10's bars for the whole project set. Neither is met today (README, Validation: 5.7%
-// mean, 24.6% max over the 61 runs; the 27 chosen-on runs 3.2% / 6.6%, the 34 held-out runs
-// 7.6% / 24.6%: torchtitan's Dec 2024 H100 benchmark with Float8 and async TP is predicted
-// 14-25% fast, GPT-NeoX-20B 13.9% fast).
+// Issue 10's bars for the whole project set. The max is not met today (README, Validation: 4.2%
+// mean, 13.9% max over the 61 runs; the 27 chosen-on runs 3.2% / 6.6%, the 34 held-out runs
+// 5.0% / 13.9%: GPT-NeoX-20B is predicted 13.9% fast).
 // should_fail() records that: this case fails the day the bars hold, and then loses the
 // decorator.
 TEST_CASE("project runs: mean |error| <= 5%, max <= 12% (issue 10 bars, not met yet)" *
