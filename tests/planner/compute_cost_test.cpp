@@ -585,20 +585,8 @@ TEST_CASE(
   // + dv Wv) always, the MLP's (w1 and w3) under SwiGLU, not a GELU MLP's single fc1. Each moves
   // T h bf16 bytes over the 4 tp ranks; Megatron's layers expose none of theirs at these GEMM
   // sizes. Without sequence parallelism (all-reduces) nothing fuses.
-  models::TransformerConfig model;
-  model.name = "async-tp";
-  model.num_layers = 32;
-  model.hidden_size = 4096;
-  model.num_attention_heads = 32;
-  model.num_kv_heads = 32;
-  model.head_dim = 128;
-  model.ffn_hidden_size = 16384;
-  model.vocab_size = 64;
-  model.seq_length = 2048;
-  model.max_position_embeddings = 2048;
+  models::TransformerConfig model = test::square_model("async-tp");
   model.norm = models::Norm::kRmsNorm;
-  model.positions = models::Positions::kRope;
-  model.tied_embeddings = false;
   const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
   Layout layout = test::make_layout(4, 1, 2, 1, 8);
   layout.sequence_parallel = true;

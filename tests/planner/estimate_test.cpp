@@ -24,22 +24,7 @@ constexpr double kEstimateRoundingTolerance = 1e-12;
 // and a 64-token vocabulary, so the embedding on the first stage and the LM head on the last
 // add almost nothing to those stages' time (checked below, not assumed).
 models::TransformerConfig uniform_model() {
-  models::TransformerConfig model;
-  model.name = "uniform-stages";
-  model.num_layers = 32;
-  model.hidden_size = 4096;
-  model.num_attention_heads = 32;
-  model.num_kv_heads = 32;
-  model.head_dim = 128;
-  model.ffn_hidden_size = 16384;
-  model.vocab_size = 64;
-  model.seq_length = 2048;
-  model.max_position_embeddings = 2048;
-  model.activation = models::Activation::kGelu;
-  model.norm = models::Norm::kLayerNorm;
-  model.positions = models::Positions::kRope;
-  model.tied_embeddings = false;
-  return model;
+  return test::square_model("uniform-stages");
 }
 
 double stage_seconds(const StageEstimate& stage) {

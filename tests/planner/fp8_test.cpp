@@ -21,22 +21,7 @@ using test::make_layout;
 
 // 32 layers of h 4096, 32 heads of 128 (no GQA), f 16384 GELU, 2048 tokens per micro-batch.
 models::TransformerConfig square_model() {
-  models::TransformerConfig model;
-  model.name = "fp8-square";
-  model.num_layers = 32;
-  model.hidden_size = 4096;
-  model.num_attention_heads = 32;
-  model.num_kv_heads = 32;
-  model.head_dim = 128;
-  model.ffn_hidden_size = 16384;
-  model.vocab_size = 64;
-  model.seq_length = 2048;
-  model.max_position_embeddings = 2048;
-  model.activation = models::Activation::kGelu;
-  model.norm = models::Norm::kLayerNorm;
-  model.positions = models::Positions::kRope;
-  model.tied_embeddings = false;
-  return model;
+  return test::square_model("fp8-square");
 }
 
 PlanOptions fp8_options() {

@@ -17,6 +17,28 @@
 
 namespace meshplan::planner::test {
 
+/// 32 layers of h 4096, 32 heads of 128 (no GQA), f 16384 GELU with LayerNorm and rope, 2048
+/// tokens per sequence and a 64-token vocabulary (so the embedding and LM head add almost
+/// nothing to their stages): the planner suites' square model, named `name`.
+inline models::TransformerConfig square_model(const std::string& name) {
+  models::TransformerConfig model;
+  model.name = name;
+  model.num_layers = 32;
+  model.hidden_size = 4096;
+  model.num_attention_heads = 32;
+  model.num_kv_heads = 32;
+  model.head_dim = 128;
+  model.ffn_hidden_size = 16384;
+  model.vocab_size = 64;
+  model.seq_length = 2048;
+  model.max_position_embeddings = 2048;
+  model.activation = models::Activation::kGelu;
+  model.norm = models::Norm::kLayerNorm;
+  model.positions = models::Positions::kRope;
+  model.tied_embeddings = false;
+  return model;
+}
+
 /// A layout from its sizes; the other fields keep Layout's defaults (no recompute, no sequence
 /// parallelism, ZeRO 0, 1F1B, tp-dp-pp placement).
 inline Layout make_layout(int64_t tp, int64_t pp, int64_t dp, int64_t micro_batch,
