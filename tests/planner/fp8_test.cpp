@@ -34,6 +34,18 @@ PlanOptions fp8_options() {
 // different order of the floating-point operations.
 constexpr double kFp8RoundingTolerance = 1e-9;
 
+// The square model's 32 layers on one stage: fp8 saves saved_per_layer of GEMM time in each of
+// the forward, input-gradient and weight-gradient passes, and pays its casts in the first two.
+void check_linear_savings(const ChunkCost& bf16, const ChunkCost& fp8, double saved_per_layer,
+                          double cast_forward, double cast_backward) {
+  CHECK(bf16.forward_compute_seconds - fp8.forward_compute_seconds ==
+        doctest::Approx(32.0 * (saved_per_layer - cast_forward)).epsilon(kFp8RoundingTolerance));
+  CHECK(bf16.backward_input_compute_seconds - fp8.backward_input_compute_seconds ==
+        doctest::Approx(32.0 * (saved_per_layer - cast_backward)).epsilon(kFp8RoundingTolerance));
+  CHECK(bf16.backward_weight_compute_seconds - fp8.backward_weight_compute_seconds ==
+        doctest::Approx(32.0 * saved_per_layer).epsilon(kFp8RoundingTolerance));
+}
+
 TEST_CASE("H100 and H200 presets: FP8 dense peak 1,978.9 TFLOP/s (H100 whitepaper); A100 none") {
   for (const char* name : {"dgx-h100", "dgx-h200"}) {
     const models::ClusterConfig cluster = models::load_cluster(name);
@@ -71,12 +83,7 @@ TEST_CASE("fp8: the linear GEMMs run at the FP8 peak, plus Transformer Engine's 
   const double cast_backward = T * (24 * h + 4 * ffn) / hbm_bytes_per_second;
   const ChunkCost& b = bf16.stages[0].chunks[0];
   const ChunkCost& f = fp8.stages[0].chunks[0];
-  CHECK(b.forward_compute_seconds - f.forward_compute_seconds ==
-        doctest::Approx(32.0 * (saved_per_layer - cast_forward)).epsilon(kFp8RoundingTolerance));
-  CHECK(b.backward_input_compute_seconds - f.backward_input_compute_seconds ==
-        doctest::Approx(32.0 * (saved_per_layer - cast_backward)).epsilon(kFp8RoundingTolerance));
-  CHECK(b.backward_weight_compute_seconds - f.backward_weight_compute_seconds ==
-        doctest::Approx(32.0 * saved_per_layer).epsilon(kFp8RoundingTolerance));
+  check_linear_savings(b, f, saved_per_layer, cast_forward, cast_backward);
   // At tp 1 there is no tp traffic, and the data-parallel reduction stays in 16/32 bits
   // (Transformer Engine sends FP8 only in its sequence-parallel all-gathers, below).
   CHECK(f.forward_tp_comm_seconds == b.forward_tp_comm_seconds);
@@ -188,14 +195,8 @@ TEST_CASE("fp8 under fsdp: torchao's FP8 GEMMs at 0.836 of TE's e_max, and torch
   const double cast_forward = T * (5 * 3 * h + 5 * ffn) / hbm_bytes_per_second;
   const double cast_backward =
       (5 * T * (5 * h + ffn) + 2 * (4 * h * h + 2 * h * ffn)) / hbm_bytes_per_second;
-  const ChunkCost& b = bf16_plan.stages[0].chunks[0];
-  const ChunkCost& f = fp8_plan.stages[0].chunks[0];
-  CHECK(b.forward_compute_seconds - f.forward_compute_seconds ==
-        doctest::Approx(32.0 * (saved_per_layer - cast_forward)).epsilon(kFp8RoundingTolerance));
-  CHECK(b.backward_input_compute_seconds - f.backward_input_compute_seconds ==
-        doctest::Approx(32.0 * (saved_per_layer - cast_backward)).epsilon(kFp8RoundingTolerance));
-  CHECK(b.backward_weight_compute_seconds - f.backward_weight_compute_seconds ==
-        doctest::Approx(32.0 * saved_per_layer).epsilon(kFp8RoundingTolerance));
+  check_linear_savings(bf16_plan.stages[0].chunks[0], fp8_plan.stages[0].chunks[0], saved_per_layer,
+                       cast_forward, cast_backward);
 }
 
 TEST_CASE("fp8 under fsdp: the 0.836 ratio reproduces torchao's README speed-up of 1.39x") {
