@@ -34,6 +34,12 @@ PlanOptions fp8_options() {
 // different order of the floating-point operations.
 constexpr double kFp8RoundingTolerance = 1e-9;
 
+// 1 / efficiency relative to e_max of a T x n GEMM reducing over k on dgx-h100:
+// 1 + x_half (1/k + w (1/T + 1/n)), x_half 1024 (the preset), w 0.2 (compute_cost.cpp).
+double dgx_h100_gemm_slowdown(double T, double n, double k) {
+  return 1.0 + 1024.0 * (1.0 / k + 0.2 * (1.0 / T + 1.0 / n));
+}
+
 // The square model's 32 layers on one stage: fp8 saves saved_per_layer of GEMM time in each of
 // the forward, input-gradient and weight-gradient passes, and pays its casts in the first two.
 void check_linear_savings(const ChunkCost& bf16, const ChunkCost& fp8, double saved_per_layer,
@@ -69,7 +75,7 @@ TEST_CASE("fp8: the linear GEMMs run at the FP8 peak, plus Transformer Engine's 
   const PlanEstimate fp8 = estimate_plan(square_model(), cluster, layout, fp8_options());
   const double T = 2048, h = 4096, ffn = 16384;
   const auto saved = [&](double n, double k) {
-    const double shape = 1.0 + 1024.0 * (1.0 / k + 0.2 * (1.0 / T + 1.0 / n));
+    const double shape = dgx_h100_gemm_slowdown(T, n, k);
     return 2.0 * T * n * k * shape * (1.0 / (989.4e12 * 0.65) - 1.0 / (1978.9e12 * 0.64));
   };
   const double saved_per_layer = saved(3 * h, h) + saved(h, h) + saved(ffn, h) + saved(h, ffn);
@@ -187,7 +193,7 @@ TEST_CASE("fp8 under fsdp: torchao's FP8 GEMMs at 0.836 of TE's e_max, and torch
   const PlanEstimate fp8_plan = estimate_plan(square_model(), cluster, layout, fp8);
   const double T = 2048, h = 4096, ffn = 16384;
   const auto saved = [&](double n, double k) {
-    const double shape = 1.0 + 1024.0 * (1.0 / k + 0.2 * (1.0 / T + 1.0 / n));
+    const double shape = dgx_h100_gemm_slowdown(T, n, k);
     return 2.0 * T * n * k * shape * (1.0 / (989.4e12 * 0.65) - 1.0 / (1978.9e12 * 0.64 * 0.836));
   };
   const double saved_per_layer = saved(3 * h, h) + saved(h, h) + saved(ffn, h) + saved(h, ffn);
