@@ -213,14 +213,23 @@ struct LayerTime {
   double cp_comm_backward = 0;
 };
 
+bool torchao_float8(const PlanOptions& options) {
+  return options.gemm_precision == GemmPrecision::kFp8 && options.framework == Framework::kFsdp;
+}
+
 // One linear GEMM in the plan's precision; torchao's Float8Linear (--framework fsdp) runs its
-// FP8 GEMMs at kTorchaoFp8GemmEfficiencyRatio of Transformer Engine's FP8 throughput.
+// FP8 GEMMs at kTorchaoFp8GemmEfficiencyRatio of Transformer Engine's FP8 throughput, and
+// converts nn.Linear only: an MoE model's grouped experts (not nn.Linear, as memory.cpp counts
+// their gathered weights) stay bf16.
 double one_linear_gemm_seconds(const models::ClusterConfig& cluster, const PlanOptions& options,
-                               double m, double n, double k) {
-  const double seconds = gemm_seconds(cluster, m, n, k, options.gemm_precision);
-  const bool torchao_fp8 =
-      options.gemm_precision == GemmPrecision::kFp8 && options.framework == Framework::kFsdp;
-  return torchao_fp8 ? seconds / kTorchaoFp8GemmEfficiencyRatio : seconds;
+                               double m, double n, double k, bool expert = false) {
+  if (!torchao_float8(options)) {
+    return gemm_seconds(cluster, m, n, k, options.gemm_precision);
+  }
+  if (expert) {
+    return gemm_seconds(cluster, m, n, k, GemmPrecision::kBf16);
+  }
+  return gemm_seconds(cluster, m, n, k, GemmPrecision::kFp8) / kTorchaoFp8GemmEfficiencyRatio;
 }
 
 // Time of the layer's linear GEMMs (layer_linear_gemms) in the plan's precision, plus the MoE
@@ -230,8 +239,8 @@ double linear_gemm_seconds(const models::TransformerConfig& model,
                            const Shape& x, const LinearGemms& gemms, bool moe_layer) {
   double seconds = 0;
   for (const LinearGemm& gemm : gemms) {
-    seconds +=
-        gemm.multiplier * one_linear_gemm_seconds(cluster, options, gemm.tokens, gemm.n, gemm.k);
+    seconds += gemm.multiplier *
+               one_linear_gemm_seconds(cluster, options, gemm.tokens, gemm.n, gemm.k, gemm.expert);
   }
   if (moe_layer) {
     seconds += gemm_seconds(cluster, x.tokens / x.sp, static_cast<double>(model.num_experts), x.h);
@@ -289,7 +298,8 @@ AttentionTpComm attention_tp_seconds(const models::TransformerConfig& model,
 // _scaled_mm) or its reshape. In the backward an input gradient that is a sum of matmuls is
 // reduce-scattered unfused: torchtitan's Attention has separate wq, wk and wv (dq Wq + dk Wk +
 // dv Wv) and its SwiGLU FeedForward w1 and w3 (torchtitan models/llama/model.py); a GELU MLP's
-// single fc1 is fused, and a parallel block's two branches meet in one sum. All-reduces (tp
+// single fc1 is fused, and a parallel block's two branches meet in one sum; an MoE layer's MLP
+// side (its experts' own tp collectives) is costed as fused. All-reduces (tp
 // without sequence parallelism) have no pattern: nothing is fused. Returns the unfused part of
 // one layer's backward tp time, the reduce-scatters of hidden_bytes each.
 double async_tp_unfused_backward_seconds(const models::TransformerConfig& model,
@@ -360,7 +370,7 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
   time.memory_backward = memory_seconds(cluster, 2.0 * bytes + eager.backward);
   // Transformer Engine's casts, or torchao's Float8Linear's under --framework fsdp.
   if (options.gemm_precision == GemmPrecision::kFp8) {
-    const Fp8CastBytes casts = options.framework == Framework::kFsdp
+    const Fp8CastBytes casts = torchao_float8(options)
                                    ? torchao_float8_cast_bytes(gemms)
                                    : fp8_cast_bytes(gemms, layout.sequence_parallel, norm_tokens);
     time.fp8_cast_forward = memory_seconds(cluster, casts.forward);

@@ -80,12 +80,16 @@ Fp8CastBytes fp8_cast_bytes(const LinearGemms& gemms, bool sequence_parallel, do
 // Under sequence parallelism torchao casts the rank's T / t rows before gathering them in FP8
 // (float8_tensor_parallel.py PrepareFloat8ModuleInput, Float8RowwiseParallel's
 // NoopFwToFloat8BwDynamic) and writes the column-major copy of the gathered rows; both are
-// counted here over the gathered rows (a small overcount of the casts).
+// counted here over the gathered rows (a small overcount of the casts). An MoE model's grouped
+// experts are not nn.Linear (torchao's convert_to_float8_training swaps nn.Linear only): no casts.
 Fp8CastBytes torchao_float8_cast_bytes(const LinearGemms& gemms) {
   constexpr double kDynamicCastBytes = 5.0;      // read 2, write 1 + 1, re-read 1 (pytorch#130015)
   constexpr double kWeightTransposeBytes = 2.0;  // read 1, write 1
   Fp8CastBytes bytes;
   for (const LinearGemm& gemm : gemms) {
+    if (gemm.expert) {
+      continue;  // grouped experts are not nn.Linear: torchao leaves them bf16
+    }
     bytes.forward += kDynamicCastBytes * gemm.multiplier * gemm.tokens * gemm.k;
     bytes.backward += kDynamicCastBytes * gemm.multiplier * gemm.tokens * gemm.n +
                       kWeightTransposeBytes * gemm.multiplier * gemm.k * gemm.n;

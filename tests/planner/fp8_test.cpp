@@ -205,6 +205,29 @@ TEST_CASE("fp8 under fsdp: torchao's FP8 GEMMs at 0.836 of TE's e_max, and torch
                        cast_forward, cast_backward);
 }
 
+TEST_CASE("fp8 under fsdp: torchao leaves an MoE model's grouped experts in bf16") {
+  // torchao converts nn.Linear only; torchtitan's grouped experts are not: their GEMMs stay bf16
+  // and are not cast. So under fsdp the bf16 -> fp8 saving of the tiny-moe model does not depend
+  // on the experts' width, while under megatron (Transformer Engine's grouped FP8 GEMMs) a
+  // wider expert saves more.
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  const Layout layout = make_layout(1, 1, 8, 1, 8);
+  const auto saving = [&](Framework framework, int64_t expert_ffn) {
+    models::TransformerConfig model = test::tiny_moe();
+    model.expert_ffn_hidden_size = expert_ffn;
+    PlanOptions bf16;
+    bf16.framework = framework;
+    PlanOptions fp8 = bf16;
+    fp8.gemm_precision = GemmPrecision::kFp8;
+    return estimate_plan(model, cluster, layout, bf16).stages[0].chunks[0].forward_compute_seconds -
+           estimate_plan(model, cluster, layout, fp8).stages[0].chunks[0].forward_compute_seconds;
+  };
+  const int64_t width = test::tiny_moe().expert_ffn_hidden_size;
+  CHECK(saving(Framework::kFsdp, 2 * width) ==
+        doctest::Approx(saving(Framework::kFsdp, width)).epsilon(1e-12));
+  CHECK(saving(Framework::kMegatron, 2 * width) > saving(Framework::kMegatron, width));
+}
+
 TEST_CASE("fp8 under fsdp: the 0.836 ratio reproduces torchao's README speed-up of 1.39x") {
   // torchao/float8/README.md at eab345c, Performance, example 2: a compiled Float8Linear forward
   // plus backward at M, K, N = 4096, 8192, 16384 ran 1.39x the bf16 linear. The same linear on
