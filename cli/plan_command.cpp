@@ -708,7 +708,8 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--bucket-mb", args->bucket_mb,
                    "Data-parallel bucket size in MiB of gradients; default: the framework's "
                    "(megatron: max(40M, 1M x dp x cp) parameters, only pipeline rank 0's first "
-                   "chunk bucketed; others: 25 MiB, PyTorch DDP's bucket_cap_mb)");
+                   "chunk bucketed; deepspeed: 5e8 elements, reduce_bucket_size; others: 25 MiB, "
+                   "PyTorch DDP's bucket_cap_mb)");
   plan->add_flag("--allow-tp-across-nodes", args->allow_tp_across_nodes,
                  "Let tensor-parallel groups span nodes");
   plan->add_option("--refine", args->refine,

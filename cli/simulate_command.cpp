@@ -26,7 +26,7 @@ struct SimulateArguments {
   bool all_ranks = false;
   bool zero_communication = false;
   bool allow_infeasible = false;
-  std::optional<double> bucket_mb;  // default: the plan's bucket (PyTorch DDP's 25 MiB)
+  std::optional<double> bucket_mb;  // default: the plan's bucket (planner::dp_bucket_bytes)
 };
 
 void run_simulate(const SimulateArguments& args) {
@@ -84,7 +84,7 @@ void register_simulate_command(CLI::App& app) {
                      "Simulate every rank (default: one per pipeline stage)");
   simulate->add_option(
       "--bucket-mb", args->bucket_mb,
-      "Data-parallel gradient bucket, MiB (default: the plan's, PyTorch DDP's 25)");
+      "Data-parallel gradient bucket, MiB (default: the plan's, or its framework's default)");
   simulate->add_flag("--allow-infeasible", args->allow_infeasible,
                      "Simulate a plan that does not fit its GPUs' memory");
   simulate->add_flag("--zero-communication", args->zero_communication,

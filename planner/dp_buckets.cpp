@@ -62,6 +62,9 @@ int64_t dp_bucket_bytes(const models::ClusterConfig& cluster, const Layout& layo
   if (options.bucket_bytes) {
     return *options.bucket_bytes;
   }
+  if (options.framework == Framework::kDeepSpeed) {
+    return kDeepSpeedBucketElements * grad_reduce_element_bytes(cluster, layout, options);
+  }
   if (options.framework != Framework::kMegatron) {
     return kDefaultBucketBytes;
   }
@@ -125,6 +128,35 @@ std::vector<SizeRun> per_layer_sizes(const models::TransformerConfig& model, con
     run.bytes *= block_bytes;
   }
   return per_layer;
+}
+
+// One layer's calls of `per_layer` bytes each cut into one call per module, in proportion to the
+// modules' elements, in whole dp blocks of `block_bytes` (the last module takes the rest), so the
+// calls still sum to the layer's bytes exactly; module by module, the layer runs in turn.
+std::vector<SizeRun> per_module_sizes(const std::vector<SizeRun>& per_layer,
+                                      const std::vector<int64_t>& module_elements,
+                                      int64_t block_bytes) {
+  int64_t layer_elements = 0;
+  for (const int64_t elements : module_elements) {
+    layer_elements += elements;
+  }
+  std::vector<SizeRun> sizes;
+  for (const SizeRun& layer : per_layer) {
+    const int64_t blocks = layer.bytes / block_bytes;
+    int64_t left = blocks;
+    for (size_t i = 0; i < module_elements.size(); ++i) {
+      const bool last = i + 1 == module_elements.size();
+      const auto share = static_cast<int64_t>(static_cast<double>(blocks) *
+                                              static_cast<double>(module_elements[i]) /
+                                              static_cast<double>(layer_elements));
+      const int64_t module_blocks = last ? left : std::min(left, share);
+      left -= module_blocks;
+      if (module_blocks > 0) {
+        sizes.push_back({module_blocks * block_bytes, layer.count});
+      }
+    }
+  }
+  return sizes;
 }
 
 // Non-expert parameters of a stage's model chunks, in dp blocks of `block` elements summing to
@@ -233,6 +265,57 @@ DpBuckets megatron_zero01_buckets(const models::TransformerConfig& model,
 
 }  // namespace
 
+std::vector<int64_t> deepspeed_gathered_module_elements(const models::TransformerConfig& model,
+                                                        int64_t tp, bool moe_layer) {
+  // partitioned_param_coordinator.py fetch_sub_module (DeepSpeed 0.19.6): each module's own
+  // parameters are all-gathered in one coalesced call as its forward (or its recompute) starts,
+  // and prefetched one call per module ahead (stage3_prefetch_bucket_size 5e7 elements: the
+  // next module's, as a large module alone fills it); persistent parameters make no call.
+  const int64_t h = model.hidden_size;
+  const int64_t fc1_per_f = model.activation == models::Activation::kSwiglu ? 2 : 1;
+  std::vector<int64_t> modules;
+  const auto add = [&](int64_t elements) {
+    if (elements > kDeepSpeedPersistenceThreshold) {
+      modules.push_back(elements);
+    }
+  };
+  const auto add_mlp = [&](int64_t f) {
+    add(h * fc1_per_f * f / tp);
+    add(f * h / tp);
+  };
+  const int64_t a = model.num_attention_heads;
+  if (model.is_mla()) {
+    // Megatron-Core MLA (layer_parameters): the down projections on every tp rank, the up
+    // projections and linear_proj tp-sharded.
+    const int64_t qk_head = model.qk_nope_head_dim + model.qk_rope_head_dim;
+    if (model.q_lora_rank > 0) {
+      add(h * model.q_lora_rank);
+      add(model.q_lora_rank * a * qk_head / tp);
+    } else {
+      add(h * a * qk_head / tp);
+    }
+    add(h * (model.kv_lora_rank + model.qk_rope_head_dim));
+    add(model.kv_lora_rank * a * (model.qk_nope_head_dim + model.v_head_dim) / tp);
+    add(a * model.v_head_dim * h / tp);
+  } else {
+    const int64_t d = model.head_dim;
+    add(h * (a + 2 * model.num_kv_heads) * d / tp);
+    add(a * d * h / tp);
+  }
+  if (!moe_layer) {
+    add_mlp(model.ffn_hidden_size);
+  } else {
+    add(model.num_experts * h);
+    for (int64_t shared = 0; shared < model.num_shared_experts; ++shared) {
+      add_mlp(model.shared_expert_ffn_hidden_size);
+    }
+  }
+  if (modules.empty()) {
+    modules.push_back(1);  // all persistent: costed as one call of the layer's bytes
+  }
+  return modules;
+}
+
 DpBuckets dp_buckets(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                      const Layout& layout, const PlanOptions& options, int64_t stage) {
   const int64_t bucket_bytes = dp_bucket_bytes(cluster, layout, options);
@@ -317,18 +400,32 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
           costed(cluster, layout, stage, kAG, non_empty({{root_elements * e, 1}}));
       out.chunk_root_grad =
           costed(cluster, layout, stage, kRS, non_empty({{root_elements * g, 1}}));
-      out.chunk_param =
-          costed(cluster, layout, stage, kAG,
-                 per_layer_sizes(model, layout, stage,
-                                 chunk_param_bytes - root_elements * e - fp8_saving, e));
+      std::vector<SizeRun> gathers = per_layer_sizes(
+          model, layout, stage, chunk_param_bytes - root_elements * e - fp8_saving, e);
+      const bool deepspeed = options.framework == Framework::kDeepSpeed;
+      if (deepspeed) {
+        // Module by module (deepspeed_gathered_module_elements), an MoE stage's modules those
+        // of its MoE layers. The embedding and LM head stay spread over the layers' calls, and
+        // the persistent norms and biases in them (a few elements per h^2).
+        const bool moe_layers =
+            model.is_moe() && chunk_layers(model, layout, stage, 0).num_moe(model) > 0;
+        gathers = per_module_sizes(gathers,
+                                   deepspeed_gathered_module_elements(model, layout.tp, moe_layers),
+                                   grad_group_size(layout) * e);
+      }
+      out.chunk_param = costed(cluster, layout, stage, kAG, gathers);
       // FSDP reduce-scatters in fp32 under bf16 training by default (default_grad_reduce_dtype):
       // torchtitan's `mixed_precision_reduce` defaults to "float32" (torchtitan/config/
       // job_config.py). Composer 0.16.3 (llm-foundry) DEFAULT and PURE reduce in bf16 instead
       // (reduce_dtype None, which FSDP1's _flat_param.py resolves to the param dtype; 0.16.4's
       // DEFAULT sets fp32): those runs state grad_reduce_dtype bf16, which g then follows.
-      out.chunk_grad =
-          costed(cluster, layout, stage, kRS,
-                 per_layer_sizes(model, layout, stage, chunk_grad_bytes - root_elements * g, g));
+      // DeepSpeed's ZeRO-3 fills reduce_bucket_size buckets across modules and layers
+      // (stage3.py __add_grad_to_ipg_bucket: the bucket is reduce-scattered once the next
+      // gradient would overflow it), every micro-batch.
+      out.chunk_grad = costed(cluster, layout, stage, kRS,
+                              deepspeed ? bucket_sizes(chunk_grad_bytes, grad_bucket)
+                                        : per_layer_sizes(model, layout, stage,
+                                                          chunk_grad_bytes - root_elements * g, g));
       break;
     }
   }

@@ -410,7 +410,8 @@ std::pair<double, double> working_set_bytes(const PlanOptions& options,
     // bucket (overlap_comm off for stage 2; stage 3's contiguous_gradients bucket, stage3.py
     // lines 731-735); at the step an fp32 copy of the gradient partition
     // (stage_1_and_2.py line 2361; stage 3 per sub_group_size 1e9 elements, line 2401).
-    const double reduce_bucket = layout.zero >= 2 ? 5e8 * e : 0.0;
+    const double reduce_bucket =
+        layout.zero >= 2 ? static_cast<double>(kDeepSpeedBucketElements) * e : 0.0;
     const double partition = stage_parameters / d;
     *step_bytes = 4.0 * (layout.zero >= 3 ? std::min(partition, 1e9) : partition);
     if (layout.zero < 3) {

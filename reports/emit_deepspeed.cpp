@@ -85,13 +85,14 @@ std::string emit_deepspeed(const planner::Plan& plan) {
            "uneven pipeline stages are not emitted for DeepSpeed yet",
            planner::format_stage_layers(layout.stage_layers));
   }
-  // DeepSpeed's bucket sizes count elements, meshplan's count bytes: the plan's bucket, or
-  // DeepSpeed's own default (25 MiB, dp_bucket_bytes) when the plan states none.
+  // DeepSpeed's bucket sizes count elements of the reduce dtype, meshplan's count bytes: the
+  // plan's bucket, or DeepSpeed's own default (5e8 elements, dp_bucket_bytes) when the plan
+  // states none.
   planner::PlanOptions deepspeed_options = plan.options;
   deepspeed_options.framework = planner::Framework::kDeepSpeed;
   const int64_t bucket_elements =
       planner::dp_bucket_bytes(plan.cluster, layout, deepspeed_options) /
-      models::compute_element_bytes(plan.cluster.precision);
+      planner::grad_reduce_element_bytes(plan.cluster, layout, deepspeed_options);
   nlohmann::json config = {
       {"train_batch_size", layout.global_batch},
       {"train_micro_batch_size_per_gpu", layout.micro_batch},

@@ -215,6 +215,70 @@ TEST_CASE("dp_buckets: ZeRO 3 moves one layer per call") {
   CHECK(three.step_param.empty());
 }
 
+TEST_CASE("dp_buckets: DeepSpeed ZeRO 3 gathers each module's partitioned parameters") {
+  using Elements = std::vector<int64_t>;
+  // GPT-3 175B (h 12288, 96 heads of 128, f 49152 GELU): query_key_value 3 h^2, dense h^2,
+  // dense_h_to_4h and dense_4h_to_h 4 h^2 each, biases and norms persistent (<= 1e5).
+  const models::TransformerConfig gpt3 = models::load_model("gpt3-175b");
+  CHECK(deepspeed_gathered_module_elements(gpt3, 1, false) ==
+        Elements{452'984'832, 150'994'944, 603'979'776, 603'979'776});
+  CHECK(deepspeed_gathered_module_elements(gpt3, 8, false) ==
+        Elements{56'623'104, 18'874'368, 75'497'472, 75'497'472});
+  // Llama 3 70B (GQA 64/8 heads of 128, SwiGLU f 28672): QKV h (a + 2g) d, output h^2,
+  // the fused gate and up 2 h f, down h f.
+  CHECK(deepspeed_gathered_module_elements(models::load_model("llama3-70b"), 1, false) ==
+        Elements{83'886'080, 67'108'864, 469'762'048, 234'881'024});
+  // Mixtral's MoE layer: attention only, its router (4096 x 8 = 32,768) is persistent and its
+  // experts reduce over the expert data-parallel group.
+  CHECK(deepspeed_gathered_module_elements(models::load_model("mixtral-8x7b"), 1, true) ==
+        Elements{25'165'824, 16'777'216});
+  // DeepSeek-V3's MLA and MoE layer: q down 7168 x 1536, q up 1536 x 128 x 192, kv down
+  // 7168 x 576, kv up 512 x 128 x 256, output 128 x 128 x 7168, router 256 x 7168, the shared
+  // expert's 2 x 7168 x 2048 and 2048 x 7168.
+  CHECK(deepspeed_gathered_module_elements(models::load_model("deepseek-v3"), 1, true) ==
+        Elements{11'010'048, 37'748'736, 4'128'768, 16'777'216, 117'440'512, 1'835'008, 29'360'128,
+                 14'680'064});
+  // The tiny preset's modules are all persistent (h 64): one call per layer, as before.
+  CHECK(deepspeed_gathered_module_elements(models::load_model("tiny"), 1, false) == Elements{1});
+  CHECK(sizes_of(tiny_buckets(3, Framework::kDeepSpeed).chunk_param) ==
+        sizes_of(tiny_buckets(3).chunk_param));
+}
+
+TEST_CASE("dp_buckets: DeepSpeed ZeRO 3 on Llama 3 70B over 512 A100: calls, bytes, latency") {
+  // dp 512 over 64 nodes. Megatron-FSDP gathers a layer per call, DeepSpeed each of its four
+  // modules: the same bytes in 4 x 80 calls instead of 80, each call a ring of 512 ranks paying
+  // (512 - 64) NVLink and 63 network steps of latency (collective_time.cpp), the bytes' time
+  // unchanged: DeepSpeed's gathers take 240 such latencies longer.
+  const models::TransformerConfig model = models::load_model("llama3-70b");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  Layout layout = make_layout(1, 1, 512, 1, 512);
+  layout.zero = 3;
+  PlanOptions options;
+  const DpBuckets megatron = dp_buckets(model, cluster, layout, options, 0);
+  options.framework = Framework::kDeepSpeed;
+  const DpBuckets deepspeed = dp_buckets(model, cluster, layout, options, 0);
+  CHECK(total_calls(megatron.chunk_param) == 80);
+  CHECK(total_calls(deepspeed.chunk_param) == 320);
+  CHECK(total_bytes(deepspeed.chunk_param) == total_bytes(megatron.chunk_param));
+  for (const DpBucket& call : deepspeed.chunk_param) {
+    CHECK(call.bytes % (512 * 2) == 0);  // whole dp blocks of bf16
+  }
+  const double latency = (512.0 - 64.0) * cluster.intra_node_latency_seconds +
+                         63.0 * cluster.inter_node_latency_seconds;
+  CHECK(total_seconds(deepspeed.chunk_param) - total_seconds(megatron.chunk_param) ==
+        doctest::Approx(240.0 * latency).epsilon(1e-6));
+  // Its gradients: the same padded bf16 buffer in 5e8-element buckets, whole dp blocks
+  // (floor(1e9 / 1,024) = 976,562 blocks = 999,999,488 bytes), the last holding the rest.
+  const int64_t bucket = 999'999'488;
+  const int64_t buffer = total_bytes(megatron.chunk_grad);
+  CHECK(total_bytes(deepspeed.chunk_grad) == buffer);
+  CHECK(sizes_of(deepspeed.chunk_grad) == [&] {
+    std::vector<int64_t> sizes(static_cast<size_t>(buffer / bucket), bucket);
+    sizes.push_back(buffer % bucket);
+    return sizes;
+  }());
+}
+
 TEST_CASE("dp_buckets: FSDP reduce-scatters in fp32 by default, in bf16 when told") {
   // PyTorch FSDP's root unit, with the head in it (fsdp_head_in_root: Composer, torchtitan
   // before 83e694105), holds what is outside the layers: embedding 16,384 + final norm
@@ -409,8 +473,14 @@ TEST_CASE("dp_bucket_bytes: Megatron-Core's max(40M, 1M x dp x cp) parameters; a
   CHECK(dp_bucket_bytes(cluster, layout, options) == 512'000'000);
   options.grad_reduce_dtype = GradReduceDtype::kBf16;  // --grad-reduce-in-bf16: 2 bytes each
   CHECK(dp_bucket_bytes(cluster, layout, options) == 256'000'000);
-  options.framework = Framework::kDeepSpeed;  // 25 MiB = 25 x 2^20
+  options.framework = Framework::kFsdp;  // 25 MiB = 25 x 2^20
   CHECK(dp_bucket_bytes(cluster, layout, options) == 26'214'400);
+  // DeepSpeed: reduce_bucket_size (and the engine's all-reduce buffer) 5e8 elements of the
+  // reduce dtype, 2 bytes (bf16 asked above) or 4.
+  options.framework = Framework::kDeepSpeed;
+  CHECK(dp_bucket_bytes(cluster, layout, options) == 1'000'000'000);
+  options.grad_reduce_dtype = GradReduceDtype::kFp32;
+  CHECK(dp_bucket_bytes(cluster, layout, options) == 2'000'000'000);
   options.bucket_bytes = 1'234;
   CHECK(dp_bucket_bytes(cluster, layout, options) == 1'234);
   options.framework = Framework::kMegatron;

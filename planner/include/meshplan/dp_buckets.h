@@ -41,7 +41,9 @@ struct DpBuckets {
   std::vector<DpBucket> chunk_grad;
   // Before each forward and each backward op of a chunk: ZeRO-3 all-gather, one per layer
   // (FSDP: "layer 0 all-gather -> layer 0 forward compute -> layer 1 all-gather", and again
-  // before the backward; FSDP notes, ibid.).
+  // before the backward; FSDP notes, ibid.); under DeepSpeed one per module that holds a
+  // partitioned parameter (deepspeed_gathered_module_elements), and its ZeRO-3 gradients in
+  // reduce_bucket_size buckets.
   std::vector<DpBucket> chunk_param;
   // PyTorch FSDP (framework fsdp, ZeRO 3): the parameters outside the transformer layers
   // (stage_outside_layer_parameters: embedding, final norm, LM head; 1/vpp of them per chunk
@@ -102,11 +104,34 @@ int64_t grad_reduce_element_bytes(const models::ClusterConfig& cluster, const La
 inline constexpr int64_t kMegatronMinBucketParameters = 40'000'000;
 inline constexpr int64_t kMegatronBucketParametersPerRank = 1'000'000;
 
+/// DeepSpeed's gradient buckets, in elements, at every ZeRO stage: reduce_bucket_size 5e8
+/// (deepspeed/runtime/zero/config.py) for ZeRO 1-3 and the engine's all-reduce buffer
+/// MEMORY_OPT_ALLREDUCE_SIZE = 500000000 (deepspeed/runtime/engine.py allreduce_gradients) at
+/// ZeRO 0.
+inline constexpr int64_t kDeepSpeedBucketElements = 500'000'000;
+
+/// DeepSpeed ZeRO-3 keeps a parameter of at most this many elements gathered on every rank
+/// (stage3_param_persistence_threshold 1e5, deepspeed/runtime/zero/config.py;
+/// parameter_offload.py mark_persistent_parameters): norms, biases, small routers.
+inline constexpr int64_t kDeepSpeedPersistenceThreshold = 100'000;
+
 /// The data-parallel bucket cap in gradient bytes: options.bucket_bytes when given, else the
 /// framework's default: megatron max(40,000,000, 1,000,000 x dp x cp) parameters of
-/// grad_reduce_element_bytes each; deepspeed, fsdp and meshplan kDefaultBucketBytes (25 MiB).
+/// grad_reduce_element_bytes each; deepspeed kDeepSpeedBucketElements of them; fsdp and
+/// meshplan kDefaultBucketBytes (25 MiB).
 int64_t dp_bucket_bytes(const models::ClusterConfig& cluster, const Layout& layout,
                         const PlanOptions& options);
+
+/// Per-rank elements of each module of one transformer layer that DeepSpeed ZeRO-3 all-gathers
+/// with its own call, in forward order: the modules holding a parameter of more than
+/// kDeepSpeedPersistenceThreshold elements. Megatron-DeepSpeed's GPT layer: query_key_value,
+/// dense, dense_h_to_4h (SwiGLU's two halves fused), dense_4h_to_h; Megatron-Core's MLA
+/// projections; in an MoE layer the router and each shared expert's two linears (the routed
+/// experts reduce over the expert data-parallel group, expert_dp_buckets). A model whose
+/// separate q, k, v or gate/up projections are modules of their own (Hugging Face Llama) makes
+/// more calls than this. Never empty: a layer whose modules are all persistent counts as one.
+std::vector<int64_t> deepspeed_gathered_module_elements(const models::TransformerConfig& model,
+                                                        int64_t tp, bool moe_layer);
 
 /// A run of `count` equal sizes.
 struct SizeRun {
