@@ -34,10 +34,18 @@ PlanOptions fp8_options() {
 // different order of the floating-point operations.
 constexpr double kFp8RoundingTolerance = 1e-9;
 
+// The GEMM curve's inputs, written out so the expected values do not come from the code under
+// test: dgx-h100's gemm_half_efficiency_dim (models/presets/clusters/dgx-h100.json; the test
+// case below fails if the preset changes) and the outer-dimension weight w
+// (compute_cost.cpp kOuterDimensionWeight).
+constexpr double kDgxH100GemmHalfEfficiencyDim = 1024.0;
+constexpr double kGemmOuterDimensionWeight = 0.2;
+
 // 1 / efficiency relative to e_max of a T x n GEMM reducing over k on dgx-h100:
-// 1 + x_half (1/k + w (1/T + 1/n)), x_half 1024 (the preset), w 0.2 (compute_cost.cpp).
+// 1 + x_half (1/k + w (1/T + 1/n)).
 double dgx_h100_gemm_slowdown(double T, double n, double k) {
-  return 1.0 + 1024.0 * (1.0 / k + 0.2 * (1.0 / T + 1.0 / n));
+  return 1.0 + kDgxH100GemmHalfEfficiencyDim *
+                   (1.0 / k + kGemmOuterDimensionWeight * (1.0 / T + 1.0 / n));
 }
 
 // The square model's 32 layers on one stage: fp8 saves saved_per_layer of GEMM time in each of
@@ -60,6 +68,13 @@ TEST_CASE("H100 and H200 presets: FP8 dense peak 1,978.9 TFLOP/s (H100 whitepape
     CHECK(cluster.efficiency.fp8_gemm_peak_efficiency == 0.64);
   }
   CHECK(models::load_cluster("dgx-a100-80gb").gpu.peak_fp8_flops_per_second == 0.0);
+}
+
+TEST_CASE("fp8: the closed-form GEMM curve's inputs are dgx-h100's and the code's") {
+  CHECK(models::load_cluster("dgx-h100").efficiency.gemm_half_efficiency_dim ==
+        kDgxH100GemmHalfEfficiencyDim);
+  CHECK(gemm_inverse_size(1000.0, 4000.0, 2000.0) ==
+        doctest::Approx(1.0 / 2000.0 + kGemmOuterDimensionWeight * (1.0 / 1000.0 + 1.0 / 4000.0)));
 }
 
 TEST_CASE("fp8: the linear GEMMs run at the FP8 peak, plus Transformer Engine's casts") {
