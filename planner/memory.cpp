@@ -417,12 +417,13 @@ std::pair<double, double> working_set_bytes(const PlanOptions& options,
     if (layout.zero < 3) {
       return {0.0, reduce_bucket};
     }
-    // ZeRO-3 (partitioned_param_coordinator.py lines 452-454): the current module plus up to
-    // stage3_prefetch_bucket_size 5e7 elements prefetched, capped at stage3_max_live_parameters
-    // 1e9; gathered per nn.Module, the largest being the embedding or LM head. The current
-    // module's unsharded gradient lives until it reaches the bucket.
-    const double gathered = std::min(largest_unit + 5e7, 1e9);
-    return {e * gathered, reduce_bucket + e * largest_unit};
+    // ZeRO-3: the most parameters the coordinator holds gathered at once, replayed module by
+    // module (deepspeed_zero3_trace: the current module, the prefetched ones, and those kept
+    // for a reuse within stage3_max_reuse_distance). The module's unsharded gradient lives
+    // until it reaches the bucket.
+    const DeepSpeedZero3Trace trace = deepspeed_zero3_trace(model, layout, stage);
+    return {e * static_cast<double>(trace.peak_gathered_elements),
+            reduce_bucket + e * static_cast<double>(trace.largest_gradient_elements)};
   }
   if (layout.zero >= 3) {
     // meshplan's executor gathers layer by layer: the layer computing and the next one

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "memory_json.h"
+#include "meshplan/dp_buckets.h"
 #include "meshplan/units.h"
 
 namespace meshplan::reports {
@@ -70,6 +71,9 @@ std::string bucket_text(const planner::PlanOptions& o) {
   }
   if (o.framework == planner::Framework::kMegatron) {
     return "max(40M, 1M x dp x cp) parameters";
+  }
+  if (o.framework == planner::Framework::kDeepSpeed) {
+    return fmt::format("{} elements (reduce_bucket_size)", planner::kDeepSpeedBucketElements);
   }
   return fmt::format("{:.0f} MiB", static_cast<double>(planner::kDefaultBucketBytes) /
                                        static_cast<double>(kBytesPerMiB));

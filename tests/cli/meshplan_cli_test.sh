@@ -760,6 +760,9 @@ framework_plan() {
     --explain-rejections --save-plan ds.json
   [ "$rc" -eq 0 ] || { say "exit status $rc: $(cat stderr.txt)"; return 1; }
   grep -q '^# framework deepspeed$' stdout.txt || { say "no '# framework deepspeed' line"; return 1; }
+  # DeepSpeed's own default bucket, not DDP's 25 MiB.
+  grep -q '^# options: .*, bucket 500000000 elements (reduce_bucket_size)' stdout.txt ||
+    { say "options line: $(grep '^# options' stdout.txt)"; return 1; }
   grep -qE '^# +framework +[0-9]+ ' stdout.txt || { say "no 'framework' rejection row"; return 1; }
   grep -q '"framework": "deepspeed"' ds.json || { say "plan file lacks options.framework"; return 1; }
   run explain ds.json

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "meshplan/cost_model.h"
+#include "meshplan/dp_buckets.h"
 #include "meshplan/models.h"
 #include "meshplan/schedule.h"
 #include "planner_test_util.h"
@@ -306,12 +307,17 @@ TEST_CASE("ZeRO-2/3 working sets: Megatron-FSDP and DeepSpeed, the same 7.5B on 
   CHECK(megatron.weights_bytes == 2 * shard + 2 * (vocab + layer));  // + 822,190,080
   CHECK(megatron.gradients_bytes == 2 * shard + 2 * (vocab + layer));
   CHECK(megatron.optimizer_bytes == 12 * shard);
-  // DeepSpeed ZeRO-3 (config.py defaults): gathered = the largest module + 5e7 prefetched
-  // elements (259,715,200 < the 1e9 live cap), in bf16; gradients: the 2/d partition, one
-  // 5e8-element bf16 reduce bucket (1e9 bytes) and the module's unsharded bf16 gradient. The
-  // step's fp32 partition copy, 4 * 116,684,160 = 466,736,640, is below the activations.
+  // DeepSpeed ZeRO-3 (config.py defaults): the coordinator's peak of gathered elements
+  // (deepspeed_zero3_trace, tested in dp_buckets_test.cpp) in bf16; gradients: the 2/d
+  // partition, one 5e8-element bf16 reduce bucket (1e9 bytes) and the largest module's
+  // unsharded bf16 gradient, the tied embedding's. The step's fp32 partition copy,
+  // 4 * 116,684,160 = 466,736,640, is below the activations.
   const MemoryBreakdown zero3 = memory_of(Framework::kDeepSpeed, 3);
-  CHECK(zero3.weights_bytes == 2 * shard + 2 * (vocab + 50'000'000));
+  Layout zero3_layout = make_layout(1, 1, 64, 1, 64);
+  zero3_layout.zero = 3;
+  const DeepSpeedZero3Trace trace = deepspeed_zero3_trace(model, zero3_layout, 0);
+  CHECK(trace.largest_gradient_elements == vocab);
+  CHECK(zero3.weights_bytes == 2 * shard + 2 * trace.peak_gathered_elements);
   CHECK(zero3.gradients_bytes == 2 * shard + 1'000'000'000 + 2 * vocab);
   CHECK(zero3.optimizer_bytes == 12 * shard);
   // DeepSpeed ZeRO-2: weights whole, 2/d gradients plus the reduce bucket.

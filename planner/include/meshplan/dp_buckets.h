@@ -133,6 +133,36 @@ int64_t dp_bucket_bytes(const models::ClusterConfig& cluster, const Layout& layo
 std::vector<int64_t> deepspeed_gathered_module_elements(const models::TransformerConfig& model,
                                                         int64_t tp, bool moe_layer);
 
+/// DeepSpeed ZeRO-3's prefetch and release limits, in elements, at their defaults
+/// (deepspeed/runtime/zero/config.py): stage3_prefetch_bucket_size 5e7, stage3_max_live_parameters
+/// 1e9 (a cap on prefetching only), stage3_max_reuse_distance 1e9 (a parameter used again within
+/// that many elements of the module trace is not released).
+inline constexpr int64_t kDeepSpeedPrefetchBucketElements = 50'000'000;
+inline constexpr int64_t kDeepSpeedMaxLiveParameters = 1'000'000'000;
+inline constexpr int64_t kDeepSpeedMaxReuseDistance = 1'000'000'000;
+
+/// What DeepSpeed ZeRO-3 gathers on one rank over one micro-batch's forward and backward.
+struct DeepSpeedZero3Trace {
+  int64_t peak_gathered_elements = 0;      // the most elements gathered at once
+  int64_t largest_gradient_elements = 0;   // the largest module's unsharded gradient
+  int64_t forward_gathered_elements = 0;   // all-gathered for the forward, prefetch included
+  int64_t backward_gathered_elements = 0;  // for the recompute and backward
+};
+
+/// Replays DeepSpeed's partitioned_param_coordinator.py (fetch_sub_module, release_sub_module,
+/// __params_to_release; v0.16.5, 38327e07) over the module trace of stage `stage`: the embedding
+/// (and learned positions), each layer's deepspeed_gathered_module_elements, the LM head (the
+/// embedding's weight when tied), then the backward in reverse, each layer's forward again
+/// first under full recompute. Each module's parameters are gathered as it starts, the next
+/// ones prefetched up to kDeepSpeedPrefetchBucketElements (capped at
+/// kDeepSpeedMaxLiveParameters less those gathered), and released after it unless used again
+/// within kDeepSpeedMaxReuseDistance trace elements or already passed by a prefetch. So a model
+/// whose rank holds under 1e9 elements stays gathered from its forward to its backward, and a
+/// large one keeps its last layers and LM head over the turn. Persistent parameters
+/// (kDeepSpeedPersistenceThreshold) are not in the trace.
+DeepSpeedZero3Trace deepspeed_zero3_trace(const models::TransformerConfig& model,
+                                          const Layout& layout, int64_t stage);
+
 /// A run of `count` equal sizes.
 struct SizeRun {
   int64_t bytes = 0;
