@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "compute_cost.h"
@@ -261,8 +262,22 @@ void add_data_parallel(Inventory& inventory, const models::TransformerConfig& mo
   add(buckets.step_param, "dp: parameter all-gather after the optimizer (ZeRO)", 1);
   add(buckets.chunk_grad, "dp: gradient reduce-scatter per micro-batch and chunk (ZeRO)",
       chunk_ops);
-  add(buckets.chunk_param, "dp: parameter all-gather before each forward and backward (ZeRO-3)",
-      2 * chunk_ops);
+  const auto same_calls = [](const std::vector<DpBucket>& a, const std::vector<DpBucket>& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                      [](const DpBucket& x, const DpBucket& y) {
+                        return x.bytes == y.bytes && x.num_calls == y.num_calls;
+                      });
+  };
+  if (same_calls(buckets.chunk_param, buckets.chunk_param_backward)) {
+    add(buckets.chunk_param, "dp: parameter all-gather before each forward and backward (ZeRO-3)",
+        2 * chunk_ops);
+  } else {
+    add(buckets.chunk_param, "dp: parameter all-gather before each forward (ZeRO-3)", chunk_ops);
+    add(buckets.chunk_param_backward,
+        "dp: parameter all-gather before each recompute and backward (ZeRO-3, DeepSpeed's "
+        "coordinator)",
+        chunk_ops);
+  }
   add(buckets.chunk_root_grad, "dp: root unit gradient reduce-scatter per micro-batch (FSDP)",
       chunk_ops);
   add(buckets.chunk_root_param, "dp: root unit parameter all-gather before each forward (FSDP)",

@@ -18,6 +18,7 @@ namespace {
 struct TraceEntry {
   int64_t param = 0;
   int64_t elements = 0;
+  int64_t module = -1;     // its place in its layer's module list; -1 outside the layers
   bool backward = false;   // its backward: its gradient is produced
   bool recompute = false;  // its forward again, inside the layer's backward
 };
@@ -32,9 +33,9 @@ std::vector<TraceEntry> module_trace(const models::TransformerConfig& model, con
   const int64_t tp = layout.tp;
   int64_t next_param = 0;
   std::vector<TraceEntry> forward;
-  const auto add = [&](int64_t param, int64_t elements) {
+  const auto add = [&](int64_t param, int64_t elements, int64_t module = -1) {
     if (elements > kDeepSpeedPersistenceThreshold) {
-      forward.push_back({param, elements, false});
+      forward.push_back({param, elements, module});
     }
   };
   const int64_t vocab_elements = padded_vocab_size(model, tp) / tp * model.hidden_size;
@@ -55,8 +56,9 @@ std::vector<TraceEntry> module_trace(const models::TransformerConfig& model, con
       const size_t begin = forward.size();
       const std::vector<int64_t> modules =
           deepspeed_gathered_module_elements(model, tp, model.is_moe_layer(layer));
-      for (const int64_t elements : modules) {
-        add(next_param++, elements);  // the all-persistent {1} is no entry
+      for (size_t module = 0; module < modules.size(); ++module) {
+        // The all-persistent {1} is no entry.
+        add(next_param++, modules[module], static_cast<int64_t>(module));
       }
       layer_entries.emplace_back(begin, forward.size());
     }
@@ -133,8 +135,15 @@ DeepSpeedZero3Trace deepspeed_zero3_trace(const models::TransformerConfig& model
   const auto gather = [&](const TraceEntry& entry) {
     available[static_cast<size_t>(entry.param)] = true;
     available_elements += entry.elements;
-    (entry.backward || entry.recompute ? out.backward_gathered_elements
-                                       : out.forward_gathered_elements) += entry.elements;
+    const bool again = entry.backward || entry.recompute;
+    (again ? out.backward_gathered_elements : out.forward_gathered_elements) += entry.elements;
+    if (again && entry.module >= 0) {
+      const auto module = static_cast<size_t>(entry.module);
+      if (out.backward_module_gathers.size() <= module) {
+        out.backward_module_gathers.resize(module + 1, 0);
+      }
+      ++out.backward_module_gathers[module];
+    }
   };
   for (size_t step = 0; step < n; ++step) {
     const TraceEntry& current = trace[step];

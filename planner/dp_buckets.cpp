@@ -132,16 +132,30 @@ std::vector<SizeRun> per_layer_sizes(const models::TransformerConfig& model, con
 
 // One layer's calls of `per_layer` bytes each cut into one call per module, in proportion to the
 // modules' elements, in whole dp blocks of `block_bytes` (the last module takes the rest), so the
-// calls still sum to the layer's bytes exactly; module by module, the layer runs in turn.
+// calls still sum to the layer's bytes exactly; module by module, the layer runs in turn. With
+// `module_calls` (module i called module_calls[i] times over all the layers, missing places 0),
+// each module's calls are those instead of one per layer, shared over the runs in proportion to
+// their layers (the last run takes the rest).
 std::vector<SizeRun> per_module_sizes(const std::vector<SizeRun>& per_layer,
                                       const std::vector<int64_t>& module_elements,
-                                      int64_t block_bytes) {
+                                      int64_t block_bytes,
+                                      const std::vector<int64_t>* module_calls = nullptr) {
   int64_t layer_elements = 0;
   for (const int64_t elements : module_elements) {
     layer_elements += elements;
   }
-  std::vector<SizeRun> sizes;
+  int64_t layers = 0;
   for (const SizeRun& layer : per_layer) {
+    layers += layer.count;
+  }
+  std::vector<int64_t> calls_left(module_elements.size(), 0);
+  for (size_t i = 0; module_calls != nullptr && i < module_calls->size() && i < calls_left.size();
+       ++i) {
+    calls_left[i] = (*module_calls)[i];
+  }
+  std::vector<SizeRun> sizes;
+  for (size_t run = 0; run < per_layer.size(); ++run) {
+    const SizeRun& layer = per_layer[run];
     const int64_t blocks = layer.bytes / block_bytes;
     int64_t left = blocks;
     for (size_t i = 0; i < module_elements.size(); ++i) {
@@ -151,8 +165,14 @@ std::vector<SizeRun> per_module_sizes(const std::vector<SizeRun>& per_layer,
                                               static_cast<double>(layer_elements));
       const int64_t module_blocks = last ? left : std::min(left, share);
       left -= module_blocks;
-      if (module_blocks > 0) {
-        sizes.push_back({module_blocks * block_bytes, layer.count});
+      int64_t count = layer.count;
+      if (module_calls != nullptr) {
+        const int64_t total = i < module_calls->size() ? (*module_calls)[i] : 0;
+        count = run + 1 == per_layer.size() ? calls_left[i] : total * layer.count / layers;
+        calls_left[i] -= count;
+      }
+      if (module_blocks > 0 && count > 0) {
+        sizes.push_back({module_blocks * block_bytes, count});
       }
     }
   }
@@ -400,20 +420,30 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
           costed(cluster, layout, stage, kAG, non_empty({{root_elements * e, 1}}));
       out.chunk_root_grad =
           costed(cluster, layout, stage, kRS, non_empty({{root_elements * g, 1}}));
-      std::vector<SizeRun> gathers = per_layer_sizes(
+      const std::vector<SizeRun> per_layer = per_layer_sizes(
           model, layout, stage, chunk_param_bytes - root_elements * e - fp8_saving, e);
       const bool deepspeed = options.framework == Framework::kDeepSpeed;
       if (deepspeed) {
         // Module by module (deepspeed_gathered_module_elements), an MoE stage's modules those
         // of its MoE layers. The embedding and LM head stay spread over the layers' calls, and
-        // the persistent norms and biases in them (a few elements per h^2).
+        // the persistent norms and biases in them (a few elements per h^2). Before each
+        // backward, the modules its coordinator gathers again (deepspeed_zero3_trace: the
+        // recompute's and those released since their forward), as often as it does.
         const bool moe_layers =
             model.is_moe() && chunk_layers(model, layout, stage, 0).num_moe(model) > 0;
-        gathers = per_module_sizes(gathers,
-                                   deepspeed_gathered_module_elements(model, layout.tp, moe_layers),
-                                   grad_group_size(layout) * e);
+        const std::vector<int64_t> modules =
+            deepspeed_gathered_module_elements(model, layout.tp, moe_layers);
+        const int64_t block_bytes = grad_group_size(layout) * e;
+        const DeepSpeedZero3Trace trace = deepspeed_zero3_trace(model, layout, stage);
+        out.chunk_param =
+            costed(cluster, layout, stage, kAG, per_module_sizes(per_layer, modules, block_bytes));
+        out.chunk_param_backward = costed(
+            cluster, layout, stage, kAG,
+            per_module_sizes(per_layer, modules, block_bytes, &trace.backward_module_gathers));
+      } else {
+        out.chunk_param = costed(cluster, layout, stage, kAG, per_layer);
+        out.chunk_param_backward = out.chunk_param;
       }
-      out.chunk_param = costed(cluster, layout, stage, kAG, gathers);
       // FSDP reduce-scatters in fp32 under bf16 training by default (default_grad_reduce_dtype):
       // torchtitan's `mixed_precision_reduce` defaults to "float32" (torchtitan/config/
       // job_config.py). Composer 0.16.3 (llm-foundry) DEFAULT and PURE reduce in bf16 instead

@@ -144,6 +144,10 @@ struct DpTimes {
   // its one all-gather and one reduce-scatter (inside the two totals above).
   double root_gather_seconds = 0;
   double root_reduce_seconds = 0;
+  // ZeRO-3's layer gathers per step, before the forwards and before the backwards (inside
+  // parameter_gather_seconds; they differ under DeepSpeed, DpBuckets::chunk_param_backward).
+  double forward_gather_seconds = 0;
+  double backward_gather_seconds = 0;
 };
 
 // Step totals: per-chunk calls run once per (micro-batch, chunk) op; ZeRO-3 gathers before
@@ -159,8 +163,10 @@ DpTimes dp_times(const models::TransformerConfig& model, const models::ClusterCo
   times.gradient_seconds = total_seconds(buckets.step_grad) +
                            chunk_ops * total_seconds(buckets.chunk_grad) +
                            chunk_ops * total_seconds(buckets.chunk_root_grad);
+  times.forward_gather_seconds = chunk_ops * total_seconds(buckets.chunk_param);
+  times.backward_gather_seconds = chunk_ops * total_seconds(buckets.chunk_param_backward);
   times.parameter_gather_seconds = total_seconds(buckets.step_param) +
-                                   2.0 * chunk_ops * total_seconds(buckets.chunk_param) +
+                                   times.forward_gather_seconds + times.backward_gather_seconds +
                                    chunk_ops * total_seconds(buckets.chunk_root_param);
   // Expert parameters: one gradient collective per step over the expert data parallel group.
   const DpBuckets experts = expert_dp_buckets(model, cluster, layout, options, stage);
@@ -416,16 +422,18 @@ double zero3_exposed_per_micro_batch(const PlanOptions& options, const StageTime
   // forward's first, before the first layer's (the embedding between them is a lookup), and
   // its reduce-scatter the backward's last, after the first layer's. Both are exposed.
   const double root = t.dp.root_gather_seconds + t.dp.root_reduce_seconds;
-  const double gather =
-      (t.dp.parameter_gather_seconds / micro_batches - t.dp.root_gather_seconds) / (2.0 * units);
+  // Per unit, the forward's gather and the backward's (DeepSpeed gathers less or more for the
+  // backward than for the forward: DpBuckets::chunk_param_backward).
+  const double gather = t.dp.forward_gather_seconds / micro_batches / units;
+  const double backward_gather = t.dp.backward_gather_seconds / micro_batches / units;
   const double reduce = (t.dp.gradient_seconds / micro_batches - t.dp.root_reduce_seconds) / units;
   if (!options.overlap_grad_reduce) {
-    return units * (2.0 * gather + reduce) + root;
+    return units * (gather + backward_gather + reduce) + root;
   }
   const double forward_unit = t.forward / units;
   const double backward_unit = t.backward / units;
   return root + gather + (units - 1.0) * std::max(0.0, gather - forward_unit) +
-         (units - 1.0) * std::max(0.0, gather + reduce - backward_unit) + reduce;
+         (units - 1.0) * std::max(0.0, backward_gather + reduce - backward_unit) + reduce;
 }
 
 // Exposed DP communication of one stage whose last backward ends `slack` before stage 0's.

@@ -67,8 +67,10 @@ class Builder {
   struct OpListContext {
     std::map<int32_t, std::vector<Piece>> grad_carriers;   // op index -> pieces
     std::map<int32_t, std::vector<Piece>> param_carriers;  // op index -> pieces
-    // ZeRO-3 per-op buckets (StageCosts): the layers' and FSDP's root unit's.
-    std::vector<Bucket> layer_gathers, root_gathers, layer_reduces, root_reduces;
+    // ZeRO-3 per-op buckets (StageCosts): the layers' (before F, and before B) and FSDP's root
+    // unit's.
+    std::vector<Bucket> layer_gathers, layer_gathers_backward, root_gathers, layer_reduces,
+        root_reduces;
     planner::OpKind gradient_kind = planner::OpKind::kBackward;  // W in split schedules
     std::vector<int32_t> op_ends;  // last task of each compute op so far
   };

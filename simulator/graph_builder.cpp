@@ -110,8 +110,10 @@ BuiltGraph Builder::build() {
     const size_t ops = input_.schedule.stages[rank.coords.pp_rank].size();
     estimate +=
         2 * ops + 8 + 3 * (costs.grad_buckets.size() + costs.param_buckets.size()) +
-        ops * (costs.chunk_param_buckets.size() + costs.chunk_grad_buckets.size() +
-               costs.chunk_root_param_buckets.size() + costs.chunk_root_grad_buckets.size());
+        ops * (std::max(costs.chunk_param_buckets.size(),
+                        costs.chunk_param_backward_buckets.value_or(std::vector<Bucket>{}).size()) +
+               costs.chunk_grad_buckets.size() + costs.chunk_root_param_buckets.size() +
+               costs.chunk_root_grad_buckets.size());
   }
   if (estimate > static_cast<size_t>(kMaxTasks)) {
     throw InputError(fmt::format(
@@ -159,7 +161,8 @@ void Builder::validate() const {
     const bool per_op_grads =
         !costs.chunk_grad_buckets.empty() || !costs.chunk_root_grad_buckets.empty();
     const bool per_op_params =
-        !costs.chunk_param_buckets.empty() || !costs.chunk_root_param_buckets.empty();
+        !costs.chunk_param_buckets.empty() || !costs.chunk_root_param_buckets.empty() ||
+        (costs.chunk_param_backward_buckets && !costs.chunk_param_backward_buckets->empty());
     if (!costs.grad_buckets.empty() && per_op_grads) {
       throw InputError(fmt::format(
           "{}: stages[{}]: gradients reduced both once per step and per op", input_.source, s));
@@ -342,6 +345,8 @@ Builder::OpListContext Builder::op_list_context(int32_t rank) {
                                       BucketEdge::kNeededAtStart);
   }
   context.layer_gathers = costs.chunk_param_buckets;
+  context.layer_gathers_backward =
+      costs.chunk_param_backward_buckets.value_or(costs.chunk_param_buckets);
   context.root_gathers = costs.chunk_root_param_buckets;
   context.layer_reduces = costs.chunk_grad_buckets;
   context.root_reduces = costs.chunk_root_grad_buckets;
@@ -379,14 +384,17 @@ std::vector<OpPiece> Builder::compute_pieces(int32_t rank, int32_t index, const 
   // root unit (StageCosts::chunk_root_param_buckets) is gathered before the F only, needed by
   // its first piece (the embedding before the first layer is a lookup), and reduced after its
   // last piece, after the layers.
-  const bool gathers = (!context.layer_gathers.empty() || !context.root_gathers.empty()) &&
+  // DeepSpeed gathers other calls before a B than before an F (StageCosts).
+  const std::vector<Bucket>& layer_gathers =
+      op.kind == OpKind::kForward ? context.layer_gathers : context.layer_gathers_backward;
+  const bool gathers = (!layer_gathers.empty() || !context.root_gathers.empty()) &&
                        op.kind != OpKind::kBackwardWeight;
   const bool root_gather = gathers && op.kind == OpKind::kForward && !context.root_gathers.empty();
   const bool reduces = (!context.layer_reduces.empty() || !context.root_reduces.empty()) &&
                        op.kind == context.gradient_kind;
   std::vector<OpPiece> pieces;
   if (gathers || reduces) {
-    pieces = split_op(seconds, gathers ? bytes_of(context.layer_gathers) : std::vector<int64_t>{},
+    pieces = split_op(seconds, gathers ? bytes_of(layer_gathers) : std::vector<int64_t>{},
                       reduces && input_.overlap_grad_reduce ? bytes_of(context.layer_reduces)
                                                             : std::vector<int64_t>{});
     if (gathers) {
@@ -403,7 +411,7 @@ std::vector<OpPiece> Builder::compute_pieces(int32_t rank, int32_t index, const 
         }
         gather_seconds = seconds_of(context.root_gathers);
       }
-      for (double s : seconds_of(context.layer_gathers)) {
+      for (double s : seconds_of(layer_gathers)) {
         gather_seconds.push_back(s);
       }
       // Prefetch one op ahead: gathers may start once the op before the previous one ends;

@@ -29,6 +29,12 @@ std::vector<Bucket> replay_buckets(const std::vector<planner::DpBucket>& buckets
   return out;
 }
 
+bool same_buckets(const std::vector<Bucket>& a, const std::vector<Bucket>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const Bucket& x, const Bucket& y) {
+    return x.bytes == y.bytes && x.seconds == y.seconds;
+  });
+}
+
 // A cluster whose links are infinitely fast with no latency: every collective_seconds is 0.
 models::ClusterConfig without_communication(models::ClusterConfig cluster) {
   const double infinite = std::numeric_limits<double>::infinity();
@@ -119,6 +125,10 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
     costs.param_buckets = replay_buckets(dp.step_param);
     costs.chunk_grad_buckets = replay_buckets(dp.chunk_grad);
     costs.chunk_param_buckets = replay_buckets(dp.chunk_param);
+    std::vector<Bucket> backward_gathers = replay_buckets(dp.chunk_param_backward);
+    if (!same_buckets(backward_gathers, costs.chunk_param_buckets)) {
+      costs.chunk_param_backward_buckets = std::move(backward_gathers);
+    }
     costs.chunk_root_grad_buckets = replay_buckets(dp.chunk_root_grad);
     costs.chunk_root_param_buckets = replay_buckets(dp.chunk_root_param);
     // Expert gradients over the expert data-parallel group: after the dense buckets, on the

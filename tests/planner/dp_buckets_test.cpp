@@ -311,6 +311,65 @@ TEST_CASE("deepspeed_zero3_trace: GPT-3 175B at tp 1, replayed by hand") {
   CHECK(recompute.peak_gathered_elements == 9 * h2);
 }
 
+TEST_CASE("dp_buckets: DeepSpeed ZeRO 3 gathers before the backward what its coordinator does") {
+  // GPT-3 175B, tp 1, dp 1536 (the trace above). Without recompute every layer module is
+  // released after its forward (only the tied head, spread over the layers' calls here, is
+  // kept): the backward's calls are the forward's. Under full recompute, per layer, Q, D and U
+  // are gathered for the recompute and again for the backward, W once (kept from its
+  // recompute): 3 x 192 + 96 = 672 calls of the forward's sizes, against 4 x 96 before the
+  // forward.
+  const models::TransformerConfig gpt3 = models::load_model("gpt3-175b");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  Layout layout = make_layout(1, 1, 1536, 1, 1536);
+  layout.zero = 3;
+  PlanOptions options;
+  options.framework = Framework::kDeepSpeed;
+  const DpBuckets plain = dp_buckets(gpt3, cluster, layout, options, 0);
+  CHECK(sizes_of(plain.chunk_param_backward) == sizes_of(plain.chunk_param));
+  layout.recompute = Recompute::kFull;
+  const DpBuckets recompute = dp_buckets(gpt3, cluster, layout, options, 0);
+  CHECK(sizes_of(recompute.chunk_param) == sizes_of(plain.chunk_param));
+  CHECK(total_calls(recompute.chunk_param) == 4 * 96);
+  CHECK(total_calls(recompute.chunk_param_backward) == 3 * 192 + 96);
+  std::map<int64_t, int64_t> forward_calls, backward_calls;
+  for (const DpBucket& run : recompute.chunk_param) {
+    forward_calls[run.bytes] += run.num_calls;
+  }
+  for (const DpBucket& run : recompute.chunk_param_backward) {
+    backward_calls[run.bytes] += run.num_calls;
+  }
+  // The list's first two calls are Q and D (forward order): each twice as often before the
+  // backward as before the forward.
+  for (const size_t module : {size_t{0}, size_t{1}}) {
+    const int64_t bytes = recompute.chunk_param[module].bytes;
+    CHECK(backward_calls[bytes] == 2 * forward_calls[bytes]);
+  }
+  const int64_t forward_bytes = total_bytes(recompute.chunk_param);
+  const int64_t backward_bytes = total_bytes(recompute.chunk_param_backward);
+  // (3 + 1 + 4) x 2 + 4 = 20 of the forward's 12 twelfths.
+  CHECK(static_cast<double>(backward_bytes) / static_cast<double>(forward_bytes) ==
+        doctest::Approx(20.0 / 12.0).epsilon(1e-4));
+  // The estimate's collective inventory names the two lists apart.
+  const PlanEstimate estimate = estimate_plan(gpt3, cluster, layout, options);
+  const CollectiveTraffic* before_forward = test::find_traffic(
+      estimate.collectives, "dp: parameter all-gather before each forward (ZeRO-3)");
+  CHECK(before_forward != nullptr);
+  int64_t inventory_backward_bytes = 0;
+  for (const CollectiveTraffic& traffic : estimate.collectives) {
+    if (traffic.what.find("before each recompute and backward") != std::string::npos) {
+      inventory_backward_bytes += traffic.total_message_bytes();
+    }
+  }
+  CHECK(inventory_backward_bytes == backward_bytes * layout.num_micro_batches());
+  // GPT-2 124M stays gathered from forward to backward: no call before the backward.
+  const models::TransformerConfig gpt2 = models::load_model("gpt2-124m");
+  Layout small = make_layout(1, 1, 8, 1, 8);
+  small.zero = 3;
+  const DpBuckets kept = dp_buckets(gpt2, cluster, small, options, 0);
+  CHECK(total_calls(kept.chunk_param) == 4 * 12);
+  CHECK(kept.chunk_param_backward.empty());
+}
+
 TEST_CASE("deepspeed_zero3_trace: a model under stage3_max_reuse_distance stays gathered") {
   // GPT-2 124M at tp 1: E = 50,257 x 768 = 38,597,376, P = 1,024 x 768 = 786,432, 12 layers of
   // 12 h^2 = 7,077,888: 124,318,464 gathered elements, so every parameter's next use is within

@@ -227,6 +227,17 @@ TEST_CASE("pipeline: ZeRO-3 gathers each layer before F and B, reduces after B")
     input.overlap_grad_reduce = false;
     CHECK(simulate(input).step_time_s == 4.5);
   }
+  SUBCASE("a backward gather list of its own (DeepSpeed's coordinator)") {
+    // One 2 s call before B instead of the two layers' 0.25 s: the gather stream runs F's
+    // [0, 0.25], [0.25, 0.5], then B's [0.5, 2.5]; F ends at 1.25 as above, B waits for its
+    // gather: [2.5, 3.5] and [3.5, 4.5] (B is cut by its reduce-scatters only), reduces
+    // [3.5, 4], [4.5, 5].
+    input.stages[0].chunk_param_backward_buckets = std::vector<Bucket>{Bucket{200, 2.0}};
+    CHECK(simulate(input).step_time_s == 5.0);
+    // None before B: B starts as F ends, as in the first case (its gathers were hidden there).
+    input.stages[0].chunk_param_backward_buckets = std::vector<Bucket>{};
+    CHECK(simulate(input).step_time_s == 3.75);
+  }
   SUBCASE("gradients reduced both once per step and per op are rejected") {
     input.stages[0].grad_buckets = {Bucket{100, 0.5}};
     CHECK_THROWS_WITH_AS(simulate(input),

@@ -67,6 +67,37 @@ TEST_CASE("plan input: the simulator's buckets are the planner's, ZeRO 0-3") {
 
 namespace meshplan::simulator {
 
+TEST_CASE("plan input: DeepSpeed's backward gathers replayed as the planner lists them") {
+  // GPT-3 175B, tp 1, dp 1536, full recompute under deepspeed: the coordinator gathers 672
+  // module calls before each backward against 384 before each forward
+  // (tests/planner/dp_buckets_test.cpp); the replay takes both lists as they are. Without
+  // recompute the two lists agree and the backward list stays unset.
+  planner::Plan plan;
+  plan.model = models::load_model("gpt3-175b");
+  plan.cluster = models::load_cluster("dgx-a100-80gb");
+  plan.layout.dp = 1536;
+  plan.layout.global_batch = 1536;
+  plan.layout.zero = 3;
+  plan.layout.recompute = planner::Recompute::kFull;
+  plan.options.framework = planner::Framework::kDeepSpeed;
+  plan.num_gpus = plan.layout.num_gpus();
+  const planner::PlanEstimate estimate =
+      planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
+  REQUIRE_MESSAGE(estimate.feasible, estimate.rejection_reason);
+  const planner::DpBuckets expected =
+      planner::dp_buckets(plan.model, plan.cluster, plan.layout, plan.options, 0);
+  const SimulationInput input = simulation_input(plan, estimate, SimulationOptions{});
+  check_same(input.stages[0].chunk_param_buckets, expected.chunk_param);
+  REQUIRE(input.stages[0].chunk_param_backward_buckets.has_value());
+  check_same(*input.stages[0].chunk_param_backward_buckets, expected.chunk_param_backward);
+  CHECK(input.stages[0].chunk_param_backward_buckets->size() == 672);
+  plan.layout.recompute = planner::Recompute::kNone;
+  const SimulationInput plain = simulation_input(
+      plan, planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options),
+      SimulationOptions{});
+  CHECK_FALSE(plain.stages[0].chunk_param_backward_buckets.has_value());
+}
+
 TEST_CASE("plan input: errors name the plan file, not the command") {
   planner::Plan plan;
   plan.model = models::load_model("tiny");

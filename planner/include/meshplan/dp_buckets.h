@@ -45,6 +45,12 @@ struct DpBuckets {
   // partitioned parameter (deepspeed_gathered_module_elements), and its ZeRO-3 gradients in
   // reduce_bucket_size buckets.
   std::vector<DpBucket> chunk_param;
+  // Before each backward op of a chunk (its recompute included): chunk_param again, except
+  // under DeepSpeed, whose coordinator keeps some modules gathered from their forward (reuse
+  // within stage3_max_reuse_distance) and gathers others twice under full recompute (the
+  // recomputed forward, then the backward): each module's calls as deepspeed_zero3_trace counts
+  // them (backward_module_gathers), in the forward's module sizes.
+  std::vector<DpBucket> chunk_param_backward;
   // PyTorch FSDP (framework fsdp, ZeRO 3): the parameters outside the transformer layers
   // (stage_outside_layer_parameters: embedding, final norm, LM head; 1/vpp of them per chunk
   // op) are the root module's own unit, not spread over the layers' units. The root is
@@ -147,6 +153,10 @@ struct DeepSpeedZero3Trace {
   int64_t largest_gradient_elements = 0;   // the largest module's unsharded gradient
   int64_t forward_gathered_elements = 0;   // all-gathered for the forward, prefetch included
   int64_t backward_gathered_elements = 0;  // for the recompute and backward
+  // For each place i in a layer's deepspeed_gathered_module_elements list: how many of the
+  // stage's layers gather module i again for the recompute and backward (0 to 2 per layer;
+  // trailing places that are never gathered again may be missing).
+  std::vector<int64_t> backward_module_gathers;
 };
 
 /// Replays DeepSpeed's partitioned_param_coordinator.py (fetch_sub_module, release_sub_module,

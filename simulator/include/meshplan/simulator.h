@@ -76,6 +76,9 @@ struct StageCosts {
   // ZeRO-3 (Rajbhandari et al. 2020, Sec. 7.2.2): one chunk's parameters, gathered before each
   // of its F and B, and its gradients, reduce-scattered after each of its backward (W) ops.
   std::vector<Bucket> chunk_param_buckets;
+  // Gathered before each B instead, when that differs (planner DpBuckets::chunk_param_backward:
+  // DeepSpeed's coordinator); unset: chunk_param_buckets before B as before F.
+  std::optional<std::vector<Bucket>> chunk_param_backward_buckets;
   std::vector<Bucket> chunk_grad_buckets;
   // PyTorch FSDP's root unit (planner DpBuckets::chunk_root_param): gathered before each F
   // only, ahead of chunk_param_buckets, and reduce-scattered after each gradient op, after
