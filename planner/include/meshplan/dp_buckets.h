@@ -39,11 +39,12 @@ struct DpBuckets {
   // accumulation left at its default, reduce-scatters every micro-batch's backward:
   // docs.pytorch.org/docs/stable/notes/fsdp.html, pytorch/pytorch#126166).
   std::vector<DpBucket> chunk_grad;
-  // Before each forward and each backward op of a chunk: ZeRO-3 all-gather, one per layer
-  // (FSDP: "layer 0 all-gather -> layer 0 forward compute -> layer 1 all-gather", and again
-  // before the backward; FSDP notes, ibid.); under DeepSpeed one per module that holds a
-  // partitioned parameter (deepspeed_gathered_module_elements), and its ZeRO-3 gradients in
-  // reduce_bucket_size buckets.
+  // Before each forward op of a chunk (and, as chunk_param_backward, before each backward op
+  // except under DeepSpeed): ZeRO-3 all-gather, one per layer (FSDP: "layer 0 all-gather ->
+  // layer 0 forward compute -> layer 1 all-gather", and again before the backward; FSDP notes,
+  // ibid.); under DeepSpeed one per module that holds a partitioned parameter
+  // (deepspeed_gathered_module_elements), and its ZeRO-3 gradients in reduce_bucket_size
+  // buckets.
   std::vector<DpBucket> chunk_param;
   // Before each backward op of a chunk (its recompute included): chunk_param again, except
   // under DeepSpeed, whose coordinator keeps some modules gathered from their forward (reuse
