@@ -137,7 +137,7 @@ namespace {
 struct DpTimes {
   double gradient_seconds = 0;              // reduction that may overlap the last backward
   double parameter_gather_seconds = 0;      // all-gather after the optimizer step
-  double last_gradient_bucket_seconds = 0;  // ZeRO 0/1: the step's last call; 2: a chunk's
+  double last_gradient_bucket_seconds = 0;  // ZeRO 0/1: the step's last call; 2-3: a chunk's
   int64_t num_units = 0;                    // ZeRO-3: all-gathers per chunk op, summed over chunks
   double num_micro_batches = 0;
   // FSDP's root unit (DpBuckets::chunk_root_param), per micro-batch summed over the chunks:
@@ -426,14 +426,23 @@ double zero3_exposed_per_micro_batch(const PlanOptions& options, const StageTime
   // backward than for the forward: DpBuckets::chunk_param_backward).
   const double gather = t.dp.forward_gather_seconds / micro_batches / units;
   const double backward_gather = t.dp.backward_gather_seconds / micro_batches / units;
-  const double reduce = (t.dp.gradient_seconds / micro_batches - t.dp.root_reduce_seconds) / units;
+  const double reduce_total = t.dp.gradient_seconds / micro_batches - t.dp.root_reduce_seconds;
   if (!options.overlap_grad_reduce) {
-    return units * (gather + backward_gather + reduce) + root;
+    return units * (gather + backward_gather) + reduce_total + root;
   }
+  // The backward's last reduce-scatter starts when its last gradient is ready and runs beside
+  // no compute: FSDP's last unit, DeepSpeed's last reduce_bucket_size bucket (the remainder,
+  // flushed after the backward: stage3.py independent_gradient_partition_epilogue), which is
+  // the whole reduction when the stage's gradients fit one bucket. The others run beside the
+  // remaining units' backward, an even share each.
+  const double last_reduce =
+      units > 1.0 ? std::min(reduce_total, t.dp.last_gradient_bucket_seconds) : reduce_total;
+  const double reduce_per_unit = units > 1.0 ? (reduce_total - last_reduce) / (units - 1.0) : 0.0;
   const double forward_unit = t.forward / units;
   const double backward_unit = t.backward / units;
   return root + gather + (units - 1.0) * std::max(0.0, gather - forward_unit) +
-         (units - 1.0) * std::max(0.0, backward_gather + reduce - backward_unit) + reduce;
+         (units - 1.0) * std::max(0.0, backward_gather + reduce_per_unit - backward_unit) +
+         last_reduce;
 }
 
 // Exposed DP communication of one stage whose last backward ends `slack` before stage 0's.

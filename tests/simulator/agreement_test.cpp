@@ -337,6 +337,28 @@ TEST_CASE("agreement: FSDP ZeRO-3 with its root unit, Llama-3 8B on 64 A100s") {
   CHECK(relative(result.step_time_s, result.analytic_step_time_s) < 0.10);
 }
 
+TEST_CASE("agreement: DeepSpeed ZeRO-3, gradients in one reduce bucket, exposed as a whole") {
+  // GPT-2 124M on 16 A100s, dp 16, one micro-batch of 2 per replica: the stage's 124M
+  // gradients fit one reduce_bucket_size (5e8) bucket, which DeepSpeed reduce-scatters after
+  // the backward (stage3.py independent_gradient_partition_epilogue), beside no compute. The
+  // replay releases the bucket at the op's end; the planner exposes the last bucket, not a
+  // module's share of the reduction (it did before, 15.6% under the replay).
+  planner::Plan plan =
+      zero3_plan("gpt2-124m", "dgx-a100-80gb", 1, 1, 16, 1, 32, planner::ScheduleKind::kOneFOneB);
+  plan.options.framework = planner::Framework::kDeepSpeed;
+  plan.layout.micro_batch = 2;
+  const planner::PlanEstimate estimate =
+      planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
+  const SimulationResult result = simulate_plan(plan, SimulationOptions{}, "test");
+  CHECK(relative(result.step_time_s, result.analytic_step_time_s) < 1e-3);
+  // The one bucket: 124,439,808 gradients padded to whole blocks of 16, 2 bytes each.
+  const int64_t bucket_bytes = (124'439'808 + 15) / 16 * 16 * 2;
+  const double bucket_seconds =
+      planner::collective_seconds(plan.cluster, planner::CollectiveKind::kReduceScatter,
+                                  bucket_bytes, /*group_size=*/16, /*stride=*/1);
+  CHECK(estimate.breakdown.dp_comm_exposed_seconds > bucket_seconds);
+}
+
 TEST_CASE("agreement: one rank per stage equals every rank on symmetric plans") {
   // The ranks of a stage run identical op lists with identical durations, and a
   // representative's NIC weight (ranks of its stage on its node) puts the same load on each
