@@ -415,10 +415,14 @@ std::vector<OpPiece> Builder::compute_pieces(int32_t rank, int32_t index, const 
         gather_seconds.push_back(s);
       }
       // Prefetch one op ahead: gathers may start once the op before the previous one ends;
-      // without overlap, once the previous op ends (the planner then exposes them all).
+      // without overlap, or for a forward that starts a pass (zero3_pass_boundaries), once the
+      // previous op ends (the planner exposes the first gather of every forward).
       const std::vector<int32_t>& ends = context.op_ends;
-      const size_t back = input_.overlap_grad_reduce ? 2 : 1;
+      const bool pass_start = input_.zero3_pass_boundaries && op.kind == OpKind::kForward;
+      const size_t back = input_.overlap_grad_reduce && !pass_start ? 2 : 1;
       state.gather_gates.push_back(ends.size() >= back ? ends[ends.size() - back] : -1);
+      state.gather_after_reduce.push_back(
+          pass_start ? static_cast<int32_t>(state.reduce_ready.size()) - 1 : -1);
       needs = &state.gather_users.emplace_back(gather_seconds.size(), -1);
       state.gather_seconds.push_back(std::move(gather_seconds));
     }
@@ -461,9 +465,11 @@ void Builder::describe_task(int32_t task, int32_t index, const PipelineOp& op) {
 void Builder::add_compute_op(int32_t rank, int32_t index, const PipelineOp& op,
                              OpListContext& context) {
   RankState& state = states_[rank];
-  // Without overlap the op waits for the previous gradient op's reduce-scatter.
+  // Without overlap, or at a pass boundary (zero3_pass_boundaries), the op waits for the
+  // previous gradient op's reduce-scatters.
+  const bool waits_for_reduce = !input_.overlap_grad_reduce || input_.zero3_pass_boundaries;
   const int32_t blocked_by =
-      !input_.overlap_grad_reduce && !state.reduce_blocks.empty() && state.reduce_blocks.back() < 0
+      waits_for_reduce && !state.reduce_blocks.empty() && state.reduce_blocks.back() < 0
           ? static_cast<int32_t>(state.reduce_blocks.size()) - 1
           : -1;
   std::vector<int32_t>* needs = nullptr;  // [bucket] -> piece task

@@ -86,6 +86,8 @@ void Builder::add_zero3_collectives(const std::vector<int32_t>& members) {
   // The members run the same op list (one stage), so the first one's bucket lists are all's.
   const RankState& first = states_[members[0]];
   const size_t num_gathers = first.gather_users.size();
+  // [op][member] the op's first gather, which may wait for a gradient op's reduce-scatters.
+  std::vector<std::vector<int32_t>> first_gathers(num_gathers);
   for (size_t op = 0; op < num_gathers; ++op) {
     const std::vector<double>& gathers = first.gather_seconds[op];
     for (int32_t k = 0; k < static_cast<int32_t>(gathers.size()); ++k) {
@@ -101,9 +103,13 @@ void Builder::add_zero3_collectives(const std::vector<int32_t>& members) {
       for (size_t i = 0; i < members.size(); ++i) {
         graph_->add_edge(tasks[i], states_[members[i]].gather_users[op][k]);
       }
+      if (k == 0) {
+        first_gathers[op] = tasks;
+      }
     }
   }
   const size_t num_reduces = first.reduce_ready.size();
+  std::vector<std::vector<int32_t>> last_reduces;  // [op][member]
   for (size_t op = 0; op < num_reduces; ++op) {
     const std::vector<double>& reduces = first.reduce_seconds[op];
     for (int32_t k = 0; k < static_cast<int32_t>(reduces.size()); ++k) {
@@ -120,6 +126,19 @@ void Builder::add_zero3_collectives(const std::vector<int32_t>& members) {
           graph_->add_edge(tasks[i], blocked);  // a blocking reduce-scatter (no overlap)
         }
       }
+      if (k + 1 == static_cast<int32_t>(reduces.size())) {
+        last_reduces.push_back(tasks);
+      }
+    }
+  }
+  // zero3_pass_boundaries: a forward's gathers start after the last backward's reduce-scatters.
+  for (size_t op = 0; op < num_gathers; ++op) {
+    const int32_t after = first.gather_after_reduce[op];
+    if (after < 0 || first_gathers[op].empty()) {
+      continue;
+    }
+    for (size_t i = 0; i < members.size(); ++i) {
+      graph_->add_edge(last_reduces.at(static_cast<size_t>(after))[i], first_gathers[op][i]);
     }
   }
 }

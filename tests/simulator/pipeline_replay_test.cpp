@@ -310,6 +310,26 @@ TEST_CASE("pipeline: a gather and a reduce-scatter on one GPU share its NVLink")
   CHECK(simulate(input).step_time_s == 9.0);
 }
 
+TEST_CASE("pipeline: ZeRO-3 pass boundaries (FSDP, DeepSpeed): no prefetch into the next forward") {
+  // The case above with zero3_pass_boundaries: G(F0) [0, 0.5], F0 [0.5, 1], G(B0) [0.5, 1]
+  // (prefetched within the pass), B0 [1, 3], RS(B0) [3, 4] alone. F1 waits for it, and so does
+  // G(F1): [4, 4.5], F1 [4.5, 5]; G(B1) [4.5, 5], B1 [5, 7], RS(B1) [7, 8]. Step 8 s, the
+  // planner's closed form: m (F + B) + m (first gather + last reduce-scatter) = 5 + 2 x 1.5.
+  SimulationInput input = uniform_input(ScheduleKind::kOneFOneB, 1, 1, 2, 0.5, 2.0);
+  input.layout.dp = 2;
+  input.layout.zero = 3;
+  input.zero3_pass_boundaries = true;
+  input.stages[0].chunk_param_buckets = {Bucket{100, 0.5}};
+  input.stages[0].chunk_grad_buckets = {Bucket{100, 1.0}};
+  for (bool all_ranks : {false, true}) {
+    CAPTURE(all_ranks);
+    input.all_ranks = all_ranks;
+    const SimulationResult result = simulate(input);
+    CHECK(result.step_time_s == 8.0);
+    CHECK(result.stages[0].compute_seconds == 5.0);
+  }
+}
+
 TEST_CASE("pipeline: a DP bucket and a pipeline send through one NIC share it") {
   // tp = 1, pp = 2, dp = 2, one GPU per node (tp-dp-pp ranks 0, 1 | 2, 3 on nodes 0..3),
   // 1F1B, m = 1, f = 1, b = 2, sends 1 s, one gradient bucket of 1 s on each stage. Stage 1

@@ -120,3 +120,32 @@ TEST_CASE("plan input: errors name the plan file, not the command") {
 }
 
 }  // namespace meshplan::simulator
+
+namespace meshplan::simulator {
+
+TEST_CASE("plan input: FSDP and DeepSpeed keep ZeRO-3 collectives inside their pass") {
+  // SimulationInput::zero3_pass_boundaries: set for the frameworks whose backward ends by
+  // waiting for its last reduce-scatter (FSDP's root post-backward callback, DeepSpeed's
+  // independent_gradient_partition_epilogue); megatron and meshplan let it overlap the next op.
+  using planner::Framework;
+  for (Framework framework :
+       {Framework::kMegatron, Framework::kDeepSpeed, Framework::kFsdp, Framework::kMeshplan}) {
+    CAPTURE(planner::to_string(framework));
+    planner::Plan plan;
+    plan.model = models::load_model("tiny");
+    plan.cluster = models::load_cluster("dgx-a100-80gb");
+    plan.layout.dp = 4;
+    plan.layout.global_batch = 8;
+    plan.layout.zero = 3;
+    plan.num_gpus = plan.layout.num_gpus();
+    plan.options.framework = framework;
+    const planner::PlanEstimate estimate =
+        planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
+    REQUIRE_MESSAGE(estimate.feasible, estimate.rejection_reason);
+    const SimulationInput input = simulation_input(plan, estimate, SimulationOptions{});
+    CHECK(input.zero3_pass_boundaries ==
+          (framework == Framework::kDeepSpeed || framework == Framework::kFsdp));
+  }
+}
+
+}  // namespace meshplan::simulator

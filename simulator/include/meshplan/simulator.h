@@ -101,6 +101,17 @@ struct SimulationInput {
   // Pipeline sends hold the sender's compute stream until they finish (DeepSpeed's pipeline
   // engine: blocking p2p send/recv, planner exposed_transfer_seconds); false: buffered.
   bool blocking_sends = false;
+  // ZeRO-3 gathers and reduce-scatters stay inside the forward or backward pass that issues
+  // them: a forward's gathers start once the op before it ends (no prefetch from the op
+  // before), and the op after a gradient op waits for its last reduce-scatter. PyTorch FSDP:
+  // the root's pre-forward makes the all-gather streams wait for the compute stream, and the
+  // root's post-backward callback makes the compute stream wait for the last reduce-scatter
+  // (FSDP2 _fsdp_state.py _root_post_backward_final_callback; FSDP1 _runtime_utils.py
+  // _post_backward_final_callback). DeepSpeed: stage3.py independent_gradient_partition_epilogue
+  // synchronizes the reduce stream after every backward, and the coordinator's prefetch runs
+  // within a step's trace. False (megatron, meshplan): a gather may run one op ahead and a
+  // reduce-scatter beside the next op.
+  bool zero3_pass_boundaries = false;
   bool all_ranks = false;
   std::vector<StageCosts> stages;   // [pp]
   std::string source = "simulate";  // names the input in errors: the plan file's path
