@@ -465,9 +465,10 @@ void Builder::describe_task(int32_t task, int32_t index, const PipelineOp& op) {
 void Builder::add_compute_op(int32_t rank, int32_t index, const PipelineOp& op,
                              OpListContext& context) {
   RankState& state = states_[rank];
-  // Without overlap, or at a pass boundary (zero3_pass_boundaries), the op waits for the
-  // previous gradient op's reduce-scatters.
-  const bool waits_for_reduce = !input_.overlap_grad_reduce || input_.zero3_pass_boundaries;
+  // Without overlap, or at a ZeRO-3 pass boundary (zero3_pass_boundaries), the op waits for
+  // the previous gradient op's reduce-scatters.
+  const bool waits_for_reduce =
+      !input_.overlap_grad_reduce || (input_.zero3_pass_boundaries && input_.layout.zero == 3);
   const int32_t blocked_by =
       waits_for_reduce && !state.reduce_blocks.empty() && state.reduce_blocks.back() < 0
           ? static_cast<int32_t>(state.reduce_blocks.size()) - 1

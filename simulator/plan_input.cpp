@@ -73,8 +73,7 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
   // With it off the replay stays so (the planner's exposed count is the bound; README,
   // "Agreement with the planner"); DeepSpeed's pipeline engine blocks.
   input.blocking_sends = plan.options.framework == planner::Framework::kDeepSpeed;
-  input.zero3_pass_boundaries = plan.options.framework == planner::Framework::kFsdp ||
-                                plan.options.framework == planner::Framework::kDeepSpeed;
+  input.zero3_pass_boundaries = plan.options.framework != planner::Framework::kMeshplan;
   input.all_ranks = options.all_ranks;
   for (const planner::StageEstimate& stage : estimate.stages) {
     StageCosts costs;

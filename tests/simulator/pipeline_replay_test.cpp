@@ -328,6 +328,11 @@ TEST_CASE("pipeline: ZeRO-3 pass boundaries (FSDP, DeepSpeed): no prefetch into 
     CHECK(result.step_time_s == 8.0);
     CHECK(result.stages[0].compute_seconds == 5.0);
   }
+  // ZeRO-2 (no gathers) keeps its reduce-scatters beside the next op: F0 [0, 0.5], B0
+  // [0.5, 2.5], RS(B0) [2.5, 3.5] beside F1 [2.5, 3] and B1 [3, 5], RS(B1) [5, 6].
+  input.layout.zero = 2;
+  input.stages[0].chunk_param_buckets.clear();
+  CHECK(simulate(input).step_time_s == 6.0);
 }
 
 TEST_CASE("pipeline: a DP bucket and a pipeline send through one NIC share it") {

@@ -123,10 +123,11 @@ TEST_CASE("plan input: errors name the plan file, not the command") {
 
 namespace meshplan::simulator {
 
-TEST_CASE("plan input: FSDP and DeepSpeed keep ZeRO-3 collectives inside their pass") {
+TEST_CASE("plan input: Megatron-FSDP, FSDP and DeepSpeed keep ZeRO-3 collectives in their pass") {
   // SimulationInput::zero3_pass_boundaries: set for the frameworks whose backward ends by
-  // waiting for its last reduce-scatter (FSDP's root post-backward callback, DeepSpeed's
-  // independent_gradient_partition_epilogue); megatron and meshplan let it overlap the next op.
+  // waiting for its last reduce-scatter (Megatron-FSDP's and FSDP's root post-backward
+  // callbacks, DeepSpeed's independent_gradient_partition_epilogue); meshplan's executor lets
+  // it overlap the next op.
   using planner::Framework;
   for (Framework framework :
        {Framework::kMegatron, Framework::kDeepSpeed, Framework::kFsdp, Framework::kMeshplan}) {
@@ -143,8 +144,7 @@ TEST_CASE("plan input: FSDP and DeepSpeed keep ZeRO-3 collectives inside their p
         planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
     REQUIRE_MESSAGE(estimate.feasible, estimate.rejection_reason);
     const SimulationInput input = simulation_input(plan, estimate, SimulationOptions{});
-    CHECK(input.zero3_pass_boundaries ==
-          (framework == Framework::kDeepSpeed || framework == Framework::kFsdp));
+    CHECK(input.zero3_pass_boundaries == (framework != Framework::kMeshplan));
   }
 }
 

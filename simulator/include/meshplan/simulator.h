@@ -108,9 +108,12 @@ struct SimulationInput {
   // root's post-backward callback makes the compute stream wait for the last reduce-scatter
   // (FSDP2 _fsdp_state.py _root_post_backward_final_callback; FSDP1 _runtime_utils.py
   // _post_backward_final_callback). DeepSpeed: stage3.py independent_gradient_partition_epilogue
-  // synchronizes the reduce stream after every backward, and the coordinator's prefetch runs
-  // within a step's trace. False (megatron, meshplan): a gather may run one op ahead and a
-  // reduce-scatter beside the next op.
+  // synchronizes the reduce stream after every backward. Megatron-FSDP (d98e8a64): the root
+  // post-backward's grad_reduce_pipeline.reset() waits for every reduce-scatter event, the
+  // backward prefetch ends at bucket 0, and the next forward's all-gather stream waits for the
+  // compute stream (megatron_fsdp.py _root_post_backward, param_and_grad_buffer.py).
+  // False (meshplan's executor): a gather may run one op ahead and a reduce-scatter beside the
+  // next op.
   bool zero3_pass_boundaries = false;
   bool all_ranks = false;
   std::vector<StageCosts> stages;   // [pp]
