@@ -109,7 +109,7 @@ void Builder::add_zero3_collectives(const std::vector<int32_t>& members) {
     }
   }
   const size_t num_reduces = first.reduce_ready.size();
-  std::vector<std::vector<int32_t>> last_reduces;  // [op][member]
+  std::vector<std::vector<int32_t>> last_reduces(num_reduces);  // [op][member]
   for (size_t op = 0; op < num_reduces; ++op) {
     const std::vector<double>& reduces = first.reduce_seconds[op];
     for (int32_t k = 0; k < static_cast<int32_t>(reduces.size()); ++k) {
@@ -127,14 +127,15 @@ void Builder::add_zero3_collectives(const std::vector<int32_t>& members) {
         }
       }
       if (k + 1 == static_cast<int32_t>(reduces.size())) {
-        last_reduces.push_back(tasks);
+        last_reduces[op] = tasks;
       }
     }
   }
   // zero3_pass_boundaries: a forward's gathers start after the last backward's reduce-scatters.
   for (size_t op = 0; op < num_gathers; ++op) {
     const int32_t after = first.gather_after_reduce[op];
-    if (after < 0 || first_gathers[op].empty()) {
+    if (after < 0 || first_gathers[op].empty() ||
+        last_reduces.at(static_cast<size_t>(after)).empty()) {
       continue;
     }
     for (size_t i = 0; i < members.size(); ++i) {
