@@ -23,6 +23,20 @@ void check_same(const std::vector<Bucket>& replay, const std::vector<planner::Dp
   }
 }
 
+// A ZeRO-3 data-parallel plan of `model` on A100s under `framework`.
+planner::Plan zero3_dp_plan(const char* model, int64_t dp, int64_t global_batch,
+                            planner::Framework framework) {
+  planner::Plan plan;
+  plan.model = models::load_model(model);
+  plan.cluster = models::load_cluster("dgx-a100-80gb");
+  plan.layout.dp = dp;
+  plan.layout.global_batch = global_batch;
+  plan.layout.zero = 3;
+  plan.options.framework = framework;
+  plan.num_gpus = plan.layout.num_gpus();
+  return plan;
+}
+
 }  // namespace
 
 TEST_CASE("plan input: the simulator's buckets are the planner's, ZeRO 0-3") {
@@ -72,15 +86,8 @@ TEST_CASE("plan input: DeepSpeed's backward gathers replayed as the planner list
   // module calls before each backward against 384 before each forward
   // (tests/planner/dp_buckets_test.cpp); the replay takes both lists as they are. Without
   // recompute the two lists agree and the backward list stays unset.
-  planner::Plan plan;
-  plan.model = models::load_model("gpt3-175b");
-  plan.cluster = models::load_cluster("dgx-a100-80gb");
-  plan.layout.dp = 1536;
-  plan.layout.global_batch = 1536;
-  plan.layout.zero = 3;
+  planner::Plan plan = zero3_dp_plan("gpt3-175b", 1536, 1536, planner::Framework::kDeepSpeed);
   plan.layout.recompute = planner::Recompute::kFull;
-  plan.options.framework = planner::Framework::kDeepSpeed;
-  plan.num_gpus = plan.layout.num_gpus();
   const planner::PlanEstimate estimate =
       planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
   REQUIRE_MESSAGE(estimate.feasible, estimate.rejection_reason);
@@ -132,14 +139,7 @@ TEST_CASE("plan input: Megatron-FSDP, FSDP and DeepSpeed keep ZeRO-3 collectives
   for (Framework framework :
        {Framework::kMegatron, Framework::kDeepSpeed, Framework::kFsdp, Framework::kMeshplan}) {
     CAPTURE(planner::to_string(framework));
-    planner::Plan plan;
-    plan.model = models::load_model("tiny");
-    plan.cluster = models::load_cluster("dgx-a100-80gb");
-    plan.layout.dp = 4;
-    plan.layout.global_batch = 8;
-    plan.layout.zero = 3;
-    plan.num_gpus = plan.layout.num_gpus();
-    plan.options.framework = framework;
+    const planner::Plan plan = zero3_dp_plan("tiny", 4, 8, framework);
     const planner::PlanEstimate estimate =
         planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
     REQUIRE_MESSAGE(estimate.feasible, estimate.rejection_reason);
