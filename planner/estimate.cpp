@@ -148,12 +148,42 @@ struct DpTimes {
   // parameter_gather_seconds; they differ under DeepSpeed, DpBuckets::chunk_param_backward).
   double forward_gather_seconds = 0;
   double backward_gather_seconds = 0;
+  // ZeRO-2: per micro-batch, summed over the stage's chunks, how long each chunk op's
+  // reduce-scatters run past the end of its backward (reduce_tail_seconds).
+  double reduce_tail_seconds = 0;
+  double expert_gradient_seconds = 0;  // inside gradient_seconds: once per step (ZeRO 1-2)
 };
+
+// How long one backward op's reduce-scatters run past its end, when each bucket is issued once
+// the backward has produced its gradients (in list order, at an even rate over the bytes) and
+// the calls run one after another on the data-parallel stream: at least the last bucket, which
+// is complete only when the backward ends (Li et al. 2020, PyTorch DDP, Sec. 3.2.3). The
+// simulator splits a gradient op at the same byte fractions (graph_builder.cpp split_op).
+double reduce_tail_seconds(const std::vector<DpBucket>& buckets, double backward_seconds) {
+  double total_bytes = 0;
+  for (const DpBucket& bucket : buckets) {
+    total_bytes += static_cast<double>(bucket.bytes * bucket.num_calls);
+  }
+  if (total_bytes <= 0) {
+    return 0;
+  }
+  double produced_bytes = 0;
+  double stream_free_s = 0;
+  for (const DpBucket& bucket : buckets) {
+    for (int64_t call = 0; call < bucket.num_calls; ++call) {
+      produced_bytes += static_cast<double>(bucket.bytes);
+      const double ready_s = backward_seconds * produced_bytes / total_bytes;
+      stream_free_s = std::max(stream_free_s, ready_s) + bucket.seconds;
+    }
+  }
+  return std::max(0.0, stream_free_s - backward_seconds);
+}
 
 // Step totals: per-chunk calls run once per (micro-batch, chunk) op; ZeRO-3 gathers before
 // both the forward and the backward.
 DpTimes dp_times(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
-                 const Layout& layout, const PlanOptions& options, int64_t stage) {
+                 const Layout& layout, const PlanOptions& options, int64_t stage,
+                 const std::vector<ChunkCost>& chunks) {
   const DpBuckets buckets = dp_buckets(model, cluster, layout, options, stage);
   const double chunk_ops = static_cast<double>(layout.num_micro_batches() * layout.vpp);
   DpTimes times;
@@ -170,7 +200,8 @@ DpTimes dp_times(const models::TransformerConfig& model, const models::ClusterCo
                                    chunk_ops * total_seconds(buckets.chunk_root_param);
   // Expert parameters: one gradient collective per step over the expert data parallel group.
   const DpBuckets experts = expert_dp_buckets(model, cluster, layout, options, stage);
-  times.gradient_seconds += total_seconds(experts.step_grad);
+  times.expert_gradient_seconds = total_seconds(experts.step_grad);
+  times.gradient_seconds += times.expert_gradient_seconds;
   times.parameter_gather_seconds += total_seconds(experts.step_param);
   if (!buckets.step_grad.empty()) {
     times.last_gradient_bucket_seconds = buckets.step_grad.back().seconds;
@@ -178,6 +209,12 @@ DpTimes dp_times(const models::TransformerConfig& model, const models::ClusterCo
     times.last_gradient_bucket_seconds = buckets.chunk_grad.back().seconds;
   }
   times.num_units = total_calls(buckets.chunk_param) * layout.vpp;
+  if (layout.zero == 2) {
+    for (const ChunkCost& chunk : chunks) {
+      times.reduce_tail_seconds +=
+          reduce_tail_seconds(buckets.chunk_grad, chunk.backward_seconds());
+    }
+  }
   times.num_micro_batches = static_cast<double>(layout.num_micro_batches());
   return times;
 }
@@ -265,7 +302,7 @@ StageTimes estimate_stage(const models::TransformerConfig& model,
                                  zero_shard_count(expert_layout(layout), expert),
                              grad_reduce_element_bytes(cluster, layout, options),
                              stage.num_parameters, passes, options, layout.dp * layout.cp);
-  times.dp = dp_times(model, cluster, layout, options, s);
+  times.dp = dp_times(model, cluster, layout, options, s, stage.chunks);
   stage.dp_grad_sync_seconds = times.dp.gradient_seconds + times.dp.parameter_gather_seconds;
   return times;
 }
@@ -463,19 +500,31 @@ double exposed_dp_seconds(const Layout& layout, const PlanOptions& options, cons
     return micro_batches * zero3_exposed_per_micro_batch(options, t);
   }
   if (layout.zero == 2) {
-    // Each micro-batch's reduce-scatter hides behind that micro-batch's backward. That is what
-    // the frameworks that run ZeRO 2 with pp > 1 do: Megatron-FSDP optim_grads reduce-scatters
-    // after every backward, pipelined or not (megatron_fsdp.py, d98e8a64, lines 761-767:
-    // grad_reduce_every_bprop), and meshplan's executor per chunk op; DeepSpeed's pipeline
-    // engine refuses ZeRO 2 and torchtitan has none (check_framework).
-    // The last micro-batch's last bucket starts when its backward ends (below, ZeRO 0/1).
-    const double per_micro_batch = dp.gradient_seconds / micro_batches;
+    // Each micro-batch's reduce-scatters run beside that micro-batch's backward.
     if (!options.overlap_grad_reduce) {
       return dp.gradient_seconds + gather;
     }
-    const double excess = std::max(0.0, per_micro_batch - t.backward);
-    return (micro_batches - 1.0) * excess + std::max(excess, dp.last_gradient_bucket_seconds) +
-           gather;
+    if (backward_waits_for_reduce_scatter(options.framework)) {
+      // Every backward op ends by waiting for its reduce-scatters, so the part they run past it
+      // is exposed, every micro-batch and chunk: Megatron-FSDP optim_grads reduce-scatters after
+      // every backward (megatron_fsdp.py, d98e8a64, lines 761-767: grad_reduce_every_bprop) and
+      // each model chunk's root post-backward waits for it (lines 879-901; training.py
+      // wrap_model_chunks_with_ddp, one MegatronFSDP per chunk); DeepSpeed's ZeRO 2 synchronizes
+      // in independent_gradient_partition_epilogue after every backward (stage_1_and_2.py,
+      // v0.16.5; its pipeline engine refuses ZeRO 2 with pp > 1).
+      // Expert gradients reduce once per step, beside the last backward.
+      return micro_batches * dp.reduce_tail_seconds +
+             std::max(0.0, dp.expert_gradient_seconds - t.backward) + gather;
+    }
+    // meshplan's executor reduce-scatters per chunk op and lets the next ops run beside it: a
+    // micro-batch's reduce-scatters hide behind a micro-batch's worth of compute, its forward
+    // and backward, except after the last backward, where none follows; its last bucket starts
+    // only when that backward ends (below, ZeRO 0/1).
+    const double per_micro_batch = dp.gradient_seconds / micro_batches;
+    const double excess = std::max(0.0, per_micro_batch - t.forward - t.backward);
+    const double last_excess =
+        std::max(per_micro_batch - t.backward, dp.last_gradient_bucket_seconds);
+    return (micro_batches - 1.0) * excess + last_excess + gather;
   }
   // The last bucket's gradients are complete only when the backward ends, so it cannot hide
   // behind it (DDP, Li et al. 2020, Sec. 3.2.3: a bucket is reduced once all its gradients

@@ -141,6 +141,10 @@ Framework parse_framework(const std::string& text, const std::string& field) {
                   field, text));
 }
 
+bool backward_waits_for_reduce_scatter(Framework framework) {
+  return framework != Framework::kMeshplan;
+}
+
 std::string to_string(GemmPrecision precision) {
   return precision == GemmPrecision::kFp8 ? "fp8" : "bf16";
 }

@@ -24,7 +24,7 @@ struct RankState {
   // produces gradients, per bucket the piece after which it is complete.
   std::vector<int32_t> gather_gates;
   // Per op that needs the chunk's parameters: the gradient op (index into reduce_ready) whose
-  // reduce-scatters its gathers wait for (zero3_pass_boundaries, a forward), -1: none.
+  // reduce-scatters its gathers wait for (sharded_pass_boundaries, a forward), -1: none.
   std::vector<int32_t> gather_after_reduce;
   std::vector<std::vector<int32_t>> gather_users;
   std::vector<std::vector<int32_t>> reduce_ready;
@@ -32,7 +32,7 @@ struct RankState {
   // FSDP's root unit first, a B does not).
   std::vector<std::vector<double>> gather_seconds;
   std::vector<std::vector<double>> reduce_seconds;
-  // Without overlap_grad_reduce or with zero3_pass_boundaries: per op that produces
+  // Without overlap_grad_reduce or with sharded_pass_boundaries: per op that produces
   // gradients, the first task of the next compute op, which waits for its reduce-scatters
   // (-1: none follows).
   std::vector<int32_t> reduce_blocks;

@@ -415,10 +415,10 @@ std::vector<OpPiece> Builder::compute_pieces(int32_t rank, int32_t index, const 
         gather_seconds.push_back(s);
       }
       // Prefetch one op ahead: gathers may start once the op before the previous one ends;
-      // without overlap, or for a forward that starts a pass (zero3_pass_boundaries), once the
+      // without overlap, or for a forward that starts a pass (sharded_pass_boundaries), once the
       // previous op ends (the planner exposes the first gather of every forward).
       const std::vector<int32_t>& ends = context.op_ends;
-      const bool pass_start = input_.zero3_pass_boundaries && op.kind == OpKind::kForward;
+      const bool pass_start = input_.sharded_pass_boundaries && op.kind == OpKind::kForward;
       const size_t back = input_.overlap_grad_reduce && !pass_start ? 2 : 1;
       state.gather_gates.push_back(ends.size() >= back ? ends[ends.size() - back] : -1);
       state.gather_after_reduce.push_back(
@@ -465,10 +465,10 @@ void Builder::describe_task(int32_t task, int32_t index, const PipelineOp& op) {
 void Builder::add_compute_op(int32_t rank, int32_t index, const PipelineOp& op,
                              OpListContext& context) {
   RankState& state = states_[rank];
-  // Without overlap, or at a ZeRO-3 pass boundary (zero3_pass_boundaries), the op waits for
+  // Without overlap, or at a ZeRO-2/3 pass boundary (sharded_pass_boundaries), the op waits for
   // the previous gradient op's reduce-scatters.
   const bool waits_for_reduce =
-      !input_.overlap_grad_reduce || (input_.zero3_pass_boundaries && input_.layout.zero == 3);
+      !input_.overlap_grad_reduce || (input_.sharded_pass_boundaries && input_.layout.zero >= 2);
   const int32_t blocked_by =
       waits_for_reduce && !state.reduce_blocks.empty() && state.reduce_blocks.back() < 0
           ? static_cast<int32_t>(state.reduce_blocks.size()) - 1

@@ -73,7 +73,8 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
   // With it off the replay stays so (the planner's exposed count is the bound; README,
   // "Agreement with the planner"); DeepSpeed's pipeline engine blocks.
   input.blocking_sends = plan.options.framework == planner::Framework::kDeepSpeed;
-  input.zero3_pass_boundaries = plan.options.framework != planner::Framework::kMeshplan;
+  input.sharded_pass_boundaries =
+      planner::backward_waits_for_reduce_scatter(plan.options.framework);
   input.all_ranks = options.all_ranks;
   for (const planner::StageEstimate& stage : estimate.stages) {
     StageCosts costs;

@@ -283,11 +283,13 @@ expect "validate public_runs.json exits 0 and writes every run" validate_public
 # first chunk of stage 0 holding only the embedding and the last chunk of the last stage only the
 # LM head and loss. The plan must take the expected split (`split`), with interleaving
 # (Megatron-Core's embedding/loss-accounted chunks) where `interleaved` is yes, and, where
-# meshplan meets the paper (`bar` yes), lie within 15% of it.
+# meshplan meets the paper (`bar` yes), lie within 15% of it. Arguments after the split are
+# passed to plan.
 llama3_405b() {
   local gpus=$1 cp=$2 dp=$3 seq=$4 batch=$5 published=$6 bar=$7 interleaved=$8 split=$9
+  shift 9
   run plan --model llama3-405b --cluster dgx-h100 --gpus "$gpus" --tp 8 --cp "$cp" --pp 16 \
-    --dp "$dp" --seq-len "$seq" --global-batch "$batch" --micro-batch 1 --top 1
+    --dp "$dp" --seq-len "$seq" --global-batch "$batch" --micro-batch 1 --top 1 "$@"
   [ "$rc" -eq 0 ] || { say "exit status $rc: $(cat stderr.txt)"; return 1; }
   local ok=0 tflops vpp
   grep -q "^#      plan 1: layers per stage $split\$" stdout.txt ||
@@ -314,14 +316,23 @@ paper_split=7,8,8,8,8,8,8,8,8,8,8,8,8,8,8,7
 # the causal half meshplan gives 497.6 on the full count, 355 on the causal one (-6.5%).
 expect "plan llama3-405b 128K, tp 8 cp 16 pp 16 dp 8: the paper's split, interleaved (380 reported)" \
   llama3_405b 16384 16 8 131072 128 380 no yes "$paper_split"
-expect "plan llama3-405b 8K on 16,384, tp 8 pp 16: the paper's split, interleaved, within 15% of 400" \
-  llama3_405b 16384 1 128 8192 2048 400 yes yes "$paper_split"
+# 8K: reported, not held to the bar since 2026-11-24 (README, Uneven pipeline stages). The bar's
+# earlier passes (400.7 and 385.5) came from ZeRO 2 plans whose reduce-scatters were costed
+# beside the next op; Megatron-Core's ZeRO 2 (Megatron-FSDP optim_grads) waits for each model
+# chunk's reduce-scatters after every backward, and so is now costed. Llama 3 ran its own FSDP
+# (Sec. 3.3.2: gradients accumulated in fp32 over the micro-batches, reduce-scattered in fp32,
+# "asynchronously"), which no framework meshplan models runs with pp 16.
+expect "plan llama3-405b 8K on 16,384, tp 8 pp 16: the paper's split, interleaved (400 reported)" \
+  llama3_405b 16384 1 128 8192 2048 400 no yes "$paper_split"
+expect "plan llama3-405b 8K on 8,192, tp 8 pp 16: the paper's split, interleaved (430 reported)" \
+  llama3_405b 8192 1 64 8192 2048 430 no yes "$paper_split"
 # On 8,192 GPUs m = 32 micro-batches: Megatron's interleaved warm-up holds 141 one-layer chunk
-# micro-batches on stage 1 (83 GiB with the paper's split). The search's memory-shifted split
-# (search.h memory_shifted_splits, k = 4) takes a layer off stages 1-4 and puts one on each of
-# the last four, so interleaving without recompute fits; the 9-layer stages pace the pipeline.
-expect "plan llama3-405b 8K on 8,192, tp 8 pp 16: memory-shifted split, interleaved, within 15% of 430" \
-  llama3_405b 8192 1 64 8192 2048 430 yes yes 7,7,7,7,7,8,8,8,8,8,8,8,9,9,9,8
+# micro-batches on stage 1 (83 GiB with the paper's split under ZeRO 2). The search's
+# memory-shifted split (search.h memory_shifted_splits, k = 4) takes a layer off stages 1-4 and
+# puts one on each of the last four, so interleaving with vpp 8 without recompute fits.
+expect "plan llama3-405b 8K on 8,192, ZeRO 2, vpp 8, no recompute: the memory-shifted split" \
+  llama3_405b 8192 1 64 8192 2048 430 no yes 7,7,7,7,7,8,8,8,8,8,8,8,9,9,9,8 \
+  --zero 2 --vpp 8 --recompute none
 
 # Megatron-Core's --microbatch-group-size-per-virtual-pipeline-stage N (schedules.py
 # forward_backward_pipelining_with_interleaving: pp <= N <= m, m % N = 0 or >= pp). Llama-3 8B,

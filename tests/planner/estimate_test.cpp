@@ -358,6 +358,65 @@ TEST_CASE("estimate: ZeRO-3 exposes the first gather, the last reduce and each u
   CHECK(e.breakdown.dp_comm_exposed_seconds >= 2.0 * (g + r));
 }
 
+TEST_CASE(
+    "estimate: ZeRO-2 exposes each backward's reduce-scatter tail where the framework waits") {
+  // uniform_model (32 layers) on 64 GPUs, dp 64, ZeRO 2, batch 128 in m = 2 micro-batches.
+  // Megatron-FSDP reduce-scatters one bucket per layer (r each) as the backward (b, b_u = b/32
+  // per layer) produces them, and each backward ends by waiting for them: the last layer's r,
+  // plus what the other 31 run over their layers' backward, is exposed every micro-batch:
+  //   exposed = m (r + 31 max(0, r - b_u)) + the step's parameter gather past the forward.
+  const models::TransformerConfig model = uniform_model();
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  Layout layout = make_layout(1, 1, 64, 1, 128);
+  layout.zero = 2;
+  const auto gather_past_forward = [](const DpBuckets& buckets, const ChunkCost& chunk) {
+    return std::max(0.0, total_seconds(buckets.step_param) - chunk.forward_seconds());
+  };
+  const PlanEstimate megatron = estimate_plan(model, cluster, layout);
+  REQUIRE_MESSAGE(megatron.feasible, megatron.rejection_reason);
+  const DpBuckets layers = dp_buckets(model, cluster, layout, PlanOptions{}, 0);
+  REQUIRE(total_calls(layers.chunk_grad) == 32);
+  const double r = total_seconds(layers.chunk_grad) / 32.0;
+  const ChunkCost& chunk = megatron.stages[0].chunks[0];
+  const double b = chunk.backward_seconds();
+  CHECK(megatron.breakdown.dp_comm_exposed_seconds ==
+        doctest::Approx(2.0 * (r + 31.0 * std::max(0.0, r - b / 32.0)) +
+                        gather_past_forward(layers, chunk))
+            .epsilon(kEstimateRoundingTolerance));
+  CHECK(megatron.breakdown.dp_comm_exposed_seconds >= 2.0 * r);
+  // DeepSpeed's ZeRO 2 fills reduce_bucket_size buckets; with one that holds the stage's
+  // gradients (1 TiB), it is complete only when the backward ends: the whole reduce-scatter,
+  // every micro-batch.
+  PlanOptions deepspeed;
+  deepspeed.framework = Framework::kDeepSpeed;
+  deepspeed.bucket_bytes = int64_t{1} << 40;
+  const PlanEstimate ds = estimate_plan(model, cluster, layout, deepspeed);
+  REQUIRE_MESSAGE(ds.feasible, ds.rejection_reason);
+  const DpBuckets one = dp_buckets(model, cluster, layout, deepspeed, 0);
+  REQUIRE(total_calls(one.chunk_grad) == 1);
+  CHECK(ds.breakdown.dp_comm_exposed_seconds ==
+        doctest::Approx(2.0 * total_seconds(one.chunk_grad) +
+                        gather_past_forward(one, ds.stages[0].chunks[0]))
+            .epsilon(kEstimateRoundingTolerance));
+  // meshplan's executor lets the next ops run beside them: the first micro-batch's
+  // reduce-scatters (rs) hide behind its forward and backward (f + b) and the next ones, the
+  // last micro-batch's past its backward, at least its last bucket.
+  PlanOptions meshplan;
+  meshplan.framework = Framework::kMeshplan;
+  const PlanEstimate own = estimate_plan(model, cluster, layout, meshplan);
+  REQUIRE_MESSAGE(own.feasible, own.rejection_reason);
+  const DpBuckets own_buckets = dp_buckets(model, cluster, layout, meshplan, 0);
+  const ChunkCost& own_chunk = own.stages[0].chunks[0];
+  const double rs = total_seconds(own_buckets.chunk_grad);
+  const double f_b = own_chunk.forward_seconds() + own_chunk.backward_seconds();
+  CHECK(own.breakdown.dp_comm_exposed_seconds ==
+        doctest::Approx(
+            std::max(0.0, rs - f_b) +
+            std::max(rs - own_chunk.backward_seconds(), own_buckets.chunk_grad.back().seconds) +
+            gather_past_forward(own_buckets, own_chunk))
+            .epsilon(kEstimateRoundingTolerance));
+}
+
 TEST_CASE("estimate: FSDP's root unit is gathered first and reduced last, both exposed") {
   // The case above under framework fsdp with fsdp_head_in_root: the embedding, final norm and
   // LM head are the root unit's (dp_buckets chunk_root_param / chunk_root_grad, one call each

@@ -310,15 +310,15 @@ TEST_CASE("pipeline: a gather and a reduce-scatter on one GPU share its NVLink")
   CHECK(simulate(input).step_time_s == 9.0);
 }
 
-TEST_CASE("pipeline: ZeRO-3 pass boundaries (FSDP, DeepSpeed): no prefetch into the next forward") {
-  // The case above with zero3_pass_boundaries: G(F0) [0, 0.5], F0 [0.5, 1], G(B0) [0.5, 1]
+TEST_CASE("pipeline: ZeRO-2/3 pass boundaries (Megatron-FSDP, FSDP, DeepSpeed)") {
+  // The case above with sharded_pass_boundaries: G(F0) [0, 0.5], F0 [0.5, 1], G(B0) [0.5, 1]
   // (prefetched within the pass), B0 [1, 3], RS(B0) [3, 4] alone. F1 waits for it, and so does
   // G(F1): [4, 4.5], F1 [4.5, 5]; G(B1) [4.5, 5], B1 [5, 7], RS(B1) [7, 8]. Step 8 s, the
   // planner's closed form: m (F + B) + m (first gather + last reduce-scatter) = 5 + 2 x 1.5.
   SimulationInput input = uniform_input(ScheduleKind::kOneFOneB, 1, 1, 2, 0.5, 2.0);
   input.layout.dp = 2;
   input.layout.zero = 3;
-  input.zero3_pass_boundaries = true;
+  input.sharded_pass_boundaries = true;
   input.stages[0].chunk_param_buckets = {Bucket{100, 0.5}};
   input.stages[0].chunk_grad_buckets = {Bucket{100, 1.0}};
   for (bool all_ranks : {false, true}) {
@@ -328,10 +328,15 @@ TEST_CASE("pipeline: ZeRO-3 pass boundaries (FSDP, DeepSpeed): no prefetch into 
     CHECK(result.step_time_s == 8.0);
     CHECK(result.stages[0].compute_seconds == 5.0);
   }
-  // ZeRO-2 (no gathers) keeps its reduce-scatters beside the next op: F0 [0, 0.5], B0
-  // [0.5, 2.5], RS(B0) [2.5, 3.5] beside F1 [2.5, 3] and B1 [3, 5], RS(B1) [5, 6].
+  // ZeRO-2 (no gathers): the next op waits for the reduce-scatter as well. F0 [0, 0.5], B0
+  // [0.5, 2.5], RS(B0) [2.5, 3.5], F1 [3.5, 4], B1 [4, 6], RS(B1) [6, 7]: 7 s, the planner's
+  // m (F + B) + m x the reduce-scatter's tail past B (estimate.cpp reduce_tail_seconds).
   input.layout.zero = 2;
   input.stages[0].chunk_param_buckets.clear();
+  CHECK(simulate(input).step_time_s == 7.0);
+  // Without the boundaries (meshplan's executor) its reduce-scatters run beside the next op:
+  // RS(B0) [2.5, 3.5] beside F1 [2.5, 3] and B1 [3, 5], RS(B1) [5, 6].
+  input.sharded_pass_boundaries = false;
   CHECK(simulate(input).step_time_s == 6.0);
 }
 

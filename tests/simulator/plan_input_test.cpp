@@ -131,7 +131,7 @@ TEST_CASE("plan input: errors name the plan file, not the command") {
 namespace meshplan::simulator {
 
 TEST_CASE("plan input: Megatron-FSDP, FSDP and DeepSpeed keep ZeRO-3 collectives in their pass") {
-  // SimulationInput::zero3_pass_boundaries: set for the frameworks whose backward ends by
+  // SimulationInput::sharded_pass_boundaries: set for the frameworks whose backward ends by
   // waiting for its last reduce-scatter (Megatron-FSDP's and FSDP's root post-backward
   // callbacks, DeepSpeed's independent_gradient_partition_epilogue); meshplan's executor lets
   // it overlap the next op.
@@ -144,7 +144,7 @@ TEST_CASE("plan input: Megatron-FSDP, FSDP and DeepSpeed keep ZeRO-3 collectives
         planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
     REQUIRE_MESSAGE(estimate.feasible, estimate.rejection_reason);
     const SimulationInput input = simulation_input(plan, estimate, SimulationOptions{});
-    CHECK(input.zero3_pass_boundaries == (framework != Framework::kMeshplan));
+    CHECK(input.sharded_pass_boundaries == (framework != Framework::kMeshplan));
   }
 }
 

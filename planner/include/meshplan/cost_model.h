@@ -64,6 +64,14 @@ OptimizerImpl parse_optimizer_impl(const std::string& text, const std::string& f
 std::string to_string(Framework framework);
 /// "megatron", "deepspeed", "fsdp", "meshplan"; throws InputError naming `field` otherwise.
 Framework parse_framework(const std::string& text, const std::string& field);
+/// Whether every backward op ends by waiting for its sharded gradients' reduce-scatters
+/// (ZeRO 2 and 3, every micro-batch), so the next op never runs beside them. Megatron-FSDP
+/// (its root post-backward's grad_reduce_pipeline.reset(), megatron_fsdp.py d98e8a64 lines
+/// 879-901, one root per model chunk), DeepSpeed (independent_gradient_partition_epilogue
+/// synchronizes after every backward, stage_1_and_2.py and stage3.py, v0.16.5) and PyTorch FSDP
+/// (_root_post_backward_final_callback) do; meshplan's executor does not (gradient_sync.cpp
+/// waits for a bucket's round only when it starts the next).
+bool backward_waits_for_reduce_scatter(Framework framework);
 
 /// What the transformer layers' linear GEMMs run in (`plan --precision`). kFp8 is Transformer
 /// Engine's delayed-scaling FP8 (Micikevicius et al. 2022, "FP8 Formats for Deep Learning"):

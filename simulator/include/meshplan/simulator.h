@@ -101,20 +101,22 @@ struct SimulationInput {
   // Pipeline sends hold the sender's compute stream until they finish (DeepSpeed's pipeline
   // engine: blocking p2p send/recv, planner exposed_transfer_seconds); false: buffered.
   bool blocking_sends = false;
-  // ZeRO-3 gathers and reduce-scatters stay inside the forward or backward pass that issues
-  // them: a forward's gathers start once the op before it ends (no prefetch from the op
-  // before), and the op after a gradient op waits for its last reduce-scatter. PyTorch FSDP:
-  // the root's pre-forward makes the all-gather streams wait for the compute stream, and the
-  // root's post-backward callback makes the compute stream wait for the last reduce-scatter
-  // (FSDP2 _fsdp_state.py _root_post_backward_final_callback; FSDP1 _runtime_utils.py
-  // _post_backward_final_callback). DeepSpeed: stage3.py independent_gradient_partition_epilogue
-  // synchronizes the reduce stream after every backward. Megatron-FSDP (d98e8a64): the root
-  // post-backward's grad_reduce_pipeline.reset() waits for every reduce-scatter event, the
-  // backward prefetch ends at bucket 0, and the next forward's all-gather stream waits for the
-  // compute stream (megatron_fsdp.py _root_post_backward, param_and_grad_buffer.py).
-  // False (meshplan's executor): a gather may run one op ahead and a reduce-scatter beside the
-  // next op.
-  bool zero3_pass_boundaries = false;
+  // Sharded data parallelism keeps its collectives inside the pass that issues them. ZeRO 2
+  // and 3: the op after a gradient op waits for that op's last reduce-scatter. ZeRO 3: a
+  // forward's gathers start once the op before it ends (no prefetch from the op before).
+  // PyTorch FSDP: the root's pre-forward makes the all-gather streams wait for the compute
+  // stream, and the root's post-backward callback makes the compute stream wait for the last
+  // reduce-scatter (FSDP2 _fsdp_state.py _root_post_backward_final_callback; FSDP1
+  // _runtime_utils.py _post_backward_final_callback). DeepSpeed: stage3.py and
+  // stage_1_and_2.py independent_gradient_partition_epilogue synchronize after every backward.
+  // Megatron-FSDP (d98e8a64), optim_grads and optim_grads_params alike: the root
+  // post-backward's grad_reduce_pipeline.reset() waits for every reduce-scatter event, once per
+  // model chunk (each chunk is its own root), the backward prefetch ends at bucket 0, and the
+  // next forward's all-gather stream waits for the compute stream (megatron_fsdp.py
+  // _root_post_backward, param_and_grad_buffer.py). planner::backward_waits_for_reduce_scatter
+  // says which frameworks; false (meshplan's executor): a gather may run one op ahead and a
+  // reduce-scatter beside the next op.
+  bool sharded_pass_boundaries = false;
   bool all_ranks = false;
   std::vector<StageCosts> stages;   // [pp]
   std::string source = "simulate";  // names the input in errors: the plan file's path
