@@ -452,7 +452,8 @@ double exposed_transfer_seconds(const models::TransformerConfig& model,
 // reduce-scatter of the backward. Per unit: forward max(g, f_u), backward max(g + r, b_u)
 // (Rajbhandari et al. 2020, Sec. 7.2.2; PyTorch FSDP notes, docs.pytorch.org, "FSDP
 // prefetch"). Without overlap_grad_reduce nothing overlaps.
-double zero3_exposed_per_micro_batch(const PlanOptions& options, const StageTimes& t) {
+double zero3_exposed_per_micro_batch(const Layout& layout, const PlanOptions& options,
+                                     const StageTimes& t) {
   const double units = std::max(1.0, static_cast<double>(t.dp.num_units));
   const double micro_batches = std::max(1.0, t.dp.num_micro_batches);
   // FSDP's root unit (DpBuckets::chunk_root_param) runs beside no compute: its gather is the
@@ -467,19 +468,31 @@ double zero3_exposed_per_micro_batch(const PlanOptions& options, const StageTime
   if (!options.overlap_grad_reduce) {
     return units * (gather + backward_gather) + reduce_total + root;
   }
+  // Passes per micro-batch and direction: where every backward waits for its reduce-scatters
+  // (backward_waits_for_reduce_scatter), each chunk op is a pass of its own, since each model
+  // chunk is its own root (Megatron-FSDP: one MegatronFSDP per chunk, training.py
+  // wrap_model_chunks_with_ddp; torchtitan: fully_shard per model part): its forward's first
+  // gather waits for the op before it and its backward's last reduce-scatter is waited for.
+  // meshplan's executor prefetches across ops: one pass a micro-batch.
+  const double passes = backward_waits_for_reduce_scatter(options.framework)
+                            ? std::min(units, static_cast<double>(layout.vpp))
+                            : 1.0;
   // The backward's last reduce-scatter starts when its last gradient is ready and runs beside
   // no compute: FSDP's last unit, DeepSpeed's last reduce_bucket_size bucket (the remainder,
   // flushed after the backward: stage3.py independent_gradient_partition_epilogue), which is
   // the whole reduction when the stage's gradients fit one bucket. The others run beside the
   // remaining units' backward, an even share each.
   const double last_reduce =
-      units > 1.0 ? std::min(reduce_total, t.dp.last_gradient_bucket_seconds) : reduce_total;
-  const double reduce_per_unit = units > 1.0 ? (reduce_total - last_reduce) / (units - 1.0) : 0.0;
+      units > passes ? std::min(reduce_total / passes, t.dp.last_gradient_bucket_seconds)
+                     : reduce_total / passes;
+  const double overlapped_units = units - passes;
+  const double reduce_per_unit =
+      overlapped_units > 0.0 ? (reduce_total - passes * last_reduce) / overlapped_units : 0.0;
   const double forward_unit = t.forward / units;
   const double backward_unit = t.backward / units;
-  return root + gather + (units - 1.0) * std::max(0.0, gather - forward_unit) +
-         (units - 1.0) * std::max(0.0, backward_gather + reduce_per_unit - backward_unit) +
-         last_reduce;
+  return root + passes * gather + overlapped_units * std::max(0.0, gather - forward_unit) +
+         overlapped_units * std::max(0.0, backward_gather + reduce_per_unit - backward_unit) +
+         passes * last_reduce;
 }
 
 // Exposed DP communication of one stage whose last backward ends `slack` before stage 0's.
@@ -497,7 +510,7 @@ double exposed_dp_seconds(const Layout& layout, const PlanOptions& options, cons
                             ? std::max(0.0, dp.parameter_gather_seconds - t.forward)
                             : dp.parameter_gather_seconds;
   if (layout.zero == 3) {
-    return micro_batches * zero3_exposed_per_micro_batch(options, t);
+    return micro_batches * zero3_exposed_per_micro_batch(layout, options, t);
   }
   if (layout.zero == 2) {
     // Each micro-batch's reduce-scatters run beside that micro-batch's backward.

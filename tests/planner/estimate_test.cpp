@@ -358,6 +358,41 @@ TEST_CASE("estimate: ZeRO-3 exposes the first gather, the last reduce and each u
   CHECK(e.breakdown.dp_comm_exposed_seconds >= 2.0 * (g + r));
 }
 
+TEST_CASE("estimate: interleaved ZeRO-3 exposes each chunk op's first gather and last reduce") {
+  // uniform_model (32 layers) on 64 GPUs, pp 2, dp 32, interleaved vpp 2 (8 layers a chunk),
+  // ZeRO 3, batch 128: m = 4. Each chunk is its own root (Megatron-FSDP, one MegatronFSDP per
+  // chunk), so each of a stage's 2 chunk ops a micro-batch is a pass: its first gather g and
+  // last reduce-scatter r are exposed, the other 14 of the stage's 16 units overlap as above:
+  //   per micro-batch = 2 g + 14 max(0, g - f_u) + 14 max(0, g + r - b_u) + 2 r,
+  // f_u, b_u the stage's forward and backward over its 16 layers; the step exposes the slower
+  // stage's, m times.
+  const models::TransformerConfig model = uniform_model();
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  Layout layout = make_layout(1, 2, 32, 1, 128);
+  layout.zero = 3;
+  layout.vpp = 2;
+  layout.schedule = ScheduleKind::kInterleaved;
+  const PlanEstimate e = estimate_plan(model, cluster, layout);
+  REQUIRE_MESSAGE(e.feasible, e.rejection_reason);
+  double per_micro_batch = 0;
+  for (int64_t s = 0; s < 2; ++s) {
+    const DpBuckets buckets = dp_buckets(model, cluster, layout, PlanOptions{}, s);
+    REQUIRE(total_calls(buckets.chunk_param) == 8);
+    const double g = total_seconds(buckets.chunk_param) / 8.0;
+    const double r = total_seconds(buckets.chunk_grad) / 8.0;
+    double f = 0, b = 0;
+    for (const ChunkCost& chunk : e.stages[static_cast<size_t>(s)].chunks) {
+      f += chunk.forward_seconds();
+      b += chunk.backward_seconds();
+    }
+    per_micro_batch =
+        std::max(per_micro_batch, 2.0 * g + 14.0 * std::max(0.0, g - f / 16.0) +
+                                      14.0 * std::max(0.0, g + r - b / 16.0) + 2.0 * r);
+  }
+  CHECK(e.breakdown.dp_comm_exposed_seconds ==
+        doctest::Approx(4.0 * per_micro_batch).epsilon(kEstimateRoundingTolerance));
+}
+
 TEST_CASE(
     "estimate: ZeRO-2 exposes each backward's reduce-scatter tail where the framework waits") {
   // uniform_model (32 layers) on 64 GPUs, dp 64, ZeRO 2, batch 128 in m = 2 micro-batches.
