@@ -241,7 +241,8 @@ void add_context_parallel(Inventory& inventory, const models::TransformerConfig&
 
 // The stage's data-parallel calls as dp_buckets lists them, one entry per run of equal
 // buckets: step lists once a step, chunk lists after each of the m vpp backward ops, ZeRO-3's
-// gathers before each forward and each backward op.
+// gathers before each forward and each backward op (chunk_list_rounds; under torchtitan's
+// pipelining once per chunk).
 void add_data_parallel(Inventory& inventory, const models::TransformerConfig& model,
                        const models::ClusterConfig& cluster, const Layout& layout,
                        const PlanOptions& options, int64_t stage) {
@@ -249,7 +250,30 @@ void add_data_parallel(Inventory& inventory, const models::TransformerConfig& mo
     return;
   }
   const DpBuckets buckets = dp_buckets(model, cluster, layout, options, stage);
-  const int64_t chunk_ops = layout.num_micro_batches() * layout.vpp;
+  const int64_t chunk_ops = chunk_list_rounds(layout, options);
+  if (zero3_gathers_once_per_step(layout, options)) {
+    // torchtitan's pipelining: each chunk's units gathered once, before its first forward, and
+    // reduce-scattered once, after its last backward.
+    for (const auto& [list, what] :
+         {std::pair{&buckets.chunk_grad,
+                    "dp: gradient reduce-scatter after each chunk's last "
+                    "backward (FSDP under pipelining)"},
+          std::pair{&buckets.chunk_param,
+                    "dp: parameter all-gather before each chunk's first "
+                    "forward (FSDP under pipelining)"},
+          std::pair{&buckets.chunk_root_grad,
+                    "dp: root unit gradient reduce-scatter after each "
+                    "chunk's last backward (FSDP under pipelining)"},
+          std::pair{&buckets.chunk_root_param,
+                    "dp: root unit parameter all-gather before each "
+                    "chunk's first forward (FSDP under pipelining)"}}) {
+      for (const DpBucket& bucket : *list) {
+        inventory.add(stage, what, bucket.kind, bucket.group, grad_group_size(layout), bucket.bytes,
+                      bucket.num_calls * chunk_ops);
+      }
+    }
+    return;
+  }
   const auto add = [&](const std::vector<DpBucket>& list, const char* what, int64_t rounds) {
     for (const DpBucket& bucket : list) {
       inventory.add(stage, what, bucket.kind, bucket.group, grad_group_size(layout), bucket.bytes,

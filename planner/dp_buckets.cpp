@@ -336,6 +336,15 @@ std::vector<int64_t> deepspeed_gathered_module_elements(const models::Transforme
   return modules;
 }
 
+bool zero3_gathers_once_per_step(const Layout& layout, const PlanOptions& options) {
+  return options.framework == Framework::kFsdp && layout.pp > 1 && layout.zero == 3;
+}
+
+int64_t chunk_list_rounds(const Layout& layout, const PlanOptions& options) {
+  return zero3_gathers_once_per_step(layout, options) ? layout.vpp
+                                                      : layout.num_micro_batches() * layout.vpp;
+}
+
 DpBuckets dp_buckets(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                      const Layout& layout, const PlanOptions& options, int64_t stage) {
   const int64_t bucket_bytes = dp_bucket_bytes(cluster, layout, options);
@@ -442,7 +451,9 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
             per_module_sizes(per_layer, modules, block_bytes, &trace.backward_module_gathers));
       } else {
         out.chunk_param = costed(cluster, layout, stage, kAG, per_layer);
-        out.chunk_param_backward = out.chunk_param;
+        if (!zero3_gathers_once_per_step(layout, options)) {
+          out.chunk_param_backward = out.chunk_param;
+        }
       }
       // FSDP reduce-scatters in fp32 under bf16 training by default (default_grad_reduce_dtype):
       // torchtitan's `mixed_precision_reduce` defaults to "float32" (torchtitan/config/

@@ -185,7 +185,7 @@ DpTimes dp_times(const models::TransformerConfig& model, const models::ClusterCo
                  const Layout& layout, const PlanOptions& options, int64_t stage,
                  const std::vector<ChunkCost>& chunks) {
   const DpBuckets buckets = dp_buckets(model, cluster, layout, options, stage);
-  const double chunk_ops = static_cast<double>(layout.num_micro_batches() * layout.vpp);
+  const double chunk_ops = static_cast<double>(chunk_list_rounds(layout, options));
   DpTimes times;
   const double vpp = static_cast<double>(layout.vpp);
   times.root_gather_seconds = vpp * total_seconds(buckets.chunk_root_param);
@@ -495,6 +495,25 @@ double zero3_exposed_per_micro_batch(const Layout& layout, const PlanOptions& op
          passes * last_reduce;
 }
 
+// ZeRO-3 under torchtitan's pipelining (zero3_gathers_once_per_step), one step of a stage:
+// each chunk gathers its units once, in its first forward, one unit ahead (FSDP2's prefetch:
+// the first unit's gather exposed, then max(0, g - f_u) per unit, f_u of that first forward),
+// with its root unit first, and reduce-scatters all of them after its last backward, which the
+// root's final callback waits for: every reduce-scatter exposed (stage.py
+// backward_maybe_with_nosync, run_post_backward).
+double zero3_exposed_once_per_step(const Layout& layout, const PlanOptions& options,
+                                   const StageTimes& t) {
+  const double units = std::max(1.0, static_cast<double>(t.dp.num_units));
+  const double gather = t.dp.forward_gather_seconds / units;
+  if (!options.overlap_grad_reduce) {
+    return t.dp.root_gather_seconds + t.dp.forward_gather_seconds + t.dp.gradient_seconds;
+  }
+  const double passes = std::min(units, static_cast<double>(layout.vpp));
+  const double forward_unit = t.forward / units;
+  return t.dp.root_gather_seconds + passes * gather +
+         (units - passes) * std::max(0.0, gather - forward_unit) + t.dp.gradient_seconds;
+}
+
 // Exposed DP communication of one stage whose last backward ends `slack` before stage 0's.
 // Data-parallel reduction of stage s starts after its last backward. Stage s finishes its
 // last backward sum_{j<s} b_j before stage 0 does (the drain runs back to stage 0), and with
@@ -510,6 +529,9 @@ double exposed_dp_seconds(const Layout& layout, const PlanOptions& options, cons
                             ? std::max(0.0, dp.parameter_gather_seconds - t.forward)
                             : dp.parameter_gather_seconds;
   if (layout.zero == 3) {
+    if (zero3_gathers_once_per_step(layout, options)) {
+      return zero3_exposed_once_per_step(layout, options, t);
+    }
     return micro_batches * zero3_exposed_per_micro_batch(layout, options, t);
   }
   if (layout.zero == 2) {

@@ -387,16 +387,22 @@ std::vector<OpPiece> Builder::compute_pieces(int32_t rank, int32_t index, const 
   // DeepSpeed gathers other calls before a B than before an F (StageCosts).
   const std::vector<Bucket>& layer_gathers =
       op.kind == OpKind::kForward ? context.layer_gathers : context.layer_gathers_backward;
+  // Under torchtitan's pipelining (zero3_gathers_once_per_step) a chunk gathers in its first
+  // forward only and reduce-scatters after its last backward only, all after that op.
+  const bool once_per_step = input_.zero3_gathers_once_per_step;
+  const int64_t last_micro_batch = input_.layout.num_micro_batches() - 1;
   const bool gathers = (!layer_gathers.empty() || !context.root_gathers.empty()) &&
-                       op.kind != OpKind::kBackwardWeight;
+                       op.kind != OpKind::kBackwardWeight &&
+                       (!once_per_step || op.micro_batch == 0);
   const bool root_gather = gathers && op.kind == OpKind::kForward && !context.root_gathers.empty();
   const bool reduces = (!context.layer_reduces.empty() || !context.root_reduces.empty()) &&
-                       op.kind == context.gradient_kind;
+                       op.kind == context.gradient_kind &&
+                       (!once_per_step || op.micro_batch == last_micro_batch);
+  const bool reduces_inside_op = reduces && input_.overlap_grad_reduce && !once_per_step;
   std::vector<OpPiece> pieces;
   if (gathers || reduces) {
     pieces = split_op(seconds, gathers ? bytes_of(layer_gathers) : std::vector<int64_t>{},
-                      reduces && input_.overlap_grad_reduce ? bytes_of(context.layer_reduces)
-                                                            : std::vector<int64_t>{});
+                      reduces_inside_op ? bytes_of(context.layer_reduces) : std::vector<int64_t>{});
     if (gathers) {
       std::vector<double> gather_seconds;
       if (root_gather) {
@@ -434,7 +440,7 @@ std::vector<OpPiece> Builder::compute_pieces(int32_t rank, int32_t index, const 
       }
       ready = &state.reduce_ready.emplace_back(reduce_seconds.size(), -1);
       state.reduce_blocks.push_back(-1);
-      const int32_t first_after_op = input_.overlap_grad_reduce ? first_root : 0;
+      const int32_t first_after_op = reduces_inside_op ? first_root : 0;
       for (int32_t k = first_after_op; k < static_cast<int32_t>(reduce_seconds.size()); ++k) {
         pieces.back().ready.push_back(k);  // after the op
       }

@@ -36,6 +36,7 @@
 #include <tuple>
 
 #include "meshplan/cost_model.h"
+#include "meshplan/dp_buckets.h"
 #include "meshplan/models.h"
 #include "planner_test_util.h"
 
@@ -160,6 +161,30 @@ TEST_CASE("inventory: ZeRO 3 gathers every micro-batch and layer, forward and ba
   const std::map<Key, Totals> totals = totals_by_stage_kind_group(tiny_estimate(layout));
   CHECK(totals.at({0, kRS, kDp}) == Totals{8, 8 * 54'528});
   CHECK(totals.at({0, kAG, kDp}) == Totals{16, 16 * 54'528});
+}
+
+TEST_CASE("inventory: FSDP under pipelining gathers and reduces once per chunk a step") {
+  // The layout above under framework fsdp (torchtitan: sequence parallel with tp): pipelining
+  // keeps each chunk gathered from its first forward and defers the reduce-scatters to its last
+  // backward (zero3_gathers_once_per_step), so stage 0's 2 layer units and its root unit (the
+  // embedding) are all-gathered once and reduce-scattered once a step, not per micro-batch: 3
+  // calls each, one round of dp_buckets' chunk lists.
+  Layout layout = make_layout(2, 2, 2, 1, 8);
+  layout.zero = 3;
+  layout.sequence_parallel = true;
+  PlanOptions options;
+  options.framework = Framework::kFsdp;
+  const models::TransformerConfig model = models::load_model("tiny");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  const PlanEstimate estimate = estimate_plan(model, cluster, layout, options);
+  REQUIRE_MESSAGE(estimate.feasible, estimate.rejection_reason);
+  const DpBuckets buckets = dp_buckets(model, cluster, layout, options, 0);
+  REQUIRE(total_calls(buckets.chunk_root_param) == 1);
+  const std::map<Key, Totals> totals = totals_by_stage_kind_group(estimate);
+  CHECK(totals.at({0, kRS, kDp}) ==
+        Totals{3, total_bytes(buckets.chunk_grad) + total_bytes(buckets.chunk_root_grad)});
+  CHECK(totals.at({0, kAG, kDp}) ==
+        Totals{3, total_bytes(buckets.chunk_param) + total_bytes(buckets.chunk_root_param)});
 }
 
 TEST_CASE("inventory: small buckets, one call per bucket") {

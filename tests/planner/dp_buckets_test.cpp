@@ -552,21 +552,27 @@ TEST_CASE("dp_buckets: per-step volumes and calls equal the collective inventory
         }
       }
       Volumes from_buckets, calls_from_buckets;
-      const int64_t chunk_ops = layout.num_micro_batches() * layout.vpp;  // 4 v per step
+      // 4 v per step; once per chunk (v) under fsdp with pp > 1 (zero3_gathers_once_per_step).
+      const int64_t chunk_ops = zero == 4 ? vpp : layout.num_micro_batches() * layout.vpp;
+      CHECK(chunk_list_rounds(layout, options) == chunk_ops);
       for (int64_t stage = 0; stage < layout.pp; ++stage) {
         const DpBuckets b = dp_buckets(model, cluster, layout, options, stage);
         // Per step: step lists once, chunk lists after each of the m v backward ops, ZeRO-3's
-        // gathers before each forward and each backward op.
+        // gathers before each forward and each backward op (under fsdp's pipelining once per
+        // chunk, before its first forward: no backward gathers).
+        CHECK(b.chunk_param_backward.size() == (zero == 3 ? b.chunk_param.size() : 0U));
         add_volumes(from_buckets, stage, b.step_grad, 1);
         add_volumes(from_buckets, stage, b.step_param, 1);
         add_volumes(from_buckets, stage, b.chunk_grad, chunk_ops);
-        add_volumes(from_buckets, stage, b.chunk_param, 2 * chunk_ops);
+        add_volumes(from_buckets, stage, b.chunk_param, chunk_ops);
+        add_volumes(from_buckets, stage, b.chunk_param_backward, chunk_ops);
         add_volumes(from_buckets, stage, b.chunk_root_grad, chunk_ops);
         add_volumes(from_buckets, stage, b.chunk_root_param, chunk_ops);  // before forwards only
         add_calls(calls_from_buckets, stage, b.step_grad, 1);
         add_calls(calls_from_buckets, stage, b.step_param, 1);
         add_calls(calls_from_buckets, stage, b.chunk_grad, chunk_ops);
-        add_calls(calls_from_buckets, stage, b.chunk_param, 2 * chunk_ops);
+        add_calls(calls_from_buckets, stage, b.chunk_param, chunk_ops);
+        add_calls(calls_from_buckets, stage, b.chunk_param_backward, chunk_ops);
         add_calls(calls_from_buckets, stage, b.chunk_root_grad, chunk_ops);
         add_calls(calls_from_buckets, stage, b.chunk_root_param, chunk_ops);
         CHECK(b.chunk_root_param.size() == (zero == 4 ? 1U : 0U));  // both stages hold some
@@ -574,8 +580,9 @@ TEST_CASE("dp_buckets: per-step volumes and calls equal the collective inventory
         const double seconds =
             total_seconds(b.step_grad) + total_seconds(b.step_param) +
             static_cast<double>(chunk_ops) *
-                (total_seconds(b.chunk_grad) + 2 * total_seconds(b.chunk_param) +
-                 total_seconds(b.chunk_root_grad) + total_seconds(b.chunk_root_param));
+                (total_seconds(b.chunk_grad) + total_seconds(b.chunk_param) +
+                 total_seconds(b.chunk_param_backward) + total_seconds(b.chunk_root_grad) +
+                 total_seconds(b.chunk_root_param));
         // 1e-12 relative: the same doubles summed in another order.
         CHECK(estimate.stages[static_cast<size_t>(stage)].dp_grad_sync_seconds ==
               doctest::Approx(seconds).epsilon(1e-12));

@@ -452,6 +452,40 @@ TEST_CASE(
             .epsilon(kEstimateRoundingTolerance));
 }
 
+TEST_CASE("estimate: FSDP under pipelining gathers once per chunk a step, reduces after") {
+  // uniform_model on 64 GPUs, pp 2, dp 32, ZeRO 3 under framework fsdp, batch 128: m = 4.
+  // torchtitan does not reshard after forward under pp and pipelining defers the gradient
+  // sync to each chunk's last backward (zero3_gathers_once_per_step): per step and stage the
+  // first forward gathers the 16 units one ahead (g, then max(0, g - f_u) each), with the
+  // root unit (embedding, stage 0) first, and every reduce-scatter follows the last backward:
+  //   exposed = g_root + g + 15 max(0, g - f_u) + 16 r + r_root, the slower stage's.
+  const models::TransformerConfig model = uniform_model();
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  Layout layout = make_layout(1, 2, 32, 1, 128);
+  layout.zero = 3;
+  PlanOptions options;
+  options.framework = Framework::kFsdp;
+  REQUIRE(zero3_gathers_once_per_step(layout, options));
+  REQUIRE(chunk_list_rounds(layout, options) == 1);
+  const PlanEstimate e = estimate_plan(model, cluster, layout, options);
+  REQUIRE_MESSAGE(e.feasible, e.rejection_reason);
+  double exposed = 0;
+  for (int64_t s = 0; s < 2; ++s) {
+    const DpBuckets buckets = dp_buckets(model, cluster, layout, options, s);
+    REQUIRE(total_calls(buckets.chunk_param) == 16);
+    CHECK(buckets.chunk_param_backward.empty());
+    const double g = total_seconds(buckets.chunk_param) / 16.0;
+    const double f_u = e.stages[static_cast<size_t>(s)].chunks[0].forward_seconds() / 16.0;
+    exposed = std::max(
+        exposed, total_seconds(buckets.chunk_root_param) + g + 15.0 * std::max(0.0, g - f_u) +
+                     total_seconds(buckets.chunk_grad) + total_seconds(buckets.chunk_root_grad));
+  }
+  CHECK(e.breakdown.dp_comm_exposed_seconds ==
+        doctest::Approx(exposed).epsilon(kEstimateRoundingTolerance));
+  // The same layout without a pipeline gathers and reduces every micro-batch.
+  CHECK_FALSE(zero3_gathers_once_per_step(make_layout(1, 1, 64, 1, 128), options));
+}
+
 TEST_CASE("estimate: FSDP's root unit is gathered first and reduced last, both exposed") {
   // The case above under framework fsdp with fsdp_head_in_root: the embedding, final norm and
   // LM head are the root unit's (dp_buckets chunk_root_param / chunk_root_grad, one call each

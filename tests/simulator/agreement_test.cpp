@@ -404,6 +404,18 @@ TEST_CASE("agreement: Megatron-FSDP ZeRO-3 with pp > 1, each chunk op a pass of 
   CHECK(relative(result.step_time_s, result.analytic_step_time_s) < 0.05);
 }
 
+TEST_CASE("agreement: FSDP under pipelining, gathered once per chunk a step") {
+  // Llama-3 8B on 64 H100 under framework fsdp, tp 1, pp 4, dp 16, interleaved vpp 2, batch
+  // 256 (m = 16): torchtitan's pipelining gathers each chunk in its first forward and
+  // reduce-scatters it after its last backward (zero3_gathers_once_per_step), in the replay as
+  // in the planner's closed form.
+  planner::Plan plan =
+      zero3_plan("llama3-8b", "dgx-h100", 1, 4, 16, 2, 256, planner::ScheduleKind::kInterleaved);
+  plan.options.framework = planner::Framework::kFsdp;
+  const SimulationResult result = simulate_plan(plan, SimulationOptions{}, "test");
+  CHECK(relative(result.step_time_s, result.analytic_step_time_s) < 0.05);
+}
+
 TEST_CASE("agreement: one rank per stage equals every rank on symmetric plans") {
   // The ranks of a stage run identical op lists with identical durations, and a
   // representative's NIC weight (ranks of its stage on its node) puts the same load on each

@@ -340,6 +340,28 @@ TEST_CASE("pipeline: ZeRO-2/3 pass boundaries (Megatron-FSDP, FSDP, DeepSpeed)")
   CHECK(simulate(input).step_time_s == 6.0);
 }
 
+TEST_CASE("pipeline: ZeRO-3 gathered once per step (torchtitan's pipelining)") {
+  // The case above (pp 1, m 2, F 0.5, B 2, gather 0.5, reduce-scatter 1) with the chunk lists
+  // run once per step: G(F0) [0, 0.5], F0 [0.5, 1], B0 [1, 3] without a gather, F1 [3, 3.5]
+  // without one, B1 [3.5, 5.5], RS(B1) [5.5, 6.5] after it. 6.5 s, the planner's closed form
+  // m (F + B) + g + r (estimate.cpp zero3_exposed_once_per_step).
+  SimulationInput input = uniform_input(ScheduleKind::kOneFOneB, 1, 1, 2, 0.5, 2.0);
+  input.layout.dp = 2;
+  input.layout.zero = 3;
+  input.sharded_pass_boundaries = true;
+  input.zero3_gathers_once_per_step = true;
+  input.stages[0].chunk_param_buckets = {Bucket{100, 0.5}};
+  input.stages[0].chunk_param_backward_buckets = std::vector<Bucket>{};
+  input.stages[0].chunk_grad_buckets = {Bucket{100, 1.0}};
+  for (bool all_ranks : {false, true}) {
+    CAPTURE(all_ranks);
+    input.all_ranks = all_ranks;
+    const SimulationResult result = simulate(input);
+    CHECK(result.step_time_s == 6.5);
+    CHECK(result.stages[0].compute_seconds == 5.0);
+  }
+}
+
 TEST_CASE("pipeline: a DP bucket and a pipeline send through one NIC share it") {
   // tp = 1, pp = 2, dp = 2, one GPU per node (tp-dp-pp ranks 0, 1 | 2, 3 on nodes 0..3),
   // 1F1B, m = 1, f = 1, b = 2, sends 1 s, one gradient bucket of 1 s on each stage. Stage 1

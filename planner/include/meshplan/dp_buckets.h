@@ -201,6 +201,23 @@ std::vector<SizeRun> even_split(int64_t total_bytes, int64_t num_parts);
 DpBuckets dp_buckets(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                      const Layout& layout, const PlanOptions& options, int64_t stage);
 
+/// Whether ZeRO-3 keeps a chunk's parameters gathered and its gradients unsharded across the
+/// step's micro-batches: torchtitan under torch.distributed.pipelining (framework fsdp, pp > 1).
+/// torchtitan does not reshard after forward when pp is enabled ("to avoid per-microbatch
+/// all-gathers", parallelize_llama.py apply_fsdp at 9dec370, distributed/fsdp.py since), and
+/// pipelining's stage.py backward_maybe_with_nosync runs every backward with
+/// set_reshard_after_backward(False) and set_requires_gradient_sync(False), then, after a
+/// chunk's last backward, post_backward on every unit (the reduce-scatters) and, in current
+/// PyTorch, the root's _root_post_backward_final_callback, which waits for them. So DpBuckets'
+/// chunk lists run once per chunk a step: chunk_param and chunk_root_param before the chunk's first
+/// forward, chunk_grad and chunk_root_grad after its last backward, chunk_param_backward never
+/// (left empty).
+bool zero3_gathers_once_per_step(const Layout& layout, const PlanOptions& options);
+
+/// How often a step each of DpBuckets' chunk lists runs on a stage: once per chunk op (m x vpp),
+/// or once per chunk (vpp) where zero3_gathers_once_per_step.
+int64_t chunk_list_rounds(const Layout& layout, const PlanOptions& options);
+
 /// A stage's expert-parameter calls over the expert data-parallel group
 /// (expert_data_parallel: tp * cp * dp / (etp * ep) ranks, etp * ep apart), once per step as the
 /// last backward ends: ZeRO 0 all-reduces the expert gradients, ZeRO 1-2 reduce-scatter them and

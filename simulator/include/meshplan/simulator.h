@@ -117,6 +117,10 @@ struct SimulationInput {
   // says which frameworks; false (meshplan's executor): a gather may run one op ahead and a
   // reduce-scatter beside the next op.
   bool sharded_pass_boundaries = false;
+  // ZeRO-3 chunk buckets run once per chunk a step, not per op: gathers in the chunk's first
+  // forward (micro-batch 0), reduce-scatters after its last backward, all after that op
+  // (planner::zero3_gathers_once_per_step: torchtitan's pipelining).
+  bool zero3_gathers_once_per_step = false;
   bool all_ranks = false;
   std::vector<StageCosts> stages;   // [pp]
   std::string source = "simulate";  // names the input in errors: the plan file's path
