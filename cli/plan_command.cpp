@@ -502,7 +502,8 @@ void run_plan(const PlanArguments& args) {
   planner::PlanOptions saved_options = options;
   saved_options.bucket_bytes = planner::dp_bucket_bytes(cluster, saved.layout, options);
   result.best.resize(std::min<size_t>(result.best.size(), static_cast<size_t>(args.top)));
-  const reports::Report report = reports::plan_report(model, cluster, args.gpus, result);
+  const reports::Report report =
+      reports::plan_report(model, cluster, args.gpus, result, options.framework);
   fmt::print(table_out, "{}", report.table);
   if (outputs.wants("--json")) {
     outputs.set("--json", report.json.dump(2) + "\n");

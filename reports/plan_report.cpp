@@ -28,8 +28,8 @@ std::string on_off(bool value) {
 // why it ranks where it does: micro-batches per pipeline per step, the pipeline bubble and the
 // exposed communication (tp + pp transfers + dp), in seconds. A mixture-of-experts model's
 // table (`moe`) ends with an ep column after them.
-void add_plan_row(int rank, const planner::PlanEstimate& e, bool with_cp, bool moe,
-                  Report* report) {
+void add_plan_row(int rank, const planner::PlanEstimate& e, planner::Framework framework,
+                  bool with_cp, bool moe, Report* report) {
   const planner::Layout& l = e.layout;
   const double exposed_comm_seconds = exposed_communication_seconds(e.breakdown);
   report->table += fmt::format(
@@ -48,8 +48,15 @@ void add_plan_row(int rank, const planner::PlanEstimate& e, bool with_cp, bool m
     report->table += fmt::format("#      plan {}: experts split over etp {} of the tp {} ranks\n",
                                  rank, planner::expert_tensor_parallel(l), l.tp);
   }
+  const std::string caveat = planner::framework_caveat(framework, l);
+  if (!caveat.empty()) {
+    report->table += fmt::format("#      plan {}: caveat: {}\n", rank, caveat);
+  }
   nlohmann::json record = estimate_json(e);
   record["num_micro_batches"] = l.num_micro_batches();
+  if (!caveat.empty()) {
+    record["caveat"] = caveat;
+  }
   record["exposed_comm_seconds"] = exposed_comm_seconds;
   report->json["plans"].push_back(std::move(record));
 }
@@ -209,7 +216,8 @@ nlohmann::json estimate_json(const planner::PlanEstimate& estimate) {
 }
 
 Report plan_report(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
-                   int64_t num_gpus, const planner::SearchResult& result) {
+                   int64_t num_gpus, const planner::SearchResult& result,
+                   planner::Framework framework) {
   nlohmann::json model_json = models::model_to_json(model);
   model_json["num_parameters"] = models::count_parameters(model).total;
   if (model.is_moe()) {
@@ -243,7 +251,7 @@ Report plan_report(const models::TransformerConfig& model, const models::Cluster
       "(tok/s)", "(mb)", "(s)", "(s)");
   int rank = 1;
   for (const planner::PlanEstimate& e : result.best) {
-    add_plan_row(rank++, e, with_cp, moe, &report);
+    add_plan_row(rank++, e, framework, with_cp, moe, &report);
   }
   report.table +=
       fmt::format("# evaluated {} layouts, {} feasible", result.num_evaluated, result.num_feasible);

@@ -364,6 +364,12 @@ Validity check_framework(Framework framework, const Layout& layout, bool with_re
 /// The search and validate call this one.
 Validity check_framework(const PlanOptions& options, const Layout& layout, bool with_reason = true);
 
+/// A caveat on a layout `framework` runs but its own project does not test, "" when none, for
+/// the plan table and --json ("caveat"): Megatron-FSDP (megatron, ZeRO 2-3) with pp > 1, which
+/// Megatron-LM's v1 adapter accepts, none of its tests runs, and its v2 adapter refuses
+/// (mcore_fsdp_adapter.py _validate_config, d98e8a64).
+std::string framework_caveat(Framework framework, const Layout& layout);
+
 /// Throws InputError when options.gemm_precision is fp8 and the cluster's GPU has no FP8 peak
 /// (A100) or the cluster trains in fp32: "<cluster>: precision: fp8: ...", and when
 /// options.fp8_param_gather is on without fp8 or under a framework other than megatron:
