@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "compute_cost.h"
 #include "estimate_internal.h"
@@ -152,6 +153,10 @@ struct DpTimes {
   // reduce-scatters run past the end of its backward (reduce_tail_seconds).
   double reduce_tail_seconds = 0;
   double expert_gradient_seconds = 0;  // inside gradient_seconds: once per step (ZeRO 1-2)
+  // Megatron ZeRO 0/1 interleaved: how long the step's buckets run past the stage's last
+  // backward, each chunk's released as that chunk's last backward ends in the cool-down
+  // (drain_reduce_tail_seconds); < 0 where not used.
+  double drain_reduce_tail_seconds = -1;
 };
 
 // How long one backward op's reduce-scatters run past its end, when each bucket is issued once
@@ -177,6 +182,49 @@ double reduce_tail_seconds(const std::vector<DpBucket>& buckets, double backward
     }
   }
   return std::max(0.0, stream_free_s - backward_seconds);
+}
+
+// Megatron-Core's interleaved schedule ends with a cool-down of backward ops only, in groups of
+// N = microbatch_group_size micro-batches per chunk, chunks in reverse order
+// (schedules.py forward_backward_pipelining_with_interleaving, d98e8a64): chunk c's last
+// backward is followed by c N more backward ops on the stage. Its DDP bucket (one per chunk;
+// stage 0's chunk 0 in full buckets, DpBuckets::step_grad, listed in that order) is reduced as
+// soon as that backward ends (Megatron's per-chunk grad sync, enabled for a chunk's last
+// micro-batch). What the serial reduction runs past the stage's last backward, with b_op the
+// stage's mean chunk backward; chunk 0's buckets fill during its last backward as
+// reduce_tail_seconds does.
+double drain_reduce_tail_seconds(const std::vector<DpBucket>& step_grad, const Layout& layout,
+                                 double backward_op_seconds) {
+  std::vector<const DpBucket*> calls;
+  for (const DpBucket& bucket : step_grad) {
+    for (int64_t k = 0; k < bucket.num_calls; ++k) {
+      calls.push_back(&bucket);
+    }
+  }
+  const auto other_chunks = static_cast<size_t>(layout.vpp - 1);
+  if (calls.size() <= other_chunks) {
+    return -1;  // not one bucket per chunk: the caller's bound applies
+  }
+  const double group = static_cast<double>(microbatch_group_size(layout));
+  double last_chunk_bytes = 0;
+  for (size_t i = other_chunks; i < calls.size(); ++i) {
+    last_chunk_bytes += static_cast<double>(calls[i]->bytes);
+  }
+  // Times relative to the end of the stage's last backward.
+  double stream_free_s = -std::numeric_limits<double>::infinity();
+  double produced_bytes = 0;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    double ready_s = 0;
+    if (i < other_chunks) {
+      const double chunk = static_cast<double>(layout.vpp - 1) - static_cast<double>(i);
+      ready_s = -chunk * group * backward_op_seconds;
+    } else {
+      produced_bytes += static_cast<double>(calls[i]->bytes);
+      ready_s = -backward_op_seconds * (1.0 - produced_bytes / last_chunk_bytes);
+    }
+    stream_free_s = std::max(stream_free_s, ready_s) + calls[i]->seconds;
+  }
+  return std::max(0.0, stream_free_s);
 }
 
 // Step totals: per-chunk calls run once per (micro-batch, chunk) op; ZeRO-3 gathers before
@@ -209,6 +257,24 @@ DpTimes dp_times(const models::TransformerConfig& model, const models::ClusterCo
     times.last_gradient_bucket_seconds = buckets.chunk_grad.back().seconds;
   }
   times.num_units = total_calls(buckets.chunk_param) * layout.vpp;
+  // A chunk without parameters (no layer, no embedding or head) has no bucket, which would
+  // shift the list's chunk order: those stages keep the bound below (exposed_dp_seconds).
+  bool every_chunk_has_a_bucket = true;
+  for (int64_t c = 0; c < layout.vpp; ++c) {
+    const int64_t v = virtual_stage(layout.pp, stage, c);
+    every_chunk_has_a_bucket =
+        every_chunk_has_a_bucket && (chunk_layers(model, layout, stage, c).count() > 0 || v == 0 ||
+                                     v == layout.pp * layout.vpp - 1);
+  }
+  if (layout.zero <= 1 && layout.vpp > 1 && options.framework == Framework::kMegatron &&
+      options.overlap_grad_reduce && !chunks.empty() && every_chunk_has_a_bucket) {
+    double backward_seconds = 0;
+    for (const ChunkCost& chunk : chunks) {
+      backward_seconds += chunk.backward_seconds();
+    }
+    times.drain_reduce_tail_seconds = drain_reduce_tail_seconds(
+        buckets.step_grad, layout, backward_seconds / static_cast<double>(chunks.size()));
+  }
   if (layout.zero == 2) {
     for (const ChunkCost& chunk : chunks) {
       times.reduce_tail_seconds +=
@@ -564,9 +630,13 @@ double exposed_dp_seconds(const Layout& layout, const PlanOptions& options, cons
   // The last bucket's gradients are complete only when the backward ends, so it cannot hide
   // behind it (DDP, Li et al. 2020, Sec. 3.2.3: a bucket is reduced once all its gradients
   // are ready); under megatron that is a whole chunk's bucket on every stage but the first.
-  const double own = options.overlap_grad_reduce ? std::max(dp.gradient_seconds - t.backward,
-                                                            dp.last_gradient_bucket_seconds)
-                                                 : dp.gradient_seconds;
+  double own = options.overlap_grad_reduce
+                   ? std::max(dp.gradient_seconds - t.backward, dp.last_gradient_bucket_seconds)
+                   : dp.gradient_seconds;
+  if (dp.drain_reduce_tail_seconds >= 0) {
+    // Interleaved under megatron: the chunks' buckets reduce through the cool-down.
+    own = dp.drain_reduce_tail_seconds + dp.expert_gradient_seconds;
+  }
   return std::max(0.0, own - slack) + gather;
 }
 
