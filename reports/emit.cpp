@@ -45,6 +45,10 @@ std::string plan_comment(const planner::Plan& plan, EmitTarget target, const std
   out += fmt::format("{} layout {}, global batch {}, costed for framework {}\n", comment,
                      planner::describe(plan.layout), plan.layout.global_batch,
                      planner::to_string(plan.options.framework));
+  const std::string caveat = planner::framework_caveat(plan.options.framework, plan.layout);
+  if (!caveat.empty()) {
+    out += fmt::format("{} caveat: {}\n", comment, caveat);
+  }
   return out;
 }
 

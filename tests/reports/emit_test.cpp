@@ -290,6 +290,25 @@ TEST_CASE("--emit megatron: --grad-reduce-in-bf16 when the plan reduces gradient
   CHECK(parser.count("--grad-reduce-in-bf16") == 1);
 }
 
+TEST_CASE("--emit megatron: Megatron-FSDP with pp > 1 carries the plan's caveat") {
+  // The Llama-3 70B layout above with ZeRO 2 (Megatron-FSDP optim_grads) over pp 4: emitted,
+  // with the caveat `plan` prints under its row (planner::framework_caveat); ZeRO 1 has none.
+  planner::Layout layout;
+  layout.tp = 8;
+  layout.pp = 4;
+  layout.dp = 16;
+  layout.micro_batch = 1;
+  layout.global_batch = 512;
+  layout.sequence_parallel = true;
+  layout.zero = 2;
+  planner::Plan plan = make_plan("llama3-70b", "dgx-h100", layout);
+  const std::string script = emit_megatron(plan);
+  CHECK(script.find("# caveat: Megatron-FSDP with pp > 1: ") != std::string::npos);
+  CHECK(megatron_flags(script).at("--data-parallel-sharding-strategy") == "optim_grads");
+  plan.layout.zero = 1;
+  CHECK(emit_megatron(plan).find("caveat") == std::string::npos);
+}
+
 TEST_CASE("--emit megatron refuses what Megatron-LM cannot run") {
   planner::Layout layout;
   layout.pp = 2;
