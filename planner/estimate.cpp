@@ -164,16 +164,17 @@ struct DpTimes {
 // the calls run one after another on the data-parallel stream: at least the last bucket, which
 // is complete only when the backward ends (Li et al. 2020, PyTorch DDP, Sec. 3.2.3). The
 // simulator splits a gradient op at the same byte fractions (graph_builder.cpp split_op).
-double reduce_tail_seconds(const std::vector<DpBucket>& buckets, double backward_seconds) {
+double reduce_tail_seconds(const std::vector<DpBucket>& buckets, double backward_seconds,
+                           double stream_busy_until_s = 0) {
   double total_bytes = 0;
   for (const DpBucket& bucket : buckets) {
     total_bytes += static_cast<double>(bucket.bytes * bucket.num_calls);
   }
   if (total_bytes <= 0) {
-    return 0;
+    return std::max(0.0, stream_busy_until_s - backward_seconds);
   }
   double produced_bytes = 0;
-  double stream_free_s = 0;
+  double stream_free_s = stream_busy_until_s;
   for (const DpBucket& bucket : buckets) {
     for (int64_t call = 0; call < bucket.num_calls; ++call) {
       produced_bytes += static_cast<double>(bucket.bytes);
@@ -195,36 +196,28 @@ double reduce_tail_seconds(const std::vector<DpBucket>& buckets, double backward
 // reduce_tail_seconds does.
 double drain_reduce_tail_seconds(const std::vector<DpBucket>& step_grad, const Layout& layout,
                                  double backward_op_seconds) {
-  std::vector<const DpBucket*> calls;
+  std::vector<DpBucket> calls;
   for (const DpBucket& bucket : step_grad) {
     for (int64_t k = 0; k < bucket.num_calls; ++k) {
-      calls.push_back(&bucket);
+      calls.push_back(bucket);
+      calls.back().num_calls = 1;
     }
   }
   const auto other_chunks = static_cast<size_t>(layout.vpp - 1);
   if (calls.size() <= other_chunks) {
     return -1;  // not one bucket per chunk: the caller's bound applies
   }
+  // Chunks vpp-1 .. 1, timed from the start of chunk 0's last backward, c N - 1 ops before it.
   const double group = static_cast<double>(microbatch_group_size(layout));
-  double last_chunk_bytes = 0;
-  for (size_t i = other_chunks; i < calls.size(); ++i) {
-    last_chunk_bytes += static_cast<double>(calls[i]->bytes);
-  }
-  // Times relative to the end of the stage's last backward.
   double stream_free_s = -std::numeric_limits<double>::infinity();
-  double produced_bytes = 0;
-  for (size_t i = 0; i < calls.size(); ++i) {
-    double ready_s = 0;
-    if (i < other_chunks) {
-      const double chunk = static_cast<double>(layout.vpp - 1) - static_cast<double>(i);
-      ready_s = -chunk * group * backward_op_seconds;
-    } else {
-      produced_bytes += static_cast<double>(calls[i]->bytes);
-      ready_s = -backward_op_seconds * (1.0 - produced_bytes / last_chunk_bytes);
-    }
-    stream_free_s = std::max(stream_free_s, ready_s) + calls[i]->seconds;
+  for (size_t i = 0; i < other_chunks; ++i) {
+    const double chunk = static_cast<double>(other_chunks - i);
+    const double ready_s = -(chunk * group - 1.0) * backward_op_seconds;
+    stream_free_s = std::max(stream_free_s, ready_s) + calls[i].seconds;
   }
-  return std::max(0.0, stream_free_s);
+  const std::vector<DpBucket> last_chunk(calls.begin() + static_cast<std::ptrdiff_t>(other_chunks),
+                                         calls.end());
+  return reduce_tail_seconds(last_chunk, backward_op_seconds, stream_free_s);
 }
 
 // Step totals: per-chunk calls run once per (micro-batch, chunk) op; ZeRO-3 gathers before
