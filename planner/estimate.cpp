@@ -141,8 +141,9 @@ struct DpTimes {
   double last_gradient_bucket_seconds = 0;  // ZeRO 0/1: the step's last call; 2-3: a chunk's
   int64_t num_units = 0;                    // ZeRO-3: all-gathers per chunk op, summed over chunks
   double num_micro_batches = 0;
-  // FSDP's root unit (DpBuckets::chunk_root_param), per micro-batch summed over the chunks:
-  // its one all-gather and one reduce-scatter (inside the two totals above).
+  // FSDP's root unit (DpBuckets::chunk_root_param), per micro-batch summed over the chunks
+  // (per step under zero3_gathers_once_per_step): its one all-gather and one reduce-scatter
+  // (inside the two totals above).
   double root_gather_seconds = 0;
   double root_reduce_seconds = 0;
   // ZeRO-3's layer gathers per step, before the forwards and before the backwards (inside
@@ -220,6 +221,21 @@ double drain_reduce_tail_seconds(const std::vector<DpBucket>& step_grad, const L
   return reduce_tail_seconds(last_chunk, backward_op_seconds, stream_free_s);
 }
 
+// Whether every chunk of `stage` holds parameters (a layer, the embedding or the LM head). A
+// chunk without any has no Megatron bucket, which would shift step_grad's chunk order, so
+// drain_reduce_tail_seconds is not used there (exposed_dp_seconds keeps its bound).
+bool every_chunk_has_parameters(const models::TransformerConfig& model, const Layout& layout,
+                                int64_t stage) {
+  for (int64_t c = 0; c < layout.vpp; ++c) {
+    const int64_t v = virtual_stage(layout.pp, stage, c);
+    if (chunk_layers(model, layout, stage, c).count() == 0 && v != 0 &&
+        v != layout.pp * layout.vpp - 1) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // Step totals: per-chunk calls run once per (micro-batch, chunk) op; ZeRO-3 gathers before
 // both the forward and the backward.
 DpTimes dp_times(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
@@ -250,17 +266,9 @@ DpTimes dp_times(const models::TransformerConfig& model, const models::ClusterCo
     times.last_gradient_bucket_seconds = buckets.chunk_grad.back().seconds;
   }
   times.num_units = total_calls(buckets.chunk_param) * layout.vpp;
-  // A chunk without parameters (no layer, no embedding or head) has no bucket, which would
-  // shift the list's chunk order: those stages keep the bound below (exposed_dp_seconds).
-  bool every_chunk_has_a_bucket = true;
-  for (int64_t c = 0; c < layout.vpp; ++c) {
-    const int64_t v = virtual_stage(layout.pp, stage, c);
-    every_chunk_has_a_bucket =
-        every_chunk_has_a_bucket && (chunk_layers(model, layout, stage, c).count() > 0 || v == 0 ||
-                                     v == layout.pp * layout.vpp - 1);
-  }
   if (layout.zero <= 1 && layout.vpp > 1 && options.framework == Framework::kMegatron &&
-      options.overlap_grad_reduce && !chunks.empty() && every_chunk_has_a_bucket) {
+      options.overlap_grad_reduce && !chunks.empty() &&
+      every_chunk_has_parameters(model, layout, stage)) {
     double backward_seconds = 0;
     for (const ChunkCost& chunk : chunks) {
       backward_seconds += chunk.backward_seconds();
@@ -502,6 +510,13 @@ double exposed_transfer_seconds(const models::TransformerConfig& model,
   return slots * (transfer + gradient);
 }
 
+// ZeRO-3 forward gathers of `units` units in `passes` passes, `gather` each, beside a forward of
+// `forward_seconds` over the units: each pass's first gather runs beside no compute, each other
+// unit's beside the unit before it, one unit ahead (FSDP prefetch).
+double forward_gathers_exposed(double units, double passes, double gather, double forward_seconds) {
+  return passes * gather + (units - passes) * std::max(0.0, gather - forward_seconds / units);
+}
+
 // ZeRO-3 communication one micro-batch leaves exposed on a stage, unit (layer) by unit. FSDP
 // prefetches one unit ahead: the forward issues unit i+1's all-gather as unit i computes
 // (FSDP2 caps in-flight all-gathers at 2 units, `_max_num_inflight_all_gathers`); the backward
@@ -547,9 +562,8 @@ double zero3_exposed_per_micro_batch(const Layout& layout, const PlanOptions& op
   const double overlapped_units = units - passes;
   const double reduce_per_unit =
       overlapped_units > 0.0 ? (reduce_total - passes * last_reduce) / overlapped_units : 0.0;
-  const double forward_unit = t.forward / units;
   const double backward_unit = t.backward / units;
-  return root + passes * gather + overlapped_units * std::max(0.0, gather - forward_unit) +
+  return root + forward_gathers_exposed(units, passes, gather, t.forward) +
          overlapped_units * std::max(0.0, backward_gather + reduce_per_unit - backward_unit) +
          passes * last_reduce;
 }
@@ -568,9 +582,8 @@ double zero3_exposed_once_per_step(const Layout& layout, const PlanOptions& opti
     return t.dp.root_gather_seconds + t.dp.forward_gather_seconds + t.dp.gradient_seconds;
   }
   const double passes = std::min(units, static_cast<double>(layout.vpp));
-  const double forward_unit = t.forward / units;
-  return t.dp.root_gather_seconds + passes * gather +
-         (units - passes) * std::max(0.0, gather - forward_unit) + t.dp.gradient_seconds;
+  return t.dp.root_gather_seconds + forward_gathers_exposed(units, passes, gather, t.forward) +
+         t.dp.gradient_seconds;
 }
 
 // Exposed DP communication of one stage whose last backward ends `slack` before stage 0's.

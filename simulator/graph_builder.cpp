@@ -391,10 +391,11 @@ std::vector<OpPiece> Builder::compute_pieces(int32_t rank, int32_t index, const 
   // forward only and reduce-scatters after its last backward only, all after that op.
   const bool once_per_step = input_.zero3_gathers_once_per_step;
   const int64_t last_micro_batch = input_.layout.num_micro_batches() - 1;
-  const bool gathers = (!layer_gathers.empty() || !context.root_gathers.empty()) &&
-                       op.kind != OpKind::kBackwardWeight &&
-                       (!once_per_step || op.micro_batch == 0);
-  const bool root_gather = gathers && op.kind == OpKind::kForward && !context.root_gathers.empty();
+  const bool root_gather = op.kind == OpKind::kForward && !context.root_gathers.empty() &&
+                           (!once_per_step || op.micro_batch == 0);
+  const bool gathers = ((!layer_gathers.empty() && op.kind != OpKind::kBackwardWeight &&
+                         (!once_per_step || op.micro_batch == 0)) ||
+                        root_gather);
   const bool reduces = (!context.layer_reduces.empty() || !context.root_reduces.empty()) &&
                        op.kind == context.gradient_kind &&
                        (!once_per_step || op.micro_batch == last_micro_batch);

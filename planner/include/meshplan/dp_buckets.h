@@ -46,8 +46,9 @@ struct DpBuckets {
   // (deepspeed_gathered_module_elements), and its ZeRO-3 gradients in reduce_bucket_size
   // buckets.
   std::vector<DpBucket> chunk_param;
-  // Before each backward op of a chunk (its recompute included): chunk_param again, except
-  // under DeepSpeed, whose coordinator keeps some modules gathered from their forward (reuse
+  // Before each backward op of a chunk (its recompute included): chunk_param again; empty under
+  // torchtitan's pipelining (zero3_gathers_once_per_step: kept gathered from the forward); under
+  // DeepSpeed, whose coordinator keeps some modules gathered from their forward (reuse
   // within stage3_max_reuse_distance) and gathers others twice under full recompute (the
   // recomputed forward, then the backward): each module's calls as deepspeed_zero3_trace counts
   // them (backward_module_gathers), in the forward's module sizes.
