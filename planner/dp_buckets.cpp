@@ -340,6 +340,10 @@ bool zero3_gathers_once_per_step(const Layout& layout, const PlanOptions& option
   return options.framework == Framework::kFsdp && layout.pp > 1 && layout.zero == 3;
 }
 
+bool zero3_backward_gathers_start_a_pass(const Layout& layout, const PlanOptions& options) {
+  return options.framework == Framework::kMegatron && layout.pp > 1 && layout.zero == 3;
+}
+
 int64_t chunk_list_rounds(const Layout& layout, const PlanOptions& options) {
   return zero3_gathers_once_per_step(layout, options) ? layout.vpp
                                                       : layout.num_micro_batches() * layout.vpp;

@@ -563,7 +563,12 @@ double zero3_exposed_per_micro_batch(const Layout& layout, const PlanOptions& op
   const double reduce_per_unit =
       overlapped_units > 0.0 ? (reduce_total - passes * last_reduce) / overlapped_units : 0.0;
   const double backward_unit = t.backward / units;
-  return root + forward_gathers_exposed(units, passes, gather, t.forward) +
+  // The backward's first unit is still gathered from the forward (or beside the output layer),
+  // except under Megatron-FSDP with pp > 1, where each backward pass gathers it beside no compute
+  // (zero3_backward_gathers_start_a_pass).
+  const double backward_first_gathers =
+      zero3_backward_gathers_start_a_pass(layout, options) ? passes * backward_gather : 0.0;
+  return root + forward_gathers_exposed(units, passes, gather, t.forward) + backward_first_gathers +
          overlapped_units * std::max(0.0, backward_gather + reduce_per_unit - backward_unit) +
          passes * last_reduce;
 }

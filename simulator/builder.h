@@ -24,7 +24,7 @@ struct RankState {
   // produces gradients, per bucket the piece after which it is complete.
   std::vector<int32_t> gather_gates;
   // Per op that needs the chunk's parameters: the gradient op (index into reduce_ready) whose
-  // reduce-scatters its gathers wait for (sharded_pass_boundaries, a forward), -1: none.
+  // reduce-scatters its gathers wait for (an op that starts a pass), -1: none.
   std::vector<int32_t> gather_after_reduce;
   std::vector<std::vector<int32_t>> gather_users;
   std::vector<std::vector<int32_t>> reduce_ready;

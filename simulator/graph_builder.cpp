@@ -422,10 +422,12 @@ std::vector<OpPiece> Builder::compute_pieces(int32_t rank, int32_t index, const 
         gather_seconds.push_back(s);
       }
       // Prefetch one op ahead: gathers may start once the op before the previous one ends;
-      // without overlap, or for a forward that starts a pass (sharded_pass_boundaries), once the
-      // previous op ends (the planner exposes the first gather of every forward).
+      // without overlap, or for an op that starts a pass (sharded_pass_boundaries: a forward;
+      // a backward too under zero3_backward_pass_starts), once the previous op ends (the
+      // planner exposes the first gather of every such op).
       const std::vector<int32_t>& ends = context.op_ends;
-      const bool pass_start = input_.sharded_pass_boundaries && op.kind == OpKind::kForward;
+      const bool pass_start = input_.sharded_pass_boundaries &&
+                              (op.kind == OpKind::kForward || input_.zero3_backward_pass_starts);
       const size_t back = input_.overlap_grad_reduce && !pass_start ? 2 : 1;
       state.gather_gates.push_back(ends.size() >= back ? ends[ends.size() - back] : -1);
       state.gather_after_reduce.push_back(

@@ -76,6 +76,8 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
   input.sharded_pass_boundaries =
       planner::backward_waits_for_reduce_scatter(plan.options.framework);
   input.zero3_gathers_once_per_step = planner::zero3_gathers_once_per_step(layout, plan.options);
+  input.zero3_backward_pass_starts =
+      planner::zero3_backward_gathers_start_a_pass(layout, plan.options);
   input.all_ranks = options.all_ranks;
   for (const planner::StageEstimate& stage : estimate.stages) {
     StageCosts costs;

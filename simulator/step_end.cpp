@@ -131,7 +131,8 @@ void Builder::add_zero3_collectives(const std::vector<int32_t>& members) {
       }
     }
   }
-  // sharded_pass_boundaries: a forward's gathers start after the last backward's reduce-scatters.
+  // An op that starts a pass (sharded_pass_boundaries): its gathers start after the last
+  // gradient op's reduce-scatters.
   for (size_t op = 0; op < num_gathers; ++op) {
     const int32_t after = first.gather_after_reduce[op];
     if (after < 0 || first_gathers[op].empty() ||

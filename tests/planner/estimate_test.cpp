@@ -362,8 +362,10 @@ TEST_CASE("estimate: interleaved ZeRO-3 exposes each chunk op's first gather and
   // uniform_model (32 layers) on 64 GPUs, pp 2, dp 32, interleaved vpp 2 (8 layers a chunk),
   // ZeRO 3, batch 128: m = 4. Each chunk is its own root (Megatron-FSDP, one MegatronFSDP per
   // chunk), so each of a stage's 2 chunk ops a micro-batch is a pass: its first gather g and
-  // last reduce-scatter r are exposed, the other 14 of the stage's 16 units overlap as above:
-  //   per micro-batch = 2 g + 14 max(0, g - f_u) + 14 max(0, g + r - b_u) + 2 r,
+  // last reduce-scatter r are exposed, the other 14 of the stage's 16 units overlap as above.
+  // With pp > 1 each backward pass gathers its first unit beside no compute as well (the
+  // forward released it, and no other root prefetches it):
+  //   per micro-batch = 2 g + 14 max(0, g - f_u) + 2 g + 14 max(0, g + r - b_u) + 2 r,
   // f_u, b_u the stage's forward and backward over its 16 layers; the step exposes the slower
   // stage's, m times.
   const models::TransformerConfig model = uniform_model();
@@ -386,7 +388,7 @@ TEST_CASE("estimate: interleaved ZeRO-3 exposes each chunk op's first gather and
       b += chunk.backward_seconds();
     }
     per_micro_batch =
-        std::max(per_micro_batch, 2.0 * g + 14.0 * std::max(0.0, g - f / 16.0) +
+        std::max(per_micro_batch, 2.0 * g + 14.0 * std::max(0.0, g - f / 16.0) + 2.0 * g +
                                       14.0 * std::max(0.0, g + r - b / 16.0) + 2.0 * r);
   }
   CHECK(e.breakdown.dp_comm_exposed_seconds ==

@@ -215,6 +215,18 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
 /// (left empty).
 bool zero3_gathers_once_per_step(const Layout& layout, const PlanOptions& options);
 
+/// Whether each ZeRO-3 backward op gathers its first unit beside no compute, as a forward does:
+/// Megatron-FSDP (framework megatron, zero 3) with pp > 1. It releases every unit's parameters
+/// after the unit's forward (megatron_fsdp.py _post_forward -> release_module_parameters, not
+/// lazily outside activation recompute, d98e8a64) and prefetches only within one root, and each
+/// model chunk is its own root (training.py wrap_model_chunks_with_ddp), so a chunk's backward,
+/// which under a pipeline schedule runs ops after its forward, all-gathers its first unit in
+/// its pre-backward hook (_pre_backward_param_unshard) with nothing of its own to run beside it.
+/// Without pp the forward is followed by its own backward, whose output layer runs beside that
+/// gather; torchtitan keeps its last block gathered (reshard_after_forward false for it) and
+/// DeepSpeed keeps parameters reused within stage3_max_reuse_distance.
+bool zero3_backward_gathers_start_a_pass(const Layout& layout, const PlanOptions& options);
+
 /// How often a step each of DpBuckets' chunk lists runs on a stage: once per chunk op (m x vpp),
 /// or once per chunk (vpp) where zero3_gathers_once_per_step.
 int64_t chunk_list_rounds(const Layout& layout, const PlanOptions& options);

@@ -121,6 +121,10 @@ struct SimulationInput {
   // forward (micro-batch 0), reduce-scatters after its last backward, all after that op
   // (planner::zero3_gathers_once_per_step: torchtitan's pipelining).
   bool zero3_gathers_once_per_step = false;
+  // A backward op's ZeRO-3 gathers, like a forward's at a pass boundary, start once the op
+  // before it ends and after that op's reduce-scatters (planner::
+  // zero3_backward_gathers_start_a_pass: Megatron-FSDP with pp > 1, no prefetch across roots).
+  bool zero3_backward_pass_starts = false;
   bool all_ranks = false;
   std::vector<StageCosts> stages;   // [pp]
   std::string source = "simulate";  // names the input in errors: the plan file's path
