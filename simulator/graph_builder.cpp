@@ -499,8 +499,10 @@ void Builder::add_compute_op(int32_t rank, int32_t index, const PipelineOp& op,
         state.param_users[k].push_back(task);
       }
     }
-    for (int32_t k : piece.ready) {
-      (*ready)[k] = task;
+    if (&piece != &pieces.back()) {
+      for (int32_t k : piece.ready) {
+        (*ready)[k] = task;
+      }
     }
   }
   const planner::ChunkCost& cost = input_.stages[ranks_[rank].coords.pp_rank].chunks[op.chunk];
@@ -527,6 +529,15 @@ void Builder::add_compute_op(int32_t rank, int32_t index, const PipelineOp& op,
     set_collective_flow(task, rank, ep_shares_node_[rank], ep_spans_nodes_[rank]);
     describe_task(task, index, op);
     chain(state, task);
+  }
+  // The op's exposed tp, cp and ep communication stands for collectives spread through its
+  // layers, placed after its compute; the buckets its last piece completes are complete only
+  // when the whole op is, as the planner has them (ready when the backward, communication
+  // included, ends).
+  if (!pieces.empty()) {
+    for (int32_t k : pieces.back().ready) {
+      (*ready)[k] = state.last;
+    }
   }
   context.op_ends.push_back(state.last);
 }

@@ -340,6 +340,36 @@ TEST_CASE("pipeline: ZeRO-2/3 pass boundaries (Megatron-FSDP, FSDP, DeepSpeed)")
   CHECK(simulate(input).step_time_s == 6.0);
 }
 
+TEST_CASE("pipeline: a backward's last bucket is complete when its tp communication is") {
+  // ZeRO 2 with pass boundaries, pp 1, m 2, F 0.5, B 2 of compute plus 0.5 s of exposed tp
+  // communication (placed after the compute; it stands for collectives spread through the
+  // layers), one reduce-scatter of 1 s. The bucket is complete when the op is: F0 [0, 0.5],
+  // B0 [0.5, 2.5], tp [2.5, 3], RS(B0) [3, 4], F1 [4, 4.5], B1 [4.5, 6.5], tp [6.5, 7], RS(B1)
+  // [7, 8]: 8 s, the planner's m (F + B + tp) + m x the tail. Were it complete with the
+  // compute, the reduce-scatters would hide 0.5 s each behind the tp communication (7 s).
+  SimulationInput input = uniform_input(ScheduleKind::kOneFOneB, 1, 1, 2, 0.5, 2.0);
+  input.layout.dp = 2;
+  input.layout.zero = 2;
+  input.sharded_pass_boundaries = true;
+  input.stages[0].chunks[0].backward_tp_comm_seconds = 0.5;
+  input.stages[0].chunk_grad_buckets = {Bucket{100, 1.0}};
+  for (bool all_ranks : {false, true}) {
+    CAPTURE(all_ranks);
+    input.all_ranks = all_ranks;
+    CHECK(simulate(input).step_time_s == 8.0);
+  }
+  // Without the boundaries: RS(B0) [3, 4] beside F1 [3, 3.5] and B1 [3.5, 5.5], tp [5.5, 6],
+  // RS(B1) [6, 7].
+  input.all_ranks = false;
+  input.sharded_pass_boundaries = false;
+  CHECK(simulate(input).step_time_s == 7.0);
+  // ZeRO 1, one DDP bucket for the step: ready when B1's tp ends, RS [6, 7].
+  input.layout.zero = 1;
+  input.stages[0].chunk_grad_buckets.clear();
+  input.stages[0].grad_buckets = {Bucket{100, 1.0}};
+  CHECK(simulate(input).step_time_s == 7.0);
+}
+
 TEST_CASE("pipeline: ZeRO-3 gathered once per step (torchtitan's pipelining)") {
   // The case above (pp 1, m 2, F 0.5, B 2, gather 0.5, reduce-scatter 1) with the chunk lists
   // run once per step: G(F0) [0, 0.5], F0 [0.5, 1], B0 [1, 3] without a gather, F1 [3, 3.5]
