@@ -9,6 +9,7 @@
 #include "estimate_internal.h"
 #include "memory.h"
 #include "meshplan/dp_buckets.h"
+#include "meshplan/schedule.h"
 #include "meshplan/units.h"
 #include "model_shape.h"
 
@@ -158,6 +159,8 @@ struct DpTimes {
   // backward, each chunk's released as that chunk's last backward ends in the cool-down
   // (drain_reduce_tail_seconds); < 0 where not used.
   double drain_reduce_tail_seconds = -1;
+  // ZeRO 2: one chunk op's reduce-scatters, back to back (the stage's total chunk list).
+  double chunk_reduce_seconds = 0;
 };
 
 // How long one backward op's reduce-scatters run past its end, when each bucket is issued once
@@ -221,6 +224,35 @@ double drain_reduce_tail_seconds(const std::vector<DpBucket>& step_grad, const L
   return reduce_tail_seconds(last_chunk, backward_op_seconds, stream_free_s);
 }
 
+// ZeRO 2 under meshplan's executor: each gradient op's reduce-scatters join one stream and run
+// beside the ops after it, none waiting for them (gradient_sync.cpp), so the stream falls
+// behind where gradient ops come faster than it drains. They come at the pace the pipeline
+// hands out gradients, `paced_op` apart (one forward and backward of the slowest stage, while
+// the last stage alternates them), except for a run of `fast_ops` at the end, `fast_op` apart:
+// the backwards the last stage runs after its last forward (its warm-up count,
+// warmup_forward_ops: 0 under 1F1B, m under GPipe, (v - 1) N interleaved), one backward of the
+// slowest stage apart, or under ZB-H1 the stage's own s leftover W passes, one W apart. A single
+// queue with each op's calls joining at its end finishes at the max over ops k of (k's end + k's
+// own tail past its end, `tail_op` (reduce_tail_seconds) + the later ops' calls back to back);
+// within a run of ops at one period the max is at the run's first or last op. Returns how long
+// it runs past the stage's last gradient op. Ignored: an interleaved stage's further waits at
+// chunk switches, which give the stream more room (an upper bound).
+double reduce_queue_tail_seconds(int64_t gradient_ops, int64_t fast_ops, double fast_op,
+                                 double paced_op, double reduce_op, double tail_op) {
+  const auto fast = static_cast<double>(std::min(fast_ops, gradient_ops));
+  const auto paced = static_cast<double>(gradient_ops) - fast;
+  double backlog = 0;  // beyond the last op's own tail
+  if (fast >= 1) {
+    backlog = std::max(backlog, (fast - 1.0) * (reduce_op - fast_op));
+  }
+  if (paced >= 1) {
+    const double from_paced_end = fast * (reduce_op - fast_op);
+    backlog = std::max(
+        {backlog, from_paced_end, from_paced_end + (paced - 1.0) * (reduce_op - paced_op)});
+  }
+  return tail_op + backlog;
+}
+
 // Whether every chunk of `stage` holds parameters (a layer, the embedding or the LM head). A
 // chunk without any has no Megatron bucket, which would shift step_grad's chunk order, so
 // drain_reduce_tail_seconds is not used there (exposed_dp_seconds keeps its bound).
@@ -277,10 +309,14 @@ DpTimes dp_times(const models::TransformerConfig& model, const models::ClusterCo
         buckets.step_grad, layout, backward_seconds / static_cast<double>(chunks.size()));
   }
   if (layout.zero == 2) {
+    // The gradient op: the backward, or under ZB-H1 its W pass.
+    const bool split = layout.schedule == ScheduleKind::kZbH1;
     for (const ChunkCost& chunk : chunks) {
       times.reduce_tail_seconds +=
-          reduce_tail_seconds(buckets.chunk_grad, chunk.backward_seconds());
+          reduce_tail_seconds(buckets.chunk_grad, split ? chunk.backward_weight_compute_seconds
+                                                        : chunk.backward_seconds());
     }
+    times.chunk_reduce_seconds = total_seconds(buckets.chunk_grad);
   }
   times.num_micro_batches = static_cast<double>(layout.num_micro_batches());
   return times;
@@ -288,6 +324,7 @@ DpTimes dp_times(const models::TransformerConfig& model, const models::ClusterCo
 
 // One stage's per-micro-batch times, summed over its chunks (f_s, b_s, W_s, its tp part).
 struct StageTimes {
+  int64_t stage = 0;
   double forward = 0;
   double backward = 0;
   double weight = 0;  // W of split schedules (inside backward)
@@ -337,6 +374,7 @@ StageTimes estimate_stage(const models::TransformerConfig& model,
                           const PlanOptions& options, int64_t s, StageEstimate& stage,
                           ChunkCostCache& cache) {
   StageTimes times;
+  times.stage = s;
   stage.stage = s;
   for (int64_t c = 0; c < layout.vpp; ++c) {
     stage.chunks.push_back(cached_chunk_cost(model, cluster, layout, options, s, c, cache));
@@ -599,7 +637,7 @@ double zero3_exposed_once_per_step(const Layout& layout, const PlanOptions& opti
 // hides behind the next step's first forward with overlap_param_gather. ZeRO-3 gathers and
 // reduces every micro-batch, unit by unit (zero3_exposed_per_micro_batch).
 double exposed_dp_seconds(const Layout& layout, const PlanOptions& options, const StageTimes& t,
-                          double slack) {
+                          const PipelineTimes& p, double slack) {
   const double micro_batches = static_cast<double>(layout.num_micro_batches());
   const DpTimes& dp = t.dp;
   const double gather = options.overlap_param_gather
@@ -628,15 +666,19 @@ double exposed_dp_seconds(const Layout& layout, const PlanOptions& options, cons
       return micro_batches * dp.reduce_tail_seconds +
              std::max(0.0, dp.expert_gradient_seconds - t.backward) + gather;
     }
-    // meshplan's executor reduce-scatters per chunk op and lets the next ops run beside it: a
-    // micro-batch's reduce-scatters hide behind a micro-batch's worth of compute, its forward
-    // and backward, except after the last backward, where none follows; its last bucket starts
-    // only when that backward ends (below, ZeRO 0/1).
-    const double per_micro_batch = dp.gradient_seconds / micro_batches;
-    const double excess = std::max(0.0, per_micro_batch - t.forward - t.backward);
-    const double last_excess =
-        std::max(per_micro_batch - t.backward, dp.last_gradient_bucket_seconds);
-    return (micro_batches - 1.0) * excess + last_excess + gather;
+    // meshplan's executor reduce-scatters per chunk op and lets the next ops run beside it; the
+    // stream's queue past the last gradient op is exposed.
+    const double vpp = static_cast<double>(layout.vpp);
+    const int64_t m = layout.num_micro_batches();
+    const bool split = layout.schedule == ScheduleKind::kZbH1;
+    const double queue_tail = reduce_queue_tail_seconds(
+        m * layout.vpp,
+        split ? std::min(t.stage, m)
+              : warmup_forward_ops(layout.schedule, layout.pp, layout.vpp, m, layout.pp - 1,
+                                   layout.microbatch_group),
+        split ? t.weight / vpp : p.max_backward / vpp, p.max_stage / vpp, dp.chunk_reduce_seconds,
+        dp.reduce_tail_seconds / vpp);
+    return queue_tail + std::max(0.0, dp.expert_gradient_seconds - t.backward) + gather;
   }
   // The last bucket's gradients are complete only when the backward ends, so it cannot hide
   // behind it (DDP, Li et al. 2020, Sec. 3.2.3: a bucket is reduced once all its gradients
@@ -738,8 +780,9 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
       exposed_transfer_seconds(model, cluster, layout, options, pipeline_parts);
   double slack = 0;  // how much earlier than stage 0 this stage's last backward ends
   for (size_t s = 0; s < times.size(); ++s) {
-    breakdown.dp_comm_exposed_seconds = std::max(
-        breakdown.dp_comm_exposed_seconds, exposed_dp_seconds(layout, options, times[s], slack));
+    breakdown.dp_comm_exposed_seconds =
+        std::max(breakdown.dp_comm_exposed_seconds,
+                 exposed_dp_seconds(layout, options, times[s], pipeline_parts, slack));
     breakdown.optimizer_seconds =
         std::max(breakdown.optimizer_seconds, estimate.stages[s].optimizer_step_seconds);
     slack += times[s].backward;

@@ -49,7 +49,8 @@ OpList gpipe_compute(int64_t num_micro_batches) {
 // forwards, then pairs (forward of micro-batch warmup + i, backward of micro-batch i), then the
 // remaining backwards (cool-down).
 OpList one_f_one_b_compute(int64_t pp, int64_t stage, int64_t num_micro_batches) {
-  const int64_t num_warmup = std::min(pp - stage - 1, num_micro_batches);
+  const int64_t num_warmup =
+      warmup_forward_ops(ScheduleKind::kOneFOneB, pp, 1, num_micro_batches, stage);
   const int64_t num_steady = num_micro_batches - num_warmup;
   OpList ops;
   for (int64_t mb = 0; mb < num_warmup; ++mb) {
@@ -90,7 +91,8 @@ OpList interleaved_compute(int64_t pp, int64_t vpp, int64_t group, int64_t stage
     }
   }
   const int64_t num_total = num_micro_batches * vpp;
-  const int64_t num_warmup = std::min((pp - stage - 1) * 2 + (vpp - 1) * group, num_total);
+  const int64_t num_warmup =
+      warmup_forward_ops(ScheduleKind::kInterleaved, pp, vpp, num_micro_batches, stage, group);
   const int64_t num_steady = num_total - num_warmup;
   auto forward = [&](int64_t k) {
     return compute_op(OpKind::kForward, table[k].first, table[k].second);
@@ -121,7 +123,8 @@ OpList interleaved_compute(int64_t pp, int64_t vpp, int64_t group, int64_t stage
 // (s = 1), micro-batches numbered from 1 as in the figure:
 // F1 F2 F3 B1 F4 B2 W1 F5 B3 W2 ... F8 B6 W5 B7 W6 B8 W7 W8.
 OpList zb_h1_compute(int64_t pp, int64_t stage, int64_t num_micro_batches) {
-  const int64_t num_warmup = std::min(pp - stage - 1, num_micro_batches);
+  const int64_t num_warmup =
+      warmup_forward_ops(ScheduleKind::kZbH1, pp, 1, num_micro_batches, stage);
   const int64_t num_steady = num_micro_batches - num_warmup;
   OpList ops;
   auto backward_then_weight = [&](int64_t mb) {
@@ -207,6 +210,22 @@ void validate(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batc
 }
 
 }  // namespace
+
+int64_t warmup_forward_ops(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batches,
+                           int64_t stage, int64_t microbatch_group) {
+  switch (kind) {
+    case ScheduleKind::kGpipe:
+      return num_micro_batches;
+    case ScheduleKind::kInterleaved: {
+      const int64_t group = microbatch_group > 0 ? microbatch_group : pp;
+      return std::min((pp - stage - 1) * 2 + (vpp - 1) * group, num_micro_batches * vpp);
+    }
+    case ScheduleKind::kOneFOneB:
+    case ScheduleKind::kZbH1:
+      break;
+  }
+  return std::min(pp - stage - 1, num_micro_batches);
+}
 
 PipelineSchedule generate_schedule(ScheduleKind kind, int64_t pp, int64_t vpp,
                                    int64_t num_micro_batches, bool with_transfers,

@@ -395,6 +395,23 @@ TEST_CASE("estimate: interleaved ZeRO-3 exposes each chunk op's first gather and
         doctest::Approx(4.0 * per_micro_batch).epsilon(kEstimateRoundingTolerance));
 }
 
+// How long a backward's reduce-scatters run past its end when each bucket is issued once the
+// backward (`backward` seconds, an even rate over the bytes) has produced it and the calls run
+// one after another on one stream.
+double stream_tail_seconds(const std::vector<DpBucket>& buckets, double backward) {
+  double total_bytes = 0, produced = 0, free_s = 0;
+  for (const DpBucket& bucket : buckets) {
+    total_bytes += static_cast<double>(bucket.bytes * bucket.num_calls);
+  }
+  for (const DpBucket& bucket : buckets) {
+    for (int64_t call = 0; call < bucket.num_calls; ++call) {
+      produced += static_cast<double>(bucket.bytes);
+      free_s = std::max(free_s, backward * produced / total_bytes) + bucket.seconds;
+    }
+  }
+  return free_s - backward;
+}
+
 TEST_CASE(
     "estimate: ZeRO-2 exposes each backward's reduce-scatter tail where the framework waits") {
   // uniform_model (32 layers) on 64 GPUs, dp 64, ZeRO 2, batch 128 in m = 2 micro-batches.
@@ -435,9 +452,11 @@ TEST_CASE(
         doctest::Approx(2.0 * total_seconds(one.chunk_grad) +
                         gather_past_forward(one, ds.stages[0].chunks[0]))
             .epsilon(kEstimateRoundingTolerance));
-  // meshplan's executor lets the next ops run beside them: the first micro-batch's
-  // reduce-scatters (rs) hide behind its forward and backward (f + b) and the next ones, the
-  // last micro-batch's past its backward, at least its last bucket.
+  // meshplan's executor lets the next ops run beside them, on one stream: the first
+  // micro-batch's reduce-scatters (rs) run beside its successor's forward and backward (f + b),
+  // what they run past them delays the last micro-batch's, whose buckets start as the backward
+  // produces their bytes (an even rate) and which run past its end by `tail`, at least its last
+  // bucket: exposed = max(0, rs - (f + b)) + tail.
   PlanOptions meshplan;
   meshplan.framework = Framework::kMeshplan;
   const PlanEstimate own = estimate_plan(model, cluster, layout, meshplan);
@@ -447,11 +466,59 @@ TEST_CASE(
   const double rs = total_seconds(own_buckets.chunk_grad);
   const double f_b = own_chunk.forward_seconds() + own_chunk.backward_seconds();
   CHECK(own.breakdown.dp_comm_exposed_seconds ==
-        doctest::Approx(
-            std::max(0.0, rs - f_b) +
-            std::max(rs - own_chunk.backward_seconds(), own_buckets.chunk_grad.back().seconds) +
-            gather_past_forward(own_buckets, own_chunk))
+        doctest::Approx(std::max(0.0, rs - f_b) +
+                        stream_tail_seconds(own_buckets.chunk_grad, own_chunk.backward_seconds()) +
+                        gather_past_forward(own_buckets, own_chunk))
             .epsilon(kEstimateRoundingTolerance));
+  CHECK(stream_tail_seconds(own_buckets.chunk_grad, own_chunk.backward_seconds()) >=
+        std::max(rs - own_chunk.backward_seconds(), own_buckets.chunk_grad.back().seconds));
+}
+
+TEST_CASE("estimate: meshplan's ZeRO-2 stream falls behind in a run of backwards") {
+  // uniform_model (32 layers) on 64 GPUs under --framework meshplan: pp 4, dp 16, ZeRO 2,
+  // 256 KiB buckets (latency-bound calls), batch 64 (m = 4). Each backward op's reduce-scatters
+  // (rs_s on stage s) join one stream that nothing waits for. The last stage hands out
+  // gradients one forward and backward apart under 1F1B (pace = max_s (f_s + b_s)); GPipe runs
+  // the m backwards in a row, one backward apart (pace = max_s b_s). A stage's stream falls
+  // behind by max(0, rs_s - pace) an op, and its last op's calls run past it by tail_s:
+  //   exposed = max_s [(m - 1) max(0, rs_s - pace) + tail_s] (+ no parameter gather past f).
+  const models::TransformerConfig model = uniform_model();
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  PlanOptions meshplan;
+  meshplan.framework = Framework::kMeshplan;
+  meshplan.bucket_bytes = int64_t{1} << 18;
+  for (ScheduleKind schedule : {ScheduleKind::kOneFOneB, ScheduleKind::kGpipe}) {
+    CAPTURE(to_string(schedule));
+    Layout layout = make_layout(1, 4, 16, 1, 64);
+    layout.zero = 2;
+    layout.schedule = schedule;
+    const PlanEstimate e = estimate_plan(model, cluster, layout, meshplan);
+    REQUIRE_MESSAGE(e.feasible, e.rejection_reason);
+    double pace = 0;
+    for (const StageEstimate& stage : e.stages) {
+      const ChunkCost& chunk = stage.chunks[0];
+      pace = std::max(pace, schedule == ScheduleKind::kGpipe
+                                ? chunk.backward_seconds()
+                                : chunk.forward_seconds() + chunk.backward_seconds());
+    }
+    double expected = 0, excess = 0;
+    for (const StageEstimate& stage : e.stages) {
+      const DpBuckets buckets = dp_buckets(model, cluster, layout, meshplan, stage.stage);
+      const double rs = total_seconds(buckets.chunk_grad);
+      const double gather =
+          std::max(0.0, total_seconds(buckets.step_param) - stage.chunks[0].forward_seconds());
+      expected = std::max(
+          expected,
+          3.0 * std::max(0.0, rs - pace) +
+              stream_tail_seconds(buckets.chunk_grad, stage.chunks[0].backward_seconds()) + gather);
+      excess = std::max(excess, rs - pace);
+    }
+    if (schedule == ScheduleKind::kGpipe) {
+      CHECK(excess > 0);  // the case shows the run
+    }
+    CHECK(e.breakdown.dp_comm_exposed_seconds ==
+          doctest::Approx(expected).epsilon(kEstimateRoundingTolerance));
+  }
 }
 
 TEST_CASE("estimate: FSDP under pipelining gathers once per chunk a step, reduces after") {

@@ -56,6 +56,13 @@ PipelineSchedule generate_schedule(ScheduleKind kind, int64_t pp, int64_t vpp,
                                    int64_t num_micro_batches, bool with_transfers = true,
                                    int64_t microbatch_group = 0);
 
+/// Forward ops `stage` runs before its first backward (its warm-up), which is also how many
+/// backward ops it runs after its last forward (its cool-down): GPipe m; 1F1B and ZB-H1
+/// min(pp - s - 1, m); interleaved min(2 (pp - s - 1) + (vpp - 1) N, m vpp), N the micro-batch
+/// group (`microbatch_group`, 0 for pp). generate_schedule's op lists follow it.
+int64_t warmup_forward_ops(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batches,
+                           int64_t stage, int64_t microbatch_group = 0);
+
 /// Largest number of micro-batches (chunk-micro-batches for vpp > 1, counted in units of one
 /// chunk's activations) whose forward activations `stage` holds at once: a forward adds one,
 /// the op that releases them (kBackward, or kBackwardInput for split schedules) removes one.
