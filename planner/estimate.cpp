@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "compute_cost.h"
@@ -161,6 +162,9 @@ struct DpTimes {
   double drain_reduce_tail_seconds = -1;
   // ZeRO 2: one chunk op's reduce-scatters, back to back (the stage's total chunk list).
   double chunk_reduce_seconds = 0;
+  // ZeRO 1/2 with overlap_param_gather: how long the forwards wait for the parameter
+  // all-gather (exposed_parameter_gather_seconds).
+  double exposed_parameter_gather_seconds = 0;
 };
 
 // How long one backward op's reduce-scatters run past its end, when each bucket is issued once
@@ -253,6 +257,78 @@ double reduce_queue_tail_seconds(int64_t gradient_ops, int64_t fast_ops, double 
   return tail_op + backlog;
 }
 
+// Interleaved ZeRO 0/1 where each chunk's gradients are reduced as its last backward runs, in
+// buckets that follow the stage's bytes, not its chunks: torchtitan's pipelining with DDP
+// (stage.py backward_maybe_with_nosync syncs a chunk's last backward) and meshplan's executor
+// (GradientSync::chunk_final_). The stage's buckets fill over its chunks' last backwards in op
+// order, chunk vpp - 1's first, by their bytes (as simulate does, bucket_split.cpp
+// split_carriers), chunk c's last backward ending c N ops before the stage's end (the
+// interleaved cool-down, drain_reduce_tail_seconds), and run one after another. Returns how long
+// they run past the stage's last backward; b_op the stage's mean chunk backward.
+double carried_reduce_tail_seconds(const std::vector<DpBucket>& step_grad, const Layout& layout,
+                                   double backward_op_seconds) {
+  double total_bytes = 0;
+  for (const DpBucket& bucket : step_grad) {
+    total_bytes += static_cast<double>(bucket.bytes * bucket.num_calls);
+  }
+  if (total_bytes <= 0) {
+    return 0.0;
+  }
+  const auto vpp = static_cast<double>(layout.vpp);
+  const auto group = static_cast<double>(microbatch_group_size(layout));
+  double produced_bytes = 0;
+  double stream_free_s = -std::numeric_limits<double>::infinity();
+  for (const DpBucket& bucket : step_grad) {
+    for (int64_t call = 0; call < bucket.num_calls; ++call) {
+      produced_bytes += static_cast<double>(bucket.bytes);
+      // Where the bucket completes on the chunks' last backwards laid end to end, in b_op.
+      const double position = vpp * produced_bytes / total_bytes;
+      const double carrier = std::clamp(std::ceil(position) - 1.0, 0.0, vpp - 1.0);
+      const double chunk = vpp - 1.0 - carrier;
+      const double ready_s = -(chunk * group + 1.0 - (position - carrier)) * backward_op_seconds;
+      stream_free_s = std::max(stream_free_s, ready_s) + bucket.seconds;
+    }
+  }
+  return std::max(0.0, stream_free_s);
+}
+
+// ZeRO 1/2 with overlap_param_gather: the all-gather of the updated parameters runs from the
+// step's start, bucket after bucket on one stream, and each bucket is needed as the forward that
+// first uses its bytes starts: the buckets laid over the chunks' first forwards in op order by
+// their bytes (as simulate does, bucket_split.cpp split_carriers), chunk c's first forward
+// starting after c N forward ops of the interleaved warm-up (schedules.py get_schedule_table:
+// chunk 0 for the first group's N micro-batches, then chunk 1, ...; N at most m), one chunk
+// forward f_op each; Megatron-Core issues each bucket group's all-gather from the forward
+// pre-hook before it (distributed_data_parallel.py, overlap_param_gather). The forwards wait
+// the most the stream runs behind a need: max_k (end of bucket k - k's need), at least 0. The
+// pipeline's fill, which starts a later stage's forwards later still, is left out (an upper
+// bound).
+double exposed_parameter_gather_seconds(const std::vector<DpBucket>& step_param,
+                                        const Layout& layout, double forward_op_seconds) {
+  double total_bytes = 0;
+  for (const DpBucket& bucket : step_param) {
+    total_bytes += static_cast<double>(bucket.bytes * bucket.num_calls);
+  }
+  if (total_bytes <= 0) {
+    return 0.0;
+  }
+  const auto vpp = static_cast<double>(layout.vpp);
+  const auto group =
+      static_cast<double>(std::min(microbatch_group_size(layout), layout.num_micro_batches()));
+  double needed_bytes = 0, stream_end_s = 0, exposed_s = 0;
+  for (const DpBucket& bucket : step_param) {
+    for (int64_t call = 0; call < bucket.num_calls; ++call) {
+      const double position = vpp * needed_bytes / total_bytes;  // in chunk forwards
+      const double chunk = std::min(std::floor(position), vpp - 1.0);
+      const double need_s = (chunk * group + position - chunk) * forward_op_seconds;
+      stream_end_s += bucket.seconds;
+      exposed_s = std::max(exposed_s, stream_end_s - need_s);
+      needed_bytes += static_cast<double>(bucket.bytes);
+    }
+  }
+  return exposed_s;
+}
+
 // Whether every chunk of `stage` holds parameters (a layer, the embedding or the LM head). A
 // chunk without any has no Megatron bucket, which would shift step_grad's chunk order, so
 // drain_reduce_tail_seconds is not used there (exposed_dp_seconds keeps its bound).
@@ -292,21 +368,36 @@ DpTimes dp_times(const models::TransformerConfig& model, const models::ClusterCo
   times.expert_gradient_seconds = total_seconds(experts.step_grad);
   times.gradient_seconds += times.expert_gradient_seconds;
   times.parameter_gather_seconds += total_seconds(experts.step_param);
+  if (!chunks.empty()) {
+    double forward_seconds = 0;
+    for (const ChunkCost& chunk : chunks) {
+      forward_seconds += chunk.forward_seconds();
+    }
+    std::vector<DpBucket> gathers = buckets.step_param;
+    gathers.insert(gathers.end(), experts.step_param.begin(), experts.step_param.end());
+    times.exposed_parameter_gather_seconds = exposed_parameter_gather_seconds(
+        gathers, layout, forward_seconds / static_cast<double>(chunks.size()));
+  }
   if (!buckets.step_grad.empty()) {
     times.last_gradient_bucket_seconds = buckets.step_grad.back().seconds;
   } else if (!buckets.chunk_grad.empty()) {
     times.last_gradient_bucket_seconds = buckets.chunk_grad.back().seconds;
   }
   times.num_units = total_calls(buckets.chunk_param) * layout.vpp;
-  if (layout.zero <= 1 && layout.vpp > 1 && options.framework == Framework::kMegatron &&
-      options.overlap_grad_reduce && !chunks.empty() &&
-      every_chunk_has_parameters(model, layout, stage)) {
+  if (layout.zero <= 1 && layout.vpp > 1 && options.overlap_grad_reduce && !chunks.empty()) {
     double backward_seconds = 0;
     for (const ChunkCost& chunk : chunks) {
       backward_seconds += chunk.backward_seconds();
     }
-    times.drain_reduce_tail_seconds = drain_reduce_tail_seconds(
-        buckets.step_grad, layout, backward_seconds / static_cast<double>(chunks.size()));
+    const double backward_op = backward_seconds / static_cast<double>(chunks.size());
+    if (options.framework == Framework::kMegatron &&
+        every_chunk_has_parameters(model, layout, stage)) {
+      times.drain_reduce_tail_seconds =
+          drain_reduce_tail_seconds(buckets.step_grad, layout, backward_op);
+    } else if (options.framework == Framework::kFsdp || options.framework == Framework::kMeshplan) {
+      times.drain_reduce_tail_seconds =
+          carried_reduce_tail_seconds(buckets.step_grad, layout, backward_op);
+    }
   }
   if (layout.zero == 2) {
     // The gradient op: the backward, or under ZB-H1 its W pass.
@@ -640,9 +731,8 @@ double exposed_dp_seconds(const Layout& layout, const PlanOptions& options, cons
                           const PipelineTimes& p, double slack) {
   const double micro_batches = static_cast<double>(layout.num_micro_batches());
   const DpTimes& dp = t.dp;
-  const double gather = options.overlap_param_gather
-                            ? std::max(0.0, dp.parameter_gather_seconds - t.forward)
-                            : dp.parameter_gather_seconds;
+  const double gather = options.overlap_param_gather ? dp.exposed_parameter_gather_seconds
+                                                     : dp.parameter_gather_seconds;
   if (layout.zero == 3) {
     if (zero3_gathers_once_per_step(layout, options)) {
       return zero3_exposed_once_per_step(layout, options, t);

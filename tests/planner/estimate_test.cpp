@@ -395,6 +395,24 @@ TEST_CASE("estimate: interleaved ZeRO-3 exposes each chunk op's first gather and
         doctest::Approx(4.0 * per_micro_batch).epsilon(kEstimateRoundingTolerance));
 }
 
+// How long a forward of `forward` seconds waits for the parameter all-gather of `buckets`, run
+// one after another from its start, when each bucket is needed as the forward reaches its
+// bytes (an even rate): the most the stream runs behind a need.
+double gather_wait_seconds(const std::vector<DpBucket>& buckets, double forward) {
+  double total_bytes = 0, needed = 0, stream_end = 0, wait = 0;
+  for (const DpBucket& bucket : buckets) {
+    total_bytes += static_cast<double>(bucket.bytes * bucket.num_calls);
+  }
+  for (const DpBucket& bucket : buckets) {
+    for (int64_t call = 0; call < bucket.num_calls; ++call) {
+      stream_end += bucket.seconds;
+      wait = std::max(wait, stream_end - forward * needed / total_bytes);
+      needed += static_cast<double>(bucket.bytes);
+    }
+  }
+  return wait;
+}
+
 // How long a backward's reduce-scatters run past its end when each bucket is issued once the
 // backward (`backward` seconds, an even rate over the bytes) has produced it and the calls run
 // one after another on one stream.
@@ -418,13 +436,14 @@ TEST_CASE(
   // Megatron-FSDP reduce-scatters one bucket per layer (r each) as the backward (b, b_u = b/32
   // per layer) produces them, and each backward ends by waiting for them: the last layer's r,
   // plus what the other 31 run over their layers' backward, is exposed every micro-batch:
-  //   exposed = m (r + 31 max(0, r - b_u)) + the step's parameter gather past the forward.
+  //   exposed = m (r + 31 max(0, r - b_u)) + the forward's wait for the step's parameter
+  //   all-gather (gather_wait_seconds).
   const models::TransformerConfig model = uniform_model();
   const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
   Layout layout = make_layout(1, 1, 64, 1, 128);
   layout.zero = 2;
   const auto gather_past_forward = [](const DpBuckets& buckets, const ChunkCost& chunk) {
-    return std::max(0.0, total_seconds(buckets.step_param) - chunk.forward_seconds());
+    return gather_wait_seconds(buckets.step_param, chunk.forward_seconds());
   };
   const PlanEstimate megatron = estimate_plan(model, cluster, layout);
   REQUIRE_MESSAGE(megatron.feasible, megatron.rejection_reason);
@@ -481,7 +500,7 @@ TEST_CASE("estimate: meshplan's ZeRO-2 stream falls behind in a run of backwards
   // gradients one forward and backward apart under 1F1B (pace = max_s (f_s + b_s)); GPipe runs
   // the m backwards in a row, one backward apart (pace = max_s b_s). A stage's stream falls
   // behind by max(0, rs_s - pace) an op, and its last op's calls run past it by tail_s:
-  //   exposed = max_s [(m - 1) max(0, rs_s - pace) + tail_s] (+ no parameter gather past f).
+  //   exposed = max_s [(m - 1) max(0, rs_s - pace) + tail_s + the first forward's gather wait].
   const models::TransformerConfig model = uniform_model();
   const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
   PlanOptions meshplan;
@@ -506,7 +525,7 @@ TEST_CASE("estimate: meshplan's ZeRO-2 stream falls behind in a run of backwards
       const DpBuckets buckets = dp_buckets(model, cluster, layout, meshplan, stage.stage);
       const double rs = total_seconds(buckets.chunk_grad);
       const double gather =
-          std::max(0.0, total_seconds(buckets.step_param) - stage.chunks[0].forward_seconds());
+          gather_wait_seconds(buckets.step_param, stage.chunks[0].forward_seconds());
       expected = std::max(
           expected,
           3.0 * std::max(0.0, rs - pace) +
