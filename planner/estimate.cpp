@@ -156,9 +156,9 @@ struct DpTimes {
   // reduce-scatters run past the end of its backward (reduce_tail_seconds).
   double reduce_tail_seconds = 0;
   double expert_gradient_seconds = 0;  // inside gradient_seconds: once per step (ZeRO 1-2)
-  // Megatron ZeRO 0/1 interleaved: how long the step's buckets run past the stage's last
-  // backward, each chunk's released as that chunk's last backward ends in the cool-down
-  // (drain_reduce_tail_seconds); < 0 where not used.
+  // ZeRO 0/1 interleaved (megatron, fsdp, meshplan): how long the step's buckets run past the
+  // stage's last backward, each chunk's released as that chunk's last backward ends in the
+  // cool-down (drain_reduce_tail_seconds, carried_reduce_tail_seconds); < 0 where not used.
   double drain_reduce_tail_seconds = -1;
   // ZeRO 2: one chunk op's reduce-scatters, back to back (the stage's total chunk list).
   double chunk_reduce_seconds = 0;
@@ -167,6 +167,15 @@ struct DpTimes {
   double exposed_parameter_gather_seconds = 0;
 };
 
+// Bytes of every call of `buckets`.
+double total_call_bytes(const std::vector<DpBucket>& buckets) {
+  double bytes = 0;
+  for (const DpBucket& bucket : buckets) {
+    bytes += static_cast<double>(bucket.bytes * bucket.num_calls);
+  }
+  return bytes;
+}
+
 // How long one backward op's reduce-scatters run past its end, when each bucket is issued once
 // the backward has produced its gradients (in list order, at an even rate over the bytes) and
 // the calls run one after another on the data-parallel stream: at least the last bucket, which
@@ -174,10 +183,7 @@ struct DpTimes {
 // simulator splits a gradient op at the same byte fractions (graph_builder.cpp split_op).
 double reduce_tail_seconds(const std::vector<DpBucket>& buckets, double backward_seconds,
                            double stream_busy_until_s = 0) {
-  double total_bytes = 0;
-  for (const DpBucket& bucket : buckets) {
-    total_bytes += static_cast<double>(bucket.bytes * bucket.num_calls);
-  }
+  const double total_bytes = total_call_bytes(buckets);
   if (total_bytes <= 0) {
     return std::max(0.0, stream_busy_until_s - backward_seconds);
   }
@@ -267,10 +273,7 @@ double reduce_queue_tail_seconds(int64_t gradient_ops, int64_t fast_ops, double 
 // they run past the stage's last backward; b_op the stage's mean chunk backward.
 double carried_reduce_tail_seconds(const std::vector<DpBucket>& step_grad, const Layout& layout,
                                    double backward_op_seconds) {
-  double total_bytes = 0;
-  for (const DpBucket& bucket : step_grad) {
-    total_bytes += static_cast<double>(bucket.bytes * bucket.num_calls);
-  }
+  const double total_bytes = total_call_bytes(step_grad);
   if (total_bytes <= 0) {
     return 0.0;
   }
@@ -294,21 +297,20 @@ double carried_reduce_tail_seconds(const std::vector<DpBucket>& step_grad, const
 
 // ZeRO 1/2 with overlap_param_gather: the all-gather of the updated parameters runs from the
 // step's start, bucket after bucket on one stream, and each bucket is needed as the forward that
-// first uses its bytes starts: the buckets laid over the chunks' first forwards in op order by
-// their bytes (as simulate does, bucket_split.cpp split_carriers), chunk c's first forward
-// starting after c N forward ops of the interleaved warm-up (schedules.py get_schedule_table:
-// chunk 0 for the first group's N micro-batches, then chunk 1, ...; N at most m), one chunk
-// forward f_op each; Megatron-Core issues each bucket group's all-gather from the forward
-// pre-hook before it (distributed_data_parallel.py, overlap_param_gather). The forwards wait
+// first reaches its bytes: the buckets laid over the chunks' first forwards in op order by their
+// bytes (as simulate does, bucket_split.cpp split_carriers), chunk c's first forward starting
+// after c N forward ops of the interleaved warm-up (schedules.py get_schedule_table: chunk 0 for
+// the first group's N micro-batches, then chunk 1, ...; N at most m), one chunk forward f_op
+// each. Megatron-Core (d98e8a64, align_param_gather, its default) dispatches chunks 0 and 1's
+// all-gathers as the schedule starts and chunk c's as chunk c - 1's first forward starts
+// (schedules.py param_sync_func), one NCCL stream, and waits for a bucket group in the forward
+// pre-hook of its first parameter (param_and_grad_buffer.py finish_param_sync). The forwards wait
 // the most the stream runs behind a need: max_k (end of bucket k - k's need), at least 0. The
 // pipeline's fill, which starts a later stage's forwards later still, is left out (an upper
 // bound).
 double exposed_parameter_gather_seconds(const std::vector<DpBucket>& step_param,
                                         const Layout& layout, double forward_op_seconds) {
-  double total_bytes = 0;
-  for (const DpBucket& bucket : step_param) {
-    total_bytes += static_cast<double>(bucket.bytes * bucket.num_calls);
-  }
+  const double total_bytes = total_call_bytes(step_param);
   if (total_bytes <= 0) {
     return 0.0;
   }
@@ -373,10 +375,16 @@ DpTimes dp_times(const models::TransformerConfig& model, const models::ClusterCo
     for (const ChunkCost& chunk : chunks) {
       forward_seconds += chunk.forward_seconds();
     }
-    std::vector<DpBucket> gathers = buckets.step_param;
-    gathers.insert(gathers.end(), experts.step_param.begin(), experts.step_param.end());
-    times.exposed_parameter_gather_seconds = exposed_parameter_gather_seconds(
-        gathers, layout, forward_seconds / static_cast<double>(chunks.size()));
+    const double forward_op = forward_seconds / static_cast<double>(chunks.size());
+    if (experts.step_param.empty()) {
+      times.exposed_parameter_gather_seconds =
+          exposed_parameter_gather_seconds(buckets.step_param, layout, forward_op);
+    } else {  // the expert parameters' calls after the others on the stream
+      std::vector<DpBucket> gathers = buckets.step_param;
+      gathers.insert(gathers.end(), experts.step_param.begin(), experts.step_param.end());
+      times.exposed_parameter_gather_seconds =
+          exposed_parameter_gather_seconds(gathers, layout, forward_op);
+    }
   }
   if (!buckets.step_grad.empty()) {
     times.last_gradient_bucket_seconds = buckets.step_grad.back().seconds;
@@ -725,8 +733,8 @@ double zero3_exposed_once_per_step(const Layout& layout, const PlanOptions& opti
 // last backward sum_{j<s} b_j before stage 0 does (the drain runs back to stage 0), and with
 // overlap_grad_reduce it also hides behind its own last micro-batch's backward (bucketed
 // reduction, Li et al. 2020, PyTorch DDP, Sec. 3.2.3). The ZeRO-1/2 parameter all-gather
-// hides behind the next step's first forward with overlap_param_gather. ZeRO-3 gathers and
-// reduces every micro-batch, unit by unit (zero3_exposed_per_micro_batch).
+// runs from the step's start with overlap_param_gather (exposed_parameter_gather_seconds).
+// ZeRO-3 gathers and reduces every micro-batch, unit by unit (zero3_exposed_per_micro_batch).
 double exposed_dp_seconds(const Layout& layout, const PlanOptions& options, const StageTimes& t,
                           const PipelineTimes& p, double slack) {
   const double micro_batches = static_cast<double>(layout.num_micro_batches());
