@@ -370,7 +370,8 @@ DpTimes dp_times(const models::TransformerConfig& model, const models::ClusterCo
   times.expert_gradient_seconds = total_seconds(experts.step_grad);
   times.gradient_seconds += times.expert_gradient_seconds;
   times.parameter_gather_seconds += total_seconds(experts.step_param);
-  if (!chunks.empty()) {
+  if (options.overlap_param_gather && !chunks.empty() &&
+      !(buckets.step_param.empty() && experts.step_param.empty())) {
     double forward_seconds = 0;
     for (const ChunkCost& chunk : chunks) {
       forward_seconds += chunk.forward_seconds();
