@@ -761,9 +761,9 @@ double exposed_dp_seconds(const Layout& layout, const PlanOptions& options, cons
       // wrap_model_chunks_with_ddp, one MegatronFSDP per chunk); DeepSpeed's ZeRO 2 synchronizes
       // in independent_gradient_partition_epilogue after every backward (stage_1_and_2.py,
       // v0.16.5; its pipeline engine refuses ZeRO 2 with pp > 1).
-      // Expert gradients reduce once per step, beside the last backward.
-      return micro_batches * dp.reduce_tail_seconds +
-             std::max(0.0, dp.expert_gradient_seconds - t.backward) + gather;
+      // Expert gradients reduce once per step in one call per stage (expert_dp_buckets),
+      // complete only when the stage's last backward ends: exposed whole, after the dense ones.
+      return micro_batches * dp.reduce_tail_seconds + dp.expert_gradient_seconds + gather;
     }
     // meshplan's executor reduce-scatters per chunk op and lets the next ops run beside it; the
     // stream's queue past the last gradient op is exposed.
@@ -777,7 +777,7 @@ double exposed_dp_seconds(const Layout& layout, const PlanOptions& options, cons
                                    layout.microbatch_group),
         split ? t.weight / vpp : p.max_backward / vpp, p.max_stage / vpp, dp.chunk_reduce_seconds,
         dp.reduce_tail_seconds / vpp);
-    return queue_tail + std::max(0.0, dp.expert_gradient_seconds - t.backward) + gather;
+    return queue_tail + dp.expert_gradient_seconds + gather;  // experts as above
   }
   // The last bucket's gradients are complete only when the backward ends, so it cannot hide
   // behind it (DDP, Li et al. 2020, Sec. 3.2.3: a bucket is reduced once all its gradients

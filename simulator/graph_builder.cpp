@@ -157,9 +157,10 @@ void Builder::validate() const {
   for (int64_t s = 0; s < pp; ++s) {
     const StageCosts& costs = input_.stages[s];
     // Gradients are reduced once a step (ZeRO 0-1) or per op (ZeRO 2-3), parameters gathered
-    // once a step (ZeRO 1-2) or per op (ZeRO-3): never both ways.
-    const bool per_op_grads =
-        !costs.chunk_grad_buckets.empty() || !costs.chunk_root_grad_buckets.empty();
+    // once a step (ZeRO 1-2) or per op (ZeRO-3): never both ways, except a ZeRO-2 stage's
+    // expert gradients, once a step beside its per-op dense ones.
+    const bool per_op_grads = (!costs.chunk_grad_buckets.empty() && input_.layout.zero != 2) ||
+                              !costs.chunk_root_grad_buckets.empty();
     const bool per_op_params =
         !costs.chunk_param_buckets.empty() || !costs.chunk_root_param_buckets.empty() ||
         (costs.chunk_param_backward_buckets && !costs.chunk_param_backward_buckets->empty());
@@ -537,6 +538,17 @@ void Builder::add_compute_op(int32_t rank, int32_t index, const PipelineOp& op,
   if (!pieces.empty()) {
     for (int32_t k : pieces.back().ready) {
       (*ready)[k] = state.last;
+    }
+  }
+  // An op that reduces per op (ZeRO 2) and carries once-a-step buckets too (a MoE stage's
+  // expert gradients, planner::expert_dp_buckets): those are complete when the op is.
+  if (ready != &state.grad_ready) {
+    if (auto it = context.grad_carriers.find(index); it != context.grad_carriers.end()) {
+      for (const Piece& piece : it->second) {
+        for (int32_t k : piece.buckets) {
+          state.grad_ready[k] = state.last;
+        }
+      }
     }
   }
   context.op_ends.push_back(state.last);
