@@ -782,11 +782,15 @@ double exposed_dp_seconds(const Layout& layout, const PlanOptions& options, cons
   // The last bucket's gradients are complete only when the backward ends, so it cannot hide
   // behind it (DDP, Li et al. 2020, Sec. 3.2.3: a bucket is reduced once all its gradients
   // are ready); under megatron that is a whole chunk's bucket on every stage but the first.
+  // The expert gradients' one call (expert_dp_buckets) is complete only when the last backward
+  // is: it follows the dense buckets, exposed whole.
+  const double dense_seconds = dp.gradient_seconds - dp.expert_gradient_seconds;
   double own = options.overlap_grad_reduce
-                   ? std::max(dp.gradient_seconds - t.backward, dp.last_gradient_bucket_seconds)
+                   ? std::max(dense_seconds - t.backward, dp.last_gradient_bucket_seconds) +
+                         dp.expert_gradient_seconds
                    : dp.gradient_seconds;
   if (dp.drain_reduce_tail_seconds >= 0) {
-    // Interleaved under megatron: the chunks' buckets reduce through the cool-down.
+    // Interleaved: the chunks' buckets reduce through the cool-down.
     own = dp.drain_reduce_tail_seconds + dp.expert_gradient_seconds;
   }
   return std::max(0.0, own - slack) + gather;
