@@ -112,10 +112,38 @@ std::vector<DpBucket> costed(const models::ClusterConfig& cluster, const Layout&
     buckets.push_back(
         DpBucket{run.bytes, kind, CommGroup::kDp,
                  stage_collective_seconds(cluster, layout, kind, CommGroup::kDp, stage, run.bytes),
-                 run.count});
+                 run.count, run.layer_run, run.layers});
   }
   return buckets;
 }
+
+}  // namespace
+
+std::vector<DpBucket> calls_in_order(const std::vector<DpBucket>& runs) {
+  std::vector<DpBucket> calls;
+  size_t first = 0;
+  while (first < runs.size()) {
+    size_t end = first + 1;
+    const int64_t group = runs[first].layer_run;
+    while (group >= 0 && end < runs.size() && runs[end].layer_run == group) {
+      ++end;
+    }
+    const int64_t layers = group >= 0 ? std::max<int64_t>(1, runs[first].layers) : 1;
+    for (int64_t k = 0; k < layers; ++k) {
+      for (size_t i = first; i < end; ++i) {
+        const int64_t n = runs[i].num_calls;
+        const int64_t here = group >= 0 ? (k + 1) * n / layers - k * n / layers : n;
+        DpBucket call = runs[i];
+        call.num_calls = 1;
+        calls.insert(calls.end(), static_cast<size_t>(std::max<int64_t>(0, here)), call);
+      }
+    }
+    first = end;
+  }
+  return calls;
+}
+
+namespace {
 
 // One chunk share of `chunk_bytes` cut into one bucket per layer: an even split of its dp
 // blocks over the chunk's layers (the most any chunk of the stage holds; at least one).
@@ -172,7 +200,8 @@ std::vector<SizeRun> per_module_sizes(const std::vector<SizeRun>& per_layer,
         calls_left[i] -= count;
       }
       if (module_blocks > 0 && count > 0) {
-        sizes.push_back({module_blocks * block_bytes, count});
+        sizes.push_back(
+            {module_blocks * block_bytes, count, static_cast<int64_t>(run), layer.count});
       }
     }
   }

@@ -86,6 +86,8 @@ class Builder {
                                       OpListContext& context, std::vector<int32_t>*& needs,
                                       std::vector<int32_t>*& ready);
   /// Tasks of one compute op (its pieces, then its exposed tp communication).
+  void add_op_communication(int32_t rank, int32_t index, const planner::PipelineOp& op,
+                            double share);
   void add_compute_op(int32_t rank, int32_t index, const planner::PipelineOp& op,
                       OpListContext& context);
   /// Names the op a task belongs to (index, micro-batch, chunk).

@@ -103,17 +103,19 @@ BuiltGraph Builder::build() {
   add_links();
   states_.resize(ranks_.size());
   // About two tasks per op (compute and its tp comm), a few per bucket collective (member task,
-  // share of a join, pieces where buckets cut ops); edges about twice that.
+  // share of a join), two per piece where buckets cut ops (its compute and its share of the
+  // op's communication); edges about twice that.
   size_t estimate = 0;
   for (const SimulatedRank& rank : ranks_) {
     const StageCosts& costs = input_.stages[rank.coords.pp_rank];
     const size_t ops = input_.schedule.stages[rank.coords.pp_rank].size();
     estimate +=
         2 * ops + 8 + 3 * (costs.grad_buckets.size() + costs.param_buckets.size()) +
-        ops * (std::max(costs.chunk_param_buckets.size(),
-                        costs.chunk_param_backward_buckets.value_or(std::vector<Bucket>{}).size()) +
-               costs.chunk_grad_buckets.size() + costs.chunk_root_param_buckets.size() +
-               costs.chunk_root_grad_buckets.size());
+        2 * ops *
+            (std::max(costs.chunk_param_buckets.size(),
+                      costs.chunk_param_backward_buckets.value_or(std::vector<Bucket>{}).size()) +
+             costs.chunk_grad_buckets.size() + costs.chunk_root_param_buckets.size() +
+             costs.chunk_root_grad_buckets.size());
   }
   if (estimate > static_cast<size_t>(kMaxTasks)) {
     throw InputError(fmt::format(
@@ -472,6 +474,38 @@ void Builder::describe_task(int32_t task, int32_t index, const PipelineOp& op) {
   record.chunk = static_cast<int32_t>(op.chunk);
 }
 
+// `share` of an op's exposed tp, cp and ep communication, on the compute stream (tp on its own
+// stream with overlap_tp_comm), after what the rank has queued.
+void Builder::add_op_communication(int32_t rank, int32_t index, const PipelineOp& op,
+                                   double share) {
+  RankState& state = states_[rank];
+  const planner::ChunkCost& cost = input_.stages[ranks_[rank].coords.pp_rank].chunks[op.chunk];
+  if (const double tp = share * tp_seconds(cost, op.kind); tp > 0) {
+    const StreamKind stream = input_.overlap_tp_comm ? StreamKind::kTpComm : StreamKind::kCompute;
+    const int32_t task = add_task(TaskKind::kTpComm, stream, rank, tp);
+    describe_task(task, index, op);
+    chain(state, task);
+  }
+  if (const double cp = share * cp_seconds(cost, op.kind); cp > 0) {
+    // On the compute stream: attention waits for the chunk it computes on. Its links: NVLink
+    // when the cp ring (or all-to-all group) stays in the node, the node's NIC when it spans
+    // nodes, loaded with every member's share as an all-to-all loads every NIC of its group.
+    const int32_t task = add_task(TaskKind::kCpComm, StreamKind::kCompute, rank, cp);
+    describe_task(task, index, op);
+    set_collective_flow(task, rank, !cp_spans_nodes_[rank] || cp_shares_node_[rank],
+                        cp_spans_nodes_[rank]);
+    chain(state, task);
+  }
+  if (const double ep = share * ep_seconds(cost, op.kind); ep > 0) {
+    // The all-to-all loads every link of its ep group: NVLink when members share the node,
+    // the node's NIC when the group spans nodes (all ranks of the node send at once).
+    const int32_t task = add_task(TaskKind::kEpAllToAll, StreamKind::kCompute, rank, ep);
+    set_collective_flow(task, rank, ep_shares_node_[rank], ep_spans_nodes_[rank]);
+    describe_task(task, index, op);
+    chain(state, task);
+  }
+}
+
 void Builder::add_compute_op(int32_t rank, int32_t index, const PipelineOp& op,
                              OpListContext& context) {
   RankState& state = states_[rank];
@@ -486,6 +520,17 @@ void Builder::add_compute_op(int32_t rank, int32_t index, const PipelineOp& op,
   std::vector<int32_t>* needs = nullptr;  // [bucket] -> piece task
   std::vector<int32_t>* ready = nullptr;
   const std::vector<OpPiece> pieces = compute_pieces(rank, index, op, context, needs, ready);
+  // The op's exposed tp, cp and ep communication stands for collectives spread through its
+  // layers. An op cut at ZeRO-3's per-layer gathers and reduce-scatters runs a share of it
+  // after each piece, in proportion to the piece's compute, so the gather stream paces against
+  // compute and communication, layer by layer, as the planner's per-unit f_u and b_u do
+  // (estimate.cpp zero3_exposed_per_micro_batch); any other op runs it after its compute.
+  const bool per_layer =
+      pieces.size() > 1 && (needs != nullptr || (ready != nullptr && ready != &state.grad_ready));
+  double compute_total = 0;
+  for (const OpPiece& piece : pieces) {
+    compute_total += piece.seconds;
+  }
   for (const OpPiece& piece : pieces) {
     const int32_t task = add_task(task_kind(op.kind), StreamKind::kCompute, rank, piece.seconds);
     describe_task(task, index, op);
@@ -505,36 +550,17 @@ void Builder::add_compute_op(int32_t rank, int32_t index, const PipelineOp& op,
         (*ready)[k] = task;
       }
     }
+    if (per_layer) {
+      add_op_communication(rank, index, op,
+                           compute_total > 0 ? piece.seconds / compute_total
+                                             : 1.0 / static_cast<double>(pieces.size()));
+    }
   }
-  const planner::ChunkCost& cost = input_.stages[ranks_[rank].coords.pp_rank].chunks[op.chunk];
-  if (const double tp = tp_seconds(cost, op.kind); tp > 0) {
-    const StreamKind stream = input_.overlap_tp_comm ? StreamKind::kTpComm : StreamKind::kCompute;
-    const int32_t task = add_task(TaskKind::kTpComm, stream, rank, tp);
-    describe_task(task, index, op);
-    chain(state, task);
+  if (!per_layer) {
+    add_op_communication(rank, index, op, 1.0);
   }
-  if (const double cp = cp_seconds(cost, op.kind); cp > 0) {
-    // On the compute stream: attention waits for the chunk it computes on. Its links: NVLink
-    // when the cp ring (or all-to-all group) stays in the node, the node's NIC when it spans
-    // nodes, loaded with every member's share as an all-to-all loads every NIC of its group.
-    const int32_t task = add_task(TaskKind::kCpComm, StreamKind::kCompute, rank, cp);
-    describe_task(task, index, op);
-    set_collective_flow(task, rank, !cp_spans_nodes_[rank] || cp_shares_node_[rank],
-                        cp_spans_nodes_[rank]);
-    chain(state, task);
-  }
-  if (const double ep = ep_seconds(cost, op.kind); ep > 0) {
-    // The all-to-all loads every link of its ep group: NVLink when members share the node,
-    // the node's NIC when the group spans nodes (all ranks of the node send at once).
-    const int32_t task = add_task(TaskKind::kEpAllToAll, StreamKind::kCompute, rank, ep);
-    set_collective_flow(task, rank, ep_shares_node_[rank], ep_spans_nodes_[rank]);
-    describe_task(task, index, op);
-    chain(state, task);
-  }
-  // The op's exposed tp, cp and ep communication stands for collectives spread through its
-  // layers, placed after its compute; the buckets its last piece completes are complete only
-  // when the whole op is, as the planner has them (ready when the backward, communication
-  // included, ends).
+  // The buckets the last piece completes are complete only when the whole op is, its
+  // communication included, as the planner has them (ready when the backward ends).
   if (!pieces.empty()) {
     for (int32_t k : pieces.back().ready) {
       (*ready)[k] = state.last;

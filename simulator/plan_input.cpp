@@ -20,11 +20,12 @@ using planner::CollectiveKind;
 using planner::CommGroup;
 
 // The planner's bucket runs as the replay's calls: bytes and the time of each call alone.
+// One bucket per call, in the order the calls are issued (planner::calls_in_order: DeepSpeed's
+// module gathers layer by layer).
 std::vector<Bucket> replay_buckets(const std::vector<planner::DpBucket>& buckets) {
   std::vector<Bucket> out;
-  for (const planner::DpBucket& bucket : buckets) {
-    out.insert(out.end(), static_cast<size_t>(bucket.num_calls),
-               Bucket{bucket.bytes, bucket.seconds});
+  for (const planner::DpBucket& call : planner::calls_in_order(buckets)) {
+    out.push_back(Bucket{call.bytes, call.seconds});
   }
   return out;
 }

@@ -244,6 +244,40 @@ TEST_CASE("dp_buckets: DeepSpeed ZeRO 3 gathers each module's partitioned parame
         sizes_of(tiny_buckets(3).chunk_param));
 }
 
+TEST_CASE("calls_in_order: runs in turn, a layer run's modules layer by layer") {
+  const auto run = [](int64_t bytes, int64_t calls, int64_t layer_run, int64_t layers) {
+    DpBucket bucket;
+    bucket.bytes = bytes;
+    bucket.num_calls = calls;
+    bucket.layer_run = layer_run;
+    bucket.layers = layers;
+    return bucket;
+  };
+  const auto bytes_of = [](const std::vector<DpBucket>& calls) {
+    std::vector<int64_t> bytes;
+    for (const DpBucket& call : calls) {
+      CHECK(call.num_calls == 1);
+      bytes.push_back(call.bytes);
+    }
+    return bytes;
+  };
+  // Plain runs: their calls one after another.
+  CHECK(bytes_of(calls_in_order({run(5, 2, -1, 0), run(3, 1, -1, 0)})) ==
+        std::vector<int64_t>{5, 5, 3});
+  // Three layers of modules 1 and 2 (one call each a layer), then a run of two layers of
+  // module 7; a plain run after them.
+  CHECK(bytes_of(calls_in_order(
+            {run(1, 3, 0, 3), run(2, 3, 0, 3), run(7, 2, 1, 2), run(9, 1, -1, 0)})) ==
+        std::vector<int64_t>{1, 2, 1, 2, 1, 2, 7, 7, 9});
+  // Uneven counts over 3 layers: module 1 twice a layer (6 calls), module 2 in two of them: in
+  // layer k, floor((k + 1) n / 3) - floor(k n / 3) calls: 2 then 0, 1, 1.
+  CHECK(bytes_of(calls_in_order({run(1, 6, 0, 3), run(2, 2, 0, 3)})) ==
+        std::vector<int64_t>{1, 1, 1, 1, 2, 1, 1, 2});
+  // DeepSpeed's forward list: every call of each run, the first layer's modules first.
+  const std::vector<DpBucket> forward = tiny_buckets(3, Framework::kDeepSpeed).chunk_param;
+  CHECK(static_cast<int64_t>(calls_in_order(forward).size()) == total_calls(forward));
+}
+
 TEST_CASE("dp_buckets: DeepSpeed ZeRO 3 on Llama 3 70B over 512 A100: calls, bytes, latency") {
   // dp 512 over 64 nodes. Megatron-FSDP gathers a layer per call, DeepSpeed each of its four
   // modules: the same bytes in 4 x 80 calls instead of 80, each call a ring of 512 ranks paying

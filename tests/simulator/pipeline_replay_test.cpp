@@ -252,6 +252,27 @@ TEST_CASE("pipeline: ZeRO-3 gathers each layer before F and B, reduces after B")
   }
 }
 
+TEST_CASE("pipeline: a ZeRO-3 op runs its tp communication layer by layer") {
+  // The two-layer case with gathers of 0.75 s and 0.5 s of exposed tp communication in F (a
+  // quarter per layer after its 0.5 s of compute). Gather stream: F's layers [0, 0.75],
+  // [0.75, 1.5], B's [1.5, 2.25], [2.25, 3]. F: layer 0 [0.75, 1.25], its tp [1.25, 1.5],
+  // layer 1 (gathered at 1.5) [1.5, 2], tp [2, 2.25]. B (gathered by then): [2.25, 3.25],
+  // RS [3.25, 3.75]; [3.25, 4.25], RS [4.25, 4.75]: 4.75 s. Were F's tp communication all
+  // after its compute, layer 1 would still start at 1.5 and F end at 2.5: 5 s. The gather of
+  // layer 1 hides behind layer 0's compute and tp communication, as in the planner's per-unit
+  // max(g, f_u), f_u with its tp share (estimate.cpp zero3_exposed_per_micro_batch).
+  SimulationInput input = zero3_two_layer_input();
+  input.stages[0].chunk_param_buckets = {Bucket{100, 0.75}, Bucket{100, 0.75}};
+  input.stages[0].chunks[0].forward_tp_comm_seconds = 0.5;
+  for (bool all_ranks : {false, true}) {
+    CAPTURE(all_ranks);
+    input.all_ranks = all_ranks;
+    const SimulationResult result = simulate(input);
+    CHECK(result.step_time_s == 4.75);
+    CHECK(result.stages[0].compute_seconds == 3.0);
+  }
+}
+
 TEST_CASE("pipeline: FSDP's root unit is gathered before F only and reduced after the layers") {
   // The case above plus a root unit (StageCosts::chunk_root_param_buckets): gather 0.5 s,
   // reduce-scatter 0.5 s. Gather stream: root [0, 0.5], F's layers [0.5, 0.75], [0.75, 1],
@@ -342,10 +363,10 @@ TEST_CASE("pipeline: ZeRO-2/3 pass boundaries (Megatron-FSDP, FSDP, DeepSpeed)")
 
 TEST_CASE("pipeline: a backward's last bucket is complete when its tp communication is") {
   // ZeRO 2 with pass boundaries, pp 1, m 2, F 0.5, B 2 of compute plus 0.5 s of exposed tp
-  // communication (placed after the compute; it stands for collectives spread through the
-  // layers), one reduce-scatter of 1 s. The bucket is complete when the op is: F0 [0, 0.5],
-  // B0 [0.5, 2.5], tp [2.5, 3], RS(B0) [3, 4], F1 [4, 4.5], B1 [4.5, 6.5], tp [6.5, 7], RS(B1)
-  // [7, 8]: 8 s, the planner's m (F + B + tp) + m x the tail. Were it complete with the
+  // communication (placed after the compute, the op being one piece; it stands for collectives
+  // spread through the layers), one reduce-scatter of 1 s. The bucket is complete when the op is:
+  // F0 [0, 0.5], B0 [0.5, 2.5], tp [2.5, 3], RS(B0) [3, 4], F1 [4, 4.5], B1 [4.5, 6.5], tp [6.5,
+  // 7], RS(B1) [7, 8]: 8 s, the planner's m (F + B + tp) + m x the tail. Were it complete with the
   // compute, the reduce-scatters would hide 0.5 s each behind the tp communication (7 s).
   SimulationInput input = uniform_input(ScheduleKind::kOneFOneB, 1, 1, 2, 0.5, 2.0);
   input.layout.dp = 2;

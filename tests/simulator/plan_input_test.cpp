@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "meshplan/dp_buckets.h"
 #include "meshplan/errors.h"
 #include "meshplan/models.h"
@@ -11,15 +13,35 @@
 namespace meshplan::simulator {
 namespace {
 
-// The replay lists every call; the planner gives runs of equal calls.
+// The replay lists every call; the planner gives runs of equal calls, in order unless runs
+// interleave layer by layer (DpBucket::layer_run; checked below).
 void check_same(const std::vector<Bucket>& replay, const std::vector<planner::DpBucket>& planner) {
   REQUIRE(static_cast<int64_t>(replay.size()) == planner::total_calls(planner));
   size_t k = 0;
   for (const planner::DpBucket& run : planner) {
+    REQUIRE(run.layer_run < 0);
     for (int64_t call = 0; call < run.num_calls; ++call, ++k) {
       CHECK(replay[k].bytes == run.bytes);
       CHECK(replay[k].seconds == run.seconds);
     }
+  }
+}
+
+// The same calls, as many of each size and time, whatever their order.
+void check_same_calls(const std::vector<Bucket>& replay,
+                      const std::vector<planner::DpBucket>& planner) {
+  REQUIRE(static_cast<int64_t>(replay.size()) == planner::total_calls(planner));
+  for (const planner::DpBucket& run : planner) {
+    int64_t planner_calls = 0;
+    for (const planner::DpBucket& other : planner) {
+      if (other.bytes == run.bytes && other.seconds == run.seconds) {
+        planner_calls += other.num_calls;
+      }
+    }
+    const auto replay_calls = std::count_if(replay.begin(), replay.end(), [&](const Bucket& b) {
+      return b.bytes == run.bytes && b.seconds == run.seconds;
+    });
+    CHECK(replay_calls == planner_calls);
   }
 }
 
@@ -94,10 +116,25 @@ TEST_CASE("plan input: DeepSpeed's backward gathers replayed as the planner list
   const planner::DpBuckets expected =
       planner::dp_buckets(plan.model, plan.cluster, plan.layout, plan.options, 0);
   const SimulationInput input = simulation_input(plan, estimate, SimulationOptions{});
-  check_same(input.stages[0].chunk_param_buckets, expected.chunk_param);
+  check_same_calls(input.stages[0].chunk_param_buckets, expected.chunk_param);
   REQUIRE(input.stages[0].chunk_param_backward_buckets.has_value());
-  check_same(*input.stages[0].chunk_param_backward_buckets, expected.chunk_param_backward);
+  check_same_calls(*input.stages[0].chunk_param_backward_buckets, expected.chunk_param_backward);
   CHECK(input.stages[0].chunk_param_backward_buckets->size() == 672);
+  // Before a forward the coordinator fetches module by module through each layer in turn: the
+  // 96 layers' four modules (query_key_value, dense, dense_h_to_4h, dense_4h_to_h, tp 1:
+  // 3h^2, h^2, 4h^2, 4h^2 elements of h = 12,288, the embedding and LM head spread over them;
+  // layers differ by a dp block at most), so call 4i + j is module j of layer i.
+  const std::vector<Bucket>& forward = input.stages[0].chunk_param_buckets;
+  REQUIRE(forward.size() == 384);
+  for (size_t call = 4; call < forward.size(); ++call) {
+    CAPTURE(call);
+    CHECK(static_cast<double>(forward[call].bytes) ==
+          doctest::Approx(static_cast<double>(forward[call - 4].bytes)).epsilon(1e-4));
+  }
+  const auto bytes = [&](size_t call) { return static_cast<double>(forward[call].bytes); };
+  CHECK(bytes(1) == doctest::Approx(bytes(0) / 3).epsilon(0.01));      // dense
+  CHECK(bytes(2) == doctest::Approx(bytes(0) * 4 / 3).epsilon(0.01));  // dense_h_to_4h
+  CHECK(bytes(3) == doctest::Approx(bytes(2)).epsilon(1e-4));
   plan.layout.recompute = planner::Recompute::kNone;
   const SimulationInput plain = simulation_input(
       plan, planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options),

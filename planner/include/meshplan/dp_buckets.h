@@ -20,7 +20,19 @@ struct DpBucket {
   CommGroup group = CommGroup::kDp;
   double seconds = 0;  // one call alone: the slowest of the stage's dp groups
   int64_t num_calls = 1;
+  // Per-module calls (DeepSpeed ZeRO-3): consecutive runs with the same layer_run >= 0 are the
+  // modules of one run of `layers` equal layers, issued layer by layer, each run's calls spread
+  // evenly over those layers (calls_in_order). -1: the run's calls follow one another.
+  int64_t layer_run = -1;
+  int64_t layers = 0;
 };
+
+/// A list's calls one at a time (num_calls 1), in the order they are issued: run after run,
+/// except that the runs of one layer_run interleave: in layer k of its L, each of them makes
+/// floor((k + 1) n / L) - floor(k n / L) of its n calls, in list order. For DeepSpeed's
+/// forward gathers (n = L) that is module 0, 1, ..., then the next layer's; the totals are the
+/// runs'. What the replay gathers, a call per bucket, in (simulator/plan_input.cpp).
+std::vector<DpBucket> calls_in_order(const std::vector<DpBucket>& runs);
 
 /// A stage's data-parallel calls, by when they run, over the dp x cp gradient group
 /// (grad_group_size; "dp" below means that group). Empty lists when dp * cp = 1.
@@ -179,6 +191,8 @@ DeepSpeedZero3Trace deepspeed_zero3_trace(const models::TransformerConfig& model
 struct SizeRun {
   int64_t bytes = 0;
   int64_t count = 0;
+  int64_t layer_run = -1;  // as DpBucket's
+  int64_t layers = 0;
   bool operator==(const SizeRun&) const = default;
 };
 
