@@ -19,6 +19,7 @@ struct RankState {
   std::vector<std::vector<int32_t>> param_users;      // [bucket] tasks that need it
   std::vector<int32_t> transfer_to;                   // [receive key] transfer arriving here
   std::vector<std::pair<int32_t, int32_t>> receives;  // (kRecvWait task, receive key)
+  std::vector<int32_t> receive_posts;  // per receive: the rank's task before it, or -1
   // ZeRO-3, in op order: per op that needs the chunk's parameters, the task after which its
   // gathers may start (-1: at once) and per bucket the piece that needs it; per op that
   // produces gradients, per bucket the piece after which it is complete.

@@ -599,6 +599,7 @@ void Builder::build_op_list(int32_t rank) {
     } else {
       const int32_t task = add_task(TaskKind::kRecvWait, StreamKind::kCompute, rank, 0.0);
       describe_task(task, index, op);
+      state.receive_posts.push_back(state.last);
       chain(state, task);
       state.receives.emplace_back(
           task, receive_key(op.kind == OpKind::kRecvGradient, op.micro_batch, op.chunk));
@@ -655,8 +656,10 @@ void Builder::add_send(int32_t rank, int32_t index, const PipelineOp& op) {
 
 void Builder::connect_receives() {
   for (size_t rank = 0; rank < ranks_.size(); ++rank) {
-    for (const auto& [wait, key] : states_[rank].receives) {
-      const int32_t transfer = states_[rank].transfer_to[key];
+    const RankState& state = states_[rank];
+    for (size_t i = 0; i < state.receives.size(); ++i) {
+      const auto& [wait, key] = state.receives[i];
+      const int32_t transfer = state.transfer_to[key];
       if (transfer < 0) {
         const TaskRecord& record = graph_->task(wait);
         throw RuntimeError(fmt::format(
@@ -664,6 +667,10 @@ void Builder::connect_receives() {
             input_.source, ranks_[rank].coords.pp_rank, record.micro_batch, record.chunk));
       }
       graph_->add_edge(transfer, wait);
+      // Late receives: the data moves once the receiver is there to take it.
+      if (input_.late_receives && state.receive_posts[i] >= 0) {
+        graph_->add_edge(state.receive_posts[i], transfer);
+      }
       graph_->task(transfer).peer = wait;
       graph_->task(wait).peer = transfer;
     }

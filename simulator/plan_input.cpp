@@ -74,6 +74,8 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
   // With it off the replay stays so (the planner's exposed count is the bound; README,
   // "Agreement with the planner"); DeepSpeed's pipeline engine blocks.
   input.blocking_sends = plan.options.framework == planner::Framework::kDeepSpeed;
+  input.late_receives = plan.options.framework == planner::Framework::kFsdp ||
+                        plan.options.framework == planner::Framework::kMeshplan;
   input.sharded_pass_boundaries =
       planner::backward_waits_for_reduce_scatter(plan.options.framework);
   input.zero3_gathers_once_per_step = planner::zero3_gathers_once_per_step(layout, plan.options);

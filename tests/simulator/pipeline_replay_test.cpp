@@ -94,6 +94,27 @@ TEST_CASE("pipeline: exposed tp communication and the optimizer step add up") {
   }
 }
 
+TEST_CASE("pipeline: a late receive starts its transfer when the receiver reaches it") {
+  // 1F1B, p = 2, m = 2, F = 1, B = 2, each transfer 0.25 s. Stage 0: F0, send A0, F1, send A1,
+  // receive G0, B0, receive G1, B1; stage 1: receive A0, F0, B0, send G0, receive A1, F1, B1,
+  // send G1. Buffered: A1 moves at [2, 2.25] while stage 1 runs B0 [2.25, 4.25], so F1 starts
+  // at 4.25; B1 [5.25, 7.25], G1 [7.25, 7.5], stage 0's B1 [7.5, 9.5]. Late receives
+  // (late_receives: PyTorch pipelining, meshplan's executor): A1 moves only once stage 1 has
+  // finished B0 and reached its receive, [4.25, 4.5]: F1 [4.5, 5.5], B1 [5.5, 7.5], G1
+  // [7.5, 7.75], B1 on stage 0 [7.75, 9.75].
+  SimulationInput input = uniform_input(ScheduleKind::kOneFOneB, 2, 1, 2, 1.0, 2.0);
+  for (StageCosts& stage : input.stages) {
+    stage.transfer_seconds = 0.25;
+  }
+  CHECK(simulate(input).step_time_s == 9.5);
+  input.late_receives = true;
+  for (bool all_ranks : {false, true}) {
+    CAPTURE(all_ranks);
+    input.all_ranks = all_ranks;
+    CHECK(simulate(input).step_time_s == 9.75);
+  }
+}
+
 TEST_CASE("pipeline: transfers between stages delay the receiver") {
   // 1F1B, p = 2, m = 1, f = 1, b = 2, each send 0.25 s: F0 on stage 0 [0, 1], activation
   // [1, 1.25], F0 and B0 on stage 1 [1.25, 4.25], gradient [4.25, 4.5], B0 on stage 0

@@ -101,6 +101,14 @@ struct SimulationInput {
   // Pipeline sends hold the sender's compute stream until they finish (DeepSpeed's pipeline
   // engine: blocking p2p send/recv, planner exposed_transfer_seconds); false: buffered.
   bool blocking_sends = false;
+  // A transfer starts only once its receiver has reached the receive (a rendezvous: the
+  // receive is posted where the op list waits for it, so the data moves then): PyTorch's
+  // pipelining schedules post each receive just before waiting for it (schedules.py
+  // Schedule1F1B, ScheduleGPipe: _batch_p2p(get_fwd_recv_ops) then _wait_batch_p2p), and
+  // meshplan's executor receives with a blocking MPI_Recv at the op that needs the data (its
+  // MPI_Isend moves a large message only once the receive is matched). false: the data moves
+  // as soon as it is sent (Megatron-Core's overlap_p2p_comm posts the receive early).
+  bool late_receives = false;
   // Sharded data parallelism keeps its collectives inside the pass that issues them. ZeRO 2
   // and 3: the op after a gradient op waits for that op's last reduce-scatter. ZeRO 3: a
   // forward's gathers start once the op before it ends (no prefetch from the op before).
