@@ -20,6 +20,10 @@ struct RankState {
   std::vector<int32_t> transfer_to;                   // [receive key] transfer arriving here
   std::vector<std::pair<int32_t, int32_t>> receives;  // (kRecvWait task, receive key)
   std::vector<int32_t> receive_posts;  // per receive: the rank's task before it, or -1
+  // paired_p2p: the run of transfer ops being built, the task before it and its sends.
+  bool in_transfer_run = false;
+  int32_t transfer_run_post = -1;
+  std::vector<int32_t> transfer_run_sends;
   // ZeRO-3, in op order: per op that needs the chunk's parameters, the task after which its
   // gathers may start (-1: at once) and per bucket the piece that needs it; per op that
   // produces gradients, per bucket the piece after which it is complete.
@@ -97,6 +101,7 @@ class Builder {
   void build_op_list(int32_t rank);
   void add_send(int32_t rank, int32_t index, const planner::PipelineOp& op);
   void connect_receives();
+  void end_transfer_run(int32_t rank);
 
   // step_end.cpp
   // Which links a collective's members use: their data-parallel group's, or (the embedding

@@ -596,6 +596,14 @@ void Builder::build_op_list(int32_t rank) {
       throw RuntimeError(fmt::format("{}: schedule: stage {} op {}: micro-batch {} chunk {}",
                                      input_.source, stage, index, op.micro_batch, op.chunk));
     }
+    if (input_.paired_p2p) {
+      if (is_compute_op(op.kind)) {
+        end_transfer_run(rank);
+      } else if (!state.in_transfer_run) {
+        state.in_transfer_run = true;
+        state.transfer_run_post = state.last;
+      }
+    }
     if (is_compute_op(op.kind)) {
       add_compute_op(rank, index, op, context);
     } else if (op.kind == OpKind::kSendActivation || op.kind == OpKind::kSendGradient) {
@@ -603,12 +611,13 @@ void Builder::build_op_list(int32_t rank) {
     } else {
       const int32_t task = add_task(TaskKind::kRecvWait, StreamKind::kCompute, rank, 0.0);
       describe_task(task, index, op);
-      state.receive_posts.push_back(state.last);
+      state.receive_posts.push_back(input_.paired_p2p ? state.transfer_run_post : state.last);
       chain(state, task);
       state.receives.emplace_back(
           task, receive_key(op.kind == OpKind::kRecvGradient, op.micro_batch, op.chunk));
     }
   }
+  end_transfer_run(rank);
   if (!input_.overlap_grad_reduce) {
     std::fill(state.grad_ready.begin(), state.grad_ready.end(), state.last);
   }
@@ -637,7 +646,13 @@ void Builder::add_send(int32_t rank, int32_t index, const PipelineOp& op) {
   record.op_index = index;
   record.micro_batch = static_cast<int32_t>(op.micro_batch);
   record.chunk = static_cast<int32_t>(op.chunk);
-  if (input_.blocking_sends) {
+  if (input_.paired_p2p) {
+    // Part of the run's one call: issued with it, waited for at its end (end_transfer_run).
+    if (states_[rank].transfer_run_post >= 0) {
+      graph_->add_edge(states_[rank].transfer_run_post, task);
+    }
+    states_[rank].transfer_run_sends.push_back(task);
+  } else if (input_.blocking_sends) {
     chain(states_[rank], task);  // the next op waits for the send (DeepSpeed p2p.send)
   } else if (states_[rank].last >= 0) {
     graph_->add_edge(states_[rank].last, task);  // sends are buffered: program order goes on
@@ -658,6 +673,21 @@ void Builder::add_send(int32_t rank, int32_t index, const PipelineOp& op) {
   slot = task;
 }
 
+// paired_p2p: the op after a run of transfer ops waits for the run's sends too (a zero-length
+// wait on the compute stream).
+void Builder::end_transfer_run(int32_t rank) {
+  RankState& state = states_[rank];
+  if (!state.transfer_run_sends.empty()) {
+    const int32_t wait = add_task(TaskKind::kRecvWait, StreamKind::kCompute, rank, 0.0);
+    for (const int32_t send : state.transfer_run_sends) {
+      graph_->add_edge(send, wait);
+    }
+    chain(state, wait);
+    state.transfer_run_sends.clear();
+  }
+  state.in_transfer_run = false;
+}
+
 void Builder::connect_receives() {
   for (size_t rank = 0; rank < ranks_.size(); ++rank) {
     const RankState& state = states_[rank];
@@ -672,7 +702,7 @@ void Builder::connect_receives() {
       }
       graph_->add_edge(transfer, wait);
       // Late receives: the data moves once the receiver is there to take it.
-      if (input_.late_receives && state.receive_posts[i] >= 0) {
+      if ((input_.late_receives || input_.paired_p2p) && state.receive_posts[i] >= 0) {
         graph_->add_edge(state.receive_posts[i], transfer);
       }
       graph_->task(transfer).peer = wait;

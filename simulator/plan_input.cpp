@@ -76,6 +76,13 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
   input.blocking_sends = plan.options.framework == planner::Framework::kDeepSpeed;
   input.late_receives = plan.options.framework == planner::Framework::kFsdp ||
                         plan.options.framework == planner::Framework::kMeshplan;
+  // Megatron-Core's schedule without interleaving (1F1B; GPipe's op lists pair the same way).
+  // Its interleaved schedule without overlap_p2p_comm pairs its calls differently from the
+  // generator's op lists (send_forward_backward_recv_forward_backward in the steady state):
+  // replayed as buffered sends, like the overlapped one.
+  input.paired_p2p = plan.options.framework == planner::Framework::kMegatron &&
+                     (layout.schedule == planner::ScheduleKind::kOneFOneB ||
+                      layout.schedule == planner::ScheduleKind::kGpipe);
   input.sharded_pass_boundaries =
       planner::backward_waits_for_reduce_scatter(plan.options.framework);
   input.zero3_gathers_once_per_step = planner::zero3_gathers_once_per_step(layout, plan.options);

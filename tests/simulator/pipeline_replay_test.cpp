@@ -94,7 +94,8 @@ TEST_CASE("pipeline: exposed tp communication and the optimizer step add up") {
   }
 }
 
-TEST_CASE("pipeline: a late receive starts its transfer when the receiver reaches it") {
+TEST_CASE(
+    "pipeline: a late receive starts its transfer when the receiver reaches it; paired calls") {
   // 1F1B, p = 2, m = 2, F = 1, B = 2, each transfer 0.25 s. Stage 0: F0, send A0, F1, send A1,
   // receive G0, B0, receive G1, B1; stage 1: receive A0, F0, B0, send G0, receive A1, F1, B1,
   // send G1. Buffered: A1 moves at [2, 2.25] while stage 1 runs B0 [2.25, 4.25], so F1 starts
@@ -113,6 +114,33 @@ TEST_CASE("pipeline: a late receive starts its transfer when the receiver reache
     input.all_ranks = all_ranks;
     CHECK(simulate(input).step_time_s == 9.75);
   }
+  // Stage 0's second forward starts when its first one ends: the send is buffered.
+  const auto forward_start = [](const SimulationResult& result, int32_t micro_batch) {
+    for (const TaskRecord& task : result.tasks) {
+      if (task.kind == TaskKind::kForward && task.micro_batch == micro_batch &&
+          result.ranks[task.rank].coords.pp_rank == 0) {
+        return task.start_seconds;
+      }
+    }
+    return -1.0;
+  };
+  input.all_ranks = false;
+  CHECK(forward_start(simulate(input), 1) == 1.0);
+  // Paired calls (paired_p2p, Megatron-Core's 1F1B): each run of transfer ops is one call,
+  // waited for whole. Stage 0's {send A0} holds it until A0 has moved, [1, 1.25], so F1 starts
+  // at 1.25. {send A1, receive G0} (posted at 2.25) and stage 1's {send G0, receive A1}
+  // (posted at 4.25, after B0) move both at [4.25, 4.5]; stage 0's B0 [4.5, 6.5], stage 1's F1
+  // [4.5, 5.5] and B1 [5.5, 7.5]; {send G1} [7.5, 7.75] against stage 0's {receive G1},
+  // posted at 6.5: B1 [7.75, 9.75].
+  input.late_receives = false;
+  input.paired_p2p = true;
+  for (bool all_ranks : {false, true}) {
+    CAPTURE(all_ranks);
+    input.all_ranks = all_ranks;
+    CHECK(simulate(input).step_time_s == 9.75);
+  }
+  input.all_ranks = false;
+  CHECK(forward_start(simulate(input), 1) == 1.25);
 }
 
 TEST_CASE("pipeline: transfers between stages delay the receiver") {

@@ -109,6 +109,13 @@ struct SimulationInput {
   // MPI_Isend moves a large message only once the receive is matched). false: the data moves
   // as soon as it is sent (Megatron-Core's overlap_p2p_comm posts the receive early).
   bool late_receives = false;
+  // Each run of consecutive transfer ops is one call waited for whole: Megatron-Core's
+  // p2p_communication._communicate pairs each send with the opposite receive
+  // (send_forward_recv_backward, send_backward_recv_forward) and waits for every request of the
+  // call, outside the interleaved schedule's overlap_p2p_comm. A send moves once its receiver
+  // has posted the call holding the matching receive, and the op after the run waits for its
+  // sends as for its receives.
+  bool paired_p2p = false;
   // Sharded data parallelism keeps its collectives inside the pass that issues them. ZeRO 2
   // and 3: the op after a gradient op waits for that op's last reduce-scatter. ZeRO 3: a
   // forward's gathers start once the op before it ends (no prefetch from the op before).
