@@ -313,13 +313,11 @@ TEST_CASE("pipeline: a ZeRO-3 op runs its tp communication layer by layer") {
   SimulationInput input = zero3_two_layer_input();
   input.stages[0].chunk_param_buckets = {Bucket{100, 0.75}, Bucket{100, 0.75}};
   input.stages[0].chunks[0].forward_tp_comm_seconds = 0.5;
-  for (bool all_ranks : {false, true}) {
-    CAPTURE(all_ranks);
-    input.all_ranks = all_ranks;
-    const SimulationResult result = simulate(input);
-    CHECK(result.step_time_s == 4.75);
-    CHECK(result.stages[0].compute_seconds == 3.0);
-  }
+  const SimulationResult representative = simulate(input);
+  CHECK(representative.step_time_s == 4.75);
+  CHECK(representative.stages[0].compute_seconds == 3.0);
+  input.all_ranks = true;
+  CHECK(simulate(input).step_time_s == 4.75);
 }
 
 TEST_CASE("pipeline: FSDP's root unit is gathered before F only and reduced after the layers") {
