@@ -23,6 +23,7 @@ struct RankState {
   // paired_p2p: the run of transfer ops being built, the task before it and its sends.
   bool in_transfer_run = false;
   int32_t transfer_run_post = -1;
+  int32_t transfer_run_last_op = -1;  // op index of the run's last transfer op
   std::vector<int32_t> transfer_run_sends;
   // ZeRO-3, in op order: per op that needs the chunk's parameters, the task after which its
   // gathers may start (-1: at once) and per bucket the piece that needs it; per op that

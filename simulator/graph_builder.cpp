@@ -599,9 +599,12 @@ void Builder::build_op_list(int32_t rank) {
     if (input_.paired_p2p) {
       if (is_compute_op(op.kind)) {
         end_transfer_run(rank);
-      } else if (!state.in_transfer_run) {
-        state.in_transfer_run = true;
-        state.transfer_run_post = state.last;
+      } else {
+        if (!state.in_transfer_run) {
+          state.in_transfer_run = true;
+          state.transfer_run_post = state.last;
+        }
+        state.transfer_run_last_op = index;
       }
     }
     if (is_compute_op(op.kind)) {
@@ -679,6 +682,8 @@ void Builder::end_transfer_run(int32_t rank) {
   RankState& state = states_[rank];
   if (!state.transfer_run_sends.empty()) {
     const int32_t wait = add_task(TaskKind::kRecvWait, StreamKind::kCompute, rank, 0.0);
+    const int32_t index = state.transfer_run_last_op;
+    describe_task(wait, index, input_.schedule.stages[ranks_[rank].coords.pp_rank][index]);
     for (const int32_t send : state.transfer_run_sends) {
       graph_->add_edge(send, wait);
     }
