@@ -74,12 +74,15 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
   // With it off the replay stays so (the planner's exposed count is the bound; README,
   // "Agreement with the planner"); DeepSpeed's pipeline engine blocks.
   input.blocking_sends = plan.options.framework == planner::Framework::kDeepSpeed;
-  input.late_receives = plan.options.framework == planner::Framework::kFsdp ||
-                        plan.options.framework == planner::Framework::kMeshplan;
+  input.late_receives =
+      plan.options.framework == planner::Framework::kFsdp ||
+      plan.options.framework == planner::Framework::kMeshplan ||
+      (plan.options.framework == planner::Framework::kMegatron &&
+       layout.schedule == planner::ScheduleKind::kInterleaved && !plan.options.overlap_p2p_comm);
   // Megatron-Core's schedule without interleaving (1F1B; GPipe's op lists pair the same way).
   // Its interleaved schedule without overlap_p2p_comm pairs its calls differently from the
   // generator's op lists (send_forward_backward_recv_forward_backward in the steady state):
-  // replayed as buffered sends, like the overlapped one.
+  // replayed with late receives and buffered sends (late_receives above).
   input.paired_p2p = plan.options.framework == planner::Framework::kMegatron &&
                      (layout.schedule == planner::ScheduleKind::kOneFOneB ||
                       layout.schedule == planner::ScheduleKind::kGpipe);

@@ -106,8 +106,11 @@ struct SimulationInput {
   // pipelining schedules post each receive just before waiting for it (schedules.py
   // Schedule1F1B, ScheduleGPipe: _batch_p2p(get_fwd_recv_ops) then _wait_batch_p2p), and
   // meshplan's executor receives with a blocking MPI_Recv at the op that needs the data (its
-  // MPI_Isend moves a large message only once the receive is matched). false: the data moves
-  // as soon as it is sent (Megatron-Core's overlap_p2p_comm posts the receive early).
+  // MPI_Isend moves a large message only once the receive is matched), and Megatron-Core's
+  // interleaved schedule without overlap_p2p_comm waits for each call as it issues it, none
+  // posted ahead (whose sends, waited for too, this leaves buffered: its calls pair
+  // differently from the op lists, see paired_p2p). false: the data moves as soon as it is
+  // sent (overlap_p2p_comm posts the receive early).
   bool late_receives = false;
   // Each run of consecutive transfer ops is one call waited for whole: Megatron-Core's
   // p2p_communication._communicate pairs each send with the opposite receive
