@@ -115,9 +115,10 @@ struct SimulationInput {
   // Each run of consecutive transfer ops is one call waited for whole: Megatron-Core's
   // p2p_communication._communicate pairs each send with the opposite receive
   // (send_forward_recv_backward, send_backward_recv_forward) and waits for every request of the
-  // call, outside the interleaved schedule's overlap_p2p_comm. A send moves once its receiver
-  // has posted the call holding the matching receive, and the op after the run waits for its
-  // sends as for its receives.
+  // call in its schedule without interleaving (schedules.py
+  // forward_backward_pipelining_without_interleaving), whose calls the generator's 1F1B op
+  // lists follow. A send moves once its receiver has posted the call holding the matching
+  // receive, and the op after the run waits for its sends as for its receives.
   bool paired_p2p = false;
   // Sharded data parallelism keeps its collectives inside the pass that issues them. ZeRO 2
   // and 3: the op after a gradient op waits for that op's last reduce-scatter. ZeRO 3: a
