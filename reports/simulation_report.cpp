@@ -111,6 +111,9 @@ std::string table_header(const SimulationResult& result) {
                      result.options.all_ranks ? "every rank" : "one per pipeline stage",
                      result.tasks.size(), result.num_events,
                      result.options.zero_communication ? ", communication costs zero" : "");
+  if (!result.transfer_model.empty()) {
+    out += fmt::format("# pipeline transfers: {}\n", result.transfer_model);
+  }
   if (!result.planner_rejection.empty()) {
     out += fmt::format("# note: the planner rejects this plan: {}\n", result.planner_rejection);
   }
@@ -142,6 +145,7 @@ nlohmann::json json_header(const SimulationResult& result) {
   json["analytic_step_time_s"] = result.analytic_step_time_s;
   json["pipeline_end_s"] = result.pipeline_end_seconds;
   json["planner_rejection"] = result.planner_rejection;
+  json["pipeline_transfers"] = result.transfer_model;
   json["num_ranks_simulated"] = result.ranks.size();
   json["num_tasks"] = result.tasks.size();
   json["num_events"] = result.num_events;

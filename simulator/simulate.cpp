@@ -100,6 +100,19 @@ std::vector<TaskSpan> task_spans(const SimulationResult& result) {
   return spans;
 }
 
+std::string transfer_model_name(const SimulationInput& input) {
+  if (input.paired_p2p) {
+    return "paired calls (each send with the opposite receive, waited for whole)";
+  }
+  if (input.blocking_sends) {
+    return "blocking sends";
+  }
+  if (input.late_receives) {
+    return "late receives (a transfer starts when its receiver reaches it)";
+  }
+  return "buffered sends (a transfer starts when it is sent)";
+}
+
 SimulationResult simulate(const SimulationInput& input) {
   BuiltGraph built = build_task_graph(input);
   const ReplayStats stats = replay(*built.graph);
@@ -107,6 +120,9 @@ SimulationResult simulate(const SimulationInput& input) {
   result.layout = input.layout;
   result.options.all_ranks = input.all_ranks;
   result.num_events = stats.num_events;
+  if (input.layout.pp > 1) {
+    result.transfer_model = transfer_model_name(input);
+  }
   result.ranks = std::move(built.ranks);
   result.tasks = std::move(built.graph->tasks());
   for (const TaskRecord& task : result.tasks) {

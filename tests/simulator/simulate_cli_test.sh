@@ -50,6 +50,10 @@ check "table: one data row per stage" [ "$(grep -cE '^ +[0-9]+ +1 ' stdout.txt)"
 check "table: every other line starts with #" \
   [ "$(grep -vcE '^#|^ +[0-9]+ +1 ' stdout.txt)" -eq 0 ]
 check "footer: simulated and analytic step time" grep -q '^# step time (analytic)' stdout.txt
+# Megatron's 1F1B (the plan's default framework) pairs each send with the opposite receive.
+check "header: how pipeline transfers are replayed" \
+  grep -q '^# pipeline transfers: paired calls' stdout.txt
+check "json: how pipeline transfers are replayed" grep -q '"pipeline_transfers": "paired calls' report.json
 check "json: step times" grep -q '"analytic_step_time_s"' report.json
 check "trace: events" grep -q '"traceEvents"' trace.json
 check "svg: an svg" grep -q '^<svg xmlns="http://www.w3.org/2000/svg"' pipeline.svg

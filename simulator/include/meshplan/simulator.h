@@ -199,11 +199,18 @@ struct SimulationResult {
   std::string planner_rejection;    // why the planner rejects the plan (memory), or empty
   double pipeline_end_seconds = 0;  // last task of any rank's op list ends
   int64_t num_events = 0;
+  // How pipeline transfers were replayed (pp > 1; empty otherwise): transfer_model_name.
+  std::string transfer_model;
   std::vector<SimulatedRank> ranks;
   std::vector<TaskRecord> tasks;
   std::vector<StageBreakdown> stages;
   std::vector<CriticalSegment> critical_path;  // in time order
 };
+
+/// How `input`'s pipeline sends and receives are replayed, in words: "paired calls"
+/// (paired_p2p), "blocking sends" (blocking_sends), "late receives" (late_receives) or
+/// "buffered sends".
+std::string transfer_model_name(const SimulationInput& input);
 
 /// Replays `input`. Throws InputError (starting with input.source) when the costs do not fit
 /// the schedule or the task graph would exceed kMaxTasks, RuntimeError if the schedule
