@@ -20,10 +20,10 @@ struct RankState {
   std::vector<int32_t> transfer_to;                   // [receive key] transfer arriving here
   std::vector<std::pair<int32_t, int32_t>> receives;  // (kRecvWait task, receive key)
   std::vector<int32_t> receive_posts;  // per receive: the rank's task before it, or -1
-  // paired_p2p: the run of transfer ops being built, the task before it and its sends.
-  bool in_transfer_run = false;
+  // paired_p2p: the run of transfer ops being built: the task before it, the op index of its
+  // last transfer op (-1: no run) and its sends.
   int32_t transfer_run_post = -1;
-  int32_t transfer_run_last_op = -1;  // op index of the run's last transfer op
+  int32_t transfer_run_last_op = -1;
   std::vector<int32_t> transfer_run_sends;
   // ZeRO-3, in op order: per op that needs the chunk's parameters, the task after which its
   // gathers may start (-1: at once) and per bucket the piece that needs it; per op that

@@ -528,9 +528,9 @@ void Builder::add_compute_op(int32_t rank, int32_t index, const PipelineOp& op,
   // ZeRO 2's too, whose per-op reduce-scatter tail the planner takes against the whole op
   // (reduce_tail_seconds). (Spread through a ZeRO-2 MoE op, the expert all-to-alls would share
   // the NIC with the reduce-scatters, which the planner does not model: +4% to +7% on
-  // DeepSeek-V3's and Qwen3-30B-A3B's five best plans.)
-  const bool per_layer = input_.layout.zero == 3 && pieces.size() > 1 &&
-                         (needs != nullptr || (ready != nullptr && ready != &state.grad_ready));
+  // DeepSeek-V3's and Qwen3-30B-A3B's five best plans.) Under ZeRO 3 only split_op cuts an op
+  // (its once-a-step bucket lists are empty: the planner refuses MoE plans, moe_zero3).
+  const bool per_layer = input_.layout.zero == 3 && pieces.size() > 1;
   double compute_total = 0;
   for (const OpPiece& piece : pieces) {
     compute_total += piece.seconds;
@@ -600,8 +600,7 @@ void Builder::build_op_list(int32_t rank) {
       if (is_compute_op(op.kind)) {
         end_transfer_run(rank);
       } else {
-        if (!state.in_transfer_run) {
-          state.in_transfer_run = true;
+        if (state.transfer_run_last_op < 0) {  // the run starts here
           state.transfer_run_post = state.last;
         }
         state.transfer_run_last_op = index;
@@ -690,7 +689,7 @@ void Builder::end_transfer_run(int32_t rank) {
     chain(state, wait);
     state.transfer_run_sends.clear();
   }
-  state.in_transfer_run = false;
+  state.transfer_run_last_op = -1;
 }
 
 void Builder::connect_receives() {
