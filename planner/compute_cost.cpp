@@ -726,6 +726,73 @@ double peak_flops_per_second(const models::ClusterConfig& cluster) {
                                                        : cluster.gpu.peak_bf16_flops_per_second;
 }
 
+double gradient_accumulation_bytes_per_parameter(const models::ClusterConfig& cluster,
+                                                 const Layout& layout, const PlanOptions& options) {
+  const double m = static_cast<double>(layout.num_micro_batches());
+  const double later = (m - 1.0) / m;  // share of micro-batches adding into a held gradient
+  const double e = static_cast<double>(element_bytes(cluster));
+  const double d = static_cast<double>(grad_group_size(layout));
+  // PyTorch autograd's AccumulateGrad (torch/csrc/autograd/functions/accumulate_grad.h): the
+  // first backward after the gradient was set to None steals the new gradient (no copy); each
+  // later one adds in place, variable_grad += new_grad (read 2 g, write g).
+  const auto autograd_add = [&](double g) { return 3.0 * g * later; };
+  switch (options.framework) {
+    case Framework::kMegatron:
+      // --gradient-accumulation-fusion (on by default): the weight-gradient GEMM accumulates
+      // into the fp32 main_grad itself (wgrad_gemm_accum_fp32); the embedding's add is in
+      // embedding_bytes.
+    case Framework::kMeshplan:
+      // executor/ops/linear.cpp: linear_backward_weight adds (+=) into the gradient buffer.
+      return 0.0;
+    case Framework::kDeepSpeed:
+      // DeepSpeed 0.19.6 (edaa722), grad_accum_dtype = the model dtype (engine.py
+      // get_data_types). Under the pipeline engine bf16 ZeRO 0 runs BF16_Optimizer
+      // (_do_optimizer_sanity_check): the 16-bit gradients are cleared before each backward
+      // (pipe/engine.py _exec_backward_pass, clear_lp_grads) and added into its own gradient
+      // buffer after it, every micro-batch (bf16_optimizer.py _update_hp_grad, hp_grad.add_).
+      if (layout.zero == 0 && layout.pp > 1 && cluster.precision != models::Precision::kFp32) {
+        return 3.0 * e;
+      }
+      // ZeRO 0 otherwise (DDP_BFLOAT16, no wrapper in fp32) and ZeRO 1 (stage_1_and_2.py: no
+      // gradient hooks but at the accumulation boundary): autograd accumulates in param.grad.
+      if (layout.zero <= 1) {
+        return autograd_add(e);
+      }
+      // ZeRO 2/3 reduce every micro-batch: each gradient is copied into the contiguous IPG
+      // bucket (stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads; stage3.py
+      // __add_grad_to_ipg_bucket, on the reduce stream beside the compute), and the reduced
+      // partition is copied or added into the rank's gradient partition (ZeRO 2
+      // copy_grads_in_partition every micro-batch, then autograd adds into it; ZeRO 3
+      // partition_grads: copy_ at micro_step_id 0, add_ after).
+      if (layout.zero == 2) {
+        return 2.0 * e + (2.0 * e + autograd_add(e)) / d;
+      }
+      return 2.0 * e + (2.0 * e / m + autograd_add(e)) / d;
+    case Framework::kFsdp:
+      if (layout.zero == 0) {
+        // DDP (torchtitan's replicate): fp32 gradients accumulated by autograd.
+        return autograd_add(4.0);
+      }
+      if (layout.pp > 1 && cluster.precision != models::Precision::kFp32) {
+        // Under torch.distributed.pipelining every micro-batch but the last skips the
+        // reduce-scatter (stage.py backward_maybe_with_nosync) and FSDP2 keeps the unsharded
+        // gradient (memory.cpp fsdp_pp_accumulated_gradient_bytes): in reduce_dtype r > e the
+        // first is upcast (_fsdp_param.py to_accumulated_grad_if_needed: read e, write r), the
+        // later ones added to it (accumulate_unsharded_grad_if_needed: read r + e, write r);
+        // with r = e autograd accumulates in place.
+        const double r = static_cast<double>(grad_reduce_element_bytes(cluster, layout, options));
+        if (r > e) {
+          return (e + r) / m + (e + 2.0 * r) * later;
+        }
+        return autograd_add(e);
+      }
+      // FSDP reduce-scatters every micro-batch and adds the fp32 shard into the sharded
+      // gradient (FSDP2 _fsdp_collectives.py foreach_reduce; FSDP1 _accumulate_sharded_grad).
+      return autograd_add(4.0) / d;
+  }
+  return 0.0;
+}
+
 ChunkCost chunk_cost(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                      const Layout& layout, const PlanOptions& options, int64_t stage,
                      int64_t chunk) {
@@ -741,6 +808,8 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
 
   const LayerRange range = chunk_layers(model, layout, stage, chunk);
   cost.num_moe_layers = range.num_moe(model);
+  const double accumulation_bytes_per_parameter =
+      gradient_accumulation_bytes_per_parameter(cluster, layout, options);
   double forward_flops = 0;
   double recompute_flops = 0;
   for (const bool moe_layer : {false, true}) {
@@ -821,6 +890,13 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     cost.forward_ep_comm_seconds += (all_to_all + token_counts) * count;
     cost.backward_input_compute_seconds += input_backward * count;
     cost.backward_weight_compute_seconds += layer.linear_forward * count;
+    const LayerParameters parameters =
+        layer_parameters(model, layout.tp, moe_layer, layout.ep, layout.etp);
+    cost.backward_weight_compute_seconds +=
+        memory_seconds(cluster, accumulation_bytes_per_parameter *
+                                    static_cast<double>(parameters.sharded + parameters.replicated +
+                                                        parameters.expert)) *
+        count;
     cost.backward_tp_comm_seconds += tp_backward * count;
     cost.backward_ep_comm_seconds += ep_backward * count;
     cost.forward_cp_comm_seconds += layer.cp_comm_forward * count;
@@ -831,12 +907,18 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
       layout.tp > 1 ? collective_seconds(cluster, CollectiveKind::kAllReduce,
                                          static_cast<int64_t>(tokens * h * e), layout.tp, 1)
                     : 0.0;
+  const double vocab_rows = static_cast<double>(padded_vocab_size(model, layout.tp)) / t;
   if (cost.has_embedding) {
     // Vocab-parallel lookup, then an all-reduce (or, with sequence parallelism, a
     // reduce-scatter: half the volume).
     const PassBytes embedding = embedding_bytes(model, cluster, layout, options);
     cost.forward_compute_seconds += memory_seconds(cluster, embedding.forward);
     cost.backward_weight_compute_seconds += memory_seconds(cluster, embedding.backward);
+    const double embedding_rows = vocab_rows + (model.positions == models::Positions::kLearned
+                                                    ? static_cast<double>(model.seq_length)
+                                                    : 0.0);
+    cost.backward_weight_compute_seconds +=
+        memory_seconds(cluster, accumulation_bytes_per_parameter * embedding_rows * h);
     cost.forward_tp_comm_seconds +=
         layout.sequence_parallel ? 0.5 * all_reduce_hidden : all_reduce_hidden;
     if (layout.sequence_parallel) {
@@ -845,20 +927,24 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     }
   }
   if (cost.has_lm_head) {
-    const double vocab = static_cast<double>(padded_vocab_size(model, layout.tp)) / t;
     const double norm_tokens = layout.sequence_parallel ? tokens / t : tokens;
-    const double head_gemm = gemm_seconds(cluster, tokens, vocab, h);
+    const double head_gemm = gemm_seconds(cluster, tokens, vocab_rows, h);
     // Final norm (norm_bytes_per_element: fused or eager) and the cross-entropy's passes over
     // the rank's T V / t logits (loss_bytes_per_logit: eager or compiled).
     const PassBytes loss = loss_bytes_per_logit(e, options);
     const PassBytes norm = norm_bytes_per_element(options, e);
     cost.forward_compute_seconds +=
-        head_gemm +
-        memory_seconds(cluster, norm.forward * norm_tokens * h + loss.forward * tokens * vocab);
+        head_gemm + memory_seconds(cluster, norm.forward * norm_tokens * h +
+                                                loss.forward * tokens * vocab_rows);
     cost.backward_input_compute_seconds +=
-        head_gemm +
-        memory_seconds(cluster, norm.backward * norm_tokens * h + loss.backward * tokens * vocab);
+        head_gemm + memory_seconds(cluster, norm.backward * norm_tokens * h +
+                                                loss.backward * tokens * vocab_rows);
     cost.backward_weight_compute_seconds += head_gemm;
+    // A tied head on the embedding's own chunk is the embedding's parameter, counted there.
+    if (!model.tied_embeddings || !cost.has_embedding) {
+      cost.backward_weight_compute_seconds +=
+          memory_seconds(cluster, accumulation_bytes_per_parameter * vocab_rows * h);
+    }
     if (layout.tp > 1) {
       const double loss_all_reduce = collective_seconds(
           cluster, CollectiveKind::kAllReduce, static_cast<int64_t>(tokens * 4.0), layout.tp, 1);

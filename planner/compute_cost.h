@@ -34,6 +34,14 @@ DenseTpCalls dense_tp_calls_per_layer(const models::TransformerConfig& model);
 /// The attention core's backward time over its forward time (flash or unfused, options).
 double attention_backward_to_forward(const PlanOptions& options);
 
+/// Bytes per parameter on one rank (its tp/ep shard, before data-parallel sharding) that the
+/// framework's gradient accumulation moves through HBM per micro-batch, averaged over the
+/// step's micro-batches, beyond the weight-gradient GEMMs that produce the gradients: 0 where
+/// the GEMM accumulates into the gradient buffer itself (megatron, meshplan), the in-place adds
+/// and bucket copies of DeepSpeed and PyTorch otherwise. Charged with the weight gradients.
+double gradient_accumulation_bytes_per_parameter(const models::ClusterConfig& cluster,
+                                                 const Layout& layout, const PlanOptions& options);
+
 /// One micro-batch through chunk `chunk` of pipeline stage `stage`.
 ChunkCost chunk_cost(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                      const Layout& layout, const PlanOptions& options, int64_t stage,

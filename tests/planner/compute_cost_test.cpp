@@ -617,5 +617,73 @@ TEST_CASE(
   CHECK(plain.backward_tp_comm_seconds > 0.0);
 }
 
+TEST_CASE("gradient accumulation: each framework's passes per parameter and micro-batch") {
+  // e = 2 (bf16); m micro-batches, of which (m - 1) / m add into a held gradient.
+  const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
+  const auto bytes = [&](Framework framework, int64_t zero, int64_t pp, int64_t dp,
+                         int64_t micro_batches, GradReduceDtype reduce = GradReduceDtype::kFp32) {
+    Layout layout = test::make_layout(1, pp, dp, 1, dp * micro_batches);
+    layout.zero = zero;
+    PlanOptions options;
+    options.framework = framework;
+    options.grad_reduce_dtype = reduce;
+    return gradient_accumulation_bytes_per_parameter(h100, layout, options);
+  };
+  // The GEMM accumulates into the gradient buffer: nothing beyond it.
+  CHECK(bytes(Framework::kMegatron, 1, 2, 8, 32) == 0.0);
+  CHECK(bytes(Framework::kMeshplan, 1, 2, 8, 32) == 0.0);
+  // DeepSpeed ZeRO 1 and ZeRO 0 without a pipeline: autograd's in-place add, 3 e, after the
+  // first micro-batch: 6 x 31/32 = 5.8125; none with one micro-batch.
+  CHECK(bytes(Framework::kDeepSpeed, 1, 4, 12, 32) == doctest::Approx(5.8125).epsilon(kRounding));
+  CHECK(bytes(Framework::kDeepSpeed, 0, 1, 8, 32) == doctest::Approx(5.8125).epsilon(kRounding));
+  CHECK(bytes(Framework::kDeepSpeed, 1, 4, 12, 1) == 0.0);
+  // ZeRO 0 under the pipeline engine (BF16_Optimizer): 3 e every micro-batch.
+  CHECK(bytes(Framework::kDeepSpeed, 0, 2, 8, 32) == doctest::Approx(6.0).epsilon(kRounding));
+  CHECK(bytes(Framework::kDeepSpeed, 0, 2, 8, 1) == doctest::Approx(6.0).epsilon(kRounding));
+  // ZeRO 2, dp 8, m 4: bucket copy 2 e, partition copy 2 e / 8, its add 3 e x 3/4 / 8:
+  // 4 + (4 + 4.5) / 8 = 5.0625. ZeRO 3: the partition copied once a step, 4 / 4:
+  // 4 + (1 + 4.5) / 8 = 4.6875.
+  CHECK(bytes(Framework::kDeepSpeed, 2, 1, 8, 4) == doctest::Approx(5.0625).epsilon(kRounding));
+  CHECK(bytes(Framework::kDeepSpeed, 3, 1, 8, 4) == doctest::Approx(4.6875).epsilon(kRounding));
+  // fsdp under pp, m 8, fp32 reduce: the upcast (2 + 4) / 8 then (2 + 8) x 7/8: 9.5; with a
+  // bf16 reduce autograd adds in bf16, 6 x 7/8 = 5.25.
+  CHECK(bytes(Framework::kFsdp, 3, 2, 8, 8) == doctest::Approx(9.5).epsilon(kRounding));
+  CHECK(bytes(Framework::kFsdp, 3, 2, 8, 8, GradReduceDtype::kBf16) ==
+        doctest::Approx(5.25).epsilon(kRounding));
+  // fsdp without pp adds the fp32 shard: 12 x 1/2 / 8 = 0.75; DDP its whole fp32 gradient:
+  // 12 x 1/2 = 6.
+  CHECK(bytes(Framework::kFsdp, 3, 1, 8, 2) == doctest::Approx(0.75).epsilon(kRounding));
+  CHECK(bytes(Framework::kFsdp, 0, 1, 8, 2) == doctest::Approx(6.0).epsilon(kRounding));
+}
+
+TEST_CASE("gradient accumulation: DeepSpeed ZeRO 1 at 32 micro-batches, both stages, by hand") {
+  // megatron-1.7b, pp 2: 12 layers of 12 h^2 + 13 h = 63,730,944 parameters per stage, the
+  // embedding's 51,200 + 2,048 learned positions rows of h 2,304 on stage 0 and the (tied, but
+  // on another stage) head's 51,200 rows on stage 1: 887,454,720 and 882,736,128 parameters,
+  // x 5.8125 bytes (above) = 5,158,330,560 and 5,130,903,744 bytes more in the weight gradient
+  // than at one micro-batch; nothing else in the chunk changes with m.
+  const models::TransformerConfig model = models::load_model("megatron-1.7b");
+  const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
+  Layout one = test::make_layout(1, 2, 1, 1, 1);
+  one.zero = 1;
+  Layout many = one;
+  many.global_batch = 32;
+  PlanOptions deepspeed;
+  deepspeed.framework = Framework::kDeepSpeed;
+  const double expected[] = {5158330560.0, 5130903744.0};
+  for (int64_t stage = 0; stage < 2; ++stage) {
+    const ChunkCost at_one = chunk_cost(model, h100, one, deepspeed, stage, 0);
+    const ChunkCost at_many = chunk_cost(model, h100, many, deepspeed, stage, 0);
+    CHECK(at_many.backward_weight_compute_seconds - at_one.backward_weight_compute_seconds ==
+          doctest::Approx(expected[stage] / kH100Bandwidth).epsilon(1e-9));
+    CHECK(at_many.backward_input_compute_seconds == at_one.backward_input_compute_seconds);
+    CHECK(at_many.forward_compute_seconds == at_one.forward_compute_seconds);
+  }
+  // Megatron's fused accumulation: the same layouts cost the same.
+  const PlanOptions megatron;
+  CHECK(chunk_cost(model, h100, many, megatron, 0, 0).backward_weight_compute_seconds ==
+        chunk_cost(model, h100, one, megatron, 0, 0).backward_weight_compute_seconds);
+}
+
 }  // namespace
 }  // namespace meshplan::planner
