@@ -46,7 +46,7 @@ struct PlanArguments {
   std::string cp_comm = "p2p";
   std::string objective = "time";
   std::string placement = "tp-dp-pp";
-  std::string framework = "megatron";
+  std::optional<std::string> framework;  // unset: meshplan on a CPU cluster, else megatron
   std::string precision = "bf16";
   std::string flash_attention = "on";
   int flash_attention_version = 2;
@@ -326,9 +326,12 @@ planner::SearchSpace search_space(const PlanArguments& args, const models::Clust
 }
 
 // The software options every searched layout is costed with (on/off flags, --bucket-mb).
-planner::PlanOptions plan_options(const PlanArguments& args) {
+planner::PlanOptions plan_options(const PlanArguments& args, const models::ClusterConfig& cluster) {
   planner::PlanOptions options;
-  options.framework = planner::parse_framework(args.framework, "--framework");
+  // A cluster of CPU cores runs only on meshplan's own executor, so its plans default to it.
+  options.framework = args.framework ? planner::parse_framework(*args.framework, "--framework")
+                      : models::is_cpu_cluster(cluster) ? planner::Framework::kMeshplan
+                                                        : planner::Framework::kMegatron;
   options.gemm_precision = planner::parse_gemm_precision(args.precision, "--precision");
   options.flash_attention = parse_on_off(args.flash_attention, "--flash-attention");
   options.flash_attention_version = args.flash_attention_version;
@@ -459,7 +462,7 @@ void run_plan(const PlanArguments& args) {
   const models::ClusterConfig cluster = models::load_cluster(args.cluster);
   planner::SearchSpace space = search_space(args, cluster);
   fix_stage_layers(args, model, space);
-  const planner::PlanOptions options = plan_options(args);
+  const planner::PlanOptions options = plan_options(args, cluster);
   if (args.save_plan_rank < 1 || (args.save_plan_rank > 1 && args.save_plan_path.empty())) {
     throw InputError(fmt::format("--save-plan-rank: {} ({})",
                                  args.save_plan_rank < 1 ? "must be positive" : "needs --save-plan",
@@ -642,8 +645,8 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--schedule", args->schedule,
                    "Fix the schedule: gpipe | 1f1b | interleaved | zb-h1");
   plan->add_option("--framework", args->framework,
-                   "Software that runs the plan: megatron | deepspeed | fsdp | meshplan")
-      ->capture_default_str();
+                   "Software that runs the plan: megatron | deepspeed | fsdp | meshplan (default: "
+                   "megatron; meshplan on a CPU cluster such as local-cpu)");
   plan->add_option("--precision", args->precision,
                    "Linear-layer GEMMs: bf16 | fp8 (Transformer Engine FP8; H100/H200 only)")
       ->capture_default_str();

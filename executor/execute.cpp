@@ -96,12 +96,6 @@ std::shared_ptr<const TokenSource> load_data(const planner::Plan& plan,
 
 namespace {
 
-// The local-cpu preset's device (and every profile calibrate derives from it) is a CPU core:
-// those plans run on the CPU executor, every other cluster's on GPUs.
-bool runs_on_cpus(const models::ClusterConfig& cluster) {
-  return cluster.gpu.name == "cpu-core";
-}
-
 #if !MESHPLAN_HAVE_GPU
 // An input error (exit 2, on every rank alike), as the CPU executor's refusal of a bf16 plan is.
 [[noreturn]] void throw_built_without_gpu(const planner::Plan& plan, const std::string& source) {
@@ -137,7 +131,7 @@ planner::Plan load_plan(const std::string& path, MPI_Comm world) {
     throw InputError(fmt::format("{}: num_gpus: the plan has {} ranks, mpirun started {}", path,
                                  plan.num_gpus, size));
   }
-  if (!runs_on_cpus(plan.cluster)) {
+  if (!models::is_cpu_cluster(plan.cluster)) {
 #if MESHPLAN_HAVE_GPU
     gpu::validate_plan_for_gpu(plan, path);
 #else
@@ -173,7 +167,7 @@ ExecuteReport execute_plan(const planner::Plan& plan, const ExecuteOptions& opti
                            const ExecuteCallbacks& callbacks) {
   set_errors_return(world);
   check_options(options);
-  if (!runs_on_cpus(plan.cluster)) {
+  if (!models::is_cpu_cluster(plan.cluster)) {
 #if MESHPLAN_HAVE_GPU
     return gpu::execute_plan_on_gpu(plan, options, world, callbacks);
 #else

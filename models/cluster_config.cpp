@@ -265,6 +265,10 @@ nlohmann::json cluster_to_json(const ClusterConfig& cluster) {
   return json;
 }
 
+bool is_cpu_cluster(const ClusterConfig& cluster) {
+  return cluster.gpu.name == "cpu-core";  // local-cpu's device name, kept by calibrate
+}
+
 ClusterConfig load_cluster(const std::string& name_or_path) {
   const ResolvedJson resolved =
       resolve_preset_or_file(name_or_path, "cluster", embedded_cluster_presets());

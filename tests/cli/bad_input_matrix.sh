@@ -317,10 +317,10 @@ plan_row "--ep 4 on dp 2" "ep must divide dp*cp: experts are split over data- an
 plan_row "--etp 0" "--etp: must be positive (0)" --model tiny-moe --cluster local-cpu --gpus 2 --etp 0
 plan_row "--etp 4 with tp 2" \
   "(etp must divide tp: meshplan models the expert tensor-parallel group inside the tp group (2 % 4))" \
-  --model tiny-moe --cluster local-cpu --gpus 2 --tp 2 --etp 4
+  --model tiny-moe --cluster local-cpu --gpus 2 --tp 2 --etp 4 --framework megatron
 plan_row "--etp 1 on a dense model" \
   "(expert tensor parallelism needs a mixture-of-experts model (etp 1, num_experts 0))" \
-  --model tiny --cluster local-cpu --gpus 2 --tp 2 --pp 1 --etp 1
+  --model tiny --cluster local-cpu --gpus 2 --tp 2 --pp 1 --etp 1 --framework megatron
 plan_row "--moe-load-imbalance 0.5" "--moe-load-imbalance: must be in [1, 64] (0.5)" \
   --model tiny-moe --cluster local-cpu --gpus 2 --moe-load-imbalance 0.5
 plan_row "--moe-aux-loss-coeff 2" "--moe-aux-loss-coeff: must be in [0, 1] (2)" \

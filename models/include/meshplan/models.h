@@ -200,6 +200,10 @@ struct ClusterConfig {
   bool operator==(const ClusterConfig&) const = default;
 };
 
+/// Whether the cluster's devices are CPU cores (local-cpu and the profiles calibrate derives from
+/// it): only meshplan's own CPU executor runs such a cluster.
+bool is_cpu_cluster(const ClusterConfig& cluster);
+
 /// A preset name (`dgx-a100-80gb`, `dgx-h100`, `dgx-h200`, `local-cpu`) or a cluster JSON file.
 ClusterConfig load_cluster(const std::string& name_or_path);
 ClusterConfig cluster_from_json(const nlohmann::json& json, const std::string& source);
