@@ -38,6 +38,11 @@ void calibrate(const CalibrateArguments& args, int rank) {
   if (options.quick) {
     options.max_message_bytes = std::min<int64_t>(options.max_message_bytes, 1 << 20);
   }
+  // Every rank registers the outputs: a clash (two outputs, or --out on --base) fails alike.
+  reports::OutputSet outputs;
+  outputs.add("--out", args.out_path);
+  outputs.add("--json", args.json_path);
+  outputs.add_input("--base", args.base);
   const models::ClusterConfig base = models::load_cluster(args.base);
   if (base.precision != models::Precision::kFp32) {
     executor::fit_cluster(base, args.base, {});  // throws its InputError, the same on every rank
@@ -53,9 +58,6 @@ void calibrate(const CalibrateArguments& args, int rank) {
     return;
   }
   const reports::Report report = reports::calibrate_report(measurements, fit);
-  reports::OutputSet outputs;
-  outputs.add("--out", args.out_path);
-  outputs.add("--json", args.json_path);
   if (outputs.wants("--out")) {
     outputs.set("--out", models::cluster_to_json(fit.cluster).dump(2) + "\n");
   }

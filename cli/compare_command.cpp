@@ -26,6 +26,8 @@ void register_compare_command(CLI::App& app) {
   compare->callback([args] {
     reports::OutputSet outputs;
     outputs.add("--json", args->json_path);
+    outputs.add_input("the plan file", args->plan_path);
+    outputs.add_input("MEASURED", args->measured_path);
     const planner::Plan plan = planner::read_plan_file(args->plan_path);
     const reports::MeasuredRun measured = reports::read_measured_run(args->measured_path, plan);
     const reports::Comparison comparison = reports::compare_plan(plan, measured);

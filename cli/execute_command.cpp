@@ -22,6 +22,7 @@
 #include "meshplan/execute_report.h"
 #include "meshplan/executor.h"
 #include "meshplan/json_io.h"
+#include "meshplan/output_set.h"
 
 namespace meshplan::cli {
 
@@ -58,6 +59,9 @@ void run_execute(const ExecuteArguments& args) {
   run_as_mpi_rank([&](int rank) {
     executor::ExecuteOptions options = args.options;
     read_fault_injection(&options);
+    reports::OutputSet clash_check;  // every rank alike: --json must not be the plan file
+    clash_check.add("--json", args.json_path);
+    clash_check.add_input("the plan file", args.plan_path);
     const planner::Plan plan = executor::load_plan(args.plan_path, MPI_COMM_WORLD);
     if (!args.json_path.empty()) {
       executor::check_output_file(args.json_path, "--json", MPI_COMM_WORLD);

@@ -454,6 +454,8 @@ void run_plan(const PlanArguments& args) {
   outputs.add("--json", args.json_path);
   outputs.add("--save-plan", args.save_plan_path);
   outputs.add("--emit-out", args.emit_out);
+  outputs.add_input("--model", args.model);
+  outputs.add_input("--cluster", args.cluster);
   const std::optional<reports::EmitTarget> emit = emit_target(args);
   // --emit without --emit-out: the launch config alone on stdout, the tables on stderr.
   std::FILE* const table_out = emit && args.emit_out.empty() ? stderr : stdout;
@@ -555,8 +557,10 @@ void add_validation_plans(const planner::ValidationReport& report, const std::st
           "--plans: run id \"{}\" is not a file name (letters, digits, '.', '_', '-')", run.id));
     }
   }
+  // One level, as every other output needs its directory to exist: a typo in a parent is not
+  // made into a tree.
   std::error_code error;
-  std::filesystem::create_directories(dir, error);
+  std::filesystem::create_directory(dir, error);
   if (error || !std::filesystem::is_directory(dir)) {
     throw RuntimeError(fmt::format("--plans: {}: cannot create directory", dir));
   }
@@ -763,6 +767,7 @@ void register_plan_commands(CLI::App& app) {
   validate->callback([runs_path, validate_json, plans_dir] {
     reports::OutputSet outputs;
     outputs.add("--json", *validate_json);
+    outputs.add_input("the runs file", *runs_path);
     const planner::ValidationReport report =
         planner::validate_runs(read_json_file(*runs_path), *runs_path);
     const reports::Report validation = reports::validation_report(report);

@@ -34,6 +34,7 @@ void run_simulate(const SimulateArguments& args) {
   outputs.add("--trace", args.trace_path);
   outputs.add("--svg", args.svg_path);
   outputs.add("--json", args.json_path);
+  outputs.add_input("the plan file", args.plan_path);
   if (args.bucket_mb && (!(*args.bucket_mb > 0) || !std::isfinite(*args.bucket_mb))) {
     throw InputError(fmt::format("--bucket-mb: must be positive ({})", *args.bucket_mb));
   }

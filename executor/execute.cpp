@@ -79,14 +79,12 @@ std::shared_ptr<const TokenSource> load_data(const planner::Plan& plan,
   std::string error;
   std::string text;
   if (rank == 0) {
-    std::ifstream in(options.data, std::ios::binary);
-    if (!in) {
-      error = fmt::format("{}: --data: cannot read file (expected synthetic or a text file)",
-                          options.data);
-    } else {
-      std::stringstream buffer;
-      buffer << in.rdbuf();
-      text = buffer.str();
+    try {
+      text = read_input_file(options.data);
+    } catch (const InputError& e) {  // "<path>: cannot read file (a directory)", too large
+      const std::string reason = std::string(e.what()).substr(options.data.size() + 2);
+      error =
+          fmt::format("{}: --data: {} (expected synthetic or a text file)", options.data, reason);
     }
   }
   agree_on_input_errors(world, error);
@@ -146,7 +144,12 @@ void check_output_file(const std::string& path, const std::string& flag, MPI_Com
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(world, &rank));
   std::string error;
-  if (rank == 0) {
+  if (rank == 0 && is_special_file(path)) {
+    // A device or pipe is written through (write_file_atomic): no temporary beside it.
+    if (::access(path.c_str(), W_OK) != 0) {
+      error = fmt::format("{}: {}: cannot write the file ({})", path, flag, std::strerror(errno));
+    }
+  } else if (rank == 0) {
     // The temporary name write_file_atomic writes first (json_io.cpp).
     const std::string temporary = fmt::format("{}.tmp.{}", path, ::getpid());
     std::FILE* file = std::fopen(temporary.c_str(), "wb");

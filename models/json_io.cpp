@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -13,22 +14,46 @@
 
 namespace meshplan {
 
-nlohmann::json read_json_file(const std::string& path) {
+std::string read_input_file(const std::string& path) {
   std::error_code error;
   if (std::filesystem::is_directory(path, error)) {  // opens, then reads as an empty file
     throw InputError(fmt::format("{}: cannot read file (a directory)", path));
   }
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw InputError(fmt::format("{}: cannot read file", path));
   }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
+  // In chunks, so that a device or pipe without end (/dev/zero) stops at the bound.
+  std::string text;
+  std::array<char, 1 << 16> chunk{};
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    text.append(chunk.data(), static_cast<size_t>(in.gcount()));
+    if (static_cast<int64_t>(text.size()) > kMaxInputFileBytes) {
+      throw InputError(fmt::format("{}: larger than 256 MiB, not a meshplan input", path));
+    }
+  }
   if (in.bad()) {
     throw InputError(fmt::format("{}: cannot read file", path));
   }
+  return text;
+}
+
+nlohmann::json parse_json_text(const std::string& text, const std::string& source) {
+  // The parser's callback sees each object or array as it opens, at its depth (0 for the
+  // outermost): refusing there keeps every later recursion over the document (dump,
+  // destruction, comparison) shallow.
+  const nlohmann::json::parser_callback_t depth_limit =
+      [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
+        if (depth >= kMaxJsonDepth && (event == nlohmann::json::parse_event_t::object_start ||
+                                       event == nlohmann::json::parse_event_t::array_start)) {
+          throw InputError(fmt::format("{}: malformed JSON: nested deeper than {} levels", source,
+                                       kMaxJsonDepth));
+        }
+        return true;
+      };
   try {
-    return nlohmann::json::parse(buffer.str());
+    return nlohmann::json::parse(text, depth_limit);
   } catch (const nlohmann::json::exception& e) {
     // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ..." or,
     // for a number beyond double (1e400), "[json.exception.out_of_range.406] number overflow
@@ -38,42 +63,75 @@ nlohmann::json read_json_file(const std::string& path) {
     if (pos != std::string::npos) {
       message = message.substr(pos + 2);
     }
-    throw InputError(fmt::format("{}: malformed JSON: {}", path, message));
+    throw InputError(fmt::format("{}: malformed JSON: {}", source, message));
   }
 }
 
-void write_file_atomic(const std::string& path, const std::string& content) {
-  const std::string temporary = fmt::format("{}.tmp.{}", path, ::getpid());
-  std::FILE* file = std::fopen(temporary.c_str(), "wb");
+nlohmann::json read_json_file(const std::string& path) {
+  return parse_json_text(read_input_file(path), path);
+}
+
+bool is_special_file(const std::string& path) {
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  return !error && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status) &&
+         !std::filesystem::is_directory(status);
+}
+
+bool write_file_synced(const std::string& path, const std::string& content) {
+  const bool special = is_special_file(path);
+  std::FILE* file = std::fopen(path.c_str(), "wb");
   if (file == nullptr) {
-    throw RuntimeError(fmt::format("{}: cannot write file", path));
+    return false;
   }
   const bool written = std::fwrite(content.data(), 1, content.size(), file) == content.size();
-  const bool flushed = std::fflush(file) == 0 && ::fsync(::fileno(file)) == 0;
+  // A device or pipe has no disk copy to sync (fsync on /dev/null fails with EINVAL); its
+  // flush still reports a full device (/dev/full: ENOSPC).
+  const bool flushed = std::fflush(file) == 0 && (special || ::fsync(::fileno(file)) == 0);
   const bool closed = std::fclose(file) == 0;
-  if (!written || !flushed || !closed || std::rename(temporary.c_str(), path.c_str()) != 0) {
+  return written && flushed && closed;
+}
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+  if (is_special_file(path)) {
+    if (!write_file_synced(path, content)) {
+      throw RuntimeError(fmt::format("{}: cannot write file", path));
+    }
+    return;
+  }
+  const std::string temporary = fmt::format("{}.tmp.{}", path, ::getpid());
+  if (!write_file_synced(temporary, content) || std::rename(temporary.c_str(), path.c_str()) != 0) {
     std::remove(temporary.c_str());
     throw RuntimeError(fmt::format("{}: cannot write file", path));
   }
 }
 
+bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  if (fs::absolute(a).lexically_normal() == fs::absolute(b).lexically_normal()) {
+    return true;
+  }
+  std::error_code error;
+  return fs::equivalent(a, b, error) && !error;
+}
+
 namespace {
+
+std::string shorten(const nlohmann::json& value) {
+  std::string text = value.dump();
+  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
+}
 
 const nlohmann::json& require_field(const nlohmann::json& object, const std::string& field,
                                     const std::string& source) {
   if (!object.is_object()) {
-    throw InputError(fmt::format("{}: expected a JSON object ({})", source, object.dump()));
+    throw InputError(fmt::format("{}: expected a JSON object ({})", source, shorten(object)));
   }
   const auto it = object.find(field);
   if (it == object.end() || it->is_null()) {
     throw InputError(fmt::format("{}: {}: missing", source, field));
   }
   return *it;
-}
-
-std::string shorten(const nlohmann::json& value) {
-  std::string text = value.dump();
-  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
 }
 
 }  // namespace

@@ -128,12 +128,7 @@ void record_peak(MeasuredRun& run, int64_t stage, int64_t bytes) {
 }  // namespace
 
 MeasuredRun parse_execute_json(const std::string& text, const std::string& source) {
-  nlohmann::json json;
-  try {
-    json = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(fmt::format("{}: malformed JSON: {}", source, e.what()));
-  }
+  const nlohmann::json json = parse_json_text(text, source);
   MeasuredRun run;
   run.format = "meshplan execute";
   run.memory_kind = "live tensors";
@@ -282,13 +277,7 @@ MeasuredRun parse_torchtitan_log(const std::string& text, const std::string& sou
 }
 
 MeasuredRun read_measured_run(const std::string& path, const planner::Plan& plan) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    throw InputError(fmt::format("{}: cannot read file", path));
-  }
-  std::ostringstream buffer;
-  buffer << file.rdbuf();
-  const std::string text = buffer.str();
+  const std::string text = read_input_file(path);
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') {
     return parse_execute_json(text, path);

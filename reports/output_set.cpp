@@ -11,46 +11,42 @@
 #include <system_error>
 
 #include "meshplan/errors.h"
+#include "meshplan/json_io.h"
 
 namespace meshplan::reports {
-namespace {
-
-// Whether two output paths name one file: equal once made absolute and normalised, or the
-// same existing file (a hard or symbolic link).
-bool same_file(const std::string& a, const std::string& b) {
-  namespace fs = std::filesystem;
-  if (fs::absolute(a).lexically_normal() == fs::absolute(b).lexically_normal()) {
-    return true;
-  }
-  std::error_code error;
-  return fs::equivalent(a, b, error) && !error;
-}
-
-// Writes `content` to `path` and flushes it to disk; false if any step fails.
-bool write_synced(const std::string& path, const std::string& content) {
-  std::FILE* file = std::fopen(path.c_str(), "wb");
-  if (file == nullptr) {
-    return false;
-  }
-  const bool written = std::fwrite(content.data(), 1, content.size(), file) == content.size();
-  const bool flushed = std::fflush(file) == 0 && ::fsync(::fileno(file)) == 0;
-  const bool closed = std::fclose(file) == 0;
-  return written && flushed && closed;
-}
-
-}  // namespace
 
 void OutputSet::add(const std::string& flag, const std::string& path) {
   if (path.empty()) {
     return;
   }
-  for (const Output& output : outputs_) {
-    if (same_file(output.path, path)) {
-      throw InputError(
-          fmt::format("{} and {}: the same output file ({})", output.flag, flag, path));
+  for (const Input& input : inputs_) {
+    if (same_file(input.path, path)) {
+      throw InputError(fmt::format("{}: the same file as {} ({})", flag, input.what, path));
+    }
+  }
+  // Two outputs on one device (/dev/null twice) are harmless; on one regular file they clash.
+  if (!is_special_file(path)) {
+    for (const Output& output : outputs_) {
+      if (same_file(output.path, path)) {
+        throw InputError(
+            fmt::format("{} and {}: the same output file ({})", output.flag, flag, path));
+      }
     }
   }
   outputs_.push_back({flag, path, "", false});
+}
+
+void OutputSet::add_input(const std::string& what, const std::string& path) {
+  std::error_code error;
+  if (path.empty() || !std::filesystem::exists(path, error) || is_special_file(path)) {
+    return;  // a preset name, or a stream read once: nothing an output could overwrite
+  }
+  for (const Output& output : outputs_) {
+    if (same_file(output.path, path)) {
+      throw InputError(fmt::format("{}: the same file as {} ({})", output.flag, what, path));
+    }
+  }
+  inputs_.push_back({what, path});
 }
 
 bool OutputSet::wants(const std::string& flag) const {
@@ -74,31 +70,43 @@ void OutputSet::set(const std::string& flag, std::string content) {
 }
 
 void OutputSet::commit() {
-  std::vector<std::string> temporaries;
+  // Regular files: a temporary beside each, renamed once all are written. Devices and pipes
+  // (is_special_file) are written through after that, never replaced.
+  std::vector<std::string> temporaries(outputs_.size());
   auto remove_temporaries = [&] {
     for (const std::string& temporary : temporaries) {
-      std::remove(temporary.c_str());
+      if (!temporary.empty()) {
+        std::remove(temporary.c_str());
+      }
     }
   };
-  for (const Output& output : outputs_) {
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    const Output& output = outputs_[i];
     assert(output.has_content);
-    const std::string temporary = fmt::format("{}.tmp.{}", output.path, ::getpid());
+    if (is_special_file(output.path)) {
+      continue;
+    }
     std::error_code error;  // a path that cannot be inspected fails below, when written
     const bool directory = std::filesystem::is_directory(output.path, error);
     if (!directory) {
-      temporaries.push_back(temporary);
+      temporaries[i] = fmt::format("{}.tmp.{}", output.path, ::getpid());
     }
-    if (directory || !write_synced(temporary, output.content)) {
+    if (directory || !write_file_synced(temporaries[i], output.content)) {
       remove_temporaries();
       throw RuntimeError(fmt::format("{}: cannot write file", output.path));
     }
   }
   for (size_t i = 0; i < outputs_.size(); ++i) {
-    if (std::rename(temporaries[i].c_str(), outputs_[i].path.c_str()) != 0) {
-      // Only a rename can fail here (the files are written): the earlier outputs are already
-      // in place, the later ones untouched.
+    const bool written = temporaries[i].empty()
+                             ? write_file_synced(outputs_[i].path, outputs_[i].content)
+                             : std::rename(temporaries[i].c_str(), outputs_[i].path.c_str()) == 0;
+    if (!written) {
+      // The files are written: the earlier outputs are already in place, the later ones
+      // untouched.
       for (size_t j = i; j < temporaries.size(); ++j) {
-        std::remove(temporaries[j].c_str());
+        if (!temporaries[j].empty()) {
+          std::remove(temporaries[j].c_str());
+        }
       }
       throw RuntimeError(fmt::format("{}: cannot write file", outputs_[i].path));
     }

@@ -627,5 +627,30 @@ row "calibrate: --out into /proc, refused before measuring" 2 \
   "/proc/meshplan_x.json: --out: cannot write" \
   mpi 2 calibrate --quick --out /proc/meshplan_x.json --json new_out.json
 
+# An output on an input file is refused before anything is written (sentinel.json is the input
+# and must stay as it was); a device output is written through, never replaced (checked in
+# output_set_test); inputs without end or nesting without bound stop with one line.
+cp p.json plan_copy.json
+row "plan: --save-plan on the --model file" 2 \
+  "--save-plan: the same file as --model (sentinel.json)" \
+  plan --model sentinel.json --cluster local-cpu --gpus 2 --save-plan sentinel.json --json new_out.json
+row "simulate: --json on the plan file" 2 "--json: the same file as the plan file (sentinel.json)" \
+  simulate sentinel.json --json ./sentinel.json --svg new_out.json
+row "validate: --json on the runs file" 2 "--json: the same file as the runs file (sentinel.json)" \
+  validate sentinel.json --json sentinel.json
+row "compare: --json on the measured log" 2 "--json: the same file as MEASURED (sentinel.json)" \
+  compare plan_copy.json sentinel.json --json sentinel.json
+row "execute: --json on the plan file" 2 "--json: the same file as the plan file (sentinel.json)" \
+  mpi 2 execute sentinel.json --steps 1 --json sentinel.json
+row "calibrate: --out on --base" 2 "--out: the same file as --base (sentinel.json)" \
+  mpi 2 calibrate --quick --base sentinel.json --out sentinel.json
+row "simulate: /dev/zero as the plan file" 2 "/dev/zero: larger than 256 MiB, not a meshplan input" \
+  simulate /dev/zero --json new_out.json
+levels=$(printf '%*s' 100000 '')
+printf '%s%s\n' "${levels// /[}" "${levels// /]}" >nested.json
+row "plan: a model file nested 100,000 levels deep" 2 \
+  "nested.json: malformed JSON: nested deeper than 64 levels" \
+  plan --model nested.json --cluster local-cpu --gpus 2 --json new_out.json --save-plan sentinel.json
+
 echo "# bad-input matrix: $num_passed passed, $num_failed failed"
 [ "$num_failed" -eq 0 ]

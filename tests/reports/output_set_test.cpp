@@ -4,12 +4,14 @@
 #include "meshplan/output_set.h"
 
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "input_error.h"
 #include "meshplan/errors.h"
@@ -103,6 +105,50 @@ TEST_CASE("OutputSet: one file given to two outputs is an error naming both flag
         "--json and --svg: the same output file (./x/../report.json)");
   outputs.add("--trace", "trace.json");  // a different file is fine
   CHECK(outputs.wants("--trace"));
+}
+
+TEST_CASE("OutputSet: an output on an input file is refused, before or after it is registered") {
+  const TempDir dir("input");
+  std::ofstream(dir.file("model.json")) << "{}\n";
+  OutputSet outputs;
+  outputs.add_input("--model", dir.file("model.json"));
+  outputs.add_input("--cluster", "dgx-h100");  // a preset name, no file: nothing to protect
+  CHECK(meshplan::test::input_error([&] { outputs.add("--save-plan", dir.file("model.json")); }) ==
+        "--save-plan: the same file as --model (" + dir.file("model.json") + ")");
+  outputs.add("--json", "dgx-h100");
+  OutputSet later;
+  later.add("--json", dir.file("./model.json"));
+  CHECK(meshplan::test::input_error([&] {
+          later.add_input("the plan file", dir.file("model.json"));
+        }) == "--json: the same file as the plan file (" + dir.file("model.json") + ")");
+  CHECK(contents(dir.file("model.json")) == "{}\n");
+}
+
+TEST_CASE("OutputSet: a device or pipe is written through, never replaced by a file") {
+  const TempDir dir("device");
+  const std::string fifo = dir.file("pipe");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::string received;
+  std::thread reader([&] { received = contents(fifo); });
+  OutputSet outputs;
+  outputs.add("--json", fifo);
+  outputs.add("--svg", "/dev/null");
+  outputs.add("--trace", "/dev/null");  // the same device twice is harmless
+  outputs.set("--json", "{\"a\": 1}\n");
+  outputs.set("--svg", "<svg/>\n");
+  outputs.set("--trace", "[]\n");
+  outputs.commit();
+  reader.join();
+  CHECK(received == "{\"a\": 1}\n");
+  CHECK(fs::is_fifo(fifo));
+  CHECK(fs::is_character_file("/dev/null"));
+  CHECK(dir.num_entries() == 1);  // no temporary beside the pipe
+  // A full device fails as an unwritable file does.
+  OutputSet full;
+  full.add("--json", "/dev/full");
+  full.set("--json", "x\n");
+  CHECK_THROWS_WITH_AS(full.commit(), "/dev/full: cannot write file", RuntimeError);
+  CHECK(fs::is_character_file("/dev/full"));
 }
 
 }  // namespace meshplan::reports

@@ -8,13 +8,43 @@
 
 namespace meshplan {
 
-/// Parses a JSON file. Throws InputError: "<path>: cannot read file" (with " (a directory)" for
-/// one) or "<path>: malformed JSON: <parser message>" (a number beyond double included).
+/// The most bytes an input file (model, cluster, plan, runs, log) may hold: far above any real
+/// one (the largest shipped, validation/public_runs.json, is under 1 MB), and a bound on what
+/// /dev/zero or a runaway pipe can make meshplan read.
+inline constexpr int64_t kMaxInputFileBytes = int64_t{256} << 20;
+/// The deepest nesting a JSON input may have (plans and runs files nest 4 levels): deeper is
+/// refused before anything recurses over it.
+inline constexpr int kMaxJsonDepth = 64;
+
+/// The bytes of an input file, read to its end. Throws InputError "<path>: cannot read file"
+/// (" (a directory)" for one) or "<path>: larger than 256 MiB, not a meshplan input".
+std::string read_input_file(const std::string& path);
+
+/// Parses JSON text from `source`. Throws InputError "<source>: malformed JSON: <parser
+/// message>" (a number beyond double included), or "<source>: malformed JSON: nested deeper than
+/// 64 levels".
+nlohmann::json parse_json_text(const std::string& text, const std::string& source);
+
+/// read_input_file, then parse_json_text.
 nlohmann::json read_json_file(const std::string& path);
 
 /// Writes `content` to a temporary file beside `path`, flushes it to disk and renames it over
-/// `path`, so a reader never sees a partial file. Throws RuntimeError naming the path.
+/// `path`, so a reader never sees a partial file. A path that names an existing device, FIFO or
+/// socket (/dev/null, /dev/stdout, a named pipe) is written through instead: renaming over it
+/// would replace it with a regular file. Throws RuntimeError naming the path.
 void write_file_atomic(const std::string& path, const std::string& content);
+
+/// Whether `path` names an existing file that is neither regular nor a directory (a character
+/// or block device, a FIFO, a socket): such an output is written through, not replaced.
+bool is_special_file(const std::string& path);
+
+/// Writes `content` to `path` (opened for writing, truncated) and, for a regular file, flushes
+/// it to disk; false if any step fails. The building block of the atomic writers.
+bool write_file_synced(const std::string& path, const std::string& content);
+
+/// Whether two paths name one file: equal once made absolute and normalised, or the same
+/// existing file (a hard or symbolic link).
+bool same_file(const std::string& a, const std::string& b);
 
 /// Typed field access for loaders: throws InputError "<source>: <field>: missing" or
 /// "<source>: <field>: expected <type> (<value>)".

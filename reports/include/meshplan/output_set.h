@@ -16,6 +16,11 @@ class OutputSet {
   /// InputError "<flag> and <flag>: the same output file (<path>)" when another registered flag
   /// names the same file.
   void add(const std::string& flag, const std::string& path);
+  /// Registers an input file (`what` names it in errors: "--model", "the plan file"), which no
+  /// output may overwrite: an output registered before or after on the same file throws
+  /// InputError "<flag>: the same file as <what> (<path>)". A path that does not exist (a
+  /// preset name) or names a device or pipe is skipped.
+  void add_input(const std::string& what, const std::string& path);
   /// Whether `flag` was registered with a path.
   bool wants(const std::string& flag) const;
   /// The content of `flag`'s file. Precondition: wants(flag).
@@ -32,7 +37,12 @@ class OutputSet {
     std::string content;
     bool has_content = false;
   };
+  struct Input {
+    std::string what;
+    std::string path;
+  };
   std::vector<Output> outputs_;
+  std::vector<Input> inputs_;
 };
 
 }  // namespace meshplan::reports
