@@ -67,6 +67,7 @@ constexpr double kMaxBytesPerSecond = 1e16;
 constexpr double kMaxLatencySeconds = 1;
 constexpr int64_t kMaxHbmBytes = int64_t{1} << 50;  // 1 PiB, 7,000 times an H200's 141 GB
 constexpr int64_t kMaxGpusPerNode = 10'000'000;     // what `plan --gpus` accepts in all
+constexpr double kMaxPricePerGpuHour = 1e6;         // USD, as sweep --price
 
 void check_positive(double value, const char* field, const std::string& source) {
   if (!std::isfinite(value) || value <= 0) {
@@ -88,9 +89,12 @@ void check_in_range(double value, double min, double max, const char* field,
   }
 }
 
+// An efficiency: a fraction of a datasheet peak, at least kMinEfficiency (below it every time
+// would be over a thousand times the datasheet's: a typo, and a path to infinite costs).
+constexpr double kMinEfficiency = 1e-3;
 void check_fraction(double value, const char* field, const std::string& source) {
-  if (!std::isfinite(value) || value <= 0 || value > 1) {
-    throw InputError(fmt::format("{}: {}: must be in (0, 1] ({})", source, field, value));
+  if (!std::isfinite(value) || value < kMinEfficiency || value > 1) {
+    throw InputError(fmt::format("{}: {}: must be in [0.001, 1] ({})", source, field, value));
   }
 }
 
@@ -142,13 +146,17 @@ void validate_cluster(const ClusterConfig& cluster, const std::string& source) {
     throw InputError(fmt::format("{}: reserved_bytes_per_gpu: must be in [0, gpu.hbm_bytes) ({})",
                                  source, cluster.reserved_bytes_per_gpu));
   }
-  if (!std::isfinite(cluster.price_per_gpu_hour) || cluster.price_per_gpu_hour < 0) {
-    throw InputError(fmt::format("{}: price_per_gpu_hour: must be zero or positive and finite ({})",
+  // The bound sweep's --price has: a GPU-hour above a million USD is a typo.
+  if (!std::isfinite(cluster.price_per_gpu_hour) || cluster.price_per_gpu_hour < 0 ||
+      cluster.price_per_gpu_hour > kMaxPricePerGpuHour) {
+    throw InputError(fmt::format("{}: price_per_gpu_hour: must be between 0 and 1e6 USD ({})",
                                  source, cluster.price_per_gpu_hour));
   }
   const ComputeEfficiency& e = cluster.efficiency;
   check_fraction(e.gemm_peak_efficiency, "efficiency.gemm_peak_efficiency", source);
-  check_positive(e.gemm_half_efficiency_dim, "efficiency.gemm_half_efficiency_dim", source);
+  // x_half: the GEMM dimension at which half of e_max is reached; real ones are 32-2048.
+  check_in_range(e.gemm_half_efficiency_dim, 1e-3, 1e6, "efficiency.gemm_half_efficiency_dim",
+                 source);
   check_fraction(e.attention_efficiency, "efficiency.attention_efficiency", source);
   check_fraction(e.hbm_efficiency, "efficiency.hbm_efficiency", source);
   check_fraction(e.collective_efficiency, "efficiency.collective_efficiency", source);

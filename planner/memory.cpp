@@ -425,8 +425,16 @@ std::pair<double, double> working_set_bytes(const PlanOptions& options,
     return {e * static_cast<double>(trace.peak_gathered_elements),
             reduce_bucket + e * static_cast<double>(trace.largest_gradient_elements)};
   }
+  if (framework == Framework::kMeshplan && layout.zero >= 2 && d > 1) {
+    // meshplan's executor (executor/gradient_sync.h): the backward writes one full-size gradient
+    // buffer, reused every micro-batch, whose blocks are reduce-scattered into the N / dp
+    // accumulator that bytes_per_parameter counts. Under ZeRO 3 (parameter_gather.h) the whole
+    // stage is gathered around each op, since an op's layer buckets all complete before it runs
+    // (vpp 1: validate_plan_for_executor).
+    return {layout.zero >= 3 ? e * stage_parameters : 0.0, e * stage_parameters};
+  }
   if (layout.zero >= 3) {
-    // meshplan's executor gathers layer by layer: the layer computing and the next one
+    // Any other framework without a model of its own here: the layer computing and the next one
     // prefetched (ZeRO, Rajbhandari et al. 2020, Sec. 7.2.2).
     return {2.0 * e * static_cast<double>(layer_count.sharded), 0.0};
   }

@@ -134,7 +134,7 @@ std::vector<int64_t> stage_layers_from_json(const nlohmann::json& json, const st
     }
     layers.push_back(count.get<int64_t>());
   }
-  return canonical_stage_layers(layers);
+  return layers;  // as given: check_stage_layers checks it, then canonical_stage_layers
 }
 
 Layout layout_from_json(const nlohmann::json& json, const std::string& source) {
@@ -436,6 +436,15 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
     throw InputError(fmt::format("{}: layout: {} = {} differs from num_gpus ({})", source,
                                  plan.layout.cp > 1 ? "tp*cp*pp*dp" : "tp*pp*dp",
                                  plan.layout.num_gpus(), plan.num_gpus));
+  }
+  // A stated split is checked as written (count, sign, sum), even when it is the even one,
+  // which is then stored as {} like every even split.
+  if (!plan.layout.stage_layers.empty()) {
+    const std::string reason = check_stage_layers(plan.model, plan.layout);
+    if (!reason.empty()) {
+      throw InputError(fmt::format("{}: layout: {}", source, reason));
+    }
+    plan.layout.stage_layers = canonical_stage_layers(plan.layout.stage_layers);
   }
   Validity validity = check_layout(plan.model, plan.cluster, plan.num_gpus, plan.layout,
                                    plan.options.allow_tp_across_nodes);

@@ -148,7 +148,8 @@ SearchSpace run_space(const nlohmann::json& layout, int64_t num_gpus, const std:
   }
   // Optional, unlike the fields above: runs written before uneven stages omit it (searched).
   if (layout.contains("stage_layers") && !layout.at("stage_layers").is_null()) {
-    space.stage_layers = stage_layers_from_json(layout.at("stage_layers"), where);
+    space.stage_layers =
+        canonical_stage_layers(stage_layers_from_json(layout.at("stage_layers"), where));
   }
   // No published run states a micro-batch group size, and the interleaved runs predate it
   // (Narayanan et al. 2021's Megatron-LM needs m divisible by pp): Megatron's default N = pp.

@@ -34,8 +34,14 @@ const char* cluster_color(size_t index) {
 struct LogAxis {
   double lo_exp = 0, hi_exp = 1, from = 0, to = 1;
   LogAxis(double lo, double hi, double from_px, double to_px) : from(from_px), to(to_px) {
-    lo_exp = std::floor(std::log10(lo));
-    hi_exp = std::max(std::ceil(std::log10(hi)), lo_exp + 1);
+    // Decades within 1e-30..1e30, and a zero, infinite or NaN end replaced, so the grid loops
+    // stay bounded whatever the points hold.
+    const auto exponent = [](double value, double otherwise) {
+      return std::isfinite(value) && value > 0 ? std::clamp(std::log10(value), -30.0, 30.0)
+                                               : otherwise;
+    };
+    lo_exp = std::floor(exponent(lo, 0.0));
+    hi_exp = std::max(std::ceil(exponent(hi, lo_exp + 1)), lo_exp + 1);
   }
   double at(double value) const {
     return from + (std::log10(value) - lo_exp) / (hi_exp - lo_exp) * (to - from);

@@ -262,13 +262,29 @@ TEST_CASE("cluster errors name the field path and the value") {
   nlohmann::json json = good;
   json["efficiency"]["gemm_peak_efficiency"] = 1.5;
   CHECK(cluster_error_for(json) ==
-        "mycluster.json: efficiency.gemm_peak_efficiency: must be in (0, 1] "
+        "mycluster.json: efficiency.gemm_peak_efficiency: must be in [0.001, 1] "
         "(1.5)");
 
   json = good;
   json["efficiency"]["collective_efficiency"] = 0;
   CHECK(cluster_error_for(json) ==
-        "mycluster.json: efficiency.collective_efficiency: must be in (0, 1] (0)");
+        "mycluster.json: efficiency.collective_efficiency: must be in [0.001, 1] (0)");
+
+  // Absurd but finite values that made infinite step times and costs (sweep --html then never
+  // ended): an efficiency of 1e-300, x_half 1e300, a 1e300 USD GPU-hour.
+  json = good;
+  json["efficiency"]["hbm_efficiency"] = 1e-300;
+  CHECK(cluster_error_for(json) ==
+        "mycluster.json: efficiency.hbm_efficiency: must be in [0.001, 1] (1e-300)");
+  json = good;
+  json["efficiency"]["gemm_half_efficiency_dim"] = 1e300;
+  CHECK(cluster_error_for(json) ==
+        "mycluster.json: efficiency.gemm_half_efficiency_dim: absurdly large, more than 1000000 "
+        "(1e+300)");
+  json = good;
+  json["price_per_gpu_hour"] = 1e300;
+  CHECK(cluster_error_for(json) ==
+        "mycluster.json: price_per_gpu_hour: must be between 0 and 1e6 USD (1e+300)");
 
   json = good;
   json["gpu"].erase("hbm_bytes");
@@ -319,7 +335,7 @@ TEST_CASE("cluster errors name the field path and the value") {
   json = good;
   json["price_per_gpu_hour"] = -1;
   CHECK(cluster_error_for(json) ==
-        "mycluster.json: price_per_gpu_hour: must be zero or positive and finite (-1)");
+        "mycluster.json: price_per_gpu_hour: must be between 0 and 1e6 USD (-1)");
 
   json = good;
   json["precision"] = "fp16";

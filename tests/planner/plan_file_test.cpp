@@ -612,5 +612,22 @@ TEST_CASE("round trip: optimizer_impl and weight_decay stored off their defaults
                        doctest::Contains("p.json: options: weight_decay"), InputError);
 }
 
+TEST_CASE("stage_layers: a stated even split is checked as written, then stored as even") {
+  // example_plan: tiny (4 layers) at pp 2, vpp 2. Every entry equal used to read as the even
+  // split before any check, whatever the values.
+  nlohmann::json json = example_json();
+  json["layout"]["stage_layers"] = {2, 2};
+  CHECK(plan_from_json(json, "p.json").layout.stage_layers.empty());
+  json["layout"]["stage_layers"] = {-3, -3};
+  CHECK(input_error([&] { plan_from_json(json, "p.json"); }) ==
+        "p.json: layout: stage_layers: stage 0 has -3 layers, expected 1 to num_layers 4 (-3,-3)");
+  json["layout"]["stage_layers"] = {1, 1};
+  CHECK(input_error([&] { plan_from_json(json, "p.json"); }) ==
+        "p.json: layout: stage_layers: sum 2 differs from num_layers 4 (1,1)");
+  json["layout"]["stage_layers"] = {7, 7, 7, 7, 7};
+  CHECK(input_error([&] { plan_from_json(json, "p.json"); }) ==
+        "p.json: layout: stage_layers: 5 entries for pp 2 (7,7,7,7,7)");
+}
+
 }  // namespace
 }  // namespace meshplan::planner

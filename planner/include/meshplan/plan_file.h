@@ -43,9 +43,9 @@ Plan read_plan_file(const std::string& path);
 nlohmann::json layout_to_json(const Layout& layout);
 Layout layout_from_json(const nlohmann::json& json, const std::string& source);
 
-/// The plan file's optional layout field "stage_layers": a non-empty array of integers, the
-/// even split canonicalised to {} (check_layout checks it against the model). Throws InputError
-/// "<where>: stage_layers: ..." on a wrong type.
+/// The plan file's optional layout field "stage_layers": a non-empty array of integers, as
+/// written (plan_from_json checks it against the model with check_stage_layers, then maps the
+/// even split to {}). Throws InputError "<where>: stage_layers: ..." on a wrong type.
 std::vector<int64_t> stage_layers_from_json(const nlohmann::json& json, const std::string& where);
 
 /// PlanOptions <-> the plan file's JSON object {flash_attention, overlap_grad_reduce,
