@@ -32,6 +32,7 @@ struct ExecuteArguments {
   std::string plan_path;
   std::string json_path;
   executor::ExecuteOptions options;
+  bool keep_checkpoints_given = false;  // its default (2) is not a request
 };
 
 // MESHPLAN_FAULT_KILL="RANK:STEP" (or MESHPLAN_FAULT_STOP): world rank RANK sends itself SIGKILL
@@ -59,6 +60,10 @@ void run_execute(const ExecuteArguments& args) {
   run_as_mpi_rank([&](int rank) {
     executor::ExecuteOptions options = args.options;
     read_fault_injection(&options);
+    if (args.keep_checkpoints_given && options.checkpoint_dir.empty()) {
+      throw InputError(
+          fmt::format("--keep-checkpoints: needs --checkpoint-dir ({})", options.keep_checkpoints));
+    }
     reports::OutputSet clash_check;  // every rank alike: --json must not be the plan file
     clash_check.add("--json", args.json_path);
     clash_check.add_input("the plan file", args.plan_path);
@@ -162,7 +167,10 @@ void register_execute_command(CLI::App& app) {
       ->capture_default_str();
   execute->add_option("--lr", args->options.learning_rate, "AdamW learning rate (constant)")
       ->capture_default_str();
-  execute->callback([args] { run_execute(*args); });
+  execute->callback([args, execute] {
+    args->keep_checkpoints_given = execute->count("--keep-checkpoints") > 0;
+    run_execute(*args);
+  });
 }
 
 }  // namespace meshplan::cli

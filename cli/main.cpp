@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "commands.h"
 #include "meshplan/errors.h"
@@ -21,7 +22,30 @@ int main(int argc, char** argv) {
   meshplan::cli::register_compare_command(app);
   meshplan::cli::register_calibrate_command(app);
   meshplan::cli::register_sweep_command(app);
+  // An option given an empty value (--json "") would read as not given: refused by name.
+  const CLI::Validator non_empty(
+      [](const std::string& value) { return value.empty() ? std::string("empty value") : ""; }, "",
+      "non-empty");
+  for (CLI::App* command : app.get_subcommands({})) {
+    for (CLI::Option* option : command->get_options()) {
+      if (option->get_type_size() > 0 && !option->get_positional()) {
+        option->check(non_empty);
+      }
+    }
+  }
   try {
+    if (argc > 1 && argv[1][0] != '-') {
+      std::string names;
+      bool known = false;
+      for (const CLI::App* command : app.get_subcommands({})) {
+        known = known || command->check_name(argv[1]);
+        names += (names.empty() ? "" : ", ") + command->get_name();
+      }
+      if (!known) {
+        throw meshplan::InputError(
+            fmt::format("unknown command '{}' (expected one of: {})", argv[1], names));
+      }
+    }
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

@@ -471,6 +471,13 @@ void run_plan(const PlanArguments& args) {
                                  args.save_plan_rank));
   }
   check_cp_arguments(args, model, space, options);
+  // Both only change MoE layers: on a dense model they would be ignored.
+  if (!model.is_moe() && (options.moe_load_imbalance != 1.0 || options.moe_aux_loss_coeff != 0.0)) {
+    throw InputError(fmt::format(
+        "{}: needs a mixture-of-experts model ({} has no experts)",
+        options.moe_load_imbalance != 1.0 ? "--moe-load-imbalance" : "--moe-aux-loss-coeff",
+        model.name));
+  }
   planner::check_grad_reduce_dtype_options(cluster, options, "--grad-reduce-dtype");
   planner::check_norm_kernel_model(model, options, "--norm-kernel");
 

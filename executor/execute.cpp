@@ -34,8 +34,10 @@ void check_options(const ExecuteOptions& options) {
   if (options.steps < 1) {
     throw InputError(fmt::format("--steps: must be at least 1 ({})", options.steps));
   }
-  if (!(options.learning_rate > 0)) {
-    throw InputError(fmt::format("--lr: must be positive ({})", options.learning_rate));
+  // AdamW's step is about lr per weight: above 1 every weight moves by more than its own
+  // typical size each step (inf gave NaN losses and exit 0).
+  if (!(options.learning_rate > 0) || !(options.learning_rate <= 1)) {
+    throw InputError(fmt::format("--lr: must be in (0, 1] ({})", options.learning_rate));
   }
   // A resumed run needs no interval: without one it writes no checkpoint.
   const int64_t least_every = options.resume ? 0 : 1;

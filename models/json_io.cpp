@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include "meshplan/errors.h"
 
@@ -43,17 +45,28 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& sourc
   // The parser's callback sees each object or array as it opens, at its depth (0 for the
   // outermost): refusing there keeps every later recursion over the document (dump,
   // destruction, comparison) shallow.
-  const nlohmann::json::parser_callback_t depth_limit =
-      [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
-        if (depth >= kMaxJsonDepth && (event == nlohmann::json::parse_event_t::object_start ||
-                                       event == nlohmann::json::parse_event_t::array_start)) {
-          throw InputError(fmt::format("{}: malformed JSON: nested deeper than {} levels", source,
-                                       kMaxJsonDepth));
-        }
-        return true;
-      };
+  // A key given twice in one object is refused too: the parser would keep the last silently.
+  using Event = nlohmann::json::parse_event_t;
+  std::vector<std::set<std::string>> keys_of_open_objects;
+  const nlohmann::json::parser_callback_t input_checks = [&](int depth, Event event,
+                                                             nlohmann::json& parsed) {
+    if (depth >= kMaxJsonDepth && (event == Event::object_start || event == Event::array_start)) {
+      throw InputError(
+          fmt::format("{}: malformed JSON: nested deeper than {} levels", source, kMaxJsonDepth));
+    }
+    if (event == Event::object_start) {
+      keys_of_open_objects.emplace_back();
+    } else if (event == Event::object_end) {
+      keys_of_open_objects.pop_back();
+    } else if (event == Event::key &&
+               !keys_of_open_objects.back().insert(parsed.get<std::string>()).second) {
+      throw InputError(fmt::format("{}: malformed JSON: key \"{}\" given twice in one object",
+                                   source, parsed.get<std::string>().substr(0, 60)));
+    }
+    return true;
+  };
   try {
-    return nlohmann::json::parse(text, depth_limit);
+    return nlohmann::json::parse(text, input_checks);
   } catch (const nlohmann::json::exception& e) {
     // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ..." or,
     // for a number beyond double (1e400), "[json.exception.out_of_range.406] number overflow

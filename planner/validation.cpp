@@ -5,9 +5,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <string_view>
 
 #include "meshplan/dp_buckets.h"
 #include "meshplan/errors.h"
@@ -266,9 +270,11 @@ ValidationRun validate_run(const nlohmann::json& run_json, int version, const st
   const SearchSpace space = run_space(run_json.at("layout"), num_gpus, layout_where, run.searched);
   run.published_step_time_s =
       require_number(run_json.at("published"), "step_time_s", where + ": published");
-  if (!(run.published_step_time_s > 0)) {
-    throw InputError(fmt::format("{}: published: step_time_s: must be positive ({})", where,
-                                 run.published_step_time_s));
+  // A microsecond to a year: anything outside is a unit slip, and its error a 300-digit figure.
+  if (!(run.published_step_time_s >= 1e-6 && run.published_step_time_s <= 3.2e7)) {
+    throw InputError(
+        fmt::format("{}: published: step_time_s: must be between 1e-6 and 3.2e7 seconds ({})",
+                    where, run.published_step_time_s));
   }
   SearchResult result;
   try {
@@ -333,11 +339,25 @@ ValidationReport validate_runs(const nlohmann::json& runs_file, const std::strin
   if (!runs_file.is_object() || !runs_file.contains("runs") || !runs_file.at("runs").is_array()) {
     throw InputError(fmt::format("{}: runs: missing or not a list", source));
   }
+  static constexpr std::array<std::string_view, 3> kFileFields = {"format", "version", "runs"};
+  reject_unknown_fields(runs_file, kFileFields, source);
+  if (runs_file.contains("format") &&
+      runs_file.at("format") != nlohmann::json("meshplan published runs")) {
+    throw InputError(fmt::format("{}: format: expected \"meshplan published runs\" ({})", source,
+                                 runs_file.at("format").dump().substr(0, 60)));
+  }
+  if (runs_file.at("runs").empty()) {
+    throw InputError(fmt::format("{}: runs: empty, nothing to validate", source));
+  }
   const int version = runs_version(runs_file, source);
   ValidationReport report;
   size_t index = 0;
+  std::set<std::string> ids;
   for (const nlohmann::json& run_json : runs_file.at("runs")) {
     ValidationRun run = validate_run(run_json, version, source, index++);
+    if (!ids.insert(run.id).second) {  // --plans writes one file per id, the report a row
+      throw InputError(fmt::format("{}: runs[{}]: id given to two runs", source, run.id));
+    }
     report.num_not_predicted += run.predicted ? 0 : 1;
     report.runs.push_back(std::move(run));
   }

@@ -325,14 +325,30 @@ plan_row "--moe-load-imbalance 0.5" "--moe-load-imbalance: must be in [1, 64] (0
   --model tiny-moe --cluster local-cpu --gpus 2 --moe-load-imbalance 0.5
 plan_row "--moe-aux-loss-coeff 2" "--moe-aux-loss-coeff: must be in [0, 1] (2)" \
   --model tiny-moe --cluster local-cpu --gpus 2 --moe-aux-loss-coeff 2
+row "an unknown command" 2 "unknown command 'bogus' (expected one of: models, clusters, plan," \
+  bogus --json new_out.json
+plan_row "--json with an empty path" "--json: empty value" \
+  --model tiny --cluster local-cpu --gpus 2 --json ""
+plan_row "--tp with an empty value" "--tp: empty value" --model tiny --cluster local-cpu --gpus 2 --tp ""
+plan_row "--moe-load-imbalance on a dense model" \
+  "--moe-load-imbalance: needs a mixture-of-experts model (tiny has no experts)" \
+  --model tiny --cluster local-cpu --gpus 2 --moe-load-imbalance 1.5
+plan_row "--moe-aux-loss-coeff on a dense model" \
+  "--moe-aux-loss-coeff: needs a mixture-of-experts model (tiny has no experts)" \
+  --model tiny --cluster local-cpu --gpus 2 --moe-aux-loss-coeff 0.01
 plan_row "--bucket-mb 0" "--bucket-mb: must be in (0, 1e6] (0)" \
   --model tiny --cluster local-cpu --gpus 2 --bucket-mb 0
 row "simulate: --bucket-mb -5" 2 "--bucket-mb: must be positive (-5)" \
   simulate p.json --bucket-mb -5 --json new_out.json --trace sentinel.json
 row "execute: --steps 0" 2 "--steps: must be at least 1 (0)" \
   mpi 2 execute p.json --steps 0 --json new_out.json
-row "execute: --lr -1" 2 "--lr: must be positive (-1)" \
+row "execute: --lr -1" 2 "--lr: must be in (0, 1] (-1)" \
   mpi 2 execute p.json --steps 1 --lr -1 --json new_out.json
+row "execute: --lr inf" 2 "--lr: must be in (0, 1] (inf)" \
+  mpi 2 execute p.json --steps 1 --lr inf --json new_out.json
+row "execute: --keep-checkpoints without --checkpoint-dir" 2 \
+  "--keep-checkpoints: needs --checkpoint-dir (3)" \
+  mpi 2 execute p.json --steps 1 --keep-checkpoints 3 --json new_out.json
 row "execute: nonexistent --data file" 2 "/nonexistent/text.txt: --data: cannot read file" \
   mpi 2 execute p.json --steps 1 --data /nonexistent/text.txt --json new_out.json
 

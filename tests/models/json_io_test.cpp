@@ -47,6 +47,18 @@ TEST_CASE("parse_json_text: 64 levels parse, 65 are refused before anything recu
         "big.json: malformed JSON: number overflow parsing '1e400'");
 }
 
+TEST_CASE("parse_json_text: a key given twice in one object is refused, in any object") {
+  CHECK(test::input_error([] { parse_json_text("{\"tp\": 1, \"tp\": 8}", "p.json"); }) ==
+        "p.json: malformed JSON: key \"tp\" given twice in one object");
+  CHECK(test::input_error([] {
+          parse_json_text("{\"layout\": {\"tp\": 1, \"pp\": 2, \"tp\": 8}}", "p.json");
+        }) == "p.json: malformed JSON: key \"tp\" given twice in one object");
+  // The same key in sibling or nested objects is fine.
+  const nlohmann::json json = parse_json_text(
+      "{\"a\": {\"tp\": 1}, \"b\": [{\"tp\": 2}, {\"tp\": 3}], \"tp\": 4}", "ok.json");
+  CHECK(json.at("b").at(1).at("tp") == 3);
+}
+
 TEST_CASE("read_input_file: a device without end stops at 256 MiB; a directory is named") {
   CHECK(test::input_error([] { read_input_file("/dev/zero"); }) ==
         "/dev/zero: larger than 256 MiB, not a meshplan input");

@@ -360,11 +360,36 @@ TEST_CASE("malformed runs: missing, wrong-typed and impossible fields") {
   CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["global_batch"] = nullptr; }) ==
         run + "layout: global_batch: missing");
   CHECK(run_error_after([](nlohmann::json& r) { r["published"]["step_time_s"] = -1; }) ==
-        run + "published: step_time_s: must be positive (-1)");
+        run + "published: step_time_s: must be between 1e-6 and 3.2e7 seconds (-1)");
   // A ZeRO stage that does not exist is malformed (a fixed layout that merely breaks a rule is a
   // run not predicted, below).
   CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["zero"] = 7; }) ==
         run + "layout: zero: must be 0, 1, 2 or 3 (7)");
+}
+
+TEST_CASE("malformed runs files: format, unknown fields, no runs, an id twice, absurd times") {
+  const nlohmann::json small = read_json_file(test::planner_fixture("runs_small.json"));
+  nlohmann::json json = small;
+  json["format"] = "meshplan memory cases";
+  CHECK(input_error([&] { validate_runs(json, "r.json"); }) ==
+        "r.json: format: expected \"meshplan published runs\" (\"meshplan memory cases\")");
+  json = small;
+  json["run"] = nlohmann::json::array();  // a typo of "runs" beside it
+  CHECK(input_error([&] { validate_runs(json, "r.json"); }) == "r.json: run: unknown field ([])");
+  json = small;
+  json["runs"] = nlohmann::json::array();
+  CHECK(input_error([&] { validate_runs(json, "r.json"); }) ==
+        "r.json: runs: empty, nothing to validate");
+  json = small;
+  json["runs"].push_back(json["runs"][0]);
+  CHECK(input_error([&] { validate_runs(json, "r.json"); }) ==
+        "r.json: runs[fixture-fixed-layout]: id given to two runs");
+  const std::string run = "r.json: runs[fixture-fixed-layout]: ";
+  for (const double absurd : {1e-300, 1e300}) {
+    CHECK(run_error_after([&](nlohmann::json& r) {
+            r["published"]["step_time_s"] = absurd;
+          }).starts_with(run + "published: step_time_s: must be between 1e-6 and 3.2e7 seconds"));
+  }
 }
 
 TEST_CASE("a run that cannot be predicted is reported with its reason, the others still are") {

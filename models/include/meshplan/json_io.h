@@ -21,8 +21,8 @@ inline constexpr int kMaxJsonDepth = 64;
 std::string read_input_file(const std::string& path);
 
 /// Parses JSON text from `source`. Throws InputError "<source>: malformed JSON: <parser
-/// message>" (a number beyond double included), or "<source>: malformed JSON: nested deeper than
-/// 64 levels".
+/// message>" (a number beyond double included), "<source>: malformed JSON: nested deeper than
+/// 64 levels" or "<source>: malformed JSON: key "<key>" given twice in one object".
 nlohmann::json parse_json_text(const std::string& text, const std::string& source);
 
 /// read_input_file, then parse_json_text.
