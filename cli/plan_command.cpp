@@ -649,7 +649,8 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--last-stage-layers", args->last_stage_layers,
                    "Layers on the last stage, the rest even (Megatron-Core "
                    "--decoder-last-pipeline-num-layers; needs --pp)");
-  plan->add_option("--recompute", args->recompute, "Fix recompute: none | selective | full");
+  plan->add_option("--recompute", args->recompute,
+                   "Fix recompute: none | selective | selective-op | full");
   plan->add_option("--sequence-parallel", args->sequence_parallel,
                    "Fix sequence parallel: on | off");
   plan->add_option("--zero", args->zero, "Fix the ZeRO stage: 0 | 1 | 2 | 3");

@@ -157,8 +157,8 @@ Report compare_report(const Comparison& comparison, const std::string& plan_sour
   std::string& t = report.table;
   t += fmt::format("# meshplan compare {} {} ({}, memory = {})\n", plan_source, measured_source,
                    measured.format, measured.memory_kind);
-  t += fmt::format("# step time measured: mean of {} logged step(s), warm-up left out\n#\n",
-                   measured.step_times_s.size());
+  t += fmt::format("# step time measured: mean of {} of {} logged step(s), warm-up left out\n#\n",
+                   measured.steps_averaged, measured.step_times_s.size());
   t += fmt::format("#{:>25} {:>6} {:>6} {:>16} {:>16} {:>9}\n", "component", "stage", "unit",
                    "predicted", "measured", "error");
   t += fmt::format("#{:>25} {:>6} {:>6} {:>16} {:>16} {:>9}\n", "", "", "", "", "", "(%)");

@@ -20,13 +20,17 @@ namespace {
 
 // Mean of `times` leaving out the first `skip` entries (warm-up), or of all when that would
 // leave none.
-double mean_after(const std::vector<double>& times, size_t skip) {
+// The run's step time: the mean of its logged steps after the first `skip` (warm-up), or of
+// all of them when there are no more than that.
+void set_step_time(MeasuredRun& run, size_t skip) {
+  const std::vector<double>& times = run.step_times_s;
   const size_t first = times.size() > skip ? skip : 0;
   double sum = 0;
   for (size_t i = first; i < times.size(); i++) {
     sum += times[i];
   }
-  return sum / static_cast<double>(times.size() - first);
+  run.steps_averaged = static_cast<int64_t>(times.size() - first);
+  run.step_time_s = sum / static_cast<double>(run.steps_averaged);
 }
 
 // The token of `allowed` characters after `key` (and blanks) in `line`, searching from `from`;
@@ -138,13 +142,26 @@ MeasuredRun parse_execute_json(const std::string& text, const std::string& sourc
         fmt::format("{}: steps: missing or empty (not meshplan execute's --json)", source));
   }
   for (const nlohmann::json& step : json["steps"]) {
-    run.step_times_s.push_back(require_number(step, "step_time_s", source + ": steps[]"));
+    const double seconds = require_number(step, "step_time_s", source + ": steps[]");
+    // As validate's published times: a microsecond to a year.
+    if (!(seconds >= 1e-6 && seconds <= 3.2e7)) {
+      throw InputError(
+          fmt::format("{}: steps[]: step_time_s: must be between 1e-6 and 3.2e7 seconds ({})",
+                      source, seconds));
+    }
+    run.step_times_s.push_back(seconds);
   }
   // As execute's own footer: the first step pays for allocation and warm-up.
-  run.step_time_s = mean_after(run.step_times_s, 1);
+  set_step_time(run, 1);
   for (const nlohmann::json& memory : json.value("peak_memory_bytes", nlohmann::json::array())) {
     const std::string where = source + ": peak_memory_bytes[]";
-    record_peak(run, require_int(memory, "stage", where), require_int(memory, "measured", where));
+    const int64_t stage = require_int(memory, "stage", where);
+    const int64_t bytes = require_int(memory, "measured", where);
+    if (stage < 0 || bytes < 0) {
+      throw InputError(fmt::format("{}: stage and measured: must not be negative ({}, {})", where,
+                                   stage, bytes));
+    }
+    record_peak(run, stage, bytes);
   }
   for (const nlohmann::json& c : json.value("collectives", nlohmann::json::array())) {
     const std::string where = source + ": collectives[]";
@@ -161,6 +178,11 @@ MeasuredRun parse_execute_json(const std::string& text, const std::string& sourc
                                 where, "group");
     measured.calls = require_int(c, "measured_calls", where);
     measured.message_bytes = require_int(c, "measured_bytes", where);
+    if (measured.stage < 0 || measured.calls < 0 || measured.message_bytes < 0) {
+      throw InputError(fmt::format(
+          "{}: stage, measured_calls and measured_bytes: must not be negative ({}, {}, {})", where,
+          measured.stage, measured.calls, measured.message_bytes));
+    }
     run.collectives.push_back(measured);
   }
   return run;
@@ -218,7 +240,7 @@ MeasuredRun parse_megatron_log(const std::string& text, const std::string& sourc
   // when the log starts there and has more than one line.
   const bool starts_at_zero =
       iterations.size() > 1 && iterations[0] == iterations[1] - iterations[0];
-  run.step_time_s = mean_after(run.step_times_s, starts_at_zero ? 1 : 0);
+  set_step_time(run, starts_at_zero ? 1 : 0);
   return run;
 }
 
@@ -272,7 +294,7 @@ MeasuredRun parse_torchtitan_log(const std::string& text, const std::string& sou
         "{}: no 'step: N loss: ... memory: X GiB ... tps: T' line (not a torchtitan log)", source));
   }
   // Step 1 compiles and warms up; left out when the log has more.
-  run.step_time_s = mean_after(run.step_times_s, first_step == 1 ? 1 : 0);
+  set_step_time(run, first_step == 1 ? 1 : 0);
   return run;
 }
 
@@ -280,7 +302,21 @@ MeasuredRun read_measured_run(const std::string& path, const planner::Plan& plan
   const std::string text = read_input_file(path);
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') {
-    return parse_execute_json(text, path);
+    MeasuredRun run = parse_execute_json(text, path);
+    // A stage the plan lacks is another plan's report.
+    for (const auto& [stage, bytes] : run.peak_memory_bytes) {
+      if (stage >= plan.layout.pp) {
+        throw InputError(fmt::format("{}: peak_memory_bytes: stage {} is not in the plan (pp {})",
+                                     path, stage, plan.layout.pp));
+      }
+    }
+    for (const MeasuredCollective& c : run.collectives) {
+      if (c.stage >= plan.layout.pp) {
+        throw InputError(fmt::format("{}: collectives: stage {} is not in the plan (pp {})", path,
+                                     c.stage, plan.layout.pp));
+      }
+    }
+    return run;
   }
   if (text.find("elapsed time per iteration (ms)") != std::string::npos) {
     return parse_megatron_log(text, path, plan);

@@ -620,6 +620,15 @@ row "compare: malformed execute JSON" 2 "malformed.json: malformed JSON: " \
   compare p.json malformed.json --json new_out.json
 row "compare: execute JSON without steps" 2 "no_steps.json: steps: missing or empty" \
   compare p.json no_steps.json --json new_out.json
+echo '{"steps": [{"step_time_s": -1}]}' >negative_step.json
+echo '{"steps": [{"step_time_s": 0.1}], "peak_memory_bytes": [{"stage": 5, "measured": 1}]}' \
+  >other_stage.json
+row "compare: execute JSON with a negative step time" 2 \
+  "negative_step.json: steps[]: step_time_s: must be between 1e-6 and 3.2e7 seconds (-1)" \
+  compare p.json negative_step.json --json new_out.json
+row "compare: execute JSON with a stage the plan lacks" 2 \
+  "other_stage.json: peak_memory_bytes: stage 5 is not in the plan (pp 1)" \
+  compare p.json other_stage.json --json new_out.json
 row "compare: Megatron-LM memory line of a rank the plan lacks" 2 \
   "rank7.log: line 2: rank 7 is not in the plan's 2 ranks" \
   compare p.json rank7.log --json new_out.json

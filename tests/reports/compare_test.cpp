@@ -128,6 +128,11 @@ TEST_CASE("execute --json: step times after the first, memory and collectives pe
       "predicted_calls": 3, "measured_bytes": 300, "predicted_bytes": 300}]})";
   const MeasuredRun run = parse_execute_json(json, "m.json");
   CHECK(run.step_time_s == doctest::Approx(3.0));  // (2 + 4) / 2: step 1 is warm-up
+  CHECK(run.steps_averaged == 2);
+  CHECK(
+      compare_report(Comparison{}, "p.json", "m.json", run)
+          .table.find("# step time measured: mean of 2 of 3 logged step(s), warm-up left out\n") !=
+      std::string::npos);
   CHECK(run.peak_memory_bytes.at(0) == 1000);
   REQUIRE(run.collectives.size() == 1);
   CHECK(run.collectives[0].kind == planner::CollectiveKind::kAllReduce);
@@ -150,6 +155,7 @@ TEST_CASE("compare's table: names and units lines, error = (predicted - measured
   run.format = "megatron-lm log";
   run.memory_kind = "max allocated";
   run.step_times_s = {1.0};
+  run.steps_averaged = 1;
   const Report report = compare_report(comparison, "p.json", "m.log", run);
   CHECK(report.table.find("#                component  stage   unit        predicted         "
                           "measured     error\n#                                               "

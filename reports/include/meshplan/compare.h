@@ -31,6 +31,7 @@ struct MeasuredRun {
   std::string format;                // "meshplan execute", "megatron-lm log", "torchtitan log"
   std::vector<double> step_times_s;  // every logged step (or logging interval's mean), in order
   double step_time_s = 0;            // mean of step_times_s, warm-up left out (see parse_*)
+  int64_t steps_averaged = 0;        // how many of step_times_s that mean is over
   std::map<int64_t, int64_t> peak_memory_bytes;  // stage -> bytes
   std::string memory_kind;                       // "allocated", "reserved", "live tensors"
   std::vector<MeasuredCollective> collectives;   // meshplan execute only
