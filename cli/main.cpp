@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -26,10 +28,29 @@ int main(int argc, char** argv) {
   const CLI::Validator non_empty(
       [](const std::string& value) { return value.empty() ? std::string("empty value") : ""; }, "",
       "non-empty");
+  // An integer is written in decimal and fits 64 bits: CLI11 would read 99999999999999999999 as
+  // 2^63 - 1 and 0x8 as 8.
+  const CLI::Validator decimal_int64(
+      [](const std::string& value) {
+        int64_t parsed = 0;
+        const char* begin = value.data() + (value.starts_with('+') ? 1 : 0);
+        const char* end = value.data() + value.size();
+        const auto [stop, error] = std::from_chars(begin, end, parsed);
+        if (error == std::errc::result_out_of_range) {
+          return std::string("out of the 64-bit integer range (") + value + ")";
+        }
+        return error != std::errc() || stop != end
+                   ? std::string("expected a decimal integer (") + value + ")"
+                   : std::string();
+      },
+      "", "decimal-int64");
   for (CLI::App* command : app.get_subcommands({})) {
     for (CLI::Option* option : command->get_options()) {
       if (option->get_type_size() > 0 && !option->get_positional()) {
         option->check(non_empty);
+        if (option->get_type_name() == "INT") {
+          option->check(decimal_int64);
+        }
       }
     }
   }

@@ -278,8 +278,13 @@ planner::SearchSpace search_space(const PlanArguments& args, const models::Clust
   }
   planner::SearchSpace space;
   space.num_gpus = args.gpus;
-  // Default: two sequences per GPU (documented in the README).
+  // Default: two sequences per GPU (documented in the README), within the search's cap.
   space.global_batch = args.global_batch.value_or(2 * args.gpus);
+  if (!args.global_batch && space.global_batch > planner::kMaxGlobalBatch) {
+    throw InputError(fmt::format(
+        "--global-batch: the default, 2 x --gpus = {}, is more than {} sequences: give one",
+        space.global_batch, planner::kMaxGlobalBatch));
+  }
   space.tp = args.tp;
   if (args.cp && *args.cp == "auto") {
     space.search_cp = true;
@@ -382,8 +387,10 @@ planner::PlanOptions plan_options(const PlanArguments& args, const models::Clust
   options.moe_aux_loss_coeff = args.moe_aux_loss_coeff;
   options.cp_comm = planner::parse_cp_comm(args.cp_comm, "--cp-comm");
   if (args.bucket_mb) {
-    if (!(*args.bucket_mb > 0) || *args.bucket_mb > 1e6) {
-      throw InputError(fmt::format("--bucket-mb: must be in (0, 1e6] ({})", *args.bucket_mb));
+    // At least one byte, at most 1e6 MiB (DDP's bucket_cap_mb is a few tens).
+    if (!(*args.bucket_mb * static_cast<double>(kBytesPerMiB) >= 1.0) || *args.bucket_mb > 1e6) {
+      throw InputError(fmt::format(
+          "--bucket-mb: must be in (0, 1e6] MiB and at least one byte ({})", *args.bucket_mb));
     }
     options.bucket_bytes =
         static_cast<int64_t>(*args.bucket_mb * static_cast<double>(kBytesPerMiB));

@@ -48,10 +48,12 @@ void run_simulate(const SimulateArguments& args) {
   options.bucket_bytes = planner::dp_bucket_bytes(plan.cluster, plan.layout, plan.options);
   if (args.bucket_mb) {
     // MiB, as DDP's bucket_cap_mb.
-    options.bucket_bytes = std::llround(*args.bucket_mb * static_cast<double>(kBytesPerMiB));
-    if (options.bucket_bytes < 1) {
-      throw InputError(fmt::format("--bucket-mb: smaller than one byte ({})", *args.bucket_mb));
+    // Checked before the rounding, which a value past 2^63 bytes would overflow.
+    if (!(*args.bucket_mb * static_cast<double>(kBytesPerMiB) >= 0.5) || *args.bucket_mb > 1e6) {
+      throw InputError(fmt::format(
+          "--bucket-mb: must be in (0, 1e6] MiB and at least one byte ({})", *args.bucket_mb));
     }
+    options.bucket_bytes = std::llround(*args.bucket_mb * static_cast<double>(kBytesPerMiB));
   }
   const simulator::SimulationResult result =
       simulator::simulate_plan(plan, options, args.plan_path);

@@ -168,6 +168,10 @@ std::vector<int64_t> first_last_stage_layers(int64_t num_layers, int64_t pp,
   const int64_t ends = (first ? 1 : 0) + (last ? 1 : 0);
   const int64_t middle_stages = pp - ends;
   const int64_t middle_layers = num_layers - first.value_or(0) - last.value_or(0);
+  if (middle_layers < 0) {
+    throw InputError(fmt::format("{}: first and last stage layers ({} + {}) exceed num_layers {}",
+                                 field, first.value_or(0), last.value_or(0), num_layers));
+  }
   if (middle_stages == 0 ? middle_layers != 0
                          : middle_layers < middle_stages || middle_layers % middle_stages != 0) {
     throw InputError(fmt::format(

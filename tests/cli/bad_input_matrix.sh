@@ -336,7 +336,16 @@ plan_row "--moe-load-imbalance on a dense model" \
 plan_row "--moe-aux-loss-coeff on a dense model" \
   "--moe-aux-loss-coeff: needs a mixture-of-experts model (tiny has no experts)" \
   --model tiny --cluster local-cpu --gpus 2 --moe-aux-loss-coeff 0.01
-plan_row "--bucket-mb 0" "--bucket-mb: must be in (0, 1e6] (0)" \
+plan_row "--gpus beyond 64 bits" "--gpus: out of the 64-bit integer range (99999999999999999999999)" \
+  --model tiny --cluster local-cpu --gpus 99999999999999999999999
+plan_row "--gpus in hexadecimal" "--gpus: expected a decimal integer (0x8)" \
+  --model tiny --cluster local-cpu --gpus 0x8
+plan_row "--bucket-mb below a byte" "--bucket-mb: must be in (0, 1e6] MiB and at least one byte (1e-30)" \
+  --model tiny --cluster local-cpu --gpus 2 --bucket-mb 1e-30
+plan_row "the default global batch over the cap" \
+  "--global-batch: the default, 2 x --gpus = 2000000, is more than 1000000 sequences: give one" \
+  --model tiny --cluster local-cpu --gpus 1000000
+plan_row "--bucket-mb 0" "--bucket-mb: must be in (0, 1e6] MiB and at least one byte (0)" \
   --model tiny --cluster local-cpu --gpus 2 --bucket-mb 0
 row "simulate: --bucket-mb -5" 2 "--bucket-mb: must be positive (-5)" \
   simulate p.json --bucket-mb -5 --json new_out.json --trace sentinel.json
@@ -557,6 +566,11 @@ plan_row "--stage-layers with a stage of 0 layers" \
   --model tiny --cluster local-cpu --gpus 2 --stage-layers 4,0
 plan_row "--stage-layers longer than --pp" "--stage-layers: 3 entries for --pp 2 (1,2,1)" \
   --model tiny --cluster local-cpu --gpus 2 --pp 2 --stage-layers 1,2,1
+plan_row "first and last stage layers beyond the model" \
+  "first and last stage layers (2 + 3) exceed num_layers 4" \
+  --model tiny --cluster local-cpu --gpus 8 --pp 2 --first-stage-layers 2 --last-stage-layers 3
+row "simulate: --bucket-mb 1e30" 2 "--bucket-mb: must be in (0, 1e6] MiB and at least one byte (1e+30)" \
+  simulate p.json --bucket-mb 1e30 --json new_out.json
 plan_row "--first-stage-layers without --pp" "--first-stage-layers: needs --pp" \
   --model tiny --cluster local-cpu --gpus 2 --first-stage-layers 3
 plan_row "--last-stage-layers leaving an uneven middle" \
