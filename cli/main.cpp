@@ -12,8 +12,10 @@
 
 #include "commands.h"
 #include "meshplan/errors.h"
+#include "meshplan/temporary_files.h"
 
 int main(int argc, char** argv) {
+  meshplan::remove_temporaries_on_signals();
   CLI::App app{"meshplan: plan, simulate and run distributed training of large transformers"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "meshplan " MESHPLAN_VERSION);

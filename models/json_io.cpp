@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "meshplan/errors.h"
+#include "meshplan/temporary_files.h"
 
 namespace meshplan {
 
@@ -113,8 +114,14 @@ void write_file_atomic(const std::string& path, const std::string& content) {
     return;
   }
   const std::string temporary = fmt::format("{}.tmp.{}", path, ::getpid());
-  if (!write_file_synced(temporary, content) || std::rename(temporary.c_str(), path.c_str()) != 0) {
+  register_temporary(temporary);  // removed if a signal stops the process before the rename
+  const bool written =
+      write_file_synced(temporary, content) && std::rename(temporary.c_str(), path.c_str()) == 0;
+  if (!written) {
     std::remove(temporary.c_str());
+  }
+  unregister_temporary(temporary);
+  if (!written) {
     throw RuntimeError(fmt::format("{}: cannot write file", path));
   }
 }

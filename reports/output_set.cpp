@@ -12,6 +12,7 @@
 
 #include "meshplan/errors.h"
 #include "meshplan/json_io.h"
+#include "meshplan/temporary_files.h"
 
 namespace meshplan::reports {
 
@@ -77,6 +78,7 @@ void OutputSet::commit() {
     for (const std::string& temporary : temporaries) {
       if (!temporary.empty()) {
         std::remove(temporary.c_str());
+        unregister_temporary(temporary);
       }
     }
   };
@@ -90,6 +92,7 @@ void OutputSet::commit() {
     const bool directory = std::filesystem::is_directory(output.path, error);
     if (!directory) {
       temporaries[i] = fmt::format("{}.tmp.{}", output.path, ::getpid());
+      register_temporary(temporaries[i]);  // removed if a signal stops the process first
     }
     if (directory || !write_file_synced(temporaries[i], output.content)) {
       remove_temporaries();
@@ -106,9 +109,13 @@ void OutputSet::commit() {
       for (size_t j = i; j < temporaries.size(); ++j) {
         if (!temporaries[j].empty()) {
           std::remove(temporaries[j].c_str());
+          unregister_temporary(temporaries[j]);
         }
       }
       throw RuntimeError(fmt::format("{}: cannot write file", outputs_[i].path));
+    }
+    if (!temporaries[i].empty()) {
+      unregister_temporary(temporaries[i]);
     }
   }
 }

@@ -5,14 +5,17 @@
 #include "meshplan/json_io.h"
 
 #include <doctest/doctest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "input_error.h"
 #include "meshplan/errors.h"
+#include "meshplan/temporary_files.h"
 
 namespace meshplan {
 namespace {
@@ -83,6 +86,28 @@ TEST_CASE("write_file_atomic: a regular file is replaced whole, a device written
   CHECK(is_special_file("/dev/null"));
   CHECK_FALSE(is_special_file("/"));
   CHECK_FALSE(is_special_file(path));  // removed: does not exist
+}
+
+TEST_CASE("a registered temporary is removed when SIGTERM stops the process") {
+  const std::string kept = temp_file("kept");
+  const std::string temporary = temp_file("partial") + ".tmp.1";
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // as a killed `simulate --trace` mid-write: one temporary on disk
+    remove_temporaries_on_signals();
+    std::ofstream(temporary) << "partial";
+    std::ofstream(kept) << "kept";
+    register_temporary(temporary);
+    std::raise(SIGTERM);
+    ::_exit(0);  // not reached: the default action ends the process
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGTERM);
+  CHECK_FALSE(fs::exists(temporary));
+  CHECK(fs::exists(kept));  // only what was registered is removed
+  fs::remove(kept);
 }
 
 }  // namespace
