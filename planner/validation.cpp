@@ -152,8 +152,7 @@ SearchSpace run_space(const nlohmann::json& layout, int64_t num_gpus, const std:
   }
   // Optional, unlike the fields above: runs written before uneven stages omit it (searched).
   if (layout.contains("stage_layers") && !layout.at("stage_layers").is_null()) {
-    space.stage_layers =
-        canonical_stage_layers(stage_layers_from_json(layout.at("stage_layers"), where));
+    space.stage_layers = stage_layers_from_json(layout.at("stage_layers"), where);
   }
   // No published run states a micro-batch group size, and the interleaved runs predate it
   // (Narayanan et al. 2021's Megatron-LM needs m divisible by pp): Megatron's default N = pp.
@@ -267,7 +266,19 @@ ValidationRun validate_run(const nlohmann::json& run_json, int version, const st
   const models::ClusterConfig cluster = run_cluster(hardware, where + ": hardware");
   const std::string layout_where = where + ": layout";
   const int64_t num_gpus = require_int(hardware, "num_gpus", where + ": hardware");
-  const SearchSpace space = run_space(run_json.at("layout"), num_gpus, layout_where, run.searched);
+  SearchSpace space = run_space(run_json.at("layout"), num_gpus, layout_where, run.searched);
+  if (space.stage_layers) {
+    // Checked as written against the run's model (count, sign, sum), as a plan file's, before
+    // an even list becomes the even split.
+    Layout stated;
+    stated.pp = space.pp.value_or(static_cast<int64_t>(space.stage_layers->size()));
+    stated.stage_layers = *space.stage_layers;
+    const std::string reason = check_stage_layers(model, stated);
+    if (!reason.empty()) {
+      throw InputError(fmt::format("{}: {}", layout_where, reason));
+    }
+    space.stage_layers = canonical_stage_layers(*space.stage_layers);
+  }
   run.published_step_time_s =
       require_number(run_json.at("published"), "step_time_s", where + ": published");
   // A microsecond to a year: anything outside is a unit slip, and its error a 300-digit figure.

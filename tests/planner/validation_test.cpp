@@ -385,6 +385,15 @@ TEST_CASE("malformed runs files: format, unknown fields, no runs, an id twice, a
   CHECK(input_error([&] { validate_runs(json, "r.json"); }) ==
         "r.json: runs[fixture-fixed-layout]: id given to two runs");
   const std::string run = "r.json: runs[fixture-fixed-layout]: ";
+  // A stated all-equal split is checked against the model before it reads as the even one.
+  const int64_t layers = small["runs"][0]["model"]["num_layers"].get<int64_t>();
+  const int64_t pp = small["runs"][0]["layout"]["pp"].get<int64_t>();
+  CHECK(run_error_after([&](nlohmann::json& r) {
+          r["layout"]["stage_layers"] = std::vector<int64_t>(static_cast<size_t>(pp), -3);
+        })
+            .starts_with(run +
+                         "layout: stage_layers: stage 0 has -3 layers, expected 1 to num_layers " +
+                         std::to_string(layers)));
   for (const double absurd : {1e-300, 1e300}) {
     CHECK(run_error_after([&](nlohmann::json& r) {
             r["published"]["step_time_s"] = absurd;
