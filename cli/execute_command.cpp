@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "commands.h"
+#include "error_line.h"
 #include "meshplan/errors.h"
 #include "meshplan/execute_report.h"
 #include "meshplan/executor.h"
@@ -116,7 +117,7 @@ void run_as_mpi_rank(const std::function<void(int rank)>& body) {
     // Every rank holds the same error: rank 0 prints the one line, and only then (the barrier)
     // do the ranks exit 2, so mpirun cannot stop rank 0 before it has spoken.
     if (rank == 0) {
-      std::fprintf(stderr, "meshplan: error: %s\n", e.what());
+      print_error("error", e.what());
       std::fflush(stderr);
     }
     MPI_Barrier(MPI_COMM_WORLD);
@@ -124,7 +125,7 @@ void run_as_mpi_rank(const std::function<void(int rank)>& body) {
     std::exit(2);
   } catch (const std::exception& e) {
     // One rank failed while the others may be waiting on it: name it and stop the whole job.
-    std::fprintf(stderr, "meshplan: error: %s\n", e.what());
+    print_error("error", e.what());
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }

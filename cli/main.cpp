@@ -11,6 +11,7 @@
 #include <string>
 
 #include "commands.h"
+#include "error_line.h"
 #include "meshplan/errors.h"
 #include "meshplan/temporary_files.h"
 
@@ -78,16 +79,16 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // Command-line syntax errors are bad input: one line, exit 2.
-    std::fprintf(stderr, "meshplan: error: %s\n", e.what());
+    meshplan::cli::print_error("error", e.what());
     return 2;
   } catch (const meshplan::InputError& e) {
-    std::fprintf(stderr, "meshplan: error: %s\n", e.what());
+    meshplan::cli::print_error("error", e.what());
     return 2;
   } catch (const meshplan::RuntimeError& e) {
-    std::fprintf(stderr, "meshplan: error: %s\n", e.what());
+    meshplan::cli::print_error("error", e.what());
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "meshplan: internal error: %s\n", e.what());
+    meshplan::cli::print_error("internal error", e.what());
     return 1;
   }
   return 0;

@@ -330,6 +330,13 @@ row "an unknown command" 2 "unknown command 'bogus' (expected one of: models, cl
 plan_row "--json with an empty path" "--json: empty value" \
   --model tiny --cluster local-cpu --gpus 2 --json ""
 plan_row "--tp with an empty value" "--tp: empty value" --model tiny --cluster local-cpu --gpus 2 --tp ""
+# An echoed value stays on the one line: control bytes and invalid UTF-8 as \xNN.
+plan_row "--framework with a newline" \
+  '--framework: unsupported framework (a\x0ab); supported: megatron, deepspeed, fsdp, meshplan' \
+  --model tiny --cluster local-cpu --gpus 2 --framework "$(printf 'a\nb')"
+printf '{"name": "t\351"}' >latin1.json
+plan_row "a model file in Latin-1" "latin1.json: malformed JSON: " \
+  --model latin1.json --cluster local-cpu --gpus 2
 plan_row "--moe-load-imbalance on a dense model" \
   "--moe-load-imbalance: needs a mixture-of-experts model (tiny has no experts)" \
   --model tiny --cluster local-cpu --gpus 2 --moe-load-imbalance 1.5
