@@ -773,13 +773,13 @@ double gradient_accumulation_bytes_per_parameter(const models::ClusterConfig& cl
         // DDP (torchtitan's replicate): fp32 gradients accumulated by autograd.
         return autograd_add(4.0);
       }
-      if (layout.pp > 1 && cluster.precision != models::Precision::kFp32) {
+      if (layout.pp > 1) {
         // Under torch.distributed.pipelining every micro-batch but the last skips the
         // reduce-scatter (stage.py backward_maybe_with_nosync) and FSDP2 keeps the unsharded
         // gradient (memory.cpp fsdp_pp_accumulated_gradient_bytes): in reduce_dtype r > e the
         // first is upcast (_fsdp_param.py to_accumulated_grad_if_needed: read e, write r), the
         // later ones added to it (accumulate_unsharded_grad_if_needed: read r + e, write r);
-        // with r = e autograd accumulates in place.
+        // with r = e (a bf16 reduce, or fp32 training) autograd accumulates in place.
         const double r = static_cast<double>(grad_reduce_element_bytes(cluster, layout, options));
         if (r > e) {
           return (e + r) / m + (e + 2.0 * r) * later;

@@ -437,14 +437,9 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
                                  plan.layout.cp > 1 ? "tp*cp*pp*dp" : "tp*pp*dp",
                                  plan.layout.num_gpus(), plan.num_gpus));
   }
-  // A stated split is checked as written (count, sign, sum), even when it is the even one,
-  // which is then stored as {} like every even split.
   if (!plan.layout.stage_layers.empty()) {
-    const std::string reason = check_stage_layers(plan.model, plan.layout);
-    if (!reason.empty()) {
-      throw InputError(fmt::format("{}: layout: {}", source, reason));
-    }
-    plan.layout.stage_layers = canonical_stage_layers(plan.layout.stage_layers);
+    plan.layout.stage_layers = checked_stage_layers(
+        plan.model, plan.layout.pp, std::move(plan.layout.stage_layers), source + ": layout");
   }
   Validity validity = check_layout(plan.model, plan.cluster, plan.num_gpus, plan.layout,
                                    plan.options.allow_tp_across_nodes);

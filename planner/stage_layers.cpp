@@ -150,6 +150,19 @@ std::vector<int64_t> canonical_stage_layers(std::vector<int64_t> stage_layers) {
   return even ? std::vector<int64_t>{} : stage_layers;
 }
 
+std::vector<int64_t> checked_stage_layers(const models::TransformerConfig& model, int64_t pp,
+                                          std::vector<int64_t> stage_layers,
+                                          const std::string& where) {
+  Layout stated;
+  stated.pp = pp;
+  stated.stage_layers = std::move(stage_layers);
+  const std::string reason = check_stage_layers(model, stated);
+  if (!reason.empty()) {
+    throw InputError(fmt::format("{}: {}", where, reason));
+  }
+  return canonical_stage_layers(std::move(stated.stage_layers));
+}
+
 std::vector<int64_t> first_last_stage_layers(int64_t num_layers, int64_t pp,
                                              std::optional<int64_t> first,
                                              std::optional<int64_t> last,

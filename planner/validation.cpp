@@ -267,17 +267,9 @@ ValidationRun validate_run(const nlohmann::json& run_json, int version, const st
   const std::string layout_where = where + ": layout";
   const int64_t num_gpus = require_int(hardware, "num_gpus", where + ": hardware");
   SearchSpace space = run_space(run_json.at("layout"), num_gpus, layout_where, run.searched);
-  if (space.stage_layers) {
-    // Checked as written against the run's model (count, sign, sum), as a plan file's, before
-    // an even list becomes the even split.
-    Layout stated;
-    stated.pp = space.pp.value_or(static_cast<int64_t>(space.stage_layers->size()));
-    stated.stage_layers = *space.stage_layers;
-    const std::string reason = check_stage_layers(model, stated);
-    if (!reason.empty()) {
-      throw InputError(fmt::format("{}: {}", layout_where, reason));
-    }
-    space.stage_layers = canonical_stage_layers(*space.stage_layers);
+  if (space.stage_layers) {  // pp may be searched: the list then fixes it
+    const int64_t pp = space.pp.value_or(static_cast<int64_t>(space.stage_layers->size()));
+    space.stage_layers = checked_stage_layers(model, pp, *space.stage_layers, layout_where);
   }
   run.published_step_time_s =
       require_number(run_json.at("published"), "step_time_s", where + ": published");

@@ -654,6 +654,15 @@ TEST_CASE("gradient accumulation: each framework's passes per parameter and micr
   // 12 x 1/2 = 6.
   CHECK(bytes(Framework::kFsdp, 3, 1, 8, 2) == doctest::Approx(0.75).epsilon(kRounding));
   CHECK(bytes(Framework::kFsdp, 0, 1, 8, 2) == doctest::Approx(6.0).epsilon(kRounding));
+  // fp32 training under pp (local-cpu, e = r = 4): autograd's add of the unsharded gradient,
+  // 12 x 7/8 = 10.5.
+  Layout fp32_pp = test::make_layout(1, 2, 8, 1, 64);
+  fp32_pp.zero = 3;
+  PlanOptions fsdp;
+  fsdp.framework = Framework::kFsdp;
+  CHECK(
+      gradient_accumulation_bytes_per_parameter(models::load_cluster("local-cpu"), fp32_pp, fsdp) ==
+      doctest::Approx(10.5).epsilon(kRounding));
 }
 
 TEST_CASE("gradient accumulation: DeepSpeed ZeRO 1 at 32 micro-batches, both stages, by hand") {

@@ -502,6 +502,13 @@ std::string check_stage_layers(const models::TransformerConfig& model, const Lay
 /// before the field existed).
 std::vector<int64_t> canonical_stage_layers(std::vector<int64_t> stage_layers);
 
+/// A split a file states (a plan's or a published run's stage_layers): checked as written against
+/// the model and pp (check_stage_layers: count, sign, sum), even when it is the even one, then
+/// canonical_stage_layers. Throws InputError "<where>: <reason>".
+std::vector<int64_t> checked_stage_layers(const models::TransformerConfig& model, int64_t pp,
+                                          std::vector<int64_t> stage_layers,
+                                          const std::string& where);
+
 /// The layers of model chunk `chunk` on pipeline rank `stage`: stage_layer_range's, the one
 /// rule (even or uneven split); its num_moe counts the MoE layers among them.
 LayerRange chunk_layers(const models::TransformerConfig& model, const Layout& layout, int64_t stage,
