@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "meshplan/input_kind.h"
 #include "meshplan/json_io.h"
 #include "meshplan/models.h"
 #include "preset_source.h"
@@ -179,6 +180,7 @@ ClusterConfig cluster_from_json(const nlohmann::json& json, const std::string& s
   if (!json.is_object()) {
     throw InputError(fmt::format("{}: expected a JSON object ({})", source, json.dump()));
   }
+  reject_other_input_kind(json, InputKind::kCluster, source);
   reject_unknown_fields(json, kClusterFields, source);
   ClusterConfig cluster;
   cluster.name = require_string(json, "name", source);

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "hf_config.h"
+#include "meshplan/input_kind.h"
 #include "meshplan/json_io.h"
 #include "meshplan/models.h"
 #include "preset_source.h"
@@ -343,6 +344,7 @@ void validate_model(const TransformerConfig& model, const std::string& source) {
 }
 
 TransformerConfig model_from_json(const nlohmann::json& json, const std::string& source) {
+  reject_other_input_kind(json, InputKind::kModel, source);
   if (!is_hf_config(json)) {
     TransformerConfig model = model_from_meshplan_json(json, source);
     validate_model(model, source);

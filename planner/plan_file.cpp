@@ -398,6 +398,7 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
   if (!json.is_object()) {
     throw InputError(fmt::format("{}: expected a JSON object", source));
   }
+  reject_other_input_kind(json, InputKind::kPlan, source);
   const std::string format = require_string(json, "format", source);
   if (format != kPlanFormat) {
     throw InputError(fmt::format("{}: format: not a meshplan plan file (\"{}\")", source, format));

@@ -15,6 +15,7 @@
 
 #include "meshplan/dp_buckets.h"
 #include "meshplan/errors.h"
+#include "meshplan/input_kind.h"
 #include "meshplan/json_io.h"
 #include "meshplan/plan_file.h"
 #include "meshplan/search.h"
@@ -339,14 +340,14 @@ ErrorSummary summarize(const std::vector<ValidationRun>& runs, Select in) {
 }  // namespace
 
 ValidationReport validate_runs(const nlohmann::json& runs_file, const std::string& source) {
+  reject_other_input_kind(runs_file, InputKind::kRuns, source);
   if (!runs_file.is_object() || !runs_file.contains("runs") || !runs_file.at("runs").is_array()) {
     throw InputError(fmt::format("{}: runs: missing or not a list", source));
   }
   static constexpr std::array<std::string_view, 3> kFileFields = {"format", "version", "runs"};
   reject_unknown_fields(runs_file, kFileFields, source);
-  if (runs_file.contains("format") &&
-      runs_file.at("format") != nlohmann::json("meshplan published runs")) {
-    throw InputError(fmt::format("{}: format: expected \"meshplan published runs\" ({})", source,
+  if (runs_file.contains("format") && runs_file.at("format") != nlohmann::json(kRunsFileFormat)) {
+    throw InputError(fmt::format("{}: format: expected \"{}\" ({})", source, kRunsFileFormat,
                                  runs_file.at("format").dump().substr(0, 60)));
   }
   if (runs_file.at("runs").empty()) {

@@ -118,10 +118,15 @@ BuiltGraph Builder::build() {
              costs.chunk_root_grad_buckets.size());
   }
   if (estimate > static_cast<size_t>(kMaxTasks)) {
+    const double gib = static_cast<double>(kBytesPerTask) / (1024.0 * 1024.0 * 1024.0);
     throw InputError(fmt::format(
-        "{}: {}: the task graph would hold about {} tasks, over the simulator's limit of {}{}",
-        input_.source, input_.all_ranks ? "all_ranks" : "layout", estimate, kMaxTasks,
-        input_.all_ranks ? " (simulate one rank per stage instead)" : ""));
+        "{}: {}: the task graph would hold about {} tasks (~{:.0f} GiB), over the simulator's "
+        "limit of {} (~{:.0f} GiB){}",
+        input_.source, input_.all_ranks ? "all_ranks" : "layout", estimate,
+        static_cast<double>(estimate) * gib, kMaxTasks, static_cast<double>(kMaxTasks) * gib,
+        input_.all_ranks ? " (simulate one rank per stage instead)"
+                         : " (fewer micro-batches: a smaller --global-batch or a larger "
+                           "--micro-batch)"));
   }
   graph_->reserve(estimate, 2 * estimate);
   for (RankState& state : states_) {

@@ -383,8 +383,6 @@ row "validate: nonexistent runs file" 2 "no_such_runs.json: cannot read file" \
   validate no_such_runs.json --json new_out.json
 row "validate: malformed runs file" 2 "malformed.json: malformed JSON: " \
   validate malformed.json --json new_out.json
-row "validate: a plan file is not a runs file" 2 "p.json: runs: missing or not a list" \
-  validate p.json --json new_out.json
 row "validate: wrong type in a run" 2 \
   'runs_malformed.json: runs[fixture-bad-gpus]: hardware: num_gpus: expected an integer' \
   validate "$data/planner/runs_malformed.json" --json new_out.json
@@ -692,6 +690,23 @@ row "calibrate: --out on --base" 2 "--out: the same file as --base (sentinel.jso
   mpi 2 calibrate --quick --base sentinel.json --out sentinel.json
 row "simulate: /dev/zero as the plan file" 2 "/dev/zero: larger than 256 MiB, not a meshplan input" \
   simulate /dev/zero --json new_out.json
+# A file of one kind given where another is expected is named as what it is.
+row "plan: a plan file as --model" 2 \
+  "p.json: a meshplan plan file, not a model description: --model takes a preset name, a meshplan model JSON or a Hugging Face config.json" \
+  plan --model p.json --cluster local-cpu --gpus 2 --json new_out.json --save-plan sentinel.json
+row "simulate: a cluster file as the plan file" 2 \
+  "local-cpu.json: a cluster description, not a meshplan plan file: this command takes a plan file written by plan --save-plan" \
+  simulate "$source_dir/models/presets/clusters/local-cpu.json" --json new_out.json
+row "validate: a plan file as the runs file" 2 \
+  "p.json: a meshplan plan file, not a published-runs file: validate takes a runs file (\"format\": \"meshplan published runs\")" \
+  validate p.json --json new_out.json
+# A replay over the simulator's task cap stops before it builds anything (a million
+# micro-batches on every one of 16 ranks would take about 15 GB and a minute).
+"$meshplan" plan --model tiny --cluster local-cpu --gpus 16 --tp 2 --pp 4 --dp 2 \
+  --schedule 1f1b --global-batch 1000000 --micro-batch 1 --save-plan huge_m.json >/dev/null 2>&1
+row "simulate --all-ranks: over the task cap" 2 \
+  "huge_m.json: all_ranks: the task graph would hold about 80000224 tasks (~19 GiB), over the simulator's limit of 33554432 (~8 GiB) (simulate one rank per stage instead)" \
+  simulate huge_m.json --all-ranks --json new_out.json --trace sentinel.json
 levels=$(printf '%*s' 100000 '')
 printf '%s%s\n' "${levels// /[}" "${levels// /]}" >nested.json
 row "plan: a model file nested 100,000 levels deep" 2 \

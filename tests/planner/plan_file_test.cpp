@@ -390,7 +390,10 @@ TEST_CASE("bad plan files: header") {
         "p.json: expected a JSON object");
   CHECK(error_after([](nlohmann::json& j) { j.erase("format"); }) == "p.json: format: missing");
   CHECK(error_after([](nlohmann::json& j) { j["format"] = "meshplan published runs"; }) ==
-        "p.json: format: not a meshplan plan file (\"meshplan published runs\")");
+        "p.json: a published-runs file, not a meshplan plan file: this command takes a plan file "
+        "written by plan --save-plan");
+  CHECK(error_after([](nlohmann::json& j) { j["format"] = "plan"; }) ==
+        "p.json: format: not a meshplan plan file (\"plan\")");
   CHECK(error_after([](nlohmann::json& j) { j["version"] = 2; }) ==
         "p.json: version: plan format version 2 is newer than this meshplan reads (1)");
   CHECK(error_after([](nlohmann::json& j) { j["version"] = 0; }) ==

@@ -372,7 +372,11 @@ TEST_CASE("malformed runs files: format, unknown fields, no runs, an id twice, a
   nlohmann::json json = small;
   json["format"] = "meshplan memory cases";
   CHECK(input_error([&] { validate_runs(json, "r.json"); }) ==
-        "r.json: format: expected \"meshplan published runs\" (\"meshplan memory cases\")");
+        "r.json: a \"meshplan memory cases\" file, not a published-runs file: validate takes a "
+        "runs file (\"format\": \"meshplan published runs\")");
+  json["format"] = "runs";
+  CHECK(input_error([&] { validate_runs(json, "r.json"); }) ==
+        "r.json: format: expected \"meshplan published runs\" (\"runs\")");
   json = small;
   json["run"] = nlohmann::json::array();  // a typo of "runs" beside it
   CHECK(input_error([&] { validate_runs(json, "r.json"); }) == "r.json: run: unknown field ([])");

@@ -8,12 +8,13 @@
 #include <vector>
 
 #include "meshplan/cost_model.h"
+#include "meshplan/input_kind.h"
 #include "meshplan/layout.h"
 #include "meshplan/models.h"
 
 namespace meshplan::planner {
 
-inline constexpr const char* kPlanFormat = "meshplan plan";
+inline constexpr const char* kPlanFormat = kPlanFileFormat;
 inline constexpr int kPlanFormatVersion = 1;
 
 struct Plan {
