@@ -532,11 +532,14 @@ void run_plan(const PlanArguments& args) {
     outputs.set("--save-plan",
                 planner::plan_to_json(plan, reports::estimate_json(saved)).dump(2) + "\n");
   }
-  std::string emitted;
+  std::string emitted, emit_note;
   if (emit) {
     // The plan --save-plan writes (rank --save-plan-rank, default the best).
     const planner::Plan plan{model, cluster, args.gpus, saved.layout, saved_options};
     emitted = reports::emit_launch_config(plan, *emit, args.save_plan_path);
+    if (*emit == reports::EmitTarget::kDeepSpeed) {
+      emit_note = reports::deepspeed_partition_note(plan);
+    }
     if (outputs.wants("--emit-out")) {
       outputs.set("--emit-out", emitted);
     }
@@ -552,6 +555,7 @@ void run_plan(const PlanArguments& args) {
     } else {
       fmt::print("# {} launch config written to {}\n", reports::to_string(*emit), args.emit_out);
     }
+    fmt::print(table_out, "{}", emit_note);
   }
 }
 

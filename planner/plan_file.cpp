@@ -456,7 +456,7 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
   // A hand-written plan is held to what its framework can run, as the search is (README
   // "Frameworks"), so simulate, execute and compare never cost a layout the framework refuses.
   if (validity.ok()) {
-    validity = check_framework(plan.options, plan.layout, true);
+    validity = check_framework(plan.model, plan.options, plan.layout, true);
   }
   if (!validity.ok()) {
     throw InputError(fmt::format("{}: layout: {}", source, validity.reason));

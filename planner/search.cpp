@@ -169,11 +169,21 @@ std::vector<int64_t> ep_choices(const models::TransformerConfig& model, const Se
   return eps;
 }
 
-// The splits to try for pp stages: the fixed one, or candidate_stage_splits.
+// The splits to try for pp stages: the fixed one; under deepspeed, those its PipelineModule
+// builds (deepspeed_stage_splits); else candidate_stage_splits.
 std::vector<std::vector<int64_t>> stage_split_choices(const models::TransformerConfig& model,
-                                                      const SearchSpace& space, int64_t pp) {
+                                                      const SearchSpace& space,
+                                                      const PlanOptions& options, int64_t tp,
+                                                      int64_t pp) {
   if (space.stage_layers) {
     return {*space.stage_layers};
+  }
+  if (options.framework == Framework::kDeepSpeed && pp > 1) {
+    std::vector<std::vector<int64_t>> splits = deepspeed_stage_splits(model, tp, pp);
+    if (splits.empty()) {
+      splits.push_back({});  // no stage split exists: check_layout names why ("pp_layers")
+    }
+    return splits;
   }
   return candidate_stage_splits(model.num_layers, pp);
 }
@@ -232,7 +242,7 @@ void enumerate_replicas(const models::TransformerConfig& model,
     return;
   }
   const int64_t batch_per_replica = space.global_batch % dp == 0 ? space.global_batch / dp : 1;
-  const auto splits = stage_split_choices(model, space, pp);
+  const auto splits = stage_split_choices(model, space, options, tp, pp);
   const auto schedules = schedule_choices(model, space, pp, splits);
   // Interleaved layouts also try the balanced (first) split's memory-shifted variants (not a
   // fixed split; the other splits already trade stage balance for memory), with the vpps the
@@ -430,7 +440,7 @@ SearchResult search_layouts(const models::TransformerConfig& model,
     }
     ++result.num_evaluated;
     const Validity runnable =
-        check_framework(options, layout, !result.example_reason.contains("framework"));
+        check_framework(model, options, layout, !result.example_reason.contains("framework"));
     if (!runnable.ok()) {
       ++result.rejections[runnable.code];
       result.example_reason.emplace(runnable.code, runnable.reason);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "meshplan/cost_model.h"
 #include "meshplan/errors.h"
 
@@ -546,13 +548,7 @@ Validity check_framework(Framework framework, const Layout& layout, bool with_re
       if (pipelined && layout.schedule != ScheduleKind::kOneFOneB) {
         return refused("its pipeline engine runs only 1F1B (TrainSchedule)");
       }
-      // deepspeed/runtime/pipe/module.py PipelineModule: stages come from partition_method
-      // ("parameters", "uniform", "type:..."), not from a stated per-stage layer list.
-      if (!layout.stage_layers.empty()) {
-        return refused(
-            "its PipelineModule splits layers by partition_method, not by a given "
-            "per-stage list");
-      }
+      // The stage split is checked with the model (check_framework with a model).
       return {};
     case Framework::kFsdp:
       // torchtitan 018740b7 parallelize.py: FSDP2 fully_shard (ZeRO-3) over dp_shard or DDP
@@ -584,9 +580,35 @@ Validity check_framework(Framework framework, const Layout& layout, bool with_re
   return {};
 }
 
-Validity check_framework(const PlanOptions& options, const Layout& layout, bool with_reason) {
+Validity check_framework(const models::TransformerConfig& model, const PlanOptions& options,
+                         const Layout& layout, bool with_reason) {
   if (Validity runnable = check_framework(options.framework, layout, with_reason); !runnable.ok()) {
     return runnable;
+  }
+  // deepspeed/runtime/pipe/module.py PipelineModule (0.19.6) builds its stages from
+  // partition_method ("parameters", "type:transformer", "uniform"), not from a stated list: a
+  // split is runnable when "type:transformer" or "parameters" builds it (deepspeed_stage_splits).
+  if (options.framework == Framework::kDeepSpeed && layout.pp > 1 &&
+      (!layout.stage_layers.empty() || model.num_layers % layout.pp != 0)) {
+    const std::vector<std::vector<int64_t>> runnable =
+        deepspeed_stage_splits(model, layout.tp, layout.pp);
+    if (std::find(runnable.begin(), runnable.end(), layout.stage_layers) == runnable.end()) {
+      if (!with_reason) {
+        return reject("framework", "");
+      }
+      const auto split = [&](DeepSpeedPartition method) {
+        return format_stage_layers(deepspeed_stage_layers(model, layout.tp, layout.pp, method));
+      };
+      return refuse(
+          options.framework,
+          fmt::format("its PipelineModule splits layers by partition_method, and neither "
+                      "type:transformer ({}) nor parameters ({}) gives {}",
+                      split(DeepSpeedPartition::kTypeTransformer),
+                      split(DeepSpeedPartition::kParameters),
+                      layout.stage_layers.empty() ? "the even split"
+                                                  : format_stage_layers(layout.stage_layers)),
+          layout);
+    }
   }
   // Megatron-LM training/arguments.py validate_args (d98e8a64 lines 1000-1009; since 3ee489d9,
   // 2024-05-31, before which interleaving needed pp > 2 outright): with

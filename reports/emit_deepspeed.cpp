@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
 
 #include "emit_common.h"
 #include "meshplan/dp_buckets.h"
@@ -80,11 +82,6 @@ std::string emit_deepspeed(const planner::Plan& plan) {
            "mixture-of-experts models are not emitted for DeepSpeed",
            std::to_string(plan.model.num_experts));
   }
-  if (!layout.stage_layers.empty()) {
-    refuse(kDeepSpeedTarget, "stage_layers",
-           "uneven pipeline stages are not emitted for DeepSpeed yet",
-           planner::format_stage_layers(layout.stage_layers));
-  }
   // DeepSpeed's bucket sizes count elements of the reduce dtype, meshplan's count bytes: the
   // plan's bucket, or DeepSpeed's own default (5e8 elements, dp_bucket_bytes) when the plan
   // states none.
@@ -112,6 +109,32 @@ std::string emit_deepspeed(const planner::Plan& plan) {
     config["tensor_parallel"] = {{"autotp_size", layout.tp}};
   }
   return config.dump(2) + "\n";
+}
+
+std::string deepspeed_partition_note(const planner::Plan& plan) {
+  const planner::Layout& layout = plan.layout;
+  if (layout.pp <= 1) {
+    return "";
+  }
+  // check_framework admitted only a split that partition_method builds; the method is an
+  // argument of PipelineModule in the model's code, which no DeepSpeed config key sets.
+  const std::optional<planner::DeepSpeedPartition> method =
+      planner::deepspeed_partition_of(plan.model, layout);
+  if (!method) {
+    return "";
+  }
+  std::vector<int64_t> layers = layout.stage_layers;
+  if (layers.empty()) {
+    layers.assign(static_cast<size_t>(layout.pp), plan.model.num_layers / layout.pp);
+  }
+  return fmt::format(
+      "# --emit deepspeed: stages of {} layers: build the PipelineModule with "
+      "partition_method=\"{}\" ({}); a DeepSpeed config cannot set it\n",
+      planner::format_stage_layers(layers), to_string(*method),
+      *method == planner::DeepSpeedPartition::kParameters
+          ? "PipelineModule's default"
+          : "what GPT-NeoX and Megatron-DeepSpeed pass; PipelineModule's default, parameters, "
+            "splits this model differently");
 }
 
 }  // namespace meshplan::reports

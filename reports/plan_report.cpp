@@ -27,9 +27,10 @@ std::string on_off(bool value) {
 // the cp column only when `with_cp` (some listed layout has cp > 1). The last three columns say
 // why it ranks where it does: micro-batches per pipeline per step, the pipeline bubble and the
 // exposed communication (tp + pp transfers + dp), in seconds. A mixture-of-experts model's
-// table (`moe`) ends with an ep column after them.
-void add_plan_row(int rank, const planner::PlanEstimate& e, planner::Framework framework,
-                  bool with_cp, bool moe, Report* report) {
+// table ends with an ep column after them.
+void add_plan_row(int rank, const planner::PlanEstimate& e, const models::TransformerConfig& model,
+                  planner::Framework framework, bool with_cp, Report* report) {
+  const bool moe = model.is_moe();
   const planner::Layout& l = e.layout;
   const double exposed_comm_seconds = exposed_communication_seconds(e.breakdown);
   report->table += fmt::format(
@@ -41,8 +42,16 @@ void add_plan_row(int rank, const planner::PlanEstimate& e, planner::Framework f
       l.num_micro_batches(), e.breakdown.bubble_seconds, exposed_comm_seconds,
       moe ? fmt::format(" {:>5}", l.ep) : "");
   if (!l.stage_layers.empty()) {
-    report->table += fmt::format("#      plan {}: layers per stage {}\n", rank,
-                                 planner::format_stage_layers(l.stage_layers));
+    // Under deepspeed the split is one its PipelineModule builds (check_framework): say which.
+    const auto method = framework == planner::Framework::kDeepSpeed
+                            ? planner::deepspeed_partition_of(model, l)
+                            : std::nullopt;
+    report->table += fmt::format(
+        "#      plan {}: layers per stage {}{}\n", rank,
+        planner::format_stage_layers(l.stage_layers),
+        method
+            ? fmt::format(" (DeepSpeed PipelineModule partition_method \"{}\")", to_string(*method))
+            : "");
   }
   if (planner::expert_tensor_parallel(l) != l.tp) {
     report->table += fmt::format("#      plan {}: experts split over etp {} of the tp {} ranks\n",
@@ -251,7 +260,7 @@ Report plan_report(const models::TransformerConfig& model, const models::Cluster
       "(tok/s)", "(mb)", "(s)", "(s)");
   int rank = 1;
   for (const planner::PlanEstimate& e : result.best) {
-    add_plan_row(rank++, e, framework, with_cp, moe, &report);
+    add_plan_row(rank++, e, model, framework, with_cp, &report);
   }
   report.table +=
       fmt::format("# evaluated {} layouts, {} feasible", result.num_evaluated, result.num_feasible);

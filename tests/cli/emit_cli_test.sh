@@ -29,7 +29,10 @@ grep -q '^# plan written to tt.json$' tt_table.txt || fail "torchtitan: table no
 "$meshplan" plan --model llama3-8b --cluster dgx-h100 --gpus 64 --pp 4 --tp 1 --zero 1 \
   --recompute full --global-batch 256 --framework deepspeed --emit deepspeed \
   --emit-out ds_config.json \
-  --save-plan ds.json >/dev/null || fail "deepspeed"
+  --save-plan ds.json >ds_table.txt || fail "deepspeed"
+# The partition_method that builds the plan's stages is model code, named beside the config.
+grep -q '^# --emit deepspeed: stages of .* layers: build the PipelineModule with partition_method="\(parameters\|type:transformer\)"' \
+  ds_table.txt || fail "deepspeed: partition_method note"
 "$meshplan" plan --model mixtral-8x7b --cluster dgx-h100 --gpus 64 --tp 2 --etp 1 --ep 8 \
   --global-batch 128 --emit megatron --emit-out moe.sh --save-plan moe.json >/dev/null ||
   fail "megatron moe"

@@ -359,10 +359,12 @@ Validity check_fp8_param_gather(const models::TransformerConfig& model, const La
 /// naming the framework, the version read and the source that says so (an empty reason when
 /// `with_reason` is false: the search formats it once).
 Validity check_framework(Framework framework, const Layout& layout, bool with_reason = true);
-/// check_framework(options.framework, layout) plus the rules that also read the options:
-/// megatron refuses interleaved pp 2 (vpp > 1) without options.overlap_p2p_comm (validity.cpp).
-/// The search and validate call this one.
-Validity check_framework(const PlanOptions& options, const Layout& layout, bool with_reason = true);
+/// check_framework(options.framework, layout) plus the rules that also read the options or the
+/// model: megatron refuses interleaved pp 2 (vpp > 1) without options.overlap_p2p_comm;
+/// deepspeed runs only the stage splits its PipelineModule builds (deepspeed_stage_splits)
+/// (validity.cpp). The search, plan files and validate call this one.
+Validity check_framework(const models::TransformerConfig& model, const PlanOptions& options,
+                         const Layout& layout, bool with_reason = true);
 
 /// A caveat on a layout `framework` runs but its own project does not test, "" when none, for
 /// the plan table and --json ("caveat"): Megatron-FSDP (megatron, ZeRO 2-3) with pp > 1, which
@@ -501,6 +503,30 @@ std::string check_stage_layers(const models::TransformerConfig& model, const Lay
 /// `stage_layers` with the even split mapped to {} (so even layouts compare and serialise as
 /// before the field existed).
 std::vector<int64_t> canonical_stage_layers(std::vector<int64_t> stage_layers);
+
+/// DeepSpeed PipelineModule's partition_method (deepspeed/runtime/pipe/module.py
+/// _partition_layers): "type:transformer" balances the count of transformer layers (what GPT-NeoX
+/// and Megatron-DeepSpeed pass), "parameters" (PipelineModule's default) the parameters of every
+/// layer spec, the embedding and LM head included.
+enum class DeepSpeedPartition { kTypeTransformer, kParameters };
+std::string to_string(DeepSpeedPartition method);
+
+/// Transformer layers per stage, [pp], that DeepSpeed 0.19.6's partition_balanced gives `method`
+/// over a GPT pipeline's layer specs (embedding, the layers, final norm, LM head; parameters per
+/// tensor-parallel rank). A stage may get 0 layers when pp is close to the layer count.
+std::vector<int64_t> deepspeed_stage_layers(const models::TransformerConfig& model, int64_t tp,
+                                            int64_t pp, DeepSpeedPartition method);
+
+/// Which method builds `layout`'s split (canonical form; type:transformer first when both do),
+/// or nothing when neither does.
+std::optional<DeepSpeedPartition> deepspeed_partition_of(const models::TransformerConfig& model,
+                                                         const Layout& layout);
+
+/// The splits a DeepSpeed pipeline can run for pp stages: deepspeed_stage_layers of both methods,
+/// canonical (canonical_stage_layers: even is {}), without duplicates, leaving out any that
+/// gives a stage no transformer layer.
+std::vector<std::vector<int64_t>> deepspeed_stage_splits(const models::TransformerConfig& model,
+                                                         int64_t tp, int64_t pp);
 
 /// A split a file states (a plan's or a published run's stage_layers): checked as written against
 /// the model and pp (check_stage_layers: count, sign, sum), even when it is the even one, then

@@ -26,6 +26,10 @@ std::string emit_torchtitan(const planner::Plan& plan);
 /// DeepSpeed: a config JSON (batch sizes, gradient accumulation, zero_optimization, bf16,
 /// pipeline, tensor_parallel).
 std::string emit_deepspeed(const planner::Plan& plan);
+/// For a DeepSpeed plan with pp > 1, one line ("# --emit deepspeed: ...\n") naming the
+/// PipelineModule partition_method that builds the plan's stages (deepspeed_partition_of), which
+/// lives in the model's code, not the config; "" otherwise.
+std::string deepspeed_partition_note(const planner::Plan& plan);
 /// Slurm: an sbatch script that runs `meshplan execute <plan_path>` on plan.num_gpus ranks
 /// (nodes, tasks per node, one core per rank bound with srun), passing the script's arguments
 /// on to execute. Refuses plans the executor cannot run (its own check).

@@ -1,0 +1,169 @@
+// DeepSpeed's pipeline stage splits: what PipelineModule's partition_method builds, so a
+// DeepSpeed plan holds the layers DeepSpeed would give each stage (DeepSpeed 0.19.6,
+// deepspeed/runtime/pipe/module.py _partition_layers; deepspeed/runtime/utils.py
+// partition_balanced).
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <utility>
+
+#include "meshplan/cost_model.h"
+#include "model_shape.h"
+
+namespace meshplan::planner {
+
+namespace {
+
+// deepspeed/runtime/utils.py partition_balanced (0.19.6): the linear partition of `weights`
+// into `parts` contiguous parts that minimises the spread max - min of the part sums, by
+// dynamic programming over (items, parts); on equal spreads the last split point wins
+// (`if dp_cost[i, j] >= cost`). Returns the parts + 1 boundaries. n <= parts falls back to
+// partition_uniform's min(p, n).
+std::vector<size_t> partition_balanced(const std::vector<double>& weights, size_t parts) {
+  const size_t n = weights.size();
+  std::vector<size_t> bounds(parts + 1, 0);
+  if (n <= parts) {
+    for (size_t p = 0; p <= parts; ++p) {
+      bounds[p] = std::min(p, n);
+    }
+    return bounds;
+  }
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const size_t width = parts + 1;
+  std::vector<double> best_max((n + 1) * width, kInf);
+  std::vector<double> best_min((n + 1) * width, kInf);
+  std::vector<double> best_cost((n + 1) * width, kInf);
+  std::vector<size_t> position((n + 1) * width, 0);
+  std::vector<double> prefix(n + 1, 0.0);
+  for (size_t i = 0; i < n; ++i) {
+    prefix[i + 1] = prefix[i] + weights[i];
+  }
+  best_max[0] = 0.0;
+  best_cost[0] = 0.0;
+  for (size_t i = 1; i <= n; ++i) {
+    for (size_t j = 1; j <= std::min(i, parts); ++j) {
+      for (size_t k = 0; k < i; ++k) {
+        const double part = prefix[i] - prefix[k];
+        const double max_sum = std::max(best_max[k * width + j - 1], part);
+        const double min_sum = std::min(best_min[k * width + j - 1], part);
+        const double cost = max_sum - min_sum;
+        if (best_cost[i * width + j] >= cost) {
+          best_cost[i * width + j] = cost;
+          best_max[i * width + j] = max_sum;
+          best_min[i * width + j] = min_sum;
+          position[i * width + j] = k;
+        }
+      }
+    }
+  }
+  bounds[parts] = n;
+  for (size_t j = parts; j >= 1; --j) {
+    bounds[j - 1] = position[bounds[j] * width + j];
+  }
+  return bounds;
+}
+
+// A GPT pipeline's layer specs as DeepSpeed models build them (GPT-NeoX gpt2_model.py,
+// Megatron-DeepSpeed gpt_model.py GPTModelPipe): the embedding, the transformer layers, the
+// final norm and the LM head (a TiedLayerSpec with tied embeddings, counted again by
+// _count_layer_params, which builds every LayerSpec). Function specs between them weigh 0 under
+// both methods and move no transformer layer, so they are left out. Per tensor-parallel rank:
+// _count_layer_params counts the rank's own (vocab- and tp-sharded) parameters.
+struct LayerSpecs {
+  std::vector<double> parameter_weights;  // "parameters"
+  std::vector<double> layer_weights;      // "type:transformer": 1 per transformer layer
+};
+
+LayerSpecs gpt_layer_specs(const models::TransformerConfig& model, int64_t tp) {
+  const Layout one_stage{.tp = tp, .pp = 1};
+  const StageParameters embedding = stage_embedding_parameters(model, one_stage, 0);
+  const double vocab_shard =
+      static_cast<double>(padded_vocab_size(model, tp) / tp * model.hidden_size);
+  LayerSpecs specs;
+  specs.parameter_weights.push_back(static_cast<double>(embedding.sharded + embedding.replicated));
+  specs.layer_weights.push_back(0.0);
+  const LayerParameters dense = layer_parameters(model, tp);
+  const LayerParameters moe = model.is_moe() ? layer_parameters(model, tp, true) : dense;
+  for (int64_t layer = 0; layer < model.num_layers; ++layer) {
+    const LayerParameters& p = model.is_moe() && layer >= model.first_dense_layers ? moe : dense;
+    specs.parameter_weights.push_back(static_cast<double>(p.sharded + p.replicated + p.expert));
+    specs.layer_weights.push_back(1.0);
+  }
+  specs.parameter_weights.push_back(static_cast<double>(norm_parameters(model)));
+  specs.layer_weights.push_back(0.0);
+  specs.parameter_weights.push_back(vocab_shard);
+  specs.layer_weights.push_back(0.0);
+  return specs;
+}
+
+// Transformer layers per stage for the boundaries of a partition of gpt_layer_specs.
+std::vector<int64_t> layers_per_stage(const std::vector<size_t>& bounds,
+                                      const std::vector<double>& layer_weights) {
+  std::vector<int64_t> layers;
+  for (size_t s = 0; s + 1 < bounds.size(); ++s) {
+    int64_t count = 0;
+    for (size_t i = bounds[s]; i < bounds[s + 1]; ++i) {
+      count += layer_weights[i] > 0 ? 1 : 0;
+    }
+    layers.push_back(count);
+  }
+  return layers;
+}
+
+}  // namespace
+
+std::vector<int64_t> deepspeed_stage_layers(const models::TransformerConfig& model, int64_t tp,
+                                            int64_t pp, DeepSpeedPartition method) {
+  const LayerSpecs specs = gpt_layer_specs(model, tp);
+  const std::vector<double>& weights =
+      method == DeepSpeedPartition::kParameters ? specs.parameter_weights : specs.layer_weights;
+  // The search asks once per layout, and the partition is O(specs^2 pp): remembered per thread.
+  thread_local std::map<std::pair<std::vector<double>, int64_t>, std::vector<int64_t>> known;
+  auto key = std::make_pair(weights, pp);
+  if (const auto found = known.find(key); found != known.end()) {
+    return found->second;
+  }
+  std::vector<int64_t> layers =
+      layers_per_stage(partition_balanced(weights, static_cast<size_t>(pp)), specs.layer_weights);
+  if (known.size() > 256) {
+    known.clear();
+  }
+  known.emplace(std::move(key), layers);
+  return layers;
+}
+
+std::vector<std::vector<int64_t>> deepspeed_stage_splits(const models::TransformerConfig& model,
+                                                         int64_t tp, int64_t pp) {
+  std::vector<std::vector<int64_t>> splits;
+  for (DeepSpeedPartition method :
+       {DeepSpeedPartition::kTypeTransformer, DeepSpeedPartition::kParameters}) {
+    std::vector<int64_t> split = deepspeed_stage_layers(model, tp, pp, method);
+    const bool every_stage_has_a_layer =
+        std::all_of(split.begin(), split.end(), [](int64_t n) { return n > 0; });
+    split = canonical_stage_layers(split);
+    if (every_stage_has_a_layer && std::find(splits.begin(), splits.end(), split) == splits.end()) {
+      splits.push_back(split);
+    }
+  }
+  return splits;
+}
+
+std::optional<DeepSpeedPartition> deepspeed_partition_of(const models::TransformerConfig& model,
+                                                         const Layout& layout) {
+  for (DeepSpeedPartition method :
+       {DeepSpeedPartition::kTypeTransformer, DeepSpeedPartition::kParameters}) {
+    if (canonical_stage_layers(deepspeed_stage_layers(model, layout.tp, layout.pp, method)) ==
+        layout.stage_layers) {
+      return method;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string to_string(DeepSpeedPartition method) {
+  return method == DeepSpeedPartition::kParameters ? "parameters" : "type:transformer";
+}
+
+}  // namespace meshplan::planner

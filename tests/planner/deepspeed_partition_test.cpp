@@ -1,0 +1,112 @@
+// planner/deepspeed_partition.cpp: DeepSpeed's PipelineModule stage splits. Expected splits are
+// DeepSpeed 0.19.6's own deepspeed/runtime/utils.py partition_balanced, run with Python and
+// NumPy on the same layer-spec weights (embedding, layers, final norm, LM head; parameters per
+// tensor-parallel rank), and GLM-130B's published split.
+
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "meshplan/cost_model.h"
+#include "meshplan/search.h"
+#include "planner_test_util.h"
+
+namespace meshplan::planner {
+namespace {
+
+using Split = std::vector<int64_t>;
+
+// GLM-130B (Zeng et al. 2023, Sec. 3 and Table 11): 70 layers, h 12288, 96 heads, GeGLU FFN
+// 32768 (recorded as swiglu: the same three matrices), LayerNorm, vocabulary 150,528, tied.
+models::TransformerConfig glm_130b() {
+  models::TransformerConfig model = test::square_model("glm-130b");
+  model.num_layers = 70;
+  model.hidden_size = 12288;
+  model.num_attention_heads = 96;
+  model.num_kv_heads = 96;
+  model.head_dim = 128;
+  model.ffn_hidden_size = 32768;
+  model.vocab_size = 150528;
+  model.activation = models::Activation::kSwiglu;
+  model.tied_embeddings = true;
+  return model;
+}
+
+TEST_CASE("DeepSpeed partition_method parameters gives GLM-130B's published split") {
+  // Sec. 3: "we remove one layer from the first and the last stage": 8, 9 x 6, 8 on pp 8, tp 4.
+  // The embedding (150528 / 4 x 12288 = 462M per rank) weighs about one layer (453M per rank),
+  // as does the tied LM head on the last stage.
+  const models::TransformerConfig model = glm_130b();
+  CHECK(deepspeed_stage_layers(model, 4, 8, DeepSpeedPartition::kParameters) ==
+        Split{8, 9, 9, 9, 9, 9, 9, 8});
+  // type:transformer balances layer counts only; partition_balanced's ties keep the last split
+  // point, so the short stages come last.
+  CHECK(deepspeed_stage_layers(model, 4, 8, DeepSpeedPartition::kTypeTransformer) ==
+        Split{9, 9, 9, 9, 9, 9, 8, 8});
+}
+
+TEST_CASE("DeepSpeed splits of Llama 3 405B on pp 16 and of tiny on pp 4") {
+  const models::TransformerConfig llama = models::load_model("llama3-405b");
+  CHECK(deepspeed_stage_layers(llama, 8, 16, DeepSpeedPartition::kParameters) ==
+        Split{7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7});
+  CHECK(deepspeed_stage_layers(llama, 8, 16, DeepSpeedPartition::kTypeTransformer) ==
+        Split{8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7, 7});
+  models::TransformerConfig tiny = models::load_model("tiny");
+  tiny.num_layers = 10;
+  CHECK(deepspeed_stage_layers(tiny, 1, 4, DeepSpeedPartition::kParameters) == Split{2, 3, 3, 2});
+  CHECK(deepspeed_stage_layers(tiny, 1, 4, DeepSpeedPartition::kTypeTransformer) ==
+        Split{3, 3, 2, 2});
+  // Layers pp divides: type:transformer is the even split ({} once canonical).
+  CHECK(deepspeed_stage_splits(models::load_model("tiny"), 1, 2).front().empty());
+}
+
+TEST_CASE("deepspeed runs only the splits its PipelineModule builds") {
+  const models::TransformerConfig model = glm_130b();
+  PlanOptions options;
+  options.framework = Framework::kDeepSpeed;
+  Layout layout = test::make_layout(4, 8, 24, 1, 4224);
+  layout.recompute = Recompute::kFull;
+  layout.stage_layers = {8, 9, 9, 9, 9, 9, 9, 8};
+  CHECK(check_framework(model, options, layout).ok());
+  CHECK(deepspeed_partition_of(model, layout) == DeepSpeedPartition::kParameters);
+  layout.stage_layers = {9, 9, 9, 9, 9, 9, 8, 8};
+  CHECK(deepspeed_partition_of(model, layout) == DeepSpeedPartition::kTypeTransformer);
+  layout.stage_layers = {8, 8, 9, 9, 9, 9, 9, 9};
+  const Validity refused = check_framework(model, options, layout);
+  CHECK(refused.code == "framework");
+  CHECK(refused.reason.starts_with(
+      "deepspeed cannot run this layout: its PipelineModule splits layers by partition_method, "
+      "and neither type:transformer (9,9,9,9,9,9,8,8) nor parameters (8,9,9,9,9,9,9,8) gives "
+      "8,8,9,9,9,9,9,9"));
+  // Megatron takes any list.
+  options.framework = Framework::kMegatron;
+  CHECK(check_framework(model, options, layout).ok());
+}
+
+TEST_CASE("a deepspeed search tries exactly DeepSpeed's splits") {
+  const models::TransformerConfig model = glm_130b();
+  SearchSpace space;
+  space.num_gpus = 768;
+  space.global_batch = 4224;
+  space.tp = 4;
+  space.pp = 8;
+  space.micro_batch = 1;
+  space.recompute = Recompute::kFull;
+  space.zero = 1;
+  space.sequence_parallel = false;
+  PlanOptions options;
+  options.framework = Framework::kDeepSpeed;
+  options.flash_attention = false;
+  const SearchResult result = search_layouts(model, models::load_cluster("dgx-a100-80gb"), space,
+                                             options, Objective::kTime, 10);
+  REQUIRE(result.best.size() == 2);
+  std::vector<Split> splits;
+  for (const PlanEstimate& e : result.best) {
+    splits.push_back(e.layout.stage_layers);
+  }
+  CHECK(std::find(splits.begin(), splits.end(), Split{8, 9, 9, 9, 9, 9, 9, 8}) != splits.end());
+  CHECK(std::find(splits.begin(), splits.end(), Split{9, 9, 9, 9, 9, 9, 8, 8}) != splits.end());
+}
+
+}  // namespace
+}  // namespace meshplan::planner
