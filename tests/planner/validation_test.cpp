@@ -1,5 +1,5 @@
-// validate_runs (planner/validation.cpp): the accuracy bars on the 61 published runs of the
-// project set (27 the efficiency parameters were chosen on, 34 held out), the run's own
+// validate_runs (planner/validation.cpp): the accuracy bars on the 62 published runs of the
+// project set (27 the efficiency parameters were chosen on, 35 held out), the run's own
 // hardware and software, searched dimensions, and malformed runs files.
 
 #include "meshplan/validation.h"
@@ -56,9 +56,10 @@ const ValidationReport& public_report() {
   return report;
 }
 
-// Issue 10's bars for the whole project set. The max is not met today (README, Validation: 4.2%
-// mean, 13.9% max over the 61 runs; the 27 chosen-on runs 3.2% / 6.6%, the 34 held-out runs
-// 5.0% / 13.9%: GPT-NeoX-20B is predicted 13.9% fast).
+// Issue 10's bars for the whole project set. The max is not met today (README, Validation: 4.6%
+// mean, 18.6% max over the 62 runs; the 27 chosen-on runs 3.6% / 8.2%, the 35 held-out runs
+// 5.3% / 18.6%: GLM-130B and GPT-NeoX-20B, DeepSpeed's pipeline engine, are predicted 18.6% and
+// 12.9% fast).
 // should_fail() records that: this case fails the day the bars hold, and then loses the
 // decorator.
 TEST_CASE("project runs: mean |error| <= 5%, max <= 12% (issue 10 bars, not met yet)" *
@@ -82,8 +83,9 @@ TEST_CASE("project runs: every run predicted; chosen-on and held-out errors repo
   // 15 moved from candidate_runs.json, 3 NVIDIA NeMo 24.07 H100 FP8 runs and 3 more NeMo /
   // Megatron-Bridge FP8 runs once TE's fp8 saved inputs were counted, and the ten rows of
   // torchtitan's Dec 2024 H100 benchmark (one of them moved from candidate_runs.json), never
-  // used to choose them.
-  CHECK(held_out.size() == 34);
+  // used to choose them; GLM-130B moved from candidate_runs.json once deepspeed's
+  // partition_method was modelled.
+  CHECK(held_out.size() == 35);
   CHECK(report.chosen_on.num_predicted == chosen_on.size());
   CHECK(report.held_out.num_predicted == held_out.size());
   // Same sums and maxima in another order: rounding only.
@@ -123,7 +125,7 @@ TEST_CASE("public runs: layouts and software as published, error as the README d
   const nlohmann::json runs_file = read_json_file(kPublicRuns);
   const ValidationReport& report = public_report();
   REQUIRE(report.runs.size() == runs_file.at("runs").size());
-  CHECK(report.runs.size() == 61);  // the README: 61 published training runs
+  CHECK(report.runs.size() == 62);  // the README: 62 published training runs
 
   double sum = 0, worst = 0;
   for (size_t i = 0; i < report.runs.size(); ++i) {
