@@ -127,14 +127,18 @@ std::string deepspeed_partition_note(const planner::Plan& plan) {
   if (layers.empty()) {
     layers.assign(static_cast<size_t>(layout.pp), plan.model.num_layers / layout.pp);
   }
+  const bool both = planner::canonical_stage_layers(planner::deepspeed_stage_layers(
+                        plan.model, layout.tp, layout.pp,
+                        planner::DeepSpeedPartition::kParameters)) == layout.stage_layers;
+  const char* why = *method == planner::DeepSpeedPartition::kParameters ? "PipelineModule's default"
+                    : both ? "what GPT-NeoX and Megatron-DeepSpeed pass; PipelineModule's default, "
+                             "parameters, builds the same split"
+                           : "what GPT-NeoX and Megatron-DeepSpeed pass; PipelineModule's default, "
+                             "parameters, splits this model differently";
   return fmt::format(
       "# --emit deepspeed: stages of {} layers: build the PipelineModule with "
       "partition_method=\"{}\" ({}); a DeepSpeed config cannot set it\n",
-      planner::format_stage_layers(layers), to_string(*method),
-      *method == planner::DeepSpeedPartition::kParameters
-          ? "PipelineModule's default"
-          : "what GPT-NeoX and Megatron-DeepSpeed pass; PipelineModule's default, parameters, "
-            "splits this model differently");
+      planner::format_stage_layers(layers), to_string(*method), why);
 }
 
 }  // namespace meshplan::reports

@@ -784,6 +784,19 @@ TEST_CASE("--emit deepspeed: pipeline engine with ZeRO-1, full recompute") {
   CHECK(config.at("pipeline").at("stages") == 4);
   CHECK(config.at("pipeline").at("activation_checkpoint_interval") == 1);
   CHECK(config.count("tensor_parallel") == 0);
+  // The even split of 32 layers is what type:transformer builds; "parameters" (PipelineModule's
+  // default) gives 7,9,9,7 here, so the method is named beside the config.
+  CHECK(deepspeed_partition_note(plan) ==
+        "# --emit deepspeed: stages of 8,8,8,8 layers: build the PipelineModule with "
+        "partition_method=\"type:transformer\" (what GPT-NeoX and Megatron-DeepSpeed pass; "
+        "PipelineModule's default, parameters, splits this model differently); a DeepSpeed "
+        "config cannot set it\n");
+  planner::Plan by_parameters = plan;
+  by_parameters.layout.stage_layers = {7, 9, 9, 7};
+  CHECK(deepspeed_partition_note(by_parameters) ==
+        "# --emit deepspeed: stages of 7,9,9,7 layers: build the PipelineModule with "
+        "partition_method=\"parameters\" (PipelineModule's default); a DeepSpeed config cannot "
+        "set it\n");
   // Key names as DeepSpeed's parser reads them (files in the header comment).
   const std::set<std::string> top = {"train_batch_size",
                                      "train_micro_batch_size_per_gpu",
