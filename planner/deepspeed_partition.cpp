@@ -77,7 +77,8 @@ struct LayerSpecs {
 };
 
 LayerSpecs gpt_layer_specs(const models::TransformerConfig& model, int64_t tp) {
-  const Layout one_stage{.tp = tp, .pp = 1};
+  Layout one_stage;
+  one_stage.tp = tp;
   const StageParameters embedding = stage_embedding_parameters(model, one_stage, 0);
   const double vocab_shard =
       static_cast<double>(padded_vocab_size(model, tp) / tp * model.hidden_size);
