@@ -74,6 +74,9 @@ std::vector<size_t> partition_balanced(const std::vector<double>& weights, size_
 struct LayerSpecs {
   std::vector<double> parameter_weights;  // "parameters"
   std::vector<double> layer_weights;      // "type:transformer": 1 per transformer layer
+  // "type:transformer|embedding": also 1 for the embedding, and for the LM head when it is the
+  // tied embedding (Megatron-DeepSpeed's TiedLayerSpec "embed" of EmbeddingPipe at both ends).
+  std::vector<double> layer_and_embedding_weights;
 };
 
 LayerSpecs gpt_layer_specs(const models::TransformerConfig& model, int64_t tp) {
@@ -85,17 +88,21 @@ LayerSpecs gpt_layer_specs(const models::TransformerConfig& model, int64_t tp) {
   LayerSpecs specs;
   specs.parameter_weights.push_back(static_cast<double>(embedding.sharded + embedding.replicated));
   specs.layer_weights.push_back(0.0);
+  specs.layer_and_embedding_weights.push_back(1.0);
   const LayerParameters dense = layer_parameters(model, tp);
   const LayerParameters moe = model.is_moe() ? layer_parameters(model, tp, true) : dense;
   for (int64_t layer = 0; layer < model.num_layers; ++layer) {
     const LayerParameters& p = model.is_moe() && layer >= model.first_dense_layers ? moe : dense;
     specs.parameter_weights.push_back(static_cast<double>(p.sharded + p.replicated + p.expert));
     specs.layer_weights.push_back(1.0);
+    specs.layer_and_embedding_weights.push_back(1.0);
   }
   specs.parameter_weights.push_back(static_cast<double>(norm_parameters(model)));
   specs.layer_weights.push_back(0.0);
+  specs.layer_and_embedding_weights.push_back(0.0);
   specs.parameter_weights.push_back(vocab_shard);
   specs.layer_weights.push_back(0.0);
+  specs.layer_and_embedding_weights.push_back(model.tied_embeddings ? 1.0 : 0.0);
   return specs;
 }
 
@@ -119,7 +126,9 @@ std::vector<int64_t> deepspeed_stage_layers(const models::TransformerConfig& mod
                                             int64_t pp, DeepSpeedPartition method) {
   const LayerSpecs specs = gpt_layer_specs(model, tp);
   const std::vector<double>& weights =
-      method == DeepSpeedPartition::kParameters ? specs.parameter_weights : specs.layer_weights;
+      method == DeepSpeedPartition::kParameters                 ? specs.parameter_weights
+      : method == DeepSpeedPartition::kTypeTransformerEmbedding ? specs.layer_and_embedding_weights
+                                                                : specs.layer_weights;
   // The search asks once per layout, and the partition is O(specs^2 pp): remembered per thread.
   thread_local std::map<std::pair<std::vector<double>, int64_t>, std::vector<int64_t>> known;
   auto key = std::make_pair(weights, pp);
@@ -138,8 +147,7 @@ std::vector<int64_t> deepspeed_stage_layers(const models::TransformerConfig& mod
 std::vector<std::vector<int64_t>> deepspeed_stage_splits(const models::TransformerConfig& model,
                                                          int64_t tp, int64_t pp) {
   std::vector<std::vector<int64_t>> splits;
-  for (DeepSpeedPartition method :
-       {DeepSpeedPartition::kTypeTransformer, DeepSpeedPartition::kParameters}) {
+  for (DeepSpeedPartition method : kDeepSpeedPartitions) {
     std::vector<int64_t> split = deepspeed_stage_layers(model, tp, pp, method);
     const bool every_stage_has_a_layer =
         std::all_of(split.begin(), split.end(), [](int64_t n) { return n > 0; });
@@ -153,8 +161,7 @@ std::vector<std::vector<int64_t>> deepspeed_stage_splits(const models::Transform
 
 std::optional<DeepSpeedPartition> deepspeed_partition_of(const models::TransformerConfig& model,
                                                          const Layout& layout) {
-  for (DeepSpeedPartition method :
-       {DeepSpeedPartition::kTypeTransformer, DeepSpeedPartition::kParameters}) {
+  for (DeepSpeedPartition method : kDeepSpeedPartitions) {
     if (canonical_stage_layers(deepspeed_stage_layers(model, layout.tp, layout.pp, method)) ==
         layout.stage_layers) {
       return method;
@@ -164,7 +171,15 @@ std::optional<DeepSpeedPartition> deepspeed_partition_of(const models::Transform
 }
 
 std::string to_string(DeepSpeedPartition method) {
-  return method == DeepSpeedPartition::kParameters ? "parameters" : "type:transformer";
+  switch (method) {
+    case DeepSpeedPartition::kTypeTransformer:
+      return "type:transformer";
+    case DeepSpeedPartition::kParameters:
+      return "parameters";
+    case DeepSpeedPartition::kTypeTransformerEmbedding:
+      return "type:transformer|embedding";
+  }
+  return "?";
 }
 
 }  // namespace meshplan::planner

@@ -1,6 +1,7 @@
 // Validity rules of a layout, each with a named reason.
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -586,8 +587,8 @@ Validity check_framework(const models::TransformerConfig& model, const PlanOptio
     return runnable;
   }
   // deepspeed/runtime/pipe/module.py PipelineModule (0.19.6) builds its stages from
-  // partition_method ("parameters", "type:transformer", "uniform"), not from a stated list: a
-  // split is runnable when "type:transformer" or "parameters" builds it (deepspeed_stage_splits).
+  // partition_method ("parameters", "type:...", "uniform"), not from a stated list: a split is
+  // runnable when one of kDeepSpeedPartitions builds it (deepspeed_stage_splits).
   if (options.framework == Framework::kDeepSpeed && layout.pp > 1 &&
       (!layout.stage_layers.empty() || model.num_layers % layout.pp != 0)) {
     const std::vector<std::vector<int64_t>> runnable =
@@ -596,15 +597,17 @@ Validity check_framework(const models::TransformerConfig& model, const PlanOptio
       if (!with_reason) {
         return reject("framework", "");
       }
-      const auto split = [&](DeepSpeedPartition method) {
-        return format_stage_layers(deepspeed_stage_layers(model, layout.tp, layout.pp, method));
-      };
+      std::vector<std::string> builds;
+      for (DeepSpeedPartition method : kDeepSpeedPartitions) {
+        builds.push_back(fmt::format(
+            "{} ({})", to_string(method),
+            format_stage_layers(deepspeed_stage_layers(model, layout.tp, layout.pp, method))));
+      }
       return refuse(
           options.framework,
-          fmt::format("its PipelineModule splits layers by partition_method, and neither "
-                      "type:transformer ({}) nor parameters ({}) gives {}",
-                      split(DeepSpeedPartition::kTypeTransformer),
-                      split(DeepSpeedPartition::kParameters),
+          fmt::format("its PipelineModule splits layers by partition_method, and none of "
+                      "{} gives {}",
+                      fmt::join(builds, ", "),
                       layout.stage_layers.empty() ? "the even split"
                                                   : format_stage_layers(layout.stage_layers)),
           layout);

@@ -130,11 +130,13 @@ std::string deepspeed_partition_note(const planner::Plan& plan) {
   const bool both = planner::canonical_stage_layers(planner::deepspeed_stage_layers(
                         plan.model, layout.tp, layout.pp,
                         planner::DeepSpeedPartition::kParameters)) == layout.stage_layers;
-  const char* why = *method == planner::DeepSpeedPartition::kParameters ? "PipelineModule's default"
-                    : both ? "what GPT-NeoX and Megatron-DeepSpeed pass; PipelineModule's default, "
-                             "parameters, builds the same split"
-                           : "what GPT-NeoX and Megatron-DeepSpeed pass; PipelineModule's default, "
-                             "parameters, splits this model differently";
+  const std::string who = *method == planner::DeepSpeedPartition::kTypeTransformer
+                              ? "what GPT-NeoX and Megatron-DeepSpeed pass"
+                              : "Megatron-DeepSpeed's --pp-partition-method, as GLM-130B ran";
+  const std::string why =
+      *method == planner::DeepSpeedPartition::kParameters ? "PipelineModule's default"
+      : both ? who + "; PipelineModule's default, parameters, builds the same split"
+             : who + "; PipelineModule's default, parameters, splits this model differently";
   return fmt::format(
       "# --emit deepspeed: stages of {} layers: build the PipelineModule with "
       "partition_method=\"{}\" ({}); a DeepSpeed config cannot set it\n",

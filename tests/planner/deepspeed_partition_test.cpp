@@ -1,7 +1,8 @@
 // planner/deepspeed_partition.cpp: DeepSpeed's PipelineModule stage splits. Expected splits are
 // DeepSpeed 0.19.6's own deepspeed/runtime/utils.py partition_balanced, run with Python and
 // NumPy on the same layer-spec weights (embedding, layers, final norm, LM head; parameters per
-// tensor-parallel rank), and GLM-130B's published split.
+// tensor-parallel rank, or 1 per matched spec for the type: methods), and GLM-130B's published
+// split.
 
 #include <doctest/doctest.h>
 
@@ -43,6 +44,10 @@ TEST_CASE("DeepSpeed partition_method parameters gives GLM-130B's published spli
   // point, so the short stages come last.
   CHECK(deepspeed_stage_layers(model, 4, 8, DeepSpeedPartition::kTypeTransformer) ==
         Split{9, 9, 9, 9, 9, 9, 8, 8});
+  // What GLM-130B's training code passed (Megatron-DeepSpeed --pp-partition-method
+  // 'type:transformer|embedding'): 70 layers and the two tied embeddings, 9 units per stage.
+  CHECK(deepspeed_stage_layers(model, 4, 8, DeepSpeedPartition::kTypeTransformerEmbedding) ==
+        Split{8, 9, 9, 9, 9, 9, 9, 8});
 }
 
 TEST_CASE("DeepSpeed splits of Llama 3 405B on pp 16 and of tiny on pp 4") {
@@ -51,6 +56,15 @@ TEST_CASE("DeepSpeed splits of Llama 3 405B on pp 16 and of tiny on pp 4") {
         Split{7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7});
   CHECK(deepspeed_stage_layers(llama, 8, 16, DeepSpeedPartition::kTypeTransformer) ==
         Split{8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7, 7});
+  // Untied: only the input embedding is an embedding spec (127 units).
+  CHECK(deepspeed_stage_layers(llama, 8, 16, DeepSpeedPartition::kTypeTransformerEmbedding) ==
+        Split{7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7});
+  // Tied, 32 layers on pp 4: 34 units, 9 + 9 + 8 + 8 with both embeddings counted.
+  models::TransformerConfig tied = llama;
+  tied.num_layers = 32;
+  tied.tied_embeddings = true;
+  CHECK(deepspeed_stage_layers(tied, 8, 4, DeepSpeedPartition::kTypeTransformerEmbedding) ==
+        Split{8, 9, 8, 7});
   models::TransformerConfig tiny = models::load_model("tiny");
   tiny.num_layers = 10;
   CHECK(deepspeed_stage_layers(tiny, 1, 4, DeepSpeedPartition::kParameters) == Split{2, 3, 3, 2});
@@ -76,8 +90,8 @@ TEST_CASE("deepspeed runs only the splits its PipelineModule builds") {
   CHECK(refused.code == "framework");
   CHECK(refused.reason.starts_with(
       "deepspeed cannot run this layout: its PipelineModule splits layers by partition_method, "
-      "and neither type:transformer (9,9,9,9,9,9,8,8) nor parameters (8,9,9,9,9,9,9,8) gives "
-      "8,8,9,9,9,9,9,9"));
+      "and none of type:transformer (9,9,9,9,9,9,8,8), parameters (8,9,9,9,9,9,9,8), "
+      "type:transformer|embedding (8,9,9,9,9,9,9,8) gives 8,8,9,9,9,9,9,9"));
   // Megatron takes any list.
   options.framework = Framework::kMegatron;
   CHECK(check_framework(model, options, layout).ok());

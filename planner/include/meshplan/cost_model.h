@@ -3,6 +3,7 @@
 // layout. Every formula lives here (planner/*.cpp); the simulator and executor call these
 // functions and never restate them. Units: bytes, seconds, FLOPs.
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -507,8 +508,13 @@ std::vector<int64_t> canonical_stage_layers(std::vector<int64_t> stage_layers);
 /// DeepSpeed PipelineModule's partition_method (deepspeed/runtime/pipe/module.py
 /// _partition_layers): "type:transformer" balances the count of transformer layers (what GPT-NeoX
 /// and Megatron-DeepSpeed pass), "parameters" (PipelineModule's default) the parameters of every
-/// layer spec, the embedding and LM head included.
-enum class DeepSpeedPartition { kTypeTransformer, kParameters };
+/// layer spec, the embedding and LM head included, and "type:transformer|embedding"
+/// (Megatron-DeepSpeed's --pp-partition-method, as GLM-130B trained) the count of transformer
+/// layers and embedding specs, the tied LM head being one.
+enum class DeepSpeedPartition { kTypeTransformer, kParameters, kTypeTransformerEmbedding };
+inline constexpr std::array<DeepSpeedPartition, 3> kDeepSpeedPartitions = {
+    DeepSpeedPartition::kTypeTransformer, DeepSpeedPartition::kParameters,
+    DeepSpeedPartition::kTypeTransformerEmbedding};
 std::string to_string(DeepSpeedPartition method);
 
 /// Transformer layers per stage, [pp], that DeepSpeed 0.19.6's partition_balanced gives `method`
@@ -517,12 +523,12 @@ std::string to_string(DeepSpeedPartition method);
 std::vector<int64_t> deepspeed_stage_layers(const models::TransformerConfig& model, int64_t tp,
                                             int64_t pp, DeepSpeedPartition method);
 
-/// Which method builds `layout`'s split (canonical form; type:transformer first when both do),
-/// or nothing when neither does.
+/// Which method builds `layout`'s split (canonical form; the first of kDeepSpeedPartitions that
+/// does), or nothing when none does.
 std::optional<DeepSpeedPartition> deepspeed_partition_of(const models::TransformerConfig& model,
                                                          const Layout& layout);
 
-/// The splits a DeepSpeed pipeline can run for pp stages: deepspeed_stage_layers of both methods,
+/// The splits a DeepSpeed pipeline can run for pp stages: deepspeed_stage_layers of every method,
 /// canonical (canonical_stage_layers: even is {}), without duplicates, leaving out any that
 /// gives a stage no transformer layer.
 std::vector<std::vector<int64_t>> deepspeed_stage_splits(const models::TransformerConfig& model,
