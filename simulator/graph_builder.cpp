@@ -7,6 +7,7 @@
 
 #include "builder.h"
 #include "meshplan/errors.h"
+#include "meshplan/units.h"
 
 namespace meshplan::simulator {
 namespace {
@@ -118,7 +119,7 @@ BuiltGraph Builder::build() {
              costs.chunk_root_grad_buckets.size());
   }
   if (estimate > static_cast<size_t>(kMaxTasks)) {
-    const double gib = static_cast<double>(kBytesPerTask) / (1024.0 * 1024.0 * 1024.0);
+    const double gib = static_cast<double>(kBytesPerTask) / static_cast<double>(kBytesPerGiB);
     throw InputError(fmt::format(
         "{}: {}: the task graph would hold about {} tasks (~{:.0f} GiB), over the simulator's "
         "limit of {} (~{:.0f} GiB){}",
