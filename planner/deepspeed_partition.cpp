@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <compare>
 #include <limits>
 #include <map>
 #include <utility>
@@ -69,53 +70,76 @@ std::vector<size_t> partition_balanced(const std::vector<double>& weights, size_
 // Megatron-DeepSpeed gpt_model.py GPTModelPipe): the embedding, the transformer layers, the
 // final norm and the LM head (a TiedLayerSpec with tied embeddings, counted again by
 // _count_layer_params, which builds every LayerSpec). Function specs between them weigh 0 under
-// both methods and move no transformer layer, so they are left out. Per tensor-parallel rank:
+// every method and move no transformer layer, so they are left out. Per tensor-parallel rank:
 // _count_layer_params counts the rank's own (vocab- and tp-sharded) parameters.
-struct LayerSpecs {
-  std::vector<double> parameter_weights;  // "parameters"
-  std::vector<double> layer_weights;      // "type:transformer": 1 per transformer layer
-  // "type:transformer|embedding": also 1 for the embedding, and for the LM head when it is the
-  // tied embedding (Megatron-DeepSpeed's TiedLayerSpec "embed" of EmbeddingPipe at both ends).
-  std::vector<double> layer_and_embedding_weights;
+//
+// One method's weights of those specs, in O(1) form: the embedding, num_layers transformer
+// layers (the first dense_layers weigh `dense`, the rest `moe`), the final norm and the LM head.
+// "parameters": each spec's parameters; "type:transformer": 1 per transformer layer;
+// "type:transformer|embedding": also 1 for the embedding, and for the LM head when it is the tied
+// embedding (Megatron-DeepSpeed's TiedLayerSpec "embed" of EmbeddingPipe at both ends).
+struct SpecWeights {
+  double embedding = 0;
+  double dense = 0;
+  double moe = 0;
+  int64_t num_layers = 0;
+  int64_t dense_layers = 0;
+  double norm = 0;
+  double head = 0;
+  auto operator<=>(const SpecWeights&) const = default;
+
+  std::vector<double> expanded() const {
+    std::vector<double> weights{embedding};
+    for (int64_t layer = 0; layer < num_layers; ++layer) {
+      weights.push_back(layer < dense_layers ? dense : moe);
+    }
+    weights.push_back(norm);
+    weights.push_back(head);
+    return weights;
+  }
 };
 
-LayerSpecs gpt_layer_specs(const models::TransformerConfig& model, int64_t tp) {
+SpecWeights spec_weights(const models::TransformerConfig& model, int64_t tp,
+                         DeepSpeedPartition method) {
+  SpecWeights w;
+  w.num_layers = model.num_layers;
+  w.dense_layers =
+      model.is_moe() ? std::min(model.first_dense_layers, model.num_layers) : model.num_layers;
+  switch (method) {
+    case DeepSpeedPartition::kTypeTransformer:
+      w.dense = w.moe = 1;
+      return w;
+    case DeepSpeedPartition::kTypeTransformerEmbedding:
+      w.dense = w.moe = 1;
+      w.embedding = 1;
+      w.head = model.tied_embeddings ? 1 : 0;
+      return w;
+    case DeepSpeedPartition::kParameters:
+      break;
+  }
   Layout one_stage;
   one_stage.tp = tp;
   const StageParameters embedding = stage_embedding_parameters(model, one_stage, 0);
-  const double vocab_shard =
-      static_cast<double>(padded_vocab_size(model, tp) / tp * model.hidden_size);
-  LayerSpecs specs;
-  specs.parameter_weights.push_back(static_cast<double>(embedding.sharded + embedding.replicated));
-  specs.layer_weights.push_back(0.0);
-  specs.layer_and_embedding_weights.push_back(1.0);
-  const LayerParameters dense = layer_parameters(model, tp);
-  const LayerParameters moe = model.is_moe() ? layer_parameters(model, tp, true) : dense;
-  for (int64_t layer = 0; layer < model.num_layers; ++layer) {
-    const LayerParameters& p = model.is_moe() && layer >= model.first_dense_layers ? moe : dense;
-    specs.parameter_weights.push_back(static_cast<double>(p.sharded + p.replicated + p.expert));
-    specs.layer_weights.push_back(1.0);
-    specs.layer_and_embedding_weights.push_back(1.0);
-  }
-  specs.parameter_weights.push_back(static_cast<double>(norm_parameters(model)));
-  specs.layer_weights.push_back(0.0);
-  specs.layer_and_embedding_weights.push_back(0.0);
-  specs.parameter_weights.push_back(vocab_shard);
-  specs.layer_weights.push_back(0.0);
-  specs.layer_and_embedding_weights.push_back(model.tied_embeddings ? 1.0 : 0.0);
-  return specs;
+  w.embedding = static_cast<double>(embedding.sharded + embedding.replicated);
+  const auto total = [](const LayerParameters& p) {
+    return static_cast<double>(p.sharded + p.replicated + p.expert);
+  };
+  w.dense = total(layer_parameters(model, tp));
+  w.moe = model.is_moe() ? total(layer_parameters(model, tp, true)) : w.dense;
+  w.norm = static_cast<double>(norm_parameters(model));
+  w.head = static_cast<double>(padded_vocab_size(model, tp) / tp * model.hidden_size);
+  return w;
 }
 
-// Transformer layers per stage for the boundaries of a partition of gpt_layer_specs.
-std::vector<int64_t> layers_per_stage(const std::vector<size_t>& bounds,
-                                      const std::vector<double>& layer_weights) {
+// Transformer layers per stage for the boundaries of a partition of the specs (spec i is a
+// transformer layer for 1 <= i <= num_layers).
+std::vector<int64_t> layers_per_stage(const std::vector<size_t>& bounds, int64_t num_layers) {
+  const auto layers_before = [num_layers](size_t spec) {
+    return std::clamp<int64_t>(static_cast<int64_t>(spec) - 1, 0, num_layers);
+  };
   std::vector<int64_t> layers;
   for (size_t s = 0; s + 1 < bounds.size(); ++s) {
-    int64_t count = 0;
-    for (size_t i = bounds[s]; i < bounds[s + 1]; ++i) {
-      count += layer_weights[i] > 0 ? 1 : 0;
-    }
-    layers.push_back(count);
+    layers.push_back(layers_before(bounds[s + 1]) - layers_before(bounds[s]));
   }
   return layers;
 }
@@ -124,23 +148,19 @@ std::vector<int64_t> layers_per_stage(const std::vector<size_t>& bounds,
 
 std::vector<int64_t> deepspeed_stage_layers(const models::TransformerConfig& model, int64_t tp,
                                             int64_t pp, DeepSpeedPartition method) {
-  const LayerSpecs specs = gpt_layer_specs(model, tp);
-  const std::vector<double>& weights =
-      method == DeepSpeedPartition::kParameters                 ? specs.parameter_weights
-      : method == DeepSpeedPartition::kTypeTransformerEmbedding ? specs.layer_and_embedding_weights
-                                                                : specs.layer_weights;
-  // The search asks once per layout, and the partition is O(specs^2 pp): remembered per thread.
-  thread_local std::map<std::pair<std::vector<double>, int64_t>, std::vector<int64_t>> known;
-  auto key = std::make_pair(weights, pp);
+  // The search asks once per layout, and the partition is O(specs^2 pp): remembered per thread,
+  // keyed by the O(1) weights, so a hit costs no pass over the layers.
+  thread_local std::map<std::pair<SpecWeights, int64_t>, std::vector<int64_t>> known;
+  auto key = std::make_pair(spec_weights(model, tp, method), pp);
   if (const auto found = known.find(key); found != known.end()) {
     return found->second;
   }
-  std::vector<int64_t> layers =
-      layers_per_stage(partition_balanced(weights, static_cast<size_t>(pp)), specs.layer_weights);
+  std::vector<int64_t> layers = layers_per_stage(
+      partition_balanced(key.first.expanded(), static_cast<size_t>(pp)), model.num_layers);
   if (known.size() > 256) {
     known.clear();
   }
-  known.emplace(std::move(key), layers);
+  known.emplace(key, layers);
   return layers;
 }
 
