@@ -125,7 +125,7 @@ std::map<std::string, double> parse_prices(const std::vector<std::string>& price
     if (std::find(labels.begin(), labels.end(), label) == labels.end()) {
       throw InputError(fmt::format("--price: cluster not in --cluster ({})", text));
     }
-    if (!std::isfinite(value) || value < 0 || value > 1e6) {
+    if (!models::price_in_range(value)) {
       throw InputError(fmt::format("--price: must be between 0 and 1e6 USD ({})", text));
     }
     if (!out.emplace(label, value).second) {
@@ -151,7 +151,8 @@ std::vector<planner::SweepCluster> sweep_clusters(const SweepArguments& args) {
     c.cluster = models::load_cluster(label);
     c.label = label;
     const auto price = prices.find(label);
-    c.price_per_gpu_hour = price != prices.end() ? price->second : c.cluster.price_per_gpu_hour;
+    c.price_per_gpu_hour =
+        price != prices.end() ? std::optional<double>(price->second) : c.cluster.price_per_gpu_hour;
     c.price_source =
         price != prices.end() ? "--price" : fmt::format("{}: price_per_gpu_hour", label);
     clusters.push_back(std::move(c));

@@ -68,7 +68,6 @@ constexpr double kMaxBytesPerSecond = 1e16;
 constexpr double kMaxLatencySeconds = 1;
 constexpr int64_t kMaxHbmBytes = int64_t{1} << 50;  // 1 PiB, 7,000 times an H200's 141 GB
 constexpr int64_t kMaxGpusPerNode = 10'000'000;     // what `plan --gpus` accepts in all
-constexpr double kMaxPricePerGpuHour = 1e6;         // USD, as sweep --price
 
 void check_positive(double value, const char* field, const std::string& source) {
   if (!std::isfinite(value) || value <= 0) {
@@ -107,6 +106,12 @@ std::string to_string(Precision precision) {
 
 int64_t compute_element_bytes(Precision precision) {
   return precision == Precision::kBf16Mixed ? 2 : 4;  // bfloat16 is 16 bits, IEEE fp32 32 bits
+}
+
+bool price_in_range(double usd_per_gpu_hour) {
+  constexpr double kMaxPricePerGpuHour = 1e6;
+  return std::isfinite(usd_per_gpu_hour) && usd_per_gpu_hour >= 0 &&
+         usd_per_gpu_hour <= kMaxPricePerGpuHour;
 }
 
 void validate_cluster(const ClusterConfig& cluster, const std::string& source) {
@@ -148,10 +153,10 @@ void validate_cluster(const ClusterConfig& cluster, const std::string& source) {
                                  source, cluster.reserved_bytes_per_gpu));
   }
   // The bound sweep's --price has: a GPU-hour above a million USD is a typo.
-  if (!std::isfinite(cluster.price_per_gpu_hour) || cluster.price_per_gpu_hour < 0 ||
-      cluster.price_per_gpu_hour > kMaxPricePerGpuHour) {
-    throw InputError(fmt::format("{}: price_per_gpu_hour: must be between 0 and 1e6 USD ({})",
-                                 source, cluster.price_per_gpu_hour));
+  if (cluster.price_per_gpu_hour && !price_in_range(*cluster.price_per_gpu_hour)) {
+    throw InputError(fmt::format(
+        "{}: price_per_gpu_hour: must be between 0 and 1e6 USD, or null for no price ({})", source,
+        *cluster.price_per_gpu_hour));
   }
   const ComputeEfficiency& e = cluster.efficiency;
   check_fraction(e.gemm_peak_efficiency, "efficiency.gemm_peak_efficiency", source);
@@ -207,7 +212,14 @@ ClusterConfig cluster_from_json(const nlohmann::json& json, const std::string& s
       require_number(json, "inter_node_bytes_per_second_per_gpu", source);
   cluster.inter_node_latency_seconds = require_number(json, "inter_node_latency_seconds", source);
   cluster.reserved_bytes_per_gpu = require_int(json, "reserved_bytes_per_gpu", source);
-  cluster.price_per_gpu_hour = require_number(json, "price_per_gpu_hour", source);
+  // Required, so a forgotten price is named; null states that the cluster has none.
+  if (!json.contains("price_per_gpu_hour")) {
+    throw InputError(
+        fmt::format("{}: price_per_gpu_hour: missing (a number of USD, or null)", source));
+  }
+  if (!json["price_per_gpu_hour"].is_null()) {
+    cluster.price_per_gpu_hour = require_number(json, "price_per_gpu_hour", source);
+  }
 
   const std::string precision = require_string(json, "precision", source);
   if (precision == "bf16") {
@@ -258,7 +270,9 @@ nlohmann::json cluster_to_json(const ClusterConfig& cluster) {
       {"inter_node_bytes_per_second_per_gpu", cluster.inter_node_bytes_per_second_per_gpu},
       {"inter_node_latency_seconds", cluster.inter_node_latency_seconds},
       {"reserved_bytes_per_gpu", cluster.reserved_bytes_per_gpu},
-      {"price_per_gpu_hour", cluster.price_per_gpu_hour},
+      {"price_per_gpu_hour", cluster.price_per_gpu_hour
+                                 ? nlohmann::json(*cluster.price_per_gpu_hour)
+                                 : nlohmann::json(nullptr)},
       {"precision", to_string(cluster.precision)},
       {"efficiency",
        {{"gemm_peak_efficiency", e.gemm_peak_efficiency},

@@ -128,7 +128,9 @@ void derive_figures(const SweepRequest& request, std::vector<SweepPoint>& points
         sweep_num_steps(request.num_tokens, point.global_batch, request.model.seq_length) *
         point.best.step_time_s;
     point.gpu_hours = static_cast<double>(point.num_gpus) * point.time_to_train_s / kSecondsPerHour;
-    point.cost = point.gpu_hours * cluster.price_per_gpu_hour;
+    if (cluster.price_per_gpu_hour) {
+      point.cost = point.gpu_hours * *cluster.price_per_gpu_hour;
+    }
     const SweepPoint*& base = baseline[point.cluster_index];
     if (base == nullptr) {
       base = &point;
@@ -159,12 +161,14 @@ double scaling_efficiency(int64_t baseline_gpus, double baseline_seconds_per_tok
 void mark_pareto_front(std::vector<SweepPoint>& points) {
   for (SweepPoint& point : points) {
     point.pareto = false;
-    if (!point.feasible) {
+    // A point without a price has no cost to compare: it is neither on the front nor beats one.
+    if (!point.feasible || !point.cost) {
       continue;
     }
     const bool dominated = std::any_of(points.begin(), points.end(), [&](const SweepPoint& o) {
-      return o.feasible && o.time_to_train_s <= point.time_to_train_s && o.cost <= point.cost &&
-             (o.time_to_train_s < point.time_to_train_s || o.cost < point.cost);
+      return o.feasible && o.cost && o.time_to_train_s <= point.time_to_train_s &&
+             *o.cost <= *point.cost &&
+             (o.time_to_train_s < point.time_to_train_s || *o.cost < *point.cost);
     });
     point.pareto = !dominated;
   }

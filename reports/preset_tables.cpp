@@ -34,11 +34,13 @@ std::string format_cluster_presets() {
     const models::ClusterConfig c = models::load_cluster(name);
     const double peak = c.precision == models::Precision::kFp32 ? c.gpu.peak_fp32_flops_per_second
                                                                 : c.gpu.peak_bf16_flops_per_second;
-    out += fmt::format(" {:>14} {:>16} {:>9.1f} {:>7.1f} {:>9.0f} {:>9.0f} {:>9.1f} {:>8.2f}\n",
-                       name, c.gpu.name, peak / 1e12,
+    const std::string price =
+        c.price_per_gpu_hour ? fmt::format("{:.2f}", *c.price_per_gpu_hour) : "-";
+    out += fmt::format(" {:>14} {:>16} {:>9.1f} {:>7.1f} {:>9.0f} {:>9.0f} {:>9.1f} {:>8}\n", name,
+                       c.gpu.name, peak / 1e12,
                        static_cast<double>(c.gpu.hbm_bytes) / static_cast<double>(kBytesPerGiB),
                        c.gpu.hbm_bytes_per_second / 1e9, c.intra_node_bytes_per_second / 1e9,
-                       c.inter_node_bytes_per_second_per_gpu / 1e9, c.price_per_gpu_hour);
+                       c.inter_node_bytes_per_second_per_gpu / 1e9, price);
   }
   return out;
 }

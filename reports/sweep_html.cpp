@@ -160,16 +160,18 @@ std::string time_chart(const planner::SweepRequest& request, const planner::Swee
   return out + legend(request) + "</svg>\n";
 }
 
-// Cost (USD, log) against time to train (days, log); the Pareto front ringed and joined.
+// Cost (USD, log) against time to train (days, log) of the priced points; the Pareto front
+// ringed and joined.
 std::string cost_chart(const planner::SweepRequest& request, const planner::SweepResult& result) {
   auto points = feasible_points(result);
+  std::erase_if(points, [](const auto* p) { return !p->cost; });
   std::string out = svg_open("chart-cost", "Cost against time to train, Pareto front marked");
   double t_lo = 1e300, t_hi = 0, c_lo = 1e300, c_hi = 0;
   for (const auto* p : points) {
     t_lo = std::min(t_lo, p->time_to_train_s / kSecondsPerDay);
     t_hi = std::max(t_hi, p->time_to_train_s / kSecondsPerDay);
-    c_lo = std::min(c_lo, std::max(p->cost, 1.0));
-    c_hi = std::max(c_hi, std::max(p->cost, 1.0));
+    c_lo = std::min(c_lo, std::max(*p->cost, 1.0));
+    c_hi = std::max(c_hi, std::max(*p->cost, 1.0));
   }
   const LogAxis x(t_lo, t_hi, kChartLeft + 10, kChartWidth - kChartRight - 10);
   const LogAxis y(c_lo, c_hi, kChartHeight - kChartBottom, kChartTop);
@@ -188,7 +190,7 @@ std::string cost_chart(const planner::SweepRequest& request, const planner::Swee
   std::string front;
   for (const auto* p : points) {
     const double px = x.at(p->time_to_train_s / kSecondsPerDay);
-    const double py = y.at(std::max(p->cost, 1.0));
+    const double py = y.at(std::max(*p->cost, 1.0));
     if (p->pareto) {
       front += fmt::format("{:.1f},{:.1f} ", px, py);
       out += fmt::format(
@@ -200,7 +202,7 @@ std::string cost_chart(const planner::SweepRequest& request, const planner::Swee
         "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"{}\"><title>{}: {:.1f} days, "
         "{:.0f} USD</title></circle>\n",
         px, py, cluster_color(p->cluster_index), xml_escape(point_name(request, *p)),
-        p->time_to_train_s / kSecondsPerDay, p->cost);
+        p->time_to_train_s / kSecondsPerDay, *p->cost);
   }
   out += fmt::format(
       "<polyline points=\"{}\" fill=\"none\" stroke=\"#000\" stroke-dasharray=\"4 3\"/>\n", front);
@@ -328,10 +330,10 @@ std::string points_table(const planner::SweepRequest& request, const planner::Sw
     }
     out += fmt::format(
         "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.3f}</td><td>{:.1f}</td>"
-        "<td>{:.2f}</td><td>{:.0f}</td><td>{:.0f}</td><td>{:.1f}</td><td>{}</td></tr>\n",
+        "<td>{:.2f}</td><td>{:.0f}</td><td>{}</td><td>{:.1f}</td><td>{}</td></tr>\n",
         cluster, p.num_gpus, p.global_batch, xml_escape(planner::describe(p.best.layout)),
         p.best.step_time_s, 100.0 * p.best.mfu, p.time_to_train_s / kSecondsPerDay, p.gpu_hours,
-        p.cost, 100.0 * p.scaling_efficiency, p.pareto ? "yes" : "");
+        cost_text(p), 100.0 * p.scaling_efficiency, p.pareto ? "yes" : "");
   }
   return out + "</table>\n";
 }
@@ -367,7 +369,13 @@ std::string sweep_html(const planner::SweepRequest& request, const planner::Swee
     page += "<p>No point has a feasible plan: see the table.</p>\n";
   } else {
     page += "<h2>Time to train against GPU count</h2>\n" + time_chart(request, result);
-    page += "<h2>Cost against time to train</h2>\n" + cost_chart(request, result);
+    const auto priced = [](const planner::SweepPoint* p) { return p->cost.has_value(); };
+    const auto feasible = feasible_points(result);
+    page += "<h2>Cost against time to train</h2>\n" +
+            (std::any_of(feasible.begin(), feasible.end(), priced)
+                 ? cost_chart(request, result)
+                 : std::string("<p>No cluster has a price: give one with --price "
+                               "CLUSTER=USD_PER_GPU_HOUR.</p>\n"));
     page += "<h2>Memory per GPU of each chosen plan (fullest pipeline stage)</h2>\n" +
             memory_chart(request, result);
   }

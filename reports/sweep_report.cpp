@@ -17,6 +17,10 @@ namespace meshplan::reports {
 
 namespace {
 
+nlohmann::json optional_json(const std::optional<double>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+}
+
 constexpr const char* kNamesFormat =
     "#{:>13} {:>6} {:>6} {:>3} {:>3} {:>5} {:>3} {:>3} {:>5} {:>8} {:>5} {:>11} {:>9} {:>11} "
     "{:>12} {:>7} {:>6}\n";
@@ -29,7 +33,7 @@ void add_point_row(const planner::SweepRequest& request, const planner::SweepPoi
                            {"gpus", point.num_gpus},
                            {"global_batch", point.global_batch},
                            {"feasible", point.feasible},
-                           {"price_per_gpu_hour", cluster.price_per_gpu_hour}};
+                           {"price_per_gpu_hour", optional_json(cluster.price_per_gpu_hour)}};
   if (!point.feasible) {
     report->table += fmt::format(" {:>13} {:>6} {:>6}  no feasible plan: {}\n", cluster.label,
                                  point.num_gpus, point.global_batch, point.reason);
@@ -47,10 +51,10 @@ void add_point_row(const planner::SweepRequest& request, const planner::SweepPoi
   const planner::Layout& l = e.layout;
   report->table += fmt::format(
       " {:>13} {:>6} {:>6} {:>3} {:>3} {:>5} {:>3} {:>3} {:>5} {:>8.3f} {:>5.1f} {:>11.0f} "
-      "{:>9.2f} {:>11.0f} {:>12.0f} {:>7.1f} {:>6}\n",
+      "{:>9.2f} {:>11.0f} {:>12} {:>7.1f} {:>6}\n",
       cluster.label, point.num_gpus, point.global_batch, l.tp, l.pp, l.dp, l.vpp, l.micro_batch,
       l.num_micro_batches(), e.step_time_s, 100.0 * e.mfu, e.tokens_per_s,
-      point.time_to_train_s / kSecondsPerDay, point.gpu_hours, point.cost,
+      point.time_to_train_s / kSecondsPerDay, point.gpu_hours, cost_text(point),
       100.0 * point.scaling_efficiency, point.pareto ? "*" : "");
   record["reason"] = nullptr;
   record["layout"] = planner::layout_to_json(l);
@@ -60,7 +64,7 @@ void add_point_row(const planner::SweepRequest& request, const planner::SweepPoi
   record["tokens_per_s"] = e.tokens_per_s;
   record["time_to_train_s"] = point.time_to_train_s;
   record["gpu_hours"] = point.gpu_hours;
-  record["cost"] = point.cost;
+  record["cost"] = optional_json(point.cost);
   record["scaling_efficiency"] = point.scaling_efficiency;
   record["baseline_gpus"] = point.baseline_gpus;
   record["pareto"] = point.pareto;
@@ -88,9 +92,13 @@ std::string sweep_header(const planner::SweepRequest& request, int64_t fixed_bat
   }
   out += format_plan_options(request.options, request.space_template);
   for (const planner::SweepCluster& c : request.clusters) {
-    out += fmt::format("# cluster {}: {} ({} per node), {:g} USD per GPU-hour from {}\n", c.label,
-                       c.cluster.gpu.name, c.cluster.gpus_per_node, c.price_per_gpu_hour,
-                       c.price_source);
+    const std::string price =
+        c.price_per_gpu_hour
+            ? fmt::format("{:g} USD per GPU-hour from {}", *c.price_per_gpu_hour, c.price_source)
+            : fmt::format("no price ({} is null; --price {}=USD_PER_GPU_HOUR gives one)",
+                          c.price_source, c.label);
+    out += fmt::format("# cluster {}: {} ({} per node), {}\n", c.label, c.cluster.gpu.name,
+                       c.cluster.gpus_per_node, price);
   }
   return out + "#\n";
 }
@@ -103,6 +111,10 @@ const planner::MemoryBreakdown& peak_stage_memory(const planner::PlanEstimate& e
                             return a.memory.total_bytes() < b.memory.total_bytes();
                           })
       ->memory;
+}
+
+std::string cost_text(const planner::SweepPoint& point) {
+  return point.cost ? fmt::format("{:.0f}", *point.cost) : "-";
 }
 
 std::string point_name(const planner::SweepRequest& request, const planner::SweepPoint& point) {
@@ -124,7 +136,7 @@ Report sweep_report(const planner::SweepRequest& request, const planner::SweepRe
   for (const planner::SweepCluster& c : request.clusters) {
     clusters.push_back({{"name", c.label},
                         {"gpu", c.cluster.gpu.name},
-                        {"price_per_gpu_hour", c.price_per_gpu_hour},
+                        {"price_per_gpu_hour", optional_json(c.price_per_gpu_hour)},
                         {"price_source", c.price_source}});
   }
   report.json = {
@@ -148,10 +160,17 @@ Report sweep_report(const planner::SweepRequest& request, const planner::SweepRe
       front += (front.empty() ? "" : ", ") + point_name(request, point);
     }
   }
+  std::string unpriced;
+  for (const planner::SweepCluster& c : request.clusters) {
+    if (!c.price_per_gpu_hour) {
+      unpriced += (unpriced.empty() ? "" : ", ") + c.label;
+    }
+  }
   report.table += fmt::format(
       "# {} points, {} with a feasible plan; scaling against each cluster's smallest count with a "
-      "plan; Pareto front (time, cost): {}\n",
-      result.points.size(), num_feasible, front.empty() ? "none" : front);
+      "plan; Pareto front (time, cost): {}{}\n",
+      result.points.size(), num_feasible, front.empty() ? "none" : front,
+      unpriced.empty() ? "" : fmt::format("; no cost without a price: {}", unpriced));
   return report;
 }
 

@@ -512,6 +512,24 @@ sweep_infeasible_point() {
   return $ok
 }
 
+# A cluster without a list price (grand-teton-h100's preset says null): no cost, no Pareto mark,
+# the header says how to give one; with --price the same points have a cost.
+sweep_without_price() {
+  run sweep --model tiny --cluster grand-teton-h100 --gpus 8 --json sweep_np.json
+  [ "$rc" -eq 0 ] || { say "exit status $rc: $(cat stderr.txt)"; return 1; }
+  local ok=0
+  grep -qF '# cluster grand-teton-h100: H100-SXM-HBM2e (8 per node), no price (grand-teton-h100: price_per_gpu_hour is null; --price grand-teton-h100=USD_PER_GPU_HOUR gives one)' stdout.txt ||
+    { say "header does not say there is no price"; ok=1; }
+  grep -qE '^ +grand-teton-h100 +8 .* - +100\.0 *$' stdout.txt || { say "cost column not '-'"; ok=1; }
+  grep -q '"cost": null' sweep_np.json || { say "JSON cost not null"; ok=1; }
+  grep -q '"pareto": true' sweep_np.json && { say "an unpriced point on the front"; ok=1; }
+  run sweep --model tiny --cluster grand-teton-h100 --gpus 8 --price grand-teton-h100=2.5 \
+    --json sweep_p.json
+  grep -q '"cost": null' sweep_p.json && { say "--price gave no cost"; ok=1; }
+  grep -q '"pareto": true' sweep_p.json || { say "--price: the one point not on the front"; ok=1; }
+  return $ok
+}
+
 expect "plan: options line and the m, bubble, exposed columns (m = batch / (dp x mb))" plan_why
 # The searches of gpt3-175b on 1024 GPUs again (54 s each under ASan before fast unwinding):
 # parts of their own, so that ctest -j runs them beside the others.
@@ -526,6 +544,8 @@ expect "sweep --html: 3 charts, the points table, 20 memory bar parts" sweep_htm
 expect "sweep --json: time to train, GPU-hours and cost by hand from the step time" \
   sweep_figures_by_hand
 expect "sweep: a point without a plan is listed with its reason" sweep_infeasible_point
+expect "sweep: a cluster without a price has no cost and is off the Pareto front" \
+  sweep_without_price
 
 # --- bad input: exit 2, one line naming the field, no output written ---------------------------
 part bad

@@ -169,8 +169,8 @@ TEST_CASE("local-cpu: fp32 CPU ranks with stated assumptions") {
   CHECK(c.gpu.peak_fp32_flops_per_second == 5e10);
   CHECK(c.gpu.peak_bf16_flops_per_second == c.gpu.peak_fp32_flops_per_second);
   CHECK(c.gpu.hbm_bytes == 3 * kGiB);
-  CHECK(c.reserved_bytes_per_gpu == kGiB / 10);  // 0.1 GiB rounded down to whole bytes
-  CHECK(c.price_per_gpu_hour == 0);
+  CHECK(c.reserved_bytes_per_gpu == kGiB / 10);   // 0.1 GiB rounded down to whole bytes
+  CHECK_FALSE(c.price_per_gpu_hour.has_value());  // owned hardware: no list price
   CHECK(c.efficiency.gemm_half_efficiency_dim == 32);
   CHECK(meshplan::models::to_string(c.precision) == "fp32");
   CHECK(meshplan::models::to_string(Precision::kBf16Mixed) == "bf16");
@@ -182,6 +182,9 @@ TEST_CASE("round trip: cluster_to_json -> cluster_from_json gives the same clust
     const ClusterConfig cluster = load_cluster(name);
     check_same(cluster_from_json(cluster_to_json(cluster), "round-trip"), cluster);
   }
+  // A cluster without a list price is written as null and read back as none.
+  CHECK(cluster_to_json(load_cluster("grand-teton-h100"))["price_per_gpu_hour"].is_null());
+  CHECK_FALSE(load_cluster("grand-teton-h100").price_per_gpu_hour.has_value());
 }
 
 TEST_CASE("load_cluster reads a file by path; unknown names list the presets") {
@@ -284,7 +287,18 @@ TEST_CASE("cluster errors name the field path and the value") {
   json = good;
   json["price_per_gpu_hour"] = 1e300;
   CHECK(cluster_error_for(json) ==
-        "mycluster.json: price_per_gpu_hour: must be between 0 and 1e6 USD (1e+300)");
+        "mycluster.json: price_per_gpu_hour: must be between 0 and 1e6 USD, or null for no price "
+        "(1e+300)");
+
+  // No price is stated as null; a forgotten one is named.
+  json = good;
+  json.erase("price_per_gpu_hour");
+  CHECK(cluster_error_for(json) ==
+        "mycluster.json: price_per_gpu_hour: missing (a number of USD, or null)");
+  json = good;
+  json["price_per_gpu_hour"] = "cheap";
+  CHECK(cluster_error_for(json) ==
+        "mycluster.json: price_per_gpu_hour: expected a number (\"cheap\")");
 
   json = good;
   json["gpu"].erase("hbm_bytes");
@@ -335,7 +349,8 @@ TEST_CASE("cluster errors name the field path and the value") {
   json = good;
   json["price_per_gpu_hour"] = -1;
   CHECK(cluster_error_for(json) ==
-        "mycluster.json: price_per_gpu_hour: must be between 0 and 1e6 USD (-1)");
+        "mycluster.json: price_per_gpu_hour: must be between 0 and 1e6 USD, or null for no price "
+        "(-1)");
 
   json = good;
   json["precision"] = "fp16";

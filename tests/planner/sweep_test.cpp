@@ -103,7 +103,7 @@ TEST_CASE("sweep: a point without a plan carries the search's reasons") {
   const SweepPoint& one_gpu = result.points[0];
   CHECK_FALSE(one_gpu.feasible);
   CHECK(one_gpu.reason.rfind("memory x", 0) == 0);
-  CHECK(one_gpu.cost == 0);
+  CHECK_FALSE(one_gpu.cost.has_value());
   CHECK_FALSE(one_gpu.pareto);
   CHECK(result.points[1].feasible);
   CHECK(result.points[1].baseline_gpus == 8);  // the smallest count with a plan
@@ -127,6 +127,23 @@ TEST_CASE("Pareto front by hand: dominated means another is no worse in both, be
   for (size_t i = 0; i < points.size(); ++i) {
     CAPTURE(i);
     CHECK(points[i].pareto == expected[i]);
+  }
+  // Without a price a point has no cost: it is off the front and dominates nothing, however
+  // fast. Unpricing F (5 days, the fastest) leaves A, B and G; unpricing B too puts D and E,
+  // which only B dominated, on the front.
+  points[5].cost.reset();
+  mark_pareto_front(points);
+  const std::vector<bool> without_f = {true, true, false, false, false, false, true, false};
+  for (size_t i = 0; i < points.size(); ++i) {
+    CAPTURE(i);
+    CHECK(points[i].pareto == without_f[i]);
+  }
+  points[1].cost.reset();
+  mark_pareto_front(points);
+  const std::vector<bool> without_f_b = {true, false, false, true, true, false, true, false};
+  for (size_t i = 0; i < points.size(); ++i) {
+    CAPTURE(i);
+    CHECK(points[i].pareto == without_f_b[i]);
   }
 }
 

@@ -111,5 +111,52 @@ TEST_CASE("sweep html: three charts, a ring per Pareto point, 5 parts per bar, o
   CHECK(count_occurrences(page, "no feasible plan: memory x") == 2);
 }
 
+TEST_CASE("sweep without a price: no cost, off the Pareto front, said in every output") {
+  // The A100s as a cluster with no list price (price_per_gpu_hour null, no --price), the H100s
+  // at 2 USD: the A100 points have no cost and only H100 points can be on the front.
+  planner::SweepRequest r = request();
+  r.clusters[0].price_per_gpu_hour.reset();
+  const planner::SweepResult result = planner::run_sweep(r, 2);
+  const Report report = sweep_report(r, result);
+  CHECK(report.table.find("# cluster dgx-a100-80gb: A100-SXM4-80GB (8 per node), no price "
+                          "(dgx-a100-80gb: price_per_gpu_hour is null; --price "
+                          "dgx-a100-80gb=USD_PER_GPU_HOUR gives one)\n") != std::string::npos);
+  CHECK(report.table.find("; no cost without a price: dgx-a100-80gb\n") != std::string::npos);
+  CHECK(report.json.at("clusters")[0].at("price_per_gpu_hour").is_null());
+  const std::vector<std::string> rows = data_rows(report.table);
+  const nlohmann::json& points = report.json.at("points");
+  REQUIRE(rows.size() == 6);
+  size_t priced_front = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    CAPTURE(rows[i]);
+    const nlohmann::json& p = points[i];
+    if (!p.at("feasible").get<bool>()) {
+      continue;
+    }
+    const bool a100 = p.at("cluster").get<std::string>() == "dgx-a100-80gb";
+    CHECK(p.at("cost").is_null() == a100);
+    CHECK(p.at("price_per_gpu_hour").is_null() == a100);
+    if (a100) {
+      CHECK(fields(rows[i])[14] == "-");
+      CHECK_FALSE(p.at("pareto").get<bool>());
+    }
+    priced_front += p.at("pareto").get<bool>() ? 1 : 0;
+  }
+  CHECK(priced_front >= 1);  // the fastest H100 point is always on it
+  const std::string page = sweep_html(r, result);
+  CHECK(count_occurrences(page, "class=\"pareto\"") == priced_front);
+  CHECK(count_occurrences(page, "<td>-</td>") == 2);  // the two feasible A100 rows
+
+  // No cluster priced: no front, and the page says why instead of an empty chart.
+  r.clusters[1].price_per_gpu_hour.reset();
+  const planner::SweepResult unpriced = planner::run_sweep(r, 2);
+  CHECK(sweep_report(r, unpriced)
+            .table.find("Pareto front (time, cost): none; no cost without "
+                        "a price: dgx-a100-80gb, dgx-h100") != std::string::npos);
+  const std::string bare = sweep_html(r, unpriced);
+  CHECK(count_occurrences(bare, "id=\"chart-cost\"") == 0);
+  CHECK(count_occurrences(bare, "No cluster has a price") == 1);
+}
+
 }  // namespace
 }  // namespace meshplan::reports

@@ -191,8 +191,10 @@ struct ClusterConfig {
   double intra_node_latency_seconds = 0;           // per hop
   double inter_node_bytes_per_second_per_gpu = 0;  // NIC line rate per GPU, one direction
   double inter_node_latency_seconds = 0;
-  int64_t reserved_bytes_per_gpu = 0;           // fixed: CUDA context, NCCL buffers
-  double price_per_gpu_hour = 0;                // USD
+  int64_t reserved_bytes_per_gpu = 0;  // fixed: CUDA context, NCCL buffers
+  // USD; none where the cluster has no list price (an in-house system, this host's cores): sweep
+  // then reports no cost unless --price gives one.
+  std::optional<double> price_per_gpu_hour;
   Precision precision = Precision::kBf16Mixed;  // what training runs in on this cluster
   ComputeEfficiency efficiency;
   std::string source;  // datasheets the numbers come from
@@ -210,5 +212,8 @@ ClusterConfig cluster_from_json(const nlohmann::json& json, const std::string& s
 nlohmann::json cluster_to_json(const ClusterConfig& cluster);
 std::vector<std::string> cluster_preset_names();
 void validate_cluster(const ClusterConfig& cluster, const std::string& source);
+/// A price per GPU-hour a cluster file or `sweep --price` may state: finite, 0 to 1e6 USD (a
+/// GPU-hour above a million USD is a typo).
+bool price_in_range(double usd_per_gpu_hour);
 
 }  // namespace meshplan::models

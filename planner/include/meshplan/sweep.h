@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,9 +16,10 @@ namespace meshplan::planner {
 /// One cluster of a sweep and what a GPU-hour on it costs.
 struct SweepCluster {
   models::ClusterConfig cluster;
-  std::string label;              // as the user named it (--cluster)
-  double price_per_gpu_hour = 0;  // USD
-  std::string price_source;       // "--price" or "<label>: price_per_gpu_hour"
+  std::string label;  // as the user named it (--cluster)
+  // USD; none when --price gives none and the cluster states none (price_per_gpu_hour null).
+  std::optional<double> price_per_gpu_hour;
+  std::string price_source;  // "--price" or "<label>: price_per_gpu_hour"
 };
 
 /// How the global batch (sequences per step) is chosen at each GPU count.
@@ -49,10 +51,10 @@ struct SweepPoint {
   int64_t num_evaluated = 0;
   double time_to_train_s = 0;     // steps x step time
   double gpu_hours = 0;           // gpus x time_to_train_s / 3600
-  double cost = 0;                // USD: gpu_hours x price_per_gpu_hour
+  std::optional<double> cost;     // USD: gpu_hours x price_per_gpu_hour; none without a price
   double scaling_efficiency = 0;  // against the baseline point of the same cluster
   int64_t baseline_gpus = 0;      // smallest feasible GPU count of that cluster
-  bool pareto = false;            // no other point is both faster and cheaper
+  bool pareto = false;            // priced, and no other priced point is both faster and cheaper
 };
 
 struct SweepResult {
@@ -75,8 +77,9 @@ double sweep_num_steps(double num_tokens, int64_t global_batch, int64_t seq_leng
 double scaling_efficiency(int64_t baseline_gpus, double baseline_seconds_per_token, int64_t gpus,
                           double seconds_per_token);
 
-/// Marks `pareto` on every feasible point no other feasible point dominates in
-/// (time_to_train_s, cost): dominated means another is <= in both and < in one.
+/// Marks `pareto` on every feasible priced point no other feasible priced point dominates in
+/// (time_to_train_s, cost): dominated means another is <= in both and < in one. Points without
+/// a cost (no price) are left off the front.
 void mark_pareto_front(std::vector<SweepPoint>& points);
 
 /// Runs every (cluster, count) search, on up to `num_threads` threads (the points are
