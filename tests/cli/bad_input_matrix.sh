@@ -714,4 +714,12 @@ row "plan: a model file nested 100,000 levels deep" 2 \
   plan --model nested.json --cluster local-cpu --gpus 2 --json new_out.json --save-plan sentinel.json
 
 echo "# bad-input matrix: $num_passed passed, $num_failed failed"
+# The README (plan's outputs and Reliability) states how many bad inputs this matrix runs.
+num_rows=$((num_passed + num_failed))
+for said in "runs $num_rows bad inputs" "holds this for $num_rows bad inputs"; do
+  if ! grep -q "$said" "$source_dir/README.md"; then
+    echo "README.md does not say '$said' (the matrix's count)"
+    num_failed=$((num_failed + 1))
+  fi
+done
 [ "$num_failed" -eq 0 ]

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -99,6 +100,24 @@ TEST_CASE("project runs: every run predicted; chosen-on and held-out errors repo
   MESSAGE("chosen on: mean |error| " << mean_of(chosen_on) << "%, max " << max_of(chosen_on)
                                      << "%; held out: mean " << mean_of(held_out) << "%, max "
                                      << max_of(held_out) << "%");
+}
+
+// validation/README.md states the set's size where a reader first looks; a run added or moved
+// without it is caught here (it said 51 runs and 24 held out while the file held 62 and 35).
+TEST_CASE("validation/README.md states the counts public_runs.json holds") {
+  std::ifstream in(std::string(MESHPLAN_SOURCE_DIR) + "/validation/README.md");
+  REQUIRE(in);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const ValidationReport& report = public_report();
+  const auto held_out =
+      std::count_if(report.runs.begin(), report.runs.end(),
+                    [](const ValidationRun& run) { return !run.used_for_parameters; });
+  const std::string total = std::to_string(report.runs.size());
+  CHECK(text.find("`public_runs.json` holds " + total + " large-model training runs") !=
+        std::string::npos);
+  CHECK(text.find("## The project set today (" + total + " runs)") != std::string::npos);
+  CHECK(text.find(std::to_string(held_out) + " held out (`false`)") != std::string::npos);
+  CHECK(text.find("The " + std::to_string(held_out) + "\nheld-out runs") != std::string::npos);
 }
 
 // Issue 10: Calculon (calculon-ai/calculon at caa4b11, `calculon llm-validation`) predicts
