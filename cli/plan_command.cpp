@@ -36,7 +36,8 @@ struct PlanArguments {
   std::string model;
   std::string cluster;
   int64_t gpus = 0;
-  std::optional<int64_t> global_batch, seq_len, tp, pp, dp, vpp, micro_batch, ep, etp, mb_group;
+  std::optional<int64_t> global_batch, seq_len, tp, pp, dp, vpp, micro_batch, ep, etp, mb_group,
+      dp_shard;
   double moe_load_imbalance = 1.0;
   double moe_aux_loss_coeff = 0.0;
   std::optional<std::string> recompute, sequence_parallel, schedule, stage_layers;
@@ -267,6 +268,7 @@ planner::SearchSpace search_space(const PlanArguments& args, const models::Clust
                                     {args.ep, "--ep"},
                                     {args.etp, "--etp"},
                                     {args.mb_group, "--mb-group"},
+                                    {args.dp_shard, "--dp-shard"},
                                     {args.micro_batch, "--micro-batch"}}) {
     require_positive(value, flag);
   }
@@ -319,6 +321,14 @@ planner::SearchSpace search_space(const PlanArguments& args, const models::Clust
     }
     space.schedule = planner::ScheduleKind::kInterleaved;
     space.microbatch_group = args.mb_group;
+  }
+  if (args.dp_shard) {  // hybrid sharding shards ZeRO-3's parameters: it fixes ZeRO 3
+    if (space.zero && *space.zero != 3) {
+      throw InputError(
+          fmt::format("--dp-shard: hybrid sharding needs ZeRO 3 (--zero {})", *space.zero));
+    }
+    space.zero = 3;
+    space.dp_shard = args.dp_shard;
   }
   space.placement = planner::parse_placement(args.placement, "--placement");
   if (args.memory_headroom) {
@@ -637,6 +647,10 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--mb-group", args->mb_group,
                    "Fix the interleaved schedule's micro-batch group size N (Megatron "
                    "--microbatch-group-size-per-virtual-pipeline-stage; implies interleaved)");
+  plan->add_option("--dp-shard", args->dp_shard,
+                   "Fix hybrid sharding's shard group, in data-parallel ranks (torchtitan "
+                   "data_parallel_shard_degree; divides dp; implies ZeRO 3; --framework fsdp; "
+                   "searched under fsdp when not given)");
   plan->add_option("--ep", args->ep,
                    "Fix expert parallel size (MoE models; divides tp*cp*dp/etp and the expert "
                    "count)");

@@ -88,6 +88,9 @@ MPI_Comm ProcessGroups::comm(CommGroup group) const {
       return ep_;
     case CommGroup::kExpertDp:
       return expert_dp_;
+    case CommGroup::kDpShard:  // hybrid sharding: refused by validate_plan_for_executor
+    case CommGroup::kDpReplicate:
+      return MPI_COMM_NULL;
   }
   return MPI_COMM_NULL;
 }

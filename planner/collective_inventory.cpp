@@ -251,6 +251,18 @@ void add_data_parallel(Inventory& inventory, const models::TransformerConfig& mo
   }
   const DpBuckets buckets = dp_buckets(model, cluster, layout, options, stage);
   const int64_t chunk_ops = chunk_list_rounds(layout, options);
+  // Each call over its bucket's group; under hybrid sharding each gradient call's shard is then
+  // all-reduced over the replicas, an entry of its own.
+  const auto add_bucket = [&](const DpBucket& bucket, const std::string& what, int64_t calls) {
+    const int64_t group_size = bucket.group == CommGroup::kDpShard ? zero_shard_group_size(layout)
+                                                                   : grad_group_size(layout);
+    inventory.add(stage, what, bucket.kind, bucket.group, group_size, bucket.bytes, calls);
+    if (bucket.replicate_bytes > 0) {
+      inventory.add(stage, "dp_replicate: gradient shard all-reduce over the replicas (HSDP)",
+                    CollectiveKind::kAllReduce, CommGroup::kDpReplicate, dp_replicate_size(layout),
+                    bucket.replicate_bytes, calls);
+    }
+  };
   if (zero3_gathers_once_per_step(layout, options)) {
     // torchtitan's pipelining: each chunk's units gathered once, before its first forward, and
     // reduce-scattered once, after its last backward.
@@ -268,16 +280,14 @@ void add_data_parallel(Inventory& inventory, const models::TransformerConfig& mo
                     "dp: root unit parameter all-gather before each "
                     "chunk's first forward (FSDP under pipelining)"}}) {
       for (const DpBucket& bucket : *list) {
-        inventory.add(stage, what, bucket.kind, bucket.group, grad_group_size(layout), bucket.bytes,
-                      bucket.num_calls * chunk_ops);
+        add_bucket(bucket, what, bucket.num_calls * chunk_ops);
       }
     }
     return;
   }
   const auto add = [&](const std::vector<DpBucket>& list, const char* what, int64_t rounds) {
     for (const DpBucket& bucket : list) {
-      inventory.add(stage, what, bucket.kind, bucket.group, grad_group_size(layout), bucket.bytes,
-                    bucket.num_calls * rounds);
+      add_bucket(bucket, what, bucket.num_calls * rounds);
     }
   };
   add(buckets.step_grad,

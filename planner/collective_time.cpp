@@ -159,6 +159,10 @@ std::string to_string(CommGroup group) {
       return "expert_dp";
     case CommGroup::kCp:
       return "cp";
+    case CommGroup::kDpShard:
+      return "dp_shard";
+    case CommGroup::kDpReplicate:
+      return "dp_replicate";
   }
   return "?";
 }

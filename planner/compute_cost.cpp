@@ -185,7 +185,8 @@ PassBytes fsdp_pass_bytes(const models::TransformerConfig& model,
       options.fsdp_version, static_cast<double>(p.sharded + p.replicated + p.expert),
       static_cast<double>(element_bytes(cluster)),
       static_cast<double>(grad_reduce_element_bytes(cluster, layout, options)),
-      layout.dp * layout.cp, fsdp_float8_gather_saving_bytes(model, cluster, layout, options));
+      zero_shard_group_size(layout),
+      fsdp_float8_gather_saving_bytes(model, cluster, layout, options));
 }
 
 // Bytes per hidden element of one norm: the fused kernel's read and write, backward twice that
@@ -731,7 +732,7 @@ double gradient_accumulation_bytes_per_parameter(const models::ClusterConfig& cl
   const double m = static_cast<double>(layout.num_micro_batches());
   const double later = (m - 1.0) / m;  // share of micro-batches adding into a held gradient
   const double e = static_cast<double>(element_bytes(cluster));
-  const double d = static_cast<double>(grad_group_size(layout));
+  const double d = static_cast<double>(zero_shard_group_size(layout));
   // PyTorch autograd's AccumulateGrad (torch/csrc/autograd/functions/accumulate_grad.h): the
   // first backward after the gradient was set to None steals the new gradient (no copy); each
   // later one adds in place, variable_grad += new_grad (read 2 g, write g).

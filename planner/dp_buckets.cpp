@@ -23,13 +23,13 @@ int64_t dp_buffer_count(const Layout& layout, int64_t count) {
   if (!zero_shards_optimizer(layout)) {
     return count;
   }
-  const int64_t group = grad_group_size(layout);
+  const int64_t group = zero_shard_group_size(layout);
   return zero_padded_count(count, zero_shards_gradients(layout) ? group * layout.vpp : group);
 }
 
 int64_t dp_full_bucket_bytes(const Layout& layout, int64_t element_bytes, int64_t bucket_bytes) {
   const int64_t block_bytes =
-      element_bytes * (zero_shards_optimizer(layout) ? grad_group_size(layout) : 1);
+      element_bytes * (zero_shards_optimizer(layout) ? zero_shard_group_size(layout) : 1);
   return std::max<int64_t>(1, bucket_bytes / block_bytes) * block_bytes;
 }
 
@@ -104,17 +104,31 @@ std::vector<SizeRun> even_split(int64_t total_bytes, int64_t num_parts) {
 
 namespace {
 
+// Each run's calls over `group` (the gradient group, or under hybrid sharding the shard group).
 std::vector<DpBucket> costed(const models::ClusterConfig& cluster, const Layout& layout,
-                             int64_t stage, CollectiveKind kind,
-                             const std::vector<SizeRun>& sizes) {
+                             int64_t stage, CollectiveKind kind, const std::vector<SizeRun>& sizes,
+                             CommGroup group = CommGroup::kDp) {
   std::vector<DpBucket> buckets;
   for (const SizeRun& run : sizes) {
     buckets.push_back(
-        DpBucket{run.bytes, kind, CommGroup::kDp,
-                 stage_collective_seconds(cluster, layout, kind, CommGroup::kDp, stage, run.bytes),
+        DpBucket{run.bytes, kind, group,
+                 stage_collective_seconds(cluster, layout, kind, group, stage, run.bytes),
                  run.count, run.layer_run, run.layers});
   }
   return buckets;
+}
+
+// Hybrid sharding: each reduce-scatter's output, bytes / shard group, all-reduced over the
+// replicas after it (DpBucket::replicate_bytes).
+void add_replica_all_reduce(const models::ClusterConfig& cluster, const Layout& layout,
+                            int64_t stage, std::vector<DpBucket>& reduce_scatters) {
+  for (DpBucket& bucket : reduce_scatters) {
+    bucket.replicate_bytes = bucket.bytes / zero_shard_group_size(layout);
+    bucket.replicate_seconds =
+        stage_collective_seconds(cluster, layout, CollectiveKind::kAllReduce,
+                                 CommGroup::kDpReplicate, stage, bucket.replicate_bytes);
+    bucket.seconds += bucket.replicate_seconds;
+  }
 }
 
 }  // namespace
@@ -149,7 +163,7 @@ namespace {
 // blocks over the chunk's layers (the most any chunk of the stage holds; at least one).
 std::vector<SizeRun> per_layer_sizes(const models::TransformerConfig& model, const Layout& layout,
                                      int64_t stage, int64_t chunk_bytes, int64_t element_bytes) {
-  const int64_t block_bytes = grad_group_size(layout) * element_bytes;
+  const int64_t block_bytes = zero_shard_group_size(layout) * element_bytes;
   const int64_t layers = std::max<int64_t>(1, max_chunk_layer_count(model, layout, stage));
   std::vector<SizeRun> per_layer = even_split(chunk_bytes / block_bytes, layers);
   for (SizeRun& run : per_layer) {
@@ -255,7 +269,7 @@ int64_t fsdp_root_unit_elements(const models::TransformerConfig& model, const La
                                    : stage_embedding_parameters(model, layout, stage);
   const int64_t elements = root.sharded + root.replicated;
   const int64_t share = (elements + layout.vpp - 1) / layout.vpp;
-  return zero_padded_count(share, grad_group_size(layout));
+  return zero_padded_count(share, zero_shard_group_size(layout));
 }
 
 // Megatron-Core's ZeRO 0/1 buckets (training.py d98e8a64 lines 2505-2514, disable_bucketing
@@ -290,7 +304,8 @@ DpBuckets megatron_zero01_buckets(const models::TransformerConfig& model,
   const int64_t e = element_bytes(cluster);
   const int64_t g = grad_reduce_element_bytes(cluster, layout, options);
   const std::vector<int64_t> chunks = chunk_counts_last_ready_last(
-      model, layout, stage, count, zero_shards_optimizer(layout) ? grad_group_size(layout) : 1);
+      model, layout, stage, count,
+      zero_shards_optimizer(layout) ? zero_shard_group_size(layout) : 1);
   const bool bucketed = stage == 0 && options.overlap_grad_reduce;
   const auto grad_of = [&](int64_t elements, size_t) { return elements * g; };
   // The fp8 saving apportioned to the chunks by their elements (the last one exact).
@@ -443,10 +458,13 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
       break;
     }
     default: {
+      // Hybrid sharding gathers and reduce-scatters over the shard group (check_framework: fsdp
+      // only, ZeRO 3), then all-reduces each gradient shard over the replicas.
+      const CommGroup group = hybrid_sharded(layout) ? CommGroup::kDpShard : CommGroup::kDp;
       // Under fsdp with precision fp8, torchao's float8 all-gather moves the linear weights in
       // 1 byte (memory.cpp fsdp_float8_gather_saving_bytes): each layer's gather is that much
       // smaller, in whole dp blocks.
-      const int64_t block_bytes = grad_group_size(layout) * e;
+      const int64_t block_bytes = zero_shard_group_size(layout) * e;
       const int64_t fp8_saving =
           static_cast<int64_t>(fsdp_float8_gather_saving_bytes(model, cluster, layout, options)) /
           block_bytes * block_bytes *
@@ -459,9 +477,9 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
                          chunk_grad_bytes / g)
               : 0;
       out.chunk_root_param =
-          costed(cluster, layout, stage, kAG, non_empty({{root_elements * e, 1}}));
+          costed(cluster, layout, stage, kAG, non_empty({{root_elements * e, 1}}), group);
       out.chunk_root_grad =
-          costed(cluster, layout, stage, kRS, non_empty({{root_elements * g, 1}}));
+          costed(cluster, layout, stage, kRS, non_empty({{root_elements * g, 1}}), group);
       const std::vector<SizeRun> per_layer = per_layer_sizes(
           model, layout, stage, chunk_param_bytes - root_elements * e - fp8_saving, e);
       const bool deepspeed = options.framework == Framework::kDeepSpeed;
@@ -475,15 +493,16 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
             model.is_moe() && chunk_layers(model, layout, stage, 0).num_moe(model) > 0;
         const std::vector<int64_t> modules =
             deepspeed_gathered_module_elements(model, layout.tp, moe_layers);
-        const int64_t block_bytes = grad_group_size(layout) * e;
+        const int64_t block_bytes = zero_shard_group_size(layout) * e;
         const DeepSpeedZero3Trace trace = deepspeed_zero3_trace(model, layout, stage);
-        out.chunk_param =
-            costed(cluster, layout, stage, kAG, per_module_sizes(per_layer, modules, block_bytes));
+        out.chunk_param = costed(cluster, layout, stage, kAG,
+                                 per_module_sizes(per_layer, modules, block_bytes), group);
         out.chunk_param_backward = costed(
             cluster, layout, stage, kAG,
-            per_module_sizes(per_layer, modules, block_bytes, &trace.backward_module_gathers));
+            per_module_sizes(per_layer, modules, block_bytes, &trace.backward_module_gathers),
+            group);
       } else {
-        out.chunk_param = costed(cluster, layout, stage, kAG, per_layer);
+        out.chunk_param = costed(cluster, layout, stage, kAG, per_layer, group);
         if (!zero3_gathers_once_per_step(layout, options)) {
           out.chunk_param_backward = out.chunk_param;
         }
@@ -499,7 +518,12 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
       out.chunk_grad = costed(cluster, layout, stage, kRS,
                               deepspeed ? bucket_sizes(chunk_grad_bytes, grad_bucket)
                                         : per_layer_sizes(model, layout, stage,
-                                                          chunk_grad_bytes - root_elements * g, g));
+                                                          chunk_grad_bytes - root_elements * g, g),
+                              group);
+      if (hybrid_sharded(layout)) {
+        add_replica_all_reduce(cluster, layout, stage, out.chunk_grad);
+        add_replica_all_reduce(cluster, layout, stage, out.chunk_root_grad);
+      }
       break;
     }
   }

@@ -29,6 +29,14 @@ int64_t group_stride(const Layout& layout, CommGroup group) {
       return layout.tp;
     case CommGroup::kDp:
       return dp_before_pp ? layout.tp : tp_cp * layout.pp;
+    // torchtitan's mesh ["pp", "dp_replicate", "dp_shard", "cp", "tp"]
+    // (torchtitan/distributed/parallel_dims.py): a shard group is dp_shard * cp consecutive
+    // members of the gradient group, its replicas dp_shard * cp members apart. Hybrid sharding
+    // is fsdp only, whose placement is tp-dp-pp (check_framework).
+    case CommGroup::kDpShard:
+      return layout.tp;
+    case CommGroup::kDpReplicate:
+      return tp_cp * dp_shard_size(layout);
     case CommGroup::kPp:
       return dp_before_pp ? tp_cp * layout.dp : tp_cp;
     case CommGroup::kEmbedding:  // first and last stage
@@ -69,12 +77,14 @@ int64_t group_first_rank(const Layout& layout, CommGroup group, int64_t stage, i
 double stage_collective_seconds(const models::ClusterConfig& cluster, const Layout& layout,
                                 CollectiveKind kind, CommGroup group, int64_t stage,
                                 int64_t message_bytes) {
-  const int64_t group_size = group == CommGroup::kTp         ? layout.tp
-                             : group == CommGroup::kDp       ? grad_group_size(layout)
-                             : group == CommGroup::kCp       ? layout.cp
-                             : group == CommGroup::kEp       ? layout.ep
-                             : group == CommGroup::kExpertDp ? expert_data_parallel(layout)
-                                                             : 2;
+  const int64_t group_size = group == CommGroup::kTp            ? layout.tp
+                             : group == CommGroup::kDp          ? grad_group_size(layout)
+                             : group == CommGroup::kDpShard     ? zero_shard_group_size(layout)
+                             : group == CommGroup::kDpReplicate ? dp_replicate_size(layout)
+                             : group == CommGroup::kCp          ? layout.cp
+                             : group == CommGroup::kEp          ? layout.ep
+                             : group == CommGroup::kExpertDp    ? expert_data_parallel(layout)
+                                                                : 2;
   int64_t stride = group_stride(layout, group);
   if (group == CommGroup::kCp && kind == CollectiveKind::kSendRecv) {
     // A ring step waits for its slowest hop: the wrap-around from the last member to the

@@ -114,8 +114,9 @@ Placement parse_placement(const std::string& text, const std::string& field) {
 
 std::string describe(const Layout& layout) {
   std::string text = fmt::format(
-      "tp={} pp={} dp={}{} vpp={} mb={} recompute={} sp={} zero={} schedule={}", layout.tp,
-      layout.pp, layout.dp, layout.cp > 1 ? fmt::format(" cp={}", layout.cp) : "", layout.vpp,
+      "tp={} pp={} dp={}{}{} vpp={} mb={} recompute={} sp={} zero={} schedule={}", layout.tp,
+      layout.pp, layout.dp, layout.cp > 1 ? fmt::format(" cp={}", layout.cp) : "",
+      hybrid_sharded(layout) ? fmt::format(" dp_shard={}", dp_shard_size(layout)) : "", layout.vpp,
       layout.micro_batch, to_string(layout.recompute), layout.sequence_parallel ? "on" : "off",
       layout.zero, to_string(layout.schedule));
   if (layout.microbatch_group > 0) {

@@ -245,15 +245,15 @@ int64_t peak_in_flight_layers(ScheduleKind kind, int64_t pp, int64_t vpp, int64_
 namespace {
 
 // Bytes per parameter a rank holds for weights, gradients and optimizer states, after the
-// framework's sharding over d = dp * cp, the gradient group (bf16 mixed precision, Adam;
-// docs/research/framework-memory.md).
+// framework's sharding over d = dp * cp, the gradient group, or under hybrid sharding its shard
+// group dp_shard * cp (bf16 mixed precision, Adam; docs/research/framework-memory.md).
 struct BytesPerParameter {
   double weights = 0, gradients = 0, optimizer = 0;
 };
 
 BytesPerParameter bytes_per_parameter(const PlanOptions& options,
                                       const models::ClusterConfig& cluster, const Layout& layout) {
-  const double d = static_cast<double>(grad_group_size(layout));
+  const double d = static_cast<double>(zero_shard_group_size(layout));
   const double w_shard = zero_shards_parameters(layout) ? d : 1.0;
   const double g_shard = zero_shards_gradients(layout) ? d : 1.0;
   const double o_shard = zero_shards_optimizer(layout) ? d : 1.0;
@@ -364,7 +364,7 @@ std::pair<double, double> working_set_bytes(const PlanOptions& options,
   const Framework framework = options.framework;
   const double e = static_cast<double>(element_bytes(cluster));
   const double t = static_cast<double>(layout.tp);
-  const double d = static_cast<double>(grad_group_size(layout));
+  const double d = static_cast<double>(zero_shard_group_size(layout));
   // The largest layer: an MoE layer's experts usually outweigh a dense layer.
   LayerParameters layer_count = layer_parameters(model, layout.tp);
   if (model.is_moe()) {

@@ -43,6 +43,10 @@ nlohmann::json layout_to_json(const Layout& layout) {
   if (layout.microbatch_group > 0) {
     json["microbatch_group"] = layout.microbatch_group;
   }
+  // Written only under hybrid sharding: absent means dp, full sharding.
+  if (hybrid_sharded(layout)) {
+    json["dp_shard"] = dp_shard_size(layout);
+  }
   return json;
 }
 
@@ -52,7 +56,7 @@ namespace {
 // the model and cluster loaders do. `prediction` is informative and its content is not checked.
 constexpr std::array<std::string_view, 8> kPlanFields = {
     "format", "version", "model", "cluster", "num_gpus", "layout", "options", "prediction"};
-constexpr std::array<std::string_view, 16> kLayoutFields = {"tp",
+constexpr std::array<std::string_view, 17> kLayoutFields = {"tp",
                                                             "pp",
                                                             "dp",
                                                             "vpp",
@@ -67,7 +71,8 @@ constexpr std::array<std::string_view, 16> kLayoutFields = {"tp",
                                                             "stage_layers",
                                                             "ep",
                                                             "microbatch_group",
-                                                            "etp"};
+                                                            "etp",
+                                                            "dp_shard"};
 constexpr std::array<std::string_view, 25> kOptionsFields = {"flash_attention",
                                                              "flash_attention_version",
                                                              "fsdp_version",
@@ -185,6 +190,10 @@ Layout layout_from_json(const nlohmann::json& json, const std::string& source) {
   }
   if (json.contains("stage_layers")) {
     layout.stage_layers = stage_layers_from_json(json.at("stage_layers"), where);
+  }
+  // Optional: absent means dp (full sharding; plan files written before hybrid sharding).
+  if (json.contains("dp_shard")) {
+    set_dp_shard(layout, require_size(json, "dp_shard", kPlanMaxGpus, where));
   }
   return layout;
 }

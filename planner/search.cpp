@@ -188,7 +188,28 @@ std::vector<std::vector<int64_t>> stage_split_choices(const models::TransformerC
   return candidate_stage_splits(model.num_layers, pp);
 }
 
-// Appends every (recompute, sp, zero) variant of `base` the space allows.
+// Shard-group sizes to try (SearchSpace::dp_shard): the fixed one; under fsdp at ZeRO 3 with
+// placement tp-dp-pp, full sharding (dp) and each proper divisor of dp whose shard group
+// dp_shard * cp has at least 2 ranks (torchtitan's data_parallel_shard_degree); else dp.
+std::vector<int64_t> dp_shard_choices(const SearchSpace& space, const PlanOptions& options,
+                                      const Layout& layout) {
+  if (space.dp_shard) {
+    return {*space.dp_shard};
+  }
+  std::vector<int64_t> shards{layout.dp};
+  if (options.framework != Framework::kFsdp || layout.zero != 3 ||
+      layout.placement != Placement::kTpDpPp) {
+    return shards;
+  }
+  for (int64_t dp_shard : divisors(layout.dp)) {
+    if (dp_shard < layout.dp && dp_shard * layout.cp >= 2) {
+      shards.push_back(dp_shard);
+    }
+  }
+  return shards;
+}
+
+// Appends every (recompute, sp, zero, dp_shard) variant of `base` the space allows.
 // A memory-shifted split (memory_shifted_splits) is tried without recompute only: it exists to
 // fit what would otherwise need recompute, and with recompute the base split's balanced stages
 // are faster.
@@ -215,7 +236,10 @@ void add_variants(const SearchSpace& space, const PlanOptions& options, const La
         layout.recompute = recompute;
         layout.sequence_parallel = sp;
         layout.zero = zero;
-        layouts.push_back(layout);
+        for (int64_t dp_shard : dp_shard_choices(space, options, layout)) {
+          set_dp_shard(layout, dp_shard);
+          layouts.push_back(layout);
+        }
       }
     }
   }

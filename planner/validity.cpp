@@ -523,6 +523,12 @@ Validity check_framework(Framework framework, const Layout& layout, bool with_re
   const auto refused = [&](const std::string& why) {
     return with_reason ? refuse(framework, why, layout) : reject("framework", "");
   };
+  // Hybrid sharding is FSDP2's 2-D mesh (torchtitan data_parallel_replicate_degree x
+  // data_parallel_shard_degree); Megatron-Core's distributed optimizer instances shard only
+  // the optimizer, DeepSpeed's hpZ and MiCS are not modelled, the executor shards over all dp.
+  if (framework != Framework::kFsdp && hybrid_sharded(layout)) {
+    return refused("hybrid sharding (dp_shard < dp) is modelled as PyTorch FSDP2 runs it only");
+  }
   if (framework != Framework::kMegatron && expert_tensor_parallel(layout) != layout.tp) {
     // The expert grid, token dispatch and expert sharding with etp != tp are costed as
     // Megatron-Core runs them (check_expert_tensor_parallel); other frameworks are not read.
@@ -706,7 +712,39 @@ Validity check_dense_layout(const models::TransformerConfig& model,
   if (layout.zero < 0 || layout.zero > 3) {
     return reject("zero", fmt::format("ZeRO stage must be 0-3 ({})", layout.zero));
   }
+  if (Validity hybrid = check_hybrid_sharding(layout); !hybrid.ok()) {
+    return hybrid;
+  }
   return check_cp_layout(model, layout);
+}
+
+Validity check_hybrid_sharding(const Layout& layout) {
+  if (layout.dp_shard == 0) {
+    return {};
+  }
+  // torchtitan/distributed/parallel_dims.py: dp_replicate * dp_shard * cp * tp * pp = world
+  // size, so the shard degree divides dp; FSDP2 then shards over dp_shard * cp ranks.
+  if (layout.dp_shard < 1 || layout.dp % layout.dp_shard != 0) {
+    return reject("dp_shard",
+                  fmt::format("dp_shard must divide dp ({} % {})", layout.dp, layout.dp_shard));
+  }
+  if (layout.zero != 3) {
+    return reject("dp_shard", fmt::format("hybrid sharding (dp_shard {} of dp {}) shards ZeRO-3's "
+                                          "parameters; it needs zero 3 (zero {})",
+                                          layout.dp_shard, layout.dp, layout.zero));
+  }
+  if (zero_shard_group_size(layout) < 2) {
+    return reject("dp_shard", fmt::format("a shard group of dp_shard*cp = 1 shards nothing: use "
+                                          "zero 0 (DDP) for plain replication (dp_shard {})",
+                                          layout.dp_shard));
+  }
+  if (layout.placement != Placement::kTpDpPp) {
+    return reject("dp_shard", fmt::format("hybrid sharding needs placement tp-dp-pp "
+                                          "(torchtitan's mesh pp, dp_replicate, dp_shard, cp, "
+                                          "tp) ({})",
+                                          to_string(layout.placement)));
+  }
+  return {};
 }
 
 Validity check_cp_layout(const models::TransformerConfig& model, const Layout& layout) {

@@ -181,7 +181,8 @@ std::string emit_torchtitan(const planner::Plan& plan) {
       "[parallelism]\ndata_parallel_replicate_degree = {}\ndata_parallel_shard_degree = {}\n"
       "tensor_parallel_degree = {}\nenable_async_tensor_parallel = {}\n"
       "pipeline_parallel_degree = {}\n",
-      sharded ? 1 : layout.dp, sharded ? layout.dp : 1, layout.tp,
+      sharded ? planner::dp_replicate_size(layout) : layout.dp,
+      sharded ? planner::dp_shard_size(layout) : 1, layout.tp,
       plan.options.overlap_tp_comm ? "true" : "false", layout.pp);
   if (layout.pp > 1) {
     out += fmt::format(

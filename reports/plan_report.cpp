@@ -53,6 +53,13 @@ void add_plan_row(int rank, const planner::PlanEstimate& e, const models::Transf
             ? fmt::format(" (DeepSpeed PipelineModule partition_method \"{}\")", to_string(*method))
             : "");
   }
+  if (planner::hybrid_sharded(l)) {
+    report->table += fmt::format(
+        "#      plan {}: hybrid sharding: ZeRO-3 over {} data-parallel ranks{}, {} replicas "
+        "(torchtitan data_parallel_shard_degree {}, data_parallel_replicate_degree {})\n",
+        rank, planner::dp_shard_size(l), l.cp > 1 ? fmt::format(" x cp {}", l.cp) : "",
+        planner::dp_replicate_size(l), planner::dp_shard_size(l), planner::dp_replicate_size(l));
+  }
   if (planner::expert_tensor_parallel(l) != l.tp) {
     report->table += fmt::format("#      plan {}: experts split over etp {} of the tp {} ranks\n",
                                  rank, planner::expert_tensor_parallel(l), l.tp);

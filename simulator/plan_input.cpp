@@ -114,6 +114,8 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
         costs.embedding_sync_seconds = traffic.seconds_per_call * traffic.calls_per_step;
         break;
       case CommGroup::kDp:
+      case CommGroup::kDpShard:
+      case CommGroup::kDpReplicate:
         break;  // from planner::dp_buckets below
       case CommGroup::kCp:
         break;  // inside the chunk costs: their exposed part is ChunkCost's cp_comm seconds

@@ -208,6 +208,19 @@ plan_file_rows unknown_top.json "unknown_top.json: num_gpu: unknown field (2)" "
 plan_file_rows unknown_options.json \
   "unknown_options.json: options: flash_attn: unknown field (true)" "unknown options key"
 
+# Hybrid sharding (dp_shard < dp): planned for PyTorch FSDP2 only; a plan file is checked as
+# written; the executor refuses it by name.
+"$meshplan" plan --model tiny --cluster local-cpu --gpus 4 --tp 1 --framework fsdp --dp-shard 2 \
+  --save-plan hsdp.json >/dev/null 2>&1
+sed 's/"dp_shard": 2/"dp_shard": 3/' hsdp.json >hsdp_bad.json
+row "explain: dp_shard not dividing dp" 2 "hsdp_bad.json: layout: dp_shard must divide dp (4 % 3)" \
+  explain hsdp_bad.json
+row "simulate: dp_shard not dividing dp" 2 \
+  "hsdp_bad.json: layout: dp_shard must divide dp (4 % 3)" simulate hsdp_bad.json --json new_out.json
+row "execute: a hybrid-sharded plan" 2 \
+  "hsdp.json: layout.dp_shard: the CPU executor shards ZeRO over all 4 data-parallel ranks; hybrid sharding (dp_shard 2) is planned for PyTorch FSDP2 only" \
+  mpi 4 execute hsdp.json --steps 1 --json new_out.json
+
 # execute: a world size that differs from the plan (2 ranks).
 row "execute: mpirun -np 3 for a 2-rank plan" 2 \
   "p.json: num_gpus: the plan has 2 ranks, mpirun started 3" \
@@ -219,6 +232,13 @@ plan_row() {  # plan_row NAME PATTERN ARGS...
   shift 2
   row "plan: $name" 2 "$pattern" plan "$@" --json new_out.json --save-plan sentinel.json
 }
+plan_row "--dp-shard with --zero 1" "--dp-shard: hybrid sharding needs ZeRO 3 (--zero 1)" \
+  --model tiny --cluster local-cpu --gpus 4 --dp-shard 2 --zero 1
+plan_row "--dp-shard 0" "--dp-shard: must be positive (0)" \
+  --model tiny --cluster local-cpu --gpus 4 --dp-shard 0
+plan_row "--dp-shard under megatron" \
+  "--framework: megatron cannot run this layout: hybrid sharding (dp_shard < dp) is modelled as PyTorch FSDP2 runs it only" \
+  --model tiny --cluster local-cpu --gpus 4 --dp 4 --dp-shard 2 --framework megatron
 plan_row "unknown model preset" "unknown model preset 'gpt5'" \
   --model gpt5 --cluster local-cpu --gpus 2
 plan_row "unknown cluster preset" "unknown cluster preset 'dgx-z9'" \

@@ -471,6 +471,76 @@ TEST_CASE("dp_buckets: FSDP reduce-scatters in fp32 by default, in bf16 when tol
   CHECK(tiny_buckets(3, Framework::kDeepSpeed).chunk_root_grad.empty());
 }
 
+TEST_CASE("dp_buckets: hybrid sharding shards over the shard group, all-reduces over replicas") {
+  // tiny over dp 6 as 2 replicas of a shard group of 3 (dp_shard 3): the gathers and
+  // reduce-scatters are the dp-3 case's above, the same sizes in blocks of 3, over the shard
+  // group (kDpShard: 3 consecutive ranks); each reduce-scatter's output, a third of it, is then
+  // all-reduced over the 2 replicas (kDpReplicate: ranks 3 apart), its time added to the
+  // reduce-scatter's (FSDP2 _fsdp_collectives.py foreach_reduce: reduce-scatter, then
+  // all-reduce of reduce_output on the all-reduce stream).
+  Layout layout = make_layout(1, 1, 6, 1, 6);
+  layout.zero = 3;
+  set_dp_shard(layout, 3);
+  CHECK(layout.dp_shard == 3);
+  CHECK(dp_shard_size(layout) == 3);
+  CHECK(dp_replicate_size(layout) == 2);
+  CHECK(zero_shard_group_size(layout) == 3);
+  CHECK(grad_group_size(layout) == 6);
+  PlanOptions options;
+  options.bucket_bytes = kBucketBytes;
+  options.framework = Framework::kFsdp;
+  options.grad_reduce_dtype = GradReduceDtype::kBf16;
+  options.fsdp_head_in_root = true;
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  const DpBuckets hybrid = dp_buckets(models::load_model("tiny"), cluster, layout, options, 0);
+  CHECK(sizes_of(hybrid.chunk_grad) == std::vector<int64_t>{92'418, 92'418, 92'418, 92'412});
+  CHECK(sizes_of(hybrid.chunk_root_grad) == std::vector<int64_t>{65'664});
+  CHECK(sizes_of(hybrid.chunk_param) == sizes_of(hybrid.chunk_grad));
+  for (const std::vector<DpBucket>* list :
+       {&hybrid.chunk_param, &hybrid.chunk_param_backward, &hybrid.chunk_root_param}) {
+    for (const DpBucket& gather : *list) {
+      CHECK(gather.group == CommGroup::kDpShard);
+      CHECK(gather.replicate_bytes == 0);
+      CHECK(gather.seconds ==
+            collective_seconds(cluster, CollectiveKind::kAllGather, gather.bytes, 3, 1));
+    }
+  }
+  for (const std::vector<DpBucket>* list : {&hybrid.chunk_grad, &hybrid.chunk_root_grad}) {
+    for (const DpBucket& reduce : *list) {
+      CAPTURE(reduce.bytes);
+      CHECK(reduce.group == CommGroup::kDpShard);
+      CHECK(reduce.replicate_bytes * 3 == reduce.bytes);  // whole blocks of 3
+      const double scatter =
+          collective_seconds(cluster, CollectiveKind::kReduceScatter, reduce.bytes, 3, 1);
+      const double replicas =
+          collective_seconds(cluster, CollectiveKind::kAllReduce, reduce.replicate_bytes, 2, 3);
+      CHECK(reduce.replicate_seconds == replicas);
+      CHECK(reduce.seconds == doctest::Approx(scatter + replicas).epsilon(1e-15));
+    }
+  }
+  // The inventory lists the all-reduces apart: 2 replicas, a third of the reduce-scattered
+  // bytes, as many calls (m = 1 micro-batch: every call once).
+  const PlanEstimate estimate = estimate_plan(models::load_model("tiny"), cluster, layout, options);
+  int64_t scattered = 0, all_reduced = 0, scatters = 0, all_reduces = 0;
+  for (const CollectiveTraffic& c : estimate.collectives) {
+    if (c.kind == CollectiveKind::kReduceScatter) {
+      CHECK(c.group == CommGroup::kDpShard);
+      CHECK(c.group_size == 3);
+      scattered += c.total_message_bytes();
+      scatters += c.calls_per_step;
+    }
+    if (c.group == CommGroup::kDpReplicate) {
+      CHECK(c.kind == CollectiveKind::kAllReduce);
+      CHECK(c.group_size == 2);
+      all_reduced += c.total_message_bytes();
+      all_reduces += c.calls_per_step;
+    }
+  }
+  CHECK(scattered == 3 * 92'418 + 92'412 + 65'664);
+  CHECK(all_reduced * 3 == scattered);
+  CHECK(all_reduces == scatters);
+}
+
 TEST_CASE("dp_buckets: FSDP2's default root unit holds the embedding only (torchtitan)") {
   // torchtitan since 83e694105 wraps [norm, output] as a unit of its own: the root holds the
   // embedding, 16,384 elements, padded to 16,386 (5,462 dp blocks of 3); the final norm and LM

@@ -563,6 +563,27 @@ TEST_CASE("--emit torchtitan: Llama-3 8B, FSDP x TP x PP, 1F1B") {
 // on rank 1 (Megatron-Core's rule, stage_layer_range); torchtitan's Interleaved1F1B gives rank r
 // the virtual stages r and r + pp ("loop"), so the parts are listed v0 (rank 0), v1 (rank 1),
 // v2 (rank 0), v3 (rank 1): layers 0-6, 7-15, 16-22, 23-31.
+TEST_CASE("--emit torchtitan: hybrid sharding as the replicate and shard degrees") {
+  // dp 64 as 8 replicas of a shard group of 8 (torchtitan/distributed/parallel_dims.py:
+  // dp_replicate x dp_shard = dp); Megatron-LM and DeepSpeed have no such layout here.
+  planner::Layout layout;
+  layout.dp = 64;
+  layout.micro_batch = 1;
+  layout.global_batch = 64;
+  layout.zero = 3;
+  layout.recompute = planner::Recompute::kFull;
+  planner::set_dp_shard(layout, 8);
+  planner::Plan plan = make_plan("llama3-8b", "dgx-h100", layout);
+  plan.options.framework = planner::Framework::kFsdp;
+  const std::map<std::string, std::string> toml = parse_toml(emit_torchtitan(plan));
+  CHECK(toml.at("parallelism.data_parallel_replicate_degree") == "8");
+  CHECK(toml.at("parallelism.data_parallel_shard_degree") == "8");
+  plan.options.framework = planner::Framework::kMegatron;
+  CHECK(error_of(plan, EmitTarget::kMegatron)
+            .find("hybrid sharding (dp_shard < dp) is modelled "
+                  "as PyTorch FSDP2 runs it only") != std::string::npos);
+}
+
 TEST_CASE("--emit torchtitan: uneven interleaved stages as module_fqns_per_model_part") {
   planner::Layout layout;
   layout.tp = 2;

@@ -346,6 +346,20 @@ TEST_CASE("agreement: FSDP ZeRO-3 with its root unit, Llama-3 8B on 64 A100s") {
   check_agrees(plan, 0.10);
 }
 
+TEST_CASE(
+    "agreement: FSDP hybrid sharding, each reduce-scatter followed by its replica all-reduce") {
+  // GPT-3 175B on 1,536 A100s under fsdp, tp 1, pp 1, dp 1,536 as 4 replicas of a 384-rank shard
+  // group (plan --framework fsdp --tp 1 --pp 1 ranks it first): the replay gathers and reduces
+  // layer by layer over the shard group, each reduction's time its reduce-scatter plus the
+  // all-reduce of its shard over the replicas (DpBucket::replicate_seconds), as the planner's.
+  planner::Plan plan = zero3_plan("gpt3-175b", "dgx-a100-80gb", 1, 1, 1536, 1, 1536,
+                                  planner::ScheduleKind::kOneFOneB);
+  plan.options.framework = planner::Framework::kFsdp;
+  plan.layout.recompute = planner::Recompute::kFull;
+  planner::set_dp_shard(plan.layout, 384);
+  check_agrees(plan, 0.02);
+}
+
 TEST_CASE("agreement: DeepSpeed ZeRO-3, gradients in one reduce bucket, exposed as a whole") {
   // GPT-2 124M on 16 A100s, dp 16, one micro-batch of 2 per replica: the stage's 124M
   // gradients fit one reduce_bucket_size (5e8) bucket, which DeepSpeed reduce-scatters after

@@ -210,8 +210,11 @@ enum class CollectiveKind { kAllReduce, kAllGather, kReduceScatter, kSendRecv, k
 /// kDp is the gradient group of grad_group_size(layout) = dp * cp ranks; kCp the cp ranks of
 /// one (tp, dp, pp) coordinate, the ring of context-parallel attention; kEp the expert-parallel
 /// group (ep ranks etp apart: expert_parallel_ranks); kExpertDp the expert data parallel group
-/// (tp * cp * dp / (etp * ep) ranks etp * ep apart holding the same experts).
-enum class CommGroup { kTp, kPp, kDp, kEmbedding, kCp, kEp, kExpertDp };
+/// (tp * cp * dp / (etp * ep) ranks etp * ep apart holding the same experts). Under hybrid
+/// sharding (hybrid_sharded) kDpShard is the shard group of zero_shard_group_size ranks (the
+/// first dp_shard * cp of the gradient group, consecutive at stride tp) and kDpReplicate the
+/// dp / dp_shard ranks holding the same shard (stride tp * cp * dp_shard).
+enum class CommGroup { kTp, kPp, kDp, kEmbedding, kCp, kEp, kExpertDp, kDpShard, kDpReplicate };
 std::string to_string(CollectiveKind kind);
 std::string to_string(CommGroup group);
 
@@ -319,10 +322,10 @@ struct PlanEstimate {
 /// check_stage_layers refuses) or "pp_layers" (even split, l % (pp vpp) != 0), "batch",
 /// "vpp_schedule", "interleaved_micro_batches" or "microbatch_group" (check_schedule_shape),
 /// "sequence_parallel",
-/// "zero", then check_cp_layout's, then the mixture-of-experts rules (check_moe_layout): "ep",
-/// "etp" (negative, or etp != tp on a dense model), with etp != tp "etp_tp" (etp divides tp),
-/// "ep_dp" (etp ep divides tp cp dp) and "etp_placement" (tp-dp-pp); then "ep_dp" (ep divides
-/// dp cp when etp = tp), "ep_experts", "etp_expert_ffn", "tp_expert_ffn",
+/// "zero", "dp_shard" (check_hybrid_sharding), then check_cp_layout's, then the mixture-of-experts
+/// rules (check_moe_layout): "ep", "etp" (negative, or etp != tp on a dense model), with etp != tp
+/// "etp_tp" (etp divides tp), "ep_dp" (etp ep divides tp cp dp) and "etp_placement" (tp-dp-pp);
+/// then "ep_dp" (ep divides dp cp when etp = tp), "ep_experts", "etp_expert_ffn", "tp_expert_ffn",
 /// "moe_sequence_parallel", "moe_zero3".
 struct Validity {
   std::string code;
@@ -336,6 +339,11 @@ Validity check_layout(const models::TransformerConfig& model, const models::Clus
 Validity check_dense_layout(const models::TransformerConfig& model,
                             const models::ClusterConfig& cluster, int64_t num_gpus,
                             const Layout& layout, bool allow_tp_across_nodes = false);
+
+/// Hybrid sharding rules (dp_shard 0, full sharding, passes): "dp_shard" when dp_shard does not
+/// divide dp, the ZeRO stage is not 3, the shard group dp_shard * cp is one rank, or the
+/// placement is not tp-dp-pp.
+Validity check_hybrid_sharding(const Layout& layout);
 
 /// Context-parallel rules of the layout alone (cp = 1 passes): "cp_seq" (seq_length divisible
 /// by 2 cp), "sequence_parallel" (seq_length / cp divisible by tp), "cp_placement" (tp-dp-pp).

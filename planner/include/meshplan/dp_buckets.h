@@ -25,6 +25,12 @@ struct DpBucket {
   // evenly over those layers (calls_in_order). -1: the run's calls follow one another.
   int64_t layer_run = -1;
   int64_t layers = 0;
+  // Hybrid sharding (hybrid_sharded; FSDP2 _fsdp_collectives.py foreach_reduce): each gradient
+  // call reduce-scatters over the shard group (kDpShard), then all-reduces its shard,
+  // replicate_bytes, over the replicas (kDpReplicate) on the all-reduce stream after it;
+  // `seconds` includes replicate_seconds, the reduce path of one call.
+  int64_t replicate_bytes = 0;
+  double replicate_seconds = 0;
 };
 
 /// A list's calls one at a time (num_calls 1), in the order they are issued: run after run,
@@ -35,7 +41,8 @@ struct DpBucket {
 std::vector<DpBucket> calls_in_order(const std::vector<DpBucket>& runs);
 
 /// A stage's data-parallel calls, by when they run, over the dp x cp gradient group
-/// (grad_group_size; "dp" below means that group). Empty lists when dp * cp = 1.
+/// (grad_group_size; "dp" below means that group, and under hybrid sharding the ZeRO-3 calls
+/// are over its shard group, zero_shard_group_size). Empty lists when dp * cp = 1.
 struct DpBuckets {
   // Once per step, as the last backward fills them: ZeRO-0 all-reduce of the unpadded
   // gradients (PyTorch DDP, Li et al. 2020, Sec. 3.2.3), ZeRO-1 reduce-scatter of the

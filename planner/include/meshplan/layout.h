@@ -63,6 +63,11 @@ struct Layout {
   // (model_parallel_config.py microbatch_group_size_per_vp_stage; Llama 3's N, Dubey et al.
   // 2024, Sec. 3.3.2). 0: Megatron's default, pp. Read it through microbatch_group_size().
   int64_t microbatch_group = 0;
+  // Hybrid sharding (HSDP; torchtitan's data_parallel_shard_degree, FSDP2 fully_shard on a 2-D
+  // (replicate, shard) mesh): ZeRO-3 shards the model states over dp_shard data-parallel ranks
+  // (times cp) and keeps dp / dp_shard replicas of each shard. 0 means dp, full sharding, and is
+  // the only spelling of it: read it through dp_shard_size(), set it with set_dp_shard().
+  int64_t dp_shard = 0;
 
   int64_t num_gpus() const { return tp * cp * pp * dp; }
   /// Micro-batches per pipeline per step: global_batch / (dp * micro_batch).
@@ -96,6 +101,29 @@ inline int64_t grad_group_size(const Layout& layout) {
   return layout.dp * layout.cp;
 }
 
+/// Data-parallel ranks of one shard group: layout.dp_shard, or dp when it is 0 (full sharding).
+inline int64_t dp_shard_size(const Layout& layout) {
+  return layout.dp_shard > 0 ? layout.dp_shard : layout.dp;
+}
+/// Replicas of each shard under hybrid sharding: dp / dp_shard (1 under full sharding).
+inline int64_t dp_replicate_size(const Layout& layout) {
+  return layout.dp / dp_shard_size(layout);
+}
+/// Whether the layout shards over part of the data-parallel ranks only (HSDP).
+inline bool hybrid_sharded(const Layout& layout) {
+  return dp_replicate_size(layout) > 1;
+}
+/// Sets the shard group's data-parallel size, stored as 0 when it equals dp (its one spelling).
+inline void set_dp_shard(Layout& layout, int64_t dp_shard) {
+  layout.dp_shard = dp_shard == layout.dp ? 0 : dp_shard;
+}
+/// Ranks ZeRO shards model states over: the gradient group dp * cp, or under hybrid sharding
+/// its shard group dp_shard * cp (torchtitan's "dp_shard_cp" mesh dimension,
+/// torchtitan/distributed/parallel_dims.py); the gradient group still reduces every gradient.
+inline int64_t zero_shard_group_size(const Layout& layout) {
+  return dp_shard_size(layout) * layout.cp;
+}
+
 /// Expert tensor parallel size: layout.etp, or tp when it is 0 (Megatron's default).
 inline int64_t expert_tensor_parallel(const Layout& layout) {
   return layout.etp > 0 ? layout.etp : layout.tp;
@@ -127,22 +155,22 @@ inline Layout expert_layout(const Layout& layout) {
   return expert;
 }
 
-/// ZeRO (Rajbhandari et al. 2020, Fig. 1): stage 1 shards optimizer states over the gradient
-/// group (grad_group_size), stage 2 also gradients, stage 3 also parameters. With a group of
-/// one nothing is sharded.
+/// ZeRO (Rajbhandari et al. 2020, Fig. 1): stage 1 shards optimizer states over the shard
+/// group (zero_shard_group_size: the gradient group, or its shard part under HSDP), stage 2
+/// also gradients, stage 3 also parameters. With a group of one nothing is sharded.
 inline bool zero_shards_optimizer(const Layout& layout) {
-  return layout.zero >= 1 && grad_group_size(layout) > 1;
+  return layout.zero >= 1 && zero_shard_group_size(layout) > 1;
 }
 inline bool zero_shards_gradients(const Layout& layout) {
-  return layout.zero >= 2 && grad_group_size(layout) > 1;
+  return layout.zero >= 2 && zero_shard_group_size(layout) > 1;
 }
 inline bool zero_shards_parameters(const Layout& layout) {
-  return layout.zero >= 3 && grad_group_size(layout) > 1;
+  return layout.zero >= 3 && zero_shard_group_size(layout) > 1;
 }
-/// Elements of `count` one rank updates: ceil(count / (dp cp)) when ZeRO shards the optimizer
-/// (the buffer is padded to a multiple of dp cp), else all of them.
+/// Elements of `count` one rank updates: ceil(count / shard group) when ZeRO shards the
+/// optimizer (the buffer is padded to a multiple of the shard group), else all of them.
 inline int64_t zero_shard_count(const Layout& layout, int64_t count) {
-  const int64_t group = grad_group_size(layout);
+  const int64_t group = zero_shard_group_size(layout);
   return zero_shards_optimizer(layout) ? (count + group - 1) / group : count;
 }
 
@@ -184,8 +212,9 @@ ScheduleKind parse_schedule(const std::string& text, const std::string& field);
 Placement parse_placement(const std::string& text, const std::string& field);
 
 /// "tp=8 pp=4 dp=32 vpp=1 mb=1 recompute=full sp=off zero=0 schedule=1f1b"; " cp=C" follows
-/// dp when cp > 1, " mb_group=N" follows the schedule when set, " stage_layers=7,8,...,8,7"
-/// when the split is uneven, " ep=E" when ep > 1, and " etp=E" ends it when etp != tp.
+/// dp when cp > 1, " dp_shard=S" follows dp (and cp) under hybrid sharding, " mb_group=N" follows
+/// the schedule when set, " stage_layers=7,8,...,8,7" when the split is uneven, " ep=E" when ep >
+/// 1, and " etp=E" ends it when etp != tp.
 std::string describe(const Layout& layout);
 
 /// "7,8,8,7": a stage-layer list as the CLI and the reports spell it.

@@ -57,6 +57,11 @@ struct SearchSpace {
   // pp divides the micro-batches, else the smallest N Megatron-Core accepts
   // (smallest_microbatch_group).
   std::optional<int64_t> microbatch_group;
+  // Hybrid sharding's shard group, in data-parallel ranks (Layout::dp_shard). Fixed when set
+  // (every variant gets it; those that cannot shard so are rejected as "dp_shard"); unset:
+  // under framework fsdp each ZeRO-3 layout is also tried with every proper divisor of dp
+  // whose shard group dp_shard * cp has at least 2 ranks, full sharding first.
+  std::optional<int64_t> dp_shard;
 };
 
 /// The smallest micro-batch group size N of the interleaved schedule that Megatron-Core accepts
