@@ -158,5 +158,27 @@ TEST_CASE("sweep without a price: no cost, off the Pareto front, said in every o
   CHECK(count_occurrences(bare, "No cluster has a price") == 1);
 }
 
+TEST_CASE("sweep report: a hybrid-sharded point says its degrees under its row") {
+  planner::SweepRequest r = request();
+  r.clusters.resize(1);
+  r.gpu_counts = {64};
+  planner::SweepResult result;
+  planner::SweepPoint point;
+  point.num_gpus = 64;
+  point.global_batch = 64;
+  point.feasible = true;
+  point.best.layout.dp = 64;
+  point.best.layout.global_batch = 64;
+  point.best.layout.zero = 3;
+  planner::set_dp_shard(point.best.layout, 8);
+  point.best.stages.resize(1);
+  result.points.push_back(point);
+  const Report report = sweep_report(r, result);
+  CHECK(report.table.find("\n#      dgx-a100-80gb x 64: hybrid sharding, ZeRO-3 over 8 "
+                          "data-parallel ranks, 8 replicas\n") != std::string::npos);
+  CHECK(report.json.at("points")[0].at("layout").at("dp_shard") == 8);
+  CHECK(data_rows(report.table).size() == 1);  // the note is a comment line, not a row
+}
+
 }  // namespace
 }  // namespace meshplan::reports
