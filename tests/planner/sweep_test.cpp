@@ -122,29 +122,23 @@ TEST_CASE("Pareto front by hand: dominated means another is no worse in both, be
     points[i].time_to_train_s = figures[i].first;
     points[i].cost = figures[i].second;
   }
-  mark_pareto_front(points);
-  const std::vector<bool> expected = {true, true, false, false, false, true, true, false};
-  for (size_t i = 0; i < points.size(); ++i) {
-    CAPTURE(i);
-    CHECK(points[i].pareto == expected[i]);
-  }
+  // The front mark_pareto_front leaves, point by point.
+  const auto front = [&points] {
+    mark_pareto_front(points);
+    std::vector<bool> marks;
+    for (const SweepPoint& point : points) {
+      marks.push_back(point.pareto);
+    }
+    return marks;
+  };
+  CHECK(front() == std::vector<bool>{true, true, false, false, false, true, true, false});
   // Without a price a point has no cost: it is off the front and dominates nothing, however
   // fast. Unpricing F (5 days, the fastest) leaves A, B and G; unpricing B too puts D and E,
   // which only B dominated, on the front.
   points[5].cost.reset();
-  mark_pareto_front(points);
-  const std::vector<bool> without_f = {true, true, false, false, false, false, true, false};
-  for (size_t i = 0; i < points.size(); ++i) {
-    CAPTURE(i);
-    CHECK(points[i].pareto == without_f[i]);
-  }
+  CHECK(front() == std::vector<bool>{true, true, false, false, false, false, true, false});
   points[1].cost.reset();
-  mark_pareto_front(points);
-  const std::vector<bool> without_f_b = {true, false, false, true, true, false, true, false};
-  for (size_t i = 0; i < points.size(); ++i) {
-    CAPTURE(i);
-    CHECK(points[i].pareto == without_f_b[i]);
-  }
+  CHECK(front() == std::vector<bool>{true, false, false, true, true, false, true, false});
 }
 
 TEST_CASE("sweep errors name the request field") {
