@@ -322,12 +322,12 @@ planner::SearchSpace search_space(const PlanArguments& args, const models::Clust
     space.schedule = planner::ScheduleKind::kInterleaved;
     space.microbatch_group = args.mb_group;
   }
-  if (args.dp_shard) {  // hybrid sharding shards ZeRO-3's parameters: it fixes ZeRO 3
-    if (space.zero && *space.zero != 3) {
+  if (args.dp_shard) {  // hybrid sharding: FSDP2 at ZeRO 3, Megatron's instances at ZeRO 1
+    if (space.zero && *space.zero != 1 && *space.zero != 3) {
       throw InputError(
-          fmt::format("--dp-shard: hybrid sharding needs ZeRO 3 (--zero {})", *space.zero));
+          fmt::format("--dp-shard: hybrid sharding needs ZeRO 1 (megatron) or 3 (fsdp) (--zero {})",
+                      *space.zero));
     }
-    space.zero = 3;
     space.dp_shard = args.dp_shard;
   }
   space.placement = planner::parse_placement(args.placement, "--placement");
@@ -648,9 +648,10 @@ void register_plan_commands(CLI::App& app) {
                    "Fix the interleaved schedule's micro-batch group size N (Megatron "
                    "--microbatch-group-size-per-virtual-pipeline-stage; implies interleaved)");
   plan->add_option("--dp-shard", args->dp_shard,
-                   "Fix hybrid sharding's shard group, in data-parallel ranks (torchtitan "
-                   "data_parallel_shard_degree; divides dp; implies ZeRO 3; --framework fsdp; "
-                   "searched under fsdp when not given)");
+                   "Fix hybrid sharding's shard group, in data-parallel ranks: fsdp at ZeRO 3 "
+                   "(torchtitan data_parallel_shard_degree) or megatron at ZeRO 1 (dp / "
+                   "--num-distributed-optimizer-instances); divides dp; searched under fsdp "
+                   "when not given");
   plan->add_option("--ep", args->ep,
                    "Fix expert parallel size (MoE models; divides tp*cp*dp/etp and the expert "
                    "count)");

@@ -315,14 +315,23 @@ DpBuckets megatron_zero01_buckets(const models::TransformerConfig& model,
     fp8_left -= fp8;
     return elements * e - fp8 * (e - 1);
   };
+  // --num-distributed-optimizer-instances (hybrid_sharded): each bucket reduce-scattered within
+  // its instance, then its shard all-reduced across the instances, one after the other on the
+  // communication stream (param_and_grad_buffer.py start_grad_sync, d98e8a64); the parameters
+  // gathered within the instance.
+  const CommGroup group = hybrid_sharded(layout) ? CommGroup::kDpShard : CommGroup::kDp;
   DpBuckets out;
   out.step_grad =
       costed(cluster, layout, stage,
              layout.zero == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter,
-             megatron_chunk_sizes(chunks, bucketed, grad_bucket, grad_of));
+             megatron_chunk_sizes(chunks, bucketed, grad_bucket, grad_of), group);
   if (layout.zero == 1) {
-    out.step_param = costed(cluster, layout, stage, CollectiveKind::kAllGather,
-                            megatron_chunk_sizes(chunks, bucketed, grad_bucket / g * e, param_of));
+    out.step_param =
+        costed(cluster, layout, stage, CollectiveKind::kAllGather,
+               megatron_chunk_sizes(chunks, bucketed, grad_bucket / g * e, param_of), group);
+  }
+  if (hybrid_sharded(layout)) {
+    add_replica_all_reduce(cluster, layout, stage, out.step_grad);
   }
   return out;
 }

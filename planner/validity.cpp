@@ -523,11 +523,19 @@ Validity check_framework(Framework framework, const Layout& layout, bool with_re
   const auto refused = [&](const std::string& why) {
     return with_reason ? refuse(framework, why, layout) : reject("framework", "");
   };
-  // Hybrid sharding is FSDP2's 2-D mesh (torchtitan data_parallel_replicate_degree x
-  // data_parallel_shard_degree); Megatron-Core's distributed optimizer instances shard only
-  // the optimizer, DeepSpeed's hpZ and MiCS are not modelled, the executor shards over all dp.
-  if (framework != Framework::kFsdp && hybrid_sharded(layout)) {
-    return refused("hybrid sharding (dp_shard < dp) is modelled as PyTorch FSDP2 runs it only");
+  // Hybrid sharding is FSDP2's 2-D mesh at ZeRO 3 (torchtitan data_parallel_replicate_degree x
+  // data_parallel_shard_degree) and Megatron-Core's partial distributed optimizer at ZeRO 1
+  // (--num-distributed-optimizer-instances dp / dp_shard); Megatron-FSDP's HSDP, DeepSpeed's
+  // hpZ and MiCS are not modelled, and the executor shards over all dp.
+  if (hybrid_sharded(layout)) {
+    const bool fsdp2 = framework == Framework::kFsdp && layout.zero == 3;
+    const bool partial_distributed_optimizer =
+        framework == Framework::kMegatron && layout.zero == 1;
+    if (!fsdp2 && !partial_distributed_optimizer) {
+      return refused(
+          "hybrid sharding (dp_shard < dp) is modelled as PyTorch FSDP2 runs it at "
+          "ZeRO 3 and as Megatron-Core's distributed optimizer instances at ZeRO 1 only");
+    }
   }
   if (framework != Framework::kMegatron && expert_tensor_parallel(layout) != layout.tp) {
     // The expert grid, token dispatch and expert sharding with etp != tp are costed as
@@ -728,10 +736,13 @@ Validity check_hybrid_sharding(const Layout& layout) {
     return reject("dp_shard",
                   fmt::format("dp_shard must divide dp ({} % {})", layout.dp, layout.dp_shard));
   }
-  if (layout.zero != 3) {
-    return reject("dp_shard", fmt::format("hybrid sharding (dp_shard {} of dp {}) shards ZeRO-3's "
-                                          "parameters; it needs zero 3 (zero {})",
-                                          layout.dp_shard, layout.dp, layout.zero));
+  if (layout.zero != 1 && layout.zero != 3) {
+    return reject("dp_shard",
+                  fmt::format("hybrid sharding (dp_shard {} of dp {}) shards ZeRO-3's "
+                              "states (PyTorch FSDP2) or ZeRO-1's optimizer (Megatron's "
+                              "distributed optimizer instances); it needs zero 1 or 3 "
+                              "(zero {})",
+                              layout.dp_shard, layout.dp, layout.zero));
   }
   if (zero_shard_group_size(layout) < 2) {
     return reject("dp_shard", fmt::format("a shard group of dp_shard*cp = 1 shards nothing: use "

@@ -161,6 +161,13 @@ void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
   // optim_grads_params (planner/validity.cpp check_framework cites the docs).
   if (layout.zero == 1) {
     flags.push_back({"--use-distributed-optimizer", ""});
+    // Hybrid sharding at ZeRO 1: dp / dp_shard optimizer instances (distributed_data_parallel_
+    // config.py num_distributed_optimizer_instances, "the factor by which the DP domain is
+    // sharded to have the partial DistOpt enabled").
+    if (planner::hybrid_sharded(layout)) {
+      flags.push_back({"--num-distributed-optimizer-instances",
+                       std::to_string(planner::dp_replicate_size(layout))});
+    }
   } else if (layout.zero >= 2) {
     flags.push_back({"--use-megatron-fsdp", ""});
     flags.push_back({"--data-parallel-sharding-strategy",

@@ -54,11 +54,7 @@ void add_plan_row(int rank, const planner::PlanEstimate& e, const models::Transf
             : "");
   }
   if (planner::hybrid_sharded(l)) {
-    report->table += fmt::format(
-        "#      plan {}: hybrid sharding: ZeRO-3 over {} data-parallel ranks{}, {} replicas "
-        "(torchtitan data_parallel_shard_degree {}, data_parallel_replicate_degree {})\n",
-        rank, planner::dp_shard_size(l), l.cp > 1 ? fmt::format(" x cp {}", l.cp) : "",
-        planner::dp_replicate_size(l), planner::dp_shard_size(l), planner::dp_replicate_size(l));
+    report->table += fmt::format("#      plan {}: {}\n", rank, hybrid_sharding_note(l));
   }
   if (planner::expert_tensor_parallel(l) != l.tp) {
     report->table += fmt::format("#      plan {}: experts split over etp {} of the tp {} ranks\n",
@@ -78,6 +74,22 @@ void add_plan_row(int rank, const planner::PlanEstimate& e, const models::Transf
 }
 
 }  // namespace
+
+std::string hybrid_sharding_note(const planner::Layout& l) {
+  const std::string over = fmt::format("{} data-parallel ranks{}", planner::dp_shard_size(l),
+                                       l.cp > 1 ? fmt::format(" x cp {}", l.cp) : "");
+  if (l.zero == 1) {
+    return fmt::format(
+        "hybrid sharding: distributed optimizer over {}, {} instances (Megatron "
+        "--num-distributed-optimizer-instances {})",
+        over, planner::dp_replicate_size(l), planner::dp_replicate_size(l));
+  }
+  return fmt::format(
+      "hybrid sharding: ZeRO-3 over {}, {} replicas (torchtitan data_parallel_shard_degree {}, "
+      "data_parallel_replicate_degree {})",
+      over, planner::dp_replicate_size(l), planner::dp_shard_size(l),
+      planner::dp_replicate_size(l));
+}
 
 double exposed_communication_seconds(const planner::StepBreakdown& b) {
   return b.tp_comm_exposed_seconds + b.pp_transfer_seconds + b.dp_comm_exposed_seconds;

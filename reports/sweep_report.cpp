@@ -57,9 +57,8 @@ void add_point_row(const planner::SweepRequest& request, const planner::SweepPoi
       point.time_to_train_s / kSecondsPerDay, point.gpu_hours, cost_text(point),
       100.0 * point.scaling_efficiency, point.pareto ? "*" : "");
   if (planner::hybrid_sharded(l)) {  // not in the columns: said under the row, as plan does
-    report->table += fmt::format(
-        "#      {} x {}: hybrid sharding, ZeRO-3 over {} data-parallel ranks, {} replicas\n",
-        cluster.label, point.num_gpus, planner::dp_shard_size(l), planner::dp_replicate_size(l));
+    report->table +=
+        fmt::format("#      {} x {}: {}\n", cluster.label, point.num_gpus, hybrid_sharding_note(l));
   }
   record["reason"] = nullptr;
   record["layout"] = planner::layout_to_json(l);

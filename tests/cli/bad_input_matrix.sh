@@ -232,13 +232,14 @@ plan_row() {  # plan_row NAME PATTERN ARGS...
   shift 2
   row "plan: $name" 2 "$pattern" plan "$@" --json new_out.json --save-plan sentinel.json
 }
-plan_row "--dp-shard with --zero 1" "--dp-shard: hybrid sharding needs ZeRO 3 (--zero 1)" \
-  --model tiny --cluster local-cpu --gpus 4 --dp-shard 2 --zero 1
+plan_row "--dp-shard with --zero 2" \
+  "--dp-shard: hybrid sharding needs ZeRO 1 (megatron) or 3 (fsdp) (--zero 2)" \
+  --model tiny --cluster local-cpu --gpus 4 --dp-shard 2 --zero 2
 plan_row "--dp-shard 0" "--dp-shard: must be positive (0)" \
   --model tiny --cluster local-cpu --gpus 4 --dp-shard 0
-plan_row "--dp-shard under megatron" \
-  "--framework: megatron cannot run this layout: hybrid sharding (dp_shard < dp) is modelled as PyTorch FSDP2 runs it only" \
-  --model tiny --cluster local-cpu --gpus 4 --dp 4 --dp-shard 2 --framework megatron
+plan_row "--dp-shard under deepspeed" \
+  "--framework: deepspeed cannot run this layout: hybrid sharding (dp_shard < dp) is modelled as PyTorch FSDP2 runs it at ZeRO 3 and as Megatron-Core's distributed optimizer instances at ZeRO 1 only" \
+  --model tiny --cluster local-cpu --gpus 4 --dp 4 --dp-shard 2 --framework deepspeed
 plan_row "unknown model preset" "unknown model preset 'gpt5'" \
   --model gpt5 --cluster local-cpu --gpus 2
 plan_row "unknown cluster preset" "unknown cluster preset 'dgx-z9'" \

@@ -541,6 +541,36 @@ TEST_CASE("dp_buckets: hybrid sharding shards over the shard group, all-reduces 
   CHECK(all_reduces == scatters);
 }
 
+TEST_CASE("dp_buckets: Megatron's distributed optimizer instances, shard group then instances") {
+  // tiny on dp 6 at ZeRO 1 as 2 instances of 3 (--num-distributed-optimizer-instances 2): the
+  // buffer is padded to whole blocks of 3 as at dp 3 (217,665 elements), reduce-scattered in
+  // fp32 (Megatron's main_grad, 870,660 bytes, one bucket: only rank 0's first chunk is bucketed
+  // and overlap_grad_reduce is off here) over the 3 ranks of an instance, then each third,
+  // 290,220 bytes, all-reduced over the 2 instances (param_and_grad_buffer.py start_grad_sync);
+  // the bf16 parameters, 435,330 bytes, gathered within the instance.
+  Layout layout = make_layout(1, 1, 6, 1, 6);
+  layout.zero = 1;
+  set_dp_shard(layout, 3);
+  PlanOptions options;
+  options.overlap_grad_reduce = false;
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  const DpBuckets instances = dp_buckets(models::load_model("tiny"), cluster, layout, options, 0);
+  REQUIRE(instances.step_grad.size() == 1);
+  const DpBucket& reduce = instances.step_grad[0];
+  CHECK(reduce.kind == CollectiveKind::kReduceScatter);
+  CHECK(reduce.group == CommGroup::kDpShard);
+  CHECK(reduce.bytes == 870'660);
+  CHECK(reduce.replicate_bytes == 290'220);
+  CHECK(reduce.seconds ==
+        doctest::Approx(collective_seconds(cluster, CollectiveKind::kReduceScatter, 870'660, 3, 1) +
+                        collective_seconds(cluster, CollectiveKind::kAllReduce, 290'220, 2, 3))
+            .epsilon(1e-15));
+  REQUIRE(instances.step_param.size() == 1);
+  CHECK(instances.step_param[0].group == CommGroup::kDpShard);
+  CHECK(instances.step_param[0].bytes == 435'330);
+  CHECK(instances.step_param[0].replicate_bytes == 0);
+}
+
 TEST_CASE("dp_buckets: FSDP2's default root unit holds the embedding only (torchtitan)") {
   // torchtitan since 83e694105 wraps [norm, output] as a unit of its own: the root holds the
   // embedding, 16,384 elements, padded to 16,386 (5,462 dp blocks of 3); the final norm and LM

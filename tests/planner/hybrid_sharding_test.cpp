@@ -11,6 +11,9 @@
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "meshplan/cost_model.h"
 #include "meshplan/models.h"
@@ -57,19 +60,23 @@ TEST_CASE("dp_shard: 0 spells dp; shard and replica sizes; describe names it") {
         "tp=1 pp=1 dp=64 dp_shard=8 vpp=1 mb=1 recompute=full sp=off zero=3 schedule=1f1b");
 }
 
-TEST_CASE("dp_shard: layout rules name the field; only fsdp runs it") {
+TEST_CASE("dp_shard: layout rules name the field; fsdp at ZeRO 3, megatron at ZeRO 1 run it") {
   CHECK(check_hybrid_sharding(hybrid(64, 8)).ok());
   CHECK(check_hybrid_sharding(hybrid(64, 64)).ok());
   Validity v = check_hybrid_sharding(hybrid(64, 3));
   CHECK(v.code == "dp_shard");
   CHECK(v.reason == "dp_shard must divide dp (64 % 3)");
   Layout zero1 = hybrid(64, 8);
-  zero1.zero = 1;
-  v = check_hybrid_sharding(zero1);
+  zero1.zero = 1;  // Megatron's distributed optimizer instances
+  CHECK(check_hybrid_sharding(zero1).ok());
+  Layout zero2 = hybrid(64, 8);
+  zero2.zero = 2;
+  v = check_hybrid_sharding(zero2);
   CHECK(v.code == "dp_shard");
-  CHECK(
-      v.reason ==
-      "hybrid sharding (dp_shard 8 of dp 64) shards ZeRO-3's parameters; it needs zero 3 (zero 1)");
+  CHECK(v.reason ==
+        "hybrid sharding (dp_shard 8 of dp 64) shards ZeRO-3's states (PyTorch FSDP2) "
+        "or ZeRO-1's optimizer (Megatron's distributed optimizer instances); it needs "
+        "zero 1 or 3 (zero 2)");
   v = check_hybrid_sharding(hybrid(64, 1));
   CHECK(v.reason ==
         "a shard group of dp_shard*cp = 1 shards nothing: use zero 0 (DDP) for plain "
@@ -82,14 +89,23 @@ TEST_CASE("dp_shard: layout rules name the field; only fsdp runs it") {
   const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
   CHECK(check_layout(model, cluster, 64, hybrid(64, 3)).code == "dp_shard");
   CHECK(check_layout(model, cluster, 64, hybrid(64, 8)).ok());
-  // Only FSDP2's 2-D mesh is modelled.
+  // FSDP2's 2-D mesh at ZeRO 3 and Megatron-Core's distributed optimizer instances at ZeRO 1.
   CHECK(check_framework(Framework::kFsdp, hybrid(64, 8), true).ok());
-  for (Framework framework : {Framework::kMegatron, Framework::kDeepSpeed, Framework::kMeshplan}) {
-    CAPTURE(to_string(framework));
-    v = check_framework(framework, hybrid(64, 8), true);
+  CHECK(check_framework(Framework::kMegatron, zero1, true).ok());
+  const std::string why =
+      "hybrid sharding (dp_shard < dp) is modelled as PyTorch FSDP2 runs it at "
+      "ZeRO 3 and as Megatron-Core's distributed optimizer instances at ZeRO 1 "
+      "only";
+  const std::vector<std::pair<Framework, Layout>> refused = {{Framework::kMegatron, hybrid(64, 8)},
+                                                             {Framework::kFsdp, zero1},
+                                                             {Framework::kDeepSpeed, hybrid(64, 8)},
+                                                             {Framework::kDeepSpeed, zero1},
+                                                             {Framework::kMeshplan, zero1}};
+  for (const auto& entry : refused) {  // clang 14: no bindings in CHECK's lambda
+    CAPTURE(to_string(entry.first));
+    v = check_framework(entry.first, entry.second, true);
     CHECK(v.code == "framework");
-    CHECK(v.reason.find("hybrid sharding (dp_shard < dp) is modelled as PyTorch FSDP2 runs it "
-                        "only") != std::string::npos);
+    CHECK(v.reason.find(why) != std::string::npos);
   }
 }
 
@@ -133,7 +149,7 @@ TEST_CASE("dp_shard: the fsdp search tries each shard group; a fixed one is held
   CHECK_THROWS_WITH_AS(search_layouts(model, cluster, space, PlanOptions{}, Objective::kTime, 10),
                        doctest::Contains("--framework: megatron cannot run this layout: hybrid "
                                          "sharding (dp_shard < dp) is modelled as PyTorch FSDP2 "
-                                         "runs it only"),
+                                         "runs it at ZeRO 3"),
                        FrameworkRefusal);
 }
 

@@ -581,7 +581,12 @@ TEST_CASE("--emit torchtitan: hybrid sharding as the replicate and shard degrees
   plan.options.framework = planner::Framework::kMegatron;
   CHECK(error_of(plan, EmitTarget::kMegatron)
             .find("hybrid sharding (dp_shard < dp) is modelled "
-                  "as PyTorch FSDP2 runs it only") != std::string::npos);
+                  "as PyTorch FSDP2 runs it at ZeRO 3") != std::string::npos);
+  // At ZeRO 1 it is Megatron's partial distributed optimizer: dp / dp_shard instances.
+  plan.layout.zero = 1;
+  const std::map<std::string, std::string> flags = megatron_flags(emit_megatron(plan));
+  CHECK(flags.at("--use-distributed-optimizer").empty());
+  CHECK(flags.at("--num-distributed-optimizer-instances") == "8");
 }
 
 TEST_CASE("--emit torchtitan: uneven interleaved stages as module_fqns_per_model_part") {

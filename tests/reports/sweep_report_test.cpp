@@ -174,8 +174,9 @@ TEST_CASE("sweep report: a hybrid-sharded point says its degrees under its row")
   point.best.stages.resize(1);
   result.points.push_back(point);
   const Report report = sweep_report(r, result);
-  CHECK(report.table.find("\n#      dgx-a100-80gb x 64: hybrid sharding, ZeRO-3 over 8 "
-                          "data-parallel ranks, 8 replicas\n") != std::string::npos);
+  CHECK(report.table.find("\n#      dgx-a100-80gb x 64: hybrid sharding: ZeRO-3 over 8 "
+                          "data-parallel ranks, 8 replicas (torchtitan data_parallel_shard_degree "
+                          "8, data_parallel_replicate_degree 8)\n") != std::string::npos);
   CHECK(report.json.at("points")[0].at("layout").at("dp_shard") == 8);
   CHECK(data_rows(report.table).size() == 1);  // the note is a comment line, not a row
 }

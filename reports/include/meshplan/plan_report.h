@@ -40,6 +40,11 @@ Report plan_report(const models::TransformerConfig& model, const models::Cluster
 /// Counts of rejected layouts per reason, with one example reason each.
 std::string format_rejections(const planner::SearchResult& result);
 
+/// What a hybrid-sharded layout (planner::hybrid_sharded) shards over, in its framework's words:
+/// ZeRO-3 over the shard group with torchtitan's degrees (fsdp), or the distributed optimizer
+/// over dp_shard ranks with Megatron's instance count (zero 1). Plan table and sweep notes.
+std::string hybrid_sharding_note(const planner::Layout& layout);
+
 /// One estimate as JSON: layout, step_time_s, mfu, model_tflops_per_gpu, tokens_per_s,
 /// peak_memory_bytes, and the step, per-stage memory and per-collective breakdowns. A record of
 /// `plan --json`, and the plan file's "prediction".
