@@ -158,6 +158,9 @@ SearchSpace run_space(const nlohmann::json& layout, int64_t num_gpus, const std:
   // No published run states a micro-batch group size, and the interleaved runs predate it
   // (Narayanan et al. 2021's Megatron-LM needs m divisible by pp): Megatron's default N = pp.
   space.microbatch_group = 0;
+  // No published run in the set states hybrid sharding, so each shards over its whole data-
+  // parallel group: the search must not try shard groups the run did not use.
+  space.dp_shard = 0;
   return space;
 }
 

@@ -113,6 +113,14 @@ Validity check_moe_layout(const models::TransformerConfig& model, const Layout& 
   if (layout.zero == 3 && layout.dp > 1) {
     return reject("moe_zero3", "ZeRO-3 of expert parameters is not modelled");
   }
+  // Megatron-Core splits the expert data-parallel group into instances too (parallel_state.py
+  // intra_partial_expert_data_parallel_size); expert_dp_buckets reduces over the whole group.
+  if (hybrid_sharded(layout)) {
+    return reject("moe_dp_shard", fmt::format("hybrid sharding of a mixture-of-experts model is "
+                                              "not modelled: its expert gradients' instances "
+                                              "(dp_shard {} of dp {})",
+                                              dp_shard_size(layout), layout.dp));
+  }
   return {};
 }
 

@@ -89,6 +89,11 @@ TEST_CASE("dp_shard: layout rules name the field; fsdp at ZeRO 3, megatron at Ze
   const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
   CHECK(check_layout(model, cluster, 64, hybrid(64, 3)).code == "dp_shard");
   CHECK(check_layout(model, cluster, 64, hybrid(64, 8)).ok());
+  // Not for mixture-of-experts models: their expert data-parallel instances are not modelled.
+  Layout moe = hybrid(8, 2);
+  moe.zero = 1;
+  moe.global_batch = 8;
+  CHECK(check_layout(models::load_model("mixtral-8x7b"), cluster, 8, moe).code == "moe_dp_shard");
   // FSDP2's 2-D mesh at ZeRO 3 and Megatron-Core's distributed optimizer instances at ZeRO 1.
   CHECK(check_framework(Framework::kFsdp, hybrid(64, 8), true).ok());
   CHECK(check_framework(Framework::kMegatron, zero1, true).ok());

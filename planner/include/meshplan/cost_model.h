@@ -326,7 +326,7 @@ struct PlanEstimate {
 /// rules (check_moe_layout): "ep", "etp" (negative, or etp != tp on a dense model), with etp != tp
 /// "etp_tp" (etp divides tp), "ep_dp" (etp ep divides tp cp dp) and "etp_placement" (tp-dp-pp);
 /// then "ep_dp" (ep divides dp cp when etp = tp), "ep_experts", "etp_expert_ffn", "tp_expert_ffn",
-/// "moe_sequence_parallel", "moe_zero3".
+/// "moe_sequence_parallel", "moe_zero3", "moe_dp_shard".
 struct Validity {
   std::string code;
   std::string reason;

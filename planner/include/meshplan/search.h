@@ -58,7 +58,8 @@ struct SearchSpace {
   // (smallest_microbatch_group).
   std::optional<int64_t> microbatch_group;
   // Hybrid sharding's shard group, in data-parallel ranks (Layout::dp_shard). Fixed when set
-  // (every variant gets it; those that cannot shard so are rejected as "dp_shard"); unset:
+  // (every variant gets it; those that cannot shard so are rejected as "dp_shard"; 0 fixes full
+  // sharding, whatever dp, as validate does for runs that state none); unset:
   // under framework fsdp each ZeRO-3 layout is also tried with every proper divisor of dp
   // whose shard group dp_shard * cp has at least 2 ranks, full sharding first.
   std::optional<int64_t> dp_shard;
