@@ -45,9 +45,15 @@ PlanOptions software_options(const std::string& source) {
 namespace {
 
 // Runs-file versions read: 1, 2 (adds per-run framework and options), 3 (adds the layout's
-// `cp`) and 4 (adds the model's `parallel_residual`); an older reader would silently ignore
-// either.
-constexpr int64_t kRunsFormatVersion = 4;
+// `cp`), 4 (adds the model's `parallel_residual`) and 5 (adds the layout's `dp_shard`); an
+// older reader would silently ignore any of them.
+constexpr int64_t kRunsFormatVersion = 5;
+
+// A run's layout keys (validation/README.md); anything else is a typo, which the search would
+// otherwise silently leave out.
+constexpr std::array<std::string_view, 13> kRunLayoutFields = {
+    "tp",   "pp",       "dp",           "cp",       "vpp",       "micro_batch",      "global_batch",
+    "zero", "schedule", "stage_layers", "dp_shard", "recompute", "sequence_parallel"};
 
 models::TransformerConfig run_model(const nlohmann::json& json, const std::string& where) {
   models::TransformerConfig model;
@@ -158,9 +164,16 @@ SearchSpace run_space(const nlohmann::json& layout, int64_t num_gpus, const std:
   // No published run states a micro-batch group size, and the interleaved runs predate it
   // (Narayanan et al. 2021's Megatron-LM needs m divisible by pp): Megatron's default N = pp.
   space.microbatch_group = 0;
-  // No published run in the set states hybrid sharding, so each shards over its whole data-
-  // parallel group: the search must not try shard groups the run did not use.
+  // Hybrid sharding (version 5): the shard group a run states, else its whole data-parallel
+  // group (0, full sharding): the search must not try shard groups the run did not use.
   space.dp_shard = 0;
+  if (layout.contains("dp_shard") && !layout.at("dp_shard").is_null()) {
+    space.dp_shard = integer("dp_shard");
+    if (*space.dp_shard < 1) {
+      throw InputError(
+          fmt::format("{}: dp_shard: must be at least 1 ({})", where, *space.dp_shard));
+    }
+  }
   return space;
 }
 
@@ -264,6 +277,11 @@ ValidationRun validate_run(const nlohmann::json& run_json, int version, const st
   if (version < 4 && run_json.at("model").contains("parallel_residual")) {
     throw InputError(fmt::format(
         "{}: model: parallel_residual: needs runs-file version 4 (version {})", where, version));
+  }
+  reject_unknown_fields(run_json.at("layout"), kRunLayoutFields, where, "layout: ");
+  if (version < 5 && run_json.at("layout").contains("dp_shard")) {
+    throw InputError(fmt::format("{}: layout: dp_shard: needs runs-file version 5 (version {})",
+                                 where, version));
   }
   const models::TransformerConfig model = run_model(run_json.at("model"), where + ": model");
   const nlohmann::json& hardware = run_json.at("hardware");

@@ -407,6 +407,10 @@ row "validate: malformed runs file" 2 "malformed.json: malformed JSON: " \
 row "validate: wrong type in a run" 2 \
   'runs_malformed.json: runs[fixture-bad-gpus]: hardware: num_gpus: expected an integer' \
   validate "$data/planner/runs_malformed.json" --json new_out.json
+sed 's/"micro_batch": 1,/"micro_bach": 1,/' "$data/planner/runs_small.json" >runs_typo.json
+row "validate: a misspelt layout key in a run" 2 \
+  'runs_typo.json: runs[fixture-fixed-layout]: layout: micro_bach: unknown field (1)' \
+  validate runs_typo.json --json new_out.json
 row "validate --json into /proc" 1 "/proc/meshplan_x.json: cannot write file" \
   validate "$data/planner/runs_small.json" --json /proc/meshplan_x.json
 row "validate --json is a directory" 1 "a_directory: cannot write file" \

@@ -544,7 +544,7 @@ TEST_CASE("runs file versions: 1 without framework/options, 2 with them") {
         }) == run + "options: needs runs-file version 2 (version 1)");
   CHECK(run_error_after([](nlohmann::json& r) { r["framework"] = "fsdp"; }) ==
         run + "framework: needs runs-file version 2 (version 1)");
-  CHECK(run_error_after([](nlohmann::json&) {}, 5) == "r.json: version: expected 1 to 4 (5)");
+  CHECK(run_error_after([](nlohmann::json&) {}, 6) == "r.json: version: expected 1 to 5 (6)");
 }
 
 TEST_CASE("runs file version 3: the layout's cp (absent or null = 1)") {
@@ -602,6 +602,35 @@ TEST_CASE("runs file version 4: the model's parallel_residual (absent = sequenti
   REQUIRE(layout.tp == 2);  // the fixture's fixed layout: one forward tp reduction saved
   CHECK(report.runs[0].predicted->step_time_s <
         estimate_plan(fixture_model(), cluster, layout, report.runs[0].options).step_time_s);
+}
+
+TEST_CASE("runs file version 5: the layout's dp_shard (absent or null = full sharding)") {
+  const std::string run = "r.json: runs[fixture-fixed-layout]: ";
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["dp_shard"] = 4; }, 4) ==
+        run + "layout: dp_shard: needs runs-file version 5 (version 4)");
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["dp_shard"] = 0; }, 5) ==
+        run + "layout: dp_shard: must be at least 1 (0)");
+  // A layout key the search does not know was left out silently before: now it is named.
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["micro_bach"] = 2; }) ==
+        run + "layout: micro_bach: unknown field (2)");
+  // Stated: the fixture's ZeRO-1 run on dp 8 as 2 distributed optimizer instances of 4
+  // (Megatron's partial distributed optimizer), costed exactly as estimate_plan costs it.
+  nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
+  json["version"] = 5;
+  json["runs"][0]["layout"]["dp_shard"] = 4;
+  json["runs"][1]["layout"]["dp_shard"] = nullptr;
+  const ValidationReport report = validate_runs(json, "r.json");
+  REQUIRE(report.runs[0].predicted.has_value());
+  const Layout& layout = report.runs[0].predicted->layout;
+  CHECK(dp_shard_size(layout) == 4);
+  CHECK(dp_replicate_size(layout) == 2);
+  models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  cluster.gpus_per_node = 4;
+  cluster.inter_node_bytes_per_second_per_gpu = 100e9 / 8;
+  CHECK(estimate_plan(fixture_model(), cluster, layout, report.runs[0].options).step_time_s ==
+        report.runs[0].predicted->step_time_s);
+  REQUIRE(report.runs[1].predicted.has_value());
+  CHECK_FALSE(hybrid_sharded(report.runs[1].predicted->layout));  // null: full, not searched
 }
 
 TEST_CASE("a run's model may state dropout (absent = true, as in a model file)") {
