@@ -49,8 +49,19 @@ namespace {
 // older reader would silently ignore any of them.
 constexpr int64_t kRunsFormatVersion = 5;
 
-// A run's layout keys (validation/README.md); anything else is a typo, which the search would
-// otherwise silently leave out.
+// A run's keys, object by object (validation/README.md); anything else is a typo that would
+// otherwise be silently left out (a misspelt layout field searched, a misspelt dropout read as
+// the default).
+constexpr std::array<std::string_view, 10> kRunFields = {
+    "id",        "source", "model",     "hardware", "layout",
+    "published", "note",   "framework", "options",  "used_for_parameters"};
+constexpr std::array<std::string_view, 13> kRunModelFields = {
+    "num_layers",      "hidden_size", "num_attention_heads", "num_kv_heads", "ffn_hidden_size",
+    "vocab_size",      "seq_length",  "activation",          "norm",         "positions",
+    "tied_embeddings", "dropout",     "parallel_residual"};
+constexpr std::array<std::string_view, 4> kRunHardwareFields = {
+    "cluster", "num_gpus", "gpus_per_node", "inter_node_gbps_per_gpu"};
+constexpr std::array<std::string_view, 3> kRunPublishedFields = {"step_time_s", "how", "reported"};
 constexpr std::array<std::string_view, 13> kRunLayoutFields = {
     "tp",   "pp",       "dp",           "cp",       "vpp",       "micro_batch",      "global_batch",
     "zero", "schedule", "stage_layers", "dp_shard", "recompute", "sequence_parallel"};
@@ -278,7 +289,11 @@ ValidationRun validate_run(const nlohmann::json& run_json, int version, const st
     throw InputError(fmt::format(
         "{}: model: parallel_residual: needs runs-file version 4 (version {})", where, version));
   }
+  reject_unknown_fields(run_json, kRunFields, where);
+  reject_unknown_fields(run_json.at("model"), kRunModelFields, where, "model: ");
+  reject_unknown_fields(run_json.at("hardware"), kRunHardwareFields, where, "hardware: ");
   reject_unknown_fields(run_json.at("layout"), kRunLayoutFields, where, "layout: ");
+  reject_unknown_fields(run_json.at("published"), kRunPublishedFields, where, "published: ");
   if (version < 5 && run_json.at("layout").contains("dp_shard")) {
     throw InputError(fmt::format("{}: layout: dp_shard: needs runs-file version 5 (version {})",
                                  where, version));

@@ -613,6 +613,14 @@ TEST_CASE("runs file version 5: the layout's dp_shard (absent or null = full sha
   // A layout key the search does not know was left out silently before: now it is named.
   CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["micro_bach"] = 2; }) ==
         run + "layout: micro_bach: unknown field (2)");
+  CHECK(run_error_after([](nlohmann::json& r) { r["model"]["dropuot"] = false; }) ==
+        run + "model: dropuot: unknown field (false)");
+  CHECK(run_error_after([](nlohmann::json& r) { r["hardware"]["nics_per_node"] = 8; }) ==
+        run + "hardware: nics_per_node: unknown field (8)");
+  CHECK(run_error_after([](nlohmann::json& r) { r["published"]["tokens_per_s"] = 1; }) ==
+        run + "published: tokens_per_s: unknown field (1)");
+  CHECK(run_error_after([](nlohmann::json& r) { r["framwork"] = "fsdp"; }) ==
+        run + "framwork: unknown field (\"fsdp\")");
   // Stated: the fixture's ZeRO-1 run on dp 8 as 2 distributed optimizer instances of 4
   // (Megatron's partial distributed optimizer), costed exactly as estimate_plan costs it.
   nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
