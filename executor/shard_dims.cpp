@@ -231,7 +231,7 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
   if (planner::hybrid_sharded(layout)) {
     throw InputError(fmt::format(
         "{}: layout.dp_shard: the CPU executor shards ZeRO over all {} data-parallel ranks; "
-        "hybrid sharding (dp_shard {}) is planned for PyTorch FSDP2 only",
+        "hybrid sharding (dp_shard {}) is planned for PyTorch FSDP2 and Megatron-Core only",
         source, layout.dp, planner::dp_shard_size(layout)));
   }
   if (layout.cp > 1 && model.positions != models::Positions::kRope) {

@@ -218,7 +218,7 @@ row "explain: dp_shard not dividing dp" 2 "hsdp_bad.json: layout: dp_shard must 
 row "simulate: dp_shard not dividing dp" 2 \
   "hsdp_bad.json: layout: dp_shard must divide dp (4 % 3)" simulate hsdp_bad.json --json new_out.json
 row "execute: a hybrid-sharded plan" 2 \
-  "hsdp.json: layout.dp_shard: the CPU executor shards ZeRO over all 4 data-parallel ranks; hybrid sharding (dp_shard 2) is planned for PyTorch FSDP2 only" \
+  "hsdp.json: layout.dp_shard: the CPU executor shards ZeRO over all 4 data-parallel ranks; hybrid sharding (dp_shard 2) is planned for PyTorch FSDP2 and Megatron-Core only" \
   mpi 4 execute hsdp.json --steps 1 --json new_out.json
 
 # execute: a world size that differs from the plan (2 ranks).
