@@ -118,6 +118,12 @@ std::vector<DpBucket> costed(const models::ClusterConfig& cluster, const Layout&
   return buckets;
 }
 
+// The group ZeRO's gathers and reduce-scatters run over: the gradient group, or under hybrid
+// sharding its shard group (fsdp's ZeRO 3, megatron's ZeRO 1; check_framework).
+CommGroup zero_comm_group(const Layout& layout) {
+  return hybrid_sharded(layout) ? CommGroup::kDpShard : CommGroup::kDp;
+}
+
 // Hybrid sharding: each reduce-scatter's output, bytes / shard group, all-reduced over the
 // replicas after it (DpBucket::replicate_bytes).
 void add_replica_all_reduce(const models::ClusterConfig& cluster, const Layout& layout,
@@ -319,7 +325,7 @@ DpBuckets megatron_zero01_buckets(const models::TransformerConfig& model,
   // its instance, then its shard all-reduced across the instances, one after the other on the
   // communication stream (param_and_grad_buffer.py start_grad_sync, d98e8a64); the parameters
   // gathered within the instance.
-  const CommGroup group = hybrid_sharded(layout) ? CommGroup::kDpShard : CommGroup::kDp;
+  const CommGroup group = zero_comm_group(layout);
   DpBuckets out;
   out.step_grad =
       costed(cluster, layout, stage,
@@ -467,9 +473,9 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
       break;
     }
     default: {
-      // Hybrid sharding gathers and reduce-scatters over the shard group (check_framework: fsdp
-      // only, ZeRO 3), then all-reduces each gradient shard over the replicas.
-      const CommGroup group = hybrid_sharded(layout) ? CommGroup::kDpShard : CommGroup::kDp;
+      // Under hybrid sharding over the shard group, each gradient shard then all-reduced over
+      // the replicas (add_replica_all_reduce below).
+      const CommGroup group = zero_comm_group(layout);
       // Under fsdp with precision fp8, torchao's float8 all-gather moves the linear weights in
       // 1 byte (memory.cpp fsdp_float8_gather_saving_bytes): each layer's gather is that much
       // smaller, in whole dp blocks.

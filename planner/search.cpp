@@ -188,21 +188,17 @@ std::vector<std::vector<int64_t>> stage_split_choices(const models::TransformerC
   return candidate_stage_splits(model.num_layers, pp);
 }
 
-// Shard-group sizes to try (SearchSpace::dp_shard): the fixed one; under fsdp at ZeRO 3 with
-// placement tp-dp-pp, full sharding (dp) and each proper divisor of dp whose shard group
-// dp_shard * cp has at least 2 ranks (torchtitan's data_parallel_shard_degree); else dp.
-std::vector<int64_t> dp_shard_choices(const SearchSpace& space, const PlanOptions& options,
-                                      const Layout& layout) {
-  if (space.dp_shard) {
-    return {*space.dp_shard};
-  }
-  std::vector<int64_t> shards{layout.dp};
-  if (options.framework != Framework::kFsdp || layout.zero != 3 ||
-      layout.placement != Placement::kTpDpPp) {
+// Hybrid shard-group sizes to try beside full sharding (SearchSpace::dp_shard unset): under
+// fsdp with placement tp-dp-pp, each proper divisor of dp whose shard group dp_shard * cp has at
+// least 2 ranks (torchtitan's data_parallel_shard_degree), for its ZeRO-3 variants only; none
+// elsewhere, so other frameworks' searches enumerate what they did.
+std::vector<int64_t> hybrid_shard_choices(const PlanOptions& options, const Layout& base) {
+  std::vector<int64_t> shards;
+  if (options.framework != Framework::kFsdp || base.placement != Placement::kTpDpPp) {
     return shards;
   }
-  for (int64_t dp_shard : divisors(layout.dp)) {
-    if (dp_shard < layout.dp && dp_shard * layout.cp >= 2) {
+  for (int64_t dp_shard : divisors(base.dp)) {
+    if (dp_shard < base.dp && dp_shard * base.cp >= 2) {
       shards.push_back(dp_shard);
     }
   }
@@ -228,6 +224,7 @@ void add_variants(const SearchSpace& space, const PlanOptions& options, const La
   const std::vector<bool> sps = base.tp > 1 ? std::vector<bool>{false, true} : std::vector{false};
   const std::vector<int> zeros =
       grad_group_size(base) > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector{0};
+  const std::vector<int64_t> hybrid_shards = hybrid_shard_choices(options, base);
   for (Recompute recompute :
        choices(space.recompute, memory_shifted ? std::vector{Recompute::kNone} : recomputes)) {
     for (bool sp : choices(space.sequence_parallel, sps)) {
@@ -236,9 +233,15 @@ void add_variants(const SearchSpace& space, const PlanOptions& options, const La
         layout.recompute = recompute;
         layout.sequence_parallel = sp;
         layout.zero = zero;
-        for (int64_t dp_shard : dp_shard_choices(space, options, layout)) {
-          set_dp_shard(layout, dp_shard);
-          layouts.push_back(layout);
+        if (space.dp_shard) {
+          set_dp_shard(layout, *space.dp_shard);
+        }
+        layouts.push_back(layout);
+        if (!space.dp_shard && zero == 3) {
+          for (int64_t dp_shard : hybrid_shards) {
+            set_dp_shard(layout, dp_shard);
+            layouts.push_back(layout);
+          }
         }
       }
     }

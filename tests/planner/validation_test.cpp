@@ -250,6 +250,15 @@ models::TransformerConfig fixture_model() {
   return model;
 }
 
+// The fixture runs' hardware: the A100 preset with 4 GPUs per node and 100 Gbit/s = 12.5e9 B/s
+// per GPU (runs_small.json's hardware block).
+models::ClusterConfig fixture_cluster() {
+  models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  cluster.gpus_per_node = 4;
+  cluster.inter_node_bytes_per_second_per_gpu = 100e9 / 8;
+  return cluster;
+}
+
 TEST_CASE("a fully given layout is predicted on the run's own cluster and software") {
   const std::string path = test::planner_fixture("runs_small.json");
   const ValidationReport report = validate_runs(read_json_file(path), path);
@@ -258,11 +267,8 @@ TEST_CASE("a fully given layout is predicted on the run's own cluster and softwa
   CHECK(run.id == "fixture-fixed-layout");
   CHECK(run.searched.empty());
 
-  // The run's hardware: the A100 preset with 4 GPUs per node and 100 Gbit/s = 12.5e9 B/s per GPU;
-  // 2021 software: no flash attention, no overlap.
-  models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
-  cluster.gpus_per_node = 4;
-  cluster.inter_node_bytes_per_second_per_gpu = 100e9 / 8;
+  // The run's hardware (fixture_cluster); 2021 software: no flash attention, no overlap.
+  const models::ClusterConfig cluster = fixture_cluster();
   Layout layout = test::make_layout(2, 1, 8, 1, 128);
   layout.recompute = Recompute::kFull;
   layout.zero = 1;
@@ -505,9 +511,7 @@ TEST_CASE("stated options replace the guess from the source text") {
   CHECK(dp_seconds > 0);
   CHECK(run.predicted->breakdown.dp_comm_exposed_seconds == dp_seconds);
   // With the guess (overlap on) part of it hides behind the backward: less is exposed.
-  models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
-  cluster.gpus_per_node = 4;
-  cluster.inter_node_bytes_per_second_per_gpu = 100e9 / 8;
+  const models::ClusterConfig cluster = fixture_cluster();
   const PlanEstimate guessed =
       estimate_plan(fixture_model(), cluster, run.predicted->layout, software_options(run.source));
   CHECK(guessed.breakdown.dp_comm_exposed_seconds < dp_seconds);
@@ -570,9 +574,7 @@ TEST_CASE("runs file version 3: the layout's cp (absent or null = 1)") {
   CHECK(layout.cp == 2);
   CHECK(layout.dp == 4);
   // The same layout costed directly: validate adds nothing of its own.
-  models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
-  cluster.gpus_per_node = 4;
-  cluster.inter_node_bytes_per_second_per_gpu = 100e9 / 8;
+  const models::ClusterConfig cluster = fixture_cluster();
   CHECK(estimate_plan(fixture_model(), cluster, layout, report.runs[0].options).step_time_s ==
         report.runs[0].predicted->step_time_s);
   REQUIRE(report.runs[1].predicted.has_value());
@@ -593,9 +595,7 @@ TEST_CASE("runs file version 4: the model's parallel_residual (absent = sequenti
   REQUIRE(report.runs[0].predicted.has_value());
   models::TransformerConfig model = fixture_model();
   model.parallel_residual = true;
-  models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
-  cluster.gpus_per_node = 4;
-  cluster.inter_node_bytes_per_second_per_gpu = 100e9 / 8;
+  const models::ClusterConfig cluster = fixture_cluster();
   const Layout& layout = report.runs[0].predicted->layout;
   CHECK(estimate_plan(model, cluster, layout, report.runs[0].options).step_time_s ==
         report.runs[0].predicted->step_time_s);
@@ -632,9 +632,7 @@ TEST_CASE("runs file version 5: the layout's dp_shard (absent or null = full sha
   const Layout& layout = report.runs[0].predicted->layout;
   CHECK(dp_shard_size(layout) == 4);
   CHECK(dp_replicate_size(layout) == 2);
-  models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
-  cluster.gpus_per_node = 4;
-  cluster.inter_node_bytes_per_second_per_gpu = 100e9 / 8;
+  const models::ClusterConfig cluster = fixture_cluster();
   CHECK(estimate_plan(fixture_model(), cluster, layout, report.runs[0].options).step_time_s ==
         report.runs[0].predicted->step_time_s);
   REQUIRE(report.runs[1].predicted.has_value());
@@ -650,9 +648,7 @@ TEST_CASE("a run's model may state dropout (absent = true, as in a model file)")
   REQUIRE(with_masks.runs[0].predicted.has_value());
   REQUIRE(without.runs[0].predicted.has_value());
   // The fixture's own layout costed directly with and without dropout: validate adds nothing.
-  models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
-  cluster.gpus_per_node = 4;
-  cluster.inter_node_bytes_per_second_per_gpu = 100e9 / 8;
+  const models::ClusterConfig cluster = fixture_cluster();
   models::TransformerConfig model = fixture_model();
   const Layout& layout = without.runs[0].predicted->layout;
   model.dropout = true;
