@@ -62,6 +62,7 @@ struct PlanArguments {
   std::string norm_kernel = "fused";
   std::string optimizer_impl = "fused";
   std::string weight_decay = "on";
+  std::string distribute_saved_activations = "off";
   // Unset: on for --framework megatron (Megatron-Core's default for interleaved schedules), off
   // for the others (planner::check_overlap_p2p_options refuses on for them).
   std::optional<std::string> overlap_p2p_comm;
@@ -381,6 +382,9 @@ planner::PlanOptions plan_options(const PlanArguments& args, const models::Clust
   planner::check_optimizer_impl_options(options, "--optimizer-impl");
   options.weight_decay = parse_on_off(args.weight_decay, "--weight-decay");
   planner::check_weight_decay_options(options, "--weight-decay");
+  options.distribute_saved_activations =
+      parse_on_off(args.distribute_saved_activations, "--distribute-saved-activations");
+  planner::check_distribute_saved_activations_options(options, "--distribute-saved-activations");
   if (args.grad_reduce_dtype) {
     options.grad_reduce_dtype =
         planner::parse_grad_reduce_dtype(*args.grad_reduce_dtype, "--grad-reduce-dtype");
@@ -430,6 +434,28 @@ void check_cp_arguments(const PlanArguments& args, const models::TransformerConf
   }
   if (!validity.ok()) {
     throw InputError(fmt::format("--cp: {}", validity.reason));
+  }
+}
+
+// A fixed flag that distributed saved activations cannot run with is named here rather than
+// left to the search's "no feasible layout" (planner::check_distribute_saved_activations).
+void check_saved_activation_arguments(const planner::SearchSpace& space,
+                                      const planner::PlanOptions& options) {
+  if (!options.distribute_saved_activations) {
+    return;
+  }
+  const std::string flag = "--distribute-saved-activations";
+  if (space.recompute && *space.recompute != planner::Recompute::kFull) {
+    throw InputError(
+        fmt::format("{}: needs --recompute full ({})", flag, planner::to_string(*space.recompute)));
+  }
+  if (space.sequence_parallel.value_or(false)) {
+    throw InputError(fmt::format(
+        "{}: not with --sequence-parallel on (the saved input is already split over tp)", flag));
+  }
+  if (options.framework == planner::Framework::kMegatron && space.tp == 1) {
+    throw InputError(fmt::format(
+        "{}: needs --tp above 1 under --framework megatron (Megatron-LM arguments.py) (1)", flag));
   }
 }
 
@@ -488,6 +514,7 @@ void run_plan(const PlanArguments& args) {
                                  args.save_plan_rank));
   }
   check_cp_arguments(args, model, space, options);
+  check_saved_activation_arguments(space, options);
   // Both only change MoE layers: on a dense model they would be ignored.
   if (!model.is_moe() && (options.moe_load_imbalance != 1.0 || options.moe_aux_loss_coeff != 0.0)) {
     throw InputError(fmt::format(
@@ -731,6 +758,12 @@ void register_plan_commands(CLI::App& app) {
       ->capture_default_str();
   plan->add_option("--weight-decay", args->weight_decay,
                    "Whether AdamW decays weights (on | off): an unfused optimizer's extra pass")
+      ->capture_default_str();
+  plan->add_option("--distribute-saved-activations", args->distribute_saved_activations,
+                   "Megatron-LM --distribute-saved-activations, DeepSpeed partition_activations: "
+                   "each recomputed layer keeps 1/tp of its input and all-gathers it before the "
+                   "recompute (on | off; megatron or deepspeed, recompute full, no sequence "
+                   "parallelism)")
       ->capture_default_str();
   plan->add_option("--overlap-p2p-comm", args->overlap_p2p_comm,
                    "Megatron-Core --overlap-p2p-communication: interleaved pipeline sends overlap "

@@ -100,6 +100,12 @@ void validate_options_for_executor(const planner::Plan& plan, const std::string&
     throw InputError(fmt::format(
         "{}: options.fp8_param_gather: the CPU executor keeps no fp8 weights (true)", source));
   }
+  if (plan.options.distribute_saved_activations) {
+    throw InputError(fmt::format(
+        "{}: options.distribute_saved_activations: the CPU executor keeps each checkpointed "
+        "layer input whole (true)",
+        source));
+  }
   // overlap_p2p_comm (a megatron plan's default) is run, not refused: the executor's pipeline
   // sends are already non-blocking isends that complete while it computes, and each receive is
   // waited for where the op list needs the tensor (pipeline_runner.cpp send_tensor_,

@@ -143,6 +143,11 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
       inventory.add(stage, "tp: recomputed forward all-reduces", kAR, kTp, t, hidden_bytes,
                     calls.output_reductions * layers * m);
     }
+    if (full && options.distribute_saved_activations) {
+      // compute_cost.h saved_input_split: each layer's saved input gathered before its recompute.
+      inventory.add(stage, "tp: all-gather of each distributed saved layer input (recompute)", kAG,
+                    kTp, t, hidden_bytes, layers * m);
+    }
     if (first) {
       inventory.add(stage, "tp: vocab-parallel embedding all-reduce", kAR, kTp, t, hidden_bytes, m);
     }

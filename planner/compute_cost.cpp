@@ -794,6 +794,28 @@ double gradient_accumulation_bytes_per_parameter(const models::ClusterConfig& cl
   return 0.0;
 }
 
+SavedInputSplit saved_input_split(const models::TransformerConfig& model,
+                                  const models::ClusterConfig& cluster, const Layout& layout,
+                                  const PlanOptions& options) {
+  if (!options.distribute_saved_activations || layout.recompute != Recompute::kFull) {
+    return {};
+  }
+  const double t = static_cast<double>(layout.tp);
+  const double input_bytes = static_cast<double>(rank_micro_batch_tokens(model, layout)) *
+                             static_cast<double>(model.hidden_size) *
+                             static_cast<double>(element_bytes(cluster));
+  SavedInputSplit split;
+  split.forward_seconds = memory_seconds(cluster, 2.0 * input_bytes / t);
+  if (options.framework == Framework::kDeepSpeed) {
+    split.backward_seconds = memory_seconds(cluster, input_bytes + 2.0 * input_bytes / t);
+  }
+  if (layout.tp > 1) {
+    split.gather_seconds = collective_seconds(cluster, CollectiveKind::kAllGather,
+                                              static_cast<int64_t>(input_bytes), layout.tp, 1);
+  }
+  return split;
+}
+
 ChunkCost chunk_cost(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                      const Layout& layout, const PlanOptions& options, int64_t stage,
                      int64_t chunk) {
@@ -857,6 +879,11 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     // ops), none of it after the block's last saved tensor: early stop removes nothing there.
     const EarlyStopSkip early_stop = checkpoint_early_stop_skip(
         model, cluster, layout, options, shape_of(model, cluster, layout), moe_layer);
+    // Distributed saved activations: the input's split after the forward, its gather before
+    // the recompute (saved_input_split; zero unless on, which needs recompute full).
+    const SavedInputSplit split = saved_input_split(model, cluster, layout, options);
+    input_backward += split.backward_seconds;
+    tp_backward += split.gather_seconds;
     if (layout.recompute == Recompute::kFull) {
       // The layer's forward runs again (Chen et al. 2016), less what early stop skips.
       input_backward += layer_forward - early_stop.compute_seconds;
@@ -882,7 +909,7 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     } else if (layout.recompute == Recompute::kSelective) {
       recompute_flops += flops.attention / t * count;
     }
-    cost.forward_compute_seconds += layer_forward * count;
+    cost.forward_compute_seconds += (layer_forward + split.forward_seconds) * count;
     // FSDP's passes run once per unit and micro-batch, not again in a recomputed forward.
     const PassBytes fsdp_passes = fsdp_pass_bytes(model, cluster, layout, options, moe_layer);
     cost.forward_compute_seconds += memory_seconds(cluster, fsdp_passes.forward) * count;

@@ -42,6 +42,26 @@ double attention_backward_to_forward(const PlanOptions& options);
 double gradient_accumulation_bytes_per_parameter(const models::ClusterConfig& cluster,
                                                  const Layout& layout, const PlanOptions& options);
 
+/// Distributed saved activations (PlanOptions::distribute_saved_activations) per layer and
+/// micro-batch on one rank, all on the compute stream; zero unless on under recompute full.
+/// X = T h e, the layer input's bytes, t = tp:
+/// - forward_seconds: after the checkpointed forward, the rank's 1/t of X copied out (Megatron-LM
+///   tensor_parallel/utils.py split_tensor_into_1d_equal_chunks(new_buffer=True); DeepSpeed
+///   checkpointing.py partition_activations, narrow(...).clone()): read X / t, write X / t;
+/// - backward_seconds: DeepSpeed's gather_partitioned_activations fills a torch.zeros of X and
+///   copies its part in (write X, read and write X / t); Megatron's gather_split_1d_tensor
+///   gathers into torch.empty: nothing;
+/// - gather_seconds: the all-gather of X over tp before the recompute, waited for (DeepSpeed
+///   dist.all_gather, Megatron all_gather_into_tensor, both synchronous).
+struct SavedInputSplit {
+  double forward_seconds = 0;
+  double backward_seconds = 0;
+  double gather_seconds = 0;
+};
+SavedInputSplit saved_input_split(const models::TransformerConfig& model,
+                                  const models::ClusterConfig& cluster, const Layout& layout,
+                                  const PlanOptions& options);
+
 /// One micro-batch through chunk `chunk` of pipeline stage `stage`.
 ChunkCost chunk_cost(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                      const Layout& layout, const PlanOptions& options, int64_t stage,

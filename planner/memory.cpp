@@ -96,8 +96,12 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
   const Shape x = shape_of(model, cluster, layout, moe_layer);
   const auto [t, tokens, h, d, a, g, f, s, e, sequence_split, fc1_columns] = x;
   if (layout.recompute == Recompute::kFull) {
-    // Only the layer input is kept: 2 s b h bytes (ibid. Sec. 4.3), / t with sequence parallel.
-    return tokens * h * e / sequence_split;
+    // Only the layer input is kept: 2 s b h bytes (ibid. Sec. 4.3), / t with sequence parallel
+    // or with distributed saved activations (Megatron-LM tensor_parallel/random.py
+    // CheckpointFunction keeps split_tensor_into_1d_equal_chunks of it; DeepSpeed's
+    // partition_activations the same 1/t; check_distribute_saved_activations: never both).
+    const double input_split = options.distribute_saved_activations ? t : sequence_split;
+    return tokens * h * e / input_split;
   }
   if (op_level_selective_recompute(layout, options)) {
     return op_sac_saved_bytes_per_layer(model, x);

@@ -73,7 +73,7 @@ constexpr std::array<std::string_view, 17> kLayoutFields = {"tp",
                                                             "microbatch_group",
                                                             "etp",
                                                             "dp_shard"};
-constexpr std::array<std::string_view, 25> kOptionsFields = {"flash_attention",
+constexpr std::array<std::string_view, 26> kOptionsFields = {"flash_attention",
                                                              "flash_attention_version",
                                                              "fsdp_version",
                                                              "fsdp_head_in_root",
@@ -97,7 +97,8 @@ constexpr std::array<std::string_view, 25> kOptionsFields = {"flash_attention",
                                                              "norm_kernel",
                                                              "pipeline_grad_scatter_gather",
                                                              "optimizer_impl",
-                                                             "weight_decay"};
+                                                             "weight_decay",
+                                                             "distribute_saved_activations"};
 
 // Bounds that catch typos and unit mistakes before any product of them is formed (a plan file
 // with global_batch 1e12 made explain allocate gigabytes and never finish):
@@ -240,6 +241,9 @@ nlohmann::json options_to_json(const PlanOptions& options) {
   }
   if (options.overlap_p2p_comm) {  // omitted when off, as in plan files written before the key
     json["overlap_p2p_comm"] = true;
+  }
+  if (options.distribute_saved_activations) {  // omitted at the default, off
+    json["distribute_saved_activations"] = true;
   }
   if (options.compile) {  // omitted at the default, off
     json["compile"] = true;
@@ -389,6 +393,11 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
     options.weight_decay = require_bool(json, "weight_decay", where);
   }
   check_weight_decay_options(options, where + ": weight_decay");
+  if (json.contains("distribute_saved_activations")) {  // optional: absent means off
+    options.distribute_saved_activations =
+        require_bool(json, "distribute_saved_activations", where);
+  }
+  check_distribute_saved_activations_options(options, where + ": distribute_saved_activations");
   return options;
 }
 
@@ -455,6 +464,9 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
                                    plan.options.allow_tp_across_nodes);
   if (validity.ok()) {
     validity = check_cp_options(plan.model, plan.layout, plan.options);
+  }
+  if (validity.ok()) {
+    validity = check_recompute_options(plan.model, plan.layout, plan.options);
   }
   if (validity.ok()) {
     validity = check_fp8_param_gather(plan.model, plan.layout, plan.options);

@@ -480,6 +480,7 @@ void check_precision(const models::ClusterConfig& cluster, const PlanOptions& op
   check_weight_decay_options(options, "weight_decay");
   check_norm_kernel_options(options, "norm_kernel");
   check_pipeline_grad_scatter_gather_options(options, "pipeline_grad_scatter_gather");
+  check_distribute_saved_activations_options(options, "distribute_saved_activations");
   if (options.gemm_precision != GemmPrecision::kFp8) {
     return;
   }
@@ -898,6 +899,62 @@ Validity check_recompute_options(const models::TransformerConfig& model, const L
                   "torchtitan has no attention-core selective recompute; its selective AC is "
                   "op-level (recompute selective-op) or per layer (full)",
                   layout);
+  }
+  return check_distribute_saved_activations(layout, options);
+}
+
+// Megatron-LM and DeepSpeed split the checkpointed layer input over the tp ranks; torchtitan
+// (torch.utils.checkpoint) and meshplan's executor keep it whole.
+void check_distribute_saved_activations_options(const PlanOptions& options,
+                                                const std::string& field) {
+  if (!options.distribute_saved_activations) {
+    return;
+  }
+  switch (options.framework) {
+    case Framework::kMegatron:
+    case Framework::kDeepSpeed:
+      return;
+    case Framework::kFsdp:
+      throw InputError(fmt::format(
+          "{}: framework fsdp: torchtitan's activation checkpointing (torch.utils.checkpoint) "
+          "keeps each layer input whole; a Megatron-LM and DeepSpeed option",
+          field));
+    case Framework::kMeshplan:
+      throw InputError(fmt::format(
+          "{}: framework meshplan: the executor keeps each checkpointed layer input whole", field));
+  }
+}
+
+// Megatron-LM training/arguments.py validate_args (d98e8a64): "can distribute recomputed
+// activations only across tensor model parallel groups" (tp > 1), "distributed recompute
+// activations is only application to full recompute granularity"; transformer_config.py: "must
+// be false when sequence parallel is enabled". DeepSpeed partitions what its activation
+// checkpointing saves, whole layers (checkpointing.py CheckpointFunction), at any tp; with
+// sequence parallelism the input is already split over tp, and a second split is not modelled.
+Validity check_distribute_saved_activations(const Layout& layout, const PlanOptions& options) {
+  if (!options.distribute_saved_activations) {
+    return {};
+  }
+  const std::string who = options.framework == Framework::kDeepSpeed
+                              ? "DeepSpeed's partition_activations"
+                              : "Megatron-LM's --distribute-saved-activations";
+  if (layout.recompute != Recompute::kFull) {
+    return reject("saved_activations",
+                  fmt::format("distribute_saved_activations needs recompute full: {} splits the "
+                              "input each checkpointed layer saves ({})",
+                              who, describe(layout)));
+  }
+  if (layout.sequence_parallel) {
+    return reject("saved_activations",
+                  fmt::format("distribute_saved_activations with sequence parallelism: the saved "
+                              "input is already split over tp ({})",
+                              describe(layout)));
+  }
+  if (options.framework == Framework::kMegatron && layout.tp == 1) {
+    return reject("saved_activations",
+                  fmt::format("distribute_saved_activations needs tp > 1 (Megatron-LM "
+                              "arguments.py: only across tensor model parallel groups) ({})",
+                              describe(layout)));
   }
   return {};
 }

@@ -108,6 +108,13 @@ std::string emit_deepspeed(const planner::Plan& plan) {
   if (layout.tp > 1) {
     config["tensor_parallel"] = {{"autotp_size", layout.tp}};
   }
+  if (plan.options.distribute_saved_activations) {
+    // The config's "activation_checkpointing" section (runtime/activation_checkpointing/
+    // config.py ACT_CHKPT_PARTITION_ACTIVATIONS), which deepspeed.checkpointing.configure(mpu,
+    // deepspeed_config=...) reads when the training script calls it (Megatron-DeepSpeed passes
+    // its --partition-activations to the same function).
+    config["activation_checkpointing"] = {{"partition_activations", true}};
+  }
   return config.dump(2) + "\n";
 }
 

@@ -156,6 +156,9 @@ void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
     flags.push_back({"--recompute-granularity", "full"});
     flags.push_back({"--recompute-method", "uniform"});
     flags.push_back({"--recompute-num-layers", "1"});
+    if (plan.options.distribute_saved_activations) {
+      flags.push_back({"--distribute-saved-activations", ""});
+    }
   }
   // ZeRO 1 is the distributed optimizer; 2 and 3 are Megatron-FSDP's optim_grads and
   // optim_grads_params (planner/validity.cpp check_framework cites the docs).

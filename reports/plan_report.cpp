@@ -163,6 +163,9 @@ std::string format_plan_options(const planner::PlanOptions& o, const planner::Se
   if (o.grad_reduce_dtype) {  // unset: the framework's default (README "Frameworks")
     out += ", grad-reduce " + planner::to_string(*o.grad_reduce_dtype);
   }
+  if (o.distribute_saved_activations) {
+    out += ", saved activations distributed over tp";
+  }
   if (space.memory_headroom_bytes > 0) {
     out += fmt::format(", memory headroom {:.1f} GiB",
                        static_cast<double>(space.memory_headroom_bytes) / kGiB);

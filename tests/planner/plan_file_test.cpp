@@ -456,10 +456,12 @@ TEST_CASE("bad plan files: unknown keys") {
 TEST_CASE("options.framework: optional (absent = megatron), spelled as --framework") {
   nlohmann::json json = example_json();
   CHECK(json.at("options").at("framework") == "meshplan");
-  // A layout every framework runs: 1F1B without chunks, no optimizer sharding.
+  // A layout every framework runs: 1F1B without chunks, no optimizer sharding, whole layers
+  // recomputed (torchtitan has no attention-core selective recompute).
   json["layout"]["schedule"] = "1f1b";
   json["layout"]["vpp"] = 1;
   json["layout"]["zero"] = 0;
+  json["layout"]["recompute"] = "full";
   json["options"].erase("framework");  // a plan file written before the key
   CHECK(plan_from_json(json, "p.json").options.framework == Framework::kMegatron);
   for (const char* name : {"megatron", "deepspeed", "fsdp", "meshplan"}) {
@@ -583,6 +585,7 @@ TEST_CASE("round trip: optimizer_impl and weight_decay stored off their defaults
   plan.layout.dp = 4;
   plan.layout.zero = 3;
   plan.layout.schedule = ScheduleKind::kOneFOneB;
+  plan.layout.recompute = Recompute::kFull;  // torchtitan has no attention-core selective
   const nlohmann::json fused = plan_to_json(plan, {});
   CHECK_FALSE(fused.at("options").contains("optimizer_impl"));
   CHECK_FALSE(fused.at("options").contains("weight_decay"));

@@ -196,6 +196,14 @@ struct PlanOptions {
   // weight_decay false is only read by the unfused implementations.
   OptimizerImpl optimizer_impl = OptimizerImpl::kFused;
   bool weight_decay = true;
+  // Megatron-LM --distribute-saved-activations (tensor_parallel/random.py CheckpointFunction:
+  // split_tensor_into_1d_equal_chunks after the checkpointed forward, gather_split_1d_tensor
+  // before the recompute) and DeepSpeed's activation_checkpointing.partition_activations
+  // (runtime/activation_checkpointing/checkpointing.py partition_activations,
+  // gather_partitioned_activations): under full recompute each layer keeps 1/tp of its input
+  // and all-gathers it over tp before re-running the layer. Megatron and DeepSpeed only, with
+  // recompute full and sequence parallelism off (check_distribute_saved_activations).
+  bool distribute_saved_activations = false;
 
   bool operator==(const PlanOptions&) const = default;
 };
@@ -357,6 +365,15 @@ Validity check_cp_options(const models::TransformerConfig& model, const Layout& 
 /// selective recompute of MoE or MLA blocks, whose op-level policy is not costed.
 Validity check_recompute_options(const models::TransformerConfig& model, const Layout& layout,
                                  const PlanOptions& options);
+
+/// Throws InputError ("<field>: framework <f>: <why>") when distribute_saved_activations is on
+/// for a framework without it (fsdp, meshplan).
+void check_distribute_saved_activations_options(const PlanOptions& options,
+                                                const std::string& field);
+
+/// Layout rules of distribute_saved_activations (off passes): code "saved_activations" when the
+/// layout does not recompute full layers, runs sequence parallelism, or (megatron) has tp 1.
+Validity check_distribute_saved_activations(const Layout& layout, const PlanOptions& options);
 
 /// fp8_param_gather rules that need the model and layout (off passes): code "fp8_param_gather"
 /// for MoE models (expert weights' fp8 buffers not modelled) and "framework" for layouts
