@@ -221,6 +221,20 @@ row "execute: a hybrid-sharded plan" 2 \
   "hsdp.json: layout.dp_shard: the CPU executor shards ZeRO over all 4 data-parallel ranks; hybrid sharding (dp_shard 2) is planned for PyTorch FSDP2 and Megatron-Core only" \
   mpi 4 execute hsdp.json --steps 1 --json new_out.json
 
+# Distributed saved activations (Megatron-LM --distribute-saved-activations, DeepSpeed
+# partition_activations): a plan file under a framework without them is refused as read; the
+# executor refuses the option by name.
+"$meshplan" plan --model tiny --cluster local-cpu --gpus 2 --tp 2 --framework megatron \
+  --recompute full --distribute-saved-activations on --save-plan dsa.json >/dev/null 2>&1
+sed -e 's/"framework": "megatron"/"framework": "fsdp"/' \
+  -e 's/"overlap_p2p_comm": true/"overlap_p2p_comm": false/' dsa.json >dsa_fsdp.json
+row "explain: distribute_saved_activations under fsdp" 2 \
+  "dsa_fsdp.json: options: distribute_saved_activations: framework fsdp: torchtitan's activation checkpointing" \
+  explain dsa_fsdp.json
+row "execute: distribute_saved_activations" 2 \
+  "dsa.json: options.distribute_saved_activations: the CPU executor keeps each checkpointed layer input whole (true)" \
+  mpi 2 execute dsa.json --steps 1 --json new_out.json
+
 # execute: a world size that differs from the plan (2 ranks).
 row "execute: mpirun -np 3 for a 2-rank plan" 2 \
   "p.json: num_gpus: the plan has 2 ranks, mpirun started 3" \
@@ -457,6 +471,26 @@ row "plan: --overlap-p2p-comm on under deepspeed" 2 \
   --json new_out.json
 row "plan: --overlap-p2p-comm maybe" 2 "--overlap-p2p-comm: expected on or off (maybe)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --overlap-p2p-comm maybe --json new_out.json
+row "plan: --distribute-saved-activations under fsdp" 2 \
+  "--distribute-saved-activations: framework fsdp: torchtitan's activation checkpointing" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --framework fsdp \
+  --distribute-saved-activations on --json new_out.json
+row "plan: --distribute-saved-activations with --recompute none" 2 \
+  "--distribute-saved-activations: needs --recompute full (none)" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --recompute none \
+  --distribute-saved-activations on --json new_out.json
+row "plan: --distribute-saved-activations with --sequence-parallel on" 2 \
+  "--distribute-saved-activations: not with --sequence-parallel on" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --sequence-parallel on \
+  --distribute-saved-activations on --json new_out.json
+row "plan: --distribute-saved-activations at --tp 1 under megatron" 2 \
+  "--distribute-saved-activations: needs --tp above 1 under --framework megatron" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --tp 1 \
+  --distribute-saved-activations on --json new_out.json
+row "plan: --distribute-saved-activations maybe" 2 \
+  "--distribute-saved-activations: expected on or off (maybe)" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --distribute-saved-activations maybe \
+  --json new_out.json
 row "plan: --fp8-param-gather maybe" 2 "--fp8-param-gather: expected on or off (maybe)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --fp8-param-gather maybe --json new_out.json
 row "plan: --compile under megatron" 2 "compile: framework megatron" \

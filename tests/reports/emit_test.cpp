@@ -843,6 +843,34 @@ TEST_CASE("--emit deepspeed: pipeline engine with ZeRO-1, full recompute") {
   }
 }
 
+TEST_CASE("--emit: distributed saved activations as Megatron's flag and DeepSpeed's key") {
+  // Megatron-LM arguments.py --distribute-saved-activations (a flag the parser has); DeepSpeed's
+  // config section activation_checkpointing.partition_activations
+  // (runtime/activation_checkpointing/config.py ACT_CHKPT, ACT_CHKPT_PARTITION_ACTIVATIONS).
+  planner::Layout layout;
+  layout.tp = 2;
+  layout.pp = 4;
+  layout.dp = 8;
+  layout.micro_batch = 1;
+  layout.global_batch = 64;
+  layout.zero = 1;
+  layout.recompute = planner::Recompute::kFull;
+  planner::Plan plan = make_plan("llama3-8b", "dgx-h100", layout);
+  CHECK(megatron_flags(emit_megatron(plan)).count("--distribute-saved-activations") == 0);
+  plan.options.distribute_saved_activations = true;
+  const std::map<std::string, std::string> flags = megatron_flags(emit_megatron(plan));
+  CHECK(flags.at("--distribute-saved-activations").empty());
+  CHECK(megatron_parser_flags().count("--distribute-saved-activations") == 1);
+  CHECK(flags.at("--recompute-granularity") == "full");
+  planner::Plan deepspeed = plan;
+  deepspeed.options.framework = planner::Framework::kDeepSpeed;
+  const nlohmann::json config = nlohmann::json::parse(emit_deepspeed(deepspeed));
+  CHECK(config.at("activation_checkpointing") ==
+        nlohmann::json{{"partition_activations", true}});
+  deepspeed.options.distribute_saved_activations = false;
+  CHECK(nlohmann::json::parse(emit_deepspeed(deepspeed)).count("activation_checkpointing") == 0);
+}
+
 TEST_CASE("--emit deepspeed refuses ZeRO-2 with pp > 1 and sequence parallelism") {
   planner::Layout layout;
   layout.pp = 2;
