@@ -865,8 +865,7 @@ TEST_CASE("--emit: distributed saved activations as Megatron's flag and DeepSpee
   planner::Plan deepspeed = plan;
   deepspeed.options.framework = planner::Framework::kDeepSpeed;
   const nlohmann::json config = nlohmann::json::parse(emit_deepspeed(deepspeed));
-  CHECK(config.at("activation_checkpointing") ==
-        nlohmann::json{{"partition_activations", true}});
+  CHECK(config.at("activation_checkpointing") == nlohmann::json{{"partition_activations", true}});
   deepspeed.options.distribute_saved_activations = false;
   CHECK(nlohmann::json::parse(emit_deepspeed(deepspeed)).count("activation_checkpointing") == 0);
 }
