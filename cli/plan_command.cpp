@@ -453,9 +453,11 @@ void check_saved_activation_arguments(const planner::SearchSpace& space,
     throw InputError(fmt::format(
         "{}: not with --sequence-parallel on (the saved input is already split over tp)", flag));
   }
-  if (options.framework == planner::Framework::kMegatron && space.tp == 1) {
-    throw InputError(fmt::format(
-        "{}: needs --tp above 1 under --framework megatron (Megatron-LM arguments.py) (1)", flag));
+  if (options.framework != planner::Framework::kDeepSpeed && space.tp == 1) {
+    throw InputError(
+        fmt::format("{}: needs --tp above 1 under --framework {} (Megatron-LM "
+                    "arguments.py; DeepSpeed alone runs it at tp 1) (1)",
+                    flag, planner::to_string(options.framework)));
   }
 }
 

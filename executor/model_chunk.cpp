@@ -9,13 +9,35 @@
 
 namespace meshplan::executor {
 
+namespace {
+
+// This tp rank's 1/tp of a block input (N_local x C floats), as Megatron-LM's
+// split_tensor_into_1d_equal_chunks(new_buffer=True): a new tensor of the flat chunk.
+Tensor split_saved_input(const RankContext& ctx, const Tensor& whole) {
+  const int64_t chunk = whole.size() / ctx.dims.tp;
+  Tensor part = ctx.tensor(chunk);
+  const float* begin = whole.data() + static_cast<int64_t>(ctx.dims.tp_rank) * chunk;
+  std::copy(begin, begin + chunk, part.data());
+  return part;
+}
+
+// The whole block input again, as gather_split_1d_tensor: an all-gather over tp.
+Tensor gather_saved_input(const RankContext& ctx, const Tensor& part) {
+  Tensor whole = ctx.tensor(part.size() * ctx.dims.tp);
+  ctx.groups.all_gather(CommGroup::kTp, whole.data(), part.data(), part.size());
+  return whole;
+}
+
+}  // namespace
+
 ModelChunk::ModelChunk(const ChunkPlacement& placement, const ChunkWeights& weights,
                        ChunkWeights& grads, planner::Recompute recompute, bool flash_attention,
-                       float loss_scale)
+                       float loss_scale, bool distribute_saved_inputs)
     : placement_(placement),
       w_(weights),
       g_(grads),
       recompute_(recompute),
+      distribute_saved_inputs_(distribute_saved_inputs && recompute == planner::Recompute::kFull),
       // Flash attention (Dao et al. 2022) never stores the s x s probabilities and recomputes
       // them in the backward, as selective recompute does.
       save_probabilities_(!flash_attention && recompute == planner::Recompute::kNone),
@@ -39,6 +61,9 @@ void ModelChunk::forward(ChunkState* state, Tensor input, const RankContext& ctx
     if (full) {
       state->layers[l] = LayerActivations{};  // keep only the block's input
     }
+    if (distribute_saved_inputs_ && d.tp > 1) {
+      state->residuals[l] = split_saved_input(ctx, state->residuals[l]);
+    }
   }
   if (placement_.has_head) {
     head_forward_(state, ctx);
@@ -60,6 +85,9 @@ void ModelChunk::backward_input(ChunkState* state, const float* d_output, bool w
   }
   const bool full = recompute_ == planner::Recompute::kFull;
   for (int l = placement_.num_layers - 1; l >= 0; l--) {
+    if (distribute_saved_inputs_ && d.tp > 1) {
+      state->residuals[l] = gather_saved_input(ctx, state->residuals[l]);
+    }
     if (full) {
       // Run the block's forward again from its saved input (its tp collectives included).
       Tensor discarded = ctx.tensor(rows);

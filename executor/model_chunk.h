@@ -7,7 +7,10 @@
 //
 // Recompute (Korthikanti et al. 2022, Sec. 5): full keeps only each block's input in the
 // forward and runs the block's forward again in B; selective (and the flash-attention memory
-// plan) drops the attention probabilities and recomputes them in B.
+// plan) drops the attention probabilities and recomputes them in B. With distributed saved
+// activations (Megatron-LM --distribute-saved-activations, DeepSpeed partition_activations)
+// full recompute keeps only this tp rank's 1/tp of each block input and all-gathers it over tp
+// before the block runs again (Megatron-LM tensor_parallel/random.py CheckpointFunction).
 
 #include <cstdint>
 #include <vector>
@@ -40,7 +43,8 @@ class ModelChunk {
  public:
   /// `loss_scale` is d(loss)/d(token loss): 1 / (global_batch * seq_length).
   ModelChunk(const ChunkPlacement& placement, const ChunkWeights& weights, ChunkWeights& grads,
-             planner::Recompute recompute, bool flash_attention, float loss_scale);
+             planner::Recompute recompute, bool flash_attention, float loss_scale,
+             bool distribute_saved_inputs = false);
 
   const ChunkPlacement& placement() const { return placement_; }
 
@@ -65,6 +69,7 @@ class ModelChunk {
   const ChunkWeights& w_;
   ChunkWeights& g_;
   planner::Recompute recompute_;
+  bool distribute_saved_inputs_;  // with full recompute: block inputs kept as 1/tp chunks
   bool save_probabilities_;
   float loss_scale_;
 };

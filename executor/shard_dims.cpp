@@ -100,11 +100,14 @@ void validate_options_for_executor(const planner::Plan& plan, const std::string&
     throw InputError(fmt::format(
         "{}: options.fp8_param_gather: the CPU executor keeps no fp8 weights (true)", source));
   }
-  if (plan.options.distribute_saved_activations) {
-    throw InputError(fmt::format(
-        "{}: options.distribute_saved_activations: the CPU executor keeps each checkpointed "
-        "layer input whole (true)",
-        source));
+  // Distributed saved activations split each block input (N x C floats without sequence
+  // parallelism, which the planner's rules exclude) into tp equal flat chunks.
+  if (plan.options.distribute_saved_activations &&
+      layout.micro_batch * model.seq_length * model.hidden_size % layout.tp != 0) {
+    throw InputError(
+        fmt::format("{}: options.distribute_saved_activations: a block input does not split "
+                    "into tp equal chunks ({} % {})",
+                    source, layout.micro_batch * model.seq_length * model.hidden_size, layout.tp));
   }
   // overlap_p2p_comm (a megatron plan's default) is run, not refused: the executor's pipeline
   // sends are already non-blocking isends that complete while it computes, and each receive is

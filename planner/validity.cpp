@@ -903,25 +903,19 @@ Validity check_recompute_options(const models::TransformerConfig& model, const L
   return check_distribute_saved_activations(layout, options);
 }
 
-// Megatron-LM and DeepSpeed split the checkpointed layer input over the tp ranks; torchtitan
-// (torch.utils.checkpoint) and meshplan's executor keep it whole.
+// Megatron-LM and DeepSpeed split the checkpointed layer input over the tp ranks, and so does
+// meshplan's executor (executor/model_chunk.cpp, as Megatron-LM); torchtitan
+// (torch.utils.checkpoint) keeps it whole.
 void check_distribute_saved_activations_options(const PlanOptions& options,
                                                 const std::string& field) {
   if (!options.distribute_saved_activations) {
     return;
   }
-  switch (options.framework) {
-    case Framework::kMegatron:
-    case Framework::kDeepSpeed:
-      return;
-    case Framework::kFsdp:
-      throw InputError(fmt::format(
-          "{}: framework fsdp: torchtitan's activation checkpointing (torch.utils.checkpoint) "
-          "keeps each layer input whole; a Megatron-LM and DeepSpeed option",
-          field));
-    case Framework::kMeshplan:
-      throw InputError(fmt::format(
-          "{}: framework meshplan: the executor keeps each checkpointed layer input whole", field));
+  if (options.framework == Framework::kFsdp) {
+    throw InputError(fmt::format(
+        "{}: framework fsdp: torchtitan's activation checkpointing (torch.utils.checkpoint) "
+        "keeps each layer input whole; a Megatron-LM and DeepSpeed option",
+        field));
   }
 }
 
@@ -929,7 +923,8 @@ void check_distribute_saved_activations_options(const PlanOptions& options,
 // activations only across tensor model parallel groups" (tp > 1), "distributed recompute
 // activations is only application to full recompute granularity"; transformer_config.py: "must
 // be false when sequence parallel is enabled". DeepSpeed partitions what its activation
-// checkpointing saves, whole layers (checkpointing.py CheckpointFunction), at any tp; with
+// checkpointing saves, whole layers (checkpointing.py CheckpointFunction), at any tp; meshplan's
+// executor splits as Megatron-LM does, tp > 1; with
 // sequence parallelism the input is already split over tp, and a second split is not modelled.
 Validity check_distribute_saved_activations(const Layout& layout, const PlanOptions& options) {
   if (!options.distribute_saved_activations) {
@@ -950,7 +945,7 @@ Validity check_distribute_saved_activations(const Layout& layout, const PlanOpti
                               "input is already split over tp ({})",
                               describe(layout)));
   }
-  if (options.framework == Framework::kMegatron && layout.tp == 1) {
+  if (options.framework != Framework::kDeepSpeed && layout.tp == 1) {
     return reject("saved_activations",
                   fmt::format("distribute_saved_activations needs tp > 1 (Megatron-LM "
                               "arguments.py: only across tensor model parallel groups) ({})",

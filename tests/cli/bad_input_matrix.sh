@@ -222,8 +222,7 @@ row "execute: a hybrid-sharded plan" 2 \
   mpi 4 execute hsdp.json --steps 1 --json new_out.json
 
 # Distributed saved activations (Megatron-LM --distribute-saved-activations, DeepSpeed
-# partition_activations): a plan file under a framework without them is refused as read; the
-# executor refuses the option by name.
+# partition_activations): a plan file under a framework without them is refused as read.
 "$meshplan" plan --model tiny --cluster local-cpu --gpus 2 --tp 2 --framework megatron \
   --recompute full --distribute-saved-activations on --save-plan dsa.json >/dev/null 2>&1
 sed -e 's/"framework": "megatron"/"framework": "fsdp"/' \
@@ -231,9 +230,6 @@ sed -e 's/"framework": "megatron"/"framework": "fsdp"/' \
 row "explain: distribute_saved_activations under fsdp" 2 \
   "dsa_fsdp.json: options: distribute_saved_activations: framework fsdp: torchtitan's activation checkpointing" \
   explain dsa_fsdp.json
-row "execute: distribute_saved_activations" 2 \
-  "dsa.json: options.distribute_saved_activations: the CPU executor keeps each checkpointed layer input whole (true)" \
-  mpi 2 execute dsa.json --steps 1 --json new_out.json
 
 # execute: a world size that differs from the plan (2 ranks).
 row "execute: mpirun -np 3 for a 2-rank plan" 2 \
@@ -486,6 +482,10 @@ row "plan: --distribute-saved-activations with --sequence-parallel on" 2 \
 row "plan: --distribute-saved-activations at --tp 1 under megatron" 2 \
   "--distribute-saved-activations: needs --tp above 1 under --framework megatron" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --tp 1 \
+  --distribute-saved-activations on --json new_out.json
+row "plan: --distribute-saved-activations at --tp 1 under meshplan" 2 \
+  "--distribute-saved-activations: needs --tp above 1 under --framework meshplan" \
+  plan --model tiny --cluster local-cpu --gpus 2 --tp 1 \
   --distribute-saved-activations on --json new_out.json
 row "plan: --distribute-saved-activations maybe" 2 \
   "--distribute-saved-activations: expected on or off (maybe)" \

@@ -272,6 +272,15 @@ TEST_SUITE("mpi2") {
     layout.recompute = Recompute::kFull;
     check_equivalent(tiny(), layout);
   }
+  TEST_CASE("tp2 with full recompute and distributed saved activations equals one process") {
+    // Megatron-LM --distribute-saved-activations: each block keeps half of its input and
+    // all-gathers it over tp before its recompute (executor/model_chunk.cpp).
+    planner::Layout layout = make_layout(2, 1, 1);
+    layout.recompute = Recompute::kFull;
+    planner::PlanOptions options;
+    options.distribute_saved_activations = true;
+    check_equivalent(tiny(), layout, options);
+  }
   TEST_CASE("pp2 with selective recompute equals one process") {
     planner::Layout layout = make_layout(1, 2, 1);
     layout.recompute = Recompute::kSelective;

@@ -174,6 +174,23 @@ TEST_SUITE("mpi2") {
     layout.recompute = planner::Recompute::kFull;
     check_traffic(tiny_tied_learned(), layout);
   }
+  TEST_CASE("collective calls and bytes match the planner: tp2 distributed saved activations") {
+    // Full recompute, each block's input split over tp after its forward and all-gathered
+    // before its recompute: one more tp all-gather of T h e per block and micro-batch.
+    planner::Layout layout = make_layout(2, 1, 1);
+    layout.recompute = planner::Recompute::kFull;
+    planner::PlanOptions options;
+    const TrafficCounts whole = check_traffic(models::load_model("tiny"), layout, options);
+    options.distribute_saved_activations = true;
+    const TrafficCounts split = check_traffic(models::load_model("tiny"), layout, options);
+    // tiny: 4 blocks, m = 16 / 2 = 8 micro-batches of 2 x 32 tokens x 64 channels x 4 bytes =
+    // 16,384 B.
+    const std::pair<CollectiveKind, CommGroup> tp_gather = {CollectiveKind::kAllGather,
+                                                            CommGroup::kTp};
+    const Traffic before = whole.count(tp_gather) ? whole.at(tp_gather) : Traffic{};
+    CHECK(split.at(tp_gather).calls - before.calls == 4 * 8);
+    CHECK(split.at(tp_gather).bytes - before.bytes == 4 * 8 * 16384);
+  }
   TEST_CASE("collective calls and bytes match the planner: pp2 zb-h1, tied embeddings") {
     planner::Layout layout = make_layout(1, 2, 1);
     layout.schedule = planner::ScheduleKind::kZbH1;

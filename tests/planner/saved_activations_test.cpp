@@ -138,9 +138,8 @@ TEST_CASE("distributed saved activations: refused where the framework or the lay
         "--x: framework fsdp: torchtitan's activation checkpointing "
         "(torch.utils.checkpoint) keeps each layer input whole; a Megatron-LM and "
         "DeepSpeed option");
-  CHECK(test::input_error([] {
-          check_distribute_saved_activations_options(distributed(Framework::kMeshplan), "--x");
-        }) == "--x: framework meshplan: the executor keeps each checkpointed layer input whole");
+  // meshplan's executor runs it as Megatron-LM does (executor/model_chunk.cpp).
+  check_distribute_saved_activations_options(distributed(Framework::kMeshplan), "--x");
   check_distribute_saved_activations_options(distributed(Framework::kDeepSpeed), "--x");
   check_distribute_saved_activations_options(distributed(Framework::kFsdp, false), "--x");
 
@@ -151,6 +150,8 @@ TEST_CASE("distributed saved activations: refused where the framework or the lay
   CHECK(code(layout, Framework::kMegatron).empty());
   CHECK(code(full_recompute_layout(1), Framework::kDeepSpeed).empty());  // DeepSpeed at any tp
   CHECK(code(full_recompute_layout(1), Framework::kMegatron) == "saved_activations");
+  CHECK(code(full_recompute_layout(1), Framework::kMeshplan) == "saved_activations");
+  CHECK(code(layout, Framework::kMeshplan).empty());
   for (const Recompute recompute : {Recompute::kNone, Recompute::kSelective}) {
     Layout other = layout;
     other.recompute = recompute;

@@ -201,8 +201,9 @@ struct PlanOptions {
   // before the recompute) and DeepSpeed's activation_checkpointing.partition_activations
   // (runtime/activation_checkpointing/checkpointing.py partition_activations,
   // gather_partitioned_activations): under full recompute each layer keeps 1/tp of its input
-  // and all-gathers it over tp before re-running the layer. Megatron and DeepSpeed only, with
-  // recompute full and sequence parallelism off (check_distribute_saved_activations).
+  // and all-gathers it over tp before re-running the layer. Megatron, DeepSpeed and meshplan's
+  // executor, with recompute full and sequence parallelism off
+  // (check_distribute_saved_activations).
   bool distribute_saved_activations = false;
 
   bool operator==(const PlanOptions&) const = default;
@@ -366,13 +367,14 @@ Validity check_cp_options(const models::TransformerConfig& model, const Layout& 
 Validity check_recompute_options(const models::TransformerConfig& model, const Layout& layout,
                                  const PlanOptions& options);
 
-/// Throws InputError ("<field>: framework <f>: <why>") when distribute_saved_activations is on
-/// for a framework without it (fsdp, meshplan).
+/// Throws InputError ("<field>: framework fsdp: <why>") when distribute_saved_activations is
+/// on under fsdp, the one framework without it.
 void check_distribute_saved_activations_options(const PlanOptions& options,
                                                 const std::string& field);
 
 /// Layout rules of distribute_saved_activations (off passes): code "saved_activations" when the
-/// layout does not recompute full layers, runs sequence parallelism, or (megatron) has tp 1.
+/// layout does not recompute full layers, runs sequence parallelism, or (megatron, meshplan)
+/// has tp 1.
 Validity check_distribute_saved_activations(const Layout& layout, const PlanOptions& options);
 
 /// fp8_param_gather rules that need the model and layout (off passes): code "fp8_param_gather"
