@@ -41,6 +41,7 @@ struct PlanArguments {
   double moe_load_imbalance = 1.0;
   double moe_aux_loss_coeff = 0.0;
   std::optional<std::string> recompute, sequence_parallel, schedule, stage_layers;
+  std::optional<int64_t> recompute_layers;
   std::optional<int64_t> first_stage_layers, last_stage_layers;
   std::optional<int> zero;
   std::optional<std::string> cp;  // a size or "auto"
@@ -306,6 +307,18 @@ planner::SearchSpace search_space(const PlanArguments& args, const models::Clust
   if (args.sequence_parallel) {
     space.sequence_parallel = parse_on_off(*args.sequence_parallel, "--sequence-parallel");
   }
+  if (args.recompute_layers) {  // Megatron's block method: needs whole layers recomputed
+    if (*args.recompute_layers < 1) {
+      throw InputError(
+          fmt::format("--recompute-layers: must be at least 1 ({})", *args.recompute_layers));
+    }
+    if (space.recompute != planner::Recompute::kFull) {
+      throw InputError(fmt::format(
+          "--recompute-layers: needs --recompute full ({})",
+          space.recompute ? planner::to_string(*space.recompute) : std::string("searched")));
+    }
+    space.recompute_layers = *args.recompute_layers;
+  }
   if (args.zero) {
     if (*args.zero < 0 || *args.zero > 3) {
       throw InputError(fmt::format("--zero: expected 0, 1, 2 or 3 ({})", *args.zero));
@@ -461,6 +474,35 @@ void check_saved_activation_arguments(const planner::SearchSpace& space,
   }
 }
 
+// Megatron's block method (--recompute-layers) where it cannot run or is not modelled, named
+// before the search (planner::check_recompute_layers rejects the searched layouts alike).
+void check_recompute_layers_arguments(const models::TransformerConfig& model,
+                                      const planner::SearchSpace& space,
+                                      const planner::PlanOptions& options) {
+  if (space.recompute_layers == 0) {
+    return;
+  }
+  const std::string flag = "--recompute-layers";
+  if (options.framework == planner::Framework::kDeepSpeed ||
+      options.framework == planner::Framework::kFsdp) {
+    throw InputError(
+        fmt::format("{}: framework {}: Megatron-LM's --recompute-method block; {}", flag,
+                    planner::to_string(options.framework),
+                    options.framework == planner::Framework::kDeepSpeed
+                        ? "DeepSpeed recomputes every activation_checkpoint_interval layers"
+                        : "torchtitan's layer AC checkpoints every selective_ac_option-th layer"));
+  }
+  if (model.is_moe() || model.is_mla()) {
+    throw InputError(
+        fmt::format("{}: not modelled for mixture-of-experts or latent-attention models ({})", flag,
+                    model.name));
+  }
+  if (space.zero == 3 || space.cp.value_or(1) > 1) {
+    throw InputError(fmt::format("{}: not modelled with {}", flag,
+                                 space.zero == 3 ? "--zero 3" : "context parallelism (--cp)"));
+  }
+}
+
 // Throws InputError listing every rejection reason when the search found no feasible layout.
 void require_some_feasible(const models::TransformerConfig& model,
                            const models::ClusterConfig& cluster, int64_t num_gpus,
@@ -517,6 +559,7 @@ void run_plan(const PlanArguments& args) {
   }
   check_cp_arguments(args, model, space, options);
   check_saved_activation_arguments(space, options);
+  check_recompute_layers_arguments(model, space, options);
   // Both only change MoE layers: on a dense model they would be ignored.
   if (!model.is_moe() && (options.moe_load_imbalance != 1.0 || options.moe_aux_loss_coeff != 0.0)) {
     throw InputError(fmt::format(
@@ -706,6 +749,10 @@ void register_plan_commands(CLI::App& app) {
                    "--decoder-last-pipeline-num-layers; needs --pp)");
   plan->add_option("--recompute", args->recompute,
                    "Fix recompute: none | selective | selective-op | full");
+  plan->add_option("--recompute-layers", args->recompute_layers,
+                   "With --recompute full: recompute only each model chunk's first N layers, "
+                   "the others keep their activations (Megatron-LM --recompute-method block "
+                   "--recompute-num-layers N; megatron and meshplan, dense models)");
   plan->add_option("--sequence-parallel", args->sequence_parallel,
                    "Fix sequence parallel: on | off");
   plan->add_option("--zero", args->zero, "Fix the ZeRO stage: 0 | 1 | 2 | 3");

@@ -32,12 +32,19 @@ Tensor gather_saved_input(const RankContext& ctx, const Tensor& part) {
 
 ModelChunk::ModelChunk(const ChunkPlacement& placement, const ChunkWeights& weights,
                        ChunkWeights& grads, planner::Recompute recompute, bool flash_attention,
-                       float loss_scale, bool distribute_saved_inputs)
+                       float loss_scale, bool distribute_saved_inputs, int64_t recompute_layers)
     : placement_(placement),
       w_(weights),
       g_(grads),
       recompute_(recompute),
+      recomputed_layers_([&] {
+        planner::Layout layout;  // the one rule of which layers are recomputed
+        layout.recompute = recompute;
+        layout.recompute_layers = recompute_layers;
+        return planner::recomputed_layer_count(layout, placement.num_layers);
+      }()),
       distribute_saved_inputs_(distribute_saved_inputs && recompute == planner::Recompute::kFull),
+      flash_attention_(flash_attention),
       // Flash attention (Dao et al. 2022) never stores the s x s probabilities and recomputes
       // them in the backward, as selective recompute does.
       save_probabilities_(!flash_attention && recompute == planner::Recompute::kNone),
@@ -53,16 +60,19 @@ void ModelChunk::forward(ChunkState* state, Tensor input, const RankContext& ctx
   } else {
     state->residuals[0] = std::move(input);
   }
-  const bool full = recompute_ == planner::Recompute::kFull;
   for (int l = 0; l < L; l++) {
+    // Under Megatron's block method a layer after the chunk's first recompute_layers keeps its
+    // activations as without recompute.
+    const bool recomputed = l < recomputed_layers_;
+    const bool kept_whole = recompute_ == planner::Recompute::kFull && !recomputed;
     state->residuals[l + 1] = ctx.tensor(static_cast<int64_t>(d.N_local) * d.C);
     layer_forward(state->residuals[l + 1].data(), &state->layers[l], state->residuals[l].data(),
-                  w_.layers[l], save_probabilities_ && !full, ctx);
-    if (full) {
+                  w_.layers[l], kept_whole ? !flash_attention_ : save_probabilities_, ctx);
+    if (recomputed) {
       state->layers[l] = LayerActivations{};  // keep only the block's input
-    }
-    if (distribute_saved_inputs_ && d.tp > 1) {
-      state->residuals[l] = split_saved_input(ctx, state->residuals[l]);
+      if (distribute_saved_inputs_ && d.tp > 1) {
+        state->residuals[l] = split_saved_input(ctx, state->residuals[l]);
+      }
     }
   }
   if (placement_.has_head) {
@@ -83,12 +93,12 @@ void ModelChunk::backward_input(ChunkState* state, const float* d_output, bool w
   } else {
     d_current = copy_rows(ctx, d_output, d.N_local, d.C);
   }
-  const bool full = recompute_ == planner::Recompute::kFull;
   for (int l = placement_.num_layers - 1; l >= 0; l--) {
-    if (distribute_saved_inputs_ && d.tp > 1) {
+    const bool recomputed = l < recomputed_layers_;
+    if (recomputed && distribute_saved_inputs_ && d.tp > 1) {
       state->residuals[l] = gather_saved_input(ctx, state->residuals[l]);
     }
-    if (full) {
+    if (recomputed) {
       // Run the block's forward again from its saved input (its tp collectives included).
       Tensor discarded = ctx.tensor(rows);
       layer_forward(discarded.data(), &state->layers[l], state->residuals[l].data(), w_.layers[l],

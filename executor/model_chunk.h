@@ -10,7 +10,9 @@
 // plan) drops the attention probabilities and recomputes them in B. With distributed saved
 // activations (Megatron-LM --distribute-saved-activations, DeepSpeed partition_activations)
 // full recompute keeps only this tp rank's 1/tp of each block input and all-gathers it over tp
-// before the block runs again (Megatron-LM tensor_parallel/random.py CheckpointFunction).
+// before the block runs again (Megatron-LM tensor_parallel/random.py CheckpointFunction). With
+// Layout::recompute_layers (Megatron's --recompute-method block) only the chunk's first
+// recompute_layers blocks are recomputed; the others keep their activations.
 
 #include <cstdint>
 #include <vector>
@@ -44,7 +46,7 @@ class ModelChunk {
   /// `loss_scale` is d(loss)/d(token loss): 1 / (global_batch * seq_length).
   ModelChunk(const ChunkPlacement& placement, const ChunkWeights& weights, ChunkWeights& grads,
              planner::Recompute recompute, bool flash_attention, float loss_scale,
-             bool distribute_saved_inputs = false);
+             bool distribute_saved_inputs = false, int64_t recompute_layers = 0);
 
   const ChunkPlacement& placement() const { return placement_; }
 
@@ -69,7 +71,11 @@ class ModelChunk {
   const ChunkWeights& w_;
   ChunkWeights& g_;
   planner::Recompute recompute_;
+  // Layers recomputed, the chunk's first ones (planner::recomputed_layer_count: all under full
+  // recompute, the first Layout::recompute_layers under Megatron's block method, else none).
+  int64_t recomputed_layers_;
   bool distribute_saved_inputs_;  // with full recompute: block inputs kept as 1/tp chunks
+  bool flash_attention_;
   bool save_probabilities_;
   float loss_scale_;
 };

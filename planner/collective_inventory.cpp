@@ -102,6 +102,17 @@ void add_mla_tensor_parallel(Inventory& inventory, const models::TransformerConf
                 calls);
 }
 
+// Layers of the stage whose forward runs again: every layer under full recompute, the first
+// recompute_layers of each chunk under Megatron's block method.
+int64_t stage_recomputed_layers(const models::TransformerConfig& model, const Layout& layout,
+                                int64_t stage) {
+  int64_t recomputed = 0;
+  for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
+    recomputed += recomputed_layer_count(layout, chunk_layers(model, layout, stage, chunk).count());
+  }
+  return recomputed;
+}
+
 void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& model,
                          const models::ClusterConfig& cluster, const Layout& layout,
                          const PlanOptions& options, int64_t stage) {
@@ -118,6 +129,10 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
     moe_layers += chunk_layers(model, layout, stage, chunk).num_moe(model);
   }
   const bool full = layout.recompute == Recompute::kFull;
+  // Megatron's block method recomputes part of each chunk (dense, non-MLA models only:
+  // check_recompute_layers); `recomputed` of the stage's layers run their forward again.
+  const bool block = full && layout.recompute_layers > 0;
+  const int64_t recomputed = stage_recomputed_layers(model, layout, stage);
   // MLA layers' attention inputs are latents, not the hidden state (add_mla_tensor_parallel).
   const int64_t mla_layers = model.is_mla() ? layers : 0;
   const auto kAR = CollectiveKind::kAllReduce;
@@ -141,12 +156,12 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
                   hidden_bytes, (calls.input_collectives * layers - mla_layers) * m);
     if (full) {
       inventory.add(stage, "tp: recomputed forward all-reduces", kAR, kTp, t, hidden_bytes,
-                    calls.output_reductions * layers * m);
+                    calls.output_reductions * recomputed * m);
     }
     if (full && options.distribute_saved_activations) {
       // compute_cost.h saved_input_split: each layer's saved input gathered before its recompute.
       inventory.add(stage, "tp: all-gather of each distributed saved layer input (recompute)", kAG,
-                    kTp, t, hidden_bytes, layers * m);
+                    kTp, t, hidden_bytes, recomputed * m);
     }
     if (first) {
       inventory.add(stage, "tp: vocab-parallel embedding all-reduce", kAR, kTp, t, hidden_bytes, m);
@@ -169,14 +184,19 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
     // The layers' all-gathers move tp_all_gather_element_bytes per element (FP8 under TE).
     const int64_t gather_bytes =
         tokens * model.hidden_size * tp_all_gather_element_bytes(cluster, options);
-    inventory.add(stage, "tp: layer forward all-gathers (QKV in, MLP in)", kAG, kTp, t,
-                  gather_bytes, (pairs - mla_layers) * m * (regather ? 2 : 1));
+    inventory.add(
+        stage, "tp: layer forward all-gathers (QKV in, MLP in)", kAG, kTp, t, gather_bytes,
+        block ? (pairs + 2 * recomputed) * m : (pairs - mla_layers) * m * (regather ? 2 : 1));
     // Under fsdp full recompute stops before the dense MLP's last GEMM: its reduce-scatter is
     // not re-run (checkpoint_early_stop_skip).
     const int64_t unrecomputed =
         checkpoint_early_stop_skips_mlp_output(model, layout, options) ? layers - moe_layers : 0;
+    const int64_t recomputed_reductions =
+        model.parallel_residual ? calls.output_reductions * recomputed : 2 * recomputed;
     inventory.add(stage, "tp: layer forward reduce-scatters (attention out, MLP out)", kRS, kTp, t,
-                  hidden_bytes, (reductions * (full ? 2 : 1) - unrecomputed) * m);
+                  hidden_bytes,
+                  block ? (reductions + recomputed_reductions) * m
+                        : (reductions * (full ? 2 : 1) - unrecomputed) * m);
     inventory.add(stage, "tp: layer backward all-gathers (output grads, input re-gather)", kAG, kTp,
                   t, gather_bytes, (reductions + pairs - mla_layers) * m);
     inventory.add(stage, "tp: layer backward reduce-scatters (QKV in, MLP in)", kRS, kTp, t,

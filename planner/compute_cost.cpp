@@ -879,19 +879,26 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     // ops), none of it after the block's last saved tensor: early stop removes nothing there.
     const EarlyStopSkip early_stop = checkpoint_early_stop_skip(
         model, cluster, layout, options, shape_of(model, cluster, layout), moe_layer);
+    // Full recompute's extra work per recomputed layer, charged to the `recomputed` of the
+    // `count` layers: all of them, or under Megatron's block method the chunk's first
+    // recompute_layers (dense models only: check_recompute_layers).
+    const double recomputed =
+        layout.recompute_layers > 0
+            ? static_cast<double>(recomputed_layer_count(layout, cost.num_layers))
+            : count;
+    double recompute_backward = 0, recompute_tp = 0, recompute_cp = 0, recompute_ep = 0;
     // Distributed saved activations: the input's split after the forward, its gather before
     // the recompute (saved_input_split; zero unless on, which needs recompute full).
     const SavedInputSplit split = saved_input_split(model, cluster, layout, options);
-    input_backward += split.backward_seconds;
-    tp_backward += split.gather_seconds;
     if (layout.recompute == Recompute::kFull) {
       // The layer's forward runs again (Chen et al. 2016), less what early stop skips.
-      input_backward += layer_forward - early_stop.compute_seconds;
+      recompute_backward = layer_forward - early_stop.compute_seconds + split.backward_seconds;
       // Under async TP (overlap_tp_comm) the skipped reduce-scatter was overlapped with w2: the
       // exposed remainder drops by at most its time.
-      tp_backward += std::max(0.0, layer.tp_comm_forward - early_stop.tp_comm_seconds);
-      cp_backward += layer.cp_comm_forward;
-      ep_backward += all_to_all + token_counts;
+      recompute_tp =
+          std::max(0.0, layer.tp_comm_forward - early_stop.tp_comm_seconds) + split.gather_seconds;
+      recompute_cp = layer.cp_comm_forward;
+      recompute_ep = all_to_all + token_counts;
     } else if (op_sac) {
       input_backward += sac.compute_seconds;
       tp_backward += sac.tp_comm_seconds;
@@ -903,20 +910,20 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     const LayerFlops flops = layer_forward_flops(model, tokens, moe_layer);
     forward_flops += flops.total() / t * count;
     if (layout.recompute == Recompute::kFull) {
-      recompute_flops += (flops.total() / t - early_stop.flops) * count;
+      recompute_flops += (flops.total() / t - early_stop.flops) * recomputed;
     } else if (op_sac) {
       recompute_flops += sac.flops * count;
     } else if (layout.recompute == Recompute::kSelective) {
       recompute_flops += flops.attention / t * count;
     }
-    cost.forward_compute_seconds += (layer_forward + split.forward_seconds) * count;
+    cost.forward_compute_seconds += layer_forward * count + split.forward_seconds * recomputed;
     // FSDP's passes run once per unit and micro-batch, not again in a recomputed forward.
     const PassBytes fsdp_passes = fsdp_pass_bytes(model, cluster, layout, options, moe_layer);
     cost.forward_compute_seconds += memory_seconds(cluster, fsdp_passes.forward) * count;
     input_backward += memory_seconds(cluster, fsdp_passes.backward);
     cost.forward_tp_comm_seconds += layer.tp_comm_forward * count;
     cost.forward_ep_comm_seconds += (all_to_all + token_counts) * count;
-    cost.backward_input_compute_seconds += input_backward * count;
+    cost.backward_input_compute_seconds += input_backward * count + recompute_backward * recomputed;
     cost.backward_weight_compute_seconds += layer.linear_forward * count;
     const LayerParameters parameters =
         layer_parameters(model, layout.tp, moe_layer, layout.ep, layout.etp);
@@ -925,10 +932,10 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
                                     static_cast<double>(parameters.sharded + parameters.replicated +
                                                         parameters.expert)) *
         count;
-    cost.backward_tp_comm_seconds += tp_backward * count;
-    cost.backward_ep_comm_seconds += ep_backward * count;
+    cost.backward_tp_comm_seconds += tp_backward * count + recompute_tp * recomputed;
+    cost.backward_ep_comm_seconds += ep_backward * count + recompute_ep * recomputed;
     cost.forward_cp_comm_seconds += layer.cp_comm_forward * count;
-    cost.backward_cp_comm_seconds += cp_backward * count;
+    cost.backward_cp_comm_seconds += cp_backward * count + recompute_cp * recomputed;
   }
 
   const double all_reduce_hidden =

@@ -119,6 +119,9 @@ std::string describe(const Layout& layout) {
       hybrid_sharded(layout) ? fmt::format(" dp_shard={}", dp_shard_size(layout)) : "", layout.vpp,
       layout.micro_batch, to_string(layout.recompute), layout.sequence_parallel ? "on" : "off",
       layout.zero, to_string(layout.schedule));
+  if (layout.recompute_layers > 0) {
+    text += fmt::format(" recompute_layers={}", layout.recompute_layers);
+  }
   if (layout.microbatch_group > 0) {
     text += fmt::format(" mb_group={}", layout.microbatch_group);
   }

@@ -709,20 +709,28 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   // B-to-W tensors of those waiting for their W; per chunk unit, the stage's layers averaged
   // over its vpp chunks (dense and MoE layers differ).
   double held_bytes = 0, waiting_bytes = 0, largest_layer_bytes = 0, largest_rebuild_bytes = 0;
+  int64_t stage_layers = 0;
   for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
     const LayerRange range = chunk_layers(model, layout, stage, chunk);
+    stage_layers += range.count();
     for (const bool moe_layer : {false, true}) {
       const int64_t num_moe = range.num_moe(model);
       const double count = static_cast<double>(moe_layer ? num_moe : range.count() - num_moe);
       if (count > 0) {
         const double kept_bytes =
             activation_bytes_per_layer(model, cluster, layout, options, moe_layer);
-        held_bytes += count * kept_bytes;
-        waiting_bytes += count * weight_gradient_bytes_per_layer(model, cluster, layout, moe_layer);
         Layout stored = layout;
         stored.recompute = Recompute::kNone;
         const double layer_bytes =
             activation_bytes_per_layer(model, cluster, stored, options, moe_layer);
+        // Megatron's block method keeps the activations of the layers after the chunk's first
+        // recompute_layers (dense models only: check_recompute_layers).
+        const double kept_count =
+            layout.recompute_layers > 0
+                ? static_cast<double>(recomputed_layer_count(layout, range.count()))
+                : count;
+        held_bytes += kept_count * kept_bytes + (count - kept_count) * layer_bytes;
+        waiting_bytes += count * weight_gradient_bytes_per_layer(model, cluster, layout, moe_layer);
         largest_layer_bytes = std::max(largest_layer_bytes, layer_bytes);
         largest_rebuild_bytes = std::max(largest_rebuild_bytes, layer_bytes - kept_bytes);
       }
@@ -735,7 +743,12 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   if (!model.is_moe()) {
     held_and_waiting =
         dense_held_and_waiting(model, layout, stage, in_flight, &layers_per_micro_batch_unit);
-    held_bytes = activation_bytes_per_layer(model, cluster, layout, options);
+    // Under the block method a held layer's bytes are the stage's average: exact when every
+    // chunk has as many layers (a unit is one chunk), otherwise the average over the peak's
+    // layers whatever their place in their chunk.
+    held_bytes = layout.recompute_layers > 0 && stage_layers > 0
+                     ? held_bytes / static_cast<double>(stage_layers)
+                     : activation_bytes_per_layer(model, cluster, layout, options);
     waiting_bytes = weight_gradient_bytes_per_layer(model, cluster, layout);
   } else {
     held_bytes /= static_cast<double>(layout.vpp);

@@ -47,6 +47,10 @@ nlohmann::json layout_to_json(const Layout& layout) {
   if (hybrid_sharded(layout)) {
     json["dp_shard"] = dp_shard_size(layout);
   }
+  // Written only for Megatron's block method: absent means every layer of a full recompute.
+  if (layout.recompute_layers > 0) {
+    json["recompute_layers"] = layout.recompute_layers;
+  }
   return json;
 }
 
@@ -56,7 +60,7 @@ namespace {
 // the model and cluster loaders do. `prediction` is informative and its content is not checked.
 constexpr std::array<std::string_view, 8> kPlanFields = {
     "format", "version", "model", "cluster", "num_gpus", "layout", "options", "prediction"};
-constexpr std::array<std::string_view, 17> kLayoutFields = {"tp",
+constexpr std::array<std::string_view, 18> kLayoutFields = {"tp",
                                                             "pp",
                                                             "dp",
                                                             "vpp",
@@ -72,7 +76,8 @@ constexpr std::array<std::string_view, 17> kLayoutFields = {"tp",
                                                             "ep",
                                                             "microbatch_group",
                                                             "etp",
-                                                            "dp_shard"};
+                                                            "dp_shard",
+                                                            "recompute_layers"};
 constexpr std::array<std::string_view, 26> kOptionsFields = {"flash_attention",
                                                              "flash_attention_version",
                                                              "fsdp_version",
@@ -110,6 +115,7 @@ constexpr std::array<std::string_view, 26> kOptionsFields = {"flash_attention",
 //   64 bits for any h the model loader accepts (1e9 * 1e6 * 4 = 4e15).
 constexpr int64_t kPlanMaxGpus = 10'000'000;
 constexpr int64_t kPlanMaxVpp = 100'000;
+constexpr int64_t kPlanMaxLayers = 100'000;  // recompute_layers: the model loader's layer bound
 constexpr int64_t kPlanMaxGlobalBatch = 1'000'000;
 constexpr int64_t kPlanMaxMicroBatchTokens = 1'000'000'000;
 
@@ -195,6 +201,10 @@ Layout layout_from_json(const nlohmann::json& json, const std::string& source) {
   // Optional: absent means dp (full sharding; plan files written before hybrid sharding).
   if (json.contains("dp_shard")) {
     set_dp_shard(layout, require_size(json, "dp_shard", kPlanMaxGpus, where));
+  }
+  // Optional: absent means every layer (full recompute as before Megatron's block method).
+  if (json.contains("recompute_layers")) {
+    layout.recompute_layers = require_size(json, "recompute_layers", kPlanMaxLayers, where);
   }
   return layout;
 }

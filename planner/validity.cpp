@@ -900,7 +900,53 @@ Validity check_recompute_options(const models::TransformerConfig& model, const L
                   "op-level (recompute selective-op) or per layer (full)",
                   layout);
   }
+  if (Validity block = check_recompute_layers(model, layout, options); !block.ok()) {
+    return block;
+  }
   return check_distribute_saved_activations(layout, options);
+}
+
+// Megatron-Core's block method (megatron/core/recompute.py, its block branch, d98e8a64): the
+// first --recompute-num-layers layers of each chunk are checkpointed. meshplan's executor runs
+// the same. DeepSpeed's pipeline engine checkpoints every activation_checkpoint_interval layers
+// (uniform), torchtitan's layer AC every selective_ac_option-th layer: neither is the block
+// method. The cost model splits recomputed and kept layers for dense, non-MLA blocks without
+// context parallelism or ZeRO-3, whose per-layer collectives it counts; the others are refused.
+Validity check_recompute_layers(const models::TransformerConfig& model, const Layout& layout,
+                                const PlanOptions& options) {
+  if (layout.recompute_layers == 0) {
+    return {};
+  }
+  const auto refuse_block = [&](const std::string& why) {
+    return reject("recompute_layers", fmt::format("recompute_layers {}: {} ({})",
+                                                  layout.recompute_layers, why, describe(layout)));
+  };
+  if (layout.recompute_layers < 0) {
+    return refuse_block("must be positive (0: every layer)");
+  }
+  if (layout.recompute != Recompute::kFull) {
+    return refuse_block(
+        "needs recompute full (Megatron-LM's block method recomputes whole layers)");
+  }
+  if (options.framework == Framework::kDeepSpeed) {
+    return refuse(options.framework,
+                  "its activation checkpointing recomputes every activation_checkpoint_interval "
+                  "layers, not a chunk's first recompute_layers (Megatron-LM's block method)",
+                  layout);
+  }
+  if (options.framework == Framework::kFsdp) {
+    return refuse(options.framework,
+                  "torchtitan's layer AC checkpoints every selective_ac_option-th layer, not a "
+                  "chunk's first recompute_layers (Megatron-LM's block method)",
+                  layout);
+  }
+  if (model.is_moe() || model.is_mla()) {
+    return refuse_block("not modelled for mixture-of-experts or latent-attention models");
+  }
+  if (layout.cp > 1 || layout.zero == 3) {
+    return refuse_block("not modelled with context parallelism or ZeRO-3");
+  }
+  return {};
 }
 
 // Megatron-LM and DeepSpeed split the checkpointed layer input over the tp ranks, and so does

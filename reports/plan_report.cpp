@@ -37,7 +37,8 @@ void add_plan_row(int rank, const planner::PlanEstimate& e, const models::Transf
       " {:>4} {:>4}{} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8.1f} "
       "{:>9.4f} {:>6.1f} {:>12.0f} {:>5} {:>8.4f} {:>8.4f}{}\n",
       rank, l.tp, with_cp ? fmt::format(" {:>4}", l.cp) : "", l.pp, l.dp, l.vpp, l.micro_batch,
-      to_string(l.recompute), on_off(l.sequence_parallel), l.zero, to_string(l.schedule),
+      l.recompute_layers > 0 ? fmt::format("block:{}", l.recompute_layers) : to_string(l.recompute),
+      on_off(l.sequence_parallel), l.zero, to_string(l.schedule),
       static_cast<double>(e.peak_memory_bytes) / kGiB, e.step_time_s, 100.0 * e.mfu, e.tokens_per_s,
       l.num_micro_batches(), e.breakdown.bubble_seconds, exposed_comm_seconds,
       moe ? fmt::format(" {:>5}", l.ep) : "");

@@ -227,6 +227,11 @@ row "execute: a hybrid-sharded plan" 2 \
   --recompute full --distribute-saved-activations on --save-plan dsa.json >/dev/null 2>&1
 sed -e 's/"framework": "megatron"/"framework": "fsdp"/' \
   -e 's/"overlap_p2p_comm": true/"overlap_p2p_comm": false/' dsa.json >dsa_fsdp.json
+sed 's/"recompute": "full",/"recompute": "selective", "recompute_layers": 2,/' dsa.json \
+  >block_selective.json
+row "explain: recompute_layers without recompute full" 2 \
+  "block_selective.json: layout: recompute_layers 2: needs recompute full" \
+  explain block_selective.json
 row "explain: distribute_saved_activations under fsdp" 2 \
   "dsa_fsdp.json: options: distribute_saved_activations: framework fsdp: torchtitan's activation checkpointing" \
   explain dsa_fsdp.json
@@ -487,6 +492,20 @@ row "plan: --distribute-saved-activations at --tp 1 under meshplan" 2 \
   "--distribute-saved-activations: needs --tp above 1 under --framework meshplan" \
   plan --model tiny --cluster local-cpu --gpus 2 --tp 1 \
   --distribute-saved-activations on --json new_out.json
+row "plan: --recompute-layers without --recompute full" 2 \
+  "--recompute-layers: needs --recompute full (searched)" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --recompute-layers 2 --json new_out.json
+row "plan: --recompute-layers 0" 2 "--recompute-layers: must be at least 1 (0)" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --recompute full --recompute-layers 0 \
+  --json new_out.json
+row "plan: --recompute-layers under deepspeed" 2 \
+  "--recompute-layers: framework deepspeed: Megatron-LM's --recompute-method block" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --recompute full --recompute-layers 2 \
+  --framework deepspeed --json new_out.json
+row "plan: --recompute-layers on a mixture-of-experts model" 2 \
+  "--recompute-layers: not modelled for mixture-of-experts or latent-attention models (tiny-moe)" \
+  plan --model tiny-moe --cluster dgx-h100 --gpus 8 --recompute full --recompute-layers 2 \
+  --json new_out.json
 row "plan: --distribute-saved-activations maybe" 2 \
   "--distribute-saved-activations: expected on or off (maybe)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --distribute-saved-activations maybe \

@@ -191,6 +191,21 @@ TEST_SUITE("mpi2") {
     CHECK(split.at(tp_gather).calls - before.calls == 4 * 8);
     CHECK(split.at(tp_gather).bytes - before.bytes == 4 * 8 * 16384);
   }
+  TEST_CASE("collective calls and bytes match the planner: tp2 block recompute, 3 of 4 layers") {
+    // Megatron's block method: only the first 3 blocks run their forward (and its two
+    // all-reduces) again, and with distributed saved activations only they gather their input.
+    planner::Layout layout = make_layout(2, 1, 1);
+    layout.recompute = planner::Recompute::kFull;
+    layout.recompute_layers = 3;
+    planner::PlanOptions options;
+    options.distribute_saved_activations = true;
+    const TrafficCounts counts = check_traffic(models::load_model("tiny"), layout, options);
+    // 8 micro-batches of 16,384 B hidden states: 3 x 8 gathers.
+    CHECK(counts.at({CollectiveKind::kAllGather, CommGroup::kTp}).calls == 3 * 8);
+    layout.sequence_parallel = true;
+    options.distribute_saved_activations = false;
+    check_traffic(models::load_model("tiny"), layout, options);
+  }
   TEST_CASE("collective calls and bytes match the planner: pp2 zb-h1, tied embeddings") {
     planner::Layout layout = make_layout(1, 2, 1);
     layout.schedule = planner::ScheduleKind::kZbH1;

@@ -843,6 +843,24 @@ TEST_CASE("--emit deepspeed: pipeline engine with ZeRO-1, full recompute") {
   }
 }
 
+TEST_CASE("--emit megatron: the block method as --recompute-method block") {
+  // Megatron-LM arguments.py --recompute-method {uniform,block}, --recompute-num-layers N.
+  planner::Layout layout;
+  layout.tp = 2;
+  layout.pp = 4;
+  layout.dp = 8;
+  layout.micro_batch = 1;
+  layout.global_batch = 64;
+  layout.zero = 1;
+  layout.recompute = planner::Recompute::kFull;
+  layout.recompute_layers = 3;
+  const std::map<std::string, std::string> flags =
+      megatron_flags(emit_megatron(make_plan("llama3-8b", "dgx-h100", layout)));
+  CHECK(flags.at("--recompute-granularity") == "full");
+  CHECK(flags.at("--recompute-method") == "block");
+  CHECK(flags.at("--recompute-num-layers") == "3");
+}
+
 TEST_CASE("--emit: distributed saved activations as Megatron's flag and DeepSpeed's key") {
   // Megatron-LM arguments.py --distribute-saved-activations (a flag the parser has); DeepSpeed's
   // config section activation_checkpointing.partition_activations

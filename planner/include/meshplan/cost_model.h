@@ -367,6 +367,12 @@ Validity check_cp_options(const models::TransformerConfig& model, const Layout& 
 Validity check_recompute_options(const models::TransformerConfig& model, const Layout& layout,
                                  const PlanOptions& options);
 
+/// Rules of layout.recompute_layers (0 passes): code "recompute_layers" when negative, without
+/// recompute full, for MoE or MLA models, with cp > 1 or ZeRO-3; "framework" under deepspeed
+/// and fsdp, which have no block method. check_recompute_options calls it.
+Validity check_recompute_layers(const models::TransformerConfig& model, const Layout& layout,
+                                const PlanOptions& options);
+
 /// Throws InputError ("<field>: framework fsdp: <why>") when distribute_saved_activations is
 /// on under fsdp, the one framework without it.
 void check_distribute_saved_activations_options(const PlanOptions& options,

@@ -68,6 +68,12 @@ struct Layout {
   // (times cp) and keeps dp / dp_shard replicas of each shard. 0 means dp, full sharding, and is
   // the only spelling of it: read it through dp_shard_size(), set it with set_dp_shard().
   int64_t dp_shard = 0;
+  // With recompute full: transformer layers of each model chunk that are recomputed,
+  // Megatron-Core's --recompute-method block --recompute-num-layers N (megatron/core/recompute.py
+  // at d98e8a64, the block branch: the chunk's first N layers checkpointed, the others keep their
+  // activations). 0 means every layer, meshplan's full recompute (Megatron's uniform method,
+  // one layer per group). Read it through recomputed_layer_count().
+  int64_t recompute_layers = 0;
 
   int64_t num_gpus() const { return tp * cp * pp * dp; }
   /// Micro-batches per pipeline per step: global_batch / (dp * micro_batch).
@@ -77,6 +83,20 @@ struct Layout {
 };
 
 /// The rules every part reads from a layout (planner, simulator, executor), named once.
+///
+/// Layers of a model chunk of `chunk_layers` layers that are recomputed: all of them under full
+/// recompute (recompute_layers 0, or at least the chunk's count), its first recompute_layers
+/// under Megatron's block method, none without full recompute.
+inline int64_t recomputed_layer_count(const Layout& layout, int64_t chunk_layers) {
+  if (layout.recompute != Recompute::kFull) {
+    return 0;
+  }
+  if (layout.recompute_layers <= 0 || layout.recompute_layers >= chunk_layers) {
+    return chunk_layers;
+  }
+  return layout.recompute_layers;
+}
+///
 ///
 /// Virtual pipeline stage of model chunk `chunk` on pipeline rank `stage`: v = chunk * pp +
 /// stage (Narayanan et al. 2021, Sec. 2.2.2; Megatron-LM's interleaved assignment), so

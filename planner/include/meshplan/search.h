@@ -63,6 +63,9 @@ struct SearchSpace {
   // under framework fsdp each ZeRO-3 layout is also tried with every proper divisor of dp
   // whose shard group dp_shard * cp has at least 2 ranks, full sharding first.
   std::optional<int64_t> dp_shard;
+  // Megatron's block method (Layout::recompute_layers) given to every layout: with recompute
+  // full, each chunk's first recompute_layers layers recomputed. 0: every layer. Not searched.
+  int64_t recompute_layers = 0;
 };
 
 /// The smallest micro-batch group size N of the interleaved schedule that Megatron-Core accepts

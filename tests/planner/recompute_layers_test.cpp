@@ -1,0 +1,160 @@
+// Megatron's block method (Layout::recompute_layers, --recompute-method block
+// --recompute-num-layers N, megatron/core/recompute.py at d98e8a64): under full recompute only
+// each model chunk's first N layers are recomputed; the others keep their activations. Checked
+// against full recompute and no recompute of the same layout, which bracket it layer by layer:
+// the suites' square model (h 4096, 32 layers, s 2048) in bf16 on dgx-a100-80gb.
+
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "compute_cost.h"
+#include "input_error.h"
+#include "memory.h"
+#include "meshplan/cost_model.h"
+#include "meshplan/models.h"
+#include "meshplan/plan_file.h"
+#include "planner_test_util.h"
+
+namespace meshplan::planner {
+namespace {
+
+Layout with_recompute(Layout layout, Recompute recompute, int64_t recompute_layers = 0) {
+  layout.recompute = recompute;
+  layout.recompute_layers = recompute_layers;
+  return layout;
+}
+
+TEST_CASE("recompute_layers: which layers of a chunk are recomputed") {
+  Layout layout;
+  CHECK(recomputed_layer_count(layout, 8) == 0);  // no recompute
+  layout.recompute = Recompute::kSelective;
+  CHECK(recomputed_layer_count(layout, 8) == 0);
+  layout.recompute = Recompute::kFull;
+  CHECK(recomputed_layer_count(layout, 8) == 8);  // every layer
+  layout.recompute_layers = 3;
+  CHECK(recomputed_layer_count(layout, 8) == 3);  // the block method's first 3
+  CHECK(recomputed_layer_count(layout, 2) == 2);  // a chunk of fewer layers: all of them
+}
+
+TEST_CASE("recompute_layers: a kept layer holds what it holds without recompute") {
+  // pp 1, one micro-batch in flight: the stage holds each layer once. Against full recompute,
+  // the block method with N of 32 layers recomputed keeps 32 - N layers' activations whole:
+  // (32 - N) x (layer without recompute - layer input) bytes more.
+  const models::TransformerConfig model = test::square_model("square");
+  const models::ClusterConfig a100 = models::load_cluster("dgx-a100-80gb");
+  const Layout base = test::make_layout(4, 1, 2, 1, 2);
+  const PlanOptions options;
+  const double whole =
+      activation_bytes_per_layer(model, a100, with_recompute(base, Recompute::kNone), options);
+  const double input =
+      activation_bytes_per_layer(model, a100, with_recompute(base, Recompute::kFull), options);
+  const auto activations = [&](const Layout& layout) {
+    const PlanEstimate estimate = estimate_plan(model, a100, layout, options);
+    REQUIRE_MESSAGE(estimate.feasible, estimate.rejection_reason);
+    return estimate.stages[0].memory.activations_bytes;
+  };
+  const int64_t full = activations(with_recompute(base, Recompute::kFull));
+  for (const int64_t n : {1, 8, 31}) {
+    CAPTURE(n);
+    CHECK(activations(with_recompute(base, Recompute::kFull, n)) - full ==
+          static_cast<int64_t>((32 - n) * (whole - input)));
+  }
+  CHECK(activations(with_recompute(base, Recompute::kFull, 32)) == full);
+}
+
+TEST_CASE("recompute_layers: the recompute's time scales with the layers recomputed") {
+  // chunk_cost: the backward of N recomputed layers of 32 takes N / 32 of full recompute's
+  // extra over no recompute, compute and exposed tp alike; the forward is the same.
+  const models::TransformerConfig model = test::square_model("square");
+  const models::ClusterConfig a100 = models::load_cluster("dgx-a100-80gb");
+  const Layout base = test::make_layout(4, 1, 2, 1, 2);
+  const ChunkCost none = chunk_cost(model, a100, with_recompute(base, Recompute::kNone), {}, 0, 0);
+  const ChunkCost full = chunk_cost(model, a100, with_recompute(base, Recompute::kFull), {}, 0, 0);
+  const ChunkCost block =
+      chunk_cost(model, a100, with_recompute(base, Recompute::kFull, 8), {}, 0, 0);
+  CHECK(block.backward_input_compute_seconds - none.backward_input_compute_seconds ==
+        doctest::Approx(0.25 *
+                        (full.backward_input_compute_seconds - none.backward_input_compute_seconds))
+            .epsilon(1e-12));
+  CHECK(block.backward_tp_comm_seconds - none.backward_tp_comm_seconds ==
+        doctest::Approx(0.25 * (full.backward_tp_comm_seconds - none.backward_tp_comm_seconds))
+            .epsilon(1e-12));
+  CHECK(block.forward_compute_seconds == full.forward_compute_seconds);
+  CHECK(block.backward_weight_compute_seconds == full.backward_weight_compute_seconds);
+}
+
+TEST_CASE("recompute_layers: recomputed forwards' tp collectives, per chunk") {
+  // pp 2, 16 layers a stage, 4 micro-batches, tp 4. Without sequence parallelism each recomputed
+  // layer all-reduces twice more: 2 x 5 x 4 = 40 calls with 5 recomputed. With it, each re-runs
+  // its two all-gathers and two reduce-scatters: 2 x (16 + 5) x 4 = 168 of each forward kind.
+  const models::TransformerConfig model = test::square_model("square");
+  const models::ClusterConfig a100 = models::load_cluster("dgx-a100-80gb");
+  const Layout base = with_recompute(test::make_layout(4, 2, 1, 1, 4), Recompute::kFull, 5);
+  const PlanEstimate plain = estimate_plan(model, a100, base, {});
+  REQUIRE_MESSAGE(plain.feasible, plain.rejection_reason);
+  const CollectiveTraffic* recomputed =
+      test::find_traffic(plain.collectives, "tp: recomputed forward all-reduces");
+  REQUIRE(recomputed != nullptr);
+  CHECK(recomputed->calls_per_step == 40);
+  Layout sequence_parallel = base;
+  sequence_parallel.sequence_parallel = true;
+  const PlanEstimate sp = estimate_plan(model, a100, sequence_parallel, {});
+  REQUIRE_MESSAGE(sp.feasible, sp.rejection_reason);
+  for (const char* what : {"tp: layer forward all-gathers (QKV in, MLP in)",
+                           "tp: layer forward reduce-scatters (attention out, MLP out)"}) {
+    CAPTURE(what);
+    const CollectiveTraffic* traffic = test::find_traffic(sp.collectives, what);
+    REQUIRE(traffic != nullptr);
+    CHECK(traffic->calls_per_step == 168);
+  }
+}
+
+TEST_CASE("recompute_layers: refused where the block method does not exist or is not modelled") {
+  const models::TransformerConfig model = test::square_model("square");
+  const auto code = [&](const Layout& layout, Framework framework,
+                        const models::TransformerConfig& m) {
+    PlanOptions options;
+    options.framework = framework;
+    return check_recompute_layers(m, layout, options).code;
+  };
+  const Layout block = with_recompute(test::make_layout(2, 2, 2, 1, 8), Recompute::kFull, 2);
+  CHECK(code(block, Framework::kMegatron, model).empty());
+  CHECK(code(block, Framework::kMeshplan, model).empty());
+  CHECK(code(block, Framework::kDeepSpeed, model) == "framework");
+  CHECK(code(block, Framework::kFsdp, model) == "framework");
+  CHECK(code(with_recompute(block, Recompute::kNone, 2), Framework::kMegatron, model) ==
+        "recompute_layers");
+  CHECK(code(with_recompute(block, Recompute::kFull, -1), Framework::kMegatron, model) ==
+        "recompute_layers");
+  CHECK(code(block, Framework::kMegatron, test::tiny_moe()) == "recompute_layers");
+  Layout zero3 = block;
+  zero3.zero = 3;
+  CHECK(code(zero3, Framework::kMegatron, model) == "recompute_layers");
+  CHECK(check_recompute_layers(model, with_recompute(block, Recompute::kSelective, 2), {})
+            .reason.starts_with("recompute_layers 2: needs recompute full"));
+}
+
+TEST_CASE("plan file: layout.recompute_layers written only when set, read back, bounded") {
+  Plan plan{test::square_model("square"), models::load_cluster("dgx-a100-80gb"), 8,
+            with_recompute(test::make_layout(2, 2, 2, 1, 8), Recompute::kFull), PlanOptions{}};
+  CHECK_FALSE(plan_to_json(plan, {}).at("layout").contains("recompute_layers"));
+  plan.layout.recompute_layers = 4;
+  const nlohmann::json json = plan_to_json(plan, {});
+  CHECK(json.at("layout").at("recompute_layers") == 4);
+  CHECK(plan_from_json(json, "p.json") == plan);
+  nlohmann::json zero = json;
+  zero["layout"]["recompute_layers"] = 0;
+  CHECK(test::input_error([&] { plan_from_json(zero, "p.json"); }) ==
+        "p.json: layout: recompute_layers: must be between 1 and 100000 (0)");
+  nlohmann::json deepspeed = json;
+  deepspeed["options"]["framework"] = "deepspeed";
+  deepspeed["options"].erase("overlap_p2p_comm");
+  CHECK(test::input_error([&] { plan_from_json(deepspeed, "p.json"); })
+            .starts_with("p.json: layout: deepspeed cannot run this layout: its activation "
+                         "checkpointing recomputes every activation_checkpoint_interval"));
+}
+
+}  // namespace
+}  // namespace meshplan::planner
