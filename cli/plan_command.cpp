@@ -41,7 +41,7 @@ struct PlanArguments {
   double moe_load_imbalance = 1.0;
   double moe_aux_loss_coeff = 0.0;
   std::optional<std::string> recompute, sequence_parallel, schedule, stage_layers;
-  std::optional<int64_t> recompute_layers;
+  std::optional<std::string> recompute_layers;  // a count or "auto"
   std::optional<int64_t> first_stage_layers, last_stage_layers;
   std::optional<int> zero;
   std::optional<std::string> cp;  // a size or "auto"
@@ -91,8 +91,9 @@ bool parse_on_off(const std::string& text, const std::string& flag) {
   throw InputError(fmt::format("{}: expected on or off ({})", flag, text));
 }
 
-// --cp: a positive size or "auto"; throws InputError naming --cp.
-int64_t parse_cp_size(const std::string& text) {
+// A flag's positive size where "auto" is the other choice (--cp, --recompute-layers); throws
+// InputError naming the flag.
+int64_t parse_size_or_auto(const std::string& text, const std::string& flag) {
   size_t used = 0;
   int64_t value = 0;
   try {
@@ -101,10 +102,10 @@ int64_t parse_cp_size(const std::string& text) {
     used = 0;
   }
   if (used == 0 || used != text.size()) {
-    throw InputError(fmt::format("--cp: expected a positive integer or auto ({})", text));
+    throw InputError(fmt::format("{}: expected a positive integer or auto ({})", flag, text));
   }
   if (value < 1) {
-    throw InputError(fmt::format("--cp: must be positive ({})", value));
+    throw InputError(fmt::format("{}: must be positive ({})", flag, value));
   }
   return value;
 }
@@ -293,7 +294,7 @@ planner::SearchSpace search_space(const PlanArguments& args, const models::Clust
   if (args.cp && *args.cp == "auto") {
     space.search_cp = true;
   } else if (args.cp) {
-    space.cp = parse_cp_size(*args.cp);
+    space.cp = parse_size_or_auto(*args.cp, "--cp");
   }
   space.pp = args.pp;
   space.dp = args.dp;
@@ -308,16 +309,23 @@ planner::SearchSpace search_space(const PlanArguments& args, const models::Clust
     space.sequence_parallel = parse_on_off(*args.sequence_parallel, "--sequence-parallel");
   }
   if (args.recompute_layers) {  // Megatron's block method: needs whole layers recomputed
-    if (*args.recompute_layers < 1) {
-      throw InputError(
-          fmt::format("--recompute-layers: must be at least 1 ({})", *args.recompute_layers));
+    if (*args.recompute_layers == "auto") {
+      space.search_recompute_layers = true;
+    } else {
+      space.recompute_layers = parse_size_or_auto(*args.recompute_layers, "--recompute-layers");
     }
-    if (space.recompute != planner::Recompute::kFull) {
+    if (space.recompute != planner::Recompute::kFull && !space.search_recompute_layers) {
       throw InputError(fmt::format(
           "--recompute-layers: needs --recompute full ({})",
           space.recompute ? planner::to_string(*space.recompute) : std::string("searched")));
     }
-    space.recompute_layers = *args.recompute_layers;
+    if (space.search_recompute_layers && space.recompute &&
+        *space.recompute != planner::Recompute::kFull) {
+      throw InputError(
+          fmt::format("--recompute-layers: auto needs full recompute among the "
+                      "searched ones ({})",
+                      planner::to_string(*space.recompute)));
+    }
   }
   if (args.zero) {
     if (*args.zero < 0 || *args.zero > 3) {
@@ -479,7 +487,7 @@ void check_saved_activation_arguments(const planner::SearchSpace& space,
 void check_recompute_layers_arguments(const models::TransformerConfig& model,
                                       const planner::SearchSpace& space,
                                       const planner::PlanOptions& options) {
-  if (space.recompute_layers == 0) {
+  if (space.recompute_layers == 0 && !space.search_recompute_layers) {
     return;
   }
   const std::string flag = "--recompute-layers";
@@ -752,7 +760,8 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--recompute-layers", args->recompute_layers,
                    "With --recompute full: recompute only each model chunk's first N layers, "
                    "the others keep their activations (Megatron-LM --recompute-method block "
-                   "--recompute-num-layers N; megatron and meshplan, dense models)");
+                   "--recompute-num-layers N; megatron and meshplan, dense models); auto: "
+                   "also try each full-recompute layout with the fewest such layers that fit");
   plan->add_option("--sequence-parallel", args->sequence_parallel,
                    "Fix sequence parallel: on | off");
   plan->add_option("--zero", args->zero, "Fix the ZeRO stage: 0 | 1 | 2 | 3");

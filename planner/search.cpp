@@ -448,6 +448,27 @@ std::vector<std::vector<int64_t>> memory_shifted_splits(int64_t num_layers, int6
   return {canonical_stage_layers(base)};
 }
 
+// Under --recompute-layers auto: the most layers of a chunk of `layout` (full recompute, every
+// layer) when Megatron's block method can run on it, else 0 (check_recompute_layers).
+int64_t block_method_max_layers(const models::TransformerConfig& model, const Layout& layout,
+                                const PlanOptions& options) {
+  if (layout.recompute != Recompute::kFull || layout.recompute_layers != 0) {
+    return 0;
+  }
+  Layout block = layout;
+  block.recompute_layers = 1;
+  if (!check_recompute_layers(model, block, options).ok()) {
+    return 0;
+  }
+  int64_t most = 0;
+  for (int64_t stage = 0; stage < layout.pp; ++stage) {
+    for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
+      most = std::max(most, chunk_layers(model, layout, stage, chunk).count());
+    }
+  }
+  return most;
+}
+
 SearchResult search_layouts(const models::TransformerConfig& model,
                             const models::ClusterConfig& cluster, const SearchSpace& space,
                             const PlanOptions& options, Objective objective, int64_t top_k,
@@ -462,18 +483,8 @@ SearchResult search_layouts(const models::TransformerConfig& model,
   SearchResult result;
   auto& best = result.best;
   const int64_t total = static_cast<int64_t>(layouts.size());
-  for (const Layout& layout : layouts) {
-    if (progress && result.num_evaluated % kProgressInterval == 0) {
-      progress(result.num_evaluated, total);
-    }
-    ++result.num_evaluated;
-    const Validity runnable =
-        check_framework(model, options, layout, !result.example_reason.contains("framework"));
-    if (!runnable.ok()) {
-      ++result.rejections[runnable.code];
-      result.example_reason.emplace(runnable.code, runnable.reason);
-      continue;
-    }
+  // The estimate of a runnable layout, infeasible too when it eats into the memory headroom.
+  const auto estimate_within_headroom = [&](const Layout& layout) {
     PlanEstimate estimate = estimate_plan_internal(model, cluster, layout, options, false);
     if (estimate.feasible && space.memory_headroom_bytes > 0 &&
         estimate.peak_memory_bytes > cluster.gpu.hbm_bytes - space.memory_headroom_bytes) {
@@ -486,15 +497,19 @@ SearchResult search_layouts(const models::TransformerConfig& model,
           static_cast<double>(space.memory_headroom_bytes) / kGiB,
           static_cast<double>(cluster.gpu.hbm_bytes) / kGiB, cluster.gpu.name);
     }
+    return estimate;
+  };
+  // Counts an estimate and keeps it among the best top_k, ordered by the objective (ties: the
+  // first found stays ahead).
+  const auto keep = [&](PlanEstimate estimate) {
     if (!estimate.feasible) {
       ++result.rejections[estimate.rejection_code];
       result.example_reason.emplace(estimate.rejection_code, estimate.rejection_reason);
-      continue;
+      return;
     }
-    // Keep the best top_k, ordered by the objective (ties: the first found stays ahead).
     ++result.num_feasible;
     if (static_cast<int64_t>(best.size()) == top_k && !better(estimate, best.back(), objective)) {
-      continue;
+      return;
     }
     const auto position = std::upper_bound(
         best.begin(), best.end(), estimate,
@@ -502,6 +517,48 @@ SearchResult search_layouts(const models::TransformerConfig& model,
     best.insert(position, std::move(estimate));
     if (static_cast<int64_t>(best.size()) > top_k) {
       best.pop_back();
+    }
+  };
+  for (const Layout& layout : layouts) {
+    if (progress && result.num_evaluated % kProgressInterval == 0) {
+      progress(result.num_evaluated, total);
+    }
+    ++result.num_evaluated;
+    const Validity runnable =
+        check_framework(model, options, layout, !result.example_reason.contains("framework"));
+    if (!runnable.ok()) {
+      ++result.rejections[runnable.code];
+      result.example_reason.emplace(runnable.code, runnable.reason);
+      continue;
+    }
+    PlanEstimate estimate = estimate_within_headroom(layout);
+    const bool fits = estimate.feasible;
+    keep(std::move(estimate));
+    if (fits && space.search_recompute_layers) {
+      // Megatron's block method between none and full recompute: the fewest recomputed layers
+      // per chunk that still fit, which is the fastest of them (memory falls and time grows
+      // with each recomputed layer), found by bisection.
+      const int64_t layers = block_method_max_layers(model, layout, options);
+      int64_t low = 1, high = layers - 1;  // the answer, if any, is in [low, high]
+      Layout block = layout;
+      const auto fits_with = [&](int64_t recompute_layers) {
+        block.recompute_layers = recompute_layers;
+        ++result.num_evaluated;
+        return estimate_within_headroom(block).feasible;
+      };
+      if (high >= low && fits_with(high)) {
+        while (low < high) {
+          const int64_t middle = low + (high - low) / 2;
+          if (fits_with(middle)) {
+            high = middle;
+          } else {
+            low = middle + 1;
+          }
+        }
+        block.recompute_layers = high;
+        ++result.num_evaluated;
+        keep(estimate_within_headroom(block));
+      }
     }
   }
   if (progress) {

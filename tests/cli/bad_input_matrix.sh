@@ -495,8 +495,12 @@ row "plan: --distribute-saved-activations at --tp 1 under meshplan" 2 \
 row "plan: --recompute-layers without --recompute full" 2 \
   "--recompute-layers: needs --recompute full (searched)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --recompute-layers 2 --json new_out.json
-row "plan: --recompute-layers 0" 2 "--recompute-layers: must be at least 1 (0)" \
+row "plan: --recompute-layers 0" 2 "--recompute-layers: must be positive (0)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --recompute full --recompute-layers 0 \
+  --json new_out.json
+row "plan: --recompute-layers auto with --recompute none" 2 \
+  "--recompute-layers: auto needs full recompute among the searched ones (none)" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --recompute none --recompute-layers auto \
   --json new_out.json
 row "plan: --recompute-layers under deepspeed" 2 \
   "--recompute-layers: framework deepspeed: Megatron-LM's --recompute-method block" \

@@ -15,6 +15,7 @@
 #include "meshplan/cost_model.h"
 #include "meshplan/models.h"
 #include "meshplan/plan_file.h"
+#include "meshplan/search.h"
 #include "planner_test_util.h"
 
 namespace meshplan::planner {
@@ -134,6 +135,44 @@ TEST_CASE("recompute_layers: refused where the block method does not exist or is
   CHECK(code(zero3, Framework::kMegatron, model) == "recompute_layers");
   CHECK(check_recompute_layers(model, with_recompute(block, Recompute::kSelective, 2), {})
             .reason.starts_with("recompute_layers 2: needs recompute full"));
+}
+
+TEST_CASE("recompute_layers auto: the fewest recomputed layers per chunk that fit") {
+  // GPT-3 175B on 512 A100-80GB, tp 8, pp 8 (12 layers a stage), micro-batch 8, 1F1B, sequence
+  // parallelism, ZeRO 1: no recompute needs 130 GiB, full recompute fits. The search adds the
+  // block method with the smallest N whose plan fits; N - 1 does not fit.
+  const models::TransformerConfig model = models::load_model("gpt3-175b");
+  const models::ClusterConfig a100 = models::load_cluster("dgx-a100-80gb");
+  SearchSpace space;
+  space.num_gpus = 512;
+  space.global_batch = 1536;
+  space.tp = 8;
+  space.pp = 8;
+  space.vpp = 1;
+  space.micro_batch = 8;
+  space.recompute = Recompute::kFull;
+  space.sequence_parallel = true;
+  space.zero = 1;
+  space.schedule = ScheduleKind::kOneFOneB;
+  space.stage_layers = std::vector<int64_t>{};  // the even split only
+  const SearchResult plain = search_layouts(model, a100, space, {}, Objective::kTime, 4);
+  space.search_recompute_layers = true;
+  const SearchResult searched = search_layouts(model, a100, space, {}, Objective::kTime, 4);
+  REQUIRE(plain.best.size() == 1);
+  REQUIRE(searched.best.size() == 2);
+  const Layout& block = searched.best[0].layout;
+  REQUIRE(block.recompute_layers > 0);
+  CHECK(searched.best[0].step_time_s < plain.best[0].step_time_s);
+  CHECK(searched.best[1].layout == plain.best[0].layout);
+  Layout fewer = block;
+  fewer.recompute_layers -= 1;
+  const PlanEstimate at_block = estimate_plan(model, a100, block, {});
+  CHECK(at_block.feasible);
+  if (fewer.recompute_layers > 0) {
+    CHECK_FALSE(estimate_plan(model, a100, fewer, {}).feasible);
+  }
+  MESSAGE("block:" << block.recompute_layers << " " << searched.best[0].step_time_s << " s against "
+                   << plain.best[0].step_time_s << " s");
 }
 
 TEST_CASE("plan file: layout.recompute_layers written only when set, read back, bounded") {

@@ -64,8 +64,12 @@ struct SearchSpace {
   // whose shard group dp_shard * cp has at least 2 ranks, full sharding first.
   std::optional<int64_t> dp_shard;
   // Megatron's block method (Layout::recompute_layers) given to every layout: with recompute
-  // full, each chunk's first recompute_layers layers recomputed. 0: every layer. Not searched.
+  // full, each chunk's first recompute_layers layers recomputed. 0: every layer.
   int64_t recompute_layers = 0;
+  // Search it instead (--recompute-layers auto): each feasible full-recompute layout the block
+  // method can run is also costed with the fewest recomputed layers per chunk that fit, found by
+  // bisection (memory falls and time grows with each one), and that layout is ranked too.
+  bool search_recompute_layers = false;
 };
 
 /// The smallest micro-batch group size N of the interleaved schedule that Megatron-Core accepts
