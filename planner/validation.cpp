@@ -45,9 +45,9 @@ PlanOptions software_options(const std::string& source) {
 namespace {
 
 // Runs-file versions read: 1, 2 (adds per-run framework and options), 3 (adds the layout's
-// `cp`), 4 (adds the model's `parallel_residual`) and 5 (adds the layout's `dp_shard`); an
-// older reader would silently ignore any of them.
-constexpr int64_t kRunsFormatVersion = 5;
+// `cp`), 4 (adds the model's `parallel_residual`), 5 (adds the layout's `dp_shard`) and 6 (adds
+// the layout's `recompute_layers`); an older reader would silently ignore any of them.
+constexpr int64_t kRunsFormatVersion = 6;
 
 // A run's keys, object by object (validation/README.md); anything else is a typo that would
 // otherwise be silently left out (a misspelt layout field searched, a misspelt dropout read as
@@ -62,9 +62,20 @@ constexpr std::array<std::string_view, 13> kRunModelFields = {
 constexpr std::array<std::string_view, 4> kRunHardwareFields = {
     "cluster", "num_gpus", "gpus_per_node", "inter_node_gbps_per_gpu"};
 constexpr std::array<std::string_view, 3> kRunPublishedFields = {"step_time_s", "how", "reported"};
-constexpr std::array<std::string_view, 13> kRunLayoutFields = {
-    "tp",   "pp",       "dp",           "cp",       "vpp",       "micro_batch",      "global_batch",
-    "zero", "schedule", "stage_layers", "dp_shard", "recompute", "sequence_parallel"};
+constexpr std::array<std::string_view, 14> kRunLayoutFields = {"tp",
+                                                               "pp",
+                                                               "dp",
+                                                               "cp",
+                                                               "vpp",
+                                                               "micro_batch",
+                                                               "global_batch",
+                                                               "zero",
+                                                               "schedule",
+                                                               "stage_layers",
+                                                               "dp_shard",
+                                                               "recompute",
+                                                               "sequence_parallel",
+                                                               "recompute_layers"};
 
 models::TransformerConfig run_model(const nlohmann::json& json, const std::string& where) {
   models::TransformerConfig model;
@@ -185,6 +196,15 @@ SearchSpace run_space(const nlohmann::json& layout, int64_t num_gpus, const std:
           fmt::format("{}: dp_shard: must be at least 1 ({})", where, *space.dp_shard));
     }
   }
+  // Megatron's block method (version 6): the layers per chunk a run recomputed under
+  // --recompute-method block, with recompute full; absent or null: every layer (never searched).
+  if (layout.contains("recompute_layers") && !layout.at("recompute_layers").is_null()) {
+    space.recompute_layers = integer("recompute_layers");
+    if (space.recompute_layers < 1) {
+      throw InputError(fmt::format("{}: recompute_layers: must be at least 1 ({})", where,
+                                   space.recompute_layers));
+    }
+  }
   return space;
 }
 
@@ -297,6 +317,10 @@ ValidationRun validate_run(const nlohmann::json& run_json, int version, const st
   if (version < 5 && run_json.at("layout").contains("dp_shard")) {
     throw InputError(fmt::format("{}: layout: dp_shard: needs runs-file version 5 (version {})",
                                  where, version));
+  }
+  if (version < 6 && run_json.at("layout").contains("recompute_layers")) {
+    throw InputError(fmt::format(
+        "{}: layout: recompute_layers: needs runs-file version 6 (version {})", where, version));
   }
   const models::TransformerConfig model = run_model(run_json.at("model"), where + ": model");
   const nlohmann::json& hardware = run_json.at("hardware");

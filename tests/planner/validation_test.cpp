@@ -548,7 +548,7 @@ TEST_CASE("runs file versions: 1 without framework/options, 2 with them") {
         }) == run + "options: needs runs-file version 2 (version 1)");
   CHECK(run_error_after([](nlohmann::json& r) { r["framework"] = "fsdp"; }) ==
         run + "framework: needs runs-file version 2 (version 1)");
-  CHECK(run_error_after([](nlohmann::json&) {}, 6) == "r.json: version: expected 1 to 5 (6)");
+  CHECK(run_error_after([](nlohmann::json&) {}, 7) == "r.json: version: expected 1 to 6 (7)");
 }
 
 TEST_CASE("runs file version 3: the layout's cp (absent or null = 1)") {
@@ -637,6 +637,29 @@ TEST_CASE("runs file version 5: the layout's dp_shard (absent or null = full sha
         report.runs[0].predicted->step_time_s);
   REQUIRE(report.runs[1].predicted.has_value());
   CHECK_FALSE(hybrid_sharded(report.runs[1].predicted->layout));  // null: full, not searched
+}
+
+TEST_CASE("runs file version 6: the layout's recompute_layers (Megatron's block method)") {
+  const std::string run = "r.json: runs[fixture-fixed-layout]: ";
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["recompute_layers"] = 2; }, 5) ==
+        run + "layout: recompute_layers: needs runs-file version 6 (version 5)");
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["recompute_layers"] = 0; }, 6) ==
+        run + "layout: recompute_layers: must be at least 1 (0)");
+  // Stated on the fixture's full-recompute run: costed exactly as estimate_plan costs it, faster
+  // than recomputing every layer.
+  nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
+  json["version"] = 6;
+  json["runs"].erase(1);
+  const ValidationReport every_layer = validate_runs(json, "r.json");
+  json["runs"][0]["layout"]["recompute_layers"] = 1;
+  const ValidationReport block = validate_runs(json, "r.json");
+  REQUIRE(block.runs[0].predicted.has_value());
+  REQUIRE(every_layer.runs[0].predicted.has_value());
+  const Layout& layout = block.runs[0].predicted->layout;
+  CHECK(layout.recompute_layers == 1);
+  CHECK(estimate_plan(fixture_model(), fixture_cluster(), layout, block.runs[0].options)
+            .step_time_s == block.runs[0].predicted->step_time_s);
+  CHECK(block.runs[0].predicted->step_time_s < every_layer.runs[0].predicted->step_time_s);
 }
 
 TEST_CASE("a run's model may state dropout (absent = true, as in a model file)") {
