@@ -100,15 +100,21 @@ void validate_options_for_executor(const planner::Plan& plan, const std::string&
     throw InputError(fmt::format(
         "{}: options.fp8_param_gather: the CPU executor keeps no fp8 weights (true)", source));
   }
-  // Distributed saved activations split each block input (N x C floats without sequence
-  // parallelism, which the planner's rules exclude) into tp equal flat chunks.
-  if (plan.options.distribute_saved_activations &&
-      layout.micro_batch * model.seq_length * model.hidden_size % layout.tp != 0) {
-    throw InputError(
-        fmt::format("{}: options.distribute_saved_activations: a block input does not split "
-                    "into tp equal chunks ({} % {})",
-                    source, layout.micro_batch * model.seq_length * model.hidden_size, layout.tp));
-  }
+  // Pipeline scatter/gather and distributed saved activations split one micro-batch's hidden
+  // states (N x C floats; the planner excludes sequence parallelism from the latter) into tp
+  // equal flat blocks.
+  const int64_t hidden_elements = layout.micro_batch * model.seq_length * model.hidden_size;
+  const auto require_tp_blocks = [&](bool used, const char* field, const char* what) {
+    if (used && hidden_elements % layout.tp != 0) {
+      throw InputError(
+          fmt::format("{}: options.{}: {} does not split into tp equal blocks ({} % {})", source,
+                      field, what, hidden_elements, layout.tp));
+    }
+  };
+  require_tp_blocks(plan.options.distribute_saved_activations, "distribute_saved_activations",
+                    "a block input");
+  require_tp_blocks(plan.options.scatter_gather_pipeline, "scatter_gather_pipeline",
+                    "a pipeline tensor");
   // overlap_p2p_comm (a megatron plan's default) is run, not refused: the executor's pipeline
   // sends are already non-blocking isends that complete while it computes, and each receive is
   // waited for where the op list needs the tensor (pipeline_runner.cpp send_tensor_,
@@ -123,13 +129,6 @@ void validate_options_for_executor(const planner::Plan& plan, const std::string&
         "{}: options.pipeline_grad_scatter_gather: the CPU executor splits both directions "
         "(false)",
         source));
-  }
-  if (plan.options.scatter_gather_pipeline &&
-      layout.micro_batch * model.seq_length * model.hidden_size % layout.tp != 0) {
-    throw InputError(
-        fmt::format("{}: options.scatter_gather_pipeline: a pipeline tensor does not "
-                    "split into tp equal blocks ({} % {})",
-                    source, layout.micro_batch * model.seq_length * model.hidden_size, layout.tp));
   }
   // A bucket holds whole fp32 elements, dp of them at least under ZeRO 1-3 (dp_buckets.h).
   const int64_t smallest_bucket_bytes =

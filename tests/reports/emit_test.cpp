@@ -843,8 +843,8 @@ TEST_CASE("--emit deepspeed: pipeline engine with ZeRO-1, full recompute") {
   }
 }
 
-TEST_CASE("--emit megatron: the block method as --recompute-method block") {
-  // Megatron-LM arguments.py --recompute-method {uniform,block}, --recompute-num-layers N.
+// Llama-3 8B on 64 H100s, tp 2, pp 4, dp 8, ZeRO 1, full recompute: the recompute options' plan.
+planner::Plan full_recompute_plan() {
   planner::Layout layout;
   layout.tp = 2;
   layout.pp = 4;
@@ -853,9 +853,14 @@ TEST_CASE("--emit megatron: the block method as --recompute-method block") {
   layout.global_batch = 64;
   layout.zero = 1;
   layout.recompute = planner::Recompute::kFull;
-  layout.recompute_layers = 3;
-  const std::map<std::string, std::string> flags =
-      megatron_flags(emit_megatron(make_plan("llama3-8b", "dgx-h100", layout)));
+  return make_plan("llama3-8b", "dgx-h100", layout);
+}
+
+TEST_CASE("--emit megatron: the block method as --recompute-method block") {
+  // Megatron-LM arguments.py --recompute-method {uniform,block}, --recompute-num-layers N.
+  planner::Plan plan = full_recompute_plan();
+  plan.layout.recompute_layers = 3;
+  const std::map<std::string, std::string> flags = megatron_flags(emit_megatron(plan));
   CHECK(flags.at("--recompute-granularity") == "full");
   CHECK(flags.at("--recompute-method") == "block");
   CHECK(flags.at("--recompute-num-layers") == "3");
@@ -865,15 +870,7 @@ TEST_CASE("--emit: distributed saved activations as Megatron's flag and DeepSpee
   // Megatron-LM arguments.py --distribute-saved-activations (a flag the parser has); DeepSpeed's
   // config section activation_checkpointing.partition_activations
   // (runtime/activation_checkpointing/config.py ACT_CHKPT, ACT_CHKPT_PARTITION_ACTIVATIONS).
-  planner::Layout layout;
-  layout.tp = 2;
-  layout.pp = 4;
-  layout.dp = 8;
-  layout.micro_batch = 1;
-  layout.global_batch = 64;
-  layout.zero = 1;
-  layout.recompute = planner::Recompute::kFull;
-  planner::Plan plan = make_plan("llama3-8b", "dgx-h100", layout);
+  planner::Plan plan = full_recompute_plan();
   CHECK(megatron_flags(emit_megatron(plan)).count("--distribute-saved-activations") == 0);
   plan.options.distribute_saved_activations = true;
   const std::map<std::string, std::string> flags = megatron_flags(emit_megatron(plan));
