@@ -491,20 +491,7 @@ void check_recompute_layers_arguments(const models::TransformerConfig& model,
     return;
   }
   const std::string flag = "--recompute-layers";
-  if (options.framework == planner::Framework::kDeepSpeed ||
-      options.framework == planner::Framework::kFsdp) {
-    throw InputError(
-        fmt::format("{}: framework {}: Megatron-LM's --recompute-method block; {}", flag,
-                    planner::to_string(options.framework),
-                    options.framework == planner::Framework::kDeepSpeed
-                        ? "DeepSpeed recomputes every activation_checkpoint_interval layers"
-                        : "torchtitan's layer AC checkpoints every selective_ac_option-th layer"));
-  }
-  if (model.is_moe() || model.is_mla()) {
-    throw InputError(
-        fmt::format("{}: not modelled for mixture-of-experts or latent-attention models ({})", flag,
-                    model.name));
-  }
+  planner::check_recompute_layers_request(model, options, flag);
   if (space.zero == 3 || space.cp.value_or(1) > 1) {
     throw InputError(fmt::format("{}: not modelled with {}", flag,
                                  space.zero == 3 ? "--zero 3" : "context parallelism (--cp)"));

@@ -32,6 +32,7 @@ struct SweepArguments {
   std::optional<int64_t> global_batch, seq_len;
   std::string batch_scaling = "fixed";
   std::string framework = "megatron";
+  std::optional<std::string> recompute_layers;  // "auto" only: Megatron's block method searched
   std::vector<std::string> prices;
   std::string json_path, html_path;
 };
@@ -191,6 +192,16 @@ planner::SweepRequest sweep_request(const SweepArguments& args, std::string* not
     request.global_batch = *args.global_batch;
   }
   request.options.framework = planner::parse_framework(args.framework, "--framework");
+  if (args.recompute_layers) {  // as plan --recompute-layers auto, at every point
+    if (*args.recompute_layers != "auto") {
+      throw InputError(fmt::format(
+          "--recompute-layers: expected auto (a fixed count is plan's, with --recompute full) "
+          "({})",
+          *args.recompute_layers));
+    }
+    planner::check_recompute_layers_request(request.model, request.options, "--recompute-layers");
+    request.space_template.search_recompute_layers = true;
+  }
   // As plan's default: Megatron-Core overlaps interleaved pipeline sends (overlap_p2p_comm).
   request.options.overlap_p2p_comm = request.options.framework == planner::Framework::kMegatron;
   return request;
@@ -274,6 +285,9 @@ void register_sweep_command(CLI::App& app) {
       ->add_option("--framework", args->framework,
                    "Software that runs the plan: megatron | deepspeed | fsdp | meshplan")
       ->capture_default_str();
+  sweep->add_option("--recompute-layers", args->recompute_layers,
+                    "auto: also try each full-recompute layout with the fewest layers per chunk "
+                    "recomputed that fit (Megatron-LM's --recompute-method block), as plan does");
   sweep->add_option("--price", args->prices,
                     "CLUSTER=USD_PER_GPU_HOUR, repeatable (default: the cluster's "
                     "price_per_gpu_hour)");

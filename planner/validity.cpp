@@ -906,6 +906,23 @@ Validity check_recompute_options(const models::TransformerConfig& model, const L
   return check_distribute_saved_activations(layout, options);
 }
 
+void check_recompute_layers_request(const models::TransformerConfig& model,
+                                    const PlanOptions& options, const std::string& field) {
+  if (options.framework == Framework::kDeepSpeed || options.framework == Framework::kFsdp) {
+    throw InputError(
+        fmt::format("{}: framework {}: Megatron-LM's --recompute-method block; {}", field,
+                    to_string(options.framework),
+                    options.framework == Framework::kDeepSpeed
+                        ? "DeepSpeed recomputes every activation_checkpoint_interval layers"
+                        : "torchtitan's layer AC checkpoints every selective_ac_option-th layer"));
+  }
+  if (model.is_moe() || model.is_mla()) {
+    throw InputError(
+        fmt::format("{}: not modelled for mixture-of-experts or latent-attention models ({})",
+                    field, model.name));
+  }
+}
+
 // Megatron-Core's block method (megatron/core/recompute.py, its block branch, d98e8a64): the
 // first --recompute-num-layers layers of each chunk are checkpointed. meshplan's executor runs
 // the same. DeepSpeed's pipeline engine checkpoints every activation_checkpoint_interval layers

@@ -167,6 +167,11 @@ std::string format_plan_options(const planner::PlanOptions& o, const planner::Se
   if (o.distribute_saved_activations) {
     out += ", saved activations distributed over tp";
   }
+  if (space.search_recompute_layers) {
+    out += ", block recompute searched (--recompute-layers auto)";
+  } else if (space.recompute_layers > 0) {
+    out += fmt::format(", block recompute of {} layers per chunk", space.recompute_layers);
+  }
   if (space.memory_headroom_bytes > 0) {
     out += fmt::format(", memory headroom {:.1f} GiB",
                        static_cast<double>(space.memory_headroom_bytes) / kGiB);

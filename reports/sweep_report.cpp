@@ -60,6 +60,12 @@ void add_point_row(const planner::SweepRequest& request, const planner::SweepPoi
     report->table +=
         fmt::format("#      {} x {}: {}\n", cluster.label, point.num_gpus, hybrid_sharding_note(l));
   }
+  if (l.recompute_layers > 0) {  // the block method (--recompute-layers auto): not in the columns
+    report->table += fmt::format(
+        "#      {} x {}: full recompute of {} layers per chunk (Megatron --recompute-method block "
+        "--recompute-num-layers {})\n",
+        cluster.label, point.num_gpus, l.recompute_layers, l.recompute_layers);
+  }
   record["reason"] = nullptr;
   record["layout"] = planner::layout_to_json(l);
   record["layout_text"] = planner::describe(l);

@@ -638,6 +638,12 @@ sweep_row "--global-batch with --batch-scaling grow" \
   --model tiny --cluster local-cpu --gpus 2..4 --global-batch 8 --batch-scaling grow
 sweep_row "--framework jax" "--framework: unsupported framework (jax)" \
   --model tiny --cluster local-cpu --gpus 2..4 --framework jax
+sweep_row "--recompute-layers 4" \
+  "--recompute-layers: expected auto (a fixed count is plan's, with --recompute full) (4)" \
+  --model tiny --cluster local-cpu --gpus 2..4 --recompute-layers 4
+sweep_row "--recompute-layers auto under fsdp" \
+  "--recompute-layers: framework fsdp: Megatron-LM's --recompute-method block" \
+  --model tiny --cluster dgx-h100 --gpus 2..4 --framework fsdp --recompute-layers auto
 row "sweep: an --html that cannot be written leaves --json untouched" 1 \
   "/proc/meshplan_x.html: cannot write file" \
   sweep --model tiny --cluster local-cpu --gpus 2..4 --json sentinel.json --html /proc/meshplan_x.html

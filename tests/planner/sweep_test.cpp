@@ -54,6 +54,30 @@ TEST_CASE("sweep: every point is the plan search's best at the fixed batch") {
   }
 }
 
+TEST_CASE("sweep: --recompute-layers auto searches the block method at every point, as plan") {
+  SweepRequest request = llama_request();
+  request.clusters.resize(1);  // dgx-a100-80gb at 8, 16 and 32 GPUs
+  request.space_template.search_recompute_layers = true;
+  const SweepResult result = run_sweep(request, 2);
+  REQUIRE(result.points.size() == 3);
+  for (const SweepPoint& point : result.points) {
+    REQUIRE(point.feasible);
+    SearchSpace space;
+    space.num_gpus = point.num_gpus;
+    space.global_batch = point.global_batch;
+    space.search_recompute_layers = true;
+    const SearchResult plan =
+        search_layouts(request.model, request.clusters[0].cluster, space, {}, Objective::kTime, 1);
+    REQUIRE(plan.best.size() == 1);
+    CHECK(point.best.layout == plan.best[0].layout);
+    CHECK(point.num_evaluated == plan.num_evaluated);  // the bisection's layouts counted too
+    space.search_recompute_layers = false;
+    CHECK(point.num_evaluated >
+          search_layouts(request.model, request.clusters[0].cluster, space, {}, Objective::kTime, 1)
+              .num_evaluated);
+  }
+}
+
 TEST_CASE("sweep: time to train, GPU-hours, cost and scaling efficiency by hand") {
   const SweepRequest request = llama_request();
   const SweepResult result = run_sweep(request, 1);

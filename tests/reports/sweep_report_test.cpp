@@ -181,5 +181,31 @@ TEST_CASE("sweep report: a hybrid-sharded point says its degrees under its row")
   CHECK(data_rows(report.table).size() == 1);  // the note is a comment line, not a row
 }
 
+TEST_CASE("sweep report: a block-method point says its recomputed layers under its row") {
+  planner::SweepRequest r = request();
+  r.clusters.resize(1);
+  r.gpu_counts = {64};
+  r.space_template.search_recompute_layers = true;
+  planner::SweepResult result;
+  planner::SweepPoint point;
+  point.num_gpus = 64;
+  point.global_batch = 64;
+  point.feasible = true;
+  point.best.layout.dp = 64;
+  point.best.layout.global_batch = 64;
+  point.best.layout.recompute = planner::Recompute::kFull;
+  point.best.layout.recompute_layers = 7;
+  point.best.stages.resize(1);
+  result.points.push_back(point);
+  const Report report = sweep_report(r, result);
+  CHECK(report.table.find("\n#      dgx-a100-80gb x 64: full recompute of 7 layers per chunk "
+                          "(Megatron --recompute-method block --recompute-num-layers 7)\n") !=
+        std::string::npos);
+  CHECK(report.table.find(", block recompute searched (--recompute-layers auto)") !=
+        std::string::npos);
+  CHECK(report.json.at("points")[0].at("layout").at("recompute_layers") == 7);
+  CHECK(data_rows(report.table).size() == 1);
+}
+
 }  // namespace
 }  // namespace meshplan::reports

@@ -373,6 +373,12 @@ Validity check_recompute_options(const models::TransformerConfig& model, const L
 Validity check_recompute_layers(const models::TransformerConfig& model, const Layout& layout,
                                 const PlanOptions& options);
 
+/// Throws InputError naming `field` (a CLI flag) when the block method is asked of a
+/// framework without it (deepspeed, fsdp) or of a model it is not modelled for (MoE, MLA): the
+/// rules of check_recompute_layers that need no layout.
+void check_recompute_layers_request(const models::TransformerConfig& model,
+                                    const PlanOptions& options, const std::string& field);
+
 /// Throws InputError ("<field>: framework fsdp: <why>") when distribute_saved_activations is
 /// on under fsdp, the one framework without it.
 void check_distribute_saved_activations_options(const PlanOptions& options,
