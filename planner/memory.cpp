@@ -723,13 +723,14 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
         stored.recompute = Recompute::kNone;
         const double layer_bytes =
             activation_bytes_per_layer(model, cluster, stored, options, moe_layer);
-        // Megatron's block method keeps the activations of the layers after the chunk's first
-        // recompute_layers (dense models only: check_recompute_layers).
-        const double kept_count =
+        // Layers storing kept_bytes: all of them, except under Megatron's block method, where
+        // those after the chunk's first recompute_layers store a whole layer's (dense models
+        // only: check_recompute_layers).
+        const double recomputed_count =
             layout.recompute_layers > 0
                 ? static_cast<double>(recomputed_layer_count(layout, range.count()))
                 : count;
-        held_bytes += kept_count * kept_bytes + (count - kept_count) * layer_bytes;
+        held_bytes += recomputed_count * kept_bytes + (count - recomputed_count) * layer_bytes;
         waiting_bytes += count * weight_gradient_bytes_per_layer(model, cluster, layout, moe_layer);
         largest_layer_bytes = std::max(largest_layer_bytes, layer_bytes);
         largest_rebuild_bytes = std::max(largest_rebuild_bytes, layer_bytes - kept_bytes);

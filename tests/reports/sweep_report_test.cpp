@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -158,21 +159,31 @@ TEST_CASE("sweep without a price: no cost, off the Pareto front, said in every o
   CHECK(count_occurrences(bare, "No cluster has a price") == 1);
 }
 
-TEST_CASE("sweep report: a hybrid-sharded point says its degrees under its row") {
-  planner::SweepRequest r = request();
-  r.clusters.resize(1);
-  r.gpu_counts = {64};
-  planner::SweepResult result;
+// One feasible point of 64 GPUs on the request's first cluster, dp 64, whose layout `shape`
+// finishes; the request keeps that cluster and count only.
+planner::SweepResult one_point(planner::SweepRequest* r,
+                               const std::function<void(planner::Layout&)>& shape) {
+  r->clusters.resize(1);
+  r->gpu_counts = {64};
   planner::SweepPoint point;
   point.num_gpus = 64;
   point.global_batch = 64;
   point.feasible = true;
   point.best.layout.dp = 64;
   point.best.layout.global_batch = 64;
-  point.best.layout.zero = 3;
-  planner::set_dp_shard(point.best.layout, 8);
+  shape(point.best.layout);
   point.best.stages.resize(1);
+  planner::SweepResult result;
   result.points.push_back(point);
+  return result;
+}
+
+TEST_CASE("sweep report: a hybrid-sharded point says its degrees under its row") {
+  planner::SweepRequest r = request();
+  const planner::SweepResult result = one_point(&r, [](planner::Layout& layout) {
+    layout.zero = 3;
+    planner::set_dp_shard(layout, 8);
+  });
   const Report report = sweep_report(r, result);
   CHECK(report.table.find("\n#      dgx-a100-80gb x 64: hybrid sharding: ZeRO-3 over 8 "
                           "data-parallel ranks, 8 replicas (torchtitan data_parallel_shard_degree "
@@ -183,20 +194,11 @@ TEST_CASE("sweep report: a hybrid-sharded point says its degrees under its row")
 
 TEST_CASE("sweep report: a block-method point says its recomputed layers under its row") {
   planner::SweepRequest r = request();
-  r.clusters.resize(1);
-  r.gpu_counts = {64};
   r.space_template.search_recompute_layers = true;
-  planner::SweepResult result;
-  planner::SweepPoint point;
-  point.num_gpus = 64;
-  point.global_batch = 64;
-  point.feasible = true;
-  point.best.layout.dp = 64;
-  point.best.layout.global_batch = 64;
-  point.best.layout.recompute = planner::Recompute::kFull;
-  point.best.layout.recompute_layers = 7;
-  point.best.stages.resize(1);
-  result.points.push_back(point);
+  const planner::SweepResult result = one_point(&r, [](planner::Layout& layout) {
+    layout.recompute = planner::Recompute::kFull;
+    layout.recompute_layers = 7;
+  });
   const Report report = sweep_report(r, result);
   CHECK(report.table.find("\n#      dgx-a100-80gb x 64: full recompute of 7 layers per chunk "
                           "(Megatron --recompute-method block --recompute-num-layers 7)\n") !=
