@@ -747,7 +747,7 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--recompute-layers", args->recompute_layers,
                    "With --recompute full: recompute only each model chunk's first N layers, "
                    "the others keep their activations (Megatron-LM --recompute-method block "
-                   "--recompute-num-layers N; megatron and meshplan, dense models); auto: "
+                   "--recompute-num-layers N; megatron and meshplan, not MLA models); auto: "
                    "also try each full-recompute layout with the fewest such layers that fit");
   plan->add_option("--sequence-parallel", args->sequence_parallel,
                    "Fix sequence parallel: on | off");

@@ -102,13 +102,20 @@ void add_mla_tensor_parallel(Inventory& inventory, const models::TransformerConf
                 calls);
 }
 
-// Layers of the stage whose forward runs again: every layer under full recompute, the first
-// recompute_layers of each chunk under Megatron's block method.
-int64_t stage_recomputed_layers(const models::TransformerConfig& model, const Layout& layout,
-                                int64_t stage) {
-  int64_t recomputed = 0;
+// Layers of the stage whose forward runs again, and the MoE ones among them: every layer under
+// full recompute, the first recompute_layers of each chunk under Megatron's block method, none
+// otherwise (recomputed_layers).
+struct RecomputedLayers {
+  int64_t layers = 0;
+  int64_t moe_layers = 0;
+};
+RecomputedLayers stage_recomputed_layers(const models::TransformerConfig& model,
+                                         const Layout& layout, int64_t stage) {
+  RecomputedLayers recomputed;
   for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
-    recomputed += recomputed_layer_count(layout, chunk_layers(model, layout, stage, chunk).count());
+    const LayerRange range = recomputed_layers(layout, chunk_layers(model, layout, stage, chunk));
+    recomputed.layers += range.count();
+    recomputed.moe_layers += range.num_moe(model);
   }
   return recomputed;
 }
@@ -132,7 +139,8 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
   // Megatron's block method recomputes part of each chunk (dense, non-MLA models only:
   // check_recompute_layers); `recomputed` of the stage's layers run their forward again.
   const bool block = full && layout.recompute_layers > 0;
-  const int64_t recomputed = stage_recomputed_layers(model, layout, stage);
+  const RecomputedLayers recomputed_stage = stage_recomputed_layers(model, layout, stage);
+  const int64_t recomputed = recomputed_stage.layers;
   // MLA layers' attention inputs are latents, not the hidden state (add_mla_tensor_parallel).
   const int64_t mla_layers = model.is_mla() ? layers : 0;
   const auto kAR = CollectiveKind::kAllReduce;
@@ -175,6 +183,8 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
     // An MoE layer's MLP pair is its shared experts' (if any); its routed tokens have their own
     // (add_moe_tensor_parallel).
     const int64_t pairs = 2 * layers - moe_layers * (model.num_shared_experts > 0 ? 0 : 1);
+    const int64_t recomputed_pairs =
+        2 * recomputed - recomputed_stage.moe_layers * (model.num_shared_experts > 0 ? 0 : 1);
     // Each pair's reduce-scatter (forward) and output-gradient all-gather (backward) is one of
     // the outputs' reductions; a parallel block has one per layer for its two column inputs.
     const int64_t reductions = model.parallel_residual ? calls.output_reductions * layers : pairs;
@@ -186,13 +196,13 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
         tokens * model.hidden_size * tp_all_gather_element_bytes(cluster, options);
     inventory.add(
         stage, "tp: layer forward all-gathers (QKV in, MLP in)", kAG, kTp, t, gather_bytes,
-        block ? (pairs + 2 * recomputed) * m : (pairs - mla_layers) * m * (regather ? 2 : 1));
+        block ? (pairs + recomputed_pairs) * m : (pairs - mla_layers) * m * (regather ? 2 : 1));
     // Under fsdp full recompute stops before the dense MLP's last GEMM: its reduce-scatter is
     // not re-run (checkpoint_early_stop_skip).
     const int64_t unrecomputed =
         checkpoint_early_stop_skips_mlp_output(model, layout, options) ? layers - moe_layers : 0;
     const int64_t recomputed_reductions =
-        model.parallel_residual ? calls.output_reductions * recomputed : 2 * recomputed;
+        model.parallel_residual ? calls.output_reductions * recomputed : recomputed_pairs;
     inventory.add(stage, "tp: layer forward reduce-scatters (attention out, MLP out)", kRS, kTp, t,
                   hidden_bytes,
                   block ? (reductions + recomputed_reductions) * m
@@ -215,9 +225,10 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
         return moe_expert_tp_seconds(model, cluster, layout, kind);
       };
       inventory.add(stage, "tp: MoE routed-token all-gathers (forward; backward of combine)", kAG,
-                    kTp, etp, routed_bytes, moe_layers * m * (full ? 3 : 2), subgroup_seconds(kAG));
+                    kTp, etp, routed_bytes, (2 * moe_layers + recomputed_stage.moe_layers) * m,
+                    subgroup_seconds(kAG));
       inventory.add(stage, "tp: MoE routed-token reduce-scatters (forward; backward of dispatch)",
-                    kRS, kTp, etp, routed_bytes, moe_layers * m * (full ? 3 : 2),
+                    kRS, kTp, etp, routed_bytes, (2 * moe_layers + recomputed_stage.moe_layers) * m,
                     subgroup_seconds(kRS));
     }
     if (first) {
@@ -356,12 +367,12 @@ void add_mixture_of_experts(Inventory& inventory, const models::TransformerConfi
     moe_layers += chunk_layers(model, layout, stage, chunk).num_moe(model);
   }
   const int64_t m = layout.num_micro_batches();
-  const bool full = layout.recompute == Recompute::kFull;
+  // Forwards per step: each MoE layer's, and again each recomputed one's.
+  const int64_t forwards = moe_layers + stage_recomputed_layers(model, layout, stage).moe_layers;
   if (layout.ep > 1) {
     const int64_t bytes = moe_all_to_all_bytes(model, cluster, layout);
     inventory.add(stage, "ep: MoE token dispatch and combine all-to-alls (forward)",
-                  CollectiveKind::kAllToAll, CommGroup::kEp, layout.ep, bytes,
-                  2 * moe_layers * m * (full ? 2 : 1));
+                  CollectiveKind::kAllToAll, CommGroup::kEp, layout.ep, bytes, 2 * forwards * m);
     inventory.add(stage, "ep: MoE token dispatch and combine all-to-alls (backward)",
                   CollectiveKind::kAllToAll, CommGroup::kEp, layout.ep, bytes, 2 * moe_layers * m);
     // token_dispatcher.py MoEAlltoAllTokenDispatcher.preprocess: every rank's E token counts
@@ -369,15 +380,14 @@ void add_mixture_of_experts(Inventory& inventory, const models::TransformerConfi
     // meshplan files it under ep) before each forward dispatch; the backward reuses them.
     inventory.add(stage, "ep: MoE token-count all-gather (dispatch preprocess)",
                   CollectiveKind::kAllGather, CommGroup::kEp, layout.ep,
-                  moe_token_count_bytes(model, layout), moe_layers * m * (full ? 2 : 1));
+                  moe_token_count_bytes(model, layout), forwards * m);
   }
   if (options.moe_aux_loss_coeff > 0 && layout.tp * layout.cp > 1) {
     // router.py _apply_aux_loss: the E token counts summed over the tp x cp ranks sharing the
     // sequences, each forward (meshplan files the group under cp, or tp when cp is 1).
     inventory.add(stage, "cp: MoE router token-count all-reduce (load-balancing loss)",
                   CollectiveKind::kAllReduce, layout.cp > 1 ? CommGroup::kCp : CommGroup::kTp,
-                  layout.tp * layout.cp, model.num_experts * kMoeTokenCountBytes,
-                  moe_layers * m * (full ? 2 : 1));
+                  layout.tp * layout.cp, model.num_experts * kMoeTokenCountBytes, forwards * m);
   }
   const int64_t edp = expert_data_parallel(layout);
   const DpBuckets experts = expert_dp_buckets(model, cluster, layout, options, stage);

@@ -880,11 +880,14 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     const EarlyStopSkip early_stop = checkpoint_early_stop_skip(
         model, cluster, layout, options, shape_of(model, cluster, layout), moe_layer);
     // Full recompute's extra work per recomputed layer, charged to the `recomputed` of the
-    // `count` layers: all of them, or under Megatron's block method the chunk's first
-    // recompute_layers (dense models only: check_recompute_layers).
+    // `count` layers of this kind: all of them, or under Megatron's block method those among
+    // the chunk's first recompute_layers.
+    const LayerRange recomputed_range = recomputed_layers(layout, range);
+    const int64_t recomputed_moe = recomputed_range.num_moe(model);
     const double recomputed =
         layout.recompute_layers > 0
-            ? static_cast<double>(recomputed_layer_count(layout, cost.num_layers))
+            ? static_cast<double>(moe_layer ? recomputed_moe
+                                            : recomputed_range.count() - recomputed_moe)
             : count;
     double recompute_backward = 0, recompute_tp = 0, recompute_cp = 0, recompute_ep = 0;
     // Distributed saved activations: the input's split after the forward, its gather before

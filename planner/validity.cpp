@@ -916,10 +916,9 @@ void check_recompute_layers_request(const models::TransformerConfig& model,
                         ? "DeepSpeed recomputes every activation_checkpoint_interval layers"
                         : "torchtitan's layer AC checkpoints every selective_ac_option-th layer"));
   }
-  if (model.is_moe() || model.is_mla()) {
+  if (model.is_mla()) {
     throw InputError(
-        fmt::format("{}: not modelled for mixture-of-experts or latent-attention models ({})",
-                    field, model.name));
+        fmt::format("{}: not modelled for latent-attention models ({})", field, model.name));
   }
 }
 
@@ -927,8 +926,9 @@ void check_recompute_layers_request(const models::TransformerConfig& model,
 // first --recompute-num-layers layers of each chunk are checkpointed. meshplan's executor runs
 // the same. DeepSpeed's pipeline engine checkpoints every activation_checkpoint_interval layers
 // (uniform), torchtitan's layer AC every selective_ac_option-th layer: neither is the block
-// method. The cost model splits recomputed and kept layers for dense, non-MLA blocks without
-// context parallelism or ZeRO-3, whose per-layer collectives it counts; the others are refused.
+// method. The cost model splits recomputed and kept layers, dense and MoE, for non-MLA blocks
+// without context parallelism or ZeRO-3, whose per-layer collectives it counts; the others
+// are refused.
 Validity check_recompute_layers(const models::TransformerConfig& model, const Layout& layout,
                                 const PlanOptions& options) {
   if (layout.recompute_layers == 0) {
@@ -957,8 +957,8 @@ Validity check_recompute_layers(const models::TransformerConfig& model, const La
                   "chunk's first recompute_layers (Megatron-LM's block method)",
                   layout);
   }
-  if (model.is_moe() || model.is_mla()) {
-    return refuse_block("not modelled for mixture-of-experts or latent-attention models");
+  if (model.is_mla()) {
+    return refuse_block("not modelled for latent-attention models");
   }
   if (layout.cp > 1 || layout.zero == 3) {
     return refuse_block("not modelled with context parallelism or ZeRO-3");

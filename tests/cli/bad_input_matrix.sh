@@ -506,9 +506,9 @@ row "plan: --recompute-layers under deepspeed" 2 \
   "--recompute-layers: framework deepspeed: Megatron-LM's --recompute-method block" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --recompute full --recompute-layers 2 \
   --framework deepspeed --json new_out.json
-row "plan: --recompute-layers on a mixture-of-experts model" 2 \
-  "--recompute-layers: not modelled for mixture-of-experts or latent-attention models (tiny-moe)" \
-  plan --model tiny-moe --cluster dgx-h100 --gpus 8 --recompute full --recompute-layers 2 \
+row "plan: --recompute-layers on a latent-attention model" 2 \
+  "--recompute-layers: not modelled for latent-attention models (tiny-mla)" \
+  plan --model tiny-mla --cluster dgx-h100 --gpus 8 --recompute full --recompute-layers 2 \
   --json new_out.json
 row "plan: --distribute-saved-activations maybe" 2 \
   "--distribute-saved-activations: expected on or off (maybe)" \

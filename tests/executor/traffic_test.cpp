@@ -37,8 +37,8 @@ TrafficCounts predicted_traffic(const planner::Plan& plan, int stage) {
 // (Trainer::moe_stats, E token counts per router forward, in call order, the same on every ep
 // rank of the stage): the dispatch and the combine's backward send every routed row of this
 // rank's tokens (N k rows), the combine and the dispatch's backward send back the rows of every
-// ep rank's tokens routed to this rank's experts. A full recompute routes again in the
-// recomputed forward (one more dispatch and combine), the backward runs once.
+// ep rank's tokens routed to this rank's experts. A recomputed layer routes again in its
+// recomputed forward (one more dispatch and combine, the same rows), the backward runs once.
 int64_t routed_all_to_all_bytes(const Trainer& trainer, const planner::Plan& plan) {
   const std::vector<int64_t>& counts = trainer.moe_stats().routed_counts;
   MPI_Comm ep = trainer.groups().comm(CommGroup::kEp);
@@ -62,9 +62,20 @@ int64_t routed_all_to_all_bytes(const Trainer& trainer, const planner::Plan& pla
       }
     }
   }
-  // Each logged forward's rows go again in its backward (half the forwards under full recompute).
-  const bool full = plan.layout.recompute == planner::Recompute::kFull;
-  return rows * (full ? 3 : 4) / 2 * plan.model.hidden_size * 4;  // fp32 rows of h
+  // The logged forwards are each MoE layer's and each recomputed one's again; only the former
+  // have a backward, whose rows are theirs. When the stage recomputes all of its MoE layers or
+  // none, every layer is logged equally often: rows x (forwards + originals) / forwards, exact.
+  int64_t originals = 0;
+  int64_t forwards = 0;
+  for (int64_t chunk = 0; chunk < plan.layout.vpp; ++chunk) {
+    const planner::LayerRange range =
+        planner::chunk_layers(plan.model, plan.layout, trainer.stage(), chunk);
+    originals += range.num_moe(plan.model);
+    forwards += range.num_moe(plan.model) +
+                planner::recomputed_layers(plan.layout, range).num_moe(plan.model);
+  }
+  REQUIRE((forwards == originals || forwards == 2 * originals));
+  return rows * (forwards + originals) / forwards * plan.model.hidden_size * 4;  // fp32 rows
 }
 
 // Checks this rank's measured calls and bytes per (kind, group) against the planner's inventory
@@ -205,6 +216,18 @@ TEST_SUITE("mpi2") {
     layout.sequence_parallel = true;
     options.distribute_saved_activations = false;
     check_traffic(models::load_model("tiny"), layout, options);
+  }
+  TEST_CASE("collective calls and bytes match the planner: MoE ep2, block recompute 1 of 4") {
+    // tiny-moe's dense layer 0 recomputed, its MoE layers 1-3 kept: no MoE layer routes again,
+    // where full recompute routes each twice. (With 2 of 4, MoE layer 1 alone routes again:
+    // the equivalence test runs it; the row count above needs every MoE layer alike.)
+    planner::Layout layout = make_layout(1, 1, 2);
+    layout.ep = 2;
+    layout.recompute = planner::Recompute::kFull;
+    layout.recompute_layers = 1;
+    const TrafficCounts counts = check_traffic(models::load_model("tiny-moe"), layout);
+    // m = 16 / (2 x 2) = 4 micro-batches: 3 forwards x 2 + 3 backwards x 2 = 12 a batch.
+    CHECK(counts.at({CollectiveKind::kAllToAll, CommGroup::kEp}).calls == 12 * 4);
   }
   TEST_CASE("collective calls and bytes match the planner: pp2 zb-h1, tied embeddings") {
     planner::Layout layout = make_layout(1, 2, 1);

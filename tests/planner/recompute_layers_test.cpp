@@ -65,6 +65,32 @@ TEST_CASE("recompute_layers: a kept layer holds what it holds without recompute"
   CHECK(activations(with_recompute(base, Recompute::kFull, 32)) == full);
 }
 
+TEST_CASE("recompute_layers: a mixture-of-experts chunk, dense and MoE layers apart") {
+  // tiny-moe (layer 0 dense, layers 1-3 MoE) on local-cpu, ep 2, pp 1: with 2 of 4 recomputed,
+  // the dense layer 0 and MoE layer 1 keep their inputs, MoE layers 2 and 3 their whole
+  // activations; the ep all-to-alls run for 3 MoE forwards, 1 recomputed and 3 backwards.
+  const models::TransformerConfig& model = test::tiny_moe();
+  const models::ClusterConfig cpu = models::load_cluster("local-cpu");
+  Layout base = test::make_layout(1, 1, 2, 2, 16);
+  base.ep = 2;
+  const PlanOptions options;
+  const double moe_whole =
+      activation_bytes_per_layer(model, cpu, with_recompute(base, Recompute::kNone), options, true);
+  const double moe_input =
+      activation_bytes_per_layer(model, cpu, with_recompute(base, Recompute::kFull), options, true);
+  const PlanEstimate full = estimate_plan(model, cpu, with_recompute(base, Recompute::kFull), {});
+  const PlanEstimate block =
+      estimate_plan(model, cpu, with_recompute(base, Recompute::kFull, 2), {});
+  REQUIRE_MESSAGE(full.feasible, full.rejection_reason);
+  REQUIRE_MESSAGE(block.feasible, block.rejection_reason);
+  CHECK(block.stages[0].memory.activations_bytes - full.stages[0].memory.activations_bytes ==
+        static_cast<int64_t>(2 * (moe_whole - moe_input)));
+  const CollectiveTraffic* forward = test::find_traffic(
+      block.collectives, "ep: MoE token dispatch and combine all-to-alls (forward)");
+  REQUIRE(forward != nullptr);
+  CHECK(forward->calls_per_step == 2 * (3 + 1) * 4);  // m = 16 / (2 x 2) = 4
+}
+
 TEST_CASE("recompute_layers: the recompute's time scales with the layers recomputed") {
   // chunk_cost: the backward of N recomputed layers of 32 takes N / 32 of full recompute's
   // extra over no recompute, compute and exposed tp alike; the forward is the same.
@@ -129,7 +155,8 @@ TEST_CASE("recompute_layers: refused where the block method does not exist or is
         "recompute_layers");
   CHECK(code(with_recompute(block, Recompute::kFull, -1), Framework::kMegatron, model) ==
         "recompute_layers");
-  CHECK(code(block, Framework::kMegatron, test::tiny_moe()) == "recompute_layers");
+  CHECK(code(block, Framework::kMegatron, models::load_model("tiny-mla")) == "recompute_layers");
+  CHECK(code(block, Framework::kMegatron, test::tiny_moe()).empty());
   Layout zero3 = block;
   zero3.zero = 3;
   CHECK(code(zero3, Framework::kMegatron, model) == "recompute_layers");

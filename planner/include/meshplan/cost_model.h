@@ -368,13 +368,13 @@ Validity check_recompute_options(const models::TransformerConfig& model, const L
                                  const PlanOptions& options);
 
 /// Rules of layout.recompute_layers (0 passes): code "recompute_layers" when negative, without
-/// recompute full, for MoE or MLA models, with cp > 1 or ZeRO-3; "framework" under deepspeed
-/// and fsdp, which have no block method. check_recompute_options calls it.
+/// recompute full, for MLA models, with cp > 1 or ZeRO-3; "framework" under deepspeed and
+/// fsdp, which have no block method. check_recompute_options calls it.
 Validity check_recompute_layers(const models::TransformerConfig& model, const Layout& layout,
                                 const PlanOptions& options);
 
 /// Throws InputError naming `field` (a CLI flag) when the block method is asked of a
-/// framework without it (deepspeed, fsdp) or of a model it is not modelled for (MoE, MLA): the
+/// framework without it (deepspeed, fsdp) or of a model it is not modelled for (MLA): the
 /// rules of check_recompute_layers that need no layout.
 void check_recompute_layers_request(const models::TransformerConfig& model,
                                     const PlanOptions& options, const std::string& field);
@@ -488,6 +488,13 @@ struct LayerRange {
   /// MoE layers among them (TransformerConfig::is_moe_layer); 0 for a dense model.
   int64_t num_moe(const models::TransformerConfig& model) const;
 };
+
+/// The layers of a model chunk's `range` whose forward runs again: all of them under full
+/// recompute, its first recompute_layers under Megatron's block method, none otherwise
+/// (recomputed_layer_count).
+inline LayerRange recomputed_layers(const Layout& layout, const LayerRange& range) {
+  return LayerRange{range.first, range.first + recomputed_layer_count(layout, range.count())};
+}
 
 /// The one rule of which layers a (stage, chunk) holds; planner, simulator and executor all
 /// read it. Even split (layout.stage_layers empty): virtual stage v = chunk * pp + stage holds
