@@ -354,15 +354,15 @@ TEST_SUITE("mpi2") {
     check_equivalent(tiny_moe(), recompute, moe_options());
     check_equivalent(tiny_moe(), with(make_layout(1, 2, 1), ScheduleKind::kZbH1), moe_options());
   }
-}
-
-TEST_SUITE("mpi4") {
   TEST_CASE("tiny-moe ep2 with block recompute of 2 of 4 layers equals one process") {
     planner::Layout layout = with_ep(make_layout(1, 1, 2), 2);
     layout.recompute = Recompute::kFull;
     layout.recompute_layers = 2;
     check_equivalent(tiny_moe(), layout, moe_options());
   }
+}
+
+TEST_SUITE("mpi4") {
   TEST_CASE("ep2 x dp2 (expert data parallel 2) equals one process, and with a shared expert") {
     check_equivalent(tiny_moe(), with_ep(make_layout(1, 1, 4), 2), moe_options());
     check_equivalent(tiny_moe_shared(), with_ep(make_layout(1, 1, 4), 2), moe_options());
