@@ -882,13 +882,8 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     // Full recompute's extra work per recomputed layer, charged to the `recomputed` of the
     // `count` layers of this kind: all of them, or under Megatron's block method those among
     // the chunk's first recompute_layers.
-    const LayerRange recomputed_range = recomputed_layers(layout, range);
-    const int64_t recomputed_moe = recomputed_range.num_moe(model);
     const double recomputed =
-        layout.recompute_layers > 0
-            ? static_cast<double>(moe_layer ? recomputed_moe
-                                            : recomputed_range.count() - recomputed_moe)
-            : count;
+        static_cast<double>(layers_under_recompute(model, layout, range, moe_layer));
     double recompute_backward = 0, recompute_tp = 0, recompute_cp = 0, recompute_ep = 0;
     // Distributed saved activations: the input's split after the forward, its gather before
     // the recompute (saved_input_split; zero unless on, which needs recompute full).

@@ -725,13 +725,8 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
             activation_bytes_per_layer(model, cluster, stored, options, moe_layer);
         // Layers storing kept_bytes: all of them, except under Megatron's block method, where
         // those after the chunk's first recompute_layers store a whole layer's.
-        const LayerRange recomputed = recomputed_layers(layout, range);
-        const int64_t recomputed_moe = recomputed.num_moe(model);
         const double recomputed_count =
-            layout.recompute_layers > 0
-                ? static_cast<double>(moe_layer ? recomputed_moe
-                                                : recomputed.count() - recomputed_moe)
-                : count;
+            static_cast<double>(layers_under_recompute(model, layout, range, moe_layer));
         held_bytes += recomputed_count * kept_bytes + (count - recomputed_count) * layer_bytes;
         waiting_bytes += count * weight_gradient_bytes_per_layer(model, cluster, layout, moe_layer);
         largest_layer_bytes = std::max(largest_layer_bytes, layer_bytes);

@@ -85,6 +85,13 @@ int64_t LayerRange::num_moe(const models::TransformerConfig& model) const {
   return count() - dense_here;
 }
 
+int64_t layers_under_recompute(const models::TransformerConfig& model, const Layout& layout,
+                               const LayerRange& range, bool moe_layer) {
+  const LayerRange counted = layout.recompute_layers > 0 ? recomputed_layers(layout, range) : range;
+  const int64_t moe = counted.num_moe(model);
+  return moe_layer ? moe : counted.count() - moe;
+}
+
 LayerRange chunk_layers(const models::TransformerConfig& model, const Layout& layout, int64_t stage,
                         int64_t chunk) {
   return stage_layer_range(model, layout, stage, chunk);

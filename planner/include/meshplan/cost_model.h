@@ -496,6 +496,13 @@ inline LayerRange recomputed_layers(const Layout& layout, const LayerRange& rang
   return LayerRange{range.first, range.first + recomputed_layer_count(layout, range.count())};
 }
 
+/// Layers of one kind (MoE or dense) in a chunk's `range` that are costed as layout.recompute
+/// says: all of them, except under Megatron's block method, where only those among the chunk's
+/// first recompute_layers are; the others are costed as without recompute. Memory and chunk
+/// cost both read it.
+int64_t layers_under_recompute(const models::TransformerConfig& model, const Layout& layout,
+                               const LayerRange& range, bool moe_layer);
+
 /// The one rule of which layers a (stage, chunk) holds; planner, simulator and executor all
 /// read it. Even split (layout.stage_layers empty): virtual stage v = chunk * pp + stage holds
 /// [v L, (v + 1) L), L = l / (pp vpp) (Narayanan et al. 2021, Sec. 2.2.2). Uneven split:
