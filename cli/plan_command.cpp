@@ -482,20 +482,14 @@ void check_saved_activation_arguments(const planner::SearchSpace& space,
   }
 }
 
-// Megatron's block method (--recompute-layers) where it cannot run or is not modelled, named
-// before the search (planner::check_recompute_layers rejects the searched layouts alike).
-void check_recompute_layers_arguments(const models::TransformerConfig& model,
-                                      const planner::SearchSpace& space,
+// Megatron's block method (--recompute-layers) under a framework without it, named before the
+// search (planner::check_recompute_layers rejects the searched layouts alike).
+void check_recompute_layers_arguments(const planner::SearchSpace& space,
                                       const planner::PlanOptions& options) {
   if (space.recompute_layers == 0 && !space.search_recompute_layers) {
     return;
   }
-  const std::string flag = "--recompute-layers";
-  planner::check_recompute_layers_request(model, options, flag);
-  if (space.zero == 3 || space.cp.value_or(1) > 1) {
-    throw InputError(fmt::format("{}: not modelled with {}", flag,
-                                 space.zero == 3 ? "--zero 3" : "context parallelism (--cp)"));
-  }
+  planner::check_recompute_layers_request(options, "--recompute-layers");
 }
 
 // Throws InputError listing every rejection reason when the search found no feasible layout.
@@ -554,7 +548,7 @@ void run_plan(const PlanArguments& args) {
   }
   check_cp_arguments(args, model, space, options);
   check_saved_activation_arguments(space, options);
-  check_recompute_layers_arguments(model, space, options);
+  check_recompute_layers_arguments(space, options);
   // Both only change MoE layers: on a dense model they would be ignored.
   if (!model.is_moe() && (options.moe_load_imbalance != 1.0 || options.moe_aux_loss_coeff != 0.0)) {
     throw InputError(fmt::format(

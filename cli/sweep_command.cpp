@@ -199,7 +199,7 @@ planner::SweepRequest sweep_request(const SweepArguments& args, std::string* not
           "({})",
           *args.recompute_layers));
     }
-    planner::check_recompute_layers_request(request.model, request.options, "--recompute-layers");
+    planner::check_recompute_layers_request(request.options, "--recompute-layers");
     request.space_template.search_recompute_layers = true;
   }
   // As plan's default: Megatron-Core overlaps interleaved pipeline sends (overlap_p2p_comm).

@@ -55,20 +55,23 @@ class Inventory {
 // latent (q_lora_rank wide; the hidden state when it is 0, read by linear_q_proj), the normed kv
 // latent (kv_lora_rank) and the rotary key shared by all heads (qk_rope_head_dim), per token;
 // the output projection stays the dense block's row-parallel one. Sequence parallel: each is
-// all-gathered forward (again per recomputed forward, or in the backward under op-level
-// selective recompute: `regather`) and its input gradient reduce-scattered backward; the two
+// all-gathered forward (again by each of the stage's `regathered_layers`: its recomputed
+// forwards, or every layer's backward under op-level selective recompute) and its input
+// gradient reduce-scattered backward; the two
 // latents are gathered again for their up projections' weight gradients. Without sequence
 // parallelism each input gradient is all-reduced backward; the rotary key's as Megatron-LM pull
 // request 6839 ("Fix MLA shared K rope grad for TP>1 and SP=False") adds: each rank's heads give
 // part of its gradient, which Megatron-Core otherwise leaves unreduced.
 void add_mla_tensor_parallel(Inventory& inventory, const models::TransformerConfig& model,
                              const models::ClusterConfig& cluster, const Layout& layout,
-                             int64_t stage, bool regather) {
+                             int64_t stage, int64_t regathered_layers) {
   if (!model.is_mla() || layout.tp <= 1) {
     return;
   }
   const int64_t t = layout.tp;
-  const int64_t calls = stage_layer_count(model, layout, stage) * layout.num_micro_batches();
+  const int64_t m = layout.num_micro_batches();
+  const int64_t calls = stage_layer_count(model, layout, stage) * m;
+  const int64_t regathers = regathered_layers * m;
   const int64_t token_bytes = rank_micro_batch_tokens(model, layout) * element_bytes(cluster);
   const MlaLatentWidths widths = mla_latent_widths(model);
   const int64_t q_bytes = token_bytes * widths.query;
@@ -87,13 +90,12 @@ void add_mla_tensor_parallel(Inventory& inventory, const models::TransformerConf
   }
   const auto kAG = CollectiveKind::kAllGather;
   const auto kRS = CollectiveKind::kReduceScatter;
-  const int64_t gathers = regather ? 2 : 1;
   inventory.add(stage, "tp: MLA query latent all-gathers (forward, weight-gradient re-gather)", kAG,
-                kTp, t, q_bytes, calls * (gathers + 1));
+                kTp, t, q_bytes, 2 * calls + regathers);
   inventory.add(stage, "tp: MLA kv latent all-gathers (forward, weight-gradient re-gather)", kAG,
-                kTp, t, kv_bytes, calls * (gathers + 1));
+                kTp, t, kv_bytes, 2 * calls + regathers);
   inventory.add(stage, "tp: MLA rotary key all-gather (forward)", kAG, kTp, t, rope_bytes,
-                calls * gathers);
+                calls + regathers);
   inventory.add(stage, "tp: MLA query latent input-gradient reduce-scatter", kRS, kTp, t, q_bytes,
                 calls);
   inventory.add(stage, "tp: MLA kv latent input-gradient reduce-scatter", kRS, kTp, t, kv_bytes,
@@ -136,13 +138,17 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
     moe_layers += chunk_layers(model, layout, stage, chunk).num_moe(model);
   }
   const bool full = layout.recompute == Recompute::kFull;
-  // Megatron's block method recomputes part of each chunk (dense, non-MLA models only:
-  // check_recompute_layers); `recomputed` of the stage's layers run their forward again.
-  const bool block = full && layout.recompute_layers > 0;
+  // `recomputed` of the stage's layers run their forward again: all of them under full
+  // recompute, each chunk's first recompute_layers under Megatron's block method.
   const RecomputedLayers recomputed_stage = stage_recomputed_layers(model, layout, stage);
   const int64_t recomputed = recomputed_stage.layers;
+  // torchtitan's op-level selective recompute saves reduce-scatter outputs, not all-gather
+  // outputs: every layer's forward all-gathers run again in the backward (op_sac_recompute).
+  const bool op_sac = op_level_selective_recompute(layout, options);
+  const int64_t regathered = op_sac ? layers : recomputed;
   // MLA layers' attention inputs are latents, not the hidden state (add_mla_tensor_parallel).
   const int64_t mla_layers = model.is_mla() ? layers : 0;
+  const int64_t regathered_mla_layers = model.is_mla() ? regathered : 0;
   const auto kAR = CollectiveKind::kAllReduce;
   const auto kAG = CollectiveKind::kAllGather;
   const auto kRS = CollectiveKind::kReduceScatter;
@@ -185,18 +191,16 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
     const int64_t pairs = 2 * layers - moe_layers * (model.num_shared_experts > 0 ? 0 : 1);
     const int64_t recomputed_pairs =
         2 * recomputed - recomputed_stage.moe_layers * (model.num_shared_experts > 0 ? 0 : 1);
+    const int64_t regathered_pairs = op_sac ? pairs : recomputed_pairs;
     // Each pair's reduce-scatter (forward) and output-gradient all-gather (backward) is one of
     // the outputs' reductions; a parallel block has one per layer for its two column inputs.
     const int64_t reductions = model.parallel_residual ? calls.output_reductions * layers : pairs;
-    // torchtitan's op-level selective recompute saves reduce-scatter outputs, not all-gather
-    // outputs: the forward all-gathers run again in the backward (op_sac_recompute).
-    const bool regather = full || op_level_selective_recompute(layout, options);
     // The layers' all-gathers move tp_all_gather_element_bytes per element (FP8 under TE).
     const int64_t gather_bytes =
         tokens * model.hidden_size * tp_all_gather_element_bytes(cluster, options);
-    inventory.add(
-        stage, "tp: layer forward all-gathers (QKV in, MLP in)", kAG, kTp, t, gather_bytes,
-        block ? (pairs + recomputed_pairs) * m : (pairs - mla_layers) * m * (regather ? 2 : 1));
+    inventory.add(stage, "tp: layer forward all-gathers (QKV in, MLP in)", kAG, kTp, t,
+                  gather_bytes,
+                  (pairs - mla_layers + regathered_pairs - regathered_mla_layers) * m);
     // Under fsdp full recompute stops before the dense MLP's last GEMM: its reduce-scatter is
     // not re-run (checkpoint_early_stop_skip).
     const int64_t unrecomputed =
@@ -204,9 +208,7 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
     const int64_t recomputed_reductions =
         model.parallel_residual ? calls.output_reductions * recomputed : recomputed_pairs;
     inventory.add(stage, "tp: layer forward reduce-scatters (attention out, MLP out)", kRS, kTp, t,
-                  hidden_bytes,
-                  block ? (reductions + recomputed_reductions) * m
-                        : (reductions * (full ? 2 : 1) - unrecomputed) * m);
+                  hidden_bytes, (reductions + recomputed_reductions - unrecomputed) * m);
     inventory.add(stage, "tp: layer backward all-gathers (output grads, input re-gather)", kAG, kTp,
                   t, gather_bytes, (reductions + pairs - mla_layers) * m);
     inventory.add(stage, "tp: layer backward reduce-scatters (QKV in, MLP in)", kRS, kTp, t,
@@ -250,8 +252,7 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
     inventory.add(stage, "tp: replicated-parameter gradient all-reduce (sequence parallel)", kAR,
                   kTp, t, parameters.replicated * element_bytes(cluster), 1);
   }
-  add_mla_tensor_parallel(inventory, model, cluster, layout, stage,
-                          full || op_level_selective_recompute(layout, options));
+  add_mla_tensor_parallel(inventory, model, cluster, layout, stage, regathered);
   if (last) {
     // Vocab-parallel cross-entropy: max logit, target logit, sum of exp, fp32.
     inventory.add(stage, "tp: vocab-parallel cross-entropy all-reduces", kAR, kTp, t, tokens * 4,
@@ -260,18 +261,19 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
 }
 
 // Context-parallel attention traffic (cp_attention_comm) of every layer of the stage, per
-// micro-batch: forward calls once per forward, again per recomputed forward under full
-// recompute; backward calls once per backward.
+// micro-batch: forward calls once per forward, again per recomputed forward (every layer under
+// full recompute, a chunk's first recompute_layers under the block method); backward calls
+// once per backward.
 void add_context_parallel(Inventory& inventory, const models::TransformerConfig& model,
                           const models::ClusterConfig& cluster, const Layout& layout,
                           const PlanOptions& options, int64_t stage) {
   const int64_t layers = stage_layer_count(model, layout, stage);
+  const int64_t forwards = layers + stage_recomputed_layers(model, layout, stage).layers;
   const int64_t m = layout.num_micro_batches();
-  const int64_t forwards = layout.recompute == Recompute::kFull ? 2 : 1;
   for (const CpAttentionComm::Call& call :
        cp_attention_comm(model, cluster, layout, options).calls) {
     inventory.add(stage, call.what, call.kind, CommGroup::kCp, layout.cp, call.message_bytes,
-                  (forwards * call.forward_calls + call.backward_calls) * layers * m);
+                  (forwards * call.forward_calls + layers * call.backward_calls) * m);
   }
 }
 

@@ -457,7 +457,7 @@ int64_t block_method_max_layers(const models::TransformerConfig& model, const La
   }
   Layout block = layout;
   block.recompute_layers = 1;
-  if (!check_recompute_layers(model, block, options).ok()) {
+  if (!check_recompute_layers(block, options).ok()) {
     return 0;
   }
   int64_t most = 0;

@@ -900,14 +900,13 @@ Validity check_recompute_options(const models::TransformerConfig& model, const L
                   "op-level (recompute selective-op) or per layer (full)",
                   layout);
   }
-  if (Validity block = check_recompute_layers(model, layout, options); !block.ok()) {
+  if (Validity block = check_recompute_layers(layout, options); !block.ok()) {
     return block;
   }
   return check_distribute_saved_activations(layout, options);
 }
 
-void check_recompute_layers_request(const models::TransformerConfig& model,
-                                    const PlanOptions& options, const std::string& field) {
+void check_recompute_layers_request(const PlanOptions& options, const std::string& field) {
   if (options.framework == Framework::kDeepSpeed || options.framework == Framework::kFsdp) {
     throw InputError(
         fmt::format("{}: framework {}: Megatron-LM's --recompute-method block; {}", field,
@@ -916,21 +915,17 @@ void check_recompute_layers_request(const models::TransformerConfig& model,
                         ? "DeepSpeed recomputes every activation_checkpoint_interval layers"
                         : "torchtitan's layer AC checkpoints every selective_ac_option-th layer"));
   }
-  if (model.is_mla()) {
-    throw InputError(
-        fmt::format("{}: not modelled for latent-attention models ({})", field, model.name));
-  }
 }
 
 // Megatron-Core's block method (megatron/core/recompute.py, its block branch, d98e8a64): the
 // first --recompute-num-layers layers of each chunk are checkpointed. meshplan's executor runs
 // the same. DeepSpeed's pipeline engine checkpoints every activation_checkpoint_interval layers
 // (uniform), torchtitan's layer AC every selective_ac_option-th layer: neither is the block
-// method. The cost model splits recomputed and kept layers, dense and MoE, for non-MLA blocks
-// without context parallelism or ZeRO-3, whose per-layer collectives it counts; the others
-// are refused.
-Validity check_recompute_layers(const models::TransformerConfig& model, const Layout& layout,
-                                const PlanOptions& options) {
+// method. The cost model splits recomputed and kept layers of every kind (dense, MoE, latent
+// attention) in memory, time and the tp, cp and ep collectives the recomputed forwards repeat;
+// ZeRO-3's gathers are per forward and backward op, which a recompute inside the backward does
+// not change.
+Validity check_recompute_layers(const Layout& layout, const PlanOptions& options) {
   if (layout.recompute_layers == 0) {
     return {};
   }
@@ -956,12 +951,6 @@ Validity check_recompute_layers(const models::TransformerConfig& model, const La
                   "torchtitan's layer AC checkpoints every selective_ac_option-th layer, not a "
                   "chunk's first recompute_layers (Megatron-LM's block method)",
                   layout);
-  }
-  if (model.is_mla()) {
-    return refuse_block("not modelled for latent-attention models");
-  }
-  if (layout.cp > 1 || layout.zero == 3) {
-    return refuse_block("not modelled with context parallelism or ZeRO-3");
   }
   return {};
 }

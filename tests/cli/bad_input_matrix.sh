@@ -506,10 +506,10 @@ row "plan: --recompute-layers under deepspeed" 2 \
   "--recompute-layers: framework deepspeed: Megatron-LM's --recompute-method block" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --recompute full --recompute-layers 2 \
   --framework deepspeed --json new_out.json
-row "plan: --recompute-layers on a latent-attention model" 2 \
-  "--recompute-layers: not modelled for latent-attention models (tiny-mla)" \
-  plan --model tiny-mla --cluster dgx-h100 --gpus 8 --recompute full --recompute-layers 2 \
-  --json new_out.json
+row "plan: --recompute-layers under fsdp" 2 \
+  "--recompute-layers: framework fsdp: Megatron-LM's --recompute-method block" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --recompute full --recompute-layers 2 \
+  --framework fsdp --json new_out.json
 row "plan: --distribute-saved-activations maybe" 2 \
   "--distribute-saved-activations: expected on or off (maybe)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --distribute-saved-activations maybe \

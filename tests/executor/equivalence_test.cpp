@@ -170,6 +170,12 @@ TEST_SUITE("mpi2") {
   TEST_CASE("cp2 (causal load-balanced ring attention) equals one process") {
     check_equivalent(tiny(), with_cp(make_layout(1, 1, 1), 2));
   }
+  TEST_CASE("cp2 with block recompute of 2 of 4 layers equals one process") {
+    planner::Layout layout = with_cp(make_layout(1, 1, 1), 2);
+    layout.recompute = Recompute::kFull;
+    layout.recompute_layers = 2;
+    check_equivalent(tiny(), layout);
+  }
   TEST_CASE("cp2 with selective recompute and ZeRO-1 over dp x cp equals one process") {
     planner::Layout layout = with_cp(make_layout(1, 1, 1), 2);
     layout.recompute = Recompute::kSelective;
@@ -256,6 +262,13 @@ TEST_SUITE("mpi2") {
   TEST_CASE("dp2 with ZeRO-3 (prefetched gathers before every F and B) equals one process") {
     planner::Layout layout = make_layout(1, 1, 2);
     layout.zero = 3;
+    check_equivalent(tiny(), layout);
+  }
+  TEST_CASE("dp2 with ZeRO-3 and block recompute of 2 of 4 layers equals one process") {
+    planner::Layout layout = make_layout(1, 1, 2);
+    layout.zero = 3;
+    layout.recompute = Recompute::kFull;
+    layout.recompute_layers = 2;
     check_equivalent(tiny(), layout);
   }
   TEST_CASE("dp2 with ZeRO-3 and full recompute, nothing overlapped, equals one process") {
@@ -531,6 +544,12 @@ TEST_SUITE("mpi2") {
     planner::Layout selective = sequence_parallel(make_layout(2, 1, 1));
     selective.recompute = Recompute::kSelective;
     check_equivalent(tiny_mla(), selective);
+  }
+  TEST_CASE("tiny-mla: tp2 with sequence parallel and block recompute of 1 of 4 equals one") {
+    planner::Layout block = sequence_parallel(make_layout(2, 1, 1));
+    block.recompute = Recompute::kFull;
+    block.recompute_layers = 1;
+    check_equivalent(tiny_mla(), block);
   }
 }
 

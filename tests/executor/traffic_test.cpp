@@ -176,6 +176,11 @@ TEST_SUITE("mpi2") {
     CHECK(ring.bytes == 96 * 8192);
     layout.recompute = planner::Recompute::kFull;
     check_traffic(models::load_model("tiny"), layout);
+    // Megatron's block method, 1 of 4 layers: only layer 0's ring runs forward again, 8 x 1 more
+    // K/V sends than without recompute (full recompute: 8 x 4).
+    layout.recompute_layers = 1;
+    const TrafficCounts block = check_traffic(models::load_model("tiny"), layout);
+    CHECK(block.at({CollectiveKind::kSendRecv, CommGroup::kCp}).calls == 96 + 8);
   }
   TEST_CASE("collective calls and bytes match the planner: tp2") {
     check_traffic(models::load_model("tiny"), make_layout(2, 1, 1));
@@ -387,6 +392,11 @@ TEST_SUITE("mpi2") {
     CHECK(all_reduce.bytes == 15'104 * 4 + 8 * 3 * 256);
     layout.recompute = planner::Recompute::kFull;
     check_traffic(model, layout);
+    // Block method, 1 of 4: layer 0's forward gathers (latents, rotary key, MLP input) again.
+    layout.recompute_layers = 1;
+    const TrafficCounts block = check_traffic(model, layout);
+    CHECK(block.at({CollectiveKind::kAllGather, CommGroup::kTp}).calls == gathers.calls + 8 * 4);
+    layout.recompute_layers = 0;
     layout.recompute = planner::Recompute::kSelective;
     check_traffic(model, layout);
     models::TransformerConfig uncompressed = model;  // W_Q reads the hidden state (r_q = 0)
@@ -445,6 +455,13 @@ TEST_SUITE("mpi2") {
     CHECK(traffic.at({CollectiveKind::kReduceScatter, CommGroup::kDp}).calls == 4 * 4);
     CHECK(traffic.at({CollectiveKind::kAllGather, CommGroup::kDp}).bytes == 8 * padded_bytes);
     CHECK(traffic.at({CollectiveKind::kAllGather, CommGroup::kDp}).calls == 8 * 4);
+    // Under Megatron's block method (2 of 4 layers) the recompute runs inside the backward,
+    // whose gather it uses: the same dp traffic.
+    layout.recompute = planner::Recompute::kFull;
+    layout.recompute_layers = 2;
+    const TrafficCounts block = check_traffic(tiny, layout);
+    CHECK(block.at({CollectiveKind::kAllGather, CommGroup::kDp}).calls == 8 * 4);
+    CHECK(block.at({CollectiveKind::kReduceScatter, CommGroup::kDp}).calls == 4 * 4);
   }
 }
 

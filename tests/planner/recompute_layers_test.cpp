@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "compute_cost.h"
 #include "input_error.h"
@@ -138,30 +140,117 @@ TEST_CASE("recompute_layers: recomputed forwards' tp collectives, per chunk") {
   }
 }
 
-TEST_CASE("recompute_layers: refused where the block method does not exist or is not modelled") {
-  const models::TransformerConfig model = test::square_model("square");
-  const auto code = [&](const Layout& layout, Framework framework,
-                        const models::TransformerConfig& m) {
+TEST_CASE("recompute_layers: refused where the block method does not exist") {
+  const auto code = [&](const Layout& layout, Framework framework) {
     PlanOptions options;
     options.framework = framework;
-    return check_recompute_layers(m, layout, options).code;
+    return check_recompute_layers(layout, options).code;
   };
   const Layout block = with_recompute(test::make_layout(2, 2, 2, 1, 8), Recompute::kFull, 2);
-  CHECK(code(block, Framework::kMegatron, model).empty());
-  CHECK(code(block, Framework::kMeshplan, model).empty());
-  CHECK(code(block, Framework::kDeepSpeed, model) == "framework");
-  CHECK(code(block, Framework::kFsdp, model) == "framework");
-  CHECK(code(with_recompute(block, Recompute::kNone, 2), Framework::kMegatron, model) ==
+  CHECK(code(block, Framework::kMegatron).empty());
+  CHECK(code(block, Framework::kMeshplan).empty());
+  CHECK(code(block, Framework::kDeepSpeed) == "framework");
+  CHECK(code(block, Framework::kFsdp) == "framework");
+  CHECK(code(with_recompute(block, Recompute::kNone, 2), Framework::kMegatron) ==
         "recompute_layers");
-  CHECK(code(with_recompute(block, Recompute::kFull, -1), Framework::kMegatron, model) ==
+  CHECK(code(with_recompute(block, Recompute::kFull, -1), Framework::kMegatron) ==
         "recompute_layers");
-  CHECK(code(block, Framework::kMegatron, models::load_model("tiny-mla")) == "recompute_layers");
-  CHECK(code(block, Framework::kMegatron, test::tiny_moe()).empty());
-  Layout zero3 = block;
-  zero3.zero = 3;
-  CHECK(code(zero3, Framework::kMegatron, model) == "recompute_layers");
-  CHECK(check_recompute_layers(model, with_recompute(block, Recompute::kSelective, 2), {})
+  Layout zero3_cp = block;  // ZeRO-3 and context parallelism are costed like any layout
+  zero3_cp.zero = 3;
+  zero3_cp.cp = 2;
+  CHECK(code(zero3_cp, Framework::kMegatron).empty());
+  CHECK(check_recompute_layers(with_recompute(block, Recompute::kSelective, 2), {})
             .reason.starts_with("recompute_layers 2: needs recompute full"));
+}
+
+TEST_CASE("recompute_layers: context parallelism re-runs the recomputed layers' ring sends") {
+  // pp 1, cp 2, tp 4, 32 layers, m = 2 micro-batches: each layer forward sends K/V cp - 1 = 1
+  // times, its backward once more plus its dK/dV once. With 5 of 32 recomputed the ring K/V
+  // sends are (32 + 5 + 32) x 2 = 138 calls (full: (64 + 32) x 2 = 192, none: 128), and the
+  // recompute's exposed cp time is 5/32 of full recompute's.
+  const models::TransformerConfig model = test::square_model("square");
+  const models::ClusterConfig a100 = models::load_cluster("dgx-a100-80gb");
+  Layout base = test::make_layout(4, 1, 1, 1, 2);
+  base.cp = 2;
+  const auto ring_calls = [&](const Layout& layout) {
+    const PlanEstimate estimate = estimate_plan(model, a100, layout, {});
+    REQUIRE_MESSAGE(estimate.feasible, estimate.rejection_reason);
+    const CollectiveTraffic* ring =
+        test::find_traffic(estimate.collectives, "cp: ring K/V sends (forward, backward)");
+    REQUIRE(ring != nullptr);
+    return ring->calls_per_step;
+  };
+  CHECK(ring_calls(with_recompute(base, Recompute::kNone)) == 128);
+  CHECK(ring_calls(with_recompute(base, Recompute::kFull)) == 192);
+  CHECK(ring_calls(with_recompute(base, Recompute::kFull, 5)) == 138);
+  const ChunkCost none = chunk_cost(model, a100, with_recompute(base, Recompute::kNone), {}, 0, 0);
+  const ChunkCost full = chunk_cost(model, a100, with_recompute(base, Recompute::kFull), {}, 0, 0);
+  const ChunkCost block =
+      chunk_cost(model, a100, with_recompute(base, Recompute::kFull, 5), {}, 0, 0);
+  CHECK(
+      block.backward_cp_comm_seconds - none.backward_cp_comm_seconds ==
+      doctest::Approx(5.0 / 32.0 * (full.backward_cp_comm_seconds - none.backward_cp_comm_seconds))
+          .epsilon(1e-12));
+}
+
+TEST_CASE("recompute_layers: latent attention's tp gathers, recomputed layers only") {
+  // tiny-mla (4 layers) on local-cpu, tp 2 with sequence parallelism, pp 1, m = 4: each layer
+  // all-gathers its query and kv latents forward and for the weight gradients, its rotary key
+  // forward; a recomputed forward gathers all three again. With 1 of 4 recomputed: latents
+  // (2 x 4 + 1) x 4 = 36 calls (full 48), rotary key (4 + 1) x 4 = 20 (full 32). The hidden
+  // state's forward all-gathers: MLA layers gather only their MLP input, (4 + 1) x 4 = 20.
+  const models::TransformerConfig model = models::load_model("tiny-mla");
+  Layout base = with_recompute(test::make_layout(2, 1, 1, 1, 4), Recompute::kFull, 1);
+  base.sequence_parallel = true;
+  const auto calls = [&](const Layout& layout, const char* what) {
+    const PlanEstimate estimate = estimate_plan(model, test::local_cpu(), layout, {});
+    REQUIRE_MESSAGE(estimate.feasible, estimate.rejection_reason);
+    const CollectiveTraffic* traffic = test::find_traffic(estimate.collectives, what);
+    REQUIRE(traffic != nullptr);
+    return traffic->calls_per_step;
+  };
+  const char* latents = "tp: MLA query latent all-gathers (forward, weight-gradient re-gather)";
+  const char* rotary = "tp: MLA rotary key all-gather (forward)";
+  const char* hidden = "tp: layer forward all-gathers (QKV in, MLP in)";
+  CHECK(calls(base, latents) == 36);
+  CHECK(calls(base, rotary) == 20);
+  CHECK(calls(base, hidden) == 20);
+  const Layout full = with_recompute(base, Recompute::kFull);
+  CHECK(calls(full, latents) == 48);
+  CHECK(calls(full, rotary) == 32);
+  CHECK(calls(full, hidden) == 32);
+}
+
+TEST_CASE("recompute_layers: ZeRO-3 gathers as under full recompute, activations as dense") {
+  // Megatron-FSDP gathers a layer's parameters before its forward and before its backward op,
+  // which runs the recompute inside it: the dp traffic is full recompute's. Activations differ
+  // from full recompute by (32 - N) x (whole layer - layer input), as without ZeRO-3.
+  const models::TransformerConfig model = test::square_model("square");
+  const models::ClusterConfig a100 = models::load_cluster("dgx-a100-80gb");
+  Layout base = test::make_layout(4, 1, 2, 1, 2);
+  base.zero = 3;
+  const PlanEstimate full = estimate_plan(model, a100, with_recompute(base, Recompute::kFull), {});
+  const PlanEstimate block =
+      estimate_plan(model, a100, with_recompute(base, Recompute::kFull, 8), {});
+  REQUIRE_MESSAGE(full.feasible, full.rejection_reason);
+  REQUIRE_MESSAGE(block.feasible, block.rejection_reason);
+  const double whole =
+      activation_bytes_per_layer(model, a100, with_recompute(base, Recompute::kNone), {});
+  const double input =
+      activation_bytes_per_layer(model, a100, with_recompute(base, Recompute::kFull), {});
+  CHECK(block.stages[0].memory.activations_bytes - full.stages[0].memory.activations_bytes ==
+        static_cast<int64_t>(24 * (whole - input)));
+  const auto dp_traffic = [](const PlanEstimate& estimate) {
+    std::vector<std::tuple<std::string, int64_t, int64_t>> calls;
+    for (const CollectiveTraffic& traffic : estimate.collectives) {
+      if (traffic.group == CommGroup::kDp) {
+        calls.emplace_back(traffic.what, traffic.message_bytes, traffic.calls_per_step);
+      }
+    }
+    return calls;
+  };
+  CHECK_FALSE(dp_traffic(full).empty());
+  CHECK(dp_traffic(block) == dp_traffic(full));
 }
 
 TEST_CASE("recompute_layers auto: the fewest recomputed layers per chunk that fit") {

@@ -367,17 +367,15 @@ Validity check_cp_options(const models::TransformerConfig& model, const Layout& 
 Validity check_recompute_options(const models::TransformerConfig& model, const Layout& layout,
                                  const PlanOptions& options);
 
-/// Rules of layout.recompute_layers (0 passes): code "recompute_layers" when negative, without
-/// recompute full, for MLA models, with cp > 1 or ZeRO-3; "framework" under deepspeed and
-/// fsdp, which have no block method. check_recompute_options calls it.
-Validity check_recompute_layers(const models::TransformerConfig& model, const Layout& layout,
-                                const PlanOptions& options);
+/// Rules of layout.recompute_layers (0 passes): code "recompute_layers" when negative or without
+/// recompute full; "framework" under deepspeed and fsdp, which have no block method.
+/// check_recompute_options calls it.
+Validity check_recompute_layers(const Layout& layout, const PlanOptions& options);
 
 /// Throws InputError naming `field` (a CLI flag) when the block method is asked of a
-/// framework without it (deepspeed, fsdp) or of a model it is not modelled for (MLA): the
-/// rules of check_recompute_layers that need no layout.
-void check_recompute_layers_request(const models::TransformerConfig& model,
-                                    const PlanOptions& options, const std::string& field);
+/// framework without it (deepspeed, fsdp): the rule of check_recompute_layers that needs no
+/// layout.
+void check_recompute_layers_request(const PlanOptions& options, const std::string& field);
 
 /// Throws InputError ("<field>: framework fsdp: <why>") when distribute_saved_activations is
 /// on under fsdp, the one framework without it.
