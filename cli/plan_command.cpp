@@ -42,6 +42,7 @@ struct PlanArguments {
   double moe_aux_loss_coeff = 0.0;
   std::optional<std::string> recompute, sequence_parallel, schedule, stage_layers;
   std::optional<std::string> recompute_layers;  // a count or "auto"
+  std::optional<int64_t> recompute_group_layers;
   std::optional<int64_t> first_stage_layers, last_stage_layers;
   std::optional<int> zero;
   std::optional<std::string> cp;  // a size or "auto"
@@ -327,6 +328,23 @@ planner::SearchSpace search_space(const PlanArguments& args, const models::Clust
                       planner::to_string(*space.recompute)));
     }
   }
+  if (args.recompute_group_layers) {  // Megatron's uniform method: whole layers, in groups
+    if (*args.recompute_group_layers < 1) {
+      throw InputError(fmt::format("--recompute-group-layers: must be positive ({})",
+                                   *args.recompute_group_layers));
+    }
+    if (space.recompute != planner::Recompute::kFull) {
+      throw InputError(fmt::format(
+          "--recompute-group-layers: needs --recompute full ({})",
+          space.recompute ? planner::to_string(*space.recompute) : std::string("searched")));
+    }
+    if (args.recompute_layers) {
+      throw InputError(
+          "--recompute-group-layers: not with --recompute-layers (Megatron-LM's "
+          "--recompute-method is uniform or block)");
+    }
+    space.recompute_group_layers = *args.recompute_group_layers;
+  }
   if (args.zero) {
     if (*args.zero < 0 || *args.zero > 3) {
       throw InputError(fmt::format("--zero: expected 0, 1, 2 or 3 ({})", *args.zero));
@@ -486,6 +504,11 @@ void check_saved_activation_arguments(const planner::SearchSpace& space,
 // search (planner::check_recompute_layers rejects the searched layouts alike).
 void check_recompute_layers_arguments(const planner::SearchSpace& space,
                                       const planner::PlanOptions& options) {
+  if (space.recompute_group_layers > 1 && options.framework == planner::Framework::kFsdp) {
+    throw InputError(
+        "--recompute-group-layers: framework fsdp: torchtitan's layer AC checkpoints each "
+        "transformer block on its own (Megatron-LM's --recompute-method uniform)");
+  }
   if (space.recompute_layers == 0 && !space.search_recompute_layers) {
     return;
   }
@@ -741,8 +764,13 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--recompute-layers", args->recompute_layers,
                    "With --recompute full: recompute only each model chunk's first N layers, "
                    "the others keep their activations (Megatron-LM --recompute-method block "
-                   "--recompute-num-layers N; megatron and meshplan, not MLA models); auto: "
-                   "also try each full-recompute layout with the fewest such layers that fit");
+                   "--recompute-num-layers N; megatron and meshplan); auto: also try each "
+                   "full-recompute layout with the fewest such layers that fit");
+  plan->add_option("--recompute-group-layers", args->recompute_group_layers,
+                   "With --recompute full: checkpoint each model chunk's layers in groups of N, "
+                   "keeping one input per group and rebuilding a group's N layers at once "
+                   "(Megatron-LM --recompute-method uniform --recompute-num-layers N, DeepSpeed "
+                   "activation_checkpoint_interval N; megatron, deepspeed and meshplan)");
   plan->add_option("--sequence-parallel", args->sequence_parallel,
                    "Fix sequence parallel: on | off");
   plan->add_option("--zero", args->zero, "Fix the ZeRO stage: 0 | 1 | 2 | 3");

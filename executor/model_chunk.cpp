@@ -32,7 +32,8 @@ Tensor gather_saved_input(const RankContext& ctx, const Tensor& part) {
 
 ModelChunk::ModelChunk(const ChunkPlacement& placement, const ChunkWeights& weights,
                        ChunkWeights& grads, planner::Recompute recompute, bool flash_attention,
-                       float loss_scale, bool distribute_saved_inputs, int64_t recompute_layers)
+                       float loss_scale, bool distribute_saved_inputs, int64_t recompute_layers,
+                       int64_t recompute_group_layers)
     : placement_(placement),
       w_(weights),
       g_(grads),
@@ -43,6 +44,7 @@ ModelChunk::ModelChunk(const ChunkPlacement& placement, const ChunkWeights& weig
         layout.recompute_layers = recompute_layers;
         return planner::recomputed_layer_count(layout, placement.num_layers);
       }()),
+      group_layers_(recompute_group_layers > 1 ? recompute_group_layers : 1),
       distribute_saved_inputs_(distribute_saved_inputs && recompute == planner::Recompute::kFull),
       flash_attention_(flash_attention),
       // Flash attention (Dao et al. 2022) never stores the s x s probabilities and recomputes
@@ -69,8 +71,10 @@ void ModelChunk::forward(ChunkState* state, Tensor input, const RankContext& ctx
     layer_forward(state->residuals[l + 1].data(), &state->layers[l], state->residuals[l].data(),
                   w_.layers[l], kept_whole ? !flash_attention_ : save_probabilities_, ctx);
     if (recomputed) {
-      state->layers[l] = LayerActivations{};  // keep only the block's input
-      if (distribute_saved_inputs_ && d.tp > 1) {
+      state->layers[l] = LayerActivations{};  // keep only the group's input
+      if (l % group_layers_ != 0) {
+        state->residuals[l].reset();  // inside a group: rebuilt by the group's recompute
+      } else if (distribute_saved_inputs_ && d.tp > 1) {
         state->residuals[l] = split_saved_input(ctx, state->residuals[l]);
       }
     }
@@ -95,14 +99,23 @@ void ModelChunk::backward_input(ChunkState* state, const float* d_output, bool w
   }
   for (int l = placement_.num_layers - 1; l >= 0; l--) {
     const bool recomputed = l < recomputed_layers_;
-    if (recomputed && distribute_saved_inputs_ && d.tp > 1) {
-      state->residuals[l] = gather_saved_input(ctx, state->residuals[l]);
-    }
-    if (recomputed) {
-      // Run the block's forward again from its saved input (its tp collectives included).
-      Tensor discarded = ctx.tensor(rows);
-      layer_forward(discarded.data(), &state->layers[l], state->residuals[l].data(), w_.layers[l],
-                    save_probabilities_, ctx);
+    const int group_first = static_cast<int>(l / group_layers_ * group_layers_);
+    const bool group_last =
+        l == std::min<int64_t>(group_first + group_layers_, recomputed_layers_) - 1;
+    if (recomputed && group_last) {
+      if (distribute_saved_inputs_ && d.tp > 1) {
+        state->residuals[group_first] = gather_saved_input(ctx, state->residuals[group_first]);
+      }
+      // Run the group's forwards again from its saved input (their tp collectives included),
+      // keeping each block's input and activations for its backward.
+      for (int k = group_first; k <= l; k++) {
+        Tensor output = ctx.tensor(rows);
+        layer_forward(output.data(), &state->layers[k], state->residuals[k].data(), w_.layers[k],
+                      save_probabilities_, ctx);
+        if (k < l) {
+          state->residuals[k + 1] = std::move(output);
+        }
+      }
     }
     Tensor d_previous = ctx.tensor(rows);
     layer_backward_input(d_previous.data(), g_.layers[l], &state->layers[l], d_current.data(),

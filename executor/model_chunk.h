@@ -12,7 +12,10 @@
 // full recompute keeps only this tp rank's 1/tp of each block input and all-gathers it over tp
 // before the block runs again (Megatron-LM tensor_parallel/random.py CheckpointFunction). With
 // Layout::recompute_layers (Megatron's --recompute-method block) only the chunk's first
-// recompute_layers blocks are recomputed; the others keep their activations.
+// recompute_layers blocks are recomputed; the others keep their activations. With
+// Layout::recompute_group_layers N (Megatron's --recompute-method uniform) the blocks are
+// checkpointed in groups of N: only each group's input is kept, and B of the group's last
+// block runs the forward of all N again, keeping their activations for the group's backward.
 
 #include <cstdint>
 #include <vector>
@@ -46,7 +49,8 @@ class ModelChunk {
   /// `loss_scale` is d(loss)/d(token loss): 1 / (global_batch * seq_length).
   ModelChunk(const ChunkPlacement& placement, const ChunkWeights& weights, ChunkWeights& grads,
              planner::Recompute recompute, bool flash_attention, float loss_scale,
-             bool distribute_saved_inputs = false, int64_t recompute_layers = 0);
+             bool distribute_saved_inputs = false, int64_t recompute_layers = 0,
+             int64_t recompute_group_layers = 0);
 
   const ChunkPlacement& placement() const { return placement_; }
 
@@ -74,6 +78,9 @@ class ModelChunk {
   // Layers recomputed, the chunk's first ones (planner::recomputed_layer_count: all under full
   // recompute, the first Layout::recompute_layers under Megatron's block method, else none).
   int64_t recomputed_layers_;
+  // Blocks per checkpointed group of the recomputed ones (1 unless the uniform method's
+  // recompute_group_layers); a group starts at a multiple of it.
+  int64_t group_layers_;
   bool distribute_saved_inputs_;  // with full recompute: block inputs kept as 1/tp chunks
   bool flash_attention_;
   bool save_probabilities_;

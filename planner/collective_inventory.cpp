@@ -110,6 +110,7 @@ void add_mla_tensor_parallel(Inventory& inventory, const models::TransformerConf
 struct RecomputedLayers {
   int64_t layers = 0;
   int64_t moe_layers = 0;
+  int64_t checkpointed_inputs = 0;  // one per recomputed layer, or per uniform group
 };
 RecomputedLayers stage_recomputed_layers(const models::TransformerConfig& model,
                                          const Layout& layout, int64_t stage) {
@@ -118,6 +119,8 @@ RecomputedLayers stage_recomputed_layers(const models::TransformerConfig& model,
     const LayerRange range = recomputed_layers(layout, chunk_layers(model, layout, stage, chunk));
     recomputed.layers += range.count();
     recomputed.moe_layers += range.num_moe(model);
+    recomputed.checkpointed_inputs +=
+        checkpointed_input_count(layout, chunk_layers(model, layout, stage, chunk).count());
   }
   return recomputed;
 }
@@ -175,7 +178,7 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
     if (full && options.distribute_saved_activations) {
       // compute_cost.h saved_input_split: each layer's saved input gathered before its recompute.
       inventory.add(stage, "tp: all-gather of each distributed saved layer input (recompute)", kAG,
-                    kTp, t, hidden_bytes, recomputed * m);
+                    kTp, t, hidden_bytes, recomputed_stage.checkpointed_inputs * m);
     }
     if (first) {
       inventory.add(stage, "tp: vocab-parallel embedding all-reduce", kAR, kTp, t, hidden_bytes, m);

@@ -885,16 +885,18 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     const double recomputed =
         static_cast<double>(layers_under_recompute(model, layout, range, moe_layer));
     double recompute_backward = 0, recompute_tp = 0, recompute_cp = 0, recompute_ep = 0;
-    // Distributed saved activations: the input's split after the forward, its gather before
-    // the recompute (saved_input_split; zero unless on, which needs recompute full).
+    // Distributed saved activations: each kept input's split after the forward, its gather
+    // before the recompute (saved_input_split; zero unless on, which needs recompute full), for
+    // one input per recomputed layer or per uniform group.
     const SavedInputSplit split = saved_input_split(model, cluster, layout, options);
+    const double checkpointed_inputs =
+        recomputed * checkpointed_inputs_per_recomputed_layer(layout, range.count());
     if (layout.recompute == Recompute::kFull) {
       // The layer's forward runs again (Chen et al. 2016), less what early stop skips.
-      recompute_backward = layer_forward - early_stop.compute_seconds + split.backward_seconds;
+      recompute_backward = layer_forward - early_stop.compute_seconds;
       // Under async TP (overlap_tp_comm) the skipped reduce-scatter was overlapped with w2: the
       // exposed remainder drops by at most its time.
-      recompute_tp =
-          std::max(0.0, layer.tp_comm_forward - early_stop.tp_comm_seconds) + split.gather_seconds;
+      recompute_tp = std::max(0.0, layer.tp_comm_forward - early_stop.tp_comm_seconds);
       recompute_cp = layer.cp_comm_forward;
       recompute_ep = all_to_all + token_counts;
     } else if (op_sac) {
@@ -914,14 +916,17 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     } else if (layout.recompute == Recompute::kSelective) {
       recompute_flops += flops.attention / t * count;
     }
-    cost.forward_compute_seconds += layer_forward * count + split.forward_seconds * recomputed;
+    cost.forward_compute_seconds +=
+        layer_forward * count + split.forward_seconds * checkpointed_inputs;
     // FSDP's passes run once per unit and micro-batch, not again in a recomputed forward.
     const PassBytes fsdp_passes = fsdp_pass_bytes(model, cluster, layout, options, moe_layer);
     cost.forward_compute_seconds += memory_seconds(cluster, fsdp_passes.forward) * count;
     input_backward += memory_seconds(cluster, fsdp_passes.backward);
     cost.forward_tp_comm_seconds += layer.tp_comm_forward * count;
     cost.forward_ep_comm_seconds += (all_to_all + token_counts) * count;
-    cost.backward_input_compute_seconds += input_backward * count + recompute_backward * recomputed;
+    cost.backward_input_compute_seconds += input_backward * count +
+                                           recompute_backward * recomputed +
+                                           split.backward_seconds * checkpointed_inputs;
     cost.backward_weight_compute_seconds += layer.linear_forward * count;
     const LayerParameters parameters =
         layer_parameters(model, layout.tp, moe_layer, layout.ep, layout.etp);
@@ -930,7 +935,8 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
                                     static_cast<double>(parameters.sharded + parameters.replicated +
                                                         parameters.expert)) *
         count;
-    cost.backward_tp_comm_seconds += tp_backward * count + recompute_tp * recomputed;
+    cost.backward_tp_comm_seconds += tp_backward * count + recompute_tp * recomputed +
+                                     split.gather_seconds * checkpointed_inputs;
     cost.backward_ep_comm_seconds += ep_backward * count + recompute_ep * recomputed;
     cost.forward_cp_comm_seconds += layer.cp_comm_forward * count;
     cost.backward_cp_comm_seconds += cp_backward * count + recompute_cp * recomputed;

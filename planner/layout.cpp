@@ -122,6 +122,9 @@ std::string describe(const Layout& layout) {
   if (layout.recompute_layers > 0) {
     text += fmt::format(" recompute_layers={}", layout.recompute_layers);
   }
+  if (layout.recompute_group_layers > 1) {
+    text += fmt::format(" recompute_group_layers={}", layout.recompute_group_layers);
+  }
   if (layout.microbatch_group > 0) {
     text += fmt::format(" mb_group={}", layout.microbatch_group);
   }

@@ -709,10 +709,14 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   // B-to-W tensors of those waiting for their W; per chunk unit, the stage's layers averaged
   // over its vpp chunks (dense and MoE layers differ).
   double held_bytes = 0, waiting_bytes = 0, largest_layer_bytes = 0, largest_rebuild_bytes = 0;
-  int64_t stage_layers = 0;
+  int64_t stage_layers = 0, rebuilt_layers = 1;
   for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
     const LayerRange range = chunk_layers(model, layout, stage, chunk);
     stage_layers += range.count();
+    rebuilt_layers = std::max(rebuilt_layers, rebuilt_layer_count(layout, range.count()));
+    // Under the uniform method a chunk keeps one input per group of recompute_group_layers.
+    const double inputs_per_recomputed_layer =
+        checkpointed_inputs_per_recomputed_layer(layout, range.count());
     for (const bool moe_layer : {false, true}) {
       const int64_t num_moe = range.num_moe(model);
       const double count = static_cast<double>(moe_layer ? num_moe : range.count() - num_moe);
@@ -727,7 +731,8 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
         // those after the chunk's first recompute_layers store a whole layer's.
         const double recomputed_count =
             static_cast<double>(layers_under_recompute(model, layout, range, moe_layer));
-        held_bytes += recomputed_count * kept_bytes + (count - recomputed_count) * layer_bytes;
+        held_bytes += recomputed_count * inputs_per_recomputed_layer * kept_bytes +
+                      (count - recomputed_count) * layer_bytes;
         waiting_bytes += count * weight_gradient_bytes_per_layer(model, cluster, layout, moe_layer);
         largest_layer_bytes = std::max(largest_layer_bytes, layer_bytes);
         largest_rebuild_bytes = std::max(largest_rebuild_bytes, layer_bytes - kept_bytes);
@@ -741,10 +746,11 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   if (!model.is_moe()) {
     held_and_waiting =
         dense_held_and_waiting(model, layout, stage, in_flight, &layers_per_micro_batch_unit);
-    // Under the block method a held layer's bytes are the stage's average: exact when every
-    // chunk has as many layers (a unit is one chunk), otherwise the average over the peak's
-    // layers whatever their place in their chunk.
-    held_bytes = layout.recompute_layers > 0 && stage_layers > 0
+    // Under the block and uniform methods a held layer's bytes are the stage's average: exact
+    // when every chunk has as many layers (a unit is one chunk), otherwise the average over the
+    // peak's layers whatever their place in their chunk.
+    const bool chunk_shaped = layout.recompute_layers > 0 || layout.recompute_group_layers > 1;
+    held_bytes = chunk_shaped && stage_layers > 0
                      ? held_bytes / static_cast<double>(stage_layers)
                      : activation_bytes_per_layer(model, cluster, layout, options);
     waiting_bytes = weight_gradient_bytes_per_layer(model, cluster, layout);
@@ -763,8 +769,9 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   // stage.
   double rebuild_bytes = 0;
   if (layout.recompute == Recompute::kFull) {
-    // The backward of one layer rebuilds that layer's full activations (ibid. Sec. 4.3).
-    rebuild_bytes = largest_layer_bytes;
+    // The backward of one layer rebuilds that layer's full activations (ibid. Sec. 4.3); a
+    // uniform group's backward rebuilds all of its layers' before running through them.
+    rebuild_bytes = static_cast<double>(rebuilt_layers) * largest_layer_bytes;
   } else if (op_level_selective_recompute(layout, options)) {
     // The block's backward rebuilds what op-level checkpointing did not keep.
     rebuild_bytes = largest_rebuild_bytes;

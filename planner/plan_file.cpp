@@ -51,6 +51,10 @@ nlohmann::json layout_to_json(const Layout& layout) {
   if (layout.recompute_layers > 0) {
     json["recompute_layers"] = layout.recompute_layers;
   }
+  // Written only for Megatron's uniform method with groups of more than one layer.
+  if (layout.recompute_group_layers > 1) {
+    json["recompute_group_layers"] = layout.recompute_group_layers;
+  }
   return json;
 }
 
@@ -60,7 +64,7 @@ namespace {
 // the model and cluster loaders do. `prediction` is informative and its content is not checked.
 constexpr std::array<std::string_view, 8> kPlanFields = {
     "format", "version", "model", "cluster", "num_gpus", "layout", "options", "prediction"};
-constexpr std::array<std::string_view, 18> kLayoutFields = {"tp",
+constexpr std::array<std::string_view, 19> kLayoutFields = {"tp",
                                                             "pp",
                                                             "dp",
                                                             "vpp",
@@ -77,7 +81,8 @@ constexpr std::array<std::string_view, 18> kLayoutFields = {"tp",
                                                             "microbatch_group",
                                                             "etp",
                                                             "dp_shard",
-                                                            "recompute_layers"};
+                                                            "recompute_layers",
+                                                            "recompute_group_layers"};
 constexpr std::array<std::string_view, 26> kOptionsFields = {"flash_attention",
                                                              "flash_attention_version",
                                                              "fsdp_version",
@@ -205,6 +210,11 @@ Layout layout_from_json(const nlohmann::json& json, const std::string& source) {
   // Optional: absent means every layer (full recompute as before Megatron's block method).
   if (json.contains("recompute_layers")) {
     layout.recompute_layers = require_size(json, "recompute_layers", kPlanMaxLayers, where);
+  }
+  // Optional: absent means one layer per checkpointed group.
+  if (json.contains("recompute_group_layers")) {
+    layout.recompute_group_layers =
+        require_size(json, "recompute_group_layers", kPlanMaxLayers, where);
   }
   return layout;
 }

@@ -307,6 +307,7 @@ void enumerate_replicas(const models::TransformerConfig& model,
         base.placement = space.placement;
         base.stage_layers = split;
         base.recompute_layers = space.recompute_layers;
+        base.recompute_group_layers = space.recompute_group_layers;
         // Expert tensor parallel sizes other than tp only where the dense rules pass. They read
         // no expert field, and base has sequence parallelism off, ZeRO 0 and no recompute, so
         // when base fails them every variant fails them too, whatever etp.

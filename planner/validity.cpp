@@ -917,6 +917,39 @@ void check_recompute_layers_request(const PlanOptions& options, const std::strin
   }
 }
 
+// Megatron-Core's uniform method with groups of N layers (megatron/core/recompute.py, its
+// uniform branch, d98e8a64), DeepSpeed's PipelineModule activation_checkpoint_interval N
+// (deepspeed/runtime/pipe/module.py, which checkpoints runs of N layers), and meshplan's
+// executor (executor/model_chunk.cpp). torchtitan's layer AC wraps each block on its own.
+Validity check_recompute_group_layers(const Layout& layout, const PlanOptions& options) {
+  if (layout.recompute_group_layers == 0) {
+    return {};
+  }
+  const auto refuse_group = [&](const std::string& why) {
+    return reject("recompute_group_layers",
+                  fmt::format("recompute_group_layers {}: {} ({})", layout.recompute_group_layers,
+                              why, describe(layout)));
+  };
+  if (layout.recompute_group_layers < 0) {
+    return refuse_group("must be positive (1: one layer per group)");
+  }
+  if (layout.recompute != Recompute::kFull) {
+    return refuse_group(
+        "needs recompute full (Megatron-LM's uniform method recomputes whole layers)");
+  }
+  if (layout.recompute_layers > 0) {
+    return refuse_group(
+        "not with recompute_layers (Megatron-LM's --recompute-method is uniform or block)");
+  }
+  if (options.framework == Framework::kFsdp && layout.recompute_group_layers > 1) {
+    return refuse(options.framework,
+                  "torchtitan's layer AC checkpoints each transformer block on its own, not "
+                  "groups of recompute_group_layers (Megatron-LM's uniform method)",
+                  layout);
+  }
+  return {};
+}
+
 // Megatron-Core's block method (megatron/core/recompute.py, its block branch, d98e8a64): the
 // first --recompute-num-layers layers of each chunk are checkpointed. meshplan's executor runs
 // the same. DeepSpeed's pipeline engine checkpoints every activation_checkpoint_interval layers
@@ -926,6 +959,9 @@ void check_recompute_layers_request(const PlanOptions& options, const std::strin
 // ZeRO-3's gathers are per forward and backward op, which a recompute inside the backward does
 // not change.
 Validity check_recompute_layers(const Layout& layout, const PlanOptions& options) {
+  if (Validity group = check_recompute_group_layers(layout, options); !group.ok()) {
+    return group;
+  }
   if (layout.recompute_layers == 0) {
     return {};
   }

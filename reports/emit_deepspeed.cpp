@@ -103,7 +103,11 @@ std::string emit_deepspeed(const planner::Plan& plan) {
   if (layout.pp > 1) {
     config["pipeline"] = {
         {"stages", layout.pp},
-        {"activation_checkpoint_interval", layout.recompute == planner::Recompute::kFull ? 1 : 0}};
+        // PipelineModule checkpoints runs of this many layers (deepspeed/runtime/pipe/
+        // module.py), meshplan's recompute_group_layers (1 when unset).
+        {"activation_checkpoint_interval", layout.recompute == planner::Recompute::kFull
+                                               ? std::max<int64_t>(layout.recompute_group_layers, 1)
+                                               : 0}};
   }
   if (layout.tp > 1) {
     config["tensor_parallel"] = {{"autotp_size", layout.tp}};

@@ -152,16 +152,17 @@ void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
     flags.push_back({"--recompute-granularity", "selective"});
   } else if (layout.recompute == planner::Recompute::kFull) {
     // meshplan's full recompute checkpoints every layer's input (Korthikanti et al. 2022,
-    // Sec. 5): Megatron's uniform method with one layer per checkpointed group; with
-    // recompute_layers, the block method on each chunk's first that many layers
-    // (megatron/core/recompute.py, its block branch, d98e8a64).
+    // Sec. 5): Megatron's uniform method with one layer per checkpointed group, or
+    // recompute_group_layers per group; with recompute_layers, the block method on each
+    // chunk's first that many layers (megatron/core/recompute.py, d98e8a64).
     flags.push_back({"--recompute-granularity", "full"});
     if (layout.recompute_layers > 0) {
       flags.push_back({"--recompute-method", "block"});
       flags.push_back({"--recompute-num-layers", std::to_string(layout.recompute_layers)});
     } else {
       flags.push_back({"--recompute-method", "uniform"});
-      flags.push_back({"--recompute-num-layers", "1"});
+      flags.push_back({"--recompute-num-layers",
+                       std::to_string(std::max<int64_t>(layout.recompute_group_layers, 1))});
     }
     if (plan.options.distribute_saved_activations) {
       flags.push_back({"--distribute-saved-activations", ""});

@@ -28,6 +28,18 @@ std::string on_off(bool value) {
 // why it ranks where it does: micro-batches per pipeline per step, the pipeline bubble and the
 // exposed communication (tp + pp transfers + dp), in seconds. A mixture-of-experts model's
 // table ends with an ep column after them.
+// The recompute column: Megatron's block method as block:N, its uniform method with groups of
+// N layers as group:N, else the recompute kind.
+std::string recompute_label(const planner::Layout& l) {
+  if (l.recompute_layers > 0) {
+    return fmt::format("block:{}", l.recompute_layers);
+  }
+  if (l.recompute == planner::Recompute::kFull && l.recompute_group_layers > 1) {
+    return fmt::format("group:{}", l.recompute_group_layers);
+  }
+  return to_string(l.recompute);
+}
+
 void add_plan_row(int rank, const planner::PlanEstimate& e, const models::TransformerConfig& model,
                   planner::Framework framework, bool with_cp, Report* report) {
   const bool moe = model.is_moe();
@@ -37,8 +49,7 @@ void add_plan_row(int rank, const planner::PlanEstimate& e, const models::Transf
       " {:>4} {:>4}{} {:>4} {:>5} {:>4} {:>4} {:>10} {:>3} {:>4} {:>11} {:>8.1f} "
       "{:>9.4f} {:>6.1f} {:>12.0f} {:>5} {:>8.4f} {:>8.4f}{}\n",
       rank, l.tp, with_cp ? fmt::format(" {:>4}", l.cp) : "", l.pp, l.dp, l.vpp, l.micro_batch,
-      l.recompute_layers > 0 ? fmt::format("block:{}", l.recompute_layers) : to_string(l.recompute),
-      on_off(l.sequence_parallel), l.zero, to_string(l.schedule),
+      recompute_label(l), on_off(l.sequence_parallel), l.zero, to_string(l.schedule),
       static_cast<double>(e.peak_memory_bytes) / kGiB, e.step_time_s, 100.0 * e.mfu, e.tokens_per_s,
       l.num_micro_batches(), e.breakdown.bubble_seconds, exposed_comm_seconds,
       moe ? fmt::format(" {:>5}", l.ep) : "");
@@ -171,6 +182,9 @@ std::string format_plan_options(const planner::PlanOptions& o, const planner::Se
     out += ", block recompute searched (--recompute-layers auto)";
   } else if (space.recompute_layers > 0) {
     out += fmt::format(", block recompute of {} layers per chunk", space.recompute_layers);
+  }
+  if (space.recompute_group_layers > 1) {
+    out += fmt::format(", full recompute in groups of {} layers", space.recompute_group_layers);
   }
   if (space.memory_headroom_bytes > 0) {
     out += fmt::format(", memory headroom {:.1f} GiB",

@@ -308,6 +308,20 @@ TEST_SUITE("mpi2") {
     options.distribute_saved_activations = true;
     check_equivalent(tiny_gpt2(), layout, options);
   }
+  TEST_CASE("pp2 with Megatron's uniform recompute in groups of 2 layers equals one process") {
+    planner::Layout layout = make_layout(1, 2, 1);
+    layout.recompute = Recompute::kFull;
+    layout.recompute_group_layers = 2;
+    check_equivalent(tiny(), layout);
+  }
+  TEST_CASE("tp2 with recompute in groups of 3 of 4 layers, saved inputs distributed, equals one") {
+    planner::Layout layout = make_layout(2, 1, 1);
+    layout.recompute = Recompute::kFull;
+    layout.recompute_group_layers = 3;
+    planner::PlanOptions options;
+    options.distribute_saved_activations = true;
+    check_equivalent(tiny_gpt2(), layout, options);
+  }
   TEST_CASE("pp2 with selective recompute equals one process") {
     planner::Layout layout = make_layout(1, 2, 1);
     layout.recompute = Recompute::kSelective;

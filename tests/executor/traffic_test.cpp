@@ -222,6 +222,18 @@ TEST_SUITE("mpi2") {
     options.distribute_saved_activations = false;
     check_traffic(models::load_model("tiny"), layout, options);
   }
+  TEST_CASE("collective calls and bytes match the planner: tp2 uniform recompute in groups of 3") {
+    // Megatron's uniform method: blocks 0-2 and block 3 are the two checkpointed groups, so
+    // with distributed saved activations two inputs are gathered per micro-batch, not four;
+    // every block's forward (and its two all-reduces) still runs again.
+    planner::Layout layout = make_layout(2, 1, 1);
+    layout.recompute = planner::Recompute::kFull;
+    layout.recompute_group_layers = 3;
+    planner::PlanOptions options;
+    options.distribute_saved_activations = true;
+    const TrafficCounts counts = check_traffic(models::load_model("tiny"), layout, options);
+    CHECK(counts.at({CollectiveKind::kAllGather, CommGroup::kTp}).calls == 2 * 8);
+  }
   TEST_CASE("collective calls and bytes match the planner: MoE ep2, block recompute 1 of 4") {
     // tiny-moe's dense layer 0 recomputed, its MoE layers 1-3 kept: no MoE layer routes again,
     // where full recompute routes each twice. (With 2 of 4, MoE layer 1 alone routes again:

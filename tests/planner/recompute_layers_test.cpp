@@ -291,6 +291,116 @@ TEST_CASE("recompute_layers auto: the fewest recomputed layers per chunk that fi
                    << plain.best[0].step_time_s << " s");
 }
 
+Layout with_groups(Layout layout, int64_t group_layers) {
+  layout.recompute = Recompute::kFull;
+  layout.recompute_group_layers = group_layers;
+  return layout;
+}
+
+TEST_CASE("recompute_group_layers: a chunk keeps one input per group, rebuilds a group at once") {
+  // pp 1, one micro-batch in flight, 32 layers: Megatron's uniform method with groups of N
+  // keeps ceil(32 / N) layer inputs instead of 32, and a group's backward rebuilds its N layers'
+  // activations at once instead of one layer's: against full recompute,
+  //   - (32 - ceil(32 / N)) x layer input + (N - 1) x whole layer.
+  const models::TransformerConfig model = test::square_model("square");
+  const models::ClusterConfig a100 = models::load_cluster("dgx-a100-80gb");
+  const Layout base = test::make_layout(4, 1, 2, 1, 2);
+  const double whole =
+      activation_bytes_per_layer(model, a100, with_recompute(base, Recompute::kNone), {});
+  const double input =
+      activation_bytes_per_layer(model, a100, with_recompute(base, Recompute::kFull), {});
+  const auto activations = [&](const Layout& layout) {
+    const PlanEstimate estimate = estimate_plan(model, a100, layout, {});
+    REQUIRE_MESSAGE(estimate.feasible, estimate.rejection_reason);
+    return static_cast<double>(estimate.stages[0].memory.activations_bytes);
+  };
+  const double full = activations(with_recompute(base, Recompute::kFull));
+  for (const int64_t n : {2, 3, 8, 32}) {
+    CAPTURE(n);
+    const double groups = static_cast<double>((32 + n - 1) / n);
+    CHECK(activations(with_groups(base, n)) - full ==
+          doctest::Approx(-(32.0 - groups) * input + static_cast<double>(n - 1) * whole)
+              .epsilon(1e-9));
+  }
+  CHECK(activations(with_groups(base, 1)) == full);
+  // A group larger than the chunk rebuilds the chunk's 32 layers, as a group of 32 does.
+  CHECK(activations(with_groups(base, 64)) == activations(with_groups(base, 32)));
+}
+
+TEST_CASE(
+    "recompute_group_layers: time and collectives as full recompute, saved inputs per group") {
+  // Every layer's forward still runs again once; only the kept inputs are fewer. With
+  // distributed saved activations (tp 4, pp 2: 16 layers a stage, m = 4) each group's input is
+  // split and all-gathered once: ceil(16 / 3) x 4 = 24 gathers instead of 64, and the split's
+  // time is charged 6 times per chunk instead of 16.
+  const models::TransformerConfig model = test::square_model("square");
+  const models::ClusterConfig a100 = models::load_cluster("dgx-a100-80gb");
+  const Layout base = test::make_layout(4, 2, 1, 1, 4);
+  const ChunkCost full = chunk_cost(model, a100, with_recompute(base, Recompute::kFull), {}, 0, 0);
+  const ChunkCost groups = chunk_cost(model, a100, with_groups(base, 3), {}, 0, 0);
+  CHECK(groups.forward_compute_seconds == doctest::Approx(full.forward_compute_seconds));
+  CHECK(groups.backward_input_compute_seconds ==
+        doctest::Approx(full.backward_input_compute_seconds));
+  CHECK(groups.backward_tp_comm_seconds == doctest::Approx(full.backward_tp_comm_seconds));
+  PlanOptions distribute;
+  distribute.distribute_saved_activations = true;
+  const ChunkCost full_split =
+      chunk_cost(model, a100, with_recompute(base, Recompute::kFull), distribute, 0, 0);
+  const ChunkCost groups_split = chunk_cost(model, a100, with_groups(base, 3), distribute, 0, 0);
+  CHECK(groups_split.backward_tp_comm_seconds - groups.backward_tp_comm_seconds ==
+        doctest::Approx(6.0 / 16.0 *
+                        (full_split.backward_tp_comm_seconds - full.backward_tp_comm_seconds)));
+  CHECK(groups_split.forward_compute_seconds - groups.forward_compute_seconds ==
+        doctest::Approx(6.0 / 16.0 *
+                        (full_split.forward_compute_seconds - full.forward_compute_seconds)));
+  const PlanEstimate estimate = estimate_plan(model, a100, with_groups(base, 3), distribute);
+  REQUIRE_MESSAGE(estimate.feasible, estimate.rejection_reason);
+  const CollectiveTraffic* gathers = test::find_traffic(
+      estimate.collectives, "tp: all-gather of each distributed saved layer input (recompute)");
+  REQUIRE(gathers != nullptr);
+  CHECK(gathers->calls_per_step == 24);
+  const CollectiveTraffic* recomputed =
+      test::find_traffic(estimate.collectives, "tp: recomputed forward all-reduces");
+  REQUIRE(recomputed != nullptr);
+  CHECK(recomputed->calls_per_step == 2 * 16 * 4);
+}
+
+TEST_CASE("recompute_group_layers: refused without full recompute, beside the block method, fsdp") {
+  const auto code = [&](const Layout& layout, Framework framework) {
+    PlanOptions options;
+    options.framework = framework;
+    return check_recompute_layers(layout, options).code;
+  };
+  const Layout groups = with_groups(test::make_layout(2, 2, 2, 1, 8), 2);
+  CHECK(code(groups, Framework::kMegatron).empty());
+  CHECK(code(groups, Framework::kDeepSpeed).empty());  // activation_checkpoint_interval
+  CHECK(code(groups, Framework::kMeshplan).empty());
+  CHECK(code(groups, Framework::kFsdp) == "framework");
+  CHECK(code(with_groups(groups, 1), Framework::kFsdp).empty());  // one layer a group: full AC
+  Layout selective = groups;
+  selective.recompute = Recompute::kSelective;
+  CHECK(code(selective, Framework::kMegatron) == "recompute_group_layers");
+  Layout both = groups;
+  both.recompute_layers = 2;
+  CHECK(code(both, Framework::kMegatron) == "recompute_group_layers");
+  CHECK(code(with_groups(groups, -1), Framework::kMegatron) == "recompute_group_layers");
+}
+
+TEST_CASE("plan file: layout.recompute_group_layers written only above 1, read back") {
+  Plan plan{test::square_model("square"), models::load_cluster("dgx-a100-80gb"), 8,
+            with_groups(test::make_layout(2, 2, 2, 1, 8), 3), PlanOptions{}};
+  const nlohmann::json json = plan_to_json(plan, {});
+  CHECK(json.at("layout").at("recompute_group_layers") == 3);
+  CHECK(plan_from_json(json, "p.json") == plan);
+  nlohmann::json fsdp = json;
+  fsdp["options"]["framework"] = "fsdp";
+  CHECK(test::input_error([&] {
+          plan_from_json(fsdp, "p.json");
+        }).starts_with("p.json: layout: fsdp cannot run this layout: torchtitan's layer AC"));
+  plan.layout.recompute_group_layers = 1;
+  CHECK_FALSE(plan_to_json(plan, {}).at("layout").contains("recompute_group_layers"));
+}
+
 TEST_CASE("plan file: layout.recompute_layers written only when set, read back, bounded") {
   Plan plan{test::square_model("square"), models::load_cluster("dgx-a100-80gb"), 8,
             with_recompute(test::make_layout(2, 2, 2, 1, 8), Recompute::kFull), PlanOptions{}};

@@ -367,9 +367,14 @@ Validity check_cp_options(const models::TransformerConfig& model, const Layout& 
 Validity check_recompute_options(const models::TransformerConfig& model, const Layout& layout,
                                  const PlanOptions& options);
 
+/// Rules of layout.recompute_group_layers (0 passes): code "recompute_group_layers" when
+/// negative, without recompute full or beside recompute_layers; "framework" under fsdp for
+/// groups of more than one layer. check_recompute_layers calls it.
+Validity check_recompute_group_layers(const Layout& layout, const PlanOptions& options);
+
 /// Rules of layout.recompute_layers (0 passes): code "recompute_layers" when negative or without
-/// recompute full; "framework" under deepspeed and fsdp, which have no block method.
-/// check_recompute_options calls it.
+/// recompute full; "framework" under deepspeed and fsdp, which have no block method; and those of
+/// check_recompute_group_layers. check_recompute_options calls it.
 Validity check_recompute_layers(const Layout& layout, const PlanOptions& options);
 
 /// Throws InputError naming `field` (a CLI flag) when the block method is asked of a

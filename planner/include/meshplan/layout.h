@@ -74,6 +74,13 @@ struct Layout {
   // activations). 0 means every layer, meshplan's full recompute (Megatron's uniform method,
   // one layer per group). Read it through recomputed_layer_count().
   int64_t recompute_layers = 0;
+  // With recompute full: transformer layers per checkpointed group, Megatron-Core's
+  // --recompute-method uniform --recompute-num-layers N (recompute.py, the uniform branch: each
+  // chunk's layers in groups of N from its first, each group's input kept, the group's forward
+  // run again before its backward) and DeepSpeed's PipelineModule activation_checkpoint_interval.
+  // 0 or 1: one layer per group. Not with recompute_layers (the block method). Read it through
+  // checkpointed_input_count() and rebuilt_layer_count().
+  int64_t recompute_group_layers = 0;
 
   int64_t num_gpus() const { return tp * cp * pp * dp; }
   /// Micro-batches per pipeline per step: global_batch / (dp * micro_batch).
@@ -95,6 +102,39 @@ inline int64_t recomputed_layer_count(const Layout& layout, int64_t chunk_layers
     return chunk_layers;
   }
   return layout.recompute_layers;
+}
+
+/// Layer inputs a model chunk of `chunk_layers` layers keeps per micro-batch for its recompute:
+/// one per recomputed layer (recomputed_layer_count), or under the uniform method one per group
+/// of recompute_group_layers, ceil(L / N); 0 without full recompute.
+inline int64_t checkpointed_input_count(const Layout& layout, int64_t chunk_layers) {
+  const int64_t recomputed = recomputed_layer_count(layout, chunk_layers);
+  const int64_t group = layout.recompute_group_layers > 1 ? layout.recompute_group_layers : 1;
+  return (recomputed + group - 1) / group;
+}
+
+/// checkpointed_input_count over recomputed_layer_count for a chunk of `chunk_layers` layers:
+/// 1 when each recomputed layer keeps its own input, 1/N-ish under the uniform method's groups
+/// (every layer input has the same bytes, so a chunk's inputs can be charged per recomputed
+/// layer); 1 when nothing is recomputed.
+inline double checkpointed_inputs_per_recomputed_layer(const Layout& layout, int64_t chunk_layers) {
+  const int64_t recomputed = recomputed_layer_count(layout, chunk_layers);
+  if (recomputed == 0) {
+    return 1.0;
+  }
+  return static_cast<double>(checkpointed_input_count(layout, chunk_layers)) /
+         static_cast<double>(recomputed);
+}
+
+/// Layers whose activations one recompute rebuilds together (a group's backward holds them all
+/// until it has run through them): recompute_group_layers under the uniform method, at most
+/// the chunk's `chunk_layers`; 1 otherwise.
+inline int64_t rebuilt_layer_count(const Layout& layout, int64_t chunk_layers) {
+  if (layout.recompute != Recompute::kFull || layout.recompute_group_layers <= 1) {
+    return 1;
+  }
+  return layout.recompute_group_layers < chunk_layers ? layout.recompute_group_layers
+                                                      : chunk_layers;
 }
 ///
 ///

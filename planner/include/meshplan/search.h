@@ -70,6 +70,9 @@ struct SearchSpace {
   // method can run is also costed with the fewest recomputed layers per chunk that fit, found by
   // bisection (memory falls and time grows with each one), and that layout is ranked too.
   bool search_recompute_layers = false;
+  // Megatron's uniform method (Layout::recompute_group_layers) given to every layout: with
+  // recompute full, each chunk's layers checkpointed in groups of this many. 0: one per group.
+  int64_t recompute_group_layers = 0;
 };
 
 /// The smallest micro-batch group size N of the interleaved schedule that Megatron-Core accepts
