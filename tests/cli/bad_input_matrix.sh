@@ -232,6 +232,11 @@ sed 's/"recompute": "full",/"recompute": "selective", "recompute_layers": 2,/' d
 row "explain: recompute_layers without recompute full" 2 \
   "block_selective.json: layout: recompute_layers 2: needs recompute full" \
   explain block_selective.json
+sed 's/"recompute": "full",/"recompute": "full", "recompute_layers": 1, "recompute_group_layers": 2,/' \
+  dsa.json >groups_and_block.json
+row "explain: recompute_group_layers beside recompute_layers" 2 \
+  "groups_and_block.json: layout: recompute_group_layers 2: not with recompute_layers" \
+  explain groups_and_block.json
 row "explain: distribute_saved_activations under fsdp" 2 \
   "dsa_fsdp.json: options: distribute_saved_activations: framework fsdp: torchtitan's activation checkpointing" \
   explain dsa_fsdp.json
@@ -495,6 +500,20 @@ row "plan: --distribute-saved-activations at --tp 1 under meshplan" 2 \
 row "plan: --recompute-layers without --recompute full" 2 \
   "--recompute-layers: needs --recompute full (searched)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --recompute-layers 2 --json new_out.json
+row "plan: --recompute-group-layers without --recompute full" 2 \
+  "--recompute-group-layers: needs --recompute full (searched)" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --recompute-group-layers 2 --json new_out.json
+row "plan: --recompute-group-layers 0" 2 "--recompute-group-layers: must be positive (0)" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --recompute full --recompute-group-layers 0 \
+  --json new_out.json
+row "plan: --recompute-group-layers with --recompute-layers" 2 \
+  "--recompute-group-layers: not with --recompute-layers" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --recompute full --recompute-group-layers 2 \
+  --recompute-layers 1 --json new_out.json
+row "plan: --recompute-group-layers under fsdp" 2 \
+  "--recompute-group-layers: framework fsdp: torchtitan's layer AC" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --recompute full --recompute-group-layers 2 \
+  --framework fsdp --json new_out.json
 row "plan: --recompute-layers 0" 2 "--recompute-layers: must be positive (0)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --recompute full --recompute-layers 0 \
   --json new_out.json

@@ -866,6 +866,20 @@ TEST_CASE("--emit megatron: the block method as --recompute-method block") {
   CHECK(flags.at("--recompute-num-layers") == "3");
 }
 
+TEST_CASE("--emit: recompute in groups as Megatron's uniform method and DeepSpeed's interval") {
+  // Megatron-LM arguments.py --recompute-method uniform --recompute-num-layers N; DeepSpeed's
+  // PipelineModule activation_checkpoint_interval (the pipeline section of its config).
+  planner::Plan plan = full_recompute_plan();
+  plan.layout.recompute_group_layers = 4;
+  const std::map<std::string, std::string> flags = megatron_flags(emit_megatron(plan));
+  CHECK(flags.at("--recompute-method") == "uniform");
+  CHECK(flags.at("--recompute-num-layers") == "4");
+  planner::Plan deepspeed = plan;
+  deepspeed.options.framework = planner::Framework::kDeepSpeed;
+  const nlohmann::json config = nlohmann::json::parse(emit_deepspeed(deepspeed));
+  CHECK(config.at("pipeline").at("activation_checkpoint_interval") == 4);
+}
+
 TEST_CASE("--emit: distributed saved activations as Megatron's flag and DeepSpeed's key") {
   // Megatron-LM arguments.py --distribute-saved-activations (a flag the parser has); DeepSpeed's
   // config section activation_checkpointing.partition_activations
