@@ -45,9 +45,10 @@ PlanOptions software_options(const std::string& source) {
 namespace {
 
 // Runs-file versions read: 1, 2 (adds per-run framework and options), 3 (adds the layout's
-// `cp`), 4 (adds the model's `parallel_residual`), 5 (adds the layout's `dp_shard`) and 6 (adds
-// the layout's `recompute_layers`); an older reader would silently ignore any of them.
-constexpr int64_t kRunsFormatVersion = 6;
+// `cp`), 4 (adds the model's `parallel_residual`), 5 (adds the layout's `dp_shard`), 6 (adds
+// the layout's `recompute_layers`) and 7 (adds the layout's `recompute_group_layers`); an older
+// reader would silently ignore any of them.
+constexpr int64_t kRunsFormatVersion = 7;
 
 // A run's keys, object by object (validation/README.md); anything else is a typo that would
 // otherwise be silently left out (a misspelt layout field searched, a misspelt dropout read as
@@ -62,7 +63,7 @@ constexpr std::array<std::string_view, 13> kRunModelFields = {
 constexpr std::array<std::string_view, 4> kRunHardwareFields = {
     "cluster", "num_gpus", "gpus_per_node", "inter_node_gbps_per_gpu"};
 constexpr std::array<std::string_view, 3> kRunPublishedFields = {"step_time_s", "how", "reported"};
-constexpr std::array<std::string_view, 14> kRunLayoutFields = {"tp",
+constexpr std::array<std::string_view, 15> kRunLayoutFields = {"tp",
                                                                "pp",
                                                                "dp",
                                                                "cp",
@@ -75,7 +76,8 @@ constexpr std::array<std::string_view, 14> kRunLayoutFields = {"tp",
                                                                "dp_shard",
                                                                "recompute",
                                                                "sequence_parallel",
-                                                               "recompute_layers"};
+                                                               "recompute_layers",
+                                                               "recompute_group_layers"};
 
 models::TransformerConfig run_model(const nlohmann::json& json, const std::string& where) {
   models::TransformerConfig model;
@@ -205,6 +207,16 @@ SearchSpace run_space(const nlohmann::json& layout, int64_t num_gpus, const std:
                                    space.recompute_layers));
     }
   }
+  // Megatron's uniform method (version 7): layers per checkpointed group under
+  // --recompute-method uniform --recompute-num-layers N (DeepSpeed's
+  // activation_checkpoint_interval); absent or null: one layer a group (never searched).
+  if (layout.contains("recompute_group_layers") && !layout.at("recompute_group_layers").is_null()) {
+    space.recompute_group_layers = integer("recompute_group_layers");
+    if (space.recompute_group_layers < 1) {
+      throw InputError(fmt::format("{}: recompute_group_layers: must be at least 1 ({})", where,
+                                   space.recompute_group_layers));
+    }
+  }
   return space;
 }
 
@@ -321,6 +333,11 @@ ValidationRun validate_run(const nlohmann::json& run_json, int version, const st
   if (version < 6 && run_json.at("layout").contains("recompute_layers")) {
     throw InputError(fmt::format(
         "{}: layout: recompute_layers: needs runs-file version 6 (version {})", where, version));
+  }
+  if (version < 7 && run_json.at("layout").contains("recompute_group_layers")) {
+    throw InputError(
+        fmt::format("{}: layout: recompute_group_layers: needs runs-file version 7 (version {})",
+                    where, version));
   }
   const models::TransformerConfig model = run_model(run_json.at("model"), where + ": model");
   const nlohmann::json& hardware = run_json.at("hardware");

@@ -548,7 +548,7 @@ TEST_CASE("runs file versions: 1 without framework/options, 2 with them") {
         }) == run + "options: needs runs-file version 2 (version 1)");
   CHECK(run_error_after([](nlohmann::json& r) { r["framework"] = "fsdp"; }) ==
         run + "framework: needs runs-file version 2 (version 1)");
-  CHECK(run_error_after([](nlohmann::json&) {}, 7) == "r.json: version: expected 1 to 6 (7)");
+  CHECK(run_error_after([](nlohmann::json&) {}, 8) == "r.json: version: expected 1 to 7 (8)");
 }
 
 TEST_CASE("runs file version 3: the layout's cp (absent or null = 1)") {
@@ -660,6 +660,30 @@ TEST_CASE("runs file version 6: the layout's recompute_layers (Megatron's block 
   CHECK(estimate_plan(fixture_model(), fixture_cluster(), layout, block.runs[0].options)
             .step_time_s == block.runs[0].predicted->step_time_s);
   CHECK(block.runs[0].predicted->step_time_s < every_layer.runs[0].predicted->step_time_s);
+}
+
+TEST_CASE("runs file version 7: the layout's recompute_group_layers (the uniform method)") {
+  const std::string run = "r.json: runs[fixture-fixed-layout]: ";
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["recompute_group_layers"] = 2; }, 6) ==
+        run + "layout: recompute_group_layers: needs runs-file version 7 (version 6)");
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["recompute_group_layers"] = 0; }, 7) ==
+        run + "layout: recompute_group_layers: must be at least 1 (0)");
+  // Stated on the fixture's full-recompute run: costed exactly as estimate_plan costs it, at
+  // full recompute's time (every layer still runs its forward again).
+  nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
+  json["version"] = 7;
+  json["runs"].erase(1);
+  const ValidationReport every_layer = validate_runs(json, "r.json");
+  json["runs"][0]["layout"]["recompute_group_layers"] = 2;
+  const ValidationReport groups = validate_runs(json, "r.json");
+  REQUIRE(groups.runs[0].predicted.has_value());
+  REQUIRE(every_layer.runs[0].predicted.has_value());
+  const Layout& layout = groups.runs[0].predicted->layout;
+  CHECK(layout.recompute_group_layers == 2);
+  CHECK(estimate_plan(fixture_model(), fixture_cluster(), layout, groups.runs[0].options)
+            .step_time_s == groups.runs[0].predicted->step_time_s);
+  CHECK(groups.runs[0].predicted->step_time_s ==
+        doctest::Approx(every_layer.runs[0].predicted->step_time_s));
 }
 
 TEST_CASE("a run's model may state dropout (absent = true, as in a model file)") {
