@@ -41,8 +41,8 @@ struct PlanArguments {
   double moe_load_imbalance = 1.0;
   double moe_aux_loss_coeff = 0.0;
   std::optional<std::string> recompute, sequence_parallel, schedule, stage_layers;
-  std::optional<std::string> recompute_layers;  // a count or "auto"
-  std::optional<int64_t> recompute_group_layers;
+  std::optional<std::string> recompute_layers;        // a count or "auto"
+  std::optional<std::string> recompute_group_layers;  // a count or "auto"
   std::optional<int64_t> first_stage_layers, last_stage_layers;
   std::optional<int> zero;
   std::optional<std::string> cp;  // a size or "auto"
@@ -329,21 +329,27 @@ planner::SearchSpace search_space(const PlanArguments& args, const models::Clust
     }
   }
   if (args.recompute_group_layers) {  // Megatron's uniform method: whole layers, in groups
-    if (*args.recompute_group_layers < 1) {
-      throw InputError(fmt::format("--recompute-group-layers: must be positive ({})",
-                                   *args.recompute_group_layers));
+    const bool search = *args.recompute_group_layers == "auto";
+    if (!search) {
+      space.recompute_group_layers =
+          parse_size_or_auto(*args.recompute_group_layers, "--recompute-group-layers");
     }
-    if (space.recompute != planner::Recompute::kFull) {
+    if (!search && space.recompute != planner::Recompute::kFull) {
       throw InputError(fmt::format(
           "--recompute-group-layers: needs --recompute full ({})",
           space.recompute ? planner::to_string(*space.recompute) : std::string("searched")));
+    }
+    if (search && space.recompute && *space.recompute != planner::Recompute::kFull) {
+      throw InputError(fmt::format(
+          "--recompute-group-layers: auto needs full recompute among the searched ones ({})",
+          planner::to_string(*space.recompute)));
     }
     if (args.recompute_layers) {
       throw InputError(
           "--recompute-group-layers: not with --recompute-layers (Megatron-LM's "
           "--recompute-method is uniform or block)");
     }
-    space.recompute_group_layers = *args.recompute_group_layers;
+    space.search_recompute_group_layers = search;
   }
   if (args.zero) {
     if (*args.zero < 0 || *args.zero > 3) {
@@ -504,7 +510,8 @@ void check_saved_activation_arguments(const planner::SearchSpace& space,
 // search (planner::check_recompute_layers rejects the searched layouts alike).
 void check_recompute_layers_arguments(const planner::SearchSpace& space,
                                       const planner::PlanOptions& options) {
-  if (space.recompute_group_layers > 1 && options.framework == planner::Framework::kFsdp) {
+  if ((space.recompute_group_layers > 1 || space.search_recompute_group_layers) &&
+      options.framework == planner::Framework::kFsdp) {
     throw InputError(
         "--recompute-group-layers: framework fsdp: torchtitan's layer AC checkpoints each "
         "transformer block on its own (Megatron-LM's --recompute-method uniform)");
@@ -770,7 +777,9 @@ void register_plan_commands(CLI::App& app) {
                    "With --recompute full: checkpoint each model chunk's layers in groups of N, "
                    "keeping one input per group and rebuilding a group's N layers at once "
                    "(Megatron-LM --recompute-method uniform --recompute-num-layers N, DeepSpeed "
-                   "activation_checkpoint_interval N; megatron, deepspeed and meshplan)");
+                   "activation_checkpoint_interval N; megatron, deepspeed and meshplan); auto: "
+                   "also try each full-recompute layout that does not fit with the group size "
+                   "needing the least memory");
   plan->add_option("--sequence-parallel", args->sequence_parallel,
                    "Fix sequence parallel: on | off");
   plan->add_option("--zero", args->zero, "Fix the ZeRO stage: 0 | 1 | 2 | 3");

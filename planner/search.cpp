@@ -470,6 +470,29 @@ int64_t block_method_max_layers(const models::TransformerConfig& model, const La
   return most;
 }
 
+// Under --recompute-group-layers auto: the most layers of a chunk of `layout` (full recompute,
+// every layer, one per group) when the uniform method can run on it with groups of two, else 0
+// (check_recompute_group_layers).
+int64_t uniform_method_max_layers(const models::TransformerConfig& model, const Layout& layout,
+                                  const PlanOptions& options) {
+  if (layout.recompute != Recompute::kFull || layout.recompute_layers != 0 ||
+      layout.recompute_group_layers > 1) {
+    return 0;
+  }
+  Layout groups = layout;
+  groups.recompute_group_layers = 2;
+  if (!check_recompute_group_layers(groups, options).ok()) {
+    return 0;
+  }
+  int64_t most = 0;
+  for (int64_t stage = 0; stage < layout.pp; ++stage) {
+    for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
+      most = std::max(most, chunk_layers(model, layout, stage, chunk).count());
+    }
+  }
+  return most;
+}
+
 SearchResult search_layouts(const models::TransformerConfig& model,
                             const models::ClusterConfig& cluster, const SearchSpace& space,
                             const PlanOptions& options, Objective objective, int64_t top_k,
@@ -534,6 +557,8 @@ SearchResult search_layouts(const models::TransformerConfig& model,
     }
     PlanEstimate estimate = estimate_within_headroom(layout);
     const bool fits = estimate.feasible;
+    const bool out_of_memory =
+        estimate.rejection_code == "memory" || estimate.rejection_code == "memory_headroom";
     keep(std::move(estimate));
     if (fits && space.search_recompute_layers) {
       // Megatron's block method between none and full recompute: the fewest recomputed layers
@@ -559,6 +584,42 @@ SearchResult search_layouts(const models::TransformerConfig& model,
         block.recompute_layers = high;
         ++result.num_evaluated;
         keep(estimate_within_headroom(block));
+      }
+    }
+    if (out_of_memory && space.search_recompute_group_layers) {
+      // Megatron's uniform method for a full-recompute layout that does not fit: its time is
+      // full recompute's, so the group size wanted is the one with the least memory. Peak
+      // memory is ceil(L / N) kept inputs per held micro-batch plus N rebuilt layers, about
+      // convex in N (Chen et al. 2016, Sec. 4.1: least at N ~ sqrt(L x held inputs / layer)):
+      // a ternary search over 2..L, then the neighbours of its end.
+      const int64_t layers = uniform_method_max_layers(model, layout, options);
+      Layout groups = layout;
+      const auto memory_with = [&](int64_t group_layers) {
+        groups.recompute_group_layers = group_layers;
+        ++result.num_evaluated;
+        return estimate_within_headroom(groups).peak_memory_bytes;
+      };
+      int64_t low = 2, high = layers;
+      while (high - low > 2) {
+        const int64_t left = low + (high - low) / 3, right = high - (high - low) / 3;
+        if (memory_with(left) <= memory_with(right)) {
+          high = right;
+        } else {
+          low = left;
+        }
+      }
+      int64_t least = 0, least_bytes = 0;
+      for (int64_t group_layers = low; group_layers <= high; ++group_layers) {
+        const int64_t bytes = memory_with(group_layers);
+        if (least == 0 || bytes < least_bytes) {
+          least = group_layers;
+          least_bytes = bytes;
+        }
+      }
+      if (least > 0) {
+        groups.recompute_group_layers = least;
+        ++result.num_evaluated;
+        keep(estimate_within_headroom(groups));
       }
     }
   }

@@ -183,7 +183,9 @@ std::string format_plan_options(const planner::PlanOptions& o, const planner::Se
   } else if (space.recompute_layers > 0) {
     out += fmt::format(", block recompute of {} layers per chunk", space.recompute_layers);
   }
-  if (space.recompute_group_layers > 1) {
+  if (space.search_recompute_group_layers) {
+    out += ", recompute groups searched (--recompute-group-layers auto)";
+  } else if (space.recompute_group_layers > 1) {
     out += fmt::format(", full recompute in groups of {} layers", space.recompute_group_layers);
   }
   if (space.memory_headroom_bytes > 0) {

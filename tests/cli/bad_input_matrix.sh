@@ -506,6 +506,14 @@ row "plan: --recompute-group-layers without --recompute full" 2 \
 row "plan: --recompute-group-layers 0" 2 "--recompute-group-layers: must be positive (0)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --recompute full --recompute-group-layers 0 \
   --json new_out.json
+row "plan: --recompute-group-layers auto with --recompute selective" 2 \
+  "--recompute-group-layers: auto needs full recompute among the searched ones (selective)" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --recompute selective \
+  --recompute-group-layers auto --json new_out.json
+row "plan: --recompute-group-layers two" 2 \
+  "--recompute-group-layers: expected a positive integer or auto (two)" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --recompute full --recompute-group-layers two \
+  --json new_out.json
 row "plan: --recompute-group-layers with --recompute-layers" 2 \
   "--recompute-group-layers: not with --recompute-layers" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --recompute full --recompute-group-layers 2 \

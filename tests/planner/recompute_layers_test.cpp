@@ -18,6 +18,7 @@
 #include "meshplan/models.h"
 #include "meshplan/plan_file.h"
 #include "meshplan/search.h"
+#include "meshplan/units.h"
 #include "planner_test_util.h"
 
 namespace meshplan::planner {
@@ -384,6 +385,51 @@ TEST_CASE("recompute_group_layers: refused without full recompute, beside the bl
   both.recompute_layers = 2;
   CHECK(code(both, Framework::kMegatron) == "recompute_group_layers");
   CHECK(code(with_groups(groups, -1), Framework::kMegatron) == "recompute_group_layers");
+}
+
+TEST_CASE("recompute_group_layers auto: the least-memory group size where full does not fit") {
+  // Llama-3 405B on 512 H100, tp 1, pp 1, dp 512, ZeRO-3, micro-batch 1: full recompute keeps
+  // 126 layer inputs and does not fit; the search adds the group size whose plan needs the
+  // least memory, which an exhaustive scan of 2..126 confirms, at full recompute's time.
+  const models::TransformerConfig model = models::load_model("llama3-405b");
+  const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
+  SearchSpace space;
+  space.num_gpus = 512;
+  space.global_batch = 512;
+  space.tp = 1;
+  space.pp = 1;
+  space.vpp = 1;
+  space.micro_batch = 1;
+  space.recompute = Recompute::kFull;
+  space.sequence_parallel = false;
+  space.zero = 3;
+  space.schedule = ScheduleKind::kOneFOneB;
+  const SearchResult plain = search_layouts(model, h100, space, {}, Objective::kTime, 4);
+  CHECK(plain.best.empty());
+  space.search_recompute_group_layers = true;
+  const SearchResult searched = search_layouts(model, h100, space, {}, Objective::kTime, 4);
+  REQUIRE(searched.best.size() == 1);
+  const Layout& found = searched.best[0].layout;
+  Layout scan = found;
+  int64_t least = 0, least_bytes = 0;
+  for (int64_t n = 2; n <= 126; ++n) {
+    scan.recompute_group_layers = n;
+    const int64_t bytes = estimate_plan(model, h100, scan, {}).peak_memory_bytes;
+    if (least == 0 || bytes < least_bytes) {
+      least = n;
+      least_bytes = bytes;
+    }
+  }
+  CHECK(found.recompute_group_layers == least);
+  CHECK(searched.best[0].peak_memory_bytes == least_bytes);
+  Layout every_layer = found;
+  every_layer.recompute_group_layers = 0;
+  const PlanEstimate full = estimate_plan(model, h100, every_layer, {});
+  CHECK_FALSE(full.feasible);
+  CHECK(searched.best[0].step_time_s == doctest::Approx(full.step_time_s));
+  MESSAGE("group:" << least << " " << static_cast<double>(least_bytes) / kBytesPerGiB
+                   << " GiB against "
+                   << static_cast<double>(full.peak_memory_bytes) / kBytesPerGiB);
 }
 
 TEST_CASE("plan file: layout.recompute_group_layers written only above 1, read back") {

@@ -73,6 +73,11 @@ struct SearchSpace {
   // Megatron's uniform method (Layout::recompute_group_layers) given to every layout: with
   // recompute full, each chunk's layers checkpointed in groups of this many. 0: one per group.
   int64_t recompute_group_layers = 0;
+  // Search it instead (--recompute-group-layers auto): each full-recompute layout that does not
+  // fit in memory is also costed with the group size that needs the least memory (kept inputs
+  // fall and the rebuilt group grows with N, Chen et al. 2016's sqrt(n) segments), found by a
+  // search over 2..L, and ranked when that fits.
+  bool search_recompute_group_layers = false;
 };
 
 /// The smallest micro-batch group size N of the interleaved schedule that Megatron-Core accepts
