@@ -33,6 +33,7 @@ struct SweepArguments {
   std::string batch_scaling = "fixed";
   std::string framework = "megatron";
   std::optional<std::string> recompute_layers;  // "auto" only: Megatron's block method searched
+  std::optional<std::string> recompute_group_layers;  // "auto" only: the uniform method's groups
   std::vector<std::string> prices;
   std::string json_path, html_path;
 };
@@ -202,6 +203,25 @@ planner::SweepRequest sweep_request(const SweepArguments& args, std::string* not
     planner::check_recompute_layers_request(request.options, "--recompute-layers");
     request.space_template.search_recompute_layers = true;
   }
+  if (args.recompute_group_layers) {  // as plan --recompute-group-layers auto, at every point
+    if (*args.recompute_group_layers != "auto") {
+      throw InputError(fmt::format(
+          "--recompute-group-layers: expected auto (a fixed count is plan's, with --recompute "
+          "full) ({})",
+          *args.recompute_group_layers));
+    }
+    if (args.recompute_layers) {
+      throw InputError(
+          "--recompute-group-layers: not with --recompute-layers (Megatron-LM's "
+          "--recompute-method is uniform or block)");
+    }
+    if (request.options.framework == planner::Framework::kFsdp) {
+      throw InputError(
+          "--recompute-group-layers: framework fsdp: torchtitan's layer AC checkpoints each "
+          "transformer block on its own (Megatron-LM's --recompute-method uniform)");
+    }
+    request.space_template.search_recompute_group_layers = true;
+  }
   // As plan's default: Megatron-Core overlaps interleaved pipeline sends (overlap_p2p_comm).
   request.options.overlap_p2p_comm = request.options.framework == planner::Framework::kMegatron;
   return request;
@@ -288,6 +308,10 @@ void register_sweep_command(CLI::App& app) {
   sweep->add_option("--recompute-layers", args->recompute_layers,
                     "auto: also try each full-recompute layout with the fewest layers per chunk "
                     "recomputed that fit (Megatron-LM's --recompute-method block), as plan does");
+  sweep->add_option("--recompute-group-layers", args->recompute_group_layers,
+                    "auto: also try each full-recompute layout that does not fit with the group "
+                    "size needing the least memory (Megatron-LM's --recompute-method uniform), "
+                    "as plan does");
   sweep->add_option("--price", args->prices,
                     "CLUSTER=USD_PER_GPU_HOUR, repeatable (default: the cluster's "
                     "price_per_gpu_hour)");

@@ -66,6 +66,13 @@ void add_point_row(const planner::SweepRequest& request, const planner::SweepPoi
         "--recompute-num-layers {})\n",
         cluster.label, point.num_gpus, l.recompute_layers, l.recompute_layers);
   }
+  if (l.recompute == planner::Recompute::kFull && l.recompute_group_layers > 1) {
+    report->table += fmt::format(
+        "#      {} x {}: full recompute in groups of {} layers (Megatron --recompute-method "
+        "uniform "
+        "--recompute-num-layers {})\n",
+        cluster.label, point.num_gpus, l.recompute_group_layers, l.recompute_group_layers);
+  }
   record["reason"] = nullptr;
   record["layout"] = planner::layout_to_json(l);
   record["layout_text"] = planner::describe(l);

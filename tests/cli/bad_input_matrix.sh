@@ -668,6 +668,12 @@ sweep_row "--framework jax" "--framework: unsupported framework (jax)" \
 sweep_row "--recompute-layers 4" \
   "--recompute-layers: expected auto (a fixed count is plan's, with --recompute full) (4)" \
   --model tiny --cluster local-cpu --gpus 2..4 --recompute-layers 4
+sweep_row "--recompute-group-layers 3" \
+  "--recompute-group-layers: expected auto (a fixed count is plan's, with --recompute full) (3)" \
+  --model tiny --cluster local-cpu --gpus 2..4 --recompute-group-layers 3
+sweep_row "--recompute-group-layers auto under fsdp" \
+  "--recompute-group-layers: framework fsdp: torchtitan's layer AC" \
+  --model tiny --cluster dgx-h100 --gpus 2..4 --framework fsdp --recompute-group-layers auto
 sweep_row "--recompute-layers auto under fsdp" \
   "--recompute-layers: framework fsdp: Megatron-LM's --recompute-method block" \
   --model tiny --cluster dgx-h100 --gpus 2..4 --framework fsdp --recompute-layers auto

@@ -209,5 +209,22 @@ TEST_CASE("sweep report: a block-method point says its recomputed layers under i
   CHECK(data_rows(report.table).size() == 1);
 }
 
+TEST_CASE("sweep report: a point with recompute groups says their size under its row") {
+  planner::SweepRequest r = request();
+  r.space_template.search_recompute_group_layers = true;
+  const planner::SweepResult result = one_point(&r, [](planner::Layout& layout) {
+    layout.recompute = planner::Recompute::kFull;
+    layout.recompute_group_layers = 3;
+  });
+  const Report report = sweep_report(r, result);
+  CHECK(report.table.find("\n#      dgx-a100-80gb x 64: full recompute in groups of 3 layers "
+                          "(Megatron --recompute-method uniform --recompute-num-layers 3)\n") !=
+        std::string::npos);
+  CHECK(report.table.find(", recompute groups searched (--recompute-group-layers auto)") !=
+        std::string::npos);
+  CHECK(report.json.at("points")[0].at("layout").at("recompute_group_layers") == 3);
+  CHECK(data_rows(report.table).size() == 1);
+}
+
 }  // namespace
 }  // namespace meshplan::reports
