@@ -27,7 +27,9 @@ struct TraceEntry {
 // parameter_offload.py fire pre-forward (fetch) and post-forward (release) for each module, and
 // again around its backward; under full recompute the checkpointed layer's forward runs again
 // before its backward (deepspeed/runtime/activation_checkpointing/checkpointing.py
-// CheckpointFunction.backward calls the layer's forward, whose module hooks fetch again).
+// CheckpointFunction.backward calls the layer's forward, whose module hooks fetch again), and
+// with recompute_group_layers N (activation_checkpoint_interval) the whole group's forward runs
+// again before the backward of its last layer.
 std::vector<TraceEntry> module_trace(const models::TransformerConfig& model, const Layout& layout,
                                      int64_t stage) {
   const int64_t tp = layout.tp;
@@ -48,11 +50,17 @@ std::vector<TraceEntry> module_trace(const models::TransformerConfig& model, con
     add(next_param++, models::count_parameters(model).position_embedding);
   }
   // Each layer's modules in forward order; its forward entries, so its recompute and backward
-  // can be replayed from them.
+  // can be replayed from them; and the first layer (an index into layer_entries) of its
+  // checkpointed group, recompute_group_layers of its chunk's layers from the chunk's first.
   std::vector<std::pair<size_t, size_t>> layer_entries;
+  std::vector<size_t> group_first;
+  const int64_t group_layers = std::max<int64_t>(layout.recompute_group_layers, 1);
   for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
     const LayerRange range = chunk_layers(model, layout, stage, chunk);
+    const size_t chunk_first = layer_entries.size();
     for (int64_t layer = range.first; layer < range.end; ++layer) {
+      group_first.push_back(
+          chunk_first + static_cast<size_t>((layer - range.first) / group_layers * group_layers));
       const size_t begin = forward.size();
       const std::vector<int64_t> modules =
           deepspeed_gathered_module_elements(model, tp, model.is_moe_layer(layer));
@@ -78,15 +86,21 @@ std::vector<TraceEntry> module_trace(const models::TransformerConfig& model, con
     add_backward(head_entry);
   }
   const bool recompute = layout.recompute == Recompute::kFull;
-  for (auto layer = layer_entries.rbegin(); layer != layer_entries.rend(); ++layer) {
-    if (recompute) {
-      for (size_t index = layer->first; index < layer->second; ++index) {
-        TraceEntry entry = forward[index];
-        entry.recompute = true;
-        trace.push_back(entry);
+  for (size_t layer = layer_entries.size(); layer-- > 0;) {
+    // The backward of a group's last layer runs the forward of the whole group again.
+    const bool group_last =
+        layer + 1 == layer_entries.size() || group_first[layer + 1] != group_first[layer];
+    if (recompute && group_last) {
+      for (size_t member = group_first[layer]; member <= layer; ++member) {
+        for (size_t index = layer_entries[member].first; index < layer_entries[member].second;
+             ++index) {
+          TraceEntry entry = forward[index];
+          entry.recompute = true;
+          trace.push_back(entry);
+        }
       }
     }
-    for (size_t index = layer->second; index > layer->first; --index) {
+    for (size_t index = layer_entries[layer].second; index > layer_entries[layer].first; --index) {
       add_backward(index - 1);
     }
   }

@@ -343,6 +343,14 @@ TEST_CASE("deepspeed_zero3_trace: GPT-3 175B at tp 1, replayed by hand") {
   CHECK(recompute.forward_gathered_elements == forward);
   CHECK(recompute.backward_gathered_elements == 96 * 20 * h2 + positions + vocab);
   CHECK(recompute.peak_gathered_elements == 9 * h2);
+  // In groups of two layers (a, b; activation_checkpoint_interval 2) the backward of b runs the
+  // forward of a and b again: b's modules fare as above (20 h^2), but a's W is now the whole of
+  // b's recompute and backward (24 h^2 > 1e9 elements) from its own backward, so all four of
+  // a's modules are gathered twice (24 h^2): 48 x 44 h^2 in all.
+  layout.recompute_group_layers = 2;
+  const DeepSpeedZero3Trace groups = deepspeed_zero3_trace(gpt3, layout, 0);
+  CHECK(groups.forward_gathered_elements == forward);
+  CHECK(groups.backward_gathered_elements == 48 * 44 * h2 + positions + vocab);
 }
 
 TEST_CASE("dp_buckets: DeepSpeed ZeRO 3 gathers before the backward what its coordinator does") {
