@@ -43,6 +43,7 @@ struct PlanArguments {
   std::optional<std::string> recompute, sequence_parallel, schedule, stage_layers;
   std::optional<std::string> recompute_layers;        // a count or "auto"
   std::optional<std::string> recompute_group_layers;  // a count or "auto"
+  std::optional<std::string> recompute_modules;       // comma-separated Megatron-Core names
   std::optional<int64_t> first_stage_layers, last_stage_layers;
   std::optional<int> zero;
   std::optional<std::string> cp;  // a size or "auto"
@@ -351,6 +352,23 @@ planner::SearchSpace search_space(const PlanArguments& args, const models::Clust
     }
     space.search_recompute_group_layers = search;
   }
+  if (args.recompute_modules) {  // Megatron-Core's --recompute-modules, for selective recompute
+    std::vector<std::string> names;
+    for (size_t begin = 0; begin <= args.recompute_modules->size();) {
+      const size_t end =
+          std::min(args.recompute_modules->find(',', begin), args.recompute_modules->size());
+      if (end > begin) {
+        names.push_back(args.recompute_modules->substr(begin, end - begin));
+      }
+      begin = end + 1;
+    }
+    space.recompute_modules = planner::parse_recompute_modules(names, "--recompute-modules");
+    if (space.recompute != planner::Recompute::kSelective) {
+      throw InputError(fmt::format(
+          "--recompute-modules: needs --recompute selective ({})",
+          space.recompute ? planner::to_string(*space.recompute) : std::string("searched")));
+    }
+  }
   if (args.zero) {
     if (*args.zero < 0 || *args.zero > 3) {
       throw InputError(fmt::format("--zero: expected 0, 1, 2 or 3 ({})", *args.zero));
@@ -510,6 +528,14 @@ void check_saved_activation_arguments(const planner::SearchSpace& space,
 // search (planner::check_recompute_layers rejects the searched layouts alike).
 void check_recompute_layers_arguments(const planner::SearchSpace& space,
                                       const planner::PlanOptions& options) {
+  if (space.recompute_modules != planner::kRecomputeCoreAttn &&
+      options.framework != planner::Framework::kMegatron) {
+    throw InputError(
+        fmt::format("--recompute-modules: framework {}: {}", planner::to_string(options.framework),
+                    options.framework == planner::Framework::kMeshplan
+                        ? "meshplan's executor re-runs the attention core only"
+                        : "the list is Megatron-Core's (Megatron-LM --recompute-modules)"));
+  }
   if ((space.recompute_group_layers > 1 || space.search_recompute_group_layers) &&
       options.framework == planner::Framework::kFsdp) {
     throw InputError(
@@ -579,6 +605,10 @@ void run_plan(const PlanArguments& args) {
   check_cp_arguments(args, model, space, options);
   check_saved_activation_arguments(space, options);
   check_recompute_layers_arguments(space, options);
+  if ((space.recompute_modules & planner::kRecomputeMoeAct) != 0 && !model.is_moe()) {
+    throw InputError(fmt::format(
+        "--recompute-modules: moe_act needs a mixture-of-experts model ({})", model.name));
+  }
   // Both only change MoE layers: on a dense model they would be ignored.
   if (!model.is_moe() && (options.moe_load_imbalance != 1.0 || options.moe_aux_loss_coeff != 0.0)) {
     throw InputError(fmt::format(
@@ -780,6 +810,10 @@ void register_plan_commands(CLI::App& app) {
                    "activation_checkpoint_interval N; megatron, deepspeed and meshplan); auto: "
                    "also try each full-recompute layout that does not fit with the group size "
                    "needing the least memory");
+  plan->add_option("--recompute-modules", args->recompute_modules,
+                   "With --recompute selective: the modules recomputed, comma-separated "
+                   "(Megatron-LM --recompute-modules; core_attn, the default, moe_act, "
+                   "layernorm; megatron only)");
   plan->add_option("--sequence-parallel", args->sequence_parallel,
                    "Fix sequence parallel: on | off");
   plan->add_option("--zero", args->zero, "Fix the ZeRO stage: 0 | 1 | 2 | 3");

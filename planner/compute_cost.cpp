@@ -315,6 +315,32 @@ double async_tp_unfused_backward_seconds(const models::TransformerConfig& model,
   return reduce + (swiglu_mlp ? reduce : 0.0);
 }
 
+}  // namespace
+
+double selective_module_recompute_bytes(const models::TransformerConfig& model,
+                                        const models::ClusterConfig& cluster, const Layout& layout,
+                                        bool moe_layer) {
+  const Shape x = shape_of(model, cluster, layout, moe_layer);
+  double bytes = 0;
+  if (moe_layer && recomputes_module(layout, kRecomputeMoeAct)) {
+    // The routed experts' activation (experts.py bias_act_func under CheckpointWithoutOutput):
+    // SwiGLU reads 2 k f_e and writes k f_e per token, GELU reads and writes k f_e, split as
+    // layer_time splits the MLP's element-wise work (over t).
+    const double routed = x.tokens * static_cast<double>(model.experts_per_token) *
+                          static_cast<double>(model.expert_ffn_hidden_size) / x.t;
+    bytes += (model.activation == models::Activation::kSwiglu ? 3.0 : 2.0) * routed * x.e;
+  }
+  if (recomputes_module(layout, kRecomputeLayernorm)) {
+    // Each norm that is a module of its own runs again: read and write T h / sp (as the fused
+    // norms' count in layer_time).
+    bytes += static_cast<double>(separate_norms_per_layer(model, moe_layer)) * 2.0 * x.tokens *
+             x.h * x.e / x.sp;
+  }
+  return bytes;
+}
+
+namespace {
+
 LayerTime layer_time(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                      const Layout& layout, const PlanOptions& options, bool moe_layer) {
   const Shape x = shape_of(model, cluster, layout);
@@ -902,18 +928,21 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     } else if (op_sac) {
       input_backward += sac.compute_seconds;
       tp_backward += sac.tp_comm_seconds;
-    } else if (layout.recompute == Recompute::kSelective && !options.flash_attention) {
-      // Selective recompute re-runs the attention core only (Korthikanti et al. 2022, Sec. 5).
-      // With flash attention its backward already recomputes the scores: nothing is added.
+    } else if (recomputes_module(layout, kRecomputeCoreAttn) && !options.flash_attention) {
+      // Selective recompute re-runs the attention core (Korthikanti et al. 2022, Sec. 5). With
+      // flash attention its backward already recomputes the scores: nothing is added.
       input_backward += layer.attention_forward;
     }
+    // Megatron-Core's other --recompute-modules: memory-bound kernels run again in the backward.
+    input_backward += memory_seconds(
+        cluster, selective_module_recompute_bytes(model, cluster, layout, moe_layer));
     const LayerFlops flops = layer_forward_flops(model, tokens, moe_layer);
     forward_flops += flops.total() / t * count;
     if (layout.recompute == Recompute::kFull) {
       recompute_flops += (flops.total() / t - early_stop.flops) * recomputed;
     } else if (op_sac) {
       recompute_flops += sac.flops * count;
-    } else if (layout.recompute == Recompute::kSelective) {
+    } else if (recomputes_module(layout, kRecomputeCoreAttn)) {
       recompute_flops += flops.attention / t * count;
     }
     cost.forward_compute_seconds +=

@@ -10,6 +10,14 @@ namespace meshplan::planner {
 /// Datasheet peak for the cluster's training precision, FLOP/s.
 double peak_flops_per_second(const models::ClusterConfig& cluster);
 
+/// HBM bytes the recompute of Megatron-Core's --recompute-modules other than core_attn moves in
+/// one layer's backward per micro-batch on one rank (0 unless recompute selective names them):
+/// moe_act re-runs the routed experts' activation, layernorm each separate norm
+/// (separate_norms_per_layer).
+double selective_module_recompute_bytes(const models::TransformerConfig& model,
+                                        const models::ClusterConfig& cluster, const Layout& layout,
+                                        bool moe_layer);
+
 /// Attention core (scores, softmax, attention-times-values) of one layer's forward for one
 /// micro-batch on one rank: its rank_micro_batch_tokens queries against the whole sequence.
 double attention_forward_seconds(const models::TransformerConfig& model,

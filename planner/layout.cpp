@@ -2,6 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
+#include <string_view>
+#include <utility>
+
 #include "meshplan/errors.h"
 
 namespace meshplan::planner {
@@ -80,6 +85,55 @@ std::string to_string(Placement placement) {
   return placement == Placement::kTpDpPp ? "tp-dp-pp" : "tp-pp-dp";
 }
 
+namespace {
+
+constexpr std::array<std::pair<RecomputeModule, std::string_view>, 3> kRecomputeModuleNames = {{
+    {kRecomputeCoreAttn, "core_attn"},
+    {kRecomputeMoeAct, "moe_act"},
+    {kRecomputeLayernorm, "layernorm"},
+}};
+
+}  // namespace
+
+std::string format_recompute_modules(uint32_t modules) {
+  std::string text;
+  for (const auto& [flag, name] : kRecomputeModuleNames) {
+    if ((modules & flag) != 0) {
+      text += (text.empty() ? "" : ",") + std::string(name);
+    }
+  }
+  return text;
+}
+
+uint32_t parse_recompute_modules(const std::vector<std::string>& names, const std::string& field) {
+  if (names.empty()) {
+    throw InputError(
+        fmt::format("{}: no module (selective recompute of nothing is recompute none)", field));
+  }
+  uint32_t modules = 0;
+  for (const std::string& name : names) {
+    const auto known = std::find_if(kRecomputeModuleNames.begin(), kRecomputeModuleNames.end(),
+                                    [&](const auto& entry) { return entry.second == name; });
+    if (known != kRecomputeModuleNames.end()) {
+      modules |= known->first;
+      continue;
+    }
+    // Megatron-Core's other choices (transformer_config.py recompute_modules, d98e8a64).
+    for (const std::string_view other : {"mla_up_proj", "mlp", "moe", "shared_experts",
+                                         "gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc"}) {
+      if (name == other) {
+        throw InputError(fmt::format(
+            "{}: {} is a Megatron-Core module meshplan does not cost yet (costed: core_attn, "
+            "moe_act, layernorm)",
+            field, name));
+      }
+    }
+    throw InputError(fmt::format(
+        "{}: unknown module, expected core_attn, moe_act or layernorm ({})", field, name));
+  }
+  return modules;
+}
+
 Recompute parse_recompute(const std::string& text, const std::string& field) {
   for (Recompute value :
        {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kSelectiveOp}) {
@@ -124,6 +178,9 @@ std::string describe(const Layout& layout) {
   }
   if (layout.recompute_group_layers > 1) {
     text += fmt::format(" recompute_group_layers={}", layout.recompute_group_layers);
+  }
+  if (layout.recompute_modules != kRecomputeCoreAttn) {
+    text += " recompute_modules=" + format_recompute_modules(layout.recompute_modules);
   }
   if (layout.microbatch_group > 0) {
     text += fmt::format(" mb_group={}", layout.microbatch_group);

@@ -64,7 +64,8 @@ double te_fp8_activation_delta_bytes_per_layer(const models::TransformerConfig& 
   }
   const double saved_per_element = x.e - 1.0;  // bytes one element saves in fp8
   const double qkv_input = x.tokens * x.h / x.sp * saved_per_element;
-  const bool flash_keeps_output = options.flash_attention && layout.recompute == Recompute::kNone;
+  const bool flash_keeps_output =
+      options.flash_attention && !recomputes_module(layout, kRecomputeCoreAttn);
   const double attention_output = flash_keeps_output
                                       ? -x.tokens * x.a * x.d / x.t
                                       : x.tokens * x.a * x.d / x.t * saved_per_element;
@@ -118,7 +119,9 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
   const double replicated =
       (norm_and_linear_inputs * tokens * h * e + 2.0 * mask * tokens * h) / sequence_split;
   double scores = 0;
-  if (layout.recompute == Recompute::kNone && !options.flash_attention) {
+  // recompute is none or selective here; selective keeps the scores unless it names core_attn.
+  const bool attention_core_kept = !recomputes_module(layout, kRecomputeCoreAttn);
+  if (attention_core_kept && !options.flash_attention) {
     // Softmax output e; with dropout also its mask (1) and output (e): 5 a s / h at e = 2.
     scores = a * s * tokens * (e + mask * (e + 1.0)) / t;
   } else if (options.flash_attention) {
@@ -131,7 +134,19 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
     moe = static_cast<double>(moe_tp_gather_bytes(model, cluster, layout)) +
           4.0 * tokens * static_cast<double>(model.num_experts) / sequence_split;
   }
-  return split + replicated + scores + moe +
+  // Megatron-Core's --recompute-modules beyond the attention core drop what they rebuild:
+  // moe_act the routed experts' activation output (the second expert GEMM's input, k T f_e e / t
+  // of the fc2-input term above), layernorm each separate norm's output (T h e / sp).
+  double rebuilt = 0;
+  if (moe_layer && recomputes_module(layout, kRecomputeMoeAct)) {
+    rebuilt += tokens * static_cast<double>(model.experts_per_token) *
+               static_cast<double>(model.expert_ffn_hidden_size) * e / t;
+  }
+  if (recomputes_module(layout, kRecomputeLayernorm)) {
+    rebuilt += static_cast<double>(separate_norms_per_layer(model, moe_layer)) * tokens * h * e /
+               sequence_split;
+  }
+  return split + replicated + scores + moe - rebuilt +
          te_fp8_activation_delta_bytes_per_layer(model, x, layout, options, moe_layer);
 }
 

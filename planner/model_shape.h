@@ -53,6 +53,14 @@ LayerFlops layer_forward_flops(const models::TransformerConfig& model, double to
                                bool moe_layer = false);
 /// The MLP width one token goes through: f (dense), k f_e + S f_s (MoE layer).
 double active_ffn_width(const models::TransformerConfig& model, bool moe_layer);
+/// Norms of a layer that are modules of their own under Megatron-Core's Transformer Engine
+/// layer specs (gpt_layer_specs.py, d98e8a64), not fused into the next linear layer: an MoE
+/// layer's pre-MLP norm (the router and the dispatcher read its output) and a latent-attention
+/// layer's input norm (the q and kv down projections read it). Their outputs are what
+/// --recompute-modules layernorm drops.
+inline int64_t separate_norms_per_layer(const models::TransformerConfig& model, bool moe_layer) {
+  return (moe_layer ? 1 : 0) + (model.is_mla() ? 1 : 0);
+}
 /// Per-token widths of what multi-head latent attention moves across the tp group at its input,
 /// one call each (Megatron-Core multi_latent_attention.py get_query_key_value_tensors: the down
 /// projections are replicated): the query latent (the hidden state when q_lora_rank is 0), the

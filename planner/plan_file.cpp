@@ -55,6 +55,17 @@ nlohmann::json layout_to_json(const Layout& layout) {
   if (layout.recompute_group_layers > 1) {
     json["recompute_group_layers"] = layout.recompute_group_layers;
   }
+  // Written only when not Megatron-Core's default, the attention core alone.
+  if (layout.recompute_modules != kRecomputeCoreAttn) {
+    nlohmann::json names = nlohmann::json::array();
+    const std::string text = format_recompute_modules(layout.recompute_modules);
+    for (size_t begin = 0; begin < text.size();) {
+      const size_t end = std::min(text.find(',', begin), text.size());
+      names.push_back(text.substr(begin, end - begin));
+      begin = end + 1;
+    }
+    json["recompute_modules"] = names;
+  }
   return json;
 }
 
@@ -64,7 +75,7 @@ namespace {
 // the model and cluster loaders do. `prediction` is informative and its content is not checked.
 constexpr std::array<std::string_view, 8> kPlanFields = {
     "format", "version", "model", "cluster", "num_gpus", "layout", "options", "prediction"};
-constexpr std::array<std::string_view, 19> kLayoutFields = {"tp",
+constexpr std::array<std::string_view, 20> kLayoutFields = {"tp",
                                                             "pp",
                                                             "dp",
                                                             "vpp",
@@ -82,7 +93,8 @@ constexpr std::array<std::string_view, 19> kLayoutFields = {"tp",
                                                             "etp",
                                                             "dp_shard",
                                                             "recompute_layers",
-                                                            "recompute_group_layers"};
+                                                            "recompute_group_layers",
+                                                            "recompute_modules"};
 constexpr std::array<std::string_view, 26> kOptionsFields = {"flash_attention",
                                                              "flash_attention_version",
                                                              "fsdp_version",
@@ -215,6 +227,22 @@ Layout layout_from_json(const nlohmann::json& json, const std::string& source) {
   if (json.contains("recompute_group_layers")) {
     layout.recompute_group_layers =
         require_size(json, "recompute_group_layers", kPlanMaxLayers, where);
+  }
+  // Optional: absent means Megatron-Core's default, the attention core alone.
+  if (json.contains("recompute_modules")) {
+    const nlohmann::json& names = json.at("recompute_modules");
+    const std::string field = where + ": recompute_modules";
+    if (!names.is_array() || names.size() > 16) {
+      throw InputError(fmt::format("{}: expected a list of module names", field));
+    }
+    std::vector<std::string> list;
+    for (const nlohmann::json& name : names) {
+      if (!name.is_string()) {
+        throw InputError(fmt::format("{}: expected a list of module names", field));
+      }
+      list.push_back(name.get<std::string>());
+    }
+    layout.recompute_modules = parse_recompute_modules(list, field);
   }
   return layout;
 }

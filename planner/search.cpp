@@ -231,6 +231,9 @@ void add_variants(const SearchSpace& space, const PlanOptions& options, const La
       for (int zero : choices(space.zero, zeros)) {
         Layout layout = base;
         layout.recompute = recompute;
+        if (recompute == Recompute::kSelective) {
+          layout.recompute_modules = space.recompute_modules;
+        }
         layout.sequence_parallel = sp;
         layout.zero = zero;
         if (space.dp_shard) {

@@ -900,10 +900,53 @@ Validity check_recompute_options(const models::TransformerConfig& model, const L
                   "op-level (recompute selective-op) or per layer (full)",
                   layout);
   }
+  if (Validity modules = check_recompute_modules(model, layout, options); !modules.ok()) {
+    return modules;
+  }
   if (Validity block = check_recompute_layers(layout, options); !block.ok()) {
     return block;
   }
   return check_distribute_saved_activations(layout, options);
+}
+
+// Megatron-Core's --recompute-modules (transformer_config.py recompute_modules and its checks,
+// d98e8a64): a list for selective recompute; moe_act needs MoE layers (and grouped GEMMs, which
+// meshplan's MoE layers are). Megatron-DeepSpeed and torchtitan have no such list, and meshplan's
+// executor re-runs the attention core only.
+Validity check_recompute_modules(const models::TransformerConfig& model, const Layout& layout,
+                                 const PlanOptions& options) {
+  if (layout.recompute_modules == kRecomputeCoreAttn) {
+    return {};
+  }
+  const std::string modules = format_recompute_modules(layout.recompute_modules);
+  const auto refuse_modules = [&](const std::string& why) {
+    return reject("recompute_modules",
+                  fmt::format("recompute_modules {}: {} ({})", modules.empty() ? "(none)" : modules,
+                              why, describe(layout)));
+  };
+  if (layout.recompute_modules == 0 ||
+      (layout.recompute_modules &
+       ~uint32_t{kRecomputeCoreAttn | kRecomputeMoeAct | kRecomputeLayernorm}) != 0) {
+    return refuse_modules("expected core_attn, moe_act or layernorm");
+  }
+  if (layout.recompute != Recompute::kSelective) {
+    return refuse_modules(
+        "needs recompute selective (Megatron-LM's --recompute-granularity "
+        "selective)");
+  }
+  if (options.framework != Framework::kMegatron) {
+    return refuse(options.framework,
+                  options.framework == Framework::kMeshplan
+                      ? "meshplan's executor re-runs the attention core only, not "
+                        "--recompute-modules " +
+                            modules
+                      : "--recompute-modules is Megatron-Core's (" + modules + ")",
+                  layout);
+  }
+  if ((layout.recompute_modules & kRecomputeMoeAct) != 0 && !model.is_moe()) {
+    return refuse_modules("moe_act needs a mixture-of-experts model");
+  }
+  return {};
 }
 
 void check_recompute_layers_request(const PlanOptions& options, const std::string& field) {

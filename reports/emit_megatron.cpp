@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -150,6 +151,12 @@ void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
   }
   if (layout.recompute == planner::Recompute::kSelective) {
     flags.push_back({"--recompute-granularity", "selective"});
+    if (layout.recompute_modules != planner::kRecomputeCoreAttn) {
+      // Megatron-LM arguments.py --recompute-modules (nargs='*', space-separated names).
+      std::string names = planner::format_recompute_modules(layout.recompute_modules);
+      std::replace(names.begin(), names.end(), ',', ' ');
+      flags.push_back({"--recompute-modules", names});
+    }
   } else if (layout.recompute == planner::Recompute::kFull) {
     // meshplan's full recompute checkpoints every layer's input (Korthikanti et al. 2022,
     // Sec. 5): Megatron's uniform method with one layer per checkpointed group, or

@@ -183,6 +183,9 @@ std::string format_plan_options(const planner::PlanOptions& o, const planner::Se
   } else if (space.recompute_layers > 0) {
     out += fmt::format(", block recompute of {} layers per chunk", space.recompute_layers);
   }
+  if (space.recompute_modules != planner::kRecomputeCoreAttn) {
+    out += ", recompute modules " + planner::format_recompute_modules(space.recompute_modules);
+  }
   if (space.search_recompute_group_layers) {
     out += ", recompute groups searched (--recompute-group-layers auto)";
   } else if (space.recompute_group_layers > 1) {

@@ -522,6 +522,25 @@ row "plan: --recompute-group-layers under fsdp" 2 \
   "--recompute-group-layers: framework fsdp: torchtitan's layer AC" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --recompute full --recompute-group-layers 2 \
   --framework fsdp --json new_out.json
+row "plan: --recompute-modules without --recompute selective" 2 \
+  "--recompute-modules: needs --recompute selective (searched)" \
+  plan --model tiny-moe --cluster dgx-h100 --gpus 8 --recompute-modules moe_act --json new_out.json
+row "plan: --recompute-modules mlp (not costed)" 2 \
+  "--recompute-modules: mlp is a Megatron-Core module meshplan does not cost yet" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --recompute selective --recompute-modules mlp \
+  --json new_out.json
+row "plan: --recompute-modules with an unknown name" 2 \
+  "--recompute-modules: unknown module, expected core_attn, moe_act or layernorm (attn)" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --recompute selective --recompute-modules attn \
+  --json new_out.json
+row "plan: --recompute-modules moe_act on a dense model" 2 \
+  "--recompute-modules: moe_act needs a mixture-of-experts model (tiny)" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --recompute selective --recompute-modules moe_act \
+  --json new_out.json
+row "plan: --recompute-modules under deepspeed" 2 \
+  "--recompute-modules: framework deepspeed: the list is Megatron-Core's" \
+  plan --model tiny-moe --cluster dgx-h100 --gpus 8 --recompute selective \
+  --recompute-modules moe_act --framework deepspeed --json new_out.json
 row "plan: --recompute-layers 0" 2 "--recompute-layers: must be positive (0)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --recompute full --recompute-layers 0 \
   --json new_out.json

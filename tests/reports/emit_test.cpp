@@ -866,6 +866,19 @@ TEST_CASE("--emit megatron: the block method as --recompute-method block") {
   CHECK(flags.at("--recompute-num-layers") == "3");
 }
 
+TEST_CASE("--emit megatron: recompute modules as --recompute-modules, space-separated") {
+  // Megatron-LM arguments.py --recompute-modules (nargs='*') with --recompute-granularity
+  // selective; the default (core_attn alone) writes no list.
+  planner::Plan plan = full_recompute_plan();
+  plan.layout.recompute = planner::Recompute::kSelective;
+  CHECK(emit_megatron(plan).find("--recompute-modules") == std::string::npos);
+  plan.layout.recompute_modules = planner::kRecomputeCoreAttn | planner::kRecomputeLayernorm;
+  const std::string script = emit_megatron(plan);
+  CHECK(script.find("  --recompute-granularity selective \\\n") != std::string::npos);
+  CHECK(script.find("  --recompute-modules core_attn layernorm \\\n") != std::string::npos);
+  CHECK(megatron_parser_flags().count("--recompute-modules") == 1);
+}
+
 TEST_CASE("--emit: recompute in groups as Megatron's uniform method and DeepSpeed's interval") {
   // Megatron-LM arguments.py --recompute-method uniform --recompute-num-layers N; DeepSpeed's
   // PipelineModule activation_checkpoint_interval (the pipeline section of its config).

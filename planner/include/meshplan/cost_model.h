@@ -367,6 +367,12 @@ Validity check_cp_options(const models::TransformerConfig& model, const Layout& 
 Validity check_recompute_options(const models::TransformerConfig& model, const Layout& layout,
                                  const PlanOptions& options);
 
+/// Rules of layout.recompute_modules (the default, core_attn alone, passes): code
+/// "recompute_modules" for an empty or unknown set, without recompute selective, and moe_act on
+/// a dense model; "framework" outside megatron. check_recompute_options calls it.
+Validity check_recompute_modules(const models::TransformerConfig& model, const Layout& layout,
+                                 const PlanOptions& options);
+
 /// Rules of layout.recompute_group_layers (0 passes): code "recompute_group_layers" when
 /// negative, without recompute full or beside recompute_layers; "framework" under fsdp for
 /// groups of more than one layer. check_recompute_layers calls it.

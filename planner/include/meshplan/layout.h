@@ -13,6 +13,21 @@ namespace meshplan::planner {
 /// second mm and the element-wise work re-run (compute_cost.cpp op_sac_recompute); fsdp only.
 enum class Recompute { kNone, kSelective, kFull, kSelectiveOp };
 
+/// Megatron-Core's --recompute-modules under selective recompute (transformer_config.py
+/// recompute_modules, d98e8a64; default ["core_attn"]), as bit flags of Layout::recompute_modules.
+/// The modules meshplan costs:
+///   core_attn: the attention core (Korthikanti et al. 2022, Sec. 5), normal checkpointing;
+///   moe_act:   the routed experts' activation function (experts.py, CheckpointWithoutOutput:
+///              its output, the second expert GEMM's input, is dropped after that GEMM);
+///   layernorm: the norms that are modules of their own (transformer_layer.py: not the ones
+///              Transformer Engine fuses into the next linear layer, IdentityOp there): an MoE
+///              layer's pre-MLP norm and a latent-attention layer's input norm.
+enum RecomputeModule : uint32_t {
+  kRecomputeCoreAttn = 1u << 0,
+  kRecomputeMoeAct = 1u << 1,
+  kRecomputeLayernorm = 1u << 2,
+};
+
 /// Pipeline schedules. kOneFOneB is PipeDream-Flush (Narayanan et al. 2021, Fig. 4 top);
 /// kInterleaved is Megatron-LM's interleaved 1F1B with vpp model chunks per stage (ibid. Fig. 4
 /// bottom); kZbH1 is Qi et al. 2023 "Zero Bubble Pipeline Parallelism", ZB-H1.
@@ -81,6 +96,10 @@ struct Layout {
   // 0 or 1: one layer per group. Not with recompute_layers (the block method). Read it through
   // checkpointed_input_count() and rebuilt_layer_count().
   int64_t recompute_group_layers = 0;
+  // With recompute selective: the RecomputeModule flags recomputed, Megatron-Core's
+  // --recompute-modules; the default is its default, the attention core alone. Read it through
+  // recomputes_module().
+  uint32_t recompute_modules = kRecomputeCoreAttn;
 
   int64_t num_gpus() const { return tp * cp * pp * dp; }
   /// Micro-batches per pipeline per step: global_batch / (dp * micro_batch).
@@ -102,6 +121,12 @@ inline int64_t recomputed_layer_count(const Layout& layout, int64_t chunk_layers
     return chunk_layers;
   }
   return layout.recompute_layers;
+}
+
+/// Whether selective recompute re-runs `module` (Layout::recompute_modules); false under any
+/// other recompute.
+inline bool recomputes_module(const Layout& layout, RecomputeModule module) {
+  return layout.recompute == Recompute::kSelective && (layout.recompute_modules & module) != 0;
 }
 
 /// Layer inputs a model chunk of `chunk_layers` layers keeps per micro-batch for its recompute:
@@ -268,6 +293,12 @@ std::string to_string(Placement placement);
 /// Parse the CLI/JSON spellings ("none", "selective", "full"; "gpipe", "1f1b", "interleaved",
 /// "zb-h1"; "tp-dp-pp", "tp-pp-dp"). Throw InputError naming `field` on anything else.
 Recompute parse_recompute(const std::string& text, const std::string& field);
+/// "core_attn,moe_act": RecomputeModule flags as Megatron-Core names them, in flag order.
+std::string format_recompute_modules(uint32_t modules);
+/// Parses Megatron-Core's module names (a list, comma-separated on the CLI): the costed ones of
+/// RecomputeModule; the others Megatron-Core has are refused as not modelled, anything else as
+/// unknown, and an empty list (use recompute none) too. Throws InputError naming `field`.
+uint32_t parse_recompute_modules(const std::vector<std::string>& names, const std::string& field);
 ScheduleKind parse_schedule(const std::string& text, const std::string& field);
 Placement parse_placement(const std::string& text, const std::string& field);
 

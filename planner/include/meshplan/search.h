@@ -78,6 +78,9 @@ struct SearchSpace {
   // fall and the rebuilt group grows with N, Chen et al. 2016's sqrt(n) segments), found by a
   // search over 2..L, and ranked when that fits.
   bool search_recompute_group_layers = false;
+  // Megatron-Core's --recompute-modules (Layout::recompute_modules) given to every selective
+  // layout; the default is its default, the attention core alone.
+  uint32_t recompute_modules = kRecomputeCoreAttn;
 };
 
 /// The smallest micro-batch group size N of the interleaved schedule that Megatron-Core accepts

@@ -1,0 +1,161 @@
+// Megatron-Core's --recompute-modules under selective recompute (Layout::recompute_modules,
+// transformer_config.py recompute_modules at d98e8a64): core_attn (the default), moe_act and
+// layernorm, each checked against the default by the bytes it drops and the kernels it re-runs,
+// computed by hand from the layer's shape.
+
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "compute_cost.h"
+#include "input_error.h"
+#include "memory.h"
+#include "meshplan/cost_model.h"
+#include "meshplan/models.h"
+#include "meshplan/plan_file.h"
+#include "planner_test_util.h"
+
+namespace meshplan::planner {
+namespace {
+
+Layout selective(Layout layout, uint32_t modules) {
+  layout.recompute = Recompute::kSelective;
+  layout.recompute_modules = modules;
+  return layout;
+}
+
+// HBM seconds of `bytes` as the cost model charges memory-bound kernels.
+double hbm_seconds(const models::ClusterConfig& cluster, double bytes) {
+  return bytes / (cluster.gpu.hbm_bytes_per_second * cluster.efficiency.hbm_efficiency);
+}
+
+TEST_CASE("recompute_modules: names as Megatron-Core spells them, the uncosted ones refused") {
+  CHECK(parse_recompute_modules({"core_attn", "moe_act"}, "f") ==
+        (kRecomputeCoreAttn | kRecomputeMoeAct));
+  CHECK(format_recompute_modules(kRecomputeLayernorm | kRecomputeCoreAttn) ==
+        "core_attn,layernorm");
+  CHECK(test::input_error([] { parse_recompute_modules({"mlp"}, "f"); }) ==
+        "f: mlp is a Megatron-Core module meshplan does not cost yet (costed: core_attn, "
+        "moe_act, layernorm)");
+  CHECK(test::input_error([] { parse_recompute_modules({"attention"}, "f"); }) ==
+        "f: unknown module, expected core_attn, moe_act or layernorm (attention)");
+  CHECK(test::input_error([] { parse_recompute_modules({}, "f"); }).starts_with("f: no module"));
+}
+
+TEST_CASE("recompute_modules: moe_act drops the routed experts' second-GEMM input") {
+  // tiny-moe on local-cpu, tp 2, micro-batch 2 (64 tokens): an MoE layer keeps k T f_e e / t =
+  // 2 x 64 x 96 x 4 / 2 = 24,576 bytes less; its backward re-runs the SwiGLU on them, reading
+  // 2 k f_e and writing k f_e per token: 3 x 24,576 bytes. Dense layers do not change.
+  const models::TransformerConfig& model = test::tiny_moe();
+  const models::ClusterConfig& cpu = test::local_cpu();
+  const Layout base = selective(test::make_layout(2, 1, 1, 2, 16), kRecomputeCoreAttn);
+  const Layout act = selective(base, kRecomputeCoreAttn | kRecomputeMoeAct);
+  const double routed_fc2_input = 2.0 * 64 * 96 * 4 / 2;
+  CHECK(activation_bytes_per_layer(model, cpu, base, {}, true) -
+            activation_bytes_per_layer(model, cpu, act, {}, true) ==
+        doctest::Approx(routed_fc2_input));
+  CHECK(activation_bytes_per_layer(model, cpu, base, {}, false) ==
+        activation_bytes_per_layer(model, cpu, act, {}, false));
+  CHECK(selective_module_recompute_bytes(model, cpu, act, true) ==
+        doctest::Approx(3.0 * routed_fc2_input));
+  CHECK(selective_module_recompute_bytes(model, cpu, act, false) == 0.0);
+  // The chunk's three MoE layers each re-run it in the backward.
+  const ChunkCost plain = chunk_cost(model, cpu, base, {}, 0, 0);
+  const ChunkCost with_act = chunk_cost(model, cpu, act, {}, 0, 0);
+  CHECK(with_act.backward_input_compute_seconds - plain.backward_input_compute_seconds ==
+        doctest::Approx(3.0 * hbm_seconds(cpu, 3.0 * routed_fc2_input)));
+  CHECK(with_act.forward_compute_seconds == plain.forward_compute_seconds);
+}
+
+TEST_CASE("recompute_modules: layernorm drops the outputs of norms that are modules") {
+  // Under Transformer Engine's specs only an MoE layer's pre-MLP norm and a latent-attention
+  // layer's input norm are modules of their own (the others are fused into the next linear):
+  // each drops T h e / sp, here 64 x 64 x 4 / 2 with sequence parallelism at tp 2, and re-runs
+  // the norm (read and write the same).
+  const models::ClusterConfig& cpu = test::local_cpu();
+  Layout base = selective(test::make_layout(2, 1, 1, 2, 16), kRecomputeCoreAttn);
+  base.sequence_parallel = true;
+  const Layout norms = selective(base, kRecomputeCoreAttn | kRecomputeLayernorm);
+  const double norm_output = 64.0 * 64 * 4 / 2;
+  const models::TransformerConfig& moe = test::tiny_moe();
+  CHECK(activation_bytes_per_layer(moe, cpu, base, {}, true) -
+            activation_bytes_per_layer(moe, cpu, norms, {}, true) ==
+        doctest::Approx(norm_output));
+  CHECK(activation_bytes_per_layer(moe, cpu, base, {}, false) ==
+        activation_bytes_per_layer(moe, cpu, norms, {}, false));
+  CHECK(selective_module_recompute_bytes(moe, cpu, norms, true) ==
+        doctest::Approx(2.0 * norm_output));
+  const models::TransformerConfig mla = models::load_model("tiny-mla");
+  CHECK(activation_bytes_per_layer(mla, cpu, base, {}, false) -
+            activation_bytes_per_layer(mla, cpu, norms, {}, false) ==
+        doctest::Approx(norm_output));
+  const models::TransformerConfig tiny = models::load_model("tiny");
+  CHECK(activation_bytes_per_layer(tiny, cpu, base, {}, false) ==
+        activation_bytes_per_layer(tiny, cpu, norms, {}, false));
+}
+
+TEST_CASE("recompute_modules: without core_attn the attention scores are kept") {
+  // Without flash attention, selective recompute that does not name core_attn keeps the scores
+  // as no recompute does; moe_act's saving comes on top.
+  const models::TransformerConfig& model = test::tiny_moe();
+  const models::ClusterConfig& cpu = test::local_cpu();
+  PlanOptions unfused;
+  unfused.flash_attention = false;
+  Layout none = test::make_layout(2, 1, 1, 2, 16);
+  const Layout act_only = selective(none, kRecomputeMoeAct);
+  const Layout act = selective(none, kRecomputeCoreAttn | kRecomputeMoeAct);
+  CHECK(activation_bytes_per_layer(model, cpu, act_only, unfused, false) ==
+        activation_bytes_per_layer(model, cpu, none, unfused, false));
+  CHECK(activation_bytes_per_layer(model, cpu, act_only, unfused, true) -
+            activation_bytes_per_layer(model, cpu, act, unfused, true) ==
+        doctest::Approx(activation_bytes_per_layer(model, cpu, none, unfused, false) -
+                        activation_bytes_per_layer(model, cpu, selective(none, kRecomputeCoreAttn),
+                                                   unfused, false)));
+}
+
+TEST_CASE("recompute_modules: Megatron only, with recompute selective, moe_act on MoE models") {
+  const auto code = [&](const models::TransformerConfig& model, const Layout& layout,
+                        Framework framework) {
+    PlanOptions options;
+    options.framework = framework;
+    return check_recompute_modules(model, layout, options).code;
+  };
+  const Layout act = selective(test::make_layout(2, 1, 1, 2, 16), kRecomputeMoeAct);
+  CHECK(code(test::tiny_moe(), act, Framework::kMegatron).empty());
+  CHECK(code(test::tiny_moe(), act, Framework::kMeshplan) == "framework");
+  CHECK(code(test::tiny_moe(), act, Framework::kDeepSpeed) == "framework");
+  CHECK(code(models::load_model("tiny"), act, Framework::kMegatron) == "recompute_modules");
+  Layout full = act;
+  full.recompute = Recompute::kFull;
+  CHECK(code(test::tiny_moe(), full, Framework::kMegatron) == "recompute_modules");
+  CHECK(code(models::load_model("tiny"), selective(act, kRecomputeLayernorm), Framework::kMegatron)
+            .empty());
+  CHECK(code(models::load_model("tiny"), selective(act, 0), Framework::kMegatron) ==
+        "recompute_modules");
+}
+
+TEST_CASE("plan file: layout.recompute_modules as Megatron-Core's names, only when not default") {
+  Layout layout = selective(test::make_layout(2, 1, 1, 2, 16), kRecomputeCoreAttn);
+  layout.sequence_parallel = true;  // Megatron's MoE layers at tp > 1
+  Plan plan{test::tiny_moe(), test::local_cpu(), 2, layout, PlanOptions{}};
+  CHECK_FALSE(plan_to_json(plan, {}).at("layout").contains("recompute_modules"));
+  plan.layout.recompute_modules = kRecomputeCoreAttn | kRecomputeMoeAct | kRecomputeLayernorm;
+  const nlohmann::json json = plan_to_json(plan, {});
+  CHECK(json.at("layout").at("recompute_modules") ==
+        nlohmann::json{"core_attn", "moe_act", "layernorm"});
+  CHECK(plan_from_json(json, "p.json") == plan);
+  nlohmann::json uncosted = json;
+  uncosted["layout"]["recompute_modules"] = {"moe"};
+  CHECK(test::input_error([&] {
+          plan_from_json(uncosted, "p.json");
+        }).starts_with("p.json: layout: recompute_modules: moe is a Megatron-Core module"));
+  nlohmann::json meshplan = json;
+  meshplan["options"]["framework"] = "meshplan";
+  CHECK(test::input_error([&] {
+          plan_from_json(meshplan, "p.json");
+        }).starts_with("p.json: layout: meshplan cannot run this layout: meshplan's executor"));
+}
+
+}  // namespace
+}  // namespace meshplan::planner
