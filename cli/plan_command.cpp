@@ -609,6 +609,10 @@ void run_plan(const PlanArguments& args) {
     throw InputError(fmt::format(
         "--recompute-modules: moe_act needs a mixture-of-experts model ({})", model.name));
   }
+  if ((space.recompute_modules & planner::kRecomputeMlaUpProj) != 0 && !model.is_mla()) {
+    throw InputError(fmt::format(
+        "--recompute-modules: mla_up_proj needs a latent-attention model ({})", model.name));
+  }
   // Both only change MoE layers: on a dense model they would be ignored.
   if (!model.is_moe() && (options.moe_load_imbalance != 1.0 || options.moe_aux_loss_coeff != 0.0)) {
     throw InputError(fmt::format(
@@ -813,7 +817,7 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--recompute-modules", args->recompute_modules,
                    "With --recompute selective: the modules recomputed, comma-separated "
                    "(Megatron-LM --recompute-modules; core_attn, the default, moe_act, "
-                   "layernorm; megatron only)");
+                   "layernorm, mla_up_proj; megatron only)");
   plan->add_option("--sequence-parallel", args->sequence_parallel,
                    "Fix sequence parallel: on | off");
   plan->add_option("--zero", args->zero, "Fix the ZeRO stage: 0 | 1 | 2 | 3");

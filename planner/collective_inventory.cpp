@@ -72,6 +72,10 @@ void add_mla_tensor_parallel(Inventory& inventory, const models::TransformerConf
   const int64_t m = layout.num_micro_batches();
   const int64_t calls = stage_layer_count(model, layout, stage) * m;
   const int64_t regathers = regathered_layers * m;
+  // --recompute-modules mla_up_proj: the up projections gather their latents again before the
+  // attention's backward (mla_up_projection_recompute in compute_cost.cpp).
+  const int64_t up_projection_regathers =
+      recomputes_module(layout, kRecomputeMlaUpProj) ? calls : 0;
   const int64_t token_bytes = rank_micro_batch_tokens(model, layout) * element_bytes(cluster);
   const MlaLatentWidths widths = mla_latent_widths(model);
   const int64_t q_bytes = token_bytes * widths.query;
@@ -91,9 +95,9 @@ void add_mla_tensor_parallel(Inventory& inventory, const models::TransformerConf
   const auto kAG = CollectiveKind::kAllGather;
   const auto kRS = CollectiveKind::kReduceScatter;
   inventory.add(stage, "tp: MLA query latent all-gathers (forward, weight-gradient re-gather)", kAG,
-                kTp, t, q_bytes, 2 * calls + regathers);
+                kTp, t, q_bytes, 2 * calls + regathers + up_projection_regathers);
   inventory.add(stage, "tp: MLA kv latent all-gathers (forward, weight-gradient re-gather)", kAG,
-                kTp, t, kv_bytes, 2 * calls + regathers);
+                kTp, t, kv_bytes, 2 * calls + regathers + up_projection_regathers);
   inventory.add(stage, "tp: MLA rotary key all-gather (forward)", kAG, kTp, t, rope_bytes,
                 calls + regathers);
   inventory.add(stage, "tp: MLA query latent input-gradient reduce-scatter", kRS, kTp, t, q_bytes,

@@ -233,6 +233,47 @@ double one_linear_gemm_seconds(const models::ClusterConfig& cluster, const PlanO
   return gemm_seconds(cluster, m, n, k, GemmPrecision::kFp8) / kTorchaoFp8GemmEfficiencyRatio;
 }
 
+// Megatron-Core's --recompute-modules mla_up_proj (multi_latent_attention.py
+// qkv_up_proj_and_rope_apply under CheckpointWithoutOutput, d98e8a64), per layer and micro-batch
+// on one rank: before the attention's backward the q projection (up from the query latent, or
+// from the hidden state without one) and the kv up projection run again in the linear layers'
+// precision (add_attention in linear_gemms.cpp has their shapes), Q, K and V are written again
+// (read and write them, rope and the concatenations), and under sequence parallelism the two
+// column-parallel projections gather their latents over tp again; the rotary key is gathered
+// before the checkpointed function and not again.
+struct MlaUpProjRecompute {
+  double compute_seconds = 0;
+  double tp_seconds = 0;
+  double flops = 0;
+};
+MlaUpProjRecompute mla_up_projection_recompute(const models::TransformerConfig& model,
+                                               const models::ClusterConfig& cluster,
+                                               const Layout& layout, const PlanOptions& options) {
+  MlaUpProjRecompute recompute;
+  if (!model.is_mla() || !recomputes_module(layout, kRecomputeMlaUpProj)) {
+    return recompute;
+  }
+  const Shape x = shape_of(model, cluster, layout);
+  const MlaLatentWidths widths = mla_latent_widths(model);
+  const double q_in = static_cast<double>(widths.query);
+  const double kv_in = static_cast<double>(widths.kv);
+  const double q_out = x.a * x.d / x.t;
+  const double kv_out = x.a * static_cast<double>(model.qk_nope_head_dim + model.v_head_dim) / x.t;
+  recompute.flops = 2.0 * x.tokens * (q_out * q_in + kv_out * kv_in);
+  recompute.compute_seconds =
+      one_linear_gemm_seconds(cluster, options, x.tokens, q_out, q_in) +
+      one_linear_gemm_seconds(cluster, options, x.tokens, kv_out, kv_in) +
+      memory_seconds(cluster, 2.0 * x.tokens * (x.a + 2.0 * x.g) * x.d * x.e / x.t);
+  if (layout.sequence_parallel && layout.tp > 1) {
+    for (const double width : {q_in, kv_in}) {
+      recompute.tp_seconds +=
+          collective_seconds(cluster, CollectiveKind::kAllGather,
+                             static_cast<int64_t>(x.tokens * width * x.e), layout.tp, 1);
+    }
+  }
+  return recompute;
+}
+
 // Time of the layer's linear GEMMs (layer_linear_gemms) in the plan's precision, plus the MoE
 // router on the rank's T / sp tokens, which stays in 16 bits.
 double linear_gemm_seconds(const models::TransformerConfig& model,
@@ -933,9 +974,14 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
       // flash attention its backward already recomputes the scores: nothing is added.
       input_backward += layer.attention_forward;
     }
-    // Megatron-Core's other --recompute-modules: memory-bound kernels run again in the backward.
+    // Megatron-Core's other --recompute-modules: memory-bound kernels, and latent attention's up
+    // projections with their latent gathers, run again in the backward.
     input_backward += memory_seconds(
         cluster, selective_module_recompute_bytes(model, cluster, layout, moe_layer));
+    const MlaUpProjRecompute up_projections =
+        mla_up_projection_recompute(model, cluster, layout, options);
+    input_backward += up_projections.compute_seconds;
+    tp_backward += up_projections.tp_seconds;
     const LayerFlops flops = layer_forward_flops(model, tokens, moe_layer);
     forward_flops += flops.total() / t * count;
     if (layout.recompute == Recompute::kFull) {
@@ -945,6 +991,7 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     } else if (recomputes_module(layout, kRecomputeCoreAttn)) {
       recompute_flops += flops.attention / t * count;
     }
+    recompute_flops += up_projections.flops * count;
     cost.forward_compute_seconds +=
         layer_forward * count + split.forward_seconds * checkpointed_inputs;
     // FSDP's passes run once per unit and micro-batch, not again in a recomputed forward.

@@ -136,7 +136,8 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
   }
   // Megatron-Core's --recompute-modules beyond the attention core drop what they rebuild:
   // moe_act the routed experts' activation output (the second expert GEMM's input, k T f_e e / t
-  // of the fc2-input term above), layernorm each separate norm's output (T h e / sp).
+  // of the fc2-input term above), layernorm each separate norm's output (T h e / sp),
+  // mla_up_proj Q, K and V.
   double rebuilt = 0;
   if (moe_layer && recomputes_module(layout, kRecomputeMoeAct)) {
     rebuilt += tokens * static_cast<double>(model.experts_per_token) *
@@ -145,6 +146,11 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
   if (recomputes_module(layout, kRecomputeLayernorm)) {
     rebuilt += static_cast<double>(separate_norms_per_layer(model, moe_layer)) * tokens * h * e /
                sequence_split;
+  }
+  if (model.is_mla() && recomputes_module(layout, kRecomputeMlaUpProj)) {
+    // mla_up_proj: Q, K and V, rebuilt from the latents before the attention's backward (the
+    // Q, K, V term above).
+    rebuilt += tokens * (a + 2.0 * g) * d * e / t;
   }
   return split + replicated + scores + moe - rebuilt +
          te_fp8_activation_delta_bytes_per_layer(model, x, layout, options, moe_layer);

@@ -925,9 +925,9 @@ Validity check_recompute_modules(const models::TransformerConfig& model, const L
                               why, describe(layout)));
   };
   if (layout.recompute_modules == 0 ||
-      (layout.recompute_modules &
-       ~uint32_t{kRecomputeCoreAttn | kRecomputeMoeAct | kRecomputeLayernorm}) != 0) {
-    return refuse_modules("expected core_attn, moe_act or layernorm");
+      (layout.recompute_modules & ~uint32_t{kRecomputeCoreAttn | kRecomputeMoeAct |
+                                            kRecomputeLayernorm | kRecomputeMlaUpProj}) != 0) {
+    return refuse_modules("expected core_attn, moe_act, layernorm or mla_up_proj");
   }
   if (layout.recompute != Recompute::kSelective) {
     return refuse_modules(
@@ -945,6 +945,9 @@ Validity check_recompute_modules(const models::TransformerConfig& model, const L
   }
   if ((layout.recompute_modules & kRecomputeMoeAct) != 0 && !model.is_moe()) {
     return refuse_modules("moe_act needs a mixture-of-experts model");
+  }
+  if ((layout.recompute_modules & kRecomputeMlaUpProj) != 0 && !model.is_mla()) {
+    return refuse_modules("mla_up_proj needs a latent-attention model");
   }
   return {};
 }

@@ -530,13 +530,17 @@ row "plan: --recompute-modules mlp (not costed)" 2 \
   plan --model tiny --cluster dgx-h100 --gpus 8 --recompute selective --recompute-modules mlp \
   --json new_out.json
 row "plan: --recompute-modules with an unknown name" 2 \
-  "--recompute-modules: unknown module, expected core_attn, moe_act or layernorm (attn)" \
+  "--recompute-modules: unknown module, expected core_attn, moe_act, layernorm or mla_up_proj (attn)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --recompute selective --recompute-modules attn \
   --json new_out.json
 row "plan: --recompute-modules moe_act on a dense model" 2 \
   "--recompute-modules: moe_act needs a mixture-of-experts model (tiny)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --recompute selective --recompute-modules moe_act \
   --json new_out.json
+row "plan: --recompute-modules mla_up_proj without latent attention" 2 \
+  "--recompute-modules: mla_up_proj needs a latent-attention model (tiny)" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --recompute selective \
+  --recompute-modules mla_up_proj --json new_out.json
 row "plan: --recompute-modules under deepspeed" 2 \
   "--recompute-modules: framework deepspeed: the list is Megatron-Core's" \
   plan --model tiny-moe --cluster dgx-h100 --gpus 8 --recompute selective \

@@ -37,9 +37,9 @@ TEST_CASE("recompute_modules: names as Megatron-Core spells them, the uncosted o
         "core_attn,layernorm");
   CHECK(test::input_error([] { parse_recompute_modules({"mlp"}, "f"); }) ==
         "f: mlp is a Megatron-Core module meshplan does not cost yet (costed: core_attn, "
-        "moe_act, layernorm)");
+        "moe_act, layernorm, mla_up_proj)");
   CHECK(test::input_error([] { parse_recompute_modules({"attention"}, "f"); }) ==
-        "f: unknown module, expected core_attn, moe_act or layernorm (attention)");
+        "f: unknown module, expected core_attn, moe_act, layernorm or mla_up_proj (attention)");
   CHECK(test::input_error([] { parse_recompute_modules({}, "f"); }).starts_with("f: no module"));
 }
 
@@ -95,6 +95,43 @@ TEST_CASE("recompute_modules: layernorm drops the outputs of norms that are modu
         activation_bytes_per_layer(tiny, cpu, norms, {}, false));
 }
 
+TEST_CASE("recompute_modules: mla_up_proj rebuilds Q, K and V from the latents") {
+  // tiny-mla on local-cpu (fp32), tp 2 with sequence parallelism, micro-batch 2 (64 tokens): a
+  // layer drops Q, K and V, T (a + 2a) d e / t = 64 x 12 x 24 x 4 / 2 bytes (meshplan's MLA
+  // count, d = d_qk); its backward re-runs the q up projection (query latent 32 -> 4 x 24 / 2
+  // per token) and the kv up projection (kv latent 16 -> 4 x (16 + 16) / 2), writes Q, K and V
+  // again (read and write), and all-gathers the two latents (32 and 16 per token) again.
+  const models::TransformerConfig model = models::load_model("tiny-mla");
+  const models::ClusterConfig& cpu = test::local_cpu();
+  Layout base = selective(test::make_layout(2, 1, 1, 2, 16), kRecomputeCoreAttn);
+  base.sequence_parallel = true;
+  const Layout up = selective(base, kRecomputeCoreAttn | kRecomputeMlaUpProj);
+  const double qkv = 64.0 * 12 * 24 * 4 / 2;
+  CHECK(activation_bytes_per_layer(model, cpu, base, {}, false) -
+            activation_bytes_per_layer(model, cpu, up, {}, false) ==
+        doctest::Approx(qkv));
+  const ChunkCost plain = chunk_cost(model, cpu, base, {}, 0, 0);
+  const ChunkCost with_up = chunk_cost(model, cpu, up, {}, 0, 0);
+  const double per_layer = gemm_seconds(cpu, 64, 4.0 * 24 / 2, 32, GemmPrecision::kBf16) +
+                           gemm_seconds(cpu, 64, 4.0 * 32 / 2, 16, GemmPrecision::kBf16) +
+                           hbm_seconds(cpu, 2.0 * qkv);
+  CHECK(with_up.backward_input_compute_seconds - plain.backward_input_compute_seconds ==
+        doctest::Approx(4.0 * per_layer));
+  const double gathers = collective_seconds(cpu, CollectiveKind::kAllGather, 64 * 32 * 4, 2, 1) +
+                         collective_seconds(cpu, CollectiveKind::kAllGather, 64 * 16 * 4, 2, 1);
+  CHECK(with_up.backward_tp_comm_seconds - plain.backward_tp_comm_seconds ==
+        doctest::Approx(4.0 * gathers));
+  // The inventory: each latent's all-gathers, forward and weight-gradient re-gather (2 per layer
+  // and micro-batch, m = 16 / 2 = 8), plus one per layer and micro-batch.
+  const PlanEstimate estimate = estimate_plan(model, cpu, up, {});
+  REQUIRE_MESSAGE(estimate.feasible, estimate.rejection_reason);
+  const CollectiveTraffic* latents =
+      test::find_traffic(estimate.collectives,
+                         "tp: MLA query latent all-gathers (forward, weight-gradient re-gather)");
+  REQUIRE(latents != nullptr);
+  CHECK(latents->calls_per_step == 3 * 4 * 8);
+}
+
 TEST_CASE("recompute_modules: without core_attn the attention scores are kept") {
   // Without flash attention, selective recompute that does not name core_attn keeps the scores
   // as no recompute does; moe_act's saving comes on top.
@@ -133,6 +170,11 @@ TEST_CASE("recompute_modules: Megatron only, with recompute selective, moe_act o
             .empty());
   CHECK(code(models::load_model("tiny"), selective(act, 0), Framework::kMegatron) ==
         "recompute_modules");
+  CHECK(code(models::load_model("tiny"), selective(act, kRecomputeMlaUpProj),
+             Framework::kMegatron) == "recompute_modules");
+  CHECK(code(models::load_model("tiny-mla"), selective(act, kRecomputeMlaUpProj),
+             Framework::kMegatron)
+            .empty());
 }
 
 TEST_CASE("plan file: layout.recompute_modules as Megatron-Core's names, only when not default") {

@@ -21,11 +21,15 @@ enum class Recompute { kNone, kSelective, kFull, kSelectiveOp };
 ///              its output, the second expert GEMM's input, is dropped after that GEMM);
 ///   layernorm: the norms that are modules of their own (transformer_layer.py: not the ones
 ///              Transformer Engine fuses into the next linear layer, IdentityOp there): an MoE
-///              layer's pre-MLP norm and a latent-attention layer's input norm.
+///              layer's pre-MLP norm and a latent-attention layer's input norm;
+///   mla_up_proj: latent attention's up projections and rope (multi_latent_attention.py
+///              qkv_up_proj_and_rope_apply under CheckpointWithoutOutput: Q, K and V dropped
+///              after the attention core).
 enum RecomputeModule : uint32_t {
   kRecomputeCoreAttn = 1u << 0,
   kRecomputeMoeAct = 1u << 1,
   kRecomputeLayernorm = 1u << 2,
+  kRecomputeMlaUpProj = 1u << 3,
 };
 
 /// Pipeline schedules. kOneFOneB is PipeDream-Flush (Narayanan et al. 2021, Fig. 4 top);
