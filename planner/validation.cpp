@@ -46,9 +46,9 @@ namespace {
 
 // Runs-file versions read: 1, 2 (adds per-run framework and options), 3 (adds the layout's
 // `cp`), 4 (adds the model's `parallel_residual`), 5 (adds the layout's `dp_shard`), 6 (adds
-// the layout's `recompute_layers`) and 7 (adds the layout's `recompute_group_layers`); an older
-// reader would silently ignore any of them.
-constexpr int64_t kRunsFormatVersion = 7;
+// the layout's `recompute_layers`), 7 (adds the layout's `recompute_group_layers`) and 8 (adds
+// the layout's `recompute_modules`); an older reader would silently ignore any of them.
+constexpr int64_t kRunsFormatVersion = 8;
 
 // A run's keys, object by object (validation/README.md); anything else is a typo that would
 // otherwise be silently left out (a misspelt layout field searched, a misspelt dropout read as
@@ -63,7 +63,7 @@ constexpr std::array<std::string_view, 13> kRunModelFields = {
 constexpr std::array<std::string_view, 4> kRunHardwareFields = {
     "cluster", "num_gpus", "gpus_per_node", "inter_node_gbps_per_gpu"};
 constexpr std::array<std::string_view, 3> kRunPublishedFields = {"step_time_s", "how", "reported"};
-constexpr std::array<std::string_view, 15> kRunLayoutFields = {"tp",
+constexpr std::array<std::string_view, 16> kRunLayoutFields = {"tp",
                                                                "pp",
                                                                "dp",
                                                                "cp",
@@ -77,7 +77,8 @@ constexpr std::array<std::string_view, 15> kRunLayoutFields = {"tp",
                                                                "recompute",
                                                                "sequence_parallel",
                                                                "recompute_layers",
-                                                               "recompute_group_layers"};
+                                                               "recompute_group_layers",
+                                                               "recompute_modules"};
 
 models::TransformerConfig run_model(const nlohmann::json& json, const std::string& where) {
   models::TransformerConfig model;
@@ -217,6 +218,24 @@ SearchSpace run_space(const nlohmann::json& layout, int64_t num_gpus, const std:
                                    space.recompute_group_layers));
     }
   }
+  // Megatron-Core's --recompute-modules (version 8): the modules a run's selective recompute
+  // named, a list; absent or null: core_attn alone, its default (never searched).
+  if (layout.contains("recompute_modules") && !layout.at("recompute_modules").is_null()) {
+    const nlohmann::json& names = layout.at("recompute_modules");
+    const std::string field = where + ": recompute_modules";
+    std::vector<std::string> list;
+    if (names.is_array() && names.size() <= 16) {
+      for (const nlohmann::json& name : names) {
+        if (name.is_string()) {
+          list.push_back(name.get<std::string>());
+        }
+      }
+    }
+    if (!names.is_array() || list.size() != names.size()) {
+      throw InputError(fmt::format("{}: expected a list of module names", field));
+    }
+    space.recompute_modules = parse_recompute_modules(list, field);
+  }
   return space;
 }
 
@@ -333,6 +352,10 @@ ValidationRun validate_run(const nlohmann::json& run_json, int version, const st
   if (version < 6 && run_json.at("layout").contains("recompute_layers")) {
     throw InputError(fmt::format(
         "{}: layout: recompute_layers: needs runs-file version 6 (version {})", where, version));
+  }
+  if (version < 8 && run_json.at("layout").contains("recompute_modules")) {
+    throw InputError(fmt::format(
+        "{}: layout: recompute_modules: needs runs-file version 8 (version {})", where, version));
   }
   if (version < 7 && run_json.at("layout").contains("recompute_group_layers")) {
     throw InputError(

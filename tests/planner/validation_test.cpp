@@ -548,7 +548,7 @@ TEST_CASE("runs file versions: 1 without framework/options, 2 with them") {
         }) == run + "options: needs runs-file version 2 (version 1)");
   CHECK(run_error_after([](nlohmann::json& r) { r["framework"] = "fsdp"; }) ==
         run + "framework: needs runs-file version 2 (version 1)");
-  CHECK(run_error_after([](nlohmann::json&) {}, 8) == "r.json: version: expected 1 to 7 (8)");
+  CHECK(run_error_after([](nlohmann::json&) {}, 9) == "r.json: version: expected 1 to 8 (9)");
 }
 
 TEST_CASE("runs file version 3: the layout's cp (absent or null = 1)") {
@@ -684,6 +684,17 @@ TEST_CASE("runs file version 7: the layout's recompute_group_layers (the uniform
             .step_time_s == groups.runs[0].predicted->step_time_s);
   CHECK(groups.runs[0].predicted->step_time_s ==
         doctest::Approx(every_layer.runs[0].predicted->step_time_s));
+}
+
+TEST_CASE("runs file version 8: the layout's recompute_modules (Megatron-Core's list)") {
+  const std::string run = "r.json: runs[fixture-fixed-layout]: ";
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["recompute_modules"] = {"core_attn"}; },
+                        7) ==
+        run + "layout: recompute_modules: needs runs-file version 8 (version 7)");
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["recompute_modules"] = {"mlp"}; }, 8)
+            .starts_with(run + "layout: recompute_modules: mlp is a Megatron-Core module"));
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["recompute_modules"] = "core_attn"; },
+                        8) == run + "layout: recompute_modules: expected a list of module names");
 }
 
 TEST_CASE("a run's model may state dropout (absent = true, as in a model file)") {
