@@ -452,6 +452,17 @@ std::vector<std::vector<int64_t>> memory_shifted_splits(int64_t num_layers, int6
   return {canonical_stage_layers(base)};
 }
 
+// The most transformer layers any model chunk of `layout` holds.
+int64_t most_chunk_layers(const models::TransformerConfig& model, const Layout& layout) {
+  int64_t most = 0;
+  for (int64_t stage = 0; stage < layout.pp; ++stage) {
+    for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
+      most = std::max(most, chunk_layers(model, layout, stage, chunk).count());
+    }
+  }
+  return most;
+}
+
 // Under --recompute-layers auto: the most layers of a chunk of `layout` (full recompute, every
 // layer) when Megatron's block method can run on it, else 0 (check_recompute_layers).
 int64_t block_method_max_layers(const models::TransformerConfig& model, const Layout& layout,
@@ -464,13 +475,7 @@ int64_t block_method_max_layers(const models::TransformerConfig& model, const La
   if (!check_recompute_layers(block, options).ok()) {
     return 0;
   }
-  int64_t most = 0;
-  for (int64_t stage = 0; stage < layout.pp; ++stage) {
-    for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
-      most = std::max(most, chunk_layers(model, layout, stage, chunk).count());
-    }
-  }
-  return most;
+  return most_chunk_layers(model, layout);
 }
 
 // Under --recompute-group-layers auto: the most layers of a chunk of `layout` (full recompute,
@@ -487,13 +492,7 @@ int64_t uniform_method_max_layers(const models::TransformerConfig& model, const 
   if (!check_recompute_group_layers(groups, options).ok()) {
     return 0;
   }
-  int64_t most = 0;
-  for (int64_t stage = 0; stage < layout.pp; ++stage) {
-    for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
-      most = std::max(most, chunk_layers(model, layout, stage, chunk).count());
-    }
-  }
-  return most;
+  return most_chunk_layers(model, layout);
 }
 
 SearchResult search_layouts(const models::TransformerConfig& model,
