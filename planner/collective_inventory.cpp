@@ -179,6 +179,12 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
       inventory.add(stage, "tp: recomputed forward all-reduces", kAR, kTp, t, hidden_bytes,
                     calls.output_reductions * recomputed * m);
     }
+    if (recomputes_module(layout, kRecomputeMlp)) {
+      // --recompute-modules mlp: each dense layer's MLP forward runs again, its output reduced
+      // again (dense_mlp_recompute in compute_cost.cpp).
+      inventory.add(stage, "tp: recomputed MLP output all-reduces (recompute_modules mlp)", kAR,
+                    kTp, t, hidden_bytes, (layers - moe_layers) * m);
+    }
     if (full && options.distribute_saved_activations) {
       // compute_cost.h saved_input_split: each layer's saved input gathered before its recompute.
       inventory.add(stage, "tp: all-gather of each distributed saved layer input (recompute)", kAG,
@@ -220,6 +226,14 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
                   t, gather_bytes, (reductions + pairs - mla_layers) * m);
     inventory.add(stage, "tp: layer backward reduce-scatters (QKV in, MLP in)", kRS, kTp, t,
                   hidden_bytes, (pairs - mla_layers) * m);
+    if (recomputes_module(layout, kRecomputeMlp)) {
+      // --recompute-modules mlp: each dense layer's MLP forward runs again, gathering its input
+      // and reduce-scattering its output again (dense_mlp_recompute in compute_cost.cpp).
+      inventory.add(stage, "tp: recomputed MLP input all-gathers (recompute_modules mlp)", kAG, kTp,
+                    t, gather_bytes, (layers - moe_layers) * m);
+      inventory.add(stage, "tp: recomputed MLP output reduce-scatters (recompute_modules mlp)", kRS,
+                    kTp, t, hidden_bytes, (layers - moe_layers) * m);
+    }
     // Megatron-Core's alltoall dispatcher with etp > 1: the dispatched tokens are all-gathered
     // over the expert tp group (etp consecutive ranks of the tp group, filed under tp with
     // group size etp) before the experts and reduce-scattered after them; the backward

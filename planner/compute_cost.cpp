@@ -241,15 +241,15 @@ double one_linear_gemm_seconds(const models::ClusterConfig& cluster, const PlanO
 // (read and write them, rope and the concatenations), and under sequence parallelism the two
 // column-parallel projections gather their latents over tp again; the rotary key is gathered
 // before the checkpointed function and not again.
-struct MlaUpProjRecompute {
+struct ModuleRecompute {
   double compute_seconds = 0;
   double tp_seconds = 0;
   double flops = 0;
 };
-MlaUpProjRecompute mla_up_projection_recompute(const models::TransformerConfig& model,
-                                               const models::ClusterConfig& cluster,
-                                               const Layout& layout, const PlanOptions& options) {
-  MlaUpProjRecompute recompute;
+ModuleRecompute mla_up_projection_recompute(const models::TransformerConfig& model,
+                                            const models::ClusterConfig& cluster,
+                                            const Layout& layout, const PlanOptions& options) {
+  ModuleRecompute recompute;
   if (!model.is_mla() || !recomputes_module(layout, kRecomputeMlaUpProj)) {
     return recompute;
   }
@@ -270,6 +270,46 @@ MlaUpProjRecompute mla_up_projection_recompute(const models::TransformerConfig& 
           collective_seconds(cluster, CollectiveKind::kAllGather,
                              static_cast<int64_t>(x.tokens * width * x.e), layout.tp, 1);
     }
+  }
+  return recompute;
+}
+
+// Megatron-Core's --recompute-modules mlp (transformer_layer.py recompute_mlp: the dense MLP
+// under tensor_parallel.checkpoint, d98e8a64), per dense layer and micro-batch on one rank:
+// before the MLP's backward its forward runs again, the fused norm (read and write T h / sp),
+// both projections in the linear layers' precision (linear_gemms.cpp's MLP shapes), the
+// activation (as layer_time counts it), and its tp collectives: the input's all-gather and the
+// output's reduce-scatter under sequence parallelism, else the output's all-reduce. Transformer
+// Engine's FP8 casts of the recomputed GEMMs are not counted.
+ModuleRecompute dense_mlp_recompute(const models::TransformerConfig& model,
+                                    const models::ClusterConfig& cluster, const Layout& layout,
+                                    const PlanOptions& options, bool moe_layer) {
+  ModuleRecompute recompute;
+  if (moe_layer || !recomputes_module(layout, kRecomputeMlp)) {
+    return recompute;
+  }
+  const Shape x = shape_of(model, cluster, layout);
+  const bool swiglu = model.activation == models::Activation::kSwiglu;
+  recompute.flops = 2.0 * x.tokens * x.h * (x.fc1 + x.f) / x.t;
+  recompute.compute_seconds =
+      one_linear_gemm_seconds(cluster, options, x.tokens, x.fc1 / x.t, x.h) +
+      one_linear_gemm_seconds(cluster, options, x.tokens, x.h, x.f / x.t) +
+      memory_seconds(cluster, 2.0 * x.tokens * x.h * x.e / x.sp +
+                                  (swiglu ? 3.0 : 2.0) * x.tokens * x.f / x.t * x.e);
+  if (layout.tp > 1) {
+    const auto hidden_bytes = [&](double element_bytes) {
+      return static_cast<int64_t>(x.tokens * x.h * element_bytes);
+    };
+    recompute.tp_seconds =
+        layout.sequence_parallel
+            ? collective_seconds(
+                  cluster, CollectiveKind::kAllGather,
+                  hidden_bytes(static_cast<double>(tp_all_gather_element_bytes(cluster, options))),
+                  layout.tp, 1) +
+                  collective_seconds(cluster, CollectiveKind::kReduceScatter, hidden_bytes(x.e),
+                                     layout.tp, 1)
+            : collective_seconds(cluster, CollectiveKind::kAllReduce, hidden_bytes(x.e), layout.tp,
+                                 1);
   }
   return recompute;
 }
@@ -978,10 +1018,11 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     // projections with their latent gathers, run again in the backward.
     input_backward += memory_seconds(
         cluster, selective_module_recompute_bytes(model, cluster, layout, moe_layer));
-    const MlaUpProjRecompute up_projections =
+    const ModuleRecompute up_projections =
         mla_up_projection_recompute(model, cluster, layout, options);
-    input_backward += up_projections.compute_seconds;
-    tp_backward += up_projections.tp_seconds;
+    const ModuleRecompute mlp = dense_mlp_recompute(model, cluster, layout, options, moe_layer);
+    input_backward += up_projections.compute_seconds + mlp.compute_seconds;
+    tp_backward += up_projections.tp_seconds + mlp.tp_seconds;
     const LayerFlops flops = layer_forward_flops(model, tokens, moe_layer);
     forward_flops += flops.total() / t * count;
     if (layout.recompute == Recompute::kFull) {
@@ -991,7 +1032,7 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     } else if (recomputes_module(layout, kRecomputeCoreAttn)) {
       recompute_flops += flops.attention / t * count;
     }
-    recompute_flops += up_projections.flops * count;
+    recompute_flops += (up_projections.flops + mlp.flops) * count;
     cost.forward_compute_seconds +=
         layer_forward * count + split.forward_seconds * checkpointed_inputs;
     // FSDP's passes run once per unit and micro-batch, not again in a recomputed forward.

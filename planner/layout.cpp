@@ -87,11 +87,12 @@ std::string to_string(Placement placement) {
 
 namespace {
 
-constexpr std::array<std::pair<RecomputeModule, std::string_view>, 4> kRecomputeModuleNames = {{
+constexpr std::array<std::pair<RecomputeModule, std::string_view>, 5> kRecomputeModuleNames = {{
     {kRecomputeCoreAttn, "core_attn"},
     {kRecomputeMoeAct, "moe_act"},
     {kRecomputeLayernorm, "layernorm"},
     {kRecomputeMlaUpProj, "mla_up_proj"},
+    {kRecomputeMlp, "mlp"},
 }};
 
 }  // namespace
@@ -121,17 +122,17 @@ uint32_t parse_recompute_modules(const std::vector<std::string>& names, const st
     }
     // Megatron-Core's other choices (transformer_config.py recompute_modules, d98e8a64).
     for (const std::string_view other :
-         {"mlp", "moe", "shared_experts", "gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc"}) {
+         {"moe", "shared_experts", "gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc"}) {
       if (name == other) {
         throw InputError(fmt::format(
             "{}: {} is a Megatron-Core module meshplan does not cost yet (costed: core_attn, "
-            "moe_act, layernorm, mla_up_proj)",
+            "moe_act, layernorm, mla_up_proj, mlp)",
             field, name));
       }
     }
     throw InputError(fmt::format(
-        "{}: unknown module, expected core_attn, moe_act, layernorm or mla_up_proj ({})", field,
-        name));
+        "{}: unknown module, expected core_attn, moe_act, layernorm, mla_up_proj or mlp ({})",
+        field, name));
   }
   return modules;
 }

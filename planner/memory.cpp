@@ -147,6 +147,12 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
     rebuilt += static_cast<double>(separate_norms_per_layer(model, moe_layer)) * tokens * h * e /
                sequence_split;
   }
+  if (!moe_layer && recomputes_module(layout, kRecomputeMlp)) {
+    // mlp (dense layers): the checkpointed MLP keeps its input, the pre-norm hidden state the
+    // fused norm reads (counted above); it drops the norm's output (T h e / sp), the activation
+    // input and the second projection's input.
+    rebuilt += tokens * h * e / sequence_split + (activation_input + tokens * f * e) / t;
+  }
   if (model.is_mla() && recomputes_module(layout, kRecomputeMlaUpProj)) {
     // mla_up_proj: Q, K and V, rebuilt from the latents before the attention's backward (the
     // Q, K, V term above).

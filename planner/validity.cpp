@@ -925,9 +925,10 @@ Validity check_recompute_modules(const models::TransformerConfig& model, const L
                               why, describe(layout)));
   };
   if (layout.recompute_modules == 0 ||
-      (layout.recompute_modules & ~uint32_t{kRecomputeCoreAttn | kRecomputeMoeAct |
-                                            kRecomputeLayernorm | kRecomputeMlaUpProj}) != 0) {
-    return refuse_modules("expected core_attn, moe_act, layernorm or mla_up_proj");
+      (layout.recompute_modules &
+       ~uint32_t{kRecomputeCoreAttn | kRecomputeMoeAct | kRecomputeLayernorm | kRecomputeMlaUpProj |
+                 kRecomputeMlp}) != 0) {
+    return refuse_modules("expected core_attn, moe_act, layernorm, mla_up_proj or mlp");
   }
   if (layout.recompute != Recompute::kSelective) {
     return refuse_modules(

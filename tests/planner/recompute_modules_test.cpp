@@ -35,11 +35,12 @@ TEST_CASE("recompute_modules: names as Megatron-Core spells them, the uncosted o
         (kRecomputeCoreAttn | kRecomputeMoeAct));
   CHECK(format_recompute_modules(kRecomputeLayernorm | kRecomputeCoreAttn) ==
         "core_attn,layernorm");
-  CHECK(test::input_error([] { parse_recompute_modules({"mlp"}, "f"); }) ==
-        "f: mlp is a Megatron-Core module meshplan does not cost yet (costed: core_attn, "
-        "moe_act, layernorm, mla_up_proj)");
+  CHECK(test::input_error([] { parse_recompute_modules({"moe"}, "f"); }) ==
+        "f: moe is a Megatron-Core module meshplan does not cost yet (costed: core_attn, "
+        "moe_act, layernorm, mla_up_proj, mlp)");
   CHECK(test::input_error([] { parse_recompute_modules({"attention"}, "f"); }) ==
-        "f: unknown module, expected core_attn, moe_act, layernorm or mla_up_proj (attention)");
+        "f: unknown module, expected core_attn, moe_act, layernorm, mla_up_proj or mlp "
+        "(attention)");
   CHECK(test::input_error([] { parse_recompute_modules({}, "f"); }).starts_with("f: no module"));
 }
 
@@ -130,6 +131,54 @@ TEST_CASE("recompute_modules: mla_up_proj rebuilds Q, K and V from the latents")
                          "tp: MLA query latent all-gathers (forward, weight-gradient re-gather)");
   REQUIRE(latents != nullptr);
   CHECK(latents->calls_per_step == 3 * 4 * 8);
+}
+
+TEST_CASE("recompute_modules: mlp re-runs a dense layer's MLP, collectives included") {
+  // tiny (SwiGLU, f 176) on local-cpu (fp32), tp 2, micro-batch 2 (64 tokens): a dense layer
+  // drops the fused norm's output (T h e / sp) and the SwiGLU input (2 T f e / t) and second
+  // projection input (T f e / t); its backward re-runs both projections, the norm and the
+  // SwiGLU, and the MLP's tp collectives: without sequence parallelism one all-reduce of T h e,
+  // with it an all-gather and a reduce-scatter. tiny-moe's MoE layers do not change.
+  const models::ClusterConfig& cpu = test::local_cpu();
+  const models::TransformerConfig tiny = models::load_model("tiny");
+  for (const bool sp : {false, true}) {
+    CAPTURE(sp);
+    Layout base = selective(test::make_layout(2, 1, 1, 2, 16), kRecomputeCoreAttn);
+    base.sequence_parallel = sp;
+    const Layout mlp = selective(base, kRecomputeCoreAttn | kRecomputeMlp);
+    const double split = sp ? 2.0 : 1.0;
+    const double dropped = 64.0 * 64 * 4 / split + 3.0 * 64 * 176 * 4 / 2;
+    CHECK(activation_bytes_per_layer(tiny, cpu, base, {}, false) -
+              activation_bytes_per_layer(tiny, cpu, mlp, {}, false) ==
+          doctest::Approx(dropped));
+    const ChunkCost plain = chunk_cost(tiny, cpu, base, {}, 0, 0);
+    const ChunkCost with_mlp = chunk_cost(tiny, cpu, mlp, {}, 0, 0);
+    const double per_layer = gemm_seconds(cpu, 64, 2.0 * 176 / 2, 64, GemmPrecision::kBf16) +
+                             gemm_seconds(cpu, 64, 64, 176.0 / 2, GemmPrecision::kBf16) +
+                             hbm_seconds(cpu, 2.0 * 64 * 64 * 4 / split + 3.0 * 64 * 176 * 4 / 2);
+    CHECK(with_mlp.backward_input_compute_seconds - plain.backward_input_compute_seconds ==
+          doctest::Approx(4.0 * per_layer));
+    const double collectives =
+        sp ? collective_seconds(cpu, CollectiveKind::kAllGather, 64 * 64 * 4, 2, 1) +
+                 collective_seconds(cpu, CollectiveKind::kReduceScatter, 64 * 64 * 4, 2, 1)
+           : collective_seconds(cpu, CollectiveKind::kAllReduce, 64 * 64 * 4, 2, 1);
+    CHECK(with_mlp.backward_tp_comm_seconds - plain.backward_tp_comm_seconds ==
+          doctest::Approx(4.0 * collectives));
+    // m = 16 / 2 = 8 micro-batches, 4 dense layers: one more call of each kind per layer.
+    const PlanEstimate estimate = estimate_plan(tiny, cpu, mlp, {});
+    REQUIRE_MESSAGE(estimate.feasible, estimate.rejection_reason);
+    const CollectiveTraffic* again =
+        test::find_traffic(estimate.collectives,
+                           sp ? "tp: recomputed MLP output reduce-scatters (recompute_modules mlp)"
+                              : "tp: recomputed MLP output all-reduces (recompute_modules mlp)");
+    REQUIRE(again != nullptr);
+    CHECK(again->calls_per_step == 4 * 8);
+  }
+  const Layout moe_mlp =
+      selective(test::make_layout(2, 1, 1, 2, 16), kRecomputeCoreAttn | kRecomputeMlp);
+  CHECK(activation_bytes_per_layer(test::tiny_moe(), cpu, moe_mlp, {}, true) ==
+        activation_bytes_per_layer(test::tiny_moe(), cpu, selective(moe_mlp, kRecomputeCoreAttn),
+                                   {}, true));
 }
 
 TEST_CASE("recompute_modules: without core_attn the attention scores are kept") {

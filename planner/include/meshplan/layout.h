@@ -24,12 +24,15 @@ enum class Recompute { kNone, kSelective, kFull, kSelectiveOp };
 ///              layer's pre-MLP norm and a latent-attention layer's input norm;
 ///   mla_up_proj: latent attention's up projections and rope (multi_latent_attention.py
 ///              qkv_up_proj_and_rope_apply under CheckpointWithoutOutput: Q, K and V dropped
-///              after the attention core).
+///              after the attention core);
+///   mlp:       a dense layer's whole MLP, normal checkpointing (transformer_layer.py
+///              recompute_mlp; MoE layers are not affected).
 enum RecomputeModule : uint32_t {
   kRecomputeCoreAttn = 1u << 0,
   kRecomputeMoeAct = 1u << 1,
   kRecomputeLayernorm = 1u << 2,
   kRecomputeMlaUpProj = 1u << 3,
+  kRecomputeMlp = 1u << 4,
 };
 
 /// Pipeline schedules. kOneFOneB is PipeDream-Flush (Narayanan et al. 2021, Fig. 4 top);
