@@ -101,7 +101,10 @@ std::string format_recompute_modules(uint32_t modules) {
   std::string text;
   for (const auto& [flag, name] : kRecomputeModuleNames) {
     if ((modules & flag) != 0) {
-      text += (text.empty() ? "" : ",") + std::string(name);
+      if (!text.empty()) {
+        text += ',';
+      }
+      text.append(name);
     }
   }
   return text;
@@ -183,7 +186,8 @@ std::string describe(const Layout& layout) {
     text += fmt::format(" recompute_group_layers={}", layout.recompute_group_layers);
   }
   if (layout.recompute_modules != kRecomputeCoreAttn) {
-    text += " recompute_modules=" + format_recompute_modules(layout.recompute_modules);
+    text +=
+        fmt::format(" recompute_modules={}", format_recompute_modules(layout.recompute_modules));
   }
   if (layout.microbatch_group > 0) {
     text += fmt::format(" mb_group={}", layout.microbatch_group);

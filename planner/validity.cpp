@@ -938,10 +938,10 @@ Validity check_recompute_modules(const models::TransformerConfig& model, const L
   if (options.framework != Framework::kMegatron) {
     return refuse(options.framework,
                   options.framework == Framework::kMeshplan
-                      ? "meshplan's executor re-runs the attention core only, not "
-                        "--recompute-modules " +
-                            modules
-                      : "--recompute-modules is Megatron-Core's (" + modules + ")",
+                      ? fmt::format("meshplan's executor re-runs the attention core only, not "
+                                    "--recompute-modules {}",
+                                    modules)
+                      : fmt::format("--recompute-modules is Megatron-Core's ({})", modules),
                   layout);
   }
   if ((layout.recompute_modules & kRecomputeMoeAct) != 0 && !model.is_moe()) {

@@ -184,7 +184,8 @@ std::string format_plan_options(const planner::PlanOptions& o, const planner::Se
     out += fmt::format(", block recompute of {} layers per chunk", space.recompute_layers);
   }
   if (space.recompute_modules != planner::kRecomputeCoreAttn) {
-    out += ", recompute modules " + planner::format_recompute_modules(space.recompute_modules);
+    out += fmt::format(", recompute modules {}",
+                       planner::format_recompute_modules(space.recompute_modules));
   }
   if (space.search_recompute_group_layers) {
     out += ", recompute groups searched (--recompute-group-layers auto)";
