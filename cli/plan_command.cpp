@@ -112,6 +112,17 @@ int64_t parse_size_or_auto(const std::string& text, const std::string& flag) {
   return value;
 }
 
+// A layer count of --recompute-layers or --recompute-group-layers: parse_size_or_auto's, at most
+// planner::kMaxRecomputeLayers (what a plan file reads back).
+int64_t parse_layer_count(const std::string& text, const std::string& flag) {
+  const int64_t value = parse_size_or_auto(text, flag);
+  if (value > planner::kMaxRecomputeLayers) {
+    throw InputError(fmt::format("{}: must be between 1 and {} ({})", flag,
+                                 planner::kMaxRecomputeLayers, value));
+  }
+  return value;
+}
+
 void require_positive(const std::optional<int64_t>& value, const std::string& flag) {
   if (value && *value < 1) {
     throw InputError(fmt::format("{}: must be positive ({})", flag, *value));
@@ -314,7 +325,7 @@ planner::SearchSpace search_space(const PlanArguments& args, const models::Clust
     if (*args.recompute_layers == "auto") {
       space.search_recompute_layers = true;
     } else {
-      space.recompute_layers = parse_size_or_auto(*args.recompute_layers, "--recompute-layers");
+      space.recompute_layers = parse_layer_count(*args.recompute_layers, "--recompute-layers");
     }
     if (space.recompute != planner::Recompute::kFull && !space.search_recompute_layers) {
       throw InputError(fmt::format(
@@ -333,7 +344,7 @@ planner::SearchSpace search_space(const PlanArguments& args, const models::Clust
     const bool search = *args.recompute_group_layers == "auto";
     if (!search) {
       space.recompute_group_layers =
-          parse_size_or_auto(*args.recompute_group_layers, "--recompute-group-layers");
+          parse_layer_count(*args.recompute_group_layers, "--recompute-group-layers");
     }
     if (!search && space.recompute != planner::Recompute::kFull) {
       throw InputError(fmt::format(

@@ -132,7 +132,7 @@ constexpr std::array<std::string_view, 26> kOptionsFields = {"flash_attention",
 //   64 bits for any h the model loader accepts (1e9 * 1e6 * 4 = 4e15).
 constexpr int64_t kPlanMaxGpus = 10'000'000;
 constexpr int64_t kPlanMaxVpp = 100'000;
-constexpr int64_t kPlanMaxLayers = 100'000;  // recompute_layers: the model loader's layer bound
+constexpr int64_t kPlanMaxLayers = kMaxRecomputeLayers;
 constexpr int64_t kPlanMaxGlobalBatch = 1'000'000;
 constexpr int64_t kPlanMaxMicroBatchTokens = 1'000'000'000;
 

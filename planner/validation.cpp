@@ -203,9 +203,9 @@ SearchSpace run_space(const nlohmann::json& layout, int64_t num_gpus, const std:
   // --recompute-method block, with recompute full; absent or null: every layer (never searched).
   if (layout.contains("recompute_layers") && !layout.at("recompute_layers").is_null()) {
     space.recompute_layers = integer("recompute_layers");
-    if (space.recompute_layers < 1) {
-      throw InputError(fmt::format("{}: recompute_layers: must be at least 1 ({})", where,
-                                   space.recompute_layers));
+    if (space.recompute_layers < 1 || space.recompute_layers > kMaxRecomputeLayers) {
+      throw InputError(fmt::format("{}: recompute_layers: must be between 1 and {} ({})", where,
+                                   kMaxRecomputeLayers, space.recompute_layers));
     }
   }
   // Megatron's uniform method (version 7): layers per checkpointed group under
@@ -213,9 +213,9 @@ SearchSpace run_space(const nlohmann::json& layout, int64_t num_gpus, const std:
   // activation_checkpoint_interval); absent or null: one layer a group (never searched).
   if (layout.contains("recompute_group_layers") && !layout.at("recompute_group_layers").is_null()) {
     space.recompute_group_layers = integer("recompute_group_layers");
-    if (space.recompute_group_layers < 1) {
-      throw InputError(fmt::format("{}: recompute_group_layers: must be at least 1 ({})", where,
-                                   space.recompute_group_layers));
+    if (space.recompute_group_layers < 1 || space.recompute_group_layers > kMaxRecomputeLayers) {
+      throw InputError(fmt::format("{}: recompute_group_layers: must be between 1 and {} ({})",
+                                   where, kMaxRecomputeLayers, space.recompute_group_layers));
     }
   }
   // Megatron-Core's --recompute-modules (version 8): the modules a run's selective recompute

@@ -977,8 +977,9 @@ Validity check_recompute_group_layers(const Layout& layout, const PlanOptions& o
                   fmt::format("recompute_group_layers {}: {} ({})", layout.recompute_group_layers,
                               why, describe(layout)));
   };
-  if (layout.recompute_group_layers < 0) {
-    return refuse_group("must be positive (1: one layer per group)");
+  if (layout.recompute_group_layers < 0 || layout.recompute_group_layers > kMaxRecomputeLayers) {
+    return refuse_group(
+        fmt::format("must be between 1 and {} (1: one layer per group)", kMaxRecomputeLayers));
   }
   if (layout.recompute != Recompute::kFull) {
     return refuse_group(
@@ -1016,8 +1017,9 @@ Validity check_recompute_layers(const Layout& layout, const PlanOptions& options
     return reject("recompute_layers", fmt::format("recompute_layers {}: {} ({})",
                                                   layout.recompute_layers, why, describe(layout)));
   };
-  if (layout.recompute_layers < 0) {
-    return refuse_block("must be positive (0: every layer)");
+  if (layout.recompute_layers < 0 || layout.recompute_layers > kMaxRecomputeLayers) {
+    return refuse_block(
+        fmt::format("must be between 1 and {} (0: every layer)", kMaxRecomputeLayers));
   }
   if (layout.recompute != Recompute::kFull) {
     return refuse_block(

@@ -510,6 +510,14 @@ row "plan: --recompute-group-layers auto with --recompute selective" 2 \
   "--recompute-group-layers: auto needs full recompute among the searched ones (selective)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --recompute selective \
   --recompute-group-layers auto --json new_out.json
+row "plan: --recompute-layers past the layer bound" 2 \
+  "--recompute-layers: must be between 1 and 100000 (100000000000000)" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --recompute full \
+  --recompute-layers 100000000000000 --json new_out.json
+row "plan: --recompute-group-layers past the layer bound" 2 \
+  "--recompute-group-layers: must be between 1 and 100000 (100001)" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --recompute full \
+  --recompute-group-layers 100001 --json new_out.json
 row "plan: --recompute-group-layers two" 2 \
   "--recompute-group-layers: expected a positive integer or auto (two)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --recompute full --recompute-group-layers two \

@@ -644,7 +644,7 @@ TEST_CASE("runs file version 6: the layout's recompute_layers (Megatron's block 
   CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["recompute_layers"] = 2; }, 5) ==
         run + "layout: recompute_layers: needs runs-file version 6 (version 5)");
   CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["recompute_layers"] = 0; }, 6) ==
-        run + "layout: recompute_layers: must be at least 1 (0)");
+        run + "layout: recompute_layers: must be between 1 and 100000 (0)");
   // Stated on the fixture's full-recompute run: costed exactly as estimate_plan costs it, faster
   // than recomputing every layer.
   nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
@@ -667,7 +667,7 @@ TEST_CASE("runs file version 7: the layout's recompute_group_layers (the uniform
   CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["recompute_group_layers"] = 2; }, 6) ==
         run + "layout: recompute_group_layers: needs runs-file version 7 (version 6)");
   CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["recompute_group_layers"] = 0; }, 7) ==
-        run + "layout: recompute_group_layers: must be at least 1 (0)");
+        run + "layout: recompute_group_layers: must be between 1 and 100000 (0)");
   // Stated on the fixture's full-recompute run: costed exactly as estimate_plan costs it, at
   // full recompute's time (every layer still runs its forward again).
   nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));

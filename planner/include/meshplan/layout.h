@@ -130,6 +130,10 @@ inline int64_t recomputed_layer_count(const Layout& layout, int64_t chunk_layers
   return layout.recompute_layers;
 }
 
+/// The largest recompute_layers or recompute_group_layers a plan states: the model loader's
+/// layer bound (a chunk never has more layers), so a plan written is a plan read back.
+inline constexpr int64_t kMaxRecomputeLayers = 100'000;
+
 /// Whether selective recompute re-runs `module` (Layout::recompute_modules); false under any
 /// other recompute.
 inline bool recomputes_module(const Layout& layout, RecomputeModule module) {
