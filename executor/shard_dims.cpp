@@ -96,6 +96,14 @@ void validate_options_for_executor(const planner::Plan& plan, const std::string&
                     "tensor-parallel communication with GEMMs (true)",
                     source));
   }
+  // Megatron-Core's --recompute-modules beyond the attention core (a megatron plan's): the
+  // executor's selective recompute re-runs the attention core only (model_chunk.cpp).
+  if (layout.recompute_modules != planner::kRecomputeCoreAttn) {
+    throw InputError(fmt::format(
+        "{}: layout.recompute_modules: the CPU executor's selective recompute re-runs the "
+        "attention core only ({})",
+        source, planner::format_recompute_modules(layout.recompute_modules)));
+  }
   if (plan.options.fp8_param_gather) {
     throw InputError(fmt::format(
         "{}: options.fp8_param_gather: the CPU executor keeps no fp8 weights (true)", source));

@@ -221,6 +221,15 @@ row "execute: a hybrid-sharded plan" 2 \
   "hsdp.json: layout.dp_shard: the CPU executor shards ZeRO over all 4 data-parallel ranks; hybrid sharding (dp_shard 2) is planned for PyTorch FSDP2 and Megatron-Core only" \
   mpi 4 execute hsdp.json --steps 1 --json new_out.json
 
+# Megatron-Core's --recompute-modules in a megatron plan: the CPU executor re-runs the
+# attention core only and says so rather than running the plan without the other modules.
+"$meshplan" plan --model tiny-moe --cluster local-cpu --gpus 2 --ep 2 --tp 1 --zero 0 \
+  --framework megatron --recompute selective --recompute-modules core_attn,moe_act \
+  --save-plan modules.json >/dev/null 2>&1
+row "execute: recompute_modules beyond the attention core" 2 \
+  "modules.json: layout.recompute_modules: the CPU executor's selective recompute re-runs the attention core only (core_attn,moe_act)" \
+  mpi 2 execute modules.json --steps 1 --json new_out.json
+
 # Distributed saved activations (Megatron-LM --distribute-saved-activations, DeepSpeed
 # partition_activations): a plan file under a framework without them is refused as read.
 "$meshplan" plan --model tiny --cluster local-cpu --gpus 2 --tp 2 --framework megatron \
