@@ -539,19 +539,8 @@ void check_saved_activation_arguments(const planner::SearchSpace& space,
 // search (planner::check_recompute_layers rejects the searched layouts alike).
 void check_recompute_layers_arguments(const planner::SearchSpace& space,
                                       const planner::PlanOptions& options) {
-  if (space.recompute_modules != planner::kRecomputeCoreAttn &&
-      options.framework != planner::Framework::kMegatron) {
-    throw InputError(
-        fmt::format("--recompute-modules: framework {}: {}", planner::to_string(options.framework),
-                    options.framework == planner::Framework::kMeshplan
-                        ? "meshplan's executor re-runs the attention core only"
-                        : "the list is Megatron-Core's (Megatron-LM --recompute-modules)"));
-  }
-  if ((space.recompute_group_layers > 1 || space.search_recompute_group_layers) &&
-      options.framework == planner::Framework::kFsdp) {
-    throw InputError(
-        "--recompute-group-layers: framework fsdp: torchtitan's layer AC checkpoints each "
-        "transformer block on its own (Megatron-LM's --recompute-method uniform)");
+  if (space.recompute_group_layers > 1 || space.search_recompute_group_layers) {
+    planner::check_recompute_group_layers_request(options, "--recompute-group-layers");
   }
   if (space.recompute_layers == 0 && !space.search_recompute_layers) {
     return;
@@ -616,14 +605,8 @@ void run_plan(const PlanArguments& args) {
   check_cp_arguments(args, model, space, options);
   check_saved_activation_arguments(space, options);
   check_recompute_layers_arguments(space, options);
-  if ((space.recompute_modules & planner::kRecomputeMoeAct) != 0 && !model.is_moe()) {
-    throw InputError(fmt::format(
-        "--recompute-modules: moe_act needs a mixture-of-experts model ({})", model.name));
-  }
-  if ((space.recompute_modules & planner::kRecomputeMlaUpProj) != 0 && !model.is_mla()) {
-    throw InputError(fmt::format(
-        "--recompute-modules: mla_up_proj needs a latent-attention model ({})", model.name));
-  }
+  planner::check_recompute_modules_request(model, options, space.recompute_modules,
+                                           "--recompute-modules");
   // Both only change MoE layers: on a dense model they would be ignored.
   if (!model.is_moe() && (options.moe_load_imbalance != 1.0 || options.moe_aux_loss_coeff != 0.0)) {
     throw InputError(fmt::format(

@@ -215,11 +215,7 @@ planner::SweepRequest sweep_request(const SweepArguments& args, std::string* not
           "--recompute-group-layers: not with --recompute-layers (Megatron-LM's "
           "--recompute-method is uniform or block)");
     }
-    if (request.options.framework == planner::Framework::kFsdp) {
-      throw InputError(
-          "--recompute-group-layers: framework fsdp: torchtitan's layer AC checkpoints each "
-          "transformer block on its own (Megatron-LM's --recompute-method uniform)");
-    }
+    planner::check_recompute_group_layers_request(request.options, "--recompute-group-layers");
     request.space_template.search_recompute_group_layers = true;
   }
   // As plan's default: Megatron-Core overlaps interleaved pipeline sends (overlap_p2p_comm).

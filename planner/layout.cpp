@@ -97,15 +97,23 @@ constexpr std::array<std::pair<RecomputeModule, std::string_view>, 5> kRecompute
 
 }  // namespace
 
-std::string format_recompute_modules(uint32_t modules) {
-  std::string text;
+std::vector<std::string> recompute_module_names(uint32_t modules) {
+  std::vector<std::string> names;
   for (const auto& [flag, name] : kRecomputeModuleNames) {
     if ((modules & flag) != 0) {
-      if (!text.empty()) {
-        text += ',';
-      }
-      text.append(name);
+      names.emplace_back(name);
     }
+  }
+  return names;
+}
+
+std::string format_recompute_modules(uint32_t modules) {
+  std::string text;
+  for (const std::string& name : recompute_module_names(modules)) {
+    if (!text.empty()) {
+      text += ',';
+    }
+    text += name;
   }
   return text;
 }

@@ -57,14 +57,7 @@ nlohmann::json layout_to_json(const Layout& layout) {
   }
   // Written only when not Megatron-Core's default, the attention core alone.
   if (layout.recompute_modules != kRecomputeCoreAttn) {
-    nlohmann::json names = nlohmann::json::array();
-    const std::string text = format_recompute_modules(layout.recompute_modules);
-    for (size_t begin = 0; begin < text.size();) {
-      const size_t end = std::min(text.find(',', begin), text.size());
-      names.push_back(text.substr(begin, end - begin));
-      begin = end + 1;
-    }
-    json["recompute_modules"] = names;
+    json["recompute_modules"] = recompute_module_names(layout.recompute_modules);
   }
   return json;
 }
@@ -166,6 +159,21 @@ std::vector<int64_t> stage_layers_from_json(const nlohmann::json& json, const st
   return layers;  // as given: check_stage_layers checks it, then canonical_stage_layers
 }
 
+uint32_t recompute_modules_from_json(const nlohmann::json& names, const std::string& field) {
+  std::vector<std::string> list;
+  if (names.is_array() && names.size() <= 16) {
+    for (const nlohmann::json& name : names) {
+      if (name.is_string()) {
+        list.push_back(name.get<std::string>());
+      }
+    }
+  }
+  if (!names.is_array() || list.size() != names.size()) {
+    throw InputError(fmt::format("{}: expected a list of module names", field));
+  }
+  return parse_recompute_modules(list, field);
+}
+
 Layout layout_from_json(const nlohmann::json& json, const std::string& source) {
   const std::string where = source + ": layout";
   reject_unknown_fields(json, kLayoutFields, where);
@@ -230,19 +238,8 @@ Layout layout_from_json(const nlohmann::json& json, const std::string& source) {
   }
   // Optional: absent means Megatron-Core's default, the attention core alone.
   if (json.contains("recompute_modules")) {
-    const nlohmann::json& names = json.at("recompute_modules");
-    const std::string field = where + ": recompute_modules";
-    if (!names.is_array() || names.size() > 16) {
-      throw InputError(fmt::format("{}: expected a list of module names", field));
-    }
-    std::vector<std::string> list;
-    for (const nlohmann::json& name : names) {
-      if (!name.is_string()) {
-        throw InputError(fmt::format("{}: expected a list of module names", field));
-      }
-      list.push_back(name.get<std::string>());
-    }
-    layout.recompute_modules = parse_recompute_modules(list, field);
+    layout.recompute_modules =
+        recompute_modules_from_json(json.at("recompute_modules"), where + ": recompute_modules");
   }
   return layout;
 }

@@ -221,20 +221,8 @@ SearchSpace run_space(const nlohmann::json& layout, int64_t num_gpus, const std:
   // Megatron-Core's --recompute-modules (version 8): the modules a run's selective recompute
   // named, a list; absent or null: core_attn alone, its default (never searched).
   if (layout.contains("recompute_modules") && !layout.at("recompute_modules").is_null()) {
-    const nlohmann::json& names = layout.at("recompute_modules");
-    const std::string field = where + ": recompute_modules";
-    std::vector<std::string> list;
-    if (names.is_array() && names.size() <= 16) {
-      for (const nlohmann::json& name : names) {
-        if (name.is_string()) {
-          list.push_back(name.get<std::string>());
-        }
-      }
-    }
-    if (!names.is_array() || list.size() != names.size()) {
-      throw InputError(fmt::format("{}: expected a list of module names", field));
-    }
-    space.recompute_modules = parse_recompute_modules(list, field);
+    space.recompute_modules =
+        recompute_modules_from_json(layout.at("recompute_modules"), where + ": recompute_modules");
   }
   return space;
 }

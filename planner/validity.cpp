@@ -909,10 +909,69 @@ Validity check_recompute_options(const models::TransformerConfig& model, const L
   return check_distribute_saved_activations(layout, options);
 }
 
+namespace {
+
+// Why `framework` cannot run --recompute-modules beyond core_attn, or "" (megatron): Megatron-
+// DeepSpeed and torchtitan have no such list, and meshplan's executor re-runs the attention core
+// only. The layout rule and the CLI's early check share it.
+std::string recompute_modules_framework_refusal(Framework framework) {
+  switch (framework) {
+    case Framework::kMegatron:
+      return "";
+    case Framework::kMeshplan:
+      return "meshplan's executor re-runs the attention core only";
+    case Framework::kDeepSpeed:
+    case Framework::kFsdp:
+      break;
+  }
+  return "the list is Megatron-Core's (Megatron-LM --recompute-modules)";
+}
+
+// Why `model` cannot take `modules`, or "": Megatron-Core raises for moe_act without MoE layers
+// (and grouped GEMMs, which meshplan's MoE layers are) and for mla_up_proj without latent
+// attention (transformer_config.py __post_init__, d98e8a64).
+std::string recompute_modules_model_refusal(const models::TransformerConfig& model,
+                                            uint32_t modules) {
+  if ((modules & kRecomputeMoeAct) != 0 && !model.is_moe()) {
+    return "moe_act needs a mixture-of-experts model";
+  }
+  if ((modules & kRecomputeMlaUpProj) != 0 && !model.is_mla()) {
+    return "mla_up_proj needs a latent-attention model";
+  }
+  return "";
+}
+
+// torchtitan's layer AC (fsdp) has no uniform groups: the layout rule and the CLI's early check.
+constexpr const char* kFsdpNoRecomputeGroups =
+    "torchtitan's layer AC checkpoints each transformer block on its own, not groups of "
+    "recompute_group_layers (Megatron-LM's uniform method)";
+
+}  // namespace
+
+void check_recompute_modules_request(const models::TransformerConfig& model,
+                                     const PlanOptions& options, uint32_t modules,
+                                     const std::string& field) {
+  if (modules == kRecomputeCoreAttn) {
+    return;
+  }
+  if (const std::string why = recompute_modules_framework_refusal(options.framework);
+      !why.empty()) {
+    throw InputError(fmt::format("{}: framework {}: {}", field, to_string(options.framework), why));
+  }
+  if (const std::string why = recompute_modules_model_refusal(model, modules); !why.empty()) {
+    throw InputError(fmt::format("{}: {} ({})", field, why, model.name));
+  }
+}
+
+void check_recompute_group_layers_request(const PlanOptions& options, const std::string& field) {
+  if (options.framework == Framework::kFsdp) {
+    throw InputError(fmt::format("{}: framework fsdp: {}", field, kFsdpNoRecomputeGroups));
+  }
+}
+
 // Megatron-Core's --recompute-modules (transformer_config.py recompute_modules and its checks,
-// d98e8a64): a list for selective recompute; moe_act needs MoE layers (and grouped GEMMs, which
-// meshplan's MoE layers are). Megatron-DeepSpeed and torchtitan have no such list, and meshplan's
-// executor re-runs the attention core only.
+// d98e8a64): a list for selective recompute, under megatron only, with the model rules of
+// recompute_modules_model_refusal.
 Validity check_recompute_modules(const models::TransformerConfig& model, const Layout& layout,
                                  const PlanOptions& options) {
   if (layout.recompute_modules == kRecomputeCoreAttn) {
@@ -935,20 +994,13 @@ Validity check_recompute_modules(const models::TransformerConfig& model, const L
         "needs recompute selective (Megatron-LM's --recompute-granularity "
         "selective)");
   }
-  if (options.framework != Framework::kMegatron) {
-    return refuse(options.framework,
-                  options.framework == Framework::kMeshplan
-                      ? fmt::format("meshplan's executor re-runs the attention core only, not "
-                                    "--recompute-modules {}",
-                                    modules)
-                      : fmt::format("--recompute-modules is Megatron-Core's ({})", modules),
-                  layout);
+  if (const std::string why = recompute_modules_framework_refusal(options.framework);
+      !why.empty()) {
+    return refuse(options.framework, why, layout);
   }
-  if ((layout.recompute_modules & kRecomputeMoeAct) != 0 && !model.is_moe()) {
-    return refuse_modules("moe_act needs a mixture-of-experts model");
-  }
-  if ((layout.recompute_modules & kRecomputeMlaUpProj) != 0 && !model.is_mla()) {
-    return refuse_modules("mla_up_proj needs a latent-attention model");
+  if (const std::string why = recompute_modules_model_refusal(model, layout.recompute_modules);
+      !why.empty()) {
+    return refuse_modules(why);
   }
   return {};
 }
@@ -990,10 +1042,7 @@ Validity check_recompute_group_layers(const Layout& layout, const PlanOptions& o
         "not with recompute_layers (Megatron-LM's --recompute-method is uniform or block)");
   }
   if (options.framework == Framework::kFsdp && layout.recompute_group_layers > 1) {
-    return refuse(options.framework,
-                  "torchtitan's layer AC checkpoints each transformer block on its own, not "
-                  "groups of recompute_group_layers (Megatron-LM's uniform method)",
-                  layout);
+    return refuse(options.framework, kFsdpNoRecomputeGroups, layout);
   }
   return {};
 }

@@ -373,6 +373,18 @@ Validity check_recompute_options(const models::TransformerConfig& model, const L
 Validity check_recompute_modules(const models::TransformerConfig& model, const Layout& layout,
                                  const PlanOptions& options);
 
+/// Throws InputError naming `field` (a CLI flag) when `modules` (RecomputeModule flags) are
+/// asked of a framework without Megatron-Core's list or of a model they need more of (moe_act:
+/// MoE layers; mla_up_proj: latent attention): the rules of check_recompute_modules that need
+/// no layout.
+void check_recompute_modules_request(const models::TransformerConfig& model,
+                                     const PlanOptions& options, uint32_t modules,
+                                     const std::string& field);
+
+/// Throws InputError naming `field` under fsdp, which has no uniform groups: the rule of
+/// check_recompute_group_layers that needs no layout.
+void check_recompute_group_layers_request(const PlanOptions& options, const std::string& field);
+
 /// Rules of layout.recompute_group_layers (0 passes): code "recompute_group_layers" when
 /// negative, without recompute full or beside recompute_layers; "framework" under fsdp for
 /// groups of more than one layer. check_recompute_layers calls it.

@@ -304,7 +304,9 @@ std::string to_string(Placement placement);
 /// Parse the CLI/JSON spellings ("none", "selective", "full"; "gpipe", "1f1b", "interleaved",
 /// "zb-h1"; "tp-dp-pp", "tp-pp-dp"). Throw InputError naming `field` on anything else.
 Recompute parse_recompute(const std::string& text, const std::string& field);
-/// "core_attn,moe_act": RecomputeModule flags as Megatron-Core names them, in flag order.
+/// RecomputeModule flags as Megatron-Core names them, in flag order: {"core_attn", "moe_act"}.
+std::vector<std::string> recompute_module_names(uint32_t modules);
+/// The same names comma-separated: "core_attn,moe_act".
 std::string format_recompute_modules(uint32_t modules);
 /// Parses Megatron-Core's module names (a list, comma-separated on the CLI): the costed ones of
 /// RecomputeModule; the others Megatron-Core has are refused as not modelled, anything else as

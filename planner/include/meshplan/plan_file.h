@@ -34,6 +34,11 @@ nlohmann::json plan_to_json(const Plan& plan, const nlohmann::json& prediction);
 /// tp*pp*dp != num_gpus, unknown schedule, an invalid layout.
 Plan plan_from_json(const nlohmann::json& json, const std::string& source);
 
+/// A layout's `recompute_modules`: a JSON list of Megatron-Core module names (at most 16),
+/// parsed by parse_recompute_modules; anything else is an InputError naming `field`. Plan files
+/// and runs files read it alike.
+uint32_t recompute_modules_from_json(const nlohmann::json& names, const std::string& field);
+
 /// Writes atomically (temporary file, then rename). Throws RuntimeError if it cannot.
 void write_plan_file(const std::string& path, const Plan& plan, const nlohmann::json& prediction);
 Plan read_plan_file(const std::string& path);
