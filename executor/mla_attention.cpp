@@ -13,10 +13,9 @@ namespace meshplan::executor {
 
 namespace {
 
-// Rotates (forward) or turns back (backward) the rotary part of every query head of q (N, QUP)
-// and the shared rotary key k_rope (N, DR), half-split pairs as ops/rope.h (Megatron-Core
-// refuses rotary_interleaved with MLA).
-void rotate_queries_and_key(const ShardDims& d, float* q, float* k_rope, bool backward) {
+// Rotates (forward) or turns back (backward) the rotary part of every query head of q (N, QUP),
+// half-split pairs as ops/rope.h (Megatron-Core refuses rotary_interleaved with MLA).
+void rotate_queries(const ShardDims& d, float* q, bool backward) {
   const int HQ = d.DN + d.DR;
   const int* positions = d.cp > 1 ? d.positions.data() : nullptr;
   for (int h = 0; h < d.NH; h++) {
@@ -27,6 +26,12 @@ void rotate_queries_and_key(const ShardDims& d, float* q, float* k_rope, bool ba
       rope_forward(q_rope, d.T, d.B, 1, d.QUP, d.DR, positions);
     }
   }
+}
+
+// The same for the queries and the shared rotary key k_rope (N, DR).
+void rotate_queries_and_key(const ShardDims& d, float* q, float* k_rope, bool backward) {
+  rotate_queries(d, q, backward);
+  const int* positions = d.cp > 1 ? d.positions.data() : nullptr;
   if (backward) {
     rope_backward(k_rope, d.T, d.B, 1, d.DR, d.DR, positions);
   } else {
@@ -79,25 +84,41 @@ void unpack_head_gradients(const ShardDims& d, float* d_q, float* d_kv, float* d
   }
 }
 
+// q (N, QUP), before the rotation: the column-parallel up projection of the query latent
+// (the normed input x itself when RQ = 0), gathered along the sequence first.
+Tensor queries_up(const MlaActivations& a, const float* x, const LayerWeights& w,
+                  const RankContext& ctx) {
+  const ShardDims& d = ctx.dims;
+  Tensor q = ctx.tensor(static_cast<int64_t>(d.N) * d.QUP);
+  Tensor gathered;
+  const int width = d.RQ == 0 ? d.C : d.RQ;
+  const float* latent = gather_sequence(ctx, d.RQ == 0 ? x : a.q_cn.data(), &gathered, width);
+  linear_forward<float>(q.data(), latent, w.q_up_w, nullptr, d.N, width, d.QUP);
+  return q;
+}
+
+// kv (N, KVUP): the column-parallel up projection of the gathered normed kv latent.
+Tensor keys_values_up(const MlaActivations& a, const LayerWeights& w, const RankContext& ctx) {
+  const ShardDims& d = ctx.dims;
+  Tensor gathered;
+  const float* latent = gather_sequence(ctx, a.kv_cn.data(), &gathered, d.RKV);
+  Tensor kv = ctx.tensor(static_cast<int64_t>(d.N) * d.KVUP);
+  linear_forward<float>(kv.data(), latent, w.kv_up_w, nullptr, d.N, d.RKV, d.KVUP);
+  return kv;
+}
+
 // q (N, QUP), before the rotation, from the rank's normed input x (N_local, C).
 Tensor queries_forward(MlaActivations* a, const float* x, const LayerWeights& w,
                        const RankContext& ctx) {
   const ShardDims& d = ctx.dims;
-  Tensor q = ctx.tensor(static_cast<int64_t>(d.N) * d.QUP);
-  Tensor gathered;
-  if (d.RQ == 0) {
-    const float* x_full = gather_sequence(ctx, x, &gathered, d.C);
-    linear_forward<float>(q.data(), x_full, w.q_up_w, nullptr, d.N, d.C, d.QUP);
-    return q;
+  if (d.RQ > 0) {
+    a->q_c = ctx.tensor(static_cast<int64_t>(d.N_local) * d.RQ);
+    linear_forward<float>(a->q_c.data(), x, w.q_down_w, nullptr, d.N_local, d.C, d.RQ);
+    a->q_cn = ctx.tensor(static_cast<int64_t>(d.N_local) * d.RQ);
+    a->q_rstd = ctx.tensor(d.N_local);
+    rmsnorm_forward(a->q_cn.data(), a->q_rstd.data(), a->q_c.data(), w.q_norm_w, d.N_local, d.RQ);
   }
-  a->q_c = ctx.tensor(static_cast<int64_t>(d.N_local) * d.RQ);
-  linear_forward<float>(a->q_c.data(), x, w.q_down_w, nullptr, d.N_local, d.C, d.RQ);
-  a->q_cn = ctx.tensor(static_cast<int64_t>(d.N_local) * d.RQ);
-  a->q_rstd = ctx.tensor(d.N_local);
-  rmsnorm_forward(a->q_cn.data(), a->q_rstd.data(), a->q_c.data(), w.q_norm_w, d.N_local, d.RQ);
-  const float* latent = gather_sequence(ctx, a->q_cn.data(), &gathered, d.RQ);
-  linear_forward<float>(q.data(), latent, w.q_up_w, nullptr, d.N, d.RQ, d.QUP);
-  return q;
+  return queries_up(*a, x, w, ctx);
 }
 
 }  // namespace
@@ -118,11 +139,8 @@ void mla_forward(float* att_out, MlaActivations* a, const float* x, const LayerW
   a->kv_rstd = ctx.tensor(d.N_local);
   rmsnorm_forward(a->kv_cn.data(), a->kv_rstd.data(), a->kv_c.data(), w.kv_norm_w, d.N_local,
                   d.RKV);
+  Tensor kv = keys_values_up(*a, w, ctx);
   Tensor gathered;
-  const float* latent = gather_sequence(ctx, a->kv_cn.data(), &gathered, d.RKV);
-  Tensor kv = ctx.tensor(static_cast<int64_t>(d.N) * d.KVUP);
-  linear_forward<float>(kv.data(), latent, w.kv_up_w, nullptr, d.N, d.RKV, d.KVUP);
-  gathered.reset();
   const float* k_rope_full = gather_sequence(ctx, k_rope_local.data(), &gathered, d.DR);
   Tensor k_rope = copy_rows(ctx, k_rope_full, d.N, d.DR);
   gathered.reset();
@@ -150,6 +168,30 @@ void mla_forward(float* att_out, MlaActivations* a, const float* x, const LayerW
   if (save_probabilities) {
     a->att = std::move(att);
   }
+}
+
+void mla_drop_up_projections(MlaActivations* a, const RankContext& ctx) {
+  const ShardDims& d = ctx.dims;
+  const int HQ = d.DN + d.DR;
+  const int row = 3 * d.NH * HQ;
+  // Every key head carries the same rotated rotary key (pack_heads): keep head 0's.
+  a->k_rope = ctx.tensor(static_cast<int64_t>(d.N) * d.DR);
+  for (int n = 0; n < d.N; n++) {
+    const float* key = a->qkv.data() + static_cast<int64_t>(n) * row + d.NH * HQ + d.DN;
+    std::copy(key, key + d.DR, a->k_rope.data() + static_cast<int64_t>(n) * d.DR);
+  }
+  a->qkv.reset();
+}
+
+void mla_recompute_up_projections(MlaActivations* a, const float* x, const LayerWeights& w,
+                                  const RankContext& ctx) {
+  const ShardDims& d = ctx.dims;
+  Tensor q = queries_up(*a, x, w, ctx);
+  Tensor kv = keys_values_up(*a, w, ctx);
+  rotate_queries(d, q.data(), /*backward=*/false);
+  a->qkv = ctx.tensor(static_cast<int64_t>(d.N) * 3 * d.NH * (d.DN + d.DR));
+  pack_heads(d, a->qkv.data(), q.data(), kv.data(), a->k_rope.data());
+  a->k_rope.reset();
 }
 
 namespace {

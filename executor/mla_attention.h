@@ -38,6 +38,7 @@ struct MlaActivations {
   Tensor kv_c, kv_rstd, kv_cn;  // (N_local, RKV), (N_local), (N_local, RKV)
   Tensor qkv;                   // (N, 3 NH HQ): [queries | keys | zero-padded values], rotated
   Tensor att;                   // (B, NH, T, T) probabilities; empty when recomputed
+  Tensor k_rope;                // (N, DR) rotated rotary key, kept while qkv is dropped
   // Output gradients of the projections, kept by B for W.
   Tensor d_q;       // (N, QUP), before RoPE's rotation
   Tensor d_kv;      // (N, KVUP)
@@ -50,6 +51,15 @@ struct MlaActivations {
 /// false drops the probabilities (the backward recomputes them).
 void mla_forward(float* att_out, MlaActivations* acts, const float* x, const LayerWeights& w,
                  bool save_probabilities, const RankContext& ctx);
+
+/// Megatron-Core's --recompute-modules mla_up_proj (multi_latent_attention.py
+/// qkv_up_checkpoint, d98e8a64): after the forward Q, K and V go; the normed latents stay, and
+/// so does the rotary key, an input of the checkpointed function (gathered, here kept rotated).
+void mla_drop_up_projections(MlaActivations* acts, const RankContext& ctx);
+/// Before B: the up projections again (their sequence-parallel latent gathers included) and the
+/// queries' rotation, rebuilding acts->qkv bit for bit. x (N_local, C) as in the forward.
+void mla_recompute_up_projections(MlaActivations* acts, const float* x, const LayerWeights& w,
+                                  const RankContext& ctx);
 
 /// dx (N_local, C) +=; the latent norms' gains += into grads; keeps the projections' output
 /// gradients for mla_backward_weight. d_att_out (N, AO).

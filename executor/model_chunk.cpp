@@ -30,26 +30,43 @@ Tensor gather_saved_input(const RankContext& ctx, const Tensor& part) {
 
 }  // namespace
 
+ChunkRecompute ChunkRecompute::of(const planner::Layout& layout,
+                                  bool distribute_saved_activations) {
+  ChunkRecompute recompute;
+  recompute.recompute = layout.recompute;
+  recompute.distribute_saved_inputs = distribute_saved_activations;
+  recompute.layers = layout.recompute_layers;
+  recompute.group_layers = layout.recompute_group_layers;
+  recompute.modules = layout.recompute_modules;
+  return recompute;
+}
+
 ModelChunk::ModelChunk(const ChunkPlacement& placement, const ChunkWeights& weights,
-                       ChunkWeights& grads, planner::Recompute recompute, bool flash_attention,
-                       float loss_scale, bool distribute_saved_inputs, int64_t recompute_layers,
-                       int64_t recompute_group_layers)
+                       ChunkWeights& grads, const ChunkRecompute& recompute, bool flash_attention,
+                       float loss_scale)
     : placement_(placement),
       w_(weights),
       g_(grads),
-      recompute_(recompute),
+      recompute_(recompute.recompute),
       recomputed_layers_([&] {
         planner::Layout layout;  // the one rule of which layers are recomputed
-        layout.recompute = recompute;
-        layout.recompute_layers = recompute_layers;
+        layout.recompute = recompute.recompute;
+        layout.recompute_layers = recompute.layers;
         return planner::recomputed_layer_count(layout, placement.num_layers);
       }()),
-      group_layers_(recompute_group_layers > 1 ? recompute_group_layers : 1),
-      distribute_saved_inputs_(distribute_saved_inputs && recompute == planner::Recompute::kFull),
+      group_layers_(recompute.group_layers > 1 ? recompute.group_layers : 1),
+      distribute_saved_inputs_(recompute.distribute_saved_inputs &&
+                               recompute.recompute == planner::Recompute::kFull),
+      dropped_modules_(recompute.recompute == planner::Recompute::kSelective
+                           ? recompute.modules & ~uint32_t{planner::kRecomputeCoreAttn}
+                           : 0),
       flash_attention_(flash_attention),
       // Flash attention (Dao et al. 2022) never stores the s x s probabilities and recomputes
-      // them in the backward, as selective recompute does.
-      save_probabilities_(!flash_attention && recompute == planner::Recompute::kNone),
+      // them in the backward, as selective recompute of the attention core does.
+      save_probabilities_(!flash_attention &&
+                          (recompute.recompute == planner::Recompute::kNone ||
+                           (recompute.recompute == planner::Recompute::kSelective &&
+                            (recompute.modules & planner::kRecomputeCoreAttn) == 0))),
       loss_scale_(loss_scale) {}
 
 void ModelChunk::forward(ChunkState* state, Tensor input, const RankContext& ctx) const {
@@ -70,6 +87,9 @@ void ModelChunk::forward(ChunkState* state, Tensor input, const RankContext& ctx
     state->residuals[l + 1] = ctx.tensor(static_cast<int64_t>(d.N_local) * d.C);
     layer_forward(state->residuals[l + 1].data(), &state->layers[l], state->residuals[l].data(),
                   w_.layers[l], kept_whole ? !flash_attention_ : save_probabilities_, ctx);
+    if (dropped_modules_ != 0) {
+      drop_module_activations(&state->layers[l], dropped_modules_, ctx);
+    }
     if (recomputed) {
       state->layers[l] = LayerActivations{};  // keep only the group's input
       if (l % group_layers_ != 0) {
@@ -116,6 +136,10 @@ void ModelChunk::backward_input(ChunkState* state, const float* d_output, bool w
           state->residuals[k + 1] = std::move(output);
         }
       }
+    }
+    if (dropped_modules_ != 0) {
+      recompute_module_activations(&state->layers[l], state->residuals[l].data(), w_.layers[l],
+                                   dropped_modules_, ctx);
     }
     Tensor d_previous = ctx.tensor(rows);
     layer_backward_input(d_previous.data(), g_.layers[l], &state->layers[l], d_current.data(),

@@ -16,6 +16,9 @@
 // Layout::recompute_group_layers N (Megatron's --recompute-method uniform) the blocks are
 // checkpointed in groups of N: only each group's input is kept, and B of the group's last
 // block runs the forward of all N again, keeping their activations for the group's backward.
+// Selective recompute drops the attention probabilities when Layout::recompute_modules names
+// core_attn (the default), and what its other modules name (transformer_layer.h
+// drop_module_activations), rebuilt block by block before B.
 
 #include <cstdint>
 #include <vector>
@@ -44,13 +47,22 @@ struct ChunkState {
   double loss_sum = 0;  // sum of the token losses (last virtual stage)
 };
 
+/// How a chunk recomputes: the plan's layout fields and its distributed saved activations.
+struct ChunkRecompute {
+  planner::Recompute recompute = planner::Recompute::kNone;
+  bool distribute_saved_inputs = false;  // PlanOptions::distribute_saved_activations
+  int64_t layers = 0;                    // Layout::recompute_layers
+  int64_t group_layers = 0;              // Layout::recompute_group_layers
+  uint32_t modules = planner::kRecomputeCoreAttn;  // Layout::recompute_modules
+
+  static ChunkRecompute of(const planner::Layout& layout, bool distribute_saved_activations);
+};
+
 class ModelChunk {
  public:
   /// `loss_scale` is d(loss)/d(token loss): 1 / (global_batch * seq_length).
   ModelChunk(const ChunkPlacement& placement, const ChunkWeights& weights, ChunkWeights& grads,
-             planner::Recompute recompute, bool flash_attention, float loss_scale,
-             bool distribute_saved_inputs = false, int64_t recompute_layers = 0,
-             int64_t recompute_group_layers = 0);
+             const ChunkRecompute& recompute, bool flash_attention, float loss_scale);
 
   const ChunkPlacement& placement() const { return placement_; }
 
@@ -82,6 +94,9 @@ class ModelChunk {
   // recompute_group_layers); a group starts at a multiple of it.
   int64_t group_layers_;
   bool distribute_saved_inputs_;  // with full recompute: block inputs kept as 1/tp chunks
+  // Under selective recompute: Megatron-Core's --recompute-modules beyond the attention core,
+  // dropped after each block's forward and rebuilt before its B (drop_module_activations).
+  uint32_t dropped_modules_;
   bool flash_attention_;
   bool save_probabilities_;
   float loss_scale_;

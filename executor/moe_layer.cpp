@@ -223,6 +223,16 @@ void moe_forward(float* out, MoeActivations* a, const float* x, const LayerWeigh
   }
 }
 
+void moe_drop_activation(MoeActivations* a) { a->act_out.reset(); }
+
+void moe_recompute_activation(MoeActivations* a, const RankContext& ctx) {
+  const ShardDims& d = ctx.dims;
+  const int64_t R = a->fc1_out.size() / d.FC1E;
+  a->act_out = ctx.tensor(R * d.FE);
+  // Row by row, as the forward's per-expert calls (the activation is row-wise).
+  mlp_activation_forward(d, a->act_out.data(), a->fc1_out.data(), static_cast<int>(R), d.FE);
+}
+
 void moe_backward_input(float* dx, MoeActivations* a, const float* dout, const LayerWeights& w,
                         const RankContext& ctx) {
   const ShardDims& d = ctx.dims;

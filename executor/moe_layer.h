@@ -58,6 +58,13 @@ struct MoeActivations {
 void moe_forward(float* out, MoeActivations* acts, const float* x, const LayerWeights& w,
                  const RankContext& ctx);
 
+/// Megatron-Core's --recompute-modules moe_act (experts.py: the activation under
+/// CheckpointWithoutOutput, d98e8a64): after the forward, drops the routed experts' activation
+/// output (R, FE), the second expert GEMM's input.
+void moe_drop_activation(MoeActivations* acts);
+/// Before B: the routed experts' activation again, from their kept fc1 output.
+void moe_recompute_activation(MoeActivations* acts, const RankContext& ctx);
+
 /// dx (N, C) += from dout (N, C); adds the layer's load-balancing loss to ctx.moe; keeps what
 /// W needs.
 void moe_backward_input(float* dx, MoeActivations* acts, const float* dout, const LayerWeights& w,

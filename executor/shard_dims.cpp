@@ -96,14 +96,6 @@ void validate_options_for_executor(const planner::Plan& plan, const std::string&
                     "tensor-parallel communication with GEMMs (true)",
                     source));
   }
-  // Megatron-Core's --recompute-modules beyond the attention core (a megatron plan's): the
-  // executor's selective recompute re-runs the attention core only (model_chunk.cpp).
-  if (layout.recompute_modules != planner::kRecomputeCoreAttn) {
-    throw InputError(fmt::format(
-        "{}: layout.recompute_modules: the CPU executor's selective recompute re-runs the "
-        "attention core only ({})",
-        source, planner::format_recompute_modules(layout.recompute_modules)));
-  }
   if (plan.options.fp8_param_gather) {
     throw InputError(fmt::format(
         "{}: options.fp8_param_gather: the CPU executor keeps no fp8 weights (true)", source));
@@ -233,8 +225,8 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
   validate_moe_for_executor(plan, source);
   if (layout.recompute == planner::Recompute::kSelectiveOp) {
     throw InputError(fmt::format(
-        "{}: layout.recompute: the CPU executor re-runs the attention core (selective) or the "
-        "whole layer (full), not torchtitan's op-level policy (selective-op)",
+        "{}: layout.recompute: the CPU executor re-runs the modules recompute_modules names "
+        "(selective) or the whole layer (full), not torchtitan's op-level policy (selective-op)",
         source));
   }
   if (model.qk_norm) {

@@ -67,10 +67,9 @@ Trainer::Trainer(const planner::Plan& plan, std::shared_ptr<const TokenSource> d
       1.0f / static_cast<float>(plan.layout.global_batch * plan.model.seq_length);
   for (int c = 0; c < vpp; c++) {
     chunks_.emplace_back(chunk_placement(plan_, stage, c), weights_[static_cast<size_t>(c)],
-                         grad_views_[static_cast<size_t>(c)], plan.layout.recompute,
-                         plan.options.flash_attention, loss_scale,
-                         plan.options.distribute_saved_activations, plan.layout.recompute_layers,
-                         plan.layout.recompute_group_layers);
+                         grad_views_[static_cast<size_t>(c)],
+                         ChunkRecompute::of(plan.layout, plan.options.distribute_saved_activations),
+                         plan.options.flash_attention, loss_scale);
   }
   optimizer_ = std::make_unique<DistributedOptimizer>(
       params_.data(), grads_.data(), num_parameters_, *sync_, plan_, groups_, memory_, adamw_);

@@ -1,6 +1,7 @@
 #include "transformer_layer.h"
 
 #include "context_parallel.h"
+#include "meshplan/layout.h"
 #include "mla_attention.h"
 #include "ops/attention.h"
 #include "ops/eigen_maps.h"
@@ -336,6 +337,93 @@ void layer_backward_weight(LayerWeights& grads, LayerActivations* acts, const Ra
   linear_backward_weight<float>(grads.fc2_w, nullptr, acts->d_fc2.data(), acts->act_out.data(), d.N,
                                 d.F, d.C);
   *acts = LayerActivations{};
+}
+
+namespace {
+
+// What --recompute-modules drops in this layer (drop_module_activations).
+struct DroppedModules {
+  bool mlp = false;           // dense MLP with its norm
+  bool input_norm = false;    // latent attention's input norm
+  bool pre_mlp_norm = false;  // an MoE layer's pre-MLP norm
+  bool moe_act = false;
+  bool mla_up_proj = false;
+};
+
+DroppedModules dropped_modules(const LayerActivations& acts, uint32_t modules,
+                               const ShardDims& d) {
+  const bool moe = acts.moe.active();
+  const bool mla = d.model.is_mla();
+  const auto named = [&](planner::RecomputeModule module) { return (modules & module) != 0; };
+  DroppedModules dropped;
+  // A parallel block's MLP shares the attention's reduction: the planner refuses mlp there.
+  dropped.mlp = named(planner::kRecomputeMlp) && !moe && !d.model.parallel_residual;
+  dropped.input_norm = named(planner::kRecomputeLayernorm) && mla;
+  dropped.pre_mlp_norm = named(planner::kRecomputeLayernorm) && moe;
+  dropped.moe_act = named(planner::kRecomputeMoeAct) && moe;
+  dropped.mla_up_proj = named(planner::kRecomputeMlaUpProj) && mla;
+  return dropped;
+}
+
+void drop_norm(Tensor* out, Tensor* mean, Tensor* rstd) {
+  out->reset();
+  mean->reset();
+  rstd->reset();
+}
+
+void recompute_norm(const RankContext& ctx, Tensor* out, Tensor* mean, Tensor* rstd,
+                    const float* inp, const float* gain, const float* bias) {
+  const ShardDims& d = ctx.dims;
+  norm_activations(ctx, out, mean, rstd);
+  norm_forward(d.model.norm, out->data(), mean->data(), rstd->data(), inp, gain, bias, d.N_local,
+               d.C);
+}
+
+}  // namespace
+
+void drop_module_activations(LayerActivations* acts, uint32_t modules, const RankContext& ctx) {
+  const DroppedModules dropped = dropped_modules(*acts, modules, ctx.dims);
+  if (dropped.mlp) {
+    drop_norm(&acts->ln2_out, &acts->ln2_mean, &acts->ln2_rstd);
+    acts->fc1_out.reset();
+    acts->act_out.reset();
+  }
+  if (dropped.input_norm) {
+    drop_norm(&acts->ln1_out, &acts->ln1_mean, &acts->ln1_rstd);
+  }
+  if (dropped.pre_mlp_norm) {
+    drop_norm(&acts->ln2_out, &acts->ln2_mean, &acts->ln2_rstd);
+  }
+  if (dropped.moe_act) {
+    moe_drop_activation(&acts->moe);
+  }
+  if (dropped.mla_up_proj) {
+    mla_drop_up_projections(&acts->mla, ctx);
+  }
+}
+
+void recompute_module_activations(LayerActivations* acts, const float* inp, const LayerWeights& w,
+                                  uint32_t modules, const RankContext& ctx) {
+  const ShardDims& d = ctx.dims;
+  const DroppedModules dropped = dropped_modules(*acts, modules, d);
+  if (dropped.input_norm) {
+    recompute_norm(ctx, &acts->ln1_out, &acts->ln1_mean, &acts->ln1_rstd, inp, w.ln1_w, w.ln1_b);
+  }
+  if (dropped.mla_up_proj) {
+    mla_recompute_up_projections(&acts->mla, acts->ln1_out.data(), w, ctx);
+  }
+  if (dropped.pre_mlp_norm || dropped.mlp) {
+    recompute_norm(ctx, &acts->ln2_out, &acts->ln2_mean, &acts->ln2_rstd, acts->residual2.data(),
+                   w.ln2_w, w.ln2_b);
+  }
+  if (dropped.mlp) {
+    // The whole checkpointed MLP, its output reduction included; the output is not needed.
+    Tensor fc2 = mlp_partial_forward(acts, acts->ln2_out.data(), w, ctx);
+    fc2 = reduce_partial_sums(ctx, std::move(fc2), d.C);
+  }
+  if (dropped.moe_act) {
+    moe_recompute_activation(&acts->moe, ctx);
+  }
 }
 
 }  // namespace meshplan::executor

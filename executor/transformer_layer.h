@@ -19,6 +19,8 @@
 // Shape letters: N = T B rows, N_local residual rows on this rank, C channels, NH, KVH, HS, QKV,
 // F, FC1 as in shard_dims.h.
 
+#include <cstdint>
+
 #include "memory_tracker.h"
 #include "mla_attention.h"
 #include "moe_layer.h"
@@ -49,6 +51,25 @@ struct LayerActivations {
 /// attention probabilities (selective recompute, or the flash-attention memory plan).
 void layer_forward(float* out, LayerActivations* acts, const float* inp, const LayerWeights& w,
                    bool save_probabilities, const RankContext& ctx);
+
+/// Megatron-Core's --recompute-modules beyond the attention core (planner::RecomputeModule
+/// flags in `modules`; transformer_layer.py, multi_latent_attention.py, experts.py at
+/// d98e8a64), after the layer's forward: drops what they rebuild before B.
+///   mlp (dense layers): the pre-MLP norm's output and statistics, fc1's output and the
+///     activation (the checkpointed MLP keeps its input, residual2);
+///   layernorm: the output and statistics of each norm that is a module of its own, an MoE
+///     layer's pre-MLP norm and a latent-attention layer's input norm (TE fuses the others
+///     into the following linear layer; planner::separate_norms_per_layer);
+///   moe_act: the routed experts' activation output (the second expert GEMM's input);
+///   mla_up_proj: Q, K and V (mla_drop_up_projections).
+/// The attention core (core_attn) is layer_forward's `save_probabilities`.
+void drop_module_activations(LayerActivations* acts, uint32_t modules, const RankContext& ctx);
+
+/// Before B: rebuilds what drop_module_activations dropped, from the layer input `inp` and what
+/// stayed, running their forward again with its tensor-parallel collectives (the recomputed MLP
+/// reduces its output again, as the checkpointed module does, and discards it).
+void recompute_module_activations(LayerActivations* acts, const float* inp, const LayerWeights& w,
+                                  uint32_t modules, const RankContext& ctx);
 
 /// dinp (N_local, C) +=; norm and row-parallel bias gradients += into `grads`; keeps the
 /// projections' output gradients in acts for layer_backward_weight. dout (N_local, C).

@@ -799,8 +799,11 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
     // The backward of one layer rebuilds that layer's full activations (ibid. Sec. 4.3); a
     // uniform group's backward rebuilds all of its layers' before running through them.
     rebuild_bytes = static_cast<double>(rebuilt_layers) * largest_layer_bytes;
-  } else if (op_level_selective_recompute(layout, options)) {
-    // The block's backward rebuilds what op-level checkpointing did not keep.
+  } else if (layout.recompute == Recompute::kSelective ||
+             op_level_selective_recompute(layout, options)) {
+    // The block's backward rebuilds what selective recompute dropped (the attention core's
+    // scores without flash attention, the --recompute-modules' tensors; measured by the
+    // executor: the peak holds one block's rebuilt MLP) or op-level checkpointing did not keep.
     rebuild_bytes = largest_rebuild_bytes;
   }
   double loss_bytes = 0;

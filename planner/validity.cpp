@@ -911,15 +911,15 @@ Validity check_recompute_options(const models::TransformerConfig& model, const L
 
 namespace {
 
-// Why `framework` cannot run --recompute-modules beyond core_attn, or "" (megatron): Megatron-
-// DeepSpeed and torchtitan have no such list, and meshplan's executor re-runs the attention core
-// only. The layout rule and the CLI's early check share it.
+// Why `framework` cannot run --recompute-modules beyond core_attn, or "" (megatron, and
+// meshplan's executor, which runs the list: executor/transformer_layer.h
+// drop_module_activations): Megatron-DeepSpeed and torchtitan have no such list. The layout rule
+// and the CLI's early check share it.
 std::string recompute_modules_framework_refusal(Framework framework) {
   switch (framework) {
     case Framework::kMegatron:
-      return "";
     case Framework::kMeshplan:
-      return "meshplan's executor re-runs the attention core only";
+      return "";
     case Framework::kDeepSpeed:
     case Framework::kFsdp:
       break;
@@ -937,6 +937,11 @@ std::string recompute_modules_model_refusal(const models::TransformerConfig& mod
   }
   if ((modules & kRecomputeMlaUpProj) != 0 && !model.is_mla()) {
     return "mla_up_proj needs a latent-attention model";
+  }
+  // Megatron-Core's TransformerLayer checkpoints a separate MLP (recompute_mlp); a parallel
+  // block's MLP shares the attention's output reduction (model.parallel_residual).
+  if ((modules & kRecomputeMlp) != 0 && model.parallel_residual) {
+    return "mlp needs separate attention and MLP blocks, not a parallel block";
   }
   return "";
 }

@@ -221,14 +221,14 @@ row "execute: a hybrid-sharded plan" 2 \
   "hsdp.json: layout.dp_shard: the CPU executor shards ZeRO over all 4 data-parallel ranks; hybrid sharding (dp_shard 2) is planned for PyTorch FSDP2 and Megatron-Core only" \
   mpi 4 execute hsdp.json --steps 1 --json new_out.json
 
-# Megatron-Core's --recompute-modules in a megatron plan: the CPU executor re-runs the
-# attention core only and says so rather than running the plan without the other modules.
-"$meshplan" plan --model tiny-moe --cluster local-cpu --gpus 2 --ep 2 --tp 1 --zero 0 \
-  --framework megatron --recompute selective --recompute-modules core_attn,moe_act \
-  --save-plan modules.json >/dev/null 2>&1
-row "execute: recompute_modules beyond the attention core" 2 \
-  "modules.json: layout.recompute_modules: the CPU executor's selective recompute re-runs the attention core only (core_attn,moe_act)" \
-  mpi 2 execute modules.json --steps 1 --json new_out.json
+# Megatron-Core's --recompute-modules mlp on a parallel block (model.parallel_residual): its MLP
+# shares the attention's output reduction, so there is no MLP module to checkpoint.
+sed 's/"vocab_size"/"parallel_residual": true, "vocab_size"/' "$source_dir/models/presets/models/tiny.json" \
+  >parallel_tiny.json
+row "plan: --recompute-modules mlp on a parallel block" 2 \
+  "--recompute-modules: mlp needs separate attention and MLP blocks, not a parallel block (tiny)" \
+  plan --model parallel_tiny.json --cluster local-cpu --gpus 2 --tp 2 --recompute selective \
+  --recompute-modules core_attn,mlp
 
 # Distributed saved activations (Megatron-LM --distribute-saved-activations, DeepSpeed
 # partition_activations): a plan file under a framework without them is refused as read.

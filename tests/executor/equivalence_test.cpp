@@ -567,6 +567,46 @@ TEST_SUITE("mpi2") {
   }
 }
 
+// Megatron-Core's --recompute-modules (transformer_layer.h drop_module_activations): what a
+// module drops after the forward is rebuilt before B, bit for bit.
+planner::Layout with_modules(planner::Layout layout, uint32_t modules) {
+  layout.recompute = Recompute::kSelective;
+  layout.recompute_modules = modules;
+  return layout;
+}
+
+TEST_SUITE("mpi2") {
+  TEST_CASE("recompute modules: tiny tp2 sp with core_attn,mlp, pp2 zb-h1 with mlp, equal one") {
+    check_equivalent(tiny(), with_modules(sequence_parallel(make_layout(2, 1, 1)),
+                                          planner::kRecomputeCoreAttn | planner::kRecomputeMlp));
+    // mlp alone keeps the probabilities (no flash attention), and W runs after the rebuilt MLP.
+    planner::PlanOptions unfused;
+    unfused.flash_attention = false;
+    check_equivalent(tiny(),
+                     with_modules(with(make_layout(1, 2, 1), ScheduleKind::kZbH1),
+                                  planner::kRecomputeMlp),
+                     unfused);
+  }
+  TEST_CASE("recompute modules: tiny-moe ep2 with core_attn,moe_act,layernorm equals one") {
+    check_equivalent(tiny_moe(),
+                     with_modules(with_ep(make_layout(1, 1, 2), 2),
+                                  planner::kRecomputeCoreAttn | planner::kRecomputeMoeAct |
+                                      planner::kRecomputeLayernorm),
+                     moe_options());
+  }
+  TEST_CASE("recompute modules: tiny-mla tp2 sp with every module, and without a query latent") {
+    const uint32_t all = planner::kRecomputeCoreAttn | planner::kRecomputeLayernorm |
+                         planner::kRecomputeMlaUpProj | planner::kRecomputeMlp;
+    check_equivalent(tiny_mla(), with_modules(sequence_parallel(make_layout(2, 1, 1)), all));
+    models::TransformerConfig uncompressed = tiny_mla();  // W_Q reads the hidden state
+    uncompressed.name = "tiny-mla-no-query-latent";
+    uncompressed.q_lora_rank = 0;
+    check_equivalent(uncompressed,
+                     with_modules(make_layout(2, 1, 1), planner::kRecomputeMlaUpProj |
+                                                            planner::kRecomputeLayernorm));
+  }
+}
+
 // DeepSeek-V3's block shape in small: tiny-mla's attention with tiny-moe's MLPs (layer 0
 // dense, then 4 experts of 96, top-2).
 const models::TransformerConfig& tiny_mla_moe() {
@@ -586,6 +626,13 @@ const models::TransformerConfig& tiny_mla_moe() {
 TEST_SUITE("mpi4") {
   TEST_CASE("tiny-mla with experts: ep2 x pp2 with the load-balancing loss equals one process") {
     check_equivalent(tiny_mla_moe(), with_ep(make_layout(1, 2, 2), 2), moe_options());
+  }
+  TEST_CASE("tiny-mla with experts: ep2 x pp2 with moe_act, layernorm, mla_up_proj equals one") {
+    planner::Layout layout = with_ep(make_layout(1, 2, 2), 2);
+    layout.recompute = Recompute::kSelective;
+    layout.recompute_modules = planner::kRecomputeCoreAttn | planner::kRecomputeMoeAct |
+                               planner::kRecomputeLayernorm | planner::kRecomputeMlaUpProj;
+    check_equivalent(tiny_mla_moe(), layout, moe_options());
   }
   TEST_CASE(
       "tiny-mla: tp2 x pp2 interleaved with sequence parallel, full recompute, equals one "

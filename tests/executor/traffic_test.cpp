@@ -234,6 +234,30 @@ TEST_SUITE("mpi2") {
     const TrafficCounts counts = check_traffic(models::load_model("tiny"), layout, options);
     CHECK(counts.at({CollectiveKind::kAllGather, CommGroup::kTp}).calls == 2 * 8);
   }
+  TEST_CASE("collective calls and bytes match the planner: tp2 recompute modules mlp") {
+    // --recompute-modules mlp: each block's MLP runs its forward again before its backward,
+    // with its output all-reduce (tiny: 4 blocks, 8 micro-batches of 16,384 B).
+    planner::Layout layout = make_layout(2, 1, 1);
+    layout.recompute = planner::Recompute::kSelective;
+    const std::pair<CollectiveKind, CommGroup> ar = {CollectiveKind::kAllReduce, CommGroup::kTp};
+    const TrafficCounts core = check_traffic(models::load_model("tiny"), layout);
+    layout.recompute_modules = planner::kRecomputeMlp;
+    const TrafficCounts mlp = check_traffic(models::load_model("tiny"), layout);
+    CHECK(mlp.at(ar).calls - core.at(ar).calls == 4 * 8);
+    CHECK(mlp.at(ar).bytes - core.at(ar).bytes == 4 * 8 * 16'384);
+  }
+  TEST_CASE("collective calls and bytes match the planner: MoE ep2, recompute modules") {
+    // moe_act and layernorm rebuild the experts' activation and the pre-MLP norm locally: no
+    // collective more, the all-to-alls as without them.
+    planner::Layout layout = make_layout(1, 1, 2);
+    layout.ep = 2;
+    layout.recompute = planner::Recompute::kSelective;
+    layout.recompute_modules =
+        planner::kRecomputeCoreAttn | planner::kRecomputeMoeAct | planner::kRecomputeLayernorm;
+    const TrafficCounts counts = check_traffic(models::load_model("tiny-moe"), layout);
+    // m = 4 micro-batches, 3 MoE layers: dispatch and combine forward and backward.
+    CHECK(counts.at({CollectiveKind::kAllToAll, CommGroup::kEp}).calls == 3 * 4 * 4);
+  }
   TEST_CASE("collective calls and bytes match the planner: MoE ep2, block recompute 1 of 4") {
     // tiny-moe's dense layer 0 recomputed, its MoE layers 1-3 kept: no MoE layer routes again,
     // where full recompute routes each twice. (With 2 of 4, MoE layer 1 alone routes again:
@@ -415,6 +439,36 @@ TEST_SUITE("mpi2") {
     uncompressed.q_lora_rank = 0;
     check_traffic(uncompressed, sp(make_layout(2, 1, 1)));
     check_traffic(uncompressed, make_layout(2, 1, 1));
+  }
+  TEST_CASE("collective calls and bytes match the planner: MLA tp2 recompute modules") {
+    // --recompute-modules mla_up_proj: before the attention's backward the two up projections
+    // gather their latents again (8,192 + 4,096 B per layer and micro-batch, as counted above),
+    // the rotary key is kept; layernorm rebuilds the input norm with no collective; mlp re-runs
+    // each dense MLP's input all-gather and output reduce-scatter (16,384 B each).
+    const models::TransformerConfig model = models::load_model("tiny-mla");
+    planner::Layout layout = sp(make_layout(2, 1, 1));
+    layout.recompute = planner::Recompute::kSelective;
+    const TrafficCounts core = check_traffic(model, layout);
+    layout.recompute_modules =
+        planner::kRecomputeCoreAttn | planner::kRecomputeMlaUpProj | planner::kRecomputeLayernorm;
+    const TrafficCounts up = check_traffic(model, layout);
+    const std::pair<CollectiveKind, CommGroup> ag = {CollectiveKind::kAllGather, CommGroup::kTp};
+    const std::pair<CollectiveKind, CommGroup> rs = {CollectiveKind::kReduceScatter,
+                                                     CommGroup::kTp};
+    CHECK(up.at(ag).calls - core.at(ag).calls == 8 * 4 * 2);
+    CHECK(up.at(ag).bytes - core.at(ag).bytes == 8 * 4 * (8'192 + 4'096));
+    CHECK(up.at(rs).calls == core.at(rs).calls);
+    layout.recompute_modules |= planner::kRecomputeMlp;
+    const TrafficCounts mlp = check_traffic(model, layout);
+    CHECK(mlp.at(ag).bytes - up.at(ag).bytes == 8 * 4 * 16'384);
+    CHECK(mlp.at(rs).calls - up.at(rs).calls == 8 * 4);
+    CHECK(mlp.at(rs).bytes - up.at(rs).bytes == 8 * 4 * 16'384);
+    models::TransformerConfig uncompressed = model;  // the queries re-read the hidden state
+    uncompressed.q_lora_rank = 0;
+    check_traffic(uncompressed, layout);
+    layout.sequence_parallel = false;  // no latent gathers; the MLP's all-reduce again
+    check_traffic(uncompressed, layout);
+    check_traffic(model, layout);
   }
   TEST_CASE("collective calls and bytes match the planner: MLA cp2 ring, unpadded value heads") {
     planner::Layout layout = make_layout(1, 1, 1);

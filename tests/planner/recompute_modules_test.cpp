@@ -200,7 +200,7 @@ TEST_CASE("recompute_modules: without core_attn the attention scores are kept") 
                                                    unfused, false)));
 }
 
-TEST_CASE("recompute_modules: Megatron only, with recompute selective, moe_act on MoE models") {
+TEST_CASE("recompute_modules: Megatron and meshplan, recompute selective, moe_act on MoE models") {
   const auto code = [&](const models::TransformerConfig& model, const Layout& layout,
                         Framework framework) {
     PlanOptions options;
@@ -209,7 +209,7 @@ TEST_CASE("recompute_modules: Megatron only, with recompute selective, moe_act o
   };
   const Layout act = selective(test::make_layout(2, 1, 1, 2, 16), kRecomputeMoeAct);
   CHECK(code(test::tiny_moe(), act, Framework::kMegatron).empty());
-  CHECK(code(test::tiny_moe(), act, Framework::kMeshplan) == "framework");
+  CHECK(code(test::tiny_moe(), act, Framework::kMeshplan).empty());  // the executor runs it
   CHECK(code(test::tiny_moe(), act, Framework::kDeepSpeed) == "framework");
   CHECK(code(models::load_model("tiny"), act, Framework::kMegatron) == "recompute_modules");
   Layout full = act;
@@ -224,6 +224,14 @@ TEST_CASE("recompute_modules: Megatron only, with recompute selective, moe_act o
   CHECK(code(models::load_model("tiny-mla"), selective(act, kRecomputeMlaUpProj),
              Framework::kMegatron)
             .empty());
+  // A parallel block (GPT-NeoX's) has no MLP of its own to checkpoint: its MLP and attention
+  // share one output reduction.
+  models::TransformerConfig parallel = models::load_model("tiny");
+  CHECK(code(parallel, selective(act, kRecomputeMlp), Framework::kMeshplan).empty());
+  parallel.parallel_residual = true;
+  CHECK(code(parallel, selective(act, kRecomputeMlp), Framework::kMeshplan) == "recompute_modules");
+  CHECK(check_recompute_modules(parallel, selective(act, kRecomputeMlp), PlanOptions{}).reason.find(
+            "mlp needs separate attention and MLP blocks") != std::string::npos);
 }
 
 TEST_CASE("plan file: layout.recompute_modules as Megatron-Core's names, only when not default") {
@@ -241,11 +249,11 @@ TEST_CASE("plan file: layout.recompute_modules as Megatron-Core's names, only wh
   CHECK(test::input_error([&] {
           plan_from_json(uncosted, "p.json");
         }).starts_with("p.json: layout: recompute_modules: moe is a Megatron-Core module"));
-  nlohmann::json meshplan = json;
-  meshplan["options"]["framework"] = "meshplan";
+  nlohmann::json deepspeed = json;
+  deepspeed["options"]["framework"] = "deepspeed";
   CHECK(test::input_error([&] {
-          plan_from_json(meshplan, "p.json");
-        }).starts_with("p.json: layout: meshplan cannot run this layout: meshplan's executor"));
+          plan_from_json(deepspeed, "p.json");
+        }).starts_with("p.json: layout: deepspeed cannot run this layout: the list is Megatron-Core's"));
 }
 
 }  // namespace
