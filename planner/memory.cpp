@@ -155,8 +155,10 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
   }
   if (model.is_mla() && recomputes_module(layout, kRecomputeMlaUpProj)) {
     // mla_up_proj: Q, K and V, rebuilt from the latents before the attention's backward (the
-    // Q, K, V term above).
-    rebuilt += tokens * (a + 2.0 * g) * d * e / t;
+    // Q, K, V term above); the rotary key, an input of the checkpointed function
+    // (qkv_up_proj_and_rope_apply's k_pos_emb, gathered, one head for all), stays: T d_rope e.
+    rebuilt += tokens * (a + 2.0 * g) * d * e / t -
+               tokens * static_cast<double>(model.qk_rope_head_dim) * e;
   }
   return split + replicated + scores + moe - rebuilt +
          te_fp8_activation_delta_bytes_per_layer(model, x, layout, options, moe_layer);

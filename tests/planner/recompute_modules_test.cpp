@@ -99,7 +99,8 @@ TEST_CASE("recompute_modules: layernorm drops the outputs of norms that are modu
 TEST_CASE("recompute_modules: mla_up_proj rebuilds Q, K and V from the latents") {
   // tiny-mla on local-cpu (fp32), tp 2 with sequence parallelism, micro-batch 2 (64 tokens): a
   // layer drops Q, K and V, T (a + 2a) d e / t = 64 x 12 x 24 x 4 / 2 bytes (meshplan's MLA
-  // count, d = d_qk); its backward re-runs the q up projection (query latent 32 -> 4 x 24 / 2
+  // count, d = d_qk), and keeps the gathered rotary key, T d_rope e = 64 x 8 x 4, the
+  // checkpointed function's input; its backward re-runs the q up projection (query latent 32 -> 4 x 24 / 2
   // per token) and the kv up projection (kv latent 16 -> 4 x (16 + 16) / 2), writes Q, K and V
   // again (read and write), and all-gathers the two latents (32 and 16 per token) again.
   const models::TransformerConfig model = models::load_model("tiny-mla");
@@ -110,7 +111,7 @@ TEST_CASE("recompute_modules: mla_up_proj rebuilds Q, K and V from the latents")
   const double qkv = 64.0 * 12 * 24 * 4 / 2;
   CHECK(activation_bytes_per_layer(model, cpu, base, {}, false) -
             activation_bytes_per_layer(model, cpu, up, {}, false) ==
-        doctest::Approx(qkv));
+        doctest::Approx(qkv - 64.0 * 8 * 4));
   const ChunkCost plain = chunk_cost(model, cpu, base, {}, 0, 0);
   const ChunkCost with_up = chunk_cost(model, cpu, up, {}, 0, 0);
   const double per_layer = gemm_seconds(cpu, 64, 4.0 * 24 / 2, 32, GemmPrecision::kBf16) +
@@ -179,6 +180,31 @@ TEST_CASE("recompute_modules: mlp re-runs a dense layer's MLP, collectives inclu
   CHECK(activation_bytes_per_layer(test::tiny_moe(), cpu, moe_mlp, {}, true) ==
         activation_bytes_per_layer(test::tiny_moe(), cpu, selective(moe_mlp, kRecomputeCoreAttn),
                                    {}, true));
+}
+
+TEST_CASE("selective recompute: the backward holds one layer's rebuilt modules at the peak") {
+  // tiny, tp 2, pp 1, one micro-batch of 64 tokens held at the peak: of its 4 layers, the one
+  // whose backward runs has its dropped tensors back (what `execute` measures: the peak of live
+  // tensors falls by 3 layers' MLP tensors, not 4). mlp drops the norm output (64 x 64 x 4 B)
+  // and the SwiGLU input and output (3 x 64 x 176 x 4 / 2 B) per layer; without flash attention
+  // core_attn drops the probabilities, a s T e / t = 4 x 32 x 64 x 4 / 2 B.
+  const models::ClusterConfig& cpu = test::local_cpu();
+  const models::TransformerConfig tiny = models::load_model("tiny");
+  const Layout none = test::make_layout(2, 1, 1, 2, 2);
+  const InFlight one = peak_in_flight(none.schedule, 1, 1, 1, 0);
+  const auto activations = [&](const Layout& layout, const PlanOptions& options) {
+    return static_cast<double>(
+        stage_memory(tiny, cpu, layout, options, 0, one).activations_bytes);
+  };
+  const double mlp_dropped = 64.0 * 64 * 4 + 3.0 * 64 * 176 * 4 / 2;
+  CHECK(activations(selective(none, kRecomputeCoreAttn), {}) -
+            activations(selective(none, kRecomputeCoreAttn | kRecomputeMlp), {}) ==
+        doctest::Approx(3.0 * mlp_dropped).epsilon(1e-12));
+  PlanOptions unfused;
+  unfused.flash_attention = false;
+  const double probabilities = 4.0 * 32 * 64 * 4 / 2;
+  CHECK(activations(none, unfused) - activations(selective(none, kRecomputeCoreAttn), unfused) ==
+        doctest::Approx(3.0 * probabilities).epsilon(1e-12));
 }
 
 TEST_CASE("recompute_modules: without core_attn the attention scores are kept") {
