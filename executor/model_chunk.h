@@ -50,9 +50,9 @@ struct ChunkState {
 /// How a chunk recomputes: the plan's layout fields and its distributed saved activations.
 struct ChunkRecompute {
   planner::Recompute recompute = planner::Recompute::kNone;
-  bool distribute_saved_inputs = false;  // PlanOptions::distribute_saved_activations
-  int64_t layers = 0;                    // Layout::recompute_layers
-  int64_t group_layers = 0;              // Layout::recompute_group_layers
+  bool distribute_saved_inputs = false;            // PlanOptions::distribute_saved_activations
+  int64_t layers = 0;                              // Layout::recompute_layers
+  int64_t group_layers = 0;                        // Layout::recompute_group_layers
   uint32_t modules = planner::kRecomputeCoreAttn;  // Layout::recompute_modules
 
   static ChunkRecompute of(const planner::Layout& layout, bool distribute_saved_activations);

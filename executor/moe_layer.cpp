@@ -223,7 +223,9 @@ void moe_forward(float* out, MoeActivations* a, const float* x, const LayerWeigh
   }
 }
 
-void moe_drop_activation(MoeActivations* a) { a->act_out.reset(); }
+void moe_drop_activation(MoeActivations* a) {
+  a->act_out.reset();
+}
 
 void moe_recompute_activation(MoeActivations* a, const RankContext& ctx) {
   const ShardDims& d = ctx.dims;

@@ -350,8 +350,7 @@ struct DroppedModules {
   bool mla_up_proj = false;
 };
 
-DroppedModules dropped_modules(const LayerActivations& acts, uint32_t modules,
-                               const ShardDims& d) {
+DroppedModules dropped_modules(const LayerActivations& acts, uint32_t modules, const ShardDims& d) {
   const bool moe = acts.moe.active();
   const bool mla = d.model.is_mla();
   const auto named = [&](planner::RecomputeModule module) { return (modules & module) != 0; };

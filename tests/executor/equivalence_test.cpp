@@ -582,10 +582,10 @@ TEST_SUITE("mpi2") {
     // mlp alone keeps the probabilities (no flash attention), and W runs after the rebuilt MLP.
     planner::PlanOptions unfused;
     unfused.flash_attention = false;
-    check_equivalent(tiny(),
-                     with_modules(with(make_layout(1, 2, 1), ScheduleKind::kZbH1),
-                                  planner::kRecomputeMlp),
-                     unfused);
+    check_equivalent(
+        tiny(),
+        with_modules(with(make_layout(1, 2, 1), ScheduleKind::kZbH1), planner::kRecomputeMlp),
+        unfused);
   }
   TEST_CASE("recompute modules: tiny-moe ep2 with core_attn,moe_act,layernorm equals one") {
     check_equivalent(tiny_moe(),
@@ -602,8 +602,8 @@ TEST_SUITE("mpi2") {
     uncompressed.name = "tiny-mla-no-query-latent";
     uncompressed.q_lora_rank = 0;
     check_equivalent(uncompressed,
-                     with_modules(make_layout(2, 1, 1), planner::kRecomputeMlaUpProj |
-                                                            planner::kRecomputeLayernorm));
+                     with_modules(make_layout(2, 1, 1),
+                                  planner::kRecomputeMlaUpProj | planner::kRecomputeLayernorm));
   }
 }
 

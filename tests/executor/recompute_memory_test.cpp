@@ -48,8 +48,8 @@ TEST_SUITE("mpi2") {
     SUBCASE("tiny: mlp (the norm output and statistics, the SwiGLU input and output)") {
       const models::TransformerConfig tiny = models::load_model("tiny");
       const PeakBytes core = peak_bytes(tiny, selective(one, planner::kRecomputeCoreAttn));
-      const PeakBytes mlp = peak_bytes(
-          tiny, selective(one, planner::kRecomputeCoreAttn | planner::kRecomputeMlp));
+      const PeakBytes mlp =
+          peak_bytes(tiny, selective(one, planner::kRecomputeCoreAttn | planner::kRecomputeMlp));
       CHECK(core.predicted - mlp.predicted == 3 * (64 * 64 * 4 + 3 * 128 * 88 * 4));
       CHECK(core.measured - mlp.measured == core.predicted - mlp.predicted + 3 * rstd_bytes);
     }

@@ -100,9 +100,9 @@ TEST_CASE("recompute_modules: mla_up_proj rebuilds Q, K and V from the latents")
   // tiny-mla on local-cpu (fp32), tp 2 with sequence parallelism, micro-batch 2 (64 tokens): a
   // layer drops Q, K and V, T (a + 2a) d e / t = 64 x 12 x 24 x 4 / 2 bytes (meshplan's MLA
   // count, d = d_qk), and keeps the gathered rotary key, T d_rope e = 64 x 8 x 4, the
-  // checkpointed function's input; its backward re-runs the q up projection (query latent 32 -> 4 x 24 / 2
-  // per token) and the kv up projection (kv latent 16 -> 4 x (16 + 16) / 2), writes Q, K and V
-  // again (read and write), and all-gathers the two latents (32 and 16 per token) again.
+  // checkpointed function's input; its backward re-runs the q up projection (query latent 32 -> 4 x
+  // 24 / 2 per token) and the kv up projection (kv latent 16 -> 4 x (16 + 16) / 2), writes Q, K and
+  // V again (read and write), and all-gathers the two latents (32 and 16 per token) again.
   const models::TransformerConfig model = models::load_model("tiny-mla");
   const models::ClusterConfig& cpu = test::local_cpu();
   Layout base = selective(test::make_layout(2, 1, 1, 2, 16), kRecomputeCoreAttn);
@@ -193,8 +193,7 @@ TEST_CASE("selective recompute: the backward holds one layer's rebuilt modules a
   const Layout none = test::make_layout(2, 1, 1, 2, 2);
   const InFlight one = peak_in_flight(none.schedule, 1, 1, 1, 0);
   const auto activations = [&](const Layout& layout, const PlanOptions& options) {
-    return static_cast<double>(
-        stage_memory(tiny, cpu, layout, options, 0, one).activations_bytes);
+    return static_cast<double>(stage_memory(tiny, cpu, layout, options, 0, one).activations_bytes);
   };
   const double mlp_dropped = 64.0 * 64 * 4 + 3.0 * 64 * 176 * 4 / 2;
   CHECK(activations(selective(none, kRecomputeCoreAttn), {}) -
@@ -256,8 +255,8 @@ TEST_CASE("recompute_modules: Megatron and meshplan, recompute selective, moe_ac
   CHECK(code(parallel, selective(act, kRecomputeMlp), Framework::kMeshplan).empty());
   parallel.parallel_residual = true;
   CHECK(code(parallel, selective(act, kRecomputeMlp), Framework::kMeshplan) == "recompute_modules");
-  CHECK(check_recompute_modules(parallel, selective(act, kRecomputeMlp), PlanOptions{}).reason.find(
-            "mlp needs separate attention and MLP blocks") != std::string::npos);
+  CHECK(check_recompute_modules(parallel, selective(act, kRecomputeMlp), PlanOptions{})
+            .reason.find("mlp needs separate attention and MLP blocks") != std::string::npos);
 }
 
 TEST_CASE("plan file: layout.recompute_modules as Megatron-Core's names, only when not default") {
@@ -277,9 +276,9 @@ TEST_CASE("plan file: layout.recompute_modules as Megatron-Core's names, only wh
         }).starts_with("p.json: layout: recompute_modules: moe is a Megatron-Core module"));
   nlohmann::json deepspeed = json;
   deepspeed["options"]["framework"] = "deepspeed";
-  CHECK(test::input_error([&] {
-          plan_from_json(deepspeed, "p.json");
-        }).starts_with("p.json: layout: deepspeed cannot run this layout: the list is Megatron-Core's"));
+  CHECK(test::input_error([&] { plan_from_json(deepspeed, "p.json"); })
+            .starts_with(
+                "p.json: layout: deepspeed cannot run this layout: the list is Megatron-Core's"));
 }
 
 }  // namespace
