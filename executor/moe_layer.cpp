@@ -38,14 +38,21 @@ void mlp_activation_backward(const ShardDims& d, float* dinp, const float* inp, 
   }
 }
 
-// out (N, C) += the shared experts' MLP of x (N, C).
-void shared_forward(float* out, MoeActivations* a, const float* x, const LayerWeights& w,
-                    const RankContext& ctx) {
+// The shared experts' fc1 output and activation (what their backward needs) from x (N, C).
+void shared_activations_forward(MoeActivations* a, const float* x, const LayerWeights& w,
+                                const RankContext& ctx) {
   const ShardDims& d = ctx.dims;
   a->shared_fc1 = ctx.tensor(static_cast<int64_t>(d.N) * d.FC1S);
   linear_forward<float>(a->shared_fc1.data(), x, w.shared_fc1_w, nullptr, d.N, d.C, d.FC1S);
   a->shared_act = ctx.tensor(static_cast<int64_t>(d.N) * d.FS);
   mlp_activation_forward(d, a->shared_act.data(), a->shared_fc1.data(), d.N, d.FS);
+}
+
+// out (N, C) += the shared experts' MLP of x (N, C).
+void shared_forward(float* out, MoeActivations* a, const float* x, const LayerWeights& w,
+                    const RankContext& ctx) {
+  const ShardDims& d = ctx.dims;
+  shared_activations_forward(a, x, w, ctx);
   Tensor y = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
   linear_forward<float>(y.data(), a->shared_act.data(), w.shared_fc2_w, nullptr, d.N, d.FS, d.C);
   VectorMap<float>(out, y.size()) += ConstVectorMap<float>(y.data(), y.size());
@@ -225,6 +232,21 @@ void moe_forward(float* out, MoeActivations* a, const float* x, const LayerWeigh
 
 void moe_drop_activation(MoeActivations* a) {
   a->act_out.reset();
+}
+
+void moe_drop_shared_experts(MoeActivations* a) {
+  a->shared_fc1.reset();
+  a->shared_act.reset();
+}
+
+void moe_recompute_shared_experts(MoeActivations* a, const float* x, const LayerWeights& w,
+                                  const RankContext& ctx) {
+  const ShardDims& d = ctx.dims;
+  shared_activations_forward(a, x, w, ctx);
+  // The checkpointed module's output, not needed by the backward: computed as Megatron-Core's
+  // checkpoint does, then dropped.
+  Tensor y = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
+  linear_forward<float>(y.data(), a->shared_act.data(), w.shared_fc2_w, nullptr, d.N, d.FS, d.C);
 }
 
 void moe_recompute_activation(MoeActivations* a, const RankContext& ctx) {

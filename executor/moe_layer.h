@@ -65,6 +65,14 @@ void moe_drop_activation(MoeActivations* acts);
 /// Before B: the routed experts' activation again, from their kept fc1 output.
 void moe_recompute_activation(MoeActivations* acts, const RankContext& ctx);
 
+/// Megatron-Core's --recompute-modules shared_experts (moe_layer.py shared_experts_compute
+/// under tensor_parallel.checkpoint, d98e8a64): after the forward, drops the shared experts'
+/// fc1 output and activation; their input x stays (the router's too).
+void moe_drop_shared_experts(MoeActivations* acts);
+/// Before B: the shared experts' MLP again from x (N, C), the forward's input.
+void moe_recompute_shared_experts(MoeActivations* acts, const float* x, const LayerWeights& w,
+                                  const RankContext& ctx);
+
 /// dx (N, C) += from dout (N, C); adds the layer's load-balancing loss to ctx.moe; keeps what
 /// W needs.
 void moe_backward_input(float* dx, MoeActivations* acts, const float* dout, const LayerWeights& w,

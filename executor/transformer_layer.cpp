@@ -348,6 +348,7 @@ struct DroppedModules {
   bool pre_mlp_norm = false;  // an MoE layer's pre-MLP norm
   bool moe_act = false;
   bool mla_up_proj = false;
+  bool shared_experts = false;  // an MoE layer's shared experts' MLP
 };
 
 DroppedModules dropped_modules(const LayerActivations& acts, uint32_t modules, const ShardDims& d) {
@@ -361,6 +362,7 @@ DroppedModules dropped_modules(const LayerActivations& acts, uint32_t modules, c
   dropped.pre_mlp_norm = named(planner::kRecomputeLayernorm) && moe;
   dropped.moe_act = named(planner::kRecomputeMoeAct) && moe;
   dropped.mla_up_proj = named(planner::kRecomputeMlaUpProj) && mla;
+  dropped.shared_experts = named(planner::kRecomputeSharedExperts) && moe && d.FS > 0;
   return dropped;
 }
 
@@ -399,6 +401,9 @@ void drop_module_activations(LayerActivations* acts, uint32_t modules, const Ran
   if (dropped.mla_up_proj) {
     mla_drop_up_projections(&acts->mla, ctx);
   }
+  if (dropped.shared_experts) {
+    moe_drop_shared_experts(&acts->moe);
+  }
 }
 
 void recompute_module_activations(LayerActivations* acts, const float* inp, const LayerWeights& w,
@@ -422,6 +427,9 @@ void recompute_module_activations(LayerActivations* acts, const float* inp, cons
   }
   if (dropped.moe_act) {
     moe_recompute_activation(&acts->moe, ctx);
+  }
+  if (dropped.shared_experts) {
+    moe_recompute_shared_experts(&acts->moe, acts->ln2_out.data(), w, ctx);
   }
 }
 

@@ -61,7 +61,8 @@ void layer_forward(float* out, LayerActivations* acts, const float* inp, const L
 ///     layer's pre-MLP norm and a latent-attention layer's input norm (TE fuses the others
 ///     into the following linear layer; planner::separate_norms_per_layer);
 ///   moe_act: the routed experts' activation output (the second expert GEMM's input);
-///   mla_up_proj: Q, K and V (mla_drop_up_projections).
+///   mla_up_proj: Q, K and V (mla_drop_up_projections);
+///   shared_experts: an MoE layer's shared experts' fc1 output and activation.
 /// The attention core (core_attn) is layer_forward's `save_probabilities`.
 void drop_module_activations(LayerActivations* acts, uint32_t modules, const RankContext& ctx);
 

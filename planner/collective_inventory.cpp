@@ -185,6 +185,14 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
       inventory.add(stage, "tp: recomputed MLP output all-reduces (recompute_modules mlp)", kAR,
                     kTp, t, hidden_bytes, (layers - moe_layers) * m);
     }
+    if (recomputes_module(layout, kRecomputeSharedExperts)) {
+      // --recompute-modules shared_experts: each MoE layer's shared experts run their forward
+      // again, their output reduced again (shared_experts_recompute in compute_cost.cpp).
+      inventory.add(stage,
+                    "tp: recomputed shared-expert output all-reduces (recompute_modules "
+                    "shared_experts)",
+                    kAR, kTp, t, hidden_bytes, moe_layers * m);
+    }
     if (full && options.distribute_saved_activations) {
       // compute_cost.h saved_input_split: each layer's saved input gathered before its recompute.
       inventory.add(stage, "tp: all-gather of each distributed saved layer input (recompute)", kAG,
@@ -233,6 +241,18 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
                     t, gather_bytes, (layers - moe_layers) * m);
       inventory.add(stage, "tp: recomputed MLP output reduce-scatters (recompute_modules mlp)", kRS,
                     kTp, t, hidden_bytes, (layers - moe_layers) * m);
+    }
+    if (recomputes_module(layout, kRecomputeSharedExperts)) {
+      // --recompute-modules shared_experts: the shared experts' input all-gather and output
+      // reduce-scatter again in each MoE layer (shared_experts_recompute in compute_cost.cpp).
+      inventory.add(stage,
+                    "tp: recomputed shared-expert input all-gathers (recompute_modules "
+                    "shared_experts)",
+                    kAG, kTp, t, gather_bytes, moe_layers * m);
+      inventory.add(stage,
+                    "tp: recomputed shared-expert output reduce-scatters (recompute_modules "
+                    "shared_experts)",
+                    kRS, kTp, t, hidden_bytes, moe_layers * m);
     }
     // Megatron-Core's alltoall dispatcher with etp > 1: the dispatched tokens are all-gathered
     // over the expert tp group (etp consecutive ranks of the tp group, filed under tp with

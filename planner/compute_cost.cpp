@@ -274,28 +274,23 @@ ModuleRecompute mla_up_projection_recompute(const models::TransformerConfig& mod
   return recompute;
 }
 
-// Megatron-Core's --recompute-modules mlp (transformer_layer.py recompute_mlp: the dense MLP
-// under tensor_parallel.checkpoint, d98e8a64), per dense layer and micro-batch on one rank:
-// before the MLP's backward its forward runs again, the fused norm (read and write T h / sp),
-// both projections in the linear layers' precision (linear_gemms.cpp's MLP shapes), the
-// activation (as layer_time counts it), and its tp collectives: the input's all-gather and the
-// output's reduce-scatter under sequence parallelism, else the output's all-reduce. Transformer
+// A checkpointed MLP's forward again, per micro-batch on one rank: both projections in the
+// linear layers' precision (f columns after the activation, fc1_columns before it; per tp
+// rank / t), the activation (SwiGLU reads 2f and writes f, GELU f and f), `norm_bytes` of
+// element-wise work before it, and its tp collectives: the input's all-gather and the output's
+// reduce-scatter under sequence parallelism, else the output's all-reduce. Transformer
 // Engine's FP8 casts of the recomputed GEMMs are not counted.
-ModuleRecompute dense_mlp_recompute(const models::TransformerConfig& model,
-                                    const models::ClusterConfig& cluster, const Layout& layout,
-                                    const PlanOptions& options, bool moe_layer) {
+ModuleRecompute mlp_forward_again(const models::TransformerConfig& model,
+                                  const models::ClusterConfig& cluster, const Layout& layout,
+                                  const PlanOptions& options, const Shape& x, double fc1_columns,
+                                  double f, double norm_bytes) {
   ModuleRecompute recompute;
-  if (moe_layer || !recomputes_module(layout, kRecomputeMlp)) {
-    return recompute;
-  }
-  const Shape x = shape_of(model, cluster, layout);
   const bool swiglu = model.activation == models::Activation::kSwiglu;
-  recompute.flops = 2.0 * x.tokens * x.h * (x.fc1 + x.f) / x.t;
+  recompute.flops = 2.0 * x.tokens * x.h * (fc1_columns + f) / x.t;
   recompute.compute_seconds =
-      one_linear_gemm_seconds(cluster, options, x.tokens, x.fc1 / x.t, x.h) +
-      one_linear_gemm_seconds(cluster, options, x.tokens, x.h, x.f / x.t) +
-      memory_seconds(cluster, 2.0 * x.tokens * x.h * x.e / x.sp +
-                                  (swiglu ? 3.0 : 2.0) * x.tokens * x.f / x.t * x.e);
+      one_linear_gemm_seconds(cluster, options, x.tokens, fc1_columns / x.t, x.h) +
+      one_linear_gemm_seconds(cluster, options, x.tokens, x.h, f / x.t) +
+      memory_seconds(cluster, norm_bytes + (swiglu ? 3.0 : 2.0) * x.tokens * f / x.t * x.e);
   if (layout.tp > 1) {
     const auto hidden_bytes = [&](double element_bytes) {
       return static_cast<int64_t>(x.tokens * x.h * element_bytes);
@@ -314,8 +309,39 @@ ModuleRecompute dense_mlp_recompute(const models::TransformerConfig& model,
   return recompute;
 }
 
-// Time of the layer's linear GEMMs (layer_linear_gemms) in the plan's precision, plus the MoE
-// router on the rank's T / sp tokens, which stays in 16 bits.
+// Megatron-Core's --recompute-modules mlp (transformer_layer.py recompute_mlp: the dense MLP
+// under tensor_parallel.checkpoint, d98e8a64), per dense layer and micro-batch on one rank:
+// before the MLP's backward its forward runs again, the fused norm (read and write T h / sp)
+// and the MLP (mlp_forward_again, linear_gemms.cpp's MLP shapes).
+ModuleRecompute dense_mlp_recompute(const models::TransformerConfig& model,
+                                    const models::ClusterConfig& cluster, const Layout& layout,
+                                    const PlanOptions& options, bool moe_layer) {
+  if (moe_layer || !recomputes_module(layout, kRecomputeMlp)) {
+    return {};
+  }
+  const Shape x = shape_of(model, cluster, layout);
+  return mlp_forward_again(model, cluster, layout, options, x, x.fc1, x.f,
+                           2.0 * x.tokens * x.h * x.e / x.sp);
+}
+
+// --recompute-modules shared_experts (moe_layer.py shared_experts_compute under
+// tensor_parallel.checkpoint, d98e8a64), per MoE layer and micro-batch on one rank: the shared
+// experts' MLP runs again from its kept input (the pre-MLP norm's output, which the router
+// reads too), S f_s wide (linear_gemms.cpp's shared-expert shapes), with its tp collectives.
+ModuleRecompute shared_experts_recompute(const models::TransformerConfig& model,
+                                         const models::ClusterConfig& cluster, const Layout& layout,
+                                         const PlanOptions& options, bool moe_layer) {
+  if (!moe_layer || !recomputes_module(layout, kRecomputeSharedExperts)) {
+    return {};
+  }
+  const Shape x = shape_of(model, cluster, layout);
+  const double f_shared = static_cast<double>(model.num_shared_experts) *
+                          static_cast<double>(model.shared_expert_ffn_hidden_size);
+  const bool swiglu = model.activation == models::Activation::kSwiglu;
+  return mlp_forward_again(model, cluster, layout, options, x, (swiglu ? 2.0 : 1.0) * f_shared,
+                           f_shared, 0.0);
+}
+
 double linear_gemm_seconds(const models::TransformerConfig& model,
                            const models::ClusterConfig& cluster, const PlanOptions& options,
                            const Shape& x, const LinearGemms& gemms, bool moe_layer) {
@@ -1021,8 +1047,10 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     const ModuleRecompute up_projections =
         mla_up_projection_recompute(model, cluster, layout, options);
     const ModuleRecompute mlp = dense_mlp_recompute(model, cluster, layout, options, moe_layer);
-    input_backward += up_projections.compute_seconds + mlp.compute_seconds;
-    tp_backward += up_projections.tp_seconds + mlp.tp_seconds;
+    const ModuleRecompute shared =
+        shared_experts_recompute(model, cluster, layout, options, moe_layer);
+    input_backward += up_projections.compute_seconds + mlp.compute_seconds + shared.compute_seconds;
+    tp_backward += up_projections.tp_seconds + mlp.tp_seconds + shared.tp_seconds;
     const LayerFlops flops = layer_forward_flops(model, tokens, moe_layer);
     forward_flops += flops.total() / t * count;
     if (layout.recompute == Recompute::kFull) {
@@ -1032,7 +1060,7 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     } else if (recomputes_module(layout, kRecomputeCoreAttn)) {
       recompute_flops += flops.attention / t * count;
     }
-    recompute_flops += (up_projections.flops + mlp.flops) * count;
+    recompute_flops += (up_projections.flops + mlp.flops + shared.flops) * count;
     cost.forward_compute_seconds +=
         layer_forward * count + split.forward_seconds * checkpointed_inputs;
     // FSDP's passes run once per unit and micro-batch, not again in a recomputed forward.

@@ -137,7 +137,7 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
   // Megatron-Core's --recompute-modules beyond the attention core drop what they rebuild:
   // moe_act the routed experts' activation output (the second expert GEMM's input, k T f_e e / t
   // of the fc2-input term above), layernorm each separate norm's output (T h e / sp),
-  // mla_up_proj Q, K and V.
+  // mla_up_proj Q, K and V, shared_experts the shared experts' activations.
   double rebuilt = 0;
   if (moe_layer && recomputes_module(layout, kRecomputeMoeAct)) {
     rebuilt += tokens * static_cast<double>(model.experts_per_token) *
@@ -146,6 +146,14 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
   if (recomputes_module(layout, kRecomputeLayernorm)) {
     rebuilt += static_cast<double>(separate_norms_per_layer(model, moe_layer)) * tokens * h * e /
                sequence_split;
+  }
+  if (moe_layer && recomputes_module(layout, kRecomputeSharedExperts)) {
+    // shared_experts: the checkpointed shared experts' MLP keeps its input (the router's too)
+    // and drops its activation input and second projection's input (the S f_s share of the
+    // split term above).
+    const double shared = tokens * static_cast<double>(model.num_shared_experts) *
+                          static_cast<double>(model.shared_expert_ffn_hidden_size) * e;
+    rebuilt += ((model.activation == models::Activation::kSwiglu ? 2.0 : 1.0) + 1.0) * shared / t;
   }
   if (!moe_layer && recomputes_module(layout, kRecomputeMlp)) {
     // mlp (dense layers): the checkpointed MLP keeps its input, the pre-norm hidden state the

@@ -938,6 +938,12 @@ std::string recompute_modules_model_refusal(const models::TransformerConfig& mod
   if ((modules & kRecomputeMlaUpProj) != 0 && !model.is_mla()) {
     return "mla_up_proj needs a latent-attention model";
   }
+  // Megatron-Core would run without it (moe_layer.py shared_experts_compute has nothing to
+  // checkpoint); meshplan refuses a module that changes nothing.
+  if ((modules & kRecomputeSharedExperts) != 0 &&
+      (!model.is_moe() || model.num_shared_experts == 0)) {
+    return "shared_experts needs a mixture-of-experts model with shared experts";
+  }
   // Megatron-Core's TransformerLayer checkpoints a separate MLP (recompute_mlp); a parallel
   // block's MLP shares the attention's output reduction (model.parallel_residual).
   if ((modules & kRecomputeMlp) != 0 && model.parallel_residual) {
@@ -991,8 +997,9 @@ Validity check_recompute_modules(const models::TransformerConfig& model, const L
   if (layout.recompute_modules == 0 ||
       (layout.recompute_modules &
        ~uint32_t{kRecomputeCoreAttn | kRecomputeMoeAct | kRecomputeLayernorm | kRecomputeMlaUpProj |
-                 kRecomputeMlp}) != 0) {
-    return refuse_modules("expected core_attn, moe_act, layernorm, mla_up_proj or mlp");
+                 kRecomputeMlp | kRecomputeSharedExperts}) != 0) {
+    return refuse_modules(
+        "expected core_attn, moe_act, layernorm, mla_up_proj, mlp or shared_experts");
   }
   if (layout.recompute != Recompute::kSelective) {
     return refuse_modules(

@@ -547,7 +547,7 @@ row "plan: --recompute-modules moe (not costed)" 2 \
   plan --model tiny --cluster dgx-h100 --gpus 8 --recompute selective --recompute-modules moe \
   --json new_out.json
 row "plan: --recompute-modules with an unknown name" 2 \
-  "--recompute-modules: unknown module, expected core_attn, moe_act, layernorm, mla_up_proj or mlp (attn)" \
+  "--recompute-modules: unknown module, expected core_attn, moe_act, layernorm, mla_up_proj, mlp or shared_experts (attn)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --recompute selective --recompute-modules attn \
   --json new_out.json
 row "plan: --recompute-modules moe_act on a dense model" 2 \

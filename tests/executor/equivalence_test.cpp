@@ -594,6 +594,13 @@ TEST_SUITE("mpi2") {
                                       planner::kRecomputeLayernorm),
                      moe_options());
   }
+  TEST_CASE(
+      "recompute modules: tiny-moe with a shared expert, ep2 with shared_experts equals one") {
+    check_equivalent(tiny_moe_shared(),
+                     with_modules(with_ep(make_layout(1, 1, 2), 2),
+                                  planner::kRecomputeSharedExperts | planner::kRecomputeLayernorm),
+                     moe_options());
+  }
   TEST_CASE("recompute modules: tiny-mla tp2 sp with every module, and without a query latent") {
     const uint32_t all = planner::kRecomputeCoreAttn | planner::kRecomputeLayernorm |
                          planner::kRecomputeMlaUpProj | planner::kRecomputeMlp;

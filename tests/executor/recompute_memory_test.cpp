@@ -35,7 +35,6 @@ PeakBytes peak_bytes(const models::TransformerConfig& model, const planner::Layo
 planner::Layout selective(planner::Layout layout, uint32_t modules) {
   layout.recompute = Recompute::kSelective;
   layout.recompute_modules = modules;
-  layout.sequence_parallel = true;
   return layout;
 }
 
@@ -43,7 +42,8 @@ TEST_SUITE("mpi2") {
   TEST_CASE("recompute modules: the measured peak falls by the planner's saving") {
     // tp 2 with sequence parallelism, one micro-batch of 4 x 32 tokens (N_local = 64 rows a
     // rank); 4 layers, the last one's dropped tensors rebuilt at the peak.
-    const planner::Layout one = make_layout(2, 1, 1, 4, 4);
+    planner::Layout one = make_layout(2, 1, 1, 4, 4);
+    one.sequence_parallel = true;
     const int64_t rstd_bytes = 64 * 4;
     SUBCASE("tiny: mlp (the norm output and statistics, the SwiGLU input and output)") {
       const models::TransformerConfig tiny = models::load_model("tiny");
@@ -62,6 +62,20 @@ TEST_SUITE("mpi2") {
       // Per layer: 128 tokens x 3 x 2 heads x 24 x 4 B, less 128 x 8 x 4 B kept; 64 x 64 x 4 B.
       CHECK(core.predicted - up.predicted == 3 * (128 * 6 * 24 * 4 - 128 * 8 * 4 + 64 * 64 * 4));
       CHECK(core.measured - up.measured == core.predicted - up.predicted + 3 * rstd_bytes);
+    }
+    SUBCASE("tiny-moe with a shared expert: shared_experts (its SwiGLU input and output)") {
+      // ep 2 (MoE layers run at tp 1 here), one micro-batch of 4 x 32 = 128 tokens: each MoE
+      // layer drops 128 x (2 x 96 + 96) x 4 B; layers 1-3 are MoE, the last rebuilt at the peak.
+      models::TransformerConfig moe = models::load_model("tiny-moe");
+      moe.num_shared_experts = 1;
+      moe.shared_expert_ffn_hidden_size = 96;
+      planner::Layout expert = make_layout(1, 1, 2, 4, 8);
+      expert.ep = 2;
+      const PeakBytes core = peak_bytes(moe, selective(expert, planner::kRecomputeCoreAttn));
+      const PeakBytes shared = peak_bytes(
+          moe, selective(expert, planner::kRecomputeCoreAttn | planner::kRecomputeSharedExperts));
+      CHECK(core.predicted - shared.predicted == 2 * 128 * 3 * 96 * 4);
+      CHECK(core.measured - shared.measured == core.predicted - shared.predicted);
     }
   }
 }

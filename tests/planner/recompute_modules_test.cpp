@@ -37,10 +37,10 @@ TEST_CASE("recompute_modules: names as Megatron-Core spells them, the uncosted o
         "core_attn,layernorm");
   CHECK(test::input_error([] { parse_recompute_modules({"moe"}, "f"); }) ==
         "f: moe is a Megatron-Core module meshplan does not cost yet (costed: core_attn, "
-        "moe_act, layernorm, mla_up_proj, mlp)");
+        "moe_act, layernorm, mla_up_proj, mlp, shared_experts)");
   CHECK(test::input_error([] { parse_recompute_modules({"attention"}, "f"); }) ==
-        "f: unknown module, expected core_attn, moe_act, layernorm, mla_up_proj or mlp "
-        "(attention)");
+        "f: unknown module, expected core_attn, moe_act, layernorm, mla_up_proj, mlp or "
+        "shared_experts (attention)");
   CHECK(test::input_error([] { parse_recompute_modules({}, "f"); }).starts_with("f: no module"));
 }
 
@@ -204,6 +204,55 @@ TEST_CASE("selective recompute: the backward holds one layer's rebuilt modules a
   const double probabilities = 4.0 * 32 * 64 * 4 / 2;
   CHECK(activations(none, unfused) - activations(selective(none, kRecomputeCoreAttn), unfused) ==
         doctest::Approx(3.0 * probabilities).epsilon(1e-12));
+}
+
+TEST_CASE("recompute_modules: shared_experts re-runs the shared experts' MLP") {
+  // tiny-moe with one shared expert of 96 on local-cpu (fp32), tp 2 with sequence parallelism,
+  // micro-batch 2 (64 tokens): an MoE layer drops the shared SwiGLU's input (2 x 64 x 96 x 4 /
+  // 2 B) and output (64 x 96 x 4 / 2 B); its backward re-runs the two shared GEMMs (64 tokens,
+  // 64 -> 2 x 96 / 2 and 96 / 2 -> 64), the SwiGLU (read 2 x 96 / 2, write 96 / 2 per token),
+  // the input's all-gather and the output's reduce-scatter (64 x 64 x 4 B each). The dense
+  // layer does not change.
+  models::TransformerConfig model = test::tiny_moe();
+  model.num_shared_experts = 1;
+  model.shared_expert_ffn_hidden_size = 96;
+  const models::ClusterConfig& cpu = test::local_cpu();
+  Layout base = selective(test::make_layout(2, 1, 1, 2, 16), kRecomputeCoreAttn);
+  base.sequence_parallel = true;
+  const Layout shared = selective(base, kRecomputeCoreAttn | kRecomputeSharedExperts);
+  const double swiglu_io = 3.0 * 64 * 96 * 4 / 2;
+  CHECK(activation_bytes_per_layer(model, cpu, base, {}, true) -
+            activation_bytes_per_layer(model, cpu, shared, {}, true) ==
+        doctest::Approx(swiglu_io));
+  CHECK(activation_bytes_per_layer(model, cpu, base, {}, false) ==
+        activation_bytes_per_layer(model, cpu, shared, {}, false));
+  const ChunkCost plain = chunk_cost(model, cpu, base, {}, 0, 0);
+  const ChunkCost with_shared = chunk_cost(model, cpu, shared, {}, 0, 0);
+  const double per_layer = gemm_seconds(cpu, 64, 2.0 * 96 / 2, 64, GemmPrecision::kBf16) +
+                           gemm_seconds(cpu, 64, 64, 96.0 / 2, GemmPrecision::kBf16) +
+                           hbm_seconds(cpu, swiglu_io);
+  CHECK(with_shared.backward_input_compute_seconds - plain.backward_input_compute_seconds ==
+        doctest::Approx(3.0 * per_layer));
+  const double collectives =
+      collective_seconds(cpu, CollectiveKind::kAllGather, 64 * 64 * 4, 2, 1) +
+      collective_seconds(cpu, CollectiveKind::kReduceScatter, 64 * 64 * 4, 2, 1);
+  CHECK(with_shared.backward_tp_comm_seconds - plain.backward_tp_comm_seconds ==
+        doctest::Approx(3.0 * collectives));
+  // m = 16 / 2 = 8 micro-batches, 3 MoE layers: one more call of each kind per MoE layer.
+  const PlanEstimate estimate = estimate_plan(model, cpu, shared, {});
+  REQUIRE_MESSAGE(estimate.feasible, estimate.rejection_reason);
+  const CollectiveTraffic* again = test::find_traffic(
+      estimate.collectives,
+      "tp: recomputed shared-expert output reduce-scatters (recompute_modules shared_experts)");
+  REQUIRE(again != nullptr);
+  CHECK(again->calls_per_step == 3 * 8);
+  // A model without shared experts has nothing to re-run: refused, not ignored.
+  PlanOptions options;
+  CHECK(check_recompute_modules(test::tiny_moe(), shared, options).code == "recompute_modules");
+  CHECK(check_recompute_modules(test::tiny_moe(), shared, options)
+            .reason.find("shared_experts needs a mixture-of-experts model with shared experts") !=
+        std::string::npos);
+  CHECK(check_recompute_modules(model, shared, options).ok());
 }
 
 TEST_CASE("recompute_modules: without core_attn the attention scores are kept") {

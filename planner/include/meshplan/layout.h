@@ -26,13 +26,16 @@ enum class Recompute { kNone, kSelective, kFull, kSelectiveOp };
 ///              qkv_up_proj_and_rope_apply under CheckpointWithoutOutput: Q, K and V dropped
 ///              after the attention core);
 ///   mlp:       a dense layer's whole MLP, normal checkpointing (transformer_layer.py
-///              recompute_mlp; MoE layers are not affected).
+///              recompute_mlp; MoE layers are not affected);
+///   shared_experts: an MoE layer's shared experts' MLP, normal checkpointing (moe_layer.py
+///              shared_experts_compute under tensor_parallel.checkpoint).
 enum RecomputeModule : uint32_t {
   kRecomputeCoreAttn = 1u << 0,
   kRecomputeMoeAct = 1u << 1,
   kRecomputeLayernorm = 1u << 2,
   kRecomputeMlaUpProj = 1u << 3,
   kRecomputeMlp = 1u << 4,
+  kRecomputeSharedExperts = 1u << 5,
 };
 
 /// Pipeline schedules. kOneFOneB is PipeDream-Flush (Narayanan et al. 2021, Fig. 4 top);
