@@ -811,7 +811,7 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--recompute-modules", args->recompute_modules,
                    "With --recompute selective: the modules recomputed, comma-separated "
                    "(Megatron-LM --recompute-modules; core_attn, the default, moe_act, "
-                   "layernorm, mla_up_proj, mlp, shared_experts; megatron and meshplan)");
+                   "layernorm, mla_up_proj, mlp, shared_experts, moe; megatron and meshplan)");
   plan->add_option("--sequence-parallel", args->sequence_parallel,
                    "Fix sequence parallel: on | off");
   plan->add_option("--zero", args->zero, "Fix the ZeRO stage: 0 | 1 | 2 | 3");

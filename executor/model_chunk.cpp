@@ -88,7 +88,7 @@ void ModelChunk::forward(ChunkState* state, Tensor input, const RankContext& ctx
     layer_forward(state->residuals[l + 1].data(), &state->layers[l], state->residuals[l].data(),
                   w_.layers[l], kept_whole ? !flash_attention_ : save_probabilities_, ctx);
     if (dropped_modules_ != 0) {
-      drop_module_activations(&state->layers[l], dropped_modules_, ctx);
+      drop_module_activations(&state->layers[l], w_.layers[l], dropped_modules_, ctx);
     }
     if (recomputed) {
       state->layers[l] = LayerActivations{};  // keep only the group's input

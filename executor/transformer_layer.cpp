@@ -349,10 +349,11 @@ struct DroppedModules {
   bool moe_act = false;
   bool mla_up_proj = false;
   bool shared_experts = false;  // an MoE layer's shared experts' MLP
+  bool moe_block = false;       // an MoE layer's whole MoE block
 };
 
-DroppedModules dropped_modules(const LayerActivations& acts, uint32_t modules, const ShardDims& d) {
-  const bool moe = acts.moe.active();
+DroppedModules dropped_modules(const LayerWeights& w, uint32_t modules, const ShardDims& d) {
+  const bool moe = w.router_w != nullptr;  // as layer_forward tells an MoE block
   const bool mla = d.model.is_mla();
   const auto named = [&](planner::RecomputeModule module) { return (modules & module) != 0; };
   DroppedModules dropped;
@@ -360,9 +361,12 @@ DroppedModules dropped_modules(const LayerActivations& acts, uint32_t modules, c
   dropped.mlp = named(planner::kRecomputeMlp) && !moe && !d.model.parallel_residual;
   dropped.input_norm = named(planner::kRecomputeLayernorm) && mla;
   dropped.pre_mlp_norm = named(planner::kRecomputeLayernorm) && moe;
-  dropped.moe_act = named(planner::kRecomputeMoeAct) && moe;
+  dropped.moe_block = named(planner::kRecomputeMoe) && moe;
+  // The whole block's rebuild includes the experts' activation and the shared experts.
+  dropped.moe_act = named(planner::kRecomputeMoeAct) && moe && !dropped.moe_block;
   dropped.mla_up_proj = named(planner::kRecomputeMlaUpProj) && mla;
-  dropped.shared_experts = named(planner::kRecomputeSharedExperts) && moe && d.FS > 0;
+  dropped.shared_experts =
+      named(planner::kRecomputeSharedExperts) && moe && d.FS > 0 && !dropped.moe_block;
   return dropped;
 }
 
@@ -382,8 +386,9 @@ void recompute_norm(const RankContext& ctx, Tensor* out, Tensor* mean, Tensor* r
 
 }  // namespace
 
-void drop_module_activations(LayerActivations* acts, uint32_t modules, const RankContext& ctx) {
-  const DroppedModules dropped = dropped_modules(*acts, modules, ctx.dims);
+void drop_module_activations(LayerActivations* acts, const LayerWeights& w, uint32_t modules,
+                             const RankContext& ctx) {
+  const DroppedModules dropped = dropped_modules(w, modules, ctx.dims);
   if (dropped.mlp) {
     drop_norm(&acts->ln2_out, &acts->ln2_mean, &acts->ln2_rstd);
     acts->fc1_out.reset();
@@ -404,12 +409,15 @@ void drop_module_activations(LayerActivations* acts, uint32_t modules, const Ran
   if (dropped.shared_experts) {
     moe_drop_shared_experts(&acts->moe);
   }
+  if (dropped.moe_block) {
+    acts->moe = MoeActivations{};
+  }
 }
 
 void recompute_module_activations(LayerActivations* acts, const float* inp, const LayerWeights& w,
                                   uint32_t modules, const RankContext& ctx) {
   const ShardDims& d = ctx.dims;
-  const DroppedModules dropped = dropped_modules(*acts, modules, d);
+  const DroppedModules dropped = dropped_modules(w, modules, d);
   if (dropped.input_norm) {
     recompute_norm(ctx, &acts->ln1_out, &acts->ln1_mean, &acts->ln1_rstd, inp, w.ln1_w, w.ln1_b);
   }
@@ -430,6 +438,12 @@ void recompute_module_activations(LayerActivations* acts, const float* inp, cons
   }
   if (dropped.shared_experts) {
     moe_recompute_shared_experts(&acts->moe, acts->ln2_out.data(), w, ctx);
+  }
+  if (dropped.moe_block) {
+    // Route, dispatch, experts, combine and shared experts again (their all-to-alls included);
+    // the output is not needed.
+    Tensor moe_out = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
+    moe_forward(moe_out.data(), &acts->moe, acts->ln2_out.data(), w, ctx);
   }
 }
 

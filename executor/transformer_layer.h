@@ -62,9 +62,11 @@ void layer_forward(float* out, LayerActivations* acts, const float* inp, const L
 ///     into the following linear layer; planner::separate_norms_per_layer);
 ///   moe_act: the routed experts' activation output (the second expert GEMM's input);
 ///   mla_up_proj: Q, K and V (mla_drop_up_projections);
-///   shared_experts: an MoE layer's shared experts' fc1 output and activation.
+///   shared_experts: an MoE layer's shared experts' fc1 output and activation;
+///   moe: all an MoE layer's MoE block keeps (its input, the pre-MLP norm's output, stays).
 /// The attention core (core_attn) is layer_forward's `save_probabilities`.
-void drop_module_activations(LayerActivations* acts, uint32_t modules, const RankContext& ctx);
+void drop_module_activations(LayerActivations* acts, const LayerWeights& w, uint32_t modules,
+                             const RankContext& ctx);
 
 /// Before B: rebuilds what drop_module_activations dropped, from the layer input `inp` and what
 /// stayed, running their forward again with its tensor-parallel collectives (the recomputed MLP

@@ -108,6 +108,26 @@ void add_mla_tensor_parallel(Inventory& inventory, const models::TransformerConf
                 calls);
 }
 
+// MoE layers of the stage whose MoE block runs again under --recompute-modules moe (its router,
+// dispatch, experts, combine and shared experts; moe_block_recompute in compute_cost.cpp), and
+// those whose shared experts do (moe or shared_experts, models with shared experts).
+struct ModuleRerunMoe {
+  int64_t blocks = 0;
+  int64_t shared_experts = 0;
+};
+ModuleRerunMoe module_rerun_moe(const models::TransformerConfig& model, const Layout& layout,
+                                int64_t moe_layers) {
+  ModuleRerunMoe rerun;
+  if (layout.recompute != Recompute::kSelective) {
+    return rerun;
+  }
+  rerun.blocks = recomputes_module(layout, kRecomputeMoe) ? moe_layers : 0;
+  const bool shared = recomputes_module(layout, kRecomputeMoe) ||
+                      recomputes_module(layout, kRecomputeSharedExperts);
+  rerun.shared_experts = shared && model.num_shared_experts > 0 ? moe_layers : 0;
+  return rerun;
+}
+
 // Layers of the stage whose forward runs again, and the MoE ones among them: every layer under
 // full recompute, the first recompute_layers of each chunk under Megatron's block method, none
 // otherwise (recomputed_layers).
@@ -149,6 +169,7 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
   // recompute, each chunk's first recompute_layers under Megatron's block method.
   const RecomputedLayers recomputed_stage = stage_recomputed_layers(model, layout, stage);
   const int64_t recomputed = recomputed_stage.layers;
+  const ModuleRerunMoe rerun = module_rerun_moe(model, layout, moe_layers);
   // torchtitan's op-level selective recompute saves reduce-scatter outputs, not all-gather
   // outputs: every layer's forward all-gathers run again in the backward (op_sac_recompute).
   const bool op_sac = op_level_selective_recompute(layout, options);
@@ -185,13 +206,14 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
       inventory.add(stage, "tp: recomputed MLP output all-reduces (recompute_modules mlp)", kAR,
                     kTp, t, hidden_bytes, (layers - moe_layers) * m);
     }
-    if (recomputes_module(layout, kRecomputeSharedExperts)) {
-      // --recompute-modules shared_experts: each MoE layer's shared experts run their forward
-      // again, their output reduced again (shared_experts_recompute in compute_cost.cpp).
+    if (rerun.shared_experts > 0) {
+      // --recompute-modules shared_experts or moe: each MoE layer's shared experts run their
+      // forward again, their output reduced again (shared_experts_recompute and
+      // moe_block_recompute in compute_cost.cpp).
       inventory.add(stage,
                     "tp: recomputed shared-expert output all-reduces (recompute_modules "
-                    "shared_experts)",
-                    kAR, kTp, t, hidden_bytes, moe_layers * m);
+                    "shared_experts, moe)",
+                    kAR, kTp, t, hidden_bytes, rerun.shared_experts * m);
     }
     if (full && options.distribute_saved_activations) {
       // compute_cost.h saved_input_split: each layer's saved input gathered before its recompute.
@@ -242,17 +264,18 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
       inventory.add(stage, "tp: recomputed MLP output reduce-scatters (recompute_modules mlp)", kRS,
                     kTp, t, hidden_bytes, (layers - moe_layers) * m);
     }
-    if (recomputes_module(layout, kRecomputeSharedExperts)) {
-      // --recompute-modules shared_experts: the shared experts' input all-gather and output
-      // reduce-scatter again in each MoE layer (shared_experts_recompute in compute_cost.cpp).
+    if (rerun.shared_experts > 0) {
+      // --recompute-modules shared_experts or moe: the shared experts' input all-gather and
+      // output reduce-scatter again in each MoE layer (shared_experts_recompute and
+      // moe_block_recompute in compute_cost.cpp).
       inventory.add(stage,
                     "tp: recomputed shared-expert input all-gathers (recompute_modules "
-                    "shared_experts)",
-                    kAG, kTp, t, gather_bytes, moe_layers * m);
+                    "shared_experts, moe)",
+                    kAG, kTp, t, gather_bytes, rerun.shared_experts * m);
       inventory.add(stage,
                     "tp: recomputed shared-expert output reduce-scatters (recompute_modules "
-                    "shared_experts)",
-                    kRS, kTp, t, hidden_bytes, moe_layers * m);
+                    "shared_experts, moe)",
+                    kRS, kTp, t, hidden_bytes, rerun.shared_experts * m);
     }
     // Megatron-Core's alltoall dispatcher with etp > 1: the dispatched tokens are all-gathered
     // over the expert tp group (etp consecutive ranks of the tp group, filed under tp with
@@ -268,10 +291,12 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
         return moe_expert_tp_seconds(model, cluster, layout, kind);
       };
       inventory.add(stage, "tp: MoE routed-token all-gathers (forward; backward of combine)", kAG,
-                    kTp, etp, routed_bytes, (2 * moe_layers + recomputed_stage.moe_layers) * m,
+                    kTp, etp, routed_bytes,
+                    (2 * moe_layers + recomputed_stage.moe_layers + rerun.blocks) * m,
                     subgroup_seconds(kAG));
       inventory.add(stage, "tp: MoE routed-token reduce-scatters (forward; backward of dispatch)",
-                    kRS, kTp, etp, routed_bytes, (2 * moe_layers + recomputed_stage.moe_layers) * m,
+                    kRS, kTp, etp, routed_bytes,
+                    (2 * moe_layers + recomputed_stage.moe_layers + rerun.blocks) * m,
                     subgroup_seconds(kRS));
     }
     if (first) {
@@ -410,8 +435,10 @@ void add_mixture_of_experts(Inventory& inventory, const models::TransformerConfi
     moe_layers += chunk_layers(model, layout, stage, chunk).num_moe(model);
   }
   const int64_t m = layout.num_micro_batches();
-  // Forwards per step: each MoE layer's, and again each recomputed one's.
-  const int64_t forwards = moe_layers + stage_recomputed_layers(model, layout, stage).moe_layers;
+  // Forwards per step: each MoE layer's, and again each recomputed one's (full recompute, or
+  // its MoE block under --recompute-modules moe).
+  const int64_t forwards = moe_layers + stage_recomputed_layers(model, layout, stage).moe_layers +
+                           module_rerun_moe(model, layout, moe_layers).blocks;
   if (layout.ep > 1) {
     const int64_t bytes = moe_all_to_all_bytes(model, cluster, layout);
     inventory.add(stage, "ep: MoE token dispatch and combine all-to-alls (forward)",

@@ -331,7 +331,9 @@ ModuleRecompute dense_mlp_recompute(const models::TransformerConfig& model,
 ModuleRecompute shared_experts_recompute(const models::TransformerConfig& model,
                                          const models::ClusterConfig& cluster, const Layout& layout,
                                          const PlanOptions& options, bool moe_layer) {
-  if (!moe_layer || !recomputes_module(layout, kRecomputeSharedExperts)) {
+  // Under moe the whole block runs again (moe_block_recompute).
+  if (!moe_layer || !recomputes_module(layout, kRecomputeSharedExperts) ||
+      recomputes_module(layout, kRecomputeMoe)) {
     return {};
   }
   const Shape x = shape_of(model, cluster, layout);
@@ -354,6 +356,42 @@ double linear_gemm_seconds(const models::TransformerConfig& model,
     seconds += gemm_seconds(cluster, x.tokens / x.sp, static_cast<double>(model.num_experts), x.h);
   }
   return seconds;
+}
+
+// --recompute-modules moe (moe_layer.py MoELayer.forward under tensor_parallel.checkpoint,
+// d98e8a64), per MoE layer and micro-batch on one rank: before the layer's backward its MoE
+// block runs again from its kept input: the router and the experts' and shared experts' GEMMs
+// (mlp_linear_gemms), the token permutation and the activations (as layer_time counts them),
+// and the block's tp collectives (the routed tokens over etp, the shared experts' pair). Its
+// dispatch and combine all-to-alls run again too; chunk_cost adds them with the forward's.
+ModuleRecompute moe_block_recompute(const models::TransformerConfig& model,
+                                    const models::ClusterConfig& cluster, const Layout& layout,
+                                    const PlanOptions& options, bool moe_layer) {
+  ModuleRecompute recompute;
+  if (!moe_layer || !recomputes_module(layout, kRecomputeMoe)) {
+    return recompute;
+  }
+  const Shape x = shape_of(model, cluster, layout, moe_layer);
+  const bool swiglu = model.activation == models::Activation::kSwiglu;
+  const double permute_bytes =
+      2.0 * 2.0 * x.tokens * static_cast<double>(model.experts_per_token) * x.h * x.e / x.sp;
+  recompute.compute_seconds =
+      linear_gemm_seconds(model, cluster, options, x,
+                          mlp_linear_gemms(model, layout, options, x, moe_layer), moe_layer) +
+      memory_seconds(cluster, permute_bytes + (swiglu ? 3.0 : 2.0) * x.tokens * x.f / x.t * x.e);
+  const LayerFlops flops = layer_forward_flops(model, x.tokens, moe_layer);
+  recompute.flops = (flops.mlp + flops.router) / x.t;
+  if (layout.tp > 1) {
+    recompute.tp_seconds =
+        moe_expert_tp_seconds(model, cluster, layout, CollectiveKind::kAllReduce);
+    if (model.num_shared_experts > 0) {
+      const double f_shared = static_cast<double>(model.num_shared_experts) *
+                              static_cast<double>(model.shared_expert_ffn_hidden_size);
+      recompute.tp_seconds +=
+          mlp_forward_again(model, cluster, layout, options, x, f_shared, f_shared, 0.0).tp_seconds;
+    }
+  }
+  return recompute;
 }
 
 // The attention's tp collectives of one layer per direction. Dense: one all-reduce of the
@@ -429,7 +467,9 @@ double selective_module_recompute_bytes(const models::TransformerConfig& model,
                                         bool moe_layer) {
   const Shape x = shape_of(model, cluster, layout, moe_layer);
   double bytes = 0;
-  if (moe_layer && recomputes_module(layout, kRecomputeMoeAct)) {
+  // Under moe the whole block's forward runs again, activation included (moe_block_recompute).
+  if (moe_layer && recomputes_module(layout, kRecomputeMoeAct) &&
+      !recomputes_module(layout, kRecomputeMoe)) {
     // The routed experts' activation (experts.py bias_act_func under CheckpointWithoutOutput):
     // SwiGLU reads 2 k f_e and writes k f_e per token, GELU reads and writes k f_e, split as
     // layer_time splits the MLP's element-wise work (over t).
@@ -1049,8 +1089,15 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     const ModuleRecompute mlp = dense_mlp_recompute(model, cluster, layout, options, moe_layer);
     const ModuleRecompute shared =
         shared_experts_recompute(model, cluster, layout, options, moe_layer);
-    input_backward += up_projections.compute_seconds + mlp.compute_seconds + shared.compute_seconds;
-    tp_backward += up_projections.tp_seconds + mlp.tp_seconds + shared.tp_seconds;
+    const ModuleRecompute moe_block =
+        moe_block_recompute(model, cluster, layout, options, moe_layer);
+    input_backward += up_projections.compute_seconds + mlp.compute_seconds +
+                      shared.compute_seconds + moe_block.compute_seconds;
+    tp_backward +=
+        up_projections.tp_seconds + mlp.tp_seconds + shared.tp_seconds + moe_block.tp_seconds;
+    if (moe_block.compute_seconds > 0) {
+      ep_backward += all_to_all + token_counts;  // the block's dispatch and combine again
+    }
     const LayerFlops flops = layer_forward_flops(model, tokens, moe_layer);
     forward_flops += flops.total() / t * count;
     if (layout.recompute == Recompute::kFull) {
@@ -1060,7 +1107,7 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     } else if (recomputes_module(layout, kRecomputeCoreAttn)) {
       recompute_flops += flops.attention / t * count;
     }
-    recompute_flops += (up_projections.flops + mlp.flops + shared.flops) * count;
+    recompute_flops += (up_projections.flops + mlp.flops + shared.flops + moe_block.flops) * count;
     cost.forward_compute_seconds +=
         layer_forward * count + split.forward_seconds * checkpointed_inputs;
     // FSDP's passes run once per unit and micro-batch, not again in a recomputed forward.

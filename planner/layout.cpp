@@ -87,13 +87,14 @@ std::string to_string(Placement placement) {
 
 namespace {
 
-constexpr std::array<std::pair<RecomputeModule, std::string_view>, 6> kRecomputeModuleNames = {{
+constexpr std::array<std::pair<RecomputeModule, std::string_view>, 7> kRecomputeModuleNames = {{
     {kRecomputeCoreAttn, "core_attn"},
     {kRecomputeMoeAct, "moe_act"},
     {kRecomputeLayernorm, "layernorm"},
     {kRecomputeMlaUpProj, "mla_up_proj"},
     {kRecomputeMlp, "mlp"},
     {kRecomputeSharedExperts, "shared_experts"},
+    {kRecomputeMoe, "moe"},
 }};
 
 }  // namespace
@@ -133,18 +134,18 @@ uint32_t parse_recompute_modules(const std::vector<std::string>& names, const st
       continue;
     }
     // Megatron-Core's other choices (transformer_config.py recompute_modules, d98e8a64).
-    for (const std::string_view other : {"moe", "gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc"}) {
+    for (const std::string_view other : {"gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc"}) {
       if (name == other) {
         throw InputError(fmt::format(
             "{}: {} is a Megatron-Core module meshplan does not cost yet (costed: core_attn, "
-            "moe_act, layernorm, mla_up_proj, mlp, shared_experts)",
+            "moe_act, layernorm, mla_up_proj, mlp, shared_experts, moe)",
             field, name));
       }
     }
-    throw InputError(fmt::format(
-        "{}: unknown module, expected core_attn, moe_act, layernorm, mla_up_proj, mlp or "
-        "shared_experts ({})",
-        field, name));
+    throw InputError(
+        fmt::format("{}: unknown module, expected core_attn, moe_act, layernorm, mla_up_proj, mlp, "
+                    "shared_experts or moe ({})",
+                    field, name));
   }
   return modules;
 }

@@ -37,10 +37,9 @@ void add_attention(LinearGemms& gemms, const models::TransformerConfig& model, c
 // route dp b s k slots to E experts held by tp cp dp / (etp ep) replicas; the etp ranks of one
 // replica share its tokens), times the load-imbalance factor; shared experts as a dense MLP of
 // S f_s over tp. The router (16-bit) is costed by its caller.
-LinearGemms layer_linear_gemms(const models::TransformerConfig& model, const Layout& layout,
-                               const PlanOptions& options, const Shape& x, bool moe_layer) {
+LinearGemms mlp_linear_gemms(const models::TransformerConfig& model, const Layout& layout,
+                             const PlanOptions& options, const Shape& x, bool moe_layer) {
   LinearGemms gemms;
-  add_attention(gemms, model, x);
   const double t = x.t, tokens = x.tokens, h = x.h, f = x.f;
   const double fc1_per_f = x.fc1 / f;
   if (!moe_layer) {
@@ -62,6 +61,16 @@ LinearGemms layer_linear_gemms(const models::TransformerConfig& model, const Lay
                        static_cast<double>(model.shared_expert_ffn_hidden_size);
     gemms.add({tokens, fc1_per_f * f_s / t, h});
     gemms.add({tokens, h, f_s / t, 1.0, false, false, true});
+  }
+  return gemms;
+}
+
+LinearGemms layer_linear_gemms(const models::TransformerConfig& model, const Layout& layout,
+                               const PlanOptions& options, const Shape& x, bool moe_layer) {
+  LinearGemms gemms;
+  add_attention(gemms, model, x);
+  for (const LinearGemm& gemm : mlp_linear_gemms(model, layout, options, x, moe_layer)) {
+    gemms.add(gemm);
   }
   return gemms;
 }

@@ -36,5 +36,8 @@ struct LinearGemms {
 };
 LinearGemms layer_linear_gemms(const models::TransformerConfig& model, const Layout& layout,
                                const PlanOptions& options, const Shape& x, bool moe_layer);
+/// The MLP's part of layer_linear_gemms: the dense MLP, or the routed and shared experts.
+LinearGemms mlp_linear_gemms(const models::TransformerConfig& model, const Layout& layout,
+                             const PlanOptions& options, const Shape& x, bool moe_layer);
 
 }  // namespace meshplan::planner

@@ -137,9 +137,17 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
   // Megatron-Core's --recompute-modules beyond the attention core drop what they rebuild:
   // moe_act the routed experts' activation output (the second expert GEMM's input, k T f_e e / t
   // of the fc2-input term above), layernorm each separate norm's output (T h e / sp),
-  // mla_up_proj Q, K and V, shared_experts the shared experts' activations.
+  // mla_up_proj Q, K and V, shared_experts the shared experts' activations, moe all of an MoE
+  // layer's MLP but its input (moe_act's and shared_experts' drops among them).
   double rebuilt = 0;
-  if (moe_layer && recomputes_module(layout, kRecomputeMoeAct)) {
+  const bool whole_moe = moe_layer && recomputes_module(layout, kRecomputeMoe);
+  if (whole_moe) {
+    // moe: the checkpointed MoE block keeps its input (the pre-MLP norm's output, counted
+    // above) and drops the routed and shared activations (the f = k f_e + S f_s terms of the
+    // split above), the dispatched tokens and the router's probabilities.
+    rebuilt += (activation_input + tokens * f * e) / t + moe;
+  }
+  if (moe_layer && !whole_moe && recomputes_module(layout, kRecomputeMoeAct)) {
     rebuilt += tokens * static_cast<double>(model.experts_per_token) *
                static_cast<double>(model.expert_ffn_hidden_size) * e / t;
   }
@@ -147,7 +155,7 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
     rebuilt += static_cast<double>(separate_norms_per_layer(model, moe_layer)) * tokens * h * e /
                sequence_split;
   }
-  if (moe_layer && recomputes_module(layout, kRecomputeSharedExperts)) {
+  if (moe_layer && !whole_moe && recomputes_module(layout, kRecomputeSharedExperts)) {
     // shared_experts: the checkpointed shared experts' MLP keeps its input (the router's too)
     // and drops its activation input and second projection's input (the S f_s share of the
     // split term above).

@@ -935,6 +935,9 @@ std::string recompute_modules_model_refusal(const models::TransformerConfig& mod
   if ((modules & kRecomputeMoeAct) != 0 && !model.is_moe()) {
     return "moe_act needs a mixture-of-experts model";
   }
+  if ((modules & kRecomputeMoe) != 0 && !model.is_moe()) {
+    return "moe needs a mixture-of-experts model";
+  }
   if ((modules & kRecomputeMlaUpProj) != 0 && !model.is_mla()) {
     return "mla_up_proj needs a latent-attention model";
   }
@@ -997,9 +1000,9 @@ Validity check_recompute_modules(const models::TransformerConfig& model, const L
   if (layout.recompute_modules == 0 ||
       (layout.recompute_modules &
        ~uint32_t{kRecomputeCoreAttn | kRecomputeMoeAct | kRecomputeLayernorm | kRecomputeMlaUpProj |
-                 kRecomputeMlp | kRecomputeSharedExperts}) != 0) {
+                 kRecomputeMlp | kRecomputeSharedExperts | kRecomputeMoe}) != 0) {
     return refuse_modules(
-        "expected core_attn, moe_act, layernorm, mla_up_proj, mlp or shared_experts");
+        "expected core_attn, moe_act, layernorm, mla_up_proj, mlp, shared_experts or moe");
   }
   if (layout.recompute != Recompute::kSelective) {
     return refuse_modules(

@@ -542,12 +542,16 @@ row "plan: --recompute-group-layers under fsdp" 2 \
 row "plan: --recompute-modules without --recompute selective" 2 \
   "--recompute-modules: needs --recompute selective (searched)" \
   plan --model tiny-moe --cluster dgx-h100 --gpus 8 --recompute-modules moe_act --json new_out.json
-row "plan: --recompute-modules moe (not costed)" 2 \
-  "--recompute-modules: moe is a Megatron-Core module meshplan does not cost yet" \
+row "plan: --recompute-modules mhc (not costed)" 2 \
+  "--recompute-modules: mhc is a Megatron-Core module meshplan does not cost yet" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --recompute selective --recompute-modules mhc \
+  --json new_out.json
+row "plan: --recompute-modules moe on a dense model" 2 \
+  "--recompute-modules: moe needs a mixture-of-experts model (tiny)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --recompute selective --recompute-modules moe \
   --json new_out.json
 row "plan: --recompute-modules with an unknown name" 2 \
-  "--recompute-modules: unknown module, expected core_attn, moe_act, layernorm, mla_up_proj, mlp or shared_experts (attn)" \
+  "--recompute-modules: unknown module, expected core_attn, moe_act, layernorm, mla_up_proj, mlp, shared_experts or moe (attn)" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --recompute selective --recompute-modules attn \
   --json new_out.json
 row "plan: --recompute-modules moe_act on a dense model" 2 \

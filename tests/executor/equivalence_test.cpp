@@ -594,6 +594,16 @@ TEST_SUITE("mpi2") {
                                       planner::kRecomputeLayernorm),
                      moe_options());
   }
+  TEST_CASE("recompute modules: tiny-moe ep2 with moe (the whole MoE block) equals one") {
+    check_equivalent(tiny_moe(),
+                     with_modules(with_ep(make_layout(1, 1, 2), 2), planner::kRecomputeMoe),
+                     moe_options());
+    check_equivalent(tiny_moe_shared(),
+                     with_modules(with_ep(make_layout(1, 1, 2), 2),
+                                  planner::kRecomputeCoreAttn | planner::kRecomputeMoe |
+                                      planner::kRecomputeLayernorm),
+                     moe_options());
+  }
   TEST_CASE(
       "recompute modules: tiny-moe with a shared expert, ep2 with shared_experts equals one") {
     check_equivalent(tiny_moe_shared(),

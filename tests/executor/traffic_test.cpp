@@ -62,9 +62,10 @@ int64_t routed_all_to_all_bytes(const Trainer& trainer, const planner::Plan& pla
       }
     }
   }
-  // The logged forwards are each MoE layer's and each recomputed one's again; only the former
-  // have a backward, whose rows are theirs. When the stage recomputes all of its MoE layers or
-  // none, every layer is logged equally often: rows x (forwards + originals) / forwards, exact.
+  // The logged forwards are each MoE layer's and each recomputed one's (or MoE block's) again; only
+  // the former have a backward, whose rows are theirs. When the stage recomputes all of its MoE
+  // layers or none, every layer is logged equally often: rows x (forwards + originals) / forwards,
+  // exact.
   int64_t originals = 0;
   int64_t forwards = 0;
   for (int64_t chunk = 0; chunk < plan.layout.vpp; ++chunk) {
@@ -73,6 +74,11 @@ int64_t routed_all_to_all_bytes(const Trainer& trainer, const planner::Plan& pla
     originals += range.num_moe(plan.model);
     forwards += range.num_moe(plan.model) +
                 planner::recomputed_layers(plan.layout, range).num_moe(plan.model);
+    // --recompute-modules moe routes each MoE block again too.
+    if (plan.layout.recompute == planner::Recompute::kSelective &&
+        planner::recomputes_module(plan.layout, planner::kRecomputeMoe)) {
+      forwards += range.num_moe(plan.model);
+    }
   }
   REQUIRE((forwards == originals || forwards == 2 * originals));
   return rows * (forwards + originals) / forwards * plan.model.hidden_size * 4;  // fp32 rows
@@ -257,6 +263,17 @@ TEST_SUITE("mpi2") {
     const TrafficCounts counts = check_traffic(models::load_model("tiny-moe"), layout);
     // m = 4 micro-batches, 3 MoE layers: dispatch and combine forward and backward.
     CHECK(counts.at({CollectiveKind::kAllToAll, CommGroup::kEp}).calls == 3 * 4 * 4);
+  }
+  TEST_CASE("collective calls and bytes match the planner: MoE ep2, recompute module moe") {
+    // moe re-runs each MoE block's forward before its backward: dispatch and combine again,
+    // and the dispatcher's token-count all-gather.
+    planner::Layout layout = make_layout(1, 1, 2);
+    layout.ep = 2;
+    layout.recompute = planner::Recompute::kSelective;
+    layout.recompute_modules = planner::kRecomputeCoreAttn | planner::kRecomputeMoe;
+    const TrafficCounts counts = check_traffic(models::load_model("tiny-moe"), layout);
+    // m = 4 micro-batches, 3 MoE layers: 2 forward, 2 again, 2 backward each.
+    CHECK(counts.at({CollectiveKind::kAllToAll, CommGroup::kEp}).calls == 3 * 6 * 4);
   }
   TEST_CASE("collective calls and bytes match the planner: MoE ep2, block recompute 1 of 4") {
     // tiny-moe's dense layer 0 recomputed, its MoE layers 1-3 kept: no MoE layer routes again,

@@ -33,14 +33,16 @@ double hbm_seconds(const models::ClusterConfig& cluster, double bytes) {
 TEST_CASE("recompute_modules: names as Megatron-Core spells them, the uncosted ones refused") {
   CHECK(parse_recompute_modules({"core_attn", "moe_act"}, "f") ==
         (kRecomputeCoreAttn | kRecomputeMoeAct));
+  CHECK(parse_recompute_modules({"moe", "shared_experts"}, "f") ==
+        (kRecomputeMoe | kRecomputeSharedExperts));
   CHECK(format_recompute_modules(kRecomputeLayernorm | kRecomputeCoreAttn) ==
         "core_attn,layernorm");
-  CHECK(test::input_error([] { parse_recompute_modules({"moe"}, "f"); }) ==
-        "f: moe is a Megatron-Core module meshplan does not cost yet (costed: core_attn, "
-        "moe_act, layernorm, mla_up_proj, mlp, shared_experts)");
+  CHECK(test::input_error([] { parse_recompute_modules({"mhc"}, "f"); }) ==
+        "f: mhc is a Megatron-Core module meshplan does not cost yet (costed: core_attn, "
+        "moe_act, layernorm, mla_up_proj, mlp, shared_experts, moe)");
   CHECK(test::input_error([] { parse_recompute_modules({"attention"}, "f"); }) ==
-        "f: unknown module, expected core_attn, moe_act, layernorm, mla_up_proj, mlp or "
-        "shared_experts (attention)");
+        "f: unknown module, expected core_attn, moe_act, layernorm, mla_up_proj, mlp, "
+        "shared_experts or moe (attention)");
   CHECK(test::input_error([] { parse_recompute_modules({}, "f"); }).starts_with("f: no module"));
 }
 
@@ -243,7 +245,8 @@ TEST_CASE("recompute_modules: shared_experts re-runs the shared experts' MLP") {
   REQUIRE_MESSAGE(estimate.feasible, estimate.rejection_reason);
   const CollectiveTraffic* again = test::find_traffic(
       estimate.collectives,
-      "tp: recomputed shared-expert output reduce-scatters (recompute_modules shared_experts)");
+      "tp: recomputed shared-expert output reduce-scatters (recompute_modules shared_experts, "
+      "moe)");
   REQUIRE(again != nullptr);
   CHECK(again->calls_per_step == 3 * 8);
   // A model without shared experts has nothing to re-run: refused, not ignored.
@@ -253,6 +256,59 @@ TEST_CASE("recompute_modules: shared_experts re-runs the shared experts' MLP") {
             .reason.find("shared_experts needs a mixture-of-experts model with shared experts") !=
         std::string::npos);
   CHECK(check_recompute_modules(model, shared, options).ok());
+}
+
+TEST_CASE("recompute_modules: moe re-runs the whole MoE block, its all-to-alls included") {
+  // tiny-moe with one shared expert of 96, tp 2 with sequence parallelism, ep 2, micro-batch 2
+  // (64 tokens): an MoE layer keeps only its input and drops the routed and shared SwiGLU
+  // inputs and outputs (3 x 64 x (2 x 96 + 96) x 4 / 2 B), the dispatched tokens (k T h e, 2
+  // x 64 x 64 x 4 at etp = tp) and the router's fp32 probabilities (4 x 64 x 4 / 2). Its
+  // backward runs the block's forward again: two more all-to-alls, one more token-count
+  // all-gather and one more shared-expert pair per MoE layer and micro-batch.
+  models::TransformerConfig model = test::tiny_moe();
+  model.num_shared_experts = 1;
+  model.shared_expert_ffn_hidden_size = 96;
+  const models::ClusterConfig& cpu = test::local_cpu();
+  Layout base = selective(test::make_layout(2, 1, 2, 2, 16), kRecomputeCoreAttn);
+  base.sequence_parallel = true;
+  base.ep = 2;
+  const Layout moe = selective(base, kRecomputeCoreAttn | kRecomputeMoe);
+  const double dropped = 3.0 * 64 * (2 * 96 + 96) * 4 / 2 + 2.0 * 64 * 64 * 4 + 4.0 * 64 * 4 / 2;
+  CHECK(activation_bytes_per_layer(model, cpu, base, {}, true) -
+            activation_bytes_per_layer(model, cpu, moe, {}, true) ==
+        doctest::Approx(dropped));
+  CHECK(activation_bytes_per_layer(model, cpu, base, {}, false) ==
+        activation_bytes_per_layer(model, cpu, moe, {}, false));
+  // moe_act and shared_experts beside moe drop and re-run nothing more.
+  const Layout all = selective(
+      base, kRecomputeCoreAttn | kRecomputeMoe | kRecomputeMoeAct | kRecomputeSharedExperts);
+  CHECK(activation_bytes_per_layer(model, cpu, all, {}, true) ==
+        activation_bytes_per_layer(model, cpu, moe, {}, true));
+  const ChunkCost plain = chunk_cost(model, cpu, base, {}, 0, 0);
+  const ChunkCost with_moe = chunk_cost(model, cpu, moe, {}, 0, 0);
+  const ChunkCost with_all = chunk_cost(model, cpu, all, {}, 0, 0);
+  CHECK(with_all.backward_input_compute_seconds == with_moe.backward_input_compute_seconds);
+  // The ep time backward grows by the forward's: dispatch, combine and the count gather again.
+  CHECK(with_moe.backward_ep_comm_seconds - plain.backward_ep_comm_seconds ==
+        doctest::Approx(plain.forward_ep_comm_seconds));
+  CHECK(with_moe.backward_input_compute_seconds > plain.backward_input_compute_seconds);
+  const PlanEstimate without = estimate_plan(model, cpu, base, {});
+  const PlanEstimate estimate = estimate_plan(model, cpu, moe, {});
+  REQUIRE_MESSAGE(estimate.feasible, estimate.rejection_reason);
+  const auto calls = [](const PlanEstimate& plan, const std::string& what) {
+    const CollectiveTraffic* traffic = test::find_traffic(plan.collectives, what.c_str());
+    return traffic == nullptr ? int64_t{0} : traffic->calls_per_step;
+  };
+  // m = 16 / (2 x 2) = 4 micro-batches, 3 MoE layers.
+  CHECK(calls(estimate, "ep: MoE token dispatch and combine all-to-alls (forward)") -
+            calls(without, "ep: MoE token dispatch and combine all-to-alls (forward)") ==
+        2 * 3 * 4);
+  CHECK(calls(estimate, "ep: MoE token-count all-gather (dispatch preprocess)") -
+            calls(without, "ep: MoE token-count all-gather (dispatch preprocess)") ==
+        3 * 4);
+  CHECK(calls(estimate,
+              "tp: recomputed shared-expert input all-gathers (recompute_modules shared_experts, "
+              "moe)") == 3 * 4);
 }
 
 TEST_CASE("recompute_modules: without core_attn the attention scores are kept") {
@@ -319,10 +375,10 @@ TEST_CASE("plan file: layout.recompute_modules as Megatron-Core's names, only wh
         nlohmann::json{"core_attn", "moe_act", "layernorm"});
   CHECK(plan_from_json(json, "p.json") == plan);
   nlohmann::json uncosted = json;
-  uncosted["layout"]["recompute_modules"] = {"moe"};
+  uncosted["layout"]["recompute_modules"] = {"mhc"};
   CHECK(test::input_error([&] {
           plan_from_json(uncosted, "p.json");
-        }).starts_with("p.json: layout: recompute_modules: moe is a Megatron-Core module"));
+        }).starts_with("p.json: layout: recompute_modules: mhc is a Megatron-Core module"));
   nlohmann::json deepspeed = json;
   deepspeed["options"]["framework"] = "deepspeed";
   CHECK(test::input_error([&] { plan_from_json(deepspeed, "p.json"); })

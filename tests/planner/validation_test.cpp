@@ -691,8 +691,8 @@ TEST_CASE("runs file version 8: the layout's recompute_modules (Megatron-Core's 
   CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["recompute_modules"] = {"core_attn"}; },
                         7) ==
         run + "layout: recompute_modules: needs runs-file version 8 (version 7)");
-  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["recompute_modules"] = {"moe"}; }, 8)
-            .starts_with(run + "layout: recompute_modules: moe is a Megatron-Core module"));
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["recompute_modules"] = {"mhc"}; }, 8)
+            .starts_with(run + "layout: recompute_modules: mhc is a Megatron-Core module"));
   CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["recompute_modules"] = "core_attn"; },
                         8) == run + "layout: recompute_modules: expected a list of module names");
 }

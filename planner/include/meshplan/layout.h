@@ -28,7 +28,9 @@ enum class Recompute { kNone, kSelective, kFull, kSelectiveOp };
 ///   mlp:       a dense layer's whole MLP, normal checkpointing (transformer_layer.py
 ///              recompute_mlp; MoE layers are not affected);
 ///   shared_experts: an MoE layer's shared experts' MLP, normal checkpointing (moe_layer.py
-///              shared_experts_compute under tensor_parallel.checkpoint).
+///              shared_experts_compute under tensor_parallel.checkpoint);
+///   moe:       an MoE layer's whole MoE block (router, dispatch, experts, combine, shared
+///              experts), normal checkpointing (moe_layer.py MoELayer.forward).
 enum RecomputeModule : uint32_t {
   kRecomputeCoreAttn = 1u << 0,
   kRecomputeMoeAct = 1u << 1,
@@ -36,6 +38,7 @@ enum RecomputeModule : uint32_t {
   kRecomputeMlaUpProj = 1u << 3,
   kRecomputeMlp = 1u << 4,
   kRecomputeSharedExperts = 1u << 5,
+  kRecomputeMoe = 1u << 6,
 };
 
 /// Pipeline schedules. kOneFOneB is PipeDream-Flush (Narayanan et al. 2021, Fig. 4 top);
