@@ -246,6 +246,20 @@ struct ModuleRecompute {
   double tp_seconds = 0;
   double flops = 0;
 };
+
+// Transformer Engine's FP8 casts of recomputed GEMMs' inputs (fp8_cast_cost.cpp, the forward's
+// share): a recomputed forward casts its inputs again as the first forward did (the weights stay
+// cached for the step). None outside TE's FP8 (modules are Megatron-Core's and the executor's).
+double recomputed_fp8_cast_seconds(const models::ClusterConfig& cluster, const Layout& layout,
+                                   const PlanOptions& options, const Shape& x,
+                                   const LinearGemms& gemms) {
+  if (options.gemm_precision != GemmPrecision::kFp8 || torchao_float8(options)) {
+    return 0.0;
+  }
+  const double norm_tokens = layout.sequence_parallel ? x.tokens / x.t : x.tokens;
+  return memory_seconds(cluster,
+                        fp8_cast_bytes(gemms, layout.sequence_parallel, norm_tokens).forward);
+}
 ModuleRecompute mla_up_projection_recompute(const models::TransformerConfig& model,
                                             const models::ClusterConfig& cluster,
                                             const Layout& layout, const PlanOptions& options) {
@@ -264,6 +278,11 @@ ModuleRecompute mla_up_projection_recompute(const models::TransformerConfig& mod
       one_linear_gemm_seconds(cluster, options, x.tokens, q_out, q_in) +
       one_linear_gemm_seconds(cluster, options, x.tokens, kv_out, kv_in) +
       memory_seconds(cluster, 2.0 * x.tokens * (x.a + 2.0 * x.g) * x.d * x.e / x.t);
+  LinearGemms up_projections;
+  up_projections.add({x.tokens, q_out, q_in});
+  up_projections.add({x.tokens, kv_out, kv_in});
+  recompute.compute_seconds +=
+      recomputed_fp8_cast_seconds(cluster, layout, options, x, up_projections);
   if (layout.sequence_parallel && layout.tp > 1) {
     for (const double width : {q_in, kv_in}) {
       recompute.tp_seconds +=
@@ -278,8 +297,8 @@ ModuleRecompute mla_up_projection_recompute(const models::TransformerConfig& mod
 // linear layers' precision (f columns after the activation, fc1_columns before it; per tp
 // rank / t), the activation (SwiGLU reads 2f and writes f, GELU f and f), `norm_bytes` of
 // element-wise work before it, and its tp collectives: the input's all-gather and the output's
-// reduce-scatter under sequence parallelism, else the output's all-reduce. Transformer
-// Engine's FP8 casts of the recomputed GEMMs are not counted.
+// reduce-scatter under sequence parallelism, else the output's all-reduce, and Transformer
+// Engine's FP8 casts of the two GEMMs' inputs (fc1's written by the norm when it has one).
 ModuleRecompute mlp_forward_again(const models::TransformerConfig& model,
                                   const models::ClusterConfig& cluster, const Layout& layout,
                                   const PlanOptions& options, const Shape& x, double fc1_columns,
@@ -287,10 +306,14 @@ ModuleRecompute mlp_forward_again(const models::TransformerConfig& model,
   ModuleRecompute recompute;
   const bool swiglu = model.activation == models::Activation::kSwiglu;
   recompute.flops = 2.0 * x.tokens * x.h * (fc1_columns + f) / x.t;
+  LinearGemms gemms;
+  gemms.add({x.tokens, fc1_columns / x.t, x.h, 1.0, norm_bytes > 0});
+  gemms.add({x.tokens, x.h, f / x.t, 1.0, false, false, true});
   recompute.compute_seconds =
       one_linear_gemm_seconds(cluster, options, x.tokens, fc1_columns / x.t, x.h) +
       one_linear_gemm_seconds(cluster, options, x.tokens, x.h, f / x.t) +
-      memory_seconds(cluster, norm_bytes + (swiglu ? 3.0 : 2.0) * x.tokens * f / x.t * x.e);
+      memory_seconds(cluster, norm_bytes + (swiglu ? 3.0 : 2.0) * x.tokens * f / x.t * x.e) +
+      recomputed_fp8_cast_seconds(cluster, layout, options, x, gemms);
   if (layout.tp > 1) {
     const auto hidden_bytes = [&](double element_bytes) {
       return static_cast<int64_t>(x.tokens * x.h * element_bytes);
@@ -375,10 +398,11 @@ ModuleRecompute moe_block_recompute(const models::TransformerConfig& model,
   const bool swiglu = model.activation == models::Activation::kSwiglu;
   const double permute_bytes =
       2.0 * 2.0 * x.tokens * static_cast<double>(model.experts_per_token) * x.h * x.e / x.sp;
+  const LinearGemms gemms = mlp_linear_gemms(model, layout, options, x, moe_layer);
   recompute.compute_seconds =
-      linear_gemm_seconds(model, cluster, options, x,
-                          mlp_linear_gemms(model, layout, options, x, moe_layer), moe_layer) +
-      memory_seconds(cluster, permute_bytes + (swiglu ? 3.0 : 2.0) * x.tokens * x.f / x.t * x.e);
+      linear_gemm_seconds(model, cluster, options, x, gemms, moe_layer) +
+      memory_seconds(cluster, permute_bytes + (swiglu ? 3.0 : 2.0) * x.tokens * x.f / x.t * x.e) +
+      recomputed_fp8_cast_seconds(cluster, layout, options, x, gemms);
   const LayerFlops flops = layer_forward_flops(model, x.tokens, moe_layer);
   recompute.flops = (flops.mlp + flops.router) / x.t;
   if (layout.tp > 1) {

@@ -69,8 +69,12 @@ double te_fp8_activation_delta_bytes_per_layer(const models::TransformerConfig& 
   const double attention_output = flash_keeps_output
                                       ? -x.tokens * x.a * x.d / x.t
                                       : x.tokens * x.a * x.d / x.t * saved_per_element;
+  // --recompute-modules mlp keeps none of the dense MLP's inputs (activation_bytes_per_layer
+  // drops their whole 16-bit size): nothing to cast down there.
+  const bool mlp_dropped = recomputes_module(layout, kRecomputeMlp);
   const double mlp_inputs =
-      moe_layer ? 0.0 : (x.tokens * x.h / x.sp + x.tokens * x.f / x.t) * saved_per_element;
+      moe_layer || mlp_dropped ? 0.0
+                               : (x.tokens * x.h / x.sp + x.tokens * x.f / x.t) * saved_per_element;
   return -(qkv_input + attention_output + mlp_inputs);
 }
 

@@ -208,6 +208,39 @@ TEST_CASE("selective recompute: the backward holds one layer's rebuilt modules a
         doctest::Approx(3.0 * probabilities).epsilon(1e-12));
 }
 
+TEST_CASE("recompute_modules: mlp under Transformer Engine's FP8") {
+  // tiny, tp 2 with sequence parallelism, micro-batch 2 (64 tokens), local-cpu's 4-byte
+  // elements. FP8 keeps the MLP's two inputs in 1 byte (te_fp8_activation_delta_bytes_per_layer:
+  // (64 x 64 / 2 + 64 x 176 / 2) x 3 bytes less); mlp drops them whole, so its saving is its
+  // 16-bit figure less that: 8,192 + 67,584 - 23,040 bytes. Its recompute casts the GEMMs'
+  // inputs again: fc1's from the norm (1 byte less written: -32 x 64) and fc2's (read 2, write
+  // 1: 3 x 64 x 88) bytes; the GEMMs run at the FP8 rate.
+  const models::ClusterConfig& cpu = test::local_cpu();
+  const models::TransformerConfig tiny = models::load_model("tiny");
+  Layout base = selective(test::make_layout(2, 1, 1, 2, 16), kRecomputeCoreAttn);
+  base.sequence_parallel = true;
+  const Layout mlp = selective(base, kRecomputeCoreAttn | kRecomputeMlp);
+  PlanOptions fp8;
+  fp8.gemm_precision = GemmPrecision::kFp8;
+  CHECK(activation_bytes_per_layer(tiny, cpu, base, fp8, false) -
+            activation_bytes_per_layer(tiny, cpu, mlp, fp8, false) ==
+        doctest::Approx(8192.0 + 67584.0 - 23040.0));
+  // Times on an H100 (local-cpu has no FP8 rate).
+  const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
+  const double casts_seconds = hbm_seconds(h100, -32.0 * 64 + 3.0 * 64 * 88);
+  const auto backward_input = [&](const Layout& layout, const PlanOptions& options) {
+    return chunk_cost(tiny, h100, layout, options, 0, 0).backward_input_compute_seconds;
+  };
+  const double bf16_extra = backward_input(mlp, {}) - backward_input(base, {});
+  const double fp8_extra = backward_input(mlp, fp8) - backward_input(base, fp8);
+  const double gemms_bf16 = gemm_seconds(h100, 64, 2.0 * 176 / 2, 64, GemmPrecision::kBf16) +
+                            gemm_seconds(h100, 64, 64, 176.0 / 2, GemmPrecision::kBf16);
+  const double gemms_fp8 = gemm_seconds(h100, 64, 2.0 * 176 / 2, 64, GemmPrecision::kFp8) +
+                           gemm_seconds(h100, 64, 64, 176.0 / 2, GemmPrecision::kFp8);
+  CHECK((fp8_extra - bf16_extra) - 4.0 * (gemms_fp8 - gemms_bf16) ==
+        doctest::Approx(4.0 * casts_seconds));
+}
+
 TEST_CASE("recompute_modules: shared_experts re-runs the shared experts' MLP") {
   // tiny-moe with one shared expert of 96 on local-cpu (fp32), tp 2 with sequence parallelism,
   // micro-batch 2 (64 tokens): an MoE layer drops the shared SwiGLU's input (2 x 64 x 96 x 4 /
