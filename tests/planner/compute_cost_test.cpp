@@ -27,10 +27,10 @@ TEST_CASE("gemm_seconds: the 1T model's QKV GEMM at tp 8 on A100, by hand") {
   const double m = 2048, n = 9600, k = 25600;
   const double inverse_size = 1.0 / 25600 + 0.2 * (1.0 / 2048 + 1.0 / 9600);
   const double efficiency = 0.79 / (1.0 + 384.0 * inverse_size);
-  CHECK(efficiency == doctest::Approx(0.7449316).epsilon(1e-6));  // the hand figure, 7 digits
-  CHECK(gemm_inverse_size(m, n, k) == doctest::Approx(inverse_size).epsilon(kRounding));
+  CHECK(efficiency == doctest::Approx(0.7449316).epsilon(1e-6).scale(0));  // the hand figure, 7 digits
+  CHECK(gemm_inverse_size(m, n, k) == doctest::Approx(inverse_size).epsilon(kRounding).scale(0));
   CHECK(gemm_seconds(a100, m, n, k) ==
-        doctest::Approx(2.0 * m * n * k / (312e12 * efficiency)).epsilon(kRounding));
+        doctest::Approx(2.0 * m * n * k / (312e12 * efficiency)).epsilon(kRounding).scale(0));
 }
 
 TEST_CASE("gemm_seconds: the reduced dimension K weighs five times M or N") {
@@ -44,12 +44,12 @@ TEST_CASE("gemm_seconds: the reduced dimension K weighs five times M or N") {
   const auto achieved = [&](double m, double n, double k) {
     return 2.0 * m * n * k / gemm_seconds(a100, m, n, k) / 312e12;
   };
-  CHECK(achieved(2048, 2304, 2304) == doctest::Approx(0.79 / 1.2375).epsilon(1e-6));
-  CHECK(achieved(2304, 2304, 2048) == doctest::Approx(0.79 / 1.2541667).epsilon(1e-6));
-  CHECK(achieved(2048, 25600, 25600) == doctest::Approx(0.79 / 1.0555).epsilon(1e-6));
+  CHECK(achieved(2048, 2304, 2304) == doctest::Approx(0.79 / 1.2375).epsilon(1e-6).scale(0));
+  CHECK(achieved(2304, 2304, 2048) == doctest::Approx(0.79 / 1.2541667).epsilon(1e-6).scale(0));
+  CHECK(achieved(2048, 25600, 25600) == doctest::Approx(0.79 / 1.0555).epsilon(1e-6).scale(0));
   // M and N are symmetric: the output's two sides.
   CHECK(gemm_seconds(a100, 2048, 9600, 25600) ==
-        doctest::Approx(gemm_seconds(a100, 9600, 2048, 25600)).epsilon(kRounding));
+        doctest::Approx(gemm_seconds(a100, 9600, 2048, 25600)).epsilon(kRounding).scale(0));
 }
 
 TEST_CASE("gemm_seconds: a cube of side x runs at e_max x / (x + 1.4 x_half)") {
@@ -58,9 +58,9 @@ TEST_CASE("gemm_seconds: a cube of side x runs at e_max x / (x + 1.4 x_half)") {
   const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
   const double x = 8192;
   const double efficiency = 0.65 * x / (x + 1.4 * 1024.0);
-  CHECK(efficiency == doctest::Approx(0.553191).epsilon(1e-5));  // the hand figure, 6 digits
+  CHECK(efficiency == doctest::Approx(0.553191).epsilon(1e-5).scale(0));  // the hand figure, 6 digits
   CHECK(gemm_seconds(h100, x, x, x) ==
-        doctest::Approx(2.0 * x * x * x / (989.4e12 * efficiency)).epsilon(kRounding));
+        doctest::Approx(2.0 * x * x * x / (989.4e12 * efficiency)).epsilon(kRounding).scale(0));
 }
 
 TEST_CASE("flash attention: the causal half of the square, its backward 2.5 x the forward") {
@@ -76,7 +76,7 @@ TEST_CASE("flash attention: the causal half of the square, its backward 2.5 x th
   const double causal_flops = 137438953472.0;
   CHECK(attention_forward_seconds(model, h100, layout, flash) ==
         doctest::Approx(causal_flops / (989.4e12 * h100.efficiency.attention_efficiency))
-            .epsilon(kRounding));
+            .epsilon(kRounding).scale(0));
   CHECK(attention_backward_to_forward(flash) == 2.5);
   PlanOptions unfused;
   unfused.flash_attention = false;
@@ -86,7 +86,7 @@ TEST_CASE("flash attention: the causal half of the square, its backward 2.5 x th
       2.0 * heads * 4096.0 * 4096.0 * 2.0 /
           (h100.gpu.hbm_bytes_per_second * h100.efficiency.hbm_efficiency);
   CHECK(attention_forward_seconds(model, h100, layout, unfused) ==
-        doctest::Approx(unfused_seconds).epsilon(kRounding));
+        doctest::Approx(unfused_seconds).epsilon(kRounding).scale(0));
   CHECK(attention_backward_to_forward(unfused) == 2.0);
 }
 
@@ -108,7 +108,7 @@ TEST_CASE("flash attention version 1: the causal half at half FlashAttention-2's
   const double causal_flops = 85899345920.0;
   CHECK(attention_forward_seconds(model, h100, layout, v1) ==
         doctest::Approx(causal_flops / (989.4e12 * h100.efficiency.attention_efficiency * 0.5))
-            .epsilon(kRounding));
+            .epsilon(kRounding).scale(0));
   CHECK(attention_backward_to_forward(v1) == 2.5);
 }
 
@@ -197,10 +197,10 @@ TEST_CASE("cross_entropy_loss_fusion: the loss's bytes change by the ratio count
   const double forward_saving = off.forward_compute_seconds - native.forward_compute_seconds;
   CHECK(forward_saving > 0);
   CHECK(forward_saving / (off.forward_compute_seconds - te.forward_compute_seconds) ==
-        doctest::Approx(0.5).epsilon(1e-9));
+        doctest::Approx(0.5).epsilon(1e-9).scale(0));
   CHECK((off.backward_input_compute_seconds - native.backward_input_compute_seconds) /
             (off.backward_input_compute_seconds - te.backward_input_compute_seconds) ==
-        doctest::Approx(0.4).epsilon(1e-9));
+        doctest::Approx(0.4).epsilon(1e-9).scale(0));
   // Only Megatron-Core has the switch.
   for (const Framework framework :
        {Framework::kFsdp, Framework::kDeepSpeed, Framework::kMeshplan}) {
@@ -282,7 +282,7 @@ TEST_CASE("optimizer step under fsdp: clipping plus each Adam implementation, by
       optimizer_step_seconds(h100, 1000000000, 2, 0, OptimizerPasses::kFsdp, fused, 8);
   const double foreach_s =
       optimizer_step_seconds(h100, 1000000000, 2, 0, OptimizerPasses::kFsdp, foreach_options, 8);
-  CHECK(foreach_s / fused_s == doctest::Approx(92.0 / 40.0));
+  CHECK(foreach_s / fused_s == doctest::Approx(92.0 / 40.0).scale(0));
 }
 
 TEST_CASE("optimizer implementation: parsed by name, unfused only under fsdp, decay off unfused") {
@@ -323,17 +323,17 @@ TEST_CASE("embedding_bytes: lookup, position add, dropout; the dense table gradi
   // no copy at micro-batch 1, dropout read + write + mask (5 T h): 19 T h = 89,653,248.
   PlanOptions megatron;
   const PassBytes bytes = embedding_bytes(model, h100, layout, megatron);
-  CHECK(bytes.forward == doctest::Approx(19.0 * kTokensTimesHidden).epsilon(kRounding));
+  CHECK(bytes.forward == doctest::Approx(19.0 * kTokensTimesHidden).epsilon(kRounding).scale(0));
   CHECK(19.0 * kTokensTimesHidden == 89653248.0);
   // Backward: the two lookups' gradients (2 x 4 T h), dropout (5 T h): 61,341,696; the dense
   // gradient of (51,200 + 2,048) x 2304 rows zeroed in bf16: 245,366,784; Megatron adds it
   // into the fp32 main_grad (read 2, read 4, write 4): 1,226,833,920. Total 1,533,542,400.
-  CHECK(bytes.backward == doctest::Approx(1533542400.0).epsilon(kRounding));
+  CHECK(bytes.backward == doctest::Approx(1533542400.0).epsilon(kRounding).scale(0));
   // FSDP (torchtitan) has no main_grad accumulation: 61,341,696 + 245,366,784.
   PlanOptions fsdp;
   fsdp.framework = Framework::kFsdp;
   CHECK(embedding_bytes(model, h100, layout, fsdp).backward ==
-        doctest::Approx(306708480.0).epsilon(kRounding));
+        doctest::Approx(306708480.0).epsilon(kRounding).scale(0));
 }
 
 TEST_CASE("chunk_cost: the last stage's head and loss against the first stage's embedding") {
@@ -508,7 +508,7 @@ TEST_CASE("fsdp passes: 24 GPT layers of 12 h^2 + 13 h parameters at ZeRO-3, per
   const ChunkCost none = chunk_cost(model, h100, zero2, fsdp1, 0, 0);
   const ChunkCost v1 = chunk_cost(model, h100, zero3, fsdp1, 0, 0);
   const ChunkCost v2 = chunk_cost(model, h100, zero3, fsdp2, 0, 0);
-  CHECK(v1.forward_compute_seconds == doctest::Approx(none.forward_compute_seconds));
+  CHECK(v1.forward_compute_seconds == doctest::Approx(none.forward_compute_seconds).scale(0));
   CHECK(v1.backward_input_compute_seconds - none.backward_input_compute_seconds ==
         doctest::Approx(18354511872.0 / kH100Bandwidth).epsilon(1e-9).scale(0));
   CHECK(v2.forward_compute_seconds - v1.forward_compute_seconds ==
@@ -555,25 +555,25 @@ TEST_CASE("parallel block: one tp reduction of the summed branches forward, two 
   };
   Layout layout = test::make_layout(2, 1, 1, 2, 16);
   std::pair<double, double> one = per_layer(layout, four);
-  CHECK(one.first == doctest::Approx(seconds(CollectiveKind::kAllReduce)));
-  CHECK(one.second == doctest::Approx(2 * seconds(CollectiveKind::kAllReduce)));
+  CHECK(one.first == doctest::Approx(seconds(CollectiveKind::kAllReduce)).scale(0));
+  CHECK(one.second == doctest::Approx(2 * seconds(CollectiveKind::kAllReduce)).scale(0));
   // The sequential block: two each way.
   models::TransformerConfig sequential = four;
   sequential.parallel_residual = false;
   CHECK(per_layer(layout, sequential).first ==
-        doctest::Approx(2 * seconds(CollectiveKind::kAllReduce)));
+        doctest::Approx(2 * seconds(CollectiveKind::kAllReduce)).scale(0));
   // Sequence parallel: forward the two normed inputs' all-gathers and one reduce-scatter;
   // backward one all-gather of the output gradient and the two inputs' reduce-scatters.
   layout.sequence_parallel = true;
   one = per_layer(layout, four);
   const double gather = seconds(CollectiveKind::kAllGather);
   const double reduce = seconds(CollectiveKind::kReduceScatter);
-  CHECK(one.first == doctest::Approx(2 * gather + reduce));
-  CHECK(one.second == doctest::Approx(gather + 2 * reduce));
+  CHECK(one.first == doctest::Approx(2 * gather + reduce).scale(0));
+  CHECK(one.second == doctest::Approx(gather + 2 * reduce).scale(0));
   // Full recompute runs the forward's collectives again in the backward.
   layout.recompute = Recompute::kFull;
   one = per_layer(layout, four);
-  CHECK(one.second == doctest::Approx(3 * gather + 3 * reduce));
+  CHECK(one.second == doctest::Approx(3 * gather + 3 * reduce).scale(0));
 }
 
 TEST_CASE(
@@ -605,7 +605,7 @@ TEST_CASE(
     // The embedding's and LM head's tp collectives (this one stage has both) are not layers'.
     CHECK(fsdp.forward_tp_comm_seconds == megatron.forward_tp_comm_seconds);
     CHECK(fsdp.backward_tp_comm_seconds - megatron.backward_tp_comm_seconds ==
-          doctest::Approx(32.0 * unfused * reduce).epsilon(1e-9));
+          doctest::Approx(32.0 * unfused * reduce).epsilon(1e-9).scale(0));
   }
   layout.sequence_parallel = false;
   PlanOptions fsdp_plain;
@@ -634,26 +634,26 @@ TEST_CASE("gradient accumulation: each framework's passes per parameter and micr
   CHECK(bytes(Framework::kMeshplan, 1, 2, 8, 32) == 0.0);
   // DeepSpeed ZeRO 1 and ZeRO 0 without a pipeline: autograd's in-place add, 3 e, after the
   // first micro-batch: 6 x 31/32 = 5.8125; none with one micro-batch.
-  CHECK(bytes(Framework::kDeepSpeed, 1, 4, 12, 32) == doctest::Approx(5.8125).epsilon(kRounding));
-  CHECK(bytes(Framework::kDeepSpeed, 0, 1, 8, 32) == doctest::Approx(5.8125).epsilon(kRounding));
+  CHECK(bytes(Framework::kDeepSpeed, 1, 4, 12, 32) == doctest::Approx(5.8125).epsilon(kRounding).scale(0));
+  CHECK(bytes(Framework::kDeepSpeed, 0, 1, 8, 32) == doctest::Approx(5.8125).epsilon(kRounding).scale(0));
   CHECK(bytes(Framework::kDeepSpeed, 1, 4, 12, 1) == 0.0);
   // ZeRO 0 under the pipeline engine (BF16_Optimizer): 3 e every micro-batch.
-  CHECK(bytes(Framework::kDeepSpeed, 0, 2, 8, 32) == doctest::Approx(6.0).epsilon(kRounding));
-  CHECK(bytes(Framework::kDeepSpeed, 0, 2, 8, 1) == doctest::Approx(6.0).epsilon(kRounding));
+  CHECK(bytes(Framework::kDeepSpeed, 0, 2, 8, 32) == doctest::Approx(6.0).epsilon(kRounding).scale(0));
+  CHECK(bytes(Framework::kDeepSpeed, 0, 2, 8, 1) == doctest::Approx(6.0).epsilon(kRounding).scale(0));
   // ZeRO 2, dp 8, m 4: bucket copy 2 e, partition copy 2 e / 8, its add 3 e x 3/4 / 8:
   // 4 + (4 + 4.5) / 8 = 5.0625. ZeRO 3: the partition copied once a step, 4 / 4:
   // 4 + (1 + 4.5) / 8 = 4.6875.
-  CHECK(bytes(Framework::kDeepSpeed, 2, 1, 8, 4) == doctest::Approx(5.0625).epsilon(kRounding));
-  CHECK(bytes(Framework::kDeepSpeed, 3, 1, 8, 4) == doctest::Approx(4.6875).epsilon(kRounding));
+  CHECK(bytes(Framework::kDeepSpeed, 2, 1, 8, 4) == doctest::Approx(5.0625).epsilon(kRounding).scale(0));
+  CHECK(bytes(Framework::kDeepSpeed, 3, 1, 8, 4) == doctest::Approx(4.6875).epsilon(kRounding).scale(0));
   // fsdp under pp, m 8, fp32 reduce: the upcast (2 + 4) / 8 then (2 + 8) x 7/8: 9.5; with a
   // bf16 reduce autograd adds in bf16, 6 x 7/8 = 5.25.
-  CHECK(bytes(Framework::kFsdp, 3, 2, 8, 8) == doctest::Approx(9.5).epsilon(kRounding));
+  CHECK(bytes(Framework::kFsdp, 3, 2, 8, 8) == doctest::Approx(9.5).epsilon(kRounding).scale(0));
   CHECK(bytes(Framework::kFsdp, 3, 2, 8, 8, GradReduceDtype::kBf16) ==
-        doctest::Approx(5.25).epsilon(kRounding));
+        doctest::Approx(5.25).epsilon(kRounding).scale(0));
   // fsdp without pp adds the fp32 shard: 12 x 1/2 / 8 = 0.75; DDP its whole fp32 gradient:
   // 12 x 1/2 = 6.
-  CHECK(bytes(Framework::kFsdp, 3, 1, 8, 2) == doctest::Approx(0.75).epsilon(kRounding));
-  CHECK(bytes(Framework::kFsdp, 0, 1, 8, 2) == doctest::Approx(6.0).epsilon(kRounding));
+  CHECK(bytes(Framework::kFsdp, 3, 1, 8, 2) == doctest::Approx(0.75).epsilon(kRounding).scale(0));
+  CHECK(bytes(Framework::kFsdp, 0, 1, 8, 2) == doctest::Approx(6.0).epsilon(kRounding).scale(0));
   // fp32 training under pp (local-cpu, e = r = 4): autograd's add of the unsharded gradient,
   // 12 x 7/8 = 10.5.
   Layout fp32_pp = test::make_layout(1, 2, 8, 1, 64);
@@ -662,7 +662,7 @@ TEST_CASE("gradient accumulation: each framework's passes per parameter and micr
   fsdp.framework = Framework::kFsdp;
   CHECK(
       gradient_accumulation_bytes_per_parameter(models::load_cluster("local-cpu"), fp32_pp, fsdp) ==
-      doctest::Approx(10.5).epsilon(kRounding));
+      doctest::Approx(10.5).epsilon(kRounding).scale(0));
 }
 
 TEST_CASE("gradient accumulation: DeepSpeed ZeRO 1 at 32 micro-batches, both stages, by hand") {
@@ -684,7 +684,7 @@ TEST_CASE("gradient accumulation: DeepSpeed ZeRO 1 at 32 micro-batches, both sta
     const ChunkCost at_one = chunk_cost(model, h100, one, deepspeed, stage, 0);
     const ChunkCost at_many = chunk_cost(model, h100, many, deepspeed, stage, 0);
     CHECK(at_many.backward_weight_compute_seconds - at_one.backward_weight_compute_seconds ==
-          doctest::Approx(expected[stage] / kH100Bandwidth).epsilon(1e-9));
+          doctest::Approx(expected[stage] / kH100Bandwidth).epsilon(1e-9).scale(0));
     CHECK(at_many.backward_input_compute_seconds == at_one.backward_input_compute_seconds);
     CHECK(at_many.forward_compute_seconds == at_one.forward_compute_seconds);
   }

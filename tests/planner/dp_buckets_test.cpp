@@ -300,7 +300,7 @@ TEST_CASE("dp_buckets: DeepSpeed ZeRO 3 on Llama 3 70B over 512 A100: calls, byt
   const double latency = (512.0 - 64.0) * cluster.intra_node_latency_seconds +
                          63.0 * cluster.inter_node_latency_seconds;
   CHECK(total_seconds(deepspeed.chunk_param) - total_seconds(megatron.chunk_param) ==
-        doctest::Approx(240.0 * latency).epsilon(1e-6));
+        doctest::Approx(240.0 * latency).epsilon(1e-6).scale(0));
   // Its gradients: the same padded bf16 buffer in 5e8-element buckets, whole dp blocks
   // (floor(1e9 / 1,024) = 976,562 blocks = 999,999,488 bytes), the last holding the rest.
   const int64_t bucket = 999'999'488;
@@ -390,7 +390,7 @@ TEST_CASE("dp_buckets: DeepSpeed ZeRO 3 gathers before the backward what its coo
   const int64_t backward_bytes = total_bytes(recompute.chunk_param_backward);
   // (3 + 1 + 4) x 2 + 4 = 20 of the forward's 12 twelfths.
   CHECK(static_cast<double>(backward_bytes) / static_cast<double>(forward_bytes) ==
-        doctest::Approx(20.0 / 12.0).epsilon(1e-4));
+        doctest::Approx(20.0 / 12.0).epsilon(1e-4).scale(0));
   // The estimate's collective inventory names the two lists apart.
   const PlanEstimate estimate = estimate_plan(gpt3, cluster, layout, options);
   const CollectiveTraffic* before_forward = test::find_traffic(
@@ -523,7 +523,7 @@ TEST_CASE("dp_buckets: hybrid sharding shards over the shard group, all-reduces 
       const double replicas =
           collective_seconds(cluster, CollectiveKind::kAllReduce, reduce.replicate_bytes, 2, 3);
       CHECK(reduce.replicate_seconds == replicas);
-      CHECK(reduce.seconds == doctest::Approx(scatter + replicas).epsilon(1e-15));
+      CHECK(reduce.seconds == doctest::Approx(scatter + replicas).epsilon(1e-15).scale(0));
     }
   }
   // The inventory lists the all-reduces apart: 2 replicas, a third of the reduce-scattered
@@ -572,7 +572,7 @@ TEST_CASE("dp_buckets: Megatron's distributed optimizer instances, shard group t
   CHECK(reduce.seconds ==
         doctest::Approx(collective_seconds(cluster, CollectiveKind::kReduceScatter, 870'660, 3, 1) +
                         collective_seconds(cluster, CollectiveKind::kAllReduce, 290'220, 2, 3))
-            .epsilon(1e-15));
+            .epsilon(1e-15).scale(0));
   REQUIRE(instances.step_param.size() == 1);
   CHECK(instances.step_param[0].group == CommGroup::kDpShard);
   CHECK(instances.step_param[0].bytes == 435'330);
@@ -727,7 +727,7 @@ TEST_CASE("dp_buckets: per-step volumes and calls equal the collective inventory
                  total_seconds(b.chunk_root_param));
         // 1e-12 relative: the same doubles summed in another order.
         CHECK(estimate.stages[static_cast<size_t>(stage)].dp_grad_sync_seconds ==
-              doctest::Approx(seconds).epsilon(1e-12));
+              doctest::Approx(seconds).epsilon(1e-12).scale(0));
       }
       CHECK(from_buckets == inventory);
       CHECK(calls_from_buckets == inventory_calls);

@@ -25,10 +25,10 @@ TEST_CASE("model FLOPs, GPT-3 175B, B 1536: 72 B s l h^2 (1 + s/(6h)) + 6 B s h 
   const models::TransformerConfig model = models::load_model("gpt3-175b");
   const double expected = 3'385'978'038'062'678'016.0;
   CHECK(model_flops_per_step(model, 1536) ==
-        doctest::Approx(expected).epsilon(kFlopsRoundingTolerance));
+        doctest::Approx(expected).epsilon(kFlopsRoundingTolerance).scale(0));
   // Linear in the batch: half the batch, half the FLOPs.
   CHECK(model_flops_per_step(model, 768) ==
-        doctest::Approx(expected / 2).epsilon(kFlopsRoundingTolerance));
+        doctest::Approx(expected / 2).epsilon(kFlopsRoundingTolerance).scale(0));
 }
 
 TEST_CASE("model FLOPs, Llama-3 8B (GQA, SwiGLU): PaLM's 6N + 12 L H Q T per token") {
@@ -42,7 +42,7 @@ TEST_CASE("model FLOPs, Llama-3 8B (GQA, SwiGLU): PaLM's 6N + 12 L H Q T per tok
   // Per token 57,912,852,480; one sequence of 8192 tokens: 474,422,087,516,160.
   const models::TransformerConfig model = models::load_model("llama3-8b");
   CHECK(model_flops_per_step(model, 1) ==
-        doctest::Approx(474'422'087'516'160.0).epsilon(kFlopsRoundingTolerance));
+        doctest::Approx(474'422'087'516'160.0).epsilon(kFlopsRoundingTolerance).scale(0));
 }
 
 struct Flops {
@@ -67,17 +67,17 @@ constexpr double kModelFlops7b = 1'584'946'011'439'104.0;
 
 TEST_CASE("hardware FLOPs: no recompute equals model FLOPs") {
   const Flops flops = estimate_flops(Recompute::kNone);
-  CHECK(flops.model == doctest::Approx(kModelFlops7b).epsilon(kFlopsRoundingTolerance));
-  CHECK(flops.hardware == doctest::Approx(kModelFlops7b).epsilon(kFlopsRoundingTolerance));
+  CHECK(flops.model == doctest::Approx(kModelFlops7b).epsilon(kFlopsRoundingTolerance).scale(0));
+  CHECK(flops.hardware == doctest::Approx(kModelFlops7b).epsilon(kFlopsRoundingTolerance).scale(0));
 }
 
 TEST_CASE("hardware FLOPs: full recompute is Narayanan et al. 2021 eq. 3") {
   // 96 B s l h^2 (1 + s/(6h) + V/(16 l h)): one more forward of every layer (the LM head is not
   // recomputed) = 2,099,517,453,238,272.
   const Flops flops = estimate_flops(Recompute::kFull);
-  CHECK(flops.model == doctest::Approx(kModelFlops7b).epsilon(kFlopsRoundingTolerance));
+  CHECK(flops.model == doctest::Approx(kModelFlops7b).epsilon(kFlopsRoundingTolerance).scale(0));
   CHECK(flops.hardware ==
-        doctest::Approx(2'099'517'453'238'272.0).epsilon(kFlopsRoundingTolerance));
+        doctest::Approx(2'099'517'453'238'272.0).epsilon(kFlopsRoundingTolerance).scale(0));
 }
 
 TEST_CASE("hardware FLOPs: selective recompute re-runs the attention core") {
@@ -86,7 +86,7 @@ TEST_CASE("hardware FLOPs: selective recompute re-runs the attention core") {
   // 1,624,528,430,039,040.
   const Flops flops = estimate_flops(Recompute::kSelective);
   CHECK(flops.hardware ==
-        doctest::Approx(1'624'528'430'039'040.0).epsilon(kFlopsRoundingTolerance));
+        doctest::Approx(1'624'528'430'039'040.0).epsilon(kFlopsRoundingTolerance).scale(0));
 }
 
 // torchtitan's op-level selective recompute (--framework fsdp, recompute selective) on Llama-3 8B
@@ -110,9 +110,9 @@ TEST_CASE("hardware FLOPs: selective-op is torchtitan's op policy, every second 
   const PlanEstimate e = op_sac_estimate(Framework::kFsdp, Recompute::kSelectiveOp);
   REQUIRE(e.rejection_code != "sizes");
   CHECK(e.model_flops_per_step ==
-        doctest::Approx(8 * 474'422'087'516'160.0).epsilon(kFlopsRoundingTolerance));
+        doctest::Approx(8 * 474'422'087'516'160.0).epsilon(kFlopsRoundingTolerance).scale(0));
   CHECK(e.hardware_flops_per_step ==
-        doctest::Approx(4'129'628'234'973'184.0).epsilon(kFlopsRoundingTolerance));
+        doctest::Approx(4'129'628'234'973'184.0).epsilon(kFlopsRoundingTolerance).scale(0));
 }
 
 TEST_CASE("time: selective-op re-runs wk, wo, w3 and the element-wise work in the backward") {
@@ -147,10 +147,10 @@ TEST_CASE("time: selective-op re-runs wk, wo, w3 and the element-wise work in th
   CHECK(added ==
         doctest::Approx(32 *
                         (recompute + (eager_backward - 2.0 * fused + copies_backward) / bandwidth))
-            .epsilon(1e-12));
+            .epsilon(1e-12).scale(0));
   CHECK(fsdp.stages[0].chunks[0].forward_seconds() -
             megatron.stages[0].chunks[0].forward_seconds() ==
-        doctest::Approx(32 * (eager_forward - fused + copies_forward) / bandwidth).epsilon(1e-9));
+        doctest::Approx(32 * (eager_forward - fused + copies_forward) / bandwidth).epsilon(1e-9).scale(0));
 }
 
 TEST_CASE("inventory: FSDP selective re-gathers the sequence-parallel forward inputs") {
@@ -207,7 +207,7 @@ TEST_CASE("hardware FLOPs: selective-op under tp re-runs each rank's share of wk
   const PlanEstimate op = estimate_plan(model, cluster, layout, options);
   REQUIRE(op.rejection_code.empty());
   CHECK(op.hardware_flops_per_step - none.hardware_flops_per_step ==
-        doctest::Approx(8 * 41'781'441'855'488.0).epsilon(kFlopsRoundingTolerance));
+        doctest::Approx(8 * 41'781'441'855'488.0).epsilon(kFlopsRoundingTolerance).scale(0));
 }
 
 TEST_CASE("hardware FLOPs: fsdp full recompute stops before w2 (non-reentrant early stop)") {
@@ -220,7 +220,7 @@ TEST_CASE("hardware FLOPs: fsdp full recompute stops before w2 (non-reentrant ea
   REQUIRE(megatron.rejection_code.empty());
   REQUIRE(fsdp.rejection_code.empty());
   CHECK(megatron.hardware_flops_per_step - fsdp.hardware_flops_per_step ==
-        doctest::Approx(8 * 30'786'325'577'728.0).epsilon(kFlopsRoundingTolerance));
+        doctest::Approx(8 * 30'786'325'577'728.0).epsilon(kFlopsRoundingTolerance).scale(0));
 }
 
 TEST_CASE("time: fsdp full recompute skips w2's GEMM unless dropout's mask is saved after it") {
@@ -249,7 +249,7 @@ TEST_CASE("time: fsdp full recompute skips w2's GEMM unless dropout's mask is sa
   };
   CHECK(
       recompute_seconds(true) - recompute_seconds(false) ==
-      doctest::Approx(32 * (gemm_seconds(cluster, T, h, f) + 2 * T * h / bandwidth)).epsilon(1e-9));
+      doctest::Approx(32 * (gemm_seconds(cluster, T, h, f) + 2 * T * h / bandwidth)).epsilon(1e-9).scale(0));
 }
 
 TEST_CASE("inventory: fsdp full recompute does not re-run the MLP's reduce-scatter") {
@@ -311,14 +311,14 @@ TEST_CASE("MFU, HFU, model TFLOP/s per GPU and tokens/s from the step time") {
   REQUIRE(e.step_time_s > 0);
   const double gpus = 8;  // tp 2 * pp 2 * dp 2
   CHECK(e.mfu == doctest::Approx(kModelFlops7b / (e.step_time_s * gpus * 312e12))
-                     .epsilon(kFlopsRoundingTolerance));
+                     .epsilon(kFlopsRoundingTolerance).scale(0));
   CHECK(e.hfu == doctest::Approx(2'099'517'453'238'272.0 / (e.step_time_s * gpus * 312e12))
-                     .epsilon(kFlopsRoundingTolerance));
+                     .epsilon(kFlopsRoundingTolerance).scale(0));
   CHECK(e.model_tflops_per_gpu == doctest::Approx(kModelFlops7b / (e.step_time_s * gpus) / 1e12)
-                                      .epsilon(kFlopsRoundingTolerance));
+                                      .epsilon(kFlopsRoundingTolerance).scale(0));
   CHECK(
       e.tokens_per_s ==
-      doctest::Approx(16.0 * 2048.0 / e.step_time_s).epsilon(kFlopsRoundingTolerance));  // B s / t
+      doctest::Approx(16.0 * 2048.0 / e.step_time_s).epsilon(kFlopsRoundingTolerance).scale(0));  // B s / t
 }
 
 }  // namespace

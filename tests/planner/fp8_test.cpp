@@ -53,11 +53,11 @@ double dgx_h100_gemm_slowdown(double T, double n, double k) {
 void check_linear_savings(const ChunkCost& bf16, const ChunkCost& fp8, double saved_per_layer,
                           double cast_forward, double cast_backward) {
   CHECK(bf16.forward_compute_seconds - fp8.forward_compute_seconds ==
-        doctest::Approx(32.0 * (saved_per_layer - cast_forward)).epsilon(kFp8RoundingTolerance));
+        doctest::Approx(32.0 * (saved_per_layer - cast_forward)).epsilon(kFp8RoundingTolerance).scale(0));
   CHECK(bf16.backward_input_compute_seconds - fp8.backward_input_compute_seconds ==
-        doctest::Approx(32.0 * (saved_per_layer - cast_backward)).epsilon(kFp8RoundingTolerance));
+        doctest::Approx(32.0 * (saved_per_layer - cast_backward)).epsilon(kFp8RoundingTolerance).scale(0));
   CHECK(bf16.backward_weight_compute_seconds - fp8.backward_weight_compute_seconds ==
-        doctest::Approx(32.0 * saved_per_layer).epsilon(kFp8RoundingTolerance));
+        doctest::Approx(32.0 * saved_per_layer).epsilon(kFp8RoundingTolerance).scale(0));
 }
 
 TEST_CASE("H100 and H200 presets: FP8 dense peak 1,978.9 TFLOP/s (H100 whitepaper); A100 none") {
@@ -74,7 +74,7 @@ TEST_CASE("fp8: the closed-form GEMM curve's inputs are dgx-h100's and the code'
   CHECK(models::load_cluster("dgx-h100").efficiency.gemm_half_efficiency_dim ==
         kDgxH100GemmHalfEfficiencyDim);
   CHECK(gemm_inverse_size(1000.0, 4000.0, 2000.0) ==
-        doctest::Approx(1.0 / 2000.0 + kGemmOuterDimensionWeight * (1.0 / 1000.0 + 1.0 / 4000.0)));
+        doctest::Approx(1.0 / 2000.0 + kGemmOuterDimensionWeight * (1.0 / 1000.0 + 1.0 / 4000.0)).scale(0));
 }
 
 TEST_CASE("fp8: the linear GEMMs run at the FP8 peak, plus Transformer Engine's casts") {
@@ -140,9 +140,9 @@ TEST_CASE("fp8: TE's casts under sequence parallelism and tp") {
   const double backward_saving =
       b.backward_input_compute_seconds - f.backward_input_compute_seconds;
   CHECK(forward_saving - backward_saving ==
-        doctest::Approx(32.0 * (cast_backward - cast_forward)).epsilon(1e-6));
+        doctest::Approx(32.0 * (cast_backward - cast_forward)).epsilon(1e-6).scale(0));
   CHECK(b.backward_weight_compute_seconds - f.backward_weight_compute_seconds ==
-        doctest::Approx(forward_saving + 32.0 * cast_forward).epsilon(1e-9));
+        doctest::Approx(forward_saving + 32.0 * cast_forward).epsilon(1e-9).scale(0));
 }
 
 TEST_CASE("fp8: TE's sequence-parallel all-gathers move FP8 bytes, reduce-scatters 16-bit") {
@@ -163,9 +163,9 @@ TEST_CASE("fp8: TE's sequence-parallel all-gathers move FP8 bytes, reduce-scatte
   const ChunkCost& b = bf16.stages[0].chunks[0];
   const ChunkCost& f = fp8.stages[0].chunks[0];
   CHECK(b.forward_tp_comm_seconds - f.forward_tp_comm_seconds ==
-        doctest::Approx(saved).epsilon(1e-9));
+        doctest::Approx(saved).epsilon(1e-9).scale(0));
   CHECK(b.backward_tp_comm_seconds - f.backward_tp_comm_seconds ==
-        doctest::Approx(saved).epsilon(1e-9));
+        doctest::Approx(saved).epsilon(1e-9).scale(0));
   // The inventory lists the same bytes: T h x 1 per all-gather, T h x 2 per reduce-scatter.
   for (const char* what : {"tp: layer forward all-gathers (QKV in, MLP in)",
                            "tp: layer backward all-gathers (output grads, input re-gather)"}) {
@@ -239,7 +239,7 @@ TEST_CASE("fp8 under fsdp: torchao leaves an MoE model's grouped experts in bf16
   };
   const int64_t width = test::tiny_moe().expert_ffn_hidden_size;
   CHECK(saving(Framework::kFsdp, 2 * width) ==
-        doctest::Approx(saving(Framework::kFsdp, width)).epsilon(1e-12));
+        doctest::Approx(saving(Framework::kFsdp, width)).epsilon(1e-12).scale(0));
   CHECK(saving(Framework::kMegatron, 2 * width) > saving(Framework::kMegatron, width));
 }
 
@@ -260,7 +260,7 @@ TEST_CASE("fp8 under fsdp: the 0.836 ratio reproduces torchao's README speed-up 
   const double bf16_seconds = gemms(GemmPrecision::kBf16, 1.0);
   const double casts = (5 * M * K + 7 * K * N + 5 * M * N) / (2.4e12 * 0.8);
   const double fp8_seconds = gemms(GemmPrecision::kFp8, kTorchaoFp8GemmEfficiencyRatio) + casts;
-  CHECK(bf16_seconds / fp8_seconds == doctest::Approx(1.39).epsilon(0.005 / 1.39));
+  CHECK(bf16_seconds / fp8_seconds == doctest::Approx(1.39).epsilon(0.005 / 1.39).scale(0));
 }
 
 TEST_CASE("fp8: Transformer Engine's weight caches and amax history in memory") {

@@ -60,7 +60,8 @@ TEST_CASE("tiny-moe: model FLOPs count k of E experts and the router") {
   // 100,352. MoE layer: 32,768 + experts 2 * 64 * (2 * 96) * 3 = 73,728 + router 2 * 64 * 4 =
   // 512: 107,008. LM head 2 * 64 * 256 = 32,768. Step: 3 (forward + backward) per token:
   // 3 * (100,352 + 3 * 107,008 + 32,768) = 1,362,432; 32 tokens a sequence.
-  CHECK(model_flops_per_step(tiny_moe(), 1) == doctest::Approx(1'362'432.0 * 32).epsilon(1e-12));
+  CHECK(model_flops_per_step(tiny_moe(), 1) ==
+        doctest::Approx(1'362'432.0 * 32).epsilon(1e-12).scale(0));
 }
 
 TEST_CASE("DeepSeek-V3: MLA and MoE forward FLOPs per token, by weight") {
@@ -98,16 +99,10 @@ TEST_CASE("tiny-moe: dispatch and combine all-to-alls in the inventory, on the e
   CHECK(backward->calls_per_step == 12);
   // Two ranks in one node: (n - 1)/n of 16,384 bytes at 5e9 B/s x 0.5 efficiency, plus one
   // 1 us step: 8,192 / 2.5e9 + 1e-6 = 4.2768e-6 s.
-  CHECK(forward->seconds_per_call == doctest::Approx(4.2768e-6).epsilon(1e-9));
+  CHECK(forward->seconds_per_call == doctest::Approx(4.2768e-6).epsilon(1e-9).scale(0));
   // dp / ep = 1: no expert gradient reduction.
   CHECK(test::find_traffic(estimate.collectives, "expert_dp: expert gradient all-reduce") ==
         nullptr);
-  // The estimate's exposed ep time is the same all-to-alls: 4 per MoE layer per micro-batch.
-  double ep_seconds = 0;
-  for (const ChunkCost& chunk : estimate.stages[0].chunks) {
-    ep_seconds += chunk.forward_ep_comm_seconds + chunk.backward_ep_comm_seconds;
-  }
-  CHECK(ep_seconds == doctest::Approx(4 * 3 * forward->seconds_per_call));
   // Megatron's dispatcher gathers every ep rank's E int64 token counts before each forward
   // dispatch: 2 ranks x 4 experts x 8 B = 64 B, once per MoE layer and micro-batch (3 x 2).
   const CollectiveTraffic* counts = test::find_traffic(
@@ -117,6 +112,17 @@ TEST_CASE("tiny-moe: dispatch and combine all-to-alls in the inventory, on the e
   CHECK(counts->group == CommGroup::kEp);
   CHECK(counts->message_bytes == 64);
   CHECK(counts->calls_per_step == 6);
+  // The estimate's exposed ep time is those calls: per MoE layer and micro-batch the 4
+  // all-to-alls and the token-count gather. (Checked with an absolute tolerance of 1e-5 s before
+  // 2026-11-25, this read the all-to-alls alone, 6% short of the estimate's own count.)
+  double ep_seconds = 0;
+  for (const ChunkCost& chunk : estimate.stages[0].chunks) {
+    ep_seconds += chunk.forward_ep_comm_seconds + chunk.backward_ep_comm_seconds;
+  }
+  CHECK(ep_seconds * 2 ==
+        doctest::Approx(forward->seconds_per_call * 12 + backward->seconds_per_call * 12 +
+                        counts->seconds_per_call * 6)
+            .scale(0));
 }
 
 TEST_CASE("tiny-moe: the load-balancing loss all-reduces token counts over cp when it is on") {
@@ -194,17 +200,19 @@ TEST_CASE("an all-to-all over nodes: NVLink and NIC shares at once, or the NICs 
       cluster.inter_node_bytes_per_second_per_gpu * cluster.efficiency.collective_efficiency;
   // 8 ranks in one node: 7/8 of the buffer over NVLink, 7 latency steps.
   CHECK(collective_seconds(cluster, CollectiveKind::kAllToAll, 1 << 20, 8, 1) ==
-        doctest::Approx(7.0 / 8.0 * bytes / nvlink + 7 * cluster.intra_node_latency_seconds));
+        doctest::Approx(7.0 / 8.0 * bytes / nvlink + 7 * cluster.intra_node_latency_seconds)
+            .scale(0));
   // 16 ranks filling two nodes: 7/16 of each buffer to the node's other members over NVLink and
   // 8/16 through the rank's NIC, both at once; the slower share sets the pace.
   const double two_nodes =
       std::max(7.0 / 16.0 * bytes / nvlink + 7 * cluster.intra_node_latency_seconds,
                8.0 / 16.0 * bytes / nic + 8 * cluster.inter_node_latency_seconds);
   CHECK(collective_seconds(cluster, CollectiveKind::kAllToAll, 1 << 20, 16, 1) ==
-        doctest::Approx(two_nodes));
+        doctest::Approx(two_nodes).scale(0));
   // One rank per node (stride 8): all 15/16 of the buffer at the NIC rate, 15 inter-node steps.
   CHECK(collective_seconds(cluster, CollectiveKind::kAllToAll, 1 << 20, 16, 8) ==
-        doctest::Approx(15.0 / 16.0 * bytes / nic + 15 * cluster.inter_node_latency_seconds));
+        doctest::Approx(15.0 / 16.0 * bytes / nic + 15 * cluster.inter_node_latency_seconds)
+            .scale(0));
 }
 
 TEST_CASE("the search tries ep among the divisors of dp that divide the expert count") {
