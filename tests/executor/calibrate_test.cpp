@@ -48,12 +48,12 @@ TEST_CASE("calibrate's fit recovers the parameters the measurements were made wi
   const CalibrationFit fit = fit_cluster(base, "local-cpu", synthetic(0.6, 40, 3e-6, 2e9));
   const models::ComputeEfficiency& e = fit.cluster.efficiency;
   // Exact data, so only rounding separates the fit from the truth.
-  CHECK(e.gemm_peak_efficiency == doctest::Approx(0.6).epsilon(1e-9));
-  CHECK(e.gemm_half_efficiency_dim == doctest::Approx(40).epsilon(1e-9));
+  CHECK(e.gemm_peak_efficiency == doctest::Approx(0.6).epsilon(1e-9).scale(0));
+  CHECK(e.gemm_half_efficiency_dim == doctest::Approx(40).epsilon(1e-9).scale(0));
   CHECK(fit.cluster.gpu.peak_fp32_flops_per_second == kPeak);
-  CHECK(e.hbm_efficiency == doctest::Approx(0.4).epsilon(1e-12));  // 4e9 of local-cpu's 1e10
-  CHECK(fit.cluster.intra_node_latency_seconds == doctest::Approx(3e-6).epsilon(1e-6));
-  CHECK(e.collective_efficiency == doctest::Approx(0.4).epsilon(1e-9));
+  CHECK(e.hbm_efficiency == doctest::Approx(0.4).epsilon(1e-12).scale(0));  // 4e9 of local-cpu's 1e10
+  CHECK(fit.cluster.intra_node_latency_seconds == doctest::Approx(3e-6).epsilon(1e-6).scale(0));
+  CHECK(e.collective_efficiency == doctest::Approx(0.4).epsilon(1e-9).scale(0));
   CHECK(fit.gemm_rms_error_pct < 1e-6);
   CHECK(fit.collective_rms_error_pct < 1e-6);
   CHECK(fit.num_collective_points == 32);  // 8 sizes (1 KiB..16 MiB, x4) x 4 kinds, no all-to-all
@@ -64,9 +64,9 @@ TEST_CASE("calibrate raises a peak the machine exceeds instead of an efficiency 
   const models::ClusterConfig base = models::load_cluster("local-cpu");
   const CalibrationFit fit = fit_cluster(base, "local-cpu", synthetic(1.5, 40, 3e-6, 2e10));
   CHECK(fit.cluster.efficiency.gemm_peak_efficiency == 1);
-  CHECK(fit.cluster.gpu.peak_fp32_flops_per_second == doctest::Approx(1.5 * kPeak));
+  CHECK(fit.cluster.gpu.peak_fp32_flops_per_second == doctest::Approx(1.5 * kPeak).scale(0));
   CHECK(fit.cluster.efficiency.collective_efficiency == 1);
-  CHECK(fit.cluster.intra_node_bytes_per_second == doctest::Approx(2e10).epsilon(1e-9));
+  CHECK(fit.cluster.intra_node_bytes_per_second == doctest::Approx(2e10).epsilon(1e-9).scale(0));
 }
 
 TEST_CASE("calibrate refuses a bf16 (GPU) base") {

@@ -90,9 +90,9 @@ TEST_CASE("dgx-a100-80gb: A100 SXM4 80GB and DGX A100 datasheet figures") {
   // TFLOP/s, inside the 200-280 TFLOP/s cuBLAS reaches on A100; NCCL bus bandwidth at 0.75 x
   // 300 = 225 GB/s.
   CHECK(c.efficiency.gemm_peak_efficiency * c.gpu.peak_bf16_flops_per_second / 1e12 ==
-        doctest::Approx(246.48));  // exact up to the product's rounding
+        doctest::Approx(246.48).scale(0));  // exact up to the product's rounding
   CHECK(c.efficiency.collective_efficiency * c.intra_node_bytes_per_second / 1e9 ==
-        doctest::Approx(225.0));  // exact up to the product's rounding
+        doctest::Approx(225.0).scale(0));  // exact up to the product's rounding
   CHECK(c.efficiency.hbm_efficiency == 0.80);
 }
 
@@ -112,9 +112,9 @@ TEST_CASE("dgx-h100 and dgx-h200: H100/H200 SXM and DGX H100 datasheet figures")
   // TFLOP/s peak on large square GEMMs; flash attention at 0.40 x 989.4 = 396 TFLOP/s, above
   // FlashAttention-2's 335 TFLOP/s (Dao 2023) as cuDNN's fused attention is.
   CHECK(h100.efficiency.gemm_peak_efficiency * h100.gpu.peak_bf16_flops_per_second / 1e12 ==
-        doctest::Approx(643.11));  // 0.65 * 989.4
+        doctest::Approx(643.11).scale(0));  // 0.65 * 989.4
   CHECK(h100.efficiency.attention_efficiency * h100.gpu.peak_bf16_flops_per_second / 1e12 ==
-        doctest::Approx(395.76));  // 0.40 * 989.4
+        doctest::Approx(395.76).scale(0));  // 0.40 * 989.4
   // A tile's fixed prologue and epilogue weigh more against an SM with 3x A100's math rate.
   CHECK(h100.efficiency.gemm_half_efficiency_dim >
         load_cluster("dgx-a100-80gb").efficiency.gemm_half_efficiency_dim);
@@ -132,7 +132,7 @@ TEST_CASE("h800-2048: the DeepSeek-V3 report's cluster") {
   const ClusterConfig c = load_cluster("h800-2048");
   CHECK(c.gpus_per_node == 8);                                           // report Sec. 3.1
   CHECK(c.inter_node_bytes_per_second_per_gpu == 50e9);                  // Sec. 3.2.2: IB 50 GB/s
-  CHECK(c.intra_node_bytes_per_second * 0.8 == doctest::Approx(160e9));  // 160 GB/s achieved
+  CHECK(c.intra_node_bytes_per_second * 0.8 == doctest::Approx(160e9).scale(0));  // 160 GB/s achieved
   CHECK(c.gpu.peak_bf16_flops_per_second ==
         load_cluster("dgx-h100").gpu.peak_bf16_flops_per_second);
   CHECK(c.price_per_gpu_hour == 2.0);  // Sec. 1: $2 per H800 GPU-hour
@@ -147,11 +147,11 @@ TEST_CASE("grand-teton-h100: torchtitan's lower-TDP HBM2e H100, the unknown peak
   CHECK(c.inter_node_bytes_per_second_per_gpu == 400e9 / 8);
   // docs/performance.md footnote 1: peak "between SXM and NVL", value unknown -> the midpoint
   // of the NVL datasheet's 1,671 sparse / 2 = 835.5 and the SXM's 989.4 dense BF16 TFLOP/s.
-  CHECK(c.gpu.peak_bf16_flops_per_second == doctest::Approx((1671e12 / 2 + 989.4e12) / 2));
+  CHECK(c.gpu.peak_bf16_flops_per_second == doctest::Approx((1671e12 / 2 + 989.4e12) / 2).scale(0));
   CHECK(c.gpu.peak_bf16_flops_per_second > 1671e12 / 2);
   CHECK(c.gpu.peak_bf16_flops_per_second < load_cluster("dgx-h100").gpu.peak_bf16_flops_per_second);
-  CHECK(c.gpu.peak_fp32_flops_per_second == doctest::Approx((60e12 + 66.9e12) / 2));
-  CHECK(c.gpu.peak_fp8_flops_per_second == doctest::Approx((3341e12 / 2 + 3957.8e12 / 2) / 2));
+  CHECK(c.gpu.peak_fp32_flops_per_second == doctest::Approx((60e12 + 66.9e12) / 2).scale(0));
+  CHECK(c.gpu.peak_fp8_flops_per_second == doctest::Approx((3341e12 / 2 + 3957.8e12 / 2) / 2).scale(0));
   CHECK(c.gpu.hbm_bytes == 94'000'000'000);  // the smallest of torchtitan's 94, 95, 96 GB
   // The same GH100 silicon and NVLink 4 as dgx-h100: the efficiency set is not refitted.
   const ClusterConfig h100 = load_cluster("dgx-h100");

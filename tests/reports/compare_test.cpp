@@ -43,18 +43,18 @@ TEST_CASE("compare against a published Megatron-LM log (alibaba/Megatron-LLaMA i
   CHECK(run.format == "megatron-lm log");
   REQUIRE(run.step_times_s.size() == 2);
   // Iterations 20 and 21: the log does not start at iteration 0, so both count.
-  CHECK(run.step_time_s == doctest::Approx((5.2452 + 5.2406) / 2).epsilon(1e-12));  // rounding
+  CHECK(run.step_time_s == doctest::Approx((5.2452 + 5.2406) / 2).epsilon(1e-12).scale(0));  // rounding
   CHECK(run.peak_memory_bytes.empty());  // this excerpt has no memory line
   const Comparison comparison = compare_plan(plan, run);
   const planner::PlanEstimate estimate =
       planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
   REQUIRE(comparison.step_time_error_pct);
   CHECK(*comparison.step_time_error_pct ==
-        doctest::Approx(100 * (estimate.step_time_s - 5.2429) / 5.2429).epsilon(1e-9));
+        doctest::Approx(100 * (estimate.step_time_s - 5.2429) / 5.2429).epsilon(1e-9).scale(0));
   CHECK(!comparison.peak_memory_error_pct);
   CHECK(comparison.verdict.find(", peak memory not measured: ") != std::string::npos);
   // README "compare" quotes this figure: the prediction is 25.1% short of the run.
-  CHECK(*comparison.step_time_error_pct == doctest::Approx(-25.1).epsilon(0.01));  // 1 decimal
+  CHECK(*comparison.step_time_error_pct == doctest::Approx(-25.1).epsilon(0.01).scale(0));  // 1 decimal
 }
 
 TEST_CASE("Megatron-LM memory lines: [Rank R] report_memory, MB = 2^20 bytes, rank -> stage") {
@@ -63,7 +63,7 @@ TEST_CASE("Megatron-LM memory lines: [Rank R] report_memory, MB = 2^20 bytes, ra
   // NVIDIA/Megatron-LM PR 5662: "max allocated: 5670.39" MB = 5670.39 x 1048576 B.
   REQUIRE(run.peak_memory_bytes.size() == 1);
   CHECK(run.peak_memory_bytes.at(0) == 5945834864);  // 5670 x 2^20 + 0.39 x 2^20 = 5945834864.64
-  CHECK(run.step_time_s == doctest::Approx(0.744));
+  CHECK(run.step_time_s == doctest::Approx(0.744).scale(0));
   // Rank 6 of tp 4 x dp 2 x pp 1 is stage 0; with pp 2 and tp 4 (dp 1) it is stage 1.
   plan.layout.dp = 1;
   plan.layout.pp = 2;
@@ -87,7 +87,7 @@ TEST_CASE("Megatron-LM: the first interval from iteration 0 is warm-up") {
       " iteration 20/ 100 | elapsed time per iteration (ms): 100.0 |\n"
       " iteration 30/ 100 | elapsed time per iteration (ms): 110.0 |\n",
       "m.log", alibaba_plan());
-  CHECK(run.step_time_s == doctest::Approx(0.105));  // (100 + 110) / 2 ms
+  CHECK(run.step_time_s == doctest::Approx(0.105).scale(0));  // (100 + 110) / 2 ms
 }
 
 TEST_CASE("a 1 MB log line is parsed, not a stack overflow (std::regex recursed per character)") {
@@ -95,11 +95,11 @@ TEST_CASE("a 1 MB log line is parsed, not a stack overflow (std::regex recursed 
   const MeasuredRun megatron = parse_megatron_log(
       " iteration 3/ 9 | " + padding + " | elapsed time per iteration (ms): 250.0 |\n", "m.log",
       alibaba_plan());
-  CHECK(megatron.step_time_s == doctest::Approx(0.25));
+  CHECK(megatron.step_time_s == doctest::Approx(0.25).scale(0));
   const MeasuredRun titan =
       parse_torchtitan_log("step: 3  loss: " + padding + "  memory: 1.00GiB(1.00%)  tps: 16,384\n",
                            "t.log", alibaba_plan());
-  CHECK(titan.step_time_s == doctest::Approx(1.0));  // 64 x 2048 / (16384 x 8)
+  CHECK(titan.step_time_s == doctest::Approx(1.0).scale(0));  // 64 x 2048 / (16384 x 8)
 }
 
 TEST_CASE("torchtitan log: colours stripped, step time = global batch x s / (tps x GPUs)") {
@@ -110,7 +110,7 @@ TEST_CASE("torchtitan log: colours stripped, step time = global batch x s / (tps
       "42.32GiB(44.54%)  \x1b[34mtps: 1,600  \x1b[36mtflops: 65.03  \x1b[35mmfu: 6.58%\x1b[39m\n";
   const MeasuredRun run = parse_torchtitan_log(line, "t.log", plan);
   // 64 x 2048 tokens / (1600 tokens/s per GPU x 8 GPUs) = 10.24 s.
-  CHECK(run.step_time_s == doctest::Approx(10.24));
+  CHECK(run.step_time_s == doctest::Approx(10.24).scale(0));
   CHECK(run.peak_memory_bytes.at(0) == static_cast<int64_t>(42.32 * 1073741824.0));
   CHECK_THROWS_WITH_AS(parse_torchtitan_log("nothing here\n", "t.log", plan),
                        "t.log: no 'step: N loss: ... memory: X GiB ... tps: T' line (not a "
@@ -127,7 +127,7 @@ TEST_CASE("execute --json: step times after the first, memory and collectives pe
       "collectives": [{"stage": 0, "kind": "all_reduce", "group": "dp", "measured_calls": 3,
       "predicted_calls": 3, "measured_bytes": 300, "predicted_bytes": 300}]})";
   const MeasuredRun run = parse_execute_json(json, "m.json");
-  CHECK(run.step_time_s == doctest::Approx(3.0));  // (2 + 4) / 2: step 1 is warm-up
+  CHECK(run.step_time_s == doctest::Approx(3.0).scale(0));  // (2 + 4) / 2: step 1 is warm-up
   CHECK(run.steps_averaged == 2);
   CHECK(
       compare_report(Comparison{}, "p.json", "m.json", run)
@@ -145,7 +145,7 @@ TEST_CASE("execute --json: step times after the first, memory and collectives pe
 
 TEST_CASE("compare's table: names and units lines, error = (predicted - measured) / measured") {
   CompareRow row{"step time", -1, "s", 1.1, 1.0};
-  CHECK(*row.error_pct() == doctest::Approx(10.0));
+  CHECK(*row.error_pct() == doctest::Approx(10.0).scale(0));
   Comparison comparison;
   comparison.rows = {row, {"peak memory", 0, "B", 90, 100}};
   // A moved-in string: assigning a short literal trips GCC 12's -Wrestrict false positive (GCC
@@ -164,7 +164,7 @@ TEST_CASE("compare's table: names and units lines, error = (predicted - measured
                           "1.000000    +10.00\n") != std::string::npos);
   CHECK(report.table.find("\n               peak memory      0      B               90         "
                           "     100    -10.00\n") != std::string::npos);
-  CHECK(report.json["rows"][1]["error_pct"] == doctest::Approx(-10.0));
+  CHECK(report.json["rows"][1]["error_pct"] == doctest::Approx(-10.0).scale(0));
   CHECK(report.json["rows"][0]["stage"].is_null());
 }
 

@@ -20,8 +20,8 @@ TEST_CASE("attention at the first position returns that position's value") {
   std::vector<double> out(T * B * NH * HS), att(B * NH * T * T);
   attention_forward(out.data(), att.data(), qkv.data(), T, B, NH, KVH, HS);
   for (int h = 0; h < NH; h++) {  // both query heads share kv head 0: value at offset 3 * HS
-    CHECK(out[h * HS + 0] == doctest::Approx(qkv[3 * HS + 0]).epsilon(1e-12));  // rounding only
-    CHECK(out[h * HS + 1] == doctest::Approx(qkv[3 * HS + 1]).epsilon(1e-12));
+    CHECK(out[h * HS + 0] == doctest::Approx(qkv[3 * HS + 0]).epsilon(1e-12).scale(0));  // rounding only
+    CHECK(out[h * HS + 1] == doctest::Approx(qkv[3 * HS + 1]).epsilon(1e-12).scale(0));
   }
   CHECK(att[1] == 0.0);  // row 0 of head 0: nothing above the diagonal
 }
@@ -32,9 +32,9 @@ TEST_CASE("attention with equal keys averages the visible values") {
   std::vector<double> qkv = {0.5, 0, 3, 0.5, 0, 6, 0.5, 0, 9};  // rows {q, k, v}
   std::vector<double> out(T), att(T * T);
   attention_forward(out.data(), att.data(), qkv.data(), T, 1, NH, KVH, HS);
-  CHECK(out[0] == doctest::Approx(3.0).epsilon(1e-12));  // 3
-  CHECK(out[1] == doctest::Approx(4.5).epsilon(1e-12));  // (3 + 6) / 2
-  CHECK(out[2] == doctest::Approx(6.0).epsilon(1e-12));  // (3 + 6 + 9) / 3
+  CHECK(out[0] == doctest::Approx(3.0).epsilon(1e-12).scale(0));  // 3
+  CHECK(out[1] == doctest::Approx(4.5).epsilon(1e-12).scale(0));  // (3 + 6) / 2
+  CHECK(out[2] == doctest::Approx(6.0).epsilon(1e-12).scale(0));  // (3 + 6 + 9) / 3
   (void)row;
 }
 
