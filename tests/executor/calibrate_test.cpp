@@ -51,7 +51,8 @@ TEST_CASE("calibrate's fit recovers the parameters the measurements were made wi
   CHECK(e.gemm_peak_efficiency == doctest::Approx(0.6).epsilon(1e-9).scale(0));
   CHECK(e.gemm_half_efficiency_dim == doctest::Approx(40).epsilon(1e-9).scale(0));
   CHECK(fit.cluster.gpu.peak_fp32_flops_per_second == kPeak);
-  CHECK(e.hbm_efficiency == doctest::Approx(0.4).epsilon(1e-12).scale(0));  // 4e9 of local-cpu's 1e10
+  CHECK(e.hbm_efficiency ==
+        doctest::Approx(0.4).epsilon(1e-12).scale(0));  // 4e9 of local-cpu's 1e10
   CHECK(fit.cluster.intra_node_latency_seconds == doctest::Approx(3e-6).epsilon(1e-6).scale(0));
   CHECK(e.collective_efficiency == doctest::Approx(0.4).epsilon(1e-9).scale(0));
   CHECK(fit.gemm_rms_error_pct < 1e-6);

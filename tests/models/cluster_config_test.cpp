@@ -130,9 +130,10 @@ TEST_CASE("dgx-h100 and dgx-h200: H100/H200 SXM and DGX H100 datasheet figures")
 
 TEST_CASE("h800-2048: the DeepSeek-V3 report's cluster") {
   const ClusterConfig c = load_cluster("h800-2048");
-  CHECK(c.gpus_per_node == 8);                                           // report Sec. 3.1
-  CHECK(c.inter_node_bytes_per_second_per_gpu == 50e9);                  // Sec. 3.2.2: IB 50 GB/s
-  CHECK(c.intra_node_bytes_per_second * 0.8 == doctest::Approx(160e9).scale(0));  // 160 GB/s achieved
+  CHECK(c.gpus_per_node == 8);                           // report Sec. 3.1
+  CHECK(c.inter_node_bytes_per_second_per_gpu == 50e9);  // Sec. 3.2.2: IB 50 GB/s
+  CHECK(c.intra_node_bytes_per_second * 0.8 ==
+        doctest::Approx(160e9).scale(0));  // 160 GB/s achieved
   CHECK(c.gpu.peak_bf16_flops_per_second ==
         load_cluster("dgx-h100").gpu.peak_bf16_flops_per_second);
   CHECK(c.price_per_gpu_hour == 2.0);  // Sec. 1: $2 per H800 GPU-hour
@@ -151,7 +152,8 @@ TEST_CASE("grand-teton-h100: torchtitan's lower-TDP HBM2e H100, the unknown peak
   CHECK(c.gpu.peak_bf16_flops_per_second > 1671e12 / 2);
   CHECK(c.gpu.peak_bf16_flops_per_second < load_cluster("dgx-h100").gpu.peak_bf16_flops_per_second);
   CHECK(c.gpu.peak_fp32_flops_per_second == doctest::Approx((60e12 + 66.9e12) / 2).scale(0));
-  CHECK(c.gpu.peak_fp8_flops_per_second == doctest::Approx((3341e12 / 2 + 3957.8e12 / 2) / 2).scale(0));
+  CHECK(c.gpu.peak_fp8_flops_per_second ==
+        doctest::Approx((3341e12 / 2 + 3957.8e12 / 2) / 2).scale(0));
   CHECK(c.gpu.hbm_bytes == 94'000'000'000);  // the smallest of torchtitan's 94, 95, 96 GB
   // The same GH100 silicon and NVLink 4 as dgx-h100: the efficiency set is not refitted.
   const ClusterConfig h100 = load_cluster("dgx-h100");

@@ -43,7 +43,8 @@ TEST_CASE("compare against a published Megatron-LM log (alibaba/Megatron-LLaMA i
   CHECK(run.format == "megatron-lm log");
   REQUIRE(run.step_times_s.size() == 2);
   // Iterations 20 and 21: the log does not start at iteration 0, so both count.
-  CHECK(run.step_time_s == doctest::Approx((5.2452 + 5.2406) / 2).epsilon(1e-12).scale(0));  // rounding
+  CHECK(run.step_time_s ==
+        doctest::Approx((5.2452 + 5.2406) / 2).epsilon(1e-12).scale(0));  // rounding
   CHECK(run.peak_memory_bytes.empty());  // this excerpt has no memory line
   const Comparison comparison = compare_plan(plan, run);
   const planner::PlanEstimate estimate =
@@ -54,7 +55,8 @@ TEST_CASE("compare against a published Megatron-LM log (alibaba/Megatron-LLaMA i
   CHECK(!comparison.peak_memory_error_pct);
   CHECK(comparison.verdict.find(", peak memory not measured: ") != std::string::npos);
   // README "compare" quotes this figure: the prediction is 25.1% short of the run.
-  CHECK(*comparison.step_time_error_pct == doctest::Approx(-25.1).epsilon(0.01).scale(0));  // 1 decimal
+  CHECK(*comparison.step_time_error_pct ==
+        doctest::Approx(-25.1).epsilon(0.01).scale(0));  // 1 decimal
 }
 
 TEST_CASE("Megatron-LM memory lines: [Rank R] report_memory, MB = 2^20 bytes, rank -> stage") {

@@ -76,11 +76,13 @@ TEST_CASE("sweep report: each row and its record are the same point; the header 
     // cost = gpu_hours x price, gpu_hours = gpus x time / 3600 (rounding only: 1e-12).
     CHECK(p.at("cost").get<double>() == doctest::Approx(p.at("gpu_hours").get<double>() *
                                                         p.at("price_per_gpu_hour").get<double>())
-                                            .epsilon(1e-12).scale(0));
+                                            .epsilon(1e-12)
+                                            .scale(0));
     CHECK(p.at("gpu_hours").get<double>() ==
           doctest::Approx(static_cast<double>(p.at("gpus").get<int64_t>()) *
                           p.at("time_to_train_s").get<double>() / 3600)
-              .epsilon(1e-12).scale(0));
+              .epsilon(1e-12)
+              .scale(0));
     CHECK((row.size() == 17) == p.at("pareto").get<bool>());  // the '*' column
   }
   CHECK(points[0].at("feasible") == false);

@@ -130,7 +130,8 @@ TEST_CASE("MoE: the expert gradient reduction over dp*cp/ep > 1 replays as the p
     // Without overlap the reductions follow the last backward one after another: the replay
     // and the planner's closed form add the same durations.
     if (!overlap) {
-      CHECK(result.step_time_s == doctest::Approx(result.analytic_step_time_s).epsilon(1e-9).scale(0));
+      CHECK(result.step_time_s ==
+            doctest::Approx(result.analytic_step_time_s).epsilon(1e-9).scale(0));
     }
   }
 }

@@ -20,7 +20,8 @@ TEST_CASE("attention at the first position returns that position's value") {
   std::vector<double> out(T * B * NH * HS), att(B * NH * T * T);
   attention_forward(out.data(), att.data(), qkv.data(), T, B, NH, KVH, HS);
   for (int h = 0; h < NH; h++) {  // both query heads share kv head 0: value at offset 3 * HS
-    CHECK(out[h * HS + 0] == doctest::Approx(qkv[3 * HS + 0]).epsilon(1e-12).scale(0));  // rounding only
+    CHECK(out[h * HS + 0] ==
+          doctest::Approx(qkv[3 * HS + 0]).epsilon(1e-12).scale(0));  // rounding only
     CHECK(out[h * HS + 1] == doctest::Approx(qkv[3 * HS + 1]).epsilon(1e-12).scale(0));
   }
   CHECK(att[1] == 0.0);  // row 0 of head 0: nothing above the diagonal

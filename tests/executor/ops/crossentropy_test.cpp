@@ -100,7 +100,8 @@ TEST_CASE("vocab-parallel decomposition over two shards equals the full cross-en
                           targets.data(), N, half, r * half);
     for (int n = 0; n < N; n++) {
       for (int v = 0; v < half; v++) {
-        CHECK(dz[n * half + v] == doctest::Approx(full_dz[n * V + r * half + v]).epsilon(1e-12).scale(0));
+        CHECK(dz[n * half + v] ==
+              doctest::Approx(full_dz[n * V + r * half + v]).epsilon(1e-12).scale(0));
       }
     }
   }

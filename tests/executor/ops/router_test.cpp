@@ -37,7 +37,8 @@ TEST_CASE("load-balancing loss: Switch's E / (k T^2) sum_e P_e f_e at uniform ro
   // E / (k T^2) = 2 / 16: the balanced minimum, 1 (Fedus et al. 2022, Sec. 2.2).
   const std::vector<double> scores(8, 0.5);
   const std::vector<double> f = {2, 2};
-  CHECK(load_balancing_loss(scores.data(), f.data(), 4, 2, 2.0 / 16) == doctest::Approx(1.0).scale(0));
+  CHECK(load_balancing_loss(scores.data(), f.data(), 4, 2, 2.0 / 16) ==
+        doctest::Approx(1.0).scale(0));
 }
 
 TEST_CASE("router_backward and load_balancing_backward match finite differences") {
