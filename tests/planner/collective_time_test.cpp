@@ -139,8 +139,10 @@ TEST_CASE("nccl-tests bus bandwidth: algbw * factor recovers the link's achieved
     const double factor = static_cast<double>(n - 1) / static_cast<double>(n);
     CHECK(bytes / all_reduce * 2.0 * factor ==
           doctest::Approx(50e9).epsilon(kTimeRoundingTolerance).scale(0));
-    CHECK(bytes / all_gather * factor == doctest::Approx(50e9).epsilon(kTimeRoundingTolerance).scale(0));
-    CHECK(bytes / reduce_scatter * factor == doctest::Approx(50e9).epsilon(kTimeRoundingTolerance).scale(0));
+    CHECK(bytes / all_gather * factor ==
+          doctest::Approx(50e9).epsilon(kTimeRoundingTolerance).scale(0));
+    CHECK(bytes / reduce_scatter * factor ==
+          doctest::Approx(50e9).epsilon(kTimeRoundingTolerance).scale(0));
   }
 }
 

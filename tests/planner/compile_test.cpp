@@ -42,10 +42,14 @@ TEST_CASE("compile: the loss holds 4 T V bytes compiled against eager's 14 T V")
   CHECK(static_cast<double>(eager.activations_bytes - compiled.activations_bytes) ==
         doctest::Approx(8.0 * kTokens * kVocab).epsilon(1e-9).scale(0));
   CHECK(static_cast<double>(eager.reserved_bytes - compiled.reserved_bytes) ==
-        doctest::Approx((2.0 + 8.0 * kAllocatorFragmentation) * kTokens * kVocab).epsilon(1e-6).scale(0));
+        doctest::Approx((2.0 + 8.0 * kAllocatorFragmentation) * kTokens * kVocab)
+            .epsilon(1e-6)
+            .scale(0));
   CHECK(compiled.weights_bytes == eager.weights_bytes);
   CHECK(static_cast<double>(eager.total_bytes() - compiled.total_bytes()) ==
-        doctest::Approx((10.0 + 8.0 * kAllocatorFragmentation) * kTokens * kVocab).epsilon(1e-6).scale(0));
+        doctest::Approx((10.0 + 8.0 * kAllocatorFragmentation) * kTokens * kVocab)
+            .epsilon(1e-6)
+            .scale(0));
 }
 
 TEST_CASE("compile: the loss's memory-bound bytes per logit, eager and compiled") {

@@ -27,7 +27,8 @@ TEST_CASE("gemm_seconds: the 1T model's QKV GEMM at tp 8 on A100, by hand") {
   const double m = 2048, n = 9600, k = 25600;
   const double inverse_size = 1.0 / 25600 + 0.2 * (1.0 / 2048 + 1.0 / 9600);
   const double efficiency = 0.79 / (1.0 + 384.0 * inverse_size);
-  CHECK(efficiency == doctest::Approx(0.7449316).epsilon(1e-6).scale(0));  // the hand figure, 7 digits
+  CHECK(efficiency ==
+        doctest::Approx(0.7449316).epsilon(1e-6).scale(0));  // the hand figure, 7 digits
   CHECK(gemm_inverse_size(m, n, k) == doctest::Approx(inverse_size).epsilon(kRounding).scale(0));
   CHECK(gemm_seconds(a100, m, n, k) ==
         doctest::Approx(2.0 * m * n * k / (312e12 * efficiency)).epsilon(kRounding).scale(0));
@@ -58,7 +59,8 @@ TEST_CASE("gemm_seconds: a cube of side x runs at e_max x / (x + 1.4 x_half)") {
   const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
   const double x = 8192;
   const double efficiency = 0.65 * x / (x + 1.4 * 1024.0);
-  CHECK(efficiency == doctest::Approx(0.553191).epsilon(1e-5).scale(0));  // the hand figure, 6 digits
+  CHECK(efficiency ==
+        doctest::Approx(0.553191).epsilon(1e-5).scale(0));  // the hand figure, 6 digits
   CHECK(gemm_seconds(h100, x, x, x) ==
         doctest::Approx(2.0 * x * x * x / (989.4e12 * efficiency)).epsilon(kRounding).scale(0));
 }
@@ -76,7 +78,8 @@ TEST_CASE("flash attention: the causal half of the square, its backward 2.5 x th
   const double causal_flops = 137438953472.0;
   CHECK(attention_forward_seconds(model, h100, layout, flash) ==
         doctest::Approx(causal_flops / (989.4e12 * h100.efficiency.attention_efficiency))
-            .epsilon(kRounding).scale(0));
+            .epsilon(kRounding)
+            .scale(0));
   CHECK(attention_backward_to_forward(flash) == 2.5);
   PlanOptions unfused;
   unfused.flash_attention = false;
@@ -108,7 +111,8 @@ TEST_CASE("flash attention version 1: the causal half at half FlashAttention-2's
   const double causal_flops = 85899345920.0;
   CHECK(attention_forward_seconds(model, h100, layout, v1) ==
         doctest::Approx(causal_flops / (989.4e12 * h100.efficiency.attention_efficiency * 0.5))
-            .epsilon(kRounding).scale(0));
+            .epsilon(kRounding)
+            .scale(0));
   CHECK(attention_backward_to_forward(v1) == 2.5);
 }
 
@@ -634,17 +638,23 @@ TEST_CASE("gradient accumulation: each framework's passes per parameter and micr
   CHECK(bytes(Framework::kMeshplan, 1, 2, 8, 32) == 0.0);
   // DeepSpeed ZeRO 1 and ZeRO 0 without a pipeline: autograd's in-place add, 3 e, after the
   // first micro-batch: 6 x 31/32 = 5.8125; none with one micro-batch.
-  CHECK(bytes(Framework::kDeepSpeed, 1, 4, 12, 32) == doctest::Approx(5.8125).epsilon(kRounding).scale(0));
-  CHECK(bytes(Framework::kDeepSpeed, 0, 1, 8, 32) == doctest::Approx(5.8125).epsilon(kRounding).scale(0));
+  CHECK(bytes(Framework::kDeepSpeed, 1, 4, 12, 32) ==
+        doctest::Approx(5.8125).epsilon(kRounding).scale(0));
+  CHECK(bytes(Framework::kDeepSpeed, 0, 1, 8, 32) ==
+        doctest::Approx(5.8125).epsilon(kRounding).scale(0));
   CHECK(bytes(Framework::kDeepSpeed, 1, 4, 12, 1) == 0.0);
   // ZeRO 0 under the pipeline engine (BF16_Optimizer): 3 e every micro-batch.
-  CHECK(bytes(Framework::kDeepSpeed, 0, 2, 8, 32) == doctest::Approx(6.0).epsilon(kRounding).scale(0));
-  CHECK(bytes(Framework::kDeepSpeed, 0, 2, 8, 1) == doctest::Approx(6.0).epsilon(kRounding).scale(0));
+  CHECK(bytes(Framework::kDeepSpeed, 0, 2, 8, 32) ==
+        doctest::Approx(6.0).epsilon(kRounding).scale(0));
+  CHECK(bytes(Framework::kDeepSpeed, 0, 2, 8, 1) ==
+        doctest::Approx(6.0).epsilon(kRounding).scale(0));
   // ZeRO 2, dp 8, m 4: bucket copy 2 e, partition copy 2 e / 8, its add 3 e x 3/4 / 8:
   // 4 + (4 + 4.5) / 8 = 5.0625. ZeRO 3: the partition copied once a step, 4 / 4:
   // 4 + (1 + 4.5) / 8 = 4.6875.
-  CHECK(bytes(Framework::kDeepSpeed, 2, 1, 8, 4) == doctest::Approx(5.0625).epsilon(kRounding).scale(0));
-  CHECK(bytes(Framework::kDeepSpeed, 3, 1, 8, 4) == doctest::Approx(4.6875).epsilon(kRounding).scale(0));
+  CHECK(bytes(Framework::kDeepSpeed, 2, 1, 8, 4) ==
+        doctest::Approx(5.0625).epsilon(kRounding).scale(0));
+  CHECK(bytes(Framework::kDeepSpeed, 3, 1, 8, 4) ==
+        doctest::Approx(4.6875).epsilon(kRounding).scale(0));
   // fsdp under pp, m 8, fp32 reduce: the upcast (2 + 4) / 8 then (2 + 8) x 7/8: 9.5; with a
   // bf16 reduce autograd adds in bf16, 6 x 7/8 = 5.25.
   CHECK(bytes(Framework::kFsdp, 3, 2, 8, 8) == doctest::Approx(9.5).epsilon(kRounding).scale(0));

@@ -138,7 +138,8 @@ TEST_CASE("ring overlap: exposed = (cp - 1) max(0, one send - one step's attenti
   const CpAttentionComm comm = cp_attention_comm(model, cluster, layout, PlanOptions{});
   // Relative 1e-12: the same doubles summed in another order.
   CHECK(comm.forward_exposed_seconds == doctest::Approx(send - step).epsilon(1e-12).scale(0));
-  CHECK(comm.backward_exposed_seconds == doctest::Approx(2.0 * send - 2.5 * step).epsilon(1e-12).scale(0));
+  CHECK(comm.backward_exposed_seconds ==
+        doctest::Approx(2.0 * send - 2.5 * step).epsilon(1e-12).scale(0));
 }
 
 TEST_CASE("ring overlap: Llama 3 405B at 128K context hides the ring") {

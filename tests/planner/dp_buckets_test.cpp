@@ -572,7 +572,8 @@ TEST_CASE("dp_buckets: Megatron's distributed optimizer instances, shard group t
   CHECK(reduce.seconds ==
         doctest::Approx(collective_seconds(cluster, CollectiveKind::kReduceScatter, 870'660, 3, 1) +
                         collective_seconds(cluster, CollectiveKind::kAllReduce, 290'220, 2, 3))
-            .epsilon(1e-15).scale(0));
+            .epsilon(1e-15)
+            .scale(0));
   REQUIRE(instances.step_param.size() == 1);
   CHECK(instances.step_param[0].group == CommGroup::kDpShard);
   CHECK(instances.step_param[0].bytes == 435'330);

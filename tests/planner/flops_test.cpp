@@ -147,10 +147,13 @@ TEST_CASE("time: selective-op re-runs wk, wo, w3 and the element-wise work in th
   CHECK(added ==
         doctest::Approx(32 *
                         (recompute + (eager_backward - 2.0 * fused + copies_backward) / bandwidth))
-            .epsilon(1e-12).scale(0));
+            .epsilon(1e-12)
+            .scale(0));
   CHECK(fsdp.stages[0].chunks[0].forward_seconds() -
             megatron.stages[0].chunks[0].forward_seconds() ==
-        doctest::Approx(32 * (eager_forward - fused + copies_forward) / bandwidth).epsilon(1e-9).scale(0));
+        doctest::Approx(32 * (eager_forward - fused + copies_forward) / bandwidth)
+            .epsilon(1e-9)
+            .scale(0));
 }
 
 TEST_CASE("inventory: FSDP selective re-gathers the sequence-parallel forward inputs") {
@@ -247,9 +250,10 @@ TEST_CASE("time: fsdp full recompute skips w2's GEMM unless dropout's mask is sa
     return full.stages[0].chunks[0].backward_input_compute_seconds -
            none.stages[0].chunks[0].backward_input_compute_seconds;
   };
-  CHECK(
-      recompute_seconds(true) - recompute_seconds(false) ==
-      doctest::Approx(32 * (gemm_seconds(cluster, T, h, f) + 2 * T * h / bandwidth)).epsilon(1e-9).scale(0));
+  CHECK(recompute_seconds(true) - recompute_seconds(false) ==
+        doctest::Approx(32 * (gemm_seconds(cluster, T, h, f) + 2 * T * h / bandwidth))
+            .epsilon(1e-9)
+            .scale(0));
 }
 
 TEST_CASE("inventory: fsdp full recompute does not re-run the MLP's reduce-scatter") {
@@ -311,14 +315,17 @@ TEST_CASE("MFU, HFU, model TFLOP/s per GPU and tokens/s from the step time") {
   REQUIRE(e.step_time_s > 0);
   const double gpus = 8;  // tp 2 * pp 2 * dp 2
   CHECK(e.mfu == doctest::Approx(kModelFlops7b / (e.step_time_s * gpus * 312e12))
-                     .epsilon(kFlopsRoundingTolerance).scale(0));
+                     .epsilon(kFlopsRoundingTolerance)
+                     .scale(0));
   CHECK(e.hfu == doctest::Approx(2'099'517'453'238'272.0 / (e.step_time_s * gpus * 312e12))
-                     .epsilon(kFlopsRoundingTolerance).scale(0));
+                     .epsilon(kFlopsRoundingTolerance)
+                     .scale(0));
   CHECK(e.model_tflops_per_gpu == doctest::Approx(kModelFlops7b / (e.step_time_s * gpus) / 1e12)
-                                      .epsilon(kFlopsRoundingTolerance).scale(0));
-  CHECK(
-      e.tokens_per_s ==
-      doctest::Approx(16.0 * 2048.0 / e.step_time_s).epsilon(kFlopsRoundingTolerance).scale(0));  // B s / t
+                                      .epsilon(kFlopsRoundingTolerance)
+                                      .scale(0));
+  CHECK(e.tokens_per_s == doctest::Approx(16.0 * 2048.0 / e.step_time_s)
+                              .epsilon(kFlopsRoundingTolerance)
+                              .scale(0));  // B s / t
 }
 
 }  // namespace

@@ -53,9 +53,13 @@ double dgx_h100_gemm_slowdown(double T, double n, double k) {
 void check_linear_savings(const ChunkCost& bf16, const ChunkCost& fp8, double saved_per_layer,
                           double cast_forward, double cast_backward) {
   CHECK(bf16.forward_compute_seconds - fp8.forward_compute_seconds ==
-        doctest::Approx(32.0 * (saved_per_layer - cast_forward)).epsilon(kFp8RoundingTolerance).scale(0));
+        doctest::Approx(32.0 * (saved_per_layer - cast_forward))
+            .epsilon(kFp8RoundingTolerance)
+            .scale(0));
   CHECK(bf16.backward_input_compute_seconds - fp8.backward_input_compute_seconds ==
-        doctest::Approx(32.0 * (saved_per_layer - cast_backward)).epsilon(kFp8RoundingTolerance).scale(0));
+        doctest::Approx(32.0 * (saved_per_layer - cast_backward))
+            .epsilon(kFp8RoundingTolerance)
+            .scale(0));
   CHECK(bf16.backward_weight_compute_seconds - fp8.backward_weight_compute_seconds ==
         doctest::Approx(32.0 * saved_per_layer).epsilon(kFp8RoundingTolerance).scale(0));
 }
@@ -74,7 +78,8 @@ TEST_CASE("fp8: the closed-form GEMM curve's inputs are dgx-h100's and the code'
   CHECK(models::load_cluster("dgx-h100").efficiency.gemm_half_efficiency_dim ==
         kDgxH100GemmHalfEfficiencyDim);
   CHECK(gemm_inverse_size(1000.0, 4000.0, 2000.0) ==
-        doctest::Approx(1.0 / 2000.0 + kGemmOuterDimensionWeight * (1.0 / 1000.0 + 1.0 / 4000.0)).scale(0));
+        doctest::Approx(1.0 / 2000.0 + kGemmOuterDimensionWeight * (1.0 / 1000.0 + 1.0 / 4000.0))
+            .scale(0));
 }
 
 TEST_CASE("fp8: the linear GEMMs run at the FP8 peak, plus Transformer Engine's casts") {

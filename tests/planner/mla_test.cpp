@@ -143,8 +143,10 @@ TEST_CASE("tiny-mla tp 2: the step time costs the collectives the inventory list
   // MLP keeps its pair (costed as one all-reduce of the same volume).
   layout.sequence_parallel = true;
   one = per_layer(layout);
-  CHECK(one.first == doctest::Approx(latents(kAG) + seconds(kRS, 16'384) + seconds(kAR, 16'384)).scale(0));
-  CHECK(one.second == doctest::Approx(seconds(kAG, 16'384) + latents(kRS) + seconds(kAR, 16'384)).scale(0));
+  CHECK(one.first ==
+        doctest::Approx(latents(kAG) + seconds(kRS, 16'384) + seconds(kAR, 16'384)).scale(0));
+  CHECK(one.second ==
+        doctest::Approx(seconds(kAG, 16'384) + latents(kRS) + seconds(kAR, 16'384)).scale(0));
 }
 
 }  // namespace meshplan::planner

@@ -107,10 +107,12 @@ TEST_CASE("recompute_layers: the recompute's time scales with the layers recompu
   CHECK(block.backward_input_compute_seconds - none.backward_input_compute_seconds ==
         doctest::Approx(0.25 *
                         (full.backward_input_compute_seconds - none.backward_input_compute_seconds))
-            .epsilon(1e-12).scale(0));
+            .epsilon(1e-12)
+            .scale(0));
   CHECK(block.backward_tp_comm_seconds - none.backward_tp_comm_seconds ==
         doctest::Approx(0.25 * (full.backward_tp_comm_seconds - none.backward_tp_comm_seconds))
-            .epsilon(1e-12).scale(0));
+            .epsilon(1e-12)
+            .scale(0));
   CHECK(block.forward_compute_seconds == full.forward_compute_seconds);
   CHECK(block.backward_weight_compute_seconds == full.backward_weight_compute_seconds);
 }
@@ -191,7 +193,8 @@ TEST_CASE("recompute_layers: context parallelism re-runs the recomputed layers' 
   CHECK(
       block.backward_cp_comm_seconds - none.backward_cp_comm_seconds ==
       doctest::Approx(5.0 / 32.0 * (full.backward_cp_comm_seconds - none.backward_cp_comm_seconds))
-          .epsilon(1e-12).scale(0));
+          .epsilon(1e-12)
+          .scale(0));
 }
 
 TEST_CASE("recompute_layers: latent attention's tp gathers, recomputed layers only") {
@@ -321,7 +324,8 @@ TEST_CASE("recompute_group_layers: a chunk keeps one input per group, rebuilds a
     const double groups = static_cast<double>((32 + n - 1) / n);
     CHECK(activations(with_groups(base, n)) - full ==
           doctest::Approx(-(32.0 - groups) * input + static_cast<double>(n - 1) * whole)
-              .epsilon(1e-9).scale(0));
+              .epsilon(1e-9)
+              .scale(0));
   }
   CHECK(activations(with_groups(base, 1)) == full);
   // A group larger than the chunk rebuilds the chunk's 32 layers, as a group of 32 does.
@@ -350,10 +354,12 @@ TEST_CASE(
   const ChunkCost groups_split = chunk_cost(model, a100, with_groups(base, 3), distribute, 0, 0);
   CHECK(groups_split.backward_tp_comm_seconds - groups.backward_tp_comm_seconds ==
         doctest::Approx(6.0 / 16.0 *
-                        (full_split.backward_tp_comm_seconds - full.backward_tp_comm_seconds)).scale(0));
+                        (full_split.backward_tp_comm_seconds - full.backward_tp_comm_seconds))
+            .scale(0));
   CHECK(groups_split.forward_compute_seconds - groups.forward_compute_seconds ==
         doctest::Approx(6.0 / 16.0 *
-                        (full_split.forward_compute_seconds - full.forward_compute_seconds)).scale(0));
+                        (full_split.forward_compute_seconds - full.forward_compute_seconds))
+            .scale(0));
   const PlanEstimate estimate = estimate_plan(model, a100, with_groups(base, 3), distribute);
   REQUIRE_MESSAGE(estimate.feasible, estimate.rejection_reason);
   const CollectiveTraffic* gathers = test::find_traffic(

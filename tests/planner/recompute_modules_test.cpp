@@ -360,7 +360,8 @@ TEST_CASE("recompute_modules: without core_attn the attention scores are kept") 
             activation_bytes_per_layer(model, cpu, act, unfused, true) ==
         doctest::Approx(activation_bytes_per_layer(model, cpu, none, unfused, false) -
                         activation_bytes_per_layer(model, cpu, selective(none, kRecomputeCoreAttn),
-                                                   unfused, false)).scale(0));
+                                                   unfused, false))
+            .scale(0));
 }
 
 TEST_CASE("recompute_modules: Megatron and meshplan, recompute selective, moe_act on MoE models") {

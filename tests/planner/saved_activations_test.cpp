@@ -71,13 +71,15 @@ TEST_CASE("distributed saved activations: the split after the forward, the gathe
   // its quarter in, X + 2 X / 4 = 25,165,824 bytes.
   const SavedInputSplit megatron =
       saved_input_split(model, a100, layout, distributed(Framework::kMegatron));
-  CHECK(megatron.forward_seconds == doctest::Approx(8'388'608.0 / bandwidth).epsilon(1e-12).scale(0));
+  CHECK(megatron.forward_seconds ==
+        doctest::Approx(8'388'608.0 / bandwidth).epsilon(1e-12).scale(0));
   CHECK(megatron.backward_seconds == 0.0);
   CHECK(megatron.gather_seconds == gather);
   const SavedInputSplit deepspeed =
       saved_input_split(model, a100, layout, distributed(Framework::kDeepSpeed));
   CHECK(deepspeed.forward_seconds == megatron.forward_seconds);
-  CHECK(deepspeed.backward_seconds == doctest::Approx(25'165'824.0 / bandwidth).epsilon(1e-12).scale(0));
+  CHECK(deepspeed.backward_seconds ==
+        doctest::Approx(25'165'824.0 / bandwidth).epsilon(1e-12).scale(0));
   CHECK(deepspeed.gather_seconds == gather);
   // Off, or without full recompute: nothing.
   const SavedInputSplit off =

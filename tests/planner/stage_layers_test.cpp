@@ -106,7 +106,8 @@ TEST_CASE("estimate_plan: 1F1B step of two unequal stages is sum + (m - 1) max")
   const double pipeline = stage_time(0) + stage_time(1) + (m - 1.0) * slowest;
   const StepBreakdown& b = estimate.breakdown;
   // 1e-12 relative: the same doubles summed in another order.
-  CHECK(b.pipeline_compute_seconds + b.bubble_seconds == doctest::Approx(pipeline).epsilon(1e-12).scale(0));
+  CHECK(b.pipeline_compute_seconds + b.bubble_seconds ==
+        doctest::Approx(pipeline).epsilon(1e-12).scale(0));
   // The even 2/2 split of the same model is faster: its slowest stage holds 2 layers.
   const PlanEstimate even = estimate_plan(model, cluster, split_layout(2, {}));
   CHECK(even.step_time_s < estimate.step_time_s);

@@ -90,18 +90,21 @@ TEST_CASE("sweep: time to train, GPU-hours, cost and scaling efficiency by hand"
     const double seconds = steps * point.best.step_time_s;
     // Rounding only: the same products in another order (relative 1e-12).
     CHECK(point.time_to_train_s == doctest::Approx(seconds).epsilon(1e-12).scale(0));
-    CHECK(point.gpu_hours ==
-          doctest::Approx(static_cast<double>(point.num_gpus) * seconds / 3600).epsilon(1e-12).scale(0));
+    CHECK(point.gpu_hours == doctest::Approx(static_cast<double>(point.num_gpus) * seconds / 3600)
+                                 .epsilon(1e-12)
+                                 .scale(0));
     CHECK(point.cost ==
           doctest::Approx(static_cast<double>(point.num_gpus) * seconds / 3600 * price)
-              .epsilon(1e-12).scale(0));
+              .epsilon(1e-12)
+              .scale(0));
     // Against the 8-GPU point of the same cluster: (8 x t8) / (n x tn), same batch.
     const SweepPoint& base = result.points[point.cluster_index * 3];
     CHECK(point.baseline_gpus == 8);
     CHECK(point.scaling_efficiency ==
           doctest::Approx((8 * base.best.step_time_s) /
                           (static_cast<double>(point.num_gpus) * point.best.step_time_s))
-              .epsilon(1e-12).scale(0));
+              .epsilon(1e-12)
+              .scale(0));
   }
   CHECK(result.points[0].scaling_efficiency == 1.0);
 }

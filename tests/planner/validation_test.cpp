@@ -90,10 +90,14 @@ TEST_CASE("project runs: every run predicted; chosen-on and held-out errors repo
   CHECK(report.chosen_on.num_predicted == chosen_on.size());
   CHECK(report.held_out.num_predicted == held_out.size());
   // Same sums and maxima in another order: rounding only.
-  CHECK(report.chosen_on.mean_abs_error_pct == doctest::Approx(mean_of(chosen_on)).epsilon(1e-12).scale(0));
-  CHECK(report.chosen_on.max_abs_error_pct == doctest::Approx(max_of(chosen_on)).epsilon(1e-12).scale(0));
-  CHECK(report.held_out.mean_abs_error_pct == doctest::Approx(mean_of(held_out)).epsilon(1e-12).scale(0));
-  CHECK(report.held_out.max_abs_error_pct == doctest::Approx(max_of(held_out)).epsilon(1e-12).scale(0));
+  CHECK(report.chosen_on.mean_abs_error_pct ==
+        doctest::Approx(mean_of(chosen_on)).epsilon(1e-12).scale(0));
+  CHECK(report.chosen_on.max_abs_error_pct ==
+        doctest::Approx(max_of(chosen_on)).epsilon(1e-12).scale(0));
+  CHECK(report.held_out.mean_abs_error_pct ==
+        doctest::Approx(mean_of(held_out)).epsilon(1e-12).scale(0));
+  CHECK(report.held_out.max_abs_error_pct ==
+        doctest::Approx(max_of(held_out)).epsilon(1e-12).scale(0));
   // The issue-4 bar the chosen-on runs were held to (mean <= 10%, none over 20%).
   CHECK(mean_of(chosen_on) <= 10.0);
   CHECK(max_of(chosen_on) <= 20.0);
@@ -166,7 +170,8 @@ TEST_CASE("public runs: layouts and software as published, error as the README d
     // error_pct = 100 (predicted - published) / published (the README's definition).
     const double error = 100.0 * (run.predicted->step_time_s - run.published_step_time_s) /
                          run.published_step_time_s;
-    CHECK(run.error_pct() == doctest::Approx(error).epsilon(1e-12).scale(0));  // same formula, rounding
+    CHECK(run.error_pct() ==
+          doctest::Approx(error).epsilon(1e-12).scale(0));  // same formula, rounding
     CHECK(run.predicted->feasible);
     sum += std::fabs(error);
     worst = std::max(worst, std::fabs(error));
@@ -209,7 +214,8 @@ TEST_CASE("public runs: layouts and software as published, error as the README d
   }
   const double mean = sum / static_cast<double>(report.runs.size());
   MESSAGE("public runs: mean |error| " << mean << "%, max " << worst << "%");
-  CHECK(report.mean_abs_error_pct == doctest::Approx(mean).epsilon(1e-12).scale(0));  // rounding only
+  CHECK(report.mean_abs_error_pct ==
+        doctest::Approx(mean).epsilon(1e-12).scale(0));  // rounding only
   CHECK(report.max_abs_error_pct == doctest::Approx(worst).epsilon(1e-12).scale(0));
 }
 
@@ -460,7 +466,8 @@ TEST_CASE("a run that cannot be predicted is reported with its reason, the other
   // Mean and max over the two predicted runs only.
   const double e0 = std::fabs(small.runs[0].error_pct());
   const double e1 = std::fabs(small.runs[1].error_pct());
-  CHECK(report.mean_abs_error_pct == doctest::Approx((e0 + e1) / 2).epsilon(1e-12).scale(0));  // rounding
+  CHECK(report.mean_abs_error_pct ==
+        doctest::Approx((e0 + e1) / 2).epsilon(1e-12).scale(0));  // rounding
   CHECK(report.max_abs_error_pct == std::max(e0, e1));
 }
 
