@@ -569,11 +569,7 @@ TEST_SUITE("mpi2") {
 
 // Megatron-Core's --recompute-modules (transformer_layer.h drop_module_activations): what a
 // module drops after the forward is rebuilt before B, bit for bit.
-planner::Layout with_modules(planner::Layout layout, uint32_t modules) {
-  layout.recompute = Recompute::kSelective;
-  layout.recompute_modules = modules;
-  return layout;
-}
+using testing::with_modules;
 
 TEST_SUITE("mpi2") {
   TEST_CASE("recompute modules: tiny tp2 sp with core_attn,mlp, pp2 zb-h1 with mlp, equal one") {

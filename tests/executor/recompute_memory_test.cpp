@@ -13,7 +13,6 @@
 namespace meshplan::executor {
 namespace {
 
-using planner::Recompute;
 using testing::make_layout;
 
 struct PeakBytes {
@@ -32,12 +31,6 @@ PeakBytes peak_bytes(const models::TransformerConfig& model, const planner::Layo
   return {trainer.memory().peak_bytes(), predicted.total_bytes() - predicted.reserved_bytes};
 }
 
-planner::Layout selective(planner::Layout layout, uint32_t modules) {
-  layout.recompute = Recompute::kSelective;
-  layout.recompute_modules = modules;
-  return layout;
-}
-
 TEST_SUITE("mpi2") {
   TEST_CASE("recompute modules: the measured peak falls by the planner's saving") {
     // tp 2 with sequence parallelism, one micro-batch of 4 x 32 tokens (N_local = 64 rows a
@@ -47,18 +40,21 @@ TEST_SUITE("mpi2") {
     const int64_t rstd_bytes = 64 * 4;
     SUBCASE("tiny: mlp (the norm output and statistics, the SwiGLU input and output)") {
       const models::TransformerConfig tiny = models::load_model("tiny");
-      const PeakBytes core = peak_bytes(tiny, selective(one, planner::kRecomputeCoreAttn));
-      const PeakBytes mlp =
-          peak_bytes(tiny, selective(one, planner::kRecomputeCoreAttn | planner::kRecomputeMlp));
+      const PeakBytes core =
+          peak_bytes(tiny, testing::with_modules(one, planner::kRecomputeCoreAttn));
+      const PeakBytes mlp = peak_bytes(
+          tiny, testing::with_modules(one, planner::kRecomputeCoreAttn | planner::kRecomputeMlp));
       CHECK(core.predicted - mlp.predicted == 3 * (64 * 64 * 4 + 3 * 128 * 88 * 4));
       CHECK(core.measured - mlp.measured == core.predicted - mlp.predicted + 3 * rstd_bytes);
     }
     SUBCASE("tiny-mla: mla_up_proj and layernorm (Q, K, V less the rotary key; the input norm)") {
       const models::TransformerConfig mla = models::load_model("tiny-mla");
-      const PeakBytes core = peak_bytes(mla, selective(one, planner::kRecomputeCoreAttn));
-      const PeakBytes up = peak_bytes(
-          mla, selective(one, planner::kRecomputeCoreAttn | planner::kRecomputeMlaUpProj |
-                                  planner::kRecomputeLayernorm));
+      const PeakBytes core =
+          peak_bytes(mla, testing::with_modules(one, planner::kRecomputeCoreAttn));
+      const PeakBytes up =
+          peak_bytes(mla, testing::with_modules(one, planner::kRecomputeCoreAttn |
+                                                         planner::kRecomputeMlaUpProj |
+                                                         planner::kRecomputeLayernorm));
       // Per layer: 128 tokens x 3 x 2 heads x 24 x 4 B, less 128 x 8 x 4 B kept; 64 x 64 x 4 B.
       CHECK(core.predicted - up.predicted == 3 * (128 * 6 * 24 * 4 - 128 * 8 * 4 + 64 * 64 * 4));
       CHECK(core.measured - up.measured == core.predicted - up.predicted + 3 * rstd_bytes);
@@ -71,9 +67,11 @@ TEST_SUITE("mpi2") {
       moe.shared_expert_ffn_hidden_size = 96;
       planner::Layout expert = make_layout(1, 1, 2, 4, 8);
       expert.ep = 2;
-      const PeakBytes core = peak_bytes(moe, selective(expert, planner::kRecomputeCoreAttn));
-      const PeakBytes shared = peak_bytes(
-          moe, selective(expert, planner::kRecomputeCoreAttn | planner::kRecomputeSharedExperts));
+      const PeakBytes core =
+          peak_bytes(moe, testing::with_modules(expert, planner::kRecomputeCoreAttn));
+      const PeakBytes shared =
+          peak_bytes(moe, testing::with_modules(expert, planner::kRecomputeCoreAttn |
+                                                            planner::kRecomputeSharedExperts));
       CHECK(core.predicted - shared.predicted == 2 * 128 * 3 * 96 * 4);
       CHECK(core.measured - shared.measured == core.predicted - shared.predicted);
     }

@@ -20,6 +20,14 @@ inline planner::Layout make_layout(int64_t tp, int64_t pp, int64_t dp, int64_t m
   return layout;
 }
 
+/// `layout` under selective recompute of Megatron-Core's --recompute-modules `modules`
+/// (planner::RecomputeModule flags).
+inline planner::Layout with_modules(planner::Layout layout, uint32_t modules) {
+  layout.recompute = planner::Recompute::kSelective;
+  layout.recompute_modules = modules;
+  return layout;
+}
+
 inline planner::Plan make_plan(const models::TransformerConfig& model,
                                const planner::Layout& layout) {
   planner::Plan plan;

@@ -14,6 +14,7 @@
 #include "meshplan/cost_model.h"
 #include "meshplan/models.h"
 #include "meshplan/plan_file.h"
+#include "model_shape.h"
 #include "planner_test_util.h"
 
 namespace meshplan::planner {
@@ -324,7 +325,25 @@ TEST_CASE("recompute_modules: moe re-runs the whole MoE block, its all-to-alls i
   // The ep time backward grows by the forward's: dispatch, combine and the count gather again.
   CHECK(with_moe.backward_ep_comm_seconds - plain.backward_ep_comm_seconds ==
         doctest::Approx(plain.forward_ep_comm_seconds).scale(0));
-  CHECK(with_moe.backward_input_compute_seconds > plain.backward_input_compute_seconds);
+  // The block's forward per MoE layer: 2 local experts of 64 tokens each (64 x 2 x 2 x 2 / (4 x
+  // 2)), fc1 64 -> 2 x 96 / 2 and fc2 96 / 2 -> 64; the shared expert's two GEMMs on 64 tokens;
+  // the router on 32 (64 / sp) tokens, 64 -> 4; permute and unpermute (read and write 2 x 64 x
+  // 64 x 4 / 2 B each) and the SwiGLUs (3 x 64 x (2 x 96 + 96) / 2 x 4 B); its tp collectives:
+  // the routed tokens' etp pair and the shared expert's all-gather and reduce-scatter.
+  const auto gemm = [&](double m, double n, double k) {
+    return gemm_seconds(cpu, m, n, k, GemmPrecision::kBf16);
+  };
+  const double block_compute = 2.0 * gemm(64, 96, 64) + 2.0 * gemm(64, 64, 48) + gemm(64, 96, 64) +
+                               gemm(64, 64, 48) + gemm(32, 4, 64) +
+                               hbm_seconds(cpu, 4.0 * 64 * 2 * 64 * 4 / 2 + 3.0 * 64 * 144 * 4);
+  CHECK(with_moe.backward_input_compute_seconds - plain.backward_input_compute_seconds ==
+        doctest::Approx(3.0 * block_compute).scale(0));
+  const double block_tp =
+      moe_expert_tp_seconds(model, cpu, moe, CollectiveKind::kAllReduce) +
+      collective_seconds(cpu, CollectiveKind::kAllGather, 64 * 64 * 4, 2, 1) +
+      collective_seconds(cpu, CollectiveKind::kReduceScatter, 64 * 64 * 4, 2, 1);
+  CHECK(with_moe.backward_tp_comm_seconds - plain.backward_tp_comm_seconds ==
+        doctest::Approx(3.0 * block_tp).scale(0));
   const PlanEstimate without = estimate_plan(model, cpu, base, {});
   const PlanEstimate estimate = estimate_plan(model, cpu, moe, {});
   REQUIRE_MESSAGE(estimate.feasible, estimate.rejection_reason);
