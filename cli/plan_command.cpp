@@ -363,7 +363,15 @@ planner::SearchSpace search_space(const PlanArguments& args, const models::Clust
     }
     space.search_recompute_group_layers = search;
   }
-  if (args.recompute_modules) {  // Megatron-Core's --recompute-modules, for selective recompute
+  if (args.recompute_modules && *args.recompute_modules == "auto") {
+    space.search_recompute_modules = true;
+    if (space.recompute && *space.recompute != planner::Recompute::kSelective) {
+      throw InputError(
+          fmt::format("--recompute-modules: auto needs selective recompute among the searched "
+                      "ones ({})",
+                      planner::to_string(*space.recompute)));
+    }
+  } else if (args.recompute_modules) {  // Megatron-Core's --recompute-modules
     std::vector<std::string> names;
     for (size_t begin = 0; begin <= args.recompute_modules->size();) {
       const size_t end =
@@ -607,6 +615,9 @@ void run_plan(const PlanArguments& args) {
   check_recompute_layers_arguments(space, options);
   planner::check_recompute_modules_request(model, options, space.recompute_modules,
                                            "--recompute-modules");
+  if (space.search_recompute_modules) {
+    planner::check_recompute_modules_search_request(model, options, "--recompute-modules");
+  }
   // Both only change MoE layers: on a dense model they would be ignored.
   if (!model.is_moe() && (options.moe_load_imbalance != 1.0 || options.moe_aux_loss_coeff != 0.0)) {
     throw InputError(fmt::format(
@@ -811,7 +822,9 @@ void register_plan_commands(CLI::App& app) {
   plan->add_option("--recompute-modules", args->recompute_modules,
                    "With --recompute selective: the modules recomputed, comma-separated "
                    "(Megatron-LM --recompute-modules; core_attn, the default, moe_act, "
-                   "layernorm, mla_up_proj, mlp, shared_experts, moe; megatron and meshplan)");
+                   "layernorm, mla_up_proj, mlp, shared_experts, moe; megatron and meshplan); "
+                   "auto: also try each selective layout that does not fit with every list the "
+                   "model can take, ranking the fastest that fits");
   plan->add_option("--sequence-parallel", args->sequence_parallel,
                    "Fix sequence parallel: on | off");
   plan->add_option("--zero", args->zero, "Fix the ZeRO stage: 0 | 1 | 2 | 3");

@@ -34,6 +34,7 @@ struct SweepArguments {
   std::string framework = "megatron";
   std::optional<std::string> recompute_layers;  // "auto" only: Megatron's block method searched
   std::optional<std::string> recompute_group_layers;  // "auto" only: the uniform method's groups
+  std::optional<std::string> recompute_modules;  // "auto" only: Megatron-Core's module lists
   std::vector<std::string> prices;
   std::string json_path, html_path;
 };
@@ -218,6 +219,17 @@ planner::SweepRequest sweep_request(const SweepArguments& args, std::string* not
     planner::check_recompute_group_layers_request(request.options, "--recompute-group-layers");
     request.space_template.search_recompute_group_layers = true;
   }
+  if (args.recompute_modules) {  // as plan --recompute-modules auto, at every point
+    if (*args.recompute_modules != "auto") {
+      throw InputError(fmt::format(
+          "--recompute-modules: expected auto (a fixed list is plan's, with --recompute "
+          "selective) ({})",
+          *args.recompute_modules));
+    }
+    planner::check_recompute_modules_search_request(request.model, request.options,
+                                                    "--recompute-modules");
+    request.space_template.search_recompute_modules = true;
+  }
   // As plan's default: Megatron-Core overlaps interleaved pipeline sends (overlap_p2p_comm).
   request.options.overlap_p2p_comm = request.options.framework == planner::Framework::kMegatron;
   return request;
@@ -308,6 +320,9 @@ void register_sweep_command(CLI::App& app) {
                     "auto: also try each full-recompute layout that does not fit with the group "
                     "size needing the least memory (Megatron-LM's --recompute-method uniform), "
                     "as plan does");
+  sweep->add_option("--recompute-modules", args->recompute_modules,
+                    "auto: also try each selective layout that does not fit with every "
+                    "Megatron-Core --recompute-modules list the model can take, as plan does");
   sweep->add_option("--price", args->prices,
                     "CLUSTER=USD_PER_GPU_HOUR, repeatable (default: the cluster's "
                     "price_per_gpu_hour)");

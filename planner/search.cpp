@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <numeric>
 
 #include "estimate_internal.h"
@@ -463,6 +464,58 @@ int64_t most_chunk_layers(const models::TransformerConfig& model, const Layout& 
   return most;
 }
 
+std::vector<uint32_t> recompute_module_lists(const models::TransformerConfig& model) {
+  // Megatron-Core's modules that change something in `model` (the rules of
+  // recompute_modules_model_refusal, and where separate_norms_per_layer is not 0).
+  std::vector<uint32_t> moe_choices = {0};
+  if (model.is_moe()) {
+    moe_choices.push_back(kRecomputeMoeAct);
+    if (model.num_shared_experts > 0) {
+      moe_choices.push_back(kRecomputeSharedExperts);
+      moe_choices.push_back(kRecomputeMoeAct | kRecomputeSharedExperts);
+    }
+    moe_choices.push_back(kRecomputeMoe);
+  }
+  std::vector<uint32_t> others;
+  if (model.num_layers > model.num_moe_layers() && !model.parallel_residual) {
+    others.push_back(kRecomputeMlp);
+  }
+  if (model.is_moe() || model.is_mla()) {
+    others.push_back(kRecomputeLayernorm);
+  }
+  if (model.is_mla()) {
+    others.push_back(kRecomputeMlaUpProj);
+  }
+  std::vector<uint32_t> lists;
+  for (const uint32_t moe : moe_choices) {
+    for (uint32_t subset = 0; subset < (1u << others.size()); ++subset) {
+      uint32_t modules = kRecomputeCoreAttn | moe;
+      for (size_t i = 0; i < others.size(); ++i) {
+        if ((subset >> i & 1u) != 0) {
+          modules |= others[i];
+        }
+      }
+      if (modules != kRecomputeCoreAttn) {
+        lists.push_back(modules);
+      }
+    }
+  }
+  std::stable_sort(lists.begin(), lists.end(), [](uint32_t a, uint32_t b) {
+    return std::popcount(a) < std::popcount(b);
+  });
+  return lists;
+}
+
+void check_recompute_modules_search_request(const models::TransformerConfig& model,
+                                            const PlanOptions& options, const std::string& field) {
+  const std::vector<uint32_t> lists = recompute_module_lists(model);
+  if (lists.empty()) {
+    throw InputError(fmt::format("{}: auto: no module beyond core_attn changes {} (a parallel block)",
+                                 field, model.name));
+  }
+  check_recompute_modules_request(model, options, lists.front(), field);
+}
+
 // Under --recompute-layers auto: the most layers of a chunk of `layout` (full recompute, every
 // layer) when Megatron's block method can run on it, else 0 (check_recompute_layers).
 int64_t block_method_max_layers(const models::TransformerConfig& model, const Layout& layout,
@@ -545,6 +598,19 @@ SearchResult search_layouts(const models::TransformerConfig& model,
       best.pop_back();
     }
   };
+  // --recompute-modules auto: the lists to try, and whether selective layouts are enumerated
+  // apart (add_variants leaves them out under flash attention, where they equal no recompute).
+  const std::vector<uint32_t> module_lists =
+      space.search_recompute_modules ? recompute_module_lists(model) : std::vector<uint32_t>{};
+  const bool selective_not_enumerated = options.flash_attention && !space.recompute;
+  std::vector<uint32_t> longest_module_lists;  // no other list holds one of them
+  for (const uint32_t list : module_lists) {
+    if (std::none_of(module_lists.begin(), module_lists.end(), [&](uint32_t other) {
+          return other != list && (other & list) == list;
+        })) {
+      longest_module_lists.push_back(list);
+    }
+  }
   for (const Layout& layout : layouts) {
     if (progress && result.num_evaluated % kProgressInterval == 0) {
       progress(result.num_evaluated, total);
@@ -586,6 +652,38 @@ SearchResult search_layouts(const models::TransformerConfig& model,
         block.recompute_layers = high;
         ++result.num_evaluated;
         keep(estimate_within_headroom(block));
+      }
+    }
+    if (out_of_memory && space.search_recompute_modules && !module_lists.empty() &&
+        (layout.recompute == Recompute::kSelective ||
+         (layout.recompute == Recompute::kNone && selective_not_enumerated))) {
+      // Megatron-Core's --recompute-modules for a selective layout that does not fit: each list
+      // the model can take, the fastest that fits ranked. A module adds recompute time and
+      // saves memory, so when none of the longest lists (every module besides each MoE choice)
+      // fits, no list does: those are tried first.
+      Layout selective = layout;
+      selective.recompute = Recompute::kSelective;
+      const auto estimate_with = [&](uint32_t modules) {
+        selective.recompute_modules = modules;
+        ++result.num_evaluated;
+        return estimate_within_headroom(selective);
+      };
+      bool any_fits = false;
+      for (const uint32_t longest : longest_module_lists) {
+        if (estimate_with(longest).feasible) {
+          any_fits = true;
+          break;
+        }
+      }
+      std::optional<PlanEstimate> fastest;
+      for (const uint32_t modules : any_fits ? module_lists : std::vector<uint32_t>{}) {
+        PlanEstimate estimate = estimate_with(modules);
+        if (estimate.feasible && (!fastest || better(estimate, *fastest, objective))) {
+          fastest = std::move(estimate);
+        }
+      }
+      if (fastest) {
+        keep(std::move(*fastest));
       }
     }
     if (out_of_memory && space.search_recompute_group_layers) {

@@ -65,6 +65,11 @@ void add_plan_row(int rank, const planner::PlanEstimate& e, const models::Transf
             ? fmt::format(" (DeepSpeed PipelineModule partition_method \"{}\")", to_string(*method))
             : "");
   }
+  if (l.recompute == planner::Recompute::kSelective &&
+      l.recompute_modules != planner::kRecomputeCoreAttn) {
+    report->table += fmt::format("#      plan {}: recompute modules {}\n", rank,
+                                 planner::format_recompute_modules(l.recompute_modules));
+  }
   if (planner::hybrid_sharded(l)) {
     report->table += fmt::format("#      plan {}: {}\n", rank, hybrid_sharding_note(l));
   }
@@ -183,7 +188,9 @@ std::string format_plan_options(const planner::PlanOptions& o, const planner::Se
   } else if (space.recompute_layers > 0) {
     out += fmt::format(", block recompute of {} layers per chunk", space.recompute_layers);
   }
-  if (space.recompute_modules != planner::kRecomputeCoreAttn) {
+  if (space.search_recompute_modules) {
+    out += ", recompute modules searched (--recompute-modules auto)";
+  } else if (space.recompute_modules != planner::kRecomputeCoreAttn) {
     out += fmt::format(", recompute modules {}",
                        planner::format_recompute_modules(space.recompute_modules));
   }

@@ -73,6 +73,15 @@ void add_point_row(const planner::SweepRequest& request, const planner::SweepPoi
         "--recompute-num-layers {})\n",
         cluster.label, point.num_gpus, l.recompute_group_layers, l.recompute_group_layers);
   }
+  if (l.recompute == planner::Recompute::kSelective &&
+      l.recompute_modules != planner::kRecomputeCoreAttn) {  // --recompute-modules auto's pick
+    const std::string modules = planner::format_recompute_modules(l.recompute_modules);
+    std::string megatron_names = modules;
+    std::replace(megatron_names.begin(), megatron_names.end(), ',', ' ');
+    report->table += fmt::format(
+        "#      {} x {}: selective recompute of {} (Megatron --recompute-modules {})\n",
+        cluster.label, point.num_gpus, modules, megatron_names);
+  }
   record["reason"] = nullptr;
   record["layout"] = planner::layout_to_json(l);
   record["layout_text"] = planner::describe(l);

@@ -721,6 +721,18 @@ sweep_row "--recompute-group-layers auto under fsdp" \
 sweep_row "--recompute-layers auto under fsdp" \
   "--recompute-layers: framework fsdp: Megatron-LM's --recompute-method block" \
   --model tiny --cluster dgx-h100 --gpus 2..4 --framework fsdp --recompute-layers auto
+sweep_row "--recompute-modules core_attn,mlp" \
+  "--recompute-modules: expected auto (a fixed list is plan's, with --recompute selective) (core_attn,mlp)" \
+  --model tiny --cluster local-cpu --gpus 2..4 --recompute-modules core_attn,mlp
+sweep_row "--recompute-modules auto under deepspeed" \
+  "--recompute-modules: framework deepspeed: the list is Megatron-Core's" \
+  --model tiny --cluster dgx-h100 --gpus 2..4 --framework deepspeed --recompute-modules auto
+plan_row "--recompute-modules auto with --recompute full" \
+  "--recompute-modules: auto needs selective recompute among the searched ones (full)" \
+  --model tiny --cluster local-cpu --gpus 2 --recompute full --recompute-modules auto
+row "plan: --recompute-modules auto on a parallel block" 2 \
+  "--recompute-modules: auto: no module beyond core_attn changes tiny (a parallel block)" \
+  plan --model parallel_tiny.json --cluster local-cpu --gpus 2 --recompute-modules auto
 row "sweep: an --html that cannot be written leaves --json untouched" 1 \
   "/proc/meshplan_x.html: cannot write file" \
   sweep --model tiny --cluster local-cpu --gpus 2..4 --json sentinel.json --html /proc/meshplan_x.html

@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -14,6 +15,7 @@
 #include "meshplan/cost_model.h"
 #include "meshplan/models.h"
 #include "meshplan/plan_file.h"
+#include "meshplan/search.h"
 #include "model_shape.h"
 #include "planner_test_util.h"
 
@@ -415,6 +417,74 @@ TEST_CASE("recompute_modules: Megatron and meshplan, recompute selective, moe_ac
   CHECK(code(parallel, selective(act, kRecomputeMlp), Framework::kMeshplan) == "recompute_modules");
   CHECK(check_recompute_modules(parallel, selective(act, kRecomputeMlp), PlanOptions{})
             .reason.find("mlp needs separate attention and MLP blocks") != std::string::npos);
+}
+
+TEST_CASE("recompute_modules auto: the lists a model can take") {
+  // Every combination of the modules that change the model, core_attn always in, fewest first.
+  CHECK(recompute_module_lists(models::load_model("tiny")) ==
+        std::vector<uint32_t>{kRecomputeCoreAttn | kRecomputeMlp});
+  models::TransformerConfig parallel = models::load_model("tiny");
+  parallel.parallel_residual = true;
+  CHECK(recompute_module_lists(parallel).empty());
+  // tiny-moe (layer 0 dense): {none, moe_act, moe} x {mlp, layernorm} subsets, less core_attn
+  // alone: 11 lists.
+  const std::vector<uint32_t> moe = recompute_module_lists(test::tiny_moe());
+  CHECK(moe.size() == 11);
+  for (size_t i = 0; i < moe.size(); ++i) {
+    CAPTURE(format_recompute_modules(moe[i]));
+    CHECK((moe[i] & kRecomputeCoreAttn) != 0);
+    CHECK_FALSE(((moe[i] & kRecomputeMoe) != 0 && (moe[i] & kRecomputeMoeAct) != 0));
+    CHECK(check_recompute_modules(
+              test::tiny_moe(), selective(test::make_layout(1, 1, 1, 1, 4), moe[i]), PlanOptions{})
+              .ok());
+    if (i > 0) {
+      CHECK(std::popcount(moe[i - 1]) <= std::popcount(moe[i]));
+    }
+  }
+  // With a shared expert and latent attention (DeepSeek-V3's shape): MoE choices none, moe_act,
+  // shared_experts, both, moe; mlp, layernorm, mla_up_proj in or out: 5 x 8 - 1.
+  CHECK(recompute_module_lists(models::load_model("deepseek-v3")).size() == 39);
+}
+
+TEST_CASE("recompute_modules auto: the fastest list that fits, as searching each list finds") {
+  // Qwen3-30B-A3B on 128 H100 (batch 1,024 of 4,096 tokens), tp 1, micro-batch 2, ZeRO 2: the
+  // plain search's pick runs without recompute; auto also costs the selective layouts that do
+  // not fit with each list and ranks the fastest that fits. Its pick must be the best of the
+  // plain search and of a search with each list fixed.
+  models::TransformerConfig model = models::load_model("qwen3-30b-a3b");
+  model.seq_length = 4096;
+  const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
+  PlanOptions options;
+  options.overlap_p2p_comm = true;  // plan's default under megatron
+  SearchSpace space;
+  space.num_gpus = 128;
+  space.global_batch = 1024;
+  space.tp = 1;
+  space.micro_batch = 2;
+  space.zero = 2;
+  const SearchResult plain = search_layouts(model, h100, space, options, Objective::kTime, 1);
+  REQUIRE(plain.best.size() == 1);
+  double best_s = plain.best[0].step_time_s;
+  uint32_t best_modules = 0;
+  for (const uint32_t modules : recompute_module_lists(model)) {
+    SearchSpace fixed = space;
+    fixed.recompute = Recompute::kSelective;
+    fixed.recompute_modules = modules;
+    const SearchResult result = search_layouts(model, h100, fixed, options, Objective::kTime, 1);
+    if (!result.best.empty() && result.best[0].step_time_s < best_s) {
+      best_s = result.best[0].step_time_s;
+      best_modules = modules;
+    }
+  }
+  space.search_recompute_modules = true;
+  const SearchResult searched = search_layouts(model, h100, space, options, Objective::kTime, 1);
+  REQUIRE(searched.best.size() == 1);
+  CHECK(searched.best[0].step_time_s == best_s);
+  CHECK(best_modules != 0);  // a list beats the plain search's pick here
+  CHECK(searched.best[0].layout.recompute_modules == best_modules);
+  CHECK(searched.best[0].step_time_s < plain.best[0].step_time_s);
+  MESSAGE(format_recompute_modules(best_modules)
+          << ": " << best_s << " s against " << plain.best[0].step_time_s << " s");
 }
 
 TEST_CASE("plan file: layout.recompute_modules as Megatron-Core's names, only when not default") {

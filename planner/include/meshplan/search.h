@@ -81,7 +81,24 @@ struct SearchSpace {
   // Megatron-Core's --recompute-modules (Layout::recompute_modules) given to every selective
   // layout; the default is its default, the attention core alone.
   uint32_t recompute_modules = kRecomputeCoreAttn;
+  // Search the list instead (--recompute-modules auto): each selective layout that does not fit
+  // (under flash attention, where selective is not enumerated apart, each layout without
+  // recompute) is also costed with every module list the model can take
+  // (recompute_module_lists), and the fastest that fits is ranked.
+  bool search_recompute_modules = false;
 };
+
+/// The --recompute-modules lists --recompute-modules auto tries for `model`, each with core_attn:
+/// every combination of the modules that change something in it (mlp where it has dense,
+/// non-parallel blocks; layernorm where it has MoE layers or latent attention; mla_up_proj with
+/// latent attention; for MoE layers one of moe_act, shared_experts (with shared experts), both,
+/// or moe, which holds both), fewest modules first; empty for a model none of them changes.
+std::vector<uint32_t> recompute_module_lists(const models::TransformerConfig& model);
+/// Throws InputError naming `field` (a CLI flag) when --recompute-modules auto has nothing to
+/// try for `model` (no list) or options.framework has no module list
+/// (check_recompute_modules_request).
+void check_recompute_modules_search_request(const models::TransformerConfig& model,
+                                            const PlanOptions& options, const std::string& field);
 
 /// The smallest micro-batch group size N of the interleaved schedule that Megatron-Core accepts
 /// for pp stages and m micro-batches (check_schedule_shape), as Layout::microbatch_group: 0 (pp,
