@@ -34,7 +34,7 @@ struct SweepArguments {
   std::string framework = "megatron";
   std::optional<std::string> recompute_layers;  // "auto" only: Megatron's block method searched
   std::optional<std::string> recompute_group_layers;  // "auto" only: the uniform method's groups
-  std::optional<std::string> recompute_modules;  // "auto" only: Megatron-Core's module lists
+  std::optional<std::string> recompute_modules;       // "auto" only: Megatron-Core's module lists
   std::vector<std::string> prices;
   std::string json_path, html_path;
 };

@@ -500,9 +500,8 @@ std::vector<uint32_t> recompute_module_lists(const models::TransformerConfig& mo
       }
     }
   }
-  std::stable_sort(lists.begin(), lists.end(), [](uint32_t a, uint32_t b) {
-    return std::popcount(a) < std::popcount(b);
-  });
+  std::stable_sort(lists.begin(), lists.end(),
+                   [](uint32_t a, uint32_t b) { return std::popcount(a) < std::popcount(b); });
   return lists;
 }
 
@@ -510,8 +509,8 @@ void check_recompute_modules_search_request(const models::TransformerConfig& mod
                                             const PlanOptions& options, const std::string& field) {
   const std::vector<uint32_t> lists = recompute_module_lists(model);
   if (lists.empty()) {
-    throw InputError(fmt::format("{}: auto: no module beyond core_attn changes {} (a parallel block)",
-                                 field, model.name));
+    throw InputError(fmt::format(
+        "{}: auto: no module beyond core_attn changes {} (a parallel block)", field, model.name));
   }
   check_recompute_modules_request(model, options, lists.front(), field);
 }
@@ -605,9 +604,8 @@ SearchResult search_layouts(const models::TransformerConfig& model,
   const bool selective_not_enumerated = options.flash_attention && !space.recompute;
   std::vector<uint32_t> longest_module_lists;  // no other list holds one of them
   for (const uint32_t list : module_lists) {
-    if (std::none_of(module_lists.begin(), module_lists.end(), [&](uint32_t other) {
-          return other != list && (other & list) == list;
-        })) {
+    if (std::none_of(module_lists.begin(), module_lists.end(),
+                     [&](uint32_t other) { return other != list && (other & list) == list; })) {
       longest_module_lists.push_back(list);
     }
   }

@@ -78,9 +78,9 @@ void add_point_row(const planner::SweepRequest& request, const planner::SweepPoi
     const std::string modules = planner::format_recompute_modules(l.recompute_modules);
     std::string megatron_names = modules;
     std::replace(megatron_names.begin(), megatron_names.end(), ',', ' ');
-    report->table += fmt::format(
-        "#      {} x {}: selective recompute of {} (Megatron --recompute-modules {})\n",
-        cluster.label, point.num_gpus, modules, megatron_names);
+    report->table +=
+        fmt::format("#      {} x {}: selective recompute of {} (Megatron --recompute-modules {})\n",
+                    cluster.label, point.num_gpus, modules, megatron_names);
   }
   record["reason"] = nullptr;
   record["layout"] = planner::layout_to_json(l);

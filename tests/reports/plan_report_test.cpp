@@ -54,6 +54,31 @@ TEST_CASE("plan report: Megatron-FSDP with a pipeline carries a caveat, row and 
   CHECK(planner::framework_caveat(planner::Framework::kMeshplan, piped).empty());
 }
 
+TEST_CASE("plan report: a plan with recompute modules names its list under its row") {
+  // Qwen3-30B-A3B at 4,096 tokens on 128 H100, tp 1, micro-batch 2, ZeRO 2, under
+  // --recompute-modules auto: its pick recomputes core_attn and layernorm (planner test
+  // "recompute_modules auto: the fastest list that fits").
+  models::TransformerConfig model = models::load_model("qwen3-30b-a3b");
+  model.seq_length = 4096;
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  planner::SearchSpace space;
+  space.num_gpus = 128;
+  space.global_batch = 1024;
+  space.tp = 1;
+  space.micro_batch = 2;
+  space.zero = 2;
+  space.search_recompute_modules = true;
+  planner::PlanOptions options;
+  options.overlap_p2p_comm = true;
+  const planner::SearchResult result =
+      planner::search_layouts(model, cluster, space, options, planner::Objective::kTime, 1);
+  const Report report = plan_report(model, cluster, 128, result, planner::Framework::kMegatron);
+  CHECK(report.table.find("#      plan 1: recompute modules core_attn,layernorm\n") !=
+        std::string::npos);
+  CHECK(report.json.at("plans")[0].at("layout").at("recompute_modules") ==
+        nlohmann::json{"core_attn", "layernorm"});
+}
+
 TEST_CASE("plan report: each row and its JSON record are the same plan, best first") {
   // GPT-3 175B on 1024 A100s with a global batch of 1536 (Narayanan et al. 2021, Table 1's row).
   const models::TransformerConfig model = models::load_model("gpt3-175b");

@@ -228,5 +228,22 @@ TEST_CASE("sweep report: a point with recompute groups says their size under its
   CHECK(data_rows(report.table).size() == 1);
 }
 
+TEST_CASE("sweep report: a point with recompute modules names them under its row") {
+  planner::SweepRequest r = request();
+  r.space_template.search_recompute_modules = true;
+  const planner::SweepResult result = one_point(&r, [](planner::Layout& layout) {
+    layout.recompute = planner::Recompute::kSelective;
+    layout.recompute_modules = planner::kRecomputeCoreAttn | planner::kRecomputeMlp;
+  });
+  const Report report = sweep_report(r, result);
+  CHECK(report.table.find("\n#      dgx-a100-80gb x 64: selective recompute of core_attn,mlp "
+                          "(Megatron --recompute-modules core_attn mlp)\n") != std::string::npos);
+  CHECK(report.table.find(", recompute modules searched (--recompute-modules auto)") !=
+        std::string::npos);
+  CHECK(report.json.at("points")[0].at("layout").at("recompute_modules") ==
+        nlohmann::json{"core_attn", "mlp"});
+  CHECK(data_rows(report.table).size() == 1);
+}
+
 }  // namespace
 }  // namespace meshplan::reports
