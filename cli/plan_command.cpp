@@ -824,7 +824,7 @@ void register_plan_commands(CLI::App& app) {
                    "(Megatron-LM --recompute-modules; core_attn, the default, moe_act, "
                    "layernorm, mla_up_proj, mlp, shared_experts, moe; megatron and meshplan); "
                    "auto: also try each selective layout that does not fit with every list the "
-                   "model can take, ranking the fastest that fits");
+                   "model can take, ranking the best that fits (the fastest)");
   plan->add_option("--sequence-parallel", args->sequence_parallel,
                    "Fix sequence parallel: on | off");
   plan->add_option("--zero", args->zero, "Fix the ZeRO stage: 0 | 1 | 2 | 3");

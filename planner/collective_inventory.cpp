@@ -423,7 +423,8 @@ void add_data_parallel(Inventory& inventory, const models::TransformerConfig& mo
 }
 
 // Mixture-of-experts: the token dispatch and combine all-to-alls over the ep group (two per MoE
-// layer forward, two backward, two more for a full recompute; moe_cost.cpp), the dispatcher's
+// layer forward, two backward, two more for a full recompute or --recompute-modules moe;
+// moe_cost.cpp), the dispatcher's
 // token-count all-gather before each forward dispatch, the router's token-count all-reduce for
 // the load-balancing loss, and the expert gradients' reduction over the expert data parallel
 // group, once a step.

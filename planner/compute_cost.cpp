@@ -367,6 +367,8 @@ ModuleRecompute shared_experts_recompute(const models::TransformerConfig& model,
                            f_shared, 0.0);
 }
 
+// The GEMMs of `gemms` in the plan's precision, and in an MoE layer the 16-bit router (T / sp
+// tokens, h -> E).
 double linear_gemm_seconds(const models::TransformerConfig& model,
                            const models::ClusterConfig& cluster, const PlanOptions& options,
                            const Shape& x, const LinearGemms& gemms, bool moe_layer) {

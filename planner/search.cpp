@@ -656,9 +656,9 @@ SearchResult search_layouts(const models::TransformerConfig& model,
         (layout.recompute == Recompute::kSelective ||
          (layout.recompute == Recompute::kNone && selective_not_enumerated))) {
       // Megatron-Core's --recompute-modules for a selective layout that does not fit: each list
-      // the model can take, the fastest that fits ranked. A module adds recompute time and
-      // saves memory, so when none of the longest lists (every module besides each MoE choice)
-      // fits, no list does: those are tried first.
+      // the model can take, the best that fits by the objective (the fastest) ranked. A module adds
+      // recompute time and saves memory, so when none of the longest lists (every module besides
+      // each MoE choice) fits, no list does: those are tried first.
       Layout selective = layout;
       selective.recompute = Recompute::kSelective;
       const auto estimate_with = [&](uint32_t modules) {
@@ -666,22 +666,23 @@ SearchResult search_layouts(const models::TransformerConfig& model,
         ++result.num_evaluated;
         return estimate_within_headroom(selective);
       };
-      bool any_fits = false;
+      std::optional<PlanEstimate> best_list;  // by the objective
+      const auto consider = [&](PlanEstimate estimate) {
+        if (estimate.feasible && (!best_list || better(estimate, *best_list, objective))) {
+          best_list = std::move(estimate);
+        }
+      };
       for (const uint32_t longest : longest_module_lists) {
-        if (estimate_with(longest).feasible) {
-          any_fits = true;
-          break;
+        consider(estimate_with(longest));
+      }
+      for (const uint32_t modules : best_list ? module_lists : std::vector<uint32_t>{}) {
+        if (std::find(longest_module_lists.begin(), longest_module_lists.end(), modules) ==
+            longest_module_lists.end()) {
+          consider(estimate_with(modules));
         }
       }
-      std::optional<PlanEstimate> fastest;
-      for (const uint32_t modules : any_fits ? module_lists : std::vector<uint32_t>{}) {
-        PlanEstimate estimate = estimate_with(modules);
-        if (estimate.feasible && (!fastest || better(estimate, *fastest, objective))) {
-          fastest = std::move(estimate);
-        }
-      }
-      if (fastest) {
-        keep(std::move(*fastest));
+      if (best_list) {
+        keep(std::move(*best_list));
       }
     }
     if (out_of_memory && space.search_recompute_group_layers) {

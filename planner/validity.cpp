@@ -885,7 +885,8 @@ Validity check_recompute_options(const models::TransformerConfig& model, const L
   if (op && options.framework == Framework::kMeshplan) {
     return refuse(options.framework,
                   "selective-op is torchtitan's op-level checkpointing; meshplan's executor "
-                  "re-runs the attention core or the whole layer only (executor/model_chunk.cpp)",
+                  "re-runs Megatron-Core's recompute modules or the whole layer only "
+                  "(executor/model_chunk.cpp)",
                   layout);
   }
   if (op && (model.is_moe() || model.is_mla())) {
@@ -941,11 +942,17 @@ std::string recompute_modules_model_refusal(const models::TransformerConfig& mod
   if ((modules & kRecomputeMlaUpProj) != 0 && !model.is_mla()) {
     return "mla_up_proj needs a latent-attention model";
   }
-  // Megatron-Core would run without it (moe_layer.py shared_experts_compute has nothing to
-  // checkpoint); meshplan refuses a module that changes nothing.
+  // A module the model does not have: Megatron-Core would run without checkpointing anything
+  // (moe_layer.py shared_experts_compute; TransformerLayer's recompute_mlp is set for dense
+  // layers only); meshplan refuses it rather than accept a list that names nothing. (layernorm
+  // names the model's norms, which a dense layer fuses into its linear layers: it is costed as
+  // recomputing nothing there, README "Recompute modules".)
   if ((modules & kRecomputeSharedExperts) != 0 &&
       (!model.is_moe() || model.num_shared_experts == 0)) {
     return "shared_experts needs a mixture-of-experts model with shared experts";
+  }
+  if ((modules & kRecomputeMlp) != 0 && model.num_moe_layers() == model.num_layers) {
+    return "mlp needs dense (non-MoE) layers";
   }
   // Megatron-Core's TransformerLayer checkpoints a separate MLP (recompute_mlp); a parallel
   // block's MLP shares the attention's output reduction (model.parallel_residual).
@@ -984,8 +991,8 @@ void check_recompute_group_layers_request(const PlanOptions& options, const std:
 }
 
 // Megatron-Core's --recompute-modules (transformer_config.py recompute_modules and its checks,
-// d98e8a64): a list for selective recompute, under megatron only, with the model rules of
-// recompute_modules_model_refusal.
+// d98e8a64): a list for selective recompute, under megatron and meshplan's executor
+// (recompute_modules_framework_refusal), with the model rules of recompute_modules_model_refusal.
 Validity check_recompute_modules(const models::TransformerConfig& model, const Layout& layout,
                                  const PlanOptions& options) {
   if (layout.recompute_modules == kRecomputeCoreAttn) {

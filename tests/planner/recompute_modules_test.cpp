@@ -292,6 +292,13 @@ TEST_CASE("recompute_modules: shared_experts re-runs the shared experts' MLP") {
             .reason.find("shared_experts needs a mixture-of-experts model with shared experts") !=
         std::string::npos);
   CHECK(check_recompute_modules(model, shared, options).ok());
+  // Nor mlp on a model whose every layer is an MoE layer (no dense MLP to checkpoint).
+  models::TransformerConfig all_moe = test::tiny_moe();
+  all_moe.first_dense_layers = 0;
+  const Layout mlp = selective(base, kRecomputeCoreAttn | kRecomputeMlp);
+  CHECK(check_recompute_modules(all_moe, mlp, options)
+            .reason.find("mlp needs dense (non-MoE) layers") != std::string::npos);
+  CHECK(check_recompute_modules(test::tiny_moe(), mlp, options).ok());
 }
 
 TEST_CASE("recompute_modules: moe re-runs the whole MoE block, its all-to-alls included") {

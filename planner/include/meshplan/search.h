@@ -84,7 +84,7 @@ struct SearchSpace {
   // Search the list instead (--recompute-modules auto): each selective layout that does not fit
   // (under flash attention, where selective is not enumerated apart, each layout without
   // recompute) is also costed with every module list the model can take
-  // (recompute_module_lists), and the fastest that fits is ranked.
+  // (recompute_module_lists), and the best that fits by the objective (the fastest) is ranked.
   bool search_recompute_modules = false;
 };
 
