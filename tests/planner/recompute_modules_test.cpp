@@ -28,6 +28,14 @@ Layout selective(Layout layout, uint32_t modules) {
   return layout;
 }
 
+// tiny-moe with one shared expert of 96 (DeepSeek-V3's always-active expert, in small).
+models::TransformerConfig tiny_moe_with_shared_expert() {
+  models::TransformerConfig model = test::tiny_moe();
+  model.num_shared_experts = 1;
+  model.shared_expert_ffn_hidden_size = 96;
+  return model;
+}
+
 // HBM seconds of `bytes` as the cost model charges memory-bound kernels.
 double hbm_seconds(const models::ClusterConfig& cluster, double bytes) {
   return bytes / (cluster.gpu.hbm_bytes_per_second * cluster.efficiency.hbm_efficiency);
@@ -251,9 +259,7 @@ TEST_CASE("recompute_modules: shared_experts re-runs the shared experts' MLP") {
   // 64 -> 2 x 96 / 2 and 96 / 2 -> 64), the SwiGLU (read 2 x 96 / 2, write 96 / 2 per token),
   // the input's all-gather and the output's reduce-scatter (64 x 64 x 4 B each). The dense
   // layer does not change.
-  models::TransformerConfig model = test::tiny_moe();
-  model.num_shared_experts = 1;
-  model.shared_expert_ffn_hidden_size = 96;
+  const models::TransformerConfig model = tiny_moe_with_shared_expert();
   const models::ClusterConfig& cpu = test::local_cpu();
   Layout base = selective(test::make_layout(2, 1, 1, 2, 16), kRecomputeCoreAttn);
   base.sequence_parallel = true;
@@ -308,9 +314,7 @@ TEST_CASE("recompute_modules: moe re-runs the whole MoE block, its all-to-alls i
   // x 64 x 64 x 4 at etp = tp) and the router's fp32 probabilities (4 x 64 x 4 / 2). Its
   // backward runs the block's forward again: two more all-to-alls, one more token-count
   // all-gather and one more shared-expert pair per MoE layer and micro-batch.
-  models::TransformerConfig model = test::tiny_moe();
-  model.num_shared_experts = 1;
-  model.shared_expert_ffn_hidden_size = 96;
+  const models::TransformerConfig model = tiny_moe_with_shared_expert();
   const models::ClusterConfig& cpu = test::local_cpu();
   Layout base = selective(test::make_layout(2, 1, 2, 2, 16), kRecomputeCoreAttn);
   base.sequence_parallel = true;
