@@ -465,26 +465,31 @@ int64_t most_chunk_layers(const models::TransformerConfig& model, const Layout& 
 }
 
 std::vector<uint32_t> recompute_module_lists(const models::TransformerConfig& model) {
-  // Megatron-Core's modules that change something in `model` (the rules of
-  // recompute_modules_model_refusal, and where separate_norms_per_layer is not 0).
+  // The modules the model can take are those check_recompute_modules accepts for it (one rule:
+  // moe_act and moe need MoE layers, shared_experts shared experts, mla_up_proj latent
+  // attention, mlp dense non-parallel layers); layernorm besides only where a norm is a module
+  // of its own (separate_norms_per_layer: MoE layers, latent attention).
+  Layout probe;
+  probe.recompute = Recompute::kSelective;
+  const auto accepted = [&](uint32_t modules) {
+    probe.recompute_modules = kRecomputeCoreAttn | modules;
+    return check_recompute_modules(model, probe, PlanOptions{}).ok();
+  };
   std::vector<uint32_t> moe_choices = {0};
-  if (model.is_moe()) {
-    moe_choices.push_back(kRecomputeMoeAct);
-    if (model.num_shared_experts > 0) {
-      moe_choices.push_back(kRecomputeSharedExperts);
-      moe_choices.push_back(kRecomputeMoeAct | kRecomputeSharedExperts);
+  for (const uint32_t choice :
+       {uint32_t{kRecomputeMoeAct}, uint32_t{kRecomputeSharedExperts},
+        uint32_t{kRecomputeMoeAct | kRecomputeSharedExperts}, uint32_t{kRecomputeMoe}}) {
+    if (accepted(choice)) {
+      moe_choices.push_back(choice);
     }
-    moe_choices.push_back(kRecomputeMoe);
   }
   std::vector<uint32_t> others;
-  if (model.num_layers > model.num_moe_layers() && !model.parallel_residual) {
-    others.push_back(kRecomputeMlp);
-  }
-  if (model.is_moe() || model.is_mla()) {
-    others.push_back(kRecomputeLayernorm);
-  }
-  if (model.is_mla()) {
-    others.push_back(kRecomputeMlaUpProj);
+  for (const uint32_t module :
+       {uint32_t{kRecomputeMlp}, uint32_t{kRecomputeLayernorm}, uint32_t{kRecomputeMlaUpProj}}) {
+    const bool changes = module != kRecomputeLayernorm || model.is_moe() || model.is_mla();
+    if (changes && accepted(module)) {
+      others.push_back(module);
+    }
   }
   std::vector<uint32_t> lists;
   for (const uint32_t moe : moe_choices) {

@@ -4,6 +4,7 @@
 #include "meshplan/sweep_report.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -75,12 +76,10 @@ void add_point_row(const planner::SweepRequest& request, const planner::SweepPoi
   }
   if (l.recompute == planner::Recompute::kSelective &&
       l.recompute_modules != planner::kRecomputeCoreAttn) {  // --recompute-modules auto's pick
-    const std::string modules = planner::format_recompute_modules(l.recompute_modules);
-    std::string megatron_names = modules;
-    std::replace(megatron_names.begin(), megatron_names.end(), ',', ' ');
+    const std::vector<std::string> names = planner::recompute_module_names(l.recompute_modules);
     report->table +=
         fmt::format("#      {} x {}: selective recompute of {} (Megatron --recompute-modules {})\n",
-                    cluster.label, point.num_gpus, modules, megatron_names);
+                    cluster.label, point.num_gpus, fmt::join(names, ","), fmt::join(names, " "));
   }
   record["reason"] = nullptr;
   record["layout"] = planner::layout_to_json(l);
