@@ -350,6 +350,11 @@ struct DroppedModules {
   bool mla_up_proj = false;
   bool shared_experts = false;  // an MoE layer's shared experts' MLP
   bool moe_block = false;       // an MoE layer's whole MoE block
+  // Beside moe, the rebuilt block's own nested checkpoints run the experts' activation and the
+  // shared experts once more (Megatron-Core experts.py CheckpointWithoutOutput, moe_layer.py
+  // tensor_parallel.checkpoint; planner compute_cost.cpp moe_block_recompute).
+  bool moe_act_again = false;
+  bool shared_experts_again = false;
 };
 
 DroppedModules dropped_modules(const LayerWeights& w, uint32_t modules, const ShardDims& d) {
@@ -367,6 +372,9 @@ DroppedModules dropped_modules(const LayerWeights& w, uint32_t modules, const Sh
   dropped.mla_up_proj = named(planner::kRecomputeMlaUpProj) && mla;
   dropped.shared_experts =
       named(planner::kRecomputeSharedExperts) && moe && d.FS > 0 && !dropped.moe_block;
+  dropped.moe_act_again = named(planner::kRecomputeMoeAct) && dropped.moe_block;
+  dropped.shared_experts_again =
+      named(planner::kRecomputeSharedExperts) && d.FS > 0 && dropped.moe_block;
   return dropped;
 }
 
@@ -444,6 +452,14 @@ void recompute_module_activations(LayerActivations* acts, const float* inp, cons
     // the output is not needed.
     Tensor moe_out = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
     moe_forward(moe_out.data(), &acts->moe, acts->ln2_out.data(), w, ctx);
+  }
+  if (dropped.moe_act_again) {
+    moe_drop_activation(&acts->moe);
+    moe_recompute_activation(&acts->moe, ctx);
+  }
+  if (dropped.shared_experts_again) {
+    moe_drop_shared_experts(&acts->moe);
+    moe_recompute_shared_experts(&acts->moe, acts->ln2_out.data(), w, ctx);
   }
 }
 

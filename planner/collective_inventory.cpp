@@ -110,7 +110,9 @@ void add_mla_tensor_parallel(Inventory& inventory, const models::TransformerConf
 
 // MoE layers of the stage whose MoE block runs again under --recompute-modules moe (its router,
 // dispatch, experts, combine and shared experts; moe_block_recompute in compute_cost.cpp), and
-// those whose shared experts do (moe or shared_experts, models with shared experts).
+// the shared experts' extra forwards (models with shared experts): one per MoE layer under moe
+// or shared_experts, two under both (the rebuilt block's nested checkpoint runs them again:
+// compute_cost.cpp moe_block_recompute, nested checkpoints).
 struct ModuleRerunMoe {
   int64_t blocks = 0;
   int64_t shared_experts = 0;
@@ -122,9 +124,11 @@ ModuleRerunMoe module_rerun_moe(const models::TransformerConfig& model, const La
     return rerun;
   }
   rerun.blocks = recomputes_module(layout, kRecomputeMoe) ? moe_layers : 0;
-  const bool shared = recomputes_module(layout, kRecomputeMoe) ||
-                      recomputes_module(layout, kRecomputeSharedExperts);
-  rerun.shared_experts = shared && model.num_shared_experts > 0 ? moe_layers : 0;
+  if (model.num_shared_experts > 0) {
+    const int64_t runs = (recomputes_module(layout, kRecomputeMoe) ? 1 : 0) +
+                         (recomputes_module(layout, kRecomputeSharedExperts) ? 1 : 0);
+    rerun.shared_experts = runs * moe_layers;
+  }
   return rerun;
 }
 

@@ -354,9 +354,10 @@ ModuleRecompute dense_mlp_recompute(const models::TransformerConfig& model,
 ModuleRecompute shared_experts_recompute(const models::TransformerConfig& model,
                                          const models::ClusterConfig& cluster, const Layout& layout,
                                          const PlanOptions& options, bool moe_layer) {
-  // Under moe the whole block runs again (moe_block_recompute).
-  if (!moe_layer || !recomputes_module(layout, kRecomputeSharedExperts) ||
-      recomputes_module(layout, kRecomputeMoe)) {
+  // Beside moe this is a third run: the block's rebuild (moe_block_recompute) runs the shared
+  // experts under their own checkpoint, whose backward runs them again (moe_block_recompute,
+  // nested checkpoints).
+  if (!moe_layer || !recomputes_module(layout, kRecomputeSharedExperts)) {
     return {};
   }
   const Shape x = shape_of(model, cluster, layout);
@@ -389,6 +390,12 @@ double linear_gemm_seconds(const models::TransformerConfig& model,
 // (mlp_linear_gemms), the token permutation and the activations (as layer_time counts them),
 // and the block's tp collectives (the routed tokens over etp, the shared experts' pair). Its
 // dispatch and combine all-to-alls run again too; chunk_cost adds them with the forward's.
+// Nested checkpoints: beside moe, moe_act and shared_experts still apply inside the rebuilt
+// block (experts.py's CheckpointWithoutOutput, moe_layer.py's tensor_parallel.checkpoint of the
+// shared experts; tensor_parallel/random.py): the rebuild runs them once and they run once more
+// in the rebuilt block's backward, a third forward that drops nothing more. Their own functions
+// (selective_module_recompute_bytes, shared_experts_recompute) charge that third run, as the
+// executor runs it (executor/transformer_layer.cpp recompute_module_activations).
 ModuleRecompute moe_block_recompute(const models::TransformerConfig& model,
                                     const models::ClusterConfig& cluster, const Layout& layout,
                                     const PlanOptions& options, bool moe_layer) {
@@ -493,9 +500,10 @@ double selective_module_recompute_bytes(const models::TransformerConfig& model,
                                         bool moe_layer) {
   const Shape x = shape_of(model, cluster, layout, moe_layer);
   double bytes = 0;
-  // Under moe the whole block's forward runs again, activation included (moe_block_recompute).
-  if (moe_layer && recomputes_module(layout, kRecomputeMoeAct) &&
-      !recomputes_module(layout, kRecomputeMoe)) {
+  // Beside moe the activation runs a third time: the block's rebuild (moe_block_recompute)
+  // runs it under its own CheckpointWithoutOutput again, which discards it after fc2 and
+  // rebuilds it in fc2's backward (moe_block_recompute, nested checkpoints).
+  if (moe_layer && recomputes_module(layout, kRecomputeMoeAct)) {
     // The routed experts' activation (experts.py bias_act_func under CheckpointWithoutOutput):
     // SwiGLU reads 2 k f_e and writes k f_e per token, GELU reads and writes k f_e, split as
     // layer_time splits the MLP's element-wise work (over t).

@@ -599,6 +599,12 @@ TEST_SUITE("mpi2") {
                                   planner::kRecomputeCoreAttn | planner::kRecomputeMoe |
                                       planner::kRecomputeLayernorm),
                      moe_options());
+    // Beside moe, moe_act and shared_experts rebuild inside the rebuilt block once more.
+    check_equivalent(tiny_moe_shared(),
+                     with_modules(with_ep(make_layout(1, 1, 2), 2),
+                                  planner::kRecomputeMoe | planner::kRecomputeMoeAct |
+                                      planner::kRecomputeSharedExperts),
+                     moe_options());
   }
   TEST_CASE(
       "recompute modules: tiny-moe with a shared expert, ep2 with shared_experts equals one") {

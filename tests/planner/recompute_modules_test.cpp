@@ -326,7 +326,11 @@ TEST_CASE("recompute_modules: moe re-runs the whole MoE block, its all-to-alls i
         doctest::Approx(dropped).scale(0));
   CHECK(activation_bytes_per_layer(model, cpu, base, {}, false) ==
         activation_bytes_per_layer(model, cpu, moe, {}, false));
-  // moe_act and shared_experts beside moe drop and re-run nothing more.
+  // moe_act and shared_experts beside moe drop nothing more, but their nested checkpoints run
+  // inside the rebuilt block once more (Megatron-Core experts.py CheckpointWithoutOutput,
+  // moe_layer.py tensor_parallel.checkpoint): per MoE layer the routed SwiGLU (3 x 64 x 2 x 96 /
+  // 2 x 4 B: k = 2 routed copies of 64 tokens at etp 2) and the shared expert's two GEMMs,
+  // SwiGLU and tp pair a third time.
   const Layout all = selective(
       base, kRecomputeCoreAttn | kRecomputeMoe | kRecomputeMoeAct | kRecomputeSharedExperts);
   CHECK(activation_bytes_per_layer(model, cpu, all, {}, true) ==
@@ -334,7 +338,18 @@ TEST_CASE("recompute_modules: moe re-runs the whole MoE block, its all-to-alls i
   const ChunkCost plain = chunk_cost(model, cpu, base, {}, 0, 0);
   const ChunkCost with_moe = chunk_cost(model, cpu, moe, {}, 0, 0);
   const ChunkCost with_all = chunk_cost(model, cpu, all, {}, 0, 0);
-  CHECK(with_all.backward_input_compute_seconds == with_moe.backward_input_compute_seconds);
+  const double shared_again = gemm_seconds(cpu, 64, 96, 64, GemmPrecision::kBf16) +
+                              gemm_seconds(cpu, 64, 64, 48, GemmPrecision::kBf16) +
+                              hbm_seconds(cpu, 3.0 * 64 * 96 * 4 / 2);
+  const double activation_again = hbm_seconds(cpu, 3.0 * 64 * 2 * 96 * 4 / 2);
+  CHECK(with_all.backward_input_compute_seconds - with_moe.backward_input_compute_seconds ==
+        doctest::Approx(3.0 * (shared_again + activation_again)).scale(0));
+  CHECK(with_all.backward_tp_comm_seconds - with_moe.backward_tp_comm_seconds ==
+        doctest::Approx(
+            3.0 * (collective_seconds(cpu, CollectiveKind::kAllGather, 64 * 64 * 4, 2, 1) +
+                   collective_seconds(cpu, CollectiveKind::kReduceScatter, 64 * 64 * 4, 2, 1)))
+            .scale(0));
+  CHECK(with_all.backward_ep_comm_seconds == with_moe.backward_ep_comm_seconds);
   // The ep time backward grows by the forward's: dispatch, combine and the count gather again.
   CHECK(with_moe.backward_ep_comm_seconds - plain.backward_ep_comm_seconds ==
         doctest::Approx(plain.forward_ep_comm_seconds).scale(0));
@@ -374,6 +389,12 @@ TEST_CASE("recompute_modules: moe re-runs the whole MoE block, its all-to-alls i
   CHECK(calls(estimate,
               "tp: recomputed shared-expert input all-gathers (recompute_modules shared_experts, "
               "moe)") == 3 * 4);
+  // With shared_experts beside moe the shared experts' pair runs twice more per MoE layer.
+  const PlanEstimate nested = estimate_plan(model, cpu, all, {});
+  REQUIRE_MESSAGE(nested.feasible, nested.rejection_reason);
+  CHECK(calls(nested,
+              "tp: recomputed shared-expert output reduce-scatters (recompute_modules "
+              "shared_experts, moe)") == 2 * 3 * 4);
 }
 
 TEST_CASE("recompute_modules: without core_attn the attention scores are kept") {
