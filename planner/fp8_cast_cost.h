@@ -24,13 +24,14 @@ Fp8CastBytes torchao_float8_cast_bytes(const LinearGemms& gemms);
 /// eab345c (torchao/float8/README.md, Performance, example 2) measured a compiled Float8Linear
 /// forward plus backward with dynamic scaling at M, K, N = 4096, 8192, 16384 at 1.39x the bf16
 /// linear on H100. meshplan's costing of that linear (its three GEMMs on the efficiency curve of
-/// Meta's H100, grand-teton-h100: bf16 e_max 0.65, x_half 1024; the casts of
+/// Meta's H100, grand-teton-h100: bf16 e_max 0.61, x_half 768; the casts of
 /// torchao_float8_cast_bytes with the weight cast each call, 7 bytes per element, at
-/// hbm_efficiency 0.8) gives 1.61x at the FP8 e_max of 0.64 and 1.39x at 0.535: 0.836 of it.
+/// hbm_efficiency 0.8) gives 1.62x at the FP8 e_max of 0.60 and 1.39x at 0.500: 0.834 of it
+/// (0.836 with the H100 pair 0.65/1024 before 2026-11-25).
 /// Chosen on that one microbenchmark, not on any validation run (bench/torchao_fp8_ratio.py
 /// re-derives it). torchao runs both backward GEMMs without fast accumulation
 /// (Float8LinearConfig: use_fast_accum on the output GEMM only), where the FP8 e_max comes from
 /// FBGEMM's fast-accumulating kernels (pytorch/FBGEMM#2546).
-inline constexpr double kTorchaoFp8GemmEfficiencyRatio = 0.836;
+inline constexpr double kTorchaoFp8GemmEfficiencyRatio = 0.834;
 
 }  // namespace meshplan::planner
