@@ -16,11 +16,11 @@ void register_compare_command(CLI::App& app) {
   auto args = std::make_shared<Arguments>();
   CLI::App* compare = app.add_subcommand(
       "compare",
-      "Predicted against measured: meshplan execute --json, Megatron-LM or torchtitan log");
+      "Predicted against measured: meshplan execute --json, Megatron-LM, torchtitan or DeepSpeed log");
   compare->add_option("PLAN.json", args->plan_path, "Plan file")->required();
   compare
       ->add_option("MEASURED", args->measured_path,
-                   "execute's --json, a Megatron-LM log or a torchtitan log")
+                   "execute's --json, a Megatron-LM, torchtitan or DeepSpeed log")
       ->required();
   compare->add_option("--json", args->json_path, "Write the comparison as JSON");
   compare->callback([args] {

@@ -1,4 +1,5 @@
-// compare's inputs (compare.h): meshplan execute's --json, Megatron-LM and torchtitan logs.
+// compare's inputs (compare.h): meshplan execute's --json, Megatron-LM, torchtitan and DeepSpeed
+// logs.
 
 #include <fmt/format.h>
 
@@ -298,6 +299,157 @@ MeasuredRun parse_torchtitan_log(const std::string& text, const std::string& sou
   return run;
 }
 
+namespace {
+
+// A rank given by a "[rankR]:" line prefix (torchrun's tee), else global rank 0: DeepSpeed prints
+// these lines on rank 0 only (PipelineEngine.train_batch `if self.global_rank == 0`; engine.step's
+// report_progress; see_memory_usage returns on other ranks).
+double deepspeed_line_rank(const std::string& line, const std::string& source, int64_t number) {
+  if (line.rfind("[rank", 0) != 0) {
+    return 0;
+  }
+  return log_number(token_after(line, "[rank", 0, "0123456789"), source, number, "rank");
+}
+
+// The log's global batch, samples/sec x iter time, against the plan's: each is printed rounded to
+// 3 decimals, so the product is off by at most (samples/sec + iter time) x 0.0005 (+ 0.5 for the
+// batch being whole). A log of another batch is another plan's run.
+void check_deepspeed_batch(double iter_time_s, double samples_per_s, const planner::Plan& plan,
+                           const std::string& source, int64_t number) {
+  const double implied = iter_time_s * samples_per_s;
+  const double bound = (iter_time_s + samples_per_s) * 0.0005 + 0.5;
+  const double planned = static_cast<double>(plan.layout.global_batch);
+  if (std::abs(implied - planned) > bound) {
+    throw InputError(fmt::format(
+        "{}: line {}: samples/sec x iter time = {:.1f} sequences per step, not the plan's global "
+        "batch {}",
+        source, number, implied, plan.layout.global_batch));
+  }
+}
+
+// ThroughputTimer's "epoch=E/micro_step=M/global_step=G": in epoch 0, M / G is the gradient
+// accumulation steps, which must be the plan's global batch / (micro-batch x dp).
+void check_deepspeed_accumulation(const std::string& line, const planner::Plan& plan,
+                                  const std::string& source, int64_t number) {
+  const std::string epoch = token_after(line, "epoch=", 0, "0123456789");
+  const std::string micro = token_after(line, "micro_step=", 0, "0123456789");
+  const std::string global = token_after(line, "global_step=", 0, "0123456789");
+  if (epoch != "0" || micro.empty() || global.empty()) {
+    return;
+  }
+  const int64_t micro_steps = log_count(micro, source, number, "micro_step");
+  const int64_t global_steps = log_count(global, source, number, "global_step");
+  const int64_t per_step = plan.layout.micro_batch * plan.layout.dp;
+  if (global_steps <= 0 || per_step <= 0 || plan.layout.global_batch % per_step != 0) {
+    return;
+  }
+  const int64_t planned = plan.layout.global_batch / per_step;
+  if (micro_steps != global_steps * planned) {
+    throw InputError(fmt::format(
+        "{}: line {}: micro_step {} over global_step {} is not the plan's {} micro-batches per "
+        "step (global batch {} / (micro-batch {} x dp {}))",
+        source, number, micro_steps, global_steps, planned, plan.layout.global_batch,
+        plan.layout.micro_batch, plan.layout.dp));
+  }
+}
+
+}  // namespace
+
+// DeepSpeed (deepspeedai/DeepSpeed), printed by global rank 0:
+//   PipelineEngine.train_batch (deepspeed/runtime/pipe/engine.py, v0.3.13 .. 38327e07, the same
+//     fields throughout): "steps: N loss: L [<name>: V ...] iter time (s): T samples/sec: S", T
+//     the mean step time over the steps_per_print steps ending at N, S = train_batch_size / T;
+//   ThroughputTimer.stop (deepspeed/utils/timer.py, v0.8.0 .. 38327e07): "epoch=E/micro_step=M/
+//     global_step=G, RunningAvgSamplesPerSec=R, CurrSamplesPerSec=C, MemAllocated=AGB,
+//     MaxMemAllocated=XGB", C = train_batch_size / the step's forward-to-step() time. v0.7.x
+//     printed "E/M, RunningAvgSamplesPerSec=R, CurrSamplesPerSec=C" per micro-step and v0.6 and
+//     older "E/M, SamplesPerSec=R", a running average: refused, as they do not give a step's time;
+//   memory: MaxMemAllocated=XGB there, and see_memory_usage's "Max_MA X GB"
+//     (deepspeed/runtime/utils.py), torch.cuda.max_memory_allocated() / 2^30, rounded to 0.01.
+MeasuredRun parse_deepspeed_log(const std::string& text, const std::string& source,
+                                const planner::Plan& plan) {
+  MeasuredRun run;
+  run.format = "deepspeed log";
+  run.memory_kind = "max allocated";
+  std::vector<int64_t> pipeline_steps;
+  std::vector<double> pipeline_times;
+  std::vector<double> throughput_times;
+  int64_t old_throughput_line = 0;
+  std::istringstream lines(text);
+  int64_t number = 0;
+  for (std::string line; std::getline(lines, line);) {
+    number++;
+    const size_t steps_at = line.find("steps:");
+    const size_t iter_at = line.find("iter time (s):");
+    if (steps_at != std::string::npos && iter_at != std::string::npos && iter_at > steps_at) {
+      const double seconds =
+          log_number(token_after(line, "iter time (s):", iter_at), source, number, "iter time (s)");
+      if (!(seconds > 0)) {
+        throw InputError(fmt::format("{}: line {}: iter time (s): not positive ({})", source,
+                                     number, seconds));
+      }
+      const std::string tput = token_after(line, "samples/sec:", iter_at);
+      if (!tput.empty()) {
+        check_deepspeed_batch(seconds, log_number(tput, source, number, "samples/sec"), plan,
+                              source, number);
+      }
+      pipeline_steps.push_back(
+          log_count(token_after(line, "steps:", steps_at, "0123456789"), source, number, "steps"));
+      pipeline_times.push_back(seconds);
+    }
+    const std::string current = token_after(line, "CurrSamplesPerSec=");
+    if (!current.empty()) {
+      if (line.find("global_step=") == std::string::npos) {
+        old_throughput_line = number;
+      } else {
+        const double samples_per_s = log_number(current, source, number, "CurrSamplesPerSec");
+        if (!(samples_per_s > 0)) {
+          throw InputError(fmt::format("{}: line {}: CurrSamplesPerSec: not positive ({})", source,
+                                       number, current));
+        }
+        check_deepspeed_accumulation(line, plan, source, number);
+        throughput_times.push_back(static_cast<double>(plan.layout.global_batch) / samples_per_s);
+      }
+    } else if (line.find("SamplesPerSec=") != std::string::npos) {
+      old_throughput_line = number;
+    }
+    for (const char* key : {"MaxMemAllocated=", "Max_MA"}) {
+      const std::string gib = token_after(line, key);
+      if (!gib.empty()) {
+        const double rank = deepspeed_line_rank(line, source, number);
+        record_peak(run, stage_of_rank(plan, rank, source, number),
+                    memory_bytes(log_number(gib, source, number, key) *
+                                     static_cast<double>(kBytesPerGiB),
+                                 source, number));
+      }
+    }
+  }
+  if (!pipeline_times.empty()) {
+    run.step_times_s = pipeline_times;
+    // As Megatron-LM's: the first interval from step 1 holds the warm-up, left out when the log
+    // starts there and has more than one line.
+    const bool starts_at_one = pipeline_steps.size() > 1 &&
+                               pipeline_steps[0] == pipeline_steps[1] - pipeline_steps[0];
+    set_step_time(run, starts_at_one ? 1 : 0);
+  } else if (!throughput_times.empty()) {
+    // ThroughputTimer leaves the first two steps out itself (start_step 2).
+    run.step_times_s = throughput_times;
+    set_step_time(run, 0);
+  } else if (old_throughput_line > 0) {
+    throw InputError(fmt::format(
+        "{}: line {}: DeepSpeed before v0.8.0 prints a running average or a micro-step's "
+        "samples/sec, not a step's time: log with DeepSpeed >= 0.8.0 or the pipeline engine "
+        "('steps: N ... iter time (s): T')",
+        source, old_throughput_line));
+  } else {
+    throw InputError(fmt::format(
+        "{}: no 'steps: N ... iter time (s): T' or 'CurrSamplesPerSec=' line (not a DeepSpeed "
+        "log)",
+        source));
+  }
+  return run;
+}
+
 MeasuredRun read_measured_run(const std::string& path, const planner::Plan& plan) {
   const std::string text = read_input_file(path);
   const size_t first = text.find_first_not_of(" \t\r\n");
@@ -324,9 +476,14 @@ MeasuredRun read_measured_run(const std::string& path, const planner::Plan& plan
   if (text.find("tps:") != std::string::npos && text.find("step:") != std::string::npos) {
     return parse_torchtitan_log(text, path, plan);
   }
+  if (text.find("iter time (s):") != std::string::npos ||
+      text.find("SamplesPerSec=") != std::string::npos) {
+    return parse_deepspeed_log(text, path, plan);
+  }
   throw InputError(fmt::format(
-      "{}: not meshplan execute's --json, a Megatron-LM log ('elapsed time per iteration (ms)') "
-      "or a torchtitan log ('step: N ... tps: T')",
+      "{}: not meshplan execute's --json, a Megatron-LM log ('elapsed time per iteration (ms)'), "
+      "a torchtitan log ('step: N ... tps: T') or a DeepSpeed log ('iter time (s): T' or "
+      "'CurrSamplesPerSec=')",
       path));
 }
 

@@ -1,11 +1,15 @@
-// meshplan compare: the three measured formats parsed with figures worked out by hand from the
+// meshplan compare: the four measured formats parsed with figures worked out by hand from the
 // logs, and the comparison against a published Megatron-LM run.
 #include "meshplan/compare.h"
 
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 namespace meshplan::reports {
 namespace {
@@ -118,6 +122,91 @@ TEST_CASE("torchtitan log: colours stripped, step time = global batch x s / (tps
                        "t.log: no 'step: N loss: ... memory: X GiB ... tps: T' line (not a "
                        "torchtitan log)",
                        InputError);
+}
+
+TEST_CASE("DeepSpeed pipeline engine: iter time (s) per interval, warm-up left out, batch checked") {
+  planner::Plan plan = alibaba_plan();
+  plan.layout.dp = 1;
+  plan.layout.pp = 2;
+  // PipelineEngine.train_batch's line (deepspeed/runtime/pipe/engine.py), extra losses as
+  // Megatron-DeepSpeed's MoE prints them; samples/sec = 64 / iter time.
+  const MeasuredRun run = parse_deepspeed_log(
+      "steps: 10 loss: 7.1234 iter time (s): 5.000 samples/sec: 12.800\n"
+      "steps: 20 loss: 6.9000 iter time (s): 4.000 samples/sec: 16.000\n"
+      "steps: 30 loss: 6.8000 lm loss: 6.7000 moe loss: 0.1000 iter time (s): 4.200 "
+      "samples/sec: 15.238\n"
+      "[2025-01-01 00:00:00,000] [INFO] [utils.py:782:see_memory_usage] MA 1.5 GB         Max_MA "
+      "2.25 GB         CA 3.0 GB         Max_CA 3 GB \n",
+      "ds.log", plan);
+  CHECK(run.format == "deepspeed log");
+  // Steps 1-10 hold the warm-up: the mean of the other two intervals.
+  CHECK(run.steps_averaged == 2);
+  CHECK(run.step_time_s == doctest::Approx(4.1).epsilon(1e-12).scale(0));
+  REQUIRE(run.peak_memory_bytes.size() == 1);
+  CHECK(run.peak_memory_bytes.at(0) == static_cast<int64_t>(2.25 * 1073741824.0));
+  // 1.000 s x 32.000 samples/s = 32 sequences: another plan's run.
+  CHECK_THROWS_WITH_AS(
+      parse_deepspeed_log("steps: 10 loss: 1.0 iter time (s): 1.000 samples/sec: 32.000\n",
+                          "ds.log", plan),
+      "ds.log: line 1: samples/sec x iter time = 32.0 sequences per step, not the plan's global "
+      "batch 64",
+      InputError);
+  CHECK_THROWS_WITH_AS(
+      parse_deepspeed_log("steps: 10 loss: 1.0 iter time (s): 0.000 samples/sec: inf\n", "ds.log",
+                          plan),
+      "ds.log: line 1: iter time (s): not positive (0)", InputError);
+}
+
+TEST_CASE("DeepSpeed ThroughputTimer: step time = global batch / CurrSamplesPerSec, >= v0.8.0") {
+  const planner::Plan plan = alibaba_plan();  // 64 sequences = micro-batch 4 x dp 2 x 8
+  // The line as deepspeed/utils/timer.py ThroughputTimer.stop prints it (DeepSpeed issue 3742).
+  const MeasuredRun run = parse_deepspeed_log(
+      "[2023-07-25 21:03:17,269] [INFO] [timer.py:215:stop] epoch=0/micro_step=80/global_step=10, "
+      "RunningAvgSamplesPerSec=15.5, CurrSamplesPerSec=16.0, MemAllocated=59.65GB, "
+      "MaxMemAllocated=63.31GB\n"
+      "[2023-07-25 21:03:21,492] [INFO] [timer.py:215:stop] epoch=0/micro_step=88/global_step=11, "
+      "RunningAvgSamplesPerSec=15.6, CurrSamplesPerSec=12.8, MemAllocated=59.65GB, "
+      "MaxMemAllocated=63.31GB\n",
+      "ds.log", plan);
+  CHECK(run.step_times_s == std::vector<double>{4.0, 5.0});  // 64 / 16, 64 / 12.8
+  CHECK(run.step_time_s == doctest::Approx(4.5).epsilon(1e-12).scale(0));
+  CHECK(run.peak_memory_bytes.at(0) == static_cast<int64_t>(63.31 * 1073741824.0));
+  // 40 micro-steps in 10 steps is 4 per step, not the plan's 8.
+  CHECK_THROWS_WITH_AS(
+      parse_deepspeed_log("epoch=0/micro_step=40/global_step=10, RunningAvgSamplesPerSec=1, "
+                          "CurrSamplesPerSec=1, MemAllocated=1GB, MaxMemAllocated=1GB\n",
+                          "ds.log", plan),
+      "ds.log: line 1: micro_step 40 over global_step 10 is not the plan's 8 micro-batches per "
+      "step (global batch 64 / (micro-batch 4 x dp 2))",
+      InputError);
+  // v0.6's running average (DeepSpeed issue 1825) does not give a step's time.
+  CHECK_THROWS_WITH_AS(
+      parse_deepspeed_log("[2022-03-11 02:06:58,985] [INFO] [timer.py:189:stop] 0/40, "
+                          "SamplesPerSec=83.48609168106144, MemAllocated=0.26GB, "
+                          "MaxMemAllocated=9.02GB\n",
+                          "ds.log", plan),
+      "ds.log: line 1: DeepSpeed before v0.8.0 prints a running average or a micro-step's "
+      "samples/sec, not a step's time: log with DeepSpeed >= 0.8.0 or the pipeline engine "
+      "('steps: N ... iter time (s): T')",
+      InputError);
+  CHECK_THROWS_WITH_AS(parse_deepspeed_log("[rank9]: Max_MA 1.0 GB\n", "ds.log", plan),
+                       "ds.log: line 1: rank 9 is not in the plan's 8 ranks", InputError);
+}
+
+TEST_CASE("read_measured_run tells a DeepSpeed log from the others") {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("meshplan_compare_ds_" + std::to_string(::getpid()) + ".log"))
+                               .string();
+  {
+    std::ofstream out(path);
+    out << "[2025-01-01 00:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, "
+           "skipped=0, lr=[0.0001], mom=[(0.9, 0.95)]\n"
+        << "steps: 10 loss: 7.0000 iter time (s): 2.000 samples/sec: 32.000\n";
+  }
+  const MeasuredRun run = read_measured_run(path, alibaba_plan());
+  std::filesystem::remove(path);
+  CHECK(run.format == "deepspeed log");
+  CHECK(run.step_time_s == doctest::Approx(2.0).scale(0));
 }
 
 TEST_CASE("execute --json: step times after the first, memory and collectives per stage") {

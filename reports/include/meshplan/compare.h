@@ -2,7 +2,7 @@
 // meshplan compare: the planner's prediction for a plan beside what a run of it measured, per
 // component (step time, per-stage compute, exposed communication, bubble, peak memory per stage,
 // bytes and calls per collective), with the error in percent and a one-line verdict. The run is
-// meshplan execute's --json, a Megatron-LM training log or a torchtitan log.
+// meshplan execute's --json, a Megatron-LM training log, a torchtitan log or a DeepSpeed log.
 
 #include <cstdint>
 #include <map>
@@ -28,7 +28,7 @@ struct MeasuredCollective {
 /// max_memory_allocated, torchtitan max_reserved, the CPU executor's live tensors), per stage,
 /// max over the stage's ranks that reported.
 struct MeasuredRun {
-  std::string format;                // "meshplan execute", "megatron-lm log", "torchtitan log"
+  std::string format;  // "meshplan execute", "megatron-lm log", "torchtitan log", "deepspeed log"
   std::vector<double> step_times_s;  // every logged step (or logging interval's mean), in order
   double step_time_s = 0;            // mean of step_times_s, warm-up left out (see parse_*)
   int64_t steps_averaged = 0;        // how many of step_times_s that mean is over
@@ -39,8 +39,8 @@ struct MeasuredRun {
 
 /// Reads `path`: JSON starting with '{' is meshplan execute's --json; otherwise a text log,
 /// Megatron-LM when it has "elapsed time per iteration (ms)" lines, torchtitan when it has
-/// "step: N ... memory: X GiB ... tps: T" lines. Ranks in Megatron-LM memory lines map to
-/// stages by the plan's layout. Throws InputError "<path>: ..." (one line, naming the line
+/// "step: N ... memory: X GiB ... tps: T" lines, DeepSpeed when it has "iter time (s):" or
+/// "SamplesPerSec=" lines. Ranks in Megatron-LM memory lines map to stages by the plan's layout. Throws InputError "<path>: ..." (one line, naming the line
 /// number or field) when the file is none of these or malformed.
 MeasuredRun read_measured_run(const std::string& path, const planner::Plan& plan);
 
@@ -50,6 +50,14 @@ MeasuredRun parse_megatron_log(const std::string& text, const std::string& sourc
                                const planner::Plan& plan);
 MeasuredRun parse_torchtitan_log(const std::string& text, const std::string& source,
                                  const planner::Plan& plan);
+/// DeepSpeed's rank-0 lines: the pipeline engine's "steps: N loss: L ... iter time (s): T
+/// samples/sec: S" (step time T; T x S must be the plan's global batch), else ThroughputTimer's
+/// "epoch=E/micro_step=M/global_step=G, ... CurrSamplesPerSec=C, ... MaxMemAllocated=XGB"
+/// (DeepSpeed >= 0.8.0: step time = global batch / C; M / G must be the plan's accumulation
+/// steps); memory from MaxMemAllocated= and see_memory_usage's "Max_MA X GB" (GiB), rank 0 (or a
+/// "[rankR]:" prefix). Older ThroughputTimer lines are refused by name.
+MeasuredRun parse_deepspeed_log(const std::string& text, const std::string& source,
+                                const planner::Plan& plan);
 
 /// One compared quantity; measured is empty where the source does not measure it.
 struct CompareRow {
