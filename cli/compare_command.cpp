@@ -14,9 +14,9 @@ void register_compare_command(CLI::App& app) {
     std::string plan_path, measured_path, json_path;
   };
   auto args = std::make_shared<Arguments>();
-  CLI::App* compare = app.add_subcommand(
-      "compare",
-      "Predicted against measured: meshplan execute --json, Megatron-LM, torchtitan or DeepSpeed log");
+  CLI::App* compare = app.add_subcommand("compare",
+                                         "Predicted against measured: meshplan execute --json, "
+                                         "Megatron-LM, torchtitan or DeepSpeed log");
   compare->add_option("PLAN.json", args->plan_path, "Plan file")->required();
   compare
       ->add_option("MEASURED", args->measured_path,

@@ -385,8 +385,8 @@ MeasuredRun parse_deepspeed_log(const std::string& text, const std::string& sour
       const double seconds =
           log_number(token_after(line, "iter time (s):", iter_at), source, number, "iter time (s)");
       if (!(seconds > 0)) {
-        throw InputError(fmt::format("{}: line {}: iter time (s): not positive ({})", source,
-                                     number, seconds));
+        throw InputError(
+            fmt::format("{}: line {}: iter time (s): not positive ({})", source, number, seconds));
       }
       const std::string tput = token_after(line, "samples/sec:", iter_at);
       if (!tput.empty()) {
@@ -417,10 +417,10 @@ MeasuredRun parse_deepspeed_log(const std::string& text, const std::string& sour
       const std::string gib = token_after(line, key);
       if (!gib.empty()) {
         const double rank = deepspeed_line_rank(line, source, number);
-        record_peak(run, stage_of_rank(plan, rank, source, number),
-                    memory_bytes(log_number(gib, source, number, key) *
-                                     static_cast<double>(kBytesPerGiB),
-                                 source, number));
+        record_peak(
+            run, stage_of_rank(plan, rank, source, number),
+            memory_bytes(log_number(gib, source, number, key) * static_cast<double>(kBytesPerGiB),
+                         source, number));
       }
     }
   }
@@ -428,8 +428,8 @@ MeasuredRun parse_deepspeed_log(const std::string& text, const std::string& sour
     run.step_times_s = pipeline_times;
     // As Megatron-LM's: the first interval from step 1 holds the warm-up, left out when the log
     // starts there and has more than one line.
-    const bool starts_at_one = pipeline_steps.size() > 1 &&
-                               pipeline_steps[0] == pipeline_steps[1] - pipeline_steps[0];
+    const bool starts_at_one =
+        pipeline_steps.size() > 1 && pipeline_steps[0] == pipeline_steps[1] - pipeline_steps[0];
     set_step_time(run, starts_at_one ? 1 : 0);
   } else if (!throughput_times.empty()) {
     // ThroughputTimer leaves the first two steps out itself (start_step 2).

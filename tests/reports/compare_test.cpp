@@ -3,7 +3,6 @@
 #include "meshplan/compare.h"
 
 #include <doctest/doctest.h>
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -124,7 +123,8 @@ TEST_CASE("torchtitan log: colours stripped, step time = global batch x s / (tps
                        InputError);
 }
 
-TEST_CASE("DeepSpeed pipeline engine: iter time (s) per interval, warm-up left out, batch checked") {
+TEST_CASE(
+    "DeepSpeed pipeline engine: iter time (s) per interval, warm-up left out, batch checked") {
   planner::Plan plan = alibaba_plan();
   plan.layout.dp = 1;
   plan.layout.pp = 2;

@@ -40,8 +40,9 @@ struct MeasuredRun {
 /// Reads `path`: JSON starting with '{' is meshplan execute's --json; otherwise a text log,
 /// Megatron-LM when it has "elapsed time per iteration (ms)" lines, torchtitan when it has
 /// "step: N ... memory: X GiB ... tps: T" lines, DeepSpeed when it has "iter time (s):" or
-/// "SamplesPerSec=" lines. Ranks in Megatron-LM memory lines map to stages by the plan's layout. Throws InputError "<path>: ..." (one line, naming the line
-/// number or field) when the file is none of these or malformed.
+/// "SamplesPerSec=" lines. Ranks in Megatron-LM memory lines map to stages by the plan's layout.
+/// Throws InputError "<path>: ..." (one line, naming the line number or field) when the file is
+/// none of these or malformed.
 MeasuredRun read_measured_run(const std::string& path, const planner::Plan& plan);
 
 /// Parsers behind read_measured_run, on the file's text; `source` names it in errors.
