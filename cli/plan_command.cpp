@@ -72,6 +72,7 @@ struct PlanArguments {
   std::optional<std::string> grad_reduce_dtype;  // unset: the framework's default
   std::string scatter_gather_pipeline = "off";
   std::string pipeline_grad_scatter_gather = "on";
+  std::string deepspeed_grad_all_reduce = "on";
   std::optional<double> bucket_mb;  // unset: the framework's default (planner::dp_bucket_bytes)
   bool allow_tp_across_nodes = false;
   int64_t top = 10;
@@ -476,6 +477,9 @@ planner::PlanOptions plan_options(const PlanArguments& args, const models::Clust
   options.pipeline_grad_scatter_gather =
       parse_on_off(args.pipeline_grad_scatter_gather, "--pipeline-grad-scatter-gather");
   planner::check_pipeline_grad_scatter_gather_options(options, "--pipeline-grad-scatter-gather");
+  options.deepspeed_grad_all_reduce =
+      parse_on_off(args.deepspeed_grad_all_reduce, "--deepspeed-grad-all-reduce");
+  planner::check_deepspeed_grad_all_reduce_options(options, "--deepspeed-grad-all-reduce");
   options.allow_tp_across_nodes = args.allow_tp_across_nodes;
   planner::check_moe_load_imbalance(args.moe_load_imbalance, "--moe-load-imbalance");
   options.moe_load_imbalance = args.moe_load_imbalance;
@@ -900,6 +904,11 @@ void register_plan_commands(CLI::App& app) {
                    "With --scatter-gather-pipeline, split the gradient sends too (on | off; off: "
                    "DeepSpeed before #1407, e.g. DeeperSpeed eb7f5cff; --framework deepspeed "
                    "only)")
+      ->capture_default_str();
+  plan->add_option("--deepspeed-grad-all-reduce", args->deepspeed_grad_all_reduce,
+                   "DeepSpeed ZeRO 1-2 all-reduce their gradient buckets (on: DeepSpeed >= "
+                   "0.12.4, and ZeRO-1 from 0.4.4; off: a reduce per rank's slice, as ZeRO-2 "
+                   "before 0.12.4 or DeeperSpeed's legacy ZeRO-1; --framework deepspeed only)")
       ->capture_default_str();
   plan->add_option("--bucket-mb", args->bucket_mb,
                    "Data-parallel bucket size in MiB of gradients; default: the framework's "

@@ -399,10 +399,15 @@ void add_data_parallel(Inventory& inventory, const models::TransformerConfig& mo
     }
   };
   add(buckets.step_grad,
-      layout.zero == 0 ? "dp: gradient all-reduce (buckets)" : "dp: gradient reduce-scatter (ZeRO)",
+      layout.zero == 0                        ? "dp: gradient all-reduce (buckets)"
+      : zero_grad_all_reduce(layout, options) ? "dp: gradient all-reduce (DeepSpeed ZeRO-1)"
+                                              : "dp: gradient reduce-scatter (ZeRO)",
       1);
   add(buckets.step_param, "dp: parameter all-gather after the optimizer (ZeRO)", 1);
-  add(buckets.chunk_grad, "dp: gradient reduce-scatter per micro-batch and chunk (ZeRO)",
+  add(buckets.chunk_grad,
+      zero_grad_all_reduce(layout, options)
+          ? "dp: gradient all-reduce per micro-batch and chunk (DeepSpeed ZeRO-2)"
+          : "dp: gradient reduce-scatter per micro-batch and chunk (ZeRO)",
       chunk_ops);
   const auto same_calls = [](const std::vector<DpBucket>& a, const std::vector<DpBucket>& b) {
     return std::equal(a.begin(), a.end(), b.begin(), b.end(),

@@ -33,6 +33,11 @@ int64_t dp_full_bucket_bytes(const Layout& layout, int64_t element_bytes, int64_
   return std::max<int64_t>(1, bucket_bytes / block_bytes) * block_bytes;
 }
 
+bool zero_grad_all_reduce(const Layout& layout, const PlanOptions& options) {
+  return options.framework == Framework::kDeepSpeed && (layout.zero == 1 || layout.zero == 2) &&
+         options.deepspeed_grad_all_reduce;
+}
+
 GradReduceDtype default_grad_reduce_dtype(Framework framework, const Layout& layout) {
   switch (framework) {
     case Framework::kMegatron:
@@ -428,7 +433,10 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
   const int64_t g = grad_reduce_element_bytes(cluster, layout, options);
   const int64_t grad_bucket = dp_full_bucket_bytes(layout, g, bucket_bytes);
   const int64_t param_bucket = grad_bucket / g * e;
-  const auto kRS = CollectiveKind::kReduceScatter;
+  // DeepSpeed's ZeRO 1-2 all-reduce each bucket (zero_grad_all_reduce); elsewhere ZeRO reduces
+  // at a reduce-scatter's bytes.
+  const auto kRS = zero_grad_all_reduce(layout, options) ? CollectiveKind::kAllReduce
+                                                         : CollectiveKind::kReduceScatter;
   const auto kAG = CollectiveKind::kAllGather;
   const int64_t count = dp_buffer_count(layout, parameters);
   const int64_t grad_bytes = count * g;
@@ -564,7 +572,10 @@ DpBuckets expert_dp_buckets(const models::TransformerConfig& model,
     out.step_grad.push_back(call(CollectiveKind::kAllReduce, g));
     return out;
   }
-  out.step_grad.push_back(call(CollectiveKind::kReduceScatter, g));
+  out.step_grad.push_back(call(zero_grad_all_reduce(layout, options)
+                                   ? CollectiveKind::kAllReduce
+                                   : CollectiveKind::kReduceScatter,
+                               g));
   out.step_param.push_back(call(CollectiveKind::kAllGather, element_bytes(cluster)));
   return out;
 }

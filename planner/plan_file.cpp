@@ -88,7 +88,7 @@ constexpr std::array<std::string_view, 20> kLayoutFields = {"tp",
                                                             "recompute_layers",
                                                             "recompute_group_layers",
                                                             "recompute_modules"};
-constexpr std::array<std::string_view, 26> kOptionsFields = {"flash_attention",
+constexpr std::array<std::string_view, 27> kOptionsFields = {"flash_attention",
                                                              "flash_attention_version",
                                                              "fsdp_version",
                                                              "fsdp_head_in_root",
@@ -111,6 +111,7 @@ constexpr std::array<std::string_view, 26> kOptionsFields = {"flash_attention",
                                                              "compile_loss",
                                                              "norm_kernel",
                                                              "pipeline_grad_scatter_gather",
+                                                             "deepspeed_grad_all_reduce",
                                                              "optimizer_impl",
                                                              "weight_decay",
                                                              "distribute_saved_activations"};
@@ -311,6 +312,9 @@ nlohmann::json options_to_json(const PlanOptions& options) {
   if (!options.pipeline_grad_scatter_gather) {  // omitted at the default, true
     json["pipeline_grad_scatter_gather"] = false;
   }
+  if (!options.deepspeed_grad_all_reduce) {  // omitted at the default, true
+    json["deepspeed_grad_all_reduce"] = false;
+  }
   if (options.optimizer_impl != OptimizerImpl::kFused) {  // omitted at the default, fused
     json["optimizer_impl"] = to_string(options.optimizer_impl);
   }
@@ -429,6 +433,10 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
         require_bool(json, "pipeline_grad_scatter_gather", where);
   }
   check_pipeline_grad_scatter_gather_options(options, where + ": pipeline_grad_scatter_gather");
+  if (json.contains("deepspeed_grad_all_reduce")) {  // optional: absent means true
+    options.deepspeed_grad_all_reduce = require_bool(json, "deepspeed_grad_all_reduce", where);
+  }
+  check_deepspeed_grad_all_reduce_options(options, where + ": deepspeed_grad_all_reduce");
   if (json.contains("optimizer_impl")) {  // optional: absent means fused
     options.optimizer_impl = parse_optimizer_impl(require_string(json, "optimizer_impl", where),
                                                   where + ": optimizer_impl");

@@ -279,6 +279,16 @@ void check_norm_kernel_options(const PlanOptions& options, const std::string& fi
   }
 }
 
+void check_deepspeed_grad_all_reduce_options(const PlanOptions& options, const std::string& field) {
+  if (options.deepspeed_grad_all_reduce || options.framework == Framework::kDeepSpeed) {
+    return;
+  }
+  throw InputError(fmt::format(
+      "{}: false under framework {}: only DeepSpeed's ZeRO 1-2 reduce chooses between an "
+      "all-reduce and per-rank reduces (framework deepspeed)",
+      field, to_string(options.framework)));
+}
+
 // DeeperSpeed eb7f5cff runtime/pipe/engine.py line 122 (is_grad_partitioned = False) sends the
 // gradients whole; Megatron-LM splits both directions, DeepSpeed too since #1407 (e2fdd254).
 void check_pipeline_grad_scatter_gather_options(const PlanOptions& options,
@@ -480,6 +490,7 @@ void check_precision(const models::ClusterConfig& cluster, const PlanOptions& op
   check_weight_decay_options(options, "weight_decay");
   check_norm_kernel_options(options, "norm_kernel");
   check_pipeline_grad_scatter_gather_options(options, "pipeline_grad_scatter_gather");
+  check_deepspeed_grad_all_reduce_options(options, "deepspeed_grad_all_reduce");
   check_distribute_saved_activations_options(options, "distribute_saved_activations");
   if (options.gemm_precision != GemmPrecision::kFp8) {
     return;

@@ -2,9 +2,9 @@
 // reads them (microsoft/DeepSpeed 38327e07: deepspeed/runtime/constants.py train_batch_size,
 // train_micro_batch_size_per_gpu, gradient_accumulation_steps, bf16.enabled;
 // deepspeed/runtime/zero/config.py zero_optimization.{stage, overlap_comm, reduce_bucket_size,
-// allgather_bucket_size}; deepspeed/runtime/config.py get_pipeline_config pipeline.{stages,
-// activation_checkpoint_interval}; deepspeed/runtime/tensor_parallel/config.py
-// tensor_parallel.autotp_size).
+// allgather_bucket_size, use_multi_rank_bucket_allreduce}; deepspeed/runtime/config.py
+// get_pipeline_config pipeline.{stages, activation_checkpoint_interval};
+// deepspeed/runtime/tensor_parallel/config.py tensor_parallel.autotp_size).
 
 #include <fmt/format.h>
 
@@ -100,6 +100,12 @@ std::string emit_deepspeed(const planner::Plan& plan) {
         {"overlap_comm", plan.options.overlap_grad_reduce},
         {"reduce_bucket_size", bucket_elements},
         {"allgather_bucket_size", bucket_elements}}}};
+  if (!plan.options.deepspeed_grad_all_reduce && (layout.zero == 1 || layout.zero == 2)) {
+    // A reduce per rank's slice instead of the bucket all-reduce (zero/config.py
+    // use_multi_rank_bucket_allreduce, default true since v0.12.4; stage_1_and_2.py
+    // average_tensor: allreduce_no_retain to each slice's rank).
+    config["zero_optimization"]["use_multi_rank_bucket_allreduce"] = false;
+  }
   if (layout.pp > 1) {
     config["pipeline"] = {
         {"stages", layout.pp},

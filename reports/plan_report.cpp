@@ -158,6 +158,9 @@ std::string format_plan_options(const planner::PlanOptions& o, const planner::Se
   if (!o.pipeline_grad_scatter_gather) {
     out += ", pipeline gradients sent whole";
   }
+  if (!o.deepspeed_grad_all_reduce) {
+    out += ", ZeRO gradients reduced per rank";
+  }
   if (o.optimizer_impl != planner::OptimizerImpl::kFused) {
     out += ", optimizer " + planner::to_string(o.optimizer_impl);
   }

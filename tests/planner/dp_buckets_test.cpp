@@ -113,8 +113,9 @@ TEST_CASE("dp_buckets: ZeRO 1 and 2 shard the padded buffer in whole dp blocks")
   CHECK(one.step_grad.front().kind == CollectiveKind::kReduceScatter);
   CHECK(one.step_param.front().kind == CollectiveKind::kAllGather);
   CHECK(one.chunk_grad.empty());
-  // ZeRO 2 reduce-scatters each backward's gradients (vpp = 1: the whole stage per op), in
-  // bucket_bytes buckets under DeepSpeed (reduce_bucket_size) and the executor.
+  // ZeRO 2 reduces each backward's gradients (vpp = 1: the whole stage per op), in
+  // bucket_bytes buckets under DeepSpeed (reduce_bucket_size; all-reduced, below) and the
+  // executor.
   for (const Framework framework : {Framework::kDeepSpeed, Framework::kMeshplan}) {
     const DpBuckets two = tiny_buckets(2, framework);
     CHECK(two.step_grad.empty());
@@ -122,6 +123,54 @@ TEST_CASE("dp_buckets: ZeRO 1 and 2 shard the padded buffer in whole dp blocks")
     CHECK(sizes_of(two.step_param) == padded);
     CHECK(two.chunk_param.empty());
   }
+}
+
+TEST_CASE("dp_buckets: DeepSpeed ZeRO 1-2 all-reduce the same buckets unless told otherwise") {
+  // DeepSpeed's default since v0.12.4 (use_multi_rank_bucket_allreduce) and its ZeRO-1 from
+  // v0.4.4: each bucket all-reduced, each rank keeping its slice; same buckets, same bytes per
+  // call, twice a reduce-scatter's traffic: (n - 1) / n x 2 x bytes over the ring.
+  const std::vector<int64_t> padded{199'998, 199'998, 35'334};
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  for (const int zero : {1, 2}) {
+    CAPTURE(zero);
+    const DpBuckets all_reduced = tiny_buckets(zero, Framework::kDeepSpeed);
+    const std::vector<DpBucket>& grads = zero == 1 ? all_reduced.step_grad : all_reduced.chunk_grad;
+    CHECK(sizes_of(grads) == padded);
+    for (const DpBucket& bucket : grads) {
+      CHECK(bucket.kind == CollectiveKind::kAllReduce);
+      CHECK(bucket.seconds ==
+            collective_seconds(cluster, CollectiveKind::kAllReduce, bucket.bytes, 3, 1, 0));
+    }
+    CHECK(all_reduced.step_param.front().kind == CollectiveKind::kAllGather);
+    // Off: a reduce per rank's slice (DeeperSpeed's legacy ZeRO-1; ZeRO-2 before v0.12.4),
+    // costed at the reduce-scatter's bytes.
+    Layout layout = make_layout(1, 1, 3, 1, 6);
+    layout.zero = zero;
+    PlanOptions options;
+    options.bucket_bytes = kBucketBytes;
+    options.framework = Framework::kDeepSpeed;
+    options.deepspeed_grad_all_reduce = false;
+    const DpBuckets reduced = dp_buckets(models::load_model("tiny"), cluster, layout, options, 0);
+    const std::vector<DpBucket>& scattered = zero == 1 ? reduced.step_grad : reduced.chunk_grad;
+    CHECK(sizes_of(scattered) == padded);
+    CHECK(scattered.front().kind == CollectiveKind::kReduceScatter);
+    CHECK(zero_grad_all_reduce(layout, options) == false);
+    options.deepspeed_grad_all_reduce = true;
+    CHECK(zero_grad_all_reduce(layout, options));
+  }
+  // Megatron's distributed optimizer and the executor reduce-scatter whatever the option.
+  CHECK(tiny_buckets(1, Framework::kMegatron).step_grad.front().kind ==
+        CollectiveKind::kReduceScatter);
+  CHECK(tiny_buckets(2, Framework::kMeshplan).chunk_grad.front().kind ==
+        CollectiveKind::kReduceScatter);
+  CHECK(tiny_buckets(0, Framework::kDeepSpeed).step_grad.front().kind ==
+        CollectiveKind::kAllReduce);
+  PlanOptions megatron;
+  megatron.deepspeed_grad_all_reduce = false;
+  CHECK_THROWS_WITH_AS(check_deepspeed_grad_all_reduce_options(megatron, "f"),
+                       "f: false under framework megatron: only DeepSpeed's ZeRO 1-2 reduce "
+                       "chooses between an all-reduce and per-rank reduces (framework deepspeed)",
+                       InputError);
 }
 
 TEST_CASE("dp_buckets: Megatron reduces gradients in fp32 under bf16 unless told bf16") {

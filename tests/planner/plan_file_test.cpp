@@ -253,6 +253,32 @@ TEST_CASE("round trip: pipeline_grad_scatter_gather is stored only when false; r
                        InputError);
 }
 
+TEST_CASE("round trip: deepspeed_grad_all_reduce is stored only when false; refusals") {
+  Plan plan = example_plan();
+  plan.options.framework = Framework::kDeepSpeed;
+  plan.options.overlap_tp_comm = false;
+  plan.layout.vpp = 1;
+  plan.layout.schedule = ScheduleKind::kOneFOneB;
+  plan.layout.zero = 1;
+  CHECK_FALSE(plan_to_json(plan, {}).at("options").contains("deepspeed_grad_all_reduce"));
+  plan.options.deepspeed_grad_all_reduce = false;
+  const nlohmann::json json = plan_to_json(plan, {});
+  CHECK(json.at("options").at("deepspeed_grad_all_reduce") == false);
+  const Plan back = plan_from_json(json, "p.json");
+  CHECK_FALSE(back.options.deepspeed_grad_all_reduce);
+  CHECK(back == plan);
+  nlohmann::json bad = json;
+  bad["options"]["framework"] = "fsdp";
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
+                       doctest::Contains("p.json: options: deepspeed_grad_all_reduce: false "
+                                         "under framework fsdp"),
+                       InputError);
+  bad = json;
+  bad["options"]["deepspeed_grad_all_reduce"] = 0;
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"), doctest::Contains("p.json: options"),
+                       InputError);
+}
+
 TEST_CASE("round trip: norm_kernel is stored only when eager and read back; bad values refused") {
   Plan plan = example_plan();
   plan.options.framework = Framework::kFsdp;  // torchtitan: FSDP2 (zero 3), one stage

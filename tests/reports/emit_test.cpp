@@ -836,11 +836,20 @@ TEST_CASE("--emit deepspeed: pipeline engine with ZeRO-1, full recompute") {
     CHECK_MESSAGE(top.count(key) == 1, key);
   }
   const std::set<std::string> zero_keys = {"stage", "overlap_comm", "reduce_bucket_size",
-                                           "allgather_bucket_size"};
+                                           "allgather_bucket_size",
+                                           "use_multi_rank_bucket_allreduce"};
   for (const auto& item : config.at("zero_optimization").items()) {
     const std::string key = item.key();
     CHECK_MESSAGE(zero_keys.count(key) == 1, key);
   }
+  // The plan costs the bucket all-reduce, DeepSpeed's default: no key. Costed as per-rank
+  // reduces, the config turns the all-reduce off (zero/config.py, default true since v0.12.4).
+  CHECK(config.at("zero_optimization").count("use_multi_rank_bucket_allreduce") == 0);
+  planner::Plan reduced = plan;
+  reduced.options.deepspeed_grad_all_reduce = false;
+  CHECK(nlohmann::json::parse(emit_deepspeed(reduced))
+            .at("zero_optimization")
+            .at("use_multi_rank_bucket_allreduce") == false);
 }
 
 // Llama-3 8B on 64 H100s, tp 2, pp 4, dp 8, ZeRO 1, full recompute: the recompute options' plan.

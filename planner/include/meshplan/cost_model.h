@@ -131,6 +131,18 @@ struct PlanOptions {
   // gradient whole and the receiver gathers nothing. Only framework deepspeed
   // (check_pipeline_grad_scatter_gather_options).
   bool pipeline_grad_scatter_gather = true;
+  // DeepSpeed ZeRO 1-2 (framework deepspeed): whether the gradient buckets are all-reduced over
+  // dp, each rank keeping its own partition's slice, rather than reduced at the reduce-scatter's
+  // bandwidth. On: DeepSpeed's defaults since v0.12.4 (#4695, 2afa1c7f:
+  // use_multi_rank_bucket_allreduce true, average_tensor -> allreduce_and_scatter ->
+  // dist.all_reduce per reduce_bucket_size bucket; deepspeed/runtime/zero/stage_1_and_2.py), and
+  // ZeRO-1 from v0.4.4 (#1246) to v0.12.x, where the engine forces contiguous_gradients off at
+  // stage 1 and reduce_ipg_grads takes buffered_reduce_fallback -> allreduce_and_copy ->
+  // dist.all_reduce (v0.6.1 engine.py lines 1305-1308, stage_1_and_2.py line 1351). Off: one
+  // dist.reduce per rank's slice (ZeRO-2 before v0.12.4, or use_multi_rank_bucket_allreduce
+  // false) or DeeperSpeed's legacy ZeRO-1 (zero/stage1.py reduce_scatter_gradients), moving a
+  // reduce-scatter's bytes. Only framework deepspeed (check_deepspeed_grad_all_reduce_options).
+  bool deepspeed_grad_all_reduce = true;
   // Data-parallel gradients and ZeRO-1/2 parameters move in buckets of at most this many bytes
   // of gradient, each a collective paying its latency. nullopt: the framework's default for the
   // layout (dp_bucket_bytes: Megatron-Core's max(40M, 1M x dp x cp) parameters, else 25 MiB);
@@ -666,6 +678,10 @@ bool pipeline_scatter_gather(const Layout& layout, const PlanOptions& options,
 double pipeline_transfer_seconds(const models::TransformerConfig& model,
                                  const models::ClusterConfig& cluster, const Layout& layout,
                                  const PlanOptions& options, int64_t stage, bool gradient = false);
+
+/// Throws InputError "<field>: false under framework <f> ..." when deepspeed_grad_all_reduce is
+/// false under a framework other than deepspeed (only DeepSpeed's reduce has the choice).
+void check_deepspeed_grad_all_reduce_options(const PlanOptions& options, const std::string& field);
 
 /// Throws InputError "<field>: false ..." when pipeline_grad_scatter_gather is false under a
 /// framework other than deepspeed or without scatter_gather_pipeline (nothing to leave whole).

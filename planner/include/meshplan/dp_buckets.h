@@ -103,6 +103,13 @@ int64_t dp_buffer_count(const Layout& layout, int64_t count);
 /// padded once.)
 int64_t dp_full_bucket_bytes(const Layout& layout, int64_t element_bytes, int64_t bucket_bytes);
 
+/// Whether a ZeRO 1-2 stage's gradient buckets are all-reduced over dp rather than reduced at a
+/// reduce-scatter's bytes: DeepSpeed's (framework deepspeed, zero 1 or 2) unless
+/// options.deepspeed_grad_all_reduce is off (see it in cost_model.h for the versions). Each rank
+/// keeps its own partition's slice of the all-reduced bucket (stage_1_and_2.py
+/// allreduce_and_copy_with_multiple_ranks), so what is kept, and the memory, is unchanged.
+bool zero_grad_all_reduce(const Layout& layout, const PlanOptions& options);
+
 /// The gradient reduce dtype a framework uses when none is given, under 16-bit training:
 /// - megatron, zero 0-1: fp32. Megatron-LM's arguments.py sets accumulate_allreduce_grads_in_fp32
 ///   under --bf16 unless --grad-reduce-in-bf16 (d98e8a64 lines 1204-1217), and Megatron-Core's
