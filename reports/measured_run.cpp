@@ -125,6 +125,12 @@ int64_t log_count(const std::string& text, const std::string& source, int64_t li
   return static_cast<int64_t>(value);
 }
 
+// Whether a log's first interval is the run's first (it ends at step or iteration N, N being the
+// interval), so holds the warm-up (allocation, NCCL setup): left out when another follows.
+bool first_interval_is_warm_up(const std::vector<int64_t>& interval_ends) {
+  return interval_ends.size() > 1 && interval_ends[0] == interval_ends[1] - interval_ends[0];
+}
+
 void record_peak(MeasuredRun& run, int64_t stage, int64_t bytes) {
   int64_t& peak = run.peak_memory_bytes[stage];
   peak = std::max(peak, bytes);
@@ -237,11 +243,7 @@ MeasuredRun parse_megatron_log(const std::string& text, const std::string& sourc
     throw InputError(fmt::format(
         "{}: no 'elapsed time per iteration (ms)' line (not a Megatron-LM log)", source));
   }
-  // The first interval from iteration 0 holds the warm-up (allocation, NCCL setup): left out
-  // when the log starts there and has more than one line.
-  const bool starts_at_zero =
-      iterations.size() > 1 && iterations[0] == iterations[1] - iterations[0];
-  set_step_time(run, starts_at_zero ? 1 : 0);
+  set_step_time(run, first_interval_is_warm_up(iterations) ? 1 : 0);
   return run;
 }
 
@@ -426,11 +428,7 @@ MeasuredRun parse_deepspeed_log(const std::string& text, const std::string& sour
   }
   if (!pipeline_times.empty()) {
     run.step_times_s = pipeline_times;
-    // As Megatron-LM's: the first interval from step 1 holds the warm-up, left out when the log
-    // starts there and has more than one line.
-    const bool starts_at_one =
-        pipeline_steps.size() > 1 && pipeline_steps[0] == pipeline_steps[1] - pipeline_steps[0];
-    set_step_time(run, starts_at_one ? 1 : 0);
+    set_step_time(run, first_interval_is_warm_up(pipeline_steps) ? 1 : 0);
   } else if (!throughput_times.empty()) {
     // ThroughputTimer leaves the first two steps out itself (start_step 2).
     run.step_times_s = throughput_times;
