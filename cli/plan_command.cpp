@@ -547,6 +547,18 @@ void check_saved_activation_arguments(const planner::SearchSpace& space,
   }
 }
 
+// --deepspeed-grad-all-reduce off describes ZeRO 1-2's gradient reduce: with --zero fixed to 0 or
+// 3 it would change nothing, so it is refused rather than ignored.
+void check_grad_all_reduce_arguments(const planner::SearchSpace& space,
+                                     const planner::PlanOptions& options) {
+  if (options.deepspeed_grad_all_reduce || !space.zero || *space.zero == 1 || *space.zero == 2) {
+    return;
+  }
+  throw InputError(fmt::format(
+      "--deepspeed-grad-all-reduce: off applies to ZeRO 1-2's gradient reduce, not --zero {}",
+      *space.zero));
+}
+
 // Megatron's block method (--recompute-layers) under a framework without it, named before the
 // search (planner::check_recompute_layers rejects the searched layouts alike).
 void check_recompute_layers_arguments(const planner::SearchSpace& space,
@@ -616,6 +628,7 @@ void run_plan(const PlanArguments& args) {
   }
   check_cp_arguments(args, model, space, options);
   check_saved_activation_arguments(space, options);
+  check_grad_all_reduce_arguments(space, options);
   check_recompute_layers_arguments(space, options);
   planner::check_recompute_modules_request(model, options, space.recompute_modules,
                                            "--recompute-modules");

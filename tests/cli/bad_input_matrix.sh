@@ -641,6 +641,13 @@ row "plan: --pipeline-grad-scatter-gather off without scatter/gather" 2 \
   "--pipeline-grad-scatter-gather: false without scatter_gather_pipeline" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --framework deepspeed \
   --pipeline-grad-scatter-gather off --json new_out.json
+row "plan: --deepspeed-grad-all-reduce off under megatron" 2 \
+  "--deepspeed-grad-all-reduce: false under framework megatron" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --deepspeed-grad-all-reduce off --json new_out.json
+row "plan: --deepspeed-grad-all-reduce off with --zero 3" 2 \
+  "--deepspeed-grad-all-reduce: off applies to ZeRO 1-2's gradient reduce, not --zero 3" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --framework deepspeed --zero 3 \
+  --deepspeed-grad-all-reduce off --json new_out.json
 row "plan: --norm-kernel eager with --compile on" 2 "--norm-kernel: eager with compile on" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --framework fsdp --compile on --norm-kernel eager \
   --json new_out.json
