@@ -455,13 +455,19 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
 }
 
 nlohmann::json plan_to_json(const Plan& plan, const nlohmann::json& prediction) {
+  nlohmann::json options = options_to_json(plan.options);
+  // A search over zero may pick ZeRO 0 or 3 under --deepspeed-grad-all-reduce off, where the
+  // option changes nothing: the file leaves it out, as plan_from_json refuses it there.
+  if (plan.layout.zero != 1 && plan.layout.zero != 2) {
+    options.erase("deepspeed_grad_all_reduce");
+  }
   return {{"format", kPlanFormat},
           {"version", kPlanFormatVersion},
           {"model", models::model_to_json(plan.model)},
           {"cluster", models::cluster_to_json(plan.cluster)},
           {"num_gpus", plan.num_gpus},
           {"layout", layout_to_json(plan.layout)},
-          {"options", options_to_json(plan.options)},
+          {"options", options},
           {"prediction", prediction}};
 }
 
@@ -539,6 +545,12 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
                                   source + ": options: grad_reduce_dtype");
   check_fsdp_version(plan.options, source + ": options: fsdp_version");
   check_fsdp_head_in_root(plan.options, source + ": options: fsdp_head_in_root");
+  if (!plan.options.deepspeed_grad_all_reduce && plan.layout.zero != 1 && plan.layout.zero != 2) {
+    throw InputError(fmt::format(
+        "{}: options: deepspeed_grad_all_reduce: false applies to ZeRO 1-2's gradient reduce, "
+        "not zero {}",
+        source, plan.layout.zero));
+  }
   try {
     check_compile_options(plan.options);
   } catch (const InputError& e) {

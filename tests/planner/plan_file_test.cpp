@@ -273,6 +273,15 @@ TEST_CASE("round trip: deepspeed_grad_all_reduce is stored only when false; refu
                        doctest::Contains("p.json: options: deepspeed_grad_all_reduce: false "
                                          "under framework fsdp"),
                        InputError);
+  Plan zero3 = plan;
+  zero3.layout.zero = 3;
+  CHECK_FALSE(plan_to_json(zero3, {}).at("options").contains("deepspeed_grad_all_reduce"));
+  bad = json;
+  bad["layout"]["zero"] = 0;
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"),
+                       "p.json: options: deepspeed_grad_all_reduce: false applies to ZeRO 1-2's "
+                       "gradient reduce, not zero 0",
+                       InputError);
   bad = json;
   bad["options"]["deepspeed_grad_all_reduce"] = 0;
   CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"), doctest::Contains("p.json: options"),
