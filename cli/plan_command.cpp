@@ -551,7 +551,8 @@ void check_saved_activation_arguments(const planner::SearchSpace& space,
 // 3 it would change nothing, so it is refused rather than ignored.
 void check_grad_all_reduce_arguments(const planner::SearchSpace& space,
                                      const planner::PlanOptions& options) {
-  if (options.deepspeed_grad_all_reduce || !space.zero || *space.zero == 1 || *space.zero == 2) {
+  if (options.deepspeed_grad_all_reduce || !space.zero ||
+      planner::grad_all_reduce_option_applies(*space.zero)) {
     return;
   }
   throw InputError(fmt::format(

@@ -34,8 +34,8 @@ int64_t dp_full_bucket_bytes(const Layout& layout, int64_t element_bytes, int64_
 }
 
 bool zero_grad_all_reduce(const Layout& layout, const PlanOptions& options) {
-  return options.framework == Framework::kDeepSpeed && (layout.zero == 1 || layout.zero == 2) &&
-         options.deepspeed_grad_all_reduce;
+  return options.framework == Framework::kDeepSpeed &&
+         grad_all_reduce_option_applies(layout.zero) && options.deepspeed_grad_all_reduce;
 }
 
 GradReduceDtype default_grad_reduce_dtype(Framework framework, const Layout& layout) {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "meshplan/dp_buckets.h"
 #include "meshplan/errors.h"
 #include "meshplan/json_io.h"
 
@@ -458,7 +459,7 @@ nlohmann::json plan_to_json(const Plan& plan, const nlohmann::json& prediction) 
   nlohmann::json options = options_to_json(plan.options);
   // A search over zero may pick ZeRO 0 or 3 under --deepspeed-grad-all-reduce off, where the
   // option changes nothing: the file leaves it out, as plan_from_json refuses it there.
-  if (plan.layout.zero != 1 && plan.layout.zero != 2) {
+  if (!grad_all_reduce_option_applies(plan.layout.zero)) {
     options.erase("deepspeed_grad_all_reduce");
   }
   return {{"format", kPlanFormat},
@@ -545,7 +546,8 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
                                   source + ": options: grad_reduce_dtype");
   check_fsdp_version(plan.options, source + ": options: fsdp_version");
   check_fsdp_head_in_root(plan.options, source + ": options: fsdp_head_in_root");
-  if (!plan.options.deepspeed_grad_all_reduce && plan.layout.zero != 1 && plan.layout.zero != 2) {
+  if (!plan.options.deepspeed_grad_all_reduce &&
+      !grad_all_reduce_option_applies(plan.layout.zero)) {
     throw InputError(fmt::format(
         "{}: options: deepspeed_grad_all_reduce: false applies to ZeRO 1-2's gradient reduce, "
         "not zero {}",

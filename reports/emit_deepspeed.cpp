@@ -100,7 +100,8 @@ std::string emit_deepspeed(const planner::Plan& plan) {
         {"overlap_comm", plan.options.overlap_grad_reduce},
         {"reduce_bucket_size", bucket_elements},
         {"allgather_bucket_size", bucket_elements}}}};
-  if (!plan.options.deepspeed_grad_all_reduce && (layout.zero == 1 || layout.zero == 2)) {
+  if (!plan.options.deepspeed_grad_all_reduce &&
+      planner::grad_all_reduce_option_applies(layout.zero)) {
     // A reduce per rank's slice instead of the bucket all-reduce (zero/config.py
     // use_multi_rank_bucket_allreduce, default true since v0.12.4; stage_1_and_2.py
     // average_tensor: allreduce_no_retain to each slice's rank).

@@ -110,6 +110,12 @@ int64_t dp_full_bucket_bytes(const Layout& layout, int64_t element_bytes, int64_
 /// allreduce_and_copy_with_multiple_ranks), so what is kept, and the memory, is unchanged.
 bool zero_grad_all_reduce(const Layout& layout, const PlanOptions& options);
 
+/// The ZeRO stages whose gradient reduce options.deepspeed_grad_all_reduce describes: 1 and 2
+/// (ZeRO 0 all-reduces whatever it says, ZeRO 3 reduce-scatters per layer).
+inline bool grad_all_reduce_option_applies(int64_t zero) {
+  return zero == 1 || zero == 2;
+}
+
 /// The gradient reduce dtype a framework uses when none is given, under 16-bit training:
 /// - megatron, zero 0-1: fp32. Megatron-LM's arguments.py sets accumulate_allreduce_grads_in_fp32
 ///   under --bf16 unless --grad-reduce-in-bf16 (d98e8a64 lines 1204-1217), and Megatron-Core's
