@@ -19,27 +19,12 @@
 #include "meshplan/json_io.h"
 #include "meshplan/plan_file.h"
 #include "meshplan/search.h"
+#include "meshplan/software_guess.h"
 
 namespace meshplan::planner {
 
 PlanOptions software_options(const std::string& source) {
-  PlanOptions options;
-  const bool megatron_core = source.find("Megatron-Core") != std::string::npos;
-  options.flash_attention = megatron_core;
-  options.overlap_grad_reduce = megatron_core;
-  options.overlap_param_gather = megatron_core;
-  options.overlap_tp_comm = megatron_core;
-  // Megatron-LM of 2021-22 split pipeline sends by default (its
-  // --no-scatter-gather-tensors-in-pipeline turned it off); Megatron-Core runs use sequence
-  // parallelism, which shards the sends anyway.
-  options.scatter_gather_pipeline = !megatron_core;
-  // Megatron-Core overlaps interleaved pipeline sends by default since 2023-10 (4eeff55d).
-  options.overlap_p2p_comm = megatron_core;
-  // Megatron-Core runs train in bf16, which reduces gradients in fp32 (arguments.py
-  // accumulate_allreduce_grads_in_fp32); 2021-22 Megatron-LM trained in fp16 without
-  // --accumulate-allreduce-grads-in-fp32 and reduced in fp16 (examples/sc21/CONFIG.sh).
-  options.grad_reduce_dtype = megatron_core ? GradReduceDtype::kFp32 : GradReduceDtype::kBf16;
-  return options;
+  return guess_software(source, StatedLayout{}, false).front().options;
 }
 
 namespace {
@@ -276,22 +261,48 @@ void read_software(const nlohmann::json& run_json, int version, const std::strin
       throw InputError(fmt::format("{}: used_for_parameters: not a boolean", where));
     }
     run.used_for_parameters = run_json.at("used_for_parameters").get<bool>();
+    run.used_for_parameters_stated = true;
   }
   run.options_stated = stated("options");
-  if (!run.options_stated) {
-    run.options = software_options(run.source);
-  } else {
+  if (run.options_stated) {
     read_stated_options(run_json, where, run);
-  }
-  // The framework decides the memory accounting and the layouts the search may pick, as
-  // `meshplan plan --framework` does; a run that does not state one is costed as Megatron-LM.
-  if (!run.framework.empty()) {
-    run.options.framework = parse_framework(run.framework, where + ": framework");
-    if (!run.options_stated && run.options.framework != Framework::kMegatron) {
-      run.options.grad_reduce_dtype.reset();  // the guess is Megatron's: the framework's default
+    // The framework decides the memory accounting and the layouts the search may pick, as
+    // `meshplan plan --framework` does; a run that does not state one is costed as Megatron-LM.
+    if (!run.framework.empty()) {
+      run.options.framework = parse_framework(run.framework, where + ": framework");
     }
+    check_overlap_p2p_options(run.options, where + ": options: overlap_p2p_comm");
   }
-  check_overlap_p2p_options(run.options, where + ": options: overlap_p2p_comm");
+}
+
+// The software candidates a run is costed with, in order (validate_run takes the first whose
+// framework can run the stated layout): its stated options; else the guess from its source
+// text and stated layout (guess_software). A run that states its framework but not its options
+// gets Megatron-LM's options of its era under that framework.
+std::vector<SoftwareGuess> software_candidates(const ValidationRun& run, const SearchSpace& space,
+                                               const models::ClusterConfig& cluster,
+                                               const std::string& where) {
+  if (run.options_stated) {
+    return {SoftwareGuess{run.options, ""}};
+  }
+  const bool gpu_has_fp8 = cluster.gpu.peak_fp8_flops_per_second > 0 &&
+                           cluster.precision == models::Precision::kBf16Mixed;
+  std::vector<SoftwareGuess> guesses =
+      guess_software(run.source, StatedLayout{space.pp, space.schedule, space.zero}, gpu_has_fp8);
+  if (run.framework.empty()) {
+    return guesses;
+  }
+  SoftwareGuess stated = guesses.back();  // Megatron-LM's options of the source's era
+  stated.options.framework = parse_framework(run.framework, where + ": framework");
+  if (stated.options.framework == Framework::kDeepSpeed) {
+    stated.options.gemm_precision = GemmPrecision::kBf16;  // no FP8 path modelled
+  }
+  if (stated.options.framework != Framework::kMegatron) {
+    stated.options.grad_reduce_dtype.reset();  // the guess is Megatron's: the framework's default
+    stated.options.overlap_p2p_comm = false;
+  }
+  stated.basis = "";
+  return {stated};
 }
 
 // The file's version: 1 to kRunsFormatVersion.
@@ -369,15 +380,23 @@ ValidationRun validate_run(const nlohmann::json& run_json, int version, const st
                     where, run.published_step_time_s));
   }
   SearchResult result;
-  try {
-    result = search_layouts(model, cluster, space, run.options, Objective::kTime, 1);
-  } catch (const FrameworkRefusal& e) {
-    // A framework that cannot run any layout the run states is a run meshplan cannot predict
-    // (with that reason), not a malformed file.
-    run.not_predicted_reason = e.refusal();
-    return run;
-  } catch (const InputError& e) {
-    throw InputError(fmt::format("{}: {}", layout_where, e.what()));
+  const std::vector<SoftwareGuess> candidates = software_candidates(run, space, cluster, where);
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    run.options = candidates[i].options;
+    run.software_guess = candidates[i].basis;
+    try {
+      result = search_layouts(model, cluster, space, run.options, Objective::kTime, 1);
+      break;
+    } catch (const FrameworkRefusal& e) {
+      // A framework that cannot run any layout the run states is a run meshplan cannot predict
+      // (with that reason), not a malformed file; a guessed framework gives way to the next.
+      if (i + 1 == candidates.size()) {
+        run.not_predicted_reason = e.refusal();
+        return run;
+      }
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: {}", layout_where, e.what()));
+    }
   }
   if (result.num_evaluated == 0) {
     // The search enumerates no (schedule, vpp) pair when no split it tries has layer counts
@@ -451,6 +470,7 @@ ValidationReport validate_runs(const nlohmann::json& runs_file, const std::strin
       throw InputError(fmt::format("{}: runs[{}]: id given to two runs", source, run.id));
     }
     report.num_not_predicted += run.predicted ? 0 : 1;
+    report.parameters_marked = report.parameters_marked || run.used_for_parameters_stated;
     report.runs.push_back(std::move(run));
   }
   const ErrorSummary all = summarize(report.runs, [](const ValidationRun&) { return true; });

@@ -425,15 +425,22 @@ void add_validation_row(const planner::ValidationRun& run, Report* out, nlohmann
   for (const std::string& field : run.searched) {
     searched += (searched.empty() ? "" : ",") + field;
   }
-  const std::string framework = run.framework.empty() ? "-" : run.framework;
-  nlohmann::json record = {{"id", run.id},
-                           {"framework", run.framework.empty() ? nlohmann::json(nullptr)
-                                                               : nlohmann::json(run.framework)},
-                           {"options", planner::options_to_json(run.options)},
-                           {"options_stated", run.options_stated},
-                           {"used_for_parameters", run.used_for_parameters},
-                           {"published_step_time_s", run.published_step_time_s},
-                           {"searched", run.searched}};
+  // A guessed framework is marked with * (footnote under the table).
+  const std::string framework = run.framework.empty() && !run.software_guess.empty()
+                                    ? to_string(run.options.framework) + "*"
+                                    : (run.framework.empty() ? "-" : run.framework);
+  nlohmann::json record = {
+      {"id", run.id},
+      {"framework",
+       run.framework.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.framework)},
+      {"costed_framework", to_string(run.options.framework)},
+      {"software_guess",
+       run.software_guess.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.software_guess)},
+      {"options", planner::options_to_json(run.options)},
+      {"options_stated", run.options_stated},
+      {"used_for_parameters", run.used_for_parameters},
+      {"published_step_time_s", run.published_step_time_s},
+      {"searched", run.searched}};
   if (!run.predicted) {
     out->table +=
         fmt::format(" {:>36} {:>9} {:>10} {:>10.3f} {:>8}  not predicted: {}\n", run.id, framework,
@@ -483,8 +490,25 @@ Report validation_report(const planner::ValidationReport& report) {
                        summary.num_predicted, summary.mean_abs_error_pct,
                        summary.max_abs_error_pct);
   };
-  out.table += summary_line("efficiency parameters chosen on", report.chosen_on);
-  out.table += summary_line("held out (not used to choose them)", report.held_out);
+  if (std::any_of(report.runs.begin(), report.runs.end(),
+                  [](const planner::ValidationRun& run) { return !run.software_guess.empty(); })) {
+    out.table +=
+        "# * framework and options guessed from the run's source text and stated layout (it "
+        "states neither; README \"Validation\", runs without software):\n";
+    for (const planner::ValidationRun& run : report.runs) {
+      if (!run.software_guess.empty()) {
+        out.table += fmt::format("#   {}: {}\n", run.id, run.software_guess);
+      }
+    }
+  }
+  if (report.parameters_marked) {
+    out.table += summary_line("efficiency parameters chosen on", report.chosen_on);
+    out.table += summary_line("held out (not used to choose them)", report.held_out);
+  } else {
+    out.table +=
+        "# efficiency parameters chosen on: not stated here (no run has used_for_parameters); "
+        "the project's validation/public_runs.json marks them\n";
+  }
   out.table += report.num_not_predicted == 0
                    ? "# OK: every run predicted\n"
                    : fmt::format("# FAILED: {} of {} runs not predicted\n",
@@ -501,6 +525,10 @@ Report validation_report(const planner::ValidationReport& report) {
   for (const auto& [key, summary] :
        {std::pair{"chosen_on", report.chosen_on}, std::pair{"held_out", report.held_out}}) {
     const bool any = summary.num_predicted > 0;
+    if (!report.parameters_marked) {
+      out.json[key] = nullptr;  // unknown: no run says whether it chose them
+      continue;
+    }
     out.json[key] = {
         {"num_predicted", summary.num_predicted},
         {"mean_abs_error_pct", any ? nlohmann::json(summary.mean_abs_error_pct) : nullptr},

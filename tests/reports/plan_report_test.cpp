@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -140,9 +141,18 @@ TEST_CASE("validation report: the README's keys, one row per run") {
   CHECK(json.at("runs")[0].at("id") == "fixture-fixed-layout");
   CHECK(json.at("runs")[0].at("published_step_time_s") == 2.0);  // the fixture's figure
   CHECK(fields(data_rows(report.table)[0])[0] == "fixture-fixed-layout");
-  CHECK(fields(data_rows(report.table)[0])[1] == "-");  // version 1: no framework stated
+  // Version 1: no framework stated, so it is guessed (the source names no framework and is
+  // dated 2021: Megatron-LM's 2021-22 options), marked * and explained under the table.
+  CHECK(fields(data_rows(report.table)[0])[1] == "megatron*");
   CHECK(fields(data_rows(report.table)[0])[3] == "2.000");
   CHECK(json.at("runs")[0].at("framework").is_null());
+  CHECK(json.at("runs")[0].at("costed_framework") == "megatron");
+  CHECK(json.at("runs")[0].at("software_guess") == validation.runs[0].software_guess);
+  CHECK(
+      validation.runs[0].software_guess.starts_with("megatron (the default; dated 2021: "
+                                                    "2021-22 defaults): no flash attention"));
+  CHECK(report.table.find("#   fixture-fixed-layout: " + validation.runs[0].software_guess +
+                          "\n") != std::string::npos);
   CHECK(json.at("runs")[0].at("options_stated") == false);
   CHECK(json.at("mean_abs_error_pct").get<double>() == validation.mean_abs_error_pct);
   CHECK(json.at("max_abs_error_pct").get<double>() == validation.max_abs_error_pct);
@@ -179,20 +189,42 @@ TEST_CASE("validation report: a run not predicted has null figures, its reason, 
   CHECK(json.at("num_predicted") == 2);
   CHECK(json.at("num_not_predicted") == 1);
   CHECK(report.table.find("# 3 runs, 2 predicted: ") != std::string::npos);
-  // The fixture marks no run used_for_parameters: all predicted runs are held out.
-  CHECK(report.table.find("; 1 not predicted\n# efficiency parameters chosen on: no predicted "
-                          "run\n# held out (not used to choose them): 2 predicted runs, mean "
-                          "|error| ") != std::string::npos);
-  CHECK(report.table.find("%\n# FAILED: 1 of 3 runs not predicted\n") != std::string::npos);
-  CHECK(json.at("chosen_on").at("num_predicted") == 0);
-  CHECK(json.at("chosen_on").at("mean_abs_error_pct").is_null());
-  CHECK(json.at("held_out").at("num_predicted") == 2);
-  CHECK(json.at("held_out").at("mean_abs_error_pct").get<double>() ==
-        validation.mean_abs_error_pct);  // the same two runs
+  // No run of the fixture has used_for_parameters: which runs chose the parameters is
+  // unknown, so the report claims neither a chosen-on nor a held-out figure.
+  CHECK(report.table.find("\n# efficiency parameters chosen on: not stated here (no run has "
+                          "used_for_parameters); the project's validation/public_runs.json "
+                          "marks them\n# FAILED: 1 of 3 runs not predicted\n") !=
+        std::string::npos);
+  CHECK(report.table.find("held out") == std::string::npos);
+  CHECK(json.at("chosen_on").is_null());
+  CHECK(json.at("held_out").is_null());
   CHECK(report.table.find("#                                 run framework  predicted  published"
                           "    error  layout") == 0);
   CHECK(report.table.find("\n#                                                      (s)        (s)"
                           "      (%)\n") != std::string::npos);
+}
+
+TEST_CASE(
+    "validation report: chosen-on and held-out figures once a run states used_for_parameters") {
+  const std::string path =
+      std::string(MESHPLAN_SOURCE_DIR) + "/tests/data/planner/runs_unpredictable.json";
+  nlohmann::json runs = read_json_file(path);
+  runs["runs"][0]["used_for_parameters"] = true;  // version 2: the key is allowed
+  const planner::ValidationReport validation = planner::validate_runs(runs, path);
+  REQUIRE(validation.parameters_marked);
+  const Report report = validation_report(validation);
+  const nlohmann::json& json = report.json;
+  // Run 0 chose them; run 1 is not predicted; run 2 (no key: false) is held out.
+  CHECK(json.at("chosen_on").at("num_predicted") == 1);
+  CHECK(json.at("chosen_on").at("mean_abs_error_pct").get<double>() ==
+        std::fabs(validation.runs[0].error_pct()));  // the mean of one run
+  CHECK(json.at("held_out").at("num_predicted") == 1);
+  CHECK(json.at("held_out").at("max_abs_error_pct").get<double>() ==
+        std::fabs(validation.runs[2].error_pct()));
+  CHECK(report.table.find("# efficiency parameters chosen on: 1 predicted runs, mean |error| ") !=
+        std::string::npos);
+  CHECK(report.table.find("# held out (not used to choose them): 1 predicted runs, mean "
+                          "|error| ") != std::string::npos);
 }
 
 TEST_CASE("refined table: names and units lines, one row per plan, footer") {

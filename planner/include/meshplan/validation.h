@@ -11,18 +11,22 @@
 
 namespace meshplan::planner {
 
-/// What a published run ran on, where the run states it (`framework` in the runs file). It is
-/// stored and reported; costing follows only the run's options, not the framework (yet).
+/// What a published run ran on, where the run states it (`framework` in the runs file): the
+/// framework it is costed under (memory accounting, the layouts the search may pick).
 inline constexpr const char* kValidationFrameworks[] = {"megatron", "deepspeed", "fsdp"};
 
 struct ValidationRun {
   std::string id;
   std::string source;
-  std::string framework;  // megatron, deepspeed or fsdp; empty where the run does not say
-  PlanOptions options;    // the run's `options` (others at their defaults), else software_options
-  bool options_stated = false;            // true: from the run's `options`; false: from `source`
-  bool used_for_parameters = false;       // the efficiency parameters were chosen on this run
-  std::optional<PlanEstimate> predicted;  // layout has the searched dimensions filled in
+  std::string framework;        // megatron, deepspeed or fsdp; empty where the run does not say
+  PlanOptions options;          // the run's `options` (others at their defaults), else guessed
+  bool options_stated = false;  // true: from the run's `options`; false: from `source`
+  /// Where neither `framework` nor `options` is stated: what decided the framework and options
+  /// costed (guess_software's basis, e.g. "deepspeed (named; dated 2022: 2021-22 defaults)").
+  std::string software_guess;
+  bool used_for_parameters = false;         // the efficiency parameters were chosen on this run
+  bool used_for_parameters_stated = false;  // the run has the key (version 2 on)
+  std::optional<PlanEstimate> predicted;    // layout has the searched dimensions filled in
   /// The predicted layout as a plan file states it (`validate --plans` writes it, for
   /// `explain` and `simulate`); set exactly when `predicted` is.
   std::optional<Plan> plan;
@@ -47,17 +51,18 @@ struct ValidationReport {
   size_t num_not_predicted = 0;     // runs with no feasible layout: validation failures
   double mean_abs_error_pct = 0;    // over the predicted runs (0 when none is)
   double max_abs_error_pct = 0;
+  /// Whether any run states used_for_parameters; when none does (every version-1 file), which
+  /// runs chose the efficiency parameters is unknown and chosen_on/held_out say nothing.
+  bool parameters_marked = false;
   ErrorSummary chosen_on;  // predicted runs with used_for_parameters
   ErrorSummary held_out;   // the other predicted runs
 };
 
-/// The software a source ran decides options the runs file does not state: Megatron-Core
-/// (2024) runs use flash attention and overlap gradient reduction, parameter gathering and
-/// tensor-parallel communication (as the Megatron-LM README states); the 2021-2022 papers'
-/// Megatron-LM had no flash attention, reduced gradients after the backward and
-/// scattered/gathered pipeline sends over the tp ranks; Megatron-Core (bf16) reduces gradients
-/// in fp32, 2021-22 Megatron-LM (fp16) in 16 bits. Used only for runs without `options` (the
-/// reduce dtype only under megatron).
+/// The options a source's text implies with nothing known of its layout: the first candidate of
+/// guess_software (software_guess.h), e.g. Megatron-Core (2024) runs with flash attention and
+/// overlapped gradient reduction, parameter gathering and tensor-parallel communication (as the
+/// Megatron-LM README states), the 2021-22 papers' Megatron-LM with none of them, scattered and
+/// gathered pipeline sends and 16-bit gradient reduction.
 PlanOptions software_options(const std::string& source);
 
 /// Predicts every run with its own model, cluster preset (gpus_per_node and inter-node

@@ -1,0 +1,41 @@
+#pragma once
+// The software a published run ran, guessed where the run states neither `framework` nor
+// `options` (runs-file version 1, and later runs that leave both out): README "Validation",
+// validation/README.md.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "meshplan/cost_model.h"
+
+namespace meshplan::planner {
+
+/// The layout fields a guess depends on, as the run states them (nullopt: searched).
+struct StatedLayout {
+  std::optional<int64_t> pp;
+  std::optional<ScheduleKind> schedule;
+  std::optional<int> zero;
+};
+
+/// One candidate: the framework and options costed, and one line saying what decided them.
+struct SoftwareGuess {
+  PlanOptions options;
+  std::string basis;
+};
+
+/// The year a source is dated: its first standalone four-digit number from 2017 to 2039 that is
+/// not part of an arXiv identifier or a decimal (0 when it has none).
+int source_year(std::string_view source);
+
+/// The candidates in order: the framework the source names (torchtitan, FSDP, llm-foundry or
+/// Composer: fsdp; DeepSpeed, DeeperSpeed or GPT-NeoX: deepspeed; Megatron-Core, NeMo or
+/// Megatron-Bridge: megatron), or deepspeed for a ZeRO-2/3 run dated before 2025; then always
+/// Megatron-LM. Options follow the source's era: dated 2024 or later (or Megatron-Core named),
+/// the frameworks' current defaults; else the 2021-22 set. FP8 named -> precision fp8 where
+/// the GPU has FP8 tensor cores. validate costs the first candidate the framework can run.
+std::vector<SoftwareGuess> guess_software(const std::string& source, const StatedLayout& layout,
+                                          bool gpu_has_fp8);
+
+}  // namespace meshplan::planner

@@ -1,0 +1,203 @@
+// What a published run that states neither `framework` nor `options` ran: guessed from its
+// source text (names and year) and its stated layout, each rule from the software's history.
+
+#include "meshplan/software_guess.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cctype>
+#include <string>
+#include <vector>
+
+namespace meshplan::planner {
+
+namespace {
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+bool names_any(const std::string& lowered_source, std::initializer_list<std::string_view> names) {
+  return std::any_of(names.begin(), names.end(), [&](std::string_view name) {
+    return lowered_source.find(name) != std::string::npos;
+  });
+}
+
+// Years a source can be dated: the Transformer (2017) on; 2048 and the like are sizes.
+constexpr int kFirstYear = 2017;
+constexpr int kLastYear = 2039;
+
+// The first year a framework could run ZeRO-2/3 under Megatron-LM: PyTorch FSDP2 support
+// (--use-torch-fsdp2, e1993fa6, 2024-11-13) and Megatron-FSDP (d165a854, 2025-02-26).
+constexpr int kMegatronShardedYear = 2025;
+// Sources dated from this year on are guessed to run the frameworks' current defaults: flash
+// attention (Megatron-LM d693034e, 2022-12-08; PyTorch 2.0 SDPA, 2023-03) and overlapped
+// data-parallel communication (Megatron-LM --overlap-grad-reduce 2d5220a4, 2023-08-16;
+// --overlap-param-gather f048bf8c, 2023-11-17). A paper is dated about a year after the
+// training it reports (GLM-130B: trained 2022, ICLR 2023), so 2023 is still the older set.
+constexpr int kCurrentDefaultsYear = 2024;
+
+// Megatron-LM options by era (the set software_options gave every version-1 run before
+// frameworks were guessed; its comments give the sources).
+PlanOptions megatron_options(bool current, bool megatron_core_named) {
+  PlanOptions options;
+  options.framework = Framework::kMegatron;
+  options.flash_attention = current;
+  options.overlap_grad_reduce = current;
+  options.overlap_param_gather = current;
+  // Megatron-Core's tp-comm overlap (Transformer Engine userbuffers) is off by default
+  // (--tp-comm-overlap); the Megatron-LM README's benchmark table turns it on.
+  options.overlap_tp_comm = megatron_core_named;
+  // Megatron-LM of 2021-22 split pipeline sends by default (its
+  // --no-scatter-gather-tensors-in-pipeline turned it off); Megatron-Core runs use sequence
+  // parallelism, which shards the sends anyway.
+  options.scatter_gather_pipeline = !current;
+  // Megatron-Core overlaps interleaved pipeline sends by default since 2023-10 (4eeff55d).
+  options.overlap_p2p_comm = current;
+  // Megatron-Core runs train in bf16, which reduces gradients in fp32 (arguments.py
+  // accumulate_allreduce_grads_in_fp32); 2021-22 Megatron-LM trained in fp16 without
+  // --accumulate-allreduce-grads-in-fp32 and reduced in fp16 (examples/sc21/CONFIG.sh).
+  options.grad_reduce_dtype = current ? GradReduceDtype::kFp32 : GradReduceDtype::kBf16;
+  return options;
+}
+
+// DeepSpeed: the pipeline engine partitions activation sends over the tp ranks
+// (runtime/pipe/engine.py is_pipe_partitioned = is_model_parallel) and sends blocking; ZeRO's
+// overlap_comm defaults to true at stage 3 only (runtime/zero/constants.py at v0.5.0,
+// ZERO3_OPTIMIZATION_OVERLAP_COMM_DEFAULT; the 3 stage's prefetch gathers ahead), false
+// below; the reduce dtype is the framework's default.
+PlanOptions deepspeed_options(bool current, std::optional<int> zero) {
+  PlanOptions options;
+  options.framework = Framework::kDeepSpeed;
+  options.flash_attention = current;
+  options.overlap_grad_reduce = zero == 3;
+  options.overlap_param_gather = zero == 3;
+  options.overlap_tp_comm = false;
+  options.scatter_gather_pipeline = true;
+  options.overlap_p2p_comm = false;
+  return options;
+}
+
+// PyTorch FSDP: prefetching gathers and overlapped reduce-scatters by default (FSDP1
+// BackwardPrefetch.BACKWARD_PRE, FSDP2 the same); FSDP2 (fully_shard) from 2024 and in
+// torchtitan, FSDP1 before and under Composer, whose FSDP is FSDP1's FullyShardedDataParallel.
+// llm-foundry and torchtitan postdate flash attention and ship it (llm-foundry's README: "our
+// models use Flash Attention"; torchtitan's attention is SDPA), whatever the source's date.
+PlanOptions fsdp_options(bool current, bool composer_named, bool torchtitan_named) {
+  PlanOptions options;
+  options.framework = Framework::kFsdp;
+  options.flash_attention = current || composer_named || torchtitan_named;
+  options.fsdp_version = (current || torchtitan_named) && !composer_named ? 2 : 1;
+  return options;
+}
+
+// The guessed options that move the cost, in words, for validate's footnote.
+std::string describe_guessed_options(const PlanOptions& options) {
+  std::vector<std::string> parts;
+  parts.push_back(options.flash_attention ? "flash attention" : "no flash attention");
+  parts.push_back(options.overlap_grad_reduce ? "overlapped dp communication"
+                                              : "dp communication after the backward");
+  if (options.overlap_tp_comm) {
+    parts.push_back("tp-comm overlap");
+  }
+  if (options.scatter_gather_pipeline) {
+    parts.push_back("scatter/gather pipeline sends");
+  }
+  if (options.overlap_p2p_comm) {
+    parts.push_back("overlapped pipeline sends");
+  }
+  if (options.framework == Framework::kFsdp) {
+    parts.push_back(fmt::format("FSDP{}", options.fsdp_version));
+  }
+  if (options.grad_reduce_dtype) {
+    parts.push_back(*options.grad_reduce_dtype == GradReduceDtype::kFp32
+                        ? "fp32 gradient reduce"
+                        : "16-bit gradient reduce");
+  }
+  if (options.gemm_precision == GemmPrecision::kFp8) {
+    parts.push_back("FP8 GEMMs (named)");
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+}  // namespace
+
+int source_year(std::string_view source) {
+  const auto digit = [&](size_t i) {
+    return i < source.size() && std::isdigit(static_cast<unsigned char>(source[i]));
+  };
+  for (size_t i = 0; i + 4 <= source.size(); ++i) {
+    if (!digit(i) || !digit(i + 1) || !digit(i + 2) || !digit(i + 3) || (i > 0 && digit(i - 1)) ||
+        digit(i + 4)) {
+      continue;
+    }
+    // An arXiv identifier (2205.05198) or a decimal is not a year.
+    const bool decimal = (i + 5 < source.size() && source[i + 4] == '.' && digit(i + 5)) ||
+                         (i > 0 && source[i - 1] == '.');
+    const int number = std::stoi(std::string(source.substr(i, 4)));
+    if (!decimal && number >= kFirstYear && number <= kLastYear) {
+      return number;
+    }
+  }
+  return 0;
+}
+
+std::vector<SoftwareGuess> guess_software(const std::string& source, const StatedLayout& layout,
+                                          bool gpu_has_fp8) {
+  const std::string text = lower(source);
+  const int year = source_year(source);
+  const bool megatron_core_named =
+      names_any(text, {"megatron-core", "nemo", "megatron-bridge", "megatron-fsdp"});
+  const bool current = megatron_core_named || year >= kCurrentDefaultsYear;
+  const std::string dated = year > 0 ? fmt::format("dated {}", year) : "no year";
+  const std::string era = dated + (megatron_core_named ? ", Megatron-Core named" : "") +
+                          (current ? ": current defaults" : ": 2021-22 defaults");
+
+  const bool composer_named = names_any(text, {"llm-foundry", "composer", "mosaicml"});
+  const bool torchtitan_named = names_any(text, {"torchtitan"});
+  const bool fsdp_named =
+      composer_named || torchtitan_named || names_any(text, {"fsdp", "fullyshardeddataparallel"});
+  const bool deepspeed_named = names_any(text, {"deepspeed", "deeperspeed", "gpt-neox"});
+  // FP8 named and runnable: Transformer Engine under Megatron-LM, torchao Float8 under FSDP.
+  const bool fp8 = gpu_has_fp8 && names_any(text, {"fp8", "float8"});
+
+  std::vector<SoftwareGuess> guesses;
+  const auto add = [&](PlanOptions options, const std::string& why) {
+    guesses.push_back({options, fmt::format("{} ({}; {}): {}", to_string(options.framework), why,
+                                            era, describe_guessed_options(options))});
+  };
+  if (!megatron_core_named && fsdp_named) {
+    PlanOptions fsdp = fsdp_options(current, composer_named, torchtitan_named);
+    if (fp8) {
+      fsdp.gemm_precision = GemmPrecision::kFp8;
+    }
+    add(fsdp, composer_named ? "llm-foundry/Composer named" : "FSDP or torchtitan named");
+  } else if (!megatron_core_named && deepspeed_named) {
+    add(deepspeed_options(current, layout.zero), "DeepSpeed named");
+  } else if (!megatron_core_named && layout.zero >= 2 && year < kMegatronShardedYear) {
+    // A ZeRO-2/3 run of an older Megatron-LM paper ran DeepSpeed's ZeRO ("ZeRO" is its name).
+    add(deepspeed_options(current, layout.zero),
+        fmt::format("ZeRO {} before Megatron-LM sharded gradients ({})", *layout.zero,
+                    kMegatronShardedYear));
+  }
+  PlanOptions megatron = megatron_options(current, megatron_core_named);
+  std::string why = guesses.empty() ? "the default" : "fallback";
+  if (layout.pp == 2 && layout.schedule == ScheduleKind::kInterleaved) {
+    // Megatron-LM runs the interleaved schedule at pp 2 only with --overlap-p2p-communication
+    // (training/arguments.py validate_args since 3ee489d9; refused outright before).
+    megatron.overlap_p2p_comm = true;
+    why += ", interleaved at pp 2 needs overlap_p2p_comm";
+  }
+  if (fp8) {
+    megatron.gemm_precision = GemmPrecision::kFp8;
+  }
+  add(megatron, why);
+  return guesses;
+}
+
+}  // namespace meshplan::planner

@@ -1,0 +1,163 @@
+// guess_software (planner/software_guess.cpp): the framework and options a published run that
+// states neither is costed with, from its source text and stated layout; and validate's use of
+// the candidates (a refused guess gives way to Megatron-LM).
+
+#include "meshplan/software_guess.h"
+
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "meshplan/json_io.h"
+#include "meshplan/validation.h"
+#include "planner_test_util.h"
+
+namespace meshplan::planner {
+namespace {
+
+TEST_CASE("source_year: the first plausible year, not an arXiv id, a size or a decimal") {
+  CHECK(source_year("Narayanan et al. 2021, Efficient Large-Scale ... (SC21), Table 1") == 2021);
+  CHECK(source_year("Korthikanti et al. 2022 (arXiv 2205.05198), Tables 3 and 5") == 2022);
+  CHECK(source_year("GPT-3 (arXiv 2005.14165)") == 0);
+  CHECK(source_year("torchtitan docs as of commit 1ea476e9f (2024-04-24)") == 2024);
+  CHECK(source_year("seq 2048 on 1024 GPUs") == 0);
+  CHECK(source_year("NeMo 24.07 container") == 0);
+  CHECK(source_year("v2023.1 release") == 0);
+  CHECK(source_year("12023 steps, then 2023") == 2023);
+}
+
+TEST_CASE("guess_software: a Megatron-LM paper of 2021-22 gets the 2021-22 set") {
+  const std::vector<SoftwareGuess> guesses =
+      guess_software("Narayanan et al. 2021, ... Using Megatron-LM (SC21), Table 1", {}, false);
+  REQUIRE(guesses.size() == 1);
+  const PlanOptions& options = guesses[0].options;
+  CHECK(options.framework == Framework::kMegatron);
+  CHECK_FALSE(options.flash_attention);
+  CHECK_FALSE(options.overlap_grad_reduce);
+  CHECK_FALSE(options.overlap_param_gather);
+  CHECK_FALSE(options.overlap_tp_comm);
+  CHECK_FALSE(options.overlap_p2p_comm);
+  CHECK(options.scatter_gather_pipeline);
+  CHECK(options.grad_reduce_dtype == GradReduceDtype::kBf16);
+  CHECK(options.gemm_precision == GemmPrecision::kBf16);
+  CHECK(guesses[0].basis ==
+        "megatron (the default; dated 2021: 2021-22 defaults): no flash attention, dp "
+        "communication after the backward, scatter/gather pipeline sends, 16-bit gradient reduce");
+  // A source with no year is read as the older set too (the behaviour of version-1 files).
+  CHECK(guess_software("some paper", {}, false)[0].options == options);
+}
+
+TEST_CASE("guess_software: dated 2024 on, or Megatron-Core named, the current defaults") {
+  const PlanOptions dated = guess_software("Someone et al. 2024, a 175B run", {}, false)[0].options;
+  CHECK(dated.framework == Framework::kMegatron);
+  CHECK(dated.flash_attention);
+  CHECK(dated.overlap_grad_reduce);
+  CHECK(dated.overlap_param_gather);
+  CHECK(dated.overlap_p2p_comm);
+  CHECK_FALSE(dated.scatter_gather_pipeline);
+  CHECK(dated.grad_reduce_dtype == GradReduceDtype::kFp32);
+  CHECK_FALSE(dated.overlap_tp_comm);  // --tp-comm-overlap is off unless Megatron-Core's table
+  const PlanOptions core =
+      guess_software("NVIDIA NeMo (Megatron-Core) table", {}, false)[0].options;
+  CHECK(core.overlap_tp_comm);
+  CHECK(core.flash_attention);
+  // 2023 is still the older set: papers are dated about a year after their training.
+  CHECK_FALSE(guess_software("Zeng et al. 2023, GLM-130B", {}, false)[0].options.flash_attention);
+}
+
+TEST_CASE("guess_software: DeepSpeed named, then Megatron-LM as the fallback") {
+  const StatedLayout zero1{35, ScheduleKind::kOneFOneB, 1};
+  const std::vector<SoftwareGuess> guesses =
+      guess_software("Smith et al. 2022, Using DeepSpeed and Megatron to Train ...", zero1, false);
+  REQUIRE(guesses.size() == 2);
+  CHECK(guesses[0].options.framework == Framework::kDeepSpeed);
+  CHECK(guesses[0].basis.starts_with("deepspeed (DeepSpeed named; dated 2022: 2021-22 defaults)"));
+  CHECK_FALSE(guesses[0].options.flash_attention);
+  CHECK_FALSE(guesses[0].options.overlap_grad_reduce);  // overlap_comm is off below ZeRO 3
+  CHECK(guesses[0].options.scatter_gather_pipeline);
+  CHECK_FALSE(guesses[0].options.grad_reduce_dtype.has_value());  // DeepSpeed's default
+  CHECK(guesses[1].options.framework == Framework::kMegatron);
+  CHECK(guesses[1].basis.starts_with("megatron (fallback; dated 2022"));
+  // ZeRO 3's overlap_comm defaults to true (DeepSpeed v0.5.0 zero/constants.py).
+  const StatedLayout zero3{1, std::nullopt, 3};
+  const PlanOptions stage3 = guess_software("GPT-NeoX run", zero3, false)[0].options;
+  CHECK(stage3.framework == Framework::kDeepSpeed);
+  CHECK(stage3.overlap_grad_reduce);
+  CHECK(stage3.overlap_param_gather);
+}
+
+TEST_CASE("guess_software: ZeRO 2-3 in a Megatron-LM paper before 2025 ran DeepSpeed") {
+  const StatedLayout zero3{1, std::nullopt, 3};
+  const std::vector<SoftwareGuess> old = guess_software("A et al. 2021, Table 2", zero3, false);
+  REQUIRE(old.size() == 2);
+  CHECK(old[0].options.framework == Framework::kDeepSpeed);
+  CHECK(old[0].basis.starts_with("deepspeed (ZeRO 3 before Megatron-LM sharded gradients (2025)"));
+  // From 2025 Megatron-LM runs ZeRO 3 itself (Megatron-FSDP): no DeepSpeed candidate.
+  const std::vector<SoftwareGuess> recent = guess_software("A et al. 2025", zero3, false);
+  REQUIRE(recent.size() == 1);
+  CHECK(recent[0].options.framework == Framework::kMegatron);
+  // ZeRO 1 is Megatron-LM's distributed optimizer (2022): no DeepSpeed candidate either.
+  CHECK(guess_software("A et al. 2022", {1, std::nullopt, 1}, false).size() == 1);
+}
+
+TEST_CASE("guess_software: FSDP frameworks, FP8 and interleaving at pp 2") {
+  const PlanOptions titan =
+      guess_software("pytorch/torchtitan docs/performance.md (2024-04-24)", {}, false)[0].options;
+  CHECK(titan.framework == Framework::kFsdp);
+  CHECK(titan.fsdp_version == 2);
+  CHECK(titan.flash_attention);
+  const PlanOptions foundry =
+      guess_software("mosaicml/llm-foundry benchmarking README", {}, false)[0].options;
+  CHECK(foundry.framework == Framework::kFsdp);
+  CHECK(foundry.fsdp_version == 1);  // Composer's FSDP is FSDP1
+  CHECK(foundry.flash_attention);    // llm-foundry ships it, whatever the date
+  CHECK(guess_software("FSDP paper 2023", {}, false)[0].options.fsdp_version == 1);
+  // FP8 is guessed only where the GPU has FP8 tensor cores.
+  CHECK(guess_software("NeMo FP8 table", {}, true)[0].options.gemm_precision ==
+        GemmPrecision::kFp8);
+  CHECK(guess_software("NeMo FP8 table", {}, false)[0].options.gemm_precision ==
+        GemmPrecision::kBf16);
+  CHECK(guess_software("torchtitan Float8 row", {}, true)[0].options.gemm_precision ==
+        GemmPrecision::kFp8);
+  // Megatron-LM runs interleaving at pp 2 only with --overlap-p2p-communication.
+  const std::vector<SoftwareGuess> pp2 =
+      guess_software("A et al. 2021", {2, ScheduleKind::kInterleaved, 0}, false);
+  REQUIRE(pp2.size() == 1);
+  CHECK(pp2[0].options.overlap_p2p_comm);
+  CHECK(pp2[0].basis.find("interleaved at pp 2 needs overlap_p2p_comm") != std::string::npos);
+  CHECK_FALSE(guess_software("A et al. 2021", {4, ScheduleKind::kInterleaved, 0}, false)[0]
+                  .options.overlap_p2p_comm);
+}
+
+TEST_CASE("validate: a version-1 run is costed with the first guess its framework can run") {
+  nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
+  nlohmann::json& run = json["runs"][0];
+  // Interleaved at pp 2 under Megatron-LM: predicted with overlap_p2p_comm (the shared
+  // validation file's sc21-t1-39.1b-512gpu states this layout).
+  run["layout"]["tp"] = 1;
+  run["layout"]["pp"] = 2;
+  run["layout"]["dp"] = nullptr;
+  run["layout"]["vpp"] = 2;
+  run["layout"]["schedule"] = "interleaved";
+  run["layout"]["micro_batch"] = 1;
+  const ValidationReport pp2 = validate_runs(json, "r.json");
+  REQUIRE(pp2.runs[0].predicted.has_value());
+  CHECK(pp2.runs[0].options.overlap_p2p_comm);
+  CHECK(pp2.runs[0].software_guess.find("interleaved at pp 2") != std::string::npos);
+  // DeepSpeed named, but its pipeline engine runs no interleaving: Megatron-LM costs it.
+  run["source"] = "fixture run with DeepSpeed named, 2021";
+  run["layout"]["pp"] = 4;
+  const ValidationReport fallback = validate_runs(json, "r.json");
+  REQUIRE(fallback.runs[0].predicted.has_value());
+  CHECK(fallback.runs[0].options.framework == Framework::kMegatron);
+  CHECK(fallback.runs[0].software_guess.starts_with("megatron (fallback; dated 2021"));
+  // The same run at 1F1B runs under DeepSpeed.
+  run["layout"]["vpp"] = 1;
+  run["layout"]["schedule"] = "1f1b";
+  const ValidationReport deepspeed = validate_runs(json, "r.json");
+  REQUIRE(deepspeed.runs[0].predicted.has_value());
+  CHECK(deepspeed.runs[0].options.framework == Framework::kDeepSpeed);
+}
+
+}  // namespace
+}  // namespace meshplan::planner
