@@ -168,8 +168,10 @@ std::vector<SoftwareGuess> guess_software(const std::string& source, const State
 
   std::vector<SoftwareGuess> guesses;
   const auto add = [&](PlanOptions options, const std::string& why) {
+    // FSDP's options do not follow the Megatron-LM eras (fsdp_options): the date alone.
+    const std::string& when = options.framework == Framework::kFsdp ? dated : era;
     guesses.push_back({options, fmt::format("{} ({}; {}): {}", to_string(options.framework), why,
-                                            era, describe_guessed_options(options))});
+                                            when, describe_guessed_options(options))});
   };
   if (!megatron_core_named && fsdp_named) {
     PlanOptions fsdp = fsdp_options(current, composer_named, torchtitan_named);
