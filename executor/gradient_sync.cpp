@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "meshplan/dp_buckets.h"
 #include "mpi_check.h"
 
 namespace meshplan::executor {
@@ -25,6 +26,7 @@ GradientSync::GradientSync(const std::vector<ParameterSpec>& specs,
       overlap_(plan.options.overlap_grad_reduce),
       sharded_(planner::zero_shards_optimizer(plan.layout)),
       per_micro_batch_(planner::zero_shards_gradients(plan.layout)),
+      all_reduce_shards_(sharded_ && planner::zero_grad_all_reduce(plan.layout, plan.options)),
       dp_(static_cast<int>(planner::grad_group_size(plan.layout))),  // dp x cp
       num_micro_batches_(plan.layout.num_micro_batches()),
       groups_(groups),
@@ -186,8 +188,7 @@ void GradientSync::start_ready_buckets_(bool all) {
     }
     bucket_started_[b] = true;
     if (sharded_) {
-      pending_.push_back(groups_.ireduce_scatter_in_place(CommGroup::kDp, grads_ + bucket.begin,
-                                                          bucket.block() / dp_));
+      pending_.push_back(start_shard_reduce_(bucket));
     } else {
       pending_.push_back(
           groups_.iall_reduce_sum(CommGroup::kDp, grads_ + bucket.begin, bucket.block()));
@@ -226,8 +227,7 @@ void GradientSync::start_rounds_(bool at_finish) {
           }
         }
       }
-      in_flight_[b] = groups_.ireduce_scatter_in_place(CommGroup::kDp, grads_ + bucket.begin,
-                                                       bucket.block() / dp_);
+      in_flight_[b] = start_shard_reduce_(bucket);
       rounds_[b]++;
       if (!overlap_) {
         complete_round_(b);
@@ -241,12 +241,12 @@ void GradientSync::complete_round_(size_t b) {
     return;
   }
   groups_.wait(&in_flight_[b], CommGroup::kDp, "gradient reduction");
-  // The in-place reduce-scatter left this rank's summed block at the bucket's start.
   const DpBucket& bucket = buckets_[b];
   const int64_t block = bucket.block() / dp_;
+  const float* mine = grads_ + bucket.begin + own_block_offset_(bucket);
   float* sum = accumulator_.data() + bucket.shard_offset;
   for (int64_t i = 0; i < block; i++) {
-    sum[i] += grads_[bucket.begin + i];
+    sum[i] += mine[i];
   }
   std::fill(grads_ + bucket.begin, grads_ + bucket.end, 0.0f);
 }
@@ -287,6 +287,30 @@ void GradientSync::finish() {
     groups_.wait_all(&pending_, CommGroup::kDp, "gradient reductions");
     pending_.clear();
   }
+  if (all_reduce_shards_) {
+    // ZeRO 1 all-reduced whole buckets: this rank's block moves to the bucket's start, where
+    // the reduce-scatter would have left it (shard_gradients).
+    for (const DpBucket& bucket : buckets_) {
+      const int64_t offset = own_block_offset_(bucket);
+      if (offset > 0) {
+        std::copy_n(grads_ + bucket.begin + offset, bucket.block() / dp_, grads_ + bucket.begin);
+      }
+    }
+  }
+}
+
+MPI_Request GradientSync::start_shard_reduce_(const DpBucket& bucket) {
+  if (all_reduce_shards_) {
+    return groups_.iall_reduce_sum(CommGroup::kDp, grads_ + bucket.begin, bucket.block());
+  }
+  return groups_.ireduce_scatter_in_place(CommGroup::kDp, grads_ + bucket.begin,
+                                          bucket.block() / dp_);
+}
+
+int64_t GradientSync::own_block_offset_(const DpBucket& bucket) const {
+  // The in-place reduce-scatter leaves this rank's block at the bucket's start; the all-reduce
+  // leaves every block where it is, this rank's at its index in the group.
+  return all_reduce_shards_ ? groups_.group_rank(CommGroup::kDp) * (bucket.block() / dp_) : 0;
 }
 
 const float* GradientSync::shard_gradients(const DpBucket& bucket) const {

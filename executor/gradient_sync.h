@@ -10,7 +10,10 @@
 //     embedding group (first and last stage), as Megatron-LM does;
 //  3. data parallel: ZeRO 0 all-reduces the gradients; ZeRO 1 (Megatron's distributed
 //     optimizer, Rajbhandari et al. 2020, Sec. 5.1) reduce-scatters them, so each rank gets the
-//     summed gradients of its blocks.
+//     summed gradients of its blocks. Under a deepspeed plan (planner::zero_grad_all_reduce)
+//     ZeRO 1 and 2 all-reduce each bucket instead and keep this rank's block of the sum, as
+//     DeepSpeed does (stage_1_and_2.py allreduce_and_copy_with_multiple_ranks): the same sums,
+//     twice the traffic, which the planner counts.
 // With overlap_grad_reduce, step 1 runs once every chunk's last micro-batch's weight gradients
 // are done, and step 3 starts for a bucket once its chunks are done (and step 1, with sequence
 // parallelism), non-blocking, while later backward work runs. The embedding all-reduce, and the
@@ -84,6 +87,10 @@ class GradientSync {
   void reduce_tied_embeddings_();
   void start_ready_buckets_(bool all);
   void chunk_final_(int chunk);
+  // Starts a sharded bucket's reduction: a reduce-scatter, or DeepSpeed's all-reduce.
+  MPI_Request start_shard_reduce_(const DpBucket& bucket);
+  // Where this rank's summed block sits in the bucket once its reduction completes.
+  int64_t own_block_offset_(const DpBucket& bucket) const;
   // ZeRO 2/3.
   void start_rounds_(bool at_finish);
   void complete_round_(size_t bucket);
@@ -95,8 +102,9 @@ class GradientSync {
   bool sequence_parallel_;
   bool replicated_partial_ = false;  // sequence parallel with tp > 1: replicated grads partial
   bool overlap_;
-  bool sharded_;          // ZeRO 1-3 with dp > 1
-  bool per_micro_batch_;  // ZeRO 2/3 with dp > 1
+  bool sharded_;            // ZeRO 1-3 with dp > 1
+  bool per_micro_batch_;    // ZeRO 2/3 with dp > 1
+  bool all_reduce_shards_;  // ZeRO 1-2 under a deepspeed plan: buckets all-reduced
   int dp_;
   int64_t num_micro_batches_;
   ProcessGroups& groups_;

@@ -144,8 +144,19 @@ std::string execute_header(const planner::Plan& plan, const std::string& plan_so
       fmt::format("# model {} (l={} h={} a={} g={} f={} V={} s={}), cluster {}, {} ranks, fp32\n",
                   m.name, m.num_layers, m.hidden_size, m.num_attention_heads, m.num_kv_heads,
                   m.ffn_hidden_size, m.vocab_size, m.seq_length, plan.cluster.name, plan.num_gpus);
-  out += fmt::format("# layout {}, global batch {}\n#\n", planner::describe(plan.layout),
+  out += fmt::format("# layout {}, global batch {}\n", planner::describe(plan.layout),
                      plan.layout.global_batch);
+  if (plan.options.framework != planner::Framework::kMeshplan) {
+    // The executor follows the plan's data-parallel buckets and reductions (dp_buckets), not
+    // the framework's allocations: say so before the memory table compares them.
+    const std::string framework = planner::to_string(plan.options.framework);
+    out += fmt::format(
+        "# plan for framework {0}: the executor runs its own kernels and allocations, with {0}'s "
+        "data-parallel buckets and reductions; predicted memory below is {0}'s accounting, not "
+        "the executor's (plan with --framework meshplan to compare memory like for like)\n",
+        framework);
+  }
+  out += "#\n";
   out += fmt::format("#{:>9} {:>13} {:>13} {:>13}\n", "step", "loss", "step_time", "tokens/s");
   out += fmt::format("#{:>9} {:>13} {:>13} {:>13}\n", "", "(nats)", "(s)", "(tokens/s)");
   return out;

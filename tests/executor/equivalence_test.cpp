@@ -259,6 +259,18 @@ TEST_SUITE("mpi2") {
     options.overlap_param_gather = false;
     check_equivalent(tiny(), layout, options);
   }
+  TEST_CASE("dp2 with DeepSpeed's ZeRO-1 and ZeRO-2 bucket all-reduce equals one process") {
+    // A deepspeed plan all-reduces each bucket and keeps this rank's block (gradient_sync.h):
+    // rank 1's block is read from the middle of the bucket, not its start.
+    planner::PlanOptions options;
+    options.framework = planner::Framework::kDeepSpeed;
+    for (int zero : {1, 2}) {
+      CAPTURE(zero);
+      planner::Layout layout = make_layout(1, 1, 2);
+      layout.zero = zero;
+      check_equivalent(tiny(), layout, options);
+    }
+  }
   TEST_CASE("dp2 with ZeRO-3 (prefetched gathers before every F and B) equals one process") {
     planner::Layout layout = make_layout(1, 1, 2);
     layout.zero = 3;

@@ -591,6 +591,30 @@ TEST_SUITE("mpi2") {
   }
 }
 
+TEST_SUITE("mpi2") {
+  TEST_CASE("a deepspeed plan's ZeRO 1-2 buckets are all-reduced, as the planner counts them") {
+    // DeepSpeed all-reduces each ZeRO 1-2 bucket (planner::zero_grad_all_reduce): the whole
+    // padded buffer, once a step at ZeRO 1 and every micro-batch at ZeRO 2 (m = 4 here), and no
+    // reduce-scatter; the parameter all-gather is unchanged. check_traffic also compares every
+    // (kind, group) with the planner's inventory.
+    planner::PlanOptions options;
+    options.framework = planner::Framework::kDeepSpeed;
+    const models::TransformerConfig tiny = models::load_model("tiny");
+    const int64_t padded_bytes = (models::count_parameters(tiny).total + 1) / 2 * 2 * 4;
+    planner::Layout layout = make_layout(1, 1, 2);
+    for (int zero : {1, 2}) {
+      CAPTURE(zero);
+      layout.zero = zero;
+      const TrafficCounts traffic = check_traffic(tiny, layout, options);
+      const int64_t rounds = zero == 2 ? layout.num_micro_batches() : 1;
+      CHECK(traffic.at({CollectiveKind::kAllReduce, CommGroup::kDp}).bytes ==
+            rounds * padded_bytes);
+      CHECK(traffic.count({CollectiveKind::kReduceScatter, CommGroup::kDp}) == 0);
+      CHECK(traffic.at({CollectiveKind::kAllGather, CommGroup::kDp}).bytes == padded_bytes);
+    }
+  }
+}
+
 TEST_SUITE("mpi4") {
   TEST_CASE("collective calls and bytes match the planner: cp2 x tp2 sequence parallel, ZeRO-1") {
     planner::Layout layout = sp(make_layout(2, 1, 1));
