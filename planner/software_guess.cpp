@@ -175,7 +175,7 @@ std::vector<SoftwareGuess> guess_software(const std::string& source, const State
   };
   if (!megatron_core_named && fsdp_named) {
     PlanOptions fsdp = fsdp_options(current, composer_named, torchtitan_named);
-    if (fp8) {
+    if (fp8 && fsdp.fsdp_version == 2) {  // torchao's float8 all-gather is FSDP2's
       fsdp.gemm_precision = GemmPrecision::kFp8;
     }
     add(fsdp, composer_named ? "llm-foundry/Composer named" : "FSDP or torchtitan named");

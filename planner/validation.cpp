@@ -395,7 +395,11 @@ ValidationRun validate_run(const nlohmann::json& run_json, int version, const st
         return run;
       }
     } catch (const InputError& e) {
-      throw InputError(fmt::format("{}: {}", layout_where, e.what()));
+      // A guessed framework whose options refuse the run gives way to the next candidate too;
+      // the last one's refusal is the run's input error.
+      if (i + 1 == candidates.size()) {
+        throw InputError(fmt::format("{}: {}", layout_where, e.what()));
+      }
     }
   }
   if (result.num_evaluated == 0) {

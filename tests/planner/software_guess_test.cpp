@@ -119,6 +119,9 @@ TEST_CASE("guess_software: FSDP frameworks, FP8 and interleaving at pp 2") {
         GemmPrecision::kBf16);
   CHECK(guess_software("torchtitan Float8 row", {}, true)[0].options.gemm_precision ==
         GemmPrecision::kFp8);
+  // Not under FSDP1, which meshplan refuses with FP8 (torchao's float8 all-gather is FSDP2's).
+  CHECK(guess_software("llm-foundry FP8 row", {}, true)[0].options.gemm_precision ==
+        GemmPrecision::kBf16);
   // Megatron-LM runs interleaving at pp 2 only with --overlap-p2p-communication.
   const std::vector<SoftwareGuess> pp2 =
       guess_software("A et al. 2021", {2, ScheduleKind::kInterleaved, 0}, false);
