@@ -23,7 +23,8 @@ runs_path = sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "validation
 
 def validate(path, out_dir, name):
     out = os.path.join(out_dir, name + ".json")
-    # Exit 1 only says some run was not predicted; the JSON is written either way.
+    # Exit 1 only says some run was not predicted or over the memory estimate; the JSON is
+    # written either way.
     subprocess.run([meshplan, "validate", path, "--json", out], stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, check=False)
     with open(out) as f:
@@ -33,8 +34,9 @@ def validate(path, out_dir, name):
 def summary(report):
     errors = [abs(r["error_pct"]) for r in report["runs"] if r["error_pct"] is not None]
     mean = sum(errors) / len(errors) if errors else float("nan")
-    return (f"{len(errors)} of {len(report['runs'])} predicted, mean |error| {mean:.1f}%, "
-            f"max |error| {max(errors, default=float('nan')):.1f}%")
+    misses = sum(1 for r in report["runs"] if r.get("memory_miss"))
+    return (f"{len(errors)} of {len(report['runs'])} predicted ({misses} over meshplan's memory "
+            f"estimate), mean |error| {mean:.1f}%, max |error| {max(errors, default=float('nan')):.1f}%")
 
 
 with open(runs_path) as f:
@@ -60,6 +62,8 @@ for run in stated["runs"]:
     what = other.get("software_guess") or ""
     if other["error_pct"] is None:
         what = "not predicted: " + other["error"][:70]
+    elif other.get("memory_miss"):
+        what = "memory miss (" + other["memory_miss"].split(",")[0] + "); " + what
     print(f"  {run['id']:<44} {cell(run):>8} {cell(other):>8}  {what}")
 print(f"# software stated: {summary(stated)}")
 print(f"# software guessed: {summary(guessed)}")

@@ -996,6 +996,12 @@ void register_plan_commands(CLI::App& app) {
       throw RuntimeError(fmt::format("{}: {} of {} runs not predicted (validation failed)",
                                      *runs_path, report.num_not_predicted, report.runs.size()));
     }
+    // A run that ran but does not fit meshplan's memory estimate fails the memory model.
+    if (report.num_memory_misses > 0) {
+      throw RuntimeError(fmt::format(
+          "{}: {} of {} runs over meshplan's memory estimate though they ran (validation failed)",
+          *runs_path, report.num_memory_misses, report.runs.size()));
+    }
   });
 }
 

@@ -195,6 +195,13 @@ std::vector<SoftwareGuess> guess_software(const std::string& source, const State
     megatron.overlap_p2p_comm = true;
     why += ", interleaved at pp 2 needs overlap_p2p_comm";
   }
+  if (layout.zero >= 2) {
+    // Stated ZeRO 2-3 under Megatron-LM is Megatron-FSDP, whose main grads are its own (bf16 by
+    // default, megatron_fsdp_main_grads_dtype "auto"): the framework's default reduce dtype, not
+    // DDP's fp32 (which check_grad_reduce_dtype refuses there).
+    megatron.grad_reduce_dtype.reset();
+    why += fmt::format(", ZeRO {} as Megatron-FSDP", *layout.zero);
+  }
   if (fp8) {
     megatron.gemm_precision = GemmPrecision::kFp8;
   }

@@ -20,6 +20,7 @@
 #include "meshplan/plan_file.h"
 #include "meshplan/search.h"
 #include "meshplan/software_guess.h"
+#include "meshplan/units.h"
 
 namespace meshplan::planner {
 
@@ -315,6 +316,53 @@ int runs_version(const nlohmann::json& runs_file, const std::string& source) {
   return static_cast<int>(version);
 }
 
+// Why a search that kept no layout predicts nothing, in one line.
+std::string no_prediction_reason(const models::TransformerConfig& model,
+                                 const SearchResult& result) {
+  if (result.num_evaluated == 0) {
+    // The search enumerates no (schedule, vpp) pair when no split it tries has layer counts
+    // sharing a divisor >= 2 for interleaved (search.cpp, schedule_choices), so nothing
+    // reached the validity rules.
+    return fmt::format(
+        "no layout to cost: the fixed fields leave no schedule to search (interleaved needs a "
+        "vpp >= 2 dividing every stage's layer count; num_layers {})",
+        model.num_layers);
+  }
+  std::string reason = "no feasible layout:";
+  for (const auto& [code, count] : result.rejections) {
+    reason += fmt::format(" {} x{} ({});", code, count, result.example_reason.at(code));
+  }
+  return reason;
+}
+
+// A run whose every stated layout meshplan puts over its GPUs' memory: the run ran, so the
+// layout fit and the miss is the memory estimate's. The step time is predicted for the layout
+// with the least memory among those the run's fields allow (the stated one when it states them
+// all), costed as if the GPU had room (memory does not enter the time), and the run carries the
+// miss as a validation failure of its own.
+void predict_over_memory(const models::TransformerConfig& model,
+                         const models::ClusterConfig& cluster, const SearchSpace& space,
+                         ValidationRun& run) {
+  models::ClusterConfig roomy = cluster;
+  roomy.gpu.hbm_bytes = int64_t{1} << 60;
+  const SearchResult least =
+      search_layouts(model, roomy, space, run.options, Objective::kMemory, 1);
+  if (least.best.empty()) {
+    return;
+  }
+  run.predicted = least.best.front();
+  const auto gib = [](int64_t bytes) {
+    return static_cast<double>(bytes) / static_cast<double>(kBytesPerGiB);
+  };
+  const double estimate_gib = gib(run.predicted->peak_memory_bytes);
+  const double capacity_gib = gib(cluster.gpu.hbm_bytes);
+  run.memory_miss = fmt::format(
+      "meshplan's memory estimate {:.1f} GiB is {:.1f}% over the {:.1f} GiB of each {}, though "
+      "the run ran",
+      estimate_gib, 100.0 * (estimate_gib - capacity_gib) / capacity_gib, capacity_gib,
+      cluster.gpu.name);
+}
+
 // One run: parsed (throws InputError on malformed input), then predicted or given the reason
 // it cannot be.
 ValidationRun validate_run(const nlohmann::json& run_json, int version, const std::string& source,
@@ -402,27 +450,19 @@ ValidationRun validate_run(const nlohmann::json& run_json, int version, const st
       }
     }
   }
-  if (result.num_evaluated == 0) {
-    // The search enumerates no (schedule, vpp) pair when no split it tries has layer counts
-    // sharing a divisor >= 2 for interleaved (search.cpp, schedule_choices), so nothing
-    // reached the validity rules.
-    run.not_predicted_reason = fmt::format(
-        "no layout to cost: the fixed fields leave no schedule to search (interleaved needs a "
-        "vpp >= 2 dividing every stage's layer count; num_layers {})",
-        model.num_layers);
-  } else if (result.best.empty()) {
-    run.not_predicted_reason = "no feasible layout:";
-    for (const auto& [code, count] : result.rejections) {
-      run.not_predicted_reason +=
-          fmt::format(" {} x{} ({});", code, count, result.example_reason.at(code));
-    }
-  } else {
+  if (!result.best.empty()) {
     run.predicted = result.best.front();
-    // As `plan --save-plan` writes it: the bucket the prediction was costed with.
-    PlanOptions plan_options = run.options;
-    plan_options.bucket_bytes = dp_bucket_bytes(cluster, run.predicted->layout, run.options);
-    run.plan = Plan{model, cluster, num_gpus, run.predicted->layout, plan_options};
+  } else if (result.rejections.contains("memory")) {
+    predict_over_memory(model, cluster, space, run);
   }
+  if (!run.predicted) {
+    run.not_predicted_reason = no_prediction_reason(model, result);
+    return run;
+  }
+  // As `plan --save-plan` writes it: the bucket the prediction was costed with.
+  PlanOptions plan_options = run.options;
+  plan_options.bucket_bytes = dp_bucket_bytes(cluster, run.predicted->layout, run.options);
+  run.plan = Plan{model, cluster, num_gpus, run.predicted->layout, plan_options};
   return run;
 }
 
@@ -474,6 +514,7 @@ ValidationReport validate_runs(const nlohmann::json& runs_file, const std::strin
       throw InputError(fmt::format("{}: runs[{}]: id given to two runs", source, run.id));
     }
     report.num_not_predicted += run.predicted ? 0 : 1;
+    report.num_memory_misses += run.memory_miss.empty() ? 0 : 1;
     report.parameters_marked = report.parameters_marked || run.used_for_parameters_stated;
     report.runs.push_back(std::move(run));
   }

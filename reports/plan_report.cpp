@@ -453,14 +453,18 @@ void add_validation_row(const planner::ValidationRun& run, Report* out, nlohmann
     return;
   }
   const planner::PlanEstimate& predicted = *run.predicted;
-  out->table += fmt::format(" {:>36} {:>9} {:>10.3f} {:>10.3f} {:>+8.1f}  {} [{}]\n", run.id,
+  // A run over meshplan's memory estimate is marked ! (footnote under the table).
+  out->table += fmt::format(" {:>36} {:>9} {:>10.3f} {:>10.3f} {:>+8.1f}  {} [{}]{}\n", run.id,
                             framework, predicted.step_time_s, run.published_step_time_s,
-                            run.error_pct(), planner::describe(predicted.layout), searched);
+                            run.error_pct(), planner::describe(predicted.layout), searched,
+                            run.memory_miss.empty() ? "" : " !");
   record["predicted_step_time_s"] = predicted.step_time_s;
   record["error_pct"] = run.error_pct();
   record["layout"] = planner::layout_to_json(predicted.layout);
   record["mfu"] = predicted.mfu;
   record["peak_memory_bytes"] = predicted.peak_memory_bytes;
+  record["memory_miss"] =
+      run.memory_miss.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.memory_miss);
   runs->push_back(std::move(record));
 }
 
@@ -501,6 +505,17 @@ Report validation_report(const planner::ValidationReport& report) {
       }
     }
   }
+  if (report.num_memory_misses > 0) {
+    out.table +=
+        "# ! over meshplan's memory estimate though the run ran: the step time is predicted in "
+        "the layout with the least memory that the run's fields allow (README \"Validation\", "
+        "memory misses):\n";
+    for (const planner::ValidationRun& run : report.runs) {
+      if (!run.memory_miss.empty()) {
+        out.table += fmt::format("#   {}: {}\n", run.id, run.memory_miss);
+      }
+    }
+  }
   if (report.parameters_marked) {
     out.table += summary_line("efficiency parameters chosen on", report.chosen_on);
     out.table += summary_line("held out (not used to choose them)", report.held_out);
@@ -509,10 +524,17 @@ Report validation_report(const planner::ValidationReport& report) {
         "# efficiency parameters chosen on: not stated here (no run has used_for_parameters); "
         "the project's validation/public_runs.json marks them\n";
   }
-  out.table += report.num_not_predicted == 0
-                   ? "# OK: every run predicted\n"
-                   : fmt::format("# FAILED: {} of {} runs not predicted\n",
-                                 report.num_not_predicted, report.runs.size());
+  if (report.num_not_predicted > 0) {
+    out.table += fmt::format("# FAILED: {} of {} runs not predicted\n", report.num_not_predicted,
+                             report.runs.size());
+  }
+  if (report.num_memory_misses > 0) {
+    out.table += fmt::format("# FAILED: {} of {} runs over meshplan's memory estimate\n",
+                             report.num_memory_misses, report.runs.size());
+  }
+  if (report.num_not_predicted == 0 && report.num_memory_misses == 0) {
+    out.table += "# OK: every run predicted\n";
+  }
   const auto over_predicted = [&](double value) {
     return num_predicted > 0 ? nlohmann::json(value) : nlohmann::json(nullptr);
   };
@@ -520,6 +542,7 @@ Report validation_report(const planner::ValidationReport& report) {
               {"num_runs", report.runs.size()},
               {"num_predicted", num_predicted},
               {"num_not_predicted", report.num_not_predicted},
+              {"num_memory_misses", report.num_memory_misses},
               {"mean_abs_error_pct", over_predicted(report.mean_abs_error_pct)},
               {"max_abs_error_pct", over_predicted(report.max_abs_error_pct)}};
   for (const auto& [key, summary] :

@@ -784,6 +784,32 @@ validate_unpredictable() {
 expect "validate: an unpredictable run is reported and fails the validation (exit 1)" \
   validate_unpredictable
 
+# A run meshplan's memory estimate puts over its GPUs' memory, though it ran: its step time is
+# predicted (marked !, with a footnote giving the estimate), and the memory miss fails the
+# validation (exit 1) with the table, --json and --plans still written.
+validate_over_memory() {
+  run validate "$data/runs_over_memory.json" --json over_memory.json --plans over_memory_plans
+  local ok=0
+  [ "$rc" -eq 1 ] || { say "exit status $rc, expected 1"; ok=1; }
+  [ "$(wc -l <stderr.txt)" -eq 1 ] &&
+    grep -q 'runs_over_memory.json: 1 of 2 runs over meshplan.s memory estimate though they ran (validation failed)$' \
+      stderr.txt || { say "stderr: $(cat stderr.txt)"; ok=1; }
+  grep -qE '^ +fixture-over-memory +megatron\* +[0-9.]+ +30\.000 +[-+][0-9.]+  tp=2 pp=1 dp=8 .* \[\] !$' \
+    stdout.txt || { say "no predicted row marked !"; ok=1; }
+  grep -qE '^#   fixture-over-memory: meshplan.s memory estimate [0-9.]+ GiB is [0-9.]+% over the 80\.0 GiB of each A100-SXM4-80GB, though the run ran$' \
+    stdout.txt || { say "no footnote"; ok=1; }
+  grep -q '^# FAILED: 1 of 2 runs over meshplan.s memory estimate$' stdout.txt ||
+    { say "no FAILED footer"; ok=1; }
+  grep -q '^# OK' stdout.txt && { say "OK printed"; ok=1; }
+  grep -q '"num_memory_misses": 1' over_memory.json || { say "not counted in --json"; ok=1; }
+  [ "$(grep -c '"memory_miss": null' over_memory.json)" -eq 1 ] ||
+    { say "expected one run without a miss"; ok=1; }
+  [ -f over_memory_plans/fixture-over-memory.json ] || { say "plan not written"; ok=1; }
+  return $ok
+}
+expect "validate: a run over the memory estimate is predicted and fails the validation (exit 1)" \
+  validate_over_memory
+
 # --framework (issue 10): named in the header and the plan file; a fixed flag the framework
 # cannot run is one line naming the framework and the reason, exit 2; rejections are counted.
 framework_plan() {

@@ -162,5 +162,37 @@ TEST_CASE("validate: a version-1 run is costed with the first guess its framewor
   CHECK(deepspeed.runs[0].options.framework == Framework::kDeepSpeed);
 }
 
+TEST_CASE("guess_software: ZeRO 2-3 under Megatron-LM is Megatron-FSDP, its own reduce dtype") {
+  // A 2024 source with ZeRO 2 at pp 16 (Llama 3 405B's layout, validation/candidate_runs.json):
+  // DeepSpeed first (ZeRO 2 before 2025), whose pipeline engine refuses it; then Megatron-LM,
+  // whose current defaults reduce in fp32, which meshplan models for DDP and the distributed
+  // optimizer only. The Megatron candidate leaves the reduce dtype to Megatron-FSDP's default.
+  const std::vector<SoftwareGuess> zero2 =
+      guess_software("A et al. 2024", {16, ScheduleKind::kInterleaved, 2}, false);
+  REQUIRE(zero2.size() == 2);
+  CHECK(zero2[0].options.framework == Framework::kDeepSpeed);
+  CHECK(zero2[1].options.framework == Framework::kMegatron);
+  CHECK_FALSE(zero2[1].options.grad_reduce_dtype.has_value());
+  CHECK(zero2[1].basis.find("ZeRO 2 as Megatron-FSDP") != std::string::npos);
+  // ZeRO 1 or unstated keeps the era's fp32.
+  for (const std::optional<int> zero : {std::optional<int>{1}, std::optional<int>{}}) {
+    const std::vector<SoftwareGuess> other =
+        guess_software("A et al. 2024", {16, ScheduleKind::kInterleaved, zero}, false);
+    CHECK(other.back().options.grad_reduce_dtype == GradReduceDtype::kFp32);
+  }
+  // validate then predicts such a run (it was refused by both candidates before).
+  nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
+  nlohmann::json& run = json["runs"][0];
+  run["source"] = "fixture run, 2024";
+  run["layout"]["tp"] = 2;
+  run["layout"]["pp"] = 2;
+  run["layout"]["dp"] = 4;
+  run["layout"]["zero"] = 2;
+  const ValidationReport report = validate_runs(json, "r.json");
+  REQUIRE(report.runs[0].predicted.has_value());
+  CHECK(report.runs[0].options.framework == Framework::kMegatron);
+  CHECK(report.runs[0].predicted->layout.zero == 2);
+}
+
 }  // namespace
 }  // namespace meshplan::planner

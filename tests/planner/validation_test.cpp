@@ -5,6 +5,7 @@
 #include "meshplan/validation.h"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "meshplan/cost_model.h"
 #include "meshplan/json_io.h"
 #include "meshplan/models.h"
 #include "meshplan/search.h"
@@ -78,6 +80,7 @@ TEST_CASE("project runs: every run predicted; chosen-on and held-out errors repo
   REQUIRE(std::filesystem::exists(kPublicRuns));
   const ValidationReport& report = public_report();
   CHECK(report.num_not_predicted == 0);
+  CHECK(report.num_memory_misses == 0);  // every run fits meshplan's memory estimate too
   const std::vector<double> chosen_on = abs_errors(report, true);
   const std::vector<double> held_out = abs_errors(report, false);
   CHECK(chosen_on.size() == 27);  // the runs the GEMM pairs were chosen on (cluster presets)
@@ -469,6 +472,92 @@ TEST_CASE("a run that cannot be predicted is reported with its reason, the other
   CHECK(report.mean_abs_error_pct ==
         doctest::Approx((e0 + e1) / 2).epsilon(1e-12).scale(0));  // rounding
   CHECK(report.max_abs_error_pct == std::max(e0, e1));
+}
+
+TEST_CASE("a run over meshplan's memory estimate is predicted in its least-memory layout") {
+  // runs_over_memory.json: a 46B-parameter model at tp 2 (its fixed layout), which meshplan puts
+  // at 122 GiB on an 80 GiB A100, before runs_small's fixed run. The run ran, so its step time is
+  // predicted all the same, and the miss is a validation failure of its own.
+  const std::string path = test::planner_fixture("runs_over_memory.json");
+  const ValidationReport report = validate_runs(read_json_file(path), path);
+  REQUIRE(report.runs.size() == 2);
+  CHECK(report.num_not_predicted == 0);
+  CHECK(report.num_memory_misses == 1);
+  const ValidationRun& wide = report.runs[0];
+  REQUIRE(wide.predicted.has_value());
+  models::TransformerConfig model = fixture_model();
+  model.hidden_size = 12288;
+  model.num_attention_heads = model.num_kv_heads = 96;
+  model.head_dim = 128;
+  model.ffn_hidden_size = 49152;
+  Layout layout = test::make_layout(2, 1, 8, 1, 128);
+  layout.recompute = Recompute::kFull;
+  layout.zero = 1;
+  // The stated layout, costed on the run's own hardware: its step time and memory as
+  // estimate_plan gives them, which rejects it for memory.
+  const PlanEstimate expected = estimate_plan(model, fixture_cluster(), layout, wide.options);
+  CHECK_FALSE(expected.feasible);
+  CHECK(expected.rejection_code == "memory");
+  CHECK(describe(wide.predicted->layout) == describe(layout));
+  CHECK(wide.predicted->step_time_s == expected.step_time_s);
+  CHECK(wide.predicted->peak_memory_bytes == expected.peak_memory_bytes);
+  const double estimate_gib = static_cast<double>(expected.peak_memory_bytes) / (1 << 30);
+  CHECK(wide.memory_miss ==
+        fmt::format("meshplan's memory estimate {:.1f} GiB is {:.1f}% over the 80.0 GiB of each "
+                    "A100-SXM4-80GB, though the run ran",
+                    estimate_gib, 100.0 * (estimate_gib - 80.0) / 80.0));
+  CHECK(wide.not_predicted_reason.empty());
+  REQUIRE(wide.plan.has_value());  // validate --plans writes it, for explain --allow-infeasible
+  // The run that fits is untouched.
+  CHECK(report.runs[1].memory_miss.empty());
+  CHECK(report.runs[1].predicted.has_value());
+  // Both count in the error figures.
+  CHECK(report.max_abs_error_pct ==
+        std::max(std::fabs(report.runs[0].error_pct()), std::fabs(report.runs[1].error_pct())));
+}
+
+TEST_CASE("over memory with fields searched: the layout with the least memory they allow") {
+  // The same model with micro-batch, recompute and ZeRO stage left to the search, every choice
+  // over 80 GiB: the prediction is the choice with the least memory, checked against each one
+  // estimate_plan costs.
+  nlohmann::json json = read_json_file(test::planner_fixture("runs_over_memory.json"));
+  nlohmann::json& stated = json["runs"][0]["layout"];
+  stated["micro_batch"] = nullptr;
+  stated["recompute"] = nullptr;
+  stated["zero"] = nullptr;
+  json["runs"][0]["hardware"]["num_gpus"] = 4;
+  stated["dp"] = 2;
+  stated["global_batch"] = 16;
+  const ValidationReport report = validate_runs(json, "r.json");
+  const ValidationRun& wide = report.runs[0];
+  REQUIRE(wide.predicted.has_value());
+  CHECK_FALSE(wide.memory_miss.empty());
+  models::TransformerConfig model = fixture_model();
+  model.hidden_size = 12288;
+  model.num_attention_heads = model.num_kv_heads = 96;
+  model.head_dim = 128;
+  model.ffn_hidden_size = 49152;
+  int64_t costed = 0;
+  for (const int64_t micro_batch : {1, 2, 4, 8}) {
+    for (const Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+      for (const int64_t zero : {0, 1, 2, 3}) {
+        Layout layout = test::make_layout(2, 1, 2, micro_batch, 16);
+        layout.recompute = recompute;
+        layout.zero = zero;
+        if (!check_framework(model, wide.options, layout).ok()) {
+          continue;  // a layout the run's framework cannot run, which the search skips too
+        }
+        const PlanEstimate other = estimate_plan(model, fixture_cluster(), layout, wide.options);
+        if (other.rejection_code != "memory") {
+          continue;  // rejected by another rule
+        }
+        ++costed;
+        CAPTURE(describe(layout));
+        CHECK(wide.predicted->peak_memory_bytes <= other.peak_memory_bytes);
+      }
+    }
+  }
+  CHECK(costed >= 24);
 }
 
 TEST_CASE("a layout the run's framework cannot run is a reason, not an input error") {

@@ -31,6 +31,10 @@ struct ValidationRun {
   /// `explain` and `simulate`); set exactly when `predicted` is.
   std::optional<Plan> plan;
   std::string not_predicted_reason;  // one line; set exactly when `predicted` is empty
+  /// Set when meshplan's memory estimate puts every layout the run states over its GPUs' memory
+  /// though the run ran: `predicted` is then the stated layout with the least memory (its step
+  /// time predicted all the same) and this line says by how much the estimate is over.
+  std::string memory_miss;
   double published_step_time_s = 0;
   std::vector<std::string> searched;  // layout fields the source left null
   /// 100 (predicted - published) / published; precondition: `predicted`.
@@ -49,6 +53,7 @@ struct ErrorSummary {
 struct ValidationReport {
   std::vector<ValidationRun> runs;  // in the file's order, predicted or not
   size_t num_not_predicted = 0;     // runs with no feasible layout: validation failures
+  size_t num_memory_misses = 0;     // predicted runs with memory_miss: validation failures too
   double mean_abs_error_pct = 0;    // over the predicted runs (0 when none is)
   double max_abs_error_pct = 0;
   /// Whether any run states used_for_parameters; when none does (every version-1 file), which
@@ -67,10 +72,14 @@ PlanOptions software_options(const std::string& source);
 
 /// Predicts every run with its own model, cluster preset (gpus_per_node and inter-node
 /// bandwidth from the run), layout and options; null layout fields are searched among layouts
-/// that fit. A well-formed run with no feasible layout (out of memory, uneven pipeline stages)
-/// is not predicted: it keeps the reason and counts in num_not_predicted, and the other runs are
-/// still predicted. Accepts runs-file versions 1 and 2. Throws InputError naming the run and
-/// field on malformed input (unknown option keys and frameworks included).
+/// that fit. A run that meshplan's memory estimate puts over its GPUs' memory in every layout its
+/// fields allow is predicted in the one with the least memory and marked (memory_miss,
+/// num_memory_misses): the run ran, so the stated layout fit and its step time is still a
+/// prediction to check. A well-formed run with no layout to cost otherwise (a framework that
+/// cannot run it, uneven pipeline stages) is not predicted: it keeps the reason and counts in
+/// num_not_predicted, and the other runs are still predicted. Accepts runs-file versions 1 and 2.
+/// Throws InputError naming the run and field on malformed input (unknown option keys and
+/// frameworks included).
 ValidationReport validate_runs(const nlohmann::json& runs_file, const std::string& source);
 
 }  // namespace meshplan::planner
