@@ -878,8 +878,10 @@ void register_plan_commands(CLI::App& app) {
                    "needs --precision fp8, --framework megatron, --zero 1)")
       ->capture_default_str();
   plan->add_option("--cross-entropy-loss-fusion", args->cross_entropy_loss_fusion,
-                   "Megatron-Core's fused loss: off | native (--cross-entropy-loss-fusion) | te "
-                   "(with --cross-entropy-fusion-impl te); --framework megatron only")
+                   "The fused loss: off | native (Megatron-Core --cross-entropy-loss-fusion) | "
+                   "te (with --cross-entropy-fusion-impl te), --framework megatron | xentropy "
+                   "(llm-foundry's FlashAttention loss, loss_fn fused_crossentropy), "
+                   "--framework fsdp, tp 1")
       ->capture_default_str();
   plan->add_option("--compile", args->compile,
                    "torchtitan --training.compile: torch.compile of each TransformerBlock and the "

@@ -804,6 +804,17 @@ PassBytes te_cross_entropy_bytes_per_logit(double logits_element_bytes) {
   return {e + 2.0 * e, 2.0 * e};
 }
 
+// FlashAttention's CrossEntropyLoss (flash_attn/losses/cross_entropy.py, v1.0.9 as llm-foundry
+// v0.3.0 setup.py pins it) on the apex xentropy kernel (csrc/xentropy/xentropy_kernel.cu),
+// llm-foundry's `loss_fn: fused_crossentropy`. Forward: cunn_SoftMaxXEntropyForward, one block
+// per row, reads the logits twice (the max and sum, then the sum of exponentials) and writes
+// one loss and one log-sum-exp per row (read 2e). Backward: cunn_SoftMaxXEntropyBackward reads
+// them once more and writes the gradient in their dtype (at::empty_like; read e, write e).
+PassBytes xentropy_bytes_per_logit(double logits_element_bytes) {
+  const double e = logits_element_bytes;
+  return {2.0 * e, 2.0 * e};
+}
+
 }  // namespace
 
 std::string to_string(CrossEntropyFusion fusion) {
@@ -814,19 +825,22 @@ std::string to_string(CrossEntropyFusion fusion) {
       return "native";
     case CrossEntropyFusion::kTe:
       return "te";
+    case CrossEntropyFusion::kXentropy:
+      return "xentropy";
   }
   return "off";
 }
 
 CrossEntropyFusion parse_cross_entropy_fusion(const std::string& text, const std::string& field) {
-  for (CrossEntropyFusion value :
-       {CrossEntropyFusion::kOff, CrossEntropyFusion::kNative, CrossEntropyFusion::kTe}) {
+  for (CrossEntropyFusion value : {CrossEntropyFusion::kOff, CrossEntropyFusion::kNative,
+                                   CrossEntropyFusion::kTe, CrossEntropyFusion::kXentropy}) {
     if (text == to_string(value)) {
       return value;
     }
   }
   throw InputError(fmt::format(
-      "{}: unknown cross_entropy_loss_fusion, expected off, native or te ({})", field, text));
+      "{}: unknown cross_entropy_loss_fusion, expected off, native, te or xentropy ({})", field,
+      text));
 }
 
 PassBytes cross_entropy_bytes_per_logit(double logits_element_bytes, CrossEntropyFusion fusion) {
@@ -835,6 +849,9 @@ PassBytes cross_entropy_bytes_per_logit(double logits_element_bytes, CrossEntrop
   }
   if (fusion == CrossEntropyFusion::kTe) {
     return te_cross_entropy_bytes_per_logit(logits_element_bytes);
+  }
+  if (fusion == CrossEntropyFusion::kXentropy) {
+    return xentropy_bytes_per_logit(logits_element_bytes);
   }
   // Megatron-Core tensor_parallel/cross_entropy.py at baf94af3 (core_r0.8.0), without
   // --cross-entropy-loss-fusion (added in 7b4a6d76, 2024-06-14, off by default). Forward:

@@ -524,6 +524,13 @@ double fp8_state_bytes(const models::TransformerConfig& model, const models::Clu
          (2.0 * linear_weights_per_layer(x) + kAmaxHistoryLength * kScaledTensorsPerLayer * 4.0);
 }
 
+// Whether the fsdp loss keeps the 16-bit logits for its backward and writes a 16-bit gradient
+// (compiled, or llm-foundry's xentropy) rather than torchtitan's eager fp32 copy.
+bool loss_saves_logits(const PlanOptions& options) {
+  return loss_compiled(options) ||
+         options.cross_entropy_loss_fusion == CrossEntropyFusion::kXentropy;
+}
+
 // Bytes per logit (token x vocabulary entry) of the last stage's loss: held per micro-batch in
 // flight until its backward, and transient once during the loss's backward.
 struct LossBytes {
@@ -542,12 +549,18 @@ struct LossBytes {
 //     the fp32 cast and log-softmax it can recompute pointwise, and the fused backward writes
 //     one gradient in the input's dtype: held e, transient e. Inferred from the partitioner's
 //     rules, not checked on a trace (framework-memory.md Sec. 3.6).
+//   xentropy (cross_entropy_loss_fusion, llm-foundry's FlashAttention loss; compute_cost.cpp
+//     xentropy_bytes_per_logit): SoftmaxCrossEntropyLossFn saves its input, the 16-bit logits,
+//     with one fp32 log-sum-exp per row, and its backward writes one gradient in the logits'
+//     dtype (xentropy_kernel.cu host_softmax_xentropy_backward: at::empty_like(logits)): held e,
+//     transient e, as compiled. (Composer's train metrics recompute the loss in fp32 from the
+//     logits after the backward, when the layers' activations are freed: not the peak.)
 LossBytes loss_bytes_per_token_vocab(const models::ClusterConfig& cluster,
                                      const PlanOptions& options) {
   if (options.framework != Framework::kFsdp) {
     return {4.0, 0.0};
   }
-  if (!loss_compiled(options)) {
+  if (!loss_saves_logits(options)) {
     return {4.0, 8.0};
   }
   const double e = static_cast<double>(element_bytes(cluster));
@@ -608,11 +621,13 @@ double fsdp_loss_cached_bytes(const models::TransformerConfig& model,
   }
   const Shape x = shape_of(model, cluster, layout);
   const double vocab = static_cast<double>(padded_vocab_size(model, layout.tp)) / x.t;
-  // Compiled (loss_compiled(options)), the graph saves the bf16 logits: nothing is freed before the
-  // backward, and the loss's widest tensor is the bf16 gradient (loss_bytes_per_token_vocab).
+  // Compiled (loss_compiled(options)), the graph saves the bf16 logits, and so does llm-foundry's
+  // xentropy loss (loss_saves_logits): nothing is freed before the backward, and the loss's
+  // widest tensor is the 16-bit gradient (loss_bytes_per_token_vocab).
+  const bool saves_logits = loss_saves_logits(options);
   const double logits_bf16 =
-      layout.pp == 1 && x.e < 4.0 && !loss_compiled(options) ? x.e * x.tokens * vocab : 0.0;
-  const double loss_width = loss_compiled(options) ? x.e * vocab : 4.0 * vocab;
+      layout.pp == 1 && x.e < 4.0 && !saves_logits ? x.e * x.tokens * vocab : 0.0;
+  const double loss_width = saves_logits ? x.e * vocab : 4.0 * vocab;
   const double widest_layer_tensor =
       x.e * std::max({x.h, x.fc1 / x.t, (x.a + 2.0 * x.g) * x.d / x.t});
   const double layer_pool =

@@ -119,6 +119,9 @@ std::string describe_guessed_options(const PlanOptions& options) {
                         ? "fp32 gradient reduce"
                         : "16-bit gradient reduce");
   }
+  if (options.cross_entropy_loss_fusion == CrossEntropyFusion::kXentropy) {
+    parts.push_back("xentropy loss");
+  }
   if (options.gemm_precision == GemmPrecision::kFp8) {
     parts.push_back("FP8 GEMMs (named)");
   }
@@ -177,6 +180,11 @@ std::vector<SoftwareGuess> guess_software(const std::string& source, const State
     PlanOptions fsdp = fsdp_options(current, composer_named, torchtitan_named);
     if (fp8 && fsdp.fsdp_version == 2) {  // torchao's float8 all-gather is FSDP2's
       fsdp.gemm_precision = GemmPrecision::kFp8;
+    }
+    if (names_any(text, {"llm-foundry"})) {
+      // llm-foundry's default loss_fn, fused_crossentropy (llmfoundry/models/mpt/modeling_mpt.py
+      // at v0.3.0): FlashAttention's xentropy loss.
+      fsdp.cross_entropy_loss_fusion = CrossEntropyFusion::kXentropy;
     }
     add(fsdp, composer_named ? "llm-foundry/Composer named" : "FSDP or torchtitan named");
   } else if (!megatron_core_named && deepspeed_named) {

@@ -440,16 +440,34 @@ void check_fp8_param_gather_options(const PlanOptions& options) {
 }
 
 // Megatron-Core's --cross-entropy-loss-fusion (model_parallel_config.py at 358e5f07): the other
-// frameworks have no such switch; torchtitan's loss is costed as its own cross_entropy.
+// frameworks have no such switch; torchtitan's loss is costed as its own cross_entropy. xentropy
+// is llm-foundry's FlashAttention loss under fsdp, on one rank's whole vocabulary (no tensor
+// parallelism) and eager (--compile compiles torchtitan's own loss).
 void check_cross_entropy_fusion_options(const PlanOptions& options) {
-  if (options.cross_entropy_loss_fusion == CrossEntropyFusion::kOff ||
-      options.framework == Framework::kMegatron) {
+  const CrossEntropyFusion fusion = options.cross_entropy_loss_fusion;
+  if (fusion == CrossEntropyFusion::kOff) {
     return;
   }
-  throw InputError(
-      fmt::format("cross_entropy_loss_fusion: framework {}: only Megatron-Core has "
-                  "--cross-entropy-loss-fusion (its fused vocab-parallel loss)",
-                  to_string(options.framework)));
+  if (fusion == CrossEntropyFusion::kXentropy) {
+    if (options.framework != Framework::kFsdp) {
+      throw InputError(fmt::format(
+          "cross_entropy_loss_fusion: xentropy (llm-foundry's FlashAttention loss) runs under "
+          "framework fsdp, not {}",
+          to_string(options.framework)));
+    }
+    if (loss_compiled(options)) {
+      throw InputError(
+          "cross_entropy_loss_fusion: xentropy with compile: torch.compile compiles torchtitan's "
+          "own loss (use compile_loss false, --compile blocks, to keep the xentropy loss)");
+    }
+    return;
+  }
+  if (options.framework != Framework::kMegatron) {
+    throw InputError(
+        fmt::format("cross_entropy_loss_fusion: framework {}: only Megatron-Core has "
+                    "--cross-entropy-loss-fusion (its fused vocab-parallel loss)",
+                    to_string(options.framework)));
+  }
 }
 
 // torchtitan's --training.compile (torchtitan components/loss.py build_cross_entropy_loss,
@@ -657,6 +675,15 @@ Validity check_framework(const models::TransformerConfig& model, const PlanOptio
     return with_reason ? refuse(options.framework,
                                 "Megatron-LM arguments.py refuses the interleaved schedule at "
                                 "pp 2 without --overlap-p2p-communication",
+                                layout)
+                       : reject("framework", "");
+  }
+  // llm-foundry's FlashAttention loss (cross_entropy_loss_fusion xentropy) takes the whole
+  // vocabulary's logits on the rank: its MPT models run FSDP without tensor parallelism.
+  if (options.cross_entropy_loss_fusion == CrossEntropyFusion::kXentropy && layout.tp > 1) {
+    return with_reason ? refuse(options.framework,
+                                "cross_entropy_loss_fusion xentropy (llm-foundry's loss) is "
+                                "modelled without tensor parallelism",
                                 layout)
                        : reject("framework", "");
   }

@@ -91,6 +91,12 @@ void check_torchtitan_expressible(const planner::Plan& plan) {
            "torch.optim.AdamW (fused, foreach or for-loop)",
            "composer");
   }
+  if (plan.options.cross_entropy_loss_fusion == planner::CrossEntropyFusion::kXentropy) {
+    refuse(kTorchtitanTarget, "options.cross_entropy_loss_fusion",
+           "xentropy is llm-foundry's FlashAttention loss; torchtitan's loss is its own "
+           "cross_entropy",
+           "xentropy");
+  }
   if (!plan.options.overlap_grad_reduce) {
     refuse(kTorchtitanTarget, "options.overlap_grad_reduce",
            "FSDP2 and DDP always overlap the gradient reduction with backward", "off");

@@ -111,6 +111,11 @@ TEST_CASE("guess_software: FSDP frameworks, FP8 and interleaving at pp 2") {
   CHECK(foundry.framework == Framework::kFsdp);
   CHECK(foundry.fsdp_version == 1);  // Composer's FSDP is FSDP1
   CHECK(foundry.flash_attention);    // llm-foundry ships it, whatever the date
+  // llm-foundry's default loss_fn fused_crossentropy; Composer alone and torchtitan, their own.
+  CHECK(foundry.cross_entropy_loss_fusion == CrossEntropyFusion::kXentropy);
+  CHECK(guess_software("MosaicML Composer blog 2023", {}, false)[0]
+            .options.cross_entropy_loss_fusion == CrossEntropyFusion::kOff);
+  CHECK(titan.cross_entropy_loss_fusion == CrossEntropyFusion::kOff);
   CHECK(guess_software("FSDP paper 2023", {}, false)[0].options.fsdp_version == 1);
   // FP8 is guessed only where the GPU has FP8 tensor cores.
   CHECK(guess_software("NeMo FP8 table", {}, true)[0].options.gemm_precision ==

@@ -688,6 +688,12 @@ TEST_CASE("--emit torchtitan: the optimizer implementation and weight decay; com
         "--emit torchtitan: options.optimizer_impl: Composer's DecoupledAdamW is llm-foundry's "
         "optimizer; torchtitan steps with torch.optim.AdamW (fused, foreach or for-loop) "
         "(composer)");
+  // llm-foundry's loss is not torchtitan's either.
+  plan.options.optimizer_impl = planner::OptimizerImpl::kFused;
+  plan.options.cross_entropy_loss_fusion = planner::CrossEntropyFusion::kXentropy;
+  CHECK(error_of(plan, EmitTarget::kTorchtitan) ==
+        "--emit torchtitan: options.cross_entropy_loss_fusion: xentropy is llm-foundry's "
+        "FlashAttention loss; torchtitan's loss is its own cross_entropy (xentropy)");
 }
 
 TEST_CASE("--emit torchtitan: DDP without pp accumulates micro-batches; refusals") {

@@ -35,13 +35,16 @@ std::string to_string(CpComm comm);
 /// "p2p", "a2a"; throws InputError naming `field` otherwise.
 CpComm parse_cp_comm(const std::string& text, const std::string& field);
 
-/// Megatron-Core's loss fusion (--cross-entropy-loss-fusion, --cross-entropy-fusion-impl;
-/// model_parallel_config.py at 358e5f07): kOff the eager vocab_parallel_cross_entropy,
-/// kNative megatron/core/fusions/fused_cross_entropy.py, kTe Transformer Engine's Triton
-/// parallel_cross_entropy (compute_cost.cpp cross_entropy_bytes_per_logit).
-enum class CrossEntropyFusion { kOff, kNative, kTe };
+/// The loss's fused kernels. Megatron-Core's loss fusion (--cross-entropy-loss-fusion,
+/// --cross-entropy-fusion-impl; model_parallel_config.py at 358e5f07): kOff the eager
+/// vocab_parallel_cross_entropy, kNative megatron/core/fusions/fused_cross_entropy.py, kTe
+/// Transformer Engine's Triton parallel_cross_entropy. Under fsdp, kXentropy is FlashAttention's
+/// flash_attn.losses.cross_entropy.CrossEntropyLoss on the apex xentropy kernel, llm-foundry's
+/// default loss (`loss_fn: fused_crossentropy`) (compute_cost.cpp cross_entropy_bytes_per_logit,
+/// memory.cpp loss_bytes_per_token_vocab).
+enum class CrossEntropyFusion { kOff, kNative, kTe, kXentropy };
 std::string to_string(CrossEntropyFusion fusion);
-/// "off", "native", "te"; throws InputError naming `field` otherwise.
+/// "off", "native", "te", "xentropy"; throws InputError naming `field` otherwise.
 CrossEntropyFusion parse_cross_entropy_fusion(const std::string& text, const std::string& field);
 /// The RMSNorm kernel torchtitan runs (its model.norm_type): kFused one kernel each way
 /// ("fused_rmsnorm", norms.py FusedRMSNorm, costed as the shared fused count), kEager the
