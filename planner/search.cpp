@@ -76,6 +76,9 @@ void check_space(const SearchSpace& space) {
                                  space.stage_layers->size(), *space.pp,
                                  format_stage_layers(*space.stage_layers)));
   }
+  if (space.max_zero && (*space.max_zero < 0 || *space.max_zero > 3)) {
+    throw InputError(fmt::format("max_zero: must be 0 to 3 ({})", *space.max_zero));
+  }
   // Unset cp is 1 unless searched, so it counts as fixed at 1 for the product check.
   const bool cp_fixed = space.cp || !space.search_cp;
   const int64_t fixed_product =
@@ -219,12 +222,15 @@ void add_variants(const SearchSpace& space, const PlanOptions& options, const La
   const std::vector<Recompute> recomputes =
       options.framework == Framework::kFsdp
           ? std::vector<Recompute>{Recompute::kNone, Recompute::kSelectiveOp, Recompute::kFull}
-      : options.flash_attention
+      : options.flash_attention || !space.search_selective_recompute
           ? std::vector<Recompute>{Recompute::kNone, Recompute::kFull}
           : std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull};
   const std::vector<bool> sps = base.tp > 1 ? std::vector<bool>{false, true} : std::vector{false};
-  const std::vector<int> zeros =
+  std::vector<int> zeros =
       grad_group_size(base) > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector{0};
+  if (space.max_zero) {
+    std::erase_if(zeros, [&](int zero) { return zero > *space.max_zero; });
+  }
   const std::vector<int64_t> hybrid_shards = hybrid_shard_choices(options, base);
   for (Recompute recompute :
        choices(space.recompute, memory_shifted ? std::vector{Recompute::kNone} : recomputes)) {
@@ -606,7 +612,8 @@ SearchResult search_layouts(const models::TransformerConfig& model,
   // apart (add_variants leaves them out under flash attention, where they equal no recompute).
   const std::vector<uint32_t> module_lists =
       space.search_recompute_modules ? recompute_module_lists(model) : std::vector<uint32_t>{};
-  const bool selective_not_enumerated = options.flash_attention && !space.recompute;
+  const bool selective_not_enumerated =
+      options.flash_attention && !space.recompute && space.search_selective_recompute;
   std::vector<uint32_t> longest_module_lists;  // no other list holds one of them
   for (const uint32_t list : module_lists) {
     if (std::none_of(module_lists.begin(), module_lists.end(),

@@ -35,6 +35,16 @@ constexpr int kLastYear = 2039;
 // The first year a framework could run ZeRO-2/3 under Megatron-LM: PyTorch FSDP2 support
 // (--use-torch-fsdp2, e1993fa6, 2024-11-13) and Megatron-FSDP (d165a854, 2025-02-26).
 constexpr int kMegatronShardedYear = 2025;
+// Megatron-LM's distributed optimizer (ZeRO 1: --use-distributed-optimizer, 329fe582,
+// 2022-02-10): not in the software of a source dated before this year.
+constexpr int kMegatronDistributedOptimizerYear = 2022;
+// Sequence parallelism and selective recompute (Korthikanti et al. 2022): Megatron-LM
+// --sequence-parallel cfd2e216 (2022-04-28) and --recompute-granularity bbab79f8 (2022-05-16);
+// microsoft/Megatron-DeepSpeed took them with its upstream merge 9e72d571 (2023-07-04). A source
+// is dated about a year after the training it reports, so up to these years it is taken to
+// predate them unless it names them.
+constexpr int kMegatronLastYearWithoutSp = 2022;
+constexpr int kDeepSpeedLastYearWithoutSp = 2023;
 // Sources dated from this year on are guessed to run the frameworks' current defaults: flash
 // attention (Megatron-LM d693034e, 2022-12-08; PyTorch 2.0 SDPA, 2023-03) and overlapped
 // data-parallel communication (Megatron-LM --overlap-grad-reduce 2d5220a4, 2023-08-16;
@@ -94,6 +104,45 @@ PlanOptions fsdp_options(bool current, bool composer_named, bool torchtitan_name
   options.flash_attention = current || composer_named || torchtitan_named;
   options.fsdp_version = (current || torchtitan_named) && !composer_named ? 2 : 1;
   return options;
+}
+
+// The era limits of a candidate (SearchLimits), from the source's year (0: undated, no limit).
+SearchLimits era_limits(Framework framework, int year, bool names_sp_or_selective,
+                        bool megatron_core_named) {
+  SearchLimits limits;
+  if (year == 0 || framework == Framework::kFsdp) {
+    return limits;
+  }
+  if (framework == Framework::kMegatron && !megatron_core_named) {
+    if (year < kMegatronDistributedOptimizerYear) {
+      limits.max_zero = 0;
+    } else if (year < kMegatronShardedYear) {
+      limits.max_zero = 1;
+    }
+  }
+  const int last_year_without =
+      framework == Framework::kDeepSpeed ? kDeepSpeedLastYearWithoutSp : kMegatronLastYearWithoutSp;
+  if (year <= last_year_without && !names_sp_or_selective &&
+      !(framework == Framework::kMegatron && megatron_core_named)) {
+    limits.sequence_parallel = false;
+    limits.selective_recompute = false;
+  }
+  return limits;
+}
+
+// The limits in words, for validate's footnote ("" when there are none).
+std::string describe_limits(const SearchLimits& limits) {
+  std::vector<std::string> parts;
+  if (limits.max_zero) {
+    parts.push_back(fmt::format("ZeRO {} at most", *limits.max_zero));
+  }
+  if (!limits.sequence_parallel) {
+    parts.push_back("no sequence parallelism or selective recompute");
+  }
+  if (parts.empty()) {
+    return "";
+  }
+  return fmt::format("; searched fields within its era: {}", fmt::join(parts, ", "));
 }
 
 // The guessed options that move the cost, in words, for validate's footnote.
@@ -169,12 +218,20 @@ std::vector<SoftwareGuess> guess_software(const std::string& source, const State
   // FP8 named and runnable: Transformer Engine under Megatron-LM, torchao Float8 under FSDP.
   const bool fp8 = gpu_has_fp8 && names_any(text, {"fp8", "float8"});
 
+  const bool names_sp_or_selective =
+      names_any(text, {"sequence parallel", "sequence-parallel", "selective",
+                       "activation recomputation", "korthikanti"});
+
   std::vector<SoftwareGuess> guesses;
   const auto add = [&](PlanOptions options, const std::string& why) {
     // FSDP's options do not follow the Megatron-LM eras (fsdp_options): the date alone.
     const std::string& when = options.framework == Framework::kFsdp ? dated : era;
-    guesses.push_back({options, fmt::format("{} ({}; {}): {}", to_string(options.framework), why,
-                                            when, describe_guessed_options(options))});
+    const SearchLimits limits =
+        era_limits(options.framework, year, names_sp_or_selective, megatron_core_named);
+    guesses.push_back({options,
+                       fmt::format("{} ({}; {}): {}{}", to_string(options.framework), why, when,
+                                   describe_guessed_options(options), describe_limits(limits)),
+                       limits});
   };
   if (!megatron_core_named && fsdp_named) {
     PlanOptions fsdp = fsdp_options(current, composer_named, torchtitan_named);

@@ -303,6 +303,7 @@ std::vector<SoftwareGuess> software_candidates(const ValidationRun& run, const S
     stated.options.overlap_p2p_comm = false;
   }
   stated.basis = "";
+  stated.limits = {};  // the era limits are the guessed framework's
   return {stated};
 }
 
@@ -314,6 +315,21 @@ int runs_version(const nlohmann::json& runs_file, const std::string& source) {
         fmt::format("{}: version: expected 1 to {} ({})", source, kRunsFormatVersion, version));
   }
   return static_cast<int>(version);
+}
+
+// The run's search space without what its guessed software could not run (SearchLimits):
+// only the fields the run leaves to the search are narrowed.
+SearchSpace within_limits(SearchSpace space, const SearchLimits& limits) {
+  if (!limits.sequence_parallel && !space.sequence_parallel) {
+    space.sequence_parallel = false;
+  }
+  if (!limits.selective_recompute) {
+    space.search_selective_recompute = false;
+  }
+  if (limits.max_zero && !space.zero) {
+    space.max_zero = limits.max_zero;
+  }
+  return space;
 }
 
 // Why a search that kept no layout predicts nothing, in one line.
@@ -429,11 +445,13 @@ ValidationRun validate_run(const nlohmann::json& run_json, int version, const st
   }
   SearchResult result;
   const std::vector<SoftwareGuess> candidates = software_candidates(run, space, cluster, where);
+  SearchSpace candidate_space = space;
   for (size_t i = 0; i < candidates.size(); ++i) {
     run.options = candidates[i].options;
     run.software_guess = candidates[i].basis;
+    candidate_space = within_limits(space, candidates[i].limits);
     try {
-      result = search_layouts(model, cluster, space, run.options, Objective::kTime, 1);
+      result = search_layouts(model, cluster, candidate_space, run.options, Objective::kTime, 1);
       break;
     } catch (const FrameworkRefusal& e) {
       // A framework that cannot run any layout the run states is a run meshplan cannot predict
@@ -453,7 +471,7 @@ ValidationRun validate_run(const nlohmann::json& run_json, int version, const st
   if (!result.best.empty()) {
     run.predicted = result.best.front();
   } else if (result.rejections.contains("memory")) {
-    predict_over_memory(model, cluster, space, run);
+    predict_over_memory(model, cluster, candidate_space, run);
   }
   if (!run.predicted) {
     run.not_predicted_reason = no_prediction_reason(model, result);

@@ -271,6 +271,31 @@ TEST_CASE("search errors: GPU count and global batch must be positive") {
         "global_batch: must be between 1 and 1000000 (1000000000000)");
 }
 
+TEST_CASE("search limits: max_zero and search_selective_recompute narrow the searched fields") {
+  // validate's era limits (software_guess.h SearchLimits) for fields a run leaves open.
+  // Without flash attention, where selective recompute is searched at all.
+  SearchSpace space = tiny_space();
+  const SearchResult all = search_tiny(space, Objective::kTime, 10'000, false);
+  space.max_zero = 1;
+  space.search_selective_recompute = false;
+  const SearchResult limited = search_tiny(space, Objective::kTime, 10'000, false);
+  CHECK(limited.num_evaluated < all.num_evaluated);
+  REQUIRE_FALSE(limited.best.empty());
+  for (const PlanEstimate& estimate : limited.best) {
+    CHECK(estimate.layout.zero <= 1);
+    CHECK(estimate.layout.recompute != Recompute::kSelective);
+  }
+  // Both appear when not limited.
+  CHECK(std::any_of(all.best.begin(), all.best.end(),
+                    [](const PlanEstimate& e) { return e.layout.zero > 1; }));
+  CHECK(std::any_of(all.best.begin(), all.best.end(), [](const PlanEstimate& e) {
+    return e.layout.recompute == Recompute::kSelective;
+  }));
+  space.max_zero = 4;
+  CHECK(test::input_error([&] { search_tiny(space, Objective::kTime, 1); }) ==
+        "max_zero: must be 0 to 3 (4)");
+}
+
 TEST_CASE("search progress: called before the first layout and once at the end") {
   // The tiny space on 8 GPUs has fewer layouts than kProgressInterval, so exactly two calls:
   // (0, n) and (n, n), n the layouts costed.

@@ -42,7 +42,9 @@ TEST_CASE("guess_software: a Megatron-LM paper of 2021-22 gets the 2021-22 set")
   CHECK(options.gemm_precision == GemmPrecision::kBf16);
   CHECK(guesses[0].basis ==
         "megatron (the default; dated 2021: 2021-22 defaults): no flash attention, dp "
-        "communication after the backward, scatter/gather pipeline sends, 16-bit gradient reduce");
+        "communication after the backward, scatter/gather pipeline sends, 16-bit gradient reduce; "
+        "searched fields within its era: ZeRO 0 at most, no sequence parallelism or selective "
+        "recompute");
   // A source with no year is read as the older set too (the behaviour of version-1 files).
   CHECK(guess_software("some paper", {}, false)[0].options == options);
 }
@@ -197,6 +199,62 @@ TEST_CASE("guess_software: ZeRO 2-3 under Megatron-LM is Megatron-FSDP, its own 
   REQUIRE(report.runs[0].predicted.has_value());
   CHECK(report.runs[0].options.framework == Framework::kMegatron);
   CHECK(report.runs[0].predicted->layout.zero == 2);
+}
+
+TEST_CASE("guess_software: the era limits what the search may pick for unstated fields") {
+  // Megatron-LM gained its distributed optimizer in 2022 (329fe582), sequence parallelism and
+  // selective recompute in 2022 (cfd2e216, bbab79f8), ZeRO 2-3 in 2025; Megatron-DeepSpeed the
+  // two recompute-side features in July 2023 (9e72d571). A source is dated about a year after
+  // its training.
+  const SearchLimits sc21 = guess_software("Narayanan et al. 2021", {}, false).back().limits;
+  CHECK(sc21.max_zero == 0);
+  CHECK_FALSE(sc21.sequence_parallel);
+  CHECK_FALSE(sc21.selective_recompute);
+  // Naming the features (Korthikanti et al. 2022) lifts those two, not the ZeRO limit.
+  const SearchLimits korthikanti =
+      guess_software("Korthikanti et al. 2022, Reducing Activation Recomputation", {}, false)
+          .back()
+          .limits;
+  CHECK(korthikanti.max_zero == 1);
+  CHECK(korthikanti.sequence_parallel);
+  CHECK(korthikanti.selective_recompute);
+  // 2024: the distributed optimizer, not yet ZeRO 2-3; 2025 on, or undated: no limit.
+  CHECK(guess_software("A et al. 2024", {}, false).back().limits == SearchLimits{1, true, true});
+  CHECK(guess_software("A et al. 2025", {}, false).back().limits == SearchLimits{});
+  CHECK(guess_software("an undated page", {}, false).back().limits == SearchLimits{});
+  // DeepSpeed: ZeRO any stage; sequence parallelism and selective recompute from 2024 sources.
+  const std::vector<SoftwareGuess> deepspeed = guess_software("DeepSpeed run, 2023", {}, false);
+  REQUIRE(deepspeed.size() == 2);
+  CHECK(deepspeed[0].limits == SearchLimits{std::nullopt, false, false});
+  CHECK(deepspeed[0].basis.ends_with(
+      "; searched fields within its era: no sequence parallelism or selective recompute"));
+  CHECK(guess_software("DeepSpeed run, 2024", {}, false)[0].limits == SearchLimits{});
+  // FSDP frameworks: none.
+  CHECK(guess_software("torchtitan 2021", {}, false)[0].limits == SearchLimits{});
+}
+
+TEST_CASE("validate: a guessed 2021 run searches only what its software could run") {
+  // runs_small's searched run (every layout field null but dp) dated 2021 under Megatron-LM:
+  // no ZeRO, no sequence parallelism, no selective recompute; the same file dated 2025 may pick
+  // them, and a stated field is kept whatever the era.
+  nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
+  nlohmann::json& run = json["runs"][1];
+  run["source"] = "fixture run, Megatron-LM, 2021";
+  const ValidationReport old = validate_runs(json, "r.json");
+  REQUIRE(old.runs[1].predicted.has_value());
+  const Layout& picked = old.runs[1].predicted->layout;
+  CHECK(picked.zero == 0);
+  CHECK_FALSE(picked.sequence_parallel);
+  CHECK(picked.recompute != Recompute::kSelective);
+  CHECK(old.runs[1].software_guess.find("ZeRO 0 at most") != std::string::npos);
+  // Stated, kept: sequence parallelism at tp 2 in the same 2021 run.
+  run["layout"]["tp"] = 2;
+  run["layout"]["sequence_parallel"] = true;
+  run["layout"]["zero"] = 1;
+  const ValidationReport stated = validate_runs(json, "r.json");
+  REQUIRE(stated.runs[1].predicted.has_value());
+  CHECK(stated.runs[1].predicted->layout.sequence_parallel);
+  CHECK(stated.runs[1].predicted->layout.zero == 1);
 }
 
 }  // namespace

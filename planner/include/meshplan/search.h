@@ -42,8 +42,13 @@ struct SearchSpace {
   std::optional<int64_t> cp;
   bool search_cp = false;
   std::optional<Recompute> recompute;
+  // With recompute searched: whether selective recompute is among the choices (validate turns it
+  // off for software that predates it, SearchLimits in software_guess.h).
+  bool search_selective_recompute = true;
   std::optional<bool> sequence_parallel;
   std::optional<int> zero;
+  // With zero searched: the highest stage tried (nullopt: every stage, 0 to 3).
+  std::optional<int> max_zero;
   std::optional<ScheduleKind> schedule;
   Placement placement = Placement::kTpDpPp;
   // Keep plans at least this far below the GPU's memory: a layout whose peak memory exceeds

@@ -19,10 +19,22 @@ struct StatedLayout {
   std::optional<int> zero;
 };
 
-/// One candidate: the framework and options costed, and one line saying what decided them.
+/// What the guessed software of a run's era could not run, for the layout fields the run leaves
+/// to the search (stated fields are kept as stated): ZeRO stages above max_zero, sequence
+/// parallelism, selective recompute.
+struct SearchLimits {
+  std::optional<int> max_zero;  // nullopt: any stage
+  bool sequence_parallel = true;
+  bool selective_recompute = true;
+  bool operator==(const SearchLimits&) const = default;
+};
+
+/// One candidate: the framework and options costed, the era's search limits, and one line
+/// saying what decided them.
 struct SoftwareGuess {
   PlanOptions options;
   std::string basis;
+  SearchLimits limits;
 };
 
 /// The year a source is dated: its first standalone four-digit number from 2017 to 2039 that is
@@ -34,7 +46,11 @@ int source_year(std::string_view source);
 /// Megatron-Bridge: megatron), or deepspeed for a ZeRO-2/3 run dated before 2025; then always
 /// Megatron-LM. Options follow the source's era: dated 2024 or later (or Megatron-Core named),
 /// the frameworks' current defaults; else the 2021-22 set. FP8 named -> precision fp8 where
-/// the GPU has FP8 tensor cores. validate costs the first candidate the framework can run.
+/// the GPU has FP8 tensor cores. Limits follow the source's year too: Megatron-LM gained its
+/// distributed optimizer in 2022 and ZeRO 2-3 in 2025, sequence parallelism and selective
+/// recompute in 2022 (Megatron-DeepSpeed in July 2023); a dated source before those (with a
+/// year's lag for sequence parallelism and selective recompute, unless it names them) searches
+/// without them. validate costs the first candidate the framework can run.
 std::vector<SoftwareGuess> guess_software(const std::string& source, const StatedLayout& layout,
                                           bool gpu_has_fp8);
 
