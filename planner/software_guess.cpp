@@ -266,6 +266,14 @@ std::vector<SoftwareGuess> guess_software(const std::string& source, const State
     // DDP's fp32 (which check_grad_reduce_dtype refuses there).
     megatron.grad_reduce_dtype.reset();
     why += fmt::format(", ZeRO {} as Megatron-FSDP", *layout.zero);
+  } else if ((fp8 && names_any(text, {"nemo"})) ||
+             (names_any(text, {"megatron-bridge"}) && names_any(text, {"performance"}))) {
+    // NVIDIA's performance runs reduce gradients in bf16: the NeMo-Framework-Launcher 24.07 H100
+    // FP8 examples (examples/training/*/h100/*_fp8.sh at 8325688d) pass
+    // +training.model.optim.grad_sync_dtype=bf16, and Megatron-Bridge's performance scripts
+    // (scripts/performance/llama3_llm_pretrain.py) set grad_reduce_in_fp32 false.
+    megatron.grad_reduce_dtype = GradReduceDtype::kBf16;
+    why += ", NVIDIA's performance recipes reduce in bf16";
   }
   if (fp8) {
     megatron.gemm_precision = GemmPrecision::kFp8;

@@ -284,7 +284,7 @@ std::vector<SoftwareGuess> software_candidates(const ValidationRun& run, const S
                                                const models::ClusterConfig& cluster,
                                                const std::string& where) {
   if (run.options_stated) {
-    return {SoftwareGuess{run.options, ""}};
+    return {SoftwareGuess{run.options, "", SearchLimits{}}};
   }
   const bool gpu_has_fp8 = cluster.gpu.peak_fp8_flops_per_second > 0 &&
                            cluster.precision == models::Precision::kBf16Mixed;

@@ -233,6 +233,25 @@ TEST_CASE("guess_software: the era limits what the search may pick for unstated 
   CHECK(guess_software("torchtitan 2021", {}, false)[0].limits == SearchLimits{});
 }
 
+TEST_CASE("guess_software: NVIDIA's performance recipes reduce gradients in bf16") {
+  // NeMo-Framework-Launcher's H100 FP8 examples (grad_sync_dtype=bf16) and Megatron-Bridge's
+  // performance scripts (grad_reduce_in_fp32 false); other current-era Megatron runs keep fp32.
+  const std::string nemo =
+      "NVIDIA NeMo Framework performance summary, NeMo 24.07 container, FP8 pre-training table";
+  CHECK(guess_software(nemo, {}, true).back().options.grad_reduce_dtype == GradReduceDtype::kBf16);
+  CHECK(guess_software(nemo, {}, true)
+            .back()
+            .basis.find("NVIDIA's performance recipes reduce in bf16") != std::string::npos);
+  CHECK(guess_software(nemo, {}, false).back().options.grad_reduce_dtype ==
+        GradReduceDtype::kFp32);  // no FP8 on the GPU: not the FP8 example
+  CHECK(guess_software("NVIDIA Megatron-Bridge performance summary, DGX-H100 table", {}, false)
+            .back()
+            .options.grad_reduce_dtype == GradReduceDtype::kBf16);
+  CHECK(guess_software("Megatron-Core README table, 2024", {}, false)
+            .back()
+            .options.grad_reduce_dtype == GradReduceDtype::kFp32);
+}
+
 TEST_CASE("validate: a guessed 2021 run searches only what its software could run") {
   // runs_small's searched run (every layout field null but dp) dated 2021 under Megatron-LM:
   // no ZeRO, no sequence parallelism, no selective recompute; the same file dated 2025 may pick
