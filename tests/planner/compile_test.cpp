@@ -26,19 +26,11 @@ TEST_CASE("compile: the loss holds 4 T V bytes compiled against eager's 14 T V")
   // Allocated: held 4 -> 2 and transient 8 -> 2, 8 T V; the cached segment is reserved,
   // not allocated, so the reserve falls by 2 T V plus the allocator's fragmentation share
   // (kAllocatorFragmentation, memory.h) of the 8 T V.
-  const models::TransformerConfig model = models::load_model("megatron-7.5b");
-  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
   constexpr double kTokens = 2048, kVocab = 51200;
-  const auto memory_of = [&](bool compile) {
-    PlanOptions options;
-    options.framework = Framework::kFsdp;
-    options.compile = compile;
-    Layout layout = make_layout(1, 1, 64, 1, 64);
-    layout.zero = 3;
-    return estimate_plan(model, cluster, layout, options).stages[0].memory;
-  };
-  const MemoryBreakdown eager = memory_of(false);
-  const MemoryBreakdown compiled = memory_of(true);
+  PlanOptions options;
+  const MemoryBreakdown eager = test::fsdp_loss_test_memory(options);
+  options.compile = true;
+  const MemoryBreakdown compiled = test::fsdp_loss_test_memory(options);
   CHECK(static_cast<double>(eager.activations_bytes - compiled.activations_bytes) ==
         doctest::Approx(8.0 * kTokens * kVocab).epsilon(1e-9).scale(0));
   CHECK(static_cast<double>(eager.reserved_bytes - compiled.reserved_bytes) ==

@@ -39,6 +39,21 @@ inline models::TransformerConfig square_model(const std::string& name) {
   return model;
 }
 
+/// Stage 0's memory of megatron-7.5b (seq 2048, vocab 51,200) on DGX-H100 under fsdp at ZeRO 3,
+/// dp 64, pp 1, micro-batch 1, no recompute, with `options` (framework set to fsdp): the loss
+/// memory tests' plan (compile_test, xentropy_loss_test).
+inline MemoryBreakdown fsdp_loss_test_memory(PlanOptions options) {
+  options.framework = Framework::kFsdp;
+  Layout layout;
+  layout.dp = 64;
+  layout.global_batch = 64;
+  layout.zero = 3;
+  return estimate_plan(models::load_model("megatron-7.5b"), models::load_cluster("dgx-h100"),
+                       layout, options)
+      .stages[0]
+      .memory;
+}
+
 /// A layout from its sizes; the other fields keep Layout's defaults (no recompute, no sequence
 /// parallelism, ZeRO 0, 1F1B, tp-dp-pp placement).
 inline Layout make_layout(int64_t tp, int64_t pp, int64_t dp, int64_t micro_batch,

@@ -474,6 +474,17 @@ TEST_CASE("a run that cannot be predicted is reported with its reason, the other
   CHECK(report.max_abs_error_pct == std::max(e0, e1));
 }
 
+// runs_over_memory.json's first run: the fixture model at h 12288 (96 heads of 128, ffn 4h),
+// 46B parameters, which meshplan puts over an 80 GiB A100 at tp 2.
+models::TransformerConfig over_memory_fixture_model() {
+  models::TransformerConfig model = fixture_model();
+  model.hidden_size = 12288;
+  model.num_attention_heads = model.num_kv_heads = 96;
+  model.head_dim = 128;
+  model.ffn_hidden_size = 49152;
+  return model;
+}
+
 TEST_CASE("a run over meshplan's memory estimate is predicted in its least-memory layout") {
   // runs_over_memory.json: a 46B-parameter model at tp 2 (its fixed layout), which meshplan puts
   // at 122 GiB on an 80 GiB A100, before runs_small's fixed run. The run ran, so its step time is
@@ -485,11 +496,7 @@ TEST_CASE("a run over meshplan's memory estimate is predicted in its least-memor
   CHECK(report.num_memory_misses == 1);
   const ValidationRun& wide = report.runs[0];
   REQUIRE(wide.predicted.has_value());
-  models::TransformerConfig model = fixture_model();
-  model.hidden_size = 12288;
-  model.num_attention_heads = model.num_kv_heads = 96;
-  model.head_dim = 128;
-  model.ffn_hidden_size = 49152;
+  const models::TransformerConfig model = over_memory_fixture_model();
   Layout layout = test::make_layout(2, 1, 8, 1, 128);
   layout.recompute = Recompute::kFull;
   layout.zero = 1;
@@ -535,11 +542,7 @@ TEST_CASE("over memory with fields searched: the layout with the least memory th
   const ValidationRun& wide = report.runs[0];
   REQUIRE(wide.predicted.has_value());
   CHECK_FALSE(wide.memory_miss.empty());
-  models::TransformerConfig model = fixture_model();
-  model.hidden_size = 12288;
-  model.num_attention_heads = model.num_kv_heads = 96;
-  model.head_dim = 128;
-  model.ffn_hidden_size = 49152;
+  const models::TransformerConfig model = over_memory_fixture_model();
   int64_t costed = 0;
   for (const int64_t micro_batch : {1, 2, 4, 8}) {
     for (const Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {

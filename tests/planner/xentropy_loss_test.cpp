@@ -40,19 +40,11 @@ TEST_CASE("xentropy: the loss holds the 16-bit logits and one 16-bit gradient, 1
   // log-softmax (4 T V), its backward two fp32 gradients (8 T V) and the freed bf16 logits'
   // cached segment (2 T V); xentropy saves the bf16 logits (2 T V) and writes one bf16 gradient
   // (2 T V): allocated 8 T V fewer, reserved 2 T V plus the fragmentation share of the 8.
-  const models::TransformerConfig model = models::load_model("megatron-7.5b");
-  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
   constexpr double kTokens = 2048, kVocab = 51200;
-  const auto memory_of = [&](CrossEntropyFusion fusion) {
-    PlanOptions options;
-    options.framework = Framework::kFsdp;
-    options.cross_entropy_loss_fusion = fusion;
-    Layout layout = make_layout(1, 1, 64, 1, 64);
-    layout.zero = 3;
-    return estimate_plan(model, cluster, layout, options).stages[0].memory;
-  };
-  const MemoryBreakdown eager = memory_of(CrossEntropyFusion::kOff);
-  const MemoryBreakdown xentropy = memory_of(CrossEntropyFusion::kXentropy);
+  PlanOptions options;
+  const MemoryBreakdown eager = test::fsdp_loss_test_memory(options);
+  options.cross_entropy_loss_fusion = CrossEntropyFusion::kXentropy;
+  const MemoryBreakdown xentropy = test::fsdp_loss_test_memory(options);
   CHECK(static_cast<double>(eager.activations_bytes - xentropy.activations_bytes) ==
         doctest::Approx(8.0 * kTokens * kVocab).epsilon(1e-9).scale(0));
   CHECK(static_cast<double>(eager.reserved_bytes - xentropy.reserved_bytes) ==
