@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <initializer_list>
 #include <string_view>
@@ -25,15 +26,17 @@ struct HfFamily {
   std::string_view architecture;
   std::string_view model_type;
 };
-constexpr std::array<HfFamily, 9> kFamilies = {{{"LlamaForCausalLM", "llama"},
-                                                {"MistralForCausalLM", "mistral"},
-                                                {"Qwen2ForCausalLM", "qwen2"},
-                                                {"GPT2LMHeadModel", "gpt2"},
-                                                {"GPTNeoXForCausalLM", "gpt_neox"},
-                                                {"MixtralForCausalLM", "mixtral"},
-                                                {"Qwen2MoeForCausalLM", "qwen2_moe"},
-                                                {"Qwen3MoeForCausalLM", "qwen3_moe"},
-                                                {"DeepseekV3ForCausalLM", "deepseek_v3"}}};
+constexpr std::array<HfFamily, 11> kFamilies = {{{"LlamaForCausalLM", "llama"},
+                                                 {"MistralForCausalLM", "mistral"},
+                                                 {"Qwen2ForCausalLM", "qwen2"},
+                                                 {"GPT2LMHeadModel", "gpt2"},
+                                                 {"GPTNeoXForCausalLM", "gpt_neox"},
+                                                 {"MixtralForCausalLM", "mixtral"},
+                                                 {"Qwen2MoeForCausalLM", "qwen2_moe"},
+                                                 {"Qwen3MoeForCausalLM", "qwen3_moe"},
+                                                 {"DeepseekV3ForCausalLM", "deepseek_v3"},
+                                                 {"MptForCausalLM", "mpt"},
+                                                 {"MPTForCausalLM", "mpt"}}};
 
 bool is_moe_family(std::string_view model_type) {
   return model_type == "mixtral" || model_type == "qwen2_moe" || model_type == "qwen3_moe" ||
@@ -262,10 +265,95 @@ const HfFamily& hf_family(const nlohmann::json& json, const std::string& source)
     if (model_type == family.model_type) {
       return family;
     }
-    names.push_back(family.model_type);
+    if (std::find(names.begin(), names.end(), family.model_type) == names.end()) {
+      names.push_back(family.model_type);  // MPT has two class names for one model_type
+    }
   }
   throw InputError(fmt::format("{}: model_type: unsupported model type ({}); supported: {}", source,
                                model_type, fmt::join(names, ", ")));
+}
+// MPT (MosaicML 2023: transformers' MptForCausalLM, llm-foundry's MPTForCausalLM, the name
+// mosaicml/mpt-7b's config.json gives): pre-LayerNorm blocks, a fused Wqkv and out_proj, an
+// up/down GELU MLP of expansion_ratio x d_model, no biases (no_bias, default true) and the LM
+// head tied to wte. Positions: ALiBi when attn_config.alibi (MptAttentionConfig's default true),
+// rotary when llm-foundry's attn_config.rope, else a learned table (learned_pos_emb). Absent
+// sizes take MptConfig's defaults (d_model 2048, n_heads 16, n_layers 24, expansion_ratio 4,
+// max_seq_len 2048, vocab_size 50368). What changes the cost in a way meshplan does not model
+// (qk_ln, prefix_lm, an ffn_type other than mptmlp) is refused, naming the field.
+TransformerConfig mpt(const nlohmann::json& json, const std::string& source) {
+  const nlohmann::json attn =
+      is_set(json, "attn_config") ? json["attn_config"] : nlohmann::json::object();
+  const std::string attn_source = source + ": attn_config";
+  if (!attn.is_object()) {
+    throw InputError(fmt::format("{}: not an object ({})", attn_source, attn.dump()));
+  }
+  for (const char* field : {"qk_ln", "prefix_lm"}) {
+    if (optional_bool(attn, field, false, attn_source)) {
+      throw InputError(fmt::format("{}: {}: not modelled (true)", attn_source, field));
+    }
+  }
+  if (is_set(json, "ffn_config")) {
+    const nlohmann::json& ffn = json["ffn_config"];
+    const std::string ffn_type = ffn.is_object() && is_set(ffn, "ffn_type")
+                                     ? require_string(ffn, "ffn_type", source + ": ffn_config")
+                                     : "mptmlp";
+    if (ffn_type != "mptmlp") {
+      throw InputError(
+          fmt::format("{}: ffn_config: ffn_type: only MPT's GELU MLP (mptmlp) is modelled ({})",
+                      source, ffn_type));
+    }
+  }
+  TransformerConfig model;
+  model.name = source;
+  model.num_layers = optional_size(json, "n_layers", 24, source);
+  model.hidden_size = optional_size(json, "d_model", 2048, source);
+  model.num_attention_heads = optional_size(json, "n_heads", 16, source);
+  const std::string attn_type = is_set(attn, "attn_type")
+                                    ? require_string(attn, "attn_type", attn_source)
+                                    : "multihead_attention";
+  if (attn_type == "multihead_attention") {
+    model.num_kv_heads = model.num_attention_heads;
+  } else if (attn_type == "multiquery_attention") {
+    model.num_kv_heads = 1;
+  } else if (attn_type == "grouped_query_attention") {  // llm-foundry's kv_n_heads
+    model.num_kv_heads = require_size(attn, "kv_n_heads", attn_source);
+  } else {
+    throw InputError(
+        fmt::format("{}: attn_type: expected multihead_attention, multiquery_attention or "
+                    "grouped_query_attention ({})",
+                    attn_source, attn_type));
+  }
+  model.head_dim = default_head_dim(model.hidden_size, model.num_attention_heads, source);
+  const double expansion_ratio =
+      is_set(json, "expansion_ratio") ? require_number(json, "expansion_ratio", source) : 4.0;
+  if (!(expansion_ratio > 0 && expansion_ratio <= 1024)) {
+    throw InputError(
+        fmt::format("{}: expansion_ratio: must be in (0, 1024] ({})", source, expansion_ratio));
+  }
+  // llm-foundry MPTMLP: int(expansion_ratio * d_model) columns.
+  model.ffn_hidden_size =
+      static_cast<int64_t>(expansion_ratio * static_cast<double>(model.hidden_size));
+  model.vocab_size = optional_size(json, "vocab_size", 50368, source);
+  model.max_position_embeddings = optional_size(json, "max_seq_len", 2048, source);
+  model.seq_length = model.max_position_embeddings;
+  model.activation = Activation::kGelu;
+  model.norm = Norm::kLayerNorm;
+  if (optional_bool(attn, "alibi", true, attn_source)) {
+    model.positions = Positions::kAlibi;
+  } else if (optional_bool(attn, "rope", false, attn_source)) {
+    model.positions = Positions::kRope;
+  } else {
+    model.positions = Positions::kLearned;
+  }
+  model.tied_embeddings = optional_bool(json, "tie_word_embeddings", true, source);
+  // MptConfig resid_pdrop and emb_pdrop, MptAttentionConfig attn_pdrop: each default 0.0.
+  model.dropout = any_dropout(json, {{"resid_pdrop", 0.0}, {"emb_pdrop", 0.0}}, source) ||
+                  any_dropout(attn, {{"attn_pdrop", 0.0}}, attn_source);
+  const bool biases = !optional_bool(json, "no_bias", true, source);
+  model.qkv_bias = biases;
+  model.attention_output_bias = biases;
+  model.mlp_bias = biases;
+  return model;
 }
 
 void reject_moe_field(const std::string& field, const nlohmann::json& value,
@@ -399,6 +487,8 @@ TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::st
   } else if (model_type == "gpt_neox") {
     check_activation(json, "hidden_act", "gelu", kGeluActivations, source);
     model = gpt_neox(json, source);
+  } else if (model_type == "mpt") {
+    model = mpt(json, source);  // MptMLP: GELU, no activation field
   } else {
     check_activation(json, "hidden_act", "silu", kSiluActivations, source);
     model = llama_family(json, source);

@@ -95,6 +95,69 @@ TEST_CASE("EleutherAI/pythia-160m (GPTNeoX): 162,322,944 parameters") {
   CHECK(count_parameters(model).total == 162'322'944);
 }
 
+TEST_CASE("mosaicml/mpt-7b-instruct (MPT): ALiBi, tied, no biases, GELU MLP of 4 d_model") {
+  const TransformerConfig model = load_model(hf_fixture("mpt-7b-instruct.json"));
+  CHECK(model.positions == Positions::kAlibi);  // attn_config.alibi
+  CHECK(model.norm == Norm::kLayerNorm);
+  CHECK(model.activation == Activation::kGelu);
+  CHECK(model.tied_embeddings);
+  CHECK_FALSE(model.qkv_bias);  // no_bias
+  CHECK_FALSE(model.attention_output_bias);
+  CHECK_FALSE(model.mlp_bias);
+  CHECK_FALSE(model.dropout);  // resid_pdrop, emb_pdrop, attn_pdrop 0
+  CHECK(model.num_kv_heads == 32);
+  CHECK(model.ffn_hidden_size == 4 * 4096);
+  CHECK(model.seq_length == 2048);
+  // 32 layers of 12 h^2 = 6,442,450,944, the tied wte 50432 x 4096 = 206,569,472, 65 LayerNorms
+  // counted with gain and bias, 65 x 2 x 4096 = 532,480. MPT's own count, 6,649,286,656, has no
+  // norm biases (no_bias): 266,240 fewer, which meshplan's LayerNorm does not model.
+  CHECK(count_parameters(model).total == 6'442'450'944 + 206'569'472 + 532'480);
+}
+
+TEST_CASE("MPT: attention variants, learned or rotary positions, refused features") {
+  nlohmann::json json = meshplan::read_json_file(hf_fixture("mpt-7b-instruct.json"));
+  json["attn_config"]["attn_type"] = "multiquery_attention";
+  CHECK(model_from_json(json, "mpt.json").num_kv_heads == 1);
+  json["attn_config"]["attn_type"] = "grouped_query_attention";  // llm-foundry's
+  json["attn_config"]["kv_n_heads"] = 8;
+  CHECK(model_from_json(json, "mpt.json").num_kv_heads == 8);
+  json["attn_config"]["attn_type"] = "sliding";
+  CHECK(input_error([&] { model_from_json(json, "mpt.json"); }) ==
+        "mpt.json: attn_config: attn_type: expected multihead_attention, multiquery_attention or "
+        "grouped_query_attention (sliding)");
+  json["attn_config"]["attn_type"] = "multihead_attention";
+  json["attn_config"]["alibi"] = false;
+  CHECK(model_from_json(json, "mpt.json").positions == Positions::kLearned);
+  json["attn_config"]["rope"] = true;
+  CHECK(model_from_json(json, "mpt.json").positions == Positions::kRope);
+  json["no_bias"] = false;
+  json["resid_pdrop"] = 0.1;
+  json["expansion_ratio"] = 2.5;
+  const TransformerConfig biased = model_from_json(json, "mpt.json");
+  CHECK(biased.qkv_bias);
+  CHECK(biased.mlp_bias);
+  CHECK(biased.dropout);
+  CHECK(biased.ffn_hidden_size == 10240);  // int(2.5 x 4096)
+  for (const char* field : {"qk_ln", "prefix_lm"}) {
+    nlohmann::json refused = meshplan::read_json_file(hf_fixture("mpt-7b-instruct.json"));
+    refused["attn_config"][field] = true;
+    CHECK(input_error([&] { model_from_json(refused, "mpt.json"); }) ==
+          fmt::format("mpt.json: attn_config: {}: not modelled (true)", field));
+  }
+  nlohmann::json glu = meshplan::read_json_file(hf_fixture("mpt-7b-instruct.json"));
+  glu["ffn_config"] = {{"ffn_type", "mptglu"}};
+  CHECK(input_error([&] { model_from_json(glu, "mpt.json"); }) ==
+        "mpt.json: ffn_config: ffn_type: only MPT's GELU MLP (mptmlp) is modelled (mptglu)");
+  // Absent sizes take MptConfig's defaults (d_model 2048, 16 heads, 24 layers, vocab 50368).
+  const nlohmann::json bare = {{"model_type", "mpt"}};
+  const TransformerConfig defaults = model_from_json(bare, "mpt.json");
+  CHECK(defaults.hidden_size == 2048);
+  CHECK(defaults.num_attention_heads == 16);
+  CHECK(defaults.num_layers == 24);
+  CHECK(defaults.vocab_size == 50368);
+  CHECK(defaults.positions == Positions::kAlibi);
+}
+
 TEST_CASE("Qwen/Qwen2-0.5B: 494,032,768 parameters, tied, bias on q/k/v only") {
   const TransformerConfig model = load_model(hf_fixture("Qwen2-0.5B.json"));
   CHECK(model.head_dim == 64);  // 896 / 14
@@ -186,7 +249,7 @@ TEST_CASE("configs without `architectures` are read by model_type") {
   falcon["model_type"] = "falcon";
   CHECK(input_error([&] { model_from_json(falcon, "falcon.json"); }) ==
         "falcon.json: model_type: unsupported model type (falcon); supported: llama, mistral, "
-        "qwen2, gpt2, gpt_neox, mixtral, qwen2_moe, qwen3_moe, deepseek_v3");
+        "qwen2, gpt2, gpt_neox, mixtral, qwen2_moe, qwen3_moe, deepseek_v3, mpt");
   nlohmann::json mismatch = small_llama();
   mismatch["model_type"] = "gpt2";
   CHECK(input_error([&] { model_from_json(mismatch, "c.json"); }) ==
@@ -310,7 +373,7 @@ TEST_CASE("unsupported architectures and malformed `architectures`") {
         "falcon.json: architectures: unsupported architecture (FalconForCausalLM); supported: "
         "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel, "
         "GPTNeoXForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, "
-        "DeepseekV3ForCausalLM");
+        "DeepseekV3ForCausalLM, MptForCausalLM, MPTForCausalLM");
 
   nlohmann::json not_a_list = small_llama();
   not_a_list["architectures"] = "LlamaForCausalLM";
