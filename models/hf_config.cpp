@@ -330,7 +330,8 @@ TransformerConfig mpt(const nlohmann::json& json, const std::string& source) {
     throw InputError(
         fmt::format("{}: expansion_ratio: must be in (0, 1024] ({})", source, expansion_ratio));
   }
-  // llm-foundry MPTMLP: int(expansion_ratio * d_model) columns.
+  // llm-foundry MPTMLP: int(expansion_ratio * d_model) columns (default_head_dim above bounds
+  // d_model, so the product fits the cast).
   model.ffn_hidden_size =
       static_cast<int64_t>(expansion_ratio * static_cast<double>(model.hidden_size));
   model.vocab_size = optional_size(json, "vocab_size", 50368, source);

@@ -148,6 +148,15 @@ TEST_CASE("MPT: attention variants, learned or rotary positions, refused feature
   glu["ffn_config"] = {{"ffn_type", "mptglu"}};
   CHECK(input_error([&] { model_from_json(glu, "mpt.json"); }) ==
         "mpt.json: ffn_config: ffn_type: only MPT's GELU MLP (mptmlp) is modelled (mptglu)");
+  nlohmann::json huge = meshplan::read_json_file(hf_fixture("mpt-7b-instruct.json"));
+  huge["d_model"] = 1'000'000'000'000'000'000;
+  CHECK(input_error([&] { model_from_json(huge, "mpt.json"); }) ==
+        "mpt.json: hidden_size: absurdly large, more than 1000000 (1000000000000000000)");
+  huge["d_model"] = 4096;
+  huge["expansion_ratio"] = 1e-9;  // under one column
+  CHECK(input_error([&] {
+          model_from_json(huge, "mpt.json");
+        }).starts_with("mpt.json: ffn_hidden_size:"));
   // Absent sizes take MptConfig's defaults (d_model 2048, 16 heads, 24 layers, vocab 50368).
   const nlohmann::json bare = {{"model_type", "mpt"}};
   const TransformerConfig defaults = model_from_json(bare, "mpt.json");
