@@ -12,6 +12,7 @@
 #include "estimate_internal.h"
 #include "fp8_cast_cost.h"
 #include "linear_gemms.h"
+#include "loss_cost.h"
 #include "memory.h"
 #include "meshplan/dp_buckets.h"
 #include "meshplan/errors.h"
@@ -166,11 +167,11 @@ PassBytes fsdp_unit_pass_bytes(int fsdp_version, double unit_parameters, double 
   return {2.0 * gathered, 2.0 * gathered + (e + r) * p};
 }
 
-namespace {
-
 double memory_seconds(const models::ClusterConfig& cluster, double bytes) {
   return bytes / (cluster.gpu.hbm_bytes_per_second * cluster.efficiency.hbm_efficiency);
 }
+
+namespace {
 
 // One layer's FSDP memory passes (fsdp_unit_pass_bytes) under framework fsdp with ZeRO-3, the
 // layer being the unit (dp_buckets.cpp); none otherwise.
@@ -774,112 +775,6 @@ double attention_forward_seconds(const models::TransformerConfig& model,
          memory_seconds(cluster, 2.0 * heads * x.s * x.s * x.e);
 }
 
-namespace {
-
-// Megatron-Core megatron/core/fusions/fused_cross_entropy.py at 358e5f07 (unchanged in its
-// logic since 38722c39, 2024-06-27), each step a jit_fuser function (megatron/core/jit.py:
-// torch.compile from PyTorch 2.2), one kernel each with its reductions fused. Forward:
-// calculate_logits_max returns the .float() logits and their max (read e, write 4; on fp32
-// logits .float() is the input itself: read 4); calculate_predicted_logits subtracts the max
-// and exponentiates in place, summing (read 4, write 4); calculate_cross_entropy_loss divides
-// in place into the saved softmax (read 4, write 4). The two all-reduces stay between them.
-// Backward: calculate_gradients scatters the target (one element per token), multiplies the
-// softmax in place by grad_output (the mutated saved tensor is written back: read 4, write 4)
-// and returns grad_input.to(torch.bfloat16) (write 2, whatever the logits' dtype).
-PassBytes fused_cross_entropy_bytes_per_logit(double logits_element_bytes) {
-  const double e = logits_element_bytes;
-  const double logits_max = e < 4.0 ? e + 4.0 : 4.0;
-  return {logits_max + 8.0 + 8.0, 8.0 + 2.0};
-}
-
-// Transformer Engine transformer_engine/pytorch/triton/cross_entropy.py and
-// common/triton/cross_entropy.py at 6e3f7588 (2025-11-14), called by Megatron-Core's
-// compute_language_model_loss with impl te. Forward: online_softmax_kernel reads the logits
-// once for the row max and sum (read e); after the all-gather of the rows' (m, d, X_y),
-// cross_entropy_kernel reads them again and writes the gradient in place, in the logits' dtype
-// (read e, write e). Backward: element_mul_kernel scales it by grad_output in place (read e,
-// write e; skipped only when grad_output is the scalar 1, never for Megatron's per-token loss).
-PassBytes te_cross_entropy_bytes_per_logit(double logits_element_bytes) {
-  const double e = logits_element_bytes;
-  return {e + 2.0 * e, 2.0 * e};
-}
-
-// FlashAttention's CrossEntropyLoss (flash_attn/losses/cross_entropy.py, v1.0.9 as llm-foundry
-// v0.3.0 setup.py pins it) on the apex xentropy kernel (csrc/xentropy/xentropy_kernel.cu),
-// llm-foundry's `loss_fn: fused_crossentropy`. Forward: cunn_SoftMaxXEntropyForward, one block
-// per row, reads the logits twice (the max and sum, then the sum of exponentials) and writes
-// one loss and one log-sum-exp per row (read 2e). Backward: cunn_SoftMaxXEntropyBackward reads
-// them once more and writes the gradient in their dtype (at::empty_like; read e, write e).
-PassBytes xentropy_bytes_per_logit(double logits_element_bytes) {
-  const double e = logits_element_bytes;
-  return {2.0 * e, 2.0 * e};
-}
-
-}  // namespace
-
-std::string to_string(CrossEntropyFusion fusion) {
-  switch (fusion) {
-    case CrossEntropyFusion::kOff:
-      return "off";
-    case CrossEntropyFusion::kNative:
-      return "native";
-    case CrossEntropyFusion::kTe:
-      return "te";
-    case CrossEntropyFusion::kXentropy:
-      return "xentropy";
-  }
-  return "off";
-}
-
-CrossEntropyFusion parse_cross_entropy_fusion(const std::string& text, const std::string& field) {
-  for (CrossEntropyFusion value : {CrossEntropyFusion::kOff, CrossEntropyFusion::kNative,
-                                   CrossEntropyFusion::kTe, CrossEntropyFusion::kXentropy}) {
-    if (text == to_string(value)) {
-      return value;
-    }
-  }
-  throw InputError(fmt::format(
-      "{}: unknown cross_entropy_loss_fusion, expected off, native, te or xentropy ({})", field,
-      text));
-}
-
-PassBytes cross_entropy_bytes_per_logit(double logits_element_bytes, CrossEntropyFusion fusion) {
-  if (fusion == CrossEntropyFusion::kNative) {
-    return fused_cross_entropy_bytes_per_logit(logits_element_bytes);
-  }
-  if (fusion == CrossEntropyFusion::kTe) {
-    return te_cross_entropy_bytes_per_logit(logits_element_bytes);
-  }
-  if (fusion == CrossEntropyFusion::kXentropy) {
-    return xentropy_bytes_per_logit(logits_element_bytes);
-  }
-  // Megatron-Core tensor_parallel/cross_entropy.py at baf94af3 (core_r0.8.0), without
-  // --cross-entropy-loss-fusion (added in 7b4a6d76, 2024-06-14, off by default). Forward:
-  // calculate_logits_max's .float() (read e, write 4; none on fp32 logits) and max (read 4);
-  // in-place subtraction of the max, in-place exp and the sum (read 4, write 4; read 4, write 4;
-  // read 4); exp_logits.div_ into the softmax saved for the backward (read 4, write 4). Backward:
-  // calculate_gradients' grad_input.mul_ (read 4, write 4) after a one-element-per-token target
-  // scatter, then autograd casts the fp32 gradient to the logits' dtype (PyTorch
-  // autograd/engine.cpp validate_outputs: read 4, write e).
-  const double e = logits_element_bytes;
-  const double cast = e < 4.0 ? e + 4.0 : 0.0;
-  return {cast + 4.0 + 8.0 + 8.0 + 4.0 + 8.0, 8.0 + cast};
-}
-
-// The loss's bytes per logit, eager (cross_entropy_bytes_per_logit) or compiled
-// (loss_compiled(options): torchtitan bbb1b616e+ components/loss.py build_cross_entropy_loss wraps
-// cross_entropy(pred.float()) in torch.compile). Inductor fuses the cast, max, exp-sum and log
-// into one reduction kernel per row (torch/_inductor/scheduler.py fuses a reduction with its
-// pointwise producers), so the forward reads the bf16 logits once (e); the backward, the
-// partitioner having saved the logits (memory.cpp loss_bytes_per_token_vocab), reads them again
-// and writes the one gradient in their dtype (e + e). The blocks: layer_time.
-PassBytes loss_bytes_per_logit(double logits_element_bytes, const PlanOptions& options) {
-  if (!loss_compiled(options)) {
-    return cross_entropy_bytes_per_logit(logits_element_bytes, options.cross_entropy_loss_fusion);
-  }
-  return {logits_element_bytes, 2.0 * logits_element_bytes};
-}
-
 PassBytes embedding_bytes(const models::TransformerConfig& model,
                           const models::ClusterConfig& cluster, const Layout& layout,
                           const PlanOptions& options) {
@@ -1242,90 +1137,6 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
   cost.forward_flops = static_cast<int64_t>(forward_flops);
   cost.backward_flops = static_cast<int64_t>(2.0 * forward_flops + recompute_flops);
   return cost;
-}
-
-double adam_bytes_per_parameter(OptimizerImpl impl, double grad_element_bytes, bool weight_decay) {
-  const double g = grad_element_bytes;
-  if (impl == OptimizerImpl::kFused) {
-    // One kernel (Apex apex/optimizers/fused_adam.py and Transformer Engine's FusedAdam,
-    // multi_tensor_adam over the lists [g, p, m, v]; torch's _fused_adamw_ the same): reads the
-    // gradient g and reads and writes the fp32 weights p, m and v, decay included: G + 24
-    // (Kingma & Ba 2015, Alg. 1; Loshchilov & Hutter 2019, Alg. 2 for the decay).
-    return g + 24.0;
-  }
-  // Unfused, one kernel per op over fp32 p, m, v (4 bytes) and the gradient (G):
-  // torch.optim.AdamW's _multi_tensor_adamw (torch/optim/adamw.py, torch 2.1-2.5; its
-  // _single_tensor_adamw runs the same ops tensor by tensor): _foreach_mul_(params, 1 - lr wd)
-  // (read 4, write 4; only with weight decay), _foreach_lerp_(m, g) (read 4 + G, write 4),
-  // _foreach_mul_(v, beta2) (8), _foreach_addcmul_(v, g, g) (read 4 + G, write 4: the one
-  // gradient read serves both arguments), then without capturable the denominator
-  // _foreach_sqrt(v) (read 4, write 4 into a new list), _foreach_div_ (8), _foreach_add_(eps)
-  // (8) and _foreach_addcdiv_(p, m, denom) (read 12, write 4): 64 + 2 G, + 8 with decay.
-  double bytes = 64.0 + 2.0 * g + (weight_decay ? 8.0 : 0.0);
-  if (impl == OptimizerImpl::kComposer) {
-    // Composer's DecoupledAdamW.adamw (composer/optim/decoupled_weight_decay.py at v0.16.4):
-    // exp_avg.mul_(beta1).add_(grad, ...) is two passes where torch's lerp_ is one (+8), the
-    // rest as above (param.mul_ only when weight_decay != 0).
-    bytes += 8.0;
-  }
-  return bytes;
-}
-
-OptimizerBytes optimizer_step_bytes(int64_t grad_element_bytes, int64_t element_bytes,
-                                    OptimizerPasses passes, OptimizerImpl impl, bool weight_decay,
-                                    int64_t averaging_ranks) {
-  const double g = static_cast<double>(grad_element_bytes);
-  const bool mixed = element_bytes < 4;
-  const double weights_written = mixed ? static_cast<double>(element_bytes) : 0.0;
-  if (passes == OptimizerPasses::kFsdp) {
-    // PyTorch FSDP steps on fp32 sharded gradients whatever the reduce dtype: FSDP1 casts the
-    // reduce-scatter output to the parameter dtype (torch/distributed/fsdp/_runtime_utils.py
-    // _cast_grad_to_param_dtype), FSDP2 too (_fsdp_collectives.py foreach_reduce,
-    // _to_dtype_if_needed(reduce_output, orig_dtype)). Clipping before the step: torchtitan's
-    // torch.nn.utils.clip_grad_norm_(..., foreach=True) (train.py at 1ea476e9f line 297) and
-    // FSDP1's FullyShardedDataParallel.clip_grad_norm_ (Composer's gradient_clipping) read every
-    // gradient for the norm, then multiply all of them by the clamped coefficient,
-    // unconditionally (read 4, write 4): 12. The step writes no 16-bit copy: FSDP casts the
-    // fp32 shard in each all-gather's copy-in.
-    return {12.0 + adam_bytes_per_parameter(impl, 4.0, weight_decay), 0.0};
-  }
-  if (passes == OptimizerPasses::kAdamOnly) {
-    return {adam_bytes_per_parameter(impl, g, weight_decay) + weights_written, 0.0};
-  }
-  // Megatron-LM at 358e5f07: training.py line 1251 zero_grad_buffer() before every step, i.e.
-  // param_and_grad_buffer.py line 898 grad_data.zero_() over the rank's whole buffer (write G).
-  // Mixed precision (optimizer.py prepare_grads / step_with_ready_grads, distrib_optimizer.py
-  // lines 2398 and 2454): the shard's main grad is shard_model_grad.float() (read G, write 4;
-  // an fp32 buffer is aliased), Adam reads that fp32 grad, and the updated fp32 main params are
-  // copied into the model params (read 4, write e). Clipping (--clip-grad, default 1.0):
-  // clip_grads.py get_grad_norm_fp32's multi_tensor_l2norm reads the fp32 grads (4); the scale
-  // pass runs only when the norm exceeds the threshold and is not counted. In fp32 training
-  // (FP32Optimizer) the grads and weights are the buffers themselves: norm + Adam only.
-  // Averaging over dp x cp > 1 ranks: before each bucket's collective Megatron-Core scales the
-  // bucket in place on the compute stream, `bucket.grad_data *= bucket.gradient_scaling_factor`
-  // (core/distributed/param_and_grad_buffer.py start_grad_sync; the factor is 1 / (dp x cp)
-  // unless --ddp-average-in-collective, default False, for the expert buckets too:
-  // distributed_data_parallel.py expert_gradient_scaling_factor), and Megatron-LM 2021 divided its
-  // buffer before the all-reduce (megatron/model/distributed.py allreduce_gradients, `buffer_.data
-  // /= data_parallel_world_size`): read G, write G over the whole buffer.
-  const double grad_copy = mixed && grad_element_bytes < 4 ? g + 4.0 : 0.0;
-  const double adam_grad = mixed ? 4.0 : g;
-  const double main_to_model = mixed ? 4.0 + weights_written : 0.0;
-  const double grad_scale = averaging_ranks > 1 ? 2.0 * g : 0.0;
-  return {grad_copy + 4.0 + adam_bytes_per_parameter(impl, adam_grad, weight_decay) + main_to_model,
-          g + grad_scale};
-}
-
-double optimizer_step_seconds(const models::ClusterConfig& cluster, int64_t parameters_updated,
-                              int64_t grad_element_bytes, int64_t grad_buffer_parameters,
-                              OptimizerPasses passes, const PlanOptions& options,
-                              int64_t averaging_ranks) {
-  const OptimizerBytes bytes =
-      optimizer_step_bytes(grad_element_bytes, element_bytes(cluster), passes,
-                           options.optimizer_impl, options.weight_decay, averaging_ranks);
-  return memory_seconds(
-      cluster, bytes.per_updated_parameter * static_cast<double>(parameters_updated) +
-                   bytes.per_grad_buffer_parameter * static_cast<double>(grad_buffer_parameters));
 }
 
 }  // namespace meshplan::planner

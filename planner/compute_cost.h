@@ -10,6 +10,10 @@ namespace meshplan::planner {
 /// Datasheet peak for the cluster's training precision, FLOP/s.
 double peak_flops_per_second(const models::ClusterConfig& cluster);
 
+/// Time of memory-bound passes moving `bytes` through HBM, at the cluster's hbm_efficiency of
+/// its datasheet bandwidth.
+double memory_seconds(const models::ClusterConfig& cluster, double bytes);
+
 /// HBM bytes the recompute of Megatron-Core's --recompute-modules other than core_attn moves in
 /// one layer's backward per micro-batch on one rank (0 unless recompute selective names them):
 /// moe_act re-runs the routed experts' activation, layernorm each separate norm
@@ -107,57 +111,11 @@ PassBytes fsdp_unit_pass_bytes(int fsdp_version, double unit_parameters, double 
 /// element_bytes; the fused kernel's are read-and-write, 2 element_bytes each way forward.
 PassBytes eager_rmsnorm_bytes_per_element(double element_bytes);
 
-/// Bytes the loss moves per logit element of one rank (Megatron-Core's
-/// vocab_parallel_cross_entropy, or the `fusion` kernels), for logits of logits_element_bytes
-/// (2 or 4).
-PassBytes cross_entropy_bytes_per_logit(double logits_element_bytes, CrossEntropyFusion fusion);
-/// The same for the loss as the plan runs it: the above with options.cross_entropy_loss_fusion,
-/// or compiled (options.compile, torchtitan's --training.compile): the logits read once forward,
-/// read and their gradient written once backward.
-PassBytes loss_bytes_per_logit(double logits_element_bytes, const PlanOptions& options);
-
 /// Bytes of the input embedding's memory-bound passes for one micro-batch on one rank: the
 /// lookup, position embedding, layout copies and dropout forward; their gradients, the dense
 /// embedding-table gradient and (Megatron) its accumulation into main_grad backward.
 PassBytes embedding_bytes(const models::TransformerConfig& model,
                           const models::ClusterConfig& cluster, const Layout& layout,
                           const PlanOptions& options);
-
-/// HBM bytes of one optimizer step: per parameter the rank updates, and per parameter of its
-/// (unsharded) gradient buffer.
-struct OptimizerBytes {
-  double per_updated_parameter = 0;
-  double per_grad_buffer_parameter = 0;
-};
-
-/// HBM bytes per parameter of one Adam(W) update of fp32 weights and moments from gradients of
-/// grad_element_bytes, as `impl` runs it (weight_decay: an unfused AdamW's decay pass).
-double adam_bytes_per_parameter(OptimizerImpl impl, double grad_element_bytes, bool weight_decay);
-
-/// Which passes a framework runs around the Adam update each step.
-enum class OptimizerPasses {
-  kAdamOnly,  // the update alone (DeepSpeed: its passes are not sourced here)
-  kMegatron,  // Megatron-Core's DDP and mixed-precision optimizer, zero <= 1
-  kFsdp,      // PyTorch FSDP: gradient clipping over fp32 sharded gradients
-};
-
-/// Bytes of one optimizer step: `impl`'s Adam over gradients of grad_element_bytes with weights
-/// of element_bytes, plus the framework's passes: kMegatron its grad-buffer zeroing, its
-/// scaling of the buffer before the data-parallel collectives when they average over
-/// averaging_ranks > 1 ranks, grad copy, grad-norm and main-to-model weight copy; kFsdp the
-/// clipping's norm and scale.
-OptimizerBytes optimizer_step_bytes(int64_t grad_element_bytes, int64_t element_bytes,
-                                    OptimizerPasses passes,
-                                    OptimizerImpl impl = OptimizerImpl::kFused,
-                                    bool weight_decay = true, int64_t averaging_ranks = 1);
-
-/// Optimizer step (memory-bound) over `parameters_updated` parameters on one rank whose
-/// gradients hold `grad_element_bytes` each (grad_reduce_element_bytes) and whose gradient
-/// buffer holds `grad_buffer_parameters`, averaged over averaging_ranks (dp x cp) ranks
-/// (optimizer_step_bytes).
-double optimizer_step_seconds(const models::ClusterConfig& cluster, int64_t parameters_updated,
-                              int64_t grad_element_bytes, int64_t grad_buffer_parameters,
-                              OptimizerPasses passes, const PlanOptions& options,
-                              int64_t averaging_ranks);
 
 }  // namespace meshplan::planner

@@ -13,6 +13,7 @@
 #include "meshplan/schedule.h"
 #include "meshplan/units.h"
 #include "model_shape.h"
+#include "optimizer_cost.h"
 
 namespace meshplan::planner {
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compute_cost.h"
+#include "loss_cost.h"
 #include "memory.h"
 #include "meshplan/cost_model.h"
 #include "meshplan/errors.h"

@@ -8,9 +8,11 @@
 
 #include <string>
 
+#include "loss_cost.h"
 #include "meshplan/cost_model.h"
 #include "meshplan/errors.h"
 #include "meshplan/models.h"
+#include "optimizer_cost.h"
 #include "planner_test_util.h"
 
 namespace meshplan::planner {

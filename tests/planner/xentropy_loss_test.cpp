@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "compute_cost.h"
+#include "loss_cost.h"
 #include "memory.h"
 #include "meshplan/cost_model.h"
 #include "meshplan/errors.h"

@@ -40,7 +40,7 @@ CpComm parse_cp_comm(const std::string& text, const std::string& field);
 /// vocab_parallel_cross_entropy, kNative megatron/core/fusions/fused_cross_entropy.py, kTe
 /// Transformer Engine's Triton parallel_cross_entropy. Under fsdp, kXentropy is FlashAttention's
 /// flash_attn.losses.cross_entropy.CrossEntropyLoss on the apex xentropy kernel, llm-foundry's
-/// default loss (`loss_fn: fused_crossentropy`) (compute_cost.cpp cross_entropy_bytes_per_logit,
+/// default loss (`loss_fn: fused_crossentropy`) (loss_cost.cpp cross_entropy_bytes_per_logit,
 /// memory.cpp loss_bytes_per_token_vocab).
 enum class CrossEntropyFusion { kOff, kNative, kTe, kXentropy };
 std::string to_string(CrossEntropyFusion fusion);
@@ -56,7 +56,7 @@ std::string to_string(NormKernel kernel);
 /// "fused", "eager"; throws InputError naming `field` otherwise.
 NormKernel parse_norm_kernel(const std::string& text, const std::string& field);
 /// The Adam(W) implementation that steps the optimizer (`plan --optimizer-impl`), costed by the
-/// HBM passes it makes (compute_cost.cpp adam_bytes_per_parameter): kFused one kernel (Apex's,
+/// HBM passes it makes (optimizer_cost.cpp adam_bytes_per_parameter): kFused one kernel (Apex's,
 /// Transformer Engine's and DeepSpeed's FusedAdam, torch.optim.AdamW(fused=True)); kForeach and
 /// kForLoop torch.optim.AdamW's horizontally fused and per-tensor paths (the same passes);
 /// kComposer Composer's DecoupledAdamW (llm-foundry). Anything but kFused only under framework
