@@ -106,6 +106,34 @@ PlanOptions fsdp_options(bool current, bool composer_named, bool torchtitan_name
   return options;
 }
 
+// torchtitan's defaults by the source's year, from its history (pytorch/torchtitan):
+// - torch.compile named: the blocks compiled (apply_compile); the loss too only from bbb1b616e
+//   (2025-04-02, components/loss.py build_cross_entropy_loss), eager before (9dec370 train.py);
+// - AsyncTP named: experimental.enable_async_tensor_parallel, costed as tp-comm overlap;
+// - dated 2024: torch.optim.AdamW with foreach=True (train.py; fused became the default with
+//   6e4988550, 2025-02-24); the embedding, final norm and output in the root's FSDP unit (their
+//   own units only from 83e694105, 2025-07-28); and, uncompiled, the hand-written RMSNorm
+//   (norms.py RMSNorm, one kernel per op) of the train configs' norm_type "rmsnorm": the 70B
+//   and 405B configs throughout, the 8B config from 5e84866e3 (2024-05-02; "fused_rmsnorm"
+//   for its first two weeks), until norm_type gave way to nn.RMSNorm in 5078e92e4 (2025-04-17).
+//   Only for RMSNorm models (check_norm_kernel_model). Later sources keep the defaults: torch's
+//   own RMSNorm kernel count in eager is not sourced here.
+void apply_torchtitan_history(PlanOptions& options, const std::string& lowered_source, int year,
+                              bool rmsnorm) {
+  options.compile = names_any(lowered_source, {"compile"});
+  options.compile_loss = year == 0 || year >= 2025;
+  options.overlap_tp_comm =
+      names_any(lowered_source, {"asynctp", "async tp", "async tensor parallel"});
+  if (year != 2024) {
+    return;
+  }
+  options.optimizer_impl = OptimizerImpl::kForeach;
+  options.fsdp_head_in_root = true;
+  if (!options.compile && rmsnorm) {
+    options.norm_kernel = NormKernel::kEager;
+  }
+}
+
 // The era limits of a candidate (SearchLimits), from the source's year (0: undated, no limit).
 SearchLimits era_limits(Framework framework, int year, bool names_sp_or_selective,
                         bool megatron_core_named) {
@@ -162,6 +190,19 @@ std::string describe_guessed_options(const PlanOptions& options) {
   }
   if (options.framework == Framework::kFsdp) {
     parts.push_back(fmt::format("FSDP{}", options.fsdp_version));
+  }
+  if (options.compile) {
+    parts.push_back(options.compile_loss ? "torch.compile (blocks and loss)"
+                                         : "torch.compile (blocks)");
+  }
+  if (options.optimizer_impl == OptimizerImpl::kForeach) {
+    parts.push_back("foreach AdamW");
+  }
+  if (options.fsdp_head_in_root.value_or(false) && options.fsdp_version == 2) {
+    parts.push_back("embedding and head in the root unit");
+  }
+  if (options.norm_kernel == NormKernel::kEager) {
+    parts.push_back("eager RMSNorm");
   }
   if (options.grad_reduce_dtype) {
     parts.push_back(*options.grad_reduce_dtype == GradReduceDtype::kFp32
@@ -237,6 +278,9 @@ std::vector<SoftwareGuess> guess_software(const std::string& source, const State
     PlanOptions fsdp = fsdp_options(current, composer_named, torchtitan_named);
     if (fp8 && fsdp.fsdp_version == 2) {  // torchao's float8 all-gather is FSDP2's
       fsdp.gemm_precision = GemmPrecision::kFp8;
+    }
+    if (torchtitan_named && !composer_named) {
+      apply_torchtitan_history(fsdp, text, year, layout.rmsnorm);
     }
     if (names_any(text, {"llm-foundry"})) {
       // llm-foundry's default loss_fn, fused_crossentropy (llmfoundry/models/mpt/modeling_mpt.py

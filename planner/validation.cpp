@@ -280,7 +280,9 @@ void read_software(const nlohmann::json& run_json, int version, const std::strin
 // framework can run the stated layout): its stated options; else the guess from its source
 // text and stated layout (guess_software). A run that states its framework but not its options
 // gets Megatron-LM's options of its era under that framework.
-std::vector<SoftwareGuess> software_candidates(const ValidationRun& run, const SearchSpace& space,
+std::vector<SoftwareGuess> software_candidates(const ValidationRun& run,
+                                               const models::TransformerConfig& model,
+                                               const SearchSpace& space,
                                                const models::ClusterConfig& cluster,
                                                const std::string& where) {
   if (run.options_stated) {
@@ -288,8 +290,10 @@ std::vector<SoftwareGuess> software_candidates(const ValidationRun& run, const S
   }
   const bool gpu_has_fp8 = cluster.gpu.peak_fp8_flops_per_second > 0 &&
                            cluster.precision == models::Precision::kBf16Mixed;
-  std::vector<SoftwareGuess> guesses =
-      guess_software(run.source, StatedLayout{space.pp, space.schedule, space.zero}, gpu_has_fp8);
+  std::vector<SoftwareGuess> guesses = guess_software(
+      run.source,
+      StatedLayout{space.pp, space.schedule, space.zero, model.norm == models::Norm::kRmsNorm},
+      gpu_has_fp8);
   if (run.framework.empty()) {
     return guesses;
   }
@@ -444,7 +448,8 @@ ValidationRun validate_run(const nlohmann::json& run_json, int version, const st
                     where, run.published_step_time_s));
   }
   SearchResult result;
-  const std::vector<SoftwareGuess> candidates = software_candidates(run, space, cluster, where);
+  const std::vector<SoftwareGuess> candidates =
+      software_candidates(run, model, space, cluster, where);
   SearchSpace candidate_space = space;
   for (size_t i = 0; i < candidates.size(); ++i) {
     run.options = candidates[i].options;

@@ -139,6 +139,70 @@ TEST_CASE("guess_software: FSDP frameworks, FP8 and interleaving at pp 2") {
                   .options.overlap_p2p_comm);
 }
 
+TEST_CASE("guess_software: torchtitan's defaults of the source's year") {
+  const StatedLayout rmsnorm{std::nullopt, std::nullopt, std::nullopt, true};
+  const auto titan = [&](const std::string& source, const StatedLayout& layout) {
+    return guess_software(source, layout, true)[0].options;
+  };
+  // Dated 2024: foreach AdamW, embedding and head in the root's unit, the eager RMSNorm.
+  const PlanOptions eager =
+      titan("pytorch/torchtitan benchmarks (torchtitan 9dec370 2024-12-26)", rmsnorm);
+  CHECK(eager.framework == Framework::kFsdp);
+  CHECK(eager.optimizer_impl == OptimizerImpl::kForeach);
+  CHECK(eager.fsdp_head_in_root == std::optional<bool>(true));
+  CHECK(eager.norm_kernel == NormKernel::kEager);
+  CHECK_FALSE(eager.compile);
+  CHECK_FALSE(eager.overlap_tp_comm);
+  // Not for a LayerNorm model: the eager kernel is torchtitan's RMSNorm.
+  CHECK(titan("torchtitan 2024", {}).norm_kernel == NormKernel::kFused);
+  // torch.compile named: the blocks compiled, the loss eager in 2024, and the norm fused.
+  const PlanOptions compiled =
+      titan("torchtitan 2024, Table 4 '2D + torch.compile + Float8'", rmsnorm);
+  CHECK(compiled.compile);
+  CHECK_FALSE(compiled.compile_loss);
+  CHECK_FALSE(loss_compiled(compiled));
+  CHECK(compiled.norm_kernel == NormKernel::kFused);
+  CHECK(compiled.gemm_precision == GemmPrecision::kFp8);
+  CHECK(titan("torchtitan 2024 row '2D + AsyncTP'", rmsnorm).overlap_tp_comm);
+  // Dated 2025 (the loss compiled from bbb1b616e, 2025-04-02) or undated: the current defaults.
+  const PlanOptions later = titan("torchtitan 2025, torch.compile", rmsnorm);
+  CHECK(loss_compiled(later));
+  CHECK(later.optimizer_impl == OptimizerImpl::kFused);
+  CHECK_FALSE(later.fsdp_head_in_root.has_value());
+  CHECK(titan("torchtitan README", rmsnorm).norm_kernel == NormKernel::kFused);
+  // Composer, FSDP alone: none of torchtitan's.
+  const PlanOptions fsdp = titan("FSDP 2024, torch.compile", rmsnorm);
+  CHECK_FALSE(fsdp.compile);
+  CHECK(fsdp.optimizer_impl == OptimizerImpl::kFused);
+  // Each appears in the footnote.
+  const std::string basis =
+      guess_software("torchtitan 2024, torch.compile, AsyncTP", rmsnorm, true)[0].basis;
+  CHECK(basis.find("torch.compile (blocks), foreach AdamW, embedding and head in the root unit") !=
+        std::string::npos);
+  CHECK(basis.find("tp-comm overlap") != std::string::npos);
+  CHECK(guess_software("torchtitan 2024", rmsnorm, true)[0].basis.find("eager RMSNorm") !=
+        std::string::npos);
+}
+
+TEST_CASE("validate: a guessed torchtitan run's eager norm follows its model's norm") {
+  nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
+  nlohmann::json& run = json["runs"][0];
+  run["source"] = "pytorch/torchtitan fixture, 2024";
+  run["layout"]["tp"] = 1;
+  run["layout"]["dp"] = 16;
+  run["layout"]["zero"] = 3;
+  const ValidationReport layernorm = validate_runs(json, "r.json");
+  REQUIRE(layernorm.runs[0].predicted.has_value());
+  CHECK(layernorm.runs[0].options.framework == Framework::kFsdp);
+  CHECK(layernorm.runs[0].options.norm_kernel == NormKernel::kFused);
+  run["model"]["norm"] = "rmsnorm";
+  const ValidationReport rms = validate_runs(json, "r.json");
+  REQUIRE(rms.runs[0].predicted.has_value());
+  CHECK(rms.runs[0].options.norm_kernel == NormKernel::kEager);
+  // The eager norm moves more bytes: the same run predicted slower.
+  CHECK(rms.runs[0].predicted->step_time_s > layernorm.runs[0].predicted->step_time_s);
+}
+
 TEST_CASE("validate: a version-1 run is costed with the first guess its framework can run") {
   nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
   nlohmann::json& run = json["runs"][0];

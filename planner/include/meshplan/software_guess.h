@@ -12,11 +12,13 @@
 
 namespace meshplan::planner {
 
-/// The layout fields a guess depends on, as the run states them (nullopt: searched).
+/// The layout fields a guess depends on, as the run states them (nullopt: searched), and
+/// whether the model's norm is RMSNorm (torchtitan's eager norm kernel is an RMSNorm's).
 struct StatedLayout {
   std::optional<int64_t> pp;
   std::optional<ScheduleKind> schedule;
   std::optional<int> zero;
+  bool rmsnorm = false;
 };
 
 /// What the guessed software of a run's era could not run, for the layout fields the run leaves
@@ -46,11 +48,13 @@ int source_year(std::string_view source);
 /// Megatron-Bridge: megatron), or deepspeed for a ZeRO-2/3 run dated before 2025; then always
 /// Megatron-LM. Options follow the source's era: dated 2024 or later (or Megatron-Core named),
 /// the frameworks' current defaults; else the 2021-22 set. FP8 named -> precision fp8 where
-/// the GPU has FP8 tensor cores. Limits follow the source's year too: Megatron-LM gained its
-/// distributed optimizer in 2022 and ZeRO 2-3 in 2025, sequence parallelism and selective
-/// recompute in 2022 (Megatron-DeepSpeed in July 2023); a dated source before those (with a
-/// year's lag for sequence parallelism and selective recompute, unless it names them) searches
-/// without them. validate costs the first candidate the framework can run.
+/// the GPU has FP8 tensor cores. torchtitan named: its defaults of the source's year
+/// (torch.compile and AsyncTP where named; in 2024 the foreach AdamW, the root's FSDP unit
+/// holding the embedding and head, the eager RMSNorm uncompiled). Limits follow the source's year
+/// too: Megatron-LM gained its distributed optimizer in 2022 and ZeRO 2-3 in 2025, sequence
+/// parallelism and selective recompute in 2022 (Megatron-DeepSpeed in July 2023); a dated source
+/// before those (with a year's lag for sequence parallelism and selective recompute, unless it
+/// names them) searches without them. validate costs the first candidate the framework can run.
 std::vector<SoftwareGuess> guess_software(const std::string& source, const StatedLayout& layout,
                                           bool gpu_has_fp8);
 
