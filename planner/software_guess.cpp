@@ -267,8 +267,11 @@ std::vector<SoftwareGuess> guess_software(const std::string& source, const State
   const auto add = [&](PlanOptions options, const std::string& why) {
     // FSDP's options do not follow the Megatron-LM eras (fsdp_options): the date alone.
     const std::string& when = options.framework == Framework::kFsdp ? dated : era;
-    const SearchLimits limits =
+    SearchLimits limits =
         era_limits(options.framework, year, names_sp_or_selective, megatron_core_named);
+    if (layout.zero) {
+      limits.max_zero.reset();  // a stated stage is kept: no limit to apply or to report
+    }
     guesses.push_back({options,
                        fmt::format("{} ({}; {}): {}{}", to_string(options.framework), why, when,
                                    describe_guessed_options(options), describe_limits(limits)),

@@ -285,6 +285,11 @@ TEST_CASE("guess_software: the era limits what the search may pick for unstated 
   // 2024: the distributed optimizer, not yet ZeRO 2-3; 2025 on, or undated: no limit.
   CHECK(guess_software("A et al. 2024", {}, false).back().limits == SearchLimits{1, true, true});
   CHECK(guess_software("A et al. 2025", {}, false).back().limits == SearchLimits{});
+  // A stated ZeRO stage is kept, so its limit is neither applied nor reported.
+  const SoftwareGuess stated_zero =
+      guess_software("A et al. 2024", {16, std::nullopt, 2}, false).back();
+  CHECK(stated_zero.limits == SearchLimits{});
+  CHECK(stated_zero.basis.find("ZeRO 1 at most") == std::string::npos);
   CHECK(guess_software("an undated page", {}, false).back().limits == SearchLimits{});
   // DeepSpeed: ZeRO any stage; sequence parallelism and selective recompute from 2024 sources.
   const std::vector<SoftwareGuess> deepspeed = guess_software("DeepSpeed run, 2023", {}, false);
