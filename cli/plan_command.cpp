@@ -167,7 +167,7 @@ void run_plan(const PlanArguments& args) {
     const planner::Plan plan{model, cluster, args.gpus, saved.layout, saved_options};
     emitted = reports::emit_launch_config(plan, *emit, args.save_plan_path);
     if (*emit == reports::EmitTarget::kDeepSpeed) {
-      emit_note = reports::deepspeed_partition_note(plan);
+      emit_note = reports::deepspeed_launch_note(plan);
     }
     if (outputs.wants("--emit-out")) {
       outputs.set("--emit-out", emitted);

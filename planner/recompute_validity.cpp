@@ -114,6 +114,18 @@ std::string recompute_modules_model_refusal(const models::TransformerConfig& mod
   return "";
 }
 
+// Why the options cannot recompute `modules`, or "": Megatron-Core raises "Delayed scaling does
+// not support moe_act and layernorm recompute for fp8" (transformer_config.py __post_init__,
+// fd0df7d3 and d98e8a64), and delayed scaling is the FP8 recipe meshplan costs (memory.cpp
+// fp8_state_bytes: the amax history).
+std::string recompute_modules_options_refusal(const PlanOptions& options, uint32_t modules) {
+  if (options.framework == Framework::kMegatron && options.gemm_precision == GemmPrecision::kFp8 &&
+      (modules & (kRecomputeMoeAct | kRecomputeLayernorm)) != 0) {
+    return "Megatron-Core's delayed FP8 scaling cannot recompute moe_act or layernorm";
+  }
+  return "";
+}
+
 // torchtitan's layer AC (fsdp) has no uniform groups: the layout rule and the CLI's early check.
 constexpr const char* kFsdpNoRecomputeGroups =
     "torchtitan's layer AC checkpoints each transformer block on its own, not groups of "
@@ -133,6 +145,9 @@ void check_recompute_modules_request(const models::TransformerConfig& model,
   }
   if (const std::string why = recompute_modules_model_refusal(model, modules); !why.empty()) {
     throw InputError(fmt::format("{}: {} ({})", field, why, model.name));
+  }
+  if (const std::string why = recompute_modules_options_refusal(options, modules); !why.empty()) {
+    throw InputError(fmt::format("{}: {} (--precision fp8)", field, why));
   }
 }
 
@@ -173,6 +188,10 @@ Validity check_recompute_modules(const models::TransformerConfig& model, const L
     return refuse(options.framework, why, layout);
   }
   if (const std::string why = recompute_modules_model_refusal(model, layout.recompute_modules);
+      !why.empty()) {
+    return refuse_modules(why);
+  }
+  if (const std::string why = recompute_modules_options_refusal(options, layout.recompute_modules);
       !why.empty()) {
     return refuse_modules(why);
   }

@@ -425,6 +425,13 @@ void check_precision(const models::ClusterConfig& cluster, const PlanOptions& op
     throw InputError(fmt::format("{}: precision: fp8 needs bf16 mixed-precision training ({})",
                                  cluster.name, models::to_string(cluster.precision)));
   }
+  // DeepSpeed 38327e07 has no FP8 config key (runtime/constants.py, config.py) and
+  // Megatron-DeepSpeed f4157bea no FP8 flag (megatron/arguments.py).
+  if (options.framework == Framework::kDeepSpeed) {
+    throw InputError(
+        "precision: fp8: framework deepspeed: neither DeepSpeed nor Megatron-DeepSpeed runs FP8 "
+        "GEMMs");
+  }
 }
 
 // Megatron-LM is the one framework with overlap_p2p_comm (megatron/core/model_parallel_config.py,

@@ -29,9 +29,17 @@ void refuse(EmitTarget target, const std::string& field, const std::string& what
   throw InputError(fmt::format("--emit {}: {}: {} ({})", to_string(target), field, what, value));
 }
 
-void require_framework(EmitTarget target, planner::Framework framework,
-                       const planner::Layout& layout) {
-  const planner::Validity validity = planner::check_framework(framework, layout);
+void require_framework(EmitTarget target, planner::Framework framework, const planner::Plan& plan) {
+  // A plan costed for other software has other predictions (memory, step time) and often another
+  // best layout: the config would run something meshplan did not choose for this framework.
+  if (plan.options.framework != framework) {
+    refuse(target, "options.framework",
+           fmt::format("the plan was costed for {}; re-plan with --framework {} to emit it for {}",
+                       planner::to_string(plan.options.framework), planner::to_string(framework),
+                       to_string(target)),
+           planner::to_string(plan.options.framework));
+  }
+  const planner::Validity validity = planner::check_framework(framework, plan.layout);
   if (!validity.ok()) {
     throw InputError(fmt::format("--emit {}: layout: {}", to_string(target), validity.reason));
   }
@@ -78,6 +86,20 @@ std::string to_string(EmitTarget target) {
       return "slurm";
   }
   return "?";
+}
+
+std::optional<planner::Framework> target_framework(EmitTarget target) {
+  switch (target) {
+    case EmitTarget::kMegatron:
+      return planner::Framework::kMegatron;
+    case EmitTarget::kTorchtitan:
+      return planner::Framework::kFsdp;
+    case EmitTarget::kDeepSpeed:
+      return planner::Framework::kDeepSpeed;
+    case EmitTarget::kSlurm:
+      break;
+  }
+  return std::nullopt;
 }
 
 std::string emit_launch_config(const planner::Plan& plan, EmitTarget target,

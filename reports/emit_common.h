@@ -21,9 +21,9 @@ NodeShape node_shape(const planner::Plan& plan, EmitTarget target);
 [[noreturn]] void refuse(EmitTarget target, const std::string& field, const std::string& what,
                          const std::string& value);
 
-/// Refuses a layout the framework's own rules (planner::check_framework) refuse.
-void require_framework(EmitTarget target, planner::Framework framework,
-                       const planner::Layout& layout);
+/// Refuses a plan costed for another framework than the target's (`framework`), and a layout
+/// the framework's own rules (planner::check_framework) refuse.
+void require_framework(EmitTarget target, planner::Framework framework, const planner::Plan& plan);
 
 /// Comment lines (each starting with `comment`) naming the plan: model, cluster, layout.
 std::string plan_comment(const planner::Plan& plan, EmitTarget target, const std::string& comment);

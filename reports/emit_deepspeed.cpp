@@ -3,8 +3,11 @@
 // train_micro_batch_size_per_gpu, gradient_accumulation_steps, bf16.enabled;
 // deepspeed/runtime/zero/config.py zero_optimization.{stage, overlap_comm, reduce_bucket_size,
 // allgather_bucket_size, use_multi_rank_bucket_allreduce}; deepspeed/runtime/config.py
-// get_pipeline_config pipeline.{stages, activation_checkpoint_interval};
-// deepspeed/runtime/tensor_parallel/config.py tensor_parallel.autotp_size).
+// get_pipeline_config pipeline.{pipe_partitioned, grad_partitioned,
+// activation_checkpoint_interval}). The model-parallel sizes are not config keys: the training
+// script sets them (deepspeed_launch_note). Not pipeline.stages, which nothing reads, nor
+// tensor_parallel.autotp_size, DeepSpeed's AutoTP: a 2-D (dp x tp) sharding that asserts
+// ZeRO <= 2 and is not the Megatron-style tensor parallelism meshplan costs.
 
 #include <fmt/format.h>
 
@@ -28,10 +31,10 @@ constexpr EmitTarget kDeepSpeedTarget = EmitTarget::kDeepSpeed;
 // schedules other than 1F1B).
 void check_deepspeed_expressible(const planner::Plan& plan) {
   const planner::Layout& layout = plan.layout;
-  emit_detail::require_framework(kDeepSpeedTarget, planner::Framework::kDeepSpeed, layout);
+  emit_detail::require_framework(kDeepSpeedTarget, planner::Framework::kDeepSpeed, plan);
   if (layout.sequence_parallel) {
     refuse(kDeepSpeedTarget, "layout.sequence_parallel",
-           "DeepSpeed's AutoTP (tensor_parallel.autotp_size) does not shard the sequence", "on");
+           "sequence parallelism is not emitted for DeepSpeed yet", "on");
   }
   if (layout.recompute == planner::Recompute::kSelective ||
       layout.recompute == planner::Recompute::kSelectiveOp) {
@@ -54,11 +57,14 @@ void check_deepspeed_expressible(const planner::Plan& plan) {
     refuse(kDeepSpeedTarget, "options.norm_kernel",
            "torchtitan's eager RMSNorm is not a DeepSpeed setting", "eager");
   }
-  if (!plan.options.pipeline_grad_scatter_gather) {
-    refuse(kDeepSpeedTarget, "options.pipeline_grad_scatter_gather",
-           "DeepSpeed since #1407 splits the pipeline gradients whenever tp > 1 "
-           "(pipe/engine.py is_grad_partitioned); whole gradients are no setting",
-           "false");
+  if (layout.placement != planner::Placement::kTpDpPp) {
+    refuse(kDeepSpeedTarget, "layout.placement",
+           "DeepSpeed's PipeModelDataParallelTopology orders ranks pipe, data, model (tp-dp-pp)",
+           planner::to_string(layout.placement));
+  }
+  if (plan.options.gemm_precision == planner::GemmPrecision::kFp8) {
+    refuse(kDeepSpeedTarget, "options.gemm_precision",
+           "neither DeepSpeed's config nor Megatron-DeepSpeed's flags run FP8 GEMMs", "fp8");
   }
   if (layout.vpp > 1) {
     refuse(kDeepSpeedTarget, "layout.vpp", "DeepSpeed's pipeline engine runs one stage per rank",
@@ -108,16 +114,19 @@ std::string emit_deepspeed(const planner::Plan& plan) {
     config["zero_optimization"]["use_multi_rank_bucket_allreduce"] = false;
   }
   if (layout.pp > 1) {
+    // pipe/engine.py: is_pipe_partitioned = is_model_parallel and pipeline["pipe_partitioned"],
+    // the same for grad_partitioned (both default true): 1/tp of each pipeline tensor is sent
+    // and all-gathered by the receiver, as meshplan's scatter_gather_pipeline (and
+    // pipeline_grad_scatter_gather, false for DeepSpeed before #1407) cost it.
+    const bool activations_split = planner::pipeline_scatter_gather(layout, plan.options, false);
     config["pipeline"] = {
-        {"stages", layout.pp},
+        {"pipe_partitioned", activations_split},
+        {"grad_partitioned", planner::pipeline_scatter_gather(layout, plan.options, true)},
         // PipelineModule checkpoints runs of this many layers (deepspeed/runtime/pipe/
         // module.py), meshplan's recompute_group_layers (1 when unset).
         {"activation_checkpoint_interval", layout.recompute == planner::Recompute::kFull
                                                ? std::max<int64_t>(layout.recompute_group_layers, 1)
                                                : 0}};
-  }
-  if (layout.tp > 1) {
-    config["tensor_parallel"] = {{"autotp_size", layout.tp}};
   }
   if (plan.options.distribute_saved_activations) {
     // The config's "activation_checkpointing" section (runtime/activation_checkpointing/
@@ -129,7 +138,10 @@ std::string emit_deepspeed(const planner::Plan& plan) {
   return config.dump(2) + "\n";
 }
 
-std::string deepspeed_partition_note(const planner::Plan& plan) {
+namespace {
+
+// The PipelineModule partition_method line of deepspeed_launch_note ("" for pp 1).
+std::string partition_note(const planner::Plan& plan) {
   const planner::Layout& layout = plan.layout;
   if (layout.pp <= 1) {
     return "";
@@ -159,6 +171,23 @@ std::string deepspeed_partition_note(const planner::Plan& plan) {
       "# --emit deepspeed: stages of {} layers: build the PipelineModule with "
       "partition_method=\"{}\" ({}); a DeepSpeed config cannot set it\n",
       planner::format_stage_layers(layers), to_string(*method), why);
+}
+
+}  // namespace
+
+std::string deepspeed_launch_note(const planner::Plan& plan) {
+  const planner::Layout& layout = plan.layout;
+  std::string note;
+  if (layout.tp > 1 || layout.pp > 1) {
+    // Megatron-DeepSpeed megatron/arguments.py (f4157bea): the sizes its
+    // PipeModelDataParallelTopology and mpu are built from.
+    note += fmt::format(
+        "# --emit deepspeed: the model-parallel sizes are the training script's: "
+        "Megatron-DeepSpeed --tensor-model-parallel-size {} --pipeline-model-parallel-size {}; "
+        "a DeepSpeed config cannot set them\n",
+        layout.tp, layout.pp);
+  }
+  return note + partition_note(plan);
 }
 
 }  // namespace meshplan::reports

@@ -190,6 +190,12 @@ void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
     flags.push_back({"--use-megatron-fsdp", ""});
     flags.push_back({"--data-parallel-sharding-strategy",
                      layout.zero == 2 ? "optim_grads" : "optim_grads_params"});
+    // arguments.py validate_args: "Megatron FSDP only supports fsdp_dtensor checkpoint format".
+    flags.push_back({"--ckpt-format", "fsdp_dtensor"});
+  }
+  if (layout.placement == planner::Placement::kTpPpDp) {
+    // initialize.py: order 'tp-cp-ep-pp-dp' instead of the default 'tp-cp-ep-dp-pp'.
+    flags.push_back({"--use-tp-pp-dp-mapping", ""});
   }
   if (plan.options.overlap_grad_reduce) {
     flags.push_back({"--overlap-grad-reduce", ""});
@@ -214,8 +220,13 @@ void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
   if (layout.schedule == planner::ScheduleKind::kInterleaved && !plan.options.overlap_p2p_comm) {
     flags.push_back({"--no-overlap-p2p-communication", ""});
   }
-  if (layout.pp > 1 && !plan.options.scatter_gather_pipeline) {
-    flags.push_back({"--no-scatter-gather-tensors-in-pipeline", ""});
+  // Megatron-Core's p2p_communication.py sends whole tensors: --scatter-gather-tensors-in-pipeline
+  // was read only by the legacy model (fd0df7d3) and is gone since 10e7b74597 (2026-04-03).
+  if (planner::pipeline_scatter_gather(layout, plan.options, false)) {
+    refuse(kMegatronTarget, "options.scatter_gather_pipeline",
+           "Megatron-Core sends whole tensors between pipeline stages (Megatron-LM 2021's "
+           "scatter/gather is gone)",
+           "true");
   }
   // Megatron's --ddp-bucket-size counts parameters, meshplan's bucket counts bytes of the
   // gradients, in the reduce dtype (planner/dp_buckets.cpp).
@@ -259,7 +270,8 @@ void add_bias_flags(const models::TransformerConfig& m, Flags& flags) {
 // Mixture-of-experts shape as the planner costs it: dropless top-k routing, Megatron-Core's
 // alltoall token dispatcher and grouped expert GEMMs (planner/moe_cost.cpp), shared experts as
 // one MLP of S f_s. What has no such flag here is refused by name.
-void add_moe_flags(const models::TransformerConfig& m, Flags& flags) {
+void add_moe_flags(const models::TransformerConfig& m, const planner::PlanOptions& options,
+                   Flags& flags) {
   if (m.qk_norm) {
     flags.push_back({"--qk-layernorm", ""});
   }
@@ -293,6 +305,10 @@ void add_moe_flags(const models::TransformerConfig& m, Flags& flags) {
   }
   flags.push_back({"--moe-token-dispatcher-type", "alltoall"});
   flags.push_back({"--moe-grouped-gemm", ""});
+  if (options.moe_aux_loss_coeff > 0) {
+    // The router's load-balancing loss (--moe-router-load-balancing-type aux_loss, the default).
+    flags.push_back({"--moe-aux-loss-coeff", fmt::format("{}", options.moe_aux_loss_coeff)});
+  }
 }
 
 // Model shape, positions, norm, activation, dropout, attention kernel, precision.
@@ -333,7 +349,7 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
            "true");
   }
   add_bias_flags(m, flags);
-  add_moe_flags(m, flags);
+  add_moe_flags(m, plan.options, flags);
   if (!m.dropout) {
     flags.push_back({"--attention-dropout", "0"});
     flags.push_back({"--hidden-dropout", "0"});
@@ -354,7 +370,9 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
            "1");
   }
   if (plan.options.flash_attention) {
-    flags.push_back({"--use-flash-attn", ""});
+    // Transformer Engine picks its fused kernel (flash or cuDNN); --use-flash-attn is read only
+    // by the legacy model (fd0df7d3 megatron/legacy/model/transformer.py).
+    flags.push_back({"--attention-backend", "auto"});
   } else {
     flags.push_back({"--attention-backend", "unfused"});
   }
@@ -385,7 +403,7 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
 }  // namespace
 
 std::string emit_megatron(const planner::Plan& plan) {
-  emit_detail::require_framework(kMegatronTarget, planner::Framework::kMegatron, plan.layout);
+  emit_detail::require_framework(kMegatronTarget, planner::Framework::kMegatron, plan);
   // Planner features added after this writer (uneven pipeline stages, context parallelism,
   // MoE expert parallelism, FP8) must be emitted here or refused with refuse().
   const emit_detail::NodeShape nodes = emit_detail::node_shape(plan, kMegatronTarget);
@@ -398,6 +416,12 @@ std::string emit_megatron(const planner::Plan& plan) {
       "# as this script's arguments: data (--data-path or --mock-data), tokenizer\n"
       "# (--tokenizer-type), --train-iters, --lr and the schedule, checkpointing.\n";
   out += "# Run once per node, with NODE_RANK, MASTER_ADDR and MASTER_PORT set.\n";
+  if ((plan.layout.tp > 1 || plan.layout.cp > 1) && plan.layout.zero <= 1) {
+    // arguments.py validate_args asserts it for tp or cp > 1 before Blackwell (Megatron-FSDP,
+    // zero 2-3, asserts the opposite): kernels queue in issue order, so the tp collectives
+    // overlap the GEMMs they are meant to.
+    out += "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
+  }
   out += fmt::format(
       "torchrun --nnodes {} --nproc-per-node {} --node-rank \"${{NODE_RANK:-0}}\" \\\n"
       "  --master-addr \"${{MASTER_ADDR:-localhost}}\" --master-port \"${{MASTER_PORT:-6000}}\" "

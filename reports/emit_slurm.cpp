@@ -1,5 +1,6 @@
 // plan --emit slurm: an sbatch script that runs `meshplan execute` on a saved plan, one MPI rank
-// per task (sbatch --nodes, --ntasks-per-node, --cpus-per-task; srun --cpu-bind=cores).
+// per task (sbatch --nodes, --ntasks-per-node, --cpus-per-task, --gpus-per-node for a GPU
+// cluster's plan; srun --cpu-bind=cores).
 
 #include <fmt/format.h>
 
@@ -11,8 +12,7 @@ namespace meshplan::reports {
 
 std::string emit_slurm(const planner::Plan& plan, const std::string& plan_path) {
   constexpr EmitTarget kTarget = EmitTarget::kSlurm;
-  // The executor's own check (fp32 CPU ranks, what its kernels implement): a plan it refuses
-  // gets no script. A GPU executor would add --gpus-per-node and --gpu-bind here.
+  // The executor's own check (what its kernels implement): a plan it refuses gets no script.
   try {
     executor::validate_plan_for_executor(plan, plan_path);
   } catch (const InputError& e) {
@@ -28,6 +28,12 @@ std::string emit_slurm(const planner::Plan& plan, const std::string& plan_path) 
   out += fmt::format("#SBATCH --nodes={}\n", nodes.num_nodes);
   out += fmt::format("#SBATCH --ntasks-per-node={}\n", nodes.ranks_per_node);
   out += "#SBATCH --cpus-per-task=1\n";
+  if (!models::is_cpu_cluster(plan.cluster)) {
+    // A GPU cluster's plan runs on the GPU executor: every rank sees its node's GPUs and takes
+    // the one of its node-local rank (executor/gpu/gpu_execute.cpp, cudaSetDevice), so the GPUs
+    // are the job's, not bound per task.
+    out += fmt::format("#SBATCH --gpus-per-node={}\n", nodes.ranks_per_node);
+  }
   out += "set -euo pipefail\n";
   out += fmt::format("srun --ntasks={} --cpu-bind=cores --mpi=pmix meshplan execute '{}' \"$@\"\n",
                      plan.num_gpus, plan_path);

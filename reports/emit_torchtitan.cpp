@@ -39,7 +39,7 @@ std::string llama3_flavor(const models::TransformerConfig& model) {
 // What torchtitan's parallelize and pipelining code cannot run, beyond check_framework(kFsdp).
 void check_torchtitan_expressible(const planner::Plan& plan) {
   const planner::Layout& layout = plan.layout;
-  emit_detail::require_framework(kTorchtitanTarget, planner::Framework::kFsdp, layout);
+  emit_detail::require_framework(kTorchtitanTarget, planner::Framework::kFsdp, plan);
   if (layout.cp > 1) {
     refuse(kTorchtitanTarget, "layout.cp", "context parallelism is not emitted for torchtitan yet",
            std::to_string(layout.cp));
@@ -100,6 +100,26 @@ void check_torchtitan_expressible(const planner::Plan& plan) {
   if (!plan.options.overlap_grad_reduce) {
     refuse(kTorchtitanTarget, "options.overlap_grad_reduce",
            "FSDP2 and DDP always overlap the gradient reduction with backward", "off");
+  }
+  if (!plan.options.overlap_param_gather) {
+    refuse(kTorchtitanTarget, "options.overlap_param_gather",
+           "FSDP2 always prefetches the next unit's all-gather", "off");
+  }
+  // job_config.py: mixed_precision_reduce: Literal["float32"].
+  if (plan.options.grad_reduce_dtype == planner::GradReduceDtype::kBf16) {
+    refuse(kTorchtitanTarget, "options.grad_reduce_dtype",
+           "torchtitan reduces gradients in float32 only (training.mixed_precision_reduce)",
+           "bf16");
+  }
+  // distributed/utils.py maybe_enable_amp: without FSDP (or cp) and with tp or pp, "Mixed
+  // precision training is disabled": the model would train in fp32, not the plan's bf16.
+  const bool fsdp_enabled = layout.zero == 3 && layout.dp > 1 && planner::dp_shard_size(layout) > 1;
+  if (plan.cluster.precision == models::Precision::kBf16Mixed && !fsdp_enabled &&
+      (layout.tp > 1 || layout.pp > 1)) {
+    refuse(kTorchtitanTarget, "layout.zero",
+           "torchtitan trains in bf16 with tp or pp only under FSDP (maybe_enable_amp); plan "
+           "with --zero 3 and dp above 1",
+           fmt::format("zero {}, dp {}", layout.zero, layout.dp));
   }
 }
 
@@ -172,8 +192,17 @@ std::string emit_torchtitan(const planner::Plan& plan) {
   const std::string flavor = llama3_flavor(plan.model);
   const bool sharded = layout.zero == 3 && layout.dp > 1;
   std::string out = emit_detail::plan_comment(plan, kTorchtitanTarget, "#");
-  out += "# torchtitan job config (torchtitan/config/job_config.py)\n\n";
-  out += fmt::format("[model]\nname = \"llama3\"\nflavor = \"{}\"\n\n", flavor);
+  out +=
+      "# torchtitan job config (torchtitan/config/job_config.py at e347b1e5, the last torchtitan\n"
+      "# with TOML job configs: 9810191bb, 2026-02-23, replaced them with Python config "
+      "registries)\n\n";
+  out += fmt::format("[model]\nname = \"llama3\"\nflavor = \"{}\"\n", flavor);
+  const bool float8 = plan.options.gemm_precision == planner::GemmPrecision::kFp8;
+  if (float8) {
+    // torchao's Float8Linear (components/quantization/float8.py, registered as this name).
+    out += "converters = [\"quantize.linear.float8\"]\n";
+  }
+  out += "\n";
   // torchtitan/train.py: gradient_accumulation_steps = global_batch_size / (local_batch_size *
   // dp); with pp the local batch goes through the schedule in micro-batches of
   // pipeline_parallel_microbatch_size, so one pass carries all of a rank's micro-batches.
@@ -197,6 +226,14 @@ std::string emit_torchtitan(const planner::Plan& plan) {
         schedule_name(layout), layout.micro_batch, module_fqns_per_model_part(plan));
   }
   out += "context_parallel_degree = 1\n\n";
+  if (float8) {
+    // What meshplan costs (README "FP8"): tensorwise dynamic scaling (no recipe_name), weights
+    // all-gathered in fp8 (float8.py enables it only when dp_shard is), the output layer left in
+    // bf16 by torchtitan's filter.
+    out +=
+        "[quantize.linear.float8]\nenable_fsdp_float8_all_gather = true\n"
+        "precompute_float8_dynamic_scale_for_fsdp = true\nfilter_fqns = [\"output\"]\n\n";
+  }
   // selective-op is costed as torchtitan's op-level policy (planner compute_cost.cpp
   // op_sac_recompute, memory.cpp op_sac_saved_bytes_per_layer): ActivationCheckpoint.
   // selective_ac_option "op" (job_config.py; the default "2" would checkpoint every second layer

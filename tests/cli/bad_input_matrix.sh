@@ -804,13 +804,14 @@ row "plan: --emit torchtitan for a model with no torchtitan flavor" 2 \
   plan --model tiny --cluster local-cpu --gpus 2 --framework fsdp --emit torchtitan --emit-out new_out.json \
   --save-plan sentinel.json
 row "plan: --emit deepspeed with ZeRO-2 and pp 2" 2 \
-  "--emit deepspeed: layout: deepspeed cannot run this layout: its pipeline engine refuses" \
-  plan --model tiny --cluster local-cpu --gpus 4 --pp 2 --zero 2 --emit deepspeed \
+  "--framework: deepspeed cannot run this layout: its pipeline engine refuses" \
+  plan --model tiny --cluster local-cpu --gpus 4 --pp 2 --zero 2 --framework deepspeed --emit deepspeed \
   --emit-out new_out.json --save-plan sentinel.json
 row "plan: --emit slurm without --save-plan" 2 "--emit slurm: needs --save-plan" \
   plan --model tiny --cluster local-cpu --gpus 2 --emit slurm --json new_out.json
 row "plan: --emit-out into /proc" 1 "/proc/meshplan_x.sh: cannot write file" \
-  plan --model tiny --cluster local-cpu --gpus 2 --emit megatron --emit-out /proc/meshplan_x.sh
+  plan --model tiny --cluster local-cpu --gpus 2 --framework megatron --emit megatron \
+  --emit-out /proc/meshplan_x.sh
 printf 'step 1 took a while\nno numbers here\n' >not_a_log.txt
 printf ' iteration 1/ 2 | elapsed time per iteration (ms): 5.0 |\n[Rank 7] (after 1 iterations) memory (MB) | allocated: 1 | max allocated: 2\n' >rank7.log
 echo '{"steps": []}' >no_steps.json

@@ -34,7 +34,7 @@ grep -q '^# plan written to tt.json$' tt_table.txt || fail "torchtitan: table no
 grep -q '^# --emit deepspeed: stages of .* layers: build the PipelineModule with partition_method="\(parameters\|type:transformer\)"' \
   ds_table.txt || fail "deepspeed: partition_method note"
 "$meshplan" plan --model mixtral-8x7b --cluster dgx-h100 --gpus 64 --tp 2 --etp 1 --ep 8 \
-  --global-batch 128 --emit megatron --emit-out moe.sh --save-plan moe.json >/dev/null ||
+  --global-batch 128 --moe-aux-loss-coeff 0.01 --emit megatron --emit-out moe.sh --save-plan moe.json >/dev/null ||
   fail "megatron moe"
 "$meshplan" plan --model tiny --cluster local-cpu --gpus 16 --tp 2 --pp 2 --emit slurm \
   --emit-out job.sh --save-plan cpu.json >/dev/null || fail "slurm"
@@ -107,7 +107,10 @@ check("deepspeed train_micro_batch_size_per_gpu", ds["train_micro_batch_size_per
 check("deepspeed gradient_accumulation_steps", ds["gradient_accumulation_steps"],
       L["global_batch"] // (L["dp"] * L["micro_batch"]))
 check("deepspeed zero_optimization.stage", ds["zero_optimization"]["stage"], L["zero"])
-check("deepspeed pipeline.stages", ds["pipeline"]["stages"], L["pp"])
+# pp is the training script's (the note beside the config), not a DeepSpeed key.
+check("deepspeed pipeline keys", sorted(ds["pipeline"]), ["activation_checkpoint_interval", "grad_partitioned", "pipe_partitioned"])
+note = next(l for l in open("ds_table.txt") if "model-parallel sizes" in l)
+check("deepspeed note pp", note.split("--pipeline-model-parallel-size ")[1].split(";")[0], str(L["pp"]))
 check("deepspeed bf16.enabled", ds["bf16"]["enabled"], plan["cluster"]["precision"] == "bf16")
 
 plan = json.load(open("moe.json")); L = plan["layout"]
@@ -117,6 +120,7 @@ check("megatron moe layout.etp", L["etp"], 1)
 check("megatron --expert-tensor-parallel-size", int(moe_flags["--expert-tensor-parallel-size"]), L["etp"])
 check("megatron --expert-model-parallel-size", int(moe_flags["--expert-model-parallel-size"]), L["ep"])
 check("megatron moe --tensor-model-parallel-size", int(moe_flags["--tensor-model-parallel-size"]), L["tp"])
+check("megatron moe --moe-aux-loss-coeff", float(moe_flags["--moe-aux-loss-coeff"]), plan["options"]["moe_aux_loss_coeff"])
 
 plan = json.load(open("cpu.json"))
 lines = open("job.sh").read().splitlines()

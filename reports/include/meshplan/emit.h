@@ -5,6 +5,7 @@
 // approximation. Flag and key names are checked against each framework's own parser source
 // (tests/reports/emit_test.cpp cites the files).
 
+#include <optional>
 #include <string>
 
 #include "meshplan/plan_file.h"
@@ -15,6 +16,9 @@ enum class EmitTarget { kMegatron, kTorchtitan, kDeepSpeed, kSlurm };
 /// "megatron", "torchtitan", "deepspeed", "slurm"; InputError naming `field` otherwise.
 EmitTarget parse_emit_target(const std::string& text, const std::string& field);
 std::string to_string(EmitTarget target);
+/// The framework whose plans a target emits (megatron: megatron, torchtitan: fsdp, deepspeed:
+/// deepspeed); none for slurm, whose script runs meshplan's executor on any plan it accepts.
+std::optional<planner::Framework> target_framework(EmitTarget target);
 
 /// Megatron-LM: a bash script, the torchrun line and pretrain_gpt.py's flags for the plan (one
 /// flag per line, "  --flag [value] \"), then "$@" for the flags the plan does not decide
@@ -24,12 +28,13 @@ std::string emit_megatron(const planner::Plan& plan);
 /// [activation_checkpoint]). Refuses models that are not a torchtitan llama3 flavor.
 std::string emit_torchtitan(const planner::Plan& plan);
 /// DeepSpeed: a config JSON (batch sizes, gradient accumulation, zero_optimization, bf16,
-/// pipeline, tensor_parallel).
+/// pipeline's partitioned sends and checkpoint interval).
 std::string emit_deepspeed(const planner::Plan& plan);
-/// For a DeepSpeed plan with pp > 1, one line ("# --emit deepspeed: ...\n") naming the
-/// PipelineModule partition_method that builds the plan's stages (deepspeed_partition_of), which
-/// lives in the model's code, not the config; "" otherwise.
-std::string deepspeed_partition_note(const planner::Plan& plan);
+/// What a DeepSpeed config cannot say, as comment lines ("# --emit deepspeed: ...\n") printed
+/// beside it: for tp or pp > 1 the Megatron-DeepSpeed flags of the model-parallel sizes; for
+/// pp > 1 the PipelineModule partition_method that builds the plan's stages
+/// (deepspeed_partition_of). "" when there is nothing to say.
+std::string deepspeed_launch_note(const planner::Plan& plan);
 /// Slurm: an sbatch script that runs `meshplan execute <plan_path>` on plan.num_gpus ranks
 /// (nodes, tasks per node, one core per rank bound with srun), passing the script's arguments
 /// on to execute. Refuses plans the executor cannot run (its own check).

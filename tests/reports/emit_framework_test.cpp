@@ -1,0 +1,192 @@
+// plan --emit: what each framework needs beyond the plan's sizes, and what it cannot run. Each case
+// is a defect an audit of the emitted configs against the frameworks' own source found
+// (session 36): a flag Megatron-LM asserts on, a plan setting that went out without a word, a
+// plan costed for another framework.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "emit_test_support.h"
+#include "meshplan/emit.h"
+
+namespace meshplan::reports {
+namespace {
+
+using namespace emit_test;  // NOLINT(google-build-using-namespace): the suite's helpers
+
+// Llama-3 8B on 16 H100s at tp 2, dp 8.
+planner::Layout tp2_dp8(int zero) {
+  planner::Layout layout;
+  layout.tp = 2;
+  layout.dp = 8;
+  layout.global_batch = 64;
+  layout.zero = zero;
+  return layout;
+}
+
+TEST_CASE("--emit refuses a plan costed for another framework") {
+  // The best plan under megatron is not the best under fsdp, nor costed like it: emitting it
+  // for torchtitan would run a layout meshplan never chose there.
+  const planner::Plan megatron = make_plan("llama3-8b", "dgx-h100", tp2_dp8(3));
+  CHECK_THROWS_WITH_AS(emit_torchtitan(megatron),
+                       "--emit torchtitan: options.framework: the plan was costed for megatron; "
+                       "re-plan with --framework fsdp to emit it for torchtitan (megatron)",
+                       InputError);
+  CHECK_THROWS_WITH_AS(emit_deepspeed(megatron),
+                       "--emit deepspeed: options.framework: the plan was costed for megatron; "
+                       "re-plan with --framework deepspeed to emit it for deepspeed (megatron)",
+                       InputError);
+  CHECK_THROWS_WITH_AS(emit_megatron(costed_for(megatron, planner::Framework::kFsdp)),
+                       "--emit megatron: options.framework: the plan was costed for fsdp; "
+                       "re-plan with --framework megatron to emit it for megatron (fsdp)",
+                       InputError);
+  CHECK(target_framework(EmitTarget::kSlurm) == std::nullopt);
+}
+
+TEST_CASE("--emit megatron: what Megatron-LM's validate_args asserts") {
+  // Megatron-FSDP (zero 3): arguments.py asserts ckpt_format fsdp_dtensor, and asserts that
+  // CUDA_DEVICE_MAX_CONNECTIONS is not 1, so the script leaves it unset.
+  const std::string fsdp = emit_megatron(make_plan("llama3-8b", "dgx-h100", tp2_dp8(3)));
+  CHECK(megatron_flags(fsdp).at("--ckpt-format") == "fsdp_dtensor");
+  CHECK(fsdp.find("CUDA_DEVICE_MAX_CONNECTIONS") == std::string::npos);
+  // The distributed optimizer (zero 1) at tp 2: asserted to be 1 before Blackwell.
+  const std::string zero1 = emit_megatron(make_plan("llama3-8b", "dgx-h100", tp2_dp8(1)));
+  CHECK(megatron_flags(zero1).count("--ckpt-format") == 0);
+  CHECK(zero1.find("export CUDA_DEVICE_MAX_CONNECTIONS=1\n") != std::string::npos);
+  // tp 1 and cp 1: no requirement, nothing exported.
+  planner::Layout dp16 = tp2_dp8(1);
+  dp16.tp = 1;
+  dp16.dp = 16;
+  CHECK(emit_megatron(make_plan("llama3-8b", "dgx-h100", dp16)).find("CUDA_DEVICE") ==
+        std::string::npos);
+}
+
+TEST_CASE("--emit megatron: placement, the MoE aux loss, pipeline scatter/gather") {
+  planner::Layout layout = tp2_dp8(1);
+  layout.pp = 2;
+  layout.dp = 4;
+  layout.placement = planner::Placement::kTpPpDp;
+  planner::Plan plan = make_plan("llama3-8b", "dgx-h100", layout);
+  std::map<std::string, std::string> flags = megatron_flags(emit_megatron(plan));
+  CHECK(flags.count("--use-tp-pp-dp-mapping") == 1);  // initialize.py: 'tp-cp-ep-pp-dp'
+  CHECK(flags.count("--no-scatter-gather-tensors-in-pipeline") == 0);  // gone since 10e7b74597
+  plan.layout.placement = planner::Placement::kTpDpPp;
+  CHECK(megatron_flags(emit_megatron(plan)).count("--use-tp-pp-dp-mapping") == 0);
+  // Megatron-LM 2021's split pipeline sends (tp > 1, no sequence parallelism): Megatron-Core
+  // sends whole tensors, so the plan cannot be run as costed.
+  plan.options.scatter_gather_pipeline = true;
+  CHECK(error_of(plan, EmitTarget::kMegatron) ==
+        "--emit megatron: options.scatter_gather_pipeline: Megatron-Core sends whole tensors "
+        "between pipeline stages (Megatron-LM 2021's scatter/gather is gone) (true)");
+
+  planner::Layout moe;
+  moe.dp = 8;
+  moe.ep = 8;
+  moe.global_batch = 8;
+  moe.zero = 1;
+  planner::Plan mixtral = make_plan("mixtral-8x7b", "dgx-h100", moe);
+  CHECK(megatron_flags(emit_megatron(mixtral)).count("--moe-aux-loss-coeff") == 0);
+  mixtral.options.moe_aux_loss_coeff = 0.01;
+  CHECK(megatron_flags(emit_megatron(mixtral)).at("--moe-aux-loss-coeff") == "0.01");
+}
+
+TEST_CASE("plan refuses Megatron's delayed FP8 scaling with layernorm or moe_act recompute") {
+  // transformer_config.py __post_init__: "Delayed scaling does not support moe_act and
+  // layernorm recompute for fp8".
+  planner::PlanOptions options;
+  options.gemm_precision = planner::GemmPrecision::kFp8;
+  const models::TransformerConfig llama = models::load_model("llama3-8b");
+  CHECK_THROWS_WITH_AS(
+      planner::check_recompute_modules_request(
+          llama, options, planner::kRecomputeCoreAttn | planner::kRecomputeLayernorm,
+          "--recompute-modules"),
+      "--recompute-modules: Megatron-Core's delayed FP8 scaling cannot recompute moe_act or "
+      "layernorm (--precision fp8)",
+      InputError);
+  options.gemm_precision = planner::GemmPrecision::kBf16;
+  CHECK_NOTHROW(planner::check_recompute_modules_request(
+      llama, options, planner::kRecomputeCoreAttn | planner::kRecomputeLayernorm,
+      "--recompute-modules"));
+}
+
+TEST_CASE("--emit torchtitan: float8, and what torchtitan cannot run as costed") {
+  planner::Layout layout = tp2_dp8(3);
+  layout.sequence_parallel = true;  // torchtitan's tp is always sequence-parallel
+  planner::Plan plan =
+      costed_for(make_plan("llama3-8b", "dgx-h100", layout), planner::Framework::kFsdp);
+  std::map<std::string, std::string> toml = parse_toml(emit_torchtitan(plan));
+  CHECK(toml.count("model.converters") == 0);
+  plan.options.gemm_precision = planner::GemmPrecision::kFp8;
+  toml = parse_toml(emit_torchtitan(plan));
+  // torchao's Float8Linear, tensorwise (no recipe_name), weights gathered in fp8, the output
+  // layer in bf16: what meshplan costs under --framework fsdp --precision fp8.
+  CHECK(toml.at("model.converters") == "[\"quantize.linear.float8\"]");
+  CHECK(toml.at("quantize.linear.float8.enable_fsdp_float8_all_gather") == "true");
+  CHECK(toml.at("quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp") == "true");
+  CHECK(toml.at("quantize.linear.float8.filter_fqns") == "[\"output\"]");
+  for (const auto& entry : toml) {
+    CHECK_MESSAGE(kTorchtitanKeys.count(entry.first) == 1, entry.first);
+  }
+  plan.options.gemm_precision = planner::GemmPrecision::kBf16;
+
+  planner::Plan bf16_reduce = plan;
+  bf16_reduce.options.grad_reduce_dtype = planner::GradReduceDtype::kBf16;
+  CHECK(error_of(bf16_reduce, EmitTarget::kTorchtitan) ==
+        "--emit torchtitan: options.grad_reduce_dtype: torchtitan reduces gradients in float32 "
+        "only (training.mixed_precision_reduce) (bf16)");
+  planner::Plan no_prefetch = plan;
+  no_prefetch.options.overlap_param_gather = false;
+  CHECK(error_of(no_prefetch, EmitTarget::kTorchtitan) ==
+        "--emit torchtitan: options.overlap_param_gather: FSDP2 always prefetches the next "
+        "unit's all-gather (off)");
+  // tp 8 alone: maybe_enable_amp turns mixed precision off without FSDP, so the model would
+  // train in fp32.
+  planner::Layout tp8;
+  tp8.tp = 8;
+  tp8.global_batch = 8;
+  tp8.sequence_parallel = true;
+  CHECK(error_of(make_plan("llama3-8b", "dgx-h100", tp8), EmitTarget::kTorchtitan) ==
+        "--emit torchtitan: layout.zero: torchtitan trains in bf16 with tp or pp only under "
+        "FSDP (maybe_enable_amp); plan with --zero 3 and dp above 1 (zero 0, dp 1)");
+}
+
+TEST_CASE("--emit deepspeed refuses what neither DeepSpeed nor its config expresses") {
+  planner::Layout layout = tp2_dp8(1);
+  layout.sequence_parallel = false;
+  layout.placement = planner::Placement::kTpPpDp;
+  CHECK(error_of(make_plan("llama3-8b", "dgx-h100", layout), EmitTarget::kDeepSpeed) ==
+        "--emit deepspeed: layout.placement: DeepSpeed's PipeModelDataParallelTopology orders "
+        "ranks pipe, data, model (tp-dp-pp) (tp-pp-dp)");
+  // FP8 is refused by the planner itself under framework deepspeed.
+  planner::PlanOptions options;
+  options.framework = planner::Framework::kDeepSpeed;
+  options.gemm_precision = planner::GemmPrecision::kFp8;
+  CHECK_THROWS_WITH_AS(planner::check_precision(models::load_cluster("dgx-h100"), options),
+                       "precision: fp8: framework deepspeed: neither DeepSpeed nor "
+                       "Megatron-DeepSpeed runs FP8 GEMMs",
+                       InputError);
+}
+
+TEST_CASE("--emit slurm: a GPU cluster's plan asks for the node's GPUs") {
+  planner::Layout layout;
+  layout.dp = 16;
+  layout.global_batch = 16;
+  planner::Plan plan = make_plan("tiny", "dgx-h100", layout);
+  plan.cluster.precision = models::Precision::kFp32;  // what the GPU executor runs
+  plan.options.framework = planner::Framework::kMeshplan;
+  const std::string script = emit_launch_config(plan, EmitTarget::kSlurm, "p.json");
+  // Each rank takes the GPU of its node-local rank (cudaSetDevice), so the job holds all eight.
+  CHECK(script.find("#SBATCH --gpus-per-node=8\n") != std::string::npos);
+  CHECK(script.find("#SBATCH --ntasks-per-node=8\n") != std::string::npos);
+  planner::Layout cpu;
+  cpu.dp = 4;
+  cpu.global_batch = 4;
+  CHECK(emit_launch_config(make_plan("tiny", "local-cpu", cpu), EmitTarget::kSlurm, "p.json")
+            .find("--gpus-per-node") == std::string::npos);
+}
+
+}  // namespace
+}  // namespace meshplan::reports
