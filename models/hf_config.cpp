@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <initializer_list>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -69,10 +70,31 @@ int64_t require_size(const nlohmann::json& json, const char* field, const std::s
   return value;
 }
 
-// Hugging Face PretrainedConfig fields that may be absent take the library's documented default.
+// An explicit null where the transformers class keeps None and cannot build the model with it
+// (an MPT d_model, a Mixtral expert count, an activation name): not the class default.
+void reject_null(const nlohmann::json& json, const char* field, const std::string& source) {
+  if (json.contains(field) && json[field].is_null()) {
+    throw InputError(fmt::format(
+        "{}: {}: null (transformers keeps None here and cannot build the model; give a value or "
+        "leave the key out for the class default)",
+        source, field));
+  }
+}
+
+// Hugging Face PretrainedConfig fields that may be absent take the library's documented default;
+// an explicit null is refused (reject_null).
 int64_t optional_size(const nlohmann::json& json, const char* field, int64_t hf_default,
                       const std::string& source) {
+  reject_null(json, field, source);
   return is_set(json, field) ? require_size(json, field, source) : hf_default;
+}
+
+// The same for the fields whose class maps None to a value of its own (LlamaConfig
+// num_key_value_heads None = num_attention_heads, GPT2Config n_inner None = 4 n_embd): absent or
+// null take `none_value`.
+int64_t optional_size_or_none(const nlohmann::json& json, const char* field, int64_t none_value,
+                              const std::string& source) {
+  return is_set(json, field) ? require_size(json, field, source) : none_value;
 }
 
 bool optional_bool(const nlohmann::json& json, const char* field, bool hf_default,
@@ -102,6 +124,7 @@ bool any_dropout(const nlohmann::json& json,
 template <size_t N>
 void check_activation(const nlohmann::json& json, const char* field, std::string_view hf_default,
                       const std::array<std::string_view, N>& supported, const std::string& source) {
+  reject_null(json, field, source);
   const std::string name =
       is_set(json, field) ? require_string(json, field, source) : std::string(hf_default);
   for (const std::string_view known : supported) {
@@ -145,14 +168,15 @@ TransformerConfig llama_family(const nlohmann::json& json, const std::string& so
   model.hidden_size = require_size(json, "hidden_size", source);
   model.num_attention_heads = require_size(json, "num_attention_heads", source);
   model.num_kv_heads =
-      optional_size(json, "num_key_value_heads", model.num_attention_heads, source);
+      optional_size_or_none(json, "num_key_value_heads", model.num_attention_heads, source);
   model.head_dim = is_set(json, "head_dim")
                        ? require_size(json, "head_dim", source)
                        : default_head_dim(model.hidden_size, model.num_attention_heads, source);
   model.ffn_hidden_size = require_size(json, "intermediate_size", source);
   model.vocab_size = require_size(json, "vocab_size", source);
   model.max_position_embeddings = require_size(json, "max_position_embeddings", source);
-  model.seq_length = optional_size(json, "seq_length", model.max_position_embeddings, source);
+  model.seq_length =
+      optional_size_or_none(json, "seq_length", model.max_position_embeddings, source);
   model.activation = Activation::kSwiglu;
   model.norm = Norm::kRmsNorm;
   model.positions = Positions::kRope;
@@ -177,10 +201,13 @@ TransformerConfig gpt2(const nlohmann::json& json, const std::string& source) {
   model.num_attention_heads = require_size(json, "n_head", source);
   model.num_kv_heads = model.num_attention_heads;
   model.head_dim = default_head_dim(model.hidden_size, model.num_attention_heads, source);
-  model.ffn_hidden_size = optional_size(json, "n_inner", 4 * model.hidden_size, source);
+  model.ffn_hidden_size = optional_size_or_none(json, "n_inner", 4 * model.hidden_size, source);
   model.vocab_size = require_size(json, "vocab_size", source);
   model.max_position_embeddings = require_size(json, "n_positions", source);
-  model.seq_length = model.max_position_embeddings;
+  // Not a GPT2Config field: read as in every family, so that load_training_model's "the config
+  // states its length" holds for whichever family states it.
+  model.seq_length =
+      optional_size_or_none(json, "seq_length", model.max_position_embeddings, source);
   model.activation = Activation::kGelu;
   model.norm = Norm::kLayerNorm;
   model.positions = Positions::kLearned;
@@ -209,7 +236,8 @@ TransformerConfig gpt_neox(const nlohmann::json& json, const std::string& source
   model.ffn_hidden_size = require_size(json, "intermediate_size", source);
   model.vocab_size = require_size(json, "vocab_size", source);
   model.max_position_embeddings = require_size(json, "max_position_embeddings", source);
-  model.seq_length = model.max_position_embeddings;
+  model.seq_length =
+      optional_size_or_none(json, "seq_length", model.max_position_embeddings, source);
   model.activation = Activation::kGelu;
   model.norm = Norm::kLayerNorm;
   model.positions = Positions::kRope;
@@ -272,6 +300,17 @@ const HfFamily& hf_family(const nlohmann::json& json, const std::string& source)
   throw InputError(fmt::format("{}: model_type: unsupported model type ({}); supported: {}", source,
                                model_type, fmt::join(names, ", ")));
 }
+
+// Throws InputError "<source>: <field>: <why> (<value>)" when `field` is set and differs from
+// `expected`: a config option that changes the model in a way meshplan does not model.
+void require_unmodelled(const nlohmann::json& json, const char* field,
+                        const nlohmann::json& expected, const char* why,
+                        const std::string& source) {
+  if (is_set(json, field) && json[field] != expected) {
+    throw InputError(fmt::format("{}: {}: {} ({})", source, field, why, json[field].dump()));
+  }
+}
+
 // MPT (MosaicML 2023: transformers' MptForCausalLM, llm-foundry's MPTForCausalLM, the name
 // mosaicml/mpt-7b's config.json gives): pre-LayerNorm blocks, a fused Wqkv and out_proj, an
 // up/down GELU MLP of expansion_ratio x d_model, no biases (no_bias, default true) and the LM
@@ -287,20 +326,53 @@ TransformerConfig mpt(const nlohmann::json& json, const std::string& source) {
   if (!attn.is_object()) {
     throw InputError(fmt::format("{}: not an object ({})", attn_source, attn.dump()));
   }
-  for (const char* field : {"qk_ln", "prefix_lm"}) {
+  for (const char* field : {"qk_ln", "qk_gn", "prefix_lm"}) {
     if (optional_bool(attn, field, false, attn_source)) {
       throw InputError(fmt::format("{}: {}: not modelled (true)", attn_source, field));
     }
   }
+  // llm-foundry's attn_config (configuration_mpt.py): sliding_window_size -1 is full attention;
+  // a window changes the attention's work, which meshplan does not model (as for Mistral).
+  if (is_set(attn, "sliding_window_size") &&
+      require_int(attn, "sliding_window_size", attn_source) != -1) {
+    throw InputError(
+        fmt::format("{}: sliding_window_size: sliding-window attention is not "
+                    "modelled; -1 (full attention) is ({})",
+                    attn_source, attn["sliding_window_size"].dump()));
+  }
+  require_unmodelled(attn, "attn_logit_softcapping", nlohmann::json(),
+                     "logit soft-capping is not modelled", attn_source);
+  if (is_set(json, "block_overrides")) {
+    throw InputError(
+        fmt::format("{}: block_overrides: per-layer block overrides are not modelled ({})", source,
+                    json["block_overrides"].dump()));
+  }
+  // llm-foundry ffn.py: ffn_hidden_size, when given, replaces expansion_ratio x d_model;
+  // ffn_act_fn defaults to {name: gelu}.
+  std::optional<int64_t> ffn_hidden_size;
   if (is_set(json, "ffn_config")) {
     const nlohmann::json& ffn = json["ffn_config"];
-    const std::string ffn_type = ffn.is_object() && is_set(ffn, "ffn_type")
-                                     ? require_string(ffn, "ffn_type", source + ": ffn_config")
-                                     : "mptmlp";
+    const std::string ffn_source = source + ": ffn_config";
+    if (!ffn.is_object()) {
+      throw InputError(fmt::format("{}: not an object ({})", ffn_source, ffn.dump()));
+    }
+    const std::string ffn_type =
+        is_set(ffn, "ffn_type") ? require_string(ffn, "ffn_type", ffn_source) : "mptmlp";
     if (ffn_type != "mptmlp") {
-      throw InputError(
-          fmt::format("{}: ffn_config: ffn_type: only MPT's GELU MLP (mptmlp) is modelled ({})",
-                      source, ffn_type));
+      throw InputError(fmt::format("{}: ffn_type: only MPT's GELU MLP (mptmlp) is modelled ({})",
+                                   ffn_source, ffn_type));
+    }
+    if (is_set(ffn, "ffn_hidden_size")) {
+      ffn_hidden_size = require_size(ffn, "ffn_hidden_size", ffn_source);
+    }
+    if (is_set(ffn, "ffn_act_fn")) {
+      const nlohmann::json& act = ffn["ffn_act_fn"];
+      if (!act.is_object() || !act.contains("name") || act["name"] != "gelu") {
+        throw InputError(
+            fmt::format("{}: ffn_act_fn: only GELU ({{\"name\": \"gelu\"}}) is "
+                        "modelled ({})",
+                        ffn_source, act.dump()));
+      }
     }
   }
   TransformerConfig model;
@@ -331,12 +403,13 @@ TransformerConfig mpt(const nlohmann::json& json, const std::string& source) {
         fmt::format("{}: expansion_ratio: must be in (0, 1024] ({})", source, expansion_ratio));
   }
   // llm-foundry MPTMLP: int(expansion_ratio * d_model) columns (default_head_dim above bounds
-  // d_model, so the product fits the cast).
-  model.ffn_hidden_size =
-      static_cast<int64_t>(expansion_ratio * static_cast<double>(model.hidden_size));
+  // d_model, so the product fits the cast), or ffn_config.ffn_hidden_size when given.
+  model.ffn_hidden_size = ffn_hidden_size.value_or(
+      static_cast<int64_t>(expansion_ratio * static_cast<double>(model.hidden_size)));
   model.vocab_size = optional_size(json, "vocab_size", 50368, source);
   model.max_position_embeddings = optional_size(json, "max_seq_len", 2048, source);
-  model.seq_length = model.max_position_embeddings;
+  model.seq_length =
+      optional_size_or_none(json, "seq_length", model.max_position_embeddings, source);
   model.activation = Activation::kGelu;
   model.norm = Norm::kLayerNorm;
   if (optional_bool(attn, "alibi", true, attn_source)) {
@@ -363,16 +436,6 @@ void reject_moe_field(const std::string& field, const nlohmann::json& value,
       "{}: {}: mixture-of-experts field in a dense architecture; MoE models load as "
       "MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM or DeepseekV3ForCausalLM ({})",
       source, field, value.dump()));
-}
-
-// Throws InputError "<source>: <field>: <why> (<value>)" when `field` is set and differs from
-// `expected`: a config option that changes the model in a way meshplan does not model.
-void require_unmodelled(const nlohmann::json& json, const char* field,
-                        const nlohmann::json& expected, const char* why,
-                        const std::string& source) {
-  if (is_set(json, field) && json[field] != expected) {
-    throw InputError(fmt::format("{}: {}: {} ({})", source, field, why, json[field].dump()));
-  }
 }
 
 // Mixtral (Jiang et al. 2024; transformers' MixtralSparseMoeBlock): every layer's MLP is E
@@ -404,6 +467,10 @@ void qwen_moe(const nlohmann::json& json, std::string_view model_type, const std
     const int64_t shared = is_set(json, "shared_expert_intermediate_size")
                                ? require_int(json, "shared_expert_intermediate_size", source)
                                : 5632;  // Qwen2MoeConfig default
+    if (shared < 0) {
+      throw InputError(fmt::format("{}: shared_expert_intermediate_size: must not be negative ({})",
+                                   source, shared));
+    }
     if (shared > 0) {
       model.num_shared_experts = 1;
       model.shared_expert_ffn_hidden_size = shared;

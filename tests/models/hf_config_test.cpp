@@ -433,7 +433,7 @@ TEST_CASE("HF configs: missing fields, wrong types and bad sizes") {
   nlohmann::json huge = small_llama();
   huge["num_hidden_layers"] = 1000000;  // bounds are checked by validate_model, meshplan's names
   CHECK(input_error([&] { model_from_json(huge, "c.json"); }) ==
-        "c.json: num_layers: absurdly large, more than 100000 (1000000)");
+        "c.json: num_layers: absurdly large, more than 2048 (1000000)");
 }
 
 namespace {
@@ -474,3 +474,81 @@ TEST_CASE("parallel_residual: GPTNeoXConfig.use_parallel_residual, default true"
 }
 
 }  // namespace
+
+// Fields an audit of real configs found read wrongly or ignored (session 36).
+TEST_CASE("MPT: llm-foundry's ffn_config and attention fields are read or refused") {
+  const nlohmann::json base = meshplan::read_json_file(hf_fixture("mpt-7b-instruct.json"));
+  // llm-foundry ffn.py resolve_ffn_hidden_size: ffn_hidden_size replaces expansion_ratio x d.
+  nlohmann::json json = base;
+  json["ffn_config"] = {{"ffn_type", "mptmlp"}, {"ffn_hidden_size", 11008}};
+  const TransformerConfig narrow = model_from_json(json, "mpt.json");
+  CHECK(narrow.ffn_hidden_size == 11008);
+  // 32 layers of 4 h^2 + 2 h f = 67,108,864 + 90,177,536, the tied wte and the 65 LayerNorms
+  // (the mpt-7b-instruct case above).
+  CHECK(count_parameters(narrow).total ==
+        32 * (4 * 4096LL * 4096 + 2 * 4096LL * 11008) + 206'569'472 + 532'480);
+  json["ffn_config"] = {{"ffn_act_fn", {{"name", "gelu"}, {"approximate", "none"}}}};
+  CHECK(model_from_json(json, "mpt.json").ffn_hidden_size == 4 * 4096);  // the default act
+  json["ffn_config"] = {{"ffn_act_fn", {{"name", "relu"}}}};
+  CHECK(input_error([&] { model_from_json(json, "mpt.json"); }) ==
+        "mpt.json: ffn_config: ffn_act_fn: only GELU ({\"name\": \"gelu\"}) is modelled "
+        "({\"name\":\"relu\"})");
+  json["ffn_config"] = "mptglu";
+  CHECK(input_error([&] { model_from_json(json, "mpt.json"); }) ==
+        "mpt.json: ffn_config: not an object (\"mptglu\")");
+  json = base;
+  json["attn_config"]["sliding_window_size"] = -1;  // llm-foundry's default: full attention
+  CHECK_NOTHROW(model_from_json(json, "mpt.json"));
+  json["attn_config"]["sliding_window_size"] = 512;
+  CHECK(input_error([&] { model_from_json(json, "mpt.json"); }) ==
+        "mpt.json: attn_config: sliding_window_size: sliding-window attention is not modelled; "
+        "-1 (full attention) is (512)");
+  json = base;
+  json["attn_config"]["qk_gn"] = true;
+  CHECK(input_error([&] { model_from_json(json, "mpt.json"); }) ==
+        "mpt.json: attn_config: qk_gn: not modelled (true)");
+  json = base;
+  json["attn_config"]["attn_logit_softcapping"] = 30.0;
+  CHECK(input_error([&] { model_from_json(json, "mpt.json"); }) ==
+        "mpt.json: attn_config: attn_logit_softcapping: logit soft-capping is not modelled "
+        "(30.0)");
+  json = base;
+  json["block_overrides"] = {{"order", nlohmann::json::array()}};
+  CHECK(input_error([&] {
+          model_from_json(json, "mpt.json");
+        }).starts_with("mpt.json: block_overrides: per-layer block overrides are not modelled"));
+}
+
+TEST_CASE("an explicit null is not the class default, except where transformers maps None") {
+  nlohmann::json mpt = {{"model_type", "mpt"}, {"d_model", nullptr}};
+  CHECK(input_error([&] { model_from_json(mpt, "mpt.json"); }) ==
+        "mpt.json: d_model: null (transformers keeps None here and cannot build the model; give "
+        "a value or leave the key out for the class default)");
+  nlohmann::json llama = small_llama();
+  llama["hidden_act"] = nullptr;
+  CHECK(input_error([&] {
+          model_from_json(llama, "c.json");
+        }).starts_with("c.json: hidden_act: null"));
+  // LlamaConfig: num_key_value_heads None = num_attention_heads.
+  llama = small_llama();
+  llama["num_key_value_heads"] = nullptr;
+  CHECK(model_from_json(llama, "c.json").num_kv_heads == 4);
+}
+
+TEST_CASE("Qwen2-MoE: a negative shared expert width is refused, 0 means none") {
+  nlohmann::json json = {{"architectures", {"Qwen2MoeForCausalLM"}},
+                         {"hidden_size", 64},
+                         {"num_hidden_layers", 2},
+                         {"num_attention_heads", 4},
+                         {"intermediate_size", 176},
+                         {"vocab_size", 256},
+                         {"max_position_embeddings", 32},
+                         {"num_experts", 4},
+                         {"num_experts_per_tok", 2},
+                         {"moe_intermediate_size", 32},
+                         {"shared_expert_intermediate_size", 0}};
+  CHECK(model_from_json(json, "q.json").num_shared_experts == 0);
+  json["shared_expert_intermediate_size"] = -5632;
+  CHECK(input_error([&] { model_from_json(json, "q.json"); }) ==
+        "q.json: shared_expert_intermediate_size: must not be negative (-5632)");
+}

@@ -276,7 +276,7 @@ TEST_CASE("zero, negative, absurd and inconsistent sizes") {
   CHECK(with("ffn_hidden_size", 0) == "m.json: ffn_hidden_size: must be positive (0)");
   CHECK(with("head_dim", 0) == "m.json: head_dim: must be positive (0)");
   CHECK(with("num_layers", 200000) ==
-        "m.json: num_layers: absurdly large, more than 100000 (200000)");
+        "m.json: num_layers: absurdly large, more than 2048 (200000)");
   CHECK(with("hidden_size", 2000000) ==
         "m.json: hidden_size: absurdly large, more than 1000000 (2000000)");
   CHECK(with("vocab_size", 200000000) ==
@@ -291,17 +291,18 @@ TEST_CASE("zero, negative, absurd and inconsistent sizes") {
   CHECK(with("hidden_size", std::numeric_limits<uint64_t>::max()) ==
         "m.json: hidden_size: out of range, more than 2^63 - 1 (18446744073709551615)");
   CHECK(with("vocab_size", 1e30) == "m.json: vocab_size: expected an integer (1e+30)");
-  // Products of bounded sizes: l * 12 h^2 for l = 1e5, h = 1e6 is 1.2e18, still in 64 bits.
+  // Products of bounded sizes: l * 12 h^2 for l = 2,048, h = 1e6 is 2.5e16, in 64 bits (the
+  // other bounds keep every term below 2^63 even at 1e5 layers).
   nlohmann::json largest = tiny_json();
-  largest["num_layers"] = 100'000;
+  largest["num_layers"] = 2'048;
   largest["hidden_size"] = 1'000'000;
   largest["num_attention_heads"] = 1'000;
   largest["num_kv_heads"] = 1'000;
   largest["ffn_hidden_size"] = 4'000'000;
   largest["vocab_size"] = 100'000'000;
   // Per layer Q, K, V, O 4 h^2 (g = a, d = h / a), SwiGLU 3 h f, two RMSNorms 2 h; untied
-  // embedding and head 2 V h; final norm h: 1e5 * (4e12 + 1.2e13 + 2e6) + 2e14 + 1e6.
-  CHECK(count_parameters(model_from_json(largest, "m.json")).total == 1'600'200'200'001'000'000);
+  // embedding and head 2 V h; final norm h: 2,048 * (4e12 + 1.2e13 + 2e6) + 2e14 + 1e6.
+  CHECK(count_parameters(model_from_json(largest, "m.json")).total == 32'968'004'097'000'000);
 
   nlohmann::json wide = tiny_json();
   wide["num_attention_heads"] = 16;

@@ -6,9 +6,11 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
+#include "meshplan/json_io.h"
 #include "meshplan/models.h"
 #include "model_test_util.h"
 
@@ -71,4 +73,15 @@ TEST_CASE("--seq-len, presets, meshplan files and an HF seq_length are taken as 
   CHECK(input_error([&] {
           load_training_model(mistral, 8192, &note);
         }).rfind("--seq-len: sliding_window: ", 0) == 0);
+}
+
+TEST_CASE("a seq_length key is the training length in every family, GPT-2 and GPT-NeoX too") {
+  std::string note;
+  for (const char* fixture : {"gpt2.json", "pythia-160m.json"}) {
+    nlohmann::json json = meshplan::read_json_file(hf_fixture(fixture));
+    json["seq_length"] = 512;
+    const std::string path = write_temp_file(std::string("seq_") + fixture, json.dump());
+    CHECK(load_training_model(path, std::nullopt, &note).seq_length == 512);
+    CHECK(note.empty());
+  }
 }
