@@ -306,8 +306,20 @@ const HfFamily& hf_family(const nlohmann::json& json, const std::string& source)
 void require_unmodelled(const nlohmann::json& json, const char* field,
                         const nlohmann::json& expected, const char* why,
                         const std::string& source) {
-  if (is_set(json, field) && json[field] != expected) {
-    throw InputError(fmt::format("{}: {}: {} ({})", source, field, why, json[field].dump()));
+  if (!is_set(json, field)) {
+    return;
+  }
+  const nlohmann::json& value = json[field];
+  // A value of another type is malformed, not an unmodelled option ("1" for 1).
+  const bool comparable = expected.is_null() || (value.is_number() && expected.is_number()) ||
+                          value.type() == expected.type();
+  if (!comparable) {
+    throw InputError(fmt::format("{}: {}: expected {} ({})", source, field,
+                                 expected.is_number() ? "a number" : expected.type_name(),
+                                 value.dump()));
+  }
+  if (value != expected) {
+    throw InputError(fmt::format("{}: {}: {} ({})", source, field, why, value.dump()));
   }
 }
 
@@ -416,8 +428,13 @@ TransformerConfig mpt(const nlohmann::json& json, const std::string& source) {
     model.positions = Positions::kAlibi;
   } else if (optional_bool(attn, "rope", false, attn_source)) {
     model.positions = Positions::kRope;
-  } else {
+  } else if (optional_bool(json, "learned_pos_emb", true, source)) {  // MptConfig default true
     model.positions = Positions::kLearned;
+  } else {
+    throw InputError(fmt::format(
+        "{}: learned_pos_emb: a model without position encoding (no ALiBi, rotary or learned "
+        "table) is not modelled (false)",
+        source));
   }
   model.tied_embeddings = optional_bool(json, "tie_word_embeddings", true, source);
   // MptConfig resid_pdrop and emb_pdrop, MptAttentionConfig attn_pdrop: each default 0.0.
@@ -541,6 +558,59 @@ void reject_mixture_of_experts(const nlohmann::json& json, const std::string& so
       reject_moe_field(key, value, source);
     }
   }
+}
+
+std::string hf_config_key(const nlohmann::json& json, const std::string& field) {
+  const std::string model_type(hf_family(json, "").model_type);
+  // seq_length is the config's own key when it states one; else the length came from the
+  // position count.
+  const bool states_length = is_set(json, "seq_length");
+  using Names = std::initializer_list<std::pair<std::string_view, std::string_view>>;
+  const auto lookup = [&field](Names names) -> std::string {
+    for (const auto& [internal, key] : names) {
+      if (field == internal) {
+        return std::string(key);
+      }
+    }
+    return field;
+  };
+  if (field == "seq_length" && !states_length) {
+    return lookup({{"seq_length", model_type == "gpt2"  ? "n_positions"
+                                  : model_type == "mpt" ? "max_seq_len"
+                                                        : "max_position_embeddings"}});
+  }
+  if (model_type == "gpt2") {
+    return lookup({{"num_layers", "n_layer"},
+                   {"hidden_size", "n_embd"},
+                   {"num_attention_heads", "n_head"},
+                   {"num_kv_heads", "n_head"},
+                   {"ffn_hidden_size", "n_inner"},
+                   {"max_position_embeddings", "n_positions"}});
+  }
+  if (model_type == "mpt") {
+    return lookup({{"num_layers", "n_layers"},
+                   {"hidden_size", "d_model"},
+                   {"num_attention_heads", "n_heads"},
+                   {"num_kv_heads", "attn_config.kv_n_heads"},
+                   {"ffn_hidden_size",
+                    is_set(json, "ffn_config") ? "ffn_config.ffn_hidden_size" : "expansion_ratio"},
+                   {"max_position_embeddings", "max_seq_len"}});
+  }
+  const std::string_view experts = model_type == "mixtral"       ? "num_local_experts"
+                                   : model_type == "deepseek_v3" ? "n_routed_experts"
+                                                                 : "num_experts";
+  return lookup(
+      {{"num_layers", "num_hidden_layers"},
+       {"num_kv_heads", "num_key_value_heads"},
+       {"ffn_hidden_size", "intermediate_size"},
+       {"num_experts", experts},
+       {"experts_per_token", "num_experts_per_tok"},
+       {"expert_ffn_hidden_size",
+        model_type == "mixtral" ? "intermediate_size" : "moe_intermediate_size"},
+       {"first_dense_layers", "first_k_dense_replace"},
+       {"num_shared_experts", "n_shared_experts"},
+       {"shared_expert_ffn_hidden_size",
+        model_type == "qwen2_moe" ? "shared_expert_intermediate_size" : "moe_intermediate_size"}});
 }
 
 TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::string& source) {

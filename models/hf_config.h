@@ -26,6 +26,12 @@ bool is_hf_config(const nlohmann::json& json);
 /// TransformerConfig::sliding_window for validate_model to check against seq_length.
 TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::string& source);
 
+/// The config's own key for TransformerConfig field `field` (num_kv_heads: num_key_value_heads,
+/// GPT-2's n_layer, MPT's d_model, ...), so that a bound or consistency error validate_model
+/// raises names what the user wrote; `field` itself when the names agree. `json` must be a
+/// config model_from_hf_config accepted.
+std::string hf_config_key(const nlohmann::json& json, const std::string& field);
+
 /// Throws InputError "<source>: <field>: mixture-of-experts field in a dense architecture; ..."
 /// when a dense family's config has num_local_experts > 1, num_experts > 1,
 /// n_routed_experts >= 1, or a moe_* field that is set (not null, false or 0).

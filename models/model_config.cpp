@@ -361,7 +361,23 @@ TransformerConfig model_from_json(const nlohmann::json& json, const std::string&
   if (model.sliding_window > 0) {
     within_window.seq_length = std::min(model.seq_length, model.sliding_window);
   }
-  validate_model(within_window, source);
+  try {
+    validate_model(within_window, source);
+  } catch (const InputError& error) {
+    // "<source>: <field>: ..." names meshplan's field; the user wrote the config's key.
+    const std::string message = error.what();
+    const std::string prefix = source + ": ";
+    const size_t end = message.find(':', prefix.size());
+    if (message.rfind(prefix, 0) != 0 || end == std::string::npos) {
+      throw;
+    }
+    const std::string field = message.substr(prefix.size(), end - prefix.size());
+    const std::string key = hf_config_key(json, field);
+    if (key == field) {
+      throw;
+    }
+    throw InputError(prefix + key + message.substr(end));
+  }
   return model;
 }
 

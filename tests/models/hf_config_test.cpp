@@ -156,7 +156,7 @@ TEST_CASE("MPT: attention variants, learned or rotary positions, refused feature
   huge["expansion_ratio"] = 1e-9;  // under one column
   CHECK(input_error([&] {
           model_from_json(huge, "mpt.json");
-        }).starts_with("mpt.json: ffn_hidden_size:"));
+        }).starts_with("mpt.json: expansion_ratio:"));
   // Absent sizes take MptConfig's defaults (d_model 2048, 16 heads, 24 layers, vocab 50368).
   const nlohmann::json bare = {{"model_type", "mpt"}};
   const TransformerConfig defaults = model_from_json(bare, "mpt.json");
@@ -431,9 +431,9 @@ TEST_CASE("HF configs: missing fields, wrong types and bad sizes") {
         "c.json: num_key_value_heads: must be positive (-8)");
 
   nlohmann::json huge = small_llama();
-  huge["num_hidden_layers"] = 1000000;  // bounds are checked by validate_model, meshplan's names
+  huge["num_hidden_layers"] = 1000000;  // validate_model's bound, named as the config names it
   CHECK(input_error([&] { model_from_json(huge, "c.json"); }) ==
-        "c.json: num_layers: absurdly large, more than 2048 (1000000)");
+        "c.json: num_hidden_layers: absurdly large, more than 2048 (1000000)");
 }
 
 namespace {
@@ -551,4 +551,33 @@ TEST_CASE("Qwen2-MoE: a negative shared expert width is refused, 0 means none") 
   json["shared_expert_intermediate_size"] = -5632;
   CHECK(input_error([&] { model_from_json(json, "q.json"); }) ==
         "q.json: shared_expert_intermediate_size: must not be negative (-5632)");
+}
+
+TEST_CASE("HF config errors name the config's own keys; wrong types are malformed, not options") {
+  nlohmann::json llama = small_llama();
+  llama["num_key_value_heads"] = 3;
+  CHECK(input_error([&] { model_from_json(llama, "c.json"); }) ==
+        "c.json: num_key_value_heads: does not divide num_attention_heads (4 % 3)");
+  llama = small_llama();
+  llama["num_hidden_layers"] = 5000;
+  CHECK(input_error([&] { model_from_json(llama, "c.json"); }) ==
+        "c.json: num_hidden_layers: absurdly large, more than 2048 (5000)");
+  nlohmann::json gpt2 = meshplan::read_json_file(hf_fixture("gpt2.json"));
+  gpt2["n_inner"] = 20'000'000;
+  CHECK(input_error([&] { model_from_json(gpt2, "g.json"); }) ==
+        "g.json: n_inner: absurdly large, more than 10000000 (20000000)");
+  nlohmann::json qwen = meshplan::read_json_file(hf_fixture("Qwen3-30B-A3B.json"));
+  qwen["num_experts_per_tok"] = 129;
+  CHECK(input_error([&] { model_from_json(qwen, "q.json"); }) ==
+        "q.json: num_experts_per_tok: must be in [1, num_experts] (129 of 128)");
+  qwen = meshplan::read_json_file(hf_fixture("Qwen3-30B-A3B.json"));
+  qwen["decoder_sparse_step"] = "1";
+  CHECK(input_error([&] { model_from_json(qwen, "q.json"); }) ==
+        "q.json: decoder_sparse_step: expected a number (\"1\")");
+  nlohmann::json mpt = meshplan::read_json_file(hf_fixture("mpt-7b-instruct.json"));
+  mpt["attn_config"]["alibi"] = false;
+  mpt["learned_pos_emb"] = false;  // llm-foundry's NoPE
+  CHECK(input_error([&] {
+          model_from_json(mpt, "mpt.json");
+        }).starts_with("mpt.json: learned_pos_emb: a model without position encoding"));
 }
