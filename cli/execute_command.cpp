@@ -68,6 +68,7 @@ void run_execute(const ExecuteArguments& args) {
     reports::OutputSet clash_check;  // every rank alike: --json must not be the plan file
     clash_check.add("--json", args.json_path);
     clash_check.add_input("the plan file", args.plan_path);
+    clash_check.add_input("--data", args.options.data);  // "synthetic" is no file: skipped
     const planner::Plan plan = executor::load_plan(args.plan_path, MPI_COMM_WORLD);
     if (!args.json_path.empty()) {
       executor::check_output_file(args.json_path, "--json", MPI_COMM_WORLD);

@@ -2,11 +2,13 @@
 // The only place that catches errors: one line to stderr, exit 2 for bad input, 1 at run time.
 
 #include <fmt/format.h>
+#include <malloc.h>
 
 #include <CLI/CLI.hpp>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 
@@ -15,8 +17,30 @@
 #include "meshplan/errors.h"
 #include "meshplan/temporary_files.h"
 
+namespace {
+
+// Whether this process is a rank other than 0 of a job mpirun or srun started: a command-line
+// error, which every rank meets alike, is then printed by rank 0 alone.
+bool launched_as_other_rank() {
+  for (const char* variable : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    const char* value = std::getenv(variable);
+    if (value != nullptr) {
+      return std::string(value) != "0";
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   meshplan::remove_temporaries_on_signals();
+  // The search builds and frees pipeline schedules of up to tens of MB per layout (memory.cpp
+  // peak_in_flight, one op per micro-batch and chunk); above glibc's 32 MiB mmap ceiling each
+  // was a fresh mmap whose pages faulted in again, most of a large-batch search's time. Kept in
+  // the heap, freed memory is reused.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   CLI::App app{"meshplan: plan, simulate and run distributed training of large transformers"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "meshplan " MESHPLAN_VERSION);
@@ -79,7 +103,9 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // Command-line syntax errors are bad input: one line, exit 2.
-    meshplan::cli::print_error("error", e.what());
+    if (!launched_as_other_rank()) {
+      meshplan::cli::print_error("error", e.what());
+    }
     return 2;
   } catch (const meshplan::InputError& e) {
     meshplan::cli::print_error("error", e.what());
@@ -89,6 +115,12 @@ int main(int argc, char** argv) {
     return 1;
   } catch (const std::exception& e) {
     meshplan::cli::print_error("internal error", e.what());
+    return 1;
+  }
+  // What went to stdout must have arrived: `plan --emit megatron > launch.sh` on a full disk
+  // would otherwise leave an empty script and exit 0.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+    meshplan::cli::print_error("error", "stdout: cannot write (a full disk or a closed reader)");
     return 1;
   }
   return 0;

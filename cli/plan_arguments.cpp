@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -202,17 +203,24 @@ planner::SearchSpace search_space(const PlanArguments& args, const models::Clust
   if (args.gpus < 1 || args.gpus > 10'000'000) {
     throw InputError(fmt::format("--gpus: must be between 1 and 10000000 ({})", args.gpus));
   }
-  for (const auto& [value, flag] : {std::pair{args.global_batch, "--global-batch"},
-                                    {args.tp, "--tp"},
-                                    {args.pp, "--pp"},
-                                    {args.dp, "--dp"},
-                                    {args.vpp, "--vpp"},
-                                    {args.ep, "--ep"},
-                                    {args.etp, "--etp"},
-                                    {args.mb_group, "--mb-group"},
-                                    {args.dp_shard, "--dp-shard"},
-                                    {args.micro_batch, "--micro-batch"}}) {
+  // Each fixed size within what a plan file reads back (planner/plan_file.cpp), so that no
+  // product of them (dp x micro-batch, pp x vpp) leaves 64 bits.
+  constexpr int64_t kMaxGpus = 10'000'000;
+  for (const auto& [value, flag, max] :
+       {std::tuple{args.global_batch, "--global-batch", planner::kMaxGlobalBatch},
+        {args.tp, "--tp", kMaxGpus},
+        {args.pp, "--pp", kMaxGpus},
+        {args.dp, "--dp", kMaxGpus},
+        {args.vpp, "--vpp", planner::kMaxRecomputeLayers},
+        {args.ep, "--ep", kMaxGpus},
+        {args.etp, "--etp", kMaxGpus},
+        {args.mb_group, "--mb-group", planner::kMaxGlobalBatch},
+        {args.dp_shard, "--dp-shard", kMaxGpus},
+        {args.micro_batch, "--micro-batch", planner::kMaxGlobalBatch}}) {
     require_positive(value, flag);
+    if (value && *value > max) {
+      throw InputError(fmt::format("{}: must be between 1 and {} ({})", flag, max, *value));
+    }
   }
   if (args.top < 1) {
     throw InputError(fmt::format("--top: must be positive ({})", args.top));

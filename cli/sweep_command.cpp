@@ -259,6 +259,10 @@ void run_sweep_command(const SweepArguments& args) {
   reports::OutputSet outputs;
   outputs.add("--json", args.json_path);
   outputs.add("--html", args.html_path);
+  outputs.add_input("--model", args.model);
+  for (const std::string& cluster : split(args.clusters, ',')) {
+    outputs.add_input("--cluster", cluster);
+  }
   std::string note;
   const planner::SweepRequest request = sweep_request(args, &note);
   if (!note.empty()) {  // every input checked: bad input still prints one line

@@ -146,8 +146,8 @@ void check_output_file(const std::string& path, const std::string& flag, MPI_Com
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(world, &rank));
   std::string error;
-  if (rank == 0 && is_special_file(path)) {
-    // A device or pipe is written through (write_file_atomic): no temporary beside it.
+  if (rank == 0 && writes_through(path)) {
+    // A device, pipe or link is written through (write_file_atomic): no temporary beside it.
     if (::access(path.c_str(), W_OK) != 0) {
       error = fmt::format("{}: {}: cannot write the file ({})", path, flag, std::strerror(errno));
     }

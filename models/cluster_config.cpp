@@ -115,12 +115,8 @@ bool price_in_range(double usd_per_gpu_hour) {
 }
 
 void validate_cluster(const ClusterConfig& cluster, const std::string& source) {
-  if (cluster.name.empty()) {
-    throw InputError(fmt::format("{}: name: must not be empty (\"\")", source));
-  }
-  if (cluster.gpu.name.empty()) {
-    throw InputError(fmt::format("{}: gpu.name: must not be empty (\"\")", source));
-  }
+  require_name(cluster.name, "name", source);
+  require_name(cluster.gpu.name, "gpu.name", source);
   const GpuSpec& gpu = cluster.gpu;
   check_in_range(gpu.peak_bf16_flops_per_second, kMinFlopsPerSecond, kMaxFlopsPerSecond,
                  "gpu.peak_bf16_flops_per_second", source);

@@ -1,9 +1,11 @@
 #include "meshplan/json_io.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -22,23 +24,38 @@ std::string read_input_file(const std::string& path) {
   if (std::filesystem::is_directory(path, error)) {  // opens, then reads as an empty file
     throw InputError(fmt::format("{}: cannot read file (a directory)", path));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  // Opened without blocking: a named pipe nobody writes to would otherwise wait forever in
+  // open(); it now reads as empty (and is refused as such). Reads block again afterwards, so a
+  // pipe with a writer (<(...), /dev/stdin) is read to its end.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0 || ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+    if (fd >= 0) {
+      ::close(fd);
+    }
     throw InputError(fmt::format("{}: cannot read file", path));
   }
   // In chunks, so that a device or pipe without end (/dev/zero) stops at the bound.
   std::string text;
   std::array<char, 1 << 16> chunk{};
-  while (in) {
-    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    text.append(chunk.data(), static_cast<size_t>(in.gcount()));
+  for (;;) {
+    const ssize_t got = ::read(fd, chunk.data(), chunk.size());
+    if (got < 0 && errno == EINTR) {
+      continue;
+    }
+    if (got < 0) {
+      ::close(fd);
+      throw InputError(fmt::format("{}: cannot read file", path));
+    }
+    if (got == 0) {
+      break;
+    }
+    text.append(chunk.data(), static_cast<size_t>(got));
     if (static_cast<int64_t>(text.size()) > kMaxInputFileBytes) {
+      ::close(fd);
       throw InputError(fmt::format("{}: larger than 256 MiB, not a meshplan input", path));
     }
   }
-  if (in.bad()) {
-    throw InputError(fmt::format("{}: cannot read file", path));
-  }
+  ::close(fd);
   return text;
 }
 
@@ -92,6 +109,24 @@ bool is_special_file(const std::string& path) {
          !std::filesystem::is_directory(status);
 }
 
+bool writes_through(const std::string& path) {
+  std::error_code error;
+  return is_special_file(path) || std::filesystem::is_symlink(path, error);
+}
+
+void require_name(const std::string& name, const std::string& field, const std::string& source) {
+  if (name.empty()) {
+    throw InputError(fmt::format("{}: {}: must not be empty (\"\")", source, field));
+  }
+  for (const char c : name) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      throw InputError(
+          fmt::format("{}: {}: control character (U+{:04X}) in the name", source, field, byte));
+    }
+  }
+}
+
 bool write_file_synced(const std::string& path, const std::string& content) {
   const bool special = is_special_file(path);
   std::FILE* file = std::fopen(path.c_str(), "wb");
@@ -107,7 +142,7 @@ bool write_file_synced(const std::string& path, const std::string& content) {
 }
 
 void write_file_atomic(const std::string& path, const std::string& content) {
-  if (is_special_file(path)) {
+  if (writes_through(path)) {
     if (!write_file_synced(path, content)) {
       throw RuntimeError(fmt::format("{}: cannot write file", path));
     }

@@ -298,9 +298,7 @@ std::string to_string(Positions positions) {
 }
 
 void validate_model(const TransformerConfig& model, const std::string& source) {
-  if (model.name.empty()) {
-    throw InputError(fmt::format("{}: name: must not be empty (\"\")", source));
-  }
+  require_name(model.name, "name", source);
   check_size(model.num_layers, kMaxLayers, "num_layers", source);
   check_size(model.hidden_size, kMaxHidden, "hidden_size", source);
   check_size(model.num_attention_heads, kMaxHeads, "num_attention_heads", source);

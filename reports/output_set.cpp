@@ -71,8 +71,8 @@ void OutputSet::set(const std::string& flag, std::string content) {
 }
 
 void OutputSet::commit() {
-  // Regular files: a temporary beside each, renamed once all are written. Devices and pipes
-  // (is_special_file) are written through after that, never replaced.
+  // Regular files: a temporary beside each, renamed once all are written. Devices, pipes and
+  // symbolic links (writes_through) are written through after that, never replaced.
   std::vector<std::string> temporaries(outputs_.size());
   auto remove_temporaries = [&] {
     for (const std::string& temporary : temporaries) {
@@ -85,7 +85,7 @@ void OutputSet::commit() {
   for (size_t i = 0; i < outputs_.size(); ++i) {
     const Output& output = outputs_[i];
     assert(output.has_content);
-    if (is_special_file(output.path)) {
+    if (writes_through(output.path)) {
       continue;
     }
     std::error_code error;  // a path that cannot be inspected fails below, when written

@@ -400,7 +400,7 @@ plan_row "--gpus in hexadecimal" "--gpus: expected a decimal integer (0x8)" \
 plan_row "--bucket-mb below a byte" "--bucket-mb: must be in (0, 1e6] MiB and at least one byte (1e-30)" \
   --model tiny --cluster local-cpu --gpus 2 --bucket-mb 1e-30
 plan_row "the default global batch over the cap" \
-  "--global-batch: the default, 2 x --gpus = 2000000, is more than 1000000 sequences: give one" \
+  "--global-batch: the default, 2 x --gpus = 2000000, is more than 131072 sequences: give one" \
   --model tiny --cluster local-cpu --gpus 1000000
 plan_row "--bucket-mb 0" "--bucket-mb: must be in (0, 1e6] MiB and at least one byte (0)" \
   --model tiny --cluster local-cpu --gpus 2 --bucket-mb 0
@@ -666,7 +666,7 @@ row "plan: --grad-reduce-dtype fp32 under deepspeed" 2 \
   plan --model tiny --cluster dgx-h100 --gpus 8 --framework deepspeed --grad-reduce-dtype fp32 \
   --json new_out.json
 plan_row "--global-batch 10^12 (searched for hours before the cap)" \
-  "global_batch: must be between 1 and 1000000 (1000000000000)" \
+  "--global-batch: must be between 1 and 131072 (1000000000000)" \
   --model tiny --cluster local-cpu --gpus 2 --global-batch 1000000000000
 plan_row "--save-plan-rank 0" "--save-plan-rank: must be positive (0)" \
   --model tiny --cluster local-cpu --gpus 2 --save-plan-rank 0
@@ -885,10 +885,33 @@ row "simulate: a cluster file as the plan file" 2 \
 row "validate: a plan file as the runs file" 2 \
   "p.json: a meshplan plan file, not a published-runs file: validate takes a runs file (\"format\": \"meshplan published runs\")" \
   validate p.json --json new_out.json
+# Session 36's hostile-input audit: inputs clobbered by sweep and execute, sizes that wrapped
+# 64 bits, names that broke tables and SVG.
+"$meshplan" plan --model tiny --cluster local-cpu --gpus 2 --tp 2 --zero 0 --json /dev/null \
+  >/dev/null 2>&1
+sed -n '/^  "model": {$/,/^  },$/p' p.json | sed '1s/.*/{/; $s/.*/}/' >tiny_model.json
+row "sweep: --json on its --model file" 2 "--json: the same file as --model (tiny_model.json)" \
+  sweep --model tiny_model.json --cluster local-cpu --gpus 2..4 --json tiny_model.json \
+  --html new_out.json
+printf 'training text, read byte by byte\n' >corpus.txt
+row "execute: --json on its --data file" 2 "--json: the same file as --data (corpus.txt)" \
+  mpi 2 execute p.json --steps 1 --data corpus.txt --json corpus.txt
+plan_row "--micro-batch beyond 64-bit products" \
+  "--micro-batch: must be between 1 and 131072 (4611686018427387905)" \
+  --model tiny --cluster local-cpu --gpus 4 --dp 4 --micro-batch 4611686018427387905 \
+  --global-batch 4
+plan_row "--vpp near 2^63" "--vpp: must be between 1 and 100000 (9223372036854775807)" \
+  --model tiny --cluster local-cpu --gpus 2 --vpp 9223372036854775807
+edit name_newline.json '0,/^    "name": "tiny",$/s//    "name": "ti\\nny",/'
+row "explain: a newline in the model name" 2 \
+  "name_newline.json: model: name: control character (U+000A) in the name" \
+  explain name_newline.json
 # A replay over the simulator's task cap stops before it builds anything (a million
-# micro-batches on every one of 16 ranks would take about 15 GB and a minute).
+# micro-batches on every one of 16 ranks would take about 15 GB and a minute). plan caps the
+# global batch at 131,072 sequences; a plan file may state up to 10^6.
 "$meshplan" plan --model tiny --cluster local-cpu --gpus 16 --tp 2 --pp 4 --dp 2 \
-  --schedule 1f1b --global-batch 1000000 --micro-batch 1 --save-plan huge_m.json >/dev/null 2>&1
+  --schedule 1f1b --global-batch 131072 --micro-batch 1 --save-plan huge_m.json >/dev/null 2>&1
+sed -i 's/"global_batch": 131072/"global_batch": 1000000/' huge_m.json
 row "simulate --all-ranks: over the task cap" 2 \
   "huge_m.json: all_ranks: the task graph would hold about 80000224 tasks (~19 GiB), over the simulator's limit of 33554432 (~8 GiB) (simulate one rank per stage instead)" \
   simulate huge_m.json --all-ranks --json new_out.json --trace sentinel.json

@@ -757,7 +757,7 @@ part bad
 
 # Issue 11: a global batch of 10^12 searched for hours in gigabytes; capped at 10^6 sequences.
 expect "--global-batch 10^12: capped, one line, exit 2" \
-  plan_error "global_batch: must be between 1 and 1000000 (1000000000000)" \
+  plan_error "--global-batch: must be between 1 and 131072 (1000000000000)" \
   --model tiny --cluster dgx-a100-80gb --gpus 8 --global-batch 1000000000000
 
 # Issue 10 Sec. 4: a run validate cannot predict (24 layers over 16 stages) is reported with its

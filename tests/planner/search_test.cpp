@@ -264,11 +264,11 @@ TEST_CASE("search errors: GPU count and global batch must be positive") {
   space = tiny_space();
   space.global_batch = -3;
   CHECK(test::input_error([&] { search_tiny(space, Objective::kTime, 1); }) ==
-        "global_batch: must be between 1 and 1000000 (-3)");
-  // Issue 11: 10^12 sequences used to search for hours in gigabytes; kMaxGlobalBatch is 10^6.
+        "global_batch: must be between 1 and 131072 (-3)");
+  // Issue 11: 10^12 sequences used to search for hours in gigabytes; kMaxGlobalBatch is 2^17.
   space.global_batch = 1'000'000'000'000;
   CHECK(test::input_error([&] { search_tiny(space, Objective::kTime, 1); }) ==
-        "global_batch: must be between 1 and 1000000 (1000000000000)");
+        "global_batch: must be between 1 and 131072 (1000000000000)");
 }
 
 TEST_CASE("search limits: max_zero and search_selective_recompute narrow the searched fields") {

@@ -30,13 +30,23 @@ nlohmann::json read_json_file(const std::string& path);
 
 /// Writes `content` to a temporary file beside `path`, flushes it to disk and renames it over
 /// `path`, so a reader never sees a partial file. A path that names an existing device, FIFO or
-/// socket (/dev/null, /dev/stdout, a named pipe) is written through instead: renaming over it
-/// would replace it with a regular file. Throws RuntimeError naming the path.
+/// socket (/dev/null, a named pipe) or a symbolic link (/dev/stdout, a user's link) is written
+/// through instead (writes_through): renaming over it would replace it with a regular file.
+/// Throws RuntimeError naming the path.
 void write_file_atomic(const std::string& path, const std::string& content);
 
 /// Whether `path` names an existing file that is neither regular nor a directory (a character
 /// or block device, a FIFO, a socket): such an output is written through, not replaced.
 bool is_special_file(const std::string& path);
+/// Whether an output at `path` is written through rather than replaced by a renamed temporary:
+/// a special file (is_special_file), or a symbolic link, which a rename would replace with a
+/// plain file, leaving its target unwritten (`--json /dev/stdout` as root would replace
+/// /dev/stdout itself).
+bool writes_through(const std::string& path);
+
+/// Throws InputError "<source>: <field>: must not be empty" or "...: control character (U+000A)"
+/// for a name printed into tables, traces and SVG, where a newline or NUL would break them.
+void require_name(const std::string& name, const std::string& field, const std::string& source);
 
 /// Writes `content` to `path` (opened for writing, truncated) and, for a regular file, flushes
 /// it to disk; false if any step fails. The building block of the atomic writers.
