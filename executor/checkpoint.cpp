@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -131,13 +132,28 @@ std::string Checkpoints::check_planned_steps_(int64_t steps_done, const nlohmann
         "continues it, --overwrite-checkpoints replaces it",
         options_.checkpoint_dir);
   }
-  for (int64_t step = steps_done + 1;
-       options_.checkpoint_every > 0 && step <= steps_done + options_.steps; step++) {
-    const std::string name = step_directory(step);
+  // The directory's entries, not every planned step: a run of 10^9 steps spent 38 s here
+  // before its first step. An entry is in the way when it is the directory of a step this run
+  // will checkpoint (a multiple of --checkpoint-every in (steps_done, steps_done + steps]).
+  std::error_code error;
+  if (options_.checkpoint_every <= 0 || !fs::is_directory(root, error)) {
+    return "";
+  }
+  for (const fs::directory_entry& entry : fs::directory_iterator(root, error)) {
+    const std::string name = entry.path().filename().string();
+    int64_t step = 0;
+    const char* digits = name.c_str() + std::min<size_t>(name.size(), 5);
+    const auto [end, parse_error] = std::from_chars(digits, name.c_str() + name.size(), step);
+    if (!name.starts_with("step_") || parse_error != std::errc() || *end != '\0' ||
+        step_directory(step) != name) {
+      continue;
+    }
+    const bool planned = step > steps_done && step - steps_done <= options_.steps &&
+                         step % options_.checkpoint_every == 0;
     const bool ours = std::any_of(own.begin(), own.end(), [&name](const nlohmann::json& c) {
       return c.at("directory") == name;
     });
-    if (step % options_.checkpoint_every == 0 && !ours && fs::exists(root / name)) {
+    if (planned && !ours) {
       return fmt::format(
           "{}: --checkpoint-dir: {} exists and is not this run's; --overwrite-checkpoints "
           "replaces it",

@@ -31,8 +31,12 @@ namespace meshplan::executor {
 namespace {
 
 void check_options(const ExecuteOptions& options) {
-  if (options.steps < 1) {
-    throw InputError(fmt::format("--steps: must be at least 1 ({})", options.steps));
+  // At most 10^9: a CPU step of the smallest plan takes milliseconds, so more would run for
+  // weeks; steps_done + steps stays far inside 64 bits on --resume.
+  constexpr int64_t kMaxSteps = 1'000'000'000;
+  if (options.steps < 1 || options.steps > kMaxSteps) {
+    throw InputError(
+        fmt::format("--steps: must be between 1 and {} ({})", kMaxSteps, options.steps));
   }
   // AdamW's step is about lr per weight: above 1 every weight moves by more than its own
   // typical size each step (inf gave NaN losses and exit 0).

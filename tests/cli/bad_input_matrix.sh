@@ -406,8 +406,16 @@ plan_row "--bucket-mb 0" "--bucket-mb: must be in (0, 1e6] MiB and at least one 
   --model tiny --cluster local-cpu --gpus 2 --bucket-mb 0
 row "simulate: --bucket-mb -5" 2 "--bucket-mb: must be positive (-5)" \
   simulate p.json --bucket-mb -5 --json new_out.json --trace sentinel.json
-row "execute: --steps 0" 2 "--steps: must be at least 1 (0)" \
+row "execute: --steps 0" 2 "--steps: must be between 1 and 1000000000 (0)" \
   mpi 2 execute p.json --steps 0 --json new_out.json
+mkdir -p stray_ck/step_00000002 stray_ck/step_00000003 stray_ck/step_x
+row "execute: a stray directory of a step it will checkpoint" 2 \
+  "stray_ck: --checkpoint-dir: step_00000002 exists and is not this run's; --overwrite-checkpoints replaces it" \
+  mpi 2 execute p.json --steps 4 --checkpoint-dir stray_ck --checkpoint-every 2 --json new_out.json
+row "execute: --steps 2^62 (checked every planned step before the first)" 2 \
+  "--steps: must be between 1 and 1000000000 (4611686018427387904)" \
+  mpi 2 execute p.json --steps 4611686018427387904 --checkpoint-dir new_ck --checkpoint-every 100 \
+  --json new_out.json
 row "execute: --lr -1" 2 "--lr: must be in (0, 1] (-1)" \
   mpi 2 execute p.json --steps 1 --lr -1 --json new_out.json
 row "execute: --lr inf" 2 "--lr: must be in (0, 1] (inf)" \
