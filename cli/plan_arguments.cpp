@@ -181,6 +181,38 @@ void check_grad_all_reduce_arguments(const planner::SearchSpace& space,
 
 // Megatron's block method (--recompute-layers) under a framework without it, named before the
 // search (planner::check_recompute_layers rejects the searched layouts alike).
+// A flag given with sizes fixed so that it changes nothing is refused rather than ignored:
+// each has no collective or schedule to act on there.
+void check_ineffective_arguments(const PlanArguments& args, const models::TransformerConfig& model,
+                                 const planner::SearchSpace& space) {
+  const auto refuse_if = [&args](bool no_effect, const char* flag, const char* why) {
+    if (no_effect && args.given.count(flag) > 0) {
+      throw InputError(fmt::format("{}: no effect {}", flag, why));
+    }
+  };
+  const bool fixed_pp1 = space.pp == 1;
+  const bool fixed_non_interleaved =
+      space.schedule && *space.schedule != planner::ScheduleKind::kInterleaved;
+  refuse_if(fixed_pp1 || fixed_non_interleaved, "--overlap-p2p-comm",
+            "without the interleaved schedule (fixed by --pp 1 or --schedule)");
+  refuse_if(fixed_pp1, "--scatter-gather-pipeline", "with --pp 1 (no pipeline sends)");
+  refuse_if(space.tp == 1, "--overlap-tp-comm", "with --tp 1 (no tensor-parallel collectives)");
+  refuse_if(space.zero == 0, "--overlap-param-gather", "with --zero 0 (no parameter gather)");
+  // Gradients are reduced over dp x cp: with both fixed at 1 there is no reduce (the gradient
+  // buffer's dtype, --grad-reduce-dtype, still sets its memory).
+  const bool no_grad_reduce = space.dp == 1 && !space.search_cp && space.cp.value_or(1) == 1;
+  for (const char* flag : {"--overlap-grad-reduce", "--bucket-mb"}) {
+    refuse_if(no_grad_reduce, flag, "with --dp 1 and no context parallelism (no gradient reduce)");
+  }
+  // Given at all (--moe-load-imbalance 1, its default, included), not only when not 1.
+  for (const char* flag : {"--etp", "--moe-load-imbalance", "--moe-aux-loss-coeff"}) {
+    if (!model.is_moe() && args.given.count(flag) > 0) {
+      throw InputError(fmt::format("{}: needs a mixture-of-experts model ({} has no experts)", flag,
+                                   model.name));
+    }
+  }
+}
+
 void check_recompute_layers_arguments(const planner::SearchSpace& space,
                                       const planner::PlanOptions& options) {
   if (space.recompute_group_layers > 1 || space.search_recompute_group_layers) {
@@ -471,6 +503,7 @@ void check_plan_arguments(const PlanArguments& args, const models::TransformerCo
                                  args.save_plan_rank < 1 ? "must be positive" : "needs --save-plan",
                                  args.save_plan_rank));
   }
+  check_ineffective_arguments(args, model, space);
   check_cp_arguments(args, model, space, options);
   check_saved_activation_arguments(space, options);
   check_grad_all_reduce_arguments(space, options);

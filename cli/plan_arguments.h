@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "meshplan/cost_model.h"
@@ -64,6 +65,9 @@ struct PlanArguments {
   std::optional<std::string> memory_headroom;
   bool explain_rejections = false;
   std::string emit, emit_out;  // --emit TARGET [--emit-out FILE]
+  // The flags given on the command line ("--overlap-tp-comm"), set before run_plan: an option
+  // with a default cannot otherwise tell "given" from "left at its default".
+  std::set<std::string> given;
 };
 
 /// Registers every flag of `meshplan plan` on `plan`, writing into `args`.

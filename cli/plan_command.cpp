@@ -246,7 +246,14 @@ void register_plan_commands(CLI::App& app) {
   auto args = std::make_shared<PlanArguments>();
   CLI::App* plan = app.add_subcommand("plan", "Search every dp x tp x pp layout and rank them");
   add_plan_flags(*plan, *args);
-  plan->callback([args] { run_plan(*args); });
+  plan->callback([args, plan] {
+    for (const CLI::Option* option : plan->get_options()) {
+      if (option->count() > 0) {
+        args->given.insert(option->get_name());
+      }
+    }
+    run_plan(*args);
+  });
 
   auto plan_path = std::make_shared<std::string>();
   auto allow_infeasible = std::make_shared<bool>(false);

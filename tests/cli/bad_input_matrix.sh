@@ -369,7 +369,7 @@ plan_row "--etp 4 with tp 2" \
   "(etp must divide tp: meshplan models the expert tensor-parallel group inside the tp group (2 % 4))" \
   --model tiny-moe --cluster local-cpu --gpus 2 --tp 2 --etp 4 --framework megatron
 plan_row "--etp 1 on a dense model" \
-  "(expert tensor parallelism needs a mixture-of-experts model (etp 1, num_experts 0))" \
+  "--etp: needs a mixture-of-experts model (tiny has no experts)" \
   --model tiny --cluster local-cpu --gpus 2 --tp 2 --pp 1 --etp 1 --framework megatron
 plan_row "--moe-load-imbalance 0.5" "--moe-load-imbalance: must be in [1, 64] (0.5)" \
   --model tiny-moe --cluster local-cpu --gpus 2 --moe-load-imbalance 0.5
@@ -387,6 +387,26 @@ plan_row "--framework with a newline" \
 printf '{"name": "t\351"}' >latin1.json
 plan_row "a model file in Latin-1" "latin1.json: malformed JSON: " \
   --model latin1.json --cluster local-cpu --gpus 2
+# Flags that change nothing once the sizes they act on are fixed (session 36's audit).
+plan_row "--overlap-p2p-comm with 1f1b" \
+  "--overlap-p2p-comm: no effect without the interleaved schedule (fixed by --pp 1 or --schedule)" \
+  --model tiny --cluster local-cpu --gpus 2 --pp 2 --schedule 1f1b --framework megatron \
+  --overlap-p2p-comm off
+plan_row "--overlap-param-gather at ZeRO 0" \
+  "--overlap-param-gather: no effect with --zero 0 (no parameter gather)" \
+  --model tiny --cluster local-cpu --gpus 2 --zero 0 --overlap-param-gather off
+plan_row "--bucket-mb at dp 1" \
+  "--bucket-mb: no effect with --dp 1 and no context parallelism (no gradient reduce)" \
+  --model tiny --cluster local-cpu --gpus 2 --dp 1 --bucket-mb 1
+plan_row "--overlap-tp-comm at tp 1" \
+  "--overlap-tp-comm: no effect with --tp 1 (no tensor-parallel collectives)" \
+  --model tiny --cluster local-cpu --gpus 2 --tp 1 --overlap-tp-comm on
+plan_row "--scatter-gather-pipeline at pp 1" \
+  "--scatter-gather-pipeline: no effect with --pp 1 (no pipeline sends)" \
+  --model tiny --cluster local-cpu --gpus 2 --pp 1 --scatter-gather-pipeline on
+plan_row "--moe-load-imbalance 1 (its default) on a dense model" \
+  "--moe-load-imbalance: needs a mixture-of-experts model (tiny has no experts)" \
+  --model tiny --cluster local-cpu --gpus 2 --moe-load-imbalance 1
 plan_row "--moe-load-imbalance on a dense model" \
   "--moe-load-imbalance: needs a mixture-of-experts model (tiny has no experts)" \
   --model tiny --cluster local-cpu --gpus 2 --moe-load-imbalance 1.5
