@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "meshplan/compare.h"
+#include "meshplan/errors.h"
 
 namespace meshplan::reports {
 
@@ -60,6 +61,16 @@ void add_collective_rows(const planner::PlanEstimate& estimate, const MeasuredRu
   }
   std::map<CollectiveKey, const MeasuredCollective*> measured;
   for (const MeasuredCollective& c : run.collectives) {
+    const auto it = predicted.find({c.stage, c.kind, c.group});
+    const auto [bytes, calls] =
+        it == predicted.end() ? std::pair<int64_t, int64_t>{0, 0} : it->second;
+    if (c.predicted_bytes && (*c.predicted_bytes != bytes || *c.predicted_calls != calls)) {
+      throw InputError(fmt::format(
+          "the measured run: collectives: stage {} {} {}: it predicted {} B in {} calls, this "
+          "plan {} B in {} calls (an execute --json of another plan)",
+          c.stage, planner::to_string(c.group), planner::to_string(c.kind), *c.predicted_bytes,
+          *c.predicted_calls, bytes, calls));
+    }
     measured[{c.stage, c.kind, c.group}] = &c;
     predicted.try_emplace({c.stage, c.kind, c.group}, 0, 0);
   }

@@ -85,16 +85,16 @@ Enum parse_enum(const std::string& text, std::initializer_list<Enum> values,
 // The pipeline stage of global rank `rank` in the plan's layout; InputError naming the line.
 int64_t stage_of_rank(const planner::Plan& plan, double rank, const std::string& source,
                       int64_t line) {
-  if (!(rank >= 0) || rank >= static_cast<double>(plan.num_gpus)) {
+  if (!(rank >= 0) || rank >= static_cast<double>(plan.num_gpus) || rank != std::floor(rank)) {
     throw InputError(fmt::format("{}: line {}: rank {} is not in the plan's {} ranks", source, line,
                                  rank, plan.num_gpus));
   }
   return planner::rank_coords(plan.layout, static_cast<int64_t>(rank)).pp_rank;
 }
 
-// Bytes of a memory figure: at most 2^62 (an exabyte: no device has that).
+// Bytes of a memory figure: at most 2^50, a pebibyte (no device has that; 1e9 GiB was taken).
 int64_t memory_bytes(double bytes, const std::string& source, int64_t line) {
-  if (!(bytes >= 0) || bytes > 4.6e18) {
+  if (!(bytes >= 0) || bytes > 1.126e15) {
     throw InputError(
         fmt::format("{}: line {}: memory: out of range ({:.6g} bytes)", source, line, bytes));
   }
@@ -185,6 +185,10 @@ MeasuredRun parse_execute_json(const std::string& text, const std::string& sourc
                                 where, "group");
     measured.calls = require_int(c, "measured_calls", where);
     measured.message_bytes = require_int(c, "measured_bytes", where);
+    if (c.contains("predicted_calls") && c.contains("predicted_bytes")) {
+      measured.predicted_calls = require_int(c, "predicted_calls", where);
+      measured.predicted_bytes = require_int(c, "predicted_bytes", where);
+    }
     if (measured.stage < 0 || measured.calls < 0 || measured.message_bytes < 0) {
       throw InputError(fmt::format(
           "{}: stage, measured_calls and measured_bytes: must not be negative ({}, {}, {})", where,
@@ -223,7 +227,7 @@ MeasuredRun parse_megatron_log(const std::string& text, const std::string& sourc
       }
       run.step_times_s.push_back(ms / 1e3);
     } else if (line.find("memory (MB) | allocated:") != std::string::npos) {
-      const std::string rank_text = token_after(line, "[Rank ", 0, "0123456789");
+      const std::string rank_text = token_after(line, "[Rank ", 0, "0123456789.");
       const double rank = rank_text.empty() ? 0 : log_number(rank_text, source, number, "Rank");
       const double mib =
           log_number(token_after(line, "max allocated:"), source, number, "max allocated");
@@ -448,6 +452,22 @@ MeasuredRun parse_deepspeed_log(const std::string& text, const std::string& sour
   return run;
 }
 
+namespace {
+
+// Every logged step time within what validate and execute's --json accept, a microsecond to a
+// year (a log's 1e-300 ms printed a 300-digit error before).
+MeasuredRun checked_step_times(MeasuredRun run, const std::string& path) {
+  for (const double seconds : run.step_times_s) {
+    if (!(seconds >= 1e-6 && seconds <= 3.2e7)) {
+      throw InputError(fmt::format("{}: step time: must be between 1e-6 and 3.2e7 seconds ({:.6g})",
+                                   path, seconds));
+    }
+  }
+  return run;
+}
+
+}  // namespace
+
 MeasuredRun read_measured_run(const std::string& path, const planner::Plan& plan) {
   const std::string text = read_input_file(path);
   const size_t first = text.find_first_not_of(" \t\r\n");
@@ -469,14 +489,14 @@ MeasuredRun read_measured_run(const std::string& path, const planner::Plan& plan
     return run;
   }
   if (text.find("elapsed time per iteration (ms)") != std::string::npos) {
-    return parse_megatron_log(text, path, plan);
+    return checked_step_times(parse_megatron_log(text, path, plan), path);
   }
   if (text.find("tps:") != std::string::npos && text.find("step:") != std::string::npos) {
-    return parse_torchtitan_log(text, path, plan);
+    return checked_step_times(parse_torchtitan_log(text, path, plan), path);
   }
   if (text.find("iter time (s):") != std::string::npos ||
       text.find("SamplesPerSec=") != std::string::npos) {
-    return parse_deepspeed_log(text, path, plan);
+    return checked_step_times(parse_deepspeed_log(text, path, plan), path);
   }
   throw InputError(fmt::format(
       "{}: not meshplan execute's --json, a Megatron-LM log ('elapsed time per iteration (ms)'), "

@@ -234,6 +234,58 @@ TEST_CASE("execute --json: step times after the first, memory and collectives pe
                        InputError);
 }
 
+TEST_CASE("compare refuses another plan's execute report and absurd log figures") {
+  // The alibaba plan (tp 4, dp 2) predicts a dp all-reduce on stage 0; a report whose own
+  // prediction differs was run from another plan.
+  const planner::Plan plan = alibaba_plan();
+  MeasuredRun other;
+  other.step_times_s = {1.0};
+  other.step_time_s = 1.0;
+  MeasuredCollective dp;
+  dp.group = planner::CommGroup::kDp;
+  dp.calls = 3;
+  dp.message_bytes = 300;
+  dp.predicted_calls = 3;
+  dp.predicted_bytes = 300;
+  other.collectives = {dp};
+  CHECK_THROWS_AS(compare_plan(plan, other), InputError);
+  try {
+    compare_plan(plan, other);
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).starts_with(
+        "the measured run: collectives: stage 0 dp all_reduce: it predicted 300 B in 3 calls, "
+        "this plan "));
+  }
+  other.collectives[0].predicted_calls.reset();  // reports without predictions: compared as is
+  other.collectives[0].predicted_bytes.reset();
+  CHECK_NOTHROW(compare_plan(plan, other));
+
+  const auto error_of_log = [&plan](const std::string& name, const std::string& text) {
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("meshplan_compare_" + std::to_string(::getpid()) + name))
+                                 .string();
+    std::ofstream(path) << text;
+    std::string error = "(no error)";
+    try {
+      read_measured_run(path, plan);
+    } catch (const InputError& e) {
+      error = e.what();
+    }
+    std::filesystem::remove(path);
+    return error.substr(error.find(": ") + 2);  // without the temporary path
+  };
+  CHECK(error_of_log("tiny.log", " iteration 1/ 2 | elapsed time per iteration (ms): 1e-300 |\n") ==
+        "step time: must be between 1e-6 and 3.2e7 seconds (1e-303)");
+  CHECK(error_of_log("huge.log", " iteration 1/ 2 | elapsed time per iteration (ms): 1e300 |\n") ==
+        "step time: must be between 1e-6 and 3.2e7 seconds (1e+297)");
+  CHECK(error_of_log("frac.log",
+                     " iteration 1/ 2 | elapsed time per iteration (ms): 5 |\n[Rank 1.5] (after 1 "
+                     "iterations) memory (MB) | allocated: 1 | max allocated: 2\n") ==
+        "line 2: rank 1.5 is not in the plan's 8 ranks");
+  CHECK(error_of_log("mem.log", "step: 1  loss:  5.5  memory:  1e9GiB(3%)  tps: 100\n") ==
+        "line 1: memory: out of range (1.07374e+18 bytes)");
+}
+
 TEST_CASE("compare's table: names and units lines, error = (predicted - measured) / measured") {
   CompareRow row{"step time", -1, "s", 1.1, 1.0};
   CHECK(*row.error_pct() == doctest::Approx(10.0).scale(0));

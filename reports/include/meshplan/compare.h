@@ -22,6 +22,9 @@ struct MeasuredCollective {
   planner::CommGroup group = planner::CommGroup::kTp;
   int64_t calls = 0;
   int64_t message_bytes = 0;  // nccl-tests sizes summed over the calls
+  // What execute's own planner inventory predicted for this entry (its --json); compare_plan
+  // refuses a report whose predictions are not the plan's: it was another plan's run.
+  std::optional<int64_t> predicted_calls, predicted_bytes;
 };
 
 /// What a run measured. Memory is what the framework's allocator held at its peak (PyTorch
