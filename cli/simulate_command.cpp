@@ -45,6 +45,7 @@ void run_simulate(const SimulateArguments& args) {
   simulator::SimulationOptions options;
   options.all_ranks = args.all_ranks;
   options.zero_communication = args.zero_communication;
+  options.with_trace = !args.trace_path.empty();
   options.bucket_bytes = planner::dp_bucket_bytes(plan.cluster, plan.layout, plan.options);
   if (args.bucket_mb) {
     // MiB, as DDP's bucket_cap_mb.

@@ -118,6 +118,13 @@ BuiltGraph Builder::build() {
              costs.chunk_grad_buckets.size() + costs.chunk_root_param_buckets.size() +
              costs.chunk_root_grad_buckets.size());
   }
+  if (input_.with_trace && estimate > static_cast<size_t>(kMaxTraceTasks)) {
+    throw InputError(fmt::format(
+        "{}: --trace: the replay would hold about {} tasks, over the trace's limit of {} (~{:.1f} "
+        "GB of JSON; Perfetto's UI holds about 2 GB){}",
+        input_.source, estimate, kMaxTraceTasks, static_cast<double>(kMaxTraceTasks) * 150e-9,
+        input_.all_ranks ? " (trace one rank per stage: without --all-ranks)" : ""));
+  }
   if (estimate > static_cast<size_t>(kMaxTasks)) {
     const double gib = static_cast<double>(kBytesPerTask) / static_cast<double>(kBytesPerGiB);
     throw InputError(fmt::format(

@@ -92,6 +92,7 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
   input.zero3_backward_pass_starts =
       planner::zero3_backward_gathers_start_a_pass(layout, plan.options);
   input.all_ranks = options.all_ranks;
+  input.with_trace = options.with_trace;
   for (const planner::StageEstimate& stage : estimate.stages) {
     StageCosts costs;
     costs.chunks = stage.chunks;

@@ -942,7 +942,12 @@ row "explain: a newline in the model name" 2 \
 sed -i 's/"global_batch": 131072/"global_batch": 1000000/' huge_m.json
 row "simulate --all-ranks: over the task cap" 2 \
   "huge_m.json: all_ranks: the task graph would hold about 80000224 tasks (~19 GiB), over the simulator's limit of 33554432 (~8 GiB) (simulate one rank per stage instead)" \
-  simulate huge_m.json --all-ranks --json new_out.json --trace sentinel.json
+  simulate huge_m.json --all-ranks --json new_out.json --svg sentinel.json
+"$meshplan" plan --model tiny --cluster local-cpu --gpus 16 --tp 2 --pp 4 --dp 2 \
+  --schedule 1f1b --global-batch 131072 --micro-batch 1 --save-plan trace_m.json >/dev/null 2>&1
+row "simulate --trace: over the trace's task cap" 2 \
+  "trace_m.json: --trace: the replay would hold about 10485984 tasks, over the trace's limit of 8388608 (~1.3 GB of JSON; Perfetto's UI holds about 2 GB) (trace one rank per stage: without --all-ranks)" \
+  simulate trace_m.json --all-ranks --trace new_out.json --json sentinel.json
 levels=$(printf '%*s' 100000 '')
 printf '%s%s\n' "${levels// /[}" "${levels// /]}" >nested.json
 row "plan: a model file nested 100,000 levels deep" 2 \

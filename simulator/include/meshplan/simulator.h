@@ -20,6 +20,8 @@ struct SimulationOptions {
   bool zero_communication = false;  // every collective and transfer takes no time
   // Gradient bucket; simulate passes the plan's (planner::kDefaultBucketBytes unless changed).
   int64_t bucket_bytes = planner::kDefaultBucketBytes;
+  // The replay writes a Chrome trace (simulate --trace): the task cap is kMaxTraceTasks.
+  bool with_trace = false;
 };
 
 enum class TaskKind : uint8_t {
@@ -64,6 +66,11 @@ bool is_communication(TaskKind kind);  // tp and cp comm, transfers, DP collecti
 /// far below the int32_t task ids' 2^31.
 inline constexpr int64_t kMaxTasks = int64_t{1} << 25;
 inline constexpr int64_t kBytesPerTask = 256;
+/// Most tasks a replay with a Chrome trace holds: the trace is built in memory, about 150 bytes
+/// of JSON per task on top of the replay (measured: megatron-1t on 2,560 GPUs, --all-ranks,
+/// about 26 M tasks, a 3.8 GB trace and 9 GB resident), and Perfetto's UI holds about 2 GB.
+/// 2^23 tasks keep the trace near 1.2 GB.
+inline constexpr int64_t kMaxTraceTasks = int64_t{1} << 23;
 
 struct Bucket {
   int64_t bytes = 0;
@@ -150,6 +157,7 @@ struct SimulationInput {
   // zero3_backward_gathers_start_a_pass: Megatron-FSDP with pp > 1, no prefetch across roots).
   bool zero3_backward_pass_starts = false;
   bool all_ranks = false;
+  bool with_trace = false;          // SimulationOptions::with_trace: the cap is kMaxTraceTasks
   std::vector<StageCosts> stages;   // [pp]
   std::string source = "simulate";  // names the input in errors: the plan file's path
 };
