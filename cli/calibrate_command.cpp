@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include "commands.h"
 #include "meshplan/calibrate.h"
@@ -25,16 +26,23 @@ struct CalibrateArguments {
   std::string out_path, json_path;
   std::string base = "local-cpu";
   executor::CalibrationOptions options;
-  double max_message_mib = 16;
+  std::optional<double> max_message_mib;  // default kDefaultMaxMib; --quick caps it at 1
 };
 
+constexpr double kDefaultMaxMib = 16;
+
 void calibrate(const CalibrateArguments& args, int rank) {
-  if (!(args.max_message_mib >= 0.0009765625) || args.max_message_mib > 1024) {
-    throw InputError(
-        fmt::format("--max-mib: must be between 1/1024 and 1024 ({})", args.max_message_mib));
+  const double max_mib = args.max_message_mib.value_or(kDefaultMaxMib);
+  if (!(max_mib >= 0.0009765625) || max_mib > 1024) {
+    throw InputError(fmt::format("--max-mib: must be between 1/1024 and 1024 ({})", max_mib));
+  }
+  // --quick measures messages up to 1 MiB: a larger --max-mib would be ignored.
+  if (args.options.quick && args.max_message_mib && max_mib > 1) {
+    throw InputError(fmt::format(
+        "--max-mib: above --quick's 1 MiB; drop --quick or give at most 1 ({})", max_mib));
   }
   executor::CalibrationOptions options = args.options;
-  options.max_message_bytes = static_cast<int64_t>(args.max_message_mib * (1 << 20));
+  options.max_message_bytes = static_cast<int64_t>(max_mib * (1 << 20));
   if (options.quick) {
     options.max_message_bytes = std::min<int64_t>(options.max_message_bytes, 1 << 20);
   }
@@ -92,8 +100,8 @@ void register_calibrate_command(CLI::App& app) {
       ->capture_default_str();
   calibrate->add_flag("--quick", args->options.quick,
                       "Smaller grid, messages up to 1 MiB (about a second)");
-  calibrate->add_option("--max-mib", args->max_message_mib, "Largest collective message, MiB")
-      ->capture_default_str();
+  calibrate->add_option("--max-mib", args->max_message_mib,
+                        "Largest collective message, MiB (default 16; --quick: at most 1)");
   calibrate->callback([args] { run_calibrate(*args); });
 }
 

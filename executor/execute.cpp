@@ -51,6 +51,13 @@ void check_options(const ExecuteOptions& options) {
                     "({})",
                     least_every, options.resume ? " --resume" : "", options.checkpoint_every));
   }
+  // A fresh run checkpoints at multiples of the interval up to --steps: none when it is larger.
+  if (!options.checkpoint_dir.empty() && !options.resume &&
+      options.checkpoint_every > options.steps) {
+    throw InputError(fmt::format(
+        "--checkpoint-every: larger than --steps ({}): no checkpoint would be written ({})",
+        options.steps, options.checkpoint_every));
+  }
   if (options.keep_checkpoints < 1) {
     throw InputError(
         fmt::format("--keep-checkpoints: must be at least 1 ({})", options.keep_checkpoints));

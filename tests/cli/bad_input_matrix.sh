@@ -880,6 +880,12 @@ row "calibrate: a GPU cluster as the base" 2 "dgx-h100: precision: calibrate mea
   mpi 2 calibrate --quick --base dgx-h100 --out new_out.json
 row "calibrate: --max-mib 0" 2 "--max-mib: must be between 1/1024 and 1024 (0)" \
   mpi 2 calibrate --quick --max-mib 0 --out new_out.json
+row "calibrate: --max-mib above --quick's 1 MiB" 2 \
+  "--max-mib: above --quick's 1 MiB; drop --quick or give at most 1 (1024)" \
+  mpi 2 calibrate --quick --max-mib 1024 --out new_out.json
+row "execute: --checkpoint-every larger than --steps" 2 \
+  "--checkpoint-every: larger than --steps (4): no checkpoint would be written (9)" \
+  mpi 2 execute p.json --steps 4 --checkpoint-dir new_ck --checkpoint-every 9 --json new_out.json
 row "calibrate: --out into /proc, refused before measuring" 2 \
   "/proc/meshplan_x.json: --out: cannot write" \
   mpi 2 calibrate --quick --out /proc/meshplan_x.json --json new_out.json
