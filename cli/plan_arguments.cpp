@@ -232,12 +232,12 @@ models::TransformerConfig plan_model(const PlanArguments& args, std::string* not
 }
 
 planner::SearchSpace search_space(const PlanArguments& args, const models::ClusterConfig& cluster) {
-  if (args.gpus < 1 || args.gpus > 10'000'000) {
-    throw InputError(fmt::format("--gpus: must be between 1 and 10000000 ({})", args.gpus));
+  constexpr int64_t kMaxGpus = 10'000'000;
+  if (args.gpus < 1 || args.gpus > kMaxGpus) {
+    throw InputError(fmt::format("--gpus: must be between 1 and {} ({})", kMaxGpus, args.gpus));
   }
   // Each fixed size within what a plan file reads back (planner/plan_file.cpp), so that no
   // product of them (dp x micro-batch, pp x vpp) leaves 64 bits.
-  constexpr int64_t kMaxGpus = 10'000'000;
   for (const auto& [value, flag, max] :
        {std::tuple{args.global_batch, "--global-batch", planner::kMaxGlobalBatch},
         {args.tp, "--tp", kMaxGpus},
@@ -512,13 +512,6 @@ void check_plan_arguments(const PlanArguments& args, const models::TransformerCo
                                            "--recompute-modules");
   if (space.search_recompute_modules) {
     planner::check_recompute_modules_search_request(model, options, "--recompute-modules");
-  }
-  // Both only change MoE layers: on a dense model they would be ignored.
-  if (!model.is_moe() && (options.moe_load_imbalance != 1.0 || options.moe_aux_loss_coeff != 0.0)) {
-    throw InputError(fmt::format(
-        "{}: needs a mixture-of-experts model ({} has no experts)",
-        options.moe_load_imbalance != 1.0 ? "--moe-load-imbalance" : "--moe-aux-loss-coeff",
-        model.name));
   }
   planner::check_grad_reduce_dtype_options(cluster, options, "--grad-reduce-dtype");
 }

@@ -49,23 +49,13 @@ void check_deepspeed_expressible(const planner::Plan& plan) {
            "model's code, not set in the config",
            "full");
   }
-  if (plan.options.fsdp_version == 1) {
-    refuse(kDeepSpeedTarget, "options.fsdp_version", "PyTorch FSDP1 is not a DeepSpeed setting",
-           "1");
-  }
-  if (plan.options.norm_kernel == planner::NormKernel::kEager) {
-    refuse(kDeepSpeedTarget, "options.norm_kernel",
-           "torchtitan's eager RMSNorm is not a DeepSpeed setting", "eager");
-  }
   if (layout.placement != planner::Placement::kTpDpPp) {
     refuse(kDeepSpeedTarget, "layout.placement",
            "DeepSpeed's PipeModelDataParallelTopology orders ranks pipe, data, model (tp-dp-pp)",
            planner::to_string(layout.placement));
   }
-  if (plan.options.gemm_precision == planner::GemmPrecision::kFp8) {
-    refuse(kDeepSpeedTarget, "options.gemm_precision",
-           "neither DeepSpeed's config nor Megatron-DeepSpeed's flags run FP8 GEMMs", "fp8");
-  }
+  // fsdp_version 1, the eager norm (fsdp-only) and fp8 (planner::check_precision) never
+  // reach a deepspeed plan.
   if (layout.vpp > 1) {
     refuse(kDeepSpeedTarget, "layout.vpp", "DeepSpeed's pipeline engine runs one stage per rank",
            std::to_string(layout.vpp));

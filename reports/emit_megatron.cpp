@@ -355,18 +355,12 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
     flags.push_back({"--hidden-dropout", "0"});
   }
   flags.push_back({"--vocab-size", std::to_string(m.vocab_size)});
-  if (plan.options.fsdp_version == 1) {
-    refuse(kMegatronTarget, "options.fsdp_version", "PyTorch FSDP1 is not a Megatron-LM setting",
-           "1");
-  }
-  if (plan.options.norm_kernel == planner::NormKernel::kEager) {
-    refuse(kMegatronTarget, "options.norm_kernel",
-           "torchtitan's eager RMSNorm is not a Megatron-LM kernel", "eager");
-  }
+  // fsdp_version 1 and the eager norm are fsdp-only options (planner::check_fsdp_version,
+  // check_norm_kernel_options): a megatron plan has neither (require_framework).
   if (plan.options.flash_attention_version == 1) {
     refuse(kMegatronTarget, "options.flash_attention_version",
-           "no Megatron-LM flag selects a FlashAttention-1 kernel (--use-flash-attn runs the "
-           "installed flash-attn)",
+           "no Megatron-LM flag selects a FlashAttention-1 kernel (--attention-backend flash "
+           "runs the installed flash-attn)",
            "1");
   }
   if (plan.options.flash_attention) {

@@ -36,6 +36,11 @@ std::string llama3_flavor(const models::TransformerConfig& model) {
          model.name);
 }
 
+// Whether dp is FSDP-sharded (ZeRO 3 over dp > 1) rather than replicated (DDP).
+bool sharded(const planner::Layout& layout) {
+  return layout.zero == 3 && layout.dp > 1;
+}
+
 // What torchtitan's parallelize and pipelining code cannot run, beyond check_framework(kFsdp).
 void check_torchtitan_expressible(const planner::Plan& plan) {
   const planner::Layout& layout = plan.layout;
@@ -113,7 +118,7 @@ void check_torchtitan_expressible(const planner::Plan& plan) {
   }
   // distributed/utils.py maybe_enable_amp: without FSDP (or cp) and with tp or pp, "Mixed
   // precision training is disabled": the model would train in fp32, not the plan's bf16.
-  const bool fsdp_enabled = layout.zero == 3 && layout.dp > 1 && planner::dp_shard_size(layout) > 1;
+  const bool fsdp_enabled = sharded(layout) && planner::dp_shard_size(layout) > 1;
   if (plan.cluster.precision == models::Precision::kBf16Mixed && !fsdp_enabled &&
       (layout.tp > 1 || layout.pp > 1)) {
     refuse(kTorchtitanTarget, "layout.zero",
@@ -190,7 +195,7 @@ std::string emit_torchtitan(const planner::Plan& plan) {
   // MoE expert parallelism, FP8) must be emitted here or refused with refuse().
   const planner::Layout& layout = plan.layout;
   const std::string flavor = llama3_flavor(plan.model);
-  const bool sharded = layout.zero == 3 && layout.dp > 1;
+  const bool sharded_dp = sharded(layout);
   std::string out = emit_detail::plan_comment(plan, kTorchtitanTarget, "#");
   out +=
       "# torchtitan job config (torchtitan/config/job_config.py at e347b1e5, the last torchtitan\n"
@@ -216,8 +221,8 @@ std::string emit_torchtitan(const planner::Plan& plan) {
       "[parallelism]\ndata_parallel_replicate_degree = {}\ndata_parallel_shard_degree = {}\n"
       "tensor_parallel_degree = {}\nenable_async_tensor_parallel = {}\n"
       "pipeline_parallel_degree = {}\n",
-      sharded ? planner::dp_replicate_size(layout) : layout.dp,
-      sharded ? planner::dp_shard_size(layout) : 1, layout.tp,
+      sharded_dp ? planner::dp_replicate_size(layout) : layout.dp,
+      sharded_dp ? planner::dp_shard_size(layout) : 1, layout.tp,
       plan.options.overlap_tp_comm ? "true" : "false", layout.pp);
   if (layout.pp > 1) {
     out += fmt::format(

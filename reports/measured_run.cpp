@@ -92,6 +92,16 @@ int64_t stage_of_rank(const planner::Plan& plan, double rank, const std::string&
   return planner::rank_coords(plan.layout, static_cast<int64_t>(rank)).pp_rank;
 }
 
+// A measured step time, as validate's published times: a microsecond to a year (a log's
+// 1e-300 ms printed a 300-digit error before). InputError "<where>: must be between ...".
+double checked_step_time(double seconds, const std::string& where) {
+  if (!(seconds >= 1e-6 && seconds <= 3.2e7)) {
+    throw InputError(
+        fmt::format("{}: must be between 1e-6 and 3.2e7 seconds ({:.6g})", where, seconds));
+  }
+  return seconds;
+}
+
 // Bytes of a memory figure: at most 2^50, a pebibyte (no device has that; 1e9 GiB was taken).
 int64_t memory_bytes(double bytes, const std::string& source, int64_t line) {
   if (!(bytes >= 0) || bytes > 1.126e15) {
@@ -149,14 +159,9 @@ MeasuredRun parse_execute_json(const std::string& text, const std::string& sourc
         fmt::format("{}: steps: missing or empty (not meshplan execute's --json)", source));
   }
   for (const nlohmann::json& step : json["steps"]) {
-    const double seconds = require_number(step, "step_time_s", source + ": steps[]");
-    // As validate's published times: a microsecond to a year.
-    if (!(seconds >= 1e-6 && seconds <= 3.2e7)) {
-      throw InputError(
-          fmt::format("{}: steps[]: step_time_s: must be between 1e-6 and 3.2e7 seconds ({})",
-                      source, seconds));
-    }
-    run.step_times_s.push_back(seconds);
+    run.step_times_s.push_back(
+        checked_step_time(require_number(step, "step_time_s", source + ": steps[]"),
+                          source + ": steps[]: step_time_s"));
   }
   // As execute's own footer: the first step pays for allocation and warm-up.
   set_step_time(run, 1);
@@ -454,14 +459,10 @@ MeasuredRun parse_deepspeed_log(const std::string& text, const std::string& sour
 
 namespace {
 
-// Every logged step time within what validate and execute's --json accept, a microsecond to a
-// year (a log's 1e-300 ms printed a 300-digit error before).
+// A parsed log with every step time checked (checked_step_time).
 MeasuredRun checked_step_times(MeasuredRun run, const std::string& path) {
   for (const double seconds : run.step_times_s) {
-    if (!(seconds >= 1e-6 && seconds <= 3.2e7)) {
-      throw InputError(fmt::format("{}: step time: must be between 1e-6 and 3.2e7 seconds ({:.6g})",
-                                   path, seconds));
-    }
+    checked_step_time(seconds, path + ": step time");
   }
   return run;
 }

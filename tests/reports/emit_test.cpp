@@ -653,12 +653,11 @@ TEST_CASE("--emit refuses norm_kernel eager: no emitted config names torchtitan'
   CHECK(error_of(plan, EmitTarget::kTorchtitan) ==
         "--emit torchtitan: options.norm_kernel: torchtitan's current JobConfig has no "
         "model.norm_type (the hand-written eager RMSNorm is gone) (eager)");
-  CHECK(error_of(plan, EmitTarget::kMegatron) ==
-        "--emit megatron: options.norm_kernel: torchtitan's eager RMSNorm is not a Megatron-LM "
-        "kernel (eager)");
-  CHECK(error_of(plan, EmitTarget::kDeepSpeed) ==
-        "--emit deepspeed: options.norm_kernel: torchtitan's eager RMSNorm is not a DeepSpeed "
-        "setting (eager)");
+  // The eager norm is an fsdp-only option: the planner refuses it under megatron and deepspeed,
+  // whose targets refuse an fsdp plan by its framework (emit_framework_test).
+  planner::PlanOptions megatron;
+  megatron.norm_kernel = planner::NormKernel::kEager;
+  CHECK_THROWS_AS(planner::check_norm_kernel_options(megatron, "norm_kernel"), InputError);
 }
 
 TEST_CASE("--emit deepspeed: the pipeline sends split over tp as the plan costs them") {
@@ -709,10 +708,11 @@ TEST_CASE("--emit refuses fsdp_version 1: no emitted config runs PyTorch FSDP1")
   CHECK(error_of(plan, EmitTarget::kTorchtitan) ==
         "--emit torchtitan: options.fsdp_version: torchtitan shards with FSDP2 fully_shard, not "
         "FSDP1 (1)");
-  CHECK(error_of(plan, EmitTarget::kMegatron) ==
-        "--emit megatron: options.fsdp_version: PyTorch FSDP1 is not a Megatron-LM setting (1)");
-  CHECK(error_of(plan, EmitTarget::kDeepSpeed) ==
-        "--emit deepspeed: options.fsdp_version: PyTorch FSDP1 is not a DeepSpeed setting (1)");
+  // FSDP1 is an fsdp-only option: the other targets refuse the plan for its framework.
+  CHECK_THROWS_WITH_AS(emit_megatron(plan),
+                       "--emit megatron: options.framework: the plan was costed for fsdp; "
+                       "re-plan with --framework megatron to emit it for megatron (fsdp)",
+                       InputError);
 }
 
 TEST_CASE("--emit torchtitan refuses fsdp_head_in_root: its parallelize.py wraps [norm, output]") {
