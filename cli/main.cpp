@@ -31,6 +31,17 @@ bool launched_as_other_rank() {
   return false;
 }
 
+// CLI11's "Could not convert: --zero = 2147483648" as "--zero: out of range (2147483648)".
+std::string conversion_error_line(const std::string& message) {
+  const std::string prefix = "Could not convert: ";
+  const size_t separator = message.find(" = ");
+  if (!message.starts_with(prefix) || separator == std::string::npos) {
+    return message;
+  }
+  const std::string name = message.substr(prefix.size(), separator - prefix.size());
+  return name + ": out of range for this option (" + message.substr(separator + 3) + ")";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -71,12 +82,30 @@ int main(int argc, char** argv) {
                    : std::string();
       },
       "", "decimal-int64");
+  // A floating-point value is one number, nothing after it: CLI11 reports "abc" as "Could not
+  // convert". inf and nan are left to each option's own range check, which names its bounds.
+  const CLI::Validator decimal_number(
+      [](const std::string& value) {
+        double parsed = 0;
+        const char* begin = value.data() + (value.starts_with('+') ? 1 : 0);
+        const char* end = value.data() + value.size();
+        const auto [stop, error] = std::from_chars(begin, end, parsed);
+        if (error == std::errc::result_out_of_range) {
+          return std::string("out of the floating-point range (") + value + ")";
+        }
+        return error != std::errc() || stop != end
+                   ? std::string("expected a number (") + value + ")"
+                   : std::string();
+      },
+      "", "decimal-number");
   for (CLI::App* command : app.get_subcommands({})) {
     for (CLI::Option* option : command->get_options()) {
       if (option->get_type_size() > 0 && !option->get_positional()) {
         option->check(non_empty);
         if (option->get_type_name() == "INT") {
           option->check(decimal_int64);
+        } else if (option->get_type_name() == "FLOAT") {
+          option->check(decimal_number);
         }
       }
     }
@@ -101,6 +130,13 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::ConversionError& e) {
+    // The validators above let through only well-formed numbers, so what CLI11 cannot convert
+    // is out of the option's own type (--zero 2147483648 for a 32-bit field).
+    if (!launched_as_other_rank()) {
+      meshplan::cli::print_error("error", conversion_error_line(e.what()));
+    }
+    return 2;
   } catch (const CLI::ParseError& e) {
     // Command-line syntax errors are bad input: one line, exit 2.
     if (!launched_as_other_rank()) {

@@ -104,6 +104,12 @@ Checkpoints::Checkpoints(const planner::Plan& plan, const ExecuteOptions& option
 std::string Checkpoints::check_directory_() const {
   const fs::path root(options_.checkpoint_dir);
   std::error_code code;
+  // --resume reads a checkpoint that must be there: a directory made here would be left behind.
+  if (options_.resume && !fs::is_regular_file(root / "manifest.json", code)) {
+    return fmt::format("{}: --resume: no checkpoint to resume from (no manifest.json{})",
+                       options_.checkpoint_dir,
+                       fs::is_directory(root, code) ? "" : ", no directory");
+  }
   fs::create_directories(root, code);
   if (code || !fs::is_directory(root)) {
     return fmt::format("{}: --checkpoint-dir: cannot create the directory ({})",

@@ -125,6 +125,15 @@ models::ClusterConfig run_cluster(const nlohmann::json& hardware, const std::str
     throw InputError(
         fmt::format("{}: inter_node_gbps_per_gpu: must be positive ({})", where, gbps));
   }
+  // The cluster format's bandwidth bounds (1e6..1e16 bytes/s, models/cluster_config.cpp) in
+  // this field's Gbit/s, so the error names the runs file's field, not the cluster's.
+  constexpr double kMinGbps = 1e6 * 8.0 / 1e9;
+  constexpr double kMaxGbps = 1e16 * 8.0 / 1e9;
+  if (gbps < kMinGbps || gbps > kMaxGbps) {
+    throw InputError(
+        fmt::format("{}: inter_node_gbps_per_gpu: must be in [{:g}, {:g}] Gbit/s ({:g})", where,
+                    kMinGbps, kMaxGbps, gbps));
+  }
   cluster.inter_node_bytes_per_second_per_gpu = gbps * 1e9 / 8.0;  // Gbit/s -> bytes/s
   models::validate_cluster(cluster, where);
   return cluster;

@@ -417,6 +417,10 @@ plan_row "--gpus beyond 64 bits" "--gpus: out of the 64-bit integer range (99999
   --model tiny --cluster local-cpu --gpus 99999999999999999999999
 plan_row "--gpus in hexadecimal" "--gpus: expected a decimal integer (0x8)" \
   --model tiny --cluster local-cpu --gpus 0x8
+plan_row "--zero beyond its 32-bit field" "--zero: out of range for this option (2147483648)" \
+  --model tiny --cluster local-cpu --gpus 2 --zero 2147483648
+plan_row "--bucket-mb not a number" "--bucket-mb: expected a number (12MB)" \
+  --model tiny --cluster local-cpu --gpus 2 --bucket-mb 12MB
 plan_row "--bucket-mb below a byte" "--bucket-mb: must be in (0, 1e6] MiB and at least one byte (1e-30)" \
   --model tiny --cluster local-cpu --gpus 2 --bucket-mb 1e-30
 plan_row "the default global batch over the cap" \
@@ -436,6 +440,13 @@ row "execute: --steps 2^62 (checked every planned step before the first)" 2 \
   "--steps: must be between 1 and 1000000000 (4611686018427387904)" \
   mpi 2 execute p.json --steps 4611686018427387904 --checkpoint-dir new_ck --checkpoint-every 100 \
   --json new_out.json
+row "execute: --resume with no checkpoint directory" 2 \
+  "missing_ck: --resume: no checkpoint to resume from (no manifest.json, no directory)" \
+  mpi 2 execute p.json --steps 2 --resume --checkpoint-dir missing_ck --json new_out.json
+if [ -e missing_ck ]; then  # the row's contract, and the directory it named not made either
+  echo "FAILED   execute: --resume with no checkpoint directory (missing_ck was created)"
+  num_failed=$((num_failed + 1))
+fi
 row "execute: --lr -1" 2 "--lr: must be in (0, 1] (-1)" \
   mpi 2 execute p.json --steps 1 --lr -1 --json new_out.json
 row "execute: --lr inf" 2 "--lr: must be in (0, 1] (inf)" \
@@ -468,6 +479,11 @@ sed 's/"micro_batch": 1,/"micro_bach": 1,/' "$data/planner/runs_small.json" >run
 row "validate: a misspelt layout key in a run" 2 \
   'runs_typo.json: runs[fixture-fixed-layout]: layout: micro_bach: unknown field (1)' \
   validate runs_typo.json --json new_out.json
+sed '0,/"inter_node_gbps_per_gpu": 100/s//"inter_node_gbps_per_gpu": 1e300/' \
+  "$data/planner/runs_small.json" >runs_bandwidth.json
+row "validate: an absurd inter-node bandwidth, named in the runs file's unit" 2 \
+  'hardware: inter_node_gbps_per_gpu: must be in [0.008, 8e+07] Gbit/s (1e+300)' \
+  validate runs_bandwidth.json --json new_out.json
 row "validate --json into /proc" 1 "/proc/meshplan_x.json: cannot write file" \
   validate "$data/planner/runs_small.json" --json /proc/meshplan_x.json
 row "validate --json is a directory" 1 "a_directory: cannot write file" \
