@@ -27,9 +27,10 @@ struct HfFamily {
   std::string_view architecture;
   std::string_view model_type;
 };
-constexpr std::array<HfFamily, 11> kFamilies = {{{"LlamaForCausalLM", "llama"},
+constexpr std::array<HfFamily, 12> kFamilies = {{{"LlamaForCausalLM", "llama"},
                                                  {"MistralForCausalLM", "mistral"},
                                                  {"Qwen2ForCausalLM", "qwen2"},
+                                                 {"Qwen3ForCausalLM", "qwen3"},
                                                  {"GPT2LMHeadModel", "gpt2"},
                                                  {"GPTNeoXForCausalLM", "gpt_neox"},
                                                  {"MixtralForCausalLM", "mixtral"},
@@ -151,14 +152,15 @@ int64_t sliding_window(const nlohmann::json& json, std::string_view model_type,
   if (model_type == "mixtral") {  // MixtralConfig: sliding_window default None
     return is_set(json, "sliding_window") ? require_size(json, "sliding_window", source) : 0;
   }
-  const bool qwen = model_type == "qwen2" || model_type == "qwen2_moe" || model_type == "qwen3_moe";
+  const bool qwen = model_type == "qwen2" || model_type == "qwen3" || model_type == "qwen2_moe" ||
+                    model_type == "qwen3_moe";
   if (qwen && optional_bool(json, "use_sliding_window", false, source)) {
     return is_set(json, "sliding_window") ? require_size(json, "sliding_window", source) : 0;
   }
   return 0;
 }
 
-// Llama, Mistral and Qwen2 share one layout: pre-RMSNorm, rotary positions, a gated SiLU MLP
+// Llama, Mistral, Qwen2 and Qwen3 share one layout: pre-RMSNorm, rotary positions, a gated SiLU MLP
 // (gate_proj, up_proj, down_proj), grouped-query attention and untied heads by default
 // (tie_word_embeddings defaults to false in LlamaConfig, MistralConfig and Qwen2Config).
 TransformerConfig llama_family(const nlohmann::json& json, const std::string& source) {
@@ -639,6 +641,13 @@ TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::st
   } else if (model_type == "qwen2") {
     // Qwen2Attention: q, k, v_proj with bias, o_proj without; Qwen2MLP without biases.
     model.qkv_bias = true;
+  } else if (model_type == "qwen3") {
+    // Qwen3Attention (transformers models/qwen3/modeling_qwen3.py): q, k, v and o_proj with
+    // bias = attention_bias (default false), RMSNorm q_norm and k_norm over head_dim; Qwen3MLP
+    // without biases.
+    model.qkv_bias = optional_bool(json, "attention_bias", false, source);
+    model.attention_output_bias = model.qkv_bias;
+    model.qk_norm = true;
   }  // Mistral: no biases anywhere (MistralAttention, MistralMLP).
   if (model_type == "mixtral") {
     mixtral(json, source, model);

@@ -180,6 +180,31 @@ TEST_CASE("Qwen/Qwen2-0.5B: 494,032,768 parameters, tied, bias on q/k/v only") {
   CHECK(counts.total == 494'032'768);     // 24 * 14,912,384 + 151936 * 896 + 896 (model card)
 }
 
+TEST_CASE("Qwen/Qwen3-8B: 8,190,735,360 parameters, q/k norms, no biases") {
+  const TransformerConfig model = load_model(hf_fixture("Qwen3-8B.json"));
+  CHECK(model.head_dim == 128);  // given: 4096 / 32 would also be 128
+  CHECK(model.num_kv_heads == 8);
+  CHECK(model.qk_norm);
+  CHECK_FALSE(model.qkv_bias);
+  CHECK_FALSE(model.attention_output_bias);
+  CHECK_FALSE(model.tied_embeddings);
+  CHECK(model.sliding_window == 0);  // use_sliding_window false
+  CHECK(model.seq_length == 40960);  // max_position_embeddings
+  const auto counts = count_parameters(model);
+  CHECK(counts.per_layer == 192'946'432);  // q, o 2 * 4096^2; k, v 2 * 1024 * 4096; q_norm,
+                                           // k_norm 2 * 128; MLP 3 * 4096 * 12288; norms 2 * 4096
+  // 36 layers, final norm 4096, untied embedding and head 2 * 151936 * 4096: the model card's
+  // "8.2B, 6.95B non-embedding".
+  CHECK(counts.total == 8'190'735'360);
+  // attention_bias puts a bias on q, k, v and o_proj (Qwen3Attention), unlike Qwen2's q/k/v only.
+  nlohmann::json biased = meshplan::read_json_file(hf_fixture("Qwen3-8B.json"));
+  biased["attention_bias"] = true;
+  const TransformerConfig with_bias = model_from_json(biased, "q.json");
+  CHECK(with_bias.qkv_bias);
+  CHECK(with_bias.attention_output_bias);
+  CHECK(count_parameters(with_bias).per_layer == 192'946'432 + 4096 + 2 * 1024 + 4096);
+}
+
 TEST_CASE("mistralai/Mistral-7B-v0.1: 7,241,732,096 parameters, sliding window checked") {
   // As published, the config attends over a 4096-token window (sliding_window) while its
   // max_position_embeddings, the default training length, is 32768. It loads (the window is
@@ -258,7 +283,7 @@ TEST_CASE("configs without `architectures` are read by model_type") {
   falcon["model_type"] = "falcon";
   CHECK(input_error([&] { model_from_json(falcon, "falcon.json"); }) ==
         "falcon.json: model_type: unsupported model type (falcon); supported: llama, mistral, "
-        "qwen2, gpt2, gpt_neox, mixtral, qwen2_moe, qwen3_moe, deepseek_v3, mpt");
+        "qwen2, qwen3, gpt2, gpt_neox, mixtral, qwen2_moe, qwen3_moe, deepseek_v3, mpt");
   nlohmann::json mismatch = small_llama();
   mismatch["model_type"] = "gpt2";
   CHECK(input_error([&] { model_from_json(mismatch, "c.json"); }) ==
@@ -380,9 +405,9 @@ TEST_CASE("unsupported architectures and malformed `architectures`") {
   falcon["architectures"] = {"FalconForCausalLM"};
   CHECK(input_error([&] { model_from_json(falcon, "falcon.json"); }) ==
         "falcon.json: architectures: unsupported architecture (FalconForCausalLM); supported: "
-        "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel, "
-        "GPTNeoXForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, "
-        "DeepseekV3ForCausalLM, MptForCausalLM, MPTForCausalLM");
+        "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+        "GPT2LMHeadModel, GPTNeoXForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, "
+        "Qwen3MoeForCausalLM, DeepseekV3ForCausalLM, MptForCausalLM, MPTForCausalLM");
 
   nlohmann::json not_a_list = small_llama();
   not_a_list["architectures"] = "LlamaForCausalLM";
