@@ -13,6 +13,7 @@
 #include <string>
 
 #include "commands.h"
+#include "decimal_int.h"
 #include "error_line.h"
 #include "meshplan/errors.h"
 #include "meshplan/temporary_files.h"
@@ -70,16 +71,15 @@ int main(int argc, char** argv) {
   // 2^63 - 1 and 0x8 as 8.
   const CLI::Validator decimal_int64(
       [](const std::string& value) {
-        int64_t parsed = 0;
-        const char* begin = value.data() + (value.starts_with('+') ? 1 : 0);
-        const char* end = value.data() + value.size();
-        const auto [stop, error] = std::from_chars(begin, end, parsed);
-        if (error == std::errc::result_out_of_range) {
-          return std::string("out of the 64-bit integer range (") + value + ")";
+        switch (meshplan::cli::parse_decimal_int64(value).error) {
+          case meshplan::cli::DecimalIntError::kOutOfRange:
+            return std::string("out of the 64-bit integer range (") + value + ")";
+          case meshplan::cli::DecimalIntError::kMalformed:
+            return std::string("expected a decimal integer (") + value + ")";
+          case meshplan::cli::DecimalIntError::kNone:
+            break;
         }
-        return error != std::errc() || stop != end
-                   ? std::string("expected a decimal integer (") + value + ")"
-                   : std::string();
+        return std::string();
       },
       "", "decimal-int64");
   // A floating-point value is one number, nothing after it: CLI11 reports "abc" as "Could not

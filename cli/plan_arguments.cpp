@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "decimal_int.h"
 #include "meshplan/dp_buckets.h"
 #include "meshplan/errors.h"
 #include "meshplan/layout.h"
@@ -99,19 +100,13 @@ std::vector<int64_t> parse_stage_layer_list(const std::string& text) {
   size_t start = 0;
   while (start <= text.size()) {
     const size_t comma = std::min(text.find(',', start), text.size());
-    const std::string item = text.substr(start, comma - start);
-    size_t used = 0;
-    int64_t value = 0;
-    try {
-      value = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size()) {
+    const DecimalInt item =
+        parse_decimal_int64(std::string_view(text).substr(start, comma - start));
+    if (item.error != DecimalIntError::kNone) {
       throw InputError(fmt::format(
           "--stage-layers: expected comma-separated layer counts, e.g. 7,8,8,7 ({})", text));
     }
-    layers.push_back(value);
+    layers.push_back(item.value);
     start = comma + 1;
   }
   return layers;

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "commands.h"
+#include "decimal_int.h"
 #include "meshplan/errors.h"
 #include "meshplan/output_set.h"
 #include "meshplan/sweep.h"
@@ -52,21 +53,15 @@ std::vector<std::string> split(const std::string& text, char separator) {
 
 // One GPU count of --gpus; throws InputError naming the flag.
 int64_t parse_count(const std::string& item, const std::string& whole) {
-  size_t used = 0;
-  int64_t value = 0;
-  try {
-    value = std::stoll(item, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (item.empty() || used != item.size()) {
+  const DecimalInt count = parse_decimal_int64(item);
+  if (count.error == DecimalIntError::kMalformed) {
     throw InputError(
         fmt::format("--gpus: expected A..B (powers of two) or a list A,B,... ({})", whole));
   }
-  if (value < 1 || value > kMaxGpus) {
-    throw InputError(fmt::format("--gpus: must be between 1 and {} ({})", kMaxGpus, value));
+  if (count.error == DecimalIntError::kOutOfRange || count.value < 1 || count.value > kMaxGpus) {
+    throw InputError(fmt::format("--gpus: must be between 1 and {} ({})", kMaxGpus, item));
   }
-  return value;
+  return count.value;
 }
 
 bool power_of_two(int64_t n) {
