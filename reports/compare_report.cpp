@@ -168,8 +168,11 @@ Report compare_report(const Comparison& comparison, const std::string& plan_sour
   std::string& t = report.table;
   t += fmt::format("# meshplan compare {} {} ({}, memory = {})\n", plan_source, measured_source,
                    measured.format, measured.memory_kind);
-  t += fmt::format("# step time measured: mean of {} of {} logged step(s), warm-up left out\n#\n",
-                   measured.steps_averaged, measured.step_times_s.size());
+  const size_t logged = measured.step_times_s.size();
+  const bool warm_up_left_out = static_cast<size_t>(measured.steps_averaged) < logged;
+  t += fmt::format("# step time measured: mean of {} of {} logged step(s){}\n#\n",
+                   measured.steps_averaged, logged,
+                   warm_up_left_out ? ", warm-up left out" : " (none left out as warm-up)");
   t += fmt::format("#{:>25} {:>6} {:>6} {:>16} {:>16} {:>9}\n", "component", "stage", "unit",
                    "predicted", "measured", "error");
   t += fmt::format("#{:>25} {:>6} {:>6} {:>16} {:>16} {:>9}\n", "", "", "", "", "", "(%)");

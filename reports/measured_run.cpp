@@ -204,6 +204,27 @@ MeasuredRun parse_execute_json(const std::string& text, const std::string& sourc
   return run;
 }
 
+namespace {
+
+// training_log prints " global batch size: {:5d} |" on every iteration line (megatron/training/
+// training.py; Megatron-DeepSpeed's the same): a log of another batch did another amount of work
+// per step, so its step time is another plan's.
+void check_megatron_batch(const std::string& line, const std::string& source, int64_t number,
+                          const planner::Plan& plan) {
+  const std::string batch_text = token_after(line, "global batch size:", 0, "0123456789");
+  if (batch_text.empty()) {
+    return;
+  }
+  const int64_t batch = log_count(batch_text, source, number, "global batch size");
+  if (batch != plan.layout.global_batch) {
+    throw InputError(fmt::format(
+        "{}: line {}: global batch size: {}, the plan's is {} (a log of another plan's run)",
+        source, number, batch, plan.layout.global_batch));
+  }
+}
+
+}  // namespace
+
 // Megatron-LM training_log (megatron/training/training.py): " iteration N/ M | ... | elapsed
 // time per iteration (ms): T | ...", the mean over the logging interval. report_memory
 // (megatron/training/utils.py) prints "[Rank R] (after N iterations) memory (MB) | allocated: A
@@ -231,6 +252,7 @@ MeasuredRun parse_megatron_log(const std::string& text, const std::string& sourc
                         number, ms_text));
       }
       run.step_times_s.push_back(ms / 1e3);
+      check_megatron_batch(line, source, number, plan);
     } else if (line.find("memory (MB) | allocated:") != std::string::npos) {
       const std::string rank_text = token_after(line, "[Rank ", 0, "0123456789.");
       const double rank = rank_text.empty() ? 0 : log_number(rank_text, source, number, "Rank");
@@ -469,7 +491,10 @@ MeasuredRun checked_step_times(MeasuredRun run, const std::string& path) {
 
 }  // namespace
 
-MeasuredRun read_measured_run(const std::string& path, const planner::Plan& plan) {
+namespace {
+
+// The file as whichever format it is in (read_measured_run's first step).
+MeasuredRun read_any_measured_run(const std::string& path, const planner::Plan& plan) {
   const std::string text = read_input_file(path);
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') {
@@ -504,6 +529,44 @@ MeasuredRun read_measured_run(const std::string& path, const planner::Plan& plan
       "a torchtitan log ('step: N ... tps: T') or a DeepSpeed log ('iter time (s): T' or "
       "'CurrSamplesPerSec=')",
       path));
+}
+
+// A framework's log measures what that framework ran; a plan costed for another framework
+// predicts another run (its memory accounting, overlaps and often its layout differ), as --emit
+// refuses such plans. Megatron-DeepSpeed prints Megatron-LM's training_log lines, so those
+// compare with megatron and deepspeed plans; execute's --json with any plan (its own predicted
+// fields are checked against the plan's).
+void check_log_framework(const MeasuredRun& run, const planner::Plan& plan,
+                         const std::string& path) {
+  using planner::Framework;
+  const Framework framework = plan.options.framework;
+  bool matches = true;
+  std::string expected;
+  if (run.format == "megatron-lm log") {
+    matches = framework == Framework::kMegatron || framework == Framework::kDeepSpeed;
+    expected = "megatron or deepspeed";
+  } else if (run.format == "torchtitan log") {
+    matches = framework == Framework::kFsdp;
+    expected = "fsdp";
+  } else if (run.format == "deepspeed log") {
+    matches = framework == Framework::kDeepSpeed;
+    expected = "deepspeed";
+  }
+  if (!matches) {
+    throw InputError(fmt::format(
+        "{}: a {} compares with a plan costed for {}; this plan was costed for {} (re-plan "
+        "with --framework {})",
+        path, run.format, expected, planner::to_string(framework),
+        expected.substr(0, expected.find(' '))));
+  }
+}
+
+}  // namespace
+
+MeasuredRun read_measured_run(const std::string& path, const planner::Plan& plan) {
+  MeasuredRun run = read_any_measured_run(path, plan);
+  check_log_framework(run, plan, path);
+  return run;
 }
 
 }  // namespace meshplan::reports

@@ -890,8 +890,16 @@ row "compare: Megatron-LM time beyond double" 2 \
   compare p.json inf.log --json new_out.json
 row "compare: malformed plan file" 2 "malformed.json: malformed JSON: " \
   compare malformed.json rank7.log --json new_out.json
+echo '{"steps": [{"step_time_s": 0.1}, {"step_time_s": 0.2}]}' >two_steps.json
 row "compare: --json into /proc" 1 "/proc/meshplan_x.json: cannot write file" \
-  compare p.json "$data/compare/megatron_memory_lines.log" --json /proc/meshplan_x.json
+  compare p.json two_steps.json --json /proc/meshplan_x.json
+row "compare: a Megatron-LM log of another global batch" 2 \
+  "megatron_memory_lines.log: line 3: global batch size: 16, the plan's is 4 (a log of another plan's run)" \
+  compare p.json "$data/compare/megatron_memory_lines.log" --json new_out.json
+printf 'step:  2  loss:  7.0  memory:  1.00GiB(1.0%%)  tps: 100  tflops: 1.0  mfu: 1.0%%\n' >titan.log
+row "compare: a torchtitan log beside a plan for meshplan's executor" 2 \
+  "titan.log: a torchtitan log compares with a plan costed for fsdp; this plan was costed for meshplan (re-plan with --framework fsdp)" \
+  compare p.json titan.log --json new_out.json
 row "calibrate: a GPU cluster as the base" 2 "dgx-h100: precision: calibrate measures" \
   mpi 2 calibrate --quick --base dgx-h100 --out new_out.json
 row "calibrate: --max-mib 0" 2 "--max-mib: must be between 1/1024 and 1024 (0)" \

@@ -62,8 +62,24 @@ TEST_CASE("compare against a published Megatron-LM log (alibaba/Megatron-LLaMA i
         doctest::Approx(-25.4).epsilon(0.01).scale(0));  // 1 decimal
 }
 
+TEST_CASE("Megatron-LM log of another global batch: refused") {
+  // training_log's " global batch size: {:5d} |": twice the plan's batch is twice the work per
+  // step, so its step time says nothing about this plan.
+  const planner::Plan plan = alibaba_plan();  // global batch 64
+  const std::string line =
+      " iteration 10/ 100 | elapsed time per iteration (ms): 100.0 | global batch size:   128 |\n";
+  CHECK_THROWS_WITH_AS(
+      parse_megatron_log(line, "m.log", plan),
+      "m.log: line 1: global batch size: 128, the plan's is 64 (a log of another plan's run)",
+      InputError);
+  const std::string same_batch =
+      " iteration 10/ 100 | elapsed time per iteration (ms): 100.0 | global batch size:    64 |\n";
+  CHECK(parse_megatron_log(same_batch, "m.log", plan).step_time_s == doctest::Approx(0.1).scale(0));
+}
+
 TEST_CASE("Megatron-LM memory lines: [Rank R] report_memory, MB = 2^20 bytes, rank -> stage") {
   planner::Plan plan = alibaba_plan();
+  plan.layout.global_batch = 16;  // the log's "global batch size: 16"
   const MeasuredRun run = read_measured_run(data_path("megatron_memory_lines.log"), plan);
   // NVIDIA/Megatron-LM PR 5662: "max allocated: 5670.39" MB = 5670.39 x 1048576 B.
   REQUIRE(run.peak_memory_bytes.size() == 1);
@@ -203,7 +219,15 @@ TEST_CASE("read_measured_run tells a DeepSpeed log from the others") {
            "skipped=0, lr=[0.0001], mom=[(0.9, 0.95)]\n"
         << "steps: 10 loss: 7.0000 iter time (s): 2.000 samples/sec: 32.000\n";
   }
-  const MeasuredRun run = read_measured_run(path, alibaba_plan());
+  planner::Plan plan = alibaba_plan();
+  CHECK_THROWS_WITH_AS(
+      read_measured_run(path, plan),
+      (path + ": a deepspeed log compares with a plan costed for deepspeed; this plan was "
+              "costed for megatron (re-plan with --framework deepspeed)")
+          .c_str(),
+      InputError);
+  plan.options.framework = planner::Framework::kDeepSpeed;
+  const MeasuredRun run = read_measured_run(path, plan);
   std::filesystem::remove(path);
   CHECK(run.format == "deepspeed log");
   CHECK(run.step_time_s == doctest::Approx(2.0).scale(0));
@@ -224,6 +248,12 @@ TEST_CASE("execute --json: step times after the first, memory and collectives pe
       compare_report(Comparison{}, "p.json", "m.json", run)
           .table.find("# step time measured: mean of 2 of 3 logged step(s), warm-up left out\n") !=
       std::string::npos);
+  // One step: nothing to leave out, and the header says so.
+  const MeasuredRun one_step = parse_execute_json(R"({"steps": [{"step_time_s": 9.0}]})", "m.json");
+  CHECK(one_step.steps_averaged == 1);
+  CHECK(compare_report(Comparison{}, "p.json", "m.json", one_step)
+            .table.find("# step time measured: mean of 1 of 1 logged step(s) (none left out as "
+                        "warm-up)\n") != std::string::npos);
   CHECK(run.peak_memory_bytes.at(0) == 1000);
   REQUIRE(run.collectives.size() == 1);
   CHECK(run.collectives[0].kind == planner::CollectiveKind::kAllReduce);

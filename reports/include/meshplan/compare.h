@@ -46,6 +46,9 @@ struct MeasuredRun {
 /// "SamplesPerSec=" lines. Ranks in Megatron-LM memory lines map to stages by the plan's layout.
 /// Throws InputError "<path>: ..." (one line, naming the line number or field) when the file is
 /// none of these or malformed.
+/// A log of one framework is refused beside a plan costed for another (a Megatron-LM log goes
+/// with megatron and deepspeed plans, Megatron-DeepSpeed printing the same lines; torchtitan's
+/// with fsdp; DeepSpeed's with deepspeed; execute's --json with any).
 MeasuredRun read_measured_run(const std::string& path, const planner::Plan& plan);
 
 /// Parsers behind read_measured_run, on the file's text; `source` names it in errors.
