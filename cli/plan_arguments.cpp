@@ -163,6 +163,35 @@ void check_saved_activation_arguments(const planner::SearchSpace& space,
 
 // --deepspeed-grad-all-reduce off describes ZeRO 1-2's gradient reduce: with --zero fixed to 0 or
 // 3 it would change nothing, so it is refused rather than ignored.
+// --bucket-mb where every ZeRO stage the search may pick reduces without buckets of that size
+// (planner::dp_bucket_size_inert_reason: megatron at ZeRO 2-3 or without overlap_grad_reduce,
+// FSDP and the executor at ZeRO 3) is refused: the size would be written and ignored.
+void check_bucket_arguments(const PlanArguments& args, const planner::SearchSpace& space,
+                            const planner::PlanOptions& options) {
+  if (args.given.count("--bucket-mb") == 0) {
+    return;
+  }
+  std::string inert;
+  for (int zero = 0; zero <= 3; ++zero) {
+    if (space.zero && *space.zero != zero) {
+      continue;
+    }
+    planner::Layout probe;  // dp 2: the dp-1 case is check_ineffective_arguments'
+    probe.dp = 2;
+    probe.zero = zero;
+    const std::string reason = planner::dp_bucket_size_inert_reason(probe, options);
+    if (reason.empty()) {
+      return;
+    }
+    if (inert.empty()) {
+      inert = reason;  // the lowest stage's: megatron without overlap names the overlap
+    }
+  }
+  throw InputError(fmt::format("--bucket-mb: no effect {}({})",
+                               space.zero ? fmt::format("with --zero {} ", *space.zero) : "",
+                               inert));
+}
+
 void check_grad_all_reduce_arguments(const planner::SearchSpace& space,
                                      const planner::PlanOptions& options) {
   if (options.deepspeed_grad_all_reduce || !space.zero ||
@@ -502,6 +531,7 @@ void check_plan_arguments(const PlanArguments& args, const models::TransformerCo
   check_cp_arguments(args, model, space, options);
   check_saved_activation_arguments(space, options);
   check_grad_all_reduce_arguments(space, options);
+  check_bucket_arguments(args, space, options);
   check_recompute_layers_arguments(space, options);
   planner::check_recompute_modules_request(model, options, space.recompute_modules,
                                            "--recompute-modules");

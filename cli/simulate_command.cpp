@@ -55,6 +55,10 @@ void run_simulate(const SimulateArguments& args) {
           "--bucket-mb: must be in (0, 1e6] MiB and at least one byte ({})", *args.bucket_mb));
     }
     options.bucket_bytes = std::llround(*args.bucket_mb * static_cast<double>(kBytesPerMiB));
+    const std::string inert = planner::dp_bucket_size_inert_reason(plan.layout, plan.options);
+    if (!inert.empty()) {
+      throw InputError(fmt::format("--bucket-mb: no effect on this plan ({})", inert));
+    }
   }
   const simulator::SimulationResult result =
       simulator::simulate_plan(plan, options, args.plan_path);

@@ -62,6 +62,30 @@ int64_t grad_reduce_element_bytes(const models::ClusterConfig& cluster, const La
   return dtype == GradReduceDtype::kFp32 ? 4 : e;
 }
 
+// Mirrors the branches of dp_buckets below: megatron_zero01_buckets (`bucketed`), ZeRO 2's
+// `per_layer`, ZeRO 3's `deepspeed ? bucket_sizes : per_layer_sizes`.
+std::string dp_bucket_size_inert_reason(const Layout& layout, const PlanOptions& options) {
+  if (grad_group_size(layout) == 1) {
+    return "dp x cp is 1: no gradient reduce";
+  }
+  const bool megatron = options.framework == Framework::kMegatron;
+  if (layout.zero <= 1 && megatron && !options.overlap_grad_reduce) {
+    return "megatron without overlap_grad_reduce reduces each model chunk as one bucket";
+  }
+  if (layout.zero == 2 && megatron) {
+    return "Megatron-FSDP reduces ZeRO-2 gradients one bucket per layer";
+  }
+  if (layout.zero == 3 && options.framework != Framework::kDeepSpeed) {
+    return fmt::format("{} reduces ZeRO-3 gradients one bucket per layer",
+                       to_string(options.framework));
+  }
+  return "";
+}
+
+bool dp_bucket_size_applies(const Layout& layout, const PlanOptions& options) {
+  return dp_bucket_size_inert_reason(layout, options).empty();
+}
+
 int64_t dp_bucket_bytes(const models::ClusterConfig& cluster, const Layout& layout,
                         const PlanOptions& options) {
   if (options.bucket_bytes) {

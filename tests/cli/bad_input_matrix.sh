@@ -428,6 +428,12 @@ plan_row "the default global batch over the cap" \
   --model tiny --cluster local-cpu --gpus 1000000
 plan_row "--bucket-mb 0" "--bucket-mb: must be in (0, 1e6] MiB and at least one byte (0)" \
   --model tiny --cluster local-cpu --gpus 2 --bucket-mb 0
+plan_row "--bucket-mb with --zero 3 reduced layer by layer" \
+  "--bucket-mb: no effect with --zero 3 (meshplan reduces ZeRO-3 gradients one bucket per layer)" \
+  --model tiny --cluster local-cpu --gpus 2 --zero 3 --bucket-mb 1
+row "simulate: --bucket-mb on a plan without a gradient reduce" 2 \
+  "--bucket-mb: no effect on this plan (dp x cp is 1: no gradient reduce)" \
+  simulate p.json --bucket-mb 1 --json new_out.json --trace sentinel.json
 row "simulate: --bucket-mb -5" 2 "--bucket-mb: must be positive (-5)" \
   simulate p.json --bucket-mb -5 --json new_out.json --trace sentinel.json
 row "execute: --steps 0" 2 "--steps: must be between 1 and 1000000000 (0)" \

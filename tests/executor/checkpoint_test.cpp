@@ -63,10 +63,17 @@ TEST_CASE("a checkpoint from another run or a missing one is refused") {
   options.resume = true;
   Trainer trainer(plan, synthetic(plan), AdamWConfig{}, MPI_COMM_SELF);
   const std::string manifest = options.checkpoint_dir + "/manifest.json";
+  // Refused before the directory is made (a failed --resume used to leave it behind, empty).
   CHECK_THROWS_WITH_AS(Checkpoints(plan, options, MPI_COMM_SELF).resume(trainer),
-                       (manifest + ": cannot read file").c_str(), InputError);
+                       (options.checkpoint_dir +
+                        ": --resume: no checkpoint to resume from (no manifest.json, no directory)")
+                           .c_str(),
+                       InputError);
+  CHECK_FALSE(fs::exists(options.checkpoint_dir));
   trainer.train_step();
-  Checkpoints(plan, options, MPI_COMM_SELF).write(trainer);
+  ExecuteOptions first_run = options;
+  first_run.resume = false;
+  Checkpoints(plan, first_run, MPI_COMM_SELF).write(trainer);
   ExecuteOptions other = options;
   other.learning_rate = 2e-3;
   CHECK_THROWS_WITH_AS(

@@ -854,4 +854,45 @@ TEST_CASE("dp_buckets: megatron buckets only pipeline rank 0's first chunk, one 
 }
 
 }  // namespace
+TEST_CASE("dp_bucket_size_applies: true exactly where two bucket sizes give different calls") {
+  // The rule against the calls themselves: for every framework, ZeRO stage and grad-reduce
+  // overlap on the tiny model (stage 0, dp 3; and dp 1, no reduce), buckets of 60,000 and
+  // 120,000 bytes (both below the 435,328-byte buffer) give different call lists exactly where
+  // the size applies.
+  const models::TransformerConfig model = models::load_model("tiny");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  const auto calls = [&](const Layout& layout, PlanOptions options, int64_t bucket) {
+    options.bucket_bytes = bucket;
+    const DpBuckets b = dp_buckets(model, cluster, layout, options, 0);
+    return std::vector<std::vector<int64_t>>{sizes_of(b.step_grad), sizes_of(b.step_param),
+                                             sizes_of(b.chunk_grad), sizes_of(b.chunk_param),
+                                             sizes_of(b.chunk_param_backward)};
+  };
+  int applies_count = 0;
+  for (Framework framework :
+       {Framework::kMegatron, Framework::kDeepSpeed, Framework::kFsdp, Framework::kMeshplan}) {
+    for (int zero = 0; zero <= 3; ++zero) {
+      for (bool overlap : {false, true}) {
+        for (int64_t dp : {1, 3}) {
+          CAPTURE(to_string(framework));
+          CAPTURE(zero);
+          CAPTURE(overlap);
+          CAPTURE(dp);
+          Layout layout = make_layout(1, 1, dp, 1, 6);
+          layout.zero = zero;
+          PlanOptions options;
+          options.framework = framework;
+          options.overlap_grad_reduce = overlap;
+          const bool differs = calls(layout, options, 60'000) != calls(layout, options, 120'000);
+          CHECK(dp_bucket_size_applies(layout, options) == differs);
+          applies_count += differs ? 1 : 0;
+        }
+      }
+    }
+  }
+  // megatron ZeRO 0/1 with overlap (2), deepspeed ZeRO 0-3 (8), fsdp and meshplan ZeRO 0-2
+  // (6 each), all at dp 3.
+  CHECK(applies_count == 22);
+}
+
 }  // namespace meshplan::planner
