@@ -27,13 +27,19 @@ using emit_detail::refuse;
 
 constexpr EmitTarget kDeepSpeedTarget = EmitTarget::kDeepSpeed;
 
-// What the config cannot express, beyond check_framework(kDeepSpeed) (ZeRO-2/3 with pp > 1,
-// schedules other than 1F1B).
+// What a config alone cannot express: the settings Megatron-DeepSpeed's flags make
+// (--emit megatron-deepspeed writes them), beyond check_framework(kDeepSpeed) (ZeRO-2/3 with
+// pp > 1, schedules other than 1F1B).
 void check_config_expressible(const planner::Plan& plan) {
   const planner::Layout& layout = plan.layout;
   if (layout.sequence_parallel) {
+    // Kept a refusal, not a note: the config of a sequence-parallel plan runs as costed only
+    // under a training script that shards the sequence too.
     refuse(kDeepSpeedTarget, "layout.sequence_parallel",
-           "sequence parallelism is not emitted for DeepSpeed yet", "on");
+           "sequence parallelism is the training script's flag (Megatron-DeepSpeed "
+           "--sequence-parallel), not a DeepSpeed config key: --emit megatron-deepspeed writes "
+           "both",
+           "on");
   }
   if (layout.recompute == planner::Recompute::kSelective ||
       layout.recompute == planner::Recompute::kSelectiveOp) {
