@@ -544,7 +544,8 @@ void check_plan_arguments(const PlanArguments& args, const models::TransformerCo
 std::optional<reports::EmitTarget> emit_target(const PlanArguments& args) {
   if (args.emit.empty()) {
     if (!args.emit_out.empty()) {
-      throw InputError("--emit-out: needs --emit megatron|torchtitan|deepspeed|slurm");
+      throw InputError(
+          "--emit-out: needs --emit megatron|torchtitan|deepspeed|megatron-deepspeed|slurm");
     }
     return std::nullopt;
   }
@@ -728,7 +729,8 @@ void add_plan_flags(CLI::App& plan, PlanArguments& args) {
   plan.add_flag("--explain-rejections", args.explain_rejections,
                 "Print how many layouts each validity rule rejected");
   plan.add_option("--emit", args.emit,
-                  "Launch config of the best plan: megatron | torchtitan | deepspeed | slurm");
+                  "Launch config of the best plan: megatron | torchtitan | deepspeed | "
+                  "megatron-deepspeed | slurm");
   plan.add_option("--emit-out", args.emit_out,
                   "Write --emit's config to this file (default: stdout, the table to stderr)");
 }

@@ -64,13 +64,14 @@ std::string plan_comment(const planner::Plan& plan, EmitTarget target, const std
 
 EmitTarget parse_emit_target(const std::string& text, const std::string& field) {
   for (EmitTarget target : {EmitTarget::kMegatron, EmitTarget::kTorchtitan, EmitTarget::kDeepSpeed,
-                            EmitTarget::kSlurm}) {
+                            EmitTarget::kMegatronDeepSpeed, EmitTarget::kSlurm}) {
     if (text == to_string(target)) {
       return target;
     }
   }
   throw InputError(
-      fmt::format("{}: unknown emit target ({}); supported: megatron, torchtitan, deepspeed, slurm",
+      fmt::format("{}: unknown emit target ({}); supported: megatron, torchtitan, deepspeed, "
+                  "megatron-deepspeed, slurm",
                   field, text));
 }
 
@@ -82,6 +83,8 @@ std::string to_string(EmitTarget target) {
       return "torchtitan";
     case EmitTarget::kDeepSpeed:
       return "deepspeed";
+    case EmitTarget::kMegatronDeepSpeed:
+      return "megatron-deepspeed";
     case EmitTarget::kSlurm:
       return "slurm";
   }
@@ -95,6 +98,7 @@ std::optional<planner::Framework> target_framework(EmitTarget target) {
     case EmitTarget::kTorchtitan:
       return planner::Framework::kFsdp;
     case EmitTarget::kDeepSpeed:
+    case EmitTarget::kMegatronDeepSpeed:
       return planner::Framework::kDeepSpeed;
     case EmitTarget::kSlurm:
       break;
@@ -111,6 +115,8 @@ std::string emit_launch_config(const planner::Plan& plan, EmitTarget target,
       return emit_torchtitan(plan);
     case EmitTarget::kDeepSpeed:
       return emit_deepspeed(plan);
+    case EmitTarget::kMegatronDeepSpeed:
+      return emit_megatron_deepspeed(plan);
     case EmitTarget::kSlurm:
       if (plan_path.empty()) {
         throw InputError(

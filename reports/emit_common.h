@@ -28,4 +28,10 @@ void require_framework(EmitTarget target, planner::Framework framework, const pl
 /// Comment lines (each starting with `comment`) naming the plan: model, cluster, layout.
 std::string plan_comment(const planner::Plan& plan, EmitTarget target, const std::string& comment);
 
+/// The DeepSpeed config JSON of a deepspeed plan (emit_deepspeed.cpp), shared by --emit
+/// deepspeed and the config --emit megatron-deepspeed embeds. Refuses, named for `target`, what
+/// the DeepSpeed engine cannot run as costed (placement, vpp, cp, MoE); the framework check and
+/// each target's own refusals are the caller's.
+std::string deepspeed_config(const planner::Plan& plan, EmitTarget target);
+
 }  // namespace meshplan::reports::emit_detail

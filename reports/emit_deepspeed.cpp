@@ -27,14 +27,19 @@ using emit_detail::refuse;
 
 constexpr EmitTarget kDeepSpeedTarget = EmitTarget::kDeepSpeed;
 
-// What the config cannot express, beyond check_framework(kDeepSpeed) (ZeRO-2/3 with pp > 1,
-// schedules other than 1F1B).
-void check_deepspeed_expressible(const planner::Plan& plan) {
+// What a config alone cannot express: the settings Megatron-DeepSpeed's flags make
+// (--emit megatron-deepspeed writes them), beyond check_framework(kDeepSpeed) (ZeRO-2/3 with
+// pp > 1, schedules other than 1F1B).
+void check_config_expressible(const planner::Plan& plan) {
   const planner::Layout& layout = plan.layout;
-  emit_detail::require_framework(kDeepSpeedTarget, planner::Framework::kDeepSpeed, plan);
   if (layout.sequence_parallel) {
+    // Kept a refusal, not a note: the config of a sequence-parallel plan runs as costed only
+    // under a training script that shards the sequence too.
     refuse(kDeepSpeedTarget, "layout.sequence_parallel",
-           "sequence parallelism is not emitted for DeepSpeed yet", "on");
+           "sequence parallelism is the training script's flag (Megatron-DeepSpeed "
+           "--sequence-parallel), not a DeepSpeed config key: --emit megatron-deepspeed writes "
+           "both",
+           "on");
   }
   if (layout.recompute == planner::Recompute::kSelective ||
       layout.recompute == planner::Recompute::kSelectiveOp) {
@@ -49,35 +54,42 @@ void check_deepspeed_expressible(const planner::Plan& plan) {
            "model's code, not set in the config",
            "full");
   }
+}
+
+// What the DeepSpeed engine cannot run as the plan is costed, whichever target writes its
+// config.
+void check_engine_expressible(const planner::Plan& plan, EmitTarget target) {
+  const planner::Layout& layout = plan.layout;
   if (layout.placement != planner::Placement::kTpDpPp) {
-    refuse(kDeepSpeedTarget, "layout.placement",
+    refuse(target, "layout.placement",
            "DeepSpeed's PipeModelDataParallelTopology orders ranks pipe, data, model (tp-dp-pp)",
            planner::to_string(layout.placement));
   }
   // fsdp_version 1, the eager norm (fsdp-only) and fp8 (planner::check_precision) never
   // reach a deepspeed plan.
   if (layout.vpp > 1) {
-    refuse(kDeepSpeedTarget, "layout.vpp", "DeepSpeed's pipeline engine runs one stage per rank",
+    refuse(target, "layout.vpp", "DeepSpeed's pipeline engine runs one stage per rank",
            std::to_string(layout.vpp));
+  }
+  // Planner features added after this writer (uneven pipeline stages, context parallelism,
+  // MoE expert parallelism, FP8) must be emitted here or refused with refuse().
+  if (layout.cp > 1) {
+    refuse(target, "layout.cp", "context parallelism is not emitted for DeepSpeed",
+           std::to_string(layout.cp));
+  }
+  if (plan.model.is_moe()) {
+    refuse(target, "model.num_experts", "mixture-of-experts models are not emitted for DeepSpeed",
+           std::to_string(plan.model.num_experts));
   }
 }
 
 }  // namespace
 
-std::string emit_deepspeed(const planner::Plan& plan) {
-  check_deepspeed_expressible(plan);
-  // Planner features added after this writer (uneven pipeline stages, context parallelism,
-  // MoE expert parallelism, FP8) must be emitted here or refused with refuse().
+namespace emit_detail {
+
+std::string deepspeed_config(const planner::Plan& plan, EmitTarget target) {
+  check_engine_expressible(plan, target);
   const planner::Layout& layout = plan.layout;
-  if (layout.cp > 1) {
-    refuse(kDeepSpeedTarget, "layout.cp", "context parallelism is not emitted for DeepSpeed",
-           std::to_string(layout.cp));
-  }
-  if (plan.model.is_moe()) {
-    refuse(kDeepSpeedTarget, "model.num_experts",
-           "mixture-of-experts models are not emitted for DeepSpeed",
-           std::to_string(plan.model.num_experts));
-  }
   // DeepSpeed's bucket sizes count elements of the reduce dtype, meshplan's count bytes: the
   // plan's bucket, or DeepSpeed's own default (5e8 elements, dp_bucket_bytes) when the plan
   // states none.
@@ -126,6 +138,14 @@ std::string emit_deepspeed(const planner::Plan& plan) {
     config["activation_checkpointing"] = {{"partition_activations", true}};
   }
   return config.dump(2) + "\n";
+}
+
+}  // namespace emit_detail
+
+std::string emit_deepspeed(const planner::Plan& plan) {
+  emit_detail::require_framework(kDeepSpeedTarget, planner::Framework::kDeepSpeed, plan);
+  check_config_expressible(plan);
+  return emit_detail::deepspeed_config(plan, kDeepSpeedTarget);
 }
 
 namespace {

@@ -844,7 +844,7 @@ row "execute: --checkpoint-dir under /proc, refused before step 1" 2 \
 
 # Issue 14: plan --emit, compare, calibrate.
 row "plan: --emit unknown target" 2 \
-  "--emit: unknown emit target (nemo); supported: megatron, torchtitan, deepspeed, slurm" \
+  "--emit: unknown emit target (nemo); supported: megatron, torchtitan, deepspeed, megatron-deepspeed, slurm" \
   plan --model tiny --cluster local-cpu --gpus 2 --emit nemo --emit-out new_out.json \
   --save-plan sentinel.json
 row "plan: --emit-out without --emit" 2 "--emit-out: needs --emit" \

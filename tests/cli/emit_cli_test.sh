@@ -3,7 +3,9 @@
 # (python3: tomllib for torchtitan's TOML, json for DeepSpeed's config and the plan file, shlex
 # for Megatron-LM's flags) and every value checked against the saved plan file's fields; the
 # Megatron-LM flag names against tests/data/emit/megatron_arguments_flags.txt (extracted from
-# NVIDIA/Megatron-LM megatron/training/arguments.py at fd0df7d3).
+# NVIDIA/Megatron-LM megatron/training/arguments.py at fd0df7d3), Megatron-DeepSpeed's against
+# tests/data/emit/megatron_deepspeed_arguments_flags.txt (microsoft/Megatron-DeepSpeed
+# megatron/arguments.py at f4157bea); the Megatron-DeepSpeed script passes bash -n.
 #
 # usage: emit_cli_test.sh MESHPLAN_BINARY SOURCE_DIR   (exit 77, skipped, without python3 >= 3.11)
 set -u
@@ -36,6 +38,17 @@ grep -q '^# --emit deepspeed: stages of .* layers: build the PipelineModule with
 "$meshplan" plan --model mixtral-8x7b --cluster dgx-h100 --gpus 64 --tp 2 --etp 1 --ep 8 \
   --global-batch 128 --moe-aux-loss-coeff 0.01 --emit megatron --emit-out moe.sh --save-plan moe.json >/dev/null ||
   fail "megatron moe"
+# Megatron-DeepSpeed: one script, and the same DeepSpeed config --emit deepspeed writes for the
+# same plan; nothing printed beside it (the script holds what deepspeed's note says).
+mds_plan=(plan --model llama2-7b --cluster dgx-h100 --gpus 16 --tp 2 --pp 4 --zero 1
+  --recompute full --sequence-parallel off --overlap-param-gather off --global-batch 32
+  --framework deepspeed)
+"$meshplan" "${mds_plan[@]}" --emit megatron-deepspeed --emit-out mds.sh --save-plan mds.json \
+  >mds_table.txt 2>&1 || fail "megatron-deepspeed: $(tail -1 mds_table.txt)"
+grep -q '^# --emit' mds_table.txt && fail "megatron-deepspeed: a note beside the script"
+"$meshplan" "${mds_plan[@]}" --emit deepspeed --emit-out mds_ds_config.json >/dev/null 2>&1 ||
+  fail "megatron-deepspeed: the same plan's --emit deepspeed"
+bash -n mds.sh || fail "megatron-deepspeed: bash -n mds.sh"
 "$meshplan" plan --model tiny --cluster local-cpu --gpus 16 --tp 2 --pp 2 --emit slurm \
   --emit-out job.sh --save-plan cpu.json >/dev/null || fail "slurm"
 
@@ -121,6 +134,41 @@ check("megatron --expert-tensor-parallel-size", int(moe_flags["--expert-tensor-p
 check("megatron --expert-model-parallel-size", int(moe_flags["--expert-model-parallel-size"]), L["ep"])
 check("megatron moe --tensor-model-parallel-size", int(moe_flags["--tensor-model-parallel-size"]), L["tp"])
 check("megatron moe --moe-aux-loss-coeff", float(moe_flags["--moe-aux-loss-coeff"]), plan["options"]["moe_aux_loss_coeff"])
+
+plan = json.load(open("mds.json")); L = plan["layout"]; M = plan["model"]
+script = open("mds.sh").read()
+config = script.split("cat > ds_config.json <<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0] + "\n"
+check("megatron-deepspeed ds_config.json", config, open("mds_ds_config.json").read())
+words = shlex.split(script.split("pretrain_gpt.py", 1)[1], comments=True)
+mds = {}
+for i, w in enumerate(words):
+    if w.startswith("--"):
+        mds[w] = words[i + 1] if i + 1 < len(words) and not words[i + 1].startswith("--") and words[i + 1] != "$@" else ""
+known = {l.strip() for l in open(f"{source_dir}/tests/data/emit/megatron_deepspeed_arguments_flags.txt") if l.startswith("--")}
+for f in mds:
+    if f not in known:
+        sys.exit(f"megatron-deepspeed: {f} is not in Megatron-DeepSpeed's arguments.py")
+print(f"ok       megatron-deepspeed: all {len(mds)} flags are Megatron-DeepSpeed arguments")
+check("megatron-deepspeed --tensor-model-parallel-size", int(mds["--tensor-model-parallel-size"]), L["tp"])
+check("megatron-deepspeed --pipeline-model-parallel-size", int(mds["--pipeline-model-parallel-size"]), L["pp"])
+check("megatron-deepspeed --no-pipeline-parallel", "--no-pipeline-parallel" in mds, L["pp"] == 1)
+check("megatron-deepspeed --micro-batch-size", int(mds["--micro-batch-size"]), L["micro_batch"])
+check("megatron-deepspeed --global-batch-size", int(mds["--global-batch-size"]), L["global_batch"])
+check("megatron-deepspeed --zero-stage", int(mds["--zero-stage"]), L["zero"])
+check("megatron-deepspeed --deepspeed_config", mds["--deepspeed_config"], "ds_config.json")
+check("megatron-deepspeed --checkpoint-activations", "--checkpoint-activations" in mds, L["recompute"] == "full")
+check("megatron-deepspeed --num-layers", int(mds["--num-layers"]), M["num_layers"])
+check("megatron-deepspeed --hidden-size", int(mds["--hidden-size"]), M["hidden_size"])
+check("megatron-deepspeed --num-attention-heads", int(mds["--num-attention-heads"]), M["num_attention_heads"])
+check("megatron-deepspeed --ffn-hidden-size", int(mds["--ffn-hidden-size"]), M["ffn_hidden_size"])
+check("megatron-deepspeed --seq-length", int(mds["--seq-length"]), M["seq_length"])
+# NullTokenizer adds its end-of-document id after --vocab-size ids.
+check("megatron-deepspeed --vocab-size + 1", int(mds["--vocab-size"]) + 1, M["vocab_size"])
+check("megatron-deepspeed --sequence-parallel", "--sequence-parallel" in mds, L["sequence_parallel"])
+nodes = plan["num_gpus"] // plan["cluster"]["gpus_per_node"]
+launcher = shlex.split(next(l for l in script.splitlines() if l.startswith("deepspeed ")).rstrip(" \\"))
+check("megatron-deepspeed --num_nodes", launcher[launcher.index("--num_nodes") + 1], str(nodes))
+check("megatron-deepspeed --num_gpus", launcher[launcher.index("--num_gpus") + 1], str(plan["cluster"]["gpus_per_node"]))
 
 plan = json.load(open("cpu.json"))
 lines = open("job.sh").read().splitlines()

@@ -881,8 +881,9 @@ TEST_CASE("--emit deepspeed refuses ZeRO-2 with pp > 1 and sequence parallelism"
   sp.global_batch = 64;
   sp.sequence_parallel = true;
   CHECK(error_of(make_plan("llama3-8b", "dgx-h100", sp), EmitTarget::kDeepSpeed) ==
-        "--emit deepspeed: layout.sequence_parallel: sequence parallelism is not emitted for "
-        "DeepSpeed yet (on)");
+        "--emit deepspeed: layout.sequence_parallel: sequence parallelism is the training "
+        "script's flag (Megatron-DeepSpeed --sequence-parallel), not a DeepSpeed config key: "
+        "--emit megatron-deepspeed writes both (on)");
 }
 
 TEST_CASE("--emit slurm: nodes, tasks per node and the execute line of a CPU plan") {
@@ -922,12 +923,12 @@ TEST_CASE("--emit slurm: nodes, tasks per node and the execute line of a CPU pla
 
 TEST_CASE("--emit targets: names and an unknown one") {
   for (EmitTarget target : {EmitTarget::kMegatron, EmitTarget::kTorchtitan, EmitTarget::kDeepSpeed,
-                            EmitTarget::kSlurm}) {
+                            EmitTarget::kMegatronDeepSpeed, EmitTarget::kSlurm}) {
     CHECK(parse_emit_target(to_string(target), "--emit") == target);
   }
   CHECK_THROWS_WITH_AS(parse_emit_target("nemo", "--emit"),
                        "--emit: unknown emit target (nemo); supported: megatron, torchtitan, "
-                       "deepspeed, slurm",
+                       "deepspeed, megatron-deepspeed, slurm",
                        InputError);
 }
 

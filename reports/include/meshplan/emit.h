@@ -12,12 +12,14 @@
 
 namespace meshplan::reports {
 
-enum class EmitTarget { kMegatron, kTorchtitan, kDeepSpeed, kSlurm };
-/// "megatron", "torchtitan", "deepspeed", "slurm"; InputError naming `field` otherwise.
+enum class EmitTarget { kMegatron, kTorchtitan, kDeepSpeed, kMegatronDeepSpeed, kSlurm };
+/// "megatron", "torchtitan", "deepspeed", "megatron-deepspeed", "slurm"; InputError naming
+/// `field` otherwise.
 EmitTarget parse_emit_target(const std::string& text, const std::string& field);
 std::string to_string(EmitTarget target);
-/// The framework whose plans a target emits (megatron: megatron, torchtitan: fsdp, deepspeed:
-/// deepspeed); none for slurm, whose script runs meshplan's executor on any plan it accepts.
+/// The framework whose plans a target emits (megatron: megatron, torchtitan: fsdp, deepspeed and
+/// megatron-deepspeed: deepspeed); none for slurm, whose script runs meshplan's executor on any
+/// plan it accepts.
 std::optional<planner::Framework> target_framework(EmitTarget target);
 
 /// Megatron-LM: a bash script, the torchrun line and pretrain_gpt.py's flags for the plan (one
@@ -35,6 +37,11 @@ std::string emit_deepspeed(const planner::Plan& plan);
 /// pp > 1 the PipelineModule partition_method that builds the plan's stages
 /// (deepspeed_partition_of). "" when there is nothing to say.
 std::string deepspeed_launch_note(const planner::Plan& plan);
+/// Megatron-DeepSpeed (microsoft/Megatron-DeepSpeed f4157bea): a bash script that writes the
+/// plan's DeepSpeed config (emit_deepspeed's JSON) to ds_config.json and starts pretrain_gpt.py
+/// with the deepspeed launcher, one flag per line ("  --flag [value] \"), then "$@" for the
+/// flags the plan does not decide (--train-iters, --lr and its schedule, checkpointing).
+std::string emit_megatron_deepspeed(const planner::Plan& plan);
 /// Slurm: an sbatch script that runs `meshplan execute <plan_path>` on plan.num_gpus ranks
 /// (nodes, tasks per node, one core per rank bound with srun), passing the script's arguments
 /// on to execute. Refuses plans the executor cannot run (its own check).

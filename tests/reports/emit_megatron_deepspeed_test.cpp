@@ -1,0 +1,411 @@
+// plan --emit megatron-deepspeed: the script's pretrain_gpt.py flags parsed back into a map and
+// checked value by value against the plan (values worked out here, from the plan's fields and the
+// presets' published shapes), its embedded DeepSpeed config against --emit deepspeed's, its
+// launcher line, and every refusal's message. Flag names are checked against
+// tests/data/emit/megatron_deepspeed_arguments_flags.txt, the names microsoft/Megatron-DeepSpeed
+// megatron/arguments.py defines at f4157bea (and deepspeed.add_config_arguments, DeepSpeed
+// 38327e07 deepspeed/__init__.py); the launcher's against DeepSpeed 38327e07
+// deepspeed/launcher/runner.py parse_args.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "emit_test_support.h"
+#include "meshplan/emit.h"
+
+namespace meshplan::reports {
+namespace {
+
+using namespace emit_test;  // NOLINT(google-build-using-namespace): the suite's helpers
+
+constexpr EmitTarget kTarget = EmitTarget::kMegatronDeepSpeed;
+
+// A plan costed for deepspeed. ZeRO-1/2 plans state the parameter all-gather unoverlapped, as
+// DeepSpeed runs it (the refusal of the overlapped one has its own case).
+planner::Plan deepspeed_plan(const std::string& model, const std::string& cluster,
+                             const planner::Layout& layout) {
+  planner::Plan plan =
+      costed_for(make_plan(model, cluster, layout), planner::Framework::kDeepSpeed);
+  plan.options.overlap_param_gather = false;
+  return plan;
+}
+
+// Llama 2 7B (MHA: 32 heads, 32 kv heads) on 16 H100s: tp 2, pp 4, dp 2, ZeRO 1, full recompute.
+planner::Plan tp2_pp4_full_recompute_plan() {
+  planner::Layout layout;
+  layout.tp = 2;
+  layout.pp = 4;
+  layout.dp = 2;
+  layout.micro_batch = 1;
+  layout.global_batch = 32;
+  layout.zero = 1;
+  layout.recompute = planner::Recompute::kFull;
+  return deepspeed_plan("llama2-7b", "dgx-h100", layout);
+}
+
+// Llama 2 7B on 8 H100s: dp 8 under ZeRO 3, no recompute.
+planner::Plan zero3_dp8_plan() {
+  planner::Layout layout;
+  layout.dp = 8;
+  layout.micro_batch = 2;
+  layout.global_batch = 64;
+  layout.zero = 3;
+  return deepspeed_plan("llama2-7b", "dgx-h100", layout);
+}
+
+// The JSON the script writes with `cat > ds_config.json <<'EOF'`, as written.
+std::string embedded_config(const std::string& script) {
+  const std::string open = "cat > ds_config.json <<'EOF'\n";
+  const size_t start = script.find(open);
+  REQUIRE(start != std::string::npos);
+  const size_t body = start + open.size();
+  const size_t end = script.find("\nEOF\n", body);
+  REQUIRE(end != std::string::npos);
+  return script.substr(body, end + 1 - body);
+}
+
+// The line that starts the deepspeed launcher.
+std::string launcher_line(const std::string& script) {
+  std::istringstream lines(script);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("deepspeed ", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+std::set<std::string> megatron_deepspeed_parser_flags() {
+  std::ifstream file(std::string(MESHPLAN_SOURCE_DIR) +
+                     "/tests/data/emit/megatron_deepspeed_arguments_flags.txt");
+  std::set<std::string> names;
+  for (std::string line; std::getline(file, line);) {
+    if (line.rfind("--", 0) == 0) {
+      names.insert(line);
+    }
+  }
+  return names;
+}
+
+void check_flag_names(const std::map<std::string, std::string>& flags) {
+  const std::set<std::string> parser = megatron_deepspeed_parser_flags();
+  REQUIRE(parser.size() == 320);     // 316 in arguments.py at f4157bea, 4 of DeepSpeed's
+  for (const auto& entry : flags) {  // clang 14: no bindings in CHECK's lambda
+    const std::string& flag = entry.first;
+    CHECK_MESSAGE(parser.count(flag) == 1, flag << " is not a Megatron-DeepSpeed argument");
+  }
+}
+
+TEST_CASE("--emit megatron-deepspeed: Llama 2 7B at tp 2, pp 4, ZeRO 1, full recompute") {
+  const planner::Plan plan = tp2_pp4_full_recompute_plan();
+  const std::string script = emit_megatron_deepspeed(plan);
+  CHECK(script.rfind("#!/usr/bin/env bash\n# meshplan plan --emit megatron-deepspeed: ", 0) == 0);
+  CHECK(script.find("at f4157bea (megatron/arguments.py)") != std::string::npos);
+  const std::map<std::string, std::string> flags = megatron_flags(script);
+  const std::map<std::string, std::string> expected = {
+      {"--tensor-model-parallel-size", "2"},
+      {"--pipeline-model-parallel-size", "4"},
+      {"--micro-batch-size", "1"},
+      {"--global-batch-size", "32"},
+      {"--deepspeed", ""},
+      {"--deepspeed_config", "ds_config.json"},
+      {"--zero-stage", "1"},
+      // gpt_model.py GPTModelPipe: PipelineModule interval = --checkpoint-num-layers.
+      {"--checkpoint-activations", ""},
+      {"--checkpoint-num-layers", "1"},
+      {"--deepspeed-activation-checkpointing", ""},
+      {"--num-layers", "32"},  // Touvron et al. 2023, Llama 2 7B: 32 layers, 4096, 32 heads
+      {"--hidden-size", "4096"},
+      {"--num-attention-heads", "32"},
+      {"--ffn-hidden-size", "11008"},
+      {"--seq-length", "4096"},
+      {"--max-position-embeddings", "4096"},  // rope: the planned length
+      {"--use-rotary-position-embeddings", ""},
+      {"--normalization", "rmsnorm"},
+      {"--swiglu", ""},
+      {"--untie-embeddings-and-output-weights", ""},
+      {"--disable-bias-linear", ""},
+      {"--attention-dropout", "0"},
+      {"--hidden-dropout", "0"},
+      {"--use-flash-attn-v2", ""},
+      {"--bf16", ""},
+      {"--tokenizer-type", "NullTokenizer"},
+      {"--vocab-size", "31999"},  // NullTokenizer adds its end-of-document id: 32000 in all
+      {"--data-path", "\"$DATA_PATH\""}};
+  CHECK(flags == expected);
+  check_flag_names(flags);
+  // 16 ranks at 8 per H100 node: two hosts from a hostfile.
+  CHECK(launcher_line(script) ==
+        "deepspeed --hostfile \"${HOSTFILE:-hostfile}\" --num_nodes 2 --num_gpus 8 "
+        "--master_port \"${MASTER_PORT:-29500}\" \\");
+  // The config is --emit deepspeed's, byte for byte, and states the plan: 32 sequences = 1 per
+  // micro-batch x 16 micro-batches x dp 2; every layer checkpointed by the pipeline engine.
+  const std::string config = embedded_config(script);
+  CHECK(config == emit_deepspeed(plan));
+  const nlohmann::json json = nlohmann::json::parse(config);
+  CHECK(json.at("train_batch_size") == 32);
+  CHECK(json.at("train_micro_batch_size_per_gpu") == 1);
+  CHECK(json.at("gradient_accumulation_steps") == 16);
+  CHECK(json.at("zero_optimization").at("stage") == 1);
+  CHECK(json.at("pipeline").at("activation_checkpoint_interval") == 1);
+  // Nothing but the script: no sequence parallelism, nothing exported.
+  CHECK(script.find("CUDA_DEVICE_MAX_CONNECTIONS") == std::string::npos);
+  CHECK(script.find("\nset -euo pipefail\n") != std::string::npos);
+}
+
+TEST_CASE("--emit megatron-deepspeed: Llama 2 7B at tp 1, pp 1, ZeRO 3") {
+  const planner::Plan plan = zero3_dp8_plan();
+  const std::string script = emit_megatron_deepspeed(plan);
+  const std::map<std::string, std::string> flags = megatron_flags(script);
+  CHECK(flags.at("--tensor-model-parallel-size") == "1");
+  CHECK(flags.at("--pipeline-model-parallel-size") == "1");
+  // Without it pretrain_gpt.py builds GPTModelPipe, whose engine asserts ZeRO < 2.
+  CHECK(flags.at("--no-pipeline-parallel").empty());
+  CHECK(flags.at("--micro-batch-size") == "2");
+  CHECK(flags.at("--global-batch-size") == "64");
+  CHECK(flags.at("--zero-stage") == "3");
+  for (const char* absent : {"--sequence-parallel", "--checkpoint-activations",
+                             "--checkpoint-num-layers", "--deepspeed-activation-checkpointing",
+                             "--partition-activations", "--recompute-granularity"}) {
+    CHECK_MESSAGE(flags.count(absent) == 0, absent);
+  }
+  check_flag_names(flags);
+  CHECK(launcher_line(script) ==
+        "deepspeed --num_nodes 1 --num_gpus 8 --master_port \"${MASTER_PORT:-29500}\" \\");
+  const std::string config = embedded_config(script);
+  CHECK(config == emit_deepspeed(plan));
+  const nlohmann::json json = nlohmann::json::parse(config);
+  CHECK(json.at("zero_optimization").at("stage") == 3);
+  CHECK(json.at("gradient_accumulation_steps") == 4);  // 64 = 2 x 4 x dp 8
+  CHECK(json.count("pipeline") == 0);
+}
+
+TEST_CASE("--emit megatron-deepspeed: sequence parallelism and the environment it needs") {
+  planner::Layout layout;
+  layout.tp = 2;
+  layout.dp = 4;
+  layout.global_batch = 64;
+  layout.zero = 1;
+  layout.sequence_parallel = true;
+  const planner::Plan plan = deepspeed_plan("llama2-7b", "dgx-h100", layout);
+  const std::string script = emit_megatron_deepspeed(plan);
+  CHECK(megatron_flags(script).at("--sequence-parallel").empty());
+  // arguments.py validate_args raises on CUDA without it; one node inherits the shell's.
+  CHECK(script.find("export CUDA_DEVICE_MAX_CONNECTIONS=1\ndeepspeed --num_nodes 1 ") !=
+        std::string::npos);
+  CHECK(script.find("DS_ENV_FILE") == std::string::npos);
+  // The config is the one --emit deepspeed writes for the plan without it (a config key does
+  // not shard the sequence), and --emit deepspeed points at this target.
+  planner::Plan without = plan;
+  without.layout.sequence_parallel = false;
+  CHECK(embedded_config(script) == emit_deepspeed(without));
+  CHECK(error_of(plan, EmitTarget::kDeepSpeed) ==
+        "--emit deepspeed: layout.sequence_parallel: sequence parallelism is the training "
+        "script's flag (Megatron-DeepSpeed --sequence-parallel), not a DeepSpeed config key: "
+        "--emit megatron-deepspeed writes both (on)");
+  // Two nodes: the launcher passes other hosts only the variables of the file DS_ENV_FILE names.
+  planner::Plan two_nodes = plan;
+  two_nodes.layout.dp = 8;
+  two_nodes.num_gpus = 16;
+  CHECK(emit_megatron_deepspeed(two_nodes).find(
+            "export CUDA_DEVICE_MAX_CONNECTIONS=1\n"
+            "cat > ds_env <<'EOF'\nCUDA_DEVICE_MAX_CONNECTIONS=1\nEOF\n"
+            "export DS_ENV_FILE=ds_env\n") != std::string::npos);
+}
+
+TEST_CASE("--emit megatron-deepspeed: recompute in groups, partitioned, and without the pipeline") {
+  // Full recompute at pp 1, which a DeepSpeed config alone cannot start: transformer.py
+  // _checkpointed_forward checkpoints runs of --checkpoint-num-layers through DeepSpeed's
+  // checkpointing, which --partition-activations partitions over tp.
+  planner::Layout layout;
+  layout.tp = 2;
+  layout.dp = 4;
+  layout.global_batch = 64;
+  layout.zero = 1;
+  layout.recompute = planner::Recompute::kFull;
+  layout.recompute_group_layers = 2;
+  planner::Plan plan = deepspeed_plan("llama2-7b", "dgx-h100", layout);
+  plan.options.distribute_saved_activations = true;
+  const std::string script = emit_megatron_deepspeed(plan);
+  const std::map<std::string, std::string> flags = megatron_flags(script);
+  CHECK(flags.at("--no-pipeline-parallel").empty());
+  CHECK(flags.at("--checkpoint-activations").empty());
+  CHECK(flags.at("--checkpoint-num-layers") == "2");
+  CHECK(flags.at("--deepspeed-activation-checkpointing").empty());
+  CHECK(flags.at("--partition-activations").empty());
+  check_flag_names(flags);
+  const nlohmann::json config = nlohmann::json::parse(embedded_config(script));
+  CHECK(config.at("activation_checkpointing").at("partition_activations") == true);
+  CHECK(error_of(plan, EmitTarget::kDeepSpeed) ==
+        "--emit deepspeed: layout.recompute: without the pipeline engine DeepSpeed's activation "
+        "checkpointing is called from the model's code, not set in the config (full)");
+  // With the pipeline the interval is both the flag and the config's key.
+  planner::Plan piped = tp2_pp4_full_recompute_plan();
+  piped.layout.recompute_group_layers = 4;
+  const std::string piped_script = emit_megatron_deepspeed(piped);
+  CHECK(megatron_flags(piped_script).at("--checkpoint-num-layers") == "4");
+  CHECK(nlohmann::json::parse(embedded_config(piped_script))
+            .at("pipeline")
+            .at("activation_checkpoint_interval") == 4);
+}
+
+TEST_CASE("--emit megatron-deepspeed: selective recompute of the unfused attention core") {
+  planner::Plan plan = zero3_dp8_plan();
+  plan.layout.recompute = planner::Recompute::kSelective;
+  CHECK(error_of(plan, kTarget) ==
+        "--emit megatron-deepspeed: layout.recompute: Megatron-DeepSpeed recomputes the attention "
+        "core only without flash attention (transformer.py ParallelAttention); re-plan with "
+        "--flash-attention off or another recompute (selective)");
+  plan.options.flash_attention = false;
+  const std::map<std::string, std::string> flags = megatron_flags(emit_megatron_deepspeed(plan));
+  CHECK(flags.at("--recompute-granularity") == "selective");
+  CHECK(flags.count("--use-flash-attn-v2") == 0);
+  CHECK(flags.count("--use-flash-attn-v1") == 0);
+  check_flag_names(flags);
+  // FlashAttention-1 has its own flag.
+  planner::Plan flash1 = zero3_dp8_plan();
+  flash1.options.flash_attention_version = 1;
+  CHECK(megatron_flags(emit_megatron_deepspeed(flash1)).at("--use-flash-attn-v1").empty());
+}
+
+TEST_CASE("--emit megatron-deepspeed: GPT-3 1.3B, learned positions, LayerNorm, GELU, biases") {
+  planner::Layout layout;
+  layout.dp = 8;
+  layout.global_batch = 64;
+  layout.zero = 1;
+  const planner::Plan plan = deepspeed_plan("gpt3-1.3b", "dgx-a100-80gb", layout);
+  const std::map<std::string, std::string> flags = megatron_flags(emit_megatron_deepspeed(plan));
+  CHECK(flags.at("--max-position-embeddings") == "2048");  // Brown et al. 2020: n_ctx 2048
+  CHECK(flags.at("--normalization") == "layernorm");
+  CHECK(flags.at("--vocab-size") == "50256");  // GPT-2's 50257 with NullTokenizer's own id
+  for (const char* absent :
+       {"--use-rotary-position-embeddings", "--swiglu", "--untie-embeddings-and-output-weights",
+        "--disable-bias-linear", "--attention-dropout", "--hidden-dropout", "--kv-channels"}) {
+    CHECK_MESSAGE(flags.count(absent) == 0, absent);
+  }
+  check_flag_names(flags);
+}
+
+TEST_CASE("--emit megatron-deepspeed refuses what Megatron-DeepSpeed cannot run as planned") {
+  const planner::Plan plan = zero3_dp8_plan();
+  CHECK(target_framework(kTarget) == planner::Framework::kDeepSpeed);
+  CHECK_THROWS_WITH_AS(
+      emit_megatron_deepspeed(costed_for(plan, planner::Framework::kMegatron)),
+      "--emit megatron-deepspeed: options.framework: the plan was costed for megatron; re-plan "
+      "with --framework deepspeed to emit it for megatron-deepspeed (megatron)",
+      InputError);
+  planner::Plan tp_overlap = plan;
+  tp_overlap.options.overlap_tp_comm = true;
+  CHECK(error_of(tp_overlap, kTarget) ==
+        "--emit megatron-deepspeed: options.overlap_tp_comm: Megatron-DeepSpeed overlaps no "
+        "tensor-parallel communication under --deepspeed (arguments.py validate_args turns "
+        "async_tensor_model_parallel_allreduce off) (on)");
+  planner::Plan overlapped_gather = tp2_pp4_full_recompute_plan();
+  overlapped_gather.options.overlap_param_gather = true;
+  CHECK(error_of(overlapped_gather, kTarget) ==
+        "--emit megatron-deepspeed: options.overlap_param_gather: DeepSpeed ZeRO-1/2 all-gathers "
+        "the updated parameters inside the optimizer step (stage_1_and_2.py step, "
+        "all_gather_dp_groups), not overlapped with the next forward; re-plan with "
+        "--overlap-param-gather off (on)");
+  planner::Plan zero3_overlapped = plan;  // ZeRO 3 prefetches: nothing to refuse
+  zero3_overlapped.options.overlap_param_gather = true;
+  CHECK(error_of(zero3_overlapped, kTarget) == "(no error)");
+
+  planner::Layout tp2_cp2;
+  tp2_cp2.tp = 2;
+  tp2_cp2.cp = 2;
+  tp2_cp2.dp = 2;
+  tp2_cp2.global_batch = 16;
+  CHECK(error_of(make_plan("llama2-7b", "dgx-h100", tp2_cp2), kTarget) ==
+        "--emit megatron-deepspeed: layout.cp: context parallelism is not emitted for DeepSpeed "
+        "(2)");
+  planner::Plan placed = tp2_pp4_full_recompute_plan();
+  placed.layout.placement = planner::Placement::kTpPpDp;
+  CHECK(error_of(placed, kTarget) ==
+        "--emit megatron-deepspeed: layout.placement: DeepSpeed's PipeModelDataParallelTopology "
+        "orders ranks pipe, data, model (tp-dp-pp) (tp-pp-dp)");
+  planner::Layout moe;
+  moe.dp = 8;
+  moe.global_batch = 8;
+  CHECK(error_of(make_plan("mixtral-8x7b", "dgx-h100", moe), kTarget) ==
+        "--emit megatron-deepspeed: model.num_experts: mixture-of-experts models are not emitted "
+        "for DeepSpeed (8)");
+  // The split: GPTModelPipe's type:transformer gives Llama 2 7B's 32 layers 8 per stage.
+  planner::Plan uneven = tp2_pp4_full_recompute_plan();
+  uneven.layout.stage_layers = {7, 9, 9, 7};
+  CHECK(error_of(uneven, kTarget) ==
+        "--emit megatron-deepspeed: layout.stage_layers: Megatron-DeepSpeed's GPTModelPipe splits "
+        "stages with partition_method type:transformer (gpt_model.py), 8,8,8,8 layers for this "
+        "model (7,9,9,7)");
+  // Flash attention in fp32 (a CPU cluster's precision): FlashSelfAttention asserts 16 bits.
+  planner::Layout cpu;
+  cpu.dp = 2;
+  cpu.global_batch = 2;
+  CHECK(error_of(make_plan("llama2-7b", "local-cpu", cpu), kTarget) ==
+        "--emit megatron-deepspeed: options.flash_attention: Megatron-DeepSpeed's flash attention "
+        "runs in bf16 or fp16 only (transformer.py FlashSelfAttention) (fp32)");
+}
+
+TEST_CASE("--emit megatron-deepspeed refuses model features the fork does not run") {
+  // Llama 3 8B: 8 kv heads of 32 (Dubey et al. 2024, Table 3).
+  planner::Layout dp8;
+  dp8.dp = 8;
+  dp8.global_batch = 64;
+  dp8.zero = 3;
+  CHECK(error_of(make_plan("llama3-8b", "dgx-h100", dp8), kTarget) ==
+        "--emit megatron-deepspeed: model.num_kv_heads: Megatron-DeepSpeed f4157bea splits the "
+        "fused QKV projection in three equal parts (transformer.py ParallelAttention.forward), so "
+        "--num-key-value-heads below --num-attention-heads does not run (8 of 32 heads)");
+  planner::Layout tiny_dp;
+  tiny_dp.dp = 2;
+  tiny_dp.global_batch = 2;
+  CHECK(error_of(make_plan("tiny-mla", "dgx-h100", tiny_dp), kTarget) ==
+        "--emit megatron-deepspeed: model.kv_lora_rank: Megatron-DeepSpeed's ParallelAttention "
+        "has no multi-latent attention (16)");
+  planner::Plan qk_norm = zero3_dp8_plan();
+  qk_norm.model.qk_norm = true;
+  CHECK(error_of(qk_norm, kTarget) ==
+        "--emit megatron-deepspeed: model.qk_norm: Megatron-DeepSpeed has no query/key "
+        "normalization (no flag in arguments.py) (true)");
+  planner::Plan parallel = zero3_dp8_plan();
+  parallel.model.parallel_residual = true;
+  CHECK(error_of(parallel, kTarget) ==
+        "--emit megatron-deepspeed: model.parallel_residual: Megatron-DeepSpeed's "
+        "ParallelTransformerLayer runs the attention and then the MLP, not in parallel (true)");
+  planner::Plan alibi = zero3_dp8_plan();
+  alibi.model.positions = models::Positions::kAlibi;
+  CHECK(error_of(alibi, kTarget) ==
+        "--emit megatron-deepspeed: model.positions: Megatron-DeepSpeed has learned and rotary "
+        "position embeddings, no ALiBi (alibi)");
+  planner::Plan qkv_only = zero3_dp8_plan();  // Qwen2's biases: on Q, K and V only
+  qkv_only.model.qkv_bias = true;
+  CHECK(error_of(qkv_only, kTarget) ==
+        "--emit megatron-deepspeed: model.mlp_bias: Megatron-DeepSpeed biases every linear layer "
+        "or none (--disable-bias-linear) (qkv_bias true, attention_output_bias false, mlp_bias "
+        "false)");
+}
+
+TEST_CASE("--emit megatron-deepspeed: the launcher's flags are DeepSpeed's runner's") {
+  // deepspeed/launcher/runner.py parse_args (DeepSpeed 38327e07): --hostfile (-H), --num_nodes,
+  // --num_gpus (--num_accelerators), --master_port.
+  const std::set<std::string> runner = {"--hostfile", "--num_nodes", "--num_gpus", "--master_port"};
+  for (const planner::Plan& plan : {tp2_pp4_full_recompute_plan(), zero3_dp8_plan()}) {
+    std::istringstream words(launcher_line(emit_megatron_deepspeed(plan)));
+    std::string word;
+    words >> word;
+    CHECK(word == "deepspeed");
+    while (words >> word) {
+      if (word.rfind("--", 0) == 0) {
+        CHECK_MESSAGE(runner.count(word) == 1, word << " is not a deepspeed launcher argument");
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace meshplan::reports
