@@ -222,6 +222,12 @@ void check_ineffective_arguments(const PlanArguments& args, const models::Transf
   refuse_if(fixed_pp1, "--scatter-gather-pipeline", "with --pp 1 (no pipeline sends)");
   refuse_if(space.tp == 1, "--overlap-tp-comm", "with --tp 1 (no tensor-parallel collectives)");
   refuse_if(space.zero == 0, "--overlap-param-gather", "with --zero 0 (no parameter gather)");
+  // DeepSpeed's ZeRO 1-2 gather inside the optimizer step (planner::parameter_gather_overlapped).
+  refuse_if(args.overlap_param_gather == "on" && args.framework == "deepspeed" &&
+                (space.zero == 1 || space.zero == 2),
+            "--overlap-param-gather",
+            "with --zero 1 or 2 under framework deepspeed (DeepSpeed all-gathers the updated "
+            "parameters inside the optimizer step)");
   // Gradients are reduced over dp x cp: with both fixed at 1 there is no reduce (the gradient
   // buffer's dtype, --grad-reduce-dtype, still sets its memory).
   const bool no_grad_reduce = space.dp == 1 && !space.search_cp && space.cp.value_or(1) == 1;
@@ -501,6 +507,7 @@ planner::PlanOptions plan_options(const PlanArguments& args, const models::Clust
   options.deepspeed_grad_all_reduce =
       parse_on_off(args.deepspeed_grad_all_reduce, "--deepspeed-grad-all-reduce");
   planner::check_deepspeed_grad_all_reduce_options(options, "--deepspeed-grad-all-reduce");
+  planner::check_overlap_tp_comm_options(options, "--overlap-tp-comm");
   options.allow_tp_across_nodes = args.allow_tp_across_nodes;
   planner::check_moe_load_imbalance(args.moe_load_imbalance, "--moe-load-imbalance");
   options.moe_load_imbalance = args.moe_load_imbalance;

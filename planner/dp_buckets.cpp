@@ -38,6 +38,11 @@ bool zero_grad_all_reduce(const Layout& layout, const PlanOptions& options) {
          grad_all_reduce_option_applies(layout.zero) && options.deepspeed_grad_all_reduce;
 }
 
+bool parameter_gather_overlapped(const Layout& layout, const PlanOptions& options) {
+  const bool zero12 = layout.zero == 1 || layout.zero == 2;
+  return options.overlap_param_gather && !(zero12 && options.framework == Framework::kDeepSpeed);
+}
+
 GradReduceDtype default_grad_reduce_dtype(Framework framework, const Layout& layout) {
   switch (framework) {
     case Framework::kMegatron:

@@ -381,7 +381,7 @@ DpTimes dp_times(const models::TransformerConfig& model, const models::ClusterCo
   times.expert_gradient_seconds = total_seconds(experts.step_grad);
   times.gradient_seconds += times.expert_gradient_seconds;
   times.parameter_gather_seconds += total_seconds(experts.step_param);
-  if (options.overlap_param_gather && !chunks.empty() &&
+  if (parameter_gather_overlapped(layout, options) && !chunks.empty() &&
       !(buckets.step_param.empty() && experts.step_param.empty())) {
     double forward_seconds = 0;
     for (const ChunkCost& chunk : chunks) {
@@ -751,8 +751,9 @@ double exposed_dp_seconds(const Layout& layout, const PlanOptions& options, cons
                           const PipelineTimes& p, double slack) {
   const double micro_batches = static_cast<double>(layout.num_micro_batches());
   const DpTimes& dp = t.dp;
-  const double gather = options.overlap_param_gather ? dp.exposed_parameter_gather_seconds
-                                                     : dp.parameter_gather_seconds;
+  const double gather = parameter_gather_overlapped(layout, options)
+                            ? dp.exposed_parameter_gather_seconds
+                            : dp.parameter_gather_seconds;
   if (layout.zero == 3) {
     if (zero3_gathers_once_per_step(layout, options)) {
       return zero3_exposed_once_per_step(layout, options, t);

@@ -192,6 +192,16 @@ void check_deepspeed_grad_all_reduce_options(const PlanOptions& options, const s
       field, to_string(options.framework)));
 }
 
+void check_overlap_tp_comm_options(const PlanOptions& options, const std::string& field) {
+  if (options.overlap_tp_comm && options.framework == Framework::kDeepSpeed) {
+    throw InputError(fmt::format(
+        "{}: on under framework deepspeed: Megatron-DeepSpeed overlaps no tensor-parallel "
+        "communication under --deepspeed (arguments.py validate_args turns "
+        "async_tensor_model_parallel_allreduce off)",
+        field));
+  }
+}
+
 // DeeperSpeed eb7f5cff runtime/pipe/engine.py line 122 (is_grad_partitioned = False) sends the
 // gradients whole; Megatron-LM splits both directions, DeepSpeed too since #1407 (e2fdd254).
 void check_pipeline_grad_scatter_gather_options(const PlanOptions& options,
@@ -412,6 +422,7 @@ void check_precision(const models::ClusterConfig& cluster, const PlanOptions& op
   check_norm_kernel_options(options, "norm_kernel");
   check_pipeline_grad_scatter_gather_options(options, "pipeline_grad_scatter_gather");
   check_deepspeed_grad_all_reduce_options(options, "deepspeed_grad_all_reduce");
+  check_overlap_tp_comm_options(options, "overlap_tp_comm");
   check_distribute_saved_activations_options(options, "distribute_saved_activations");
   if (options.gemm_precision != GemmPrecision::kFp8) {
     return;

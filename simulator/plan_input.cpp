@@ -68,7 +68,7 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
   input.gpus_per_node = plan.cluster.gpus_per_node;
   input.overlap_tp_comm = plan.options.overlap_tp_comm;
   input.overlap_grad_reduce = plan.options.overlap_grad_reduce;
-  input.overlap_param_gather = plan.options.overlap_param_gather;
+  input.overlap_param_gather = planner::parameter_gather_overlapped(layout, plan.options);
   // Megatron sends replay as buffered isends whose receive is waited for where the op list
   // needs it: Megatron-Core's overlap_p2p_comm in the steady state (schedules.py, d98e8a64).
   // With it off the replay stays so (the planner's exposed count is the bound; README,

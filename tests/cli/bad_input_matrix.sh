@@ -434,6 +434,12 @@ plan_row "--bucket-mb with --zero 3 reduced layer by layer" \
 row "simulate: --bucket-mb on a plan without a gradient reduce" 2 \
   "--bucket-mb: no effect on this plan (dp x cp is 1: no gradient reduce)" \
   simulate p.json --bucket-mb 1 --json new_out.json --trace sentinel.json
+plan_row "--overlap-param-gather on with DeepSpeed's ZeRO 1" \
+  "--overlap-param-gather: no effect with --zero 1 or 2 under framework deepspeed" \
+  --model tiny --cluster local-cpu --gpus 2 --framework deepspeed --zero 1 --overlap-param-gather on
+plan_row "--overlap-tp-comm on under DeepSpeed" \
+  "--overlap-tp-comm: on under framework deepspeed: Megatron-DeepSpeed overlaps no tensor-parallel" \
+  --model tiny --cluster local-cpu --gpus 2 --framework deepspeed --tp 2 --overlap-tp-comm on
 row "simulate: --bucket-mb -5" 2 "--bucket-mb: must be positive (-5)" \
   simulate p.json --bucket-mb -5 --json new_out.json --trace sentinel.json
 row "execute: --steps 0" 2 "--steps: must be between 1 and 1000000000 (0)" \

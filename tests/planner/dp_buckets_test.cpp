@@ -895,4 +895,24 @@ TEST_CASE("dp_bucket_size_applies: true exactly where two bucket sizes give diff
   CHECK(applies_count == 22);
 }
 
+TEST_CASE("parameter_gather_overlapped: never DeepSpeed's ZeRO 1-2, which gather in the step") {
+  Layout layout = make_layout(1, 1, 3, 1, 6);
+  PlanOptions options;
+  options.overlap_param_gather = true;
+  for (Framework framework :
+       {Framework::kMegatron, Framework::kDeepSpeed, Framework::kFsdp, Framework::kMeshplan}) {
+    options.framework = framework;
+    for (int zero = 0; zero <= 3; ++zero) {
+      layout.zero = zero;
+      CAPTURE(zero);
+      const bool deepspeed_zero12 = framework == Framework::kDeepSpeed && (zero == 1 || zero == 2);
+      CHECK(parameter_gather_overlapped(layout, options) == !deepspeed_zero12);
+    }
+  }
+  options.overlap_param_gather = false;
+  options.framework = Framework::kMegatron;
+  layout.zero = 1;
+  CHECK_FALSE(parameter_gather_overlapped(layout, options));
+}
+
 }  // namespace meshplan::planner

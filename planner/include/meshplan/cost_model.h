@@ -686,6 +686,11 @@ double pipeline_transfer_seconds(const models::TransformerConfig& model,
 /// false under a framework other than deepspeed (only DeepSpeed's reduce has the choice).
 void check_deepspeed_grad_all_reduce_options(const PlanOptions& options, const std::string& field);
 
+/// overlap_tp_comm under framework deepspeed: refused. Megatron-DeepSpeed, what runs DeepSpeed
+/// plans with tp > 1, overlaps no tensor-parallel communication under --deepspeed (megatron/
+/// arguments.py validate_args at f4157bea turns async_tensor_model_parallel_allreduce off).
+void check_overlap_tp_comm_options(const PlanOptions& options, const std::string& field);
+
 /// Throws InputError "<field>: false ..." when pipeline_grad_scatter_gather is false under a
 /// framework other than deepspeed or without scatter_gather_pipeline (nothing to leave whole).
 void check_pipeline_grad_scatter_gather_options(const PlanOptions& options,

@@ -111,6 +111,13 @@ int64_t dp_full_bucket_bytes(const Layout& layout, int64_t element_bytes, int64_
 /// allreduce_and_copy_with_multiple_ranks), so what is kept, and the memory, is unchanged.
 bool zero_grad_all_reduce(const Layout& layout, const PlanOptions& options);
 
+/// Whether a ZeRO 1-2 stage's all-gather of the updated parameters overlaps the next step's
+/// forwards (options.overlap_param_gather; Megatron-Core's --overlap-param-gather, the
+/// executor's). Never under DeepSpeed: ZeRO 1-2 gather inside the optimizer step
+/// (stage_1_and_2.py step: all_gather_dp_groups between the optimizer's timers, 38327e07), so
+/// the option there speaks only of ZeRO-3's prefetch, which the ZeRO-3 cost already assumes.
+bool parameter_gather_overlapped(const Layout& layout, const PlanOptions& options);
+
 /// The ZeRO stages whose gradient reduce options.deepspeed_grad_all_reduce describes: 1 and 2
 /// (ZeRO 0 all-reduces whatever it says, ZeRO 3 reduce-scatters per layer).
 inline bool grad_all_reduce_option_applies(int64_t zero) {
