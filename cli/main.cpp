@@ -5,7 +5,6 @@
 #include <malloc.h>
 
 #include <CLI/CLI.hpp>
-#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -13,7 +12,7 @@
 #include <string>
 
 #include "commands.h"
-#include "decimal_int.h"
+#include "decimal_number.h"
 #include "error_line.h"
 #include "meshplan/errors.h"
 #include "meshplan/temporary_files.h"
@@ -72,11 +71,11 @@ int main(int argc, char** argv) {
   const CLI::Validator decimal_int64(
       [](const std::string& value) {
         switch (meshplan::cli::parse_decimal_int64(value).error) {
-          case meshplan::cli::DecimalIntError::kOutOfRange:
+          case meshplan::cli::DecimalError::kOutOfRange:
             return std::string("out of the 64-bit integer range (") + value + ")";
-          case meshplan::cli::DecimalIntError::kMalformed:
+          case meshplan::cli::DecimalError::kMalformed:
             return std::string("expected a decimal integer (") + value + ")";
-          case meshplan::cli::DecimalIntError::kNone:
+          case meshplan::cli::DecimalError::kNone:
             break;
         }
         return std::string();
@@ -86,16 +85,15 @@ int main(int argc, char** argv) {
   // convert". inf and nan are left to each option's own range check, which names its bounds.
   const CLI::Validator decimal_number(
       [](const std::string& value) {
-        double parsed = 0;
-        const char* begin = value.data() + (value.starts_with('+') ? 1 : 0);
-        const char* end = value.data() + value.size();
-        const auto [stop, error] = std::from_chars(begin, end, parsed);
-        if (error == std::errc::result_out_of_range) {
-          return std::string("out of the floating-point range (") + value + ")";
+        switch (meshplan::cli::parse_decimal_real(value).error) {
+          case meshplan::cli::DecimalError::kOutOfRange:
+            return std::string("out of the floating-point range (") + value + ")";
+          case meshplan::cli::DecimalError::kMalformed:
+            return std::string("expected a number (") + value + ")";
+          case meshplan::cli::DecimalError::kNone:
+            break;
         }
-        return error != std::errc() || stop != end
-                   ? std::string("expected a number (") + value + ")"
-                   : std::string();
+        return std::string();
       },
       "", "decimal-number");
   for (CLI::App* command : app.get_subcommands({})) {

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "decimal_int.h"
+#include "decimal_number.h"
 #include "meshplan/dp_buckets.h"
 #include "meshplan/errors.h"
 #include "meshplan/layout.h"
@@ -102,7 +102,7 @@ std::vector<int64_t> parse_stage_layer_list(const std::string& text) {
     const size_t comma = std::min(text.find(',', start), text.size());
     const DecimalInt item =
         parse_decimal_int64(std::string_view(text).substr(start, comma - start));
-    if (item.error != DecimalIntError::kNone) {
+    if (item.error != DecimalError::kNone) {
       throw InputError(fmt::format(
           "--stage-layers: expected comma-separated layer counts, e.g. 7,8,8,7 ({})", text));
     }

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "commands.h"
-#include "decimal_int.h"
+#include "decimal_number.h"
 #include "meshplan/errors.h"
 #include "meshplan/output_set.h"
 #include "meshplan/sweep.h"
@@ -54,11 +54,11 @@ std::vector<std::string> split(const std::string& text, char separator) {
 // One GPU count of --gpus; throws InputError naming the flag.
 int64_t parse_count(const std::string& item, const std::string& whole) {
   const DecimalInt count = parse_decimal_int64(item);
-  if (count.error == DecimalIntError::kMalformed) {
+  if (count.error == DecimalError::kMalformed) {
     throw InputError(
         fmt::format("--gpus: expected A..B (powers of two) or a list A,B,... ({})", whole));
   }
-  if (count.error == DecimalIntError::kOutOfRange || count.value < 1 || count.value > kMaxGpus) {
+  if (count.error == DecimalError::kOutOfRange || count.value < 1 || count.value > kMaxGpus) {
     throw InputError(fmt::format("--gpus: must be between 1 and {} ({})", kMaxGpus, item));
   }
   return count.value;
@@ -107,18 +107,13 @@ std::map<std::string, double> parse_prices(const std::vector<std::string>& price
   std::map<std::string, double> out;
   for (const std::string& text : prices) {
     const size_t equals = text.find('=');
-    double value = 0;
-    size_t used = 0;
-    if (equals != std::string::npos) {
-      try {
-        value = std::stod(text.substr(equals + 1), &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-    }
-    if (equals == std::string::npos || used == 0 || used != text.size() - equals - 1) {
+    const DecimalReal price = equals == std::string::npos
+                                  ? DecimalReal{0, DecimalError::kMalformed}
+                                  : parse_decimal_real(std::string_view(text).substr(equals + 1));
+    if (price.error == DecimalError::kMalformed) {
       throw InputError(fmt::format("--price: expected CLUSTER=USD_PER_GPU_HOUR ({})", text));
     }
+    const double value = price.error == DecimalError::kOutOfRange ? HUGE_VAL : price.value;
     const std::string label = text.substr(0, equals);
     if (std::find(labels.begin(), labels.end(), label) == labels.end()) {
       throw InputError(fmt::format("--price: cluster not in --cluster ({})", text));

@@ -298,8 +298,13 @@ void enumerate_replicas(const models::TransformerConfig& model,
     for (const auto& [schedule, vpp] : schedules) {
       for (const auto& [split, base_split, memory_shifted] :
            schedule == ScheduleKind::kInterleaved ? interleaved : plain) {
-        if (vpp > 1 && !space.vpp && !split_allows_vpp(base_split, model.num_layers, pp, vpp)) {
-          continue;  // Megatron-Core's rules for splitting stages into vpp chunks
+        // Megatron-Core's rules for splitting stages into vpp chunks, a fixed --vpp included
+        // (with it a searched split vpp does not divide was costed in uneven chunks, so the
+        // fixed search beat the free one, which never pairs them); only a split the user gave
+        // with its vpp is taken as given.
+        if (vpp > 1 && !(space.vpp && space.stage_layers) &&
+            !split_allows_vpp(base_split, model.num_layers, pp, vpp)) {
+          continue;
         }
         Layout base;
         base.tp = tp;

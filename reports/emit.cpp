@@ -24,6 +24,15 @@ NodeShape node_shape(const planner::Plan& plan, EmitTarget target) {
   return {plan.num_gpus / per_node, per_node};
 }
 
+std::string flag_lines(const Flags& flags) {
+  std::string out;
+  for (const auto& [flag, value] : flags) {
+    out +=
+        value.empty() ? fmt::format("  {} \\\n", flag) : fmt::format("  {} {} \\\n", flag, value);
+  }
+  return out + "  \"$@\"\n";
+}
+
 void refuse(EmitTarget target, const std::string& field, const std::string& what,
             const std::string& value) {
   throw InputError(fmt::format("--emit {}: {}: {} ({})", to_string(target), field, what, value));

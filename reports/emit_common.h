@@ -3,10 +3,19 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "meshplan/emit.h"
 
 namespace meshplan::reports::emit_detail {
+
+/// A launch script's (flag, value or "") pairs, in the order they are written.
+using Flags = std::vector<std::pair<std::string, std::string>>;
+
+/// `flags` one per line, "  --flag value \\" (or "  --flag \\"), then "  \"$@\"" for the
+/// user's own flags, as the megatron and megatron-deepspeed scripts end.
+std::string flag_lines(const Flags& flags);
 
 /// Processes per node and nodes, as launchers start them: the same count on every node.
 struct NodeShape {

@@ -16,8 +16,8 @@ namespace meshplan::reports {
 
 namespace {
 
+using emit_detail::Flags;
 using emit_detail::refuse;
-using Flags = std::vector<std::pair<std::string, std::string>>;  // (flag, value or "")
 
 constexpr EmitTarget kMegatronTarget = EmitTarget::kMegatron;
 
@@ -421,12 +421,7 @@ std::string emit_megatron(const planner::Plan& plan) {
       "  --master-addr \"${{MASTER_ADDR:-localhost}}\" --master-port \"${{MASTER_PORT:-6000}}\" "
       "\\\n  pretrain_gpt.py \\\n",
       nodes.num_nodes, nodes.ranks_per_node);
-  for (const auto& [flag, value] : flags) {
-    out +=
-        value.empty() ? fmt::format("  {} \\\n", flag) : fmt::format("  {} {} \\\n", flag, value);
-  }
-  out += "  \"$@\"\n";
-  return out;
+  return out + emit_detail::flag_lines(flags);
 }
 
 }  // namespace meshplan::reports

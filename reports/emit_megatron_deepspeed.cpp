@@ -20,8 +20,8 @@ namespace meshplan::reports {
 
 namespace {
 
+using emit_detail::Flags;
 using emit_detail::refuse;
-using Flags = std::vector<std::pair<std::string, std::string>>;  // (flag, value or "")
 
 constexpr EmitTarget kMegatronDeepSpeedTarget = EmitTarget::kMegatronDeepSpeed;
 constexpr const char* kMegatronDeepSpeedCommit = "f4157bea";
@@ -308,12 +308,7 @@ std::string emit_megatron_deepspeed(const planner::Plan& plan) {
   out += "EOF\n";
   out += sequence_parallel_environment(plan, nodes);
   out += deepspeed_launcher_lines(nodes);
-  for (const auto& [flag, value] : flags) {
-    out +=
-        value.empty() ? fmt::format("  {} \\\n", flag) : fmt::format("  {} {} \\\n", flag, value);
-  }
-  out += "  \"$@\"\n";
-  return out;
+  return out + emit_detail::flag_lines(flags);
 }
 
 }  // namespace meshplan::reports

@@ -51,6 +51,17 @@ std::string token_after(const std::string& line, const std::string& key, size_t 
   return line.substr(at, end == std::string::npos ? std::string::npos : end - at);
 }
 
+// Every printable character but the blank and '|', for token_after: a log field whole.
+const std::string kFieldCharacters = [] {
+  std::string characters;
+  for (char c = '!'; c <= '~'; ++c) {
+    if (c != '|') {
+      characters += c;
+    }
+  }
+  return characters;
+}();
+
 // `line` without ANSI colour codes (ESC [ digits-and-semicolons m).
 std::string strip_ansi(const std::string& line) {
   std::string out;
@@ -241,7 +252,10 @@ MeasuredRun parse_megatron_log(const std::string& text, const std::string& sourc
   int64_t number = 0;
   for (std::string line; std::getline(lines, line);) {
     number++;
-    const std::string ms_text = token_after(line, "elapsed time per iteration (ms):");
+    // The whole field up to the next blank or '|', so "nan" or "5,000.5" is refused by
+    // log_number rather than read as no time or as 5.
+    const std::string ms_text =
+        token_after(line, "elapsed time per iteration (ms):", 0, kFieldCharacters);
     if (!ms_text.empty()) {
       iterations.push_back(
           log_count(token_after(line, "iteration", 0, "0123456789"), source, number, "iteration"));

@@ -164,14 +164,18 @@ std::string time_chart(const planner::SweepRequest& request, const planner::Swee
 // ringed and joined.
 std::string cost_chart(const planner::SweepRequest& request, const planner::SweepResult& result) {
   auto points = feasible_points(result);
-  std::erase_if(points, [](const auto* p) { return !p->cost; });
+  // A log axis has no place for 0 USD (--price X=0): those points are left off, and said so
+  // under the chart; costs below 1 USD are drawn where they are.
+  const auto free_points = std::count_if(points.begin(), points.end(),
+                                         [](const auto* p) { return p->cost && *p->cost <= 0; });
+  std::erase_if(points, [](const auto* p) { return !p->cost || *p->cost <= 0; });
   std::string out = svg_open("chart-cost", "Cost against time to train, Pareto front marked");
   double t_lo = 1e300, t_hi = 0, c_lo = 1e300, c_hi = 0;
   for (const auto* p : points) {
     t_lo = std::min(t_lo, p->time_to_train_s / kSecondsPerDay);
     t_hi = std::max(t_hi, p->time_to_train_s / kSecondsPerDay);
-    c_lo = std::min(c_lo, std::max(*p->cost, 1.0));
-    c_hi = std::max(c_hi, std::max(*p->cost, 1.0));
+    c_lo = std::min(c_lo, *p->cost);
+    c_hi = std::max(c_hi, *p->cost);
   }
   const LogAxis x(t_lo, t_hi, kChartLeft + 10, kChartWidth - kChartRight - 10);
   const LogAxis y(c_lo, c_hi, kChartHeight - kChartBottom, kChartTop);
@@ -183,14 +187,15 @@ std::string cost_chart(const planner::SweepRequest& request, const planner::Swee
   }
   out += fmt::format(
       "<text x=\"{:.1f}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">time to train (days); "
-      "ringed and joined: Pareto front</text>\n",
-      (kChartLeft + kChartWidth - kChartRight) / 2, kChartHeight - kChartBottom + 36);
+      "ringed and joined: Pareto front{}</text>\n",
+      (kChartLeft + kChartWidth - kChartRight) / 2, kChartHeight - kChartBottom + 36,
+      free_points > 0 ? fmt::format("; {} point(s) priced 0 USD not drawn", free_points) : "");
   std::sort(points.begin(), points.end(),
             [](const auto* a, const auto* b) { return a->time_to_train_s < b->time_to_train_s; });
   std::string front;
   for (const auto* p : points) {
     const double px = x.at(p->time_to_train_s / kSecondsPerDay);
-    const double py = y.at(std::max(*p->cost, 1.0));
+    const double py = y.at(*p->cost);
     if (p->pareto) {
       front += fmt::format("{:.1f},{:.1f} ", px, py);
       out += fmt::format(

@@ -759,6 +759,8 @@ sweep_row "--price without =" "--price: expected CLUSTER=USD_PER_GPU_HOUR (local
   --model tiny --cluster local-cpu --gpus 2..4 --price local-cpu
 sweep_row "--price not a number" "--price: expected CLUSTER=USD_PER_GPU_HOUR (local-cpu=cheap)" \
   --model tiny --cluster local-cpu --gpus 2..4 --price local-cpu=cheap
+sweep_row "--price in hexadecimal" "--price: expected CLUSTER=USD_PER_GPU_HOUR (local-cpu=0x10)" \
+  --model tiny --cluster local-cpu --gpus 2..4 --price local-cpu=0x10
 sweep_row "--price negative" "--price: must be between 0 and 1e6 USD (local-cpu=-1)" \
   --model tiny --cluster local-cpu --gpus 2..4 --price local-cpu=-1
 sweep_row "--price for a cluster not swept" "--price: cluster not in --cluster (dgx-h100=2)" \

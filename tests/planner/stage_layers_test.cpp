@@ -366,4 +366,37 @@ TEST_CASE("search: a pp that does not divide the layers plans with an uneven spl
   CHECK(sum == 126);
 }
 
+TEST_CASE("search: a fixed vpp is paired only with the splits it chunks, as the free search") {
+  // 32 layers on pp 4 at vpp 4: the even 8x4 split (8 % 4 = 0) and the first/last splits whose
+  // counts 4 divides; an uneven split such as 7/9/9/7 is left out, as the free search leaves it
+  // out with every vpp (until session 37 a fixed vpp was costed on it in uneven chunks). Given
+  // with its split (--stage-layers), the pair is taken as given.
+  const models::TransformerConfig model = models::load_model("llama3-8b");
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  SearchSpace space;
+  space.num_gpus = 32;
+  space.global_batch = 64;
+  space.tp = 8;
+  space.pp = 4;
+  space.vpp = 4;
+  space.micro_batch = 1;
+  space.schedule = ScheduleKind::kInterleaved;
+  const SearchResult result = search_layouts(model, cluster, space, {}, Objective::kTime, 1000);
+  REQUIRE_FALSE(result.best.empty());
+  // Memory-shifted splits (7/8/8/9) come with the vpps of the balanced split they shift.
+  const std::vector<std::vector<int64_t>> shifted =
+      memory_shifted_splits(model.num_layers, 4, candidate_stage_splits(model.num_layers, 4)[0]);
+  for (const PlanEstimate& plan : result.best) {
+    CAPTURE(describe(plan.layout));
+    const std::vector<int64_t>& split = plan.layout.stage_layers;
+    CHECK((split_allows_vpp(split, model.num_layers, 4, 4) ||
+           std::find(shifted.begin(), shifted.end(), split) != shifted.end()));
+    CHECK(split != std::vector<int64_t>{7, 9, 9, 7});
+  }
+  space.stage_layers = std::vector<int64_t>{7, 9, 9, 7};
+  const SearchResult given = search_layouts(model, cluster, space, {}, Objective::kTime, 1);
+  REQUIRE(given.best.size() == 1);
+  CHECK(given.best.front().layout.stage_layers == std::vector<int64_t>{7, 9, 9, 7});
+}
+
 }  // namespace meshplan::planner

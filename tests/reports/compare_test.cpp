@@ -62,6 +62,20 @@ TEST_CASE("compare against a published Megatron-LM log (alibaba/Megatron-LLaMA i
         doctest::Approx(-25.4).epsilon(0.01).scale(0));  // 1 decimal
 }
 
+TEST_CASE("Megatron-LM step time field read whole: nan and a thousands separator refused") {
+  // The field up to the next blank or '|': "nan" used to leave the line unread (then "no
+  // 'elapsed time per iteration (ms)' line"), "5,000.5" to read as 5 ms.
+  const planner::Plan plan = alibaba_plan();
+  CHECK_THROWS_WITH_AS(
+      parse_megatron_log(" iteration 10/ 100 | elapsed time per iteration (ms): nan |\n", "m.log",
+                         plan),
+      "m.log: line 1: elapsed time per iteration (ms): not a finite number (nan)", InputError);
+  CHECK_THROWS_WITH_AS(
+      parse_megatron_log(" iteration 10/ 100 | elapsed time per iteration (ms): 5,000.5 |\n",
+                         "m.log", plan),
+      "m.log: line 1: elapsed time per iteration (ms): not a finite number (5,000.5)", InputError);
+}
+
 TEST_CASE("Megatron-LM log of another global batch: refused") {
   // training_log's " global batch size: {:5d} |": twice the plan's batch is twice the work per
   // step, so its step time says nothing about this plan.

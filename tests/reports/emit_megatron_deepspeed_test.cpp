@@ -81,15 +81,7 @@ std::string launcher_line(const std::string& script) {
 }
 
 std::set<std::string> megatron_deepspeed_parser_flags() {
-  std::ifstream file(std::string(MESHPLAN_SOURCE_DIR) +
-                     "/tests/data/emit/megatron_deepspeed_arguments_flags.txt");
-  std::set<std::string> names;
-  for (std::string line; std::getline(file, line);) {
-    if (line.rfind("--", 0) == 0) {
-      names.insert(line);
-    }
-  }
-  return names;
+  return parser_flags("megatron_deepspeed_arguments_flags.txt");
 }
 
 void check_flag_names(const std::map<std::string, std::string>& flags) {

@@ -42,9 +42,9 @@ inline std::map<std::string, std::string> megatron_flags(const std::string& scri
   return flags;
 }
 
-inline std::set<std::string> megatron_parser_flags() {
-  std::ifstream file(std::string(MESHPLAN_SOURCE_DIR) +
-                     "/tests/data/emit/megatron_arguments_flags.txt");
+// The "--flag" lines of tests/data/emit/<list_file>, a parser's flag names.
+inline std::set<std::string> parser_flags(const std::string& list_file) {
+  std::ifstream file(std::string(MESHPLAN_SOURCE_DIR) + "/tests/data/emit/" + list_file);
   std::set<std::string> names;
   for (std::string line; std::getline(file, line);) {
     if (line.rfind("--", 0) == 0) {
@@ -52,6 +52,10 @@ inline std::set<std::string> megatron_parser_flags() {
     }
   }
   return names;
+}
+
+inline std::set<std::string> megatron_parser_flags() {
+  return parser_flags("megatron_arguments_flags.txt");
 }
 
 // The TOML subset the torchtitan writer emits: [section], key = integer | true | false | "text",
