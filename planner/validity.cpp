@@ -586,6 +586,19 @@ Validity check_framework(const models::TransformerConfig& model, const PlanOptio
           layout);
     }
   }
+  // DeepSpeed has no attention-core recompute of its own; Megatron-DeepSpeed's
+  // --recompute-granularity selective checkpoints only the unfused CoreAttention
+  // (megatron/model/transformer.py ParallelAttention at f4157bea: checkpoint_core_attention is
+  // not used on the flash-attention path), so with flash attention it recomputes nothing, and
+  // the plan would be costed with a recompute that does not run.
+  if (options.framework == Framework::kDeepSpeed && layout.recompute == Recompute::kSelective &&
+      options.flash_attention) {
+    return with_reason ? refuse(options.framework,
+                                "Megatron-DeepSpeed recomputes the attention core only without "
+                                "flash attention (transformer.py ParallelAttention)",
+                                layout)
+                       : reject("framework", "");
+  }
   // Megatron-LM training/arguments.py validate_args (d98e8a64 lines 1000-1009; since 3ee489d9,
   // 2024-05-31, before which interleaving needed pp > 2 outright): with
   // --num-layers-per-virtual-pipeline-stage and overlap_p2p_comm off, "pipeline-model-parallel

@@ -48,7 +48,8 @@ void require_framework(EmitTarget target, planner::Framework framework, const pl
                        to_string(target)),
            planner::to_string(plan.options.framework));
   }
-  const planner::Validity validity = planner::check_framework(framework, plan.layout);
+  const planner::Validity validity =
+      planner::check_framework(plan.model, plan.options, plan.layout, true);
   if (!validity.ok()) {
     throw InputError(fmt::format("--emit {}: layout: {}", to_string(target), validity.reason));
   }

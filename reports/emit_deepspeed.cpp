@@ -172,7 +172,9 @@ std::string partition_note(const planner::Plan& plan) {
                         planner::DeepSpeedPartition::kParameters)) == layout.stage_layers;
   const std::string who = *method == planner::DeepSpeedPartition::kTypeTransformer
                               ? "what GPT-NeoX and Megatron-DeepSpeed pass"
-                              : "Megatron-DeepSpeed's --pp-partition-method, as GLM-130B ran";
+                              : "THUDM LargeScale's --pp-partition-method (the Megatron-DeepSpeed "
+                                "fork GLM-130B ran; microsoft/Megatron-DeepSpeed hard-codes "
+                                "type:transformer)";
   const std::string why =
       *method == planner::DeepSpeedPartition::kParameters ? "PipelineModule's default"
       : both ? who + "; PipelineModule's default, parameters, builds the same split"

@@ -143,15 +143,7 @@ void add_deepspeed_flags(const planner::Plan& plan, Flags& flags) {
 void add_recompute_flags(const planner::Plan& plan, Flags& flags) {
   const planner::Layout& layout = plan.layout;
   if (layout.recompute == planner::Recompute::kSelective) {
-    // transformer.py ParallelAttention: checkpoint_core_attention is set only for the unfused
-    // CoreAttention; with flash attention --recompute-granularity selective recomputes nothing.
-    if (plan.options.flash_attention) {
-      refuse(kMegatronDeepSpeedTarget, "layout.recompute",
-             "Megatron-DeepSpeed recomputes the attention core only without flash attention "
-             "(transformer.py ParallelAttention); re-plan with --flash-attention off or another "
-             "recompute",
-             "selective");
-    }
+    // The unfused CoreAttention only: with flash attention check_framework refuses it.
     flags.push_back({"--recompute-granularity", "selective"});
   } else if (layout.recompute == planner::Recompute::kFull) {
     flags.push_back({"--checkpoint-activations", ""});

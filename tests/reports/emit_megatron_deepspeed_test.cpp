@@ -249,10 +249,11 @@ TEST_CASE("--emit megatron-deepspeed: recompute in groups, partitioned, and with
 TEST_CASE("--emit megatron-deepspeed: selective recompute of the unfused attention core") {
   planner::Plan plan = zero3_dp8_plan();
   plan.layout.recompute = planner::Recompute::kSelective;
-  CHECK(error_of(plan, kTarget) ==
-        "--emit megatron-deepspeed: layout.recompute: Megatron-DeepSpeed recomputes the attention "
-        "core only without flash attention (transformer.py ParallelAttention); re-plan with "
-        "--flash-attention off or another recompute (selective)");
+  // With flash attention the framework's own rule refuses it (planner::check_framework).
+  CHECK(error_of(plan, kTarget).starts_with("--emit megatron-deepspeed: layout: "));
+  CHECK(error_of(plan, kTarget)
+            .find("Megatron-DeepSpeed recomputes the attention core only "
+                  "without flash attention") != std::string::npos);
   plan.options.flash_attention = false;
   const std::map<std::string, std::string> flags = megatron_flags(emit_megatron_deepspeed(plan));
   CHECK(flags.at("--recompute-granularity") == "selective");
@@ -336,12 +337,22 @@ TEST_CASE("--emit megatron-deepspeed refuses what Megatron-DeepSpeed cannot run 
         "--emit megatron-deepspeed: model.num_experts: mixture-of-experts models are not emitted "
         "for DeepSpeed (8)");
   // The split: GPTModelPipe's type:transformer gives Llama 2 7B's 32 layers 8 per stage.
+  // A split no partition_method builds is DeepSpeed's own refusal (check_framework)...
   planner::Plan uneven = tp2_pp4_full_recompute_plan();
   uneven.layout.stage_layers = {7, 9, 9, 7};
-  CHECK(error_of(uneven, kTarget) ==
+  CHECK(error_of(uneven, kTarget)
+            .find("none of type:transformer (8,8,8,8), parameters (8,8,8,8), "
+                  "type:transformer|embedding (8,8,8,8) gives 7,9,9,7") != std::string::npos);
+  // ...one that another method builds (GPT-2's 12 layers as type:transformer|embedding cuts
+  // them, 3,4,3,2) is GPTModelPipe's: it builds 12 / 4 = 3 per stage.
+  planner::Layout gpt2_layout = uneven.layout;
+  gpt2_layout.dp = 1;
+  gpt2_layout.global_batch = 8;
+  gpt2_layout.stage_layers = {3, 4, 3, 2};
+  CHECK(error_of(deepspeed_plan("gpt2-124m", "dgx-h100", gpt2_layout), kTarget) ==
         "--emit megatron-deepspeed: layout.stage_layers: Megatron-DeepSpeed's GPTModelPipe splits "
-        "stages with partition_method type:transformer (gpt_model.py), 8,8,8,8 layers for this "
-        "model (7,9,9,7)");
+        "stages with partition_method type:transformer (gpt_model.py), 3,3,3,3 layers for this "
+        "model (3,4,3,2)");
   // Flash attention in fp32 (a CPU cluster's precision): FlashSelfAttention asserts 16 bits.
   planner::Layout cpu;
   cpu.dp = 2;

@@ -532,14 +532,16 @@ TEST_CASE("--emit: the interleaved micro-batch group size, Megatron's flag or a 
   layout.sequence_parallel = true;
   layout.zero = 3;
   layout.microbatch_group = 4;
-  const planner::Plan plan = make_plan("llama3-8b", "dgx-h100", layout);
+  planner::Plan plan = make_plan("llama3-8b", "dgx-h100", layout);
+  // Interleaving at pp 2 needs --overlap-p2p-communication (arguments.py; check_framework).
+  plan.options.overlap_p2p_comm = true;
   const std::map<std::string, std::string> flags = megatron_flags(emit_megatron(plan));
   CHECK(flags.at("--microbatch-group-size-per-virtual-pipeline-stage") == "4");
   CHECK(error_of(plan, EmitTarget::kTorchtitan) ==
         "--emit torchtitan: layout.microbatch_group: torchtitan's Interleaved1F1B takes no "
         "micro-batch group size (4)");
-  layout.microbatch_group = 0;  // Megatron's default N = pp: no flag
-  CHECK(megatron_flags(emit_megatron(make_plan("llama3-8b", "dgx-h100", layout)))
+  plan.layout.microbatch_group = 0;  // Megatron's default N = pp: no flag
+  CHECK(megatron_flags(emit_megatron(plan))
             .count("--microbatch-group-size-per-virtual-pipeline-stage") == 0);
 }
 
