@@ -33,8 +33,11 @@ constexpr double kDefaultMaxMib = 16;
 
 void calibrate(const CalibrateArguments& args, int rank) {
   const double max_mib = args.max_message_mib.value_or(kDefaultMaxMib);
-  if (!(max_mib >= 0.0009765625) || max_mib > 1024) {
-    throw InputError(fmt::format("--max-mib: must be between 1/1024 and 1024 ({})", max_mib));
+  // At least 4 KiB: the sizes are 1 KiB x 4^i, and the fit needs two of them to tell the
+  // latency from the bandwidth.
+  if (!(max_mib >= 1.0 / 256) || max_mib > 1024) {
+    throw InputError(fmt::format(
+        "--max-mib: must be between 1/256 (4 KiB: two message sizes) and 1024 ({})", max_mib));
   }
   // --quick measures messages up to 1 MiB: a larger --max-mib would be ignored.
   if (args.options.quick && args.max_message_mib && max_mib > 1) {

@@ -916,8 +916,11 @@ row "compare: a torchtitan log beside a plan for meshplan's executor" 2 \
   compare p.json titan.log --json new_out.json
 row "calibrate: a GPU cluster as the base" 2 "dgx-h100: precision: calibrate measures" \
   mpi 2 calibrate --quick --base dgx-h100 --out new_out.json
-row "calibrate: --max-mib 0" 2 "--max-mib: must be between 1/1024 and 1024 (0)" \
+row "calibrate: --max-mib 0" 2 "--max-mib: must be between 1/256 (4 KiB: two message sizes) and 1024 (0)" \
   mpi 2 calibrate --quick --max-mib 0 --out new_out.json
+row "calibrate: --max-mib 0.001, a single message size" 2 \
+  "--max-mib: must be between 1/256 (4 KiB: two message sizes) and 1024 (0.001)" \
+  mpi 2 calibrate --quick --max-mib 0.001 --out new_out.json
 row "calibrate: --max-mib above --quick's 1 MiB" 2 \
   "--max-mib: above --quick's 1 MiB; drop --quick or give at most 1 (1024)" \
   mpi 2 calibrate --quick --max-mib 1024 --out new_out.json
