@@ -12,17 +12,22 @@ namespace meshplan::cli {
 
 enum class DecimalError { kNone, kMalformed, kOutOfRange };
 
-struct DecimalInt {
-  int64_t value = 0;
+template <typename Number>
+struct Decimal {
+  Number value = 0;
   DecimalError error = DecimalError::kNone;
 };
+using DecimalInt = Decimal<int64_t>;
+using DecimalReal = Decimal<double>;
 
-/// `text` as a 64-bit integer, or the reason it is not one.
-inline DecimalInt parse_decimal_int64(std::string_view text) {
+/// `text` as a Number (int64_t, or double with "1e-3", "inf" and "nan" included: each caller
+/// checks its own range), or the reason it is not one.
+template <typename Number>
+Decimal<Number> parse_decimal(std::string_view text) {
   if (text.starts_with('+')) {
     text.remove_prefix(1);
   }
-  DecimalInt parsed;
+  Decimal<Number> parsed;
   const auto [stop, error] = std::from_chars(text.data(), text.data() + text.size(), parsed.value);
   if (error == std::errc::result_out_of_range) {
     parsed.error = DecimalError::kOutOfRange;
@@ -32,25 +37,12 @@ inline DecimalInt parse_decimal_int64(std::string_view text) {
   return parsed;
 }
 
-struct DecimalReal {
-  double value = 0;
-  DecimalError error = DecimalError::kNone;
-};
+inline DecimalInt parse_decimal_int64(std::string_view text) {
+  return parse_decimal<int64_t>(text);
+}
 
-/// `text` as a double ("1e-3", "inf" and "nan" included: each caller checks its own range), or
-/// the reason it is not one.
 inline DecimalReal parse_decimal_real(std::string_view text) {
-  if (text.starts_with('+')) {
-    text.remove_prefix(1);
-  }
-  DecimalReal parsed;
-  const auto [stop, error] = std::from_chars(text.data(), text.data() + text.size(), parsed.value);
-  if (error == std::errc::result_out_of_range) {
-    parsed.error = DecimalError::kOutOfRange;
-  } else if (error != std::errc() || stop != text.data() + text.size()) {
-    parsed.error = DecimalError::kMalformed;
-  }
-  return parsed;
+  return parse_decimal<double>(text);
 }
 
 }  // namespace meshplan::cli

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <string>
 
 #include "commands.h"
@@ -29,6 +30,24 @@ bool launched_as_other_rank() {
     }
   }
   return false;
+}
+
+// A CLI11 check function: "" for a value meshplan::cli::parse_decimal<Number> reads whole, else
+// "<out_of_range> (value)" or "<malformed> (value)".
+template <typename Number>
+std::function<std::string(std::string&)> decimal_validator(const char* out_of_range,
+                                                           const char* malformed) {
+  return [out_of_range, malformed](const std::string& value) {
+    switch (meshplan::cli::parse_decimal<Number>(value).error) {
+      case meshplan::cli::DecimalError::kOutOfRange:
+        return fmt::format("{} ({})", out_of_range, value);
+      case meshplan::cli::DecimalError::kMalformed:
+        return fmt::format("{} ({})", malformed, value);
+      case meshplan::cli::DecimalError::kNone:
+        break;
+    }
+    return std::string();
+  };
 }
 
 // CLI11's "Could not convert: --zero = 2147483648" as "--zero: out of range (2147483648)".
@@ -67,35 +86,14 @@ int main(int argc, char** argv) {
       [](const std::string& value) { return value.empty() ? std::string("empty value") : ""; }, "",
       "non-empty");
   // An integer is written in decimal and fits 64 bits: CLI11 would read 99999999999999999999 as
-  // 2^63 - 1 and 0x8 as 8.
+  // 2^63 - 1 and 0x8 as 8. A real number is one number, nothing after it: CLI11 reports "abc"
+  // as "Could not convert"; inf and nan are left to each option's own range check.
   const CLI::Validator decimal_int64(
-      [](const std::string& value) {
-        switch (meshplan::cli::parse_decimal_int64(value).error) {
-          case meshplan::cli::DecimalError::kOutOfRange:
-            return std::string("out of the 64-bit integer range (") + value + ")";
-          case meshplan::cli::DecimalError::kMalformed:
-            return std::string("expected a decimal integer (") + value + ")";
-          case meshplan::cli::DecimalError::kNone:
-            break;
-        }
-        return std::string();
-      },
+      decimal_validator<int64_t>("out of the 64-bit integer range", "expected a decimal integer"),
       "", "decimal-int64");
-  // A floating-point value is one number, nothing after it: CLI11 reports "abc" as "Could not
-  // convert". inf and nan are left to each option's own range check, which names its bounds.
   const CLI::Validator decimal_number(
-      [](const std::string& value) {
-        switch (meshplan::cli::parse_decimal_real(value).error) {
-          case meshplan::cli::DecimalError::kOutOfRange:
-            return std::string("out of the floating-point range (") + value + ")";
-          case meshplan::cli::DecimalError::kMalformed:
-            return std::string("expected a number (") + value + ")";
-          case meshplan::cli::DecimalError::kNone:
-            break;
-        }
-        return std::string();
-      },
-      "", "decimal-number");
+      decimal_validator<double>("out of the floating-point range", "expected a number"), "",
+      "decimal-number");
   for (CLI::App* command : app.get_subcommands({})) {
     for (CLI::Option* option : command->get_options()) {
       if (option->get_type_size() > 0 && !option->get_positional()) {
