@@ -161,8 +161,6 @@ void check_saved_activation_arguments(const planner::SearchSpace& space,
   }
 }
 
-// --deepspeed-grad-all-reduce off describes ZeRO 1-2's gradient reduce: with --zero fixed to 0 or
-// 3 it would change nothing, so it is refused rather than ignored.
 // --bucket-mb where every ZeRO stage the search may pick reduces without buckets of that size
 // (planner::dp_bucket_size_inert_reason: megatron at ZeRO 2-3 or without overlap_grad_reduce,
 // FSDP and the executor at ZeRO 3) is refused: the size would be written and ignored.
@@ -190,6 +188,27 @@ void check_bucket_arguments(const PlanArguments& args, const planner::SearchSpac
   throw InputError(fmt::format("--bucket-mb: no effect {}({})",
                                space.zero ? fmt::format("with --zero {} ", *space.zero) : "",
                                inert));
+}
+
+// --deepspeed-grad-all-reduce off describes ZeRO 1-2's gradient reduce: with --zero fixed to 0 or
+// 3 it would change nothing, so it is refused rather than ignored.
+// --overlap-param-gather on with a fixed ZeRO stage whose parameter all-gather the framework
+// never overlaps (planner::parameter_gather_overlapped: DeepSpeed's ZeRO 1-2 gather inside the
+// optimizer step) would be ignored, so it is refused.
+void check_param_gather_arguments(const PlanArguments& args, const planner::SearchSpace& space,
+                                  const planner::PlanOptions& options) {
+  if (args.given.count("--overlap-param-gather") == 0 || !options.overlap_param_gather ||
+      !space.zero || (*space.zero != 1 && *space.zero != 2)) {
+    return;
+  }
+  planner::Layout probe;
+  probe.zero = *space.zero;
+  if (!planner::parameter_gather_overlapped(probe, options)) {
+    throw InputError(fmt::format(
+        "--overlap-param-gather: no effect with --zero {} under framework {} (it all-gathers the "
+        "updated parameters inside the optimizer step)",
+        *space.zero, planner::to_string(options.framework)));
+  }
 }
 
 void check_grad_all_reduce_arguments(const planner::SearchSpace& space,
@@ -222,12 +241,6 @@ void check_ineffective_arguments(const PlanArguments& args, const models::Transf
   refuse_if(fixed_pp1, "--scatter-gather-pipeline", "with --pp 1 (no pipeline sends)");
   refuse_if(space.tp == 1, "--overlap-tp-comm", "with --tp 1 (no tensor-parallel collectives)");
   refuse_if(space.zero == 0, "--overlap-param-gather", "with --zero 0 (no parameter gather)");
-  // DeepSpeed's ZeRO 1-2 gather inside the optimizer step (planner::parameter_gather_overlapped).
-  refuse_if(args.overlap_param_gather == "on" && args.framework == "deepspeed" &&
-                (space.zero == 1 || space.zero == 2),
-            "--overlap-param-gather",
-            "with --zero 1 or 2 under framework deepspeed (DeepSpeed all-gathers the updated "
-            "parameters inside the optimizer step)");
   // Gradients are reduced over dp x cp: with both fixed at 1 there is no reduce (the gradient
   // buffer's dtype, --grad-reduce-dtype, still sets its memory).
   const bool no_grad_reduce = space.dp == 1 && !space.search_cp && space.cp.value_or(1) == 1;
@@ -539,6 +552,7 @@ void check_plan_arguments(const PlanArguments& args, const models::TransformerCo
   check_saved_activation_arguments(space, options);
   check_grad_all_reduce_arguments(space, options);
   check_bucket_arguments(args, space, options);
+  check_param_gather_arguments(args, space, options);
   check_recompute_layers_arguments(space, options);
   planner::check_recompute_modules_request(model, options, space.recompute_modules,
                                            "--recompute-modules");

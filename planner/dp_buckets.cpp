@@ -87,10 +87,6 @@ std::string dp_bucket_size_inert_reason(const Layout& layout, const PlanOptions&
   return "";
 }
 
-bool dp_bucket_size_applies(const Layout& layout, const PlanOptions& options) {
-  return dp_bucket_size_inert_reason(layout, options).empty();
-}
-
 int64_t dp_bucket_bytes(const models::ClusterConfig& cluster, const Layout& layout,
                         const PlanOptions& options) {
   if (options.bucket_bytes) {

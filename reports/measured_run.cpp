@@ -2,7 +2,9 @@
 // logs.
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -10,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <vector>
 
 #include "meshplan/compare.h"
 #include "meshplan/json_io.h"
@@ -553,26 +556,27 @@ MeasuredRun read_any_measured_run(const std::string& path, const planner::Plan& 
 void check_log_framework(const MeasuredRun& run, const planner::Plan& plan,
                          const std::string& path) {
   using planner::Framework;
-  const Framework framework = plan.options.framework;
-  bool matches = true;
-  std::string expected;
+  std::vector<Framework> accepted;  // empty: any (execute's --json)
   if (run.format == "megatron-lm log") {
-    matches = framework == Framework::kMegatron || framework == Framework::kDeepSpeed;
-    expected = "megatron or deepspeed";
+    accepted = {Framework::kMegatron, Framework::kDeepSpeed};
   } else if (run.format == "torchtitan log") {
-    matches = framework == Framework::kFsdp;
-    expected = "fsdp";
+    accepted = {Framework::kFsdp};
   } else if (run.format == "deepspeed log") {
-    matches = framework == Framework::kDeepSpeed;
-    expected = "deepspeed";
+    accepted = {Framework::kDeepSpeed};
   }
-  if (!matches) {
-    throw InputError(fmt::format(
-        "{}: a {} compares with a plan costed for {}; this plan was costed for {} (re-plan "
-        "with --framework {})",
-        path, run.format, expected, planner::to_string(framework),
-        expected.substr(0, expected.find(' '))));
+  const Framework framework = plan.options.framework;
+  if (accepted.empty() ||
+      std::find(accepted.begin(), accepted.end(), framework) != accepted.end()) {
+    return;
   }
+  std::vector<std::string> names;
+  for (Framework f : accepted) {
+    names.push_back(planner::to_string(f));
+  }
+  throw InputError(fmt::format(
+      "{}: a {} compares with a plan costed for {}; this plan was costed for {} (re-plan with "
+      "--framework {})",
+      path, run.format, fmt::join(names, " or "), planner::to_string(framework), names.front()));
 }
 
 }  // namespace

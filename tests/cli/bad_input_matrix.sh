@@ -435,7 +435,7 @@ row "simulate: --bucket-mb on a plan without a gradient reduce" 2 \
   "--bucket-mb: no effect on this plan (dp x cp is 1: no gradient reduce)" \
   simulate p.json --bucket-mb 1 --json new_out.json --trace sentinel.json
 plan_row "--overlap-param-gather on with DeepSpeed's ZeRO 1" \
-  "--overlap-param-gather: no effect with --zero 1 or 2 under framework deepspeed" \
+  "--overlap-param-gather: no effect with --zero 1 under framework deepspeed (it all-gathers the updated parameters inside the optimizer step)" \
   --model tiny --cluster local-cpu --gpus 2 --framework deepspeed --zero 1 --overlap-param-gather on
 plan_row "--overlap-tp-comm on under DeepSpeed" \
   "--overlap-tp-comm: on under framework deepspeed: Megatron-DeepSpeed overlaps no tensor-parallel" \

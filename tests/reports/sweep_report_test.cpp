@@ -114,6 +114,19 @@ TEST_CASE("sweep html: three charts, a ring per Pareto point, 5 parts per bar, o
   CHECK(count_occurrences(page, "no feasible plan: memory x") == 2);
 }
 
+TEST_CASE("sweep html: costs of 0 USD are left off the log axis and counted under it") {
+  // H100s priced 0 (--price dgx-h100=0): its two feasible points (8 and 16 GPUs) cost 0 USD,
+  // which a log axis cannot place; the A100 points, priced, are drawn.
+  planner::SweepRequest r = request();
+  r.clusters[1].price_per_gpu_hour = 0.0;
+  const planner::SweepResult result = planner::run_sweep(r, 2);
+  const std::string page = sweep_html(r, result);
+  CHECK(count_occurrences(page, "; 2 point(s) priced 0 USD not drawn") == 1);
+  // Priced at the preset, every point is drawn and the caption says nothing of it.
+  CHECK(count_occurrences(sweep_html(request(), planner::run_sweep(request(), 2)),
+                          "priced 0 USD not drawn") == 0);
+}
+
 TEST_CASE("sweep without a price: no cost, off the Pareto front, said in every output") {
   // The A100s as a cluster with no list price (price_per_gpu_hour null, no --price), the H100s
   // at 2 USD: the A100 points have no cost and only H100 points can be on the front.

@@ -170,15 +170,12 @@ inline constexpr int64_t kDeepSpeedPersistenceThreshold = 100'000;
 int64_t dp_bucket_bytes(const models::ClusterConfig& cluster, const Layout& layout,
                         const PlanOptions& options);
 
-/// Whether dp_bucket_bytes changes any of the layout's data-parallel calls (dp_buckets): no
-/// gradient reduce at dp x cp = 1; under megatron, ZeRO 0/1 only with overlap_grad_reduce
-/// (pipeline rank 0's first chunk) and ZeRO 2-3 never (one bucket per layer); ZeRO 3 only
-/// under deepspeed (reduce_bucket_size), FSDP and the executor reducing layer by layer.
-/// A bucket size given for a layout where it is false would be ignored: callers refuse it,
-/// with dp_bucket_size_inert_reason's words.
-bool dp_bucket_size_applies(const Layout& layout, const PlanOptions& options);
-
-/// Why the bucket size changes none of the layout's calls ("" where it applies).
+/// Why dp_bucket_bytes changes none of the layout's data-parallel calls (dp_buckets), "" where
+/// it changes some: no gradient reduce at dp x cp = 1; under megatron, ZeRO 0/1 only with
+/// overlap_grad_reduce (pipeline rank 0's first chunk) and ZeRO 2-3 never (one bucket per
+/// layer); ZeRO 3 only under deepspeed (reduce_bucket_size), FSDP and the executor reducing
+/// layer by layer. A bucket size given where this is not "" would be ignored: callers refuse it
+/// with these words.
 std::string dp_bucket_size_inert_reason(const Layout& layout, const PlanOptions& options);
 
 /// Per-rank elements of each module of one transformer layer that DeepSpeed ZeRO-3 all-gathers
