@@ -132,6 +132,12 @@ std::string framework_caveat(Framework framework, const Layout& layout) {
     return "Megatron-FSDP with pp > 1: accepted by Megatron-LM's v1 adapter, run by none of its "
            "tests, refused by its v2 adapter (mcore_fsdp_adapter.py, d98e8a64)";
   }
+  if (framework == Framework::kDeepSpeed && layout.schedule == ScheduleKind::kZbH1 &&
+      layout.pp > 1) {
+    return "ZB-H1 runs under Megatron-DeepSpeed only (--enable-zbh1-pipeline "
+           "--enable-zbh1-exact-semantics, f4157bea; --emit megatron-deepspeed writes them), not "
+           "under DeepSpeed's own pipeline engine or GPT-NeoX";
+  }
   return "";
 }
 
@@ -515,12 +521,24 @@ Validity check_framework(Framework framework, const Layout& layout, bool with_re
     case Framework::kDeepSpeed:
       // DeepSpeed 0.19.6 deepspeed/runtime/pipe/engine.py lines 76-77: "ZeRO-2 and ZeRO-3 are
       // incompatible with pipeline parallelism"; deepspeed/runtime/pipe/schedule.py
-      // TrainSchedule is 1F1B over one stage per rank (no interleaving, no GPipe, no ZB).
+      // TrainSchedule is 1F1B over one stage per rank (no interleaving, no GPipe).
+      // Megatron-DeepSpeed f4157bea replaces it with ZB-H1 under --enable-zbh1-pipeline
+      // (megatron/initialize.py: TrainSchedule = ZeroBubbleH1Pipeline,
+      // core/pipeline_parallel/deepspeed_zbh1_schedule.py), whose arguments.py asserts
+      // sequence parallelism off ("Sequence Parallel not tested").
       if (pipelined && layout.zero >= 2) {
         return refused("its pipeline engine refuses ZeRO-2 and ZeRO-3 with pp > 1");
       }
-      if (pipelined && layout.schedule != ScheduleKind::kOneFOneB) {
-        return refused("its pipeline engine runs only 1F1B (TrainSchedule)");
+      if (pipelined && layout.schedule == ScheduleKind::kZbH1 && layout.sequence_parallel) {
+        return refused(
+            "Megatron-DeepSpeed's ZB-H1 (--enable-zbh1-pipeline) asserts sequence parallelism "
+            "off (arguments.py)");
+      }
+      if (pipelined && layout.schedule != ScheduleKind::kOneFOneB &&
+          layout.schedule != ScheduleKind::kZbH1) {
+        return refused(
+            "its pipeline engine runs 1F1B (TrainSchedule), or ZB-H1 under Megatron-DeepSpeed's "
+            "--enable-zbh1-pipeline");
       }
       // The stage split is checked with the model (check_framework with a model).
       return {};

@@ -29,9 +29,18 @@ constexpr EmitTarget kDeepSpeedTarget = EmitTarget::kDeepSpeed;
 
 // What a config alone cannot express: the settings Megatron-DeepSpeed's flags make
 // (--emit megatron-deepspeed writes them), beyond check_framework(kDeepSpeed) (ZeRO-2/3 with
-// pp > 1, schedules other than 1F1B).
+// pp > 1, schedules other than 1F1B and ZB-H1).
 void check_config_expressible(const planner::Plan& plan) {
   const planner::Layout& layout = plan.layout;
+  if (layout.pp > 1 && layout.schedule == planner::ScheduleKind::kZbH1) {
+    // DeepSpeed's pipeline engine runs TrainSchedule; ZB-H1 is Megatron-DeepSpeed's patch of it
+    // (megatron/initialize.py, --enable-zbh1-pipeline), no config key.
+    refuse(kDeepSpeedTarget, "layout.schedule",
+           "DeepSpeed's pipeline engine runs 1F1B; ZB-H1 is Megatron-DeepSpeed's "
+           "--enable-zbh1-pipeline, not a DeepSpeed config key: --emit megatron-deepspeed "
+           "writes it",
+           "zb-h1");
+  }
   if (layout.sequence_parallel) {
     // Kept a refusal, not a note: the config of a sequence-parallel plan runs as costed only
     // under a training script that shards the sequence too.

@@ -117,6 +117,15 @@ void add_model_parallel_flags(const planner::Plan& plan, Flags& flags) {
   if (layout.sequence_parallel) {
     flags.push_back({"--sequence-parallel", ""});
   }
+  if (layout.pp > 1 && layout.schedule == planner::ScheduleKind::kZbH1) {
+    // megatron/initialize.py swaps DeepSpeed's TrainSchedule for ZeroBubbleH1Pipeline
+    // (core/pipeline_parallel/deepspeed_zbh1_schedule.py). Its default variant runs B and W
+    // together in the steady state and defers only the warm-up's W's to the end;
+    // --enable-zbh1-exact-semantics defers every W by the stage index as Qi et al.'s ZB-H1
+    // does, the order meshplan costs (test "Megatron-DeepSpeed's exact ZB-H1 order").
+    flags.push_back({"--enable-zbh1-pipeline", ""});
+    flags.push_back({"--enable-zbh1-exact-semantics", ""});
+  }
   flags.push_back({"--micro-batch-size", std::to_string(layout.micro_batch)});
   flags.push_back({"--global-batch-size", std::to_string(layout.global_batch)});
 }

@@ -266,6 +266,9 @@ plan_row "--dp-shard with --zero 2" \
   --model tiny --cluster local-cpu --gpus 4 --dp-shard 2 --zero 2
 plan_row "--dp-shard 0" "--dp-shard: must be positive (0)" \
   --model tiny --cluster local-cpu --gpus 4 --dp-shard 0
+plan_row "ZB-H1 with sequence parallelism under deepspeed" \
+  "--framework: deepspeed cannot run this layout: Megatron-DeepSpeed's ZB-H1 (--enable-zbh1-pipeline) asserts sequence parallelism off (arguments.py)" \
+  --model tiny --cluster dgx-h100 --gpus 4 --tp 2 --pp 2 --sequence-parallel on --schedule zb-h1 --framework deepspeed
 plan_row "--dp-shard under deepspeed" \
   "--framework: deepspeed cannot run this layout: hybrid sharding (dp_shard < dp) is modelled as PyTorch FSDP2 runs it at ZeRO 3 and as Megatron-Core's distributed optimizer instances at ZeRO 1 only" \
   --model tiny --cluster local-cpu --gpus 4 --dp 4 --dp-shard 2 --framework deepspeed

@@ -29,7 +29,7 @@ grep -q '^# plan written to tt.json$' tt_table.txt || fail "torchtitan: table no
   --schedule interleaved --sequence-parallel on --zero 1 --recompute full --global-batch 512 \
   --emit megatron --emit-out megatron.sh --save-plan mg.json >/dev/null || fail "megatron"
 "$meshplan" plan --model llama3-8b --cluster dgx-h100 --gpus 64 --pp 4 --tp 1 --zero 1 \
-  --recompute full --global-batch 256 --framework deepspeed --emit deepspeed \
+  --recompute full --global-batch 256 --framework deepspeed --schedule 1f1b --emit deepspeed \
   --emit-out ds_config.json \
   --save-plan ds.json >ds_table.txt || fail "deepspeed"
 # The partition_method that builds the plan's stages is model code, named beside the config.
@@ -41,7 +41,7 @@ grep -q '^# --emit deepspeed: stages of .* layers: build the PipelineModule with
 # Megatron-DeepSpeed: one script, and the same DeepSpeed config --emit deepspeed writes for the
 # same plan; nothing printed beside it (the script holds what deepspeed's note says).
 mds_plan=(plan --model llama2-7b --cluster dgx-h100 --gpus 16 --tp 2 --pp 4 --zero 1
-  --recompute full --sequence-parallel off --overlap-param-gather off --global-batch 32
+  --recompute full --sequence-parallel off --overlap-param-gather off --global-batch 32 --schedule 1f1b
   --framework deepspeed)
 "$meshplan" "${mds_plan[@]}" --emit megatron-deepspeed --emit-out mds.sh --save-plan mds.json \
   >mds_table.txt 2>&1 || fail "megatron-deepspeed: $(tail -1 mds_table.txt)"

@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <utility>
 #include <vector>
 
 #include "meshplan/cost_model.h"
@@ -113,13 +114,17 @@ TEST_CASE("a deepspeed search tries exactly DeepSpeed's splits") {
   options.flash_attention = false;
   const SearchResult result = search_layouts(model, models::load_cluster("dgx-a100-80gb"), space,
                                              options, Objective::kTime, 10);
-  REQUIRE(result.best.size() == 2);
-  std::vector<Split> splits;
+  // Each split under 1F1B and under Megatron-DeepSpeed's ZB-H1.
+  REQUIRE(result.best.size() == 4);
+  std::vector<std::pair<Split, ScheduleKind>> found;
   for (const PlanEstimate& e : result.best) {
-    splits.push_back(e.layout.stage_layers);
+    found.emplace_back(e.layout.stage_layers, e.layout.schedule);
   }
-  CHECK(std::find(splits.begin(), splits.end(), Split{8, 9, 9, 9, 9, 9, 9, 8}) != splits.end());
-  CHECK(std::find(splits.begin(), splits.end(), Split{9, 9, 9, 9, 9, 9, 8, 8}) != splits.end());
+  for (const Split& split : {Split{8, 9, 9, 9, 9, 9, 9, 8}, Split{9, 9, 9, 9, 9, 9, 8, 8}}) {
+    for (ScheduleKind schedule : {ScheduleKind::kOneFOneB, ScheduleKind::kZbH1}) {
+      CHECK(std::find(found.begin(), found.end(), std::make_pair(split, schedule)) != found.end());
+    }
+  }
 }
 
 }  // namespace

@@ -510,16 +510,16 @@ TEST_CASE("options.framework: optional (absent = megatron), spelled as --framewo
 
 // A hand-written plan is held to its framework's rules as the search is: the example's
 // interleaved pp 2 layout is refused by Megatron-LM without overlap_p2p_comm (arguments.py) and
-// by DeepSpeed, whose pipeline engine runs only 1F1B.
+// by DeepSpeed, whose pipeline engine runs 1F1B (or ZB-H1 under Megatron-DeepSpeed).
 TEST_CASE("bad plan files: a layout the plan's framework cannot run") {
   CHECK(error_after([](nlohmann::json& j) { j["options"]["framework"] = "megatron"; }) ==
         "p.json: layout: megatron cannot run this layout: Megatron-LM arguments.py refuses the "
         "interleaved schedule at pp 2 without --overlap-p2p-communication (tp=2 pp=2 dp=2 vpp=2 "
         "mb=2 recompute=selective sp=on zero=1 schedule=interleaved)");
   CHECK(error_after([](nlohmann::json& j) { j["options"]["framework"] = "deepspeed"; }) ==
-        "p.json: layout: deepspeed cannot run this layout: its pipeline engine runs only 1F1B "
-        "(TrainSchedule) (tp=2 pp=2 dp=2 vpp=2 mb=2 recompute=selective sp=on zero=1 "
-        "schedule=interleaved)");
+        "p.json: layout: deepspeed cannot run this layout: its pipeline engine runs 1F1B "
+        "(TrainSchedule), or ZB-H1 under Megatron-DeepSpeed's --enable-zbh1-pipeline (tp=2 "
+        "pp=2 dp=2 vpp=2 mb=2 recompute=selective sp=on zero=1 schedule=interleaved)");
   nlohmann::json json = example_json();
   json["options"]["framework"] = "megatron";
   json["options"]["overlap_p2p_comm"] = true;  // what arguments.py asks for at pp 2

@@ -421,6 +421,59 @@ TEST_CASE("schedule: zb-h1 matches Qi et al. 2023 Fig. 3 (top), p = 4, m = 8") {
   CHECK(replay_makespan(schedule, 1, 1, 1) == 27);
 }
 
+// Megatron-DeepSpeed's ZB-H1 with --enable-zbh1-exact-semantics, the order --emit
+// megatron-deepspeed asks for, restated from microsoft/Megatron-DeepSpeed f4157bea
+// megatron/core/pipeline_parallel/deepspeed_zbh1_schedule.py ZeroBubbleH1Pipeline.steps: on
+// stage s, p - s - 1 warm-up forwards; then, while forwards remain, s steps of a forward and a
+// backward-input pass (their W's queued); then steps of forward, B and one queued W; then B and
+// one W while backwards remain; then the queued W's. WeightGradStore is a FIFO queue, so each W
+// is the oldest pending micro-batch's. The first stage's BackwardPass runs B and W at once.
+std::string megatron_deepspeed_zbh1_order(int64_t pp, int64_t stage, int64_t m) {
+  int64_t forwards = 0, backwards = 0, weights = 0;
+  std::string order;
+  const auto add = [&](char kind, int64_t& counter) {
+    order += fmt::format("{}{} ", kind, counter++);
+  };
+  for (int64_t i = 0; i < pp - stage - 1 && forwards < m; ++i) {
+    add('F', forwards);
+  }
+  for (int64_t i = 0; i < stage && forwards < m; ++i) {
+    add('F', forwards);
+    add('b', backwards);
+  }
+  while (forwards < m) {
+    add('F', forwards);
+    add('b', backwards);
+    add('W', weights);
+  }
+  while (backwards < m) {
+    add('b', backwards);
+    add('W', weights);
+  }
+  while (weights < m) {
+    add('W', weights);
+  }
+  order.pop_back();
+  return order;
+}
+
+TEST_CASE("schedule: Megatron-DeepSpeed's exact ZB-H1 order is meshplan's zb-h1") {
+  for (int64_t pp : {2, 3, 4, 8}) {
+    for (int64_t m = pp; m <= 3 * pp; ++m) {
+      const PipelineSchedule schedule = generate_schedule(ScheduleKind::kZbH1, pp, 1, m);
+      for (int64_t stage = 0; stage < pp; ++stage) {
+        CAPTURE(pp);
+        CAPTURE(m);
+        CAPTURE(stage);
+        CHECK(compute_order(schedule, stage) == megatron_deepspeed_zbh1_order(pp, stage, m));
+      }
+    }
+  }
+  // One case written out: p = 4, m = 8, stage 1 (Qi et al. Fig. 3's second row).
+  CHECK(megatron_deepspeed_zbh1_order(4, 1, 8) ==
+        "F0 F1 F2 b0 F3 b1 W0 F4 b2 W1 F5 b3 W2 F6 b4 W3 F7 b5 W4 b6 W5 b7 W6 W7");
+}
+
 TEST_CASE("schedule: zb-h1 bubble is Qi et al. 2023 Table 2's (p - 1)(T_F + T_B - T_W)") {
   // Table 2: 1F1B's bubble is (p - 1)(T_F + T_B + T_W), ZB-H1's (p - 1)(T_F + T_B - T_W); with
   // T_F = T_B = T_W = 1 that is (p - 1), a third of 1F1B's 3 (p - 1), and the makespan is

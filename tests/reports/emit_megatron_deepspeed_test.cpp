@@ -177,6 +177,33 @@ TEST_CASE("--emit megatron-deepspeed: Llama 2 7B at tp 1, pp 1, ZeRO 3") {
   CHECK(json.count("pipeline") == 0);
 }
 
+TEST_CASE("--emit megatron-deepspeed: ZB-H1 as Megatron-DeepSpeed's exact-semantics schedule") {
+  planner::Plan plan = tp2_pp4_full_recompute_plan();
+  CHECK(megatron_flags(emit_megatron_deepspeed(plan)).count("--enable-zbh1-pipeline") == 0);
+  plan.layout.schedule = planner::ScheduleKind::kZbH1;
+  const std::string script = emit_megatron_deepspeed(plan);
+  const std::map<std::string, std::string> flags = megatron_flags(script);
+  check_flag_names(flags);
+  CHECK(flags.at("--enable-zbh1-pipeline").empty());
+  // Without it the fork's variant fuses B and W in the steady state, not the order costed.
+  CHECK(flags.at("--enable-zbh1-exact-semantics").empty());
+  // The schedule is no config key: the config is the 1F1B plan's, and --emit deepspeed, which
+  // writes only the config, points here.
+  planner::Plan one_f_one_b = plan;
+  one_f_one_b.layout.schedule = planner::ScheduleKind::kOneFOneB;
+  CHECK(embedded_config(script) == emit_deepspeed(one_f_one_b));
+  CHECK(error_of(plan, EmitTarget::kDeepSpeed) ==
+        "--emit deepspeed: layout.schedule: DeepSpeed's pipeline engine runs 1F1B; ZB-H1 is "
+        "Megatron-DeepSpeed's --enable-zbh1-pipeline, not a DeepSpeed config key: --emit "
+        "megatron-deepspeed writes it (zb-h1)");
+  // arguments.py asserts sequence parallelism off under --enable-zbh1-pipeline.
+  plan.layout.sequence_parallel = true;
+  CHECK(error_of(plan, kTarget)
+            .find("deepspeed cannot run this layout: Megatron-DeepSpeed's "
+                  "ZB-H1 (--enable-zbh1-pipeline) asserts sequence "
+                  "parallelism off (arguments.py)") != std::string::npos);
+}
+
 TEST_CASE("--emit megatron-deepspeed: sequence parallelism and the environment it needs") {
   planner::Layout layout;
   layout.tp = 2;

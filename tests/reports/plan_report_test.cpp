@@ -53,6 +53,16 @@ TEST_CASE("plan report: Megatron-FSDP with a pipeline carries a caveat, row and 
   piped.pp = 4;
   CHECK_FALSE(planner::framework_caveat(planner::Framework::kMegatron, piped).empty());
   CHECK(planner::framework_caveat(planner::Framework::kMeshplan, piped).empty());
+  // ZB-H1 under deepspeed: Megatron-DeepSpeed's schedule, not DeepSpeed's own engine's.
+  planner::Layout zb_h1 = piped;
+  zb_h1.zero = 1;
+  CHECK(planner::framework_caveat(planner::Framework::kDeepSpeed, zb_h1).empty());
+  zb_h1.schedule = planner::ScheduleKind::kZbH1;
+  CHECK(planner::framework_caveat(planner::Framework::kDeepSpeed, zb_h1) ==
+        "ZB-H1 runs under Megatron-DeepSpeed only (--enable-zbh1-pipeline "
+        "--enable-zbh1-exact-semantics, f4157bea; --emit megatron-deepspeed writes them), not "
+        "under DeepSpeed's own pipeline engine or GPT-NeoX");
+  CHECK(planner::framework_caveat(planner::Framework::kMeshplan, zb_h1).empty());
 }
 
 TEST_CASE("plan report: a plan with recompute modules names its list under its row") {

@@ -442,10 +442,11 @@ Validity check_framework(Framework framework, const Layout& layout, bool with_re
 Validity check_framework(const models::TransformerConfig& model, const PlanOptions& options,
                          const Layout& layout, bool with_reason = true);
 
-/// A caveat on a layout `framework` runs but its own project does not test, "" when none, for
-/// the plan table and --json ("caveat"): Megatron-FSDP (megatron, ZeRO 2-3) with pp > 1, which
+/// A caveat on a layout `framework` runs only in part of its software, "" when none, for the
+/// plan table and --json ("caveat"): Megatron-FSDP (megatron, ZeRO 2-3) with pp > 1, which
 /// Megatron-LM's v1 adapter accepts, none of its tests runs, and its v2 adapter refuses
-/// (mcore_fsdp_adapter.py _validate_config, d98e8a64).
+/// (mcore_fsdp_adapter.py _validate_config, d98e8a64); ZB-H1 under deepspeed, which only
+/// Megatron-DeepSpeed's --enable-zbh1-pipeline runs.
 std::string framework_caveat(Framework framework, const Layout& layout);
 
 /// Throws InputError when options.gemm_precision is fp8 and the cluster's GPU has no FP8 peak
