@@ -50,11 +50,11 @@ TEST_CASE("attention FLOPs of a windowed model: the full ones times the pair rat
   const models::TransformerConfig windowed = tiny_windowed(8);
   // s 32, w 8: 36 + 24 * 8 = 228 pairs of 528.
   const double ratio = 228.0 / 528.0;
-  CHECK(attention_window_fraction(windowed) == doctest::Approx(ratio).epsilon(1e-12));
+  CHECK(attention_window_fraction(windowed) == doctest::Approx(ratio).epsilon(1e-12).scale(0));
   CHECK(attention_window_fraction(full) == 1.0);
   const LayerFlops f = layer_forward_flops(full, 32.0);
   const LayerFlops w = layer_forward_flops(windowed, 32.0);
-  CHECK(w.attention == doctest::Approx(f.attention * ratio).epsilon(1e-12));
+  CHECK(w.attention == doctest::Approx(f.attention * ratio).epsilon(1e-12).scale(0));
   // The projections and the MLP do not change.
   CHECK(w.qkv == f.qkv);
   CHECK(w.output == f.output);
@@ -66,12 +66,12 @@ TEST_CASE("attention FLOPs of a windowed model: the full ones times the pair rat
   const double mla_full = layer_forward_flops(mla, 32.0).attention;
   mla.sliding_window = 8;
   CHECK(layer_forward_flops(mla, 32.0).attention ==
-        doctest::Approx(mla_full * attention_window_fraction(mla)).epsilon(1e-12));
+        doctest::Approx(mla_full * attention_window_fraction(mla)).epsilon(1e-12).scale(0));
   models::TransformerConfig moe = models::load_model("tiny-moe");
   const double moe_full = layer_forward_flops(moe, 32.0, true).attention;
   moe.sliding_window = 8;
   CHECK(layer_forward_flops(moe, 32.0, true).attention ==
-        doctest::Approx(moe_full * attention_window_fraction(moe)).epsilon(1e-12));
+        doctest::Approx(moe_full * attention_window_fraction(moe)).epsilon(1e-12).scale(0));
 }
 
 TEST_CASE("flash attention's time shrinks with the pairs; the unfused path's does not") {
@@ -82,7 +82,8 @@ TEST_CASE("flash attention's time shrinks with the pairs; the unfused path's doe
   PlanOptions flash;
   CHECK(attention_forward_seconds(windowed, cluster, layout, flash) ==
         doctest::Approx(attention_forward_seconds(full, cluster, layout, flash) * 228.0 / 528.0)
-            .epsilon(1e-12));
+            .epsilon(1e-12)
+            .scale(0));
   // Megatron-Core's unfused attention computes and masks the full s x s matrix.
   PlanOptions unfused;
   unfused.flash_attention = false;
@@ -161,7 +162,7 @@ TEST_CASE("Mistral-7B-v0.1 at seq 32768 plans, faster with its 4096 window than 
   const double attention_full = layer_forward_flops(full, 32768.0).attention;
   const double attention_windowed = layer_forward_flops(windowed, 32768.0).attention;
   CHECK(attention_windowed / attention_full ==
-        doctest::Approx(125'831'168.0 / 536'887'296.0).epsilon(1e-12));
+        doctest::Approx(125'831'168.0 / 536'887'296.0).epsilon(1e-12).scale(0));
   CHECK(w.best[0].model_flops_per_step < same.model_flops_per_step);
   CHECK(w.best[0].step_time_s < same.step_time_s);
 }
