@@ -120,7 +120,8 @@ TEST_CASE("presets: the architecture families") {
   for (int tp : {2, 4, 8}) {
     CHECK(tiny.ffn_hidden_size % tp == 0);  // the CPU executor shards the MLP by tp
   }
-  CHECK(load_model("mistral-7b").seq_length == 8192);  // Jiang et al. Table 1 context_len
+  CHECK(load_model("mistral-7b").seq_length == 8192);      // Jiang et al. Table 1 context_len
+  CHECK(load_model("mistral-7b").sliding_window == 4096);  // ... and window_size
 }
 
 TEST_CASE("round trip: model_to_json -> model_from_json gives the same model") {

@@ -5,11 +5,13 @@
 
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "compute_cost.h"
 #include "meshplan/cost_model.h"
 #include "meshplan/models.h"
+#include "meshplan/plan_file.h"
 #include "meshplan/search.h"
 #include "model_shape.h"
 #include "planner_test_util.h"
@@ -96,6 +98,17 @@ TEST_CASE("flash attention's time shrinks with the pairs; the unfused path's doe
   REQUIRE(b.feasible);
   CHECK(a.stages[0].memory.activations_bytes == b.stages[0].memory.activations_bytes);
   CHECK(b.hardware_flops_per_step < a.hardware_flops_per_step);
+}
+
+TEST_CASE("a plan file carries the window and reads it back") {
+  Plan plan;
+  plan.model = tiny_windowed(8);
+  plan.cluster = models::load_cluster("dgx-a100-80gb");
+  plan.layout = make_layout(1, 1, 1, 1, 1);
+  plan.num_gpus = 1;
+  const nlohmann::json json = plan_to_json(plan, {});
+  CHECK(json.at("model").at("sliding_window") == 8);
+  CHECK(plan_from_json(json, "p.json") == plan);
 }
 
 TEST_CASE("context parallelism with a window shorter than the sequence is refused") {

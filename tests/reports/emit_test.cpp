@@ -947,8 +947,10 @@ TEST_CASE("--emit: a sliding window as Megatron's --window-size w-1,0, refused e
   layout.tp = 2;
   layout.dp = 4;
   layout.global_batch = 16;
-  planner::Plan plan = make_plan("mistral-7b", "dgx-h100", layout);  // seq 8192
+  planner::Plan plan = make_plan("mistral-7b", "dgx-h100", layout);  // seq 8192, window 4096
+  CHECK(plan.model.sliding_window == 4096);
   // Without a window (or one covering the sequence) there is no flag.
+  plan.model.sliding_window = 0;
   CHECK(megatron_flags(emit_megatron(plan)).count("--window-size") == 0);
   plan.model.sliding_window = 8192;
   CHECK(megatron_flags(emit_megatron(plan)).count("--window-size") == 0);
