@@ -166,9 +166,38 @@ int64_t sliding_window(const nlohmann::json& json, std::string_view model_type,
   }
   const int64_t window_tokens = require_size(json, "sliding_window", source);
   const int64_t num_layers = require_size(json, "num_hidden_layers", source);
+  // A config that states layer_types (transformers >= 4.53 writes it) is read by it instead:
+  // "sliding_attention" layers attend over the window, "full_attention" ones do not.
+  if (is_set(json, "layer_types")) {
+    const nlohmann::json& types = json["layer_types"];
+    if (!types.is_array() || static_cast<int64_t>(types.size()) != num_layers) {
+      throw InputError(fmt::format("{}: layer_types: expected one entry per layer, {} ({})", source,
+                                   num_layers, types.dump()));
+    }
+    int64_t num_sliding = 0;
+    for (const nlohmann::json& type : types) {
+      if (type != "sliding_attention" && type != "full_attention") {
+        throw InputError(
+            fmt::format("{}: layer_types: expected sliding_attention or full_attention ({})",
+                        source, type.dump()));
+      }
+      num_sliding += type == "sliding_attention" ? 1 : 0;
+    }
+    if (num_sliding == 0 || num_sliding == num_layers) {
+      return num_sliding == 0 ? 0 : window_tokens;
+    }
+    throw InputError(fmt::format(
+        "{}: layer_types: {} of {} layers windowed, a per-layer pattern that is not modelled; "
+        "all or none is ({} sliding_attention)",
+        source, num_sliding, num_layers, num_sliding));
+  }
   const int64_t max_window_layers = is_set(json, "max_window_layers")
                                         ? require_int(json, "max_window_layers", source)
                                         : kQwenDefaultMaxWindowLayers;
+  if (max_window_layers < 0) {
+    throw InputError(
+        fmt::format("{}: max_window_layers: must be 0 or more ({})", source, max_window_layers));
+  }
   if (max_window_layers == 0) {
     return window_tokens;  // every layer windowed
   }

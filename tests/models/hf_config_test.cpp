@@ -244,9 +244,26 @@ TEST_CASE("Qwen2: the window counts with use_sliding_window, on every layer or n
   CHECK(input_error([&] { model_from_json(config, "qwen.json"); }) ==
         "qwen.json: max_window_layers: windows layers 12 to 23 only, a per-layer pattern that is "
         "not modelled; 0 (every layer windowed) or >= num_hidden_layers 24 (none) is (12)");
+  config["max_window_layers"] = -1;
+  CHECK(input_error([&] { model_from_json(config, "qwen.json"); }) ==
+        "qwen.json: max_window_layers: must be 0 or more (-1)");
   // Absent: Qwen2Config's default 28 >= 24 layers, no window.
   config.erase("max_window_layers");
   CHECK(model_from_json(config, "qwen.json").sliding_window == 0);
+  // layer_types, when stated, decides instead of max_window_layers: all, none, or refused.
+  config["layer_types"] = std::vector<std::string>(24, "sliding_attention");
+  CHECK(model_from_json(config, "qwen.json").sliding_window == 4096);
+  config["layer_types"] = std::vector<std::string>(24, "full_attention");
+  CHECK(model_from_json(config, "qwen.json").sliding_window == 0);
+  config["layer_types"][0] = "sliding_attention";
+  CHECK(input_error([&] { model_from_json(config, "qwen.json"); }) ==
+        "qwen.json: layer_types: 1 of 24 layers windowed, a per-layer pattern that is not "
+        "modelled; all or none is (1 sliding_attention)");
+  config["layer_types"] = std::vector<std::string>(23, "full_attention");
+  CHECK(input_error([&] {
+          model_from_json(config, "qwen.json");
+        }).find("qwen.json: layer_types: expected one entry per layer, 24 (") == 0);
+  config.erase("layer_types");
   config["max_window_layers"] = 0;
   config["use_sliding_window"] = "yes";
   CHECK(input_error([&] { model_from_json(config, "qwen.json"); }) ==
