@@ -81,6 +81,16 @@ void check_options(const ExecuteOptions& options) {
 
 }  // namespace
 
+void refuse_model_for_gpu_executor(const models::TransformerConfig& model,
+                                   const std::string& source) {
+  if (model.is_windowed()) {
+    throw InputError(fmt::format(
+        "{}: model.sliding_window: sliding-window attention is not implemented in the GPU "
+        "executor yet; its flash kernel masks causally only ({} < seq_length {})",
+        source, model.sliding_window, model.seq_length));
+  }
+}
+
 std::shared_ptr<const TokenSource> load_data(const planner::Plan& plan,
                                              const ExecuteOptions& options, MPI_Comm world) {
   if (options.data == "synthetic") {

@@ -157,7 +157,8 @@ void mla_forward(float* att_out, MlaActivations* a, const float* x, const LayerW
     // The packed rows are the dense block's fused QKV layout (KVH = NH, HS = HQ): the same ring.
     ring_attention_forward(ctx, padded.data(), att.data(), a->qkv.data());
   } else {
-    attention_forward(padded.data(), att.data(), a->qkv.data(), d.T, d.B, d.NH, d.NH, HQ);
+    attention_forward(padded.data(), att.data(), a->qkv.data(), d.T, d.B, d.NH, d.NH, HQ,
+                      window_tokens(d));
   }
   for (int n = 0; n < d.N; n++) {
     for (int h = 0; h < d.NH; h++) {
@@ -218,7 +219,8 @@ Tensor attention_core_backward(MlaActivations* a, const float* d_att_out, const 
   const float* att = a->att.data();
   if (a->att.empty()) {
     probabilities = ctx.tensor(static_cast<int64_t>(d.B) * d.NH * d.T * d.T);
-    attention_probs_forward(probabilities.data(), a->qkv.data(), d.T, d.B, d.NH, d.NH, HQ);
+    attention_probs_forward(probabilities.data(), a->qkv.data(), d.T, d.B, d.NH, d.NH, HQ,
+                            window_tokens(d));
     att = probabilities.data();
   }
   Tensor scratch = ctx.tensor(static_cast<int64_t>(d.T) * d.T);

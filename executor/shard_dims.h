@@ -57,6 +57,12 @@ struct ShardDims {
   models::TransformerConfig model;
 };
 
+/// The attention window W the ops apply (ops/attention.h): the model's sliding_window when it
+/// is shorter than the sequence, else 0 (full causal attention).
+inline int window_tokens(const ShardDims& d) {
+  return d.model.is_windowed() ? static_cast<int>(d.model.sliding_window) : 0;
+}
+
 ShardDims make_shard_dims(const planner::Plan& plan, int tp_rank, int cp_rank = 0, int ep_rank = 0);
 
 /// The S / cp sequence positions cp rank `cp_rank` holds, in order: chunks cp_rank and

@@ -137,10 +137,16 @@ void check_activation(const nlohmann::json& json, const char* field, std::string
                                name, fmt::join(supported, ", ")));
 }
 
-// The attention window of a Mistral or Qwen2 config, 0 for full causal attention. Mistral
-// attends over `sliding_window` (null: full, absent: MistralConfig's 4096); Qwen2 only when
-// use_sliding_window is true (Qwen2Attention), with max_window_layers deciding which layers, so
-// any window counts.
+// Qwen2Config's default max_window_layers (transformers configuration_qwen2.py; Qwen3Config,
+// Qwen2MoeConfig and Qwen3MoeConfig default it the same), used when the key is absent.
+constexpr int64_t kQwenDefaultMaxWindowLayers = 28;
+
+// The attention window of a Mistral or Qwen config, 0 for full causal attention. Mistral
+// attends over `sliding_window` (null: full, absent: MistralConfig's 4096) on every layer.
+// Qwen2 windows only when use_sliding_window is true, and then only layers with 0-based index
+// >= max_window_layers (transformers Qwen2Config layer_types: "sliding_attention" if
+// sliding_window is not None and i >= max_window_layers): every layer at 0, none at
+// num_hidden_layers or more. A pattern in between is not modelled and is refused.
 int64_t sliding_window(const nlohmann::json& json, std::string_view model_type,
                        const std::string& source) {
   if (model_type == "mistral") {
@@ -154,10 +160,54 @@ int64_t sliding_window(const nlohmann::json& json, std::string_view model_type,
   }
   const bool qwen = model_type == "qwen2" || model_type == "qwen3" || model_type == "qwen2_moe" ||
                     model_type == "qwen3_moe";
-  if (qwen && optional_bool(json, "use_sliding_window", false, source)) {
-    return is_set(json, "sliding_window") ? require_size(json, "sliding_window", source) : 0;
+  if (!qwen || !optional_bool(json, "use_sliding_window", false, source) ||
+      !is_set(json, "sliding_window")) {
+    return 0;
   }
-  return 0;
+  const int64_t window_tokens = require_size(json, "sliding_window", source);
+  const int64_t num_layers = require_size(json, "num_hidden_layers", source);
+  // A config that states layer_types (transformers >= 4.53 writes it) is read by it instead:
+  // "sliding_attention" layers attend over the window, "full_attention" ones do not.
+  if (is_set(json, "layer_types")) {
+    const nlohmann::json& types = json["layer_types"];
+    if (!types.is_array() || static_cast<int64_t>(types.size()) != num_layers) {
+      throw InputError(fmt::format("{}: layer_types: expected one entry per layer, {} ({})", source,
+                                   num_layers, types.dump()));
+    }
+    int64_t num_sliding = 0;
+    for (const nlohmann::json& type : types) {
+      if (type != "sliding_attention" && type != "full_attention") {
+        throw InputError(
+            fmt::format("{}: layer_types: expected sliding_attention or full_attention ({})",
+                        source, type.dump()));
+      }
+      num_sliding += type == "sliding_attention" ? 1 : 0;
+    }
+    if (num_sliding == 0 || num_sliding == num_layers) {
+      return num_sliding == 0 ? 0 : window_tokens;
+    }
+    throw InputError(fmt::format(
+        "{}: layer_types: {} of {} layers windowed, a per-layer pattern that is not modelled; "
+        "all or none is ({} sliding_attention)",
+        source, num_sliding, num_layers, num_sliding));
+  }
+  const int64_t max_window_layers = is_set(json, "max_window_layers")
+                                        ? require_int(json, "max_window_layers", source)
+                                        : kQwenDefaultMaxWindowLayers;
+  if (max_window_layers < 0) {
+    throw InputError(
+        fmt::format("{}: max_window_layers: must be 0 or more ({})", source, max_window_layers));
+  }
+  if (max_window_layers == 0) {
+    return window_tokens;  // every layer windowed
+  }
+  if (max_window_layers >= num_layers) {
+    return 0;  // no layer windowed
+  }
+  throw InputError(fmt::format(
+      "{}: max_window_layers: windows layers {} to {} only, a per-layer pattern that is not "
+      "modelled; 0 (every layer windowed) or >= num_hidden_layers {} (none) is ({})",
+      source, max_window_layers, num_layers - 1, num_layers, max_window_layers));
 }
 
 // Llama, Mistral, Qwen2 and Qwen3 share one layout: pre-RMSNorm, rotary positions, a gated SiLU MLP
@@ -346,13 +396,19 @@ TransformerConfig mpt(const nlohmann::json& json, const std::string& source) {
     }
   }
   // llm-foundry's attn_config (configuration_mpt.py): sliding_window_size -1 is full attention;
-  // a window changes the attention's work, which meshplan does not model (as for Mistral).
-  if (is_set(attn, "sliding_window_size") &&
-      require_int(attn, "sliding_window_size", attn_source) != -1) {
-    throw InputError(
-        fmt::format("{}: sliding_window_size: sliding-window attention is not "
-                    "modelled; -1 (full attention) is ({})",
-                    attn_source, attn["sliding_window_size"].dump()));
+  // n >= 0 lets query i attend keys i - n <= j <= i (llmfoundry/models/layers/attention.py
+  // scaled_multihead_dot_product_attention: triu(diagonal=-n) of the causal mask;
+  // flash_attn_fn: window_size=(n, n) with causal), n + 1 keys: meshplan's window w = n + 1.
+  int64_t mpt_window_tokens = 0;
+  if (is_set(attn, "sliding_window_size")) {
+    const int64_t n = require_int(attn, "sliding_window_size", attn_source);
+    if (n < -1) {
+      throw InputError(
+          fmt::format("{}: sliding_window_size: must be -1 (full attention) or a window of n "
+                      "keys before the query, n >= 0 ({})",
+                      attn_source, n));
+    }
+    mpt_window_tokens = n == -1 ? 0 : n + 1;
   }
   require_unmodelled(attn, "attn_logit_softcapping", nlohmann::json(),
                      "logit soft-capping is not modelled", attn_source);
@@ -446,6 +502,7 @@ TransformerConfig mpt(const nlohmann::json& json, const std::string& source) {
   model.qkv_bias = biases;
   model.attention_output_bias = biases;
   model.mlp_bias = biases;
+  model.sliding_window = mpt_window_tokens;
   return model;
 }
 
@@ -662,7 +719,9 @@ TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::st
   } else if (model_type == "deepseek_v3") {
     deepseek_v3(json, source, model);
   }
-  model.sliding_window = sliding_window(json, model_type, source);
+  if (model_type != "mpt") {
+    model.sliding_window = sliding_window(json, model_type, source);
+  }
   return model;
 }
 

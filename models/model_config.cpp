@@ -36,7 +36,7 @@ constexpr int64_t kMaxSequence = 100'000'000;
 constexpr int64_t kMaxExperts = 100'000;
 
 // Every key of the format; anything else is rejected so a typo is not silently ignored.
-constexpr std::array<std::string_view, 34> kModelFields = {"name",
+constexpr std::array<std::string_view, 35> kModelFields = {"name",
                                                            "num_layers",
                                                            "hidden_size",
                                                            "num_attention_heads",
@@ -54,6 +54,7 @@ constexpr std::array<std::string_view, 34> kModelFields = {"name",
                                                            "attention_output_bias",
                                                            "mlp_bias",
                                                            "dropout",
+                                                           "sliding_window",
                                                            "qk_norm",
                                                            "parallel_residual",
                                                            "num_experts",
@@ -104,8 +105,9 @@ constexpr std::array<std::pair<std::string_view, Norm>, 2> kNorms = {
 constexpr std::array<std::pair<std::string_view, Positions>, 3> kPositions = {
     {{"learned", Positions::kLearned}, {"rope", Positions::kRope}, {"alibi", Positions::kAlibi}}};
 
-// The optional MoE, MLA, qk_norm and parallel_residual fields: absent means a dense sequential
-// block with standard attention, so files written before the fields keep their meaning.
+// The optional MoE, MLA, qk_norm, parallel_residual and sliding_window fields: absent means a
+// dense sequential block with full causal attention, so files written before the fields keep
+// their meaning.
 void read_moe_and_mla_fields(const nlohmann::json& json, const std::string& source,
                              TransformerConfig& model) {
   const auto int_or_zero = [&](const char* field) {
@@ -114,6 +116,7 @@ void read_moe_and_mla_fields(const nlohmann::json& json, const std::string& sour
   const auto bool_or_false = [&](const char* field) {
     return json.contains(field) && require_bool(json, field, source);
   };
+  model.sliding_window = int_or_zero("sliding_window");
   model.qk_norm = bool_or_false("qk_norm");
   model.parallel_residual = bool_or_false("parallel_residual");
   model.num_experts = int_or_zero("num_experts");
@@ -327,12 +330,12 @@ void validate_model(const TransformerConfig& model, const std::string& source) {
         "standard attention, not with {} (true)",
         source, model.is_moe() ? "experts (num_experts)" : "MLA (kv_lora_rank)"));
   }
-  // meshplan costs full causal attention; a window shorter than the sequence is another cost.
-  if (model.sliding_window > 0 && model.sliding_window < model.seq_length) {
+  // Sliding-window attention: query i attends keys i - w < j <= i (transformers'
+  // sliding_window_causal mask; Megatron-Core window_size (w - 1, 0)). 0 is full attention.
+  if (model.sliding_window < 0 || model.sliding_window > kMaxSequence) {
     throw InputError(fmt::format(
-        "{}: sliding_window: sliding-window attention is not modelled and the window is shorter "
-        "than seq_length ({} < {}); train at a seq_length no longer than the window",
-        source, model.sliding_window, model.seq_length));
+        "{}: sliding_window: must be 0 (full attention) or a window in [1, {}] tokens ({})", source,
+        kMaxSequence, model.sliding_window));
   }
   // A learned position table has one row per position: it cannot embed a longer sequence.
   if (model.positions == Positions::kLearned && model.seq_length > model.max_position_embeddings) {
@@ -350,17 +353,9 @@ TransformerConfig model_from_json(const nlohmann::json& json, const std::string&
     validate_model(model, source);
     return model;
   }
-  // A Hugging Face config gives no training sequence length: seq_length defaults to
-  // max_position_embeddings, which a sliding window may be shorter than. The window is checked
-  // against the length actually planned (validate_model again once it is known, as `plan` does
-  // after --seq-len), so a Mistral config loads and plans at a length its window covers.
   TransformerConfig model = model_from_hf_config(json, source);
-  TransformerConfig within_window = model;
-  if (model.sliding_window > 0) {
-    within_window.seq_length = std::min(model.seq_length, model.sliding_window);
-  }
   try {
-    validate_model(within_window, source);
+    validate_model(model, source);
   } catch (const InputError& error) {
     // "<source>: <field>: ..." names meshplan's field; the user wrote the config's key.
     const std::string message = error.what();
@@ -406,6 +401,9 @@ nlohmann::json model_to_json(const TransformerConfig& model) {
   }
   if (model.parallel_residual) {
     json["parallel_residual"] = true;
+  }
+  if (model.sliding_window != 0) {
+    json["sliding_window"] = model.sliding_window;
   }
   if (model.is_moe()) {
     json["num_experts"] = model.num_experts;

@@ -31,7 +31,7 @@ TransformerConfig load_training_model(const std::string& name_or_path,
         "{}); a Hugging Face config states no training length (--seq-len to choose)",
         resolved.source, model.seq_length, model.max_position_embeddings, kHfDefaultSeqLength);
   }
-  // Again at the length planned: a Hugging Face config's sliding window is checked here.
+  // Again at the length planned.
   validate_model(model, resolved.source);
   return model;
 }

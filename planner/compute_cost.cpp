@@ -757,7 +757,10 @@ double attention_forward_seconds(const models::TransformerConfig& model,
     // Its causal kernels skip the key blocks above the diagonal, so they do half the full
     // square; attention_efficiency is measured on that half (Dao-AILab/flash-attention
     // benchmarks/benchmark_flash_attention.py flops(): 4 b s^2 h d / 2 if causal, the count
-    // behind the FlashAttention-2/-3 papers' TFLOP/s and cuDNN's bars in them).
+    // behind the FlashAttention-2/-3 papers' TFLOP/s and cuDNN's bars in them). Under a sliding
+    // window its kernels also skip the key blocks left of the window (flash_attn_func
+    // window_size, which Megatron-Core hands Transformer Engine): attention_flops carries the
+    // window's share of the pairs (attention_window_fraction), at the same rate.
     // attention_efficiency is FlashAttention-2's rate; FlashAttention-1 runs at about half of
     // it ("around 2x speedup compared to FlashAttention", Dao 2023, abstract), and its Triton
     // port no faster (llm-foundry v0.3.0 llmfoundry/models/layers/flash_attn_triton.py header:
@@ -769,7 +772,10 @@ double attention_forward_seconds(const models::TransformerConfig& model,
   }
   // Per head the batched scores GEMM Q K^T (s x s, reducing over d) and attention-times-values
   // (s x d, reducing over s), plus the fused scale-mask-softmax that reads and writes the
-  // a s^2 b scores (Korthikanti et al. 2022, Sec. 4.1). cp = 1 here (check_cp_options).
+  // a s^2 b scores (Korthikanti et al. 2022, Sec. 4.1). cp = 1 here (check_cp_options). A
+  // sliding window shortens none of it: Megatron-Core's unfused DotProductAttention computes
+  // the full s x s baddbmm and masks it (FusedScaleMaskSoftmax window_size,
+  // get_sliding_window_causal_mask, d98e8a64), so the full square is timed.
   const double heads = static_cast<double>(layout.micro_batch) * x.a / x.t;
   return heads * (gemm_seconds(cluster, x.s, x.s, x.d) + gemm_seconds(cluster, x.s, x.d, x.s)) +
          memory_seconds(cluster, 2.0 * heads * x.s * x.s * x.e);

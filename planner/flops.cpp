@@ -13,6 +13,23 @@ double active_ffn_width(const models::TransformerConfig& model, bool moe_layer) 
                              model.num_shared_experts * model.shared_expert_ffn_hidden_size);
 }
 
+double attention_key_pairs(int64_t seq_tokens, int64_t window_tokens) {
+  // Query i (0-based) attends keys max(0, i - w + 1) .. i (transformers' sliding_window_causal
+  // mask; Megatron-Core window_size (w - 1, 0), get_sliding_window_causal_mask): i + 1 keys for
+  // i < w, then w each.
+  const double s = static_cast<double>(seq_tokens);
+  if (window_tokens <= 0 || window_tokens >= seq_tokens) {
+    return s * (s + 1.0) / 2.0;
+  }
+  const double w = static_cast<double>(window_tokens);
+  return w * (w + 1.0) / 2.0 + (s - w) * w;
+}
+
+double attention_window_fraction(const models::TransformerConfig& model) {
+  return attention_key_pairs(model.seq_length, model.sliding_window) /
+         attention_key_pairs(model.seq_length, 0);
+}
+
 LayerFlops layer_forward_flops(const models::TransformerConfig& model, double tokens,
                                bool moe_layer) {
   // A (m x k) by (k x n) product costs 2 m n k FLOPs (Narayanan et al. 2021, Sec. 5.1).
@@ -21,6 +38,11 @@ LayerFlops layer_forward_flops(const models::TransformerConfig& model, double to
   const double a = static_cast<double>(model.num_attention_heads);
   const double g = static_cast<double>(model.num_kv_heads);
   const double s = static_cast<double>(model.seq_length);
+  // A sliding window computes the scores of attention_key_pairs, not of the causal triangle:
+  // the full-square count below times that share (1 without a window). Megatron-LM's own
+  // num_floating_point_operations (training.py, d98e8a64) ignores --window-size; meshplan
+  // counts the work a windowed kernel does.
+  const double window_share = attention_window_fraction(model);
   const double mlp_matrices = model.activation == models::Activation::kSwiglu ? 3.0 : 2.0;
   LayerFlops flops;
   if (model.is_mla()) {
@@ -31,12 +53,12 @@ LayerFlops layer_forward_flops(const models::TransformerConfig& model, double to
     const auto counts = models::count_layer_parameters(model, false);
     const double latent_norms = static_cast<double>(model.q_lora_rank + model.kv_lora_rank);
     flops.qkv = 2.0 * tokens * (static_cast<double>(counts.attention) - latent_norms - out);
-    flops.attention = 2.0 * tokens * s * a * (d + v);
+    flops.attention = 2.0 * tokens * s * a * (d + v) * window_share;
     flops.output = 2.0 * tokens * out;
   } else {
     flops.qkv = 2.0 * tokens * h * (a + 2.0 * g) * d;
     // Q K^T and softmax(.) V over the full s x s square, as Megatron-LM counts them.
-    flops.attention = 2.0 * 2.0 * tokens * s * a * d;
+    flops.attention = 2.0 * 2.0 * tokens * s * a * d * window_share;
     flops.output = 2.0 * tokens * a * d * h;
   }
   // MoE: each token runs k routed experts of f_e and the shared ones (Fedus et al. 2022,

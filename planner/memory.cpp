@@ -127,6 +127,8 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
   const bool attention_core_kept = !recomputes_module(layout, kRecomputeCoreAttn);
   if (attention_core_kept && !options.flash_attention) {
     // Softmax output e; with dropout also its mask (1) and output (e): 5 a s / h at e = 2.
+    // The full s x s even under a sliding window: the unfused path masks a full score matrix
+    // (Megatron-Core FusedScaleMaskSoftmax with window_size, d98e8a64), it stores no less.
     scores = a * s * tokens * (e + mask * (e + 1.0)) / t;
   } else if (options.flash_attention) {
     scores = 4.0 * tokens * a / t;  // fp32 log-sum-exp per query row (Dao 2022, Alg. 1)

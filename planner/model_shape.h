@@ -43,7 +43,7 @@ Shape shape_of(const models::TransformerConfig& model, const models::ClusterConf
 /// Forward matmul FLOPs of one layer for `tokens` tokens, whole (not divided by tp).
 struct LayerFlops {
   double qkv = 0;        // 2 T h (a + 2g) d (MLA: 2 T per down/up projection weight)
-  double attention = 0;  // scores and attention-times-values: 2 * 2 T s a d
+  double attention = 0;  // scores and attention-times-values: 2 * 2 T s a d (x window share)
   double output = 0;     // 2 T a d h
   double mlp = 0;        // 2 T h f * (2 gelu | 3 swiglu); MoE: f = k f_e + S f_s
   double router = 0;     // MoE: 2 T h E

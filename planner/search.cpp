@@ -370,9 +370,10 @@ std::vector<Layout> enumerate_layouts(const models::TransformerConfig& model,
   std::vector<Layout> layouts;
   const std::vector<int64_t> gpu_divisors = divisors(space.num_gpus);
   // Searched cp sizes: those check_cp_layout can accept (seq_length divisible by 2 cp; cp > 1
-  // only under placement tp-dp-pp), so the space grows by the useful ones only.
+  // only under placement tp-dp-pp and without a window shorter than the sequence), so the
+  // space grows by the useful ones only.
   std::vector<int64_t> cps{1};
-  if (space.search_cp && space.placement == Placement::kTpDpPp) {
+  if (space.search_cp && space.placement == Placement::kTpDpPp && !model.is_windowed()) {
     for (int64_t cp : gpu_divisors) {
       if (cp > 1 && model.seq_length % (2 * cp) == 0) {
         cps.push_back(cp);

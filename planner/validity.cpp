@@ -604,6 +604,19 @@ Validity check_framework(const models::TransformerConfig& model, const PlanOptio
           layout);
     }
   }
+  // Megatron-DeepSpeed's ParallelAttention and its arguments have no sliding window
+  // (megatron/model/transformer.py, megatron/arguments.py at f4157bea: no window option).
+  // Megatron-Core has --window-size (arguments.py, d98e8a64); under fsdp llm-foundry's MPT has
+  // attn_config.sliding_window_size (llmfoundry/models/layers/attention.py, 8c8dd48f), though
+  // torchtitan's llama3 has none (its emitter refuses); meshplan's executor masks it.
+  if (options.framework == Framework::kDeepSpeed && model.is_windowed()) {
+    return with_reason ? refuse(options.framework,
+                                fmt::format("Megatron-DeepSpeed's ParallelAttention has no "
+                                            "sliding window (sliding_window {} < seq_length {})",
+                                            model.sliding_window, model.seq_length),
+                                layout)
+                       : reject("framework", "");
+  }
   // DeepSpeed has no attention-core recompute of its own; Megatron-DeepSpeed's
   // --recompute-granularity selective checkpoints only the unfused CoreAttention
   // (megatron/model/transformer.py ParallelAttention at f4157bea: checkpoint_core_attention is
@@ -770,6 +783,16 @@ Validity check_cp_layout(const models::TransformerConfig& model, const Layout& l
   if (layout.sequence_parallel && model.seq_length / layout.cp % layout.tp != 0) {
     return reject("sequence_parallel", fmt::format("seq_length/cp not divisible by tp ({} % {})",
                                                    model.seq_length / layout.cp, layout.tp));
+  }
+  // Ring attention's cost and its 2 cp chunk load balancing are modelled for full causal
+  // attention; under a window shorter than the sequence most K/V chunks a rank receives fall
+  // outside every query's window, which the ring's time and balance here do not model.
+  if (model.is_windowed()) {
+    return reject("cp_window",
+                  fmt::format("cp > 1 with a sliding window shorter than seq_length is not "
+                              "modelled (ring attention's load balance under a window) (window "
+                              "{} < seq_length {}, cp {})",
+                              model.sliding_window, model.seq_length, layout.cp));
   }
   if (layout.placement != Placement::kTpDpPp) {
     return reject("cp_placement", fmt::format("cp > 1 needs placement tp-dp-pp (Megatron-Core's "

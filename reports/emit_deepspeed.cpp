@@ -75,7 +75,8 @@ void check_engine_expressible(const planner::Plan& plan, EmitTarget target) {
            planner::to_string(layout.placement));
   }
   // fsdp_version 1, the eager norm (fsdp-only) and fp8 (planner::check_precision) never
-  // reach a deepspeed plan.
+  // reach a deepspeed plan, nor a sliding window shorter than seq_length (check_framework:
+  // Megatron-DeepSpeed has none).
   if (layout.vpp > 1) {
     refuse(target, "layout.vpp", "DeepSpeed's pipeline engine runs one stage per rank",
            std::to_string(layout.vpp));

@@ -326,6 +326,13 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
   }
   flags.push_back({"--ffn-hidden-size", std::to_string(m.ffn_hidden_size)});
   flags.push_back({"--seq-length", std::to_string(m.seq_length)});
+  if (m.is_windowed()) {
+    // Query i attends keys i - w < j <= i: Megatron-Core window_size (w - 1, 0), written
+    // "--window-size w-1,0" (arguments.py tuple_type, d98e8a64; Megatron-Bridge's Gemma 2
+    // bridge sets window_size = (sliding_window - 1, 0)), on every layer (no
+    // --window-attn-skip-freq).
+    flags.push_back({"--window-size", fmt::format("{},0", m.sliding_window - 1)});
+  }
   if (m.positions == models::Positions::kAlibi) {
     refuse(kMegatronTarget, "model.positions", "Megatron-LM has no ALiBi position embedding",
            "alibi");

@@ -34,8 +34,8 @@ constexpr const char* kMegatronDeepSpeedCommit = "f4157bea";
 
 // Model features megatron/model/transformer.py and language_model.py have no flag for, or run
 // differently from how meshplan costs them. MoE is refused with the config
-// (emit_detail::deepspeed_config). A sliding window needs no flag: validate_model requires it to
-// cover seq_length, where it is full causal attention.
+// (emit_detail::deepspeed_config); a sliding window shorter than seq_length by
+// planner::check_framework (no window option in megatron/arguments.py at f4157bea).
 void check_megatron_deepspeed_model(const models::TransformerConfig& m) {
   if (m.is_mla()) {
     refuse(kMegatronDeepSpeedTarget, "model.kv_lora_rank",

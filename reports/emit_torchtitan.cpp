@@ -54,6 +54,13 @@ void check_torchtitan_expressible(const planner::Plan& plan) {
            "mixture-of-experts models are not emitted for torchtitan",
            std::to_string(plan.model.num_experts));
   }
+  if (plan.model.is_windowed()) {
+    // torchtitan/models/llama3 (b5bcd76c6) attends causally over the whole sequence; sliding
+    // windows appear only in other models and experiments.
+    refuse(kTorchtitanTarget, "model.sliding_window",
+           "torchtitan's llama3 model has no sliding-window attention",
+           std::to_string(plan.model.sliding_window));
+  }
   if (layout.placement != planner::Placement::kTpDpPp) {
     refuse(kTorchtitanTarget, "layout.placement",
            "torchtitan's device mesh is [pp, dp_replicate, dp_shard, cp, tp] (tp-dp-pp)",

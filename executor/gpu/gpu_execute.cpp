@@ -67,6 +67,7 @@ void validate_plan_for_gpu(const planner::Plan& plan, const std::string& source)
            planner::to_string(plan.options.gemm_precision));
   }
   refuse_parallelism(plan.layout, source);
+  refuse_model_for_gpu_executor(plan.model, source);
   if (plan.model.is_mla()) {
     refuse(source, "model.kv_lora_rank",
            "implements standard attention; multi-head latent attention runs on the CPU executor",

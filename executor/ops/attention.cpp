@@ -18,23 +18,30 @@ inline int64_t head_offset(int b, int head, int row, int HS) {
   return static_cast<int64_t>(b) * row + static_cast<int64_t>(head) * HS;
 }
 
+// The first key query t attends: 0 for full causal attention, t - W + 1 under a window W.
+inline int first_key(int t, int W) {
+  return W > 0 ? std::max(0, t - W + 1) : 0;
+}
+
 template <typename Real>
-void causal_softmax_rows(Real* scores, int T) {
+void causal_softmax_rows(Real* scores, int T, int W) {
   for (int t = 0; t < T; t++) {
     Real* row = scores + static_cast<int64_t>(t) * T;
-    Real maximum = row[0];
-    for (int j = 1; j <= t; j++) {
+    const int first = first_key(t, W);
+    Real maximum = row[first];
+    for (int j = first + 1; j <= t; j++) {
       maximum = std::max(maximum, row[j]);
     }
     Real sum = 0;
-    for (int j = 0; j <= t; j++) {
+    for (int j = first; j <= t; j++) {
       row[j] = std::exp(row[j] - maximum);
       sum += row[j];
     }
     const Real inverse = Real(1) / sum;
-    for (int j = 0; j <= t; j++) {
+    for (int j = first; j <= t; j++) {
       row[j] *= inverse;
     }
+    std::fill(row, row + first, Real(0));
     std::fill(row + t + 1, row + T, Real(0));
   }
 }
@@ -42,7 +49,8 @@ void causal_softmax_rows(Real* scores, int T) {
 }  // namespace
 
 template <typename Real>
-void attention_probs_forward(Real* att, const Real* qkv, int T, int B, int NH, int KVH, int HS) {
+void attention_probs_forward(Real* att, const Real* qkv, int T, int B, int NH, int KVH, int HS,
+                             int W) {
   assert(NH % KVH == 0);
   const int row = (NH + 2 * KVH) * HS;
   const Real scale = Real(1) / std::sqrt(static_cast<Real>(HS));
@@ -57,15 +65,15 @@ void attention_probs_forward(Real* att, const Real* qkv, int T, int B, int NH, i
         const GemmClock clock;
         MatrixMap<Real>(scores, T, T).noalias() = (q * k.transpose()) * scale;
       }
-      causal_softmax_rows(scores, T);
+      causal_softmax_rows(scores, T, W);
     }
   }
 }
 
 template <typename Real>
-void attention_forward(Real* out, Real* att, const Real* qkv, int T, int B, int NH, int KVH,
-                       int HS) {
-  attention_probs_forward(att, qkv, T, B, NH, KVH, HS);
+void attention_forward(Real* out, Real* att, const Real* qkv, int T, int B, int NH, int KVH, int HS,
+                       int W) {
+  attention_probs_forward(att, qkv, T, B, NH, KVH, HS, W);
   const int row = (NH + 2 * KVH) * HS;
   const Eigen::OuterStride<> in_stride(static_cast<int64_t>(B) * row);
   const Eigen::OuterStride<> out_stride(static_cast<int64_t>(B) * NH * HS);
@@ -124,7 +132,7 @@ void attention_backward(Real* dqkv, Real* scratch, const Real* dout, const Real*
 }
 
 void attention_forward_reference(float* out, float* att, const float* qkv, int T, int B, int NH,
-                                 int KVH, int HS) {
+                                 int KVH, int HS, int W) {
   const int row = (NH + 2 * KVH) * HS;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   for (int b = 0; b < B; b++) {
@@ -133,8 +141,9 @@ void attention_forward_reference(float* out, float* att, const float* qkv, int T
       float* p = att + (static_cast<int64_t>(b) * NH + h) * T * T;
       for (int t = 0; t < T; t++) {
         const float* q = qkv + (static_cast<int64_t>(t) * B + b) * row + h * HS;
+        const int first = first_key(t, W);
         float maximum = -INFINITY;
-        for (int j = 0; j <= t; j++) {
+        for (int j = first; j <= t; j++) {
           const float* k = qkv + (static_cast<int64_t>(j) * B + b) * row + (NH + kv) * HS;
           float score = 0;
           for (int i = 0; i < HS; i++) {
@@ -144,18 +153,18 @@ void attention_forward_reference(float* out, float* att, const float* qkv, int T
           maximum = std::max(maximum, p[t * T + j]);
         }
         float sum = 0;
-        for (int j = 0; j <= t; j++) {
+        for (int j = first; j <= t; j++) {
           p[t * T + j] = std::exp(p[t * T + j] - maximum);
           sum += p[t * T + j];
         }
         for (int j = 0; j < T; j++) {
-          p[t * T + j] = j <= t ? p[t * T + j] / sum : 0.0f;
+          p[t * T + j] = j >= first && j <= t ? p[t * T + j] / sum : 0.0f;
         }
         float* y = out + (static_cast<int64_t>(t) * B + b) * NH * HS + h * HS;
         for (int i = 0; i < HS; i++) {
           y[i] = 0;
         }
-        for (int j = 0; j <= t; j++) {
+        for (int j = first; j <= t; j++) {
           const float* v = qkv + (static_cast<int64_t>(j) * B + b) * row + (NH + KVH + kv) * HS;
           for (int i = 0; i < HS; i++) {
             y[i] += p[t * T + j] * v[i];
@@ -201,12 +210,13 @@ void attention_backward_reference(float* dqkv, const float* dout, const float* a
   }
 }
 
-template void attention_probs_forward<float>(float*, const float*, int, int, int, int, int);
-template void attention_forward<float>(float*, float*, const float*, int, int, int, int, int);
+template void attention_probs_forward<float>(float*, const float*, int, int, int, int, int, int);
+template void attention_forward<float>(float*, float*, const float*, int, int, int, int, int, int);
 template void attention_backward<float>(float*, float*, const float*, const float*, const float*,
                                         int, int, int, int, int);
-template void attention_probs_forward<double>(double*, const double*, int, int, int, int, int);
-template void attention_forward<double>(double*, double*, const double*, int, int, int, int, int);
+template void attention_probs_forward<double>(double*, const double*, int, int, int, int, int, int);
+template void attention_forward<double>(double*, double*, const double*, int, int, int, int, int,
+                                        int);
 template void attention_backward<double>(double*, double*, const double*, const double*,
                                          const double*, int, int, int, int, int);
 

@@ -5,20 +5,25 @@
 // (Korthikanti et al. 2022, Sec. 5) drops them and calls attention_probs_forward again in the
 // backward. The backward adds (+=) into dqkv.
 //
+// Sliding window W (0: none): query t attends keys t - W < j <= t, at most W keys itself
+// included (transformers' sliding_window_causal mask; Megatron-Core window_size (W - 1, 0)).
+// The backward needs no W: P is zero outside the window, and so is dS = P o (dP - rowsum).
+//
 // Shape letters: T sequence positions, B sequences, NH query heads and KVH kv heads on this rank,
 // HS head size. Rows are sequence-first (row t*B + b). A fused qkv row holds
 // [NH query heads | KVH key heads | KVH value heads], each HS wide.
 
 namespace meshplan::executor {
 
-/// att (B, NH, T, T) = causal softmax of the scaled scores (zero above the diagonal);
-/// qkv (T, B, (NH + 2 KVH) HS).
+/// att (B, NH, T, T) = causal softmax of the scaled scores (zero above the diagonal, and left of
+/// the window W when 0 < W < T); qkv (T, B, (NH + 2 KVH) HS).
 template <typename Real>
-void attention_probs_forward(Real* att, const Real* qkv, int T, int B, int NH, int KVH, int HS);
+void attention_probs_forward(Real* att, const Real* qkv, int T, int B, int NH, int KVH, int HS,
+                             int W = 0);
 /// out (T, B, NH HS) = P V per head; saves att (B, NH, T, T); qkv as above.
 template <typename Real>
-void attention_forward(Real* out, Real* att, const Real* qkv, int T, int B, int NH, int KVH,
-                       int HS);
+void attention_forward(Real* out, Real* att, const Real* qkv, int T, int B, int NH, int KVH, int HS,
+                       int W = 0);
 /// dqkv (T, B, (NH + 2 KVH) HS) +=; scratch (T, T) is overwritten; dout (T, B, NH HS); att and
 /// qkv as saved (or recomputed) by the forward.
 template <typename Real>
@@ -27,7 +32,7 @@ void attention_backward(Real* dqkv, Real* scratch, const Real* dout, const Real*
 
 /// Plain-loop references (llm.c's attention_forward / attention_backward, generalised to GQA).
 void attention_forward_reference(float* out, float* att, const float* qkv, int T, int B, int NH,
-                                 int KVH, int HS);
+                                 int KVH, int HS, int W = 0);
 void attention_backward_reference(float* dqkv, const float* dout, const float* att,
                                   const float* qkv, int T, int B, int NH, int KVH, int HS);
 

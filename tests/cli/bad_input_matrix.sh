@@ -154,10 +154,12 @@ hf='"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
 echo "{\"model_type\": \"llama\", \"hidden_act\": \"relu\", $hf}" >hf_relu.json
 echo "{\"model_type\": \"falcon\", $hf}" >hf_falcon.json
 echo "{\"model_type\": \"mistral\", \"sliding_window\": 16, $hf}" >hf_window.json
-echo "{\"model_type\": \"mistral\", \"sliding_window\": 16, \"seq_length\": 16, $hf}" \
-  >hf_window_seq16.json
-echo "{\"model_type\": \"qwen2\", \"use_sliding_window\": true, \"sliding_window\": 8, $hf}" \
-  >hf_qwen_window.json
+echo "{\"model_type\": \"qwen2\", \"use_sliding_window\": true, \"sliding_window\": 8,
+ \"max_window_layers\": 1, $hf}" >hf_qwen_window.json
+sed 's/"num_layers": 0/"num_layers": 4, "sliding_window": -1/' model_zero_layers.json \
+  >model_window_negative.json
+sed 's/"num_layers": 0/"num_layers": 4, "sliding_window": "8"/' model_zero_layers.json \
+  >model_window_string.json
 cp "$source_dir/models/presets/clusters/local-cpu.json" cluster.json
 sed 's/"intra_node_bytes_per_second": [^,]*,/"intra_node_bytes_per_second": 1e-300,/' \
   cluster.json >cluster_absurd.json
@@ -300,15 +302,17 @@ plan_row "HF config, model_type only, hidden_act relu" \
 plan_row "HF config, unsupported model_type" \
   "hf_falcon.json: model_type: unsupported model type (falcon)" \
   --model hf_falcon.json --cluster local-cpu --gpus 2
-plan_row "HF config, Mistral window shorter than the sequence" \
-  "hf_window.json: sliding_window: sliding-window attention is not modelled" \
-  --model hf_window.json --cluster local-cpu --gpus 2
-plan_row "HF config, Qwen2 use_sliding_window" \
-  "hf_qwen_window.json: sliding_window: sliding-window attention is not modelled" \
+plan_row "HF config, Qwen2 windows some layers only (max_window_layers)" \
+  "hf_qwen_window.json: max_window_layers: windows layers 1 to 1 only, a per-layer pattern" \
   --model hf_qwen_window.json --cluster local-cpu --gpus 2
-plan_row "HF config, --seq-len beyond the window" \
-  "--seq-len: sliding_window: sliding-window attention is not modelled" \
-  --model hf_window_seq16.json --cluster local-cpu --gpus 2 --seq-len 32
+plan_row "model sliding_window negative" \
+  "model_window_negative.json: sliding_window: must be 0 (full attention) or a window" \
+  --model model_window_negative.json --cluster local-cpu --gpus 2
+plan_row "model sliding_window a string" "model_window_string.json: sliding_window: " \
+  --model model_window_string.json --cluster local-cpu --gpus 2
+plan_row "--cp with a window shorter than the sequence" \
+  "--cp: cp > 1 with a sliding window shorter than seq_length is not modelled" \
+  --model hf_window.json --cluster local-cpu --gpus 2 --cp 2
 plan_row "cluster negative bandwidth" \
   "cluster_negative_bandwidth.json: intra_node_bytes_per_second: must be positive" \
   --model tiny --cluster "$data/planner/cluster_negative_bandwidth.json" --gpus 2

@@ -135,6 +135,10 @@ TEST_CASE("host: the GPU executor refuses by name what it does not run") {
   CHECK(refusal(recompute) ==
         "p.json: layout.recompute: the GPU executor runs without activation recompute only, "
         "issue 13 (full)");
+  planner::Plan windowed = plan;
+  windowed.model.sliding_window = windowed.model.seq_length / 4;
+  CHECK(refusal(windowed).find("p.json: model.sliding_window: sliding-window attention is not "
+                               "implemented in the GPU executor yet") == 0);
   planner::Plan no_flash = plan;
   no_flash.options.flash_attention = false;
   CHECK(refusal(no_flash).find("options.flash_attention") != std::string::npos);

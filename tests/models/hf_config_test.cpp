@@ -205,28 +205,19 @@ TEST_CASE("Qwen/Qwen3-8B: 8,190,735,360 parameters, q/k norms, no biases") {
   CHECK(count_parameters(with_bias).per_layer == 192'946'432 + 4096 + 2 * 1024 + 4096);
 }
 
-TEST_CASE("mistralai/Mistral-7B-v0.1: 7,241,732,096 parameters, sliding window checked") {
-  // As published, the config attends over a 4096-token window (sliding_window) while its
-  // max_position_embeddings, the default training length, is 32768. It loads (the window is
-  // checked against the length planned, as `plan` does after --seq-len), and meshplan, which
-  // costs full causal attention, refuses to plan it longer than the window rather than
-  // overstate attention 8-fold.
+TEST_CASE("mistralai/Mistral-7B-v0.1: 7,241,732,096 parameters, a 4096-token window") {
+  // As published, the config attends over a 4096-token window (sliding_window) on every layer
+  // while its max_position_embeddings, the default training length, is 32768: a windowed model.
   const std::string path = hf_fixture("Mistral-7B-v0.1.json");
-  const std::string refused =
-      ": sliding_window: sliding-window attention is not modelled and the window is shorter "
-      "than seq_length (4096 < {}); train at a seq_length no longer than the window";
   TransformerConfig model = load_model(path);
   CHECK(model.seq_length == 32768);
   CHECK(model.sliding_window == 4096);
+  CHECK(model.is_windowed());
   CHECK(count_parameters(model).total == 7'241'732'096);
-  CHECK(input_error([&] { meshplan::models::validate_model(model, path); }) ==
-        path + fmt::format(fmt::runtime(refused), 32768));
   // Training on 4096 tokens, the window is full causal attention.
   model.seq_length = 4096;
   meshplan::models::validate_model(model, "--seq-len");
-  model.seq_length = 8192;
-  CHECK(input_error([&] { meshplan::models::validate_model(model, "--seq-len"); }) ==
-        "--seq-len" + fmt::format(fmt::runtime(refused), 8192));
+  CHECK_FALSE(model.is_windowed());
   // null turns the window off (Mistral-7B-v0.2); absent means MistralConfig's default, 4096.
   nlohmann::json config = meshplan::read_json_file(path);
   config["sliding_window"] = nullptr;
@@ -235,17 +226,45 @@ TEST_CASE("mistralai/Mistral-7B-v0.1: 7,241,732,096 parameters, sliding window c
   CHECK(model_from_json(config, "mistral.json").sliding_window == 4096);
 }
 
-TEST_CASE("Qwen2: the window counts only with use_sliding_window") {
+TEST_CASE("Qwen2: the window counts with use_sliding_window, on every layer or none") {
   // Qwen2-0.5B: sliding_window 131072 with use_sliding_window false: full attention.
   nlohmann::json config = meshplan::read_json_file(hf_fixture("Qwen2-0.5B.json"));
   CHECK(model_from_json(config, "qwen.json").sliding_window == 0);
-  config["use_sliding_window"] = true;  // 131072 >= seq_length 131072: still full attention
-  CHECK(model_from_json(config, "qwen.json").sliding_window == 131072);
+  // max_window_layers 24 = num_hidden_layers: transformers windows layers i >= 24, none.
+  config["use_sliding_window"] = true;
   config["sliding_window"] = 4096;
+  CHECK(model_from_json(config, "qwen.json").sliding_window == 0);
+  // max_window_layers 0: every layer windowed.
+  config["max_window_layers"] = 0;
   const TransformerConfig windowed = model_from_json(config, "qwen.json");
-  CHECK(input_error([&] { meshplan::models::validate_model(windowed, "qwen.json"); }) ==
-        "qwen.json: sliding_window: sliding-window attention is not modelled and the window is "
-        "shorter than seq_length (4096 < 131072); train at a seq_length no longer than the window");
+  CHECK(windowed.sliding_window == 4096);
+  CHECK(windowed.is_windowed());  // 4096 < seq_length 131072
+  // In between, layers 12 to 23 windowed: a per-layer pattern, refused by name.
+  config["max_window_layers"] = 12;
+  CHECK(input_error([&] { model_from_json(config, "qwen.json"); }) ==
+        "qwen.json: max_window_layers: windows layers 12 to 23 only, a per-layer pattern that is "
+        "not modelled; 0 (every layer windowed) or >= num_hidden_layers 24 (none) is (12)");
+  config["max_window_layers"] = -1;
+  CHECK(input_error([&] { model_from_json(config, "qwen.json"); }) ==
+        "qwen.json: max_window_layers: must be 0 or more (-1)");
+  // Absent: Qwen2Config's default 28 >= 24 layers, no window.
+  config.erase("max_window_layers");
+  CHECK(model_from_json(config, "qwen.json").sliding_window == 0);
+  // layer_types, when stated, decides instead of max_window_layers: all, none, or refused.
+  config["layer_types"] = std::vector<std::string>(24, "sliding_attention");
+  CHECK(model_from_json(config, "qwen.json").sliding_window == 4096);
+  config["layer_types"] = std::vector<std::string>(24, "full_attention");
+  CHECK(model_from_json(config, "qwen.json").sliding_window == 0);
+  config["layer_types"][0] = "sliding_attention";
+  CHECK(input_error([&] { model_from_json(config, "qwen.json"); }) ==
+        "qwen.json: layer_types: 1 of 24 layers windowed, a per-layer pattern that is not "
+        "modelled; all or none is (1 sliding_attention)");
+  config["layer_types"] = std::vector<std::string>(23, "full_attention");
+  CHECK(input_error([&] {
+          model_from_json(config, "qwen.json");
+        }).find("qwen.json: layer_types: expected one entry per layer, 24 (") == 0);
+  config.erase("layer_types");
+  config["max_window_layers"] = 0;
   config["use_sliding_window"] = "yes";
   CHECK(input_error([&] { model_from_json(config, "qwen.json"); }) ==
         "qwen.json: use_sliding_window: expected true or false (\"yes\")");
@@ -524,10 +543,14 @@ TEST_CASE("MPT: llm-foundry's ffn_config and attention fields are read or refuse
   json = base;
   json["attn_config"]["sliding_window_size"] = -1;  // llm-foundry's default: full attention
   CHECK_NOTHROW(model_from_json(json, "mpt.json"));
-  json["attn_config"]["sliding_window_size"] = 512;
+  CHECK(model_from_json(json, "mpt.json").sliding_window == 0);
+  // n keys before the query and the query itself (llm-foundry triu(diagonal=-n)): w = n + 1.
+  json["attn_config"]["sliding_window_size"] = 511;
+  CHECK(model_from_json(json, "mpt.json").sliding_window == 512);
+  json["attn_config"]["sliding_window_size"] = -2;
   CHECK(input_error([&] { model_from_json(json, "mpt.json"); }) ==
-        "mpt.json: attn_config: sliding_window_size: sliding-window attention is not modelled; "
-        "-1 (full attention) is (512)");
+        "mpt.json: attn_config: sliding_window_size: must be -1 (full attention) or a window of "
+        "n keys before the query, n >= 0 (-2)");
   json = base;
   json["attn_config"]["qk_gn"] = true;
   CHECK(input_error([&] { model_from_json(json, "mpt.json"); }) ==

@@ -58,6 +58,7 @@ void check_same(const TransformerConfig& a, const TransformerConfig& b) {
   CHECK(a.mlp_bias == b.mlp_bias);
   CHECK(a.dropout == b.dropout);
   CHECK(a.parallel_residual == b.parallel_residual);
+  CHECK(a.sliding_window == b.sliding_window);
 }
 
 // tiny in meshplan's format, edited per test.
@@ -119,7 +120,8 @@ TEST_CASE("presets: the architecture families") {
   for (int tp : {2, 4, 8}) {
     CHECK(tiny.ffn_hidden_size % tp == 0);  // the CPU executor shards the MLP by tp
   }
-  CHECK(load_model("mistral-7b").seq_length == 8192);  // Jiang et al. Table 1 context_len
+  CHECK(load_model("mistral-7b").seq_length == 8192);      // Jiang et al. Table 1 context_len
+  CHECK(load_model("mistral-7b").sliding_window == 4096);  // ... and window_size
 }
 
 TEST_CASE("round trip: model_to_json -> model_from_json gives the same model") {
@@ -183,6 +185,27 @@ TEST_CASE("parallel_residual: optional (absent = sequential), written only when 
   mla.parallel_residual = true;
   CHECK(input_error([&] { validate_model(mla, "m.json"); }).find("not with MLA (kv_lora_rank)") !=
         std::string::npos);
+}
+
+TEST_CASE("sliding_window: optional (absent = full attention), written only when set") {
+  nlohmann::json json = tiny_json();
+  CHECK(model_from_json(json, "m.json").sliding_window == 0);
+  CHECK_FALSE(model_to_json(model_from_json(json, "m.json")).contains("sliding_window"));
+  json["sliding_window"] = 8;  // shorter than seq_length 32: windowed
+  const TransformerConfig windowed = model_from_json(json, "m.json");
+  CHECK(windowed.sliding_window == 8);
+  CHECK(windowed.is_windowed());
+  check_same(model_from_json(model_to_json(windowed), "round-trip"), windowed);
+  json["sliding_window"] = 32;  // covers the sequence: full causal attention
+  CHECK_FALSE(model_from_json(json, "m.json").is_windowed());
+  json["sliding_window"] = -1;
+  CHECK(model_error_for(json) ==
+        "m.json: sliding_window: must be 0 (full attention) or a window in [1, 100000000] "
+        "tokens (-1)");
+  json["sliding_window"] = 4.5;
+  CHECK(model_error_for(json).find("m.json: sliding_window: ") == 0);
+  json["sliding_window"] = "4096";
+  CHECK(model_error_for(json).find("m.json: sliding_window: ") == 0);
 }
 
 TEST_CASE("load_model reads a meshplan model file by path") {

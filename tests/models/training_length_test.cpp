@@ -47,8 +47,8 @@ TEST_CASE("HF configs without seq_length train at min(max_position_embeddings, 4
   const std::string gpt2 = hf_fixture("gpt2.json");
   CHECK(load_training_model(gpt2, std::nullopt, &note).seq_length == 1024);
   CHECK(note == note_for(gpt2, 1024, 1024));
-  // Mistral-7B-v0.1: 32,768 positions, window 4,096: trains at 4,096, inside its window (was
-  // refused without --seq-len when it planned 32,768).
+  // Mistral-7B-v0.1: 32,768 positions, window 4,096: trains at 4,096 like any config without a
+  // length (the window is no reason to choose another).
   const std::string mistral = hf_fixture("Mistral-7B-v0.1.json");
   CHECK(load_training_model(mistral, std::nullopt, &note).seq_length == 4096);
   CHECK(note == note_for(mistral, 4096, 32768));
@@ -68,11 +68,12 @@ TEST_CASE("--seq-len, presets, meshplan files and an HF seq_length are taken as 
           "vocab_size": 256, "max_position_embeddings": 65536, "seq_length": 8192})");
   CHECK(load_training_model(stated, std::nullopt, &note).seq_length == 8192);
   CHECK(note.empty());
-  // Beyond Mistral's window: refused, naming --seq-len.
+  // Beyond Mistral's window: a windowed model (sliding-window attention is modelled).
   const std::string mistral = hf_fixture("Mistral-7B-v0.1.json");
-  CHECK(input_error([&] {
-          load_training_model(mistral, 8192, &note);
-        }).rfind("--seq-len: sliding_window: ", 0) == 0);
+  const auto windowed = load_training_model(mistral, 8192, &note);
+  CHECK(windowed.seq_length == 8192);
+  CHECK(windowed.sliding_window == 4096);
+  CHECK(windowed.is_windowed());
 }
 
 TEST_CASE("a seq_length key is the training length in every family, GPT-2 and GPT-NeoX too") {

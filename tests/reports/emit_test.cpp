@@ -936,3 +936,54 @@ TEST_CASE("--emit targets: names and an unknown one") {
 
 }  // namespace
 }  // namespace meshplan::reports
+
+namespace meshplan::reports {
+namespace {
+
+using namespace emit_test;  // NOLINT(google-build-using-namespace): the suite's helpers
+
+TEST_CASE("--emit: a sliding window as Megatron's --window-size w-1,0, refused elsewhere") {
+  planner::Layout layout;
+  layout.tp = 2;
+  layout.dp = 4;
+  layout.global_batch = 16;
+  planner::Plan plan = make_plan("mistral-7b", "dgx-h100", layout);  // seq 8192, window 4096
+  CHECK(plan.model.sliding_window == 4096);
+  // Without a window (or one covering the sequence) there is no flag.
+  plan.model.sliding_window = 0;
+  CHECK(megatron_flags(emit_megatron(plan)).count("--window-size") == 0);
+  plan.model.sliding_window = 8192;
+  CHECK(megatron_flags(emit_megatron(plan)).count("--window-size") == 0);
+  // Jiang et al. 2023, Table 1: window 4096. Query i attends keys i - 4096 < j <= i, Megatron-
+  // Core window_size (4095, 0), parsed by arguments.py tuple_type from "4095,0".
+  plan.model.sliding_window = 4096;
+  const std::map<std::string, std::string> flags = megatron_flags(emit_megatron(plan));
+  CHECK(flags.at("--window-size") == "4095,0");
+  CHECK(flags.count("--window-attn-skip-freq") == 0);  // every layer windowed
+  CHECK(megatron_parser_flags().count("--window-size") == 1);
+  // torchtitan's llama3, Megatron-DeepSpeed and the DeepSpeed config costed for it have none.
+  planner::Layout sharded = layout;
+  sharded.tp = 1;
+  sharded.dp = 8;
+  sharded.zero = 3;
+  planner::Plan fsdp = make_plan("llama3-8b", "dgx-h100", sharded);
+  fsdp.model.sliding_window = 4096;
+  CHECK(error_of(fsdp, EmitTarget::kTorchtitan) ==
+        "--emit torchtitan: model.sliding_window: torchtitan's llama3 model has no "
+        "sliding-window attention (4096)");
+  planner::Layout zero1 = layout;
+  zero1.zero = 1;
+  planner::Plan deepspeed = make_plan("mistral-7b", "dgx-h100", zero1);
+  deepspeed.model.sliding_window = 4096;
+  // The planner's framework rule (check_framework) refuses it for both DeepSpeed targets.
+  const std::string refusal =
+      ": layout: deepspeed cannot run this layout: Megatron-DeepSpeed's ParallelAttention has no "
+      "sliding window (sliding_window 4096 < seq_length 8192) (tp=2 pp=1 dp=4 vpp=1 mb=1 "
+      "recompute=none sp=off zero=1 schedule=1f1b)";
+  CHECK(error_of(deepspeed, EmitTarget::kDeepSpeed) == "--emit deepspeed" + refusal);
+  CHECK(error_of(deepspeed, EmitTarget::kMegatronDeepSpeed) ==
+        "--emit megatron-deepspeed" + refusal);
+}
+
+}  // namespace
+}  // namespace meshplan::reports

@@ -40,9 +40,10 @@ struct TransformerConfig {
   // Trains with dropout (any of attention, hidden or embedding dropout > 0): its 1-byte masks
   // are stored for backward (Korthikanti et al. 2022, Sec. 4.1). False for Llama-style models.
   bool dropout = true;
-  // Sliding-window attention span from a Hugging Face config (Mistral, Qwen2), 0 for none. Not
-  // costed: validate_model requires it to cover seq_length, where it is full causal attention,
-  // so it is not part of meshplan's model format.
+  // w: sliding-window attention on every layer (Mistral-7B-v0.1 4096; Qwen2 with
+  // use_sliding_window), 0 for full causal attention. Query i attends keys i - w < j <= i, at most
+  // w keys itself included (transformers' sliding_window_causal mask; Megatron-Core
+  // window_size = (w - 1, 0)). A window of seq_length or more is full causal attention.
   int64_t sliding_window = 0;
   bool qk_norm = false;  // per-head RMSNorm gains (d each) on queries and keys (Qwen3)
   // Parallel attention and MLP (GPT-J; GPT-NeoX's gpt_j_residual, Hugging Face
@@ -78,6 +79,9 @@ struct TransformerConfig {
   /// Whether layer `layer` (0-based) has the MoE MLP.
   bool is_moe_layer(int64_t layer) const { return is_moe() && layer >= first_dense_layers; }
   int64_t num_moe_layers() const { return is_moe() ? num_layers - first_dense_layers : 0; }
+  /// Whether the window is shorter than the sequence, so some keys are masked out beyond the
+  /// causal mask; false for full causal attention (sliding_window 0 or >= seq_length).
+  bool is_windowed() const { return sliding_window > 0 && sliding_window < seq_length; }
 
   bool operator==(const TransformerConfig&) const = default;
 };
@@ -131,7 +135,7 @@ TransformerConfig load_model(const std::string& name_or_path);
 inline constexpr int64_t kHfDefaultSeqLength = 4096;
 
 /// The model to train: load_model(name_or_path) at `seq_len` when given (validated again with
-/// source "--seq-len": a sliding window must cover it); else, for a Hugging Face config without
+/// source "--seq-len"); else, for a Hugging Face config without
 /// "seq_length", at min(max_position_embeddings, kHfDefaultSeqLength), with `*note` set to one
 /// line saying so and why (left empty otherwise). Throws InputError as load_model and
 /// validate_model do.

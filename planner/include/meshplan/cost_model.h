@@ -370,7 +370,8 @@ Validity check_dense_layout(const models::TransformerConfig& model,
 Validity check_hybrid_sharding(const Layout& layout);
 
 /// Context-parallel rules of the layout alone (cp = 1 passes): "cp_seq" (seq_length divisible
-/// by 2 cp), "sequence_parallel" (seq_length / cp divisible by tp), "cp_placement" (tp-dp-pp).
+/// by 2 cp), "sequence_parallel" (seq_length / cp divisible by tp), "cp_window" (no sliding
+/// window shorter than seq_length), "cp_placement" (tp-dp-pp).
 Validity check_cp_layout(const models::TransformerConfig& model, const Layout& layout);
 /// Context-parallel rules that need the options (cp = 1 passes): "cp_flash_attention",
 /// "cp_heads" and "cp_kv_heads" (a2a: heads divisible by tp * cp).
@@ -734,8 +735,19 @@ CpAttentionComm cp_attention_comm(const models::TransformerConfig& model,
                                   const models::ClusterConfig& cluster, const Layout& layout,
                                   const PlanOptions& options);
 
+/// (query, key) pairs one sequence of `seq_tokens` attends over under a window of
+/// `window_tokens` (0: none): s (s + 1) / 2 for full causal attention; w (w + 1) / 2 + (s - w) w
+/// when 0 < w < s (query i attends keys i - w < j <= i: the first w queries see 1..w keys, the
+/// rest w each). The one place of the count; flops.cpp attention_window_fraction uses it.
+double attention_key_pairs(int64_t seq_tokens, int64_t window_tokens);
+/// attention_key_pairs of the model's window over those of full causal attention at its
+/// seq_length: 1 without a window (or one of seq_length or more), below 1 with one. Scales the
+/// attention core's FLOPs (layer_forward_flops) and FlashAttention's time.
+double attention_window_fraction(const models::TransformerConfig& model);
+
 /// Megatron-LM model FLOPs of one step (no recompute), generalised to GQA and SwiGLU:
-/// 6 * tokens * (matmul parameters per token) + attention scores term, see flops.cpp.
+/// 6 * tokens * (matmul parameters per token) + attention scores term, see flops.cpp. A
+/// sliding window scales the attention term by attention_window_fraction.
 double model_flops_per_step(const models::TransformerConfig& model, int64_t global_batch);
 
 }  // namespace meshplan::planner

@@ -85,5 +85,82 @@ TEST_CASE("attention Eigen path equals the plain-loop reference in float") {
   CHECK(max_relative_difference(dqkv, dqkv_ref) < 1e-5);  // as above
 }
 
+TEST_CASE("sliding window W = 1: every output is its own value vector") {
+  // Query t attends keys t - W < j <= t: only itself, softmax of one score is 1.
+  const int T = 5, B = 2, NH = 4, KVH = 2, HS = 3, row = (NH + 2 * KVH) * HS;
+  const std::vector<double> qkv = random_vector(T * B * row, 7);
+  std::vector<double> out(T * B * NH * HS), att(B * NH * T * T);
+  attention_forward(out.data(), att.data(), qkv.data(), T, B, NH, KVH, HS, 1);
+  for (int t = 0; t < T; t++) {
+    for (int b = 0; b < B; b++) {
+      for (int h = 0; h < NH; h++) {
+        const int kv = h / (NH / KVH);
+        for (int i = 0; i < HS; i++) {
+          const double value = qkv[(t * B + b) * row + (NH + KVH + kv) * HS + i];
+          CHECK(out[(t * B + b) * NH * HS + h * HS + i] ==
+                doctest::Approx(value).epsilon(1e-12).scale(0));
+        }
+      }
+    }
+  }
+  for (int t = 0; t < T; t++) {  // head 0 of sequence 0: P is the identity
+    for (int j = 0; j < T; j++) {
+      CHECK(att[t * T + j] == (t == j ? 1.0 : 0.0));
+    }
+  }
+}
+
+TEST_CASE("sliding window W = 2 with equal keys averages the last two values") {
+  // All keys zero: row t averages values max(0, t - 1)..t.
+  const int T = 4, NH = 1, KVH = 1, HS = 1;
+  const std::vector<double> qkv = {0.5, 0, 3, 0.5, 0, 6, 0.5, 0, 9, 0.5, 0, 12};  // {q, k, v}
+  std::vector<double> out(T), att(T * T);
+  attention_forward(out.data(), att.data(), qkv.data(), T, 1, NH, KVH, HS, 2);
+  CHECK(out[0] == doctest::Approx(3.0).epsilon(1e-12).scale(0));   // 3
+  CHECK(out[1] == doctest::Approx(4.5).epsilon(1e-12).scale(0));   // (3 + 6) / 2
+  CHECK(out[2] == doctest::Approx(7.5).epsilon(1e-12).scale(0));   // (6 + 9) / 2, not 6
+  CHECK(out[3] == doctest::Approx(10.5).epsilon(1e-12).scale(0));  // (9 + 12) / 2
+  CHECK(att[3 * T + 1] == 0.0);  // key 1 is left of query 3's window
+}
+
+TEST_CASE("a window of T or more is full causal attention, bitwise") {
+  const int T = 6, B = 2, NH = 2, KVH = 1, HS = 4, row = (NH + 2 * KVH) * HS;
+  const auto qkv = to_float(random_vector(T * B * row, 8));
+  std::vector<float> full(T * B * NH * HS), wide(T * B * NH * HS);
+  std::vector<float> att(B * NH * T * T), att_wide(B * NH * T * T);
+  attention_forward(full.data(), att.data(), qkv.data(), T, B, NH, KVH, HS);
+  attention_forward(wide.data(), att_wide.data(), qkv.data(), T, B, NH, KVH, HS, T);
+  CHECK(full == wide);
+  attention_forward(wide.data(), att_wide.data(), qkv.data(), T, B, NH, KVH, HS, 3);
+  CHECK(full != wide);  // a shorter window changes the rows t >= 3
+}
+
+TEST_CASE("windowed attention: Eigen path equals the reference, backward matches differences") {
+  const int T = 7, B = 2, NH = 4, KVH = 2, HS = 3, W = 3, row = (NH + 2 * KVH) * HS;
+  const auto qkv = to_float(random_vector(T * B * row, 9));
+  std::vector<float> out(T * B * NH * HS), out_ref(T * B * NH * HS);
+  std::vector<float> att(B * NH * T * T), att_ref(B * NH * T * T), again(B * NH * T * T);
+  attention_forward(out.data(), att.data(), qkv.data(), T, B, NH, KVH, HS, W);
+  attention_forward_reference(out_ref.data(), att_ref.data(), qkv.data(), T, B, NH, KVH, HS, W);
+  CHECK(max_relative_difference(att, att_ref) < 1e-5);  // as the unwindowed case
+  CHECK(max_relative_difference(out, out_ref) < 1e-5);
+  attention_probs_forward(again.data(), qkv.data(), T, B, NH, KVH, HS, W);
+  CHECK(again == att);  // selective recompute rebuilds the same windowed P
+  // The backward takes P: zero outside the window, so its gradient is the window's.
+  const std::vector<double> qkv0 = random_vector(T * B * row, 10),
+                            dy = random_vector(T * B * NH * HS, 11);
+  auto loss = [&](const std::vector<double>& x) {
+    std::vector<double> o(T * B * NH * HS), p(B * NH * T * T);
+    attention_forward(o.data(), p.data(), x.data(), T, B, NH, KVH, HS, W);
+    return dot(o, dy);
+  };
+  std::vector<double> o(T * B * NH * HS), p(B * NH * T * T), scratch(T * T);
+  attention_forward(o.data(), p.data(), qkv0.data(), T, B, NH, KVH, HS, W);
+  std::vector<double> dqkv(T * B * row, 0.0);
+  attention_backward(dqkv.data(), scratch.data(), dy.data(), p.data(), qkv0.data(), T, B, NH, KVH,
+                     HS);
+  CHECK(gradient_error(loss, qkv0, dqkv) < 1e-7);  // gradient_check.h's tolerance
+}
+
 }  // namespace
 }  // namespace meshplan::executor

@@ -1,0 +1,27 @@
+// What the GPU executor cannot run but the CPU executor can, refused by name before any GPU
+// work (refuse_model_for_gpu_executor, compiled without CUDA so it is tested everywhere).
+
+#include <doctest/doctest.h>
+
+#include "execute_parts.h"
+#include "input_error.h"
+#include "meshplan/models.h"
+
+namespace meshplan::executor {
+namespace {
+
+using meshplan::test::input_error;
+
+TEST_CASE("the GPU executor refuses a sliding window shorter than the sequence") {
+  models::TransformerConfig model = models::load_model("tiny");  // seq_length 32
+  CHECK_NOTHROW(refuse_model_for_gpu_executor(model, "p.json"));
+  model.sliding_window = 32;  // covers the sequence: full causal attention, runs
+  CHECK_NOTHROW(refuse_model_for_gpu_executor(model, "p.json"));
+  model.sliding_window = 8;
+  CHECK(input_error([&] { refuse_model_for_gpu_executor(model, "p.json"); }) ==
+        "p.json: model.sliding_window: sliding-window attention is not implemented in the GPU "
+        "executor yet; its flash kernel masks causally only (8 < seq_length 32)");
+}
+
+}  // namespace
+}  // namespace meshplan::executor
