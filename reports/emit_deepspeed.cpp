@@ -38,7 +38,7 @@ void check_config_expressible(const planner::Plan& plan) {
     refuse(kDeepSpeedTarget, "layout.schedule",
            "DeepSpeed's pipeline engine runs 1F1B; ZB-H1 is Megatron-DeepSpeed's "
            "--enable-zbh1-pipeline, not a DeepSpeed config key: --emit megatron-deepspeed "
-           "writes it",
+           "writes it, or plan with --schedule 1f1b",
            "zb-h1");
   }
   if (layout.sequence_parallel) {

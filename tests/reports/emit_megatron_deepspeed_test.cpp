@@ -195,7 +195,7 @@ TEST_CASE("--emit megatron-deepspeed: ZB-H1 as Megatron-DeepSpeed's exact-semant
   CHECK(error_of(plan, EmitTarget::kDeepSpeed) ==
         "--emit deepspeed: layout.schedule: DeepSpeed's pipeline engine runs 1F1B; ZB-H1 is "
         "Megatron-DeepSpeed's --enable-zbh1-pipeline, not a DeepSpeed config key: --emit "
-        "megatron-deepspeed writes it (zb-h1)");
+        "megatron-deepspeed writes it, or plan with --schedule 1f1b (zb-h1)");
   // arguments.py asserts sequence parallelism off under --enable-zbh1-pipeline.
   plan.layout.sequence_parallel = true;
   CHECK(error_of(plan, kTarget)
