@@ -742,7 +742,8 @@ void add_plan_flags(CLI::App& plan, PlanArguments& args) {
   plan.add_option("--json", args.json_path, "Write the ranked plans as JSON");
   plan.add_option("--save-plan", args.save_plan_path, "Write the best plan as a plan file");
   plan.add_option("--save-plan-rank", args.save_plan_rank,
-                  "With --save-plan: write the K-th ranked plan (1 = best) instead")
+                  "With --save-plan: write the K-th ranked plan (1 = best) instead; --emit "
+                  "then emits exactly that plan or refuses it")
       ->capture_default_str();
   plan.add_option("--memory-headroom", args.memory_headroom,
                   "Keep each plan's peak memory this far below the GPU's: GiB if >= 1, else a "
@@ -750,8 +751,9 @@ void add_plan_flags(CLI::App& plan, PlanArguments& args) {
   plan.add_flag("--explain-rejections", args.explain_rejections,
                 "Print how many layouts each validity rule rejected");
   plan.add_option("--emit", args.emit,
-                  "Launch config of the best plan: megatron | torchtitan | deepspeed | "
-                  "megatron-deepspeed | slurm");
+                  "Launch config of the best plan the target can express (and --save-plan "
+                  "saves that one): megatron | torchtitan | deepspeed | megatron-deepspeed | "
+                  "slurm");
   plan.add_option("--emit-out", args.emit_out,
                   "Write --emit's config to this file (default: stdout, the table to stderr)");
 }

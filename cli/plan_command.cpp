@@ -81,6 +81,15 @@ planner::SearchProgress terminal_progress() {
   };
 }
 
+// How many ranked plans `plan --emit` may try (emit_best_expressible) before it gives up.
+constexpr int64_t kEmitCandidates = 1000;
+
+// Whether --emit picks the best plan its target can express (no --save-plan-rank given) rather
+// than exactly the rank --save-plan-rank names.
+bool steer_emit(const PlanArguments& args, const std::optional<reports::EmitTarget>& emit) {
+  return emit.has_value() && args.given.count("--save-plan-rank") == 0;
+}
+
 // Throws InputError listing every rejection reason when the search found no feasible layout.
 void require_some_feasible(const models::TransformerConfig& model,
                            const models::ClusterConfig& cluster, int64_t num_gpus,
@@ -124,7 +133,9 @@ void run_plan(const PlanArguments& args) {
   planner::SearchResult result = planner::search_layouts(
       model, cluster, space, options,
       args.objective == "time" ? planner::Objective::kTime : planner::Objective::kMemory,
-      std::max({args.top, args.refine.value_or(0), args.save_plan_rank}), terminal_progress());
+      std::max({args.top, args.refine.value_or(0), args.save_plan_rank,
+                steer_emit(args, emit) ? kEmitCandidates : int64_t{0}}),
+      terminal_progress());
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
@@ -144,39 +155,61 @@ void run_plan(const PlanArguments& args) {
     throw InputError(fmt::format("--save-plan-rank: only {} feasible plans ({})",
                                  result.best.size(), args.save_plan_rank));
   }
-  const planner::PlanEstimate saved = result.best[static_cast<size_t>(args.save_plan_rank - 1)];
   // The saved plan states the bucket it was costed with (the framework's default for its
   // layout when --bucket-mb is not given), so simulate, execute and --emit read that value.
-  planner::PlanOptions saved_options = options;
-  saved_options.bucket_bytes = planner::dp_bucket_bytes(cluster, saved.layout, options);
-  result.best.resize(std::min<size_t>(result.best.size(), static_cast<size_t>(args.top)));
-  const reports::Report report =
-      reports::plan_report(model, cluster, args.gpus, result, options.framework);
-  fmt::print(table_out, "{}", report.table);
-  if (outputs.wants("--json")) {
-    outputs.set("--json", report.json.dump(2) + "\n");
-  }
-  if (outputs.wants("--save-plan")) {
-    const planner::Plan plan{model, cluster, args.gpus, saved.layout, saved_options};
-    outputs.set("--save-plan",
-                planner::plan_to_json(plan, reports::estimate_json(saved)).dump(2) + "\n");
-  }
-  std::string emitted, emit_note;
+  const auto plan_of = [&](const planner::PlanEstimate& estimate) {
+    planner::PlanOptions saved_options = options;
+    saved_options.bucket_bytes = planner::dp_bucket_bytes(cluster, estimate.layout, options);
+    return planner::Plan{model, cluster, args.gpus, estimate.layout, saved_options};
+  };
+  // What --save-plan writes and --emit emits: rank --save-plan-rank (default the best); with
+  // --emit and no --save-plan-rank, the best-ranked plan the target can express.
+  size_t saved_index = static_cast<size_t>(args.save_plan_rank - 1);
+  std::string emitted, emit_note, choice_note, best_refusal;
   if (emit) {
-    // The plan --save-plan writes (rank --save-plan-rank, default the best).
-    const planner::Plan plan{model, cluster, args.gpus, saved.layout, saved_options};
-    emitted = reports::emit_launch_config(plan, *emit, args.save_plan_path);
+    std::vector<planner::Plan> candidates;
+    const size_t num_candidates = steer_emit(args, emit) ? result.best.size() : 1;
+    for (size_t i = 0; i < num_candidates; ++i) {
+      candidates.push_back(plan_of(result.best[saved_index + i]));
+    }
+    const reports::EmitChoice choice =
+        reports::emit_best_expressible(candidates, *emit, args.save_plan_path);
+    saved_index += choice.index;
+    emitted = choice.config;
+    best_refusal = choice.best_refusal;
+    choice_note = reports::format_emit_choice(
+        *emit, choice, candidates[choice.index], result.best[saved_index].step_time_s,
+        result.best.front().step_time_s, !args.save_plan_path.empty());
     if (*emit == reports::EmitTarget::kDeepSpeed) {
-      emit_note = reports::deepspeed_launch_note(plan);
+      emit_note = reports::deepspeed_launch_note(candidates[choice.index]);
     }
     if (outputs.wants("--emit-out")) {
       outputs.set("--emit-out", emitted);
     }
   }
+  const planner::PlanEstimate saved = result.best[saved_index];
+  result.best.resize(std::min<size_t>(result.best.size(), static_cast<size_t>(args.top)));
+  reports::Report report =
+      reports::plan_report(model, cluster, args.gpus, result, options.framework);
+  fmt::print(table_out, "{}{}", report.table, choice_note);
+  if (emit) {
+    report.json["emit"] = {{"target", reports::to_string(*emit)},
+                           {"rank", saved_index + 1},
+                           {"best_refusal", best_refusal.empty() ? nlohmann::json(nullptr)
+                                                                 : nlohmann::json(best_refusal)}};
+  }
+  if (outputs.wants("--json")) {
+    outputs.set("--json", report.json.dump(2) + "\n");
+  }
+  if (outputs.wants("--save-plan")) {
+    outputs.set(
+        "--save-plan",
+        planner::plan_to_json(plan_of(saved), reports::estimate_json(saved)).dump(2) + "\n");
+  }
   outputs.commit();
   if (outputs.wants("--save-plan")) {
     fmt::print(table_out, "# plan written to {}{}\n", args.save_plan_path,
-               args.save_plan_rank > 1 ? fmt::format(" (rank {})", args.save_plan_rank) : "");
+               saved_index > 0 ? fmt::format(" (rank {})", saved_index + 1) : "");
   }
   if (emit) {
     if (args.emit_out.empty()) {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "emit_common.h"
+#include "meshplan/errors.h"
 
 namespace meshplan::reports {
 
@@ -135,6 +136,47 @@ std::string emit_launch_config(const planner::Plan& plan, EmitTarget target,
       return emit_slurm(plan, plan_path);
   }
   return "";
+}
+
+EmitChoice emit_best_expressible(const std::vector<planner::Plan>& ranked, EmitTarget target,
+                                 const std::string& plan_path) {
+  EmitChoice choice;
+  for (size_t i = 0; i < ranked.size(); ++i) {
+    try {
+      choice.config = emit_launch_config(ranked[i], target, plan_path);
+      choice.index = i;
+      return choice;
+    } catch (const InputError& refusal) {
+      if (i == 0) {
+        choice.best_refusal = refusal.what();
+      }
+    }
+  }
+  if (ranked.size() <= 1) {
+    throw InputError(choice.best_refusal);
+  }
+  throw InputError(fmt::format("{}; none of the {} next-ranked plans can be emitted either",
+                               choice.best_refusal, ranked.size() - 1));
+}
+
+std::string format_emit_choice(EmitTarget target, const EmitChoice& choice,
+                               const planner::Plan& chosen, double chosen_step_time_s,
+                               double best_step_time_s, bool saved) {
+  if (choice.index == 0) {
+    return "";
+  }
+  // The refusal without its "--emit T: " prefix, which the note already starts with.
+  const std::string prefix = fmt::format("--emit {}: ", to_string(target));
+  std::string why = choice.best_refusal;
+  if (why.rfind(prefix, 0) == 0) {
+    why = why.substr(prefix.size());
+  }
+  return fmt::format(
+      "# --emit {}: the best plan cannot be emitted ({}); rank {} is emitted{} instead: {}, "
+      "{:.4f} s/step (+{:.2f}% over the best)\n",
+      to_string(target), why, choice.index + 1, saved ? " and saved" : "",
+      planner::describe(chosen.layout), chosen_step_time_s,
+      100.0 * (chosen_step_time_s / best_step_time_s - 1.0));
 }
 
 }  // namespace meshplan::reports

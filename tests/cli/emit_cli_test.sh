@@ -51,6 +51,19 @@ grep -q '^# --emit' mds_table.txt && fail "megatron-deepspeed: a note beside the
 bash -n mds.sh || fail "megatron-deepspeed: bash -n mds.sh"
 "$meshplan" plan --model tiny --cluster local-cpu --gpus 16 --tp 2 --pp 2 --emit slurm \
   --emit-out job.sh --save-plan cpu.json >/dev/null || fail "slurm"
+# A searched deepspeed plan whose best pick is ZB-H1 (Megatron-DeepSpeed's flag, no DeepSpeed
+# config key): --emit deepspeed emits and saves the best plan a DeepSpeed config can say, and
+# says so beside the table; --save-plan-rank names a plan exactly, so rank 1 is refused.
+steer=(plan --model tiny --cluster local-cpu --gpus 8 --pp 4 --framework deepspeed)
+"$meshplan" "${steer[@]}" --emit deepspeed --emit-out steer_config.json --save-plan steer.json \
+  --json steer_report.json >steer_table.txt 2>&1 || fail "steer: $(tail -1 steer_table.txt)"
+grep -q '^# --emit deepspeed: the best plan cannot be emitted (layout.schedule: .*); rank [0-9]* is emitted and saved instead: ' \
+  steer_table.txt || fail "steer: no note naming the emitted rank"
+"$meshplan" "${steer[@]}" --emit deepspeed --emit-out refused.json --save-plan refused_plan.json \
+  --save-plan-rank 1 >/dev/null 2>refused.txt && fail "steer: --save-plan-rank 1 emitted a ZB-H1 plan"
+grep -q '^meshplan: error: --emit deepspeed: layout.schedule: ' refused.txt ||
+  fail "steer: --save-plan-rank 1: $(cat refused.txt)"
+[ -e refused.json ] || [ -e refused_plan.json ] && fail "steer: a refused plan left an output"
 
 python3 - "$source_dir" <<'EOF' || fail "parse-back (above)"
 import json, shlex, sys, tomllib
@@ -125,6 +138,21 @@ check("deepspeed pipeline keys", sorted(ds["pipeline"]), ["activation_checkpoint
 note = next(l for l in open("ds_table.txt") if "model-parallel sizes" in l)
 check("deepspeed note pp", note.split("--pipeline-model-parallel-size ")[1].split(";")[0], str(L["pp"]))
 check("deepspeed bf16.enabled", ds["bf16"]["enabled"], plan["cluster"]["precision"] == "bf16")
+
+report = json.load(open("steer_report.json")); plan = json.load(open("steer.json"))
+check("steer best schedule", report["plans"][0]["layout"]["schedule"], "zb-h1")
+check("steer emit target", report["emit"]["target"], "deepspeed")
+if report["emit"]["rank"] < 2 or not report["emit"]["best_refusal"].startswith("--emit deepspeed: layout.schedule: "):
+    sys.exit(f"steer: emit record {report['emit']}")
+check("steer saved schedule", plan["layout"]["schedule"], "1f1b")
+rank = report["emit"]["rank"]
+note = next(l for l in open("steer_table.txt") if "is emitted and saved instead" in l)
+check("steer note rank", note.split("); rank ")[1].split(" ")[0], str(rank))
+check("steer saved rank", next(l for l in open("steer_table.txt") if l.startswith("# plan written")).strip(),
+      f"# plan written to steer.json (rank {rank})")
+ds = json.load(open("steer_config.json"))
+check("steer train_micro_batch_size_per_gpu", ds["train_micro_batch_size_per_gpu"], plan["layout"]["micro_batch"])
+check("steer zero_optimization.stage", ds["zero_optimization"]["stage"], plan["layout"]["zero"])
 
 plan = json.load(open("moe.json")); L = plan["layout"]
 words = shlex.split(open("moe.sh").read().split("pretrain_gpt.py", 1)[1], comments=True)

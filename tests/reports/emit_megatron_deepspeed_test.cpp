@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "emit_test_support.h"
 #include "meshplan/emit.h"
@@ -202,6 +203,46 @@ TEST_CASE("--emit megatron-deepspeed: ZB-H1 as Megatron-DeepSpeed's exact-semant
             .find("deepspeed cannot run this layout: Megatron-DeepSpeed's "
                   "ZB-H1 (--enable-zbh1-pipeline) asserts sequence "
                   "parallelism off (arguments.py)") != std::string::npos);
+}
+
+TEST_CASE("plan --emit emits the best-ranked plan its target can express") {
+  // Ranked as a deepspeed search might rank them: ZB-H1, then 1F1B with sequence parallelism,
+  // then plain 1F1B. A DeepSpeed config says neither of the first two.
+  planner::Plan zb_h1 = tp2_pp4_full_recompute_plan();
+  zb_h1.layout.schedule = planner::ScheduleKind::kZbH1;
+  planner::Plan sequence_parallel = tp2_pp4_full_recompute_plan();
+  sequence_parallel.layout.sequence_parallel = true;
+  const planner::Plan plain = tp2_pp4_full_recompute_plan();
+  const std::vector<planner::Plan> ranked = {zb_h1, sequence_parallel, plain};
+
+  const EmitChoice deepspeed = emit_best_expressible(ranked, EmitTarget::kDeepSpeed, "");
+  CHECK(deepspeed.index == 2);
+  CHECK(deepspeed.config == emit_deepspeed(plain));
+  CHECK(deepspeed.best_refusal == error_of(zb_h1, EmitTarget::kDeepSpeed));
+  CHECK(format_emit_choice(EmitTarget::kDeepSpeed, deepspeed, plain, 10.5, 10.0, true) ==
+        "# --emit deepspeed: the best plan cannot be emitted (layout.schedule: DeepSpeed's "
+        "pipeline engine runs 1F1B; ZB-H1 is Megatron-DeepSpeed's --enable-zbh1-pipeline, not "
+        "a DeepSpeed config key: --emit megatron-deepspeed writes it, or plan with --schedule "
+        "1f1b (zb-h1)); rank 3 is emitted and saved instead: " +
+            planner::describe(plain.layout) + ", 10.5000 s/step (+5.00% over the best)\n");
+
+  // Megatron-DeepSpeed writes ZB-H1: the best plan itself, and no note.
+  const EmitChoice fork = emit_best_expressible(ranked, EmitTarget::kMegatronDeepSpeed, "");
+  CHECK(fork.index == 0);
+  CHECK(fork.config == emit_megatron_deepspeed(zb_h1));
+  CHECK(fork.best_refusal.empty());
+  CHECK(format_emit_choice(EmitTarget::kMegatronDeepSpeed, fork, zb_h1, 1.0, 1.0, false).empty());
+
+  // None expressible: the best plan's refusal, and how many others were tried.
+  CHECK_THROWS_WITH_AS(
+      emit_best_expressible({zb_h1, sequence_parallel}, EmitTarget::kDeepSpeed, ""),
+      (error_of(zb_h1, EmitTarget::kDeepSpeed) +
+       "; none of the 1 next-ranked plans can be emitted either")
+          .c_str(),
+      InputError);
+  // One plan (a fixed layout, or --save-plan-rank): its refusal unchanged.
+  CHECK_THROWS_WITH_AS(emit_best_expressible({zb_h1}, EmitTarget::kDeepSpeed, ""),
+                       error_of(zb_h1, EmitTarget::kDeepSpeed).c_str(), InputError);
 }
 
 TEST_CASE("--emit megatron-deepspeed: sequence parallelism and the environment it needs") {

@@ -5,8 +5,10 @@
 // approximation. Flag and key names are checked against each framework's own parser source
 // (tests/reports/emit_test.cpp cites the files).
 
+#include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "meshplan/plan_file.h"
 
@@ -51,5 +53,26 @@ std::string emit_slurm(const planner::Plan& plan, const std::string& plan_path);
 /// "--emit slurm: needs --save-plan ..." when empty).
 std::string emit_launch_config(const planner::Plan& plan, EmitTarget target,
                                const std::string& plan_path);
+
+/// plan --emit's pick among the search's ranked plans: the best-ranked one the target can
+/// express (emit_best_expressible).
+struct EmitChoice {
+  size_t index = 0;          // into the ranked list, 0 = the best plan
+  std::string config;        // the launch configuration emit_launch_config wrote for it
+  std::string best_refusal;  // why the best plan could not be emitted; "" when index is 0
+};
+/// Tries `ranked` (best first) in order and returns the first plan emit_launch_config accepts,
+/// so `plan --framework deepspeed --emit deepspeed` emits the best plan DeepSpeed's config can
+/// say instead of stopping at a ZB-H1 or sequence-parallel pick. When none can be emitted,
+/// throws the best plan's InputError, saying how many plans were tried. Precondition: `ranked`
+/// is not empty.
+EmitChoice emit_best_expressible(const std::vector<planner::Plan>& ranked, EmitTarget target,
+                                 const std::string& plan_path);
+/// The note plan prints beside the table when the emitted plan is not the best one:
+/// "# --emit T: the best plan cannot be emitted (<why>); rank K is emitted instead: <layout>,
+/// S s/step (+P% over the best)\n". "" when choice.index is 0.
+std::string format_emit_choice(EmitTarget target, const EmitChoice& choice,
+                               const planner::Plan& chosen, double chosen_step_time_s,
+                               double best_step_time_s, bool saved);
 
 }  // namespace meshplan::reports
