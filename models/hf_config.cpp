@@ -1,7 +1,7 @@
 // Hugging Face transformers config.json files mapped onto TransformerConfig. Field names and
 // defaults follow the transformers configuration classes (LlamaConfig, MistralConfig,
-// Qwen2Config, GPT2Config, GPTNeoXConfig, MixtralConfig, Qwen2MoeConfig, Qwen3MoeConfig,
-// DeepseekV3Config) and the layer definitions in their modeling files.
+// Qwen2Config, Phi3Config, GPT2Config, GPTNeoXConfig, MixtralConfig, Qwen2MoeConfig,
+// Qwen3MoeConfig, DeepseekV3Config) and the layer definitions in their modeling files.
 
 #include "hf_config.h"
 
@@ -27,8 +27,9 @@ struct HfFamily {
   std::string_view architecture;
   std::string_view model_type;
 };
-constexpr std::array<HfFamily, 12> kFamilies = {{{"LlamaForCausalLM", "llama"},
+constexpr std::array<HfFamily, 13> kFamilies = {{{"LlamaForCausalLM", "llama"},
                                                  {"MistralForCausalLM", "mistral"},
+                                                 {"Phi3ForCausalLM", "phi3"},
                                                  {"Qwen2ForCausalLM", "qwen2"},
                                                  {"Qwen3ForCausalLM", "qwen3"},
                                                  {"GPT2LMHeadModel", "gpt2"},
@@ -155,7 +156,9 @@ int64_t sliding_window(const nlohmann::json& json, std::string_view model_type,
     }
     return is_set(json, "sliding_window") ? require_size(json, "sliding_window", source) : 0;
   }
-  if (model_type == "mixtral") {  // MixtralConfig: sliding_window default None
+  // MixtralConfig and Phi3Config: sliding_window default None. Phi3Attention passes it to the
+  // attention as Mistral does (Phi-3-mini-4k: 2047 of max_position_embeddings 4096).
+  if (model_type == "mixtral" || model_type == "phi3") {
     return is_set(json, "sliding_window") ? require_size(json, "sliding_window", source) : 0;
   }
   const bool qwen = model_type == "qwen2" || model_type == "qwen3" || model_type == "qwen2_moe" ||
@@ -705,6 +708,16 @@ TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::st
     model.qkv_bias = optional_bool(json, "attention_bias", false, source);
     model.attention_output_bias = model.qkv_bias;
     model.qk_norm = true;
+  } else if (model_type == "phi3") {
+    // Phi3Attention: one fused qkv_proj and o_proj, Phi3MLP: one fused gate_up_proj and
+    // down_proj, none with bias (transformers models/phi3/modeling_phi3.py): Llama's weights
+    // concatenated, the same parameters and GEMM FLOPs. partial_rotary_factor (Phi-4-mini)
+    // rotates part of each head and changes no parameter count. Phi3Config: resid_pdrop,
+    // embd_pdrop and attention_dropout, each default 0.0.
+    require_unmodelled(json, "attention_bias", false, "Phi-3 attention with biases is not modelled",
+                       source);
+    model.dropout = any_dropout(
+        json, {{"resid_pdrop", 0.0}, {"embd_pdrop", 0.0}, {"attention_dropout", 0.0}}, source);
   }  // Mistral: no biases anywhere (MistralAttention, MistralMLP).
   if (model_type == "mixtral") {
     mixtral(json, source, model);

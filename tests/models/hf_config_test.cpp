@@ -226,6 +226,38 @@ TEST_CASE("mistralai/Mistral-7B-v0.1: 7,241,732,096 parameters, a 4096-token win
   CHECK(model_from_json(config, "mistral.json").sliding_window == 4096);
 }
 
+TEST_CASE("microsoft/Phi-3-mini-4k-instruct: 3,821,079,552 parameters, a 2047-token window") {
+  // Phi3ForCausalLM: Llama's layout with fused qkv_proj and gate_up_proj, no biases, untied
+  // head. Per layer 4 h^2 + 3 h f + 2 h, with h 3072, f 8192: 113,252,352; 32 of them, the
+  // embedding and the head (32064 x 3072 each) and the final norm: 3,821,079,552, the count
+  // the Phi-3 model card rounds to 3.8B.
+  const std::string path = hf_fixture("Phi-3-mini-4k-instruct.json");
+  const TransformerConfig model = load_model(path);
+  CHECK(model.activation == Activation::kSwiglu);
+  CHECK(model.norm == Norm::kRmsNorm);
+  CHECK(model.positions == Positions::kRope);
+  CHECK_FALSE(model.qkv_bias);
+  CHECK_FALSE(model.tied_embeddings);
+  CHECK(model.num_kv_heads == 32);
+  CHECK(model.dropout == false);
+  CHECK(count_parameters(model).per_layer == 113'252'352);
+  CHECK(count_parameters(model).total == 3'821'079'552);
+  // sliding_window 2047 of max_position_embeddings 4096: every layer windowed.
+  CHECK(model.seq_length == 4096);
+  CHECK(model.sliding_window == 2047);
+  CHECK(model.is_windowed());
+  // Phi3Config: sliding_window default None (full attention); dropouts read from the config.
+  nlohmann::json config = meshplan::read_json_file(path);
+  config.erase("sliding_window");
+  CHECK(model_from_json(config, "phi3.json").sliding_window == 0);
+  config["resid_pdrop"] = 0.1;
+  CHECK(model_from_json(config, "phi3.json").dropout);
+  config["resid_pdrop"] = 0.0;
+  config["attention_bias"] = true;
+  CHECK(input_error([&] { model_from_json(config, "phi3.json"); }) ==
+        "phi3.json: attention_bias: Phi-3 attention with biases is not modelled (true)");
+}
+
 TEST_CASE("Qwen2: the window counts with use_sliding_window, on every layer or none") {
   // Qwen2-0.5B: sliding_window 131072 with use_sliding_window false: full attention.
   nlohmann::json config = meshplan::read_json_file(hf_fixture("Qwen2-0.5B.json"));
@@ -302,7 +334,7 @@ TEST_CASE("configs without `architectures` are read by model_type") {
   falcon["model_type"] = "falcon";
   CHECK(input_error([&] { model_from_json(falcon, "falcon.json"); }) ==
         "falcon.json: model_type: unsupported model type (falcon); supported: llama, mistral, "
-        "qwen2, qwen3, gpt2, gpt_neox, mixtral, qwen2_moe, qwen3_moe, deepseek_v3, mpt");
+        "phi3, qwen2, qwen3, gpt2, gpt_neox, mixtral, qwen2_moe, qwen3_moe, deepseek_v3, mpt");
   nlohmann::json mismatch = small_llama();
   mismatch["model_type"] = "gpt2";
   CHECK(input_error([&] { model_from_json(mismatch, "c.json"); }) ==
@@ -422,11 +454,12 @@ TEST_CASE("mixture-of-experts fields on a dense architecture or in meshplan's fo
 TEST_CASE("unsupported architectures and malformed `architectures`") {
   nlohmann::json falcon = small_llama();
   falcon["architectures"] = {"FalconForCausalLM"};
-  CHECK(input_error([&] { model_from_json(falcon, "falcon.json"); }) ==
-        "falcon.json: architectures: unsupported architecture (FalconForCausalLM); supported: "
-        "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-        "GPT2LMHeadModel, GPTNeoXForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, "
-        "Qwen3MoeForCausalLM, DeepseekV3ForCausalLM, MptForCausalLM, MPTForCausalLM");
+  CHECK(
+      input_error([&] { model_from_json(falcon, "falcon.json"); }) ==
+      "falcon.json: architectures: unsupported architecture (FalconForCausalLM); supported: "
+      "LlamaForCausalLM, MistralForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+      "GPT2LMHeadModel, GPTNeoXForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, "
+      "Qwen3MoeForCausalLM, DeepseekV3ForCausalLM, MptForCausalLM, MPTForCausalLM");
 
   nlohmann::json not_a_list = small_llama();
   not_a_list["architectures"] = "LlamaForCausalLM";
