@@ -155,7 +155,7 @@ echo "{\"model_type\": \"llama\", \"hidden_act\": \"relu\", $hf}" >hf_relu.json
 echo "{\"model_type\": \"falcon\", $hf}" >hf_falcon.json
 echo "{\"model_type\": \"mistral\", \"sliding_window\": 16, $hf}" >hf_window.json
 echo "{\"model_type\": \"qwen2\", \"use_sliding_window\": true, \"sliding_window\": 8,
- \"max_window_layers\": 1, $hf}" >hf_qwen_window.json
+ \"layer_types\": [\"sliding_attention\", \"chunked_attention\"], $hf}" >hf_qwen_window.json
 sed 's/"num_layers": 0/"num_layers": 4, "sliding_window": -1/' model_zero_layers.json \
   >model_window_negative.json
 sed 's/"num_layers": 0/"num_layers": 4, "sliding_window": "8"/' model_zero_layers.json \
@@ -311,8 +311,8 @@ plan_row "HF config, model_type only, hidden_act relu" \
 plan_row "HF config, unsupported model_type" \
   "hf_falcon.json: model_type: unsupported model type (falcon)" \
   --model hf_falcon.json --cluster local-cpu --gpus 2
-plan_row "HF config, Qwen2 windows some layers only (max_window_layers)" \
-  "hf_qwen_window.json: max_window_layers: windows layers 1 to 1 only, a per-layer pattern" \
+plan_row "HF config, Qwen2 layer_types neither sliding nor full attention" \
+  'hf_qwen_window.json: layer_types: expected sliding_attention or full_attention ("chunked_attention")' \
   --model hf_qwen_window.json --cluster local-cpu --gpus 2
 plan_row "model sliding_window negative" \
   "model_window_negative.json: sliding_window: must be 0 (full attention) or a window" \
