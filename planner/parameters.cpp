@@ -90,14 +90,12 @@ LayerKind layer_kind(const models::TransformerConfig& model, int64_t layer) {
 }
 
 int64_t LayerRange::num_of_kind(const models::TransformerConfig& model, LayerKind kind) const {
-  const int64_t moe = num_moe(model);
-  const int64_t of_mlp = kind.moe ? moe : count() - moe;
-  if (!model.is_windowed()) {
-    return kind.windowed ? 0 : of_mlp;
+  if (!model.has_window_pattern()) {  // every layer windowed, or none: O(1)
+    const int64_t moe = num_moe(model);
+    const int64_t of_mlp = kind.moe ? moe : count() - moe;
+    return kind.windowed == model.is_windowed() ? of_mlp : 0;
   }
-  if (!model.has_window_pattern()) {
-    return kind.windowed ? of_mlp : 0;
-  }
+  // Layer by layer (is_windowed_layer is O(1); is_windowed would scan a list every call).
   int64_t n = 0;
   for (int64_t layer = first; layer < end; ++layer) {
     n += layer_kind(model, layer) == kind ? 1 : 0;
