@@ -158,7 +158,7 @@ void mla_forward(float* att_out, MlaActivations* a, const float* x, const LayerW
     ring_attention_forward(ctx, padded.data(), att.data(), a->qkv.data());
   } else {
     attention_forward(padded.data(), att.data(), a->qkv.data(), d.T, d.B, d.NH, d.NH, HQ,
-                      window_tokens(d));
+                      window_tokens(d, w.windowed));
   }
   for (int n = 0; n < d.N; n++) {
     for (int h = 0; h < d.NH; h++) {
@@ -198,8 +198,9 @@ void mla_recompute_up_projections(MlaActivations* a, const float* x, const Layer
 namespace {
 
 // d_qkv (N, 3 NH HQ) from the heads' output gradient d_att_out (N, AO), through the attention
-// core (probabilities recomputed when the forward dropped them).
-Tensor attention_core_backward(MlaActivations* a, const float* d_att_out, const RankContext& ctx) {
+// core (probabilities recomputed when the forward dropped them, under the layer's window W).
+Tensor attention_core_backward(MlaActivations* a, const float* d_att_out, int W,
+                               const RankContext& ctx) {
   const ShardDims& d = ctx.dims;
   const int HQ = d.DN + d.DR;
   Tensor padded = ctx.tensor(static_cast<int64_t>(d.N) * d.NH * HQ);
@@ -219,8 +220,7 @@ Tensor attention_core_backward(MlaActivations* a, const float* d_att_out, const 
   const float* att = a->att.data();
   if (a->att.empty()) {
     probabilities = ctx.tensor(static_cast<int64_t>(d.B) * d.NH * d.T * d.T);
-    attention_probs_forward(probabilities.data(), a->qkv.data(), d.T, d.B, d.NH, d.NH, HQ,
-                            window_tokens(d));
+    attention_probs_forward(probabilities.data(), a->qkv.data(), d.T, d.B, d.NH, d.NH, HQ, W);
     att = probabilities.data();
   }
   Tensor scratch = ctx.tensor(static_cast<int64_t>(d.T) * d.T);
@@ -248,7 +248,7 @@ Tensor latent_backward_input(float* dx, float* d_gain, Tensor d_latent, const fl
 void mla_backward_input(float* dx, LayerWeights& grads, MlaActivations* a, const float* d_att_out,
                         const LayerWeights& w, const RankContext& ctx) {
   const ShardDims& d = ctx.dims;
-  Tensor d_qkv = attention_core_backward(a, d_att_out, ctx);
+  Tensor d_qkv = attention_core_backward(a, d_att_out, window_tokens(d, w.windowed), ctx);
   a->att.reset();
   a->d_q = ctx.tensor(static_cast<int64_t>(d.N) * d.QUP);
   a->d_kv = ctx.tensor(static_cast<int64_t>(d.N) * d.KVUP);

@@ -272,9 +272,14 @@ std::vector<ParameterSpec> stage_parameter_specs(const ShardDims& d, const plann
     }
   }
   int64_t offset = 0;
-  for (ParameterSpec& spec : specs) {
+  for (size_t i = 0; i < specs.size(); i++) {
+    ParameterSpec& spec = specs[i];
     spec.offset = offset;
     offset += spec.size;
+    if (spec.local_layer >= 0) {
+      const ChunkPlacement placement = chunk_placement(plan, stage, (*chunk_of_spec)[i]);
+      spec.windowed_layer = m.is_windowed_layer(placement.first_layer + spec.local_layer);
+    }
   }
   return specs;
 }
@@ -352,6 +357,9 @@ void bind_weights(std::vector<ChunkWeights>* weights, float* flat,
   for (size_t i = 0; i < specs.size(); i++) {
     ChunkWeights& w = (*weights)[static_cast<size_t>(chunk_of_spec[i])];
     *slot_pointer(w, specs[i]) = flat + specs[i].offset;
+    if (specs[i].local_layer >= 0) {
+      w.layers[static_cast<size_t>(specs[i].local_layer)].windowed = specs[i].windowed_layer;
+    }
   }
   // Tied on one rank: the head reads (and its gradient adds into) the embedding itself.
   for (ChunkWeights& w : *weights) {

@@ -70,6 +70,9 @@ struct ParameterSpec {
   float init_value = 0;
   bool tp_replicated = false;  // the same on every tp rank (norms, row-parallel biases, wpe)
   bool expert = false;         // a routed expert's: reduced over the expert data parallel group
+  // In a block whose attention is windowed (TransformerConfig::is_windowed_layer of its global
+  // index); bind_weights hands it to LayerWeights::windowed.
+  bool windowed_layer = false;
 
   /// Index in the full tensor (row-major) of local element `i`.
   int64_t full_index(int64_t i) const;
@@ -102,6 +105,9 @@ struct LayerWeights {
   float* kv_down_w = nullptr;  // (RKV + DR, C), replicated: rows [latent | rotary key]
   float* kv_norm_w = nullptr;  // (RKV), replicated
   float* kv_up_w = nullptr;    // (KVUP, RKV): per head [key nope | value]
+  // The block attends over the sliding window (TransformerConfig::is_windowed_layer), set by
+  // bind_weights from the specs: window_tokens(dims, windowed) keys, else full causal attention.
+  bool windowed = false;
 };
 
 /// One model chunk's weights or gradients.
@@ -137,7 +143,8 @@ ChunkPlacement chunk_placement(const planner::Plan& plan, int stage, int chunk);
 std::vector<ParameterSpec> stage_parameter_specs(const ShardDims& dims, const planner::Plan& plan,
                                                  int stage, std::vector<int>* chunk_of_spec);
 
-/// Points `weights` (one per chunk) into `flat` following `specs`.
+/// Points `weights` (one per chunk) into `flat` following `specs`, and marks each block
+/// windowed as its specs say (ParameterSpec::windowed_layer).
 void bind_weights(std::vector<ChunkWeights>* weights, float* flat,
                   const std::vector<ParameterSpec>& specs, const std::vector<int>& chunk_of_spec);
 

@@ -57,10 +57,11 @@ struct ShardDims {
   models::TransformerConfig model;
 };
 
-/// The attention window W the ops apply (ops/attention.h): the model's sliding_window when it
-/// is shorter than the sequence, else 0 (full causal attention).
-inline int window_tokens(const ShardDims& d) {
-  return d.model.is_windowed() ? static_cast<int>(d.model.sliding_window) : 0;
+/// The attention window W the ops apply (ops/attention.h) in a layer that is `windowed_layer`
+/// (LayerWeights::windowed, TransformerConfig::is_windowed_layer): the model's sliding_window,
+/// shorter than the sequence there; 0 (full causal attention) in any other layer.
+inline int window_tokens(const ShardDims& d, bool windowed_layer) {
+  return windowed_layer ? static_cast<int>(d.model.sliding_window) : 0;
 }
 
 ShardDims make_shard_dims(const planner::Plan& plan, int tp_rank, int cp_rank = 0, int ep_rank = 0);

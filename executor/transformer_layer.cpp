@@ -75,11 +75,11 @@ void attention_core_forward(LayerActivations* acts, const LayerWeights& w, bool 
   acts->att_out = ctx.tensor(static_cast<int64_t>(d.N) * d.AO);
   Tensor att = ctx.tensor(static_cast<int64_t>(d.B) * d.NH * d.T * d.S);
   if (d.cp > 1) {
-    assert(!d.model.is_windowed());  // check_cp_layout "cp_window": the ring has no window
+    assert(!w.windowed);  // check_cp_layout "cp_window": the ring has no window
     ring_attention_forward(ctx, acts->att_out.data(), att.data(), acts->qkv.data());
   } else {
     attention_forward(acts->att_out.data(), att.data(), acts->qkv.data(), d.T, d.B, d.NH, d.KVH,
-                      d.HS, window_tokens(d));
+                      d.HS, window_tokens(d, w.windowed));
   }
   if (save_probabilities) {
     acts->att = std::move(att);
@@ -104,7 +104,7 @@ Tensor attention_core_backward(LayerActivations* acts, Tensor d_att_out, const L
     if (acts->att.empty()) {
       probabilities = ctx.tensor(static_cast<int64_t>(d.B) * d.NH * d.T * d.T);
       attention_probs_forward(probabilities.data(), acts->qkv.data(), d.T, d.B, d.NH, d.KVH, d.HS,
-                              window_tokens(d));
+                              window_tokens(d, w.windowed));
       att = probabilities.data();
     }
     Tensor att_scratch = ctx.tensor(static_cast<int64_t>(d.T) * d.T);

@@ -142,33 +142,45 @@ void check_activation(const nlohmann::json& json, const char* field, std::string
 // Qwen2MoeConfig and Qwen3MoeConfig default it the same), used when the key is absent.
 constexpr int64_t kQwenDefaultMaxWindowLayers = 28;
 
-// The attention window of a Mistral or Qwen config, 0 for full causal attention. Mistral
-// attends over `sliding_window` (null: full, absent: MistralConfig's 4096) on every layer.
-// Qwen2 windows only when use_sliding_window is true, and then only layers with 0-based index
+// The attention window of a Mistral, Phi-3, Mixtral or Qwen config into model.sliding_window
+// (0 for full causal attention) and, when it windows only some layers,
+// model.window_attn_layers. Mistral attends
+// over `sliding_window` (null: full, absent: MistralConfig's 4096) on every layer. Qwen2 windows
+// only when use_sliding_window is true, and then only layers with 0-based index
 // >= max_window_layers (transformers Qwen2Config layer_types: "sliding_attention" if
-// sliding_window is not None and i >= max_window_layers): every layer at 0, none at
-// num_hidden_layers or more. A pattern in between is not modelled and is refused.
-int64_t sliding_window(const nlohmann::json& json, std::string_view model_type,
-                       const std::string& source) {
+// sliding_window is not None and i >= max_window_layers; Qwen2Attention reads
+// config.layer_types[layer_idx]): every layer at 0, none at num_hidden_layers or more, layers
+// max_window_layers.. in between, as the list.
+void read_sliding_window(const nlohmann::json& json, std::string_view model_type,
+                         const std::string& source, TransformerConfig& model) {
   if (model_type == "mistral") {
     if (!json.contains("sliding_window")) {
-      return kMistralDefaultSlidingWindow;
+      model.sliding_window = kMistralDefaultSlidingWindow;
+      return;
     }
-    return is_set(json, "sliding_window") ? require_size(json, "sliding_window", source) : 0;
+    model.sliding_window =
+        is_set(json, "sliding_window") ? require_size(json, "sliding_window", source) : 0;
+    return;
   }
   // MixtralConfig and Phi3Config: sliding_window default None. Phi3Attention passes it to the
   // attention as Mistral does (Phi-3-mini-4k: 2047 of max_position_embeddings 4096).
   if (model_type == "mixtral" || model_type == "phi3") {
-    return is_set(json, "sliding_window") ? require_size(json, "sliding_window", source) : 0;
+    model.sliding_window =
+        is_set(json, "sliding_window") ? require_size(json, "sliding_window", source) : 0;
+    return;
   }
   const bool qwen = model_type == "qwen2" || model_type == "qwen3" || model_type == "qwen2_moe" ||
                     model_type == "qwen3_moe";
   if (!qwen || !optional_bool(json, "use_sliding_window", false, source) ||
       !is_set(json, "sliding_window")) {
-    return 0;
+    return;
   }
   const int64_t window_tokens = require_size(json, "sliding_window", source);
   const int64_t num_layers = require_size(json, "num_hidden_layers", source);
+  if (num_layers > kMaxLayers) {
+    return;  // validate_model refuses the layer count before any window matters
+  }
+  std::vector<int> windowed(static_cast<size_t>(num_layers), 0);
   // A config that states layer_types (transformers >= 4.53 writes it) is read by it instead:
   // "sliding_attention" layers attend over the window, "full_attention" ones do not.
   if (is_set(json, "layer_types")) {
@@ -177,40 +189,36 @@ int64_t sliding_window(const nlohmann::json& json, std::string_view model_type,
       throw InputError(fmt::format("{}: layer_types: expected one entry per layer, {} ({})", source,
                                    num_layers, types.dump()));
     }
-    int64_t num_sliding = 0;
-    for (const nlohmann::json& type : types) {
-      if (type != "sliding_attention" && type != "full_attention") {
+    for (size_t i = 0; i < types.size(); ++i) {
+      if (types[i] != "sliding_attention" && types[i] != "full_attention") {
         throw InputError(
             fmt::format("{}: layer_types: expected sliding_attention or full_attention ({})",
-                        source, type.dump()));
+                        source, types[i].dump()));
       }
-      num_sliding += type == "sliding_attention" ? 1 : 0;
+      windowed[i] = types[i] == "sliding_attention" ? 1 : 0;
     }
-    if (num_sliding == 0 || num_sliding == num_layers) {
-      return num_sliding == 0 ? 0 : window_tokens;
+  } else {
+    const int64_t max_window_layers = is_set(json, "max_window_layers")
+                                          ? require_int(json, "max_window_layers", source)
+                                          : kQwenDefaultMaxWindowLayers;
+    if (max_window_layers < 0) {
+      throw InputError(
+          fmt::format("{}: max_window_layers: must be 0 or more ({})", source, max_window_layers));
     }
-    throw InputError(fmt::format(
-        "{}: layer_types: {} of {} layers windowed, a per-layer pattern that is not modelled; "
-        "all or none is ({} sliding_attention)",
-        source, num_sliding, num_layers, num_sliding));
+    for (int64_t layer = max_window_layers; layer < num_layers; ++layer) {
+      windowed[static_cast<size_t>(layer)] = 1;
+    }
   }
-  const int64_t max_window_layers = is_set(json, "max_window_layers")
-                                        ? require_int(json, "max_window_layers", source)
-                                        : kQwenDefaultMaxWindowLayers;
-  if (max_window_layers < 0) {
-    throw InputError(
-        fmt::format("{}: max_window_layers: must be 0 or more ({})", source, max_window_layers));
+  // As model_from_json normalises a meshplan file's list: none windowed is full attention,
+  // all windowed needs no list.
+  const auto num_windowed = std::count(windowed.begin(), windowed.end(), 1);
+  if (num_windowed == 0) {
+    return;
   }
-  if (max_window_layers == 0) {
-    return window_tokens;  // every layer windowed
+  model.sliding_window = window_tokens;
+  if (num_windowed < num_layers) {
+    model.window_attn_layers = std::move(windowed);
   }
-  if (max_window_layers >= num_layers) {
-    return 0;  // no layer windowed
-  }
-  throw InputError(fmt::format(
-      "{}: max_window_layers: windows layers {} to {} only, a per-layer pattern that is not "
-      "modelled; 0 (every layer windowed) or >= num_hidden_layers {} (none) is ({})",
-      source, max_window_layers, num_layers - 1, num_layers, max_window_layers));
 }
 
 // Llama, Mistral, Qwen2 and Qwen3 share one layout: pre-RMSNorm, rotary positions, a gated SiLU MLP
@@ -733,7 +741,7 @@ TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::st
     deepseek_v3(json, source, model);
   }
   if (model_type != "mpt") {
-    model.sliding_window = sliding_window(json, model_type, source);
+    read_sliding_window(json, model_type, source, model);
   }
   return model;
 }

@@ -23,8 +23,9 @@ bool is_hf_config(const nlohmann::json& json);
 /// `source`. Does not validate sizes (model_from_json does). Throws InputError naming the field
 /// for any other architecture or model_type, for an activation the MLP does not compute
 /// (hidden_act, activation_function) and for GPT-2 cross-attention; the sliding window goes into
-/// TransformerConfig::sliding_window (Qwen2's max_window_layers strictly between 0 and the layer
-/// count, a per-layer pattern, is refused by name).
+/// TransformerConfig::sliding_window, and a Qwen config that windows only some layers (its
+/// max_window_layers strictly between 0 and the layer count, or mixed layer_types) into
+/// TransformerConfig::window_attn_layers.
 TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::string& source);
 
 /// The config's own key for TransformerConfig field `field` (num_kv_heads: num_key_value_heads,

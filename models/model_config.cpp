@@ -22,8 +22,8 @@ namespace {
 // Llama-3 405B has l = 126, h = 16384, f = 53248, V = 128256. With these bounds every term of
 // count_parameters stays below 2^63: l * 3hf <= 1e5 * 3e13 = 3e18. The layer bound is tighter,
 // twice the deepest published transformer (DeepNet, Wang et al. 2022: 1,000 layers), because the
-// search's time grows with it: 2,048 layers plan in about 11 s here, 100,000 took 400 s.
-constexpr int64_t kMaxLayers = 2'048;
+// search's time grows with it: 2,048 layers plan in about 11 s here, 100,000 took 400 s
+// (kMaxLayers, models.h).
 constexpr int64_t kMaxHidden = 1'000'000;
 constexpr int64_t kMaxHeads = 100'000;
 constexpr int64_t kMaxHeadDim = 100'000;
@@ -36,7 +36,7 @@ constexpr int64_t kMaxSequence = 100'000'000;
 constexpr int64_t kMaxExperts = 100'000;
 
 // Every key of the format; anything else is rejected so a typo is not silently ignored.
-constexpr std::array<std::string_view, 35> kModelFields = {"name",
+constexpr std::array<std::string_view, 36> kModelFields = {"name",
                                                            "num_layers",
                                                            "hidden_size",
                                                            "num_attention_heads",
@@ -55,6 +55,7 @@ constexpr std::array<std::string_view, 35> kModelFields = {"name",
                                                            "mlp_bias",
                                                            "dropout",
                                                            "sliding_window",
+                                                           "window_attn_skip_freq",
                                                            "qk_norm",
                                                            "parallel_residual",
                                                            "num_experts",
@@ -134,6 +135,69 @@ void read_moe_and_mla_fields(const nlohmann::json& json, const std::string& sour
   model.v_head_dim = int_or_zero("v_head_dim");
 }
 
+// The window pattern as the file gives it, for error messages: N, or the list (shortened).
+std::string window_pattern_text(const TransformerConfig& model) {
+  if (model.window_attn_layers.empty()) {
+    return std::to_string(model.window_attn_skip_freq);
+  }
+  const std::string text = nlohmann::json(model.window_attn_layers).dump();
+  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
+}
+
+void check_window_skip_freq(int64_t n, const std::string& source) {
+  if (n < 2) {
+    throw InputError(fmt::format(
+        "{}: window_attn_skip_freq: must be 2 or more, one full-attention layer every N ({})",
+        source, n));
+  }
+}
+
+// Megatron-Core's --window-attn-skip-freq (TransformerConfig.window_attn_skip_freq: an int or a
+// list): an integer N >= 2, or one entry per layer, 1 (windowed) or 0 (full attention).
+void read_window_pattern(const nlohmann::json& json, const std::string& source,
+                         TransformerConfig& model) {
+  const auto it = json.find("window_attn_skip_freq");
+  if (it == json.end()) {
+    return;
+  }
+  if (it->is_array()) {
+    for (size_t i = 0; i < it->size(); ++i) {
+      const nlohmann::json& entry = (*it)[i];
+      if (!entry.is_number_integer() || (entry != 0 && entry != 1)) {
+        throw InputError(fmt::format(
+            "{}: window_attn_skip_freq[{}]: must be 1 (windowed) or 0 (full attention) ({})",
+            source, i, entry.dump()));
+      }
+      model.window_attn_layers.push_back(entry.get<int>());
+    }
+    return;
+  }
+  if (!it->is_number()) {
+    const std::string text = it->dump();
+    throw InputError(fmt::format(
+        "{}: window_attn_skip_freq: expected an integer N >= 2 or a list of 0 and 1, one per "
+        "layer ({})",
+        source, text.size() > 60 ? text.substr(0, 57) + "..." : text));
+  }
+  model.window_attn_skip_freq = require_int(json, "window_attn_skip_freq", source);
+  check_window_skip_freq(model.window_attn_skip_freq, source);  // 0 would read as not given
+}
+
+// One form per meaning: a list that windows every layer is no list, one that windows none is
+// full attention.
+void normalize_window_pattern(TransformerConfig& model) {
+  const std::vector<int>& layers = model.window_attn_layers;
+  if (layers.empty()) {
+    return;
+  }
+  if (std::all_of(layers.begin(), layers.end(), [](int entry) { return entry == 0; })) {
+    model.sliding_window = 0;
+    model.window_attn_layers.clear();
+  } else if (std::all_of(layers.begin(), layers.end(), [](int entry) { return entry == 1; })) {
+    model.window_attn_layers.clear();
+  }
+}
+
 TransformerConfig model_from_meshplan_json(const nlohmann::json& json, const std::string& source) {
   if (!json.is_object()) {
     throw InputError(fmt::format("{}: expected a JSON object ({})", source, json.dump()));
@@ -169,6 +233,7 @@ TransformerConfig model_from_meshplan_json(const nlohmann::json& json, const std
   // (megatron/core/transformer/transformer_config.py, lines 188 and 191).
   model.dropout = json.contains("dropout") ? require_bool(json, "dropout", source) : true;
   read_moe_and_mla_fields(json, source, model);
+  read_window_pattern(json, source, model);
   if (json.contains("source")) {
     require_string(json, "source", source);  // documentation only, but it must be a string
   }
@@ -280,6 +345,31 @@ int64_t default_head_dim(int64_t hidden_size, int64_t num_attention_heads,
   return hidden_size / num_attention_heads;
 }
 
+bool TransformerConfig::is_windowed() const {
+  if (sliding_window <= 0 || sliding_window >= seq_length) {
+    return false;
+  }
+  // Layer number 1 is windowed under any N >= 2 (1 % N != 0); a list needs a 1.
+  return window_attn_layers.empty() ||
+         std::find(window_attn_layers.begin(), window_attn_layers.end(), 1) !=
+             window_attn_layers.end();
+}
+
+bool TransformerConfig::is_windowed_layer(int64_t layer) const {
+  if (sliding_window <= 0 || sliding_window >= seq_length) {
+    return false;
+  }
+  // Megatron-Core is_layer_window_attention (transformer/utils.py, d98e8a64): layer_number is
+  // 1-based, layer + 1 here.
+  if (window_attn_skip_freq > 0) {
+    return (layer + 1) % window_attn_skip_freq != 0;
+  }
+  if (!window_attn_layers.empty()) {
+    return window_attn_layers.at(static_cast<size_t>(layer)) != 0;
+  }
+  return true;
+}
+
 std::string to_string(Activation activation) {
   return activation == Activation::kGelu ? "gelu" : "swiglu";
 }
@@ -337,6 +427,32 @@ void validate_model(const TransformerConfig& model, const std::string& source) {
         "{}: sliding_window: must be 0 (full attention) or a window in [1, {}] tokens ({})", source,
         kMaxSequence, model.sliding_window));
   }
+  if (model.has_window_pattern()) {
+    if (model.sliding_window == 0) {
+      throw InputError(fmt::format(
+          "{}: window_attn_skip_freq: chooses windowed layers, but sliding_window is 0 (full "
+          "attention) ({})",
+          source, window_pattern_text(model)));
+    }
+    if (model.window_attn_skip_freq != 0 && !model.window_attn_layers.empty()) {
+      throw InputError(fmt::format("{}: window_attn_skip_freq: an integer or a list, not both ({})",
+                                   source, model.window_attn_skip_freq));
+    }
+    if (model.window_attn_layers.empty()) {
+      check_window_skip_freq(model.window_attn_skip_freq, source);
+    } else if (static_cast<int64_t>(model.window_attn_layers.size()) != model.num_layers) {
+      throw InputError(fmt::format(
+          "{}: window_attn_skip_freq: expected one entry per layer, {} ({} entries: {})", source,
+          model.num_layers, model.window_attn_layers.size(), window_pattern_text(model)));
+    }
+    for (size_t i = 0; i < model.window_attn_layers.size(); ++i) {
+      if (model.window_attn_layers[i] != 0 && model.window_attn_layers[i] != 1) {
+        throw InputError(fmt::format(
+            "{}: window_attn_skip_freq[{}]: must be 1 (windowed) or 0 (full attention) ({})",
+            source, i, model.window_attn_layers[i]));
+      }
+    }
+  }
   // A learned position table has one row per position: it cannot embed a longer sequence.
   if (model.positions == Positions::kLearned && model.seq_length > model.max_position_embeddings) {
     throw InputError(fmt::format(
@@ -351,6 +467,7 @@ TransformerConfig model_from_json(const nlohmann::json& json, const std::string&
   if (!is_hf_config(json)) {
     TransformerConfig model = model_from_meshplan_json(json, source);
     validate_model(model, source);
+    normalize_window_pattern(model);
     return model;
   }
   TransformerConfig model = model_from_hf_config(json, source);
@@ -404,6 +521,11 @@ nlohmann::json model_to_json(const TransformerConfig& model) {
   }
   if (model.sliding_window != 0) {
     json["sliding_window"] = model.sliding_window;
+  }
+  if (model.window_attn_skip_freq != 0) {
+    json["window_attn_skip_freq"] = model.window_attn_skip_freq;
+  } else if (!model.window_attn_layers.empty()) {
+    json["window_attn_skip_freq"] = model.window_attn_layers;
   }
   if (model.is_moe()) {
     json["num_experts"] = model.num_experts;

@@ -413,7 +413,8 @@ ModuleRecompute moe_block_recompute(const models::TransformerConfig& model,
       linear_gemm_seconds(model, cluster, options, x, gemms, moe_layer) +
       memory_seconds(cluster, permute_bytes + (swiglu ? 3.0 : 2.0) * x.tokens * x.f / x.t * x.e) +
       recomputed_fp8_cast_seconds(cluster, layout, options, x, gemms);
-  const LayerFlops flops = layer_forward_flops(model, x.tokens, moe_layer);
+  // The MLP and router FLOPs, which no window changes.
+  const LayerFlops flops = layer_forward_flops(model, x.tokens, LayerKind{moe_layer, false});
   recompute.flops = (flops.mlp + flops.router) / x.t;
   if (layout.tp > 1) {
     recompute.tp_seconds =
@@ -524,7 +525,8 @@ double selective_module_recompute_bytes(const models::TransformerConfig& model,
 namespace {
 
 LayerTime layer_time(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
-                     const Layout& layout, const PlanOptions& options, bool moe_layer) {
+                     const Layout& layout, const PlanOptions& options, LayerKind kind) {
+  const bool moe_layer = kind.moe;
   const Shape x = shape_of(model, cluster, layout);
   const double t = x.t, tokens = x.tokens, h = x.h, d = x.d, a = x.a, g = x.g, e = x.e;
   const double sequence_split = x.sp;
@@ -535,7 +537,8 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
   // head stay in 16 bits.
   const LinearGemms gemms = layer_linear_gemms(model, layout, options, x, moe_layer);
   time.linear_forward = linear_gemm_seconds(model, cluster, options, x, gemms, moe_layer);
-  time.attention_forward = attention_forward_seconds(model, cluster, layout, options);
+  time.attention_forward =
+      attention_forward_seconds(model, cluster, layout, options, kind.windowed);
   // Memory-bound element-wise work, bytes read plus written: two norms (read, write), two
   // residual adds (read two, write one), the activation (gelu: read f, write f; swiglu: read
   // 2f, write f), rotary embedding of q and k (read, write). With dropout each residual add is
@@ -746,12 +749,13 @@ DenseTpCalls dense_tp_calls_per_layer(const models::TransformerConfig& model) {
 
 double attention_forward_seconds(const models::TransformerConfig& model,
                                  const models::ClusterConfig& cluster, const Layout& layout,
-                                 const PlanOptions& options) {
+                                 const PlanOptions& options, bool windowed_layer) {
   const Shape x = shape_of(model, cluster, layout);
   // Megatron's full-square count over this rank's tokens: with context parallelism each rank
   // has T / cp queries against all s keys, 1/cp of the causal work once load-balanced
   // (chunks r and 2 cp - 1 - r, Megatron-Core get_batch_on_this_cp_rank).
-  const double attention_flops = layer_forward_flops(model, x.tokens).attention / x.t;
+  const double attention_flops =
+      layer_forward_flops(model, x.tokens, LayerKind{false, windowed_layer}).attention / x.t;
   if (options.flash_attention) {
     // FlashAttention (Dao 2022) keeps scores on chip: one fused kernel at its own efficiency.
     // Its causal kernels skip the key blocks above the diagonal, so they do half the full
@@ -960,13 +964,14 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
       gradient_accumulation_bytes_per_parameter(cluster, layout, options);
   double forward_flops = 0;
   double recompute_flops = 0;
-  for (const bool moe_layer : {false, true}) {
-    const double count = static_cast<double>(moe_layer ? cost.num_moe_layers
-                                                       : cost.num_layers - cost.num_moe_layers);
+  // Each kind of layer (dense or MoE, windowed or full attention) once, times its count.
+  for (const LayerKind kind : kLayerKinds) {
+    const bool moe_layer = kind.moe;
+    const double count = static_cast<double>(range.num_of_kind(model, kind));
     if (count == 0) {
       continue;
     }
-    const LayerTime layer = layer_time(model, cluster, layout, options, moe_layer);
+    const LayerTime layer = layer_time(model, cluster, layout, options, kind);
     const double layer_forward = layer.linear_forward + layer.attention_forward +
                                  layer.memory_forward + layer.fp8_cast_forward;
     // Backward = 2 x forward (Narayanan et al. 2021, Sec. 5.1): for each linear one GEMM for
@@ -1008,7 +1013,7 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     // `count` layers of this kind: all of them, or under Megatron's block method those among
     // the chunk's first recompute_layers.
     const double recomputed =
-        static_cast<double>(layers_under_recompute(model, layout, range, moe_layer));
+        static_cast<double>(layers_under_recompute(model, layout, range, kind));
     double recompute_backward = 0, recompute_tp = 0, recompute_cp = 0, recompute_ep = 0;
     // Distributed saved activations: each kept input's split after the forward, its gather
     // before the recompute (saved_input_split; zero unless on, which needs recompute full), for
@@ -1050,7 +1055,7 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     if (moe_block.compute_seconds > 0) {
       ep_backward += all_to_all + token_counts;  // the block's dispatch and combine again
     }
-    const LayerFlops flops = layer_forward_flops(model, tokens, moe_layer);
+    const LayerFlops flops = layer_forward_flops(model, tokens, kind);
     forward_flops += flops.total() / t * count;
     if (layout.recompute == Recompute::kFull) {
       recompute_flops += (flops.total() / t - early_stop.flops) * recomputed;

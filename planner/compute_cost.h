@@ -23,10 +23,11 @@ double selective_module_recompute_bytes(const models::TransformerConfig& model,
                                         bool moe_layer);
 
 /// Attention core (scores, softmax, attention-times-values) of one layer's forward for one
-/// micro-batch on one rank: its rank_micro_batch_tokens queries against the whole sequence.
+/// micro-batch on one rank: its rank_micro_batch_tokens queries against the whole sequence, or
+/// on a `windowed_layer` (LayerKind::windowed) against the keys of its window.
 double attention_forward_seconds(const models::TransformerConfig& model,
                                  const models::ClusterConfig& cluster, const Layout& layout,
-                                 const PlanOptions& options);
+                                 const PlanOptions& options, bool windowed_layer);
 
 /// Tensor-parallel collectives of one dense block per micro-batch and direction: the
 /// row-parallel outputs' reductions (all-reduce forward, or reduce-scatter under sequence

@@ -55,8 +55,9 @@ CpAttentionComm ring_comm(const models::TransformerConfig& model,
   // A = the rank's attention forward time, its backward r A (attention_backward_to_forward).
   const double send = stage_collective_seconds(cluster, layout, CollectiveKind::kSendRecv,
                                                CommGroup::kCp, 0, kv_bytes);
-  const double step_attention =
-      attention_forward_seconds(model, cluster, layout, options) / static_cast<double>(layout.cp);
+  // Full attention: no layer is windowed under cp > 1 (check_cp_layout "cp_window").
+  const double step_attention = attention_forward_seconds(model, cluster, layout, options, false) /
+                                static_cast<double>(layout.cp);
   comm.forward_exposed_seconds = static_cast<double>(steps) * std::max(0.0, send - step_attention);
   comm.backward_exposed_seconds =
       static_cast<double>(steps) *

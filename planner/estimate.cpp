@@ -445,11 +445,16 @@ struct StageTimes {
 };
 
 // Chunk costs already computed for one layout, keyed by what chunk_cost reads of the chunk:
-// its layer count, embedding and LM head, and for chunks with MoE layers the stage (where its
-// all-to-all runs). Most chunks of a layout are alike, so each kind is costed once.
+// its layer count, its layers of each kind (kLayerKinds: MoE or dense, windowed or full) and
+// those of each kind under recompute (Megatron's block method recomputes the first
+// recompute_layers, whose kinds a window pattern varies from chunk to chunk), embedding and LM
+// head, and for chunks with MoE layers the stage (where its all-to-all runs). Most chunks of a
+// layout are alike, so each kind of chunk is costed once.
 struct ChunkCostCache {
+  using KindCounts = std::array<int64_t, 2 * kLayerKinds.size()>;
   struct Entry {
-    int64_t num_layers, num_moe_layers, moe_stage;
+    int64_t num_layers, moe_stage;
+    KindCounts kind_counts;
     bool has_embedding, has_lm_head;
     ChunkCost cost;
   };
@@ -467,14 +472,20 @@ ChunkCost cached_chunk_cost(const models::TransformerConfig& model,
   const bool embedding = v == 0;
   const bool head = v == layout.pp * layout.vpp - 1;
   const int64_t moe_stage = num_moe > 0 ? s : -1;
+  ChunkCostCache::KindCounts kind_counts{};
+  for (size_t k = 0; k < kLayerKinds.size(); ++k) {
+    kind_counts[k] = range.num_of_kind(model, kLayerKinds[k]);
+    kind_counts[kLayerKinds.size() + k] =
+        layers_under_recompute(model, layout, range, kLayerKinds[k]);
+  }
   for (const ChunkCostCache::Entry& e : cache.entries) {
-    if (e.num_layers == range.count() && e.num_moe_layers == num_moe && e.moe_stage == moe_stage &&
+    if (e.num_layers == range.count() && e.kind_counts == kind_counts && e.moe_stage == moe_stage &&
         e.has_embedding == embedding && e.has_lm_head == head) {
       return e.cost;
     }
   }
   const ChunkCost cost = chunk_cost(model, cluster, layout, options, s, c);
-  cache.entries.push_back({range.count(), num_moe, moe_stage, embedding, head, cost});
+  cache.entries.push_back({range.count(), moe_stage, kind_counts, embedding, head, cost});
   return cost;
 }
 

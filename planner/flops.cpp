@@ -31,18 +31,19 @@ double attention_window_fraction(const models::TransformerConfig& model) {
 }
 
 LayerFlops layer_forward_flops(const models::TransformerConfig& model, double tokens,
-                               bool moe_layer) {
+                               LayerKind kind) {
+  const bool moe_layer = kind.moe;
   // A (m x k) by (k x n) product costs 2 m n k FLOPs (Narayanan et al. 2021, Sec. 5.1).
   const double h = static_cast<double>(model.hidden_size);
   const double d = static_cast<double>(model.head_dim);
   const double a = static_cast<double>(model.num_attention_heads);
   const double g = static_cast<double>(model.num_kv_heads);
   const double s = static_cast<double>(model.seq_length);
-  // A sliding window computes the scores of attention_key_pairs, not of the causal triangle:
-  // the full-square count below times that share (1 without a window). Megatron-LM's own
-  // num_floating_point_operations (training.py, d98e8a64) ignores --window-size; meshplan
-  // counts the work a windowed kernel does.
-  const double window_share = attention_window_fraction(model);
+  // A windowed layer computes the scores of attention_key_pairs, not of the causal triangle:
+  // the full-square count below times that share (1 on a full-attention layer). Megatron-LM's
+  // own num_floating_point_operations (training.py, d98e8a64) ignores --window-size and
+  // --window-attn-skip-freq; meshplan counts the work a windowed kernel does.
+  const double window_share = kind.windowed ? attention_window_fraction(model) : 1.0;
   const double mlp_matrices = model.activation == models::Activation::kSwiglu ? 3.0 : 2.0;
   LayerFlops flops;
   if (model.is_mla()) {
@@ -79,14 +80,16 @@ double model_flops_per_step(const models::TransformerConfig& model, int64_t glob
   // Model FLOPs as Megatron-LM counts them (shared/validation/README.md): forward plus a
   // backward of twice the forward, no recompute. For ffn = 4h and a = g this is
   // 72 B s l h^2 (1 + s/(6h)) + 6 B s h V (Narayanan et al. 2021, eq. 3 without recompute).
-  // MoE models count active parameters: k routed experts per token (and the router).
+  // MoE models count active parameters: k routed experts per token (and the router). Each
+  // layer counts its own attention share: windowed layers (is_windowed_layer) their window's.
   const double tokens = static_cast<double>(global_batch) * static_cast<double>(model.seq_length);
-  const double num_moe = static_cast<double>(model.num_moe_layers());
-  const double num_dense = static_cast<double>(model.num_layers) - num_moe;
-  double forward = layer_forward_flops(model, tokens, false).total() * num_dense +
-                   lm_head_forward_flops(model, tokens);
-  if (num_moe > 0) {
-    forward += layer_forward_flops(model, tokens, true).total() * num_moe;
+  const LayerRange all_layers{0, model.num_layers};
+  double forward = lm_head_forward_flops(model, tokens);
+  for (const LayerKind kind : kLayerKinds) {
+    const int64_t count = all_layers.num_of_kind(model, kind);
+    if (count > 0) {
+      forward += layer_forward_flops(model, tokens, kind).total() * static_cast<double>(count);
+    }
   }
   return 3.0 * forward;
 }

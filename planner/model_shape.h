@@ -40,7 +40,8 @@ struct Shape {
 Shape shape_of(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                const Layout& layout, bool moe_layer = false);
 
-/// Forward matmul FLOPs of one layer for `tokens` tokens, whole (not divided by tp).
+/// Forward matmul FLOPs of one layer of kind `kind` (an MoE or dense MLP, a windowed or full
+/// attention core) for `tokens` tokens, whole (not divided by tp).
 struct LayerFlops {
   double qkv = 0;        // 2 T h (a + 2g) d (MLA: 2 T per down/up projection weight)
   double attention = 0;  // scores and attention-times-values: 2 * 2 T s a d (x window share)
@@ -50,7 +51,7 @@ struct LayerFlops {
   double total() const { return qkv + attention + output + mlp + router; }
 };
 LayerFlops layer_forward_flops(const models::TransformerConfig& model, double tokens,
-                               bool moe_layer = false);
+                               LayerKind kind);
 /// The MLP width one token goes through: f (dense), k f_e + S f_s (MoE layer).
 double active_ffn_width(const models::TransformerConfig& model, bool moe_layer);
 /// Norms of a layer that are modules of their own under Megatron-Core's Transformer Engine

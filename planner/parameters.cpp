@@ -85,11 +85,41 @@ int64_t LayerRange::num_moe(const models::TransformerConfig& model) const {
   return count() - dense_here;
 }
 
+LayerKind layer_kind(const models::TransformerConfig& model, int64_t layer) {
+  return {model.is_moe_layer(layer), model.is_windowed_layer(layer)};
+}
+
+int64_t LayerRange::num_of_kind(const models::TransformerConfig& model, LayerKind kind) const {
+  if (!model.has_window_pattern()) {  // every layer windowed, or none: O(1)
+    const int64_t moe = num_moe(model);
+    const int64_t of_mlp = kind.moe ? moe : count() - moe;
+    return kind.windowed == model.is_windowed() ? of_mlp : 0;
+  }
+  // Layer by layer (is_windowed_layer is O(1); is_windowed would scan a list every call).
+  int64_t n = 0;
+  for (int64_t layer = first; layer < end; ++layer) {
+    n += layer_kind(model, layer) == kind ? 1 : 0;
+  }
+  return n;
+}
+
+namespace {
+// The layers costed as layout.recompute says (layers_under_recompute).
+LayerRange counted_under_recompute(const Layout& layout, const LayerRange& range) {
+  return layout.recompute_layers > 0 ? recomputed_layers(layout, range) : range;
+}
+}  // namespace
+
 int64_t layers_under_recompute(const models::TransformerConfig& model, const Layout& layout,
                                const LayerRange& range, bool moe_layer) {
-  const LayerRange counted = layout.recompute_layers > 0 ? recomputed_layers(layout, range) : range;
+  const LayerRange counted = counted_under_recompute(layout, range);
   const int64_t moe = counted.num_moe(model);
   return moe_layer ? moe : counted.count() - moe;
+}
+
+int64_t layers_under_recompute(const models::TransformerConfig& model, const Layout& layout,
+                               const LayerRange& range, LayerKind kind) {
+  return counted_under_recompute(layout, range).num_of_kind(model, kind);
 }
 
 LayerRange chunk_layers(const models::TransformerConfig& model, const Layout& layout, int64_t stage,

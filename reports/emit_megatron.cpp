@@ -329,9 +329,17 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
   if (m.is_windowed()) {
     // Query i attends keys i - w < j <= i: Megatron-Core window_size (w - 1, 0), written
     // "--window-size w-1,0" (arguments.py tuple_type, d98e8a64; Megatron-Bridge's Gemma 2
-    // bridge sets window_size = (sliding_window - 1, 0)), on every layer (no
-    // --window-attn-skip-freq).
+    // bridge sets window_size = (sliding_window - 1, 0)), on every layer unless
+    // --window-attn-skip-freq chooses them: N as is, or the list as a Python list expression
+    // that moe_freq_type evaluates ("[1,0,1,0]"; arguments.py _eval_pattern admits digits,
+    // commas and brackets), read by is_layer_window_attention as meshplan reads the model's.
     flags.push_back({"--window-size", fmt::format("{},0", m.sliding_window - 1)});
+    if (m.window_attn_skip_freq != 0) {
+      flags.push_back({"--window-attn-skip-freq", std::to_string(m.window_attn_skip_freq)});
+    } else if (!m.window_attn_layers.empty()) {
+      flags.push_back({"--window-attn-skip-freq",
+                       fmt::format("\"[{}]\"", fmt::join(m.window_attn_layers, ","))});
+    }
   }
   if (m.positions == models::Positions::kAlibi) {
     refuse(kMegatronTarget, "model.positions", "Megatron-LM has no ALiBi position embedding",

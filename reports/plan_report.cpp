@@ -209,6 +209,26 @@ std::string format_plan_options(const planner::PlanOptions& o, const planner::Se
   return out + "\n";
 }
 
+namespace {
+
+// ", sliding window w" (every layer), ", sliding window w on k of l layers" (a pattern), or "".
+std::string window_text(const models::TransformerConfig& model) {
+  if (!model.is_windowed()) {
+    return "";
+  }
+  int64_t windowed = 0;
+  for (int64_t layer = 0; layer < model.num_layers; ++layer) {
+    windowed += model.is_windowed_layer(layer) ? 1 : 0;
+  }
+  if (windowed == model.num_layers) {
+    return fmt::format(", sliding window {}", model.sliding_window);
+  }
+  return fmt::format(", sliding window {} on {} of {} layers", model.sliding_window, windowed,
+                     model.num_layers);
+}
+
+}  // namespace
+
 std::string format_plan_header(const models::TransformerConfig& model,
                                const models::ClusterConfig& cluster, int64_t num_gpus,
                                int64_t global_batch, planner::Framework framework) {
@@ -226,9 +246,8 @@ std::string format_plan_header(const models::TransformerConfig& model,
                                model.experts_per_token, model.expert_ffn_hidden_size,
                                static_cast<double>(counts.active) / 1e9)
                  : "",
-             model.is_windowed() ? fmt::format(", sliding window {}", model.sliding_window) : "",
-             model.parallel_residual ? ", parallel attention and MLP" : "", cluster.name, num_gpus,
-             cluster.gpus_per_node, cluster.gpu.name, global_batch,
+             window_text(model), model.parallel_residual ? ", parallel attention and MLP" : "",
+             cluster.name, num_gpus, cluster.gpus_per_node, cluster.gpu.name, global_batch,
              global_batch * model.seq_length);
 }
 

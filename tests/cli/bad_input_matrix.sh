@@ -155,11 +155,20 @@ echo "{\"model_type\": \"llama\", \"hidden_act\": \"relu\", $hf}" >hf_relu.json
 echo "{\"model_type\": \"falcon\", $hf}" >hf_falcon.json
 echo "{\"model_type\": \"mistral\", \"sliding_window\": 16, $hf}" >hf_window.json
 echo "{\"model_type\": \"qwen2\", \"use_sliding_window\": true, \"sliding_window\": 8,
- \"max_window_layers\": 1, $hf}" >hf_qwen_window.json
+ \"layer_types\": [\"sliding_attention\", \"chunked_attention\"], $hf}" >hf_qwen_window.json
 sed 's/"num_layers": 0/"num_layers": 4, "sliding_window": -1/' model_zero_layers.json \
   >model_window_negative.json
 sed 's/"num_layers": 0/"num_layers": 4, "sliding_window": "8"/' model_zero_layers.json \
   >model_window_string.json
+window_pattern() {  # window_pattern OUT SLIDING_WINDOW SKIP_FREQ: tiny's 4 layers with both
+  sed "s/\"num_layers\": 0/\"num_layers\": 4, \"sliding_window\": $2, \"window_attn_skip_freq\": $3/" \
+    model_zero_layers.json >"$1"
+}
+window_pattern model_skip_no_window.json 0 2
+window_pattern model_skip_one.json 8 1
+window_pattern model_skip_string.json 8 '"[1,0]*2"'
+window_pattern model_skip_short.json 8 '[1, 0, 1]'
+window_pattern model_skip_entry.json 8 '[1, 2, 1, 0]'
 cp "$source_dir/models/presets/clusters/local-cpu.json" cluster.json
 sed 's/"intra_node_bytes_per_second": [^,]*,/"intra_node_bytes_per_second": 1e-300,/' \
   cluster.json >cluster_absurd.json
@@ -302,14 +311,29 @@ plan_row "HF config, model_type only, hidden_act relu" \
 plan_row "HF config, unsupported model_type" \
   "hf_falcon.json: model_type: unsupported model type (falcon)" \
   --model hf_falcon.json --cluster local-cpu --gpus 2
-plan_row "HF config, Qwen2 windows some layers only (max_window_layers)" \
-  "hf_qwen_window.json: max_window_layers: windows layers 1 to 1 only, a per-layer pattern" \
+plan_row "HF config, Qwen2 layer_types neither sliding nor full attention" \
+  'hf_qwen_window.json: layer_types: expected sliding_attention or full_attention ("chunked_attention")' \
   --model hf_qwen_window.json --cluster local-cpu --gpus 2
 plan_row "model sliding_window negative" \
   "model_window_negative.json: sliding_window: must be 0 (full attention) or a window" \
   --model model_window_negative.json --cluster local-cpu --gpus 2
 plan_row "model sliding_window a string" "model_window_string.json: sliding_window: " \
   --model model_window_string.json --cluster local-cpu --gpus 2
+plan_row "model window_attn_skip_freq without a window" \
+  "model_skip_no_window.json: window_attn_skip_freq: chooses windowed layers, but sliding_window is 0 (full attention) (2)" \
+  --model model_skip_no_window.json --cluster local-cpu --gpus 2
+plan_row "model window_attn_skip_freq 1" \
+  "model_skip_one.json: window_attn_skip_freq: must be 2 or more, one full-attention layer every N (1)" \
+  --model model_skip_one.json --cluster local-cpu --gpus 2
+plan_row "model window_attn_skip_freq a Python expression" \
+  'model_skip_string.json: window_attn_skip_freq: expected an integer N >= 2 or a list of 0 and 1, one per layer ("[1,0]*2")' \
+  --model model_skip_string.json --cluster local-cpu --gpus 2
+plan_row "model window_attn_skip_freq list shorter than the layers" \
+  "model_skip_short.json: window_attn_skip_freq: expected one entry per layer, 4 (3 entries: [1,0,1])" \
+  --model model_skip_short.json --cluster local-cpu --gpus 2
+plan_row "model window_attn_skip_freq entry 2" \
+  "model_skip_entry.json: window_attn_skip_freq[1]: must be 1 (windowed) or 0 (full attention) (2)" \
+  --model model_skip_entry.json --cluster local-cpu --gpus 2
 plan_row "--cp with a window shorter than the sequence" \
   "--cp: cp > 1 with a sliding window shorter than seq_length is not modelled" \
   --model hf_window.json --cluster local-cpu --gpus 2 --cp 2

@@ -192,5 +192,39 @@ TEST_CASE("full_index places qkv shards as [query | key | value] heads of the fu
   CHECK(qkv->full_index(48 * h + 5) == 112 * h + 5);  // local row 48 (first value row) -> 112
 }
 
+TEST_CASE("each block is marked windowed by its global layer (window_attn_skip_freq)") {
+  // N 3 on tiny's 4 layers: numbers 1, 2 and 4 windowed, 3 full. On pp 2 x vpp 2 the chunks
+  // hold one layer each: stage 0 layers 0 and 2, stage 1 layers 1 and 3.
+  models::TransformerConfig model = models::load_model("tiny");
+  model.sliding_window = 8;
+  model.window_attn_skip_freq = 3;
+  planner::Layout layout = make_layout(1, 2, 1);
+  layout.vpp = 2;
+  layout.schedule = planner::ScheduleKind::kInterleaved;
+  const planner::Plan plan = make_plan(model, layout);
+  const std::map<int, std::vector<bool>> expected = {{0, {true, false}}, {1, {true, true}}};
+  for (const auto& [stage, windowed] : expected) {
+    CAPTURE(stage);
+    std::vector<int> chunk_of;
+    const std::vector<ParameterSpec> specs =
+        stage_parameter_specs(make_shard_dims(plan, 0), plan, stage, &chunk_of);
+    for (size_t i = 0; i < specs.size(); i++) {
+      if (specs[i].local_layer >= 0) {
+        CAPTURE(specs[i].name);
+        CHECK(specs[i].windowed_layer == windowed[static_cast<size_t>(chunk_of[i])]);
+      }
+    }
+    // bind_weights hands the mark to each chunk's block.
+    std::vector<ChunkWeights> weights(2);
+    for (ChunkWeights& w : weights) {
+      w.layers.resize(1);
+    }
+    std::vector<float> flat(static_cast<size_t>(specs.back().offset + specs.back().size));
+    bind_weights(&weights, flat.data(), specs, chunk_of);
+    CHECK(weights[0].layers[0].windowed == windowed[0]);
+    CHECK(weights[1].layers[0].windowed == windowed[1]);
+  }
+}
+
 }  // namespace
 }  // namespace meshplan::executor

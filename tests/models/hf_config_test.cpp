@@ -4,7 +4,9 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "meshplan/json_io.h"
 #include "meshplan/models.h"
@@ -14,6 +16,7 @@ using meshplan::models::Activation;
 using meshplan::models::count_parameters;
 using meshplan::models::load_model;
 using meshplan::models::model_from_json;
+using meshplan::models::model_to_json;
 using meshplan::models::Norm;
 using meshplan::models::Positions;
 using meshplan::models::TransformerConfig;
@@ -258,7 +261,7 @@ TEST_CASE("microsoft/Phi-3-mini-4k-instruct: 3,821,079,552 parameters, a 2047-to
         "phi3.json: attention_bias: Phi-3 attention with biases is not modelled (true)");
 }
 
-TEST_CASE("Qwen2: the window counts with use_sliding_window, on every layer or none") {
+TEST_CASE("Qwen2: the window counts with use_sliding_window, on the layers it names") {
   // Qwen2-0.5B: sliding_window 131072 with use_sliding_window false: full attention.
   nlohmann::json config = meshplan::read_json_file(hf_fixture("Qwen2-0.5B.json"));
   CHECK(model_from_json(config, "qwen.json").sliding_window == 0);
@@ -270,27 +273,49 @@ TEST_CASE("Qwen2: the window counts with use_sliding_window, on every layer or n
   config["max_window_layers"] = 0;
   const TransformerConfig windowed = model_from_json(config, "qwen.json");
   CHECK(windowed.sliding_window == 4096);
-  CHECK(windowed.is_windowed());  // 4096 < seq_length 131072
-  // In between, layers 12 to 23 windowed: a per-layer pattern, refused by name.
+  CHECK(windowed.is_windowed());               // 4096 < seq_length 131072
+  CHECK(windowed.window_attn_layers.empty());  // every layer: no pattern
+  // In between: layers with 0-based index 12 to 23 windowed, 0 to 11 full (transformers
+  // Qwen2Config layer_types: sliding_attention for i >= max_window_layers), as the list.
   config["max_window_layers"] = 12;
-  CHECK(input_error([&] { model_from_json(config, "qwen.json"); }) ==
-        "qwen.json: max_window_layers: windows layers 12 to 23 only, a per-layer pattern that is "
-        "not modelled; 0 (every layer windowed) or >= num_hidden_layers 24 (none) is (12)");
+  const TransformerConfig half = model_from_json(config, "qwen.json");
+  CHECK(half.sliding_window == 4096);
+  CHECK(half.window_attn_skip_freq == 0);
+  std::vector<int> expected(24, 0);
+  std::fill(expected.begin() + 12, expected.end(), 1);
+  CHECK(half.window_attn_layers == expected);
+  CHECK(half.is_windowed());
+  CHECK_FALSE(half.is_windowed_layer(11));
+  CHECK(half.is_windowed_layer(12));
+  CHECK(half.is_windowed_layer(23));
+  // 23: only the last layer windowed.
+  config["max_window_layers"] = 23;
+  std::vector<int> last_only(24, 0);
+  last_only[23] = 1;
+  CHECK(model_from_json(config, "qwen.json").window_attn_layers == last_only);
   config["max_window_layers"] = -1;
   CHECK(input_error([&] { model_from_json(config, "qwen.json"); }) ==
         "qwen.json: max_window_layers: must be 0 or more (-1)");
   // Absent: Qwen2Config's default 28 >= 24 layers, no window.
   config.erase("max_window_layers");
   CHECK(model_from_json(config, "qwen.json").sliding_window == 0);
-  // layer_types, when stated, decides instead of max_window_layers: all, none, or refused.
+  // layer_types, when stated, decides instead of max_window_layers: all, none, or those named.
   config["layer_types"] = std::vector<std::string>(24, "sliding_attention");
   CHECK(model_from_json(config, "qwen.json").sliding_window == 4096);
+  CHECK(model_from_json(config, "qwen.json").window_attn_layers.empty());
   config["layer_types"] = std::vector<std::string>(24, "full_attention");
   CHECK(model_from_json(config, "qwen.json").sliding_window == 0);
+  CHECK(model_from_json(config, "qwen.json").window_attn_layers.empty());
   config["layer_types"][0] = "sliding_attention";
-  CHECK(input_error([&] { model_from_json(config, "qwen.json"); }) ==
-        "qwen.json: layer_types: 1 of 24 layers windowed, a per-layer pattern that is not "
-        "modelled; all or none is (1 sliding_attention)");
+  config["layer_types"][2] = "sliding_attention";
+  const TransformerConfig mixed = model_from_json(config, "qwen.json");
+  CHECK(mixed.sliding_window == 4096);
+  std::vector<int> first_and_third(24, 0);
+  first_and_third[0] = first_and_third[2] = 1;
+  CHECK(mixed.window_attn_layers == first_and_third);
+  // Read as a meshplan model file reads the same list (model_to_json writes it so).
+  CHECK(model_to_json(mixed).at("window_attn_skip_freq") == nlohmann::json(first_and_third));
+  CHECK(model_from_json(model_to_json(mixed), "round-trip") == mixed);
   config["layer_types"] = std::vector<std::string>(23, "full_attention");
   CHECK(input_error([&] {
           model_from_json(config, "qwen.json");

@@ -59,6 +59,8 @@ void check_same(const TransformerConfig& a, const TransformerConfig& b) {
   CHECK(a.dropout == b.dropout);
   CHECK(a.parallel_residual == b.parallel_residual);
   CHECK(a.sliding_window == b.sliding_window);
+  CHECK(a.window_attn_skip_freq == b.window_attn_skip_freq);
+  CHECK(a.window_attn_layers == b.window_attn_layers);
 }
 
 // tiny in meshplan's format, edited per test.
@@ -206,6 +208,123 @@ TEST_CASE("sliding_window: optional (absent = full attention), written only when
   CHECK(model_error_for(json).find("m.json: sliding_window: ") == 0);
   json["sliding_window"] = "4096";
   CHECK(model_error_for(json).find("m.json: sliding_window: ") == 0);
+}
+
+// The 0-based layers of `model` that attend over its window.
+std::vector<int64_t> windowed_layers(const TransformerConfig& model) {
+  std::vector<int64_t> layers;
+  for (int64_t layer = 0; layer < model.num_layers; ++layer) {
+    if (model.is_windowed_layer(layer)) {
+      layers.push_back(layer);
+    }
+  }
+  return layers;
+}
+
+TEST_CASE("window_attn_skip_freq: Megatron's N or a per-layer list, written as given") {
+  nlohmann::json json = tiny_json();  // 4 layers, seq 32
+  json["sliding_window"] = 8;
+  CHECK(windowed_layers(model_from_json(json, "m.json")) == std::vector<int64_t>{0, 1, 2, 3});
+  // Megatron-Core is_layer_window_attention: layer number n = layer + 1 windowed iff n % N != 0.
+  // N 2: numbers 1, 3 windowed, 2, 4 full (Gemma 2's alternation).
+  json["window_attn_skip_freq"] = 2;
+  const TransformerConfig every_other = model_from_json(json, "m.json");
+  CHECK(every_other.window_attn_skip_freq == 2);
+  CHECK(every_other.is_windowed());
+  CHECK(windowed_layers(every_other) == std::vector<int64_t>{0, 2});
+  CHECK(model_to_json(every_other).at("window_attn_skip_freq") == 2);  // an int stays an int
+  check_same(model_from_json(model_to_json(every_other), "round-trip"), every_other);
+  // N 3: number 3 full, 1, 2 and 4 windowed.
+  json["window_attn_skip_freq"] = 3;
+  CHECK(windowed_layers(model_from_json(json, "m.json")) == std::vector<int64_t>{0, 1, 3});
+  // N 5 > 4 layers: no number is a multiple, every layer windowed; kept as written.
+  json["window_attn_skip_freq"] = 5;
+  CHECK(windowed_layers(model_from_json(json, "m.json")) == std::vector<int64_t>{0, 1, 2, 3});
+  CHECK(model_from_json(json, "m.json").window_attn_skip_freq == 5);
+  // The list: entry n - 1 for layer number n, 1 windowed.
+  json["window_attn_skip_freq"] = {1, 0, 0, 1};
+  const TransformerConfig listed = model_from_json(json, "m.json");
+  CHECK(listed.window_attn_layers == std::vector<int>{1, 0, 0, 1});
+  CHECK(listed.window_attn_skip_freq == 0);
+  CHECK(windowed_layers(listed) == std::vector<int64_t>{0, 3});
+  CHECK(model_to_json(listed).at("window_attn_skip_freq") == nlohmann::json({1, 0, 0, 1}));
+  check_same(model_from_json(model_to_json(listed), "round-trip"), listed);
+  // A window covering the sequence is full attention on every layer, whatever the pattern.
+  json["sliding_window"] = 32;
+  CHECK_FALSE(model_from_json(json, "m.json").is_windowed());
+  CHECK(windowed_layers(model_from_json(json, "m.json")).empty());
+}
+
+TEST_CASE("window_attn_skip_freq: a list of all 1 is no list, one of all 0 full attention") {
+  nlohmann::json json = tiny_json();
+  json["sliding_window"] = 8;
+  json["window_attn_skip_freq"] = {1, 1, 1, 1};
+  const TransformerConfig all = model_from_json(json, "m.json");
+  CHECK(all.window_attn_layers.empty());
+  CHECK(all.sliding_window == 8);
+  CHECK_FALSE(model_to_json(all).contains("window_attn_skip_freq"));
+  json["window_attn_skip_freq"] = {0, 0, 0, 0};
+  const TransformerConfig none = model_from_json(json, "m.json");
+  CHECK(none.window_attn_layers.empty());
+  CHECK(none.sliding_window == 0);
+  CHECK_FALSE(none.is_windowed());
+  CHECK_FALSE(model_to_json(none).contains("sliding_window"));
+  CHECK_FALSE(model_to_json(none).contains("window_attn_skip_freq"));
+  // Built in code, unnormalised: a list without a 1 windows nothing either.
+  TransformerConfig unnormalised = all;
+  unnormalised.window_attn_layers = {0, 0, 0, 0};
+  CHECK_FALSE(unnormalised.is_windowed());
+  CHECK(windowed_layers(unnormalised).empty());
+}
+
+TEST_CASE("window_attn_skip_freq: each error names the field and the value") {
+  nlohmann::json json = tiny_json();
+  json["sliding_window"] = 8;
+  json["window_attn_skip_freq"] = 1;  // Megatron: every number % 1 == 0, no layer windowed
+  CHECK(model_error_for(json) ==
+        "m.json: window_attn_skip_freq: must be 2 or more, one full-attention layer every N (1)");
+  json["window_attn_skip_freq"] = 0;
+  CHECK(model_error_for(json) ==
+        "m.json: window_attn_skip_freq: must be 2 or more, one full-attention layer every N (0)");
+  json["window_attn_skip_freq"] = -2;
+  CHECK(model_error_for(json) ==
+        "m.json: window_attn_skip_freq: must be 2 or more, one full-attention layer every N (-2)");
+  json["window_attn_skip_freq"] = 2.5;
+  CHECK(model_error_for(json) == "m.json: window_attn_skip_freq: expected an integer (2.5)");
+  // Megatron's command line takes a Python list expression; the model file takes the list.
+  json["window_attn_skip_freq"] = "[1,0]*2";
+  CHECK(model_error_for(json) ==
+        "m.json: window_attn_skip_freq: expected an integer N >= 2 or a list of 0 and 1, one per "
+        "layer (\"[1,0]*2\")");
+  json["window_attn_skip_freq"] = true;
+  CHECK(model_error_for(json) ==
+        "m.json: window_attn_skip_freq: expected an integer N >= 2 or a list of 0 and 1, one per "
+        "layer (true)");
+  json["window_attn_skip_freq"] = {1, 0, 1};
+  CHECK(model_error_for(json) ==
+        "m.json: window_attn_skip_freq: expected one entry per layer, 4 (3 entries: [1,0,1])");
+  json["window_attn_skip_freq"] = {1, 2, 1, 0};
+  CHECK(model_error_for(json) ==
+        "m.json: window_attn_skip_freq[1]: must be 1 (windowed) or 0 (full attention) (2)");
+  json["window_attn_skip_freq"] = {1, 0, true, 0};
+  CHECK(model_error_for(json) ==
+        "m.json: window_attn_skip_freq[2]: must be 1 (windowed) or 0 (full attention) (true)");
+  json["window_attn_skip_freq"] = 2;
+  json.erase("sliding_window");
+  CHECK(model_error_for(json) ==
+        "m.json: window_attn_skip_freq: chooses windowed layers, but sliding_window is 0 (full "
+        "attention) (2)");
+  json["window_attn_skip_freq"] = {1, 0, 1, 0};
+  CHECK(model_error_for(json) ==
+        "m.json: window_attn_skip_freq: chooses windowed layers, but sliding_window is 0 (full "
+        "attention) ([1,0,1,0])");
+  // Built in code: the two forms at once.
+  TransformerConfig both = load_model("tiny");
+  both.sliding_window = 8;
+  both.window_attn_skip_freq = 2;
+  both.window_attn_layers = {1, 0, 1, 0};
+  CHECK(input_error([&] { validate_model(both, "m.json"); }) ==
+        "m.json: window_attn_skip_freq: an integer or a list, not both (2)");
 }
 
 TEST_CASE("load_model reads a meshplan model file by path") {

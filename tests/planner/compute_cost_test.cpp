@@ -78,7 +78,7 @@ TEST_CASE("flash attention: the causal half of the square, its backward 2.5 x th
   const Layout layout = test::make_layout(1, 1, 1, 1, 1);
   PlanOptions flash;
   const double causal_flops = 137438953472.0;
-  CHECK(attention_forward_seconds(model, h100, layout, flash) ==
+  CHECK(attention_forward_seconds(model, h100, layout, flash, false) ==
         doctest::Approx(causal_flops / (989.4e12 * h100.efficiency.attention_efficiency))
             .epsilon(kRounding)
             .scale(0));
@@ -90,7 +90,7 @@ TEST_CASE("flash attention: the causal half of the square, its backward 2.5 x th
       heads * (gemm_seconds(h100, 4096, 4096, 128) + gemm_seconds(h100, 4096, 128, 4096)) +
       2.0 * heads * 4096.0 * 4096.0 * 2.0 /
           (h100.gpu.hbm_bytes_per_second * h100.efficiency.hbm_efficiency);
-  CHECK(attention_forward_seconds(model, h100, layout, unfused) ==
+  CHECK(attention_forward_seconds(model, h100, layout, unfused, false) ==
         doctest::Approx(unfused_seconds).epsilon(kRounding).scale(0));
   CHECK(attention_backward_to_forward(unfused) == 2.0);
 }
@@ -111,7 +111,7 @@ TEST_CASE("flash attention version 1: the causal half at half FlashAttention-2's
   PlanOptions v1;
   v1.flash_attention_version = 1;
   const double causal_flops = 85899345920.0;
-  CHECK(attention_forward_seconds(model, h100, layout, v1) ==
+  CHECK(attention_forward_seconds(model, h100, layout, v1, false) ==
         doctest::Approx(causal_flops / (989.4e12 * h100.efficiency.attention_efficiency * 0.5))
             .epsilon(kRounding)
             .scale(0));

@@ -69,13 +69,13 @@ TEST_CASE("DeepSeek-V3: MLA and MoE forward FLOPs per token, by weight") {
   // MLA: every projection weight once per token (2 FLOPs each): the attention's 187,107,328
   // weights less the norms (1536 + 512) and the output projection 128 * 128 * 7168 =
   // 117,440,512 leave 69,664,768 for the down and up projections.
-  const LayerFlops dense = layer_forward_flops(ds, 1.0, false);
+  const LayerFlops dense = layer_forward_flops(ds, 1.0, LayerKind{false, false});
   CHECK(dense.qkv == 2.0 * 69'664'768);
   CHECK(dense.output == 2.0 * 117'440'512.0);
   CHECK(dense.attention == 2.0 * 4096 * 128 * (192 + 128));  // scores over d_qk, values d_v
   CHECK(dense.mlp == 2.0 * 7168 * 18432 * 3);
   CHECK(dense.router == 0);
-  const LayerFlops moe = layer_forward_flops(ds, 1.0, true);
+  const LayerFlops moe = layer_forward_flops(ds, 1.0, LayerKind{true, false});
   CHECK(moe.mlp == 2.0 * 7168 * (8 * 2048 + 2048) * 3);  // 8 routed + 1 shared expert
   CHECK(moe.router == 2.0 * 7168 * 256);
 }

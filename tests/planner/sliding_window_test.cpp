@@ -28,6 +28,10 @@ models::TransformerConfig tiny_windowed(int64_t window_tokens) {
   return model;
 }
 
+// A dense layer with full causal attention, and one attending over the window.
+constexpr LayerKind kFull{false, false};
+constexpr LayerKind kWindowed{false, true};
+
 std::string mistral_v01() {
   return std::string(MESHPLAN_SOURCE_DIR) + "/tests/data/hf/Mistral-7B-v0.1.json";
 }
@@ -54,25 +58,27 @@ TEST_CASE("attention FLOPs of a windowed model: the full ones times the pair rat
   const double ratio = 228.0 / 528.0;
   CHECK(attention_window_fraction(windowed) == doctest::Approx(ratio).epsilon(1e-12).scale(0));
   CHECK(attention_window_fraction(full) == 1.0);
-  const LayerFlops f = layer_forward_flops(full, 32.0);
-  const LayerFlops w = layer_forward_flops(windowed, 32.0);
+  const LayerFlops f = layer_forward_flops(full, 32.0, kFull);
+  const LayerFlops w = layer_forward_flops(windowed, 32.0, kWindowed);
   CHECK(w.attention == doctest::Approx(f.attention * ratio).epsilon(1e-12).scale(0));
   // The projections and the MLP do not change.
   CHECK(w.qkv == f.qkv);
   CHECK(w.output == f.output);
   CHECK(w.mlp == f.mlp);
   // A window covering the sequence changes nothing.
-  CHECK(layer_forward_flops(tiny_windowed(32), 32.0).attention == f.attention);
+  CHECK(layer_forward_flops(tiny_windowed(32), 32.0, kWindowed).attention == f.attention);
+  // A full-attention layer of a windowed model keeps the full count.
+  CHECK(layer_forward_flops(windowed, 32.0, kFull).attention == f.attention);
   // MLA and MoE layers are scaled the same way.
   models::TransformerConfig mla = models::load_model("tiny-mla");
-  const double mla_full = layer_forward_flops(mla, 32.0).attention;
+  const double mla_full = layer_forward_flops(mla, 32.0, kFull).attention;
   mla.sliding_window = 8;
-  CHECK(layer_forward_flops(mla, 32.0).attention ==
+  CHECK(layer_forward_flops(mla, 32.0, kWindowed).attention ==
         doctest::Approx(mla_full * attention_window_fraction(mla)).epsilon(1e-12).scale(0));
   models::TransformerConfig moe = models::load_model("tiny-moe");
-  const double moe_full = layer_forward_flops(moe, 32.0, true).attention;
+  const double moe_full = layer_forward_flops(moe, 32.0, LayerKind{true, false}).attention;
   moe.sliding_window = 8;
-  CHECK(layer_forward_flops(moe, 32.0, true).attention ==
+  CHECK(layer_forward_flops(moe, 32.0, LayerKind{true, true}).attention ==
         doctest::Approx(moe_full * attention_window_fraction(moe)).epsilon(1e-12).scale(0));
 }
 
@@ -82,15 +88,16 @@ TEST_CASE("flash attention's time shrinks with the pairs; the unfused path's doe
   const models::TransformerConfig full = models::load_model("tiny");
   const models::TransformerConfig windowed = tiny_windowed(8);
   PlanOptions flash;
-  CHECK(attention_forward_seconds(windowed, cluster, layout, flash) ==
-        doctest::Approx(attention_forward_seconds(full, cluster, layout, flash) * 228.0 / 528.0)
+  CHECK(attention_forward_seconds(windowed, cluster, layout, flash, true) ==
+        doctest::Approx(attention_forward_seconds(full, cluster, layout, flash, false) * 228.0 /
+                        528.0)
             .epsilon(1e-12)
             .scale(0));
   // Megatron-Core's unfused attention computes and masks the full s x s matrix.
   PlanOptions unfused;
   unfused.flash_attention = false;
-  CHECK(attention_forward_seconds(windowed, cluster, layout, unfused) ==
-        attention_forward_seconds(full, cluster, layout, unfused));
+  CHECK(attention_forward_seconds(windowed, cluster, layout, unfused, true) ==
+        attention_forward_seconds(full, cluster, layout, unfused, false));
   // ... and stores it: the same activation bytes with and without the window.
   const PlanEstimate a = estimate_plan(full, cluster, layout, unfused);
   const PlanEstimate b = estimate_plan(windowed, cluster, layout, unfused);
@@ -172,8 +179,8 @@ TEST_CASE("Mistral-7B-v0.1 at seq 32768 plans, faster with its 4096 window than 
   CHECK(w.best[0].step_time_s < f.best[0].step_time_s);
   // On the same layout the attention FLOPs fall by the pair ratio, 125,831,168 / 536,887,296.
   const PlanEstimate same = estimate_plan(full, cluster, w.best[0].layout);
-  const double attention_full = layer_forward_flops(full, 32768.0).attention;
-  const double attention_windowed = layer_forward_flops(windowed, 32768.0).attention;
+  const double attention_full = layer_forward_flops(full, 32768.0, kFull).attention;
+  const double attention_windowed = layer_forward_flops(windowed, 32768.0, kWindowed).attention;
   CHECK(attention_windowed / attention_full ==
         doctest::Approx(125'831'168.0 / 536'887'296.0).epsilon(1e-12).scale(0));
   CHECK(w.best[0].model_flops_per_step < same.model_flops_per_step);

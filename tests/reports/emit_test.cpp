@@ -942,7 +942,9 @@ namespace {
 
 using namespace emit_test;  // NOLINT(google-build-using-namespace): the suite's helpers
 
-TEST_CASE("--emit: a sliding window as Megatron's --window-size w-1,0, refused elsewhere") {
+TEST_CASE(
+    "--emit: a sliding window as Megatron's --window-size w-1,0 (and its layers), refused "
+    "elsewhere") {
   planner::Layout layout;
   layout.tp = 2;
   layout.dp = 4;
@@ -961,6 +963,27 @@ TEST_CASE("--emit: a sliding window as Megatron's --window-size w-1,0, refused e
   CHECK(flags.at("--window-size") == "4095,0");
   CHECK(flags.count("--window-attn-skip-freq") == 0);  // every layer windowed
   CHECK(megatron_parser_flags().count("--window-size") == 1);
+  CHECK(megatron_parser_flags().count("--window-attn-skip-freq") == 1);
+  // Some layers only: Megatron-Core's --window-attn-skip-freq (arguments.py moe_freq_type), the
+  // integer as is; Megatron's is_layer_window_attention reads it as the model does.
+  plan.model.window_attn_skip_freq = 2;
+  const std::map<std::string, std::string> every_other = megatron_flags(emit_megatron(plan));
+  CHECK(every_other.at("--window-size") == "4095,0");
+  CHECK(every_other.at("--window-attn-skip-freq") == "2");
+  // The list as the Python list expression moe_freq_type evaluates, quoted for the shell:
+  // only digits, commas and brackets (_eval_pattern refuses anything else), one entry per layer.
+  plan.model.window_attn_skip_freq = 0;
+  plan.model.window_attn_layers.assign(32, 1);
+  plan.model.window_attn_layers[3] = 0;
+  plan.model.window_attn_layers[31] = 0;
+  const std::string listed = megatron_flags(emit_megatron(plan)).at("--window-attn-skip-freq");
+  REQUIRE(listed.size() > 2);
+  CHECK(listed.front() == '"');
+  CHECK(listed.back() == '"');
+  const std::string expression = listed.substr(1, listed.size() - 2);
+  CHECK(expression.find_first_not_of("0123456789,[]") == std::string::npos);
+  CHECK(nlohmann::json::parse(expression).get<std::vector<int>>() == plan.model.window_attn_layers);
+  plan.model.window_attn_layers.clear();
   // torchtitan's llama3, Megatron-DeepSpeed and the DeepSpeed config costed for it have none.
   planner::Layout sharded = layout;
   sharded.tp = 1;

@@ -90,6 +90,23 @@ TEST_CASE("plan report: a plan with recompute modules names its list under its r
         nlohmann::json{"core_attn", "layernorm"});
 }
 
+TEST_CASE("plan header: the window, and on how many layers when a pattern chooses them") {
+  models::TransformerConfig model = models::load_model("mistral-7b");  // 32 layers, seq 8192
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  const auto model_line = [&] {
+    const std::string header = format_plan_header(model, cluster, 8, 8);
+    return header.substr(header.find("# model"));
+  };
+  CHECK(model_line().find("seq 8192, sliding window 4096\n") != std::string::npos);
+  // N 4: layer numbers 4, 8, ..., 32 full, the other 24 windowed.
+  model.window_attn_skip_freq = 4;
+  CHECK(model_line().find("seq 8192, sliding window 4096 on 24 of 32 layers\n") !=
+        std::string::npos);
+  model.sliding_window = 0;
+  model.window_attn_skip_freq = 0;
+  CHECK(model_line().find("sliding window") == std::string::npos);
+}
+
 TEST_CASE("plan report: each row and its JSON record are the same plan, best first") {
   // GPT-3 175B on 1024 A100s with a global batch of 1536 (Narayanan et al. 2021, Table 1's row).
   const models::TransformerConfig model = models::load_model("gpt3-175b");

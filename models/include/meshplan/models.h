@@ -45,6 +45,15 @@ struct TransformerConfig {
   // w keys itself included (transformers' sliding_window_causal mask; Megatron-Core
   // window_size = (w - 1, 0)). A window of seq_length or more is full causal attention.
   int64_t sliding_window = 0;
+  // Which layers attend over that window; none of the two set: every layer. Megatron-Core's
+  // --window-attn-skip-freq (transformer/utils.py is_layer_window_attention at d98e8a64, layer
+  // number n = layer + 1): an integer N >= 2 windows layer number n unless n % N == 0, one
+  // full-attention layer after N - 1 windowed ones (Gemma 2: 2, Gemma 3: 6); or a list of one
+  // entry per layer, 1 windowed and 0 full, entry n - 1 for layer number n (Qwen2's
+  // max_window_layers, mixed layer_types). A loaded list is neither all 1 (read as no list) nor
+  // all 0 (read as full attention, sliding_window 0).
+  int64_t window_attn_skip_freq = 0;    // N; 0: not given
+  std::vector<int> window_attn_layers;  // the list form, num_layers entries; empty: not given
   bool qk_norm = false;  // per-head RMSNorm gains (d each) on queries and keys (Qwen3)
   // Parallel attention and MLP (GPT-J; GPT-NeoX's gpt_j_residual, Hugging Face
   // GPTNeoXConfig.use_parallel_residual, default true; Chowdhery et al. 2022, PaLM, Sec. 2
@@ -79,12 +88,24 @@ struct TransformerConfig {
   /// Whether layer `layer` (0-based) has the MoE MLP.
   bool is_moe_layer(int64_t layer) const { return is_moe() && layer >= first_dense_layers; }
   int64_t num_moe_layers() const { return is_moe() ? num_layers - first_dense_layers : 0; }
-  /// Whether the window is shorter than the sequence, so some keys are masked out beyond the
-  /// causal mask; false for full causal attention (sliding_window 0 or >= seq_length).
-  bool is_windowed() const { return sliding_window > 0 && sliding_window < seq_length; }
+  /// Whether some layer attends over a window shorter than the sequence, so some keys are
+  /// masked out beyond the causal mask; false for full causal attention (sliding_window 0 or
+  /// >= seq_length, or a pattern that windows no layer).
+  bool is_windowed() const;
+  /// Whether layer `layer` (0-based, global) attends over the window: is_windowed() and the
+  /// pattern (window_attn_skip_freq or window_attn_layers; neither: every layer) selects it.
+  bool is_windowed_layer(int64_t layer) const;
+  /// Whether a pattern is given (window_attn_skip_freq or window_attn_layers).
+  bool has_window_pattern() const {
+    return window_attn_skip_freq != 0 || !window_attn_layers.empty();
+  }
 
   bool operator==(const TransformerConfig&) const = default;
 };
+
+/// The most layers validate_model admits: twice the deepest published transformer (DeepNet,
+/// Wang et al. 2022: 1,000 layers); model_config.cpp says why the bound is this tight.
+inline constexpr int64_t kMaxLayers = 2'048;
 
 /// Parameters of one transformer block by part, before any sharding.
 struct LayerParameterCounts {

@@ -518,6 +518,18 @@ int64_t padded_vocab_size(const models::TransformerConfig& model, int64_t tp);
 int64_t stage_parameter_count(const models::TransformerConfig& model, const Layout& layout,
                               int64_t stage);
 
+/// What the compute cost tells one transformer layer by: an MoE or a dense MLP
+/// (TransformerConfig::is_moe_layer), attention over the sliding window or full causal
+/// attention (TransformerConfig::is_windowed_layer). A chunk costs the sum of its layers' kinds.
+struct LayerKind {
+  bool moe = false;
+  bool windowed = false;
+  bool operator==(const LayerKind&) const = default;
+};
+inline constexpr std::array<LayerKind, 4> kLayerKinds = {
+    {{false, false}, {false, true}, {true, false}, {true, true}}};
+LayerKind layer_kind(const models::TransformerConfig& model, int64_t layer);
+
 /// Global transformer-layer indices [first, end) of one model chunk on one pipeline stage.
 struct LayerRange {
   int64_t first = 0;
@@ -525,6 +537,8 @@ struct LayerRange {
   int64_t count() const { return end - first; }
   /// MoE layers among them (TransformerConfig::is_moe_layer); 0 for a dense model.
   int64_t num_moe(const models::TransformerConfig& model) const;
+  /// Layers among them of kind `kind` (layer_kind).
+  int64_t num_of_kind(const models::TransformerConfig& model, LayerKind kind) const;
 };
 
 /// The layers of a model chunk's `range` whose forward runs again: all of them under full
@@ -540,6 +554,9 @@ inline LayerRange recomputed_layers(const Layout& layout, const LayerRange& rang
 /// cost both read it.
 int64_t layers_under_recompute(const models::TransformerConfig& model, const Layout& layout,
                                const LayerRange& range, bool moe_layer);
+/// The same for the layers of kind `kind` (chunk cost: windowed and full layers apart).
+int64_t layers_under_recompute(const models::TransformerConfig& model, const Layout& layout,
+                               const LayerRange& range, LayerKind kind);
 
 /// The one rule of which layers a (stage, chunk) holds; planner, simulator and executor all
 /// read it. Even split (layout.stage_layers empty): virtual stage v = chunk * pp + stage holds
@@ -742,12 +759,14 @@ CpAttentionComm cp_attention_comm(const models::TransformerConfig& model,
 double attention_key_pairs(int64_t seq_tokens, int64_t window_tokens);
 /// attention_key_pairs of the model's window over those of full causal attention at its
 /// seq_length: 1 without a window (or one of seq_length or more), below 1 with one. Scales the
-/// attention core's FLOPs (layer_forward_flops) and FlashAttention's time.
+/// attention core's FLOPs (layer_forward_flops) and FlashAttention's time on a windowed layer
+/// (LayerKind::windowed); a full-attention layer's share is 1.
 double attention_window_fraction(const models::TransformerConfig& model);
 
 /// Megatron-LM model FLOPs of one step (no recompute), generalised to GQA and SwiGLU:
-/// 6 * tokens * (matmul parameters per token) + attention scores term, see flops.cpp. A
-/// sliding window scales the attention term by attention_window_fraction.
+/// 6 * tokens * (matmul parameters per token) + attention scores term, see flops.cpp. Each
+/// windowed layer (TransformerConfig::is_windowed_layer) scales its attention term by
+/// attention_window_fraction.
 double model_flops_per_step(const models::TransformerConfig& model, int64_t global_batch);
 
 }  // namespace meshplan::planner
