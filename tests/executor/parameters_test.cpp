@@ -203,7 +203,10 @@ TEST_CASE("each block is marked windowed by its global layer (window_attn_skip_f
   layout.schedule = planner::ScheduleKind::kInterleaved;
   const planner::Plan plan = make_plan(model, layout);
   const std::map<int, std::vector<bool>> expected = {{0, {true, false}}, {1, {true, true}}};
-  for (const auto& [stage, windowed] : expected) {
+  for (const auto& entry : expected) {
+    // Not a structured binding: clang refuses one inside CAPTURE's lambda.
+    const int stage = entry.first;
+    const std::vector<bool>& windowed = entry.second;
     CAPTURE(stage);
     std::vector<int> chunk_of;
     const std::vector<ParameterSpec> specs =
