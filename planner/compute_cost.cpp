@@ -1055,7 +1055,10 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     if (moe_block.compute_seconds > 0) {
       ep_backward += all_to_all + token_counts;  // the block's dispatch and combine again
     }
-    const LayerFlops flops = layer_forward_flops(model, tokens, kind);
+    // The FLOPs the kernels execute: an unfused windowed layer computes the full s x s square
+    // and masks it (attention_forward_seconds), so it counts as a full-attention layer.
+    const LayerKind executed_kind{kind.moe, kind.windowed && options.flash_attention};
+    const LayerFlops flops = layer_forward_flops(model, tokens, executed_kind);
     forward_flops += flops.total() / t * count;
     if (layout.recompute == Recompute::kFull) {
       recompute_flops += (flops.total() / t - early_stop.flops) * recomputed;

@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -104,7 +105,21 @@ TEST_CASE("flash attention's time shrinks with the pairs; the unfused path's doe
   REQUIRE(a.feasible);
   REQUIRE(b.feasible);
   CHECK(a.stages[0].memory.activations_bytes == b.stages[0].memory.activations_bytes);
-  CHECK(b.hardware_flops_per_step < a.hardware_flops_per_step);
+  // Its kernels execute the full square too, so the hardware FLOPs are a full-attention
+  // model's; the model FLOPs (what MFU counts) keep the window's share.
+  CHECK(b.hardware_flops_per_step == a.hardware_flops_per_step);
+  CHECK(b.model_flops_per_step < a.model_flops_per_step);
+  // FlashAttention skips the masked blocks: fewer hardware FLOPs, by the attention's share.
+  const PlanEstimate a_flash = estimate_plan(full, cluster, layout, flash);
+  const PlanEstimate b_flash = estimate_plan(windowed, cluster, layout, flash);
+  REQUIRE(b_flash.feasible);
+  const double attention_saved_per_sequence =
+      layer_forward_flops(full, 32.0, kFull).attention -
+      layer_forward_flops(windowed, 32.0, kWindowed).attention;
+  // (Chunk FLOPs are whole numbers, truncated once forward and once backward.)
+  CHECK(std::abs(a_flash.hardware_flops_per_step - b_flash.hardware_flops_per_step -
+                 attention_saved_per_sequence * 3.0 *
+                     static_cast<double>(full.num_layers * layout.global_batch)) <= 2.0);
 }
 
 TEST_CASE("a plan file carries the window and reads it back") {
