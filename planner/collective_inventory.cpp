@@ -133,22 +133,23 @@ ModuleRerunMoe module_rerun_moe(const models::TransformerConfig& model, const La
 }
 
 // Layers of the stage whose forward runs again, and the MoE ones among them: every layer under
-// full recompute, the first recompute_layers of each chunk under Megatron's block method, none
-// otherwise (recomputed_layers).
+// full recompute, the first recompute_layers of each chunk under Megatron's block method,
+// DeepSpeed's checkpointed runs, none otherwise (recomputed_layers).
 struct RecomputedLayers {
   int64_t layers = 0;
   int64_t moe_layers = 0;
   int64_t checkpointed_inputs = 0;  // one per recomputed layer, or per uniform group
 };
 RecomputedLayers stage_recomputed_layers(const models::TransformerConfig& model,
-                                         const Layout& layout, int64_t stage) {
+                                         const Layout& layout, const PlanOptions& options,
+                                         int64_t stage) {
   RecomputedLayers recomputed;
   for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
-    const LayerRange range = recomputed_layers(layout, chunk_layers(model, layout, stage, chunk));
+    const LayerRange chunk_range = chunk_layers(model, layout, stage, chunk);
+    const LayerRange range = recomputed_layers(model, layout, options, chunk_range);
     recomputed.layers += range.count();
     recomputed.moe_layers += range.num_moe(model);
-    recomputed.checkpointed_inputs +=
-        checkpointed_input_count(layout, chunk_layers(model, layout, stage, chunk).count());
+    recomputed.checkpointed_inputs += checkpointed_input_count(model, layout, options, chunk_range);
   }
   return recomputed;
 }
@@ -171,7 +172,7 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
   const bool full = layout.recompute == Recompute::kFull;
   // `recomputed` of the stage's layers run their forward again: all of them under full
   // recompute, each chunk's first recompute_layers under Megatron's block method.
-  const RecomputedLayers recomputed_stage = stage_recomputed_layers(model, layout, stage);
+  const RecomputedLayers recomputed_stage = stage_recomputed_layers(model, layout, options, stage);
   const int64_t recomputed = recomputed_stage.layers;
   const ModuleRerunMoe rerun = module_rerun_moe(model, layout, moe_layers);
   // torchtitan's op-level selective recompute saves reduce-scatter outputs, not all-gather
@@ -338,7 +339,7 @@ void add_context_parallel(Inventory& inventory, const models::TransformerConfig&
                           const models::ClusterConfig& cluster, const Layout& layout,
                           const PlanOptions& options, int64_t stage) {
   const int64_t layers = stage_layer_count(model, layout, stage);
-  const int64_t forwards = layers + stage_recomputed_layers(model, layout, stage).layers;
+  const int64_t forwards = layers + stage_recomputed_layers(model, layout, options, stage).layers;
   const int64_t m = layout.num_micro_batches();
   for (const CpAttentionComm::Call& call :
        cp_attention_comm(model, cluster, layout, options).calls) {
@@ -447,7 +448,8 @@ void add_mixture_of_experts(Inventory& inventory, const models::TransformerConfi
   const int64_t m = layout.num_micro_batches();
   // Forwards per step: each MoE layer's, and again each recomputed one's (full recompute, or
   // its MoE block under --recompute-modules moe).
-  const int64_t forwards = moe_layers + stage_recomputed_layers(model, layout, stage).moe_layers +
+  const int64_t forwards = moe_layers +
+                           stage_recomputed_layers(model, layout, options, stage).moe_layers +
                            module_rerun_moe(model, layout, moe_layers).blocks;
   if (layout.ep > 1) {
     const int64_t bytes = moe_all_to_all_bytes(model, cluster, layout);

@@ -1013,14 +1013,14 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     // `count` layers of this kind: all of them, or under Megatron's block method those among
     // the chunk's first recompute_layers.
     const double recomputed =
-        static_cast<double>(layers_under_recompute(model, layout, range, kind));
+        static_cast<double>(layers_under_recompute(model, layout, options, range, kind));
     double recompute_backward = 0, recompute_tp = 0, recompute_cp = 0, recompute_ep = 0;
     // Distributed saved activations: each kept input's split after the forward, its gather
     // before the recompute (saved_input_split; zero unless on, which needs recompute full), for
     // one input per recomputed layer or per uniform group.
     const SavedInputSplit split = saved_input_split(model, cluster, layout, options);
     const double checkpointed_inputs =
-        recomputed * checkpointed_inputs_per_recomputed_layer(layout, range.count());
+        recomputed * checkpointed_inputs_per_recomputed_layer(model, layout, options, range);
     if (layout.recompute == Recompute::kFull) {
       // The layer's forward runs again (Chen et al. 2016), less what early stop skips.
       recompute_backward = layer_forward - early_stop.compute_seconds;

@@ -476,7 +476,7 @@ ChunkCost cached_chunk_cost(const models::TransformerConfig& model,
   for (size_t k = 0; k < kLayerKinds.size(); ++k) {
     kind_counts[k] = range.num_of_kind(model, kLayerKinds[k]);
     kind_counts[kLayerKinds.size() + k] =
-        layers_under_recompute(model, layout, range, kLayerKinds[k]);
+        layers_under_recompute(model, layout, options, range, kLayerKinds[k]);
   }
   for (const ChunkCostCache::Entry& e : cache.entries) {
     if (e.num_layers == range.count() && e.kind_counts == kind_counts && e.moe_stage == moe_stage &&

@@ -782,7 +782,7 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
     rebuilt_layers = std::max(rebuilt_layers, rebuilt_layer_count(layout, range.count()));
     // Under the uniform method a chunk keeps one input per group of recompute_group_layers.
     const double inputs_per_recomputed_layer =
-        checkpointed_inputs_per_recomputed_layer(layout, range.count());
+        checkpointed_inputs_per_recomputed_layer(model, layout, options, range);
     for (const bool moe_layer : {false, true}) {
       const int64_t num_moe = range.num_moe(model);
       const double count = static_cast<double>(moe_layer ? num_moe : range.count() - num_moe);
@@ -796,7 +796,7 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
         // Layers storing kept_bytes: all of them, except under Megatron's block method, where
         // those after the chunk's first recompute_layers store a whole layer's.
         const double recomputed_count =
-            static_cast<double>(layers_under_recompute(model, layout, range, moe_layer));
+            static_cast<double>(layers_under_recompute(model, layout, options, range, moe_layer));
         held_bytes += recomputed_count * inputs_per_recomputed_layer * kept_bytes +
                       (count - recomputed_count) * layer_bytes;
         waiting_bytes += count * weight_gradient_bytes_per_layer(model, cluster, layout, moe_layer);

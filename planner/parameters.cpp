@@ -104,22 +104,77 @@ int64_t LayerRange::num_of_kind(const models::TransformerConfig& model, LayerKin
 }
 
 namespace {
+// Functions before stage 0's first transformer layer in DeepSpeed GPT pipelines: Megatron-DeepSpeed
+// GPTModelPipe's _to_float16 and EmbeddingPipe (megatron/model/gpt_model.py, f4157bea), GPT-NeoX
+// GPT2ModelPipe's EmbeddingPipe and _pre_transformer_block (megatron/model/gpt2_model.py).
+constexpr int64_t kDeepSpeedFirstStageLeadingFunctions = 2;
+
 // The layers costed as layout.recompute says (layers_under_recompute).
-LayerRange counted_under_recompute(const Layout& layout, const LayerRange& range) {
-  return layout.recompute_layers > 0 ? recomputed_layers(layout, range) : range;
+LayerRange counted_under_recompute(const models::TransformerConfig& model, const Layout& layout,
+                                   const PlanOptions& options, const LayerRange& range) {
+  return layout.recompute == Recompute::kFull ? recomputed_layers(model, layout, options, range)
+                                              : range;
 }
 }  // namespace
 
+LayerRange recomputed_layers(const models::TransformerConfig& model, const Layout& layout,
+                             const PlanOptions& options, const LayerRange& range) {
+  LayerRange recomputed = recomputed_layers(layout, range);
+  if (options.framework != Framework::kDeepSpeed || layout.pp == 1 || layout.vpp != 1 ||
+      layout.recompute != Recompute::kFull) {
+    return recomputed;
+  }
+  // DeepSpeed's PipelineModule.forward (deepspeed/runtime/pipe/module.py, 0.19.6) walks the
+  // stage's functions in runs of activation_checkpoint_interval N from the stage's first and
+  // checkpoints a run only when _is_checkpointable finds every function in it a transformer
+  // layer (GPTModelPipe/GPT2ModelPipe: ParallelTransformerLayerPipe, or GPT-NeoX's
+  // checkpointable_layers); the other runs run whole and keep their activations. Stage 0's first
+  // run holds the two leading functions and its first N - 2 layers. The last stage's functions end
+  // with the final norm and the head (and a cast or _post_transformer_block), so its last
+  // L mod N layers share their run. pp 1 is the plain engine (--no-pipeline-parallel), Megatron's
+  // uniform groups from the first layer.
+  const int64_t interval = std::max<int64_t>(layout.recompute_group_layers, 1);
+  if (range.first == 0) {
+    recomputed.first = std::min(
+        range.end,
+        range.first + std::max<int64_t>(0, interval - kDeepSpeedFirstStageLeadingFunctions));
+  }
+  if (range.end == model.num_layers) {
+    recomputed.end = std::max(recomputed.first, range.end - range.count() % interval);
+  }
+  return recomputed;
+}
+
+int64_t checkpointed_input_count(const models::TransformerConfig& model, const Layout& layout,
+                                 const PlanOptions& options, const LayerRange& range) {
+  const int64_t recomputed = recomputed_layers(model, layout, options, range).count();
+  const int64_t group = layout.recompute_group_layers > 1 ? layout.recompute_group_layers : 1;
+  return (recomputed + group - 1) / group;
+}
+
+double checkpointed_inputs_per_recomputed_layer(const models::TransformerConfig& model,
+                                                const Layout& layout, const PlanOptions& options,
+                                                const LayerRange& range) {
+  const int64_t recomputed = recomputed_layers(model, layout, options, range).count();
+  if (recomputed == 0) {
+    return 1.0;
+  }
+  return static_cast<double>(checkpointed_input_count(model, layout, options, range)) /
+         static_cast<double>(recomputed);
+}
+
 int64_t layers_under_recompute(const models::TransformerConfig& model, const Layout& layout,
-                               const LayerRange& range, bool moe_layer) {
-  const LayerRange counted = counted_under_recompute(layout, range);
+                               const PlanOptions& options, const LayerRange& range,
+                               bool moe_layer) {
+  const LayerRange counted = counted_under_recompute(model, layout, options, range);
   const int64_t moe = counted.num_moe(model);
   return moe_layer ? moe : counted.count() - moe;
 }
 
 int64_t layers_under_recompute(const models::TransformerConfig& model, const Layout& layout,
-                               const LayerRange& range, LayerKind kind) {
-  return counted_under_recompute(layout, range).num_of_kind(model, kind);
+                               const PlanOptions& options, const LayerRange& range,
+                               LayerKind kind) {
+  return counted_under_recompute(model, layout, options, range).num_of_kind(model, kind);
 }
 
 LayerRange chunk_layers(const models::TransformerConfig& model, const Layout& layout, int64_t stage,

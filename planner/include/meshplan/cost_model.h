@@ -548,15 +548,33 @@ inline LayerRange recomputed_layers(const Layout& layout, const LayerRange& rang
   return LayerRange{range.first, range.first + recomputed_layer_count(layout, range.count())};
 }
 
+/// The layers of a model chunk's `range` whose forward runs again as the plan's framework runs
+/// it: recomputed_layers(layout, range), except under DeepSpeed's pipeline engine (framework
+/// deepspeed, pp > 1), which checkpoints only runs of activation_checkpoint_interval functions
+/// made of transformer layers alone: stage 0 keeps the activations of its first N - 2 layers
+/// (its first run also holds two functions that are not layers) and the last stage those of its
+/// last L mod N (their run also holds the final norm and the LM head). parameters.cpp cites it.
+LayerRange recomputed_layers(const models::TransformerConfig& model, const Layout& layout,
+                             const PlanOptions& options, const LayerRange& range);
+/// Layer inputs a chunk keeps per micro-batch for its recompute: one per group of
+/// recompute_group_layers (one per layer when unset) of its recomputed_layers, ceil(R / N).
+int64_t checkpointed_input_count(const models::TransformerConfig& model, const Layout& layout,
+                                 const PlanOptions& options, const LayerRange& range);
+/// checkpointed_input_count over the recomputed layers' count (1 when none is recomputed): what
+/// a chunk's kept inputs cost per recomputed layer, every layer input having the same bytes.
+double checkpointed_inputs_per_recomputed_layer(const models::TransformerConfig& model,
+                                                const Layout& layout, const PlanOptions& options,
+                                                const LayerRange& range);
+
 /// Layers of one kind (MoE or dense) in a chunk's `range` that are costed as layout.recompute
-/// says: all of them, except under Megatron's block method, where only those among the chunk's
-/// first recompute_layers are; the others are costed as without recompute. Memory and chunk
-/// cost both read it.
+/// says: all of them, except under full recompute, where only its recomputed_layers are (the
+/// first recompute_layers under Megatron's block method, DeepSpeed's checkpointed runs); the
+/// others are costed as without recompute. Memory and chunk cost both read it.
 int64_t layers_under_recompute(const models::TransformerConfig& model, const Layout& layout,
-                               const LayerRange& range, bool moe_layer);
+                               const PlanOptions& options, const LayerRange& range, bool moe_layer);
 /// The same for the layers of kind `kind` (chunk cost: windowed and full layers apart).
 int64_t layers_under_recompute(const models::TransformerConfig& model, const Layout& layout,
-                               const LayerRange& range, LayerKind kind);
+                               const PlanOptions& options, const LayerRange& range, LayerKind kind);
 
 /// The one rule of which layers a (stage, chunk) holds; planner, simulator and executor all
 /// read it. Even split (layout.stage_layers empty): virtual stage v = chunk * pp + stage holds
