@@ -775,11 +775,15 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   // B-to-W tensors of those waiting for their W; per chunk unit, the stage's layers averaged
   // over its vpp chunks (dense and MoE layers differ).
   double held_bytes = 0, waiting_bytes = 0, largest_layer_bytes = 0, largest_rebuild_bytes = 0;
-  int64_t stage_layers = 0, rebuilt_layers = 1;
+  int64_t stage_layers = 0, rebuilt_layers = 0;
   for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
     const LayerRange range = chunk_layers(model, layout, stage, chunk);
     stage_layers += range.count();
-    rebuilt_layers = std::max(rebuilt_layers, rebuilt_layer_count(layout, range.count()));
+    // A group's layers, at most the chunk's recomputed ones (none where DeepSpeed checkpoints
+    // no run of the chunk: nothing is rebuilt there).
+    rebuilt_layers = std::max(
+        rebuilt_layers,
+        rebuilt_layer_count(layout, recomputed_layers(model, layout, options, range).count()));
     // Under the uniform method a chunk keeps one input per group of recompute_group_layers.
     const double inputs_per_recomputed_layer =
         checkpointed_inputs_per_recomputed_layer(model, layout, options, range);

@@ -90,6 +90,10 @@ TEST_CASE("DeepSpeed pipeline: an unchecked layer keeps its activations and is n
   // Stage 0, 4 in flight: interval 2 keeps 4 inputs, interval 3 one layer and 3 inputs.
   CHECK(activations(three, 0) - activations(two, 0) ==
         doctest::Approx(4.0 * (whole + 3.0 * input - 4.0 * input) + whole).epsilon(1e-9).scale(0));
+  // Interval 10 checkpoints no run of stage 0 (its 2 functions and 8 layers are one run): it
+  // holds what it holds without recompute, and rebuilds nothing.
+  CHECK(activations(full_recompute(4, 10), 0) ==
+        doctest::Approx(activations(none, 0)).epsilon(1e-12).scale(0));
   // A middle stage (2 in flight): 3 inputs against 4, and a group of 3 rebuilt against 2.
   CHECK(activations(three, 2) - activations(two, 2) ==
         doctest::Approx(2.0 * (3.0 * input - 4.0 * input) + whole).epsilon(1e-9).scale(0));
