@@ -1,7 +1,8 @@
 // Hugging Face transformers config.json files mapped onto TransformerConfig. Field names and
 // defaults follow the transformers configuration classes (LlamaConfig, MistralConfig,
 // Qwen2Config, Phi3Config, GPT2Config, GPTNeoXConfig, MixtralConfig, Qwen2MoeConfig,
-// Qwen3MoeConfig, DeepseekV3Config) and the layer definitions in their modeling files.
+// Qwen3MoeConfig, DeepseekV3Config, GemmaConfig) and the layer definitions in their modeling
+// files.
 
 #include "hf_config.h"
 
@@ -27,7 +28,7 @@ struct HfFamily {
   std::string_view architecture;
   std::string_view model_type;
 };
-constexpr std::array<HfFamily, 13> kFamilies = {{{"LlamaForCausalLM", "llama"},
+constexpr std::array<HfFamily, 14> kFamilies = {{{"LlamaForCausalLM", "llama"},
                                                  {"MistralForCausalLM", "mistral"},
                                                  {"Phi3ForCausalLM", "phi3"},
                                                  {"Qwen2ForCausalLM", "qwen2"},
@@ -39,7 +40,8 @@ constexpr std::array<HfFamily, 13> kFamilies = {{{"LlamaForCausalLM", "llama"},
                                                  {"Qwen3MoeForCausalLM", "qwen3_moe"},
                                                  {"DeepseekV3ForCausalLM", "deepseek_v3"},
                                                  {"MptForCausalLM", "mpt"},
-                                                 {"MPTForCausalLM", "mpt"}}};
+                                                 {"MPTForCausalLM", "mpt"},
+                                                 {"GemmaForCausalLM", "gemma"}}};
 
 bool is_moe_family(std::string_view model_type) {
   return model_type == "mixtral" || model_type == "qwen2_moe" || model_type == "qwen3_moe" ||
@@ -602,6 +604,35 @@ void deepseek_v3(const nlohmann::json& json, const std::string& source, Transfor
   model.num_kv_heads = model.num_attention_heads;
 }
 
+// GemmaConfig's default head_dim (transformers configuration_gemma.py), used when the key is
+// absent: Gemma's heads are 256 wide whatever the hidden size (Gemma-7B: 16 x 256 = 4096 over
+// h 3072).
+constexpr int64_t kGemmaDefaultHeadDim = 256;
+
+// Gemma (Gemma Team 2024, "Gemma: Open Models Based on Gemini Research and Technology", Sec. 2;
+// transformers models/gemma/modeling_gemma.py): Llama's layout (pre-RMSNorm, RoPE, gate_proj /
+// up_proj / down_proj, q/k/v/o with bias = attention_bias) with a GELU gate (GeGLU, the tanh form
+// gelu_pytorch_tanh), RMSNorm scaling by (1 + weight) (GemmaRMSNorm), the embeddings times
+// sqrt(h) (GemmaModel.forward's normalizer) and a tied LM head (GemmaConfig tie_word_embeddings
+// default true). The activation is hidden_activation when set, else hidden_act (the first
+// published configs give hidden_act "gelu"; GemmaMLP has run it as the tanh approximation since
+// transformers 4.39, the one the model was trained with).
+void gemma(const nlohmann::json& json, const std::string& source, TransformerConfig& model) {
+  const char* activation_field = is_set(json, "hidden_activation") ? "hidden_activation"
+                                 : json.contains("hidden_act")     ? "hidden_act"
+                                                                   : "hidden_activation";
+  check_activation(json, activation_field, "gelu_pytorch_tanh", kGeluActivations, source);
+  model.activation = Activation::kGeglu;
+  if (!json.contains("head_dim")) {
+    model.head_dim = kGemmaDefaultHeadDim;
+  }
+  model.tied_embeddings = optional_bool(json, "tie_word_embeddings", true, source);
+  model.qkv_bias = optional_bool(json, "attention_bias", false, source);
+  model.attention_output_bias = model.qkv_bias;
+  model.norm_unit_offset = true;
+  model.scale_embeddings = true;
+}
+
 }  // namespace
 
 bool is_hf_config(const nlohmann::json& json) {
@@ -697,6 +728,9 @@ TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::st
     model = gpt_neox(json, source);
   } else if (model_type == "mpt") {
     model = mpt(json, source);  // MptMLP: GELU, no activation field
+  } else if (model_type == "gemma") {
+    model = llama_family(json, source);
+    gemma(json, source, model);
   } else {
     check_activation(json, "hidden_act", "silu", kSiluActivations, source);
     model = llama_family(json, source);

@@ -17,7 +17,8 @@
 //              kv_a_proj_with_mqa h (r_kv + d_r), kv_a_layernorm r_kv,
 //              kv_b_proj r_kv a (d_n + d_v), o_proj a d_v h
 //   MLP        gelu:   h f + f h          (+ f + h if mlp_bias)
-//              swiglu: 3 h f (gate, up, down; Shazeer 2020, eq. 6)  (+ 2f + h if mlp_bias)
+//              swiglu, geglu: 3 h f (gate, up, down; Shazeer 2020, eq. 5-6)  (+ 2f + h if
+//              mlp_bias)
 //   MoE MLP    router E h (+ E with DeepSeek-V3's e_score_correction_bias), E experts of f_e,
 //              S shared experts of f_s (+ h for Qwen2-MoE's shared_expert_gate)
 //              (transformers' MixtralSparseMoeBlock, Qwen2MoeSparseMoeBlock, DeepseekV3MoE)
@@ -75,7 +76,7 @@ int64_t attention_count(const TransformerConfig& model) {
 
 int64_t mlp_parameter_count(const TransformerConfig& model, int64_t ffn) {
   const int64_t h = model.hidden_size;
-  const bool gelu = model.activation == Activation::kGelu;
+  const bool gelu = !is_gated(model.activation);
   int64_t mlp = gelu ? 2 * h * ffn : 3 * h * ffn;
   if (model.mlp_bias) {
     mlp += gelu ? ffn + h : 2 * ffn + h;

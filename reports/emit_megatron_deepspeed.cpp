@@ -54,6 +54,12 @@ void check_megatron_deepspeed_model(const models::TransformerConfig& m) {
            "--num-attention-heads does not run",
            fmt::format("{} of {} heads", m.num_kv_heads, m.num_attention_heads));
   }
+  if (m.activation == models::Activation::kGeglu) {
+    // megatron/arguments.py at f4157bea: --swiglu is the only gated MLP (SiLU).
+    refuse(kMegatronDeepSpeedTarget, "model.activation",
+           "Megatron-DeepSpeed has no gated GELU MLP (its one gated MLP is --swiglu, SiLU)",
+           "geglu");
+  }
   if (m.qk_norm) {
     refuse(kMegatronDeepSpeedTarget, "model.qk_norm",
            "Megatron-DeepSpeed has no query/key normalization (no flag in arguments.py)", "true");

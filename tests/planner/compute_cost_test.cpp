@@ -340,6 +340,15 @@ TEST_CASE("embedding_bytes: lookup, position add, dropout; the dense table gradi
   fsdp.framework = Framework::kFsdp;
   CHECK(embedding_bytes(model, h100, layout, fsdp).backward ==
         doctest::Approx(306708480.0).epsilon(kRounding).scale(0));
+  // Gemma's x sqrt(h) (scale_embeddings): one more read and write of T h in bf16 each way,
+  // 4 T h = 18,874,368 bytes.
+  models::TransformerConfig scaled = model;
+  scaled.scale_embeddings = true;
+  const PassBytes scaled_bytes = embedding_bytes(scaled, h100, layout, megatron);
+  CHECK(scaled_bytes.forward - bytes.forward ==
+        doctest::Approx(18874368.0).epsilon(kRounding).scale(0));
+  CHECK(scaled_bytes.backward - bytes.backward ==
+        doctest::Approx(18874368.0).epsilon(kRounding).scale(0));
 }
 
 TEST_CASE("chunk_cost: the last stage's head and loss against the first stage's embedding") {

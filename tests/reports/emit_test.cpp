@@ -250,6 +250,11 @@ TEST_CASE("--emit megatron refuses what Megatron-LM cannot run") {
   CHECK(error_of(neox_style, EmitTarget::kMegatron) ==
         "--emit megatron: model.parallel_residual: Megatron-Core's TransformerLayer runs the "
         "attention and then the MLP, not in parallel (true)");
+  planner::Plan geglu = make_plan("llama3-8b", "dgx-h100", dense);
+  geglu.model.activation = models::Activation::kGeglu;
+  CHECK(error_of(geglu, EmitTarget::kMegatron) ==
+        "--emit megatron: model.activation: Megatron-LM has no flag for a tanh-GELU-gated MLP "
+        "(--swiglu gates with SiLU, --quick-geglu with x sigmoid(1.702 x)) (geglu)");
 }
 
 TEST_CASE("--emit megatron: Llama 3 405B's uneven stages interleaved") {

@@ -12,7 +12,15 @@
 
 namespace meshplan::models {
 
-enum class Activation { kGelu, kSwiglu };
+// The MLP's activation. kGelu: fc1 -> GELU -> fc2 (2 matrices). The gated ones (Shazeer 2020,
+// "GLU Variants Improve Transformer", eq. 5-6) have three matrices, gate, up and down, and compute
+// act(gate) * up: kSwiglu with SiLU (Llama), kGeglu with GELU, tanh form (Gemma's
+// gelu_pytorch_tanh).
+enum class Activation { kGelu, kSwiglu, kGeglu };
+/// Whether the MLP is gated (3 matrices: gate, up, down): SwiGLU or GeGLU.
+constexpr bool is_gated(Activation activation) {
+  return activation == Activation::kSwiglu || activation == Activation::kGeglu;
+}
 enum class Norm { kLayerNorm, kRmsNorm };
 enum class Positions { kLearned, kRope, kAlibi };
 
@@ -55,6 +63,14 @@ struct TransformerConfig {
   int64_t window_attn_skip_freq = 0;    // N; 0: not given
   std::vector<int> window_attn_layers;  // the list form, num_layers entries; empty: not given
   bool qk_norm = false;  // per-head RMSNorm gains (d each) on queries and keys (Qwen3)
+  // RMSNorm scales by (1 + gain), the gain initialised to 0 (Gemma: transformers GemmaRMSNorm
+  // `output * (1.0 + self.weight.float())`; Megatron-Core layernorm_zero_centered_gamma,
+  // --apply-layernorm-1p). The same h parameters per norm; only the parametrisation differs.
+  bool norm_unit_offset = false;
+  // Token embeddings multiplied by sqrt(h) before the first layer, the tied LM head reading the
+  // unscaled table (Gemma: transformers GemmaModel.forward `hidden_states * normalizer`,
+  // normalizer = hidden_size ** 0.5; Megatron-Bridge gemma/modules.py EmbeddingScalingMixin).
+  bool scale_embeddings = false;
   // Parallel attention and MLP (GPT-J; GPT-NeoX's gpt_j_residual, Hugging Face
   // GPTNeoXConfig.use_parallel_residual, default true; Chowdhery et al. 2022, PaLM, Sec. 2
   // "Parallel Layers"): out = x + attn(norm1(x)) + mlp(norm2(x)), two untied norms as in
