@@ -235,6 +235,12 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
         "(true)",
         source));
   }
+  if (model.sandwich_norm) {
+    throw InputError(fmt::format(
+        "{}: model.sandwich_norm: the CPU executor runs two norms per layer, not Gemma 2/3's "
+        "post-attention and post-MLP norms (true)",
+        source));
+  }
   validate_mla_for_executor(plan, source);
   if (planner::hybrid_sharded(layout)) {
     throw InputError(fmt::format(

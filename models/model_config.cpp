@@ -36,7 +36,7 @@ constexpr int64_t kMaxSequence = 100'000'000;
 constexpr int64_t kMaxExperts = 100'000;
 
 // Every key of the format; anything else is rejected so a typo is not silently ignored.
-constexpr std::array<std::string_view, 38> kModelFields = {"name",
+constexpr std::array<std::string_view, 39> kModelFields = {"name",
                                                            "num_layers",
                                                            "hidden_size",
                                                            "num_attention_heads",
@@ -59,6 +59,7 @@ constexpr std::array<std::string_view, 38> kModelFields = {"name",
                                                            "qk_norm",
                                                            "norm_unit_offset",
                                                            "scale_embeddings",
+                                                           "sandwich_norm",
                                                            "parallel_residual",
                                                            "num_experts",
                                                            "experts_per_token",
@@ -123,6 +124,7 @@ void read_moe_and_mla_fields(const nlohmann::json& json, const std::string& sour
   model.qk_norm = bool_or_false("qk_norm");
   model.norm_unit_offset = bool_or_false("norm_unit_offset");
   model.scale_embeddings = bool_or_false("scale_embeddings");
+  model.sandwich_norm = bool_or_false("sandwich_norm");
   model.parallel_residual = bool_or_false("parallel_residual");
   model.num_experts = int_or_zero("num_experts");
   model.experts_per_token = int_or_zero("experts_per_token");
@@ -431,6 +433,13 @@ void validate_model(const TransformerConfig& model, const std::string& source) {
         fmt::format("{}: norm_unit_offset: the (1 + gain) scale is modelled for RMSNorm only ({})",
                     source, to_string(model.norm)));
   }
+  // Gemma's post-attention and post-MLP norms sit on the branches of a sequential block.
+  if (model.sandwich_norm && model.parallel_residual) {
+    throw InputError(fmt::format(
+        "{}: sandwich_norm: post-attention and post-MLP norms are modelled for a sequential "
+        "block, not with parallel_residual (true)",
+        source));
+  }
   // The parallel block is costed and executed for dense MLPs and standard attention only.
   if (model.parallel_residual && (model.is_moe() || model.is_mla())) {
     throw InputError(fmt::format(
@@ -539,6 +548,9 @@ nlohmann::json model_to_json(const TransformerConfig& model) {
   }
   if (model.scale_embeddings) {
     json["scale_embeddings"] = true;
+  }
+  if (model.sandwich_norm) {
+    json["sandwich_norm"] = true;
   }
   if (model.parallel_residual) {
     json["parallel_residual"] = true;

@@ -22,7 +22,8 @@
 //   MoE MLP    router E h (+ E with DeepSeek-V3's e_score_correction_bias), E experts of f_e,
 //              S shared experts of f_s (+ h for Qwen2-MoE's shared_expert_gate)
 //              (transformers' MixtralSparseMoeBlock, Qwen2MoeSparseMoeBlock, DeepseekV3MoE)
-//   norms      2 per layer, each h (RMSNorm gain; Zhang & Sennrich 2019) or 2h (LayerNorm gain
+//   norms      2 per layer (4 with sandwich_norm: Gemma 2/3's post-attention and post-MLP
+//              norms), each h (RMSNorm gain; Zhang & Sennrich 2019) or 2h (LayerNorm gain
 //              and bias; Ba et al. 2016)
 // Outside the layers: token embedding V h, learned position table P h, final norm, and an
 // LM head V h (no bias) when it is not tied to the token embedding (Press & Wolf 2017).
@@ -95,7 +96,7 @@ int64_t LayerParameterCounts::active(const TransformerConfig& model) const {
 LayerParameterCounts count_layer_parameters(const TransformerConfig& model, bool moe_layer) {
   LayerParameterCounts p;
   p.attention = attention_count(model);
-  p.norms = 2 * norm_count(model);
+  p.norms = (model.sandwich_norm ? 4 : 2) * norm_count(model);
   if (!moe_layer) {
     p.mlp = mlp_parameter_count(model, model.ffn_hidden_size);
     return p;

@@ -546,7 +546,10 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
   // (fusions/fused_bias_dropout.py bias_dropout_add_fused_train at baf94af3, core_r0.8.0).
   const double norm_tokens = layout.sequence_parallel ? tokens / t : tokens;
   const double dropout_mask_bytes = model.dropout ? 1.0 : 0.0;
-  const double fused_norm_bytes = 2.0 * 2.0 * norm_tokens * h * e;
+  // Two norms per layer, four with sandwich_norm (Gemma 2/3's post-attention and post-MLP
+  // norms, each on the rank's T / sp rows of a branch output before its residual add).
+  const double norms_per_layer = model.sandwich_norm ? 4.0 : 2.0;
+  const double fused_norm_bytes = norms_per_layer * 2.0 * norm_tokens * h * e;
   double bytes = 2.0 * (3.0 * e + dropout_mask_bytes) * norm_tokens * h;  // residual adds
   const bool swiglu = models::is_gated(model.activation);
   const double activation_bytes = (swiglu ? 3.0 : 2.0) * tokens * f / t * e;
@@ -565,8 +568,8 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
   PassBytes eager;
   if (options.norm_kernel == NormKernel::kEager) {  // the two norms' eager kernels instead
     const PassBytes norm = norm_bytes_per_element(options, e);
-    eager.forward += 2.0 * norm_tokens * h * norm.forward;
-    eager.backward += 2.0 * norm_tokens * h * norm.backward;
+    eager.forward += norms_per_layer * norm_tokens * h * norm.forward;
+    eager.backward += norms_per_layer * norm_tokens * h * norm.backward;
   } else {
     bytes += fused_norm_bytes;
   }

@@ -118,7 +118,9 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
   const double mask = model.dropout ? 1.0 : 0.0;
   // A parallel block's second norm reads the layer input, which the first norm already keeps:
   // one T h e less (GPT-NeoX: input_layernorm(x) and post_attention_layernorm(x)).
-  const double norm_and_linear_inputs = model.parallel_residual ? 3.0 : 4.0;
+  // Sandwich norms (Gemma 2/3) keep their inputs too, the two branch outputs: two T h e more.
+  const double norm_and_linear_inputs =
+      (model.parallel_residual ? 3.0 : 4.0) + (model.sandwich_norm ? 2.0 : 0.0);
   const double replicated =
       (norm_and_linear_inputs * tokens * h * e + 2.0 * mask * tokens * h) / sequence_split;
   double scores = 0;

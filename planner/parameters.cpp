@@ -73,7 +73,7 @@ LayerParameters layer_parameters(const models::TransformerConfig& model, int64_t
     add_mlp(model.shared_expert_ffn_hidden_size, model.num_shared_experts, tp, p.sharded);
     p.replicated += model.shared_expert_gate ? h : 0;
   }
-  p.replicated += 2 * norm_parameters(model);
+  p.replicated += (model.sandwich_norm ? 4 : 2) * norm_parameters(model);  // sandwich: Gemma 2/3
   return p;
 }
 

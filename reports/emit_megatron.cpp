@@ -361,6 +361,20 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
            "--quick-geglu with x sigmoid(1.702 x))",
            "geglu");
   }
+  if (m.norm_unit_offset) {
+    // transformer_config.py layernorm_zero_centered_gamma (d98e8a64): the (1 + gamma) norm.
+    flags.push_back({"--apply-layernorm-1p", ""});
+  }
+  if (m.scale_embeddings) {
+    refuse(kMegatronTarget, "model.scale_embeddings",
+           "Megatron-LM has no flag to scale the embeddings by sqrt(h) (Megatron-Bridge's "
+           "EmbeddingScalingMixin does it in Python)",
+           "true");
+  }
+  if (m.sandwich_norm) {
+    refuse(kMegatronTarget, "model.sandwich_norm",
+           "Megatron-Core's TransformerLayer has no post-attention and post-MLP norms", "true");
+  }
   if (!m.tied_embeddings) {
     flags.push_back({"--untie-embeddings-and-output-weights", ""});
   }

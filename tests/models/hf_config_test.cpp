@@ -308,6 +308,66 @@ TEST_CASE("google/gemma-2b: 2,506,172,416 parameters, multi-query attention") {
   CHECK(count_parameters(model).total == 2'506'172'416);
 }
 
+TEST_CASE(
+    "google/gemma-3-1b-pt: 999,885,952 parameters, sandwich norms, q/k norms, 5 of 6 windowed") {
+  // Gemma Team 2025, Table 1 and Sec. 2. Term by term: tied embedding 262144 x 1152 =
+  // 301,989,888; per layer q 1152 x 1024 = 1,179,648 (4 heads of 256), k and v 1152 x 256 each
+  // = 589,824 (one kv head), o 1,179,648, q_norm and k_norm 2 x 256 = 512, GeGLU 3 x 1152 x
+  // 6912 = 23,887,872, four RMSNorms 4 x 1152 = 4,608: 26,842,112, x 26 = 697,894,912; final
+  // norm 1,152. Total 999,885,952, the safetensors index of google/gemma-3-1b-pt.
+  const TransformerConfig model = load_model(hf_fixture("gemma-3-1b-pt.json"));
+  CHECK(model.activation == Activation::kGeglu);
+  CHECK(model.sandwich_norm);
+  CHECK(model.qk_norm);
+  CHECK(model.norm_unit_offset);
+  CHECK(model.scale_embeddings);
+  CHECK(model.tied_embeddings);
+  CHECK(model.sliding_window == 512);
+  CHECK(model.window_attn_skip_freq == 6);  // is_sliding = bool((layer_idx + 1) % 6)
+  CHECK(model.is_windowed_layer(0));
+  CHECK(model.is_windowed_layer(4));
+  CHECK_FALSE(model.is_windowed_layer(5));  // layer_idx 5: (5 + 1) % 6 == 0, global
+  CHECK(model.is_windowed_layer(6));
+  CHECK_FALSE(model.is_windowed_layer(11));
+  const auto counts = count_parameters(model);
+  CHECK(counts.token_embedding == 301'989'888);
+  CHECK(counts.per_layer == 26'842'112);
+  CHECK(counts.total == 999'885'952);
+}
+
+TEST_CASE("Gemma 3: layer_types, the pattern's defaults and refused options") {
+  nlohmann::json gemma3 = meshplan::read_json_file(hf_fixture("gemma-3-1b-pt.json"));
+  gemma3["num_hidden_layers"] = 3;
+  gemma3["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention"};
+  CHECK(model_from_json(gemma3, "g.json").window_attn_layers == std::vector<int>{1, 0, 1});
+  CHECK(model_from_json(gemma3, "g.json").window_attn_skip_freq == 0);
+  gemma3["layer_types"] = {"full_attention", "full_attention", "full_attention"};
+  CHECK(model_from_json(gemma3, "g.json").sliding_window == 0);
+  gemma3["layer_types"] = {"sliding_attention", "chunked_attention", "full_attention"};
+  CHECK(input_error([&] { model_from_json(gemma3, "g.json"); }) ==
+        "g.json: layer_types: expected sliding_attention or full_attention "
+        "(\"chunked_attention\")");
+  gemma3.erase("layer_types");
+  gemma3.erase("sliding_window_pattern");  // Gemma3TextConfig's default 6
+  gemma3.erase("sliding_window");          // and 4096
+  CHECK(model_from_json(gemma3, "g.json").window_attn_skip_freq == 6);
+  CHECK(model_from_json(gemma3, "g.json").sliding_window == 4096);
+  gemma3["sliding_window_pattern"] = 1;  // (layer_idx + 1) % 1 == 0: no layer windowed
+  CHECK(model_from_json(gemma3, "g.json").sliding_window == 0);
+  gemma3["attn_logit_softcapping"] = 50.0;
+  CHECK(input_error([&] { model_from_json(gemma3, "g.json"); }) ==
+        "g.json: attn_logit_softcapping: attention logit soft-capping is not modelled (50.0)");
+  gemma3["attn_logit_softcapping"] = nullptr;
+  gemma3["final_logit_softcapping"] = 30.0;
+  CHECK(input_error([&] { model_from_json(gemma3, "g.json"); }) ==
+        "g.json: final_logit_softcapping: final logit soft-capping is not modelled (30.0)");
+  gemma3["final_logit_softcapping"] = nullptr;
+  gemma3["query_pre_attn_scalar"] = 224;
+  CHECK(input_error([&] { model_from_json(gemma3, "g.json"); }) ==
+        "g.json: query_pre_attn_scalar: an attention scale other than 1/sqrt(head_dim) is not "
+        "modelled (224)");
+}
+
 TEST_CASE("Gemma: activation fields, head_dim default and refusals") {
   nlohmann::json gemma = meshplan::read_json_file(hf_fixture("gemma-2b.json"));
   // hidden_activation (transformers >= 4.39) takes precedence over hidden_act.
@@ -433,7 +493,7 @@ TEST_CASE("configs without `architectures` are read by model_type") {
   CHECK(input_error([&] { model_from_json(falcon, "falcon.json"); }) ==
         "falcon.json: model_type: unsupported model type (falcon); supported: llama, mistral, "
         "phi3, qwen2, qwen3, gpt2, gpt_neox, mixtral, qwen2_moe, qwen3_moe, deepseek_v3, mpt, "
-        "gemma");
+        "gemma, gemma3_text");
   nlohmann::json mismatch = small_llama();
   mismatch["model_type"] = "gpt2";
   CHECK(input_error([&] { model_from_json(mismatch, "c.json"); }) ==
@@ -559,7 +619,7 @@ TEST_CASE("unsupported architectures and malformed `architectures`") {
       "LlamaForCausalLM, MistralForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
       "GPT2LMHeadModel, GPTNeoXForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, "
       "Qwen3MoeForCausalLM, DeepseekV3ForCausalLM, MptForCausalLM, MPTForCausalLM, "
-      "GemmaForCausalLM");
+      "GemmaForCausalLM, Gemma3ForCausalLM");
 
   nlohmann::json not_a_list = small_llama();
   not_a_list["architectures"] = "LlamaForCausalLM";

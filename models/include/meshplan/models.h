@@ -71,6 +71,11 @@ struct TransformerConfig {
   // unscaled table (Gemma: transformers GemmaModel.forward `hidden_states * normalizer`,
   // normalizer = hidden_size ** 0.5; Megatron-Bridge gemma/modules.py EmbeddingScalingMixin).
   bool scale_embeddings = false;
+  // Four norms per layer instead of two (Gemma 2 and 3: transformers Gemma2DecoderLayer,
+  // Gemma3DecoderLayer): input_layernorm before attention, post_attention_layernorm on the
+  // attention output before its residual add, pre_feedforward_layernorm before the MLP,
+  // post_feedforward_layernorm on the MLP output before its residual add.
+  bool sandwich_norm = false;
   // Parallel attention and MLP (GPT-J; GPT-NeoX's gpt_j_residual, Hugging Face
   // GPTNeoXConfig.use_parallel_residual, default true; Chowdhery et al. 2022, PaLM, Sec. 2
   // "Parallel Layers"): out = x + attn(norm1(x)) + mlp(norm2(x)), two untied norms as in
@@ -126,7 +131,7 @@ inline constexpr int64_t kMaxLayers = 2'048;
 /// Parameters of one transformer block by part, before any sharding.
 struct LayerParameterCounts {
   int64_t attention = 0;       // projections, their biases, q/k norms, MLA's latent norms
-  int64_t norms = 0;           // the block's two norms
+  int64_t norms = 0;           // the block's two norms (four with sandwich_norm)
   int64_t mlp = 0;             // dense MLP (0 in an MoE layer)
   int64_t router = 0;          // E h (+ E score bias)
   int64_t routed_experts = 0;  // E experts (0 in a dense layer)
