@@ -89,6 +89,24 @@ void refuse_model_for_gpu_executor(const models::TransformerConfig& model,
         "executor yet; its flash kernel masks causally only ({} < seq_length {})",
         source, model.sliding_window, model.seq_length));
   }
+  if (model.activation == models::Activation::kGeglu) {
+    throw InputError(
+        fmt::format("{}: model.activation: the gated GELU MLP (GeGLU) is not implemented in the "
+                    "GPU executor yet; it has GELU and SwiGLU kernels ({})",
+                    source, models::to_string(model.activation)));
+  }
+  if (model.norm_unit_offset) {
+    throw InputError(fmt::format(
+        "{}: model.norm_unit_offset: Gemma's (1 + weight) RMSNorm is not implemented in the GPU "
+        "executor yet (true)",
+        source));
+  }
+  if (model.scale_embeddings) {
+    throw InputError(fmt::format(
+        "{}: model.scale_embeddings: Gemma's sqrt(h) embedding scale is not implemented in the "
+        "GPU executor yet (true)",
+        source));
+  }
 }
 
 std::shared_ptr<const TokenSource> load_data(const planner::Plan& plan,

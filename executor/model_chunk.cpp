@@ -1,8 +1,10 @@
 #include "model_chunk.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "ops/crossentropy.h"
+#include "ops/eigen_maps.h"
 #include "ops/embedding.h"
 #include "ops/linear.h"
 #include "ops/norm.h"
@@ -19,6 +21,12 @@ Tensor split_saved_input(const RankContext& ctx, const Tensor& whole) {
   const float* begin = whole.data() + static_cast<int64_t>(ctx.dims.tp_rank) * chunk;
   std::copy(begin, begin + chunk, part.data());
   return part;
+}
+
+// sqrt(h), Gemma's embedding normalizer (transformers GemmaModel.forward: hidden_size ** 0.5 in
+// the activations' dtype).
+float embedding_scale(const ShardDims& d) {
+  return std::sqrt(static_cast<float>(d.model.hidden_size));
 }
 
 // The whole block input again, as gather_split_1d_tensor: an all-gather over tp.
@@ -179,10 +187,18 @@ void ModelChunk::embedding_forward_(ChunkState* state, const RankContext& ctx) c
   if (w_.wpe != nullptr) {
     position_forward(state->residuals[0].data(), w_.wpe, d.T_local, d.B, d.C, d.t0);
   }
+  if (d.model.scale_embeddings) {  // Gemma: x sqrt(h) (models.h scale_embeddings)
+    Tensor& x = state->residuals[0];
+    VectorMap<float>(x.data(), x.size()) *= embedding_scale(d);
+  }
 }
 
 void ModelChunk::embedding_weight_(ChunkState* state, const RankContext& ctx) const {
   const ShardDims& d = ctx.dims;
+  if (d.model.scale_embeddings) {  // the forward's last step, undone first
+    Tensor& dx = state->d_input;
+    VectorMap<float>(dx.data(), dx.size()) *= embedding_scale(d);
+  }
   if (g_.wpe != nullptr) {
     position_backward(g_.wpe, state->d_input.data(), d.T_local, d.B, d.C, d.t0);
   }
@@ -204,8 +220,8 @@ void ModelChunk::head_forward_(ChunkState* state, const RankContext& ctx) const 
   if (d.model.norm == models::Norm::kLayerNorm) {
     h.lnf_mean = ctx.tensor(d.N_local);
   }
-  norm_forward(d.model.norm, h.lnf_out.data(), h.lnf_mean.data(), h.lnf_rstd.data(), x.data(),
-               w_.lnf_w, w_.lnf_b, d.N_local, d.C);
+  norm_forward(d.model, h.lnf_out.data(), h.lnf_mean.data(), h.lnf_rstd.data(), x.data(), w_.lnf_w,
+               w_.lnf_b, d.N_local, d.C);
   Tensor gathered;
   const float* full = gather_sequence(ctx, h.lnf_out.data(), &gathered, d.C);
   // Column-parallel LM head: logits of this rank's vocabulary shard, never gathered.
@@ -246,7 +262,7 @@ Tensor ModelChunk::head_backward_input_(ChunkState* state, const RankContext& ct
   linear_backward_input(d_x.data(), h.d_logits.data(), w_.lm_head, d.N, d.C, d.V);
   d_x = reduce_partial_sums(ctx, std::move(d_x), d.C);
   Tensor d_output = ctx.tensor(static_cast<int64_t>(d.N_local) * d.C);
-  norm_backward(d.model.norm, d_output.data(), g_.lnf_w, g_.lnf_b, d_x.data(),
+  norm_backward(d.model, d_output.data(), g_.lnf_w, g_.lnf_b, d_x.data(),
                 state->residuals.back().data(), w_.lnf_w, h.lnf_mean.data(), h.lnf_rstd.data(),
                 d.N_local, d.C);
   h.lnf_mean.reset();

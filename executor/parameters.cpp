@@ -85,7 +85,10 @@ ParameterSpec& constant(ParameterSpec& spec, float value) {
 
 void add_norm(SpecBuilder& b, const ShardDims& d, const std::string& prefix, Slot weight_slot,
               Slot bias_slot, int layer) {
-  constant(b.replicated(prefix + ".weight", weight_slot, layer, d.C, 1), 1.0f);
+  // A gain of 1 at the start: the weight itself, or 0 under (1 + weight) (norm_unit_offset;
+  // transformers GemmaRMSNorm initialises its weight to zeros).
+  constant(b.replicated(prefix + ".weight", weight_slot, layer, d.C, 1),
+           d.model.norm_unit_offset ? 0.0f : 1.0f);
   if (d.model.norm == models::Norm::kLayerNorm) {
     constant(b.replicated(prefix + ".bias", bias_slot, layer, d.C, 1), 0.0f);
   }
@@ -167,9 +170,9 @@ void add_layer(SpecBuilder& b, const ShardDims& d, int global_layer, int local_l
     }
     return;
   }
-  // Column-parallel first MLP projection: [gate | up] rows for SwiGLU.
+  // Column-parallel first MLP projection: [gate | up] rows for a gated MLP.
   std::vector<RowSegment> fc1_rows = {{r * d.F, d.F}};
-  if (m.activation == models::Activation::kSwiglu) {
+  if (models::is_gated(m.activation)) {
     fc1_rows.push_back({m.ffn_hidden_size + r * d.F, d.F});
   }
   normal(b.rows(p + ".fc1.weight", Slot::kFc1W, local_layer, fc1_rows, d.C), kInitStd);

@@ -59,7 +59,7 @@ ShardDims make_shard_dims(const planner::Plan& plan, int tp_rank, int cp_rank, i
     d.AO = d.NH * d.DV;
   }
   d.F = static_cast<int>(model.ffn_hidden_size / layout.tp);
-  d.FC1 = model.activation == models::Activation::kSwiglu ? 2 * d.F : d.F;
+  d.FC1 = models::is_gated(model.activation) ? 2 * d.F : d.F;
   d.V = static_cast<int>(model.vocab_size / layout.tp);
   d.vocab_start = tp_rank * d.V;
   d.N = d.T * d.B;
@@ -71,10 +71,10 @@ ShardDims make_shard_dims(const planner::Plan& plan, int tp_rank, int cp_rank, i
     d.expert0 = ep_rank * d.E_local;
     d.K = static_cast<int>(model.experts_per_token);
     d.FE = static_cast<int>(model.expert_ffn_hidden_size);
-    d.FC1E = model.activation == models::Activation::kSwiglu ? 2 * d.FE : d.FE;
+    d.FC1E = models::is_gated(model.activation) ? 2 * d.FE : d.FE;
     // Megatron-Core shared_experts.py: one MLP of moe_shared_expert_intermediate_size = S f_s.
     d.FS = static_cast<int>(model.num_shared_experts * model.shared_expert_ffn_hidden_size);
-    d.FC1S = model.activation == models::Activation::kSwiglu ? 2 * d.FS : d.FS;
+    d.FC1S = models::is_gated(model.activation) ? 2 * d.FS : d.FS;
     d.aux_loss_weight = plan.options.moe_aux_loss_coeff * static_cast<double>(layout.micro_batch) /
                         static_cast<double>(layout.global_batch);
   }
@@ -233,6 +233,12 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
     throw InputError(fmt::format(
         "{}: model.qk_norm: the CPU executor implements standard attention without q/k norms "
         "(true)",
+        source));
+  }
+  if (model.sandwich_norm) {
+    throw InputError(fmt::format(
+        "{}: model.sandwich_norm: the CPU executor runs two norms per layer, not Gemma 2/3's "
+        "post-attention and post-MLP norms (true)",
         source));
   }
   validate_mla_for_executor(plan, source);

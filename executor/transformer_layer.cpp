@@ -7,12 +7,11 @@
 #include "mla_attention.h"
 #include "ops/attention.h"
 #include "ops/eigen_maps.h"
-#include "ops/gelu.h"
 #include "ops/linear.h"
+#include "ops/mlp_activation.h"
 #include "ops/norm.h"
 #include "ops/residual.h"
 #include "ops/rope.h"
-#include "ops/swiglu.h"
 
 namespace meshplan::executor {
 
@@ -29,22 +28,6 @@ void add_bias_rows(float* x, const float* bias, int rows, int C) {
 void bias_rows_backward(float* dbias, const float* dout, int rows, int C) {
   if (dbias != nullptr) {
     VectorMap<float>(dbias, C) += ConstMatrixMap<float>(dout, rows, C).colwise().sum().transpose();
-  }
-}
-
-void activation_forward(const ShardDims& d, float* out, const float* inp) {
-  if (d.model.activation == models::Activation::kSwiglu) {
-    swiglu_forward(out, inp, d.N, d.F);
-  } else {
-    gelu_forward(out, inp, d.N * d.F);
-  }
-}
-
-void activation_backward(const ShardDims& d, float* dinp, const float* inp, const float* dout) {
-  if (d.model.activation == models::Activation::kSwiglu) {
-    swiglu_backward(dinp, inp, dout, d.N, d.F);
-  } else {
-    gelu_backward(dinp, inp, dout, d.N * d.F);
   }
 }
 
@@ -149,7 +132,7 @@ Tensor mlp_partial_forward(LayerActivations* acts, const float* x2_local, const 
   linear_forward(acts->fc1_out.data(), x2, w.fc1_w, w.fc1_b, d.N, d.C, d.FC1);
   gathered.reset();
   acts->act_out = ctx.tensor(static_cast<int64_t>(d.N) * d.F);
-  activation_forward(d, acts->act_out.data(), acts->fc1_out.data());
+  mlp_activation_forward(d.model.activation, acts->act_out.data(), acts->fc1_out.data(), d.N, d.F);
   Tensor fc2 = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
   linear_forward<float>(fc2.data(), acts->act_out.data(), w.fc2_w, nullptr, d.N, d.F, d.C);
   return fc2;
@@ -162,7 +145,8 @@ Tensor mlp_backward_input(LayerActivations* acts, const LayerWeights& w, const R
   Tensor d_act = ctx.tensor(static_cast<int64_t>(d.N) * d.F);
   linear_backward_input(d_act.data(), acts->d_fc2.data(), w.fc2_w, d.N, d.F, d.C);
   acts->d_fc1 = ctx.tensor(static_cast<int64_t>(d.N) * d.FC1);
-  activation_backward(d, acts->d_fc1.data(), acts->fc1_out.data(), d_act.data());
+  mlp_activation_backward(d.model.activation, acts->d_fc1.data(), acts->fc1_out.data(),
+                          d_act.data(), d.N, d.F);
   d_act.reset();
   Tensor d_x2 = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
   linear_backward_input(d_x2.data(), acts->d_fc1.data(), w.fc1_w, d.N, d.C, d.FC1);
@@ -176,15 +160,14 @@ void parallel_layer_forward(float* out, LayerActivations* acts, const float* inp
                             const LayerWeights& w, bool save_probabilities,
                             const RankContext& ctx) {
   const ShardDims& d = ctx.dims;
-  const models::Norm norm = d.model.norm;
   norm_activations(ctx, &acts->ln1_out, &acts->ln1_mean, &acts->ln1_rstd);
-  norm_forward(norm, acts->ln1_out.data(), acts->ln1_mean.data(), acts->ln1_rstd.data(), inp,
+  norm_forward(d.model, acts->ln1_out.data(), acts->ln1_mean.data(), acts->ln1_rstd.data(), inp,
                w.ln1_w, w.ln1_b, d.N_local, d.C);
   attention_core_forward(acts, w, save_probabilities, ctx);
   Tensor branches = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
   linear_forward<float>(branches.data(), acts->att_out.data(), w.proj_w, nullptr, d.N, d.AO, d.C);
   norm_activations(ctx, &acts->ln2_out, &acts->ln2_mean, &acts->ln2_rstd);
-  norm_forward(norm, acts->ln2_out.data(), acts->ln2_mean.data(), acts->ln2_rstd.data(), inp,
+  norm_forward(d.model, acts->ln2_out.data(), acts->ln2_mean.data(), acts->ln2_rstd.data(), inp,
                w.ln2_w, w.ln2_b, d.N_local, d.C);
   Tensor fc2 = mlp_partial_forward(acts, acts->ln2_out.data(), w, ctx);
   VectorMap<float>(branches.data(), branches.size()) +=
@@ -200,7 +183,6 @@ void parallel_layer_backward_input(float* dinp, LayerWeights& grads, LayerActiva
                                    const float* dout, const float* inp, const LayerWeights& w,
                                    const RankContext& ctx) {
   const ShardDims& d = ctx.dims;
-  const models::Norm norm = d.model.norm;
   // The skip path, and both row-parallel biases, read dout as it is.
   VectorMap<float>(dinp, static_cast<int64_t>(d.N_local) * d.C) +=
       ConstVectorMap<float>(dout, static_cast<int64_t>(d.N_local) * d.C);
@@ -212,13 +194,13 @@ void parallel_layer_backward_input(float* dinp, LayerWeights& grads, LayerActiva
   acts->d_proj = copy_rows(ctx, d_branches, d.N, d.C);
   acts->d_fc2 = scratch.empty() ? copy_rows(ctx, d_branches, d.N, d.C) : std::move(scratch);
   Tensor d_x2 = mlp_backward_input(acts, w, ctx);
-  norm_backward(norm, dinp, grads.ln2_w, grads.ln2_b, d_x2.data(), inp, w.ln2_w,
+  norm_backward(d.model, dinp, grads.ln2_w, grads.ln2_b, d_x2.data(), inp, w.ln2_w,
                 acts->ln2_mean.data(), acts->ln2_rstd.data(), d.N_local, d.C);
   d_x2.reset();
   Tensor d_att_out = ctx.tensor(static_cast<int64_t>(d.N) * d.AO);
   linear_backward_input(d_att_out.data(), acts->d_proj.data(), w.proj_w, d.N, d.AO, d.C);
   Tensor d_x1 = attention_core_backward(acts, std::move(d_att_out), w, ctx);
-  norm_backward(norm, dinp, grads.ln1_w, grads.ln1_b, d_x1.data(), inp, w.ln1_w,
+  norm_backward(d.model, dinp, grads.ln1_w, grads.ln1_b, d_x1.data(), inp, w.ln1_w,
                 acts->ln1_mean.data(), acts->ln1_rstd.data(), d.N_local, d.C);
 }
 
@@ -227,14 +209,13 @@ void parallel_layer_backward_input(float* dinp, LayerWeights& grads, LayerActiva
 void layer_forward(float* out, LayerActivations* acts, const float* inp, const LayerWeights& w,
                    bool save_probabilities, const RankContext& ctx) {
   const ShardDims& d = ctx.dims;
-  const models::Norm norm = d.model.norm;
   if (d.model.parallel_residual) {
     parallel_layer_forward(out, acts, inp, w, save_probabilities, ctx);
     return;
   }
   // Attention block.
   norm_activations(ctx, &acts->ln1_out, &acts->ln1_mean, &acts->ln1_rstd);
-  norm_forward(norm, acts->ln1_out.data(), acts->ln1_mean.data(), acts->ln1_rstd.data(), inp,
+  norm_forward(d.model, acts->ln1_out.data(), acts->ln1_mean.data(), acts->ln1_rstd.data(), inp,
                w.ln1_w, w.ln1_b, d.N_local, d.C);
   if (d.model.is_mla()) {
     acts->att_out = ctx.tensor(static_cast<int64_t>(d.N) * d.AO);
@@ -252,7 +233,7 @@ void layer_forward(float* out, LayerActivations* acts, const float* inp, const L
   proj.reset();
   // MLP block.
   norm_activations(ctx, &acts->ln2_out, &acts->ln2_mean, &acts->ln2_rstd);
-  norm_forward(norm, acts->ln2_out.data(), acts->ln2_mean.data(), acts->ln2_rstd.data(),
+  norm_forward(d.model, acts->ln2_out.data(), acts->ln2_mean.data(), acts->ln2_rstd.data(),
                acts->residual2.data(), w.ln2_w, w.ln2_b, d.N_local, d.C);
   if (w.router_w != nullptr) {
     Tensor moe_out = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
@@ -270,7 +251,6 @@ void layer_backward_input(float* dinp, LayerWeights& grads, LayerActivations* ac
                           const float* dout, const float* inp, const LayerWeights& w,
                           const RankContext& ctx) {
   const ShardDims& d = ctx.dims;
-  const models::Norm norm = d.model.norm;
   if (d.model.parallel_residual) {
     parallel_layer_backward_input(dinp, grads, acts, dout, inp, w, ctx);
     free_after_backward_input(acts);
@@ -289,7 +269,7 @@ void layer_backward_input(float* dinp, LayerWeights& grads, LayerActivations* ac
     acts->d_fc2 = scratch.empty() ? copy_rows(ctx, d_fc2, d.N, d.C) : std::move(scratch);
     d_x2 = mlp_backward_input(acts, w, ctx);
   }
-  norm_backward(norm, d_residual2.data(), grads.ln2_w, grads.ln2_b, d_x2.data(),
+  norm_backward(d.model, d_residual2.data(), grads.ln2_w, grads.ln2_b, d_x2.data(),
                 acts->residual2.data(), w.ln2_w, acts->ln2_mean.data(), acts->ln2_rstd.data(),
                 d.N_local, d.C);
   d_x2.reset();
@@ -311,7 +291,7 @@ void layer_backward_input(float* dinp, LayerWeights& grads, LayerActivations* ac
   } else {
     d_x1 = attention_core_backward(acts, std::move(d_att_out), w, ctx);
   }
-  norm_backward(norm, dinp, grads.ln1_w, grads.ln1_b, d_x1.data(), inp, w.ln1_w,
+  norm_backward(d.model, dinp, grads.ln1_w, grads.ln1_b, d_x1.data(), inp, w.ln1_w,
                 acts->ln1_mean.data(), acts->ln1_rstd.data(), d.N_local, d.C);
   free_after_backward_input(acts);
 }
@@ -392,8 +372,7 @@ void recompute_norm(const RankContext& ctx, Tensor* out, Tensor* mean, Tensor* r
                     const float* inp, const float* gain, const float* bias) {
   const ShardDims& d = ctx.dims;
   norm_activations(ctx, out, mean, rstd);
-  norm_forward(d.model.norm, out->data(), mean->data(), rstd->data(), inp, gain, bias, d.N_local,
-               d.C);
+  norm_forward(d.model, out->data(), mean->data(), rstd->data(), inp, gain, bias, d.N_local, d.C);
 }
 
 }  // namespace

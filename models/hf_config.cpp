@@ -1,7 +1,8 @@
 // Hugging Face transformers config.json files mapped onto TransformerConfig. Field names and
 // defaults follow the transformers configuration classes (LlamaConfig, MistralConfig,
 // Qwen2Config, Phi3Config, GPT2Config, GPTNeoXConfig, MixtralConfig, Qwen2MoeConfig,
-// Qwen3MoeConfig, DeepseekV3Config) and the layer definitions in their modeling files.
+// Qwen3MoeConfig, DeepseekV3Config, GemmaConfig, Gemma3TextConfig) and the layer definitions in
+// their modeling files.
 
 #include "hf_config.h"
 
@@ -27,7 +28,7 @@ struct HfFamily {
   std::string_view architecture;
   std::string_view model_type;
 };
-constexpr std::array<HfFamily, 13> kFamilies = {{{"LlamaForCausalLM", "llama"},
+constexpr std::array<HfFamily, 15> kFamilies = {{{"LlamaForCausalLM", "llama"},
                                                  {"MistralForCausalLM", "mistral"},
                                                  {"Phi3ForCausalLM", "phi3"},
                                                  {"Qwen2ForCausalLM", "qwen2"},
@@ -39,7 +40,9 @@ constexpr std::array<HfFamily, 13> kFamilies = {{{"LlamaForCausalLM", "llama"},
                                                  {"Qwen3MoeForCausalLM", "qwen3_moe"},
                                                  {"DeepseekV3ForCausalLM", "deepseek_v3"},
                                                  {"MptForCausalLM", "mpt"},
-                                                 {"MPTForCausalLM", "mpt"}}};
+                                                 {"MPTForCausalLM", "mpt"},
+                                                 {"GemmaForCausalLM", "gemma"},
+                                                 {"Gemma3ForCausalLM", "gemma3_text"}}};
 
 bool is_moe_family(std::string_view model_type) {
   return model_type == "mixtral" || model_type == "qwen2_moe" || model_type == "qwen3_moe" ||
@@ -138,6 +141,27 @@ void check_activation(const nlohmann::json& json, const char* field, std::string
                                name, fmt::join(supported, ", ")));
 }
 
+// A config's layer_types (transformers >= 4.53 writes it for Qwen2/3 and Gemma 2/3): one entry
+// per layer, 1 for "sliding_attention", 0 for "full_attention". InputError otherwise.
+std::vector<int> read_layer_types(const nlohmann::json& json, int64_t num_layers,
+                                  const std::string& source) {
+  const nlohmann::json& types = json["layer_types"];
+  if (!types.is_array() || static_cast<int64_t>(types.size()) != num_layers) {
+    throw InputError(fmt::format("{}: layer_types: expected one entry per layer, {} ({})", source,
+                                 num_layers, types.dump()));
+  }
+  std::vector<int> windowed(types.size(), 0);
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (types[i] != "sliding_attention" && types[i] != "full_attention") {
+      throw InputError(
+          fmt::format("{}: layer_types: expected sliding_attention or full_attention ({})", source,
+                      types[i].dump()));
+    }
+    windowed[i] = types[i] == "sliding_attention" ? 1 : 0;
+  }
+  return windowed;
+}
+
 // Qwen2Config's default max_window_layers (transformers configuration_qwen2.py; Qwen3Config,
 // Qwen2MoeConfig and Qwen3MoeConfig default it the same), used when the key is absent.
 constexpr int64_t kQwenDefaultMaxWindowLayers = 28;
@@ -184,19 +208,7 @@ void read_sliding_window(const nlohmann::json& json, std::string_view model_type
   // A config that states layer_types (transformers >= 4.53 writes it) is read by it instead:
   // "sliding_attention" layers attend over the window, "full_attention" ones do not.
   if (is_set(json, "layer_types")) {
-    const nlohmann::json& types = json["layer_types"];
-    if (!types.is_array() || static_cast<int64_t>(types.size()) != num_layers) {
-      throw InputError(fmt::format("{}: layer_types: expected one entry per layer, {} ({})", source,
-                                   num_layers, types.dump()));
-    }
-    for (size_t i = 0; i < types.size(); ++i) {
-      if (types[i] != "sliding_attention" && types[i] != "full_attention") {
-        throw InputError(
-            fmt::format("{}: layer_types: expected sliding_attention or full_attention ({})",
-                        source, types[i].dump()));
-      }
-      windowed[i] = types[i] == "sliding_attention" ? 1 : 0;
-    }
+    windowed = read_layer_types(json, num_layers, source);
   } else {
     const int64_t max_window_layers = is_set(json, "max_window_layers")
                                           ? require_int(json, "max_window_layers", source)
@@ -602,6 +614,82 @@ void deepseek_v3(const nlohmann::json& json, const std::string& source, Transfor
   model.num_kv_heads = model.num_attention_heads;
 }
 
+// GemmaConfig's default head_dim (transformers configuration_gemma.py), used when the key is
+// absent: Gemma's heads are 256 wide whatever the hidden size (Gemma-7B: 16 x 256 = 4096 over
+// h 3072).
+constexpr int64_t kGemmaDefaultHeadDim = 256;
+
+// Gemma (Gemma Team 2024, "Gemma: Open Models Based on Gemini Research and Technology", Sec. 2;
+// transformers models/gemma/modeling_gemma.py): Llama's layout (pre-RMSNorm, RoPE, gate_proj /
+// up_proj / down_proj, q/k/v/o with bias = attention_bias) with a GELU gate (GeGLU, the tanh form
+// gelu_pytorch_tanh), RMSNorm scaling by (1 + weight) (GemmaRMSNorm), the embeddings times
+// sqrt(h) (GemmaModel.forward's normalizer) and a tied LM head (GemmaConfig tie_word_embeddings
+// default true). The activation is hidden_activation when set, else hidden_act (the first
+// published configs give hidden_act "gelu"; GemmaMLP has run it as the tanh approximation since
+// transformers 4.39, the one the model was trained with).
+void gemma(const nlohmann::json& json, const std::string& source, TransformerConfig& model) {
+  const char* activation_field = is_set(json, "hidden_activation") ? "hidden_activation"
+                                 : json.contains("hidden_act")     ? "hidden_act"
+                                                                   : "hidden_activation";
+  check_activation(json, activation_field, "gelu_pytorch_tanh", kGeluActivations, source);
+  model.activation = Activation::kGeglu;
+  if (!json.contains("head_dim")) {
+    model.head_dim = kGemmaDefaultHeadDim;
+  }
+  model.tied_embeddings = optional_bool(json, "tie_word_embeddings", true, source);
+  model.qkv_bias = optional_bool(json, "attention_bias", false, source);
+  model.attention_output_bias = model.qkv_bias;
+  model.norm_unit_offset = true;
+  model.scale_embeddings = true;
+}
+
+// Gemma3TextConfig's defaults (transformers configuration_gemma3.py): sliding_window 4096,
+// one full-attention layer every sliding_window_pattern = 6.
+constexpr int64_t kGemma3DefaultSlidingWindow = 4096;
+constexpr int64_t kGemma3DefaultPattern = 6;
+
+// Gemma 3 text (Gemma Team 2025, "Gemma 3 Technical Report", Sec. 2; transformers
+// models/gemma3/modeling_gemma3.py Gemma3ForCausalLM): Gemma's layout (gemma() above) with four
+// norms per layer (Gemma3DecoderLayer: input, post-attention, pre- and post-feedforward), RMSNorm
+// q_norm and k_norm over head_dim (Gemma3Attention), no soft-capping, and a window on five of
+// every six layers: Gemma3DecoderLayer is_sliding = bool((layer_idx + 1) % sliding_window_pattern),
+// Megatron-Core's window_attn_skip_freq N with layer number n = layer_idx + 1; or the
+// layer_types list when stated. rope_local_base_freq and rope_scaling change no cost. Soft-capping
+// and a query_pre_attn_scalar other than head_dim (the attention scale) are refused by name.
+void gemma3_text(const nlohmann::json& json, const std::string& source, TransformerConfig& model) {
+  gemma(json, source, model);
+  model.sandwich_norm = true;
+  model.qk_norm = true;
+  require_unmodelled(json, "attn_logit_softcapping", nlohmann::json(),
+                     "attention logit soft-capping is not modelled", source);
+  require_unmodelled(json, "final_logit_softcapping", nlohmann::json(),
+                     "final logit soft-capping is not modelled", source);
+  require_unmodelled(json, "query_pre_attn_scalar", model.head_dim,
+                     "an attention scale other than 1/sqrt(head_dim) is not modelled", source);
+  model.sliding_window = optional_size(json, "sliding_window", kGemma3DefaultSlidingWindow, source);
+  if (model.num_layers > kMaxLayers) {
+    return;  // validate_model refuses the layer count before any window matters
+  }
+  if (is_set(json, "layer_types")) {
+    std::vector<int> windowed = read_layer_types(json, model.num_layers, source);
+    // As read_sliding_window: none windowed is full attention, all windowed needs no list.
+    const auto num_windowed = std::count(windowed.begin(), windowed.end(), 1);
+    if (num_windowed == 0) {
+      model.sliding_window = 0;
+    } else if (num_windowed < model.num_layers) {
+      model.window_attn_layers = std::move(windowed);
+    }
+    return;
+  }
+  const int64_t pattern =
+      optional_size(json, "sliding_window_pattern", kGemma3DefaultPattern, source);
+  if (pattern == 1) {
+    model.sliding_window = 0;  // (layer_idx + 1) % 1 is 0: no layer is sliding
+  } else {
+    model.window_attn_skip_freq = pattern;
+  }
+}
+
 }  // namespace
 
 bool is_hf_config(const nlohmann::json& json) {
@@ -697,6 +785,12 @@ TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::st
     model = gpt_neox(json, source);
   } else if (model_type == "mpt") {
     model = mpt(json, source);  // MptMLP: GELU, no activation field
+  } else if (model_type == "gemma") {
+    model = llama_family(json, source);
+    gemma(json, source, model);
+  } else if (model_type == "gemma3_text") {
+    model = llama_family(json, source);
+    gemma3_text(json, source, model);
   } else {
     check_activation(json, "hidden_act", "silu", kSiluActivations, source);
     model = llama_family(json, source);

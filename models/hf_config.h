@@ -16,9 +16,9 @@ bool is_hf_config(const nlohmann::json& json);
 
 /// Maps a config.json whose first `architectures` entry is LlamaForCausalLM,
 /// MistralForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, GPT2LMHeadModel,
-/// GPTNeoXForCausalLM, MPT, MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM or
-/// DeepseekV3ForCausalLM, or, without `architectures`, whose `model_type` is one of theirs
-/// (kFamilies in hf_config.cpp). MoE options meshplan does not model (DeepSeek-V3's
+/// GPTNeoXForCausalLM, MPT, MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM,
+/// DeepseekV3ForCausalLM or GemmaForCausalLM, or, without `architectures`, whose `model_type` is
+/// one of theirs (kFamilies in hf_config.cpp). MoE options meshplan does not model (DeepSeek-V3's
 /// multi-token prediction, dense layers between MoE layers) are rejected by name. The name is
 /// `source`. Does not validate sizes (model_from_json does). Throws InputError naming the field
 /// for any other architecture or model_type, for an activation the MLP does not compute

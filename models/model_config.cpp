@@ -36,7 +36,7 @@ constexpr int64_t kMaxSequence = 100'000'000;
 constexpr int64_t kMaxExperts = 100'000;
 
 // Every key of the format; anything else is rejected so a typo is not silently ignored.
-constexpr std::array<std::string_view, 36> kModelFields = {"name",
+constexpr std::array<std::string_view, 39> kModelFields = {"name",
                                                            "num_layers",
                                                            "hidden_size",
                                                            "num_attention_heads",
@@ -57,6 +57,9 @@ constexpr std::array<std::string_view, 36> kModelFields = {"name",
                                                            "sliding_window",
                                                            "window_attn_skip_freq",
                                                            "qk_norm",
+                                                           "norm_unit_offset",
+                                                           "scale_embeddings",
+                                                           "sandwich_norm",
                                                            "parallel_residual",
                                                            "num_experts",
                                                            "experts_per_token",
@@ -99,8 +102,8 @@ Enum parse_enum(const nlohmann::json& json, const char* field, const std::string
                                text, supported));
 }
 
-constexpr std::array<std::pair<std::string_view, Activation>, 2> kActivations = {
-    {{"gelu", Activation::kGelu}, {"swiglu", Activation::kSwiglu}}};
+constexpr std::array<std::pair<std::string_view, Activation>, 3> kActivations = {
+    {{"gelu", Activation::kGelu}, {"swiglu", Activation::kSwiglu}, {"geglu", Activation::kGeglu}}};
 constexpr std::array<std::pair<std::string_view, Norm>, 2> kNorms = {
     {{"layernorm", Norm::kLayerNorm}, {"rmsnorm", Norm::kRmsNorm}}};
 constexpr std::array<std::pair<std::string_view, Positions>, 3> kPositions = {
@@ -119,6 +122,9 @@ void read_moe_and_mla_fields(const nlohmann::json& json, const std::string& sour
   };
   model.sliding_window = int_or_zero("sliding_window");
   model.qk_norm = bool_or_false("qk_norm");
+  model.norm_unit_offset = bool_or_false("norm_unit_offset");
+  model.scale_embeddings = bool_or_false("scale_embeddings");
+  model.sandwich_norm = bool_or_false("sandwich_norm");
   model.parallel_residual = bool_or_false("parallel_residual");
   model.num_experts = int_or_zero("num_experts");
   model.experts_per_token = int_or_zero("experts_per_token");
@@ -371,7 +377,15 @@ bool TransformerConfig::is_windowed_layer(int64_t layer) const {
 }
 
 std::string to_string(Activation activation) {
-  return activation == Activation::kGelu ? "gelu" : "swiglu";
+  switch (activation) {
+    case Activation::kGelu:
+      return "gelu";
+    case Activation::kSwiglu:
+      return "swiglu";
+    case Activation::kGeglu:
+      return "geglu";
+  }
+  return "unknown";
 }
 
 std::string to_string(Norm norm) {
@@ -413,6 +427,19 @@ void validate_model(const TransformerConfig& model, const std::string& source) {
   }
   validate_moe(model, source);
   validate_mla(model, source);
+  // GemmaRMSNorm's (1 + gain): meshplan's LayerNorm keeps its gain as it is.
+  if (model.norm_unit_offset && model.norm != Norm::kRmsNorm) {
+    throw InputError(
+        fmt::format("{}: norm_unit_offset: the (1 + gain) scale is modelled for RMSNorm only ({})",
+                    source, to_string(model.norm)));
+  }
+  // Gemma's post-attention and post-MLP norms sit on the branches of a sequential block.
+  if (model.sandwich_norm && model.parallel_residual) {
+    throw InputError(fmt::format(
+        "{}: sandwich_norm: post-attention and post-MLP norms are modelled for a sequential "
+        "block, not with parallel_residual (true)",
+        source));
+  }
   // The parallel block is costed and executed for dense MLPs and standard attention only.
   if (model.parallel_residual && (model.is_moe() || model.is_mla())) {
     throw InputError(fmt::format(
@@ -515,6 +542,15 @@ nlohmann::json model_to_json(const TransformerConfig& model) {
   // Written only when set, so dense models' files are as before.
   if (model.qk_norm) {
     json["qk_norm"] = true;
+  }
+  if (model.norm_unit_offset) {
+    json["norm_unit_offset"] = true;
+  }
+  if (model.scale_embeddings) {
+    json["scale_embeddings"] = true;
+  }
+  if (model.sandwich_norm) {
+    json["sandwich_norm"] = true;
   }
   if (model.parallel_residual) {
     json["parallel_residual"] = true;

@@ -17,11 +17,13 @@
 //              kv_a_proj_with_mqa h (r_kv + d_r), kv_a_layernorm r_kv,
 //              kv_b_proj r_kv a (d_n + d_v), o_proj a d_v h
 //   MLP        gelu:   h f + f h          (+ f + h if mlp_bias)
-//              swiglu: 3 h f (gate, up, down; Shazeer 2020, eq. 6)  (+ 2f + h if mlp_bias)
+//              swiglu, geglu: 3 h f (gate, up, down; Shazeer 2020, eq. 5-6)  (+ 2f + h if
+//              mlp_bias)
 //   MoE MLP    router E h (+ E with DeepSeek-V3's e_score_correction_bias), E experts of f_e,
 //              S shared experts of f_s (+ h for Qwen2-MoE's shared_expert_gate)
 //              (transformers' MixtralSparseMoeBlock, Qwen2MoeSparseMoeBlock, DeepseekV3MoE)
-//   norms      2 per layer, each h (RMSNorm gain; Zhang & Sennrich 2019) or 2h (LayerNorm gain
+//   norms      2 per layer (4 with sandwich_norm: Gemma 2/3's post-attention and post-MLP
+//              norms), each h (RMSNorm gain; Zhang & Sennrich 2019) or 2h (LayerNorm gain
 //              and bias; Ba et al. 2016)
 // Outside the layers: token embedding V h, learned position table P h, final norm, and an
 // LM head V h (no bias) when it is not tied to the token embedding (Press & Wolf 2017).
@@ -75,7 +77,7 @@ int64_t attention_count(const TransformerConfig& model) {
 
 int64_t mlp_parameter_count(const TransformerConfig& model, int64_t ffn) {
   const int64_t h = model.hidden_size;
-  const bool gelu = model.activation == Activation::kGelu;
+  const bool gelu = !is_gated(model.activation);
   int64_t mlp = gelu ? 2 * h * ffn : 3 * h * ffn;
   if (model.mlp_bias) {
     mlp += gelu ? ffn + h : 2 * ffn + h;
@@ -94,7 +96,7 @@ int64_t LayerParameterCounts::active(const TransformerConfig& model) const {
 LayerParameterCounts count_layer_parameters(const TransformerConfig& model, bool moe_layer) {
   LayerParameterCounts p;
   p.attention = attention_count(model);
-  p.norms = 2 * norm_count(model);
+  p.norms = (model.sandwich_norm ? 4 : 2) * norm_count(model);
   if (!moe_layer) {
     p.mlp = mlp_parameter_count(model, model.ffn_hidden_size);
     return p;

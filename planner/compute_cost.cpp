@@ -87,7 +87,7 @@ PassBytes eager_elementwise_bytes_per_token(const models::TransformerConfig& mod
     bytes.forward += (a + g) * d * (2.0 * cast + 8.0);
     bytes.backward += (a + g) * d * (2.0 * cast + 8.0);
   }
-  if (model.activation == models::Activation::kSwiglu) {
+  if (models::is_gated(model.activation)) {
     bytes.forward += f * (2.0 * e + 3.0 * e);
     bytes.backward += f * (3.0 * e + 3.0 * e + 3.0 * e);
   }
@@ -305,7 +305,7 @@ ModuleRecompute mlp_forward_again(const models::TransformerConfig& model,
                                   const PlanOptions& options, const Shape& x, double fc1_columns,
                                   double f, double norm_bytes) {
   ModuleRecompute recompute;
-  const bool swiglu = model.activation == models::Activation::kSwiglu;
+  const bool swiglu = models::is_gated(model.activation);
   recompute.flops = 2.0 * x.tokens * x.h * (fc1_columns + f) / x.t;
   LinearGemms gemms;
   gemms.add({x.tokens, fc1_columns / x.t, x.h, 1.0, norm_bytes > 0});
@@ -364,7 +364,7 @@ ModuleRecompute shared_experts_recompute(const models::TransformerConfig& model,
   const Shape x = shape_of(model, cluster, layout);
   const double f_shared = static_cast<double>(model.num_shared_experts) *
                           static_cast<double>(model.shared_expert_ffn_hidden_size);
-  const bool swiglu = model.activation == models::Activation::kSwiglu;
+  const bool swiglu = models::is_gated(model.activation);
   return mlp_forward_again(model, cluster, layout, options, x, (swiglu ? 2.0 : 1.0) * f_shared,
                            f_shared, 0.0);
 }
@@ -405,7 +405,7 @@ ModuleRecompute moe_block_recompute(const models::TransformerConfig& model,
     return recompute;
   }
   const Shape x = shape_of(model, cluster, layout, moe_layer);
-  const bool swiglu = model.activation == models::Activation::kSwiglu;
+  const bool swiglu = models::is_gated(model.activation);
   const double permute_bytes =
       2.0 * 2.0 * x.tokens * static_cast<double>(model.experts_per_token) * x.h * x.e / x.sp;
   const LinearGemms gemms = mlp_linear_gemms(model, layout, options, x, moe_layer);
@@ -491,7 +491,7 @@ double async_tp_unfused_backward_seconds(const models::TransformerConfig& model,
   if (model.parallel_residual) {
     return reduce;
   }
-  const bool swiglu_mlp = model.activation == models::Activation::kSwiglu && !moe_layer;
+  const bool swiglu_mlp = models::is_gated(model.activation) && !moe_layer;
   return reduce + (swiglu_mlp ? reduce : 0.0);
 }
 
@@ -511,7 +511,7 @@ double selective_module_recompute_bytes(const models::TransformerConfig& model,
     // layer_time splits the MLP's element-wise work (over t).
     const double routed = x.tokens * static_cast<double>(model.experts_per_token) *
                           static_cast<double>(model.expert_ffn_hidden_size) / x.t;
-    bytes += (model.activation == models::Activation::kSwiglu ? 3.0 : 2.0) * routed * x.e;
+    bytes += (models::is_gated(model.activation) ? 3.0 : 2.0) * routed * x.e;
   }
   if (recomputes_module(layout, kRecomputeLayernorm)) {
     // Each norm that is a module of its own runs again: read and write T h / sp (as the fused
@@ -546,9 +546,12 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
   // (fusions/fused_bias_dropout.py bias_dropout_add_fused_train at baf94af3, core_r0.8.0).
   const double norm_tokens = layout.sequence_parallel ? tokens / t : tokens;
   const double dropout_mask_bytes = model.dropout ? 1.0 : 0.0;
-  const double fused_norm_bytes = 2.0 * 2.0 * norm_tokens * h * e;
+  // Two norms per layer, four with sandwich_norm (Gemma 2/3's post-attention and post-MLP
+  // norms, each on the rank's T / sp rows of a branch output before its residual add).
+  const double norms_per_layer = model.sandwich_norm ? 4.0 : 2.0;
+  const double fused_norm_bytes = norms_per_layer * 2.0 * norm_tokens * h * e;
   double bytes = 2.0 * (3.0 * e + dropout_mask_bytes) * norm_tokens * h;  // residual adds
-  const bool swiglu = model.activation == models::Activation::kSwiglu;
+  const bool swiglu = models::is_gated(model.activation);
   const double activation_bytes = (swiglu ? 3.0 : 2.0) * tokens * f / t * e;
   const double rope_bytes =
       model.positions == models::Positions::kRope ? 2.0 * tokens * (a + g) * d / t * e : 0.0;
@@ -565,8 +568,8 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
   PassBytes eager;
   if (options.norm_kernel == NormKernel::kEager) {  // the two norms' eager kernels instead
     const PassBytes norm = norm_bytes_per_element(options, e);
-    eager.forward += 2.0 * norm_tokens * h * norm.forward;
-    eager.backward += 2.0 * norm_tokens * h * norm.backward;
+    eager.forward += norms_per_layer * norm_tokens * h * norm.forward;
+    eager.backward += norms_per_layer * norm_tokens * h * norm.backward;
   } else {
     bytes += fused_norm_bytes;
   }
@@ -807,6 +810,13 @@ PassBytes embedding_bytes(const models::TransformerConfig& model,
   // gradient (read the output gradient, write the touched rows) per table.
   double backward = (1.0 - 1.0 / t) + transpose + 2.0 * (learned ? 2.0 : 1.0);
   PassBytes bytes{forward * tokens * h * e, backward * tokens * h * e};
+  if (model.scale_embeddings) {
+    // Gemma's x sqrt(h) on the rank's rows (Megatron-Bridge gemma/modules.py
+    // EmbeddingScalingMixin at 067f987d: `embeddings * hidden_size**0.5` after
+    // LanguageModelEmbedding.forward): read e, write e; backward the same on the gradient.
+    bytes.forward += sp_rows * tokens * h * 2.0 * e;
+    bytes.backward += sp_rows * tokens * h * 2.0 * e;
+  }
   if (model.dropout) {
     // embedding_dropout on the rank's rows: read e, write e and the 1-byte mask; backward
     // reads the gradient and the mask, writes e.
@@ -1002,7 +1012,7 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     const bool op_sac = op_level_selective_recompute(layout, options);
     const OpSacRecompute sac =
         op_sac ? op_sac_recompute(cluster, layout, options, shape_of(model, cluster, layout),
-                                  model.activation == models::Activation::kSwiglu, layer)
+                                  models::is_gated(model.activation), layer)
                : OpSacRecompute{};
     // Under fsdp the recompute stops before the MLP's last GEMM (checkpoint_early_stop_skip).
     // Selective and selective-op recompute name what they re-run (an attention core, a policy's

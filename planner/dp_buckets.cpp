@@ -381,7 +381,7 @@ std::vector<int64_t> deepspeed_gathered_module_elements(const models::Transforme
   // and prefetched one call per module ahead (stage3_prefetch_bucket_size 5e7 elements: the
   // next module's, as a large module alone fills it); persistent parameters make no call.
   const int64_t h = model.hidden_size;
-  const int64_t fc1_per_f = model.activation == models::Activation::kSwiglu ? 2 : 1;
+  const int64_t fc1_per_f = models::is_gated(model.activation) ? 2 : 1;
   std::vector<int64_t> modules;
   const auto add = [&](int64_t elements) {
     if (elements > kDeepSpeedPersistenceThreshold) {

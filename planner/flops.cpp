@@ -44,7 +44,7 @@ LayerFlops layer_forward_flops(const models::TransformerConfig& model, double to
   // own num_floating_point_operations (training.py, d98e8a64) ignores --window-size and
   // --window-attn-skip-freq; meshplan counts the work a windowed kernel does.
   const double window_share = kind.windowed ? attention_window_fraction(model) : 1.0;
-  const double mlp_matrices = model.activation == models::Activation::kSwiglu ? 3.0 : 2.0;
+  const double mlp_matrices = models::is_gated(model.activation) ? 3.0 : 2.0;
   LayerFlops flops;
   if (model.is_mla()) {
     // MLA (DeepSeek-V2, Sec. 2.1): every projection weight is used once per token, 2 T per
@@ -116,7 +116,7 @@ Shape shape_of(const models::TransformerConfig& model, const models::ClusterConf
   x.s = static_cast<double>(model.seq_length);
   x.e = static_cast<double>(element_bytes(cluster));
   x.sp = layout.sequence_parallel ? x.t : 1.0;
-  x.fc1 = model.activation == models::Activation::kSwiglu ? 2.0 * x.f : x.f;
+  x.fc1 = models::is_gated(model.activation) ? 2.0 * x.f : x.f;
   return x;
 }
 

@@ -27,7 +27,7 @@ namespace {
 // Everything else (norms, rotary, K, the SwiGLU product, wo and w3's outputs) is rebuilt when
 // the block's backward runs (stage_memory adds that one block's rebuild).
 double op_sac_saved_bytes_per_layer(const models::TransformerConfig& model, const Shape& x) {
-  const bool swiglu = model.activation == models::Activation::kSwiglu;
+  const bool swiglu = models::is_gated(model.activation);
   const double block_input = x.tokens * x.h * x.e / x.sp;
   const double saved_mm_outputs =
       x.tokens * x.e * ((x.a * x.d + x.g * x.d + x.f) / x.t + (swiglu ? x.h : 0.0));
@@ -111,15 +111,16 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
   if (op_level_selective_recompute(layout, options)) {
     return op_sac_saved_bytes_per_layer(model, x);
   }
-  const double activation_input =
-      (model.activation == models::Activation::kSwiglu ? 2.0 : 1.0) * tokens * f * e;
+  const double activation_input = (models::is_gated(model.activation) ? 2.0 : 1.0) * tokens * f * e;
   const double split =
       (tokens * (a + 2.0 * g) * d * e + tokens * a * d * e + activation_input + tokens * f * e) / t;
   // Dropout masks (1 byte per element) exist only where the model trains with dropout.
   const double mask = model.dropout ? 1.0 : 0.0;
   // A parallel block's second norm reads the layer input, which the first norm already keeps:
   // one T h e less (GPT-NeoX: input_layernorm(x) and post_attention_layernorm(x)).
-  const double norm_and_linear_inputs = model.parallel_residual ? 3.0 : 4.0;
+  // Sandwich norms (Gemma 2/3) keep their inputs too, the two branch outputs: two T h e more.
+  const double norm_and_linear_inputs =
+      (model.parallel_residual ? 3.0 : 4.0) + (model.sandwich_norm ? 2.0 : 0.0);
   const double replicated =
       (norm_and_linear_inputs * tokens * h * e + 2.0 * mask * tokens * h) / sequence_split;
   double scores = 0;
@@ -167,7 +168,7 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
     // split term above).
     const double shared = tokens * static_cast<double>(model.num_shared_experts) *
                           static_cast<double>(model.shared_expert_ffn_hidden_size) * e;
-    rebuilt += ((model.activation == models::Activation::kSwiglu ? 2.0 : 1.0) + 1.0) * shared / t;
+    rebuilt += ((models::is_gated(model.activation) ? 2.0 : 1.0) + 1.0) * shared / t;
   }
   if (!moe_layer && recomputes_module(layout, kRecomputeMlp)) {
     // mlp (dense layers): the checkpointed MLP keeps its input, the pre-norm hidden state the

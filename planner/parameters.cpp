@@ -24,7 +24,7 @@ LayerParameters layer_parameters(const models::TransformerConfig& model, int64_t
   // row-parallel biases and norms are replicated.
   const int64_t h = model.hidden_size;
   const int64_t d = model.head_dim;
-  const int64_t fc1_per_f = model.activation == models::Activation::kSwiglu ? 2 : 1;
+  const int64_t fc1_per_f = models::is_gated(model.activation) ? 2 : 1;
   LayerParameters p;
   if (model.is_mla()) {
     // Megatron-Core MLA (multi_latent_attention.py, Transformer Engine spec): linear_q_down_proj
@@ -73,7 +73,7 @@ LayerParameters layer_parameters(const models::TransformerConfig& model, int64_t
     add_mlp(model.shared_expert_ffn_hidden_size, model.num_shared_experts, tp, p.sharded);
     p.replicated += model.shared_expert_gate ? h : 0;
   }
-  p.replicated += 2 * norm_parameters(model);
+  p.replicated += (model.sandwich_norm ? 4 : 2) * norm_parameters(model);  // sandwich: Gemma 2/3
   return p;
 }
 

@@ -352,6 +352,28 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
   flags.push_back({"--normalization", m.norm == models::Norm::kRmsNorm ? "RMSNorm" : "LayerNorm"});
   if (m.activation == models::Activation::kSwiglu) {
     flags.push_back({"--swiglu", ""});
+  } else if (m.activation == models::Activation::kGeglu) {
+    // megatron/training/arguments.py at d98e8a64: --swiglu gates with SiLU and --quick-geglu
+    // with quick_gelu(x) = x sigmoid(1.702 x) (core/fusions/fused_bias_geglu.py); no flag gates
+    // with the tanh GELU (Megatron-Bridge sets TransformerConfig.activation_func in Python).
+    refuse(kMegatronTarget, "model.activation",
+           "Megatron-LM has no flag for a tanh-GELU-gated MLP (--swiglu gates with SiLU, "
+           "--quick-geglu with x sigmoid(1.702 x))",
+           "geglu");
+  }
+  if (m.norm_unit_offset) {
+    // transformer_config.py layernorm_zero_centered_gamma (d98e8a64): the (1 + gamma) norm.
+    flags.push_back({"--apply-layernorm-1p", ""});
+  }
+  if (m.scale_embeddings) {
+    refuse(kMegatronTarget, "model.scale_embeddings",
+           "Megatron-LM has no flag to scale the embeddings by sqrt(h) (Megatron-Bridge's "
+           "EmbeddingScalingMixin does it in Python)",
+           "true");
+  }
+  if (m.sandwich_norm) {
+    refuse(kMegatronTarget, "model.sandwich_norm",
+           "Megatron-Core's TransformerLayer has no post-attention and post-MLP norms", "true");
   }
   if (!m.tied_embeddings) {
     flags.push_back({"--untie-embeddings-and-output-weights", ""});

@@ -54,6 +54,23 @@ void check_megatron_deepspeed_model(const models::TransformerConfig& m) {
            "--num-attention-heads does not run",
            fmt::format("{} of {} heads", m.num_kv_heads, m.num_attention_heads));
   }
+  if (m.activation == models::Activation::kGeglu) {
+    // megatron/arguments.py at f4157bea: --swiglu is the only gated MLP (SiLU).
+    refuse(kMegatronDeepSpeedTarget, "model.activation",
+           "Megatron-DeepSpeed has no gated GELU MLP (its one gated MLP is --swiglu, SiLU)",
+           "geglu");
+  }
+  if (m.norm_unit_offset || m.scale_embeddings || m.sandwich_norm) {
+    // megatron/model/transformer.py at f4157bea: RMSNorm without a (1 + gain) form, no
+    // embedding scale, two norms per layer.
+    refuse(kMegatronDeepSpeedTarget,
+           m.norm_unit_offset   ? "model.norm_unit_offset"
+           : m.scale_embeddings ? "model.scale_embeddings"
+                                : "model.sandwich_norm",
+           "Megatron-DeepSpeed has none of Gemma's (1 + weight) RMSNorm, sqrt(h) embedding scale "
+           "or post-branch norms",
+           "true");
+  }
   if (m.qk_norm) {
     refuse(kMegatronDeepSpeedTarget, "model.qk_norm",
            "Megatron-DeepSpeed has no query/key normalization (no flag in arguments.py)", "true");

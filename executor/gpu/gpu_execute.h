@@ -14,7 +14,7 @@ namespace meshplan::executor::gpu {
 /// Throws InputError "<source>: <field>: the GPU executor ... (issue 13) (<value>)" for what the
 /// GPU executor does not run: precision other than fp32, FP8 GEMMs, tp, pp, vpp, cp or ep above 1,
 /// sequence parallelism, ZeRO 1-3, recompute, attention without flash, a sliding window shorter
-/// than seq_length (refuse_model_for_gpu_executor), the zero-bubble schedule,
+/// than seq_length or a GeGLU MLP (refuse_model_for_gpu_executor), the zero-bubble schedule,
 /// head dims above the flash kernel's 256, micro_batch x heads above its grid's 65535.
 void validate_plan_for_gpu(const planner::Plan& plan, const std::string& source);
 

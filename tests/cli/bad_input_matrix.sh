@@ -158,6 +158,13 @@ echo "{\"model_type\": \"qwen2\", \"use_sliding_window\": true, \"sliding_window
  \"layer_types\": [\"sliding_attention\", \"chunked_attention\"], $hf}" >hf_qwen_window.json
 sed 's/"num_layers": 0/"num_layers": 4, "sliding_window": -1/' model_zero_layers.json \
   >model_window_negative.json
+echo "{\"model_type\": \"gemma\", \"hidden_activation\": \"silu\", $hf}" >hf_gemma_silu.json
+echo "{\"model_type\": \"gemma3_text\", \"attn_logit_softcapping\": 50.0, $hf}" \
+  >hf_gemma3_softcap.json
+sed 's/"num_layers": 0/"num_layers": 4, "norm_unit_offset": true/' model_zero_layers.json \
+  >model_unit_offset_layernorm.json
+sed 's/"num_layers": 0/"num_layers": 4, "scale_embeddings": 1/' model_zero_layers.json \
+  >model_scale_embeddings_int.json
 sed 's/"num_layers": 0/"num_layers": 4, "sliding_window": "8"/' model_zero_layers.json \
   >model_window_string.json
 window_pattern() {  # window_pattern OUT SLIDING_WINDOW SKIP_FREQ: tiny's 4 layers with both
@@ -311,6 +318,18 @@ plan_row "HF config, model_type only, hidden_act relu" \
 plan_row "HF config, unsupported model_type" \
   "hf_falcon.json: model_type: unsupported model type (falcon)" \
   --model hf_falcon.json --cluster local-cpu --gpus 2
+plan_row "HF config, Gemma gated by SiLU" \
+  "hf_gemma_silu.json: hidden_activation: unsupported activation (silu)" \
+  --model hf_gemma_silu.json --cluster local-cpu --gpus 2
+plan_row "HF config, Gemma 3 with attention soft-capping" \
+  "hf_gemma3_softcap.json: attn_logit_softcapping: attention logit soft-capping is not modelled (50.0)" \
+  --model hf_gemma3_softcap.json --cluster local-cpu --gpus 2
+plan_row "model norm_unit_offset with LayerNorm" \
+  "model_unit_offset_layernorm.json: norm_unit_offset: the (1 + gain) scale is modelled for RMSNorm only (layernorm)" \
+  --model model_unit_offset_layernorm.json --cluster local-cpu --gpus 2
+plan_row "model scale_embeddings not a boolean" \
+  "model_scale_embeddings_int.json: scale_embeddings: expected true or false (1)" \
+  --model model_scale_embeddings_int.json --cluster local-cpu --gpus 2
 plan_row "HF config, Qwen2 layer_types neither sliding nor full attention" \
   'hf_qwen_window.json: layer_types: expected sliding_attention or full_attention ("chunked_attention")' \
   --model hf_qwen_window.json --cluster local-cpu --gpus 2

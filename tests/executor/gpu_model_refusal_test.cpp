@@ -23,5 +23,24 @@ TEST_CASE("the GPU executor refuses a sliding window shorter than the sequence")
         "executor yet; its flash kernel masks causally only (8 < seq_length 32)");
 }
 
+TEST_CASE("the GPU executor refuses GeGLU and Gemma's norm and embedding scales") {
+  models::TransformerConfig model = models::load_model("tiny");  // SwiGLU: runs
+  CHECK_NOTHROW(refuse_model_for_gpu_executor(model, "p.json"));
+  model.activation = models::Activation::kGeglu;
+  CHECK(input_error([&] { refuse_model_for_gpu_executor(model, "p.json"); }) ==
+        "p.json: model.activation: the gated GELU MLP (GeGLU) is not implemented in the GPU "
+        "executor yet; it has GELU and SwiGLU kernels (geglu)");
+  model.activation = models::Activation::kSwiglu;
+  model.norm_unit_offset = true;
+  CHECK(input_error([&] { refuse_model_for_gpu_executor(model, "p.json"); }) ==
+        "p.json: model.norm_unit_offset: Gemma's (1 + weight) RMSNorm is not implemented in the "
+        "GPU executor yet (true)");
+  model.norm_unit_offset = false;
+  model.scale_embeddings = true;
+  CHECK(input_error([&] { refuse_model_for_gpu_executor(model, "p.json"); }) ==
+        "p.json: model.scale_embeddings: Gemma's sqrt(h) embedding scale is not implemented in "
+        "the GPU executor yet (true)");
+}
+
 }  // namespace
 }  // namespace meshplan::executor

@@ -122,6 +122,27 @@ TEST_CASE(
   check_gradients(plan, planner::Recompute::kNone, false);
 }
 
+TEST_CASE("whole-model backward matches finite differences (GeGLU)") {
+  models::TransformerConfig model = testing::small_llama_model();
+  model.activation = models::Activation::kGeglu;
+  const planner::Plan plan = make_plan(model, make_layout(1, 1, 1, 2, 4));
+  check_gradients(plan, planner::Recompute::kNone, false);
+  check_gradients(plan, planner::Recompute::kFull, true);
+}
+
+TEST_CASE("whole-model backward matches finite differences (Gemma: (1 + w) norms, x sqrt(h))") {
+  // GemmaForCausalLM's layout: GeGLU, RMSNorm scaling by (1 + weight), the embedding times
+  // sqrt(h) before the first layer, the tied head reading the unscaled table.
+  models::TransformerConfig model = testing::small_llama_model();
+  model.activation = models::Activation::kGeglu;
+  model.norm_unit_offset = true;
+  model.scale_embeddings = true;
+  model.tied_embeddings = true;
+  const planner::Plan plan = make_plan(model, make_layout(1, 1, 1, 2, 4));
+  check_gradients(plan, planner::Recompute::kNone, false);
+  check_gradients(plan, planner::Recompute::kSelective, true);
+}
+
 // Router weights of std 0.02 x 200 = 4: logits several units apart, so eps moves no choice.
 constexpr float kRouterScale = 200;
 

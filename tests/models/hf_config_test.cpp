@@ -261,6 +261,139 @@ TEST_CASE("microsoft/Phi-3-mini-4k-instruct: 3,821,079,552 parameters, a 2047-to
         "phi3.json: attention_bias: Phi-3 attention with biases is not modelled (true)");
 }
 
+TEST_CASE("google/gemma-7b: 8,537,680,896 parameters, GeGLU, (1 + w) norms, scaled embeddings") {
+  // Gemma Team 2024, Table 1 (7B: d_model 3072, 28 layers, 16 heads of 256, feedforward
+  // 49152 = 2 x 24576 for gate and up). Term by term: tied embedding V h = 256000 x 3072 =
+  // 786,432,000; per layer q 3072 x 4096 = 12,582,912, k and v the same (16 kv heads: MHA),
+  // o 4096 x 3072 = 12,582,912, so attention 50,331,648; GeGLU 3 x 3072 x 24576 = 226,492,416;
+  // two RMSNorms 6,144: 276,830,208, x 28 = 7,751,245,824; final norm 3,072. Total
+  // 8,537,680,896, the safetensors index of google/gemma-7b (17,075,361,792 bytes in bf16).
+  const std::string path = hf_fixture("gemma-7b.json");
+  const TransformerConfig model = load_model(path);
+  CHECK(model.num_layers == 28);
+  CHECK(model.hidden_size == 3072);
+  CHECK(model.num_attention_heads == 16);
+  CHECK(model.num_kv_heads == 16);
+  CHECK(model.head_dim == 256);  // 16 x 256 = 4096 != h
+  CHECK(model.ffn_hidden_size == 24576);
+  CHECK(model.vocab_size == 256000);
+  CHECK(model.activation == Activation::kGeglu);  // hidden_act "gelu", run as the tanh form
+  CHECK(model.norm == Norm::kRmsNorm);
+  CHECK(model.norm_unit_offset);
+  CHECK(model.scale_embeddings);
+  CHECK(model.positions == Positions::kRope);
+  CHECK(model.tied_embeddings);
+  CHECK_FALSE(model.qkv_bias);
+  CHECK_FALSE(model.attention_output_bias);
+  CHECK_FALSE(model.mlp_bias);
+  CHECK_FALSE(model.dropout);
+  CHECK(model.sliding_window == 0);
+  const auto counts = count_parameters(model);
+  CHECK(counts.token_embedding == 786'432'000);
+  CHECK(counts.per_layer == 276'830'208);
+  CHECK(counts.final_norm == 3'072);
+  CHECK(counts.lm_head == 0);
+  CHECK(counts.total == 8'537'680'896);
+}
+
+TEST_CASE("google/gemma-2b: 2,506,172,416 parameters, multi-query attention") {
+  // Gemma Team 2024, Table 1 (2B: d_model 2048, 18 layers, 8 heads of 256, 1 kv head). Tied
+  // embedding 256000 x 2048 = 524,288,000; per layer q and o 2 x 2048 x 2048 = 8,388,608, k and
+  // v 2 x 256 x 2048 = 1,048,576, GeGLU 3 x 2048 x 16384 = 100,663,296, norms 4,096:
+  // 110,104,576, x 18 = 1,981,882,368; final norm 2,048. Total 2,506,172,416 (safetensors index).
+  const TransformerConfig model = load_model(hf_fixture("gemma-2b.json"));
+  CHECK(model.num_kv_heads == 1);
+  CHECK(model.head_dim == 256);
+  CHECK(count_parameters(model).per_layer == 110'104'576);
+  CHECK(count_parameters(model).total == 2'506'172'416);
+}
+
+TEST_CASE(
+    "google/gemma-3-1b-pt: 999,885,952 parameters, sandwich norms, q/k norms, 5 of 6 windowed") {
+  // Gemma Team 2025, Table 1 and Sec. 2. Term by term: tied embedding 262144 x 1152 =
+  // 301,989,888; per layer q 1152 x 1024 = 1,179,648 (4 heads of 256), k and v 1152 x 256 each
+  // = 589,824 (one kv head), o 1,179,648, q_norm and k_norm 2 x 256 = 512, GeGLU 3 x 1152 x
+  // 6912 = 23,887,872, four RMSNorms 4 x 1152 = 4,608: 26,842,112, x 26 = 697,894,912; final
+  // norm 1,152. Total 999,885,952, the safetensors index of google/gemma-3-1b-pt.
+  const TransformerConfig model = load_model(hf_fixture("gemma-3-1b-pt.json"));
+  CHECK(model.activation == Activation::kGeglu);
+  CHECK(model.sandwich_norm);
+  CHECK(model.qk_norm);
+  CHECK(model.norm_unit_offset);
+  CHECK(model.scale_embeddings);
+  CHECK(model.tied_embeddings);
+  CHECK(model.sliding_window == 512);
+  CHECK(model.window_attn_skip_freq == 6);  // is_sliding = bool((layer_idx + 1) % 6)
+  CHECK(model.is_windowed_layer(0));
+  CHECK(model.is_windowed_layer(4));
+  CHECK_FALSE(model.is_windowed_layer(5));  // layer_idx 5: (5 + 1) % 6 == 0, global
+  CHECK(model.is_windowed_layer(6));
+  CHECK_FALSE(model.is_windowed_layer(11));
+  const auto counts = count_parameters(model);
+  CHECK(counts.token_embedding == 301'989'888);
+  CHECK(counts.per_layer == 26'842'112);
+  CHECK(counts.total == 999'885'952);
+}
+
+TEST_CASE("Gemma 3: layer_types, the pattern's defaults and refused options") {
+  nlohmann::json gemma3 = meshplan::read_json_file(hf_fixture("gemma-3-1b-pt.json"));
+  gemma3["num_hidden_layers"] = 3;
+  gemma3["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention"};
+  CHECK(model_from_json(gemma3, "g.json").window_attn_layers == std::vector<int>{1, 0, 1});
+  CHECK(model_from_json(gemma3, "g.json").window_attn_skip_freq == 0);
+  gemma3["layer_types"] = {"full_attention", "full_attention", "full_attention"};
+  CHECK(model_from_json(gemma3, "g.json").sliding_window == 0);
+  gemma3["layer_types"] = {"sliding_attention", "chunked_attention", "full_attention"};
+  CHECK(input_error([&] { model_from_json(gemma3, "g.json"); }) ==
+        "g.json: layer_types: expected sliding_attention or full_attention "
+        "(\"chunked_attention\")");
+  gemma3.erase("layer_types");
+  gemma3.erase("sliding_window_pattern");  // Gemma3TextConfig's default 6
+  gemma3.erase("sliding_window");          // and 4096
+  CHECK(model_from_json(gemma3, "g.json").window_attn_skip_freq == 6);
+  CHECK(model_from_json(gemma3, "g.json").sliding_window == 4096);
+  gemma3["sliding_window_pattern"] = 1;  // (layer_idx + 1) % 1 == 0: no layer windowed
+  CHECK(model_from_json(gemma3, "g.json").sliding_window == 0);
+  gemma3["attn_logit_softcapping"] = 50.0;
+  CHECK(input_error([&] { model_from_json(gemma3, "g.json"); }) ==
+        "g.json: attn_logit_softcapping: attention logit soft-capping is not modelled (50.0)");
+  gemma3["attn_logit_softcapping"] = nullptr;
+  gemma3["final_logit_softcapping"] = 30.0;
+  CHECK(input_error([&] { model_from_json(gemma3, "g.json"); }) ==
+        "g.json: final_logit_softcapping: final logit soft-capping is not modelled (30.0)");
+  gemma3["final_logit_softcapping"] = nullptr;
+  gemma3["query_pre_attn_scalar"] = 224;
+  CHECK(input_error([&] { model_from_json(gemma3, "g.json"); }) ==
+        "g.json: query_pre_attn_scalar: an attention scale other than 1/sqrt(head_dim) is not "
+        "modelled (224)");
+}
+
+TEST_CASE("Gemma: activation fields, head_dim default and refusals") {
+  nlohmann::json gemma = meshplan::read_json_file(hf_fixture("gemma-2b.json"));
+  // hidden_activation (transformers >= 4.39) takes precedence over hidden_act.
+  gemma["hidden_activation"] = "gelu_pytorch_tanh";
+  gemma["hidden_act"] = "silu";
+  CHECK(model_from_json(gemma, "g.json").activation == Activation::kGeglu);
+  gemma["hidden_activation"] = "silu";
+  CHECK(input_error([&] { model_from_json(gemma, "g.json"); }) ==
+        "g.json: hidden_activation: unsupported activation (silu); supported: gelu, gelu_new, "
+        "gelu_pytorch_tanh, gelu_fast");
+  gemma.erase("hidden_activation");
+  CHECK(input_error([&] { model_from_json(gemma, "g.json"); }) ==
+        "g.json: hidden_act: unsupported activation (silu); supported: gelu, gelu_new, "
+        "gelu_pytorch_tanh, gelu_fast");
+  gemma.erase("hidden_act");  // GemmaConfig's default: gelu_pytorch_tanh
+  CHECK(model_from_json(gemma, "g.json").activation == Activation::kGeglu);
+  gemma["hidden_size"] = 1024;
+  gemma.erase("head_dim");  // GemmaConfig's default 256, not h / a = 1024 / 8 = 128
+  CHECK(model_from_json(gemma, "g.json").head_dim == 256);
+  gemma.erase("tie_word_embeddings");
+  CHECK(model_from_json(gemma, "g.json").tied_embeddings);
+  gemma["attention_bias"] = true;  // GemmaAttention: q, k, v and o_proj with bias
+  CHECK(model_from_json(gemma, "g.json").qkv_bias);
+  CHECK(model_from_json(gemma, "g.json").attention_output_bias);
+}
+
 TEST_CASE("Qwen2: the window counts with use_sliding_window, on the layers it names") {
   // Qwen2-0.5B: sliding_window 131072 with use_sliding_window false: full attention.
   nlohmann::json config = meshplan::read_json_file(hf_fixture("Qwen2-0.5B.json"));
@@ -359,7 +492,8 @@ TEST_CASE("configs without `architectures` are read by model_type") {
   falcon["model_type"] = "falcon";
   CHECK(input_error([&] { model_from_json(falcon, "falcon.json"); }) ==
         "falcon.json: model_type: unsupported model type (falcon); supported: llama, mistral, "
-        "phi3, qwen2, qwen3, gpt2, gpt_neox, mixtral, qwen2_moe, qwen3_moe, deepseek_v3, mpt");
+        "phi3, qwen2, qwen3, gpt2, gpt_neox, mixtral, qwen2_moe, qwen3_moe, deepseek_v3, mpt, "
+        "gemma, gemma3_text");
   nlohmann::json mismatch = small_llama();
   mismatch["model_type"] = "gpt2";
   CHECK(input_error([&] { model_from_json(mismatch, "c.json"); }) ==
@@ -484,7 +618,8 @@ TEST_CASE("unsupported architectures and malformed `architectures`") {
       "falcon.json: architectures: unsupported architecture (FalconForCausalLM); supported: "
       "LlamaForCausalLM, MistralForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
       "GPT2LMHeadModel, GPTNeoXForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, "
-      "Qwen3MoeForCausalLM, DeepseekV3ForCausalLM, MptForCausalLM, MPTForCausalLM");
+      "Qwen3MoeForCausalLM, DeepseekV3ForCausalLM, MptForCausalLM, MPTForCausalLM, "
+      "GemmaForCausalLM, Gemma3ForCausalLM");
 
   nlohmann::json not_a_list = small_llama();
   not_a_list["architectures"] = "LlamaForCausalLM";

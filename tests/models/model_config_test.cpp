@@ -382,7 +382,11 @@ TEST_CASE("missing fields, wrong types, unknown fields and values") {
   json["activation"] = "relu";
   CHECK(model_error_for(json) ==
         "m.json: activation: unsupported activation (relu); supported: gelu, "
-        "swiglu");
+        "swiglu, geglu");
+
+  json = tiny_json();
+  json["activation"] = "geglu";  // Shazeer 2020's GEGLU, Gemma's MLP
+  CHECK(model_from_json(json, "m.json").activation == Activation::kGeglu);
 
   json = tiny_json();
   json["norm"] = "batchnorm";
@@ -481,6 +485,7 @@ TEST_CASE("to_string of the enums matches the JSON vocabulary") {
   using meshplan::models::to_string;
   CHECK(to_string(Activation::kGelu) == "gelu");
   CHECK(to_string(Activation::kSwiglu) == "swiglu");
+  CHECK(to_string(Activation::kGeglu) == "geglu");
   CHECK(to_string(Norm::kLayerNorm) == "layernorm");
   CHECK(to_string(Norm::kRmsNorm) == "rmsnorm");
   CHECK(to_string(Positions::kLearned) == "learned");

@@ -340,6 +340,15 @@ TEST_CASE("embedding_bytes: lookup, position add, dropout; the dense table gradi
   fsdp.framework = Framework::kFsdp;
   CHECK(embedding_bytes(model, h100, layout, fsdp).backward ==
         doctest::Approx(306708480.0).epsilon(kRounding).scale(0));
+  // Gemma's x sqrt(h) (scale_embeddings): one more read and write of T h in bf16 each way,
+  // 4 T h = 18,874,368 bytes.
+  models::TransformerConfig scaled = model;
+  scaled.scale_embeddings = true;
+  const PassBytes scaled_bytes = embedding_bytes(scaled, h100, layout, megatron);
+  CHECK(scaled_bytes.forward - bytes.forward ==
+        doctest::Approx(18874368.0).epsilon(kRounding).scale(0));
+  CHECK(scaled_bytes.backward - bytes.backward ==
+        doctest::Approx(18874368.0).epsilon(kRounding).scale(0));
 }
 
 TEST_CASE("chunk_cost: the last stage's head and loss against the first stage's embedding") {
@@ -580,6 +589,25 @@ TEST_CASE("parallel block: one tp reduction of the summed branches forward, two 
   layout.recompute = Recompute::kFull;
   one = per_layer(layout, four);
   CHECK(one.second == doctest::Approx(3 * gather + 3 * reduce).scale(0));
+}
+
+TEST_CASE("chunk_cost: sandwich norms are two more norm passes per layer") {
+  // Gemma 2/3's post-attention and post-MLP norms: per layer forward 2 norms x (read, write)
+  // T h e, backward twice that (layer_time's memory_backward), T = 2048 tokens of h 2304 in bf16
+  // at tp 1: 2 x 2 x 2048 x 2304 x 2 = 37,748,736 bytes forward, on 24 layers.
+  const models::TransformerConfig model = models::load_model("megatron-1.7b");
+  const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
+  const Layout layout = test::make_layout(1, 1, 1, 1, 1);
+  models::TransformerConfig sandwich = model;
+  sandwich.sandwich_norm = true;
+  const ChunkCost plain = chunk_cost(model, h100, layout, PlanOptions{}, 0, 0);
+  const ChunkCost four = chunk_cost(sandwich, h100, layout, PlanOptions{}, 0, 0);
+  const double layer_bytes = 2.0 * 2.0 * 2048 * 2304 * 2;
+  CHECK(layer_bytes == 37748736.0);
+  CHECK(four.forward_compute_seconds - plain.forward_compute_seconds ==
+        doctest::Approx(24 * memory_seconds(h100, layer_bytes)).epsilon(1e-9).scale(0));
+  CHECK(four.backward_input_compute_seconds - plain.backward_input_compute_seconds ==
+        doctest::Approx(24 * memory_seconds(h100, 2 * layer_bytes)).epsilon(1e-9).scale(0));
 }
 
 TEST_CASE(

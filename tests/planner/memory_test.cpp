@@ -696,6 +696,27 @@ TEST_CASE("a parallel block keeps the layer input once for both norms") {
   CHECK(2 * parallel_per_layer(4, true) == 96 * kSbh);  // 97 - 2 / 4 x 2
 }
 
+TEST_CASE("sandwich norms keep the two branch outputs they normalise") {
+  // Gemma 2/3's post-attention and post-MLP norms read the attention and MLP outputs before
+  // their residual adds: two T h e = 2 s b h tensors more than Korthikanti et al.'s 34 s b h
+  // (194 s b h per layer here without flash attention), / t with SP.
+  const auto sandwich_per_layer = [](int64_t tp, bool sequence_parallel) {
+    Layout layout = make_layout(tp, 1, 1, 1, 1);
+    layout.sequence_parallel = sequence_parallel;
+    PlanOptions options;
+    options.flash_attention = false;
+    const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+    models::TransformerConfig two = korthikanti_gpt(2);
+    models::TransformerConfig one = korthikanti_gpt(1);
+    two.sandwich_norm = one.sandwich_norm = true;
+    return estimate_plan(two, cluster, layout, options).stages[0].memory.activations_bytes -
+           estimate_plan(one, cluster, layout, options).stages[0].memory.activations_bytes;
+  };
+  CHECK(sandwich_per_layer(1, false) == 198 * kSbh);    // 194 + 4
+  CHECK(sandwich_per_layer(4, false) == 60 * kSbh);     // 56 + 4: replicated without SP
+  CHECK(2 * sandwich_per_layer(4, true) == 99 * kSbh);  // 97 + 4 / 4 x 2
+}
+
 // ---------------------------------------------------------------------------------------------
 // In-flight micro-batches: the activation memory of a stage is its per-micro-batch activations
 // times the peak in-flight count of that stage in the schedule's op list. 1F1B (Narayanan et

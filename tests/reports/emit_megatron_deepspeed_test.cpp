@@ -446,6 +446,16 @@ TEST_CASE("--emit megatron-deepspeed refuses model features the fork does not ru
   CHECK(error_of(make_plan("tiny-mla", "dgx-h100", tiny_dp), kTarget) ==
         "--emit megatron-deepspeed: model.kv_lora_rank: Megatron-DeepSpeed's ParallelAttention "
         "has no multi-latent attention (16)");
+  planner::Plan geglu = zero3_dp8_plan();
+  geglu.model.activation = models::Activation::kGeglu;
+  CHECK(error_of(geglu, kTarget) ==
+        "--emit megatron-deepspeed: model.activation: Megatron-DeepSpeed has no gated GELU MLP "
+        "(its one gated MLP is --swiglu, SiLU) (geglu)");
+  planner::Plan sandwich = zero3_dp8_plan();
+  sandwich.model.sandwich_norm = true;
+  CHECK(error_of(sandwich, kTarget) ==
+        "--emit megatron-deepspeed: model.sandwich_norm: Megatron-DeepSpeed has none of Gemma's "
+        "(1 + weight) RMSNorm, sqrt(h) embedding scale or post-branch norms (true)");
   planner::Plan qk_norm = zero3_dp8_plan();
   qk_norm.model.qk_norm = true;
   CHECK(error_of(qk_norm, kTarget) ==

@@ -159,6 +159,18 @@ TEST_CASE("--emit megatron: GPT-3 1.3B, learned positions, LayerNorm, GELU, bias
   }
 }
 
+TEST_CASE("--emit megatron: Gemma's (1 + weight) RMSNorm is --apply-layernorm-1p") {
+  planner::Layout layout;
+  layout.dp = 8;
+  layout.global_batch = 16;
+  planner::Plan plan = make_plan("llama3-8b", "dgx-h100", layout);
+  CHECK(megatron_flags(emit_megatron(plan)).count("--apply-layernorm-1p") == 0);
+  plan.model.norm_unit_offset = true;  // TransformerConfig.layernorm_zero_centered_gamma
+  const std::map<std::string, std::string> flags = megatron_flags(emit_megatron(plan));
+  CHECK(flags.count("--apply-layernorm-1p") == 1);
+  CHECK(megatron_parser_flags().count("--apply-layernorm-1p") == 1);
+}
+
 TEST_CASE("--emit megatron: FP8 with --fp8-param-gather on the distributed optimizer") {
   planner::Plan plan = tp2_dp4_distributed_optimizer_plan();
   plan.options.gemm_precision = planner::GemmPrecision::kFp8;
@@ -250,6 +262,21 @@ TEST_CASE("--emit megatron refuses what Megatron-LM cannot run") {
   CHECK(error_of(neox_style, EmitTarget::kMegatron) ==
         "--emit megatron: model.parallel_residual: Megatron-Core's TransformerLayer runs the "
         "attention and then the MLP, not in parallel (true)");
+  planner::Plan geglu = make_plan("llama3-8b", "dgx-h100", dense);
+  geglu.model.activation = models::Activation::kGeglu;
+  CHECK(error_of(geglu, EmitTarget::kMegatron) ==
+        "--emit megatron: model.activation: Megatron-LM has no flag for a tanh-GELU-gated MLP "
+        "(--swiglu gates with SiLU, --quick-geglu with x sigmoid(1.702 x)) (geglu)");
+  planner::Plan scaled = make_plan("llama3-8b", "dgx-h100", dense);
+  scaled.model.scale_embeddings = true;
+  CHECK(error_of(scaled, EmitTarget::kMegatron) ==
+        "--emit megatron: model.scale_embeddings: Megatron-LM has no flag to scale the embeddings "
+        "by sqrt(h) (Megatron-Bridge's EmbeddingScalingMixin does it in Python) (true)");
+  planner::Plan sandwich = make_plan("llama3-8b", "dgx-h100", dense);
+  sandwich.model.sandwich_norm = true;
+  CHECK(error_of(sandwich, EmitTarget::kMegatron) ==
+        "--emit megatron: model.sandwich_norm: Megatron-Core's TransformerLayer has no "
+        "post-attention and post-MLP norms (true)");
 }
 
 TEST_CASE("--emit megatron: Llama 3 405B's uneven stages interleaved") {

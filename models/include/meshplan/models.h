@@ -12,7 +12,15 @@
 
 namespace meshplan::models {
 
-enum class Activation { kGelu, kSwiglu };
+// The MLP's activation. kGelu: fc1 -> GELU -> fc2 (2 matrices). The gated ones (Shazeer 2020,
+// "GLU Variants Improve Transformer", eq. 5-6) have three matrices, gate, up and down, and compute
+// act(gate) * up: kSwiglu with SiLU (Llama), kGeglu with GELU, tanh form (Gemma's
+// gelu_pytorch_tanh).
+enum class Activation { kGelu, kSwiglu, kGeglu };
+/// Whether the MLP is gated (3 matrices: gate, up, down): SwiGLU or GeGLU.
+constexpr bool is_gated(Activation activation) {
+  return activation == Activation::kSwiglu || activation == Activation::kGeglu;
+}
 enum class Norm { kLayerNorm, kRmsNorm };
 enum class Positions { kLearned, kRope, kAlibi };
 
@@ -55,6 +63,19 @@ struct TransformerConfig {
   int64_t window_attn_skip_freq = 0;    // N; 0: not given
   std::vector<int> window_attn_layers;  // the list form, num_layers entries; empty: not given
   bool qk_norm = false;  // per-head RMSNorm gains (d each) on queries and keys (Qwen3)
+  // RMSNorm scales by (1 + gain), the gain initialised to 0 (Gemma: transformers GemmaRMSNorm
+  // `output * (1.0 + self.weight.float())`; Megatron-Core layernorm_zero_centered_gamma,
+  // --apply-layernorm-1p). The same h parameters per norm; only the parametrisation differs.
+  bool norm_unit_offset = false;
+  // Token embeddings multiplied by sqrt(h) before the first layer, the tied LM head reading the
+  // unscaled table (Gemma: transformers GemmaModel.forward `hidden_states * normalizer`,
+  // normalizer = hidden_size ** 0.5; Megatron-Bridge gemma/modules.py EmbeddingScalingMixin).
+  bool scale_embeddings = false;
+  // Four norms per layer instead of two (Gemma 2 and 3: transformers Gemma2DecoderLayer,
+  // Gemma3DecoderLayer): input_layernorm before attention, post_attention_layernorm on the
+  // attention output before its residual add, pre_feedforward_layernorm before the MLP,
+  // post_feedforward_layernorm on the MLP output before its residual add.
+  bool sandwich_norm = false;
   // Parallel attention and MLP (GPT-J; GPT-NeoX's gpt_j_residual, Hugging Face
   // GPTNeoXConfig.use_parallel_residual, default true; Chowdhery et al. 2022, PaLM, Sec. 2
   // "Parallel Layers"): out = x + attn(norm1(x)) + mlp(norm2(x)), two untied norms as in
@@ -110,7 +131,7 @@ inline constexpr int64_t kMaxLayers = 2'048;
 /// Parameters of one transformer block by part, before any sharding.
 struct LayerParameterCounts {
   int64_t attention = 0;       // projections, their biases, q/k norms, MLA's latent norms
-  int64_t norms = 0;           // the block's two norms
+  int64_t norms = 0;           // the block's two norms (four with sandwich_norm)
   int64_t mlp = 0;             // dense MLP (0 in an MoE layer)
   int64_t router = 0;          // E h (+ E score bias)
   int64_t routed_experts = 0;  // E experts (0 in a dense layer)
