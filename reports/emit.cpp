@@ -141,6 +141,12 @@ std::string emit_launch_config(const planner::Plan& plan, EmitTarget target,
 EmitChoice emit_best_expressible(const std::vector<planner::Plan>& ranked, EmitTarget target,
                                  const std::string& plan_path) {
   EmitChoice choice;
+  // Every ranked plan was costed for the same framework: when it is not the target's, no later
+  // rank can be emitted either, and rank 1's refusal says so on its own.
+  const std::optional<planner::Framework> framework = target_framework(target);
+  if (!ranked.empty() && framework && ranked.front().options.framework != *framework) {
+    emit_launch_config(ranked.front(), target, plan_path);  // throws the framework refusal
+  }
   for (size_t i = 0; i < ranked.size(); ++i) {
     try {
       choice.config = emit_launch_config(ranked[i], target, plan_path);

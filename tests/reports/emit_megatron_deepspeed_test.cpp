@@ -243,6 +243,12 @@ TEST_CASE("plan --emit emits the best-ranked plan its target can express") {
   // One plan (a fixed layout, or --save-plan-rank): its refusal unchanged.
   CHECK_THROWS_WITH_AS(emit_best_expressible({zb_h1}, EmitTarget::kDeepSpeed, ""),
                        error_of(zb_h1, EmitTarget::kDeepSpeed).c_str(), InputError);
+  // Plans costed for another framework: every rank shares it, so rank 1's refusal alone, with
+  // no count of next-ranked plans tried.
+  CHECK_THROWS_WITH_AS(emit_best_expressible(ranked, EmitTarget::kTorchtitan, ""),
+                       "--emit torchtitan: options.framework: the plan was costed for deepspeed; "
+                       "re-plan with --framework fsdp to emit it for torchtitan (deepspeed)",
+                       InputError);
 }
 
 TEST_CASE("--emit megatron-deepspeed: sequence parallelism and the environment it needs") {
