@@ -107,6 +107,18 @@ void refuse_model_for_gpu_executor(const models::TransformerConfig& model,
         "GPU executor yet (true)",
         source));
   }
+  if (model.qk_norm) {
+    throw InputError(fmt::format(
+        "{}: model.qk_norm: per-head q/k RMSNorms are not implemented in the GPU executor yet "
+        "(true)",
+        source));
+  }
+  if (model.sandwich_norm) {
+    throw InputError(fmt::format(
+        "{}: model.sandwich_norm: Gemma 2/3's post-attention and post-MLP norms are not "
+        "implemented in the GPU executor yet (true)",
+        source));
+  }
 }
 
 std::shared_ptr<const TokenSource> load_data(const planner::Plan& plan,

@@ -18,7 +18,8 @@ namespace meshplan::executor {
 /// Throws InputError "<source>: model.<field>: ... not implemented in the GPU executor yet
 /// (<value>)" for a model the GPU executor's kernels do not run but the CPU executor does: a
 /// sliding window shorter than seq_length (gpu/flash_attention.cu applies the causal mask only),
-/// the gated GELU MLP (gpu/elementwise.cu has GELU and SwiGLU only).
+/// the gated GELU MLP (gpu/elementwise.cu has GELU and SwiGLU only), Gemma's (1 + weight) norms
+/// and sqrt(h) embedding scale, per-head q/k norms (qk_norm) and sandwich norms.
 /// Compiled without CUDA too, so it is tested everywhere; gpu::validate_plan_for_gpu calls it.
 void refuse_model_for_gpu_executor(const models::TransformerConfig& model,
                                    const std::string& source);

@@ -34,7 +34,15 @@ GradientSync::GradientSync(const std::vector<ParameterSpec>& specs,
       micro_batches_done_(static_cast<size_t>(num_chunks), 0),
       chunk_final_flags_(static_cast<size_t>(num_chunks), false),
       chunk_done_(static_cast<size_t>(num_chunks), false) {
-  replicated_partial_ = sequence_parallel_ && groups_.size(CommGroup::kTp) > 1;
+  // The q/k-norm gains' gradients are partial over tp whatever sequence parallelism does: each
+  // rank normalised only its heads (Megatron-Core finalize_model_grads.py
+  // _allreduce_non_tensor_model_parallel_grads at d98e8a64 sums "q_layernorm" and "k_layernorm"
+  // whenever qk_layernorm, beside the sequence-parallel norms, in one coalesced all-reduce).
+  const bool multi_tp = groups_.size(CommGroup::kTp) > 1;
+  replicated_partial_ =
+      multi_tp &&
+      (sequence_parallel_ || std::any_of(specs.begin(), specs.end(),
+                                         [](const ParameterSpec& s) { return s.tp_partial; }));
   std::vector<std::pair<int64_t, int64_t>> ranges(static_cast<size_t>(num_chunks), {0, 0});
   for (size_t i = 0; i < specs.size(); i++) {
     auto& range = ranges[static_cast<size_t>(chunk_of_spec[i])];
@@ -64,7 +72,7 @@ GradientSync::GradientSync(const std::vector<ParameterSpec>& specs,
   int64_t side_size = 0;
   for (size_t i = 0; i < specs_.size(); i++) {
     const bool tied = embedding_group && is_tied_embedding(specs_[i]);
-    if (tied || (replicated_partial_ && specs_[i].tp_replicated)) {
+    if (tied || (replicated_partial_ && tp_reduced_(specs_[i]))) {
       deferred_.push_back({specs_[i].offset, specs_[i].size, side_size, chunk_of_spec_[i], tied});
       side_size += specs_[i].size;
     }
@@ -132,14 +140,18 @@ void GradientSync::chunk_final_(int chunk) {
   }
 }
 
+bool GradientSync::tp_reduced_(const ParameterSpec& spec) const {
+  return (sequence_parallel_ && spec.tp_replicated) || spec.tp_partial;
+}
+
 void GradientSync::reduce_replicated_() {
-  if (!sequence_parallel_) {
+  if (!replicated_partial_) {
     return;
   }
-  // Pack the stage's replicated gradients into one message, as one all-reduce.
+  // Pack the stage's partial replicated gradients into one message, as one all-reduce.
   int64_t total = 0;
   for (const ParameterSpec& spec : specs_) {
-    total += spec.tp_replicated ? spec.size : 0;
+    total += tp_reduced_(spec) ? spec.size : 0;
   }
   if (total == 0) {
     return;
@@ -147,7 +159,7 @@ void GradientSync::reduce_replicated_() {
   Tensor packed(&memory_, total);
   int64_t at = 0;
   for (const ParameterSpec& spec : specs_) {
-    if (spec.tp_replicated) {
+    if (tp_reduced_(spec)) {
       std::copy_n(grads_ + spec.offset, spec.size, packed.data() + at);
       at += spec.size;
     }
@@ -155,7 +167,7 @@ void GradientSync::reduce_replicated_() {
   groups_.all_reduce_sum(CommGroup::kTp, packed.data(), total);
   at = 0;
   for (const ParameterSpec& spec : specs_) {
-    if (spec.tp_replicated) {
+    if (tp_reduced_(spec)) {
       std::copy_n(packed.data() + at, spec.size, grads_ + spec.offset);
       at += spec.size;
     }

@@ -5,7 +5,9 @@
 //  1. sequence parallel: one all-reduce over tp of the gradients of the tp-replicated
 //     parameters of all the stage's model chunks (norms, row-parallel biases, learned
 //     positions), which are partial because each rank saw only its sequence shard (Korthikanti
-//     et al. 2022, Sec. 4.2.2), packed as Megatron-LM's finalize_model_grads does;
+//     et al. 2022, Sec. 4.2.2), packed as Megatron-LM's finalize_model_grads does; with
+//     qk_norm the q/k-norm gains join that message, with or without sequence parallelism, as
+//     each rank normalised only its own heads (the same function's q_layernorm rule);
 //  2. tied embeddings with pp > 1: one all-reduce of the word-embedding gradient over the
 //     embedding group (first and last stage), as Megatron-LM does;
 //  3. data parallel: ZeRO 0 all-reduces the gradients; ZeRO 1 (Megatron's distributed
@@ -83,6 +85,8 @@ class GradientSync {
     bool restored = false;
   };
 
+  // Whether `spec`'s gradient is partial over tp (sequence-parallel replicated, or q/k norm).
+  bool tp_reduced_(const ParameterSpec& spec) const;
   void reduce_replicated_();
   void reduce_tied_embeddings_();
   void start_ready_buckets_(bool all);
@@ -100,7 +104,8 @@ class GradientSync {
   const std::vector<int>& chunk_of_spec_;
   float* grads_;
   bool sequence_parallel_;
-  bool replicated_partial_ = false;  // sequence parallel with tp > 1: replicated grads partial
+  // tp > 1 with sequence parallelism or q/k norms: some replicated gradients are partial.
+  bool replicated_partial_ = false;
   bool overlap_;
   bool sharded_;            // ZeRO 1-3 with dp > 1
   bool per_micro_batch_;    // ZeRO 2/3 with dp > 1

@@ -109,6 +109,15 @@ void add_attention(SpecBuilder& b, const ShardDims& d, const std::string& p, int
   if (m.qkv_bias) {
     constant(b.rows(p + ".qkv.bias", Slot::kQkvB, local_layer, qkv_rows, 1), 0.0f);
   }
+  if (m.qk_norm) {
+    // One RMSNorm gain of head_dim for all query heads, one for all key heads, whole on every tp
+    // rank (Qwen3Attention, Gemma3Attention q_norm and k_norm): 1, or 0 under (1 + weight).
+    const float gain = m.norm_unit_offset ? 0.0f : 1.0f;
+    constant(b.replicated(p + ".q_head_norm.weight", Slot::kQHeadNormW, local_layer, d.HS, 1), gain)
+        .tp_partial = true;
+    constant(b.replicated(p + ".k_head_norm.weight", Slot::kKHeadNormW, local_layer, d.HS, 1), gain)
+        .tp_partial = true;
+  }
   // Row-parallel attention output projection (C, a d): this rank's columns.
   normal(b.columns(p + ".proj.weight", Slot::kProjW, local_layer, d.C, q_rows, r * d.NH * d.HS,
                    d.NH * d.HS),
@@ -154,11 +163,17 @@ void add_layer(SpecBuilder& b, const ShardDims& d, int global_layer, int local_l
   } else {
     add_attention(b, d, p, local_layer, residual_std);
   }
+  if (m.sandwich_norm) {
+    add_norm(b, d, p + ".post_attn_norm", Slot::kPostAttnNormW, Slot::kPostAttnNormB, local_layer);
+  }
   add_norm(b, d, p + ".ln2", Slot::kLn2W, Slot::kLn2B, local_layer);
   if (m.is_moe_layer(global_layer)) {
     // Megatron-Core moe/router.py: the gating linear (E, h), no bias. The experts come after
     // every dense tensor (add_experts).
     normal(b.replicated(p + ".router.weight", Slot::kRouterW, local_layer, d.E, d.C), kInitStd);
+    if (m.sandwich_norm) {
+      add_norm(b, d, p + ".post_mlp_norm", Slot::kPostMlpNormW, Slot::kPostMlpNormB, local_layer);
+    }
     if (d.FS > 0) {
       // shared_experts.py: an ordinary MLP every token goes through (tp 1 here).
       normal(b.rows(p + ".shared_experts.fc1.weight", Slot::kSharedFc1W, local_layer, {{0, d.FC1S}},
@@ -184,6 +199,9 @@ void add_layer(SpecBuilder& b, const ShardDims& d, int global_layer, int local_l
       residual_std);
   if (m.mlp_bias) {
     constant(b.replicated(p + ".fc2.bias", Slot::kFc2B, local_layer, d.C, 1), 0.0f);
+  }
+  if (m.sandwich_norm) {
+    add_norm(b, d, p + ".post_mlp_norm", Slot::kPostMlpNormW, Slot::kPostMlpNormB, local_layer);
   }
 }
 
@@ -349,6 +367,18 @@ float** slot_pointer(ChunkWeights& w, const ParameterSpec& spec) {
       return &layer->kv_norm_w;
     case Slot::kKvUpW:
       return &layer->kv_up_w;
+    case Slot::kQHeadNormW:
+      return &layer->q_head_norm_w;
+    case Slot::kKHeadNormW:
+      return &layer->k_head_norm_w;
+    case Slot::kPostAttnNormW:
+      return &layer->post_attn_norm_w;
+    case Slot::kPostAttnNormB:
+      return &layer->post_attn_norm_b;
+    case Slot::kPostMlpNormW:
+      return &layer->post_mlp_norm_w;
+    case Slot::kPostMlpNormB:
+      return &layer->post_mlp_norm_b;
   }
   return nullptr;  // unreachable: every slot is listed
 }

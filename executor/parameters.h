@@ -47,7 +47,13 @@ enum class Slot {
   kQUpW,
   kKvDownW,
   kKvNormW,
-  kKvUpW
+  kKvUpW,
+  kQHeadNormW,
+  kKHeadNormW,
+  kPostAttnNormW,
+  kPostAttnNormB,
+  kPostMlpNormW,
+  kPostMlpNormB
 };
 
 /// Rows [full_begin, full_begin + count) of the full tensor, placed next in the local shard.
@@ -69,7 +75,10 @@ struct ParameterSpec {
   double init_std = 0;  // > 0: normal(0, init_std); 0: the constant init_value
   float init_value = 0;
   bool tp_replicated = false;  // the same on every tp rank (norms, row-parallel biases, wpe)
-  bool expert = false;         // a routed expert's: reduced over the expert data parallel group
+  // Replicated, with a gradient partial over tp even without sequence parallelism: the q/k-norm
+  // gains, which each tp rank applies to its own heads only (GradientSync all-reduces them).
+  bool tp_partial = false;
+  bool expert = false;  // a routed expert's: reduced over the expert data parallel group
   // In a block whose attention is windowed (TransformerConfig::is_windowed_layer of its global
   // index); bind_weights hands it to LayerWeights::windowed.
   bool windowed_layer = false;
@@ -80,18 +89,26 @@ struct ParameterSpec {
 
 /// One block's weights (pointers into the flat buffer; nullptr where the model has none).
 struct LayerWeights {
-  float* ln1_w = nullptr;   // (C)
-  float* ln1_b = nullptr;   // (C), LayerNorm only
-  float* qkv_w = nullptr;   // (QKV, C): rows [NH query heads | KVH key heads | KVH value heads]
-  float* qkv_b = nullptr;   // (QKV)
-  float* proj_w = nullptr;  // (C, NH HS), row-parallel
-  float* proj_b = nullptr;  // (C)
-  float* ln2_w = nullptr;   // (C)
-  float* ln2_b = nullptr;   // (C)
-  float* fc1_w = nullptr;   // (FC1, C): rows [gate | up] for SwiGLU
-  float* fc1_b = nullptr;   // (FC1)
-  float* fc2_w = nullptr;   // (C, F), row-parallel
-  float* fc2_b = nullptr;   // (C)
+  float* ln1_w = nullptr;  // (C)
+  float* ln1_b = nullptr;  // (C), LayerNorm only
+  float* qkv_w = nullptr;  // (QKV, C): rows [NH query heads | KVH key heads | KVH value heads]
+  float* qkv_b = nullptr;  // (QKV)
+  float* q_head_norm_w = nullptr;  // (HS), qk_norm: every query head's RMSNorm gain, replicated
+  float* k_head_norm_w = nullptr;  // (HS), qk_norm: every key head's
+  float* proj_w = nullptr;         // (C, NH HS), row-parallel
+  float* proj_b = nullptr;         // (C)
+  // sandwich_norm (Gemma 2/3): the norms of the attention and MLP outputs before their residual
+  // adds (post_attention_layernorm, post_feedforward_layernorm), replicated like ln1 and ln2.
+  float* post_attn_norm_w = nullptr;  // (C)
+  float* post_attn_norm_b = nullptr;  // (C), LayerNorm only
+  float* post_mlp_norm_w = nullptr;   // (C)
+  float* post_mlp_norm_b = nullptr;   // (C), LayerNorm only
+  float* ln2_w = nullptr;             // (C)
+  float* ln2_b = nullptr;             // (C)
+  float* fc1_w = nullptr;             // (FC1, C): rows [gate | up] for SwiGLU
+  float* fc1_b = nullptr;             // (FC1)
+  float* fc2_w = nullptr;             // (C, F), row-parallel
+  float* fc2_b = nullptr;             // (C)
   // MoE layer (fc1/fc2 above are then nullptr): the router and this ep rank's experts.
   float* router_w = nullptr;      // (E, C), replicated over ep like every dense weight
   float* expert_fc1_w = nullptr;  // (E_local, FC1E, C): expert i's rows [gate | up] for SwiGLU

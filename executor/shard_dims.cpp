@@ -229,18 +229,6 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
         "(selective) or the whole layer (full), not torchtitan's op-level policy (selective-op)",
         source));
   }
-  if (model.qk_norm) {
-    throw InputError(fmt::format(
-        "{}: model.qk_norm: the CPU executor implements standard attention without q/k norms "
-        "(true)",
-        source));
-  }
-  if (model.sandwich_norm) {
-    throw InputError(fmt::format(
-        "{}: model.sandwich_norm: the CPU executor runs two norms per layer, not Gemma 2/3's "
-        "post-attention and post-MLP norms (true)",
-        source));
-  }
   validate_mla_for_executor(plan, source);
   if (planner::hybrid_sharded(layout)) {
     throw InputError(fmt::format(

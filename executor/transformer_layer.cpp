@@ -7,6 +7,7 @@
 #include "mla_attention.h"
 #include "ops/attention.h"
 #include "ops/eigen_maps.h"
+#include "ops/head_norm.h"
 #include "ops/linear.h"
 #include "ops/mlp_activation.h"
 #include "ops/norm.h"
@@ -40,6 +41,32 @@ void norm_activations(const RankContext& ctx, Tensor* out, Tensor* mean, Tensor*
   }
 }
 
+// sandwich_norm: a branch's reduced output `branch` (N_local, C), kept in *saved as the norm's
+// input, normalised into the returned tensor (N_local, C) that the residual add reads.
+Tensor post_norm_forward(const RankContext& ctx, Tensor branch, Tensor* saved, Tensor* mean,
+                         Tensor* rstd, const float* gain, const float* bias) {
+  const ShardDims& d = ctx.dims;
+  Tensor out;
+  norm_activations(ctx, &out, mean, rstd);
+  norm_forward(d.model, out.data(), mean->data(), rstd->data(), branch.data(), gain, bias,
+               d.N_local, d.C);
+  *saved = std::move(branch);
+  return out;
+}
+
+// Its backward: the gradient (N_local, C) at the branch output from the residual add's
+// gradient dout (N_local, C); the gain's (and bias') gradients +=, partial under sequence
+// parallelism as ln1's and ln2's are.
+Tensor post_norm_backward(const RankContext& ctx, const float* dout, const Tensor& saved,
+                          const Tensor& mean, const Tensor& rstd, const float* weight,
+                          float* dweight, float* dbias) {
+  const ShardDims& d = ctx.dims;
+  Tensor d_branch = ctx.tensor(static_cast<int64_t>(d.N_local) * d.C);
+  norm_backward(d.model, d_branch.data(), dweight, dbias, dout, saved.data(), weight, mean.data(),
+                rstd.data(), d.N_local, d.C);
+  return d_branch;
+}
+
 // The standard attention block from its normed input (acts->ln1_out) to acts->att_out (N, AO),
 // allocated here: QKV, RoPE, causal attention (the cp ring when cp > 1).
 void attention_core_forward(LayerActivations* acts, const LayerWeights& w, bool save_probabilities,
@@ -50,6 +77,16 @@ void attention_core_forward(LayerActivations* acts, const LayerWeights& w, bool 
   acts->qkv = ctx.tensor(static_cast<int64_t>(d.N) * d.QKV);
   linear_forward(acts->qkv.data(), x1, w.qkv_w, w.qkv_b, d.N, d.C, d.QKV);
   gathered.reset();
+  if (d.model.qk_norm) {
+    acts->qk_raw = ctx.tensor(static_cast<int64_t>(d.N) * (d.NH + d.KVH) * d.HS);
+    acts->qk_rstd = ctx.tensor(static_cast<int64_t>(d.N) * (d.NH + d.KVH));
+    std::vector<float> q_storage;
+    std::vector<float> k_storage;
+    head_norm_forward(acts->qkv.data(), acts->qk_raw.data(), acts->qk_rstd.data(),
+                      norm_gain(d.model, w.q_head_norm_w, d.HS, &q_storage),
+                      norm_gain(d.model, w.k_head_norm_w, d.HS, &k_storage), d.N, d.NH, d.KVH, d.HS,
+                      d.QKV);
+  }
   // Context parallelism: rows sit at the positions of the rank's two chunks.
   const int* positions = d.cp > 1 ? d.positions.data() : nullptr;
   if (d.model.positions == models::Positions::kRope) {
@@ -73,8 +110,8 @@ void attention_core_forward(LayerActivations* acts, const LayerWeights& w, bool 
 // The standard attention block's B from the heads' output gradient d_att_out (N, AO), freed once
 // used, to the gradient of its normed input, reduced to the rank's rows (N_local, C); keeps d_qkv
 // for W.
-Tensor attention_core_backward(LayerActivations* acts, Tensor d_att_out, const LayerWeights& w,
-                               const RankContext& ctx) {
+Tensor attention_core_backward(LayerActivations* acts, Tensor d_att_out, LayerWeights& grads,
+                               const LayerWeights& w, const RankContext& ctx) {
   const ShardDims& d = ctx.dims;
   acts->d_qkv = ctx.tensor(static_cast<int64_t>(d.N) * d.QKV);
   if (d.cp > 1) {
@@ -99,6 +136,15 @@ Tensor attention_core_backward(LayerActivations* acts, Tensor d_att_out, const L
     rope_backward(acts->d_qkv.data(), d.T, d.B, d.NH + d.KVH, d.QKV, d.HS,
                   d.cp > 1 ? d.positions.data() : nullptr);
   }
+  if (d.model.qk_norm) {
+    // The gains' gradients are partial (this rank's heads): GradientSync sums them over tp.
+    std::vector<float> q_storage;
+    std::vector<float> k_storage;
+    head_norm_backward(
+        acts->d_qkv.data(), grads.q_head_norm_w, grads.k_head_norm_w, acts->qk_raw.data(),
+        acts->qk_rstd.data(), norm_gain(d.model, w.q_head_norm_w, d.HS, &q_storage),
+        norm_gain(d.model, w.k_head_norm_w, d.HS, &k_storage), d.N, d.NH, d.KVH, d.HS, d.QKV);
+  }
   Tensor d_x1 = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
   linear_backward_input(d_x1.data(), acts->d_qkv.data(), w.qkv_w, d.N, d.C, d.QKV);
   d_x1 = reduce_partial_sums(ctx, std::move(d_x1), d.C);
@@ -119,6 +165,14 @@ void free_after_backward_input(LayerActivations* acts) {
   acts->ln2_rstd.reset();
   acts->fc1_out.reset();
   acts->qkv.reset();
+  acts->qk_raw.reset();
+  acts->qk_rstd.reset();
+  acts->post_attn_in.reset();
+  acts->post_attn_mean.reset();
+  acts->post_attn_rstd.reset();
+  acts->post_mlp_in.reset();
+  acts->post_mlp_mean.reset();
+  acts->post_mlp_rstd.reset();
 }
 
 // The MLP branch's fc1 -> activation -> fc2 on normed rows `x2_local` (N_local, C): fc2's partial
@@ -199,7 +253,7 @@ void parallel_layer_backward_input(float* dinp, LayerWeights& grads, LayerActiva
   d_x2.reset();
   Tensor d_att_out = ctx.tensor(static_cast<int64_t>(d.N) * d.AO);
   linear_backward_input(d_att_out.data(), acts->d_proj.data(), w.proj_w, d.N, d.AO, d.C);
-  Tensor d_x1 = attention_core_backward(acts, std::move(d_att_out), w, ctx);
+  Tensor d_x1 = attention_core_backward(acts, std::move(d_att_out), grads, w, ctx);
   norm_backward(d.model, dinp, grads.ln1_w, grads.ln1_b, d_x1.data(), inp, w.ln1_w,
                 acts->ln1_mean.data(), acts->ln1_rstd.data(), d.N_local, d.C);
 }
@@ -228,6 +282,10 @@ void layer_forward(float* out, LayerActivations* acts, const float* inp, const L
   linear_forward<float>(proj.data(), acts->att_out.data(), w.proj_w, nullptr, d.N, d.AO, d.C);
   proj = reduce_partial_sums(ctx, std::move(proj), d.C);
   add_bias_rows(proj.data(), w.proj_b, d.N_local, d.C);
+  if (d.model.sandwich_norm) {
+    proj = post_norm_forward(ctx, std::move(proj), &acts->post_attn_in, &acts->post_attn_mean,
+                             &acts->post_attn_rstd, w.post_attn_norm_w, w.post_attn_norm_b);
+  }
   acts->residual2 = ctx.tensor(static_cast<int64_t>(d.N_local) * d.C);
   residual_forward(acts->residual2.data(), inp, proj.data(), d.N_local * d.C);
   proj.reset();
@@ -238,12 +296,21 @@ void layer_forward(float* out, LayerActivations* acts, const float* inp, const L
   if (w.router_w != nullptr) {
     Tensor moe_out = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
     moe_forward(moe_out.data(), &acts->moe, acts->ln2_out.data(), w, ctx);
+    if (d.model.sandwich_norm) {
+      // An MoE block runs at tp 1 (validate_moe_for_executor): its N rows are the N_local.
+      moe_out = post_norm_forward(ctx, std::move(moe_out), &acts->post_mlp_in, &acts->post_mlp_mean,
+                                  &acts->post_mlp_rstd, w.post_mlp_norm_w, w.post_mlp_norm_b);
+    }
     residual_forward(out, acts->residual2.data(), moe_out.data(), d.N_local * d.C);
     return;
   }
   Tensor fc2 = mlp_partial_forward(acts, acts->ln2_out.data(), w, ctx);
   fc2 = reduce_partial_sums(ctx, std::move(fc2), d.C);
   add_bias_rows(fc2.data(), w.fc2_b, d.N_local, d.C);
+  if (d.model.sandwich_norm) {
+    fc2 = post_norm_forward(ctx, std::move(fc2), &acts->post_mlp_in, &acts->post_mlp_mean,
+                            &acts->post_mlp_rstd, w.post_mlp_norm_w, w.post_mlp_norm_b);
+  }
   residual_forward(out, acts->residual2.data(), fc2.data(), d.N_local * d.C);
 }
 
@@ -257,15 +324,24 @@ void layer_backward_input(float* dinp, LayerWeights& grads, LayerActivations* ac
     return;
   }
   Tensor scratch;
-  // MLP block: out = residual2 + fc2(...) + fc2_b, or residual2 + moe(...).
+  // MLP block: out = residual2 + fc2(...) + fc2_b, or residual2 + moe(...), the branch through
+  // post_mlp_norm with sandwich_norm.
   Tensor d_residual2 = copy_rows(ctx, dout, d.N_local, d.C);
+  Tensor d_mlp_storage;
+  const float* d_mlp = dout;
+  if (d.model.sandwich_norm) {
+    d_mlp_storage =
+        post_norm_backward(ctx, dout, acts->post_mlp_in, acts->post_mlp_mean, acts->post_mlp_rstd,
+                           w.post_mlp_norm_w, grads.post_mlp_norm_w, grads.post_mlp_norm_b);
+    d_mlp = d_mlp_storage.data();
+  }
   Tensor d_x2;
   if (acts->moe.active()) {
     d_x2 = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
-    moe_backward_input(d_x2.data(), &acts->moe, dout, w, ctx);
+    moe_backward_input(d_x2.data(), &acts->moe, d_mlp, w, ctx);
   } else {
-    bias_rows_backward(grads.fc2_b, dout, d.N_local, d.C);
-    const float* d_fc2 = gather_sequence(ctx, dout, &scratch, d.C);
+    bias_rows_backward(grads.fc2_b, d_mlp, d.N_local, d.C);
+    const float* d_fc2 = gather_sequence(ctx, d_mlp, &scratch, d.C);
     acts->d_fc2 = scratch.empty() ? copy_rows(ctx, d_fc2, d.N, d.C) : std::move(scratch);
     d_x2 = mlp_backward_input(acts, w, ctx);
   }
@@ -273,10 +349,17 @@ void layer_backward_input(float* dinp, LayerWeights& grads, LayerActivations* ac
                 acts->residual2.data(), w.ln2_w, acts->ln2_mean.data(), acts->ln2_rstd.data(),
                 d.N_local, d.C);
   d_x2.reset();
-  // Attention block: residual2 = inp + proj(...) + proj_b.
+  d_mlp_storage.reset();
+  // Attention block: residual2 = inp + proj(...) + proj_b (through post_attn_norm with
+  // sandwich_norm).
   // The skip path: dinp += d_residual2; the projection path reads d_residual2 as it is.
   VectorMap<float>(dinp, d_residual2.size()) +=
       ConstVectorMap<float>(d_residual2.data(), d_residual2.size());
+  if (d.model.sandwich_norm) {
+    d_residual2 = post_norm_backward(ctx, d_residual2.data(), acts->post_attn_in,
+                                     acts->post_attn_mean, acts->post_attn_rstd, w.post_attn_norm_w,
+                                     grads.post_attn_norm_w, grads.post_attn_norm_b);
+  }
   bias_rows_backward(grads.proj_b, d_residual2.data(), d.N_local, d.C);
   const float* d_proj = gather_sequence(ctx, d_residual2.data(), &scratch, d.C);
   acts->d_proj = scratch.empty() ? copy_rows(ctx, d_proj, d.N, d.C) : std::move(scratch);
@@ -289,7 +372,7 @@ void layer_backward_input(float* dinp, LayerWeights& grads, LayerActivations* ac
     mla_backward_input(d_x1.data(), grads, &acts->mla, d_att_out.data(), w, ctx);
     d_att_out.reset();
   } else {
-    d_x1 = attention_core_backward(acts, std::move(d_att_out), w, ctx);
+    d_x1 = attention_core_backward(acts, std::move(d_att_out), grads, w, ctx);
   }
   norm_backward(d.model, dinp, grads.ln1_w, grads.ln1_b, d_x1.data(), inp, w.ln1_w,
                 acts->ln1_mean.data(), acts->ln1_rstd.data(), d.N_local, d.C);

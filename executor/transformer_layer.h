@@ -5,6 +5,9 @@
 // the plan asks for it:
 //   x -> norm1 -> [AG] -> QKV -> RoPE -> causal attention -> proj -> [AR | RS] -> +x = r
 //   r -> norm2 -> [AG] -> fc1 -> GELU | SwiGLU -> fc2 -> [AR | RS] -> +r = out
+// with qk_norm a per-head RMSNorm of queries and keys between QKV and RoPE (ops/head_norm.h),
+// and with sandwich_norm (Gemma 2/3) one more norm on each branch's reduced output before its
+// residual add: proj -> [AR | RS] -> post_attn_norm -> +x, fc2 -> [AR | RS] -> post_mlp_norm -> +r.
 // or, in a mixture-of-experts block (tp 1), r -> norm2 -> moe_layer.h's MLP -> +r = out; in a
 // parallel block (model.parallel_residual, GPT-NeoX's gpt_j_residual) both branches read x and
 // share one reduction:
@@ -32,9 +35,13 @@ namespace meshplan::executor {
 struct LayerActivations {
   Tensor ln1_out, ln1_mean, ln1_rstd;  // (N_local, C), (N_local), (N_local)
   Tensor qkv;                          // (N, QKV), after RoPE
+  Tensor qk_raw, qk_rstd;              // qk_norm: (N, (NH + KVH) HS) heads before it, (N, NH + KVH)
   Tensor att;                          // (B, NH, T, T) probabilities; empty when recomputed
   Tensor att_out;                      // (N, NH HS)
   Tensor residual2;                    // (N_local, C)
+  // sandwich_norm: the attention and MLP outputs (N_local, C) the post norms read, their stats.
+  Tensor post_attn_in, post_attn_mean, post_attn_rstd;
+  Tensor post_mlp_in, post_mlp_mean, post_mlp_rstd;
   Tensor ln2_out, ln2_mean, ln2_rstd;  // (N_local, C), (N_local), (N_local)
   Tensor fc1_out;                      // (N, FC1)
   Tensor act_out;                      // (N, F)

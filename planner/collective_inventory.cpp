@@ -323,6 +323,15 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
     inventory.add(stage, "tp: replicated-parameter gradient all-reduce (sequence parallel)", kAR,
                   kTp, t, parameters.replicated * element_bytes(cluster), 1);
   }
+  if (!layout.sequence_parallel && model.qk_norm) {
+    // Each rank's q/k-norm gains (2d per layer) saw only its heads: their gradients are summed
+    // over tp even without sequence parallelism, in one message per step (Megatron-Core
+    // finalize_model_grads.py _allreduce_non_tensor_model_parallel_grads, d98e8a64: "q_layernorm"
+    // and "k_layernorm" whenever qk_layernorm). Under sequence parallelism they ride in the
+    // replicated-parameter all-reduce above (LayerParameters::replicated counts them).
+    inventory.add(stage, "tp: q/k-norm gain gradient all-reduce", kAR, kTp, t,
+                  layers * 2 * model.head_dim * element_bytes(cluster), 1);
+  }
   add_mla_tensor_parallel(inventory, model, cluster, layout, stage, regathered);
   if (last) {
     // Vocab-parallel cross-entropy: max logit, target logit, sum of exp, fp32.

@@ -570,6 +570,73 @@ TEST_SUITE("mpi2") {
   }
 }
 
+// tiny with Qwen3's per-head q/k RMSNorms (one gain of head_dim for the query heads, one for
+// the key heads; each tp rank applies them to its own heads).
+const models::TransformerConfig& tiny_qk_norm() {
+  static const models::TransformerConfig model = [] {
+    models::TransformerConfig m = models::load_model("tiny");
+    m.name = "tiny-qk-norm";
+    m.qk_norm = true;
+    return m;
+  }();
+  return model;
+}
+
+// tiny as Gemma3ForCausalLM builds it: tiny-gemma plus the q/k norms and the sandwich norms
+// (post-attention and post-MLP), every norm scaling by (1 + weight).
+const models::TransformerConfig& tiny_gemma3() {
+  static const models::TransformerConfig model = [] {
+    models::TransformerConfig m = tiny_gemma();
+    m.name = "tiny-gemma3";
+    m.qk_norm = true;
+    m.sandwich_norm = true;
+    return m;
+  }();
+  return model;
+}
+
+TEST_SUITE("mpi2") {
+  TEST_CASE("q/k norms: tp2, tp2 sp, pp2, dp2 equal one process") {
+    // tp2 without sequence parallelism: only the q/k-norm gains' tp all-reduce keeps them equal.
+    check_equivalent(tiny_qk_norm(), make_layout(2, 1, 1));
+    planner::Layout sp = make_layout(2, 1, 1);
+    sp.sequence_parallel = true;
+    check_equivalent(tiny_qk_norm(), sp);
+    check_equivalent(tiny_qk_norm(), make_layout(1, 2, 1));
+    check_equivalent(tiny_qk_norm(), make_layout(1, 1, 2));
+  }
+  TEST_CASE(
+      "Gemma 3 (sandwich and q/k norms, GeGLU, (1 + w), x sqrt(h)): tp2, tp2 sp, pp2, dp2 "
+      "ZeRO-1 equal one process") {
+    check_equivalent(tiny_gemma3(), make_layout(2, 1, 1));
+    planner::Layout sp = make_layout(2, 1, 1);
+    sp.sequence_parallel = true;
+    check_equivalent(tiny_gemma3(), sp);
+    check_equivalent(tiny_gemma3(), make_layout(1, 2, 1));  // the tied table on both stages
+    planner::Layout zero1 = make_layout(1, 1, 2);
+    zero1.zero = 1;
+    check_equivalent(tiny_gemma3(), zero1);
+  }
+  TEST_CASE("q/k and sandwich norms are applied: losses differ from the models without them") {
+    if (world_rank_of(MPI_COMM_WORLD) != 0) {
+      return;
+    }
+    // Same weights and data; fp32 summation order moves a loss by ~1e-7 relative.
+    const RunResult& qk_norm = reference(tiny_qk_norm(), 2, 0.0);
+    const RunResult& plain = reference(tiny(), 2, 0.0);
+    models::TransformerConfig gemma3_without_sandwich = tiny_gemma3();
+    gemma3_without_sandwich.name = "tiny-gemma3-no-sandwich";
+    gemma3_without_sandwich.sandwich_norm = false;
+    const RunResult& gemma3 = reference(tiny_gemma3(), 2, 0.0);
+    const RunResult& without_sandwich = reference(gemma3_without_sandwich, 2, 0.0);
+    for (int step = 0; step < kSteps; step++) {
+      CAPTURE(step + 1);
+      CHECK(std::abs(qk_norm.losses[step] / plain.losses[step] - 1) > 1e-6);
+      CHECK(std::abs(gemma3.losses[step] / without_sandwich.losses[step] - 1) > 1e-6);
+    }
+  }
+}
+
 TEST_SUITE("mpi8") {
   TEST_CASE("cp2 x ep2 x pp2 (ep over the cp ranks) equals one process") {
     check_equivalent(tiny_moe(), with_ep(with_cp(make_layout(1, 2, 2), 2), 2), moe_options());

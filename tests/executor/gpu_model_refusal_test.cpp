@@ -42,5 +42,18 @@ TEST_CASE("the GPU executor refuses GeGLU and Gemma's norm and embedding scales"
         "the GPU executor yet (true)");
 }
 
+TEST_CASE("the GPU executor refuses q/k norms and sandwich norms, which the CPU executor runs") {
+  models::TransformerConfig model = models::load_model("tiny");
+  model.qk_norm = true;
+  CHECK(input_error([&] { refuse_model_for_gpu_executor(model, "p.json"); }) ==
+        "p.json: model.qk_norm: per-head q/k RMSNorms are not implemented in the GPU executor yet "
+        "(true)");
+  model.qk_norm = false;
+  model.sandwich_norm = true;
+  CHECK(input_error([&] { refuse_model_for_gpu_executor(model, "p.json"); }) ==
+        "p.json: model.sandwich_norm: Gemma 2/3's post-attention and post-MLP norms are not "
+        "implemented in the GPU executor yet (true)");
+}
+
 }  // namespace
 }  // namespace meshplan::executor

@@ -305,6 +305,29 @@ TEST_SUITE("mpi2") {
   }
 }
 
+TEST_SUITE("mpi2") {
+  TEST_CASE("collective calls and bytes match the planner: q/k norms tp2, and tp2 sp") {
+    // tiny with qk_norm: each tp rank normalises its own heads, so the two gains' gradients are
+    // partial and summed over tp once a step even without sequence parallelism.
+    models::TransformerConfig model = models::load_model("tiny");
+    model.name = "tiny-qk-norm";
+    model.qk_norm = true;
+    const std::pair<CollectiveKind, CommGroup> ar = {CollectiveKind::kAllReduce, CommGroup::kTp};
+    const TrafficCounts plain = check_traffic(models::load_model("tiny"), make_layout(2, 1, 1));
+    const TrafficCounts with_norms = check_traffic(model, make_layout(2, 1, 1));
+    // One all-reduce more: 4 layers x 2 gains x head_dim 16 x 4 bytes = 512 bytes.
+    CHECK(with_norms.at(ar).calls - plain.at(ar).calls == 1);
+    CHECK(with_norms.at(ar).bytes - plain.at(ar).bytes == 4 * 2 * 16 * 4);
+    // Under sequence parallelism they join the replicated-parameter message: no call more,
+    // 512 bytes more in it.
+    const TrafficCounts plain_sp =
+        check_traffic(models::load_model("tiny"), sp(make_layout(2, 1, 1)));
+    const TrafficCounts with_norms_sp = check_traffic(model, sp(make_layout(2, 1, 1)));
+    CHECK(with_norms_sp.at(ar).calls == plain_sp.at(ar).calls);
+    CHECK(with_norms_sp.at(ar).bytes - plain_sp.at(ar).bytes == 4 * 2 * 16 * 4);
+  }
+}
+
 // tiny-tied as GPT-NeoX's parallel block: one tp reduction per layer forward.
 models::TransformerConfig tiny_parallel_block() {
   models::TransformerConfig m = tiny_tied_learned();
