@@ -555,6 +555,9 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
   const double activation_bytes = (swiglu ? 3.0 : 2.0) * tokens * f / t * e;
   const double rope_bytes =
       model.positions == models::Positions::kRope ? 2.0 * tokens * (a + g) * d / t * e : 0.0;
+  // Per-head q/k norms (Qwen3, Gemma 3): one fused norm over Q and K (read, write), as the
+  // block's own norms are counted.
+  bytes += model.qk_norm ? 2.0 * tokens * (a + g) * d / t * e : 0.0;
   if (moe_layer) {
     // Token permutation before dispatch and un-permutation after combine: read and write the
     // rank's T k / sp routed copies each (Megatron-Core moe_utils.py permute, unpermute).

@@ -610,6 +610,25 @@ TEST_CASE("chunk_cost: sandwich norms are two more norm passes per layer") {
         doctest::Approx(24 * memory_seconds(h100, 2 * layer_bytes)).epsilon(1e-9).scale(0));
 }
 
+TEST_CASE("chunk_cost: q/k norms are one more norm pass over Q and K per layer") {
+  // Qwen3's and Gemma 3's per-head norms: forward read and write T (a + g) d e, backward twice
+  // that. megatron-1.7b (24 heads of 96, MHA) at tp 1, T = 2048 tokens in bf16:
+  // 2 x 2048 x 48 x 96 x 2 = 37,748,736 bytes forward, on 24 layers.
+  const models::TransformerConfig model = models::load_model("megatron-1.7b");
+  const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
+  const Layout layout = test::make_layout(1, 1, 1, 1, 1);
+  models::TransformerConfig qk_norm = model;
+  qk_norm.qk_norm = true;
+  const ChunkCost plain = chunk_cost(model, h100, layout, PlanOptions{}, 0, 0);
+  const ChunkCost normed = chunk_cost(qk_norm, h100, layout, PlanOptions{}, 0, 0);
+  const double layer_bytes = 2.0 * 2048 * (24 + 24) * 96 * 2;
+  CHECK(layer_bytes == 37748736.0);
+  CHECK(normed.forward_compute_seconds - plain.forward_compute_seconds ==
+        doctest::Approx(24 * memory_seconds(h100, layer_bytes)).epsilon(1e-9).scale(0));
+  CHECK(normed.backward_input_compute_seconds - plain.backward_input_compute_seconds ==
+        doctest::Approx(24 * memory_seconds(h100, 2 * layer_bytes)).epsilon(1e-9).scale(0));
+}
+
 TEST_CASE(
     "async TP under fsdp: the backward's summed input gradients are reduce-scattered unfused") {
   // 32 layers of h 4096 (32 heads of 128), tp 4 with sequence parallelism, T = 2048 tokens.

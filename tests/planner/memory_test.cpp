@@ -717,6 +717,26 @@ TEST_CASE("sandwich norms keep the two branch outputs they normalise") {
   CHECK(2 * sandwich_per_layer(4, true) == 99 * kSbh);  // 97 + 4 / 4 x 2
 }
 
+TEST_CASE("q/k norms keep the projected queries and keys they normalise") {
+  // Qwen3's and Gemma 3's per-head norms read Q and K before the norm: T (a + g) d e more, split
+  // by t. Here a = g = 16 heads of 64: (a + g) d = 2 h, 4 s b h per layer in bf16.
+  const auto qk_norm_per_layer = [](int64_t tp, bool sequence_parallel) {
+    Layout layout = make_layout(tp, 1, 1, 1, 1);
+    layout.sequence_parallel = sequence_parallel;
+    PlanOptions options;
+    options.flash_attention = false;
+    const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+    models::TransformerConfig two = korthikanti_gpt(2);
+    models::TransformerConfig one = korthikanti_gpt(1);
+    two.qk_norm = one.qk_norm = true;
+    return estimate_plan(two, cluster, layout, options).stages[0].memory.activations_bytes -
+           estimate_plan(one, cluster, layout, options).stages[0].memory.activations_bytes;
+  };
+  CHECK(qk_norm_per_layer(1, false) == 198 * kSbh);    // 194 + 4
+  CHECK(qk_norm_per_layer(4, false) == 57 * kSbh);     // 56 + 4 / 4
+  CHECK(2 * qk_norm_per_layer(4, true) == 99 * kSbh);  // (97 + 4 / 4 x 2) / 2
+}
+
 // ---------------------------------------------------------------------------------------------
 // In-flight micro-batches: the activation memory of a stage is its per-micro-batch activations
 // times the peak in-flight count of that stage in the schedule's op list. 1F1B (Narayanan et

@@ -67,7 +67,7 @@ TEST_CASE("plan report: Megatron-FSDP with a pipeline carries a caveat, row and 
 
 TEST_CASE("plan report: a plan with recompute modules names its list under its row") {
   // Qwen3-30B-A3B at 4,096 tokens on 128 H100, tp 1, micro-batch 2, ZeRO 2, under
-  // --recompute-modules auto: its pick recomputes core_attn and layernorm (planner test
+  // --recompute-modules auto: its pick recomputes core_attn, moe_act and layernorm (planner test
   // "recompute_modules auto: the fastest list that fits").
   models::TransformerConfig model = models::load_model("qwen3-30b-a3b");
   model.seq_length = 4096;
@@ -84,10 +84,10 @@ TEST_CASE("plan report: a plan with recompute modules names its list under its r
   const planner::SearchResult result =
       planner::search_layouts(model, cluster, space, options, planner::Objective::kTime, 1);
   const Report report = plan_report(model, cluster, 128, result, planner::Framework::kMegatron);
-  CHECK(report.table.find("#      plan 1: recompute modules core_attn,layernorm\n") !=
+  CHECK(report.table.find("#      plan 1: recompute modules core_attn,moe_act,layernorm\n") !=
         std::string::npos);
   CHECK(report.json.at("plans")[0].at("layout").at("recompute_modules") ==
-        nlohmann::json{"core_attn", "layernorm"});
+        nlohmann::json{"core_attn", "moe_act", "layernorm"});
 }
 
 TEST_CASE("plan header: the window, and on how many layers when a pattern chooses them") {
