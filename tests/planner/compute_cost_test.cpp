@@ -591,42 +591,41 @@ TEST_CASE("parallel block: one tp reduction of the summed branches forward, two 
   CHECK(one.second == doctest::Approx(3 * gather + 3 * reduce).scale(0));
 }
 
-TEST_CASE("chunk_cost: sandwich norms are two more norm passes per layer") {
-  // Gemma 2/3's post-attention and post-MLP norms: per layer forward 2 norms x (read, write)
-  // T h e, backward twice that (layer_time's memory_backward), T = 2048 tokens of h 2304 in bf16
-  // at tp 1: 2 x 2 x 2048 x 2304 x 2 = 37,748,736 bytes forward, on 24 layers.
+// megatron-1.7b (24 layers, 24 heads of 96, h 2304) at tp 1, T = 2048 tokens in bf16 on H100:
+// with `with_feature` applied, the chunk's forward and backward compute grow by the memory time
+// of `layer_bytes` (read plus written) per layer forward and twice that backward (layer_time's
+// memory_backward).
+template <typename Feature>
+void check_memory_pass_per_layer(double layer_bytes, Feature with_feature) {
   const models::TransformerConfig model = models::load_model("megatron-1.7b");
   const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
   const Layout layout = test::make_layout(1, 1, 1, 1, 1);
-  models::TransformerConfig sandwich = model;
-  sandwich.sandwich_norm = true;
+  models::TransformerConfig featured = model;
+  with_feature(featured);
   const ChunkCost plain = chunk_cost(model, h100, layout, PlanOptions{}, 0, 0);
-  const ChunkCost four = chunk_cost(sandwich, h100, layout, PlanOptions{}, 0, 0);
-  const double layer_bytes = 2.0 * 2.0 * 2048 * 2304 * 2;
-  CHECK(layer_bytes == 37748736.0);
-  CHECK(four.forward_compute_seconds - plain.forward_compute_seconds ==
+  const ChunkCost more = chunk_cost(featured, h100, layout, PlanOptions{}, 0, 0);
+  CHECK(more.forward_compute_seconds - plain.forward_compute_seconds ==
         doctest::Approx(24 * memory_seconds(h100, layer_bytes)).epsilon(1e-9).scale(0));
-  CHECK(four.backward_input_compute_seconds - plain.backward_input_compute_seconds ==
+  CHECK(more.backward_input_compute_seconds - plain.backward_input_compute_seconds ==
         doctest::Approx(24 * memory_seconds(h100, 2 * layer_bytes)).epsilon(1e-9).scale(0));
 }
 
+TEST_CASE("chunk_cost: sandwich norms are two more norm passes per layer") {
+  // Gemma 2/3's post-attention and post-MLP norms: per layer forward 2 norms x (read, write)
+  // T h e: 2 x 2 x 2048 x 2304 x 2 = 37,748,736 bytes.
+  const double layer_bytes = 2.0 * 2.0 * 2048 * 2304 * 2;
+  CHECK(layer_bytes == 37748736.0);
+  check_memory_pass_per_layer(layer_bytes,
+                              [](models::TransformerConfig& model) { model.sandwich_norm = true; });
+}
+
 TEST_CASE("chunk_cost: q/k norms are one more norm pass over Q and K per layer") {
-  // Qwen3's and Gemma 3's per-head norms: forward read and write T (a + g) d e, backward twice
-  // that. megatron-1.7b (24 heads of 96, MHA) at tp 1, T = 2048 tokens in bf16:
-  // 2 x 2048 x 48 x 96 x 2 = 37,748,736 bytes forward, on 24 layers.
-  const models::TransformerConfig model = models::load_model("megatron-1.7b");
-  const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
-  const Layout layout = test::make_layout(1, 1, 1, 1, 1);
-  models::TransformerConfig qk_norm = model;
-  qk_norm.qk_norm = true;
-  const ChunkCost plain = chunk_cost(model, h100, layout, PlanOptions{}, 0, 0);
-  const ChunkCost normed = chunk_cost(qk_norm, h100, layout, PlanOptions{}, 0, 0);
+  // Qwen3's and Gemma 3's per-head norms: forward read and write T (a + g) d e:
+  // 2 x 2048 x (24 + 24) x 96 x 2 = 37,748,736 bytes.
   const double layer_bytes = 2.0 * 2048 * (24 + 24) * 96 * 2;
   CHECK(layer_bytes == 37748736.0);
-  CHECK(normed.forward_compute_seconds - plain.forward_compute_seconds ==
-        doctest::Approx(24 * memory_seconds(h100, layer_bytes)).epsilon(1e-9).scale(0));
-  CHECK(normed.backward_input_compute_seconds - plain.backward_input_compute_seconds ==
-        doctest::Approx(24 * memory_seconds(h100, 2 * layer_bytes)).epsilon(1e-9).scale(0));
+  check_memory_pass_per_layer(layer_bytes,
+                              [](models::TransformerConfig& model) { model.qk_norm = true; });
 }
 
 TEST_CASE(

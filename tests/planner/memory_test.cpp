@@ -676,20 +676,30 @@ TEST_CASE("a model trained without dropout stores no masks") {
   CHECK(layer_bytes(selective) == 14 * kSbh);
 }
 
+// One layer's stored activations (2 layers minus 1) of the Korthikanti-shaped GPT with
+// `with_feature` applied, without flash attention, at tp `tp`.
+template <typename Feature>
+int64_t layer_activation_bytes_with(int64_t tp, bool sequence_parallel, Feature with_feature) {
+  Layout layout = make_layout(tp, 1, 1, 1, 1);
+  layout.sequence_parallel = sequence_parallel;
+  PlanOptions options;
+  options.flash_attention = false;
+  const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+  models::TransformerConfig two = korthikanti_gpt(2);
+  models::TransformerConfig one = korthikanti_gpt(1);
+  with_feature(two);
+  with_feature(one);
+  return estimate_plan(two, cluster, layout, options).stages[0].memory.activations_bytes -
+         estimate_plan(one, cluster, layout, options).stages[0].memory.activations_bytes;
+}
+
 TEST_CASE("a parallel block keeps the layer input once for both norms") {
   // GPT-NeoX's gpt_j_residual: norm2 reads the layer input x, which norm1 already saved, instead
   // of x + attention: one 2 s b h tensor less than Korthikanti et al.'s 34 s b h, / t with SP.
   const auto parallel_per_layer = [](int64_t tp, bool sequence_parallel) {
-    Layout layout = make_layout(tp, 1, 1, 1, 1);
-    layout.sequence_parallel = sequence_parallel;
-    PlanOptions options;
-    options.flash_attention = false;
-    const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
-    models::TransformerConfig two = korthikanti_gpt(2);
-    models::TransformerConfig one = korthikanti_gpt(1);
-    two.parallel_residual = one.parallel_residual = true;
-    return estimate_plan(two, cluster, layout, options).stages[0].memory.activations_bytes -
-           estimate_plan(one, cluster, layout, options).stages[0].memory.activations_bytes;
+    return layer_activation_bytes_with(tp, sequence_parallel, [](models::TransformerConfig& model) {
+      model.parallel_residual = true;
+    });
   };
   CHECK(parallel_per_layer(1, false) == 192 * kSbh);    // 194 - 2
   CHECK(parallel_per_layer(4, false) == 54 * kSbh);     // 56 - 2: replicated without SP
@@ -701,16 +711,9 @@ TEST_CASE("sandwich norms keep the two branch outputs they normalise") {
   // their residual adds: two T h e = 2 s b h tensors more than Korthikanti et al.'s 34 s b h
   // (194 s b h per layer here without flash attention), / t with SP.
   const auto sandwich_per_layer = [](int64_t tp, bool sequence_parallel) {
-    Layout layout = make_layout(tp, 1, 1, 1, 1);
-    layout.sequence_parallel = sequence_parallel;
-    PlanOptions options;
-    options.flash_attention = false;
-    const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
-    models::TransformerConfig two = korthikanti_gpt(2);
-    models::TransformerConfig one = korthikanti_gpt(1);
-    two.sandwich_norm = one.sandwich_norm = true;
-    return estimate_plan(two, cluster, layout, options).stages[0].memory.activations_bytes -
-           estimate_plan(one, cluster, layout, options).stages[0].memory.activations_bytes;
+    return layer_activation_bytes_with(tp, sequence_parallel, [](models::TransformerConfig& model) {
+      model.sandwich_norm = true;
+    });
   };
   CHECK(sandwich_per_layer(1, false) == 198 * kSbh);    // 194 + 4
   CHECK(sandwich_per_layer(4, false) == 60 * kSbh);     // 56 + 4: replicated without SP
@@ -721,16 +724,8 @@ TEST_CASE("q/k norms keep the projected queries and keys they normalise") {
   // Qwen3's and Gemma 3's per-head norms read Q and K before the norm: T (a + g) d e more, split
   // by t. Here a = g = 16 heads of 64: (a + g) d = 2 h, 4 s b h per layer in bf16.
   const auto qk_norm_per_layer = [](int64_t tp, bool sequence_parallel) {
-    Layout layout = make_layout(tp, 1, 1, 1, 1);
-    layout.sequence_parallel = sequence_parallel;
-    PlanOptions options;
-    options.flash_attention = false;
-    const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
-    models::TransformerConfig two = korthikanti_gpt(2);
-    models::TransformerConfig one = korthikanti_gpt(1);
-    two.qk_norm = one.qk_norm = true;
-    return estimate_plan(two, cluster, layout, options).stages[0].memory.activations_bytes -
-           estimate_plan(one, cluster, layout, options).stages[0].memory.activations_bytes;
+    return layer_activation_bytes_with(
+        tp, sequence_parallel, [](models::TransformerConfig& model) { model.qk_norm = true; });
   };
   CHECK(qk_norm_per_layer(1, false) == 198 * kSbh);    // 194 + 4
   CHECK(qk_norm_per_layer(4, false) == 57 * kSbh);     // 56 + 4 / 4
