@@ -1,36 +1,32 @@
 #include "ops/geglu.h"
 
-#include <cstdint>
-
+#include "ops/gated_unit.h"
 #include "ops/gelu.h"
 
 namespace meshplan::executor {
 
+namespace {
+// GELU in its tanh form (ops/gelu.h).
+struct Gelu {
+  template <typename Real>
+  static Real value(Real x) {
+    return gelu_value(x);
+  }
+  template <typename Real>
+  static Real derivative(Real x) {
+    return gelu_derivative(x);
+  }
+};
+}  // namespace
+
 template <typename Real>
 void geglu_forward(Real* out, const Real* inp, int N, int F) {
-  for (int n = 0; n < N; n++) {
-    const Real* gate = inp + static_cast<int64_t>(n) * 2 * F;
-    const Real* up = gate + F;
-    Real* y = out + static_cast<int64_t>(n) * F;
-    for (int i = 0; i < F; i++) {
-      y[i] = gelu_value(gate[i]) * up[i];
-    }
-  }
+  gated_unit_forward<Gelu>(out, inp, N, F);
 }
 
 template <typename Real>
 void geglu_backward(Real* dinp, const Real* inp, const Real* dout, int N, int F) {
-  for (int n = 0; n < N; n++) {
-    const Real* gate = inp + static_cast<int64_t>(n) * 2 * F;
-    const Real* up = gate + F;
-    Real* dgate = dinp + static_cast<int64_t>(n) * 2 * F;
-    Real* dup = dgate + F;
-    const Real* dy = dout + static_cast<int64_t>(n) * F;
-    for (int i = 0; i < F; i++) {
-      dgate[i] += dy[i] * up[i] * gelu_derivative(gate[i]);
-      dup[i] += dy[i] * gelu_value(gate[i]);
-    }
-  }
+  gated_unit_backward<Gelu>(dinp, inp, dout, N, F);
 }
 
 template void geglu_forward<float>(float*, const float*, int, int);

@@ -1,39 +1,38 @@
 #include "ops/swiglu.h"
 
 #include <cmath>
-#include <cstdint>
+
+#include "ops/gated_unit.h"
 
 namespace meshplan::executor {
 
+namespace {
+// silu(x) = x sigmoid(x); d silu(x)/dx = s (1 + x (1 - s)) with s = sigmoid(x).
+struct Silu {
+  template <typename Real>
+  static Real sigmoid(Real x) {
+    return Real(1) / (Real(1) + std::exp(-x));
+  }
+  template <typename Real>
+  static Real value(Real x) {
+    return x * sigmoid(x);
+  }
+  template <typename Real>
+  static Real derivative(Real x) {
+    const Real s = sigmoid(x);
+    return s * (Real(1) + x * (Real(1) - s));
+  }
+};
+}  // namespace
+
 template <typename Real>
 void swiglu_forward(Real* out, const Real* inp, int N, int F) {
-  for (int n = 0; n < N; n++) {
-    const Real* gate = inp + static_cast<int64_t>(n) * 2 * F;
-    const Real* up = gate + F;
-    Real* y = out + static_cast<int64_t>(n) * F;
-    for (int i = 0; i < F; i++) {
-      const Real sigmoid = Real(1) / (Real(1) + std::exp(-gate[i]));
-      y[i] = gate[i] * sigmoid * up[i];
-    }
-  }
+  gated_unit_forward<Silu>(out, inp, N, F);
 }
 
 template <typename Real>
 void swiglu_backward(Real* dinp, const Real* inp, const Real* dout, int N, int F) {
-  // d silu(x)/dx = s (1 + x (1 - s)) with s = sigmoid(x).
-  for (int n = 0; n < N; n++) {
-    const Real* gate = inp + static_cast<int64_t>(n) * 2 * F;
-    const Real* up = gate + F;
-    Real* dgate = dinp + static_cast<int64_t>(n) * 2 * F;
-    Real* dup = dgate + F;
-    const Real* dy = dout + static_cast<int64_t>(n) * F;
-    for (int i = 0; i < F; i++) {
-      const Real sigmoid = Real(1) / (Real(1) + std::exp(-gate[i]));
-      const Real silu = gate[i] * sigmoid;
-      dgate[i] += dy[i] * up[i] * sigmoid * (Real(1) + gate[i] * (Real(1) - sigmoid));
-      dup[i] += dy[i] * silu;
-    }
-  }
+  gated_unit_backward<Silu>(dinp, inp, dout, N, F);
 }
 
 template void swiglu_forward<float>(float*, const float*, int, int);
