@@ -4,10 +4,13 @@
 #include "meshplan/plan_report.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "memory_json.h"
 #include "meshplan/dp_buckets.h"
@@ -374,6 +377,53 @@ std::string format_refined_table(const std::vector<RefinedPlan>& refined) {
   return out + "#\n";
 }
 
+namespace {
+
+// "a" for one layer, "a-b" for several (0-based, inclusive).
+std::string layer_span(int64_t first, int64_t end) {
+  return end - first == 1 ? fmt::format("{}", first) : fmt::format("{}-{}", first, end - 1);
+}
+
+// Under the memory table: the layers a framework's checkpointed runs leave out of full recompute
+// (DeepSpeed's pipeline engine: stage 0's first N - 2 and the last stage's last L mod N;
+// planner::recomputed_layers), which keep their whole activations and are not run again; "" when
+// the plan's framework recomputes what its layout says.
+std::string unchecked_layers_note(const planner::Plan& plan) {
+  std::string out;
+  for (int64_t stage = 0; stage < plan.layout.pp; ++stage) {
+    for (int64_t chunk = 0; chunk < plan.layout.vpp; ++chunk) {
+      const planner::LayerRange range =
+          planner::chunk_layers(plan.model, plan.layout, stage, chunk);
+      const planner::LayerRange run =
+          planner::recomputed_layers(plan.model, plan.layout, plan.options, range);
+      if (run.count() == planner::recomputed_layers(plan.layout, range).count()) {
+        continue;
+      }
+      std::vector<std::string> spans;
+      if (run.count() == 0) {
+        spans.push_back(layer_span(range.first, range.end));
+      } else {
+        if (run.first > range.first) {
+          spans.push_back(layer_span(range.first, run.first));
+        }
+        if (range.end > run.end) {
+          spans.push_back(layer_span(run.end, range.end));
+        }
+      }
+      out += fmt::format(
+          "# stage {}: {} {} {} in runs of {} that also hold the {} (DeepSpeed checkpoints "
+          "runs of transformer layers only): whole activations kept, not recomputed\n",
+          stage, range.count() - run.count() == 1 ? "layer" : "layers", fmt::join(spans, " and "),
+          range.count() - run.count() == 1 ? "sits" : "sit",
+          std::max<int64_t>(plan.layout.recompute_group_layers, 1),
+          stage == 0 ? "embedding" : "final norm and head");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string format_explain(const planner::Plan& plan, const planner::PlanEstimate& e) {
   std::string out = format_plan_header(plan.model, plan.cluster, plan.num_gpus,
                                        plan.layout.global_batch, plan.options.framework);
@@ -395,6 +445,7 @@ std::string format_explain(const planner::Plan& plan, const planner::PlanEstimat
                     m.optimizer_bytes / kGiB, m.activations_bytes / kGiB, m.reserved_bytes / kGiB,
                     m.total_bytes() / kGiB, s.peak_in_flight_micro_batches);
   }
+  out += unchecked_layers_note(plan);
   out += "#\n# time per micro-batch, by pipeline stage and model chunk\n";
   // Exposed context-parallel attention traffic gets two more columns when there is any.
   const bool with_cp = e.layout.cp > 1;

@@ -269,3 +269,43 @@ TEST_CASE("refined table: names and units lines, one row per plan, footer") {
 }
 
 }  // namespace meshplan::reports
+
+namespace meshplan::reports {
+TEST_CASE("explain names the layers outside DeepSpeed's checkpointed runs") {
+  // GPT-3 175B (96 layers) over pp 8 under deepspeed with activation_checkpoint_interval 3 and
+  // 12 layers a stage: stage 0's first run holds two functions and layer 0; the last stage's 12
+  // layers fill four runs, so none of its layers is left out (planner test
+  // deepspeed_checkpoint_runs_test). Interval 5: stage 0's layers 0-2 and stage 7's 94-95.
+  planner::Plan plan;
+  plan.model = models::load_model("gpt3-175b");
+  plan.cluster = models::load_cluster("dgx-a100-80gb");
+  plan.num_gpus = 1024;
+  plan.layout.tp = 8;
+  plan.layout.pp = 8;
+  plan.layout.dp = 16;
+  plan.layout.micro_batch = 1;
+  plan.layout.global_batch = 2048;
+  plan.layout.sequence_parallel = true;
+  plan.layout.zero = 1;
+  plan.layout.recompute = planner::Recompute::kFull;
+  plan.layout.recompute_group_layers = 3;
+  plan.options.framework = planner::Framework::kDeepSpeed;
+  const std::string three = format_explain(
+      plan, planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options));
+  CHECK(three.find("# stage 0: layer 0 sits in runs of 3 that also hold the embedding (DeepSpeed "
+                   "checkpoints runs of transformer layers only): whole activations kept, not "
+                   "recomputed\n") != std::string::npos);
+  CHECK(three.find("# stage 7:") == std::string::npos);
+  plan.layout.recompute_group_layers = 5;
+  const std::string five = format_explain(
+      plan, planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options));
+  CHECK(five.find("# stage 0: layers 0-2 sit in runs of 5") != std::string::npos);
+  CHECK(five.find("# stage 7: layers 94-95 sit in runs of 5 that also hold the final norm and "
+                  "head") != std::string::npos);
+  // Megatron's uniform method groups from each chunk's first layer: no such line.
+  plan.options.framework = planner::Framework::kMegatron;
+  const std::string megatron = format_explain(
+      plan, planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options));
+  CHECK(megatron.find(" in runs of ") == std::string::npos);
+}
+}  // namespace meshplan::reports
