@@ -167,6 +167,12 @@ sed 's/"num_layers": 0/"num_layers": 4, "scale_embeddings": 1/' model_zero_layer
   >model_scale_embeddings_int.json
 sed 's/"num_layers": 0/"num_layers": 4, "sliding_window": "8"/' model_zero_layers.json \
   >model_window_string.json
+sed 's/"num_layers": 0/"num_layers": 4, "attn_logit_softcapping": -50.0/' \
+  model_zero_layers.json >model_softcap_negative.json
+sed 's/"num_layers": 0/"num_layers": 4, "final_logit_softcapping": 3e7/' \
+  model_zero_layers.json >model_final_softcap_absurd.json
+sed 's/"num_layers": 0/"num_layers": 4, "query_pre_attn_scalar": "144"/' \
+  model_zero_layers.json >model_query_scalar_string.json
 window_pattern() {  # window_pattern OUT SLIDING_WINDOW SKIP_FREQ: tiny's 4 layers with both
   sed "s/\"num_layers\": 0/\"num_layers\": 4, \"sliding_window\": $2, \"window_attn_skip_freq\": $3/" \
     model_zero_layers.json >"$1"
@@ -330,6 +336,15 @@ plan_row "model norm_unit_offset with LayerNorm" \
 plan_row "model scale_embeddings not a boolean" \
   "model_scale_embeddings_int.json: scale_embeddings: expected true or false (1)" \
   --model model_scale_embeddings_int.json --cluster local-cpu --gpus 2
+plan_row "model attn_logit_softcapping negative" \
+  "model_softcap_negative.json: attn_logit_softcapping: must be 0 (none) or positive and finite (-50)" \
+  --model model_softcap_negative.json --cluster local-cpu --gpus 2
+plan_row "model final_logit_softcapping absurd" \
+  "model_final_softcap_absurd.json: final_logit_softcapping: absurdly large, more than 1000000 (30000000)" \
+  --model model_final_softcap_absurd.json --cluster local-cpu --gpus 2
+plan_row "model query_pre_attn_scalar not a number" \
+  'model_query_scalar_string.json: query_pre_attn_scalar: expected a number ("144")' \
+  --model model_query_scalar_string.json --cluster local-cpu --gpus 2
 plan_row "HF config, Qwen2 layer_types neither sliding nor full attention" \
   'hf_qwen_window.json: layer_types: expected sliding_attention or full_attention ("chunked_attention")' \
   --model hf_qwen_window.json --cluster local-cpu --gpus 2

@@ -1,6 +1,7 @@
 #include "shard_dims.h"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <vector>
 
@@ -98,6 +99,25 @@ TEST_CASE("the executor rejects what it cannot run, naming the field") {
   gemma3.model.qk_norm = true;
   gemma3.model.sandwich_norm = true;
   CHECK(rejection(gemma3) == "");
+  // Gemma 2's soft-caps and attention scale are not executed yet: refused by name.
+  planner::Plan capped = plan;
+  capped.model.attn_logit_softcapping = 50.0;
+  CHECK(rejection(capped) ==
+        "p.json: model.attn_logit_softcapping: the CPU executor does not implement Gemma 2's logit "
+        "soft-capping yet (50)");
+  capped.model.attn_logit_softcapping = 0.0;
+  capped.model.final_logit_softcapping = 30.0;
+  CHECK(rejection(capped) ==
+        "p.json: model.final_logit_softcapping: the CPU executor does not implement Gemma 2's "
+        "logit soft-capping yet (30)");
+  planner::Plan scaled = plan;
+  scaled.model.query_pre_attn_scalar = static_cast<double>(plan.model.head_dim);  // the usual
+  CHECK(rejection(scaled) == "");
+  scaled.model.query_pre_attn_scalar = 2.0 * static_cast<double>(plan.model.head_dim);
+  CHECK(rejection(scaled) ==
+        fmt::format("p.json: model.query_pre_attn_scalar: the CPU executor scales attention by "
+                    "1/sqrt(head_dim) ({} != head_dim {})",
+                    2 * plan.model.head_dim, plan.model.head_dim));
 
   planner::Plan zero2 = tiny_plan(make_layout(1, 1, 2));
   zero2.layout.zero = 2;
