@@ -159,8 +159,8 @@ echo "{\"model_type\": \"qwen2\", \"use_sliding_window\": true, \"sliding_window
 sed 's/"num_layers": 0/"num_layers": 4, "sliding_window": -1/' model_zero_layers.json \
   >model_window_negative.json
 echo "{\"model_type\": \"gemma\", \"hidden_activation\": \"silu\", $hf}" >hf_gemma_silu.json
-echo "{\"model_type\": \"gemma3_text\", \"attn_logit_softcapping\": 50.0, $hf}" \
-  >hf_gemma3_softcap.json
+echo "{\"model_type\": \"gemma2\", \"attn_logit_softcapping\": -50.0, $hf}" \
+  >hf_gemma2_softcap.json
 sed 's/"num_layers": 0/"num_layers": 4, "norm_unit_offset": true/' model_zero_layers.json \
   >model_unit_offset_layernorm.json
 sed 's/"num_layers": 0/"num_layers": 4, "scale_embeddings": 1/' model_zero_layers.json \
@@ -327,9 +327,9 @@ plan_row "HF config, unsupported model_type" \
 plan_row "HF config, Gemma gated by SiLU" \
   "hf_gemma_silu.json: hidden_activation: unsupported activation (silu)" \
   --model hf_gemma_silu.json --cluster local-cpu --gpus 2
-plan_row "HF config, Gemma 3 with attention soft-capping" \
-  "hf_gemma3_softcap.json: attn_logit_softcapping: attention logit soft-capping is not modelled (50.0)" \
-  --model hf_gemma3_softcap.json --cluster local-cpu --gpus 2
+plan_row "HF config, Gemma 2 with a negative attention soft-cap" \
+  "hf_gemma2_softcap.json: attn_logit_softcapping: must be 0 (none) or positive and finite (-50)" \
+  --model hf_gemma2_softcap.json --cluster local-cpu --gpus 2
 plan_row "model norm_unit_offset with LayerNorm" \
   "model_unit_offset_layernorm.json: norm_unit_offset: the (1 + gain) scale is modelled for RMSNorm only (layernorm)" \
   --model model_unit_offset_layernorm.json --cluster local-cpu --gpus 2
