@@ -866,8 +866,16 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
     // computed in the forward and whose cross-entropy backward needs the softmax.
     const double vocab = static_cast<double>(padded_vocab_size(model, layout.tp)) / t;
     const LossBytes loss = loss_bytes_per_token_vocab(cluster, options);
-    activations += (2.0 * tokens * h * e / sequence_split + loss.held * tokens * vocab) *
-                   static_cast<double>(in_flight.last_chunk);
+    // Gemma 2's final soft-cap run eagerly (transformers Gemma2ForCausalLM.forward: `/ c`,
+    // torch.tanh, `* c`; loss_cost.cpp softcap_bytes_per_element): autograd's TanhBackward0
+    // keeps tanh's output, e T V / t more per micro-batch in flight (dividing and multiplying
+    // by a Python scalar save nothing). Compiled, the partitioner recomputes it from the saved
+    // logits: nothing more.
+    const double softcap_held =
+        model.final_logit_softcapping > 0.0 && !loss_compiled(options) ? e : 0.0;
+    activations +=
+        (2.0 * tokens * h * e / sequence_split + (loss.held + softcap_held) * tokens * vocab) *
+        static_cast<double>(in_flight.last_chunk);
     if (options.framework == Framework::kFsdp) {
       const auto [head_input_bytes, loss_parallel_bytes] =
           fsdp_tp_loss_extra_bytes(model, cluster, layout, options);
