@@ -135,6 +135,10 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
     // The full s x s even under a sliding window: the unfused path masks a full score matrix
     // (Megatron-Core FusedScaleMaskSoftmax with window_size, d98e8a64), it stores no less.
     scores = a * s * tokens * (e + mask * (e + 1.0)) / t;
+    // Gemma 2's attention soft-cap, eager (transformers eager_attention_forward: `/ c`,
+    // torch.tanh, `* c` on the scores): TanhBackward0 keeps tanh's output, one more a s^2 b
+    // score tensor in e (the compiled pass is not modelled apart: blocks are costed as eager).
+    scores += model.attn_logit_softcapping > 0.0 ? a * s * tokens * e / t : 0.0;
   } else if (options.flash_attention) {
     scores = 4.0 * tokens * a / t;  // fp32 log-sum-exp per query row (Dao 2022, Alg. 1)
   }
