@@ -161,9 +161,10 @@ void attention_backward(Real* dqkv, Real* scratch, const Real* dout, const Real*
 }
 
 void attention_forward_reference(float* out, float* att, const float* qkv, int T, int B, int NH,
-                                 int KVH, int HS, int W) {
+                                 int KVH, int HS, int W, AttentionScores mod) {
   const int row = (NH + 2 * KVH) * HS;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+  const float scale = score_scale<float>(mod, HS);
+  const float cap = static_cast<float>(mod.softcap);
   for (int b = 0; b < B; b++) {
     for (int h = 0; h < NH; h++) {
       const int kv = h / (NH / KVH);
@@ -178,7 +179,7 @@ void attention_forward_reference(float* out, float* att, const float* qkv, int T
           for (int i = 0; i < HS; i++) {
             score += q[i] * k[i];
           }
-          p[t * T + j] = score * scale;
+          p[t * T + j] = cap > 0 ? cap * std::tanh(score * scale / cap) : score * scale;
           maximum = std::max(maximum, p[t * T + j]);
         }
         float sum = 0;
@@ -205,9 +206,11 @@ void attention_forward_reference(float* out, float* att, const float* qkv, int T
 }
 
 void attention_backward_reference(float* dqkv, const float* dout, const float* att,
-                                  const float* qkv, int T, int B, int NH, int KVH, int HS) {
+                                  const float* qkv, int T, int B, int NH, int KVH, int HS,
+                                  AttentionScores mod) {
   const int row = (NH + 2 * KVH) * HS;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+  const float scale = score_scale<float>(mod, HS);
+  const float cap = static_cast<float>(mod.softcap);
   std::vector<float> dp(static_cast<size_t>(T));
   for (int b = 0; b < B; b++) {
     for (int h = 0; h < NH; h++) {
@@ -227,8 +230,16 @@ void attention_backward_reference(float* dqkv, const float* dout, const float* a
           dot += p[t * T + j] * dp[j];
         }
         for (int j = 0; j <= t; j++) {
-          const float ds = p[t * T + j] * (dp[j] - dot) * scale;
+          float ds = p[t * T + j] * (dp[j] - dot) * scale;
           const int64_t k_at = (static_cast<int64_t>(j) * B + b) * row + (NH + kv) * HS;
+          if (cap > 0) {  // d/dx c tanh(x / c) = 1 - tanh^2(x / c) at x = scale q . k
+            float raw = 0;
+            for (int i = 0; i < HS; i++) {
+              raw += qkv[q_at + i] * qkv[k_at + i];
+            }
+            const float u = std::tanh(raw * scale / cap);
+            ds *= 1.0f - u * u;
+          }
           for (int i = 0; i < HS; i++) {
             dqkv[q_at + i] += ds * qkv[k_at + i];
             dqkv[k_at + i] += ds * qkv[q_at + i];

@@ -46,8 +46,9 @@ void attention_backward(Real* dqkv, Real* scratch, const Real* dout, const Real*
 
 /// Plain-loop references (llm.c's attention_forward / attention_backward, generalised to GQA).
 void attention_forward_reference(float* out, float* att, const float* qkv, int T, int B, int NH,
-                                 int KVH, int HS, int W = 0);
+                                 int KVH, int HS, int W = 0, AttentionScores scores = {});
 void attention_backward_reference(float* dqkv, const float* dout, const float* att,
-                                  const float* qkv, int T, int B, int NH, int KVH, int HS);
+                                  const float* qkv, int T, int B, int NH, int KVH, int HS,
+                                  AttentionScores scores = {});
 
 }  // namespace meshplan::executor

@@ -218,5 +218,25 @@ TEST_CASE("attention: Gemma 2's scale and soft-cap, forward by hand and backward
   CHECK(gradient_error(windowed_loss, qkv0, dqkv_windowed) < 1e-7);
 }
 
+TEST_CASE("attention: the capped, rescaled Eigen path equals the plain-loop reference") {
+  const int T = 7, B = 2, NH = 4, KVH = 2, HS = 8, W = 3, row = (NH + 2 * KVH) * HS;
+  const AttentionScores mod{0.5, 2.0};  // scores of std ~sqrt(8) x 0.5 = 1.4 against c = 2
+  const auto qkv = to_float(random_vector(T * B * row, 31));
+  const auto dy = to_float(random_vector(T * B * NH * HS, 32));
+  std::vector<float> out(T * B * NH * HS), out_ref(T * B * NH * HS);
+  std::vector<float> att(B * NH * T * T), att_ref(B * NH * T * T), scratch(T * T);
+  attention_forward(out.data(), att.data(), qkv.data(), T, B, NH, KVH, HS, W, mod);
+  attention_forward_reference(out_ref.data(), att_ref.data(), qkv.data(), T, B, NH, KVH, HS, W,
+                              mod);
+  CHECK(max_relative_difference(att, att_ref) < 1e-5);  // as the uncapped case
+  CHECK(max_relative_difference(out, out_ref) < 1e-5);
+  std::vector<float> dqkv(T * B * row, 0.0f), dqkv_ref(T * B * row, 0.0f);
+  attention_backward(dqkv.data(), scratch.data(), dy.data(), att.data(), qkv.data(), T, B, NH, KVH,
+                     HS, mod);
+  attention_backward_reference(dqkv_ref.data(), dy.data(), att.data(), qkv.data(), T, B, NH, KVH,
+                               HS, mod);
+  CHECK(max_relative_difference(dqkv, dqkv_ref) < 1e-5);  // as the uncapped case
+}
+
 }  // namespace
 }  // namespace meshplan::executor
