@@ -119,6 +119,21 @@ void refuse_model_for_gpu_executor(const models::TransformerConfig& model,
         "implemented in the GPU executor yet (true)",
         source));
   }
+  if (model.attn_logit_softcapping > 0.0 || model.final_logit_softcapping > 0.0) {
+    const bool attention = model.attn_logit_softcapping > 0.0;
+    throw InputError(fmt::format(
+        "{}: model.{}: Gemma 2's logit soft-capping is not implemented in the GPU executor yet "
+        "({})",
+        source, attention ? "attn_logit_softcapping" : "final_logit_softcapping",
+        attention ? model.attn_logit_softcapping : model.final_logit_softcapping));
+  }
+  if (model.query_pre_attn_scalar > 0.0 &&
+      model.query_pre_attn_scalar != static_cast<double>(model.head_dim)) {
+    throw InputError(fmt::format(
+        "{}: model.query_pre_attn_scalar: an attention scale other than 1/sqrt(head_dim) is not "
+        "implemented in the GPU executor yet ({} != head_dim {})",
+        source, model.query_pre_attn_scalar, model.head_dim));
+  }
 }
 
 std::shared_ptr<const TokenSource> load_data(const planner::Plan& plan,

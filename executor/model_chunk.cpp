@@ -8,6 +8,7 @@
 #include "ops/embedding.h"
 #include "ops/linear.h"
 #include "ops/norm.h"
+#include "ops/softcap.h"
 
 namespace meshplan::executor {
 
@@ -228,6 +229,12 @@ void ModelChunk::head_forward_(ChunkState* state, const RankContext& ctx) const 
   h.logits = ctx.tensor(static_cast<int64_t>(d.N) * d.V);
   linear_forward<float>(h.logits.data(), full, w_.lm_head, nullptr, d.N, d.C, d.V);
   gathered.reset();
+  if (d.model.final_logit_softcapping > 0.0) {
+    // Gemma 2's final soft-cap, elementwise: each rank caps its vocabulary shard, and the loss
+    // below reads the capped logits (kept for the backward as the cap's output).
+    softcap_forward(h.logits.data(), static_cast<int64_t>(d.N) * d.V,
+                    d.model.final_logit_softcapping);
+  }
   h.maxes = ctx.tensor(d.N);
   h.sumexp = ctx.tensor(d.N);
   Tensor target_logits = ctx.tensor(d.N);
@@ -254,6 +261,10 @@ Tensor ModelChunk::head_backward_input_(ChunkState* state, const RankContext& ct
   h.d_logits = ctx.tensor(static_cast<int64_t>(d.N) * d.V);
   crossentropy_backward(h.d_logits.data(), d_losses.data(), h.logits.data(), h.maxes.data(),
                         h.sumexp.data(), state->targets.data(), d.N, d.V, d.vocab_start);
+  if (d.model.final_logit_softcapping > 0.0) {
+    softcap_backward(h.d_logits.data(), h.logits.data(), static_cast<int64_t>(d.N) * d.V,
+                     d.model.final_logit_softcapping);
+  }
   h.logits.reset();
   h.maxes.reset();
   h.sumexp.reset();

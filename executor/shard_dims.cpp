@@ -230,6 +230,20 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
         source));
   }
   validate_mla_for_executor(plan, source);
+  // Gemma 2's attention soft-cap and scale run in the standard attention kernel
+  // (ops/attention.h), not in MLA's or in the context-parallel ring's.
+  const bool gemma2_scores = model.attn_logit_softcapping > 0.0 ||
+                             (model.query_pre_attn_scalar > 0.0 &&
+                              model.query_pre_attn_scalar != static_cast<double>(model.head_dim));
+  if (gemma2_scores && (model.is_mla() || layout.cp > 1)) {
+    const bool attention = model.attn_logit_softcapping > 0.0;
+    throw InputError(fmt::format(
+        "{}: model.{}: the CPU executor soft-caps and rescales the scores of standard attention "
+        "without context parallelism only, not with {} ({})",
+        source, attention ? "attn_logit_softcapping" : "query_pre_attn_scalar",
+        model.is_mla() ? "MLA (kv_lora_rank)" : fmt::format("cp {}", layout.cp),
+        attention ? model.attn_logit_softcapping : model.query_pre_attn_scalar));
+  }
   if (planner::hybrid_sharded(layout)) {
     throw InputError(fmt::format(
         "{}: layout.dp_shard: the CPU executor shards ZeRO over all {} data-parallel ranks; "

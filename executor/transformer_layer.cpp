@@ -18,6 +18,12 @@ namespace meshplan::executor {
 
 namespace {
 
+// The softmax's input: scale Q K^T at the model's scale (1 / sqrt(query_pre_attn_scalar) for
+// Gemma 2, else 1 / sqrt(head_dim)), capped at attn_logit_softcapping when set.
+AttentionScores attention_scores(const models::TransformerConfig& model) {
+  return {model.attention_scale(), model.attn_logit_softcapping};
+}
+
 // A row-parallel layer's bias is added once, after the reduction, to the residual rows here.
 void add_bias_rows(float* x, const float* bias, int rows, int C) {
   if (bias != nullptr) {
@@ -99,7 +105,7 @@ void attention_core_forward(LayerActivations* acts, const LayerWeights& w, bool 
     ring_attention_forward(ctx, acts->att_out.data(), att.data(), acts->qkv.data());
   } else {
     attention_forward(acts->att_out.data(), att.data(), acts->qkv.data(), d.T, d.B, d.NH, d.KVH,
-                      d.HS, window_tokens(d, w.windowed));
+                      d.HS, window_tokens(d, w.windowed), attention_scores(d.model));
   }
   if (save_probabilities) {
     acts->att = std::move(att);
@@ -124,12 +130,12 @@ Tensor attention_core_backward(LayerActivations* acts, Tensor d_att_out, LayerWe
     if (acts->att.empty()) {
       probabilities = ctx.tensor(static_cast<int64_t>(d.B) * d.NH * d.T * d.T);
       attention_probs_forward(probabilities.data(), acts->qkv.data(), d.T, d.B, d.NH, d.KVH, d.HS,
-                              window_tokens(d, w.windowed));
+                              window_tokens(d, w.windowed), attention_scores(d.model));
       att = probabilities.data();
     }
     Tensor att_scratch = ctx.tensor(static_cast<int64_t>(d.T) * d.T);
     attention_backward(acts->d_qkv.data(), att_scratch.data(), d_att_out.data(), att,
-                       acts->qkv.data(), d.T, d.B, d.NH, d.KVH, d.HS);
+                       acts->qkv.data(), d.T, d.B, d.NH, d.KVH, d.HS, attention_scores(d.model));
   }
   d_att_out.reset();
   if (d.model.positions == models::Positions::kRope) {

@@ -1,8 +1,8 @@
 // Hugging Face transformers config.json files mapped onto TransformerConfig. Field names and
 // defaults follow the transformers configuration classes (LlamaConfig, MistralConfig,
 // Qwen2Config, Phi3Config, GPT2Config, GPTNeoXConfig, MixtralConfig, Qwen2MoeConfig,
-// Qwen3MoeConfig, DeepseekV3Config, GemmaConfig, Gemma3TextConfig) and the layer definitions in
-// their modeling files.
+// Qwen3MoeConfig, DeepseekV3Config, GemmaConfig, Gemma2Config, Gemma3TextConfig) and the layer
+// definitions in their modeling files.
 
 #include "hf_config.h"
 
@@ -28,7 +28,7 @@ struct HfFamily {
   std::string_view architecture;
   std::string_view model_type;
 };
-constexpr std::array<HfFamily, 15> kFamilies = {{{"LlamaForCausalLM", "llama"},
+constexpr std::array<HfFamily, 16> kFamilies = {{{"LlamaForCausalLM", "llama"},
                                                  {"MistralForCausalLM", "mistral"},
                                                  {"Phi3ForCausalLM", "phi3"},
                                                  {"Qwen2ForCausalLM", "qwen2"},
@@ -42,6 +42,7 @@ constexpr std::array<HfFamily, 15> kFamilies = {{{"LlamaForCausalLM", "llama"},
                                                  {"MptForCausalLM", "mpt"},
                                                  {"MPTForCausalLM", "mpt"},
                                                  {"GemmaForCausalLM", "gemma"},
+                                                 {"Gemma2ForCausalLM", "gemma2"},
                                                  {"Gemma3ForCausalLM", "gemma3_text"}}};
 
 bool is_moe_family(std::string_view model_type) {
@@ -643,30 +644,52 @@ void gemma(const nlohmann::json& json, const std::string& source, TransformerCon
   model.scale_embeddings = true;
 }
 
-// Gemma3TextConfig's defaults (transformers configuration_gemma3.py): sliding_window 4096,
-// one full-attention layer every sliding_window_pattern = 6.
-constexpr int64_t kGemma3DefaultSlidingWindow = 4096;
+// Gemma2Config's and Gemma3TextConfig's defaults (transformers configuration_gemma2.py,
+// configuration_gemma3.py): sliding_window 4096, query_pre_attn_scalar 256; Gemma 2 caps the
+// attention scores at 50.0 and the final logits at 30.0 and alternates windowed and full layers,
+// Gemma 3 caps nothing (None) and runs one full-attention layer every sliding_window_pattern = 6.
+constexpr int64_t kGemmaDefaultSlidingWindow = 4096;
+constexpr double kGemmaDefaultQueryPreAttnScalar = 256.0;
+constexpr double kGemma2DefaultAttnSoftcap = 50.0;
+constexpr double kGemma2DefaultFinalSoftcap = 30.0;
+constexpr int64_t kGemma2Pattern = 2;
 constexpr int64_t kGemma3DefaultPattern = 6;
 
-// Gemma 3 text (Gemma Team 2025, "Gemma 3 Technical Report", Sec. 2; transformers
-// models/gemma3/modeling_gemma3.py Gemma3ForCausalLM): Gemma's layout (gemma() above) with four
-// norms per layer (Gemma3DecoderLayer: input, post-attention, pre- and post-feedforward), RMSNorm
-// q_norm and k_norm over head_dim (Gemma3Attention), no soft-capping, and a window on five of
-// every six layers: Gemma3DecoderLayer is_sliding = bool((layer_idx + 1) % sliding_window_pattern),
-// Megatron-Core's window_attn_skip_freq N with layer number n = layer_idx + 1; or the
-// layer_types list when stated. rope_local_base_freq and rope_scaling change no cost. Soft-capping
-// and a query_pre_attn_scalar other than head_dim (the attention scale) are refused by name.
-void gemma3_text(const nlohmann::json& json, const std::string& source, TransformerConfig& model) {
+// A soft-cap of a Gemma 2/3 config: absent, the config class's default; null, none (0);
+// otherwise the number (validate_model refuses a negative or absurd one by name).
+double read_softcap(const nlohmann::json& json, const char* field, double absent_default,
+                    const std::string& source) {
+  if (!json.contains(field)) {
+    return absent_default;
+  }
+  return json[field].is_null() ? 0.0 : require_number(json, field, source);
+}
+
+// Gemma 2 and Gemma 3 text (transformers modeling_gemma2.py, modeling_gemma3.py): Gemma's layout
+// (gemma() above) with four norms per layer (Gemma2DecoderLayer, Gemma3DecoderLayer: input,
+// post-attention, pre- and post-feedforward), the attention scale 1 / sqrt(query_pre_attn_scalar)
+// (Gemma2Attention.scaling; 0 in meshplan's field when it equals head_dim, the usual scale),
+// attn_logit_softcapping on the scores and final_logit_softcapping on the logits
+// (Gemma2ForCausalLM.forward, Gemma3ForCausalLM.forward), and a window on some layers: layer
+// layer_idx is sliding when bool((layer_idx + 1) % N), N = 2 for Gemma 2 (Gemma2DecoderLayer
+// is_sliding = not bool(layer_idx % 2), 0-based even layers) and sliding_window_pattern for
+// Gemma 3, i.e. Megatron-Core's window_attn_skip_freq N with layer number n = layer_idx + 1; or
+// the layer_types list when stated (transformers >= 4.53). rope_local_base_freq and
+// rope_scaling change no cost.
+void gemma_sandwich(const nlohmann::json& json, const std::string& source, int64_t pattern,
+                    double attn_softcap_default, double final_softcap_default,
+                    TransformerConfig& model) {
   gemma(json, source, model);
   model.sandwich_norm = true;
-  model.qk_norm = true;
-  require_unmodelled(json, "attn_logit_softcapping", nlohmann::json(),
-                     "attention logit soft-capping is not modelled", source);
-  require_unmodelled(json, "final_logit_softcapping", nlohmann::json(),
-                     "final logit soft-capping is not modelled", source);
-  require_unmodelled(json, "query_pre_attn_scalar", model.head_dim,
-                     "an attention scale other than 1/sqrt(head_dim) is not modelled", source);
-  model.sliding_window = optional_size(json, "sliding_window", kGemma3DefaultSlidingWindow, source);
+  model.attn_logit_softcapping =
+      read_softcap(json, "attn_logit_softcapping", attn_softcap_default, source);
+  model.final_logit_softcapping =
+      read_softcap(json, "final_logit_softcapping", final_softcap_default, source);
+  const double scalar = is_set(json, "query_pre_attn_scalar")
+                            ? require_number(json, "query_pre_attn_scalar", source)
+                            : kGemmaDefaultQueryPreAttnScalar;
+  model.query_pre_attn_scalar = scalar == static_cast<double>(model.head_dim) ? 0.0 : scalar;
+  model.sliding_window = optional_size(json, "sliding_window", kGemmaDefaultSlidingWindow, source);
   if (model.num_layers > kMaxLayers) {
     return;  // validate_model refuses the layer count before any window matters
   }
@@ -681,13 +704,28 @@ void gemma3_text(const nlohmann::json& json, const std::string& source, Transfor
     }
     return;
   }
-  const int64_t pattern =
-      optional_size(json, "sliding_window_pattern", kGemma3DefaultPattern, source);
   if (pattern == 1) {
     model.sliding_window = 0;  // (layer_idx + 1) % 1 is 0: no layer is sliding
   } else {
     model.window_attn_skip_freq = pattern;
   }
+}
+
+// Gemma 2 (Gemma Team 2024, "Gemma 2: Improving Open Language Models at a Practical Size",
+// Sec. 2 and Table 1; Gemma2ForCausalLM): no q/k norms, caps 50 and 30, alternating windows.
+void gemma2(const nlohmann::json& json, const std::string& source, TransformerConfig& model) {
+  gemma_sandwich(json, source, kGemma2Pattern, kGemma2DefaultAttnSoftcap,
+                 kGemma2DefaultFinalSoftcap, model);
+}
+
+// Gemma 3 text (Gemma Team 2025, "Gemma 3 Technical Report", Sec. 2; Gemma3ForCausalLM): RMSNorm
+// q_norm and k_norm over head_dim (Gemma3Attention), no caps by default, five windowed layers of
+// every sliding_window_pattern.
+void gemma3_text(const nlohmann::json& json, const std::string& source, TransformerConfig& model) {
+  const int64_t pattern =
+      optional_size(json, "sliding_window_pattern", kGemma3DefaultPattern, source);
+  gemma_sandwich(json, source, pattern, 0.0, 0.0, model);
+  model.qk_norm = true;
 }
 
 }  // namespace
@@ -788,6 +826,9 @@ TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::st
   } else if (model_type == "gemma") {
     model = llama_family(json, source);
     gemma(json, source, model);
+  } else if (model_type == "gemma2") {
+    model = llama_family(json, source);
+    gemma2(json, source, model);
   } else if (model_type == "gemma3_text") {
     model = llama_family(json, source);
     gemma3_text(json, source, model);

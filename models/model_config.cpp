@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
@@ -36,7 +37,7 @@ constexpr int64_t kMaxSequence = 100'000'000;
 constexpr int64_t kMaxExperts = 100'000;
 
 // Every key of the format; anything else is rejected so a typo is not silently ignored.
-constexpr std::array<std::string_view, 39> kModelFields = {"name",
+constexpr std::array<std::string_view, 42> kModelFields = {"name",
                                                            "num_layers",
                                                            "hidden_size",
                                                            "num_attention_heads",
@@ -61,6 +62,9 @@ constexpr std::array<std::string_view, 39> kModelFields = {"name",
                                                            "scale_embeddings",
                                                            "sandwich_norm",
                                                            "parallel_residual",
+                                                           "attn_logit_softcapping",
+                                                           "final_logit_softcapping",
+                                                           "query_pre_attn_scalar",
                                                            "num_experts",
                                                            "experts_per_token",
                                                            "expert_ffn_hidden_size",
@@ -79,6 +83,25 @@ constexpr std::array<std::string_view, 39> kModelFields = {"name",
 void check_size(int64_t value, int64_t max, const char* field, const std::string& source) {
   if (value <= 0) {
     throw InputError(fmt::format("{}: {}: must be positive ({})", source, field, value));
+  }
+  if (value > max) {
+    throw InputError(
+        fmt::format("{}: {}: absurdly large, more than {} ({})", source, field, max, value));
+  }
+}
+
+// Soft-caps above a million leave any bf16 or fp32 logit of a trained model on tanh's linear
+// part (|x| / c < 1e-3 for |x| < 1e3): absurd rather than a cap. The attention scale's scalar is
+// bounded as a width (kMaxAttentionWidth).
+constexpr double kMaxSoftcap = 1e6;
+constexpr double kMaxQueryPreAttnScalar = static_cast<double>(kMaxAttentionWidth);
+
+// A real field where 0 means "not set": NaN, infinite, negative or above `max` is refused.
+void check_positive_or_zero(double value, double max, const char* field,
+                            const std::string& source) {
+  if (!(value >= 0.0) || !std::isfinite(value)) {
+    throw InputError(
+        fmt::format("{}: {}: must be 0 (none) or positive and finite ({})", source, field, value));
   }
   if (value > max) {
     throw InputError(
@@ -126,6 +149,12 @@ void read_moe_and_mla_fields(const nlohmann::json& json, const std::string& sour
   model.scale_embeddings = bool_or_false("scale_embeddings");
   model.sandwich_norm = bool_or_false("sandwich_norm");
   model.parallel_residual = bool_or_false("parallel_residual");
+  const auto number_or_zero = [&](const char* field) {
+    return json.contains(field) ? require_number(json, field, source) : 0.0;
+  };
+  model.attn_logit_softcapping = number_or_zero("attn_logit_softcapping");
+  model.final_logit_softcapping = number_or_zero("final_logit_softcapping");
+  model.query_pre_attn_scalar = number_or_zero("query_pre_attn_scalar");
   model.num_experts = int_or_zero("num_experts");
   model.experts_per_token = int_or_zero("experts_per_token");
   model.expert_ffn_hidden_size = int_or_zero("expert_ffn_hidden_size");
@@ -351,6 +380,14 @@ int64_t default_head_dim(int64_t hidden_size, int64_t num_attention_heads,
   return hidden_size / num_attention_heads;
 }
 
+double TransformerConfig::attention_scale() const {
+  // Gemma2Attention: self.scaling = config.query_pre_attn_scalar**-0.5 (transformers
+  // modeling_gemma2.py); every other model 1 / sqrt(d) (Vaswani et al. 2017, eq. 1).
+  const double scalar =
+      query_pre_attn_scalar > 0.0 ? query_pre_attn_scalar : static_cast<double>(head_dim);
+  return 1.0 / std::sqrt(scalar);
+}
+
 bool TransformerConfig::is_windowed() const {
   if (sliding_window <= 0 || sliding_window >= seq_length) {
     return false;
@@ -440,6 +477,13 @@ void validate_model(const TransformerConfig& model, const std::string& source) {
         "block, not with parallel_residual (true)",
         source));
   }
+  // Gemma 2's soft-caps and attention scale: 0 (none, head_dim) or a positive finite value.
+  check_positive_or_zero(model.attn_logit_softcapping, kMaxSoftcap, "attn_logit_softcapping",
+                         source);
+  check_positive_or_zero(model.final_logit_softcapping, kMaxSoftcap, "final_logit_softcapping",
+                         source);
+  check_positive_or_zero(model.query_pre_attn_scalar, kMaxQueryPreAttnScalar,
+                         "query_pre_attn_scalar", source);
   // The parallel block is costed and executed for dense MLPs and standard attention only.
   if (model.parallel_residual && (model.is_moe() || model.is_mla())) {
     throw InputError(fmt::format(
@@ -554,6 +598,15 @@ nlohmann::json model_to_json(const TransformerConfig& model) {
   }
   if (model.parallel_residual) {
     json["parallel_residual"] = true;
+  }
+  if (model.attn_logit_softcapping != 0.0) {
+    json["attn_logit_softcapping"] = model.attn_logit_softcapping;
+  }
+  if (model.final_logit_softcapping != 0.0) {
+    json["final_logit_softcapping"] = model.final_logit_softcapping;
+  }
+  if (model.query_pre_attn_scalar != 0.0) {
+    json["query_pre_attn_scalar"] = model.query_pre_attn_scalar;
   }
   if (model.sliding_window != 0) {
     json["sliding_window"] = model.sliding_window;

@@ -775,6 +775,9 @@ double attention_forward_seconds(const models::TransformerConfig& model,
     // it ("around 2x speedup compared to FlashAttention", Dao 2023, abstract), and its Triton
     // port no faster (llm-foundry v0.3.0 llmfoundry/models/layers/flash_attn_triton.py header:
     // forward + backward slightly slower than the CUDA FlashAttention).
+    // Gemma 2's attention soft-cap costs nothing more here: FlashAttention-2 applies it on chip
+    // inside the kernel (flash_attn_func's `softcap` argument, flash-attn v2.6.0, 2024-07, added
+    // for Gemma 2; transformers' flash_attention_2 path passes config.attn_logit_softcapping).
     const double generation_rate = options.flash_attention_version == 1 ? 0.5 : 1.0;
     return 0.5 * attention_flops /
            (peak_flops_per_second(cluster) * cluster.efficiency.attention_efficiency *
@@ -787,8 +790,15 @@ double attention_forward_seconds(const models::TransformerConfig& model,
   // the full s x s baddbmm and masks it (FusedScaleMaskSoftmax window_size,
   // get_sliding_window_causal_mask, d98e8a64), so the full square is timed.
   const double heads = static_cast<double>(layout.micro_batch) * x.a / x.t;
+  // Gemma 2's attention soft-cap, unfused, is elementwise passes over the same a s^2 b scores
+  // before the softmax (softcap_bytes_per_element: eager, or one pass when compiled); its
+  // backward is timed at attention_backward_to_forward's 2x with the rest.
+  const double softcap_bytes =
+      model.attn_logit_softcapping > 0.0
+          ? softcap_bytes_per_element(x.e, options.compile).forward * heads * x.s * x.s
+          : 0.0;
   return heads * (gemm_seconds(cluster, x.s, x.s, x.d) + gemm_seconds(cluster, x.s, x.d, x.s)) +
-         memory_seconds(cluster, 2.0 * heads * x.s * x.s * x.e);
+         memory_seconds(cluster, 2.0 * heads * x.s * x.s * x.e + softcap_bytes);
 }
 
 PassBytes embedding_bytes(const models::TransformerConfig& model,
@@ -1135,7 +1145,14 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     const double head_gemm = gemm_seconds(cluster, tokens, vocab_rows, h);
     // Final norm (norm_bytes_per_element: fused or eager) and the cross-entropy's passes over
     // the rank's T V / t logits (loss_bytes_per_logit: eager or compiled).
-    const PassBytes loss = loss_bytes_per_logit(e, options);
+    PassBytes loss = loss_bytes_per_logit(e, options);
+    if (model.final_logit_softcapping > 0.0) {
+      // Gemma 2's final soft-cap on the same logits before the loss: fused into the compiled
+      // loss's graph or three eager ops (softcap_bytes_per_element).
+      const PassBytes softcap = softcap_bytes_per_element(e, loss_compiled(options));
+      loss.forward += softcap.forward;
+      loss.backward += softcap.backward;
+    }
     const PassBytes norm = norm_bytes_per_element(options, e);
     cost.forward_compute_seconds +=
         head_gemm + memory_seconds(cluster, norm.forward * norm_tokens * h +

@@ -117,4 +117,19 @@ PassBytes loss_bytes_per_logit(double logits_element_bytes, const PlanOptions& o
   return {logits_element_bytes, 2.0 * logits_element_bytes};
 }
 
+PassBytes softcap_bytes_per_element(double element_bytes, bool fused) {
+  const double e = element_bytes;
+  if (fused) {
+    // One pointwise kernel (Inductor fuses the division, tanh and product): read x, write
+    // c tanh(x / c). Backward, d/dx c tanh(x / c) = 1 - tanh^2(x / c): read the output gradient
+    // and the saved tanh, write the input gradient.
+    return {2.0 * e, 3.0 * e};
+  }
+  // transformers modeling_gemma2.py Gemma2ForCausalLM.forward (and eager_attention_forward on
+  // the scores): `logits / c`, `torch.tanh`, `* c`, three kernels each reading and writing x
+  // (6e). Backward: the product's (read, write), tanh's (read the gradient and its saved output,
+  // write) and the division's (read, write): 7e.
+  return {6.0 * e, 7.0 * e};
+}
+
 }  // namespace meshplan::planner

@@ -13,5 +13,9 @@ PassBytes cross_entropy_bytes_per_logit(double logits_element_bytes, CrossEntrop
 /// or compiled (options.compile, torchtitan's --training.compile): the logits read once forward,
 /// read and their gradient written once backward.
 PassBytes loss_bytes_per_logit(double logits_element_bytes, const PlanOptions& options);
+/// Bytes one logit soft-cap x -> c tanh(x / c) (Gemma 2's attention scores and final logits)
+/// moves per element of `element_bytes`: one fused pass when `fused` (torch.compile), else
+/// transformers' three eager ops.
+PassBytes softcap_bytes_per_element(double element_bytes, bool fused);
 
 }  // namespace meshplan::planner

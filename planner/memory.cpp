@@ -135,6 +135,10 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
     // The full s x s even under a sliding window: the unfused path masks a full score matrix
     // (Megatron-Core FusedScaleMaskSoftmax with window_size, d98e8a64), it stores no less.
     scores = a * s * tokens * (e + mask * (e + 1.0)) / t;
+    // Gemma 2's attention soft-cap, eager (transformers eager_attention_forward: `/ c`,
+    // torch.tanh, `* c` on the scores): TanhBackward0 keeps tanh's output, one more a s^2 b
+    // score tensor in e (the compiled pass is not modelled apart: blocks are costed as eager).
+    scores += model.attn_logit_softcapping > 0.0 ? a * s * tokens * e / t : 0.0;
   } else if (options.flash_attention) {
     scores = 4.0 * tokens * a / t;  // fp32 log-sum-exp per query row (Dao 2022, Alg. 1)
   }
@@ -866,8 +870,16 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
     // computed in the forward and whose cross-entropy backward needs the softmax.
     const double vocab = static_cast<double>(padded_vocab_size(model, layout.tp)) / t;
     const LossBytes loss = loss_bytes_per_token_vocab(cluster, options);
-    activations += (2.0 * tokens * h * e / sequence_split + loss.held * tokens * vocab) *
-                   static_cast<double>(in_flight.last_chunk);
+    // Gemma 2's final soft-cap run eagerly (transformers Gemma2ForCausalLM.forward: `/ c`,
+    // torch.tanh, `* c`; loss_cost.cpp softcap_bytes_per_element): autograd's TanhBackward0
+    // keeps tanh's output, e T V / t more per micro-batch in flight (dividing and multiplying
+    // by a Python scalar save nothing). Compiled, the partitioner recomputes it from the saved
+    // logits: nothing more.
+    const double softcap_held =
+        model.final_logit_softcapping > 0.0 && !loss_compiled(options) ? e : 0.0;
+    activations +=
+        (2.0 * tokens * h * e / sequence_split + (loss.held + softcap_held) * tokens * vocab) *
+        static_cast<double>(in_flight.last_chunk);
     if (options.framework == Framework::kFsdp) {
       const auto [head_input_bytes, loss_parallel_bytes] =
           fsdp_tp_loss_extra_bytes(model, cluster, layout, options);

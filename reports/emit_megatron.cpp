@@ -375,6 +375,20 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
     refuse(kMegatronTarget, "model.sandwich_norm",
            "Megatron-Core's TransformerLayer has no post-attention and post-MLP norms", "true");
   }
+  if (m.attn_logit_softcapping > 0.0 || m.final_logit_softcapping > 0.0) {
+    // No soft-capping flag in megatron/training/arguments.py; NeMo's Gemma 2 (nemo/collections/
+    // llm/gpt/model/gemma2.py) caps in its own Gemma2DotProductAttention and output layer.
+    const bool attention = m.attn_logit_softcapping > 0.0;
+    refuse(kMegatronTarget,
+           attention ? "model.attn_logit_softcapping" : "model.final_logit_softcapping",
+           "Megatron-LM has no flag for Gemma 2's logit soft-capping",
+           fmt::format("{}", attention ? m.attn_logit_softcapping : m.final_logit_softcapping));
+  }
+  if (m.query_pre_attn_scalar > 0.0 && m.query_pre_attn_scalar != static_cast<double>(m.head_dim)) {
+    refuse(kMegatronTarget, "model.query_pre_attn_scalar",
+           "Megatron-LM has no flag for an attention scale other than 1/sqrt(kv_channels)",
+           fmt::format("{} != head_dim {}", m.query_pre_attn_scalar, m.head_dim));
+  }
   if (!m.tied_embeddings) {
     flags.push_back({"--untie-embeddings-and-output-weights", ""});
   }

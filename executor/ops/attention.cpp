@@ -24,6 +24,12 @@ inline int first_key(int t, int W) {
 }
 
 template <typename Real>
+Real score_scale(AttentionScores scores, int HS) {
+  return scores.scale > 0.0 ? static_cast<Real>(scores.scale)
+                            : Real(1) / std::sqrt(static_cast<Real>(HS));
+}
+
+template <typename Real>
 void causal_softmax_rows(Real* scores, int T, int W) {
   for (int t = 0; t < T; t++) {
     Real* row = scores + static_cast<int64_t>(t) * T;
@@ -50,10 +56,11 @@ void causal_softmax_rows(Real* scores, int T, int W) {
 
 template <typename Real>
 void attention_probs_forward(Real* att, const Real* qkv, int T, int B, int NH, int KVH, int HS,
-                             int W) {
+                             int W, AttentionScores mod) {
   assert(NH % KVH == 0);
   const int row = (NH + 2 * KVH) * HS;
-  const Real scale = Real(1) / std::sqrt(static_cast<Real>(HS));
+  const Real scale = score_scale<Real>(mod, HS);
+  const Real cap = static_cast<Real>(mod.softcap);
   const Eigen::OuterStride<> stride(static_cast<int64_t>(B) * row);
   for (int b = 0; b < B; b++) {
     for (int h = 0; h < NH; h++) {
@@ -65,6 +72,14 @@ void attention_probs_forward(Real* att, const Real* qkv, int T, int B, int NH, i
         const GemmClock clock;
         MatrixMap<Real>(scores, T, T).noalias() = (q * k.transpose()) * scale;
       }
+      if (cap > 0) {  // c tanh(x / c) on the causal entries; the rest are masked below
+        for (int t = 0; t < T; t++) {
+          Real* score_row = scores + static_cast<int64_t>(t) * T;
+          for (int j = first_key(t, W); j <= t; j++) {
+            score_row[j] = cap * std::tanh(score_row[j] / cap);
+          }
+        }
+      }
       causal_softmax_rows(scores, T, W);
     }
   }
@@ -72,8 +87,8 @@ void attention_probs_forward(Real* att, const Real* qkv, int T, int B, int NH, i
 
 template <typename Real>
 void attention_forward(Real* out, Real* att, const Real* qkv, int T, int B, int NH, int KVH, int HS,
-                       int W) {
-  attention_probs_forward(att, qkv, T, B, NH, KVH, HS, W);
+                       int W, AttentionScores mod) {
+  attention_probs_forward(att, qkv, T, B, NH, KVH, HS, W, mod);
   const int row = (NH + 2 * KVH) * HS;
   const Eigen::OuterStride<> in_stride(static_cast<int64_t>(B) * row);
   const Eigen::OuterStride<> out_stride(static_cast<int64_t>(B) * NH * HS);
@@ -90,9 +105,13 @@ void attention_forward(Real* out, Real* att, const Real* qkv, int T, int B, int 
 
 template <typename Real>
 void attention_backward(Real* dqkv, Real* scratch, const Real* dout, const Real* att,
-                        const Real* qkv, int T, int B, int NH, int KVH, int HS) {
+                        const Real* qkv, int T, int B, int NH, int KVH, int HS,
+                        AttentionScores mod) {
   const int row = (NH + 2 * KVH) * HS;
-  const Real scale = Real(1) / std::sqrt(static_cast<Real>(HS));
+  const Real scale = score_scale<Real>(mod, HS);
+  const Real cap = static_cast<Real>(mod.softcap);
+  // The soft-cap's input scale Q K^T, recomputed per head (T, T).
+  Eigen::Matrix<Real, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> raw;
   const Eigen::OuterStride<> in_stride(static_cast<int64_t>(B) * row);
   const Eigen::OuterStride<> out_stride(static_cast<int64_t>(B) * NH * HS);
   MatrixMap<Real> dp(scratch, T, T);
@@ -113,14 +132,24 @@ void attention_backward(Real* dqkv, Real* scratch, const Real* dout, const Real*
         dv.noalias() += p.transpose() * dy;
         dp.noalias() = dy * v.transpose();
       }
-      // Softmax: dS = P o (dP - rowsum(P o dP)); P is zero above the diagonal, so is dS.
+      if (cap > 0) {
+        const GemmClock clock;
+        raw.noalias() = (q * k.transpose()) * scale;
+      }
+      // Softmax: dS = P o (dP - rowsum(P o dP)); P is zero above the diagonal, so is dS. Under
+      // the cap, dS is multiplied by d/dx c tanh(x / c) = 1 - tanh^2(x / c) at x = raw.
       for (int t = 0; t < T; t++) {
         Real dot = 0;
         for (int j = 0; j <= t; j++) {
           dot += p(t, j) * dp(t, j);
         }
         for (int j = 0; j < T; j++) {
-          dp(t, j) = j <= t ? p(t, j) * (dp(t, j) - dot) * scale : Real(0);
+          Real ds = j <= t ? p(t, j) * (dp(t, j) - dot) * scale : Real(0);
+          if (cap > 0 && j <= t) {
+            const Real u = std::tanh(raw(t, j) / cap);
+            ds *= Real(1) - u * u;
+          }
+          dp(t, j) = ds;
         }
       }
       // S = scale Q K^T: dQ += scale dS K, dK += scale dS^T Q (scale folded into dp above).
@@ -132,9 +161,10 @@ void attention_backward(Real* dqkv, Real* scratch, const Real* dout, const Real*
 }
 
 void attention_forward_reference(float* out, float* att, const float* qkv, int T, int B, int NH,
-                                 int KVH, int HS, int W) {
+                                 int KVH, int HS, int W, AttentionScores mod) {
   const int row = (NH + 2 * KVH) * HS;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+  const float scale = score_scale<float>(mod, HS);
+  const float cap = static_cast<float>(mod.softcap);
   for (int b = 0; b < B; b++) {
     for (int h = 0; h < NH; h++) {
       const int kv = h / (NH / KVH);
@@ -149,7 +179,7 @@ void attention_forward_reference(float* out, float* att, const float* qkv, int T
           for (int i = 0; i < HS; i++) {
             score += q[i] * k[i];
           }
-          p[t * T + j] = score * scale;
+          p[t * T + j] = cap > 0 ? cap * std::tanh(score * scale / cap) : score * scale;
           maximum = std::max(maximum, p[t * T + j]);
         }
         float sum = 0;
@@ -176,9 +206,11 @@ void attention_forward_reference(float* out, float* att, const float* qkv, int T
 }
 
 void attention_backward_reference(float* dqkv, const float* dout, const float* att,
-                                  const float* qkv, int T, int B, int NH, int KVH, int HS) {
+                                  const float* qkv, int T, int B, int NH, int KVH, int HS,
+                                  AttentionScores mod) {
   const int row = (NH + 2 * KVH) * HS;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+  const float scale = score_scale<float>(mod, HS);
+  const float cap = static_cast<float>(mod.softcap);
   std::vector<float> dp(static_cast<size_t>(T));
   for (int b = 0; b < B; b++) {
     for (int h = 0; h < NH; h++) {
@@ -198,8 +230,16 @@ void attention_backward_reference(float* dqkv, const float* dout, const float* a
           dot += p[t * T + j] * dp[j];
         }
         for (int j = 0; j <= t; j++) {
-          const float ds = p[t * T + j] * (dp[j] - dot) * scale;
+          float ds = p[t * T + j] * (dp[j] - dot) * scale;
           const int64_t k_at = (static_cast<int64_t>(j) * B + b) * row + (NH + kv) * HS;
+          if (cap > 0) {  // d/dx c tanh(x / c) = 1 - tanh^2(x / c) at x = scale q . k
+            float raw = 0;
+            for (int i = 0; i < HS; i++) {
+              raw += qkv[q_at + i] * qkv[k_at + i];
+            }
+            const float u = std::tanh(raw * scale / cap);
+            ds *= 1.0f - u * u;
+          }
           for (int i = 0; i < HS; i++) {
             dqkv[q_at + i] += ds * qkv[k_at + i];
             dqkv[k_at + i] += ds * qkv[q_at + i];
@@ -210,14 +250,17 @@ void attention_backward_reference(float* dqkv, const float* dout, const float* a
   }
 }
 
-template void attention_probs_forward<float>(float*, const float*, int, int, int, int, int, int);
-template void attention_forward<float>(float*, float*, const float*, int, int, int, int, int, int);
+template void attention_probs_forward<float>(float*, const float*, int, int, int, int, int, int,
+                                             AttentionScores);
+template void attention_forward<float>(float*, float*, const float*, int, int, int, int, int, int,
+                                       AttentionScores);
 template void attention_backward<float>(float*, float*, const float*, const float*, const float*,
-                                        int, int, int, int, int);
-template void attention_probs_forward<double>(double*, const double*, int, int, int, int, int, int);
+                                        int, int, int, int, int, AttentionScores);
+template void attention_probs_forward<double>(double*, const double*, int, int, int, int, int, int,
+                                              AttentionScores);
 template void attention_forward<double>(double*, double*, const double*, int, int, int, int, int,
-                                        int);
+                                        int, AttentionScores);
 template void attention_backward<double>(double*, double*, const double*, const double*,
-                                         const double*, int, int, int, int, int);
+                                         const double*, int, int, int, int, int, AttentionScores);
 
 }  // namespace meshplan::executor

@@ -159,14 +159,20 @@ echo "{\"model_type\": \"qwen2\", \"use_sliding_window\": true, \"sliding_window
 sed 's/"num_layers": 0/"num_layers": 4, "sliding_window": -1/' model_zero_layers.json \
   >model_window_negative.json
 echo "{\"model_type\": \"gemma\", \"hidden_activation\": \"silu\", $hf}" >hf_gemma_silu.json
-echo "{\"model_type\": \"gemma3_text\", \"attn_logit_softcapping\": 50.0, $hf}" \
-  >hf_gemma3_softcap.json
+echo "{\"model_type\": \"gemma2\", \"attn_logit_softcapping\": -50.0, $hf}" \
+  >hf_gemma2_softcap.json
 sed 's/"num_layers": 0/"num_layers": 4, "norm_unit_offset": true/' model_zero_layers.json \
   >model_unit_offset_layernorm.json
 sed 's/"num_layers": 0/"num_layers": 4, "scale_embeddings": 1/' model_zero_layers.json \
   >model_scale_embeddings_int.json
 sed 's/"num_layers": 0/"num_layers": 4, "sliding_window": "8"/' model_zero_layers.json \
   >model_window_string.json
+sed 's/"num_layers": 0/"num_layers": 4, "attn_logit_softcapping": -50.0/' \
+  model_zero_layers.json >model_softcap_negative.json
+sed 's/"num_layers": 0/"num_layers": 4, "final_logit_softcapping": 3e7/' \
+  model_zero_layers.json >model_final_softcap_absurd.json
+sed 's/"num_layers": 0/"num_layers": 4, "query_pre_attn_scalar": "144"/' \
+  model_zero_layers.json >model_query_scalar_string.json
 window_pattern() {  # window_pattern OUT SLIDING_WINDOW SKIP_FREQ: tiny's 4 layers with both
   sed "s/\"num_layers\": 0/\"num_layers\": 4, \"sliding_window\": $2, \"window_attn_skip_freq\": $3/" \
     model_zero_layers.json >"$1"
@@ -321,15 +327,24 @@ plan_row "HF config, unsupported model_type" \
 plan_row "HF config, Gemma gated by SiLU" \
   "hf_gemma_silu.json: hidden_activation: unsupported activation (silu)" \
   --model hf_gemma_silu.json --cluster local-cpu --gpus 2
-plan_row "HF config, Gemma 3 with attention soft-capping" \
-  "hf_gemma3_softcap.json: attn_logit_softcapping: attention logit soft-capping is not modelled (50.0)" \
-  --model hf_gemma3_softcap.json --cluster local-cpu --gpus 2
+plan_row "HF config, Gemma 2 with a negative attention soft-cap" \
+  "hf_gemma2_softcap.json: attn_logit_softcapping: must be 0 (none) or positive and finite (-50)" \
+  --model hf_gemma2_softcap.json --cluster local-cpu --gpus 2
 plan_row "model norm_unit_offset with LayerNorm" \
   "model_unit_offset_layernorm.json: norm_unit_offset: the (1 + gain) scale is modelled for RMSNorm only (layernorm)" \
   --model model_unit_offset_layernorm.json --cluster local-cpu --gpus 2
 plan_row "model scale_embeddings not a boolean" \
   "model_scale_embeddings_int.json: scale_embeddings: expected true or false (1)" \
   --model model_scale_embeddings_int.json --cluster local-cpu --gpus 2
+plan_row "model attn_logit_softcapping negative" \
+  "model_softcap_negative.json: attn_logit_softcapping: must be 0 (none) or positive and finite (-50)" \
+  --model model_softcap_negative.json --cluster local-cpu --gpus 2
+plan_row "model final_logit_softcapping absurd" \
+  "model_final_softcap_absurd.json: final_logit_softcapping: absurdly large, more than 1000000 (30000000)" \
+  --model model_final_softcap_absurd.json --cluster local-cpu --gpus 2
+plan_row "model query_pre_attn_scalar not a number" \
+  'model_query_scalar_string.json: query_pre_attn_scalar: expected a number ("144")' \
+  --model model_query_scalar_string.json --cluster local-cpu --gpus 2
 plan_row "HF config, Qwen2 layer_types neither sliding nor full attention" \
   'hf_qwen_window.json: layer_types: expected sliding_attention or full_attention ("chunked_attention")' \
   --model hf_qwen_window.json --cluster local-cpu --gpus 2

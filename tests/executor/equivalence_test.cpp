@@ -637,6 +637,65 @@ TEST_SUITE("mpi2") {
   }
 }
 
+// tiny as Gemma2ForCausalLM builds it: tiny-gemma plus the sandwich norms (no q/k norms), the
+// attention scale 1/sqrt(4) instead of 1/sqrt(head_dim 16), and the two soft-caps. At
+// initialisation (weights of std 0.02, normed rows ~1 per channel, h 64) a query or key channel
+// is ~0.02 x sqrt(64) = 0.16, a score a sum of 16 products, ~sqrt(16) x 0.16^2 x 0.5 = 0.05, and a
+// logit ~0.02 x sqrt(64) = 0.16: caps of 0.1 put x / c at ~0.5 and ~1.6 (Gemma 2's 50 and 30
+// would leave tanh the identity at these scales), so the equivalence covers the caps' backward
+// and the loss check below sees them.
+const models::TransformerConfig& tiny_gemma2() {
+  static const models::TransformerConfig model = [] {
+    models::TransformerConfig m = tiny_gemma();
+    m.name = "tiny-gemma2";
+    m.sandwich_norm = true;
+    m.query_pre_attn_scalar = 4.0;
+    m.attn_logit_softcapping = 0.1;
+    m.final_logit_softcapping = 0.1;
+    return m;
+  }();
+  return model;
+}
+
+TEST_SUITE("mpi2") {
+  TEST_CASE(
+      "Gemma 2 (soft-caps, query_pre_attn_scalar, sandwich norms): tp2, tp2 sp, pp2, dp2 equal "
+      "one process") {
+    // tp2: each rank caps its vocabulary shard of the logits and its heads' scores.
+    check_equivalent(tiny_gemma2(), make_layout(2, 1, 1));
+    planner::Layout sp = make_layout(2, 1, 1);
+    sp.sequence_parallel = true;
+    check_equivalent(tiny_gemma2(), sp);
+    check_equivalent(tiny_gemma2(), make_layout(1, 2, 1));  // the tied table on both stages
+    check_equivalent(tiny_gemma2(), make_layout(1, 1, 2));
+  }
+  TEST_CASE("Gemma 2's caps and scale are applied: losses differ from the model without each") {
+    if (world_rank_of(MPI_COMM_WORLD) != 0) {
+      return;
+    }
+    // Same weights and data; fp32 summation order moves a loss by ~1e-7 relative.
+    const RunResult& gemma2 = reference(tiny_gemma2(), 2, 0.0);
+    models::TransformerConfig no_attn_cap = tiny_gemma2();
+    no_attn_cap.name = "tiny-gemma2-no-attn-cap";
+    no_attn_cap.attn_logit_softcapping = 0.0;
+    models::TransformerConfig no_final_cap = tiny_gemma2();
+    no_final_cap.name = "tiny-gemma2-no-final-cap";
+    no_final_cap.final_logit_softcapping = 0.0;
+    models::TransformerConfig head_dim_scale = tiny_gemma2();
+    head_dim_scale.name = "tiny-gemma2-head-dim-scale";
+    head_dim_scale.query_pre_attn_scalar = 0.0;
+    const RunResult& without_attn_cap = reference(no_attn_cap, 2, 0.0);
+    const RunResult& without_final_cap = reference(no_final_cap, 2, 0.0);
+    const RunResult& with_head_dim_scale = reference(head_dim_scale, 2, 0.0);
+    for (int step = 0; step < kSteps; step++) {
+      CAPTURE(step + 1);
+      CHECK(std::abs(gemma2.losses[step] / without_attn_cap.losses[step] - 1) > 1e-6);
+      CHECK(std::abs(gemma2.losses[step] / without_final_cap.losses[step] - 1) > 1e-6);
+      CHECK(std::abs(gemma2.losses[step] / with_head_dim_scale.losses[step] - 1) > 1e-6);
+    }
+  }
+}
+
 TEST_SUITE("mpi8") {
   TEST_CASE("cp2 x ep2 x pp2 (ep over the cp ranks) equals one process") {
     check_equivalent(tiny_moe(), with_ep(with_cp(make_layout(1, 2, 2), 2), 2), moe_options());

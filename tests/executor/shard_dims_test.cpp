@@ -1,6 +1,7 @@
 #include "shard_dims.h"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <vector>
 
@@ -98,6 +99,27 @@ TEST_CASE("the executor rejects what it cannot run, naming the field") {
   gemma3.model.qk_norm = true;
   gemma3.model.sandwich_norm = true;
   CHECK(rejection(gemma3) == "");
+  // Gemma 2's soft-caps and attention scale run in standard attention (equivalence_test.cpp);
+  // MLA's kernel and the context-parallel ring refuse them by name.
+  planner::Plan capped = plan;
+  capped.model.attn_logit_softcapping = 50.0;
+  capped.model.final_logit_softcapping = 30.0;
+  capped.model.query_pre_attn_scalar = 2.0 * static_cast<double>(plan.model.head_dim);
+  CHECK(rejection(capped) == "");
+  planner::Plan capped_cp = capped;
+  capped_cp.layout.cp = 2;
+  CHECK(rejection(capped_cp) ==
+        "p.json: model.attn_logit_softcapping: the CPU executor soft-caps and rescales the scores "
+        "of standard attention without context parallelism only, not with cp 2 (50)");
+  planner::Plan capped_mla = mla;
+  capped_mla.model.query_pre_attn_scalar = 100.0;
+  CHECK(rejection(capped_mla) ==
+        "p.json: model.query_pre_attn_scalar: the CPU executor soft-caps and rescales the scores "
+        "of standard attention without context parallelism only, not with MLA (kv_lora_rank) "
+        "(100)");
+  planner::Plan final_cap_mla = mla;
+  final_cap_mla.model.final_logit_softcapping = 30.0;  // the final cap runs with any attention
+  CHECK(rejection(final_cap_mla) == "");
 
   planner::Plan zero2 = tiny_plan(make_layout(1, 1, 2));
   zero2.layout.zero = 2;

@@ -199,6 +199,28 @@ TEST_CASE("whole-model backward matches finite differences (Gemma 3: sandwich an
                   true, {{Slot::kProjW, 30.0f}, {Slot::kFc2W, 30.0f}});
 }
 
+TEST_CASE("whole-model backward matches finite differences (Gemma 2: soft-caps, scale 1/sqrt(1))") {
+  // Gemma2ForCausalLM's layout on the small model (h 16, 4 heads of 4): sandwich norms, GeGLU,
+  // (1 + w), x sqrt(h), tied, and its three fields. At initialisation (weights of std 0.02, the
+  // normed rows ~1 per channel) a query or key channel is ~0.02 x sqrt(16) = 0.08, a score of 4
+  // products ~sqrt(4) x 0.08^2 = 0.013 at scale 1 (query_pre_attn_scalar 1, not head_dim 4) and
+  // a logit ~0.08: caps of 0.02 and 0.05 put x / c at ~0.6 and ~1.6, on tanh's bend, where the
+  // caps' derivative 1 - tanh^2 matters.
+  // Extrapolated, as Gemma 3's: the sandwich norms curve within an eps step.
+  models::TransformerConfig model = testing::small_llama_model();
+  model.activation = models::Activation::kGeglu;
+  model.norm_unit_offset = true;
+  model.scale_embeddings = true;
+  model.tied_embeddings = true;
+  model.sandwich_norm = true;
+  model.attn_logit_softcapping = 0.02;
+  model.final_logit_softcapping = 0.05;
+  model.query_pre_attn_scalar = 1.0;
+  const planner::Plan plan = make_plan(model, make_layout(1, 1, 1, 2, 4));
+  check_gradients(plan, planner::Recompute::kNone, false, 1, true);
+  check_gradients(plan, planner::Recompute::kSelective, true, 1, true);
+}
+
 // Router weights of std 0.02 x 200 = 4: logits several units apart, so eps moves no choice.
 constexpr float kRouterScale = 200;
 

@@ -335,7 +335,7 @@ TEST_CASE(
   CHECK(counts.total == 999'885'952);
 }
 
-TEST_CASE("Gemma 3: layer_types, the pattern's defaults and refused options") {
+TEST_CASE("Gemma 3: layer_types, the pattern's defaults, soft-caps and the attention scale") {
   nlohmann::json gemma3 = meshplan::read_json_file(hf_fixture("gemma-3-1b-pt.json"));
   gemma3["num_hidden_layers"] = 3;
   gemma3["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention"};
@@ -354,18 +354,94 @@ TEST_CASE("Gemma 3: layer_types, the pattern's defaults and refused options") {
   CHECK(model_from_json(gemma3, "g.json").sliding_window == 4096);
   gemma3["sliding_window_pattern"] = 1;  // (layer_idx + 1) % 1 == 0: no layer windowed
   CHECK(model_from_json(gemma3, "g.json").sliding_window == 0);
+  // Gemma3ForCausalLM applies the caps and the scale when a config sets them (Gemma3Attention
+  // softcap, Gemma3ForCausalLM.forward): read, not refused.
   gemma3["attn_logit_softcapping"] = 50.0;
-  CHECK(input_error([&] { model_from_json(gemma3, "g.json"); }) ==
-        "g.json: attn_logit_softcapping: attention logit soft-capping is not modelled (50.0)");
-  gemma3["attn_logit_softcapping"] = nullptr;
   gemma3["final_logit_softcapping"] = 30.0;
+  gemma3["query_pre_attn_scalar"] = 168;  // gemma-3-27b's, head_dim 128 there
+  const TransformerConfig capped = model_from_json(gemma3, "g.json");
+  CHECK(capped.attn_logit_softcapping == 50.0);
+  CHECK(capped.final_logit_softcapping == 30.0);
+  CHECK(capped.query_pre_attn_scalar == 168.0);
+  gemma3["attn_logit_softcapping"] = -50.0;
   CHECK(input_error([&] { model_from_json(gemma3, "g.json"); }) ==
-        "g.json: final_logit_softcapping: final logit soft-capping is not modelled (30.0)");
-  gemma3["final_logit_softcapping"] = nullptr;
-  gemma3["query_pre_attn_scalar"] = 224;
+        "g.json: attn_logit_softcapping: must be 0 (none) or positive and finite (-50)");
+  gemma3["attn_logit_softcapping"] = "50";
   CHECK(input_error([&] { model_from_json(gemma3, "g.json"); }) ==
-        "g.json: query_pre_attn_scalar: an attention scale other than 1/sqrt(head_dim) is not "
-        "modelled (224)");
+        "g.json: attn_logit_softcapping: expected a number (\"50\")");
+  gemma3["attn_logit_softcapping"] = nullptr;  // none, as the published configs
+  CHECK(model_from_json(gemma3, "g.json").attn_logit_softcapping == 0.0);
+  gemma3["query_pre_attn_scalar"] = 256;  // = head_dim: the usual scale, stored as 0
+  CHECK(model_from_json(gemma3, "g.json").query_pre_attn_scalar == 0.0);
+}
+
+TEST_CASE(
+    "google/gemma-2-9b: 9,241,705,984 parameters, sandwich norms, caps, even layers windowed") {
+  // Gemma Team 2024 ("Gemma 2"), Table 1: 9B, d_model 3584, 42 layers, 16 heads of 256, 8 kv
+  // heads, feedforward 14336 x 2 (gated), vocabulary 256128 (256000 in the checkpoint). Term by
+  // term: tied embedding 256000 x 3584 = 917,504,000; per layer q and o 2 x 3584 x 4096 =
+  // 29,360,128, k and v 2 x 3584 x 2048 = 14,680,064, GeGLU 3 x 3584 x 14336 = 154,140,672, four
+  // RMSNorms 4 x 3584 = 14,336: 198,195,200, x 42 = 8,324,198,400; final norm 3,584. Total
+  // 9,241,705,984, the safetensors index of google/gemma-2-9b.
+  const TransformerConfig model = load_model(hf_fixture("gemma-2-9b.json"));
+  CHECK(model.activation == Activation::kGeglu);
+  CHECK(model.sandwich_norm);
+  CHECK_FALSE(model.qk_norm);
+  CHECK(model.norm_unit_offset);
+  CHECK(model.scale_embeddings);
+  CHECK(model.tied_embeddings);
+  CHECK(model.attn_logit_softcapping == 50.0);
+  CHECK(model.final_logit_softcapping == 30.0);
+  CHECK(model.query_pre_attn_scalar == 0.0);  // 256 = head_dim: the usual 1 / sqrt(256)
+  CHECK(model.attention_scale() == 1.0 / 16.0);
+  CHECK(model.sliding_window == 4096);
+  // Gemma2DecoderLayer is_sliding = not bool(layer_idx % 2): 0-based even layers windowed,
+  // window_attn_skip_freq 2 (layer number n = layer_idx + 1 windowed unless n % 2 == 0).
+  CHECK(model.window_attn_skip_freq == 2);
+  for (int64_t layer = 0; layer < model.num_layers; ++layer) {
+    CAPTURE(layer);
+    CHECK(model.is_windowed_layer(layer) == (layer % 2 == 0));
+  }
+  const auto counts = count_parameters(model);
+  CHECK(counts.token_embedding == 917'504'000);
+  CHECK(counts.per_layer == 198'195'200);
+  CHECK(counts.final_norm == 3'584);
+  CHECK(counts.lm_head == 0);
+  CHECK(counts.total == 9'241'705'984);
+}
+
+TEST_CASE("Gemma 2: Gemma2Config's defaults, null caps, layer_types and gemma-2-27b's scale") {
+  nlohmann::json gemma2 = meshplan::read_json_file(hf_fixture("gemma-2-9b.json"));
+  gemma2.erase("attn_logit_softcapping");  // Gemma2Config's defaults 50.0 and 30.0
+  gemma2.erase("final_logit_softcapping");
+  gemma2.erase("query_pre_attn_scalar");  // and 256
+  gemma2.erase("sliding_window");         // and 4096
+  const TransformerConfig defaults = model_from_json(gemma2, "g.json");
+  CHECK(defaults.attn_logit_softcapping == 50.0);
+  CHECK(defaults.final_logit_softcapping == 30.0);
+  CHECK(defaults.query_pre_attn_scalar == 0.0);
+  CHECK(defaults.sliding_window == 4096);
+  gemma2["attn_logit_softcapping"] = nullptr;  // None: no cap
+  gemma2["final_logit_softcapping"] = nullptr;
+  CHECK(model_from_json(gemma2, "g.json").attn_logit_softcapping == 0.0);
+  CHECK(model_from_json(gemma2, "g.json").final_logit_softcapping == 0.0);
+  // gemma-2-27b: 32 heads of 128 over h 4608, query_pre_attn_scalar 144 = 4608 / 32.
+  gemma2["head_dim"] = 128;
+  gemma2["query_pre_attn_scalar"] = 144;
+  const TransformerConfig scaled = model_from_json(gemma2, "g.json");
+  CHECK(scaled.query_pre_attn_scalar == 144.0);
+  CHECK(scaled.attention_scale() ==
+        doctest::Approx(1.0 / 12.0).epsilon(1e-15).scale(0));  // one rounding of 1 / sqrt(144)
+  gemma2["query_pre_attn_scalar"] = -144;
+  CHECK(input_error([&] { model_from_json(gemma2, "g.json"); }) ==
+        "g.json: query_pre_attn_scalar: must be 0 (none) or positive and finite (-144)");
+  gemma2["query_pre_attn_scalar"] = 144;
+  gemma2["num_hidden_layers"] = 3;
+  gemma2["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention"};
+  CHECK(model_from_json(gemma2, "g.json").window_attn_layers == std::vector<int>{1, 0, 1});
+  gemma2["final_logit_softcapping"] = 3e7;
+  CHECK(input_error([&] { model_from_json(gemma2, "g.json"); }) ==
+        "g.json: final_logit_softcapping: absurdly large, more than 1000000 (30000000)");
 }
 
 TEST_CASE("Gemma: activation fields, head_dim default and refusals") {
@@ -493,7 +569,7 @@ TEST_CASE("configs without `architectures` are read by model_type") {
   CHECK(input_error([&] { model_from_json(falcon, "falcon.json"); }) ==
         "falcon.json: model_type: unsupported model type (falcon); supported: llama, mistral, "
         "phi3, qwen2, qwen3, gpt2, gpt_neox, mixtral, qwen2_moe, qwen3_moe, deepseek_v3, mpt, "
-        "gemma, gemma3_text");
+        "gemma, gemma2, gemma3_text");
   nlohmann::json mismatch = small_llama();
   mismatch["model_type"] = "gpt2";
   CHECK(input_error([&] { model_from_json(mismatch, "c.json"); }) ==
@@ -619,7 +695,7 @@ TEST_CASE("unsupported architectures and malformed `architectures`") {
       "LlamaForCausalLM, MistralForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
       "GPT2LMHeadModel, GPTNeoXForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, "
       "Qwen3MoeForCausalLM, DeepseekV3ForCausalLM, MptForCausalLM, MPTForCausalLM, "
-      "GemmaForCausalLM, Gemma3ForCausalLM");
+      "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM");
 
   nlohmann::json not_a_list = small_llama();
   not_a_list["architectures"] = "LlamaForCausalLM";

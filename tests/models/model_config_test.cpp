@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -187,6 +188,54 @@ TEST_CASE("parallel_residual: optional (absent = sequential), written only when 
   mla.parallel_residual = true;
   CHECK(input_error([&] { validate_model(mla, "m.json"); }).find("not with MLA (kv_lora_rank)") !=
         std::string::npos);
+}
+
+TEST_CASE("soft-caps and query_pre_attn_scalar: optional (absent = none), written when set") {
+  nlohmann::json json = tiny_json();
+  const TransformerConfig plain = model_from_json(json, "m.json");
+  CHECK(plain.attn_logit_softcapping == 0.0);
+  CHECK(plain.final_logit_softcapping == 0.0);
+  CHECK(plain.query_pre_attn_scalar == 0.0);
+  const nlohmann::json written = model_to_json(plain);
+  CHECK_FALSE(written.contains("attn_logit_softcapping"));
+  CHECK_FALSE(written.contains("final_logit_softcapping"));
+  CHECK_FALSE(written.contains("query_pre_attn_scalar"));
+  // tiny's head_dim: the scale is 1 / sqrt(head_dim) without the scalar.
+  CHECK(plain.attention_scale() ==
+        doctest::Approx(1.0 / std::sqrt(plain.head_dim)).epsilon(1e-15).scale(0));  // same formula
+  json["attn_logit_softcapping"] = 50.0;  // Gemma 2's caps
+  json["final_logit_softcapping"] = 30.0;
+  json["query_pre_attn_scalar"] = 144;  // gemma-2-27b: 1 / sqrt(144) = 1 / 12
+  const TransformerConfig capped = model_from_json(json, "m.json");
+  CHECK(capped.attn_logit_softcapping == 50.0);
+  CHECK(capped.final_logit_softcapping == 30.0);
+  CHECK(capped.query_pre_attn_scalar == 144.0);
+  CHECK(capped.attention_scale() ==
+        doctest::Approx(1.0 / 12.0).epsilon(1e-15).scale(0));  // one rounding of 1 / sqrt(144)
+  check_same(model_from_json(model_to_json(capped), "round-trip"), capped);
+  CHECK(model_from_json(model_to_json(capped), "round-trip") == capped);
+  json["attn_logit_softcapping"] = -50.0;
+  CHECK(model_error_for(json) ==
+        "m.json: attn_logit_softcapping: must be 0 (none) or positive and finite (-50)");
+  json["attn_logit_softcapping"] = 50.0;
+  json["final_logit_softcapping"] = 3e7;
+  CHECK(model_error_for(json) ==
+        "m.json: final_logit_softcapping: absurdly large, more than 1000000 (30000000)");
+  json["final_logit_softcapping"] = "30";
+  CHECK(model_error_for(json) == "m.json: final_logit_softcapping: expected a number (\"30\")");
+  json["final_logit_softcapping"] = 30.0;
+  json["query_pre_attn_scalar"] = -1;
+  CHECK(model_error_for(json) ==
+        "m.json: query_pre_attn_scalar: must be 0 (none) or positive and finite (-1)");
+  // NaN cannot come from JSON; a model built in code is refused the same way.
+  TransformerConfig nan_cap = plain;
+  nan_cap.attn_logit_softcapping = std::numeric_limits<double>::quiet_NaN();
+  CHECK(input_error([&] { validate_model(nan_cap, "m.json"); }) ==
+        "m.json: attn_logit_softcapping: must be 0 (none) or positive and finite (nan)");
+  TransformerConfig inf_scalar = plain;
+  inf_scalar.query_pre_attn_scalar = std::numeric_limits<double>::infinity();
+  CHECK(input_error([&] { validate_model(inf_scalar, "m.json"); }) ==
+        "m.json: query_pre_attn_scalar: must be 0 (none) or positive and finite (inf)");
 }
 
 TEST_CASE("sliding_window: optional (absent = full attention), written only when set") {

@@ -619,6 +619,63 @@ TEST_CASE("chunk_cost: sandwich norms are two more norm passes per layer") {
                               [](models::TransformerConfig& model) { model.sandwich_norm = true; });
 }
 
+TEST_CASE("chunk_cost: Gemma 2's final soft-cap is three eager passes over the logits") {
+  // megatron-1.7b at tp 1, pp 1, T = 2048 tokens in bf16 over its V' padded vocabulary rows:
+  // eager c tanh(x / c) is three ops each reading and writing the logits, 6 x 2 T V' bytes
+  // forward; backward the product's 2, tanh's 3 (gradient, saved tanh, write), the division's 2
+  // element passes: 7 x 2 T V' bytes. Compiled (the loss with it), one pass: 2 e and 3 e.
+  const models::TransformerConfig model = models::load_model("megatron-1.7b");
+  const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
+  const Layout layout = test::make_layout(1, 1, 1, 1, 1);
+  models::TransformerConfig capped = model;
+  capped.final_logit_softcapping = 30.0;
+  const double logits = 2048.0 * static_cast<double>(padded_vocab_size(model, 1));
+  const ChunkCost plain = chunk_cost(model, h100, layout, PlanOptions{}, 0, 0);
+  const ChunkCost soft = chunk_cost(capped, h100, layout, PlanOptions{}, 0, 0);
+  // Differences of sums of a few hundred microseconds: 1e-9 relative absorbs the rounding.
+  CHECK(soft.forward_compute_seconds - plain.forward_compute_seconds ==
+        doctest::Approx(memory_seconds(h100, 6.0 * 2.0 * logits)).epsilon(1e-9).scale(0));
+  CHECK(soft.backward_input_compute_seconds - plain.backward_input_compute_seconds ==
+        doctest::Approx(memory_seconds(h100, 7.0 * 2.0 * logits)).epsilon(1e-9).scale(0));
+  CHECK(soft.backward_weight_compute_seconds == plain.backward_weight_compute_seconds);
+  CHECK(softcap_bytes_per_element(2.0, true).forward == 4.0);
+  CHECK(softcap_bytes_per_element(2.0, true).backward == 6.0);
+}
+
+TEST_CASE("attention soft-cap: free in FlashAttention, eager passes over the unfused scores") {
+  // megatron-1.7b (24 heads) at tp 1, micro-batch 1, s 2048, bf16. FlashAttention-2 >= 2.6.0
+  // caps the scores on chip: no change. Unfused, three eager ops each reading and writing the
+  // a s^2 b scores: 6 x 2 x 24 x 2048^2 bytes more per layer forward, twice that backward
+  // (attention_backward_to_forward 2.0), on 24 layers.
+  const models::TransformerConfig model = models::load_model("megatron-1.7b");
+  const models::ClusterConfig h100 = models::load_cluster("dgx-h100");
+  const Layout layout = test::make_layout(1, 1, 1, 1, 1);
+  models::TransformerConfig capped = model;
+  capped.attn_logit_softcapping = 50.0;
+  const PlanOptions flash;
+  CHECK(attention_forward_seconds(capped, h100, layout, flash, false) ==
+        attention_forward_seconds(model, h100, layout, flash, false));
+  PlanOptions unfused;
+  unfused.flash_attention = false;
+  const double layer_bytes = 6.0 * 2.0 * 24 * 2048.0 * 2048.0;
+  CHECK(attention_forward_seconds(capped, h100, layout, unfused, false) -
+            attention_forward_seconds(model, h100, layout, unfused, false) ==
+        doctest::Approx(memory_seconds(h100, layer_bytes)).epsilon(1e-9).scale(0));
+  const ChunkCost plain = chunk_cost(model, h100, layout, unfused, 0, 0);
+  const ChunkCost soft = chunk_cost(capped, h100, layout, unfused, 0, 0);
+  // Differences of sums: 1e-9 relative absorbs the rounding.
+  CHECK(soft.forward_compute_seconds - plain.forward_compute_seconds ==
+        doctest::Approx(24 * memory_seconds(h100, layer_bytes)).epsilon(1e-9).scale(0));
+  CHECK(soft.backward_input_compute_seconds + soft.backward_weight_compute_seconds -
+            plain.backward_input_compute_seconds - plain.backward_weight_compute_seconds ==
+        doctest::Approx(24 * memory_seconds(h100, 2.0 * layer_bytes)).epsilon(1e-9).scale(0));
+  // The attention scale (query_pre_attn_scalar) costs nothing.
+  models::TransformerConfig scaled = model;
+  scaled.query_pre_attn_scalar = 144.0;
+  CHECK(chunk_cost(scaled, h100, layout, unfused, 0, 0).forward_compute_seconds ==
+        plain.forward_compute_seconds);
+}
+
 TEST_CASE("chunk_cost: q/k norms are one more norm pass over Q and K per layer") {
   // Qwen3's and Gemma 3's per-head norms: forward read and write T (a + g) d e:
   // 2 x 2048 x (24 + 24) x 96 x 2 = 37,748,736 bytes.

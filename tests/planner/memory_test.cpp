@@ -720,6 +720,49 @@ TEST_CASE("sandwich norms keep the two branch outputs they normalise") {
   CHECK(2 * sandwich_per_layer(4, true) == 99 * kSbh);  // 97 + 4 / 4 x 2
 }
 
+TEST_CASE("Gemma 2's eager final soft-cap keeps tanh's output, one 16-bit logits copy") {
+  // TanhBackward0 saves its output: e T V / t per last-chunk micro-batch in flight, here one
+  // (pp 1), T = 2048 tokens, V = 51,200 (a multiple of 128 t, unpadded), e = 2:
+  // 2 x 2048 x 51200 = 209,715,200 bytes at tp 1, a quarter at tp 4. Compiled (fsdp), none.
+  const auto softcap_bytes = [](int64_t tp, PlanOptions options) {
+    const Layout layout = make_layout(tp, 1, 1, 1, 1);
+    const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+    const models::TransformerConfig plain = korthikanti_gpt(1);
+    models::TransformerConfig capped = plain;
+    capped.final_logit_softcapping = 30.0;
+    return estimate_plan(capped, cluster, layout, options).stages[0].memory.activations_bytes -
+           estimate_plan(plain, cluster, layout, options).stages[0].memory.activations_bytes;
+  };
+  CHECK(softcap_bytes(1, PlanOptions{}) == 209'715'200);
+  CHECK(softcap_bytes(4, PlanOptions{}) == 52'428'800);
+  PlanOptions compiled;
+  compiled.framework = Framework::kFsdp;
+  compiled.compile = true;
+  CHECK(softcap_bytes(1, compiled) == 0);
+}
+
+TEST_CASE("Gemma 2's attention soft-cap: free under FlashAttention, one more score tensor eager") {
+  // Unfused, TanhBackward0 keeps the capped scores: a s^2 b e = 16 x 2048^2 x 2 bytes per layer,
+  // a s e / h = 16 x 2048 x 2 / 1024 = 64 s b h, / t; FlashAttention keeps no scores.
+  const auto softcap_per_layer = [](int64_t tp, bool flash) {
+    const Layout layout = make_layout(tp, 1, 1, 1, 1);
+    PlanOptions options;
+    options.flash_attention = flash;
+    const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
+    models::TransformerConfig two = korthikanti_gpt(2);
+    models::TransformerConfig one = korthikanti_gpt(1);
+    const int64_t plain =
+        estimate_plan(two, cluster, layout, options).stages[0].memory.activations_bytes -
+        estimate_plan(one, cluster, layout, options).stages[0].memory.activations_bytes;
+    two.attn_logit_softcapping = one.attn_logit_softcapping = 50.0;
+    return estimate_plan(two, cluster, layout, options).stages[0].memory.activations_bytes -
+           estimate_plan(one, cluster, layout, options).stages[0].memory.activations_bytes - plain;
+  };
+  CHECK(softcap_per_layer(1, false) == 64 * kSbh);
+  CHECK(softcap_per_layer(4, false) == 16 * kSbh);
+  CHECK(softcap_per_layer(1, true) == 0);
+}
+
 TEST_CASE("q/k norms keep the projected queries and keys they normalise") {
   // Qwen3's and Gemma 3's per-head norms read Q and K before the norm: T (a + g) d e more, split
   // by t. Here a = g = 16 heads of 64: (a + g) d = 2 h, 4 s b h per layer in bf16.

@@ -7,6 +7,7 @@
 // 38327e07 deepspeed/__init__.py); the launcher's against DeepSpeed 38327e07
 // deepspeed/launcher/runner.py parse_args.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <fstream>
 #include <map>
@@ -467,6 +468,17 @@ TEST_CASE("--emit megatron-deepspeed refuses model features the fork does not ru
   CHECK(error_of(qk_norm, kTarget) ==
         "--emit megatron-deepspeed: model.qk_norm: Megatron-DeepSpeed has no query/key "
         "normalization (no flag in arguments.py) (true)");
+  planner::Plan capped = zero3_dp8_plan();
+  capped.model.attn_logit_softcapping = 50.0;  // Gemma 2's
+  CHECK(error_of(capped, kTarget) ==
+        "--emit megatron-deepspeed: model.attn_logit_softcapping: Megatron-DeepSpeed has no logit "
+        "soft-capping (no flag in arguments.py) (50)");
+  planner::Plan scaled = zero3_dp8_plan();
+  scaled.model.query_pre_attn_scalar = 2.0 * static_cast<double>(scaled.model.head_dim);
+  CHECK(error_of(scaled, kTarget) ==
+        fmt::format("--emit megatron-deepspeed: model.query_pre_attn_scalar: Megatron-DeepSpeed "
+                    "scales attention by 1/sqrt(kv_channels) only ({} != head_dim {})",
+                    2 * scaled.model.head_dim, scaled.model.head_dim));
   planner::Plan parallel = zero3_dp8_plan();
   parallel.model.parallel_residual = true;
   CHECK(error_of(parallel, kTarget) ==

@@ -277,6 +277,22 @@ TEST_CASE("--emit megatron refuses what Megatron-LM cannot run") {
   CHECK(error_of(sandwich, EmitTarget::kMegatron) ==
         "--emit megatron: model.sandwich_norm: Megatron-Core's TransformerLayer has no "
         "post-attention and post-MLP norms (true)");
+  planner::Plan capped = make_plan("llama3-8b", "dgx-h100", dense);
+  capped.model.final_logit_softcapping = 30.0;  // Gemma 2's
+  CHECK(error_of(capped, EmitTarget::kMegatron) ==
+        "--emit megatron: model.final_logit_softcapping: Megatron-LM has no flag for Gemma 2's "
+        "logit soft-capping (30)");
+  capped.model.attn_logit_softcapping = 50.0;
+  CHECK(error_of(capped, EmitTarget::kMegatron) ==
+        "--emit megatron: model.attn_logit_softcapping: Megatron-LM has no flag for Gemma 2's "
+        "logit soft-capping (50)");
+  planner::Plan scaled_attention = make_plan("llama3-8b", "dgx-h100", dense);
+  scaled_attention.model.query_pre_attn_scalar = 144.0;  // gemma-2-27b's, llama3-8b's head_dim 128
+  CHECK(error_of(scaled_attention, EmitTarget::kMegatron) ==
+        "--emit megatron: model.query_pre_attn_scalar: Megatron-LM has no flag for an attention "
+        "scale other than 1/sqrt(kv_channels) (144 != head_dim 128)");
+  scaled_attention.model.query_pre_attn_scalar = 128.0;  // = head_dim: the usual scale, no refusal
+  CHECK(error_of(scaled_attention, EmitTarget::kMegatron) == "(no error)");
 }
 
 TEST_CASE("--emit megatron: Llama 3 405B's uneven stages interleaved") {

@@ -82,6 +82,16 @@ struct TransformerConfig {
   // GPT-NeoX-20B. The two row-parallel outputs are summed before one tp reduction
   // (EleutherAI/gpt-neox megatron/model/transformer.py ParallelTransformerLayer).
   bool parallel_residual = false;
+  // Gemma 2's logit soft-capping (Gemma Team 2024, "Gemma 2", Sec. 2; transformers
+  // modeling_gemma2.py): x -> c tanh(x / c), elementwise. 0: none.
+  // Attention: on the scaled scores before the mask and softmax (Gemma2Attention,
+  // softcap = config.attn_logit_softcapping), c = 50.0 for Gemma 2.
+  double attn_logit_softcapping = 0.0;
+  // Final: on the LM head's logits before the loss (Gemma2ForCausalLM.forward), c = 30.0.
+  double final_logit_softcapping = 0.0;
+  // The attention scale is 1 / sqrt(query_pre_attn_scalar) (Gemma2Attention.scaling); 0: the
+  // usual 1 / sqrt(head_dim). gemma-2-9b 256 (= head_dim), gemma-2-27b 144 (head_dim 128).
+  double query_pre_attn_scalar = 0.0;
 
   // Mixture-of-experts MLP (Shazeer et al. 2017; Fedus et al. 2022), dropless top-k routing as
   // Megatron-Core's default (--moe-expert-capacity-factor None) and the Hugging Face models.
@@ -117,6 +127,9 @@ struct TransformerConfig {
   /// pattern (window_attn_skip_freq or window_attn_layers; neither: every layer) selects it.
   bool is_windowed_layer(int64_t layer) const;
   /// Whether a pattern is given (window_attn_skip_freq or window_attn_layers).
+  /// The attention scores' scale: 1 / sqrt(query_pre_attn_scalar), or 1 / sqrt(head_dim) when
+  /// it is 0.
+  double attention_scale() const;
   bool has_window_pattern() const {
     return window_attn_skip_freq != 0 || !window_attn_layers.empty();
   }

@@ -2,6 +2,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include "ops/gradient_check.h"
 
 namespace meshplan::executor {
@@ -160,6 +162,80 @@ TEST_CASE("windowed attention: Eigen path equals the reference, backward matches
   attention_backward(dqkv.data(), scratch.data(), dy.data(), p.data(), qkv0.data(), T, B, NH, KVH,
                      HS);
   CHECK(gradient_error(loss, qkv0, dqkv) < 1e-7);  // gradient_check.h's tolerance
+}
+
+TEST_CASE("attention: Gemma 2's scale and soft-cap, forward by hand and backward by differences") {
+  const int T = 5, B = 2, NH = 4, KVH = 2, HS = 3, row = (NH + 2 * KVH) * HS;
+  // Scores of std ~3 (qkv std 1, 3 dims, scale 1): a cap of 1.5 bends them well off the line.
+  const AttentionScores mod{1.0, 1.5};
+  const std::vector<double> qkv0 = random_vector(T * B * row, 21),
+                            dy = random_vector(T * B * NH * HS, 22);
+  std::vector<double> o(T * B * NH * HS), p(B * NH * T * T), scratch(T * T);
+  attention_forward(o.data(), p.data(), qkv0.data(), T, B, NH, KVH, HS, 0, mod);
+  // Row t = 2 of head 1 (kv head 0) in sequence 1, by hand: softmax over j <= 2 of
+  // 1.5 tanh(q . k_j / 1.5).
+  const int b = 1, h = 1, t = 2;
+  double e[3], sum = 0;
+  for (int j = 0; j <= t; j++) {
+    double s = 0;
+    for (int i = 0; i < HS; i++) {
+      s += qkv0[(t * B + b) * row + h * HS + i] * qkv0[(j * B + b) * row + NH * HS + i];
+    }
+    e[j] = std::exp(1.5 * std::tanh(s / 1.5));
+    sum += e[j];
+  }
+  for (int j = 0; j <= t; j++) {
+    CHECK(p[(b * NH + h) * T * T + t * T + j] ==
+          doctest::Approx(e[j] / sum).epsilon(1e-12).scale(0));  // double rounding only
+  }
+  // The default scale is 1 / sqrt(HS): given explicitly it is the same attention.
+  std::vector<double> o_default(o.size()), o_explicit(o.size()), p2(p.size());
+  attention_forward(o_default.data(), p2.data(), qkv0.data(), T, B, NH, KVH, HS);
+  attention_forward(o_explicit.data(), p2.data(), qkv0.data(), T, B, NH, KVH, HS, 0,
+                    AttentionScores{1.0 / std::sqrt(3.0), 0.0});
+  for (size_t i = 0; i < o_default.size(); i++) {
+    CHECK(o_explicit[i] == doctest::Approx(o_default[i]).epsilon(1e-12).scale(0));  // rounding
+  }
+  auto loss = [&](const std::vector<double>& x) {
+    std::vector<double> out(T * B * NH * HS), probs(B * NH * T * T);
+    attention_forward(out.data(), probs.data(), x.data(), T, B, NH, KVH, HS, 0, mod);
+    return dot(out, dy);
+  };
+  std::vector<double> dqkv(T * B * row, 0.0);
+  attention_backward(dqkv.data(), scratch.data(), dy.data(), p.data(), qkv0.data(), T, B, NH, KVH,
+                     HS, mod);
+  CHECK(gradient_error(loss, qkv0, dqkv) < 1e-7);  // gradient_check.h's tolerance
+  // And windowed (W = 2): the cap's derivative is taken on the window's entries only.
+  auto windowed_loss = [&](const std::vector<double>& x) {
+    std::vector<double> out(T * B * NH * HS), probs(B * NH * T * T);
+    attention_forward(out.data(), probs.data(), x.data(), T, B, NH, KVH, HS, 2, mod);
+    return dot(out, dy);
+  };
+  attention_forward(o.data(), p.data(), qkv0.data(), T, B, NH, KVH, HS, 2, mod);
+  std::vector<double> dqkv_windowed(T * B * row, 0.0);
+  attention_backward(dqkv_windowed.data(), scratch.data(), dy.data(), p.data(), qkv0.data(), T, B,
+                     NH, KVH, HS, mod);
+  CHECK(gradient_error(windowed_loss, qkv0, dqkv_windowed) < 1e-7);
+}
+
+TEST_CASE("attention: the capped, rescaled Eigen path equals the plain-loop reference") {
+  const int T = 7, B = 2, NH = 4, KVH = 2, HS = 8, W = 3, row = (NH + 2 * KVH) * HS;
+  const AttentionScores mod{0.5, 2.0};  // scores of std ~sqrt(8) x 0.5 = 1.4 against c = 2
+  const auto qkv = to_float(random_vector(T * B * row, 31));
+  const auto dy = to_float(random_vector(T * B * NH * HS, 32));
+  std::vector<float> out(T * B * NH * HS), out_ref(T * B * NH * HS);
+  std::vector<float> att(B * NH * T * T), att_ref(B * NH * T * T), scratch(T * T);
+  attention_forward(out.data(), att.data(), qkv.data(), T, B, NH, KVH, HS, W, mod);
+  attention_forward_reference(out_ref.data(), att_ref.data(), qkv.data(), T, B, NH, KVH, HS, W,
+                              mod);
+  CHECK(max_relative_difference(att, att_ref) < 1e-5);  // as the uncapped case
+  CHECK(max_relative_difference(out, out_ref) < 1e-5);
+  std::vector<float> dqkv(T * B * row, 0.0f), dqkv_ref(T * B * row, 0.0f);
+  attention_backward(dqkv.data(), scratch.data(), dy.data(), att.data(), qkv.data(), T, B, NH, KVH,
+                     HS, mod);
+  attention_backward_reference(dqkv_ref.data(), dy.data(), att.data(), qkv.data(), T, B, NH, KVH,
+                               HS, mod);
+  CHECK(max_relative_difference(dqkv, dqkv_ref) < 1e-5);  // as the uncapped case
 }
 
 }  // namespace
