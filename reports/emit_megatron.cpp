@@ -376,8 +376,9 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
            "Megatron-Core's TransformerLayer has no post-attention and post-MLP norms", "true");
   }
   if (m.attn_logit_softcapping > 0.0 || m.final_logit_softcapping > 0.0) {
-    // No soft-capping flag in megatron/training/arguments.py; NeMo's Gemma 2 (nemo/collections/
-    // llm/gpt/model/gemma2.py) caps in its own Gemma2DotProductAttention and output layer.
+    // No soft-capping flag in megatron/training/arguments.py (d98e8a64; attention.py passes
+    // FlashAttention "softcap": 0.0); Megatron-Bridge's Gemma 2 caps in its own attention and
+    // output layer (src/megatron/bridge/models/gemma/gemma2_provider.py, 067f987d).
     const bool attention = m.attn_logit_softcapping > 0.0;
     refuse(kMegatronTarget,
            attention ? "model.attn_logit_softcapping" : "model.final_logit_softcapping",
