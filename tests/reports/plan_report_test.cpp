@@ -309,3 +309,19 @@ TEST_CASE("explain names the layers outside DeepSpeed's checkpointed runs") {
   CHECK(megatron.find(" in runs of ") == std::string::npos);
 }
 }  // namespace meshplan::reports
+
+namespace meshplan::reports {
+TEST_CASE("plan header: Gemma 2's logit soft-caps are named, and only when set") {
+  models::TransformerConfig model = models::load_model("tiny");
+  const models::ClusterConfig cluster = models::load_cluster("local-cpu");
+  const std::string plain = format_plan_header(model, cluster, 1, 1, planner::Framework::kMegatron);
+  CHECK(plain.find("soft-caps") == std::string::npos);
+  model.attn_logit_softcapping = 50.0;
+  model.final_logit_softcapping = 30.0;
+  CHECK(format_plan_header(model, cluster, 1, 1, planner::Framework::kMegatron)
+            .find(", seq 32, logit soft-caps: attention 50, final 30\n") != std::string::npos);
+  model.attn_logit_softcapping = 0.0;
+  CHECK(format_plan_header(model, cluster, 1, 1, planner::Framework::kMegatron)
+            .find(", seq 32, logit soft-caps: final 30\n") != std::string::npos);
+}
+}  // namespace meshplan::reports
