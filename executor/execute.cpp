@@ -119,7 +119,7 @@ void refuse_model_for_gpu_executor(const models::TransformerConfig& model,
         "implemented in the GPU executor yet (true)",
         source));
   }
-  if (model.attn_logit_softcapping > 0.0 || model.final_logit_softcapping > 0.0) {
+  if (model.has_logit_softcapping()) {
     const bool attention = model.attn_logit_softcapping > 0.0;
     throw InputError(fmt::format(
         "{}: model.{}: Gemma 2's logit soft-capping is not implemented in the GPU executor yet "
@@ -127,8 +127,7 @@ void refuse_model_for_gpu_executor(const models::TransformerConfig& model,
         source, attention ? "attn_logit_softcapping" : "final_logit_softcapping",
         attention ? model.attn_logit_softcapping : model.final_logit_softcapping));
   }
-  if (model.query_pre_attn_scalar > 0.0 &&
-      model.query_pre_attn_scalar != static_cast<double>(model.head_dim)) {
+  if (model.has_attention_scale_override()) {
     throw InputError(fmt::format(
         "{}: model.query_pre_attn_scalar: an attention scale other than 1/sqrt(head_dim) is not "
         "implemented in the GPU executor yet ({} != head_dim {})",

@@ -232,9 +232,8 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
   validate_mla_for_executor(plan, source);
   // Gemma 2's attention soft-cap and scale run in the standard attention kernel
   // (ops/attention.h), not in MLA's or in the context-parallel ring's.
-  const bool gemma2_scores = model.attn_logit_softcapping > 0.0 ||
-                             (model.query_pre_attn_scalar > 0.0 &&
-                              model.query_pre_attn_scalar != static_cast<double>(model.head_dim));
+  const bool gemma2_scores =
+      model.attn_logit_softcapping > 0.0 || model.has_attention_scale_override();
   if (gemma2_scores && (model.is_mla() || layout.cp > 1)) {
     const bool attention = model.attn_logit_softcapping > 0.0;
     throw InputError(fmt::format(

@@ -375,7 +375,7 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
     refuse(kMegatronTarget, "model.sandwich_norm",
            "Megatron-Core's TransformerLayer has no post-attention and post-MLP norms", "true");
   }
-  if (m.attn_logit_softcapping > 0.0 || m.final_logit_softcapping > 0.0) {
+  if (m.has_logit_softcapping()) {
     // No soft-capping flag in megatron/training/arguments.py (d98e8a64; attention.py passes
     // FlashAttention "softcap": 0.0); Megatron-Bridge's Gemma 2 caps in its own attention and
     // output layer (src/megatron/bridge/models/gemma/gemma2_provider.py, 067f987d).
@@ -385,7 +385,7 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
            "Megatron-LM has no flag for Gemma 2's logit soft-capping",
            fmt::format("{}", attention ? m.attn_logit_softcapping : m.final_logit_softcapping));
   }
-  if (m.query_pre_attn_scalar > 0.0 && m.query_pre_attn_scalar != static_cast<double>(m.head_dim)) {
+  if (m.has_attention_scale_override()) {
     refuse(kMegatronTarget, "model.query_pre_attn_scalar",
            "Megatron-LM has no flag for an attention scale other than 1/sqrt(kv_channels)",
            fmt::format("{} != head_dim {}", m.query_pre_attn_scalar, m.head_dim));

@@ -71,14 +71,14 @@ void check_megatron_deepspeed_model(const models::TransformerConfig& m) {
            "or post-branch norms",
            "true");
   }
-  if (m.attn_logit_softcapping > 0.0 || m.final_logit_softcapping > 0.0) {
+  if (m.has_logit_softcapping()) {
     const bool attention = m.attn_logit_softcapping > 0.0;
     refuse(kMegatronDeepSpeedTarget,
            attention ? "model.attn_logit_softcapping" : "model.final_logit_softcapping",
            "Megatron-DeepSpeed has no logit soft-capping (no flag in arguments.py)",
            fmt::format("{}", attention ? m.attn_logit_softcapping : m.final_logit_softcapping));
   }
-  if (m.query_pre_attn_scalar > 0.0 && m.query_pre_attn_scalar != static_cast<double>(m.head_dim)) {
+  if (m.has_attention_scale_override()) {
     refuse(kMegatronDeepSpeedTarget, "model.query_pre_attn_scalar",
            "Megatron-DeepSpeed scales attention by 1/sqrt(kv_channels) only",
            fmt::format("{} != head_dim {}", m.query_pre_attn_scalar, m.head_dim));

@@ -126,10 +126,18 @@ struct TransformerConfig {
   /// Whether layer `layer` (0-based, global) attends over the window: is_windowed() and the
   /// pattern (window_attn_skip_freq or window_attn_layers; neither: every layer) selects it.
   bool is_windowed_layer(int64_t layer) const;
-  /// Whether a pattern is given (window_attn_skip_freq or window_attn_layers).
   /// The attention scores' scale: 1 / sqrt(query_pre_attn_scalar), or 1 / sqrt(head_dim) when
   /// it is 0.
   double attention_scale() const;
+  /// Whether the scale is not 1 / sqrt(head_dim) (query_pre_attn_scalar set to another value).
+  bool has_attention_scale_override() const {
+    return query_pre_attn_scalar > 0.0 && query_pre_attn_scalar != static_cast<double>(head_dim);
+  }
+  /// Whether either of Gemma 2's logit soft-caps is set.
+  bool has_logit_softcapping() const {
+    return attn_logit_softcapping > 0.0 || final_logit_softcapping > 0.0;
+  }
+  /// Whether a pattern is given (window_attn_skip_freq or window_attn_layers).
   bool has_window_pattern() const {
     return window_attn_skip_freq != 0 || !window_attn_layers.empty();
   }
