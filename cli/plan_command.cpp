@@ -125,6 +125,7 @@ void run_plan(const PlanArguments& args) {
   const planner::PlanOptions options = plan_options(args, cluster);
   check_plan_arguments(args, model, cluster, space, options);
   planner::check_norm_kernel_model(model, options, "--norm-kernel");
+  planner::check_attention_sinks_kernel(model, options, "--flash-attention");
 
   if (!seq_note.empty()) {
     fmt::print(stderr, "meshplan: note: {}\n", seq_note);

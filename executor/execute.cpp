@@ -89,11 +89,26 @@ void refuse_model_for_gpu_executor(const models::TransformerConfig& model,
         "executor yet; its flash kernel masks causally only ({} < seq_length {})",
         source, model.sliding_window, model.seq_length));
   }
-  if (model.activation == models::Activation::kGeglu) {
+  if (model.activation != models::Activation::kGelu &&
+      model.activation != models::Activation::kSwiglu) {
     throw InputError(
-        fmt::format("{}: model.activation: the gated GELU MLP (GeGLU) is not implemented in the "
-                    "GPU executor yet; it has GELU and SwiGLU kernels ({})",
+        fmt::format("{}: model.activation: the gated GELU MLPs (geglu, quick_geglu) are not "
+                    "implemented in the GPU executor yet; it has GELU and SwiGLU kernels ({})",
                     source, models::to_string(model.activation)));
+  }
+  if (model.glu_linear_offset != 0.0 || model.activation_clamp_value != 0.0) {
+    const bool offset = model.glu_linear_offset != 0.0;
+    throw InputError(fmt::format(
+        "{}: model.{}: gpt-oss's gated-unit {} is not implemented in the GPU executor yet ({:g})",
+        source, offset ? "glu_linear_offset" : "activation_clamp_value",
+        offset ? "offset" : "clamp",
+        offset ? model.glu_linear_offset : model.activation_clamp_value));
+  }
+  if (model.attention_sinks) {
+    throw InputError(fmt::format(
+        "{}: model.attention_sinks: learned attention sinks are not implemented in the GPU "
+        "executor yet (true)",
+        source));
   }
   if (model.norm_unit_offset) {
     throw InputError(fmt::format(

@@ -1,7 +1,8 @@
 // Hugging Face transformers config.json files mapped onto TransformerConfig. Field names and
 // defaults follow the transformers configuration classes (LlamaConfig, MistralConfig,
 // Qwen2Config, Phi3Config, GPT2Config, GPTNeoXConfig, MixtralConfig, Qwen2MoeConfig,
-// Qwen3MoeConfig, DeepseekV3Config, GemmaConfig, Gemma2Config, Gemma3TextConfig) and the layer
+// Qwen3MoeConfig, DeepseekV3Config, GemmaConfig, Gemma2Config, Gemma3TextConfig, GptOssConfig)
+// and the layer
 // definitions in their modeling files.
 
 #include "hf_config.h"
@@ -28,7 +29,7 @@ struct HfFamily {
   std::string_view architecture;
   std::string_view model_type;
 };
-constexpr std::array<HfFamily, 16> kFamilies = {{{"LlamaForCausalLM", "llama"},
+constexpr std::array<HfFamily, 17> kFamilies = {{{"LlamaForCausalLM", "llama"},
                                                  {"MistralForCausalLM", "mistral"},
                                                  {"Phi3ForCausalLM", "phi3"},
                                                  {"Qwen2ForCausalLM", "qwen2"},
@@ -43,11 +44,12 @@ constexpr std::array<HfFamily, 16> kFamilies = {{{"LlamaForCausalLM", "llama"},
                                                  {"MPTForCausalLM", "mpt"},
                                                  {"GemmaForCausalLM", "gemma"},
                                                  {"Gemma2ForCausalLM", "gemma2"},
-                                                 {"Gemma3ForCausalLM", "gemma3_text"}}};
+                                                 {"Gemma3ForCausalLM", "gemma3_text"},
+                                                 {"GptOssForCausalLM", "gpt_oss"}}};
 
 bool is_moe_family(std::string_view model_type) {
   return model_type == "mixtral" || model_type == "qwen2_moe" || model_type == "qwen3_moe" ||
-         model_type == "deepseek_v3";
+         model_type == "deepseek_v3" || model_type == "gpt_oss";
 }
 
 // Activation names of transformers' ACT2FN that meshplan's two MLPs compute. SwiGLU (Shazeer
@@ -534,7 +536,8 @@ void reject_moe_field(const std::string& field, const nlohmann::json& value,
                       const std::string& source) {
   throw InputError(fmt::format(
       "{}: {}: mixture-of-experts field in a dense architecture; MoE models load as "
-      "MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM or DeepseekV3ForCausalLM ({})",
+      "MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, DeepseekV3ForCausalLM or "
+      "GptOssForCausalLM ({})",
       source, field, value.dump()));
 }
 
@@ -665,6 +668,34 @@ double read_softcap(const nlohmann::json& json, const char* field, double absent
   return json[field].is_null() ? 0.0 : require_number(json, field, source);
 }
 
+// The windowed layers of a config class that alternates windowed and full-attention layers
+// (Gemma 2/3, gpt-oss), model.sliding_window already read: the layer_types list when stated
+// (transformers >= 4.53), else the class's pattern, layer layer_idx sliding when
+// bool((layer_idx + 1) % pattern), Megatron-Core's window_attn_skip_freq N = pattern with layer
+// number n = layer_idx + 1.
+void read_alternating_windows(const nlohmann::json& json, int64_t pattern,
+                              const std::string& source, TransformerConfig& model) {
+  if (model.num_layers > kMaxLayers) {
+    return;  // validate_model refuses the layer count before any window matters
+  }
+  if (is_set(json, "layer_types")) {
+    std::vector<int> windowed = read_layer_types(json, model.num_layers, source);
+    // As read_sliding_window: none windowed is full attention, all windowed needs no list.
+    const auto num_windowed = std::count(windowed.begin(), windowed.end(), 1);
+    if (num_windowed == 0) {
+      model.sliding_window = 0;
+    } else if (num_windowed < model.num_layers) {
+      model.window_attn_layers = std::move(windowed);
+    }
+    return;
+  }
+  if (pattern == 1) {
+    model.sliding_window = 0;  // (layer_idx + 1) % 1 is 0: no layer is sliding
+  } else {
+    model.window_attn_skip_freq = pattern;
+  }
+}
+
 // Gemma 2 and Gemma 3 text (transformers modeling_gemma2.py, modeling_gemma3.py): Gemma's layout
 // (gemma() above) with four norms per layer (Gemma2DecoderLayer, Gemma3DecoderLayer: input,
 // post-attention, pre- and post-feedforward), the attention scale 1 / sqrt(query_pre_attn_scalar)
@@ -690,25 +721,7 @@ void gemma_sandwich(const nlohmann::json& json, const std::string& source, int64
                             : kGemmaDefaultQueryPreAttnScalar;
   model.query_pre_attn_scalar = scalar == static_cast<double>(model.head_dim) ? 0.0 : scalar;
   model.sliding_window = optional_size(json, "sliding_window", kGemmaDefaultSlidingWindow, source);
-  if (model.num_layers > kMaxLayers) {
-    return;  // validate_model refuses the layer count before any window matters
-  }
-  if (is_set(json, "layer_types")) {
-    std::vector<int> windowed = read_layer_types(json, model.num_layers, source);
-    // As read_sliding_window: none windowed is full attention, all windowed needs no list.
-    const auto num_windowed = std::count(windowed.begin(), windowed.end(), 1);
-    if (num_windowed == 0) {
-      model.sliding_window = 0;
-    } else if (num_windowed < model.num_layers) {
-      model.window_attn_layers = std::move(windowed);
-    }
-    return;
-  }
-  if (pattern == 1) {
-    model.sliding_window = 0;  // (layer_idx + 1) % 1 is 0: no layer is sliding
-  } else {
-    model.window_attn_skip_freq = pattern;
-  }
+  read_alternating_windows(json, pattern, source, model);
 }
 
 // Gemma 2 (Gemma Team 2024, "Gemma 2: Improving Open Language Models at a Practical Size",
@@ -726,6 +739,59 @@ void gemma3_text(const nlohmann::json& json, const std::string& source, Transfor
       optional_size(json, "sliding_window_pattern", kGemma3DefaultPattern, source);
   gemma_sandwich(json, source, pattern, 0.0, 0.0, model);
   model.qk_norm = true;
+}
+
+// GptOssConfig's defaults (transformers configuration_gpt_oss.py): head_dim 64, sliding_window
+// 128 on every other layer (layer_types None: "sliding_attention" if bool((i + 1) % 2)),
+// 128 experts, top 4, swiglu_alpha 1.702 and swiglu_limit 7.0.
+constexpr int64_t kGptOssDefaultHeadDim = 64;
+constexpr int64_t kGptOssDefaultSlidingWindow = 128;
+constexpr int64_t kGptOssWindowPattern = 2;
+constexpr int64_t kGptOssDefaultExperts = 128;
+constexpr int64_t kGptOssDefaultExpertsPerToken = 4;
+constexpr double kGptOssSwigluAlpha = 1.702;
+constexpr double kGptOssDefaultSwigluLimit = 7.0;
+
+// gpt-oss (OpenAI 2025, "gpt-oss-120b & gpt-oss-20b Model Card", Sec. 2; transformers
+// modeling_gpt_oss.py): Llama's pre-RMSNorm layout with q/k/v/o biases (attention_bias, default
+// true), a learned sink logit per head (GptOssAttention.sinks), every layer an MoE of E experts
+// of intermediate_size under a router with a bias (GptOssTopKRouter), the experts' gate/up and
+// down projections with biases (GptOssExperts: gate_up_proj_bias, down_proj_bias, always) and
+// the clamped quick-GELU unit (gate.clamp(max=limit) * sigmoid(alpha gate) * (up.clamp(-limit,
+// limit) + 1)); hidden_act is not read by the experts. No dropout but attention_dropout (default
+// 0.0), an untied head. rope_scaling (YaRN) changes no cost.
+void gpt_oss(const nlohmann::json& json, const std::string& source, TransformerConfig& model) {
+  if (!json.contains("head_dim")) {
+    model.head_dim = kGptOssDefaultHeadDim;  // null: hidden_size / num_attention_heads
+  }
+  model.qkv_bias = optional_bool(json, "attention_bias", true, source);
+  model.attention_output_bias = model.qkv_bias;
+  model.mlp_bias = true;
+  model.attention_sinks = true;
+  model.router_bias = true;
+  require_unmodelled(json, "swiglu_alpha", kGptOssSwigluAlpha,
+                     "the experts' gate is quick GELU, x sigmoid(1.702 x); another gain is not "
+                     "modelled",
+                     source);
+  model.activation = Activation::kQuickGeglu;
+  model.glu_linear_offset = 1.0;
+  reject_null(json, "swiglu_limit", source);
+  model.activation_clamp_value = json.contains("swiglu_limit")
+                                     ? require_number(json, "swiglu_limit", source)
+                                     : kGptOssDefaultSwigluLimit;
+  model.num_experts = optional_size(json, "num_local_experts", kGptOssDefaultExperts, source);
+  model.experts_per_token =
+      optional_size(json, "num_experts_per_tok", kGptOssDefaultExpertsPerToken, source);
+  model.expert_ffn_hidden_size = model.ffn_hidden_size;
+  if (!json.contains("sliding_window")) {
+    model.sliding_window = kGptOssDefaultSlidingWindow;
+  } else {
+    model.sliding_window =
+        is_set(json, "sliding_window") ? require_size(json, "sliding_window", source) : 0;
+  }
+  if (model.sliding_window > 0) {
+    read_alternating_windows(json, kGptOssWindowPattern, source, model);
+  }
 }
 
 }  // namespace
@@ -792,7 +858,8 @@ std::string hf_config_key(const nlohmann::json& json, const std::string& field) 
                     is_set(json, "ffn_config") ? "ffn_config.ffn_hidden_size" : "expansion_ratio"},
                    {"max_position_embeddings", "max_seq_len"}});
   }
-  const std::string_view experts = model_type == "mixtral"       ? "num_local_experts"
+  const bool local_experts = model_type == "mixtral" || model_type == "gpt_oss";
+  const std::string_view experts = local_experts                 ? "num_local_experts"
                                    : model_type == "deepseek_v3" ? "n_routed_experts"
                                                                  : "num_experts";
   return lookup(
@@ -801,8 +868,7 @@ std::string hf_config_key(const nlohmann::json& json, const std::string& field) 
        {"ffn_hidden_size", "intermediate_size"},
        {"num_experts", experts},
        {"experts_per_token", "num_experts_per_tok"},
-       {"expert_ffn_hidden_size",
-        model_type == "mixtral" ? "intermediate_size" : "moe_intermediate_size"},
+       {"expert_ffn_hidden_size", local_experts ? "intermediate_size" : "moe_intermediate_size"},
        {"first_dense_layers", "first_k_dense_replace"},
        {"num_shared_experts", "n_shared_experts"},
        {"shared_expert_ffn_hidden_size",
@@ -832,6 +898,9 @@ TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::st
   } else if (model_type == "gemma3_text") {
     model = llama_family(json, source);
     gemma3_text(json, source, model);
+  } else if (model_type == "gpt_oss") {
+    model = llama_family(json, source);
+    gpt_oss(json, source, model);
   } else {
     check_activation(json, "hidden_act", "silu", kSiluActivations, source);
     model = llama_family(json, source);

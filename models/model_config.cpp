@@ -37,7 +37,7 @@ constexpr int64_t kMaxSequence = 100'000'000;
 constexpr int64_t kMaxExperts = 100'000;
 
 // Every key of the format; anything else is rejected so a typo is not silently ignored.
-constexpr std::array<std::string_view, 42> kModelFields = {"name",
+constexpr std::array<std::string_view, 46> kModelFields = {"name",
                                                            "num_layers",
                                                            "hidden_size",
                                                            "num_attention_heads",
@@ -65,6 +65,9 @@ constexpr std::array<std::string_view, 42> kModelFields = {"name",
                                                            "attn_logit_softcapping",
                                                            "final_logit_softcapping",
                                                            "query_pre_attn_scalar",
+                                                           "glu_linear_offset",
+                                                           "activation_clamp_value",
+                                                           "attention_sinks",
                                                            "num_experts",
                                                            "experts_per_token",
                                                            "expert_ffn_hidden_size",
@@ -72,6 +75,7 @@ constexpr std::array<std::string_view, 42> kModelFields = {"name",
                                                            "shared_expert_ffn_hidden_size",
                                                            "shared_expert_gate",
                                                            "router_score_bias",
+                                                           "router_bias",
                                                            "first_dense_layers",
                                                            "q_lora_rank",
                                                            "kv_lora_rank",
@@ -95,6 +99,10 @@ void check_size(int64_t value, int64_t max, const char* field, const std::string
 // bounded as a width (kMaxAttentionWidth).
 constexpr double kMaxSoftcap = 1e6;
 constexpr double kMaxQueryPreAttnScalar = static_cast<double>(kMaxAttentionWidth);
+// The gated unit's offset and clamp act on activations of order 1-10 (gpt-oss: 1.0 and 7.0); a
+// thousand is absurd for either, as is a million for a clamp.
+constexpr double kMaxGluLinearOffset = 1e3;
+constexpr double kMaxActivationClamp = 1e6;
 
 // A real field where 0 means "not set": NaN, infinite, negative or above `max` is refused.
 void check_positive_or_zero(double value, double max, const char* field,
@@ -125,8 +133,11 @@ Enum parse_enum(const nlohmann::json& json, const char* field, const std::string
                                text, supported));
 }
 
-constexpr std::array<std::pair<std::string_view, Activation>, 3> kActivations = {
-    {{"gelu", Activation::kGelu}, {"swiglu", Activation::kSwiglu}, {"geglu", Activation::kGeglu}}};
+constexpr std::array<std::pair<std::string_view, Activation>, 4> kActivations = {
+    {{"gelu", Activation::kGelu},
+     {"swiglu", Activation::kSwiglu},
+     {"geglu", Activation::kGeglu},
+     {"quick_geglu", Activation::kQuickGeglu}}};
 constexpr std::array<std::pair<std::string_view, Norm>, 2> kNorms = {
     {{"layernorm", Norm::kLayerNorm}, {"rmsnorm", Norm::kRmsNorm}}};
 constexpr std::array<std::pair<std::string_view, Positions>, 3> kPositions = {
@@ -155,6 +166,9 @@ void read_moe_and_mla_fields(const nlohmann::json& json, const std::string& sour
   model.attn_logit_softcapping = number_or_zero("attn_logit_softcapping");
   model.final_logit_softcapping = number_or_zero("final_logit_softcapping");
   model.query_pre_attn_scalar = number_or_zero("query_pre_attn_scalar");
+  model.glu_linear_offset = number_or_zero("glu_linear_offset");
+  model.activation_clamp_value = number_or_zero("activation_clamp_value");
+  model.attention_sinks = bool_or_false("attention_sinks");
   model.num_experts = int_or_zero("num_experts");
   model.experts_per_token = int_or_zero("experts_per_token");
   model.expert_ffn_hidden_size = int_or_zero("expert_ffn_hidden_size");
@@ -162,6 +176,7 @@ void read_moe_and_mla_fields(const nlohmann::json& json, const std::string& sour
   model.shared_expert_ffn_hidden_size = int_or_zero("shared_expert_ffn_hidden_size");
   model.shared_expert_gate = bool_or_false("shared_expert_gate");
   model.router_score_bias = bool_or_false("router_score_bias");
+  model.router_bias = bool_or_false("router_bias");
   model.first_dense_layers = int_or_zero("first_dense_layers");
   model.q_lora_rank = int_or_zero("q_lora_rank");
   model.kv_lora_rank = int_or_zero("kv_lora_rank");
@@ -292,6 +307,7 @@ void validate_moe(const TransformerConfig& model, const std::string& source) {
     require_zero(model.shared_expert_ffn_hidden_size, "shared_expert_ffn_hidden_size", why, source);
     require_zero(model.shared_expert_gate, "shared_expert_gate", why, source);
     require_zero(model.router_score_bias, "router_score_bias", why, source);
+    require_zero(model.router_bias, "router_bias", why, source);
     require_zero(model.first_dense_layers, "first_dense_layers", why, source);
     return;
   }
@@ -323,6 +339,31 @@ void validate_moe(const TransformerConfig& model, const std::string& source) {
     throw InputError(fmt::format(
         "{}: expert_ffn_hidden_size: expert width E f_e + S f_s absurdly large, more than {} ({})",
         source, kMaxFfnHidden, width));
+  }
+}
+
+// The gated unit's offset and clamp (gpt-oss): a gated activation only; a finite offset, a clamp
+// 0 (none) or positive and finite.
+void validate_gated_unit_variants(const TransformerConfig& model, const std::string& source) {
+  if (!std::isfinite(model.glu_linear_offset) ||
+      std::abs(model.glu_linear_offset) > kMaxGluLinearOffset) {
+    throw InputError(fmt::format("{}: glu_linear_offset: must be finite, within +-{:g} ({})",
+                                 source, kMaxGluLinearOffset, model.glu_linear_offset));
+  }
+  check_positive_or_zero(model.activation_clamp_value, kMaxActivationClamp,
+                         "activation_clamp_value", source);
+  if (is_gated(model.activation)) {
+    return;
+  }
+  for (const auto& [field, value] :
+       {std::pair{"glu_linear_offset", model.glu_linear_offset},
+        std::pair{"activation_clamp_value", model.activation_clamp_value}}) {
+    if (value != 0.0) {
+      throw InputError(
+          fmt::format("{}: {}: needs a gated activation (swiglu, geglu, quick_geglu), "
+                      "not {} ({})",
+                      source, field, to_string(model.activation), value));
+    }
   }
 }
 
@@ -359,10 +400,11 @@ void validate_mla(const TransformerConfig& model, const std::string& source) {
         fmt::format("{}: num_kv_heads: must equal num_attention_heads with MLA ({} != {})", source,
                     model.num_kv_heads, model.num_attention_heads));
   }
-  if (model.qkv_bias || model.attention_output_bias || model.qk_norm) {
-    throw InputError(
-        fmt::format("{}: kv_lora_rank: MLA with attention biases or qk_norm is not modelled ({})",
-                    source, model.kv_lora_rank));
+  if (model.qkv_bias || model.attention_output_bias || model.qk_norm || model.attention_sinks) {
+    throw InputError(fmt::format(
+        "{}: kv_lora_rank: MLA with attention biases, qk_norm or attention_sinks is not "
+        "modelled ({})",
+        source, model.kv_lora_rank));
   }
 }
 
@@ -421,6 +463,8 @@ std::string to_string(Activation activation) {
       return "swiglu";
     case Activation::kGeglu:
       return "geglu";
+    case Activation::kQuickGeglu:
+      return "quick_geglu";
   }
   return "unknown";
 }
@@ -484,6 +528,7 @@ void validate_model(const TransformerConfig& model, const std::string& source) {
                          source);
   check_positive_or_zero(model.query_pre_attn_scalar, kMaxQueryPreAttnScalar,
                          "query_pre_attn_scalar", source);
+  validate_gated_unit_variants(model, source);
   // The parallel block is costed and executed for dense MLPs and standard attention only.
   if (model.parallel_residual && (model.is_moe() || model.is_mla())) {
     throw InputError(fmt::format(
@@ -608,6 +653,15 @@ nlohmann::json model_to_json(const TransformerConfig& model) {
   if (model.query_pre_attn_scalar != 0.0) {
     json["query_pre_attn_scalar"] = model.query_pre_attn_scalar;
   }
+  if (model.glu_linear_offset != 0.0) {
+    json["glu_linear_offset"] = model.glu_linear_offset;
+  }
+  if (model.activation_clamp_value != 0.0) {
+    json["activation_clamp_value"] = model.activation_clamp_value;
+  }
+  if (model.attention_sinks) {
+    json["attention_sinks"] = true;
+  }
   if (model.sliding_window != 0) {
     json["sliding_window"] = model.sliding_window;
   }
@@ -624,6 +678,9 @@ nlohmann::json model_to_json(const TransformerConfig& model) {
     json["shared_expert_ffn_hidden_size"] = model.shared_expert_ffn_hidden_size;
     json["shared_expert_gate"] = model.shared_expert_gate;
     json["router_score_bias"] = model.router_score_bias;
+    if (model.router_bias) {
+      json["router_bias"] = true;
+    }
     json["first_dense_layers"] = model.first_dense_layers;
   }
   if (model.is_mla()) {

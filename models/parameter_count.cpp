@@ -11,6 +11,7 @@
 //   attention  Q: a d h   K: g d h   V: g d h   O: a d h   (+ (a + 2g) d if qkv_bias,
 //                                                            + h if attention_output_bias)
 //              + 2d with qk_norm (Qwen3Attention's q_norm and k_norm over head_dim)
+//              + a with attention_sinks (gpt-oss: GptOssAttention.sinks, one logit per head)
 //   MLA        (DeepSeek-V2 Sec. 2.1, transformers' DeepseekV3Attention):
 //              q_a_proj h r_q, q_a_layernorm r_q, q_b_proj r_q a (d_n + d_r)   (r_q > 0)
 //              or q_proj h a (d_n + d_r)                                          (r_q = 0)
@@ -19,7 +20,9 @@
 //   MLP        gelu:   h f + f h          (+ f + h if mlp_bias)
 //              swiglu, geglu: 3 h f (gate, up, down; Shazeer 2020, eq. 5-6)  (+ 2f + h if
 //              mlp_bias)
-//   MoE MLP    router E h (+ E with DeepSeek-V3's e_score_correction_bias), E experts of f_e,
+//   MoE MLP    router E h (+ E with DeepSeek-V3's e_score_correction_bias, + E with gpt-oss's
+//              router bias, GptOssTopKRouter.bias), E experts of f_e (their biases with
+//              mlp_bias: GptOssExperts' gate_up_proj_bias 2 f_e, down_proj_bias h),
 //              S shared experts of f_s (+ h for Qwen2-MoE's shared_expert_gate)
 //              (transformers' MixtralSparseMoeBlock, Qwen2MoeSparseMoeBlock, DeepseekV3MoE)
 //   norms      2 per layer (4 with sandwich_norm: Gemma 2/3's post-attention and post-MLP
@@ -54,8 +57,9 @@ int64_t mla_attention_count(const TransformerConfig& model) {
 
 int64_t attention_count(const TransformerConfig& model) {
   if (model.is_mla()) {
-    return mla_attention_count(model);
+    return mla_attention_count(model);  // no sinks: validate_mla refuses them
   }
+  const int64_t sinks = model.attention_sinks ? model.num_attention_heads : 0;
   const int64_t h = model.hidden_size;
   const int64_t a = model.num_attention_heads;
   const int64_t g = model.num_kv_heads;
@@ -70,7 +74,7 @@ int64_t attention_count(const TransformerConfig& model) {
   if (model.qk_norm) {
     attention += 2 * d;
   }
-  return attention;
+  return attention + sinks;
 }
 
 }  // namespace
@@ -102,7 +106,8 @@ LayerParameterCounts count_layer_parameters(const TransformerConfig& model, bool
     return p;
   }
   const int64_t h = model.hidden_size;
-  p.router = model.num_experts * h + (model.router_score_bias ? model.num_experts : 0);
+  p.router = model.num_experts * h + (model.router_score_bias ? model.num_experts : 0) +
+             (model.router_bias ? model.num_experts : 0);
   p.routed_experts = model.num_experts * mlp_parameter_count(model, model.expert_ffn_hidden_size);
   p.shared_experts =
       model.num_shared_experts * mlp_parameter_count(model, model.shared_expert_ffn_hidden_size) +

@@ -865,6 +865,7 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
   check_precision(cluster, options);
   check_overlap_p2p_options(options);
   check_norm_kernel_model(model, options);
+  check_attention_sinks_kernel(model, options);
   PlanEstimate estimate;
   estimate.layout = layout;
   Validity validity =

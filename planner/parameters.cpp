@@ -52,6 +52,11 @@ LayerParameters layer_parameters(const models::TransformerConfig& model, int64_t
       p.replicated += 2 * d;  // Qwen3's q_norm, k_norm over one head: the same on every rank
     }
   }
+  if (model.attention_sinks) {
+    // One logit per head, split with the heads (Megatron-Core DotProductAttention.softmax_offset:
+    // num_attention_heads / tp entries per rank).
+    p.sharded += model.num_attention_heads / tp;
+  }
   // One MLP of hidden size f sharded over `ways` ranks: fc1 columns and fc2 rows / ways, fc2's
   // bias replicated.
   const auto add_mlp = [&](int64_t f, int64_t copies, int64_t ways, int64_t& sharded) {
@@ -68,7 +73,8 @@ LayerParameters layer_parameters(const models::TransformerConfig& model, int64_t
     // replicated over tp; each ep rank holds E / ep experts, sharded over the expert tensor
     // parallel group (experts.py TEGroupedMLP: fc1 column- and fc2 row-parallel over
     // expt_tp, etp ranks); shared experts are an ordinary tp-sharded MLP.
-    p.replicated += model.num_experts * h + (model.router_score_bias ? model.num_experts : 0);
+    p.replicated += model.num_experts * h + (model.router_score_bias ? model.num_experts : 0) +
+                    (model.router_bias ? model.num_experts : 0);
     add_mlp(model.expert_ffn_hidden_size, model.num_experts / ep, etp > 0 ? etp : tp, p.expert);
     add_mlp(model.shared_expert_ffn_hidden_size, model.num_shared_experts, tp, p.sharded);
     p.replicated += model.shared_expert_gate ? h : 0;

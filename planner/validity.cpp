@@ -237,6 +237,21 @@ void check_norm_kernel_model(const models::TransformerConfig& model, const PlanO
   }
 }
 
+void check_attention_sinks_kernel(const models::TransformerConfig& model,
+                                  const PlanOptions& options, const std::string& field) {
+  // Sinks are costed inside the fused kernel: one more logit per head in each row's running
+  // softmax (Transformer Engine's cuDNN attention with softmax_type "learnable", Megatron-Core
+  // d98e8a64 extensions/transformer_engine.py), free beside the s x s scores. The unfused path
+  // (transformers' eager_attention_forward: torch.cat of the scores with the sinks, a max
+  // subtraction, a slice) would add passes over the a s^2 b scores that meshplan does not cost.
+  if (model.attention_sinks && !options.flash_attention) {
+    throw InputError(fmt::format(
+        "{}: off: model {} has attention_sinks, costed only inside a fused attention kernel "
+        "(Transformer Engine's learnable softmax offset); plan it with flash attention on",
+        field, model.name));
+  }
+}
+
 bool fsdp_head_in_root(const PlanOptions& options) {
   return options.fsdp_head_in_root.value_or(options.fsdp_version == 1);
 }
@@ -614,6 +629,15 @@ Validity check_framework(const models::TransformerConfig& model, const PlanOptio
                                 fmt::format("Megatron-DeepSpeed's ParallelAttention has no "
                                             "sliding window (sliding_window {} < seq_length {})",
                                             model.sliding_window, model.seq_length),
+                                layout)
+                       : reject("framework", "");
+  }
+  // Nor has it a learnable softmax offset (megatron/model/transformer.py CoreAttention and
+  // FlashSelfAttention at f4157bea): gpt-oss's attention sinks.
+  if (options.framework == Framework::kDeepSpeed && model.attention_sinks) {
+    return with_reason ? refuse(options.framework,
+                                "Megatron-DeepSpeed's attention has no learnable softmax offset "
+                                "(attention_sinks)",
                                 layout)
                        : reject("framework", "");
   }

@@ -267,6 +267,35 @@ void add_bias_flags(const models::TransformerConfig& m, Flags& flags) {
   }
 }
 
+// gpt-oss's gated-unit offset and clamp and its attention sinks: TransformerConfig's
+// glu_linear_offset, activation_func_clamp_value and softmax_type, flags generated from the
+// dataclass (argument_utils.py, d98e8a64), as Megatron-LM's examples/gptoss/02_train.sh passes
+// them. transformer_config.py __post_init__ allows the offset with quick_gelu only (fused bias
+// activation) and a SwiGLU clamp on MoE experts only.
+void add_gated_unit_variant_flags(const models::TransformerConfig& m, Flags& flags) {
+  const bool quick = m.activation == models::Activation::kQuickGeglu;
+  if (m.glu_linear_offset != 0.0) {
+    if (!quick) {
+      refuse(kMegatronTarget, "model.glu_linear_offset",
+             "Megatron-Core's fused bias-GLU applies the offset with --quick-geglu only",
+             fmt::format("{:g}", m.glu_linear_offset));
+    }
+    flags.push_back({"--glu-linear-offset", fmt::format("{:g}", m.glu_linear_offset)});
+  }
+  if (m.activation_clamp_value != 0.0) {
+    if (!quick && !(m.activation == models::Activation::kSwiglu && m.is_moe())) {
+      refuse(kMegatronTarget, "model.activation_clamp_value",
+             "Megatron-Core clamps quick-GELU units and MoE experts' SwiGLU only",
+             fmt::format("{:g}", m.activation_clamp_value));
+    }
+    flags.push_back(
+        {"--activation-func-clamp-value", fmt::format("{:g}", m.activation_clamp_value)});
+  }
+  if (m.attention_sinks) {
+    flags.push_back({"--softmax-type", "learnable"});
+  }
+}
+
 // Mixture-of-experts shape as the planner costs it: dropless top-k routing, Megatron-Core's
 // alltoall token dispatcher and grouped expert GEMMs (planner/moe_cost.cpp), shared experts as
 // one MLP of S f_s. What has no such flag here is refused by name.
@@ -295,6 +324,12 @@ void add_moe_flags(const models::TransformerConfig& m, const planner::PlanOption
   if (m.shared_expert_gate) {
     refuse(kMegatronTarget, "model.shared_expert_gate",
            "Megatron-LM has no gate on the shared experts", "true");
+  }
+  if (m.router_bias != m.mlp_bias) {
+    // moe/router.py Router.__init__ (d98e8a64): a bias when config.add_bias_linear.
+    refuse(kMegatronTarget, "model.router_bias",
+           "Megatron-LM biases the router with the linear layers (--disable-bias-linear)",
+           fmt::format("router_bias {}, mlp_bias {}", m.router_bias, m.mlp_bias));
   }
   flags.push_back({"--num-experts", std::to_string(m.num_experts)});
   flags.push_back({"--moe-router-topk", std::to_string(m.experts_per_token)});
@@ -352,6 +387,9 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
   flags.push_back({"--normalization", m.norm == models::Norm::kRmsNorm ? "RMSNorm" : "LayerNorm"});
   if (m.activation == models::Activation::kSwiglu) {
     flags.push_back({"--swiglu", ""});
+  } else if (m.activation == models::Activation::kQuickGeglu) {
+    // argument_utils.py (d98e8a64): --quick-geglu sets gated_linear_unit and quick_gelu.
+    flags.push_back({"--quick-geglu", ""});
   } else if (m.activation == models::Activation::kGeglu) {
     // megatron/training/arguments.py at d98e8a64: --swiglu gates with SiLU and --quick-geglu
     // with quick_gelu(x) = x sigmoid(1.702 x) (core/fusions/fused_bias_geglu.py); no flag gates
@@ -361,6 +399,7 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
            "--quick-geglu with x sigmoid(1.702 x))",
            "geglu");
   }
+  add_gated_unit_variant_flags(m, flags);
   if (m.norm_unit_offset) {
     // transformer_config.py layernorm_zero_centered_gamma (d98e8a64): the (1 + gamma) norm.
     flags.push_back({"--apply-layernorm-1p", ""});

@@ -34,8 +34,9 @@ constexpr const char* kMegatronDeepSpeedCommit = "f4157bea";
 
 // Model features megatron/model/transformer.py and language_model.py have no flag for, or run
 // differently from how meshplan costs them. MoE is refused with the config
-// (emit_detail::deepspeed_config); a sliding window shorter than seq_length by
-// planner::check_framework (no window option in megatron/arguments.py at f4157bea).
+// (emit_detail::deepspeed_config); a sliding window shorter than seq_length and attention sinks
+// by planner::check_framework (no window or softmax-offset option in megatron/arguments.py at
+// f4157bea).
 void check_megatron_deepspeed_model(const models::TransformerConfig& m) {
   if (m.is_mla()) {
     refuse(kMegatronDeepSpeedTarget, "model.kv_lora_rank",
@@ -54,11 +55,19 @@ void check_megatron_deepspeed_model(const models::TransformerConfig& m) {
            "--num-attention-heads does not run",
            fmt::format("{} of {} heads", m.num_kv_heads, m.num_attention_heads));
   }
-  if (m.activation == models::Activation::kGeglu) {
+  if (m.activation == models::Activation::kGeglu ||
+      m.activation == models::Activation::kQuickGeglu) {
     // megatron/arguments.py at f4157bea: --swiglu is the only gated MLP (SiLU).
     refuse(kMegatronDeepSpeedTarget, "model.activation",
            "Megatron-DeepSpeed has no gated GELU MLP (its one gated MLP is --swiglu, SiLU)",
-           "geglu");
+           models::to_string(m.activation));
+  }
+  if (m.glu_linear_offset != 0.0 || m.activation_clamp_value != 0.0) {
+    const bool offset = m.glu_linear_offset != 0.0;
+    refuse(kMegatronDeepSpeedTarget,
+           offset ? "model.glu_linear_offset" : "model.activation_clamp_value",
+           "Megatron-DeepSpeed's SwiGLU has no offset or clamp (no flag in arguments.py)",
+           fmt::format("{:g}", offset ? m.glu_linear_offset : m.activation_clamp_value));
   }
   if (m.norm_unit_offset || m.scale_embeddings || m.sandwich_norm) {
     // megatron/model/transformer.py at f4157bea: RMSNorm without a (1 + gain) form, no

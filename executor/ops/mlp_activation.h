@@ -5,6 +5,8 @@
 //
 // Shape letters: N rows, F ffn channels on this rank.
 
+#include <stdexcept>
+
 #include "meshplan/models.h"
 #include "ops/geglu.h"
 #include "ops/gelu.h"
@@ -25,7 +27,10 @@ inline void mlp_activation_forward(models::Activation activation, float* out, co
     case models::Activation::kGeglu:
       geglu_forward(out, inp, N, F);
       return;
+    case models::Activation::kQuickGeglu:
+      break;  // refused by validate_plan_for_executor (shard_dims.cpp)
   }
+  throw std::logic_error("mlp_activation_forward: activation not built in the CPU executor");
 }
 
 /// dinp (N, F) or (N, 2F) +=; inp as the forward's, dout (N, F).
@@ -41,7 +46,10 @@ inline void mlp_activation_backward(models::Activation activation, float* dinp, 
     case models::Activation::kGeglu:
       geglu_backward(dinp, inp, dout, N, F);
       return;
+    case models::Activation::kQuickGeglu:
+      break;  // refused by validate_plan_for_executor (shard_dims.cpp)
   }
+  throw std::logic_error("mlp_activation_backward: activation not built in the CPU executor");
 }
 
 }  // namespace meshplan::executor

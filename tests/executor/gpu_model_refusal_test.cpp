@@ -28,8 +28,8 @@ TEST_CASE("the GPU executor refuses GeGLU and Gemma's norm and embedding scales"
   CHECK_NOTHROW(refuse_model_for_gpu_executor(model, "p.json"));
   model.activation = models::Activation::kGeglu;
   CHECK(input_error([&] { refuse_model_for_gpu_executor(model, "p.json"); }) ==
-        "p.json: model.activation: the gated GELU MLP (GeGLU) is not implemented in the GPU "
-        "executor yet; it has GELU and SwiGLU kernels (geglu)");
+        "p.json: model.activation: the gated GELU MLPs (geglu, quick_geglu) are not implemented in "
+        "the GPU executor yet; it has GELU and SwiGLU kernels (geglu)");
   model.activation = models::Activation::kSwiglu;
   model.norm_unit_offset = true;
   CHECK(input_error([&] { refuse_model_for_gpu_executor(model, "p.json"); }) ==
@@ -53,6 +53,29 @@ TEST_CASE("the GPU executor refuses q/k norms and sandwich norms, which the CPU 
   CHECK(input_error([&] { refuse_model_for_gpu_executor(model, "p.json"); }) ==
         "p.json: model.sandwich_norm: Gemma 2/3's post-attention and post-MLP norms are not "
         "implemented in the GPU executor yet (true)");
+}
+
+TEST_CASE("the GPU executor refuses gpt-oss's quick GeGLU, its offset and clamp, and sinks") {
+  models::TransformerConfig model = models::load_model("tiny");
+  model.activation = models::Activation::kQuickGeglu;
+  CHECK(input_error([&] { refuse_model_for_gpu_executor(model, "p.json"); }) ==
+        "p.json: model.activation: the gated GELU MLPs (geglu, quick_geglu) are not implemented in "
+        "the GPU executor yet; it has GELU and SwiGLU kernels (quick_geglu)");
+  model.activation = models::Activation::kSwiglu;
+  model.glu_linear_offset = 1.0;
+  CHECK(input_error([&] { refuse_model_for_gpu_executor(model, "p.json"); }) ==
+        "p.json: model.glu_linear_offset: gpt-oss's gated-unit offset is not implemented in the "
+        "GPU executor yet (1)");
+  model.glu_linear_offset = 0.0;
+  model.activation_clamp_value = 7.0;
+  CHECK(input_error([&] { refuse_model_for_gpu_executor(model, "p.json"); }) ==
+        "p.json: model.activation_clamp_value: gpt-oss's gated-unit clamp is not implemented in "
+        "the GPU executor yet (7)");
+  model.activation_clamp_value = 0.0;
+  model.attention_sinks = true;
+  CHECK(input_error([&] { refuse_model_for_gpu_executor(model, "p.json"); }) ==
+        "p.json: model.attention_sinks: learned attention sinks are not implemented in the GPU "
+        "executor yet (true)");
 }
 
 }  // namespace

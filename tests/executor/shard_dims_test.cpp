@@ -72,6 +72,32 @@ TEST_CASE("the executor rejects what it cannot run, naming the field") {
   CHECK(rejection(moe_bias) ==
         "p.json: model.router_score_bias: the CPU executor's mixture-of-experts routes by "
         "softmax without a score bias (true)");
+  // gpt-oss's parts are not built yet: each named.
+  planner::Plan oss = moe;
+  oss.model.activation = models::Activation::kQuickGeglu;
+  CHECK(rejection(oss) ==
+        "p.json: model.activation: the quick-GELU gated unit is not implemented in the CPU "
+        "executor yet (quick_geglu)");
+  oss.model.activation = models::Activation::kSwiglu;
+  oss.model.glu_linear_offset = 1.0;
+  CHECK(rejection(oss) ==
+        "p.json: model.glu_linear_offset: an offset on the gated unit's up projection is not "
+        "implemented in the CPU executor yet (1)");
+  oss.model.glu_linear_offset = 0.0;
+  oss.model.activation_clamp_value = 7.0;
+  CHECK(rejection(oss) ==
+        "p.json: model.activation_clamp_value: a clamp on the gated unit's inputs is not "
+        "implemented in the CPU executor yet (7)");
+  oss.model.activation_clamp_value = 0.0;
+  oss.model.attention_sinks = true;
+  CHECK(rejection(oss) ==
+        "p.json: model.attention_sinks: learned attention sinks are not implemented in the CPU "
+        "executor yet (true)");
+  oss.model.attention_sinks = false;
+  oss.model.router_bias = true;
+  CHECK(rejection(oss) ==
+        "p.json: model.router_bias: a bias on the router is not implemented in the CPU executor "
+        "yet (true)");
   // Multi-head latent attention runs (tp with and without sequence parallelism, cp, pp, dp);
   // what is not built is named.
   planner::Plan mla = plan;

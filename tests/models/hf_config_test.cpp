@@ -444,6 +444,88 @@ TEST_CASE("Gemma 2: Gemma2Config's defaults, null caps, layer_types and gemma-2-
         "g.json: final_logit_softcapping: absurdly large, more than 1000000 (30000000)");
 }
 
+TEST_CASE("openai/gpt-oss-120b: 116,829,156,672 parameters, sinks, biased router and experts") {
+  // OpenAI 2025, "gpt-oss-120b & gpt-oss-20b Model Card", Table 1: 116.83B total parameters.
+  // Term by term (transformers GptOssForCausalLM): untied embedding and head 2 x 201088 x 2880 =
+  // 1,158,266,880; per layer q and o 2 x 2880 x 4096 = 23,592,960, k and v 2 x 2880 x 512 =
+  // 2,949,120, their biases 4096 + 512 + 512 + 2880 = 8,000, sinks 64, router 128 x 2880 + 128 =
+  // 368,768, experts 128 x (3 x 2880 x 2880 + 2 x 2880 + 2880) = 3,186,155,520, two RMSNorms
+  // 5,760: 3,213,080,192, x 36 = 115,670,886,912; final norm 2,880. Total 116,829,156,672.
+  const TransformerConfig model = load_model(hf_fixture("gpt-oss-120b.json"));
+  CHECK(model.activation == Activation::kQuickGeglu);
+  CHECK(model.glu_linear_offset == 1.0);
+  CHECK(model.activation_clamp_value == 7.0);
+  CHECK(model.attention_sinks);
+  CHECK(model.router_bias);
+  CHECK_FALSE(model.router_score_bias);
+  CHECK(model.qkv_bias);
+  CHECK(model.attention_output_bias);
+  CHECK(model.mlp_bias);
+  CHECK_FALSE(model.tied_embeddings);
+  CHECK_FALSE(model.dropout);
+  CHECK(model.head_dim == 64);
+  CHECK(model.num_experts == 128);
+  CHECK(model.experts_per_token == 4);
+  CHECK(model.expert_ffn_hidden_size == 2880);
+  CHECK(model.first_dense_layers == 0);
+  CHECK(model.sliding_window == 128);
+  // layer_types: 18 x [sliding, full], 0-based even layers windowed.
+  CHECK(model.window_attn_layers.size() == 36);
+  for (int64_t layer = 0; layer < model.num_layers; ++layer) {
+    CAPTURE(layer);
+    CHECK(model.is_windowed_layer(layer) == (layer % 2 == 0));
+  }
+  const auto counts = count_parameters(model);
+  CHECK(counts.token_embedding == 579'133'440);
+  CHECK(counts.lm_head == 579'133'440);
+  CHECK(counts.moe_layer == 3'213'080'192);
+  CHECK(counts.final_norm == 2'880);
+  CHECK(counts.total == 116'829'156'672);
+  // Model card: 5.13B active parameters, the input embedding not counted; meshplan's active
+  // count includes it: 5,132,849,472 + 579,133,440.
+  CHECK(counts.active - counts.token_embedding == 5'132'849'472);
+}
+
+TEST_CASE("gpt-oss: gpt-oss-20b, GptOssConfig's defaults and refusals") {
+  nlohmann::json oss = meshplan::read_json_file(hf_fixture("gpt-oss-120b.json"));
+  // gpt-oss-20b (model card Table 1: 20.91B, 3.61B active): 24 layers of 32 experts.
+  oss["num_hidden_layers"] = 24;
+  oss["num_local_experts"] = 32;
+  oss.erase("layer_types");  // GptOssConfig: "sliding_attention" if bool((i + 1) % 2)
+  const TransformerConfig small = model_from_json(oss, "o.json");
+  CHECK(small.window_attn_skip_freq == 2);
+  CHECK(small.is_windowed_layer(0));
+  CHECK_FALSE(small.is_windowed_layer(1));
+  const auto counts = count_parameters(small);
+  CHECK(counts.total == 20'914'757'184);
+  CHECK(counts.active - counts.token_embedding == 3'608'307'264);
+  // Absent fields take GptOssConfig's defaults.
+  for (const char* field : {"head_dim", "sliding_window", "swiglu_limit", "num_local_experts",
+                            "num_experts_per_tok", "attention_bias"}) {
+    oss.erase(field);
+  }
+  const TransformerConfig defaults = model_from_json(oss, "o.json");
+  CHECK(defaults.head_dim == 64);
+  CHECK(defaults.sliding_window == 128);
+  CHECK(defaults.activation_clamp_value == 7.0);
+  CHECK(defaults.num_experts == 128);
+  CHECK(defaults.experts_per_token == 4);
+  CHECK(defaults.qkv_bias);
+  oss["sliding_window"] = nullptr;  // None: full causal attention on every layer
+  CHECK(model_from_json(oss, "o.json").sliding_window == 0);
+  CHECK_FALSE(model_from_json(oss, "o.json").has_window_pattern());
+  oss.erase("sliding_window");
+  oss["swiglu_alpha"] = 1.0;
+  CHECK(input_error([&] { model_from_json(oss, "o.json"); }) ==
+        "o.json: swiglu_alpha: the experts' gate is quick GELU, x sigmoid(1.702 x); another gain "
+        "is not modelled (1.0)");
+  oss.erase("swiglu_alpha");
+  oss["swiglu_limit"] = nullptr;
+  CHECK(input_error([&] { model_from_json(oss, "o.json"); }) ==
+        "o.json: swiglu_limit: null (transformers keeps None here and cannot build the model; "
+        "give a value or leave the key out for the class default)");
+}
+
 TEST_CASE("Gemma: activation fields, head_dim default and refusals") {
   nlohmann::json gemma = meshplan::read_json_file(hf_fixture("gemma-2b.json"));
   // hidden_activation (transformers >= 4.39) takes precedence over hidden_act.
@@ -569,7 +651,7 @@ TEST_CASE("configs without `architectures` are read by model_type") {
   CHECK(input_error([&] { model_from_json(falcon, "falcon.json"); }) ==
         "falcon.json: model_type: unsupported model type (falcon); supported: llama, mistral, "
         "phi3, qwen2, qwen3, gpt2, gpt_neox, mixtral, qwen2_moe, qwen3_moe, deepseek_v3, mpt, "
-        "gemma, gemma2, gemma3_text");
+        "gemma, gemma2, gemma3_text, gpt_oss");
   nlohmann::json mismatch = small_llama();
   mismatch["model_type"] = "gpt2";
   CHECK(input_error([&] { model_from_json(mismatch, "c.json"); }) ==
@@ -659,8 +741,8 @@ TEST_CASE("defaults: num_key_value_heads = a, n_inner null = 4h, tie_word_embedd
 
 TEST_CASE("mixture-of-experts fields on a dense architecture or in meshplan's format") {
   const std::string moe_families =
-      "MoE models load as MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM or "
-      "DeepseekV3ForCausalLM";
+      "MoE models load as MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, "
+      "DeepseekV3ForCausalLM or GptOssForCausalLM";
   nlohmann::json qwen_moe = small_llama();
   qwen_moe["num_experts"] = 60;
   CHECK(input_error([&] { model_from_json(qwen_moe, "qwen.json"); }) ==
@@ -695,7 +777,7 @@ TEST_CASE("unsupported architectures and malformed `architectures`") {
       "LlamaForCausalLM, MistralForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
       "GPT2LMHeadModel, GPTNeoXForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, "
       "Qwen3MoeForCausalLM, DeepseekV3ForCausalLM, MptForCausalLM, MPTForCausalLM, "
-      "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM");
+      "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, GptOssForCausalLM");
 
   nlohmann::json not_a_list = small_llama();
   not_a_list["architectures"] = "LlamaForCausalLM";

@@ -238,6 +238,76 @@ TEST_CASE("soft-caps and query_pre_attn_scalar: optional (absent = none), writte
         "m.json: query_pre_attn_scalar: must be 0 (none) or positive and finite (inf)");
 }
 
+TEST_CASE("gpt-oss's fields: quick_geglu, offset, clamp, sinks, router bias; optional, checked") {
+  nlohmann::json json = tiny_json();
+  const TransformerConfig plain = model_from_json(json, "m.json");
+  CHECK(plain.glu_linear_offset == 0.0);
+  CHECK(plain.activation_clamp_value == 0.0);
+  CHECK_FALSE(plain.attention_sinks);
+  CHECK_FALSE(plain.router_bias);
+  const nlohmann::json written = model_to_json(plain);
+  for (const char* field :
+       {"glu_linear_offset", "activation_clamp_value", "attention_sinks", "router_bias"}) {
+    CAPTURE(field);
+    CHECK_FALSE(written.contains(field));
+  }
+  nlohmann::json moe = model_to_json(load_model("tiny-moe"));
+  moe["activation"] = "quick_geglu";
+  moe["glu_linear_offset"] = 1.0;  // gpt-oss's (up + 1) and clamp 7
+  moe["activation_clamp_value"] = 7.0;
+  moe["attention_sinks"] = true;
+  moe["router_bias"] = true;
+  const TransformerConfig oss = model_from_json(moe, "m.json");
+  CHECK(oss.activation == Activation::kQuickGeglu);
+  CHECK(meshplan::models::is_gated(oss.activation));
+  CHECK(oss.glu_linear_offset == 1.0);
+  CHECK(oss.activation_clamp_value == 7.0);
+  CHECK(oss.attention_sinks);
+  CHECK(oss.router_bias);
+  CHECK(model_from_json(model_to_json(oss), "round-trip") == oss);
+  // Parameters: + a sinks per layer, + E router biases per MoE layer (tiny-moe's first layer is
+  // dense), nothing else.
+  const TransformerConfig base = load_model("tiny-moe");
+  CHECK(count_parameters(oss).total - count_parameters(base).total ==
+        base.num_layers * base.num_attention_heads + base.num_moe_layers() * base.num_experts);
+  // Errors name the field.
+  json["glu_linear_offset"] = 1.0;
+  json["activation"] = "gelu";
+  CHECK(model_error_for(json) ==
+        "m.json: glu_linear_offset: needs a gated activation (swiglu, geglu, quick_geglu), not "
+        "gelu (1)");
+  json.erase("glu_linear_offset");
+  json["activation_clamp_value"] = 7.0;
+  CHECK(model_error_for(json) ==
+        "m.json: activation_clamp_value: needs a gated activation (swiglu, geglu, quick_geglu), "
+        "not gelu (7)");
+  json["activation"] = "swiglu";
+  json["activation_clamp_value"] = -7.0;
+  CHECK(model_error_for(json) ==
+        "m.json: activation_clamp_value: must be 0 (none) or positive and finite (-7)");
+  json["activation_clamp_value"] = 7.0;
+  json["glu_linear_offset"] = 1e4;
+  CHECK(model_error_for(json) ==
+        "m.json: glu_linear_offset: must be finite, within +-1000 (10000)");
+  json.erase("glu_linear_offset");
+  json["router_bias"] = true;  // tiny is dense
+  CHECK(model_error_for(json) ==
+        "m.json: router_bias: must be 0 when num_experts is 0 (a dense model) (1)");
+  json.erase("router_bias");
+  json["attention_sinks"] = 1;
+  CHECK(model_error_for(json) == "m.json: attention_sinks: expected true or false (1)");
+  TransformerConfig nan_offset = plain;
+  nan_offset.glu_linear_offset = std::numeric_limits<double>::quiet_NaN();
+  CHECK(input_error([&] { validate_model(nan_offset, "m.json"); }) ==
+        "m.json: glu_linear_offset: must be finite, within +-1000 (nan)");
+  TransformerConfig mla_sinks = load_model("tiny-mla");
+  mla_sinks.attention_sinks = true;
+  CHECK(input_error([&] { validate_model(mla_sinks, "m.json"); }) ==
+        fmt::format("m.json: kv_lora_rank: MLA with attention biases, qk_norm or "
+                    "attention_sinks is not modelled ({})",
+                    mla_sinks.kv_lora_rank));
+}
+
 TEST_CASE("sliding_window: optional (absent = full attention), written only when set") {
   nlohmann::json json = tiny_json();
   CHECK(model_from_json(json, "m.json").sliding_window == 0);
@@ -431,7 +501,7 @@ TEST_CASE("missing fields, wrong types, unknown fields and values") {
   json["activation"] = "relu";
   CHECK(model_error_for(json) ==
         "m.json: activation: unsupported activation (relu); supported: gelu, "
-        "swiglu, geglu");
+        "swiglu, geglu, quick_geglu");
 
   json = tiny_json();
   json["activation"] = "geglu";  // Shazeer 2020's GEGLU, Gemma's MLP
@@ -535,6 +605,7 @@ TEST_CASE("to_string of the enums matches the JSON vocabulary") {
   CHECK(to_string(Activation::kGelu) == "gelu");
   CHECK(to_string(Activation::kSwiglu) == "swiglu");
   CHECK(to_string(Activation::kGeglu) == "geglu");
+  CHECK(to_string(Activation::kQuickGeglu) == "quick_geglu");
   CHECK(to_string(Norm::kLayerNorm) == "layernorm");
   CHECK(to_string(Norm::kRmsNorm) == "rmsnorm");
   CHECK(to_string(Positions::kLearned) == "learned");

@@ -384,7 +384,9 @@ TEST_CASE("malformed runs: missing, wrong-typed and impossible fields") {
   CHECK(run_error_after([](nlohmann::json& r) { r["model"]["num_layers"] = "x"; }) ==
         run + "model: num_layers: expected an integer (\"x\")");
   CHECK(run_error_after([](nlohmann::json& r) { r["model"]["activation"] = "relu"; }) ==
-        run + "model: activation: unsupported activation (relu); supported: gelu, swiglu, geglu");
+        run +
+            "model: activation: unsupported activation (relu); supported: gelu, swiglu, geglu, "
+            "quick_geglu");
   CHECK(run_error_after([](nlohmann::json& r) { r["model"]["hidden_size"] = 0; }) ==
         run + "model: hidden_size: must be positive (0)");
   CHECK(run_error_after([](nlohmann::json& r) { r["hardware"]["gpus_per_node"] = 0; }) ==

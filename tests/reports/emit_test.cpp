@@ -445,6 +445,53 @@ TEST_CASE("--emit megatron: Mixtral 8x7B expert parallelism, Llama-3 8B context 
         "Megatron-LM yet (512)");
 }
 
+TEST_CASE("--emit megatron: gpt-oss's quick GeGLU, offset, clamp, sinks and biased router") {
+  planner::Layout moe;
+  moe.tp = 1;
+  moe.dp = 8;
+  moe.ep = 8;
+  moe.global_batch = 64;
+  planner::Plan plan = make_plan("mixtral-8x7b", "dgx-h100", moe);
+  // gpt-oss's parts (models.h), as Megatron-LM's examples/gptoss/02_train.sh and
+  // Megatron-Bridge's GPTOSSBridge set them: add_bias_linear with add_qkv_bias.
+  plan.model.activation = models::Activation::kQuickGeglu;
+  plan.model.glu_linear_offset = 1.0;
+  plan.model.activation_clamp_value = 7.0;
+  plan.model.attention_sinks = true;
+  plan.model.qkv_bias = plan.model.attention_output_bias = plan.model.mlp_bias = true;
+  plan.model.router_bias = true;
+  const std::map<std::string, std::string> flags = megatron_flags(emit_megatron(plan));
+  CHECK(flags.at("--quick-geglu").empty());
+  CHECK(flags.at("--glu-linear-offset") == "1");
+  CHECK(flags.at("--activation-func-clamp-value") == "7");
+  CHECK(flags.at("--softmax-type") == "learnable");
+  for (const char* absent : {"--swiglu", "--disable-bias-linear", "--add-qkv-bias"}) {
+    CHECK_MESSAGE(flags.count(absent) == 0, absent);
+  }
+  const std::set<std::string> parser = megatron_parser_flags();
+  for (const auto& entry : flags) {  // clang 14: no bindings in CHECK's lambda
+    const std::string& flag = entry.first;
+    CHECK_MESSAGE(parser.count(flag) == 1, "not a Megatron-LM flag: " << flag);
+  }
+  // Megatron's router takes its bias from add_bias_linear: the two must agree.
+  planner::Plan unbiased_router = plan;
+  unbiased_router.model.router_bias = false;
+  CHECK(error_of(unbiased_router, EmitTarget::kMegatron) ==
+        "--emit megatron: model.router_bias: Megatron-LM biases the router with the linear layers "
+        "(--disable-bias-linear) (router_bias false, mlp_bias true)");
+  // The offset runs with quick GELU only (transformer_config.py __post_init__).
+  planner::Plan swiglu_offset = plan;
+  swiglu_offset.model.activation = models::Activation::kSwiglu;
+  CHECK(error_of(swiglu_offset, EmitTarget::kMegatron) ==
+        "--emit megatron: model.glu_linear_offset: Megatron-Core's fused bias-GLU applies the "
+        "offset with --quick-geglu only (1)");
+  // A SwiGLU clamp on an MoE model's experts is Megatron's own option.
+  swiglu_offset.model.glu_linear_offset = 0.0;
+  const std::map<std::string, std::string> clamped = megatron_flags(emit_megatron(swiglu_offset));
+  CHECK(clamped.at("--activation-func-clamp-value") == "7");
+  CHECK(clamped.count("--swiglu") == 1);
+}
+
 TEST_CASE("--emit deepspeed and torchtitan refuse context parallelism and MoE by name") {
   planner::Layout cp;
   cp.cp = 2;

@@ -15,11 +15,14 @@ namespace meshplan::models {
 // The MLP's activation. kGelu: fc1 -> GELU -> fc2 (2 matrices). The gated ones (Shazeer 2020,
 // "GLU Variants Improve Transformer", eq. 5-6) have three matrices, gate, up and down, and compute
 // act(gate) * up: kSwiglu with SiLU (Llama), kGeglu with GELU, tanh form (Gemma's
-// gelu_pytorch_tanh).
-enum class Activation { kGelu, kSwiglu, kGeglu };
-/// Whether the MLP is gated (3 matrices: gate, up, down): SwiGLU or GeGLU.
+// gelu_pytorch_tanh), kQuickGeglu with the sigmoid approximation of GELU, x sigmoid(1.702 x)
+// (Hendrycks and Gimpel 2016, Sec. 2; gpt-oss: transformers GptOssExperts, alpha 1.702;
+// Megatron-Core --quick-geglu).
+enum class Activation { kGelu, kSwiglu, kGeglu, kQuickGeglu };
+/// Whether the MLP is gated (3 matrices: gate, up, down): SwiGLU, GeGLU or quick GeGLU.
 constexpr bool is_gated(Activation activation) {
-  return activation == Activation::kSwiglu || activation == Activation::kGeglu;
+  return activation == Activation::kSwiglu || activation == Activation::kGeglu ||
+         activation == Activation::kQuickGeglu;
 }
 enum class Norm { kLayerNorm, kRmsNorm };
 enum class Positions { kLearned, kRope, kAlibi };
@@ -92,6 +95,18 @@ struct TransformerConfig {
   // The attention scale is 1 / sqrt(query_pre_attn_scalar) (Gemma2Attention.scaling); 0: the
   // usual 1 / sqrt(head_dim). gemma-2-9b 256 (= head_dim), gemma-2-27b 144 (head_dim 128).
   double query_pre_attn_scalar = 0.0;
+  // A gated MLP's variants (gpt-oss: transformers GptOssExperts; Megatron-Core
+  // TransformerConfig.glu_linear_offset and activation_func_clamp_value): act(gate) * (up +
+  // offset), gpt-oss 1.0, 0 the plain unit; and with a clamp c > 0 the gate clamped to <= c and
+  // up to [-c, c] first, gpt-oss 7.0 (swiglu_limit), 0 none. Elementwise inside the activation:
+  // neither changes a parameter, FLOP or stored byte meshplan counts.
+  double glu_linear_offset = 0.0;
+  double activation_clamp_value = 0.0;
+  // A learned logit per attention head in the softmax's denominator, its value row zero
+  // (gpt-oss: transformers GptOssAttention.sinks; Megatron-Core softmax_type "learnable",
+  // DotProductAttention.softmax_offset; Xiao et al. 2024, "Efficient Streaming Language Models
+  // with Attention Sinks"): a parameters per layer, split with the heads over tp.
+  bool attention_sinks = false;
 
   // Mixture-of-experts MLP (Shazeer et al. 2017; Fedus et al. 2022), dropless top-k routing as
   // Megatron-Core's default (--moe-expert-capacity-factor None) and the Hugging Face models.
@@ -104,6 +119,7 @@ struct TransformerConfig {
   int64_t shared_expert_ffn_hidden_size = 0;  // f_s per shared expert: 2048 DeepSeek-V3
   bool shared_expert_gate = false;            // Qwen2-MoE: sigmoid gate, an h -> 1 projection
   bool router_score_bias = false;             // DeepSeek-V3: E-entry e_score_correction_bias
+  bool router_bias = false;                   // gpt-oss: the router Linear's trained E-entry bias
   int64_t first_dense_layers = 0;             // 3 DeepSeek-V3 (first_k_dense_replace), else 0
 
   // Multi-head latent attention (DeepSeek-V2, Sec. 2.1; DeepSeek-V3): kv_lora_rank > 0 turns

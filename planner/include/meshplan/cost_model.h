@@ -480,6 +480,11 @@ void check_norm_kernel_options(const PlanOptions& options, const std::string& fi
 /// norm is not rmsnorm (torchtitan's eager norm is its hand-written RMSNorm).
 void check_norm_kernel_model(const models::TransformerConfig& model, const PlanOptions& options,
                              const std::string& field = "norm_kernel");
+/// Throws InputError "<field>: off: ..." when the model has attention sinks (gpt-oss) and
+/// options.flash_attention is off: sinks are costed inside the fused attention kernel only.
+void check_attention_sinks_kernel(const models::TransformerConfig& model,
+                                  const PlanOptions& options,
+                                  const std::string& field = "flash_attention");
 /// Throws InputError "<field>: ..." when options.flash_attention_version is not 1 or 2, or is 1
 /// with flash_attention off (no fused kernel to be of generation 1).
 void check_flash_attention_version(const PlanOptions& options, const std::string& field);
