@@ -173,6 +173,11 @@ sed 's/"num_layers": 0/"num_layers": 4, "final_logit_softcapping": 3e7/' \
   model_zero_layers.json >model_final_softcap_absurd.json
 sed 's/"num_layers": 0/"num_layers": 4, "query_pre_attn_scalar": "144"/' \
   model_zero_layers.json >model_query_scalar_string.json
+echo "{\"model_type\": \"gpt_oss\", \"swiglu_alpha\": 2.0, $hf}" >hf_gpt_oss_alpha.json
+sed 's/"num_layers": 0/"num_layers": 4, "activation_clamp_value": -7/' \
+  model_zero_layers.json >model_clamp_negative.json
+sed 's/"num_layers": 0/"num_layers": 4, "attention_sinks": true/' \
+  model_zero_layers.json >model_sinks.json
 window_pattern() {  # window_pattern OUT SLIDING_WINDOW SKIP_FREQ: tiny's 4 layers with both
   sed "s/\"num_layers\": 0/\"num_layers\": 4, \"sliding_window\": $2, \"window_attn_skip_freq\": $3/" \
     model_zero_layers.json >"$1"
@@ -345,6 +350,15 @@ plan_row "model final_logit_softcapping absurd" \
 plan_row "model query_pre_attn_scalar not a number" \
   'model_query_scalar_string.json: query_pre_attn_scalar: expected a number ("144")' \
   --model model_query_scalar_string.json --cluster local-cpu --gpus 2
+plan_row "HF config, gpt-oss with another quick-GELU gain" \
+  "hf_gpt_oss_alpha.json: swiglu_alpha: the experts' gate is quick GELU, x sigmoid(1.702 x); another gain is not modelled (2.0)" \
+  --model hf_gpt_oss_alpha.json --cluster local-cpu --gpus 2
+plan_row "model activation_clamp_value negative" \
+  "model_clamp_negative.json: activation_clamp_value: must be 0 (none) or positive and finite (-7)" \
+  --model model_clamp_negative.json --cluster local-cpu --gpus 2
+plan_row "model with attention sinks planned without flash attention" \
+  "--flash-attention: off: model m has attention_sinks, costed only inside a fused attention kernel" \
+  --model model_sinks.json --cluster local-cpu --gpus 2 --flash-attention off
 plan_row "HF config, Qwen2 layer_types neither sliding nor full attention" \
   'hf_qwen_window.json: layer_types: expected sliding_attention or full_attention ("chunked_attention")' \
   --model hf_qwen_window.json --cluster local-cpu --gpus 2

@@ -486,6 +486,39 @@ TEST_CASE("openai/gpt-oss-120b: 116,829,156,672 parameters, sinks, biased router
   CHECK(counts.active - counts.token_embedding == 5'132'849'472);
 }
 
+TEST_CASE("the gpt-oss-120b and gpt-oss-20b presets are the Hugging Face configs at seq 4096") {
+  nlohmann::json oss = meshplan::read_json_file(hf_fixture("gpt-oss-120b.json"));
+  oss["seq_length"] = 4096;
+  for (const char* preset : {"gpt-oss-120b", "gpt-oss-20b"}) {
+    CAPTURE(preset);
+    const TransformerConfig model = load_model(preset);
+    if (std::string(preset) == "gpt-oss-20b") {
+      oss["num_hidden_layers"] = 24;
+      oss["num_local_experts"] = 32;
+      oss["layer_types"] = std::vector<std::string>(24, "full_attention");
+      for (size_t i = 0; i < 24; i += 2) {
+        oss["layer_types"][i] = "sliding_attention";
+      }
+    }
+    TransformerConfig loaded = model_from_json(oss, preset);
+    CHECK(count_parameters(model).total == count_parameters(loaded).total);
+    CHECK(count_parameters(model).active == count_parameters(loaded).active);
+    for (int64_t layer = 0; layer < model.num_layers; ++layer) {
+      CHECK(model.is_windowed_layer(layer) == loaded.is_windowed_layer(layer));
+    }
+    // The same model but for the window's spelling (N = 2 against the layer_types list).
+    loaded.name = model.name;
+    loaded.window_attn_layers.clear();
+    loaded.window_attn_skip_freq = 2;
+    // Rotary positions have no table: the preset states none (seq_length), the config 131072.
+    CHECK(loaded.max_position_embeddings == 131072);
+    loaded.max_position_embeddings = model.max_position_embeddings;
+    CHECK(meshplan::models::model_to_json(loaded).dump() ==
+          meshplan::models::model_to_json(model).dump());
+    CHECK(loaded == model);
+  }
+}
+
 TEST_CASE("gpt-oss: gpt-oss-20b, GptOssConfig's defaults and refusals") {
   nlohmann::json oss = meshplan::read_json_file(hf_fixture("gpt-oss-120b.json"));
   // gpt-oss-20b (model card Table 1: 20.91B, 3.61B active): 24 layers of 32 experts.
