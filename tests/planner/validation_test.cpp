@@ -896,6 +896,35 @@ TEST_CASE("runs file version 9: the model's MoE keys and the layout's ep and etp
   CHECK(std::find(searched.begin(), searched.end(), "etp") == searched.end());
 }
 
+// validation/candidate_runs.json holds the researched runs left out of the set
+// (candidate_runs.md), the Megatron-Bridge MoE rows in version 9: it must stay a file validate
+// reads, each run as it states it.
+TEST_CASE("validation/candidate_runs.json: read whole, its MoE rows with their experts and ep") {
+  const std::string path = std::string(MESHPLAN_SOURCE_DIR) + "/validation/candidate_runs.json";
+  const nlohmann::json json = read_json_file(path);
+  const ValidationReport report = validate_runs(json, path);
+  REQUIRE(report.runs.size() == json.at("runs").size());
+  int moe_runs = 0;
+  for (size_t i = 0; i < report.runs.size(); ++i) {
+    const nlohmann::json& stated = json.at("runs")[i];
+    const ValidationRun& run = report.runs[i];
+    if (!stated.at("model").contains("num_experts")) {
+      continue;
+    }
+    ++moe_runs;
+    INFO(run.id);
+    REQUIRE(run.plan.has_value());
+    CHECK(run.plan->model.num_experts == stated.at("model").at("num_experts"));
+    CHECK(run.plan->model.head_dim == stated.at("model").at("head_dim"));
+    CHECK(run.plan->model.qk_norm == stated.at("model").value("qk_norm", false));
+    CHECK(run.predicted->layout.ep == stated.at("layout").at("ep"));
+    CHECK(expert_tensor_parallel(run.predicted->layout) == stated.at("layout").at("etp"));
+    CHECK(run.searched.empty());  // every field stated
+    CHECK_FALSE(run.used_for_parameters);
+  }
+  CHECK(moe_runs == 2);  // the two rows candidate_runs.md tables
+}
+
 TEST_CASE("a run's model may state dropout (absent = true, as in a model file)") {
   nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
   json["runs"].erase(1);
