@@ -143,23 +143,25 @@ constexpr std::array<std::pair<std::string_view, Norm>, 2> kNorms = {
 constexpr std::array<std::pair<std::string_view, Positions>, 3> kPositions = {
     {{"learned", Positions::kLearned}, {"rope", Positions::kRope}, {"alibi", Positions::kAlibi}}};
 
+int64_t int_or_zero(const nlohmann::json& json, const char* field, const std::string& source) {
+  return json.contains(field) ? require_int(json, field, source) : int64_t{0};
+}
+
+bool bool_or_false(const nlohmann::json& json, const char* field, const std::string& source) {
+  return json.contains(field) && require_bool(json, field, source);
+}
+
 // The optional MoE, MLA, qk_norm, parallel_residual and sliding_window fields: absent means a
 // dense sequential block with full causal attention, so files written before the fields keep
 // their meaning.
 void read_moe_and_mla_fields(const nlohmann::json& json, const std::string& source,
                              TransformerConfig& model) {
-  const auto int_or_zero = [&](const char* field) {
-    return json.contains(field) ? require_int(json, field, source) : int64_t{0};
-  };
-  const auto bool_or_false = [&](const char* field) {
-    return json.contains(field) && require_bool(json, field, source);
-  };
-  model.sliding_window = int_or_zero("sliding_window");
-  model.qk_norm = bool_or_false("qk_norm");
-  model.norm_unit_offset = bool_or_false("norm_unit_offset");
-  model.scale_embeddings = bool_or_false("scale_embeddings");
-  model.sandwich_norm = bool_or_false("sandwich_norm");
-  model.parallel_residual = bool_or_false("parallel_residual");
+  model.sliding_window = int_or_zero(json, "sliding_window", source);
+  model.qk_norm = bool_or_false(json, "qk_norm", source);
+  model.norm_unit_offset = bool_or_false(json, "norm_unit_offset", source);
+  model.scale_embeddings = bool_or_false(json, "scale_embeddings", source);
+  model.sandwich_norm = bool_or_false(json, "sandwich_norm", source);
+  model.parallel_residual = bool_or_false(json, "parallel_residual", source);
   const auto number_or_zero = [&](const char* field) {
     return json.contains(field) ? require_number(json, field, source) : 0.0;
   };
@@ -168,21 +170,9 @@ void read_moe_and_mla_fields(const nlohmann::json& json, const std::string& sour
   model.query_pre_attn_scalar = number_or_zero("query_pre_attn_scalar");
   model.glu_linear_offset = number_or_zero("glu_linear_offset");
   model.activation_clamp_value = number_or_zero("activation_clamp_value");
-  model.attention_sinks = bool_or_false("attention_sinks");
-  model.num_experts = int_or_zero("num_experts");
-  model.experts_per_token = int_or_zero("experts_per_token");
-  model.expert_ffn_hidden_size = int_or_zero("expert_ffn_hidden_size");
-  model.num_shared_experts = int_or_zero("num_shared_experts");
-  model.shared_expert_ffn_hidden_size = int_or_zero("shared_expert_ffn_hidden_size");
-  model.shared_expert_gate = bool_or_false("shared_expert_gate");
-  model.router_score_bias = bool_or_false("router_score_bias");
-  model.router_bias = bool_or_false("router_bias");
-  model.first_dense_layers = int_or_zero("first_dense_layers");
-  model.q_lora_rank = int_or_zero("q_lora_rank");
-  model.kv_lora_rank = int_or_zero("kv_lora_rank");
-  model.qk_nope_head_dim = int_or_zero("qk_nope_head_dim");
-  model.qk_rope_head_dim = int_or_zero("qk_rope_head_dim");
-  model.v_head_dim = int_or_zero("v_head_dim");
+  model.attention_sinks = bool_or_false(json, "attention_sinks", source);
+  read_moe_fields(json, source, model);
+  read_mla_fields(json, source, model);
 }
 
 // The window pattern as the file gives it, for error messages: N, or the list (shortened).
@@ -259,11 +249,7 @@ TransformerConfig model_from_meshplan_json(const nlohmann::json& json, const std
   model.hidden_size = require_int(json, "hidden_size", source);
   model.num_attention_heads = require_int(json, "num_attention_heads", source);
   model.num_kv_heads = require_int(json, "num_kv_heads", source);
-  if (json.contains("head_dim") && !json["head_dim"].is_null()) {
-    model.head_dim = require_int(json, "head_dim", source);
-  } else {
-    model.head_dim = default_head_dim(model.hidden_size, model.num_attention_heads, source);
-  }
+  model.head_dim = read_head_dim(json, source, model.hidden_size, model.num_attention_heads);
   model.ffn_hidden_size = require_int(json, "ffn_hidden_size", source);
   model.vocab_size = require_int(json, "vocab_size", source);
   model.seq_length = require_int(json, "seq_length", source);
@@ -420,6 +406,36 @@ int64_t default_head_dim(int64_t hidden_size, int64_t num_attention_heads,
         source, hidden_size, num_attention_heads));
   }
   return hidden_size / num_attention_heads;
+}
+
+int64_t read_head_dim(const nlohmann::json& json, const std::string& source, int64_t hidden_size,
+                      int64_t num_attention_heads) {
+  if (json.contains("head_dim") && !json["head_dim"].is_null()) {
+    return require_int(json, "head_dim", source);
+  }
+  return default_head_dim(hidden_size, num_attention_heads, source);
+}
+
+void read_moe_fields(const nlohmann::json& json, const std::string& source,
+                     TransformerConfig& model) {
+  model.num_experts = int_or_zero(json, "num_experts", source);
+  model.experts_per_token = int_or_zero(json, "experts_per_token", source);
+  model.expert_ffn_hidden_size = int_or_zero(json, "expert_ffn_hidden_size", source);
+  model.num_shared_experts = int_or_zero(json, "num_shared_experts", source);
+  model.shared_expert_ffn_hidden_size = int_or_zero(json, "shared_expert_ffn_hidden_size", source);
+  model.shared_expert_gate = bool_or_false(json, "shared_expert_gate", source);
+  model.router_score_bias = bool_or_false(json, "router_score_bias", source);
+  model.router_bias = bool_or_false(json, "router_bias", source);
+  model.first_dense_layers = int_or_zero(json, "first_dense_layers", source);
+}
+
+void read_mla_fields(const nlohmann::json& json, const std::string& source,
+                     TransformerConfig& model) {
+  model.q_lora_rank = int_or_zero(json, "q_lora_rank", source);
+  model.kv_lora_rank = int_or_zero(json, "kv_lora_rank", source);
+  model.qk_nope_head_dim = int_or_zero(json, "qk_nope_head_dim", source);
+  model.qk_rope_head_dim = int_or_zero(json, "qk_rope_head_dim", source);
+  model.v_head_dim = int_or_zero(json, "v_head_dim", source);
 }
 
 double TransformerConfig::attention_scale() const {

@@ -145,7 +145,7 @@ std::vector<std::pair<ScheduleKind, int64_t>> schedule_choices(
 std::vector<int64_t> etp_choices(const models::TransformerConfig& model, const SearchSpace& space,
                                  int64_t tp) {
   if (space.etp) {
-    return {*space.etp};
+    return {*space.etp > 0 ? *space.etp : tp};
   }
   if (!model.is_moe() || space.placement != Placement::kTpDpPp || tp == 1) {
     return {tp};

@@ -32,9 +32,11 @@ namespace {
 
 // Runs-file versions read: 1, 2 (adds per-run framework and options), 3 (adds the layout's
 // `cp`), 4 (adds the model's `parallel_residual`), 5 (adds the layout's `dp_shard`), 6 (adds
-// the layout's `recompute_layers`), 7 (adds the layout's `recompute_group_layers`) and 8 (adds
-// the layout's `recompute_modules`); an older reader would silently ignore any of them.
-constexpr int64_t kRunsFormatVersion = 8;
+// the layout's `recompute_layers`), 7 (adds the layout's `recompute_group_layers`), 8 (adds
+// the layout's `recompute_modules`) and 9 (adds the model's `head_dim`, `qk_norm`, mixture-of-
+// experts and latent-attention keys, and the layout's `ep` and `etp`); an older reader would
+// silently ignore any of them.
+constexpr int64_t kRunsFormatVersion = 9;
 
 // A run's keys, object by object (validation/README.md); anything else is a typo that would
 // otherwise be silently left out (a misspelt layout field searched, a misspelt dropout read as
@@ -42,14 +44,31 @@ constexpr int64_t kRunsFormatVersion = 8;
 constexpr std::array<std::string_view, 10> kRunFields = {
     "id",        "source", "model",     "hardware", "layout",
     "published", "note",   "framework", "options",  "used_for_parameters"};
-constexpr std::array<std::string_view, 13> kRunModelFields = {
+constexpr std::array<std::string_view, 13> kRunModelFieldsV8 = {
     "num_layers",      "hidden_size", "num_attention_heads", "num_kv_heads", "ffn_hidden_size",
     "vocab_size",      "seq_length",  "activation",          "norm",         "positions",
     "tied_embeddings", "dropout",     "parallel_residual"};
+// Version 9: the model file's own keys for the attention head size, the q/k norms, experts
+// (models::kMoeModelFields) and latent attention (models::kMlaModelFields), read by the model
+// file's readers (run_model).
+constexpr std::array<std::string_view, 2> kRunAttentionFieldsV9 = {"head_dim", "qk_norm"};
+
+template <size_t... N>
+constexpr auto joined(const std::array<std::string_view, N>&... parts) {
+  std::array<std::string_view, (N + ...)> all{};
+  size_t i = 0;
+  ((std::copy(parts.begin(), parts.end(), all.begin() + static_cast<std::ptrdiff_t>(i)), i += N),
+   ...);
+  return all;
+}
+
+constexpr auto kRunModelFieldsV9 =
+    joined(kRunAttentionFieldsV9, models::kMoeModelFields, models::kMlaModelFields);
+constexpr auto kRunModelFields = joined(kRunModelFieldsV8, kRunModelFieldsV9);
 constexpr std::array<std::string_view, 4> kRunHardwareFields = {
     "cluster", "num_gpus", "gpus_per_node", "inter_node_gbps_per_gpu"};
 constexpr std::array<std::string_view, 3> kRunPublishedFields = {"step_time_s", "how", "reported"};
-constexpr std::array<std::string_view, 16> kRunLayoutFields = {"tp",
+constexpr std::array<std::string_view, 18> kRunLayoutFields = {"tp",
                                                                "pp",
                                                                "dp",
                                                                "cp",
@@ -64,7 +83,9 @@ constexpr std::array<std::string_view, 16> kRunLayoutFields = {"tp",
                                                                "sequence_parallel",
                                                                "recompute_layers",
                                                                "recompute_group_layers",
-                                                               "recompute_modules"};
+                                                               "recompute_modules",
+                                                               "ep",
+                                                               "etp"};
 
 models::TransformerConfig run_model(const nlohmann::json& json, const std::string& where) {
   models::TransformerConfig model;
@@ -77,9 +98,8 @@ models::TransformerConfig run_model(const nlohmann::json& json, const std::strin
   model.vocab_size = require_int(json, "vocab_size", where);
   model.seq_length = require_int(json, "seq_length", where);
   model.max_position_embeddings = model.seq_length;
-  if (model.num_attention_heads > 0) {
-    model.head_dim = model.hidden_size / model.num_attention_heads;
-  }
+  // Version 9, optional as in a model file (absent or null: hidden_size / num_attention_heads).
+  model.head_dim = models::read_head_dim(json, where, model.hidden_size, model.num_attention_heads);
   // The model format's own parsers: same spellings and error text as a model file.
   model.activation = models::parse_activation(json, where);
   model.norm = models::parse_norm(json, where);
@@ -96,6 +116,14 @@ models::TransformerConfig run_model(const nlohmann::json& json, const std::strin
   if (json.contains("parallel_residual")) {
     model.parallel_residual = require_bool(json, "parallel_residual", where);
   }
+  // Version 9, optional as in a model file and read by its readers: q/k norms (absent =
+  // false), the experts and the latent attention (absent = a dense model with standard
+  // attention).
+  if (json.contains("qk_norm")) {
+    model.qk_norm = require_bool(json, "qk_norm", where);
+  }
+  models::read_moe_fields(json, where, model);
+  models::read_mla_fields(json, where, model);
   models::validate_model(model, where);
   return model;
 }
@@ -175,6 +203,23 @@ SearchSpace run_space(const nlohmann::json& layout, int64_t num_gpus, const std:
     space.cp = integer("cp");
     if (*space.cp < 1) {
       throw InputError(fmt::format("{}: cp: must be at least 1 ({})", where, *space.cp));
+    }
+  }
+  // Expert parallelism (version 9): absent or null = 1, as in a plan file, and never searched
+  // (a source that used it states it). etp: absent or null = tp, Megatron's default
+  // (--expert-tensor-parallel-size None), also when tp is searched (SearchSpace::etp 0).
+  space.ep = 1;
+  if (layout.contains("ep") && !layout.at("ep").is_null()) {
+    space.ep = integer("ep");
+    if (*space.ep < 1) {
+      throw InputError(fmt::format("{}: ep: must be at least 1 ({})", where, *space.ep));
+    }
+  }
+  space.etp = 0;
+  if (layout.contains("etp") && !layout.at("etp").is_null()) {
+    space.etp = integer("etp");
+    if (*space.etp < 1) {
+      throw InputError(fmt::format("{}: etp: must be at least 1 ({})", where, *space.etp));
     }
   }
   // Optional, unlike the fields above: runs written before uneven stages omit it (searched).
@@ -437,6 +482,20 @@ ValidationRun validate_run(const nlohmann::json& run_json, int version, const st
     throw InputError(
         fmt::format("{}: layout: recompute_group_layers: needs runs-file version 7 (version {})",
                     where, version));
+  }
+  if (version < 9) {
+    for (const std::string_view key : kRunModelFieldsV9) {
+      if (run_json.at("model").contains(key)) {
+        throw InputError(fmt::format("{}: model: {}: needs runs-file version 9 (version {})", where,
+                                     key, version));
+      }
+    }
+    for (const char* key : {"ep", "etp"}) {
+      if (run_json.at("layout").contains(key)) {
+        throw InputError(fmt::format("{}: layout: {}: needs runs-file version 9 (version {})",
+                                     where, key, version));
+      }
+    }
   }
   const models::TransformerConfig model = run_model(run_json.at("model"), where + ": model");
   const nlohmann::json& hardware = run_json.at("hardware");

@@ -652,7 +652,7 @@ TEST_CASE("runs file versions: 1 without framework/options, 2 with them") {
         }) == run + "options: needs runs-file version 2 (version 1)");
   CHECK(run_error_after([](nlohmann::json& r) { r["framework"] = "fsdp"; }) ==
         run + "framework: needs runs-file version 2 (version 1)");
-  CHECK(run_error_after([](nlohmann::json&) {}, 9) == "r.json: version: expected 1 to 8 (9)");
+  CHECK(run_error_after([](nlohmann::json&) {}, 10) == "r.json: version: expected 1 to 9 (10)");
 }
 
 TEST_CASE("runs file version 3: the layout's cp (absent or null = 1)") {
@@ -799,6 +799,132 @@ TEST_CASE("runs file version 8: the layout's recompute_modules (Megatron-Core's 
             .starts_with(run + "layout: recompute_modules: mhc is a Megatron-Core module"));
   CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["recompute_modules"] = "core_attn"; },
                         8) == run + "layout: recompute_modules: expected a list of module names");
+}
+
+// The fixture's first run as Qwen3-30B-A3B: the preset's keys a runs file takes (version 9),
+// without the model file's own (name, biases, max_position_embeddings, source).
+nlohmann::json qwen3_moe_run(const nlohmann::json& small_run) {
+  nlohmann::json run = small_run;
+  nlohmann::json model = models::model_to_json(models::load_model("qwen3-30b-a3b"));
+  for (const char* key :
+       {"name", "qkv_bias", "attention_output_bias", "mlp_bias", "max_position_embeddings"}) {
+    model.erase(key);
+  }
+  run["model"] = model;
+  run["layout"]["micro_batch"] = 1;
+  run["layout"]["recompute"] = "none";
+  return run;
+}
+
+TEST_CASE("runs file version 9: the model's MoE keys and the layout's ep and etp") {
+  const std::string run = "r.json: runs[fixture-fixed-layout]: ";
+  // An older reader would ignore them: a version-8 file that uses one is rejected, by name.
+  CHECK(run_error_after([](nlohmann::json& r) { r["model"]["num_experts"] = 8; }, 8) ==
+        run + "model: num_experts: needs runs-file version 9 (version 8)");
+  CHECK(run_error_after([](nlohmann::json& r) { r["model"]["head_dim"] = 96; }, 8) ==
+        run + "model: head_dim: needs runs-file version 9 (version 8)");
+  CHECK(run_error_after([](nlohmann::json& r) { r["model"]["qk_norm"] = false; }, 8) ==
+        run + "model: qk_norm: needs runs-file version 9 (version 8)");
+  CHECK(run_error_after([](nlohmann::json& r) { r["model"]["kv_lora_rank"] = 0; }, 8) ==
+        run + "model: kv_lora_rank: needs runs-file version 9 (version 8)");
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["ep"] = 1; }, 8) ==
+        run + "layout: ep: needs runs-file version 9 (version 8)");
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["etp"] = 1; }, 2) ==
+        run + "layout: etp: needs runs-file version 9 (version 2)");
+  // Misspelt, wrong-typed or impossible: named as the model file names them.
+  CHECK(run_error_after([](nlohmann::json& r) { r["model"]["num_expert"] = 8; }, 9) ==
+        run + "model: num_expert: unknown field (8)");
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["ep_size"] = 8; }, 9) ==
+        run + "layout: ep_size: unknown field (8)");
+  CHECK(run_error_after([](nlohmann::json& r) { r["model"]["num_experts"] = "x"; }, 9) ==
+        run + "model: num_experts: expected an integer (\"x\")");
+  CHECK(run_error_after([](nlohmann::json& r) { r["model"]["experts_per_token"] = 2; }, 9) ==
+        run + "model: experts_per_token: must be 0 when num_experts is 0 (a dense model) (2)");
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["ep"] = 0; }, 9) ==
+        run + "layout: ep: must be at least 1 (0)");
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["etp"] = -1; }, 9) ==
+        run + "layout: etp: must be at least 1 (-1)");
+
+  // Read by the model file's readers: the run's model is the qwen3-30b-a3b preset's.
+  nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
+  json["version"] = 9;
+  json["runs"][0] = qwen3_moe_run(json["runs"][0]);
+  json["runs"][0]["layout"]["tp"] = 1;
+  json["runs"][0]["layout"]["dp"] = 16;
+  json["runs"][0]["layout"]["ep"] = 8;
+  json["runs"].erase(1);
+  const ValidationReport report = validate_runs(json, "r.json");
+  REQUIRE(report.runs[0].plan.has_value());
+  models::TransformerConfig preset = models::load_model("qwen3-30b-a3b");
+  models::TransformerConfig read = report.runs[0].plan->model;
+  read.name = preset.name;
+  CHECK(read == preset);
+  CHECK(read.head_dim == 128);  // not hidden_size / num_attention_heads = 64
+  const Layout& layout = report.runs[0].predicted->layout;
+  CHECK(layout.ep == 8);
+  CHECK(expert_tensor_parallel(layout) == 1);
+  const models::ClusterConfig cluster = fixture_cluster();
+  CHECK(estimate_plan(preset, cluster, layout, report.runs[0].options).step_time_s ==
+        report.runs[0].predicted->step_time_s);
+
+  // etp stated: tp 2 with sequence parallelism, experts unsplit (etp 1) over ep 16.
+  json["runs"][0]["layout"]["tp"] = 2;
+  json["runs"][0]["layout"]["dp"] = 8;
+  json["runs"][0]["layout"]["sequence_parallel"] = true;
+  json["runs"][0]["layout"]["ep"] = 16;
+  json["runs"][0]["layout"]["etp"] = 1;
+  const ValidationReport folded = validate_runs(json, "r.json");
+  REQUIRE(folded.runs[0].predicted.has_value());
+  const Layout& folded_layout = folded.runs[0].predicted->layout;
+  CHECK(folded_layout.tp == 2);
+  CHECK(folded_layout.ep == 16);
+  CHECK(expert_tensor_parallel(folded_layout) == 1);
+  CHECK(estimate_plan(preset, cluster, folded_layout, folded.runs[0].options).step_time_s ==
+        folded.runs[0].predicted->step_time_s);
+
+  // Absent (or null) ep is 1 and etp is tp, never searched, tp searched included.
+  json["runs"][0]["layout"].erase("ep");
+  json["runs"][0]["layout"]["etp"] = nullptr;
+  json["runs"][0]["layout"]["tp"] = nullptr;
+  json["runs"][0]["layout"]["dp"] = 4;
+  const ValidationReport defaults = validate_runs(json, "r.json");
+  REQUIRE(defaults.runs[0].predicted.has_value());
+  const Layout& default_layout = defaults.runs[0].predicted->layout;
+  CHECK(default_layout.ep == 1);
+  CHECK(expert_tensor_parallel(default_layout) == default_layout.tp);
+  CHECK(default_layout.tp > 1);  // 16 GPUs over dp 4: tp x pp = 4, so etp = tp is not trivially 1
+  const std::vector<std::string>& searched = defaults.runs[0].searched;
+  CHECK(std::find(searched.begin(), searched.end(), "ep") == searched.end());
+  CHECK(std::find(searched.begin(), searched.end(), "etp") == searched.end());
+}
+
+// validation/candidate_runs.json holds the researched runs left out of the set
+// (candidate_runs.md), the Megatron-Bridge MoE rows in version 9: it must stay a file validate
+// reads, each run as it states it.
+TEST_CASE("validation/candidate_runs.json: read whole, its MoE rows with their experts and ep") {
+  const std::string path = std::string(MESHPLAN_SOURCE_DIR) + "/validation/candidate_runs.json";
+  const nlohmann::json json = read_json_file(path);
+  const ValidationReport report = validate_runs(json, path);
+  REQUIRE(report.runs.size() == json.at("runs").size());
+  int moe_runs = 0;
+  for (size_t i = 0; i < report.runs.size(); ++i) {
+    const nlohmann::json& stated = json.at("runs")[i];
+    const ValidationRun& run = report.runs[i];
+    if (!stated.at("model").contains("num_experts")) {
+      continue;
+    }
+    ++moe_runs;
+    INFO(run.id);
+    REQUIRE(run.plan.has_value());
+    CHECK(run.plan->model.num_experts == stated.at("model").at("num_experts"));
+    CHECK(run.plan->model.head_dim == stated.at("model").at("head_dim"));
+    CHECK(run.plan->model.qk_norm == stated.at("model").value("qk_norm", false));
+    CHECK(run.predicted->layout.ep == stated.at("layout").at("ep"));
+    CHECK(expert_tensor_parallel(run.predicted->layout) == stated.at("layout").at("etp"));
+    CHECK(run.searched.empty());  // every field stated
+    CHECK_FALSE(run.used_for_parameters);
+  }
+  CHECK(moe_runs == 2);  // the two rows candidate_runs.md tables
 }
 
 TEST_CASE("a run's model may state dropout (absent = true, as in a model file)") {

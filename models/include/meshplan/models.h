@@ -2,10 +2,12 @@
 // Transformer and cluster descriptions: what meshplan plans for, and on what.
 // Units: bytes, seconds, FLOPs (counts), FLOP/s, bytes/s. Sizes are element counts.
 
+#include <array>
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "meshplan/errors.h"
@@ -226,6 +228,34 @@ TransformerConfig model_from_json(const nlohmann::json& json, const std::string&
 Activation parse_activation(const nlohmann::json& json, const std::string& source);
 Norm parse_norm(const nlohmann::json& json, const std::string& source);
 Positions parse_positions(const nlohmann::json& json, const std::string& source);
+/// The model format's optional mixture-of-experts keys (TransformerConfig's MoE fields), which
+/// read_moe_fields reads; a published run's `model` takes them too (runs-file version 9).
+inline constexpr std::array<std::string_view, 9> kMoeModelFields = {"num_experts",
+                                                                    "experts_per_token",
+                                                                    "expert_ffn_hidden_size",
+                                                                    "num_shared_experts",
+                                                                    "shared_expert_ffn_hidden_size",
+                                                                    "shared_expert_gate",
+                                                                    "router_score_bias",
+                                                                    "router_bias",
+                                                                    "first_dense_layers"};
+/// The model format's optional multi-head latent attention keys, which read_mla_fields reads.
+inline constexpr std::array<std::string_view, 5> kMlaModelFields = {
+    "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"};
+/// The model format's `head_dim` of `json`: the key when given and not null, else hidden_size /
+/// num_attention_heads (InputError "<source>: num_attention_heads: does not divide hidden_size
+/// and no head_dim is given" when it does not divide).
+int64_t read_head_dim(const nlohmann::json& json, const std::string& source, int64_t hidden_size,
+                      int64_t num_attention_heads);
+/// Sets `model`'s MoE fields from the kMoeModelFields keys of `json`, each absent = 0 or false (a
+/// dense model), as a model file reads them; a wrong type is an InputError naming the key.
+/// validate_model checks the values.
+void read_moe_fields(const nlohmann::json& json, const std::string& source,
+                     TransformerConfig& model);
+/// Sets `model`'s MLA fields from the kMlaModelFields keys of `json`, each absent = 0 (standard
+/// attention), as read_moe_fields does.
+void read_mla_fields(const nlohmann::json& json, const std::string& source,
+                     TransformerConfig& model);
 nlohmann::json model_to_json(const TransformerConfig& model);
 std::vector<std::string> model_preset_names();
 

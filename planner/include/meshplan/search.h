@@ -37,7 +37,8 @@ struct SearchSpace {
   // divides num_experts for an MoE model, 1 for a dense one.
   std::optional<int64_t> ep;
   // Expert tensor parallel size; unset: tp and 1 for an MoE model under placement tp-dp-pp
-  // (etp_choices, search.cpp), else tp.
+  // (etp_choices, search.cpp), else tp. 0 fixes it to tp, whatever tp the search picks
+  // (Layout::etp's spelling of Megatron's default; validate's runs that state no etp).
   std::optional<int64_t> etp;
   // Context parallelism: fixed when set; else searched over the divisors of the GPU count only
   // when search_cp (CLI --cp auto), else 1, so searches that do not ask stay as fast as before.
