@@ -156,7 +156,6 @@ bool bool_or_false(const nlohmann::json& json, const char* field, const std::str
 // their meaning.
 void read_moe_and_mla_fields(const nlohmann::json& json, const std::string& source,
                              TransformerConfig& model) {
-  model.sliding_window = int_or_zero(json, "sliding_window", source);
   model.qk_norm = bool_or_false(json, "qk_norm", source);
   model.norm_unit_offset = bool_or_false(json, "norm_unit_offset", source);
   model.scale_embeddings = bool_or_false(json, "scale_embeddings", source);
@@ -168,9 +167,7 @@ void read_moe_and_mla_fields(const nlohmann::json& json, const std::string& sour
   model.attn_logit_softcapping = number_or_zero("attn_logit_softcapping");
   model.final_logit_softcapping = number_or_zero("final_logit_softcapping");
   model.query_pre_attn_scalar = number_or_zero("query_pre_attn_scalar");
-  model.glu_linear_offset = number_or_zero("glu_linear_offset");
-  model.activation_clamp_value = number_or_zero("activation_clamp_value");
-  model.attention_sinks = bool_or_false(json, "attention_sinks", source);
+  read_gated_unit_variant_fields(json, source, model);
   read_moe_fields(json, source, model);
   read_mla_fields(json, source, model);
 }
@@ -223,21 +220,6 @@ void read_window_pattern(const nlohmann::json& json, const std::string& source,
   check_window_skip_freq(model.window_attn_skip_freq, source);  // 0 would read as not given
 }
 
-// One form per meaning: a list that windows every layer is no list, one that windows none is
-// full attention.
-void normalize_window_pattern(TransformerConfig& model) {
-  const std::vector<int>& layers = model.window_attn_layers;
-  if (layers.empty()) {
-    return;
-  }
-  if (std::all_of(layers.begin(), layers.end(), [](int entry) { return entry == 0; })) {
-    model.sliding_window = 0;
-    model.window_attn_layers.clear();
-  } else if (std::all_of(layers.begin(), layers.end(), [](int entry) { return entry == 1; })) {
-    model.window_attn_layers.clear();
-  }
-}
-
 TransformerConfig model_from_meshplan_json(const nlohmann::json& json, const std::string& source) {
   if (!json.is_object()) {
     throw InputError(fmt::format("{}: expected a JSON object ({})", source, json.dump()));
@@ -269,7 +251,7 @@ TransformerConfig model_from_meshplan_json(const nlohmann::json& json, const std
   // (megatron/core/transformer/transformer_config.py, lines 188 and 191).
   model.dropout = json.contains("dropout") ? require_bool(json, "dropout", source) : true;
   read_moe_and_mla_fields(json, source, model);
-  read_window_pattern(json, source, model);
+  read_attention_variant_fields(json, source, model);
   if (json.contains("source")) {
     require_string(json, "source", source);  // documentation only, but it must be a string
   }
@@ -436,6 +418,49 @@ void read_mla_fields(const nlohmann::json& json, const std::string& source,
   model.qk_nope_head_dim = int_or_zero(json, "qk_nope_head_dim", source);
   model.qk_rope_head_dim = int_or_zero(json, "qk_rope_head_dim", source);
   model.v_head_dim = int_or_zero(json, "v_head_dim", source);
+}
+
+void read_stated_bias_fields(const nlohmann::json& json, const std::string& source,
+                             TransformerConfig& model) {
+  for (const auto& [field, value] :
+       {std::pair{"qkv_bias", &model.qkv_bias},
+        std::pair{"attention_output_bias", &model.attention_output_bias},
+        std::pair{"mlp_bias", &model.mlp_bias}}) {
+    if (json.contains(field)) {
+      *value = require_bool(json, field, source);
+    }
+  }
+}
+
+void read_attention_variant_fields(const nlohmann::json& json, const std::string& source,
+                                   TransformerConfig& model) {
+  model.sliding_window = int_or_zero(json, "sliding_window", source);
+  read_window_pattern(json, source, model);
+  model.attention_sinks = bool_or_false(json, "attention_sinks", source);
+}
+
+void read_gated_unit_variant_fields(const nlohmann::json& json, const std::string& source,
+                                    TransformerConfig& model) {
+  const auto number_or_zero = [&](const char* field) {
+    return json.contains(field) ? require_number(json, field, source) : 0.0;
+  };
+  model.glu_linear_offset = number_or_zero("glu_linear_offset");
+  model.activation_clamp_value = number_or_zero("activation_clamp_value");
+}
+
+// One form per meaning: a list that windows every layer is no list, one that windows none is
+// full attention.
+void normalize_window_pattern(TransformerConfig& model) {
+  const std::vector<int>& layers = model.window_attn_layers;
+  if (layers.empty()) {
+    return;
+  }
+  if (std::all_of(layers.begin(), layers.end(), [](int entry) { return entry == 0; })) {
+    model.sliding_window = 0;
+    model.window_attn_layers.clear();
+  } else if (std::all_of(layers.begin(), layers.end(), [](int entry) { return entry == 1; })) {
+    model.window_attn_layers.clear();
+  }
 }
 
 double TransformerConfig::attention_scale() const {

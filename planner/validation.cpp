@@ -33,10 +33,11 @@ namespace {
 // Runs-file versions read: 1, 2 (adds per-run framework and options), 3 (adds the layout's
 // `cp`), 4 (adds the model's `parallel_residual`), 5 (adds the layout's `dp_shard`), 6 (adds
 // the layout's `recompute_layers`), 7 (adds the layout's `recompute_group_layers`), 8 (adds
-// the layout's `recompute_modules`) and 9 (adds the model's `head_dim`, `qk_norm`, mixture-of-
-// experts and latent-attention keys, and the layout's `ep` and `etp`); an older reader would
-// silently ignore any of them.
-constexpr int64_t kRunsFormatVersion = 9;
+// the layout's `recompute_modules`), 9 (adds the model's `head_dim`, `qk_norm`, mixture-of-
+// experts and latent-attention keys, and the layout's `ep` and `etp`) and 10 (adds the model's
+// bias keys, sliding windows, attention sinks and gated-unit offset and clamp); an older reader
+// would silently ignore any of them.
+constexpr int64_t kRunsFormatVersion = 10;
 
 // A run's keys, object by object (validation/README.md); anything else is a typo that would
 // otherwise be silently left out (a misspelt layout field searched, a misspelt dropout read as
@@ -64,7 +65,10 @@ constexpr auto joined(const std::array<std::string_view, N>&... parts) {
 
 constexpr auto kRunModelFieldsV9 =
     joined(kRunAttentionFieldsV9, models::kMoeModelFields, models::kMlaModelFields);
-constexpr auto kRunModelFields = joined(kRunModelFieldsV8, kRunModelFieldsV9);
+// Version 10: the model file's bias keys (absent: the norm's default, run_model) and its
+// attention and gated-unit variant keys (gpt-oss), read by the model file's readers.
+constexpr auto kRunModelFieldsV10 = joined(models::kBiasModelFields, models::kVariantModelFields);
+constexpr auto kRunModelFields = joined(kRunModelFieldsV8, kRunModelFieldsV9, kRunModelFieldsV10);
 constexpr std::array<std::string_view, 4> kRunHardwareFields = {
     "cluster", "num_gpus", "gpus_per_node", "inter_node_gbps_per_gpu"};
 constexpr std::array<std::string_view, 3> kRunPublishedFields = {"step_time_s", "how", "reported"};
@@ -106,8 +110,10 @@ models::TransformerConfig run_model(const nlohmann::json& json, const std::strin
   model.positions = models::parse_positions(json, where);
   model.tied_embeddings = require_bool(json, "tied_embeddings", where);
   // GPT-style models (LayerNorm) carry biases on every projection; Llama-style ones none.
+  // Version 10: a run may state each bias key, as a model file does; the absent ones keep this.
   const bool biases = model.norm == models::Norm::kLayerNorm;
   model.qkv_bias = model.attention_output_bias = model.mlp_bias = biases;
+  models::read_stated_bias_fields(json, where, model);
   // Optional, as in a model file (docs/plan-format.md): absent = true, Megatron-LM's 0.1.
   if (json.contains("dropout")) {
     model.dropout = require_bool(json, "dropout", where);
@@ -124,7 +130,12 @@ models::TransformerConfig run_model(const nlohmann::json& json, const std::strin
   }
   models::read_moe_fields(json, where, model);
   models::read_mla_fields(json, where, model);
+  // Version 10, optional as in a model file: windows and sinks (absent = full attention, no
+  // sinks), the gated unit's offset and clamp (absent = none).
+  models::read_attention_variant_fields(json, where, model);
+  models::read_gated_unit_variant_fields(json, where, model);
   models::validate_model(model, where);
+  models::normalize_window_pattern(model);
   return model;
 }
 
@@ -493,6 +504,14 @@ ValidationRun validate_run(const nlohmann::json& run_json, int version, const st
     for (const char* key : {"ep", "etp"}) {
       if (run_json.at("layout").contains(key)) {
         throw InputError(fmt::format("{}: layout: {}: needs runs-file version 9 (version {})",
+                                     where, key, version));
+      }
+    }
+  }
+  if (version < 10) {
+    for (const std::string_view key : kRunModelFieldsV10) {
+      if (run_json.at("model").contains(key)) {
+        throw InputError(fmt::format("{}: model: {}: needs runs-file version 10 (version {})",
                                      where, key, version));
       }
     }

@@ -256,6 +256,33 @@ void read_moe_fields(const nlohmann::json& json, const std::string& source,
 /// attention), as read_moe_fields does.
 void read_mla_fields(const nlohmann::json& json, const std::string& source,
                      TransformerConfig& model);
+/// The model format's per-projection bias keys: a model file requires them; a published run's
+/// `model` may state them (runs-file version 10), read_stated_bias_fields reading them.
+inline constexpr std::array<std::string_view, 3> kBiasModelFields = {
+    "qkv_bias", "attention_output_bias", "mlp_bias"};
+/// Sets the kBiasModelFields `json` states (a bool each, else an InputError naming the key),
+/// leaving the ones it does not state as they are.
+void read_stated_bias_fields(const nlohmann::json& json, const std::string& source,
+                             TransformerConfig& model);
+/// The model format's optional attention and gated-unit variant keys (gpt-oss: sliding windows on
+/// alternate layers, learned sinks, GLU offset and clamp), which read_attention_variant_fields and
+/// read_gated_unit_variant_fields read; a published run's `model` takes them too (runs-file
+/// version 10).
+inline constexpr std::array<std::string_view, 5> kVariantModelFields = {
+    "sliding_window", "window_attn_skip_freq", "attention_sinks", "glu_linear_offset",
+    "activation_clamp_value"};
+/// Sets `model`'s sliding_window (absent = 0, full attention), window_attn_skip_freq (an integer
+/// N >= 2 or a 0/1 list per layer; absent = every layer windowed when sliding_window is set) and
+/// attention_sinks (absent = false), as a model file reads them.
+void read_attention_variant_fields(const nlohmann::json& json, const std::string& source,
+                                   TransformerConfig& model);
+/// Sets `model`'s glu_linear_offset and activation_clamp_value (each absent = 0: none), as a
+/// model file reads them. validate_model checks the values.
+void read_gated_unit_variant_fields(const nlohmann::json& json, const std::string& source,
+                                    TransformerConfig& model);
+/// A validated model's window pattern in its one form: a list that windows every layer becomes
+/// no list, one that windows none full attention (model_from_json does this after validate_model).
+void normalize_window_pattern(TransformerConfig& model);
 nlohmann::json model_to_json(const TransformerConfig& model);
 std::vector<std::string> model_preset_names();
 
