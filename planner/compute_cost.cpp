@@ -171,6 +171,27 @@ double memory_seconds(const models::ClusterConfig& cluster, double bytes) {
   return bytes / (cluster.gpu.hbm_bytes_per_second * cluster.efficiency.hbm_efficiency);
 }
 
+// An MoE layer's token permutations per micro-batch on one rank, forward bytes read plus
+// written. The permutation before the dispatch and the un-permutation after the combine read and
+// write the rank's T k / sp routed copies each (Megatron-Core moe_utils.py permute, unpermute).
+// With more than one local expert (E / ep > 1) the alltoall dispatcher sorts the received
+// tokens by local expert after the dispatch and un-sorts them before the combine, over the copies
+// gathered from the etp ranks, etp T k / sp (token_dispatcher.py MoEAlltoAllTokenDispatcher
+// dispatch_postprocess "Permutation 2" and combine_preprocess "Unpermutation 2":
+// sort_chunks_by_idxs, fused under moe_permute_fusion; d98e8a64, core_v0.17.0). Balanced
+// routing: a rank receives as many copies as it sends.
+double moe_permute_bytes(const models::TransformerConfig& model,
+                         const models::ClusterConfig& cluster, const Layout& layout) {
+  const Shape x = shape_of(model, cluster, layout, /*moe_layer=*/true);
+  const double routed_copy_bytes =
+      x.tokens * static_cast<double>(model.experts_per_token) * x.h * x.e / x.sp;
+  double bytes = 2.0 * 2.0 * routed_copy_bytes;
+  if (model.num_experts / layout.ep > 1) {
+    bytes += 2.0 * 2.0 * routed_copy_bytes * static_cast<double>(expert_tensor_parallel(layout));
+  }
+  return bytes;
+}
+
 namespace {
 
 // One layer's FSDP memory passes (fsdp_unit_pass_bytes) under framework fsdp with ZeRO-3, the
@@ -406,8 +427,7 @@ ModuleRecompute moe_block_recompute(const models::TransformerConfig& model,
   }
   const Shape x = shape_of(model, cluster, layout, moe_layer);
   const bool swiglu = models::is_gated(model.activation);
-  const double permute_bytes =
-      2.0 * 2.0 * x.tokens * static_cast<double>(model.experts_per_token) * x.h * x.e / x.sp;
+  const double permute_bytes = moe_permute_bytes(model, cluster, layout);
   const LinearGemms gemms = mlp_linear_gemms(model, layout, options, x, moe_layer);
   recompute.compute_seconds =
       linear_gemm_seconds(model, cluster, options, x, gemms, moe_layer) +
@@ -559,10 +579,7 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
   // block's own norms are counted.
   bytes += model.qk_norm ? 2.0 * tokens * (a + g) * d / t * e : 0.0;
   if (moe_layer) {
-    // Token permutation before dispatch and un-permutation after combine: read and write the
-    // rank's T k / sp routed copies each (Megatron-Core moe_utils.py permute, unpermute).
-    bytes +=
-        2.0 * 2.0 * tokens * static_cast<double>(model.experts_per_token) * h * e / sequence_split;
+    bytes += moe_permute_bytes(model, cluster, layout);
   }
   // The backward of each fused kernel moves twice its forward (Narayanan et al. 2021, Sec.
   // 5.1). torchtitan without torch.compile runs rope, SwiGLU and the GQA repeat as eager

@@ -75,6 +75,13 @@ SavedInputSplit saved_input_split(const models::TransformerConfig& model,
                                   const models::ClusterConfig& cluster, const Layout& layout,
                                   const PlanOptions& options);
 
+/// An MoE layer's token permutations, forward bytes read plus written per micro-batch on one
+/// rank: the permute before the dispatch and the unpermute after the combine (2 x 2 T k h e /
+/// sp) and, with more than one local expert, the alltoall dispatcher's sort by local expert and
+/// its unsort over the copies gathered from the etp ranks (2 x 2 etp T k h e / sp).
+double moe_permute_bytes(const models::TransformerConfig& model,
+                         const models::ClusterConfig& cluster, const Layout& layout);
+
 /// One micro-batch through chunk `chunk` of pipeline stage `stage`.
 ChunkCost chunk_cost(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                      const Layout& layout, const PlanOptions& options, int64_t stage,

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "compute_cost.h"
 #include "memory.h"
 #include "meshplan/cost_model.h"
 #include "meshplan/models.h"
@@ -52,6 +53,23 @@ TEST_CASE("tiny-moe: experts split over ep, the rest replicated over dp") {
   CHECK(chunk_layers(tiny_moe(), two_stages, 0, 0).num_moe(tiny_moe()) == 1);
   CHECK(chunk_layers(tiny_moe(), two_stages, 1, 0).num_moe(tiny_moe()) == 2);
   CHECK(stage_expert_parameter_count(tiny_moe(), two_stages, 1) == 2 * 2 * 18'432);
+}
+
+TEST_CASE("tiny-moe: token permutations, the dispatcher's second sort with 2+ local experts") {
+  // tiny-moe on local-cpu: T = 32 tokens a micro-batch, k = 2, h = 64, fp32. The permute before
+  // the dispatch and the unpermute after the combine read and write T k h e = 16,384 B each:
+  // 65,536 B. With more than one local expert (E 4 / ep) the alltoall dispatcher also sorts the
+  // received copies by local expert and un-sorts them (Megatron-Core token_dispatcher.py
+  // dispatch_postprocess Permutation 2, combine_preprocess Unpermutation 2): as much again, times
+  // etp (the copies gathered from the etp ranks first).
+  const Layout one_local = with_ep(make_layout(1, 1, 4, 1, 4), 4);  // 1 expert per rank
+  CHECK(moe_permute_bytes(tiny_moe(), local_cpu(), one_local) == 65'536);
+  const Layout two_local = with_ep(make_layout(1, 1, 4, 1, 4), 2);
+  CHECK(moe_permute_bytes(tiny_moe(), local_cpu(), two_local) == 2 * 65'536);
+  // tp 2 with sequence parallelism, ep 2, etp = tp: T k / sp = 32 copies sent, 64 sorted.
+  Layout tp2 = with_ep(make_layout(2, 1, 2, 1, 2), 2);
+  tp2.sequence_parallel = true;
+  CHECK(moe_permute_bytes(tiny_moe(), local_cpu(), tp2) == 4.0 * 32 * 64 * 4 * (1 + 2));
 }
 
 TEST_CASE("tiny-moe: model FLOPs count k of E experts and the router") {

@@ -356,14 +356,17 @@ TEST_CASE("recompute_modules: moe re-runs the whole MoE block, its all-to-alls i
   // The block's forward per MoE layer: 2 local experts of 64 tokens each (64 x 2 x 2 x 2 / (4 x
   // 2)), fc1 64 -> 2 x 96 / 2 and fc2 96 / 2 -> 64; the shared expert's two GEMMs on 64 tokens;
   // the router on 32 (64 / sp) tokens, 64 -> 4; permute and unpermute (read and write 2 x 64 x
-  // 64 x 4 / 2 B each) and the SwiGLUs (3 x 64 x (2 x 96 + 96) / 2 x 4 B); its tp collectives:
+  // 64 x 4 / 2 B each), the dispatcher's sort and unsort by local expert over the copies
+  // gathered from the etp 2 ranks (twice that each: token_dispatcher.py Permutation 2) and the
+  // SwiGLUs (3 x 64 x (2 x 96 + 96) / 2 x 4 B); its tp collectives:
   // the routed tokens' etp pair and the shared expert's all-gather and reduce-scatter.
   const auto gemm = [&](double m, double n, double k) {
     return gemm_seconds(cpu, m, n, k, GemmPrecision::kBf16);
   };
-  const double block_compute = 2.0 * gemm(64, 96, 64) + 2.0 * gemm(64, 64, 48) + gemm(64, 96, 64) +
-                               gemm(64, 64, 48) + gemm(32, 4, 64) +
-                               hbm_seconds(cpu, 4.0 * 64 * 2 * 64 * 4 / 2 + 3.0 * 64 * 144 * 4);
+  const double block_compute =
+      2.0 * gemm(64, 96, 64) + 2.0 * gemm(64, 64, 48) + gemm(64, 96, 64) + gemm(64, 64, 48) +
+      gemm(32, 4, 64) +
+      hbm_seconds(cpu, (4.0 + 4.0 * 2) * 64 * 2 * 64 * 4 / 2 + 3.0 * 64 * 144 * 4);
   CHECK(with_moe.backward_input_compute_seconds - plain.backward_input_compute_seconds ==
         doctest::Approx(3.0 * block_compute).scale(0));
   const double block_tp =
