@@ -25,7 +25,7 @@ void shared_activations_forward(MoeActivations* a, const float* x, const LayerWe
   a->shared_fc1 = ctx.tensor(static_cast<int64_t>(d.N) * d.FC1S);
   linear_forward<float>(a->shared_fc1.data(), x, w.shared_fc1_w, nullptr, d.N, d.C, d.FC1S);
   a->shared_act = ctx.tensor(static_cast<int64_t>(d.N) * d.FS);
-  mlp_activation_forward(d.model.activation, a->shared_act.data(), a->shared_fc1.data(), d.N, d.FS);
+  mlp_activation_forward(d.model, a->shared_act.data(), a->shared_fc1.data(), d.N, d.FS);
 }
 
 // out (N, C) += the shared experts' MLP of x (N, C).
@@ -46,8 +46,8 @@ void shared_backward_input(float* dx, MoeActivations* a, const float* dout, cons
   Tensor d_act = ctx.tensor(static_cast<int64_t>(d.N) * d.FS);
   linear_backward_input(d_act.data(), dout, w.shared_fc2_w, d.N, d.FS, d.C);
   a->d_shared_fc1 = ctx.tensor(static_cast<int64_t>(d.N) * d.FC1S);
-  mlp_activation_backward(d.model.activation, a->d_shared_fc1.data(), a->shared_fc1.data(),
-                          d_act.data(), d.N, d.FS);
+  mlp_activation_backward(d.model, a->d_shared_fc1.data(), a->shared_fc1.data(), d_act.data(), d.N,
+                          d.FS);
   linear_backward_input(dx, a->d_shared_fc1.data(), w.shared_fc1_w, d.N, d.C, d.FC1S);
   a->shared_fc1.reset();
 }
@@ -193,7 +193,7 @@ void moe_forward(float* out, MoeActivations* a, const float* x, const LayerWeigh
     float* h = a->fc1_out.data() + row * d.FC1E;
     float* act = a->act_out.data() + row * d.FE;
     linear_forward<float>(h, a->expert_in.data() + row * d.C, w1, nullptr, n, d.C, d.FC1E);
-    mlp_activation_forward(d.model.activation, act, h, n, d.FE);
+    mlp_activation_forward(d.model, act, h, n, d.FE);
     linear_forward<float>(expert_out.data() + row * d.C, act, w2, nullptr, n, d.FE, d.C);
     row += n;
   }
@@ -235,8 +235,7 @@ void moe_recompute_activation(MoeActivations* a, const RankContext& ctx) {
   const int64_t R = a->fc1_out.size() / d.FC1E;
   a->act_out = ctx.tensor(R * d.FE);
   // Row by row, as the forward's per-expert calls (the activation is row-wise).
-  mlp_activation_forward(d.model.activation, a->act_out.data(), a->fc1_out.data(),
-                         static_cast<int>(R), d.FE);
+  mlp_activation_forward(d.model, a->act_out.data(), a->fc1_out.data(), static_cast<int>(R), d.FE);
 }
 
 void moe_backward_input(float* dx, MoeActivations* a, const float* dout, const LayerWeights& w,
@@ -268,7 +267,7 @@ void moe_backward_input(float* dx, MoeActivations* a, const float* dout, const L
     linear_backward_input(d_act.data(), a->d_expert_out.data() + row * d.C, w2, n, d.FE, d.C);
     float* d_h = a->d_fc1.data() + row * d.FC1E;
     const float* h = a->fc1_out.data() + row * d.FC1E;
-    mlp_activation_backward(d.model.activation, d_h, h, d_act.data(), n, d.FE);
+    mlp_activation_backward(d.model, d_h, h, d_act.data(), n, d.FE);
     linear_backward_input(d_expert_in.data() + row * d.C, d_h, w1, n, d.C, d.FC1E);
     row += n;
   }

@@ -192,7 +192,7 @@ Tensor mlp_partial_forward(LayerActivations* acts, const float* x2_local, const 
   linear_forward(acts->fc1_out.data(), x2, w.fc1_w, w.fc1_b, d.N, d.C, d.FC1);
   gathered.reset();
   acts->act_out = ctx.tensor(static_cast<int64_t>(d.N) * d.F);
-  mlp_activation_forward(d.model.activation, acts->act_out.data(), acts->fc1_out.data(), d.N, d.F);
+  mlp_activation_forward(d.model, acts->act_out.data(), acts->fc1_out.data(), d.N, d.F);
   Tensor fc2 = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
   linear_forward<float>(fc2.data(), acts->act_out.data(), w.fc2_w, nullptr, d.N, d.F, d.C);
   return fc2;
@@ -205,8 +205,8 @@ Tensor mlp_backward_input(LayerActivations* acts, const LayerWeights& w, const R
   Tensor d_act = ctx.tensor(static_cast<int64_t>(d.N) * d.F);
   linear_backward_input(d_act.data(), acts->d_fc2.data(), w.fc2_w, d.N, d.F, d.C);
   acts->d_fc1 = ctx.tensor(static_cast<int64_t>(d.N) * d.FC1);
-  mlp_activation_backward(d.model.activation, acts->d_fc1.data(), acts->fc1_out.data(),
-                          d_act.data(), d.N, d.F);
+  mlp_activation_backward(d.model, acts->d_fc1.data(), acts->fc1_out.data(), d_act.data(), d.N,
+                          d.F);
   d_act.reset();
   Tensor d_x2 = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
   linear_backward_input(d_x2.data(), acts->d_fc1.data(), w.fc1_w, d.N, d.C, d.FC1);
