@@ -18,6 +18,8 @@ double to_unit_open(uint64_t bits) {
 // GPT-2 initialisation (Radford et al. 2019, Sec. 2.3; llm.c): normal(0, 0.02) weights, the
 // residual projections scaled by 1/sqrt(2 l), norms 1, biases 0.
 constexpr double kInitStd = 0.02;
+// Attention sinks' initial logits (see add_attention).
+constexpr double kSinkInitStd = 1.0;
 
 class SpecBuilder {
  public:
@@ -117,6 +119,12 @@ void add_attention(SpecBuilder& b, const ShardDims& d, const std::string& p, int
         .tp_partial = true;
     constant(b.replicated(p + ".k_head_norm.weight", Slot::kKHeadNormW, local_layer, d.HS, 1), gain)
         .tp_partial = true;
+  }
+  if (m.attention_sinks) {
+    // One sink logit per query head, split with the heads (Megatron-Core
+    // DotProductAttention.softmax_offset, a / tp per rank). Normal(0, 1): trained gpt-oss sinks
+    // are O(1), and distinct per head, so a head reading another head's sink would show.
+    normal(b.rows(p + ".sinks", Slot::kSinks, local_layer, {{r * d.NH, d.NH}}, 1), kSinkInitStd);
   }
   // Row-parallel attention output projection (C, a d): this rank's columns.
   normal(b.columns(p + ".proj.weight", Slot::kProjW, local_layer, d.C, q_rows, r * d.NH * d.HS,
@@ -379,6 +387,8 @@ float** slot_pointer(ChunkWeights& w, const ParameterSpec& spec) {
       return &layer->post_mlp_norm_w;
     case Slot::kPostMlpNormB:
       return &layer->post_mlp_norm_b;
+    case Slot::kSinks:
+      return &layer->sinks;
   }
   return nullptr;  // unreachable: every slot is listed
 }

@@ -53,7 +53,8 @@ enum class Slot {
   kPostAttnNormW,
   kPostAttnNormB,
   kPostMlpNormW,
-  kPostMlpNormB
+  kPostMlpNormB,
+  kSinks
 };
 
 /// Rows [full_begin, full_begin + count) of the full tensor, placed next in the local shard.
@@ -95,6 +96,7 @@ struct LayerWeights {
   float* qkv_b = nullptr;  // (QKV)
   float* q_head_norm_w = nullptr;  // (HS), qk_norm: every query head's RMSNorm gain, replicated
   float* k_head_norm_w = nullptr;  // (HS), qk_norm: every key head's
+  float* sinks = nullptr;          // (NH), attention_sinks: this rank's heads' sink logits
   float* proj_w = nullptr;         // (C, NH HS), row-parallel
   float* proj_b = nullptr;         // (C)
   // sandwich_norm (Gemma 2/3): the norms of the attention and MLP outputs before their residual
