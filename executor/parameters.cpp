@@ -176,9 +176,13 @@ void add_layer(SpecBuilder& b, const ShardDims& d, int global_layer, int local_l
   }
   add_norm(b, d, p + ".ln2", Slot::kLn2W, Slot::kLn2B, local_layer);
   if (m.is_moe_layer(global_layer)) {
-    // Megatron-Core moe/router.py: the gating linear (E, h), no bias. The experts come after
-    // every dense tensor (add_experts).
+    // Megatron-Core moe/router.py: the gating linear (E, h), with gpt-oss's bias
+    // (GptOssTopKRouter.bias) under router_bias. The experts come after every dense tensor
+    // (add_experts).
     normal(b.replicated(p + ".router.weight", Slot::kRouterW, local_layer, d.E, d.C), kInitStd);
+    if (m.router_bias) {
+      constant(b.replicated(p + ".router.bias", Slot::kRouterB, local_layer, d.E, 1), 0.0f);
+    }
     if (m.sandwich_norm) {
       add_norm(b, d, p + ".post_mlp_norm", Slot::kPostMlpNormW, Slot::kPostMlpNormB, local_layer);
     }
@@ -228,6 +232,18 @@ void add_experts(SpecBuilder& b, const ShardDims& d, int global_layer, int local
                     {{static_cast<int64_t>(d.expert0) * d.C, int64_t{d.E_local} * d.C}}, d.FE),
              residual_std);
   fc2.expert = true;
+  if (d.model.mlp_bias) {
+    // Each expert's fc1 and fc2 biases, as a dense MLP's (gpt-oss gate_up_proj_bias,
+    // down_proj_bias), the expert's whole.
+    constant(b.rows(p + ".experts.fc1.bias", Slot::kExpertFc1B, local_layer,
+                    {{static_cast<int64_t>(d.expert0) * d.FC1E, int64_t{d.E_local} * d.FC1E}}, 1),
+             0.0f)
+        .expert = true;
+    constant(b.rows(p + ".experts.fc2.bias", Slot::kExpertFc2B, local_layer,
+                    {{static_cast<int64_t>(d.expert0) * d.C, int64_t{d.E_local} * d.C}}, 1),
+             0.0f)
+        .expert = true;
+  }
 }
 
 }  // namespace
@@ -389,6 +405,12 @@ float** slot_pointer(ChunkWeights& w, const ParameterSpec& spec) {
       return &layer->post_mlp_norm_b;
     case Slot::kSinks:
       return &layer->sinks;
+    case Slot::kRouterB:
+      return &layer->router_b;
+    case Slot::kExpertFc1B:
+      return &layer->expert_fc1_b;
+    case Slot::kExpertFc2B:
+      return &layer->expert_fc2_b;
   }
   return nullptr;  // unreachable: every slot is listed
 }
