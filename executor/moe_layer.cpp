@@ -11,6 +11,12 @@ namespace meshplan::executor {
 
 namespace {
 
+// Local expert `le`'s slice of an expert bias (E_local, width), nullptr for a model without.
+template <typename Pointer>
+Pointer expert_bias(Pointer bias, int le, int width) {
+  return bias != nullptr ? bias + static_cast<int64_t>(le) * width : nullptr;
+}
+
 // The load-balancing loss's factor (ops/router.h): coeff E / (k T^2) times the micro-batch's
 // loss weight, T = N cp the micro-batch's tokens over the cp ranks sharing its sequences.
 double aux_loss_scale(const ShardDims& d) {
@@ -25,7 +31,7 @@ void shared_activations_forward(MoeActivations* a, const float* x, const LayerWe
   a->shared_fc1 = ctx.tensor(static_cast<int64_t>(d.N) * d.FC1S);
   linear_forward<float>(a->shared_fc1.data(), x, w.shared_fc1_w, nullptr, d.N, d.C, d.FC1S);
   a->shared_act = ctx.tensor(static_cast<int64_t>(d.N) * d.FS);
-  mlp_activation_forward(d.model.activation, a->shared_act.data(), a->shared_fc1.data(), d.N, d.FS);
+  mlp_activation_forward(d.model, a->shared_act.data(), a->shared_fc1.data(), d.N, d.FS);
 }
 
 // out (N, C) += the shared experts' MLP of x (N, C).
@@ -46,8 +52,8 @@ void shared_backward_input(float* dx, MoeActivations* a, const float* dout, cons
   Tensor d_act = ctx.tensor(static_cast<int64_t>(d.N) * d.FS);
   linear_backward_input(d_act.data(), dout, w.shared_fc2_w, d.N, d.FS, d.C);
   a->d_shared_fc1 = ctx.tensor(static_cast<int64_t>(d.N) * d.FC1S);
-  mlp_activation_backward(d.model.activation, a->d_shared_fc1.data(), a->shared_fc1.data(),
-                          d_act.data(), d.N, d.FS);
+  mlp_activation_backward(d.model, a->d_shared_fc1.data(), a->shared_fc1.data(), d_act.data(), d.N,
+                          d.FS);
   linear_backward_input(dx, a->d_shared_fc1.data(), w.shared_fc1_w, d.N, d.C, d.FC1S);
   a->shared_fc1.reset();
 }
@@ -100,7 +106,7 @@ void plan_exchange(MoeActivations* a, const std::vector<int64_t>& counts, const 
 void route(MoeActivations* a, const float* x, const LayerWeights& w, const RankContext& ctx) {
   const ShardDims& d = ctx.dims;
   Tensor logits = ctx.tensor(static_cast<int64_t>(d.N) * d.E);
-  linear_forward<float>(logits.data(), x, w.router_w, nullptr, d.N, d.C, d.E);
+  linear_forward<float>(logits.data(), x, w.router_w, w.router_b, d.N, d.C, d.E);
   a->scores = ctx.tensor(static_cast<int64_t>(d.N) * d.E);
   a->probs = ctx.tensor(static_cast<int64_t>(d.N) * d.K);
   a->experts.assign(static_cast<size_t>(d.N) * d.K, 0);
@@ -192,9 +198,13 @@ void moe_forward(float* out, MoeActivations* a, const float* x, const LayerWeigh
     const float* w2 = w.expert_fc2_w + static_cast<int64_t>(le) * d.C * d.FE;
     float* h = a->fc1_out.data() + row * d.FC1E;
     float* act = a->act_out.data() + row * d.FE;
-    linear_forward<float>(h, a->expert_in.data() + row * d.C, w1, nullptr, n, d.C, d.FC1E);
-    mlp_activation_forward(d.model.activation, act, h, n, d.FE);
-    linear_forward<float>(expert_out.data() + row * d.C, act, w2, nullptr, n, d.FE, d.C);
+    linear_forward<float>(h, a->expert_in.data() + row * d.C, w1,
+                          expert_bias(w.expert_fc1_b, le, d.FC1E), n, d.C, d.FC1E);
+    mlp_activation_forward(d.model, act, h, n, d.FE);
+    // fc2's bias is part of the expert's output, which the combine weights by its probability
+    // (transformers GptOssExperts: `@ down_proj + down_proj_bias`, then `* routing_weights`).
+    linear_forward<float>(expert_out.data() + row * d.C, act, w2,
+                          expert_bias(w.expert_fc2_b, le, d.C), n, d.FE, d.C);
     row += n;
   }
   a->combined = exchange(expert_out.data(), *a, /*to_experts=*/false, ctx);
@@ -235,8 +245,7 @@ void moe_recompute_activation(MoeActivations* a, const RankContext& ctx) {
   const int64_t R = a->fc1_out.size() / d.FC1E;
   a->act_out = ctx.tensor(R * d.FE);
   // Row by row, as the forward's per-expert calls (the activation is row-wise).
-  mlp_activation_forward(d.model.activation, a->act_out.data(), a->fc1_out.data(),
-                         static_cast<int>(R), d.FE);
+  mlp_activation_forward(d.model, a->act_out.data(), a->fc1_out.data(), static_cast<int>(R), d.FE);
 }
 
 void moe_backward_input(float* dx, MoeActivations* a, const float* dout, const LayerWeights& w,
@@ -268,7 +277,7 @@ void moe_backward_input(float* dx, MoeActivations* a, const float* dout, const L
     linear_backward_input(d_act.data(), a->d_expert_out.data() + row * d.C, w2, n, d.FE, d.C);
     float* d_h = a->d_fc1.data() + row * d.FC1E;
     const float* h = a->fc1_out.data() + row * d.FC1E;
-    mlp_activation_backward(d.model.activation, d_h, h, d_act.data(), n, d.FE);
+    mlp_activation_backward(d.model, d_h, h, d_act.data(), n, d.FE);
     linear_backward_input(d_expert_in.data() + row * d.C, d_h, w1, n, d.C, d.FC1E);
     row += n;
   }
@@ -299,16 +308,19 @@ void moe_backward_input(float* dx, MoeActivations* a, const float* dout, const L
 void moe_backward_weight(LayerWeights& grads, MoeActivations* a, const float* x,
                          const RankContext& ctx) {
   const ShardDims& d = ctx.dims;
-  linear_backward_weight<float>(grads.router_w, nullptr, a->d_logits.data(), x, d.N, d.C, d.E);
+  linear_backward_weight<float>(grads.router_w, grads.router_b, a->d_logits.data(), x, d.N, d.C,
+                                d.E);
   int64_t row = 0;
   for (int le = 0; le < d.E_local; le++) {
     const int n = static_cast<int>(a->expert_rows[le]);
     linear_backward_weight<float>(grads.expert_fc2_w + static_cast<int64_t>(le) * d.C * d.FE,
-                                  nullptr, a->d_expert_out.data() + row * d.C,
+                                  expert_bias(grads.expert_fc2_b, le, d.C),
+                                  a->d_expert_out.data() + row * d.C,
                                   a->act_out.data() + row * d.FE, n, d.FE, d.C);
     linear_backward_weight<float>(grads.expert_fc1_w + static_cast<int64_t>(le) * d.FC1E * d.C,
-                                  nullptr, a->d_fc1.data() + row * d.FC1E,
-                                  a->expert_in.data() + row * d.C, n, d.C, d.FC1E);
+                                  expert_bias(grads.expert_fc1_b, le, d.FC1E),
+                                  a->d_fc1.data() + row * d.FC1E, a->expert_in.data() + row * d.C,
+                                  n, d.C, d.FC1E);
     row += n;
   }
   if (d.FS > 0) {

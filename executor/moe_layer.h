@@ -2,11 +2,13 @@
 // The mixture-of-experts MLP of one MoE block on one rank, as Megatron-Core runs it with the
 // alltoall token dispatcher (megatron/core/transformer/moe/: router.py TopKRouter,
 // token_dispatcher.py MoEAlltoAllTokenDispatcher, experts.py), dropless, tp = 1:
-//   x -> router (linear h -> E, top-k, softmax over the k; ops/router.h)
+//   x -> router (linear h -> E, with gpt-oss's bias under router_bias; top-k, softmax over the
+//        k, the order gpt-oss's GptOssTopKRouter uses too; ops/router.h)
 //     -> permute: the N k (token, expert) rows, expert-major (moe_utils.py permute)
 //     -> [ep > 1: all-gather of the E token counts over ep; MPI_Alltoallv of the rows to the ep
 //        rank holding each expert; sort the received chunks by local expert]
-//     -> each local expert's MLP (fc1 -> GELU | SwiGLU -> fc2) on its rows
+//     -> each local expert's MLP (fc1 -> GELU | gated unit -> fc2, each with its biases under
+//        mlp_bias) on its rows
 //     -> [unsort; MPI_Alltoallv back] -> combine: out_t = sum over t's k rows of prob * row
 //     (+ the shared experts' MLP of x, shared_experts.py, when the model has them).
 // The auxiliary load-balancing loss (ops/router.h) uses the micro-batch's token counts summed

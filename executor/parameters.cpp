@@ -18,6 +18,8 @@ double to_unit_open(uint64_t bits) {
 // GPT-2 initialisation (Radford et al. 2019, Sec. 2.3; llm.c): normal(0, 0.02) weights, the
 // residual projections scaled by 1/sqrt(2 l), norms 1, biases 0.
 constexpr double kInitStd = 0.02;
+// Attention sinks' initial logits (see add_attention).
+constexpr double kSinkInitStd = 1.0;
 
 class SpecBuilder {
  public:
@@ -118,6 +120,12 @@ void add_attention(SpecBuilder& b, const ShardDims& d, const std::string& p, int
     constant(b.replicated(p + ".k_head_norm.weight", Slot::kKHeadNormW, local_layer, d.HS, 1), gain)
         .tp_partial = true;
   }
+  if (m.attention_sinks) {
+    // One sink logit per query head, split with the heads (Megatron-Core
+    // DotProductAttention.softmax_offset, a / tp per rank). Normal(0, 1): trained gpt-oss sinks
+    // are O(1), and distinct per head, so a head reading another head's sink would show.
+    normal(b.rows(p + ".sinks", Slot::kSinks, local_layer, {{r * d.NH, d.NH}}, 1), kSinkInitStd);
+  }
   // Row-parallel attention output projection (C, a d): this rank's columns.
   normal(b.columns(p + ".proj.weight", Slot::kProjW, local_layer, d.C, q_rows, r * d.NH * d.HS,
                    d.NH * d.HS),
@@ -168,9 +176,13 @@ void add_layer(SpecBuilder& b, const ShardDims& d, int global_layer, int local_l
   }
   add_norm(b, d, p + ".ln2", Slot::kLn2W, Slot::kLn2B, local_layer);
   if (m.is_moe_layer(global_layer)) {
-    // Megatron-Core moe/router.py: the gating linear (E, h), no bias. The experts come after
-    // every dense tensor (add_experts).
+    // Megatron-Core moe/router.py: the gating linear (E, h), with gpt-oss's bias
+    // (GptOssTopKRouter.bias) under router_bias. The experts come after every dense tensor
+    // (add_experts).
     normal(b.replicated(p + ".router.weight", Slot::kRouterW, local_layer, d.E, d.C), kInitStd);
+    if (m.router_bias) {
+      constant(b.replicated(p + ".router.bias", Slot::kRouterB, local_layer, d.E, 1), 0.0f);
+    }
     if (m.sandwich_norm) {
       add_norm(b, d, p + ".post_mlp_norm", Slot::kPostMlpNormW, Slot::kPostMlpNormB, local_layer);
     }
@@ -220,6 +232,18 @@ void add_experts(SpecBuilder& b, const ShardDims& d, int global_layer, int local
                     {{static_cast<int64_t>(d.expert0) * d.C, int64_t{d.E_local} * d.C}}, d.FE),
              residual_std);
   fc2.expert = true;
+  if (d.model.mlp_bias) {
+    // Each expert's fc1 and fc2 biases, as a dense MLP's (gpt-oss gate_up_proj_bias,
+    // down_proj_bias), the expert's whole.
+    constant(b.rows(p + ".experts.fc1.bias", Slot::kExpertFc1B, local_layer,
+                    {{static_cast<int64_t>(d.expert0) * d.FC1E, int64_t{d.E_local} * d.FC1E}}, 1),
+             0.0f)
+        .expert = true;
+    constant(b.rows(p + ".experts.fc2.bias", Slot::kExpertFc2B, local_layer,
+                    {{static_cast<int64_t>(d.expert0) * d.C, int64_t{d.E_local} * d.C}}, 1),
+             0.0f)
+        .expert = true;
+  }
 }
 
 }  // namespace
@@ -379,6 +403,14 @@ float** slot_pointer(ChunkWeights& w, const ParameterSpec& spec) {
       return &layer->post_mlp_norm_w;
     case Slot::kPostMlpNormB:
       return &layer->post_mlp_norm_b;
+    case Slot::kSinks:
+      return &layer->sinks;
+    case Slot::kRouterB:
+      return &layer->router_b;
+    case Slot::kExpertFc1B:
+      return &layer->expert_fc1_b;
+    case Slot::kExpertFc2B:
+      return &layer->expert_fc2_b;
   }
   return nullptr;  // unreachable: every slot is listed
 }

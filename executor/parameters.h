@@ -53,7 +53,11 @@ enum class Slot {
   kPostAttnNormW,
   kPostAttnNormB,
   kPostMlpNormW,
-  kPostMlpNormB
+  kPostMlpNormB,
+  kSinks,
+  kRouterB,
+  kExpertFc1B,
+  kExpertFc2B
 };
 
 /// Rows [full_begin, full_begin + count) of the full tensor, placed next in the local shard.
@@ -95,6 +99,7 @@ struct LayerWeights {
   float* qkv_b = nullptr;  // (QKV)
   float* q_head_norm_w = nullptr;  // (HS), qk_norm: every query head's RMSNorm gain, replicated
   float* k_head_norm_w = nullptr;  // (HS), qk_norm: every key head's
+  float* sinks = nullptr;          // (NH), attention_sinks: this rank's heads' sink logits
   float* proj_w = nullptr;         // (C, NH HS), row-parallel
   float* proj_b = nullptr;         // (C)
   // sandwich_norm (Gemma 2/3): the norms of the attention and MLP outputs before their residual
@@ -111,8 +116,11 @@ struct LayerWeights {
   float* fc2_b = nullptr;             // (C)
   // MoE layer (fc1/fc2 above are then nullptr): the router and this ep rank's experts.
   float* router_w = nullptr;      // (E, C), replicated over ep like every dense weight
+  float* router_b = nullptr;      // (E), router_bias (gpt-oss), replicated as the weight
   float* expert_fc1_w = nullptr;  // (E_local, FC1E, C): expert i's rows [gate | up] for SwiGLU
+  float* expert_fc1_b = nullptr;  // (E_local, FC1E), mlp_bias
   float* expert_fc2_w = nullptr;  // (E_local, C, FE)
+  float* expert_fc2_b = nullptr;  // (E_local, C), mlp_bias
   float* shared_fc1_w = nullptr;  // (FC1S, C): the shared experts as one MLP, [gate | up]
   float* shared_fc2_w = nullptr;  // (C, FS)
   // Multi-head latent attention (mla_attention.h; qkv_w is then nullptr, proj_w is (C, AO)).

@@ -172,9 +172,6 @@ void validate_moe_for_executor(const planner::Plan& plan, const std::string& sou
   if (model.router_score_bias) {
     refuse("model.router_score_bias", "routes by softmax without a score bias", "true");
   }
-  if (model.mlp_bias) {
-    refuse("model.mlp_bias", "experts have no biases", "true");
-  }
 }
 
 // The multi-head latent attention parts the CPU executor does not build (mla_attention.h), one
@@ -206,34 +203,6 @@ void validate_mla_for_executor(const planner::Plan& plan, const std::string& sou
   }
 }
 
-// gpt-oss's model parts (models.h), not built in the CPU executor yet: one InputError naming the
-// field.
-void validate_gpt_oss_parts_for_executor(const models::TransformerConfig& model,
-                                         const std::string& source) {
-  const auto refuse = [&](const std::string& field, const std::string& what,
-                          const std::string& value) {
-    throw InputError(fmt::format("{}: {}: {} not implemented in the CPU executor yet ({})", source,
-                                 field, what, value));
-  };
-  if (model.activation == models::Activation::kQuickGeglu) {
-    refuse("model.activation", "the quick-GELU gated unit is", "quick_geglu");
-  }
-  if (model.glu_linear_offset != 0.0) {
-    refuse("model.glu_linear_offset", "an offset on the gated unit's up projection is",
-           fmt::format("{:g}", model.glu_linear_offset));
-  }
-  if (model.activation_clamp_value != 0.0) {
-    refuse("model.activation_clamp_value", "a clamp on the gated unit's inputs is",
-           fmt::format("{:g}", model.activation_clamp_value));
-  }
-  if (model.attention_sinks) {
-    refuse("model.attention_sinks", "learned attention sinks are", "true");
-  }
-  if (model.router_bias) {
-    refuse("model.router_bias", "a bias on the router is", "true");
-  }
-}
-
 }  // namespace
 
 void validate_plan_for_executor(const planner::Plan& plan, const std::string& source) {
@@ -250,7 +219,6 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
         "{}: model.positions: the CPU executor implements learned and rope positions ({})", source,
         models::to_string(model.positions)));
   }
-  validate_gpt_oss_parts_for_executor(model, source);
   validate_moe_for_executor(plan, source);
   if (layout.recompute == planner::Recompute::kSelectiveOp) {
     throw InputError(fmt::format(
@@ -271,6 +239,14 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
         source, attention ? "attn_logit_softcapping" : "query_pre_attn_scalar",
         model.is_mla() ? "MLA (kv_lora_rank)" : fmt::format("cp {}", layout.cp),
         attention ? model.attn_logit_softcapping : model.query_pre_attn_scalar));
+  }
+  // gpt-oss's sinks join the standard attention kernel's softmax (ops/attention.h), not the
+  // context-parallel ring's (MLA with sinks the model validation refuses).
+  if (model.attention_sinks && (model.is_mla() || layout.cp > 1)) {
+    throw InputError(fmt::format(
+        "{}: model.attention_sinks: the CPU executor adds the sinks to the softmax of standard "
+        "attention without context parallelism only, not with {} (true)",
+        source, model.is_mla() ? "MLA (kv_lora_rank)" : fmt::format("cp {}", layout.cp)));
   }
   if (planner::hybrid_sharded(layout)) {
     throw InputError(fmt::format(

@@ -73,9 +73,10 @@ std::vector<int> cp_positions(int S, int cp, int cp_rank);
 
 /// Everything the CPU executor cannot run, as InputError naming the plan file and field:
 /// a precision other than fp32, alibi positions, the mixture-of-experts parts it does not build
-/// (tp > 1 or ZeRO > 0 with experts, a shared-expert gate, a router score bias,
-/// expert biases), multi-head latent attention without rope, with an odd rotary head dim or
-/// with value heads wider than query heads, context parallelism without rope, ZeRO 3 with
+/// (tp > 1 or ZeRO > 0 with experts, a shared-expert gate, a router score bias), multi-head
+/// latent attention without rope, with an odd rotary head dim or with value heads wider than
+/// query heads, attention soft-caps, scales or sinks with MLA or context parallelism, context
+/// parallelism without rope, ZeRO 3 with
 /// interleaved chunks (vpp > 1), tensor-parallel communication overlap, a vocabulary not divisible
 /// by tp, odd head dims with RoPE, sequences longer than the position table, sizes past the
 /// kernels' int range, and any layout check_layout rejects.

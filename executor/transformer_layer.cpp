@@ -101,11 +101,12 @@ void attention_core_forward(LayerActivations* acts, const LayerWeights& w, bool 
   acts->att_out = ctx.tensor(static_cast<int64_t>(d.N) * d.AO);
   Tensor att = ctx.tensor(static_cast<int64_t>(d.B) * d.NH * d.T * d.S);
   if (d.cp > 1) {
-    assert(!w.windowed);  // check_cp_layout "cp_window": the ring has no window
+    assert(!w.windowed);         // check_cp_layout "cp_window": the ring has no window
+    assert(w.sinks == nullptr);  // validate_plan_for_executor: the ring has no sinks
     ring_attention_forward(ctx, acts->att_out.data(), att.data(), acts->qkv.data());
   } else {
     attention_forward(acts->att_out.data(), att.data(), acts->qkv.data(), d.T, d.B, d.NH, d.KVH,
-                      d.HS, window_tokens(d, w.windowed), attention_scores(d.model));
+                      d.HS, window_tokens(d, w.windowed), attention_scores(d.model), w.sinks);
   }
   if (save_probabilities) {
     acts->att = std::move(att);
@@ -130,12 +131,14 @@ Tensor attention_core_backward(LayerActivations* acts, Tensor d_att_out, LayerWe
     if (acts->att.empty()) {
       probabilities = ctx.tensor(static_cast<int64_t>(d.B) * d.NH * d.T * d.T);
       attention_probs_forward(probabilities.data(), acts->qkv.data(), d.T, d.B, d.NH, d.KVH, d.HS,
-                              window_tokens(d, w.windowed), attention_scores(d.model));
+                              window_tokens(d, w.windowed), attention_scores(d.model), w.sinks);
       att = probabilities.data();
     }
     Tensor att_scratch = ctx.tensor(static_cast<int64_t>(d.T) * d.T);
+    // The sinks' gradient is whole here: every row of the rank's heads passes through B.
     attention_backward(acts->d_qkv.data(), att_scratch.data(), d_att_out.data(), att,
-                       acts->qkv.data(), d.T, d.B, d.NH, d.KVH, d.HS, attention_scores(d.model));
+                       acts->qkv.data(), d.T, d.B, d.NH, d.KVH, d.HS, attention_scores(d.model),
+                       grads.sinks);
   }
   d_att_out.reset();
   if (d.model.positions == models::Positions::kRope) {
@@ -192,7 +195,7 @@ Tensor mlp_partial_forward(LayerActivations* acts, const float* x2_local, const 
   linear_forward(acts->fc1_out.data(), x2, w.fc1_w, w.fc1_b, d.N, d.C, d.FC1);
   gathered.reset();
   acts->act_out = ctx.tensor(static_cast<int64_t>(d.N) * d.F);
-  mlp_activation_forward(d.model.activation, acts->act_out.data(), acts->fc1_out.data(), d.N, d.F);
+  mlp_activation_forward(d.model, acts->act_out.data(), acts->fc1_out.data(), d.N, d.F);
   Tensor fc2 = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
   linear_forward<float>(fc2.data(), acts->act_out.data(), w.fc2_w, nullptr, d.N, d.F, d.C);
   return fc2;
@@ -205,8 +208,8 @@ Tensor mlp_backward_input(LayerActivations* acts, const LayerWeights& w, const R
   Tensor d_act = ctx.tensor(static_cast<int64_t>(d.N) * d.F);
   linear_backward_input(d_act.data(), acts->d_fc2.data(), w.fc2_w, d.N, d.F, d.C);
   acts->d_fc1 = ctx.tensor(static_cast<int64_t>(d.N) * d.FC1);
-  mlp_activation_backward(d.model.activation, acts->d_fc1.data(), acts->fc1_out.data(),
-                          d_act.data(), d.N, d.F);
+  mlp_activation_backward(d.model, acts->d_fc1.data(), acts->fc1_out.data(), d_act.data(), d.N,
+                          d.F);
   d_act.reset();
   Tensor d_x2 = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
   linear_backward_input(d_x2.data(), acts->d_fc1.data(), w.fc1_w, d.N, d.C, d.FC1);

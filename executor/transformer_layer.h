@@ -4,10 +4,12 @@
 // second MLP projection, with sequence parallelism (Korthikanti et al. 2022, Sec. 4.2.2) when
 // the plan asks for it:
 //   x -> norm1 -> [AG] -> QKV -> RoPE -> causal attention -> proj -> [AR | RS] -> +x = r
-//   r -> norm2 -> [AG] -> fc1 -> GELU | SwiGLU -> fc2 -> [AR | RS] -> +r = out
+//   r -> norm2 -> [AG] -> fc1 -> GELU | gated unit -> fc2 -> [AR | RS] -> +r = out
 // with qk_norm a per-head RMSNorm of queries and keys between QKV and RoPE (ops/head_norm.h),
 // and with sandwich_norm (Gemma 2/3) one more norm on each branch's reduced output before its
-// residual add: proj -> [AR | RS] -> post_attn_norm -> +x, fc2 -> [AR | RS] -> post_mlp_norm -> +r.
+// residual add: proj -> [AR | RS] -> post_attn_norm -> +x, fc2 -> [AR | RS] -> post_mlp_norm -> +r;
+// with attention_sinks each head's softmax takes its sink logit (ops/attention.h), the rank's
+// heads' sinks held and their gradients whole on it (no tp reduction).
 // or, in a mixture-of-experts block (tp 1), r -> norm2 -> moe_layer.h's MLP -> +r = out; in a
 // parallel block (model.parallel_residual, GPT-NeoX's gpt_j_residual) both branches read x and
 // share one reduction:

@@ -58,16 +58,17 @@ LayerParameters layer_parameters(const models::TransformerConfig& model, int64_t
     p.sharded += model.num_attention_heads / tp;
   }
   // One MLP of hidden size f sharded over `ways` ranks: fc1 columns and fc2 rows / ways, fc2's
-  // bias replicated.
-  const auto add_mlp = [&](int64_t f, int64_t copies, int64_t ways, int64_t& sharded) {
+  // bias whole on each of them, counted in `replicated`.
+  const auto add_mlp = [&](int64_t f, int64_t copies, int64_t ways, int64_t& sharded,
+                           int64_t& replicated) {
     sharded += copies * (h * fc1_per_f * f / ways + f * h / ways);
     if (model.mlp_bias) {
       sharded += copies * fc1_per_f * f / ways;
-      p.replicated += copies * h;
+      replicated += copies * h;
     }
   };
   if (!moe_layer) {
-    add_mlp(model.ffn_hidden_size, 1, tp, p.sharded);
+    add_mlp(model.ffn_hidden_size, 1, tp, p.sharded, p.replicated);
   } else {
     // Megatron-Core MoE (moe/router.py, experts.py, shared_experts.py): the router weight is
     // replicated over tp; each ep rank holds E / ep experts, sharded over the expert tensor
@@ -75,8 +76,14 @@ LayerParameters layer_parameters(const models::TransformerConfig& model, int64_t
     // expt_tp, etp ranks); shared experts are an ordinary tp-sharded MLP.
     p.replicated += model.num_experts * h + (model.router_score_bias ? model.num_experts : 0) +
                     (model.router_bias ? model.num_experts : 0);
-    add_mlp(model.expert_ffn_hidden_size, model.num_experts / ep, etp > 0 ? etp : tp, p.expert);
-    add_mlp(model.shared_expert_ffn_hidden_size, model.num_shared_experts, tp, p.sharded);
+    // A routed expert's fc2 bias is its own (gpt-oss down_proj_bias), an expert parameter like
+    // its weights, reduced over the expert data parallel group: Megatron-Core's TE grouped
+    // linears set `allreduce` to `not (is_expert and expert_parallel)` on every parameter,
+    // biases included (extensions/transformer_engine.py TEGroupedLinear).
+    add_mlp(model.expert_ffn_hidden_size, model.num_experts / ep, etp > 0 ? etp : tp, p.expert,
+            p.expert);
+    add_mlp(model.shared_expert_ffn_hidden_size, model.num_shared_experts, tp, p.sharded,
+            p.replicated);
     p.replicated += model.shared_expert_gate ? h : 0;
   }
   p.replicated += (model.sandwich_norm ? 4 : 2) * norm_parameters(model);  // sandwich: Gemma 2/3

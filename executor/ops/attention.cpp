@@ -29,8 +29,10 @@ Real score_scale(AttentionScores scores, int HS) {
                             : Real(1) / std::sqrt(static_cast<Real>(HS));
 }
 
+// Each row's softmax over its keys, and over the sink logit `sink` too when not nullptr (its
+// probability is left out of the row).
 template <typename Real>
-void causal_softmax_rows(Real* scores, int T, int W) {
+void causal_softmax_rows(Real* scores, int T, int W, const Real* sink) {
   for (int t = 0; t < T; t++) {
     Real* row = scores + static_cast<int64_t>(t) * T;
     const int first = first_key(t, W);
@@ -38,7 +40,10 @@ void causal_softmax_rows(Real* scores, int T, int W) {
     for (int j = first + 1; j <= t; j++) {
       maximum = std::max(maximum, row[j]);
     }
-    Real sum = 0;
+    if (sink != nullptr) {
+      maximum = std::max(maximum, *sink);
+    }
+    Real sum = sink != nullptr ? std::exp(*sink - maximum) : Real(0);
     for (int j = first; j <= t; j++) {
       row[j] = std::exp(row[j] - maximum);
       sum += row[j];
@@ -56,7 +61,7 @@ void causal_softmax_rows(Real* scores, int T, int W) {
 
 template <typename Real>
 void attention_probs_forward(Real* att, const Real* qkv, int T, int B, int NH, int KVH, int HS,
-                             int W, AttentionScores mod) {
+                             int W, AttentionScores mod, const std::type_identity_t<Real>* sinks) {
   assert(NH % KVH == 0);
   const int row = (NH + 2 * KVH) * HS;
   const Real scale = score_scale<Real>(mod, HS);
@@ -80,15 +85,15 @@ void attention_probs_forward(Real* att, const Real* qkv, int T, int B, int NH, i
           }
         }
       }
-      causal_softmax_rows(scores, T, W);
+      causal_softmax_rows(scores, T, W, sinks != nullptr ? sinks + h : nullptr);
     }
   }
 }
 
 template <typename Real>
 void attention_forward(Real* out, Real* att, const Real* qkv, int T, int B, int NH, int KVH, int HS,
-                       int W, AttentionScores mod) {
-  attention_probs_forward(att, qkv, T, B, NH, KVH, HS, W, mod);
+                       int W, AttentionScores mod, const std::type_identity_t<Real>* sinks) {
+  attention_probs_forward(att, qkv, T, B, NH, KVH, HS, W, mod, sinks);
   const int row = (NH + 2 * KVH) * HS;
   const Eigen::OuterStride<> in_stride(static_cast<int64_t>(B) * row);
   const Eigen::OuterStride<> out_stride(static_cast<int64_t>(B) * NH * HS);
@@ -105,8 +110,8 @@ void attention_forward(Real* out, Real* att, const Real* qkv, int T, int B, int 
 
 template <typename Real>
 void attention_backward(Real* dqkv, Real* scratch, const Real* dout, const Real* att,
-                        const Real* qkv, int T, int B, int NH, int KVH, int HS,
-                        AttentionScores mod) {
+                        const Real* qkv, int T, int B, int NH, int KVH, int HS, AttentionScores mod,
+                        std::type_identity_t<Real>* dsinks) {
   const int row = (NH + 2 * KVH) * HS;
   const Real scale = score_scale<Real>(mod, HS);
   const Real cap = static_cast<Real>(mod.softcap);
@@ -137,11 +142,17 @@ void attention_backward(Real* dqkv, Real* scratch, const Real* dout, const Real*
         raw.noalias() = (q * k.transpose()) * scale;
       }
       // Softmax: dS = P o (dP - rowsum(P o dP)); P is zero above the diagonal, so is dS. Under
-      // the cap, dS is multiplied by d/dx c tanh(x / c) = 1 - tanh^2(x / c) at x = raw.
+      // the cap, dS is multiplied by d/dx c tanh(x / c) = 1 - tanh^2(x / c) at x = raw. A sink
+      // (no value, dP 0) takes -p_sink rowsum(P o dP), p_sink = 1 - rowsum(P).
       for (int t = 0; t < T; t++) {
         Real dot = 0;
+        Real mass = 0;
         for (int j = 0; j <= t; j++) {
           dot += p(t, j) * dp(t, j);
+          mass += p(t, j);
+        }
+        if (dsinks != nullptr) {
+          dsinks[h] -= (Real(1) - mass) * dot;
         }
         for (int j = 0; j < T; j++) {
           Real ds = j <= t ? p(t, j) * (dp(t, j) - dot) * scale : Real(0);
@@ -161,7 +172,7 @@ void attention_backward(Real* dqkv, Real* scratch, const Real* dout, const Real*
 }
 
 void attention_forward_reference(float* out, float* att, const float* qkv, int T, int B, int NH,
-                                 int KVH, int HS, int W, AttentionScores mod) {
+                                 int KVH, int HS, int W, AttentionScores mod, const float* sinks) {
   const int row = (NH + 2 * KVH) * HS;
   const float scale = score_scale<float>(mod, HS);
   const float cap = static_cast<float>(mod.softcap);
@@ -182,7 +193,10 @@ void attention_forward_reference(float* out, float* att, const float* qkv, int T
           p[t * T + j] = cap > 0 ? cap * std::tanh(score * scale / cap) : score * scale;
           maximum = std::max(maximum, p[t * T + j]);
         }
-        float sum = 0;
+        if (sinks != nullptr) {
+          maximum = std::max(maximum, sinks[h]);
+        }
+        float sum = sinks != nullptr ? std::exp(sinks[h] - maximum) : 0.0f;
         for (int j = first; j <= t; j++) {
           p[t * T + j] = std::exp(p[t * T + j] - maximum);
           sum += p[t * T + j];
@@ -207,7 +221,7 @@ void attention_forward_reference(float* out, float* att, const float* qkv, int T
 
 void attention_backward_reference(float* dqkv, const float* dout, const float* att,
                                   const float* qkv, int T, int B, int NH, int KVH, int HS,
-                                  AttentionScores mod) {
+                                  AttentionScores mod, float* dsinks) {
   const int row = (NH + 2 * KVH) * HS;
   const float scale = score_scale<float>(mod, HS);
   const float cap = static_cast<float>(mod.softcap);
@@ -228,6 +242,13 @@ void attention_backward_reference(float* dqkv, const float* dout, const float* a
             dqkv[v_at + i] += p[t * T + j] * dy[i];
           }
           dot += p[t * T + j] * dp[j];
+        }
+        if (dsinks != nullptr) {  // the sink's probability is what the keys' leave of 1
+          float p_sink = 1.0f;
+          for (int j = 0; j <= t; j++) {
+            p_sink -= p[t * T + j];
+          }
+          dsinks[h] -= p_sink * dot;
         }
         for (int j = 0; j <= t; j++) {
           float ds = p[t * T + j] * (dp[j] - dot) * scale;
@@ -251,16 +272,17 @@ void attention_backward_reference(float* dqkv, const float* dout, const float* a
 }
 
 template void attention_probs_forward<float>(float*, const float*, int, int, int, int, int, int,
-                                             AttentionScores);
+                                             AttentionScores, const float*);
 template void attention_forward<float>(float*, float*, const float*, int, int, int, int, int, int,
-                                       AttentionScores);
+                                       AttentionScores, const float*);
 template void attention_backward<float>(float*, float*, const float*, const float*, const float*,
-                                        int, int, int, int, int, AttentionScores);
+                                        int, int, int, int, int, AttentionScores, float*);
 template void attention_probs_forward<double>(double*, const double*, int, int, int, int, int, int,
-                                              AttentionScores);
+                                              AttentionScores, const double*);
 template void attention_forward<double>(double*, double*, const double*, int, int, int, int, int,
-                                        int, AttentionScores);
+                                        int, AttentionScores, const double*);
 template void attention_backward<double>(double*, double*, const double*, const double*,
-                                         const double*, int, int, int, int, int, AttentionScores);
+                                         const double*, int, int, int, int, int, AttentionScores,
+                                         double*);
 
 }  // namespace meshplan::executor

@@ -15,9 +15,19 @@
 // backward recomputes scale Q K^T for the cap's derivative 1 - tanh^2(x / c), as FlashAttention
 // recomputes the scores, so the forward saves P only.
 //
+// Sinks (gpt-oss's attention_sinks; transformers eager_attention_forward with `sinks`,
+// Megatron-Core softmax_type "learnable"): one learned logit z_h per query head joins each row's
+// softmax denominator with no value row, p_j = exp(S_j - m) / (sum_k exp(S_k - m) + exp(z_h - m)),
+// m the largest of the row's scores and z_h; it is neither scaled nor capped. The row's P then
+// sums to 1 - p_sink, so the backward reads p_sink = 1 - sum_j p_j from the saved P: the scores'
+// gradient keeps its form (the sink has no value, so its dP is 0) and
+// d z_h = -sum over rows of p_sink sum_j p_j dP_j.
+//
 // Shape letters: T sequence positions, B sequences, NH query heads and KVH kv heads on this rank,
 // HS head size. Rows are sequence-first (row t*B + b). A fused qkv row holds
 // [NH query heads | KVH key heads | KVH value heads], each HS wide.
+
+#include <type_traits>
 
 namespace meshplan::executor {
 
@@ -29,26 +39,31 @@ struct AttentionScores {
 };
 
 /// att (B, NH, T, T) = causal softmax of the scaled scores (zero above the diagonal, and left of
-/// the window W when 0 < W < T); qkv (T, B, (NH + 2 KVH) HS).
+/// the window W when 0 < W < T); qkv (T, B, (NH + 2 KVH) HS); sinks (NH) the heads' sink
+/// logits, nullptr for none.
 template <typename Real>
 void attention_probs_forward(Real* att, const Real* qkv, int T, int B, int NH, int KVH, int HS,
-                             int W = 0, AttentionScores scores = {});
-/// out (T, B, NH HS) = P V per head; saves att (B, NH, T, T); qkv as above.
+                             int W = 0, AttentionScores scores = {},
+                             const std::type_identity_t<Real>* sinks = nullptr);
+/// out (T, B, NH HS) = P V per head; saves att (B, NH, T, T); qkv and sinks as above.
 template <typename Real>
 void attention_forward(Real* out, Real* att, const Real* qkv, int T, int B, int NH, int KVH, int HS,
-                       int W = 0, AttentionScores scores = {});
+                       int W = 0, AttentionScores scores = {},
+                       const std::type_identity_t<Real>* sinks = nullptr);
 /// dqkv (T, B, (NH + 2 KVH) HS) +=; scratch (T, T) is overwritten; dout (T, B, NH HS); att and
-/// qkv as saved (or recomputed) by the forward.
+/// qkv as saved (or recomputed) by the forward; dsinks (NH) += the sinks' gradient when the
+/// forward had sinks (nullptr: none).
 template <typename Real>
 void attention_backward(Real* dqkv, Real* scratch, const Real* dout, const Real* att,
                         const Real* qkv, int T, int B, int NH, int KVH, int HS,
-                        AttentionScores scores = {});
+                        AttentionScores scores = {}, std::type_identity_t<Real>* dsinks = nullptr);
 
 /// Plain-loop references (llm.c's attention_forward / attention_backward, generalised to GQA).
 void attention_forward_reference(float* out, float* att, const float* qkv, int T, int B, int NH,
-                                 int KVH, int HS, int W = 0, AttentionScores scores = {});
+                                 int KVH, int HS, int W = 0, AttentionScores scores = {},
+                                 const float* sinks = nullptr);
 void attention_backward_reference(float* dqkv, const float* dout, const float* att,
                                   const float* qkv, int T, int B, int NH, int KVH, int HS,
-                                  AttentionScores scores = {});
+                                  AttentionScores scores = {}, float* dsinks = nullptr);
 
 }  // namespace meshplan::executor

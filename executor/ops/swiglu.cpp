@@ -26,18 +26,21 @@ struct Silu {
 }  // namespace
 
 template <typename Real>
-void swiglu_forward(Real* out, const Real* inp, int N, int F) {
-  gated_unit_forward<Silu>(out, inp, N, F);
+void swiglu_forward(Real* out, const Real* inp, int N, int F, GatedUnitOptions options) {
+  gated_unit_forward<Silu>(out, inp, N, F, options);
 }
 
 template <typename Real>
-void swiglu_backward(Real* dinp, const Real* inp, const Real* dout, int N, int F) {
-  gated_unit_backward<Silu>(dinp, inp, dout, N, F);
+void swiglu_backward(Real* dinp, const Real* inp, const Real* dout, int N, int F,
+                     GatedUnitOptions options) {
+  gated_unit_backward<Silu>(dinp, inp, dout, N, F, options);
 }
 
-template void swiglu_forward<float>(float*, const float*, int, int);
-template void swiglu_backward<float>(float*, const float*, const float*, int, int);
-template void swiglu_forward<double>(double*, const double*, int, int);
-template void swiglu_backward<double>(double*, const double*, const double*, int, int);
+template void swiglu_forward<float>(float*, const float*, int, int, GatedUnitOptions);
+template void swiglu_backward<float>(float*, const float*, const float*, int, int,
+                                     GatedUnitOptions);
+template void swiglu_forward<double>(double*, const double*, int, int, GatedUnitOptions);
+template void swiglu_backward<double>(double*, const double*, const double*, int, int,
+                                      GatedUnitOptions);
 
 }  // namespace meshplan::executor

@@ -696,6 +696,123 @@ TEST_SUITE("mpi2") {
   }
 }
 
+// gpt-oss's parts (GptOssForCausalLM) on tiny: quick GeGLU with the offset 1 on up and a clamp,
+// one learned sink logit per head, attention biases, a window of 8 on every other layer (layers
+// 0 and 2, as gpt-oss's sliding_attention on even layers). At initialisation fc1's outputs are
+// ~0.02 x sqrt(64) = 0.16 per channel: a clamp of 0.4 (gpt-oss's 7.0 would never bind at these
+// scales) binds on 1.2% of the up entries and 0.6% of the gates over the single-process run of
+// the dense model, so the equivalence covers the clamps' zero gradients and the loss checks
+// below see them. The clamp's gradient jumps at its bound, so fp32 summation order can move an
+// entry across it, as it can move a token across a routing boundary: with 0.2 and 0.25 (21% and
+// 12% of the up entries clamped) tp2 sp clamped 1 and 2 more of the run's 1.8 million up
+// entries than one process and its fc1 weights came 2.6e-5 and 5.6e-5 apart, past the 1e-5
+// bound; with 0.4 tp2 sp clamps exactly the entries one process clamps.
+models::TransformerConfig with_gpt_oss_parts(models::TransformerConfig m, const std::string& name) {
+  m.name = name;
+  m.activation = models::Activation::kQuickGeglu;
+  m.glu_linear_offset = 1.0;
+  m.activation_clamp_value = 0.4;
+  m.attention_sinks = true;
+  m.qkv_bias = true;
+  m.attention_output_bias = true;
+  m.sliding_window = 8;
+  m.window_attn_skip_freq = 2;
+  return m;
+}
+
+const models::TransformerConfig& tiny_oss_dense() {
+  static const models::TransformerConfig model =
+      with_gpt_oss_parts(models::load_model("tiny"), "tiny-oss-dense");
+  return model;
+}
+
+// tiny-moe (layer 0 dense, layers 1-3 of 4 experts, top-2) as GptOssForCausalLM's MoE: the
+// router's bias and each expert's fc1 and fc2 biases besides the parts above (mlp_bias also
+// biases the dense layer 0's MLP).
+const models::TransformerConfig& tiny_oss_moe() {
+  static const models::TransformerConfig model = [] {
+    models::TransformerConfig m =
+        with_gpt_oss_parts(models::load_model("tiny-moe"), "tiny-oss-moe");
+    m.router_bias = true;
+    m.mlp_bias = true;
+    return m;
+  }();
+  return model;
+}
+
+TEST_SUITE("mpi2") {
+  TEST_CASE(
+      "gpt-oss dense parts (sinks, quick GeGLU, offset, clamp): tp2, tp2 sp, pp2, dp2 ZeRO-1") {
+    // tp2: each rank holds its 2 heads' sinks, whose gradients need no reduction.
+    check_equivalent(tiny_oss_dense(), make_layout(2, 1, 1));
+    planner::Layout sp = make_layout(2, 1, 1);
+    sp.sequence_parallel = true;
+    sp.recompute = Recompute::kSelective;  // the probabilities rebuilt in B, sinks included
+    check_equivalent(tiny_oss_dense(), sp);
+    check_equivalent(tiny_oss_dense(), make_layout(1, 2, 1));
+    planner::Layout zero1 = make_layout(1, 1, 2);
+    zero1.zero = 1;
+    check_equivalent(tiny_oss_dense(), zero1);
+  }
+  TEST_CASE("gpt-oss MoE (router and expert biases, sinks, quick GeGLU): ep2, pp2, dp2 equal one") {
+    check_equivalent(tiny_oss_moe(), with_ep(make_layout(1, 1, 2), 2), moe_options());
+    check_equivalent(tiny_oss_moe(), make_layout(1, 2, 1), moe_options());
+    check_equivalent(tiny_oss_moe(), make_layout(1, 1, 2), moe_options());
+  }
+  TEST_CASE("gpt-oss's parts are applied: losses differ from the models without each") {
+    if (world_rank_of(MPI_COMM_WORLD) != 0) {
+      return;
+    }
+    // Same weights and data; fp32 summation order moves a loss by ~1e-7 relative. The biases
+    // start at 0, so they change the losses from step 2 on; the other parts from step 1.
+    // Measured: 7.6e-6 (the router's bias at step 3) to 6.5e-3 (the offset), the clamp 1.7e-5
+    // at step 1.
+    const auto without = [](const models::TransformerConfig& base, const std::string& part,
+                            auto&& change) {
+      models::TransformerConfig m = base;
+      m.name = base.name + "-without-" + part;
+      change(m);
+      return m;
+    };
+    const auto check_differs = [](const RunResult& with_part, const RunResult& without_part,
+                                  int first_step) {
+      for (int step = first_step; step < kSteps; step++) {
+        CAPTURE(step + 1);
+        CHECK(std::abs(with_part.losses[step] / without_part.losses[step] - 1) > 1e-6);
+      }
+    };
+    const RunResult& dense = reference(tiny_oss_dense(), 2, 0.0);
+    const models::TransformerConfig& d = tiny_oss_dense();
+    check_differs(
+        dense, reference(without(d, "sinks", [](auto& m) { m.attention_sinks = false; }), 2, 0.0),
+        0);
+    check_differs(
+        dense,
+        reference(without(d, "clamp", [](auto& m) { m.activation_clamp_value = 0; }), 2, 0.0), 0);
+    check_differs(dense,
+                  reference(without(d, "offset", [](auto& m) { m.glu_linear_offset = 0; }), 2, 0.0),
+                  0);
+    check_differs(dense,
+                  reference(without(d, "quick-geglu",
+                                    [](auto& m) { m.activation = models::Activation::kSwiglu; }),
+                            2, 0.0),
+                  0);
+    const RunResult& moe = reference(tiny_oss_moe(), 2, 0.02);
+    const models::TransformerConfig& e = tiny_oss_moe();
+    check_differs(
+        moe, reference(without(e, "sinks", [](auto& m) { m.attention_sinks = false; }), 2, 0.02),
+        0);
+    check_differs(
+        moe, reference(without(e, "router-bias", [](auto& m) { m.router_bias = false; }), 2, 0.02),
+        1);
+    check_differs(
+        moe, reference(without(e, "mlp-bias", [](auto& m) { m.mlp_bias = false; }), 2, 0.02), 1);
+    check_differs(
+        moe, reference(without(e, "clamp", [](auto& m) { m.activation_clamp_value = 0; }), 2, 0.02),
+        0);
+  }
+}
+
 TEST_SUITE("mpi8") {
   TEST_CASE("cp2 x ep2 x pp2 (ep over the cp ranks) equals one process") {
     check_equivalent(tiny_moe(), with_ep(with_cp(make_layout(1, 2, 2), 2), 2), moe_options());

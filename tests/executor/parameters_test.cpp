@@ -29,7 +29,10 @@ TEST_CASE("each stage allocates planner::stage_parameter_count parameters") {
   const models::TransformerConfig tiny = models::load_model("tiny");
   models::TransformerConfig tied_gpt = small_gpt2_model();
   tied_gpt.num_layers = 4;
-  for (const auto& model : {tiny, tied_gpt}) {
+  models::TransformerConfig sinks = tiny;  // gpt-oss's sinks: a / tp per layer, with the heads
+  sinks.name = "tiny-sinks";
+  sinks.attention_sinks = true;
+  for (const auto& model : {tiny, tied_gpt, sinks}) {
     for (int64_t tp : {1, 2}) {
       for (int64_t pp : {1, 2, 4}) {
         for (int64_t vpp : {1, 2}) {
@@ -56,27 +59,38 @@ TEST_CASE("each stage allocates planner::stage_parameter_count parameters") {
 }
 
 TEST_CASE("tiny-moe: each stage and ep rank allocates planner::stage_parameter_count") {
-  const models::TransformerConfig model = models::load_model("tiny-moe");
-  for (int64_t pp : {1, 2}) {
-    for (int64_t ep : {1, 2, 4}) {
-      planner::Layout layout = make_layout(1, pp, 4);
-      layout.ep = ep;
-      const planner::Plan plan = make_plan(model, layout);
-      for (int stage = 0; stage < pp; stage++) {
-        CAPTURE(planner::describe(layout));
-        CAPTURE(stage);
-        int64_t expert_elements = 0;  // over the ep ranks: every expert exactly once
-        for (int ep_rank = 0; ep_rank < ep; ep_rank++) {
-          std::vector<int> chunk_of;
-          int64_t total = 0;
-          for (const ParameterSpec& spec : stage_parameter_specs(
-                   make_shard_dims(plan, 0, 0, ep_rank), plan, stage, &chunk_of)) {
-            total += spec.size;
-            expert_elements += spec.expert ? spec.size : 0;
+  const models::TransformerConfig tiny_moe = models::load_model("tiny-moe");
+  // gpt-oss's MoE parts: the router's bias (replicated) and each expert's biases (its own).
+  models::TransformerConfig oss = tiny_moe;
+  oss.name = "tiny-oss-moe";
+  oss.activation = models::Activation::kQuickGeglu;
+  oss.attention_sinks = true;
+  oss.router_bias = true;
+  oss.mlp_bias = true;
+  for (const auto& model : {tiny_moe, oss}) {
+    CAPTURE(model.name);
+    for (int64_t pp : {1, 2}) {
+      for (int64_t ep : {1, 2, 4}) {
+        planner::Layout layout = make_layout(1, pp, 4);
+        layout.ep = ep;
+        const planner::Plan plan = make_plan(model, layout);
+        for (int stage = 0; stage < pp; stage++) {
+          CAPTURE(planner::describe(layout));
+          CAPTURE(stage);
+          int64_t expert_elements = 0;  // over the ep ranks: every expert exactly once
+          for (int ep_rank = 0; ep_rank < ep; ep_rank++) {
+            std::vector<int> chunk_of;
+            int64_t total = 0;
+            for (const ParameterSpec& spec : stage_parameter_specs(
+                     make_shard_dims(plan, 0, 0, ep_rank), plan, stage, &chunk_of)) {
+              total += spec.size;
+              expert_elements += spec.expert ? spec.size : 0;
+            }
+            CHECK(total == planner::stage_parameter_count(model, layout, stage));
           }
-          CHECK(total == planner::stage_parameter_count(model, layout, stage));
+          CHECK(expert_elements ==
+                ep * planner::stage_expert_parameter_count(model, layout, stage));
         }
-        CHECK(expert_elements == ep * planner::stage_expert_parameter_count(model, layout, stage));
       }
     }
   }

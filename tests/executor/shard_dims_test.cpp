@@ -72,32 +72,29 @@ TEST_CASE("the executor rejects what it cannot run, naming the field") {
   CHECK(rejection(moe_bias) ==
         "p.json: model.router_score_bias: the CPU executor's mixture-of-experts routes by "
         "softmax without a score bias (true)");
-  // gpt-oss's parts are not built yet: each named.
+  // gpt-oss's parts run (equivalence_test.cpp): quick GeGLU with its offset and clamp, sinks,
+  // the router's bias, the experts' biases.
   planner::Plan oss = moe;
   oss.model.activation = models::Activation::kQuickGeglu;
-  CHECK(rejection(oss) ==
-        "p.json: model.activation: the quick-GELU gated unit is not implemented in the CPU "
-        "executor yet (quick_geglu)");
-  oss.model.activation = models::Activation::kSwiglu;
   oss.model.glu_linear_offset = 1.0;
-  CHECK(rejection(oss) ==
-        "p.json: model.glu_linear_offset: an offset on the gated unit's up projection is not "
-        "implemented in the CPU executor yet (1)");
-  oss.model.glu_linear_offset = 0.0;
   oss.model.activation_clamp_value = 7.0;
-  CHECK(rejection(oss) ==
-        "p.json: model.activation_clamp_value: a clamp on the gated unit's inputs is not "
-        "implemented in the CPU executor yet (7)");
-  oss.model.activation_clamp_value = 0.0;
   oss.model.attention_sinks = true;
-  CHECK(rejection(oss) ==
-        "p.json: model.attention_sinks: learned attention sinks are not implemented in the CPU "
-        "executor yet (true)");
-  oss.model.attention_sinks = false;
   oss.model.router_bias = true;
-  CHECK(rejection(oss) ==
-        "p.json: model.router_bias: a bias on the router is not implemented in the CPU executor "
-        "yet (true)");
+  oss.model.mlp_bias = true;
+  oss.model.qkv_bias = true;
+  oss.model.attention_output_bias = true;
+  CHECK(rejection(oss) == "");
+  planner::Plan sinks_tp = plan;  // tp 2: each rank holds its heads' sinks
+  sinks_tp.model.attention_sinks = true;
+  CHECK(rejection(sinks_tp) == "");
+  // The context-parallel ring and MLA's kernel refuse sinks by name.
+  planner::Plan sinks_cp = tiny_plan(make_layout(1, 1, 1));
+  sinks_cp.model.attention_sinks = true;
+  sinks_cp.layout.cp = 2;
+  sinks_cp.num_gpus = 2;
+  CHECK(rejection(sinks_cp) ==
+        "p.json: model.attention_sinks: the CPU executor adds the sinks to the softmax of "
+        "standard attention without context parallelism only, not with cp 2 (true)");
   // Multi-head latent attention runs (tp with and without sequence parallelism, cp, pp, dp);
   // what is not built is named.
   planner::Plan mla = plan;
@@ -143,6 +140,11 @@ TEST_CASE("the executor rejects what it cannot run, naming the field") {
         "p.json: model.query_pre_attn_scalar: the CPU executor soft-caps and rescales the scores "
         "of standard attention without context parallelism only, not with MLA (kv_lora_rank) "
         "(100)");
+  planner::Plan sinks_mla = mla;  // MLA with sinks the model validation refuses too
+  sinks_mla.model.attention_sinks = true;
+  CHECK(rejection(sinks_mla) ==
+        "p.json: model.attention_sinks: the CPU executor adds the sinks to the softmax of "
+        "standard attention without context parallelism only, not with MLA (kv_lora_rank) (true)");
   planner::Plan final_cap_mla = mla;
   final_cap_mla.model.final_logit_softcapping = 30.0;  // the final cap runs with any attention
   CHECK(rejection(final_cap_mla) == "");

@@ -395,6 +395,44 @@ TEST_SUITE("mpi4") {
     shared.shared_expert_ffn_hidden_size = 96;
     check_traffic(shared, with_ep(make_layout(1, 1, 4), 2), with_aux_loss());
   }
+  TEST_CASE("collective calls and bytes match the planner: gpt-oss's MoE parts, ep2 x dp2") {
+    // tiny-moe with the router's bias (replicated, over dp 4 with the dense gradients) and each
+    // expert's biases, 2 x 96 (fc1, gated) + 64 (fc2), reduced over expert dp 2 with its weights.
+    models::TransformerConfig model = models::load_model("tiny-moe");
+    model.name = "tiny-oss-moe";
+    model.activation = models::Activation::kQuickGeglu;
+    model.glu_linear_offset = 1.0;
+    model.activation_clamp_value = 0.2;
+    model.attention_sinks = true;
+    model.router_bias = true;
+    model.mlp_bias = true;
+    const TrafficCounts counts = check_traffic(model, with_ep(make_layout(1, 1, 4), 2));
+    const Traffic experts = counts.at({CollectiveKind::kAllReduce, CommGroup::kExpertDp});
+    CHECK(experts.calls == 1);
+    CHECK(experts.bytes == 2 * 3 * ((2 * 96 + 96) * 64 + 2 * 96 + 64) * 4);
+  }
+}
+
+TEST_SUITE("mpi2") {
+  TEST_CASE("collective calls and bytes match the planner: gpt-oss's sinks, tp2, tp2 sp, dp2") {
+    // The sinks are split with the heads: each tp rank's gradient is whole, so tp carries no
+    // message more than tiny's; over dp they ride in the gradient buckets.
+    models::TransformerConfig model = models::load_model("tiny");
+    model.name = "tiny-sinks";
+    model.attention_sinks = true;
+    model.activation = models::Activation::kQuickGeglu;
+    model.glu_linear_offset = 1.0;
+    model.activation_clamp_value = 0.2;
+    const std::pair<CollectiveKind, CommGroup> tp_ar = {CollectiveKind::kAllReduce, CommGroup::kTp};
+    const TrafficCounts plain = check_traffic(models::load_model("tiny"), make_layout(2, 1, 1));
+    const TrafficCounts sinks = check_traffic(model, make_layout(2, 1, 1));
+    CHECK(sinks.at(tp_ar).calls == plain.at(tp_ar).calls);
+    CHECK(sinks.at(tp_ar).bytes == plain.at(tp_ar).bytes);
+    check_traffic(model, sp(make_layout(2, 1, 1)));
+    planner::Layout zero1 = make_layout(1, 1, 2);
+    zero1.zero = 1;
+    check_traffic(model, zero1);
+  }
 }
 
 TEST_SUITE("mpi4") {

@@ -252,7 +252,48 @@ TEST_CASE("whole-model backward matches finite differences (mixture of experts, 
   check_moe_skipped(check_gradients(plan, planner::Recompute::kNone, false, kRouterScale));
 }
 
-TEST_CASE("tiny-moe on one rank holds every parameter the model counts (and with shared experts)") {
+TEST_CASE("whole-model backward matches finite differences (gpt-oss's parts)") {
+  // GptOssForCausalLM's parts on the small MoE model (h 16, 4 heads of 4, layer 0 dense, layer
+  // 1 of 4 experts of 8, top-2): sinks (normal(0, 1) at initialisation), quick GeGLU with the
+  // offset 1 on up and a clamp, the router's bias, the experts' and attention's biases, a window
+  // of 4 of 8 on layer 0. fc1's outputs are ~0.02 x sqrt(16) = 0.08 per channel at
+  // initialisation: a clamp of 0.15 binds on 2.5% of the gates and 5.3% of the up entries
+  // (counted over these checks' forwards). An eps step moves some entries across the clamp,
+  // where the unit has a kink and a difference is no derivative: at 0.1 (5% and 11%) dense
+  // layer 0's fc2 bias came off by 0.0020 against a bound of 0.0018, at 0.05 three tensors by
+  // up to 4x the bound, the error growing with the share clamped, none without the clamp.
+  // Extrapolated: without the clamp the plain difference of that bias was off by 0.0019 against
+  // 0.0013 (the sinks' softmax and the norms curve within an eps step) and the extrapolated one
+  // passes.
+  models::TransformerConfig model = testing::small_moe_model();
+  model.activation = models::Activation::kQuickGeglu;
+  model.glu_linear_offset = 1.0;
+  model.activation_clamp_value = 0.15;
+  model.attention_sinks = true;
+  model.router_bias = true;
+  model.mlp_bias = true;
+  model.qkv_bias = true;
+  model.attention_output_bias = true;
+  model.sliding_window = 4;
+  model.window_attn_skip_freq = 2;
+  planner::Plan plan = make_plan(model, make_layout(1, 1, 1, 2, 4));
+  plan.options.moe_aux_loss_coeff = 0.5;
+  check_moe_skipped(check_gradients(plan, planner::Recompute::kNone, false, kRouterScale, true));
+  check_moe_skipped(
+      check_gradients(plan, planner::Recompute::kSelective, true, kRouterScale, true));
+  // Dense: the sinks and the unit on both layers' MLPs.
+  model.num_experts = 0;
+  model.experts_per_token = 0;
+  model.expert_ffn_hidden_size = 0;
+  model.first_dense_layers = 0;
+  model.router_bias = false;
+  check_gradients(make_plan(model, make_layout(1, 1, 1, 2, 4)), planner::Recompute::kNone, false, 1,
+                  true);
+}
+
+TEST_CASE(
+    "tiny-moe on one rank holds every parameter the model counts (and with shared experts, and "
+    "gpt-oss's)") {
   planner::Plan plan = make_plan(models::load_model("tiny-moe"), make_layout(1, 1, 1));
   for (const int64_t shared : {0, 1}) {
     plan.model.num_shared_experts = shared;
@@ -261,6 +302,19 @@ TEST_CASE("tiny-moe on one rank holds every parameter the model counts (and with
     Trainer trainer(plan, synthetic(plan), AdamWConfig{}, MPI_COMM_SELF);
     CHECK(trainer.num_parameters() == models::count_parameters(plan.model).total);
   }
+  // gpt-oss's parameters: a sinks per layer, E router bias entries per MoE layer, each expert's
+  // 2 f_e + h biases, and the attention and dense MLP biases.
+  plan.model.num_shared_experts = 0;
+  plan.model.shared_expert_ffn_hidden_size = 0;
+  plan.model.activation = models::Activation::kQuickGeglu;
+  plan.model.attention_sinks = true;
+  plan.model.router_bias = true;
+  plan.model.mlp_bias = true;
+  plan.model.qkv_bias = true;
+  plan.model.attention_output_bias = true;
+  validate_plan_for_executor(plan, "tiny-oss-moe");
+  Trainer trainer(plan, synthetic(plan), AdamWConfig{}, MPI_COMM_SELF);
+  CHECK(trainer.num_parameters() == models::count_parameters(plan.model).total);
 }
 
 TEST_CASE("whole-model backward matches finite differences (multi-head latent attention)") {

@@ -6,6 +6,7 @@
 //   Sinks: one logit per head, split with the heads over tp (Megatron-Core
 //   DotProductAttention.softmax_offset, num_attention_heads / tp per rank): 4 / tp per layer.
 //   Router bias: E = 4 per MoE layer, replicated over tp like the router weight.
+//   Expert biases (mlp_bias): each local expert's 2 f_e + h, expert parameters.
 //   The quick GeGLU unit, its offset and clamp are elementwise inside the gated activation: the
 //   same parameters, FLOPs, stored bytes and time as SwiGLU's.
 
@@ -47,6 +48,29 @@ TEST_CASE("router bias: E replicated entries per MoE layer, none in a dense laye
   CHECK(biased.sharded == plain.sharded);
   CHECK(layer_parameters(model, 2, false).replicated ==
         layer_parameters(tiny_moe(), 2, false).replicated);
+}
+
+TEST_CASE("expert biases (mlp_bias): each expert's 2 f_e + h are expert parameters") {
+  // gpt-oss's gate_up_proj_bias and down_proj_bias: the E / ep local experts' fc1 (gated, 2 f_e
+  // = 192) and fc2 (h = 64) biases, reduced over the expert data parallel group with their
+  // weights; the shared experts' and the dense MLP's fc2 bias stay replicated.
+  models::TransformerConfig model = tiny_moe();
+  const LayerParameters plain = layer_parameters(model, 1, true, 2, 0);
+  model.mlp_bias = true;
+  const LayerParameters biased = layer_parameters(model, 1, true, 2, 0);
+  CHECK(biased.expert - plain.expert == (4 / 2) * (2 * 96 + 64));
+  CHECK(biased.replicated == plain.replicated);
+  CHECK(biased.sharded == plain.sharded);
+  model.num_shared_experts = 1;
+  model.shared_expert_ffn_hidden_size = 96;
+  models::TransformerConfig shared_plain = model;
+  shared_plain.mlp_bias = false;
+  CHECK(layer_parameters(model, 1, true, 2, 0).replicated -
+            layer_parameters(shared_plain, 1, true, 2, 0).replicated ==
+        64);
+  CHECK(layer_parameters(model, 1, false).replicated -
+            layer_parameters(tiny_moe(), 1, false).replicated ==
+        64);
 }
 
 TEST_CASE("quick GeGLU with gpt-oss's offset and clamp costs exactly SwiGLU's step") {

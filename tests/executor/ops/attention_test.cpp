@@ -238,5 +238,96 @@ TEST_CASE("attention: the capped, rescaled Eigen path equals the plain-loop refe
   CHECK(max_relative_difference(dqkv, dqkv_ref) < 1e-5);  // as the uncapped case
 }
 
+TEST_CASE("attention sinks: one logit per head in the softmax's denominator, by hand") {
+  // One sequence, T = 3, two query heads on one kv head, HS = 1, scale 1: keys 0 and values
+  // 3, 6, 9, so every score is 0 and row t holds t + 1 equal entries beside the sink z_h:
+  // p_j = 1 / (t + 1 + e^z_h), out_t = (3 + .. + 3 (t + 1)) p_j.
+  const int T = 3, NH = 2, KVH = 1, HS = 1;
+  const std::vector<double> qkv = {0.5, -1, 0, 3, 0.5, -1, 0, 6, 0.5, -1, 0, 9};  // {q0 q1 k v}
+  const std::vector<double> sinks = {0.7, -1.3};
+  std::vector<double> out(T * NH), att(NH * T * T);
+  attention_forward(out.data(), att.data(), qkv.data(), T, 1, NH, KVH, HS, 0,
+                    AttentionScores{1.0, 0.0}, sinks.data());
+  for (int h = 0; h < NH; h++) {
+    for (int t = 0; t < T; t++) {
+      CAPTURE(h);
+      CAPTURE(t);
+      const double p = 1.0 / (t + 1 + std::exp(sinks[h]));
+      CHECK(att[h * T * T + t * T] == doctest::Approx(p).epsilon(1e-12).scale(0));
+      const double values = 3.0 * (t + 1) * (t + 2) / 2;  // 3 + 6 + .. + 3 (t + 1)
+      CHECK(out[t * NH + h] == doctest::Approx(values * p).epsilon(1e-12).scale(0));
+    }
+  }
+  // A sink of -inf is no sink: a very negative one gives the plain attention.
+  const std::vector<double> no_sink = {-1e3, -1e3};
+  std::vector<double> plain(T * NH), sunk(T * NH);
+  attention_forward(plain.data(), att.data(), qkv.data(), T, 1, NH, KVH, HS);
+  attention_forward(sunk.data(), att.data(), qkv.data(), T, 1, NH, KVH, HS, 0, {}, no_sink.data());
+  CHECK(sunk == plain);
+}
+
+TEST_CASE("attention sinks: the sinks' and qkv's gradients match finite differences") {
+  const int T = 5, B = 2, NH = 4, KVH = 2, HS = 3, row = (NH + 2 * KVH) * HS;
+  const std::vector<double> qkv0 = random_vector(T * B * row, 51),
+                            dy = random_vector(T * B * NH * HS, 52);
+  // O(1) sinks, distinct per head: p_sink from ~0.05 to ~0.8 over the rows.
+  const std::vector<double> sinks0 = {0.9, -0.4, 1.6, -1.2};
+  // Plain, windowed (W = 2), and capped and rescaled (Gemma 2's scores): the sink joins each.
+  for (const int W : {0, 2}) {
+    for (const AttentionScores mod : {AttentionScores{}, AttentionScores{1.0, 1.5}}) {
+      CAPTURE(W);
+      CAPTURE(mod.softcap);
+      auto forward = [&](const std::vector<double>& qkv, const std::vector<double>& sinks) {
+        std::vector<double> out(T * B * NH * HS), probs(B * NH * T * T);
+        attention_forward(out.data(), probs.data(), qkv.data(), T, B, NH, KVH, HS, W, mod,
+                          sinks.data());
+        return dot(out, dy);
+      };
+      std::vector<double> o(T * B * NH * HS), p(B * NH * T * T), scratch(T * T);
+      attention_forward(o.data(), p.data(), qkv0.data(), T, B, NH, KVH, HS, W, mod, sinks0.data());
+      std::vector<double> dqkv(T * B * row, 0.0), dsinks(NH, 0.0);
+      attention_backward(dqkv.data(), scratch.data(), dy.data(), p.data(), qkv0.data(), T, B, NH,
+                         KVH, HS, mod, dsinks.data());
+      // Tolerance 1e-7: see gradient_check.h.
+      CHECK(gradient_error([&](const std::vector<double>& x) { return forward(x, sinks0); }, qkv0,
+                           dqkv) < 1e-7);
+      CHECK(gradient_error([&](const std::vector<double>& z) { return forward(qkv0, z); }, sinks0,
+                           dsinks) < 1e-7);
+      for (int h = 0; h < NH; h++) {
+        CHECK(std::abs(dsinks[h]) > 1e-3);  // every head's sink has a gradient of its own
+      }
+    }
+  }
+}
+
+TEST_CASE("attention sinks: the Eigen path equals the reference; recompute rebuilds the same P") {
+  const int T = 7, B = 2, NH = 4, KVH = 2, HS = 8, W = 3, row = (NH + 2 * KVH) * HS;
+  const auto qkv = to_float(random_vector(T * B * row, 61));
+  const auto dy = to_float(random_vector(T * B * NH * HS, 62));
+  const std::vector<float> sinks = {0.5f, -1.0f, 2.0f, 0.0f};
+  for (const int window : {0, W}) {
+    CAPTURE(window);
+    std::vector<float> out(T * B * NH * HS), out_ref(T * B * NH * HS);
+    std::vector<float> att(B * NH * T * T), att_ref(B * NH * T * T), again(B * NH * T * T);
+    std::vector<float> scratch(T * T);
+    attention_forward(out.data(), att.data(), qkv.data(), T, B, NH, KVH, HS, window, {},
+                      sinks.data());
+    attention_forward_reference(out_ref.data(), att_ref.data(), qkv.data(), T, B, NH, KVH, HS,
+                                window, {}, sinks.data());
+    CHECK(max_relative_difference(att, att_ref) < 1e-5);  // as the sinkless case
+    CHECK(max_relative_difference(out, out_ref) < 1e-5);
+    attention_probs_forward(again.data(), qkv.data(), T, B, NH, KVH, HS, window, {}, sinks.data());
+    CHECK(again == att);  // selective recompute: the same code, bitwise
+    std::vector<float> dqkv(T * B * row, 0.0f), dqkv_ref(T * B * row, 0.0f);
+    std::vector<float> dsinks(NH, 0.0f), dsinks_ref(NH, 0.0f);
+    attention_backward(dqkv.data(), scratch.data(), dy.data(), att.data(), qkv.data(), T, B, NH,
+                       KVH, HS, {}, dsinks.data());
+    attention_backward_reference(dqkv_ref.data(), dy.data(), att.data(), qkv.data(), T, B, NH, KVH,
+                                 HS, {}, dsinks_ref.data());
+    CHECK(max_relative_difference(dqkv, dqkv_ref) < 1e-5);
+    CHECK(max_relative_difference(dsinks, dsinks_ref) < 1e-5);
+  }
+}
+
 }  // namespace
 }  // namespace meshplan::executor
