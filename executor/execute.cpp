@@ -110,6 +110,14 @@ void refuse_model_for_gpu_executor(const models::TransformerConfig& model,
         "executor yet (true)",
         source));
   }
+  if (model.is_moe()) {
+    // Its layers hold dense MLP weights only (gpu/gpu_layer.cpp reads fc1 and fc2): an MoE plan
+    // at ep 1 passes refuse_parallelism's ep check and would find no MLP to run.
+    throw InputError(fmt::format(
+        "{}: model.num_experts: mixture-of-experts layers are not implemented in the GPU "
+        "executor yet; they run on the CPU executor ({})",
+        source, model.num_experts));
+  }
   if (model.norm_unit_offset) {
     throw InputError(fmt::format(
         "{}: model.norm_unit_offset: Gemma's (1 + weight) RMSNorm is not implemented in the GPU "

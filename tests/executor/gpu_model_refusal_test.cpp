@@ -78,5 +78,12 @@ TEST_CASE("the GPU executor refuses gpt-oss's quick GeGLU, its offset and clamp,
         "executor yet (true)");
 }
 
+TEST_CASE("the GPU executor refuses mixture-of-experts models, at ep 1 too") {
+  const models::TransformerConfig moe = models::load_model("tiny-moe");
+  CHECK(input_error([&] { refuse_model_for_gpu_executor(moe, "p.json"); }) ==
+        "p.json: model.num_experts: mixture-of-experts layers are not implemented in the GPU "
+        "executor yet; they run on the CPU executor (4)");
+}
+
 }  // namespace
 }  // namespace meshplan::executor
