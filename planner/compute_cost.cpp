@@ -549,7 +549,6 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
   const bool moe_layer = kind.moe;
   const Shape x = shape_of(model, cluster, layout);
   const double t = x.t, tokens = x.tokens, h = x.h, d = x.d, a = x.a, g = x.g, e = x.e;
-  const double sequence_split = x.sp;
   const double f = active_ffn_width(model, moe_layer);  // per token
   LayerTime time;
   // The linear GEMMs are the ones Transformer Engine runs in FP8 (te.Linear, LayerNormLinear,
