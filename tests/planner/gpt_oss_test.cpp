@@ -21,10 +21,7 @@ namespace meshplan::planner {
 namespace {
 
 using test::make_layout;
-
-models::TransformerConfig tiny_moe() {
-  return models::load_model("tiny-moe");
-}
+using test::tiny_moe;
 
 TEST_CASE("attention sinks: num_attention_heads / tp per layer, sharded with the heads") {
   models::TransformerConfig model = tiny_moe();
