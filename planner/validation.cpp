@@ -54,21 +54,14 @@ constexpr std::array<std::string_view, 13> kRunModelFieldsV8 = {
 // file's readers (run_model).
 constexpr std::array<std::string_view, 2> kRunAttentionFieldsV9 = {"head_dim", "qk_norm"};
 
-template <size_t... N>
-constexpr auto joined(const std::array<std::string_view, N>&... parts) {
-  std::array<std::string_view, (N + ...)> all{};
-  size_t i = 0;
-  ((std::copy(parts.begin(), parts.end(), all.begin() + static_cast<std::ptrdiff_t>(i)), i += N),
-   ...);
-  return all;
-}
-
 constexpr auto kRunModelFieldsV9 =
-    joined(kRunAttentionFieldsV9, models::kMoeModelFields, models::kMlaModelFields);
+    joined_fields(kRunAttentionFieldsV9, models::kMoeModelFields, models::kMlaModelFields);
 // Version 10: the model file's bias keys (absent: the norm's default, run_model) and its
 // attention and gated-unit variant keys (gpt-oss), read by the model file's readers.
-constexpr auto kRunModelFieldsV10 = joined(models::kBiasModelFields, models::kVariantModelFields);
-constexpr auto kRunModelFields = joined(kRunModelFieldsV8, kRunModelFieldsV9, kRunModelFieldsV10);
+constexpr auto kRunModelFieldsV10 =
+    joined_fields(models::kBiasModelFields, models::kVariantModelFields);
+constexpr auto kRunModelFields =
+    joined_fields(kRunModelFieldsV8, kRunModelFieldsV9, kRunModelFieldsV10);
 constexpr std::array<std::string_view, 4> kRunHardwareFields = {
     "cluster", "num_gpus", "gpus_per_node", "inter_node_gbps_per_gpu"};
 constexpr std::array<std::string_view, 3> kRunPublishedFields = {"step_time_s", "how", "reported"};

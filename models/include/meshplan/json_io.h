@@ -1,6 +1,9 @@
 #pragma once
 // Reading JSON inputs with one-line errors, and writing outputs atomically.
 
+#include <algorithm>
+#include <array>
+#include <cstddef>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
@@ -66,6 +69,17 @@ std::string require_string(const nlohmann::json& object, const std::string& fiel
                            const std::string& source);
 bool require_bool(const nlohmann::json& object, const std::string& field,
                   const std::string& source);
+
+/// Key lists concatenated at compile time, so a format's full list is built from the lists its
+/// parts already name (a key is written in one list only).
+template <size_t... N>
+constexpr auto joined_fields(const std::array<std::string_view, N>&... parts) {
+  std::array<std::string_view, (N + ...)> all{};
+  size_t i = 0;
+  ((std::copy(parts.begin(), parts.end(), all.begin() + static_cast<std::ptrdiff_t>(i)), i += N),
+   ...);
+  return all;
+}
 
 /// Rejects a typo instead of ignoring it: throws InputError "<source>: <prefix><key>: unknown
 /// field (<value>)" for the first key of `object` that is not in `fields`. `prefix` names a
