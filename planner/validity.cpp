@@ -875,6 +875,56 @@ Validity check_fp8_param_gather(const models::TransformerConfig& model, const La
   return {};
 }
 
+// Megatron-Core's EP all-to-all overlap (transformer_config.py __post_init__, d98e8a64 lines
+// 3002-3046: ep > 1, alltoall or flex dispatcher, no full recompute, no recompute method or
+// layer count, "moe" not in recompute_modules, bf16/fp16 training; pp > 1 needs vpp). meshplan
+// costs the merged pairs of the no-pipelining schedule only (ep_overlap_pair_seconds).
+Validity check_moe_a2a_overlap(const models::TransformerConfig& model, const Layout& layout,
+                               const PlanOptions& options) {
+  if (!options.overlap_moe_expert_parallel_comm) {
+    return {};
+  }
+  const std::string field = "overlap_moe_expert_parallel_comm";
+  if (options.framework != Framework::kMegatron) {
+    return reject("moe_a2a_overlap",
+                  fmt::format("{}: framework {}: only Megatron-Core merges a forward with a "
+                              "backward to overlap the expert all-to-alls",
+                              field, to_string(options.framework)));
+  }
+  if (!model.is_moe() || layout.ep <= 1) {
+    return reject("moe_a2a_overlap",
+                  fmt::format("{}: needs a mixture-of-experts model at ep > 1 (ep {}): Megatron-"
+                              "Core asserts expert_model_parallel_size > 1",
+                              field, layout.ep));
+  }
+  if (layout.recompute == Recompute::kFull) {
+    return reject("moe_a2a_overlap",
+                  fmt::format("{}: recompute full: Megatron-Core asserts recompute_granularity "
+                              "!= 'full' with it",
+                              field));
+  }
+  if (recomputes_module(layout, kRecomputeMoe)) {
+    return reject("moe_a2a_overlap",
+                  fmt::format("{}: recompute module moe: Megatron-Core asserts 'moe' not in "
+                              "recompute_modules with it",
+                              field));
+  }
+  if (layout.zero >= 2) {
+    return reject("moe_a2a_overlap",
+                  fmt::format("{}: zero {}: Megatron-FSDP's parameter gathers beside the merged "
+                              "layers are not modelled",
+                              field, layout.zero));
+  }
+  if (layout.pp > 1) {
+    return reject("moe_a2a_overlap",
+                  fmt::format("{}: pp {}: meshplan costs the merged forward-backward pairs at pp "
+                              "1 only (Megatron runs it at pp > 1 with interleaving only; those "
+                              "merged slots are not modelled)",
+                              field, layout.pp));
+  }
+  return {};
+}
+
 // Megatron-FSDP (zero 2, 3) keeps bf16 main grads by default (megatron_fsdp_main_grads_dtype
 // "auto", arguments.py line 3691); its fp32 choice is not modelled.
 Validity check_grad_reduce_dtype(const Layout& layout, const PlanOptions& options) {

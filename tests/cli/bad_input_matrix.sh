@@ -609,6 +609,18 @@ row "plan: --precision fp16" 2 "--precision: unsupported precision (fp16); suppo
   plan --model tiny --cluster dgx-h100 --gpus 8 --precision fp16 --json new_out.json
 row "plan: --fp8-param-gather with bf16 GEMMs" 2 "fp8_param_gather: needs precision fp8" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --fp8-param-gather on --json new_out.json
+row "plan: --overlap-moe-expert-parallel-comm under fsdp" 2 \
+  "--overlap-moe-expert-parallel-comm: framework fsdp: only Megatron-Core merges" \
+  plan --model tiny-moe --cluster dgx-h100 --gpus 8 --framework fsdp \
+  --overlap-moe-expert-parallel-comm on --json new_out.json
+row "plan: --overlap-moe-expert-parallel-comm yes" 2 \
+  "--overlap-moe-expert-parallel-comm: expected on or off (yes)" \
+  plan --model tiny-moe --cluster dgx-h100 --gpus 8 --framework megatron \
+  --overlap-moe-expert-parallel-comm yes --json new_out.json
+row "plan: --overlap-moe-expert-parallel-comm on a dense model" 2 \
+  "overlap_moe_expert_parallel_comm: needs a mixture-of-experts model at ep > 1" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --framework megatron \
+  --overlap-moe-expert-parallel-comm on --json new_out.json
 row "plan: --fp8-param-gather under fsdp" 2 "fp8_param_gather: framework fsdp: torchtitan's float8" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --precision fp8 --framework fsdp \
   --fp8-param-gather on --json new_out.json
