@@ -776,9 +776,19 @@ void gpt_oss(const nlohmann::json& json, const std::string& source, TransformerC
   model.activation = Activation::kQuickGeglu;
   model.glu_linear_offset = 1.0;
   reject_null(json, "swiglu_limit", source);
-  model.activation_clamp_value = json.contains("swiglu_limit")
-                                     ? require_number(json, "swiglu_limit", source)
-                                     : kGptOssDefaultSwigluLimit;
+  model.activation_clamp_value = kGptOssDefaultSwigluLimit;
+  if (json.contains("swiglu_limit")) {
+    // GptOssExperts clamps the gate to <= limit and up to [-limit, limit]; meshplan's
+    // activation_clamp_value 0 means no clamp, so a limit of 0 or less would be read as none.
+    const double limit = require_number(json, "swiglu_limit", source);
+    if (!(limit > 0)) {
+      throw InputError(fmt::format(
+          "{}: swiglu_limit: must be positive, the experts' clamp (gate <= limit, up in "
+          "[-limit, limit]) ({})",
+          source, limit));
+    }
+    model.activation_clamp_value = limit;
+  }
   model.num_experts = optional_size(json, "num_local_experts", kGptOssDefaultExperts, source);
   model.experts_per_token =
       optional_size(json, "num_experts_per_tok", kGptOssDefaultExpertsPerToken, source);
@@ -868,6 +878,8 @@ std::string hf_config_key(const nlohmann::json& json, const std::string& field) 
        {"ffn_hidden_size", "intermediate_size"},
        {"num_experts", experts},
        {"experts_per_token", "num_experts_per_tok"},
+       {"activation_clamp_value",
+        model_type == "gpt_oss" ? "swiglu_limit" : "activation_clamp_value"},
        {"expert_ffn_hidden_size", local_experts ? "intermediate_size" : "moe_intermediate_size"},
        {"first_dense_layers", "first_k_dense_replace"},
        {"num_shared_experts", "n_shared_experts"},

@@ -174,6 +174,8 @@ sed 's/"num_layers": 0/"num_layers": 4, "final_logit_softcapping": 3e7/' \
 sed 's/"num_layers": 0/"num_layers": 4, "query_pre_attn_scalar": "144"/' \
   model_zero_layers.json >model_query_scalar_string.json
 echo "{\"model_type\": \"gpt_oss\", \"swiglu_alpha\": 2.0, $hf}" >hf_gpt_oss_alpha.json
+echo "{\"model_type\": \"gpt_oss\", \"swiglu_limit\": 0, $hf}" >hf_gpt_oss_limit_zero.json
+echo "{\"model_type\": \"gpt_oss\", \"swiglu_limit\": 1e300, $hf}" >hf_gpt_oss_limit_huge.json
 sed 's/"num_layers": 0/"num_layers": 4, "activation_clamp_value": -7/' \
   model_zero_layers.json >model_clamp_negative.json
 sed 's/"num_layers": 0/"num_layers": 4, "attention_sinks": true/' \
@@ -353,6 +355,12 @@ plan_row "model query_pre_attn_scalar not a number" \
 plan_row "HF config, gpt-oss with another quick-GELU gain" \
   "hf_gpt_oss_alpha.json: swiglu_alpha: the experts' gate is quick GELU, x sigmoid(1.702 x); another gain is not modelled (2.0)" \
   --model hf_gpt_oss_alpha.json --cluster local-cpu --gpus 2
+plan_row "HF config, gpt-oss with swiglu_limit 0 (meshplan's 0 is no clamp)" \
+  "hf_gpt_oss_limit_zero.json: swiglu_limit: must be positive, the experts' clamp (gate <= limit, up in [-limit, limit]) (0)" \
+  --model hf_gpt_oss_limit_zero.json --cluster local-cpu --gpus 2
+plan_row "HF config, gpt-oss with swiglu_limit 1e300 (named by its own key)" \
+  "hf_gpt_oss_limit_huge.json: swiglu_limit: absurdly large, more than 1000000 (1e+300)" \
+  --model hf_gpt_oss_limit_huge.json --cluster local-cpu --gpus 2
 plan_row "model activation_clamp_value negative" \
   "model_clamp_negative.json: activation_clamp_value: must be 0 (none) or positive and finite (-7)" \
   --model model_clamp_negative.json --cluster local-cpu --gpus 2

@@ -557,6 +557,20 @@ TEST_CASE("gpt-oss: gpt-oss-20b, GptOssConfig's defaults and refusals") {
   CHECK(input_error([&] { model_from_json(oss, "o.json"); }) ==
         "o.json: swiglu_limit: null (transformers keeps None here and cannot build the model; "
         "give a value or leave the key out for the class default)");
+  // A limit of 0 or less clamps in transformers but reads as no clamp in meshplan (0 = none):
+  // refused, as is a huge one, under the config's own key.
+  oss["swiglu_limit"] = 0;
+  CHECK(input_error([&] { model_from_json(oss, "o.json"); }) ==
+        "o.json: swiglu_limit: must be positive, the experts' clamp (gate <= limit, up in "
+        "[-limit, limit]) (0)");
+  oss["swiglu_limit"] = -7.0;
+  CHECK(input_error([&] { model_from_json(oss, "o.json"); }) ==
+        "o.json: swiglu_limit: must be positive, the experts' clamp (gate <= limit, up in "
+        "[-limit, limit]) (-7)");
+  oss["swiglu_limit"] = 1e300;
+  CHECK(input_error([&] { model_from_json(oss, "o.json"); }) ==
+        "o.json: swiglu_limit: absurdly large, more than 1000000 (1e+300)");
+  oss.erase("swiglu_limit");
 }
 
 TEST_CASE("Gemma: activation fields, head_dim default and refusals") {
