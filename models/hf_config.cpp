@@ -792,6 +792,17 @@ void gpt_oss(const nlohmann::json& json, const std::string& source, TransformerC
   model.num_experts = optional_size(json, "num_local_experts", kGptOssDefaultExperts, source);
   model.experts_per_token =
       optional_size(json, "num_experts_per_tok", kGptOssDefaultExpertsPerToken, source);
+  // openai's config.json states experts_per_token beside num_experts_per_tok, the key
+  // GptOssConfig and GptOssTopKRouter read: one that differs would be silently ignored.
+  if (is_set(json, "experts_per_token")) {
+    const int64_t stated = require_int(json, "experts_per_token", source);
+    if (stated != model.experts_per_token) {
+      throw InputError(fmt::format(
+          "{}: experts_per_token: differs from num_experts_per_tok, the key transformers reads "
+          "({} != {})",
+          source, stated, model.experts_per_token));
+    }
+  }
   model.expert_ffn_hidden_size = model.ffn_hidden_size;
   if (!json.contains("sliding_window")) {
     model.sliding_window = kGptOssDefaultSlidingWindow;

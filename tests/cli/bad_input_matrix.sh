@@ -176,6 +176,7 @@ sed 's/"num_layers": 0/"num_layers": 4, "query_pre_attn_scalar": "144"/' \
 echo "{\"model_type\": \"gpt_oss\", \"swiglu_alpha\": 2.0, $hf}" >hf_gpt_oss_alpha.json
 echo "{\"model_type\": \"gpt_oss\", \"swiglu_limit\": 0, $hf}" >hf_gpt_oss_limit_zero.json
 echo "{\"model_type\": \"gpt_oss\", \"swiglu_limit\": 1e300, $hf}" >hf_gpt_oss_limit_huge.json
+echo "{\"model_type\": \"gpt_oss\", \"experts_per_token\": 8, $hf}" >hf_gpt_oss_experts.json
 sed 's/"num_layers": 0/"num_layers": 4, "activation_clamp_value": -7/' \
   model_zero_layers.json >model_clamp_negative.json
 sed 's/"num_layers": 0/"num_layers": 4, "attention_sinks": true/' \
@@ -361,6 +362,9 @@ plan_row "HF config, gpt-oss with swiglu_limit 0 (meshplan's 0 is no clamp)" \
 plan_row "HF config, gpt-oss with swiglu_limit 1e300 (named by its own key)" \
   "hf_gpt_oss_limit_huge.json: swiglu_limit: absurdly large, more than 1000000 (1e+300)" \
   --model hf_gpt_oss_limit_huge.json --cluster local-cpu --gpus 2
+plan_row "HF config, gpt-oss experts_per_token not num_experts_per_tok" \
+  "hf_gpt_oss_experts.json: experts_per_token: differs from num_experts_per_tok, the key transformers reads (8 != 4)" \
+  --model hf_gpt_oss_experts.json --cluster local-cpu --gpus 2
 plan_row "model activation_clamp_value negative" \
   "model_clamp_negative.json: activation_clamp_value: must be 0 (none) or positive and finite (-7)" \
   --model model_clamp_negative.json --cluster local-cpu --gpus 2

@@ -571,6 +571,17 @@ TEST_CASE("gpt-oss: gpt-oss-20b, GptOssConfig's defaults and refusals") {
   CHECK(input_error([&] { model_from_json(oss, "o.json"); }) ==
         "o.json: swiglu_limit: absurdly large, more than 1000000 (1e+300)");
   oss.erase("swiglu_limit");
+  // openai's experts_per_token beside num_experts_per_tok (absent here: 4): refused when it
+  // differs, not silently ignored.
+  oss["experts_per_token"] = 8;
+  CHECK(input_error([&] { model_from_json(oss, "o.json"); }) ==
+        "o.json: experts_per_token: differs from num_experts_per_tok, the key transformers "
+        "reads (8 != 4)");
+  oss["experts_per_token"] = "4";
+  CHECK(input_error([&] { model_from_json(oss, "o.json"); }) ==
+        "o.json: experts_per_token: expected an integer (\"4\")");
+  oss["experts_per_token"] = 4;
+  CHECK(model_from_json(oss, "o.json").experts_per_token == 4);
 }
 
 TEST_CASE("Gemma: activation fields, head_dim default and refusals") {
