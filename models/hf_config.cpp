@@ -970,6 +970,16 @@ TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::st
   if (model_type != "mpt") {
     read_sliding_window(json, model_type, source, model);
   }
+  // The classes that read layer_types check it also where no layer ends up windowed
+  // (transformers' layer_type_validation in the config's __init__): a malformed list is refused
+  // even when sliding_window is null or use_sliding_window false.
+  const bool reads_layer_types = model_type == "qwen2" || model_type == "qwen3" ||
+                                 model_type == "qwen2_moe" || model_type == "qwen3_moe" ||
+                                 model_type == "gemma2" || model_type == "gemma3_text" ||
+                                 model_type == "gpt_oss";
+  if (reads_layer_types && is_set(json, "layer_types") && model.num_layers <= kMaxLayers) {
+    read_layer_types(json, model.num_layers, source);
+  }
   return model;
 }
 

@@ -177,6 +177,10 @@ echo "{\"model_type\": \"gpt_oss\", \"swiglu_alpha\": 2.0, $hf}" >hf_gpt_oss_alp
 echo "{\"model_type\": \"gpt_oss\", \"swiglu_limit\": 0, $hf}" >hf_gpt_oss_limit_zero.json
 echo "{\"model_type\": \"gpt_oss\", \"swiglu_limit\": 1e300, $hf}" >hf_gpt_oss_limit_huge.json
 echo "{\"model_type\": \"gpt_oss\", \"experts_per_token\": 8, $hf}" >hf_gpt_oss_experts.json
+echo "{\"model_type\": \"gpt_oss\", \"sliding_window\": null, \"layer_types\": 5, $hf}" \
+  >hf_gpt_oss_layer_types.json
+echo "{\"model_type\": \"qwen2\", \"layer_types\": [\"full_attention\"], $hf}" \
+  >hf_qwen_layer_types.json
 sed 's/"num_layers": 0/"num_layers": 4, "activation_clamp_value": -7/' \
   model_zero_layers.json >model_clamp_negative.json
 sed 's/"num_layers": 0/"num_layers": 4, "attention_sinks": true/' \
@@ -365,6 +369,12 @@ plan_row "HF config, gpt-oss with swiglu_limit 1e300 (named by its own key)" \
 plan_row "HF config, gpt-oss experts_per_token not num_experts_per_tok" \
   "hf_gpt_oss_experts.json: experts_per_token: differs from num_experts_per_tok, the key transformers reads (8 != 4)" \
   --model hf_gpt_oss_experts.json --cluster local-cpu --gpus 2
+plan_row "HF config, gpt-oss layer_types not a list, sliding_window null" \
+  "hf_gpt_oss_layer_types.json: layer_types: expected one entry per layer, 2 (5)" \
+  --model hf_gpt_oss_layer_types.json --cluster local-cpu --gpus 2
+plan_row "HF config, qwen2 layer_types too short without use_sliding_window" \
+  "hf_qwen_layer_types.json: layer_types: expected one entry per layer, 2 ([\"full_attention\"])" \
+  --model hf_qwen_layer_types.json --cluster local-cpu --gpus 2
 plan_row "model activation_clamp_value negative" \
   "model_clamp_negative.json: activation_clamp_value: must be 0 (none) or positive and finite (-7)" \
   --model model_clamp_negative.json --cluster local-cpu --gpus 2

@@ -582,6 +582,18 @@ TEST_CASE("gpt-oss: gpt-oss-20b, GptOssConfig's defaults and refusals") {
         "o.json: experts_per_token: expected an integer (\"4\")");
   oss["experts_per_token"] = 4;
   CHECK(model_from_json(oss, "o.json").experts_per_token == 4);
+  // layer_types is checked also when sliding_window null windows no layer.
+  oss["sliding_window"] = nullptr;
+  oss["layer_types"] = 5;
+  CHECK(input_error([&] { model_from_json(oss, "o.json"); }) ==
+        "o.json: layer_types: expected one entry per layer, 24 (5)");
+}
+
+TEST_CASE("Qwen2: a malformed layer_types is refused without use_sliding_window too") {
+  nlohmann::json config = meshplan::read_json_file(hf_fixture("Qwen2-0.5B.json"));
+  config["layer_types"] = nlohmann::json::array({"full_attention"});
+  CHECK(input_error([&] { model_from_json(config, "qwen.json"); }) ==
+        "qwen.json: layer_types: expected one entry per layer, 24 ([\"full_attention\"])");
 }
 
 TEST_CASE("Gemma: activation fields, head_dim default and refusals") {
