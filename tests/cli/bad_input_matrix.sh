@@ -465,6 +465,12 @@ plan_row "--ep 3 with 4 experts" "ep_experts x1 (num_experts not divisible by ep
   --micro-batch 1 --recompute none --zero 0 --ep 3
 plan_row "--ep 4 on dp 2" "ep must divide dp*cp: experts are split over data- and context-parallel ranks (2 % 4)" \
   --model tiny-moe --cluster local-cpu --gpus 2 --tp 1 --pp 1 --ep 4
+plan_row "--zero 1 on an MoE model under framework meshplan (its executor runs ZeRO 0)" \
+  "--framework: meshplan cannot run this layout: its executor's mixture-of-experts runs ZeRO 0 only (experts are not ZeRO-sharded)" \
+  --model tiny-moe --cluster local-cpu --gpus 2 --zero 1
+plan_row "--cp 2 with attention sinks under framework meshplan" \
+  "--framework: meshplan cannot run this layout: its executor adds attention_sinks in the standard attention kernel, not the context-parallel ring's" \
+  --model model_sinks.json --cluster local-cpu --gpus 2 --cp 2
 plan_row "--etp 0" "--etp: must be positive (0)" --model tiny-moe --cluster local-cpu --gpus 2 --etp 0
 plan_row "--etp 4 with tp 2" \
   "(etp must divide tp: meshplan models the expert tensor-parallel group inside the tp group (2 % 4))" \
