@@ -641,6 +641,28 @@ Validity check_framework(const models::TransformerConfig& model, const PlanOptio
                                 layout)
                        : reject("framework", "");
   }
+  // meshplan's CPU executor (executor/shard_dims.cpp validate_moe_for_executor) builds routed
+  // experts without tensor parallelism and without ZeRO sharding, and adds gpt-oss's sinks in
+  // the standard attention kernel's softmax, not the context-parallel ring's
+  // (validate_plan_for_executor): a meshplan plan it would refuse at execute is none.
+  if (options.framework == Framework::kMeshplan && model.is_moe() &&
+      (layout.tp > 1 || layout.zero > 0)) {
+    return with_reason
+               ? refuse(options.framework,
+                        layout.tp > 1 ? "its executor's mixture-of-experts runs tp 1 only "
+                                        "(expert tensor parallelism is not built)"
+                                      : "its executor's mixture-of-experts runs ZeRO 0 only "
+                                        "(experts are not ZeRO-sharded)",
+                        layout)
+               : reject("framework", "");
+  }
+  if (options.framework == Framework::kMeshplan && model.attention_sinks && layout.cp > 1) {
+    return with_reason ? refuse(options.framework,
+                                "its executor adds attention_sinks in the standard attention "
+                                "kernel, not the context-parallel ring's",
+                                layout)
+                       : reject("framework", "");
+  }
   // DeepSpeed has no attention-core recompute of its own; Megatron-DeepSpeed's
   // --recompute-granularity selective checkpoints only the unfused CoreAttention
   // (megatron/model/transformer.py ParallelAttention at f4157bea: checkpoint_core_attention is
