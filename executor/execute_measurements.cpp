@@ -59,8 +59,11 @@ std::vector<long long> measurement_row(const RankMeasurement& mine) {
   return row;
 }
 
-// Rank 0: memory and collectives per stage from every rank's row (the largest over a stage's
-// ranks, which all issue the same collectives), beside the planner's estimate of the plan.
+// Rank 0: memory and collectives per stage from every rank's row, beside the planner's estimate
+// of the plan. A stage's ranks issue the same collectives, so each entry is the largest over
+// them, but for the expert all-to-alls: a rank's bytes there follow its tokens' routing, and the
+// planner's are the balanced share, exact for the mean over the stage's ranks (the ep group's
+// sum is ep times the planner's whatever the routing: tests/executor/traffic_test.cpp).
 ExecuteReport compare_with_planner(const planner::Plan& plan, const std::vector<long long>& rows,
                                    size_t row_size) {
   const planner::PlanEstimate estimate =
@@ -69,6 +72,8 @@ ExecuteReport compare_with_planner(const planner::Plan& plan, const std::vector<
   ExecuteReport report;
   report.memory.resize(pp);
   std::vector<std::map<std::pair<CollectiveKind, CommGroup>, CollectiveRecord>> by_kind(pp);
+  std::vector<int64_t> all_to_all_bytes_sum(pp, 0);
+  std::vector<int64_t> ranks_in_stage(pp, 0);
   for (size_t s = 0; s < pp && s < estimate.stages.size(); s++) {
     const planner::MemoryBreakdown& predicted = estimate.stages[s].memory;
     report.memory[s].predicted_bytes = predicted.total_bytes();
@@ -80,11 +85,27 @@ ExecuteReport compare_with_planner(const planner::Plan& plan, const std::vector<
     memory.measured_bytes = std::max<int64_t>(memory.measured_bytes, row[1]);
     memory.peak_rss_bytes = std::max<int64_t>(memory.peak_rss_bytes, row[2]);
     memory.device_used_bytes = std::max<int64_t>(memory.device_used_bytes, row[3]);
+    const size_t stage = static_cast<size_t>(row[0]);
+    ranks_in_stage[stage] += 1;
     for (int slot = 0; slot < kNumTrafficSlots; slot++) {
       CollectiveRecord& c = by_kind[static_cast<size_t>(row[0])]
                                    [{kKinds[slot / kNumGroups], kGroups[slot % kNumGroups]}];
       c.measured_bytes = std::max<int64_t>(c.measured_bytes, row[kRowHeader + 2 * slot]);
       c.measured_calls = std::max<int64_t>(c.measured_calls, row[kRowHeader + 1 + 2 * slot]);
+      if (kKinds[slot / kNumGroups] == CollectiveKind::kAllToAll &&
+          kGroups[slot % kNumGroups] == CommGroup::kEp) {
+        all_to_all_bytes_sum[stage] += row[kRowHeader + 2 * slot];
+      }
+    }
+  }
+  for (size_t s = 0; s < pp; s++) {
+    const auto it = by_kind[s].find({CollectiveKind::kAllToAll, CommGroup::kEp});
+    if (it != by_kind[s].end() && ranks_in_stage[s] > 0) {
+      // The mean. Every rank's bytes are whole token rows (h e bytes, more than the stage's
+      // ranks), so a sum other than ranks x the planner's differs from it by more than the
+      // rounding.
+      it->second.measured_bytes =
+          (all_to_all_bytes_sum[s] + ranks_in_stage[s] - 1) / ranks_in_stage[s];
     }
   }
   for (const planner::CollectiveTraffic& c : estimate.collectives) {

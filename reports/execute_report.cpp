@@ -96,7 +96,8 @@ std::string collective_table(const ExecuteReport& report) {
   std::string out =
       "#\n# Collectives of one step per rank of each stage: calls issued, and message bytes "
       "(nccl-tests size: all-reduce buffer, all-gather output, reduce-scatter input, send "
-      "payload)\n";
+      "payload); the expert all-to-all's bytes are the mean over the stage's ranks, as they "
+      "follow the routing\n";
   out += fmt::format("#{:>9} {:>15} {:>10} {:>9} {:>9} {:>15} {:>15} {:>9}\n", "stage", "kind",
                      "group", "calls", "pred", "measured", "predicted", "diff");
   out += fmt::format("#{:>9} {:>15} {:>10} {:>9} {:>9} {:>15} {:>15} {:>9}\n", "", "", "", "",
