@@ -132,8 +132,10 @@ MoeFlexTraffic moe_flex_traffic(const models::TransformerConfig& model,
     t.inter_node_bytes_per_rank = t.nodes > 1 ? token_bytes * (nodes_hit - own_node_hit) : 0.0;
     t.rdma_logical_bytes_per_rank = t.nodes > 1 ? token_bytes * nodes_hit : 0.0;
     t.nvlink_bytes_per_rank = token_bytes * t.destination_gpus;
-    // The internode kernel's RDMA senders, forwarders and NVLink receivers run at once
-    // (DeepEP internode.cu dispatch/combine, one channel pipeline): the slower leg paces a call.
+    // The internode kernel's RDMA senders, forwarders and NVLink receivers run at once, warps
+    // of one kernel (DeepEP V1 csrc/kernels/internode.cu: dispatch's kRDMASender,
+    // kRDMAAndNVLForwarder, kNVLReceivers; combine's kNVLSender, kNVLAndRDMAForwarder,
+    // kRDMAReceiver): the slower leg paces a call.
     // Latency: one step per peer node over the NICs, one per peer GPU of the node over NVLink,
     // as the two-tier all-to-all (collective_time.cpp).
     const auto leg_seconds = [&](double nvlink_efficiency) {
