@@ -38,7 +38,7 @@ models::TransformerConfig flex_moe() {
   return model;
 }
 
-Layout with_ep(Layout layout, int64_t ep) {
+Layout with_flex_ep(Layout layout, int64_t ep) {
   layout.ep = ep;
   layout.etp = 1;
   return layout;
@@ -74,7 +74,7 @@ TEST_CASE("expected destinations: G (1 - C(E - E/G, k) / C(E, k)), by enumeratio
 
 TEST_CASE("flex over two nodes (ep 16): RDMA once per node, NVLink once per GPU, the slower leg") {
   const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
-  const Layout layout = with_ep(make_layout(1, 1, 16, 1, 16), 16);
+  const Layout layout = with_flex_ep(make_layout(1, 1, 16, 1, 16), 16);
   const MoeFlexTraffic t = moe_flex_traffic(flex_moe(), cluster, layout, 0);
   CHECK(t.nodes == 2);
   CHECK(t.local_members == 8);
@@ -102,7 +102,7 @@ TEST_CASE("flex over two nodes (ep 16): RDMA once per node, NVLink once per GPU,
 
 TEST_CASE("flex within one node (ep 8): the intranode kernel, NVLink only") {
   const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
-  const Layout layout = with_ep(make_layout(1, 1, 8, 1, 8), 8);
+  const Layout layout = with_flex_ep(make_layout(1, 1, 8, 1, 8), 8);
   const MoeFlexTraffic t = moe_flex_traffic(flex_moe(), cluster, layout, 0);
   CHECK(t.nodes == 1);
   CHECK(t.inter_node_bytes_per_rank == 0.0);
@@ -118,7 +118,7 @@ TEST_CASE("flex within one node (ep 8): the intranode kernel, NVLink only") {
 
 TEST_CASE("flex in the estimate: dispatch + combine per MoE layer each way, no count gather") {
   const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
-  const Layout layout = with_ep(make_layout(1, 1, 16, 1, 16), 16);
+  const Layout layout = with_flex_ep(make_layout(1, 1, 16, 1, 16), 16);
   const PlanEstimate estimate = estimate_plan(flex_moe(), cluster, layout, flex());
   REQUIRE(estimate.rejection_code == "");
   const MoeFlexTraffic t = moe_flex_traffic(flex_moe(), cluster, layout, 0);
@@ -147,7 +147,7 @@ TEST_CASE("flex in the estimate: dispatch + combine per MoE layer each way, no c
 
 TEST_CASE("alltoall stays 2 x the all-to-all, and its permutations keep the second sort") {
   const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
-  const Layout layout = with_ep(make_layout(1, 1, 16, 1, 16), 16);
+  const Layout layout = with_flex_ep(make_layout(1, 1, 16, 1, 16), 16);
   CHECK(moe_dispatch_combine_seconds(flex_moe(), cluster, layout, PlanOptions{}, 0) ==
         2.0 * moe_all_to_all_seconds(flex_moe(), cluster, layout, 0));
   // 2 local experts: alltoall permutes, sorts, unsorts and unpermutes T k h e each (read and
@@ -158,22 +158,22 @@ TEST_CASE("alltoall stays 2 x the all-to-all, and its permutations keep the seco
 }
 
 TEST_CASE("flex: refused for dense models, ep 1, etp > 1 and frameworks other than megatron") {
-  const Layout layout = with_ep(make_layout(1, 1, 16, 1, 16), 16);
+  const Layout layout = with_flex_ep(make_layout(1, 1, 16, 1, 16), 16);
   CHECK(check_moe_dispatcher(flex_moe(), layout, flex()).ok());
-  CHECK(check_moe_dispatcher(flex_moe(), with_ep(layout, 1), PlanOptions{}).ok());
+  CHECK(check_moe_dispatcher(flex_moe(), with_flex_ep(layout, 1), PlanOptions{}).ok());
   const Validity dense = check_moe_dispatcher(models::load_model("gpt2-124m"), layout, flex());
   CHECK(dense.code == "moe_dispatcher");
   CHECK(dense.reason.find("mixture-of-experts") != std::string::npos);
-  const Validity ep1 = check_moe_dispatcher(flex_moe(), with_ep(layout, 1), flex());
+  const Validity ep1 = check_moe_dispatcher(flex_moe(), with_flex_ep(layout, 1), flex());
   CHECK(ep1.code == "moe_dispatcher");
   CHECK(ep1.reason.find("ep > 1") != std::string::npos);
-  Layout etp2 = with_ep(make_layout(2, 1, 8, 1, 8), 8);
+  Layout etp2 = with_flex_ep(make_layout(2, 1, 8, 1, 8), 8);
   etp2.etp = 2;
   const Validity etp = check_moe_dispatcher(flex_moe(), etp2, flex());
   CHECK(etp.code == "moe_dispatcher");
   CHECK(etp.reason.find("etp 1") != std::string::npos);
   // The estimate comes back infeasible with that reason.
-  CHECK(estimate_plan(flex_moe(), models::load_cluster("dgx-h100"), with_ep(layout, 1), flex())
+  CHECK(estimate_plan(flex_moe(), models::load_cluster("dgx-h100"), with_flex_ep(layout, 1), flex())
             .rejection_code == "moe_dispatcher");
   for (const Framework framework :
        {Framework::kDeepSpeed, Framework::kFsdp, Framework::kMeshplan}) {
