@@ -508,6 +508,15 @@ planner::PlanOptions plan_options(const PlanArguments& args, const models::Clust
                                  ? parse_on_off(*args.overlap_p2p_comm, "--overlap-p2p-comm")
                                  : options.framework == planner::Framework::kMegatron;
   planner::check_overlap_p2p_options(options, "--overlap-p2p-comm");
+  options.overlap_moe_expert_parallel_comm =
+      parse_on_off(args.overlap_moe_expert_parallel_comm, "--overlap-moe-expert-parallel-comm");
+  if (options.overlap_moe_expert_parallel_comm &&
+      options.framework != planner::Framework::kMegatron) {
+    throw InputError(fmt::format(
+        "--overlap-moe-expert-parallel-comm: framework {}: only Megatron-Core merges a forward "
+        "with a backward to overlap the expert all-to-alls",
+        planner::to_string(options.framework)));
+  }
   planner::check_flash_attention_version(options, "--flash-attention-version");
   planner::check_fsdp_version(options, "--fsdp-version");
   if (args.fsdp_head_in_root) {
@@ -735,6 +744,12 @@ void add_plan_flags(CLI::App& plan, PlanArguments& args) {
                   "Megatron-Core --overlap-p2p-communication: interleaved pipeline sends overlap "
                   "compute (on | off; default on for --framework megatron, else off; megatron "
                   "only; no effect on other schedules)");
+  plan.add_option("--overlap-moe-expert-parallel-comm", args.overlap_moe_expert_parallel_comm,
+                  "Megatron-Core --overlap-moe-expert-parallel-comm: each forward after the first "
+                  "runs merged with the previous micro-batch's backward, layer by layer, their "
+                  "expert all-to-alls beside the other's compute (on | off; megatron, MoE at ep > "
+                  "1, pp 1, no full or moe recompute)")
+      ->capture_default_str();
   plan.add_option("--grad-reduce-dtype", args.grad_reduce_dtype,
                   "Data-parallel gradient reduce and grad-buffer dtype: fp32 | bf16 (16-bit); "
                   "default: the framework's (megatron zero 0/1 and fsdp: fp32, else bf16)");

@@ -100,6 +100,12 @@ void validate_options_for_executor(const planner::Plan& plan, const std::string&
     throw InputError(fmt::format(
         "{}: options.fp8_param_gather: the CPU executor keeps no fp8 weights (true)", source));
   }
+  if (plan.options.overlap_moe_expert_parallel_comm) {
+    throw InputError(fmt::format(
+        "{}: options.overlap_moe_expert_parallel_comm: the CPU executor runs each micro-batch's "
+        "forward and backward in turn, never merged (true)",
+        source));
+  }
   // Pipeline scatter/gather and distributed saved activations split one micro-batch's hidden
   // states (N x C floats; the planner excludes sequence parallelism from the latter) into tp
   // equal flat blocks.

@@ -776,12 +776,33 @@ void gpt_oss(const nlohmann::json& json, const std::string& source, TransformerC
   model.activation = Activation::kQuickGeglu;
   model.glu_linear_offset = 1.0;
   reject_null(json, "swiglu_limit", source);
-  model.activation_clamp_value = json.contains("swiglu_limit")
-                                     ? require_number(json, "swiglu_limit", source)
-                                     : kGptOssDefaultSwigluLimit;
+  model.activation_clamp_value = kGptOssDefaultSwigluLimit;
+  if (json.contains("swiglu_limit")) {
+    // GptOssExperts clamps the gate to <= limit and up to [-limit, limit]; meshplan's
+    // activation_clamp_value 0 means no clamp, so a limit of 0 or less would be read as none.
+    const double limit = require_number(json, "swiglu_limit", source);
+    if (!(limit > 0)) {
+      throw InputError(fmt::format(
+          "{}: swiglu_limit: must be positive, the experts' clamp (gate <= limit, up in "
+          "[-limit, limit]) ({})",
+          source, limit));
+    }
+    model.activation_clamp_value = limit;
+  }
   model.num_experts = optional_size(json, "num_local_experts", kGptOssDefaultExperts, source);
   model.experts_per_token =
       optional_size(json, "num_experts_per_tok", kGptOssDefaultExpertsPerToken, source);
+  // openai's config.json states experts_per_token beside num_experts_per_tok, the key
+  // GptOssConfig and GptOssTopKRouter read: one that differs would be silently ignored.
+  if (is_set(json, "experts_per_token")) {
+    const int64_t stated = require_int(json, "experts_per_token", source);
+    if (stated != model.experts_per_token) {
+      throw InputError(fmt::format(
+          "{}: experts_per_token: differs from num_experts_per_tok, the key transformers reads "
+          "({} != {})",
+          source, stated, model.experts_per_token));
+    }
+  }
   model.expert_ffn_hidden_size = model.ffn_hidden_size;
   if (!json.contains("sliding_window")) {
     model.sliding_window = kGptOssDefaultSlidingWindow;
@@ -868,6 +889,8 @@ std::string hf_config_key(const nlohmann::json& json, const std::string& field) 
        {"ffn_hidden_size", "intermediate_size"},
        {"num_experts", experts},
        {"experts_per_token", "num_experts_per_tok"},
+       {"activation_clamp_value",
+        model_type == "gpt_oss" ? "swiglu_limit" : "activation_clamp_value"},
        {"expert_ffn_hidden_size", local_experts ? "intermediate_size" : "moe_intermediate_size"},
        {"first_dense_layers", "first_k_dense_replace"},
        {"num_shared_experts", "n_shared_experts"},
@@ -946,6 +969,16 @@ TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::st
   }
   if (model_type != "mpt") {
     read_sliding_window(json, model_type, source, model);
+  }
+  // The classes that read layer_types check it also where no layer ends up windowed
+  // (transformers' layer_type_validation in the config's __init__): a malformed list is refused
+  // even when sliding_window is null or use_sliding_window false.
+  const bool reads_layer_types = model_type == "qwen2" || model_type == "qwen3" ||
+                                 model_type == "qwen2_moe" || model_type == "qwen3_moe" ||
+                                 model_type == "gemma2" || model_type == "gemma3_text" ||
+                                 model_type == "gpt_oss";
+  if (reads_layer_types && is_set(json, "layer_types") && model.num_layers <= kMaxLayers) {
+    read_layer_types(json, model.num_layers, source);
   }
   return model;
 }

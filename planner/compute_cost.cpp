@@ -7,7 +7,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <string>
+#include <vector>
 
 #include "estimate_internal.h"
 #include "fp8_cast_cost.h"
@@ -991,6 +993,51 @@ SavedInputSplit saved_input_split(const models::TransformerConfig& model,
   return split;
 }
 
+// The two streams of TransformerLayerSchedulePlan.run (Megatron-LM d98e8a64
+// models/common/model_chunk_schedule_plan.py): comm_stream runs combine_bwd, dispatch_fwd,
+// dispatch_bwd, combine_fwd; comp_stream pre_dispatch_fwd, mlp_bwd, mlp_fwd, pre_dispatch_bwd,
+// issued in the order combine_bwd, pre_dispatch_fwd, mlp_bwd, dispatch_fwd, dispatch_bwd,
+// mlp_fwd, combine_fwd, pre_dispatch_bwd. Every node waits for its micro-batch's event, recorded
+// after that micro-batch's previous node (pipeline_parallel/utils.py ScheduleNode
+// stream_acquire_context), and for what its stream ran before.
+double ep_overlap_layers_seconds(const std::vector<EpOverlapLayer>& forward,
+                                 const std::vector<EpOverlapLayer>& backward) {
+  double compute_free = 0, comm_free = 0;        // when each stream is idle
+  double forward_ready = 0, backward_ready = 0;  // when each micro-batch's last node ended
+  const auto run = [](double& stream_free, double& ready, double seconds) {
+    ready = std::max(stream_free, ready) + seconds;
+    stream_free = ready;
+  };
+  const size_t layers = std::max(forward.size(), backward.size());
+  for (size_t i = 0; i < layers; ++i) {
+    const EpOverlapLayer* f = i < forward.size() ? &forward[i] : nullptr;
+    const EpOverlapLayer* b = i < backward.size() ? &backward[i] : nullptr;
+    if (b != nullptr) {
+      run(comm_free, backward_ready, b->combine_seconds);
+    }
+    if (f != nullptr) {
+      run(compute_free, forward_ready, f->attention_forward_seconds);
+    }
+    if (b != nullptr) {
+      run(compute_free, backward_ready, b->mlp_backward_seconds);
+    }
+    if (f != nullptr) {
+      run(comm_free, forward_ready, f->dispatch_seconds);
+    }
+    if (b != nullptr) {
+      run(comm_free, backward_ready, b->dispatch_seconds);
+    }
+    if (f != nullptr) {
+      run(compute_free, forward_ready, f->mlp_forward_seconds);
+      run(comm_free, forward_ready, f->combine_seconds);
+    }
+    if (b != nullptr) {
+      run(compute_free, backward_ready, b->attention_backward_seconds);
+    }
+  }
+  return std::max(compute_free, comm_free);
+}
+
 ChunkCost chunk_cost(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                      const Layout& layout, const PlanOptions& options, int64_t stage,
                      int64_t chunk) {
@@ -1010,6 +1057,11 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
       gradient_accumulation_bytes_per_parameter(cluster, layout, options);
   double forward_flops = 0;
   double recompute_flops = 0;
+  std::array<EpOverlapLayer, kLayerKinds.size()> ep_overlap_nodes{};  // by kind
+  const auto kind_index = [](LayerKind kind) {
+    return static_cast<size_t>(std::find(kLayerKinds.begin(), kLayerKinds.end(), kind) -
+                               kLayerKinds.begin());
+  };
   // Each kind of layer (dense or MoE, windowed or full attention) once, times its count.
   for (const LayerKind kind : kLayerKinds) {
     const bool moe_layer = kind.moe;
@@ -1137,11 +1189,64 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
                                     static_cast<double>(parameters.sharded + parameters.replicated +
                                                         parameters.expert)) *
         count;
+    if (options.overlap_moe_expert_parallel_comm) {
+      // The layer's nodes (EpOverlapLayer). check_moe_a2a_overlap leaves no full or moe-module
+      // recompute, FSDP pass or split input here: the layer's forward and backward are the sums
+      // charged below. The routed experts' grouped GEMMs are the mlp node (their input and
+      // weight gradients one GEMM each, Narayanan et al. 2021, Sec. 5.1); everything else,
+      // the token count gathers and the tp and cp collectives included, the pre-dispatch node.
+      double experts = 0;
+      if (moe_layer) {
+        const Shape x = shape_of(model, cluster, layout);
+        for (const LinearGemm& gemm : layer_linear_gemms(model, layout, options, x, true)) {
+          if (gemm.expert) {
+            experts += gemm.multiplier * one_linear_gemm_seconds(cluster, options, gemm.tokens,
+                                                                 gemm.n, gemm.k, gemm.expert);
+          }
+        }
+      }
+      // Dispatch, and combine, each half the pair (alltoall: one all-to-all each; flex: DeepEP's
+      // dispatch and combine, within 3% of each other, moe_flex_traffic).
+      const double a2a = 0.5 * all_to_all;
+      const double layer_weight =
+          layer.linear_forward +
+          memory_seconds(cluster,
+                         accumulation_bytes_per_parameter *
+                             static_cast<double>(parameters.sharded + parameters.replicated +
+                                                 parameters.expert));
+      EpOverlapLayer& node = ep_overlap_nodes[kind_index(kind)];
+      node.dispatch_seconds = a2a;
+      node.combine_seconds = a2a;
+      node.mlp_forward_seconds = experts;
+      node.mlp_backward_seconds = 2.0 * experts;
+      node.attention_forward_seconds =
+          layer_forward + layer.tp_comm_forward + layer.cp_comm_forward + token_counts - experts;
+      node.attention_backward_seconds = input_backward + tp_backward + cp_backward +
+                                        (ep_backward - all_to_all) + layer_weight - 2.0 * experts;
+    }
     cost.backward_tp_comm_seconds += tp_backward * count + recompute_tp * recomputed +
                                      split.gather_seconds * checkpointed_inputs;
     cost.backward_ep_comm_seconds += ep_backward * count + recompute_ep * recomputed;
     cost.forward_cp_comm_seconds += layer.cp_comm_forward * count;
     cost.backward_cp_comm_seconds += cp_backward * count + recompute_cp * recomputed;
+  }
+
+  if (options.overlap_moe_expert_parallel_comm) {
+    // One micro-batch's forward through the chunk's layers beside another's backward
+    // (ep_overlap_layers_seconds) against the two in sequence.
+    std::vector<EpOverlapLayer> forward_layers;
+    double serial = 0;
+    for (int64_t l = range.first; l < range.end; ++l) {
+      const EpOverlapLayer& node = ep_overlap_nodes[kind_index(layer_kind(model, l))];
+      forward_layers.push_back(node);
+      serial += node.attention_forward_seconds + node.mlp_forward_seconds +
+                node.attention_backward_seconds + node.mlp_backward_seconds +
+                2.0 * (node.dispatch_seconds + node.combine_seconds);
+    }
+    const std::vector<EpOverlapLayer> backward_layers(forward_layers.rbegin(),
+                                                      forward_layers.rend());
+    cost.ep_overlap_saved_seconds =
+        std::max(0.0, serial - ep_overlap_layers_seconds(forward_layers, backward_layers));
   }
 
   const double all_reduce_hidden =

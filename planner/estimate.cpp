@@ -438,9 +438,10 @@ struct StageTimes {
   int64_t stage = 0;
   double forward = 0;
   double backward = 0;
-  double weight = 0;  // W of split schedules (inside backward)
-  double tp = 0;      // exposed tp communication (inside forward + backward)
-  double flops = 0;   // executed per micro-batch on one rank
+  double weight = 0;            // W of split schedules (inside backward)
+  double tp = 0;                // exposed tp communication (inside forward + backward)
+  double flops = 0;             // executed per micro-batch on one rank
+  double ep_overlap_saved = 0;  // per merged forward-backward (ChunkCost::ep_overlap_saved_seconds)
   DpTimes dp;
 };
 
@@ -506,6 +507,7 @@ StageTimes estimate_stage(const models::TransformerConfig& model,
     times.weight += chunk.backward_weight_compute_seconds;
     times.tp += chunk.forward_tp_comm_seconds + chunk.backward_tp_comm_seconds;
     times.flops += static_cast<double>(chunk.forward_flops + chunk.backward_flops);
+    times.ep_overlap_saved += chunk.ep_overlap_saved_seconds;
   }
   const int64_t m = layout.num_micro_batches();
   const InFlight in_flight =
@@ -880,6 +882,9 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
     validity = check_fp8_param_gather(model, layout, options);
   }
   if (validity.ok()) {
+    validity = check_moe_a2a_overlap(model, layout, options);
+  }
+  if (validity.ok()) {
     validity = check_grad_reduce_dtype(layout, options);
   }
   if (validity.ok()) {
@@ -901,9 +906,15 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
     hardware_flops_per_replica += times.back().flops * micro_batches;
   }
   const PipelineTimes pipeline_parts = pipeline_times(times);
-  const double pipeline = pipeline_makespan(layout, pipeline_parts);
+  // overlap_moe_expert_parallel_comm (pp 1, check_moe_a2a_overlap): Megatron-Core's
+  // combined_1f1b_schedule_for_no_pipelining runs the first forward alone, then m - 1 merged
+  // pairs (backward i beside forward i + 1), then the last backward alone (schedules.py
+  // forward_backward_no_pipelining, d98e8a64): m - 1 merges each save ep_overlap_saved.
+  const double ep_overlap_saved =
+      layout.pp == 1 ? (micro_batches - 1.0) * times.front().ep_overlap_saved : 0.0;
+  const double pipeline = pipeline_makespan(layout, pipeline_parts) - ep_overlap_saved;
   StepBreakdown& breakdown = estimate.breakdown;
-  breakdown.pipeline_compute_seconds = micro_batches * pipeline_parts.max_stage;
+  breakdown.pipeline_compute_seconds = micro_batches * pipeline_parts.max_stage - ep_overlap_saved;
   breakdown.tp_comm_exposed_seconds = micro_batches * pipeline_parts.max_tp;
   breakdown.bubble_seconds = pipeline - breakdown.pipeline_compute_seconds;
   breakdown.pp_transfer_seconds =

@@ -89,7 +89,7 @@ constexpr std::array<std::string_view, 20> kLayoutFields = {"tp",
                                                             "recompute_layers",
                                                             "recompute_group_layers",
                                                             "recompute_modules"};
-constexpr std::array<std::string_view, 28> kOptionsFields = {"flash_attention",
+constexpr std::array<std::string_view, 29> kOptionsFields = {"flash_attention",
                                                              "flash_attention_version",
                                                              "fsdp_version",
                                                              "fsdp_head_in_root",
@@ -106,6 +106,7 @@ constexpr std::array<std::string_view, 28> kOptionsFields = {"flash_attention",
                                                              "moe_aux_loss_coeff",
                                                              "fp8_param_gather",
                                                              "overlap_p2p_comm",
+                                                             "overlap_moe_expert_parallel_comm",
                                                              "grad_reduce_dtype",
                                                              "cross_entropy_loss_fusion",
                                                              "compile",
@@ -290,6 +291,9 @@ nlohmann::json options_to_json(const PlanOptions& options) {
   if (options.overlap_p2p_comm) {  // omitted when off, as in plan files written before the key
     json["overlap_p2p_comm"] = true;
   }
+  if (options.overlap_moe_expert_parallel_comm) {  // omitted at the default, off
+    json["overlap_moe_expert_parallel_comm"] = true;
+  }
   if (options.distribute_saved_activations) {  // omitted at the default, off
     json["distribute_saved_activations"] = true;
   }
@@ -414,6 +418,10 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
     options.overlap_p2p_comm = require_bool(json, "overlap_p2p_comm", where);
   }
   check_overlap_p2p_options(options, where + ": overlap_p2p_comm");
+  if (json.contains("overlap_moe_expert_parallel_comm")) {  // optional: absent means off
+    options.overlap_moe_expert_parallel_comm =
+        require_bool(json, "overlap_moe_expert_parallel_comm", where);
+  }
   if (json.contains("compile")) {  // optional: absent means off (eager)
     options.compile = require_bool(json, "compile", where);
   }
@@ -540,6 +548,9 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
   }
   if (validity.ok()) {
     validity = check_fp8_param_gather(plan.model, plan.layout, plan.options);
+  }
+  if (validity.ok()) {
+    validity = check_moe_a2a_overlap(plan.model, plan.layout, plan.options);
   }
   if (validity.ok()) {
     validity = check_grad_reduce_dtype(plan.layout, plan.options);

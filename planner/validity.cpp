@@ -642,6 +642,28 @@ Validity check_framework(const models::TransformerConfig& model, const PlanOptio
                                 layout)
                        : reject("framework", "");
   }
+  // meshplan's CPU executor (executor/shard_dims.cpp validate_moe_for_executor) builds routed
+  // experts without tensor parallelism and without ZeRO sharding, and adds gpt-oss's sinks in
+  // the standard attention kernel's softmax, not the context-parallel ring's
+  // (validate_plan_for_executor): a meshplan plan it would refuse at execute is none.
+  if (options.framework == Framework::kMeshplan && model.is_moe() &&
+      (layout.tp > 1 || layout.zero > 0)) {
+    return with_reason
+               ? refuse(options.framework,
+                        layout.tp > 1 ? "its executor's mixture-of-experts runs tp 1 only "
+                                        "(expert tensor parallelism is not built)"
+                                      : "its executor's mixture-of-experts runs ZeRO 0 only "
+                                        "(experts are not ZeRO-sharded)",
+                        layout)
+               : reject("framework", "");
+  }
+  if (options.framework == Framework::kMeshplan && model.attention_sinks && layout.cp > 1) {
+    return with_reason ? refuse(options.framework,
+                                "its executor adds attention_sinks in the standard attention "
+                                "kernel, not the context-parallel ring's",
+                                layout)
+                       : reject("framework", "");
+  }
   // DeepSpeed has no attention-core recompute of its own; Megatron-DeepSpeed's
   // --recompute-granularity selective checkpoints only the unfused CoreAttention
   // (megatron/model/transformer.py ParallelAttention at f4157bea: checkpoint_core_attention is
@@ -915,6 +937,56 @@ Validity check_moe_dispatcher(const models::TransformerConfig& model, const Layo
                   fmt::format("moe_dispatcher flex: modelled with etp 1 only (the flex "
                               "dispatcher's etp x ep group is not) ({})",
                               describe(layout)));
+  }
+  return {};
+}
+
+// Megatron-Core's EP all-to-all overlap (transformer_config.py __post_init__, d98e8a64 lines
+// 3002-3046: ep > 1, alltoall or flex dispatcher, no full recompute, no recompute method or
+// layer count, "moe" not in recompute_modules, bf16/fp16 training; pp > 1 needs vpp). meshplan
+// costs the merged pairs of the no-pipelining schedule only (ep_overlap_pair_seconds).
+Validity check_moe_a2a_overlap(const models::TransformerConfig& model, const Layout& layout,
+                               const PlanOptions& options) {
+  if (!options.overlap_moe_expert_parallel_comm) {
+    return {};
+  }
+  const std::string field = "overlap_moe_expert_parallel_comm";
+  if (options.framework != Framework::kMegatron) {
+    return reject("moe_a2a_overlap",
+                  fmt::format("{}: framework {}: only Megatron-Core merges a forward with a "
+                              "backward to overlap the expert all-to-alls",
+                              field, to_string(options.framework)));
+  }
+  if (!model.is_moe() || layout.ep <= 1) {
+    return reject("moe_a2a_overlap",
+                  fmt::format("{}: needs a mixture-of-experts model at ep > 1 (ep {}): Megatron-"
+                              "Core asserts expert_model_parallel_size > 1",
+                              field, layout.ep));
+  }
+  if (layout.recompute == Recompute::kFull) {
+    return reject("moe_a2a_overlap",
+                  fmt::format("{}: recompute full: Megatron-Core asserts recompute_granularity "
+                              "!= 'full' with it",
+                              field));
+  }
+  if (recomputes_module(layout, kRecomputeMoe)) {
+    return reject("moe_a2a_overlap",
+                  fmt::format("{}: recompute module moe: Megatron-Core asserts 'moe' not in "
+                              "recompute_modules with it",
+                              field));
+  }
+  if (layout.zero >= 2) {
+    return reject("moe_a2a_overlap",
+                  fmt::format("{}: zero {}: Megatron-FSDP's parameter gathers beside the merged "
+                              "layers are not modelled",
+                              field, layout.zero));
+  }
+  if (layout.pp > 1) {
+    return reject("moe_a2a_overlap",
+                  fmt::format("{}: pp {}: meshplan costs the merged forward-backward pairs at pp "
+                              "1 only (Megatron runs it at pp > 1 with interleaving only; those "
+                              "merged slots are not modelled)",
+                              field, layout.pp));
   }
   return {};
 }

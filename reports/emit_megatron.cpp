@@ -350,6 +350,12 @@ void add_moe_flags(const models::TransformerConfig& m, const planner::PlanOption
     flags.push_back({"--moe-token-dispatcher-type", "alltoall"});
   }
   flags.push_back({"--moe-grouped-gemm", ""});
+  if (options.overlap_moe_expert_parallel_comm) {
+    // TransformerConfig.overlap_moe_expert_parallel_comm as arguments.py's ArgumentGroupFactory
+    // spells it (d98e8a64); alltoall dispatcher as above, no --delay-wgrad-compute (the plan
+    // costs the weight gradients inside their nodes).
+    flags.push_back({"--overlap-moe-expert-parallel-comm", ""});
+  }
   if (options.moe_aux_loss_coeff > 0) {
     // The router's load-balancing loss (--moe-router-load-balancing-type aux_loss, the default).
     flags.push_back({"--moe-aux-loss-coeff", fmt::format("{}", options.moe_aux_loss_coeff)});
@@ -511,7 +517,12 @@ std::string emit_megatron(const planner::Plan& plan) {
       "# as this script's arguments: data (--data-path or --mock-data), tokenizer\n"
       "# (--tokenizer-type), --train-iters, --lr and the schedule, checkpointing.\n";
   out += "# Run once per node, with NODE_RANK, MASTER_ADDR and MASTER_PORT set.\n";
-  if ((plan.layout.tp > 1 || plan.layout.cp > 1) && plan.layout.zero <= 1) {
+  if (plan.options.overlap_moe_expert_parallel_comm) {
+    // arguments.py validate_args (d98e8a64, line 1466): with the EP overlap it warns instead of
+    // asserting 1; the communication stream needs more than one hardware queue to run beside
+    // the compute stream (its warning: "set CUDA_DEVICE_MAX_CONNECTIONS to 1 or 32").
+    out += "export CUDA_DEVICE_MAX_CONNECTIONS=32\n";
+  } else if ((plan.layout.tp > 1 || plan.layout.cp > 1) && plan.layout.zero <= 1) {
     // arguments.py validate_args asserts it for tp or cp > 1 before Blackwell (Megatron-FSDP,
     // zero 2-3, asserts the opposite): kernels queue in issue order, so the tp collectives
     // overlap the GEMMs they are meant to.

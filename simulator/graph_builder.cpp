@@ -509,7 +509,7 @@ void Builder::add_op_communication(int32_t rank, int32_t index, const PipelineOp
                         cp_spans_nodes_[rank]);
     chain(state, task);
   }
-  if (const double ep = share * ep_seconds(cost, op.kind); ep > 0) {
+  if (const double ep = share * merged_ep_seconds(cost, op); ep > 0) {
     // The all-to-all loads every link of its ep group: NVLink when members share the node,
     // the node's NIC when the group spans nodes (all ranks of the node send at once).
     const int32_t task = add_task(TaskKind::kEpAllToAll, StreamKind::kCompute, rank, ep);
@@ -517,6 +517,27 @@ void Builder::add_op_communication(int32_t rank, int32_t index, const PipelineOp
     describe_task(task, index, op);
     chain(state, task);
   }
+}
+
+// The op's exposed all-to-alls. overlap_moe_expert_parallel_comm (pp 1): Megatron-Core merges
+// forward i + 1 with backward i (combined_1f1b_schedule_for_no_pipelining), adjacent ops of the
+// pp 1 op list; the pair runs shorter by the planner's ep_overlap_saved_seconds (the merged
+// layers' two-stream replay, planner::ep_overlap_layers_seconds), taken off the forward's
+// all-to-alls, the rest off the backward's. The first forward and the last backward keep theirs.
+double Builder::merged_ep_seconds(const planner::ChunkCost& cost, const PipelineOp& op) const {
+  const double ep = ep_seconds(cost, op.kind);
+  const double saved = cost.ep_overlap_saved_seconds;
+  if (saved <= 0 || layout_.pp != 1) {
+    return ep;
+  }
+  const double forward_share = std::min(saved, cost.forward_ep_comm_seconds);
+  if (op.kind == OpKind::kForward && op.micro_batch >= 1) {
+    return ep - forward_share;
+  }
+  if (op.kind == OpKind::kBackward && op.micro_batch + 1 < num_micro_batches_) {
+    return ep - (saved - forward_share);
+  }
+  return ep;
 }
 
 void Builder::add_compute_op(int32_t rank, int32_t index, const PipelineOp& op,

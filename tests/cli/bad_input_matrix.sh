@@ -174,6 +174,13 @@ sed 's/"num_layers": 0/"num_layers": 4, "final_logit_softcapping": 3e7/' \
 sed 's/"num_layers": 0/"num_layers": 4, "query_pre_attn_scalar": "144"/' \
   model_zero_layers.json >model_query_scalar_string.json
 echo "{\"model_type\": \"gpt_oss\", \"swiglu_alpha\": 2.0, $hf}" >hf_gpt_oss_alpha.json
+echo "{\"model_type\": \"gpt_oss\", \"swiglu_limit\": 0, $hf}" >hf_gpt_oss_limit_zero.json
+echo "{\"model_type\": \"gpt_oss\", \"swiglu_limit\": 1e300, $hf}" >hf_gpt_oss_limit_huge.json
+echo "{\"model_type\": \"gpt_oss\", \"experts_per_token\": 8, $hf}" >hf_gpt_oss_experts.json
+echo "{\"model_type\": \"gpt_oss\", \"sliding_window\": null, \"layer_types\": 5, $hf}" \
+  >hf_gpt_oss_layer_types.json
+echo "{\"model_type\": \"qwen2\", \"layer_types\": [\"full_attention\"], $hf}" \
+  >hf_qwen_layer_types.json
 sed 's/"num_layers": 0/"num_layers": 4, "activation_clamp_value": -7/' \
   model_zero_layers.json >model_clamp_negative.json
 sed 's/"num_layers": 0/"num_layers": 4, "attention_sinks": true/' \
@@ -373,6 +380,21 @@ plan_row "model query_pre_attn_scalar not a number" \
 plan_row "HF config, gpt-oss with another quick-GELU gain" \
   "hf_gpt_oss_alpha.json: swiglu_alpha: the experts' gate is quick GELU, x sigmoid(1.702 x); another gain is not modelled (2.0)" \
   --model hf_gpt_oss_alpha.json --cluster local-cpu --gpus 2
+plan_row "HF config, gpt-oss with swiglu_limit 0 (meshplan's 0 is no clamp)" \
+  "hf_gpt_oss_limit_zero.json: swiglu_limit: must be positive, the experts' clamp (gate <= limit, up in [-limit, limit]) (0)" \
+  --model hf_gpt_oss_limit_zero.json --cluster local-cpu --gpus 2
+plan_row "HF config, gpt-oss with swiglu_limit 1e300 (named by its own key)" \
+  "hf_gpt_oss_limit_huge.json: swiglu_limit: absurdly large, more than 1000000 (1e+300)" \
+  --model hf_gpt_oss_limit_huge.json --cluster local-cpu --gpus 2
+plan_row "HF config, gpt-oss experts_per_token not num_experts_per_tok" \
+  "hf_gpt_oss_experts.json: experts_per_token: differs from num_experts_per_tok, the key transformers reads (8 != 4)" \
+  --model hf_gpt_oss_experts.json --cluster local-cpu --gpus 2
+plan_row "HF config, gpt-oss layer_types not a list, sliding_window null" \
+  "hf_gpt_oss_layer_types.json: layer_types: expected one entry per layer, 2 (5)" \
+  --model hf_gpt_oss_layer_types.json --cluster local-cpu --gpus 2
+plan_row "HF config, qwen2 layer_types too short without use_sliding_window" \
+  "hf_qwen_layer_types.json: layer_types: expected one entry per layer, 2 ([\"full_attention\"])" \
+  --model hf_qwen_layer_types.json --cluster local-cpu --gpus 2
 plan_row "model activation_clamp_value negative" \
   "model_clamp_negative.json: activation_clamp_value: must be 0 (none) or positive and finite (-7)" \
   --model model_clamp_negative.json --cluster local-cpu --gpus 2
@@ -463,6 +485,12 @@ plan_row "--ep 3 with 4 experts" "ep_experts x1 (num_experts not divisible by ep
   --micro-batch 1 --recompute none --zero 0 --ep 3
 plan_row "--ep 4 on dp 2" "ep must divide dp*cp: experts are split over data- and context-parallel ranks (2 % 4)" \
   --model tiny-moe --cluster local-cpu --gpus 2 --tp 1 --pp 1 --ep 4
+plan_row "--zero 1 on an MoE model under framework meshplan (its executor runs ZeRO 0)" \
+  "--framework: meshplan cannot run this layout: its executor's mixture-of-experts runs ZeRO 0 only (experts are not ZeRO-sharded)" \
+  --model tiny-moe --cluster local-cpu --gpus 2 --zero 1
+plan_row "--cp 2 with attention sinks under framework meshplan" \
+  "--framework: meshplan cannot run this layout: its executor adds attention_sinks in the standard attention kernel, not the context-parallel ring's" \
+  --model model_sinks.json --cluster local-cpu --gpus 2 --cp 2
 plan_row "--etp 0" "--etp: must be positive (0)" --model tiny-moe --cluster local-cpu --gpus 2 --etp 0
 plan_row "--etp 4 with tp 2" \
   "(etp must divide tp: meshplan models the expert tensor-parallel group inside the tp group (2 % 4))" \
@@ -644,6 +672,18 @@ row "plan: --precision fp16" 2 "--precision: unsupported precision (fp16); suppo
   plan --model tiny --cluster dgx-h100 --gpus 8 --precision fp16 --json new_out.json
 row "plan: --fp8-param-gather with bf16 GEMMs" 2 "fp8_param_gather: needs precision fp8" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --fp8-param-gather on --json new_out.json
+row "plan: --overlap-moe-expert-parallel-comm under fsdp" 2 \
+  "--overlap-moe-expert-parallel-comm: framework fsdp: only Megatron-Core merges" \
+  plan --model tiny-moe --cluster dgx-h100 --gpus 8 --framework fsdp \
+  --overlap-moe-expert-parallel-comm on --json new_out.json
+row "plan: --overlap-moe-expert-parallel-comm yes" 2 \
+  "--overlap-moe-expert-parallel-comm: expected on or off (yes)" \
+  plan --model tiny-moe --cluster dgx-h100 --gpus 8 --framework megatron \
+  --overlap-moe-expert-parallel-comm yes --json new_out.json
+row "plan: --overlap-moe-expert-parallel-comm on a dense model" 2 \
+  "overlap_moe_expert_parallel_comm: needs a mixture-of-experts model at ep > 1" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --framework megatron \
+  --overlap-moe-expert-parallel-comm on --json new_out.json
 row "plan: --fp8-param-gather under fsdp" 2 "fp8_param_gather: framework fsdp: torchtitan's float8" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --precision fp8 --framework fsdp \
   --fp8-param-gather on --json new_out.json

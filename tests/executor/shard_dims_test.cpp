@@ -191,6 +191,12 @@ TEST_CASE("the executor rejects what it cannot run, naming the field") {
   CHECK(rejection(fp8_gather) ==
         "p.json: options.fp8_param_gather: the CPU executor keeps no fp8 weights (true)");
 
+  planner::Plan merged = plan;
+  merged.options.overlap_moe_expert_parallel_comm = true;
+  CHECK(rejection(merged) ==
+        "p.json: options.overlap_moe_expert_parallel_comm: the CPU executor runs each "
+        "micro-batch's forward and backward in turn, never merged (true)");
+
   planner::Plan whole_grads = plan;
   whole_grads.options.scatter_gather_pipeline = true;
   whole_grads.options.pipeline_grad_scatter_gather = false;

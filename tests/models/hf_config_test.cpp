@@ -557,6 +557,43 @@ TEST_CASE("gpt-oss: gpt-oss-20b, GptOssConfig's defaults and refusals") {
   CHECK(input_error([&] { model_from_json(oss, "o.json"); }) ==
         "o.json: swiglu_limit: null (transformers keeps None here and cannot build the model; "
         "give a value or leave the key out for the class default)");
+  // A limit of 0 or less clamps in transformers but reads as no clamp in meshplan (0 = none):
+  // refused, as is a huge one, under the config's own key.
+  oss["swiglu_limit"] = 0;
+  CHECK(input_error([&] { model_from_json(oss, "o.json"); }) ==
+        "o.json: swiglu_limit: must be positive, the experts' clamp (gate <= limit, up in "
+        "[-limit, limit]) (0)");
+  oss["swiglu_limit"] = -7.0;
+  CHECK(input_error([&] { model_from_json(oss, "o.json"); }) ==
+        "o.json: swiglu_limit: must be positive, the experts' clamp (gate <= limit, up in "
+        "[-limit, limit]) (-7)");
+  oss["swiglu_limit"] = 1e300;
+  CHECK(input_error([&] { model_from_json(oss, "o.json"); }) ==
+        "o.json: swiglu_limit: absurdly large, more than 1000000 (1e+300)");
+  oss.erase("swiglu_limit");
+  // openai's experts_per_token beside num_experts_per_tok (absent here: 4): refused when it
+  // differs, not silently ignored.
+  oss["experts_per_token"] = 8;
+  CHECK(input_error([&] { model_from_json(oss, "o.json"); }) ==
+        "o.json: experts_per_token: differs from num_experts_per_tok, the key transformers "
+        "reads (8 != 4)");
+  oss["experts_per_token"] = "4";
+  CHECK(input_error([&] { model_from_json(oss, "o.json"); }) ==
+        "o.json: experts_per_token: expected an integer (\"4\")");
+  oss["experts_per_token"] = 4;
+  CHECK(model_from_json(oss, "o.json").experts_per_token == 4);
+  // layer_types is checked also when sliding_window null windows no layer.
+  oss["sliding_window"] = nullptr;
+  oss["layer_types"] = 5;
+  CHECK(input_error([&] { model_from_json(oss, "o.json"); }) ==
+        "o.json: layer_types: expected one entry per layer, 24 (5)");
+}
+
+TEST_CASE("Qwen2: a malformed layer_types is refused without use_sliding_window too") {
+  nlohmann::json config = meshplan::read_json_file(hf_fixture("Qwen2-0.5B.json"));
+  config["layer_types"] = nlohmann::json::array({"full_attention"});
+  CHECK(input_error([&] { model_from_json(config, "qwen.json"); }) ==
+        "qwen.json: layer_types: expected one entry per layer, 24 ([\"full_attention\"])");
 }
 
 TEST_CASE("Gemma: activation fields, head_dim default and refusals") {

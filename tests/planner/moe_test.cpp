@@ -286,4 +286,36 @@ TEST_CASE("with context parallelism ep ranges over the dp x cp ranks") {
   CHECK(grad_group_size(expert_layout(layout)) == 2);
 }
 
+TEST_CASE("framework meshplan: layouts its CPU executor refuses are refused at plan time") {
+  // executor/shard_dims.cpp validate_moe_for_executor: experts at tp 1 and ZeRO 0 only;
+  // validate_plan_for_executor: attention sinks without context parallelism only.
+  PlanOptions options;
+  options.framework = Framework::kMeshplan;
+  const auto reason = [&](const models::TransformerConfig& model, const Layout& layout) {
+    return check_framework(model, options, layout).reason;
+  };
+  Layout zero1 = with_ep(make_layout(1, 1, 2, 1, 2), 2);
+  CHECK(reason(tiny_moe(), zero1).empty());
+  zero1.zero = 1;
+  CHECK(reason(tiny_moe(), zero1) ==
+        "meshplan cannot run this layout: its executor's mixture-of-experts runs ZeRO 0 only "
+        "(experts are not ZeRO-sharded) (tp=1 pp=1 dp=2 vpp=1 mb=1 recompute=none sp=off "
+        "zero=1 schedule=1f1b ep=2)");
+  CHECK(reason(models::load_model("tiny"), zero1).empty());  // a dense model shards with ZeRO
+  Layout tp2 = make_layout(2, 1, 1, 1, 2);
+  tp2.sequence_parallel = true;
+  CHECK(check_framework(tiny_moe(), options, tp2).code == "framework");
+  options.framework = Framework::kMegatron;  // Megatron-Core runs both
+  CHECK(reason(tiny_moe(), zero1).empty());
+  CHECK(reason(tiny_moe(), tp2).empty());
+  options.framework = Framework::kMeshplan;
+  models::TransformerConfig sinks = models::load_model("tiny");
+  sinks.attention_sinks = true;
+  Layout cp2 = make_layout(1, 1, 1, 1, 2);
+  cp2.cp = 2;
+  CHECK(check_framework(sinks, options, cp2).code == "framework");
+  cp2.cp = 1;
+  CHECK(check_framework(sinks, options, cp2).ok());
+}
+
 }  // namespace meshplan::planner

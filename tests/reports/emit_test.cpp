@@ -415,6 +415,18 @@ TEST_CASE("--emit megatron: Mixtral 8x7B expert parallelism, Llama-3 8B context 
   CHECK(folded_flags.at("--tensor-model-parallel-size") == "2");
   CHECK(parser.count("--expert-tensor-parallel-size") == 1);
 
+  // overlap_moe_expert_parallel_comm: the flag, and more than one hardware queue so the
+  // all-to-all stream runs beside compute (arguments.py warns instead of asserting 1 with it).
+  CHECK(script.find("export CUDA_DEVICE_MAX_CONNECTIONS=1\n") != std::string::npos);
+  CHECK(flags.count("--overlap-moe-expert-parallel-comm") == 0);
+  planner::Plan merged = mixtral;
+  merged.options.overlap_moe_expert_parallel_comm = true;
+  const std::string merged_script = emit_megatron(merged);
+  CHECK(megatron_flags(merged_script).count("--overlap-moe-expert-parallel-comm") == 1);
+  CHECK(megatron_flags(merged_script).count("--delay-wgrad-compute") == 0);
+  CHECK(merged_script.find("export CUDA_DEVICE_MAX_CONNECTIONS=32\n") != std::string::npos);
+  CHECK(merged_script.find("CUDA_DEVICE_MAX_CONNECTIONS=1") == std::string::npos);
+
   planner::Layout cp;
   cp.tp = 2;
   cp.cp = 4;

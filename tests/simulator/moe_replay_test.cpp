@@ -187,3 +187,30 @@ TEST_CASE("MoE: ZeRO 3 is refused by name, as the planner refuses it") {
 }
 
 }  // namespace meshplan::simulator
+
+namespace meshplan::simulator {
+
+TEST_CASE("MoE all-to-all overlap (pp 1): the replay's step equals the planner's") {
+  // overlap_moe_expert_parallel_comm: m = 4 micro-batches, the first forward and the last
+  // backward keep their all-to-alls, the 3 merged pairs lose the planner's ep_overlap_saved.
+  planner::Plan plan;
+  plan.model = models::load_model("tiny-moe");
+  plan.cluster = models::load_cluster("local-cpu");
+  plan.layout.dp = 2;
+  plan.layout.ep = 2;
+  plan.layout.global_batch = 8;
+  plan.num_gpus = 2;
+  plan.options.framework = planner::Framework::kMegatron;
+  const SimulationResult off = simulate_plan(plan, SimulationOptions{}, "moe.json");
+  plan.options.overlap_moe_expert_parallel_comm = true;
+  const planner::PlanEstimate estimate =
+      planner::estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
+  REQUIRE(estimate.feasible);
+  const double saved = estimate.stages.at(0).chunks.at(0).ep_overlap_saved_seconds;
+  REQUIRE(saved > 0);
+  const SimulationResult on = simulate_plan(plan, SimulationOptions{}, "moe.json");
+  CHECK(on.step_time_s == doctest::Approx(estimate.step_time_s).epsilon(1e-9).scale(0));
+  CHECK(off.step_time_s - on.step_time_s == doctest::Approx(3.0 * saved).epsilon(1e-9).scale(0));
+}
+
+}  // namespace meshplan::simulator

@@ -199,6 +199,16 @@ struct PlanOptions {
   // had none. Only framework megatron (check_overlap_p2p_options). Off here: library callers and
   // plan files without the key cost every send exposed; `plan --framework megatron` sets it on.
   bool overlap_p2p_comm = false;
+  // Megatron-Core --overlap-moe-expert-parallel-comm (TransformerConfig
+  // .overlap_moe_expert_parallel_comm, "combined 1F1B"): each steady-state forward runs merged
+  // with the previous micro-batch's backward, layer by layer, each one's dispatch and combine
+  // all-to-alls on a communication stream beside the other's attention and expert compute
+  // (pipeline_parallel/combined_1f1b.py, models/common/model_chunk_schedule_plan.py
+  // TransformerLayerSchedulePlan.run, NVIDIA/Megatron-LM d98e8a64; ep_overlap_pair_seconds,
+  // docs/research/ep-a2a-overlap.md). Costed at pp 1 only; MoE models at ep > 1, framework
+  // megatron, no full recompute and no moe recompute module (check_moe_a2a_overlap). Off: every
+  // all-to-all exposed.
+  bool overlap_moe_expert_parallel_comm = false;
   // Gradient reduce dtype; nullopt: the framework's default for the layout
   // (default_grad_reduce_dtype, e.g. fp32 under Megatron's --bf16 DDP/distributed optimizer).
   std::optional<GradReduceDtype> grad_reduce_dtype;
@@ -304,8 +314,12 @@ struct ChunkCost {
   double forward_ep_comm_seconds = 0;          // MoE all-to-alls (dispatch, combine), exposed
   double backward_ep_comm_seconds = 0;         // their backward (and recompute's)
   int64_t num_moe_layers = 0;                  // of num_layers
-  int64_t forward_flops = 0;                   // matmul FLOPs executed, per rank
-  int64_t backward_flops = 0;                  // recompute included
+  // overlap_moe_expert_parallel_comm: how much shorter a forward merged with another
+  // micro-batch's backward on this chunk runs than the two in sequence (all-to-all time the
+  // other's compute hides; ep_overlap_layers_seconds). 0 when off.
+  double ep_overlap_saved_seconds = 0;
+  int64_t forward_flops = 0;   // matmul FLOPs executed, per rank
+  int64_t backward_flops = 0;  // recompute included
   double forward_seconds() const {
     return forward_compute_seconds + forward_tp_comm_seconds + forward_cp_comm_seconds +
            forward_ep_comm_seconds;
@@ -445,6 +459,36 @@ Validity check_distribute_saved_activations(const Layout& layout, const PlanOpti
 /// without Megatron's distributed optimizer (zero != 1; Megatron-FSDP's fp8 units not modelled).
 Validity check_fp8_param_gather(const models::TransformerConfig& model, const Layout& layout,
                                 const PlanOptions& options);
+
+/// One transformer layer as Megatron-Core's EP all-to-all overlap splits it into schedule nodes
+/// (model_chunk_schedule_plan.py TransformerLayerSchedulePlan, d98e8a64): the pre-dispatch node
+/// (attention, norms, router, token permutation, shared experts, tp and cp collectives), the
+/// dispatch all-to-all, the routed experts (mlp node), the combine all-to-all. Backward times
+/// hold the weight gradients (delay_wgrad_compute off). A dense layer has only the first.
+struct EpOverlapLayer {
+  double attention_forward_seconds = 0;
+  double mlp_forward_seconds = 0;
+  double attention_backward_seconds = 0;
+  double mlp_backward_seconds = 0;
+  double dispatch_seconds = 0;  // forward dispatch; its transpose in the backward takes the same
+  double combine_seconds = 0;
+};
+
+/// Time of one merged forward-backward over a chunk's layers (TransformerModelChunkSchedulePlan
+/// .run): forward layer i beside backward layer i of `backward` (the chunk's layers in backward
+/// order), the layers one side lacks run alone, replayed on a compute and a communication stream
+/// in TransformerLayerSchedulePlan.run's issue order, each node after the same micro-batch's
+/// previous node (docs/research/ep-a2a-overlap.md).
+double ep_overlap_layers_seconds(const std::vector<EpOverlapLayer>& forward,
+                                 const std::vector<EpOverlapLayer>& backward);
+
+/// overlap_moe_expert_parallel_comm's rules (off passes), code "moe_a2a_overlap": framework
+/// megatron, an MoE model at ep > 1, no full recompute and no "moe" recompute module (Megatron-
+/// Core transformer_config.py __post_init__ asserts, d98e8a64), and pp 1: the interleaved
+/// schedule's merged slots (schedules.py combined_1f1b_schedule_for_interleaved_pipelining) are
+/// not costed; Megatron refuses pp > 1 without vpp.
+Validity check_moe_a2a_overlap(const models::TransformerConfig& model, const Layout& layout,
+                               const PlanOptions& options);
 
 /// Whether `framework` can run `layout`: "" (ok) or code "framework" with a one-line reason
 /// naming the framework, the version read and the source that says so (an empty reason when
