@@ -248,11 +248,25 @@ void check_ineffective_arguments(const PlanArguments& args, const models::Transf
     refuse_if(no_grad_reduce, flag, "with --dp 1 and no context parallelism (no gradient reduce)");
   }
   // Given at all (--moe-load-imbalance 1, its default, included), not only when not 1.
-  for (const char* flag : {"--etp", "--moe-load-imbalance", "--moe-aux-loss-coeff"}) {
+  for (const char* flag :
+       {"--etp", "--moe-load-imbalance", "--moe-aux-loss-coeff", "--moe-dispatcher"}) {
     if (!model.is_moe() && args.given.count(flag) > 0) {
       throw InputError(fmt::format("{}: needs a mixture-of-experts model ({} has no experts)", flag,
                                    model.name));
     }
+  }
+  // The flex dispatcher is costed at ep > 1 and etp 1 only (planner::check_moe_dispatcher): a
+  // fixed size outside that is refused here rather than as "no feasible layout".
+  if (args.moe_dispatcher == "flex" && model.is_moe() && space.ep.value_or(0) == 1) {
+    throw InputError(
+        "--moe-dispatcher: flex needs --ep greater than 1 (Megatron-Core's DeepEP dispatcher "
+        "requires TPxEP > 1)");
+  }
+  if (args.moe_dispatcher == "flex" && model.is_moe() && space.etp.value_or(1) > 1) {
+    throw InputError(fmt::format(
+        "--moe-dispatcher: flex is modelled with etp 1 only (the flex dispatcher's etp x ep "
+        "group is not) (--etp {})",
+        *space.etp));
   }
 }
 
@@ -536,6 +550,8 @@ planner::PlanOptions plan_options(const PlanArguments& args, const models::Clust
   planner::check_moe_aux_loss_coeff(args.moe_aux_loss_coeff, "--moe-aux-loss-coeff");
   options.moe_aux_loss_coeff = args.moe_aux_loss_coeff;
   options.cp_comm = planner::parse_cp_comm(args.cp_comm, "--cp-comm");
+  options.moe_dispatcher = planner::parse_moe_dispatcher(args.moe_dispatcher, "--moe-dispatcher");
+  planner::check_moe_dispatcher_options(options, "--moe-dispatcher");
   if (args.bucket_mb) {
     // At least one byte, at most 1e6 MiB (DDP's bucket_cap_mb is a few tens).
     if (!(*args.bucket_mb * static_cast<double>(kBytesPerMiB) >= 1.0) || *args.bucket_mb > 1e6) {
@@ -627,6 +643,11 @@ void add_plan_flags(CLI::App& plan, PlanArguments& args) {
   plan.add_option("--moe-aux-loss-coeff", args.moe_aux_loss_coeff,
                   "Router load-balancing loss coefficient (MoE; Megatron --moe-aux-loss-coeff; "
                   "0 = off)")
+      ->capture_default_str();
+  plan.add_option("--moe-dispatcher", args.moe_dispatcher,
+                  "MoE token dispatcher: alltoall (NCCL all-to-all) | flex (Megatron-Core "
+                  "--moe-token-dispatcher-type flex, DeepEP: RDMA once per destination node, "
+                  "NVLink forward; megatron, ep > 1, etp 1)")
       ->capture_default_str();
   plan.add_option("--micro-batch", args.micro_batch, "Fix the micro-batch size");
   plan.add_option("--stage-layers", args.stage_layers,

@@ -31,6 +31,7 @@ struct PlanArguments {
   std::optional<int> zero;
   std::optional<std::string> cp;  // a size or "auto"
   std::string cp_comm = "p2p";
+  std::string moe_dispatcher = "alltoall";
   std::string objective = "time";
   std::string placement = "tp-dp-pp";
   std::optional<std::string> framework;  // unset: meshplan on a CPU cluster, else megatron

@@ -130,6 +130,12 @@ void validate_options_for_executor(const planner::Plan& plan, const std::string&
         fmt::format("{}: options.cp_comm: the CPU executor runs the p2p ring only ({})", source,
                     planner::to_string(plan.options.cp_comm)));
   }
+  if (plan.options.moe_dispatcher != planner::MoeDispatcher::kAllToAll) {
+    throw InputError(fmt::format(
+        "{}: options.moe_dispatcher: the CPU executor dispatches MoE tokens with an MPI "
+        "all-to-all (alltoall), not DeepEP's flex kernels ({})",
+        source, planner::to_string(plan.options.moe_dispatcher)));
+  }
   if (!plan.options.pipeline_grad_scatter_gather) {
     throw InputError(fmt::format(
         "{}: options.pipeline_grad_scatter_gather: the CPU executor splits both directions "

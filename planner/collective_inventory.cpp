@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 
 #include "compute_cost.h"
@@ -460,7 +461,26 @@ void add_mixture_of_experts(Inventory& inventory, const models::TransformerConfi
   const int64_t forwards = moe_layers +
                            stage_recomputed_layers(model, layout, options, stage).moe_layers +
                            module_rerun_moe(model, layout, moe_layers).blocks;
-  if (layout.ep > 1) {
+  if (layout.ep > 1 && options.moe_dispatcher == MoeDispatcher::kFlex) {
+    // Megatron-Core's flex dispatcher (DeepEP normal kernels, moe_cost.cpp moe_flex_traffic):
+    // one fused dispatch and one combine per MoE layer forward, a combine and a dispatch
+    // backward; no token-count all-gather (the counts travel inside the dispatch). Bytes: what
+    // leaves the rank's NIC, each token once per other destination node, or, within one node,
+    // what NVLink delivers, each token once per destination GPU.
+    const MoeFlexTraffic flex = moe_flex_traffic(model, cluster, layout, stage);
+    const bool inter_node = flex.nodes > 1;
+    const auto bytes = static_cast<int64_t>(
+        std::llround(inter_node ? flex.inter_node_bytes_per_rank : flex.nvlink_bytes_per_rank));
+    const std::string leg = inter_node ? "RDMA once per destination node, NVLink forward"
+                                       : "NVLink once per destination GPU";
+    const double seconds = 0.5 * (flex.dispatch_seconds + flex.combine_seconds);
+    inventory.add(stage, "ep: MoE flex dispatch and combine, DeepEP (" + leg + ") (forward)",
+                  CollectiveKind::kAllToAll, CommGroup::kEp, layout.ep, bytes, 2 * forwards * m,
+                  seconds);
+    inventory.add(stage, "ep: MoE flex dispatch and combine, DeepEP (" + leg + ") (backward)",
+                  CollectiveKind::kAllToAll, CommGroup::kEp, layout.ep, bytes, 2 * moe_layers * m,
+                  seconds);
+  } else if (layout.ep > 1) {
     const int64_t bytes = moe_all_to_all_bytes(model, cluster, layout);
     inventory.add(stage, "ep: MoE token dispatch and combine all-to-alls (forward)",
                   CollectiveKind::kAllToAll, CommGroup::kEp, layout.ep, bytes, 2 * forwards * m);

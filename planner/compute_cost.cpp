@@ -182,13 +182,20 @@ double memory_seconds(const models::ClusterConfig& cluster, double bytes) {
 // dispatch_postprocess "Permutation 2" and combine_preprocess "Unpermutation 2":
 // sort_chunks_by_idxs, fused under moe_permute_fusion; d98e8a64, core_v0.17.0). Balanced
 // routing: a rank receives as many copies as it sends.
+// The flex dispatcher (DeepEP) permutes nothing before its fused dispatch, which sends each token
+// once per destination rank; the received tokens are then expanded to one copy per local expert
+// (_DeepepManager get_permuted_hidden_states_by_experts: permute over the multihot map, T k / sp
+// copies read and written) and folded back before the combine (unpermute): the same two passes,
+// and no second sort (token_dispatcher.py d98e8a64; HybridEP's dispatch_with_permute makes the
+// same expansion inside its call).
 double moe_permute_bytes(const models::TransformerConfig& model,
-                         const models::ClusterConfig& cluster, const Layout& layout) {
+                         const models::ClusterConfig& cluster, const Layout& layout,
+                         const PlanOptions& options) {
   const Shape x = shape_of(model, cluster, layout, /*moe_layer=*/true);
   const double routed_copy_bytes =
       x.tokens * static_cast<double>(model.experts_per_token) * x.h * x.e / x.sp;
   double bytes = 2.0 * 2.0 * routed_copy_bytes;
-  if (model.num_experts / layout.ep > 1) {
+  if (options.moe_dispatcher == MoeDispatcher::kAllToAll && model.num_experts / layout.ep > 1) {
     bytes += 2.0 * 2.0 * routed_copy_bytes * static_cast<double>(expert_tensor_parallel(layout));
   }
   return bytes;
@@ -429,7 +436,7 @@ ModuleRecompute moe_block_recompute(const models::TransformerConfig& model,
   }
   const Shape x = shape_of(model, cluster, layout, moe_layer);
   const bool swiglu = models::is_gated(model.activation);
-  const double permute_bytes = moe_permute_bytes(model, cluster, layout);
+  const double permute_bytes = moe_permute_bytes(model, cluster, layout, options);
   const LinearGemms gemms = mlp_linear_gemms(model, layout, options, x, moe_layer);
   recompute.compute_seconds =
       linear_gemm_seconds(model, cluster, options, x, gemms, moe_layer) +
@@ -580,7 +587,7 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
   // block's own norms are counted.
   bytes += model.qk_norm ? 2.0 * tokens * (a + g) * d / t * e : 0.0;
   if (moe_layer) {
-    bytes += moe_permute_bytes(model, cluster, layout);
+    bytes += moe_permute_bytes(model, cluster, layout, options);
   }
   // The backward of each fused kernel moves twice its forward (Narayanan et al. 2021, Sec.
   // 5.1). torchtitan without torch.compile runs rope, SwiGLU and the GQA repeat as eager
@@ -1073,13 +1080,17 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
                             layer.memory_backward + layer.fp8_cast_backward;
     double tp_backward = layer.tp_comm_backward;
     double cp_backward = layer.cp_comm_backward;
-    // MoE: dispatch and combine all-to-alls forward, their transposes backward (Megatron-Core
-    // token_dispatcher.py MoEAlltoAllTokenDispatcher); not overlapped with compute.
+    // MoE: dispatch and combine forward, their transposes backward (Megatron-Core
+    // token_dispatcher.py MoEAlltoAllTokenDispatcher all-to-alls, or MoEFlexTokenDispatcher's
+    // fused DeepEP kernels: moe_dispatch_combine_seconds); not overlapped with compute.
     const double all_to_all =
-        moe_layer ? 2.0 * moe_all_to_all_seconds(model, cluster, layout, stage) : 0.0;
-    // Each forward dispatch first all-gathers the ep ranks' token counts (the backward reuses
-    // them; a full recompute gathers them again).
-    double token_counts = moe_layer ? moe_token_count_seconds(model, cluster, layout, stage) : 0.0;
+        moe_layer ? moe_dispatch_combine_seconds(model, cluster, layout, options, stage) : 0.0;
+    // The alltoall dispatcher's forward dispatch first all-gathers the ep ranks' token counts
+    // (the backward reuses them; a full recompute gathers them again). The flex dispatcher has
+    // no such collective: DeepEP exchanges the counts inside its dispatch call (notify step).
+    double token_counts = moe_layer && options.moe_dispatcher == MoeDispatcher::kAllToAll
+                              ? moe_token_count_seconds(model, cluster, layout, stage)
+                              : 0.0;
     if (moe_layer && options.moe_aux_loss_coeff > 0 && layout.tp * layout.cp > 1) {
       // The load-balancing loss sums the E token counts over the tp x cp ranks sharing the
       // sequences, each forward (Megatron-Core router.py _apply_aux_loss).
@@ -1194,7 +1205,9 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
           }
         }
       }
-      const double a2a = 0.5 * all_to_all;  // dispatch, and combine, each one all-to-all
+      // Dispatch, and combine, each half the pair (alltoall: one all-to-all each; flex: DeepEP's
+      // dispatch and combine, within 3% of each other, moe_flex_traffic).
+      const double a2a = 0.5 * all_to_all;
       const double layer_weight =
           layer.linear_forward +
           memory_seconds(cluster,

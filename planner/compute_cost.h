@@ -78,9 +78,11 @@ SavedInputSplit saved_input_split(const models::TransformerConfig& model,
 /// An MoE layer's token permutations, forward bytes read plus written per micro-batch on one
 /// rank: the permute before the dispatch and the unpermute after the combine (2 x 2 T k h e /
 /// sp) and, with more than one local expert, the alltoall dispatcher's sort by local expert and
-/// its unsort over the copies gathered from the etp ranks (2 x 2 etp T k h e / sp).
+/// its unsort over the copies gathered from the etp ranks (2 x 2 etp T k h e / sp); the flex
+/// dispatcher has the first pair only (expand after its dispatch, fold before its combine).
 double moe_permute_bytes(const models::TransformerConfig& model,
-                         const models::ClusterConfig& cluster, const Layout& layout);
+                         const models::ClusterConfig& cluster, const Layout& layout,
+                         const PlanOptions& options);
 
 /// One micro-batch through chunk `chunk` of pipeline stage `stage`.
 ChunkCost chunk_cost(const models::TransformerConfig& model, const models::ClusterConfig& cluster,

@@ -887,6 +887,9 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
   if (validity.ok()) {
     validity = check_grad_reduce_dtype(layout, options);
   }
+  if (validity.ok()) {
+    validity = check_moe_dispatcher(model, layout, options);
+  }
   if (!validity.ok()) {
     estimate.rejection_code = validity.code;
     estimate.rejection_reason = validity.reason;

@@ -66,6 +66,21 @@ GradReduceDtype parse_grad_reduce_dtype(const std::string& text, const std::stri
                                field, text));
 }
 
+std::string to_string(MoeDispatcher dispatcher) {
+  return dispatcher == MoeDispatcher::kFlex ? "flex" : "alltoall";
+}
+
+MoeDispatcher parse_moe_dispatcher(const std::string& text, const std::string& field) {
+  if (text == "alltoall") {
+    return MoeDispatcher::kAllToAll;
+  }
+  if (text == "flex") {
+    return MoeDispatcher::kFlex;
+  }
+  throw InputError(fmt::format(
+      "{}: unsupported MoE token dispatcher ({}); supported: alltoall, flex", field, text));
+}
+
 std::string to_string(NormKernel kernel) {
   return kernel == NormKernel::kEager ? "eager" : "fused";
 }

@@ -89,7 +89,7 @@ constexpr std::array<std::string_view, 20> kLayoutFields = {"tp",
                                                             "recompute_layers",
                                                             "recompute_group_layers",
                                                             "recompute_modules"};
-constexpr std::array<std::string_view, 28> kOptionsFields = {"flash_attention",
+constexpr std::array<std::string_view, 29> kOptionsFields = {"flash_attention",
                                                              "flash_attention_version",
                                                              "fsdp_version",
                                                              "fsdp_head_in_root",
@@ -116,7 +116,8 @@ constexpr std::array<std::string_view, 28> kOptionsFields = {"flash_attention",
                                                              "deepspeed_grad_all_reduce",
                                                              "optimizer_impl",
                                                              "weight_decay",
-                                                             "distribute_saved_activations"};
+                                                             "distribute_saved_activations",
+                                                             "moe_dispatcher"};
 
 // Bounds that catch typos and unit mistakes before any product of them is formed (a plan file
 // with global_batch 1e12 made explain allocate gigabytes and never finish):
@@ -296,6 +297,9 @@ nlohmann::json options_to_json(const PlanOptions& options) {
   if (options.distribute_saved_activations) {  // omitted at the default, off
     json["distribute_saved_activations"] = true;
   }
+  if (options.moe_dispatcher != MoeDispatcher::kAllToAll) {  // omitted at the default
+    json["moe_dispatcher"] = to_string(options.moe_dispatcher);
+  }
   if (options.compile) {  // omitted at the default, off
     json["compile"] = true;
     if (!options.compile_loss) {  // omitted at the default, the loss compiled with the blocks
@@ -460,6 +464,11 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
         require_bool(json, "distribute_saved_activations", where);
   }
   check_distribute_saved_activations_options(options, where + ": distribute_saved_activations");
+  if (json.contains("moe_dispatcher")) {  // optional: absent means alltoall
+    options.moe_dispatcher = parse_moe_dispatcher(require_string(json, "moe_dispatcher", where),
+                                                  where + ": moe_dispatcher");
+  }
+  check_moe_dispatcher_options(options, where + ": moe_dispatcher");
   return options;
 }
 
@@ -545,6 +554,9 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
   }
   if (validity.ok()) {
     validity = check_grad_reduce_dtype(plan.layout, plan.options);
+  }
+  if (validity.ok()) {
+    validity = check_moe_dispatcher(plan.model, plan.layout, plan.options);
   }
   // A hand-written plan is held to what its framework can run, as the search is (README
   // "Frameworks"), so simulate, execute and compare never cost a layout the framework refuses.

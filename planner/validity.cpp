@@ -445,6 +445,7 @@ void check_precision(const models::ClusterConfig& cluster, const PlanOptions& op
   check_deepspeed_grad_all_reduce_options(options, "deepspeed_grad_all_reduce");
   check_overlap_tp_comm_options(options, "overlap_tp_comm");
   check_distribute_saved_activations_options(options, "distribute_saved_activations");
+  check_moe_dispatcher_options(options, "moe_dispatcher");
   if (options.gemm_precision != GemmPrecision::kFp8) {
     return;
   }
@@ -893,6 +894,49 @@ Validity check_fp8_param_gather(const models::TransformerConfig& model, const La
     return refuse(options.framework,
                   "--fp8-param-gather is modelled with the distributed optimizer (zero 1) only",
                   layout);
+  }
+  return {};
+}
+
+// Megatron-Core's flex dispatcher (token_dispatcher.py MoEFlexTokenDispatcher, d98e8a64) runs
+// under Megatron-LM only; the other frameworks and meshplan's executor dispatch with their own
+// all-to-all.
+void check_moe_dispatcher_options(const PlanOptions& options, const std::string& field) {
+  if (options.moe_dispatcher == MoeDispatcher::kAllToAll ||
+      options.framework == Framework::kMegatron) {
+    return;
+  }
+  throw InputError(fmt::format(
+      "{}: flex: framework {}: Megatron-Core's flex token dispatcher (DeepEP) runs under "
+      "Megatron-LM only",
+      field, to_string(options.framework)));
+}
+
+// MoEFlexTokenDispatcher.__init__ (d98e8a64): "DeepEP dispatcher requires TPxEP > 1", its
+// group being the expert tp x ep ranks (tp_ep_group), over which _initialize_metadata copies
+// each token to every expert-tp rank of its experts' ep rank. meshplan costs the etp 1 case,
+// where that group is the ep group (moe_cost.cpp moe_flex_traffic).
+Validity check_moe_dispatcher(const models::TransformerConfig& model, const Layout& layout,
+                              const PlanOptions& options) {
+  if (options.moe_dispatcher == MoeDispatcher::kAllToAll) {
+    return {};
+  }
+  if (!model.is_moe()) {
+    return reject("moe_dispatcher",
+                  "moe_dispatcher flex: needs a mixture-of-experts model (no experts to "
+                  "dispatch to)");
+  }
+  if (layout.ep <= 1) {
+    return reject("moe_dispatcher",
+                  fmt::format("moe_dispatcher flex: needs ep > 1 (Megatron-Core's DeepEP "
+                              "dispatcher requires TPxEP > 1) ({})",
+                              describe(layout)));
+  }
+  if (expert_tensor_parallel(layout) > 1) {
+    return reject("moe_dispatcher",
+                  fmt::format("moe_dispatcher flex: modelled with etp 1 only (the flex "
+                              "dispatcher's etp x ep group is not) ({})",
+                              describe(layout)));
   }
   return {};
 }

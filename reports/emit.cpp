@@ -40,6 +40,16 @@ void refuse(EmitTarget target, const std::string& field, const std::string& what
 }
 
 void require_framework(EmitTarget target, planner::Framework framework, const planner::Plan& plan) {
+  // Megatron-Core's flex token dispatcher (DeepEP) has no counterpart in DeepSpeed or
+  // torchtitan: their MoE layers dispatch with an all-to-all.
+  if (plan.options.moe_dispatcher != planner::MoeDispatcher::kAllToAll &&
+      framework != planner::Framework::kMegatron) {
+    refuse(target, "options.moe_dispatcher",
+           fmt::format("Megatron-Core's flex token dispatcher is emitted for Megatron-LM only; "
+                       "re-plan with --moe-dispatcher alltoall to emit it for {}",
+                       to_string(target)),
+           planner::to_string(plan.options.moe_dispatcher));
+  }
   // A plan costed for other software has other predictions (memory, step time) and often another
   // best layout: the config would run something meshplan did not choose for this framework.
   if (plan.options.framework != framework) {

@@ -297,8 +297,9 @@ void add_gated_unit_variant_flags(const models::TransformerConfig& m, Flags& fla
 }
 
 // Mixture-of-experts shape as the planner costs it: dropless top-k routing, Megatron-Core's
-// alltoall token dispatcher and grouped expert GEMMs (planner/moe_cost.cpp), shared experts as
-// one MLP of S f_s. What has no such flag here is refused by name.
+// alltoall (or, with options.moe_dispatcher flex, its flex) token dispatcher and grouped expert
+// GEMMs (planner/moe_cost.cpp), shared experts as one MLP of S f_s. What has no such flag here is
+// refused by name.
 void add_moe_flags(const models::TransformerConfig& m, const planner::PlanOptions& options,
                    Flags& flags) {
   if (m.qk_norm) {
@@ -338,7 +339,16 @@ void add_moe_flags(const models::TransformerConfig& m, const planner::PlanOption
     flags.push_back({"--moe-shared-expert-intermediate-size",
                      std::to_string(m.num_shared_experts * m.shared_expert_ffn_hidden_size)});
   }
-  flags.push_back({"--moe-token-dispatcher-type", "alltoall"});
+  if (options.moe_dispatcher == planner::MoeDispatcher::kFlex) {
+    // MoEFlexTokenDispatcher over DeepEP, whose normal kernels the cost model reads
+    // (planner/moe_cost.cpp moe_flex_traffic): transformer_config.py moe_token_dispatcher_type
+    // "flex", moe_flex_dispatcher_backend "deepep" (d98e8a64; deepep is also its default), flags
+    // made from those fields (training/arguments.py ArgumentGroupFactory(TransformerConfig)).
+    flags.push_back({"--moe-token-dispatcher-type", "flex"});
+    flags.push_back({"--moe-flex-dispatcher-backend", "deepep"});
+  } else {
+    flags.push_back({"--moe-token-dispatcher-type", "alltoall"});
+  }
   flags.push_back({"--moe-grouped-gemm", ""});
   if (options.overlap_moe_expert_parallel_comm) {
     // TransformerConfig.overlap_moe_expert_parallel_comm as arguments.py's ArgumentGroupFactory

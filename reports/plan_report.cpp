@@ -189,6 +189,9 @@ std::string format_plan_options(const planner::PlanOptions& o, const planner::Se
   if (o.distribute_saved_activations) {
     out += ", saved activations distributed over tp";
   }
+  if (o.moe_dispatcher != planner::MoeDispatcher::kAllToAll) {
+    out += ", MoE dispatcher " + planner::to_string(o.moe_dispatcher) + " (DeepEP)";
+  }
   if (space.search_recompute_layers) {
     out += ", block recompute searched (--recompute-layers auto)";
   } else if (space.recompute_layers > 0) {

@@ -76,7 +76,7 @@ double cp_seconds(const planner::ChunkCost& cost, OpKind kind) {
 }
 
 // MoE all-to-alls (dispatch and combine) of the op, exposed like the tp part (the planner's
-// ChunkCost ep seconds: moe_all_to_all_seconds per layer).
+// ChunkCost ep seconds: moe_dispatch_combine_seconds per layer, either dispatcher).
 double ep_seconds(const planner::ChunkCost& cost, OpKind kind) {
   switch (kind) {
     case OpKind::kForward:

@@ -66,6 +66,11 @@ void validate_plan_for_gpu(const planner::Plan& plan, const std::string& source)
     refuse(source, "options.precision", "runs fp32 GEMMs only",
            planner::to_string(plan.options.gemm_precision));
   }
+  if (plan.options.moe_dispatcher != planner::MoeDispatcher::kAllToAll) {
+    refuse(source, "options.moe_dispatcher",
+           "has no mixture-of-experts layers, so no flex (DeepEP) token dispatcher",
+           planner::to_string(plan.options.moe_dispatcher));
+  }
   refuse_parallelism(plan.layout, source);
   refuse_model_for_gpu_executor(plan.model, source);
   if (plan.model.is_mla()) {

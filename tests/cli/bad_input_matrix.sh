@@ -286,6 +286,26 @@ row "explain: distribute_saved_activations under fsdp" 2 \
   "dsa_fsdp.json: options: distribute_saved_activations: framework fsdp: torchtitan's activation checkpointing" \
   explain dsa_fsdp.json
 
+# Megatron-Core's flex MoE dispatcher (moe_dispatcher flex): costed for Megatron-LM at ep > 1
+# and etp 1 only; the CPU executor dispatches with an MPI all-to-all and refuses it by name.
+"$meshplan" plan --model tiny-moe --cluster local-cpu --gpus 2 --tp 1 --dp 2 --ep 2 --zero 0 \
+  --framework megatron --moe-dispatcher flex --save-plan flex.json >/dev/null 2>&1
+sed 's/"moe_dispatcher": "flex"/"moe_dispatcher": "deepep"/' flex.json >flex_unknown.json
+sed -e 's/"framework": "megatron"/"framework": "deepspeed"/' \
+  -e 's/"overlap_p2p_comm": true/"overlap_p2p_comm": false/' flex.json >flex_deepspeed.json
+sed 's/"ep": 2/"ep": 1/' flex.json >flex_ep1.json
+row "explain: an unknown moe_dispatcher" 2 \
+  "flex_unknown.json: options: moe_dispatcher: unsupported MoE token dispatcher (deepep); supported: alltoall, flex" \
+  explain flex_unknown.json
+row "explain: moe_dispatcher flex under deepspeed" 2 \
+  "flex_deepspeed.json: options: moe_dispatcher: flex: framework deepspeed: Megatron-Core's flex token dispatcher (DeepEP) runs under Megatron-LM only" \
+  explain flex_deepspeed.json
+row "explain: moe_dispatcher flex at ep 1" 2 \
+  "flex_ep1.json: layout: moe_dispatcher flex: needs ep > 1" explain flex_ep1.json
+row "execute: a plan with the flex MoE dispatcher" 2 \
+  "flex.json: options.moe_dispatcher: the CPU executor dispatches MoE tokens with an MPI all-to-all (alltoall), not DeepEP's flex kernels (flex)" \
+  mpi 2 execute flex.json --steps 1 --json new_out.json
+
 # execute: a world size that differs from the plan (2 ranks).
 row "execute: mpirun -np 3 for a 2-rank plan" 2 \
   "p.json: num_gpus: the plan has 2 ranks, mpirun started 3" \
@@ -511,6 +531,21 @@ plan_row "--overlap-tp-comm at tp 1" \
 plan_row "--scatter-gather-pipeline at pp 1" \
   "--scatter-gather-pipeline: no effect with --pp 1 (no pipeline sends)" \
   --model tiny --cluster local-cpu --gpus 2 --pp 1 --scatter-gather-pipeline on
+plan_row "--moe-dispatcher unknown" \
+  "--moe-dispatcher: unsupported MoE token dispatcher (deepep); supported: alltoall, flex" \
+  --model tiny-moe --cluster local-cpu --gpus 2 --moe-dispatcher deepep
+plan_row "--moe-dispatcher flex under deepspeed" \
+  "--moe-dispatcher: flex: framework deepspeed: Megatron-Core's flex token dispatcher (DeepEP) runs under Megatron-LM only" \
+  --model tiny-moe --cluster local-cpu --gpus 2 --framework deepspeed --moe-dispatcher flex
+plan_row "--moe-dispatcher flex on a dense model" \
+  "--moe-dispatcher: needs a mixture-of-experts model (tiny has no experts)" \
+  --model tiny --cluster local-cpu --gpus 2 --framework megatron --moe-dispatcher flex
+plan_row "--moe-dispatcher flex with --ep 1" \
+  "--moe-dispatcher: flex needs --ep greater than 1 (Megatron-Core's DeepEP dispatcher requires TPxEP > 1)" \
+  --model tiny-moe --cluster local-cpu --gpus 2 --framework megatron --ep 1 --moe-dispatcher flex
+plan_row "--moe-dispatcher flex with --etp 2" \
+  "--moe-dispatcher: flex is modelled with etp 1 only (the flex dispatcher's etp x ep group is not) (--etp 2)" \
+  --model tiny-moe --cluster local-cpu --gpus 2 --framework megatron --tp 2 --etp 2 --moe-dispatcher flex
 plan_row "--moe-load-imbalance 1 (its default) on a dense model" \
   "--moe-load-imbalance: needs a mixture-of-experts model (tiny has no experts)" \
   --model tiny --cluster local-cpu --gpus 2 --moe-load-imbalance 1

@@ -59,6 +59,16 @@ TEST_CASE("the executor rejects what it cannot run, naming the field") {
   CHECK(rejection(moe_zero) ==
         "p.json: layout.zero: the CPU executor's mixture-of-experts runs ZeRO 0 only; experts "
         "are not ZeRO-sharded (1)");
+  // Megatron-Core's flex dispatcher (DeepEP) is costed, not run: the executor's MoE layers
+  // dispatch with an MPI all-to-all.
+  planner::Plan moe_flex = tiny_plan(make_layout(1, 1, 2));
+  moe_flex.model = moe.model;
+  moe_flex.layout.ep = 2;
+  CHECK(rejection(moe_flex) == "");
+  moe_flex.options.moe_dispatcher = planner::MoeDispatcher::kFlex;
+  CHECK(rejection(moe_flex) ==
+        "p.json: options.moe_dispatcher: the CPU executor dispatches MoE tokens with an MPI "
+        "all-to-all (alltoall), not DeepEP's flex kernels (flex)");
   planner::Plan moe_shared = moe;
   moe_shared.model.num_shared_experts = 1;
   moe_shared.model.shared_expert_ffn_hidden_size = 96;

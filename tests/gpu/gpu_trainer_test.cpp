@@ -149,6 +149,14 @@ TEST_CASE("host: the GPU executor refuses by name what it does not run") {
   planner::Plan sp = plan;
   sp.layout.sequence_parallel = true;
   CHECK(refusal(sp).find("layout.sequence_parallel") != std::string::npos);
+  // Named before the layout and the model (a flex plan is an MoE plan at ep > 1).
+  planner::Plan flex = gpu_twin(ex::testing::tiny_plan(ex::testing::make_layout(1, 1, 2)));
+  flex.model = models::load_model("tiny-moe");
+  flex.layout.ep = 2;
+  flex.options.moe_dispatcher = planner::MoeDispatcher::kFlex;
+  CHECK(refusal(flex) ==
+        "p.json: options.moe_dispatcher: the GPU executor has no mixture-of-experts layers, so "
+        "no flex (DeepEP) token dispatcher, issue 13 (flex)");
 }
 
 TEST_CASE("gpu: fp32 losses equal the CPU Trainer's (tiny: SwiGLU, RMSNorm, RoPE, GQA, 1F1B)") {

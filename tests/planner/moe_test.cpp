@@ -63,13 +63,13 @@ TEST_CASE("tiny-moe: token permutations, the dispatcher's second sort with 2+ lo
   // dispatch_postprocess Permutation 2, combine_preprocess Unpermutation 2): as much again, times
   // etp (the copies gathered from the etp ranks first).
   const Layout one_local = with_ep(make_layout(1, 1, 4, 1, 4), 4);  // 1 expert per rank
-  CHECK(moe_permute_bytes(tiny_moe(), local_cpu(), one_local) == 65'536);
+  CHECK(moe_permute_bytes(tiny_moe(), local_cpu(), one_local, {}) == 65'536);
   const Layout two_local = with_ep(make_layout(1, 1, 4, 1, 4), 2);
-  CHECK(moe_permute_bytes(tiny_moe(), local_cpu(), two_local) == 2 * 65'536);
+  CHECK(moe_permute_bytes(tiny_moe(), local_cpu(), two_local, {}) == 2 * 65'536);
   // tp 2 with sequence parallelism, ep 2, etp = tp: T k / sp = 32 copies sent, 64 sorted.
   Layout tp2 = with_ep(make_layout(2, 1, 2, 1, 2), 2);
   tp2.sequence_parallel = true;
-  CHECK(moe_permute_bytes(tiny_moe(), local_cpu(), tp2) == 4.0 * 32 * 64 * 4 * (1 + 2));
+  CHECK(moe_permute_bytes(tiny_moe(), local_cpu(), tp2, {}) == 4.0 * 32 * 64 * 4 * (1 + 2));
 }
 
 TEST_CASE("tiny-moe: model FLOPs count k of E experts and the router") {

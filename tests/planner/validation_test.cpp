@@ -1009,6 +1009,9 @@ TEST_CASE("validation/candidate_runs.json: read whole, its MoE rows with their e
     CHECK(expert_tensor_parallel(run.predicted->layout) == stated.at("layout").at("etp"));
     CHECK(run.searched.empty());  // every field stated
     CHECK_FALSE(run.used_for_parameters);
+    // Each states its recipe's token dispatcher, read by the plan file's options parser.
+    CHECK(to_string(run.options.moe_dispatcher) ==
+          stated.at("options").at("moe_dispatcher").get<std::string>());
   }
   CHECK(moe_runs == 2);  // the two rows candidate_runs.md tables
 }

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -44,6 +45,40 @@ TEST_CASE("--emit refuses a plan costed for another framework") {
                        "re-plan with --framework megatron to emit it for megatron (fsdp)",
                        InputError);
   CHECK(target_framework(EmitTarget::kSlurm) == std::nullopt);
+}
+
+TEST_CASE("--emit: the flex MoE dispatcher goes out for Megatron-LM only") {
+  planner::Layout moe;
+  moe.tp = 1;
+  moe.dp = 16;
+  moe.ep = 8;
+  moe.global_batch = 64;
+  planner::Plan plan = make_plan("mixtral-8x7b", "dgx-h100", moe);
+  plan.options.moe_dispatcher = planner::MoeDispatcher::kFlex;
+  const std::map<std::string, std::string> flags = megatron_flags(emit_megatron(plan));
+  CHECK(flags.at("--moe-token-dispatcher-type") == "flex");
+  CHECK(flags.at("--moe-flex-dispatcher-backend") == "deepep");
+  const std::set<std::string> parser = megatron_parser_flags();
+  CHECK(parser.count("--moe-flex-dispatcher-backend") == 1);
+  plan.options.moe_dispatcher = planner::MoeDispatcher::kAllToAll;
+  CHECK(megatron_flags(emit_megatron(plan)).count("--moe-flex-dispatcher-backend") == 0);
+  // Refused by name before the framework for the other targets.
+  plan.options.moe_dispatcher = planner::MoeDispatcher::kFlex;
+  CHECK_THROWS_WITH_AS(emit_deepspeed(costed_for(plan, planner::Framework::kDeepSpeed)),
+                       "--emit deepspeed: options.moe_dispatcher: Megatron-Core's flex token "
+                       "dispatcher is emitted for Megatron-LM only; re-plan with "
+                       "--moe-dispatcher alltoall to emit it for deepspeed (flex)",
+                       InputError);
+  CHECK_THROWS_WITH_AS(emit_torchtitan(plan),
+                       "--emit torchtitan: options.moe_dispatcher: Megatron-Core's flex token "
+                       "dispatcher is emitted for Megatron-LM only; re-plan with "
+                       "--moe-dispatcher alltoall to emit it for torchtitan (flex)",
+                       InputError);
+  CHECK_THROWS_WITH_AS(emit_megatron_deepspeed(plan),
+                       "--emit megatron-deepspeed: options.moe_dispatcher: Megatron-Core's flex "
+                       "token dispatcher is emitted for Megatron-LM only; re-plan with "
+                       "--moe-dispatcher alltoall to emit it for megatron-deepspeed (flex)",
+                       InputError);
 }
 
 TEST_CASE("--emit megatron: what Megatron-LM's validate_args asserts") {

@@ -86,6 +86,18 @@ std::string to_string(GemmPrecision precision);
 /// "bf16", "fp8"; throws InputError naming `field` otherwise.
 GemmPrecision parse_gemm_precision(const std::string& text, const std::string& field);
 
+/// Megatron-Core's MoE token dispatcher (--moe-token-dispatcher-type, `plan --moe-dispatcher`):
+/// kAllToAll its MoEAlltoAllTokenDispatcher (NCCL all-to-all of every routed copy, moe_cost.cpp
+/// moe_all_to_all_bytes); kFlex its MoEFlexTokenDispatcher over DeepEP's normal (training)
+/// kernels, which send a token once per destination node over RDMA and forward it over NVLink
+/// to each destination GPU there (moe_cost.cpp moe_flex_traffic; docs/research/
+/// flex-dispatcher.md). Only framework megatron, MoE models, ep > 1, etp 1
+/// (check_moe_dispatcher_options, check_moe_dispatcher).
+enum class MoeDispatcher { kAllToAll, kFlex };
+std::string to_string(MoeDispatcher dispatcher);
+/// "alltoall", "flex"; throws InputError naming `field` otherwise.
+MoeDispatcher parse_moe_dispatcher(const std::string& text, const std::string& field);
+
 /// The dtype the data-parallel gradient collectives move and the gradient buffer they reduce
 /// holds (`plan --grad-reduce-dtype`). kBf16 is the cluster's 16-bit type, fp16 runs included.
 /// Unset, each framework's default applies (default_grad_reduce_dtype).
@@ -163,6 +175,8 @@ struct PlanOptions {
   // layer's router all-reduces its token counts over the tp x cp ranks that share a sequence
   // (Megatron-Core router.py _apply_aux_loss) before the loss.
   double moe_aux_loss_coeff = 0.0;
+  // The MoE token dispatcher (MoeDispatcher; only read for MoE layers at ep > 1).
+  MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
   // Context-parallel attention communication (only read when the layout's cp > 1).
   CpComm cp_comm = CpComm::kP2p;
   GemmPrecision gemm_precision = GemmPrecision::kBf16;  // --precision
@@ -546,6 +560,15 @@ void check_optimizer_impl_options(const PlanOptions& options, const std::string&
 /// Throws InputError "<field>: off with the fused optimizer: ..." (weight decay is only read by
 /// the unfused implementations).
 void check_weight_decay_options(const PlanOptions& options, const std::string& field);
+/// Throws InputError "<field>: flex: framework <f>: ..." when options.moe_dispatcher is flex
+/// under a framework other than megatron (the flex dispatcher is Megatron-Core's).
+void check_moe_dispatcher_options(const PlanOptions& options, const std::string& field);
+/// moe_dispatcher rules that need the model and layout (alltoall passes): code "moe_dispatcher"
+/// for a dense model, ep 1 (Megatron-Core asserts TPxEP > 1 for DeepEP; nothing to dispatch) and
+/// etp > 1 (the flex dispatcher's TPxEP group, which sends each token to every etp rank of its
+/// experts, is not modelled).
+Validity check_moe_dispatcher(const models::TransformerConfig& model, const Layout& layout,
+                              const PlanOptions& options);
 /// grad_reduce_dtype rules that need the layout (unset passes): code "framework" for fp32 under
 /// megatron with zero >= 2 (Megatron-FSDP's fp32 main grads are not modelled).
 Validity check_grad_reduce_dtype(const Layout& layout, const PlanOptions& options);
@@ -735,6 +758,40 @@ int64_t stage_expert_parameter_count(const models::TransformerConfig& model, con
 /// moe_load_imbalance scales the experts' GEMMs, not these bytes.
 int64_t moe_all_to_all_bytes(const models::TransformerConfig& model,
                              const models::ClusterConfig& cluster, const Layout& layout);
+
+/// P(a token's k experts, k distinct of E under balanced routing, include at least one of a
+/// given `group_experts`): 1 - C(E - g, k) / C(E, k).
+double moe_expected_groups_hit(int64_t num_experts, int64_t group_experts,
+                               int64_t experts_per_token);
+/// Expected distinct groups a token reaches when E experts are split evenly over `groups`:
+/// G (1 - C(E - E/G, k) / C(E, k)).
+double moe_expected_destinations(int64_t num_experts, int64_t groups, int64_t experts_per_token);
+
+/// One MoE layer's flex dispatch and combine (DeepEP normal kernels) of one micro-batch on one
+/// rank of stage `stage`'s ep group (moe_cost.cpp; etp 1): its T / sp tokens of h elements,
+/// each sent over RDMA once per destination node other than its own (inter_node_bytes) and
+/// forwarded over NVLink once per destination GPU (nvlink_bytes); rdma_logical_bytes counts the
+/// own node too, the count DeepEP's published RDMA bandwidth is measured on. All zero at ep 1.
+struct MoeFlexTraffic {
+  int64_t nodes = 1;             // nodes the ep group spans
+  int64_t local_members = 1;     // most ep ranks on one node
+  double destination_nodes = 0;  // expected nodes a token reaches, its own included
+  double destination_gpus = 0;   // expected ep ranks a token reaches
+  double inter_node_bytes_per_rank = 0;
+  double rdma_logical_bytes_per_rank = 0;
+  double nvlink_bytes_per_rank = 0;
+  double dispatch_seconds = 0;  // one dispatch (and one combine backward)
+  double combine_seconds = 0;   // one combine (and one dispatch backward)
+};
+MoeFlexTraffic moe_flex_traffic(const models::TransformerConfig& model,
+                                const models::ClusterConfig& cluster, const Layout& layout,
+                                int64_t stage);
+/// One MoE layer's dispatch plus combine of one micro-batch on stage `stage` under
+/// options.moe_dispatcher (the same pair again in its backward): 2 moe_all_to_all_seconds for
+/// alltoall, the flex kernels' dispatch_seconds + combine_seconds for flex.
+double moe_dispatch_combine_seconds(const models::TransformerConfig& model,
+                                    const models::ClusterConfig& cluster, const Layout& layout,
+                                    const PlanOptions& options, int64_t stage);
 
 /// Bytes of one expert's token count in the MoE dispatcher's and router's count collectives:
 /// Megatron-Core counts routed tokens in int64 (routing_map.sum() of a bool tensor).
