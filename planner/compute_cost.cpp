@@ -1031,6 +1031,27 @@ double ep_overlap_layers_seconds(const std::vector<EpOverlapLayer>& forward,
   return std::max(compute_free, comm_free);
 }
 
+double ep_overlap_pair_saved_seconds(const ChunkCost& forward, const ChunkCost& backward) {
+  double serial = 0;
+  for (const EpOverlapLayer& node : forward.ep_overlap_layers) {
+    serial += node.attention_forward_seconds + node.mlp_forward_seconds + node.dispatch_seconds +
+              node.combine_seconds;
+  }
+  for (const EpOverlapLayer& node : backward.ep_overlap_layers) {
+    serial += node.attention_backward_seconds + node.mlp_backward_seconds + node.dispatch_seconds +
+              node.combine_seconds;
+  }
+  const std::vector<EpOverlapLayer> backward_layers(backward.ep_overlap_layers.rbegin(),
+                                                    backward.ep_overlap_layers.rend());
+  return std::max(0.0,
+                  serial - ep_overlap_layers_seconds(forward.ep_overlap_layers, backward_layers));
+}
+
+bool ep_overlap_schedule(const Layout& layout, const PlanOptions& options) {
+  return options.overlap_moe_expert_parallel_comm && layout.pp > 1 &&
+         layout.schedule == ScheduleKind::kInterleaved;
+}
+
 ChunkCost chunk_cost(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                      const Layout& layout, const PlanOptions& options, int64_t stage,
                      int64_t chunk) {
@@ -1221,19 +1242,10 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
   if (options.overlap_moe_expert_parallel_comm) {
     // One micro-batch's forward through the chunk's layers beside another's backward
     // (ep_overlap_layers_seconds) against the two in sequence.
-    std::vector<EpOverlapLayer> forward_layers;
-    double serial = 0;
     for (int64_t l = range.first; l < range.end; ++l) {
-      const EpOverlapLayer& node = ep_overlap_nodes[kind_index(layer_kind(model, l))];
-      forward_layers.push_back(node);
-      serial += node.attention_forward_seconds + node.mlp_forward_seconds +
-                node.attention_backward_seconds + node.mlp_backward_seconds +
-                2.0 * (node.dispatch_seconds + node.combine_seconds);
+      cost.ep_overlap_layers.push_back(ep_overlap_nodes[kind_index(layer_kind(model, l))]);
     }
-    const std::vector<EpOverlapLayer> backward_layers(forward_layers.rbegin(),
-                                                      forward_layers.rend());
-    cost.ep_overlap_saved_seconds =
-        std::max(0.0, serial - ep_overlap_layers_seconds(forward_layers, backward_layers));
+    cost.ep_overlap_saved_seconds = ep_overlap_pair_saved_seconds(cost, cost);
   }
 
   const double all_reduce_hidden =

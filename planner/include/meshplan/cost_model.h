@@ -284,6 +284,20 @@ struct MemoryBreakdown {
   }
 };
 
+/// One transformer layer as Megatron-Core's EP all-to-all overlap splits it into schedule nodes
+/// (model_chunk_schedule_plan.py TransformerLayerSchedulePlan, d98e8a64): the pre-dispatch node
+/// (attention, norms, router, token permutation, shared experts, tp and cp collectives), the
+/// dispatch all-to-all, the routed experts (mlp node), the combine all-to-all. Backward times
+/// hold the weight gradients (delay_wgrad_compute off). A dense layer has only the first.
+struct EpOverlapLayer {
+  double attention_forward_seconds = 0;
+  double mlp_forward_seconds = 0;
+  double attention_backward_seconds = 0;
+  double mlp_backward_seconds = 0;
+  double dispatch_seconds = 0;  // forward dispatch; its transpose in the backward takes the same
+  double combine_seconds = 0;
+};
+
 /// One micro-batch through one model chunk on one rank. Compute and exposed tensor-parallel
 /// communication are kept apart so the simulator can put them on different streams.
 struct ChunkCost {
@@ -304,6 +318,9 @@ struct ChunkCost {
   // micro-batch's backward on this chunk runs than the two in sequence (all-to-all time the
   // other's compute hides; ep_overlap_layers_seconds). 0 when off.
   double ep_overlap_saved_seconds = 0;
+  // overlap_moe_expert_parallel_comm: the chunk's layers as schedule nodes, forward order (for
+  // merged pairs of two chunks, ep_overlap_pair_saved_seconds). Empty when off.
+  std::vector<EpOverlapLayer> ep_overlap_layers;
   int64_t forward_flops = 0;   // matmul FLOPs executed, per rank
   int64_t backward_flops = 0;  // recompute included
   double forward_seconds() const {
@@ -446,20 +463,6 @@ Validity check_distribute_saved_activations(const Layout& layout, const PlanOpti
 Validity check_fp8_param_gather(const models::TransformerConfig& model, const Layout& layout,
                                 const PlanOptions& options);
 
-/// One transformer layer as Megatron-Core's EP all-to-all overlap splits it into schedule nodes
-/// (model_chunk_schedule_plan.py TransformerLayerSchedulePlan, d98e8a64): the pre-dispatch node
-/// (attention, norms, router, token permutation, shared experts, tp and cp collectives), the
-/// dispatch all-to-all, the routed experts (mlp node), the combine all-to-all. Backward times
-/// hold the weight gradients (delay_wgrad_compute off). A dense layer has only the first.
-struct EpOverlapLayer {
-  double attention_forward_seconds = 0;
-  double mlp_forward_seconds = 0;
-  double attention_backward_seconds = 0;
-  double mlp_backward_seconds = 0;
-  double dispatch_seconds = 0;  // forward dispatch; its transpose in the backward takes the same
-  double combine_seconds = 0;
-};
-
 /// Time of one merged forward-backward over a chunk's layers (TransformerModelChunkSchedulePlan
 /// .run): forward layer i beside backward layer i of `backward` (the chunk's layers in backward
 /// order), the layers one side lacks run alone, replayed on a compute and a communication stream
@@ -467,6 +470,18 @@ struct EpOverlapLayer {
 /// previous node (docs/research/ep-a2a-overlap.md).
 double ep_overlap_layers_seconds(const std::vector<EpOverlapLayer>& forward,
                                  const std::vector<EpOverlapLayer>& backward);
+
+/// How much shorter one micro-batch's forward through `forward`'s layers merged with another's
+/// backward through `backward`'s layers (in reverse: TransformerModelChunkSchedulePlan.run pairs
+/// forward layer i with the backward's i-th popped layer, the last first) runs than the two in
+/// sequence: the nodes' serial sum minus ep_overlap_layers_seconds, at least 0. The chunks may
+/// differ (interleaved pipelining merges a forward of one chunk with a backward of another).
+double ep_overlap_pair_saved_seconds(const ChunkCost& forward, const ChunkCost& backward);
+
+/// Whether the layout's pipeline schedule is the interleaved combined 1F1B of
+/// overlap_moe_expert_parallel_comm (generate_schedule's ep_overlap): the option on, pp > 1,
+/// interleaved (check_moe_a2a_overlap refuses the other schedules at pp > 1).
+bool ep_overlap_schedule(const Layout& layout, const PlanOptions& options);
 
 /// overlap_moe_expert_parallel_comm's rules (off passes), code "moe_a2a_overlap": framework
 /// megatron, an MoE model at ep > 1, no full recompute and no "moe" recompute module (Megatron-
