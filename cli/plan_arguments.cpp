@@ -727,7 +727,7 @@ void add_plan_flags(CLI::App& plan, PlanArguments& args) {
                   "Megatron-Core --overlap-moe-expert-parallel-comm: each forward after the first "
                   "runs merged with the previous micro-batch's backward, layer by layer, their "
                   "expert all-to-alls beside the other's compute (on | off; megatron, MoE at ep > "
-                  "1, pp 1, no full or moe recompute)")
+                  "1, pp 1 or interleaved, no full or moe recompute)")
       ->capture_default_str();
   plan.add_option("--grad-reduce-dtype", args.grad_reduce_dtype,
                   "Data-parallel gradient reduce and grad-buffer dtype: fp32 | bf16 (16-bit); "
