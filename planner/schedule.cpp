@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -348,8 +349,11 @@ TransferKey transfer_key(const PipelineOp& op, int64_t pp, int64_t stage) {
 
 }  // namespace
 
-double replay_makespan(const PipelineSchedule& schedule, double forward_time, double backward_time,
-                       double weight_time, const std::vector<std::vector<double>>& merged_saving) {
+namespace {
+
+// The replay of replay_makespan; `seconds(stage, op)` is a compute op's duration.
+double replay_with(const PipelineSchedule& schedule,
+                   const std::function<double(int64_t, const PipelineOp&)>& seconds) {
   const int64_t pp = static_cast<int64_t>(schedule.stages.size());
   if (pp != schedule.pp) {
     throw RuntimeError(
@@ -381,17 +385,8 @@ double replay_makespan(const PipelineSchedule& schedule, double forward_time, do
                 fmt::format("schedule: stage {}: {} of micro-batch {} chunk {} sent twice", stage,
                             to_string(op.kind), op.micro_batch, op.chunk));
           }
-        } else if (op.kind == OpKind::kForward) {
-          clock[stage] += forward_time;
-        } else if (op.kind == OpKind::kBackwardWeight) {
-          clock[stage] += weight_time;
-        } else {  // kBackward (whole backward: weight_time is not added) or kBackwardInput
-          clock[stage] += backward_time;
-          if (op.merged_chunk >= 0 && !merged_saving.empty()) {
-            // The merged pair's forward ran just before, with no wait between (add_transfers).
-            clock[stage] -= merged_saving.at(static_cast<size_t>(op.merged_chunk))
-                                .at(static_cast<size_t>(op.chunk));
-          }
+        } else {
+          clock[stage] += seconds(stage, op);
         }
       }
     }
@@ -414,6 +409,46 @@ double replay_makespan(const PipelineSchedule& schedule, double forward_time, do
         activation ? "send-activation" : "send-gradient", micro_batch, boundary, boundary + 1));
   }
   return pp == 0 ? 0.0 : *std::max_element(clock.begin(), clock.end());
+}
+
+}  // namespace
+
+double replay_makespan(const PipelineSchedule& schedule, double forward_time, double backward_time,
+                       double weight_time, const std::vector<std::vector<double>>& merged_saving) {
+  return replay_with(schedule, [&](int64_t, const PipelineOp& op) {
+    if (op.kind == OpKind::kForward) {
+      return forward_time;
+    }
+    if (op.kind == OpKind::kBackwardWeight) {
+      return weight_time;
+    }
+    // kBackward (whole backward: weight_time is not added) or kBackwardInput. A merged pair's
+    // forward ran just before, with no wait between (add_transfers).
+    return op.merged_chunk >= 0 && !merged_saving.empty()
+               ? backward_time - merged_saving.at(static_cast<size_t>(op.merged_chunk))
+                                     .at(static_cast<size_t>(op.chunk))
+               : backward_time;
+  });
+}
+
+double replay_makespan(const PipelineSchedule& schedule,
+                       const std::vector<std::vector<double>>& forward_time,
+                       const std::vector<std::vector<double>>& backward_time,
+                       const std::vector<std::vector<std::vector<double>>>& merged_saving) {
+  return replay_with(schedule, [&](int64_t stage, const PipelineOp& op) {
+    const auto s = static_cast<size_t>(stage);
+    const auto c = static_cast<size_t>(op.chunk);
+    if (op.kind == OpKind::kForward) {
+      return forward_time.at(s).at(c);
+    }
+    if (op.kind != OpKind::kBackward) {
+      throw RuntimeError("schedule: per-chunk replay of a split backward");
+    }
+    return op.merged_chunk >= 0
+               ? backward_time.at(s).at(c) -
+                     merged_saving.at(s).at(static_cast<size_t>(op.merged_chunk)).at(c)
+               : backward_time.at(s).at(c);
+  });
 }
 
 std::string to_string(OpKind kind) {

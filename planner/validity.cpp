@@ -883,6 +883,11 @@ Validity check_fp8_param_gather(const models::TransformerConfig& model, const La
 Validity check_moe_a2a_overlap(const models::TransformerConfig& model, const Layout& layout,
                                const PlanOptions& options) {
   if (!options.overlap_moe_expert_parallel_comm) {
+    if (options.delay_wgrad_compute) {
+      return reject("moe_a2a_overlap",
+                    "delay_wgrad_compute: needs overlap_moe_expert_parallel_comm (Megatron-Core "
+                    "asserts it, transformer_config.py)");
+    }
     return {};
   }
   const std::string field = "overlap_moe_expert_parallel_comm";

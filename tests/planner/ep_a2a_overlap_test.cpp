@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -262,35 +263,97 @@ TEST_CASE("ep overlap, interleaved: a pair of different chunks, and the step's r
             .scale(0));
   CHECK(ep_overlap_pair_saved_seconds(moe, moe) == moe.ep_overlap_saved_seconds);
   CHECK(dense.ep_overlap_saved_seconds == 0.0);
-  // The pipeline: the merged lists replayed with the slowest stage's chunk times and pair
-  // savings (stage 1 here: its chunks are both MoE layers, the LM head on chunk 1).
-  const StageEstimate& s0 = on.stages.at(0);
-  const StageEstimate& s1 = on.stages.at(1);
-  const auto stage_time = [](const StageEstimate& s) {
-    double t = 0;
-    for (const ChunkCost& c : s.chunks) {
-      t += c.forward_seconds() + c.backward_seconds();
+  // The pipeline: the interleaved closed form (m v + p - 1) max_s(f_s + b_s) / v plus the
+  // merged lists' replay minus the plain lists' replay, both with each stage's own chunk times
+  // (the merged pairs shorter by their chunks' pair savings).
+  std::vector<std::vector<double>> f(2), b(2);
+  std::vector<std::vector<std::vector<double>>> saved(2);
+  double max_stage = 0;
+  for (size_t s = 0; s < 2; ++s) {
+    const std::vector<ChunkCost>& chunks = on.stages.at(s).chunks;
+    saved[s].assign(2, std::vector<double>(2));
+    double stage = 0;
+    for (size_t i = 0; i < 2; ++i) {
+      f[s].push_back(chunks[i].forward_seconds());
+      b[s].push_back(chunks[i].backward_seconds());
+      stage += chunks[i].forward_seconds() + chunks[i].backward_seconds();
+      for (size_t j = 0; j < 2; ++j) {
+        saved[s][i][j] = ep_overlap_pair_saved_seconds(chunks[i], chunks[j]);
+      }
     }
-    return t;
-  };
-  const StageEstimate& slow = stage_time(s1) > stage_time(s0) ? s1 : s0;
-  double f = 0, b = 0;
-  std::vector<std::vector<double>> saved(2, std::vector<double>(2));
-  for (size_t i = 0; i < 2; ++i) {
-    f += slow.chunks[i].forward_seconds() / 2;
-    b += slow.chunks[i].backward_seconds() / 2;
-    for (size_t j = 0; j < 2; ++j) {
-      saved[i][j] = ep_overlap_pair_saved_seconds(slow.chunks[i], slow.chunks[j]);
-    }
+    max_stage = std::max(max_stage, stage);
   }
-  const double replay = replay_makespan(
-      generate_schedule(ScheduleKind::kInterleaved, 2, 2, 4, true, 0, true), f, b, 0, saved);
+  const double merged = replay_makespan(
+      generate_schedule(ScheduleKind::kInterleaved, 2, 2, 4, true, 0, true), f, b, saved);
+  const double plain =
+      replay_makespan(generate_schedule(ScheduleKind::kInterleaved, 2, 2, 4), f, b, saved);
+  CHECK(merged < plain);
   const StepBreakdown& br = on.breakdown;
-  CHECK(br.pipeline_compute_seconds + br.bubble_seconds ==
-        doctest::Approx(replay).epsilon(1e-12).scale(0));
+  CHECK(
+      br.pipeline_compute_seconds + br.bubble_seconds ==
+      doctest::Approx((4.0 * 2 + 2 - 1) * max_stage / 2 + merged - plain).epsilon(1e-12).scale(0));
   plan.options.overlap_moe_expert_parallel_comm = false;
   const PlanEstimate off = estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
   REQUIRE(off.feasible);
+  CHECK(on.step_time_s < off.step_time_s);
+}
+
+}  // namespace meshplan::planner
+
+namespace meshplan::planner {
+
+TEST_CASE("delay_wgrad_compute: weight gradients leave the backward's all-to-all chain") {
+  // moe_layer(3) with weight gradients mlp 2 (of 4), attention 3 (of 6). Merged, without delay:
+  // combine_bwd [0,3], attn_fwd [0,3], mlp_bwd [3,7], dispatch_fwd [3,6], dispatch_bwd [7,10]
+  // (after mlp_bwd), mlp_fwd [7,9], combine_fwd [10,13], attn_bwd [10,16]: 16.
+  EpOverlapLayer layer = moe_layer(3);
+  layer.mlp_weight_seconds = 2;
+  layer.attention_weight_seconds = 3;
+  const std::vector<EpOverlapLayer> one{layer};
+  CHECK(ep_overlap_layers_seconds(one, one, false) == 16.0);
+  // With delay (issue items 5 and 10): mlp_bwd dgrad [3,5], dispatch_fwd [3,6], mlp wgrad [5,7]
+  // on the compute stream outside the chain, dispatch_bwd [6,9] (after dispatch_fwd and the
+  // dgrad), mlp_fwd [7,9], combine_fwd [9,12], attn_bwd dgrad [9,12], attention wgrad [12,15].
+  CHECK(ep_overlap_layers_seconds(one, one, true) == 15.0);
+  // The backward alone: 3 + 4 + 3 + 6 = 16 in sequence; with delay combine_bwd [0,3], mlp dgrad
+  // [3,5], its wgrad [5,7] beside dispatch_bwd [5,8], attn dgrad [8,11], wgrad [11,14]: 14.
+  CHECK(ep_overlap_layers_seconds({}, one, false) == 16.0);
+  CHECK(ep_overlap_layers_seconds({}, one, true) == 14.0);
+  // A pair's saving is against the forward in sequence (3 + 3 + 2 + 3 = 11) and the backward
+  // alone: 11 + 16 - 16 = 11 without delay, 11 + 14 - 15 = 10 with it.
+  ChunkCost chunk;
+  chunk.ep_overlap_layers = one;
+  CHECK(ep_overlap_pair_saved_seconds(chunk, chunk) == 11.0);
+  chunk.ep_overlap_delay_wgrad = true;
+  CHECK(ep_overlap_pair_saved_seconds(chunk, chunk) == 10.0);
+}
+
+TEST_CASE("delay_wgrad_compute: stored, refused without the overlap, shortens the backward") {
+  Plan plan = tiny_moe_plan();
+  plan.options.delay_wgrad_compute = true;
+  CHECK(check_moe_a2a_overlap(plan.model, plan.layout, plan.options).code == "moe_a2a_overlap");
+  CHECK(check_moe_a2a_overlap(plan.model, plan.layout, plan.options)
+            .reason.find("delay_wgrad_compute: needs overlap_moe_expert_parallel_comm") == 0);
+  plan.options.overlap_moe_expert_parallel_comm = true;
+  CHECK(check_moe_a2a_overlap(plan.model, plan.layout, plan.options).ok());
+  const nlohmann::json json = plan_to_json(plan, {});
+  CHECK(json.at("options").at("delay_wgrad_compute") == true);
+  CHECK(plan_from_json(json, "p.json") == plan);
+  const PlanEstimate on = estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
+  plan.options.delay_wgrad_compute = false;
+  const PlanEstimate off = estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
+  REQUIRE(on.feasible);
+  REQUIRE(off.feasible);
+  const ChunkCost& a = on.stages.at(0).chunks.at(0);
+  const ChunkCost& b = off.stages.at(0).chunks.at(0);
+  // Alone, each backward's all-to-alls shorten by what its weight gradients hide
+  // (ep_overlap_layers_seconds with no forward, delay against none).
+  std::vector<EpOverlapLayer> reversed(b.ep_overlap_layers.rbegin(), b.ep_overlap_layers.rend());
+  const double hidden = ep_overlap_layers_seconds({}, reversed, false) -
+                        ep_overlap_layers_seconds({}, reversed, true);
+  CHECK(hidden > 0);
+  CHECK(a.backward_ep_comm_seconds ==
+        doctest::Approx(b.backward_ep_comm_seconds - hidden).epsilon(1e-12).scale(0));
   CHECK(on.step_time_s < off.step_time_s);
 }
 

@@ -220,9 +220,10 @@ namespace meshplan::simulator {
 
 TEST_CASE("MoE all-to-all overlap (interleaved pp 2): the replay agrees with the planner") {
   // overlap_moe_expert_parallel_comm at pp 2, vpp 2 (Megatron's combined 1F1B for interleaved
-  // pipelining): both read generate_schedule's merged op lists; the planner replays them with
-  // the slowest stage's chunk times, the simulator with each stage's own, so the replay stays
-  // at most the planner's bound (as without the overlap, agreement_test) and both save alike.
+  // pipelining): both read generate_schedule's merged op lists; the planner adds the replay of
+  // those lists less the plain lists' (each stage's own chunk times) to its interleaved closed
+  // form, so the replay stays at most the planner's bound (as without the overlap,
+  // agreement_test) and both save alike.
   planner::Plan plan;
   plan.model = models::load_model("tiny-moe");
   plan.cluster = models::load_cluster("local-cpu");
@@ -245,8 +246,7 @@ TEST_CASE("MoE all-to-all overlap (interleaved pp 2): the replay agrees with the
                                 << simulated_saving << " (analytic " << planned_saving << ")");
   CHECK(on.step_time_s <= on.analytic_step_time_s);
   CHECK(simulated_saving > 0);
-  // Measured equal to 12 digits: on this plan the slowest stage's pair savings pace both
-  // replays; 1e-6 leaves room for summation order only.
+  // Measured equal to 12 digits; 1e-6 leaves room for summation order only.
   CHECK(relative(simulated_saving, planned_saving) < 1e-6);
 }
 

@@ -93,6 +93,14 @@ double replay_makespan(const PipelineSchedule& schedule, double forward_time, do
                        double weight_time,
                        const std::vector<std::vector<double>>& merged_saving = {});
 
+/// The same replay with each rank's own chunk times, [stage][chunk] (kForward and kBackward
+/// lists only: no B/W split), a merged pair taking forward + backward -
+/// merged_saving[stage][forward chunk][backward chunk].
+double replay_makespan(const PipelineSchedule& schedule,
+                       const std::vector<std::vector<double>>& forward_time,
+                       const std::vector<std::vector<double>>& backward_time,
+                       const std::vector<std::vector<std::vector<double>>>& merged_saving);
+
 std::string to_string(OpKind kind);
 
 }  // namespace meshplan::planner
