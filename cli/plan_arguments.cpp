@@ -510,6 +510,12 @@ planner::PlanOptions plan_options(const PlanArguments& args, const models::Clust
   planner::check_overlap_p2p_options(options, "--overlap-p2p-comm");
   options.overlap_moe_expert_parallel_comm =
       parse_on_off(args.overlap_moe_expert_parallel_comm, "--overlap-moe-expert-parallel-comm");
+  options.delay_wgrad_compute = parse_on_off(args.delay_wgrad_compute, "--delay-wgrad-compute");
+  if (options.delay_wgrad_compute && !options.overlap_moe_expert_parallel_comm) {
+    throw InputError(
+        "--delay-wgrad-compute: needs --overlap-moe-expert-parallel-comm on (Megatron-Core "
+        "asserts it, transformer_config.py)");
+  }
   if (options.overlap_moe_expert_parallel_comm &&
       options.framework != planner::Framework::kMegatron) {
     throw InputError(fmt::format(
@@ -748,7 +754,12 @@ void add_plan_flags(CLI::App& plan, PlanArguments& args) {
                   "Megatron-Core --overlap-moe-expert-parallel-comm: each forward after the first "
                   "runs merged with the previous micro-batch's backward, layer by layer, their "
                   "expert all-to-alls beside the other's compute (on | off; megatron, MoE at ep > "
-                  "1, pp 1, no full or moe recompute)")
+                  "1, pp 1 or interleaved, no full or moe recompute)")
+      ->capture_default_str();
+  plan.add_option("--delay-wgrad-compute", args.delay_wgrad_compute,
+                  "Megatron-Core --delay-wgrad-compute: with --overlap-moe-expert-parallel-comm, "
+                  "each layer's weight gradients leave the backward's all-to-all chain (on | "
+                  "off)")
       ->capture_default_str();
   plan.add_option("--grad-reduce-dtype", args.grad_reduce_dtype,
                   "Data-parallel gradient reduce and grad-buffer dtype: fp32 | bf16 (16-bit); "

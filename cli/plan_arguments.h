@@ -45,6 +45,7 @@ struct PlanArguments {
   std::string overlap_tp_comm = "off";
   std::string fp8_param_gather = "off";
   std::string overlap_moe_expert_parallel_comm = "off";
+  std::string delay_wgrad_compute = "off";
   std::string cross_entropy_loss_fusion = "off";
   std::string compile = "off";
   std::string norm_kernel = "fused";

@@ -100,6 +100,12 @@ void validate_options_for_executor(const planner::Plan& plan, const std::string&
     throw InputError(fmt::format(
         "{}: options.fp8_param_gather: the CPU executor keeps no fp8 weights (true)", source));
   }
+  if (plan.options.delay_wgrad_compute) {
+    throw InputError(fmt::format(
+        "{}: options.delay_wgrad_compute: the CPU executor computes each layer's weight "
+        "gradients inside its backward (true)",
+        source));
+  }
   if (plan.options.overlap_moe_expert_parallel_comm) {
     throw InputError(fmt::format(
         "{}: options.overlap_moe_expert_parallel_comm: the CPU executor runs each micro-batch's "

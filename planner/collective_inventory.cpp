@@ -559,8 +559,8 @@ std::vector<CollectiveTraffic> collective_inventory(const models::TransformerCon
   const int64_t e = element_bytes(cluster);
   PipelineSchedule schedule;
   if (layout.pp > 1) {
-    schedule =
-        generate_schedule(layout.schedule, layout.pp, layout.vpp, m, true, layout.microbatch_group);
+    schedule = generate_schedule(layout.schedule, layout.pp, layout.vpp, m, true,
+                                 layout.microbatch_group, ep_overlap_schedule(layout, options));
   }
   for (int64_t stage = 0; stage < layout.pp; ++stage) {
     add_tensor_parallel(inventory, model, cluster, layout, options, stage);

@@ -1000,8 +1000,12 @@ SavedInputSplit saved_input_split(const models::TransformerConfig& model,
 // mlp_fwd, combine_fwd, pre_dispatch_bwd. Every node waits for its micro-batch's event, recorded
 // after that micro-batch's previous node (pipeline_parallel/utils.py ScheduleNode
 // stream_acquire_context), and for what its stream ran before.
+// delay_wgrad_compute: mlp.backward_dw right after mlp_bwd and pre_dispatch_computation
+// .backward_dw at the layer's end (the chunk's last backward layer's at the chunk's end, also
+// last on the computation stream) run on the computation stream without the event
+// (models/common/utils.py backward_dw), so they hold the stream, not the micro-batch.
 double ep_overlap_layers_seconds(const std::vector<EpOverlapLayer>& forward,
-                                 const std::vector<EpOverlapLayer>& backward) {
+                                 const std::vector<EpOverlapLayer>& backward, bool delay_wgrad) {
   double compute_free = 0, comm_free = 0;        // when each stream is idle
   double forward_ready = 0, backward_ready = 0;  // when each micro-batch's last node ended
   const auto run = [](double& stream_free, double& ready, double seconds) {
@@ -1019,10 +1023,14 @@ double ep_overlap_layers_seconds(const std::vector<EpOverlapLayer>& forward,
       run(compute_free, forward_ready, f->attention_forward_seconds);
     }
     if (b != nullptr) {
-      run(compute_free, backward_ready, b->mlp_backward_seconds);
+      run(compute_free, backward_ready,
+          b->mlp_backward_seconds - (delay_wgrad ? b->mlp_weight_seconds : 0.0));
     }
     if (f != nullptr) {
       run(comm_free, forward_ready, f->dispatch_seconds);
+    }
+    if (b != nullptr && delay_wgrad) {
+      compute_free += b->mlp_weight_seconds;  // after mlp_bwd on the stream, outside the chain
     }
     if (b != nullptr) {
       run(comm_free, backward_ready, b->dispatch_seconds);
@@ -1032,10 +1040,34 @@ double ep_overlap_layers_seconds(const std::vector<EpOverlapLayer>& forward,
       run(comm_free, forward_ready, f->combine_seconds);
     }
     if (b != nullptr) {
-      run(compute_free, backward_ready, b->attention_backward_seconds);
+      run(compute_free, backward_ready,
+          b->attention_backward_seconds - (delay_wgrad ? b->attention_weight_seconds : 0.0));
+      if (delay_wgrad) {
+        compute_free += b->attention_weight_seconds;
+      }
     }
   }
   return std::max(compute_free, comm_free);
+}
+
+double ep_overlap_pair_saved_seconds(const ChunkCost& forward, const ChunkCost& backward) {
+  double forward_serial = 0;
+  for (const EpOverlapLayer& node : forward.ep_overlap_layers) {
+    forward_serial += node.attention_forward_seconds + node.mlp_forward_seconds +
+                      node.dispatch_seconds + node.combine_seconds;
+  }
+  const std::vector<EpOverlapLayer> backward_layers(backward.ep_overlap_layers.rbegin(),
+                                                    backward.ep_overlap_layers.rend());
+  const bool delay = backward.ep_overlap_delay_wgrad;
+  const double backward_alone = ep_overlap_layers_seconds({}, backward_layers, delay);
+  return std::max(0.0,
+                  forward_serial + backward_alone -
+                      ep_overlap_layers_seconds(forward.ep_overlap_layers, backward_layers, delay));
+}
+
+bool ep_overlap_schedule(const Layout& layout, const PlanOptions& options) {
+  return options.overlap_moe_expert_parallel_comm && layout.pp > 1 &&
+         layout.schedule == ScheduleKind::kInterleaved;
 }
 
 ChunkCost chunk_cost(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
@@ -1223,6 +1255,8 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
           layer_forward + layer.tp_comm_forward + layer.cp_comm_forward + token_counts - experts;
       node.attention_backward_seconds = input_backward + tp_backward + cp_backward +
                                         (ep_backward - all_to_all) + layer_weight - 2.0 * experts;
+      node.mlp_weight_seconds = experts;  // the experts' weight-gradient GEMM (as their forward)
+      node.attention_weight_seconds = layer_weight - experts;  // the rest of the layer's
     }
     cost.backward_tp_comm_seconds += tp_backward * count + recompute_tp * recomputed +
                                      split.gather_seconds * checkpointed_inputs;
@@ -1234,19 +1268,21 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
   if (options.overlap_moe_expert_parallel_comm) {
     // One micro-batch's forward through the chunk's layers beside another's backward
     // (ep_overlap_layers_seconds) against the two in sequence.
-    std::vector<EpOverlapLayer> forward_layers;
-    double serial = 0;
     for (int64_t l = range.first; l < range.end; ++l) {
-      const EpOverlapLayer& node = ep_overlap_nodes[kind_index(layer_kind(model, l))];
-      forward_layers.push_back(node);
-      serial += node.attention_forward_seconds + node.mlp_forward_seconds +
-                node.attention_backward_seconds + node.mlp_backward_seconds +
-                2.0 * (node.dispatch_seconds + node.combine_seconds);
+      cost.ep_overlap_layers.push_back(ep_overlap_nodes[kind_index(layer_kind(model, l))]);
     }
-    const std::vector<EpOverlapLayer> backward_layers(forward_layers.rbegin(),
-                                                      forward_layers.rend());
-    cost.ep_overlap_saved_seconds =
-        std::max(0.0, serial - ep_overlap_layers_seconds(forward_layers, backward_layers));
+    cost.ep_overlap_delay_wgrad = options.delay_wgrad_compute;
+    if (options.delay_wgrad_compute) {
+      // Every backward, merged or alone (run with no forward layer), has its weight gradients
+      // outside the event chain: alone, a layer's dispatch all-to-all runs beside the experts'
+      // weight gradient and the next layer's combine beside the attention's. That shortening
+      // comes off its exposed all-to-alls.
+      const std::vector<EpOverlapLayer> backward_layers(cost.ep_overlap_layers.rbegin(),
+                                                        cost.ep_overlap_layers.rend());
+      cost.backward_ep_comm_seconds -= ep_overlap_layers_seconds({}, backward_layers, false) -
+                                       ep_overlap_layers_seconds({}, backward_layers, true);
+    }
+    cost.ep_overlap_saved_seconds = ep_overlap_pair_saved_seconds(cost, cost);
   }
 
   const double all_reduce_hidden =

@@ -511,7 +511,8 @@ StageTimes estimate_stage(const models::TransformerConfig& model,
   }
   const int64_t m = layout.num_micro_batches();
   const InFlight in_flight =
-      peak_in_flight(layout.schedule, layout.pp, layout.vpp, m, s, layout.microbatch_group);
+      peak_in_flight(layout.schedule, layout.pp, layout.vpp, m, s, layout.microbatch_group,
+                     ep_overlap_schedule(layout, options));
   stage.peak_in_flight_micro_batches = in_flight.all_chunks;
   stage.memory = stage_memory(model, cluster, layout, options, s, in_flight);
   stage.num_parameters = stage_parameter_count(model, layout, s);
@@ -599,6 +600,55 @@ double pipeline_makespan(const Layout& layout, const PipelineTimes& p) {
           (micro_batches + pp - 1.0) * p.max_forward_backward_input + p.max_weight);
   }
   return 0.0;
+}
+
+// overlap_moe_expert_parallel_comm at pp > 1: Megatron-Core's interleaved schedule with the
+// combined 1F1B (schedules.py forward_backward_pipelining_with_interleaving, combined_1f1b.py
+// combined_1f1b_schedule_for_interleaved_pipelining, d98e8a64): the op lists of
+// generate_schedule(ep_overlap) replayed (replay_makespan) with each rank's own chunk times, each
+// merged pair shorter by ep_overlap_pair_saved_seconds of its forward and backward chunks (a
+// merged pair's time depends on both chunks, so the closed form's one chunk time does not
+// apply), against the plain interleaved lists replayed with the same times. The difference is
+// the overlap's effect (the extra warm-up forward included), added to the closed form
+// `interleaved` (pipeline_makespan), which stays the bound it is without the overlap.
+// Returns the makespan; *saved: what the slowest stage's merged pairs save in all.
+double ep_overlap_interleaved_makespan(const Layout& layout, const std::vector<StageTimes>& times,
+                                       const std::vector<StageEstimate>& stages, double interleaved,
+                                       double* saved) {
+  size_t slowest = 0;
+  for (size_t s = 1; s < times.size(); ++s) {  // the first maximum, as pipeline_times
+    if (times[s].forward + times[s].backward > times[slowest].forward + times[slowest].backward) {
+      slowest = s;
+    }
+  }
+  std::vector<std::vector<double>> forward(stages.size()), backward(stages.size());
+  std::vector<std::vector<std::vector<double>>> pair_saved(stages.size());
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const std::vector<ChunkCost>& chunks = stages[s].chunks;
+    pair_saved[s].assign(chunks.size(), std::vector<double>(chunks.size()));
+    for (size_t f = 0; f < chunks.size(); ++f) {
+      forward[s].push_back(chunks[f].forward_seconds());
+      backward[s].push_back(chunks[f].backward_seconds());
+      for (size_t b = 0; b < chunks.size(); ++b) {
+        pair_saved[s][f][b] = ep_overlap_pair_saved_seconds(chunks[f], chunks[b]);
+      }
+    }
+  }
+  const PipelineSchedule schedule =
+      generate_schedule(layout.schedule, layout.pp, layout.vpp, layout.num_micro_batches(), true,
+                        layout.microbatch_group, true);
+  *saved = 0;
+  for (const PipelineOp& op : schedule.stages[slowest]) {
+    if (op.kind == OpKind::kBackward && op.merged_chunk >= 0) {
+      *saved +=
+          pair_saved[slowest][static_cast<size_t>(op.merged_chunk)][static_cast<size_t>(op.chunk)];
+    }
+  }
+  const PipelineSchedule plain =
+      generate_schedule(layout.schedule, layout.pp, layout.vpp, layout.num_micro_batches(), true,
+                        layout.microbatch_group, false);
+  return interleaved + replay_makespan(schedule, forward, backward, pair_saved) -
+         replay_makespan(plain, forward, backward, pair_saved);
 }
 
 // Megatron-Core's interleaved schedule with overlap_p2p_comm (schedules.py
@@ -910,9 +960,14 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
   // combined_1f1b_schedule_for_no_pipelining runs the first forward alone, then m - 1 merged
   // pairs (backward i beside forward i + 1), then the last backward alone (schedules.py
   // forward_backward_no_pipelining, d98e8a64): m - 1 merges each save ep_overlap_saved.
-  const double ep_overlap_saved =
+  // At pp > 1 (interleaved only, check_moe_a2a_overlap): ep_overlap_interleaved_makespan.
+  double ep_overlap_saved =
       layout.pp == 1 ? (micro_batches - 1.0) * times.front().ep_overlap_saved : 0.0;
-  const double pipeline = pipeline_makespan(layout, pipeline_parts) - ep_overlap_saved;
+  const double pipeline = ep_overlap_schedule(layout, options)
+                              ? ep_overlap_interleaved_makespan(
+                                    layout, times, estimate.stages,
+                                    pipeline_makespan(layout, pipeline_parts), &ep_overlap_saved)
+                              : pipeline_makespan(layout, pipeline_parts) - ep_overlap_saved;
   StepBreakdown& breakdown = estimate.breakdown;
   breakdown.pipeline_compute_seconds = micro_batches * pipeline_parts.max_stage - ep_overlap_saved;
   breakdown.tp_comm_exposed_seconds = micro_batches * pipeline_parts.max_tp;

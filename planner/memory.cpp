@@ -253,17 +253,18 @@ int64_t reserve_bytes(const models::ClusterConfig& cluster, int64_t allocated_by
 }
 
 InFlight peak_in_flight(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batches,
-                        int64_t stage, int64_t microbatch_group) {
+                        int64_t stage, int64_t microbatch_group, bool ep_overlap) {
   // Counted from the schedule's own op list; memoised because the search asks for the same
   // (schedule, pp, vpp, m) many times. One memo per thread: sweep's parallel searches
   // (planner/sweep.cpp) each keep their own, with no lock on this hot path.
-  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t>;
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, bool>;
   static thread_local std::map<Key, std::vector<InFlight>> cache;
-  const Key key{static_cast<int>(kind), pp, vpp, num_micro_batches, microbatch_group};
+  const Key key{static_cast<int>(kind), pp, vpp, num_micro_batches, microbatch_group, ep_overlap};
   auto it = cache.find(key);
   if (it == cache.end()) {
-    const PipelineSchedule schedule = generate_schedule(kind, pp, vpp, num_micro_batches,
-                                                        /*with_transfers=*/false, microbatch_group);
+    const PipelineSchedule schedule =
+        generate_schedule(kind, pp, vpp, num_micro_batches,
+                          /*with_transfers=*/false, microbatch_group, ep_overlap);
     std::vector<InFlight> peaks(static_cast<size_t>(pp));
     for (int64_t s = 0; s < pp; ++s) {
       InFlight& peak = peaks[static_cast<size_t>(s)];
@@ -280,18 +281,20 @@ InFlight peak_in_flight(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_
 
 int64_t peak_in_flight_layers(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batches,
                               int64_t microbatch_group, int64_t stage,
-                              const std::vector<int64_t>& chunk_layers) {
+                              const std::vector<int64_t>& chunk_layers, bool ep_overlap) {
   // Memoised as peak_in_flight; only stages whose chunks differ ask (a few keys per search).
-  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, std::vector<int64_t>>;
+  using Key =
+      std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, std::vector<int64_t>, bool>;
   static thread_local std::map<Key, int64_t> cache;
-  Key key{static_cast<int>(kind), pp,    vpp,         num_micro_batches,
-          microbatch_group,       stage, chunk_layers};
+  Key key{static_cast<int>(kind), pp,    vpp,          num_micro_batches,
+          microbatch_group,       stage, chunk_layers, ep_overlap};
   auto it = cache.find(key);
   if (it != cache.end()) {
     return it->second;
   }
-  const PipelineSchedule schedule = generate_schedule(kind, pp, vpp, num_micro_batches,
-                                                      /*with_transfers=*/false, microbatch_group);
+  const PipelineSchedule schedule =
+      generate_schedule(kind, pp, vpp, num_micro_batches,
+                        /*with_transfers=*/false, microbatch_group, ep_overlap);
   int64_t held = 0, peak = 0;
   for (const PipelineOp& op : schedule.stages[static_cast<size_t>(stage)]) {
     const int64_t layers = chunk_layers.at(static_cast<size_t>(op.chunk));
@@ -735,7 +738,7 @@ double gemm_workspace_bytes(const models::ClusterConfig& cluster, const PlanOpti
 // output (the next layer's input is).
 std::vector<std::pair<int64_t, int64_t>> dense_held_and_waiting(
     const models::TransformerConfig& model, const Layout& layout, int64_t stage,
-    const InFlight& in_flight, double* layers_per_unit) {
+    const InFlight& in_flight, double* layers_per_unit, bool ep_overlap) {
   std::vector<int64_t> chunk_counts;
   for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
     chunk_counts.push_back(chunk_layers(model, layout, stage, chunk).count());
@@ -747,7 +750,7 @@ std::vector<std::pair<int64_t, int64_t>> dense_held_and_waiting(
   }
   *layers_per_unit = 1.0;
   return {{peak_in_flight_layers(layout.schedule, layout.pp, layout.vpp, layout.num_micro_batches(),
-                                 layout.microbatch_group, stage, chunk_counts),
+                                 layout.microbatch_group, stage, chunk_counts, ep_overlap),
            0}};
 }
 
@@ -824,7 +827,8 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
   std::vector<std::pair<int64_t, int64_t>> held_and_waiting = in_flight.held_and_waiting;
   if (!model.is_moe()) {
     held_and_waiting =
-        dense_held_and_waiting(model, layout, stage, in_flight, &layers_per_micro_batch_unit);
+        dense_held_and_waiting(model, layout, stage, in_flight, &layers_per_micro_batch_unit,
+                               ep_overlap_schedule(layout, options));
     // Under the block and uniform methods a held layer's bytes are the stage's average: exact
     // when every chunk has as many layers (a unit is one chunk), otherwise the average over the
     // peak's layers whatever their place in their chunk.

@@ -33,15 +33,17 @@ struct InFlight {
   // Other schedules: {(all_chunks, 0)}.
   std::vector<std::pair<int64_t, int64_t>> held_and_waiting;
 };
+/// `ep_overlap`: the interleaved schedule's combined 1F1B (generate_schedule), one more warm-up
+/// forward held.
 InFlight peak_in_flight(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batches,
-                        int64_t stage, int64_t microbatch_group = 0);
+                        int64_t stage, int64_t microbatch_group = 0, bool ep_overlap = false);
 
 /// Peak over `stage`'s op list of the transformer layers whose activations it holds, each held
 /// (micro-batch, chunk) counted by chunk_layers[chunk] (for stages whose chunks differ, the
 /// embedding/loss-accounted split). The schedule is generate_schedule's for these arguments.
 int64_t peak_in_flight_layers(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batches,
                               int64_t microbatch_group, int64_t stage,
-                              const std::vector<int64_t>& chunk_layers);
+                              const std::vector<int64_t>& chunk_layers, bool ep_overlap = false);
 
 /// Caching-allocator fragmentation (reserved - allocated) as a fraction of allocated bytes:
 /// 1.83 GiB over 75.31 GiB allocated = 2.4% (vllm-project/compressed-tensors#587, a PyTorch

@@ -107,6 +107,7 @@ constexpr std::array<std::string_view, 29> kOptionsFields = {"flash_attention",
                                                              "fp8_param_gather",
                                                              "overlap_p2p_comm",
                                                              "overlap_moe_expert_parallel_comm",
+                                                             "delay_wgrad_compute",
                                                              "grad_reduce_dtype",
                                                              "cross_entropy_loss_fusion",
                                                              "compile",
@@ -294,6 +295,9 @@ nlohmann::json options_to_json(const PlanOptions& options) {
   if (options.overlap_moe_expert_parallel_comm) {  // omitted at the default, off
     json["overlap_moe_expert_parallel_comm"] = true;
   }
+  if (options.delay_wgrad_compute) {  // omitted at the default, off
+    json["delay_wgrad_compute"] = true;
+  }
   if (options.distribute_saved_activations) {  // omitted at the default, off
     json["distribute_saved_activations"] = true;
   }
@@ -421,6 +425,9 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
   if (json.contains("overlap_moe_expert_parallel_comm")) {  // optional: absent means off
     options.overlap_moe_expert_parallel_comm =
         require_bool(json, "overlap_moe_expert_parallel_comm", where);
+  }
+  if (json.contains("delay_wgrad_compute")) {  // optional: absent means off
+    options.delay_wgrad_compute = require_bool(json, "delay_wgrad_compute", where);
   }
   if (json.contains("compile")) {  // optional: absent means off (eager)
     options.compile = require_bool(json, "compile", where);

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -76,8 +77,15 @@ OpList one_f_one_b_compute(int64_t pp, int64_t stage, int64_t num_micro_batches)
 // vpp - 1 - table[k].chunk (get_model_chunk_id with forward=False; each chunk's backwards pop
 // its inputs in forward order). Warm-up: (pp - s - 1) * 2 + (vpp - 1) * N forwards, capped at
 // m * vpp; then (forward warmup + i, backward i) pairs; then the remaining backwards.
+//
+// With ep_overlap (overlap_moe_expert_parallel_comm; schedules.py d98e8a64 lines 966-970 and the
+// steady loop's forward_backward_helper_wrapper(f_virtual_microbatch_id=forward_k,
+// b_virtual_microbatch_id=k), which calls combined_1f1b_schedule_for_interleaved_pipelining):
+// one more warm-up forward, so that a merged step's backward never needs its own forward, and
+// each steady pair runs as one merged step (merged_chunk set on both ops). The warm-up forwards
+// and cool-down backwards stay alone.
 OpList interleaved_compute(int64_t pp, int64_t vpp, int64_t group, int64_t stage,
-                           int64_t num_micro_batches) {
+                           int64_t num_micro_batches, bool ep_overlap) {
   std::vector<std::pair<int64_t, int64_t>> table;  // (micro-batch, chunk) per virtual index
   for (int64_t first = 0; first < num_micro_batches; first += group) {
     const int64_t end = first + group >= num_micro_batches ? num_micro_batches : first + group;
@@ -91,8 +99,8 @@ OpList interleaved_compute(int64_t pp, int64_t vpp, int64_t group, int64_t stage
     }
   }
   const int64_t num_total = num_micro_batches * vpp;
-  const int64_t num_warmup =
-      warmup_forward_ops(ScheduleKind::kInterleaved, pp, vpp, num_micro_batches, stage, group);
+  const int64_t num_warmup = warmup_forward_ops(ScheduleKind::kInterleaved, pp, vpp,
+                                                num_micro_batches, stage, group, ep_overlap);
   const int64_t num_steady = num_total - num_warmup;
   auto forward = [&](int64_t k) {
     return compute_op(OpKind::kForward, table[k].first, table[k].second);
@@ -105,8 +113,14 @@ OpList interleaved_compute(int64_t pp, int64_t vpp, int64_t group, int64_t stage
     ops.push_back(forward(k));
   }
   for (int64_t i = 0; i < num_steady; ++i) {
-    ops.push_back(forward(num_warmup + i));
-    ops.push_back(backward(i));
+    PipelineOp f = forward(num_warmup + i);
+    PipelineOp b = backward(i);
+    if (ep_overlap) {
+      f.merged_chunk = b.chunk;
+      b.merged_chunk = f.chunk;
+    }
+    ops.push_back(f);
+    ops.push_back(b);
   }
   for (int64_t k = num_steady; k < num_total; ++k) {
     ops.push_back(backward(k));
@@ -155,39 +169,63 @@ bool is_input_backward(OpKind kind) {
 
 // Wraps one rank's compute order with its transfers: a receive right before the compute op
 // that consumes it (the latest point, so no rank waits earlier than the data dependency
-// forces), a send right after the compute op that produces it.
+// forces), a send right after the compute op that produces it. A merged forward-backward pair
+// (PipelineOp::merged_chunk) waits for both its inputs before it starts and sends both outputs
+// after it ends (combined_1f1b.py: TransformerModelChunkSchedulePlan.run calls pre_forward and
+// pre_backward, the receive waits, before the layers and post_forward and post_backward, the
+// sends, after them; Megatron-LM d98e8a64 models/common/model_chunk_schedule_plan.py).
 OpList add_transfers(const OpList& compute, int64_t pp, int64_t vpp, int64_t stage) {
   const int64_t num_virtual_stages = pp * vpp;
   const int64_t prev_stage = (stage + pp - 1) % pp;
   const int64_t next_stage = (stage + 1) % pp;
   OpList ops;
   ops.reserve(3 * compute.size());  // a receive before and a send after each compute op
-  for (const PipelineOp& op : compute) {
+  const auto receive = [&](const PipelineOp& op) {
     const int64_t virtual_stage = planner::virtual_stage(pp, stage, op.chunk);
-    const bool first = virtual_stage == 0;
-    const bool last = virtual_stage == num_virtual_stages - 1;
     PipelineOp transfer = op;
-    if (op.kind == OpKind::kForward && !first) {
+    transfer.merged_chunk = -1;
+    if (op.kind == OpKind::kForward && virtual_stage != 0) {
       transfer.kind = OpKind::kRecvActivation;
       transfer.peer_stage = prev_stage;
       ops.push_back(transfer);
     }
-    if (is_input_backward(op.kind) && !last) {
+    if (is_input_backward(op.kind) && virtual_stage != num_virtual_stages - 1) {
       transfer.kind = OpKind::kRecvGradient;
       transfer.peer_stage = next_stage;
       ops.push_back(transfer);
     }
-    ops.push_back(op);
-    if (op.kind == OpKind::kForward && !last) {
+  };
+  const auto send = [&](const PipelineOp& op) {
+    const int64_t virtual_stage = planner::virtual_stage(pp, stage, op.chunk);
+    PipelineOp transfer = op;
+    transfer.merged_chunk = -1;
+    if (op.kind == OpKind::kForward && virtual_stage != num_virtual_stages - 1) {
       transfer.kind = OpKind::kSendActivation;
       transfer.peer_stage = next_stage;
       ops.push_back(transfer);
     }
-    if (is_input_backward(op.kind) && !first) {
+    if (is_input_backward(op.kind) && virtual_stage != 0) {
       transfer.kind = OpKind::kSendGradient;
       transfer.peer_stage = prev_stage;
       ops.push_back(transfer);
     }
+  };
+  for (size_t i = 0; i < compute.size(); ++i) {
+    const PipelineOp& op = compute[i];
+    if (op.kind == OpKind::kForward && op.merged_chunk >= 0 && i + 1 < compute.size()) {
+      const PipelineOp& partner = compute[i + 1];
+      receive(op);
+      receive(partner);
+      ops.push_back(op);
+      ops.push_back(partner);
+      send(op);
+      send(partner);
+      ++i;
+      continue;
+    }
+    receive(op);
+    ops.push_back(op);
+    send(op);
   }
   return ops;
 }
@@ -212,13 +250,14 @@ void validate(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batc
 }  // namespace
 
 int64_t warmup_forward_ops(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t num_micro_batches,
-                           int64_t stage, int64_t microbatch_group) {
+                           int64_t stage, int64_t microbatch_group, bool ep_overlap) {
   switch (kind) {
     case ScheduleKind::kGpipe:
       return num_micro_batches;
     case ScheduleKind::kInterleaved: {
       const int64_t group = microbatch_group > 0 ? microbatch_group : pp;
-      return std::min((pp - stage - 1) * 2 + (vpp - 1) * group, num_micro_batches * vpp);
+      return std::min((pp - stage - 1) * 2 + (vpp - 1) * group + (ep_overlap ? 1 : 0),
+                      num_micro_batches * vpp);
     }
     case ScheduleKind::kOneFOneB:
     case ScheduleKind::kZbH1:
@@ -229,14 +268,16 @@ int64_t warmup_forward_ops(ScheduleKind kind, int64_t pp, int64_t vpp, int64_t n
 
 PipelineSchedule generate_schedule(ScheduleKind kind, int64_t pp, int64_t vpp,
                                    int64_t num_micro_batches, bool with_transfers,
-                                   int64_t microbatch_group) {
+                                   int64_t microbatch_group, bool ep_overlap) {
   validate(kind, pp, vpp, num_micro_batches, microbatch_group);
+  ep_overlap = ep_overlap && kind == ScheduleKind::kInterleaved;
   PipelineSchedule schedule;
   schedule.kind = kind;
   schedule.pp = pp;
   schedule.vpp = vpp;
   schedule.num_micro_batches = num_micro_batches;
   schedule.microbatch_group = microbatch_group;
+  schedule.ep_overlap = ep_overlap;
   for (int64_t stage = 0; stage < pp; ++stage) {
     OpList compute;
     switch (kind) {
@@ -248,7 +289,7 @@ PipelineSchedule generate_schedule(ScheduleKind kind, int64_t pp, int64_t vpp,
         break;
       case ScheduleKind::kInterleaved:
         compute = interleaved_compute(pp, vpp, microbatch_group > 0 ? microbatch_group : pp, stage,
-                                      num_micro_batches);
+                                      num_micro_batches, ep_overlap);
         break;
       case ScheduleKind::kZbH1:
         compute = zb_h1_compute(pp, stage, num_micro_batches);
@@ -308,8 +349,11 @@ TransferKey transfer_key(const PipelineOp& op, int64_t pp, int64_t stage) {
 
 }  // namespace
 
-double replay_makespan(const PipelineSchedule& schedule, double forward_time, double backward_time,
-                       double weight_time) {
+namespace {
+
+// The replay of replay_makespan; `seconds(stage, op)` is a compute op's duration.
+double replay_with(const PipelineSchedule& schedule,
+                   const std::function<double(int64_t, const PipelineOp&)>& seconds) {
   const int64_t pp = static_cast<int64_t>(schedule.stages.size());
   if (pp != schedule.pp) {
     throw RuntimeError(
@@ -341,12 +385,8 @@ double replay_makespan(const PipelineSchedule& schedule, double forward_time, do
                 fmt::format("schedule: stage {}: {} of micro-batch {} chunk {} sent twice", stage,
                             to_string(op.kind), op.micro_batch, op.chunk));
           }
-        } else if (op.kind == OpKind::kForward) {
-          clock[stage] += forward_time;
-        } else if (op.kind == OpKind::kBackwardWeight) {
-          clock[stage] += weight_time;
-        } else {  // kBackward (whole backward: weight_time is not added) or kBackwardInput
-          clock[stage] += backward_time;
+        } else {
+          clock[stage] += seconds(stage, op);
         }
       }
     }
@@ -369,6 +409,46 @@ double replay_makespan(const PipelineSchedule& schedule, double forward_time, do
         activation ? "send-activation" : "send-gradient", micro_batch, boundary, boundary + 1));
   }
   return pp == 0 ? 0.0 : *std::max_element(clock.begin(), clock.end());
+}
+
+}  // namespace
+
+double replay_makespan(const PipelineSchedule& schedule, double forward_time, double backward_time,
+                       double weight_time, const std::vector<std::vector<double>>& merged_saving) {
+  return replay_with(schedule, [&](int64_t, const PipelineOp& op) {
+    if (op.kind == OpKind::kForward) {
+      return forward_time;
+    }
+    if (op.kind == OpKind::kBackwardWeight) {
+      return weight_time;
+    }
+    // kBackward (whole backward: weight_time is not added) or kBackwardInput. A merged pair's
+    // forward ran just before, with no wait between (add_transfers).
+    return op.merged_chunk >= 0 && !merged_saving.empty()
+               ? backward_time - merged_saving.at(static_cast<size_t>(op.merged_chunk))
+                                     .at(static_cast<size_t>(op.chunk))
+               : backward_time;
+  });
+}
+
+double replay_makespan(const PipelineSchedule& schedule,
+                       const std::vector<std::vector<double>>& forward_time,
+                       const std::vector<std::vector<double>>& backward_time,
+                       const std::vector<std::vector<std::vector<double>>>& merged_saving) {
+  return replay_with(schedule, [&](int64_t stage, const PipelineOp& op) {
+    const auto s = static_cast<size_t>(stage);
+    const auto c = static_cast<size_t>(op.chunk);
+    if (op.kind == OpKind::kForward) {
+      return forward_time.at(s).at(c);
+    }
+    if (op.kind != OpKind::kBackward) {
+      throw RuntimeError("schedule: per-chunk replay of a split backward");
+    }
+    return op.merged_chunk >= 0
+               ? backward_time.at(s).at(c) -
+                     merged_saving.at(s).at(static_cast<size_t>(op.merged_chunk)).at(c)
+               : backward_time.at(s).at(c);
+  });
 }
 
 std::string to_string(OpKind kind) {

@@ -944,10 +944,16 @@ Validity check_moe_dispatcher(const models::TransformerConfig& model, const Layo
 // Megatron-Core's EP all-to-all overlap (transformer_config.py __post_init__, d98e8a64 lines
 // 3002-3046: ep > 1, alltoall or flex dispatcher, no full recompute, no recompute method or
 // layer count, "moe" not in recompute_modules, bf16/fp16 training; pp > 1 needs vpp). meshplan
-// costs the merged pairs of the no-pipelining schedule only (ep_overlap_pair_seconds).
+// costs the merged pairs of the no-pipelining schedule (pp 1) and of the interleaved schedule
+// (generate_schedule's ep_overlap); the other schedules at pp > 1 are refused as Megatron does.
 Validity check_moe_a2a_overlap(const models::TransformerConfig& model, const Layout& layout,
                                const PlanOptions& options) {
   if (!options.overlap_moe_expert_parallel_comm) {
+    if (options.delay_wgrad_compute) {
+      return reject("moe_a2a_overlap",
+                    "delay_wgrad_compute: needs overlap_moe_expert_parallel_comm (Megatron-Core "
+                    "asserts it, transformer_config.py)");
+    }
     return {};
   }
   const std::string field = "overlap_moe_expert_parallel_comm";
@@ -981,12 +987,12 @@ Validity check_moe_a2a_overlap(const models::TransformerConfig& model, const Lay
                               "layers are not modelled",
                               field, layout.zero));
   }
-  if (layout.pp > 1) {
+  if (layout.pp > 1 && layout.schedule != ScheduleKind::kInterleaved) {
     return reject("moe_a2a_overlap",
-                  fmt::format("{}: pp {}: meshplan costs the merged forward-backward pairs at pp "
-                              "1 only (Megatron runs it at pp > 1 with interleaving only; those "
-                              "merged slots are not modelled)",
-                              field, layout.pp));
+                  fmt::format("{}: pp {} with schedule {}: Megatron-Core asserts "
+                              "virtual_pipeline_model_parallel_size at pp > 1 (only the "
+                              "interleaved schedule runs the combined 1F1B)",
+                              field, layout.pp, to_string(layout.schedule)));
   }
   return {};
 }

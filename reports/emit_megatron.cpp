@@ -352,9 +352,11 @@ void add_moe_flags(const models::TransformerConfig& m, const planner::PlanOption
   flags.push_back({"--moe-grouped-gemm", ""});
   if (options.overlap_moe_expert_parallel_comm) {
     // TransformerConfig.overlap_moe_expert_parallel_comm as arguments.py's ArgumentGroupFactory
-    // spells it (d98e8a64); alltoall dispatcher as above, no --delay-wgrad-compute (the plan
-    // costs the weight gradients inside their nodes).
+    // spells it (d98e8a64); alltoall dispatcher as above.
     flags.push_back({"--overlap-moe-expert-parallel-comm", ""});
+    if (options.delay_wgrad_compute) {  // TransformerConfig.delay_wgrad_compute
+      flags.push_back({"--delay-wgrad-compute", ""});
+    }
   }
   if (options.moe_aux_loss_coeff > 0) {
     // The router's load-balancing loss (--moe-router-load-balancing-type aux_loss, the default).

@@ -92,7 +92,8 @@ class Builder {
                                       OpListContext& context, std::vector<int32_t>*& needs,
                                       std::vector<int32_t>*& ready);
   /// An op's exposed all-to-alls, less its share of a merged pair's overlap (graph_builder.cpp).
-  double merged_ep_seconds(const planner::ChunkCost& cost, const planner::PipelineOp& op) const;
+  double merged_ep_seconds(const std::vector<planner::ChunkCost>& chunks,
+                           const planner::PipelineOp& op) const;
   /// Tasks of one compute op (its pieces, then its exposed tp communication).
   void add_op_communication(int32_t rank, int32_t index, const planner::PipelineOp& op,
                             double share);

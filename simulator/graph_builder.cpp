@@ -509,7 +509,9 @@ void Builder::add_op_communication(int32_t rank, int32_t index, const PipelineOp
                         cp_spans_nodes_[rank]);
     chain(state, task);
   }
-  if (const double ep = share * merged_ep_seconds(cost, op); ep > 0) {
+  if (const double ep =
+          share * merged_ep_seconds(input_.stages[ranks_[rank].coords.pp_rank].chunks, op);
+      ep > 0) {
     // The all-to-all loads every link of its ep group: NVLink when members share the node,
     // the node's NIC when the group spans nodes (all ranks of the node send at once).
     const int32_t task = add_task(TaskKind::kEpAllToAll, StreamKind::kCompute, rank, ep);
@@ -524,8 +526,22 @@ void Builder::add_op_communication(int32_t rank, int32_t index, const PipelineOp
 // pp 1 op list; the pair runs shorter by the planner's ep_overlap_saved_seconds (the merged
 // layers' two-stream replay, planner::ep_overlap_layers_seconds), taken off the forward's
 // all-to-alls, the rest off the backward's. The first forward and the last backward keep theirs.
-double Builder::merged_ep_seconds(const planner::ChunkCost& cost, const PipelineOp& op) const {
+// At pp > 1 (interleaved) the op list marks the merged pairs (PipelineOp::merged_chunk); the
+// pair saves planner::ep_overlap_pair_saved_seconds of its forward and backward chunks, split
+// the same way.
+double Builder::merged_ep_seconds(const std::vector<planner::ChunkCost>& chunks,
+                                  const PipelineOp& op) const {
+  const planner::ChunkCost& cost = chunks[op.chunk];
   const double ep = ep_seconds(cost, op.kind);
+  if (op.merged_chunk >= 0) {
+    const planner::ChunkCost& forward =
+        op.kind == OpKind::kForward ? cost : chunks[op.merged_chunk];
+    const planner::ChunkCost& backward =
+        op.kind == OpKind::kForward ? chunks[op.merged_chunk] : cost;
+    const double saved = planner::ep_overlap_pair_saved_seconds(forward, backward);
+    const double forward_share = std::min(saved, forward.forward_ep_comm_seconds);
+    return op.kind == OpKind::kForward ? ep - forward_share : ep - (saved - forward_share);
+  }
   const double saved = cost.ep_overlap_saved_seconds;
   if (saved <= 0 || layout_.pp != 1) {
     return ep;

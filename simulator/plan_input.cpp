@@ -62,9 +62,9 @@ SimulationInput simulation_input(const planner::Plan& plan, const planner::PlanE
   SimulationInput input;
   input.source = source;
   input.layout = layout;
-  input.schedule =
-      planner::generate_schedule(layout.schedule, layout.pp, layout.vpp, layout.num_micro_batches(),
-                                 true, layout.microbatch_group);
+  input.schedule = planner::generate_schedule(
+      layout.schedule, layout.pp, layout.vpp, layout.num_micro_batches(), true,
+      layout.microbatch_group, planner::ep_overlap_schedule(layout, plan.options));
   input.gpus_per_node = plan.cluster.gpus_per_node;
   input.overlap_tp_comm = plan.options.overlap_tp_comm;
   input.overlap_grad_reduce = plan.options.overlap_grad_reduce;

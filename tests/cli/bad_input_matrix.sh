@@ -684,6 +684,14 @@ row "plan: --overlap-moe-expert-parallel-comm on a dense model" 2 \
   "overlap_moe_expert_parallel_comm: needs a mixture-of-experts model at ep > 1" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --framework megatron \
   --overlap-moe-expert-parallel-comm on --json new_out.json
+row "plan: --delay-wgrad-compute without the overlap" 2 \
+  "--delay-wgrad-compute: needs --overlap-moe-expert-parallel-comm on" \
+  plan --model tiny-moe --cluster dgx-h100 --gpus 8 --framework megatron \
+  --delay-wgrad-compute on --json new_out.json
+row "plan: --overlap-moe-expert-parallel-comm at pp 2 with 1f1b" 2 \
+  "overlap_moe_expert_parallel_comm: pp 2 with schedule 1f1b: Megatron-Core asserts virtual_pipeline_model_parallel_size" \
+  plan --model tiny-moe --cluster dgx-h100 --gpus 8 --framework megatron --pp 2 --ep 2 \
+  --schedule 1f1b --overlap-moe-expert-parallel-comm on --json new_out.json
 row "plan: --fp8-param-gather under fsdp" 2 "fp8_param_gather: framework fsdp: torchtitan's float8" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --precision fp8 --framework fsdp \
   --fp8-param-gather on --json new_out.json

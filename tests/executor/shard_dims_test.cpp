@@ -196,6 +196,10 @@ TEST_CASE("the executor rejects what it cannot run, naming the field") {
   CHECK(rejection(merged) ==
         "p.json: options.overlap_moe_expert_parallel_comm: the CPU executor runs each "
         "micro-batch's forward and backward in turn, never merged (true)");
+  merged.options.delay_wgrad_compute = true;
+  CHECK(rejection(merged) ==
+        "p.json: options.delay_wgrad_compute: the CPU executor computes each layer's weight "
+        "gradients inside its backward (true)");
 
   planner::Plan whole_grads = plan;
   whole_grads.options.scatter_gather_pipeline = true;

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "meshplan/errors.h"
 #include "meshplan/models.h"
 #include "meshplan/plan_file.h"
+#include "meshplan/schedule.h"
 #include "model_shape.h"
 
 namespace meshplan::planner {
@@ -132,7 +134,18 @@ TEST_CASE("ep overlap: stored only when on, read back, refused where Megatron re
   CHECK(code(moe_module) == "moe_a2a_overlap");
   Plan pp2 = plan;
   pp2.layout.pp = 2;
-  CHECK(code(pp2) == "moe_a2a_overlap");
+  CHECK(code(pp2) == "moe_a2a_overlap");  // 1F1B at pp 2: Megatron asserts vpp
+  CHECK(check_moe_a2a_overlap(pp2.model, pp2.layout, pp2.options)
+            .reason.find("overlap_moe_expert_parallel_comm: pp 2 with schedule 1f1b") == 0);
+  for (const ScheduleKind kind : {ScheduleKind::kGpipe, ScheduleKind::kZbH1}) {
+    Plan other = pp2;
+    other.layout.schedule = kind;
+    CHECK(code(other) == "moe_a2a_overlap");
+  }
+  Plan interleaved = pp2;
+  interleaved.layout.schedule = ScheduleKind::kInterleaved;
+  interleaved.layout.vpp = 2;
+  CHECK(code(interleaved).empty());
   Plan zero2 = plan;
   zero2.layout.zero = 2;
   CHECK(code(zero2) == "moe_a2a_overlap");
@@ -146,6 +159,202 @@ TEST_CASE("ep overlap: stored only when on, read back, refused where Megatron re
   CHECK_THROWS_WITH_AS(plan_from_json(full_json, "p.json"),
                        doctest::Contains("overlap_moe_expert_parallel_comm: recompute full"),
                        InputError);
+}
+
+TEST_CASE("ep overlap, interleaved: one more warm-up forward, the steady pairs merged") {
+  // pp 2, vpp 2, m 4 (N = pp = 2): schedule table (mb, chunk) = (0,0) (1,0) (0,1) (1,1) (2,0)
+  // (3,0) (2,1) (3,1); backward k runs table[k]'s micro-batch on chunk 1 - table[k].chunk.
+  // Warm-up 2 (pp - s - 1) + (vpp - 1) N + 1 (schedules.py get_pp_rank_microbatches, d98e8a64,
+  // the "one extra micro-batch" with overlap_moe_expert_parallel_comm): 5 on stage 0, 3 on 1.
+  CHECK(warmup_forward_ops(ScheduleKind::kInterleaved, 2, 2, 4, 0, 0, true) == 5);
+  CHECK(warmup_forward_ops(ScheduleKind::kInterleaved, 2, 2, 4, 1, 0, true) == 3);
+  CHECK(warmup_forward_ops(ScheduleKind::kInterleaved, 2, 2, 4, 1, 0, false) == 2);
+  CHECK(warmup_forward_ops(ScheduleKind::kInterleaved, 2, 2, 2, 0, 0, true) == 4);  // capped m v
+  const PipelineSchedule compute =
+      generate_schedule(ScheduleKind::kInterleaved, 2, 2, 4, false, 0, true);
+  // Stage 1: F(0,0) F(1,0) F(0,1), then (forward 3 + i, backward i) merged, then 3 backwards.
+  struct Expected {
+    OpKind kind;
+    int64_t micro_batch, chunk, merged_chunk;
+  };
+  const OpKind F = OpKind::kForward, B = OpKind::kBackward;
+  const std::vector<Expected> stage1{{F, 0, 0, -1}, {F, 1, 0, -1}, {F, 0, 1, -1}, {F, 1, 1, 1},
+                                     {B, 0, 1, 1},  {F, 2, 0, 1},  {B, 1, 1, 0},  {F, 3, 0, 0},
+                                     {B, 0, 0, 0},  {F, 2, 1, 0},  {B, 1, 0, 1},  {F, 3, 1, 1},
+                                     {B, 2, 1, 1},  {B, 3, 1, -1}, {B, 2, 0, -1}, {B, 3, 0, -1}};
+  REQUIRE(compute.stages.at(1).size() == stage1.size());
+  for (size_t i = 0; i < stage1.size(); ++i) {
+    CAPTURE(i);
+    const PipelineOp& op = compute.stages[1][i];
+    CHECK(op.kind == stage1[i].kind);
+    CHECK(op.micro_batch == stage1[i].micro_batch);
+    CHECK(op.chunk == stage1[i].chunk);
+    CHECK(op.merged_chunk == stage1[i].merged_chunk);
+  }
+  // A merged pair waits for both inputs, then sends both outputs: stage 0's first pair,
+  // F(3,0) (virtual stage 0: no receive) with B(0,1) (virtual stage 2).
+  const PipelineSchedule schedule =
+      generate_schedule(ScheduleKind::kInterleaved, 2, 2, 4, true, 0, true);
+  const std::vector<PipelineOp>& ops = schedule.stages.at(0);
+  const auto first = std::find_if(ops.begin(), ops.end(),
+                                  [](const PipelineOp& op) { return op.merged_chunk >= 0; });
+  REQUIRE(first != ops.begin());
+  const std::vector<OpKind> around{OpKind::kRecvGradient, OpKind::kForward, OpKind::kBackward,
+                                   OpKind::kSendActivation, OpKind::kSendGradient};
+  for (size_t i = 0; i < around.size(); ++i) {
+    CHECK((first - 1 + static_cast<std::ptrdiff_t>(i))->kind == around[i]);
+  }
+  CHECK((first - 1)->micro_batch == 0);
+  CHECK((first - 1)->chunk == 1);
+  // Off: the plain interleaved lists, nothing merged.
+  for (const auto& stage : generate_schedule(ScheduleKind::kInterleaved, 2, 2, 4).stages) {
+    for (const PipelineOp& op : stage) {
+      CHECK(op.merged_chunk == -1);
+    }
+  }
+}
+
+TEST_CASE("ep overlap, interleaved: replay of the merged lists against a hand trace") {
+  // pp 2, vpp 2, m 4, forward 1, backward 2, every merged pair 1 shorter (3 - 1 = 2), transfers
+  // free. Stage 0: F(0,0) [0,1] F(1,0) [1,2]; stage 1: F(0,0) [1,2] F(1,0) [2,3]; stage 0:
+  // F(0,1) [2,3] F(1,1) [3,4] F(2,0) [4,5]; stage 1: F(0,1) [3,4], pair F(1,1)+B(0,1) [4,6];
+  // stage 0 pair F(3,0)+B(0,1) waits for B(0,1)'s gradient: [6,8]; stage 1 pair F(2,0)+B(1,1)
+  // [6,8], pair F(3,0)+B(0,0) [8,10]; stage 0 pairs F(2,1)+B(1,1) [8,10], F(3,1)+B(0,0)
+  // [10,12]; stage 1 pairs F(2,1)+B(1,0) [10,12], F(3,1)+B(2,1) [12,14], B(3,1) [14,16],
+  // B(2,0) [16,18], B(3,0) [18,20]; stage 0 B(1,0) [12,14], B(2,1) [14,16], B(3,1) [16,18],
+  // B(2,0) [18,20], B(3,0) [20,22].
+  const PipelineSchedule schedule =
+      generate_schedule(ScheduleKind::kInterleaved, 2, 2, 4, true, 0, true);
+  const std::vector<std::vector<double>> one{{1, 1}, {1, 1}};
+  CHECK(replay_makespan(schedule, 1, 2, 0, one) == 22.0);
+}
+
+TEST_CASE("ep overlap, interleaved: a pair of different chunks, and the step's replay") {
+  // tiny-moe (dense layer 0, MoE layers 1-3) on pp 2, vpp 2: one layer per chunk, stage 0 holds
+  // layers 0 (dense) and 2, stage 1 layers 1 and 3.
+  Plan plan = tiny_moe_plan();
+  plan.layout.pp = 2;
+  plan.layout.vpp = 2;
+  plan.layout.schedule = ScheduleKind::kInterleaved;
+  plan.num_gpus = 4;
+  plan.options.overlap_moe_expert_parallel_comm = true;
+  const PlanEstimate on = estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
+  REQUIRE(on.feasible);
+  const ChunkCost& dense = on.stages.at(0).chunks.at(0);
+  const ChunkCost& moe = on.stages.at(0).chunks.at(1);
+  REQUIRE(dense.ep_overlap_layers.size() == 1);
+  REQUIRE(moe.ep_overlap_layers.size() == 1);
+  const EpOverlapLayer& d = dense.ep_overlap_layers[0];
+  const EpOverlapLayer& e = moe.ep_overlap_layers[0];
+  CHECK(d.dispatch_seconds == 0.0);
+  CHECK(e.dispatch_seconds > 0.0);
+  // Dense forward beside the MoE backward: combine_bwd runs under the dense forward, the rest of
+  // the backward after it (combine_bwd [0, C], dense fwd [0, A], mlp_bwd from max(A, C)):
+  // saves min(C, A).
+  CHECK(ep_overlap_pair_saved_seconds(dense, moe) ==
+        doctest::Approx(std::min(e.combine_seconds, d.attention_forward_seconds))
+            .epsilon(1e-12)
+            .scale(0));
+  // MoE forward beside the dense backward: the forward's nodes in sequence, the dense backward
+  // after mlp_fwd on the compute stream beside combine_fwd: saves min(C, dense backward).
+  CHECK(ep_overlap_pair_saved_seconds(moe, dense) ==
+        doctest::Approx(std::min(e.combine_seconds, d.attention_backward_seconds))
+            .epsilon(1e-12)
+            .scale(0));
+  CHECK(ep_overlap_pair_saved_seconds(moe, moe) == moe.ep_overlap_saved_seconds);
+  CHECK(dense.ep_overlap_saved_seconds == 0.0);
+  // The pipeline: the interleaved closed form (m v + p - 1) max_s(f_s + b_s) / v plus the
+  // merged lists' replay minus the plain lists' replay, both with each stage's own chunk times
+  // (the merged pairs shorter by their chunks' pair savings).
+  std::vector<std::vector<double>> f(2), b(2);
+  std::vector<std::vector<std::vector<double>>> saved(2);
+  double max_stage = 0;
+  for (size_t s = 0; s < 2; ++s) {
+    const std::vector<ChunkCost>& chunks = on.stages.at(s).chunks;
+    saved[s].assign(2, std::vector<double>(2));
+    double stage = 0;
+    for (size_t i = 0; i < 2; ++i) {
+      f[s].push_back(chunks[i].forward_seconds());
+      b[s].push_back(chunks[i].backward_seconds());
+      stage += chunks[i].forward_seconds() + chunks[i].backward_seconds();
+      for (size_t j = 0; j < 2; ++j) {
+        saved[s][i][j] = ep_overlap_pair_saved_seconds(chunks[i], chunks[j]);
+      }
+    }
+    max_stage = std::max(max_stage, stage);
+  }
+  const double merged = replay_makespan(
+      generate_schedule(ScheduleKind::kInterleaved, 2, 2, 4, true, 0, true), f, b, saved);
+  const double plain =
+      replay_makespan(generate_schedule(ScheduleKind::kInterleaved, 2, 2, 4), f, b, saved);
+  CHECK(merged < plain);
+  const StepBreakdown& br = on.breakdown;
+  CHECK(
+      br.pipeline_compute_seconds + br.bubble_seconds ==
+      doctest::Approx((4.0 * 2 + 2 - 1) * max_stage / 2 + merged - plain).epsilon(1e-12).scale(0));
+  plan.options.overlap_moe_expert_parallel_comm = false;
+  const PlanEstimate off = estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
+  REQUIRE(off.feasible);
+  CHECK(on.step_time_s < off.step_time_s);
+}
+
+}  // namespace meshplan::planner
+
+namespace meshplan::planner {
+
+TEST_CASE("delay_wgrad_compute: weight gradients leave the backward's all-to-all chain") {
+  // moe_layer(3) with weight gradients mlp 2 (of 4), attention 3 (of 6). Merged, without delay:
+  // combine_bwd [0,3], attn_fwd [0,3], mlp_bwd [3,7], dispatch_fwd [3,6], dispatch_bwd [7,10]
+  // (after mlp_bwd), mlp_fwd [7,9], combine_fwd [10,13], attn_bwd [10,16]: 16.
+  EpOverlapLayer layer = moe_layer(3);
+  layer.mlp_weight_seconds = 2;
+  layer.attention_weight_seconds = 3;
+  const std::vector<EpOverlapLayer> one{layer};
+  CHECK(ep_overlap_layers_seconds(one, one, false) == 16.0);
+  // With delay (issue items 5 and 10): mlp_bwd dgrad [3,5], dispatch_fwd [3,6], mlp wgrad [5,7]
+  // on the compute stream outside the chain, dispatch_bwd [6,9] (after dispatch_fwd and the
+  // dgrad), mlp_fwd [7,9], combine_fwd [9,12], attn_bwd dgrad [9,12], attention wgrad [12,15].
+  CHECK(ep_overlap_layers_seconds(one, one, true) == 15.0);
+  // The backward alone: 3 + 4 + 3 + 6 = 16 in sequence; with delay combine_bwd [0,3], mlp dgrad
+  // [3,5], its wgrad [5,7] beside dispatch_bwd [5,8], attn dgrad [8,11], wgrad [11,14]: 14.
+  CHECK(ep_overlap_layers_seconds({}, one, false) == 16.0);
+  CHECK(ep_overlap_layers_seconds({}, one, true) == 14.0);
+  // A pair's saving is against the forward in sequence (3 + 3 + 2 + 3 = 11) and the backward
+  // alone: 11 + 16 - 16 = 11 without delay, 11 + 14 - 15 = 10 with it.
+  ChunkCost chunk;
+  chunk.ep_overlap_layers = one;
+  CHECK(ep_overlap_pair_saved_seconds(chunk, chunk) == 11.0);
+  chunk.ep_overlap_delay_wgrad = true;
+  CHECK(ep_overlap_pair_saved_seconds(chunk, chunk) == 10.0);
+}
+
+TEST_CASE("delay_wgrad_compute: stored, refused without the overlap, shortens the backward") {
+  Plan plan = tiny_moe_plan();
+  plan.options.delay_wgrad_compute = true;
+  CHECK(check_moe_a2a_overlap(plan.model, plan.layout, plan.options).code == "moe_a2a_overlap");
+  CHECK(check_moe_a2a_overlap(plan.model, plan.layout, plan.options)
+            .reason.find("delay_wgrad_compute: needs overlap_moe_expert_parallel_comm") == 0);
+  plan.options.overlap_moe_expert_parallel_comm = true;
+  CHECK(check_moe_a2a_overlap(plan.model, plan.layout, plan.options).ok());
+  const nlohmann::json json = plan_to_json(plan, {});
+  CHECK(json.at("options").at("delay_wgrad_compute") == true);
+  CHECK(plan_from_json(json, "p.json") == plan);
+  const PlanEstimate on = estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
+  plan.options.delay_wgrad_compute = false;
+  const PlanEstimate off = estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
+  REQUIRE(on.feasible);
+  REQUIRE(off.feasible);
+  const ChunkCost& a = on.stages.at(0).chunks.at(0);
+  const ChunkCost& b = off.stages.at(0).chunks.at(0);
+  // Alone, each backward's all-to-alls shorten by what its weight gradients hide
+  // (ep_overlap_layers_seconds with no forward, delay against none).
+  std::vector<EpOverlapLayer> reversed(b.ep_overlap_layers.rbegin(), b.ep_overlap_layers.rend());
+  const double hidden = ep_overlap_layers_seconds({}, reversed, false) -
+                        ep_overlap_layers_seconds({}, reversed, true);
+  CHECK(hidden > 0);
+  CHECK(a.backward_ep_comm_seconds ==
+        doctest::Approx(b.backward_ep_comm_seconds - hidden).epsilon(1e-12).scale(0));
+  CHECK(on.step_time_s < off.step_time_s);
 }
 
 }  // namespace meshplan::planner

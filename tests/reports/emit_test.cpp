@@ -426,6 +426,8 @@ TEST_CASE("--emit megatron: Mixtral 8x7B expert parallelism, Llama-3 8B context 
   CHECK(megatron_flags(merged_script).count("--delay-wgrad-compute") == 0);
   CHECK(merged_script.find("export CUDA_DEVICE_MAX_CONNECTIONS=32\n") != std::string::npos);
   CHECK(merged_script.find("CUDA_DEVICE_MAX_CONNECTIONS=1") == std::string::npos);
+  merged.options.delay_wgrad_compute = true;
+  CHECK(megatron_flags(emit_megatron(merged)).count("--delay-wgrad-compute") == 1);
 
   planner::Layout cp;
   cp.tp = 2;

@@ -205,10 +205,16 @@ struct PlanOptions {
   // all-to-alls on a communication stream beside the other's attention and expert compute
   // (pipeline_parallel/combined_1f1b.py, models/common/model_chunk_schedule_plan.py
   // TransformerLayerSchedulePlan.run, NVIDIA/Megatron-LM d98e8a64; ep_overlap_pair_seconds,
-  // docs/research/ep-a2a-overlap.md). Costed at pp 1 only; MoE models at ep > 1, framework
-  // megatron, no full recompute and no moe recompute module (check_moe_a2a_overlap). Off: every
-  // all-to-all exposed.
+  // docs/research/ep-a2a-overlap.md). Costed at pp 1 and interleaved pp > 1; MoE models at
+  // ep > 1, framework megatron, no full recompute and no moe recompute module
+  // (check_moe_a2a_overlap). Off: every all-to-all exposed.
   bool overlap_moe_expert_parallel_comm = false;
+  // Megatron-Core --delay-wgrad-compute (TransformerConfig.delay_wgrad_compute; requires
+  // overlap_moe_expert_parallel_comm, transformer_config.py d98e8a64 line 3074): the layer's
+  // weight-gradient GEMMs run after the node's input gradient, on the computation stream but
+  // outside the micro-batch's event chain (models/common/utils.py backward_dw), so the next
+  // all-to-all of the same backward no longer waits for them (ep_overlap_layers_seconds).
+  bool delay_wgrad_compute = false;
   // Gradient reduce dtype; nullopt: the framework's default for the layout
   // (default_grad_reduce_dtype, e.g. fp32 under Megatron's --bf16 DDP/distributed optimizer).
   std::optional<GradReduceDtype> grad_reduce_dtype;
@@ -298,6 +304,24 @@ struct MemoryBreakdown {
   }
 };
 
+/// One transformer layer as Megatron-Core's EP all-to-all overlap splits it into schedule nodes
+/// (model_chunk_schedule_plan.py TransformerLayerSchedulePlan, d98e8a64): the pre-dispatch node
+/// (attention, norms, router, token permutation, shared experts, tp and cp collectives), the
+/// dispatch all-to-all, the routed experts (mlp node), the combine all-to-all. Backward times
+/// hold the weight gradients (delay_wgrad_compute off). A dense layer has only the first.
+struct EpOverlapLayer {
+  double attention_forward_seconds = 0;
+  double mlp_forward_seconds = 0;
+  double attention_backward_seconds = 0;
+  double mlp_backward_seconds = 0;
+  double dispatch_seconds = 0;  // forward dispatch; its transpose in the backward takes the same
+  double combine_seconds = 0;
+  // The weight-gradient parts of attention_backward_seconds and mlp_backward_seconds (what
+  // delay_wgrad_compute takes out of the event chain).
+  double attention_weight_seconds = 0;
+  double mlp_weight_seconds = 0;
+};
+
 /// One micro-batch through one model chunk on one rank. Compute and exposed tensor-parallel
 /// communication are kept apart so the simulator can put them on different streams.
 struct ChunkCost {
@@ -318,8 +342,12 @@ struct ChunkCost {
   // micro-batch's backward on this chunk runs than the two in sequence (all-to-all time the
   // other's compute hides; ep_overlap_layers_seconds). 0 when off.
   double ep_overlap_saved_seconds = 0;
-  int64_t forward_flops = 0;   // matmul FLOPs executed, per rank
-  int64_t backward_flops = 0;  // recompute included
+  // overlap_moe_expert_parallel_comm: the chunk's layers as schedule nodes, forward order (for
+  // merged pairs of two chunks, ep_overlap_pair_saved_seconds). Empty when off.
+  std::vector<EpOverlapLayer> ep_overlap_layers;
+  bool ep_overlap_delay_wgrad = false;  // delay_wgrad_compute (ep_overlap_layers_seconds)
+  int64_t forward_flops = 0;            // matmul FLOPs executed, per rank
+  int64_t backward_flops = 0;           // recompute included
   double forward_seconds() const {
     return forward_compute_seconds + forward_tp_comm_seconds + forward_cp_comm_seconds +
            forward_ep_comm_seconds;
@@ -460,27 +488,31 @@ Validity check_distribute_saved_activations(const Layout& layout, const PlanOpti
 Validity check_fp8_param_gather(const models::TransformerConfig& model, const Layout& layout,
                                 const PlanOptions& options);
 
-/// One transformer layer as Megatron-Core's EP all-to-all overlap splits it into schedule nodes
-/// (model_chunk_schedule_plan.py TransformerLayerSchedulePlan, d98e8a64): the pre-dispatch node
-/// (attention, norms, router, token permutation, shared experts, tp and cp collectives), the
-/// dispatch all-to-all, the routed experts (mlp node), the combine all-to-all. Backward times
-/// hold the weight gradients (delay_wgrad_compute off). A dense layer has only the first.
-struct EpOverlapLayer {
-  double attention_forward_seconds = 0;
-  double mlp_forward_seconds = 0;
-  double attention_backward_seconds = 0;
-  double mlp_backward_seconds = 0;
-  double dispatch_seconds = 0;  // forward dispatch; its transpose in the backward takes the same
-  double combine_seconds = 0;
-};
-
 /// Time of one merged forward-backward over a chunk's layers (TransformerModelChunkSchedulePlan
 /// .run): forward layer i beside backward layer i of `backward` (the chunk's layers in backward
 /// order), the layers one side lacks run alone, replayed on a compute and a communication stream
 /// in TransformerLayerSchedulePlan.run's issue order, each node after the same micro-batch's
 /// previous node (docs/research/ep-a2a-overlap.md).
+/// With `delay_wgrad` (delay_wgrad_compute) the backward's weight gradients run on the
+/// computation stream outside the backward's event chain: mlp_weight after mlp_bwd (issue item 5,
+/// before dispatch_bwd), attention_weight after pre_dispatch_bwd (item 10).
 double ep_overlap_layers_seconds(const std::vector<EpOverlapLayer>& forward,
-                                 const std::vector<EpOverlapLayer>& backward);
+                                 const std::vector<EpOverlapLayer>& backward,
+                                 bool delay_wgrad = false);
+
+/// How much shorter one micro-batch's forward through `forward`'s layers merged with another's
+/// backward through `backward`'s layers (in reverse: TransformerModelChunkSchedulePlan.run pairs
+/// forward layer i with the backward's i-th popped layer, the last first) runs than the two in
+/// sequence: the forward's nodes in sequence plus the backward alone (ep_overlap_layers_seconds
+/// with no forward: its nodes in sequence, or with delay_wgrad_compute its weight gradients
+/// beside its dispatch) minus the merged ep_overlap_layers_seconds, at least 0. The chunks may
+/// differ (interleaved pipelining merges a forward of one chunk with a backward of another).
+double ep_overlap_pair_saved_seconds(const ChunkCost& forward, const ChunkCost& backward);
+
+/// Whether the layout's pipeline schedule is the interleaved combined 1F1B of
+/// overlap_moe_expert_parallel_comm (generate_schedule's ep_overlap): the option on, pp > 1,
+/// interleaved (check_moe_a2a_overlap refuses the other schedules at pp > 1).
+bool ep_overlap_schedule(const Layout& layout, const PlanOptions& options);
 
 /// overlap_moe_expert_parallel_comm's rules (off passes), code "moe_a2a_overlap": framework
 /// megatron, an MoE model at ep > 1, no full recompute and no "moe" recompute module (Megatron-
