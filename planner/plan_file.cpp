@@ -89,7 +89,7 @@ constexpr std::array<std::string_view, 20> kLayoutFields = {"tp",
                                                             "recompute_layers",
                                                             "recompute_group_layers",
                                                             "recompute_modules"};
-constexpr std::array<std::string_view, 29> kOptionsFields = {"flash_attention",
+constexpr std::array<std::string_view, 30> kOptionsFields = {"flash_attention",
                                                              "flash_attention_version",
                                                              "fsdp_version",
                                                              "fsdp_head_in_root",
