@@ -664,6 +664,19 @@ Validity check_framework(const models::TransformerConfig& model, const PlanOptio
                                 layout)
                        : reject("framework", "");
   }
+  // Gemma 2's soft-cap and query scale: the same kernel, the same limit (shard_dims.cpp).
+  if (options.framework == Framework::kMeshplan && layout.cp > 1 &&
+      (model.attn_logit_softcapping > 0.0 || model.has_attention_scale_override())) {
+    return with_reason
+               ? refuse(options.framework,
+                        model.attn_logit_softcapping > 0.0
+                            ? "its executor soft-caps attn_logit_softcapping in the standard "
+                              "attention kernel, not the context-parallel ring's"
+                            : "its executor rescales by query_pre_attn_scalar in the standard "
+                              "attention kernel, not the context-parallel ring's",
+                        layout)
+               : reject("framework", "");
+  }
   // DeepSpeed has no attention-core recompute of its own; Megatron-DeepSpeed's
   // --recompute-granularity selective checkpoints only the unfused CoreAttention
   // (megatron/model/transformer.py ParallelAttention at f4157bea: checkpoint_core_attention is

@@ -185,6 +185,8 @@ sed 's/"num_layers": 0/"num_layers": 4, "activation_clamp_value": -7/' \
   model_zero_layers.json >model_clamp_negative.json
 sed 's/"num_layers": 0/"num_layers": 4, "attention_sinks": true/' \
   model_zero_layers.json >model_sinks.json
+sed 's/"num_layers": 0/"num_layers": 4, "attn_logit_softcapping": 50/' \
+  model_zero_layers.json >model_softcap.json
 window_pattern() {  # window_pattern OUT SLIDING_WINDOW SKIP_FREQ: tiny's 4 layers with both
   sed "s/\"num_layers\": 0/\"num_layers\": 4, \"sliding_window\": $2, \"window_attn_skip_freq\": $3/" \
     model_zero_layers.json >"$1"
@@ -491,6 +493,9 @@ plan_row "--zero 1 on an MoE model under framework meshplan (its executor runs Z
 plan_row "--cp 2 with attention sinks under framework meshplan" \
   "--framework: meshplan cannot run this layout: its executor adds attention_sinks in the standard attention kernel, not the context-parallel ring's" \
   --model model_sinks.json --cluster local-cpu --gpus 2 --cp 2
+plan_row "--cp 2 with Gemma 2's attention soft-cap under framework meshplan" \
+  "--framework: meshplan cannot run this layout: its executor soft-caps attn_logit_softcapping in the standard attention kernel, not the context-parallel ring's" \
+  --model model_softcap.json --cluster local-cpu --gpus 2 --cp 2
 plan_row "--etp 0" "--etp: must be positive (0)" --model tiny-moe --cluster local-cpu --gpus 2 --etp 0
 plan_row "--etp 4 with tp 2" \
   "(etp must divide tp: meshplan models the expert tensor-parallel group inside the tp group (2 % 4))" \

@@ -316,6 +316,17 @@ TEST_CASE("framework meshplan: layouts its CPU executor refuses are refused at p
   CHECK(check_framework(sinks, options, cp2).code == "framework");
   cp2.cp = 1;
   CHECK(check_framework(sinks, options, cp2).ok());
+  // Gemma 2's soft-cap and query scale run in the same standard kernel (shard_dims.cpp).
+  models::TransformerConfig softcap = models::load_model("tiny");
+  softcap.attn_logit_softcapping = 50.0;
+  CHECK(check_framework(softcap, options, cp2).ok());
+  cp2.cp = 2;
+  CHECK(reason(softcap, cp2) ==
+        "meshplan cannot run this layout: its executor soft-caps attn_logit_softcapping in the "
+        "standard attention kernel, not the context-parallel ring's (tp=1 pp=1 dp=1 cp=2 vpp=1 "
+        "mb=1 recompute=none sp=off zero=0 schedule=1f1b)");
+  options.framework = Framework::kMegatron;
+  CHECK(check_framework(softcap, options, cp2).ok());
 }
 
 }  // namespace meshplan::planner
