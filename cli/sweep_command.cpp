@@ -271,6 +271,17 @@ void run_sweep_command(const SweepArguments& args) {
   fmt::print("{}", report.table);
   fmt::print("# searched {} layouts at {} points in {:.3f} s on {} threads\n", evaluated,
              result.points.size(), seconds, threads);
+  // As plan exits 2 with no feasible layout, a sweep with no feasible point fails and writes
+  // neither output; the table above gives each point's rejection reasons.
+  const bool any_feasible =
+      std::any_of(result.points.begin(), result.points.end(),
+                  [](const planner::SweepPoint& point) { return point.feasible; });
+  if (!any_feasible) {
+    throw InputError(fmt::format(
+        "no feasible plan for {} at any of the {} points swept (--gpus {}); the table gives "
+        "each point's reasons",
+        request.model.name, result.points.size(), args.gpus));
+  }
   if (outputs.wants("--json")) {
     outputs.set("--json", report.json.dump(2) + "\n");
   }

@@ -939,6 +939,9 @@ sweep_row "--batch-scaling sideways" "--batch-scaling: expected fixed or grow (s
 sweep_row "--global-batch with --batch-scaling grow" \
   "--global-batch: fixes the batch, --batch-scaling grow grows it: give one" \
   --model tiny --cluster local-cpu --gpus 2..4 --global-batch 8 --batch-scaling grow
+sweep_row "no point with a feasible plan" \
+  "no feasible plan for gpt3-175b at any of the 2 points swept (--gpus 1,2)" \
+  --model gpt3-175b --cluster dgx-a100-40gb --gpus 1,2
 sweep_row "--framework jax" "--framework: unsupported framework (jax)" \
   --model tiny --cluster local-cpu --gpus 2..4 --framework jax
 sweep_row "--recompute-layers 4" \
