@@ -567,8 +567,11 @@ std::vector<CollectiveTraffic> collective_inventory(const models::TransformerCon
     add_context_parallel(inventory, model, cluster, layout, options, stage);
     if (layout.pp > 1) {
       add_pipeline_transfers(inventory, model, cluster, layout, options, schedule, stage);
-      if (model.tied_embeddings && (stage == 0 || stage == layout.pp - 1)) {
-        inventory.add(stage, "embedding: tied word-embedding gradient all-reduce",
+      if (embedding_gradient_all_reduced(model, layout) && (stage == 0 || stage == layout.pp - 1)) {
+        inventory.add(stage,
+                      model.tied_embeddings
+                          ? "embedding: tied word-embedding gradient all-reduce"
+                          : "embedding: MTP word-embedding copy gradient all-reduce",
                       CollectiveKind::kAllReduce, CommGroup::kEmbedding, 2,
                       padded_vocab_size(model, layout.tp) / layout.tp * model.hidden_size * e, 1);
       }
