@@ -226,6 +226,18 @@ TEST_CASE("mtp: the embedding gradient is all-reduced between first and last sta
     }
   }
   CHECK(found == 2);  // first and last stage
+  // The depth's own tensor-parallel calls on the last stage, once per micro-batch (m = 4), and
+  // its MoE layer's all-to-alls beside the stage's two MoE layers'.
+  const CollectiveTraffic* eh_proj =
+      test::find_traffic(inventory, "tp: MTP eh_proj input all-gather (2h, forward)");
+  REQUIRE(eh_proj != nullptr);
+  CHECK(eh_proj->stage == 1);
+  CHECK(eh_proj->calls_per_step == 4);
+  CHECK(eh_proj->message_bytes == 2 * 32 * 64 * 2);
+  const CollectiveTraffic* losses =
+      test::find_traffic(inventory, "tp: vocab-parallel cross-entropy all-reduces");
+  REQUIRE(losses != nullptr);
+  CHECK(losses->calls_per_step == 3 * 4 * 2);
 }
 
 TEST_CASE("mtp: refused outside megatron and with the EP overlap, naming the field") {
