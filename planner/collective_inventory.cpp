@@ -50,16 +50,10 @@ class Inventory {
   std::vector<CollectiveTraffic> list_;
 };
 
-// The stage's multi-token-prediction depths: all of them on the last stage (Megatron-Core
-// multi_token_prediction.py mtp_on_this_rank without a custom layout), each one transformer layer
-// of mtp_layer_kind, costed in the last chunk (chunk_cost); 0 elsewhere.
-int64_t stage_mtp_layers(const models::TransformerConfig& model, const Layout& layout,
-                         int64_t stage) {
-  return stage == layout.pp - 1 ? model.mtp_num_layers : 0;
-}
+// The MTP depths of the stage with the MoE MLP (stage_mtp_layer_count).
 int64_t stage_mtp_moe_layers(const models::TransformerConfig& model, const Layout& layout,
                              int64_t stage) {
-  return model.mtp_layer_is_moe() ? stage_mtp_layers(model, layout, stage) : 0;
+  return model.mtp_layer_is_moe() ? stage_mtp_layer_count(model, layout, stage) : 0;
 }
 
 // Multi-head latent attention under tp > 1 (Megatron-Core multi_latent_attention.py,
@@ -84,7 +78,7 @@ void add_mla_tensor_parallel(Inventory& inventory, const models::TransformerConf
   const int64_t t = layout.tp;
   const int64_t m = layout.num_micro_batches();
   const int64_t calls =
-      (stage_layer_count(model, layout, stage) + stage_mtp_layers(model, layout, stage)) * m;
+      (stage_layer_count(model, layout, stage) + stage_mtp_layer_count(model, layout, stage)) * m;
   const int64_t regathers = regathered_layers * m;
   // --recompute-modules mla_up_proj: the up projections gather their latents again before the
   // attention's backward (mla_up_projection_recompute in compute_cost.cpp).
@@ -166,9 +160,9 @@ RecomputedLayers stage_recomputed_layers(const models::TransformerConfig& model,
     recomputed.checkpointed_inputs += checkpointed_input_count(model, layout, options, chunk_range);
   }
   if (mtp_recomputed_under_full(layout)) {  // one checkpointed input per depth
-    recomputed.layers += stage_mtp_layers(model, layout, stage);
+    recomputed.layers += stage_mtp_layer_count(model, layout, stage);
     recomputed.moe_layers += stage_mtp_moe_layers(model, layout, stage);
-    recomputed.checkpointed_inputs += stage_mtp_layers(model, layout, stage);
+    recomputed.checkpointed_inputs += stage_mtp_layer_count(model, layout, stage);
   }
   return recomputed;
 }
@@ -184,7 +178,7 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
   const int64_t tokens = rank_micro_batch_tokens(model, layout);
   const int64_t hidden_bytes = tokens * model.hidden_size * element_bytes(cluster);
   const int64_t layers =
-      stage_layer_count(model, layout, stage) + stage_mtp_layers(model, layout, stage);
+      stage_layer_count(model, layout, stage) + stage_mtp_layer_count(model, layout, stage);
   int64_t moe_layers = stage_mtp_moe_layers(model, layout, stage);
   for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
     moe_layers += chunk_layers(model, layout, stage, chunk).num_moe(model);
@@ -359,7 +353,7 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
     inventory.add(stage, "tp: vocab-parallel cross-entropy all-reduces", kAR, kTp, t, tokens * 4,
                   3 * m * (1 + model.mtp_num_layers));
   }
-  const int64_t depths = stage_mtp_layers(model, layout, stage) * m;
+  const int64_t depths = stage_mtp_layer_count(model, layout, stage) * m;
   if (depths > 0) {
     // Each MTP depth beyond its layer (compute_cost.cpp chunk_cost; multi_token_prediction.py):
     // the shared embedding's lookup, eh_proj (ColumnParallelLinear, its 2h-wide input),
@@ -401,7 +395,7 @@ void add_context_parallel(Inventory& inventory, const models::TransformerConfig&
                           const models::ClusterConfig& cluster, const Layout& layout,
                           const PlanOptions& options, int64_t stage) {
   const int64_t layers =
-      stage_layer_count(model, layout, stage) + stage_mtp_layers(model, layout, stage);
+      stage_layer_count(model, layout, stage) + stage_mtp_layer_count(model, layout, stage);
   const int64_t forwards = layers + stage_recomputed_layers(model, layout, options, stage).layers;
   const int64_t m = layout.num_micro_batches();
   for (const CpAttentionComm::Call& call :

@@ -533,7 +533,9 @@ double fp8_state_bytes(const models::TransformerConfig& model, const models::Clu
   constexpr double kAmaxHistoryLength = 1024;  // DelayedScaling default
   constexpr double kScaledTensorsPerLayer = 4 * (3 + 2);
   const Shape x = shape_of(model, cluster, layout);
-  const double layers = static_cast<double>(stage_layer_count(model, layout, stage));
+  // The MTP depths' layers (stage_mtp_layer_count) are Transformer Engine layers like the others.
+  const double layers = static_cast<double>(stage_layer_count(model, layout, stage) +
+                                            stage_mtp_layer_count(model, layout, stage));
   return layers *
          (2.0 * linear_weights_per_layer(x) + kAmaxHistoryLength * kScaledTensorsPerLayer * 4.0);
 }
@@ -955,7 +957,8 @@ double fp8_param_gather_weight_count(const models::TransformerConfig& model,
   if (!options.fp8_param_gather) {
     return 0.0;
   }
-  const double layers = static_cast<double>(stage_layer_count(model, layout, stage));
+  const double layers = static_cast<double>(stage_layer_count(model, layout, stage) +
+                                            stage_mtp_layer_count(model, layout, stage));
   return layers * linear_weights_per_layer(shape_of(model, cluster, layout));
 }
 

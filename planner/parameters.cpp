@@ -110,6 +110,11 @@ bool embedding_gradient_all_reduced(const models::TransformerConfig& model, cons
   return layout.pp > 1 && (model.tied_embeddings || model.has_mtp());
 }
 
+int64_t stage_mtp_layer_count(const models::TransformerConfig& model, const Layout& layout,
+                              int64_t stage) {
+  return stage == layout.pp - 1 ? model.mtp_num_layers : 0;
+}
+
 bool mtp_recomputed_under_full(const Layout& layout) {
   return layout.recompute == Recompute::kFull && layout.recompute_layers == 0;
 }

@@ -647,6 +647,11 @@ LayerKind mtp_layer_kind(const models::TransformerConfig& model);
 /// tied head, or with MTP, whose last stage holds a copy of the embedding (gpt_model.py builds
 /// `embedding` where `pre_process or mtp_process`).
 bool embedding_gradient_all_reduced(const models::TransformerConfig& model, const Layout& layout);
+/// The stage's multi-token-prediction depths: all mtp_num_layers of them on the last stage
+/// (Megatron-Core multi_token_prediction.py mtp_on_this_rank without a custom layout, in the last
+/// virtual chunk), 0 on the others. Each is one transformer layer of mtp_layer_kind.
+int64_t stage_mtp_layer_count(const models::TransformerConfig& model, const Layout& layout,
+                              int64_t stage);
 /// Whether full recompute re-runs the MTP depths: Megatron-Core multi_token_prediction.py
 /// MultiTokenPredictionLayer._checkpointed_forward checkpoints each depth under the uniform
 /// method (recompute_layers 0, one layer per group) and skips it under the block method.
