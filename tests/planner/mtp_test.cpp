@@ -132,6 +132,36 @@ TEST_CASE("mtp: the last chunk's cost rises by one layer, embedding, eh_proj and
         doctest::Approx(flops).epsilon(1e-6).scale(0));
 }
 
+TEST_CASE("mtp: the depth's MoE layer brings its all-to-alls (ep 2)") {
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  Layout layout = test::make_layout(2, 2, 2, 1, 8);
+  layout.sequence_parallel = true;
+  layout.ep = 2;
+  REQUIRE(check_layout(tiny_mtp(1), cluster, layout.num_gpus(), layout).ok());
+  const ChunkCost base = chunk_cost(tiny_mtp(0), cluster, layout, PlanOptions{}, 1, 0);
+  const ChunkCost mtp = chunk_cost(tiny_mtp(1), cluster, layout, PlanOptions{}, 1, 0);
+  REQUIRE(base.num_moe_layers == 2);
+  REQUIRE(base.forward_ep_comm_seconds > 0);
+  // Every MoE layer of the chunk has the same all-to-alls: one more layer's worth.
+  CHECK(mtp.forward_ep_comm_seconds - base.forward_ep_comm_seconds ==
+        doctest::Approx(base.forward_ep_comm_seconds / 2).epsilon(1e-9).scale(0));
+  CHECK(mtp.backward_ep_comm_seconds - base.backward_ep_comm_seconds ==
+        doctest::Approx(base.backward_ep_comm_seconds / 2).epsilon(1e-9).scale(0));
+  const std::vector<CollectiveTraffic> inventory =
+      collective_inventory(tiny_mtp(1), cluster, layout, PlanOptions{});
+  const std::vector<CollectiveTraffic> base_inventory =
+      collective_inventory(tiny_mtp(0), cluster, layout, PlanOptions{});
+  const char* what = "ep: MoE token dispatch and combine all-to-alls (forward)";
+  int64_t last_stage_calls = 0, base_calls = 0;
+  for (const CollectiveTraffic& traffic : inventory) {
+    last_stage_calls += traffic.what == what && traffic.stage == 1 ? traffic.calls_per_step : 0;
+  }
+  for (const CollectiveTraffic& traffic : base_inventory) {
+    base_calls += traffic.what == what && traffic.stage == 1 ? traffic.calls_per_step : 0;
+  }
+  CHECK(last_stage_calls == base_calls * 3 / 2);  // 3 MoE layers instead of 2
+}
+
 TEST_CASE("mtp: full recompute re-runs each depth's layer and eh_proj; the block method skips it") {
   const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
   const PlanOptions options;
