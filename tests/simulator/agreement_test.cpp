@@ -285,6 +285,12 @@ TEST_CASE("agreement: multi-token prediction on the last stage, with and without
   without.model.mtp_num_layers = 0;
   CHECK(simulate_plan(plan, options, "test").step_time_s >
         simulate_plan(without, options, "test").step_time_s);
+  // Interleaved (vpp 2): the depth sits in the last virtual chunk, one MoE layer beside the
+  // chunk's one, which makes it the heaviest chunk; the closed form stays a bound.
+  planner::Plan interleaved =
+      preset_plan("tiny-moe", "dgx-h100", 2, 2, 2, 2, 8, planner::ScheduleKind::kInterleaved);
+  interleaved.model.mtp_num_layers = 1;
+  check_replay_at_most_bound(interleaved, 0.15);
 }
 
 TEST_CASE("agreement: with communication, simulated within 10% of analytic on presets") {
