@@ -126,6 +126,7 @@ void run_plan(const PlanArguments& args) {
   check_plan_arguments(args, model, cluster, space, options);
   planner::check_norm_kernel_model(model, options, "--norm-kernel");
   planner::check_attention_sinks_kernel(model, options, "--flash-attention");
+  planner::check_mtp_options(model, options, args.model + ": mtp_num_layers");
 
   if (!seq_note.empty()) {
     fmt::print(stderr, "meshplan: note: {}\n", seq_note);

@@ -255,6 +255,7 @@ void run_sweep_command(const SweepArguments& args) {
   }
   std::string note;
   const planner::SweepRequest request = sweep_request(args, &note);
+  planner::check_mtp_options(request.model, request.options, args.model + ": mtp_num_layers");
   if (!note.empty()) {  // every input checked: bad input still prints one line
     fmt::print(stderr, "meshplan: note: {}\n", note);
   }

@@ -219,6 +219,7 @@ planner::Plan load_plan(const std::string& path, MPI_Comm world) {
     throw InputError(fmt::format("{}: num_gpus: the plan has {} ranks, mpirun started {}", path,
                                  plan.num_gpus, size));
   }
+  validate_mtp_for_executor(plan, path);
   if (!models::is_cpu_cluster(plan.cluster)) {
 #if MESHPLAN_HAVE_GPU
     gpu::validate_plan_for_gpu(plan, path);

@@ -223,9 +223,22 @@ void validate_mla_for_executor(const planner::Plan& plan, const std::string& sou
 
 }  // namespace
 
+void validate_mtp_for_executor(const planner::Plan& plan, const std::string& source) {
+  // Neither the CPU nor the GPU executor builds DeepSeek-V3's multi-token-prediction depths
+  // (eh_proj, their layer and loss): the plan would train another model than it was costed for.
+  if (plan.model.has_mtp()) {
+    throw InputError(
+        fmt::format("{}: model.mtp_num_layers: meshplan's executors do not build the "
+                    "multi-token-prediction module; run the plan with Megatron-LM (--emit "
+                    "megatron) ({})",
+                    source, plan.model.mtp_num_layers));
+  }
+}
+
 void validate_plan_for_executor(const planner::Plan& plan, const std::string& source) {
   const models::TransformerConfig& model = plan.model;
   const planner::Layout& layout = plan.layout;
+  validate_mtp_for_executor(plan, source);
   if (plan.cluster.precision != models::Precision::kFp32) {
     throw InputError(
         fmt::format("{}: cluster.precision: the CPU executor runs fp32 only ({}); "

@@ -80,6 +80,9 @@ std::vector<int> cp_positions(int S, int cp, int cp_rank);
 /// interleaved chunks (vpp > 1), tensor-parallel communication overlap, a vocabulary not divisible
 /// by tp, odd head dims with RoPE, sequences longer than the position table, sizes past the
 /// kernels' int range, and any layout check_layout rejects.
+/// Throws InputError "<source>: model.mtp_num_layers: ..." for a plan with multi-token
+/// prediction, which no meshplan executor builds (execute calls it before any other check).
+void validate_mtp_for_executor(const planner::Plan& plan, const std::string& source);
 void validate_plan_for_executor(const planner::Plan& plan, const std::string& source);
 
 }  // namespace meshplan::executor

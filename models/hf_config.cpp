@@ -586,13 +586,14 @@ void qwen_moe(const nlohmann::json& json, std::string_view model_type, const std
 // first first_k_dense_replace layers dense (intermediate_size), then n_routed_experts of
 // moe_intermediate_size, top num_experts_per_tok, n_shared_experts shared ones of the same size
 // and a router with an e_score_correction_bias (aux-loss-free balancing, Sec. 2.1.2). The
-// multi-token-prediction module (Sec. 2.2) is not modelled: num_nextn_predict_layers > 0 is
-// rejected (transformers' DeepseekV3ForCausalLM does not build it either and drops its weights).
+// multi-token-prediction depths (Sec. 2.2), num_nextn_predict_layers (1 in deepseek-ai's
+// config.json), become mtp_num_layers, Megatron-Core's --mtp-num-layers; absent is 0 (no MTP):
+// transformers' DeepseekV3Config has no such key and DeepseekV3ForCausalLM does not build the
+// module. validate_model checks the value.
 void deepseek_v3(const nlohmann::json& json, const std::string& source, TransformerConfig& model) {
-  require_unmodelled(json, "num_nextn_predict_layers", 0,
-                     "the multi-token-prediction module is not modelled; set it to 0 to plan the "
-                     "main model as transformers' DeepseekV3ForCausalLM builds it",
-                     source);
+  model.mtp_num_layers = is_set(json, "num_nextn_predict_layers")
+                             ? require_int(json, "num_nextn_predict_layers", source)
+                             : 0;
   require_unmodelled(json, "moe_layer_freq", 1,
                      "dense layers between MoE layers are not modelled (only a dense prefix)",
                      source);
@@ -893,6 +894,7 @@ std::string hf_config_key(const nlohmann::json& json, const std::string& field) 
         model_type == "gpt_oss" ? "swiglu_limit" : "activation_clamp_value"},
        {"expert_ffn_hidden_size", local_experts ? "intermediate_size" : "moe_intermediate_size"},
        {"first_dense_layers", "first_k_dense_replace"},
+       {"mtp_num_layers", "num_nextn_predict_layers"},
        {"num_shared_experts", "n_shared_experts"},
        {"shared_expert_ffn_hidden_size",
         model_type == "qwen2_moe" ? "shared_expert_intermediate_size" : "moe_intermediate_size"}});

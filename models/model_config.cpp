@@ -39,7 +39,7 @@ constexpr int64_t kMaxExperts = 100'000;
 // Every key of the format; anything else is rejected so a typo is not silently ignored. The
 // bias, attention-variant, MoE and MLA keys are the public lists a published run's model reads
 // too (models.h), joined here rather than written again.
-constexpr std::array<std::string_view, 24> kCoreModelFields = {"name",
+constexpr std::array<std::string_view, 25> kCoreModelFields = {"name",
                                                                "num_layers",
                                                                "hidden_size",
                                                                "num_attention_heads",
@@ -62,10 +62,11 @@ constexpr std::array<std::string_view, 24> kCoreModelFields = {"name",
                                                                "attn_logit_softcapping",
                                                                "final_logit_softcapping",
                                                                "query_pre_attn_scalar",
+                                                               "mtp_num_layers",
                                                                "source"};
 constexpr auto kModelFields = joined_fields(kCoreModelFields, kBiasModelFields, kVariantModelFields,
                                             kMoeModelFields, kMlaModelFields);
-static_assert(kModelFields.size() == 46);
+static_assert(kModelFields.size() == 47);
 
 void check_size(int64_t value, int64_t max, const char* field, const std::string& source) {
   if (value <= 0) {
@@ -235,6 +236,7 @@ TransformerConfig model_from_meshplan_json(const nlohmann::json& json, const std
   model.dropout = json.contains("dropout") ? require_bool(json, "dropout", source) : true;
   read_moe_and_mla_fields(json, source, model);
   read_attention_variant_fields(json, source, model);
+  model.mtp_num_layers = int_or_zero(json, "mtp_num_layers", source);  // absent: no MTP
   if (json.contains("source")) {
     require_string(json, "source", source);  // documentation only, but it must be a string
   }
@@ -290,6 +292,23 @@ void validate_moe(const TransformerConfig& model, const std::string& source) {
     throw InputError(fmt::format(
         "{}: expert_ffn_hidden_size: expert width E f_e + S f_s absurdly large, more than {} ({})",
         source, kMaxFfnHidden, width));
+  }
+}
+
+// Multi-token prediction (DeepSeek-V3 report Sec. 2.2): 0 (none) to kMaxMtpLayers depths, with
+// rotary or no positions: Megatron-LM arguments.py validate_args ("MTP validation", d98e8a64)
+// asserts position_embedding_type rope or none; its RMSNorms (enorm, hnorm) are the model's norm.
+void validate_mtp(const TransformerConfig& model, const std::string& source) {
+  if (model.mtp_num_layers < 0 || model.mtp_num_layers > kMaxMtpLayers) {
+    throw InputError(
+        fmt::format("{}: mtp_num_layers: must be in [0, {}], 0 for no multi-token prediction ({})",
+                    source, kMaxMtpLayers, model.mtp_num_layers));
+  }
+  if (model.has_mtp() && model.positions != Positions::kRope) {
+    throw InputError(fmt::format(
+        "{}: mtp_num_layers: multi-token prediction needs rotary positions (Megatron-LM "
+        "arguments.py asserts position_embedding_type rope or none) ({} with positions {})",
+        source, model.mtp_num_layers, to_string(model.positions)));
   }
 }
 
@@ -532,6 +551,7 @@ void validate_model(const TransformerConfig& model, const std::string& source) {
   }
   validate_moe(model, source);
   validate_mla(model, source);
+  validate_mtp(model, source);
   // GemmaRMSNorm's (1 + gain): meshplan's LayerNorm keeps its gain as it is.
   if (model.norm_unit_offset && model.norm != Norm::kRmsNorm) {
     throw InputError(
@@ -706,6 +726,9 @@ nlohmann::json model_to_json(const TransformerConfig& model) {
       json["router_bias"] = true;
     }
     json["first_dense_layers"] = model.first_dense_layers;
+  }
+  if (model.has_mtp()) {
+    json["mtp_num_layers"] = model.mtp_num_layers;
   }
   if (model.is_mla()) {
     json["q_lora_rank"] = model.q_lora_rank;

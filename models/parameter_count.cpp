@@ -28,6 +28,10 @@
 //   norms      2 per layer (4 with sandwich_norm: Gemma 2/3's post-attention and post-MLP
 //              norms), each h (RMSNorm gain; Zhang & Sennrich 2019) or 2h (LayerNorm gain
 //              and bias; Ba et al. 2016)
+// Multi-token prediction (DeepSeek-V3 report Sec. 2.2; Megatron-Core multi_token_prediction.py
+// MultiTokenPredictionLayer), per depth: enorm and hnorm, eh_proj 2 h x h (no bias), one
+// transformer layer of the decoder's last layer's kind, final_layernorm; the embedding and output
+// head are shared (Megatron-Core passes the main model's embedding and output_layer in).
 // Outside the layers: token embedding V h, learned position table P h, final norm, and an
 // LM head V h (no bias) when it is not tied to the token embedding (Press & Wolf 2017).
 // For GPT with biases, tied embeddings and P = s this is Narayanan et al. 2021 (SC21), Sec. 5.1:
@@ -131,11 +135,16 @@ ParameterCounts count_parameters(const TransformerConfig& model) {
   counts.moe_layer = num_moe > 0 ? moe.total() : 0;
   counts.final_norm = norm_count(model);
   counts.lm_head = model.tied_embeddings ? 0 : V * h;
+  const LayerParameterCounts mtp_layer = model.mtp_layer_is_moe() ? moe : dense;
+  counts.mtp_per_depth_without_layer = 3 * norm_count(model) + 2 * h * h;
+  counts.mtp = model.mtp_num_layers * (counts.mtp_per_depth_without_layer + mtp_layer.total());
+  const int64_t mtp_active =
+      model.mtp_num_layers * (counts.mtp_per_depth_without_layer + mtp_layer.active(model));
   const int64_t outside =
       counts.token_embedding + counts.position_embedding + counts.final_norm + counts.lm_head;
-  counts.total = outside + num_dense * counts.per_layer + num_moe * counts.moe_layer;
-  counts.active =
-      outside + num_dense * counts.per_layer + (num_moe > 0 ? num_moe * moe.active(model) : 0);
+  counts.total = outside + num_dense * counts.per_layer + num_moe * counts.moe_layer + counts.mtp;
+  counts.active = outside + num_dense * counts.per_layer +
+                  (num_moe > 0 ? num_moe * moe.active(model) : 0) + mtp_active;
   return counts;
 }
 

@@ -50,6 +50,12 @@ class Inventory {
   std::vector<CollectiveTraffic> list_;
 };
 
+// The MTP depths of the stage with the MoE MLP (stage_mtp_layer_count).
+int64_t stage_mtp_moe_layers(const models::TransformerConfig& model, const Layout& layout,
+                             int64_t stage) {
+  return model.mtp_layer_is_moe() ? stage_mtp_layer_count(model, layout, stage) : 0;
+}
+
 // Multi-head latent attention under tp > 1 (Megatron-Core multi_latent_attention.py,
 // MLASelfAttention.get_query_key_value_tensors): the down projections are duplicated and run on
 // the rank's own tokens, so what the column-parallel up projections gather is the normed query
@@ -71,7 +77,8 @@ void add_mla_tensor_parallel(Inventory& inventory, const models::TransformerConf
   }
   const int64_t t = layout.tp;
   const int64_t m = layout.num_micro_batches();
-  const int64_t calls = stage_layer_count(model, layout, stage) * m;
+  const int64_t calls =
+      (stage_layer_count(model, layout, stage) + stage_mtp_layer_count(model, layout, stage)) * m;
   const int64_t regathers = regathered_layers * m;
   // --recompute-modules mla_up_proj: the up projections gather their latents again before the
   // attention's backward (mla_up_projection_recompute in compute_cost.cpp).
@@ -152,6 +159,11 @@ RecomputedLayers stage_recomputed_layers(const models::TransformerConfig& model,
     recomputed.moe_layers += range.num_moe(model);
     recomputed.checkpointed_inputs += checkpointed_input_count(model, layout, options, chunk_range);
   }
+  if (mtp_recomputed_under_full(layout)) {  // one checkpointed input per depth
+    recomputed.layers += stage_mtp_layer_count(model, layout, stage);
+    recomputed.moe_layers += stage_mtp_moe_layers(model, layout, stage);
+    recomputed.checkpointed_inputs += stage_mtp_layer_count(model, layout, stage);
+  }
   return recomputed;
 }
 
@@ -165,8 +177,9 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
   const int64_t m = layout.num_micro_batches();
   const int64_t tokens = rank_micro_batch_tokens(model, layout);
   const int64_t hidden_bytes = tokens * model.hidden_size * element_bytes(cluster);
-  const int64_t layers = stage_layer_count(model, layout, stage);
-  int64_t moe_layers = 0;
+  const int64_t layers =
+      stage_layer_count(model, layout, stage) + stage_mtp_layer_count(model, layout, stage);
+  int64_t moe_layers = stage_mtp_moe_layers(model, layout, stage);
   for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
     moe_layers += chunk_layers(model, layout, stage, chunk).num_moe(model);
   }
@@ -335,9 +348,42 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
   }
   add_mla_tensor_parallel(inventory, model, cluster, layout, stage, regathered);
   if (last) {
-    // Vocab-parallel cross-entropy: max logit, target logit, sum of exp, fp32.
+    // Vocab-parallel cross-entropy: max logit, target logit, sum of exp, fp32 (once more per MTP
+    // depth: process_mtp_loss).
     inventory.add(stage, "tp: vocab-parallel cross-entropy all-reduces", kAR, kTp, t, tokens * 4,
-                  3 * m);
+                  3 * m * (1 + model.mtp_num_layers));
+  }
+  const int64_t depths = stage_mtp_layer_count(model, layout, stage) * m;
+  if (depths > 0) {
+    // Each MTP depth beyond its layer (compute_cost.cpp chunk_cost; multi_token_prediction.py):
+    // the shared embedding's lookup, eh_proj (ColumnParallelLinear, its 2h-wide input),
+    // gather_from_tensor_model_parallel_region of its h / t output columns, and the shared
+    // output layer, as the main model's.
+    if (!layout.sequence_parallel) {
+      inventory.add(stage, "tp: MTP embedding all-reduce", kAR, kTp, t, hidden_bytes, depths);
+      inventory.add(stage, "tp: MTP eh_proj output all-gather (forward)", kAG, kTp, t, hidden_bytes,
+                    depths);
+      inventory.add(stage, "tp: MTP eh_proj input-gradient all-reduce (2h)", kAR, kTp, t,
+                    2 * hidden_bytes, depths);
+      inventory.add(stage, "tp: MTP output-layer input-gradient all-reduce", kAR, kTp, t,
+                    hidden_bytes, depths);
+    } else {
+      inventory.add(stage, "tp: MTP embedding reduce-scatter", kRS, kTp, t, hidden_bytes, depths);
+      inventory.add(stage, "tp: MTP embedding output-gradient all-gather (backward)", kAG, kTp, t,
+                    hidden_bytes, depths);
+      inventory.add(stage, "tp: MTP eh_proj input all-gather (2h, forward)", kAG, kTp, t,
+                    2 * hidden_bytes, depths);
+      inventory.add(stage, "tp: MTP eh_proj input-gradient reduce-scatter (2h)", kRS, kTp, t,
+                    2 * hidden_bytes, depths);
+      inventory.add(stage,
+                    "tp: MTP eh_proj output all-gather (forward) and sequence scatter's gradient "
+                    "all-gather (backward)",
+                    kAG, kTp, t, hidden_bytes, 2 * depths);
+      inventory.add(stage, "tp: MTP output-layer input all-gathers (forward, backward re-gather)",
+                    kAG, kTp, t, hidden_bytes, 2 * depths);
+      inventory.add(stage, "tp: MTP output-layer input-gradient reduce-scatter", kRS, kTp, t,
+                    hidden_bytes, depths);
+    }
   }
 }
 
@@ -348,7 +394,8 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
 void add_context_parallel(Inventory& inventory, const models::TransformerConfig& model,
                           const models::ClusterConfig& cluster, const Layout& layout,
                           const PlanOptions& options, int64_t stage) {
-  const int64_t layers = stage_layer_count(model, layout, stage);
+  const int64_t layers =
+      stage_layer_count(model, layout, stage) + stage_mtp_layer_count(model, layout, stage);
   const int64_t forwards = layers + stage_recomputed_layers(model, layout, options, stage).layers;
   const int64_t m = layout.num_micro_batches();
   for (const CpAttentionComm::Call& call :
@@ -451,7 +498,7 @@ void add_data_parallel(Inventory& inventory, const models::TransformerConfig& mo
 void add_mixture_of_experts(Inventory& inventory, const models::TransformerConfig& model,
                             const models::ClusterConfig& cluster, const Layout& layout,
                             const PlanOptions& options, int64_t stage) {
-  int64_t moe_layers = 0;
+  int64_t moe_layers = stage_mtp_moe_layers(model, layout, stage);
   for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
     moe_layers += chunk_layers(model, layout, stage, chunk).num_moe(model);
   }
@@ -567,8 +614,11 @@ std::vector<CollectiveTraffic> collective_inventory(const models::TransformerCon
     add_context_parallel(inventory, model, cluster, layout, options, stage);
     if (layout.pp > 1) {
       add_pipeline_transfers(inventory, model, cluster, layout, options, schedule, stage);
-      if (model.tied_embeddings && (stage == 0 || stage == layout.pp - 1)) {
-        inventory.add(stage, "embedding: tied word-embedding gradient all-reduce",
+      if (embedding_gradient_all_reduced(model, layout) && (stage == 0 || stage == layout.pp - 1)) {
+        inventory.add(stage,
+                      model.tied_embeddings
+                          ? "embedding: tied word-embedding gradient all-reduce"
+                          : "embedding: MTP word-embedding copy gradient all-reduce",
                       CollectiveKind::kAllReduce, CommGroup::kEmbedding, 2,
                       padded_vocab_size(model, layout.tp) / layout.tp * model.hidden_size * e, 1);
       }

@@ -1094,13 +1094,11 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     return static_cast<size_t>(std::find(kLayerKinds.begin(), kLayerKinds.end(), kind) -
                                kLayerKinds.begin());
   };
-  // Each kind of layer (dense or MoE, windowed or full attention) once, times its count.
-  for (const LayerKind kind : kLayerKinds) {
+  // `count` layers of one kind (dense or MoE, windowed or full attention), `recomputed` of them
+  // under full recompute, each keeping `inputs_per_recomputed` checkpointed inputs.
+  const auto add_layers = [&](LayerKind kind, double count, double recomputed,
+                              double inputs_per_recomputed, bool ep_overlap_node) {
     const bool moe_layer = kind.moe;
-    const double count = static_cast<double>(range.num_of_kind(model, kind));
-    if (count == 0) {
-      continue;
-    }
     const LayerTime layer = layer_time(model, cluster, layout, options, kind);
     const double layer_forward = layer.linear_forward + layer.attention_forward +
                                  layer.memory_forward + layer.fp8_cast_forward;
@@ -1143,18 +1141,12 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     // ops), none of it after the block's last saved tensor: early stop removes nothing there.
     const EarlyStopSkip early_stop = checkpoint_early_stop_skip(
         model, cluster, layout, options, shape_of(model, cluster, layout), moe_layer);
-    // Full recompute's extra work per recomputed layer, charged to the `recomputed` of the
-    // `count` layers of this kind: all of them, or under Megatron's block method those among
-    // the chunk's first recompute_layers.
-    const double recomputed =
-        static_cast<double>(layers_under_recompute(model, layout, options, range, kind));
     double recompute_backward = 0, recompute_tp = 0, recompute_cp = 0, recompute_ep = 0;
     // Distributed saved activations: each kept input's split after the forward, its gather
     // before the recompute (saved_input_split; zero unless on, which needs recompute full), for
     // one input per recomputed layer or per uniform group.
     const SavedInputSplit split = saved_input_split(model, cluster, layout, options);
-    const double checkpointed_inputs =
-        recomputed * checkpointed_inputs_per_recomputed_layer(model, layout, options, range);
+    const double checkpointed_inputs = recomputed * inputs_per_recomputed;
     if (layout.recompute == Recompute::kFull) {
       // The layer's forward runs again (Chen et al. 2016), less what early stop skips.
       recompute_backward = layer_forward - early_stop.compute_seconds;
@@ -1221,7 +1213,7 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
                                     static_cast<double>(parameters.sharded + parameters.replicated +
                                                         parameters.expert)) *
         count;
-    if (options.overlap_moe_expert_parallel_comm) {
+    if (ep_overlap_node) {
       // The layer's nodes (EpOverlapLayer). check_moe_a2a_overlap leaves no full or moe-module
       // recompute, FSDP pass or split input here: the layer's forward and backward are the sums
       // charged below. The routed experts' grouped GEMMs are the mlp node (their input and
@@ -1263,6 +1255,29 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     cost.backward_ep_comm_seconds += ep_backward * count + recompute_ep * recomputed;
     cost.forward_cp_comm_seconds += layer.cp_comm_forward * count;
     cost.backward_cp_comm_seconds += cp_backward * count + recompute_cp * recomputed;
+  };
+  // Each kind of layer once, times its count. Full recompute's extra work is charged to the
+  // recomputed layers of the kind: all of them, or under Megatron's block method those among
+  // the chunk's first recompute_layers.
+  for (const LayerKind kind : kLayerKinds) {
+    const double count = static_cast<double>(range.num_of_kind(model, kind));
+    if (count > 0) {
+      add_layers(kind, count,
+                 static_cast<double>(layers_under_recompute(model, layout, options, range, kind)),
+                 checkpointed_inputs_per_recomputed_layer(model, layout, options, range),
+                 options.overlap_moe_expert_parallel_comm);
+    }
+  }
+  if (cost.has_lm_head && model.has_mtp()) {
+    // The multi-token-prediction depths on the last virtual stage (Megatron-Core
+    // multi_token_prediction.py mtp_on_this_rank without a custom pipeline layout), each one
+    // transformer layer of the decoder's last layer's kind (mtp_layer_kind). Under full recompute
+    // MultiTokenPredictionLayer._checkpointed_forward checkpoints each depth (uniform method,
+    // one input per depth); the block method skips it ("not supported for MTP yet").
+    // check_mtp_options refuses overlap_moe_expert_parallel_comm with MTP.
+    const double depths = static_cast<double>(model.mtp_num_layers);
+    const bool mtp_recomputed = mtp_recomputed_under_full(layout);
+    add_layers(mtp_layer_kind(model), depths, mtp_recomputed ? depths : 0.0, 1.0, false);
   }
 
   if (options.overlap_moe_expert_parallel_comm) {
@@ -1290,26 +1305,32 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
                                          static_cast<int64_t>(tokens * h * e), layout.tp, 1)
                     : 0.0;
   const double vocab_rows = static_cast<double>(padded_vocab_size(model, layout.tp)) / t;
-  if (cost.has_embedding) {
-    // Vocab-parallel lookup, then an all-reduce (or, with sequence parallelism, a
-    // reduce-scatter: half the volume).
+  // Vocab-parallel lookup, then an all-reduce (or, with sequence parallelism, a reduce-scatter:
+  // half the volume); `weight_rows`: the table rows whose gradient it accumulates.
+  const auto add_embedding = [&](double weight_rows) {
     const PassBytes embedding = embedding_bytes(model, cluster, layout, options);
     cost.forward_compute_seconds += memory_seconds(cluster, embedding.forward);
     cost.backward_weight_compute_seconds += memory_seconds(cluster, embedding.backward);
-    const double embedding_rows = vocab_rows + (model.positions == models::Positions::kLearned
-                                                    ? static_cast<double>(model.seq_length)
-                                                    : 0.0);
     cost.backward_weight_compute_seconds +=
-        memory_seconds(cluster, accumulation_bytes_per_parameter * embedding_rows * h);
+        memory_seconds(cluster, accumulation_bytes_per_parameter * weight_rows * h);
     cost.forward_tp_comm_seconds +=
         layout.sequence_parallel ? 0.5 * all_reduce_hidden : all_reduce_hidden;
     if (layout.sequence_parallel) {
       // The backward all-gathers the sequence-sharded output gradient for the weight gradient.
       cost.backward_tp_comm_seconds += 0.5 * all_reduce_hidden;
     }
+  };
+  if (cost.has_embedding) {
+    add_embedding(vocab_rows + (model.positions == models::Positions::kLearned
+                                    ? static_cast<double>(model.seq_length)
+                                    : 0.0));
   }
-  if (cost.has_lm_head) {
-    const double norm_tokens = layout.sequence_parallel ? tokens / t : tokens;
+  const double norm_tokens = layout.sequence_parallel ? tokens / t : tokens;
+  const PassBytes norm = norm_bytes_per_element(options, e);
+  // A norm (final norm, LM head's GEMM and the loss), once for the main model and once per MTP
+  // depth (Megatron-Core multi_token_prediction.py process_mtp_loss: the shared output_layer's
+  // logits and loss per depth).
+  const auto add_head = [&]() {
     const double head_gemm = gemm_seconds(cluster, tokens, vocab_rows, h);
     // Final norm (norm_bytes_per_element: fused or eager) and the cross-entropy's passes over
     // the rank's T V / t logits (loss_bytes_per_logit: eager or compiled).
@@ -1321,7 +1342,6 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
       loss.forward += softcap.forward;
       loss.backward += softcap.backward;
     }
-    const PassBytes norm = norm_bytes_per_element(options, e);
     cost.forward_compute_seconds +=
         head_gemm + memory_seconds(cluster, norm.forward * norm_tokens * h +
                                                 loss.forward * tokens * vocab_rows);
@@ -1329,11 +1349,6 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
         head_gemm + memory_seconds(cluster, norm.backward * norm_tokens * h +
                                                 loss.backward * tokens * vocab_rows);
     cost.backward_weight_compute_seconds += head_gemm;
-    // A tied head on the embedding's own chunk is the embedding's parameter, counted there.
-    if (!model.tied_embeddings || !cost.has_embedding) {
-      cost.backward_weight_compute_seconds +=
-          memory_seconds(cluster, accumulation_bytes_per_parameter * vocab_rows * h);
-    }
     if (layout.tp > 1) {
       const double loss_all_reduce = collective_seconds(
           cluster, CollectiveKind::kAllReduce, static_cast<int64_t>(tokens * 4.0), layout.tp, 1);
@@ -1345,6 +1360,55 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
                      (static_cast<double>(padded_vocab_size(model, layout.tp)) /
                       static_cast<double>(model.vocab_size)) /
                      t;
+  };
+  if (cost.has_lm_head) {
+    add_head();
+    // A tied head on the embedding's own chunk is the embedding's parameter, counted there.
+    if (!model.tied_embeddings || !cost.has_embedding) {
+      cost.backward_weight_compute_seconds +=
+          memory_seconds(cluster, accumulation_bytes_per_parameter * vocab_rows * h);
+    }
+  }
+  if (cost.has_lm_head && model.has_mtp()) {
+    // Each MTP depth's work beyond its transformer layer (added above) (DeepSeek-V3 report
+    // Sec. 2.2; Megatron-Core multi_token_prediction.py MultiTokenPredictionLayer): the shared
+    // embedding's lookup of the shifted tokens (_get_embeddings; its gradient accumulated into
+    // the stage's copy of the table), enorm and hnorm, their concatenation (read and written,
+    // forward and backward), eh_proj (ColumnParallelLinear T x 2h -> h / t, _concat_embeddings),
+    // then final_layernorm, the shared output layer and the loss (add_head). The head's weight
+    // gradient accumulates into the same buffer once more per depth.
+    const double eh_proj_gemm = gemm_seconds(cluster, tokens, h / t, 2.0 * h);
+    const double concat_bytes = 4.0 * e * norm_tokens * h;
+    for (int64_t depth = 0; depth < model.mtp_num_layers; ++depth) {
+      add_embedding(vocab_rows);
+      cost.forward_compute_seconds +=
+          eh_proj_gemm +
+          memory_seconds(cluster, 2.0 * norm.forward * norm_tokens * h + concat_bytes);
+      cost.backward_input_compute_seconds +=
+          eh_proj_gemm +
+          memory_seconds(cluster, 2.0 * norm.backward * norm_tokens * h + concat_bytes);
+      cost.backward_weight_compute_seconds +=
+          eh_proj_gemm + memory_seconds(cluster, accumulation_bytes_per_parameter *
+                                                     (2.0 * h * h / t + vocab_rows * h));
+      if (mtp_recomputed_under_full(layout)) {
+        // _checkpointed_forward re-runs eh_proj with the layer (the norms are cheap and elided).
+        cost.backward_input_compute_seconds += eh_proj_gemm;
+        recompute_flops += 2.0 * tokens * 2.0 * h * h / t;
+      }
+      if (layout.tp > 1) {
+        // With sequence parallelism eh_proj all-gathers its 2h-wide input (the volume of one
+        // hidden all-reduce) and reduce-scatters its gradient; without, the input gradient is
+        // all-reduced (2h wide). gather_from_tensor_model_parallel_region then all-gathers the
+        // h / t output columns (half a hidden all-reduce), whose backward splits; with sequence
+        // parallelism scatter_to_sequence_parallel_region splits, its backward all-gathers.
+        cost.forward_tp_comm_seconds +=
+            (layout.sequence_parallel ? 1.0 : 0.0) * all_reduce_hidden + 0.5 * all_reduce_hidden;
+        cost.backward_tp_comm_seconds +=
+            layout.sequence_parallel ? 1.5 * all_reduce_hidden : 2.0 * all_reduce_hidden;
+      }
+      forward_flops += 2.0 * tokens * 2.0 * h * h / t;
+      add_head();
+    }
   }
   cost.forward_flops = static_cast<int64_t>(forward_flops);
   cost.backward_flops = static_cast<int64_t>(2.0 * forward_flops + recompute_flops);

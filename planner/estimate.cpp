@@ -918,6 +918,7 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
   check_overlap_p2p_options(options);
   check_norm_kernel_model(model, options);
   check_attention_sinks_kernel(model, options);
+  check_mtp_options(model, options);
   PlanEstimate estimate;
   estimate.layout = layout;
   Validity validity =
@@ -983,8 +984,9 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
         std::max(breakdown.optimizer_seconds, estimate.stages[s].optimizer_step_seconds);
     slack += times[s].backward;
   }
-  if (model.tied_embeddings && layout.pp > 1) {
-    // Megatron-LM all-reduces the tied embedding's gradient between first and last stage.
+  if (embedding_gradient_all_reduced(model, layout)) {
+    // Megatron-LM all-reduces the tied embedding's gradient between first and last stage (and,
+    // with MTP, the last stage's embedding copy's).
     const int64_t bytes = padded_vocab_size(model, layout.tp) / layout.tp * model.hidden_size *
                           element_bytes(cluster);
     breakdown.dp_comm_exposed_seconds += stage_collective_seconds(

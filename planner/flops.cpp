@@ -76,6 +76,15 @@ double lm_head_forward_flops(const models::TransformerConfig& model, double toke
          static_cast<double>(model.vocab_size);
 }
 
+double mtp_extra_forward_flops(const models::TransformerConfig& model, double tokens) {
+  // Megatron-LM training.py num_floating_point_operations (d98e8a64, lines 1286-1303): per MTP
+  // depth "MTP eh norm + final nrom" 3h and "MTH eh proj" 2 h h per token and FMA, and the
+  // logits "(mtp_num_layers + 1)" times.
+  const double h = static_cast<double>(model.hidden_size);
+  const double depths = static_cast<double>(model.mtp_num_layers);
+  return depths * (2.0 * tokens * (3.0 * h + 2.0 * h * h) + lm_head_forward_flops(model, tokens));
+}
+
 double model_flops_per_step(const models::TransformerConfig& model, int64_t global_batch) {
   // Model FLOPs as Megatron-LM counts them (shared/validation/README.md): forward plus a
   // backward of twice the forward, no recompute. For ffn = 4h and a = g this is
@@ -90,6 +99,14 @@ double model_flops_per_step(const models::TransformerConfig& model, int64_t glob
     if (count > 0) {
       forward += layer_forward_flops(model, tokens, kind).total() * static_cast<double>(count);
     }
+  }
+  if (model.has_mtp()) {
+    // Megatron-LM training.py num_floating_point_operations (d98e8a64, lines 1042-1046): the
+    // MTP depths count as more layers of the last layer's kind (`last_layer_is_moe`), plus
+    // their projections, norms and logits (mtp_extra_forward_flops).
+    forward += layer_forward_flops(model, tokens, mtp_layer_kind(model)).total() *
+                   static_cast<double>(model.mtp_num_layers) +
+               mtp_extra_forward_flops(model, tokens);
   }
   return 3.0 * forward;
 }

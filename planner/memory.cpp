@@ -533,7 +533,9 @@ double fp8_state_bytes(const models::TransformerConfig& model, const models::Clu
   constexpr double kAmaxHistoryLength = 1024;  // DelayedScaling default
   constexpr double kScaledTensorsPerLayer = 4 * (3 + 2);
   const Shape x = shape_of(model, cluster, layout);
-  const double layers = static_cast<double>(stage_layer_count(model, layout, stage));
+  // The MTP depths' layers (stage_mtp_layer_count) are Transformer Engine layers like the others.
+  const double layers = static_cast<double>(stage_layer_count(model, layout, stage) +
+                                            stage_mtp_layer_count(model, layout, stage));
   return layers *
          (2.0 * linear_weights_per_layer(x) + kAmaxHistoryLength * kScaledTensorsPerLayer * 4.0);
 }
@@ -884,6 +886,27 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
     activations +=
         (2.0 * tokens * h * e / sequence_split + (loss.held + softcap_held) * tokens * vocab) *
         static_cast<double>(in_flight.last_chunk);
+    if (model.has_mtp()) {
+      // Each MTP depth per last-chunk micro-batch in flight (Megatron-Core
+      // multi_token_prediction.py MultiTokenPredictionLayer): its transformer layer's
+      // activations (activation_bytes_per_layer of the decoder's last layer's kind), the
+      // inputs of enorm and hnorm and eh_proj's 2h-wide input (T h e / sp each, sequence-
+      // sharded), and its final norm's and the shared head's inputs and logits as the main
+      // head's above. Under full recompute (uniform) _checkpointed_forward keeps only the
+      // depth's two inputs, hidden_states and the embedded tokens.
+      const bool moe_layer = mtp_layer_kind(model).moe;
+      const double hidden = tokens * h * e / sequence_split;
+      Layout stored = layout;
+      stored.recompute = Recompute::kNone;
+      const double depth_bytes =
+          (mtp_recomputed_under_full(layout)
+               ? 2.0 * hidden
+               : activation_bytes_per_layer(model, cluster, stored, options, moe_layer) +
+                     4.0 * hidden) +
+          2.0 * hidden + (loss.held + softcap_held) * tokens * vocab;
+      activations += static_cast<double>(model.mtp_num_layers) * depth_bytes *
+                     static_cast<double>(in_flight.last_chunk);
+    }
     if (options.framework == Framework::kFsdp) {
       const auto [head_input_bytes, loss_parallel_bytes] =
           fsdp_tp_loss_extra_bytes(model, cluster, layout, options);
@@ -934,7 +957,8 @@ double fp8_param_gather_weight_count(const models::TransformerConfig& model,
   if (!options.fp8_param_gather) {
     return 0.0;
   }
-  const double layers = static_cast<double>(stage_layer_count(model, layout, stage));
+  const double layers = static_cast<double>(stage_layer_count(model, layout, stage) +
+                                            stage_mtp_layer_count(model, layout, stage));
   return layers * linear_weights_per_layer(shape_of(model, cluster, layout));
 }
 

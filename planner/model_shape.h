@@ -29,6 +29,15 @@ StageParameters stage_embedding_parameters(const models::TransformerConfig& mode
 StageParameters stage_outside_layer_parameters(const models::TransformerConfig& model,
                                                const Layout& layout, int64_t stage);
 
+/// The multi-token-prediction module's parameters on one rank of the last pipeline stage
+/// (all D depths; 0 elsewhere or without MTP): per depth eh_proj (column-parallel 2h x h / tp),
+/// enorm, hnorm and final_layernorm (replicated) and one layer of mtp_layer_kind
+/// (layer_parameters), plus, when pp > 1 and the embedding is untied, the stage's copy of the
+/// word embedding (padded V / tp x h) that the depths look up (Megatron-Core gpt_model.py builds
+/// `embedding` where `pre_process or mtp_process`; a tied model has the copy already).
+StageParameters mtp_stage_parameters(const models::TransformerConfig& model, const Layout& layout,
+                                     int64_t stage);
+
 /// The shape letters of one micro-batch on one rank, as doubles for cost formulas:
 /// t tp, T tokens (micro_batch * s / cp: rank_micro_batch_tokens), h, d, a, g, f, s, e element
 /// bytes, sp the sequence split (t with sequence parallelism, else 1), fc1 the first MLP

@@ -102,6 +102,45 @@ LayerKind layer_kind(const models::TransformerConfig& model, int64_t layer) {
   return {model.is_moe_layer(layer), model.is_windowed_layer(layer)};
 }
 
+LayerKind mtp_layer_kind(const models::TransformerConfig& model) {
+  return layer_kind(model, model.num_layers - 1);
+}
+
+bool embedding_gradient_all_reduced(const models::TransformerConfig& model, const Layout& layout) {
+  return layout.pp > 1 && (model.tied_embeddings || model.has_mtp());
+}
+
+int64_t stage_mtp_layer_count(const models::TransformerConfig& model, const Layout& layout,
+                              int64_t stage) {
+  return stage == layout.pp - 1 ? model.mtp_num_layers : 0;
+}
+
+bool mtp_recomputed_under_full(const Layout& layout) {
+  return layout.recompute == Recompute::kFull && layout.recompute_layers == 0;
+}
+
+StageParameters mtp_stage_parameters(const models::TransformerConfig& model, const Layout& layout,
+                                     int64_t stage) {
+  StageParameters p;
+  if (!model.has_mtp() || stage != layout.pp - 1) {
+    return p;
+  }
+  // Megatron-Core multi_token_prediction.py MultiTokenPredictionLayer: enorm, hnorm,
+  // eh_proj (ColumnParallelLinear 2h -> h, bias off), transformer_layer, final_layernorm.
+  const LayerParameters layer =
+      layer_parameters(model, layout.tp, model.mtp_layer_is_moe(), layout.ep, layout.etp);
+  const int64_t h = model.hidden_size;
+  p.sharded = model.mtp_num_layers * (layer.sharded + 2 * h * h / layout.tp);
+  p.replicated = model.mtp_num_layers * (layer.replicated + 3 * norm_parameters(model));
+  p.expert = model.mtp_num_layers * layer.expert;
+  if (layout.pp > 1 && !model.tied_embeddings) {
+    // The last stage builds `embedding` for the MTP depths (gpt_model.py: pre_process or
+    // mtp_process); its gradient is all-reduced with stage 0's as a tied embedding's.
+    p.sharded += padded_vocab_size(model, layout.tp) / layout.tp * h;
+  }
+  return p;
+}
+
 int64_t LayerRange::num_of_kind(const models::TransformerConfig& model, LayerKind kind) const {
   if (!model.has_window_pattern()) {  // every layer windowed, or none: O(1)
     const int64_t moe = num_moe(model);
@@ -212,6 +251,10 @@ StageParameters stage_parameters(const models::TransformerConfig& model, const L
   const StageParameters outside = stage_outside_layer_parameters(model, layout, stage);
   p.sharded += outside.sharded;
   p.replicated += outside.replicated;
+  const StageParameters mtp = mtp_stage_parameters(model, layout, stage);
+  p.sharded += mtp.sharded;
+  p.replicated += mtp.replicated;
+  p.expert += mtp.expert;
   return p;
 }
 

@@ -536,6 +536,7 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
   plan.options = options_from_json(json.at("options"), source);
   check_norm_kernel_model(plan.model, plan.options, source + ": options: norm_kernel");
   check_attention_sinks_kernel(plan.model, plan.options, source + ": options: flash_attention");
+  check_mtp_options(plan.model, plan.options, source + ": model: mtp_num_layers");
   if (plan.layout.num_gpus() != plan.num_gpus) {
     throw InputError(fmt::format("{}: layout: {} = {} differs from num_gpus ({})", source,
                                  plan.layout.cp > 1 ? "tp*cp*pp*dp" : "tp*pp*dp",

@@ -252,6 +252,43 @@ void check_attention_sinks_kernel(const models::TransformerConfig& model,
   }
 }
 
+void check_mtp_options(const models::TransformerConfig& model, const PlanOptions& options,
+                       const std::string& field) {
+  if (!model.has_mtp()) {
+    return;
+  }
+  // Multi-token prediction is built by Megatron-Core alone (--mtp-num-layers,
+  // transformer/multi_token_prediction.py): Megatron-DeepSpeed's GPTModel has no such module
+  // (megatron/model/gpt_model.py at f4157bea), torchtitan's llama3 and deepseek_v3 models as
+  // meshplan emits them build none, and meshplan's executors do not build it.
+  const char* why = nullptr;
+  switch (options.framework) {
+    case Framework::kMegatron:
+      break;
+    case Framework::kDeepSpeed:
+      why = "Megatron-DeepSpeed's GPTModel has no multi-token-prediction module";
+      break;
+    case Framework::kFsdp:
+      why = "meshplan's torchtitan hand-off does not run the multi-token-prediction module";
+      break;
+    case Framework::kMeshplan:
+      why = "meshplan's executors do not build the multi-token-prediction module";
+      break;
+  }
+  if (why != nullptr) {
+    throw InputError(fmt::format("{}: framework {}: {}; plan it with --framework megatron ({})",
+                                 field, to_string(options.framework), why, model.mtp_num_layers));
+  }
+  // transformer_config.py __post_init__ (d98e8a64) allows at most one MTP layer with the EP
+  // overlap, and meshplan does not cost the MTP layer's nodes in the merged schedule.
+  if (options.overlap_moe_expert_parallel_comm) {
+    throw InputError(
+        fmt::format("{}: overlap_moe_expert_parallel_comm: the MTP layer's place in the merged "
+                    "forward-backward schedule is not costed; turn the overlap off ({})",
+                    field, model.mtp_num_layers));
+  }
+}
+
 bool fsdp_head_in_root(const PlanOptions& options) {
   return options.fsdp_head_in_root.value_or(options.fsdp_version == 1);
 }
@@ -687,6 +724,17 @@ Validity check_framework(const models::TransformerConfig& model, const PlanOptio
     return with_reason ? refuse(options.framework,
                                 "Megatron-DeepSpeed recomputes the attention core only without "
                                 "flash attention (transformer.py ParallelAttention)",
+                                layout)
+                       : reject("framework", "");
+  }
+  // Megatron-Core multi_token_prediction.py MultiTokenPredictionLayer._checkpointed_forward
+  // (d98e8a64) asserts "recompute_num_layers must be 1 for MTP recompute" under the uniform
+  // method.
+  if (model.has_mtp() && layout.recompute == Recompute::kFull && layout.recompute_layers == 0 &&
+      layout.recompute_group_layers > 1) {
+    return with_reason ? refuse(options.framework,
+                                "Megatron-Core's MTP recompute asserts one layer per uniform "
+                                "group (multi_token_prediction.py, recompute_num_layers 1)",
                                 layout)
                        : reject("framework", "");
   }

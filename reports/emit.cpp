@@ -50,6 +50,15 @@ void require_framework(EmitTarget target, planner::Framework framework, const pl
                        to_string(target)),
            planner::to_string(plan.options.moe_dispatcher));
   }
+  // Multi-token prediction runs under Megatron-Core's --mtp-num-layers only
+  // (planner::check_mtp_options says why for each framework).
+  if (plan.model.has_mtp() && framework != planner::Framework::kMegatron) {
+    refuse(target, "model.mtp_num_layers",
+           fmt::format("the multi-token-prediction module is emitted for Megatron-LM only "
+                       "(--mtp-num-layers); {} has none",
+                       to_string(target)),
+           std::to_string(plan.model.mtp_num_layers));
+  }
   // A plan costed for other software has other predictions (memory, step time) and often another
   // best layout: the config would run something meshplan did not choose for this framework.
   if (plan.options.framework != framework) {

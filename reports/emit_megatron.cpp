@@ -450,6 +450,12 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
   if (!m.tied_embeddings) {
     flags.push_back({"--untie-embeddings-and-output-weights", ""});
   }
+  if (m.has_mtp()) {
+    // TransformerConfig.mtp_num_layers (d98e8a64 transformer_config.py, an argparse flag through
+    // arguments.py's dataclass arguments): the depths on the last pipeline stage, as costed.
+    // --mtp-loss-scaling-factor keeps its default 0.1: the loss weight changes no cost.
+    flags.push_back({"--mtp-num-layers", std::to_string(m.mtp_num_layers)});
+  }
   if (m.parallel_residual) {
     // megatron/core/transformer/transformer_layer.py TransformerLayer.forward: norm, attention,
     // residual add, norm, MLP, residual add, with no parallel-block option.

@@ -254,7 +254,7 @@ std::string format_plan_header(const models::TransformerConfig& model,
   return fmt::format("# framework {}\n", planner::to_string(framework)) +
          fmt::format(
              "# model {}: {} parameters ({:.2f}B), {} layers, hidden {}, {} heads ({} kv), ffn {}, "
-             "vocab {}, seq {}{}{}{}{}{}\n"
+             "vocab {}, seq {}{}{}{}{}{}{}\n"
              "# cluster {}: {} GPUs ({} per node, {}), global batch {} sequences ({} tokens)\n",
              model.name, counts.total, static_cast<double>(counts.total) / 1e9, model.num_layers,
              model.hidden_size, model.num_attention_heads, model.num_kv_heads,
@@ -264,6 +264,11 @@ std::string format_plan_header(const models::TransformerConfig& model,
                                model.experts_per_token, model.expert_ffn_hidden_size,
                                static_cast<double>(counts.active) / 1e9)
                  : "",
+             // The multi-token-prediction depths, within the total (count_parameters).
+             model.has_mtp() ? fmt::format(", {} MTP depth{} ({:.2f}B)", model.mtp_num_layers,
+                                           model.mtp_num_layers > 1 ? "s" : "",
+                                           static_cast<double>(counts.mtp) / 1e9)
+                             : "",
              window_text(model), model.attention_sinks ? ", attention sinks" : "",
              softcap_text(model), model.parallel_residual ? ", parallel attention and MLP" : "",
              cluster.name, num_gpus, cluster.gpus_per_node, cluster.gpu.name, global_batch,

@@ -308,6 +308,35 @@ row "execute: a plan with the flex MoE dispatcher" 2 \
   "flex.json: options.moe_dispatcher: the CPU executor dispatches MoE tokens with an MPI all-to-all (alltoall), not DeepEP's flex kernels (flex)" \
   mpi 2 execute flex.json --steps 1 --json new_out.json
 
+# Multi-token prediction (mtp_num_layers; Hugging Face num_nextn_predict_layers): 0 to 8 depths,
+# costed for Megatron-LM only, built by no meshplan executor.
+sed 's/"num_nextn_predict_layers": 1/"num_nextn_predict_layers": -1/' \
+  "$data/hf/DeepSeek-V3.json" >hf_deepseek_mtp_negative.json
+sed 's/"first_dense_layers": 1,/"first_dense_layers": 1, "mtp_num_layers": 9,/' \
+  "$source_dir/models/presets/models/tiny-moe.json" >model_mtp_absurd.json
+sed 's/"first_dense_layers": 1,/"first_dense_layers": 1, "mtp_num_layers": 1,/' \
+  "$source_dir/models/presets/models/tiny-moe.json" >model_mtp.json
+"$meshplan" plan --model model_mtp.json --cluster local-cpu --gpus 2 --tp 1 --dp 2 --zero 0 \
+  --framework megatron --save-plan mtp.json >/dev/null 2>&1
+sed -e 's/"framework": "megatron"/"framework": "meshplan"/' \
+  -e 's/"overlap_p2p_comm": true/"overlap_p2p_comm": false/' mtp.json >mtp_meshplan.json
+row "plan: num_nextn_predict_layers -1 in a DeepSeek-V3 config" 2 \
+  "hf_deepseek_mtp_negative.json: num_nextn_predict_layers: must be in [0, 8], 0 for no multi-token prediction (-1)" \
+  plan --model hf_deepseek_mtp_negative.json --cluster local-cpu --gpus 2 --json new_out.json
+row "plan: mtp_num_layers 9" 2 \
+  "model_mtp_absurd.json: mtp_num_layers: must be in [0, 8], 0 for no multi-token prediction (9)" \
+  plan --model model_mtp_absurd.json --cluster local-cpu --gpus 2 --json new_out.json
+row "plan: a model with MTP under deepspeed" 2 \
+  "model_mtp.json: mtp_num_layers: framework deepspeed: Megatron-DeepSpeed's GPTModel has no multi-token-prediction module; plan it with --framework megatron (1)" \
+  plan --model model_mtp.json --cluster local-cpu --gpus 2 --framework deepspeed \
+  --json new_out.json --save-plan sentinel.json
+row "explain: a plan with MTP costed for meshplan" 2 \
+  "mtp_meshplan.json: model: mtp_num_layers: framework meshplan: meshplan's executors do not build the multi-token-prediction module; plan it with --framework megatron (1)" \
+  explain mtp_meshplan.json
+row "execute: a plan with MTP" 2 \
+  "mtp.json: model.mtp_num_layers: meshplan's executors do not build the multi-token-prediction module; run the plan with Megatron-LM (--emit megatron) (1)" \
+  mpi 2 execute mtp.json --steps 1 --json new_out.json
+
 # execute: a world size that differs from the plan (2 ranks).
 row "execute: mpirun -np 3 for a 2-rank plan" 2 \
   "p.json: num_gpus: the plan has 2 ranks, mpirun started 3" \

@@ -648,9 +648,14 @@ expect "DeepSeek-V3 config.json (MTP off) plans: 671,026,419,200 parameters" \
   plan_prints "671026419200 parameters (671.03B)" \
   --model DeepSeek-V3-no-mtp.json --cluster h800-2048 --gpus 2048 --seq-len 4096 \
   --global-batch 4096 --top 1
-expect "HF config of an MoE model with the MTP module" \
-  plan_error "DeepSeek-V3.json: num_nextn_predict_layers: the multi-token-prediction module is not modelled" \
-  --model "$source_dir/tests/data/hf/DeepSeek-V3.json" --cluster dgx-a100-80gb --gpus 8
+expect "DeepSeek-V3 config.json with its MTP module plans: 682,636,487,424 parameters" \
+  plan_prints "682636487424 parameters (682.64B)" \
+  --model "$source_dir/tests/data/hf/DeepSeek-V3.json" --cluster h800-2048 --gpus 2048 \
+  --seq-len 4096 --global-batch 4096 --top 1
+expect "DeepSeek-V3 config.json with its MTP module under deepspeed" \
+  plan_error "DeepSeek-V3.json: mtp_num_layers: framework deepspeed: Megatron-DeepSpeed's GPTModel has no multi-token-prediction module" \
+  --model "$source_dir/tests/data/hf/DeepSeek-V3.json" --cluster dgx-a100-80gb --gpus 8 \
+  --framework deepspeed
 
 # A plan file from a newer meshplan.
 # Part good: these read p.json, which the good plan writes.

@@ -23,6 +23,14 @@ std::string rejection(const planner::Plan& plan) {
   return "";
 }
 
+TEST_CASE("the executor refuses multi-token prediction, naming the field") {
+  planner::Plan plan = tiny_plan(make_layout(2, 1, 1));
+  plan.model.mtp_num_layers = 1;
+  CHECK(rejection(plan) ==
+        "p.json: model.mtp_num_layers: meshplan's executors do not build the "
+        "multi-token-prediction module; run the plan with Megatron-LM (--emit megatron) (1)");
+}
+
 TEST_CASE("the executor rejects what it cannot run, naming the field") {
   planner::Plan plan = tiny_plan(make_layout(2, 1, 1));
   CHECK(rejection(plan) == "");

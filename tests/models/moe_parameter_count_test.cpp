@@ -87,11 +87,76 @@ TEST_CASE("Qwen/Qwen3-30B-A3B: 30,532,122,624 total, 3,353,032,704 active") {
   CHECK(billions_truncated(counts.total - counts.token_embedding - counts.lm_head) == 29.9);
 }
 
-TEST_CASE("deepseek-ai/DeepSeek-V3: the MTP module is refused by name") {
-  CHECK(input_error([] { load_model(hf_fixture("DeepSeek-V3.json")); }) ==
-        hf_fixture("DeepSeek-V3.json") +
-            ": num_nextn_predict_layers: the multi-token-prediction module is not modelled; set "
-            "it to 0 to plan the main model as transformers' DeepseekV3ForCausalLM builds it (1)");
+TEST_CASE("deepseek-ai/DeepSeek-V3 with its MTP module: 682,636,487,424; Hugging Face's 685B") {
+  const TransformerConfig model = load_model(hf_fixture("DeepSeek-V3.json"));
+  CHECK(model.mtp_num_layers == 1);  // "num_nextn_predict_layers": 1
+  CHECK(model.mtp_layer_is_moe());   // the last of the 61 layers is an MoE layer
+  // The MTP depth, term by term (DeepSeek-V3 report Sec. 2.2; Megatron-Core
+  // MultiTokenPredictionLayer): enorm, hnorm and final_layernorm 3 x 7168, eh_proj
+  // 2 x 7168 x 7168, and one MoE layer: MLA attention 187,107,328, its two norms 2 x 7168, router
+  // 256 x 7168 + 256, 256 routed and 1 shared expert of 3 x 7168 x 2048.
+  const int64_t h = 7168;
+  const int64_t moe_layer = 187'107'328 + 2 * h + (256 * h + 256) + 257 * 3 * h * 2048;
+  CHECK(moe_layer == 11'507'286'272);
+  const int64_t mtp = 3 * h + 2 * h * h + moe_layer;
+  const auto counts = count_parameters(model);
+  CHECK(counts.mtp == mtp);
+  CHECK(counts.mtp == 11'610'068'224);
+  CHECK(counts.total == 671'026'419'200 + mtp);
+  // Active: the depth's layer with 8 of 256 routed experts.
+  CHECK(counts.active == 37'552'297'472 + mtp - 248 * 3 * h * 2048);
+  // Hugging Face's checkpoint (deepseek-ai/DeepSeek-V3, "685B") = 671B main model + 14B MTP
+  // module (DeepSeek-V3 README), its MTP weights storing their own embed_tokens and shared_head
+  // (2 x 129,280 x 7,168 = 1,853,358,080) that Megatron-Core shares with the main model:
+  // 684,489,845,504. The checkpoint's FP8 weight_scale_inv tensors (one fp32 per 128 x 128
+  // block, about 1/16384 of the ~680B quantized weights: ~0.04B) are the rest of "685B"; the
+  // rounding leaves +-0.5B, so the check is within 0.6B (0.09%).
+  const int64_t hf_copies = 2 * int64_t{129'280} * h;
+  CHECK(hf_copies == 1'853'358'080);
+  CHECK(std::abs(static_cast<double>(counts.total + hf_copies) - 685e9) < 0.6e9);
+}
+
+TEST_CASE("mtp_num_layers: read from meshplan's format and num_nextn_predict_layers, validated") {
+  nlohmann::json deepseek = meshplan::read_json_file(hf_fixture("DeepSeek-V3.json"));
+  deepseek.erase("num_nextn_predict_layers");
+  CHECK(model_from_json(deepseek, "ds.json").mtp_num_layers == 0);  // absent: no MTP
+  deepseek["num_nextn_predict_layers"] = 2;
+  const TransformerConfig two = model_from_json(deepseek, "ds.json");
+  CHECK(two.mtp_num_layers == 2);
+  CHECK(count_parameters(two).mtp == 2 * 11'610'068'224);
+  // Round trip through meshplan's format.
+  const nlohmann::json written = model_to_json(two);
+  CHECK(written.at("mtp_num_layers") == 2);
+  TransformerConfig back = model_from_json(written, "m.json");
+  back.name = two.name;
+  CHECK(back == two);
+  CHECK_FALSE(
+      model_to_json(model_from_json(deepseek_without_mtp(), "ds.json")).contains("mtp_num_layers"));
+  // Bad values name the key the file gave.
+  deepseek["num_nextn_predict_layers"] = -1;
+  CHECK(input_error([&] { model_from_json(deepseek, "ds.json"); }) ==
+        "ds.json: num_nextn_predict_layers: must be in [0, 8], 0 for no multi-token prediction "
+        "(-1)");
+  deepseek["num_nextn_predict_layers"] = 9;
+  CHECK(input_error([&] { model_from_json(deepseek, "ds.json"); }) ==
+        "ds.json: num_nextn_predict_layers: must be in [0, 8], 0 for no multi-token prediction "
+        "(9)");
+  deepseek["num_nextn_predict_layers"] = "1";
+  CHECK(input_error([&] { model_from_json(deepseek, "ds.json"); }) ==
+        "ds.json: num_nextn_predict_layers: expected an integer (\"1\")");
+  nlohmann::json own = model_to_json(load_model("tiny-moe"));
+  own["mtp_num_layers"] = 100;
+  CHECK(input_error([&] { model_from_json(own, "m.json"); }) ==
+        "m.json: mtp_num_layers: must be in [0, 8], 0 for no multi-token prediction (100)");
+  own["mtp_num_layers"] = 1;
+  CHECK(model_from_json(own, "m.json").mtp_num_layers == 1);
+  // Megatron-LM arguments.py asserts rope (or no) positions with MTP.
+  nlohmann::json learned = model_to_json(load_model("tiny"));
+  learned["positions"] = "learned";
+  learned["mtp_num_layers"] = 1;
+  CHECK(input_error([&] { model_from_json(learned, "m.json"); }) ==
+        "m.json: mtp_num_layers: multi-token prediction needs rotary positions (Megatron-LM "
+        "arguments.py asserts position_embedding_type rope or none) (1 with positions learned)");
 }
 
 TEST_CASE("deepseek-ai/DeepSeek-V3 main model: 671,026,419,200 total, 37,552,297,472 active") {

@@ -47,6 +47,26 @@ TEST_CASE("--emit refuses a plan costed for another framework") {
   CHECK(target_framework(EmitTarget::kSlurm) == std::nullopt);
 }
 
+TEST_CASE("--emit: multi-token prediction goes out for Megatron-LM only, as --mtp-num-layers") {
+  planner::Plan plan = make_plan("llama3-8b", "dgx-h100", tp2_dp8(1));
+  plan.model.mtp_num_layers = 2;
+  const std::map<std::string, std::string> flags = megatron_flags(emit_megatron(plan));
+  CHECK(flags.at("--mtp-num-layers") == "2");
+  CHECK(megatron_parser_flags().count("--mtp-num-layers") == 1);
+  plan.model.mtp_num_layers = 0;
+  CHECK(megatron_flags(emit_megatron(plan)).count("--mtp-num-layers") == 0);
+  plan.model.mtp_num_layers = 1;
+  for (const EmitTarget target :
+       {EmitTarget::kTorchtitan, EmitTarget::kDeepSpeed, EmitTarget::kMegatronDeepSpeed}) {
+    CAPTURE(to_string(target));
+    CHECK(error_of(plan, target) ==
+          std::string("--emit ") + to_string(target) +
+              ": model.mtp_num_layers: the multi-token-prediction module is emitted for "
+              "Megatron-LM only (--mtp-num-layers); " +
+              to_string(target) + " has none (1)");
+  }
+}
+
 TEST_CASE("--emit: the flex MoE dispatcher goes out for Megatron-LM only") {
   planner::Layout moe;
   moe.tp = 1;

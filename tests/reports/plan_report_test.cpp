@@ -325,3 +325,19 @@ TEST_CASE("plan header: Gemma 2's logit soft-caps are named, and only when set")
             .find(", seq 32, logit soft-caps: final 30\n") != std::string::npos);
 }
 }  // namespace meshplan::reports
+
+namespace meshplan::reports {
+TEST_CASE("plan header: multi-token-prediction depths are named with their parameters") {
+  models::TransformerConfig model = models::load_model("tiny-moe");
+  const models::ClusterConfig cluster = models::load_cluster("local-cpu");
+  CHECK(format_plan_header(model, cluster, 1, 1, planner::Framework::kMegatron).find(" MTP ") ==
+        std::string::npos);
+  model.mtp_num_layers = 2;
+  // Two depths of 3 x 64 norms, eh_proj 2 x 64 x 64 and one MoE layer each.
+  const int64_t depth = 3 * 64 + 2 * 64 * 64 + models::count_layer_parameters(model, true).total();
+  CHECK(models::count_parameters(model).mtp == 2 * depth);
+  CHECK(format_plan_header(model, cluster, 1, 1, planner::Framework::kMegatron)
+            .find(fmt::format(", 2 MTP depths ({:.2f}B)\n",
+                              2.0 * static_cast<double>(depth) / 1e9)) != std::string::npos);
+}
+}  // namespace meshplan::reports

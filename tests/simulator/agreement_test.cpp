@@ -270,6 +270,29 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("agreement: multi-token prediction on the last stage, with and without communication") {
+  // DeepSeek-V3's MTP module (mtp_num_layers 1) on tiny-moe: the last stage's chunk carries one
+  // more MoE layer, eh_proj and a second head; the replay reads the planner's chunk costs.
+  planner::Plan plan =
+      preset_plan("tiny-moe", "dgx-h100", 2, 2, 2, 1, 8, planner::ScheduleKind::kOneFOneB);
+  plan.model.mtp_num_layers = 1;
+  SimulationOptions options;
+  options.zero_communication = true;
+  const SimulationResult result = simulate_plan(plan, options, "test");
+  CHECK(relative(result.step_time_s, result.analytic_step_time_s) < 1e-9);
+  check_agrees(plan, 0.10);
+  planner::Plan without = plan;
+  without.model.mtp_num_layers = 0;
+  CHECK(simulate_plan(plan, options, "test").step_time_s >
+        simulate_plan(without, options, "test").step_time_s);
+  // Interleaved (vpp 2): the depth sits in the last virtual chunk, one MoE layer beside the
+  // chunk's one, which makes it the heaviest chunk; the closed form stays a bound.
+  planner::Plan interleaved =
+      preset_plan("tiny-moe", "dgx-h100", 2, 2, 2, 2, 8, planner::ScheduleKind::kInterleaved);
+  interleaved.model.mtp_num_layers = 1;
+  check_replay_at_most_bound(interleaved, 0.15);
+}
+
 TEST_CASE("agreement: with communication, simulated within 10% of analytic on presets") {
   // The bound; the README explains the remaining differences (overlap, contention).
   using planner::ScheduleKind;

@@ -132,11 +132,23 @@ struct TransformerConfig {
   int64_t qk_rope_head_dim = 0;  // d_h^R 64 (V3), shared by all heads for keys
   int64_t v_head_dim = 0;        // 128 (V3)
 
+  // D: multi-token-prediction depths (DeepSeek-V3 report, Sec. 2.2; Megatron-Core
+  // --mtp-num-layers, transformer/multi_token_prediction.py MultiTokenPredictionLayer), 0: none.
+  // Each depth k holds two RMSNorms (enorm, hnorm), a projection eh_proj of 2h -> h, one
+  // transformer layer of the decoder's last layer's kind and a final norm; it shares the token
+  // embedding and the output head with the main model. DeepSeek-V3: 1 (num_nextn_predict_layers).
+  int64_t mtp_num_layers = 0;
+
   bool is_moe() const { return num_experts > 0; }
   bool is_mla() const { return kv_lora_rank > 0; }
   /// Whether layer `layer` (0-based) has the MoE MLP.
   bool is_moe_layer(int64_t layer) const { return is_moe() && layer >= first_dense_layers; }
   int64_t num_moe_layers() const { return is_moe() ? num_layers - first_dense_layers : 0; }
+  bool has_mtp() const { return mtp_num_layers > 0; }
+  /// Whether each MTP depth's transformer layer has the MoE MLP: the decoder's last layer's
+  /// kind (Megatron-Core gpt_layer_specs.py get_gpt_mtp_block_spec takes the decoder block
+  /// spec's last layer; training.py num_floating_point_operations `last_layer_is_moe`).
+  bool mtp_layer_is_moe() const { return is_moe_layer(num_layers - 1); }
   /// Whether some layer attends over a window shorter than the sequence, so some keys are
   /// masked out beyond the causal mask; false for full causal attention (sliding_window 0 or
   /// >= seq_length, or a pattern that windows no layer).
@@ -166,6 +178,10 @@ struct TransformerConfig {
 /// The most layers validate_model admits: twice the deepest published transformer (DeepNet,
 /// Wang et al. 2022: 1,000 layers); model_config.cpp says why the bound is this tight.
 inline constexpr int64_t kMaxLayers = 2'048;
+/// The most multi-token-prediction depths validate_model admits (mtp_num_layers): DeepSeek-V3
+/// trains 1 (report Sec. 2.2, "we set D to 1"); 8 future tokens per position is far beyond any
+/// published run.
+inline constexpr int64_t kMaxMtpLayers = 8;
 
 /// Parameters of one transformer block by part, before any sharding.
 struct LayerParameterCounts {
@@ -194,6 +210,11 @@ struct ParameterCounts {
   int64_t moe_layer = 0;           // one MoE block (0 for a dense model)
   int64_t final_norm = 0;          // h (RMSNorm) or 2h (LayerNorm)
   int64_t lm_head = 0;             // V h when untied, else 0
+  // The multi-token-prediction module, all D depths: per depth enorm, hnorm, eh_proj 2 h h, one
+  // transformer layer of the decoder's last layer's kind and a final norm. The embedding and the
+  // output head are shared with the main model (Megatron-Core), not counted again.
+  int64_t mtp = 0;
+  int64_t mtp_per_depth_without_layer = 0;  // 3 norms + eh_proj of one depth
   int64_t total = 0;
   int64_t active = 0;  // used per token: routed experts counted k of E (= total when dense)
 };

@@ -575,6 +575,12 @@ void check_norm_kernel_model(const models::TransformerConfig& model, const PlanO
 void check_attention_sinks_kernel(const models::TransformerConfig& model,
                                   const PlanOptions& options,
                                   const std::string& field = "flash_attention");
+/// Throws InputError "<field>: framework <f>: ..." when the model has multi-token prediction
+/// (mtp_num_layers > 0) and the framework is not megatron (only Megatron-Core's --mtp-num-layers
+/// builds it), and "<field>: ...: overlap_moe_expert_parallel_comm ..." with the EP overlap
+/// (the MTP layer's place in the merged schedule is not costed).
+void check_mtp_options(const models::TransformerConfig& model, const PlanOptions& options,
+                       const std::string& field = "mtp_num_layers");
 /// Throws InputError "<field>: ..." when options.flash_attention_version is not 1 or 2, or is 1
 /// with flash_attention off (no fused kernel to be of generation 1).
 void check_flash_attention_version(const PlanOptions& options, const std::string& field);
@@ -633,6 +639,28 @@ struct LayerKind {
 inline constexpr std::array<LayerKind, 4> kLayerKinds = {
     {{false, false}, {false, true}, {true, false}, {true, true}}};
 LayerKind layer_kind(const models::TransformerConfig& model, int64_t layer);
+/// The kind of each multi-token-prediction depth's transformer layer: the decoder's last layer's
+/// (Megatron-Core gpt_layer_specs.py get_gpt_mtp_block_spec uses the decoder's last layer spec).
+LayerKind mtp_layer_kind(const models::TransformerConfig& model);
+/// Whether the word embedding's gradient is all-reduced between the first and the last pipeline
+/// stage (Megatron-Core finalize_model_grads.py _allreduce_word_embedding_grads): pp > 1 with a
+/// tied head, or with MTP, whose last stage holds a copy of the embedding (gpt_model.py builds
+/// `embedding` where `pre_process or mtp_process`).
+bool embedding_gradient_all_reduced(const models::TransformerConfig& model, const Layout& layout);
+/// The stage's multi-token-prediction depths: all mtp_num_layers of them on the last stage
+/// (Megatron-Core multi_token_prediction.py mtp_on_this_rank without a custom layout, in the last
+/// virtual chunk), 0 on the others. Each is one transformer layer of mtp_layer_kind.
+int64_t stage_mtp_layer_count(const models::TransformerConfig& model, const Layout& layout,
+                              int64_t stage);
+/// Whether full recompute re-runs the MTP depths: Megatron-Core multi_token_prediction.py
+/// MultiTokenPredictionLayer._checkpointed_forward checkpoints each depth under the uniform
+/// method (recompute_layers 0, one layer per group) and skips it under the block method.
+bool mtp_recomputed_under_full(const Layout& layout);
+/// Forward FLOPs of the MTP module outside its transformer layers, for `tokens` tokens: per depth
+/// eh_proj 2 T (2h) h, plus Megatron-LM's count of the three norms, 2 T 3h (training.py
+/// num_floating_point_operations, d98e8a64 "MTP norms and proj"), and one more logits GEMM,
+/// 2 T h V ("MTP + final logit"). 0 without MTP.
+double mtp_extra_forward_flops(const models::TransformerConfig& model, double tokens);
 
 /// Global transformer-layer indices [first, end) of one model chunk on one pipeline stage.
 struct LayerRange {
