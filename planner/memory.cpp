@@ -893,11 +893,15 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
       // inputs of enorm and hnorm and eh_proj's 2h-wide input (T h e / sp each, sequence-
       // sharded), and its final norm's and the shared head's inputs and logits as the main
       // head's above. Under full recompute (uniform) _checkpointed_forward keeps only the
-      // depth's two inputs, hidden_states and the embedded tokens.
+      // depth's two inputs, hidden_states and the embedded tokens; under the block method the
+      // depth is not recomputed and keeps what an unrecomputed layer keeps; selective recompute
+      // applies to it as to every layer (the depth's layer shares the decoder's config).
       const bool moe_layer = mtp_layer_kind(model).moe;
       const double hidden = tokens * h * e / sequence_split;
       Layout stored = layout;
-      stored.recompute = Recompute::kNone;
+      if (stored.recompute == Recompute::kFull) {
+        stored.recompute = Recompute::kNone;
+      }
       const double depth_bytes =
           (mtp_recomputed_under_full(layout)
                ? 2.0 * hidden

@@ -225,6 +225,28 @@ TEST_CASE("mtp: the last stage's activations rise by the depth's layer, inputs a
   CHECK(mtp.stages[1].memory.weights_bytes > base.stages[1].memory.weights_bytes);
 }
 
+TEST_CASE("mtp: under selective recompute the depth's layer keeps what a selective layer keeps") {
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  const PlanOptions options;
+  Layout layout = tp2_pp2();
+  layout.recompute = Recompute::kSelective;
+  layout.recompute_modules = kRecomputeCoreAttn | kRecomputeMoeAct;  // moe_act: fewer bytes kept
+  const PlanEstimate base = estimate_plan(tiny_mtp(0), cluster, layout, options);
+  const PlanEstimate mtp = estimate_plan(tiny_mtp(1), cluster, layout, options);
+  REQUIRE(mtp.stages.size() == 2);
+  const double selective_layer =
+      activation_bytes_per_layer(tiny_mtp(1), cluster, layout, options, true);
+  Layout unrecomputed = layout;
+  unrecomputed.recompute = Recompute::kNone;
+  // The selective layer keeps less than an unrecomputed one (else this case checks nothing).
+  REQUIRE(selective_layer <
+          activation_bytes_per_layer(tiny_mtp(1), cluster, unrecomputed, options, true));
+  const double expected = selective_layer + 6.0 * kSeq * kH * kE + 4.0 * kT * kRows;
+  CHECK(static_cast<double>(mtp.stages[1].memory.activations_bytes -
+                            base.stages[1].memory.activations_bytes) ==
+        doctest::Approx(expected).epsilon(1e-9).scale(0));
+}
+
 TEST_CASE("mtp: model FLOPs as Megatron-LM's num_floating_point_operations counts them") {
   // training.py (d98e8a64) lines 1042-1046 and 1286-1303, per token and depth D: the MTP layer
   // as one more layer of the last layer's kind, then 3 (fwd + bwd) x 2 (FMA) x D (3h + 2 h^2)
