@@ -190,6 +190,10 @@ void validate_moe_for_executor(const planner::Plan& plan, const std::string& sou
   if (model.router_score_bias) {
     refuse("model.router_score_bias", "routes by softmax without a score bias", "true");
   }
+  if (model.router_num_groups > 0) {
+    refuse("model.router_num_groups", "routes over all experts, without group-limited routing",
+           std::to_string(model.router_num_groups));
+  }
 }
 
 // The multi-head latent attention parts the CPU executor does not build (mla_attention.h), one

@@ -607,6 +607,13 @@ void deepseek_v3(const nlohmann::json& json, const std::string& source, Transfor
   model.shared_expert_ffn_hidden_size =
       model.num_shared_experts > 0 ? model.expert_ffn_hidden_size : 0;
   model.router_score_bias = true;
+  // Node-limited routing (Sec. 2.1.2; DeepseekV3TopkRouter.get_topk_indices: n_group groups,
+  // topk_group of them per token); one group is no limit.
+  const int64_t groups = is_set(json, "n_group") ? require_int(json, "n_group", source) : 1;
+  if (groups != 1) {
+    model.router_num_groups = groups;
+    model.router_group_topk = require_int(json, "topk_group", source);
+  }
   model.first_dense_layers = is_set(json, "first_k_dense_replace")
                                  ? require_int(json, "first_k_dense_replace", source)
                                  : 0;
@@ -894,6 +901,8 @@ std::string hf_config_key(const nlohmann::json& json, const std::string& field) 
         model_type == "gpt_oss" ? "swiglu_limit" : "activation_clamp_value"},
        {"expert_ffn_hidden_size", local_experts ? "intermediate_size" : "moe_intermediate_size"},
        {"first_dense_layers", "first_k_dense_replace"},
+       {"router_num_groups", "n_group"},
+       {"router_group_topk", "topk_group"},
        {"mtp_num_layers", "num_nextn_predict_layers"},
        {"num_shared_experts", "n_shared_experts"},
        {"shared_expert_ffn_hidden_size",

@@ -66,7 +66,7 @@ constexpr std::array<std::string_view, 25> kCoreModelFields = {"name",
                                                                "source"};
 constexpr auto kModelFields = joined_fields(kCoreModelFields, kBiasModelFields, kVariantModelFields,
                                             kMoeModelFields, kMlaModelFields);
-static_assert(kModelFields.size() == 47);
+static_assert(kModelFields.size() == 49);
 
 void check_size(int64_t value, int64_t max, const char* field, const std::string& source) {
   if (value <= 0) {
@@ -249,6 +249,39 @@ void require_zero(int64_t value, const char* field, const char* why, const std::
   }
 }
 
+// Group-limited routing: both 0 (no limit), or G groups of E / G experts, M of them per token,
+// with at least one expert per chosen group (Megatron-Core group_limited_topk scores a group by
+// its top-(k / M) experts: transformer_config.py asserts E % G == 0 and M <= G) and room for the
+// k experts in the M groups.
+void validate_routing_groups(const TransformerConfig& model, const std::string& source) {
+  const int64_t groups = model.router_num_groups;
+  const int64_t chosen = model.router_group_topk;
+  if (groups == 0 && chosen == 0) {
+    return;
+  }
+  if (groups < 1 || model.num_experts % groups != 0) {
+    throw InputError(fmt::format(
+        "{}: router_num_groups: must be a positive divisor of the routed expert count ({} of {})",
+        source, groups, model.num_experts));
+  }
+  if (chosen < 1 || chosen > groups) {
+    throw InputError(
+        fmt::format("{}: router_group_topk: must be between 1 and the group count ({} of {})",
+                    source, chosen, groups));
+  }
+  if (chosen > model.experts_per_token) {
+    throw InputError(fmt::format(
+        "{}: router_group_topk: must not exceed the experts per token, each chosen group being "
+        "scored by its top k / M experts ({} of {})",
+        source, chosen, model.experts_per_token));
+  }
+  if (model.experts_per_token > chosen * (model.num_experts / groups)) {
+    throw InputError(
+        fmt::format("{}: experts_per_token: more than the {} experts of the chosen groups ({})",
+                    source, chosen * (model.num_experts / groups), model.experts_per_token));
+  }
+}
+
 // MoE fields: all zero for a dense model; else k of E experts, a dense prefix shorter than the
 // model and shared experts with a size.
 void validate_moe(const TransformerConfig& model, const std::string& source) {
@@ -262,6 +295,8 @@ void validate_moe(const TransformerConfig& model, const std::string& source) {
     require_zero(model.router_score_bias, "router_score_bias", why, source);
     require_zero(model.router_bias, "router_bias", why, source);
     require_zero(model.first_dense_layers, "first_dense_layers", why, source);
+    require_zero(model.router_num_groups, "router_num_groups", why, source);
+    require_zero(model.router_group_topk, "router_group_topk", why, source);
     return;
   }
   check_size(model.num_experts, kMaxExperts, "num_experts", source);
@@ -286,6 +321,7 @@ void validate_moe(const TransformerConfig& model, const std::string& source) {
     check_size(model.shared_expert_ffn_hidden_size, kMaxFfnHidden, "shared_expert_ffn_hidden_size",
                source);
   }
+  validate_routing_groups(model, source);
   const int64_t width = model.num_experts * model.expert_ffn_hidden_size +
                         model.num_shared_experts * model.shared_expert_ffn_hidden_size;
   if (width > kMaxFfnHidden) {
@@ -411,6 +447,8 @@ void read_moe_fields(const nlohmann::json& json, const std::string& source,
   model.router_score_bias = bool_or_false(json, "router_score_bias", source);
   model.router_bias = bool_or_false(json, "router_bias", source);
   model.first_dense_layers = int_or_zero(json, "first_dense_layers", source);
+  model.router_num_groups = int_or_zero(json, "router_num_groups", source);
+  model.router_group_topk = int_or_zero(json, "router_group_topk", source);
 }
 
 void read_mla_fields(const nlohmann::json& json, const std::string& source,
@@ -726,6 +764,10 @@ nlohmann::json model_to_json(const TransformerConfig& model) {
       json["router_bias"] = true;
     }
     json["first_dense_layers"] = model.first_dense_layers;
+    if (model.router_num_groups != 0 || model.router_group_topk != 0) {
+      json["router_num_groups"] = model.router_num_groups;
+      json["router_group_topk"] = model.router_group_topk;
+    }
   }
   if (model.has_mtp()) {
     json["mtp_num_layers"] = model.mtp_num_layers;

@@ -11,7 +11,12 @@
 // all-to-all, (ep - 1) / ep of them to other ranks, whatever etp.
 
 #include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "estimate_internal.h"
 #include "meshplan/cost_model.h"
@@ -86,10 +91,96 @@ double moe_expected_groups_hit(int64_t num_experts, int64_t group_experts,
   return 1.0 - missed;
 }
 
-double moe_expected_destinations(int64_t num_experts, int64_t groups, int64_t experts_per_token) {
-  // Linearity of expectation over G groups of E / G experts each.
-  return static_cast<double>(groups) *
-         moe_expected_groups_hit(num_experts, num_experts / groups, experts_per_token);
+namespace {
+
+// ln C(n, r), or -infinity when r < 0 or r > n (C(n, r) = 0).
+double log_binomial(int64_t n, int64_t r) {
+  if (r < 0 || r > n) {
+    return -std::numeric_limits<double>::infinity();
+  }
+  return std::lgamma(static_cast<double>(n) + 1) - std::lgamma(static_cast<double>(r) + 1) -
+         std::lgamma(static_cast<double>(n - r) + 1);
+}
+
+}  // namespace
+
+double moe_expected_range_hit(const models::TransformerConfig& model, int64_t first_expert,
+                              int64_t expert_count) {
+  const int64_t k = model.experts_per_token;
+  if (!model.has_routing_groups()) {
+    return moe_expected_groups_hit(model.num_experts, expert_count, k);
+  }
+  // Group-limited routing (Megatron-Core moe_utils.py group_limited_topk; DeepSeek-V3 Sec.
+  // 2.1.2): a token's M groups are M distinct of the G, each M-subset equally likely (balanced
+  // routing), and each chosen group holds k / M of its experts, k / M distinct of the group's
+  // E / G. A chosen group is scored by the sum of its top-(k / M) experts, so its best experts
+  // rank among the token's k: a Monte Carlo with independent scores (DeepSeek-V3: E 256, G 8,
+  // M 4, k 8) reaches 3.97 of the 4 chosen groups and 7.49 of the 64 ranks at ep 64, where this
+  // model gives 4 and 7.61 and k uniform over the chosen groups' experts 3.62 and 7.28.
+  const int64_t groups = model.router_num_groups;
+  const int64_t chosen = model.router_group_topk;
+  // The search asks for the same few ranges for every layout: kept per thread (sweep searches
+  // in parallel), as stage_layer_range's memo.
+  static thread_local std::map<std::array<int64_t, 6>, double> memo;
+  const std::array<int64_t, 6> key = {model.num_experts, k,           groups, chosen,
+                                      first_expert,      expert_count};
+  if (const auto found = memo.find(key); found != memo.end()) {
+    return found->second;
+  }
+  const int64_t group_size = model.num_experts / groups;
+  const int64_t per_group = k / chosen;
+  // Groups wholly inside the range are hit whenever chosen; the range's partial groups (at most
+  // its first and last) are missed with q = C(E/G - overlap, k/M) / C(E/G, k/M) each.
+  const int64_t end = first_expert + expert_count;
+  int64_t full = 0;
+  std::vector<double> partial_missed;
+  for (int64_t g = first_expert / group_size; g * group_size < end; ++g) {
+    const int64_t overlap =
+        std::min(end, (g + 1) * group_size) - std::max(first_expert, g * group_size);
+    if (overlap == group_size) {
+      ++full;
+    } else {
+      partial_missed.push_back(1.0 - moe_expected_groups_hit(group_size, overlap, per_group));
+    }
+  }
+  // P(miss) = sum over the chosen subsets A of the partial groups of prod_{A} q times
+  // P(S meets the range's groups in exactly A) = C(G - full - p, M - |A|) / C(G, M).
+  const auto p = static_cast<int64_t>(partial_missed.size());
+  double missed = 0;
+  for (int64_t subset = 0; subset < (int64_t{1} << p); ++subset) {
+    double product = 1.0;
+    int64_t size = 0;
+    for (int64_t i = 0; i < p; ++i) {
+      if ((subset >> i) & 1) {
+        product *= partial_missed[static_cast<size_t>(i)];
+        ++size;
+      }
+    }
+    missed += product * std::exp(log_binomial(groups - full - p, chosen - size) -
+                                 log_binomial(groups, chosen));
+  }
+  if (memo.size() >= 4096) {
+    memo.clear();  // bounded for a long-lived process (sweep, the fuzzers)
+  }
+  memo.emplace(key, 1.0 - missed);
+  return 1.0 - missed;
+}
+
+double moe_expected_destinations(const models::TransformerConfig& model, int64_t destinations) {
+  // Linearity of expectation over the destinations, each holding E / n consecutive experts.
+  // When the destinations and the routing groups nest (one inside the other, or no groups),
+  // every destination meets the groups alike: n times the first one's.
+  const int64_t experts_each = model.num_experts / destinations;
+  const int64_t group_size =
+      model.has_routing_groups() ? model.num_experts / model.router_num_groups : model.num_experts;
+  if (group_size % experts_each == 0 || experts_each % group_size == 0) {
+    return static_cast<double>(destinations) * moe_expected_range_hit(model, 0, experts_each);
+  }
+  double total = 0;
+  for (int64_t d = 0; d < destinations; ++d) {
+    total += moe_expected_range_hit(model, d * experts_each, experts_each);
+  }
+  return total;
 }
 
 MoeFlexTraffic moe_flex_traffic(const models::TransformerConfig& model,
@@ -103,17 +194,19 @@ MoeFlexTraffic moe_flex_traffic(const models::TransformerConfig& model,
   const double token_bytes =
       static_cast<double>(rank_micro_batch_tokens(model, layout) / sequence_split *
                           model.hidden_size * element_bytes(cluster));
-  const int64_t experts = model.num_experts;
-  const int64_t k = model.experts_per_token;
-  const int64_t experts_per_rank = experts / layout.ep;
+  const int64_t experts_per_rank = model.num_experts / layout.ep;
   const int64_t stride = group_stride(layout, CommGroup::kEp);
   // The stage's groups at tp ranks 0 and tp - 1 bound how groups straddle node boundaries
   // (stage_collective_seconds); the slower one paces the layer.
   for (const int64_t tp_rank : {int64_t{0}, layout.tp - 1}) {
     const int64_t first = group_first_rank(layout, CommGroup::kEp, stage, tp_rank);
-    std::map<int64_t, int64_t> members_per_node;
+    // Per node: its first ep index and its member count (a node's members are consecutive ep
+    // indices, so its experts are one run of consecutive experts).
+    std::map<int64_t, std::pair<int64_t, int64_t>> members_per_node;
     for (int64_t i = 0; i < layout.ep; ++i) {
-      ++members_per_node[(first + i * stride) / cluster.gpus_per_node];
+      const auto entry =
+          members_per_node.try_emplace((first + i * stride) / cluster.gpus_per_node, i, 0).first;
+      ++entry->second.second;
     }
     MoeFlexTraffic t;
     t.nodes = static_cast<int64_t>(members_per_node.size());
@@ -122,12 +215,14 @@ MoeFlexTraffic moe_flex_traffic(const models::TransformerConfig& model,
     double nodes_hit = 0;
     double own_node_hit = 0;
     for (const auto& node : members_per_node) {
-      t.local_members = std::max(t.local_members, node.second);
-      const double hit = moe_expected_groups_hit(experts, node.second * experts_per_rank, k);
+      const int64_t members = node.second.second;
+      t.local_members = std::max(t.local_members, members);
+      const double hit = moe_expected_range_hit(model, node.second.first * experts_per_rank,
+                                                members * experts_per_rank);
       nodes_hit += hit;
-      own_node_hit += hit * static_cast<double>(node.second) / static_cast<double>(layout.ep);
+      own_node_hit += hit * static_cast<double>(members) / static_cast<double>(layout.ep);
     }
-    t.destination_gpus = moe_expected_destinations(experts, layout.ep, k);
+    t.destination_gpus = moe_expected_destinations(model, layout.ep);
     t.destination_nodes = nodes_hit;
     t.inter_node_bytes_per_rank = t.nodes > 1 ? token_bytes * (nodes_hit - own_node_hit) : 0.0;
     t.rdma_logical_bytes_per_rank = t.nodes > 1 ? token_bytes * nodes_hit : 0.0;

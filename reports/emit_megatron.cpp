@@ -296,6 +296,27 @@ void add_gated_unit_variant_flags(const models::TransformerConfig& m, Flags& fla
   }
 }
 
+// Multi-head latent attention (DeepSeek-V2 Sec. 2.1): Megatron-Core's MLATransformerConfig
+// (transformer_config.py, d98e8a64) through arguments.py's mla group (fd0df7d3 _add_mla_args):
+// --q-lora-rank (left out when 0: the queries are not compressed, q_lora_rank None),
+// --kv-lora-rank, --qk-head-dim (the part without rotary positions), --qk-pos-emb-head-dim,
+// --v-head-dim. --qk-layernorm builds the latent RMSNorms meshplan costs with every MLA layer
+// (gpt_layer_specs.py: the q and kv up projections become layer-norm linears under
+// qk_layernorm). No --kv-channels: MLA hands its own k and v widths to the core attention
+// (extensions/transformer_engine.py TEDotProductAttention k_channels, v_channels), and Megatron's
+// MLA takes no grouped-query attention (num_kv_heads = a here).
+void add_mla_flags(const models::TransformerConfig& m, Flags& flags) {
+  flags.push_back({"--multi-latent-attention", ""});
+  if (m.q_lora_rank > 0) {
+    flags.push_back({"--q-lora-rank", std::to_string(m.q_lora_rank)});
+  }
+  flags.push_back({"--kv-lora-rank", std::to_string(m.kv_lora_rank)});
+  flags.push_back({"--qk-head-dim", std::to_string(m.qk_nope_head_dim)});
+  flags.push_back({"--qk-pos-emb-head-dim", std::to_string(m.qk_rope_head_dim)});
+  flags.push_back({"--v-head-dim", std::to_string(m.v_head_dim)});
+  flags.push_back({"--qk-layernorm", ""});  // validate_model refuses qk_norm with MLA
+}
+
 // Mixture-of-experts shape as the planner costs it: dropless top-k routing, Megatron-Core's
 // alltoall (or, with options.moe_dispatcher flex, its flex) token dispatcher and grouped expert
 // GEMMs (planner/moe_cost.cpp), shared experts as one MLP of S f_s. What has no such flag here is
@@ -308,20 +329,6 @@ void add_moe_flags(const models::TransformerConfig& m, const planner::PlanOption
   if (!m.is_moe()) {
     return;
   }
-  if (m.is_mla()) {
-    refuse(kMegatronTarget, "model.kv_lora_rank",
-           "multi-latent attention is not emitted for Megatron-LM yet",
-           std::to_string(m.kv_lora_rank));
-  }
-  if (m.first_dense_layers > 0) {
-    refuse(kMegatronTarget, "model.first_dense_layers",
-           "dense layers before the MoE layers (--moe-layer-freq) are not emitted yet",
-           std::to_string(m.first_dense_layers));
-  }
-  if (m.router_score_bias) {
-    refuse(kMegatronTarget, "model.router_score_bias",
-           "DeepSeek-V3's biased sigmoid router is not emitted yet", "true");
-  }
   if (m.shared_expert_gate) {
     refuse(kMegatronTarget, "model.shared_expert_gate",
            "Megatron-LM has no gate on the shared experts", "true");
@@ -333,7 +340,29 @@ void add_moe_flags(const models::TransformerConfig& m, const planner::PlanOption
            fmt::format("router_bias {}, mlp_bias {}", m.router_bias, m.mlp_bias));
   }
   flags.push_back({"--num-experts", std::to_string(m.num_experts)});
+  if (m.first_dense_layers > 0) {
+    // The dense prefix as a per-layer pattern (arguments.py moe_freq_type: a Python list
+    // expression, 1 an MoE layer, 0 dense, as long as --num-layers; transformer_config.py
+    // moe_layer_freq), DeepSeek-V3's "[0]*3+[1]*58" (Megatron-Bridge DeepSeekV3Provider).
+    flags.push_back({"--moe-layer-freq",
+                     fmt::format("\"[0]*{}+[1]*{}\"", m.first_dense_layers, m.num_moe_layers())});
+  }
   flags.push_back({"--moe-router-topk", std::to_string(m.experts_per_token)});
+  if (m.router_score_bias) {
+    // DeepSeek-V3's aux-loss-free router (Sec. 2.1.2; transformers DeepseekV3TopkRouter:
+    // sigmoid scores plus e_score_correction_bias for the choice): Megatron-Core's
+    // moe_router_score_function "sigmoid" with moe_router_enable_expert_bias, which
+    // transformer_config.py allows with sigmoid only (d98e8a64). Its update rate and
+    // routed_scaling_factor (--moe-router-topk-scaling-factor) change no cost: "$@".
+    flags.push_back({"--moe-router-score-function", "sigmoid"});
+    flags.push_back({"--moe-router-enable-expert-bias", ""});
+  }
+  if (m.router_num_groups > 0) {
+    // Group-limited routing (moe_utils.py group_limited_topk; transformer_config.py asserts
+    // E % G == 0 and M <= G, as validate_model does), costed by the flex dispatcher's node count.
+    flags.push_back({"--moe-router-num-groups", std::to_string(m.router_num_groups)});
+    flags.push_back({"--moe-router-group-topk", std::to_string(m.router_group_topk)});
+  }
   flags.push_back({"--moe-ffn-hidden-size", std::to_string(m.expert_ffn_hidden_size)});
   if (m.num_shared_experts > 0) {
     flags.push_back({"--moe-shared-expert-intermediate-size",
@@ -374,7 +403,9 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
     flags.push_back({"--group-query-attention", ""});
     flags.push_back({"--num-query-groups", std::to_string(m.num_kv_heads)});
   }
-  if (m.head_dim * m.num_attention_heads != m.hidden_size) {
+  if (m.is_mla()) {
+    add_mla_flags(m, flags);
+  } else if (m.head_dim * m.num_attention_heads != m.hidden_size) {
     flags.push_back({"--kv-channels", std::to_string(m.head_dim)});
   }
   flags.push_back({"--ffn-hidden-size", std::to_string(m.ffn_hidden_size)});

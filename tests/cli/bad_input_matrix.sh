@@ -337,6 +337,18 @@ row "execute: a plan with MTP" 2 \
   "mtp.json: model.mtp_num_layers: meshplan's executors do not build the multi-token-prediction module; run the plan with Megatron-LM (--emit megatron) (1)" \
   mpi 2 execute mtp.json --steps 1 --json new_out.json
 
+# Group-limited routing (router_num_groups / router_group_topk; Hugging Face n_group /
+# topk_group): G divides E, 1 <= M <= G, M <= k, k <= M E / G.
+sed 's/"topk_group": 4/"topk_group": 9/' "$data/hf/DeepSeek-V3.json" >hf_deepseek_topk_group.json
+sed 's/"first_dense_layers": 1,/"first_dense_layers": 1, "router_num_groups": 3, "router_group_topk": 1,/' \
+  "$source_dir/models/presets/models/tiny-moe.json" >model_groups3.json
+row "plan: topk_group 9 of n_group 8 in a DeepSeek-V3 config" 2 \
+  "hf_deepseek_topk_group.json: topk_group: must be between 1 and the group count (9 of 8)" \
+  plan --model hf_deepseek_topk_group.json --cluster local-cpu --gpus 2 --json new_out.json
+row "plan: router_num_groups 3 for 4 experts" 2 \
+  "model_groups3.json: router_num_groups: must be a positive divisor of the routed expert count (3 of 4)" \
+  plan --model model_groups3.json --cluster local-cpu --gpus 2 --save-plan sentinel.json
+
 # execute: a world size that differs from the plan (2 ranks).
 row "execute: mpirun -np 3 for a 2-rank plan" 2 \
   "p.json: num_gpus: the plan has 2 ranks, mpirun started 3" \

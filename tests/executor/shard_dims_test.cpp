@@ -90,6 +90,12 @@ TEST_CASE("the executor rejects what it cannot run, naming the field") {
   CHECK(rejection(moe_bias) ==
         "p.json: model.router_score_bias: the CPU executor's mixture-of-experts routes by "
         "softmax without a score bias (true)");
+  planner::Plan moe_groups = moe;  // tiny-moe's 4 experts in 2 groups, 1 per token
+  moe_groups.model.router_num_groups = 2;
+  moe_groups.model.router_group_topk = 1;
+  CHECK(rejection(moe_groups) ==
+        "p.json: model.router_num_groups: the CPU executor's mixture-of-experts routes over all "
+        "experts, without group-limited routing (2)");
   // gpt-oss's parts run (equivalence_test.cpp): quick GeGLU with its offset and clamp, sinks,
   // the router's bias, the experts' biases.
   planner::Plan oss = moe;

@@ -167,6 +167,8 @@ TEST_CASE("deepseek-ai/DeepSeek-V3 main model: 671,026,419,200 total, 37,552,297
   CHECK(model.first_dense_layers == 3);
   CHECK(model.num_moe_layers() == 58);
   CHECK(model.router_score_bias);
+  CHECK(model.router_num_groups == 8);  // n_group, node-limited routing (Sec. 2.1.2)
+  CHECK(model.router_group_topk == 4);  // topk_group
   CHECK_FALSE(model.is_moe_layer(2));
   CHECK(model.is_moe_layer(3));
   const auto dense = count_layer_parameters(model, false);
@@ -259,6 +261,35 @@ TEST_CASE("MoE and MLA validation names the field") {
         "m.json: shared_expert_ffn_hidden_size: must be 0 without shared experts (8)");
   CHECK(error_with("num_experts", 0) ==
         "m.json: experts_per_token: must be 0 when num_experts is 0 (a dense model) (2)");
+  // Group-limited routing: G divides E, 1 <= M <= G, M <= k, k <= M E / G; both or neither.
+  CHECK(
+      error_with("router_num_groups", 3) ==
+      "m.json: router_num_groups: must be a positive divisor of the routed expert count (3 of 4)");
+  CHECK(error_with("router_group_topk", 1) ==
+        "m.json: router_num_groups: must be a positive divisor of the routed expert count (0 of "
+        "4)");
+  nlohmann::json grouped = moe;
+  grouped["router_num_groups"] = 2;
+  grouped["router_group_topk"] = 3;
+  CHECK(input_error([&] { model_from_json(grouped, "m.json"); }) ==
+        "m.json: router_group_topk: must be between 1 and the group count (3 of 2)");
+  grouped["router_num_groups"] = 4;
+  CHECK(input_error([&] { model_from_json(grouped, "m.json"); }) ==
+        "m.json: router_group_topk: must not exceed the experts per token, each chosen group "
+        "being scored by its top k / M experts (3 of 2)");
+  grouped["router_group_topk"] = 1;
+  CHECK(input_error([&] { model_from_json(grouped, "m.json"); }) ==
+        "m.json: experts_per_token: more than the 1 experts of the chosen groups (2)");
+  grouped["router_group_topk"] = 2;
+  const TransformerConfig limited = model_from_json(grouped, "m.json");
+  CHECK(limited.router_num_groups == 4);
+  CHECK(limited.router_group_topk == 2);
+  CHECK(model_to_json(limited).at("router_num_groups") == 4);  // written back
+  CHECK_FALSE(model_to_json(load_model("tiny-moe")).contains("router_num_groups"));
+  nlohmann::json dense_grouped = model_to_json(load_model("tiny"));
+  dense_grouped["router_num_groups"] = 2;
+  CHECK(input_error([&] { model_from_json(dense_grouped, "t.json"); }) ==
+        "t.json: router_num_groups: must be 0 when num_experts is 0 (a dense model) (2)");
 
   nlohmann::json mla = model_to_json(load_model("deepseek-v3"));
   mla["head_dim"] = 128;

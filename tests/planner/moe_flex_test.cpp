@@ -56,20 +56,76 @@ constexpr double kRankMissed = 27405.0 / 35960.0;
 
 }  // namespace
 
+// A model routing k of E experts, with G groups of which M per token when `groups` > 0.
+models::TransformerConfig routed(int64_t experts, int64_t k, int64_t groups = 0,
+                                 int64_t chosen = 0) {
+  models::TransformerConfig model = flex_moe();
+  model.num_experts = experts;
+  model.experts_per_token = k;
+  model.router_num_groups = groups;
+  model.router_group_topk = chosen;
+  return model;
+}
+
 TEST_CASE("expected destinations: G (1 - C(E - E/G, k) / C(E, k)), by enumeration and binomials") {
   // E 4, G 2, k 2: of the 6 pairs only {2, 3} misses group {0, 1}: 2 x 5/6 groups.
-  CHECK(moe_expected_destinations(4, 2, 2) == doctest::Approx(10.0 / 6.0).scale(0));
+  CHECK(moe_expected_destinations(routed(4, 2), 2) == doctest::Approx(10.0 / 6.0).scale(0));
   // Qwen3-30B-A3B's routing (E 128, k 8) over two nodes: C(64, 8) / C(128, 8) =
   // 4,426,165,368 / 1,429,702,652,400.
-  CHECK(moe_expected_destinations(128, 2, 8) ==
+  CHECK(moe_expected_destinations(routed(128, 8), 2) ==
         doctest::Approx(2.0 * (1.0 - 4426165368.0 / 1429702652400.0)).scale(0));
   // Over 16 ranks of 8 experts: C(120, 8) / C(128, 8) = 840,261,910,995 / 1,429,702,652,400.
-  CHECK(moe_expected_destinations(128, 16, 8) ==
+  CHECK(moe_expected_destinations(routed(128, 8), 16) ==
         doctest::Approx(16.0 * (1.0 - 840261910995.0 / 1429702652400.0)).scale(0));
   // k larger than the experts outside a group: every token reaches it.
   CHECK(moe_expected_groups_hit(4, 3, 2) == 1.0);
+  CHECK(moe_expected_range_hit(routed(4, 2), 1, 3) == 1.0);
   // One group: always reached.
-  CHECK(moe_expected_destinations(128, 1, 8) == 1.0);
+  CHECK(moe_expected_destinations(routed(128, 8), 1) == 1.0);
+}
+
+TEST_CASE("group-limited routing: M of G groups, k / M experts in each, by enumeration") {
+  // E 16 in G 4 groups of 4, M 2 per token, k 4: 2 experts in each chosen group.
+  const models::TransformerConfig model = routed(16, 4, 4, 2);
+  // Experts [0, 8) are groups 0 and 1 whole: missed only when the token picks {2, 3}, 1 of the
+  // C(4, 2) = 6 pairs.
+  CHECK(moe_expected_range_hit(model, 0, 8) == doctest::Approx(5.0 / 6.0).scale(0));
+  // Experts [2, 6) are half of group 0 and half of group 1; a chosen group misses its half
+  // with C(2, 2) / C(4, 2) = 1/6. Over the six pairs: {0, 1} misses with 1/36, {0, 2}, {0, 3},
+  // {1, 2}, {1, 3} with 1/6 each, {2, 3} always: (1/36 + 4/6 + 1) / 6 = 61/216.
+  CHECK(moe_expected_range_hit(model, 2, 4) == doctest::Approx(1.0 - 61.0 / 216.0).scale(0));
+  // One group whole: chosen in 3 of the 6 pairs.
+  CHECK(moe_expected_range_hit(model, 4, 4) == doctest::Approx(0.5).scale(0));
+  // Every expert: always reached.
+  CHECK(moe_expected_range_hit(model, 0, 16) == doctest::Approx(1.0).scale(0));
+  // G 1, M 1 is no limit: the hypergeometric of k of E.
+  CHECK(moe_expected_range_hit(routed(16, 4, 1, 1), 2, 4) ==
+        doctest::Approx(moe_expected_groups_hit(16, 4, 4)).scale(0));
+  // DeepSeek-V3's node-limited routing (E 256, G 8, M 4, k 8) over 8 nodes of one group each:
+  // a node is reached when its group is chosen, half the time, so a token reaches M = 4 nodes
+  // (Sec. 2.1.2: "each token will be sent to at most M nodes"); over ep 64 ranks of 4 experts a
+  // rank is reached when its group is chosen and 1 of the group's 2 picks is among its 4:
+  // 1/2 x (1 - C(28, 2) / C(32, 2)) = 1/2 x 118/496.
+  const models::TransformerConfig dsv3 = routed(256, 8, 8, 4);
+  CHECK(moe_expected_destinations(dsv3, 8) == doctest::Approx(4.0).scale(0));
+  CHECK(moe_expected_destinations(dsv3, 64) == doctest::Approx(64.0 * 59.0 / 496.0).scale(0));
+  // Without the limit a token reaches 8 (1 - C(224, 8) / C(256, 8)) = 5.29 nodes.
+  CHECK(moe_expected_destinations(routed(256, 8), 8) > 5.28);
+}
+
+TEST_CASE("flex with node-limited routing: RDMA to M nodes, DeepSeek-V3 over 8 nodes") {
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  const Layout layout = with_flex_ep(make_layout(1, 1, 64, 1, 64), 64);
+  const MoeFlexTraffic limited = moe_flex_traffic(routed(256, 8, 8, 4), cluster, layout, 0);
+  const MoeFlexTraffic unlimited = moe_flex_traffic(routed(256, 8), cluster, layout, 0);
+  CHECK(limited.nodes == 8);
+  CHECK(limited.destination_nodes == doctest::Approx(4.0).scale(0));
+  // Its own node is reached half the time: 4 - 1/2 nodes' worth of copies leave the node.
+  CHECK(limited.inter_node_bytes_per_rank == doctest::Approx(kTokenBytes * 3.5).scale(0));
+  CHECK(limited.rdma_logical_bytes_per_rank == doctest::Approx(kTokenBytes * 4.0).scale(0));
+  CHECK(limited.destination_gpus == doctest::Approx(64.0 * 59.0 / 496.0).scale(0));
+  CHECK(unlimited.destination_nodes > 5.28);
+  CHECK(limited.dispatch_seconds < unlimited.dispatch_seconds);
 }
 
 TEST_CASE("flex over two nodes (ep 16): RDMA once per node, NVLink once per GPU, the slower leg") {

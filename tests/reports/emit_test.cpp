@@ -447,16 +447,87 @@ TEST_CASE("--emit megatron: Mixtral 8x7B expert parallelism, Llama-3 8B context 
     const std::string& flag = entry.first;
     CHECK_MESSAGE(parser.count(flag) == 1, "not a Megatron-LM flag: " << flag);
   }
-  // DeepSeek-V3: its multi-latent attention (checked before its dense first layers and biased
-  // router, which have no flag here either) is refused by name.
+}
+
+TEST_CASE("--emit megatron: DeepSeek-V3's latent attention, dense prefix, router and MTP") {
+  const std::set<std::string> parser = megatron_parser_flags();
   planner::Layout dsv3;
-  dsv3.tp = 1;
-  dsv3.dp = 8;
-  dsv3.ep = 8;
-  dsv3.global_batch = 8;
-  CHECK(error_of(make_plan("deepseek-v3", "dgx-h100", dsv3), EmitTarget::kMegatron) ==
-        "--emit megatron: model.kv_lora_rank: multi-latent attention is not emitted for "
-        "Megatron-LM yet (512)");
+  dsv3.tp = 2;
+  dsv3.pp = 1;
+  dsv3.dp = 32;
+  dsv3.ep = 32;
+  dsv3.etp = 1;
+  dsv3.sequence_parallel = true;  // Megatron-LM's MoE at tp > 1
+  dsv3.global_batch = 32;
+  planner::Plan plan = make_plan("deepseek-v3", "dgx-h100", dsv3);
+  plan.model.mtp_num_layers = 1;
+  const std::map<std::string, std::string> flags = megatron_flags(emit_megatron(plan));
+  const models::TransformerConfig& m = plan.model;
+  // MLA as Megatron-Bridge's DeepSeekV3Provider sets it: q 1536, kv 512, qk 128 + 64, v 128,
+  // the latent norms through --qk-layernorm, no --kv-channels or grouped-query flags.
+  CHECK(flags.count("--multi-latent-attention") == 1);
+  CHECK(flags.at("--q-lora-rank") == std::to_string(m.q_lora_rank));
+  CHECK(flags.at("--q-lora-rank") == "1536");
+  CHECK(flags.at("--kv-lora-rank") == "512");
+  CHECK(flags.at("--qk-head-dim") == std::to_string(m.qk_nope_head_dim));
+  CHECK(flags.at("--qk-pos-emb-head-dim") == std::to_string(m.qk_rope_head_dim));
+  CHECK(flags.at("--v-head-dim") == std::to_string(m.v_head_dim));
+  CHECK(flags.count("--qk-layernorm") == 1);
+  CHECK(flags.count("--kv-channels") == 0);
+  CHECK(flags.count("--group-query-attention") == 0);
+  // The dense prefix: a pattern of num_layers entries, 3 dense then 58 MoE.
+  CHECK(flags.at("--moe-layer-freq") == "\"[0]*3+[1]*58\"");
+  CHECK(m.first_dense_layers + m.num_moe_layers() == m.num_layers);
+  // The biased sigmoid router and node-limited routing (8 groups, 4 per token).
+  CHECK(flags.at("--moe-router-score-function") == "sigmoid");
+  CHECK(flags.count("--moe-router-enable-expert-bias") == 1);
+  CHECK(flags.at("--moe-router-num-groups") == std::to_string(m.router_num_groups));
+  CHECK(flags.at("--moe-router-group-topk") == std::to_string(m.router_group_topk));
+  CHECK(flags.at("--moe-router-num-groups") == "8");
+  CHECK(flags.at("--moe-router-group-topk") == "4");
+  CHECK(flags.at("--num-experts") == "256");
+  CHECK(flags.at("--moe-router-topk") == "8");
+  CHECK(flags.at("--moe-shared-expert-intermediate-size") == "2048");
+  CHECK(flags.at("--mtp-num-layers") == "1");
+  for (const auto& entry : flags) {  // clang 14: no bindings in CHECK's lambda
+    CHECK_MESSAGE(parser.count(entry.first) == 1, "not a Megatron-LM flag: " << entry.first);
+  }
+  // Without routing groups or a score bias (Mixtral's router) none of the router flags.
+  planner::Layout moe;
+  moe.tp = 1;
+  moe.dp = 8;
+  moe.ep = 8;
+  moe.global_batch = 8;
+  const std::map<std::string, std::string> mixtral =
+      megatron_flags(emit_megatron(make_plan("mixtral-8x7b", "dgx-h100", moe)));
+  CHECK(mixtral.count("--moe-router-score-function") == 0);
+  CHECK(mixtral.count("--moe-router-num-groups") == 0);
+  CHECK(mixtral.count("--moe-layer-freq") == 0);
+  CHECK(mixtral.count("--multi-latent-attention") == 0);
+}
+
+TEST_CASE("--emit megatron: a dense model with latent attention and uncompressed queries") {
+  // tiny-mla's MLA (q_lora_rank 32, kv 16, qk 16 + 8, v 16), dense: the MLA flags, not
+  // --kv-channels (until session 44 it went out as standard attention of kv-channels 24).
+  planner::Layout dense;
+  dense.tp = 1;
+  dense.dp = 8;
+  dense.global_batch = 8;
+  planner::Plan plan = make_plan("tiny-mla", "dgx-h100", dense);
+  std::map<std::string, std::string> flags = megatron_flags(emit_megatron(plan));
+  CHECK(flags.count("--multi-latent-attention") == 1);
+  CHECK(flags.at("--q-lora-rank") == "32");
+  CHECK(flags.at("--kv-lora-rank") == "16");
+  CHECK(flags.at("--qk-head-dim") == "16");
+  CHECK(flags.at("--qk-pos-emb-head-dim") == "8");
+  CHECK(flags.at("--v-head-dim") == "16");
+  CHECK(flags.count("--kv-channels") == 0);
+  CHECK(flags.count("--num-experts") == 0);
+  // DeepSeek-V2-Lite's uncompressed queries (q_lora_rank 0): Megatron's default None.
+  plan.model.q_lora_rank = 0;
+  flags = megatron_flags(emit_megatron(plan));
+  CHECK(flags.count("--q-lora-rank") == 0);
+  CHECK(flags.count("--multi-latent-attention") == 1);
 }
 
 TEST_CASE("--emit megatron: gpt-oss's quick GeGLU, offset, clamp, sinks and biased router") {

@@ -123,6 +123,13 @@ struct TransformerConfig {
   bool router_score_bias = false;             // DeepSeek-V3: E-entry e_score_correction_bias
   bool router_bias = false;                   // gpt-oss: the router Linear's trained E-entry bias
   int64_t first_dense_layers = 0;             // 3 DeepSeek-V3 (first_k_dense_replace), else 0
+  // Group-limited routing (DeepSeek-V2 Sec. 2.1.3 device-limited, DeepSeek-V3 Sec. 2.1.2
+  // node-limited; Megatron-Core --moe-router-num-groups / --moe-router-group-topk, moe_utils.py
+  // group_limited_topk): the E experts form router_num_groups groups of consecutive experts, a
+  // token picks router_group_topk of them by the sum of each group's top-(k / M) scores, then
+  // its k experts inside those. 0 and 0: no limit. DeepSeek-V3: 8 and 4 (n_group, topk_group).
+  int64_t router_num_groups = 0;
+  int64_t router_group_topk = 0;
 
   // Multi-head latent attention (DeepSeek-V2, Sec. 2.1; DeepSeek-V3): kv_lora_rank > 0 turns
   // it on, and then head_dim = qk_nope_head_dim + qk_rope_head_dim and num_kv_heads = a.
@@ -145,6 +152,7 @@ struct TransformerConfig {
   bool is_moe_layer(int64_t layer) const { return is_moe() && layer >= first_dense_layers; }
   int64_t num_moe_layers() const { return is_moe() ? num_layers - first_dense_layers : 0; }
   bool has_mtp() const { return mtp_num_layers > 0; }
+  bool has_routing_groups() const { return router_num_groups > 1; }
   /// Whether each MTP depth's transformer layer has the MoE MLP: the decoder's last layer's
   /// kind (Megatron-Core gpt_layer_specs.py get_gpt_mtp_block_spec takes the decoder block
   /// spec's last layer; training.py num_floating_point_operations `last_layer_is_moe`).
@@ -251,15 +259,18 @@ Norm parse_norm(const nlohmann::json& json, const std::string& source);
 Positions parse_positions(const nlohmann::json& json, const std::string& source);
 /// The model format's optional mixture-of-experts keys (TransformerConfig's MoE fields), which
 /// read_moe_fields reads; a published run's `model` takes them too (runs-file version 9).
-inline constexpr std::array<std::string_view, 9> kMoeModelFields = {"num_experts",
-                                                                    "experts_per_token",
-                                                                    "expert_ffn_hidden_size",
-                                                                    "num_shared_experts",
-                                                                    "shared_expert_ffn_hidden_size",
-                                                                    "shared_expert_gate",
-                                                                    "router_score_bias",
-                                                                    "router_bias",
-                                                                    "first_dense_layers"};
+inline constexpr std::array<std::string_view, 11> kMoeModelFields = {
+    "num_experts",
+    "experts_per_token",
+    "expert_ffn_hidden_size",
+    "num_shared_experts",
+    "shared_expert_ffn_hidden_size",
+    "shared_expert_gate",
+    "router_score_bias",
+    "router_bias",
+    "first_dense_layers",
+    "router_num_groups",
+    "router_group_topk"};
 /// The model format's optional multi-head latent attention keys, which read_mla_fields reads.
 inline constexpr std::array<std::string_view, 5> kMlaModelFields = {
     "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"};

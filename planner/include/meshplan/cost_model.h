@@ -823,9 +823,17 @@ int64_t moe_all_to_all_bytes(const models::TransformerConfig& model,
 /// given `group_experts`): 1 - C(E - g, k) / C(E, k).
 double moe_expected_groups_hit(int64_t num_experts, int64_t group_experts,
                                int64_t experts_per_token);
-/// Expected distinct groups a token reaches when E experts are split evenly over `groups`:
-/// G (1 - C(E - E/G, k) / C(E, k)).
-double moe_expected_destinations(int64_t num_experts, int64_t groups, int64_t experts_per_token);
+/// P(a token's k experts include one of the consecutive experts [first_expert, first_expert +
+/// expert_count)) under balanced routing: moe_expected_groups_hit(E, count, k) without routing
+/// groups; with the model's group-limited routing (router_num_groups G, router_group_topk M),
+/// M of the G groups equally likely and k / M distinct experts in each chosen group (moe_cost.cpp
+/// says why and how close that is).
+double moe_expected_range_hit(const models::TransformerConfig& model, int64_t first_expert,
+                              int64_t expert_count);
+/// Expected distinct destinations a token reaches when the E experts are split evenly, in
+/// order, over `destinations` (ep ranks or nodes): the sum of their moe_expected_range_hit;
+/// G (1 - C(E - E/G, k) / C(E, k)) without routing groups.
+double moe_expected_destinations(const models::TransformerConfig& model, int64_t destinations);
 
 /// One MoE layer's flex dispatch and combine (DeepEP normal kernels) of one micro-batch on one
 /// rank of stage `stage`'s ep group (moe_cost.cpp; etp 1): its T / sp tokens of h elements,
