@@ -103,7 +103,7 @@ LayerKind layer_kind(const models::TransformerConfig& model, int64_t layer) {
 }
 
 LayerKind mtp_layer_kind(const models::TransformerConfig& model) {
-  return layer_kind(model, model.num_layers - 1);
+  return layer_kind(model, model.mtp_template_layer());
 }
 
 bool embedding_gradient_all_reduced(const models::TransformerConfig& model, const Layout& layout) {

@@ -153,10 +153,12 @@ struct TransformerConfig {
   int64_t num_moe_layers() const { return is_moe() ? num_layers - first_dense_layers : 0; }
   bool has_mtp() const { return mtp_num_layers > 0; }
   bool has_routing_groups() const { return router_num_groups > 1; }
-  /// Whether each MTP depth's transformer layer has the MoE MLP: the decoder's last layer's
-  /// kind (Megatron-Core gpt_layer_specs.py get_gpt_mtp_block_spec takes the decoder block
-  /// spec's last layer; training.py num_floating_point_operations `last_layer_is_moe`).
-  bool mtp_layer_is_moe() const { return is_moe_layer(num_layers - 1); }
+  /// The decoder layer whose kind each MTP depth's transformer layer takes: the last one
+  /// (Megatron-Core gpt_layer_specs.py get_gpt_mtp_block_spec takes the decoder block spec's
+  /// last layer; training.py num_floating_point_operations `last_layer_is_moe`).
+  int64_t mtp_template_layer() const { return num_layers - 1; }
+  /// Whether each MTP depth's transformer layer has the MoE MLP (mtp_template_layer's kind).
+  bool mtp_layer_is_moe() const { return is_moe_layer(mtp_template_layer()); }
   /// Whether some layer attends over a window shorter than the sequence, so some keys are
   /// masked out beyond the causal mask; false for full causal attention (sliding_window 0 or
   /// >= seq_length, or a pattern that windows no layer).
