@@ -101,6 +101,10 @@ TEST_CASE("group-limited routing: M of G groups, k / M experts in each, by enume
   // G 1, M 1 is no limit: the hypergeometric of k of E.
   CHECK(moe_expected_range_hit(routed(16, 4, 1, 1), 2, 4) ==
         doctest::Approx(moe_expected_groups_hit(16, 4, 4)).scale(0));
+  // Destinations that straddle groups (E 12 in G 4 groups of 3, M 2, k 2: one expert per chosen
+  // group; 6 destinations of 2): a token's 2 experts reach 2 destinations unless both sit in one,
+  // which happens for {2, 3} and {8, 9}, each with 1/6 x 1/9: 2 - 2/54 = 53/27.
+  CHECK(moe_expected_destinations(routed(12, 2, 4, 2), 6) == doctest::Approx(53.0 / 27.0).scale(0));
   // DeepSeek-V3's node-limited routing (E 256, G 8, M 4, k 8) over 8 nodes of one group each:
   // a node is reached when its group is chosen, half the time, so a token reaches M = 4 nodes
   // (Sec. 2.1.2: "each token will be sent to at most M nodes"); over ep 64 ranks of 4 experts a
