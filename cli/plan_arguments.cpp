@@ -16,6 +16,7 @@
 #include "meshplan/errors.h"
 #include "meshplan/layout.h"
 #include "meshplan/models.h"
+#include "meshplan/pipeline_layout.h"
 #include "meshplan/plan_file.h"
 #include "meshplan/units.h"
 
@@ -446,8 +447,50 @@ planner::SearchSpace search_space(const PlanArguments& args, const models::Clust
   return space;
 }
 
+namespace {
+
+// --pipeline-layout (Megatron-Core's --pipeline-model-parallel-layout): the string fixes pp (which
+// it needs, as Megatron-LM does), the split, vpp and, with vpp > 1, the interleaved schedule.
+void fix_pipeline_layout(const PlanArguments& args, const models::TransformerConfig& model,
+                         planner::SearchSpace& space) {
+  constexpr const char* kFlag = "--pipeline-layout";
+  if (args.stage_layers || args.first_stage_layers || args.last_stage_layers) {
+    throw InputError(fmt::format(
+        "{}: give either the layout or --stage-layers/--first-stage-layers/--last-stage-layers",
+        kFlag));
+  }
+  if (!space.pp) {
+    throw InputError(
+        fmt::format("{}: needs --pp (the layout lists pp x vpp virtual stages)", kFlag));
+  }
+  const planner::PipelineLayoutSplit split =
+      planner::pipeline_layout_split(model, *space.pp, *args.pipeline_layout, kFlag);
+  if (space.vpp && *space.vpp != split.vpp) {
+    throw InputError(
+        fmt::format("{}: {} virtual stages per rank, --vpp says {}", kFlag, split.vpp, *space.vpp));
+  }
+  if (split.vpp > 1 && space.schedule && *space.schedule != planner::ScheduleKind::kInterleaved) {
+    throw InputError(
+        fmt::format("{}: {} virtual stages per rank need the interleaved schedule "
+                    "(--schedule {})",
+                    kFlag, split.vpp, planner::to_string(*space.schedule)));
+  }
+  if (split.vpp > 1) {
+    space.schedule = planner::ScheduleKind::kInterleaved;
+  }
+  space.vpp = split.vpp;
+  space.stage_layers = split.stage_layers;
+  space.virtual_stage_layers = split.virtual_stage_layers;
+}
+
+}  // namespace
+
 void fix_stage_layers(const PlanArguments& args, const models::TransformerConfig& model,
                       planner::SearchSpace& space) {
+  if (args.pipeline_layout) {
+    fix_pipeline_layout(args, model, space);
+    return;
+  }
   const bool first_last = args.first_stage_layers || args.last_stage_layers;
   if (args.stage_layers && first_last) {
     throw InputError(
@@ -658,6 +701,10 @@ void add_plan_flags(CLI::App& plan, PlanArguments& args) {
   plan.add_option("--micro-batch", args.micro_batch, "Fix the micro-batch size");
   plan.add_option("--stage-layers", args.stage_layers,
                   "Fix the layers of each pipeline stage, e.g. 7,8,8,7 (fixes pp)");
+  plan.add_option("--pipeline-layout,--pipeline-model-parallel-layout", args.pipeline_layout,
+                  "Fix the layers of each virtual stage as Megatron-Core's layout string, e.g. "
+                  "\"Et|(tt|)*30mL\" (E embedding, t layer, m MTP depth, L loss; '|' between "
+                  "virtual stages; needs --pp; fixes vpp and, above 1, interleaved)");
   plan.add_option("--first-stage-layers", args.first_stage_layers,
                   "Layers on the first stage, the rest even (Megatron-Core "
                   "--decoder-first-pipeline-num-layers; needs --pp)");

@@ -28,6 +28,7 @@ struct PlanArguments {
   std::optional<std::string> recompute_group_layers;  // a count or "auto"
   std::optional<std::string> recompute_modules;       // comma-separated Megatron-Core names
   std::optional<int64_t> first_stage_layers, last_stage_layers;
+  std::optional<std::string> pipeline_layout;  // Megatron-Core's layout string
   std::optional<int> zero;
   std::optional<std::string> cp;  // a size or "auto"
   std::string cp_comm = "p2p";
@@ -86,7 +87,8 @@ models::TransformerConfig plan_model(const PlanArguments& args, std::string* not
 planner::SearchSpace search_space(const PlanArguments& args, const models::ClusterConfig& cluster);
 
 /// --stage-layers or --first-stage-layers / --last-stage-layers into space.stage_layers (and
-/// pp, which the list fixes).
+/// pp, which the list fixes); --pipeline-layout into the split, vpp and the interleaved schedule
+/// (vpp > 1) it fixes.
 void fix_stage_layers(const PlanArguments& args, const models::TransformerConfig& model,
                       planner::SearchSpace& space);
 

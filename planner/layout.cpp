@@ -205,6 +205,9 @@ std::string describe(const Layout& layout) {
   if (!layout.stage_layers.empty()) {
     text += " stage_layers=" + format_stage_layers(layout.stage_layers);
   }
+  if (!layout.virtual_stage_layers.empty()) {
+    text += " virtual_stage_layers=" + format_stage_layers(layout.virtual_stage_layers);
+  }
   if (layout.ep > 1) {
     text += fmt::format(" ep={}", layout.ep);
   }

@@ -39,6 +39,10 @@ nlohmann::json layout_to_json(const Layout& layout) {
   if (!layout.stage_layers.empty()) {
     json["stage_layers"] = layout.stage_layers;
   }
+  // Written only when a layout string placed the chunks otherwise than stage_layers' rule.
+  if (!layout.virtual_stage_layers.empty()) {
+    json["virtual_stage_layers"] = layout.virtual_stage_layers;
+  }
   // Written only when set (interleaved, Megatron-Core's
   // --microbatch-group-size-per-virtual-pipeline-stage): absent means pp.
   if (layout.microbatch_group > 0) {
@@ -69,7 +73,7 @@ namespace {
 // the model and cluster loaders do. `prediction` is informative and its content is not checked.
 constexpr std::array<std::string_view, 8> kPlanFields = {
     "format", "version", "model", "cluster", "num_gpus", "layout", "options", "prediction"};
-constexpr std::array<std::string_view, 20> kLayoutFields = {"tp",
+constexpr std::array<std::string_view, 21> kLayoutFields = {"tp",
                                                             "pp",
                                                             "dp",
                                                             "vpp",
@@ -82,6 +86,7 @@ constexpr std::array<std::string_view, 20> kLayoutFields = {"tp",
                                                             "placement",
                                                             "cp",
                                                             "stage_layers",
+                                                            "virtual_stage_layers",
                                                             "ep",
                                                             "microbatch_group",
                                                             "etp",
@@ -147,16 +152,16 @@ int64_t require_size(const nlohmann::json& json, const char* field, int64_t max,
 
 }  // namespace
 
-std::vector<int64_t> stage_layers_from_json(const nlohmann::json& json, const std::string& where) {
+std::vector<int64_t> stage_layers_from_json(const nlohmann::json& json, const std::string& where,
+                                            const std::string& field) {
   if (!json.is_array() || json.empty()) {
-    throw InputError(
-        fmt::format("{}: stage_layers: expected a non-empty array of layer counts ({})", where,
-                    json.type_name()));
+    throw InputError(fmt::format("{}: {}: expected a non-empty array of layer counts ({})", where,
+                                 field, json.type_name()));
   }
   std::vector<int64_t> layers;
   for (const nlohmann::json& count : json) {
     if (!count.is_number_integer()) {
-      throw InputError(fmt::format("{}: stage_layers: entry {} is not an integer ({})", where,
+      throw InputError(fmt::format("{}: {}: entry {} is not an integer ({})", where, field,
                                    layers.size(), count.type_name()));
     }
     layers.push_back(count.get<int64_t>());
@@ -227,6 +232,10 @@ Layout layout_from_json(const nlohmann::json& json, const std::string& source) {
   }
   if (json.contains("stage_layers")) {
     layout.stage_layers = stage_layers_from_json(json.at("stage_layers"), where);
+  }
+  if (json.contains("virtual_stage_layers")) {
+    layout.virtual_stage_layers =
+        stage_layers_from_json(json.at("virtual_stage_layers"), where, "virtual_stage_layers");
   }
   // Optional: absent means dp (full sharding; plan files written before hybrid sharding).
   if (json.contains("dp_shard")) {

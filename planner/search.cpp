@@ -76,6 +76,13 @@ void check_space(const SearchSpace& space) {
                                  space.stage_layers->size(), *space.pp,
                                  format_stage_layers(*space.stage_layers)));
   }
+  if (!space.virtual_stage_layers.empty() &&
+      (!space.stage_layers || !space.pp || !space.vpp ||
+       static_cast<int64_t>(space.virtual_stage_layers.size()) != *space.pp * *space.vpp)) {
+    throw InputError(fmt::format(
+        "virtual_stage_layers: needs the split, pp and vpp fixed, {} entries = pp x vpp ({})",
+        space.virtual_stage_layers.size(), format_stage_layers(space.virtual_stage_layers)));
+  }
   if (space.max_zero && (*space.max_zero < 0 || *space.max_zero > 3)) {
     throw InputError(fmt::format("max_zero: must be 0 to 3 ({})", *space.max_zero));
   }
@@ -321,6 +328,9 @@ void enumerate_replicas(const models::TransformerConfig& model,
         }
         base.placement = space.placement;
         base.stage_layers = split;
+        if (space.vpp && vpp == *space.vpp) {
+          base.virtual_stage_layers = space.virtual_stage_layers;
+        }
         base.recompute_layers = space.recompute_layers;
         base.recompute_group_layers = space.recompute_group_layers;
         // Expert tensor parallel sizes other than tp only where the dense rules pass. They read

@@ -82,7 +82,7 @@ LayerRange uneven_layer_range(const Layout& layout, int64_t stage, int64_t chunk
 
 LayerRange stage_layer_range(const models::TransformerConfig& model, const Layout& layout,
                              int64_t stage, int64_t chunk) {
-  if (layout.stage_layers.empty()) {
+  if (layout.stage_layers.empty() && layout.virtual_stage_layers.empty()) {
     const int64_t per_chunk = model.num_layers / (layout.pp * layout.vpp);
     const int64_t v = virtual_stage(layout.pp, stage, chunk);
     return {v * per_chunk, (v + 1) * per_chunk};
@@ -91,19 +91,30 @@ LayerRange stage_layer_range(const models::TransformerConfig& model, const Layou
   // every chunk of every layout the search costs, and consecutive layouts share splits). One
   // entry per thread, as peak_in_flight's memo (sweep searches in parallel).
   struct Memo {
-    std::vector<int64_t> stage_layers;
+    std::vector<int64_t> stage_layers, virtual_stage_layers;
     int64_t vpp = 0;
     std::vector<LayerRange> ranges;  // [chunk * pp + stage]
   };
   static thread_local Memo memo;
-  if (memo.vpp != layout.vpp || memo.stage_layers != layout.stage_layers) {
+  if (memo.vpp != layout.vpp || memo.stage_layers != layout.stage_layers ||
+      memo.virtual_stage_layers != layout.virtual_stage_layers) {
     memo.ranges.clear();
+    int64_t first = 0;
     for (int64_t c = 0; c < layout.vpp; ++c) {
       for (int64_t s = 0; s < layout.pp; ++s) {
-        memo.ranges.push_back(uneven_layer_range(layout, s, c));
+        if (layout.virtual_stage_layers.empty()) {
+          memo.ranges.push_back(uneven_layer_range(layout, s, c));
+        } else {
+          // A layout string's counts, in the virtual-stage order they are listed in
+          // (pipeline_parallel_layer_layout.py get_layer_offset).
+          const int64_t count = layout.virtual_stage_layers[memo.ranges.size()];
+          memo.ranges.push_back({first, first + count});
+          first += count;
+        }
       }
     }
     memo.stage_layers = layout.stage_layers;
+    memo.virtual_stage_layers = layout.virtual_stage_layers;
     memo.vpp = layout.vpp;
   }
   return memo.ranges[static_cast<size_t>(virtual_stage(layout.pp, stage, chunk))];
@@ -202,7 +213,54 @@ std::vector<int64_t> first_last_stage_layers(int64_t num_layers, int64_t pp,
   return canonical_stage_layers(layers);
 }
 
+namespace {
+
+// A virtual-stage list (Layout::virtual_stage_layers) against pp, vpp and the per-stage counts.
+std::string check_virtual_stage_layers(const models::TransformerConfig& model,
+                                       const Layout& layout) {
+  const std::vector<int64_t>& layers = layout.virtual_stage_layers;
+  if (static_cast<int64_t>(layers.size()) != layout.pp * layout.vpp) {
+    return fmt::format("virtual_stage_layers: {} entries for pp {} x vpp {} ({})", layers.size(),
+                       layout.pp, layout.vpp, format_stage_layers(layers));
+  }
+  if (layout.stage_layers.empty() && model.num_layers % layout.pp != 0) {
+    return fmt::format(
+        "virtual_stage_layers: num_layers {} not divisible by pp {} without "
+        "stage_layers ({})",
+        model.num_layers, layout.pp, format_stage_layers(layers));
+  }
+  for (int64_t stage = 0; stage < layout.pp; ++stage) {
+    int64_t sum = 0;
+    for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
+      const int64_t count = layers[static_cast<size_t>(virtual_stage(layout.pp, stage, chunk))];
+      if (count < 0 || count > model.num_layers) {
+        return fmt::format(
+            "virtual_stage_layers: virtual stage {} has {} layers, expected 0 to num_layers {} "
+            "({})",
+            virtual_stage(layout.pp, stage, chunk), count, model.num_layers,
+            format_stage_layers(layers));
+      }
+      sum += count;
+    }
+    const int64_t expected = layout.stage_layers.empty()
+                                 ? model.num_layers / layout.pp
+                                 : layout.stage_layers[static_cast<size_t>(stage)];
+    if (sum != expected || sum < 1) {
+      return fmt::format(
+          "virtual_stage_layers: stage {} sums to {} layers, its stage holds {} (at least one) "
+          "({})",
+          stage, sum, expected, format_stage_layers(layers));
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string check_stage_layers(const models::TransformerConfig& model, const Layout& layout) {
+  if (layout.stage_layers.empty()) {
+    return layout.virtual_stage_layers.empty() ? "" : check_virtual_stage_layers(model, layout);
+  }
   const std::vector<int64_t>& layers = layout.stage_layers;
   if (static_cast<int64_t>(layers.size()) != layout.pp) {
     return fmt::format("stage_layers: {} entries for pp {} ({})", layers.size(), layout.pp,
@@ -222,7 +280,7 @@ std::string check_stage_layers(const models::TransformerConfig& model, const Lay
   // Every split into vpp chunks is admitted: the counts vpp divides and the embedding/loss-
   // accounted form as Megatron-Core's flags write them, any other as its
   // --pipeline-model-parallel-layout does (stage_layer_range).
-  return "";
+  return layout.virtual_stage_layers.empty() ? "" : check_virtual_stage_layers(model, layout);
 }
 
 }  // namespace meshplan::planner

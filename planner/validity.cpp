@@ -810,7 +810,7 @@ Validity check_dense_layout(const models::TransformerConfig& model,
                                          "per node)",
                                          layout.tp, cluster.gpus_per_node));
   }
-  if (!layout.stage_layers.empty()) {
+  if (!layout.stage_layers.empty() || !layout.virtual_stage_layers.empty()) {
     const std::string reason = check_stage_layers(model, layout);
     if (!reason.empty()) {
       return reject("stage_layers", reason);

@@ -11,6 +11,7 @@
 #include "emit_common.h"
 #include "meshplan/dp_buckets.h"
 #include "meshplan/emit.h"
+#include "meshplan/pipeline_layout.h"
 
 namespace meshplan::reports {
 
@@ -76,23 +77,6 @@ bool split_has_flags(const planner::Layout& layout) {
   return true;
 }
 
-// Any other split as Megatron-Core's --pipeline-model-parallel-layout (pipeline_parallel_layer_
-// layout.py parse_str_to_list): virtual stages v = c pp + s separated by '|', "E" the embedding
-// (first), "L" the loss (last), "t" a decoder layer, "t*n" n of them, an empty stage "".
-std::string pipeline_layout(const planner::Plan& plan) {
-  const planner::Layout& layout = plan.layout;
-  const int64_t stages = layout.pp * layout.vpp;
-  std::string text;
-  for (int64_t v = 0; v < stages; ++v) {
-    const int64_t count =
-        planner::stage_layer_range(plan.model, layout, v % layout.pp, v / layout.pp).count();
-    text += v == 0 ? "E" : "|";
-    text += count > 1 ? fmt::format("t*{}", count) : count == 1 ? "t" : "";
-    text += v == stages - 1 ? "L" : "";
-  }
-  return text;
-}
-
 // Parallel sizes, schedule, recompute, data-parallel sharding and overlaps.
 void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
   const planner::Layout& layout = plan.layout;
@@ -114,12 +98,14 @@ void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
   }
   const bool accounted = layout.schedule == planner::ScheduleKind::kInterleaved &&
                          planner::is_accounted_split(layout.stage_layers, layout.vpp);
-  const bool custom = !layout.stage_layers.empty() && !split_has_flags(layout);
+  const bool custom = !layout.virtual_stage_layers.empty() ||
+                      (!layout.stage_layers.empty() && !split_has_flags(layout));
   if (custom) {
-    // The layout fixes the split and vpp (its stage count / pp); Megatron-LM takes no other
-    // split or virtual-stage flag with it.
-    flags.push_back(
-        {"--pipeline-model-parallel-layout", fmt::format("\"{}\"", pipeline_layout(plan))});
+    // Any other split as Megatron-Core's --pipeline-model-parallel-layout
+    // (pipeline_parallel_layer_layout.py parse_str_to_list): it fixes the split and vpp (its
+    // stage count / pp), and Megatron-LM takes no other split or virtual-stage flag with it.
+    flags.push_back({"--pipeline-model-parallel-layout",
+                     fmt::format("\"{}\"", planner::format_pipeline_layout(plan.model, layout))});
   } else if (accounted) {
     add_accounted_split_flags(plan, flags);
   } else if (layout.schedule == planner::ScheduleKind::kInterleaved) {

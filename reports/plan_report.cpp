@@ -14,6 +14,7 @@
 
 #include "memory_json.h"
 #include "meshplan/dp_buckets.h"
+#include "meshplan/pipeline_layout.h"
 #include "meshplan/units.h"
 
 namespace meshplan::reports {
@@ -67,6 +68,10 @@ void add_plan_row(int rank, const planner::PlanEstimate& e, const models::Transf
         method
             ? fmt::format(" (DeepSpeed PipelineModule partition_method \"{}\")", to_string(*method))
             : "");
+  }
+  if (!l.virtual_stage_layers.empty()) {
+    report->table += fmt::format("#      plan {}: pipeline layout \"{}\"\n", rank,
+                                 planner::format_pipeline_layout(model, l));
   }
   if (l.recompute == planner::Recompute::kSelective &&
       l.recompute_modules != planner::kRecomputeCoreAttn) {

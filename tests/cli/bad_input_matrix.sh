@@ -1037,6 +1037,42 @@ plan_row "--last-stage-layers leaving an uneven middle" \
 plan_row "--stage-layers with --first-stage-layers" \
   "--stage-layers: give either the list or --first-stage-layers/--last-stage-layers" \
   --model tiny --cluster local-cpu --gpus 2 --stage-layers 3,1 --first-stage-layers 3
+# Megatron-Core's layout string (--pipeline-layout): each row one of its or meshplan's checks.
+plan_row "--pipeline-layout without --pp" \
+  "--pipeline-layout: needs --pp (the layout lists pp x vpp virtual stages)" \
+  --model tiny --cluster local-cpu --gpus 2 --pipeline-layout "Ett|ttL"
+plan_row "--pipeline-layout not a multiple of --pp" \
+  '--pipeline-layout: 3 virtual stages, not a multiple of the pipeline parallel size 2 ("Et|tt|tL")' \
+  --model tiny --cluster local-cpu --gpus 2 --pp 2 --pipeline-layout "Et|tt|tL"
+plan_row "--pipeline-layout with an unknown character" \
+  "--pipeline-layout: invalid layer character 'x' in virtual stage 1, known: E (embedding), t (decoder layer), m (MTP depth), L (loss)" \
+  --model tiny --cluster local-cpu --gpus 2 --pp 2 --pipeline-layout "Ett|txtL"
+plan_row "--pipeline-layout with too many layers" \
+  "--pipeline-layout: 5 decoder layers 't', the model has num_layers 4" \
+  --model tiny --cluster local-cpu --gpus 2 --pp 2 --pipeline-layout "Ettt|ttL"
+plan_row "--pipeline-layout without the loss last" \
+  "--pipeline-layout: 'L' (the loss) must close the last virtual stage, once" \
+  --model tiny --cluster local-cpu --gpus 2 --pp 2 --pipeline-layout "EttL|tt"
+plan_row "--pipeline-layout with an empty pipeline stage" \
+  "--pipeline-layout: pipeline stage 1 holds no decoder layer; meshplan needs at least one per stage" \
+  --model tiny --cluster local-cpu --gpus 2 --pp 2 --pipeline-layout "Etttt|L"
+plan_row "--pipeline-layout unrolling to gigabytes" \
+  "--pipeline-layout: unrolls to more than 1000000 characters" \
+  --model tiny --cluster local-cpu --gpus 2 --pp 2 --pipeline-layout "Et*999999999|tL"
+plan_row "--pipeline-layout against --vpp" \
+  "--pipeline-layout: 2 virtual stages per rank, --vpp says 1" \
+  --model tiny --cluster local-cpu --gpus 2 --pp 2 --vpp 1 --pipeline-layout "Et|t|t|tL"
+plan_row "--pipeline-layout with a non-interleaved schedule" \
+  "--pipeline-layout: 2 virtual stages per rank need the interleaved schedule (--schedule 1f1b)" \
+  --model tiny --cluster local-cpu --gpus 2 --pp 2 --schedule 1f1b --pipeline-layout "Et|t|t|tL"
+plan_row "--pipeline-layout with --stage-layers" \
+  "--pipeline-layout: give either the layout or --stage-layers/--first-stage-layers/--last-stage-layers" \
+  --model tiny --cluster local-cpu --gpus 2 --pp 2 --stage-layers 3,1 --pipeline-layout "Ettt|tL"
+edit virtual_stage_layers_sum.json \
+  's/^    "placement": "tp-dp-pp",$/    "placement": "tp-dp-pp", "virtual_stage_layers": [3, 2],/'
+plan_file_rows virtual_stage_layers_sum.json \
+  "virtual_stage_layers_sum.json: layout: virtual_stage_layers: 2 entries for pp 1 x vpp 1 (3,2)" \
+  "virtual_stage_layers not matching pp x vpp"
 edit stage_layers_sum.json \
   's/^    "placement": "tp-dp-pp",$/    "placement": "tp-dp-pp", "stage_layers": [3, 2],/'
 plan_file_rows stage_layers_sum.json \

@@ -64,6 +64,13 @@ grep -q '^# --emit deepspeed: the best plan cannot be emitted (layout.schedule: 
 grep -q '^meshplan: error: --emit deepspeed: layout.schedule: ' refused.txt ||
   fail "steer: --save-plan-rank 1: $(cat refused.txt)"
 [ -e refused.json ] || [ -e refused_plan.json ] && fail "steer: a refused plan left an output"
+# DeepSeek-V3 with its MTP depth on Megatron-Bridge's layout string (--pipeline-layout): the
+# plan keeps the virtual stages, --emit megatron writes them back as the layout flag.
+python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); m["mtp_num_layers"] = 1; json.dump(m, open("dsv3_mtp.json", "w"))' \
+  "$source_dir/models/presets/models/deepseek-v3.json" || fail "dsv3_mtp.json"
+"$meshplan" plan --model dsv3_mtp.json --cluster dgx-h100 --gpus 1024 --tp 2 --pp 8 --ep 64 \
+  --global-batch 8192 --pipeline-layout 'Et|(tt|)*30mL' --emit megatron --emit-out dsv3.sh \
+  --save-plan dsv3.json >dsv3_table.txt || fail "pipeline layout: $(tail -1 dsv3_table.txt)"
 
 python3 - "$source_dir" <<'EOF' || fail "parse-back (above)"
 import json, shlex, sys, tomllib
@@ -162,6 +169,27 @@ check("megatron --expert-tensor-parallel-size", int(moe_flags["--expert-tensor-p
 check("megatron --expert-model-parallel-size", int(moe_flags["--expert-model-parallel-size"]), L["ep"])
 check("megatron moe --tensor-model-parallel-size", int(moe_flags["--tensor-model-parallel-size"]), L["tp"])
 check("megatron moe --moe-aux-loss-coeff", float(moe_flags["--moe-aux-loss-coeff"]), plan["options"]["moe_aux_loss_coeff"])
+
+# Megatron-Core's parse_str_to_list (pipeline_parallel_layer_layout.py), written again here.
+import re
+def megatron_layout(text):
+    text = text.replace(",", "")
+    for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        text = re.sub(pattern, lambda x: x.group(1) * int(x.group(2)), text)
+    return text.split("|")
+plan = json.load(open("dsv3.json")); L = plan["layout"]
+words = shlex.split(open("dsv3.sh").read().split("pretrain_gpt.py", 1)[1], comments=True)
+dsv3 = {w: words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("--")}
+for f in dsv3:
+    if f not in known:
+        sys.exit(f"megatron dsv3: {f} is not in Megatron-LM's arguments.py")
+given = megatron_layout("Et|(tt|)*30mL")
+check("pipeline layout: emitted stages", megatron_layout(dsv3["--pipeline-model-parallel-layout"]), given)
+check("pipeline layout: layout.virtual_stage_layers", L["virtual_stage_layers"], [s.count("t") for s in given])
+check("pipeline layout: layout.stage_layers", L["stage_layers"], [7, 8, 8, 8, 8, 8, 8, 6])
+check("pipeline layout: layout.vpp", L["vpp"], len(given) // L["pp"])
+check("pipeline layout: --mtp-num-layers", int(dsv3["--mtp-num-layers"]), 1)
+check("pipeline layout: no other split flag", [f for f in dsv3 if "virtual" in f or "decoder-first" in f], [])
 
 plan = json.load(open("mds.json")); L = plan["layout"]; M = plan["model"]
 script = open("mds.sh").read()

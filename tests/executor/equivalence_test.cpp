@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "meshplan/cost_model.h"
+#include "meshplan/pipeline_layout.h"
 #include "shard_dims.h"
 #include "tiny_plan.h"
 #include "trainer.h"
@@ -230,6 +231,18 @@ TEST_SUITE("mpi2") {
     // 0 | none | 1-2 | 3, so stage 1's first chunk passes its input through.
     check_equivalent(tiny(),
                      split(with(make_layout(1, 2, 1), ScheduleKind::kInterleaved, 2), {3, 1}));
+  }
+  TEST_CASE("pp2 interleaved vpp2 on the pipeline layout \"E|tt|t|tL\" equals one process") {
+    // A layout string no stage list states (--pipeline-layout): stage sums 1/3, but stage 1's
+    // first chunk holds two layers and its second one (the stage rule would give 1 and 2):
+    // virtual stages s0c0, s1c0, s0c1, s1c1 hold none (the embedding alone) | 0-1 | 2 | 3.
+    const planner::PipelineLayoutSplit layers =
+        planner::pipeline_layout_split(tiny(), 2, "E|tt|t|tL", "test");
+    REQUIRE(layers.virtual_stage_layers == std::vector<int64_t>{0, 2, 1, 1});
+    planner::Layout layout =
+        split(with(make_layout(1, 2, 1), ScheduleKind::kInterleaved, 2), layers.stage_layers);
+    layout.virtual_stage_layers = layers.virtual_stage_layers;
+    check_equivalent(tiny(), layout);
   }
   TEST_CASE("dp2 equals one process") {
     check_equivalent(tiny(), make_layout(1, 1, 2));

@@ -722,7 +722,9 @@ int64_t layers_under_recompute(const models::TransformerConfig& model, const Lay
 /// Any other uneven split: stage s's n_s layers over its chunks as evenly as they go, the
 /// longer chunks last (chunk_layer_count: 7 layers in 8 chunks leave chunk 0 empty, 9 give
 /// chunk 7 two), in virtual-stage order as Megatron-Core's --pipeline-model-parallel-layout
-/// lists them. Precondition: check_layout passed ("pp_layers", "stage_layers").
+/// lists them. A virtual-stage list (Layout::virtual_stage_layers, from a layout string) gives
+/// each virtual stage its count, in that order. Precondition: check_layout passed ("pp_layers",
+/// "stage_layers").
 LayerRange stage_layer_range(const models::TransformerConfig& model, const Layout& layout,
                              int64_t stage, int64_t chunk);
 /// Layers of chunk `chunk` (0..vpp-1) of a stage of `stage_layer_count` layers under the general
@@ -754,7 +756,9 @@ std::vector<int64_t> first_last_stage_layers(int64_t num_layers, int64_t pp,
                                              std::optional<int64_t> last, const std::string& field);
 
 /// Checks an explicit per-stage list against the model and pp: pp entries, each >= 1 (as
-/// Megatron-Core requires of first and last), summing to num_layers. Any vpp is admitted
+/// Megatron-Core requires of first and last), summing to num_layers; and a virtual-stage list
+/// (Layout::virtual_stage_layers): pp * vpp entries, each >= 0, summing per stage to the
+/// stage's count (at least one). Any vpp is admitted
 /// (stage_layer_range says how the chunks split). Returns "" when fine, else one line without
 /// the source (check_layout's "stage_layers" reason).
 std::string check_stage_layers(const models::TransformerConfig& model, const Layout& layout);

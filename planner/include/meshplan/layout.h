@@ -86,6 +86,13 @@ struct Layout {
   // --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers or an explicit
   // list. Read it through stage_layer_range (cost_model.h), never directly.
   std::vector<int64_t> stage_layers;
+  // Transformer layers of each virtual stage, [pp * vpp] in virtual-stage order v = chunk * pp +
+  // stage, as Megatron-Core's --pipeline-model-parallel-layout lists them
+  // (pipeline_parallel_layer_layout.py); empty unless it differs from how stage_layer_range
+  // splits each stage's count over its chunks (DeepSeek-V3's "Et|(tt|)*30mL": 1,2,...,2,0).
+  // stage_layers then holds its per-stage sums (canonical: {} when even). Set it through
+  // pipeline_layout_split (pipeline_layout.h); read it through stage_layer_range.
+  std::vector<int64_t> virtual_stage_layers;
   // Interleaved schedule only: micro-batches each model chunk runs in a row before the next
   // chunk, Megatron-Core's --microbatch-group-size-per-virtual-pipeline-stage
   // (model_parallel_config.py microbatch_group_size_per_vp_stage; Llama 3's N, Dubey et al.
@@ -323,8 +330,9 @@ Placement parse_placement(const std::string& text, const std::string& field);
 
 /// "tp=8 pp=4 dp=32 vpp=1 mb=1 recompute=full sp=off zero=0 schedule=1f1b"; " cp=C" follows
 /// dp when cp > 1, " dp_shard=S" follows dp (and cp) under hybrid sharding, " mb_group=N" follows
-/// the schedule when set, " stage_layers=7,8,...,8,7" when the split is uneven, " ep=E" when ep >
-/// 1, and " etp=E" ends it when etp != tp.
+/// the schedule when set, " stage_layers=7,8,...,8,7" when the split is uneven,
+/// " virtual_stage_layers=1,2,...,2,0" when a layout string set it, " ep=E" when ep > 1, and
+/// " etp=E" ends it when etp != tp.
 std::string describe(const Layout& layout);
 
 /// "7,8,8,7": a stage-layer list as the CLI and the reports spell it.

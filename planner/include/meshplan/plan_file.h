@@ -49,10 +49,12 @@ Plan read_plan_file(const std::string& path);
 nlohmann::json layout_to_json(const Layout& layout);
 Layout layout_from_json(const nlohmann::json& json, const std::string& source);
 
-/// The plan file's optional layout field "stage_layers": a non-empty array of integers, as
-/// written (plan_from_json checks it against the model with check_stage_layers, then maps the
-/// even split to {}). Throws InputError "<where>: stage_layers: ..." on a wrong type.
-std::vector<int64_t> stage_layers_from_json(const nlohmann::json& json, const std::string& where);
+/// The plan file's optional layout field "stage_layers" (or `field`, "virtual_stage_layers"): a
+/// non-empty array of integers, as written (plan_from_json checks it against the model with
+/// check_stage_layers, then maps the even split to {}). Throws InputError "<where>: <field>: ..."
+/// on a wrong type.
+std::vector<int64_t> stage_layers_from_json(const nlohmann::json& json, const std::string& where,
+                                            const std::string& field = "stage_layers");
 
 /// PlanOptions <-> the plan file's JSON object {flash_attention, overlap_grad_reduce,
 /// overlap_param_gather, overlap_tp_comm, scatter_gather_pipeline, bucket_bytes,

@@ -61,6 +61,10 @@ struct SearchSpace {
   // the list's size. Unset: the search tries the even split and the first/last splits of
   // candidate_stage_splits for each pp.
   std::optional<std::vector<int64_t>> stage_layers;
+  // Fixed virtual-stage layer counts (Layout::virtual_stage_layers, from a layout string): set
+  // only with stage_layers, pp and vpp (pipeline_layout_split gives all four); every layout at
+  // that vpp gets them.
+  std::vector<int64_t> virtual_stage_layers;
   // Interleaved schedule's micro-batch group size N (Layout::microbatch_group). Unset: pp when
   // pp divides the micro-batches, else the smallest N Megatron-Core accepts
   // (smallest_microbatch_group).
