@@ -602,22 +602,33 @@ void deepseek_v3(const nlohmann::json& json, const std::string& source, Transfor
   model.num_experts = require_size(json, "n_routed_experts", source);
   model.experts_per_token = require_size(json, "num_experts_per_tok", source);
   model.expert_ffn_hidden_size = require_size(json, "moe_intermediate_size", source);
-  model.num_shared_experts =
-      is_set(json, "n_shared_experts") ? require_int(json, "n_shared_experts", source) : 0;
+  // An absent key takes DeepseekV3Config's default (transformers configuration_deepseek_v3.py:
+  // n_shared_experts 1, n_group 8, topk_group 4, first_k_dense_replace 3, q_lora_rank 1536), as
+  // transformers reads the file; null is none (0 shared experts, one group, no dense prefix, no
+  // query compression: DeepSeek-V2-Lite's q_lora_rank null).
+  const auto absent_default = [&json, &source](const char* field, int64_t hf_default,
+                                               int64_t null_value) {
+    return !json.contains(field)   ? hf_default
+           : json[field].is_null() ? null_value
+                                   : require_int(json, field, source);
+  };
+  model.num_shared_experts = absent_default("n_shared_experts", 1, 0);
   model.shared_expert_ffn_hidden_size =
       model.num_shared_experts > 0 ? model.expert_ffn_hidden_size : 0;
   model.router_score_bias = true;
   // Node-limited routing (Sec. 2.1.2; DeepseekV3TopkRouter.get_topk_indices: n_group groups,
   // topk_group of them per token); one group is no limit.
-  const int64_t groups = is_set(json, "n_group") ? require_int(json, "n_group", source) : 1;
+  const int64_t groups = absent_default("n_group", 8, 1);
   if (groups != 1) {
     model.router_num_groups = groups;
-    model.router_group_topk = require_int(json, "topk_group", source);
+    model.router_group_topk = absent_default("topk_group", 4, 0);
   }
-  model.first_dense_layers = is_set(json, "first_k_dense_replace")
-                                 ? require_int(json, "first_k_dense_replace", source)
-                                 : 0;
-  model.q_lora_rank = is_set(json, "q_lora_rank") ? require_size(json, "q_lora_rank", source) : 0;
+  model.first_dense_layers = absent_default("first_k_dense_replace", 3, 0);
+  model.q_lora_rank = absent_default("q_lora_rank", 1536, 0);
+  if (is_set(json, "q_lora_rank") && model.q_lora_rank <= 0) {
+    throw InputError(fmt::format("{}: q_lora_rank: must be positive, or null for none ({})", source,
+                                 model.q_lora_rank));
+  }
   model.kv_lora_rank = require_size(json, "kv_lora_rank", source);
   model.qk_nope_head_dim = require_size(json, "qk_nope_head_dim", source);
   model.qk_rope_head_dim = require_size(json, "qk_rope_head_dim", source);

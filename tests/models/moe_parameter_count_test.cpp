@@ -159,6 +159,41 @@ TEST_CASE("mtp_num_layers: read from meshplan's format and num_nextn_predict_lay
         "arguments.py asserts position_embedding_type rope or none) (1 with positions learned)");
 }
 
+TEST_CASE("a DeepSeek-V3 config without some keys reads DeepseekV3Config's defaults, null none") {
+  // transformers configuration_deepseek_v3.py: n_shared_experts 1, n_group 8, topk_group 4,
+  // first_k_dense_replace 3, q_lora_rank 1536: deepseek-ai's own values, so the fixture without
+  // them is the same model.
+  const nlohmann::json full = meshplan::read_json_file(hf_fixture("DeepSeek-V3.json"));
+  nlohmann::json absent = full;
+  for (const char* key :
+       {"n_shared_experts", "n_group", "topk_group", "first_k_dense_replace", "q_lora_rank"}) {
+    absent.erase(key);
+  }
+  CHECK(model_from_json(absent, "ds.json") == model_from_json(full, "ds.json"));
+  // null: no shared expert, no group limit, no dense prefix, no query compression.
+  nlohmann::json none = full;
+  for (const char* key :
+       {"n_shared_experts", "n_group", "topk_group", "first_k_dense_replace", "q_lora_rank"}) {
+    none[key] = nullptr;
+  }
+  const TransformerConfig bare = model_from_json(none, "ds.json");
+  CHECK(bare.num_shared_experts == 0);
+  CHECK(bare.shared_expert_ffn_hidden_size == 0);
+  CHECK(bare.router_num_groups == 0);
+  CHECK(bare.router_group_topk == 0);
+  CHECK(bare.first_dense_layers == 0);
+  CHECK(bare.q_lora_rank == 0);
+  // n_group 1 is no limit, whatever topk_group says.
+  nlohmann::json one = full;
+  one["n_group"] = 1;
+  CHECK(model_from_json(one, "ds.json").router_num_groups == 0);
+  // A rank of 0 is not "none": null is.
+  nlohmann::json zero = full;
+  zero["q_lora_rank"] = 0;
+  CHECK(input_error([&] { model_from_json(zero, "ds.json"); }) ==
+        "ds.json: q_lora_rank: must be positive, or null for none (0)");
+}
+
 TEST_CASE("deepseek-ai/DeepSeek-V3 main model: 671,026,419,200 total, 37,552,297,472 active") {
   const TransformerConfig model = model_from_json(deepseek_without_mtp(), "ds.json");
   CHECK(model.is_mla());
