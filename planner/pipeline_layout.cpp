@@ -21,6 +21,15 @@ namespace {
 constexpr size_t kMaxUnrolledChars = 1'000'000;
 constexpr size_t kMaxLayoutChars = 10'000;
 
+// The string as an error message quotes it: cut after 80 characters, so that the message stays
+// a readable line.
+std::string quoted(const std::string& text) {
+  constexpr size_t kShown = 80;
+  return text.size() <= kShown
+             ? fmt::format("\"{}\"", text)
+             : fmt::format("\"{}...\" ({} characters)", text.substr(0, kShown), text.size());
+}
+
 // One pass of Python's re.sub(pattern, lambda x: x.group(1) * int(x.group(2)), text): every
 // non-overlapping match, left to right, replaced by its first group repeated.
 std::string unroll(const std::string& text, const std::regex& pattern, const std::string& field) {
@@ -33,8 +42,8 @@ std::string unroll(const std::string& text, const std::regex& pattern, const std
     const size_t repeats = digits.size() > 9 ? kMaxUnrolledChars + 1 : std::stoul(digits);
     const std::string unit = match[1].str();
     if (unit.size() * repeats + out.size() > kMaxUnrolledChars) {
-      throw InputError(fmt::format("{}: unrolls to more than {} characters (\"{}\")", field,
-                                   kMaxUnrolledChars, match[0].str()));
+      throw InputError(fmt::format("{}: unrolls to more than {} characters ({})", field,
+                                   kMaxUnrolledChars, quoted(match[0].str())));
     }
     for (size_t i = 0; i < repeats; ++i) {
       out += unit;
@@ -76,9 +85,9 @@ std::vector<int64_t> parse_pipeline_layout(const models::TransformerConfig& mode
   const std::vector<std::string> stages = virtual_stage_texts(text, field);
   const auto count = static_cast<int64_t>(stages.size());
   if (pp < 1 || count % pp != 0) {
-    throw InputError(fmt::format(
-        "{}: {} virtual stages, not a multiple of the pipeline parallel size {} (\"{}\")", field,
-        count, pp, text));
+    throw InputError(
+        fmt::format("{}: {} virtual stages, not a multiple of the pipeline parallel size {} ({})",
+                    field, count, pp, quoted(text)));
   }
   std::vector<int64_t> decoder_layers;
   int64_t embeddings = 0, losses = 0, mtp_depths = 0;
@@ -91,8 +100,9 @@ std::vector<int64_t> parse_pipeline_layout(const models::TransformerConfig& mode
         case 'E':
           // Megatron-Core: the first layer must be the embedding, exactly once.
           if (!first_stage || layers > 0 || embeddings > 0) {
-            throw InputError(fmt::format(
-                "{}: 'E' (the embedding) must open virtual stage 0, once (\"{}\")", field, text));
+            throw InputError(
+                fmt::format("{}: 'E' (the embedding) must open virtual stage 0, once ({})", field,
+                            quoted(text)));
           }
           ++embeddings;
           break;
@@ -104,8 +114,8 @@ std::vector<int64_t> parse_pipeline_layout(const models::TransformerConfig& mode
           if (!last_stage) {
             throw InputError(fmt::format(
                 "{}: 'm' in virtual stage {}: meshplan places the MTP depths in the last virtual "
-                "stage, with the loss (Megatron-Core's standalone MTP is not modelled) (\"{}\")",
-                field, v, text));
+                "stage, with the loss (Megatron-Core's standalone MTP is not modelled) ({})",
+                field, v, quoted(text)));
           }
           ++mtp_depths;
           break;
@@ -115,33 +125,33 @@ std::vector<int64_t> parse_pipeline_layout(const models::TransformerConfig& mode
         default:
           throw InputError(fmt::format(
               "{}: invalid layer character '{}' in virtual stage {}, known: E (embedding), t "
-              "(decoder layer), m (MTP depth), L (loss) (\"{}\")",
-              field, c, v, text));
+              "(decoder layer), m (MTP depth), L (loss) ({})",
+              field, c, v, quoted(text)));
       }
     }
     decoder_layers.push_back(layers);
   }
   const std::string& last = stages.back();
   if (embeddings == 0) {
-    throw InputError(fmt::format("{}: 'E' (the embedding) must open virtual stage 0, once (\"{}\")",
-                                 field, text));
+    throw InputError(fmt::format("{}: 'E' (the embedding) must open virtual stage 0, once ({})",
+                                 field, quoted(text)));
   }
   if (losses != 1 || last.empty() || last.back() != 'L') {
-    throw InputError(fmt::format(
-        "{}: 'L' (the loss) must close the last virtual stage, once (\"{}\")", field, text));
+    throw InputError(fmt::format("{}: 'L' (the loss) must close the last virtual stage, once ({})",
+                                 field, quoted(text)));
   }
   const int64_t total = std::accumulate(decoder_layers.begin(), decoder_layers.end(), int64_t{0});
   if (total != model.num_layers) {
-    throw InputError(fmt::format("{}: {} decoder layers 't', the model has num_layers {} (\"{}\")",
-                                 field, total, model.num_layers, text));
+    throw InputError(fmt::format("{}: {} decoder layers 't', the model has num_layers {} ({})",
+                                 field, total, model.num_layers, quoted(text)));
   }
   if (mtp_depths != model.mtp_num_layers) {
-    throw InputError(fmt::format("{}: {} MTP depths 'm', the model has mtp_num_layers {} (\"{}\")",
-                                 field, mtp_depths, model.mtp_num_layers, text));
+    throw InputError(fmt::format("{}: {} MTP depths 'm', the model has mtp_num_layers {} ({})",
+                                 field, mtp_depths, model.mtp_num_layers, quoted(text)));
   }
   if (decoder_after_mtp) {
-    throw InputError(fmt::format(
-        "{}: decoder layers 't' must come before the MTP depths 'm' (\"{}\")", field, text));
+    throw InputError(fmt::format("{}: decoder layers 't' must come before the MTP depths 'm' ({})",
+                                 field, quoted(text)));
   }
   const int64_t vpp = count / pp;
   for (int64_t stage = 0; stage < pp; ++stage) {
@@ -152,8 +162,8 @@ std::vector<int64_t> parse_pipeline_layout(const models::TransformerConfig& mode
     if (layers == 0) {
       throw InputError(fmt::format(
           "{}: pipeline stage {} holds no decoder layer; meshplan needs at least one per stage "
-          "(\"{}\")",
-          field, stage, text));
+          "({})",
+          field, stage, quoted(text)));
     }
   }
   return decoder_layers;

@@ -105,6 +105,15 @@ TEST_CASE("parse_pipeline_layout: what Megatron-Core asserts and what meshplan d
   CHECK(refused(four, 2, "Et||ttt|L") ==
         "--pipeline-layout: pipeline stage 1 holds no decoder layer; meshplan needs at least "
         "one per stage (\"Et||ttt|L\")");
+  // A long string is quoted cut, so that the message stays a readable line.
+  std::string long_text = "E";
+  for (int i = 0; i < 999; ++i) {
+    long_text += "t|";
+  }
+  CHECK(refused(four, 2, long_text + "L")
+            .ends_with(
+                "(\"Et|t|t|t|t|t|t|t|t|t|t|t|t|t|t|t|t|t|t|t|t|t|t|t|t|t|t|t|t|t|t|t|t|t|t|t|t|t|t|"
+                "t...\" (2000 characters))"));
   // Absurd repeats are refused before they allocate.
   CHECK(refused(four, 2, "Et*999999999|t|t|tL").find("unrolls to more than 1000000 characters") !=
         std::string::npos);
