@@ -21,23 +21,9 @@ namespace {
 using test::input_error;
 using test::make_layout;
 
-// A Llama-style model of `num_layers` small layers (h 64, 4 heads of 16, 2 kv, ffn 128).
+// test::tiny_llama with `mtp_num_layers` MTP depths.
 models::TransformerConfig small_model(int64_t num_layers, int64_t mtp_num_layers = 0) {
-  models::TransformerConfig model;
-  model.name = "small";
-  model.num_layers = num_layers;
-  model.hidden_size = 64;
-  model.num_attention_heads = 4;
-  model.num_kv_heads = 2;
-  model.head_dim = 16;
-  model.ffn_hidden_size = 128;
-  model.vocab_size = 256;
-  model.seq_length = 32;
-  model.max_position_embeddings = 32;
-  model.activation = models::Activation::kSwiglu;
-  model.norm = models::Norm::kRmsNorm;
-  model.positions = models::Positions::kRope;
-  model.tied_embeddings = false;
+  models::TransformerConfig model = test::tiny_llama(num_layers);
   model.mtp_num_layers = mtp_num_layers;
   return model;
 }

@@ -39,6 +39,27 @@ inline models::TransformerConfig square_model(const std::string& name) {
   return model;
 }
 
+/// A Llama-style model of `num_layers` small layers: h 64, 4 heads of 16 (2 kv), SwiGLU ffn 128,
+/// vocab 256, seq 32, RMSNorm, rope, untied, no biases (the uneven-stage suites' model).
+inline models::TransformerConfig tiny_llama(int64_t num_layers) {
+  models::TransformerConfig model;
+  model.name = "tiny-llama";
+  model.num_layers = num_layers;
+  model.hidden_size = 64;
+  model.num_attention_heads = 4;
+  model.num_kv_heads = 2;
+  model.head_dim = 16;
+  model.ffn_hidden_size = 128;
+  model.vocab_size = 256;
+  model.seq_length = 32;
+  model.max_position_embeddings = 32;
+  model.activation = models::Activation::kSwiglu;
+  model.norm = models::Norm::kRmsNorm;
+  model.positions = models::Positions::kRope;
+  model.tied_embeddings = false;
+  return model;
+}
+
 /// Stage 0's memory of megatron-7.5b (seq 2048, vocab 51,200) on DGX-H100 under fsdp at ZeRO 3,
 /// dp 64, pp 1, micro-batch 1, no recompute, with `options` (framework set to fsdp): the loss
 /// memory tests' plan (compile_test, xentropy_loss_test).

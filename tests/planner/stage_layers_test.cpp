@@ -18,26 +18,7 @@ namespace {
 
 using test::input_error;
 using test::make_layout;
-
-// A 4-layer Llama-style model: h 64, 4 heads of 16 (2 kv), ffn 128, vocab 256, untied, no biases.
-models::TransformerConfig tiny_llama(int64_t num_layers) {
-  models::TransformerConfig model;
-  model.name = "tiny-llama";
-  model.num_layers = num_layers;
-  model.hidden_size = 64;
-  model.num_attention_heads = 4;
-  model.num_kv_heads = 2;
-  model.head_dim = 16;
-  model.ffn_hidden_size = 128;
-  model.vocab_size = 256;
-  model.seq_length = 32;
-  model.max_position_embeddings = 32;
-  model.activation = models::Activation::kSwiglu;
-  model.norm = models::Norm::kRmsNorm;
-  model.positions = models::Positions::kRope;
-  model.tied_embeddings = false;
-  return model;
-}
+using test::tiny_llama;
 
 Layout split_layout(int64_t pp, std::vector<int64_t> stage_layers) {
   Layout layout = make_layout(1, pp, 1, 1, 8);
