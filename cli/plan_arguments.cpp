@@ -475,6 +475,10 @@ void fix_pipeline_layout(const PlanArguments& args, const models::TransformerCon
                     "(--schedule {})",
                     kFlag, split.vpp, planner::to_string(*space.schedule)));
   }
+  if (split.vpp == 1 && space.schedule == planner::ScheduleKind::kInterleaved) {
+    throw InputError(fmt::format(
+        "{}: 1 virtual stage per rank; the interleaved schedule needs at least 2", kFlag));
+  }
   if (split.vpp > 1) {
     space.schedule = planner::ScheduleKind::kInterleaved;
   }

@@ -1065,6 +1065,9 @@ plan_row "--pipeline-layout against --vpp" \
 plan_row "--pipeline-layout with a non-interleaved schedule" \
   "--pipeline-layout: 2 virtual stages per rank need the interleaved schedule (--schedule 1f1b)" \
   --model tiny --cluster local-cpu --gpus 2 --pp 2 --schedule 1f1b --pipeline-layout "Et|t|t|tL"
+plan_row "--pipeline-layout of one virtual stage per rank, interleaved" \
+  "--pipeline-layout: 1 virtual stage per rank; the interleaved schedule needs at least 2" \
+  --model tiny --cluster local-cpu --gpus 2 --pp 2 --schedule interleaved --pipeline-layout "Ett|ttL"
 plan_row "--pipeline-layout with --stage-layers" \
   "--pipeline-layout: give either the layout or --stage-layers/--first-stage-layers/--last-stage-layers" \
   --model tiny --cluster local-cpu --gpus 2 --pp 2 --stage-layers 3,1 --pipeline-layout "Ettt|tL"
