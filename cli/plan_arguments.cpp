@@ -459,32 +459,9 @@ void fix_pipeline_layout(const PlanArguments& args, const models::TransformerCon
         "{}: give either the layout or --stage-layers/--first-stage-layers/--last-stage-layers",
         kFlag));
   }
-  if (!space.pp) {
-    throw InputError(
-        fmt::format("{}: needs --pp (the layout lists pp x vpp virtual stages)", kFlag));
-  }
-  const planner::PipelineLayoutSplit split =
-      planner::pipeline_layout_split(model, *space.pp, *args.pipeline_layout, kFlag);
-  if (space.vpp && *space.vpp != split.vpp) {
-    throw InputError(
-        fmt::format("{}: {} virtual stages per rank, --vpp says {}", kFlag, split.vpp, *space.vpp));
-  }
-  if (split.vpp > 1 && space.schedule && *space.schedule != planner::ScheduleKind::kInterleaved) {
-    throw InputError(
-        fmt::format("{}: {} virtual stages per rank need the interleaved schedule "
-                    "(--schedule {})",
-                    kFlag, split.vpp, planner::to_string(*space.schedule)));
-  }
-  if (split.vpp == 1 && space.schedule == planner::ScheduleKind::kInterleaved) {
-    throw InputError(fmt::format(
-        "{}: 1 virtual stage per rank; the interleaved schedule needs at least 2", kFlag));
-  }
-  if (split.vpp > 1) {
-    space.schedule = planner::ScheduleKind::kInterleaved;
-  }
-  space.vpp = split.vpp;
-  space.stage_layers = split.stage_layers;
-  space.virtual_stage_layers = split.virtual_stage_layers;
+  planner::fix_pipeline_layout(
+      model, *args.pipeline_layout,
+      {.layout = kFlag, .pp = "--pp", .vpp = "--vpp", .schedule = "--schedule"}, space);
 }
 
 }  // namespace

@@ -235,4 +235,33 @@ std::string format_pipeline_layout(const models::TransformerConfig& model, const
   return out;
 }
 
+void fix_pipeline_layout(const models::TransformerConfig& model, const std::string& text,
+                         const PipelineLayoutFieldNames& names, SearchSpace& space) {
+  if (!space.pp) {
+    throw InputError(fmt::format("{}: needs {} (the layout lists pp x vpp virtual stages)",
+                                 names.layout, names.pp));
+  }
+  const PipelineLayoutSplit split = pipeline_layout_split(model, *space.pp, text, names.layout);
+  if (space.vpp && *space.vpp != split.vpp) {
+    throw InputError(fmt::format("{}: {} virtual stages per rank, {} says {}", names.layout,
+                                 split.vpp, names.vpp, *space.vpp));
+  }
+  if (split.vpp > 1 && space.schedule && *space.schedule != ScheduleKind::kInterleaved) {
+    throw InputError(
+        fmt::format("{}: {} virtual stages per rank need the interleaved schedule "
+                    "({} {})",
+                    names.layout, split.vpp, names.schedule, to_string(*space.schedule)));
+  }
+  if (split.vpp == 1 && space.schedule == ScheduleKind::kInterleaved) {
+    throw InputError(fmt::format(
+        "{}: 1 virtual stage per rank; the interleaved schedule needs at least 2", names.layout));
+  }
+  if (split.vpp > 1) {
+    space.schedule = ScheduleKind::kInterleaved;
+  }
+  space.vpp = split.vpp;
+  space.stage_layers = split.stage_layers;
+  space.virtual_stage_layers = split.virtual_stage_layers;
+}
+
 }  // namespace meshplan::planner

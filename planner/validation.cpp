@@ -17,6 +17,7 @@
 #include "meshplan/errors.h"
 #include "meshplan/input_kind.h"
 #include "meshplan/json_io.h"
+#include "meshplan/pipeline_layout.h"
 #include "meshplan/plan_file.h"
 #include "meshplan/search.h"
 #include "meshplan/software_guess.h"
@@ -34,10 +35,11 @@ namespace {
 // `cp`), 4 (adds the model's `parallel_residual`), 5 (adds the layout's `dp_shard`), 6 (adds
 // the layout's `recompute_layers`), 7 (adds the layout's `recompute_group_layers`), 8 (adds
 // the layout's `recompute_modules`), 9 (adds the model's `head_dim`, `qk_norm`, mixture-of-
-// experts and latent-attention keys, and the layout's `ep` and `etp`) and 10 (adds the model's
-// bias keys, sliding windows, attention sinks and gated-unit offset and clamp); an older reader
-// would silently ignore any of them.
-constexpr int64_t kRunsFormatVersion = 10;
+// experts and latent-attention keys, and the layout's `ep` and `etp`), 10 (adds the model's
+// bias keys, sliding windows, attention sinks and gated-unit offset and clamp) and 11 (adds the
+// model's `mtp_num_layers` and the layout's `pipeline_layout`); an older reader would silently
+// ignore any of them.
+constexpr int64_t kRunsFormatVersion = 11;
 
 // A run's keys, object by object (validation/README.md); anything else is a typo that would
 // otherwise be silently left out (a misspelt layout field searched, a misspelt dropout read as
@@ -60,12 +62,14 @@ constexpr auto kRunModelFieldsV9 =
 // attention and gated-unit variant keys (gpt-oss), read by the model file's readers.
 constexpr auto kRunModelFieldsV10 =
     joined_fields(models::kBiasModelFields, models::kVariantModelFields);
+// Version 11: multi-token prediction (DeepSeek-V3), read as a model file reads it.
+constexpr std::array<std::string_view, 1> kRunModelFieldsV11 = {"mtp_num_layers"};
 constexpr auto kRunModelFields =
-    joined_fields(kRunModelFieldsV8, kRunModelFieldsV9, kRunModelFieldsV10);
+    joined_fields(kRunModelFieldsV8, kRunModelFieldsV9, kRunModelFieldsV10, kRunModelFieldsV11);
 constexpr std::array<std::string_view, 4> kRunHardwareFields = {
     "cluster", "num_gpus", "gpus_per_node", "inter_node_gbps_per_gpu"};
 constexpr std::array<std::string_view, 3> kRunPublishedFields = {"step_time_s", "how", "reported"};
-constexpr std::array<std::string_view, 18> kRunLayoutFields = {"tp",
+constexpr std::array<std::string_view, 19> kRunLayoutFields = {"tp",
                                                                "pp",
                                                                "dp",
                                                                "cp",
@@ -82,7 +86,8 @@ constexpr std::array<std::string_view, 18> kRunLayoutFields = {"tp",
                                                                "recompute_group_layers",
                                                                "recompute_modules",
                                                                "ep",
-                                                               "etp"};
+                                                               "etp",
+                                                               "pipeline_layout"};
 
 models::TransformerConfig run_model(const nlohmann::json& json, const std::string& where) {
   models::TransformerConfig model;
@@ -127,6 +132,11 @@ models::TransformerConfig run_model(const nlohmann::json& json, const std::strin
   // sinks), the gated unit's offset and clamp (absent = none).
   models::read_attention_variant_fields(json, where, model);
   models::read_gated_unit_variant_fields(json, where, model);
+  // Version 11, optional as in a model file: absent or null = no multi-token prediction; its
+  // range and rope check are validate_model's.
+  if (json.contains("mtp_num_layers") && !json.at("mtp_num_layers").is_null()) {
+    model.mtp_num_layers = require_int(json, "mtp_num_layers", where);
+  }
   models::validate_model(model, where);
   models::normalize_window_pattern(model);
   return model;
@@ -441,6 +451,25 @@ void predict_over_memory(const models::TransformerConfig& model,
       cluster.gpu.name);
 }
 
+// Version 11: Megatron-Core's layout string fixes the split, vpp and (vpp > 1) the interleaved
+// schedule, as `plan --pipeline-layout` does; those fields are then no longer searched.
+void fix_run_pipeline_layout(const nlohmann::json& layout, const models::TransformerConfig& model,
+                             const std::string& where, SearchSpace& space,
+                             std::vector<std::string>& searched) {
+  if (!layout.contains("pipeline_layout") || layout.at("pipeline_layout").is_null()) {
+    return;
+  }
+  const std::string field = where + ": pipeline_layout";
+  if (space.stage_layers) {
+    throw InputError(fmt::format("{}: give either the layout string or stage_layers", field));
+  }
+  fix_pipeline_layout(model, require_string(layout, "pipeline_layout", where),
+                      {.layout = field, .pp = "pp", .vpp = "vpp", .schedule = "schedule"}, space);
+  std::erase_if(searched, [&](const std::string& name) {
+    return name == "vpp" || (name == "schedule" && space.schedule);
+  });
+}
+
 // One run: parsed (throws InputError on malformed input), then predicted or given the reason
 // it cannot be.
 ValidationRun validate_run(const nlohmann::json& run_json, int version, const std::string& source,
@@ -509,12 +538,25 @@ ValidationRun validate_run(const nlohmann::json& run_json, int version, const st
       }
     }
   }
+  if (version < 11) {
+    for (const std::string_view key : kRunModelFieldsV11) {
+      if (run_json.at("model").contains(key)) {
+        throw InputError(fmt::format("{}: model: {}: needs runs-file version 11 (version {})",
+                                     where, key, version));
+      }
+    }
+    if (run_json.at("layout").contains("pipeline_layout")) {
+      throw InputError(fmt::format(
+          "{}: layout: pipeline_layout: needs runs-file version 11 (version {})", where, version));
+    }
+  }
   const models::TransformerConfig model = run_model(run_json.at("model"), where + ": model");
   const nlohmann::json& hardware = run_json.at("hardware");
   const models::ClusterConfig cluster = run_cluster(hardware, where + ": hardware");
   const std::string layout_where = where + ": layout";
   const int64_t num_gpus = require_int(hardware, "num_gpus", where + ": hardware");
   SearchSpace space = run_space(run_json.at("layout"), num_gpus, layout_where, run.searched);
+  fix_run_pipeline_layout(run_json.at("layout"), model, layout_where, space, run.searched);
   if (space.stage_layers) {  // pp may be searched: the list then fixes it
     const int64_t pp = space.pp.value_or(static_cast<int64_t>(space.stage_layers->size()));
     space.stage_layers = checked_stage_layers(model, pp, *space.stage_layers, layout_where);

@@ -684,6 +684,12 @@ sed '0,/"inter_node_gbps_per_gpu": 100/s//"inter_node_gbps_per_gpu": 1e300/' \
 row "validate: an absurd inter-node bandwidth, named in the runs file's unit" 2 \
   'hardware: inter_node_gbps_per_gpu: must be in [0.008, 8e+07] Gbit/s (1e+300)' \
   validate runs_bandwidth.json --json new_out.json
+sed -e 's/"version": 1,/"version": 11,/' \
+  -e '0,/"vpp": 1,/s//"vpp": 1, "pipeline_layout": "Et*12|t*12L",/' \
+  "$data/planner/runs_small.json" >runs_layout.json
+row "validate: a run's layout string against its own vpp" 2 \
+  'runs[fixture-fixed-layout]: layout: pipeline_layout: 2 virtual stages per rank, vpp says 1' \
+  validate runs_layout.json --json new_out.json
 row "validate --json into /proc" 1 "/proc/meshplan_x.json: cannot write file" \
   validate "$data/planner/runs_small.json" --json /proc/meshplan_x.json
 row "validate --json is a directory" 1 "a_directory: cannot write file" \

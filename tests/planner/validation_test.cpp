@@ -652,7 +652,7 @@ TEST_CASE("runs file versions: 1 without framework/options, 2 with them") {
         }) == run + "options: needs runs-file version 2 (version 1)");
   CHECK(run_error_after([](nlohmann::json& r) { r["framework"] = "fsdp"; }) ==
         run + "framework: needs runs-file version 2 (version 1)");
-  CHECK(run_error_after([](nlohmann::json&) {}, 11) == "r.json: version: expected 1 to 10 (11)");
+  CHECK(run_error_after([](nlohmann::json&) {}, 12) == "r.json: version: expected 1 to 11 (12)");
 }
 
 TEST_CASE("runs file version 3: the layout's cp (absent or null = 1)") {
@@ -982,6 +982,96 @@ TEST_CASE("runs file version 10: the model's bias, window, sink and gated-unit k
   CHECK(listed.runs[0].plan->model.window_attn_layers.empty());
   CHECK(listed.runs[0].plan->model.window_attn_skip_freq == 0);
   CHECK(listed.runs[0].plan->model.sliding_window == 128);
+}
+
+TEST_CASE("runs file version 11: the layout's pipeline_layout and the model's mtp_num_layers") {
+  const std::string run = "r.json: runs[fixture-fixed-layout]: ";
+  const std::string field = run + "layout: pipeline_layout: ";
+  // 24 layers over pp 4 x vpp 2, virtual stage v = chunk x pp + stage: stages hold 2+3, 3+3,
+  // 5+2 and 3+3, which no stage rule gives.
+  const std::string kLayout = "Ett|ttt|ttttt|ttt|ttt|ttt|tt|tttL";
+  const auto pipelined = [&](nlohmann::json& r) {
+    r["layout"]["pp"] = 4;
+    r["layout"]["dp"] = 2;
+    r["layout"]["vpp"] = nullptr;
+    r["layout"]["schedule"] = nullptr;
+    r["layout"]["pipeline_layout"] = kLayout;
+  };
+  // An older reader would ignore them: a version-10 file that uses one is rejected, by name.
+  CHECK(run_error_after(pipelined, 10) ==
+        run + "layout: pipeline_layout: needs runs-file version 11 (version 10)");
+  CHECK(run_error_after([](nlohmann::json& r) { r["model"]["mtp_num_layers"] = 1; }, 10) ==
+        run + "model: mtp_num_layers: needs runs-file version 11 (version 10)");
+  // What `plan --pipeline-layout` refuses, named by the run's keys.
+  CHECK(run_error_after(
+            [&](nlohmann::json& r) {
+              pipelined(r);
+              r["layout"]["pp"] = nullptr;
+              r["layout"]["tp"] = nullptr;
+            },
+            11) == field + "needs pp (the layout lists pp x vpp virtual stages)");
+  CHECK(run_error_after(
+            [&](nlohmann::json& r) {
+              pipelined(r);
+              r["layout"]["vpp"] = 3;
+            },
+            11) == field + "2 virtual stages per rank, vpp says 3");
+  CHECK(run_error_after(
+            [&](nlohmann::json& r) {
+              pipelined(r);
+              r["layout"]["schedule"] = "1f1b";
+            },
+            11) ==
+        field + "2 virtual stages per rank need the interleaved schedule (schedule 1f1b)");
+  CHECK(run_error_after(
+            [&](nlohmann::json& r) {
+              pipelined(r);
+              r["layout"]["stage_layers"] = {5, 6, 7, 6};
+            },
+            11) == field + "give either the layout string or stage_layers");
+  CHECK(run_error_after(
+            [&](nlohmann::json& r) {
+              pipelined(r);
+              r["layout"]["pipeline_layout"] = 7;
+            },
+            11) == field + "expected a string (7)");
+  CHECK(run_error_after(
+            [&](nlohmann::json& r) {
+              pipelined(r);
+              r["layout"]["pipeline_layout"] = "Et|t|t|tL";
+            },
+            11)
+            .starts_with(field));  // 4 decoder layers of 24: the parser's own message
+  CHECK(run_error_after([](nlohmann::json& r) { r["model"]["mtp_num_layers"] = 1; }, 11)
+            .starts_with(run + "model: mtp_num_layers: multi-token prediction needs rotary"));
+
+  // The string's split is the predicted layout's: vpp and the schedule fixed, not searched.
+  nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
+  json["version"] = 11;
+  json["runs"].erase(1);
+  pipelined(json["runs"][0]);
+  const ValidationReport report = validate_runs(json, "r.json");
+  REQUIRE(report.runs[0].predicted.has_value());
+  const Layout& layout = report.runs[0].predicted->layout;
+  CHECK(layout.pp == 4);
+  CHECK(layout.vpp == 2);
+  CHECK(layout.schedule == ScheduleKind::kInterleaved);
+  CHECK(layout.stage_layers == std::vector<int64_t>{5, 6, 7, 6});
+  CHECK(layout.virtual_stage_layers == std::vector<int64_t>{2, 3, 5, 3, 3, 3, 2, 3});
+  CHECK(report.runs[0].searched.empty());
+  CHECK(estimate_plan(fixture_model(), fixture_cluster(), layout, report.runs[0].options)
+            .step_time_s == report.runs[0].predicted->step_time_s);
+
+  // With rotary positions a run may state MTP depths; the string places them on the last stage.
+  json["runs"][0]["model"]["positions"] = "rope";
+  json["runs"][0]["model"]["mtp_num_layers"] = 1;
+  json["runs"][0]["layout"]["pipeline_layout"] = "Ett|ttt|ttttt|ttt|ttt|ttt|tt|tttmL";
+  const ValidationReport mtp = validate_runs(json, "r.json");
+  REQUIRE(mtp.runs[0].plan.has_value());
+  CHECK(mtp.runs[0].plan->model.mtp_num_layers == 1);
+  REQUIRE(mtp.runs[0].predicted.has_value());
+  CHECK(mtp.runs[0].predicted->layout.virtual_stage_layers == layout.virtual_stage_layers);
+  CHECK(mtp.runs[0].predicted->step_time_s > report.runs[0].predicted->step_time_s);
 }
 
 // validation/candidate_runs.json holds the researched runs left out of the set

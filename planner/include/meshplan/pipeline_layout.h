@@ -8,6 +8,7 @@
 
 #include "meshplan/layout.h"
 #include "meshplan/models.h"
+#include "meshplan/search.h"
 
 namespace meshplan::planner {
 
@@ -36,6 +37,22 @@ std::vector<int64_t> parse_pipeline_layout(const models::TransformerConfig& mode
 /// string that --stage-layers or --vpp could state gives the same plan as those flags.
 PipelineLayoutSplit pipeline_layout_split(const models::TransformerConfig& model, int64_t pp,
                                           const std::string& text, const std::string& field);
+
+/// How the caller names what a layout string fixes, for its errors: flags ("--pipeline-layout",
+/// "--pp", "--vpp", "--schedule") or a runs file's keys.
+struct PipelineLayoutFieldNames {
+  std::string layout;
+  std::string pp;
+  std::string vpp;
+  std::string schedule;
+};
+
+/// Fixes a search space's split, vpp and, with vpp > 1, the interleaved schedule from a layout
+/// string (pipeline_layout_split), as Megatron-LM's --pipeline-model-parallel-layout does. Needs
+/// pp fixed (the string lists pp x vpp virtual stages); a fixed vpp or schedule that disagrees
+/// with the string is an InputError naming both. The caller refuses a stage list beside it.
+void fix_pipeline_layout(const models::TransformerConfig& model, const std::string& text,
+                         const PipelineLayoutFieldNames& names, SearchSpace& space);
 
 /// A layout's split as Megatron-Core's layout string: virtual stages in order, "E" on the
 /// first, "m" times mtp_num_layers and "L" on the last, "t*n" for n decoder layers
