@@ -772,6 +772,24 @@ EarlyStopSkip checkpoint_early_stop_skip(const models::TransformerConfig& model,
   return skip;
 }
 
+// A chunk's running totals, read before and after some work to attribute that work to one node
+// of the EP-overlap schedule: forward (compute and exposed tp comm), backward input (the same)
+// and weight gradients.
+struct PassSeconds {
+  double forward = 0;
+  double backward = 0;
+  double weight = 0;
+  PassSeconds operator-(const PassSeconds& other) const {
+    return {forward - other.forward, backward - other.backward, weight - other.weight};
+  }
+};
+
+PassSeconds pass_seconds(const ChunkCost& cost) {
+  return {cost.forward_compute_seconds + cost.forward_tp_comm_seconds,
+          cost.backward_input_compute_seconds + cost.backward_tp_comm_seconds,
+          cost.backward_weight_compute_seconds};
+}
+
 }  // namespace
 
 DenseTpCalls dense_tp_calls_per_layer(const models::TransformerConfig& model) {
@@ -1013,6 +1031,7 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
   double forward_flops = 0;
   double recompute_flops = 0;
   std::array<EpOverlapLayer, kLayerKinds.size()> ep_overlap_nodes{};  // by kind
+  std::vector<EpOverlapLayer> mtp_overlap_nodes;  // one per MTP depth, after the chunk's layers
   const auto kind_index = [](LayerKind kind) {
     return static_cast<size_t>(std::find(kLayerKinds.begin(), kLayerKinds.end(), kind) -
                                kLayerKinds.begin());
@@ -1196,31 +1215,12 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     // multi_token_prediction.py mtp_on_this_rank without a custom pipeline layout), each one
     // transformer layer of the decoder's last layer's kind (mtp_layer_kind). Under full recompute
     // MultiTokenPredictionLayer._checkpointed_forward checkpoints each depth (uniform method,
-    // one input per depth); the block method skips it ("not supported for MTP yet").
-    // check_mtp_options refuses overlap_moe_expert_parallel_comm with MTP.
+    // one input per depth); the block method skips it ("not supported for MTP yet"). Under
+    // overlap_moe_expert_parallel_comm the depth is one more layer of the merged schedule.
     const double depths = static_cast<double>(model.mtp_num_layers);
     const bool mtp_recomputed = mtp_recomputed_under_full(layout);
-    add_layers(mtp_layer_kind(model), depths, mtp_recomputed ? depths : 0.0, 1.0, false);
-  }
-
-  if (options.overlap_moe_expert_parallel_comm) {
-    // One micro-batch's forward through the chunk's layers beside another's backward
-    // (ep_overlap_layers_seconds) against the two in sequence.
-    for (int64_t l = range.first; l < range.end; ++l) {
-      cost.ep_overlap_layers.push_back(ep_overlap_nodes[kind_index(layer_kind(model, l))]);
-    }
-    cost.ep_overlap_delay_wgrad = options.delay_wgrad_compute;
-    if (options.delay_wgrad_compute) {
-      // Every backward, merged or alone (run with no forward layer), has its weight gradients
-      // outside the event chain: alone, a layer's dispatch all-to-all runs beside the experts'
-      // weight gradient and the next layer's combine beside the attention's. That shortening
-      // comes off its exposed all-to-alls.
-      const std::vector<EpOverlapLayer> backward_layers(cost.ep_overlap_layers.rbegin(),
-                                                        cost.ep_overlap_layers.rend());
-      cost.backward_ep_comm_seconds -= ep_overlap_layers_seconds({}, backward_layers, false) -
-                                       ep_overlap_layers_seconds({}, backward_layers, true);
-    }
-    cost.ep_overlap_saved_seconds = ep_overlap_pair_saved_seconds(cost, cost);
+    add_layers(mtp_layer_kind(model), depths, mtp_recomputed ? depths : 0.0, 1.0,
+               options.overlap_moe_expert_parallel_comm);
   }
 
   const double all_reduce_hidden =
@@ -1303,6 +1303,7 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
     const double eh_proj_gemm = gemm_seconds(cluster, tokens, h / t, 2.0 * h);
     const double concat_bytes = 4.0 * e * norm_tokens * h;
     for (int64_t depth = 0; depth < model.mtp_num_layers; ++depth) {
+      const PassSeconds before_depth = pass_seconds(cost);
       add_embedding(vocab_rows);
       cost.forward_compute_seconds +=
           eh_proj_gemm +
@@ -1330,9 +1331,48 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
             layout.sequence_parallel ? 1.5 * all_reduce_hidden : 2.0 * all_reduce_hidden;
       }
       forward_flops += 2.0 * tokens * 2.0 * h * h / t;
+      const PassSeconds before_head = pass_seconds(cost);
       add_head();
+      if (options.overlap_moe_expert_parallel_comm) {
+        // Its node in the merged schedule: the layer's, the work above in pre_dispatch
+        // (MultiTokenPredictionLayer's embedding, norms and eh_proj before the transformer
+        // layer) and the head in mtp_post_process.
+        EpOverlapLayer node = ep_overlap_nodes[kind_index(mtp_layer_kind(model))];
+        const PassSeconds pre = before_head - before_depth;
+        const PassSeconds post = pass_seconds(cost) - before_head;
+        node.attention_forward_seconds += pre.forward;
+        node.attention_backward_seconds += pre.backward + pre.weight;
+        node.attention_weight_seconds += pre.weight;
+        node.post_forward_seconds = post.forward;
+        node.post_backward_seconds = post.backward + post.weight;
+        mtp_overlap_nodes.push_back(node);
+      }
     }
   }
+  if (options.overlap_moe_expert_parallel_comm) {
+    // One micro-batch's forward through the chunk's layers beside another's backward
+    // (ep_overlap_layers_seconds) against the two in sequence.
+    for (int64_t l = range.first; l < range.end; ++l) {
+      cost.ep_overlap_layers.push_back(ep_overlap_nodes[kind_index(layer_kind(model, l))]);
+    }
+    // Megatron-Core appends the MTP layers to the chunk's layer plans
+    // (TransformerModelChunkSchedulePlan._build_layer_schedule_plan(model.mtp)).
+    cost.ep_overlap_layers.insert(cost.ep_overlap_layers.end(), mtp_overlap_nodes.begin(),
+                                  mtp_overlap_nodes.end());
+    cost.ep_overlap_delay_wgrad = options.delay_wgrad_compute;
+    if (options.delay_wgrad_compute) {
+      // Every backward, merged or alone (run with no forward layer), has its weight gradients
+      // outside the event chain: alone, a layer's dispatch all-to-all runs beside the experts'
+      // weight gradient and the next layer's combine beside the attention's. That shortening
+      // comes off its exposed all-to-alls.
+      const std::vector<EpOverlapLayer> backward_layers(cost.ep_overlap_layers.rbegin(),
+                                                        cost.ep_overlap_layers.rend());
+      cost.backward_ep_comm_seconds -= ep_overlap_layers_seconds({}, backward_layers, false) -
+                                       ep_overlap_layers_seconds({}, backward_layers, true);
+    }
+    cost.ep_overlap_saved_seconds = ep_overlap_pair_saved_seconds(cost, cost);
+  }
+
   cost.forward_flops = static_cast<int64_t>(forward_flops);
   cost.backward_flops = static_cast<int64_t>(2.0 * forward_flops + recompute_flops);
   return cost;

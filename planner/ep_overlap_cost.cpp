@@ -21,6 +21,9 @@ namespace meshplan::planner {
 // .backward_dw at the layer's end (the chunk's last backward layer's at the chunk's end, also
 // last on the computation stream) run on the computation stream without the event
 // (models/common/utils.py backward_dw), so they hold the stream, not the micro-batch.
+// An MTP layer's mtp_post_process runs on the computation stream first in its backward (before
+// combine_bwd) and, in its forward, after combine_fwd and the backward layer's pre_dispatch_bwd,
+// before that layer's delayed weight gradient (TransformerLayerSchedulePlan.run).
 double ep_overlap_layers_seconds(const std::vector<EpOverlapLayer>& forward,
                                  const std::vector<EpOverlapLayer>& backward, bool delay_wgrad) {
   double compute_free = 0, comm_free = 0;        // when each stream is idle
@@ -33,6 +36,9 @@ double ep_overlap_layers_seconds(const std::vector<EpOverlapLayer>& forward,
   for (size_t i = 0; i < layers; ++i) {
     const EpOverlapLayer* f = i < forward.size() ? &forward[i] : nullptr;
     const EpOverlapLayer* b = i < backward.size() ? &backward[i] : nullptr;
+    if (b != nullptr && b->post_backward_seconds > 0) {  // a decoder layer's is a no-op node
+      run(compute_free, backward_ready, b->post_backward_seconds);
+    }
     if (b != nullptr) {
       run(comm_free, backward_ready, b->combine_seconds);
     }
@@ -59,9 +65,12 @@ double ep_overlap_layers_seconds(const std::vector<EpOverlapLayer>& forward,
     if (b != nullptr) {
       run(compute_free, backward_ready,
           b->attention_backward_seconds - (delay_wgrad ? b->attention_weight_seconds : 0.0));
-      if (delay_wgrad) {
-        compute_free += b->attention_weight_seconds;
-      }
+    }
+    if (f != nullptr && f->post_forward_seconds > 0) {
+      run(compute_free, forward_ready, f->post_forward_seconds);
+    }
+    if (b != nullptr && delay_wgrad) {
+      compute_free += b->attention_weight_seconds;
     }
   }
   return std::max(compute_free, comm_free);
@@ -71,7 +80,7 @@ double ep_overlap_pair_saved_seconds(const ChunkCost& forward, const ChunkCost& 
   double forward_serial = 0;
   for (const EpOverlapLayer& node : forward.ep_overlap_layers) {
     forward_serial += node.attention_forward_seconds + node.mlp_forward_seconds +
-                      node.dispatch_seconds + node.combine_seconds;
+                      node.dispatch_seconds + node.combine_seconds + node.post_forward_seconds;
   }
   const std::vector<EpOverlapLayer> backward_layers(backward.ep_overlap_layers.rbegin(),
                                                     backward.ep_overlap_layers.rend());

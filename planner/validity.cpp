@@ -279,12 +279,12 @@ void check_mtp_options(const models::TransformerConfig& model, const PlanOptions
     throw InputError(fmt::format("{}: framework {}: {}; plan it with --framework megatron ({})",
                                  field, to_string(options.framework), why, model.mtp_num_layers));
   }
-  // transformer_config.py __post_init__ (d98e8a64) allows at most one MTP layer with the EP
-  // overlap, and meshplan does not cost the MTP layer's nodes in the merged schedule.
-  if (options.overlap_moe_expert_parallel_comm) {
+  // transformer_config.py __post_init__ (d98e8a64): "MTP supports at most one layer when
+  // enabling overlap_moe_expert_parallel_comm".
+  if (options.overlap_moe_expert_parallel_comm && model.mtp_num_layers > 1) {
     throw InputError(
-        fmt::format("{}: overlap_moe_expert_parallel_comm: the MTP layer's place in the merged "
-                    "forward-backward schedule is not costed; turn the overlap off ({})",
+        fmt::format("{}: overlap_moe_expert_parallel_comm: Megatron-Core runs at most one MTP "
+                    "layer in the merged forward-backward schedule ({})",
                     field, model.mtp_num_layers));
   }
 }

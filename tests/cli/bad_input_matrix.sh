@@ -333,6 +333,12 @@ row "plan: a model with MTP under deepspeed" 2 \
 row "explain: a plan with MTP costed for meshplan" 2 \
   "mtp_meshplan.json: model: mtp_num_layers: framework meshplan: meshplan's executors do not build the multi-token-prediction module; plan it with --framework megatron (1)" \
   explain mtp_meshplan.json
+sed 's/"first_dense_layers": 1,/"first_dense_layers": 1, "mtp_num_layers": 2,/' \
+  "$source_dir/models/presets/models/tiny-moe.json" >model_mtp2.json
+row "plan: two MTP depths with the EP all-to-all overlap" 2 \
+  "model_mtp2.json: mtp_num_layers: overlap_moe_expert_parallel_comm: Megatron-Core runs at most one MTP layer in the merged forward-backward schedule (2)" \
+  plan --model model_mtp2.json --cluster local-cpu --gpus 2 --dp 2 --ep 2 --framework megatron \
+  --overlap-moe-expert-parallel-comm on --json new_out.json
 row "execute: a plan with MTP" 2 \
   "mtp.json: model.mtp_num_layers: meshplan's executors do not build the multi-token-prediction module; run the plan with Megatron-LM (--emit megatron) (1)" \
   mpi 2 execute mtp.json --steps 1 --json new_out.json

@@ -72,6 +72,62 @@ TEST_CASE("ep overlap: a side without layers runs the other's nodes in sequence"
   CHECK(ep_overlap_layers_seconds({dense}, one) == 16.0);
 }
 
+TEST_CASE("ep overlap: an MTP layer's post-process opens its backward and closes its forward") {
+  EpOverlapLayer mtp = moe_layer(1);
+  mtp.post_forward_seconds = 2;
+  mtp.post_backward_seconds = 3;
+  // post_bwd [0,3], combine_bwd [3,4], attn_fwd [3,6], mlp_bwd [6,10], dispatch_fwd [6,7],
+  // dispatch_bwd [10,11], mlp_fwd [10,12], combine_fwd [12,13], attn_bwd [12,18], post_fwd
+  // [18,20]: 20, against 9 + 15 in sequence.
+  const std::vector<EpOverlapLayer> one{mtp};
+  CHECK(ep_overlap_layers_seconds(one, one) == 20.0);
+  CHECK(ep_overlap_layers_seconds(one, {}) == 9.0);
+  CHECK(ep_overlap_layers_seconds({}, one) == 15.0);
+  ChunkCost chunk;
+  chunk.ep_overlap_layers = one;
+  CHECK(ep_overlap_pair_saved_seconds(chunk, chunk) == 4.0);
+  // A decoder layer's post-process is a no-op node: no wait is added (the trace above, 15).
+  CHECK(ep_overlap_layers_seconds({moe_layer(1)}, {moe_layer(1)}) == 15.0);
+}
+
+TEST_CASE("ep overlap: the MTP depth is the chunk's last node, its extra work in its own nodes") {
+  Plan plan = tiny_moe_plan();
+  plan.options.overlap_moe_expert_parallel_comm = true;
+  const ChunkCost without =
+      estimate_plan(plan.model, plan.cluster, plan.layout, plan.options).stages.at(0).chunks.at(0);
+  plan.model.mtp_num_layers = 1;
+  const PlanEstimate estimate = estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);
+  REQUIRE(estimate.feasible);
+  const ChunkCost& with = estimate.stages.at(0).chunks.at(0);
+  REQUIRE(with.ep_overlap_layers.size() == without.ep_overlap_layers.size() + 1);
+  const EpOverlapLayer& decoder_last = with.ep_overlap_layers.at(3);
+  const EpOverlapLayer& mtp = with.ep_overlap_layers.back();
+  CHECK(decoder_last.post_forward_seconds == 0.0);
+  CHECK(mtp.post_forward_seconds > 0.0);
+  CHECK(mtp.dispatch_seconds == decoder_last.dispatch_seconds);
+  CHECK(mtp.mlp_forward_seconds == decoder_last.mlp_forward_seconds);
+  CHECK(mtp.attention_forward_seconds > decoder_last.attention_forward_seconds);  // eh_proj
+  // Every second the depth adds to the chunk is in its node, forward and backward.
+  const auto forward = [](const ChunkCost& c) {
+    return c.forward_compute_seconds + c.forward_tp_comm_seconds + c.forward_cp_comm_seconds +
+           c.forward_ep_comm_seconds;
+  };
+  const auto backward = [](const ChunkCost& c) {
+    return c.backward_input_compute_seconds + c.backward_weight_compute_seconds +
+           c.backward_tp_comm_seconds + c.backward_cp_comm_seconds + c.backward_ep_comm_seconds;
+  };
+  CHECK(forward(with) - forward(without) ==
+        doctest::Approx(mtp.attention_forward_seconds + mtp.mlp_forward_seconds +
+                        mtp.dispatch_seconds + mtp.combine_seconds + mtp.post_forward_seconds)
+            .epsilon(1e-12)
+            .scale(0));
+  CHECK(backward(with) - backward(without) ==
+        doctest::Approx(mtp.attention_backward_seconds + mtp.mlp_backward_seconds +
+                        mtp.dispatch_seconds + mtp.combine_seconds + mtp.post_backward_seconds)
+            .epsilon(1e-12)
+            .scale(0));
+}
+
 TEST_CASE("ep overlap: pp 1 step saves m - 1 merged pairs, and off stays as before") {
   Plan plan = tiny_moe_plan();
   const PlanEstimate off = estimate_plan(plan.model, plan.cluster, plan.layout, plan.options);

@@ -320,6 +320,10 @@ struct EpOverlapLayer {
   // delay_wgrad_compute takes out of the event chain).
   double attention_weight_seconds = 0;
   double mlp_weight_seconds = 0;
+  // An MTP depth's mtp_post_process node (its final norm, the shared output layer and the loss),
+  // on the computation stream after combine_fwd and before combine_bwd; 0 for a decoder layer.
+  double post_forward_seconds = 0;
+  double post_backward_seconds = 0;
 };
 
 /// One micro-batch through one model chunk on one rank. Compute and exposed tensor-parallel
