@@ -1075,7 +1075,7 @@ TEST_CASE("runs file version 11: the layout's pipeline_layout and the model's mt
 }
 
 // validation/candidate_runs.json holds the researched runs left out of the set
-// (candidate_runs.md), the Megatron-Bridge MoE rows in version 9: it must stay a file validate
+// (candidate_runs.md), the Megatron-Bridge MoE rows in version 11: it must stay a file validate
 // reads, each run as it states it.
 TEST_CASE("validation/candidate_runs.json: read whole, its MoE rows with their experts and ep") {
   const std::string path = std::string(MESHPLAN_SOURCE_DIR) + "/validation/candidate_runs.json";
@@ -1103,7 +1103,7 @@ TEST_CASE("validation/candidate_runs.json: read whole, its MoE rows with their e
     CHECK(to_string(run.options.moe_dispatcher) ==
           stated.at("options").at("moe_dispatcher").get<std::string>());
   }
-  CHECK(moe_runs == 2);  // the two rows candidate_runs.md tables
+  CHECK(moe_runs == 3);  // the three rows candidate_runs.md tables
 }
 
 TEST_CASE("a run's model may state dropout (absent = true, as in a model file)") {
