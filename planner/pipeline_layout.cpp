@@ -153,13 +153,9 @@ std::vector<int64_t> parse_pipeline_layout(const models::TransformerConfig& mode
     throw InputError(fmt::format("{}: decoder layers 't' must come before the MTP depths 'm' ({})",
                                  field, quoted(text)));
   }
-  const int64_t vpp = count / pp;
+  const std::vector<int64_t> stage_sums = stage_sums_of_virtual_stages(pp, decoder_layers);
   for (int64_t stage = 0; stage < pp; ++stage) {
-    int64_t layers = 0;
-    for (int64_t chunk = 0; chunk < vpp; ++chunk) {
-      layers += decoder_layers[static_cast<size_t>(virtual_stage(pp, stage, chunk))];
-    }
-    if (layers == 0) {
+    if (stage_sums[static_cast<size_t>(stage)] == 0) {
       throw InputError(fmt::format(
           "{}: pipeline stage {} holds no decoder layer; meshplan needs at least one per stage "
           "({})",
@@ -175,11 +171,7 @@ PipelineLayoutSplit pipeline_layout_split(const models::TransformerConfig& model
   Layout layout;
   layout.pp = pp;
   layout.vpp = static_cast<int64_t>(layers.size()) / pp;
-  std::vector<int64_t> sums(static_cast<size_t>(pp), 0);
-  for (size_t v = 0; v < layers.size(); ++v) {
-    sums[v % static_cast<size_t>(pp)] += layers[v];
-  }
-  layout.stage_layers = canonical_stage_layers(sums);
+  layout.stage_layers = canonical_stage_layers(stage_sums_of_virtual_stages(pp, layers));
   // The chunks the per-stage sums give without a virtual list (the even split only where
   // pp * vpp divides the layers), against the string's.
   bool same = !layout.stage_layers.empty() || model.num_layers % (pp * layout.vpp) == 0;

@@ -229,19 +229,16 @@ std::string check_virtual_stage_layers(const models::TransformerConfig& model,
         "stage_layers ({})",
         model.num_layers, layout.pp, format_stage_layers(layers));
   }
-  for (int64_t stage = 0; stage < layout.pp; ++stage) {
-    int64_t sum = 0;
-    for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
-      const int64_t count = layers[static_cast<size_t>(virtual_stage(layout.pp, stage, chunk))];
-      if (count < 0 || count > model.num_layers) {
-        return fmt::format(
-            "virtual_stage_layers: virtual stage {} has {} layers, expected 0 to num_layers {} "
-            "({})",
-            virtual_stage(layout.pp, stage, chunk), count, model.num_layers,
-            format_stage_layers(layers));
-      }
-      sum += count;
+  for (size_t v = 0; v < layers.size(); ++v) {
+    if (layers[v] < 0 || layers[v] > model.num_layers) {
+      return fmt::format(
+          "virtual_stage_layers: virtual stage {} has {} layers, expected 0 to num_layers {} ({})",
+          v, layers[v], model.num_layers, format_stage_layers(layers));
     }
+  }
+  const std::vector<int64_t> sums = stage_sums_of_virtual_stages(layout.pp, layers);
+  for (int64_t stage = 0; stage < layout.pp; ++stage) {
+    const int64_t sum = sums[static_cast<size_t>(stage)];
     const int64_t expected = layout.stage_layers.empty()
                                  ? model.num_layers / layout.pp
                                  : layout.stage_layers[static_cast<size_t>(stage)];

@@ -185,13 +185,22 @@ inline int64_t rebuilt_layer_count(const Layout& layout, int64_t chunk_layers) {
   return layout.recompute_group_layers < chunk_layers ? layout.recompute_group_layers
                                                       : chunk_layers;
 }
-///
-///
 /// Virtual pipeline stage of model chunk `chunk` on pipeline rank `stage`: v = chunk * pp +
 /// stage (Narayanan et al. 2021, Sec. 2.2.2; Megatron-LM's interleaved assignment), so
 /// activations go to v + 1 and gradients to v - 1.
 inline int64_t virtual_stage(int64_t pp, int64_t stage, int64_t chunk) {
   return chunk * pp + stage;
+}
+
+/// Decoder layers per pipeline stage of a per-virtual-stage list (Layout::virtual_stage_layers,
+/// v order): stage s sums entries s, s + pp, s + 2 pp, ...
+inline std::vector<int64_t> stage_sums_of_virtual_stages(int64_t pp,
+                                                         const std::vector<int64_t>& layers) {
+  std::vector<int64_t> sums(static_cast<size_t>(pp), 0);
+  for (size_t v = 0; v < layers.size(); ++v) {
+    sums[v % static_cast<size_t>(pp)] += layers[v];
+  }
+  return sums;
 }
 
 /// Micro-batches per group of the interleaved schedule: layout.microbatch_group, or pp when 0
