@@ -517,6 +517,7 @@ planner::PlanOptions plan_options(const PlanArguments& args, const models::Clust
   options.overlap_param_gather = parse_on_off(args.overlap_param_gather, "--overlap-param-gather");
   options.overlap_tp_comm = parse_on_off(args.overlap_tp_comm, "--overlap-tp-comm");
   options.fp8_param_gather = parse_on_off(args.fp8_param_gather, "--fp8-param-gather");
+  options.fp8_recipe = planner::parse_fp8_recipe(args.fp8_recipe, "--fp8-recipe");
   options.cross_entropy_loss_fusion = planner::parse_cross_entropy_fusion(
       args.cross_entropy_loss_fusion, "--cross-entropy-loss-fusion");
   if (args.compile == "blocks") {  // torchtitan 9dec370 .. d1f62be7: the loss stays eager
@@ -744,6 +745,11 @@ void add_plan_flags(CLI::App& plan, PlanArguments& args) {
   plan.add_option("--fp8-param-gather", args.fp8_param_gather,
                   "Megatron-LM --fp8-param-gather: fp8 linear weights, gathered in fp8 (on | off; "
                   "needs --precision fp8, --framework megatron, --zero 1)")
+      ->capture_default_str();
+  plan.add_option("--fp8-recipe", args.fp8_recipe,
+                  "Megatron-LM --fp8-recipe: Transformer Engine's FP8 scaling, delayed (amax "
+                  "history) | tensorwise (current scaling, Megatron-Bridge's fp8_cs; needs "
+                  "--precision fp8, --framework megatron)")
       ->capture_default_str();
   plan.add_option("--cross-entropy-loss-fusion", args.cross_entropy_loss_fusion,
                   "The fused loss: off | native (Megatron-Core --cross-entropy-loss-fusion) | "

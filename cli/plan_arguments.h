@@ -45,6 +45,7 @@ struct PlanArguments {
   std::string overlap_param_gather = "on";
   std::string overlap_tp_comm = "off";
   std::string fp8_param_gather = "off";
+  std::string fp8_recipe = "delayed";
   std::string overlap_moe_expert_parallel_comm = "off";
   std::string delay_wgrad_compute = "off";
   std::string cross_entropy_loss_fusion = "off";

@@ -288,8 +288,9 @@ double recomputed_fp8_cast_seconds(const models::ClusterConfig& cluster, const L
     return 0.0;
   }
   const double norm_tokens = layout.sequence_parallel ? x.tokens / x.t : x.tokens;
-  return memory_seconds(cluster,
-                        fp8_cast_bytes(gemms, layout.sequence_parallel, norm_tokens).forward);
+  return memory_seconds(
+      cluster,
+      fp8_cast_bytes(gemms, layout.sequence_parallel, norm_tokens, options.fp8_recipe).forward);
 }
 ModuleRecompute mla_up_projection_recompute(const models::TransformerConfig& model,
                                             const models::ClusterConfig& cluster,
@@ -613,9 +614,10 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
   time.memory_backward = memory_seconds(cluster, 2.0 * bytes + eager.backward);
   // Transformer Engine's casts, or torchao's Float8Linear's under --framework fsdp.
   if (options.gemm_precision == GemmPrecision::kFp8) {
-    const Fp8CastBytes casts = torchao_float8(options)
-                                   ? torchao_float8_cast_bytes(gemms)
-                                   : fp8_cast_bytes(gemms, layout.sequence_parallel, norm_tokens);
+    const Fp8CastBytes casts =
+        torchao_float8(options)
+            ? torchao_float8_cast_bytes(gemms)
+            : fp8_cast_bytes(gemms, layout.sequence_parallel, norm_tokens, options.fp8_recipe);
     time.fp8_cast_forward = memory_seconds(cluster, casts.forward);
     time.fp8_cast_backward = memory_seconds(cluster, casts.backward);
   }
@@ -687,6 +689,16 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
       time.tp_comm_forward = std::max(0.0, time.tp_comm_forward - time.linear_forward);
       time.tp_comm_backward =
           unfused + std::max(0.0, time.tp_comm_backward - unfused - 2.0 * time.linear_forward);
+    }
+    if (options.gemm_precision == GemmPrecision::kFp8 && !torchao_float8(options)) {
+      // Current scaling's amax all-reduces, one float each, before the casts they scale
+      // (fp8_amax_reductions): latency, exposed.
+      const Fp8AmaxReductions amax =
+          fp8_amax_reductions(gemms, layout.sequence_parallel, options.fp8_recipe);
+      const double one_float =
+          collective_seconds(cluster, CollectiveKind::kAllReduce, 4, layout.tp, 1);
+      time.tp_comm_forward += amax.forward * one_float;
+      time.tp_comm_backward += amax.backward * one_float;
     }
   }
   return time;

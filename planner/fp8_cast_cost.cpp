@@ -37,10 +37,51 @@ constexpr double kCastTransposeBytes = 4.0;   // read 2 (bf16), write 1 + 1 (fp8
 constexpr double kCastBytes = 3.0;            // read 2, write 1
 constexpr double kTransposeBytes = 2.0;       // read 1, write 1
 constexpr double kNormFp8SavingBytes = -1.0;  // the norm writes 1 byte instead of 2
+constexpr double kAmaxBytes = 2.0;            // current scaling's amax pass: read 2
+
+// Tensorwise current scaling (Transformer Engine 2.x: quantizer.cpp
+// Float8CurrentScalingQuantizer::quantize_impl, the same from v2.7 to v2.18): every cast first
+// reads its 16-bit input for the amax (nvte_compute_amax), then runs the delayed recipe's cast or
+// cast-transpose kernel, 2 bytes more per element. normalization.cpp fuses the norm with the FP8
+// cast only under delayed scaling: here the norm writes 16 bits and computes the amax in the same
+// kernel, and the cast follows (under sequence parallelism on the rank's rows, gathered in FP8,
+// transposed in the backward; without it cast and transposed at once). TE 2.x casts and
+// transposes a row-parallel linear's input in the forward under sequence parallelism too
+// (linear.py), so nothing of it is left to the backward. Output gradients as the delayed recipe,
+// each cast after its amax pass.
+Fp8CastBytes tensorwise_cast_bytes(const LinearGemms& gemms, bool sequence_parallel,
+                                   double norm_tokens) {
+  Fp8CastBytes bytes;
+  for (const LinearGemm& gemm : gemms) {
+    const double inputs = gemm.multiplier * gemm.tokens * gemm.k;
+    if (gemm.norm_input && sequence_parallel) {
+      bytes.forward += kCastBytes * norm_tokens * gemm.k;
+      bytes.backward += kTransposeBytes * inputs;
+    } else if (gemm.norm_input) {
+      bytes.forward += kCastTransposeBytes * inputs;
+    } else if (sequence_parallel && !gemm.expert && !gemm.row_parallel) {
+      bytes.forward += (kAmaxBytes + kCastBytes) * inputs;
+      bytes.backward += kTransposeBytes * inputs;
+    } else {
+      bytes.forward += (kAmaxBytes + kCastTransposeBytes) * inputs;
+    }
+    if (sequence_parallel && gemm.row_parallel) {
+      bytes.backward +=
+          ((kAmaxBytes + kCastBytes) * norm_tokens + kTransposeBytes * gemm.tokens) * gemm.n;
+    } else {
+      bytes.backward += (kAmaxBytes + kCastTransposeBytes) * gemm.multiplier * gemm.tokens * gemm.n;
+    }
+  }
+  return bytes;
+}
 
 }  // namespace
 
-Fp8CastBytes fp8_cast_bytes(const LinearGemms& gemms, bool sequence_parallel, double norm_tokens) {
+Fp8CastBytes fp8_cast_bytes(const LinearGemms& gemms, bool sequence_parallel, double norm_tokens,
+                            Fp8Recipe recipe) {
+  if (recipe == Fp8Recipe::kTensorwise) {
+    return tensorwise_cast_bytes(gemms, sequence_parallel, norm_tokens);
+  }
   Fp8CastBytes bytes;
   for (const LinearGemm& gemm : gemms) {
     const double inputs = gemm.multiplier * gemm.tokens * gemm.k;
@@ -60,6 +101,19 @@ Fp8CastBytes fp8_cast_bytes(const LinearGemms& gemms, bool sequence_parallel, do
     }
   }
   return bytes;
+}
+
+Fp8AmaxReductions fp8_amax_reductions(const LinearGemms& gemms, bool sequence_parallel,
+                                      Fp8Recipe recipe) {
+  Fp8AmaxReductions reductions;
+  if (recipe != Fp8Recipe::kTensorwise || !sequence_parallel) {
+    return reductions;
+  }
+  for (const LinearGemm& gemm : gemms) {
+    reductions.forward += gemm.norm_input ? 1.0 : 0.0;
+    reductions.backward += gemm.row_parallel ? 1.0 : 0.0;
+  }
+  return reductions;
 }
 
 // torchao's Float8Linear (torchao eab345c, the Dec 2024 torchtitan benchmark's version;

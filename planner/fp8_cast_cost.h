@@ -3,6 +3,7 @@
 // torchao's Float8Linear under --framework fsdp.
 
 #include "linear_gemms.h"
+#include "meshplan/cost_model.h"
 
 namespace meshplan::planner {
 
@@ -13,7 +14,22 @@ struct Fp8CastBytes {
   double forward = 0;
   double backward = 0;
 };
-Fp8CastBytes fp8_cast_bytes(const LinearGemms& gemms, bool sequence_parallel, double norm_tokens);
+/// `recipe`: delayed (TE 1.x, the model below) or tensorwise current scaling (TE 2.x: an amax
+/// read before each cast, the norm output cast apart).
+Fp8CastBytes fp8_cast_bytes(const LinearGemms& gemms, bool sequence_parallel, double norm_tokens,
+                            Fp8Recipe recipe);
+
+/// Tensorwise current scaling's one-float amax all-reduces over the tp group, per layer and
+/// micro-batch: under sequence parallelism TE gathers FP8 bytes that share one scale, so each
+/// gathered cast (a norm-fed input forward, a row-parallel output gradient backward) first
+/// all-reduces its amax (quantizer.cpp Float8CurrentScalingQuantizer with_amax_reduction).
+/// None under delayed scaling or without sequence parallelism.
+struct Fp8AmaxReductions {
+  double forward = 0;
+  double backward = 0;
+};
+Fp8AmaxReductions fp8_amax_reductions(const LinearGemms& gemms, bool sequence_parallel,
+                                      Fp8Recipe recipe);
 
 /// The same for torchao's Float8Linear with dynamic tensorwise scaling under torch.compile and
 /// FSDP2's float8 all-gather (--framework fsdp --precision fp8).

@@ -530,14 +530,16 @@ double fp8_state_bytes(const models::TransformerConfig& model, const models::Clu
     // recomputed; under full AC only the block input is kept: activations are unchanged.
     return 0.0;
   }
-  constexpr double kAmaxHistoryLength = 1024;  // DelayedScaling default
+  // DelayedScaling's default history; current scaling keeps none (Float8CurrentScalingQuantizer
+  // holds one scale and amax per tensor).
+  const double amax_history_length = options.fp8_recipe == Fp8Recipe::kDelayed ? 1024 : 1;
   constexpr double kScaledTensorsPerLayer = 4 * (3 + 2);
   const Shape x = shape_of(model, cluster, layout);
   // The MTP depths' layers (stage_mtp_layer_count) are Transformer Engine layers like the others.
   const double layers = static_cast<double>(stage_layer_count(model, layout, stage) +
                                             stage_mtp_layer_count(model, layout, stage));
   return layers *
-         (2.0 * linear_weights_per_layer(x) + kAmaxHistoryLength * kScaledTensorsPerLayer * 4.0);
+         (2.0 * linear_weights_per_layer(x) + amax_history_length * kScaledTensorsPerLayer * 4.0);
 }
 
 // Whether the fsdp loss keeps the 16-bit logits for its backward and writes a 16-bit gradient

@@ -66,6 +66,23 @@ GradReduceDtype parse_grad_reduce_dtype(const std::string& text, const std::stri
                                field, text));
 }
 
+std::string to_string(Fp8Recipe recipe) {
+  return recipe == Fp8Recipe::kTensorwise ? "tensorwise" : "delayed";
+}
+
+Fp8Recipe parse_fp8_recipe(const std::string& text, const std::string& field) {
+  if (text == "delayed") {
+    return Fp8Recipe::kDelayed;
+  }
+  if (text == "tensorwise") {
+    return Fp8Recipe::kTensorwise;
+  }
+  throw InputError(fmt::format(
+      "{}: unsupported FP8 recipe ({}); supported: delayed, tensorwise (Megatron-LM's mxfp8 and "
+      "blockwise are not modelled)",
+      field, text));
+}
+
 std::string to_string(MoeDispatcher dispatcher) {
   return dispatcher == MoeDispatcher::kFlex ? "flex" : "alltoall";
 }

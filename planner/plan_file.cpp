@@ -94,7 +94,7 @@ constexpr std::array<std::string_view, 21> kLayoutFields = {"tp",
                                                             "recompute_layers",
                                                             "recompute_group_layers",
                                                             "recompute_modules"};
-constexpr std::array<std::string_view, 30> kOptionsFields = {"flash_attention",
+constexpr std::array<std::string_view, 31> kOptionsFields = {"flash_attention",
                                                              "flash_attention_version",
                                                              "fsdp_version",
                                                              "fsdp_head_in_root",
@@ -123,7 +123,8 @@ constexpr std::array<std::string_view, 30> kOptionsFields = {"flash_attention",
                                                              "optimizer_impl",
                                                              "weight_decay",
                                                              "distribute_saved_activations",
-                                                             "moe_dispatcher"};
+                                                             "moe_dispatcher",
+                                                             "fp8_recipe"};
 
 // Bounds that catch typos and unit mistakes before any product of them is formed (a plan file
 // with global_batch 1e12 made explain allocate gigabytes and never finish):
@@ -298,6 +299,9 @@ nlohmann::json options_to_json(const PlanOptions& options) {
   if (options.fp8_param_gather) {  // omitted at the default, off
     json["fp8_param_gather"] = true;
   }
+  if (options.fp8_recipe != Fp8Recipe::kDelayed) {  // omitted at the default, delayed
+    json["fp8_recipe"] = to_string(options.fp8_recipe);
+  }
   if (options.overlap_p2p_comm) {  // omitted when off, as in plan files written before the key
     json["overlap_p2p_comm"] = true;
   }
@@ -421,6 +425,10 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
   }
   if (json.contains("fp8_param_gather")) {  // optional: absent means off
     options.fp8_param_gather = require_bool(json, "fp8_param_gather", where);
+  }
+  if (json.contains("fp8_recipe")) {  // optional: absent means delayed
+    options.fp8_recipe =
+        parse_fp8_recipe(require_string(json, "fp8_recipe", where), where + ": fp8_recipe");
   }
   if (json.contains("cross_entropy_loss_fusion")) {  // optional: absent means off
     options.cross_entropy_loss_fusion =

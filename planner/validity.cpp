@@ -410,6 +410,26 @@ void check_fp8_param_gather_options(const PlanOptions& options) {
   }
 }
 
+// Megatron-LM --fp8-recipe (arguments.py, Megatron Core 0.12 on): Transformer Engine's recipes.
+// torchtitan's float8 under fsdp is torchao's own dynamic tensorwise scaling, costed apart
+// (torchao_float8_cast_bytes); DeepSpeed and the executor run no FP8.
+void check_fp8_recipe_options(const PlanOptions& options) {
+  if (options.fp8_recipe == Fp8Recipe::kDelayed) {
+    return;
+  }
+  if (options.gemm_precision != GemmPrecision::kFp8) {
+    throw InputError(
+        "fp8_recipe: tensorwise: needs precision fp8 (the recipe scales Transformer Engine's FP8 "
+        "casts)");
+  }
+  if (options.framework != Framework::kMegatron) {
+    throw InputError(fmt::format(
+        "fp8_recipe: tensorwise: framework {}: Transformer Engine's recipes are Megatron-LM's "
+        "(--fp8-recipe); under fsdp torchao's float8 is its own tensorwise scaling",
+        to_string(options.framework)));
+  }
+}
+
 // Megatron-Core's --cross-entropy-loss-fusion (model_parallel_config.py at 358e5f07): the other
 // frameworks have no such switch; torchtitan's loss is costed as its own cross_entropy. xentropy
 // is llm-foundry's FlashAttention loss under fsdp, on one rank's whole vocabulary (no tensor
@@ -470,6 +490,7 @@ void check_compile_options(const PlanOptions& options) {
 
 void check_precision(const models::ClusterConfig& cluster, const PlanOptions& options) {
   check_fp8_param_gather_options(options);
+  check_fp8_recipe_options(options);
   check_cross_entropy_fusion_options(options);
   check_compile_options(options);
   check_grad_reduce_dtype_options(cluster, options, "grad_reduce_dtype");

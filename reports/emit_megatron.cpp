@@ -506,12 +506,17 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
     flags.push_back({"--bf16", ""});
   }
   if (plan.options.gemm_precision == planner::GemmPrecision::kFp8) {
-    // meshplan's FP8 is TE delayed scaling with a 1024-entry amax history (planner/memory.cpp
-    // fp8_state_bytes); Megatron-LM arguments.py: --fp8-format e4m3|hybrid, --fp8-recipe
-    // (default delayed), --fp8-amax-history-len (default 1).
+    // meshplan's delayed FP8 is TE delayed scaling with a 1024-entry amax history
+    // (planner/memory.cpp fp8_state_bytes); Megatron-LM arguments.py: --fp8-format e4m3|hybrid,
+    // --fp8-recipe (default delayed; tensorwise from Megatron Core 0.12),
+    // --fp8-amax-history-len (default 1).
     flags.push_back({"--fp8-format", "hybrid"});
-    flags.push_back({"--fp8-amax-history-len", "1024"});
-    flags.push_back({"--fp8-amax-compute-algo", "max"});
+    if (plan.options.fp8_recipe == planner::Fp8Recipe::kTensorwise) {
+      flags.push_back({"--fp8-recipe", "tensorwise"});
+    } else {
+      flags.push_back({"--fp8-amax-history-len", "1024"});
+      flags.push_back({"--fp8-amax-compute-algo", "max"});
+    }
   }
   if (plan.options.fp8_param_gather) {
     flags.push_back({"--fp8-param-gather", ""});

@@ -178,6 +178,9 @@ std::string format_plan_options(const planner::PlanOptions& o, const planner::Se
   if (o.fp8_param_gather) {
     out += ", fp8 param gather";
   }
+  if (o.fp8_recipe != planner::Fp8Recipe::kDelayed) {
+    out += ", fp8 recipe " + planner::to_string(o.fp8_recipe);
+  }
   if (o.cross_entropy_loss_fusion != planner::CrossEntropyFusion::kOff) {
     out += ", cross-entropy fusion " + planner::to_string(o.cross_entropy_loss_fusion);
   }

@@ -730,6 +730,11 @@ row "plan: --precision fp16" 2 "--precision: unsupported precision (fp16); suppo
   plan --model tiny --cluster dgx-h100 --gpus 8 --precision fp16 --json new_out.json
 row "plan: --fp8-param-gather with bf16 GEMMs" 2 "fp8_param_gather: needs precision fp8" \
   plan --model tiny --cluster dgx-h100 --gpus 8 --fp8-param-gather on --json new_out.json
+row "plan: --fp8-recipe tensorwise with bf16 GEMMs" 2 "fp8_recipe: tensorwise: needs precision fp8" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --fp8-recipe tensorwise --json new_out.json
+row "plan: --fp8-recipe mxfp8" 2 \
+  "--fp8-recipe: unsupported FP8 recipe (mxfp8); supported: delayed, tensorwise" \
+  plan --model tiny --cluster dgx-h100 --gpus 8 --precision fp8 --fp8-recipe mxfp8 --json new_out.json
 row "plan: --overlap-moe-expert-parallel-comm under fsdp" 2 \
   "--overlap-moe-expert-parallel-comm: framework fsdp: only Megatron-Core merges" \
   plan --model tiny-moe --cluster dgx-h100 --gpus 8 --framework fsdp \

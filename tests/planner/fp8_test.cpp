@@ -195,6 +195,106 @@ TEST_CASE("fp8: TE's sequence-parallel all-gathers move FP8 bytes, reduce-scatte
             ->message_bytes == 2048 * 4096 * 2);
 }
 
+PlanOptions tensorwise_options() {
+  PlanOptions options = fp8_options();
+  options.fp8_recipe = Fp8Recipe::kTensorwise;
+  return options;
+}
+
+TEST_CASE("fp8 tensorwise: an amax read before every cast, the norm output cast apart") {
+  // Transformer Engine 2.x current scaling (fp8_cast_cost.cpp tensorwise_cast_bytes), tp 1,
+  // T = 2048: the norms write 16 bits, so QKV and MLP-in cast and transpose their input (4 per
+  // T h each) and need no backward transpose; output and MLP-out read their input for the amax
+  // and cast-transpose it (2 + 4 per T h and T f). Forward: T (8h + 6h + 6f). Backward: every
+  // output gradient read for the amax and cast-transposed (6 per T (3h + h + f + h)):
+  // T (30h + 6f).
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  const Layout layout = make_layout(1, 1, 8, 1, 8);
+  const PlanEstimate bf16 = estimate_plan(square_model(), cluster, layout);
+  const PlanEstimate fp8 = estimate_plan(square_model(), cluster, layout, tensorwise_options());
+  const double T = 2048, h = 4096, ffn = 16384;
+  const auto saved = [&](double n, double k) {
+    const double shape = dgx_h100_gemm_slowdown(T, n, k);
+    return 2.0 * T * n * k * shape * (1.0 / (989.4e12 * 0.61) - 1.0 / (1978.9e12 * 0.60));
+  };
+  const double saved_per_layer = saved(3 * h, h) + saved(h, h) + saved(ffn, h) + saved(h, ffn);
+  const double hbm_bytes_per_second = 3.35e12 * 0.8;
+  const double cast_forward = T * (14 * h + 6 * ffn) / hbm_bytes_per_second;
+  const double cast_backward = T * (30 * h + 6 * ffn) / hbm_bytes_per_second;
+  check_linear_savings(bf16.stages[0].chunks[0], fp8.stages[0].chunks[0], saved_per_layer,
+                       cast_forward, cast_backward);
+  // No sequence parallelism: no amax all-reduce.
+  CHECK(fp8.stages[0].chunks[0].forward_tp_comm_seconds ==
+        bf16.stages[0].chunks[0].forward_tp_comm_seconds);
+  // Current scaling keeps no amax history: 32 layers x 4 GEMMs x 5 tensors x 1023 fp32 entries
+  // less than delayed scaling's 1024.
+  const PlanEstimate delayed = estimate_plan(square_model(), cluster, layout, fp8_options());
+  CHECK(delayed.stages[0].memory.weights_bytes - fp8.stages[0].memory.weights_bytes ==
+        int64_t{32} * 4 * 5 * 1023 * 4);
+  CHECK(fp8.step_time_s > delayed.step_time_s);
+}
+
+TEST_CASE("fp8 tensorwise under sequence parallelism: casts on the rank's rows, amax all-reduces") {
+  // tp 4, sequence parallel, T = 2048: QKV and MLP-in cast the norm's T/4 rows (3 per T h/4
+  // each), gather FP8 and transpose the gathered T rows in the backward (2 per T h each); output
+  // and MLP-out read and cast-transpose their tp-split input in the forward (6 per T h/4 and
+  // T f/4), nothing left for the backward; the column-parallel output gradients (T 3h/4, T f/4)
+  // 6 each; the row-parallel ones (T h each) read and cast on T/4 rows (5), gathered, transposed
+  // on T (2). Forward: T (6h/4 + 6h/4 + 6f/4); backward: T (4h + 6 (3h/4 + f/4) + 2 (5h/4 +
+  // 2h)). Each gathered cast first all-reduces one float over the tp group: QKV and MLP-in
+  // forward, output and MLP-out gradients backward, two per layer each way.
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  Layout layout = make_layout(4, 1, 2, 1, 8);
+  layout.sequence_parallel = true;
+  const PlanEstimate bf16 = estimate_plan(square_model(), cluster, layout);
+  const PlanEstimate fp8 = estimate_plan(square_model(), cluster, layout, tensorwise_options());
+  const double T = 2048, h = 4096, ffn = 16384, t = 4;
+  const double hbm_bytes_per_second = 3.35e12 * 0.8;
+  const double cast_forward = T * (6 * h / t + 6 * h / t + 6 * ffn / t) / hbm_bytes_per_second;
+  const double cast_backward =
+      T * (4 * h + 6 * (3 * h / t + ffn / t) + 2 * (5 * h / t + 2 * h)) / hbm_bytes_per_second;
+  const ChunkCost& b = bf16.stages[0].chunks[0];
+  const ChunkCost& f = fp8.stages[0].chunks[0];
+  const double forward_saving = b.forward_compute_seconds - f.forward_compute_seconds;
+  const double backward_saving =
+      b.backward_input_compute_seconds - f.backward_input_compute_seconds;
+  CHECK(forward_saving - backward_saving ==
+        doctest::Approx(32.0 * (cast_backward - cast_forward)).epsilon(1e-6).scale(0));
+  CHECK(b.backward_weight_compute_seconds - f.backward_weight_compute_seconds ==
+        doctest::Approx(forward_saving + 32.0 * cast_forward).epsilon(1e-9).scale(0));
+  const ChunkCost& d =
+      estimate_plan(square_model(), cluster, layout, fp8_options()).stages[0].chunks[0];
+  const double one_float = collective_seconds(cluster, CollectiveKind::kAllReduce, 4, 4, 1);
+  CHECK(f.forward_tp_comm_seconds - d.forward_tp_comm_seconds ==
+        doctest::Approx(32.0 * 2.0 * one_float).epsilon(1e-9).scale(0));
+  CHECK(f.backward_tp_comm_seconds - d.backward_tp_comm_seconds ==
+        doctest::Approx(32.0 * 2.0 * one_float).epsilon(1e-9).scale(0));
+}
+
+TEST_CASE("fp8 tensorwise: Megatron-LM's only, with fp8; stored only when set") {
+  const models::ClusterConfig cluster = models::load_cluster("dgx-h100");
+  const Layout layout = make_layout(1, 1, 8, 1, 8);
+  PlanOptions bf16_tensorwise;
+  bf16_tensorwise.fp8_recipe = Fp8Recipe::kTensorwise;
+  CHECK(input_error([&] { estimate_plan(square_model(), cluster, layout, bf16_tensorwise); }) ==
+        "fp8_recipe: tensorwise: needs precision fp8 (the recipe scales Transformer Engine's FP8 "
+        "casts)");
+  PlanOptions fsdp = tensorwise_options();
+  fsdp.framework = Framework::kFsdp;
+  CHECK(input_error([&] { estimate_plan(square_model(), cluster, layout, fsdp); }) ==
+        "fp8_recipe: tensorwise: framework fsdp: Transformer Engine's recipes are Megatron-LM's "
+        "(--fp8-recipe); under fsdp torchao's float8 is its own tensorwise scaling");
+  CHECK_FALSE(options_to_json(fp8_options()).contains("fp8_recipe"));
+  const nlohmann::json written = options_to_json(tensorwise_options());
+  CHECK(written.at("fp8_recipe") == "tensorwise");
+  CHECK(options_from_json(written, "p.json").fp8_recipe == Fp8Recipe::kTensorwise);
+  nlohmann::json bad = written;
+  bad["fp8_recipe"] = "mxfp8";
+  CHECK(input_error([&] { options_from_json(bad, "p.json"); }) ==
+        "p.json: options: fp8_recipe: unsupported FP8 recipe (mxfp8); supported: delayed, "
+        "tensorwise (Megatron-LM's mxfp8 and blockwise are not modelled)");
+}
+
 TEST_CASE("fp8 under fsdp: torchao's FP8 GEMMs at 0.834 of TE's e_max, and torchao's casts") {
   // The square model at tp 1 under --framework fsdp, bf16 against fp8 (torchao's Float8Linear).
   // Each forward GEMM saves 2 T n k (1 + x_half (1/k + 0.2 (1/T + 1/n))) x (1 / (989.4e12 x

@@ -189,6 +189,13 @@ TEST_CASE("--emit megatron: FP8 with --fp8-param-gather on the distributed optim
   for (const auto& entry : flags) {
     CHECK_MESSAGE(parser.count(entry.first) == 1, entry.first << " is not a Megatron-LM argument");
   }
+  // Current scaling: --fp8-recipe tensorwise, no amax history.
+  plan.options.fp8_recipe = planner::Fp8Recipe::kTensorwise;
+  flags = megatron_flags(emit_megatron(plan));
+  CHECK(flags.at("--fp8-format") == "hybrid");
+  CHECK(flags.at("--fp8-recipe") == "tensorwise");
+  CHECK(flags.count("--fp8-amax-history-len") == 0);
+  CHECK(parser.count("--fp8-recipe") == 1);
 }
 
 TEST_CASE("--emit megatron: --grad-reduce-in-bf16 when the plan reduces gradients in bf16") {

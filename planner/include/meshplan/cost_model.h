@@ -94,6 +94,15 @@ GemmPrecision parse_gemm_precision(const std::string& text, const std::string& f
 /// flex-dispatcher.md). Only framework megatron, MoE models, ep > 1, etp 1
 /// (check_moe_dispatcher_options, check_moe_dispatcher).
 enum class MoeDispatcher { kAllToAll, kFlex };
+/// Transformer Engine's FP8 scaling under --precision fp8 (Megatron-LM --fp8-recipe, Megatron
+/// Core 0.12 on; default delayed): kDelayed scales each tensor by an amax history, the cast fused
+/// with the amax and the norm writing FP8 itself; kTensorwise ("current scaling", Megatron-Bridge's
+/// fp8_cs) scales by the tensor's own amax, one more read pass per cast and the norm output cast
+/// apart (fp8_cast_cost.cpp). Only framework megatron (check_fp8_recipe_options).
+enum class Fp8Recipe { kDelayed, kTensorwise };
+std::string to_string(Fp8Recipe recipe);
+/// "delayed", "tensorwise"; throws InputError naming `field` otherwise.
+Fp8Recipe parse_fp8_recipe(const std::string& text, const std::string& field);
 std::string to_string(MoeDispatcher dispatcher);
 /// "alltoall", "flex"; throws InputError naming `field` otherwise.
 MoeDispatcher parse_moe_dispatcher(const std::string& text, const std::string& field);
@@ -185,6 +194,8 @@ struct PlanOptions {
   // byte each, and the distributed optimizer all-gathers them in fp8; norms, biases, embedding
   // and LM head stay in the cluster's precision (planner/memory.cpp fp8_param_gather_saving_bytes).
   bool fp8_param_gather = false;
+  // Transformer Engine's FP8 scaling recipe (Fp8Recipe; only read with precision fp8).
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
   // Megatron-Core --cross-entropy-loss-fusion [--cross-entropy-fusion-impl te]: the loss in
   // fused kernels instead of eager passes (cross_entropy_bytes_per_logit). Off: Megatron-LM's
   // own default (model_parallel_config.py); Megatron-Bridge's GPTModelProvider turns it on and
