@@ -48,6 +48,18 @@ double dgx_h100_gemm_slowdown(double T, double n, double k) {
                    (1.0 / k + kGemmOuterDimensionWeight * (1.0 / T + 1.0 / n));
 }
 
+// Seconds the FP8 GEMMs save per pass of one square-model layer at tp 1 on dgx-h100: the four
+// forward linear GEMMs (T x n reducing over k; QKV 3h x h, output h x h, MLP in f x h, out
+// h x f), each 2 T n k at bf16 989.4e12 x 0.61 against fp8 1978.9e12 x 0.60, on the curve above.
+double square_model_fp8_gemm_saving_per_layer() {
+  const double T = 2048, h = 4096, ffn = 16384;
+  const auto saved = [&](double n, double k) {
+    const double shape = dgx_h100_gemm_slowdown(T, n, k);
+    return 2.0 * T * n * k * shape * (1.0 / (989.4e12 * 0.61) - 1.0 / (1978.9e12 * 0.60));
+  };
+  return saved(3 * h, h) + saved(h, h) + saved(ffn, h) + saved(h, ffn);
+}
+
 // The square model's 32 layers on one stage: fp8 saves saved_per_layer of GEMM time in each of
 // the forward, input-gradient and weight-gradient passes, and pays its casts in the first two.
 void check_linear_savings(const ChunkCost& bf16, const ChunkCost& fp8, double saved_per_layer,
@@ -94,11 +106,7 @@ TEST_CASE("fp8: the linear GEMMs run at the FP8 peak, plus Transformer Engine's 
   const PlanEstimate bf16 = estimate_plan(square_model(), cluster, layout);
   const PlanEstimate fp8 = estimate_plan(square_model(), cluster, layout, fp8_options());
   const double T = 2048, h = 4096, ffn = 16384;
-  const auto saved = [&](double n, double k) {
-    const double shape = dgx_h100_gemm_slowdown(T, n, k);
-    return 2.0 * T * n * k * shape * (1.0 / (989.4e12 * 0.61) - 1.0 / (1978.9e12 * 0.60));
-  };
-  const double saved_per_layer = saved(3 * h, h) + saved(h, h) + saved(ffn, h) + saved(h, ffn);
+  const double saved_per_layer = square_model_fp8_gemm_saving_per_layer();
   // TE's casts (fp8_cast_cost.cpp), bytes at 3.35e12 x 0.8 B/s. Forward: QKV and MLP-in take
   // their input from the norm in FP8 (-1 byte per T h each); output and MLP-out cast and
   // transpose their input (4 bytes per T h and T f): T (2h + 4f). Backward: QKV and MLP-in
@@ -213,11 +221,7 @@ TEST_CASE("fp8 tensorwise: an amax read before every cast, the norm output cast 
   const PlanEstimate bf16 = estimate_plan(square_model(), cluster, layout);
   const PlanEstimate fp8 = estimate_plan(square_model(), cluster, layout, tensorwise_options());
   const double T = 2048, h = 4096, ffn = 16384;
-  const auto saved = [&](double n, double k) {
-    const double shape = dgx_h100_gemm_slowdown(T, n, k);
-    return 2.0 * T * n * k * shape * (1.0 / (989.4e12 * 0.61) - 1.0 / (1978.9e12 * 0.60));
-  };
-  const double saved_per_layer = saved(3 * h, h) + saved(h, h) + saved(ffn, h) + saved(h, ffn);
+  const double saved_per_layer = square_model_fp8_gemm_saving_per_layer();
   const double hbm_bytes_per_second = 3.35e12 * 0.8;
   const double cast_forward = T * (14 * h + 6 * ffn) / hbm_bytes_per_second;
   const double cast_backward = T * (30 * h + 6 * ffn) / hbm_bytes_per_second;
