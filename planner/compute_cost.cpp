@@ -692,13 +692,15 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
     }
     if (options.gemm_precision == GemmPrecision::kFp8 && !torchao_float8(options)) {
       // Current scaling's amax all-reduces, one float each, before the casts they scale
-      // (fp8_amax_reductions): latency, exposed.
+      // (fp8_amax_reductions): latency, exposed. None under delayed scaling.
       const Fp8AmaxReductions amax =
           fp8_amax_reductions(gemms, layout.sequence_parallel, options.fp8_recipe);
-      const double one_float =
-          collective_seconds(cluster, CollectiveKind::kAllReduce, 4, layout.tp, 1);
-      time.tp_comm_forward += amax.forward * one_float;
-      time.tp_comm_backward += amax.backward * one_float;
+      if (amax.forward + amax.backward > 0) {
+        const double one_float =
+            collective_seconds(cluster, CollectiveKind::kAllReduce, 4, layout.tp, 1);
+        time.tp_comm_forward += amax.forward * one_float;
+        time.tp_comm_backward += amax.backward * one_float;
+      }
     }
   }
   return time;

@@ -452,12 +452,13 @@ void predict_over_memory(const models::TransformerConfig& model,
 }
 
 // Version 11: Megatron-Core's layout string fixes the split, vpp and (vpp > 1) the interleaved
-// schedule, as `plan --pipeline-layout` does; those fields are then no longer searched.
-void fix_run_pipeline_layout(const nlohmann::json& layout, const models::TransformerConfig& model,
+// schedule, as `plan --pipeline-layout` does; those fields are then no longer searched. False
+// when the run states none.
+bool fix_run_pipeline_layout(const nlohmann::json& layout, const models::TransformerConfig& model,
                              const std::string& where, SearchSpace& space,
                              std::vector<std::string>& searched) {
   if (!layout.contains("pipeline_layout") || layout.at("pipeline_layout").is_null()) {
-    return;
+    return false;
   }
   const std::string field = where + ": pipeline_layout";
   if (space.stage_layers) {
@@ -468,6 +469,7 @@ void fix_run_pipeline_layout(const nlohmann::json& layout, const models::Transfo
   std::erase_if(searched, [&](const std::string& name) {
     return name == "vpp" || (name == "schedule" && space.schedule);
   });
+  return true;
 }
 
 // One run: parsed (throws InputError on malformed input), then predicted or given the reason
@@ -556,8 +558,9 @@ ValidationRun validate_run(const nlohmann::json& run_json, int version, const st
   const std::string layout_where = where + ": layout";
   const int64_t num_gpus = require_int(hardware, "num_gpus", where + ": hardware");
   SearchSpace space = run_space(run_json.at("layout"), num_gpus, layout_where, run.searched);
-  fix_run_pipeline_layout(run_json.at("layout"), model, layout_where, space, run.searched);
-  if (space.stage_layers) {  // pp may be searched: the list then fixes it
+  // A layout string's split is checked by its parser; a stated list here.
+  if (!fix_run_pipeline_layout(run_json.at("layout"), model, layout_where, space, run.searched) &&
+      space.stage_layers) {  // pp may be searched: the list then fixes it
     const int64_t pp = space.pp.value_or(static_cast<int64_t>(space.stage_layers->size()));
     space.stage_layers = checked_stage_layers(model, pp, *space.stage_layers, layout_where);
   }
