@@ -592,6 +592,8 @@ planner::PlanOptions plan_options(const PlanArguments& args, const models::Clust
     options.bucket_bytes =
         static_cast<int64_t>(*args.bucket_mb * static_cast<double>(kBytesPerMiB));
   }
+  options.make_vocab_size_divisible_by = args.make_vocab_size_divisible_by;
+  planner::check_vocab_padding_options(options, "--make-vocab-size-divisible-by");
   return options;
 }
 
@@ -816,6 +818,11 @@ void add_plan_flags(CLI::App& plan, PlanArguments& args) {
                   "(megatron: max(40M, 1M x dp x cp) parameters, only pipeline rank 0's first "
                   "chunk bucketed; deepspeed: 5e8 elements, reduce_bucket_size; others: 25 MiB, "
                   "PyTorch DDP's bucket_cap_mb)");
+  plan.add_option("--make-vocab-size-divisible-by", args.make_vocab_size_divisible_by,
+                  "Pad the vocabulary to a multiple of this times tp, as Megatron-LM's flag of "
+                  "that name does; default: the framework's (megatron and deepspeed: 128, "
+                  "Megatron-LM's, Megatron-DeepSpeed's and GPT-NeoX's default; fsdp and "
+                  "meshplan: 1, no padding beyond a multiple of tp)");
   plan.add_flag("--allow-tp-across-nodes", args.allow_tp_across_nodes,
                 "Let tensor-parallel groups span nodes");
   plan.add_option("--refine", args.refine,

@@ -62,6 +62,8 @@ struct PlanArguments {
   std::string pipeline_grad_scatter_gather = "on";
   std::string deepspeed_grad_all_reduce = "on";
   std::optional<double> bucket_mb;  // unset: the framework's default (planner::dp_bucket_bytes)
+  // Unset: the framework's default (planner::vocab_size_divisible_by).
+  std::optional<int64_t> make_vocab_size_divisible_by;
   bool allow_tp_across_nodes = false;
   int64_t top = 10;
   std::optional<int64_t> refine;

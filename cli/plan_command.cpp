@@ -157,11 +157,13 @@ void run_plan(const PlanArguments& args) {
     throw InputError(fmt::format("--save-plan-rank: only {} feasible plans ({})",
                                  result.best.size(), args.save_plan_rank));
   }
-  // The saved plan states the bucket it was costed with (the framework's default for its
-  // layout when --bucket-mb is not given), so simulate, execute and --emit read that value.
+  // The saved plan states the bucket and the vocabulary divisor it was costed with (the
+  // framework's defaults when --bucket-mb and --make-vocab-size-divisible-by are not given), so
+  // simulate, execute and --emit read those values.
   const auto plan_of = [&](const planner::PlanEstimate& estimate) {
     planner::PlanOptions saved_options = options;
     saved_options.bucket_bytes = planner::dp_bucket_bytes(cluster, estimate.layout, options);
+    saved_options.make_vocab_size_divisible_by = planner::vocab_size_divisible_by(options);
     return planner::Plan{model, cluster, args.gpus, estimate.layout, saved_options};
   };
   // What --save-plan writes and --emit emits: rank --save-plan-rank (default the best); with
@@ -191,8 +193,7 @@ void run_plan(const PlanArguments& args) {
   }
   const planner::PlanEstimate saved = result.best[saved_index];
   result.best.resize(std::min<size_t>(result.best.size(), static_cast<size_t>(args.top)));
-  reports::Report report =
-      reports::plan_report(model, cluster, args.gpus, result, options.framework);
+  reports::Report report = reports::plan_report(model, cluster, args.gpus, result, options);
   fmt::print(table_out, "{}{}", report.table, choice_note);
   if (emit) {
     report.json["emit"] = {{"target", reports::to_string(*emit)},

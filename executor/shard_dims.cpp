@@ -314,6 +314,17 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
                     "does not pad the vocabulary ({} % {})",
                     source, model.vocab_size, layout.tp));
   }
+  // The plan's costs count the vocabulary padded to a multiple of d tp
+  // (planner::padded_vocab_size); the executor builds V rows, so it runs only plans where that
+  // padding adds none.
+  if (const int64_t padded = planner::padded_vocab_size(model, layout.tp, plan.options);
+      padded != model.vocab_size) {
+    throw InputError(fmt::format(
+        "{}: options.make_vocab_size_divisible_by: the plan is costed on the vocabulary padded "
+        "to {} rows (divisor {} x tp {}), which the executor does not build (plan with "
+        "--make-vocab-size-divisible-by 1, or --framework meshplan)",
+        source, padded, planner::vocab_size_divisible_by(plan.options), layout.tp));
+  }
   if (model.positions == models::Positions::kRope && !model.is_mla() && model.head_dim % 2 != 0) {
     throw InputError(fmt::format("{}: model.head_dim: RoPE needs an even head dim ({})", source,
                                  model.head_dim));

@@ -333,7 +333,7 @@ void add_tensor_parallel(Inventory& inventory, const models::TransformerConfig& 
                     m);
     }
     // Parameters replicated over tp get partial gradients under sequence parallelism.
-    const StageParameters parameters = stage_parameters(model, layout, stage);
+    const StageParameters parameters = stage_parameters(model, layout, stage, options);
     inventory.add(stage, "tp: replicated-parameter gradient all-reduce (sequence parallel)", kAR,
                   kTp, t, parameters.replicated * element_bytes(cluster), 1);
   }
@@ -615,12 +615,12 @@ std::vector<CollectiveTraffic> collective_inventory(const models::TransformerCon
     if (layout.pp > 1) {
       add_pipeline_transfers(inventory, model, cluster, layout, options, schedule, stage);
       if (embedding_gradient_all_reduced(model, layout) && (stage == 0 || stage == layout.pp - 1)) {
-        inventory.add(stage,
-                      model.tied_embeddings
-                          ? "embedding: tied word-embedding gradient all-reduce"
-                          : "embedding: MTP word-embedding copy gradient all-reduce",
-                      CollectiveKind::kAllReduce, CommGroup::kEmbedding, 2,
-                      padded_vocab_size(model, layout.tp) / layout.tp * model.hidden_size * e, 1);
+        inventory.add(
+            stage,
+            model.tied_embeddings ? "embedding: tied word-embedding gradient all-reduce"
+                                  : "embedding: MTP word-embedding copy gradient all-reduce",
+            CollectiveKind::kAllReduce, CommGroup::kEmbedding, 2,
+            padded_vocab_size(model, layout.tp, options) / layout.tp * model.hidden_size * e, 1);
       }
     }
     add_data_parallel(inventory, model, cluster, layout, options, stage);

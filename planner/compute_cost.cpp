@@ -898,7 +898,7 @@ PassBytes embedding_bytes(const models::TransformerConfig& model,
   // main_grad (distributed_data_parallel.py _make_param_hook: param.main_grad.add_(
   // param.grad.data), read e, read and write the main grad) every micro-batch: the embedding has
   // no fused weight-gradient accumulation, the linears (gradient_accumulation_fusion) do.
-  const double rows = static_cast<double>(padded_vocab_size(model, layout.tp)) / t +
+  const double rows = static_cast<double>(padded_vocab_size(model, layout.tp, options)) / t +
                       (learned ? static_cast<double>(model.seq_length) : 0.0);
   bytes.backward += rows * h * e;
   if (options.framework == Framework::kMegatron) {
@@ -1241,7 +1241,7 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
       layout.tp > 1 ? collective_seconds(cluster, CollectiveKind::kAllReduce,
                                          static_cast<int64_t>(tokens * h * e), layout.tp, 1)
                     : 0.0;
-  const double vocab_rows = static_cast<double>(padded_vocab_size(model, layout.tp)) / t;
+  const double vocab_rows = static_cast<double>(padded_vocab_size(model, layout.tp, options)) / t;
   // Vocab-parallel lookup, then an all-reduce (or, with sequence parallelism, a reduce-scatter:
   // half the volume); `weight_rows`: the table rows whose gradient it accumulates.
   const auto add_embedding = [&](double weight_rows) {
@@ -1294,7 +1294,7 @@ ChunkCost chunk_cost(const models::TransformerConfig& model, const models::Clust
       cost.backward_tp_comm_seconds += all_reduce_hidden;
     }
     forward_flops += lm_head_forward_flops(model, tokens) *
-                     (static_cast<double>(padded_vocab_size(model, layout.tp)) /
+                     (static_cast<double>(padded_vocab_size(model, layout.tp, options)) /
                       static_cast<double>(model.vocab_size)) /
                      t;
   };

@@ -100,7 +100,7 @@ struct SpecWeights {
 };
 
 SpecWeights spec_weights(const models::TransformerConfig& model, int64_t tp,
-                         DeepSpeedPartition method) {
+                         DeepSpeedPartition method, const PlanOptions& options) {
   SpecWeights w;
   w.num_layers = model.num_layers;
   w.dense_layers =
@@ -119,7 +119,7 @@ SpecWeights spec_weights(const models::TransformerConfig& model, int64_t tp,
   }
   Layout one_stage;
   one_stage.tp = tp;
-  const StageParameters embedding = stage_embedding_parameters(model, one_stage, 0);
+  const StageParameters embedding = stage_embedding_parameters(model, one_stage, 0, options);
   w.embedding = static_cast<double>(embedding.sharded + embedding.replicated);
   const auto total = [](const LayerParameters& p) {
     return static_cast<double>(p.sharded + p.replicated + p.expert);
@@ -127,7 +127,7 @@ SpecWeights spec_weights(const models::TransformerConfig& model, int64_t tp,
   w.dense = total(layer_parameters(model, tp));
   w.moe = model.is_moe() ? total(layer_parameters(model, tp, true)) : w.dense;
   w.norm = static_cast<double>(norm_parameters(model));
-  w.head = static_cast<double>(padded_vocab_size(model, tp) / tp * model.hidden_size);
+  w.head = static_cast<double>(padded_vocab_size(model, tp, options) / tp * model.hidden_size);
   return w;
 }
 
@@ -147,11 +147,12 @@ std::vector<int64_t> layers_per_stage(const std::vector<size_t>& bounds, int64_t
 }  // namespace
 
 std::vector<int64_t> deepspeed_stage_layers(const models::TransformerConfig& model, int64_t tp,
-                                            int64_t pp, DeepSpeedPartition method) {
+                                            int64_t pp, DeepSpeedPartition method,
+                                            const PlanOptions& options) {
   // The search asks once per layout, and the partition is O(specs^2 pp): remembered per thread,
   // keyed by the O(1) weights, so a hit costs no pass over the layers.
   thread_local std::map<std::pair<SpecWeights, int64_t>, std::vector<int64_t>> known;
-  auto key = std::make_pair(spec_weights(model, tp, method), pp);
+  auto key = std::make_pair(spec_weights(model, tp, method, options), pp);
   if (const auto found = known.find(key); found != known.end()) {
     return found->second;
   }
@@ -165,10 +166,11 @@ std::vector<int64_t> deepspeed_stage_layers(const models::TransformerConfig& mod
 }
 
 std::vector<std::vector<int64_t>> deepspeed_stage_splits(const models::TransformerConfig& model,
-                                                         int64_t tp, int64_t pp) {
+                                                         int64_t tp, int64_t pp,
+                                                         const PlanOptions& options) {
   std::vector<std::vector<int64_t>> splits;
   for (DeepSpeedPartition method : kDeepSpeedPartitions) {
-    std::vector<int64_t> split = deepspeed_stage_layers(model, tp, pp, method);
+    std::vector<int64_t> split = deepspeed_stage_layers(model, tp, pp, method, options);
     const bool every_stage_has_a_layer =
         std::all_of(split.begin(), split.end(), [](int64_t n) { return n > 0; });
     split = canonical_stage_layers(split);
@@ -180,10 +182,11 @@ std::vector<std::vector<int64_t>> deepspeed_stage_splits(const models::Transform
 }
 
 std::optional<DeepSpeedPartition> deepspeed_partition_of(const models::TransformerConfig& model,
-                                                         const Layout& layout) {
+                                                         const Layout& layout,
+                                                         const PlanOptions& options) {
   for (DeepSpeedPartition method : kDeepSpeedPartitions) {
-    if (canonical_stage_layers(deepspeed_stage_layers(model, layout.tp, layout.pp, method)) ==
-        layout.stage_layers) {
+    if (canonical_stage_layers(deepspeed_stage_layers(model, layout.tp, layout.pp, method,
+                                                      options)) == layout.stage_layers) {
       return method;
     }
   }

@@ -31,7 +31,7 @@ struct TraceEntry {
 // with recompute_group_layers N (activation_checkpoint_interval) the whole group's forward runs
 // again before the backward of its last layer.
 std::vector<TraceEntry> module_trace(const models::TransformerConfig& model, const Layout& layout,
-                                     int64_t stage) {
+                                     int64_t stage, const PlanOptions& options) {
   const int64_t tp = layout.tp;
   int64_t next_param = 0;
   std::vector<TraceEntry> forward;
@@ -40,7 +40,7 @@ std::vector<TraceEntry> module_trace(const models::TransformerConfig& model, con
       forward.push_back({param, elements, module});
     }
   };
-  const int64_t vocab_elements = padded_vocab_size(model, tp) / tp * model.hidden_size;
+  const int64_t vocab_elements = padded_vocab_size(model, tp, options) / tp * model.hidden_size;
   const int64_t embedding_param = next_param++;
   const bool first_stage = stage == 0;
   const bool last_stage = stage == layout.pp - 1;
@@ -114,8 +114,9 @@ std::vector<TraceEntry> module_trace(const models::TransformerConfig& model, con
 }  // namespace
 
 DeepSpeedZero3Trace deepspeed_zero3_trace(const models::TransformerConfig& model,
-                                          const Layout& layout, int64_t stage) {
-  const std::vector<TraceEntry> trace = module_trace(model, layout, stage);
+                                          const Layout& layout, int64_t stage,
+                                          const PlanOptions& options) {
+  const std::vector<TraceEntry> trace = module_trace(model, layout, stage, options);
   const size_t n = trace.size();
   DeepSpeedZero3Trace out;
   if (n == 0) {

@@ -301,8 +301,8 @@ std::vector<int64_t> chunk_counts_last_ready_last(const models::TransformerConfi
 int64_t fsdp_root_unit_elements(const models::TransformerConfig& model, const Layout& layout,
                                 const PlanOptions& options, int64_t stage) {
   const StageParameters root = fsdp_head_in_root(options)
-                                   ? stage_outside_layer_parameters(model, layout, stage)
-                                   : stage_embedding_parameters(model, layout, stage);
+                                   ? stage_outside_layer_parameters(model, layout, stage, options)
+                                   : stage_embedding_parameters(model, layout, stage, options);
   const int64_t elements = root.sharded + root.replicated;
   const int64_t share = (elements + layout.vpp - 1) / layout.vpp;
   return zero_padded_count(share, zero_shard_group_size(layout));
@@ -449,8 +449,8 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
     return out;
   }
   // Expert parameters reduce over the expert data parallel group instead (expert_dp_buckets).
-  const int64_t parameters = stage_parameter_count(model, layout, stage) -
-                             stage_expert_parameter_count(model, layout, stage);
+  const int64_t parameters = stage_parameter_count(model, layout, stage, options) -
+                             stage_expert_parameter_count(model, layout, stage, options);
   const int64_t e = element_bytes(cluster);
   // Gradients move in the reduce dtype (grad_reduce_element_bytes), parameters in e; a
   // parameter bucket holds the elements of its gradient bucket (Megatron-Core's buckets count
@@ -542,7 +542,7 @@ DpBuckets dp_buckets(const models::TransformerConfig& model, const models::Clust
         const std::vector<int64_t> modules =
             deepspeed_gathered_module_elements(model, layout.tp, moe_layers);
         const int64_t block_bytes = zero_shard_group_size(layout) * e;
-        const DeepSpeedZero3Trace trace = deepspeed_zero3_trace(model, layout, stage);
+        const DeepSpeedZero3Trace trace = deepspeed_zero3_trace(model, layout, stage, options);
         out.chunk_param = costed(cluster, layout, stage, kAG,
                                  per_module_sizes(per_layer, modules, block_bytes), group);
         out.chunk_param_backward = costed(
@@ -582,7 +582,7 @@ DpBuckets expert_dp_buckets(const models::TransformerConfig& model,
                             const models::ClusterConfig& cluster, const Layout& layout,
                             const PlanOptions& options, int64_t stage) {
   DpBuckets out;
-  const int64_t expert_count = stage_expert_parameter_count(model, layout, stage);
+  const int64_t expert_count = stage_expert_parameter_count(model, layout, stage, options);
   if (expert_count == 0 || expert_data_parallel(layout) <= 1) {
     return out;
   }

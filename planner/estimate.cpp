@@ -515,8 +515,8 @@ StageTimes estimate_stage(const models::TransformerConfig& model,
                      ep_overlap_schedule(layout, options));
   stage.peak_in_flight_micro_batches = in_flight.all_chunks;
   stage.memory = stage_memory(model, cluster, layout, options, s, in_flight);
-  stage.num_parameters = stage_parameter_count(model, layout, s);
-  const int64_t expert = stage_expert_parameter_count(model, layout, s);
+  stage.num_parameters = stage_parameter_count(model, layout, s, options);
+  const int64_t expert = stage_expert_parameter_count(model, layout, s, options);
   // The passes around Adam (optimizer_step_bytes): Megatron's under its DDP and distributed
   // optimizer (zero <= 1), PyTorch FSDP's clipping over fp32 shards; Megatron-FSDP (zero >= 2),
   // DeepSpeed and meshplan's executor: Adam alone (their passes are not sourced here).
@@ -987,8 +987,8 @@ PlanEstimate estimate_plan_internal(const models::TransformerConfig& model,
   if (embedding_gradient_all_reduced(model, layout)) {
     // Megatron-LM all-reduces the tied embedding's gradient between first and last stage (and,
     // with MTP, the last stage's embedding copy's).
-    const int64_t bytes = padded_vocab_size(model, layout.tp) / layout.tp * model.hidden_size *
-                          element_bytes(cluster);
+    const int64_t bytes = padded_vocab_size(model, layout.tp, options) / layout.tp *
+                          model.hidden_size * element_bytes(cluster);
     breakdown.dp_comm_exposed_seconds += stage_collective_seconds(
         cluster, layout, CollectiveKind::kAllReduce, CommGroup::kEmbedding, 0, bytes);
   }

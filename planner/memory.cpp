@@ -444,7 +444,7 @@ std::pair<double, double> working_set_bytes(const PlanOptions& options,
       static_cast<double>(layer_count.sharded + layer_count.replicated + layer_count.expert);
   // Embedding and LM head are gathered like any unit (one unit each, V h / t per rank).
   const double vocab_unit =
-      static_cast<double>(padded_vocab_size(model, layout.tp)) * model.hidden_size / t;
+      static_cast<double>(padded_vocab_size(model, layout.tp, options)) * model.hidden_size / t;
   const double largest_unit = std::max(layer, vocab_unit);
   const bool sharded = zero_shards_parameters(layout);
   if (framework == Framework::kFsdp && cluster.precision != models::Precision::kFp32) {
@@ -488,7 +488,7 @@ std::pair<double, double> working_set_bytes(const PlanOptions& options,
     // module (deepspeed_zero3_trace: the current module, the prefetched ones, and those kept
     // for a reuse within stage3_max_reuse_distance). The module's unsharded gradient lives
     // until it reaches the bucket.
-    const DeepSpeedZero3Trace trace = deepspeed_zero3_trace(model, layout, stage);
+    const DeepSpeedZero3Trace trace = deepspeed_zero3_trace(model, layout, stage, options);
     return {e * static_cast<double>(trace.peak_gathered_elements),
             reduce_bucket + e * static_cast<double>(trace.largest_gradient_elements)};
   }
@@ -610,7 +610,7 @@ std::pair<double, double> fsdp_tp_loss_extra_bytes(const models::TransformerConf
   const double sequence_split = layout.sequence_parallel ? t : 1.0;
   const double held =
       tokens * static_cast<double>(model.hidden_size) * e * (1.0 - 1.0 / sequence_split);
-  const double vocab = static_cast<double>(padded_vocab_size(model, layout.tp)) / t;
+  const double vocab = static_cast<double>(padded_vocab_size(model, layout.tp, options)) / t;
   return {held, 4.0 * tokens * vocab};
 }
 
@@ -638,7 +638,7 @@ double fsdp_loss_cached_bytes(const models::TransformerConfig& model,
     return 0.0;
   }
   const Shape x = shape_of(model, cluster, layout);
-  const double vocab = static_cast<double>(padded_vocab_size(model, layout.tp)) / x.t;
+  const double vocab = static_cast<double>(padded_vocab_size(model, layout.tp, options)) / x.t;
   // Compiled (loss_compiled(options)), the graph saves the bf16 logits, and so does llm-foundry's
   // xentropy loss (loss_saves_logits): nothing is freed before the backward, and the loss's
   // widest tensor is the 16-bit gradient (loss_bytes_per_token_vocab).
@@ -682,7 +682,7 @@ double fsdp_pipelining_buffer_bytes(const models::TransformerConfig& model,
   const double m = static_cast<double>(layout.num_micro_batches());
   const double boundary = x.tokens * x.h * x.e / x.sp;
   const double logits =
-      x.e * x.tokens * static_cast<double>(padded_vocab_size(model, layout.tp)) / x.t;
+      x.e * x.tokens * static_cast<double>(padded_vocab_size(model, layout.tp, options)) / x.t;
   double bytes = 0;
   for (int64_t chunk = 0; chunk < layout.vpp; ++chunk) {
     const bool first = stage == 0 && chunk == 0;
@@ -764,7 +764,7 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
                              const models::ClusterConfig& cluster, const Layout& layout,
                              const PlanOptions& options, int64_t stage, const InFlight& in_flight) {
   MemoryBreakdown memory;
-  const StageParameters parameters = stage_parameters(model, layout, stage);
+  const StageParameters parameters = stage_parameters(model, layout, stage, options);
   const double n = static_cast<double>(parameters.sharded + parameters.replicated);
   const BytesPerParameter per = bytes_per_parameter(options, cluster, layout);
   // Expert parameters: sharded over ep already; ZeRO shards them over dp / ep.
@@ -876,7 +876,7 @@ MemoryBreakdown stage_memory(const models::TransformerConfig& model,
     // Final norm and LM-head inputs and the fp32 logits (ibid. Sec. 4.4: 4 s b v / t) of every
     // last-chunk micro-batch in flight: one under 1F1B, all m under GPipe, whose losses are
     // computed in the forward and whose cross-entropy backward needs the softmax.
-    const double vocab = static_cast<double>(padded_vocab_size(model, layout.tp)) / t;
+    const double vocab = static_cast<double>(padded_vocab_size(model, layout.tp, options)) / t;
     const LossBytes loss = loss_bytes_per_token_vocab(cluster, options);
     // Gemma 2's final soft-cap run eagerly (transformers Gemma2ForCausalLM.forward: `/ c`,
     // torch.tanh, `* c`; loss_cost.cpp softcap_bytes_per_element): autograd's TanhBackward0

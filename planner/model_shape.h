@@ -20,14 +20,16 @@ int64_t norm_parameters(const models::TransformerConfig& model);
 LayerParameters layer_parameters(const models::TransformerConfig& model, int64_t tp,
                                  bool moe_layer = false, int64_t ep = 1, int64_t etp = 0);
 StageParameters stage_parameters(const models::TransformerConfig& model, const Layout& layout,
-                                 int64_t stage);
+                                 int64_t stage, const PlanOptions& options);
 /// The embedding (and learned positions) on stage 0; nothing on the other stages.
 StageParameters stage_embedding_parameters(const models::TransformerConfig& model,
-                                           const Layout& layout, int64_t stage);
+                                           const Layout& layout, int64_t stage,
+                                           const PlanOptions& options);
 /// The part of stage_parameters outside the transformer layers: the embedding (and learned
 /// positions) on stage 0, the final norm and the LM head on the last stage.
 StageParameters stage_outside_layer_parameters(const models::TransformerConfig& model,
-                                               const Layout& layout, int64_t stage);
+                                               const Layout& layout, int64_t stage,
+                                               const PlanOptions& options);
 
 /// The multi-token-prediction module's parameters on one rank of the last pipeline stage
 /// (all D depths; 0 elsewhere or without MTP): per depth eh_proj (column-parallel 2h x h / tp),
@@ -36,7 +38,7 @@ StageParameters stage_outside_layer_parameters(const models::TransformerConfig& 
 /// word embedding (padded V / tp x h) that the depths look up (Megatron-Core gpt_model.py builds
 /// `embedding` where `pre_process or mtp_process`; a tied model has the copy already).
 StageParameters mtp_stage_parameters(const models::TransformerConfig& model, const Layout& layout,
-                                     int64_t stage);
+                                     int64_t stage, const PlanOptions& options);
 
 /// The shape letters of one micro-batch on one rank, as doubles for cost formulas:
 /// t tp, T tokens (micro_batch * s / cp: rank_micro_batch_tokens), h, d, a, g, f, s, e element

@@ -9,8 +9,51 @@
 
 namespace meshplan::planner {
 
-int64_t padded_vocab_size(const models::TransformerConfig& model, int64_t tp) {
-  return (model.vocab_size + tp - 1) / tp * tp;
+namespace {
+// Far above any divisor a framework or recipe uses (Megatron's 128, DeepSeek-V3's 1280 in
+// Megatron-Bridge deepseek_v3_bridge.py, V2's 3200), so a typo of a few digits is refused.
+constexpr int64_t kMaxVocabDivisor = 1 << 20;
+}  // namespace
+
+int64_t vocab_size_divisible_by(const PlanOptions& options) {
+  if (options.make_vocab_size_divisible_by) {
+    return *options.make_vocab_size_divisible_by;
+  }
+  switch (options.framework) {
+    case Framework::kMegatron:
+    case Framework::kDeepSpeed:
+      return 128;
+    case Framework::kFsdp:
+    case Framework::kMeshplan:
+      return 1;
+  }
+  return 1;
+}
+
+std::string vocab_padding_error(const PlanOptions& options, const std::string& field) {
+  const int64_t divisor = vocab_size_divisible_by(options);
+  if (divisor < 1 || divisor > kMaxVocabDivisor) {
+    return fmt::format("{}: must be between 1 and {} ({})", field, kMaxVocabDivisor, divisor);
+  }
+  if (divisor > 1 && options.framework == Framework::kFsdp) {
+    return fmt::format(
+        "{}: {} under framework fsdp: torchtitan builds the tokenizer's vocabulary unpadded "
+        "(use 1)",
+        field, divisor);
+  }
+  if (divisor > 1 && options.framework == Framework::kMeshplan) {
+    return fmt::format(
+        "{}: {} under framework meshplan: its executor pads the vocabulary to a multiple of tp "
+        "only (use 1)",
+        field, divisor);
+  }
+  return "";
+}
+
+int64_t padded_vocab_size(const models::TransformerConfig& model, int64_t tp,
+                          const PlanOptions& options) {
+  const int64_t multiple = vocab_size_divisible_by(options) * tp;
+  return (model.vocab_size + multiple - 1) / multiple * multiple;
 }
 
 int64_t norm_parameters(const models::TransformerConfig& model) {
@@ -120,7 +163,7 @@ bool mtp_recomputed_under_full(const Layout& layout) {
 }
 
 StageParameters mtp_stage_parameters(const models::TransformerConfig& model, const Layout& layout,
-                                     int64_t stage) {
+                                     int64_t stage, const PlanOptions& options) {
   StageParameters p;
   if (!model.has_mtp() || stage != layout.pp - 1) {
     return p;
@@ -136,7 +179,7 @@ StageParameters mtp_stage_parameters(const models::TransformerConfig& model, con
   if (layout.pp > 1 && !model.tied_embeddings) {
     // The last stage builds `embedding` for the MTP depths (gpt_model.py: pre_process or
     // mtp_process); its gradient is all-reduced with stage 0's as a tied embedding's.
-    p.sharded += padded_vocab_size(model, layout.tp) / layout.tp * h;
+    p.sharded += padded_vocab_size(model, layout.tp, options) / layout.tp * h;
   }
   return p;
 }
@@ -235,7 +278,7 @@ LayerRange chunk_layers(const models::TransformerConfig& model, const Layout& la
 }
 
 StageParameters stage_parameters(const models::TransformerConfig& model, const Layout& layout,
-                                 int64_t stage) {
+                                 int64_t stage, const PlanOptions& options) {
   StageParameters p;
   const LayerParameters dense = layer_parameters(model, layout.tp);
   const LayerParameters moe =
@@ -248,10 +291,10 @@ StageParameters stage_parameters(const models::TransformerConfig& model, const L
     p.replicated += dense.replicated * num_dense + moe.replicated * num_moe;
     p.expert += moe.expert * num_moe;
   }
-  const StageParameters outside = stage_outside_layer_parameters(model, layout, stage);
+  const StageParameters outside = stage_outside_layer_parameters(model, layout, stage, options);
   p.sharded += outside.sharded;
   p.replicated += outside.replicated;
-  const StageParameters mtp = mtp_stage_parameters(model, layout, stage);
+  const StageParameters mtp = mtp_stage_parameters(model, layout, stage, options);
   p.sharded += mtp.sharded;
   p.replicated += mtp.replicated;
   p.expert += mtp.expert;
@@ -259,10 +302,11 @@ StageParameters stage_parameters(const models::TransformerConfig& model, const L
 }
 
 StageParameters stage_embedding_parameters(const models::TransformerConfig& model,
-                                           const Layout& layout, int64_t stage) {
+                                           const Layout& layout, int64_t stage,
+                                           const PlanOptions& options) {
   StageParameters p;
   if (stage == 0) {
-    p.sharded += padded_vocab_size(model, layout.tp) / layout.tp * model.hidden_size;
+    p.sharded += padded_vocab_size(model, layout.tp, options) / layout.tp * model.hidden_size;
     if (model.positions == models::Positions::kLearned) {
       p.replicated += model.max_position_embeddings * model.hidden_size;
     }
@@ -271,9 +315,10 @@ StageParameters stage_embedding_parameters(const models::TransformerConfig& mode
 }
 
 StageParameters stage_outside_layer_parameters(const models::TransformerConfig& model,
-                                               const Layout& layout, int64_t stage) {
-  StageParameters p = stage_embedding_parameters(model, layout, stage);
-  const int64_t vocab_shard = padded_vocab_size(model, layout.tp) / layout.tp;
+                                               const Layout& layout, int64_t stage,
+                                               const PlanOptions& options) {
+  StageParameters p = stage_embedding_parameters(model, layout, stage, options);
+  const int64_t vocab_shard = padded_vocab_size(model, layout.tp, options) / layout.tp;
   if (stage == layout.pp - 1) {
     p.replicated += norm_parameters(model);
     // Untied models own an LM head; tied ones keep a copy on the last stage when pp > 1
@@ -286,13 +331,13 @@ StageParameters stage_outside_layer_parameters(const models::TransformerConfig& 
 }
 
 int64_t stage_expert_parameter_count(const models::TransformerConfig& model, const Layout& layout,
-                                     int64_t stage) {
-  return stage_parameters(model, layout, stage).expert;
+                                     int64_t stage, const PlanOptions& options) {
+  return stage_parameters(model, layout, stage, options).expert;
 }
 
 int64_t stage_parameter_count(const models::TransformerConfig& model, const Layout& layout,
-                              int64_t stage) {
-  const StageParameters p = stage_parameters(model, layout, stage);
+                              int64_t stage, const PlanOptions& options) {
+  const StageParameters p = stage_parameters(model, layout, stage, options);
   return p.sharded + p.replicated + p.expert;
 }
 

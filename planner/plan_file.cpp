@@ -94,7 +94,7 @@ constexpr std::array<std::string_view, 21> kLayoutFields = {"tp",
                                                             "recompute_layers",
                                                             "recompute_group_layers",
                                                             "recompute_modules"};
-constexpr std::array<std::string_view, 31> kOptionsFields = {"flash_attention",
+constexpr std::array<std::string_view, 32> kOptionsFields = {"flash_attention",
                                                              "flash_attention_version",
                                                              "fsdp_version",
                                                              "fsdp_head_in_root",
@@ -124,7 +124,8 @@ constexpr std::array<std::string_view, 31> kOptionsFields = {"flash_attention",
                                                              "weight_decay",
                                                              "distribute_saved_activations",
                                                              "moe_dispatcher",
-                                                             "fp8_recipe"};
+                                                             "fp8_recipe",
+                                                             "make_vocab_size_divisible_by"};
 
 // Bounds that catch typos and unit mistakes before any product of them is formed (a plan file
 // with global_batch 1e12 made explain allocate gigabytes and never finish):
@@ -302,6 +303,9 @@ nlohmann::json options_to_json(const PlanOptions& options) {
   if (options.fp8_recipe != Fp8Recipe::kDelayed) {  // omitted at the default, delayed
     json["fp8_recipe"] = to_string(options.fp8_recipe);
   }
+  if (options.make_vocab_size_divisible_by) {  // `meshplan plan` writes the divisor it used
+    json["make_vocab_size_divisible_by"] = *options.make_vocab_size_divisible_by;
+  }
   if (options.overlap_p2p_comm) {  // omitted when off, as in plan files written before the key
     json["overlap_p2p_comm"] = true;
   }
@@ -430,6 +434,12 @@ PlanOptions options_from_json(const nlohmann::json& json, const std::string& sou
     options.fp8_recipe =
         parse_fp8_recipe(require_string(json, "fp8_recipe", where), where + ": fp8_recipe");
   }
+  // Optional: absent is the framework's default (vocab_size_divisible_by); `meshplan plan`
+  // writes the divisor it used.
+  if (json.contains("make_vocab_size_divisible_by")) {
+    options.make_vocab_size_divisible_by = require_int(json, "make_vocab_size_divisible_by", where);
+  }
+  check_vocab_padding_options(options, where + ": make_vocab_size_divisible_by");
   if (json.contains("cross_entropy_loss_fusion")) {  // optional: absent means off
     options.cross_entropy_loss_fusion =
         parse_cross_entropy_fusion(require_string(json, "cross_entropy_loss_fusion", where),

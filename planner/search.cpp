@@ -190,7 +190,7 @@ std::vector<std::vector<int64_t>> stage_split_choices(const models::TransformerC
     return {*space.stage_layers};
   }
   if (options.framework == Framework::kDeepSpeed && pp > 1) {
-    std::vector<std::vector<int64_t>> splits = deepspeed_stage_splits(model, tp, pp);
+    std::vector<std::vector<int64_t>> splits = deepspeed_stage_splits(model, tp, pp, options);
     if (splits.empty()) {
       splits.push_back({});  // no stage split exists: check_layout names why ("pp_layers")
     }

@@ -488,6 +488,12 @@ void check_compile_options(const PlanOptions& options) {
   }
 }
 
+void check_vocab_padding_options(const PlanOptions& options, const std::string& field) {
+  if (const std::string error = vocab_padding_error(options, field); !error.empty()) {
+    throw InputError(error);
+  }
+}
+
 void check_precision(const models::ClusterConfig& cluster, const PlanOptions& options) {
   check_fp8_param_gather_options(options);
   check_fp8_recipe_options(options);
@@ -504,6 +510,7 @@ void check_precision(const models::ClusterConfig& cluster, const PlanOptions& op
   check_overlap_tp_comm_options(options, "overlap_tp_comm");
   check_distribute_saved_activations_options(options, "distribute_saved_activations");
   check_moe_dispatcher_options(options, "moe_dispatcher");
+  check_vocab_padding_options(options, "make_vocab_size_divisible_by");
   if (options.gemm_precision != GemmPrecision::kFp8) {
     return;
   }
@@ -657,16 +664,16 @@ Validity check_framework(const models::TransformerConfig& model, const PlanOptio
   if (options.framework == Framework::kDeepSpeed && layout.pp > 1 &&
       (!layout.stage_layers.empty() || model.num_layers % layout.pp != 0)) {
     const std::vector<std::vector<int64_t>> runnable =
-        deepspeed_stage_splits(model, layout.tp, layout.pp);
+        deepspeed_stage_splits(model, layout.tp, layout.pp, options);
     if (std::find(runnable.begin(), runnable.end(), layout.stage_layers) == runnable.end()) {
       if (!with_reason) {
         return reject("framework", "");
       }
       std::vector<std::string> builds;
       for (DeepSpeedPartition method : kDeepSpeedPartitions) {
-        builds.push_back(fmt::format(
-            "{} ({})", to_string(method),
-            format_stage_layers(deepspeed_stage_layers(model, layout.tp, layout.pp, method))));
+        builds.push_back(fmt::format("{} ({})", to_string(method),
+                                     format_stage_layers(deepspeed_stage_layers(
+                                         model, layout.tp, layout.pp, method, options))));
       }
       return refuse(
           options.framework,

@@ -169,7 +169,7 @@ std::string partition_note(const planner::Plan& plan) {
   // check_framework admitted only a split that partition_method builds; the method is an
   // argument of PipelineModule in the model's code, which no DeepSpeed config key sets.
   const std::optional<planner::DeepSpeedPartition> method =
-      planner::deepspeed_partition_of(plan.model, layout);
+      planner::deepspeed_partition_of(plan.model, layout, plan.options);
   if (!method) {
     return "";
   }
@@ -178,8 +178,8 @@ std::string partition_note(const planner::Plan& plan) {
     layers.assign(static_cast<size_t>(layout.pp), plan.model.num_layers / layout.pp);
   }
   const bool both = planner::canonical_stage_layers(planner::deepspeed_stage_layers(
-                        plan.model, layout.tp, layout.pp,
-                        planner::DeepSpeedPartition::kParameters)) == layout.stage_layers;
+                        plan.model, layout.tp, layout.pp, planner::DeepSpeedPartition::kParameters,
+                        plan.options)) == layout.stage_layers;
   const std::string who = *method == planner::DeepSpeedPartition::kTypeTransformer
                               ? "what GPT-NeoX and Megatron-DeepSpeed pass"
                               : "THUDM LargeScale's --pp-partition-method (the Megatron-DeepSpeed "

@@ -487,6 +487,11 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
     flags.push_back({"--hidden-dropout", "0"});
   }
   flags.push_back({"--vocab-size", std::to_string(m.vocab_size)});
+  // The divisor the plan's embedding and LM head were costed with (planner::padded_vocab_size):
+  // Megatron-LM pads whatever tokenizer's vocabulary to a multiple of it times tp
+  // (build_tokenizer.py vocab_size_with_padding).
+  flags.push_back({"--make-vocab-size-divisible-by",
+                   std::to_string(planner::vocab_size_divisible_by(plan.options))});
   // fsdp_version 1 and the eager norm are fsdp-only options (planner::check_fsdp_version,
   // check_norm_kernel_options): a megatron plan has neither (require_framework).
   if (plan.options.flash_attention_version == 1) {

@@ -125,8 +125,9 @@ void check_gpt_model_pipe_split(const planner::Plan& plan) {
   if (layout.pp == 1) {
     return;
   }
-  const std::vector<int64_t> type_transformer = planner::deepspeed_stage_layers(
-      plan.model, layout.tp, layout.pp, planner::DeepSpeedPartition::kTypeTransformer);
+  const std::vector<int64_t> type_transformer =
+      planner::deepspeed_stage_layers(plan.model, layout.tp, layout.pp,
+                                      planner::DeepSpeedPartition::kTypeTransformer, plan.options);
   if (planner::canonical_stage_layers(type_transformer) != layout.stage_layers) {
     std::vector<int64_t> planned = layout.stage_layers;  // empty: the even split
     if (planned.empty()) {
@@ -262,10 +263,14 @@ void add_kernel_flags(const planner::Plan& plan, Flags& flags) {
 
 // The vocabulary and the data. NullTokenizer (tokenizer.py _NullTokenizer) has --vocab-size ids
 // and its end-of-document id after them, vocab_size + 1 in all: the plan's V is --vocab-size
-// V - 1. Megatron-DeepSpeed has no mock data, so the script asks for DATA_PATH.
-void add_data_flags(const models::TransformerConfig& m, Flags& flags) {
+// V - 1, padded as the plan was costed (megatron/tokenizer/tokenizer.py _vocab_size_with_padding:
+// a multiple of --make-vocab-size-divisible-by times tp). Megatron-DeepSpeed has no mock data, so
+// the script asks for DATA_PATH.
+void add_data_flags(const planner::Plan& plan, Flags& flags) {
   flags.push_back({"--tokenizer-type", "NullTokenizer"});
-  flags.push_back({"--vocab-size", std::to_string(m.vocab_size - 1)});
+  flags.push_back({"--vocab-size", std::to_string(plan.model.vocab_size - 1)});
+  flags.push_back({"--make-vocab-size-divisible-by",
+                   std::to_string(planner::vocab_size_divisible_by(plan.options))});
   flags.push_back({"--data-path", "\"$DATA_PATH\""});
 }
 
@@ -335,7 +340,7 @@ std::string emit_megatron_deepspeed(const planner::Plan& plan) {
   add_recompute_flags(plan, flags);
   add_model_shape_flags(plan.model, flags);
   add_kernel_flags(plan, flags);
-  add_data_flags(plan.model, flags);
+  add_data_flags(plan, flags);
 
   std::string out = std::string("#!/usr/bin/env bash\n") +
                     emit_detail::plan_comment(plan, kMegatronDeepSpeedTarget, "#");

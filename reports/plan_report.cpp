@@ -45,7 +45,7 @@ std::string recompute_label(const planner::Layout& l) {
 }
 
 void add_plan_row(int rank, const planner::PlanEstimate& e, const models::TransformerConfig& model,
-                  planner::Framework framework, bool with_cp, Report* report) {
+                  const planner::PlanOptions& options, bool with_cp, Report* report) {
   const bool moe = model.is_moe();
   const planner::Layout& l = e.layout;
   const double exposed_comm_seconds = exposed_communication_seconds(e.breakdown);
@@ -59,8 +59,8 @@ void add_plan_row(int rank, const planner::PlanEstimate& e, const models::Transf
       moe ? fmt::format(" {:>5}", l.ep) : "");
   if (!l.stage_layers.empty()) {
     // Under deepspeed the split is one its PipelineModule builds (check_framework): say which.
-    const auto method = framework == planner::Framework::kDeepSpeed
-                            ? planner::deepspeed_partition_of(model, l)
+    const auto method = options.framework == planner::Framework::kDeepSpeed
+                            ? planner::deepspeed_partition_of(model, l, options)
                             : std::nullopt;
     report->table += fmt::format(
         "#      plan {}: layers per stage {}{}\n", rank,
@@ -85,7 +85,7 @@ void add_plan_row(int rank, const planner::PlanEstimate& e, const models::Transf
     report->table += fmt::format("#      plan {}: experts split over etp {} of the tp {} ranks\n",
                                  rank, planner::expert_tensor_parallel(l), l.tp);
   }
-  const std::string caveat = planner::framework_caveat(framework, l);
+  const std::string caveat = planner::framework_caveat(options.framework, l);
   if (!caveat.empty()) {
     report->table += fmt::format("#      plan {}: caveat: {}\n", rank, caveat);
   }
@@ -148,6 +148,9 @@ std::string format_plan_options(const planner::PlanOptions& o, const planner::Se
       on_off(o.flash_attention), on_off(o.overlap_grad_reduce), on_off(o.overlap_param_gather),
       on_off(o.overlap_tp_comm), on_off(o.scatter_gather_pipeline),
       planner::to_string(space.placement), bucket_text(o));
+  if (const int64_t divisor = planner::vocab_size_divisible_by(o); divisor > 1) {
+    out += fmt::format(", vocab padded to a multiple of {} x tp", divisor);
+  }
   if (o.allow_tp_across_nodes) {
     out += ", tp across nodes allowed";
   }
@@ -336,7 +339,7 @@ nlohmann::json estimate_json(const planner::PlanEstimate& estimate) {
 
 Report plan_report(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                    int64_t num_gpus, const planner::SearchResult& result,
-                   planner::Framework framework) {
+                   const planner::PlanOptions& options) {
   nlohmann::json model_json = models::model_to_json(model);
   model_json["num_parameters"] = models::count_parameters(model).total;
   if (model.is_moe()) {
@@ -370,7 +373,7 @@ Report plan_report(const models::TransformerConfig& model, const models::Cluster
       "(tok/s)", "(mb)", "(s)", "(s)");
   int rank = 1;
   for (const planner::PlanEstimate& e : result.best) {
-    add_plan_row(rank++, e, model, framework, with_cp, &report);
+    add_plan_row(rank++, e, model, options, with_cp, &report);
   }
   report.table +=
       fmt::format("# evaluated {} layouts, {} feasible", result.num_evaluated, result.num_feasible);

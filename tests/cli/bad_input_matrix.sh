@@ -273,7 +273,8 @@ row "plan: --recompute-modules mlp on a parallel block" 2 \
 "$meshplan" plan --model tiny --cluster local-cpu --gpus 2 --tp 2 --framework megatron \
   --recompute full --distribute-saved-activations on --save-plan dsa.json >/dev/null 2>&1
 sed -e 's/"framework": "megatron"/"framework": "fsdp"/' \
-  -e 's/"overlap_p2p_comm": true/"overlap_p2p_comm": false/' dsa.json >dsa_fsdp.json
+  -e 's/"overlap_p2p_comm": true/"overlap_p2p_comm": false/' \
+  -e 's/"make_vocab_size_divisible_by": 128/"make_vocab_size_divisible_by": 1/' dsa.json >dsa_fsdp.json
 sed 's/"recompute": "full",/"recompute": "selective", "recompute_layers": 2,/' dsa.json \
   >block_selective.json
 row "explain: recompute_layers without recompute full" 2 \
@@ -287,6 +288,33 @@ row "explain: recompute_group_layers beside recompute_layers" 2 \
 row "explain: distribute_saved_activations under fsdp" 2 \
   "dsa_fsdp.json: options: distribute_saved_activations: framework fsdp: torchtitan's activation checkpointing" \
   explain dsa_fsdp.json
+
+# Vocabulary padding (Megatron-LM --make-vocab-size-divisible-by): a divisor out of range, or one
+# the framework does not pad by, is refused by the flag's or the plan-file key's name; the
+# executor refuses a plan costed on rows it does not build.
+row "plan: --make-vocab-size-divisible-by 0" 2 \
+  "--make-vocab-size-divisible-by: must be between 1 and 1048576 (0)" \
+  plan --model tiny --cluster local-cpu --gpus 2 --framework megatron \
+  --make-vocab-size-divisible-by 0 --json new_out.json --save-plan sentinel.json
+row "plan: --make-vocab-size-divisible-by 128 under fsdp" 2 \
+  "--make-vocab-size-divisible-by: 128 under framework fsdp: torchtitan builds the tokenizer's vocabulary unpadded (use 1)" \
+  plan --model tiny --cluster local-cpu --gpus 2 --framework fsdp \
+  --make-vocab-size-divisible-by 128 --json new_out.json
+sed -e 's/"framework": "megatron"/"framework": "fsdp"/' \
+  -e 's/"overlap_p2p_comm": true/"overlap_p2p_comm": false/' dsa.json >vocab_fsdp.json
+row "explain: a megatron plan's divisor 128 under fsdp" 2 \
+  "vocab_fsdp.json: options: make_vocab_size_divisible_by: 128 under framework fsdp: torchtitan builds the tokenizer's vocabulary unpadded (use 1)" \
+  explain vocab_fsdp.json
+sed 's/"make_vocab_size_divisible_by": 128/"make_vocab_size_divisible_by": -5/' dsa.json \
+  >vocab_negative.json
+row "simulate: make_vocab_size_divisible_by -5" 2 \
+  "vocab_negative.json: options: make_vocab_size_divisible_by: must be between 1 and 1048576 (-5)" \
+  simulate vocab_negative.json --json new_out.json
+"$meshplan" plan --model tiny --cluster local-cpu --gpus 2 --tp 2 --framework megatron \
+  --make-vocab-size-divisible-by 256 --save-plan vocab_tp2.json >/dev/null 2>&1
+row "execute: a plan costed on a padded vocabulary" 2 \
+  "vocab_tp2.json: options.make_vocab_size_divisible_by: the plan is costed on the vocabulary padded to 512 rows (divisor 256 x tp 2), which the executor does not build (plan with --make-vocab-size-divisible-by 1, or --framework meshplan)" \
+  mpi 2 execute vocab_tp2.json --steps 1 --json new_out.json
 
 # Megatron-Core's flex MoE dispatcher (moe_dispatcher flex): costed for Megatron-LM at ep > 1
 # and etp 1 only; the CPU executor dispatches with an MPI all-to-all and refuses it by name.
@@ -319,7 +347,8 @@ sed 's/"first_dense_layers": 1,/"first_dense_layers": 1, "mtp_num_layers": 1,/' 
 "$meshplan" plan --model model_mtp.json --cluster local-cpu --gpus 2 --tp 1 --dp 2 --zero 0 \
   --framework megatron --save-plan mtp.json >/dev/null 2>&1
 sed -e 's/"framework": "megatron"/"framework": "meshplan"/' \
-  -e 's/"overlap_p2p_comm": true/"overlap_p2p_comm": false/' mtp.json >mtp_meshplan.json
+  -e 's/"overlap_p2p_comm": true/"overlap_p2p_comm": false/' \
+  -e 's/"make_vocab_size_divisible_by": 128/"make_vocab_size_divisible_by": 1/' mtp.json >mtp_meshplan.json
 row "plan: num_nextn_predict_layers -1 in a DeepSeek-V3 config" 2 \
   "hf_deepseek_mtp_negative.json: num_nextn_predict_layers: must be in [0, 8], 0 for no multi-token prediction (-1)" \
   plan --model hf_deepseek_mtp_negative.json --cluster local-cpu --gpus 2 --json new_out.json

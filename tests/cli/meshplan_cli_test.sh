@@ -368,7 +368,7 @@ expect "plan --mb-group with --schedule 1f1b: refused by name" \
 # pipeline per step, global_batch / (dp x mb) = 1536 / (dp x mb), computed here from the row.
 plan_why() {
   local ok=0
-  grep -qx '# options: flash attention on, overlap grad-reduce on, param-gather on, tp-comm off, scatter-gather pipeline off, placement tp-dp-pp, bucket max(40M, 1M x dp x cp) parameters, p2p overlap (interleaved)' \
+  grep -qx '# options: flash attention on, overlap grad-reduce on, param-gather on, tp-comm off, scatter-gather pipeline off, placement tp-dp-pp, bucket max(40M, 1M x dp x cp) parameters, vocab padded to a multiple of 128 x tp, p2p overlap (interleaved)' \
     plan_stdout.txt || { say "no options line: $(grep '^# options' plan_stdout.txt)"; ok=1; }
   local names
   names=$(grep '^#rank' plan_stdout.txt)

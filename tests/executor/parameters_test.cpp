@@ -13,6 +13,9 @@ namespace {
 
 using testing::make_layout;
 using testing::make_plan;
+
+// The executor pads the vocabulary to a multiple of tp only (framework meshplan's divisor 1).
+const planner::PlanOptions kExecutorOptions{.framework = planner::Framework::kMeshplan};
 using testing::small_gpt2_model;
 
 int64_t allocated(const planner::Plan& plan, int stage, int tp_rank) {
@@ -48,9 +51,9 @@ TEST_CASE("each stage allocates planner::stage_parameter_count parameters") {
             CAPTURE(stage);
             // The planner's count is independent of ours (planner/parameters.cpp).
             CHECK(allocated(plan, stage, 0) ==
-                  planner::stage_parameter_count(model, layout, stage));
+                  planner::stage_parameter_count(model, layout, stage, kExecutorOptions));
             CHECK(allocated(plan, stage, static_cast<int>(tp) - 1) ==
-                  planner::stage_parameter_count(model, layout, stage));
+                  planner::stage_parameter_count(model, layout, stage, kExecutorOptions));
           }
         }
       }
@@ -86,10 +89,10 @@ TEST_CASE("tiny-moe: each stage and ep rank allocates planner::stage_parameter_c
               total += spec.size;
               expert_elements += spec.expert ? spec.size : 0;
             }
-            CHECK(total == planner::stage_parameter_count(model, layout, stage));
+            CHECK(total == planner::stage_parameter_count(model, layout, stage, kExecutorOptions));
           }
           CHECK(expert_elements ==
-                ep * planner::stage_expert_parameter_count(model, layout, stage));
+                ep * planner::stage_expert_parameter_count(model, layout, stage, kExecutorOptions));
         }
       }
     }
@@ -125,7 +128,8 @@ TEST_CASE(
         CAPTURE(planner::describe(layout));
         CAPTURE(stage);
         for (int r = 0; r < tp; r++) {
-          CHECK(allocated(plan, stage, r) == planner::stage_parameter_count(model, layout, stage));
+          CHECK(allocated(plan, stage, r) ==
+                planner::stage_parameter_count(model, layout, stage, kExecutorOptions));
           std::vector<int> chunk_of;
           for (const ParameterSpec& spec :
                stage_parameter_specs(make_shard_dims(plan, r), plan, stage, &chunk_of)) {

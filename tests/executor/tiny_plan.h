@@ -35,6 +35,9 @@ inline planner::Plan make_plan(const models::TransformerConfig& model,
   plan.cluster = models::load_cluster("local-cpu");
   plan.layout = layout;
   plan.num_gpus = layout.num_gpus();
+  // The executor builds the vocabulary unpadded (planner::vocab_padding_error: meshplan's
+  // divisor is 1); these plans keep the default framework, whose divisor is 128.
+  plan.options.make_vocab_size_divisible_by = 1;
   return plan;
 }
 

@@ -629,7 +629,7 @@ TEST_CASE("chunk_cost: Gemma 2's final soft-cap is three eager passes over the l
   const Layout layout = test::make_layout(1, 1, 1, 1, 1);
   models::TransformerConfig capped = model;
   capped.final_logit_softcapping = 30.0;
-  const double logits = 2048.0 * static_cast<double>(padded_vocab_size(model, 1));
+  const double logits = 2048.0 * static_cast<double>(padded_vocab_size(model, 1, PlanOptions{}));
   const ChunkCost plain = chunk_cost(model, h100, layout, PlanOptions{}, 0, 0);
   const ChunkCost soft = chunk_cost(capped, h100, layout, PlanOptions{}, 0, 0);
   // Differences of sums of a few hundred microseconds: 1e-9 relative absorbs the rounding.

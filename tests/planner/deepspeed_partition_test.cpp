@@ -39,40 +39,42 @@ TEST_CASE("DeepSpeed partition_method parameters gives GLM-130B's published spli
   // The embedding (150528 / 4 x 12288 = 462M per rank) weighs about one layer (453M per rank),
   // as does the tied LM head on the last stage.
   const models::TransformerConfig model = glm_130b();
-  CHECK(deepspeed_stage_layers(model, 4, 8, DeepSpeedPartition::kParameters) ==
+  CHECK(deepspeed_stage_layers(model, 4, 8, DeepSpeedPartition::kParameters, PlanOptions{}) ==
         Split{8, 9, 9, 9, 9, 9, 9, 8});
   // type:transformer balances layer counts only; partition_balanced's ties keep the last split
   // point, so the short stages come last.
-  CHECK(deepspeed_stage_layers(model, 4, 8, DeepSpeedPartition::kTypeTransformer) ==
+  CHECK(deepspeed_stage_layers(model, 4, 8, DeepSpeedPartition::kTypeTransformer, PlanOptions{}) ==
         Split{9, 9, 9, 9, 9, 9, 8, 8});
   // What GLM-130B's training code passed (Megatron-DeepSpeed --pp-partition-method
   // 'type:transformer|embedding'): 70 layers and the two tied embeddings, 9 units per stage.
-  CHECK(deepspeed_stage_layers(model, 4, 8, DeepSpeedPartition::kTypeTransformerEmbedding) ==
-        Split{8, 9, 9, 9, 9, 9, 9, 8});
+  CHECK(deepspeed_stage_layers(model, 4, 8, DeepSpeedPartition::kTypeTransformerEmbedding,
+                               PlanOptions{}) == Split{8, 9, 9, 9, 9, 9, 9, 8});
 }
 
 TEST_CASE("DeepSpeed splits of Llama 3 405B on pp 16 and of tiny on pp 4") {
   const models::TransformerConfig llama = models::load_model("llama3-405b");
-  CHECK(deepspeed_stage_layers(llama, 8, 16, DeepSpeedPartition::kParameters) ==
+  CHECK(deepspeed_stage_layers(llama, 8, 16, DeepSpeedPartition::kParameters, PlanOptions{}) ==
         Split{7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7});
-  CHECK(deepspeed_stage_layers(llama, 8, 16, DeepSpeedPartition::kTypeTransformer) ==
+  CHECK(deepspeed_stage_layers(llama, 8, 16, DeepSpeedPartition::kTypeTransformer, PlanOptions{}) ==
         Split{8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7, 7});
   // Untied: only the input embedding is an embedding spec (127 units).
-  CHECK(deepspeed_stage_layers(llama, 8, 16, DeepSpeedPartition::kTypeTransformerEmbedding) ==
+  CHECK(deepspeed_stage_layers(llama, 8, 16, DeepSpeedPartition::kTypeTransformerEmbedding,
+                               PlanOptions{}) ==
         Split{7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7});
   // Tied, 32 layers on pp 4: 34 units, 9 + 9 + 8 + 8 with both embeddings counted.
   models::TransformerConfig tied = llama;
   tied.num_layers = 32;
   tied.tied_embeddings = true;
-  CHECK(deepspeed_stage_layers(tied, 8, 4, DeepSpeedPartition::kTypeTransformerEmbedding) ==
-        Split{8, 9, 8, 7});
+  CHECK(deepspeed_stage_layers(tied, 8, 4, DeepSpeedPartition::kTypeTransformerEmbedding,
+                               PlanOptions{}) == Split{8, 9, 8, 7});
   models::TransformerConfig tiny = models::load_model("tiny");
   tiny.num_layers = 10;
-  CHECK(deepspeed_stage_layers(tiny, 1, 4, DeepSpeedPartition::kParameters) == Split{2, 3, 3, 2});
-  CHECK(deepspeed_stage_layers(tiny, 1, 4, DeepSpeedPartition::kTypeTransformer) ==
+  CHECK(deepspeed_stage_layers(tiny, 1, 4, DeepSpeedPartition::kParameters, PlanOptions{}) ==
+        Split{2, 3, 3, 2});
+  CHECK(deepspeed_stage_layers(tiny, 1, 4, DeepSpeedPartition::kTypeTransformer, PlanOptions{}) ==
         Split{3, 3, 2, 2});
   // Layers pp divides: type:transformer is the even split ({} once canonical).
-  CHECK(deepspeed_stage_splits(models::load_model("tiny"), 1, 2).front().empty());
+  CHECK(deepspeed_stage_splits(models::load_model("tiny"), 1, 2, PlanOptions{}).front().empty());
 }
 
 TEST_CASE("deepspeed runs only the splits its PipelineModule builds") {
@@ -83,9 +85,10 @@ TEST_CASE("deepspeed runs only the splits its PipelineModule builds") {
   layout.recompute = Recompute::kFull;
   layout.stage_layers = {8, 9, 9, 9, 9, 9, 9, 8};
   CHECK(check_framework(model, options, layout).ok());
-  CHECK(deepspeed_partition_of(model, layout) == DeepSpeedPartition::kParameters);
+  CHECK(deepspeed_partition_of(model, layout, PlanOptions{}) == DeepSpeedPartition::kParameters);
   layout.stage_layers = {9, 9, 9, 9, 9, 9, 8, 8};
-  CHECK(deepspeed_partition_of(model, layout) == DeepSpeedPartition::kTypeTransformer);
+  CHECK(deepspeed_partition_of(model, layout, PlanOptions{}) ==
+        DeepSpeedPartition::kTypeTransformer);
   layout.stage_layers = {8, 8, 9, 9, 9, 9, 9, 9};
   const Validity refused = check_framework(model, options, layout);
   CHECK(refused.code == "framework");

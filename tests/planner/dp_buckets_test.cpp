@@ -25,6 +25,7 @@ namespace {
 using test::make_layout;
 
 constexpr int64_t kBucketBytes = 200'000;
+const PlanOptions kDeepSpeedOptions{.framework = Framework::kDeepSpeed};
 
 // Every call's size, in order.
 std::vector<int64_t> sizes_of(const std::vector<DpBucket>& buckets) {
@@ -363,22 +364,24 @@ TEST_CASE("dp_buckets: DeepSpeed ZeRO 3 on Llama 3 70B over 512 A100: calls, byt
 }
 
 TEST_CASE("deepspeed_zero3_trace: GPT-3 175B at tp 1, replayed by hand") {
-  // Modules per rank (tp 1, h = 12,288): E the tied embedding and LM head V h = 50,257 h =
-  // 617,558,016; P the learned positions 2,048 h = 25,165,824; per layer Q 3 h^2, D h^2, U and
-  // W 4 h^2 (h^2 = 150,994,944). Prefetch takes whole modules until 5e7 elements are under way,
-  // so one module ahead here. Forward: at E, P and Q1 are prefetched (E + P + Q1 = 1,095.8 M);
+  // Modules per rank (tp 1, h = 12,288): E the tied embedding and LM head V' h = 50,304 h =
+  // 618,135,552 (V = 50,257 padded to a multiple of 128, Megatron-DeepSpeed's
+  // --make-vocab-size-divisible-by default); P the learned positions 2,048 h = 25,165,824; per
+  // layer Q 3 h^2, D h^2, U and W 4 h^2 (h^2 = 150,994,944). Prefetch takes whole modules until
+  // 5e7 elements are under way, so one module ahead here. Forward: at E, P and Q1 are
+  // prefetched (E + P + Q1 = 1,096.3 M);
   // at D1 (with U1 already prefetched at Q1, 755 M live) W1 too: D1 + U1 + W1 = 9 h^2, the
   // peak; from layer 2 on each step holds at most U + W = 8 h^2. W96's next use is 2 E =
-  // 1,235 M elements ahead (>= 1e9): released. E at the head is reused at once (its backward):
+  // 1,236 M elements ahead (>= 1e9): released. E at the head is reused at once (its backward):
   // kept, the only gather the backward skips. Backward: at most 8 h^2 (U + W, or E + W96).
   const models::TransformerConfig gpt3 = models::load_model("gpt3-175b");
   Layout layout = make_layout(1, 1, 1536, 1, 1536);
   layout.zero = 3;
   const int64_t h2 = 150'994'944;
-  const int64_t vocab = 617'558'016;
+  const int64_t vocab = 618'135'552;
   const int64_t positions = 25'165'824;
   const int64_t forward = 2 * vocab + positions + 96 * 12 * h2;  // E twice: embedding, head
-  const DeepSpeedZero3Trace plain = deepspeed_zero3_trace(gpt3, layout, 0);
+  const DeepSpeedZero3Trace plain = deepspeed_zero3_trace(gpt3, layout, 0, kDeepSpeedOptions);
   CHECK(plain.peak_gathered_elements == 9 * h2);
   CHECK(plain.largest_gradient_elements == vocab);  // the LM head's (E > 4 h^2)
   CHECK(plain.forward_gathered_elements == forward);
@@ -388,7 +391,7 @@ TEST_CASE("deepspeed_zero3_trace: GPT-3 175B at tp 1, replayed by hand") {
   // elements from its backward, D and Q further: gathered a third time. So the backward and
   // recompute gather 96 x (12 + 8) h^2, plus P and E at the end (E kept at the head as before).
   layout.recompute = Recompute::kFull;
-  const DeepSpeedZero3Trace recompute = deepspeed_zero3_trace(gpt3, layout, 0);
+  const DeepSpeedZero3Trace recompute = deepspeed_zero3_trace(gpt3, layout, 0, kDeepSpeedOptions);
   CHECK(recompute.forward_gathered_elements == forward);
   CHECK(recompute.backward_gathered_elements == 96 * 20 * h2 + positions + vocab);
   CHECK(recompute.peak_gathered_elements == 9 * h2);
@@ -397,7 +400,7 @@ TEST_CASE("deepspeed_zero3_trace: GPT-3 175B at tp 1, replayed by hand") {
   // b's recompute and backward (24 h^2 > 1e9 elements) from its own backward, so all four of
   // a's modules are gathered twice (24 h^2): 48 x 44 h^2 in all.
   layout.recompute_group_layers = 2;
-  const DeepSpeedZero3Trace groups = deepspeed_zero3_trace(gpt3, layout, 0);
+  const DeepSpeedZero3Trace groups = deepspeed_zero3_trace(gpt3, layout, 0, kDeepSpeedOptions);
   CHECK(groups.forward_gathered_elements == forward);
   CHECK(groups.backward_gathered_elements == 48 * 44 * h2 + positions + vocab);
 }
@@ -462,8 +465,9 @@ TEST_CASE("dp_buckets: DeepSpeed ZeRO 3 gathers before the backward what its coo
 }
 
 TEST_CASE("deepspeed_zero3_trace: a model under stage3_max_reuse_distance stays gathered") {
-  // GPT-2 124M at tp 1: E = 50,257 x 768 = 38,597,376, P = 1,024 x 768 = 786,432, 12 layers of
-  // 12 h^2 = 7,077,888: 124,318,464 gathered elements, so every parameter's next use is within
+  // GPT-2 124M at tp 1: E = 50,304 x 768 = 38,633,472 (V = 50,257 padded to a multiple of 128),
+  // P = 1,024 x 768 = 786,432, 12 layers of 12 h^2 = 7,077,888: 124,354,560 gathered elements,
+  // so every parameter's next use is within
   // 1e9 trace elements and none is released before its last use: the whole model is gathered
   // at the turn and the backward gathers nothing, with or without recompute.
   const models::TransformerConfig gpt2 = models::load_model("gpt2-124m");
@@ -471,17 +475,17 @@ TEST_CASE("deepspeed_zero3_trace: a model under stage3_max_reuse_distance stays 
     Layout layout = make_layout(1, 1, 8, 1, 8);
     layout.zero = 3;
     layout.recompute = recompute;
-    const DeepSpeedZero3Trace trace = deepspeed_zero3_trace(gpt2, layout, 0);
-    CHECK(trace.peak_gathered_elements == 124'318'464);
-    CHECK(trace.forward_gathered_elements == 124'318'464);
+    const DeepSpeedZero3Trace trace = deepspeed_zero3_trace(gpt2, layout, 0, kDeepSpeedOptions);
+    CHECK(trace.peak_gathered_elements == 124'354'560);
+    CHECK(trace.forward_gathered_elements == 124'354'560);
     CHECK(trace.backward_gathered_elements == 0);
-    CHECK(trace.largest_gradient_elements == 38'597'376);
+    CHECK(trace.largest_gradient_elements == 38'633'472);
   }
   // The tiny preset's parameters are all persistent (<= 1e5): nothing is gathered.
   Layout tiny_layout = make_layout(1, 1, 3, 1, 6);
   tiny_layout.zero = 3;
   const DeepSpeedZero3Trace tiny =
-      deepspeed_zero3_trace(models::load_model("tiny"), tiny_layout, 0);
+      deepspeed_zero3_trace(models::load_model("tiny"), tiny_layout, 0, kDeepSpeedOptions);
   CHECK(tiny.peak_gathered_elements == 0);
   CHECK(tiny.forward_gathered_elements + tiny.backward_gathered_elements == 0);
 }
@@ -494,7 +498,7 @@ TEST_CASE("deepspeed_zero3_trace: small modules run the prefetch ahead to max_li
   Layout layout = make_layout(1, 1, 64, 1, 64);
   layout.zero = 3;
   const DeepSpeedZero3Trace trace =
-      deepspeed_zero3_trace(models::load_model("megatron-7.5b"), layout, 0);
+      deepspeed_zero3_trace(models::load_model("megatron-7.5b"), layout, 0, kDeepSpeedOptions);
   CHECK(trace.peak_gathered_elements >= kDeepSpeedMaxLiveParameters);
   CHECK(trace.peak_gathered_elements <= kDeepSpeedMaxLiveParameters + 2 * 209'715'200);
 }

@@ -64,24 +64,27 @@ TEST_CASE("etp: 0 spells tp, set_expert_tensor_parallel keeps that one spelling"
 
 TEST_CASE("etp: expert parameters per rank are E / ep experts split over etp, not tp") {
   // tp 2: etp 2 halves each expert, etp 1 keeps them whole.
-  CHECK(stage_expert_parameter_count(tiny_moe(), moe_layout(2, 2, 2), 0) == 3 * 2 * kExpert / 2);
-  CHECK(stage_expert_parameter_count(tiny_moe(), moe_layout(2, 2, 1), 0) == 3 * 2 * kExpert);
-  CHECK(stage_expert_parameter_count(tiny_moe(), moe_layout(2, 4, 1), 0) == 3 * 1 * kExpert);
+  CHECK(stage_expert_parameter_count(tiny_moe(), moe_layout(2, 2, 2), 0, PlanOptions{}) ==
+        3 * 2 * kExpert / 2);
+  CHECK(stage_expert_parameter_count(tiny_moe(), moe_layout(2, 2, 1), 0, PlanOptions{}) ==
+        3 * 2 * kExpert);
+  CHECK(stage_expert_parameter_count(tiny_moe(), moe_layout(2, 4, 1), 0, PlanOptions{}) ==
+        3 * 1 * kExpert);
   // The rest of the stage (attention, router, norms, dense layer, vocabulary) is tp-sharded as
   // before: the same count whatever etp.
-  CHECK(stage_parameter_count(tiny_moe(), moe_layout(2, 2, 1), 0) -
-            stage_expert_parameter_count(tiny_moe(), moe_layout(2, 2, 1), 0) ==
-        stage_parameter_count(tiny_moe(), moe_layout(2, 2, 2), 0) -
-            stage_expert_parameter_count(tiny_moe(), moe_layout(2, 2, 2), 0));
+  CHECK(stage_parameter_count(tiny_moe(), moe_layout(2, 2, 1), 0, PlanOptions{}) -
+            stage_expert_parameter_count(tiny_moe(), moe_layout(2, 2, 1), 0, PlanOptions{}) ==
+        stage_parameter_count(tiny_moe(), moe_layout(2, 2, 2), 0, PlanOptions{}) -
+            stage_expert_parameter_count(tiny_moe(), moe_layout(2, 2, 2), 0, PlanOptions{}));
 
   // DeepSeek-V3 (h 7168, 256 experts of 2048, 58 MoE layers of 61), tp 4 x dp 512, ep 8: 32
   // experts of 3 * 7168 * 2048 = 44,040,192 parameters a layer, whole at etp 1, quartered at 4.
   const models::TransformerConfig ds = models::load_model("deepseek-v3");
   Layout layout = make_layout(4, 1, 512, 1, 512);
   layout.ep = 8;
-  CHECK(stage_expert_parameter_count(ds, layout, 0) == 58LL * 32 * 44'040'192 / 4);
+  CHECK(stage_expert_parameter_count(ds, layout, 0, PlanOptions{}) == 58LL * 32 * 44'040'192 / 4);
   set_expert_tensor_parallel(layout, 1);
-  CHECK(stage_expert_parameter_count(ds, layout, 0) == 58LL * 32 * 44'040'192);
+  CHECK(stage_expert_parameter_count(ds, layout, 0, PlanOptions{}) == 58LL * 32 * 44'040'192);
 }
 
 TEST_CASE("etp: the ep group is ep ranks etp apart; expert dp is tp cp dp / (etp ep)") {

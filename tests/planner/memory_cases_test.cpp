@@ -51,9 +51,9 @@ models::TransformerConfig case_model(const nlohmann::json& m) {
   model.num_kv_heads = m.at("num_kv_heads");
   model.head_dim = model.hidden_size / model.num_attention_heads;
   model.ffn_hidden_size = m.at("ffn_hidden_size");
-  // The embedding holds the padded vocabulary (Megatron pads to 128 tp): the tensor's size.
-  model.vocab_size = m.contains("padded_vocab_size") ? m.at("padded_vocab_size").get<int64_t>()
-                                                     : m.at("vocab_size").get<int64_t>();
+  // The tokenizer's vocabulary: the framework's padding (planner::padded_vocab_size) is checked
+  // against the padded size the case's log states, below.
+  model.vocab_size = m.at("vocab_size");
   model.seq_length = m.at("seq_length");
   model.max_position_embeddings = model.seq_length;
   model.activation =
@@ -116,6 +116,10 @@ TEST_CASE("memory cases: meshplan against measured per-GPU memory of Megatron-LM
     const Layout layout = case_layout(c.at("layout"));
     PlanOptions options;
     options.framework = c.at("framework") == "fsdp" ? Framework::kFsdp : Framework::kMegatron;
+    if (c.at("model").contains("padded_vocab_size")) {  // Megatron-LM logs the rows it built
+      CHECK(padded_vocab_size(model, layout.tp, options) ==
+            c.at("model").at("padded_vocab_size").get<int64_t>());
+    }
     const std::string attention = c.at("options").value("attention_backend", "auto");
     options.flash_attention = attention.find("unfused") == std::string::npos;
     // torchao Float8Linear under FSDP2 (the cases' "float8"): --precision fp8, whose fsdp

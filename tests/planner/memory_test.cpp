@@ -44,7 +44,7 @@ TEST_CASE("ZeRO Fig. 1: 7.5B parameters on 64 GPUs, stages 0-3") {
   const models::ClusterConfig cluster = models::load_cluster("dgx-a100-80gb");
   const int64_t psi = 7'467'786'240;
   Layout layout = make_layout(1, 1, 64, 1, 64);
-  REQUIRE(stage_parameter_count(model, layout, 0) == psi);
+  REQUIRE(stage_parameter_count(model, layout, 0, PlanOptions{}) == psi);
 
   struct Expected {
     int zero;
@@ -317,7 +317,7 @@ TEST_CASE("ZeRO-2/3 working sets: Megatron-FSDP and DeepSpeed, the same 7.5B on 
   const MemoryBreakdown zero3 = memory_of(Framework::kDeepSpeed, 3);
   Layout zero3_layout = make_layout(1, 1, 64, 1, 64);
   zero3_layout.zero = 3;
-  const DeepSpeedZero3Trace trace = deepspeed_zero3_trace(model, zero3_layout, 0);
+  const DeepSpeedZero3Trace trace = deepspeed_zero3_trace(model, zero3_layout, 0, PlanOptions{});
   CHECK(trace.largest_gradient_elements == vocab);
   CHECK(zero3.weights_bytes == 2 * shard + 2 * trace.peak_gathered_elements);
   CHECK(zero3.gradients_bytes == 2 * shard + 1'000'000'000 + 2 * vocab);
@@ -339,7 +339,7 @@ TEST_CASE("fp32 training keeps no master copy: (4 + 4 + 8) psi") {
   // 33,792, two RMSNorms 128: 46,208; 4 layers 184,832; embedding and untied head 2 * 256 * 64 =
   // 32,768; final norm 64: psi = 217,664.
   const int64_t psi = 217'664;
-  REQUIRE(stage_parameter_count(model, layout, 0) == psi);
+  REQUIRE(stage_parameter_count(model, layout, 0, PlanOptions{}) == psi);
   const MemoryBreakdown memory = estimate_plan(model, cluster, layout).stages.at(0).memory;
   CHECK(memory.weights_bytes == 4 * psi);
   CHECK(memory.gradients_bytes == 4 * psi);

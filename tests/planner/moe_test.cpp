@@ -42,17 +42,18 @@ Layout with_ep(Layout layout, int64_t ep) {
 
 TEST_CASE("tiny-moe: experts split over ep, the rest replicated over dp") {
   const Layout layout = with_ep(make_layout(1, 1, 2, 1, 4), 2);
-  CHECK(stage_expert_parameter_count(tiny_moe(), layout, 0) == 110'592);  // 3 * 2 * 18,432
-  CHECK(stage_parameter_count(tiny_moe(), layout, 0) == 117'056 + 110'592);
+  CHECK(stage_expert_parameter_count(tiny_moe(), layout, 0, PlanOptions{}) ==
+        110'592);  // 3 * 2 * 18,432
+  CHECK(stage_parameter_count(tiny_moe(), layout, 0, PlanOptions{}) == 117'056 + 110'592);
   // ep 1: all four experts of each MoE layer: the whole model, 338,240 parameters.
-  CHECK(stage_parameter_count(tiny_moe(), with_ep(layout, 1), 0) ==
+  CHECK(stage_parameter_count(tiny_moe(), with_ep(layout, 1), 0, PlanOptions{}) ==
         models::count_parameters(tiny_moe()).total);
   CHECK(chunk_layers(tiny_moe(), layout, 0, 0).num_moe(tiny_moe()) == 3);
   // pp 2: stage 0 holds layers 0-1 (one dense, one MoE), stage 1 layers 2-3 (both MoE).
   Layout two_stages = with_ep(make_layout(1, 2, 2, 1, 4), 2);
   CHECK(chunk_layers(tiny_moe(), two_stages, 0, 0).num_moe(tiny_moe()) == 1);
   CHECK(chunk_layers(tiny_moe(), two_stages, 1, 0).num_moe(tiny_moe()) == 2);
-  CHECK(stage_expert_parameter_count(tiny_moe(), two_stages, 1) == 2 * 2 * 18'432);
+  CHECK(stage_expert_parameter_count(tiny_moe(), two_stages, 1, PlanOptions{}) == 2 * 2 * 18'432);
 }
 
 TEST_CASE("tiny-moe: token permutations, the dispatcher's second sort with 2+ local experts") {

@@ -191,18 +191,20 @@ TEST_CASE("mtp: the last stage holds the depth's parameters and a copy of the em
   // untied embedding's V / t x h shard, which pp 2 puts on the last stage for the lookups.
   const int64_t expected =
       layer.sharded + layer.replicated + layer.expert + 2 * 64 * 64 / 2 + 3 * 64 + 128 * 64;
-  CHECK(stage_parameter_count(model, layout, 1) - stage_parameter_count(tiny_mtp(0), layout, 1) ==
+  CHECK(stage_parameter_count(model, layout, 1, PlanOptions{}) -
+            stage_parameter_count(tiny_mtp(0), layout, 1, PlanOptions{}) ==
         expected);
-  CHECK(stage_parameter_count(model, layout, 0) == stage_parameter_count(tiny_mtp(0), layout, 0));
+  CHECK(stage_parameter_count(model, layout, 0, PlanOptions{}) ==
+        stage_parameter_count(tiny_mtp(0), layout, 0, PlanOptions{}));
   // pp 1: the embedding is on the stage already.
   Layout one_stage = test::make_layout(2, 1, 1, 1, 4);
   one_stage.sequence_parallel = true;
-  CHECK(stage_parameter_count(model, one_stage, 0) -
-            stage_parameter_count(tiny_mtp(0), one_stage, 0) ==
+  CHECK(stage_parameter_count(model, one_stage, 0, PlanOptions{}) -
+            stage_parameter_count(tiny_mtp(0), one_stage, 0, PlanOptions{}) ==
         expected - 128 * 64);
   // Two depths, twice the module; the embedding copy once.
-  CHECK(stage_parameter_count(tiny_mtp(2), layout, 1) -
-            stage_parameter_count(tiny_mtp(0), layout, 1) ==
+  CHECK(stage_parameter_count(tiny_mtp(2), layout, 1, PlanOptions{}) -
+            stage_parameter_count(tiny_mtp(0), layout, 1, PlanOptions{}) ==
         2 * expected - 128 * 64);
 }
 

@@ -61,8 +61,8 @@ TEST_CASE("stage_parameter_count: a 3/1 split by hand") {
   // Stage 0: 3 layers + embedding 256 x 64 = 16,384. Stage 1: 1 layer + final norm 64 + LM
   // head 16,384.
   const Layout layout = split_layout(2, {3, 1});
-  CHECK(stage_parameter_count(model, layout, 0) == 3 * layer + 16384);
-  CHECK(stage_parameter_count(model, layout, 1) == layer + 64 + 16384);
+  CHECK(stage_parameter_count(model, layout, 0, PlanOptions{}) == 3 * layer + 16384);
+  CHECK(stage_parameter_count(model, layout, 1, PlanOptions{}) == layer + 64 + 16384);
 }
 
 TEST_CASE("estimate_plan: 1F1B step of two unequal stages is sum + (m - 1) max") {

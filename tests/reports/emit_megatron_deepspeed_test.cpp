@@ -130,6 +130,7 @@ TEST_CASE("--emit megatron-deepspeed: Llama 2 7B at tp 2, pp 4, ZeRO 1, full rec
       {"--bf16", ""},
       {"--tokenizer-type", "NullTokenizer"},
       {"--vocab-size", "31999"},  // NullTokenizer adds its end-of-document id: 32000 in all
+      {"--make-vocab-size-divisible-by", "128"},  // deepspeed's default divisor, as costed
       {"--data-path", "\"$DATA_PATH\""}};
   CHECK(flags == expected);
   check_flag_names(flags);

@@ -108,7 +108,8 @@ TEST_CASE("--emit megatron: Llama-3 70B, interleaved, full recompute, distribute
       {"--attention-dropout", "0"},
       {"--hidden-dropout", "0"},
       {"--vocab-size", "128256"},
-      {"--attention-backend", "auto"},  // Transformer Engine's fused attention
+      {"--make-vocab-size-divisible-by", "128"},  // megatron's default divisor, as costed
+      {"--attention-backend", "auto"},            // Transformer Engine's fused attention
       {"--bf16", ""}};
   CHECK(flags == expected);
   // Against the plan's own fields too, so the literals above cannot drift from the presets.

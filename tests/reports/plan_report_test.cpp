@@ -34,7 +34,7 @@ TEST_CASE("plan report: Megatron-FSDP with a pipeline carries a caveat, row and 
     space.zero = zero;
     const planner::SearchResult result =
         planner::search_layouts(model, cluster, space, {}, planner::Objective::kTime, 3);
-    const Report report = plan_report(model, cluster, 1024, result, planner::Framework::kMegatron);
+    const Report report = plan_report(model, cluster, 1024, result, planner::PlanOptions{});
     REQUIRE(report.json.at("plans").size() == 3);
     for (const nlohmann::json& record : report.json.at("plans")) {
       CHECK(record.contains("caveat") == (zero == 2));
@@ -83,7 +83,7 @@ TEST_CASE("plan report: a plan with recompute modules names its list under its r
   options.overlap_p2p_comm = true;
   const planner::SearchResult result =
       planner::search_layouts(model, cluster, space, options, planner::Objective::kTime, 1);
-  const Report report = plan_report(model, cluster, 128, result, planner::Framework::kMegatron);
+  const Report report = plan_report(model, cluster, 128, result, planner::PlanOptions{});
   CHECK(report.table.find("#      plan 1: recompute modules core_attn,moe_act,layernorm\n") !=
         std::string::npos);
   CHECK(report.json.at("plans")[0].at("layout").at("recompute_modules") ==
@@ -117,7 +117,7 @@ TEST_CASE("plan report: each row and its JSON record are the same plan, best fir
   const planner::SearchResult result =
       planner::search_layouts(model, cluster, space, {}, planner::Objective::kTime, 3);
   REQUIRE(result.best.size() == 3);
-  const Report report = plan_report(model, cluster, 1024, result, planner::Framework::kMegatron);
+  const Report report = plan_report(model, cluster, 1024, result, planner::PlanOptions{});
   const std::vector<std::string> rows = data_rows(report.table);
   REQUIRE(rows.size() == 3);
   REQUIRE(report.json.at("plans").size() == 3);

@@ -172,6 +172,11 @@ struct PlanOptions {
   // layout (dp_bucket_bytes: Megatron-Core's max(40M, 1M x dp x cp) parameters, else 25 MiB);
   // a plan file stores the value used.
   std::optional<int64_t> bucket_bytes;
+  // Vocabulary padding divisor d: the embedding and LM head are built with
+  // ceil(V / (d tp)) d tp rows (Megatron-LM --make-vocab-size-divisible-by, default 128,
+  // build_tokenizer.py vocab_size_with_padding; NeMo's get_vocab_size alike). nullopt: the
+  // framework's default (vocab_size_divisible_by); a plan file stores the value used.
+  std::optional<int64_t> make_vocab_size_divisible_by;
   // Tensor-parallel groups may span nodes (normally rejected: tp belongs on NVLink).
   bool allow_tp_across_nodes = false;
   // Mixture-of-experts load imbalance: the busiest rank's routed-expert work over the balanced
@@ -632,16 +637,33 @@ PlanEstimate estimate_plan(const models::TransformerConfig& model,
                            const models::ClusterConfig& cluster, const Layout& layout,
                            const PlanOptions& options = {});
 
-/// Vocabulary padded to the smallest multiple of tp, ceil(V / tp) * tp, so the vocab-parallel
-/// embedding splits evenly (Megatron-LM pads further, to 128 tp, for GEMM alignment; that
-/// differs by under 0.1% of the parameters of any preset).
-int64_t padded_vocab_size(const models::TransformerConfig& model, int64_t tp);
+/// The vocabulary padding divisor d a plan is costed with: options.make_vocab_size_divisible_by
+/// when given, else the framework's default: 128 under megatron (Megatron-LM d98e8a64
+/// arguments.py `--make-vocab-size-divisible-by`) and deepspeed (Megatron-DeepSpeed's same flag,
+/// GPT-NeoX's `make_vocab_size_divisible_by`, both 128), 1 under fsdp (torchtitan builds the
+/// tokenizer's vocabulary as it is) and meshplan (the executor pads to tp only).
+int64_t vocab_size_divisible_by(const PlanOptions& options);
+
+/// Vocabulary rows as the framework builds them: V padded to the smallest multiple of d tp,
+/// ceil(V / (d tp)) d tp with d = vocab_size_divisible_by(options) (Megatron-LM build_tokenizer.py
+/// vocab_size_with_padding: "divisible by model parallel size and still having GPU friendly
+/// size"), so the vocab-parallel embedding and LM head split evenly over tp.
+int64_t padded_vocab_size(const models::TransformerConfig& model, int64_t tp,
+                          const PlanOptions& options);
+
+/// "" when the framework builds the vocabulary padded as options say, else why not: a divisor
+/// above 1 under fsdp (torchtitan pads nothing) or meshplan (its executor pads to tp only), or a
+/// divisor outside 1..kMaxVocabDivisor. The message names the field as `field`.
+std::string vocab_padding_error(const PlanOptions& options, const std::string& field);
+/// Throws InputError with vocab_padding_error's message when it has one (check_precision calls
+/// it with the plan-file name, make_vocab_size_divisible_by; the CLI with its flag).
+void check_vocab_padding_options(const PlanOptions& options, const std::string& field);
 
 /// Parameters one rank of pipeline stage `stage` holds (tp-sharded matrices, replicated norms
 /// and row-parallel biases, padded vocab-parallel embedding on the first stage, untied or
 /// pipeline-tied LM head on the last). The executor allocates exactly this many.
 int64_t stage_parameter_count(const models::TransformerConfig& model, const Layout& layout,
-                              int64_t stage);
+                              int64_t stage, const PlanOptions& options);
 
 /// What the compute cost tells one transformer layer by: an MoE or a dense MLP
 /// (TransformerConfig::is_moe_layer), attention over the sliding window or full causal
@@ -796,20 +818,24 @@ std::string to_string(DeepSpeedPartition method);
 
 /// Transformer layers per stage, [pp], that DeepSpeed 0.19.6's partition_balanced gives `method`
 /// over a GPT pipeline's layer specs (embedding, the layers, final norm, LM head; parameters per
-/// tensor-parallel rank). A stage may get 0 layers when pp is close to the layer count.
+/// tensor-parallel rank, the vocabulary padded as `options` say). A stage may get 0 layers when
+/// pp is close to the layer count.
 std::vector<int64_t> deepspeed_stage_layers(const models::TransformerConfig& model, int64_t tp,
-                                            int64_t pp, DeepSpeedPartition method);
+                                            int64_t pp, DeepSpeedPartition method,
+                                            const PlanOptions& options);
 
 /// Which method builds `layout`'s split (canonical form; the first of kDeepSpeedPartitions that
 /// does), or nothing when none does.
 std::optional<DeepSpeedPartition> deepspeed_partition_of(const models::TransformerConfig& model,
-                                                         const Layout& layout);
+                                                         const Layout& layout,
+                                                         const PlanOptions& options);
 
 /// The splits a DeepSpeed pipeline can run for pp stages: deepspeed_stage_layers of every method,
 /// canonical (canonical_stage_layers: even is {}), without duplicates, leaving out any that
 /// gives a stage no transformer layer.
 std::vector<std::vector<int64_t>> deepspeed_stage_splits(const models::TransformerConfig& model,
-                                                         int64_t tp, int64_t pp);
+                                                         int64_t tp, int64_t pp,
+                                                         const PlanOptions& options);
 
 /// A split a file states (a plan's or a published run's stage_layers): checked as written against
 /// the model and pp (check_stage_layers: count, sign, sum), even when it is the even one, then
@@ -826,7 +852,7 @@ LayerRange chunk_layers(const models::TransformerConfig& model, const Layout& la
 /// Expert parameters one rank of stage `stage` holds: its E / ep experts of every MoE layer of
 /// the stage, tp-sharded (0 for a dense model). Included in stage_parameter_count.
 int64_t stage_expert_parameter_count(const models::TransformerConfig& model, const Layout& layout,
-                                     int64_t stage);
+                                     int64_t stage, const PlanOptions& options);
 
 /// Bytes one rank sends in one MoE all-to-all (token dispatch or combine) of one micro-batch:
 /// its T / sp tokens, each to k experts, h elements of e bytes (Megatron's alltoall token

@@ -221,7 +221,8 @@ struct DeepSpeedZero3Trace {
 /// large one keeps its last layers and LM head over the turn. Persistent parameters
 /// (kDeepSpeedPersistenceThreshold) are not in the trace.
 DeepSpeedZero3Trace deepspeed_zero3_trace(const models::TransformerConfig& model,
-                                          const Layout& layout, int64_t stage);
+                                          const Layout& layout, int64_t stage,
+                                          const PlanOptions& options);
 
 /// A run of `count` equal sizes.
 struct SizeRun {

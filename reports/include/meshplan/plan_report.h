@@ -32,11 +32,11 @@ double exposed_communication_seconds(const planner::StepBreakdown& breakdown);
 /// each row and its record come from the same estimate. Columns m (micro-batches per pipeline
 /// per step), bubble and exposed (communication) explain the ranking; the records carry them as
 /// num_micro_batches, step_breakdown.bubble_seconds and exposed_comm_seconds. A layout
-/// `framework` runs untested upstream (planner::framework_caveat) gets a "caveat" line under its
-/// row and a "caveat" field in its record.
+/// `options.framework` runs untested upstream (planner::framework_caveat) gets a "caveat" line
+/// under its row and a "caveat" field in its record.
 Report plan_report(const models::TransformerConfig& model, const models::ClusterConfig& cluster,
                    int64_t num_gpus, const planner::SearchResult& result,
-                   planner::Framework framework);
+                   const planner::PlanOptions& options);
 /// Counts of rejected layouts per reason, with one example reason each.
 std::string format_rejections(const planner::SearchResult& result);
 
