@@ -71,6 +71,7 @@ if [ "$precision" = fp32 ]; then
 fi
 "$meshplan" plan --model gpt2-124m --cluster "$cluster" --gpus 1 --global-batch 8 --micro-batch 8 \
   --tp 1 --pp 1 --dp 1 --zero 0 --recompute none --flash-attention on \
+  --make-vocab-size-divisible-by 1 \
   --save-plan "$out/plan.json" --json "$out/plan_report.json" --top 1 >"$out/plan.txt" ||
   die "meshplan plan failed (see $out/plan.txt)"
 figures=$("$python" -c 'import json, sys
