@@ -15,7 +15,12 @@ using testing::make_layout;
 using testing::make_plan;
 
 // The executor pads the vocabulary to a multiple of tp only (framework meshplan's divisor 1).
-const planner::PlanOptions kExecutorOptions{.framework = planner::Framework::kMeshplan};
+planner::PlanOptions executor_options() {
+  planner::PlanOptions options;
+  options.framework = planner::Framework::kMeshplan;
+  return options;
+}
+const planner::PlanOptions kExecutorOptions = executor_options();
 using testing::small_gpt2_model;
 
 int64_t allocated(const planner::Plan& plan, int stage, int tp_rank) {

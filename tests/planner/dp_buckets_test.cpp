@@ -25,7 +25,7 @@ namespace {
 using test::make_layout;
 
 constexpr int64_t kBucketBytes = 200'000;
-const PlanOptions kDeepSpeedOptions{.framework = Framework::kDeepSpeed};
+const PlanOptions kDeepSpeedOptions = test::options_for(Framework::kDeepSpeed);
 
 // Every call's size, in order.
 std::vector<int64_t> sizes_of(const std::vector<DpBucket>& buckets) {

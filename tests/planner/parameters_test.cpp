@@ -20,7 +20,7 @@ using test::make_layout;
 
 // The hand counts below are of the vocabulary as published, padded to a multiple of tp only
 // (divisor 1); Megatron's divisor is checked on its own.
-const PlanOptions kUnpadded{.make_vocab_size_divisible_by = 1};
+const PlanOptions kUnpadded = test::unpadded_vocab_options();
 
 int64_t sum_over_stages(const models::TransformerConfig& model, const Layout& layout) {
   int64_t sum = 0;
@@ -57,7 +57,7 @@ TEST_CASE("padded_vocab_size: a multiple of d tp, d the framework's divisor") {
   models::TransformerConfig llama;
   llama.vocab_size = 32000;
   // Divisor 1 (fsdp, meshplan, or --make-vocab-size-divisible-by 1): the smallest multiple of tp.
-  const PlanOptions fsdp{.framework = Framework::kFsdp};
+  const PlanOptions fsdp = test::options_for(Framework::kFsdp);
   CHECK(vocab_size_divisible_by(fsdp) == 1);
   CHECK(padded_vocab_size(gpt2, 8, fsdp) == 50264);   // 50257 = 8 * 6282 + 1 -> 8 * 6283
   CHECK(padded_vocab_size(gpt2, 1, fsdp) == 50257);   // tp 1: no padding
@@ -80,8 +80,8 @@ TEST_CASE("padded_vocab_size: a multiple of d tp, d the framework's divisor") {
   CHECK(padded_vocab_size(llama, 8, megatron) == 32768);
   // DeepSpeed's Megatron-derived model code pads alike; a stated divisor wins (Megatron-Bridge
   // sets 1280 for DeepSeek-V3, whose 129,280 it divides).
-  CHECK(vocab_size_divisible_by(PlanOptions{.framework = Framework::kDeepSpeed}) == 128);
-  CHECK(vocab_size_divisible_by(PlanOptions{.framework = Framework::kMeshplan}) == 1);
+  CHECK(vocab_size_divisible_by(test::options_for(Framework::kDeepSpeed)) == 128);
+  CHECK(vocab_size_divisible_by(test::options_for(Framework::kMeshplan)) == 1);
   PlanOptions bridge;
   bridge.make_vocab_size_divisible_by = 1280;
   models::TransformerConfig deepseek;

@@ -77,6 +77,20 @@ inline MemoryBreakdown fsdp_loss_test_memory(PlanOptions options) {
 
 /// A layout from its sizes; the other fields keep Layout's defaults (no recompute, no sequence
 /// parallelism, ZeRO 0, 1F1B, tp-dp-pp placement).
+/// Default options under `framework` (designated initializers trip -Wmissing-field-initializers).
+inline PlanOptions options_for(Framework framework) {
+  PlanOptions options;
+  options.framework = framework;
+  return options;
+}
+
+/// Default options with the vocabulary padded to a multiple of tp only (divisor 1).
+inline PlanOptions unpadded_vocab_options() {
+  PlanOptions options;
+  options.make_vocab_size_divisible_by = 1;
+  return options;
+}
+
 inline Layout make_layout(int64_t tp, int64_t pp, int64_t dp, int64_t micro_batch,
                           int64_t global_batch) {
   Layout layout;
