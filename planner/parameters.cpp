@@ -13,6 +13,10 @@ namespace {
 // Far above any divisor a framework or recipe uses (Megatron's 128, DeepSeek-V3's 1280 in
 // Megatron-Bridge deepseek_v3_bridge.py, V2's 3200), so a typo of a few digits is refused.
 constexpr int64_t kMaxVocabDivisor = 1 << 20;
+// Megatron-LM d98e8a64 arguments.py `--make-vocab-size-divisible-by` default; Megatron-DeepSpeed's
+// megatron/arguments.py (the same flag) and GPT-NeoX's neox_args.py NeoXArgsModel
+// `make_vocab_size_divisible_by` keep it.
+constexpr int64_t kMegatronVocabDivisor = 128;
 }  // namespace
 
 int64_t vocab_size_divisible_by(const PlanOptions& options) {
@@ -22,7 +26,7 @@ int64_t vocab_size_divisible_by(const PlanOptions& options) {
   switch (options.framework) {
     case Framework::kMegatron:
     case Framework::kDeepSpeed:
-      return 128;
+      return kMegatronVocabDivisor;
     case Framework::kFsdp:
     case Framework::kMeshplan:
       return 1;
@@ -30,7 +34,7 @@ int64_t vocab_size_divisible_by(const PlanOptions& options) {
   return 1;
 }
 
-std::string vocab_padding_error(const PlanOptions& options, const std::string& field) {
+std::string vocab_padding_error(const PlanOptions& options, std::string_view field) {
   const int64_t divisor = vocab_size_divisible_by(options);
   if (divisor < 1 || divisor > kMaxVocabDivisor) {
     return fmt::format("{}: must be between 1 and {} ({})", field, kMaxVocabDivisor, divisor);

@@ -488,7 +488,7 @@ void check_compile_options(const PlanOptions& options) {
   }
 }
 
-void check_vocab_padding_options(const PlanOptions& options, const std::string& field) {
+void check_vocab_padding_options(const PlanOptions& options, std::string_view field) {
   if (const std::string error = vocab_padding_error(options, field); !error.empty()) {
     throw InputError(error);
   }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "meshplan/layout.h"
@@ -653,11 +654,12 @@ int64_t padded_vocab_size(const models::TransformerConfig& model, int64_t tp,
 
 /// "" when the framework builds the vocabulary padded as options say, else why not: a divisor
 /// above 1 under fsdp (torchtitan pads nothing) or meshplan (its executor pads to tp only), or a
-/// divisor outside 1..kMaxVocabDivisor. The message names the field as `field`.
-std::string vocab_padding_error(const PlanOptions& options, const std::string& field);
+/// divisor outside 1..2^20 (1,048,576). The message names the field as `field`.
+std::string vocab_padding_error(const PlanOptions& options, std::string_view field);
 /// Throws InputError with vocab_padding_error's message when it has one (check_precision calls
 /// it with the plan-file name, make_vocab_size_divisible_by; the CLI with its flag).
-void check_vocab_padding_options(const PlanOptions& options, const std::string& field);
+/// Layout-independent and cheap when it passes (no allocation): the search calls it per layout.
+void check_vocab_padding_options(const PlanOptions& options, std::string_view field);
 
 /// Parameters one rank of pipeline stage `stage` holds (tp-sharded matrices, replicated norms
 /// and row-parallel biases, padded vocab-parallel embedding on the first stage, untied or
