@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "meshplan/cost_model.h"
 #include "meshplan/dp_buckets.h"
 #include "meshplan/errors.h"
 
@@ -60,7 +61,11 @@ ShardDims make_shard_dims(const planner::Plan& plan, int tp_rank, int cp_rank, i
   }
   d.F = static_cast<int>(model.ffn_hidden_size / layout.tp);
   d.FC1 = models::is_gated(model.activation) ? 2 * d.F : d.F;
-  d.V = static_cast<int>(model.vocab_size / layout.tp);
+  // The embedding and LM head hold the vocabulary padded as the plan costs it, ceil(V / (d tp))
+  // d tp rows (planner::padded_vocab_size; Megatron-LM's vocab_size_with_padding): the padded
+  // rows are never a token or a target but are ordinary logits of the softmax, as in
+  // Megatron-LM's vocab_parallel_cross_entropy.
+  d.V = static_cast<int>(planner::padded_vocab_size(model, layout.tp, plan.options) / layout.tp);
   d.vocab_start = tp_rank * d.V;
   d.N = d.T * d.B;
   d.ep = static_cast<int>(layout.ep);
@@ -308,23 +313,6 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
   if (!validity.ok()) {
     throw InputError(fmt::format("{}: layout: {}", source, validity.reason));
   }
-  if (model.vocab_size % layout.tp != 0) {
-    throw InputError(
-        fmt::format("{}: model.vocab_size: not divisible by tp; the CPU executor "
-                    "does not pad the vocabulary ({} % {})",
-                    source, model.vocab_size, layout.tp));
-  }
-  // The plan's costs count the vocabulary padded to a multiple of d tp
-  // (planner::padded_vocab_size); the executor builds V rows, so it runs only plans where that
-  // padding adds none.
-  if (const int64_t padded = planner::padded_vocab_size(model, layout.tp, plan.options);
-      padded != model.vocab_size) {
-    throw InputError(fmt::format(
-        "{}: options.make_vocab_size_divisible_by: the plan is costed on the vocabulary padded "
-        "to {} rows (divisor {} x tp {}), which the executor does not build (plan with "
-        "--make-vocab-size-divisible-by 1, or --framework meshplan)",
-        source, padded, planner::vocab_size_divisible_by(plan.options), layout.tp));
-  }
   if (model.positions == models::Positions::kRope && !model.is_mla() && model.head_dim % 2 != 0) {
     throw InputError(fmt::format("{}: model.head_dim: RoPE needs an even head dim ({})", source,
                                  model.head_dim));
@@ -337,12 +325,13 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
                     source, model.seq_length, model.max_position_embeddings));
   }
   // The kernels index with int (llm.c's convention): every tensor of a micro-batch must fit.
+  const int64_t padded_vocab = planner::padded_vocab_size(model, layout.tp, plan.options);
   const int64_t widest = std::max(
       {model.hidden_size, (model.num_attention_heads + 2 * model.num_kv_heads) * model.head_dim,
-       model.ffn_hidden_size * 2, model.vocab_size, model.seq_length});
+       model.ffn_hidden_size * 2, padded_vocab, model.seq_length});
   const int64_t elements = layout.micro_batch * model.seq_length * widest;
   if (elements > std::numeric_limits<int>::max() ||
-      model.vocab_size * model.hidden_size > std::numeric_limits<int>::max()) {
+      padded_vocab * model.hidden_size > std::numeric_limits<int>::max()) {
     throw InputError(
         fmt::format("{}: model: too large for the CPU executor, a micro-batch tensor "
                     "has {} elements",

@@ -20,7 +20,7 @@ struct ShardDims {
   int QKV = 0;          // fused QKV columns on this rank: (NH + 2 KVH) HS
   int F = 0;            // ffn channels on this rank: f / tp
   int FC1 = 0;          // first MLP projection columns on this rank: F (gelu), 2F (swiglu)
-  int V = 0;            // vocabulary rows on this rank: V / tp
+  int V = 0;            // vocabulary rows on this rank: padded V / tp (padded_vocab_size)
   int vocab_start = 0;  // first token of this rank's vocabulary shard
   int E = 0;            // routed experts of an MoE layer (0: dense model), e.g. 4 (tiny-moe)
   int E_local = 0;      // experts on this ep rank: E / ep
@@ -76,10 +76,9 @@ std::vector<int> cp_positions(int S, int cp, int cp_rank);
 /// (tp > 1 or ZeRO > 0 with experts, a shared-expert gate, a router score bias), multi-head
 /// latent attention without rope, with an odd rotary head dim or with value heads wider than
 /// query heads, attention soft-caps, scales or sinks with MLA or context parallelism, context
-/// parallelism without rope, ZeRO 3 with
-/// interleaved chunks (vpp > 1), tensor-parallel communication overlap, a vocabulary not divisible
-/// by tp, odd head dims with RoPE, sequences longer than the position table, sizes past the
-/// kernels' int range, and any layout check_layout rejects.
+/// parallelism without rope, ZeRO 3 with interleaved chunks (vpp > 1), tensor-parallel
+/// communication overlap, odd head dims with RoPE, sequences longer than the position table,
+/// sizes past the kernels' int range, and any layout check_layout rejects.
 /// Throws InputError "<source>: model.mtp_num_layers: ..." for a plan with multi-token
 /// prediction, which no meshplan executor builds (execute calls it before any other check).
 void validate_mtp_for_executor(const planner::Plan& plan, const std::string& source);

@@ -45,12 +45,6 @@ std::string vocab_padding_error(const PlanOptions& options, std::string_view fie
         "(use 1)",
         field, divisor);
   }
-  if (divisor > 1 && options.framework == Framework::kMeshplan) {
-    return fmt::format(
-        "{}: {} under framework meshplan: its executor pads the vocabulary to a multiple of tp "
-        "only (use 1)",
-        field, divisor);
-  }
   return "";
 }
 

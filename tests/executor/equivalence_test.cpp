@@ -3,6 +3,7 @@
 // trains the single-process reference on MPI_COMM_SELF; all assertions are on rank 0, after the
 // collective parts, so a failed check never leaves another rank waiting.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <mpi.h>
 
 #include <cmath>
@@ -55,16 +56,23 @@ RunResult train(const planner::Plan& plan, MPI_Comm comm) {
   return result;
 }
 
-// The single-process run of `model`, once per model, micro-batch size and load-balancing loss
-// coefficient (the one option that changes the model's loss).
+// The single-process run of `model`, once per model, micro-batch size, load-balancing loss
+// coefficient (the one option that changes the model's loss) and vocabulary rows built.
+// `vocab_rows` is the sharded run's padded vocabulary (0: V, unpadded): at tp 1 a divisor of
+// vocab_rows pads V (<= vocab_rows) to exactly that many rows, so both runs train the same logits.
 const RunResult& reference(const models::TransformerConfig& model, int64_t micro_batch,
-                           double aux_loss_coeff) {
-  static std::map<std::tuple<std::string, int64_t, double>, RunResult> cache;
-  const auto key = std::make_tuple(model.name, micro_batch, aux_loss_coeff);
+                           double aux_loss_coeff, int64_t vocab_rows = 0) {
+  if (vocab_rows == 0) {
+    vocab_rows = model.vocab_size;
+  }
+  static std::map<std::tuple<std::string, int64_t, double, int64_t>, RunResult> cache;
+  const auto key = std::make_tuple(model.name, micro_batch, aux_loss_coeff, vocab_rows);
   auto it = cache.find(key);
   if (it == cache.end()) {
     planner::Plan plan = testing::make_plan(model, make_layout(1, 1, 1, micro_batch));
     plan.options.moe_aux_loss_coeff = aux_loss_coeff;
+    plan.options.make_vocab_size_divisible_by = vocab_rows;
+    REQUIRE(planner::padded_vocab_size(model, 1, plan.options) == vocab_rows);
     it = cache.emplace(key, train(plan, MPI_COMM_SELF)).first;
   }
   return it->second;
@@ -76,10 +84,15 @@ void check_equivalent(const models::TransformerConfig& model, const planner::Lay
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   REQUIRE(world_size == layout.num_gpus());
   const bool root = world_rank_of(MPI_COMM_WORLD) == 0;
-  const RunResult* expected =
-      root ? &reference(model, layout.micro_batch, options.moe_aux_loss_coeff) : nullptr;
   planner::Plan plan = testing::make_plan(model, layout);
   plan.options = options;
+  if (!options.make_vocab_size_divisible_by) {
+    plan.options.make_vocab_size_divisible_by = 1;  // make_plan's: no padding beyond tp
+  }
+  const int64_t vocab_rows = planner::padded_vocab_size(model, layout.tp, plan.options);
+  const RunResult* expected =
+      root ? &reference(model, layout.micro_batch, options.moe_aux_loss_coeff, vocab_rows)
+           : nullptr;
   const RunResult actual = train(plan, MPI_COMM_WORLD);
   if (!root) {
     return;
@@ -158,6 +171,19 @@ const models::TransformerConfig& tiny_six_layers() {
   return model;
 }
 
+// `model` with another vocabulary size (the synthetic data draws tokens below it).
+models::TransformerConfig with_vocab(models::TransformerConfig model, int64_t vocab_size) {
+  model.name += fmt::format("-vocab-{}", vocab_size);
+  model.vocab_size = vocab_size;
+  return model;
+}
+
+planner::PlanOptions vocab_divisor(int64_t divisor) {
+  planner::PlanOptions options;
+  options.make_vocab_size_divisible_by = divisor;
+  return options;
+}
+
 planner::Layout split(planner::Layout layout, std::vector<int64_t> stage_layers) {
   layout.stage_layers = std::move(stage_layers);
   return layout;
@@ -191,6 +217,19 @@ TEST_SUITE("mpi2") {
     planner::Layout layout = make_layout(2, 1, 1);
     layout.sequence_parallel = true;
     check_equivalent(tiny(), layout);
+  }
+  // Vocabulary padding (planner::padded_vocab_size): the sharded run builds the padded rows,
+  // which are never a token or a target but enter the softmax, and the reference builds the same
+  // rows on one process. Megatron's divisor 64 at tp 2 pads 250 to 256 (128 rows a rank);
+  // meshplan's divisor 1 pads 255 to 256 at tp 2 (which the executor refused until session 48).
+  TEST_CASE("tp2 on a vocabulary padded to a multiple of 64 x tp equals one process") {
+    check_equivalent(with_vocab(tiny(), 250), make_layout(2, 1, 1), vocab_divisor(64));
+  }
+  TEST_CASE("tp2 on a vocabulary padded to a multiple of tp equals one process") {
+    check_equivalent(with_vocab(tiny(), 255), make_layout(2, 1, 1));
+  }
+  TEST_CASE("pp2 with tied embeddings on a padded vocabulary equals one process") {
+    check_equivalent(with_vocab(tiny_gpt2(), 250), make_layout(1, 2, 1), vocab_divisor(128));
   }
   TEST_CASE("pp2 gpipe equals one process") {
     check_equivalent(tiny(), with(make_layout(1, 2, 1), ScheduleKind::kGpipe));

@@ -86,6 +86,23 @@ if(MODE STREQUAL "headline")
   expect_all_collectives_match(headline)
   string(REGEX MATCH "# layout [^\n]*" layout "${headline_out}")
   message(STATUS "headline: ${layout}: ${headline_matched} of ${headline_entries} entries match")
+  # A megatron plan runs as it is planned: tiny with 250 tokens and tied embeddings under
+  # --make-vocab-size-divisible-by 64 at tp 2 builds ceil(250 / 128) 128 = 256 rows, and the tied
+  # gradient's all-reduce between the first and last stage carries all of them (128 rows of 64
+  # fp32 a rank: 32,768 B), as the planner's padded vocabulary says.
+  file(READ ${SOURCE_DIR}/models/presets/models/tiny.json model_text)
+  string(REPLACE "\"vocab_size\": 256" "\"vocab_size\": 250" model_text "${model_text}")
+  string(REPLACE "\"tied_embeddings\": false" "\"tied_embeddings\": true" model_text
+                 "${model_text}")
+  file(WRITE ${WORK_DIR}/tiny-250.json "${model_text}")
+  plan_model(tiny-250.json padded.json --gpus 4 --tp 2 --pp 2 --framework megatron
+             --make-vocab-size-divisible-by 64)
+  execute(padded 4 padded.json --steps 2)
+  expect_success(padded)
+  expect_all_collectives_match(padded)
+  if(NOT padded_out MATCHES "\n +0 +all_reduce +embedding +1 +1 +32768 +32768 +0.00\n")
+    message(FATAL_ERROR "headline: the padded tied embedding's all-reduce is not 128 rows:\n${padded_out}")
+  endif()
 elseif(MODE STREQUAL "moe")
   # A mixture-of-experts plan end to end: tiny-moe, pp 2 x dp 2 with ep 2 and the load-balancing
   # loss (the option travels in the plan file). Every collective's calls and bytes equal the

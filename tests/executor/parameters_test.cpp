@@ -14,7 +14,7 @@ namespace {
 using testing::make_layout;
 using testing::make_plan;
 
-// The executor pads the vocabulary to a multiple of tp only (framework meshplan's divisor 1).
+// make_plan's vocabulary divisor, 1: padded to a multiple of tp only (framework meshplan's).
 planner::PlanOptions executor_options() {
   planner::PlanOptions options;
   options.framework = planner::Framework::kMeshplan;
@@ -40,7 +40,10 @@ TEST_CASE("each stage allocates planner::stage_parameter_count parameters") {
   models::TransformerConfig sinks = tiny;  // gpt-oss's sinks: a / tp per layer, with the heads
   sinks.name = "tiny-sinks";
   sinks.attention_sinks = true;
-  for (const auto& model : {tiny, tied_gpt, sinks}) {
+  models::TransformerConfig odd_vocab = tied_gpt;  // padded at every tp and divisor below
+  odd_vocab.name = "small-gpt2-vocab-27";
+  odd_vocab.vocab_size = 27;
+  for (const auto& model : {tiny, tied_gpt, sinks, odd_vocab}) {
     for (int64_t tp : {1, 2}) {
       for (int64_t pp : {1, 2, 4}) {
         for (int64_t vpp : {1, 2}) {
@@ -49,16 +52,21 @@ TEST_CASE("each stage allocates planner::stage_parameter_count parameters") {
           }
           planner::Layout layout = make_layout(tp, pp, 1);
           layout.vpp = vpp;
-          const planner::Plan plan = make_plan(model, layout);
-          for (int stage = 0; stage < pp; stage++) {
-            CAPTURE(model.name);
-            CAPTURE(planner::describe(layout));
-            CAPTURE(stage);
-            // The planner's count is independent of ours (planner/parameters.cpp).
-            CHECK(allocated(plan, stage, 0) ==
-                  planner::stage_parameter_count(model, layout, stage, kExecutorOptions));
-            CHECK(allocated(plan, stage, static_cast<int>(tp) - 1) ==
-                  planner::stage_parameter_count(model, layout, stage, kExecutorOptions));
+          // Divisor 1 (meshplan's) and Megatron-LM's 128: the padded rows are allocated.
+          for (int64_t divisor : {1, 128}) {
+            planner::Plan plan = make_plan(model, layout);
+            plan.options.make_vocab_size_divisible_by = divisor;
+            for (int stage = 0; stage < pp; stage++) {
+              CAPTURE(model.name);
+              CAPTURE(planner::describe(layout));
+              CAPTURE(divisor);
+              CAPTURE(stage);
+              // The planner's count is independent of ours (planner/parameters.cpp).
+              CHECK(allocated(plan, stage, 0) ==
+                    planner::stage_parameter_count(model, layout, stage, plan.options));
+              CHECK(allocated(plan, stage, static_cast<int>(tp) - 1) ==
+                    planner::stage_parameter_count(model, layout, stage, plan.options));
+            }
           }
         }
       }

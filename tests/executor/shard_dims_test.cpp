@@ -231,11 +231,14 @@ TEST_CASE("the executor rejects what it cannot run, naming the field") {
   p2p_overlap.layout.vpp = 2;
   CHECK(rejection(p2p_overlap) == "");
 
+  // A vocabulary tp does not divide, or one a divisor pads, is built padded (shard dims below).
   planner::Plan odd_vocab = plan;
   odd_vocab.model.vocab_size = 255;
-  CHECK(rejection(odd_vocab) ==
-        "p.json: model.vocab_size: not divisible by tp; the CPU executor "
-        "does not pad the vocabulary (255 % 2)");
+  CHECK(rejection(odd_vocab) == "");
+  planner::Plan megatron_padded = plan;
+  megatron_padded.options.make_vocab_size_divisible_by = 128;
+  megatron_padded.model.vocab_size = 50257;
+  CHECK(rejection(megatron_padded) == "");
 
   planner::Plan heads = tiny_plan(make_layout(8, 1, 1));  // 4 heads over 8 ranks
   CHECK(rejection(heads) == "p.json: layout: num_attention_heads not divisible by tp (4 % 8)");
@@ -292,6 +295,20 @@ TEST_CASE("shard dims of tiny on tp 2 with sequence parallel, rank 1") {
   CHECK(d.N == 64);                  // 32 positions x 2 sequences
   CHECK(d.N_local == 32);            // half the sequence
   CHECK(d.t0 == 16);                 // rank 1 holds positions 16..31
+}
+
+TEST_CASE("shard dims of a padded vocabulary: ceil(V / (d tp)) d tp rows over tp") {
+  planner::Plan plan = tiny_plan(make_layout(2, 1, 1, 2, 16));
+  plan.model.vocab_size = 255;  // divisor 1 (make_plan's): 256 rows, 128 a rank
+  CHECK(make_shard_dims(plan, 1).V == 128);
+  CHECK(make_shard_dims(plan, 1).vocab_start == 128);
+  // GPT-2's 50,257 under Megatron-LM's default 128 at tp 2: 50,432 rows (Megatron-LM's
+  // functional tests log padded_vocab_size 50432 at tp 2), 25,216 a rank.
+  plan.model.vocab_size = 50257;
+  plan.options.make_vocab_size_divisible_by = 128;
+  const ShardDims rank1 = make_shard_dims(plan, 1);
+  CHECK(rank1.V == 25216);
+  CHECK(rank1.vocab_start == 25216);  // rank 1 holds 25,216..50,431; 50,257.. are padding
 }
 
 }  // namespace

@@ -642,7 +642,8 @@ PlanEstimate estimate_plan(const models::TransformerConfig& model,
 /// when given, else the framework's default: 128 under megatron (Megatron-LM d98e8a64
 /// arguments.py `--make-vocab-size-divisible-by`) and deepspeed (Megatron-DeepSpeed's same flag,
 /// GPT-NeoX's `make_vocab_size_divisible_by`, both 128), 1 under fsdp (torchtitan builds the
-/// tokenizer's vocabulary as it is) and meshplan (the executor pads to tp only).
+/// tokenizer's vocabulary as it is) and meshplan (its executor builds whatever rows the divisor
+/// pads to; 1 keeps the plan's vocabulary at a multiple of tp only).
 int64_t vocab_size_divisible_by(const PlanOptions& options);
 
 /// Vocabulary rows as the framework builds them: V padded to the smallest multiple of d tp,
@@ -653,8 +654,8 @@ int64_t padded_vocab_size(const models::TransformerConfig& model, int64_t tp,
                           const PlanOptions& options);
 
 /// "" when the framework builds the vocabulary padded as options say, else why not: a divisor
-/// above 1 under fsdp (torchtitan pads nothing) or meshplan (its executor pads to tp only), or a
-/// divisor outside 1..2^20 (1,048,576). The message names the field as `field`.
+/// above 1 under fsdp (torchtitan pads nothing), or a divisor outside 1..2^20 (1,048,576). The
+/// message names the field as `field`.
 std::string vocab_padding_error(const PlanOptions& options, std::string_view field);
 /// Throws InputError with vocab_padding_error's message when it has one (check_precision calls
 /// it with the plan-file name, make_vocab_size_divisible_by; the CLI with its flag).
