@@ -226,6 +226,12 @@ std::string format_plan_options(const planner::PlanOptions& o, const planner::Se
   return out + "\n";
 }
 
+std::string format_plan_options(const planner::PlanOptions& options, planner::Placement placement) {
+  planner::SearchSpace space;  // nothing searched: the plan's layout is fixed
+  space.placement = placement;
+  return format_plan_options(options, space);
+}
+
 namespace {
 
 // ", sliding window w" (every layer), ", sliding window w on k of l layers" (a pattern), or "".
@@ -460,6 +466,7 @@ std::string format_explain(const planner::Plan& plan, const planner::PlanEstimat
   std::string out = format_plan_header(plan.model, plan.cluster, plan.num_gpus,
                                        plan.layout.global_batch, plan.options.framework);
   out += fmt::format("# layout: {}\n", planner::describe(plan.layout));
+  out += format_plan_options(plan.options, plan.layout.placement);
   out += fmt::format(
       "# step {:.4f} s, MFU {:.1f}%, HFU {:.1f}%, {:.1f} model TFLOP/s per GPU, "
       "{:.0f} tokens/s\n#\n",

@@ -302,6 +302,11 @@ TEST_CASE("explain names the layers outside DeepSpeed's checkpointed runs") {
   CHECK(five.find("# stage 0: layers 0-2 sit in runs of 5") != std::string::npos);
   CHECK(five.find("# stage 7: layers 94-95 sit in runs of 5 that also hold the final norm and "
                   "head") != std::string::npos);
+  // The options line, as plan prints it above its table: the plan's options and placement.
+  CHECK(three.find("\n# options: flash attention on, overlap grad-reduce on, param-gather on, "
+                   "tp-comm off, scatter-gather pipeline off, placement tp-dp-pp, bucket 500000000 "
+                   "elements (reduce_bucket_size), vocab padded to a multiple of 128 x tp\n") !=
+        std::string::npos);
   // Megatron's uniform method groups from each chunk's first layer: no such line.
   plan.options.framework = planner::Framework::kMegatron;
   const std::string megatron = format_explain(
