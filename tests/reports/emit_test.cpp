@@ -9,6 +9,7 @@
 #include "meshplan/emit.h"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <fstream>
@@ -632,7 +633,8 @@ TEST_CASE("--emit torchtitan: Llama-3 8B, FSDP x TP x PP, 1F1B") {
       // The plan's even split stated module by module (layers_per_stage 16 would make
       // torchtitan's ceil((32 + 2) / 16) = 3 virtual stages, not divisible by pp 2).
       {"parallelism.module_fqns_per_model_part",
-       "[" + toml_modules(0, 16, true, false) + ", " + toml_modules(16, 32, false, true) + "]"},
+       fmt::format("[{}, {}]", toml_modules(0, 16, true, false),
+                   toml_modules(16, 32, false, true))},
       {"parallelism.context_parallel_degree", "1"},
       {"activation_checkpoint.mode", "full"}};
   CHECK(toml == expected);
@@ -689,8 +691,9 @@ TEST_CASE("--emit torchtitan: uneven interleaved stages as module_fqns_per_model
   const std::map<std::string, std::string> toml =
       parse_toml(emit_torchtitan(costed_for(plan, planner::Framework::kFsdp)));
   CHECK(toml.at("parallelism.module_fqns_per_model_part") ==
-        "[" + toml_modules(0, 7, true, false) + ", " + toml_modules(7, 16, false, false) + ", " +
-            toml_modules(16, 23, false, false) + ", " + toml_modules(23, 32, false, true) + "]");
+        fmt::format("[{}, {}, {}, {}]", toml_modules(0, 7, true, false),
+                    toml_modules(7, 16, false, false), toml_modules(16, 23, false, false),
+                    toml_modules(23, 32, false, true)));
   CHECK(toml.at("parallelism.pipeline_parallel_schedule") == "Interleaved1F1B");
 }
 
