@@ -2,6 +2,8 @@
 
 #include "linear_gemms.h"
 
+#include "fp8_cast_cost.h"
+
 namespace meshplan::planner {
 namespace {
 
@@ -73,6 +75,41 @@ LinearGemms layer_linear_gemms(const models::TransformerConfig& model, const Lay
     gemms.add(gemm);
   }
   return gemms;
+}
+
+bool torchao_float8(const PlanOptions& options) {
+  return options.gemm_precision == GemmPrecision::kFp8 && options.framework == Framework::kFsdp;
+}
+
+// One linear GEMM in the plan's precision; torchao's Float8Linear (--framework fsdp) runs its
+// FP8 GEMMs at kTorchaoFp8GemmEfficiencyRatio of Transformer Engine's FP8 throughput, and
+// converts nn.Linear only: an MoE model's grouped experts (not nn.Linear, as memory.cpp counts
+// their gathered weights) stay bf16.
+double one_linear_gemm_seconds(const models::ClusterConfig& cluster, const PlanOptions& options,
+                               double m, double n, double k, bool expert) {
+  if (!torchao_float8(options)) {
+    return gemm_seconds(cluster, m, n, k, options.gemm_precision);
+  }
+  if (expert) {
+    return gemm_seconds(cluster, m, n, k, GemmPrecision::kBf16);
+  }
+  return gemm_seconds(cluster, m, n, k, GemmPrecision::kFp8) / kTorchaoFp8GemmEfficiencyRatio;
+}
+
+// The GEMMs of `gemms` in the plan's precision, and in an MoE layer the 16-bit router (T / sp
+// tokens, h -> E).
+double linear_gemm_seconds(const models::TransformerConfig& model,
+                           const models::ClusterConfig& cluster, const PlanOptions& options,
+                           const Shape& x, const LinearGemms& gemms, bool moe_layer) {
+  double seconds = 0;
+  for (const LinearGemm& gemm : gemms) {
+    seconds += gemm.multiplier *
+               one_linear_gemm_seconds(cluster, options, gemm.tokens, gemm.n, gemm.k, gemm.expert);
+  }
+  if (moe_layer) {
+    seconds += gemm_seconds(cluster, x.tokens / x.sp, static_cast<double>(model.num_experts), x.h);
+  }
+  return seconds;
 }
 
 }  // namespace meshplan::planner

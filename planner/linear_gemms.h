@@ -1,6 +1,7 @@
 #pragma once
 // Private: the linear-layer GEMMs of one transformer layer on one rank, the one list that both
-// their time (compute_cost.cpp) and Transformer Engine's FP8 casts (fp8_cast_cost.cpp) read.
+// their time (linear_gemm_seconds, read by compute_cost.cpp and module_recompute_cost.cpp) and
+// Transformer Engine's FP8 casts (fp8_cast_cost.cpp) read.
 
 #include <array>
 #include <cstddef>
@@ -39,5 +40,16 @@ LinearGemms layer_linear_gemms(const models::TransformerConfig& model, const Lay
 /// The MLP's part of layer_linear_gemms: the dense MLP, or the routed and shared experts.
 LinearGemms mlp_linear_gemms(const models::TransformerConfig& model, const Layout& layout,
                              const PlanOptions& options, const Shape& x, bool moe_layer);
+
+/// Whether the linear GEMMs are torchao's Float8Linear: FP8 under framework fsdp.
+bool torchao_float8(const PlanOptions& options);
+/// One linear GEMM (m x n x k) in the plan's precision; torchao's Float8Linear runs its FP8 GEMMs
+/// at kTorchaoFp8GemmEfficiencyRatio of Transformer Engine's and leaves `expert` GEMMs in bf16.
+double one_linear_gemm_seconds(const models::ClusterConfig& cluster, const PlanOptions& options,
+                               double m, double n, double k, bool expert = false);
+/// The GEMMs of `gemms` in the plan's precision, and in an MoE layer the 16-bit router.
+double linear_gemm_seconds(const models::TransformerConfig& model,
+                           const models::ClusterConfig& cluster, const PlanOptions& options,
+                           const Shape& x, const LinearGemms& gemms, bool moe_layer);
 
 }  // namespace meshplan::planner
