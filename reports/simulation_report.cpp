@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "meshplan/plan_file.h"
+#include "meshplan/plan_report.h"
 #include "meshplan/reports.h"
 
 namespace meshplan::reports {
@@ -107,6 +108,9 @@ std::string table_header(const SimulationResult& result) {
   std::string out = fmt::format("# meshplan simulate: {} on {}, {} GPUs\n", result.model_name,
                                 result.cluster_name, result.layout.num_gpus());
   out += fmt::format("# layout: {}\n", planner::describe(result.layout));
+  if (result.plan_options) {
+    out += format_plan_options(*result.plan_options, result.layout.placement);
+  }
   out += fmt::format("# simulated ranks: {} ({}), {} tasks, {} events{}\n", result.ranks.size(),
                      result.options.all_ranks ? "every rank" : "one per pipeline stage",
                      result.tasks.size(), result.num_events,

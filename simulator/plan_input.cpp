@@ -177,6 +177,7 @@ SimulationResult simulate_plan(const planner::Plan& plan, const SimulationOption
   result.model_name = plan.model.name;
   result.cluster_name = plan.cluster.name;
   result.options = options;
+  result.plan_options = simulated.options;
   result.analytic_step_time_s = estimate.step_time_s;
   result.planner_rejection = estimate.rejection_reason;
   return result;

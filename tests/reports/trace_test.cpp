@@ -166,3 +166,19 @@ TEST_CASE("trace: no two slices on one thread partially overlap (Perfetto drops 
 }
 
 }  // namespace meshplan::reports
+
+namespace meshplan::reports {
+TEST_CASE("simulate's table states the replayed plan's options, as plan and explain do") {
+  simulator::SimulationOptions options;
+  options.bucket_bytes = 64 << 20;
+  const simulator::SimulationResult replayed =
+      simulator::simulate_plan(preset_plan(planner::ScheduleKind::kOneFOneB), options, "preset");
+  const std::string table = simulation_report(replayed).table;
+  // The plan's options (the default framework, megatron) with the bucket the replay used.
+  CHECK(table.find("\n# options: flash attention on, overlap grad-reduce on, param-gather on, "
+                   "tp-comm off, scatter-gather pipeline off, placement tp-dp-pp, bucket 64 MiB, "
+                   "vocab padded to a multiple of 128 x tp\n") != std::string::npos);
+  // A hand-built input has no plan: no options line.
+  CHECK(simulation_report(small_result()).table.find("# options:") == std::string::npos);
+}
+}  // namespace meshplan::reports

@@ -207,6 +207,9 @@ struct SimulationResult {
   std::string cluster_name;
   planner::Layout layout;
   SimulationOptions options;
+  // The plan's software options as replayed (simulate_plan: the bucket the replay used); unset
+  // for a SimulationInput replayed directly.
+  std::optional<planner::PlanOptions> plan_options;
   double step_time_s = 0;
   double analytic_step_time_s = 0;  // the planner's closed form for the same plan
   std::string planner_rejection;    // why the planner rejects the plan (memory), or empty
