@@ -264,8 +264,10 @@ void add_kernel_flags(const planner::Plan& plan, Flags& flags) {
 // The vocabulary and the data. NullTokenizer (tokenizer.py _NullTokenizer) has --vocab-size ids
 // and its end-of-document id after them, vocab_size + 1 in all: the plan's V is --vocab-size
 // V - 1, padded as the plan was costed (megatron/tokenizer/tokenizer.py _vocab_size_with_padding:
-// a multiple of --make-vocab-size-divisible-by times tp). Megatron-DeepSpeed has no mock data, so
-// the script asks for DATA_PATH.
+// a multiple of --make-vocab-size-divisible-by times tp). Megatron-DeepSpeed f4157bea has no
+// synthetic-data flag (megatron/arguments.py: no --mock-data, only --data-path), so the script
+// takes the dataset from DATA_PATH and stops with an error naming it when it is unset
+// (emit_megatron_deepspeed's `${DATA_PATH:?...}` line).
 void add_data_flags(const planner::Plan& plan, Flags& flags) {
   flags.push_back({"--tokenizer-type", "NullTokenizer"});
   flags.push_back({"--vocab-size", std::to_string(plan.model.vocab_size - 1)});

@@ -49,6 +49,14 @@ grep -q '^# --emit' mds_table.txt && fail "megatron-deepspeed: a note beside the
 "$meshplan" "${mds_plan[@]}" --emit deepspeed --emit-out mds_ds_config.json >/dev/null 2>&1 ||
   fail "megatron-deepspeed: the same plan's --emit deepspeed"
 bash -n mds.sh || fail "megatron-deepspeed: bash -n mds.sh"
+# Megatron-DeepSpeed has no synthetic data: without DATA_PATH the script stops at once, naming it,
+# before it writes ds_config.json or launches anything (run in a scratch directory).
+mkdir -p mds_run && (cd mds_run && env -u DATA_PATH bash ../mds.sh >out.txt 2>&1) &&
+  fail "megatron-deepspeed: ran without DATA_PATH"
+grep -q 'DATA_PATH: set DATA_PATH to the prefix of a Megatron .bin/.idx dataset' mds_run/out.txt ||
+  fail "megatron-deepspeed: without DATA_PATH: $(cat mds_run/out.txt)"
+[ ! -e mds_run/ds_config.json ] || fail "megatron-deepspeed: wrote ds_config.json without DATA_PATH"
+echo "ok       megatron-deepspeed: without DATA_PATH the script stops, naming it"
 "$meshplan" plan --model tiny --cluster local-cpu --gpus 16 --tp 2 --pp 2 --emit slurm \
   --emit-out job.sh --save-plan cpu.json >/dev/null || fail "slurm"
 # A searched deepspeed plan whose best pick is ZB-H1 (Megatron-DeepSpeed's flag, no DeepSpeed

@@ -24,7 +24,8 @@ std::string format_plan_header(const models::TransformerConfig& model,
 /// headroom: one '#' line.
 std::string format_plan_options(const planner::PlanOptions& options,
                                 const planner::SearchSpace& space);
-/// The options line of one plan (explain): its software options and its layout's placement.
+/// The options line of one plan (explain, simulate): its software options and its layout's
+/// placement, nothing searched.
 std::string format_plan_options(const planner::PlanOptions& options, planner::Placement placement);
 /// Communication a step waits for: exposed tp collectives + pipeline transfers + exposed dp
 /// gradient sync, seconds (the plan table's "exposed" column).
