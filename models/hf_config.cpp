@@ -29,7 +29,7 @@ struct HfFamily {
   std::string_view architecture;
   std::string_view model_type;
 };
-constexpr std::array<HfFamily, 17> kFamilies = {{{"LlamaForCausalLM", "llama"},
+constexpr std::array<HfFamily, 18> kFamilies = {{{"LlamaForCausalLM", "llama"},
                                                  {"MistralForCausalLM", "mistral"},
                                                  {"Phi3ForCausalLM", "phi3"},
                                                  {"Qwen2ForCausalLM", "qwen2"},
@@ -40,6 +40,7 @@ constexpr std::array<HfFamily, 17> kFamilies = {{{"LlamaForCausalLM", "llama"},
                                                  {"Qwen2MoeForCausalLM", "qwen2_moe"},
                                                  {"Qwen3MoeForCausalLM", "qwen3_moe"},
                                                  {"DeepseekV3ForCausalLM", "deepseek_v3"},
+                                                 {"Glm4MoeForCausalLM", "glm4_moe"},
                                                  {"MptForCausalLM", "mpt"},
                                                  {"MPTForCausalLM", "mpt"},
                                                  {"GemmaForCausalLM", "gemma"},
@@ -49,7 +50,7 @@ constexpr std::array<HfFamily, 17> kFamilies = {{{"LlamaForCausalLM", "llama"},
 
 bool is_moe_family(std::string_view model_type) {
   return model_type == "mixtral" || model_type == "qwen2_moe" || model_type == "qwen3_moe" ||
-         model_type == "deepseek_v3" || model_type == "gpt_oss";
+         model_type == "deepseek_v3" || model_type == "glm4_moe" || model_type == "gpt_oss";
 }
 
 // Activation names of transformers' ACT2FN that meshplan's two MLPs compute. SwiGLU (Shazeer
@@ -536,8 +537,8 @@ void reject_moe_field(const std::string& field, const nlohmann::json& value,
                       const std::string& source) {
   throw InputError(fmt::format(
       "{}: {}: mixture-of-experts field in a dense architecture; MoE models load as "
-      "MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, DeepseekV3ForCausalLM or "
-      "GptOssForCausalLM ({})",
+      "MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, DeepseekV3ForCausalLM, "
+      "Glm4MoeForCausalLM or GptOssForCausalLM ({})",
       source, field, value.dump()));
 }
 
@@ -582,49 +583,89 @@ void qwen_moe(const nlohmann::json& json, std::string_view model_type, const std
   }
 }
 
-// DeepSeek-V3 (DeepSeek-AI 2024, Sec. 2.1; transformers' DeepseekV3Model): MLA attention, the
-// first first_k_dense_replace layers dense (intermediate_size), then n_routed_experts of
-// moe_intermediate_size, top num_experts_per_tok, n_shared_experts shared ones of the same size
-// and a router with an e_score_correction_bias (aux-loss-free balancing, Sec. 2.1.2). The
-// multi-token-prediction depths (Sec. 2.2), num_nextn_predict_layers (1 in deepseek-ai's
-// config.json), become mtp_num_layers, Megatron-Core's --mtp-num-layers; absent is 0 (no MTP):
-// transformers' DeepseekV3Config has no such key and DeepseekV3ForCausalLM does not build the
-// module. validate_model checks the value.
-void deepseek_v3(const nlohmann::json& json, const std::string& source, TransformerConfig& model) {
+// The config class's value for a key the file leaves out (`absent`), where `absent` may be none
+// (the key is then required); null in the file means none (`null_value`).
+struct MoeKeyDefault {
+  std::optional<int64_t> absent;
+  int64_t null_value = 0;
+};
+
+// The mixture-of-experts blocks DeepSeek-V3 and GLM-4.5 share (transformers' Glm4MoeDecoderLayer
+// is DeepseekV3DecoderLayer; DeepSeek-AI 2024, Sec. 2.1): the first first_k_dense_replace layers
+// dense (intermediate_size), then n_routed_experts of moe_intermediate_size, top
+// num_experts_per_tok, n_shared_experts shared ones of the same size and a sigmoid router with an
+// e_score_correction_bias (aux-loss-free balancing, Sec. 2.1.2), limited to topk_group of n_group
+// groups per token (one group is no limit). The multi-token-prediction depths (Sec. 2.2),
+// num_nextn_predict_layers (1 in deepseek-ai's and zai-org's config.json), become mtp_num_layers,
+// Megatron-Core's --mtp-num-layers; absent is 0 (no MTP): neither config class has the key and
+// neither CausalLM class builds the module (Glm4MoeModel ignores its weights). validate_model
+// checks the value. An absent key takes the config class's default, as transformers reads the
+// file.
+struct DeepSeekMoeDefaults {
+  MoeKeyDefault routed_experts, experts_per_token, expert_ffn_hidden_size;
+  MoeKeyDefault shared_experts, groups, group_topk, dense_layers;
+};
+
+void deepseek_moe_blocks(const nlohmann::json& json, const std::string& source,
+                         const DeepSeekMoeDefaults& defaults, TransformerConfig& model) {
+  const auto read = [&json, &source](const char* field, const MoeKeyDefault& key) {
+    if (!json.contains(field) && key.absent) {
+      return *key.absent;
+    }
+    if (json.contains(field) && json[field].is_null()) {
+      return key.null_value;
+    }
+    return require_int(json, field, source);
+  };
+  const auto read_size = [&json, &source](const char* field, const MoeKeyDefault& key) {
+    return key.absent ? optional_size(json, field, *key.absent, source)
+                      : require_size(json, field, source);
+  };
   model.mtp_num_layers = is_set(json, "num_nextn_predict_layers")
                              ? require_int(json, "num_nextn_predict_layers", source)
                              : 0;
+  model.num_experts = read_size("n_routed_experts", defaults.routed_experts);
+  model.experts_per_token = read_size("num_experts_per_tok", defaults.experts_per_token);
+  model.expert_ffn_hidden_size =
+      read_size("moe_intermediate_size", defaults.expert_ffn_hidden_size);
+  // n_shared_experts shared experts are one DeepseekV3MLP of n_shared_experts x
+  // moe_intermediate_size: the same parameters and FLOPs as n of moe_intermediate_size.
+  model.num_shared_experts = read("n_shared_experts", defaults.shared_experts);
+  model.shared_expert_ffn_hidden_size =
+      model.num_shared_experts > 0 ? model.expert_ffn_hidden_size : 0;
+  model.router_score_bias = true;
+  // Node-limited routing (Sec. 2.1.2; DeepseekV3TopkRouter.get_topk_indices).
+  const int64_t groups = read("n_group", defaults.groups);
+  if (groups != 1) {
+    model.router_num_groups = groups;
+    model.router_group_topk = read("topk_group", defaults.group_topk);
+  }
+  model.first_dense_layers = read("first_k_dense_replace", defaults.dense_layers);
+}
+
+// DeepSeek-V3 (DeepSeek-AI 2024; transformers' DeepseekV3Model): MLA attention and
+// deepseek_moe_blocks with DeepseekV3Config's defaults (transformers configuration_deepseek_v3.py:
+// n_shared_experts 1, n_group 8, topk_group 4, first_k_dense_replace 3, q_lora_rank 1536; the
+// expert sizes required); null is none (0 shared experts, one group, no dense prefix, no query
+// compression: DeepSeek-V2-Lite's q_lora_rank null).
+void deepseek_v3(const nlohmann::json& json, const std::string& source, TransformerConfig& model) {
   require_unmodelled(json, "moe_layer_freq", 1,
                      "dense layers between MoE layers are not modelled (only a dense prefix)",
                      source);
   require_unmodelled(json, "attention_bias", false, "MLA with attention biases is not modelled",
                      source);
-  model.num_experts = require_size(json, "n_routed_experts", source);
-  model.experts_per_token = require_size(json, "num_experts_per_tok", source);
-  model.expert_ffn_hidden_size = require_size(json, "moe_intermediate_size", source);
-  // An absent key takes DeepseekV3Config's default (transformers configuration_deepseek_v3.py:
-  // n_shared_experts 1, n_group 8, topk_group 4, first_k_dense_replace 3, q_lora_rank 1536), as
-  // transformers reads the file; null is none (0 shared experts, one group, no dense prefix, no
-  // query compression: DeepSeek-V2-Lite's q_lora_rank null).
-  const auto absent_default = [&json, &source](const char* field, int64_t hf_default,
-                                               int64_t null_value) {
-    return !json.contains(field)   ? hf_default
-           : json[field].is_null() ? null_value
-                                   : require_int(json, field, source);
-  };
-  model.num_shared_experts = absent_default("n_shared_experts", 1, 0);
-  model.shared_expert_ffn_hidden_size =
-      model.num_shared_experts > 0 ? model.expert_ffn_hidden_size : 0;
-  model.router_score_bias = true;
-  // Node-limited routing (Sec. 2.1.2; DeepseekV3TopkRouter.get_topk_indices: n_group groups,
-  // topk_group of them per token); one group is no limit.
-  const int64_t groups = absent_default("n_group", 8, 1);
-  if (groups != 1) {
-    model.router_num_groups = groups;
-    model.router_group_topk = absent_default("topk_group", 4, 0);
-  }
-  model.first_dense_layers = absent_default("first_k_dense_replace", 3, 0);
-  model.q_lora_rank = absent_default("q_lora_rank", 1536, 0);
+  deepseek_moe_blocks(json, source,
+                      {.routed_experts = {},
+                       .experts_per_token = {},
+                       .expert_ffn_hidden_size = {},
+                       .shared_experts = {1, 0},
+                       .groups = {8, 1},
+                       .group_topk = {4, 0},
+                       .dense_layers = {3, 0}},
+                      model);
+  model.q_lora_rank = !json.contains("q_lora_rank")   ? 1536
+                      : json["q_lora_rank"].is_null() ? 0
+                                                      : require_int(json, "q_lora_rank", source);
   if (is_set(json, "q_lora_rank") && model.q_lora_rank <= 0) {
     throw InputError(fmt::format("{}: q_lora_rank: must be positive, or null for none ({})", source,
                                  model.q_lora_rank));
@@ -635,6 +676,30 @@ void deepseek_v3(const nlohmann::json& json, const std::string& source, Transfor
   model.v_head_dim = require_size(json, "v_head_dim", source);
   model.head_dim = model.qk_nope_head_dim + model.qk_rope_head_dim;
   model.num_kv_heads = model.num_attention_heads;
+}
+
+// GLM-4.5 and GLM-4.5-Air (GLM-4.5 Team 2025, "GLM-4.5: Agentic, Reasoning, and Coding (ARC)
+// Foundation Models", Table 1; transformers models/glm4_moe/modular_glm4_moe.py): Llama's layout
+// with grouped-query attention of head_dim-wide heads (96 x 128 over h 5120 or 4096), q, k and
+// v_proj with bias = attention_bias and o_proj without, RMSNorm q_norm and k_norm over head_dim
+// when use_qk_norm, and deepseek_moe_blocks with Glm4MoeConfig's defaults (n_routed_experts 128,
+// num_experts_per_tok 8, moe_intermediate_size 1408, n_shared_experts 1, n_group 1, topk_group 1,
+// first_k_dense_replace 1). partial_rotary_factor (0.5) rotates half of each head and changes no
+// parameter or GEMM, as Phi-3's; routed_scaling_factor and norm_topk_prob scale the routing
+// weights only.
+void glm4_moe(const nlohmann::json& json, const std::string& source, TransformerConfig& model) {
+  model.qkv_bias = optional_bool(json, "attention_bias", false, source);
+  model.attention_output_bias = false;
+  model.qk_norm = optional_bool(json, "use_qk_norm", false, source);
+  deepseek_moe_blocks(json, source,
+                      {.routed_experts = {128, 0},
+                       .experts_per_token = {8, 0},
+                       .expert_ffn_hidden_size = {1408, 0},
+                       .shared_experts = {1, 0},
+                       .groups = {1, 1},
+                       .group_topk = {1, 0},
+                       .dense_layers = {1, 0}},
+                      model);
 }
 
 // GemmaConfig's default head_dim (transformers configuration_gemma.py), used when the key is
@@ -899,9 +964,10 @@ std::string hf_config_key(const nlohmann::json& json, const std::string& field) 
                    {"max_position_embeddings", "max_seq_len"}});
   }
   const bool local_experts = model_type == "mixtral" || model_type == "gpt_oss";
-  const std::string_view experts = local_experts                 ? "num_local_experts"
-                                   : model_type == "deepseek_v3" ? "n_routed_experts"
-                                                                 : "num_experts";
+  const bool routed_experts = model_type == "deepseek_v3" || model_type == "glm4_moe";
+  const std::string_view experts = local_experts    ? "num_local_experts"
+                                   : routed_experts ? "n_routed_experts"
+                                                    : "num_experts";
   return lookup(
       {{"num_layers", "num_hidden_layers"},
        {"num_kv_heads", "num_key_value_heads"},
@@ -988,6 +1054,8 @@ TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::st
     qwen_moe(json, model_type, source, model);
   } else if (model_type == "deepseek_v3") {
     deepseek_v3(json, source, model);
+  } else if (model_type == "glm4_moe") {
+    glm4_moe(json, source, model);
   }
   if (model_type != "mpt") {
     read_sliding_window(json, model_type, source, model);

@@ -720,8 +720,8 @@ TEST_CASE("configs without `architectures` are read by model_type") {
   falcon["model_type"] = "falcon";
   CHECK(input_error([&] { model_from_json(falcon, "falcon.json"); }) ==
         "falcon.json: model_type: unsupported model type (falcon); supported: llama, mistral, "
-        "phi3, qwen2, qwen3, gpt2, gpt_neox, mixtral, qwen2_moe, qwen3_moe, deepseek_v3, mpt, "
-        "gemma, gemma2, gemma3_text, gpt_oss");
+        "phi3, qwen2, qwen3, gpt2, gpt_neox, mixtral, qwen2_moe, qwen3_moe, deepseek_v3, glm4_moe, "
+        "mpt, gemma, gemma2, gemma3_text, gpt_oss");
   nlohmann::json mismatch = small_llama();
   mismatch["model_type"] = "gpt2";
   CHECK(input_error([&] { model_from_json(mismatch, "c.json"); }) ==
@@ -812,7 +812,7 @@ TEST_CASE("defaults: num_key_value_heads = a, n_inner null = 4h, tie_word_embedd
 TEST_CASE("mixture-of-experts fields on a dense architecture or in meshplan's format") {
   const std::string moe_families =
       "MoE models load as MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, "
-      "DeepseekV3ForCausalLM or GptOssForCausalLM";
+      "DeepseekV3ForCausalLM, Glm4MoeForCausalLM or GptOssForCausalLM";
   nlohmann::json qwen_moe = small_llama();
   qwen_moe["num_experts"] = 60;
   CHECK(input_error([&] { model_from_json(qwen_moe, "qwen.json"); }) ==
@@ -846,8 +846,8 @@ TEST_CASE("unsupported architectures and malformed `architectures`") {
       "falcon.json: architectures: unsupported architecture (FalconForCausalLM); supported: "
       "LlamaForCausalLM, MistralForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
       "GPT2LMHeadModel, GPTNeoXForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, "
-      "Qwen3MoeForCausalLM, DeepseekV3ForCausalLM, MptForCausalLM, MPTForCausalLM, "
-      "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, GptOssForCausalLM");
+      "Qwen3MoeForCausalLM, DeepseekV3ForCausalLM, Glm4MoeForCausalLM, MptForCausalLM, "
+      "MPTForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, GptOssForCausalLM");
 
   nlohmann::json not_a_list = small_llama();
   not_a_list["architectures"] = "LlamaForCausalLM";

@@ -32,13 +32,13 @@ namespace {
 
 // The brief's preset list, sorted by std::sort's byte order.
 const std::vector<std::string> kExpectedPresets = {
-    "deepseek-v3",     "gpt-oss-120b",    "gpt-oss-20b",     "gpt2-124m",     "gpt3-1.3b",
-    "gpt3-13b",        "gpt3-175b",       "gpt3-2.7b",       "gpt3-6.7b",     "llama2-13b",
-    "llama2-70b",      "llama2-7b",       "llama3-405b",     "llama3-70b",    "llama3-8b",
-    "megatron-1.7b",   "megatron-145.6b", "megatron-18.4b",  "megatron-1t",   "megatron-3.6b",
-    "megatron-310.1b", "megatron-39.1b",  "megatron-529.6b", "megatron-7.5b", "megatron-76.1b",
-    "mistral-7b",      "mixtral-8x7b",    "qwen3-30b-a3b",   "tiny",          "tiny-mla",
-    "tiny-moe"};
+    "deepseek-v3",   "glm-4.5",        "glm-4.5-air",     "gpt-oss-120b",    "gpt-oss-20b",
+    "gpt2-124m",     "gpt3-1.3b",      "gpt3-13b",        "gpt3-175b",       "gpt3-2.7b",
+    "gpt3-6.7b",     "llama2-13b",     "llama2-70b",      "llama2-7b",       "llama3-405b",
+    "llama3-70b",    "llama3-8b",      "megatron-1.7b",   "megatron-145.6b", "megatron-18.4b",
+    "megatron-1t",   "megatron-3.6b",  "megatron-310.1b", "megatron-39.1b",  "megatron-529.6b",
+    "megatron-7.5b", "megatron-76.1b", "mistral-7b",      "mixtral-8x7b",    "qwen3-30b-a3b",
+    "tiny",          "tiny-mla",       "tiny-moe"};
 
 void check_same(const TransformerConfig& a, const TransformerConfig& b) {
   CHECK(a.name == b.name);

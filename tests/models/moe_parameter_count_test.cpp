@@ -6,6 +6,8 @@
 //   Mixtral-8x7B-v0.1.json https://huggingface.co/mistralai/Mixtral-8x7B-v0.1/blob/main/config.json
 //   Qwen3-30B-A3B.json      https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json
 //   DeepSeek-V3.json        https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json
+//   GLM-4.5-Air.json        https://huggingface.co/zai-org/GLM-4.5-Air/blob/main/config.json (as
+//                           Glm4MoeConfig prints it: ms-swift's training log of the model)
 
 #include <doctest/doctest.h>
 
@@ -30,6 +32,13 @@ namespace {
 // Truncates a count to one decimal of billions, the way the model cards print "3.3B".
 double billions_truncated(int64_t count) {
   return std::floor(static_cast<double>(count) / 1e8) / 10.0;
+}
+
+// GLM-4.5-Air's config without its MTP layer (the paper's counts are of the main model).
+nlohmann::json glm_air_without_mtp() {
+  nlohmann::json json = meshplan::read_json_file(hf_fixture("GLM-4.5-Air.json"));
+  json["num_nextn_predict_layers"] = 0;
+  return json;
 }
 
 nlohmann::json deepseek_without_mtp() {
@@ -334,4 +343,141 @@ TEST_CASE("MoE and MLA validation names the field") {
   no_mla["v_head_dim"] = 16;
   CHECK(input_error([&] { model_from_json(no_mla, "t.json"); }) ==
         "t.json: v_head_dim: must be 0 without multi-head latent attention (kv_lora_rank 0) (16)");
+}
+
+TEST_CASE("zai-org/GLM-4.5-Air: 106,852,251,264 parameters, the report's 106B total, 12B active") {
+  // GLM-4.5 Team 2025, "GLM-4.5: Agentic, Reasoning, and Coding (ARC) Foundation Models",
+  // Table 1: GLM-4.5-Air 106B total, 12B activated, 1 dense and 45 MoE layers, 1 MTP layer.
+  const TransformerConfig model = load_model(hf_fixture("GLM-4.5-Air.json"));
+  CHECK(model.num_layers == 46);
+  CHECK(model.num_attention_heads == 96);
+  CHECK(model.num_kv_heads == 8);
+  CHECK(model.head_dim == 128);  // 96 x 128 = 12,288 query channels over h 4,096
+  CHECK(model.ffn_hidden_size == 10944);
+  CHECK(model.num_experts == 128);
+  CHECK(model.experts_per_token == 8);
+  CHECK(model.expert_ffn_hidden_size == 1408);
+  CHECK(model.num_shared_experts == 1);
+  CHECK(model.shared_expert_ffn_hidden_size == 1408);
+  CHECK(model.first_dense_layers == 1);
+  CHECK(model.num_moe_layers() == 45);
+  CHECK(model.router_score_bias);
+  CHECK(model.router_num_groups == 0);       // n_group 1: no group limit
+  CHECK(model.qkv_bias);                     // attention_bias: q, k, v_proj
+  CHECK_FALSE(model.attention_output_bias);  // o_proj has no bias
+  CHECK_FALSE(model.qk_norm);                // use_qk_norm false
+  CHECK_FALSE(model.tied_embeddings);
+  CHECK_FALSE(model.dropout);
+  CHECK(model.mtp_num_layers == 1);
+  // Term by term (transformers Glm4MoeAttention, DeepseekV3MLP, DeepseekV3MoE): attention
+  // q and o 2 x 4096 x 12288, k and v 2 x 4096 x 1024, biases 12288 + 2 x 1024.
+  const int64_t h = 4096;
+  const int64_t attention = 2 * h * 12288 + 2 * h * 1024 + 12288 + 2 * 1024;
+  CHECK(attention == 109'066'240);
+  const int64_t expert = 3 * h * 1408;
+  const auto moe = count_layer_parameters(model, true);
+  CHECK(moe.attention == attention);
+  CHECK(moe.router == 128 * h + 128);  // weight and e_score_correction_bias
+  CHECK(moe.routed_experts == 128 * expert);
+  CHECK(moe.shared_experts == expert);
+  CHECK(count_layer_parameters(model, false).mlp == 3 * h * 10944);
+  const int64_t moe_layer = attention + 2 * h + (128 * h + 128) + 129 * expert;
+  const int64_t dense_layer = attention + 2 * h + 3 * h * 10944;
+  const int64_t embeddings = 2 * int64_t{151'552} * h;  // untied embedding and LM head
+  const auto counts = count_parameters(model_from_json(glm_air_without_mtp(), "air.json"));
+  CHECK(counts.total == dense_layer + 45 * moe_layer + embeddings + h);
+  CHECK(counts.total == 106'852'251'264);
+  CHECK(billions_truncated(counts.total) == 106.8);  // "106B"
+  // Active: 8 of 128 routed experts; the report's 12B leaves out both vocabulary matrices.
+  const int64_t active = counts.total - 45 * 120 * expert;
+  CHECK(counts.active == active);
+  CHECK(counts.active - counts.token_embedding - counts.lm_head == 12'182'615'680);  // "12B"
+  // The MTP layer: enorm, hnorm and final norm 3h, eh_proj 2 h h and one MoE layer.
+  CHECK(count_parameters(model).mtp == 3 * h + 2 * h * h + moe_layer);
+}
+
+TEST_CASE("GLM-4.5 (Table 1 of the GLM-4.5 report): 352.8B in the main model, 32B active") {
+  // The report's Table 1 sizes on the Air config: h 5120, 92 layers (3 dense, 89 MoE), dense
+  // intermediate 12288, 160 experts of 1536, QK-Norm; heads, kv heads, head dim, routed and
+  // shared experts and vocabulary as GLM-4.5-Air's.
+  nlohmann::json json = glm_air_without_mtp();
+  json["hidden_size"] = 5120;
+  json["num_hidden_layers"] = 92;
+  json["first_k_dense_replace"] = 3;
+  json["intermediate_size"] = 12288;
+  json["n_routed_experts"] = 160;
+  json["moe_intermediate_size"] = 1536;
+  json["use_qk_norm"] = true;
+  const TransformerConfig model = model_from_json(json, "glm-4.5.json");
+  CHECK(model.qk_norm);
+  const int64_t h = 5120;
+  // q_norm and k_norm: 2 x 128.
+  const int64_t attention = 2 * h * 12288 + 2 * h * 1024 + 12288 + 2 * 1024 + 2 * 128;
+  CHECK(count_layer_parameters(model, true).attention == attention);
+  const int64_t expert = 3 * h * 1536;
+  const int64_t moe_layer = attention + 2 * h + (160 * h + 160) + 161 * expert;
+  const int64_t dense_layer = attention + 2 * h + 3 * h * 12288;
+  const auto counts = count_parameters(model);
+  CHECK(counts.total == 3 * dense_layer + 89 * moe_layer + 2 * int64_t{151'552} * h + h);
+  CHECK(counts.total == 352'797'829'024);
+  CHECK(counts.active - counts.token_embedding - counts.lm_head == 32'080'373'664);  // "32B"
+  // Table 1's 355B total lies between the main model and the main model with its MTP layer
+  // (3h + 2 h h + one MoE layer: 356.8B); what else it counts is not stated.
+  const int64_t mtp = 3 * h + 2 * h * h + moe_layer;
+  CHECK(counts.total < int64_t{355'000'000'000});
+  CHECK(counts.total + mtp > int64_t{355'000'000'000});
+  // The glm-4.5 preset is this model at the pre-training length.
+  json["seq_length"] = 4096;
+  TransformerConfig at_4096 = model_from_json(json, "glm-4.5");
+  at_4096.max_position_embeddings = load_model("glm-4.5").max_position_embeddings;
+  CHECK(at_4096 == load_model("glm-4.5"));
+}
+
+TEST_CASE("the glm-4.5-air preset is GLM-4.5-Air's config at seq 4096 without its MTP layer") {
+  nlohmann::json json = glm_air_without_mtp();
+  json["seq_length"] = 4096;  // the report's pre-training length
+  TransformerConfig loaded = model_from_json(json, "glm-4.5-air");
+  const TransformerConfig preset = load_model("glm-4.5-air");
+  // Rotary positions have no table: the preset states none (seq_length), the config 131072.
+  CHECK(loaded.max_position_embeddings == 131072);
+  loaded.max_position_embeddings = preset.max_position_embeddings;
+  CHECK(meshplan::models::model_to_json(loaded).dump() ==
+        meshplan::models::model_to_json(preset).dump());
+  CHECK(loaded == preset);
+  CHECK(count_parameters(preset).total == 106'852'251'264);
+}
+
+TEST_CASE("GLM-4.5: Glm4MoeConfig's defaults for absent keys, null as none") {
+  // Llama's required keys only: n_routed_experts 128, num_experts_per_tok 8,
+  // moe_intermediate_size 1408, n_shared_experts 1, n_group 1, first_k_dense_replace 1,
+  // attention_bias and use_qk_norm false, no MTP.
+  nlohmann::json json = nlohmann::json::parse(R"({
+    "architectures": ["Glm4MoeForCausalLM"], "hidden_size": 64, "num_hidden_layers": 4,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+    "intermediate_size": 176, "vocab_size": 256, "max_position_embeddings": 32})");
+  const TransformerConfig defaults = model_from_json(json, "glm.json");
+  CHECK(defaults.num_experts == 128);
+  CHECK(defaults.experts_per_token == 8);
+  CHECK(defaults.expert_ffn_hidden_size == 1408);
+  CHECK(defaults.num_shared_experts == 1);
+  CHECK(defaults.first_dense_layers == 1);
+  CHECK(defaults.router_num_groups == 0);
+  CHECK(defaults.mtp_num_layers == 0);
+  CHECK_FALSE(defaults.qkv_bias);
+  CHECK_FALSE(defaults.qk_norm);
+  CHECK(defaults.head_dim == 32);
+  json["n_shared_experts"] = nullptr;
+  json["n_group"] = 8;
+  json["topk_group"] = 4;
+  json["first_k_dense_replace"] = 0;
+  const TransformerConfig edited = model_from_json(json, "glm.json");
+  CHECK(edited.num_shared_experts == 0);
+  CHECK(edited.shared_expert_ffn_hidden_size == 0);
+  CHECK(edited.router_num_groups == 8);
+  CHECK(edited.router_group_topk == 4);
+  CHECK(edited.first_dense_layers == 0);
+  json["n_routed_experts"] = nullptr;
+  CHECK(input_error([&] { model_from_json(json, "glm.json"); }) ==
+        "glm.json: n_routed_experts: null (transformers keeps None here and cannot build the "
+        "model; give a value or leave the key out for the class default)");
 }
