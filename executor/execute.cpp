@@ -136,6 +136,12 @@ void refuse_model_for_gpu_executor(const models::TransformerConfig& model,
         "(true)",
         source));
   }
+  if (model.has_partial_rotary()) {
+    throw InputError(fmt::format(
+        "{}: model.rotary_percent: partial rotary is not implemented in the GPU executor yet "
+        "({})",
+        source, model.rotary_percent));
+  }
   if (model.sandwich_norm) {
     throw InputError(fmt::format(
         "{}: model.sandwich_norm: Gemma 2/3's post-attention and post-MLP norms are not "

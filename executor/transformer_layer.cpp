@@ -96,7 +96,8 @@ void attention_core_forward(LayerActivations* acts, const LayerWeights& w, bool 
   // Context parallelism: rows sit at the positions of the rank's two chunks.
   const int* positions = d.cp > 1 ? d.positions.data() : nullptr;
   if (d.model.positions == models::Positions::kRope) {
-    rope_forward(acts->qkv.data(), d.T, d.B, d.NH + d.KVH, d.QKV, d.HS, positions);
+    rope_forward(acts->qkv.data(), d.T, d.B, d.NH + d.KVH, d.QKV, d.HS, positions,
+                 static_cast<int>(d.model.rotary_dim()));
   }
   acts->att_out = ctx.tensor(static_cast<int64_t>(d.N) * d.AO);
   Tensor att = ctx.tensor(static_cast<int64_t>(d.B) * d.NH * d.T * d.S);
@@ -143,7 +144,7 @@ Tensor attention_core_backward(LayerActivations* acts, Tensor d_att_out, LayerWe
   d_att_out.reset();
   if (d.model.positions == models::Positions::kRope) {
     rope_backward(acts->d_qkv.data(), d.T, d.B, d.NH + d.KVH, d.QKV, d.HS,
-                  d.cp > 1 ? d.positions.data() : nullptr);
+                  d.cp > 1 ? d.positions.data() : nullptr, static_cast<int>(d.model.rotary_dim()));
   }
   if (d.model.qk_norm) {
     // The gains' gradients are partial (this rank's heads): GradientSync sums them over tp.

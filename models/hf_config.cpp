@@ -111,6 +111,13 @@ bool optional_bool(const nlohmann::json& json, const char* field, bool hf_defaul
   return is_set(json, field) ? require_bool(json, field, source) : hf_default;
 }
 
+// The fraction of each head rotary positions rotate: `field` (partial_rotary_factor, GPT-NeoX's
+// rotary_pct) when set, else the class default; validate_model checks the value.
+double rotary_fraction(const nlohmann::json& json, const char* field, double hf_default,
+                       const std::string& source) {
+  return is_set(json, field) ? require_number(json, field, source) : hf_default;
+}
+
 // Whether any of `fields` (dropout probabilities) is above 0, each taking its transformers class
 // default when absent. Throws InputError unless each is a number in [0, 1).
 bool any_dropout(const nlohmann::json& json,
@@ -330,6 +337,8 @@ TransformerConfig gpt_neox(const nlohmann::json& json, const std::string& source
   // modeling_gpt_neox.py GPTNeoXLayer adds attn(input_layernorm(x)) and
   // mlp(post_attention_layernorm(x)) to x.
   model.parallel_residual = optional_bool(json, "use_parallel_residual", true, source);
+  // GPTNeoXConfig rotary_pct, default 0.25 (Pythia and GPT-NeoX-20B: a quarter of each head).
+  model.rotary_percent = rotary_fraction(json, "rotary_pct", 0.25, source);
   return model;
 }
 
@@ -684,13 +693,13 @@ void deepseek_v3(const nlohmann::json& json, const std::string& source, Transfor
 // v_proj with bias = attention_bias and o_proj without, RMSNorm q_norm and k_norm over head_dim
 // when use_qk_norm, and deepseek_moe_blocks with Glm4MoeConfig's defaults (n_routed_experts 128,
 // num_experts_per_tok 8, moe_intermediate_size 1408, n_shared_experts 1, n_group 1, topk_group 1,
-// first_k_dense_replace 1). partial_rotary_factor (0.5) rotates half of each head and changes no
-// parameter or GEMM, as Phi-3's; routed_scaling_factor and norm_topk_prob scale the routing
-// weights only.
+// first_k_dense_replace 1) and partial_rotary_factor (0.5: half of each head rotated).
+// routed_scaling_factor and norm_topk_prob scale the routing weights only.
 void glm4_moe(const nlohmann::json& json, const std::string& source, TransformerConfig& model) {
   model.qkv_bias = optional_bool(json, "attention_bias", false, source);
   model.attention_output_bias = false;
   model.qk_norm = optional_bool(json, "use_qk_norm", false, source);
+  model.rotary_percent = rotary_fraction(json, "partial_rotary_factor", 0.5, source);
   deepseek_moe_blocks(json, source,
                       {.routed_experts = {128, 0},
                        .experts_per_token = {8, 0},
@@ -1034,13 +1043,14 @@ TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::st
   } else if (model_type == "phi3") {
     // Phi3Attention: one fused qkv_proj and o_proj, Phi3MLP: one fused gate_up_proj and
     // down_proj, none with bias (transformers models/phi3/modeling_phi3.py): Llama's weights
-    // concatenated, the same parameters and GEMM FLOPs. partial_rotary_factor (Phi-4-mini)
-    // rotates part of each head and changes no parameter count. Phi3Config: resid_pdrop,
-    // embd_pdrop and attention_dropout, each default 0.0.
+    // concatenated, the same parameters and GEMM FLOPs. partial_rotary_factor (Phi3Config default
+    // 1.0; Phi-4-mini 0.75) rotates part of each head. Phi3Config: resid_pdrop, embd_pdrop and
+    // attention_dropout, each default 0.0.
     require_unmodelled(json, "attention_bias", false, "Phi-3 attention with biases is not modelled",
                        source);
     model.dropout = any_dropout(
         json, {{"resid_pdrop", 0.0}, {"embd_pdrop", 0.0}, {"attention_dropout", 0.0}}, source);
+    model.rotary_percent = rotary_fraction(json, "partial_rotary_factor", 1.0, source);
   }  // Mistral: no biases anywhere (MistralAttention, MistralMLP).
   if (model_type == "mixtral") {
     mixtral(json, source, model);

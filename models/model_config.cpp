@@ -39,7 +39,7 @@ constexpr int64_t kMaxExperts = 100'000;
 // Every key of the format; anything else is rejected so a typo is not silently ignored. The
 // bias, attention-variant, MoE and MLA keys are the public lists a published run's model reads
 // too (models.h), joined here rather than written again.
-constexpr std::array<std::string_view, 25> kCoreModelFields = {"name",
+constexpr std::array<std::string_view, 26> kCoreModelFields = {"name",
                                                                "num_layers",
                                                                "hidden_size",
                                                                "num_attention_heads",
@@ -62,11 +62,12 @@ constexpr std::array<std::string_view, 25> kCoreModelFields = {"name",
                                                                "attn_logit_softcapping",
                                                                "final_logit_softcapping",
                                                                "query_pre_attn_scalar",
+                                                               "rotary_percent",
                                                                "mtp_num_layers",
                                                                "source"};
 constexpr auto kModelFields = joined_fields(kCoreModelFields, kBiasModelFields, kVariantModelFields,
                                             kMoeModelFields, kMlaModelFields);
-static_assert(kModelFields.size() == 49);
+static_assert(kModelFields.size() == 50);
 
 void check_size(int64_t value, int64_t max, const char* field, const std::string& source) {
   if (value <= 0) {
@@ -151,6 +152,8 @@ void read_moe_and_mla_fields(const nlohmann::json& json, const std::string& sour
   model.attn_logit_softcapping = number_or_zero("attn_logit_softcapping");
   model.final_logit_softcapping = number_or_zero("final_logit_softcapping");
   model.query_pre_attn_scalar = number_or_zero("query_pre_attn_scalar");
+  model.rotary_percent =
+      json.contains("rotary_percent") ? require_number(json, "rotary_percent", source) : 1.0;
   read_gated_unit_variant_fields(json, source, model);
   read_moe_fields(json, source, model);
   read_mla_fields(json, source, model);
@@ -345,6 +348,36 @@ void validate_mtp(const TransformerConfig& model, const std::string& source) {
         "{}: mtp_num_layers: multi-token prediction needs rotary positions (Megatron-LM "
         "arguments.py asserts position_embedding_type rope or none) ({} with positions {})",
         source, model.mtp_num_layers, to_string(model.positions)));
+  }
+}
+
+// Partial rotary (rotary_percent): in (0, 1]; below 1 only for rotary positions and standard
+// attention (MLA rotates its own qk_rope_head_dim channels), rotating an even number of channels
+// (each rotated pair is a channel and the one half the rotated width further on).
+void validate_rotary_percent(const TransformerConfig& model, const std::string& source) {
+  if (!(model.rotary_percent > 0.0 && model.rotary_percent <= 1.0)) {
+    throw InputError(
+        fmt::format("{}: rotary_percent: must be in (0, 1], 1 to rotate every channel "
+                    "of a head ({})",
+                    source, model.rotary_percent));
+  }
+  if (!model.has_partial_rotary()) {
+    return;
+  }
+  if (model.positions != Positions::kRope || model.is_mla()) {
+    throw InputError(fmt::format(
+        "{}: rotary_percent: partial rotary needs rotary positions and standard attention, not {} "
+        "({})",
+        source,
+        model.is_mla() ? "MLA (kv_lora_rank)"
+                       : fmt::format("positions {}", to_string(model.positions)),
+        model.rotary_percent));
+  }
+  if (model.rotary_dim() < 2 || model.rotary_dim() % 2 != 0) {
+    throw InputError(fmt::format(
+        "{}: rotary_percent: rotates int(head_dim {} x {}) = {} channels, not an even number of 2 "
+        "or more",
+        source, model.head_dim, model.rotary_percent, model.rotary_dim()));
   }
 }
 
@@ -610,6 +643,7 @@ void validate_model(const TransformerConfig& model, const std::string& source) {
                          source);
   check_positive_or_zero(model.query_pre_attn_scalar, kMaxQueryPreAttnScalar,
                          "query_pre_attn_scalar", source);
+  validate_rotary_percent(model, source);
   validate_gated_unit_variants(model, source);
   // The parallel block is costed and executed for dense MLPs and standard attention only.
   if (model.parallel_residual && (model.is_moe() || model.is_mla())) {
@@ -734,6 +768,9 @@ nlohmann::json model_to_json(const TransformerConfig& model) {
   }
   if (model.query_pre_attn_scalar != 0.0) {
     json["query_pre_attn_scalar"] = model.query_pre_attn_scalar;
+  }
+  if (model.has_partial_rotary()) {
+    json["rotary_percent"] = model.rotary_percent;
   }
   if (model.glu_linear_offset != 0.0) {
     json["glu_linear_offset"] = model.glu_linear_offset;

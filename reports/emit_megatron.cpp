@@ -419,6 +419,11 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
   flags.push_back({"--max-position-embeddings",
                    std::to_string(learned ? m.max_position_embeddings : m.seq_length)});
   flags.push_back({"--position-embedding-type", learned ? "learned_absolute" : "rope"});
+  if (m.has_partial_rotary()) {
+    // arguments.py --rotary-percent (d98e8a64): RotaryEmbedding over int(kv_channels x percent)
+    // channels (rotary_pos_embedding.py).
+    flags.push_back({"--rotary-percent", fmt::format("{:g}", m.rotary_percent)});
+  }
   flags.push_back({"--normalization", m.norm == models::Norm::kRmsNorm ? "RMSNorm" : "LayerNorm"});
   if (m.activation == models::Activation::kSwiglu) {
     flags.push_back({"--swiglu", ""});

@@ -222,6 +222,11 @@ void add_model_shape_flags(const models::TransformerConfig& m, Flags& flags) {
   if (!learned) {
     flags.push_back({"--use-rotary-position-embeddings", ""});
   }
+  if (m.has_partial_rotary()) {
+    // arguments.py --rotary-percent (f4157bea): language_model.py rotates int(kv_channels x
+    // percent) channels.
+    flags.push_back({"--rotary-percent", fmt::format("{:g}", m.rotary_percent)});
+  }
   // arguments.py --normalization choices ['layernorm', 'rmsnorm'] (default layernorm).
   flags.push_back({"--normalization", m.norm == models::Norm::kRmsNorm ? "rmsnorm" : "layernorm"});
   if (m.activation == models::Activation::kSwiglu) {

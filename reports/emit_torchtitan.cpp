@@ -54,6 +54,12 @@ void check_torchtitan_expressible(const planner::Plan& plan) {
            "mixture-of-experts models are not emitted for torchtitan",
            std::to_string(plan.model.num_experts));
   }
+  if (plan.model.has_partial_rotary()) {
+    // torchtitan/models/llama3 (b5bcd76c6) precompute_freqs_cis over the whole head dim.
+    refuse(kTorchtitanTarget, "model.rotary_percent",
+           "torchtitan's llama3 model rotates every channel of a head",
+           fmt::format("{:g}", plan.model.rotary_percent));
+  }
   if (plan.model.is_windowed()) {
     // torchtitan/models/llama3 (b5bcd76c6) attends causally over the whole sequence; sliding
     // windows appear only in other models and experiments.

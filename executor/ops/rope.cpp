@@ -9,17 +9,19 @@ namespace meshplan::executor {
 
 namespace {
 
-// Rotates each (x[i], x[i + HS/2]) pair by `sign` * angle(t, i).
+// Rotates each (x[i], x[i + R/2]) pair of a head's first R = rotary_dim channels by `sign` *
+// angle(t, i), angle = pos base^(-2i/R).
 template <typename Real>
-void rotate(Real* qk, int T, int B, int num_heads, int row_stride, int HS, double sign,
-            const int* positions) {
-  assert(HS % 2 == 0);
-  const int half = HS / 2;
+void rotate(Real* qk, int T, int B, int num_heads, int row_stride, int HS, int rotary_dim,
+            double sign, const int* positions) {
+  const int R = rotary_dim == 0 ? HS : rotary_dim;
+  assert(R % 2 == 0 && R <= HS);
+  const int half = R / 2;
   std::vector<Real> cosines(static_cast<size_t>(half));
   std::vector<Real> sines(static_cast<size_t>(half));
   for (int t = 0; t < T; t++) {
     for (int i = 0; i < half; i++) {
-      const double angle = (positions ? positions[t] : t) * std::pow(kRopeBase, -2.0 * i / HS);
+      const double angle = (positions ? positions[t] : t) * std::pow(kRopeBase, -2.0 * i / R);
       cosines[i] = static_cast<Real>(std::cos(angle));
       sines[i] = static_cast<Real>(sign * std::sin(angle));
     }
@@ -42,20 +44,20 @@ void rotate(Real* qk, int T, int B, int num_heads, int row_stride, int HS, doubl
 
 template <typename Real>
 void rope_forward(Real* qk, int T, int B, int num_heads, int row_stride, int HS,
-                  const int* positions) {
-  rotate(qk, T, B, num_heads, row_stride, HS, 1.0, positions);
+                  const int* positions, int rotary_dim) {
+  rotate(qk, T, B, num_heads, row_stride, HS, rotary_dim, 1.0, positions);
 }
 
 template <typename Real>
 void rope_backward(Real* dqk, int T, int B, int num_heads, int row_stride, int HS,
-                   const int* positions) {
+                   const int* positions, int rotary_dim) {
   // The rotation is orthogonal: its transpose is the rotation by the opposite angle.
-  rotate(dqk, T, B, num_heads, row_stride, HS, -1.0, positions);
+  rotate(dqk, T, B, num_heads, row_stride, HS, rotary_dim, -1.0, positions);
 }
 
-template void rope_forward<float>(float*, int, int, int, int, int, const int*);
-template void rope_backward<float>(float*, int, int, int, int, int, const int*);
-template void rope_forward<double>(double*, int, int, int, int, int, const int*);
-template void rope_backward<double>(double*, int, int, int, int, int, const int*);
+template void rope_forward<float>(float*, int, int, int, int, int, const int*, int);
+template void rope_backward<float>(float*, int, int, int, int, int, const int*, int);
+template void rope_forward<double>(double*, int, int, int, int, int, const int*, int);
+template void rope_backward<double>(double*, int, int, int, int, int, const int*, int);
 
 }  // namespace meshplan::executor

@@ -1,6 +1,9 @@
 #pragma once
 // Rotary position embedding (Su et al. 2021, "RoFormer", eq. 34) in the half-split pairing of
-// GPT-NeoX and Llama: channel i pairs with i + HS/2 and turns by angle pos * base^(-2i/HS).
+// GPT-NeoX and Llama: channel i pairs with i + R/2 and turns by angle pos * base^(-2i/R), over
+// the first R = rotary_dim channels of each head (all HS by default; partial rotary, Megatron-LM
+// --rotary-percent, rotates R = int(HS x percent) and passes the other HS - R through, as
+// Megatron-Core's apply_rotary_pos_emb_bshd and GPT-NeoX's rotary_pct do).
 // The rotation is applied in place: its backward is the inverse rotation of the gradient and
 // needs nothing saved.
 //
@@ -15,14 +18,15 @@ inline constexpr double kRopeBase = 10000.0;
 
 /// qk (T, B, row_stride): heads 0 .. num_heads-1 of each row rotated in place. `positions` (T)
 /// gives row t's position in the sequence (context parallelism holds two chunks of it); null
-/// means t.
+/// means t. `rotary_dim` (even, at most HS) channels from each head's start are rotated; 0 means
+/// all HS.
 template <typename Real>
 void rope_forward(Real* qk, int T, int B, int num_heads, int row_stride, int HS,
-                  const int* positions = nullptr);
+                  const int* positions = nullptr, int rotary_dim = 0);
 /// dqk (T, B, row_stride): gradients of the rotated heads turned back in place (the transpose
 /// of the forward rotation), the rest of the row left as it is.
 template <typename Real>
 void rope_backward(Real* dqk, int T, int B, int num_heads, int row_stride, int HS,
-                   const int* positions = nullptr);
+                   const int* positions = nullptr, int rotary_dim = 0);
 
 }  // namespace meshplan::executor

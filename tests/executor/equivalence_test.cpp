@@ -689,6 +689,38 @@ TEST_SUITE("mpi2") {
   }
 }
 
+// tiny with GLM-4.5's partial rotary: rotary_percent 0.5 turns the first 8 of each head's 16
+// channels and passes the other 8 through.
+const models::TransformerConfig& tiny_partial_rotary() {
+  static const models::TransformerConfig model = [] {
+    models::TransformerConfig m = models::load_model("tiny");
+    m.name = "tiny-partial-rotary";
+    m.rotary_percent = 0.5;
+    return m;
+  }();
+  return model;
+}
+
+TEST_SUITE("mpi2") {
+  TEST_CASE("partial rotary (rotary_percent 0.5): tp2, cp2, pp2 equal one process") {
+    check_equivalent(tiny_partial_rotary(), make_layout(2, 1, 1));
+    // cp2: the ring's rows turn at their own positions.
+    check_equivalent(tiny_partial_rotary(), with_cp(make_layout(1, 1, 1), 2));
+    check_equivalent(tiny_partial_rotary(), make_layout(1, 2, 1));
+  }
+  TEST_CASE("partial rotary is applied: its losses differ from full rotary's") {
+    if (world_rank_of(MPI_COMM_WORLD) != 0) {
+      return;
+    }
+    const RunResult& partial = reference(tiny_partial_rotary(), 2, 0.0);
+    const RunResult& full = reference(tiny(), 2, 0.0);
+    for (int step = 0; step < kSteps; step++) {
+      CAPTURE(step + 1);
+      CHECK(std::abs(partial.losses[step] / full.losses[step] - 1) > 1e-6);
+    }
+  }
+}
+
 // tiny as Gemma2ForCausalLM builds it: tiny-gemma plus the sandwich norms (no q/k norms), the
 // attention scale 1/sqrt(4) instead of 1/sqrt(head_dim 16), and the two soft-caps. At
 // initialisation (weights of std 0.02, normed rows ~1 per channel, h 64) a query or key channel

@@ -78,6 +78,14 @@ TEST_CASE("the GPU executor refuses gpt-oss's quick GeGLU, its offset and clamp,
         "executor yet (true)");
 }
 
+TEST_CASE("the GPU executor refuses partial rotary") {
+  models::TransformerConfig model = models::load_model("tiny");
+  model.rotary_percent = 0.5;
+  CHECK(input_error([&] { refuse_model_for_gpu_executor(model, "p.json"); }) ==
+        "p.json: model.rotary_percent: partial rotary is not implemented in the GPU executor yet "
+        "(0.5)");
+}
+
 TEST_CASE("the GPU executor refuses mixture-of-experts models, at ep 1 too") {
   const models::TransformerConfig moe = models::load_model("tiny-moe");
   CHECK(input_error([&] { refuse_model_for_gpu_executor(moe, "p.json"); }) ==

@@ -96,6 +96,17 @@ TEST_CASE("EleutherAI/pythia-160m (GPTNeoX): 162,322,944 parameters") {
   // embed_in and embed_out 2 * 50304 * 768 = 77,266,944; 12 layers of the GPT-2 block
   // 12 * 7,087,872 = 85,054,464; final_layer_norm 1,536. Published: Pythia model card, 162,322,944.
   CHECK(count_parameters(model).total == 162'322'944);
+  // "rotary_pct": 0.25 of head_dim 64: 16 channels rotated (GPTNeoXRotaryEmbedding's dim).
+  CHECK(model.rotary_percent == 0.25);
+  CHECK(model.rotary_dim() == 16);
+  nlohmann::json config = meshplan::read_json_file(hf_fixture("pythia-160m.json"));
+  config.erase("rotary_pct");  // GPTNeoXConfig's default, 0.25
+  CHECK(model_from_json(config, "neox.json").rotary_percent == 0.25);
+  config["rotary_pct"] = 1.0;
+  CHECK_FALSE(model_from_json(config, "neox.json").has_partial_rotary());
+  config["rotary_pct"] = 0.0;
+  CHECK(input_error([&] { model_from_json(config, "neox.json"); }) ==
+        "neox.json: rotary_percent: must be in (0, 1], 1 to rotate every channel of a head (0)");
 }
 
 TEST_CASE("mosaicml/mpt-7b-instruct (MPT): ALiBi, tied, no biases, GELU MLP of 4 d_model") {
@@ -256,6 +267,11 @@ TEST_CASE("microsoft/Phi-3-mini-4k-instruct: 3,821,079,552 parameters, a 2047-to
   config["resid_pdrop"] = 0.1;
   CHECK(model_from_json(config, "phi3.json").dropout);
   config["resid_pdrop"] = 0.0;
+  // partial_rotary_factor: absent, Phi3Config's 1.0; Phi-4-mini's 0.75 rotates 72 of 96.
+  CHECK(model.rotary_percent == 1.0);
+  config["partial_rotary_factor"] = 0.75;
+  CHECK(model_from_json(config, "phi3.json").rotary_dim() == 72);
+  config.erase("partial_rotary_factor");
   config["attention_bias"] = true;
   CHECK(input_error([&] { model_from_json(config, "phi3.json"); }) ==
         "phi3.json: attention_bias: Phi-3 attention with biases is not modelled (true)");

@@ -63,6 +63,7 @@ void check_same(const TransformerConfig& a, const TransformerConfig& b) {
   CHECK(a.sliding_window == b.sliding_window);
   CHECK(a.window_attn_skip_freq == b.window_attn_skip_freq);
   CHECK(a.window_attn_layers == b.window_attn_layers);
+  CHECK(a.rotary_percent == b.rotary_percent);
 }
 
 // tiny in meshplan's format, edited per test.
@@ -237,6 +238,52 @@ TEST_CASE("soft-caps and query_pre_attn_scalar: optional (absent = none), writte
   inf_scalar.query_pre_attn_scalar = std::numeric_limits<double>::infinity();
   CHECK(input_error([&] { validate_model(inf_scalar, "m.json"); }) ==
         "m.json: query_pre_attn_scalar: must be 0 (none) or positive and finite (inf)");
+}
+
+TEST_CASE("rotary_percent: optional (absent = 1, every channel), written when below 1, checked") {
+  nlohmann::json json = tiny_json();  // head_dim 16
+  const TransformerConfig plain = model_from_json(json, "m.json");
+  CHECK(plain.rotary_percent == 1.0);
+  CHECK(plain.rotary_dim() == 16);
+  CHECK_FALSE(plain.has_partial_rotary());
+  CHECK_FALSE(model_to_json(plain).contains("rotary_percent"));
+  json["rotary_percent"] = 0.5;  // GLM-4.5's partial_rotary_factor
+  const TransformerConfig half = model_from_json(json, "m.json");
+  CHECK(half.rotary_dim() == 8);
+  CHECK(model_to_json(half)["rotary_percent"] == 0.5);
+  check_same(model_from_json(model_to_json(half), "round-trip"), half);
+  CHECK(model_from_json(model_to_json(half), "round-trip") == half);
+  json["rotary_percent"] = 0.25;  // GPT-NeoX's rotary_pct: int(16 x 0.25) = 4 channels
+  CHECK(model_from_json(json, "m.json").rotary_dim() == 4);
+  for (const double bad : {0.0, -0.5, 1.5}) {
+    CAPTURE(bad);
+    json["rotary_percent"] = bad;
+    CHECK(model_error_for(json) ==
+          fmt::format("m.json: rotary_percent: must be in (0, 1], 1 to rotate every channel of a "
+                      "head ({})",
+                      bad));
+  }
+  json["rotary_percent"] = "0.5";
+  CHECK(model_error_for(json) == "m.json: rotary_percent: expected a number (\"0.5\")");
+  json["rotary_percent"] = 0.1;  // int(16 x 0.1) = 1 channel: no pair to turn
+  CHECK(model_error_for(json) ==
+        "m.json: rotary_percent: rotates int(head_dim 16 x 0.1) = 1 channels, not an even number "
+        "of 2 or more");
+  json["rotary_percent"] = 0.5;
+  json["positions"] = "learned";
+  json["max_position_embeddings"] = 32;
+  CHECK(model_error_for(json) ==
+        "m.json: rotary_percent: partial rotary needs rotary positions and standard attention, "
+        "not positions learned (0.5)");
+  TransformerConfig mla = load_model("tiny-mla");
+  mla.rotary_percent = 0.5;
+  CHECK(input_error([&] { validate_model(mla, "m.json"); }) ==
+        "m.json: rotary_percent: partial rotary needs rotary positions and standard attention, "
+        "not MLA (kv_lora_rank) (0.5)");
+  TransformerConfig nan_percent = plain;
+  nan_percent.rotary_percent = std::numeric_limits<double>::quiet_NaN();
+  CHECK(input_error([&] { validate_model(nan_percent, "m.json"); }) ==
+        "m.json: rotary_percent: must be in (0, 1], 1 to rotate every channel of a head (nan)");
 }
 
 TEST_CASE("gpt-oss's fields: quick_geglu, offset, clamp, sinks, router bias; optional, checked") {

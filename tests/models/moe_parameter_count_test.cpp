@@ -366,6 +366,8 @@ TEST_CASE("zai-org/GLM-4.5-Air: 106,852,251,264 parameters, the report's 106B to
   CHECK(model.qkv_bias);                     // attention_bias: q, k, v_proj
   CHECK_FALSE(model.attention_output_bias);  // o_proj has no bias
   CHECK_FALSE(model.qk_norm);                // use_qk_norm false
+  CHECK(model.rotary_percent == 0.5);        // partial_rotary_factor: 64 of 128 channels
+  CHECK(model.rotary_dim() == 64);
   CHECK_FALSE(model.tied_embeddings);
   CHECK_FALSE(model.dropout);
   CHECK(model.mtp_num_layers == 1);
@@ -466,6 +468,7 @@ TEST_CASE("GLM-4.5: Glm4MoeConfig's defaults for absent keys, null as none") {
   CHECK_FALSE(defaults.qkv_bias);
   CHECK_FALSE(defaults.qk_norm);
   CHECK(defaults.head_dim == 32);
+  CHECK(defaults.rotary_percent == 0.5);  // Glm4MoeConfig partial_rotary_factor
   json["n_shared_experts"] = nullptr;
   json["n_group"] = 8;
   json["topk_group"] = 4;

@@ -67,6 +67,31 @@ TEST_CASE("--emit: multi-token prediction goes out for Megatron-LM only, as --mt
   }
 }
 
+TEST_CASE("--emit: partial rotary as --rotary-percent for both Megatrons, refused by torchtitan") {
+  // Megatron-LM d98e8a64 and Megatron-DeepSpeed f4157bea both rotate int(kv_channels x percent)
+  // channels under --rotary-percent (GLM-4.5's 0.5, GPT-NeoX's 0.25).
+  planner::Plan plan = make_plan("llama3-8b", "dgx-h100", tp2_dp8(1));
+  CHECK(megatron_flags(emit_megatron(plan)).count("--rotary-percent") == 0);
+  plan.model.rotary_percent = 0.5;
+  CHECK(megatron_flags(emit_megatron(plan)).at("--rotary-percent") == "0.5");
+  CHECK(megatron_parser_flags().count("--rotary-percent") == 1);
+  CHECK(parser_flags("megatron_deepspeed_arguments_flags.txt").count("--rotary-percent") == 1);
+  planner::Layout layout = tp2_dp8(1);
+  layout.sequence_parallel = false;
+  planner::Plan deepspeed =
+      costed_for(make_plan("llama2-7b", "dgx-h100", layout), planner::Framework::kDeepSpeed);
+  deepspeed.model.rotary_percent = 0.25;  // Llama 2 7B: multi-head attention, as it needs
+  CHECK(megatron_flags(emit_megatron_deepspeed(deepspeed)).at("--rotary-percent") == "0.25");
+  planner::Layout fsdp_layout = tp2_dp8(3);
+  fsdp_layout.sequence_parallel = true;
+  planner::Plan fsdp =
+      costed_for(make_plan("llama3-8b", "dgx-h100", fsdp_layout), planner::Framework::kFsdp);
+  fsdp.model.rotary_percent = 0.5;
+  CHECK(error_of(fsdp, EmitTarget::kTorchtitan) ==
+        "--emit torchtitan: model.rotary_percent: torchtitan's llama3 model rotates every channel "
+        "of a head (0.5)");
+}
+
 TEST_CASE("--emit: the flex MoE dispatcher goes out for Megatron-LM only") {
   planner::Layout moe;
   moe.tp = 1;

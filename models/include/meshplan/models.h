@@ -97,6 +97,11 @@ struct TransformerConfig {
   // The attention scale is 1 / sqrt(query_pre_attn_scalar) (Gemma2Attention.scaling); 0: the
   // usual 1 / sqrt(head_dim). gemma-2-9b 256 (= head_dim), gemma-2-27b 144 (head_dim 128).
   double query_pre_attn_scalar = 0.0;
+  // The fraction of each head's channels rotary positions rotate (Megatron-LM --rotary-percent,
+  // RotaryEmbedding over int(kv_channels x rotary_percent) channels; transformers
+  // partial_rotary_factor, GPT-NeoX rotary_pct): 1 rotates all, 0.5 the first half (GLM-4.5), the
+  // rest passes through. It changes no parameter, GEMM or stored tensor, so no cost.
+  double rotary_percent = 1.0;
   // A gated MLP's variants (gpt-oss: transformers GptOssExperts; Megatron-Core
   // TransformerConfig.glu_linear_offset and activation_func_clamp_value): act(gate) * (up +
   // offset), gpt-oss 1.0, 0 the plain unit; and with a clamp c > 0 the gate clamped to <= c and
@@ -173,6 +178,12 @@ struct TransformerConfig {
   bool has_attention_scale_override() const {
     return query_pre_attn_scalar > 0.0 && query_pre_attn_scalar != static_cast<double>(head_dim);
   }
+  /// Channels of each query/key head that rotary positions rotate: int(head_dim x rotary_percent).
+  int64_t rotary_dim() const {
+    return static_cast<int64_t>(static_cast<double>(head_dim) * rotary_percent);
+  }
+  /// Whether rotary positions rotate only part of each head (rotary_percent < 1).
+  bool has_partial_rotary() const { return rotary_percent < 1.0; }
   /// Whether either of Gemma 2's logit soft-caps is set.
   bool has_logit_softcapping() const {
     return attn_logit_softcapping > 0.0 || final_logit_softcapping > 0.0;

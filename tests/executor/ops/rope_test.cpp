@@ -49,5 +49,43 @@ TEST_CASE("rope_backward matches finite differences") {
   CHECK(gradient_error(loss, random_vector(T * B * row, 3), grad) < 1e-7);
 }
 
+TEST_CASE("partial rotary turns the first rotary_dim channels as a head of that width") {
+  // One head of HS = 8 at position 3, rotary_dim 4 (rotary_percent 0.5): pairs (0, 2) and (1, 3)
+  // turn by 3 x 10000^(-2i/4) (i = 0, 1: 3 and 0.03 radians); channels 4-7 pass through.
+  const std::vector<double> before = random_vector(4 * 8, 4);
+  std::vector<double> qk = before;
+  rope_forward(qk.data(), 4, 1, 1, 8, 8, nullptr, 4);
+  const double* x = before.data() + 3 * 8;
+  const double* y = qk.data() + 3 * 8;
+  for (int i = 0; i < 2; i++) {
+    const double angle = 3.0 * std::pow(10000.0, -2.0 * i / 4.0);
+    CHECK(y[i] == doctest::Approx(x[i] * std::cos(angle) - x[i + 2] * std::sin(angle)).scale(0));
+    CHECK(y[i + 2] ==
+          doctest::Approx(x[i] * std::sin(angle) + x[i + 2] * std::cos(angle)).scale(0));
+  }
+  for (int i = 4; i < 8; i++) {
+    CHECK(y[i] == x[i]);
+  }
+  // rotary_dim 0 and rotary_dim HS are the whole head.
+  std::vector<double> whole = before;
+  std::vector<double> full = before;
+  rope_forward(whole.data(), 4, 1, 1, 8, 8);
+  rope_forward(full.data(), 4, 1, 1, 8, 8, nullptr, 8);
+  CHECK(whole == full);
+}
+
+TEST_CASE("partial rotary's backward matches finite differences") {
+  const int T = 4, B = 2, heads = 3, HS = 8, row = 4 * HS, rotary_dim = 4;
+  const std::vector<double> w = random_vector(T * B * row, 5);
+  auto loss = [&](const std::vector<double>& x) {
+    std::vector<double> out = x;
+    rope_forward(out.data(), T, B, heads, row, HS, nullptr, rotary_dim);
+    return dot(out, w);
+  };
+  std::vector<double> grad = w;
+  rope_backward(grad.data(), T, B, heads, row, HS, nullptr, rotary_dim);
+  CHECK(gradient_error(loss, random_vector(T * B * row, 6), grad) < 1e-7);
+}
+
 }  // namespace
 }  // namespace meshplan::executor
