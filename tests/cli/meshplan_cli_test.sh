@@ -652,6 +652,10 @@ expect "DeepSeek-V3 config.json with its MTP module plans: 682,636,487,424 param
   plan_prints "682636487424 parameters (682.64B)" \
   --model "$source_dir/tests/data/hf/DeepSeek-V3.json" --cluster h800-2048 --gpus 2048 \
   --seq-len 4096 --global-batch 4096 --top 1
+expect "GLM-4.5-Air config.json with its MTP layer plans: 109,227,310,848 parameters" \
+  plan_prints "109227310848 parameters (109.23B), 46 layers, hidden 4096, 96 heads (8 kv), ffn 10944, vocab 151552, seq 4096, 128 experts top-8 of ffn 1408 (13.72B active), 1 MTP depth (2.38B)" \
+  --model "$source_dir/tests/data/hf/GLM-4.5-Air.json" --cluster dgx-h100 --gpus 64 \
+  --seq-len 4096 --global-batch 128 --top 1
 expect "DeepSeek-V3 config.json with its MTP module under deepspeed" \
   plan_error "DeepSeek-V3.json: mtp_num_layers: framework deepspeed: Megatron-DeepSpeed's GPTModel has no multi-token-prediction module" \
   --model "$source_dir/tests/data/hf/DeepSeek-V3.json" --cluster dgx-a100-80gb --gpus 8 \
