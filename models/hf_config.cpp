@@ -342,6 +342,16 @@ TransformerConfig gpt_neox(const nlohmann::json& json, const std::string& source
   return model;
 }
 
+// Kimi K2 (moonshotai/Kimi-K2-Base and -Instruct) is DeepseekV3ForCausalLM under model_type
+// "kimi_k2": Moonshot's deployment guide says the model reuses the DeepSeek-V3 architecture and
+// names it kimi_k2 only so that inference engines can tell the two apart, and that it runs with
+// model_type changed to deepseek_v3 (as slime's and Miles's weight conversions do). Read as
+// deepseek_v3, its absent keys taking transformers' DeepseekV3Config defaults as after that edit;
+// only with the architecture named (alone, kimi_k2 stays an unsupported model_type).
+bool is_model_type_alias(const HfFamily& family, std::string_view model_type) {
+  return family.model_type == "deepseek_v3" && model_type == "kimi_k2";
+}
+
 // The supported family of `json`: by its first `architectures` entry, else by `model_type`.
 // When both are given they must agree, as transformers picks the class by model_type.
 const HfFamily& hf_family(const nlohmann::json& json, const std::string& source) {
@@ -358,7 +368,8 @@ const HfFamily& hf_family(const nlohmann::json& json, const std::string& source)
       if (architecture != family.architecture) {
         continue;
       }
-      if (!model_type.empty() && model_type != family.model_type) {
+      if (!model_type.empty() && model_type != family.model_type &&
+          !is_model_type_alias(family, model_type)) {
         throw InputError(fmt::format("{}: model_type: {} is model_type {}, not {}", source,
                                      architecture, family.model_type, model_type));
       }

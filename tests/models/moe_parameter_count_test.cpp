@@ -484,3 +484,48 @@ TEST_CASE("GLM-4.5: Glm4MoeConfig's defaults for absent keys, null as none") {
         "glm.json: n_routed_experts: null (transformers keeps None here and cannot build the "
         "model; give a value or leave the key out for the class default)");
 }
+
+TEST_CASE("Kimi K2: DeepseekV3ForCausalLM under model_type kimi_k2, 1,026,408,232,448 parameters") {
+  // moonshotai/Kimi-K2 README, "Model Summary": 1T total, 32B activated; 61 layers, 1 dense,
+  // hidden 7168, MLA with 64 heads, 384 experts of 2048, 8 selected and 1 shared, vocabulary
+  // 160K (163,840 in its config.json); DeepSeek-V3's q/kv ranks and head dims, no MTP, no group
+  // limit (n_group 1).
+  nlohmann::json json = deepseek_without_mtp();
+  json["model_type"] = "kimi_k2";
+  const TransformerConfig as_deepseek = model_from_json(deepseek_without_mtp(), "k.json");
+  CHECK(model_from_json(json, "k.json") == as_deepseek);
+  json["num_attention_heads"] = 64;
+  json["num_key_value_heads"] = 64;
+  json["n_routed_experts"] = 384;
+  json["first_k_dense_replace"] = 1;
+  json["n_group"] = 1;
+  json["topk_group"] = 1;
+  json["vocab_size"] = 163840;
+  const TransformerConfig kimi = model_from_json(json, "kimi.json");
+  CHECK(kimi.num_experts == 384);
+  CHECK(kimi.router_num_groups == 0);
+  CHECK(kimi.first_dense_layers == 1);
+  // MLA term by term (DeepSeek-V3 report Sec. 2.1.1): q down 7168 x 1536 and its norm, q up
+  // 1536 x 64 x (128 + 64), kv down 7168 x (512 + 64) and its norm, kv up 512 x 64 x (128 + 128),
+  // output 64 x 128 x 7168.
+  const int64_t h = 7168;
+  const int64_t attention =
+      h * 1536 + 1536 + 1536 * 64 * 192 + h * 576 + 512 + 512 * 64 * 256 + 64 * 128 * h;
+  CHECK(count_layer_parameters(kimi, true).attention == attention);
+  const int64_t expert = 3 * h * 2048;
+  const int64_t moe_layer = attention + 2 * h + (384 * h + 384) + 385 * expert;
+  const int64_t dense_layer = attention + 2 * h + 3 * h * 18432;
+  const auto counts = count_parameters(kimi);
+  CHECK(counts.total == dense_layer + 60 * moe_layer + 2 * int64_t{163'840} * h + h);
+  CHECK(counts.total == 1'026'408'232'448);                  // "1T"
+  CHECK(counts.active == counts.total - 60 * 376 * expert);  // 8 of 384 routed experts
+  CHECK(billions_truncated(counts.active) == 32.8);          // "32B activated"
+  // kimi_k2 names DeepSeek-V3's class only beside its architecture.
+  json.erase("architectures");
+  CHECK(input_error([&] {
+          model_from_json(json, "kimi.json");
+        }).find("kimi.json: model_type: unsupported model type (kimi_k2); supported: ") == 0);
+  json["architectures"] = {"LlamaForCausalLM"};
+  CHECK(input_error([&] { model_from_json(json, "kimi.json"); }) ==
+        "kimi.json: model_type: LlamaForCausalLM is model_type llama, not kimi_k2");
+}
