@@ -570,10 +570,20 @@ void mixtral(const nlohmann::json& json, const std::string& source, TransformerC
   model.expert_ffn_hidden_size = model.ffn_hidden_size;
 }
 
+// One layer count `num_layers` long list of 0 and 1 from `json`'s num_hidden_layers, for a
+// model whose MoE layers are not a dense prefix; empty when validate_model will refuse the count.
+std::vector<int> moe_layer_list(const nlohmann::json& json, const std::string& source) {
+  const int64_t num_layers = require_size(json, "num_hidden_layers", source);
+  return num_layers > kMaxLayers ? std::vector<int>{}
+                                 : std::vector<int>(static_cast<size_t>(num_layers), 0);
+}
+
 // Qwen2-MoE and Qwen3-MoE (transformers' Qwen2MoeSparseMoeBlock, Qwen3MoeSparseMoeBlock):
 // num_experts experts of moe_intermediate_size; Qwen2-MoE adds one shared expert of
-// shared_expert_intermediate_size behind an h -> 1 sigmoid gate. Layers listed in mlp_only_layers
-// or skipped by decoder_sparse_step are dense there, a pattern meshplan does not model.
+// shared_expert_intermediate_size behind an h -> 1 sigmoid gate. Qwen2MoeDecoderLayer builds
+// the MoE block where `layer_idx not in mlp_only_layers` and `(layer_idx + 1) %
+// decoder_sparse_step == 0` (defaults [] and 1: every layer), the dense MLP of
+// intermediate_size elsewhere: read as the model's moe_layers.
 void qwen_moe(const nlohmann::json& json, std::string_view model_type, const std::string& source,
               TransformerConfig& model) {
   const bool qwen3 = model_type == "qwen3_moe";
@@ -581,12 +591,33 @@ void qwen_moe(const nlohmann::json& json, std::string_view model_type, const std
   model.experts_per_token = optional_size(json, "num_experts_per_tok", qwen3 ? 8 : 4, source);
   model.expert_ffn_hidden_size =
       optional_size(json, "moe_intermediate_size", qwen3 ? 768 : 1408, source);
-  require_unmodelled(json, "decoder_sparse_step", 1,
-                     "dense layers between MoE layers are not modelled (only a dense prefix)",
-                     source);
-  require_unmodelled(json, "mlp_only_layers", nlohmann::json::array(),
-                     "dense layers between MoE layers are not modelled (only a dense prefix)",
-                     source);
+  const int64_t sparse_step = optional_size(json, "decoder_sparse_step", 1, source);
+  std::vector<int> dense_layers;
+  if (is_set(json, "mlp_only_layers")) {
+    const nlohmann::json& listed = json["mlp_only_layers"];
+    if (!listed.is_array()) {
+      throw InputError(fmt::format("{}: mlp_only_layers: expected a list of layer indices ({})",
+                                   source, listed.dump()));
+    }
+    const int64_t num_layers = require_size(json, "num_hidden_layers", source);
+    for (size_t i = 0; i < listed.size(); ++i) {
+      if (!listed[i].is_number_integer() || listed[i].get<int64_t>() < 0 ||
+          listed[i].get<int64_t>() >= num_layers) {
+        throw InputError(
+            fmt::format("{}: mlp_only_layers[{}]: expected a layer index in [0, {}) ({})", source,
+                        i, num_layers, listed[i].dump()));
+      }
+      dense_layers.push_back(listed[i].get<int>());
+    }
+  }
+  if (sparse_step != 1 || !dense_layers.empty()) {
+    model.moe_layers = moe_layer_list(json, source);
+    for (size_t layer = 0; layer < model.moe_layers.size(); ++layer) {
+      const bool listed = std::find(dense_layers.begin(), dense_layers.end(),
+                                    static_cast<int>(layer)) != dense_layers.end();
+      model.moe_layers[layer] = !listed && (static_cast<int64_t>(layer) + 1) % sparse_step == 0;
+    }
+  }
   if (!qwen3) {
     const int64_t shared = is_set(json, "shared_expert_intermediate_size")
                                ? require_int(json, "shared_expert_intermediate_size", source)
@@ -669,9 +700,6 @@ void deepseek_moe_blocks(const nlohmann::json& json, const std::string& source,
 // expert sizes required); null is none (0 shared experts, one group, no dense prefix, no query
 // compression: DeepSeek-V2-Lite's q_lora_rank null).
 void deepseek_v3(const nlohmann::json& json, const std::string& source, TransformerConfig& model) {
-  require_unmodelled(json, "moe_layer_freq", 1,
-                     "dense layers between MoE layers are not modelled (only a dense prefix)",
-                     source);
   require_unmodelled(json, "attention_bias", false, "MLA with attention biases is not modelled",
                      source);
   deepseek_moe_blocks(json, source,
@@ -683,6 +711,18 @@ void deepseek_v3(const nlohmann::json& json, const std::string& source, Transfor
                        .group_topk = {4, 0},
                        .dense_layers = {3, 0}},
                       model);
+  // deepseek-ai's remote DeepseekV3DecoderLayer (modeling_deepseek.py): MoE where `layer_idx >=
+  // first_k_dense_replace and layer_idx % moe_layer_freq == 0` (1 in every published config;
+  // transformers' own class has no such key).
+  const int64_t moe_layer_freq = optional_size(json, "moe_layer_freq", 1, source);
+  if (moe_layer_freq != 1) {
+    model.moe_layers = moe_layer_list(json, source);
+    for (size_t layer = 0; layer < model.moe_layers.size(); ++layer) {
+      const auto index = static_cast<int64_t>(layer);
+      model.moe_layers[layer] = index >= model.first_dense_layers && index % moe_layer_freq == 0;
+    }
+    model.first_dense_layers = 0;
+  }
   model.q_lora_rank = !json.contains("q_lora_rank")   ? 1536
                       : json["q_lora_rank"].is_null() ? 0
                                                       : require_int(json, "q_lora_rank", source);
@@ -998,6 +1038,7 @@ std::string hf_config_key(const nlohmann::json& json, const std::string& field) 
         model_type == "gpt_oss" ? "swiglu_limit" : "activation_clamp_value"},
        {"expert_ffn_hidden_size", local_experts ? "intermediate_size" : "moe_intermediate_size"},
        {"first_dense_layers", "first_k_dense_replace"},
+       {"moe_layers", routed_experts ? "moe_layer_freq" : "decoder_sparse_step"},
        {"router_num_groups", "n_group"},
        {"router_group_topk", "topk_group"},
        {"mtp_num_layers", "num_nextn_predict_layers"},

@@ -67,7 +67,7 @@ constexpr std::array<std::string_view, 26> kCoreModelFields = {"name",
                                                                "source"};
 constexpr auto kModelFields = joined_fields(kCoreModelFields, kBiasModelFields, kVariantModelFields,
                                             kMoeModelFields, kMlaModelFields);
-static_assert(kModelFields.size() == 50);
+static_assert(kModelFields.size() == 51);
 
 void check_size(int64_t value, int64_t max, const char* field, const std::string& source) {
   if (value <= 0) {
@@ -287,6 +287,32 @@ void validate_routing_groups(const TransformerConfig& model, const std::string& 
 
 // MoE fields: all zero for a dense model; else k of E experts, a dense prefix shorter than the
 // model and shared experts with a size.
+// moe_layers (a list, one 0/1 entry per layer): its length, at least one MoE layer, and the
+// dense layers given in it alone (first_dense_layers 0 beside it).
+void validate_moe_layers(const TransformerConfig& model, const std::string& source) {
+  const std::vector<int>& layers = model.moe_layers;
+  if (layers.empty()) {
+    return;
+  }
+  if (static_cast<int64_t>(layers.size()) != model.num_layers) {
+    throw InputError(fmt::format("{}: moe_layers: expected one entry per layer, {} ({} entries)",
+                                 source, model.num_layers, layers.size()));
+  }
+  if (std::any_of(layers.begin(), layers.end(),
+                  [](int entry) { return entry != 0 && entry != 1; })) {
+    throw InputError(fmt::format("{}: moe_layers: entries must be 1 (MoE) or 0 (dense)", source));
+  }
+  if (std::count(layers.begin(), layers.end(), 1) == 0) {
+    throw InputError(
+        fmt::format("{}: moe_layers: no MoE layer (a dense model has num_experts 0)", source));
+  }
+  if (model.first_dense_layers != 0) {
+    throw InputError(fmt::format(
+        "{}: first_dense_layers: with moe_layers the list gives the dense layers; 0 expected ({})",
+        source, model.first_dense_layers));
+  }
+}
+
 void validate_moe(const TransformerConfig& model, const std::string& source) {
   if (model.num_experts == 0) {
     const char* why = "when num_experts is 0 (a dense model)";
@@ -298,6 +324,10 @@ void validate_moe(const TransformerConfig& model, const std::string& source) {
     require_zero(model.router_score_bias, "router_score_bias", why, source);
     require_zero(model.router_bias, "router_bias", why, source);
     require_zero(model.first_dense_layers, "first_dense_layers", why, source);
+    if (!model.moe_layers.empty()) {
+      throw InputError(fmt::format("{}: moe_layers: must be absent {} ({} entries)", source, why,
+                                   model.moe_layers.size()));
+    }
     require_zero(model.router_num_groups, "router_num_groups", why, source);
     require_zero(model.router_group_topk, "router_group_topk", why, source);
     return;
@@ -312,6 +342,7 @@ void validate_moe(const TransformerConfig& model, const std::string& source) {
     throw InputError(fmt::format("{}: first_dense_layers: must be in [0, num_layers) ({} of {})",
                                  source, model.first_dense_layers, model.num_layers));
   }
+  validate_moe_layers(model, source);
   if (model.num_shared_experts < 0 || model.num_shared_experts > kMaxExperts) {
     throw InputError(fmt::format("{}: num_shared_experts: must be in [0, {}] ({})", source,
                                  kMaxExperts, model.num_shared_experts));
@@ -482,6 +513,23 @@ void read_moe_fields(const nlohmann::json& json, const std::string& source,
   model.first_dense_layers = int_or_zero(json, "first_dense_layers", source);
   model.router_num_groups = int_or_zero(json, "router_num_groups", source);
   model.router_group_topk = int_or_zero(json, "router_group_topk", source);
+  const auto it = json.find("moe_layers");
+  if (it == json.end()) {
+    return;
+  }
+  if (!it->is_array()) {
+    const std::string text = it->dump();
+    throw InputError(fmt::format("{}: moe_layers: expected a list of 0 and 1, one per layer ({})",
+                                 source, text.size() > 60 ? text.substr(0, 57) + "..." : text));
+  }
+  for (size_t i = 0; i < it->size(); ++i) {
+    const nlohmann::json& entry = (*it)[i];
+    if (!entry.is_number_integer() || (entry != 0 && entry != 1)) {
+      throw InputError(fmt::format("{}: moe_layers[{}]: must be 1 (MoE) or 0 (dense) ({})", source,
+                                   i, entry.dump()));
+    }
+    model.moe_layers.push_back(entry.get<int>());
+  }
 }
 
 void read_mla_fields(const nlohmann::json& json, const std::string& source,
@@ -519,6 +567,18 @@ void read_gated_unit_variant_fields(const nlohmann::json& json, const std::strin
   };
   model.glu_linear_offset = number_or_zero("glu_linear_offset");
   model.activation_clamp_value = number_or_zero("activation_clamp_value");
+}
+
+void normalize_moe_layers(TransformerConfig& model) {
+  std::vector<int>& layers = model.moe_layers;
+  if (layers.empty()) {
+    return;
+  }
+  const auto first_moe = std::find(layers.begin(), layers.end(), 1);
+  if (std::all_of(first_moe, layers.end(), [](int entry) { return entry == 1; })) {
+    model.first_dense_layers = first_moe - layers.begin();
+    layers.clear();
+  }
 }
 
 // One form per meaning: a list that windows every layer is no list, one that windows none is
@@ -700,6 +760,7 @@ TransformerConfig model_from_json(const nlohmann::json& json, const std::string&
     TransformerConfig model = model_from_meshplan_json(json, source);
     validate_model(model, source);
     normalize_window_pattern(model);
+    normalize_moe_layers(model);
     return model;
   }
   TransformerConfig model = model_from_hf_config(json, source);
@@ -720,6 +781,7 @@ TransformerConfig model_from_json(const nlohmann::json& json, const std::string&
     }
     throw InputError(prefix + key + message.substr(end));
   }
+  normalize_moe_layers(model);
   return model;
 }
 
@@ -801,6 +863,9 @@ nlohmann::json model_to_json(const TransformerConfig& model) {
       json["router_bias"] = true;
     }
     json["first_dense_layers"] = model.first_dense_layers;
+    if (!model.moe_layers.empty()) {
+      json["moe_layers"] = model.moe_layers;
+    }
     if (model.router_num_groups != 0 || model.router_group_topk != 0) {
       json["router_num_groups"] = model.router_num_groups;
       json["router_group_topk"] = model.router_group_topk;

@@ -74,7 +74,8 @@ std::vector<size_t> partition_balanced(const std::vector<double>& weights, size_
 // _count_layer_params counts the rank's own (vocab- and tp-sharded) parameters.
 //
 // One method's weights of those specs, in O(1) form: the embedding, num_layers transformer
-// layers (the first dense_layers weigh `dense`, the rest `moe`), the final norm and the LM head.
+// layers (the first dense_layers weigh `dense`, the rest `moe`; with a moe_layers pattern each
+// layer by its entry), the final norm and the LM head.
 // "parameters": each spec's parameters; "type:transformer": 1 per transformer layer;
 // "type:transformer|embedding": also 1 for the embedding, and for the LM head when it is the tied
 // embedding (Megatron-DeepSpeed's TiedLayerSpec "embed" of EmbeddingPipe at both ends).
@@ -84,6 +85,7 @@ struct SpecWeights {
   double moe = 0;
   int64_t num_layers = 0;
   int64_t dense_layers = 0;
+  std::vector<int> moe_layers;  // the model's pattern, empty for a dense prefix
   double norm = 0;
   double head = 0;
   auto operator<=>(const SpecWeights&) const = default;
@@ -91,7 +93,9 @@ struct SpecWeights {
   std::vector<double> expanded() const {
     std::vector<double> weights{embedding};
     for (int64_t layer = 0; layer < num_layers; ++layer) {
-      weights.push_back(layer < dense_layers ? dense : moe);
+      const bool moe_layer =
+          moe_layers.empty() ? layer >= dense_layers : moe_layers[static_cast<size_t>(layer)] != 0;
+      weights.push_back(moe_layer ? moe : dense);
     }
     weights.push_back(norm);
     weights.push_back(head);
@@ -105,6 +109,7 @@ SpecWeights spec_weights(const models::TransformerConfig& model, int64_t tp,
   w.num_layers = model.num_layers;
   w.dense_layers =
       model.is_moe() ? std::min(model.first_dense_layers, model.num_layers) : model.num_layers;
+  w.moe_layers = model.moe_layers;
   switch (method) {
     case DeepSpeedPartition::kTypeTransformer:
       w.dense = w.moe = 1;

@@ -135,6 +135,9 @@ int64_t LayerRange::num_moe(const models::TransformerConfig& model) const {
   if (!model.is_moe()) {
     return 0;
   }
+  if (!model.moe_layers.empty()) {  // a pattern: count the range's MoE entries
+    return std::count(model.moe_layers.begin() + first, model.moe_layers.begin() + end, 1);
+  }
   const int64_t dense_here = std::clamp<int64_t>(model.first_dense_layers - first, 0, count());
   return count() - dense_here;
 }

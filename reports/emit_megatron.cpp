@@ -332,6 +332,9 @@ void add_moe_flags(const models::TransformerConfig& m, const planner::PlanOption
     // moe_layer_freq), DeepSeek-V3's "[0]*3+[1]*58" (Megatron-Bridge DeepSeekV3Provider).
     flags.push_back({"--moe-layer-freq",
                      fmt::format("\"[0]*{}+[1]*{}\"", m.first_dense_layers, m.num_moe_layers())});
+  } else if (!m.moe_layers.empty()) {
+    // Any other pattern as the list itself, e.g. "[1,0,1,0]" for MoE every other layer.
+    flags.push_back({"--moe-layer-freq", fmt::format("\"[{}]\"", fmt::join(m.moe_layers, ","))});
   }
   flags.push_back({"--moe-router-topk", std::to_string(m.experts_per_token)});
   if (m.router_score_bias) {

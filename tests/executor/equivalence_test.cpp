@@ -423,6 +423,19 @@ const models::TransformerConfig& tiny_moe_shared() {
   return model;
 }
 
+// tiny-moe with MoE every other layer (moe_layers 1, 0, 1, 0: GShard's and Switch's pattern),
+// the dense layers between them.
+const models::TransformerConfig& tiny_moe_alternate() {
+  static const models::TransformerConfig model = [] {
+    models::TransformerConfig m = models::load_model("tiny-moe");
+    m.name = "tiny-moe-alternate";
+    m.first_dense_layers = 0;
+    m.moe_layers = {1, 0, 1, 0};
+    return m;
+  }();
+  return model;
+}
+
 planner::PlanOptions moe_options() {
   planner::PlanOptions options;
   options.moe_aux_loss_coeff = 0.02;
@@ -445,6 +458,10 @@ TEST_SUITE("mpi2") {
     recompute.recompute = Recompute::kFull;
     check_equivalent(tiny_moe(), recompute, moe_options());
     check_equivalent(tiny_moe(), with(make_layout(1, 2, 1), ScheduleKind::kZbH1), moe_options());
+  }
+  TEST_CASE("MoE every other layer (moe_layers): ep2, pp2 equal one process") {
+    check_equivalent(tiny_moe_alternate(), with_ep(make_layout(1, 1, 2), 2), moe_options());
+    check_equivalent(tiny_moe_alternate(), make_layout(1, 2, 1), moe_options());
   }
   TEST_CASE("tiny-moe ep2 with block recompute of 2 of 4 layers equals one process") {
     planner::Layout layout = with_ep(make_layout(1, 1, 2), 2);

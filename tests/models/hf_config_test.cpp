@@ -1058,7 +1058,7 @@ TEST_CASE("HF config errors name the config's own keys; wrong types are malforme
   qwen = meshplan::read_json_file(hf_fixture("Qwen3-30B-A3B.json"));
   qwen["decoder_sparse_step"] = "1";
   CHECK(input_error([&] { model_from_json(qwen, "q.json"); }) ==
-        "q.json: decoder_sparse_step: expected a number (\"1\")");
+        "q.json: decoder_sparse_step: expected an integer (\"1\")");
   nlohmann::json mpt = meshplan::read_json_file(hf_fixture("mpt-7b-instruct.json"));
   mpt["attn_config"]["alibi"] = false;
   mpt["learned_pos_emb"] = false;  // llm-foundry's NoPE

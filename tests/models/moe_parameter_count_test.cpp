@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "meshplan/json_io.h"
 #include "meshplan/models.h"
@@ -276,16 +277,94 @@ TEST_CASE("Qwen2-MoE: a gated shared expert and attention biases") {
   CHECK(layer.routed_experts == 4 * 3 * 64 * 32);
   CHECK(layer.router == 4 * 64);
 
+  // Qwen2MoeDecoderLayer: MoE where the layer is not in mlp_only_layers and (layer + 1) %
+  // decoder_sparse_step == 0; a dense MLP of intermediate_size elsewhere.
   nlohmann::json skipping = json;
-  skipping["decoder_sparse_step"] = 2;
-  CHECK(input_error([&] { model_from_json(skipping, "q2.json"); }) ==
-        "q2.json: decoder_sparse_step: dense layers between MoE layers are not modelled (only a "
-        "dense prefix) (2)");
-  nlohmann::json mlp_only = json;
-  mlp_only["mlp_only_layers"] = {0};
+  skipping["num_hidden_layers"] = 6;
+  skipping["decoder_sparse_step"] = 2;  // layers 1, 3, 5 (0-based) are MoE
+  const TransformerConfig alternate = model_from_json(skipping, "q2.json");
+  CHECK(alternate.moe_layers == std::vector<int>{0, 1, 0, 1, 0, 1});
+  CHECK(alternate.num_moe_layers() == 3);
+  CHECK_FALSE(alternate.is_moe_layer(0));
+  CHECK(alternate.is_moe_layer(5));
+  const auto moe_layer = count_layer_parameters(alternate, true).total();
+  const auto dense_layer = count_layer_parameters(alternate, false).total();
+  CHECK(count_parameters(alternate).total ==
+        3 * moe_layer + 3 * dense_layer + 2 * 256 * 64 + 64);  // untied head, final norm
+  nlohmann::json mlp_only = skipping;
+  mlp_only["mlp_only_layers"] = {3};
+  CHECK(model_from_json(mlp_only, "q2.json").moe_layers == std::vector<int>{0, 1, 0, 0, 0, 1});
+  // A dense prefix read from the list is the prefix rule: one form per meaning.
+  mlp_only["decoder_sparse_step"] = 1;
+  mlp_only["mlp_only_layers"] = {0, 1};
+  const TransformerConfig prefix = model_from_json(mlp_only, "q2.json");
+  CHECK(prefix.moe_layers.empty());
+  CHECK(prefix.first_dense_layers == 2);
+  mlp_only["mlp_only_layers"] = {6};
   CHECK(input_error([&] { model_from_json(mlp_only, "q2.json"); }) ==
-        "q2.json: mlp_only_layers: dense layers between MoE layers are not modelled (only a dense "
-        "prefix) ([0])");
+        "q2.json: mlp_only_layers[0]: expected a layer index in [0, 6) (6)");
+  mlp_only["mlp_only_layers"] = {0, 1, 2, 3, 4, 5};
+  CHECK(input_error([&] { model_from_json(mlp_only, "q2.json"); }) ==
+        "q2.json: decoder_sparse_step: no MoE layer (a dense model has num_experts 0)");
+  skipping["decoder_sparse_step"] = 0;
+  CHECK(input_error([&] { model_from_json(skipping, "q2.json"); }) ==
+        "q2.json: decoder_sparse_step: must be positive (0)");
+}
+
+TEST_CASE("moe_layers: a per-layer MoE pattern in meshplan's format, checked and normalised") {
+  nlohmann::json moe = model_to_json(load_model("tiny-moe"));  // 4 layers, the first dense
+  CHECK_FALSE(moe.contains("moe_layers"));
+  moe["first_dense_layers"] = 0;
+  moe["moe_layers"] = {1, 0, 1, 0};  // MoE every other layer (GShard, Switch)
+  const TransformerConfig alternate = model_from_json(moe, "m.json");
+  CHECK(alternate.num_moe_layers() == 2);
+  CHECK(alternate.is_moe_layer(0));
+  CHECK_FALSE(alternate.is_moe_layer(3));
+  CHECK(model_to_json(alternate)["moe_layers"] == nlohmann::json({1, 0, 1, 0}));
+  CHECK(model_from_json(model_to_json(alternate), "m.json") == alternate);
+  moe["moe_layers"] = {0, 0, 1, 1};  // a dense prefix: read as first_dense_layers
+  const TransformerConfig prefix = model_from_json(moe, "m.json");
+  CHECK(prefix.moe_layers.empty());
+  CHECK(prefix.first_dense_layers == 2);
+  const auto error_with = [&](const nlohmann::json& layers, int64_t first_dense) {
+    nlohmann::json edited = moe;
+    edited["moe_layers"] = layers;
+    edited["first_dense_layers"] = first_dense;
+    return input_error([&] { model_from_json(edited, "m.json"); });
+  };
+  CHECK(error_with({1, 0, 1}, 0) ==
+        "m.json: moe_layers: expected one entry per layer, 4 (3 entries)");
+  CHECK(error_with({1, 0, 2, 0}, 0) == "m.json: moe_layers[2]: must be 1 (MoE) or 0 (dense) (2)");
+  CHECK(error_with({0, 0, 0, 0}, 0) ==
+        "m.json: moe_layers: no MoE layer (a dense model has num_experts 0)");
+  CHECK(error_with({1, 0, 1, 0}, 1) ==
+        "m.json: first_dense_layers: with moe_layers the list gives the dense layers; 0 expected "
+        "(1)");
+  CHECK(error_with(2, 0) == "m.json: moe_layers: expected a list of 0 and 1, one per layer (2)");
+  nlohmann::json dense = model_to_json(load_model("tiny"));
+  dense["moe_layers"] = {1, 0, 1, 0};
+  CHECK(input_error([&] { model_from_json(dense, "m.json"); }) ==
+        "m.json: moe_layers: must be absent when num_experts is 0 (a dense model) (4 entries)");
+}
+
+TEST_CASE(
+    "DeepSeek's moe_layer_freq: MoE where layer >= first_k_dense_replace and layer % N == 0") {
+  // deepseek-ai's remote modeling_deepseek.py DeepseekV3DecoderLayer; 1 in every published
+  // config (DeepSeek-V3's fixture), read as the prefix rule.
+  nlohmann::json json = deepseek_without_mtp();
+  json["num_hidden_layers"] = 8;
+  json["first_k_dense_replace"] = 3;
+  json["moe_layer_freq"] = 2;
+  const TransformerConfig model = model_from_json(json, "ds.json");
+  CHECK(model.moe_layers == std::vector<int>{0, 0, 0, 0, 1, 0, 1, 0});
+  CHECK(model.first_dense_layers == 0);
+  json["moe_layer_freq"] = 1;
+  const TransformerConfig every = model_from_json(json, "ds.json");
+  CHECK(every.moe_layers.empty());
+  CHECK(every.first_dense_layers == 3);
+  json["moe_layer_freq"] = 9;  // layer 0 alone, inside the dense prefix: no MoE layer
+  CHECK(input_error([&] { model_from_json(json, "ds.json"); }) ==
+        "ds.json: moe_layer_freq: no MoE layer (a dense model has num_experts 0)");
 }
 
 TEST_CASE("MoE and MLA validation names the field") {

@@ -144,6 +144,30 @@ TEST_CASE("tiny-moe: dispatch and combine all-to-alls in the inventory, on the e
             .scale(0));
 }
 
+TEST_CASE("MoE every other layer (moe_layers): the inventory, stages and parameters follow it") {
+  models::TransformerConfig alternate = tiny_moe();
+  alternate.first_dense_layers = 0;
+  alternate.moe_layers = {1, 0, 1, 0};  // 2 MoE layers where tiny-moe has 3
+  // pp 2: layers 0-1 and 2-3, one MoE layer each.
+  const Layout pp2 = make_layout(1, 2, 1, 1, 4);
+  CHECK(chunk_layers(alternate, pp2, 0, 0).num_moe(alternate) == 1);
+  CHECK(chunk_layers(alternate, pp2, 1, 0).num_moe(alternate) == 1);
+  CHECK(chunk_layers(tiny_moe(), pp2, 0, 0).num_moe(tiny_moe()) == 1);  // layer 1 of 0-1
+  CHECK(stage_parameter_count(alternate, pp2, 0, {}) +
+            stage_parameter_count(alternate, pp2, 1, {}) ==
+        models::count_parameters(alternate).total);
+  // ep 2: 2 all-to-alls per MoE layer and micro-batch, 2 MoE layers x 2 micro-batches.
+  const Layout layout = with_ep(make_layout(1, 1, 2, 1, 4), 2);
+  const PlanEstimate estimate = estimate_plan(alternate, local_cpu(), layout);
+  REQUIRE(estimate.rejection_code == "");
+  const CollectiveTraffic* forward = test::find_traffic(
+      estimate.collectives, "ep: MoE token dispatch and combine all-to-alls (forward)");
+  REQUIRE(forward != nullptr);
+  CHECK(forward->calls_per_step == 8);
+  // Forward FLOPs: the two dense layers' MLP in place of two layers' experts.
+  CHECK(model_flops_per_step(alternate, 4) < model_flops_per_step(tiny_moe(), 4));
+}
+
 TEST_CASE("tiny-moe: the load-balancing loss all-reduces token counts over cp when it is on") {
   Layout layout = with_ep(make_layout(1, 1, 1, 1, 4), 2);
   layout.cp = 2;  // m = 4 micro-batches

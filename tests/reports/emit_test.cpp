@@ -505,6 +505,14 @@ TEST_CASE("--emit megatron: DeepSeek-V3's latent attention, dense prefix, router
   CHECK(mixtral.count("--moe-router-num-groups") == 0);
   CHECK(mixtral.count("--moe-layer-freq") == 0);
   CHECK(mixtral.count("--multi-latent-attention") == 0);
+  // MoE every other layer goes out as the list (arguments.py moe_freq_type, a Python list).
+  planner::Plan alternate = make_plan("mixtral-8x7b", "dgx-h100", moe);
+  alternate.model.moe_layers.assign(32, 0);
+  for (size_t layer = 0; layer < 32; layer += 2) {
+    alternate.model.moe_layers[layer] = 1;
+  }
+  CHECK(megatron_flags(emit_megatron(alternate)).at("--moe-layer-freq") ==
+        "\"[1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0]\"");
 }
 
 TEST_CASE("--emit megatron: a dense model with latent attention and uncompressed queries") {

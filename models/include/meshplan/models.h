@@ -2,6 +2,7 @@
 // Transformer and cluster descriptions: what meshplan plans for, and on what.
 // Units: bytes, seconds, FLOPs (counts), FLOP/s, bytes/s. Sizes are element counts.
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
@@ -118,7 +119,8 @@ struct TransformerConfig {
   // Mixture-of-experts MLP (Shazeer et al. 2017; Fedus et al. 2022), dropless top-k routing as
   // Megatron-Core's default (--moe-expert-capacity-factor None) and the Hugging Face models.
   // num_experts = 0: every layer is dense. Layers [0, first_dense_layers) keep the dense MLP of
-  // ffn_hidden_size; every later layer is an MoE layer (Megatron's --moe-layer-freq 1).
+  // ffn_hidden_size; every later layer is an MoE layer (Megatron's --moe-layer-freq 1), unless
+  // moe_layers gives the pattern.
   int64_t num_experts = 0;                    // E routed experts: 8 Mixtral, 256 DeepSeek-V3
   int64_t experts_per_token = 0;              // k (top-k): 2 Mixtral, 8 Qwen3-MoE, DeepSeek-V3
   int64_t expert_ffn_hidden_size = 0;         // f_e: 14336 Mixtral, 768 Qwen3-30B-A3B
@@ -128,6 +130,11 @@ struct TransformerConfig {
   bool router_score_bias = false;             // DeepSeek-V3: E-entry e_score_correction_bias
   bool router_bias = false;                   // gpt-oss: the router Linear's trained E-entry bias
   int64_t first_dense_layers = 0;             // 3 DeepSeek-V3 (first_k_dense_replace), else 0
+  // Which layers are MoE layers when it is not a dense prefix: one entry per layer, 1 MoE and 0
+  // dense (Megatron-Core's --moe-layer-freq list, MoE every other layer in GShard, Switch and
+  // Llama 4; Qwen2-MoE's decoder_sparse_step and mlp_only_layers). Empty: the prefix rule. A
+  // loaded list is never a dense prefix followed by MoE layers (read as first_dense_layers).
+  std::vector<int> moe_layers;
   // Group-limited routing (DeepSeek-V2 Sec. 2.1.3 device-limited, DeepSeek-V3 Sec. 2.1.2
   // node-limited; Megatron-Core --moe-router-num-groups / --moe-router-group-topk, moe_utils.py
   // group_limited_topk): the E experts form router_num_groups groups of consecutive experts, a
@@ -154,8 +161,20 @@ struct TransformerConfig {
   bool is_moe() const { return num_experts > 0; }
   bool is_mla() const { return kv_lora_rank > 0; }
   /// Whether layer `layer` (0-based) has the MoE MLP.
-  bool is_moe_layer(int64_t layer) const { return is_moe() && layer >= first_dense_layers; }
-  int64_t num_moe_layers() const { return is_moe() ? num_layers - first_dense_layers : 0; }
+  bool is_moe_layer(int64_t layer) const {
+    if (!is_moe()) {
+      return false;
+    }
+    return moe_layers.empty() ? layer >= first_dense_layers
+                              : moe_layers.at(static_cast<size_t>(layer)) != 0;
+  }
+  int64_t num_moe_layers() const {
+    if (!is_moe()) {
+      return 0;
+    }
+    return moe_layers.empty() ? num_layers - first_dense_layers
+                              : std::count(moe_layers.begin(), moe_layers.end(), 1);
+  }
   bool has_mtp() const { return mtp_num_layers > 0; }
   bool has_routing_groups() const { return router_num_groups > 1; }
   /// The decoder layer whose kind each MTP depth's transformer layer takes: the last one
@@ -272,7 +291,7 @@ Norm parse_norm(const nlohmann::json& json, const std::string& source);
 Positions parse_positions(const nlohmann::json& json, const std::string& source);
 /// The model format's optional mixture-of-experts keys (TransformerConfig's MoE fields), which
 /// read_moe_fields reads; a published run's `model` takes them too (runs-file version 9).
-inline constexpr std::array<std::string_view, 11> kMoeModelFields = {
+inline constexpr std::array<std::string_view, 12> kMoeModelFields = {
     "num_experts",
     "experts_per_token",
     "expert_ffn_hidden_size",
@@ -283,7 +302,8 @@ inline constexpr std::array<std::string_view, 11> kMoeModelFields = {
     "router_bias",
     "first_dense_layers",
     "router_num_groups",
-    "router_group_topk"};
+    "router_group_topk",
+    "moe_layers"};
 /// The model format's optional multi-head latent attention keys, which read_mla_fields reads.
 inline constexpr std::array<std::string_view, 5> kMlaModelFields = {
     "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"};
@@ -325,6 +345,10 @@ void read_attention_variant_fields(const nlohmann::json& json, const std::string
 /// model file reads them. validate_model checks the values.
 void read_gated_unit_variant_fields(const nlohmann::json& json, const std::string& source,
                                     TransformerConfig& model);
+/// A validated model's MoE layer pattern in its one form: a moe_layers list that is a dense
+/// prefix followed by MoE layers becomes first_dense_layers (model_from_json does this after
+/// validate_model; the Hugging Face loaders build lists).
+void normalize_moe_layers(TransformerConfig& model);
 /// A validated model's window pattern in its one form: a list that windows every layer becomes
 /// no list, one that windows none full attention (model_from_json does this after validate_model).
 void normalize_window_pattern(TransformerConfig& model);
