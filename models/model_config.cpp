@@ -39,7 +39,7 @@ constexpr int64_t kMaxExperts = 100'000;
 // Every key of the format; anything else is rejected so a typo is not silently ignored. The
 // bias, attention-variant, MoE and MLA keys are the public lists a published run's model reads
 // too (models.h), joined here rather than written again.
-constexpr std::array<std::string_view, 26> kCoreModelFields = {"name",
+constexpr std::array<std::string_view, 27> kCoreModelFields = {"name",
                                                                "num_layers",
                                                                "hidden_size",
                                                                "num_attention_heads",
@@ -63,6 +63,7 @@ constexpr std::array<std::string_view, 26> kCoreModelFields = {"name",
                                                                "final_logit_softcapping",
                                                                "query_pre_attn_scalar",
                                                                "rotary_percent",
+                                                               "moe_layers",
                                                                "mtp_num_layers",
                                                                "source"};
 constexpr auto kModelFields = joined_fields(kCoreModelFields, kBiasModelFields, kVariantModelFields,
@@ -136,6 +137,28 @@ bool bool_or_false(const nlohmann::json& json, const char* field, const std::str
   return json.contains(field) && require_bool(json, field, source);
 }
 
+// moe_layers (a model file's key, not a published run's): one 0/1 entry per layer.
+void read_moe_layers(const nlohmann::json& json, const std::string& source,
+                     TransformerConfig& model) {
+  const auto it = json.find("moe_layers");
+  if (it == json.end()) {
+    return;
+  }
+  if (!it->is_array()) {
+    const std::string text = it->dump();
+    throw InputError(fmt::format("{}: moe_layers: expected a list of 0 and 1, one per layer ({})",
+                                 source, text.size() > 60 ? text.substr(0, 57) + "..." : text));
+  }
+  for (size_t i = 0; i < it->size(); ++i) {
+    const nlohmann::json& entry = (*it)[i];
+    if (!entry.is_number_integer() || (entry != 0 && entry != 1)) {
+      throw InputError(fmt::format("{}: moe_layers[{}]: must be 1 (MoE) or 0 (dense) ({})", source,
+                                   i, entry.dump()));
+    }
+    model.moe_layers.push_back(entry.get<int>());
+  }
+}
+
 // The optional MoE, MLA, qk_norm, parallel_residual and sliding_window fields: absent means a
 // dense sequential block with full causal attention, so files written before the fields keep
 // their meaning.
@@ -156,6 +179,7 @@ void read_moe_and_mla_fields(const nlohmann::json& json, const std::string& sour
       json.contains("rotary_percent") ? require_number(json, "rotary_percent", source) : 1.0;
   read_gated_unit_variant_fields(json, source, model);
   read_moe_fields(json, source, model);
+  read_moe_layers(json, source, model);
   read_mla_fields(json, source, model);
 }
 
@@ -513,23 +537,6 @@ void read_moe_fields(const nlohmann::json& json, const std::string& source,
   model.first_dense_layers = int_or_zero(json, "first_dense_layers", source);
   model.router_num_groups = int_or_zero(json, "router_num_groups", source);
   model.router_group_topk = int_or_zero(json, "router_group_topk", source);
-  const auto it = json.find("moe_layers");
-  if (it == json.end()) {
-    return;
-  }
-  if (!it->is_array()) {
-    const std::string text = it->dump();
-    throw InputError(fmt::format("{}: moe_layers: expected a list of 0 and 1, one per layer ({})",
-                                 source, text.size() > 60 ? text.substr(0, 57) + "..." : text));
-  }
-  for (size_t i = 0; i < it->size(); ++i) {
-    const nlohmann::json& entry = (*it)[i];
-    if (!entry.is_number_integer() || (entry != 0 && entry != 1)) {
-      throw InputError(fmt::format("{}: moe_layers[{}]: must be 1 (MoE) or 0 (dense) ({})", source,
-                                   i, entry.dump()));
-    }
-    model.moe_layers.push_back(entry.get<int>());
-  }
 }
 
 void read_mla_fields(const nlohmann::json& json, const std::string& source,

@@ -291,7 +291,7 @@ Norm parse_norm(const nlohmann::json& json, const std::string& source);
 Positions parse_positions(const nlohmann::json& json, const std::string& source);
 /// The model format's optional mixture-of-experts keys (TransformerConfig's MoE fields), which
 /// read_moe_fields reads; a published run's `model` takes them too (runs-file version 9).
-inline constexpr std::array<std::string_view, 12> kMoeModelFields = {
+inline constexpr std::array<std::string_view, 11> kMoeModelFields = {
     "num_experts",
     "experts_per_token",
     "expert_ffn_hidden_size",
@@ -302,8 +302,7 @@ inline constexpr std::array<std::string_view, 12> kMoeModelFields = {
     "router_bias",
     "first_dense_layers",
     "router_num_groups",
-    "router_group_topk",
-    "moe_layers"};
+    "router_group_topk"};
 /// The model format's optional multi-head latent attention keys, which read_mla_fields reads.
 inline constexpr std::array<std::string_view, 5> kMlaModelFields = {
     "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"};
