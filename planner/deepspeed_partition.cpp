@@ -73,7 +73,7 @@ std::vector<size_t> partition_balanced(const std::vector<double>& weights, size_
 // every method and move no transformer layer, so they are left out. Per tensor-parallel rank:
 // _count_layer_params counts the rank's own (vocab- and tp-sharded) parameters.
 //
-// One method's weights of those specs, in O(1) form: the embedding, num_layers transformer
+// One method's weights of those specs, in compact form: the embedding, num_layers transformer
 // layers (the first dense_layers weigh `dense`, the rest `moe`; with a moe_layers pattern each
 // layer by its entry), the final norm and the LM head.
 // "parameters": each spec's parameters; "type:transformer": 1 per transformer layer;

@@ -164,8 +164,11 @@ TEST_CASE("MoE every other layer (moe_layers): the inventory, stages and paramet
       estimate.collectives, "ep: MoE token dispatch and combine all-to-alls (forward)");
   REQUIRE(forward != nullptr);
   CHECK(forward->calls_per_step == 8);
-  // Forward FLOPs: the two dense layers' MLP in place of two layers' experts.
-  CHECK(model_flops_per_step(alternate, 4) < model_flops_per_step(tiny_moe(), 4));
+  // Model FLOPs: one layer's top-2 of 4 experts of 96 and its router become a dense MLP of 176
+  // (h 64): per token 2 (2 x 3 h 96 + h 4) - 2 x 3 h 176 = 74,240 - 67,584 = 6,656 forward,
+  // x 3 with the backward, x 4 sequences of 32 tokens.
+  CHECK(model_flops_per_step(tiny_moe(), 4) - model_flops_per_step(alternate, 4) ==
+        doctest::Approx(3.0 * 128 * 6'656).epsilon(1e-12).scale(0));
 }
 
 TEST_CASE("tiny-moe: the load-balancing loss all-reduces token counts over cp when it is on") {
