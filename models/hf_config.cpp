@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "hf_rotary.h"
 #include "meshplan/json_io.h"
 
 namespace meshplan::models {
@@ -109,13 +110,6 @@ int64_t optional_size_or_none(const nlohmann::json& json, const char* field, int
 bool optional_bool(const nlohmann::json& json, const char* field, bool hf_default,
                    const std::string& source) {
   return is_set(json, field) ? require_bool(json, field, source) : hf_default;
-}
-
-// The fraction of each head rotary positions rotate: `field` (partial_rotary_factor, GPT-NeoX's
-// rotary_pct) when set, else the class default; validate_model checks the value.
-double rotary_fraction(const nlohmann::json& json, const char* field, double hf_default,
-                       const std::string& source) {
-  return is_set(json, field) ? require_number(json, field, source) : hf_default;
 }
 
 // Whether any of `fields` (dropout probabilities) is above 0, each taking its transformers class
@@ -338,7 +332,9 @@ TransformerConfig gpt_neox(const nlohmann::json& json, const std::string& source
   // mlp(post_attention_layernorm(x)) to x.
   model.parallel_residual = optional_bool(json, "use_parallel_residual", true, source);
   // GPTNeoXConfig rotary_pct, default 0.25 (Pythia and GPT-NeoX-20B: a quarter of each head).
-  model.rotary_percent = rotary_fraction(json, "rotary_pct", 0.25, source);
+  model.rotary_percent = read_rotary_percent(
+      json, {.legacy_field = "rotary_pct", .class_default = 0.25, .partial = true},
+      "GPTNeoXForCausalLM", source);
   return model;
 }
 
@@ -750,7 +746,9 @@ void glm4_moe(const nlohmann::json& json, const std::string& source, Transformer
   model.qkv_bias = optional_bool(json, "attention_bias", false, source);
   model.attention_output_bias = false;
   model.qk_norm = optional_bool(json, "use_qk_norm", false, source);
-  model.rotary_percent = rotary_fraction(json, "partial_rotary_factor", 0.5, source);
+  model.rotary_percent = read_rotary_percent(
+      json, {.legacy_field = "partial_rotary_factor", .class_default = 0.5, .partial = true},
+      "Glm4MoeForCausalLM", source);
   deepseek_moe_blocks(json, source,
                       {.routed_experts = {128, 0},
                        .experts_per_token = {8, 0},
@@ -1028,8 +1026,11 @@ std::string hf_config_key(const nlohmann::json& json, const std::string& field) 
   const std::string_view experts = local_experts    ? "num_local_experts"
                                    : routed_experts ? "n_routed_experts"
                                                     : "num_experts";
+  const std::string rotary_key =
+      rotary_percent_key(json, model_type == "gpt_neox" ? "rotary_pct" : "partial_rotary_factor");
   return lookup(
       {{"num_layers", "num_hidden_layers"},
+       {"rotary_percent", rotary_key},
        {"num_kv_heads", "num_key_value_heads"},
        {"ffn_hidden_size", "intermediate_size"},
        {"num_experts", experts},
@@ -1102,7 +1103,9 @@ TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::st
                        source);
     model.dropout = any_dropout(
         json, {{"resid_pdrop", 0.0}, {"embd_pdrop", 0.0}, {"attention_dropout", 0.0}}, source);
-    model.rotary_percent = rotary_fraction(json, "partial_rotary_factor", 1.0, source);
+    model.rotary_percent = read_rotary_percent(
+        json, {.legacy_field = "partial_rotary_factor", .class_default = 1.0, .partial = true},
+        "Phi3ForCausalLM", source);
   }  // Mistral: no biases anywhere (MistralAttention, MistralMLP).
   if (model_type == "mixtral") {
     mixtral(json, source, model);
@@ -1118,6 +1121,13 @@ TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::st
     deepseek_v3(json, source, model);
   } else if (model_type == "glm4_moe") {
     glm4_moe(json, source, model);
+  }
+  // Every other rotary family rotates whole heads; a partial factor stated for one is refused.
+  const bool reads_partial_rotary =
+      model_type == "phi3" || model_type == "glm4_moe" || model_type == "gpt_neox";
+  if (model.positions == Positions::kRope && !reads_partial_rotary) {
+    model.rotary_percent =
+        read_rotary_percent(json, HfRotary{}, hf_family(json, source).architecture, source);
   }
   if (model_type != "mpt") {
     read_sliding_window(json, model_type, source, model);

@@ -197,6 +197,8 @@ echo "{\"model_type\": \"gpt_oss\", \"sliding_window\": null, \"layer_types\": 5
   >hf_gpt_oss_layer_types.json
 echo "{\"model_type\": \"qwen2\", \"layer_types\": [\"full_attention\"], $hf}" \
   >hf_qwen_layer_types.json
+echo "{\"model_type\": \"llama\", \"partial_rotary_factor\": 0.5, $hf}" >hf_llama_partial.json
+echo "{\"model_type\": \"phi3\", \"rope_parameters\": [0.75], $hf}" >hf_phi3_rope_list.json
 sed 's/"num_layers": 0/"num_layers": 4, "activation_clamp_value": -7/' \
   model_zero_layers.json >model_clamp_negative.json
 sed 's/"num_layers": 0/"num_layers": 4, "attention_sinks": true/' \
@@ -491,6 +493,12 @@ plan_row "HF config, gpt-oss layer_types not a list, sliding_window null" \
 plan_row "HF config, qwen2 layer_types too short without use_sliding_window" \
   "hf_qwen_layer_types.json: layer_types: expected one entry per layer, 2 ([\"full_attention\"])" \
   --model hf_qwen_layer_types.json --cluster local-cpu --gpus 2
+plan_row "HF config, a partial rotary factor on Llama, which rotates whole heads" \
+  "hf_llama_partial.json: partial_rotary_factor: LlamaForCausalLM rotates whole heads (its apply_rotary_pos_emb has no partial path, so transformers cannot build this model); a partial factor is read for Phi-3, GLM-4.5 and GPT-NeoX (0.5)" \
+  --model hf_llama_partial.json --cluster local-cpu --gpus 2
+plan_row "HF config, rope_parameters not an object" \
+  "hf_phi3_rope_list.json: rope_parameters: must be an object ([0.75])" \
+  --model hf_phi3_rope_list.json --cluster local-cpu --gpus 2
 plan_row "model activation_clamp_value negative" \
   "model_clamp_negative.json: activation_clamp_value: must be 0 (none) or positive and finite (-7)" \
   --model model_clamp_negative.json --cluster local-cpu --gpus 2

@@ -106,7 +106,7 @@ TEST_CASE("EleutherAI/pythia-160m (GPTNeoX): 162,322,944 parameters") {
   CHECK_FALSE(model_from_json(config, "neox.json").has_partial_rotary());
   config["rotary_pct"] = 0.0;
   CHECK(input_error([&] { model_from_json(config, "neox.json"); }) ==
-        "neox.json: rotary_percent: must be in (0, 1], 1 to rotate every channel of a head (0)");
+        "neox.json: rotary_pct: must be in (0, 1], 1 to rotate every channel of a head (0)");
 }
 
 TEST_CASE("mosaicml/mpt-7b-instruct (MPT): ALiBi, tied, no biases, GELU MLP of 4 d_model") {
@@ -955,6 +955,74 @@ TEST_CASE("parallel_residual: GPTNeoXConfig.use_parallel_residual, default true"
 }
 
 }  // namespace
+
+TEST_CASE("partial rotary: transformers 5's rope_parameters, and whole-head classes refuse it") {
+  // transformers 5 (RotaryEmbeddingConfigMixin.convert_rope_params_to_dict) keeps the factor in
+  // rope_parameters; the 4.x top-level key is only that dict's default.
+  nlohmann::json phi = meshplan::read_json_file(hf_fixture("Phi-3-mini-4k-instruct.json"));
+  phi["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}};
+  CHECK(model_from_json(phi, "phi.json").rotary_percent == 1.0);  // Phi3Config's default
+  phi["rope_parameters"]["partial_rotary_factor"] = 0.75;         // Phi-4-mini, saved by 5.x
+  CHECK(model_from_json(phi, "phi.json").rotary_dim() == 72);     // int(96 x 0.75)
+  phi["partial_rotary_factor"] = 0.5;  // the dict's value wins over the top-level key
+  CHECK(model_from_json(phi, "phi.json").rotary_percent == 0.75);
+  phi["rope_parameters"]["partial_rotary_factor"] = 0;
+  CHECK(input_error([&] { model_from_json(phi, "phi.json"); }) ==
+        "phi.json: rope_parameters.partial_rotary_factor: must be in (0, 1], 1 to rotate every "
+        "channel of a head (0)");
+  phi["rope_parameters"]["partial_rotary_factor"] = "half";
+  CHECK(input_error([&] { model_from_json(phi, "phi.json"); }) ==
+        "phi.json: rope_parameters: partial_rotary_factor: expected a number (\"half\")");
+  phi["rope_parameters"] = "default";
+  CHECK(input_error([&] { model_from_json(phi, "phi.json"); }) ==
+        "phi.json: rope_parameters: must be an object (\"default\")");
+
+  // GPTNeoXConfig 5.x: rope_parameters' factor, else rotary_pct, else 0.25.
+  nlohmann::json neox = meshplan::read_json_file(hf_fixture("pythia-160m.json"));
+  neox.erase("rotary_pct");
+  neox["rope_parameters"] = {{"rope_theta", 10000.0}, {"partial_rotary_factor", 0.5}};
+  CHECK(model_from_json(neox, "neox.json").rotary_dim() == 32);  // int(64 x 0.5)
+
+  // Nested by layer type (Gemma 3's layout in 5.x): one value across types, or refused.
+  nlohmann::json glm = meshplan::read_json_file(hf_fixture("GLM-4.5-Air.json"));
+  glm.erase("partial_rotary_factor");
+  glm["rope_parameters"] = {{"full_attention", {{"rope_theta", 1e6}}},
+                            {"sliding_attention", {{"rope_theta", 1e4}}}};
+  CHECK(model_from_json(glm, "glm.json").rotary_percent == 0.5);  // Glm4MoeConfig's default
+  glm["rope_parameters"]["full_attention"]["partial_rotary_factor"] = 0.25;
+  CHECK(input_error([&] { model_from_json(glm, "glm.json"); }) ==
+        "glm.json: rope_parameters: partial_rotary_factor: differs between layer types (0.25 and "
+        "0.5); meshplan rotates one fraction of every head");
+  glm["rope_parameters"]["sliding_attention"]["partial_rotary_factor"] = 0.25;
+  CHECK(model_from_json(glm, "glm.json").rotary_percent == 0.25);
+
+  // Llama's apply_rotary_pos_emb multiplies the whole head by cos and sin, which a factor below
+  // 1 narrows: transformers cannot build that model, so it is refused, not read at full rotary.
+  nlohmann::json llama = small_llama();
+  llama["partial_rotary_factor"] = 1.0;
+  CHECK_FALSE(model_from_json(llama, "l.json").has_partial_rotary());
+  const std::string whole_heads =
+      "LlamaForCausalLM rotates whole heads (its apply_rotary_pos_emb has no partial path, so "
+      "transformers cannot build this model); a partial factor is read for Phi-3, GLM-4.5 and "
+      "GPT-NeoX (0.5)";
+  llama["partial_rotary_factor"] = 0.5;
+  CHECK(input_error([&] { model_from_json(llama, "l.json"); }) ==
+        "l.json: partial_rotary_factor: " + whole_heads);
+  llama.erase("partial_rotary_factor");
+  llama["rope_parameters"] = {{"rope_theta", 10000.0}, {"partial_rotary_factor", 0.5}};
+  CHECK(input_error([&] { model_from_json(llama, "l.json"); }) ==
+        "l.json: rope_parameters.partial_rotary_factor: " + whole_heads);
+  // The same for the other whole-head families; GPT-2 and MPT have no rotary positions and
+  // ignore the key, as transformers does.
+  nlohmann::json qwen = meshplan::read_json_file(hf_fixture("Qwen3-30B-A3B.json"));
+  qwen["partial_rotary_factor"] = 0.5;
+  CHECK(input_error([&] {
+          model_from_json(qwen, "q.json");
+        }).starts_with("q.json: partial_rotary_factor: Qwen3MoeForCausalLM rotates whole heads"));
+  nlohmann::json gpt2 = meshplan::read_json_file(hf_fixture("gpt2.json"));
+  gpt2["partial_rotary_factor"] = 0.5;
+  CHECK(model_from_json(gpt2, "g.json").positions == Positions::kLearned);
+}
 
 // Fields an audit of real configs found read wrongly or ignored (session 36).
 TEST_CASE("MPT: llm-foundry's ffn_config and attention fields are read or refused") {

@@ -1,0 +1,103 @@
+// The rotated fraction of each head in a Hugging Face config: transformers 4.x keeps it in a
+// top-level key of the classes that rotate part of a head (Phi3Config and Glm4MoeConfig
+// partial_rotary_factor, GPTNeoXConfig rotary_pct); transformers 5 moves it into
+// `rope_parameters` (modeling_rope_utils.py RotaryEmbeddingConfigMixin.convert_rope_params_to_dict
+// sets the top-level key only as that dict's default; GPTNeoXConfig does the same with
+// rotary_pct), per layer type where the dict is nested by layer type.
+
+#include "hf_rotary.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "meshplan/errors.h"
+#include "meshplan/json_io.h"
+
+namespace meshplan::models {
+
+namespace {
+
+constexpr const char* kFactorKey = "partial_rotary_factor";
+
+bool states(const nlohmann::json& object, const char* key) {
+  return object.is_object() && object.contains(key) && !object[key].is_null();
+}
+
+// The config's rope_parameters, or null when absent or null.
+const nlohmann::json* rope_parameters(const nlohmann::json& json, const std::string& source) {
+  if (!states(json, "rope_parameters")) {
+    return nullptr;
+  }
+  const nlohmann::json& params = json["rope_parameters"];
+  if (!params.is_object()) {
+    throw InputError(
+        fmt::format("{}: rope_parameters: must be an object ({})", source, params.dump()));
+  }
+  return &params;
+}
+
+// transformers 5 nests rope_parameters by layer type (Gemma 3's "full_attention" and
+// "sliding_attention"): every value is itself a dict.
+bool nested_by_layer_type(const nlohmann::json& params) {
+  return !params.empty() &&
+         std::all_of(params.begin(), params.end(), [](const auto& v) { return v.is_object(); });
+}
+
+// The factor rope_parameters states, if any; one value across layer types.
+std::optional<double> stated_in_rope_parameters(const nlohmann::json& params, double fallback,
+                                                const std::string& source) {
+  const std::string params_source = source + ": rope_parameters";
+  if (!nested_by_layer_type(params)) {
+    if (!states(params, kFactorKey)) {
+      return std::nullopt;
+    }
+    return require_number(params, kFactorKey, params_source);
+  }
+  std::optional<double> common;
+  bool any_stated = false;
+  for (const auto& [layer_type, entry] : params.items()) {
+    const bool stated = states(entry, kFactorKey);
+    any_stated = any_stated || stated;
+    const double value =
+        stated ? require_number(entry, kFactorKey, params_source + "." + layer_type) : fallback;
+    if (common && *common != value) {
+      throw InputError(fmt::format(
+          "{}: {}: differs between layer types ({} and {}); meshplan rotates one fraction of "
+          "every head",
+          params_source, kFactorKey, *common, value));
+    }
+    common = value;
+  }
+  return any_stated ? common : std::nullopt;
+}
+
+}  // namespace
+
+double read_rotary_percent(const nlohmann::json& json, const HfRotary& rotary,
+                           std::string_view architecture, const std::string& source) {
+  const bool legacy_stated = states(json, rotary.legacy_field);
+  const double fallback =
+      legacy_stated ? require_number(json, rotary.legacy_field, source) : rotary.class_default;
+  const nlohmann::json* params = rope_parameters(json, source);
+  const std::optional<double> in_params =
+      params != nullptr ? stated_in_rope_parameters(*params, fallback, source) : std::nullopt;
+  const double factor = in_params.value_or(fallback);
+  if (!rotary.partial && (in_params || legacy_stated) && factor != 1.0) {
+    throw InputError(fmt::format(
+        "{}: {}: {} rotates whole heads (its apply_rotary_pos_emb has no partial path, so "
+        "transformers cannot build this model); a partial factor is read for Phi-3, GLM-4.5 and "
+        "GPT-NeoX ({})",
+        source, rotary_percent_key(json, rotary.legacy_field), architecture, factor));
+  }
+  return factor;
+}
+
+std::string rotary_percent_key(const nlohmann::json& json, const char* legacy_field) {
+  const bool in_params = states(json, "rope_parameters") && json["rope_parameters"].is_object() &&
+                         states(json["rope_parameters"], kFactorKey);
+  return in_params ? fmt::format("rope_parameters.{}", kFactorKey) : std::string(legacy_field);
+}
+
+}  // namespace meshplan::models

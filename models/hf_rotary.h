@@ -1,0 +1,38 @@
+#pragma once
+// The fraction of each attention head a Hugging Face config's rotary positions rotate. Private to
+// models/.
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+namespace meshplan::models {
+
+/// How a transformers model class applies rotary positions to its heads.
+struct HfRotary {
+  /// The class's top-level key (transformers 4.x): "partial_rotary_factor", GPT-NeoX's
+  /// "rotary_pct".
+  const char* legacy_field = "partial_rotary_factor";
+  /// The class default when no key states the factor (Phi-3 1.0, GLM-4.5 0.5, GPT-NeoX 0.25).
+  double class_default = 1.0;
+  /// Whether the class rotates part of a head (Phi-3, GLM-4.5, GPT-NeoX) or whole heads only.
+  bool partial = false;
+};
+
+/// The rotated fraction of each head, read as transformers 5 reads it
+/// (modeling_rope_utils.py RotaryEmbeddingConfigMixin.convert_rope_params_to_dict): the
+/// `partial_rotary_factor` inside `rope_parameters` (flat, or one value in every per-layer-type
+/// dict), else the class's top-level key, else the class default. For a class that rotates whole
+/// heads (`rotary.partial` false: Llama, Mistral, Qwen, Gemma, GPT-OSS, DeepSeek-V3's rope
+/// part), a stated factor other than 1 is refused: their apply_rotary_pos_emb multiplies the whole
+/// head by a cos/sin of the factor's width and cannot build that model. Throws InputError naming
+/// the key: a non-number, a factor differing between layer types, a `rope_parameters` that is not
+/// an object. validate_model checks the range.
+double read_rotary_percent(const nlohmann::json& json, const HfRotary& rotary,
+                           std::string_view architecture, const std::string& source);
+
+/// The key a config states its rotary factor under, for error messages:
+/// "rope_parameters.partial_rotary_factor" when that dict states it (flat), else `legacy_field`.
+std::string rotary_percent_key(const nlohmann::json& json, const char* legacy_field);
+
+}  // namespace meshplan::models
