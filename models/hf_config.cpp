@@ -348,6 +348,29 @@ bool is_model_type_alias(const HfFamily& family, std::string_view model_type) {
   return family.model_type == "deepseek_v3" && model_type == "kimi_k2";
 }
 
+const HfFamily& hf_family(const nlohmann::json& json, const std::string& source);
+
+// For an unsupported config that wraps its language model in `text_config` (transformers'
+// vision-language classes: Gemma3ForConditionalGeneration, Llama4ForConditionalGeneration, Kimi
+// K2.5, ...): what to do about it, appended to the error; empty otherwise. meshplan costs no
+// vision tower, so it does not plan the wrapper as if it were its language model.
+std::string text_config_hint(const nlohmann::json& json) {
+  if (!json.contains("text_config") || !json["text_config"].is_object()) {
+    return "";
+  }
+  nlohmann::json text = json["text_config"];
+  text.erase("text_config");  // one level: a hint, not a search
+  try {
+    return fmt::format(
+        "; it wraps a language model in text_config ({}, supported) beside other towers meshplan "
+        "does not cost: to plan the language model alone, save text_config as a config.json of "
+        "its own",
+        hf_family(text, "text_config").model_type);
+  } catch (const InputError&) {
+    return "; the language model it wraps in text_config is not a supported family either";
+  }
+}
+
 // The supported family of `json`: by its first `architectures` entry, else by `model_type`.
 // When both are given they must agree, as transformers picks the class by model_type.
 const HfFamily& hf_family(const nlohmann::json& json, const std::string& source) {
@@ -375,8 +398,9 @@ const HfFamily& hf_family(const nlohmann::json& json, const std::string& source)
     for (const HfFamily& family : kFamilies) {
       names.push_back(family.architecture);
     }
-    throw InputError(fmt::format("{}: architectures: unsupported architecture ({}); supported: {}",
-                                 source, architecture, fmt::join(names, ", ")));
+    throw InputError(
+        fmt::format("{}: architectures: unsupported architecture ({}); supported: {}{}", source,
+                    architecture, fmt::join(names, ", "), text_config_hint(json)));
   }
   if (model_type.empty()) {
     throw InputError(fmt::format(
@@ -392,8 +416,8 @@ const HfFamily& hf_family(const nlohmann::json& json, const std::string& source)
       names.push_back(family.model_type);  // MPT has two class names for one model_type
     }
   }
-  throw InputError(fmt::format("{}: model_type: unsupported model type ({}); supported: {}", source,
-                               model_type, fmt::join(names, ", ")));
+  throw InputError(fmt::format("{}: model_type: unsupported model type ({}); supported: {}{}",
+                               source, model_type, fmt::join(names, ", "), text_config_hint(json)));
 }
 
 // Throws InputError "<source>: <field>: <why> (<value>)" when `field` is set and differs from

@@ -874,6 +874,25 @@ TEST_CASE("unsupported architectures and malformed `architectures`") {
   empty["architectures"] = nlohmann::json::array();
   CHECK(input_error([&] { model_from_json(empty, "c.json"); }) ==
         "c.json: architectures: expected a non-empty list of strings ([])");
+
+  // A vision-language wrapper is refused, not planned as its language model (its other towers
+  // are not costed); the error says what to do when the wrapped model is supported.
+  nlohmann::json gemma3 = {
+      {"architectures", {"Gemma3ForConditionalGeneration"}},
+      {"model_type", "gemma3"},
+      {"text_config", meshplan::read_json_file(hf_fixture("gemma-3-1b-pt.json"))},
+      {"vision_config", {{"model_type", "siglip_vision_model"}}}};
+  CHECK(input_error([&] { model_from_json(gemma3, "vlm.json"); })
+            .ends_with("GptOssForCausalLM; it wraps a language model in text_config (gemma3_text, "
+                       "supported) beside other towers meshplan does not cost: to plan the "
+                       "language model alone, save text_config as a config.json of its own"));
+  // The wrapped config planned alone is the Gemma 3 model.
+  CHECK(model_from_json(gemma3["text_config"], "text.json").num_layers == 26);
+  gemma3.erase("architectures");
+  gemma3["text_config"]["architectures"] = {"Llama4ForCausalLM"};
+  CHECK(input_error([&] { model_from_json(gemma3, "vlm.json"); })
+            .ends_with("gpt_oss; the language model it wraps in text_config is not a supported "
+                       "family either"));
 }
 
 TEST_CASE("HF configs: missing fields, wrong types and bad sizes") {
