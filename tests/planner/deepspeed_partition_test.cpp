@@ -77,6 +77,34 @@ TEST_CASE("DeepSpeed splits of Llama 3 405B on pp 16 and of tiny on pp 4") {
   CHECK(deepspeed_stage_splits(models::load_model("tiny"), 1, 2, PlanOptions{}).front().empty());
 }
 
+TEST_CASE("DeepSpeed's parameters split follows an MoE layer pattern, layer by layer") {
+  // tiny-moe at 10 layers, tp 1. Per rank: attention q 64 x 64, k and v 64 x 32 each, o 64 x 64
+  // = 12,288, two RMSNorms 128; a dense layer adds the SwiGLU MLP 3 x 64 x 176 = 33,792
+  // (46,208), an MoE layer 4 experts of 3 x 64 x 96 and the router 64 x 4 (86,400); embedding
+  // and LM head 256 x 64 = 16,384 each, final norm 64. partition_balanced (DeepSpeed 0.19.6, run
+  // with NumPy on those weights) gives the splits below.
+  models::TransformerConfig model = models::load_model("tiny-moe");
+  model.num_layers = 10;
+  model.first_dense_layers = 0;
+  model.moe_layers = {1, 1, 1, 1, 1, 0, 0, 0, 0, 0};  // MoE first: the heavy layers lead
+  CHECK(deepspeed_stage_layers(model, 1, 4, DeepSpeedPartition::kParameters, PlanOptions{}) ==
+        Split{2, 2, 3, 3});
+  CHECK(deepspeed_stage_layers(model, 1, 3, DeepSpeedPartition::kParameters, PlanOptions{}) ==
+        Split{2, 3, 5});
+  // The same five MoE layers after five dense ones (a dense prefix) split the other way round.
+  model.moe_layers.clear();
+  model.first_dense_layers = 5;
+  CHECK(deepspeed_stage_layers(model, 1, 4, DeepSpeedPartition::kParameters, PlanOptions{}) ==
+        Split{3, 3, 2, 2});
+  CHECK(deepspeed_stage_layers(model, 1, 3, DeepSpeedPartition::kParameters, PlanOptions{}) ==
+        Split{5, 3, 2});
+  // type:transformer counts layers, whatever they hold.
+  model.first_dense_layers = 0;
+  model.moe_layers = {1, 1, 1, 1, 1, 0, 0, 0, 0, 0};
+  CHECK(deepspeed_stage_layers(model, 1, 4, DeepSpeedPartition::kTypeTransformer, PlanOptions{}) ==
+        Split{3, 3, 2, 2});
+}
+
 TEST_CASE("deepspeed runs only the splits its PipelineModule builds") {
   const models::TransformerConfig model = glm_130b();
   PlanOptions options;
