@@ -14,18 +14,17 @@ namespace meshplan::models {
 /// `model_type` field.
 bool is_hf_config(const nlohmann::json& json);
 
-/// Maps a config.json whose first `architectures` entry is LlamaForCausalLM,
-/// MistralForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, GPT2LMHeadModel,
-/// GPTNeoXForCausalLM, MPT, MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM,
-/// DeepseekV3ForCausalLM or GemmaForCausalLM, or, without `architectures`, whose `model_type` is
-/// one of theirs (kFamilies in hf_config.cpp). MoE options meshplan does not model (DeepSeek-V3's
-/// multi-token prediction, dense layers between MoE layers) are rejected by name. The name is
-/// `source`. Does not validate sizes (model_from_json does). Throws InputError naming the field
-/// for any other architecture or model_type, for an activation the MLP does not compute
-/// (hidden_act, activation_function) and for GPT-2 cross-attention; the sliding window goes into
-/// TransformerConfig::sliding_window, and a Qwen config that windows only some layers (its
-/// max_window_layers strictly between 0 and the layer count, or mixed layer_types) into
-/// TransformerConfig::window_attn_layers.
+/// Maps a config.json whose first `architectures` entry is a supported class (kFamilies in
+/// hf_config.cpp: Llama, Mistral, Phi-3, Qwen2/3, GPT-2, GPT-NeoX, MPT, Mixtral, Qwen2/3-MoE,
+/// DeepSeek-V3 and Kimi K2, GLM-4.5, Gemma 1/2/3 text, gpt-oss) or, without `architectures`, whose
+/// `model_type` is one of theirs. What changes the cost in a way meshplan does not model is
+/// rejected by name. The name is `source`. Does not validate sizes (model_from_json does).
+/// Throws InputError naming the field for any other architecture or model_type (with a hint for
+/// a vision-language wrapper's text_config), for an activation the MLP does not compute
+/// (hidden_act, activation_function), for a partial rotary factor on a whole-head family and for
+/// GPT-2 cross-attention; the sliding window goes into TransformerConfig::sliding_window, and a
+/// config that windows only some layers into TransformerConfig::window_attn_layers or
+/// window_attn_skip_freq.
 TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::string& source);
 
 /// The config's own key for TransformerConfig field `field` (num_kv_heads: num_key_value_heads,
