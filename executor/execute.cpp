@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -141,6 +142,18 @@ void refuse_model_for_gpu_executor(const models::TransformerConfig& model,
         "{}: model.rotary_percent: partial rotary is not implemented in the GPU executor yet "
         "({})",
         source, model.rotary_percent));
+  }
+  if (!model.no_rope_freq.empty()) {
+    throw InputError(fmt::format(
+        "{}: model.no_rope_freq: NoPE layers are not implemented in the GPU executor yet ({} of "
+        "{} layers)",
+        source, std::count(model.no_rope_freq.begin(), model.no_rope_freq.end(), 1),
+        model.num_layers));
+  }
+  if (model.qk_l2_norm) {
+    throw InputError(fmt::format(
+        "{}: model.qk_l2_norm: the q/k L2 norm is not implemented in the GPU executor yet (true)",
+        source));
   }
   if (model.sandwich_norm) {
     throw InputError(fmt::format(

@@ -86,6 +86,9 @@ struct ParameterSpec {
   // In a block whose attention is windowed (TransformerConfig::is_windowed_layer of its global
   // index); bind_weights hands it to LayerWeights::windowed.
   bool windowed_layer = false;
+  // In a block with rotary positions (TransformerConfig::is_rotary_layer of its global index: not
+  // a NoPE layer); bind_weights hands it to LayerWeights::rotary.
+  bool rotary_layer = true;
 
   /// Index in the full tensor (row-major) of local element `i`.
   int64_t full_index(int64_t i) const;
@@ -133,6 +136,9 @@ struct LayerWeights {
   // The block attends over the sliding window (TransformerConfig::is_windowed_layer), set by
   // bind_weights from the specs: window_tokens(dims, windowed) keys, else full causal attention.
   bool windowed = false;
+  // The block applies rotary positions (and qk_l2_norm): false on a NoPE layer of no_rope_freq,
+  // set by bind_weights from the specs.
+  bool rotary = true;
 };
 
 /// One model chunk's weights or gradients.

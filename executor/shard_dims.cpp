@@ -280,6 +280,12 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
         model.is_mla() ? "MLA (kv_lora_rank)" : fmt::format("cp {}", layout.cp),
         attention ? model.attn_logit_softcapping : model.query_pre_attn_scalar));
   }
+  if (model.router_probs_on_input) {
+    throw InputError(fmt::format(
+        "{}: model.router_probs_on_input: Llama 4's sigmoid router scaling the expert input is not "
+        "implemented in the CPU executor yet (true)",
+        source));
+  }
   // gpt-oss's sinks join the standard attention kernel's softmax (ops/attention.h), not the
   // context-parallel ring's (MLA with sinks the model validation refuses).
   if (model.attention_sinks && (model.is_mla() || layout.cp > 1)) {

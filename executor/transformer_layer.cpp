@@ -73,6 +73,23 @@ Tensor post_norm_backward(const RankContext& ctx, const float* dout, const Tenso
   return d_branch;
 }
 
+// Whether the layer normalises its query and key heads: qk_norm's RMSNorm with gains, or Llama 4's
+// L2 norm (qk_l2_norm) on its rotary layers (transformers Llama4TextAttention: use_qk_norm and
+// use_rope), which is the same kernel with gains of 1.
+bool applies_head_norm(const models::TransformerConfig& model, const LayerWeights& w) {
+  return model.qk_norm || (model.qk_l2_norm && w.rotary);
+}
+
+// The gains the head norm scales by: the layer's (norm_gain), or ones for the L2 norm.
+const float* head_norm_gain(const models::TransformerConfig& model, const float* weight, int HS,
+                            std::vector<float>* storage) {
+  if (model.qk_l2_norm) {
+    storage->assign(static_cast<size_t>(HS), 1.0f);
+    return storage->data();
+  }
+  return norm_gain(model, weight, HS, storage);
+}
+
 // The standard attention block from its normed input (acts->ln1_out) to acts->att_out (N, AO),
 // allocated here: QKV, RoPE, causal attention (the cp ring when cp > 1).
 void attention_core_forward(LayerActivations* acts, const LayerWeights& w, bool save_probabilities,
@@ -83,19 +100,19 @@ void attention_core_forward(LayerActivations* acts, const LayerWeights& w, bool 
   acts->qkv = ctx.tensor(static_cast<int64_t>(d.N) * d.QKV);
   linear_forward(acts->qkv.data(), x1, w.qkv_w, w.qkv_b, d.N, d.C, d.QKV);
   gathered.reset();
-  if (d.model.qk_norm) {
+  if (applies_head_norm(d.model, w)) {
     acts->qk_raw = ctx.tensor(static_cast<int64_t>(d.N) * (d.NH + d.KVH) * d.HS);
     acts->qk_rstd = ctx.tensor(static_cast<int64_t>(d.N) * (d.NH + d.KVH));
     std::vector<float> q_storage;
     std::vector<float> k_storage;
     head_norm_forward(acts->qkv.data(), acts->qk_raw.data(), acts->qk_rstd.data(),
-                      norm_gain(d.model, w.q_head_norm_w, d.HS, &q_storage),
-                      norm_gain(d.model, w.k_head_norm_w, d.HS, &k_storage), d.N, d.NH, d.KVH, d.HS,
-                      d.QKV);
+                      head_norm_gain(d.model, w.q_head_norm_w, d.HS, &q_storage),
+                      head_norm_gain(d.model, w.k_head_norm_w, d.HS, &k_storage), d.N, d.NH, d.KVH,
+                      d.HS, d.QKV);
   }
   // Context parallelism: rows sit at the positions of the rank's two chunks.
   const int* positions = d.cp > 1 ? d.positions.data() : nullptr;
-  if (d.model.positions == models::Positions::kRope) {
+  if (w.rotary) {
     rope_forward(acts->qkv.data(), d.T, d.B, d.NH + d.KVH, d.QKV, d.HS, positions,
                  static_cast<int>(d.model.rotary_dim()));
   }
@@ -142,18 +159,26 @@ Tensor attention_core_backward(LayerActivations* acts, Tensor d_att_out, LayerWe
                        grads.sinks);
   }
   d_att_out.reset();
-  if (d.model.positions == models::Positions::kRope) {
+  if (w.rotary) {
     rope_backward(acts->d_qkv.data(), d.T, d.B, d.NH + d.KVH, d.QKV, d.HS,
                   d.cp > 1 ? d.positions.data() : nullptr, static_cast<int>(d.model.rotary_dim()));
   }
-  if (d.model.qk_norm) {
-    // The gains' gradients are partial (this rank's heads): GradientSync sums them over tp.
+  if (applies_head_norm(d.model, w)) {
+    // The gains' gradients are partial (this rank's heads): GradientSync sums them over tp. The
+    // L2 norm has no gain: its gradients go to scratch.
     std::vector<float> q_storage;
     std::vector<float> k_storage;
+    std::vector<float> dq_scratch;
+    std::vector<float> dk_scratch;
+    if (d.model.qk_l2_norm) {
+      dq_scratch.assign(static_cast<size_t>(d.HS), 0.0f);
+      dk_scratch.assign(static_cast<size_t>(d.HS), 0.0f);
+    }
     head_norm_backward(
-        acts->d_qkv.data(), grads.q_head_norm_w, grads.k_head_norm_w, acts->qk_raw.data(),
-        acts->qk_rstd.data(), norm_gain(d.model, w.q_head_norm_w, d.HS, &q_storage),
-        norm_gain(d.model, w.k_head_norm_w, d.HS, &k_storage), d.N, d.NH, d.KVH, d.HS, d.QKV);
+        acts->d_qkv.data(), d.model.qk_l2_norm ? dq_scratch.data() : grads.q_head_norm_w,
+        d.model.qk_l2_norm ? dk_scratch.data() : grads.k_head_norm_w, acts->qk_raw.data(),
+        acts->qk_rstd.data(), head_norm_gain(d.model, w.q_head_norm_w, d.HS, &q_storage),
+        head_norm_gain(d.model, w.k_head_norm_w, d.HS, &k_storage), d.N, d.NH, d.KVH, d.HS, d.QKV);
   }
   Tensor d_x1 = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
   linear_backward_input(d_x1.data(), acts->d_qkv.data(), w.qkv_w, d.N, d.C, d.QKV);

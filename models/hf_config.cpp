@@ -32,7 +32,7 @@ struct HfFamily {
   std::string_view architecture;
   std::string_view model_type;
 };
-constexpr std::array<HfFamily, 18> kFamilies = {{{"LlamaForCausalLM", "llama"},
+constexpr std::array<HfFamily, 19> kFamilies = {{{"LlamaForCausalLM", "llama"},
                                                  {"MistralForCausalLM", "mistral"},
                                                  {"Phi3ForCausalLM", "phi3"},
                                                  {"Qwen2ForCausalLM", "qwen2"},
@@ -49,11 +49,13 @@ constexpr std::array<HfFamily, 18> kFamilies = {{{"LlamaForCausalLM", "llama"},
                                                  {"GemmaForCausalLM", "gemma"},
                                                  {"Gemma2ForCausalLM", "gemma2"},
                                                  {"Gemma3ForCausalLM", "gemma3_text"},
-                                                 {"GptOssForCausalLM", "gpt_oss"}}};
+                                                 {"GptOssForCausalLM", "gpt_oss"},
+                                                 {"Llama4ForCausalLM", "llama4_text"}}};
 
 bool is_moe_family(std::string_view model_type) {
   return model_type == "mixtral" || model_type == "qwen2_moe" || model_type == "qwen3_moe" ||
-         model_type == "deepseek_v3" || model_type == "glm4_moe" || model_type == "gpt_oss";
+         model_type == "deepseek_v3" || model_type == "glm4_moe" || model_type == "gpt_oss" ||
+         model_type == "llama4_text";
 }
 
 // Llama, Mistral, Qwen2 and Qwen3 share one layout: pre-RMSNorm, rotary positions, a gated SiLU MLP
@@ -433,7 +435,8 @@ std::string hf_config_key(const nlohmann::json& json, const std::string& field) 
                                                                       : "expansion_ratio"},
                    {"max_position_embeddings", "max_seq_len"}});
   }
-  const bool local_experts = model_type == "mixtral" || model_type == "gpt_oss";
+  const bool llama4 = model_type == "llama4_text";
+  const bool local_experts = model_type == "mixtral" || model_type == "gpt_oss" || llama4;
   const bool routed_experts = model_type == "deepseek_v3" || model_type == "glm4_moe";
   const std::string_view experts = local_experts    ? "num_local_experts"
                                    : routed_experts ? "n_routed_experts"
@@ -444,20 +447,26 @@ std::string hf_config_key(const nlohmann::json& json, const std::string& field) 
       {{"num_layers", "num_hidden_layers"},
        {"rotary_percent", rotary_key},
        {"num_kv_heads", "num_key_value_heads"},
-       {"ffn_hidden_size", "intermediate_size"},
+       {"ffn_hidden_size", llama4 ? "intermediate_size_mlp" : "intermediate_size"},
+       {"no_rope_freq", "no_rope_layers"},
+       {"qk_l2_norm", "use_qk_norm"},
        {"num_experts", experts},
        {"experts_per_token", "num_experts_per_tok"},
        {"activation_clamp_value",
         model_type == "gpt_oss" ? "swiglu_limit" : "activation_clamp_value"},
        {"expert_ffn_hidden_size", local_experts ? "intermediate_size" : "moe_intermediate_size"},
        {"first_dense_layers", "first_k_dense_replace"},
-       {"moe_layers", routed_experts ? "moe_layer_freq" : "decoder_sparse_step"},
+       {"moe_layers", routed_experts ? "moe_layer_freq"
+                      : llama4       ? "moe_layers"
+                                     : "decoder_sparse_step"},
        {"router_num_groups", "n_group"},
        {"router_group_topk", "topk_group"},
        {"mtp_num_layers", "num_nextn_predict_layers"},
        {"num_shared_experts", "n_shared_experts"},
-       {"shared_expert_ffn_hidden_size",
-        model_type == "qwen2_moe" ? "shared_expert_intermediate_size" : "moe_intermediate_size"}});
+       {"shared_expert_ffn_hidden_size", model_type == "qwen2_moe"
+                                             ? "shared_expert_intermediate_size"
+                                         : llama4 ? "intermediate_size"
+                                                  : "moe_intermediate_size"}});
 }
 
 TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::string& source) {
@@ -533,6 +542,8 @@ TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::st
     hf::deepseek_v3(json, source, model);
   } else if (model_type == "glm4_moe") {
     hf::glm4_moe(json, source, model);
+  } else if (model_type == "llama4_text") {
+    hf::llama4_text(json, source, model);
   }
   // Every other rotary family rotates whole heads; a partial factor stated for one is refused.
   const bool reads_partial_rotary =

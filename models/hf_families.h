@@ -23,6 +23,7 @@ void qwen_moe(const nlohmann::json& json, std::string_view model_type, const std
 void deepseek_v3(const nlohmann::json& json, const std::string& source, TransformerConfig& model);
 void glm4_moe(const nlohmann::json& json, const std::string& source, TransformerConfig& model);
 void gpt_oss(const nlohmann::json& json, const std::string& source, TransformerConfig& model);
+void llama4_text(const nlohmann::json& json, const std::string& source, TransformerConfig& model);
 
 // Gemma family (hf_gemma.cpp).
 void gemma(const nlohmann::json& json, const std::string& source, TransformerConfig& model);

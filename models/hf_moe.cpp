@@ -18,7 +18,7 @@ void reject_moe_field(const std::string& field, const nlohmann::json& value,
   throw InputError(fmt::format(
       "{}: {}: mixture-of-experts field in a dense architecture; MoE models load as "
       "MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, DeepseekV3ForCausalLM, "
-      "Glm4MoeForCausalLM or GptOssForCausalLM ({})",
+      "Glm4MoeForCausalLM, GptOssForCausalLM or Llama4ForCausalLM ({})",
       source, field, value.dump()));
 }
 
@@ -295,6 +295,116 @@ void gpt_oss(const nlohmann::json& json, const std::string& source, TransformerC
   }
   if (model.sliding_window > 0) {
     read_alternating_windows(json, kGptOssWindowPattern, source, model);
+  }
+}
+
+// Llama 4's defaults (transformers configuration_llama4.py Llama4TextConfig): 16 experts, top 1,
+// a dense MLP of 16384, NoPE every fourth layer, chunks of 8192 tokens.
+constexpr int64_t kLlama4DefaultExperts = 16;
+constexpr int64_t kLlama4DefaultExpertsPerToken = 1;
+constexpr int64_t kLlama4DefaultDenseFfn = 16384;
+constexpr int64_t kLlama4DefaultNoRopeInterval = 4;
+constexpr int64_t kLlama4DefaultChunk = 8192;
+
+// A list of layer indices (Llama4TextConfig moe_layers) as one 0/1 entry per layer.
+std::vector<int> indexed_layers(const nlohmann::json& json, const char* field,
+                                const std::string& source) {
+  std::vector<int> layers = moe_layer_list(json, source);
+  const nlohmann::json& listed = json[field];
+  if (!listed.is_array()) {
+    throw InputError(
+        fmt::format("{}: {}: expected a list of layer indices ({})", source, field, listed.dump()));
+  }
+  for (size_t i = 0; i < listed.size(); ++i) {
+    const nlohmann::json& entry = listed[i];
+    if (!entry.is_number_integer() || entry.get<int64_t>() < 0 ||
+        entry.get<int64_t>() >= static_cast<int64_t>(layers.size())) {
+      throw InputError(fmt::format("{}: {}[{}]: expected a layer index in [0, {}) ({})", source,
+                                   field, i, layers.size(), entry.dump()));
+    }
+    layers[entry.get<size_t>()] = 1;
+  }
+  return layers;
+}
+
+// Llama4TextConfig no_rope_layers (1 = rotary, at least one entry per layer) or, when absent or
+// empty, a NoPE layer every no_rope_layer_interval layers ((layer + 1) % interval == 0), as
+// meshplan's no_rope_freq (1 = NoPE).
+std::vector<int> llama4_nope_layers(const nlohmann::json& json, const std::string& source) {
+  std::vector<int> nope = moe_layer_list(json, source);
+  const bool listed = is_set(json, "no_rope_layers") && json["no_rope_layers"].is_array() &&
+                      !json["no_rope_layers"].empty();
+  if (!listed) {
+    if (is_set(json, "no_rope_layers") && !json["no_rope_layers"].is_array()) {
+      throw InputError(
+          fmt::format("{}: no_rope_layers: expected a list of 1 (rotary) and 0 (NoPE) "
+                      "({})",
+                      source, json["no_rope_layers"].dump()));
+    }
+    const int64_t interval =
+        optional_size(json, "no_rope_layer_interval", kLlama4DefaultNoRopeInterval, source);
+    for (size_t layer = 0; layer < nope.size(); ++layer) {
+      nope[layer] = (static_cast<int64_t>(layer) + 1) % interval == 0 ? 1 : 0;
+    }
+    return nope;
+  }
+  const nlohmann::json& rope = json["no_rope_layers"];
+  if (rope.size() < nope.size()) {
+    throw InputError(fmt::format("{}: no_rope_layers: expected an entry per layer, {} ({} entries)",
+                                 source, nope.size(), rope.size()));
+  }
+  for (size_t layer = 0; layer < nope.size(); ++layer) {
+    if (!rope[layer].is_number_integer() || (rope[layer] != 0 && rope[layer] != 1)) {
+      throw InputError(fmt::format("{}: no_rope_layers[{}]: must be 1 (rotary) or 0 (NoPE) ({})",
+                                   source, layer, rope[layer].dump()));
+    }
+    nope[layer] = rope[layer] == 0 ? 1 : 0;
+  }
+  return nope;
+}
+
+// Llama 4 text (Meta 2025, "The Llama 4 herd"; transformers models/llama4, Llama4TextConfig and
+// modeling_llama4.py): Llama's layout, q/k/v/o with bias = attention_bias. The MoE layers
+// (moe_layers, else every interleave_moe_layer_step-th layer from step - 1:
+// Llama4TextDecoderLayer.is_moe_layer) hold num_local_experts SwiGLU experts of
+// intermediate_size, top num_experts_per_tok under a bias-free router, and one shared expert of
+// intermediate_size (Llama4TextMoe.shared_expert = Llama4TextMLP(config)); the other layers a
+// dense SwiGLU MLP of intermediate_size_mlp. NoPE layers (no_rope_layers), the gainless q/k L2
+// norm on the rotary layers (use_qk_norm) and chunked attention on them (attention_chunk_size,
+// null none) become no_rope_freq, qk_l2_norm and attention_chunk_size, the router's sigmoid of
+// the chosen logit scaling the expert's input router_probs_on_input. Not modelled, as it changes
+// no GEMM, parameter or stored tensor: attn_temperature_tuning, which scales the NoPE layers'
+// queries by position (elementwise).
+void llama4_text(const nlohmann::json& json, const std::string& source, TransformerConfig& model) {
+  model.qkv_bias = optional_bool(json, "attention_bias", false, source);
+  model.attention_output_bias = model.qkv_bias;
+  const int64_t expert_width = model.ffn_hidden_size;  // intermediate_size, llama_family's
+  model.ffn_hidden_size =
+      optional_size(json, "intermediate_size_mlp", kLlama4DefaultDenseFfn, source);
+  model.num_experts = optional_size(json, "num_local_experts", kLlama4DefaultExperts, source);
+  model.experts_per_token =
+      optional_size(json, "num_experts_per_tok", kLlama4DefaultExpertsPerToken, source);
+  model.expert_ffn_hidden_size = expert_width;
+  model.num_shared_experts = 1;
+  model.shared_expert_ffn_hidden_size = expert_width;
+  // Llama4TextMoe.forward: router_scores = sigmoid(top-k logits), routed_in = hidden_states *
+  // router_scores; the expert outputs are summed unscaled.
+  model.router_probs_on_input = true;
+  if (is_set(json, "moe_layers")) {
+    model.moe_layers = indexed_layers(json, "moe_layers", source);
+  } else {
+    const int64_t step = optional_size(json, "interleave_moe_layer_step", 1, source);
+    model.moe_layers = moe_layer_list(json, source);
+    for (size_t layer = 0; layer < model.moe_layers.size(); ++layer) {
+      model.moe_layers[layer] = (static_cast<int64_t>(layer) + 1) % step == 0 ? 1 : 0;
+    }
+  }
+  model.no_rope_freq = llama4_nope_layers(json, source);
+  model.qk_l2_norm = optional_bool(json, "use_qk_norm", true, source);
+  if (!json.contains("attention_chunk_size")) {
+    model.attention_chunk_size = kLlama4DefaultChunk;
+  } else if (!json["attention_chunk_size"].is_null()) {
+    model.attention_chunk_size = require_size(json, "attention_chunk_size", source);
   }
 }
 

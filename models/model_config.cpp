@@ -12,6 +12,7 @@
 #include "meshplan/input_kind.h"
 #include "meshplan/json_io.h"
 #include "meshplan/models.h"
+#include "position_fields.h"
 #include "preset_source.h"
 
 namespace meshplan::models {
@@ -31,7 +32,6 @@ constexpr int64_t kMaxHeadDim = 100'000;
 constexpr int64_t kMaxAttentionWidth = 1'000'000;  // a * d, like the hidden size
 constexpr int64_t kMaxFfnHidden = 10'000'000;
 constexpr int64_t kMaxVocab = 100'000'000;
-constexpr int64_t kMaxSequence = 100'000'000;
 // Routed plus shared expert width E f_e + S f_s is held under kMaxFfnHidden, so an MoE layer's
 // MLP stays below 2 * 3 h * 1e7 and the count below 2^63 as above. DeepSeek-V3: 256 * 2048 + 2048.
 constexpr int64_t kMaxExperts = 100'000;
@@ -39,7 +39,7 @@ constexpr int64_t kMaxExperts = 100'000;
 // Every key of the format; anything else is rejected so a typo is not silently ignored. The
 // bias, attention-variant, MoE and MLA keys are the public lists a published run's model reads
 // too (models.h), joined here rather than written again.
-constexpr std::array<std::string_view, 27> kCoreModelFields = {"name",
+constexpr std::array<std::string_view, 31> kCoreModelFields = {"name",
                                                                "num_layers",
                                                                "hidden_size",
                                                                "num_attention_heads",
@@ -64,11 +64,15 @@ constexpr std::array<std::string_view, 27> kCoreModelFields = {"name",
                                                                "query_pre_attn_scalar",
                                                                "rotary_percent",
                                                                "moe_layers",
+                                                               "no_rope_freq",
+                                                               "qk_l2_norm",
+                                                               "attention_chunk_size",
+                                                               "router_probs_on_input",
                                                                "mtp_num_layers",
                                                                "source"};
 constexpr auto kModelFields = joined_fields(kCoreModelFields, kBiasModelFields, kVariantModelFields,
                                             kMoeModelFields, kMlaModelFields);
-static_assert(kModelFields.size() == 51);
+static_assert(kModelFields.size() == 55);
 
 void check_size(int64_t value, int64_t max, const char* field, const std::string& source) {
   if (value <= 0) {
@@ -180,7 +184,9 @@ void read_moe_and_mla_fields(const nlohmann::json& json, const std::string& sour
   read_gated_unit_variant_fields(json, source, model);
   read_moe_fields(json, source, model);
   read_moe_layers(json, source, model);
+  model.router_probs_on_input = bool_or_false(json, "router_probs_on_input", source);
   read_mla_fields(json, source, model);
+  read_position_variant_fields(json, source, model);
 }
 
 // The window pattern as the file gives it, for error messages: N, or the list (shortened).
@@ -347,6 +353,7 @@ void validate_moe(const TransformerConfig& model, const std::string& source) {
     require_zero(model.shared_expert_gate, "shared_expert_gate", why, source);
     require_zero(model.router_score_bias, "router_score_bias", why, source);
     require_zero(model.router_bias, "router_bias", why, source);
+    require_zero(model.router_probs_on_input, "router_probs_on_input", why, source);
     require_zero(model.first_dense_layers, "first_dense_layers", why, source);
     if (!model.moe_layers.empty()) {
       throw InputError(fmt::format("{}: moe_layers: must be absent {} ({} entries)", source, why,
@@ -367,6 +374,12 @@ void validate_moe(const TransformerConfig& model, const std::string& source) {
                                  source, model.first_dense_layers, model.num_layers));
   }
   validate_moe_layers(model, source);
+  if (model.router_probs_on_input && model.experts_per_token != 1) {
+    throw InputError(fmt::format(
+        "{}: router_probs_on_input: scaling the expert's input works with one expert per token "
+        "(Megatron-Core moe_apply_probs_on_input needs top-1; experts_per_token {})",
+        source, model.experts_per_token));
+  }
   if (model.num_shared_experts < 0 || model.num_shared_experts > kMaxExperts) {
     throw InputError(fmt::format("{}: num_shared_experts: must be in [0, {}] ({})", source,
                                  kMaxExperts, model.num_shared_experts));
@@ -711,6 +724,7 @@ void validate_model(const TransformerConfig& model, const std::string& source) {
   check_positive_or_zero(model.query_pre_attn_scalar, kMaxQueryPreAttnScalar,
                          "query_pre_attn_scalar", source);
   validate_rotary_percent(model, source);
+  validate_position_variants(model, source);
   validate_gated_unit_variants(model, source);
   // The parallel block is costed and executed for dense MLPs and standard attention only.
   if (model.parallel_residual && (model.is_moe() || model.is_mla())) {
@@ -768,6 +782,7 @@ TransformerConfig model_from_json(const nlohmann::json& json, const std::string&
     validate_model(model, source);
     normalize_window_pattern(model);
     normalize_moe_layers(model);
+    normalize_no_rope_freq(model);
     return model;
   }
   TransformerConfig model = model_from_hf_config(json, source);
@@ -789,6 +804,7 @@ TransformerConfig model_from_json(const nlohmann::json& json, const std::string&
     throw InputError(prefix + key + message.substr(end));
   }
   normalize_moe_layers(model);
+  normalize_no_rope_freq(model);
   return model;
 }
 
@@ -841,6 +857,7 @@ nlohmann::json model_to_json(const TransformerConfig& model) {
   if (model.has_partial_rotary()) {
     json["rotary_percent"] = model.rotary_percent;
   }
+  write_position_variant_fields(model, json);
   if (model.glu_linear_offset != 0.0) {
     json["glu_linear_offset"] = model.glu_linear_offset;
   }
@@ -872,6 +889,9 @@ nlohmann::json model_to_json(const TransformerConfig& model) {
     json["first_dense_layers"] = model.first_dense_layers;
     if (!model.moe_layers.empty()) {
       json["moe_layers"] = model.moe_layers;
+    }
+    if (model.router_probs_on_input) {
+      json["router_probs_on_input"] = true;
     }
     if (model.router_num_groups != 0 || model.router_group_topk != 0) {
       json["router_num_groups"] = model.router_num_groups;

@@ -18,6 +18,7 @@ TransformerConfig load_training_model(const std::string& name_or_path,
   if (seq_len) {
     model.seq_length = *seq_len;
     validate_model(model, "--seq-len");
+    validate_training_length(model, "--seq-len");
     return model;
   }
   const ResolvedJson resolved =
@@ -33,6 +34,7 @@ TransformerConfig load_training_model(const std::string& name_or_path,
   }
   // Again at the length planned.
   validate_model(model, resolved.source);
+  validate_training_length(model, resolved.source);
   return model;
 }
 

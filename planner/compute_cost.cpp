@@ -346,9 +346,10 @@ LayerTime layer_time(const models::TransformerConfig& model, const models::Clust
   const double activation_bytes = (swiglu ? 3.0 : 2.0) * tokens * f / t * e;
   const double rope_bytes =
       model.positions == models::Positions::kRope ? 2.0 * tokens * (a + g) * d / t * e : 0.0;
-  // Per-head q/k norms (Qwen3, Gemma 3): one fused norm over Q and K (read, write), as the
+  // Per-head q/k norms (Qwen3, Gemma 3; Llama 4's gainless L2 norm, on its rotary layers,
+  // counted on every layer as rope is): one fused norm over Q and K (read, write), as the
   // block's own norms are counted.
-  bytes += model.qk_norm ? 2.0 * tokens * (a + g) * d / t * e : 0.0;
+  bytes += model.has_qk_normalization() ? 2.0 * tokens * (a + g) * d / t * e : 0.0;
   if (moe_layer) {
     bytes += moe_permute_bytes(model, cluster, layout, options);
   }

@@ -112,9 +112,10 @@ double activation_bytes_per_layer(const models::TransformerConfig& model,
     return op_sac_saved_bytes_per_layer(model, x);
   }
   const double activation_input = (models::is_gated(model.activation) ? 2.0 : 1.0) * tokens * f * e;
-  // Per-head q/k norms (Qwen3, Gemma 3; Megatron-Core's q_layernorm and k_layernorm, TENorm)
-  // keep their inputs, the projected Q and K before the norm: T (a + g) d e more, split by t.
-  const double qk_norm_inputs = model.qk_norm ? tokens * (a + g) * d * e : 0.0;
+  // Per-head q/k norms (Qwen3, Gemma 3; Megatron-Core's q_layernorm and k_layernorm, TENorm;
+  // Llama 4's L2 norm, counted on every layer) keep their inputs, the projected Q and K before
+  // the norm: T (a + g) d e more, split by t.
+  const double qk_norm_inputs = model.has_qk_normalization() ? tokens * (a + g) * d * e : 0.0;
   const double split = (tokens * (a + 2.0 * g) * d * e + qk_norm_inputs + tokens * a * d * e +
                         activation_input + tokens * f * e) /
                        t;

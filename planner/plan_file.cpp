@@ -550,6 +550,7 @@ Plan plan_from_json(const nlohmann::json& json, const std::string& source) {
   Plan plan;
   plan.model = models::model_from_json(json.at("model"), source + ": model");
   models::validate_model(plan.model, source + ": model");
+  models::validate_training_length(plan.model, source + ": model");
   plan.cluster = models::cluster_from_json(json.at("cluster"), source + ": cluster");
   models::validate_cluster(plan.cluster, source + ": cluster");
   plan.num_gpus = require_size(json, "num_gpus", kPlanMaxGpus, source);

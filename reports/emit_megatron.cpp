@@ -282,6 +282,21 @@ void add_gated_unit_variant_flags(const models::TransformerConfig& m, Flags& fla
   }
 }
 
+// --no-rope-freq's value: N when the list is Megatron-Core's expansion of an integer N (every
+// N-th layer NoPE, transformer_config.py), else the list as a quoted Python expression.
+std::string no_rope_freq_argument(const std::vector<int>& layers) {
+  const auto first_nope = std::find(layers.begin(), layers.end(), 1);
+  const size_t every = static_cast<size_t>(first_nope - layers.begin()) + 1;
+  bool periodic = first_nope != layers.end() && layers.size() % every == 0;
+  for (size_t layer = 0; periodic && layer < layers.size(); ++layer) {
+    periodic = layers[layer] == ((layer + 1) % every == 0 ? 1 : 0);
+  }
+  if (periodic && every >= 2) {
+    return std::to_string(every);
+  }
+  return fmt::format("\"[{}]\"", fmt::join(layers, ","));
+}
+
 // Multi-head latent attention (DeepSeek-V2 Sec. 2.1): Megatron-Core's MLATransformerConfig
 // (transformer_config.py, d98e8a64) through arguments.py's mla group (fd0df7d3 _add_mla_args):
 // --q-lora-rank (left out when 0: the queries are not compressed, q_lora_rank None),
@@ -311,6 +326,18 @@ void add_moe_flags(const models::TransformerConfig& m, const planner::PlanOption
                    Flags& flags) {
   if (m.qk_norm) {
     flags.push_back({"--qk-layernorm", ""});
+  }
+  if (m.qk_l2_norm) {
+    // attention.py (d98e8a64): qk_l2_norm builds L2Norm on every layer; Llama 4 normalises only
+    // its rotary layers (Megatron-Bridge llama4_utils.py Llama4SelfAttention, transformers
+    // Llama4TextAttention), which differs once some layer is NoPE.
+    if (!m.no_rope_freq.empty()) {
+      refuse(kMegatronTarget, "model.qk_l2_norm",
+             "Megatron-LM's --qk-l2-norm normalises every layer, the model only its rotary ones "
+             "(no_rope_freq gives NoPE layers)",
+             "true");
+    }
+    flags.push_back({"--qk-l2-norm", ""});
   }
   if (!m.is_moe()) {
     return;
@@ -345,6 +372,14 @@ void add_moe_flags(const models::TransformerConfig& m, const planner::PlanOption
     // routed_scaling_factor (--moe-router-topk-scaling-factor) change no cost: "$@".
     flags.push_back({"--moe-router-score-function", "sigmoid"});
     flags.push_back({"--moe-router-enable-expert-bias", ""});
+  }
+  if (m.router_probs_on_input) {
+    // Llama 4's router: experts.py (d98e8a64) scales the input by the probability under
+    // moe_apply_probs_on_input, which it allows at top-1; sigmoid scores, not normalised at k 1.
+    if (!m.router_score_bias) {
+      flags.push_back({"--moe-router-score-function", "sigmoid"});
+    }
+    flags.push_back({"--moe-apply-probs-on-input", ""});
   }
   if (m.router_num_groups > 0) {
     // Group-limited routing (moe_utils.py group_limited_topk; transformer_config.py asserts
@@ -427,6 +462,13 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
     // channels (rotary_pos_embedding.py).
     flags.push_back({"--rotary-percent", fmt::format("{:g}", m.rotary_percent)});
   }
+  if (!m.no_rope_freq.empty()) {
+    // arguments.py --no-rope-freq (d98e8a64, no_rope_freq_type): an integer N (every N-th layer
+    // NoPE) or a Python list expression; attention.py skips rope where the entry is 1.
+    flags.push_back({"--no-rope-freq", no_rope_freq_argument(m.no_rope_freq)});
+  }
+  // attention_chunk_size: a plan's sequence is at most the chunk (validate_training_length),
+  // where chunked attention equals full causal attention, so no flag is needed.
   flags.push_back({"--normalization", m.norm == models::Norm::kRmsNorm ? "RMSNorm" : "LayerNorm"});
   if (m.activation == models::Activation::kSwiglu) {
     flags.push_back({"--swiglu", ""});

@@ -96,6 +96,16 @@ void check_megatron_deepspeed_model(const models::TransformerConfig& m) {
     refuse(kMegatronDeepSpeedTarget, "model.qk_norm",
            "Megatron-DeepSpeed has no query/key normalization (no flag in arguments.py)", "true");
   }
+  if (m.qk_l2_norm) {
+    refuse(kMegatronDeepSpeedTarget, "model.qk_l2_norm",
+           "Megatron-DeepSpeed has no query/key normalization (no flag in arguments.py)", "true");
+  }
+  if (!m.no_rope_freq.empty()) {
+    refuse(
+        kMegatronDeepSpeedTarget, "model.no_rope_freq",
+        "Megatron-DeepSpeed applies rotary positions on every layer (no flag in arguments.py)",
+        fmt::format("{} NoPE layers", std::count(m.no_rope_freq.begin(), m.no_rope_freq.end(), 1)));
+  }
   if (m.parallel_residual) {
     // transformer.py ParallelTransformerLayer.forward: norm, attention, residual add, norm, MLP.
     refuse(kMegatronDeepSpeedTarget, "model.parallel_residual",

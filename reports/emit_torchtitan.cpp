@@ -60,6 +60,14 @@ void check_torchtitan_expressible(const planner::Plan& plan) {
            "torchtitan's llama3 model rotates every channel of a head",
            fmt::format("{:g}", plan.model.rotary_percent));
   }
+  if (!plan.model.no_rope_freq.empty() || plan.model.qk_l2_norm) {
+    // torchtitan/models/llama3 (b5bcd76c6): rotary positions on every layer, no q/k norm.
+    const bool nope = !plan.model.no_rope_freq.empty();
+    refuse(kTorchtitanTarget, nope ? "model.no_rope_freq" : "model.qk_l2_norm",
+           nope ? "torchtitan's llama3 model applies rotary positions on every layer"
+                : "torchtitan's llama3 model has no query/key norm",
+           nope ? "NoPE layers" : "true");
+  }
   if (plan.model.is_windowed()) {
     // torchtitan/models/llama3 (b5bcd76c6) attends causally over the whole sequence; sliding
     // windows appear only in other models and experiments.

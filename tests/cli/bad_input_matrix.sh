@@ -199,6 +199,8 @@ echo "{\"model_type\": \"qwen2\", \"layer_types\": [\"full_attention\"], $hf}" \
   >hf_qwen_layer_types.json
 echo "{\"model_type\": \"llama\", \"partial_rotary_factor\": 0.5, $hf}" >hf_llama_partial.json
 echo "{\"model_type\": \"phi3\", \"rope_parameters\": [0.75], $hf}" >hf_phi3_rope_list.json
+sed 's/"num_layers": 0/"num_layers": 4, "no_rope_freq": 3/' model_zero_layers.json \
+  >model_no_rope_three.json
 sed 's/"num_layers": 0/"num_layers": 4, "activation_clamp_value": -7/' \
   model_zero_layers.json >model_clamp_negative.json
 sed 's/"num_layers": 0/"num_layers": 4, "attention_sinks": true/' \
@@ -496,6 +498,12 @@ plan_row "HF config, qwen2 layer_types too short without use_sliding_window" \
 plan_row "HF config, a partial rotary factor on Llama, which rotates whole heads" \
   "hf_llama_partial.json: partial_rotary_factor: LlamaForCausalLM rotates whole heads (its apply_rotary_pos_emb has no partial path, so transformers cannot build this model); a partial factor is read for Phi-3, GLM-4.5 and GPT-NeoX (0.5)" \
   --model hf_llama_partial.json --cluster local-cpu --gpus 2
+plan_row "HF config, Llama 4 planned past its attention chunk" \
+  "--seq-len: attention_chunk_size: chunked attention is not modelled; sequences of at most 8192 tokens attend as without it (seq_length 16384)" \
+  --model "$data/hf/Llama-4-Scout-17B-16E-text.json" --cluster dgx-h100 --gpus 8 --seq-len 16384
+plan_row "model no_rope_freq not dividing num_layers" \
+  "model_no_rope_three.json: no_rope_freq: must divide num_layers, as Megatron-Core asserts (4 % 3)" \
+  --model model_no_rope_three.json --cluster local-cpu --gpus 2
 plan_row "HF config, rope_parameters not an object" \
   "hf_phi3_rope_list.json: rope_parameters: must be an object ([0.75])" \
   --model hf_phi3_rope_list.json --cluster local-cpu --gpus 2

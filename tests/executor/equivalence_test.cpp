@@ -738,6 +738,48 @@ TEST_SUITE("mpi2") {
   }
 }
 
+// tiny as Llama 4 builds its attention: layers 1 and 3 NoPE (no_rope_freq 2: one per stage at
+// pp2), the gainless q/k L2 norm on the rotary layers 0 and 2, and chunks of the whole sequence
+// (32 tokens, where chunked attention is full causal attention).
+const models::TransformerConfig& tiny_llama4_attention() {
+  static const models::TransformerConfig model = [] {
+    models::TransformerConfig m = models::load_model("tiny");
+    m.name = "tiny-llama4-attention";
+    m.no_rope_freq = {0, 1, 0, 1};
+    m.qk_l2_norm = true;
+    m.attention_chunk_size = m.seq_length;
+    return m;
+  }();
+  return model;
+}
+
+TEST_SUITE("mpi2") {
+  TEST_CASE("Llama 4's NoPE layers and q/k L2 norm: tp2, cp2, pp2 equal one process") {
+    check_equivalent(tiny_llama4_attention(), make_layout(2, 1, 1));
+    check_equivalent(tiny_llama4_attention(), with_cp(make_layout(1, 1, 1), 2));
+    check_equivalent(tiny_llama4_attention(), make_layout(1, 2, 1));
+  }
+  TEST_CASE("NoPE layers and the L2 norm are applied: each changes the losses") {
+    if (world_rank_of(MPI_COMM_WORLD) != 0) {
+      return;
+    }
+    models::TransformerConfig nope_only = tiny_llama4_attention();
+    nope_only.name = "tiny-nope";
+    nope_only.qk_l2_norm = false;
+    models::TransformerConfig norm_only = tiny_llama4_attention();
+    norm_only.name = "tiny-qk-l2-norm";
+    norm_only.no_rope_freq.clear();
+    const RunResult& full = reference(tiny(), 2, 0.0);
+    const RunResult& nope = reference(nope_only, 2, 0.0);
+    const RunResult& norm = reference(norm_only, 2, 0.0);
+    for (int step = 0; step < kSteps; step++) {
+      CAPTURE(step + 1);
+      CHECK(std::abs(nope.losses[step] / full.losses[step] - 1) > 1e-6);
+      CHECK(std::abs(norm.losses[step] / full.losses[step] - 1) > 1e-6);
+    }
+  }
+}
+
 // tiny as Gemma2ForCausalLM builds it: tiny-gemma plus the sandwich norms (no q/k norms), the
 // attention scale 1/sqrt(4) instead of 1/sqrt(head_dim 16), and the two soft-caps. At
 // initialisation (weights of std 0.02, normed rows ~1 per channel, h 64) a query or key channel

@@ -86,6 +86,19 @@ TEST_CASE("the GPU executor refuses partial rotary") {
         "(0.5)");
 }
 
+TEST_CASE("the GPU executor refuses Llama 4's NoPE layers and q/k L2 norm") {
+  models::TransformerConfig model = models::load_model("tiny");
+  model.no_rope_freq = {0, 1, 0, 1};
+  CHECK(input_error([&] { refuse_model_for_gpu_executor(model, "p.json"); }) ==
+        "p.json: model.no_rope_freq: NoPE layers are not implemented in the GPU executor yet (2 of "
+        "4 layers)");
+  model.no_rope_freq.clear();
+  model.qk_l2_norm = true;
+  CHECK(input_error([&] { refuse_model_for_gpu_executor(model, "p.json"); }) ==
+        "p.json: model.qk_l2_norm: the q/k L2 norm is not implemented in the GPU executor yet "
+        "(true)");
+}
+
 TEST_CASE("the GPU executor refuses mixture-of-experts models, at ep 1 too") {
   const models::TransformerConfig moe = models::load_model("tiny-moe");
   CHECK(input_error([&] { refuse_model_for_gpu_executor(moe, "p.json"); }) ==

@@ -737,7 +737,7 @@ TEST_CASE("configs without `architectures` are read by model_type") {
   CHECK(input_error([&] { model_from_json(falcon, "falcon.json"); }) ==
         "falcon.json: model_type: unsupported model type (falcon); supported: llama, mistral, "
         "phi3, qwen2, qwen3, gpt2, gpt_neox, mixtral, qwen2_moe, qwen3_moe, deepseek_v3, glm4_moe, "
-        "mpt, gemma, gemma2, gemma3_text, gpt_oss");
+        "mpt, gemma, gemma2, gemma3_text, gpt_oss, llama4_text");
   nlohmann::json mismatch = small_llama();
   mismatch["model_type"] = "gpt2";
   CHECK(input_error([&] { model_from_json(mismatch, "c.json"); }) ==
@@ -828,7 +828,7 @@ TEST_CASE("defaults: num_key_value_heads = a, n_inner null = 4h, tie_word_embedd
 TEST_CASE("mixture-of-experts fields on a dense architecture or in meshplan's format") {
   const std::string moe_families =
       "MoE models load as MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, "
-      "DeepseekV3ForCausalLM, Glm4MoeForCausalLM or GptOssForCausalLM";
+      "DeepseekV3ForCausalLM, Glm4MoeForCausalLM, GptOssForCausalLM or Llama4ForCausalLM";
   nlohmann::json qwen_moe = small_llama();
   qwen_moe["num_experts"] = 60;
   CHECK(input_error([&] { model_from_json(qwen_moe, "qwen.json"); }) ==
@@ -863,7 +863,8 @@ TEST_CASE("unsupported architectures and malformed `architectures`") {
       "LlamaForCausalLM, MistralForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
       "GPT2LMHeadModel, GPTNeoXForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, "
       "Qwen3MoeForCausalLM, DeepseekV3ForCausalLM, Glm4MoeForCausalLM, MptForCausalLM, "
-      "MPTForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, GptOssForCausalLM");
+      "MPTForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, GptOssForCausalLM, "
+      "Llama4ForCausalLM");
 
   nlohmann::json not_a_list = small_llama();
   not_a_list["architectures"] = "LlamaForCausalLM";
@@ -883,15 +884,15 @@ TEST_CASE("unsupported architectures and malformed `architectures`") {
       {"text_config", meshplan::read_json_file(hf_fixture("gemma-3-1b-pt.json"))},
       {"vision_config", {{"model_type", "siglip_vision_model"}}}};
   CHECK(input_error([&] { model_from_json(gemma3, "vlm.json"); })
-            .ends_with("GptOssForCausalLM; it wraps a language model in text_config (gemma3_text, "
+            .ends_with("Llama4ForCausalLM; it wraps a language model in text_config (gemma3_text, "
                        "supported) beside other towers meshplan does not cost: to plan the "
                        "language model alone, save text_config as a config.json of its own"));
   // The wrapped config planned alone is the Gemma 3 model.
   CHECK(model_from_json(gemma3["text_config"], "text.json").num_layers == 26);
   gemma3.erase("architectures");
-  gemma3["text_config"]["architectures"] = {"Llama4ForCausalLM"};
+  gemma3["text_config"]["architectures"] = {"Qwen3NextForCausalLM"};
   CHECK(input_error([&] { model_from_json(gemma3, "vlm.json"); })
-            .ends_with("gpt_oss; the language model it wraps in text_config is not a supported "
+            .ends_with("llama4_text; the language model it wraps in text_config is not a supported "
                        "family either"));
 }
 

@@ -683,6 +683,12 @@ TEST_CASE("chunk_cost: q/k norms are one more norm pass over Q and K per layer")
   CHECK(layer_bytes == 37748736.0);
   check_memory_pass_per_layer(layer_bytes,
                               [](models::TransformerConfig& model) { model.qk_norm = true; });
+  // Llama 4's gainless L2 norm is the same pass (on every layer, NoPE layers included).
+  check_memory_pass_per_layer(layer_bytes, [](models::TransformerConfig& model) {
+    model.qk_l2_norm = true;
+    model.no_rope_freq.assign(static_cast<size_t>(model.num_layers), 0);
+    model.no_rope_freq.back() = 1;
+  });
 }
 
 TEST_CASE(

@@ -773,6 +773,10 @@ TEST_CASE("q/k norms keep the projected queries and keys they normalise") {
   CHECK(qk_norm_per_layer(1, false) == 198 * kSbh);    // 194 + 4
   CHECK(qk_norm_per_layer(4, false) == 57 * kSbh);     // 56 + 4 / 4
   CHECK(2 * qk_norm_per_layer(4, true) == 99 * kSbh);  // (97 + 4 / 4 x 2) / 2
+  // Llama 4's L2 norm keeps the same inputs.
+  CHECK(layer_activation_bytes_with(1, false, [](models::TransformerConfig& model) {
+          model.qk_l2_norm = true;
+        }) == 198 * kSbh);
 }
 
 // ---------------------------------------------------------------------------------------------

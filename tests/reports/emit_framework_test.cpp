@@ -92,6 +92,72 @@ TEST_CASE("--emit: partial rotary as --rotary-percent for both Megatrons, refuse
         "of a head (0.5)");
 }
 
+TEST_CASE("--emit: NoPE layers as --no-rope-freq, the q/k L2 norm as --qk-l2-norm where equal") {
+  // Megatron-LM d98e8a64 arguments.py --no-rope-freq (an integer N or a list expression; 1 skips
+  // rope, attention.py) and --qk-l2-norm (L2Norm on every layer).
+  planner::Plan plan = make_plan("llama3-8b", "dgx-h100", tp2_dp8(1));  // 32 layers
+  CHECK(megatron_parser_flags().count("--no-rope-freq") == 1);
+  CHECK(megatron_parser_flags().count("--qk-l2-norm") == 1);
+  plan.model.no_rope_freq.assign(32, 0);
+  for (size_t layer = 3; layer < 32; layer += 4) {
+    plan.model.no_rope_freq[layer] = 1;  // Llama 4's every fourth layer: Megatron's N = 4
+  }
+  CHECK(megatron_flags(emit_megatron(plan)).at("--no-rope-freq") == "4");
+  plan.model.no_rope_freq[3] = 0;  // no longer periodic: the list
+  const std::string list = megatron_flags(emit_megatron(plan)).at("--no-rope-freq");
+  CHECK(list.starts_with("\"[0,0,0,0,0,0,0,1,"));
+  CHECK(list.ends_with(",1]\""));
+  // Megatron-LM normalises every layer; the model skips its NoPE layers: refused while any.
+  plan.model.qk_l2_norm = true;
+  CHECK(error_of(plan, EmitTarget::kMegatron) ==
+        "--emit megatron: model.qk_l2_norm: Megatron-LM's --qk-l2-norm normalises every layer, the "
+        "model only its rotary ones (no_rope_freq gives NoPE layers) (true)");
+  plan.model.no_rope_freq.clear();
+  CHECK(megatron_flags(emit_megatron(plan)).count("--qk-l2-norm") == 1);
+  CHECK(megatron_flags(emit_megatron(plan)).count("--no-rope-freq") == 0);
+  // Megatron-DeepSpeed and torchtitan have neither.
+  planner::Layout layout = tp2_dp8(1);
+  layout.sequence_parallel = false;
+  planner::Plan deepspeed =
+      costed_for(make_plan("llama2-7b", "dgx-h100", layout), planner::Framework::kDeepSpeed);
+  deepspeed.model.qk_l2_norm = true;
+  CHECK(error_of(deepspeed, EmitTarget::kMegatronDeepSpeed) ==
+        "--emit megatron-deepspeed: model.qk_l2_norm: Megatron-DeepSpeed has no query/key "
+        "normalization (no flag in arguments.py) (true)");
+  deepspeed.model.qk_l2_norm = false;
+  deepspeed.model.no_rope_freq.assign(32, 0);
+  deepspeed.model.no_rope_freq[31] = 1;
+  CHECK(error_of(deepspeed, EmitTarget::kMegatronDeepSpeed) ==
+        "--emit megatron-deepspeed: model.no_rope_freq: Megatron-DeepSpeed applies rotary "
+        "positions on every layer (no flag in arguments.py) (1 NoPE layers)");
+  planner::Layout fsdp_layout = tp2_dp8(3);
+  fsdp_layout.sequence_parallel = true;
+  planner::Plan fsdp =
+      costed_for(make_plan("llama3-8b", "dgx-h100", fsdp_layout), planner::Framework::kFsdp);
+  fsdp.model.qk_l2_norm = true;
+  CHECK(error_of(fsdp, EmitTarget::kTorchtitan) ==
+        "--emit torchtitan: model.qk_l2_norm: torchtitan's llama3 model has no query/key norm "
+        "(true)");
+}
+
+TEST_CASE("--emit: Llama 4's router as a sigmoid score applied to the expert input") {
+  // Megatron-LM d98e8a64: --moe-router-score-function sigmoid and --moe-apply-probs-on-input
+  // (experts.py, top-1 only), as Llama4TextMoe routes.
+  planner::Layout moe;
+  moe.tp = 1;
+  moe.dp = 16;
+  moe.ep = 8;
+  moe.global_batch = 64;
+  planner::Plan plan = make_plan("mixtral-8x7b", "dgx-h100", moe);
+  plan.model.experts_per_token = 1;
+  CHECK(megatron_flags(emit_megatron(plan)).count("--moe-apply-probs-on-input") == 0);
+  plan.model.router_probs_on_input = true;
+  const auto flags = megatron_flags(emit_megatron(plan));
+  CHECK(flags.at("--moe-router-score-function") == "sigmoid");
+  CHECK(flags.count("--moe-apply-probs-on-input") == 1);
+  CHECK(megatron_parser_flags().count("--moe-apply-probs-on-input") == 1);
+}
+
 TEST_CASE("--emit: the flex MoE dispatcher goes out for Megatron-LM only") {
   planner::Layout moe;
   moe.tp = 1;

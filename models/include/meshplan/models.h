@@ -103,6 +103,24 @@ struct TransformerConfig {
   // partial_rotary_factor, GPT-NeoX rotary_pct): 1 rotates all, 0.5 the first half (GLM-4.5), the
   // rest passes through. It changes no parameter, GEMM or stored tensor, so no cost.
   double rotary_percent = 1.0;
+  // Layers without rotary positions (NoPE), one entry per layer, 1 for a NoPE layer: Megatron-Core
+  // --no-rope-freq as transformer_config.py stores it (an integer N given there becomes this list
+  // with every N-th layer 1; a meshplan file may give either). Llama 4 makes every fourth layer
+  // NoPE (transformers Llama4TextConfig no_rope_layers, whose entries mean the opposite: 1 =
+  // rotary). Empty: rotary positions on every layer; a loaded list is never all 0 (read as
+  // empty). Rotary positions have no parameter; the planner costs their elementwise pass on every
+  // layer, over by that pass on the NoPE layers.
+  std::vector<int> no_rope_freq;
+  // Queries and keys scaled to unit root mean square per head, with no gain, on the layers with
+  // rotary positions (Llama 4: transformers Llama4TextL2Norm, x rsqrt(mean(x^2) + eps), applied
+  // when use_qk_norm and the layer uses rope; Megatron-Bridge's Llama4SelfAttention, Megatron-Core
+  // L2Norm). No parameter; costed as qk_norm's elementwise pass and saved inputs.
+  bool qk_l2_norm = false;
+  // Chunked local attention on the layers with rotary positions (Llama 4: attention_chunk_size
+  // 8192, transformers' chunked_attention layers; Megatron-Bridge llama4_utils.py chunkify):
+  // a query attends the keys of its own chunk only. 0: none. Not costed: a sequence longer than
+  // the chunk is refused, and at or below it the chunking changes nothing.
+  int64_t attention_chunk_size = 0;
   // A gated MLP's variants (gpt-oss: transformers GptOssExperts; Megatron-Core
   // TransformerConfig.glu_linear_offset and activation_func_clamp_value): act(gate) * (up +
   // offset), gpt-oss 1.0, 0 the plain unit; and with a clamp c > 0 the gate clamped to <= c and
@@ -129,7 +147,12 @@ struct TransformerConfig {
   bool shared_expert_gate = false;            // Qwen2-MoE: sigmoid gate, an h -> 1 projection
   bool router_score_bias = false;             // DeepSeek-V3: E-entry e_score_correction_bias
   bool router_bias = false;                   // gpt-oss: the router Linear's trained E-entry bias
-  int64_t first_dense_layers = 0;             // 3 DeepSeek-V3 (first_k_dense_replace), else 0
+  // Llama 4's router (transformers Llama4TextMoe, Llama4Router): the sigmoid of the chosen
+  // expert's logit scales the token before the expert instead of its output; Megatron-Core's
+  // moe_router_score_function "sigmoid" with moe_apply_probs_on_input (top-1 only, experts.py).
+  // The same GEMMs and elementwise passes as the softmax router: no cost.
+  bool router_probs_on_input = false;
+  int64_t first_dense_layers = 0;  // 3 DeepSeek-V3 (first_k_dense_replace), else 0
   // Which layers are MoE layers when it is not a dense prefix: one entry per layer, 1 MoE and 0
   // dense (Megatron-Core's --moe-layer-freq list, MoE every other layer in GShard, Switch and
   // Llama 4; Qwen2-MoE's decoder_sparse_step and mlp_only_layers). Empty: the prefix rule. A
@@ -203,6 +226,15 @@ struct TransformerConfig {
   }
   /// Whether rotary positions rotate only part of each head (rotary_percent < 1).
   bool has_partial_rotary() const { return rotary_percent < 1.0; }
+  /// Whether layer `layer` (0-based, global) applies rotary positions: rope positions and not a
+  /// NoPE layer of no_rope_freq.
+  bool is_rotary_layer(int64_t layer) const {
+    return positions == Positions::kRope &&
+           (no_rope_freq.empty() || no_rope_freq.at(static_cast<size_t>(layer)) == 0);
+  }
+  /// Whether queries and keys pass through a per-head norm (qk_norm's RMSNorm with gains, or
+  /// qk_l2_norm's without): the elementwise pass and its saved inputs.
+  bool has_qk_normalization() const { return qk_norm || qk_l2_norm; }
   /// Whether either of Gemma 2's logit soft-caps is set.
   bool has_logit_softcapping() const {
     return attn_logit_softcapping > 0.0 || final_logit_softcapping > 0.0;
@@ -218,6 +250,8 @@ struct TransformerConfig {
 /// The most layers validate_model admits: twice the deepest published transformer (DeepNet,
 /// Wang et al. 2022: 1,000 layers); model_config.cpp says why the bound is this tight.
 inline constexpr int64_t kMaxLayers = 2'048;
+/// The longest sequence, window or chunk validate_model admits, in tokens.
+inline constexpr int64_t kMaxSequence = 100'000'000;
 /// The most multi-token-prediction depths validate_model admits (mtp_num_layers): DeepSeek-V3
 /// trains 1 (report Sec. 2.2, "we set D to 1"); 8 future tokens per position is far beyond any
 /// published run.
@@ -264,6 +298,11 @@ ParameterCounts count_parameters(const TransformerConfig& model);
 
 /// Throws InputError naming the first bad field (zero, negative, absurd, inconsistent).
 void validate_model(const TransformerConfig& model, const std::string& source);
+
+/// What the model cannot train at its seq_length though its fields are consistent: chunked
+/// attention (attention_chunk_size) is not costed, so a sequence longer than the chunk is
+/// refused. load_training_model and a plan file's reader call it at the length planned.
+void validate_training_length(const TransformerConfig& model, const std::string& source);
 
 /// A preset name (`gpt3-175b`, `llama3-8b`, `tiny`, ...), a meshplan model JSON file, or a
 /// Hugging Face config.json (detected by its `architectures` or `model_type` field). Throws
