@@ -580,6 +580,10 @@ TEST_CASE("bad plan files: zero, negative and absurd sizes") {
         }) ==
         "p.json: layout: micro_batch: micro_batch * seq_length absurdly large, more than "
         "1000000000 tokens (100000 * 100000)");
+  // Chunked attention is not costed: a plan's sequence longer than the chunk is refused.
+  CHECK(error_after([](nlohmann::json& j) { j["model"]["attention_chunk_size"] = 8; }) ==
+        "p.json: model: attention_chunk_size: chunked attention is not modelled; sequences of at "
+        "most 8 tokens attend as without it (seq_length 16)");
   // 2^32 would narrow to ZeRO stage 0.
   CHECK(error_after([](nlohmann::json& j) { j["layout"]["zero"] = int64_t{1} << 32; }) ==
         "p.json: layout: zero: expected 0, 1, 2 or 3 (4294967296)");
