@@ -311,6 +311,9 @@ std::vector<int> indexed_layers(const nlohmann::json& json, const char* field,
                                 const std::string& source) {
   std::vector<int> layers = moe_layer_list(json, source);
   const nlohmann::json& listed = json[field];
+  if (layers.empty()) {
+    return layers;  // validate_model refuses the layer count first
+  }
   if (!listed.is_array()) {
     throw InputError(
         fmt::format("{}: {}: expected a list of layer indices ({})", source, field, listed.dump()));

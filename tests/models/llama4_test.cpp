@@ -143,6 +143,10 @@ TEST_CASE("Llama 4: Llama4TextConfig's defaults, the NoPE interval, and what is 
   CHECK(input_error([&] { model_from_json(bad, "b.json"); }) ==
         "b.json: no_rope_layers: every layer NoPE is a model without positions, not modelled");
   bad = scout();
+  bad["num_hidden_layers"] = 5000;  // the count is refused before the per-layer lists
+  CHECK(input_error([&] { model_from_json(bad, "b.json"); }) ==
+        "b.json: num_hidden_layers: absurdly large, more than 2048 (5000)");
+  bad = scout();
   bad["partial_rotary_factor"] = 0.5;  // Llama 4 rotates whole heads
   CHECK(input_error([&] {
           model_from_json(bad, "b.json");
