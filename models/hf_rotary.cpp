@@ -45,8 +45,9 @@ bool nested_by_layer_type(const nlohmann::json& params) {
          std::all_of(params.begin(), params.end(), [](const auto& v) { return v.is_object(); });
 }
 
-// The factor rope_parameters states, if any; one value across layer types.
-std::optional<double> stated_in_rope_parameters(const nlohmann::json& params, double fallback,
+// The factor rope_parameters states, if any; one value across layer types, a per-type dict that
+// states none taking `outside` (the factor the config states outside the dict).
+std::optional<double> stated_in_rope_parameters(const nlohmann::json& params, double outside,
                                                 const std::string& source) {
   const std::string params_source = source + ": rope_parameters";
   if (!nested_by_layer_type(params)) {
@@ -61,7 +62,7 @@ std::optional<double> stated_in_rope_parameters(const nlohmann::json& params, do
     const bool stated = states(entry, kFactorKey);
     any_stated = any_stated || stated;
     const double value =
-        stated ? require_number(entry, kFactorKey, params_source + "." + layer_type) : fallback;
+        stated ? require_number(entry, kFactorKey, params_source + "." + layer_type) : outside;
     if (common && *common != value) {
       throw InputError(fmt::format(
           "{}: {}: differs between layer types ({} and {}); meshplan rotates one fraction of "
@@ -78,12 +79,13 @@ std::optional<double> stated_in_rope_parameters(const nlohmann::json& params, do
 double read_rotary_percent(const nlohmann::json& json, const HfRotary& rotary,
                            std::string_view architecture, const std::string& source) {
   const bool legacy_stated = states(json, rotary.legacy_field);
-  const double fallback =
+  // The factor outside rope_parameters: the 4.x key, else the class default.
+  const double outside =
       legacy_stated ? require_number(json, rotary.legacy_field, source) : rotary.class_default;
   const nlohmann::json* params = rope_parameters(json, source);
   const std::optional<double> in_params =
-      params != nullptr ? stated_in_rope_parameters(*params, fallback, source) : std::nullopt;
-  const double factor = in_params.value_or(fallback);
+      params != nullptr ? stated_in_rope_parameters(*params, outside, source) : std::nullopt;
+  const double factor = in_params.value_or(outside);
   if (!rotary.partial && (in_params || legacy_stated) && factor != 1.0) {
     throw InputError(fmt::format(
         "{}: {}: {} rotates whole heads (its apply_rotary_pos_emb has no partial path, so "
