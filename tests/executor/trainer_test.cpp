@@ -171,6 +171,18 @@ TEST_CASE("whole-model backward matches finite differences (q/k norms)") {
   check_gradients(plan, planner::Recompute::kSelective, true);
 }
 
+TEST_CASE("whole-model backward matches finite differences (Llama 4: NoPE, q/k L2 norm)") {
+  // Llama4TextAttention: the gainless L2 norm on the queries and keys of the rotary layers, none
+  // and no rope on the NoPE layer (the last).
+  models::TransformerConfig model = testing::small_llama_model();
+  model.no_rope_freq.assign(static_cast<size_t>(model.num_layers), 0);
+  model.no_rope_freq.back() = 1;
+  model.qk_l2_norm = true;
+  const planner::Plan plan = make_plan(model, make_layout(1, 1, 1, 2, 4));
+  check_gradients(plan, planner::Recompute::kNone, false);
+  check_gradients(plan, planner::Recompute::kSelective, true);
+}
+
 TEST_CASE("whole-model backward matches finite differences (Gemma 3: sandwich and q/k norms)") {
   // Gemma3ForCausalLM's layout: Gemma's plus q/k norms and the post-attention and post-MLP
   // norms, all scaling by (1 + weight); the sandwich norms also as LayerNorms after biased
