@@ -1,6 +1,7 @@
 #include "moe_layer.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "ops/eigen_maps.h"
 #include "ops/linear.h"
@@ -112,6 +113,16 @@ void route(MoeActivations* a, const float* x, const LayerWeights& w, const RankC
   a->experts.assign(static_cast<size_t>(d.N) * d.K, 0);
   router_forward(a->probs.data(), a->experts.data(), a->scores.data(), logits.data(), d.N, d.E,
                  d.K);
+  if (d.model.router_probs_on_input) {
+    // Llama 4 (transformers Llama4TextMoe; Megatron-Core sigmoid scores at top-1, not
+    // renormalised): the chosen expert by the largest logit, as above; its weight the sigmoid of
+    // that logit, applied to the token going in (validate_model: K = 1).
+    for (int n = 0; n < d.N; n++) {
+      const float logit =
+          logits[static_cast<int64_t>(n) * d.E + a->experts[static_cast<size_t>(n)]];
+      a->probs[n] = 1.0f / (1.0f + std::exp(-logit));
+    }
+  }
   std::vector<int64_t> counts(static_cast<size_t>(d.E), 0);
   for (const int e : a->experts) {
     counts[static_cast<size_t>(e)]++;
@@ -185,6 +196,14 @@ void moe_forward(float* out, MoeActivations* a, const float* x, const LayerWeigh
   for (int64_t j = 0; j < NK; j++) {
     std::copy_n(x + static_cast<int64_t>(a->perm_token[j]) * d.C, d.C, permuted.data() + j * d.C);
   }
+  if (d.model.router_probs_on_input) {
+    // Llama4TextMoe: routed_in = hidden_states * router_scores; the outputs are summed unscaled.
+    a->token_in = ctx.tensor(static_cast<int64_t>(d.N) * d.C);
+    std::copy_n(x, static_cast<int64_t>(d.N) * d.C, a->token_in.data());
+    for (int64_t j = 0; j < NK; j++) {
+      VectorMap<float>(permuted.data() + j * d.C, d.C) *= a->probs[a->perm_token[j]];
+    }
+  }
   a->expert_in = exchange(permuted.data(), *a, /*to_experts=*/true, ctx);
   permuted.reset();
   const int64_t R = a->expert_in.size() / d.C;
@@ -212,7 +231,9 @@ void moe_forward(float* out, MoeActivations* a, const float* x, const LayerWeigh
   std::fill(out, out + static_cast<int64_t>(d.N) * d.C, 0.0f);
   for (int64_t j = 0; j < NK; j++) {
     const int n = a->perm_token[j];
-    const float p = a->probs[static_cast<int64_t>(n) * d.K + a->perm_slot[j]];
+    const float p = d.model.router_probs_on_input
+                        ? 1.0f
+                        : a->probs[static_cast<int64_t>(n) * d.K + a->perm_slot[j]];
     VectorMap<float>(out + static_cast<int64_t>(n) * d.C, d.C) +=
         p * ConstVectorMap<float>(a->combined.data() + j * d.C, d.C);
   }
@@ -255,12 +276,14 @@ void moe_backward_input(float* dx, MoeActivations* a, const float* dout, const L
   // Combine backward: each row's gradient p dout_t, and each weight's <dout_t, row>.
   Tensor d_combined = ctx.tensor(NK * d.C);
   Tensor d_probs = ctx.tensor(static_cast<int64_t>(d.N) * d.K);
+  const bool on_input = d.model.router_probs_on_input;
   for (int64_t j = 0; j < NK; j++) {
     const int n = a->perm_token[j];
     const int64_t slot = static_cast<int64_t>(n) * d.K + a->perm_slot[j];
     const auto g = ConstVectorMap<float>(dout + static_cast<int64_t>(n) * d.C, d.C);
-    VectorMap<float>(d_combined.data() + j * d.C, d.C) = a->probs[slot] * g;
-    d_probs[slot] = g.dot(ConstVectorMap<float>(a->combined.data() + j * d.C, d.C));
+    VectorMap<float>(d_combined.data() + j * d.C, d.C) = (on_input ? 1.0f : a->probs[slot]) * g;
+    d_probs[slot] =
+        on_input ? 0.0f : g.dot(ConstVectorMap<float>(a->combined.data() + j * d.C, d.C));
   }
   a->combined.reset();
   a->d_expert_out = exchange(d_combined.data(), *a, /*to_experts=*/true, ctx);
@@ -284,13 +307,31 @@ void moe_backward_input(float* dx, MoeActivations* a, const float* dout, const L
   a->fc1_out.reset();
   const Tensor d_permuted = exchange(d_expert_in.data(), *a, /*to_experts=*/false, ctx);
   for (int64_t j = 0; j < NK; j++) {
-    VectorMap<float>(dx + static_cast<int64_t>(a->perm_token[j]) * d.C, d.C) +=
-        ConstVectorMap<float>(d_permuted.data() + j * d.C, d.C);
+    const int n = a->perm_token[j];
+    const auto g = ConstVectorMap<float>(d_permuted.data() + j * d.C, d.C);
+    if (on_input) {
+      // routed_in = x p: dx += p g, dp = <g, x> (K = 1: slot n).
+      VectorMap<float>(dx + static_cast<int64_t>(n) * d.C, d.C) += a->probs[n] * g;
+      d_probs[n] =
+          g.dot(ConstVectorMap<float>(a->token_in.data() + static_cast<int64_t>(n) * d.C, d.C));
+    } else {
+      VectorMap<float>(dx + static_cast<int64_t>(n) * d.C, d.C) += g;
+    }
   }
-  // Router: through the top-k softmax, and the load-balancing loss through the full softmax.
+  a->token_in.reset();
+  // Router: through the top-k softmax (or Llama 4's sigmoid of the chosen logit), and the
+  // load-balancing loss through the full softmax.
   a->d_logits = ctx.tensor(static_cast<int64_t>(d.N) * d.E);
-  router_backward(a->d_logits.data(), d_probs.data(), a->probs.data(), a->experts.data(), d.N, d.E,
-                  d.K);
+  if (on_input) {
+    for (int n = 0; n < d.N; n++) {
+      const float p = a->probs[n];
+      a->d_logits[static_cast<int64_t>(n) * d.E + a->experts[static_cast<size_t>(n)]] +=
+          d_probs[n] * p * (1.0f - p);
+    }
+  } else {
+    router_backward(a->d_logits.data(), d_probs.data(), a->probs.data(), a->experts.data(), d.N,
+                    d.E, d.K);
+  }
   if (d.aux_loss_weight > 0) {
     load_balancing_backward(a->d_logits.data(), a->scores.data(), a->counts.data(), d.N, d.E,
                             aux_loss_scale(d));

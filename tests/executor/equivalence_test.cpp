@@ -780,6 +780,45 @@ TEST_SUITE("mpi2") {
   }
 }
 
+// tiny-moe with Llama 4's router: top-1, the sigmoid of the chosen logit scaling the expert's
+// input (router_probs_on_input), beside a shared expert of 96.
+const models::TransformerConfig& tiny_llama4_moe() {
+  static const models::TransformerConfig model = [] {
+    models::TransformerConfig m = models::load_model("tiny-moe");
+    m.name = "tiny-llama4-moe";
+    m.experts_per_token = 1;
+    m.router_probs_on_input = true;
+    m.num_shared_experts = 1;
+    m.shared_expert_ffn_hidden_size = 96;
+    return m;
+  }();
+  return model;
+}
+
+TEST_SUITE("mpi2") {
+  TEST_CASE("Llama 4's router: ep2, ep2 with full recompute, pp2 equal one process") {
+    check_equivalent(tiny_llama4_moe(), with_ep(make_layout(1, 1, 2), 2));
+    planner::Layout recompute = with_ep(make_layout(1, 1, 2), 2);
+    recompute.recompute = Recompute::kFull;
+    check_equivalent(tiny_llama4_moe(), recompute);
+    check_equivalent(tiny_llama4_moe(), make_layout(1, 2, 1));
+  }
+  TEST_CASE("Llama 4's router is applied: its losses differ from a softmax top-1 router's") {
+    if (world_rank_of(MPI_COMM_WORLD) != 0) {
+      return;
+    }
+    models::TransformerConfig softmax = tiny_llama4_moe();
+    softmax.name = "tiny-llama4-moe-softmax";
+    softmax.router_probs_on_input = false;  // top-1 softmax: each token's weight is 1
+    const RunResult& sigmoid_run = reference(tiny_llama4_moe(), 2, 0.0);
+    const RunResult& softmax_run = reference(softmax, 2, 0.0);
+    for (int step = 0; step < kSteps; step++) {
+      CAPTURE(step + 1);
+      CHECK(std::abs(sigmoid_run.losses[step] / softmax_run.losses[step] - 1) > 1e-6);
+    }
+  }
+}
+
 // tiny as Gemma2ForCausalLM builds it: tiny-gemma plus the sandwich norms (no q/k norms), the
 // attention scale 1/sqrt(4) instead of 1/sqrt(head_dim 16), and the two soft-caps. At
 // initialisation (weights of std 0.02, normed rows ~1 per channel, h 64) a query or key channel

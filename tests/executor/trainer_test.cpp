@@ -264,6 +264,19 @@ TEST_CASE("whole-model backward matches finite differences (mixture of experts, 
   check_moe_skipped(check_gradients(plan, planner::Recompute::kNone, false, kRouterScale));
 }
 
+TEST_CASE("whole-model backward matches finite differences (Llama 4's router, shared expert)") {
+  // Llama4TextMoe: top-1, the sigmoid of the chosen logit scaling the token into its expert, the
+  // expert's output summed unscaled, beside a shared expert.
+  models::TransformerConfig model = testing::small_moe_model();
+  model.experts_per_token = 1;
+  model.router_probs_on_input = true;
+  model.num_shared_experts = 1;
+  model.shared_expert_ffn_hidden_size = 4;
+  const planner::Plan plan = make_plan(model, make_layout(1, 1, 1, 2, 4));
+  check_moe_skipped(check_gradients(plan, planner::Recompute::kNone, false, kRouterScale));
+  check_moe_skipped(check_gradients(plan, planner::Recompute::kFull, true, kRouterScale));
+}
+
 TEST_CASE("whole-model backward matches finite differences (gpt-oss's parts)") {
   // GptOssForCausalLM's parts on the small MoE model (h 16, 4 heads of 4, layer 0 dense, layer
   // 1 of 4 experts of 8, top-2): sinks (normal(0, 1) at initialisation), quick GeGLU with the
