@@ -143,6 +143,12 @@ void route(MoeActivations* a, const float* x, const LayerWeights& w, const RankC
       }
     }
   }
+  if (d.aux_loss_weight > 0 && d.model.router_probs_on_input) {
+    // The sigmoid score function's scores for the loss (moe_utils.py
+    // compute_routing_scores_for_aux_loss): sigmoid(logits) normalised over the experts.
+    a->sigmoids = ctx.tensor(static_cast<int64_t>(d.N) * d.E);
+    sigmoid_aux_scores(a->scores.data(), a->sigmoids.data(), logits.data(), d.N, d.E);
+  }
   if (d.aux_loss_weight > 0) {
     // Megatron-Core router.py _apply_aux_loss: counts summed over the ranks sharing the
     // sequences (cp here), T the micro-batch's tokens over them.
@@ -333,8 +339,14 @@ void moe_backward_input(float* dx, MoeActivations* a, const float* dout, const L
                     d.E, d.K);
   }
   if (d.aux_loss_weight > 0) {
-    load_balancing_backward(a->d_logits.data(), a->scores.data(), a->counts.data(), d.N, d.E,
-                            aux_loss_scale(d));
+    if (on_input) {
+      load_balancing_backward_sigmoid(a->d_logits.data(), a->scores.data(), a->sigmoids.data(),
+                                      a->counts.data(), d.N, d.E, aux_loss_scale(d));
+      a->sigmoids.reset();
+    } else {
+      load_balancing_backward(a->d_logits.data(), a->scores.data(), a->counts.data(), d.N, d.E,
+                              aux_loss_scale(d));
+    }
     if (ctx.moe != nullptr) {
       ctx.moe->aux_loss += a->aux_loss;  // once per micro-batch, recompute or not
     }

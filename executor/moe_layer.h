@@ -34,6 +34,7 @@ struct MoeActivations {
   // router_probs_on_input (Llama 4): the block's input (N, C), kept for the gradient of the
   // weight that scales each token before its expert; empty otherwise.
   Tensor token_in;
+  Tensor sigmoids;  // (N, E) router_probs_on_input with the auxiliary loss: sigmoid(logits)
   std::vector<int> experts;          // (N, K) chosen experts
   std::vector<float> counts;         // (E) tokens per expert over the micro-batch (cp-summed)
   double aux_loss = 0;               // this rank's part of the load-balancing loss, weighted

@@ -280,14 +280,6 @@ void validate_plan_for_executor(const planner::Plan& plan, const std::string& so
         model.is_mla() ? "MLA (kv_lora_rank)" : fmt::format("cp {}", layout.cp),
         attention ? model.attn_logit_softcapping : model.query_pre_attn_scalar));
   }
-  // Llama 4's router runs (moe_layer.cpp); its auxiliary loss would take Megatron-Core's sigmoid
-  // scores normalised over the experts, which ops/router does not compute.
-  if (model.router_probs_on_input && plan.options.moe_aux_loss_coeff > 0) {
-    throw InputError(fmt::format(
-        "{}: options.moe_aux_loss_coeff: the load-balancing loss of Llama 4's sigmoid router "
-        "(router_probs_on_input) is not implemented in the CPU executor yet ({})",
-        source, plan.options.moe_aux_loss_coeff));
-  }
   // gpt-oss's sinks join the standard attention kernel's softmax (ops/attention.h), not the
   // context-parallel ring's (MLA with sinks the model validation refuses).
   if (model.attention_sinks && (model.is_mla() || layout.cp > 1)) {

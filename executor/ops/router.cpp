@@ -84,6 +84,40 @@ void load_balancing_backward(Real* dlogits, const Real* scores, const Real* f, i
   }
 }
 
+template <typename Real>
+void sigmoid_aux_scores(Real* scores, Real* sigmoids, const Real* logits, int N, int E) {
+  for (int n = 0; n < N; n++) {
+    const int64_t row = static_cast<int64_t>(n) * E;
+    double sum = 0;
+    for (int e = 0; e < E; e++) {
+      sigmoids[row + e] =
+          static_cast<Real>(1.0 / (1.0 + std::exp(-static_cast<double>(logits[row + e]))));
+      sum += sigmoids[row + e];
+    }
+    for (int e = 0; e < E; e++) {
+      scores[row + e] = static_cast<Real>(sigmoids[row + e] / (sum + 1e-20));
+    }
+  }
+}
+
+template <typename Real>
+void load_balancing_backward_sigmoid(Real* dlogits, const Real* scores, const Real* sigmoids,
+                                     const Real* f, int N, int E, double scale) {
+  for (int n = 0; n < N; n++) {
+    const int64_t row = static_cast<int64_t>(n) * E;
+    // s_e = sigma_e / Z: ds_e / dz_k = sigma_k (1 - sigma_k) (delta_ek - s_e) / Z, and
+    // sigma_k / Z = s_k.
+    double dot = 0;
+    for (int e = 0; e < E; e++) {
+      dot += static_cast<double>(scores[row + e]) * scale * f[e];
+    }
+    for (int e = 0; e < E; e++) {
+      dlogits[row + e] +=
+          static_cast<Real>(scores[row + e] * (1.0 - sigmoids[row + e]) * (scale * f[e] - dot));
+    }
+  }
+}
+
 template void router_forward<float>(float*, int*, float*, const float*, int, int, int);
 template void router_backward<float>(float*, const float*, const float*, const int*, int, int, int);
 template double load_balancing_loss<float>(const float*, const float*, int, int, double);
@@ -94,5 +128,11 @@ template void router_backward<double>(double*, const double*, const double*, con
 template double load_balancing_loss<double>(const double*, const double*, int, int, double);
 template void load_balancing_backward<double>(double*, const double*, const double*, int, int,
                                               double);
+template void sigmoid_aux_scores<float>(float*, float*, const float*, int, int);
+template void sigmoid_aux_scores<double>(double*, double*, const double*, int, int);
+template void load_balancing_backward_sigmoid<float>(float*, const float*, const float*,
+                                                     const float*, int, int, double);
+template void load_balancing_backward_sigmoid<double>(double*, const double*, const double*,
+                                                      const double*, int, int, double);
 
 }  // namespace meshplan::executor

@@ -38,4 +38,16 @@ template <typename Real>
 void load_balancing_backward(Real* dlogits, const Real* scores, const Real* f, int N, int E,
                              double scale);
 
+/// Megatron-Core's auxiliary-loss scores under the sigmoid score function (Llama 4's router;
+/// moe_utils.py compute_routing_scores_for_aux_loss, d98e8a64): sigmoids (N, E) = sigmoid(logits)
+/// and scores (N, E) = sigmoids / (their sum over the E experts + 1e-20).
+template <typename Real>
+void sigmoid_aux_scores(Real* scores, Real* sigmoids, const Real* logits, int N, int E);
+
+/// dlogits (N, E) += the gradient of load_balancing_loss through sigmoid_aux_scores: with g_e =
+/// scale f_e, dz_k = s_k (1 - sigmoid_k) (g_k - sum_e s_e g_e).
+template <typename Real>
+void load_balancing_backward_sigmoid(Real* dlogits, const Real* scores, const Real* sigmoids,
+                                     const Real* f, int N, int E, double scale);
+
 }  // namespace meshplan::executor

@@ -798,6 +798,7 @@ const models::TransformerConfig& tiny_llama4_moe() {
 TEST_SUITE("mpi2") {
   TEST_CASE("Llama 4's router: ep2, ep2 with full recompute, pp2 equal one process") {
     check_equivalent(tiny_llama4_moe(), with_ep(make_layout(1, 1, 2), 2));
+    check_equivalent(tiny_llama4_moe(), with_ep(make_layout(1, 1, 2), 2), moe_options());
     planner::Layout recompute = with_ep(make_layout(1, 1, 2), 2);
     recompute.recompute = Recompute::kFull;
     check_equivalent(tiny_llama4_moe(), recompute);

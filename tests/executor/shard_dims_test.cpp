@@ -111,16 +111,13 @@ TEST_CASE("the executor rejects what it cannot run, naming the field") {
   planner::Plan sinks_tp = plan;  // tp 2: each rank holds its heads' sinks
   sinks_tp.model.attention_sinks = true;
   CHECK(rejection(sinks_tp) == "");
-  // Llama 4's router runs, without its load-balancing loss; its NoPE layers and q/k L2 norm run.
+  // Llama 4's router runs, with its load-balancing loss; its NoPE layers and q/k L2 norm run.
   planner::Plan llama4_router = tiny_plan(make_layout(1, 1, 1));
   llama4_router.model = models::load_model("tiny-moe");
   llama4_router.model.experts_per_token = 1;
   llama4_router.model.router_probs_on_input = true;
-  CHECK(rejection(llama4_router) == "");
   llama4_router.options.moe_aux_loss_coeff = 0.01;
-  CHECK(rejection(llama4_router) ==
-        "p.json: options.moe_aux_loss_coeff: the load-balancing loss of Llama 4's sigmoid router "
-        "(router_probs_on_input) is not implemented in the CPU executor yet (0.01)");
+  CHECK(rejection(llama4_router) == "");
   planner::Plan llama4_attention = plan;
   llama4_attention.model.no_rope_freq = {0, 0, 0, 1};
   llama4_attention.model.qk_l2_norm = true;

@@ -64,5 +64,31 @@ TEST_CASE("router_backward and load_balancing_backward match finite differences"
   CHECK(gradient_error(loss, z0, dz) < 1e-7);
 }
 
+TEST_CASE("Llama 4's sigmoid auxiliary-loss scores: a closed form, and the backward") {
+  // Two experts, logits 0 and ln 3: sigmoids 1/2 and 3/4, normalised 2/5 and 3/5.
+  const std::vector<double> z = {0.0, std::log(3.0)};
+  std::vector<double> scores(2), sigmoids(2);
+  sigmoid_aux_scores(scores.data(), sigmoids.data(), z.data(), 1, 2);
+  CHECK(sigmoids[0] == doctest::Approx(0.5).epsilon(1e-15).scale(0));
+  CHECK(sigmoids[1] == doctest::Approx(0.75).epsilon(1e-15).scale(0));
+  CHECK(scores[0] == doctest::Approx(0.4).epsilon(1e-15).scale(0));
+  CHECK(scores[1] == doctest::Approx(0.6).epsilon(1e-15).scale(0));
+  // The backward against finite differences of load_balancing_loss over those scores.
+  const int N = 3, E = 5;
+  const std::vector<double> z0 = random_vector(N * E, 5, 1.0);
+  const std::vector<double> f = {1, 0, 2, 2, 1};
+  const double scale = 0.3;
+  std::vector<double> s0(N * E), sig0(N * E);
+  sigmoid_aux_scores(s0.data(), sig0.data(), z0.data(), N, E);
+  auto loss = [&](const std::vector<double>& zz) {
+    std::vector<double> s(N * E), sig(N * E);
+    sigmoid_aux_scores(s.data(), sig.data(), zz.data(), N, E);
+    return load_balancing_loss(s.data(), f.data(), N, E, scale);
+  };
+  std::vector<double> dz(N * E, 0.0);
+  load_balancing_backward_sigmoid(dz.data(), s0.data(), sig0.data(), f.data(), N, E, scale);
+  CHECK(gradient_error(loss, z0, dz) < 1e-7);
+}
+
 }  // namespace
 }  // namespace meshplan::executor
