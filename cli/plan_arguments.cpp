@@ -624,7 +624,8 @@ std::optional<reports::EmitTarget> emit_target(const PlanArguments& args) {
   if (args.emit.empty()) {
     if (!args.emit_out.empty()) {
       throw InputError(
-          "--emit-out: needs --emit megatron|torchtitan|deepspeed|megatron-deepspeed|slurm");
+          "--emit-out: needs --emit "
+          "megatron|torchtitan|deepspeed|megatron-deepspeed|megatron-bridge|slurm");
     }
     return std::nullopt;
   }
@@ -841,7 +842,7 @@ void add_plan_flags(CLI::App& plan, PlanArguments& args) {
   plan.add_option("--emit", args.emit,
                   "Launch config of the best plan the target can express (and --save-plan "
                   "saves that one): megatron | torchtitan | deepspeed | megatron-deepspeed | "
-                  "slurm");
+                  "megatron-bridge | slurm");
   plan.add_option("--emit-out", args.emit_out,
                   "Write --emit's config to this file (default: stdout, the table to stderr)");
 }

@@ -93,15 +93,16 @@ std::string plan_comment(const planner::Plan& plan, EmitTarget target, const std
 }  // namespace emit_detail
 
 EmitTarget parse_emit_target(const std::string& text, const std::string& field) {
-  for (EmitTarget target : {EmitTarget::kMegatron, EmitTarget::kTorchtitan, EmitTarget::kDeepSpeed,
-                            EmitTarget::kMegatronDeepSpeed, EmitTarget::kSlurm}) {
+  for (EmitTarget target :
+       {EmitTarget::kMegatron, EmitTarget::kTorchtitan, EmitTarget::kDeepSpeed,
+        EmitTarget::kMegatronDeepSpeed, EmitTarget::kMegatronBridge, EmitTarget::kSlurm}) {
     if (text == to_string(target)) {
       return target;
     }
   }
   throw InputError(
       fmt::format("{}: unknown emit target ({}); supported: megatron, torchtitan, deepspeed, "
-                  "megatron-deepspeed, slurm",
+                  "megatron-deepspeed, megatron-bridge, slurm",
                   field, text));
 }
 
@@ -115,6 +116,8 @@ std::string to_string(EmitTarget target) {
       return "deepspeed";
     case EmitTarget::kMegatronDeepSpeed:
       return "megatron-deepspeed";
+    case EmitTarget::kMegatronBridge:
+      return "megatron-bridge";
     case EmitTarget::kSlurm:
       return "slurm";
   }
@@ -124,6 +127,7 @@ std::string to_string(EmitTarget target) {
 std::optional<planner::Framework> target_framework(EmitTarget target) {
   switch (target) {
     case EmitTarget::kMegatron:
+    case EmitTarget::kMegatronBridge:
       return planner::Framework::kMegatron;
     case EmitTarget::kTorchtitan:
       return planner::Framework::kFsdp;
@@ -147,6 +151,8 @@ std::string emit_launch_config(const planner::Plan& plan, EmitTarget target,
       return emit_deepspeed(plan);
     case EmitTarget::kMegatronDeepSpeed:
       return emit_megatron_deepspeed(plan);
+    case EmitTarget::kMegatronBridge:
+      return emit_megatron_bridge(plan);
     case EmitTarget::kSlurm:
       if (plan_path.empty()) {
         throw InputError(

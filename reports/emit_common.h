@@ -43,4 +43,13 @@ std::string plan_comment(const planner::Plan& plan, EmitTarget target, const std
 /// each target's own refusals are the caller's.
 std::string deepspeed_config(const planner::Plan& plan, EmitTarget target);
 
+/// Megatron-LM pretrain_gpt.py flags of a megatron plan (emit_megatron.cpp), in the order the
+/// script writes them; what Megatron-LM cannot express is refused, named for `target`. The
+/// caller checks the framework first (require_framework).
+Flags megatron_flags(const planner::Plan& plan, EmitTarget target);
+
+/// The CUDA_DEVICE_MAX_CONNECTIONS a Megatron-Core run of the plan needs exported (1 for tp or
+/// cp > 1 without Megatron-FSDP, 32 with the EP all-to-all overlap), 0 for none.
+int megatron_device_max_connections(const planner::Plan& plan);
+
 }  // namespace meshplan::reports::emit_detail

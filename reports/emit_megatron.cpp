@@ -20,8 +20,6 @@ namespace {
 using emit_detail::Flags;
 using emit_detail::refuse;
 
-constexpr EmitTarget kMegatronTarget = EmitTarget::kMegatron;
-
 // Uneven stages as Megatron-Core's --decoder-first-pipeline-num-layers and
 // --decoder-last-pipeline-num-layers (arguments.py); split_has_flags admits only equal middle
 // stages here, any other split goes out as --pipeline-model-parallel-layout.
@@ -78,7 +76,7 @@ bool split_has_flags(const planner::Layout& layout) {
 }
 
 // Parallel sizes, schedule, recompute, data-parallel sharding and overlaps.
-void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
+void add_parallel_flags(EmitTarget target, const planner::Plan& plan, Flags& flags) {
   const planner::Layout& layout = plan.layout;
   flags.push_back({"--tensor-model-parallel-size", std::to_string(layout.tp)});
   flags.push_back({"--pipeline-model-parallel-size", std::to_string(layout.pp)});
@@ -132,7 +130,7 @@ void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
     flags.push_back({"--sequence-parallel", ""});
   }
   if (layout.recompute == planner::Recompute::kSelectiveOp) {
-    refuse(kMegatronTarget, "layout.recompute",
+    refuse(target, "layout.recompute",
            "Megatron-LM has no op-level (torchtitan) selective checkpointing", "selective-op");
   }
   if (layout.recompute == planner::Recompute::kSelective) {
@@ -191,7 +189,7 @@ void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
   if (plan.options.overlap_param_gather && layout.zero >= 1) {
     // arguments.py validate_args: "Must use --overlap-param-gather with --overlap-grad-reduce".
     if (!plan.options.overlap_grad_reduce) {
-      refuse(kMegatronTarget, "options.overlap_param_gather",
+      refuse(target, "options.overlap_param_gather",
              "Megatron-LM overlaps the parameter gather only with --overlap-grad-reduce",
              "on, overlap_grad_reduce off");
     }
@@ -209,7 +207,7 @@ void add_parallel_flags(const planner::Plan& plan, Flags& flags) {
   // Megatron-Core's p2p_communication.py sends whole tensors: --scatter-gather-tensors-in-pipeline
   // was read only by the legacy model (fd0df7d3) and is gone since 10e7b74597 (2026-04-03).
   if (planner::pipeline_scatter_gather(layout, plan.options, false)) {
-    refuse(kMegatronTarget, "options.scatter_gather_pipeline",
+    refuse(target, "options.scatter_gather_pipeline",
            "Megatron-Core sends whole tensors between pipeline stages (Megatron-LM 2021's "
            "scatter/gather is gone)",
            "true");
@@ -235,10 +233,10 @@ void add_grad_reduce_flag(const planner::Plan& plan, Flags& flags) {
 }
 
 // The biases: Megatron has one switch for every linear layer, plus --add-qkv-bias.
-void add_bias_flags(const models::TransformerConfig& m, Flags& flags) {
+void add_bias_flags(EmitTarget target, const models::TransformerConfig& m, Flags& flags) {
   if (m.attention_output_bias != m.mlp_bias) {
     refuse(
-        kMegatronTarget, "model.mlp_bias",
+        target, "model.mlp_bias",
         "Megatron-LM biases the attention output and the MLP together (--disable-bias-linear)",
         fmt::format("mlp_bias {}, attention_output_bias {}", m.mlp_bias, m.attention_output_bias));
   }
@@ -248,8 +246,8 @@ void add_bias_flags(const models::TransformerConfig& m, Flags& flags) {
       flags.push_back({"--add-qkv-bias", ""});
     }
   } else if (!m.qkv_bias) {
-    refuse(kMegatronTarget, "model.qkv_bias",
-           "Megatron-LM's linear biases include the QKV projection", "false");
+    refuse(target, "model.qkv_bias", "Megatron-LM's linear biases include the QKV projection",
+           "false");
   }
 }
 
@@ -258,11 +256,12 @@ void add_bias_flags(const models::TransformerConfig& m, Flags& flags) {
 // dataclass (argument_utils.py, d98e8a64), as Megatron-LM's examples/gptoss/02_train.sh passes
 // them. transformer_config.py __post_init__ allows the offset with quick_gelu only (fused bias
 // activation) and a SwiGLU clamp on MoE experts only.
-void add_gated_unit_variant_flags(const models::TransformerConfig& m, Flags& flags) {
+void add_gated_unit_variant_flags(EmitTarget target, const models::TransformerConfig& m,
+                                  Flags& flags) {
   const bool quick = m.activation == models::Activation::kQuickGeglu;
   if (m.glu_linear_offset != 0.0) {
     if (!quick) {
-      refuse(kMegatronTarget, "model.glu_linear_offset",
+      refuse(target, "model.glu_linear_offset",
              "Megatron-Core's fused bias-GLU applies the offset with --quick-geglu only",
              fmt::format("{:g}", m.glu_linear_offset));
     }
@@ -270,7 +269,7 @@ void add_gated_unit_variant_flags(const models::TransformerConfig& m, Flags& fla
   }
   if (m.activation_clamp_value != 0.0) {
     if (!quick && !(m.activation == models::Activation::kSwiglu && m.is_moe())) {
-      refuse(kMegatronTarget, "model.activation_clamp_value",
+      refuse(target, "model.activation_clamp_value",
              "Megatron-Core clamps quick-GELU units and MoE experts' SwiGLU only",
              fmt::format("{:g}", m.activation_clamp_value));
     }
@@ -322,8 +321,8 @@ void add_mla_flags(const models::TransformerConfig& m, Flags& flags) {
 // alltoall (or, with options.moe_dispatcher flex, its flex) token dispatcher and grouped expert
 // GEMMs (planner/moe_cost.cpp), shared experts as one MLP of S f_s. What has no such flag here is
 // refused by name.
-void add_moe_flags(const models::TransformerConfig& m, const planner::PlanOptions& options,
-                   Flags& flags) {
+void add_moe_flags(EmitTarget target, const models::TransformerConfig& m,
+                   const planner::PlanOptions& options, Flags& flags) {
   if (m.qk_norm) {
     flags.push_back({"--qk-layernorm", ""});
   }
@@ -332,7 +331,7 @@ void add_moe_flags(const models::TransformerConfig& m, const planner::PlanOption
     // its rotary layers (Megatron-Bridge llama4_utils.py Llama4SelfAttention, transformers
     // Llama4TextAttention), which differs once some layer is NoPE.
     if (!m.no_rope_freq.empty()) {
-      refuse(kMegatronTarget, "model.qk_l2_norm",
+      refuse(target, "model.qk_l2_norm",
              "Megatron-LM's --qk-l2-norm normalises every layer, the model only its rotary ones "
              "(no_rope_freq gives NoPE layers)",
              "true");
@@ -343,12 +342,12 @@ void add_moe_flags(const models::TransformerConfig& m, const planner::PlanOption
     return;
   }
   if (m.shared_expert_gate) {
-    refuse(kMegatronTarget, "model.shared_expert_gate",
-           "Megatron-LM has no gate on the shared experts", "true");
+    refuse(target, "model.shared_expert_gate", "Megatron-LM has no gate on the shared experts",
+           "true");
   }
   if (m.router_bias != m.mlp_bias) {
     // moe/router.py Router.__init__ (d98e8a64): a bias when config.add_bias_linear.
-    refuse(kMegatronTarget, "model.router_bias",
+    refuse(target, "model.router_bias",
            "Megatron-LM biases the router with the linear layers (--disable-bias-linear)",
            fmt::format("router_bias {}, mlp_bias {}", m.router_bias, m.mlp_bias));
   }
@@ -418,7 +417,7 @@ void add_moe_flags(const models::TransformerConfig& m, const planner::PlanOption
 }
 
 // Model shape, positions, norm, activation, dropout, attention kernel, precision.
-void add_model_flags(const planner::Plan& plan, Flags& flags) {
+void add_model_flags(EmitTarget target, const planner::Plan& plan, Flags& flags) {
   const models::TransformerConfig& m = plan.model;
   flags.push_back({"--num-layers", std::to_string(m.num_layers)});
   flags.push_back({"--hidden-size", std::to_string(m.hidden_size)});
@@ -450,8 +449,7 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
     }
   }
   if (m.positions == models::Positions::kAlibi) {
-    refuse(kMegatronTarget, "model.positions", "Megatron-LM has no ALiBi position embedding",
-           "alibi");
+    refuse(target, "model.positions", "Megatron-LM has no ALiBi position embedding", "alibi");
   }
   const bool learned = m.positions == models::Positions::kLearned;
   flags.push_back({"--max-position-embeddings",
@@ -479,24 +477,24 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
     // megatron/training/arguments.py at d98e8a64: --swiglu gates with SiLU and --quick-geglu
     // with quick_gelu(x) = x sigmoid(1.702 x) (core/fusions/fused_bias_geglu.py); no flag gates
     // with the tanh GELU (Megatron-Bridge sets TransformerConfig.activation_func in Python).
-    refuse(kMegatronTarget, "model.activation",
+    refuse(target, "model.activation",
            "Megatron-LM has no flag for a tanh-GELU-gated MLP (--swiglu gates with SiLU, "
            "--quick-geglu with x sigmoid(1.702 x))",
            "geglu");
   }
-  add_gated_unit_variant_flags(m, flags);
+  add_gated_unit_variant_flags(target, m, flags);
   if (m.norm_unit_offset) {
     // transformer_config.py layernorm_zero_centered_gamma (d98e8a64): the (1 + gamma) norm.
     flags.push_back({"--apply-layernorm-1p", ""});
   }
   if (m.scale_embeddings) {
-    refuse(kMegatronTarget, "model.scale_embeddings",
+    refuse(target, "model.scale_embeddings",
            "Megatron-LM has no flag to scale the embeddings by sqrt(h) (Megatron-Bridge's "
            "EmbeddingScalingMixin does it in Python)",
            "true");
   }
   if (m.sandwich_norm) {
-    refuse(kMegatronTarget, "model.sandwich_norm",
+    refuse(target, "model.sandwich_norm",
            "Megatron-Core's TransformerLayer has no post-attention and post-MLP norms", "true");
   }
   if (m.has_logit_softcapping()) {
@@ -504,13 +502,12 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
     // FlashAttention "softcap": 0.0); Megatron-Bridge's Gemma 2 caps in its own attention and
     // output layer (src/megatron/bridge/models/gemma/gemma2_provider.py, 067f987d).
     const bool attention = m.attn_logit_softcapping > 0.0;
-    refuse(kMegatronTarget,
-           attention ? "model.attn_logit_softcapping" : "model.final_logit_softcapping",
+    refuse(target, attention ? "model.attn_logit_softcapping" : "model.final_logit_softcapping",
            "Megatron-LM has no flag for Gemma 2's logit soft-capping",
            fmt::format("{}", attention ? m.attn_logit_softcapping : m.final_logit_softcapping));
   }
   if (m.has_attention_scale_override()) {
-    refuse(kMegatronTarget, "model.query_pre_attn_scalar",
+    refuse(target, "model.query_pre_attn_scalar",
            "Megatron-LM has no flag for an attention scale other than 1/sqrt(kv_channels)",
            fmt::format("{} != head_dim {}", m.query_pre_attn_scalar, m.head_dim));
   }
@@ -526,12 +523,12 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
   if (m.parallel_residual) {
     // megatron/core/transformer/transformer_layer.py TransformerLayer.forward: norm, attention,
     // residual add, norm, MLP, residual add, with no parallel-block option.
-    refuse(kMegatronTarget, "model.parallel_residual",
+    refuse(target, "model.parallel_residual",
            "Megatron-Core's TransformerLayer runs the attention and then the MLP, not in parallel",
            "true");
   }
-  add_bias_flags(m, flags);
-  add_moe_flags(m, plan.options, flags);
+  add_bias_flags(target, m, flags);
+  add_moe_flags(target, m, plan.options, flags);
   if (!m.dropout) {
     flags.push_back({"--attention-dropout", "0"});
     flags.push_back({"--hidden-dropout", "0"});
@@ -545,7 +542,7 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
   // fsdp_version 1 and the eager norm are fsdp-only options (planner::check_fsdp_version,
   // check_norm_kernel_options): a megatron plan has neither (require_framework).
   if (plan.options.flash_attention_version == 1) {
-    refuse(kMegatronTarget, "options.flash_attention_version",
+    refuse(target, "options.flash_attention_version",
            "no Megatron-LM flag selects a FlashAttention-1 kernel (--attention-backend flash "
            "runs the installed flash-attn)",
            "1");
@@ -588,30 +585,48 @@ void add_model_flags(const planner::Plan& plan, Flags& flags) {
 
 }  // namespace
 
-std::string emit_megatron(const planner::Plan& plan) {
-  emit_detail::require_framework(kMegatronTarget, planner::Framework::kMegatron, plan);
+namespace emit_detail {
+
+Flags megatron_flags(const planner::Plan& plan, EmitTarget target) {
   // Planner features added after this writer (uneven pipeline stages, context parallelism,
   // MoE expert parallelism, FP8) must be emitted here or refused with refuse().
-  const emit_detail::NodeShape nodes = emit_detail::node_shape(plan, kMegatronTarget);
   Flags flags;
-  add_parallel_flags(plan, flags);
-  add_model_flags(plan, flags);
-  std::string out = "#!/usr/bin/env bash\n" + emit_detail::plan_comment(plan, kMegatronTarget, "#");
+  add_parallel_flags(target, plan, flags);
+  add_model_flags(target, plan, flags);
+  return flags;
+}
+
+int megatron_device_max_connections(const planner::Plan& plan) {
+  if (plan.options.overlap_moe_expert_parallel_comm) {
+    // arguments.py validate_args (d98e8a64, line 1466): with the EP overlap it warns instead of
+    // asserting 1; the communication stream needs more than one hardware queue to run beside
+    // the compute stream (its warning: "set CUDA_DEVICE_MAX_CONNECTIONS to 1 or 32").
+    return 32;
+  }
+  if ((plan.layout.tp > 1 || plan.layout.cp > 1) && plan.layout.zero <= 1) {
+    // arguments.py validate_args asserts it for tp or cp > 1 before Blackwell (Megatron-FSDP,
+    // zero 2-3, asserts the opposite): kernels queue in issue order, so the tp collectives
+    // overlap the GEMMs they are meant to.
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace emit_detail
+
+std::string emit_megatron(const planner::Plan& plan) {
+  const EmitTarget target = EmitTarget::kMegatron;
+  emit_detail::require_framework(target, planner::Framework::kMegatron, plan);
+  const emit_detail::NodeShape nodes = emit_detail::node_shape(plan, target);
+  const Flags flags = emit_detail::megatron_flags(plan, target);
+  std::string out = "#!/usr/bin/env bash\n" + emit_detail::plan_comment(plan, target, "#");
   out +=
       "# Megatron-LM flags (megatron/training/arguments.py). Not decided by the plan, pass them\n"
       "# as this script's arguments: data (--data-path or --mock-data), tokenizer\n"
       "# (--tokenizer-type), --train-iters, --lr and the schedule, checkpointing.\n";
   out += "# Run once per node, with NODE_RANK, MASTER_ADDR and MASTER_PORT set.\n";
-  if (plan.options.overlap_moe_expert_parallel_comm) {
-    // arguments.py validate_args (d98e8a64, line 1466): with the EP overlap it warns instead of
-    // asserting 1; the communication stream needs more than one hardware queue to run beside
-    // the compute stream (its warning: "set CUDA_DEVICE_MAX_CONNECTIONS to 1 or 32").
-    out += "export CUDA_DEVICE_MAX_CONNECTIONS=32\n";
-  } else if ((plan.layout.tp > 1 || plan.layout.cp > 1) && plan.layout.zero <= 1) {
-    // arguments.py validate_args asserts it for tp or cp > 1 before Blackwell (Megatron-FSDP,
-    // zero 2-3, asserts the opposite): kernels queue in issue order, so the tp collectives
-    // overlap the GEMMs they are meant to.
-    out += "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
+  if (const int connections = emit_detail::megatron_device_max_connections(plan); connections > 0) {
+    out += fmt::format("export CUDA_DEVICE_MAX_CONNECTIONS={}\n", connections);
   }
   out += fmt::format(
       "torchrun --nnodes {} --nproc-per-node {} --node-rank \"${{NODE_RANK:-0}}\" \\\n"

@@ -1182,7 +1182,7 @@ row "execute: --checkpoint-dir under /proc, refused before step 1" 2 \
 
 # Issue 14: plan --emit, compare, calibrate.
 row "plan: --emit unknown target" 2 \
-  "--emit: unknown emit target (nemo); supported: megatron, torchtitan, deepspeed, megatron-deepspeed, slurm" \
+  "--emit: unknown emit target (nemo); supported: megatron, torchtitan, deepspeed, megatron-deepspeed, megatron-bridge, slurm" \
   plan --model tiny --cluster local-cpu --gpus 2 --emit nemo --emit-out new_out.json \
   --save-plan sentinel.json
 row "plan: --emit-out without --emit" 2 "--emit-out: needs --emit" \
@@ -1195,6 +1195,10 @@ row "plan: --emit deepspeed with ZeRO-2 and pp 2" 2 \
   "--framework: deepspeed cannot run this layout: its pipeline engine refuses" \
   plan --model tiny --cluster local-cpu --gpus 4 --pp 2 --zero 2 --framework deepspeed --emit deepspeed \
   --emit-out new_out.json --save-plan sentinel.json
+row "plan: --emit megatron-bridge for a latent-attention model" 2 \
+  "--emit megatron-bridge: model.kv_lora_rank: vanilla_gpt_pretrain_config builds a GPTModelProvider" \
+  plan --model tiny-mla --cluster dgx-h100 --gpus 8 --framework megatron --emit megatron-bridge --emit-out new_out.json \
+  --save-plan sentinel.json
 row "plan: --emit slurm without --save-plan" 2 "--emit slurm: needs --save-plan" \
   plan --model tiny --cluster local-cpu --gpus 2 --emit slurm --json new_out.json
 row "plan: --emit-out into /proc" 1 "/proc/meshplan_x.sh: cannot write file" \

@@ -5,7 +5,9 @@
 # Megatron-LM flag names against tests/data/emit/megatron_arguments_flags.txt (extracted from
 # NVIDIA/Megatron-LM megatron/training/arguments.py at fd0df7d3), Megatron-DeepSpeed's against
 # tests/data/emit/megatron_deepspeed_arguments_flags.txt (microsoft/Megatron-DeepSpeed
-# megatron/arguments.py at f4157bea); the Megatron-DeepSpeed script passes bash -n.
+# megatron/arguments.py at f4157bea), Megatron-Bridge's override keys against
+# tests/data/emit/megatron_bridge_keys.txt; the Megatron-DeepSpeed and Megatron-Bridge scripts
+# pass bash -n.
 #
 # usage: emit_cli_test.sh MESHPLAN_BINARY SOURCE_DIR   (exit 77, skipped, without python3 >= 3.11)
 set -u
@@ -79,6 +81,11 @@ python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); m["mtp_num_layer
 "$meshplan" plan --model dsv3_mtp.json --cluster dgx-h100 --gpus 1024 --tp 2 --pp 8 --ep 64 \
   --global-batch 8192 --pipeline-layout 'Et|(tt|)*30mL' --emit megatron --emit-out dsv3.sh \
   --save-plan dsv3.json >dsv3_table.txt || fail "pipeline layout: $(tail -1 dsv3_table.txt)"
+# Megatron-Bridge: the same Llama 3 70B plan as run_recipe.py ConfigContainer overrides.
+"$meshplan" plan --model llama3-70b --cluster dgx-h100 --gpus 512 --tp 8 --pp 4 --vpp 2 \
+  --schedule interleaved --sequence-parallel on --zero 1 --recompute full --global-batch 512 \
+  --emit megatron-bridge --emit-out bridge.sh --save-plan bridge.json >/dev/null || fail "megatron-bridge"
+bash -n bridge.sh || fail "megatron-bridge: bash -n bridge.sh"
 
 python3 - "$source_dir" <<'EOF' || fail "parse-back (above)"
 import json, shlex, sys, tomllib
@@ -233,6 +240,27 @@ nodes = plan["num_gpus"] // plan["cluster"]["gpus_per_node"]
 launcher = shlex.split(next(l for l in script.splitlines() if l.startswith("deepspeed ")).rstrip(" \\"))
 check("megatron-deepspeed --num_nodes", launcher[launcher.index("--num_nodes") + 1], str(nodes))
 check("megatron-deepspeed --num_gpus", launcher[launcher.index("--num_gpus") + 1], str(plan["cluster"]["gpus_per_node"]))
+
+plan = json.load(open("bridge.json")); L = plan["layout"]; M = plan["model"]
+script = open("bridge.sh").read()
+words = shlex.split(script.split("--mode pretrain", 1)[1], comments=True)
+bridge = dict(w.split("=", 1) for w in words if "=" in w)
+keys = {l.strip() for l in open(f"{source_dir}/tests/data/emit/megatron_bridge_keys.txt") if not l.startswith("#")}
+check("megatron-bridge unknown keys", sorted(k for k in bridge if k not in keys), [])
+check("megatron-bridge tp", int(bridge["model.tensor_model_parallel_size"]), L["tp"])
+check("megatron-bridge pp", int(bridge["model.pipeline_model_parallel_size"]), L["pp"])
+check("megatron-bridge vpp", int(bridge["model.virtual_pipeline_model_parallel_size"]), L["vpp"])
+check("megatron-bridge sequence_parallel", bridge["model.sequence_parallel"], "true" if L["sequence_parallel"] else "false")
+check("megatron-bridge micro batch", int(bridge["train.micro_batch_size"]), L["micro_batch"])
+check("megatron-bridge global batch", int(bridge["train.global_batch_size"]), L["global_batch"])
+check("megatron-bridge distributed optimizer", (bridge["ddp.use_distributed_optimizer"], bridge["optimizer.use_distributed_optimizer"]), ("true", "true") if L["zero"] == 1 else ("false", "false"))
+check("megatron-bridge recompute", bridge["model.recompute_granularity"], L["recompute"])
+check("megatron-bridge layers", int(bridge["model.num_layers"]), M["num_layers"])
+check("megatron-bridge hidden", int(bridge["model.hidden_size"]), M["hidden_size"])
+check("megatron-bridge seq", int(bridge["dataset.seq_length"]), M["seq_length"])
+check("megatron-bridge vocab", int(bridge["tokenizer.vocab_size"]), M["vocab_size"])
+launcher = shlex.split(next(l for l in script.splitlines() if l.startswith("torchrun ")).rstrip(" \\"))
+check("megatron-bridge --nnodes", launcher[launcher.index("--nnodes") + 1], str(plan["num_gpus"] // plan["cluster"]["gpus_per_node"]))
 
 plan = json.load(open("cpu.json"))
 lines = open("job.sh").read().splitlines()

@@ -1110,13 +1110,14 @@ TEST_CASE("--emit slurm: nodes, tasks per node and the execute line of a CPU pla
 }
 
 TEST_CASE("--emit targets: names and an unknown one") {
-  for (EmitTarget target : {EmitTarget::kMegatron, EmitTarget::kTorchtitan, EmitTarget::kDeepSpeed,
-                            EmitTarget::kMegatronDeepSpeed, EmitTarget::kSlurm}) {
+  for (EmitTarget target :
+       {EmitTarget::kMegatron, EmitTarget::kTorchtitan, EmitTarget::kDeepSpeed,
+        EmitTarget::kMegatronDeepSpeed, EmitTarget::kMegatronBridge, EmitTarget::kSlurm}) {
     CHECK(parse_emit_target(to_string(target), "--emit") == target);
   }
   CHECK_THROWS_WITH_AS(parse_emit_target("nemo", "--emit"),
                        "--emit: unknown emit target (nemo); supported: megatron, torchtitan, "
-                       "deepspeed, megatron-deepspeed, slurm",
+                       "deepspeed, megatron-deepspeed, megatron-bridge, slurm",
                        InputError);
 }
 

@@ -14,14 +14,22 @@
 
 namespace meshplan::reports {
 
-enum class EmitTarget { kMegatron, kTorchtitan, kDeepSpeed, kMegatronDeepSpeed, kSlurm };
-/// "megatron", "torchtitan", "deepspeed", "megatron-deepspeed", "slurm"; InputError naming
+enum class EmitTarget {
+  kMegatron,
+  kTorchtitan,
+  kDeepSpeed,
+  kMegatronDeepSpeed,
+  kMegatronBridge,
+  kSlurm
+};
+/// "megatron", "torchtitan", "deepspeed", "megatron-deepspeed", "megatron-bridge", "slurm";
+/// InputError naming
 /// `field` otherwise.
 EmitTarget parse_emit_target(const std::string& text, const std::string& field);
 std::string to_string(EmitTarget target);
-/// The framework whose plans a target emits (megatron: megatron, torchtitan: fsdp, deepspeed and
-/// megatron-deepspeed: deepspeed); none for slurm, whose script runs meshplan's executor on any
-/// plan it accepts.
+/// The framework whose plans a target emits (megatron and megatron-bridge: megatron, torchtitan:
+/// fsdp, deepspeed and megatron-deepspeed: deepspeed); none for slurm, whose script runs meshplan's
+/// executor on any plan it accepts.
 std::optional<planner::Framework> target_framework(EmitTarget target);
 
 /// Megatron-LM: a bash script, the torchrun line and pretrain_gpt.py's flags for the plan (one
@@ -44,6 +52,12 @@ std::string deepspeed_launch_note(const planner::Plan& plan);
 /// with the deepspeed launcher, one flag per line ("  --flag [value] \"), then "$@" for the
 /// flags the plan does not decide (--train-iters, --lr and its schedule, checkpointing).
 std::string emit_megatron_deepspeed(const planner::Plan& plan);
+/// Megatron-Bridge (NVIDIA-NeMo/Megatron-Bridge 067f987d): a bash script that starts
+/// scripts/training/run_recipe.py's vanilla_gpt_pretrain_config recipe (Megatron-LM's
+/// pretrain_gpt.py defaults, emit_megatron_bridge.cpp) under torchrun with one ConfigContainer
+/// override per line ("  model.tensor_model_parallel_size=4 \"), then "$@". Every setting the
+/// plan decides is written, whatever the recipe's default.
+std::string emit_megatron_bridge(const planner::Plan& plan);
 /// Slurm: an sbatch script that runs `meshplan execute <plan_path>` on plan.num_gpus ranks
 /// (nodes, tasks per node, one core per rank bound with srun), passing the script's arguments
 /// on to execute. Refuses plans the executor cannot run (its own check).
