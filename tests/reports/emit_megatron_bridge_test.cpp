@@ -21,7 +21,7 @@ namespace {
 
 using namespace emit_test;  // NOLINT(google-build-using-namespace): the suite's helpers
 
-constexpr EmitTarget kTarget = EmitTarget::kMegatronBridge;
+constexpr EmitTarget kBridge = EmitTarget::kMegatronBridge;
 
 // The overrides after the run_recipe.py line: "  key=value \" or "  'key=value' \", one per line,
 // up to "$@". A key given twice fails.
@@ -204,7 +204,7 @@ TEST_CASE("--emit megatron-bridge: GPT-3's learned positions, GELU, biases and t
   // A learned table other than seq_length rows has no field in GPTModelProvider.
   planner::Plan shorter = plan;
   shorter.model.seq_length = 1024;
-  CHECK(error_of(shorter, kTarget) ==
+  CHECK(error_of(shorter, kBridge) ==
         "--emit megatron-bridge: model.max_position_embeddings: Megatron-Bridge's "
         "GPTModelProvider learns seq_length positions (gpt_provider.py); plan at --seq-len "
         "equal to the table (2048 != seq_length 1024)");
@@ -328,13 +328,13 @@ TEST_CASE("--emit megatron-bridge: FP8 as the delayed-scaling preset") {
   CHECK(bridge_overrides(emit_megatron_bridge(plan)).at("mixed_precision") ==
         "bf16_with_fp8_delayed_scaling_mixed");
   plan.options.fp8_param_gather = false;
-  CHECK(error_of(plan, kTarget) ==
+  CHECK(error_of(plan, kBridge) ==
         "--emit megatron-bridge: options.fp8_param_gather: Megatron-Bridge's delayed-scaling "
         "preset (bf16_with_fp8_delayed_scaling_mixed) gathers FP8 parameters; re-plan with "
         "--fp8-param-gather on (off)");
   plan.options.fp8_param_gather = true;
   plan.options.fp8_recipe = planner::Fp8Recipe::kTensorwise;
-  CHECK(error_of(plan, kTarget) ==
+  CHECK(error_of(plan, kBridge) ==
         "--emit megatron-bridge: options.fp8_recipe: Megatron-Bridge's tensorwise preset "
         "(bf16_with_fp8_current_scaling_mixed) keeps the first and last transformer layers in "
         "bf16, which the plan costs in FP8 (tensorwise)");
@@ -344,37 +344,37 @@ TEST_CASE("--emit megatron-bridge refuses what the vanilla recipe cannot be told
   const planner::Plan base = llama70b_interleaved_plan();
   planner::Plan bf16_reduce = base;
   bf16_reduce.options.grad_reduce_dtype = planner::GradReduceDtype::kBf16;
-  CHECK(error_of(bf16_reduce, kTarget) ==
+  CHECK(error_of(bf16_reduce, kBridge) ==
         "--emit megatron-bridge: options.grad_reduce_dtype: Megatron-Bridge's bf16_mixed preset "
         "reduces gradients in fp32 (mixed_precision.py: grad_reduce_in_fp32=True, copied into "
         "ddp. after the overrides) (bf16)");
   planner::Plan tp_overlap = base;
   tp_overlap.options.overlap_tp_comm = true;
-  CHECK(error_of(tp_overlap, kTarget).find("--emit megatron-bridge: options.overlap_tp_comm: ") ==
+  CHECK(error_of(tp_overlap, kBridge).find("--emit megatron-bridge: options.overlap_tp_comm: ") ==
         0);
   planner::Plan unfused = base;
   unfused.options.flash_attention = false;
-  CHECK(error_of(unfused, kTarget).find("--emit megatron-bridge: options.flash_attention: ") == 0);
+  CHECK(error_of(unfused, kBridge).find("--emit megatron-bridge: options.flash_attention: ") == 0);
   planner::Layout fsdp;
   fsdp.dp = 8;
   fsdp.global_batch = 64;
   fsdp.zero = 3;
-  CHECK(error_of(make_plan("llama3-8b", "dgx-h100", fsdp), kTarget) ==
+  CHECK(error_of(make_plan("llama3-8b", "dgx-h100", fsdp), kBridge) ==
         "--emit megatron-bridge: layout.zero: Megatron-Bridge's bf16_mixed preset sets "
         "ddp.grad_reduce_in_fp32, so Megatron-FSDP would keep fp32 gradients where the plan "
         "costs bf16 (mixed_precision.py) (optim_grads_params)");
   planner::Layout one;
   one.dp = 8;
   one.global_batch = 64;
-  CHECK(error_of(make_plan("tiny-mla", "dgx-h100", one), kTarget)
+  CHECK(error_of(make_plan("tiny-mla", "dgx-h100", one), kBridge)
             .find("--emit megatron-bridge: model.kv_lora_rank: vanilla_gpt_pretrain_config "
                   "builds a GPTModelProvider") == 0);
-  CHECK(error_of(make_plan("mistral-7b", "dgx-h100", one), kTarget)
+  CHECK(error_of(make_plan("mistral-7b", "dgx-h100", one), kBridge)
             .find("--emit megatron-bridge: model.sliding_window: ") == 0);
   // Megatron-LM's own refusals come named for this target.
   planner::Plan op = base;
   op.layout.recompute = planner::Recompute::kSelectiveOp;
-  CHECK(error_of(op, kTarget).find("--emit megatron-bridge: layout.recompute: ") == 0);
+  CHECK(error_of(op, kBridge).find("--emit megatron-bridge: layout.recompute: ") == 0);
   // Only plans costed for megatron.
   planner::Plan other = costed_for(base, planner::Framework::kDeepSpeed);
   try {
