@@ -52,4 +52,10 @@ Flags megatron_flags(const planner::Plan& plan, EmitTarget target);
 /// cp > 1 without Megatron-FSDP, 32 with the EP all-to-all overlap), 0 for none.
 int megatron_device_max_connections(const planner::Plan& plan);
 
+/// The launch of a Megatron-Core script on every node: "# Run once per node ...", the
+/// CUDA_DEVICE_MAX_CONNECTIONS export the plan needs, then "torchrun --nnodes ... \" and
+/// "  <entry_point> \" (node_shape refuses a GPU count that is not whole nodes).
+std::string torchrun_lines(const planner::Plan& plan, EmitTarget target,
+                           const std::string& entry_point);
+
 }  // namespace meshplan::reports::emit_detail

@@ -612,27 +612,33 @@ int megatron_device_max_connections(const planner::Plan& plan) {
   return 0;
 }
 
+std::string torchrun_lines(const planner::Plan& plan, EmitTarget target,
+                           const std::string& entry_point) {
+  const NodeShape nodes = node_shape(plan, target);
+  std::string out = "# Run once per node, with NODE_RANK, MASTER_ADDR and MASTER_PORT set.\n";
+  if (const int connections = megatron_device_max_connections(plan); connections > 0) {
+    out += fmt::format("export CUDA_DEVICE_MAX_CONNECTIONS={}\n", connections);
+  }
+  return out + fmt::format(
+                   "torchrun --nnodes {} --nproc-per-node {} --node-rank \"${{NODE_RANK:-0}}\" "
+                   "\\\n  --master-addr \"${{MASTER_ADDR:-localhost}}\" --master-port "
+                   "\"${{MASTER_PORT:-6000}}\" \\\n  {} \\\n",
+                   nodes.num_nodes, nodes.ranks_per_node, entry_point);
+}
+
 }  // namespace emit_detail
 
 std::string emit_megatron(const planner::Plan& plan) {
   const EmitTarget target = EmitTarget::kMegatron;
   emit_detail::require_framework(target, planner::Framework::kMegatron, plan);
-  const emit_detail::NodeShape nodes = emit_detail::node_shape(plan, target);
+  emit_detail::node_shape(plan, target);  // refuses a partial node before the flags' refusals
   const Flags flags = emit_detail::megatron_flags(plan, target);
   std::string out = "#!/usr/bin/env bash\n" + emit_detail::plan_comment(plan, target, "#");
   out +=
       "# Megatron-LM flags (megatron/training/arguments.py). Not decided by the plan, pass them\n"
       "# as this script's arguments: data (--data-path or --mock-data), tokenizer\n"
       "# (--tokenizer-type), --train-iters, --lr and the schedule, checkpointing.\n";
-  out += "# Run once per node, with NODE_RANK, MASTER_ADDR and MASTER_PORT set.\n";
-  if (const int connections = emit_detail::megatron_device_max_connections(plan); connections > 0) {
-    out += fmt::format("export CUDA_DEVICE_MAX_CONNECTIONS={}\n", connections);
-  }
-  out += fmt::format(
-      "torchrun --nnodes {} --nproc-per-node {} --node-rank \"${{NODE_RANK:-0}}\" \\\n"
-      "  --master-addr \"${{MASTER_ADDR:-localhost}}\" --master-port \"${{MASTER_PORT:-6000}}\" "
-      "\\\n  pretrain_gpt.py \\\n",
-      nodes.num_nodes, nodes.ranks_per_node);
+  out += emit_detail::torchrun_lines(plan, target, "pretrain_gpt.py");
   return out + emit_detail::flag_lines(flags);
 }
 

@@ -409,7 +409,7 @@ std::string override_line(const std::string& key, const std::string& value) {
 
 std::string emit_megatron_bridge(const planner::Plan& plan) {
   emit_detail::require_framework(kBridgeTarget, planner::Framework::kMegatron, plan);
-  const emit_detail::NodeShape nodes = emit_detail::node_shape(plan, kBridgeTarget);
+  emit_detail::node_shape(plan, kBridgeTarget);  // refuses a partial node first
   const Flags flags = emit_detail::megatron_flags(plan, kBridgeTarget);
   const Overrides overrides = Translation(plan, flags).overrides();
   std::string out = "#!/usr/bin/env bash\n" + emit_detail::plan_comment(plan, kBridgeTarget, "#");
@@ -418,17 +418,11 @@ std::string emit_megatron_bridge(const planner::Plan& plan) {
       "# vanilla_gpt_pretrain_config recipe has Megatron-LM's pretrain_gpt.py defaults; every\n"
       "# setting the plan decides is overridden below. Not decided by the plan, pass them as this\n"
       "# script's arguments: data (--dataset megatron-indexed dataset.data_path=...; the recipe's\n"
-      "# default is mock data), train.train_iters, optimizer.lr, checkpoint.save.\n";
-  out += "# Run once per node, with NODE_RANK, MASTER_ADDR and MASTER_PORT set.\n";
-  if (const int connections = emit_detail::megatron_device_max_connections(plan); connections > 0) {
-    out += fmt::format("export CUDA_DEVICE_MAX_CONNECTIONS={}\n", connections);
-  }
-  out += fmt::format(
-      "torchrun --nnodes {} --nproc-per-node {} --node-rank \"${{NODE_RANK:-0}}\" \\\n"
-      "  --master-addr \"${{MASTER_ADDR:-localhost}}\" --master-port \"${{MASTER_PORT:-6000}}\" "
-      "\\\n  scripts/training/run_recipe.py --recipe vanilla_gpt_pretrain_config --mode "
-      "pretrain \\\n",
-      nodes.num_nodes, nodes.ranks_per_node);
+      "# default is mock data), train.train_iters, optimizer.lr, checkpoint.save, and the rope\n"
+      "# base (model.rotary_base, default 10000; meshplan's model does not carry it).\n";
+  out += emit_detail::torchrun_lines(
+      plan, kBridgeTarget,
+      "scripts/training/run_recipe.py --recipe vanilla_gpt_pretrain_config --mode pretrain");
   for (const auto& [key, value] : overrides) {
     out += override_line(key, value);
   }
