@@ -41,9 +41,7 @@ const std::map<std::string, std::string>& value_keys() {
   static const std::map<std::string, std::string> keys = {
       {"--tensor-model-parallel-size", "model.tensor_model_parallel_size"},
       {"--pipeline-model-parallel-size", "model.pipeline_model_parallel_size"},
-      {"--context-parallel-size", "model.context_parallel_size"},
       {"--cp-comm-type", "model.cp_comm_type"},
-      {"--expert-model-parallel-size", "model.expert_model_parallel_size"},
       {"--expert-tensor-parallel-size", "model.expert_tensor_parallel_size"},
       {"--microbatch-group-size-per-virtual-pipeline-stage",
        "model.microbatch_group_size_per_vp_stage"},
@@ -140,12 +138,9 @@ std::string hydra_list(const std::string& value) {
 // The per-layer MoE pattern as a list: Megatron-LM evaluates "[0]*3+[1]*58" (arguments.py
 // moe_freq_type); an override takes the list it stands for (TransformerConfig.moe_layer_freq).
 std::string moe_layer_list(const models::TransformerConfig& m) {
-  std::vector<int> layers = m.moe_layers;
-  if (layers.empty()) {
-    layers.assign(static_cast<size_t>(m.num_layers), 1);
-    for (int64_t layer = 0; layer < m.first_dense_layers; ++layer) {
-      layers[static_cast<size_t>(layer)] = 0;
-    }
+  std::vector<int> layers;
+  for (int64_t layer = 0; layer < m.num_layers; ++layer) {
+    layers.push_back(m.is_moe_layer(layer) ? 1 : 0);
   }
   return fmt::format("[{}]", fmt::join(layers, ","));
 }
