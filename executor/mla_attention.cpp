@@ -21,9 +21,9 @@ void rotate_queries(const ShardDims& d, float* q, bool backward) {
   for (int h = 0; h < d.NH; h++) {
     float* q_rope = q + static_cast<int64_t>(h) * HQ + d.DN;
     if (backward) {
-      rope_backward(q_rope, d.T, d.B, 1, d.QUP, d.DR, positions);
+      rope_backward(q_rope, d.T, d.B, 1, d.QUP, d.DR, positions, 0, d.model.rope_theta);
     } else {
-      rope_forward(q_rope, d.T, d.B, 1, d.QUP, d.DR, positions);
+      rope_forward(q_rope, d.T, d.B, 1, d.QUP, d.DR, positions, 0, d.model.rope_theta);
     }
   }
 }
@@ -33,9 +33,9 @@ void rotate_queries_and_key(const ShardDims& d, float* q, float* k_rope, bool ba
   rotate_queries(d, q, backward);
   const int* positions = d.cp > 1 ? d.positions.data() : nullptr;
   if (backward) {
-    rope_backward(k_rope, d.T, d.B, 1, d.DR, d.DR, positions);
+    rope_backward(k_rope, d.T, d.B, 1, d.DR, d.DR, positions, 0, d.model.rope_theta);
   } else {
-    rope_forward(k_rope, d.T, d.B, 1, d.DR, d.DR, positions);
+    rope_forward(k_rope, d.T, d.B, 1, d.DR, d.DR, positions, 0, d.model.rope_theta);
   }
 }
 

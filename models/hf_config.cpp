@@ -351,6 +351,10 @@ TransformerConfig mpt(const nlohmann::json& json, const std::string& source) {
     model.positions = Positions::kAlibi;
   } else if (optional_bool(attn, "rope", false, attn_source)) {
     model.positions = Positions::kRope;
+    // llm-foundry's attn_config.rope_theta, default 10000 (llmfoundry/models/layers/blocks.py
+    // attn_config_defaults).
+    model.rope_theta = is_set(attn, "rope_theta") ? require_number(attn, "rope_theta", attn_source)
+                                                  : kDefaultRopeTheta;
   } else if (optional_bool(json, "learned_pos_emb", true, source)) {  // MptConfig default true
     model.positions = Positions::kLearned;
   } else {
@@ -433,7 +437,8 @@ std::string hf_config_key(const nlohmann::json& json, const std::string& field) 
                    {"num_kv_heads", "attn_config.kv_n_heads"},
                    {"ffn_hidden_size", hf::is_set(json, "ffn_config") ? "ffn_config.ffn_hidden_size"
                                                                       : "expansion_ratio"},
-                   {"max_position_embeddings", "max_seq_len"}});
+                   {"max_position_embeddings", "max_seq_len"},
+                   {"rope_theta", "attn_config.rope_theta"}});
   }
   const bool llama4 = model_type == "llama4_text";
   const bool local_experts = model_type == "mixtral" || model_type == "gpt_oss" || llama4;
@@ -446,6 +451,7 @@ std::string hf_config_key(const nlohmann::json& json, const std::string& field) 
   return lookup(
       {{"num_layers", "num_hidden_layers"},
        {"rotary_percent", rotary_key},
+       {"rope_theta", rope_theta_key(json, model_type)},
        {"num_kv_heads", "num_key_value_heads"},
        {"ffn_hidden_size", llama4 ? "intermediate_size_mlp" : "intermediate_size"},
        {"no_rope_freq", "no_rope_layers"},
@@ -551,6 +557,9 @@ TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::st
   if (model.positions == Positions::kRope && !reads_partial_rotary) {
     model.rotary_percent =
         read_rotary_percent(json, HfRotary{}, hf::hf_family(json, source).architecture, source);
+  }
+  if (model.positions == Positions::kRope && model_type != "mpt") {
+    model.rope_theta = read_rope_theta(json, model_type, source);
   }
   if (model_type != "mpt") {
     hf::read_sliding_window(json, model_type, source, model);

@@ -14,6 +14,7 @@
 
 #include "meshplan/errors.h"
 #include "meshplan/json_io.h"
+#include "meshplan/models.h"
 
 namespace meshplan::models {
 
@@ -74,7 +75,88 @@ std::optional<double> stated_in_rope_parameters(const nlohmann::json& params, do
   return any_stated ? common : std::nullopt;
 }
 
+constexpr const char* kThetaKey = "rope_theta";
+
+// The class's own key for the base outside rope_parameters: GPTNeoXConfig rotary_emb_base
+// (transformers 5's GPTNeoXConfig pops only that one), rope_theta for the others.
+const char* legacy_theta_key(std::string_view model_type) {
+  return model_type == "gpt_neox" ? "rotary_emb_base" : kThetaKey;
+}
+
+// The transformers class's default_theta (configuration_<model>.py): Gemma3TextConfig's
+// "global" one, the base of its full-attention layers.
+double class_default_theta(std::string_view model_type) {
+  if (model_type == "mixtral" || model_type == "gemma3_text") {
+    return 1e6;
+  }
+  if (model_type == "gpt_oss") {
+    return 150000.0;
+  }
+  if (model_type == "llama4_text") {
+    return 500000.0;
+  }
+  return kDefaultRopeTheta;
+}
+
+// The entry of rope_parameters that states the base, if any: the dict itself, or nested by layer
+// type its "full_attention" entry (Gemma3TextConfig keeps the sliding layers' base under
+// "sliding_attention"), else the one value every layer type states alike.
+const nlohmann::json* theta_entry(const nlohmann::json& params, std::string& key,
+                                  const std::string& source) {
+  if (!nested_by_layer_type(params)) {
+    key = fmt::format("rope_parameters.{}", kThetaKey);
+    return states(params, kThetaKey) ? &params : nullptr;
+  }
+  if (states(params, "full_attention") && states(params["full_attention"], kThetaKey)) {
+    key = fmt::format("rope_parameters.full_attention.{}", kThetaKey);
+    return &params["full_attention"];
+  }
+  const nlohmann::json* common = nullptr;
+  for (const auto& [layer_type, entry] : params.items()) {
+    if (!states(entry, kThetaKey)) {
+      continue;
+    }
+    if (common != nullptr && (*common)[kThetaKey] != entry[kThetaKey]) {
+      throw InputError(fmt::format(
+          "{}: rope_parameters.{}.{}: differs between layer types without a full_attention entry "
+          "({} and {}); meshplan carries one base",
+          source, layer_type, kThetaKey, (*common)[kThetaKey].dump(), entry[kThetaKey].dump()));
+    }
+    common = &entry;
+    key = fmt::format("rope_parameters.{}.{}", layer_type, kThetaKey);
+  }
+  return common;
+}
+
 }  // namespace
+
+double read_rope_theta(const nlohmann::json& json, std::string_view model_type,
+                       const std::string& source) {
+  if (const nlohmann::json* params = rope_parameters(json, source)) {
+    std::string key;
+    if (const nlohmann::json* entry = theta_entry(*params, key, source)) {
+      const std::string entry_source = source + ": " + key.substr(0, key.rfind('.'));
+      return require_number(*entry, kThetaKey, entry_source);
+    }
+  }
+  const char* legacy = legacy_theta_key(model_type);
+  return states(json, legacy) ? require_number(json, legacy, source)
+                              : class_default_theta(model_type);
+}
+
+std::string rope_theta_key(const nlohmann::json& json, std::string_view model_type) {
+  if (states(json, "rope_parameters") && json["rope_parameters"].is_object()) {
+    std::string key;
+    try {
+      if (theta_entry(json["rope_parameters"], key, "") != nullptr) {
+        return key;
+      }
+    } catch (const InputError&) {
+      // The read refused it already; name the top-level key.
+    }
+  }
+  return legacy_theta_key(model_type);
+}
 
 double read_rotary_percent(const nlohmann::json& json, const HfRotary& rotary,
                            std::string_view architecture, const std::string& source) {

@@ -35,4 +35,17 @@ double read_rotary_percent(const nlohmann::json& json, const HfRotary& rotary,
 /// "rope_parameters.partial_rotary_factor" when that dict states it (flat), else `legacy_field`.
 std::string rotary_percent_key(const nlohmann::json& json, const char* legacy_field);
 
+/// The rotary base, read as transformers 5 reads it (modeling_rope_utils.py
+/// RotaryEmbeddingConfigMixin.convert_rope_params_to_dict): `rope_parameters.rope_theta` (nested
+/// by layer type, as Gemma 3's: the "full_attention" entry's, the global base), else the class's
+/// top-level key (`rope_theta`; GPT-NeoX `rotary_emb_base`, whose class reads no other), else the
+/// class default (`default_theta`: 10000; Mixtral 1e6, Gemma 3 1e6 for its full-attention
+/// layers, gpt-oss 150000, Llama 4 500000). Throws InputError naming the key for a non-number;
+/// validate_model checks the range.
+double read_rope_theta(const nlohmann::json& json, std::string_view model_type,
+                       const std::string& source);
+
+/// The key a config states its rotary base under, for error messages.
+std::string rope_theta_key(const nlohmann::json& json, std::string_view model_type);
+
 }  // namespace meshplan::models

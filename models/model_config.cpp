@@ -39,7 +39,7 @@ constexpr int64_t kMaxExperts = 100'000;
 // Every key of the format; anything else is rejected so a typo is not silently ignored. The
 // bias, attention-variant, MoE and MLA keys are the public lists a published run's model reads
 // too (models.h), joined here rather than written again.
-constexpr std::array<std::string_view, 31> kCoreModelFields = {"name",
+constexpr std::array<std::string_view, 32> kCoreModelFields = {"name",
                                                                "num_layers",
                                                                "hidden_size",
                                                                "num_attention_heads",
@@ -63,6 +63,7 @@ constexpr std::array<std::string_view, 31> kCoreModelFields = {"name",
                                                                "final_logit_softcapping",
                                                                "query_pre_attn_scalar",
                                                                "rotary_percent",
+                                                               "rope_theta",
                                                                "moe_layers",
                                                                "no_rope_freq",
                                                                "qk_l2_norm",
@@ -72,7 +73,7 @@ constexpr std::array<std::string_view, 31> kCoreModelFields = {"name",
                                                                "source"};
 constexpr auto kModelFields = joined_fields(kCoreModelFields, kBiasModelFields, kVariantModelFields,
                                             kMoeModelFields, kMlaModelFields);
-static_assert(kModelFields.size() == 55);
+static_assert(kModelFields.size() == 56);
 
 void check_size(int64_t value, int64_t max, const char* field, const std::string& source) {
   if (value <= 0) {
@@ -181,6 +182,8 @@ void read_moe_and_mla_fields(const nlohmann::json& json, const std::string& sour
   model.query_pre_attn_scalar = number_or_zero("query_pre_attn_scalar");
   model.rotary_percent =
       json.contains("rotary_percent") ? require_number(json, "rotary_percent", source) : 1.0;
+  model.rope_theta =
+      json.contains("rope_theta") ? require_number(json, "rope_theta", source) : kDefaultRopeTheta;
   read_gated_unit_variant_fields(json, source, model);
   read_moe_fields(json, source, model);
   read_moe_layers(json, source, model);
@@ -446,6 +449,20 @@ void validate_rotary_percent(const TransformerConfig& model, const std::string& 
         "{}: rotary_percent: rotates int(head_dim {} x {}) = {} channels, not an even number of 2 "
         "or more",
         source, model.head_dim, model.rotary_percent, model.rotary_dim()));
+  }
+}
+
+// The rotary base (rope_theta): above 1 (a base of 1 or less gives no decaying frequencies) and at
+// most kMaxRopeTheta; other than the default only with rotary positions, where it is used.
+void validate_rope_theta(const TransformerConfig& model, const std::string& source) {
+  if (!(model.rope_theta > 1.0 && model.rope_theta <= kMaxRopeTheta)) {
+    throw InputError(fmt::format("{}: rope_theta: must be in (1, {:g}], the rotary base ({})",
+                                 source, kMaxRopeTheta, model.rope_theta));
+  }
+  if (model.rope_theta != kDefaultRopeTheta && model.positions != Positions::kRope) {
+    throw InputError(
+        fmt::format("{}: rope_theta: a rotary base needs rotary positions, not positions {} ({})",
+                    source, to_string(model.positions), model.rope_theta));
   }
 }
 
@@ -724,6 +741,7 @@ void validate_model(const TransformerConfig& model, const std::string& source) {
   check_positive_or_zero(model.query_pre_attn_scalar, kMaxQueryPreAttnScalar,
                          "query_pre_attn_scalar", source);
   validate_rotary_percent(model, source);
+  validate_rope_theta(model, source);
   validate_position_variants(model, source);
   validate_gated_unit_variants(model, source);
   // The parallel block is costed and executed for dense MLPs and standard attention only.
@@ -856,6 +874,9 @@ nlohmann::json model_to_json(const TransformerConfig& model) {
   }
   if (model.has_partial_rotary()) {
     json["rotary_percent"] = model.rotary_percent;
+  }
+  if (model.rope_theta != kDefaultRopeTheta) {
+    json["rope_theta"] = model.rope_theta;
   }
   write_position_variant_fields(model, json);
   if (model.glu_linear_offset != 0.0) {

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "emit_common.h"
 #include "meshplan/errors.h"
 
@@ -37,6 +39,17 @@ std::string flag_lines(const Flags& flags) {
 void refuse(EmitTarget target, const std::string& field, const std::string& what,
             const std::string& value) {
   throw InputError(fmt::format("--emit {}: {}: {} ({})", to_string(target), field, what, value));
+}
+
+std::string integral_rope_theta(const models::TransformerConfig& model, EmitTarget target) {
+  // validate_model bounds the base to (1, 1e12]: an integral one fits int64_t exactly.
+  if (model.rope_theta != std::floor(model.rope_theta)) {
+    refuse(target, "model.rope_theta",
+           "the rotary base is an integer flag in Megatron-LM and Megatron-DeepSpeed (arguments.py "
+           "type=int)",
+           fmt::format("{}", model.rope_theta));
+  }
+  return std::to_string(static_cast<int64_t>(model.rope_theta));
 }
 
 void require_framework(EmitTarget target, planner::Framework framework, const planner::Plan& plan) {

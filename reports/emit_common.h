@@ -30,6 +30,11 @@ NodeShape node_shape(const planner::Plan& plan, EmitTarget target);
 [[noreturn]] void refuse(EmitTarget target, const std::string& field, const std::string& what,
                          const std::string& value);
 
+/// The model's rope_theta as the integer Megatron-LM's --rotary-base and Megatron-DeepSpeed's
+/// --rotary-position-embeddings-theta parse (arguments.py type=int in both); a base with a
+/// fraction is refused, named for `target`.
+std::string integral_rope_theta(const models::TransformerConfig& model, EmitTarget target);
+
 /// Refuses a plan costed for another framework than the target's (`framework`), and a layout
 /// the framework's own rules (planner::check_framework) refuse.
 void require_framework(EmitTarget target, planner::Framework framework, const planner::Plan& plan);

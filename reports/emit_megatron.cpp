@@ -455,6 +455,11 @@ void add_model_flags(EmitTarget target, const planner::Plan& plan, Flags& flags)
   flags.push_back({"--max-position-embeddings",
                    std::to_string(learned ? m.max_position_embeddings : m.seq_length)});
   flags.push_back({"--position-embedding-type", learned ? "learned_absolute" : "rope"});
+  if (!learned) {
+    // arguments.py --rotary-base (d98e8a64, type=int, default 10000): GPTModel's and MLA's
+    // RotaryEmbedding base, written whatever its value so the script states it.
+    flags.push_back({"--rotary-base", emit_detail::integral_rope_theta(m, target)});
+  }
   if (m.has_partial_rotary()) {
     // arguments.py --rotary-percent (d98e8a64): RotaryEmbedding over int(kv_channels x percent)
     // channels (rotary_pos_embedding.py).
@@ -637,7 +642,9 @@ std::string emit_megatron(const planner::Plan& plan) {
   out +=
       "# Megatron-LM flags (megatron/training/arguments.py). Not decided by the plan, pass them\n"
       "# as this script's arguments: data (--data-path or --mock-data), tokenizer\n"
-      "# (--tokenizer-type), --train-iters, --lr and the schedule, checkpointing.\n";
+      "# (--tokenizer-type), --train-iters, --lr and the schedule, checkpointing, and rope\n"
+      "# scaling where the model has it (--use-rope-scaling; meshplan's model does not carry "
+      "it).\n";
   out += emit_detail::torchrun_lines(plan, target, "pretrain_gpt.py");
   return out + emit_detail::flag_lines(flags);
 }

@@ -62,6 +62,7 @@ const std::map<std::string, std::string>& value_keys() {
       {"--ffn-hidden-size", "model.ffn_hidden_size"},
       {"--position-embedding-type", "model.position_embedding_type"},
       {"--rotary-percent", "model.rotary_percent"},
+      {"--rotary-base", "model.rotary_base"},
       {"--normalization", "model.normalization"},
       {"--num-experts", "model.num_moe_experts"},
       {"--moe-router-topk", "model.moe_router_topk"},
@@ -337,7 +338,8 @@ class Translation {
              "plan at --seq-len equal to the table",
              fmt::format("{} != seq_length {}", m.max_position_embeddings, m.seq_length));
     }
-    for (const char* flag : {"--position-embedding-type", "--rotary-percent", "--normalization"}) {
+    for (const char* flag :
+         {"--position-embedding-type", "--rotary-percent", "--rotary-base", "--normalization"}) {
       put_value(flag);
     }
     if (has("--no-rope-freq")) {
@@ -413,8 +415,9 @@ std::string emit_megatron_bridge(const planner::Plan& plan) {
       "# vanilla_gpt_pretrain_config recipe has Megatron-LM's pretrain_gpt.py defaults; every\n"
       "# setting the plan decides is overridden below. Not decided by the plan, pass them as this\n"
       "# script's arguments: data (--dataset megatron-indexed dataset.data_path=...; the recipe's\n"
-      "# default is mock data), train.train_iters, optimizer.lr, checkpoint.save, and the rope\n"
-      "# base (model.rotary_base, default 10000; meshplan's model does not carry it).\n";
+      "# default is mock data), train.train_iters, optimizer.lr, checkpoint.save, and rope\n"
+      "# scaling where the model has it (model.rope_scaling; meshplan's model does not carry "
+      "it).\n";
   out += emit_detail::torchrun_lines(
       plan, kBridgeTarget,
       "scripts/training/run_recipe.py --recipe vanilla_gpt_pretrain_config --mode pretrain");

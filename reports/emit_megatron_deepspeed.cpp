@@ -231,6 +231,10 @@ void add_model_shape_flags(const models::TransformerConfig& m, Flags& flags) {
                    std::to_string(learned ? m.max_position_embeddings : m.seq_length)});
   if (!learned) {
     flags.push_back({"--use-rotary-position-embeddings", ""});
+    // arguments.py --rotary-position-embeddings-theta (f4157bea, type=int, dest rope_theta,
+    // default 10000): language_model.py RotaryEmbedding(rotary_dim, theta=args.rope_theta).
+    flags.push_back({"--rotary-position-embeddings-theta",
+                     emit_detail::integral_rope_theta(m, kMegatronDeepSpeedTarget)});
   }
   if (m.has_partial_rotary()) {
     // arguments.py --rotary-percent (f4157bea): language_model.py rotates int(kv_channels x

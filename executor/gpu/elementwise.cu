@@ -73,7 +73,7 @@ __global__ void accumulate_kernel(float* y, const float* x, int64_t n) {
 // One thread per (row, head, pair i): rotates (x[i], x[i + HS/2]) by sign * t base^(-2i/HS);
 // the angle in double as the CPU op computes it, then rounded once, so both agree to fp32.
 __global__ void rope_kernel(float* qk, int T, int B, int num_heads, int row_stride, int HS,
-                            double sign) {
+                            double base, double sign) {
   const int half = HS / 2;
   const int64_t total = static_cast<int64_t>(T) * B * num_heads * half;
   for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < total;
@@ -82,7 +82,7 @@ __global__ void rope_kernel(float* qk, int T, int B, int num_heads, int row_stri
     const int head = static_cast<int>((k / half) % num_heads);
     const int64_t row = k / (static_cast<int64_t>(half) * num_heads);  // t * B + b
     const int t = static_cast<int>(row / B);
-    const double angle = t * pow(kRopeBase, -2.0 * i / HS);
+    const double angle = t * pow(base, -2.0 * i / HS);
     const float cosine = static_cast<float>(cos(angle));
     const float sine = static_cast<float>(sign * sin(angle));
     float* x = qk + row * row_stride + static_cast<int64_t>(head) * HS;
@@ -142,20 +142,20 @@ void accumulate(float* y, const float* x, int64_t N, cudaStream_t stream) {
   MESHPLAN_CUDA_CHECK_LAUNCH();
 }
 
-void rope_forward(float* qk, int T, int B, int num_heads, int row_stride, int HS,
+void rope_forward(float* qk, int T, int B, int num_heads, int row_stride, int HS, double base,
                   cudaStream_t stream) {
   const int64_t pairs = static_cast<int64_t>(T) * B * num_heads * (HS / 2);
   rope_kernel<<<grid_for(pairs), kBlockThreads, 0, stream>>>(qk, T, B, num_heads, row_stride, HS,
-                                                             1.0);
+                                                             base, 1.0);
   MESHPLAN_CUDA_CHECK_LAUNCH();
 }
 
-void rope_backward(float* dqk, int T, int B, int num_heads, int row_stride, int HS,
+void rope_backward(float* dqk, int T, int B, int num_heads, int row_stride, int HS, double base,
                    cudaStream_t stream) {
   // The rotation is orthogonal: its transpose is the rotation by the opposite angle.
   const int64_t pairs = static_cast<int64_t>(T) * B * num_heads * (HS / 2);
   rope_kernel<<<grid_for(pairs), kBlockThreads, 0, stream>>>(dqk, T, B, num_heads, row_stride, HS,
-                                                             -1.0);
+                                                             base, -1.0);
   MESHPLAN_CUDA_CHECK_LAUNCH();
 }
 

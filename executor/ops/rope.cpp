@@ -13,7 +13,7 @@ namespace {
 // angle(t, i), angle = pos base^(-2i/R).
 template <typename Real>
 void rotate(Real* qk, int T, int B, int num_heads, int row_stride, int HS, int rotary_dim,
-            double sign, const int* positions) {
+            double base, double sign, const int* positions) {
   const int R = rotary_dim == 0 ? HS : rotary_dim;
   assert(R % 2 == 0 && R <= HS);
   const int half = R / 2;
@@ -21,7 +21,7 @@ void rotate(Real* qk, int T, int B, int num_heads, int row_stride, int HS, int r
   std::vector<Real> sines(static_cast<size_t>(half));
   for (int t = 0; t < T; t++) {
     for (int i = 0; i < half; i++) {
-      const double angle = (positions ? positions[t] : t) * std::pow(kRopeBase, -2.0 * i / R);
+      const double angle = (positions ? positions[t] : t) * std::pow(base, -2.0 * i / R);
       cosines[i] = static_cast<Real>(std::cos(angle));
       sines[i] = static_cast<Real>(sign * std::sin(angle));
     }
@@ -44,20 +44,20 @@ void rotate(Real* qk, int T, int B, int num_heads, int row_stride, int HS, int r
 
 template <typename Real>
 void rope_forward(Real* qk, int T, int B, int num_heads, int row_stride, int HS,
-                  const int* positions, int rotary_dim) {
-  rotate(qk, T, B, num_heads, row_stride, HS, rotary_dim, 1.0, positions);
+                  const int* positions, int rotary_dim, double base) {
+  rotate(qk, T, B, num_heads, row_stride, HS, rotary_dim, base, 1.0, positions);
 }
 
 template <typename Real>
 void rope_backward(Real* dqk, int T, int B, int num_heads, int row_stride, int HS,
-                   const int* positions, int rotary_dim) {
+                   const int* positions, int rotary_dim, double base) {
   // The rotation is orthogonal: its transpose is the rotation by the opposite angle.
-  rotate(dqk, T, B, num_heads, row_stride, HS, rotary_dim, -1.0, positions);
+  rotate(dqk, T, B, num_heads, row_stride, HS, rotary_dim, base, -1.0, positions);
 }
 
-template void rope_forward<float>(float*, int, int, int, int, int, const int*, int);
-template void rope_backward<float>(float*, int, int, int, int, int, const int*, int);
-template void rope_forward<double>(double*, int, int, int, int, int, const int*, int);
-template void rope_backward<double>(double*, int, int, int, int, int, const int*, int);
+template void rope_forward<float>(float*, int, int, int, int, int, const int*, int, double);
+template void rope_backward<float>(float*, int, int, int, int, int, const int*, int, double);
+template void rope_forward<double>(double*, int, int, int, int, int, const int*, int, double);
+template void rope_backward<double>(double*, int, int, int, int, int, const int*, int, double);
 
 }  // namespace meshplan::executor

@@ -13,20 +13,21 @@
 
 namespace meshplan::executor {
 
-/// Base of the rotary frequencies, 10000 (Su et al. 2021, Sec. 3.2.2; Llama-2 uses the same).
+/// The default base of the rotary frequencies, 10000 (Su et al. 2021, Sec. 3.2.2; Llama 2 uses
+/// the same; the model's rope_theta gives another, Llama 3's 500000).
 inline constexpr double kRopeBase = 10000.0;
 
 /// qk (T, B, row_stride): heads 0 .. num_heads-1 of each row rotated in place. `positions` (T)
 /// gives row t's position in the sequence (context parallelism holds two chunks of it); null
 /// means t. `rotary_dim` (even, at most HS) channels from each head's start are rotated; 0 means
-/// all HS.
+/// all HS. `base` is the rotary base (the model's rope_theta).
 template <typename Real>
 void rope_forward(Real* qk, int T, int B, int num_heads, int row_stride, int HS,
-                  const int* positions = nullptr, int rotary_dim = 0);
+                  const int* positions = nullptr, int rotary_dim = 0, double base = kRopeBase);
 /// dqk (T, B, row_stride): gradients of the rotated heads turned back in place (the transpose
 /// of the forward rotation), the rest of the row left as it is.
 template <typename Real>
 void rope_backward(Real* dqk, int T, int B, int num_heads, int row_stride, int HS,
-                   const int* positions = nullptr, int rotary_dim = 0);
+                   const int* positions = nullptr, int rotary_dim = 0, double base = kRopeBase);
 
 }  // namespace meshplan::executor

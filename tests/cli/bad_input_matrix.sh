@@ -199,6 +199,7 @@ echo "{\"model_type\": \"qwen2\", \"layer_types\": [\"full_attention\"], $hf}" \
   >hf_qwen_layer_types.json
 echo "{\"model_type\": \"llama\", \"partial_rotary_factor\": 0.5, $hf}" >hf_llama_partial.json
 echo "{\"model_type\": \"phi3\", \"rope_parameters\": [0.75], $hf}" >hf_phi3_rope_list.json
+echo "{\"model_type\": \"llama\", \"rope_theta\": 0, $hf}" >hf_llama_theta_zero.json
 sed 's/"num_layers": 0/"num_layers": 4, "no_rope_freq": 3/' model_zero_layers.json \
   >model_no_rope_three.json
 sed 's/"num_layers": 0/"num_layers": 4, "activation_clamp_value": -7/' \
@@ -507,6 +508,9 @@ plan_row "model no_rope_freq not dividing num_layers" \
 plan_row "HF config, rope_parameters not an object" \
   "hf_phi3_rope_list.json: rope_parameters: must be an object ([0.75])" \
   --model hf_phi3_rope_list.json --cluster local-cpu --gpus 2
+plan_row "HF config, rope_theta 0" \
+  "hf_llama_theta_zero.json: rope_theta: must be in (1, 1e+12], the rotary base (0)" \
+  --model hf_llama_theta_zero.json --cluster local-cpu --gpus 2
 plan_row "model activation_clamp_value negative" \
   "model_clamp_negative.json: activation_clamp_value: must be 0 (none) or positive and finite (-7)" \
   --model model_clamp_negative.json --cluster local-cpu --gpus 2

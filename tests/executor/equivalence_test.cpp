@@ -738,6 +738,44 @@ TEST_SUITE("mpi2") {
   }
 }
 
+// tiny and tiny-mla at Llama 3's rotary base, 500000 (Dubey et al. 2024, Table 3).
+models::TransformerConfig with_llama3_rope_base(const char* preset) {
+  models::TransformerConfig m = models::load_model(preset);
+  m.name = std::string(preset) + "-rope-500000";
+  m.rope_theta = 500000.0;
+  return m;
+}
+const models::TransformerConfig& tiny_rope_base() {
+  static const models::TransformerConfig model = with_llama3_rope_base("tiny");
+  return model;
+}
+const models::TransformerConfig& tiny_mla_rope_base() {
+  static const models::TransformerConfig model = with_llama3_rope_base("tiny-mla");
+  return model;
+}
+
+TEST_SUITE("mpi2") {
+  TEST_CASE("rope_theta: cp2's rows turn at their positions by the model's base") {
+    check_equivalent(tiny_rope_base(), with_cp(make_layout(1, 1, 1), 2));
+  }
+  TEST_CASE("rope_theta is applied: its losses differ from the base 10000's, MLA's too") {
+    if (world_rank_of(MPI_COMM_WORLD) != 0) {
+      return;
+    }
+    const RunResult& base = reference(tiny_rope_base(), 2, 0.0);
+    const RunResult& plain = reference(tiny(), 2, 0.0);
+    const RunResult& mla_base = reference(tiny_mla_rope_base(), 2, 0.0);
+    const RunResult& mla_plain = reference(models::load_model("tiny-mla"), 2, 0.0);
+    for (int step = 0; step < kSteps; step++) {
+      CAPTURE(step + 1);
+      CHECK(std::abs(base.losses[step] / plain.losses[step] - 1) > 1e-6);
+      // MLA rotates 8 of 24 query/key channels per head, so the base moves the loss less (by
+      // 1e-7 to 1e-6 here); the runs are deterministic, so any difference is the base's.
+      CHECK(mla_base.losses[step] != mla_plain.losses[step]);
+    }
+  }
+}
+
 // tiny as Llama 4 builds its attention: layers 1 and 3 NoPE (no_rope_freq 2: one per stage at
 // pp2), the gainless q/k L2 norm on the rotary layers 0 and 2, and chunks of the whole sequence
 // (32 tokens, where chunked attention is full causal attention).

@@ -170,11 +170,12 @@ TEST_CASE("embedding, position, rope and adamw equal the CPU ops") {
   const int NH = 4, KVH = 2, HS = 8, row = (NH + 2 * KVH) * HS;
   auto qkv = random_floats(static_cast<size_t>(T) * B * row, 10);
   DeviceBuffer<float> d_qkv(qkv);
-  ex::rope_forward(qkv.data(), T, B, NH + KVH, row, HS);
-  gpu::rope_forward(d_qkv.data, T, B, NH + KVH, row, HS, nullptr);
+  const double base = 500000.0;  // Llama 3's rope_theta
+  ex::rope_forward(qkv.data(), T, B, NH + KVH, row, HS, nullptr, 0, base);
+  gpu::rope_forward(d_qkv.data, T, B, NH + KVH, row, HS, base, nullptr);
   check_close(d_qkv.to_host(), qkv);
-  ex::rope_backward(qkv.data(), T, B, NH + KVH, row, HS);
-  gpu::rope_backward(d_qkv.data, T, B, NH + KVH, row, HS, nullptr);
+  ex::rope_backward(qkv.data(), T, B, NH + KVH, row, HS, nullptr, 0, base);
+  gpu::rope_backward(d_qkv.data, T, B, NH + KVH, row, HS, base, nullptr);
   check_close(d_qkv.to_host(), qkv);
 
   auto params = random_floats(1000, 11);

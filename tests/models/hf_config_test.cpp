@@ -1044,6 +1044,72 @@ TEST_CASE("partial rotary: transformers 5's rope_parameters, and whole-head clas
   CHECK(model_from_json(gpt2, "g.json").positions == Positions::kLearned);
 }
 
+TEST_CASE("rope_theta: the config's base, transformers 5's rope_parameters, class defaults") {
+  // As the checked-in configs state it (their config.json rope_theta).
+  CHECK(load_model(hf_fixture("Meta-Llama-3-8B.json")).rope_theta == 500000.0);
+  CHECK(load_model(hf_fixture("Mixtral-8x7B-v0.1.json")).rope_theta == 1e6);
+  CHECK(load_model(hf_fixture("gpt-oss-120b.json")).rope_theta == 150000.0);
+  CHECK(load_model(hf_fixture("Llama-4-Scout-17B-16E-text.json")).rope_theta == 500000.0);
+  CHECK(load_model(hf_fixture("gemma-3-1b-pt.json")).rope_theta == 1e6);  // the global base
+  CHECK(load_model(hf_fixture("DeepSeek-V3.json")).rope_theta == 10000.0);
+  // Llama-2-7b-hf states none: LlamaConfig's default.
+  CHECK(load_model(hf_fixture("Llama-2-7b-hf.json")).rope_theta == 10000.0);
+  // Absent, each class's default_theta (configuration_<model>.py).
+  nlohmann::json mixtral = meshplan::read_json_file(hf_fixture("Mixtral-8x7B-v0.1.json"));
+  mixtral.erase("rope_theta");
+  CHECK(model_from_json(mixtral, "m.json").rope_theta == 1e6);
+  nlohmann::json oss = meshplan::read_json_file(hf_fixture("gpt-oss-120b.json"));
+  oss.erase("rope_theta");
+  CHECK(model_from_json(oss, "o.json").rope_theta == 150000.0);
+  nlohmann::json scout = meshplan::read_json_file(hf_fixture("Llama-4-Scout-17B-16E-text.json"));
+  scout.erase("rope_theta");
+  CHECK(model_from_json(scout, "s.json").rope_theta == 500000.0);
+  // transformers 5 keeps it in rope_parameters, which wins over a top-level key.
+  nlohmann::json llama = small_llama();
+  llama["rope_theta"] = 10000.0;
+  llama["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 500000.0}};
+  CHECK(model_from_json(llama, "l.json").rope_theta == 500000.0);
+  llama["rope_parameters"]["rope_theta"] = "big";
+  CHECK(input_error([&] { model_from_json(llama, "l.json"); }) ==
+        "l.json: rope_parameters: rope_theta: expected a number (\"big\")");
+  llama["rope_parameters"]["rope_theta"] = 1.0;
+  CHECK(input_error([&] { model_from_json(llama, "l.json"); }) ==
+        "l.json: rope_parameters.rope_theta: must be in (1, 1e+12], the rotary base (1)");
+  llama.erase("rope_parameters");
+  llama["rope_theta"] = -5;
+  CHECK(input_error([&] { model_from_json(llama, "l.json"); }) ==
+        "l.json: rope_theta: must be in (1, 1e+12], the rotary base (-5)");
+  // Nested by layer type (Gemma3TextConfig in 5.x): the full-attention layers' base.
+  nlohmann::json gemma3 = meshplan::read_json_file(hf_fixture("gemma-3-1b-pt.json"));
+  gemma3.erase("rope_theta");
+  gemma3.erase("rope_local_base_freq");
+  gemma3["rope_parameters"] = {{"full_attention", {{"rope_theta", 2e6}}},
+                               {"sliding_attention", {{"rope_theta", 1e4}}}};
+  CHECK(model_from_json(gemma3, "g.json").rope_theta == 2e6);
+  gemma3["rope_parameters"].erase("full_attention");
+  gemma3["rope_parameters"]["chunked_attention"] = {{"rope_theta", 5e5}};
+  CHECK(input_error([&] { model_from_json(gemma3, "g.json"); })
+            .starts_with("g.json: rope_parameters.sliding_attention.rope_theta: differs between "
+                         "layer types without a full_attention entry"));
+  gemma3["rope_parameters"] = {{"sliding_attention", {{"rope_type", "default"}}}};
+  CHECK(model_from_json(gemma3, "g.json").rope_theta == 1e6);  // Gemma3TextConfig's global
+  // GPTNeoXConfig reads rotary_emb_base, and in 5.x no top-level rope_theta.
+  nlohmann::json neox = meshplan::read_json_file(hf_fixture("pythia-160m.json"));
+  neox["rotary_emb_base"] = 25000;
+  neox["rope_theta"] = 7;
+  CHECK(model_from_json(neox, "n.json").rope_theta == 25000.0);
+  // llm-foundry's MPT with rotary positions: attn_config.rope_theta, default 10000.
+  nlohmann::json mpt = meshplan::read_json_file(hf_fixture("mpt-7b-instruct.json"));
+  mpt["attn_config"]["alibi"] = false;
+  mpt["attn_config"]["rope"] = true;
+  CHECK(model_from_json(mpt, "p.json").rope_theta == 10000.0);
+  mpt["attn_config"]["rope_theta"] = 500000;
+  CHECK(model_from_json(mpt, "p.json").rope_theta == 500000.0);
+  // A written model file keeps it, a read one gets it back.
+  const TransformerConfig scout_model = load_model(hf_fixture("Llama-4-Scout-17B-16E-text.json"));
+  CHECK(meshplan::models::model_to_json(scout_model)["rope_theta"] == 500000.0);
+}
+
 // Fields an audit of real configs found read wrongly or ignored (session 36).
 TEST_CASE("MPT: llm-foundry's ffn_config and attention fields are read or refused") {
   const nlohmann::json base = meshplan::read_json_file(hf_fixture("mpt-7b-instruct.json"));

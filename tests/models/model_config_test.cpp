@@ -64,6 +64,7 @@ void check_same(const TransformerConfig& a, const TransformerConfig& b) {
   CHECK(a.window_attn_skip_freq == b.window_attn_skip_freq);
   CHECK(a.window_attn_layers == b.window_attn_layers);
   CHECK(a.rotary_percent == b.rotary_percent);
+  CHECK(a.rope_theta == b.rope_theta);
 }
 
 // tiny in meshplan's format, edited per test.
@@ -284,6 +285,43 @@ TEST_CASE("rotary_percent: optional (absent = 1, every channel), written when be
   nan_percent.rotary_percent = std::numeric_limits<double>::quiet_NaN();
   CHECK(input_error([&] { validate_model(nan_percent, "m.json"); }) ==
         "m.json: rotary_percent: must be in (0, 1], 1 to rotate every channel of a head (nan)");
+}
+
+TEST_CASE("rope_theta: optional (absent = 10000), written when another, checked") {
+  nlohmann::json json = tiny_json();
+  const TransformerConfig plain = model_from_json(json, "m.json");
+  CHECK(plain.rope_theta == 10000.0);  // Su et al. 2021, Eq. 15; Megatron-LM's --rotary-base
+  CHECK_FALSE(model_to_json(plain).contains("rope_theta"));
+  json["rope_theta"] = 500000;  // Llama 3 (Dubey et al. 2024, Table 3)
+  const TransformerConfig llama3 = model_from_json(json, "m.json");
+  CHECK(llama3.rope_theta == 500000.0);
+  CHECK(model_to_json(llama3)["rope_theta"] == 500000.0);
+  check_same(model_from_json(model_to_json(llama3), "round-trip"), llama3);
+  CHECK(model_from_json(model_to_json(llama3), "round-trip") == llama3);
+  CHECK_FALSE(llama3 == plain);
+  // The presets state their models' bases.
+  CHECK(load_model("llama3-70b").rope_theta == 500000.0);
+  CHECK(load_model("mixtral-8x7b").rope_theta == 1e6);
+  CHECK(load_model("gpt-oss-120b").rope_theta == 150000.0);
+  CHECK(load_model("llama2-7b").rope_theta == 10000.0);
+  for (const double bad : {1.0, 0.0, -10000.0, 1e13}) {
+    CAPTURE(bad);
+    json["rope_theta"] = bad;
+    CHECK(model_error_for(json) ==
+          fmt::format("m.json: rope_theta: must be in (1, 1e+12], the rotary base ({})", bad));
+  }
+  json["rope_theta"] = "500000";
+  CHECK(model_error_for(json) == "m.json: rope_theta: expected a number (\"500000\")");
+  json["rope_theta"] = 500000;
+  json["positions"] = "learned";
+  json["max_position_embeddings"] = 32;
+  CHECK(model_error_for(json) ==
+        "m.json: rope_theta: a rotary base needs rotary positions, not positions learned "
+        "(500000)");
+  TransformerConfig nan_base = plain;
+  nan_base.rope_theta = std::numeric_limits<double>::quiet_NaN();
+  CHECK(input_error([&] { validate_model(nan_base, "m.json"); }) ==
+        "m.json: rope_theta: must be in (1, 1e+12], the rotary base (nan)");
 }
 
 TEST_CASE("gpt-oss's fields: quick_geglu, offset, clamp, sinks, router bias; optional, checked") {

@@ -802,12 +802,12 @@ TEST_CASE("runs file version 8: the layout's recompute_modules (Megatron-Core's 
 }
 
 // The fixture's first run as Qwen3-30B-A3B: the preset's keys a runs file takes (version 9),
-// without the model file's own (name, biases, max_position_embeddings, source).
+// without the model file's own (name, biases, max_position_embeddings, rope_theta, source).
 nlohmann::json qwen3_moe_run(const nlohmann::json& small_run) {
   nlohmann::json run = small_run;
   nlohmann::json model = models::model_to_json(models::load_model("qwen3-30b-a3b"));
-  for (const char* key :
-       {"name", "qkv_bias", "attention_output_bias", "mlp_bias", "max_position_embeddings"}) {
+  for (const char* key : {"name", "qkv_bias", "attention_output_bias", "mlp_bias",
+                          "max_position_embeddings", "rope_theta"}) {
     model.erase(key);
   }
   run["model"] = model;
@@ -858,6 +858,7 @@ TEST_CASE("runs file version 9: the model's MoE keys and the layout's ep and etp
   models::TransformerConfig preset = models::load_model("qwen3-30b-a3b");
   models::TransformerConfig read = report.runs[0].plan->model;
   read.name = preset.name;
+  read.rope_theta = preset.rope_theta;  // a run's model states no rope base: it changes no cost
   CHECK(read == preset);
   CHECK(read.head_dim == 128);  // not hidden_size / num_attention_heads = 64
   const Layout& layout = report.runs[0].predicted->layout;
@@ -947,7 +948,7 @@ TEST_CASE("runs file version 10: the model's bias, window, sink and gated-unit k
   // router bias, sinks, windows on alternate layers, GLU offset and clamp).
   json["runs"][0] = qwen3_moe_run(json["runs"][0]);
   nlohmann::json model = models::model_to_json(models::load_model("gpt-oss-20b"));
-  for (const char* key : {"name", "max_position_embeddings", "source"}) {
+  for (const char* key : {"name", "max_position_embeddings", "rope_theta", "source"}) {
     model.erase(key);
   }
   json["runs"][0]["model"] = model;
@@ -960,6 +961,7 @@ TEST_CASE("runs file version 10: the model's bias, window, sink and gated-unit k
   models::TransformerConfig preset = models::load_model("gpt-oss-20b");
   models::TransformerConfig read = report.runs[0].plan->model;
   read.name = preset.name;
+  read.rope_theta = preset.rope_theta;  // a run's model states no rope base: it changes no cost
   CHECK(read == preset);
   CHECK(read.attention_sinks);
   CHECK(read.sliding_window == 128);

@@ -135,6 +135,7 @@ TEST_CASE(
       {"dataset.seq_length", "8192"},
       {"model.seq_length", "8192"},
       {"model.position_embedding_type", "rope"},
+      {"model.rotary_base", "500000"},  // Dubey et al. 2024, Table 3
       {"model.normalization", "RMSNorm"},
       {"model.gated_linear_unit", "true"},
       {"model.activation_func", "silu"},

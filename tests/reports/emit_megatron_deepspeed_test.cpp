@@ -120,6 +120,7 @@ TEST_CASE("--emit megatron-deepspeed: Llama 2 7B at tp 2, pp 4, ZeRO 1, full rec
       {"--seq-length", "4096"},
       {"--max-position-embeddings", "4096"},  // rope: the planned length
       {"--use-rotary-position-embeddings", ""},
+      {"--rotary-position-embeddings-theta", "10000"},  // Llama 2's base (Su et al.'s 10000)
       {"--normalization", "rmsnorm"},
       {"--swiglu", ""},
       {"--untie-embeddings-and-output-weights", ""},

@@ -102,6 +102,7 @@ TEST_CASE("--emit megatron: Llama-3 70B, interleaved, full recompute, distribute
       {"--seq-length", "8192"},
       {"--max-position-embeddings", "8192"},  // rope: the planned length
       {"--position-embedding-type", "rope"},
+      {"--rotary-base", "500000"},  // Dubey et al. 2024, Table 3: RoPE base 500,000
       {"--normalization", "RMSNorm"},
       {"--swiglu", ""},
       {"--untie-embeddings-and-output-weights", ""},
@@ -152,13 +153,44 @@ TEST_CASE("--emit megatron: GPT-3 1.3B, learned positions, LayerNorm, GELU, bias
   for (const char* absent :
        {"--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
         "--group-query-attention", "--use-distributed-optimizer", "--overlap-param-gather",
-        "--num-layers-per-virtual-pipeline-stage", "--sequence-parallel", "--attention-dropout"}) {
+        "--num-layers-per-virtual-pipeline-stage", "--sequence-parallel", "--attention-dropout",
+        "--rotary-base"}) {
     CHECK_MESSAGE(flags.count(absent) == 0, absent);
   }
   const std::set<std::string> parser = megatron_parser_flags();
   for (const auto& entry : flags) {  // clang 14: no bindings in CHECK's lambda
     const std::string& flag = entry.first;
     CHECK_MESSAGE(parser.count(flag) == 1, flag << " is not a Megatron-LM argument");
+  }
+}
+
+TEST_CASE("--emit: the model's rope base in each Megatron target; a fractional one refused") {
+  planner::Layout layout;
+  layout.dp = 8;
+  layout.global_batch = 16;
+  layout.zero = 1;
+  planner::Plan plan = make_plan("llama2-7b", "dgx-h100", layout);
+  plan.model.rope_theta = 1e6;  // as Code Llama's (Roziere et al. 2023, Sec. 2.4)
+  const auto flags_for = [&](EmitTarget target) {
+    planner::Plan costed = plan;
+    costed.options.framework = *target_framework(target);
+    return megatron_flags(emit_launch_config(costed, target, ""));
+  };
+  CHECK(flags_for(EmitTarget::kMegatron).at("--rotary-base") == "1000000");
+  CHECK(flags_for(EmitTarget::kMegatronDeepSpeed).at("--rotary-position-embeddings-theta") ==
+        "1000000");
+  planner::Plan bridge = plan;
+  bridge.options.grad_reduce_dtype = planner::GradReduceDtype::kFp32;
+  const std::string script = emit_launch_config(bridge, EmitTarget::kMegatronBridge, "");
+  CHECK(script.find("  model.rotary_base=1000000 \\\n") != std::string::npos);
+  plan.model.rope_theta = 10000.5;
+  for (const EmitTarget target :
+       {EmitTarget::kMegatron, EmitTarget::kMegatronBridge, EmitTarget::kMegatronDeepSpeed}) {
+    CAPTURE(to_string(target));
+    CHECK(error_of(plan, target) ==
+          fmt::format("--emit {}: model.rope_theta: the rotary base is an integer flag in "
+                      "Megatron-LM and Megatron-DeepSpeed (arguments.py type=int) (10000.5)",
+                      to_string(target)));
   }
 }
 

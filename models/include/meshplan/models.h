@@ -29,6 +29,12 @@ constexpr bool is_gated(Activation activation) {
 }
 enum class Norm { kLayerNorm, kRmsNorm };
 enum class Positions { kLearned, kRope, kAlibi };
+/// The rotary base when none is given: RoFormer's 10000 (Su et al. 2021, Eq. 15), Megatron-LM's
+/// --rotary-base default and transformers' LlamaConfig default.
+inline constexpr double kDefaultRopeTheta = 10000.0;
+/// The largest rotary base validate_model admits: 1e12, far above any published model's (Qwen2.5's
+/// 1M-context models use 1e7).
+inline constexpr double kMaxRopeTheta = 1e12;
 
 /// A dense decoder-only transformer. Shape letters used across meshplan:
 /// l layers, h hidden, a attention heads, g kv heads, d head dim, f ffn hidden, V vocab, s
@@ -103,6 +109,14 @@ struct TransformerConfig {
   // partial_rotary_factor, GPT-NeoX rotary_pct): 1 rotates all, 0.5 the first half (GLM-4.5), the
   // rest passes through. It changes no parameter, GEMM or stored tensor, so no cost.
   double rotary_percent = 1.0;
+  // The base of the rotary frequencies, angle = position x base^(-2i/d) for channel pair i of d
+  // rotated channels (Su et al. 2021, RoFormer, Eq. 15: theta_i = 10000^(-2(i-1)/d)): Megatron-LM
+  // --rotary-base (default 10000), transformers rope_theta (Llama 3 and 4 500000, Mixtral, Qwen3
+  // and GLM-4.5 1e6, gpt-oss 150000). Meaningful with rotary positions only. It changes no
+  // cost; the executor rotates with it and the launch configs pass it on. Gemma 3's second base
+  // for its sliding-window layers (rope_local_base_freq) is not carried: this is the base of the
+  // full-attention layers. Rope scaling (Llama 3.1's, YaRN) is not carried either.
+  double rope_theta = kDefaultRopeTheta;
   // Layers without rotary positions (NoPE), one entry per layer, 1 for a NoPE layer: Megatron-Core
   // --no-rope-freq as transformer_config.py stores it (an integer N given there becomes this list
   // with every N-th layer 1; a meshplan file may give either). Llama 4 makes every fourth layer

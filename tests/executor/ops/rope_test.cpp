@@ -23,6 +23,31 @@ TEST_CASE("rope turns position t by t radians in the first pair") {
   CHECK(qk[3] == doctest::Approx(std::sin(1.0)).scale(0));
 }
 
+TEST_CASE("rope turns pair i by t base^(-2i/R) radians for the base given (rope_theta)") {
+  // T = 3, one head of HS = 4: pairs (x0, x2) and (x1, x3); pair 1 turns by t * base^(-1/2).
+  // Llama 3's base 500000: position 2 turns pair 1 by 2 / sqrt(500000) radians.
+  const double base = 500000.0;
+  std::vector<double> qk(3 * 4, 0.0);
+  for (int t = 0; t < 3; t++) {
+    qk[t * 4 + 0] = 1.0;
+    qk[t * 4 + 1] = 1.0;
+  }
+  rope_forward(qk.data(), 3, 1, 1, 4, 4, nullptr, 0, base);
+  const double angle = 2.0 / std::sqrt(base);
+  CHECK(qk[8 + 1] == doctest::Approx(std::cos(angle)).scale(0));
+  CHECK(qk[8 + 3] == doctest::Approx(std::sin(angle)).scale(0));
+  CHECK(qk[8 + 0] == doctest::Approx(std::cos(2.0)).scale(0));  // pair 0: base^0 = 1
+  // The default base turns the same pair by 2 / 100.
+  std::vector<double> default_base(3 * 4, 0.0);
+  default_base[8 + 1] = 1.0;
+  rope_forward(default_base.data(), 3, 1, 1, 4, 4);
+  CHECK(default_base[8 + 3] == doctest::Approx(std::sin(0.02)).scale(0));
+  // The backward turns back by the same base.
+  rope_backward(qk.data(), 3, 1, 1, 4, 4, nullptr, 0, base);
+  CHECK(qk[8 + 1] == doctest::Approx(1.0).scale(0));
+  CHECK(std::abs(qk[8 + 3]) < 1e-12);
+}
+
 TEST_CASE("rope leaves heads past num_heads (the values) untouched") {
   // Row of 2 rotated heads + 1 value head, HS = 4, T = 3.
   const std::vector<double> before = random_vector(3 * 12, 1);
