@@ -682,6 +682,13 @@ TEST_CASE("--emit torchtitan: Llama-3 8B, FSDP x TP x PP, 1F1B") {
     const std::string& key = entry.first;
     CHECK_MESSAGE(kTorchtitanKeys.count(key) == 1, key << " is not a torchtitan JobConfig key");
   }
+  // The flavor carries its own rotary base (torchtitan's llama3 8B: rope_theta 500000); a model
+  // of the same shape at another base is not that flavor.
+  planner::Plan other_base = plan;
+  other_base.model.rope_theta = 10000.0;
+  CHECK(error_of(other_base, EmitTarget::kTorchtitan) ==
+        "--emit torchtitan: model: torchtitan selects a model by flavor; none of llama3 8B, 70B, "
+        "405B has this shape (llama3-8b)");
 }
 
 // Uneven and interleaved: stage_layers 14, 18 with vpp 2 puts 7 + 7 layers on rank 0 and 9 + 9
