@@ -69,6 +69,14 @@ void check_space(const SearchSpace& space) {
                                    space.num_gpus, *fixed));
     }
   }
+  // A fixed micro-batch or virtual stage count below 1 sizes nothing (the CLI and a runs file
+  // refuse them first; this guards every other caller of the search).
+  for (const auto& [fixed, field] :
+       {std::pair{space.micro_batch, "micro_batch"}, {space.vpp, "vpp"}}) {
+    if (fixed && *fixed < 1) {
+      throw InputError(fmt::format("{}: must be at least 1 ({})", field, *fixed));
+    }
+  }
   if (space.stage_layers && space.pp &&
       static_cast<int64_t>(space.stage_layers->size()) != *space.pp &&
       !space.stage_layers->empty()) {

@@ -188,11 +188,20 @@ SearchSpace run_space(const nlohmann::json& layout, int64_t num_gpus, const std:
   space.num_gpus = num_gpus;
   space.global_batch = require_int(layout, "global_batch", where);
   const auto integer = [&](const std::string& field) { return require_int(layout, field, where); };
-  space.tp = optional_field<int64_t>(layout, "tp", searched, integer);
-  space.pp = optional_field<int64_t>(layout, "pp", searched, integer);
-  space.dp = optional_field<int64_t>(layout, "dp", searched, integer);
-  space.vpp = optional_field<int64_t>(layout, "vpp", searched, integer);
-  space.micro_batch = optional_field<int64_t>(layout, "micro_batch", searched, integer);
+  // A stated size below 1 is a malformed run, not an unpredictable one (a micro-batch of 0 once
+  // reached the search's division by it: found by fuzz_public_runs).
+  const auto size = [&](const std::string& field) {
+    const int64_t value = integer(field);
+    if (value < 1) {
+      throw InputError(fmt::format("{}: {}: must be at least 1 ({})", where, field, value));
+    }
+    return value;
+  };
+  space.tp = optional_field<int64_t>(layout, "tp", searched, size);
+  space.pp = optional_field<int64_t>(layout, "pp", searched, size);
+  space.dp = optional_field<int64_t>(layout, "dp", searched, size);
+  space.vpp = optional_field<int64_t>(layout, "vpp", searched, size);
+  space.micro_batch = optional_field<int64_t>(layout, "micro_batch", searched, size);
   space.recompute = optional_field<Recompute>(layout, "recompute", searched, [&](auto& f) {
     return parse_recompute(require_string(layout, f, where), where + ": " + f);
   });

@@ -749,9 +749,13 @@ row "validate: wrong type in a run" 2 \
   'runs_malformed.json: runs[fixture-bad-gpus]: hardware: num_gpus: expected an integer' \
   validate "$data/planner/runs_malformed.json" --json new_out.json
 sed 's/"micro_batch": 1,/"micro_bach": 1,/' "$data/planner/runs_small.json" >runs_typo.json
+sed 's/"micro_batch": 1,/"micro_batch": 0,/' "$data/planner/runs_small.json" >runs_micro_zero.json
 row "validate: a misspelt layout key in a run" 2 \
   'runs_typo.json: runs[fixture-fixed-layout]: layout: micro_bach: unknown field (1)' \
   validate runs_typo.json --json new_out.json
+row "validate: a micro-batch of 0 in a run (once a SIGFPE in the search)" 2 \
+  'runs_micro_zero.json: runs[fixture-fixed-layout]: layout: micro_batch: must be at least 1 (0)' \
+  validate runs_micro_zero.json --json new_out.json
 sed '0,/"inter_node_gbps_per_gpu": 100/s//"inter_node_gbps_per_gpu": 1e300/' \
   "$data/planner/runs_small.json" >runs_bandwidth.json
 row "validate: an absurd inter-node bandwidth, named in the runs file's unit" 2 \

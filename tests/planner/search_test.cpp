@@ -329,6 +329,19 @@ TEST_CASE("search errors: fixed sizes that cannot fit the GPU count") {
         "tp*pp*dp: fixed sizes multiply to 16, which does not fit 8 GPUs");
 }
 
+// Regression (found by fuzz_public_runs in session 52): a fixed micro-batch of 0 reached
+// `global_batch / (dp * micro_batch)` and the process died of SIGFPE.
+TEST_CASE("search errors: a fixed micro-batch or vpp below 1") {
+  SearchSpace space = tiny_space();
+  space.micro_batch = 0;
+  CHECK(test::input_error([&] { search_tiny(space, Objective::kTime, 1); }) ==
+        "micro_batch: must be at least 1 (0)");
+  space = tiny_space();
+  space.vpp = -2;
+  CHECK(test::input_error([&] { search_tiny(space, Objective::kTime, 1); }) ==
+        "vpp: must be at least 1 (-2)");
+}
+
 }  // namespace
 }  // namespace meshplan::planner
 

@@ -664,6 +664,13 @@ TEST_CASE("runs file version 3: the layout's cp (absent or null = 1)") {
         run + "layout: cp: must be at least 1 (0)");
   CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["cp"] = "two"; }, 3) ==
         run + "layout: cp: expected an integer (\"two\")");
+  // The other sizes too (a micro-batch of 0 once crashed the search: fuzz_public_runs).
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["micro_batch"] = 0; }, 3) ==
+        run + "layout: micro_batch: must be at least 1 (0)");
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["vpp"] = 0; }, 3) ==
+        run + "layout: vpp: must be at least 1 (0)");
+  CHECK(run_error_after([](nlohmann::json& r) { r["layout"]["tp"] = -2; }, 3) ==
+        run + "layout: tp: must be at least 1 (-2)");
   // The fixture's 16 GPUs as tp 2 x cp 2 x dp 4: the sequence split over 2 ranks.
   nlohmann::json json = read_json_file(test::planner_fixture("runs_small.json"));
   json["version"] = 3;
