@@ -99,8 +99,9 @@ double class_default_theta(std::string_view model_type) {
 }
 
 // The entry of rope_parameters that states the base, if any: the dict itself, or nested by layer
-// type its "full_attention" entry (Gemma3TextConfig keeps the sliding layers' base under
-// "sliding_attention"), else the one value every layer type states alike.
+// type its "full_attention" entry, else the one value the other types state alike; never the
+// "sliding_attention" entry's (Gemma3TextConfig keeps the local base of its sliding-window layers
+// there, rope_local_base_freq in 4.x, which meshplan does not carry).
 const nlohmann::json* theta_entry(const nlohmann::json& params, std::string& key,
                                   const std::string& source) {
   if (!nested_by_layer_type(params)) {
@@ -113,7 +114,7 @@ const nlohmann::json* theta_entry(const nlohmann::json& params, std::string& key
   }
   const nlohmann::json* common = nullptr;
   for (const auto& [layer_type, entry] : params.items()) {
-    if (!states(entry, kThetaKey)) {
+    if (layer_type == "sliding_attention" || !states(entry, kThetaKey)) {
       continue;
     }
     if (common != nullptr && (*common)[kThetaKey] != entry[kThetaKey]) {

@@ -1086,13 +1086,17 @@ TEST_CASE("rope_theta: the config's base, transformers 5's rope_parameters, clas
   gemma3["rope_parameters"] = {{"full_attention", {{"rope_theta", 2e6}}},
                                {"sliding_attention", {{"rope_theta", 1e4}}}};
   CHECK(model_from_json(gemma3, "g.json").rope_theta == 2e6);
+  // The sliding layers' (local) base is never taken for the model's: absent a full_attention
+  // entry, Gemma3TextConfig's global default.
   gemma3["rope_parameters"].erase("full_attention");
+  CHECK(model_from_json(gemma3, "g.json").rope_theta == 1e6);
+  // Other layer types must agree.
   gemma3["rope_parameters"]["chunked_attention"] = {{"rope_theta", 5e5}};
+  CHECK(model_from_json(gemma3, "g.json").rope_theta == 5e5);
+  gemma3["rope_parameters"]["global_attention"] = {{"rope_theta", 6e5}};
   CHECK(input_error([&] { model_from_json(gemma3, "g.json"); })
-            .starts_with("g.json: rope_parameters.sliding_attention.rope_theta: differs between "
+            .starts_with("g.json: rope_parameters.global_attention.rope_theta: differs between "
                          "layer types without a full_attention entry"));
-  gemma3["rope_parameters"] = {{"sliding_attention", {{"rope_type", "default"}}}};
-  CHECK(model_from_json(gemma3, "g.json").rope_theta == 1e6);  // Gemma3TextConfig's global
   // GPTNeoXConfig reads rotary_emb_base, and in 5.x no top-level rope_theta.
   nlohmann::json neox = meshplan::read_json_file(hf_fixture("pythia-160m.json"));
   neox["rotary_emb_base"] = 25000;
