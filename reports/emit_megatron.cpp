@@ -643,8 +643,7 @@ std::string emit_megatron(const planner::Plan& plan) {
       "# Megatron-LM flags (megatron/training/arguments.py). Not decided by the plan, pass them\n"
       "# as this script's arguments: data (--data-path or --mock-data), tokenizer\n"
       "# (--tokenizer-type), --train-iters, --lr and the schedule, checkpointing, and rope\n"
-      "# scaling where the model has it (--use-rope-scaling; meshplan's model does not carry "
-      "it).\n";
+      "# scaling where the model has it (--use-rope-scaling; not in meshplan's model).\n";
   out += emit_detail::torchrun_lines(plan, target, "pretrain_gpt.py");
   return out + emit_detail::flag_lines(flags);
 }

@@ -416,8 +416,7 @@ std::string emit_megatron_bridge(const planner::Plan& plan) {
       "# setting the plan decides is overridden below. Not decided by the plan, pass them as this\n"
       "# script's arguments: data (--dataset megatron-indexed dataset.data_path=...; the recipe's\n"
       "# default is mock data), train.train_iters, optimizer.lr, checkpoint.save, and rope\n"
-      "# scaling where the model has it (model.rope_scaling; meshplan's model does not carry "
-      "it).\n";
+      "# scaling where the model has it (model.rope_scaling; not in meshplan's model).\n";
   out += emit_detail::torchrun_lines(
       plan, kBridgeTarget,
       "scripts/training/run_recipe.py --recipe vanilla_gpt_pretrain_config --mode pretrain");

@@ -266,6 +266,7 @@ TEST_CASE("--emit megatron-bridge: every --emit megatron flag has its override")
       {"--num-attention-heads", "model.num_attention_heads"},
       {"--num-query-groups", "model.num_query_groups"},
       {"--ffn-hidden-size", "model.ffn_hidden_size"},
+      {"--rotary-base", "model.rotary_base"},
       {"--seq-length", "dataset.seq_length"},
       {"--vocab-size", "tokenizer.vocab_size"},
       {"--make-vocab-size-divisible-by", "model.make_vocab_size_divisible_by"},
