@@ -325,6 +325,7 @@ std::vector<ParameterSpec> stage_parameter_specs(const ShardDims& d, const plann
       const ChunkPlacement placement = chunk_placement(plan, stage, (*chunk_of_spec)[i]);
       spec.windowed_layer = m.is_windowed_layer(placement.first_layer + spec.local_layer);
       spec.rotary_layer = m.is_rotary_layer(placement.first_layer + spec.local_layer);
+      spec.rope_base = m.layer_rope_theta(placement.first_layer + spec.local_layer);
     }
   }
   return specs;
@@ -426,6 +427,7 @@ void bind_weights(std::vector<ChunkWeights>* weights, float* flat,
     if (specs[i].local_layer >= 0) {
       w.layers[static_cast<size_t>(specs[i].local_layer)].windowed = specs[i].windowed_layer;
       w.layers[static_cast<size_t>(specs[i].local_layer)].rotary = specs[i].rotary_layer;
+      w.layers[static_cast<size_t>(specs[i].local_layer)].rope_base = specs[i].rope_base;
     }
   }
   // Tied on one rank: the head reads (and its gradient adds into) the embedding itself.

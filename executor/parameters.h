@@ -89,6 +89,9 @@ struct ParameterSpec {
   // In a block with rotary positions (TransformerConfig::is_rotary_layer of its global index: not
   // a NoPE layer); bind_weights hands it to LayerWeights::rotary.
   bool rotary_layer = true;
+  // The rotary base of its block (TransformerConfig::layer_rope_theta of its global index: Gemma
+  // 3's local base on a sliding layer); bind_weights hands it to LayerWeights::rope_base.
+  double rope_base = models::kDefaultRopeTheta;
 
   /// Index in the full tensor (row-major) of local element `i`.
   int64_t full_index(int64_t i) const;
@@ -139,6 +142,9 @@ struct LayerWeights {
   // The block applies rotary positions (and qk_l2_norm): false on a NoPE layer of no_rope_freq,
   // set by bind_weights from the specs.
   bool rotary = true;
+  // The base its rotary positions turn with (TransformerConfig::layer_rope_theta), set by
+  // bind_weights from the specs.
+  double rope_base = models::kDefaultRopeTheta;
 };
 
 /// One model chunk's weights or gradients.

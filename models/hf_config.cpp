@@ -452,6 +452,7 @@ std::string hf_config_key(const nlohmann::json& json, const std::string& field) 
       {{"num_layers", "num_hidden_layers"},
        {"rotary_percent", rotary_key},
        {"rope_theta", rope_theta_key(json, model_type)},
+       {"rope_local_theta", rope_local_theta_key(json)},
        {"num_kv_heads", "num_key_value_heads"},
        {"ffn_hidden_size", llama4 ? "intermediate_size_mlp" : "intermediate_size"},
        {"no_rope_freq", "no_rope_layers"},
@@ -563,6 +564,21 @@ TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::st
   }
   if (model_type != "mpt") {
     hf::read_sliding_window(json, model_type, source, model);
+  }
+  // Gemma 3's sliding layers rotate with a base of their own (10000 against 1e6); kept where it
+  // differs and a layer slides (model_config.cpp validate_rope_local_theta).
+  if (model.positions == Positions::kRope && model_type != "mpt") {
+    if (const std::optional<double> local_theta = read_rope_local_theta(json, model_type, source)) {
+      // Stated, it is a base (0 is not "none" in a config), whether or not a layer slides.
+      if (!(*local_theta > 1.0 && *local_theta <= kMaxRopeTheta)) {
+        throw InputError(
+            fmt::format("{}: {}: must be in (1, {:g}], the sliding layers' rotary base ({})",
+                        source, rope_local_theta_key(json), kMaxRopeTheta, *local_theta));
+      }
+      if (model.has_sliding_layer() && *local_theta != model.rope_theta) {
+        model.rope_local_theta = *local_theta;
+      }
+    }
   }
   // The classes that read layer_types check it also where no layer ends up windowed
   // (transformers' layer_type_validation in the config's __init__): a malformed list is refused

@@ -76,6 +76,10 @@ std::optional<double> stated_in_rope_parameters(const nlohmann::json& params, do
 }
 
 constexpr const char* kThetaKey = "rope_theta";
+constexpr const char* kLocalBaseKey = "rope_local_base_freq";
+// Gemma 3's local base (Gemma Team 2025, Sec. 2.2: "keep the frequency of the local layers at
+// 10k"; Gemma3TextConfig's default).
+constexpr double kGemma3DefaultLocalTheta = 10000.0;
 
 // The class's own key for the base outside rope_parameters: GPTNeoXConfig rotary_emb_base
 // (transformers 5's GPTNeoXConfig pops only that one), rope_theta for the others.
@@ -101,7 +105,7 @@ double class_default_theta(std::string_view model_type) {
 // The entry of rope_parameters that states the base, if any: the dict itself, or nested by layer
 // type its "full_attention" entry, else the one value the other types state alike; never the
 // "sliding_attention" entry's (Gemma3TextConfig keeps the local base of its sliding-window layers
-// there, rope_local_base_freq in 4.x, which meshplan does not carry).
+// there, rope_local_base_freq in 4.x: read_rope_local_theta).
 const nlohmann::json* theta_entry(const nlohmann::json& params, std::string& key,
                                   const std::string& source) {
   if (!nested_by_layer_type(params)) {
@@ -143,6 +147,32 @@ double read_rope_theta(const nlohmann::json& json, std::string_view model_type,
   const char* legacy = legacy_theta_key(model_type);
   return states(json, legacy) ? require_number(json, legacy, source)
                               : class_default_theta(model_type);
+}
+
+std::optional<double> read_rope_local_theta(const nlohmann::json& json, std::string_view model_type,
+                                            const std::string& source) {
+  if (const nlohmann::json* params = rope_parameters(json, source)) {
+    if (nested_by_layer_type(*params) && states(*params, "sliding_attention") &&
+        states((*params)["sliding_attention"], kThetaKey)) {
+      return require_number((*params)["sliding_attention"], kThetaKey,
+                            source + ": rope_parameters.sliding_attention");
+    }
+  }
+  if (model_type != "gemma3_text") {
+    return std::nullopt;
+  }
+  // Gemma3TextConfig(rope_local_base_freq=10_000.0) in 4.x; default_theta["local"] in 5.
+  return states(json, kLocalBaseKey) ? require_number(json, kLocalBaseKey, source)
+                                     : kGemma3DefaultLocalTheta;
+}
+
+std::string rope_local_theta_key(const nlohmann::json& json) {
+  if (states(json, "rope_parameters") && json["rope_parameters"].is_object() &&
+      nested_by_layer_type(json["rope_parameters"]) &&
+      states(json["rope_parameters"], "sliding_attention")) {
+    return fmt::format("rope_parameters.sliding_attention.{}", kThetaKey);
+  }
+  return kLocalBaseKey;
 }
 
 std::string rope_theta_key(const nlohmann::json& json, std::string_view model_type) {

@@ -3,6 +3,7 @@
 // models/.
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -47,5 +48,16 @@ double read_rope_theta(const nlohmann::json& json, std::string_view model_type,
 
 /// The key a config states its rotary base under, for error messages.
 std::string rope_theta_key(const nlohmann::json& json, std::string_view model_type);
+
+/// The rotary base of the sliding-window layers, none where the config has none of its own:
+/// rope_parameters nested by layer type, its "sliding_attention" entry's rope_theta (transformers
+/// 5); else for Gemma 3 (gemma3_text) rope_local_base_freq (4.x), default 10000. The caller keeps
+/// it only where it differs from rope_theta on a model with sliding layers. Throws InputError
+/// naming the key for a non-number.
+std::optional<double> read_rope_local_theta(const nlohmann::json& json, std::string_view model_type,
+                                            const std::string& source);
+
+/// The key a config states the sliding layers' base under, for error messages.
+std::string rope_local_theta_key(const nlohmann::json& json);
 
 }  // namespace meshplan::models

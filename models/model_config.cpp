@@ -39,7 +39,7 @@ constexpr int64_t kMaxExperts = 100'000;
 // Every key of the format; anything else is rejected so a typo is not silently ignored. The
 // bias, attention-variant, MoE and MLA keys are the public lists a published run's model reads
 // too (models.h), joined here rather than written again.
-constexpr std::array<std::string_view, 32> kCoreModelFields = {"name",
+constexpr std::array<std::string_view, 33> kCoreModelFields = {"name",
                                                                "num_layers",
                                                                "hidden_size",
                                                                "num_attention_heads",
@@ -64,6 +64,7 @@ constexpr std::array<std::string_view, 32> kCoreModelFields = {"name",
                                                                "query_pre_attn_scalar",
                                                                "rotary_percent",
                                                                "rope_theta",
+                                                               "rope_local_theta",
                                                                "moe_layers",
                                                                "no_rope_freq",
                                                                "qk_l2_norm",
@@ -73,7 +74,7 @@ constexpr std::array<std::string_view, 32> kCoreModelFields = {"name",
                                                                "source"};
 constexpr auto kModelFields = joined_fields(kCoreModelFields, kBiasModelFields, kVariantModelFields,
                                             kMoeModelFields, kMlaModelFields);
-static_assert(kModelFields.size() == 56);
+static_assert(kModelFields.size() == 57);
 
 void check_size(int64_t value, int64_t max, const char* field, const std::string& source) {
   if (value <= 0) {
@@ -184,6 +185,7 @@ void read_moe_and_mla_fields(const nlohmann::json& json, const std::string& sour
       json.contains("rotary_percent") ? require_number(json, "rotary_percent", source) : 1.0;
   model.rope_theta =
       json.contains("rope_theta") ? require_number(json, "rope_theta", source) : kDefaultRopeTheta;
+  model.rope_local_theta = number_or_zero("rope_local_theta");
   read_gated_unit_variant_fields(json, source, model);
   read_moe_fields(json, source, model);
   read_moe_layers(json, source, model);
@@ -466,6 +468,31 @@ void validate_rope_theta(const TransformerConfig& model, const std::string& sour
   }
 }
 
+// The sliding layers' rotary base (rope_local_theta): 0 (none), or a base as rope_theta's, with
+// rotary positions and a layer the window pattern marks sliding to rotate with it.
+void validate_rope_local_theta(const TransformerConfig& model, const std::string& source) {
+  if (model.rope_local_theta == 0.0) {
+    return;
+  }
+  if (!(model.rope_local_theta > 1.0 && model.rope_local_theta <= kMaxRopeTheta)) {
+    throw InputError(fmt::format(
+        "{}: rope_local_theta: must be 0 (none) or in (1, {:g}], the sliding layers' rotary base "
+        "({})",
+        source, kMaxRopeTheta, model.rope_local_theta));
+  }
+  if (model.positions != Positions::kRope) {
+    throw InputError(fmt::format(
+        "{}: rope_local_theta: a rotary base needs rotary positions, not positions {} ({})", source,
+        to_string(model.positions), model.rope_local_theta));
+  }
+  if (!model.has_sliding_layer()) {
+    throw InputError(fmt::format(
+        "{}: rope_local_theta: the sliding layers' rotary base, but no layer is sliding "
+        "(sliding_window {}) ({})",
+        source, model.sliding_window, model.rope_local_theta));
+  }
+}
+
 // The gated unit's offset and clamp (gpt-oss): a gated activation only; a finite offset, a clamp
 // 0 (none) or positive and finite.
 void validate_gated_unit_variants(const TransformerConfig& model, const std::string& source) {
@@ -642,17 +669,22 @@ double TransformerConfig::attention_scale() const {
 }
 
 bool TransformerConfig::is_windowed() const {
-  if (sliding_window <= 0 || sliding_window >= seq_length) {
-    return false;
-  }
-  // Layer number 1 is windowed under any N >= 2 (1 % N != 0); a list needs a 1.
-  return window_attn_layers.empty() ||
-         std::find(window_attn_layers.begin(), window_attn_layers.end(), 1) !=
-             window_attn_layers.end();
+  return sliding_window < seq_length && has_sliding_layer();
 }
 
 bool TransformerConfig::is_windowed_layer(int64_t layer) const {
-  if (sliding_window <= 0 || sliding_window >= seq_length) {
+  return sliding_window < seq_length && is_sliding_layer(layer);
+}
+
+bool TransformerConfig::has_sliding_layer() const {
+  // Layer number 1 slides under any N >= 2 (1 % N != 0); a list needs a 1.
+  return sliding_window > 0 && (window_attn_layers.empty() ||
+                                std::find(window_attn_layers.begin(), window_attn_layers.end(),
+                                          1) != window_attn_layers.end());
+}
+
+bool TransformerConfig::is_sliding_layer(int64_t layer) const {
+  if (sliding_window <= 0) {
     return false;
   }
   // Megatron-Core is_layer_window_attention (transformer/utils.py, d98e8a64): layer_number is
@@ -784,6 +816,7 @@ void validate_model(const TransformerConfig& model, const std::string& source) {
       }
     }
   }
+  validate_rope_local_theta(model, source);
   // A learned position table has one row per position: it cannot embed a longer sequence.
   if (model.positions == Positions::kLearned && model.seq_length > model.max_position_embeddings) {
     throw InputError(fmt::format(
@@ -801,6 +834,9 @@ TransformerConfig model_from_json(const nlohmann::json& json, const std::string&
     normalize_window_pattern(model);
     normalize_moe_layers(model);
     normalize_no_rope_freq(model);
+    if (model.rope_local_theta == model.rope_theta) {
+      model.rope_local_theta = 0.0;  // one form per meaning: the sliding layers' base is the same
+    }
     return model;
   }
   TransformerConfig model = model_from_hf_config(json, source);
@@ -877,6 +913,9 @@ nlohmann::json model_to_json(const TransformerConfig& model) {
   }
   if (model.rope_theta != kDefaultRopeTheta) {
     json["rope_theta"] = model.rope_theta;
+  }
+  if (model.rope_local_theta != 0.0) {
+    json["rope_local_theta"] = model.rope_local_theta;
   }
   write_position_variant_fields(model, json);
   if (model.glu_linear_offset != 0.0) {

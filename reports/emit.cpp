@@ -42,6 +42,16 @@ void refuse(EmitTarget target, const std::string& field, const std::string& what
 }
 
 std::string integral_rope_theta(const models::TransformerConfig& model, EmitTarget target) {
+  // One base for every layer: Megatron-Core's RotaryEmbedding(rotary_base=...) is built once per
+  // model (gpt_model.py, d98e8a64); Gemma 3's (local, global) pair exists only in
+  // Megatron-Bridge's own Gemma3ModelProvider (gemma3_bridge.py provider.rotary_base).
+  if (model.rope_local_theta != 0.0) {
+    refuse(target, "model.rope_local_theta",
+           fmt::format("the sliding layers turn by a base of their own, the others by rope_theta "
+                       "{}; Megatron-LM's --rotary-base gives every layer one base",
+                       model.rope_theta),
+           fmt::format("{}", model.rope_local_theta));
+  }
   // validate_model bounds the base to (1, 1e12]: an integral one fits int64_t exactly.
   if (model.rope_theta != std::floor(model.rope_theta)) {
     refuse(target, "model.rope_theta",

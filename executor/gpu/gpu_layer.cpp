@@ -29,7 +29,7 @@ void GpuModel::layer_forward_(float* out, GpuLayerActs& a, const float* inp,
   norm_forward_(a.ln1_out, a.ln1_mean, a.ln1_rstd, inp, w.ln1_w, w.ln1_b);
   linear_forward(cublas_, a.qkv, a.ln1_out, w.qkv_w, w.qkv_b, d_.N, d_.C, d_.QKV);
   if (rope(d_)) {
-    rope_forward(a.qkv, d_.T, d_.B, d_.NH + d_.KVH, d_.QKV, d_.HS, d_.model.rope_theta, stream);
+    rope_forward(a.qkv, d_.T, d_.B, d_.NH + d_.KVH, d_.QKV, d_.HS, w.rope_base, stream);
   }
   flash_attention_forward(a.att_out, a.lse, a.qkv, d_.T, d_.B, d_.NH, d_.KVH, d_.HS, stream);
   linear_forward(cublas_, s_.d_x, a.att_out, w.proj_w, w.proj_b, d_.N, d_.NH * d_.HS, d_.C);
@@ -85,7 +85,7 @@ void GpuModel::attention_backward_(float* dinp, const LayerWeights& g, const Gpu
   flash_attention_backward(s_.d_qkv, s_.delta, s_.d_att_out, a.att_out, a.lse, a.qkv, d_.T, d_.B,
                            d_.NH, d_.KVH, d_.HS, stream);
   if (rope(d_)) {
-    rope_backward(s_.d_qkv, d_.T, d_.B, d_.NH + d_.KVH, d_.QKV, d_.HS, d_.model.rope_theta, stream);
+    rope_backward(s_.d_qkv, d_.T, d_.B, d_.NH + d_.KVH, d_.QKV, d_.HS, w.rope_base, stream);
   }
   linear_backward_weight(cublas_, g.qkv_w, g.qkv_b, s_.d_qkv, a.ln1_out, d_.N, d_.C, d_.QKV);
   zero_(s_.d_x, rows);

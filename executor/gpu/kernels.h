@@ -41,8 +41,8 @@ void swiglu_backward(float* dinp, const float* inp, const float* dout, int N, in
 void residual_forward(float* out, const float* a, const float* b, int64_t N, cudaStream_t stream);
 /// y (N) += x: the residual's backward and gradient accumulation.
 void accumulate(float* y, const float* x, int64_t N, cudaStream_t stream);
-/// Rotary positions as ops/rope.h over every channel of a head, `base` the rotary base (the
-/// model's rope_theta).
+/// Rotary positions as ops/rope.h over every channel of a head, `base` the layer's rotary
+/// base (TransformerConfig::layer_rope_theta).
 void rope_forward(float* qk, int T, int B, int num_heads, int row_stride, int HS, double base,
                   cudaStream_t stream);
 void rope_backward(float* dqk, int T, int B, int num_heads, int row_stride, int HS, double base,

@@ -20,7 +20,7 @@ inline constexpr double kRopeBase = 10000.0;
 /// qk (T, B, row_stride): heads 0 .. num_heads-1 of each row rotated in place. `positions` (T)
 /// gives row t's position in the sequence (context parallelism holds two chunks of it); null
 /// means t. `rotary_dim` (even, at most HS) channels from each head's start are rotated; 0 means
-/// all HS. `base` is the rotary base (the model's rope_theta).
+/// all HS. `base` is the rotary base (the layer's, TransformerConfig::layer_rope_theta).
 template <typename Real>
 void rope_forward(Real* qk, int T, int B, int num_heads, int row_stride, int HS,
                   const int* positions = nullptr, int rotary_dim = 0, double base = kRopeBase);

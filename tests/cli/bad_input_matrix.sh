@@ -200,6 +200,10 @@ echo "{\"model_type\": \"qwen2\", \"layer_types\": [\"full_attention\"], $hf}" \
 echo "{\"model_type\": \"llama\", \"partial_rotary_factor\": 0.5, $hf}" >hf_llama_partial.json
 echo "{\"model_type\": \"phi3\", \"rope_parameters\": [0.75], $hf}" >hf_phi3_rope_list.json
 echo "{\"model_type\": \"llama\", \"rope_theta\": 0, $hf}" >hf_llama_theta_zero.json
+echo "{\"model_type\": \"gemma3_text\", \"rope_local_base_freq\": 0, $hf}" \
+  >hf_gemma3_local_theta_zero.json
+sed 's/"num_layers": 0/"num_layers": 4, "rope_local_theta": 10000/; s/"learned"/"rope"/' \
+  model_zero_layers.json >model_local_theta_no_window.json
 sed 's/"num_layers": 0/"num_layers": 4, "no_rope_freq": 3/' model_zero_layers.json \
   >model_no_rope_three.json
 sed 's/"num_layers": 0/"num_layers": 4, "activation_clamp_value": -7/' \
@@ -511,6 +515,12 @@ plan_row "HF config, rope_parameters not an object" \
 plan_row "HF config, rope_theta 0" \
   "hf_llama_theta_zero.json: rope_theta: must be in (1, 1e+12], the rotary base (0)" \
   --model hf_llama_theta_zero.json --cluster local-cpu --gpus 2
+plan_row "HF config, Gemma 3 rope_local_base_freq 0" \
+  "hf_gemma3_local_theta_zero.json: rope_local_base_freq: must be in (1, 1e+12], the sliding layers' rotary base (0)" \
+  --model hf_gemma3_local_theta_zero.json --cluster local-cpu --gpus 2
+plan_row "model rope_local_theta without a sliding layer" \
+  "model_local_theta_no_window.json: rope_local_theta: the sliding layers' rotary base, but no layer is sliding (sliding_window 0) (10000)" \
+  --model model_local_theta_no_window.json --cluster local-cpu --gpus 2
 plan_row "model activation_clamp_value negative" \
   "model_clamp_negative.json: activation_clamp_value: must be 0 (none) or positive and finite (-7)" \
   --model model_clamp_negative.json --cluster local-cpu --gpus 2

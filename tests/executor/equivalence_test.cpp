@@ -776,6 +776,55 @@ TEST_SUITE("mpi2") {
   }
 }
 
+// Gemma 3's two rotary bases (Gemma Team 2025, Sec. 2.2) on tiny's window pattern N 3: layers
+// 0, 1 and 3 slide (window 8) and turn by the local base, layer 2 attends to all by the global
+// one, so pp 2's stages differ (S S | F S) and a stage reading the base by its local index
+// would turn layer 2 by the wrong one.
+models::TransformerConfig tiny_two_bases(double global_theta, double local_theta) {
+  models::TransformerConfig m = tiny_window_skip(3);
+  m.name = fmt::format("tiny-window-skip-3-rope-{:g}-local-{:g}", global_theta, local_theta);
+  m.rope_theta = global_theta;
+  m.rope_local_theta = local_theta == global_theta ? 0.0 : local_theta;
+  return m;
+}
+
+TEST_SUITE("mpi2") {
+  TEST_CASE("rope_local_theta: pp2 and tp2 equal one process with two bases") {
+    const models::TransformerConfig two_bases = tiny_two_bases(1e6, 1e4);
+    check_equivalent(two_bases, make_layout(1, 2, 1));
+    check_equivalent(two_bases, make_layout(2, 1, 1));
+  }
+  TEST_CASE("rope_local_theta turns the sliding layers, rope_theta the others") {
+    if (world_rank_of(MPI_COMM_WORLD) != 0) {
+      return;
+    }
+    // Every layer sliding (tiny-window-8): the local base is every layer's, bit for bit the
+    // model whose one base it is.
+    models::TransformerConfig all_sliding = tiny_window();
+    all_sliding.name = "tiny-window-8-local-500000";
+    all_sliding.rope_local_theta = 500000.0;
+    models::TransformerConfig one_base = tiny_window();
+    one_base.name = "tiny-window-8-rope-500000";
+    one_base.rope_theta = 500000.0;
+    const RunResult& local_everywhere = reference(all_sliding, 2, 0.0);
+    const RunResult& global_everywhere = reference(one_base, 2, 0.0);
+    const RunResult& window_plain = reference(tiny_window(), 2, 0.0);
+    // On the pattern: two bases differ from either base alone, and from the swapped pair.
+    const RunResult& two = reference(tiny_two_bases(1e6, 1e4), 2, 0.0);
+    const RunResult& swapped = reference(tiny_two_bases(1e4, 1e6), 2, 0.0);
+    const RunResult& only_global = reference(tiny_two_bases(1e6, 1e6), 2, 0.0);
+    const RunResult& only_local = reference(tiny_two_bases(1e4, 1e4), 2, 0.0);
+    for (int step = 0; step < kSteps; step++) {
+      CAPTURE(step + 1);
+      CHECK(local_everywhere.losses[step] == global_everywhere.losses[step]);
+      CHECK(local_everywhere.losses[step] != window_plain.losses[step]);
+      CHECK(two.losses[step] != swapped.losses[step]);
+      CHECK(two.losses[step] != only_global.losses[step]);
+      CHECK(two.losses[step] != only_local.losses[step]);
+    }
+  }
+}
+
 // tiny as Llama 4 builds its attention: layers 1 and 3 NoPE (no_rope_freq 2: one per stage at
 // pp2), the gainless q/k L2 norm on the rotary layers 0 and 2, and chunks of the whole sequence
 // (32 tokens, where chunked attention is full causal attention).

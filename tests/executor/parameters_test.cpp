@@ -225,10 +225,13 @@ TEST_CASE("full_index places qkv shards as [query | key | value] heads of the fu
 
 TEST_CASE("each block is marked windowed by its global layer (window_attn_skip_freq)") {
   // N 3 on tiny's 4 layers: numbers 1, 2 and 4 windowed, 3 full. On pp 2 x vpp 2 the chunks
-  // hold one layer each: stage 0 layers 0 and 2, stage 1 layers 1 and 3.
+  // hold one layer each: stage 0 layers 0 and 2, stage 1 layers 1 and 3. The windowed (sliding)
+  // blocks rotate with the local base, the full one with rope_theta (Gemma 3's two bases).
   models::TransformerConfig model = models::load_model("tiny");
   model.sliding_window = 8;
   model.window_attn_skip_freq = 3;
+  model.rope_theta = 1e6;
+  model.rope_local_theta = 10000.0;
   planner::Layout layout = make_layout(1, 2, 1);
   layout.vpp = 2;
   layout.schedule = planner::ScheduleKind::kInterleaved;
@@ -246,6 +249,7 @@ TEST_CASE("each block is marked windowed by its global layer (window_attn_skip_f
       if (specs[i].local_layer >= 0) {
         CAPTURE(specs[i].name);
         CHECK(specs[i].windowed_layer == windowed[static_cast<size_t>(chunk_of[i])]);
+        CHECK(specs[i].rope_base == (windowed[static_cast<size_t>(chunk_of[i])] ? 1e4 : 1e6));
       }
     }
     // bind_weights hands the mark to each chunk's block.
@@ -257,6 +261,8 @@ TEST_CASE("each block is marked windowed by its global layer (window_attn_skip_f
     bind_weights(&weights, flat.data(), specs, chunk_of);
     CHECK(weights[0].layers[0].windowed == windowed[0]);
     CHECK(weights[1].layers[0].windowed == windowed[1]);
+    CHECK(weights[0].layers[0].rope_base == (windowed[0] ? 1e4 : 1e6));
+    CHECK(weights[1].layers[0].rope_base == (windowed[1] ? 1e4 : 1e6));
   }
 }
 

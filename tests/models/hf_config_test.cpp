@@ -1114,6 +1114,49 @@ TEST_CASE("rope_theta: the config's base, transformers 5's rope_parameters, clas
   CHECK(meshplan::models::model_to_json(scout_model)["rope_theta"] == 500000.0);
 }
 
+TEST_CASE("rope_local_theta: Gemma 3's sliding layers' base, 4.x and transformers 5") {
+  // gemma-3-1b-pt's config.json: rope_theta 1e6, rope_local_base_freq 10000, pattern 6.
+  const TransformerConfig gemma3 = load_model(hf_fixture("gemma-3-1b-pt.json"));
+  CHECK(gemma3.rope_theta == 1e6);
+  CHECK(gemma3.rope_local_theta == 10000.0);
+  CHECK(gemma3.layer_rope_theta(0) == 10000.0);  // sliding (layer_idx 0)
+  CHECK(gemma3.layer_rope_theta(5) == 1e6);      // full attention (layer_idx 5)
+  CHECK(meshplan::models::model_to_json(gemma3)["rope_local_theta"] == 10000.0);
+  nlohmann::json json = meshplan::read_json_file(hf_fixture("gemma-3-1b-pt.json"));
+  // Gemma3TextConfig's default when absent.
+  json.erase("rope_local_base_freq");
+  CHECK(model_from_json(json, "g.json").rope_local_theta == 10000.0);
+  json["rope_local_base_freq"] = 1e6;  // the same as the global base: no second base
+  CHECK(model_from_json(json, "g.json").rope_local_theta == 0.0);
+  for (const double bad : {0.0, 1.0, 1e13}) {  // in a config 0 is no "none"
+    CAPTURE(bad);
+    json["rope_local_base_freq"] = bad;
+    CHECK(input_error([&] { model_from_json(json, "g.json"); }) ==
+          fmt::format("g.json: rope_local_base_freq: must be in (1, 1e+12], the sliding layers' "
+                      "rotary base ({})",
+                      bad));
+  }
+  json["rope_local_base_freq"] = "10k";
+  CHECK(input_error([&] { model_from_json(json, "g.json"); }) ==
+        "g.json: rope_local_base_freq: expected a number (\"10k\")");
+  // transformers 5: rope_parameters nested by layer type, the sliding_attention entry's.
+  json.erase("rope_local_base_freq");
+  json.erase("rope_theta");
+  json["rope_parameters"] = {{"full_attention", {{"rope_theta", 1e6}}},
+                             {"sliding_attention", {{"rope_theta", 20000.0}}}};
+  CHECK(model_from_json(json, "g.json").rope_local_theta == 20000.0);
+  json["rope_parameters"]["sliding_attention"]["rope_theta"] = -1;
+  CHECK(input_error([&] { model_from_json(json, "g.json"); }) ==
+        "g.json: rope_parameters.sliding_attention.rope_theta: must be in (1, 1e+12], the "
+        "sliding layers' rotary base (-1)");
+  // No sliding layer (sliding_window_pattern 1), no second base.
+  json["rope_parameters"]["sliding_attention"]["rope_theta"] = 20000.0;
+  json["sliding_window_pattern"] = 1;
+  CHECK(model_from_json(json, "g.json").rope_local_theta == 0.0);
+  // Gemma 2 rotates every layer with its one base.
+  CHECK(load_model(hf_fixture("gemma-2-9b.json")).rope_local_theta == 0.0);
+}
+
 // Fields an audit of real configs found read wrongly or ignored (session 36).
 TEST_CASE("MPT: llm-foundry's ffn_config and attention fields are read or refused") {
   const nlohmann::json base = meshplan::read_json_file(hf_fixture("mpt-7b-instruct.json"));

@@ -65,6 +65,7 @@ void check_same(const TransformerConfig& a, const TransformerConfig& b) {
   CHECK(a.window_attn_layers == b.window_attn_layers);
   CHECK(a.rotary_percent == b.rotary_percent);
   CHECK(a.rope_theta == b.rope_theta);
+  CHECK(a.rope_local_theta == b.rope_local_theta);
 }
 
 // tiny in meshplan's format, edited per test.
@@ -322,6 +323,86 @@ TEST_CASE("rope_theta: optional (absent = 10000), written when another, checked"
   nan_base.rope_theta = std::numeric_limits<double>::quiet_NaN();
   CHECK(input_error([&] { validate_model(nan_base, "m.json"); }) ==
         "m.json: rope_theta: must be in (1, 1e+12], the rotary base (nan)");
+}
+
+TEST_CASE("rope_local_theta: the sliding layers' base; optional, per layer, checked") {
+  nlohmann::json json = tiny_json();
+  const TransformerConfig plain = model_from_json(json, "m.json");
+  CHECK(plain.rope_local_theta == 0.0);
+  CHECK_FALSE(model_to_json(plain).contains("rope_local_theta"));
+  // Gemma 3's layout on tiny's 4 layers: window_attn_skip_freq 3 slides layers 0, 1 and 3
+  // (numbers 1, 2, 4), layer 2 attends to all; the global base 1e6, the local 10000 (Gemma
+  // Team 2025, Sec. 2.2).
+  json["sliding_window"] = 8;
+  json["window_attn_skip_freq"] = 3;
+  json["rope_theta"] = 1e6;
+  json["rope_local_theta"] = 10000;
+  const TransformerConfig gemma3 = model_from_json(json, "m.json");
+  CHECK(gemma3.rope_local_theta == 10000.0);
+  const std::vector<double> expected_bases = {1e4, 1e4, 1e6, 1e4};
+  for (int64_t layer = 0; layer < 4; ++layer) {
+    CAPTURE(layer);
+    CHECK(gemma3.layer_rope_theta(layer) == expected_bases[static_cast<size_t>(layer)]);
+  }
+  CHECK(model_to_json(gemma3)["rope_local_theta"] == 10000.0);
+  check_same(model_from_json(model_to_json(gemma3), "round-trip"), gemma3);
+  CHECK(model_from_json(model_to_json(gemma3), "round-trip") == gemma3);
+  // A layer slides by the pattern even where the window covers the sequence (32 of 32 tokens:
+  // full causal attention, still the local base, as transformers' layer_types decides it).
+  json["sliding_window"] = 32;
+  const TransformerConfig covering = model_from_json(json, "m.json");
+  CHECK_FALSE(covering.is_windowed());
+  CHECK_FALSE(covering.is_windowed_layer(0));
+  CHECK(covering.is_sliding_layer(0));
+  CHECK(covering.layer_rope_theta(0) == 1e4);
+  CHECK(covering.layer_rope_theta(2) == 1e6);
+  // The list form: the 1 entries slide.
+  json["sliding_window"] = 8;
+  json["window_attn_skip_freq"] = {0, 1, 0, 0};
+  const TransformerConfig listed = model_from_json(json, "m.json");
+  CHECK(listed.layer_rope_theta(0) == 1e6);
+  CHECK(listed.layer_rope_theta(1) == 1e4);
+  // The same base as the other layers is no second base.
+  json["window_attn_skip_freq"] = 3;
+  json["rope_local_theta"] = 1e6;
+  CHECK(model_from_json(json, "m.json").rope_local_theta == 0.0);
+  CHECK_FALSE(model_to_json(model_from_json(json, "m.json")).contains("rope_local_theta"));
+  json["rope_local_theta"] = 0;  // 0: none, as absent
+  CHECK(model_from_json(json, "m.json").rope_local_theta == 0.0);
+  for (const double bad : {1.0, -10000.0, 1e13}) {
+    CAPTURE(bad);
+    json["rope_local_theta"] = bad;
+    CHECK(model_error_for(json) ==
+          fmt::format("m.json: rope_local_theta: must be 0 (none) or in (1, 1e+12], the sliding "
+                      "layers' rotary base ({})",
+                      bad));
+  }
+  json["rope_local_theta"] = "10000";
+  CHECK(model_error_for(json) == "m.json: rope_local_theta: expected a number (\"10000\")");
+  // Only where some layer slides: no window, or a list that slides none.
+  json["rope_local_theta"] = 10000;
+  json.erase("sliding_window");
+  json.erase("window_attn_skip_freq");
+  CHECK(model_error_for(json) ==
+        "m.json: rope_local_theta: the sliding layers' rotary base, but no layer is sliding "
+        "(sliding_window 0) (10000)");
+  json["sliding_window"] = 8;
+  json["window_attn_skip_freq"] = {0, 0, 0, 0};
+  CHECK(model_error_for(json) ==
+        "m.json: rope_local_theta: the sliding layers' rotary base, but no layer is sliding "
+        "(sliding_window 8) (10000)");
+  json["window_attn_skip_freq"] = 3;
+  json["positions"] = "learned";
+  json["max_position_embeddings"] = 32;
+  json.erase("rope_theta");
+  CHECK(model_error_for(json) ==
+        "m.json: rope_local_theta: a rotary base needs rotary positions, not positions learned "
+        "(10000)");
+  TransformerConfig nan_base = gemma3;
+  nan_base.rope_local_theta = std::numeric_limits<double>::quiet_NaN();
+  CHECK(input_error([&] { validate_model(nan_base, "m.json"); }) ==
+        "m.json: rope_local_theta: must be 0 (none) or in (1, 1e+12], the sliding layers' rotary "
+        "base (nan)");
 }
 
 TEST_CASE("gpt-oss's fields: quick_geglu, offset, clamp, sinks, router bias; optional, checked") {

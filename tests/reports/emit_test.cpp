@@ -194,6 +194,39 @@ TEST_CASE("--emit: the model's rope base in each Megatron target; a fractional o
   }
 }
 
+TEST_CASE("--emit: a second rope base for the sliding layers is refused by every target") {
+  planner::Layout layout;
+  layout.dp = 8;
+  layout.global_batch = 16;
+  layout.zero = 1;
+  planner::Plan plan = make_plan("llama2-7b", "dgx-h100", layout);
+  // Gemma 3's bases (Gemma Team 2025, Sec. 2.2) on a window that covers the sequence, so no
+  // target refuses the window first: the base is what is refused.
+  plan.model.rope_theta = 1e6;
+  plan.model.sliding_window = plan.model.seq_length;
+  plan.model.window_attn_skip_freq = 6;
+  plan.model.rope_local_theta = 10000.0;
+  for (const EmitTarget target :
+       {EmitTarget::kMegatron, EmitTarget::kMegatronBridge, EmitTarget::kMegatronDeepSpeed}) {
+    CAPTURE(to_string(target));
+    CHECK(error_of(plan, target) ==
+          fmt::format("--emit {}: model.rope_local_theta: the sliding layers turn by a base of "
+                      "their own, the others by rope_theta 1000000; Megatron-LM's --rotary-base "
+                      "gives every layer one base (10000)",
+                      to_string(target)));
+  }
+  // torchtitan's llama3 flavors have one base: the model matches none.
+  planner::Layout fsdp = layout;
+  fsdp.zero = 3;
+  planner::Plan titan = make_plan("llama3-8b", "dgx-h100", fsdp);
+  titan.model.sliding_window = titan.model.seq_length;
+  titan.model.window_attn_skip_freq = 6;
+  titan.model.rope_local_theta = 10000.0;
+  CHECK(error_of(titan, EmitTarget::kTorchtitan) ==
+        "--emit torchtitan: model: torchtitan selects a model by flavor; none of llama3 8B, 70B, "
+        "405B has this shape (llama3-8b)");
+}
+
 TEST_CASE("--emit megatron: Gemma's (1 + weight) RMSNorm is --apply-layernorm-1p") {
   planner::Layout layout;
   layout.dp = 8;

@@ -113,10 +113,19 @@ struct TransformerConfig {
   // rotated channels (Su et al. 2021, RoFormer, Eq. 15: theta_i = 10000^(-2(i-1)/d)): Megatron-LM
   // --rotary-base (default 10000), transformers rope_theta (Llama 3 and 4 500000, Mixtral, Qwen3
   // and GLM-4.5 1e6, gpt-oss 150000). Meaningful with rotary positions only. It changes no
-  // cost; the executor rotates with it and the launch configs pass it on. Gemma 3's second base
-  // for its sliding-window layers (rope_local_base_freq) is not carried: this is the base of the
-  // full-attention layers. Rope scaling (Llama 3.1's, YaRN) is not carried either.
+  // cost; the executor rotates with it and the launch configs pass it on. With a second base for
+  // the sliding layers (rope_local_theta), this is the base of the full-attention layers. Rope
+  // scaling (Llama 3.1's, YaRN) is not carried.
   double rope_theta = kDefaultRopeTheta;
+  // The rotary base of the layers the window pattern marks sliding, 0 when they rotate with
+  // rope_theta like the others: Gemma 3's local base (Gemma Team 2025, "Gemma 3 Technical
+  // Report", Sec. 2.2: "we increase RoPE base frequency from 10k to 1M on global self-attention
+  // layers, and keep the frequency of the local layers at 10k"; transformers Gemma3TextConfig
+  // rope_local_base_freq, default 10000, Gemma3Attention rotating with rotary_emb_local where
+  // layer_types says "sliding_attention"). A layer is sliding by the pattern whether or not the
+  // window covers seq_length (is_sliding_layer). No cost either; a loaded value equal to
+  // rope_theta reads as 0.
+  double rope_local_theta = 0.0;
   // Layers without rotary positions (NoPE), one entry per layer, 1 for a NoPE layer: Megatron-Core
   // --no-rope-freq as transformer_config.py stores it (an integer N given there becomes this list
   // with every N-th layer 1; a meshplan file may give either). Llama 4 makes every fourth layer
@@ -227,6 +236,17 @@ struct TransformerConfig {
   /// Whether layer `layer` (0-based, global) attends over the window: is_windowed() and the
   /// pattern (window_attn_skip_freq or window_attn_layers; neither: every layer) selects it.
   bool is_windowed_layer(int64_t layer) const;
+  /// Whether the window pattern marks layer `layer` sliding (Hugging Face layer_types
+  /// "sliding_attention"): as is_windowed_layer, but also where sliding_window >= seq_length
+  /// makes its window full causal attention.
+  bool is_sliding_layer(int64_t layer) const;
+  /// Whether the window pattern marks any layer sliding (is_sliding_layer of some layer).
+  bool has_sliding_layer() const;
+  /// The rotary base of layer `layer`: rope_local_theta on a sliding layer when set, else
+  /// rope_theta.
+  double layer_rope_theta(int64_t layer) const {
+    return rope_local_theta > 0.0 && is_sliding_layer(layer) ? rope_local_theta : rope_theta;
+  }
   /// The attention scores' scale: 1 / sqrt(query_pre_attn_scalar), or 1 / sqrt(head_dim) when
   /// it is 0.
   double attention_scale() const;
