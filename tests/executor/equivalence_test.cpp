@@ -789,10 +789,14 @@ models::TransformerConfig tiny_two_bases(double global_theta, double local_theta
 }
 
 TEST_SUITE("mpi2") {
-  TEST_CASE("rope_local_theta: pp2 and tp2 equal one process with two bases") {
+  TEST_CASE("rope_local_theta: pp2, tp2 and dp2 ZeRO-3 equal one process with two bases") {
     const models::TransformerConfig two_bases = tiny_two_bases(1e6, 1e4);
     check_equivalent(two_bases, make_layout(1, 2, 1));
     check_equivalent(two_bases, make_layout(2, 1, 1));
+    // ZeRO-3 drops the blocks' bindings after each use and binds them again when it gathers.
+    planner::Layout zero3 = make_layout(1, 1, 2);
+    zero3.zero = 3;
+    check_equivalent(two_bases, zero3);
   }
   TEST_CASE("rope_local_theta turns the sliding layers, rope_theta the others") {
     if (world_rank_of(MPI_COMM_WORLD) != 0) {
