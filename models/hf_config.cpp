@@ -570,7 +570,7 @@ TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::st
   if (model.positions == Positions::kRope && model_type != "mpt") {
     if (const std::optional<double> local_theta = read_rope_local_theta(json, model_type, source)) {
       // Stated, it is a base (0 is not "none" in a config), whether or not a layer slides.
-      if (!(*local_theta > 1.0 && *local_theta <= kMaxRopeTheta)) {
+      if (!is_valid_rope_base(*local_theta)) {
         throw InputError(
             fmt::format("{}: {}: must be in (1, {:g}], the sliding layers' rotary base ({})",
                         source, rope_local_theta_key(json), kMaxRopeTheta, *local_theta));

@@ -457,7 +457,7 @@ void validate_rotary_percent(const TransformerConfig& model, const std::string& 
 // The rotary base (rope_theta): above 1 (a base of 1 or less gives no decaying frequencies) and at
 // most kMaxRopeTheta; other than the default only with rotary positions, where it is used.
 void validate_rope_theta(const TransformerConfig& model, const std::string& source) {
-  if (!(model.rope_theta > 1.0 && model.rope_theta <= kMaxRopeTheta)) {
+  if (!is_valid_rope_base(model.rope_theta)) {
     throw InputError(fmt::format("{}: rope_theta: must be in (1, {:g}], the rotary base ({})",
                                  source, kMaxRopeTheta, model.rope_theta));
   }
@@ -474,7 +474,7 @@ void validate_rope_local_theta(const TransformerConfig& model, const std::string
   if (model.rope_local_theta == 0.0) {
     return;
   }
-  if (!(model.rope_local_theta > 1.0 && model.rope_local_theta <= kMaxRopeTheta)) {
+  if (!is_valid_rope_base(model.rope_local_theta)) {
     throw InputError(fmt::format(
         "{}: rope_local_theta: must be 0 (none) or in (1, {:g}], the sliding layers' rotary base "
         "({})",

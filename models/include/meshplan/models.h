@@ -35,6 +35,11 @@ inline constexpr double kDefaultRopeTheta = 10000.0;
 /// The largest rotary base validate_model admits: 1e12, far above any published model's (Qwen2.5's
 /// 1M-context models use 1e7).
 inline constexpr double kMaxRopeTheta = 1e12;
+/// Whether `base` is a rotary base meshplan takes: above 1 (a base of 1 or less gives no decaying
+/// frequencies) and at most kMaxRopeTheta; false for NaN. rope_theta and rope_local_theta alike.
+inline bool is_valid_rope_base(double base) {
+  return base > 1.0 && base <= kMaxRopeTheta;
+}
 
 /// A dense decoder-only transformer. Shape letters used across meshplan:
 /// l layers, h hidden, a attention heads, g kv heads, d head dim, f ffn hidden, V vocab, s
