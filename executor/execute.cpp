@@ -143,6 +143,12 @@ void refuse_model_for_gpu_executor(const models::TransformerConfig& model,
         "({})",
         source, model.rotary_percent));
   }
+  if (model.has_rope_scaling()) {
+    throw InputError(fmt::format(
+        "{}: model.rope_scaling: scaled rotary frequencies are not implemented in the GPU "
+        "executor yet ({} x{:g})",
+        source, models::to_string(model.rope_scaling.type), model.rope_scaling.factor));
+  }
   if (!model.no_rope_freq.empty()) {
     throw InputError(fmt::format(
         "{}: model.no_rope_freq: NoPE layers are not implemented in the GPU executor yet ({} of "

@@ -15,29 +15,29 @@ namespace {
 
 // Rotates (forward) or turns back (backward) the rotary part of every query head of q (N, QUP),
 // half-split pairs as ops/rope.h (Megatron-Core refuses rotary_interleaved with MLA), with the
-// layer's base (LayerWeights::rope_base).
-void rotate_queries(const ShardDims& d, float* q, double base, bool backward) {
+// layer's base and scaling (LayerWeights::rope_base, rope_scaling).
+void rotate_queries(const ShardDims& d, float* q, const LayerWeights& w, bool backward) {
   const int HQ = d.DN + d.DR;
   const int* positions = d.cp > 1 ? d.positions.data() : nullptr;
   for (int h = 0; h < d.NH; h++) {
     float* q_rope = q + static_cast<int64_t>(h) * HQ + d.DN;
     if (backward) {
-      rope_backward(q_rope, d.T, d.B, 1, d.QUP, d.DR, positions, 0, base);
+      rope_backward(q_rope, d.T, d.B, 1, d.QUP, d.DR, positions, 0, w.rope_base, w.rope_scaling);
     } else {
-      rope_forward(q_rope, d.T, d.B, 1, d.QUP, d.DR, positions, 0, base);
+      rope_forward(q_rope, d.T, d.B, 1, d.QUP, d.DR, positions, 0, w.rope_base, w.rope_scaling);
     }
   }
 }
 
 // The same for the queries and the shared rotary key k_rope (N, DR).
-void rotate_queries_and_key(const ShardDims& d, float* q, float* k_rope, double base,
+void rotate_queries_and_key(const ShardDims& d, float* q, float* k_rope, const LayerWeights& w,
                             bool backward) {
-  rotate_queries(d, q, base, backward);
+  rotate_queries(d, q, w, backward);
   const int* positions = d.cp > 1 ? d.positions.data() : nullptr;
   if (backward) {
-    rope_backward(k_rope, d.T, d.B, 1, d.DR, d.DR, positions, 0, base);
+    rope_backward(k_rope, d.T, d.B, 1, d.DR, d.DR, positions, 0, w.rope_base, w.rope_scaling);
   } else {
-    rope_forward(k_rope, d.T, d.B, 1, d.DR, d.DR, positions, 0, base);
+    rope_forward(k_rope, d.T, d.B, 1, d.DR, d.DR, positions, 0, w.rope_base, w.rope_scaling);
   }
 }
 
@@ -147,7 +147,7 @@ void mla_forward(float* att_out, MlaActivations* a, const float* x, const LayerW
   Tensor k_rope = copy_rows(ctx, k_rope_full, d.N, d.DR);
   gathered.reset();
   k_rope_local.reset();
-  rotate_queries_and_key(d, q.data(), k_rope.data(), w.rope_base, /*backward=*/false);
+  rotate_queries_and_key(d, q.data(), k_rope.data(), w, /*backward=*/false);
   a->qkv = ctx.tensor(static_cast<int64_t>(d.N) * 3 * d.NH * HQ);
   pack_heads(d, a->qkv.data(), q.data(), kv.data(), k_rope.data());
   q.reset();
@@ -191,7 +191,7 @@ void mla_recompute_up_projections(MlaActivations* a, const float* x, const Layer
   const ShardDims& d = ctx.dims;
   Tensor q = queries_up(*a, x, w, ctx);
   Tensor kv = keys_values_up(*a, w, ctx);
-  rotate_queries(d, q.data(), w.rope_base, /*backward=*/false);
+  rotate_queries(d, q.data(), w, /*backward=*/false);
   a->qkv = ctx.tensor(static_cast<int64_t>(d.N) * 3 * d.NH * (d.DN + d.DR));
   pack_heads(d, a->qkv.data(), q.data(), kv.data(), a->k_rope.data());
   a->k_rope.reset();
@@ -258,7 +258,7 @@ void mla_backward_input(float* dx, LayerWeights& grads, MlaActivations* a, const
   unpack_head_gradients(d, a->d_q.data(), a->d_kv.data(), d_k_rope.data(), d_qkv.data());
   d_qkv.reset();
   a->qkv.reset();
-  rotate_queries_and_key(d, a->d_q.data(), d_k_rope.data(), w.rope_base, /*backward=*/true);
+  rotate_queries_and_key(d, a->d_q.data(), d_k_rope.data(), w, /*backward=*/true);
   // Queries.
   if (d.RQ == 0) {
     Tensor d_x = ctx.tensor(static_cast<int64_t>(d.N) * d.C);

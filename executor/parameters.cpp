@@ -326,6 +326,7 @@ std::vector<ParameterSpec> stage_parameter_specs(const ShardDims& d, const plann
       spec.windowed_layer = m.is_windowed_layer(placement.first_layer + spec.local_layer);
       spec.rotary_layer = m.is_rotary_layer(placement.first_layer + spec.local_layer);
       spec.rope_base = m.layer_rope_theta(placement.first_layer + spec.local_layer);
+      spec.rope_scaling = m.layer_rope_scaling(placement.first_layer + spec.local_layer);
     }
   }
   return specs;
@@ -428,6 +429,7 @@ void bind_weights(std::vector<ChunkWeights>* weights, float* flat,
       w.layers[static_cast<size_t>(specs[i].local_layer)].windowed = specs[i].windowed_layer;
       w.layers[static_cast<size_t>(specs[i].local_layer)].rotary = specs[i].rotary_layer;
       w.layers[static_cast<size_t>(specs[i].local_layer)].rope_base = specs[i].rope_base;
+      w.layers[static_cast<size_t>(specs[i].local_layer)].rope_scaling = specs[i].rope_scaling;
     }
   }
   // Tied on one rank: the head reads (and its gradient adds into) the embedding itself.

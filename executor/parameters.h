@@ -92,6 +92,9 @@ struct ParameterSpec {
   // The rotary base of its block (TransformerConfig::layer_rope_theta of its global index: Gemma
   // 3's local base on a sliding layer); bind_weights hands it to LayerWeights::rope_base.
   double rope_base = models::kDefaultRopeTheta;
+  // Its rotary frequencies' scaling (TransformerConfig::layer_rope_scaling of its global index:
+  // none on Gemma 3's sliding layers); bind_weights hands it to LayerWeights::rope_scaling.
+  models::RopeScaling rope_scaling;
 
   /// Index in the full tensor (row-major) of local element `i`.
   int64_t full_index(int64_t i) const;
@@ -145,6 +148,8 @@ struct LayerWeights {
   // The base its rotary positions turn with (TransformerConfig::layer_rope_theta), set by
   // bind_weights from the specs.
   double rope_base = models::kDefaultRopeTheta;
+  // Its frequencies' scaling (TransformerConfig::layer_rope_scaling), set by bind_weights.
+  models::RopeScaling rope_scaling;
 };
 
 /// One model chunk's weights or gradients.

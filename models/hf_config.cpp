@@ -448,11 +448,22 @@ std::string hf_config_key(const nlohmann::json& json, const std::string& field) 
                                                     : "num_experts";
   const std::string rotary_key =
       rotary_percent_key(json, model_type == "gpt_neox" ? "rotary_pct" : "partial_rotary_factor");
+  const std::string scaling = rope_scaling_key(json);
+  const std::string scaling_type_key = scaling + ".rope_type";
+  const std::string scaling_factor_key = scaling + ".factor";
+  const std::string scaling_low_key = scaling + ".low_freq_factor";
+  const std::string scaling_high_key = scaling + ".high_freq_factor";
+  const std::string scaling_original_key = scaling + ".original_max_position_embeddings";
   return lookup(
       {{"num_layers", "num_hidden_layers"},
        {"rotary_percent", rotary_key},
        {"rope_theta", rope_theta_key(json, model_type)},
        {"rope_local_theta", rope_local_theta_key(json)},
+       {"rope_scaling", scaling_type_key},
+       {"rope_scaling_factor", scaling_factor_key},
+       {"rope_scaling_low_freq_factor", scaling_low_key},
+       {"rope_scaling_high_freq_factor", scaling_high_key},
+       {"rope_scaling_original_max_positions", scaling_original_key},
        {"num_kv_heads", "num_key_value_heads"},
        {"ffn_hidden_size", llama4 ? "intermediate_size_mlp" : "intermediate_size"},
        {"no_rope_freq", "no_rope_layers"},
@@ -561,6 +572,7 @@ TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::st
   }
   if (model.positions == Positions::kRope && model_type != "mpt") {
     model.rope_theta = read_rope_theta(json, model_type, source);
+    model.rope_scaling = read_rope_scaling(json, source);
   }
   if (model_type != "mpt") {
     hf::read_sliding_window(json, model_type, source, model);

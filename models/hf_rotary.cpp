@@ -189,6 +189,84 @@ std::string rope_theta_key(const nlohmann::json& json, std::string_view model_ty
   return legacy_theta_key(model_type);
 }
 
+namespace {
+
+// The dict of a config that states the scaling type, and its key: rope_parameters (its
+// full_attention entry when nested by layer type) when it states one, else rope_scaling.
+const nlohmann::json* scaling_entry(const nlohmann::json& json, std::string& key) {
+  const auto states_type = [](const nlohmann::json& entry) {
+    return states(entry, "rope_type") || states(entry, "type");
+  };
+  if (states(json, "rope_parameters") && json["rope_parameters"].is_object()) {
+    const nlohmann::json& params = json["rope_parameters"];
+    if (!nested_by_layer_type(params) && states_type(params)) {
+      key = "rope_parameters";
+      return &params;
+    }
+    if (nested_by_layer_type(params) && states(params, "full_attention") &&
+        states_type(params["full_attention"])) {
+      key = "rope_parameters.full_attention";
+      return &params["full_attention"];
+    }
+  }
+  if (states(json, "rope_scaling")) {
+    key = "rope_scaling";
+    return &json["rope_scaling"];
+  }
+  return nullptr;
+}
+
+std::string scaling_type(const nlohmann::json& entry, const std::string& entry_source) {
+  const char* type_key = states(entry, "rope_type") ? "rope_type" : "type";
+  return states(entry, type_key) ? require_string(entry, type_key, entry_source) : "default";
+}
+
+}  // namespace
+
+RopeScaling read_rope_scaling(const nlohmann::json& json, const std::string& source) {
+  if (const nlohmann::json* params = rope_parameters(json, source);
+      params != nullptr && nested_by_layer_type(*params) && states(*params, "sliding_attention")) {
+    const std::string sliding_source = source + ": rope_parameters.sliding_attention";
+    const std::string type = scaling_type((*params)["sliding_attention"], sliding_source);
+    if (type == "linear" || type == "llama3") {
+      throw InputError(fmt::format(
+          "{}: rope_type: meshplan scales the layers that turn by rope_theta, not the sliding "
+          "ones ({})",
+          sliding_source, type));
+    }
+  }
+  std::string key;
+  const nlohmann::json* entry = scaling_entry(json, key);
+  if (entry == nullptr) {
+    return {};
+  }
+  const std::string entry_source = source + ": " + key;
+  if (!entry->is_object()) {
+    throw InputError(fmt::format("{}: must be an object ({})", entry_source, entry->dump()));
+  }
+  const std::string type = scaling_type(*entry, entry_source);
+  RopeScaling scaling;
+  if (type == "linear") {
+    scaling.type = RopeScalingType::kLinear;
+  } else if (type == "llama3") {
+    scaling.type = RopeScalingType::kLlama3;
+    scaling.low_freq_factor = require_number(*entry, "low_freq_factor", entry_source);
+    scaling.high_freq_factor = require_number(*entry, "high_freq_factor", entry_source);
+    scaling.original_max_positions =
+        require_int(*entry, "original_max_position_embeddings", entry_source);
+  } else {
+    return {};  // default, or a type meshplan does not carry (README, Rotary scaling)
+  }
+  scaling.factor = require_number(*entry, "factor", entry_source);
+  return scaling;
+}
+
+std::string rope_scaling_key(const nlohmann::json& json) {
+  std::string key = "rope_scaling";
+  scaling_entry(json, key);
+  return key;
+}
+
 double read_rotary_percent(const nlohmann::json& json, const HfRotary& rotary,
                            std::string_view architecture, const std::string& source) {
   const bool legacy_stated = states(json, rotary.legacy_field);

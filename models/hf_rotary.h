@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "meshplan/models.h"
+
 namespace meshplan::models {
 
 /// How a transformers model class applies rotary positions to its heads.
@@ -59,5 +61,20 @@ std::optional<double> read_rope_local_theta(const nlohmann::json& json, std::str
 
 /// The key a config states the sliding layers' base under, for error messages.
 std::string rope_local_theta_key(const nlohmann::json& json);
+
+/// The rotary frequency scaling, read as transformers reads it: the dict that states a type
+/// ("rope_type", or the older "type"): `rope_parameters` (transformers 5; nested by layer type, its
+/// "full_attention" entry), else `rope_scaling` (4.x). "linear" (factor) and "llama3" (factor,
+/// low_freq_factor, high_freq_factor, original_max_position_embeddings, all required as
+/// transformers' _validate_llama3_parameters requires them) are carried; "default" or none is no
+/// scaling, and the types meshplan does not carry (yarn, dynamic, longrope) read as none too (they
+/// change no cost). A nested "sliding_attention" entry that scales is refused: meshplan scales the
+/// layers that turn by rope_theta. Throws InputError naming the key for a non-number or a missing
+/// key; validate_model checks the ranges.
+RopeScaling read_rope_scaling(const nlohmann::json& json, const std::string& source);
+
+/// The dict a config states its scaling in, for error messages: "rope_parameters",
+/// "rope_parameters.full_attention" or "rope_scaling".
+std::string rope_scaling_key(const nlohmann::json& json);
 
 }  // namespace meshplan::models

@@ -14,6 +14,7 @@
 #include "meshplan/models.h"
 #include "position_fields.h"
 #include "preset_source.h"
+#include "rope_scaling_fields.h"
 
 namespace meshplan::models {
 
@@ -72,9 +73,10 @@ constexpr std::array<std::string_view, 33> kCoreModelFields = {"name",
                                                                "router_probs_on_input",
                                                                "mtp_num_layers",
                                                                "source"};
-constexpr auto kModelFields = joined_fields(kCoreModelFields, kBiasModelFields, kVariantModelFields,
-                                            kMoeModelFields, kMlaModelFields);
-static_assert(kModelFields.size() == 57);
+constexpr auto kModelFields =
+    joined_fields(kCoreModelFields, kRopeScalingModelFields, kBiasModelFields, kVariantModelFields,
+                  kMoeModelFields, kMlaModelFields);
+static_assert(kModelFields.size() == 62);
 
 void check_size(int64_t value, int64_t max, const char* field, const std::string& source) {
   if (value <= 0) {
@@ -186,6 +188,7 @@ void read_moe_and_mla_fields(const nlohmann::json& json, const std::string& sour
   model.rope_theta =
       json.contains("rope_theta") ? require_number(json, "rope_theta", source) : kDefaultRopeTheta;
   model.rope_local_theta = number_or_zero("rope_local_theta");
+  read_rope_scaling_fields(json, source, model);
   read_gated_unit_variant_fields(json, source, model);
   read_moe_fields(json, source, model);
   read_moe_layers(json, source, model);
@@ -817,6 +820,7 @@ void validate_model(const TransformerConfig& model, const std::string& source) {
     }
   }
   validate_rope_local_theta(model, source);
+  validate_rope_scaling(model, source);
   // A learned position table has one row per position: it cannot embed a longer sequence.
   if (model.positions == Positions::kLearned && model.seq_length > model.max_position_embeddings) {
     throw InputError(fmt::format(
@@ -917,6 +921,7 @@ nlohmann::json model_to_json(const TransformerConfig& model) {
   if (model.rope_local_theta != 0.0) {
     json["rope_local_theta"] = model.rope_local_theta;
   }
+  write_rope_scaling_fields(model, json);
   write_position_variant_fields(model, json);
   if (model.glu_linear_offset != 0.0) {
     json["glu_linear_offset"] = model.glu_linear_offset;

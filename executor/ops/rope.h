@@ -10,6 +10,10 @@
 // Shape letters: T sequence positions, B sequences, HS head size; rows are sequence-first
 // (row t*B + b has position t), each `row_stride` elements long, and the first `num_heads`
 // heads of a row (the query and key heads of a fused QKV row) are rotated.
+// A scaled model (Llama 3.1's bands, linear interpolation) turns pair i by
+// models::rope_inverse_frequency instead.
+
+#include "meshplan/models.h"
 
 namespace meshplan::executor {
 
@@ -20,14 +24,17 @@ inline constexpr double kRopeBase = 10000.0;
 /// qk (T, B, row_stride): heads 0 .. num_heads-1 of each row rotated in place. `positions` (T)
 /// gives row t's position in the sequence (context parallelism holds two chunks of it); null
 /// means t. `rotary_dim` (even, at most HS) channels from each head's start are rotated; 0 means
-/// all HS. `base` is the rotary base (the layer's, TransformerConfig::layer_rope_theta).
+/// all HS. `base` is the rotary base (the layer's, TransformerConfig::layer_rope_theta), `scaling`
+/// the frequencies' scaling (TransformerConfig::layer_rope_scaling).
 template <typename Real>
 void rope_forward(Real* qk, int T, int B, int num_heads, int row_stride, int HS,
-                  const int* positions = nullptr, int rotary_dim = 0, double base = kRopeBase);
+                  const int* positions = nullptr, int rotary_dim = 0, double base = kRopeBase,
+                  const models::RopeScaling& scaling = {});
 /// dqk (T, B, row_stride): gradients of the rotated heads turned back in place (the transpose
 /// of the forward rotation), the rest of the row left as it is.
 template <typename Real>
 void rope_backward(Real* dqk, int T, int B, int num_heads, int row_stride, int HS,
-                   const int* positions = nullptr, int rotary_dim = 0, double base = kRopeBase);
+                   const int* positions = nullptr, int rotary_dim = 0, double base = kRopeBase,
+                   const models::RopeScaling& scaling = {});
 
 }  // namespace meshplan::executor

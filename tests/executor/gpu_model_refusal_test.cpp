@@ -55,6 +55,14 @@ TEST_CASE("the GPU executor refuses q/k norms and sandwich norms, which the CPU 
         "implemented in the GPU executor yet (true)");
 }
 
+TEST_CASE("the GPU executor refuses scaled rotary frequencies, which the CPU executor runs") {
+  models::TransformerConfig model = models::load_model("tiny");
+  model.rope_scaling = {models::RopeScalingType::kLlama3, 8.0, 1.0, 4.0, 8192};
+  CHECK(input_error([&] { refuse_model_for_gpu_executor(model, "p.json"); }) ==
+        "p.json: model.rope_scaling: scaled rotary frequencies are not implemented in the GPU "
+        "executor yet (llama3 x8)");
+}
+
 TEST_CASE("the GPU executor refuses gpt-oss's quick GeGLU, its offset and clamp, and sinks") {
   models::TransformerConfig model = models::load_model("tiny");
   model.activation = models::Activation::kQuickGeglu;

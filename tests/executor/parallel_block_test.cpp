@@ -56,7 +56,8 @@ OwnedWeights layer_tensors(const ShardDims& d, Fill fill) {
                          .fc1_w = make(FC1 * C),
                          .fc1_b = make(FC1),
                          .fc2_w = make(C * static_cast<size_t>(d.F)),
-                         .fc2_b = make(C)};
+                         .fc2_b = make(C),
+                         .rope_scaling = {}};
   return owned;
 }
 

@@ -41,6 +41,41 @@ inline bool is_valid_rope_base(double base) {
   return base > 1.0 && base <= kMaxRopeTheta;
 }
 
+/// Rotary frequency scaling, how a model stretches its positions past the context it was
+/// pre-trained on. kLinear: every inverse frequency divided by the factor (Chen et al. 2023,
+/// "Extending Context Window of Large Language Models via Positional Interpolation", Eq. 4:
+/// position m read as m / factor; Megatron-LM --rotary-seq-len-interpolation-factor, transformers
+/// rope_type "linear"; Gemma 3 4B-27B, factor 8 on the global layers). kLlama3: Llama 3.1's
+/// wavelength bands (Meta llama-models llama3 apply_scaling; transformers
+/// _compute_llama3_parameters; Megatron-Core rotary_pos_embedding.py _apply_scaling): wavelengths
+/// 2 pi / f shorter than original / high_freq_factor kept, longer than original / low_freq_factor
+/// divided by the factor, and between them (1 - s) f / factor + s f with
+/// s = (original / wavelength - low) / (high - low). Neither changes a parameter, GEMM or stored
+/// tensor: no cost. YaRN and the dynamic types are not carried.
+enum class RopeScalingType { kNone, kLinear, kLlama3 };
+struct RopeScaling {
+  RopeScalingType type = RopeScalingType::kNone;
+  double factor = 1.0;  // transformers "factor", Megatron-LM --rope-scaling-factor
+  // kLlama3 only; Llama 3.1's values (transformers configs and Megatron-Core's fixed defaults).
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_positions = 8192;  // transformers original_max_position_embeddings
+
+  bool operator==(const RopeScaling&) const = default;
+};
+/// The type's name in the model format and in transformers' rope_type: "none" ("default" there),
+/// "linear", "llama3".
+std::string to_string(RopeScalingType type);
+/// The largest scaling factor validate_model admits: a thousand times the context (Llama 3.2
+/// uses 32, Llama 4 16).
+inline constexpr double kMaxRopeScalingFactor = 1e3;
+
+/// The inverse frequency channel pair `pair` of `rotated_channels` turns by, base^(-2 pair / R)
+/// (Su et al. 2021, Eq. 15), scaled by `scaling` (RopeScalingType says how). The one formula the
+/// CPU executor's rotation and the tests use.
+double rope_inverse_frequency(double base, int64_t pair, int64_t rotated_channels,
+                              const RopeScaling& scaling);
+
 /// A dense decoder-only transformer. Shape letters used across meshplan:
 /// l layers, h hidden, a attention heads, g kv heads, d head dim, f ffn hidden, V vocab, s
 /// sequence.
@@ -120,7 +155,7 @@ struct TransformerConfig {
   // and GLM-4.5 1e6, gpt-oss 150000). Meaningful with rotary positions only. It changes no
   // cost; the executor rotates with it and the launch configs pass it on. With a second base for
   // the sliding layers (rope_local_theta), this is the base of the full-attention layers. Rope
-  // scaling (Llama 3.1's, YaRN) is not carried.
+  // scaling is rope_scaling below.
   double rope_theta = kDefaultRopeTheta;
   // The rotary base of the layers the window pattern marks sliding, 0 when they rotate with
   // rope_theta like the others: Gemma 3's local base (Gemma Team 2025, "Gemma 3 Technical
@@ -131,6 +166,13 @@ struct TransformerConfig {
   // window covers seq_length (is_sliding_layer). No cost either; a loaded value equal to
   // rope_theta reads as 0.
   double rope_local_theta = 0.0;
+  // The rotary frequencies' scaling (RopeScaling), on every rotary layer that turns by rope_theta:
+  // Gemma 3 scales its global layers only, the sliding ones keep rope_local_theta unscaled
+  // (transformers Gemma3RotaryEmbedding: rotary_emb_local is built with rope_type "default").
+  // Format fields rope_scaling ("none", "linear", "llama3"), rope_scaling_factor and, for llama3,
+  // rope_scaling_low_freq_factor, rope_scaling_high_freq_factor and
+  // rope_scaling_original_max_positions. No cost; the CPU executor rotates with it.
+  RopeScaling rope_scaling;
   // Layers without rotary positions (NoPE), one entry per layer, 1 for a NoPE layer: Megatron-Core
   // --no-rope-freq as transformer_config.py stores it (an integer N given there becomes this list
   // with every N-th layer 1; a meshplan file may give either). Llama 4 makes every fourth layer
@@ -252,6 +294,13 @@ struct TransformerConfig {
   double layer_rope_theta(int64_t layer) const {
     return rope_local_theta > 0.0 && is_sliding_layer(layer) ? rope_local_theta : rope_theta;
   }
+  /// The frequency scaling of layer `layer`: none on a sliding layer that turns by
+  /// rope_local_theta, else rope_scaling.
+  RopeScaling layer_rope_scaling(int64_t layer) const {
+    return rope_local_theta > 0.0 && is_sliding_layer(layer) ? RopeScaling{} : rope_scaling;
+  }
+  /// Whether the rotary frequencies are scaled (rope_scaling's type is not kNone).
+  bool has_rope_scaling() const { return rope_scaling.type != RopeScalingType::kNone; }
   /// The attention scores' scale: 1 / sqrt(query_pre_attn_scalar), or 1 / sqrt(head_dim) when
   /// it is 0.
   double attention_scale() const;

@@ -48,6 +48,51 @@ TEST_CASE("rope turns pair i by t base^(-2i/R) radians for the base given (rope_
   CHECK(std::abs(qk[8 + 3]) < 1e-12);
 }
 
+TEST_CASE("linear scaling by F turns position F t as the unscaled rope turns position t") {
+  // Chen et al. 2023, Eq. 4: positions read as m / F. T = 4 rows at positions 0, 3, 6, 9 with
+  // F = 3 against rows at positions 0, 1, 2, 3 unscaled; HS 8, two heads, B 2, base 10000.
+  const models::RopeScaling linear3{models::RopeScalingType::kLinear, 3.0, 1.0, 4.0, 8192};
+  const std::vector<double> before = random_vector(4 * 2 * 16, 3);
+  std::vector<double> scaled = before;
+  std::vector<double> plain = before;
+  const int stretched[4] = {0, 3, 6, 9};
+  rope_forward(scaled.data(), 4, 2, 2, 16, 8, stretched, 0, kRopeBase, linear3);
+  rope_forward(plain.data(), 4, 2, 2, 16, 8);
+  for (size_t i = 0; i < before.size(); i++) {
+    CAPTURE(i);
+    CHECK(scaled[i] == doctest::Approx(plain[i]).epsilon(1e-12).scale(0));
+  }
+  rope_backward(scaled.data(), 4, 2, 2, 16, 8, stretched, 0, kRopeBase, linear3);
+  for (size_t i = 0; i < before.size(); i++) {
+    CHECK(scaled[i] == doctest::Approx(before[i]).epsilon(1e-12).scale(0));
+  }
+}
+
+TEST_CASE("llama3 scaling keeps the short wavelengths, divides the long ones, blends between") {
+  // HS 8 at base 10000: pairs turn by 1, 0.1, 0.01, 0.001 rad per position, wavelengths 6.28,
+  // 62.8, 628 and 6283. Bands of an original context of 100 (high 4: 25, low 1: 100), factor 2:
+  // pair 0 kept, pairs 2 and 3 halved, pair 1 blended with s = (100 / 62.83 - 1) / 3.
+  const models::RopeScaling bands{models::RopeScalingType::kLlama3, 2.0, 1.0, 4.0, 100};
+  const double s = (100.0 / (2.0 * std::acos(-1.0) / 0.1) - 1.0) / 3.0;
+  const double expected[4] = {1.0, (1.0 - s) * 0.1 / 2.0 + s * 0.1, 0.01 / 2.0, 0.001 / 2.0};
+  const int T = 50;
+  std::vector<double> qk(static_cast<size_t>(T) * 8, 0.0);
+  for (int t = 0; t < T; t++) {
+    for (int i = 0; i < 4; i++) {
+      qk[t * 8 + i] = 1.0;  // each pair (x_i, x_{i+4}) starts at (1, 0)
+    }
+  }
+  rope_forward(qk.data(), T, 1, 1, 8, 8, nullptr, 0, kRopeBase, bands);
+  for (int t = 0; t < T; t++) {
+    for (int i = 0; i < 4; i++) {
+      CAPTURE(t);
+      CAPTURE(i);
+      CHECK(std::abs(qk[t * 8 + i] - std::cos(t * expected[i])) < 1e-12);
+      CHECK(std::abs(qk[t * 8 + i + 4] - std::sin(t * expected[i])) < 1e-12);
+    }
+  }
+}
+
 TEST_CASE("rope leaves heads past num_heads (the values) untouched") {
   // Row of 2 rotated heads + 1 value head, HS = 4, T = 3.
   const std::vector<double> before = random_vector(3 * 12, 1);
