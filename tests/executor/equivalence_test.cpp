@@ -829,6 +829,62 @@ TEST_SUITE("mpi2") {
   }
 }
 
+// Llama 3.1's frequency bands (models.h RopeScaling) shrunk to tiny's 32 positions: an original
+// context of 64 keeps pair 0 of each 16-channel head (wavelength 2 pi < 64 / 4), blends pair 1
+// (wavelength 2 pi sqrt(10) = 19.9) and divides the other six by 4, so every position turns the
+// heads differently from the unscaled model. tiny-mla's 8 rotary channels likewise.
+models::TransformerConfig with_tiny_llama3_bands(const models::TransformerConfig& base) {
+  models::TransformerConfig m = base;
+  m.name = base.name + "-llama3-bands-4";
+  m.rope_scaling = {models::RopeScalingType::kLlama3, 4.0, 1.0, 4.0, 64};
+  return m;
+}
+// Gemma 3's linear factor 8 on the global layers of tiny_two_bases.
+models::TransformerConfig with_linear_8(const models::TransformerConfig& base) {
+  models::TransformerConfig m = base;
+  m.name = base.name + "-linear-8";
+  m.rope_scaling = {models::RopeScalingType::kLinear, 8.0, 1.0, 4.0, 8192};
+  return m;
+}
+
+TEST_SUITE("mpi2") {
+  TEST_CASE("rope_scaling: pp2, tp2 and cp2 equal one process with scaled frequencies") {
+    const models::TransformerConfig banded = with_tiny_llama3_bands(tiny());
+    check_equivalent(banded, make_layout(1, 2, 1));
+    check_equivalent(banded, make_layout(2, 1, 1));
+    // cp2's rows sit at two chunks' positions: the scaled angle must follow the position.
+    check_equivalent(banded, with_cp(make_layout(1, 1, 1), 2));
+    // Gemma 3's layout: layer 2 (global, on stage 1) scaled, the sliding ones not.
+    check_equivalent(with_linear_8(tiny_two_bases(1e6, 1e4)), make_layout(1, 2, 1));
+  }
+  TEST_CASE("rope_scaling is applied on the layers that turn by rope_theta only") {
+    if (world_rank_of(MPI_COMM_WORLD) != 0) {
+      return;
+    }
+    const RunResult& banded = reference(with_tiny_llama3_bands(tiny()), 2, 0.0);
+    const RunResult& plain = reference(tiny(), 2, 0.0);
+    const models::TransformerConfig mla = models::load_model("tiny-mla");
+    const RunResult& mla_banded = reference(with_tiny_llama3_bands(mla), 2, 0.0);
+    const RunResult& mla_plain = reference(mla, 2, 0.0);
+    // Every layer sliding with a local base: the scaling applies to no layer, bit for bit.
+    models::TransformerConfig all_sliding = tiny_window();
+    all_sliding.name = "tiny-window-8-local-500000";
+    all_sliding.rope_local_theta = 500000.0;
+    const RunResult& sliding_scaled = reference(with_linear_8(all_sliding), 2, 0.0);
+    const RunResult& sliding_plain = reference(all_sliding, 2, 0.0);
+    // Gemma 3's layout: the global layer's scaling changes the loss.
+    const RunResult& two_scaled = reference(with_linear_8(tiny_two_bases(1e6, 1e4)), 2, 0.0);
+    const RunResult& two_plain = reference(tiny_two_bases(1e6, 1e4), 2, 0.0);
+    for (int step = 0; step < kSteps; step++) {
+      CAPTURE(step + 1);
+      CHECK(std::abs(banded.losses[step] / plain.losses[step] - 1) > 1e-6);
+      CHECK(mla_banded.losses[step] != mla_plain.losses[step]);
+      CHECK(sliding_scaled.losses[step] == sliding_plain.losses[step]);
+      CHECK(two_scaled.losses[step] != two_plain.losses[step]);
+    }
+  }
+}
+
 // tiny as Llama 4 builds its attention: layers 1 and 3 NoPE (no_rope_freq 2: one per stage at
 // pp2), the gainless q/k L2 norm on the rotary layers 0 and 2, and chunks of the whole sequence
 // (32 tokens, where chunked attention is full causal attention).

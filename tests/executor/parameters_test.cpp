@@ -232,6 +232,10 @@ TEST_CASE("each block is marked windowed by its global layer (window_attn_skip_f
   model.window_attn_skip_freq = 3;
   model.rope_theta = 1e6;
   model.rope_local_theta = 10000.0;
+  // Gemma 3's linear factor 8 scales the global layers only.
+  const models::RopeScaling linear8{models::RopeScalingType::kLinear, 8.0, 1.0, 4.0, 8192};
+  model.rope_scaling = linear8;
+  const auto scaling_of = [&](bool sliding) { return sliding ? models::RopeScaling{} : linear8; };
   planner::Layout layout = make_layout(1, 2, 1);
   layout.vpp = 2;
   layout.schedule = planner::ScheduleKind::kInterleaved;
@@ -250,6 +254,7 @@ TEST_CASE("each block is marked windowed by its global layer (window_attn_skip_f
         CAPTURE(specs[i].name);
         CHECK(specs[i].windowed_layer == windowed[static_cast<size_t>(chunk_of[i])]);
         CHECK(specs[i].rope_base == (windowed[static_cast<size_t>(chunk_of[i])] ? 1e4 : 1e6));
+        CHECK(specs[i].rope_scaling == scaling_of(windowed[static_cast<size_t>(chunk_of[i])]));
       }
     }
     // bind_weights hands the mark to each chunk's block.
@@ -263,6 +268,8 @@ TEST_CASE("each block is marked windowed by its global layer (window_attn_skip_f
     CHECK(weights[1].layers[0].windowed == windowed[1]);
     CHECK(weights[0].layers[0].rope_base == (windowed[0] ? 1e4 : 1e6));
     CHECK(weights[1].layers[0].rope_base == (windowed[1] ? 1e4 : 1e6));
+    CHECK(weights[0].layers[0].rope_scaling == scaling_of(windowed[0]));
+    CHECK(weights[1].layers[0].rope_scaling == scaling_of(windowed[1]));
   }
 }
 
