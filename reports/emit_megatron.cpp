@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -281,6 +282,48 @@ void add_gated_unit_variant_flags(EmitTarget target, const models::TransformerCo
   }
 }
 
+// The rotary frequencies' scaling (models.h RopeScaling) as Megatron-LM's flags (d98e8a64):
+// --use-rope-scaling --rope-scaling-factor F builds RotaryEmbedding(rope_scaling=True), whose
+// _apply_scaling fixes Llama 3.1's bands (low 1, high 4, original 8192); linear is
+// --rotary-seq-len-interpolation-factor (type=int; get_freqs_non_repeated divides the positions
+// by it). MultiLatentAttention builds its RotaryEmbedding without either
+// (multi_latent_attention.py).
+void add_rope_scaling_flags(const models::TransformerConfig& m, EmitTarget target, Flags& flags) {
+  if (!m.has_rope_scaling()) {
+    return;
+  }
+  const models::RopeScaling& scaling = m.rope_scaling;
+  const std::string value =
+      fmt::format("{} x{:g}", models::to_string(scaling.type), scaling.factor);
+  if (m.is_mla()) {
+    refuse(target, "model.rope_scaling",
+           "Megatron-Core's MultiLatentAttention turns its rotary part unscaled (no "
+           "--use-rope-scaling there; --rope-type yarn is YaRN)",
+           value);
+  }
+  if (scaling.type == models::RopeScalingType::kLinear) {
+    if (scaling.factor != std::floor(scaling.factor)) {
+      refuse(target, "model.rope_scaling_factor",
+             "--rotary-seq-len-interpolation-factor is an integer flag (arguments.py type=int)",
+             value);
+    }
+    flags.push_back({"--rotary-seq-len-interpolation-factor",
+                     std::to_string(static_cast<int64_t>(scaling.factor))});
+    return;
+  }
+  const models::RopeScaling llama31{models::RopeScalingType::kLlama3, scaling.factor, 1.0, 4.0,
+                                    8192};
+  if (scaling != llama31) {
+    refuse(target, "model.rope_scaling",
+           "Megatron-Core's _apply_scaling fixes Llama 3.1's bands (low_freq_factor 1, "
+           "high_freq_factor 4, original 8192); no flag sets others",
+           fmt::format("low {:g}, high {:g}, original {}", scaling.low_freq_factor,
+                       scaling.high_freq_factor, scaling.original_max_positions));
+  }
+  flags.push_back({"--use-rope-scaling", ""});
+  flags.push_back({"--rope-scaling-factor", fmt::format("{:g}", scaling.factor)});
+}
+
 // --no-rope-freq's value: N when the list is Megatron-Core's expansion of an integer N (every
 // N-th layer NoPE, transformer_config.py), else the list as a quoted Python expression.
 std::string no_rope_freq_argument(const std::vector<int>& layers) {
@@ -460,6 +503,7 @@ void add_model_flags(EmitTarget target, const planner::Plan& plan, Flags& flags)
     // RotaryEmbedding base, written whatever its value so the script states it.
     flags.push_back({"--rotary-base", emit_detail::integral_rope_theta(m, target)});
   }
+  add_rope_scaling_flags(m, target, flags);
   if (m.has_partial_rotary()) {
     // arguments.py --rotary-percent (d98e8a64): RotaryEmbedding over int(kv_channels x percent)
     // channels (rotary_pos_embedding.py).
@@ -642,8 +686,7 @@ std::string emit_megatron(const planner::Plan& plan) {
   out +=
       "# Megatron-LM flags (megatron/training/arguments.py). Not decided by the plan, pass them\n"
       "# as this script's arguments: data (--data-path or --mock-data), tokenizer\n"
-      "# (--tokenizer-type), --train-iters, --lr and the schedule, checkpointing, and rope\n"
-      "# scaling where the model has it (--use-rope-scaling; not in meshplan's model).\n";
+      "# (--tokenizer-type), --train-iters, --lr and the schedule, and checkpointing.\n";
   out += emit_detail::torchrun_lines(plan, target, "pretrain_gpt.py");
   return out + emit_detail::flag_lines(flags);
 }

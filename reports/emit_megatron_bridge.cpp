@@ -63,6 +63,8 @@ const std::map<std::string, std::string>& value_keys() {
       {"--position-embedding-type", "model.position_embedding_type"},
       {"--rotary-percent", "model.rotary_percent"},
       {"--rotary-base", "model.rotary_base"},
+      {"--rope-scaling-factor", "model.rope_scaling_factor"},
+      {"--rotary-seq-len-interpolation-factor", "model.seq_len_interpolation_factor"},
       {"--normalization", "model.normalization"},
       {"--num-experts", "model.num_moe_experts"},
       {"--moe-router-topk", "model.moe_router_topk"},
@@ -342,6 +344,13 @@ class Translation {
          {"--position-embedding-type", "--rotary-percent", "--rotary-base", "--normalization"}) {
       put_value(flag);
     }
+    // GPTModelProvider rope_scaling, rope_scaling_factor, seq_len_interpolation_factor
+    // (gpt_provider.py), handed to the same GPTModel.
+    if (has("--use-rope-scaling")) {
+      put("model.rope_scaling", "true");
+    }
+    put_value("--rope-scaling-factor");
+    put_value("--rotary-seq-len-interpolation-factor");
     if (has("--no-rope-freq")) {
       put("model.no_rope_freq", hydra_list(flags_.at("--no-rope-freq")));
     }
@@ -415,8 +424,7 @@ std::string emit_megatron_bridge(const planner::Plan& plan) {
       "# vanilla_gpt_pretrain_config recipe has Megatron-LM's pretrain_gpt.py defaults; every\n"
       "# setting the plan decides is overridden below. Not decided by the plan, pass them as this\n"
       "# script's arguments: data (--dataset megatron-indexed dataset.data_path=...; the recipe's\n"
-      "# default is mock data), train.train_iters, optimizer.lr, checkpoint.save, and rope\n"
-      "# scaling where the model has it (model.rope_scaling; not in meshplan's model).\n";
+      "# default is mock data), train.train_iters, optimizer.lr and checkpoint.save.\n";
   out += emit_detail::torchrun_lines(
       plan, kBridgeTarget,
       "scripts/training/run_recipe.py --recipe vanilla_gpt_pretrain_config --mode pretrain");

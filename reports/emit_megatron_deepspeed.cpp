@@ -106,6 +106,13 @@ void check_megatron_deepspeed_model(const models::TransformerConfig& m) {
         "Megatron-DeepSpeed applies rotary positions on every layer (no flag in arguments.py)",
         fmt::format("{} NoPE layers", std::count(m.no_rope_freq.begin(), m.no_rope_freq.end(), 1)));
   }
+  if (m.has_rope_scaling()) {
+    // f4157bea: megatron/model/rotary_pos_embedding.py RotaryEmbedding(dim, theta) has no
+    // scaling, and arguments.py no flag for one.
+    refuse(kMegatronDeepSpeedTarget, "model.rope_scaling",
+           "Megatron-DeepSpeed turns rotary positions unscaled (no flag in arguments.py)",
+           fmt::format("{} x{:g}", models::to_string(m.rope_scaling.type), m.rope_scaling.factor));
+  }
   if (m.parallel_residual) {
     // transformer.py ParallelTransformerLayer.forward: norm, attention, residual add, norm, MLP.
     refuse(kMegatronDeepSpeedTarget, "model.parallel_residual",

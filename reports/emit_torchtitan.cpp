@@ -20,6 +20,9 @@ constexpr EmitTarget kTorchtitanTarget = EmitTarget::kTorchtitan;
 // torchtitan picks a model by name and flavor (torchtitan/models/llama3/__init__.py:
 // llama3_args "8B", "70B", "405B"); the flavor whose shape equals meshplan's preset of the same
 // model, else a refusal.
+// The flavors turn by Llama 3.1's scaled frequencies (torchtitan/models/llama3/model/args.py:
+// rope_scaling_args defaults to RoPEScalingArgs(), llama3 bands of factor 8), as meshplan's
+// presets do; a model of a flavor's shape without them is refused by name.
 std::string llama3_flavor(const models::TransformerConfig& model) {
   constexpr std::array<std::pair<const char*, const char*>, 3> kFlavors = {
       {{"llama3-8b", "8B"}, {"llama3-70b", "70B"}, {"llama3-405b", "405B"}}};
@@ -29,6 +32,16 @@ std::string llama3_flavor(const models::TransformerConfig& model) {
     reference.seq_length = model.seq_length;
     if (reference == model) {
       return flavor;
+    }
+    const models::RopeScaling flavor_scaling = reference.rope_scaling;
+    reference.rope_scaling = model.rope_scaling;
+    if (reference == model) {
+      refuse(kTorchtitanTarget, "model.rope_scaling",
+             fmt::format("torchtitan's llama3 {} flavor turns by Llama 3.1's scaled frequencies "
+                         "(RoPEScalingArgs: {} x{:g})",
+                         flavor, models::to_string(flavor_scaling.type), flavor_scaling.factor),
+             fmt::format("{} x{:g}", models::to_string(model.rope_scaling.type),
+                         model.rope_scaling.factor));
     }
   }
   refuse(kTorchtitanTarget, "model",

@@ -204,6 +204,10 @@ echo "{\"model_type\": \"gemma3_text\", \"rope_local_base_freq\": 0, $hf}" \
   >hf_gemma3_local_theta_zero.json
 sed 's/"num_layers": 0/"num_layers": 4, "rope_local_theta": 10000/; s/"learned"/"rope"/' \
   model_zero_layers.json >model_local_theta_no_window.json
+sed 's/"num_layers": 0/"num_layers": 4, "rope_scaling": "yarn", "rope_scaling_factor": 40/; s/"learned"/"rope"/' \
+  model_zero_layers.json >model_rope_scaling_yarn.json
+sed 's/"num_layers": 0/"num_layers": 4, "rope_scaling": "llama3", "rope_scaling_factor": 1/; s/"learned"/"rope"/' \
+  model_zero_layers.json >model_rope_scaling_one.json
 sed 's/"num_layers": 0/"num_layers": 4, "no_rope_freq": 3/' model_zero_layers.json \
   >model_no_rope_three.json
 sed 's/"num_layers": 0/"num_layers": 4, "activation_clamp_value": -7/' \
@@ -521,6 +525,12 @@ plan_row "HF config, Gemma 3 rope_local_base_freq 0" \
 plan_row "model rope_local_theta without a sliding layer" \
   "model_local_theta_no_window.json: rope_local_theta: the sliding layers' rotary base, but no layer is sliding (sliding_window 0) (10000)" \
   --model model_local_theta_no_window.json --cluster local-cpu --gpus 2
+plan_row "model rope_scaling of a type meshplan does not carry" \
+  "model_rope_scaling_yarn.json: rope_scaling: unsupported rope_scaling (yarn); supported: none, linear, llama3 (YaRN and the dynamic types are not carried)" \
+  --model model_rope_scaling_yarn.json --cluster local-cpu --gpus 2
+plan_row "model rope_scaling_factor of 1" \
+  "model_rope_scaling_one.json: rope_scaling_factor: must be in (1, 1000], how many times the original context the scaled frequencies cover (1)" \
+  --model model_rope_scaling_one.json --cluster local-cpu --gpus 2
 plan_row "model activation_clamp_value negative" \
   "model_clamp_negative.json: activation_clamp_value: must be 0 (none) or positive and finite (-7)" \
   --model model_clamp_negative.json --cluster local-cpu --gpus 2

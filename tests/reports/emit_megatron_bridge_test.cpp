@@ -136,6 +136,8 @@ TEST_CASE(
       {"model.seq_length", "8192"},
       {"model.position_embedding_type", "rope"},
       {"model.rotary_base", "500000"},  // Dubey et al. 2024, Table 3
+      {"model.rope_scaling", "true"},   // Llama 3.1's bands, GPTModelProvider's switch
+      {"model.rope_scaling_factor", "8"},
       {"model.normalization", "RMSNorm"},
       {"model.gated_linear_unit", "true"},
       {"model.activation_func", "silu"},
@@ -267,6 +269,8 @@ TEST_CASE("--emit megatron-bridge: every --emit megatron flag has its override")
       {"--num-query-groups", "model.num_query_groups"},
       {"--ffn-hidden-size", "model.ffn_hidden_size"},
       {"--rotary-base", "model.rotary_base"},
+      {"--rope-scaling-factor", "model.rope_scaling_factor"},
+      {"--rotary-seq-len-interpolation-factor", "model.seq_len_interpolation_factor"},
       {"--seq-length", "dataset.seq_length"},
       {"--vocab-size", "tokenizer.vocab_size"},
       {"--make-vocab-size-divisible-by", "model.make_vocab_size_divisible_by"},

@@ -103,6 +103,9 @@ TEST_CASE("--emit megatron: Llama-3 70B, interleaved, full recompute, distribute
       {"--max-position-embeddings", "8192"},  // rope: the planned length
       {"--position-embedding-type", "rope"},
       {"--rotary-base", "500000"},  // Dubey et al. 2024, Table 3: RoPE base 500,000
+      // Llama 3.1's frequency bands (the preset's rope_scaling; Megatron-Core fixes the bands).
+      {"--use-rope-scaling", ""},
+      {"--rope-scaling-factor", "8"},
       {"--normalization", "RMSNorm"},
       {"--swiglu", ""},
       {"--untie-embeddings-and-output-weights", ""},
