@@ -22,9 +22,9 @@ void rotate_queries(const ShardDims& d, float* q, const LayerWeights& w, bool ba
   for (int h = 0; h < d.NH; h++) {
     float* q_rope = q + static_cast<int64_t>(h) * HQ + d.DN;
     if (backward) {
-      rope_backward(q_rope, d.T, d.B, 1, d.QUP, d.DR, positions, 0, w.rope_base, w.rope_scaling);
+      rope_backward(q_rope, d.T, d.B, 1, d.QUP, d.DR, positions, 0, w.rope_base, &w.rope_scaling);
     } else {
-      rope_forward(q_rope, d.T, d.B, 1, d.QUP, d.DR, positions, 0, w.rope_base, w.rope_scaling);
+      rope_forward(q_rope, d.T, d.B, 1, d.QUP, d.DR, positions, 0, w.rope_base, &w.rope_scaling);
     }
   }
 }
@@ -35,9 +35,9 @@ void rotate_queries_and_key(const ShardDims& d, float* q, float* k_rope, const L
   rotate_queries(d, q, w, backward);
   const int* positions = d.cp > 1 ? d.positions.data() : nullptr;
   if (backward) {
-    rope_backward(k_rope, d.T, d.B, 1, d.DR, d.DR, positions, 0, w.rope_base, w.rope_scaling);
+    rope_backward(k_rope, d.T, d.B, 1, d.DR, d.DR, positions, 0, w.rope_base, &w.rope_scaling);
   } else {
-    rope_forward(k_rope, d.T, d.B, 1, d.DR, d.DR, positions, 0, w.rope_base, w.rope_scaling);
+    rope_forward(k_rope, d.T, d.B, 1, d.DR, d.DR, positions, 0, w.rope_base, &w.rope_scaling);
   }
 }
 

@@ -114,7 +114,7 @@ void attention_core_forward(LayerActivations* acts, const LayerWeights& w, bool 
   const int* positions = d.cp > 1 ? d.positions.data() : nullptr;
   if (w.rotary) {
     rope_forward(acts->qkv.data(), d.T, d.B, d.NH + d.KVH, d.QKV, d.HS, positions,
-                 static_cast<int>(d.model.rotary_dim()), w.rope_base, w.rope_scaling);
+                 static_cast<int>(d.model.rotary_dim()), w.rope_base, &w.rope_scaling);
   }
   acts->att_out = ctx.tensor(static_cast<int64_t>(d.N) * d.AO);
   Tensor att = ctx.tensor(static_cast<int64_t>(d.B) * d.NH * d.T * d.S);
@@ -162,7 +162,7 @@ Tensor attention_core_backward(LayerActivations* acts, Tensor d_att_out, LayerWe
   if (w.rotary) {
     rope_backward(acts->d_qkv.data(), d.T, d.B, d.NH + d.KVH, d.QKV, d.HS,
                   d.cp > 1 ? d.positions.data() : nullptr, static_cast<int>(d.model.rotary_dim()),
-                  w.rope_base, w.rope_scaling);
+                  w.rope_base, &w.rope_scaling);
   }
   if (applies_head_norm(d.model, w)) {
     // The gains' gradients are partial (this rank's heads): GradientSync sums them over tp. The

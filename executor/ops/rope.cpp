@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "meshplan/models.h"
+
 namespace meshplan::executor {
 
 namespace {
@@ -13,13 +15,14 @@ namespace {
 // angle(t, i), angle = pos f_i, f_i = base^(-2i/R) scaled (models::rope_inverse_frequency).
 template <typename Real>
 void rotate(Real* qk, int T, int B, int num_heads, int row_stride, int HS, int rotary_dim,
-            double base, const models::RopeScaling& scaling, double sign, const int* positions) {
+            double base, const models::RopeScaling* scaling, double sign, const int* positions) {
   const int R = rotary_dim == 0 ? HS : rotary_dim;
   assert(R % 2 == 0 && R <= HS);
   const int half = R / 2;
   std::vector<double> inverse_frequencies(static_cast<size_t>(half));
   for (int i = 0; i < half; i++) {
-    inverse_frequencies[i] = models::rope_inverse_frequency(base, i, R, scaling);
+    inverse_frequencies[i] = models::rope_inverse_frequency(
+        base, i, R, scaling != nullptr ? *scaling : models::RopeScaling{});
   }
   std::vector<Real> cosines(static_cast<size_t>(half));
   std::vector<Real> sines(static_cast<size_t>(half));
@@ -49,25 +52,25 @@ void rotate(Real* qk, int T, int B, int num_heads, int row_stride, int HS, int r
 template <typename Real>
 void rope_forward(Real* qk, int T, int B, int num_heads, int row_stride, int HS,
                   const int* positions, int rotary_dim, double base,
-                  const models::RopeScaling& scaling) {
+                  const models::RopeScaling* scaling) {
   rotate(qk, T, B, num_heads, row_stride, HS, rotary_dim, base, scaling, 1.0, positions);
 }
 
 template <typename Real>
 void rope_backward(Real* dqk, int T, int B, int num_heads, int row_stride, int HS,
                    const int* positions, int rotary_dim, double base,
-                   const models::RopeScaling& scaling) {
+                   const models::RopeScaling* scaling) {
   // The rotation is orthogonal: its transpose is the rotation by the opposite angle.
   rotate(dqk, T, B, num_heads, row_stride, HS, rotary_dim, base, scaling, -1.0, positions);
 }
 
 template void rope_forward<float>(float*, int, int, int, int, int, const int*, int, double,
-                                  const models::RopeScaling&);
+                                  const models::RopeScaling*);
 template void rope_backward<float>(float*, int, int, int, int, int, const int*, int, double,
-                                   const models::RopeScaling&);
+                                   const models::RopeScaling*);
 template void rope_forward<double>(double*, int, int, int, int, int, const int*, int, double,
-                                   const models::RopeScaling&);
+                                   const models::RopeScaling*);
 template void rope_backward<double>(double*, int, int, int, int, int, const int*, int, double,
-                                    const models::RopeScaling&);
+                                    const models::RopeScaling*);
 
 }  // namespace meshplan::executor

@@ -12,8 +12,14 @@
 // heads of a row (the query and key heads of a fused QKV row) are rotated.
 // A scaled model (Llama 3.1's bands, linear interpolation) turns pair i by
 // models::rope_inverse_frequency instead.
+//
+// The header is included by the CUDA sources (gpu/elementwise.cu, for kRopeBase), compiled as
+// C++17 (CMAKE_CUDA_STANDARD), so it names models::RopeScaling without including models.h, whose
+// defaulted comparisons are C++20.
 
-#include "meshplan/models.h"
+namespace meshplan::models {
+struct RopeScaling;
+}  // namespace meshplan::models
 
 namespace meshplan::executor {
 
@@ -25,16 +31,16 @@ inline constexpr double kRopeBase = 10000.0;
 /// gives row t's position in the sequence (context parallelism holds two chunks of it); null
 /// means t. `rotary_dim` (even, at most HS) channels from each head's start are rotated; 0 means
 /// all HS. `base` is the rotary base (the layer's, TransformerConfig::layer_rope_theta), `scaling`
-/// the frequencies' scaling (TransformerConfig::layer_rope_scaling).
+/// the frequencies' scaling (TransformerConfig::layer_rope_scaling); null means unscaled.
 template <typename Real>
 void rope_forward(Real* qk, int T, int B, int num_heads, int row_stride, int HS,
                   const int* positions = nullptr, int rotary_dim = 0, double base = kRopeBase,
-                  const models::RopeScaling& scaling = {});
+                  const models::RopeScaling* scaling = nullptr);
 /// dqk (T, B, row_stride): gradients of the rotated heads turned back in place (the transpose
 /// of the forward rotation), the rest of the row left as it is.
 template <typename Real>
 void rope_backward(Real* dqk, int T, int B, int num_heads, int row_stride, int HS,
                    const int* positions = nullptr, int rotary_dim = 0, double base = kRopeBase,
-                   const models::RopeScaling& scaling = {});
+                   const models::RopeScaling* scaling = nullptr);
 
 }  // namespace meshplan::executor

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "meshplan/models.h"
 #include "ops/gradient_check.h"
 
 namespace meshplan::executor {
@@ -56,13 +57,13 @@ TEST_CASE("linear scaling by F turns position F t as the unscaled rope turns pos
   std::vector<double> scaled = before;
   std::vector<double> plain = before;
   const int stretched[4] = {0, 3, 6, 9};
-  rope_forward(scaled.data(), 4, 2, 2, 16, 8, stretched, 0, kRopeBase, linear3);
+  rope_forward(scaled.data(), 4, 2, 2, 16, 8, stretched, 0, kRopeBase, &linear3);
   rope_forward(plain.data(), 4, 2, 2, 16, 8);
   for (size_t i = 0; i < before.size(); i++) {
     CAPTURE(i);
     CHECK(scaled[i] == doctest::Approx(plain[i]).epsilon(1e-12).scale(0));
   }
-  rope_backward(scaled.data(), 4, 2, 2, 16, 8, stretched, 0, kRopeBase, linear3);
+  rope_backward(scaled.data(), 4, 2, 2, 16, 8, stretched, 0, kRopeBase, &linear3);
   for (size_t i = 0; i < before.size(); i++) {
     CHECK(scaled[i] == doctest::Approx(before[i]).epsilon(1e-12).scale(0));
   }
@@ -82,7 +83,7 @@ TEST_CASE("llama3 scaling keeps the short wavelengths, divides the long ones, bl
       qk[t * 8 + i] = 1.0;  // each pair (x_i, x_{i+4}) starts at (1, 0)
     }
   }
-  rope_forward(qk.data(), T, 1, 1, 8, 8, nullptr, 0, kRopeBase, bands);
+  rope_forward(qk.data(), T, 1, 1, 8, 8, nullptr, 0, kRopeBase, &bands);
   for (int t = 0; t < T; t++) {
     for (int i = 0; i < 4; i++) {
       CAPTURE(t);
