@@ -590,6 +590,15 @@ TransformerConfig model_from_hf_config(const nlohmann::json& json, const std::st
       if (model.has_sliding_layer() && *local_theta != model.rope_theta) {
         model.rope_local_theta = *local_theta;
       }
+      // transformers scales only the rope_theta layers (rotary_emb_local is unscaled); with one
+      // base meshplan's layers all turn by rope_theta and would all be scaled.
+      if (model.has_sliding_layer() && *local_theta == model.rope_theta &&
+          model.has_rope_scaling()) {
+        throw InputError(fmt::format(
+            "{}: {}: equals rope_theta, so meshplan cannot tell the unscaled sliding layers from "
+            "the scaled global ones ({:g})",
+            source, rope_local_theta_key(json), *local_theta));
+      }
     }
   }
   // The classes that read layer_types check it also where no layer ends up windowed

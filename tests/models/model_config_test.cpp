@@ -26,6 +26,8 @@ using meshplan::models::TransformerConfig;
 using meshplan::models::validate_model;
 using meshplan::models::test::hf_fixture;
 using meshplan::models::test::input_error;
+using meshplan::models::test::model_error_for;
+using meshplan::models::test::tiny_json;
 using meshplan::models::test::write_temp_file;
 
 namespace {
@@ -66,19 +68,6 @@ void check_same(const TransformerConfig& a, const TransformerConfig& b) {
   CHECK(a.rotary_percent == b.rotary_percent);
   CHECK(a.rope_theta == b.rope_theta);
   CHECK(a.rope_local_theta == b.rope_local_theta);
-}
-
-// tiny in meshplan's format, edited per test.
-nlohmann::json tiny_json() {
-  return nlohmann::json::parse(R"({
-    "name": "tiny", "num_layers": 4, "hidden_size": 64, "num_attention_heads": 4,
-    "num_kv_heads": 2, "ffn_hidden_size": 176, "vocab_size": 256, "seq_length": 32,
-    "activation": "swiglu", "norm": "rmsnorm", "positions": "rope", "tied_embeddings": false,
-    "qkv_bias": false, "attention_output_bias": false, "mlp_bias": false})");
-}
-
-std::string model_error_for(const nlohmann::json& json) {
-  return input_error([&] { model_from_json(json, "m.json"); });
 }
 
 }  // namespace

@@ -22,24 +22,14 @@ using meshplan::models::RopeScalingType;
 using meshplan::models::TransformerConfig;
 using meshplan::models::test::hf_fixture;
 using meshplan::models::test::input_error;
+using meshplan::models::test::model_error_for;
+using meshplan::models::test::tiny_json;
 
 namespace {
 
 // Llama 3.1's published scaling (config.json of meta-llama/Llama-3.1-8B: rope_type llama3,
 // factor 8, low_freq_factor 1, high_freq_factor 4, original_max_position_embeddings 8192).
 constexpr RopeScaling kLlama31{RopeScalingType::kLlama3, 8.0, 1.0, 4.0, 8192};
-
-nlohmann::json tiny_json() {
-  return nlohmann::json::parse(R"({
-    "name": "tiny", "num_layers": 4, "hidden_size": 64, "num_attention_heads": 4,
-    "num_kv_heads": 2, "ffn_hidden_size": 176, "vocab_size": 256, "seq_length": 32,
-    "activation": "swiglu", "norm": "rmsnorm", "positions": "rope", "tied_embeddings": false,
-    "qkv_bias": false, "attention_output_bias": false, "mlp_bias": false})");
-}
-
-std::string model_error_for(const nlohmann::json& json) {
-  return input_error([&] { model_from_json(json, "m.json"); });
-}
 
 }  // namespace
 
@@ -184,15 +174,17 @@ TEST_CASE("rope_scaling: bad values are refused by key") {
   CHECK(model_error_for(json) ==
         "m.json: rope_scaling_low_freq_factor: a llama3 frequency band; rope_scaling linear "
         "divides every frequency by the factor (1)");
-  nlohmann::json without_type = tiny_json();
-  without_type["rope_scaling_factor"] = 8;
-  CHECK(model_error_for(without_type) ==
-        "m.json: rope_scaling_factor: given without rope_scaling (linear or llama3), so it would "
-        "scale nothing (8)");
-  without_type["rope_scaling"] = "none";
-  CHECK(model_error_for(without_type) ==
-        "m.json: rope_scaling_factor: given without rope_scaling (linear or llama3), so it would "
-        "scale nothing (8)");
+  for (const bool none_stated : {false, true}) {
+    CAPTURE(none_stated);
+    nlohmann::json without_type = tiny_json();
+    without_type["rope_scaling_factor"] = 8;
+    if (none_stated) {
+      without_type["rope_scaling"] = "none";
+    }
+    CHECK(model_error_for(without_type) ==
+          "m.json: rope_scaling_factor: given without rope_scaling (linear or llama3), so it "
+          "would scale nothing (8)");
+  }
   // Rotary positions only.
   nlohmann::json learned = tiny_json();
   learned["positions"] = "learned";
@@ -291,6 +283,12 @@ TEST_CASE("Hugging Face: Gemma 3 4B's linear factor 8 on its global layers only"
   CHECK(model.rope_scaling == linear8);
   CHECK(model.layer_rope_scaling(0) == RopeScaling{});  // sliding: local base, unscaled
   CHECK(model.layer_rope_scaling(5) == linear8);        // (5 + 1) % 6 == 0: global
+  // One base for both layer types: the scaled global layers would be indistinguishable.
+  nlohmann::json one_base = gemma3;
+  one_base["rope_local_base_freq"] = 1e6;
+  CHECK(input_error([&] { model_from_json(one_base, "g.json"); }) ==
+        "g.json: rope_local_base_freq: equals rope_theta, so meshplan cannot tell the unscaled "
+        "sliding layers from the scaled global ones (1e+06)");
   // transformers 5 nests it by layer type.
   nlohmann::json v5 = gemma3;
   v5.erase("rope_scaling");
