@@ -311,8 +311,10 @@ void add_rope_scaling_flags(const models::TransformerConfig& m, EmitTarget targe
                      std::to_string(static_cast<int64_t>(scaling.factor))});
     return;
   }
-  const models::RopeScaling llama31{models::RopeScalingType::kLlama3, scaling.factor, 1.0, 4.0,
-                                    8192};
+  // RopeScaling's defaults are Llama 3.1's bands, the ones _apply_scaling fixes.
+  models::RopeScaling llama31;
+  llama31.type = models::RopeScalingType::kLlama3;
+  llama31.factor = scaling.factor;
   if (scaling != llama31) {
     refuse(target, "model.rope_scaling",
            "Megatron-Core's _apply_scaling fixes Llama 3.1's bands (low_freq_factor 1, "

@@ -19,10 +19,10 @@ void rotate(Real* qk, int T, int B, int num_heads, int row_stride, int HS, int r
   const int R = rotary_dim == 0 ? HS : rotary_dim;
   assert(R % 2 == 0 && R <= HS);
   const int half = R / 2;
+  const models::RopeScaling layer_scaling = scaling != nullptr ? *scaling : models::RopeScaling{};
   std::vector<double> inverse_frequencies(static_cast<size_t>(half));
   for (int i = 0; i < half; i++) {
-    inverse_frequencies[i] = models::rope_inverse_frequency(
-        base, i, R, scaling != nullptr ? *scaling : models::RopeScaling{});
+    inverse_frequencies[i] = models::rope_inverse_frequency(base, i, R, layer_scaling);
   }
   std::vector<Real> cosines(static_cast<size_t>(half));
   std::vector<Real> sines(static_cast<size_t>(half));
