@@ -9,6 +9,12 @@ namespace meshplan::executor {
 
 namespace {
 
+// Q K^T's scale: the model's (TransformerConfig::attention_scale; validate_plan_for_executor
+// refuses Gemma 2's query_pre_attn_scalar with cp, so it is 1 / sqrt(HS) but for MLA under YaRN).
+float ring_score_scale(const ShardDims& d) {
+  return static_cast<float>(d.model.attention_scale());
+}
+
 // Columns of a K/V row: the rank's kv heads of K, then of V (contiguous in a fused qkv row),
 // HS each; multi-head latent attention keeps its value heads zero-padded to HS there.
 int kv_width(const ShardDims& d) {
@@ -103,7 +109,7 @@ void ring_attention_forward(const RankContext& ctx, float* out, float* att, cons
   const ShardDims& d = ctx.dims;
   const Tensor kv = gather_kv(ctx, qkv);
   cp_attention_forward(out, att, qkv, kv.data(), d.positions.data(), d.T, d.S, d.B, d.NH, d.KVH,
-                       d.HS);
+                       d.HS, ring_score_scale(d));
 }
 
 void ring_attention_backward(const RankContext& ctx, float* dqkv, const float* dout,
@@ -115,12 +121,12 @@ void ring_attention_backward(const RankContext& ctx, float* dqkv, const float* d
     recomputed = ctx.tensor(static_cast<int64_t>(d.B) * d.NH * d.T * d.S);
     Tensor out = ctx.tensor(static_cast<int64_t>(d.N) * d.NH * d.HS);
     cp_attention_forward(out.data(), recomputed.data(), qkv, kv.data(), d.positions.data(), d.T,
-                         d.S, d.B, d.NH, d.KVH, d.HS);
+                         d.S, d.B, d.NH, d.KVH, d.HS, ring_score_scale(d));
     att = recomputed.data();
   }
   Tensor dkv = ctx.tensor(static_cast<int64_t>(d.S) * d.B * kv_width(d));
   cp_attention_backward(dqkv, dkv.data(), dout, att, qkv, kv.data(), d.positions.data(), d.T, d.S,
-                        d.B, d.NH, d.KVH, d.HS);
+                        d.B, d.NH, d.KVH, d.HS, ring_score_scale(d));
   // Ring reduction onto the owners: the sum for owner j starts at rank j + 1 and gathers each
   // rank's contribution on its way round, reaching j after cp - 1 sends.
   const int64_t wire = wire_width(d);

@@ -13,6 +13,12 @@ namespace meshplan::executor {
 
 namespace {
 
+// Q K^T's scale, 1 / sqrt(qk_nope_head_dim + qk_rope_head_dim), times YaRN's mscale^2
+// (TransformerConfig::attention_scale). MLA has no soft-cap (validate_model).
+AttentionScores mla_scores(const ShardDims& d) {
+  return {d.model.attention_scale(), 0.0};
+}
+
 // Rotates (forward) or turns back (backward) the rotary part of every query head of q (N, QUP),
 // half-split pairs as ops/rope.h (Megatron-Core refuses rotary_interleaved with MLA), with the
 // layer's base and scaling (LayerWeights::rope_base, rope_scaling).
@@ -160,7 +166,7 @@ void mla_forward(float* att_out, MlaActivations* a, const float* x, const LayerW
     ring_attention_forward(ctx, padded.data(), att.data(), a->qkv.data());
   } else {
     attention_forward(padded.data(), att.data(), a->qkv.data(), d.T, d.B, d.NH, d.NH, HQ,
-                      window_tokens(d, w.windowed));
+                      window_tokens(d, w.windowed), mla_scores(d));
   }
   for (int n = 0; n < d.N; n++) {
     for (int h = 0; h < d.NH; h++) {
@@ -222,12 +228,13 @@ Tensor attention_core_backward(MlaActivations* a, const float* d_att_out, int W,
   const float* att = a->att.data();
   if (a->att.empty()) {
     probabilities = ctx.tensor(static_cast<int64_t>(d.B) * d.NH * d.T * d.T);
-    attention_probs_forward(probabilities.data(), a->qkv.data(), d.T, d.B, d.NH, d.NH, HQ, W);
+    attention_probs_forward(probabilities.data(), a->qkv.data(), d.T, d.B, d.NH, d.NH, HQ, W,
+                            mla_scores(d));
     att = probabilities.data();
   }
   Tensor scratch = ctx.tensor(static_cast<int64_t>(d.T) * d.T);
   attention_backward(d_qkv.data(), scratch.data(), padded.data(), att, a->qkv.data(), d.T, d.B,
-                     d.NH, d.NH, HQ);
+                     d.NH, d.NH, HQ, mla_scores(d));
   return d_qkv;
 }
 

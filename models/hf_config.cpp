@@ -454,6 +454,10 @@ std::string hf_config_key(const nlohmann::json& json, const std::string& field) 
   const std::string scaling_low_key = scaling + ".low_freq_factor";
   const std::string scaling_high_key = scaling + ".high_freq_factor";
   const std::string scaling_original_key = scaling + ".original_max_position_embeddings";
+  const std::string scaling_beta_fast_key = scaling + ".beta_fast";
+  const std::string scaling_beta_slow_key = scaling + ".beta_slow";
+  const std::string scaling_mscale_key = scaling + ".mscale";
+  const std::string scaling_mscale_all_dim_key = scaling + ".mscale_all_dim";
   return lookup(
       {{"num_layers", "num_hidden_layers"},
        {"rotary_percent", rotary_key},
@@ -464,6 +468,10 @@ std::string hf_config_key(const nlohmann::json& json, const std::string& field) 
        {"rope_scaling_low_freq_factor", scaling_low_key},
        {"rope_scaling_high_freq_factor", scaling_high_key},
        {"rope_scaling_original_max_positions", scaling_original_key},
+       {"rope_scaling_beta_fast", scaling_beta_fast_key},
+       {"rope_scaling_beta_slow", scaling_beta_slow_key},
+       {"rope_scaling_mscale", scaling_mscale_key},
+       {"rope_scaling_mscale_all_dim", scaling_mscale_all_dim_key},
        {"num_kv_heads", "num_key_value_heads"},
        {"ffn_hidden_size", llama4 ? "intermediate_size_mlp" : "intermediate_size"},
        {"no_rope_freq", "no_rope_layers"},

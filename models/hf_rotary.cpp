@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 
 #include "meshplan/errors.h"
@@ -221,6 +222,66 @@ std::string scaling_type(const nlohmann::json& entry, const std::string& entry_s
   return states(entry, type_key) ? require_string(entry, type_key, entry_source) : "default";
 }
 
+// A YaRN dict as transformers _compute_yarn_parameters reads it (5.x; 4.x the same where both
+// define it): original_max_position_embeddings (else the config's max_position_embeddings),
+// factor (else max_position_embeddings over the original), beta_fast / beta_slow (`or 32`,
+// `or 1`: 0 means the default), truncate (default true), and the attention factor: stated, else
+// get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim) when both are non-zero, else
+// get_mscale(factor). meshplan derives it from mscale and mscale_all_dim
+// (models::rope_attention_factor), so a dict whose factor those cannot state is refused.
+RopeScaling read_yarn(const nlohmann::json& json, const nlohmann::json& entry,
+                      const std::string& entry_source, const std::string& source) {
+  RopeScaling scaling;
+  scaling.type = RopeScalingType::kYarn;
+  scaling.original_max_positions =
+      states(entry, "original_max_position_embeddings")
+          ? require_int(entry, "original_max_position_embeddings", entry_source)
+          : require_int(json, "max_position_embeddings", source);
+  if (states(entry, "factor")) {
+    scaling.factor = require_number(entry, "factor", entry_source);
+  } else {
+    const int64_t longest = require_int(json, "max_position_embeddings", source);
+    scaling.factor =
+        scaling.original_max_positions > 0
+            ? static_cast<double>(longest) / static_cast<double>(scaling.original_max_positions)
+            : 0.0;  // validate_model names the original's range
+  }
+  const auto optional_nonzero = [&](const char* key, double fallback) {
+    const double value = states(entry, key) ? require_number(entry, key, entry_source) : 0.0;
+    return value != 0.0 ? value : fallback;
+  };
+  scaling.beta_fast = optional_nonzero("beta_fast", 32.0);
+  scaling.beta_slow = optional_nonzero("beta_slow", 1.0);
+  if (states(entry, "truncate")) {
+    scaling.truncate = require_bool(entry, "truncate", entry_source);
+  }
+  const double mscale = optional_nonzero("mscale", 0.0);
+  const double mscale_all_dim = optional_nonzero("mscale_all_dim", 0.0);
+  if (mscale != 0.0 && mscale_all_dim != 0.0) {
+    scaling.mscale = mscale;
+    scaling.mscale_all_dim = mscale_all_dim;
+  } else if (mscale_all_dim != 0.0 || (mscale != 0.0 && mscale != 1.0)) {
+    // transformers then uses get_mscale(factor) for cos and sin, ignoring the one stated, while
+    // Megatron-Core and DeepSeek's softmax read it.
+    throw InputError(fmt::format(
+        "{}: {}: given without {}, which transformers and Megatron-Core read differently ({})",
+        entry_source, mscale_all_dim != 0.0 ? "mscale_all_dim" : "mscale",
+        mscale_all_dim != 0.0 ? "mscale" : "mscale_all_dim",
+        mscale_all_dim != 0.0 ? mscale_all_dim : mscale));
+  }
+  if (states(entry, "attention_factor")) {
+    const double stated = require_number(entry, "attention_factor", entry_source);
+    const double derived = rope_attention_factor(scaling);
+    if (!(std::abs(stated - derived) <= 1e-9 * derived)) {
+      throw InputError(fmt::format(
+          "{}: attention_factor: {:g} differs from YaRN's {:.6g} for factor {:g} (mscale {:g}, "
+          "mscale_all_dim {:g}); meshplan derives it and cannot carry another",
+          entry_source, stated, derived, scaling.factor, scaling.mscale, scaling.mscale_all_dim));
+    }
+  }
+  return scaling;
+}
+
 }  // namespace
 
 RopeScaling read_rope_scaling(const nlohmann::json& json, const std::string& source) {
@@ -228,7 +289,7 @@ RopeScaling read_rope_scaling(const nlohmann::json& json, const std::string& sou
       params != nullptr && nested_by_layer_type(*params) && states(*params, "sliding_attention")) {
     const std::string sliding_source = source + ": rope_parameters.sliding_attention";
     const std::string type = scaling_type((*params)["sliding_attention"], sliding_source);
-    if (type == "linear" || type == "llama3") {
+    if (type == "linear" || type == "llama3" || type == "yarn") {
       throw InputError(fmt::format(
           "{}: rope_type: meshplan scales the layers that turn by rope_theta, not the sliding "
           "ones ({})",
@@ -254,6 +315,8 @@ RopeScaling read_rope_scaling(const nlohmann::json& json, const std::string& sou
     scaling.high_freq_factor = require_number(*entry, "high_freq_factor", entry_source);
     scaling.original_max_positions =
         require_int(*entry, "original_max_position_embeddings", entry_source);
+  } else if (type == "yarn") {
+    return read_yarn(json, *entry, entry_source, source);
   } else {
     return {};  // default, or a type meshplan does not carry (README, Rotary scaling)
   }

@@ -66,11 +66,11 @@ std::string rope_local_theta_key(const nlohmann::json& json);
 /// ("rope_type", or the older "type"): `rope_parameters` (transformers 5; nested by layer type, its
 /// "full_attention" entry), else `rope_scaling` (4.x). "linear" (factor) and "llama3" (factor,
 /// low_freq_factor, high_freq_factor, original_max_position_embeddings, all required as
-/// transformers' _validate_llama3_parameters requires them) are carried; "default" or none is no
-/// scaling, and the types meshplan does not carry (yarn, dynamic, longrope) read as none too (they
-/// change no cost). A nested "sliding_attention" entry that scales is refused: meshplan scales the
-/// layers that turn by rope_theta. Throws InputError naming the key for a non-number or a missing
-/// key; validate_model checks the ranges.
+/// transformers' _validate_llama3_parameters requires them) and "yarn" (read_yarn in the .cpp
+/// says how) are carried; "default" or none is no scaling, and the types meshplan does not carry
+/// (dynamic, longrope) read as none too (they change no cost). A nested "sliding_attention" entry
+/// that scales is refused: meshplan scales the layers that turn by rope_theta. Throws InputError
+/// naming the key for a non-number or a missing key; validate_model checks the ranges.
 RopeScaling read_rope_scaling(const nlohmann::json& json, const std::string& source);
 
 /// The dict a config states its scaling in, for error messages: "rope_parameters",

@@ -76,7 +76,7 @@ constexpr std::array<std::string_view, 33> kCoreModelFields = {"name",
 constexpr auto kModelFields =
     joined_fields(kCoreModelFields, kRopeScalingModelFields, kBiasModelFields, kVariantModelFields,
                   kMoeModelFields, kMlaModelFields);
-static_assert(kModelFields.size() == 62);
+static_assert(kModelFields.size() == 67);
 
 void check_size(int64_t value, int64_t max, const char* field, const std::string& source) {
   if (value <= 0) {
@@ -668,7 +668,14 @@ double TransformerConfig::attention_scale() const {
   // modeling_gemma2.py); every other model 1 / sqrt(d) (Vaswani et al. 2017, eq. 1).
   const double scalar =
       query_pre_attn_scalar > 0.0 ? query_pre_attn_scalar : static_cast<double>(head_dim);
-  return 1.0 / std::sqrt(scalar);
+  // Multi-head latent attention under YaRN also scales its softmax by
+  // yarn_mscale(factor, mscale_all_dim)^2 (Megatron-Core multi_latent_attention.py
+  // softmax_scale = mscale * mscale / sqrt(q_head_dim); transformers DeepseekV3Attention).
+  double mla_mscale = 1.0;
+  if (is_mla() && rope_scaling.type == RopeScalingType::kYarn) {
+    mla_mscale = yarn_mscale(rope_scaling.factor, rope_scaling.mscale_all_dim);
+  }
+  return mla_mscale * mla_mscale / std::sqrt(scalar);
 }
 
 bool TransformerConfig::is_windowed() const {

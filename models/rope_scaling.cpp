@@ -3,8 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <numbers>
+#include <utility>
 
 #include "meshplan/errors.h"
 #include "meshplan/json_io.h"
@@ -37,8 +40,46 @@ double rope_inverse_frequency(double base, int64_t pair, int64_t rotated_channel
                             (scaling.high_freq_factor - scaling.low_freq_factor);
       return (1.0 - smooth) * frequency / scaling.factor + smooth * frequency;
     }
+    case RopeScalingType::kYarn: {
+      // Peng et al. 2023, Sec. 3.2 (NTK-by-parts), as transformers _compute_yarn_parameters and
+      // Megatron-Core YarnRotaryEmbedding.get_emb compute it: the pair that turns r times over
+      // the original context is R ln(L / (2 pi r)) / (2 ln base); the ramp runs from beta_fast's
+      // pair (kept) to beta_slow's (divided by the factor).
+      const double channels = static_cast<double>(rotated_channels);
+      const double original = static_cast<double>(scaling.original_max_positions);
+      const auto correction_pair = [&](double rotations) {
+        return channels * std::log(original / (rotations * 2.0 * std::numbers::pi)) /
+               (2.0 * std::log(base));
+      };
+      double low = correction_pair(scaling.beta_fast);
+      double high = correction_pair(scaling.beta_slow);
+      if (scaling.truncate) {
+        low = std::floor(low);
+        high = std::ceil(high);
+      }
+      low = std::max(low, 0.0);
+      high = std::min(high, channels - 1.0);
+      if (low == high) {
+        high += 0.001;  // both codes' guard against a zero-width ramp
+      }
+      const double interpolated =
+          std::clamp((static_cast<double>(pair) - low) / (high - low), 0.0, 1.0);
+      return interpolated * frequency / scaling.factor + (1.0 - interpolated) * frequency;
+    }
   }
   return frequency;
+}
+
+double yarn_mscale(double factor, double m) {
+  return factor <= 1.0 ? 1.0 : 0.1 * m * std::log(factor) + 1.0;
+}
+
+double rope_attention_factor(const RopeScaling& scaling) {
+  if (scaling.type != RopeScalingType::kYarn) {
+    return 1.0;
+  }
+  return yarn_mscale(scaling.factor, scaling.mscale) /
+         yarn_mscale(scaling.factor, scaling.mscale_all_dim);
 }
 
 std::string to_string(RopeScalingType type) {
@@ -49,6 +90,8 @@ std::string to_string(RopeScalingType type) {
       return "linear";
     case RopeScalingType::kLlama3:
       return "llama3";
+    case RopeScalingType::kYarn:
+      return "yarn";
   }
   return "unknown";
 }
@@ -60,20 +103,45 @@ constexpr const char* kFactorKey = "rope_scaling_factor";
 constexpr const char* kLowKey = "rope_scaling_low_freq_factor";
 constexpr const char* kHighKey = "rope_scaling_high_freq_factor";
 constexpr const char* kOriginalKey = "rope_scaling_original_max_positions";
+constexpr const char* kBetaFastKey = "rope_scaling_beta_fast";
+constexpr const char* kBetaSlowKey = "rope_scaling_beta_slow";
+constexpr const char* kMscaleKey = "rope_scaling_mscale";
+constexpr const char* kMscaleAllDimKey = "rope_scaling_mscale_all_dim";
+constexpr const char* kTruncateKey = "rope_scaling_truncate";
+
+constexpr std::array<RopeScalingType, 4> kTypes = {RopeScalingType::kNone, RopeScalingType::kLinear,
+                                                   RopeScalingType::kLlama3,
+                                                   RopeScalingType::kYarn};
 
 RopeScalingType parse_type(const nlohmann::json& json, const std::string& source) {
   const std::string text = require_string(json, kTypeKey, source);
-  for (RopeScalingType type :
-       {RopeScalingType::kNone, RopeScalingType::kLinear, RopeScalingType::kLlama3}) {
+  for (RopeScalingType type : kTypes) {
     if (text == to_string(type)) {
       return type;
     }
   }
   throw InputError(fmt::format(
-      "{}: {}: unsupported rope_scaling ({}); supported: none, linear, llama3 (YaRN and the "
-      "dynamic types are not carried)",
+      "{}: {}: unsupported rope_scaling ({}); supported: none, linear, llama3, yarn (the dynamic "
+      "types are not carried)",
       source, kTypeKey, text));
 }
+
+// The keys beyond the factor, with the one type that reads each.
+struct TypeKey {
+  const char* key;
+  RopeScalingType type;
+  const char* meaning;
+};
+constexpr std::array<TypeKey, 8> kTypeKeys = {{
+    {kLowKey, RopeScalingType::kLlama3, "a llama3 frequency band"},
+    {kHighKey, RopeScalingType::kLlama3, "a llama3 frequency band"},
+    {kBetaFastKey, RopeScalingType::kYarn, "a YaRN ramp end"},
+    {kBetaSlowKey, RopeScalingType::kYarn, "a YaRN ramp end"},
+    {kMscaleKey, RopeScalingType::kYarn, "a YaRN attention temperature"},
+    {kMscaleAllDimKey, RopeScalingType::kYarn, "a YaRN attention temperature"},
+    {kTruncateKey, RopeScalingType::kYarn, "how YaRN rounds its ramp"},
+    {kOriginalKey, RopeScalingType::kNone, "the pre-training context of llama3 or yarn"},
+}};
 
 }  // namespace
 
@@ -81,44 +149,98 @@ void read_rope_scaling_fields(const nlohmann::json& json, const std::string& sou
                               TransformerConfig& model) {
   const RopeScalingType type =
       json.contains(kTypeKey) ? parse_type(json, source) : RopeScalingType::kNone;
-  for (const char* key : {kFactorKey, kLowKey, kHighKey, kOriginalKey}) {
-    if (json.contains(key) && type == RopeScalingType::kNone) {
-      throw InputError(fmt::format(
-          "{}: {}: given without rope_scaling (linear or llama3), so it would scale nothing ({})",
-          source, key, json[key].dump()));
-    }
-  }
-  for (const char* key : {kLowKey, kHighKey, kOriginalKey}) {
-    if (json.contains(key) && type == RopeScalingType::kLinear) {
-      throw InputError(fmt::format(
-          "{}: {}: a llama3 frequency band; rope_scaling linear divides every frequency by the "
-          "factor ({})",
-          source, key, json[key].dump()));
-    }
-  }
   if (type == RopeScalingType::kNone) {
+    for (std::string_view key : kRopeScalingModelFields) {
+      if (key != kTypeKey && json.contains(key)) {
+        throw InputError(fmt::format(
+            "{}: {}: given without rope_scaling (linear, llama3 or yarn), so it would scale "
+            "nothing ({})",
+            source, key, json[std::string(key)].dump()));
+      }
+    }
     return;
+  }
+  for (const TypeKey& entry : kTypeKeys) {
+    // The original context is read by llama3 and yarn (kNone stands for both here).
+    const bool read = entry.type == RopeScalingType::kNone ? type != RopeScalingType::kLinear
+                                                           : entry.type == type;
+    if (json.contains(entry.key) && !read) {
+      throw InputError(fmt::format("{}: {}: {}; rope_scaling {} does not read it ({})", source,
+                                   entry.key, entry.meaning, to_string(type),
+                                   json[entry.key].dump()));
+    }
   }
   if (!json.contains(kFactorKey)) {
     throw InputError(
         fmt::format("{}: {}: required with rope_scaling {}", source, kFactorKey, to_string(type)));
   }
+  // YaRN has no common default for the original context (transformers requires it, Megatron-Core
+  // assumes 4096), so the model states it.
+  if (type == RopeScalingType::kYarn && !json.contains(kOriginalKey)) {
+    throw InputError(fmt::format("{}: {}: required with rope_scaling yarn", source, kOriginalKey));
+  }
   RopeScaling scaling;
   scaling.type = type;
   scaling.factor = require_number(json, kFactorKey, source);
-  if (type == RopeScalingType::kLlama3) {
-    if (json.contains(kLowKey)) {
-      scaling.low_freq_factor = require_number(json, kLowKey, source);
+  const auto read_number = [&](const char* key, double& value) {
+    if (json.contains(key)) {
+      value = require_number(json, key, source);
     }
-    if (json.contains(kHighKey)) {
-      scaling.high_freq_factor = require_number(json, kHighKey, source);
-    }
-    if (json.contains(kOriginalKey)) {
-      scaling.original_max_positions = require_int(json, kOriginalKey, source);
-    }
+  };
+  read_number(kLowKey, scaling.low_freq_factor);
+  read_number(kHighKey, scaling.high_freq_factor);
+  read_number(kBetaFastKey, scaling.beta_fast);
+  read_number(kBetaSlowKey, scaling.beta_slow);
+  read_number(kMscaleKey, scaling.mscale);
+  read_number(kMscaleAllDimKey, scaling.mscale_all_dim);
+  if (json.contains(kOriginalKey)) {
+    scaling.original_max_positions = require_int(json, kOriginalKey, source);
+  }
+  if (json.contains(kTruncateKey)) {
+    scaling.truncate = require_bool(json, kTruncateKey, source);
   }
   model.rope_scaling = scaling;
 }
+
+namespace {
+
+void validate_llama3_bands(const RopeScaling& scaling, const std::string& source) {
+  if (!(scaling.low_freq_factor > 0.0 && scaling.low_freq_factor <= kMaxRopeScalingFactor)) {
+    throw InputError(fmt::format("{}: {}: must be in (0, {:g}] ({})", source, kLowKey,
+                                 kMaxRopeScalingFactor, scaling.low_freq_factor));
+  }
+  // transformers _validate_llama3_parameters: high_freq_factor > low_freq_factor (the band
+  // between them is interpolated).
+  if (!(scaling.high_freq_factor > scaling.low_freq_factor &&
+        scaling.high_freq_factor <= kMaxRopeScalingFactor)) {
+    throw InputError(fmt::format(
+        "{}: {}: must be above rope_scaling_low_freq_factor {:g} and at most {:g} ({})", source,
+        kHighKey, scaling.low_freq_factor, kMaxRopeScalingFactor, scaling.high_freq_factor));
+  }
+}
+
+void validate_yarn_ramp(const RopeScaling& scaling, const std::string& source) {
+  // transformers _validate_yarn_parameters: beta_fast above beta_slow (the ramp runs from the
+  // fast-turning pairs to the slow ones).
+  if (!(scaling.beta_slow > 0.0 && scaling.beta_slow <= kMaxRopeScalingFactor)) {
+    throw InputError(fmt::format("{}: {}: must be in (0, {:g}] ({})", source, kBetaSlowKey,
+                                 kMaxRopeScalingFactor, scaling.beta_slow));
+  }
+  if (!(scaling.beta_fast > scaling.beta_slow && scaling.beta_fast <= kMaxRopeScalingFactor)) {
+    throw InputError(fmt::format(
+        "{}: {}: must be above rope_scaling_beta_slow {:g} and at most {:g} ({})", source,
+        kBetaFastKey, scaling.beta_slow, kMaxRopeScalingFactor, scaling.beta_fast));
+  }
+  for (const auto& [key, value] : {std::pair{kMscaleKey, scaling.mscale},
+                                   std::pair{kMscaleAllDimKey, scaling.mscale_all_dim}}) {
+    if (!(value >= 0.0 && value <= kMaxRopeScalingFactor)) {
+      throw InputError(fmt::format("{}: {}: must be in [0, {:g}] ({})", source, key,
+                                   kMaxRopeScalingFactor, value));
+    }
+  }
+}
+
+}  // namespace
 
 void validate_rope_scaling(const TransformerConfig& model, const std::string& source) {
   const RopeScaling& scaling = model.rope_scaling;
@@ -137,20 +259,13 @@ void validate_rope_scaling(const TransformerConfig& model, const std::string& so
                     "frequencies cover ({})",
                     source, kFactorKey, kMaxRopeScalingFactor, scaling.factor));
   }
-  if (scaling.type != RopeScalingType::kLlama3) {
+  if (scaling.type == RopeScalingType::kLinear) {
     return;
   }
-  if (!(scaling.low_freq_factor > 0.0 && scaling.low_freq_factor <= kMaxRopeScalingFactor)) {
-    throw InputError(fmt::format("{}: {}: must be in (0, {:g}] ({})", source, kLowKey,
-                                 kMaxRopeScalingFactor, scaling.low_freq_factor));
-  }
-  // transformers _validate_llama3_parameters: high_freq_factor > low_freq_factor (the band
-  // between them is interpolated).
-  if (!(scaling.high_freq_factor > scaling.low_freq_factor &&
-        scaling.high_freq_factor <= kMaxRopeScalingFactor)) {
-    throw InputError(fmt::format(
-        "{}: {}: must be above rope_scaling_low_freq_factor {:g} and at most {:g} ({})", source,
-        kHighKey, scaling.low_freq_factor, kMaxRopeScalingFactor, scaling.high_freq_factor));
+  if (scaling.type == RopeScalingType::kLlama3) {
+    validate_llama3_bands(scaling, source);
+  } else {
+    validate_yarn_ramp(scaling, source);
   }
   if (scaling.original_max_positions <= 0 || scaling.original_max_positions > kMaxSequence) {
     throw InputError(
@@ -169,6 +284,15 @@ void write_rope_scaling_fields(const TransformerConfig& model, nlohmann::json& j
   if (scaling.type == RopeScalingType::kLlama3) {
     json[kLowKey] = scaling.low_freq_factor;
     json[kHighKey] = scaling.high_freq_factor;
+  }
+  if (scaling.type == RopeScalingType::kYarn) {
+    json[kBetaFastKey] = scaling.beta_fast;
+    json[kBetaSlowKey] = scaling.beta_slow;
+    json[kMscaleKey] = scaling.mscale;
+    json[kMscaleAllDimKey] = scaling.mscale_all_dim;
+    json[kTruncateKey] = scaling.truncate;
+  }
+  if (scaling.type != RopeScalingType::kLinear) {
     json[kOriginalKey] = scaling.original_max_positions;
   }
 }

@@ -282,23 +282,72 @@ void add_gated_unit_variant_flags(EmitTarget target, const models::TransformerCo
   }
 }
 
+// YaRN (d98e8a64). Multi-head latent attention: --rope-type yarn (MLATransformerConfig's
+// default) with --rotary-scaling-factor, --mscale, --mscale-all-dim (the mla group); its
+// original context, betas and rounding are MLATransformerConfig's defaults (4096, 32, 1, rounded:
+// no flag reaches them, argument_utils.py _apply_yarn_config_from_args skips MLA). Other models:
+// --position-embedding-type yarn (written by the caller) and the yarn_* fields that
+// _apply_yarn_config_from_args maps, all written so the script states them. YarnRotaryEmbedding
+// turns kv_channels wholly (yarn_rotary_pos_embedding.py), so partial rotary is refused.
+void add_yarn_flags(const models::TransformerConfig& m, EmitTarget target, Flags& flags) {
+  const models::RopeScaling& scaling = m.rope_scaling;
+  if (m.is_mla()) {
+    models::RopeScaling mla_defaults;
+    mla_defaults.type = models::RopeScalingType::kYarn;
+    mla_defaults.factor = scaling.factor;
+    mla_defaults.original_max_positions = 4096;
+    mla_defaults.mscale = scaling.mscale;
+    mla_defaults.mscale_all_dim = scaling.mscale_all_dim;
+    if (scaling != mla_defaults) {
+      refuse(
+          target, "model.rope_scaling",
+          "Megatron-Core's MLA YaRN takes MLATransformerConfig's original context 4096, beta "
+          "32 / 1 and rounded ramp; no flag sets others",
+          fmt::format("original {}, beta {:g} / {:g}, truncate {}", scaling.original_max_positions,
+                      scaling.beta_fast, scaling.beta_slow, scaling.truncate));
+    }
+    flags.push_back({"--rope-type", "yarn"});
+  } else if (m.has_partial_rotary()) {
+    refuse(target, "model.rotary_percent",
+           "Megatron-Core's YarnRotaryEmbedding turns every kv channel; YaRN over part of a head "
+           "has no flag",
+           fmt::format("{:g}", m.rotary_percent));
+  }
+  flags.push_back({"--rotary-scaling-factor", fmt::format("{:g}", scaling.factor)});
+  if (!m.is_mla()) {
+    flags.push_back({"--yarn-original-max-position-embeddings",
+                     std::to_string(scaling.original_max_positions)});
+    flags.push_back({"--yarn-beta-fast", fmt::format("{:g}", scaling.beta_fast)});
+    flags.push_back({"--yarn-beta-slow", fmt::format("{:g}", scaling.beta_slow)});
+    flags.push_back({scaling.truncate ? "--yarn-correction-range-round-to-int"
+                                      : "--no-yarn-correction-range-round-to-int",
+                     ""});
+  }
+  flags.push_back({"--mscale", fmt::format("{:g}", scaling.mscale)});
+  flags.push_back({"--mscale-all-dim", fmt::format("{:g}", scaling.mscale_all_dim)});
+}
+
 // The rotary frequencies' scaling (models.h RopeScaling) as Megatron-LM's flags (d98e8a64):
 // --use-rope-scaling --rope-scaling-factor F builds RotaryEmbedding(rope_scaling=True), whose
 // _apply_scaling fixes Llama 3.1's bands (low 1, high 4, original 8192); linear is
 // --rotary-seq-len-interpolation-factor (type=int; get_freqs_non_repeated divides the positions
-// by it). MultiLatentAttention builds its RotaryEmbedding without either
-// (multi_latent_attention.py).
+// by it); YaRN add_yarn_flags. MultiLatentAttention builds its RotaryEmbedding with neither of
+// the first two (multi_latent_attention.py).
 void add_rope_scaling_flags(const models::TransformerConfig& m, EmitTarget target, Flags& flags) {
   if (!m.has_rope_scaling()) {
     return;
   }
   const models::RopeScaling& scaling = m.rope_scaling;
+  if (scaling.type == models::RopeScalingType::kYarn) {
+    add_yarn_flags(m, target, flags);
+    return;
+  }
   const std::string value =
       fmt::format("{} x{:g}", models::to_string(scaling.type), scaling.factor);
   if (m.is_mla()) {
     refuse(target, "model.rope_scaling",
-           "Megatron-Core's MultiLatentAttention turns its rotary part unscaled (no "
-           "--use-rope-scaling there; --rope-type yarn is YaRN)",
+           "Megatron-Core's MultiLatentAttention turns its rotary part unscaled or by YaRN (no "
+           "--use-rope-scaling there)",
            value);
   }
   if (scaling.type == models::RopeScalingType::kLinear) {
@@ -499,7 +548,11 @@ void add_model_flags(EmitTarget target, const planner::Plan& plan, Flags& flags)
   const bool learned = m.positions == models::Positions::kLearned;
   flags.push_back({"--max-position-embeddings",
                    std::to_string(learned ? m.max_position_embeddings : m.seq_length)});
-  flags.push_back({"--position-embedding-type", learned ? "learned_absolute" : "rope"});
+  // YaRN outside MLA is a position-embedding type of its own (gpt_model.py); MLA reads
+  // --rope-type (add_yarn_flags).
+  const bool dense_yarn = m.rope_scaling.type == models::RopeScalingType::kYarn && !m.is_mla();
+  flags.push_back(
+      {"--position-embedding-type", learned ? "learned_absolute" : (dense_yarn ? "yarn" : "rope")});
   if (!learned) {
     // arguments.py --rotary-base (d98e8a64, type=int, default 10000): GPTModel's and MLA's
     // RotaryEmbedding base, written whatever its value so the script states it.

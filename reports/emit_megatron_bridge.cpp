@@ -65,6 +65,12 @@ const std::map<std::string, std::string>& value_keys() {
       {"--rotary-base", "model.rotary_base"},
       {"--rope-scaling-factor", "model.rope_scaling_factor"},
       {"--rotary-seq-len-interpolation-factor", "model.seq_len_interpolation_factor"},
+      {"--rotary-scaling-factor", "model.yarn_rotary_scaling_factor"},
+      {"--yarn-original-max-position-embeddings", "model.yarn_original_max_position_embeddings"},
+      {"--yarn-beta-fast", "model.yarn_beta_fast"},
+      {"--yarn-beta-slow", "model.yarn_beta_slow"},
+      {"--mscale", "model.yarn_mscale"},
+      {"--mscale-all-dim", "model.yarn_mscale_all_dim"},
       {"--normalization", "model.normalization"},
       {"--num-experts", "model.num_moe_experts"},
       {"--moe-router-topk", "model.moe_router_topk"},
@@ -351,6 +357,17 @@ class Translation {
     }
     put_value("--rope-scaling-factor");
     put_value("--rotary-seq-len-interpolation-factor");
+    // YaRN: GPTModelProvider's yarn_* fields (gpt_provider.py, 067f987d), which GPTModel reads
+    // under position_embedding_type yarn, as gpt_oss_bridge.py sets them (MLA is refused above).
+    for (const char* flag :
+         {"--rotary-scaling-factor", "--yarn-original-max-position-embeddings", "--yarn-beta-fast",
+          "--yarn-beta-slow", "--mscale", "--mscale-all-dim"}) {
+      put_value(flag);
+    }
+    const bool rounded = has("--yarn-correction-range-round-to-int");
+    if (has("--no-yarn-correction-range-round-to-int") || rounded) {
+      put("model.yarn_correction_range_round_to_int", rounded ? "true" : "false");
+    }
     if (has("--no-rope-freq")) {
       put("model.no_rope_freq", hydra_list(flags_.at("--no-rope-freq")));
     }

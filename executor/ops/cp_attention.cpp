@@ -8,11 +8,11 @@
 namespace meshplan::executor {
 
 void cp_attention_forward(float* out, float* att, const float* qkv, const float* kv,
-                          const int* positions, int T, int S, int B, int NH, int KVH, int HS) {
+                          const int* positions, int T, int S, int B, int NH, int KVH, int HS,
+                          float scale) {
   const int QKV = (NH + 2 * KVH) * HS;
   const int KV = 2 * KVH * HS;
   const int group = NH / KVH;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   for (int b = 0; b < B; b++) {
     for (int h = 0; h < NH; h++) {
       const int k_off = (h / group) * HS;
@@ -56,11 +56,10 @@ void cp_attention_forward(float* out, float* att, const float* qkv, const float*
 
 void cp_attention_backward(float* dqkv, float* dkv, const float* dout, const float* att,
                            const float* qkv, const float* kv, const int* positions, int T, int S,
-                           int B, int NH, int KVH, int HS) {
+                           int B, int NH, int KVH, int HS, float scale) {
   const int QKV = (NH + 2 * KVH) * HS;
   const int KV = 2 * KVH * HS;
   const int group = NH / KVH;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   std::vector<float> dp(static_cast<size_t>(S));
   for (int b = 0; b < B; b++) {
     for (int h = 0; h < NH; h++) {

@@ -13,13 +13,15 @@ namespace meshplan::executor {
 
 /// out (T, B, NH HS) = P V per head; saves att (B, NH, T, S), zero where masked; qkv (T, B,
 /// (NH + 2 KVH) HS) (its query heads are read); kv (S, B, 2 KVH HS) in sequence order;
-/// positions (T) the sequence position of each local row.
+/// positions (T) the sequence position of each local row; `scale` multiplies Q K^T
+/// (TransformerConfig::attention_scale: 1 / sqrt(HS), or MLA's under YaRN).
 void cp_attention_forward(float* out, float* att, const float* qkv, const float* kv,
-                          const int* positions, int T, int S, int B, int NH, int KVH, int HS);
+                          const int* positions, int T, int S, int B, int NH, int KVH, int HS,
+                          float scale);
 /// dqkv (T, B, (NH + 2 KVH) HS) += its query-head gradients; dkv (S, B, 2 KVH HS) += the key
 /// and value gradients of every position; dout (T, B, NH HS); att, qkv, kv as in the forward.
 void cp_attention_backward(float* dqkv, float* dkv, const float* dout, const float* att,
                            const float* qkv, const float* kv, const int* positions, int T, int S,
-                           int B, int NH, int KVH, int HS);
+                           int B, int NH, int KVH, int HS, float scale);
 
 }  // namespace meshplan::executor

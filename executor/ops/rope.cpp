@@ -12,7 +12,8 @@ namespace meshplan::executor {
 namespace {
 
 // Rotates each (x[i], x[i + R/2]) pair of a head's first R = rotary_dim channels by `sign` *
-// angle(t, i), angle = pos f_i, f_i = base^(-2i/R) scaled (models::rope_inverse_frequency).
+// angle(t, i), angle = pos f_i, f_i = base^(-2i/R) scaled (models::rope_inverse_frequency), and
+// multiplies it by the scaling's amplitude A (models::rope_attention_factor: YaRN's, else 1).
 template <typename Real>
 void rotate(Real* qk, int T, int B, int num_heads, int row_stride, int HS, int rotary_dim,
             double base, const models::RopeScaling* scaling, double sign, const int* positions) {
@@ -24,13 +25,15 @@ void rotate(Real* qk, int T, int B, int num_heads, int row_stride, int HS, int r
   for (int i = 0; i < half; i++) {
     inverse_frequencies[i] = models::rope_inverse_frequency(base, i, R, layer_scaling);
   }
+  // YaRN multiplies cos and sin by its attention factor (1 for the other types).
+  const double amplitude = models::rope_attention_factor(layer_scaling);
   std::vector<Real> cosines(static_cast<size_t>(half));
   std::vector<Real> sines(static_cast<size_t>(half));
   for (int t = 0; t < T; t++) {
     for (int i = 0; i < half; i++) {
       const double angle = (positions ? positions[t] : t) * inverse_frequencies[i];
-      cosines[i] = static_cast<Real>(std::cos(angle));
-      sines[i] = static_cast<Real>(sign * std::sin(angle));
+      cosines[i] = static_cast<Real>(amplitude * std::cos(angle));
+      sines[i] = static_cast<Real>(sign * amplitude * std::sin(angle));
     }
     for (int b = 0; b < B; b++) {
       Real* row = qk + (static_cast<int64_t>(t) * B + b) * row_stride;
@@ -60,7 +63,8 @@ template <typename Real>
 void rope_backward(Real* dqk, int T, int B, int num_heads, int row_stride, int HS,
                    const int* positions, int rotary_dim, double base,
                    const models::RopeScaling* scaling) {
-  // The rotation is orthogonal: its transpose is the rotation by the opposite angle.
+  // A R is A times an orthogonal rotation: its transpose is A times the rotation by the opposite
+  // angle.
   rotate(dqk, T, B, num_heads, row_stride, HS, rotary_dim, base, scaling, -1.0, positions);
 }
 

@@ -5,12 +5,13 @@
 // --rotary-percent, rotates R = int(HS x percent) and passes the other HS - R through, as
 // Megatron-Core's apply_rotary_pos_emb_bshd and GPT-NeoX's rotary_pct do).
 // The rotation is applied in place: its backward is the inverse rotation of the gradient and
-// needs nothing saved.
+// needs nothing saved. YaRN also multiplies cos and sin by its attention factor A
+// (models::rope_attention_factor): forward A R x, backward A R^T dy.
 //
 // Shape letters: T sequence positions, B sequences, HS head size; rows are sequence-first
 // (row t*B + b has position t), each `row_stride` elements long, and the first `num_heads`
 // heads of a row (the query and key heads of a fused QKV row) are rotated.
-// A scaled model (Llama 3.1's bands, linear interpolation) turns pair i by
+// A scaled model (Llama 3.1's bands, linear interpolation, YaRN) turns pair i by
 // models::rope_inverse_frequency instead.
 //
 // The header is included by the CUDA sources (gpu/elementwise.cu, for kRopeBase), compiled as

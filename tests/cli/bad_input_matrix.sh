@@ -204,8 +204,12 @@ echo "{\"model_type\": \"gemma3_text\", \"rope_local_base_freq\": 0, $hf}" \
   >hf_gemma3_local_theta_zero.json
 sed 's/"num_layers": 0/"num_layers": 4, "rope_local_theta": 10000/; s/"learned"/"rope"/' \
   model_zero_layers.json >model_local_theta_no_window.json
+sed 's/"num_layers": 0/"num_layers": 4, "rope_scaling": "dynamic", "rope_scaling_factor": 4/; s/"learned"/"rope"/' \
+  model_zero_layers.json >model_rope_scaling_dynamic.json
 sed 's/"num_layers": 0/"num_layers": 4, "rope_scaling": "yarn", "rope_scaling_factor": 40/; s/"learned"/"rope"/' \
   model_zero_layers.json >model_rope_scaling_yarn.json
+echo "{\"model_type\": \"llama\", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4, \"attention_factor\": 2}, $hf}" \
+  >hf_llama_yarn_attention_factor.json
 sed 's/"num_layers": 0/"num_layers": 4, "rope_scaling": "llama3", "rope_scaling_factor": 1/; s/"learned"/"rope"/' \
   model_zero_layers.json >model_rope_scaling_one.json
 sed 's/"num_layers": 0/"num_layers": 4, "no_rope_freq": 3/' model_zero_layers.json \
@@ -526,8 +530,14 @@ plan_row "model rope_local_theta without a sliding layer" \
   "model_local_theta_no_window.json: rope_local_theta: the sliding layers' rotary base, but no layer is sliding (sliding_window 0) (10000)" \
   --model model_local_theta_no_window.json --cluster local-cpu --gpus 2
 plan_row "model rope_scaling of a type meshplan does not carry" \
-  "model_rope_scaling_yarn.json: rope_scaling: unsupported rope_scaling (yarn); supported: none, linear, llama3 (YaRN and the dynamic types are not carried)" \
+  "model_rope_scaling_dynamic.json: rope_scaling: unsupported rope_scaling (dynamic); supported: none, linear, llama3, yarn (the dynamic types are not carried)" \
+  --model model_rope_scaling_dynamic.json --cluster local-cpu --gpus 2
+plan_row "model rope_scaling yarn without its original context" \
+  "model_rope_scaling_yarn.json: rope_scaling_original_max_positions: required with rope_scaling yarn" \
   --model model_rope_scaling_yarn.json --cluster local-cpu --gpus 2
+plan_row "HF config, YaRN attention_factor other than YaRN's own" \
+  "hf_llama_yarn_attention_factor.json: rope_scaling: attention_factor: 2 differs from YaRN's 1.13863 for factor 4 (mscale 1, mscale_all_dim 0); meshplan derives it and cannot carry another" \
+  --model hf_llama_yarn_attention_factor.json --cluster local-cpu --gpus 2
 plan_row "model rope_scaling_factor of 1" \
   "model_rope_scaling_one.json: rope_scaling_factor: must be in (1, 1000], how many times the original context the scaled frequencies cover (1)" \
   --model model_rope_scaling_one.json --cluster local-cpu --gpus 2

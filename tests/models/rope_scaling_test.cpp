@@ -16,6 +16,7 @@
 
 using meshplan::models::model_from_json;
 using meshplan::models::model_to_json;
+using meshplan::models::rope_attention_factor;
 using meshplan::models::rope_inverse_frequency;
 using meshplan::models::RopeScaling;
 using meshplan::models::RopeScalingType;
@@ -135,10 +136,10 @@ TEST_CASE("rope_scaling: Gemma 3 scales its global layers; the sliding ones keep
 
 TEST_CASE("rope_scaling: bad values are refused by key") {
   nlohmann::json json = tiny_json();
-  json["rope_scaling"] = "yarn";
+  json["rope_scaling"] = "dynamic";
   CHECK(model_error_for(json) ==
-        "m.json: rope_scaling: unsupported rope_scaling (yarn); supported: none, linear, llama3 "
-        "(YaRN and the dynamic types are not carried)");
+        "m.json: rope_scaling: unsupported rope_scaling (dynamic); supported: none, linear, "
+        "llama3, yarn (the dynamic types are not carried)");
   json["rope_scaling"] = 8;
   CHECK(model_error_for(json) == "m.json: rope_scaling: expected a string (8)");
   json["rope_scaling"] = "llama3";
@@ -173,7 +174,7 @@ TEST_CASE("rope_scaling: bad values are refused by key") {
   json["rope_scaling"] = "linear";
   CHECK(model_error_for(json) ==
         "m.json: rope_scaling_low_freq_factor: a llama3 frequency band; rope_scaling linear "
-        "divides every frequency by the factor (1)");
+        "does not read it (1)");
   for (const bool none_stated : {false, true}) {
     CAPTURE(none_stated);
     nlohmann::json without_type = tiny_json();
@@ -182,8 +183,8 @@ TEST_CASE("rope_scaling: bad values are refused by key") {
       without_type["rope_scaling"] = "none";
     }
     CHECK(model_error_for(without_type) ==
-          "m.json: rope_scaling_factor: given without rope_scaling (linear or llama3), so it "
-          "would scale nothing (8)");
+          "m.json: rope_scaling_factor: given without rope_scaling (linear, llama3 or yarn), so "
+          "it would scale nothing (8)");
   }
   // Rotary positions only.
   nlohmann::json learned = tiny_json();
@@ -241,9 +242,6 @@ TEST_CASE("Hugging Face: Llama 3.1's and Llama 4's rope_scaling, transformers 4 
 }
 
 TEST_CASE("Hugging Face: types meshplan does not carry read as none; bad values named by key") {
-  // DeepSeek-V3's YaRN: no cost, not carried (README, Rotary scaling).
-  CHECK_FALSE(model_from_json(meshplan::read_json_file(hf_fixture("DeepSeek-V3.json")), "ds.json")
-                  .has_rope_scaling());
   nlohmann::json config = meshplan::read_json_file(hf_fixture("Meta-Llama-3-8B.json"));
   config["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
   CHECK_FALSE(model_from_json(config, "c.json").has_rope_scaling());

@@ -865,7 +865,9 @@ TEST_CASE("runs file version 9: the model's MoE keys and the layout's ep and etp
   models::TransformerConfig preset = models::load_model("qwen3-30b-a3b");
   models::TransformerConfig read = report.runs[0].plan->model;
   read.name = preset.name;
-  read.rope_theta = preset.rope_theta;  // a run's model states no rope base: it changes no cost
+  // A run's model states no rope base or scaling: they change no cost.
+  read.rope_theta = preset.rope_theta;
+  read.rope_scaling = preset.rope_scaling;
   CHECK(read == preset);
   CHECK(read.head_dim == 128);  // not hidden_size / num_attention_heads = 64
   const Layout& layout = report.runs[0].predicted->layout;
@@ -958,6 +960,12 @@ TEST_CASE("runs file version 10: the model's bias, window, sink and gated-unit k
   for (const char* key : {"name", "max_position_embeddings", "rope_theta", "source"}) {
     model.erase(key);
   }
+  for (const std::string key :
+       {"rope_scaling", "rope_scaling_factor", "rope_scaling_original_max_positions",
+        "rope_scaling_beta_fast", "rope_scaling_beta_slow", "rope_scaling_mscale",
+        "rope_scaling_mscale_all_dim", "rope_scaling_truncate"}) {
+    REQUIRE(model.erase(key) == 1);  // the preset's YaRN
+  }
   json["runs"][0]["model"] = model;
   json["runs"][0]["layout"]["tp"] = 1;
   json["runs"][0]["layout"]["dp"] = 16;
@@ -968,7 +976,9 @@ TEST_CASE("runs file version 10: the model's bias, window, sink and gated-unit k
   models::TransformerConfig preset = models::load_model("gpt-oss-20b");
   models::TransformerConfig read = report.runs[0].plan->model;
   read.name = preset.name;
-  read.rope_theta = preset.rope_theta;  // a run's model states no rope base: it changes no cost
+  // A run's model states no rope base or scaling: they change no cost.
+  read.rope_theta = preset.rope_theta;
+  read.rope_scaling = preset.rope_scaling;
   CHECK(read == preset);
   CHECK(read.attention_sinks);
   CHECK(read.sliding_window == 128);

@@ -50,22 +50,46 @@ inline bool is_valid_rope_base(double base) {
 /// _compute_llama3_parameters; Megatron-Core rotary_pos_embedding.py _apply_scaling): wavelengths
 /// 2 pi / f shorter than original / high_freq_factor kept, longer than original / low_freq_factor
 /// divided by the factor, and between them (1 - s) f / factor + s f with
-/// s = (original / wavelength - low) / (high - low). Neither changes a parameter, GEMM or stored
-/// tensor: no cost. YaRN and the dynamic types are not carried.
-enum class RopeScalingType { kNone, kLinear, kLlama3 };
+/// s = (original / wavelength - low) / (high - low). kYarn: YaRN (Peng et al. 2023, "YaRN:
+/// Efficient Context Window Extension of Large Language Models", Sec. 3.2 NTK-by-parts and 3.4;
+/// transformers _compute_yarn_parameters, Megatron-Core yarn_rotary_pos_embedding.py): pair i
+/// keeps its frequency below the correction range, is divided by the factor above it, and blends
+/// linearly across it; the range runs from the pair that turns beta_fast times over the original
+/// context to the one that turns beta_slow times, floored and ceiled when truncate. YaRN also
+/// multiplies cos and sin by rope_attention_factor, and multi-head latent attention its softmax
+/// scale by yarn_mscale(factor, mscale_all_dim) squared (attention_scale). None changes a
+/// parameter, GEMM or stored tensor: no cost. The dynamic types (dynamic NTK, LongRoPE) are not
+/// carried.
+enum class RopeScalingType { kNone, kLinear, kLlama3, kYarn };
 struct RopeScaling {
   RopeScalingType type = RopeScalingType::kNone;
   double factor = 1.0;  // transformers "factor", Megatron-LM --rope-scaling-factor
   // kLlama3 only; Llama 3.1's values (transformers configs and Megatron-Core's fixed defaults).
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
-  int64_t original_max_positions = 8192;  // transformers original_max_position_embeddings
+  // kLlama3 and kYarn: transformers original_max_position_embeddings (the model format requires
+  // it with yarn; Megatron-Core's YaRN default is 4096).
+  int64_t original_max_positions = 8192;
+  // kYarn only; the defaults are the paper's, transformers' and Megatron-Core's.
+  double beta_fast = 32.0;      // rotations over the original context where the ramp starts
+  double beta_slow = 1.0;       // ... and where it ends
+  double mscale = 1.0;          // DeepSeek's mscale (0.1 mscale ln(factor) + 1)
+  double mscale_all_dim = 0.0;  // DeepSeek's mscale_all_dim; 0 = none
+  bool truncate = true;         // correction range floored and ceiled to whole pairs
 
   bool operator==(const RopeScaling&) const = default;
 };
 /// The type's name in the model format and in transformers' rope_type: "none" ("default" there),
-/// "linear", "llama3".
+/// "linear", "llama3", "yarn".
 std::string to_string(RopeScalingType type);
+/// YaRN's temperature, 0.1 m ln(factor) + 1, 1 at a factor of at most 1 (Peng et al. 2023, Sec.
+/// 3.4, sqrt(1/t) at m = 1; DeepSeek-V2's yarn_get_mscale, Megatron-Core _yarn_get_mscale).
+double yarn_mscale(double factor, double m);
+/// The amplitude YaRN gives cos and sin: yarn_mscale(factor, mscale) / yarn_mscale(factor,
+/// mscale_all_dim) (Megatron-Core _yarn_get_concentration_factor; transformers "attention_factor"
+/// from the same two); 1 for every other type. Queries and keys each carry it, so the scores carry
+/// its square.
+double rope_attention_factor(const RopeScaling& scaling);
 /// The largest scaling factor validate_model admits: a thousand times the context (Llama 3.2
 /// uses 32, Llama 4 16).
 inline constexpr double kMaxRopeScalingFactor = 1e3;
@@ -302,7 +326,8 @@ struct TransformerConfig {
   /// Whether the rotary frequencies are scaled (rope_scaling's type is not kNone).
   bool has_rope_scaling() const { return rope_scaling.type != RopeScalingType::kNone; }
   /// The attention scores' scale: 1 / sqrt(query_pre_attn_scalar), or 1 / sqrt(head_dim) when
-  /// it is 0.
+  /// it is 0; times yarn_mscale(factor, mscale_all_dim)^2 for multi-head latent attention under
+  /// YaRN.
   double attention_scale() const;
   /// Whether the scale is not 1 / sqrt(head_dim) (query_pre_attn_scalar set to another value).
   bool has_attention_scale_override() const {
