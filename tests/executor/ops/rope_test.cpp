@@ -94,6 +94,47 @@ TEST_CASE("llama3 scaling keeps the short wavelengths, divides the long ones, bl
   }
 }
 
+TEST_CASE("YaRN turns by its ramped frequencies and scales cos and sin by its attention factor") {
+  // HS 8 at base 10000: unscaled pairs turn by 1, 0.1, 0.01, 0.001 rad per position. YaRN over
+  // an original context of 100, factor 4: pair r turns R ln(100 / (2 pi r)) / (2 ln 10000)
+  // pairs in: 8 ln(100 / 201.06) / 18.42 = -0.30 for beta_fast 32 (kept: 0) and
+  // 8 ln(100 / 6.283) / 18.42 = 1.20 for beta_slow 1, truncated to 2. Pair 0 kept, pair 1 half
+  // way (f / 8 + f / 2), pairs 2 and 3 over 4. cos and sin carry 0.1 ln 4 + 1.
+  models::RopeScaling yarn;
+  yarn.type = models::RopeScalingType::kYarn;
+  yarn.factor = 4.0;
+  yarn.original_max_positions = 100;
+  const double amplitude = 0.1 * std::log(4.0) + 1.0;
+  const double expected[4] = {1.0, 0.1 / 8.0 + 0.1 / 2.0, 0.01 / 4.0, 0.001 / 4.0};
+  const int T = 50;
+  std::vector<double> qk(static_cast<size_t>(T) * 8, 0.0);
+  for (int t = 0; t < T; t++) {
+    for (int i = 0; i < 4; i++) {
+      qk[t * 8 + i] = 1.0;
+    }
+  }
+  rope_forward(qk.data(), T, 1, 1, 8, 8, nullptr, 0, kRopeBase, &yarn);
+  for (int t = 0; t < T; t++) {
+    for (int i = 0; i < 4; i++) {
+      CAPTURE(t);
+      CAPTURE(i);
+      CHECK(std::abs(qk[t * 8 + i] - amplitude * std::cos(t * expected[i])) < 1e-12);
+      CHECK(std::abs(qk[t * 8 + i + 4] - amplitude * std::sin(t * expected[i])) < 1e-12);
+    }
+  }
+  // The backward is the forward's transpose, A R^T: finite differences of <rope(x), w>.
+  const int B = 2, heads = 3, HS = 8, row = 4 * HS;
+  const std::vector<double> w = random_vector(4 * B * row, 4);
+  auto loss = [&](const std::vector<double>& x) {
+    std::vector<double> out = x;
+    rope_forward(out.data(), 4, B, heads, row, HS, nullptr, 0, kRopeBase, &yarn);
+    return dot(out, w);
+  };
+  std::vector<double> grad = w;
+  rope_backward(grad.data(), 4, B, heads, row, HS, nullptr, 0, kRopeBase, &yarn);
+  CHECK(gradient_error(loss, random_vector(4 * B * row, 5), grad) < 1e-7);
+}
+
 TEST_CASE("rope leaves heads past num_heads (the values) untouched") {
   // Row of 2 rotated heads + 1 value head, HS = 4, T = 3.
   const std::vector<double> before = random_vector(3 * 12, 1);
