@@ -16,7 +16,6 @@
 
 using meshplan::models::model_from_json;
 using meshplan::models::model_to_json;
-using meshplan::models::rope_attention_factor;
 using meshplan::models::rope_inverse_frequency;
 using meshplan::models::RopeScaling;
 using meshplan::models::RopeScalingType;
