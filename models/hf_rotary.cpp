@@ -272,6 +272,7 @@ RopeScaling read_yarn(const nlohmann::json& json, const nlohmann::json& entry,
   if (states(entry, "attention_factor")) {
     const double stated = require_number(entry, "attention_factor", entry_source);
     const double derived = rope_attention_factor(scaling);
+    // Equal up to the rounding of a value a config writes out in decimal (1e-9 relative).
     if (!(std::abs(stated - derived) <= 1e-9 * derived)) {
       throw InputError(fmt::format(
           "{}: attention_factor: {:g} differs from YaRN's {:.6g} for factor {:g} (mscale {:g}, "

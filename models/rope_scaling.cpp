@@ -126,21 +126,24 @@ RopeScalingType parse_type(const nlohmann::json& json, const std::string& source
       source, kTypeKey, text));
 }
 
-// The keys beyond the factor, with the one type that reads each.
+// The keys beyond the factor, with the types that read each (a key one type reads names it
+// twice).
 struct TypeKey {
   const char* key;
-  RopeScalingType type;
+  std::array<RopeScalingType, 2> readers;
   const char* meaning;
 };
+constexpr RopeScalingType kLlama3 = RopeScalingType::kLlama3;
+constexpr RopeScalingType kYarn = RopeScalingType::kYarn;
 constexpr std::array<TypeKey, 8> kTypeKeys = {{
-    {kLowKey, RopeScalingType::kLlama3, "a llama3 frequency band"},
-    {kHighKey, RopeScalingType::kLlama3, "a llama3 frequency band"},
-    {kBetaFastKey, RopeScalingType::kYarn, "a YaRN ramp end"},
-    {kBetaSlowKey, RopeScalingType::kYarn, "a YaRN ramp end"},
-    {kMscaleKey, RopeScalingType::kYarn, "a YaRN attention temperature"},
-    {kMscaleAllDimKey, RopeScalingType::kYarn, "a YaRN attention temperature"},
-    {kTruncateKey, RopeScalingType::kYarn, "how YaRN rounds its ramp"},
-    {kOriginalKey, RopeScalingType::kNone, "the pre-training context of llama3 or yarn"},
+    {kLowKey, {kLlama3, kLlama3}, "a llama3 frequency band"},
+    {kHighKey, {kLlama3, kLlama3}, "a llama3 frequency band"},
+    {kBetaFastKey, {kYarn, kYarn}, "a YaRN ramp end"},
+    {kBetaSlowKey, {kYarn, kYarn}, "a YaRN ramp end"},
+    {kMscaleKey, {kYarn, kYarn}, "a YaRN attention temperature"},
+    {kMscaleAllDimKey, {kYarn, kYarn}, "a YaRN attention temperature"},
+    {kTruncateKey, {kYarn, kYarn}, "how YaRN rounds its ramp"},
+    {kOriginalKey, {kLlama3, kYarn}, "the pre-training context of llama3 or yarn"},
 }};
 
 }  // namespace
@@ -161,9 +164,7 @@ void read_rope_scaling_fields(const nlohmann::json& json, const std::string& sou
     return;
   }
   for (const TypeKey& entry : kTypeKeys) {
-    // The original context is read by llama3 and yarn (kNone stands for both here).
-    const bool read = entry.type == RopeScalingType::kNone ? type != RopeScalingType::kLinear
-                                                           : entry.type == type;
+    const bool read = entry.readers[0] == type || entry.readers[1] == type;
     if (json.contains(entry.key) && !read) {
       throw InputError(fmt::format("{}: {}: {}; rope_scaling {} does not read it ({})", source,
                                    entry.key, entry.meaning, to_string(type),
